@@ -1,1 +1,1014 @@
-//! (being written)
+//! Request code -> behaviour: the only place that maps a RocketMQ request to what the
+//! name server does with it, and the one place where errors become response codes and
+//! Java's remarks (PROTOCOL.md §3).
+//!
+//! The processor owns the state (route table, KV store, config, counters) and runs on the
+//! loop thread. It never blocks on the network: unregistrations and 905 notifications are
+//! handed to the worker thread through channels, and come back as batches through
+//! [`Processor::apply_unregister_batch`].
+
+use crate::config::{Cidr, NamesrvConfig, SerializeTypeSetting};
+use crate::kv::KvStore;
+use crate::remoting::codes::{request, response, version, FLAG_RESPONSE};
+use crate::remoting::command::{encode_frame, Header, RemotingCommand, SerializeType};
+use crate::route::model::{
+    self, decode_register_body, BodyLimits, DataVersion, Dialect, TopicRouteData,
+};
+use crate::route::table::{
+    BodyFingerprint, ConnId, ExpiredBroker, MinIdNotification, RegisterRequest, RemovalReason,
+    RouteSettings, RouteTable, TopicsInput, UnregisterRequest, FLAG_UNIT, FLAG_UNIT_SUB,
+};
+use crossbeam_channel::{Sender, TrySendError};
+use log::{debug, info, warn};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+/// The KV namespace the name server itself reads (order topic configuration).
+pub const ORDER_TOPIC_CONFIG: &str = "ORDER_TOPIC_CONFIG";
+
+/// Work for the unregistration worker thread.
+#[derive(Debug)]
+pub enum WorkerJob {
+    Unregister(Vec<(UnregisterRequest, RemovalReason)>),
+    Notify(MinIdNotification),
+}
+
+/// Where a request came from and what the server around it looks like.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestContext {
+    pub conn: Option<ConnId>,
+    pub peer: Option<SocketAddr>,
+    pub now_ms: u64,
+}
+
+/// Counters kept by the server loop, reported by the stats extension.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ServerCounters {
+    pub connections: usize,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+}
+
+/// What the server must do after a request besides writing the reply.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Effects {
+    /// UPDATE_NAMESRV_CONFIG applied: re-read timer and limit settings.
+    pub config_changed: bool,
+}
+
+#[derive(Debug, Default)]
+struct Stats {
+    requests_by_code: HashMap<i32, u64>,
+    registrations: u64,
+    registrations_unchanged: u64,
+    expiries: u64,
+    unregistrations: u64,
+    unregister_batches: u64,
+    largest_batch: usize,
+    unregister_queue_full: u64,
+}
+
+/// An error that becomes a response code and remark.
+struct Reject {
+    code: i32,
+    remark: String,
+}
+
+fn reject(code: i32, remark: impl Into<String>) -> Reject {
+    Reject {
+        code,
+        remark: remark.into(),
+    }
+}
+
+fn required<'a>(cmd: &'a RemotingCommand, field: &str) -> Result<&'a str, Reject> {
+    cmd.ext(field).ok_or_else(|| {
+        reject(
+            response::SYSTEM_ERROR,
+            format!("the custom field <{field}> is null"),
+        )
+    })
+}
+
+fn required_i64(cmd: &RemotingCommand, field: &str) -> Result<i64, Reject> {
+    let text = required(cmd, field)?;
+    text.trim().parse::<i64>().map_err(|_| {
+        reject(
+            response::SYSTEM_ERROR,
+            format!("the custom field <{field}> is not a number: {text}"),
+        )
+    })
+}
+
+fn optional_bool(cmd: &RemotingCommand, field: &str) -> Option<bool> {
+    cmd.ext(field).map(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+/// Reply under construction.
+struct Reply<'a> {
+    code: i32,
+    remark: Option<String>,
+    ext: Option<Vec<(&'static str, String)>>,
+    body: ReplyBody<'a>,
+}
+
+enum ReplyBody<'a> {
+    None,
+    Owned(Vec<u8>),
+    Shared(bytes::Bytes),
+    Borrowed(&'a [u8]),
+}
+
+impl<'a> Reply<'a> {
+    fn ok() -> Self {
+        Reply {
+            code: response::SUCCESS,
+            remark: None,
+            ext: None,
+            body: ReplyBody::None,
+        }
+    }
+    fn with_body(body: Vec<u8>) -> Self {
+        Reply {
+            body: ReplyBody::Owned(body),
+            ..Reply::ok()
+        }
+    }
+    fn error(code: i32, remark: impl Into<String>) -> Self {
+        Reply {
+            code,
+            remark: Some(remark.into()),
+            ..Reply::ok()
+        }
+    }
+}
+
+impl From<Reject> for Reply<'_> {
+    fn from(r: Reject) -> Self {
+        Reply::error(r.code, r.remark)
+    }
+}
+
+/// The name server's state and request handling.
+pub struct Processor {
+    pub table: RouteTable,
+    kv: KvStore,
+    config: NamesrvConfig,
+    started: Instant,
+    worker: Sender<WorkerJob>,
+    stats: Stats,
+    body_limits: BodyLimits,
+    admin_allow_list: Vec<Cidr>,
+    /// ORDER_TOPIC_CONFIG as a KVTable body, by KV generation (sent with every registration).
+    order_conf_body: Option<(u64, Option<Vec<u8>>)>,
+}
+
+fn route_settings(config: &NamesrvConfig) -> RouteSettings {
+    RouteSettings {
+        support_acting_master: config.support_acting_master,
+        delete_topic_with_broker_registration: config.delete_topic_with_broker_registration,
+        notify_min_broker_id_changed: config.notify_min_broker_id_changed,
+        cache_max_bytes: RouteSettings::default().cache_max_bytes,
+    }
+}
+
+fn body_limits(config: &NamesrvConfig) -> BodyLimits {
+    let mut limits = BodyLimits::default();
+    limits.json.max_depth = config.max_json_depth as usize;
+    limits.json.max_string_len = config.max_json_string_length as usize;
+    limits.max_topics = config.max_topics_per_registration as usize;
+    limits.max_inflated_len = config.max_inflated_body_length as usize;
+    limits
+}
+
+impl Processor {
+    pub fn new(config: NamesrvConfig, kv: KvStore, worker: Sender<WorkerJob>) -> Self {
+        let table = RouteTable::new(route_settings(&config), 1000);
+        Processor {
+            table,
+            kv,
+            body_limits: body_limits(&config),
+            admin_allow_list: config.admin_allow_list_parsed(),
+            config,
+            started: Instant::now(),
+            worker,
+            stats: Stats::default(),
+            order_conf_body: None,
+        }
+    }
+
+    pub fn config(&self) -> &NamesrvConfig {
+        &self.config
+    }
+
+    fn serialize_type(&self) -> SerializeType {
+        match self.config.serialize_type {
+            SerializeTypeSetting::Json => SerializeType::Json,
+            SerializeTypeSetting::RocketMq => SerializeType::RocketMq,
+        }
+    }
+
+    /// Handles one request and appends its response frame (if any) to `out`.
+    pub fn handle(
+        &mut self,
+        ctx: &RequestContext,
+        counters: &ServerCounters,
+        cmd: &RemotingCommand,
+        out: &mut Vec<u8>,
+    ) -> Effects {
+        if cmd.is_response() {
+            // We only send oneway requests (905), so no response is ever expected.
+            debug!(
+                "dropping unexpected response frame (opaque {}) from {:?}",
+                cmd.opaque, ctx.peer
+            );
+            return Effects::default();
+        }
+        *self.stats.requests_by_code.entry(cmd.code).or_insert(0) += 1;
+        let mut effects = Effects::default();
+        let reply = match self.dispatch(ctx, counters, cmd, &mut effects) {
+            Ok(r) => r,
+            Err(r) => {
+                debug!(
+                    "request {} from {:?} answered {}: {}",
+                    cmd.code, ctx.peer, r.code, r.remark
+                );
+                r.into()
+            }
+        };
+        if !cmd.is_oneway() {
+            self.write_reply(cmd.opaque, &reply, out);
+        }
+        effects
+    }
+
+    fn write_reply(&self, opaque: i32, reply: &Reply<'_>, out: &mut Vec<u8>) {
+        let header = Header {
+            code: reply.code,
+            language: "JAVA",
+            version: version::CURRENT,
+            opaque,
+            flag: FLAG_RESPONSE,
+            remark: reply.remark.as_deref(),
+        };
+        let body: &[u8] = match &reply.body {
+            ReplyBody::None => &[],
+            ReplyBody::Owned(v) => v,
+            ReplyBody::Shared(b) => b,
+            ReplyBody::Borrowed(b) => b,
+        };
+        let ext = reply
+            .ext
+            .as_ref()
+            .map(|e| e.iter().map(|(k, v)| (*k, v.as_str())));
+        encode_frame(out, self.serialize_type(), &header, ext, body);
+    }
+
+    fn is_admin_allowed(&self, peer: Option<SocketAddr>) -> bool {
+        if self.admin_allow_list.is_empty() {
+            return true;
+        }
+        match peer {
+            Some(p) => self.admin_allow_list.iter().any(|c| c.contains(p.ip())),
+            None => true,
+        }
+    }
+
+    fn dispatch(
+        &mut self,
+        ctx: &RequestContext,
+        counters: &ServerCounters,
+        cmd: &RemotingCommand,
+        effects: &mut Effects,
+    ) -> Result<Reply<'_>, Reject> {
+        if is_mutating_admin(cmd.code) && !self.is_admin_allowed(ctx.peer) {
+            warn!(
+                "refused {} from {:?}: not in adminAllowList",
+                crate::remoting::codes::request_name(cmd.code),
+                ctx.peer
+            );
+            return Err(reject(
+                response::NO_PERMISSION,
+                format!(
+                    "request {} is not allowed from this address (adminAllowList)",
+                    cmd.code
+                ),
+            ));
+        }
+        match cmd.code {
+            request::PUT_KV_CONFIG => self.put_kv_config(cmd),
+            request::GET_KV_CONFIG => self.get_kv_config(cmd),
+            request::DELETE_KV_CONFIG => self.delete_kv_config(cmd),
+            request::GET_KVLIST_BY_NAMESPACE => self.get_kv_list(cmd),
+            request::REGISTER_BROKER => self.register_broker(ctx, cmd),
+            request::UNREGISTER_BROKER => self.unregister_broker(cmd),
+            request::BROKER_HEARTBEAT => self.broker_heartbeat(ctx, cmd),
+            request::QUERY_DATA_VERSION => self.query_data_version(ctx, cmd),
+            request::GET_BROKER_MEMBER_GROUP => self.broker_member_group(cmd),
+            request::GET_ROUTEINFO_BY_TOPIC => self.route_info(cmd),
+            request::GET_BROKER_CLUSTER_INFO => {
+                let mut body = Vec::with_capacity(256);
+                self.table.cluster_info().encode(&mut body);
+                Ok(Reply::with_body(body))
+            }
+            request::WIPE_WRITE_PERM_OF_BROKER => self.write_perm(cmd, false),
+            request::ADD_WRITE_PERM_OF_BROKER => self.write_perm(cmd, true),
+            request::GET_ALL_TOPIC_LIST_FROM_NAMESERVER => {
+                if !self.config.enable_all_topic_list {
+                    return Err(reject(response::SYSTEM_ERROR, "disable"));
+                }
+                let mut body = Vec::new();
+                model::encode_topic_list(self.table.topic_names(), None, &mut body);
+                Ok(Reply::with_body(body))
+            }
+            request::DELETE_TOPIC_IN_NAMESRV => self.delete_topic(cmd),
+            request::REGISTER_TOPIC_IN_NAMESRV => self.register_topic(cmd),
+            request::GET_TOPICS_BY_CLUSTER => {
+                if !self.config.enable_topic_list {
+                    return Err(reject(response::SYSTEM_ERROR, "disable"));
+                }
+                let cluster = required(cmd, "cluster")?;
+                let topics = self.table.topics_of_cluster(cluster);
+                let mut body = Vec::new();
+                model::encode_topic_list(topics.iter().map(String::as_str), None, &mut body);
+                Ok(Reply::with_body(body))
+            }
+            request::GET_SYSTEM_TOPIC_LIST_FROM_NS => {
+                let (topics, addr) = self.table.system_topics();
+                let mut body = Vec::new();
+                model::encode_topic_list(
+                    topics.iter().map(String::as_str),
+                    addr.as_deref(),
+                    &mut body,
+                );
+                Ok(Reply::with_body(body))
+            }
+            request::GET_UNIT_TOPIC_LIST => self.unit_topics(|f| f & FLAG_UNIT != 0),
+            request::GET_HAS_UNIT_SUB_TOPIC_LIST => self.unit_topics(|f| f & FLAG_UNIT_SUB != 0),
+            request::GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST => {
+                self.unit_topics(|f| f & FLAG_UNIT_SUB != 0 && f & FLAG_UNIT == 0)
+            }
+            request::GET_NAMESRV_CONFIG => Ok(Reply::with_body(
+                self.config.to_properties_text().into_bytes(),
+            )),
+            request::UPDATE_NAMESRV_CONFIG => self.update_config(cmd, effects),
+            request::RMQ_NAMESRV_STATS => Ok(Reply::with_body(self.stats_body(counters))),
+            code => {
+                debug!("request code {code} not supported (from {:?})", ctx.peer);
+                Err(reject(
+                    response::REQUEST_CODE_NOT_SUPPORTED,
+                    format!(" request type {code} not supported"),
+                ))
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ KV
+
+    fn put_kv_config(&mut self, cmd: &RemotingCommand) -> Result<Reply<'_>, Reject> {
+        let namespace = required(cmd, "namespace")?;
+        let key = required(cmd, "key")?;
+        let value = required(cmd, "value")?;
+        self.kv.put(namespace, key, value).map_err(|e| {
+            reject(
+                response::SYSTEM_ERROR,
+                format!("persisting the KV config failed: {e}"),
+            )
+        })?;
+        info!("KV config put {namespace}/{key}");
+        if namespace == ORDER_TOPIC_CONFIG {
+            self.table.invalidate_topic(key);
+        }
+        Ok(Reply::ok())
+    }
+
+    fn get_kv_config(&mut self, cmd: &RemotingCommand) -> Result<Reply<'_>, Reject> {
+        let namespace = required(cmd, "namespace")?;
+        let key = required(cmd, "key")?;
+        match self.kv.get(namespace, key) {
+            Some(v) => Ok(Reply {
+                ext: Some(vec![("value", v.to_string())]),
+                ..Reply::ok()
+            }),
+            None => Ok(Reply {
+                ext: Some(Vec::new()),
+                ..Reply::error(
+                    response::QUERY_NOT_FOUND,
+                    format!("No config item, Namespace: {namespace} Key: {key}"),
+                )
+            }),
+        }
+    }
+
+    fn delete_kv_config(&mut self, cmd: &RemotingCommand) -> Result<Reply<'_>, Reject> {
+        let namespace = required(cmd, "namespace")?;
+        let key = required(cmd, "key")?;
+        self.kv.delete(namespace, key).map_err(|e| {
+            reject(
+                response::SYSTEM_ERROR,
+                format!("persisting the KV config failed: {e}"),
+            )
+        })?;
+        info!("KV config delete {namespace}/{key}");
+        if namespace == ORDER_TOPIC_CONFIG {
+            self.table.invalidate_topic(key);
+        }
+        Ok(Reply::ok())
+    }
+
+    fn get_kv_list(&mut self, cmd: &RemotingCommand) -> Result<Reply<'_>, Reject> {
+        let namespace = required(cmd, "namespace")?;
+        match self.kv.encode_kv_table(namespace) {
+            Some(body) => Ok(Reply::with_body(body)),
+            None => Err(reject(
+                response::QUERY_NOT_FOUND,
+                format!("No config item, Namespace: {namespace}"),
+            )),
+        }
+    }
+
+    /// The ORDER_TOPIC_CONFIG KV table returned to registering brokers, re-encoded only
+    /// when that namespace changed.
+    fn order_conf_body(&mut self) -> Option<&[u8]> {
+        let generation = self.kv.generation(ORDER_TOPIC_CONFIG);
+        let fresh = matches!(&self.order_conf_body, Some((g, _)) if *g == generation);
+        if !fresh {
+            self.order_conf_body = Some((generation, self.kv.encode_kv_table(ORDER_TOPIC_CONFIG)));
+        }
+        self.order_conf_body.as_ref().and_then(|(_, b)| b.as_deref())
+    }
+
+    // ------------------------------------------------------------------ brokers
+
+    fn register_broker(
+        &mut self,
+        ctx: &RequestContext,
+        cmd: &RemotingCommand,
+    ) -> Result<Reply<'_>, Reject> {
+        let broker_name = required(cmd, "brokerName")?;
+        let broker_addr = required(cmd, "brokerAddr")?;
+        let cluster = required(cmd, "clusterName")?;
+        let ha_server_addr = required(cmd, "haServerAddr")?;
+        let broker_id = required_i64(cmd, "brokerId")?;
+        self.check_name("clusterName", cluster)?;
+        self.check_name("brokerName", broker_name)?;
+        self.check_name("brokerAddr", broker_addr)?;
+        // Java parses these leniently: an unparsable value is logged and left at its default.
+        let header_crc: i64 = cmd
+            .ext("bodyCrc32")
+            .and_then(|v| v.trim().parse::<i32>().ok())
+            .map_or(0, i64::from);
+        let compressed = optional_bool(cmd, "compressed").unwrap_or(false);
+        let heartbeat_timeout_ms = cmd
+            .ext("heartbeatTimeoutMillis")
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .filter(|v| *v > 0)
+            .map(|v| v as u64);
+        let enable_acting_master = optional_bool(cmd, "enableActingMaster");
+        let fingerprint = BodyFingerprint {
+            len: cmd.body.len(),
+            header_crc,
+            hash: model::fingerprint(&cmd.body),
+        };
+        let req = RegisterRequest {
+            cluster,
+            broker_addr,
+            broker_name,
+            broker_id,
+            ha_server_addr,
+            zone_name: cmd.ext("__ZONE_NAME"),
+            heartbeat_timeout_ms,
+            enable_acting_master,
+            conn: ctx.conn,
+            now_ms: ctx.now_ms,
+            fingerprint,
+        };
+        self.stats.registrations += 1;
+        let unchanged =
+            self.table
+                .is_unchanged_body(cluster, broker_addr, broker_name, broker_id, &fingerprint);
+        let result = if unchanged {
+            self.stats.registrations_unchanged += 1;
+            self.table.register_broker(&req, TopicsInput::Unchanged)
+        } else {
+            if header_crc != 0 {
+                let actual = i64::from(model::crc32(&cmd.body) & 0x7FFF_FFFF);
+                if actual != header_crc {
+                    warn!(
+                        "rejected registration of {broker_name}@{broker_addr} ({cluster}): body crc32 {actual} != header bodyCrc32 {header_crc}"
+                    );
+                    return Err(reject(response::SYSTEM_ERROR, "crc32 not match"));
+                }
+            }
+            let body =
+                decode_register_body(&cmd.body, compressed, cmd.version, &self.body_limits)
+                    .map_err(|e| {
+                        warn!(
+                            "rejected registration of {broker_name}@{broker_addr} ({cluster}): {e}"
+                        );
+                        reject(
+                            response::SYSTEM_ERROR,
+                            format!("register broker failed: bad body: {e}"),
+                        )
+                    })?;
+            for (_, tc) in &body.topics {
+                self.check_topic_name(&tc.topic_name)?;
+            }
+            self.table.register_broker(&req, TopicsInput::Body(&body))
+        };
+        if result.fenced {
+            warn!(
+                "registration of {broker_name}@{broker_addr} id {broker_id} ({cluster}) fenced: a newer stateVersion holds that id"
+            );
+        } else if result.first {
+            info!(
+                "new broker registered: {broker_name}@{broker_addr} id {broker_id} cluster {cluster} ha {ha_server_addr}"
+            );
+        } else if result.topics_changed > 0 {
+            info!(
+                "broker {broker_name}@{broker_addr} changed {} topic queue entries",
+                result.topics_changed
+            );
+        } else {
+            debug!("broker {broker_name}@{broker_addr} refreshed");
+        }
+        if let Some(n) = result.notification.clone() {
+            self.send_notification(n);
+        }
+        let mut ext = Vec::new();
+        if let Some(ha) = result.ha_server_addr {
+            ext.push(("haServerAddr", ha));
+        }
+        if let Some(master) = result.master_addr {
+            ext.push(("masterAddr", master));
+        }
+        let body = if self.config.return_order_topic_config_to_broker && !result.fenced {
+            self.order_conf_body().map(|b| b.to_vec())
+        } else {
+            None
+        };
+        Ok(Reply {
+            ext: Some(ext),
+            body: body.map_or(ReplyBody::None, ReplyBody::Owned),
+            ..Reply::ok()
+        })
+    }
+
+    fn check_name(&self, field: &str, value: &str) -> Result<(), Reject> {
+        if value.len() > self.config.max_name_length as usize {
+            warn!(
+                "rejected {field} of {} bytes (maxNameLength {})",
+                value.len(),
+                self.config.max_name_length
+            );
+            return Err(reject(
+                response::SYSTEM_ERROR,
+                format!(
+                    "{field} is longer than {} bytes",
+                    self.config.max_name_length
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_topic_name(&self, topic: &str) -> Result<(), Reject> {
+        if topic.is_empty() {
+            return Err(reject(response::SYSTEM_ERROR, "The specified topic is blank."));
+        }
+        if topic.len() > self.config.max_topic_name_length as usize {
+            warn!("rejected topic name of {} bytes", topic.len());
+            return Err(reject(
+                response::SYSTEM_ERROR,
+                format!(
+                    "The specified topic is longer than topic max length {}.",
+                    self.config.max_topic_name_length
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn send_notification(&mut self, n: MinIdNotification) {
+        if let Err(e) = self.worker.try_send(WorkerJob::Notify(n)) {
+            warn!("NOTIFY_MIN_BROKER_ID_CHANGE dropped: worker queue {e}");
+        }
+    }
+
+    /// Queues unregistrations for the worker; returns false (and logs) when the queue is full.
+    pub fn submit_unregistrations(&mut self, batch: Vec<(UnregisterRequest, RemovalReason)>) -> bool {
+        if batch.is_empty() {
+            return true;
+        }
+        match self.worker.try_send(WorkerJob::Unregister(batch)) {
+            Ok(()) => true,
+            Err(TrySendError::Full(WorkerJob::Unregister(b))) => {
+                self.stats.unregister_queue_full += 1;
+                warn!(
+                    "unregistration queue full (unRegisterBrokerQueueCapacity {}): {} request(s) not queued",
+                    self.config.un_register_broker_queue_capacity,
+                    b.len()
+                );
+                false
+            }
+            Err(e) => {
+                warn!("unregistration worker unavailable: {e}");
+                false
+            }
+        }
+    }
+
+    fn unregister_broker(&mut self, cmd: &RemotingCommand) -> Result<Reply<'_>, Reject> {
+        let request = UnregisterRequest {
+            broker_name: required(cmd, "brokerName")?.to_string(),
+            broker_addr: required(cmd, "brokerAddr")?.to_string(),
+            cluster: required(cmd, "clusterName")?.to_string(),
+            broker_id: required_i64(cmd, "brokerId")?,
+        };
+        if self.submit_unregistrations(vec![(request, RemovalReason::Unregister)]) {
+            Ok(Reply::ok())
+        } else {
+            Ok(Reply {
+                code: response::SYSTEM_ERROR,
+                ..Reply::ok()
+            })
+        }
+    }
+
+    fn broker_heartbeat(
+        &mut self,
+        ctx: &RequestContext,
+        cmd: &RemotingCommand,
+    ) -> Result<Reply<'_>, Reject> {
+        let cluster = required(cmd, "clusterName")?;
+        let addr = required(cmd, "brokerAddr")?;
+        required(cmd, "brokerName")?;
+        self.table.heartbeat(cluster, addr, ctx.now_ms);
+        Ok(Reply::ok())
+    }
+
+    fn query_data_version(
+        &mut self,
+        ctx: &RequestContext,
+        cmd: &RemotingCommand,
+    ) -> Result<Reply<'_>, Reject> {
+        required(cmd, "brokerName")?;
+        let addr = required(cmd, "brokerAddr")?;
+        let cluster = required(cmd, "clusterName")?;
+        required_i64(cmd, "brokerId")?;
+        let sent = if cmd.body.is_empty() {
+            None
+        } else {
+            Some(DataVersion::decode(&cmd.body).map_err(|e| {
+                reject(
+                    response::SYSTEM_ERROR,
+                    format!("bad DataVersion body: {e}"),
+                )
+            })?)
+        };
+        let stored = self.table.data_version(cluster, addr);
+        let changed = match (stored, sent) {
+            (Some(s), Some(v)) => s != v,
+            _ => true,
+        };
+        self.table.heartbeat(cluster, addr, ctx.now_ms);
+        let mut reply = Reply {
+            ext: Some(vec![("changed", changed.to_string())]),
+            ..Reply::ok()
+        };
+        if let Some(s) = stored {
+            let mut body = Vec::with_capacity(64);
+            s.encode(&mut body);
+            reply.body = ReplyBody::Owned(body);
+        }
+        Ok(reply)
+    }
+
+    fn broker_member_group(&mut self, cmd: &RemotingCommand) -> Result<Reply<'_>, Reject> {
+        let cluster = required(cmd, "clusterName")?;
+        let broker_name = required(cmd, "brokerName")?;
+        let addrs = self.table.broker_member_group(broker_name);
+        let mut body = Vec::new();
+        model::encode_member_group(cluster, broker_name, &addrs, &mut body);
+        Ok(Reply::with_body(body))
+    }
+
+    // ------------------------------------------------------------------ routes
+
+    fn route_info(&mut self, cmd: &RemotingCommand) -> Result<Reply<'_>, Reject> {
+        let topic = required(cmd, "topic")?;
+        if self.config.need_wait_for_service
+            && self.started.elapsed().as_secs() < self.config.wait_seconds_for_service.max(0) as u64
+        {
+            return Err(reject(response::SYSTEM_ERROR, "name server not ready"));
+        }
+        let zone_mode = optional_bool(cmd, "__ZONE_MODE").unwrap_or(false);
+        let zone = cmd.ext("__ZONE_NAME").filter(|z| !z.trim().is_empty());
+        let standard = cmd.version >= version::V4_9_4
+            || optional_bool(cmd, "acceptStandardJsonOnly").unwrap_or(false);
+        let dialect = if standard {
+            Dialect::Standard
+        } else {
+            Dialect::Legacy
+        };
+        let order_enabled = self.config.order_message_enable;
+        let kv = &self.kv;
+        let order_conf = || {
+            if order_enabled {
+                kv.get(ORDER_TOPIC_CONFIG, topic).map(str::to_string)
+            } else {
+                None
+            }
+        };
+        if let (true, Some(zone)) = (zone_mode, zone) {
+            // Zone-filtered answers are built per request and always legacy (§5.8).
+            let Some(mut route) = self.table.pickup_route(topic) else {
+                return Err(topic_not_exist(topic));
+            };
+            route.order_topic_conf = order_conf();
+            filter_by_zone(&mut route, zone);
+            let mut body = Vec::new();
+            route.encode(Dialect::Legacy, &mut body);
+            return Ok(Reply::with_body(body));
+        }
+        match self.table.route_body(topic, dialect, order_conf) {
+            Some(bytes) => Ok(Reply {
+                body: ReplyBody::Shared(bytes),
+                ..Reply::ok()
+            }),
+            None => Err(topic_not_exist(topic)),
+        }
+    }
+
+    fn write_perm(&mut self, cmd: &RemotingCommand, enable: bool) -> Result<Reply<'_>, Reject> {
+        let broker_name = required(cmd, "brokerName")?;
+        let count = self.table.set_write_perm(broker_name, enable);
+        let (key, verb) = if enable {
+            ("addTopicCount", "added")
+        } else {
+            ("wipeTopicCount", "wiped")
+        };
+        info!("write permission {verb} for broker {broker_name}: {count} topic(s)");
+        Ok(Reply {
+            ext: Some(vec![(key, count.to_string())]),
+            ..Reply::ok()
+        })
+    }
+
+    fn delete_topic(&mut self, cmd: &RemotingCommand) -> Result<Reply<'_>, Reject> {
+        let topic = required(cmd, "topic")?;
+        self.check_topic_name(topic)?;
+        let cluster = cmd.ext("clusterName");
+        if self.table.delete_topic(topic, cluster) {
+            info!("topic {topic} deleted (cluster {:?})", cluster.unwrap_or(""));
+        }
+        Ok(Reply::ok())
+    }
+
+    fn register_topic(&mut self, cmd: &RemotingCommand) -> Result<Reply<'_>, Reject> {
+        let topic = required(cmd, "topic")?;
+        self.check_topic_name(topic)?;
+        if cmd.body.is_empty() {
+            return Ok(Reply::ok());
+        }
+        let route = TopicRouteData::decode(&cmd.body).map_err(|e| {
+            reject(
+                response::SYSTEM_ERROR,
+                format!("bad TopicRouteData body: {e}"),
+            )
+        })?;
+        if self.table.register_topic(topic, &route.queue_datas) {
+            info!("topic {topic} registered with {} queue entries", route.queue_datas.len());
+        }
+        Ok(Reply::ok())
+    }
+
+    fn unit_topics(&mut self, pred: impl Fn(i32) -> bool) -> Result<Reply<'_>, Reject> {
+        if !self.config.enable_topic_list {
+            return Err(reject(response::SYSTEM_ERROR, "disable"));
+        }
+        let topics = self.table.topics_with_flag(pred);
+        let mut body = Vec::new();
+        model::encode_topic_list(topics.into_iter(), None, &mut body);
+        Ok(Reply::with_body(body))
+    }
+
+    // ------------------------------------------------------------------ config
+
+    fn update_config(
+        &mut self,
+        cmd: &RemotingCommand,
+        effects: &mut Effects,
+    ) -> Result<Reply<'_>, Reject> {
+        if cmd.body.is_empty() {
+            return Ok(Reply::ok());
+        }
+        let text = std::str::from_utf8(&cmd.body)
+            .map_err(|_| reject(response::SYSTEM_ERROR, "string2Properties error"))?;
+        let before = self.config.clone();
+        match self.config.update(text) {
+            Ok(keys) => {
+                info!("config updated: {}", keys.join(", "));
+                self.apply_config_change(&before);
+                effects.config_changed = true;
+                Ok(Reply::ok())
+            }
+            Err(crate::config::UpdateError::BlackListed(key)) => {
+                warn!("refused config update of black-listed key {key}");
+                Err(reject(
+                    response::NO_PERMISSION,
+                    "Can not update config in black list.",
+                ))
+            }
+            Err(crate::config::UpdateError::Parse(e)) => {
+                warn!("refused config update: {e}");
+                Err(reject(response::SYSTEM_ERROR, "string2Properties error"))
+            }
+            Err(crate::config::UpdateError::Persist(e)) => Err(reject(
+                response::SYSTEM_ERROR,
+                format!("persisting the config failed: {e}"),
+            )),
+        }
+    }
+
+    fn apply_config_change(&mut self, before: &NamesrvConfig) {
+        let settings = route_settings(&self.config);
+        let routes_differ = settings != self.table.settings
+            || before.order_message_enable != self.config.order_message_enable;
+        self.table.settings = settings;
+        if routes_differ {
+            self.table.invalidate_all();
+        }
+        self.body_limits = body_limits(&self.config);
+        self.admin_allow_list = self.config.admin_allow_list_parsed();
+    }
+
+    fn stats_body(&self, counters: &ServerCounters) -> Vec<u8> {
+        use crate::remoting::json::{write_i64, write_key};
+        let mut out = Vec::with_capacity(512);
+        let fields: [(&str, i64); 14] = [
+            ("connections", counters.connections as i64),
+            ("brokers", self.table.live_broker_count() as i64),
+            ("brokerGroups", self.table.broker_group_count() as i64),
+            ("topics", self.table.topic_count() as i64),
+            ("clusters", self.table.cluster_count() as i64),
+            ("uptimeMillis", self.started.elapsed().as_millis() as i64),
+            ("registrations", self.stats.registrations as i64),
+            ("registrationsUnchanged", self.stats.registrations_unchanged as i64),
+            ("expiries", self.stats.expiries as i64),
+            ("unregistrations", self.stats.unregistrations as i64),
+            ("unregisterBatches", self.stats.unregister_batches as i64),
+            ("largestUnregisterBatch", self.stats.largest_batch as i64),
+            ("bytesIn", counters.bytes_in as i64),
+            ("bytesOut", counters.bytes_out as i64),
+        ];
+        out.push(b'{');
+        for (k, v) in fields {
+            write_key(&mut out, k);
+            write_i64(&mut out, v);
+            out.push(b',');
+        }
+        write_key(&mut out, "requests");
+        out.push(b'{');
+        let mut codes: Vec<_> = self.stats.requests_by_code.iter().collect();
+        codes.sort();
+        for (i, (code, n)) in codes.into_iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_key(&mut out, &code.to_string());
+            write_i64(&mut out, *n as i64);
+        }
+        out.extend_from_slice(b"}}");
+        out
+    }
+
+    // ------------------------------------------------------------------ loop events
+
+    /// The scan tick: silent brokers are expired, their connections reported for closing,
+    /// and their unregistrations queued as one batch.
+    pub fn expire_silent_brokers(&mut self, now_ms: u64) -> Vec<ConnId> {
+        let expired: Vec<ExpiredBroker> = self.table.expire_silent_brokers(now_ms);
+        if expired.is_empty() {
+            return Vec::new();
+        }
+        let mut conns = Vec::new();
+        let mut batch = Vec::with_capacity(expired.len());
+        for e in &expired {
+            warn!(
+                "broker {}@{} ({}) expired: silent for {} ms",
+                e.request.broker_name, e.request.broker_addr, e.request.cluster, e.silent_ms
+            );
+            if let Some(c) = e.conn {
+                conns.push(c);
+            }
+            batch.push((
+                e.request.clone(),
+                RemovalReason::Expired {
+                    silent_ms: e.silent_ms,
+                },
+            ));
+        }
+        self.stats.expiries += expired.len() as u64;
+        if !self.submit_unregistrations(batch) {
+            for e in &expired {
+                self.table
+                    .rearm(&e.request.cluster, &e.request.broker_addr, now_ms);
+            }
+        }
+        conns.sort_unstable();
+        conns.dedup();
+        conns
+    }
+
+    /// A connection closed: unregister every broker that registered over it.
+    pub fn connection_closed(&mut self, conn: ConnId) {
+        let requests = self.table.connection_closed(conn);
+        if requests.is_empty() {
+            return;
+        }
+        let batch = requests
+            .into_iter()
+            .map(|r| (r, RemovalReason::ConnectionClosed))
+            .collect();
+        self.submit_unregistrations(batch);
+    }
+
+    /// Applies a de-duplicated batch handed back by the worker.
+    pub fn apply_unregister_batch(&mut self, batch: &[(UnregisterRequest, RemovalReason)]) {
+        let requests: Vec<UnregisterRequest> = batch.iter().map(|(r, _)| r.clone()).collect();
+        let outcome = self.table.unregister_batch(&requests);
+        self.stats.unregister_batches += 1;
+        self.stats.unregistrations += requests.len() as u64;
+        self.stats.largest_batch = self.stats.largest_batch.max(requests.len());
+        for (r, reason) in batch {
+            let why = match reason {
+                RemovalReason::Unregister => "unregistered".to_string(),
+                RemovalReason::Expired { silent_ms } => format!("expired after {silent_ms} ms"),
+                RemovalReason::ConnectionClosed => "connection closed".to_string(),
+            };
+            info!(
+                "broker removed: {}@{} id {} cluster {} ({why})",
+                r.broker_name, r.broker_addr, r.broker_id, r.cluster
+            );
+        }
+        if outcome.topics_removed > 0 || outcome.broker_groups_removed > 0 {
+            info!(
+                "unregistration batch of {}: {} broker group(s) and {} topic(s) removed",
+                requests.len(),
+                outcome.broker_groups_removed,
+                outcome.topics_removed
+            );
+        }
+        for n in outcome.notifications {
+            self.send_notification(n);
+        }
+    }
+}
+
+fn topic_not_exist(topic: &str) -> Reject {
+    reject(
+        response::TOPIC_NOT_EXIST,
+        format!(
+            "No topic route info in name server for the topic: {topic}\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
+        ),
+    )
+}
+
+/// Codes refused outside `adminAllowList` (reads and broker traffic stay open).
+fn is_mutating_admin(code: i32) -> bool {
+    matches!(
+        code,
+        request::PUT_KV_CONFIG
+            | request::DELETE_KV_CONFIG
+            | request::DELETE_TOPIC_IN_NAMESRV
+            | request::REGISTER_TOPIC_IN_NAMESRV
+            | request::WIPE_WRITE_PERM_OF_BROKER
+            | request::ADD_WRITE_PERM_OF_BROKER
+            | request::UPDATE_NAMESRV_CONFIG
+    )
+}
+
+/// ZoneRouteRPCHook (§5.8): keep brokers without a master or in the requested zone.
+pub fn filter_by_zone(route: &mut TopicRouteData, zone: &str) {
+    let mut removed_addrs = Vec::new();
+    let mut removed_names = Vec::new();
+    route.broker_datas.retain(|b| {
+        let keep = !b.broker_addrs.contains_key(&0)
+            || b.zone_name
+                .as_deref()
+                .is_some_and(|z| z.eq_ignore_ascii_case(zone));
+        if !keep {
+            removed_names.push(b.broker_name.clone());
+            removed_addrs.extend(b.broker_addrs.values().cloned());
+        }
+        keep
+    });
+    route
+        .queue_datas
+        .retain(|q| !removed_names.contains(&q.broker_name));
+    for a in removed_addrs {
+        route.filter_server_table.remove(&a);
+    }
+}

@@ -1,1 +1,613 @@
-//! (being written)
+//! The event loop: one thread owns the listener, a `slab` of connections, the timers and the
+//! processor (and through it every table). Modelled on Redis' ae: the loop knows sockets,
+//! buffers and time, and nothing about routes; it hands whole frames to the processor and
+//! writes back whatever bytes the processor produced.
+//!
+//! Per iteration: poll, accept, read what is readable (bounded per connection so one busy
+//! peer cannot starve the rest), cut and handle frames, flush, apply unregistration batches
+//! handed back by the worker, then run due timers (broker expiry every
+//! `scanNotActiveBrokerInterval`, idle connections after `serverChannelMaxIdleTimeSeconds`).
+
+pub mod connection;
+pub mod timer;
+pub mod worker;
+
+use crate::config::NamesrvConfig;
+use crate::kv::KvStore;
+use crate::processor::{Processor, RequestContext, ServerCounters, WorkerJob};
+use crate::remoting::command::{DecodeLimits, RemotingCommand};
+use crate::remoting::frame;
+use crate::remoting::json;
+use connection::{Connection, FlushResult, ReadResult};
+use crossbeam_channel::{bounded, unbounded, Receiver};
+use log::{debug, error, info, warn};
+use mio::net::TcpListener;
+use mio::{Events, Interest, Poll, Token, Waker};
+use slab::Slab;
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use timer::TimerWheel;
+
+const LISTENER: Token = Token(usize::MAX - 1);
+const WAKER: Token = Token(usize::MAX - 2);
+
+/// Bytes read from one connection per loop iteration before others get their turn.
+const READ_BUDGET: usize = 256 * 1024;
+
+/// Settings the loop reads on every event; refreshed after a config update.
+#[derive(Debug, Clone, Copy)]
+struct LoopSettings {
+    frame_max: u32,
+    decode: DecodeLimits,
+    idle_ms: u64,
+    high_water: usize,
+    hard_cap: usize,
+    max_connections: usize,
+    scan_interval_ms: u64,
+}
+
+impl LoopSettings {
+    fn from_config(c: &NamesrvConfig) -> Self {
+        LoopSettings {
+            frame_max: c.frame_max_length,
+            decode: DecodeLimits {
+                max_header_len: c.max_header_length as usize,
+                max_ext_fields: c.max_ext_fields as usize,
+                json: json::Limits {
+                    max_depth: c.max_json_depth as usize,
+                    max_string_len: c.max_json_string_length as usize,
+                },
+            },
+            idle_ms: (c.server_channel_max_idle_time_seconds.max(0) as u64) * 1000,
+            high_water: c.conn_write_high_water as usize,
+            hard_cap: c.conn_write_hard_cap as usize,
+            max_connections: c.max_connections as usize,
+            scan_interval_ms: c.scan_not_active_broker_interval.max(1) as u64,
+        }
+    }
+}
+
+/// Stops a running server from another thread.
+#[derive(Clone)]
+pub struct StopHandle {
+    stop: Arc<AtomicBool>,
+    waker: Arc<Waker>,
+}
+
+impl StopHandle {
+    /// Asks the loop to return from `run`; it wakes through the `Waker`.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Err(e) = self.waker.wake() {
+            warn!("could not wake the event loop to stop it: {e}");
+        }
+    }
+}
+
+/// A bound, not yet running name server.
+pub struct Server {
+    poll: Poll,
+    listener: TcpListener,
+    local_addr: SocketAddr,
+    waker: Arc<Waker>,
+    stop: Arc<AtomicBool>,
+    conns: Slab<Connection>,
+    processor: Processor,
+    batches: Receiver<worker::Batch>,
+    worker: Option<JoinHandle<()>>,
+    settings: LoopSettings,
+    idle: TimerWheel<(usize, u64)>,
+    started: Instant,
+    next_scan_ms: u64,
+    counters: ServerCounters,
+    next_generation: u64,
+    read_scratch: Vec<u8>,
+    out: Vec<u8>,
+    /// Connections with unread socket data or unprocessed frames left by a budget.
+    pending: VecDeque<usize>,
+}
+
+/// Why the server could not start.
+#[derive(Debug)]
+pub enum StartError {
+    Io(io::Error),
+    Kv(crate::kv::KvError),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Io(e) => write!(f, "{e}"),
+            StartError::Kv(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+impl From<io::Error> for StartError {
+    fn from(e: io::Error) -> Self {
+        StartError::Io(e)
+    }
+}
+
+impl Server {
+    /// Loads the KV store, binds the listener and starts the worker thread.
+    pub fn bind(config: NamesrvConfig) -> Result<Server, StartError> {
+        let kv = KvStore::open(std::path::Path::new(&config.kv_config_path))
+            .map_err(StartError::Kv)?;
+        Server::bind_with_kv(config, kv)
+    }
+
+    /// Like [`Server::bind`] with a given KV store (tests and benches use an in-memory one).
+    pub fn bind_with_kv(config: NamesrvConfig, kv: KvStore) -> Result<Server, StartError> {
+        let addr: SocketAddr = format!("{}:{}", config.bind_address, config.listen_port)
+            .parse()
+            .or_else(|_| {
+                format!("[{}]:{}", config.bind_address, config.listen_port).parse()
+            })
+            .map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("bad bindAddress {}", config.bind_address),
+                )
+            })?;
+        let poll = Poll::new()?;
+        let mut listener = TcpListener::bind(addr)?;
+        let local_addr = listener.local_addr()?;
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let capacity = config.un_register_broker_queue_capacity.max(1) as usize;
+        let (jobs_tx, jobs_rx) = bounded::<WorkerJob>(capacity);
+        let (batches_tx, batches_rx) = unbounded();
+        let worker_waker = waker.clone();
+        let worker = std::thread::Builder::new()
+            .name("unregister-worker".into())
+            .spawn(move || worker::run(jobs_rx, batches_tx, worker_waker))?;
+        let settings = LoopSettings::from_config(&config);
+        let processor = Processor::new(config, kv, jobs_tx);
+        Ok(Server {
+            poll,
+            listener,
+            local_addr,
+            waker,
+            stop: Arc::new(AtomicBool::new(false)),
+            conns: Slab::new(),
+            processor,
+            batches: batches_rx,
+            worker: Some(worker),
+            settings,
+            idle: TimerWheel::new(1000),
+            started: Instant::now(),
+            next_scan_ms: settings.scan_interval_ms,
+            counters: ServerCounters::default(),
+            next_generation: 0,
+            read_scratch: vec![0u8; 64 * 1024],
+            out: Vec::with_capacity(64 * 1024),
+            pending: VecDeque::new(),
+        })
+    }
+
+    /// The address actually bound (port 0 resolved).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    pub fn stop_handle(&self) -> StopHandle {
+        StopHandle {
+            stop: self.stop.clone(),
+            waker: self.waker.clone(),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// Runs the loop until stopped.
+    pub fn run(mut self) -> io::Result<()> {
+        let mut events = Events::with_capacity(1024);
+        info!("event loop running on {}", self.local_addr);
+        while !self.stop.load(Ordering::SeqCst) {
+            let timeout = self.poll_timeout();
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            for event in events.iter() {
+                match event.token() {
+                    LISTENER => self.accept_all(),
+                    WAKER => {}
+                    Token(key) => {
+                        if event.is_writable() {
+                            self.on_writable(key);
+                        }
+                        if event.is_readable() || event.is_read_closed() || event.is_error() {
+                            self.on_readable(key);
+                        }
+                    }
+                }
+            }
+            self.run_pending();
+            self.apply_batches();
+            self.run_timers();
+        }
+        info!("event loop stopping");
+        self.shutdown();
+        Ok(())
+    }
+
+    fn shutdown(&mut self) {
+        let keys: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
+        for k in keys {
+            if let Some(mut c) = self.conns.try_remove(k) {
+                let _ = self.poll.registry().deregister(c.stream_mut());
+            }
+        }
+        // Dropping the processor closes the job channel, which ends the worker.
+        let (tx, _) = bounded(1);
+        let placeholder = Processor::new(self.processor.config().clone(), KvStore::in_memory(), tx);
+        drop(std::mem::replace(&mut self.processor, placeholder));
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+
+    fn poll_timeout(&self) -> Duration {
+        if !self.pending.is_empty() {
+            return Duration::ZERO;
+        }
+        let now = self.now_ms();
+        let until_scan = self.next_scan_ms.saturating_sub(now);
+        Duration::from_millis(until_scan.clamp(1, 1000))
+    }
+
+    fn accept_all(&mut self) {
+        loop {
+            match self.listener.accept() {
+                Ok((mut stream, peer)) => {
+                    if self.conns.len() >= self.settings.max_connections {
+                        warn!(
+                            "refusing connection from {peer}: maxConnections {} reached",
+                            self.settings.max_connections
+                        );
+                        drop(stream);
+                        continue;
+                    }
+                    if let Err(e) = stream.set_nodelay(true) {
+                        debug!("TCP_NODELAY on {peer}: {e}");
+                    }
+                    let entry = self.conns.vacant_entry();
+                    let key = entry.key();
+                    if let Err(e) = self.poll.registry().register(
+                        &mut stream,
+                        Token(key),
+                        Interest::READABLE,
+                    ) {
+                        warn!("could not register connection from {peer}: {e}");
+                        continue;
+                    }
+                    self.next_generation += 1;
+                    let now = self.now_ms();
+                    entry.insert(Connection::new(stream, peer, now, self.next_generation));
+                    self.counters.connections = self.conns.len();
+                    self.schedule_idle(key, now);
+                    debug!("connection {key} from {peer}");
+                    // Data may already be waiting (edge-triggered readiness).
+                    self.pending.push_back(key);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // EMFILE and friends: log and try again on the next readiness event.
+                    warn!("accept failed: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    fn schedule_idle(&mut self, key: usize, now: u64) {
+        if self.settings.idle_ms == 0 {
+            return;
+        }
+        if let Some(c) = self.conns.get(key) {
+            self.idle
+                .schedule(now + self.settings.idle_ms, (key, c.generation));
+        }
+    }
+
+    fn on_readable(&mut self, key: usize) {
+        let now = self.now_ms();
+        let Some(conn) = self.conns.get_mut(key) else {
+            return;
+        };
+        if conn.read_paused {
+            return;
+        }
+        match conn.read_available(&mut self.read_scratch, READ_BUDGET) {
+            ReadResult::WouldBlock(n) => {
+                self.counters.bytes_in += n as u64;
+                if n > 0 {
+                    conn.last_active_ms = now;
+                }
+            }
+            ReadResult::BudgetExhausted(n) => {
+                self.counters.bytes_in += n as u64;
+                conn.last_active_ms = now;
+                self.pending.push_back(key);
+            }
+            ReadResult::Closed(n) => {
+                self.counters.bytes_in += n as u64;
+                conn.peer_closed = true;
+            }
+            ReadResult::Error(e) => {
+                debug!("read from {}: {e}", conn.peer);
+                self.close(key, "read error");
+                return;
+            }
+        }
+        self.process_frames(key);
+    }
+
+    fn on_writable(&mut self, key: usize) {
+        let was_paused = self.conns.get(key).is_some_and(|c| c.read_paused);
+        self.flush(key);
+        if was_paused && self.conns.get(key).is_some_and(|c| !c.read_paused) {
+            // Drained below the low-water mark: handle what is buffered, then read on.
+            self.pending.push_back(key);
+        }
+    }
+
+    fn run_pending(&mut self) {
+        let n = self.pending.len();
+        for _ in 0..n {
+            let Some(key) = self.pending.pop_front() else {
+                break;
+            };
+            if self.conns.contains(key) {
+                self.on_readable(key);
+            }
+        }
+    }
+
+    /// Cuts and handles every whole frame buffered on `key` (until backpressure), then flushes.
+    fn process_frames(&mut self, key: usize) {
+        let now = self.now_ms();
+        let mut close_reason: Option<String> = None;
+        {
+            let Some(conn) = self.conns.get_mut(key) else {
+                return;
+            };
+            let ctx = RequestContext {
+                conn: Some(key),
+                peer: Some(conn.peer),
+                now_ms: now,
+            };
+            while !conn.read_paused {
+                let frame = match frame::next_frame(&mut conn.read_buf, self.settings.frame_max) {
+                    Ok(Some(f)) => f,
+                    Ok(None) => break,
+                    Err(e) => {
+                        close_reason = Some(e.to_string());
+                        break;
+                    }
+                };
+                let cmd = match RemotingCommand::decode(frame, &self.settings.decode) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        close_reason = Some(e.to_string());
+                        break;
+                    }
+                };
+                let effects = self
+                    .processor
+                    .handle(&ctx, &self.counters, &cmd, &mut self.out);
+                if effects.config_changed {
+                    self.settings = LoopSettings::from_config(self.processor.config());
+                }
+                if conn.write_buf.len() + self.out.len() > self.settings.high_water {
+                    conn.write_buf.extend_from_slice(&self.out);
+                    self.out.clear();
+                    conn.read_paused = true;
+                }
+            }
+            conn.write_buf.extend_from_slice(&self.out);
+            self.out.clear();
+        }
+        if let Some(reason) = close_reason {
+            let peer = self.conns.get(key).map(|c| c.peer);
+            warn!("closing connection from {peer:?}: {reason}");
+            // Answers to the frames before the bad one still go out, best effort.
+            self.flush(key);
+            self.close(key, "bad frame");
+            return;
+        }
+        self.flush(key);
+        if let Some(conn) = self.conns.get(key) {
+            if conn.peer_closed && conn.write_buf.is_empty() {
+                self.close(key, "closed by peer");
+            }
+        }
+    }
+
+    fn flush(&mut self, key: usize) {
+        let now = self.now_ms();
+        let low_water = self.settings.high_water / 2;
+        let hard_cap = self.settings.hard_cap;
+        let Some(conn) = self.conns.get_mut(key) else {
+            return;
+        };
+        let result = conn.flush();
+        match result {
+            FlushResult::Done(n) | FlushResult::Partial(n) => {
+                self.counters.bytes_out += n as u64;
+                if n > 0 {
+                    conn.last_active_ms = now;
+                }
+            }
+            FlushResult::Error(e) => {
+                debug!("write to {}: {e}", conn.peer);
+                self.close(key, "write error");
+                return;
+            }
+        }
+        if conn.write_buf.len() > hard_cap {
+            let peer = conn.peer;
+            warn!(
+                "closing connection from {peer}: {} bytes unread by the peer exceed connWriteHardCap {hard_cap}",
+                conn.write_buf.len()
+            );
+            self.close(key, "write buffer hard cap");
+            return;
+        }
+        if conn.read_paused && conn.write_buf.len() <= low_water {
+            conn.read_paused = false;
+        }
+        let want_write = !conn.write_buf.is_empty();
+        if want_write != conn.write_interest {
+            conn.write_interest = want_write;
+            let interest = if want_write {
+                Interest::READABLE | Interest::WRITABLE
+            } else {
+                Interest::READABLE
+            };
+            if let Err(e) = self
+                .poll
+                .registry()
+                .reregister(conn.stream_mut(), Token(key), interest)
+            {
+                warn!("reregister failed: {e}");
+            }
+        }
+        if conn.peer_closed && conn.write_buf.is_empty() && !conn.read_buf.is_empty() {
+            // The peer half-closed with a partial frame left: nothing more will come.
+            self.close(key, "closed by peer mid-frame");
+        }
+    }
+
+    fn close(&mut self, key: usize, why: &str) {
+        if let Some(mut conn) = self.conns.try_remove(key) {
+            let _ = self.poll.registry().deregister(conn.stream_mut());
+            debug!("connection {key} from {} closed: {why}", conn.peer);
+            self.counters.connections = self.conns.len();
+            self.processor.connection_closed(key);
+        }
+    }
+
+    fn apply_batches(&mut self) {
+        while let Ok(batch) = self.batches.try_recv() {
+            self.processor.apply_unregister_batch(&batch);
+        }
+    }
+
+    fn run_timers(&mut self) {
+        let now = self.now_ms();
+        if now >= self.next_scan_ms {
+            let to_close = self.processor.expire_silent_brokers(now);
+            for key in to_close {
+                self.close(key, "broker expired");
+            }
+            self.next_scan_ms = now + self.settings.scan_interval_ms;
+        }
+        if self.settings.next_idle_check_due(&self.idle) {
+            let mut fired = Vec::new();
+            self.idle.pop_due(now, |_, k| fired.push(k));
+            for (key, generation) in fired {
+                let Some(c) = self.conns.get(key) else {
+                    continue;
+                };
+                if c.generation != generation {
+                    continue;
+                }
+                if self.settings.idle_ms == 0 {
+                    continue;
+                }
+                let deadline = c.last_active_ms + self.settings.idle_ms;
+                if deadline <= now {
+                    info!(
+                        "closing connection from {}: idle for {} ms (serverChannelMaxIdleTimeSeconds)",
+                        c.peer,
+                        now - c.last_active_ms
+                    );
+                    self.close(key, "idle");
+                } else {
+                    self.idle.schedule(deadline, (key, generation));
+                }
+            }
+        }
+    }
+}
+
+impl LoopSettings {
+    fn next_idle_check_due(&self, wheel: &TimerWheel<(usize, u64)>) -> bool {
+        !wheel.is_empty()
+    }
+}
+
+/// A server running on its own thread (tests, embedding).
+pub struct ServerHandle {
+    addr: SocketAddr,
+    stop: StopHandle,
+    thread: Option<JoinHandle<io::Result<()>>>,
+}
+
+impl ServerHandle {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops the loop and waits for it to return.
+    pub fn stop(mut self) -> io::Result<()> {
+        self.stop_and_join()
+    }
+
+    fn stop_and_join(&mut self) -> io::Result<()> {
+        self.stop.stop();
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .map_err(|_| io::Error::other("event loop thread panicked"))?,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        if let Err(e) = self.stop_and_join() {
+            error!("event loop ended with an error: {e}");
+        }
+    }
+}
+
+/// Binds and runs a server on a new thread; returns once it is listening.
+pub fn start(config: NamesrvConfig) -> Result<ServerHandle, StartError> {
+    start_server(Server::bind(config)?)
+}
+
+/// Like [`start`] with a given KV store.
+pub fn start_with_kv(config: NamesrvConfig, kv: KvStore) -> Result<ServerHandle, StartError> {
+    start_server(Server::bind_with_kv(config, kv)?)
+}
+
+fn start_server(server: Server) -> Result<ServerHandle, StartError> {
+    let addr = server.local_addr();
+    let stop = server.stop_handle();
+    let thread = std::thread::Builder::new()
+        .name("event-loop".into())
+        .spawn(move || server.run())?;
+    Ok(ServerHandle {
+        addr,
+        stop,
+        thread: Some(thread),
+    })
+}

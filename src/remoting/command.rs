@@ -1,0 +1,564 @@
+//! `RemotingCommand`: the decoded form of one frame, both header codecs (JSON and the
+//! ROCKETMQ binary layout, PROTOCOL.md §2) and the encoder for outgoing frames.
+//!
+//! Decoding produces owned, small values (ext fields as a short `Vec` of pairs: a request
+//! carries a handful, so a linear scan beats hashing). The body stays a zero-copy slice of
+//! the frame. Encoding appends a whole frame to a caller's buffer; the JSON header is written
+//! in fastjson's order (alphabetical) so captures look like the Java server's.
+
+use super::codes::{self, FLAG_ONEWAY, FLAG_RESPONSE};
+use super::frame::{check_type_word, FrameError};
+use super::json::{self, Value};
+use bytes::Bytes;
+use std::fmt;
+
+/// Header serialization of a frame (top byte of the second word).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SerializeType {
+    Json = 0,
+    RocketMq = 1,
+}
+
+/// Limits applied while decoding a header (hardening; all configurable).
+#[derive(Debug, Clone, Copy)]
+pub struct DecodeLimits {
+    pub max_header_len: usize,
+    pub max_ext_fields: usize,
+    pub json: json::Limits,
+}
+
+impl Default for DecodeLimits {
+    fn default() -> Self {
+        DecodeLimits {
+            max_header_len: 256 * 1024,
+            max_ext_fields: 256,
+            json: json::Limits {
+                max_depth: 16,
+                max_string_len: 64 * 1024,
+            },
+        }
+    }
+}
+
+/// Why a frame's header could not be decoded. The connection is closed (Java does the same).
+#[derive(Debug, Clone, PartialEq)]
+pub enum DecodeError {
+    Frame(FrameError),
+    HeaderTooLong { len: usize, max: usize },
+    TooManyExtFields { max: usize },
+    Json(String),
+    Binary(&'static str),
+    Field(&'static str),
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecodeError::Frame(e) => write!(f, "{e}"),
+            DecodeError::HeaderTooLong { len, max } => {
+                write!(f, "header of {len} bytes exceeds maxHeaderLength {max}")
+            }
+            DecodeError::TooManyExtFields { max } => {
+                write!(f, "more than {max} extFields (maxExtFields)")
+            }
+            DecodeError::Json(e) => write!(f, "malformed JSON header: {e}"),
+            DecodeError::Binary(e) => write!(f, "malformed ROCKETMQ header: {e}"),
+            DecodeError::Field(e) => write!(f, "bad header field: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+impl From<FrameError> for DecodeError {
+    fn from(e: FrameError) -> Self {
+        DecodeError::Frame(e)
+    }
+}
+
+/// One decoded request (or response, on the client side).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemotingCommand {
+    pub code: i32,
+    /// Binary `LanguageCode`; 255 when the peer sent a name we do not know.
+    pub language: u8,
+    pub version: i32,
+    pub opaque: i32,
+    pub flag: i32,
+    pub remark: Option<String>,
+    pub ext_fields: Vec<(String, String)>,
+    pub body: Bytes,
+    pub serialize_type: SerializeType,
+}
+
+impl RemotingCommand {
+    /// Value of one ext field (the request's custom header).
+    pub fn ext(&self, key: &str) -> Option<&str> {
+        self.ext_fields
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn is_oneway(&self) -> bool {
+        self.flag & FLAG_ONEWAY != 0
+    }
+
+    pub fn is_response(&self) -> bool {
+        self.flag & FLAG_RESPONSE != 0
+    }
+
+    /// Decodes a frame as cut by [`super::frame::next_frame`] (without the length prefix).
+    pub fn decode(frame: Bytes, limits: &DecodeLimits) -> Result<RemotingCommand, DecodeError> {
+        if frame.len() < 4 {
+            return Err(DecodeError::Frame(FrameError::TooShort {
+                length: frame.len() as u32,
+            }));
+        }
+        let word = u32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
+        let (serialize_type, header_len) = check_type_word(word, frame.len() as u32)?;
+        if header_len > limits.max_header_len {
+            return Err(DecodeError::HeaderTooLong {
+                len: header_len,
+                max: limits.max_header_len,
+            });
+        }
+        let header = &frame[4..4 + header_len];
+        let mut cmd = if serialize_type == 0 {
+            decode_json_header(header, limits)?
+        } else {
+            decode_binary_header(header, limits)?
+        };
+        cmd.body = frame.slice(4 + header_len..);
+        Ok(cmd)
+    }
+}
+
+fn empty_command(serialize_type: SerializeType) -> RemotingCommand {
+    RemotingCommand {
+        code: 0,
+        language: 0,
+        version: 0,
+        opaque: 0,
+        flag: 0,
+        remark: None,
+        ext_fields: Vec::new(),
+        body: Bytes::new(),
+        serialize_type,
+    }
+}
+
+fn int_field(v: &Value, name: &'static str) -> Result<i32, DecodeError> {
+    match v {
+        Value::Null => Ok(0),
+        _ => v
+            .as_i64()
+            .and_then(|n| i32::try_from(n).ok())
+            .ok_or(DecodeError::Field(name)),
+    }
+}
+
+fn decode_json_header(
+    header: &[u8],
+    limits: &DecodeLimits,
+) -> Result<RemotingCommand, DecodeError> {
+    let value = json::parse_with(header, &limits.json).map_err(|e| DecodeError::Json(e.to_string()))?;
+    let members = value
+        .as_object()
+        .ok_or(DecodeError::Json("header is not an object".into()))?;
+    let mut cmd = empty_command(SerializeType::Json);
+    for (key, v) in members {
+        match key.as_str() {
+            "code" => cmd.code = int_field(v, "code")?,
+            "version" => cmd.version = int_field(v, "version")?,
+            "opaque" => cmd.opaque = int_field(v, "opaque")?,
+            "flag" => cmd.flag = int_field(v, "flag")?,
+            "language" => {
+                cmd.language = match v {
+                    Value::Str(name) => codes::LANGUAGES
+                        .iter()
+                        .position(|l| l == name)
+                        .map(|p| p as u8)
+                        .unwrap_or(255),
+                    Value::Null => 255,
+                    // fastjson also accepts the ordinal; out of range throws.
+                    _ => match v.as_i64() {
+                        Some(n) if (0..codes::LANGUAGES.len() as i64).contains(&n) => n as u8,
+                        _ => return Err(DecodeError::Field("language")),
+                    },
+                }
+            }
+            "remark" => {
+                cmd.remark = match v {
+                    Value::Null => None,
+                    Value::Str(s) if s.is_empty() => None,
+                    other => Some(other.to_text()),
+                }
+            }
+            "extFields" => match v {
+                Value::Null => {}
+                Value::Object(fields) => {
+                    if fields.len() > limits.max_ext_fields {
+                        return Err(DecodeError::TooManyExtFields {
+                            max: limits.max_ext_fields,
+                        });
+                    }
+                    cmd.ext_fields.reserve(fields.len());
+                    for (k, v) in fields {
+                        match v {
+                            Value::Null => {}
+                            Value::Str(s) => cmd.ext_fields.push((k.clone(), s.clone())),
+                            other => cmd.ext_fields.push((k.clone(), other.to_text())),
+                        }
+                    }
+                }
+                _ => return Err(DecodeError::Field("extFields")),
+            },
+            _ => {}
+        }
+    }
+    Ok(cmd)
+}
+
+/// A bounds-checked reader over the binary header.
+struct Cursor<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|e| *e <= self.data.len())
+            .ok_or(DecodeError::Binary("truncated header"))?;
+        let s = &self.data[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take(1)?[0])
+    }
+    fn i16(&mut self) -> Result<i16, DecodeError> {
+        let b = self.take(2)?;
+        Ok(i16::from_be_bytes([b[0], b[1]]))
+    }
+    fn i32(&mut self) -> Result<i32, DecodeError> {
+        let b = self.take(4)?;
+        Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn string(&mut self, len: usize) -> Result<String, DecodeError> {
+        let b = self.take(len)?;
+        String::from_utf8(b.to_vec()).map_err(|_| DecodeError::Binary("string is not UTF-8"))
+    }
+}
+
+fn decode_binary_header(
+    header: &[u8],
+    limits: &DecodeLimits,
+) -> Result<RemotingCommand, DecodeError> {
+    let mut c = Cursor {
+        data: header,
+        pos: 0,
+    };
+    let mut cmd = empty_command(SerializeType::RocketMq);
+    cmd.code = i32::from(c.i16()?);
+    let language = c.u8()?;
+    cmd.language = if (language as usize) < codes::LANGUAGES.len() {
+        language
+    } else {
+        255
+    };
+    cmd.version = i32::from(c.i16()?);
+    cmd.opaque = c.i32()?;
+    cmd.flag = c.i32()?;
+    let remark_len = c.i32()?;
+    if remark_len < 0 || remark_len as usize > header.len() {
+        return Err(DecodeError::Binary("remark length"));
+    }
+    if remark_len > 0 {
+        cmd.remark = Some(c.string(remark_len as usize)?);
+    }
+    let ext_len = c.i32()?;
+    if ext_len < 0 || ext_len as usize > header.len() {
+        return Err(DecodeError::Binary("extFields length"));
+    }
+    let ext_end = c.pos + ext_len as usize;
+    if ext_end > header.len() {
+        return Err(DecodeError::Binary("extFields length"));
+    }
+    while c.pos < ext_end {
+        if cmd.ext_fields.len() >= limits.max_ext_fields {
+            return Err(DecodeError::TooManyExtFields {
+                max: limits.max_ext_fields,
+            });
+        }
+        let key_len = c.i16()?;
+        if key_len < 0 {
+            return Err(DecodeError::Binary("negative key length"));
+        }
+        let key = c.string(key_len as usize)?;
+        let value_len = c.i32()?;
+        if value_len < 0 {
+            return Err(DecodeError::Binary("negative value length"));
+        }
+        let value = c.string(value_len as usize)?;
+        if c.pos > ext_end {
+            return Err(DecodeError::Binary("extFields overrun"));
+        }
+        // Java turns zero-length strings into null, so such a pair is simply absent.
+        if !key.is_empty() && !value.is_empty() {
+            cmd.ext_fields.push((key, value));
+        }
+    }
+    Ok(cmd)
+}
+
+/// The header fields of an outgoing frame.
+#[derive(Debug, Clone, Copy)]
+pub struct Header<'a> {
+    pub code: i32,
+    pub language: &'a str,
+    pub version: i32,
+    pub opaque: i32,
+    pub flag: i32,
+    pub remark: Option<&'a str>,
+}
+
+/// Appends a whole frame (length prefix included) to `out`. `ext` = `None` omits `extFields`
+/// from a JSON header (Java omits it when the handler had no custom header), `Some(empty)`
+/// writes `"extFields":{}`.
+pub fn encode_frame<'e, I>(
+    out: &mut Vec<u8>,
+    serialize_type: SerializeType,
+    header: &Header<'_>,
+    ext: Option<I>,
+    body: &[u8],
+) where
+    I: IntoIterator<Item = (&'e str, &'e str)>,
+{
+    let start = out.len();
+    out.extend_from_slice(&[0u8; 8]);
+    let header_start = out.len();
+    match serialize_type {
+        SerializeType::Json => encode_json_header(out, header, ext),
+        SerializeType::RocketMq => encode_binary_header(out, header, ext),
+    }
+    let header_len = out.len() - header_start;
+    out.extend_from_slice(body);
+    let length = (out.len() - start - 4) as u32;
+    out[start..start + 4].copy_from_slice(&length.to_be_bytes());
+    let word = ((serialize_type as u32) << 24) | (header_len as u32 & 0x00FF_FFFF);
+    out[start + 4..start + 8].copy_from_slice(&word.to_be_bytes());
+}
+
+fn encode_json_header<'e, I>(out: &mut Vec<u8>, h: &Header<'_>, ext: Option<I>)
+where
+    I: IntoIterator<Item = (&'e str, &'e str)>,
+{
+    out.extend_from_slice(b"{\"code\":");
+    json::write_i64(out, i64::from(h.code));
+    if let Some(ext) = ext {
+        out.extend_from_slice(b",\"extFields\":{");
+        let mut first = true;
+        for (k, v) in ext {
+            if !first {
+                out.push(b',');
+            }
+            first = false;
+            json::write_key(out, k);
+            json::write_str(out, v);
+        }
+        out.push(b'}');
+    }
+    out.extend_from_slice(b",\"flag\":");
+    json::write_i64(out, i64::from(h.flag));
+    out.extend_from_slice(b",\"language\":");
+    json::write_str(out, h.language);
+    out.extend_from_slice(b",\"opaque\":");
+    json::write_i64(out, i64::from(h.opaque));
+    if let Some(remark) = h.remark {
+        out.extend_from_slice(b",\"remark\":");
+        json::write_str(out, remark);
+    }
+    out.extend_from_slice(b",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":");
+    json::write_i64(out, i64::from(h.version));
+    out.push(b'}');
+}
+
+fn encode_binary_header<'e, I>(out: &mut Vec<u8>, h: &Header<'_>, ext: Option<I>)
+where
+    I: IntoIterator<Item = (&'e str, &'e str)>,
+{
+    out.extend_from_slice(&(h.code as i16).to_be_bytes());
+    out.push(codes::language_code(h.language));
+    out.extend_from_slice(&(h.version as i16).to_be_bytes());
+    out.extend_from_slice(&h.opaque.to_be_bytes());
+    out.extend_from_slice(&h.flag.to_be_bytes());
+    match h.remark {
+        Some(r) => {
+            out.extend_from_slice(&(r.len() as i32).to_be_bytes());
+            out.extend_from_slice(r.as_bytes());
+        }
+        None => out.extend_from_slice(&0i32.to_be_bytes()),
+    }
+    let len_pos = out.len();
+    out.extend_from_slice(&0i32.to_be_bytes());
+    if let Some(ext) = ext {
+        for (k, v) in ext {
+            out.extend_from_slice(&(k.len() as i16).to_be_bytes());
+            out.extend_from_slice(k.as_bytes());
+            out.extend_from_slice(&(v.len() as i32).to_be_bytes());
+            out.extend_from_slice(v.as_bytes());
+        }
+    }
+    let ext_len = (out.len() - len_pos - 4) as i32;
+    out[len_pos..len_pos + 4].copy_from_slice(&ext_len.to_be_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(s: &str) -> Vec<u8> {
+        let s = s.trim();
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    fn fixture(name: &str) -> Vec<u8> {
+        let path = format!("{}/../shared/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+        hex(&std::fs::read_to_string(path).unwrap())
+    }
+
+    fn decode_whole(frame: &[u8]) -> RemotingCommand {
+        RemotingCommand::decode(Bytes::copy_from_slice(&frame[4..]), &DecodeLimits::default())
+            .unwrap()
+    }
+
+    #[test]
+    fn golden_json_request_decodes_with_remark_ext_and_body() {
+        let cmd = decode_whole(&fixture("frame_golden_json_request_frame.hex"));
+        assert_eq!(cmd.code, 31);
+        assert_eq!(cmd.language, 0);
+        assert_eq!(cmd.version, 321);
+        assert_eq!(cmd.opaque, 16909060);
+        assert_eq!(cmd.flag, 0);
+        assert_eq!(cmd.remark.as_deref(), Some("json-request"));
+        assert_eq!(cmd.ext("queueId"), Some("7"));
+        assert_eq!(cmd.ext("topic"), Some("TopicA"));
+        assert_eq!(&cmd.body[..], b"JR");
+        assert_eq!(cmd.serialize_type, SerializeType::Json);
+    }
+
+    #[test]
+    fn golden_json_response_keeps_negative_opaque_and_null_remark() {
+        let cmd = decode_whole(&fixture("frame_golden_json_response_frame.hex"));
+        assert_eq!(cmd.opaque, -1234567);
+        assert!(cmd.is_response());
+        assert_eq!(cmd.remark, None);
+        assert_eq!(cmd.ext("hasMsg"), Some("true"));
+        assert_eq!(cmd.language, 12);
+    }
+
+    #[test]
+    fn golden_binary_frames_decode() {
+        let req = decode_whole(&fixture("frame_golden_rocketmq_request_frame.hex"));
+        assert_eq!(
+            (req.code, req.language, req.version, req.opaque, req.flag),
+            (31, 0, 323, 2147483647, 2)
+        );
+        assert!(req.is_oneway());
+        assert_eq!(req.remark.as_deref(), Some("binary-request"));
+        assert_eq!(req.ext("topic"), Some("TopicB"));
+        assert_eq!(&req.body[..], &[0x00, 0xff, 0x52]);
+        let resp = decode_whole(&fixture("frame_golden_rocketmq_response_frame.hex"));
+        assert_eq!(resp.opaque, i32::MIN);
+        assert_eq!(resp.remark, None);
+        assert_eq!(resp.ext("pollingFull"), Some("false"));
+        let v1 = decode_whole(&fixture("frame_rocketmq_binary_response_v1.hex"));
+        assert_eq!((v1.code, v1.version, v1.opaque), (105, 321, 0x01020304));
+        assert_eq!(v1.remark.as_deref(), Some("golden"));
+        assert_eq!(v1.ext("alpha"), Some("first"));
+        assert_eq!(v1.ext("zeta"), Some("last"));
+        assert_eq!(&v1.body[..], b"body");
+    }
+
+    #[test]
+    fn binary_encoding_round_trips_byte_for_byte() {
+        let original = fixture("frame_rocketmq_binary_response_v1.hex");
+        let cmd = decode_whole(&original);
+        let mut out = Vec::new();
+        let header = Header {
+            code: cmd.code,
+            language: "JAVA",
+            version: cmd.version,
+            opaque: cmd.opaque,
+            flag: cmd.flag,
+            remark: cmd.remark.as_deref(),
+        };
+        let ext = cmd.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        encode_frame(&mut out, SerializeType::RocketMq, &header, Some(ext), &cmd.body);
+        assert_eq!(out, original);
+    }
+
+    #[test]
+    fn cpp_style_header_with_newline_and_numeric_ext_values_decodes() {
+        let header = b"{\"code\":105,\"extFields\":{\"AccessKey\":\"\",\"n\":7,\"b\":true,\"topic\":\"T\"},\"flag\":0,\"language\":\"CPP\",\"opaque\":1,\"remark\":\"\",\"version\":333}\n";
+        let mut frame = Vec::new();
+        frame.extend_from_slice(&(header.len() as u32).to_be_bytes());
+        frame.extend_from_slice(header);
+        let cmd =
+            RemotingCommand::decode(Bytes::from(frame), &DecodeLimits::default()).unwrap();
+        assert_eq!(cmd.code, 105);
+        assert_eq!(cmd.language, 1);
+        assert_eq!(cmd.remark, None);
+        assert_eq!(cmd.ext("topic"), Some("T"));
+        assert_eq!(cmd.ext("n"), Some("7"));
+        assert_eq!(cmd.ext("b"), Some("true"));
+        assert_eq!(cmd.ext("AccessKey"), Some(""));
+    }
+
+    #[test]
+    fn json_response_header_is_alphabetical_like_fastjson() {
+        let mut out = Vec::new();
+        let header = Header {
+            code: 0,
+            language: "JAVA",
+            version: 479,
+            opaque: 3,
+            flag: 1,
+            remark: None,
+        };
+        encode_frame(
+            &mut out,
+            SerializeType::Json,
+            &header,
+            Some([("wipeTopicCount", "3")]),
+            b"",
+        );
+        assert_eq!(
+            &out[8..],
+            &b"{\"code\":0,\"extFields\":{\"wipeTopicCount\":\"3\"},\"flag\":1,\"language\":\"JAVA\",\"opaque\":3,\"serializeTypeCurrentRPC\":\"JSON\",\"version\":479}"[..]
+        );
+        assert_eq!(u32::from_be_bytes([out[0], out[1], out[2], out[3]]) as usize, out.len() - 4);
+    }
+
+    #[test]
+    fn truncated_and_lying_binary_headers_are_errors_not_panics() {
+        let good = fixture("frame_rocketmq_binary_response_v1.hex");
+        let header_len = 57;
+        for cut in 0..header_len {
+            let mut frame = Vec::new();
+            frame.extend_from_slice(&((1u32 << 24) | cut as u32).to_be_bytes());
+            frame.extend_from_slice(&good[8..8 + cut]);
+            assert!(
+                RemotingCommand::decode(Bytes::from(frame), &DecodeLimits::default()).is_err(),
+                "cut at {cut}"
+            );
+        }
+    }
+}

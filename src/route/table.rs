@@ -1,0 +1,1236 @@
+//! The route registry tables (Java's RouteInfoManager, PROTOCOL.md §5), owned by the loop
+//! thread as plain `HashMap`s: no locks, no snapshots.
+//!
+//! Besides Java's six tables this module keeps what makes the hot paths cheap:
+//! * per topic, the encoded route bodies for both key-quoting dialects, dropped precisely
+//!   when something that topic's route is built from changes (see [`RouteTable::invalidate_topic`]);
+//! * per broker name, the set of topics it serves, so that a broker's change or removal
+//!   touches only its own topics, never the whole topic table;
+//! * per live broker, the fingerprint of the last accepted registration body, so that the
+//!   30-second steady-state registration is recognised without parsing;
+//! * a lazy timer wheel of live brokers, so that an expiry scan costs O(brokers due);
+//! * connection -> live brokers, so that a closed connection unregisters all of its brokers.
+
+use super::model::{
+    BrokerData, DataVersion, Dialect, MappingInfo, QueueData, RegisterBody, TopicRouteData,
+};
+use crate::server::timer::TimerWheel;
+use bytes::Bytes;
+use slab::Slab;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+/// Identifies the connection a request arrived on (the server's slab token).
+pub type ConnId = usize;
+
+/// `PermName` bits.
+pub const PERM_WRITE: i32 = 2;
+pub const PERM_READ: i32 = 4;
+/// TopicSysFlag bits.
+pub const FLAG_UNIT: i32 = 1;
+pub const FLAG_UNIT_SUB: i32 = 2;
+
+/// Java's default broker expiry when a registration carries no `heartbeatTimeoutMillis`.
+pub const DEFAULT_HEARTBEAT_TIMEOUT_MS: u64 = 120_000;
+
+/// Topic prefix excluded from the acting-master rewrite (PROTOCOL.md §5.7 step 6).
+const SYNC_BROKER_MEMBER_PREFIX: &str = "rmq_sys_SYNC_BROKER_MEMBER_";
+
+/// Settings that change route semantics; updated at run time from the config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteSettings {
+    pub support_acting_master: bool,
+    pub delete_topic_with_broker_registration: bool,
+    pub notify_min_broker_id_changed: bool,
+    /// Upper bound on the bytes held by the route cache; past it the oldest entries go.
+    pub cache_max_bytes: usize,
+}
+
+impl Default for RouteSettings {
+    fn default() -> Self {
+        RouteSettings {
+            support_acting_master: false,
+            delete_topic_with_broker_registration: false,
+            notify_min_broker_id_changed: false,
+            cache_max_bytes: 8 << 20,
+        }
+    }
+}
+
+/// One broker group's queues in one topic. Broker names are shared `Arc<str>`s so that a
+/// hundred thousand queue entries do not each own a copy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct QueueSlot {
+    broker_name: Arc<str>,
+    read_queue_nums: i32,
+    write_queue_nums: i32,
+    perm: i32,
+    topic_sys_flag: i32,
+}
+
+impl QueueSlot {
+    fn to_queue_data(&self) -> QueueData {
+        QueueData {
+            broker_name: self.broker_name.to_string(),
+            read_queue_nums: self.read_queue_nums,
+            write_queue_nums: self.write_queue_nums,
+            perm: self.perm,
+            topic_sys_flag: self.topic_sys_flag,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct TopicEntry {
+    /// Sorted by broker name (binary search; also gives a stable output order).
+    queues: Vec<QueueSlot>,
+    /// Encoded bodies: [standard, legacy].
+    cache: [Option<Bytes>; 2],
+}
+
+impl TopicEntry {
+    fn find(&self, broker_name: &str) -> Result<usize, usize> {
+        self.queues
+            .binary_search_by(|q| q.broker_name.as_ref().cmp(broker_name))
+    }
+}
+
+#[derive(Debug)]
+struct BrokerEntry {
+    name: Arc<str>,
+    data: BrokerData,
+    /// Topics that hold a queue entry for this broker name.
+    topics: HashSet<Arc<str>>,
+    /// Bumped whenever one of this broker's queue entries is removed by someone else
+    /// (an admin delete): the next registration must then be applied in full, as Java's
+    /// per-topic "changed" rule re-adds missing topics even with an unchanged dataVersion.
+    topic_removals: u64,
+}
+
+#[derive(Debug)]
+struct LiveBroker {
+    cluster: String,
+    addr: String,
+    /// Broker name of the latest registration from this address.
+    broker_name: Arc<str>,
+    last_update_ms: u64,
+    timeout_ms: u64,
+    data_version: DataVersion,
+    conn: Option<ConnId>,
+    ha_server_addr: String,
+    /// (body length, header bodyCrc32, body fingerprint) of the last fully applied body.
+    fingerprint: Option<BodyFingerprint>,
+    /// `BrokerEntry::topic_removals` when the body was last applied.
+    seen_topic_removals: u64,
+    /// Bucket this entry is scheduled in; older wheel entries for it are stale.
+    scheduled_bucket: u64,
+    generation: u64,
+}
+
+/// Identity of a registration body, compared to recognise an unchanged one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyFingerprint {
+    pub len: usize,
+    pub header_crc: i64,
+    pub hash: u64,
+}
+
+/// Header fields of a REGISTER_BROKER request.
+#[derive(Debug, Clone)]
+pub struct RegisterRequest<'a> {
+    pub cluster: &'a str,
+    pub broker_addr: &'a str,
+    pub broker_name: &'a str,
+    pub broker_id: i64,
+    pub ha_server_addr: &'a str,
+    pub zone_name: Option<&'a str>,
+    pub heartbeat_timeout_ms: Option<u64>,
+    /// `None` marks a 4.x broker.
+    pub enable_acting_master: Option<bool>,
+    pub conn: Option<ConnId>,
+    pub now_ms: u64,
+    pub fingerprint: BodyFingerprint,
+}
+
+/// The topic part of a registration.
+#[derive(Debug, Clone, Copy)]
+pub enum TopicsInput<'a> {
+    /// The body is byte-identical to the last one applied for this broker.
+    Unchanged,
+    Body(&'a RegisterBody),
+}
+
+/// A NOTIFY_MIN_BROKER_ID_CHANGE to send (PROTOCOL.md §3.5), off the loop thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MinIdNotification {
+    pub targets: Vec<String>,
+    pub min_broker_id: i64,
+    pub min_broker_addr: String,
+    pub offline_broker_addr: Option<String>,
+    pub ha_broker_addr: Option<String>,
+}
+
+/// What a registration produced.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RegisterResult {
+    pub ha_server_addr: Option<String>,
+    pub master_addr: Option<String>,
+    pub notification: Option<MinIdNotification>,
+    /// First registration of this (cluster, addr): log at info.
+    pub first: bool,
+    /// Topic queue entries added, changed or removed: log at info.
+    pub topics_changed: usize,
+    /// Refused by the state-version fence (§5.2 step 6): SUCCESS with an empty header.
+    pub fenced: bool,
+}
+
+/// One broker to unregister (explicitly, by expiry, or because its connection closed).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct UnregisterRequest {
+    pub cluster: String,
+    pub broker_addr: String,
+    pub broker_name: String,
+    pub broker_id: i64,
+}
+
+/// Why a broker is being removed; carried with the request for the log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemovalReason {
+    Unregister,
+    Expired { silent_ms: u64 },
+    ConnectionClosed,
+}
+
+/// A broker found silent by [`RouteTable::expire_silent_brokers`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpiredBroker {
+    pub request: UnregisterRequest,
+    pub silent_ms: u64,
+    pub conn: Option<ConnId>,
+}
+
+/// What one unregistration batch did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BatchOutcome {
+    pub brokers_removed: usize,
+    pub broker_groups_removed: usize,
+    pub topics_removed: usize,
+    pub notifications: Vec<MinIdNotification>,
+}
+
+/// The route registry.
+#[derive(Debug)]
+pub struct RouteTable {
+    topics: HashMap<Arc<str>, TopicEntry>,
+    brokers: HashMap<Arc<str>, BrokerEntry>,
+    clusters: HashMap<String, BTreeSet<String>>,
+    live: Slab<LiveBroker>,
+    /// brokerAddr -> live slab ids (one per cluster the address registered in).
+    live_by_addr: HashMap<String, Vec<usize>>,
+    live_by_conn: HashMap<ConnId, Vec<usize>>,
+    filter_servers: HashMap<(String, String), Vec<String>>,
+    queue_mappings: HashMap<String, BTreeMap<String, MappingInfo>>,
+    expiry: TimerWheel<(usize, u64)>,
+    next_generation: u64,
+    cache_bytes: usize,
+    cache_order: VecDeque<(Arc<str>, usize)>,
+    pub settings: RouteSettings,
+}
+
+fn dialect_index(d: Dialect) -> usize {
+    match d {
+        Dialect::Standard => 0,
+        Dialect::Legacy => 1,
+    }
+}
+
+impl RouteTable {
+    pub fn new(settings: RouteSettings, expiry_granularity_ms: u64) -> Self {
+        RouteTable {
+            topics: HashMap::new(),
+            brokers: HashMap::new(),
+            clusters: HashMap::new(),
+            live: Slab::new(),
+            live_by_addr: HashMap::new(),
+            live_by_conn: HashMap::new(),
+            filter_servers: HashMap::new(),
+            queue_mappings: HashMap::new(),
+            expiry: TimerWheel::new(expiry_granularity_ms),
+            next_generation: 0,
+            cache_bytes: 0,
+            cache_order: VecDeque::new(),
+            settings,
+        }
+    }
+
+    // ---------------------------------------------------------------- lookups
+
+    fn live_id(&self, cluster: &str, addr: &str) -> Option<usize> {
+        self.live_by_addr
+            .get(addr)?
+            .iter()
+            .copied()
+            .find(|id| self.live.get(*id).is_some_and(|l| l.cluster == cluster))
+    }
+
+    pub fn topic_count(&self) -> usize {
+        self.topics.len()
+    }
+
+    pub fn live_broker_count(&self) -> usize {
+        self.live.len()
+    }
+
+    pub fn cluster_count(&self) -> usize {
+        self.clusters.len()
+    }
+
+    pub fn broker_group_count(&self) -> usize {
+        self.brokers.len()
+    }
+
+    /// True if the body described by `fp` is exactly the one last applied for this broker,
+    /// and nothing since then requires a full re-apply: the registration can skip parsing.
+    pub fn is_unchanged_body(
+        &self,
+        cluster: &str,
+        addr: &str,
+        broker_name: &str,
+        broker_id: i64,
+        fp: &BodyFingerprint,
+    ) -> bool {
+        let Some(id) = self.live_id(cluster, addr) else {
+            return false;
+        };
+        let live = &self.live[id];
+        if live.fingerprint.as_ref() != Some(fp) {
+            return false;
+        }
+        match self.brokers.get(broker_name) {
+            Some(b) => {
+                b.data.broker_addrs.get(&broker_id).map(String::as_str) == Some(addr)
+                    && b.topic_removals == live.seen_topic_removals
+            }
+            None => false,
+        }
+    }
+
+    /// Stored DataVersion of a live broker.
+    pub fn data_version(&self, cluster: &str, addr: &str) -> Option<DataVersion> {
+        self.live_id(cluster, addr).map(|id| self.live[id].data_version)
+    }
+
+    /// Refreshes a live broker's timestamp (BROKER_HEARTBEAT, QUERY_DATA_VERSION). O(1).
+    pub fn heartbeat(&mut self, cluster: &str, addr: &str, now_ms: u64) -> bool {
+        match self.live_id(cluster, addr) {
+            Some(id) => {
+                self.live[id].last_update_ms = now_ms;
+                true
+            }
+            None => false,
+        }
+    }
+
+    // ---------------------------------------------------------------- cache
+
+    /// Drops the cached route bodies of one topic.
+    pub fn invalidate_topic(&mut self, topic: &str) {
+        if let Some(entry) = self.topics.get_mut(topic) {
+            for slot in entry.cache.iter_mut() {
+                if let Some(b) = slot.take() {
+                    self.cache_bytes -= b.len();
+                }
+            }
+        }
+    }
+
+    /// Drops every cached route (settings that affect all routes changed).
+    pub fn invalidate_all(&mut self) {
+        for entry in self.topics.values_mut() {
+            entry.cache = [None, None];
+        }
+        self.cache_bytes = 0;
+        self.cache_order.clear();
+    }
+
+    fn invalidate_broker_topics(&mut self, broker_name: &str) {
+        let Some(b) = self.brokers.get(broker_name) else {
+            return;
+        };
+        for topic in &b.topics {
+            if let Some(entry) = self.topics.get_mut(topic.as_ref()) {
+                for slot in entry.cache.iter_mut() {
+                    if let Some(bytes) = slot.take() {
+                        self.cache_bytes -= bytes.len();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Topic route body in `dialect`, from cache or built and cached. `order_topic_conf`
+    /// supplies the ORDER_TOPIC_CONFIG value when orderMessageEnable is on (asked only on a
+    /// cache miss). `None` = TOPIC_NOT_EXIST.
+    pub fn route_body(
+        &mut self,
+        topic: &str,
+        dialect: Dialect,
+        order_topic_conf: impl FnOnce() -> Option<String>,
+    ) -> Option<Bytes> {
+        let idx = dialect_index(dialect);
+        let entry = self.topics.get(topic)?;
+        if let Some(b) = &entry.cache[idx] {
+            return Some(b.clone());
+        }
+        let mut route = self.pickup_route(topic)?;
+        route.order_topic_conf = order_topic_conf();
+        let mut out = Vec::with_capacity(256);
+        route.encode(dialect, &mut out);
+        let bytes = Bytes::from(out);
+        let key = self.topics.get_key_value(topic)?.0.clone();
+        if let Some(entry) = self.topics.get_mut(topic) {
+            entry.cache[idx] = Some(bytes.clone());
+            self.cache_bytes += bytes.len();
+            self.cache_order.push_back((key, idx));
+        }
+        self.trim_cache();
+        Some(bytes)
+    }
+
+    /// Evicts the oldest cached bodies while the cache is over its byte budget.
+    fn trim_cache(&mut self) {
+        while self.cache_bytes > self.settings.cache_max_bytes {
+            let Some((topic, idx)) = self.cache_order.pop_front() else {
+                break;
+            };
+            if let Some(entry) = self.topics.get_mut(topic.as_ref()) {
+                if let Some(b) = entry.cache[idx].take() {
+                    self.cache_bytes -= b.len();
+                }
+            }
+        }
+        // Entries invalidated since they were queued leave stale markers behind; keep the
+        // queue from growing without bound when invalidation is frequent.
+        if self.cache_order.len() > 4 * self.topics.len() + 1024 {
+            let topics = &self.topics;
+            self.cache_order
+                .retain(|(t, i)| topics.get(t.as_ref()).is_some_and(|e| e.cache[*i].is_some()));
+        }
+    }
+
+    /// Java's pickupTopicRouteData (§5.7), without orderTopicConf. `None` when the topic is
+    /// unknown or none of its brokers is known (never an empty `brokerDatas`).
+    pub fn pickup_route(&self, topic: &str) -> Option<TopicRouteData> {
+        let entry = self.topics.get(topic)?;
+        let mut route = TopicRouteData {
+            queue_datas: entry.queues.iter().map(QueueSlot::to_queue_data).collect(),
+            ..TopicRouteData::default()
+        };
+        for q in &entry.queues {
+            let Some(b) = self.brokers.get(q.broker_name.as_ref()) else {
+                continue;
+            };
+            if !self.filter_servers.is_empty() {
+                for addr in b.data.broker_addrs.values() {
+                    if let Some(list) = self
+                        .filter_servers
+                        .get(&(b.data.cluster.clone(), addr.clone()))
+                    {
+                        route
+                            .filter_server_table
+                            .insert(addr.clone(), list.clone());
+                    }
+                }
+            }
+            route.broker_datas.push(b.data.clone());
+        }
+        if route.broker_datas.is_empty() {
+            return None;
+        }
+        if let Some(m) = self.queue_mappings.get(topic) {
+            route.topic_queue_mapping_by_broker =
+                Some(m.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
+        }
+        if self.settings.support_acting_master && !topic.starts_with(SYNC_BROKER_MEMBER_PREFIX) {
+            apply_acting_master_rewrite(&mut route);
+        }
+        Some(route)
+    }
+
+    // ---------------------------------------------------------------- registration
+
+    /// Java's registerBroker (§5.2), in its order, minus the bugs listed in the README.
+    pub fn register_broker(
+        &mut self,
+        req: &RegisterRequest<'_>,
+        topics_in: TopicsInput<'_>,
+    ) -> RegisterResult {
+        let mut result = RegisterResult::default();
+        let name = req.broker_name;
+        let addr = req.broker_addr;
+        let id = req.broker_id;
+
+        // 1. cluster -> broker names
+        if !self
+            .clusters
+            .get(req.cluster)
+            .is_some_and(|s| s.contains(name))
+        {
+            self.clusters
+                .entry(req.cluster.to_string())
+                .or_default()
+                .insert(name.to_string());
+        }
+
+        // 2./3. broker data, acting-master flag and zone
+        let mut register_first = false;
+        if !self.brokers.contains_key(name) {
+            let key: Arc<str> = Arc::from(name);
+            self.brokers.insert(
+                key.clone(),
+                BrokerEntry {
+                    name: key,
+                    data: BrokerData {
+                        cluster: req.cluster.to_string(),
+                        broker_name: name.to_string(),
+                        broker_addrs: BTreeMap::new(),
+                        zone_name: None,
+                        enable_acting_master: false,
+                    },
+                    topics: HashSet::new(),
+                    topic_removals: 0,
+                },
+            );
+            register_first = true;
+        }
+        let is_old = req.enable_acting_master.is_none();
+        let mut broker_changed = false;
+        let (prev_min, old_addr_of_id) = {
+            let Some(b) = self.brokers.get_mut(name) else {
+                return result;
+            };
+            let acting = !is_old && req.enable_acting_master == Some(true);
+            if b.data.enable_acting_master != acting {
+                b.data.enable_acting_master = acting;
+                broker_changed = true;
+            }
+            let zone = req.zone_name.map(str::to_string);
+            if b.data.zone_name != zone {
+                b.data.zone_name = zone;
+                broker_changed = true;
+            }
+            // 4. minimum id before this registration
+            let prev_min = b.data.broker_addrs.keys().next().copied().unwrap_or(0);
+            // 5. slave <-> master switch: an address lives under one id only
+            let before = b.data.broker_addrs.len();
+            b.data.broker_addrs.retain(|k, v| !(v == addr && *k != id));
+            if b.data.broker_addrs.len() != before {
+                broker_changed = true;
+            }
+            (prev_min, b.data.broker_addrs.get(&id).cloned())
+        };
+        let is_min_broker_id_changed = id < prev_min;
+
+        // 6. state-version fence: an older incarnation may not replace a newer one.
+        let incoming_version = match topics_in {
+            TopicsInput::Body(body) => body.data_version,
+            TopicsInput::Unchanged => self
+                .live_id(req.cluster, addr)
+                .map(|l| self.live[l].data_version)
+                .unwrap_or_default(),
+        };
+        if let Some(old) = old_addr_of_id.as_deref().filter(|o| *o != addr) {
+            if let Some(old_live) = self.live_id(req.cluster, old) {
+                if self.live[old_live].data_version.state_version > incoming_version.state_version
+                {
+                    if let Some(l) = self.live_id(req.cluster, addr) {
+                        self.remove_live(l);
+                    }
+                    if broker_changed {
+                        self.invalidate_broker_topics(name);
+                    }
+                    result.fenced = true;
+                    return result;
+                }
+            }
+        }
+
+        // 7. (Java refuses a first registration carrying exactly one topic; we do not.)
+        // 8. id -> addr
+        let old_addr = self
+            .brokers
+            .get_mut(name)
+            .and_then(|b| b.data.broker_addrs.insert(id, addr.to_string()));
+        if old_addr.as_deref() != Some(addr) {
+            broker_changed = true;
+        }
+        register_first |= old_addr.is_none();
+        if broker_changed {
+            self.invalidate_broker_topics(name);
+        }
+
+        // 9./10. topic configs, from the master or the prime slave only
+        let (is_master, min_id, acting) = match self.brokers.get(name) {
+            Some(b) => (
+                id == 0,
+                b.data.broker_addrs.keys().next().copied().unwrap_or(id),
+                b.data.enable_acting_master,
+            ),
+            None => return result,
+        };
+        let is_prime_slave = !is_old && !is_master && id == min_id;
+        let stored_version = self
+            .live_id(req.cluster, addr)
+            .map(|l| self.live[l].data_version);
+        let version_changed = stored_version != Some(incoming_version);
+        if let TopicsInput::Body(body) = topics_in {
+            if is_master || is_prime_slave {
+                result.topics_changed = self.apply_topic_configs(
+                    name,
+                    body,
+                    register_first,
+                    version_changed,
+                    is_prime_slave && acting,
+                );
+                if version_changed || register_first {
+                    for (_, m) in &body.mappings {
+                        let topic_key = m.topic.clone();
+                        self.queue_mappings
+                            .entry(topic_key.clone())
+                            .or_default()
+                            .insert(m.bname.clone(), m.clone());
+                        self.invalidate_topic(&topic_key);
+                    }
+                }
+            }
+        }
+
+        // 11. live entry, bound to the connection the registration came on
+        let timeout_ms = req
+            .heartbeat_timeout_ms
+            .unwrap_or(DEFAULT_HEARTBEAT_TIMEOUT_MS);
+        let (seen_topic_removals, name_key) = match self.brokers.get(name) {
+            Some(b) => (b.topic_removals, b.name.clone()),
+            None => return result,
+        };
+        let live_id = match self.live_id(req.cluster, addr) {
+            Some(l) => l,
+            None => {
+                result.first = true;
+                self.next_generation += 1;
+                let l = self.live.insert(LiveBroker {
+                    cluster: req.cluster.to_string(),
+                    addr: addr.to_string(),
+                    broker_name: name_key.clone(),
+                    last_update_ms: req.now_ms,
+                    timeout_ms,
+                    data_version: incoming_version,
+                    conn: None,
+                    ha_server_addr: String::new(),
+                    fingerprint: None,
+                    seen_topic_removals,
+                    scheduled_bucket: u64::MAX,
+                    generation: self.next_generation,
+                });
+                self.live_by_addr.entry(addr.to_string()).or_default().push(l);
+                l
+            }
+        };
+        {
+            let live = &mut self.live[live_id];
+            live.last_update_ms = req.now_ms;
+            live.timeout_ms = timeout_ms;
+            live.data_version = incoming_version;
+            if live.broker_name != name_key {
+                live.broker_name = name_key;
+            }
+            if live.ha_server_addr != req.ha_server_addr {
+                live.ha_server_addr = req.ha_server_addr.to_string();
+            }
+            if let TopicsInput::Body(_) = topics_in {
+                live.fingerprint = Some(req.fingerprint);
+                live.seen_topic_removals = seen_topic_removals;
+            }
+        }
+        self.bind_connection(live_id, req.conn);
+        self.arm_expiry(live_id);
+
+        // 12. filter servers
+        if let TopicsInput::Body(body) = topics_in {
+            if let Some(list) = &body.filter_servers {
+                let key = (req.cluster.to_string(), addr.to_string());
+                let changed = if list.is_empty() {
+                    self.filter_servers.remove(&key).is_some()
+                } else if self.filter_servers.get(&key) != Some(list) {
+                    self.filter_servers.insert(key, list.clone());
+                    true
+                } else {
+                    false
+                };
+                if changed {
+                    self.invalidate_broker_topics(name);
+                }
+            }
+        }
+
+        // 13. a slave learns its master's addresses
+        if id != 0 {
+            let master = self
+                .brokers
+                .get(name)
+                .and_then(|b| b.data.broker_addrs.get(&0).cloned());
+            if let Some(master_addr) = master {
+                if let Some(m) = self.live_id(req.cluster, &master_addr) {
+                    result.ha_server_addr = Some(self.live[m].ha_server_addr.clone());
+                    result.master_addr = Some(master_addr);
+                }
+            }
+        }
+
+        // 14. min broker id notification (sent off the loop by the caller)
+        if is_min_broker_id_changed && self.settings.notify_min_broker_id_changed {
+            if let Some(b) = self.brokers.get(name) {
+                let mut targets: Vec<String> = b
+                    .data
+                    .broker_addrs
+                    .iter()
+                    .filter(|(k, _)| **k != id)
+                    .map(|(_, v)| v.clone())
+                    .collect();
+                if b.data.broker_addrs.len() == 1 {
+                    targets = b.data.broker_addrs.values().cloned().collect();
+                }
+                result.notification = Some(MinIdNotification {
+                    targets,
+                    min_broker_id: id,
+                    min_broker_addr: addr.to_string(),
+                    offline_broker_addr: None,
+                    ha_broker_addr: Some(req.ha_server_addr.to_string()),
+                });
+            }
+        }
+        result
+    }
+
+    /// §5.2 step 10 a/b. Returns the number of queue entries added, changed or removed.
+    fn apply_topic_configs(
+        &mut self,
+        broker_name: &str,
+        body: &RegisterBody,
+        register_first: bool,
+        version_changed: bool,
+        clear_write: bool,
+    ) -> usize {
+        let Some(name) = self.brokers.get(broker_name).map(|b| b.name.clone()) else {
+            return 0;
+        };
+        let mut changes = 0;
+        if self.settings.delete_topic_with_broker_registration && body.mappings.is_empty() {
+            let reported: HashSet<&str> = body.topics.iter().map(|(k, _)| k.as_str()).collect();
+            let stale: Vec<Arc<str>> = self.brokers[&name]
+                .topics
+                .iter()
+                .filter(|t| !reported.contains(t.as_ref()))
+                .cloned()
+                .collect();
+            for topic in stale {
+                if self.remove_queue(&topic, &name) {
+                    changes += 1;
+                }
+            }
+        }
+        for (_, tc) in &body.topics {
+            let present = self
+                .topics
+                .get(tc.topic_name.as_str())
+                .is_some_and(|e| e.find(&name).is_ok());
+            if !(register_first || version_changed || !present) {
+                continue;
+            }
+            let mut perm = tc.perm;
+            if clear_write {
+                perm &= !PERM_WRITE;
+            }
+            let slot = QueueSlot {
+                broker_name: name.clone(),
+                read_queue_nums: tc.read_queue_nums,
+                write_queue_nums: tc.write_queue_nums,
+                perm,
+                topic_sys_flag: tc.topic_sys_flag,
+            };
+            if self.put_queue(&tc.topic_name, slot) {
+                changes += 1;
+            }
+        }
+        changes
+    }
+
+    /// Puts a queue entry; returns whether anything changed.
+    fn put_queue(&mut self, topic: &str, slot: QueueSlot) -> bool {
+        let key: Arc<str> = match self.topics.get_key_value(topic) {
+            Some((k, _)) => k.clone(),
+            None => {
+                let k: Arc<str> = Arc::from(topic);
+                self.topics.insert(k.clone(), TopicEntry::default());
+                k
+            }
+        };
+        let broker = slot.broker_name.clone();
+        let Some(entry) = self.topics.get_mut(topic) else {
+            return false;
+        };
+        let changed = match entry.find(&broker) {
+            Ok(i) if entry.queues[i] == slot => false,
+            Ok(i) => {
+                entry.queues[i] = slot;
+                true
+            }
+            Err(i) => {
+                entry.queues.insert(i, slot);
+                true
+            }
+        };
+        if changed {
+            self.invalidate_topic(topic);
+            if let Some(b) = self.brokers.get_mut(broker.as_ref()) {
+                b.topics.insert(key);
+            }
+        }
+        changed
+    }
+
+    /// Removes a broker's queue entry from a topic (dropping the topic when empty).
+    fn remove_queue(&mut self, topic: &str, broker_name: &str) -> bool {
+        let Some(entry) = self.topics.get_mut(topic) else {
+            return false;
+        };
+        let Ok(i) = entry.find(broker_name) else {
+            return false;
+        };
+        entry.queues.remove(i);
+        let now_empty = entry.queues.is_empty();
+        self.invalidate_topic(topic);
+        if now_empty {
+            self.topics.remove(topic);
+        }
+        if let Some(b) = self.brokers.get_mut(broker_name) {
+            b.topics.remove(topic);
+        }
+        true
+    }
+
+    fn bind_connection(&mut self, live_id: usize, conn: Option<ConnId>) {
+        let previous = self.live[live_id].conn;
+        if previous == conn {
+            return;
+        }
+        if let Some(p) = previous {
+            if let Some(list) = self.live_by_conn.get_mut(&p) {
+                list.retain(|l| *l != live_id);
+                if list.is_empty() {
+                    self.live_by_conn.remove(&p);
+                }
+            }
+        }
+        if let Some(c) = conn {
+            self.live_by_conn.entry(c).or_default().push(live_id);
+        }
+        self.live[live_id].conn = conn;
+    }
+
+    fn arm_expiry(&mut self, live_id: usize) {
+        let live = &self.live[live_id];
+        let deadline = live.last_update_ms.saturating_add(live.timeout_ms);
+        let bucket = self.expiry.bucket_of(deadline);
+        // Heartbeats only push the deadline later: an entry already scheduled earlier
+        // re-checks itself when it fires. Only an earlier deadline needs a new entry.
+        if bucket < live.scheduled_bucket {
+            let generation = live.generation;
+            let b = self.expiry.schedule(deadline, (live_id, generation));
+            self.live[live_id].scheduled_bucket = b;
+        }
+    }
+
+    fn remove_live(&mut self, live_id: usize) -> Option<LiveBroker> {
+        let live = self.live.try_remove(live_id)?;
+        if let Some(ids) = self.live_by_addr.get_mut(&live.addr) {
+            ids.retain(|l| *l != live_id);
+            if ids.is_empty() {
+                self.live_by_addr.remove(&live.addr);
+            }
+        }
+        if let Some(c) = live.conn {
+            if let Some(list) = self.live_by_conn.get_mut(&c) {
+                list.retain(|l| *l != live_id);
+                if list.is_empty() {
+                    self.live_by_conn.remove(&c);
+                }
+            }
+        }
+        Some(live)
+    }
+
+    // ---------------------------------------------------------------- expiry & removal
+
+    /// The unregistration request Java's onChannelDestroy would submit for a live entry:
+    /// brokerName and id are resolved through the broker table (§5.4).
+    fn unregister_request_for(&self, live_id: usize) -> Option<UnregisterRequest> {
+        let live = self.live.get(live_id)?;
+        let b = self.brokers.get(live.broker_name.as_ref())?;
+        if b.data.cluster != live.cluster {
+            return None;
+        }
+        b.data
+            .broker_addrs
+            .iter()
+            .find(|(_, a)| **a == live.addr)
+            .map(|(id, _)| UnregisterRequest {
+                cluster: live.cluster.clone(),
+                broker_addr: live.addr.clone(),
+                broker_name: b.data.broker_name.clone(),
+                broker_id: *id,
+            })
+    }
+
+    /// Finds live brokers whose deadline has passed. Costs O(entries whose bucket fired).
+    /// The live entries stay until the unregistration batch is applied (as in Java); they
+    /// are not rescheduled, so each is reported once unless `rearm_after_failed_submit`.
+    pub fn expire_silent_brokers(&mut self, now_ms: u64) -> Vec<ExpiredBroker> {
+        let mut fired = Vec::new();
+        self.expiry.pop_due(now_ms, |bucket, key| fired.push((bucket, key)));
+        let mut expired = Vec::new();
+        for (bucket, (live_id, generation)) in fired {
+            let Some(live) = self.live.get(live_id) else {
+                continue;
+            };
+            if live.generation != generation || live.scheduled_bucket != bucket {
+                continue; // stale wheel entry
+            }
+            let deadline = live.last_update_ms.saturating_add(live.timeout_ms);
+            if deadline < now_ms {
+                let silent_ms = now_ms - live.last_update_ms;
+                let conn = live.conn;
+                self.live[live_id].scheduled_bucket = u64::MAX;
+                match self.unregister_request_for(live_id) {
+                    Some(request) => expired.push(ExpiredBroker {
+                        request,
+                        silent_ms,
+                        conn,
+                    }),
+                    None => {
+                        // No broker data names this address any more: nothing routes to
+                        // it, so the stale live entry can simply go.
+                        self.remove_live(live_id);
+                    }
+                }
+            } else {
+                self.live[live_id].scheduled_bucket = u64::MAX;
+                self.arm_expiry(live_id);
+            }
+        }
+        expired
+    }
+
+    /// Puts an expired broker back on the wheel when its unregistration could not be queued,
+    /// so that the next scan tries again.
+    pub fn rearm(&mut self, cluster: &str, addr: &str, now_ms: u64) {
+        if let Some(id) = self.live_id(cluster, addr) {
+            let generation = self.live[id].generation;
+            let b = self.expiry.schedule(now_ms, (id, generation));
+            self.live[id].scheduled_bucket = b;
+        }
+    }
+
+    /// Unregistration requests for every broker whose registering connection is `conn`
+    /// (Java's onChannelDestroy, for all of them rather than only the first).
+    pub fn connection_closed(&mut self, conn: ConnId) -> Vec<UnregisterRequest> {
+        let Some(ids) = self.live_by_conn.remove(&conn) else {
+            return Vec::new();
+        };
+        let mut requests = Vec::new();
+        for id in ids {
+            if let Some(live) = self.live.get_mut(id) {
+                live.conn = None;
+            }
+            if let Some(r) = self.unregister_request_for(id) {
+                requests.push(r);
+            }
+        }
+        requests
+    }
+
+    /// Applies a de-duplicated batch of unregistrations in one pass (§5.5 steps 1-6). Only
+    /// the topics of the affected broker groups are visited.
+    pub fn unregister_batch(&mut self, batch: &[UnregisterRequest]) -> BatchOutcome {
+        let mut outcome = BatchOutcome::default();
+        let mut removed_names: Vec<String> = Vec::new();
+        let mut reduced_names: Vec<String> = Vec::new();
+        for req in batch {
+            if let Some(l) = self.live_id(&req.cluster, &req.broker_addr) {
+                self.remove_live(l);
+                outcome.brokers_removed += 1;
+            }
+            let key = (req.cluster.clone(), req.broker_addr.clone());
+            if self.filter_servers.remove(&key).is_some() {
+                self.invalidate_broker_topics(&req.broker_name);
+            }
+            let mut removed = false;
+            let mut changed = false;
+            if let Some(b) = self.brokers.get_mut(req.broker_name.as_str()) {
+                let was_min = b.data.broker_addrs.keys().next() == Some(&req.broker_id);
+                let before = b.data.broker_addrs.len();
+                b.data.broker_addrs.retain(|_, a| *a != req.broker_addr);
+                changed = b.data.broker_addrs.len() != before;
+                if b.data.broker_addrs.is_empty() {
+                    removed = true;
+                } else if was_min && b.data.enable_acting_master {
+                    if let Some((min_id, min_addr)) = b.data.broker_addrs.iter().next() {
+                        outcome.notifications.push(MinIdNotification {
+                            targets: b.data.broker_addrs.values().cloned().collect(),
+                            min_broker_id: *min_id,
+                            min_broker_addr: min_addr.clone(),
+                            offline_broker_addr: Some(req.broker_addr.clone()),
+                            ha_broker_addr: None,
+                        });
+                    }
+                }
+            }
+            if changed {
+                self.invalidate_broker_topics(&req.broker_name);
+            }
+            if removed {
+                if let Some(set) = self.clusters.get_mut(&req.cluster) {
+                    set.remove(&req.broker_name);
+                    if set.is_empty() {
+                        self.clusters.remove(&req.cluster);
+                    }
+                }
+                removed_names.push(req.broker_name.clone());
+            } else {
+                reduced_names.push(req.broker_name.clone());
+            }
+        }
+        for name in &removed_names {
+            let Some(b) = self.brokers.get(name.as_str()) else {
+                continue;
+            };
+            let topics: Vec<Arc<str>> = b.topics.iter().cloned().collect();
+            for topic in topics {
+                let existed = self.topics.contains_key(topic.as_ref());
+                self.remove_queue(&topic, name);
+                if existed && !self.topics.contains_key(topic.as_ref()) {
+                    outcome.topics_removed += 1;
+                }
+            }
+            self.brokers.remove(name.as_str());
+            outcome.broker_groups_removed += 1;
+        }
+        if self.settings.support_acting_master {
+            for name in &reduced_names {
+                let Some(b) = self.brokers.get(name.as_str()) else {
+                    continue;
+                };
+                let no_master = b
+                    .data
+                    .broker_addrs
+                    .keys()
+                    .next()
+                    .is_some_and(|min| *min > 0);
+                if b.data.enable_acting_master && no_master {
+                    self.set_write_perm(name, false);
+                }
+            }
+        }
+        if !self.settings.notify_min_broker_id_changed {
+            outcome.notifications.clear();
+        }
+        outcome
+    }
+
+    // ---------------------------------------------------------------- admin operations
+
+    /// WIPE (`enable` false: clear the write bit) or ADD (`enable` true: perm = READ|WRITE)
+    /// write permission on every topic of a broker group (§5.9). Returns entries touched.
+    pub fn set_write_perm(&mut self, broker_name: &str, enable: bool) -> usize {
+        let Some(b) = self.brokers.get(broker_name) else {
+            return 0;
+        };
+        let topics: Vec<Arc<str>> = b.topics.iter().cloned().collect();
+        let mut count = 0;
+        for topic in topics {
+            let Some(entry) = self.topics.get_mut(topic.as_ref()) else {
+                continue;
+            };
+            if let Ok(i) = entry.find(broker_name) {
+                let q = &mut entry.queues[i];
+                q.perm = if enable {
+                    PERM_READ | PERM_WRITE
+                } else {
+                    q.perm & !PERM_WRITE
+                };
+                count += 1;
+                self.invalidate_topic(&topic);
+            }
+        }
+        count
+    }
+
+    /// DELETE_TOPIC_IN_NAMESRV (§5.10). `cluster` None/empty: the whole topic.
+    pub fn delete_topic(&mut self, topic: &str, cluster: Option<&str>) -> bool {
+        let names: Vec<String> = match cluster.filter(|c| !c.is_empty()) {
+            None => match self.topics.get(topic) {
+                Some(e) => e.queues.iter().map(|q| q.broker_name.to_string()).collect(),
+                None => return false,
+            },
+            Some(c) => match self.clusters.get(c) {
+                Some(set) => set.iter().cloned().collect(),
+                None => return false,
+            },
+        };
+        let mut any = false;
+        for name in names {
+            if self.remove_queue(topic, &name) {
+                any = true;
+                if let Some(b) = self.brokers.get_mut(name.as_str()) {
+                    b.topic_removals += 1;
+                }
+            }
+        }
+        any
+    }
+
+    /// REGISTER_TOPIC_IN_NAMESRV (§5.11). Returns whether anything was stored.
+    pub fn register_topic(&mut self, topic: &str, queue_datas: &[QueueData]) -> bool {
+        if queue_datas.is_empty() {
+            return false;
+        }
+        let exists = self.topics.contains_key(topic);
+        if !exists
+            && queue_datas
+                .iter()
+                .any(|q| !self.brokers.contains_key(q.broker_name.as_str()))
+        {
+            return false;
+        }
+        let mut stored = false;
+        for q in queue_datas {
+            let Some(name) = self
+                .brokers
+                .get(q.broker_name.as_str())
+                .map(|b| b.name.clone())
+            else {
+                break; // Java aborts at the first unknown broker; earlier entries stay.
+            };
+            let slot = QueueSlot {
+                broker_name: name,
+                read_queue_nums: q.read_queue_nums,
+                write_queue_nums: q.write_queue_nums,
+                perm: q.perm,
+                topic_sys_flag: q.topic_sys_flag,
+            };
+            self.put_queue(topic, slot);
+            stored = true;
+        }
+        stored
+    }
+
+    /// Every topic name (206).
+    pub fn topic_names(&self) -> impl Iterator<Item = &str> {
+        self.topics.keys().map(|k| k.as_ref())
+    }
+
+    /// Topics having a queue entry for any broker of `cluster` (224).
+    pub fn topics_of_cluster(&self, cluster: &str) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        if let Some(names) = self.clusters.get(cluster) {
+            for name in names {
+                if let Some(b) = self.brokers.get(name.as_str()) {
+                    out.extend(b.topics.iter().map(|t| t.to_string()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Topics whose first queue entry's sysFlag passes `pred` (311/312/313, §5.13).
+    pub fn topics_with_flag(&self, pred: impl Fn(i32) -> bool) -> Vec<&str> {
+        self.topics
+            .iter()
+            .filter(|(_, e)| e.queues.first().is_some_and(|q| pred(q.topic_sys_flag)))
+            .map(|(k, _)| k.as_ref())
+            .collect()
+    }
+
+    /// System topic list (304): every cluster and broker name, and some broker address.
+    pub fn system_topics(&self) -> (Vec<String>, Option<String>) {
+        let mut names = BTreeSet::new();
+        for (cluster, brokers) in &self.clusters {
+            names.insert(cluster.clone());
+            names.extend(brokers.iter().cloned());
+        }
+        let addr = self
+            .brokers
+            .values()
+            .find_map(|b| b.data.broker_addrs.values().next().cloned());
+        (names.into_iter().collect(), addr)
+    }
+
+    /// brokerAddrTable and clusterAddrTable (106).
+    pub fn cluster_info(&self) -> super::model::ClusterInfo {
+        super::model::ClusterInfo {
+            broker_addr_table: self
+                .brokers
+                .values()
+                .map(|b| (b.data.broker_name.clone(), b.data.clone()))
+                .collect(),
+            cluster_addr_table: self
+                .clusters
+                .iter()
+                .map(|(c, names)| (c.clone(), names.iter().cloned().collect()))
+                .collect(),
+        }
+    }
+
+    /// Broker group member addresses (901); empty when unknown.
+    pub fn broker_member_group(&self, broker_name: &str) -> BTreeMap<i64, String> {
+        self.brokers
+            .get(broker_name)
+            .map(|b| b.data.broker_addrs.clone())
+            .unwrap_or_default()
+    }
+
+    /// Whether a broker name is known (for admin validation and logs).
+    pub fn has_broker(&self, broker_name: &str) -> bool {
+        self.brokers.contains_key(broker_name)
+    }
+}
+
+/// §5.7 step 6 on a route copy: for groups with acting master on, no id 0 and a
+/// non-writeable queue entry, the lowest-id address is presented as the master.
+fn apply_acting_master_rewrite(route: &mut TopicRouteData) {
+    let needs = route
+        .broker_datas
+        .iter()
+        .any(|b| !b.broker_addrs.is_empty() && !b.broker_addrs.contains_key(&0));
+    if !needs {
+        return;
+    }
+    for b in route.broker_datas.iter_mut() {
+        if b.broker_addrs.is_empty() || b.broker_addrs.contains_key(&0) || !b.enable_acting_master
+        {
+            continue;
+        }
+        let writeable = route
+            .queue_datas
+            .iter()
+            .find(|q| q.broker_name == b.broker_name)
+            .map(|q| q.perm & PERM_WRITE != 0);
+        if writeable == Some(false) {
+            if let Some((&min_id, _)) = b.broker_addrs.iter().next() {
+                if let Some(addr) = b.broker_addrs.remove(&min_id) {
+                    b.broker_addrs.insert(0, addr);
+                }
+            }
+        }
+    }
+}
