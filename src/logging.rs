@@ -370,7 +370,10 @@ mod tests {
         }
         drop(log);
 
-        assert!(numbered(&path, 2).exists(), "the lines should span several files");
+        assert!(
+            numbered(&path, 2).exists(),
+            "the lines should span several files"
+        );
         let mut seen = Vec::new();
         for n in (1..=50).rev() {
             let old = numbered(&path, n);
