@@ -1,0 +1,502 @@
+//! Deployment files and logging, checked from outside: the systemd unit (with
+//! `systemd-analyze verify` where it can run, and always by parsing), the example configs,
+//! and the rotating log file through the public API.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rmq_namesrv::logging::{self, LogSettings, RotatingFile};
+
+/// Every property key of NamesrvConfig (specs/config-api.md), Java spelling.
+const EXPECTED_KEYS: &[&str] = &[
+    "rocketmqHome",
+    "kvConfigPath",
+    "configStorePath",
+    "productEnvName",
+    "clusterTest",
+    "orderMessageEnable",
+    "returnOrderTopicConfigToBroker",
+    "clientRequestThreadPoolNums",
+    "clientRequestThreadPoolQueueCapacity",
+    "defaultThreadPoolNums",
+    "defaultThreadPoolQueueCapacity",
+    "scanNotActiveBrokerInterval",
+    "unRegisterBrokerQueueCapacity",
+    "supportActingMaster",
+    "enableAllTopicList",
+    "enableTopicList",
+    "notifyMinBrokerIdChanged",
+    "enableControllerInNamesrv",
+    "needWaitForService",
+    "waitSecondsForService",
+    "deleteTopicWithBrokerRegistration",
+    "configBlackList",
+    "bindAddress",
+    "listenPort",
+    "serverWorkerThreads",
+    "serverCallbackExecutorThreads",
+    "serverSelectorThreads",
+    "serverOnewaySemaphoreValue",
+    "serverAsyncSemaphoreValue",
+    "serverChannelMaxIdleTimeSeconds",
+    "serverSocketSndBufSize",
+    "serverSocketRcvBufSize",
+    "writeBufferHighWaterMark",
+    "writeBufferLowWaterMark",
+    "serverSocketBacklog",
+    "serverNettyWorkerGroupEnable",
+    "serverPooledByteBufAllocatorEnable",
+    "enableShutdownGracefully",
+    "shutdownWaitTimeSeconds",
+    "useEpollNativeSelector",
+    "frameMaxLength",
+    "serializeType",
+    "logPath",
+    "logLevel",
+    "logFileMaxSize",
+    "logFileCount",
+    "maxConnections",
+    "maxHeaderLength",
+    "maxExtFields",
+    "maxJsonDepth",
+    "maxJsonStringLength",
+    "maxTopicsPerRegistration",
+    "maxInflatedBodyLength",
+    "maxNameLength",
+    "maxTopicNameLength",
+    "connWriteHighWater",
+    "connWriteHardCap",
+    "registrationBacklogLimit",
+    "registrationBudgetPerIteration",
+    "adminAllowList",
+];
+
+const UNIT_PATH: &str = "deploy/rmq-namesrv.service";
+const EXAMPLE_CONFIG_PATH: &str = "deploy/namesrv.conf";
+const LOCAL_CONFIG_PATH: &str = "namesrv.conf";
+
+fn repo_file(relative: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
+    fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+/// A fresh, empty directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+impl TempDir {
+    fn new(label: &str) -> TempDir {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "rmq-namesrv-deploy-{label}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+}
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// systemd unit
+// ---------------------------------------------------------------------------------------------
+
+/// One `Key=Value` of a unit file with the section it is in.
+struct UnitEntry {
+    section: String,
+    key: String,
+    value: String,
+}
+
+/// Every line must be blank, a comment, a `[Section]` or a `Key=Value` inside a section.
+fn parse_unit(text: &str) -> Result<Vec<UnitEntry>, String> {
+    let mut entries = Vec::new();
+    let mut section: Option<String> = None;
+    for (number, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            section = Some(name.to_string());
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            return Err(format!("line {}: not Key=Value: {raw:?}", number + 1));
+        };
+        let key = key.trim();
+        if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric()) {
+            return Err(format!("line {}: bad key {key:?}", number + 1));
+        }
+        if value.ends_with('\\') {
+            return Err(format!(
+                "line {}: continuation lines are not expected",
+                number + 1
+            ));
+        }
+        let Some(section) = section.clone() else {
+            return Err(format!("line {}: {key} outside any section", number + 1));
+        };
+        entries.push(UnitEntry {
+            section,
+            key: key.to_string(),
+            value: value.trim().to_string(),
+        });
+    }
+    Ok(entries)
+}
+
+fn unit_values<'a>(entries: &'a [UnitEntry], section: &str, key: &str) -> Vec<&'a str> {
+    entries
+        .iter()
+        .filter(|e| e.section == section && e.key == key)
+        .map(|e| e.value.as_str())
+        .collect()
+}
+
+#[test]
+fn unit_file_parses_and_has_the_required_settings() {
+    let entries = parse_unit(&repo_file(UNIT_PATH)).unwrap_or_else(|e| panic!("{UNIT_PATH}: {e}"));
+    let service = |key: &str| unit_values(&entries, "Service", key);
+
+    let exec_start = service("ExecStart");
+    assert_eq!(exec_start.len(), 1, "exactly one ExecStart");
+    assert!(
+        exec_start[0].starts_with("/usr/local/bin/rmq-namesrv ")
+            && exec_start[0].contains("-c /etc/rmq-namesrv/namesrv.conf"),
+        "ExecStart = {:?}",
+        exec_start[0]
+    );
+    let runs_unprivileged = service("User")
+        .iter()
+        .any(|u| !u.is_empty() && *u != "root")
+        || service("DynamicUser").contains(&"yes");
+    assert!(runs_unprivileged, "User= (not root) or DynamicUser=yes");
+    assert_eq!(service("Restart"), ["on-failure"]);
+    assert_eq!(service("LimitNOFILE"), ["65536"]);
+    assert_eq!(service("NoNewPrivileges"), ["yes"]);
+    assert_eq!(service("ProtectSystem"), ["strict"]);
+    assert_eq!(service("ProtectHome"), ["yes"]);
+    assert_eq!(service("PrivateTmp"), ["yes"]);
+    let after = unit_values(&entries, "Unit", "After").join(" ");
+    assert!(
+        after
+            .split_whitespace()
+            .any(|u| u == "network-online.target"),
+        "After={after}"
+    );
+}
+
+/// The directories the example config writes to must be writable under ProtectSystem=strict.
+#[test]
+fn unit_makes_the_example_configs_state_and_log_dirs_writable() {
+    let entries = parse_unit(&repo_file(UNIT_PATH)).unwrap_or_else(|e| panic!("{UNIT_PATH}: {e}"));
+    let mut writable: Vec<PathBuf> = Vec::new();
+    for e in entries.iter().filter(|e| e.section == "Service") {
+        let base = match e.key.as_str() {
+            "ReadWritePaths" => "/",
+            "StateDirectory" => "/var/lib",
+            "LogsDirectory" => "/var/log",
+            _ => continue,
+        };
+        for word in e.value.split_whitespace() {
+            // A leading '-' makes a ReadWritePaths entry optional.
+            let relative = word.trim_start_matches('-').trim_start_matches('/');
+            writable.push(Path::new(base).join(relative));
+        }
+    }
+    let properties = parse_properties(&repo_file(EXAMPLE_CONFIG_PATH)).expect("example config");
+    for key in ["kvConfigPath", "logPath"] {
+        let value = properties
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        let path = Path::new(&value);
+        assert!(path.is_absolute(), "{key}={value} should be absolute");
+        assert!(
+            writable
+                .iter()
+                .any(|dir| path.starts_with(Path::new("/").join(dir))),
+            "{key}={value} is not under a writable dir {writable:?}"
+        );
+    }
+}
+
+#[test]
+fn unit_passes_systemd_analyze_verify_where_it_can_run() {
+    if Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("systemd-analyze not available: the parse check stands alone");
+        return;
+    }
+    let dir = TempDir::new("verify");
+    // verify checks that ExecStart's binary exists; point it at one that does.
+    let stand_in = if Path::new("/bin/true").exists() {
+        PathBuf::from("/bin/true")
+    } else {
+        std::env::current_exe().expect("current exe")
+    };
+    let unit = repo_file(UNIT_PATH).replace(
+        "ExecStart=/usr/local/bin/rmq-namesrv",
+        &format!("ExecStart={}", stand_in.display()),
+    );
+    assert!(unit.contains(&format!("ExecStart={} -c", stand_in.display())));
+
+    // A minimal unit with the same dependencies tells whether verify works here at all.
+    let control = format!(
+        "[Unit]\nDescription=control\nWants=network-online.target\nAfter=network-online.target\n\
+         [Service]\nExecStart={}\n",
+        stand_in.display()
+    );
+    let control_path = dir.0.join("rmq-control.service");
+    fs::write(&control_path, control).expect("write control unit");
+    let control_run = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&control_path)
+        .output();
+    let usable = match &control_run {
+        Ok(out) => {
+            out.status.success() && !String::from_utf8_lossy(&out.stderr).contains("rmq-control")
+        }
+        Err(_) => false,
+    };
+    if !usable {
+        eprintln!("systemd-analyze verify cannot run here: {control_run:?}; parse check only");
+        return;
+    }
+
+    let unit_path = dir.0.join("rmq-namesrv.service");
+    fs::write(&unit_path, unit).expect("write unit");
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&unit_path)
+        .output()
+        .expect("run systemd-analyze");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let complaints: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("rmq-namesrv"))
+        .collect();
+    assert!(out.status.success(), "verify failed: {stderr}");
+    assert!(complaints.is_empty(), "verify complained: {complaints:#?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// configs
+// ---------------------------------------------------------------------------------------------
+
+/// The subset of java.util.Properties these files use: comments, blank lines and single-line
+/// `key=value` / `key:value` / `key value` with `\`-escapes in keys.
+fn parse_properties(text: &str) -> Result<Vec<(String, String)>, String> {
+    let mut properties = Vec::new();
+    for (number, raw) in text.lines().enumerate() {
+        let line = raw.trim_start();
+        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
+            continue;
+        }
+        let trailing_backslashes = line.chars().rev().take_while(|&c| c == '\\').count();
+        if trailing_backslashes % 2 == 1 {
+            return Err(format!(
+                "line {}: continuation lines are not expected",
+                number + 1
+            ));
+        }
+        let mut key = String::new();
+        let mut chars = line.chars();
+        let mut escaped = false;
+        for c in chars.by_ref() {
+            if escaped {
+                key.push(c);
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '=' || c == ':' || c.is_whitespace() {
+                break;
+            } else {
+                key.push(c);
+            }
+        }
+        let rest = chars.as_str().trim_start();
+        let value = rest
+            .strip_prefix(['=', ':'])
+            .unwrap_or(rest)
+            .trim_start()
+            .to_string();
+        properties.push((key, value));
+    }
+    Ok(properties)
+}
+
+fn expected_keys() -> BTreeSet<String> {
+    EXPECTED_KEYS.iter().map(|k| k.to_string()).collect()
+}
+
+#[test]
+fn expected_key_list_has_no_duplicates() {
+    assert_eq!(expected_keys().len(), EXPECTED_KEYS.len());
+}
+
+#[test]
+fn example_config_sets_every_key_exactly_once() {
+    let properties = parse_properties(&repo_file(EXAMPLE_CONFIG_PATH)).expect("parse");
+    let keys: Vec<&str> = properties.iter().map(|(k, _)| k.as_str()).collect();
+    let unique: BTreeSet<String> = keys.iter().map(|k| k.to_string()).collect();
+    assert_eq!(unique.len(), keys.len(), "a key is set twice");
+    let missing: Vec<_> = expected_keys().difference(&unique).cloned().collect();
+    let unknown: Vec<_> = unique.difference(&expected_keys()).cloned().collect();
+    assert!(missing.is_empty(), "missing keys: {missing:?}");
+    assert!(unknown.is_empty(), "unknown keys: {unknown:?}");
+}
+
+#[test]
+fn every_key_in_the_example_config_has_a_comment_with_its_default() {
+    let text = repo_file(EXAMPLE_CONFIG_PATH);
+    let mut comment_block: Vec<&str> = Vec::new();
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if let Some(comment) = trimmed.strip_prefix('#') {
+            comment_block.push(comment);
+        } else if trimmed.is_empty() {
+            comment_block.clear();
+        } else {
+            let key = trimmed.split(['=', ':']).next().unwrap_or_default();
+            let block = comment_block.join("\n");
+            assert!(
+                block.contains("Default:") && block.trim().len() > "Default:".len() + 10,
+                "{key} needs a comment saying what it does and its default"
+            );
+            comment_block.clear();
+        }
+    }
+}
+
+#[test]
+fn example_config_puts_state_and_logs_in_the_systemd_dirs() {
+    let properties = parse_properties(&repo_file(EXAMPLE_CONFIG_PATH)).expect("parse");
+    let value = |key: &str| {
+        properties
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_default()
+    };
+    assert!(value("kvConfigPath").starts_with("/var/lib/rmq-namesrv/"));
+    assert!(value("logPath").starts_with("/var/log/rmq-namesrv/"));
+    assert_eq!(value("listenPort"), "9876");
+    assert!(logging::parse_level(value("logLevel")).is_some());
+}
+
+#[test]
+fn local_config_sets_only_the_port_and_mentions_only_known_keys() {
+    let text = repo_file(LOCAL_CONFIG_PATH);
+    assert!(
+        text.contains("deploy/namesrv.conf"),
+        "header should point to the full example"
+    );
+    let properties = parse_properties(&text).expect("parse");
+    assert_eq!(properties, [("listenPort".to_string(), "9876".to_string())]);
+
+    // Commented-out settings must still be real keys, and the paths stay at their defaults.
+    let commented: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, _)| k.trim().to_string())
+        .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric()))
+        .collect();
+    for key in &commented {
+        assert!(
+            expected_keys().contains(key),
+            "commented key {key} is unknown"
+        );
+    }
+    assert!(commented.iter().any(|k| k == "kvConfigPath"));
+    assert!(commented.iter().any(|k| k == "logPath"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// logging
+// ---------------------------------------------------------------------------------------------
+
+fn numbered(path: &Path, n: u32) -> PathBuf {
+    PathBuf::from(format!("{}.{n}", path.display()))
+}
+
+#[test]
+fn rotating_file_keeps_max_files_old_files_and_whole_lines() {
+    let dir = TempDir::new("rotate");
+    let path = dir.0.join("logs/namesrv.log");
+    let mut log = RotatingFile::open(&path, 256, 4).expect("open");
+    for i in 0..500 {
+        write!(log, "2024-01-01T00:00:00Z INFO ").expect("write");
+        writeln!(log, "registered broker-{i:03}").expect("write");
+    }
+    drop(log);
+
+    let files = fs::read_dir(path.parent().expect("parent"))
+        .expect("read dir")
+        .count();
+    assert_eq!(files, 5, "the live file and four rotated ones");
+    assert!(!numbered(&path, 5).exists());
+
+    // Reading oldest to newest gives consecutive whole lines ending with the last one written.
+    let mut lines = Vec::new();
+    for file in [4, 3, 2, 1]
+        .iter()
+        .map(|&n| numbered(&path, n))
+        .chain([path.clone()])
+    {
+        let text = fs::read_to_string(&file).expect("read log file");
+        assert!(text.len() <= 256, "{} is over max_size", file.display());
+        assert!(text.ends_with('\n'), "{} ends mid-line", file.display());
+        lines.extend(text.lines().map(str::to_string));
+    }
+    let first = 500 - lines.len();
+    let expected: Vec<String> = (first..500)
+        .map(|i| format!("2024-01-01T00:00:00Z INFO registered broker-{i:03}"))
+        .collect();
+    assert_eq!(lines, expected);
+}
+
+#[test]
+fn init_writes_timestamped_lines_to_the_file_and_a_second_init_is_a_no_op() {
+    let dir = TempDir::new("init");
+    let path = dir.0.join("a/b/namesrv.log");
+    let settings = LogSettings {
+        level: log::LevelFilter::Info,
+        file: Some(path.clone()),
+        max_size: 1 << 20,
+        max_files: 2,
+    };
+    logging::init(&settings).expect("first init");
+    log::info!("deploy test marker");
+    log::debug!("below the level");
+    logging::init(&settings).expect("second init is a no-op");
+    log::logger().flush();
+
+    let text = fs::read_to_string(&path).expect("log file");
+    let line = text
+        .lines()
+        .find(|l| l.contains("deploy test marker"))
+        .unwrap_or_else(|| panic!("marker missing in {text:?}"));
+    assert!(line.contains("INFO"), "{line}");
+    // RFC 3339 timestamp first: YYYY-MM-DDTHH:MM:SS
+    let stamp: Vec<char> = line.chars().take(19).collect();
+    assert!(
+        stamp.len() == 19 && stamp[4] == '-' && stamp[10] == 'T' && stamp[13] == ':',
+        "{line}"
+    );
+    assert!(!text.contains("below the level"));
+}
