@@ -1,1 +1,185 @@
-//! (being written)
+//! A blocking RocketMQ remoting client: what the tools (`rmq-admin`, `rmq-bench` setup) and
+//! the integration tests use to talk to a name server. One TCP connection, requests
+//! matched to responses by opaque, JSON or ROCKETMQ headers, a timeout on every call.
+
+use crate::remoting::codes::{version, FLAG_ONEWAY};
+use crate::remoting::command::{encode_frame, DecodeLimits, Header, RemotingCommand, SerializeType};
+use crate::remoting::frame;
+use bytes::BytesMut;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+/// Largest response frame the client accepts.
+const CLIENT_FRAME_MAX: u32 = 64 << 20;
+
+/// A blocking connection to one name server.
+pub struct Client {
+    stream: TcpStream,
+    peer: SocketAddr,
+    timeout: Duration,
+    next_opaque: i32,
+    read_buf: BytesMut,
+    /// Header serialization used for requests.
+    pub serialize_type: SerializeType,
+    /// `language` sent in request headers.
+    pub language: String,
+    /// `version` sent in request headers (decides the route dialect, PROTOCOL.md §6.1).
+    pub version: i32,
+}
+
+fn timeout_error(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, format!("timed out {what}"))
+}
+
+impl Client {
+    /// Connects to `addr` (`host:port`) within `timeout`; the same timeout bounds each call.
+    pub fn connect(addr: &str, timeout: Duration) -> io::Result<Client> {
+        let mut last_err = io::Error::new(io::ErrorKind::InvalidInput, format!("no address for {addr}"));
+        for sa in addr.to_socket_addrs()? {
+            match TcpStream::connect_timeout(&sa, timeout) {
+                Ok(stream) => {
+                    stream.set_nodelay(true)?;
+                    return Ok(Client {
+                        stream,
+                        peer: sa,
+                        timeout,
+                        next_opaque: 1,
+                        read_buf: BytesMut::with_capacity(8192),
+                        serialize_type: SerializeType::Json,
+                        language: "JAVA".to_string(),
+                        version: version::CURRENT,
+                    });
+                }
+                Err(e) => last_err = e,
+            }
+        }
+        Err(last_err)
+    }
+
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+    }
+
+    fn encode(&mut self, code: i32, flag: i32, ext: &[(&str, &str)], body: &[u8]) -> (i32, Vec<u8>) {
+        let opaque = self.next_opaque;
+        self.next_opaque = self.next_opaque.wrapping_add(1);
+        let mut out = Vec::with_capacity(128 + body.len());
+        let header = Header {
+            code,
+            language: &self.language,
+            version: self.version,
+            opaque,
+            flag,
+            remark: None,
+        };
+        encode_frame(
+            &mut out,
+            self.serialize_type,
+            &header,
+            Some(ext.iter().copied()),
+            body,
+        );
+        (opaque, out)
+    }
+
+    /// Sends a request and waits for the response carrying its opaque.
+    pub fn request(&mut self, code: i32, ext: &[(&str, &str)], body: &[u8]) -> io::Result<RemotingCommand> {
+        let (opaque, frame) = self.encode(code, 0, ext, body);
+        self.send_raw(&frame)?;
+        self.read_response(opaque)
+    }
+
+    /// Sends a oneway request (no response expected).
+    pub fn oneway(&mut self, code: i32, ext: &[(&str, &str)], body: &[u8]) -> io::Result<()> {
+        let (_, frame) = self.encode(code, FLAG_ONEWAY, ext, body);
+        self.send_raw(&frame)
+    }
+
+    /// Writes raw bytes (tests use this for malformed frames).
+    pub fn send_raw(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.stream.set_write_timeout(Some(self.timeout))?;
+        self.stream.write_all(bytes)
+    }
+
+    /// Reads frames until the one with `opaque` arrives (others are dropped).
+    pub fn read_response(&mut self, opaque: i32) -> io::Result<RemotingCommand> {
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            let cmd = self.read_frame_until(deadline)?;
+            if cmd.opaque == opaque && cmd.is_response() {
+                return Ok(cmd);
+            }
+        }
+    }
+
+    /// Reads the next whole frame, whatever it is.
+    pub fn read_frame(&mut self) -> io::Result<RemotingCommand> {
+        let deadline = Instant::now() + self.timeout;
+        self.read_frame_until(deadline)
+    }
+
+    fn read_frame_until(&mut self, deadline: Instant) -> io::Result<RemotingCommand> {
+        loop {
+            match frame::next_frame(&mut self.read_buf, CLIENT_FRAME_MAX) {
+                Ok(Some(f)) => {
+                    let limits = DecodeLimits {
+                        max_header_len: 16 << 20,
+                        max_ext_fields: 65536,
+                        ..DecodeLimits::default()
+                    };
+                    return RemotingCommand::decode(f, &limits)
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()));
+                }
+                Ok(None) => {}
+                Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string())),
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(timeout_error("waiting for a response"));
+            }
+            self.stream.set_read_timeout(Some(deadline - now))?;
+            let mut chunk = [0u8; 16 * 1024];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "connection closed by the name server",
+                    ))
+                }
+                Ok(n) => self.read_buf.extend_from_slice(&chunk[..n]),
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                    return Err(timeout_error("waiting for a response"))
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// True once the server has closed this connection (reads EOF within `wait`).
+    pub fn is_closed_by_peer(&mut self, wait: Duration) -> bool {
+        let deadline = Instant::now() + wait;
+        loop {
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            if self.stream.set_read_timeout(Some(deadline - now)).is_err() {
+                return true;
+            }
+            let mut chunk = [0u8; 4096];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return true,
+                Ok(_) => {}
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => return false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return true,
+            }
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! Shared helpers for the integration tests: start a real server on an ephemeral port,
+//! talk to it over TCP, build registration bodies, poll for conditions.
+#![allow(dead_code)]
+
+use rmq_namesrv::client::Client;
+use rmq_namesrv::config::NamesrvConfig;
+use rmq_namesrv::remoting::codes::request;
+use rmq_namesrv::remoting::command::RemotingCommand;
+use rmq_namesrv::route::model::{self, DataVersion, RegisterBody, TopicConfig};
+use rmq_namesrv::server::{self, ServerHandle};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// A fresh, empty directory for one test.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "rmq-test-{}-{}-{}",
+            tag,
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        TempDir(dir)
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A config for a test server: loopback, ephemeral port, files in `dir`, no file log.
+pub fn test_config(dir: &Path) -> NamesrvConfig {
+    let mut c = NamesrvConfig::default();
+    c.bind_address = "127.0.0.1".into();
+    c.listen_port = 0;
+    c.kv_config_path = dir.join("kvConfig.json").to_string_lossy().into_owned();
+    c.config_store_path = dir.join("namesrv.properties").to_string_lossy().into_owned();
+    c.log_path = String::new();
+    c
+}
+
+pub struct TestServer {
+    pub handle: ServerHandle,
+    pub dir: TempDir,
+    pub addr: String,
+}
+
+impl TestServer {
+    pub fn start() -> TestServer {
+        Self::start_with(|_| {})
+    }
+
+    pub fn start_with(tweak: impl FnOnce(&mut NamesrvConfig)) -> TestServer {
+        let dir = TempDir::new("srv");
+        let mut config = test_config(dir.path());
+        tweak(&mut config);
+        let handle = server::start(config).expect("server starts");
+        let addr = handle.local_addr().to_string();
+        TestServer { handle, dir, addr }
+    }
+
+    pub fn client(&self) -> Client {
+        Client::connect(&self.addr, Duration::from_secs(5)).expect("connect")
+    }
+}
+
+/// Polls `cond` every 10 ms until it holds or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A topic config with the given queue numbers and perm.
+pub fn topic(name: &str, queues: i32, perm: i32) -> TopicConfig {
+    TopicConfig {
+        topic_name: name.to_string(),
+        read_queue_nums: queues,
+        write_queue_nums: queues,
+        perm,
+        topic_sys_flag: 0,
+    }
+}
+
+pub fn body_with(counter: i64, topics: &[TopicConfig]) -> RegisterBody {
+    RegisterBody {
+        data_version: DataVersion {
+            counter,
+            state_version: 0,
+            timestamp: 1_700_000_000_000 + counter,
+        },
+        topics: topics
+            .iter()
+            .map(|t| (t.topic_name.clone(), t.clone()))
+            .collect(),
+        filter_servers: Some(Vec::new()),
+        mappings: Vec::new(),
+    }
+}
+
+/// Identity of a simulated broker.
+#[derive(Clone, Debug)]
+pub struct Broker {
+    pub cluster: String,
+    pub name: String,
+    pub addr: String,
+    pub id: i64,
+    pub ha: String,
+}
+
+impl Broker {
+    pub fn new(cluster: &str, name: &str, addr: &str, id: i64) -> Broker {
+        Broker {
+            cluster: cluster.into(),
+            name: name.into(),
+            addr: addr.into(),
+            id,
+            ha: addr.replace(":10911", ":10912"),
+        }
+    }
+}
+
+/// REGISTER_BROKER with a JSON body, correct bodyCrc32, as a 5.x broker sends it.
+pub fn register(
+    client: &mut Client,
+    broker: &Broker,
+    body: &RegisterBody,
+    extra: &[(&str, &str)],
+) -> RemotingCommand {
+    let mut bytes = Vec::new();
+    model::encode_register_body_json(body, &mut bytes);
+    register_raw(client, broker, &bytes, false, extra)
+}
+
+pub fn register_raw(
+    client: &mut Client,
+    broker: &Broker,
+    bytes: &[u8],
+    compressed: bool,
+    extra: &[(&str, &str)],
+) -> RemotingCommand {
+    let crc = (model::crc32(bytes) & 0x7FFF_FFFF).to_string();
+    let id = broker.id.to_string();
+    let compressed = compressed.to_string();
+    let mut ext: Vec<(&str, &str)> = vec![
+        ("brokerName", &broker.name),
+        ("brokerAddr", &broker.addr),
+        ("clusterName", &broker.cluster),
+        ("haServerAddr", &broker.ha),
+        ("brokerId", &id),
+        ("enableActingMaster", "false"),
+        ("compressed", &compressed),
+        ("bodyCrc32", &crc),
+    ];
+    for (k, v) in extra {
+        ext.retain(|(ek, _)| ek != k);
+        ext.push((k, v));
+    }
+    client
+        .request(request::REGISTER_BROKER, &ext, bytes)
+        .expect("register response")
+}
+
+/// GET_ROUTEINFO_BY_TOPIC.
+pub fn route(client: &mut Client, topic: &str) -> RemotingCommand {
+    client
+        .request(request::GET_ROUTEINFO_BY_TOPIC, &[("topic", topic)], b"")
+        .expect("route response")
+}
+
+/// The decoded route, or None when the server answers TOPIC_NOT_EXIST.
+pub fn route_data(client: &mut Client, topic: &str) -> Option<model::TopicRouteData> {
+    let resp = route(client, topic);
+    if resp.code == 17 {
+        return None;
+    }
+    assert_eq!(resp.code, 0, "route remark: {:?}", resp.remark);
+    Some(model::TopicRouteData::decode(&resp.body).expect("route body decodes"))
+}
+
+pub fn cluster_info(client: &mut Client) -> model::ClusterInfo {
+    let resp = client
+        .request(request::GET_BROKER_CLUSTER_INFO, &[], b"")
+        .expect("cluster info");
+    assert_eq!(resp.code, 0);
+    model::ClusterInfo::decode(&resp.body).expect("cluster info decodes")
+}
+
+/// The server's stats extension as a JSON value.
+pub fn stats(client: &mut Client) -> rmq_namesrv::remoting::json::Value {
+    let resp = client
+        .request(request::RMQ_NAMESRV_STATS, &[], b"")
+        .expect("stats");
+    assert_eq!(resp.code, 0);
+    rmq_namesrv::remoting::json::parse(&resp.body).expect("stats json")
+}
+
+pub fn stat(client: &mut Client, key: &str) -> i64 {
+    stats(client).get(key).and_then(|v| v.as_i64()).unwrap_or(-1)
+}
