@@ -106,21 +106,20 @@ fn optional_bool(cmd: &RemotingCommand, field: &str) -> Option<bool> {
 }
 
 /// Reply under construction.
-struct Reply<'a> {
+struct Reply {
     code: i32,
     remark: Option<String>,
     ext: Option<Vec<(&'static str, String)>>,
-    body: ReplyBody<'a>,
+    body: ReplyBody,
 }
 
-enum ReplyBody<'a> {
+enum ReplyBody {
     None,
     Owned(Vec<u8>),
     Shared(bytes::Bytes),
-    Borrowed(&'a [u8]),
 }
 
-impl<'a> Reply<'a> {
+impl Reply {
     fn ok() -> Self {
         Reply {
             code: response::SUCCESS,
@@ -144,7 +143,7 @@ impl<'a> Reply<'a> {
     }
 }
 
-impl From<Reject> for Reply<'_> {
+impl From<Reject> for Reply {
     fn from(r: Reject) -> Self {
         Reply::error(r.code, r.remark)
     }
@@ -243,7 +242,7 @@ impl Processor {
         effects
     }
 
-    fn write_reply(&self, opaque: i32, reply: &Reply<'_>, out: &mut Vec<u8>) {
+    fn write_reply(&self, opaque: i32, reply: &Reply, out: &mut Vec<u8>) {
         let header = Header {
             code: reply.code,
             language: "JAVA",
@@ -256,7 +255,6 @@ impl Processor {
             ReplyBody::None => &[],
             ReplyBody::Owned(v) => v,
             ReplyBody::Shared(b) => b,
-            ReplyBody::Borrowed(b) => b,
         };
         let ext = reply
             .ext
@@ -281,7 +279,7 @@ impl Processor {
         counters: &ServerCounters,
         cmd: &RemotingCommand,
         effects: &mut Effects,
-    ) -> Result<Reply<'_>, Reject> {
+    ) -> Result<Reply, Reject> {
         if is_mutating_admin(cmd.code) && !self.is_admin_allowed(ctx.peer) {
             warn!(
                 "refused {} from {:?}: not in adminAllowList",
@@ -366,7 +364,7 @@ impl Processor {
 
     // ------------------------------------------------------------------ KV
 
-    fn put_kv_config(&mut self, cmd: &RemotingCommand) -> Result<Reply<'_>, Reject> {
+    fn put_kv_config(&mut self, cmd: &RemotingCommand) -> Result<Reply, Reject> {
         let namespace = required(cmd, "namespace")?;
         let key = required(cmd, "key")?;
         let value = required(cmd, "value")?;
@@ -383,7 +381,7 @@ impl Processor {
         Ok(Reply::ok())
     }
 
-    fn get_kv_config(&mut self, cmd: &RemotingCommand) -> Result<Reply<'_>, Reject> {
+    fn get_kv_config(&mut self, cmd: &RemotingCommand) -> Result<Reply, Reject> {
         let namespace = required(cmd, "namespace")?;
         let key = required(cmd, "key")?;
         match self.kv.get(namespace, key) {
@@ -401,7 +399,7 @@ impl Processor {
         }
     }
 
-    fn delete_kv_config(&mut self, cmd: &RemotingCommand) -> Result<Reply<'_>, Reject> {
+    fn delete_kv_config(&mut self, cmd: &RemotingCommand) -> Result<Reply, Reject> {
         let namespace = required(cmd, "namespace")?;
         let key = required(cmd, "key")?;
         self.kv.delete(namespace, key).map_err(|e| {
@@ -417,7 +415,7 @@ impl Processor {
         Ok(Reply::ok())
     }
 
-    fn get_kv_list(&mut self, cmd: &RemotingCommand) -> Result<Reply<'_>, Reject> {
+    fn get_kv_list(&mut self, cmd: &RemotingCommand) -> Result<Reply, Reject> {
         let namespace = required(cmd, "namespace")?;
         match self.kv.encode_kv_table(namespace) {
             Some(body) => Ok(Reply::with_body(body)),
@@ -445,7 +443,7 @@ impl Processor {
         &mut self,
         ctx: &RequestContext,
         cmd: &RemotingCommand,
-    ) -> Result<Reply<'_>, Reject> {
+    ) -> Result<Reply, Reject> {
         let broker_name = required(cmd, "brokerName")?;
         let broker_addr = required(cmd, "brokerAddr")?;
         let cluster = required(cmd, "clusterName")?;
@@ -619,7 +617,7 @@ impl Processor {
         }
     }
 
-    fn unregister_broker(&mut self, cmd: &RemotingCommand) -> Result<Reply<'_>, Reject> {
+    fn unregister_broker(&mut self, cmd: &RemotingCommand) -> Result<Reply, Reject> {
         let request = UnregisterRequest {
             broker_name: required(cmd, "brokerName")?.to_string(),
             broker_addr: required(cmd, "brokerAddr")?.to_string(),
@@ -640,7 +638,7 @@ impl Processor {
         &mut self,
         ctx: &RequestContext,
         cmd: &RemotingCommand,
-    ) -> Result<Reply<'_>, Reject> {
+    ) -> Result<Reply, Reject> {
         let cluster = required(cmd, "clusterName")?;
         let addr = required(cmd, "brokerAddr")?;
         required(cmd, "brokerName")?;
@@ -652,7 +650,7 @@ impl Processor {
         &mut self,
         ctx: &RequestContext,
         cmd: &RemotingCommand,
-    ) -> Result<Reply<'_>, Reject> {
+    ) -> Result<Reply, Reject> {
         required(cmd, "brokerName")?;
         let addr = required(cmd, "brokerAddr")?;
         let cluster = required(cmd, "clusterName")?;
@@ -685,7 +683,7 @@ impl Processor {
         Ok(reply)
     }
 
-    fn broker_member_group(&mut self, cmd: &RemotingCommand) -> Result<Reply<'_>, Reject> {
+    fn broker_member_group(&mut self, cmd: &RemotingCommand) -> Result<Reply, Reject> {
         let cluster = required(cmd, "clusterName")?;
         let broker_name = required(cmd, "brokerName")?;
         let addrs = self.table.broker_member_group(broker_name);
@@ -696,7 +694,7 @@ impl Processor {
 
     // ------------------------------------------------------------------ routes
 
-    fn route_info(&mut self, cmd: &RemotingCommand) -> Result<Reply<'_>, Reject> {
+    fn route_info(&mut self, cmd: &RemotingCommand) -> Result<Reply, Reject> {
         let topic = required(cmd, "topic")?;
         if self.config.need_wait_for_service
             && self.started.elapsed().as_secs() < self.config.wait_seconds_for_service.max(0) as u64
@@ -741,7 +739,7 @@ impl Processor {
         }
     }
 
-    fn write_perm(&mut self, cmd: &RemotingCommand, enable: bool) -> Result<Reply<'_>, Reject> {
+    fn write_perm(&mut self, cmd: &RemotingCommand, enable: bool) -> Result<Reply, Reject> {
         let broker_name = required(cmd, "brokerName")?;
         let count = self.table.set_write_perm(broker_name, enable);
         let (key, verb) = if enable {
@@ -756,7 +754,7 @@ impl Processor {
         })
     }
 
-    fn delete_topic(&mut self, cmd: &RemotingCommand) -> Result<Reply<'_>, Reject> {
+    fn delete_topic(&mut self, cmd: &RemotingCommand) -> Result<Reply, Reject> {
         let topic = required(cmd, "topic")?;
         self.check_topic_name(topic)?;
         let cluster = cmd.ext("clusterName");
@@ -766,7 +764,7 @@ impl Processor {
         Ok(Reply::ok())
     }
 
-    fn register_topic(&mut self, cmd: &RemotingCommand) -> Result<Reply<'_>, Reject> {
+    fn register_topic(&mut self, cmd: &RemotingCommand) -> Result<Reply, Reject> {
         let topic = required(cmd, "topic")?;
         self.check_topic_name(topic)?;
         if cmd.body.is_empty() {
@@ -784,7 +782,7 @@ impl Processor {
         Ok(Reply::ok())
     }
 
-    fn unit_topics(&mut self, pred: impl Fn(i32) -> bool) -> Result<Reply<'_>, Reject> {
+    fn unit_topics(&mut self, pred: impl Fn(i32) -> bool) -> Result<Reply, Reject> {
         if !self.config.enable_topic_list {
             return Err(reject(response::SYSTEM_ERROR, "disable"));
         }
@@ -800,7 +798,7 @@ impl Processor {
         &mut self,
         cmd: &RemotingCommand,
         effects: &mut Effects,
-    ) -> Result<Reply<'_>, Reject> {
+    ) -> Result<Reply, Reject> {
         if cmd.body.is_empty() {
             return Ok(Reply::ok());
         }

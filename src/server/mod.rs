@@ -285,6 +285,7 @@ impl Server {
                     if let Err(e) = stream.set_nodelay(true) {
                         debug!("TCP_NODELAY on {peer}: {e}");
                     }
+                    let now = self.now_ms();
                     let entry = self.conns.vacant_entry();
                     let key = entry.key();
                     if let Err(e) = self.poll.registry().register(
@@ -296,7 +297,6 @@ impl Server {
                         continue;
                     }
                     self.next_generation += 1;
-                    let now = self.now_ms();
                     entry.insert(Connection::new(stream, peer, now, self.next_generation));
                     self.counters.connections = self.conns.len();
                     self.schedule_idle(key, now);
