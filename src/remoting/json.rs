@@ -1,1 +1,1420 @@
-//! (being written)
+//! The fastjson dialect of JSON that RocketMQ peers speak: a reader into a small [`Value`]
+//! tree and append-only writer helpers for the encoders elsewhere.
+//!
+//! Java peers serialize with fastjson 1.2.83, whose output is not always JSON (map keys of
+//! `Map<Long,..>` arrive as bare numbers, `{0:"a"}`), and whose parser tolerates unquoted and
+//! single-quoted keys, single-quoted strings and stray commas. Anything a Java NameServer
+//! accepts we must accept too, so the reader implements that dialect rather than strict JSON.
+//!
+//! The reader is iterative (an explicit stack of open containers), so nesting costs heap,
+//! never call stack, and `Limits::max_depth` bounds it. Every byte it reads is bounds-checked:
+//! malformed, truncated or hostile input gives a [`JsonError`], never a panic.
+//!
+//! The writers append to a caller-owned `Vec<u8>` so the route encoders can build a whole
+//! body in one buffer. Two string escapers exist because Java uses two: fastjson's default
+//! (non-ASCII raw) for almost everything, and `BrowserCompatible` for the standard route dialect.
+
+use std::fmt;
+
+/// A parsed JSON value of the fastjson dialect.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    Bool(bool),
+    /// An integer literal that fits i64.
+    Int(i64),
+    /// Any other number (fraction, exponent, or out of i64 range).
+    Float(f64),
+    Str(String),
+    Array(Vec<Value>),
+    /// Members in input order; a numeric or unquoted key arrives as its text (`"0"`).
+    Object(Vec<(String, Value)>),
+}
+
+/// Bounds on what a peer can make the parser build.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Deepest nesting of arrays/objects accepted (the top-level container is depth 1).
+    pub max_depth: usize,
+    /// Longest string or key accepted, in decoded UTF-8 bytes.
+    pub max_string_len: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_depth: 64,
+            max_string_len: 1 << 20,
+        }
+    }
+}
+
+/// Why and where (byte offset into the input) parsing stopped.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JsonError {
+    pub offset: usize,
+    pub message: &'static str,
+}
+
+impl fmt::Display for JsonError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid JSON at byte {}: {}", self.offset, self.message)
+    }
+}
+
+impl std::error::Error for JsonError {}
+
+/// Parses one fastjson-dialect value with [`Limits::default`].
+pub fn parse(input: &[u8]) -> Result<Value, JsonError> {
+    parse_with(input, &Limits::default())
+}
+
+/// Parses one fastjson-dialect value; only whitespace may follow it.
+pub fn parse_with(input: &[u8], limits: &Limits) -> Result<Value, JsonError> {
+    let mut parser = Parser {
+        input,
+        pos: 0,
+        limits: *limits,
+    };
+    // A UTF-8 byte order mark is tolerated, as Java's readers strip it too.
+    if input.starts_with(&[0xEF, 0xBB, 0xBF]) {
+        parser.pos = 3;
+    }
+    parser.parse_document()
+}
+
+/// An array or object whose members are still being read. Members of all open containers
+/// sit on the parser's shared scratch stacks from `start` on; on close they move into one
+/// exactly-sized Vec, so building a container costs a single allocation.
+enum Open {
+    Array {
+        start: usize,
+    },
+    /// `key` names the member whose value is being read.
+    Object {
+        start: usize,
+        key: String,
+    },
+}
+
+struct Parser<'a> {
+    input: &'a [u8],
+    pos: usize,
+    limits: Limits,
+}
+
+/// Whitespace as fastjson skips it (it also skips form feed and backspace).
+fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\n' | b'\r' | b'\t' | 0x0C | 0x08)
+}
+
+/// Bytes that end an unquoted key.
+fn ends_unquoted_key(b: u8) -> bool {
+    is_space(b) || matches!(b, b':' | b',' | b'{' | b'}' | b'[' | b']' | b'"' | b'\'')
+}
+
+impl<'a> Parser<'a> {
+    fn error(&self, message: &'static str) -> JsonError {
+        JsonError {
+            offset: self.pos,
+            message,
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.input.get(self.pos).copied()
+    }
+
+    fn skip_space(&mut self) {
+        while let Some(&b) = self.input.get(self.pos) {
+            if !is_space(b) {
+                break;
+            }
+            self.pos += 1;
+        }
+    }
+
+    /// Skips whitespace and any number of commas (fastjson's AllowArbitraryCommas).
+    fn skip_space_and_commas(&mut self) {
+        while let Some(&b) = self.input.get(self.pos) {
+            if !(is_space(b) || b == b',') {
+                break;
+            }
+            self.pos += 1;
+        }
+    }
+
+    fn parse_document(&mut self) -> Result<Value, JsonError> {
+        let mut open: Vec<Open> = Vec::new();
+        let mut items: Vec<Value> = Vec::new();
+        let mut members: Vec<(String, Value)> = Vec::new();
+        'value: loop {
+            // Read the start of a value: either a complete scalar or an opening bracket.
+            self.skip_space();
+            let mut value = match self.peek() {
+                Some(b'[') => {
+                    self.enter(open.len())?;
+                    self.skip_space_and_commas();
+                    if self.peek() == Some(b']') {
+                        self.pos += 1;
+                        Value::Array(Vec::new())
+                    } else {
+                        open.push(Open::Array { start: items.len() });
+                        continue 'value;
+                    }
+                }
+                Some(b'{') => {
+                    self.enter(open.len())?;
+                    self.skip_space_and_commas();
+                    if self.peek() == Some(b'}') {
+                        self.pos += 1;
+                        Value::Object(Vec::new())
+                    } else {
+                        let key = self.parse_key()?;
+                        let start = members.len();
+                        open.push(Open::Object { start, key });
+                        continue 'value;
+                    }
+                }
+                Some(_) => self.parse_scalar()?,
+                None => return Err(self.error("unexpected end of input, expected a value")),
+            };
+            // Hand the finished value to its container; close containers as they end.
+            loop {
+                match open.last_mut() {
+                    None => {
+                        self.skip_space();
+                        if self.pos != self.input.len() {
+                            return Err(self.error("unexpected characters after the value"));
+                        }
+                        return Ok(value);
+                    }
+                    Some(Open::Array { start }) => {
+                        items.push(value);
+                        self.skip_space();
+                        match self.peek() {
+                            Some(b',') => {
+                                self.skip_space_and_commas();
+                                if self.peek() != Some(b']') {
+                                    continue 'value;
+                                }
+                                self.pos += 1;
+                            }
+                            Some(b']') => self.pos += 1,
+                            Some(_) => return Err(self.error("expected ',' or ']'")),
+                            None => return Err(self.error("unexpected end of input in array")),
+                        }
+                        value = Value::Array(items.drain(*start..).collect());
+                    }
+                    Some(Open::Object { start, key }) => {
+                        members.push((std::mem::take(key), value));
+                        self.skip_space();
+                        match self.peek() {
+                            Some(b',') => {
+                                self.skip_space_and_commas();
+                                if self.peek() != Some(b'}') {
+                                    *key = self.parse_key()?;
+                                    continue 'value;
+                                }
+                                self.pos += 1;
+                            }
+                            Some(b'}') => self.pos += 1,
+                            Some(_) => return Err(self.error("expected ',' or '}'")),
+                            None => return Err(self.error("unexpected end of input in object")),
+                        }
+                        value = Value::Object(members.drain(*start..).collect());
+                    }
+                }
+                // The innermost container just closed and `value` now holds it.
+                open.pop();
+            }
+        }
+    }
+
+    /// Consumes an opening bracket if one more level of nesting is allowed.
+    fn enter(&mut self, open_now: usize) -> Result<(), JsonError> {
+        if open_now >= self.limits.max_depth {
+            return Err(self.error("nesting deeper than the limit"));
+        }
+        self.pos += 1;
+        Ok(())
+    }
+
+    /// Reads a member key and the `:` after it. Keys may be double-quoted, single-quoted,
+    /// or bare (identifiers and numbers, as fastjson writes `Map<Long,..>` keys).
+    fn parse_key(&mut self) -> Result<String, JsonError> {
+        let key = match self.peek() {
+            Some(q @ (b'"' | b'\'')) => self.parse_string(q)?,
+            Some(_) => {
+                let start = self.pos;
+                while let Some(&b) = self.input.get(self.pos) {
+                    if ends_unquoted_key(b) {
+                        break;
+                    }
+                    self.pos += 1;
+                }
+                let raw = &self.input[start..self.pos];
+                if raw.is_empty() {
+                    return Err(self.error("expected an object key"));
+                }
+                if raw.len() > self.limits.max_string_len {
+                    return Err(self.error("key longer than the limit"));
+                }
+                match std::str::from_utf8(raw) {
+                    Ok(s) => s.to_owned(),
+                    Err(_) => {
+                        self.pos = start;
+                        return Err(self.error("invalid UTF-8 in key"));
+                    }
+                }
+            }
+            None => return Err(self.error("unexpected end of input, expected a key")),
+        };
+        self.skip_space();
+        if self.peek() != Some(b':') {
+            return Err(self.error("expected ':' after key"));
+        }
+        self.pos += 1;
+        Ok(key)
+    }
+
+    fn parse_scalar(&mut self) -> Result<Value, JsonError> {
+        match self.peek() {
+            Some(q @ (b'"' | b'\'')) => Ok(Value::Str(self.parse_string(q)?)),
+            Some(b'-' | b'0'..=b'9') => self.parse_number(),
+            Some(b't') => self.literal(b"true", Value::Bool(true)),
+            Some(b'f') => self.literal(b"false", Value::Bool(false)),
+            Some(b'n') => self.literal(b"null", Value::Null),
+            Some(_) => Err(self.error("expected a value")),
+            None => Err(self.error("unexpected end of input, expected a value")),
+        }
+    }
+
+    fn literal(&mut self, word: &[u8], value: Value) -> Result<Value, JsonError> {
+        if self.input[self.pos..].starts_with(word) {
+            self.pos += word.len();
+            Ok(value)
+        } else {
+            Err(self.error("invalid literal"))
+        }
+    }
+
+    fn parse_number(&mut self) -> Result<Value, JsonError> {
+        let start = self.pos;
+        let mut is_float = false;
+        if self.peek() == Some(b'-') {
+            self.pos += 1;
+        }
+        let digits_start = self.pos;
+        self.skip_digits();
+        if self.pos == digits_start {
+            return Err(self.error("expected digits"));
+        }
+        if self.peek() == Some(b'.') {
+            is_float = true;
+            self.pos += 1;
+            let frac_start = self.pos;
+            self.skip_digits();
+            if self.pos == frac_start {
+                return Err(self.error("expected digits after '.'"));
+            }
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            is_float = true;
+            self.pos += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.pos += 1;
+            }
+            let exp_start = self.pos;
+            self.skip_digits();
+            if self.pos == exp_start {
+                return Err(self.error("expected digits in exponent"));
+            }
+        }
+        let text = &self.input[start..self.pos];
+        if !is_float {
+            if let Some(v) = parse_i64(text) {
+                return Ok(Value::Int(v));
+            }
+        }
+        // The slice holds only ASCII digits, signs, '.', 'e', so it is valid UTF-8.
+        std::str::from_utf8(text)
+            .ok()
+            .and_then(|s| s.parse::<f64>().ok())
+            .map(Value::Float)
+            .ok_or(JsonError {
+                offset: start,
+                message: "invalid number",
+            })
+    }
+
+    fn skip_digits(&mut self) {
+        while let Some(b'0'..=b'9') = self.input.get(self.pos) {
+            self.pos += 1;
+        }
+    }
+
+    /// Reads a string quoted by `quote` (the opening quote is at `self.pos`).
+    fn parse_string(&mut self, quote: u8) -> Result<String, JsonError> {
+        self.pos += 1;
+        let start = self.pos;
+        let run_end = self.scan_plain(quote);
+        match self.input.get(run_end) {
+            Some(&b) if b == quote => {
+                // Common case: no escapes, copy the run in one go.
+                let raw = &self.input[start..run_end];
+                if raw.len() > self.limits.max_string_len {
+                    return Err(self.error("string longer than the limit"));
+                }
+                let s =
+                    std::str::from_utf8(raw).map_err(|_| self.error("invalid UTF-8 in string"))?;
+                self.pos = run_end + 1;
+                Ok(s.to_owned())
+            }
+            Some(_) => self.parse_escaped_string(quote, start, run_end),
+            None => {
+                self.pos = self.input.len();
+                Err(self.error("unterminated string"))
+            }
+        }
+    }
+
+    /// First index at or after `self.pos` holding `quote` or a backslash (or the input end).
+    fn scan_plain(&self, quote: u8) -> usize {
+        let rest = &self.input[self.pos..];
+        let found = rest.iter().position(|&b| b == quote || b == b'\\');
+        self.pos + found.unwrap_or(rest.len())
+    }
+
+    /// Slow path once an escape is seen: `start` is the first content byte, `run_end` the
+    /// first backslash.
+    fn parse_escaped_string(
+        &mut self,
+        quote: u8,
+        start: usize,
+        mut run_end: usize,
+    ) -> Result<String, JsonError> {
+        let mut out: Vec<u8> = Vec::with_capacity(run_end - start + 16);
+        out.extend_from_slice(&self.input[start..run_end]);
+        self.pos = run_end;
+        loop {
+            if out.len() > self.limits.max_string_len {
+                return Err(self.error("string longer than the limit"));
+            }
+            match self.input.get(self.pos) {
+                None => return Err(self.error("unterminated string")),
+                Some(&b) if b == quote => {
+                    self.pos += 1;
+                    break;
+                }
+                Some(_) => {
+                    // A backslash: decode one escape, then copy the next plain run.
+                    self.pos += 1;
+                    self.decode_escape(&mut out)?;
+                    run_end = self.scan_plain(quote);
+                    out.extend_from_slice(&self.input[self.pos..run_end]);
+                    self.pos = run_end;
+                }
+            }
+        }
+        if out.len() > self.limits.max_string_len {
+            return Err(self.error("string longer than the limit"));
+        }
+        String::from_utf8(out).map_err(|_| JsonError {
+            offset: start,
+            message: "invalid UTF-8 in string",
+        })
+    }
+
+    /// Decodes the escape whose backslash was just consumed.
+    fn decode_escape(&mut self, out: &mut Vec<u8>) -> Result<(), JsonError> {
+        let Some(&b) = self.input.get(self.pos) else {
+            return Err(self.error("unterminated escape"));
+        };
+        self.pos += 1;
+        let plain = match b {
+            b'"' => b'"',
+            b'\'' => b'\'',
+            b'\\' => b'\\',
+            b'/' => b'/',
+            b'b' => 0x08,
+            b'f' => 0x0C,
+            b'n' => b'\n',
+            b'r' => b'\r',
+            b't' => b'\t',
+            b'v' => 0x0B,
+            b'0' => 0,
+            b'x' => {
+                // fastjson's `\xHH`: one Latin-1 character.
+                let hi = self.hex_digit()?;
+                let lo = self.hex_digit()?;
+                push_char(out, char::from((hi << 4 | lo) as u8));
+                return Ok(());
+            }
+            b'u' => {
+                let unit = self.hex4()?;
+                let c = match unit {
+                    0xD800..=0xDBFF => self.low_surrogate_after(unit),
+                    0xDC00..=0xDFFF => char::REPLACEMENT_CHARACTER,
+                    _ => char::from_u32(unit).unwrap_or(char::REPLACEMENT_CHARACTER),
+                };
+                push_char(out, c);
+                return Ok(());
+            }
+            _ => {
+                self.pos -= 1;
+                return Err(self.error("invalid escape"));
+            }
+        };
+        out.push(plain);
+        Ok(())
+    }
+
+    /// Completes a surrogate pair if `\uDC00`..`\uDFFF` follows; otherwise the high
+    /// surrogate is unpaired and becomes U+FFFD (the following text is left unread).
+    fn low_surrogate_after(&mut self, high: u32) -> char {
+        let save = self.pos;
+        if self.input.get(self.pos) == Some(&b'\\') && self.input.get(self.pos + 1) == Some(&b'u') {
+            self.pos += 2;
+            if let Ok(low @ 0xDC00..=0xDFFF) = self.hex4() {
+                let code = 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00);
+                return char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER);
+            }
+        }
+        self.pos = save;
+        char::REPLACEMENT_CHARACTER
+    }
+
+    fn hex4(&mut self) -> Result<u32, JsonError> {
+        let mut v = 0;
+        for _ in 0..4 {
+            v = v << 4 | self.hex_digit()?;
+        }
+        Ok(v)
+    }
+
+    fn hex_digit(&mut self) -> Result<u32, JsonError> {
+        let digit = match self.input.get(self.pos) {
+            Some(&b) => (b as char).to_digit(16),
+            None => return Err(self.error("unterminated escape")),
+        };
+        match digit {
+            Some(d) => {
+                self.pos += 1;
+                Ok(d)
+            }
+            None => Err(self.error("invalid hex digit in escape")),
+        }
+    }
+}
+
+fn push_char(out: &mut Vec<u8>, c: char) {
+    let mut buf = [0u8; 4];
+    out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+}
+
+/// Parses `-?[0-9]+` into i64; None on overflow.
+fn parse_i64(text: &[u8]) -> Option<i64> {
+    let (negative, digits) = match text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, text),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    // Accumulate negatively so i64::MIN fits.
+    let mut v: i64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_sub(i64::from(d - b'0'))?;
+    }
+    if negative {
+        Some(v)
+    } else {
+        v.checked_neg()
+    }
+}
+
+impl Value {
+    /// Object member lookup (the last duplicate wins, as in a Java map); None for non-objects.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        match self {
+            Value::Object(members) => members.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Int; a Str holding a decimal integer (`"4"`, as extFields carry numbers); a Float
+    /// with no fraction.
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            Value::Int(v) => Some(*v),
+            // Like Java's Long.parseLong: an optional single '+' or '-' sign, then digits.
+            Value::Str(s) => match s.strip_prefix('+') {
+                Some(rest) if rest.starts_with('-') => None,
+                Some(rest) => parse_i64(rest.as_bytes()),
+                None => parse_i64(s.as_bytes()),
+            },
+            // 2^63 is exactly representable; anything in [-2^63, 2^63) converts losslessly.
+            Value::Float(f)
+                if f.fract() == 0.0 && *f >= i64::MIN as f64 && *f < -(i64::MIN as f64) =>
+            {
+                Some(*f as i64)
+            }
+            _ => None,
+        }
+    }
+
+    pub fn as_i32(&self) -> Option<i32> {
+        self.as_i64().and_then(|v| i32::try_from(v).ok())
+    }
+
+    /// Bool; Str `"true"`/`"false"` in any case; Int 0 or 1.
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            Value::Bool(b) => Some(*b),
+            Value::Str(s) if s.eq_ignore_ascii_case("true") => Some(true),
+            Value::Str(s) if s.eq_ignore_ascii_case("false") => Some(false),
+            Value::Int(0) => Some(false),
+            Value::Int(1) => Some(true),
+            _ => None,
+        }
+    }
+
+    pub fn as_array(&self) -> Option<&[Value]> {
+        match self {
+            Value::Array(items) => Some(items),
+            _ => None,
+        }
+    }
+
+    pub fn as_object(&self) -> Option<&[(String, Value)]> {
+        match self {
+            Value::Object(members) => Some(members),
+            _ => None,
+        }
+    }
+
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    /// The text fastjson gives when a non-string is read into a String field:
+    /// Str itself, Int `"3"`, Bool `"true"`, Float its shortest form, Null `"null"`,
+    /// Array/Object compact JSON.
+    pub fn to_text(&self) -> String {
+        match self {
+            Value::Str(s) => s.clone(),
+            other => {
+                let mut out = Vec::new();
+                write_value(&mut out, other);
+                // write_value emits only valid UTF-8 (ASCII plus copies of valid strings).
+                String::from_utf8(out).unwrap_or_default()
+            }
+        }
+    }
+}
+
+// ---- writers ----
+
+/// Escape to use for ASCII byte `b` in fastjson's default escaping, or 0 for "write raw".
+/// `u` means `\u00XX`.
+const fn ascii_escape(b: u8) -> u8 {
+    match b {
+        b'"' => b'"',
+        b'\\' => b'\\',
+        0x08 => b'b',
+        0x0C => b'f',
+        b'\n' => b'n',
+        b'\r' => b'r',
+        b'\t' => b't',
+        0..=0x1F => b'u',
+        _ => 0,
+    }
+}
+
+const ESCAPES: [u8; 128] = {
+    let mut table = [0u8; 128];
+    let mut i = 0;
+    while i < 128 {
+        table[i] = ascii_escape(i as u8);
+        i += 1;
+    }
+    table
+};
+
+const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
+
+fn write_u_escape(out: &mut Vec<u8>, unit: u16) {
+    out.extend_from_slice(&[
+        b'\\',
+        b'u',
+        HEX_UPPER[usize::from(unit >> 12)],
+        HEX_UPPER[usize::from((unit >> 8) & 0xF)],
+        HEX_UPPER[usize::from((unit >> 4) & 0xF)],
+        HEX_UPPER[usize::from(unit & 0xF)],
+    ]);
+}
+
+fn write_ascii_escape(out: &mut Vec<u8>, b: u8, escape: u8) {
+    if escape == b'u' {
+        write_u_escape(out, u16::from(b));
+    } else {
+        out.extend_from_slice(&[b'\\', escape]);
+    }
+}
+
+/// `"..."` with fastjson's default escaping: `"` and `\` escaped, \b \f \n \r \t as such,
+/// other chars < 0x20 as \u00XX; everything else (including non-ASCII UTF-8) written raw.
+pub fn write_str(out: &mut Vec<u8>, s: &str) {
+    let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    let mut run_start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape = if b < 0x80 { ESCAPES[usize::from(b)] } else { 0 };
+        if escape != 0 {
+            out.extend_from_slice(&bytes[run_start..i]);
+            write_ascii_escape(out, b, escape);
+            run_start = i + 1;
+        }
+    }
+    out.extend_from_slice(&bytes[run_start..]);
+    out.push(b'"');
+}
+
+/// `"..."` with fastjson's BrowserCompatible escaping (standard route dialect): like
+/// [`write_str`], plus `/` as `\/` and every char >= 0x7F as `\uXXXX` (UTF-16 units,
+/// surrogate pairs, uppercase hex).
+pub fn write_str_browser(out: &mut Vec<u8>, s: &str) {
+    let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    let mut run_start = 0;
+    for (i, c) in s.char_indices() {
+        let code = u32::from(c);
+        if code < 0x7F {
+            let b = code as u8;
+            let escape = if b == b'/' {
+                b'/'
+            } else {
+                ESCAPES[usize::from(b)]
+            };
+            if escape != 0 {
+                out.extend_from_slice(&bytes[run_start..i]);
+                write_ascii_escape(out, b, escape);
+                run_start = i + 1;
+            }
+        } else {
+            out.extend_from_slice(&bytes[run_start..i]);
+            let mut units = [0u16; 2];
+            for &unit in c.encode_utf16(&mut units).iter() {
+                write_u_escape(out, unit);
+            }
+            run_start = i + c.len_utf8();
+        }
+    }
+    out.extend_from_slice(&bytes[run_start..]);
+    out.push(b'"');
+}
+
+/// Writes `"key":` (key with [`write_str`] escaping).
+pub fn write_key(out: &mut Vec<u8>, key: &str) {
+    write_str(out, key);
+    out.push(b':');
+}
+
+/// Decimal text of `v`, without allocating.
+pub fn write_i64(out: &mut Vec<u8>, v: i64) {
+    let mut buf = [0u8; 20];
+    let mut n = v.unsigned_abs();
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+pub fn write_bool(out: &mut Vec<u8>, v: bool) {
+    out.extend_from_slice(if v { b"true" } else { b"false" });
+}
+
+/// Compact standard JSON for a Value (quoted keys, default string escaping). A non-finite
+/// Float (only reachable from an overflowing literal such as `1e999`) is written as `null`.
+pub fn write_value(out: &mut Vec<u8>, v: &Value) {
+    match v {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(b) => write_bool(out, *b),
+        Value::Int(i) => write_i64(out, *i),
+        Value::Float(f) if f.is_finite() => {
+            // Debug gives the shortest text that reads back to the same f64, keeping a
+            // ".0" or an exponent so it stays a valid JSON number.
+            use std::io::Write;
+            let _ = write!(out, "{f:?}");
+        }
+        Value::Float(_) => out.extend_from_slice(b"null"),
+        Value::Str(s) => write_str(out, s),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value(out, item);
+            }
+            out.push(b']');
+        }
+        Value::Object(members) => {
+            out.push(b'{');
+            for (i, (key, value)) in members.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_key(out, key);
+                write_value(out, value);
+            }
+            out.push(b'}');
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn obj(members: &[(&str, Value)]) -> Value {
+        Value::Object(
+            members
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+        )
+    }
+
+    fn s(text: &str) -> Value {
+        Value::Str(text.to_string())
+    }
+
+    fn fixtures_dir() -> PathBuf {
+        std::env::var_os("RMQ_FIXTURES")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/work/shared/fixtures"))
+    }
+
+    fn fixture(name: &str) -> Value {
+        let path = fixtures_dir().join(name);
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        parse(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    fn browser(text: &str) -> String {
+        let mut out = Vec::new();
+        write_str_browser(&mut out, text);
+        String::from_utf8(out).unwrap()
+    }
+
+    fn default_escaped(text: &str) -> String {
+        let mut out = Vec::new();
+        write_str(&mut out, text);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn standard_json_parses_to_the_expected_tree() {
+        let v = parse(br#" {"a": [1, -2, 3.5, true, false, null, "x"], "b": {}} "#).unwrap();
+        assert_eq!(
+            v,
+            obj(&[
+                (
+                    "a",
+                    Value::Array(vec![
+                        Value::Int(1),
+                        Value::Int(-2),
+                        Value::Float(3.5),
+                        Value::Bool(true),
+                        Value::Bool(false),
+                        Value::Null,
+                        s("x"),
+                    ])
+                ),
+                ("b", Value::Object(vec![])),
+            ])
+        );
+    }
+
+    #[test]
+    fn bare_numeric_and_identifier_keys_arrive_as_text() {
+        let v = parse(br#"{0:"a",1:"b",-1:"c",topic:"x",$_k9:1}"#).unwrap();
+        assert_eq!(
+            v,
+            obj(&[
+                ("0", s("a")),
+                ("1", s("b")),
+                ("-1", s("c")),
+                ("topic", s("x")),
+                ("$_k9", Value::Int(1)),
+            ])
+        );
+        assert_eq!(parse(b"{ 12 : 0 }").unwrap(), obj(&[("12", Value::Int(0))]));
+    }
+
+    #[test]
+    fn single_quoted_strings_and_keys_are_accepted() {
+        let v = parse(br#"{'k':'it\'s "quoted"', "d":'x'}"#).unwrap();
+        assert_eq!(v, obj(&[("k", s("it's \"quoted\"")), ("d", s("x"))]));
+    }
+
+    #[test]
+    fn arbitrary_commas_are_skipped() {
+        assert_eq!(
+            parse(b"[1,,2,]").unwrap(),
+            Value::Array(vec![Value::Int(1), Value::Int(2)])
+        );
+        assert_eq!(parse(b"[,]").unwrap(), Value::Array(vec![]));
+        assert_eq!(
+            parse(b"[ , , 7]").unwrap(),
+            Value::Array(vec![Value::Int(7)])
+        );
+        assert_eq!(
+            parse(br#"{,"a":1,,"b":2,}"#).unwrap(),
+            obj(&[("a", Value::Int(1)), ("b", Value::Int(2))])
+        );
+        assert_eq!(parse(b"{,}").unwrap(), Value::Object(vec![]));
+    }
+
+    #[test]
+    fn trailing_whitespace_and_newline_are_accepted_but_garbage_is_not() {
+        assert_eq!(
+            parse(b"{\"code\":105}\n").unwrap(),
+            obj(&[("code", Value::Int(105))])
+        );
+        assert_eq!(parse(b"\r\n\t 1 \r\n").unwrap(), Value::Int(1));
+        assert!(parse(b"{} x").is_err());
+        assert!(parse(b"{}{}").is_err());
+        assert!(parse(b"1 2").is_err());
+        assert!(parse(b"{}\0").is_err());
+    }
+
+    #[test]
+    fn escapes_decode_to_their_characters() {
+        let v = parse(br#""q\"b\\s\/n\nr\rt\tb\bf\f u\u0041\u00e9\u4E2D""#).unwrap();
+        assert_eq!(v, s("q\"b\\s/n\nr\rt\tb\u{8}f\u{c} uA\u{e9}\u{4e2d}"));
+        assert_eq!(parse(br#""\x41""#).unwrap(), s("A"));
+        assert!(parse(br#""\q""#).is_err());
+        assert!(parse(br#""\u12G4""#).is_err());
+    }
+
+    #[test]
+    fn surrogate_pairs_combine_and_unpaired_surrogates_become_replacement_chars() {
+        assert_eq!(parse(br#""\uD83D\uDE00""#).unwrap(), s("\u{1F600}"));
+        assert_eq!(parse(br#""\ud83d\ude00!""#).unwrap(), s("\u{1F600}!"));
+        assert_eq!(parse(br#""a\uD83Db""#).unwrap(), s("a\u{FFFD}b"));
+        assert_eq!(parse(br#""\uDE00""#).unwrap(), s("\u{FFFD}"));
+        assert_eq!(parse(br#""\uD83D\u0041""#).unwrap(), s("\u{FFFD}A"));
+        assert_eq!(parse(br#""\uD83D\n""#).unwrap(), s("\u{FFFD}\n"));
+        assert_eq!(parse(br#""\uD83D""#).unwrap(), s("\u{FFFD}"));
+    }
+
+    #[test]
+    fn raw_utf8_is_kept_and_invalid_utf8_is_an_error() {
+        assert_eq!(parse("\"生产\"".as_bytes()).unwrap(), s("生产"));
+        assert_eq!(
+            parse("{生产:1}".as_bytes()).unwrap(),
+            obj(&[("生产", Value::Int(1))])
+        );
+        assert!(parse(b"\"\xff\"").is_err());
+        assert!(parse(b"\"a\\n\xc3\"").is_err());
+        assert!(parse(b"{\xff:1}").is_err());
+        assert!(parse(b"\xff").is_err());
+    }
+
+    #[test]
+    fn nesting_up_to_the_depth_limit_parses_and_beyond_it_fails() {
+        let limits = Limits {
+            max_depth: 4,
+            max_string_len: 100,
+        };
+        assert!(parse_with(b"[[[[1]]]]", &limits).is_ok());
+        let err = parse_with(b"[[[[[1]]]]]", &limits).unwrap_err();
+        assert_eq!(err.offset, 4);
+        assert!(parse_with(br#"{"a":{"b":{"c":{"d":{}}}}}"#, &limits).is_err());
+        // The default limit holds against a deep hostile document without exhausting the stack.
+        let deep = vec![b'['; 1_000_000];
+        assert!(parse(&deep).is_err());
+        let ok_depth = format!("{}{}", "[".repeat(64), "]".repeat(64));
+        assert!(parse(ok_depth.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn strings_and_keys_longer_than_the_limit_fail() {
+        let limits = Limits {
+            max_depth: 8,
+            max_string_len: 4,
+        };
+        assert_eq!(parse_with(br#""abcd""#, &limits).unwrap(), s("abcd"));
+        assert!(parse_with(br#""abcde""#, &limits).is_err());
+        assert!(parse_with(br#""ab\ncde""#, &limits).is_err());
+        assert!(parse_with(br#"{"abcde":1}"#, &limits).is_err());
+        assert!(parse_with(br#"{abcde:1}"#, &limits).is_err());
+        assert!(parse_with(br#"["ab\u0041\u0042\u0043"]"#, &limits).is_err());
+    }
+
+    #[test]
+    fn numbers_are_ints_when_they_fit_and_floats_otherwise() {
+        assert_eq!(parse(b"9223372036854775807").unwrap(), Value::Int(i64::MAX));
+        assert_eq!(
+            parse(b"-9223372036854775808").unwrap(),
+            Value::Int(i64::MIN)
+        );
+        assert_eq!(
+            parse(b"9223372036854775808").unwrap(),
+            Value::Float(-(i64::MIN as f64))
+        );
+        assert_eq!(parse(b"1e3").unwrap(), Value::Float(1000.0));
+        assert_eq!(parse(b"-0.25E-2").unwrap(), Value::Float(-0.0025));
+        assert!(parse(b"-").is_err());
+        assert!(parse(b"1.").is_err());
+        assert!(parse(b"1e").is_err());
+        assert!(parse(b".5").is_err());
+    }
+
+    #[test]
+    fn every_truncation_of_a_valid_document_is_an_error_not_a_panic() {
+        let doc = br#"{"brokerAddrs":{0:"127.0.0.1:10911"},'s':"a\u00e9\uD83D\uDE00\n",n:-1.5e3,l:[true,false,null,,]}"#;
+        assert!(parse(doc).is_ok());
+        for end in 0..doc.len() {
+            assert!(parse(&doc[..end]).is_err(), "prefix of {end} bytes parsed");
+        }
+    }
+
+    #[test]
+    fn garbage_input_returns_errors_without_panicking() {
+        let cases: &[&[u8]] = &[
+            b"",
+            b" ",
+            b"}",
+            b"]",
+            b"{",
+            b"[",
+            b":",
+            b",",
+            b"{\"a\"}",
+            b"{\"a\":}",
+            b"{\"a\" 1}",
+            b"[1 2]",
+            b"{\"a\":1 \"b\":2}",
+            b"tru",
+            b"nul",
+            b"falsey",
+            b"undefined",
+            b"\"",
+            b"'",
+            b"\"\\",
+            b"\"\\u12",
+            b"{:1}",
+            b"{a:1",
+            b"[\"a\",",
+            b"{'a':'b'",
+            b"+1",
+            b"[}",
+            b"{]",
+            b"{\"a\":1]",
+            b"[1}",
+        ];
+        for case in cases {
+            assert!(
+                parse(case).is_err(),
+                "{:?} parsed",
+                String::from_utf8_lossy(case)
+            );
+        }
+        // Deterministic pseudo-random byte soup over the dialect's alphabet.
+        let alphabet = b"{}[]:,\"'\\u0019-.eE tfn \xc3\xa9\xff";
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..20_000 {
+            let mut doc = Vec::new();
+            for _ in 0..(state % 24) {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                doc.push(alphabet[(state % alphabet.len() as u64) as usize]);
+            }
+            let _ = parse(&doc);
+        }
+    }
+
+    #[test]
+    fn get_takes_the_last_duplicate() {
+        let v = parse(br#"{"a":1,"b":2,"a":3}"#).unwrap();
+        assert_eq!(v.get("a"), Some(&Value::Int(3)));
+        assert_eq!(v.get("c"), None);
+        assert_eq!(Value::Int(1).get("a"), None);
+    }
+
+    #[test]
+    fn accessors_coerce_like_fastjson() {
+        assert_eq!(s("4").as_i64(), Some(4));
+        assert_eq!(s("-4").as_i64(), Some(-4));
+        assert_eq!(s("+4").as_i64(), Some(4));
+        assert_eq!(s("+-4").as_i64(), None);
+        assert_eq!(s("4.5").as_i64(), None);
+        assert_eq!(s("").as_i64(), None);
+        assert_eq!(Value::Float(12.0).as_i64(), Some(12));
+        assert_eq!(Value::Float(12.5).as_i64(), None);
+        assert_eq!(Value::Float(1e300).as_i64(), None);
+        assert_eq!(Value::Int(1 << 40).as_i32(), None);
+        assert_eq!(s("-7").as_i32(), Some(-7));
+        assert_eq!(s("TRUE").as_bool(), Some(true));
+        assert_eq!(s("False").as_bool(), Some(false));
+        assert_eq!(Value::Int(1).as_bool(), Some(true));
+        assert_eq!(Value::Int(0).as_bool(), Some(false));
+        assert_eq!(Value::Int(2).as_bool(), None);
+        assert_eq!(s("x").as_str(), Some("x"));
+        assert_eq!(Value::Int(1).as_str(), None);
+        assert!(Value::Null.is_null());
+        assert_eq!(
+            parse(b"[1]").unwrap().as_array(),
+            Some(&[Value::Int(1)][..])
+        );
+        assert!(parse(b"{}").unwrap().as_object().is_some());
+    }
+
+    #[test]
+    fn to_text_renders_non_strings_as_fastjson_would() {
+        assert_eq!(s("a\"b").to_text(), "a\"b");
+        assert_eq!(Value::Int(3).to_text(), "3");
+        assert_eq!(Value::Bool(true).to_text(), "true");
+        assert_eq!(Value::Null.to_text(), "null");
+        assert_eq!(Value::Float(1.5).to_text(), "1.5");
+        assert_eq!(
+            parse(br#"{0:"a",'b':[1,"x"]}"#).unwrap().to_text(),
+            r#"{"0":"a","b":[1,"x"]}"#
+        );
+    }
+
+    #[test]
+    fn written_values_read_back_unchanged() {
+        let v = parse("{'k':[1,-2.5,\"é\\u0001\\\"\",null,{0:true}]}".as_bytes()).unwrap();
+        let mut out = Vec::new();
+        write_value(&mut out, &v);
+        assert_eq!(parse(&out).unwrap(), v);
+    }
+
+    #[test]
+    fn write_str_escapes_quotes_backslashes_and_controls_only() {
+        assert_eq!(default_escaped("a\"b\\c/d"), r#""a\"b\\c/d""#);
+        assert_eq!(
+            default_escaped("\u{8}\u{c}\n\r\t\u{1}\u{1f}"),
+            r#""\b\f\n\r\t\u0001\u001F""#
+        );
+        assert_eq!(default_escaped("é生产😀\u{7f}"), "\"é生产😀\u{7f}\"");
+        assert_eq!(default_escaped(""), "\"\"");
+    }
+
+    #[test]
+    fn write_str_browser_escapes_slash_and_everything_from_0x7f() {
+        assert_eq!(browser("10.0.0.1/x"), r#""10.0.0.1\/x""#);
+        assert_eq!(browser("é"), r#""\u00E9""#);
+        assert_eq!(browser("😀"), r#""\uD83D\uDE00""#);
+        assert_eq!(browser("生产"), r#""\u751F\u4EA7""#);
+        assert_eq!(browser("\u{7f}~"), r#""\u007F~""#);
+        assert_eq!(browser("a\"\\\n\u{1}"), r#""a\"\\\n\u0001""#);
+        // What the browser escaper writes reads back as the original text.
+        let text = "x/é😀\"\u{1}生";
+        assert_eq!(parse(browser(text).as_bytes()).unwrap(), s(text));
+    }
+
+    #[test]
+    fn write_key_and_numbers_are_plain_text() {
+        let mut out = Vec::new();
+        write_key(&mut out, "brokerAddrs");
+        write_i64(&mut out, 0);
+        out.push(b',');
+        write_i64(&mut out, i64::MIN);
+        out.push(b',');
+        write_i64(&mut out, i64::MAX);
+        out.push(b',');
+        write_i64(&mut out, -42);
+        out.push(b',');
+        write_bool(&mut out, false);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "\"brokerAddrs\":0,-9223372036854775808,9223372036854775807,-42,false"
+        );
+    }
+
+    #[test]
+    fn legacy_cluster_info_fixture_parses_with_numeric_broker_ids() {
+        let v = fixture("cluster_info_fastjson_legacy.json");
+        let broker = v
+            .get("brokerAddrTable")
+            .and_then(|t| t.get("broker-a"))
+            .unwrap();
+        assert_eq!(
+            broker.get("brokerAddrs").unwrap(),
+            &obj(&[("0", s("127.0.0.1:10911"))])
+        );
+        assert_eq!(
+            broker.get("cluster").and_then(Value::as_str),
+            Some("DefaultCluster")
+        );
+        assert_eq!(
+            broker.get("enableActingMaster").and_then(Value::as_bool),
+            Some(false)
+        );
+        let clusters = v
+            .get("clusterAddrTable")
+            .and_then(|t| t.get("DefaultCluster"))
+            .unwrap();
+        assert_eq!(clusters, &Value::Array(vec![s("broker-a")]));
+    }
+
+    #[test]
+    fn legacy_topic_route_fixture_parses_with_numeric_keys() {
+        let v = fixture("topic_route_data_fastjson_legacy.json");
+        let broker = &v.get("brokerDatas").and_then(Value::as_array).unwrap()[0];
+        assert_eq!(
+            broker.get("brokerName").and_then(Value::as_str),
+            Some("interopBroker")
+        );
+        assert_eq!(
+            broker.get("brokerAddrs").and_then(|a| a.get("0")),
+            Some(&s("127.0.0.1:10911"))
+        );
+        let queue = &v.get("queueDatas").and_then(Value::as_array).unwrap()[0];
+        assert_eq!(queue.get("perm").and_then(Value::as_i32), Some(6));
+        assert_eq!(queue.get("writeQueueNums").and_then(Value::as_i32), Some(4));
+        let mapping = v
+            .get("topicQueueMappingByBroker")
+            .and_then(|m| m.get("interopBroker"))
+            .unwrap();
+        assert_eq!(
+            mapping.get("currIdMap").unwrap(),
+            &obj(&[("0", Value::Int(0))])
+        );
+        assert_eq!(mapping.get("epoch").and_then(Value::as_i64), Some(1));
+        assert_eq!(mapping.get("scope").and_then(Value::as_str), Some("ScopeA"));
+        assert_eq!(v.get("filterServerTable"), Some(&Value::Object(vec![])));
+    }
+
+    #[test]
+    fn kv_config_fixture_parses_with_non_ascii_value() {
+        let v = fixture("kvconfig_file_java.json");
+        let table = v.get("configTable").unwrap();
+        assert_eq!(
+            table
+                .get("ORDER_TOPIC_CONFIG")
+                .and_then(|n| n.get("orders-eu")),
+            Some(&s("broker-a:4;broker-b:4"))
+        );
+        assert_eq!(
+            table
+                .get("PROJECT_CONFIG")
+                .and_then(|n| n.get("tenant-unicode")),
+            Some(&s("生产"))
+        );
+    }
+
+    #[test]
+    fn zone_route_fixture_parses_with_nulls() {
+        let v = fixture("zone_route_cases.json");
+        let brokers = v
+            .get("route")
+            .and_then(|r| r.get("brokerDatas"))
+            .and_then(Value::as_array)
+            .unwrap();
+        assert_eq!(brokers.len(), 5);
+        assert!(brokers[2].get("zoneName").unwrap().is_null());
+        assert_eq!(
+            brokers[4]
+                .get("enableActingMaster")
+                .and_then(Value::as_bool),
+            Some(true)
+        );
+        let cases = v.get("cases").and_then(Value::as_array).unwrap();
+        assert_eq!(cases.len(), 8);
+        assert_eq!(cases[0].get("zoneMode"), Some(&Value::Null));
+    }
+
+    #[test]
+    fn delete_topic_fixtures_parse() {
+        for name in [
+            "delete_topic_in_namesrv_216_json.json",
+            "delete_topic_in_namesrv_216_rocketmq.json",
+        ] {
+            let v = fixture(name);
+            assert_eq!(v.get("requestCodeValue").and_then(Value::as_i32), Some(216));
+            let ext = v.get("canonicalExtFields").unwrap();
+            assert_eq!(ext.get("topic").and_then(Value::as_str), Some("TopicA"));
+            assert_eq!(ext.get("lo").and_then(Value::as_bool), Some(true));
+            assert_eq!(
+                v.get("inputFields").and_then(|f| f.get("oway")),
+                Some(&Value::Bool(false))
+            );
+        }
+    }
+
+    #[test]
+    fn real_4x_register_broker_body_parses_with_expected_values() {
+        let v = fixture("third_party/register_broker_103_body_v4.json");
+        assert_eq!(v.get("filterServerList"), Some(&Value::Array(vec![])));
+        let wrapper = v.get("topicConfigSerializeWrapper").unwrap();
+        let data_version = wrapper.get("dataVersion").unwrap();
+        assert_eq!(
+            data_version.get("counter").and_then(Value::as_i64),
+            Some(293)
+        );
+        assert_eq!(
+            data_version.get("timestamp").and_then(Value::as_i64),
+            Some(1_645_882_625_002)
+        );
+        assert_eq!(data_version.get("stateVersion"), None);
+        let topics = wrapper
+            .get("topicConfigTable")
+            .and_then(Value::as_object)
+            .unwrap();
+        assert_eq!(topics.len(), 16);
+        let test = wrapper
+            .get("topicConfigTable")
+            .and_then(|t| t.get("TopicTest"))
+            .unwrap();
+        assert_eq!(
+            test.get("topicName").and_then(Value::as_str),
+            Some("TopicTest")
+        );
+        assert_eq!(test.get("readQueueNums").and_then(Value::as_i32), Some(8));
+        assert_eq!(test.get("perm").and_then(Value::as_i32), Some(6));
+        assert_eq!(test.get("order").and_then(Value::as_bool), Some(false));
+        let header = fixture("third_party/register_broker_103_extfields_v4.json");
+        assert_eq!(
+            header.get("bodyCrc32").and_then(Value::as_i64),
+            Some(1_794_280_071)
+        );
+        assert_eq!(
+            header.get("compressed").and_then(Value::as_bool),
+            Some(false)
+        );
+    }
+
+    #[test]
+    fn every_json_fixture_parses() {
+        let mut count = 0;
+        for dir in [fixtures_dir(), fixtures_dir().join("third_party")] {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_some_and(|e| e == "json") {
+                    let bytes = std::fs::read(&path).unwrap();
+                    assert!(parse(&bytes).is_ok(), "{} did not parse", path.display());
+                    count += 1;
+                }
+            }
+        }
+        assert!(count >= 8, "found only {count} fixtures");
+    }
+
+    /// A 5.x RegisterBrokerBody (PROTOCOL.md §4.1) with `topics` topics and a few
+    /// static-topic mappings with bare integer `currIdMap` keys.
+    fn synthetic_register_body(topics: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(b"{\"filterServerList\":[],\"topicConfigSerializeWrapper\":{");
+        out.extend_from_slice(
+            b"\"dataVersion\":{\"counter\":12,\"stateVersion\":0,\"timestamp\":1700000000000},",
+        );
+        out.extend_from_slice(b"\"mappingDataVersion\":{\"counter\":0,\"stateVersion\":0,\"timestamp\":1700000000000},");
+        out.extend_from_slice(b"\"topicConfigTable\":{");
+        for i in 0..topics {
+            if i > 0 {
+                out.push(b',');
+            }
+            let name = format!("BenchmarkTopic_{i:05}_with_a_longer_name");
+            write_key(&mut out, &name);
+            out.extend_from_slice(
+                b"{\"attributes\":{},\"order\":false,\"perm\":6,\"readQueueNums\":8,",
+            );
+            out.extend_from_slice(b"\"topicFilterType\":\"SINGLE_TAG\",\"topicName\":");
+            write_str(&mut out, &name);
+            out.extend_from_slice(b",\"topicSysFlag\":0,\"writeQueueNums\":8}");
+        }
+        out.extend_from_slice(
+            b"},\"topicQueueMappingDetailMap\":{},\"topicQueueMappingInfoMap\":{",
+        );
+        out.extend_from_slice(
+            b"\"StaticT\":{\"bname\":\"broker-a\",\"currIdMap\":{0:0,1:1},\"dirty\":false,\"epoch\":1700000000000,\"scope\":\"__global__\",\"topic\":\"StaticT\",\"totalQueues\":8}",
+        );
+        out.extend_from_slice(b"}}}");
+        out
+    }
+
+    #[test]
+    fn synthetic_5x_register_body_parses_with_all_topics() {
+        let body = synthetic_register_body(1000);
+        let v = parse(&body).unwrap();
+        let wrapper = v.get("topicConfigSerializeWrapper").unwrap();
+        let topics = wrapper
+            .get("topicConfigTable")
+            .and_then(Value::as_object)
+            .unwrap();
+        assert_eq!(topics.len(), 1000);
+        assert_eq!(
+            topics[999].1.get("topicName").and_then(Value::as_str),
+            Some("BenchmarkTopic_00999_with_a_longer_name")
+        );
+        let mapping = wrapper
+            .get("topicQueueMappingInfoMap")
+            .and_then(|m| m.get("StaticT"))
+            .unwrap();
+        assert_eq!(
+            mapping.get("currIdMap").and_then(|c| c.get("1")),
+            Some(&Value::Int(1))
+        );
+    }
+
+    /// Run by hand: `cargo test --release --lib remoting::json -- --ignored --nocapture`.
+    /// Reports parsing and dropping the tree separately (a handler pays for both).
+    #[test]
+    #[ignore]
+    fn measure_parse_time_of_1000_topic_register_body() {
+        let body = synthetic_register_body(1000);
+        let rounds = 200;
+        for _ in 0..50 {
+            std::hint::black_box(parse(std::hint::black_box(&body)).unwrap());
+        }
+        let mut best_parse = std::time::Duration::MAX;
+        let mut best_drop = std::time::Duration::MAX;
+        for _ in 0..10 {
+            let mut trees = Vec::with_capacity(rounds);
+            let start = std::time::Instant::now();
+            for _ in 0..rounds {
+                trees.push(parse(std::hint::black_box(&body)).unwrap());
+            }
+            best_parse = best_parse.min(start.elapsed() / rounds as u32);
+            let start = std::time::Instant::now();
+            drop(trees);
+            best_drop = best_drop.min(start.elapsed() / rounds as u32);
+        }
+        println!(
+            "1,000-topic RegisterBrokerBody: {} bytes, parse {:?}, drop {:?} (best of 10 x {rounds})",
+            body.len(),
+            best_parse,
+            best_drop,
+        );
+    }
+}
