@@ -1777,12 +1777,14 @@ mod tests {
 
     #[test]
     fn cluster_info_encodes_like_the_java_fixture_and_decodes_it() {
-        let expected = fixture("cluster_info_fastjson_legacy.json");
+        let file = fixture("cluster_info_fastjson_legacy.json");
+        // The fixture file ends with a newline that is not part of the body.
+        let expected = file.strip_suffix(b"\n").unwrap_or(&file);
         let mut out = Vec::new();
         sample_cluster_info().encode(&mut out);
-        assert_eq!(text(&out), text(&expected));
+        assert_eq!(text(&out), text(expected));
         assert_eq!(
-            ClusterInfo::decode(&expected).unwrap(),
+            ClusterInfo::decode(expected).unwrap(),
             sample_cluster_info()
         );
     }
