@@ -13,7 +13,10 @@ use std::path::{Path, PathBuf};
 
 /// `<path>` with `suffix` appended to the file name (`kvConfig.json` -> `kvConfig.json.bak`).
 pub fn sibling(path: &Path, suffix: &str) -> PathBuf {
-    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    let mut name = path
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
     name.push(suffix);
     path.with_file_name(name)
 }
