@@ -102,8 +102,8 @@ fn rocketmq_request_is_answered_in_the_configured_type() {
         let (st, header, _) = read_raw_frame(&mut s);
         assert_eq!(st, expected, "serializeType={setting}");
         if expected == 1 {
-            assert_eq!(&header[7..11], &0x0102_0304i32.to_be_bytes());
-            assert_eq!(&header[11..15], &1i32.to_be_bytes());
+            assert_eq!(&header[5..9], &0x0102_0304i32.to_be_bytes());
+            assert_eq!(&header[9..13], &1i32.to_be_bytes());
         } else {
             let h = rmq_namesrv::remoting::json::parse(&header).unwrap();
             assert_eq!(h.get("opaque").and_then(|v| v.as_i64()), Some(0x0102_0304));
@@ -268,14 +268,25 @@ fn a_peer_over_the_write_hard_cap_is_disconnected() {
         c.conn_write_hard_cap = 4096;
     });
     let mut s = raw_connect(&server);
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    // GET_NAMESRV_CONFIG answers ~2 KiB each: 20,000 of them are far more than the kernel's
+    // socket buffers hold, so unread answers pile up in the server's write buffer.
     let mut all = Vec::new();
     for i in 0..20_000 {
-        let h = format!(r#"{{"code":106,"flag":0,"language":"JAVA","opaque":{i},"version":479}}"#);
+        let h = format!(r#"{{"code":319,"flag":0,"language":"JAVA","opaque":{i},"version":479}}"#);
         all.extend(raw_frame(0, h.as_bytes(), b""));
     }
-    let _ = s.write_all(&all);
+    let writer = {
+        let mut w = s.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let _ = w.write_all(&all);
+        })
+    };
+    // Without reading, watch from another connection until the server drops us.
+    let mut watcher = server.client();
+    assert!(wait_until(Duration::from_secs(30), || stat(&mut watcher, "connections") == 1));
     assert!(closed(&mut s));
+    writer.join().unwrap();
     assert_still_serving(&server);
 }
 

@@ -359,12 +359,7 @@ impl Server {
     }
 
     fn on_writable(&mut self, key: usize) {
-        let was_paused = self.conns.get(key).is_some_and(|c| c.read_paused);
         self.flush(key);
-        if was_paused && self.conns.get(key).is_some_and(|c| !c.read_paused) {
-            // Drained below the low-water mark: handle what is buffered, then read on.
-            self.pending.push_back(key);
-        }
     }
 
     fn run_pending(&mut self) {
@@ -470,7 +465,9 @@ impl Server {
             return;
         }
         if conn.read_paused && conn.write_buf.len() <= low_water {
+            // Drained below the low-water mark: handle what is buffered, then read on.
             conn.read_paused = false;
+            self.pending.push_back(key);
         }
         let want_write = !conn.write_buf.is_empty();
         if want_write != conn.write_interest {

@@ -62,6 +62,18 @@ impl TestServer {
     }
 
     pub fn start_with(tweak: impl FnOnce(&mut NamesrvConfig)) -> TestServer {
+        // RMQ_TEST_LOG=debug shows the server's log on stderr while debugging a test.
+        if let Some(level) = std::env::var("RMQ_TEST_LOG")
+            .ok()
+            .and_then(|l| rmq_namesrv::logging::parse_level(&l))
+        {
+            let _ = rmq_namesrv::logging::init(&rmq_namesrv::logging::LogSettings {
+                level,
+                file: None,
+                max_size: 0,
+                max_files: 0,
+            });
+        }
         let dir = TempDir::new("srv");
         let mut config = test_config(dir.path());
         tweak(&mut config);
