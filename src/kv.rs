@@ -389,7 +389,9 @@ mod tests {
     fn fixture_path() -> PathBuf {
         std::env::var_os("RMQ_FIXTURES")
             .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures")))
+            .unwrap_or_else(|| {
+                PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures"))
+            })
             .join("kvconfig_file_java.json")
     }
 

@@ -102,7 +102,8 @@ fn required_i64(cmd: &RemotingCommand, field: &str) -> Result<i64, Reject> {
 }
 
 fn optional_bool(cmd: &RemotingCommand, field: &str) -> Option<bool> {
-    cmd.ext(field).map(|v| v.trim().eq_ignore_ascii_case("true"))
+    cmd.ext(field)
+        .map(|v| v.trim().eq_ignore_ascii_case("true"))
 }
 
 /// Reply under construction.
@@ -434,7 +435,9 @@ impl Processor {
         if !fresh {
             self.order_conf_body = Some((generation, self.kv.encode_kv_table(ORDER_TOPIC_CONFIG)));
         }
-        self.order_conf_body.as_ref().and_then(|(_, b)| b.as_deref())
+        self.order_conf_body
+            .as_ref()
+            .and_then(|(_, b)| b.as_deref())
     }
 
     // ------------------------------------------------------------------ brokers
@@ -483,9 +486,13 @@ impl Processor {
             fingerprint,
         };
         self.stats.registrations += 1;
-        let unchanged =
-            self.table
-                .is_unchanged_body(cluster, broker_addr, broker_name, broker_id, &fingerprint);
+        let unchanged = self.table.is_unchanged_body(
+            cluster,
+            broker_addr,
+            broker_name,
+            broker_id,
+            &fingerprint,
+        );
         let result = if unchanged {
             self.stats.registrations_unchanged += 1;
             self.table.register_broker(&req, TopicsInput::Unchanged)
@@ -499,17 +506,14 @@ impl Processor {
                     return Err(reject(response::SYSTEM_ERROR, "crc32 not match"));
                 }
             }
-            let body =
-                decode_register_body(&cmd.body, compressed, cmd.version, &self.body_limits)
-                    .map_err(|e| {
-                        warn!(
-                            "rejected registration of {broker_name}@{broker_addr} ({cluster}): {e}"
-                        );
-                        reject(
-                            response::SYSTEM_ERROR,
-                            format!("register broker failed: bad body: {e}"),
-                        )
-                    })?;
+            let body = decode_register_body(&cmd.body, compressed, cmd.version, &self.body_limits)
+                .map_err(|e| {
+                    warn!("rejected registration of {broker_name}@{broker_addr} ({cluster}): {e}");
+                    reject(
+                        response::SYSTEM_ERROR,
+                        format!("register broker failed: bad body: {e}"),
+                    )
+                })?;
             for (_, tc) in &body.topics {
                 self.check_topic_name(&tc.topic_name)?;
             }
@@ -573,7 +577,10 @@ impl Processor {
 
     fn check_topic_name(&self, topic: &str) -> Result<(), Reject> {
         if topic.is_empty() {
-            return Err(reject(response::SYSTEM_ERROR, "The specified topic is blank."));
+            return Err(reject(
+                response::SYSTEM_ERROR,
+                "The specified topic is blank.",
+            ));
         }
         if topic.len() > self.config.max_topic_name_length as usize {
             warn!("rejected topic name of {} bytes", topic.len());
@@ -595,7 +602,10 @@ impl Processor {
     }
 
     /// Queues unregistrations for the worker; returns false (and logs) when the queue is full.
-    pub fn submit_unregistrations(&mut self, batch: Vec<(UnregisterRequest, RemovalReason)>) -> bool {
+    pub fn submit_unregistrations(
+        &mut self,
+        batch: Vec<(UnregisterRequest, RemovalReason)>,
+    ) -> bool {
         if batch.is_empty() {
             return true;
         }
@@ -659,10 +669,7 @@ impl Processor {
             None
         } else {
             Some(DataVersion::decode(&cmd.body).map_err(|e| {
-                reject(
-                    response::SYSTEM_ERROR,
-                    format!("bad DataVersion body: {e}"),
-                )
+                reject(response::SYSTEM_ERROR, format!("bad DataVersion body: {e}"))
             })?)
         };
         let stored = self.table.data_version(cluster, addr);
@@ -759,7 +766,10 @@ impl Processor {
         self.check_topic_name(topic)?;
         let cluster = cmd.ext("clusterName");
         if self.table.delete_topic(topic, cluster) {
-            info!("topic {topic} deleted (cluster {:?})", cluster.unwrap_or(""));
+            info!(
+                "topic {topic} deleted (cluster {:?})",
+                cluster.unwrap_or("")
+            );
         }
         Ok(Reply::ok())
     }
@@ -777,7 +787,10 @@ impl Processor {
             )
         })?;
         if self.table.register_topic(topic, &route.queue_datas) {
-            info!("topic {topic} registered with {} queue entries", route.queue_datas.len());
+            info!(
+                "topic {topic} registered with {} queue entries",
+                route.queue_datas.len()
+            );
         }
         Ok(Reply::ok())
     }
@@ -853,7 +866,10 @@ impl Processor {
             ("clusters", self.table.cluster_count() as i64),
             ("uptimeMillis", self.started.elapsed().as_millis() as i64),
             ("registrations", self.stats.registrations as i64),
-            ("registrationsUnchanged", self.stats.registrations_unchanged as i64),
+            (
+                "registrationsUnchanged",
+                self.stats.registrations_unchanged as i64,
+            ),
             ("expiries", self.stats.expiries as i64),
             ("unregistrations", self.stats.unregistrations as i64),
             ("unregisterBatches", self.stats.unregister_batches as i64),

@@ -75,7 +75,10 @@ fn json_request_is_answered_in_json_with_opaque_echoed_and_response_flag() {
     assert_eq!(h.get("flag").and_then(|v| v.as_i64()), Some(1));
     assert_eq!(h.get("code").and_then(|v| v.as_i64()), Some(0));
     assert_eq!(h.get("language").and_then(|v| v.as_str()), Some("JAVA"));
-    assert_eq!(h.get("serializeTypeCurrentRPC").and_then(|v| v.as_str()), Some("JSON"));
+    assert_eq!(
+        h.get("serializeTypeCurrentRPC").and_then(|v| v.as_str()),
+        Some("JSON")
+    );
     assert_eq!(body, br#"{"brokerAddrTable":{},"clusterAddrTable":{}}"#);
 }
 
@@ -87,7 +90,8 @@ fn rocketmq_request_is_answered_in_the_configured_type() {
         });
         let mut c = server.client();
         c.serialize_type = SerializeType::RocketMq;
-        c.request(request::GET_BROKER_CLUSTER_INFO, &[], b"").unwrap();
+        c.request(request::GET_BROKER_CLUSTER_INFO, &[], b"")
+            .unwrap();
         let mut s = raw_connect(&server);
         // A binary request: code 106, JAVA, version 479, opaque 0x01020304, flag 0.
         let mut header = Vec::new();
@@ -117,11 +121,17 @@ fn oneway_request_gets_no_reply() {
     let mut c = server.client();
     c.oneway(
         request::BROKER_HEARTBEAT,
-        &[("clusterName", "c"), ("brokerAddr", "a:1"), ("brokerName", "b")],
+        &[
+            ("clusterName", "c"),
+            ("brokerAddr", "a:1"),
+            ("brokerName", "b"),
+        ],
         b"",
     )
     .unwrap();
-    let resp = c.request(request::GET_BROKER_CLUSTER_INFO, &[], b"").unwrap();
+    let resp = c
+        .request(request::GET_BROKER_CLUSTER_INFO, &[], b"")
+        .unwrap();
     assert_eq!(resp.code, response::SUCCESS);
     let mut s = raw_connect(&server);
     let oneway = br#"{"code":106,"flag":2,"language":"JAVA","opaque":1,"version":479}"#;
@@ -139,7 +149,10 @@ fn unknown_code_is_answered_request_code_not_supported() {
     let mut c = server.client();
     let resp = c.request(9999, &[], b"").unwrap();
     assert_eq!(resp.code, response::REQUEST_CODE_NOT_SUPPORTED);
-    assert_eq!(resp.remark.as_deref(), Some(" request type 9999 not supported"));
+    assert_eq!(
+        resp.remark.as_deref(),
+        Some(" request type 9999 not supported")
+    );
     // A broker-only code is unknown here too.
     let resp = c.request(305, &[], b"").unwrap();
     assert_eq!(resp.code, response::REQUEST_CODE_NOT_SUPPORTED);
@@ -149,13 +162,20 @@ fn unknown_code_is_answered_request_code_not_supported() {
 fn missing_required_field_is_an_error_naming_it() {
     let server = TestServer::start();
     let mut c = server.client();
-    let resp = c.request(request::GET_ROUTEINFO_BY_TOPIC, &[], b"").unwrap();
+    let resp = c
+        .request(request::GET_ROUTEINFO_BY_TOPIC, &[], b"")
+        .unwrap();
     assert_eq!(resp.code, response::SYSTEM_ERROR);
     assert!(resp.remark.unwrap_or_default().contains("topic"));
     let resp = c
         .request(
             request::REGISTER_BROKER,
-            &[("brokerName", "b"), ("clusterName", "c"), ("haServerAddr", "h:1"), ("brokerId", "0")],
+            &[
+                ("brokerName", "b"),
+                ("clusterName", "c"),
+                ("haServerAddr", "h:1"),
+                ("brokerId", "0"),
+            ],
             b"",
         )
         .unwrap();
@@ -164,7 +184,12 @@ fn missing_required_field_is_an_error_naming_it() {
     let resp = c
         .request(
             request::UNREGISTER_BROKER,
-            &[("brokerName", "b"), ("clusterName", "c"), ("brokerAddr", "h:1"), ("brokerId", "x")],
+            &[
+                ("brokerName", "b"),
+                ("clusterName", "c"),
+                ("brokerAddr", "h:1"),
+                ("brokerId", "x"),
+            ],
             b"",
         )
         .unwrap();
@@ -234,7 +259,8 @@ fn cpp_client_header_with_trailing_newline_is_understood() {
 fn idle_connection_is_closed_after_the_configured_time() {
     let server = TestServer::start_with(|c| c.server_channel_max_idle_time_seconds = 1);
     let mut idle = raw_connect(&server);
-    idle.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     assert!(closed(&mut idle));
     assert_still_serving(&server);
 }
@@ -284,7 +310,10 @@ fn a_peer_over_the_write_hard_cap_is_disconnected() {
     };
     // Without reading, watch from another connection until the server drops us.
     let mut watcher = server.client();
-    assert!(wait_until(Duration::from_secs(30), || stat(&mut watcher, "connections") == 1));
+    assert!(wait_until(Duration::from_secs(30), || stat(
+        &mut watcher,
+        "connections"
+    ) == 1));
     assert!(closed(&mut s));
     writer.join().unwrap();
     assert_still_serving(&server);
@@ -338,7 +367,9 @@ fn binary_prints_config_help_and_version() {
     assert!(text.lines().any(|l| l == "listenPort=1234"));
     assert!(text.lines().any(|l| l == "orderMessageEnable=false"));
     let out = binary().arg("--version").output().unwrap();
-    assert!(String::from_utf8(out.stdout).unwrap().starts_with("rmq-namesrv "));
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .starts_with("rmq-namesrv "));
     let out = binary().arg("-h").output().unwrap();
     assert!(String::from_utf8(out.stdout).unwrap().contains("-c"));
     let out = binary().arg("--noSuchFlag").output().unwrap();

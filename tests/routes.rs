@@ -23,25 +23,69 @@ fn masters_and_slaves_in_two_clusters_show_in_routes_and_cluster_info() {
     let b0 = Broker::new("c2", "broker-b", "10.0.1.1:10911", 0);
     let shared = topic("Shared", 8, 6);
     let only_a = topic("OnlyA", 4, 6);
-    assert_eq!(register(&mut c, &a0, &body_with(1, &[shared.clone(), only_a.clone()]), &[]).code, 0);
-    let slave = register(&mut c, &a1, &body_with(1, &[shared.clone(), only_a.clone()]), &[]);
+    assert_eq!(
+        register(
+            &mut c,
+            &a0,
+            &body_with(1, &[shared.clone(), only_a.clone()]),
+            &[]
+        )
+        .code,
+        0
+    );
+    let slave = register(
+        &mut c,
+        &a1,
+        &body_with(1, &[shared.clone(), only_a.clone()]),
+        &[],
+    );
     assert_eq!(slave.code, 0);
     // A slave learns its master's addresses.
     assert_eq!(slave.ext("masterAddr"), Some("10.0.0.1:10911"));
     assert_eq!(slave.ext("haServerAddr"), Some("10.0.0.1:10912"));
-    assert_eq!(register(&mut c, &b0, &body_with(1, &[topic("Shared", 4, 6)]), &[]).code, 0);
+    assert_eq!(
+        register(&mut c, &b0, &body_with(1, &[topic("Shared", 4, 6)]), &[]).code,
+        0
+    );
 
     let r = route_data(&mut c, "Shared").expect("route");
     assert_eq!(r.broker_datas.len(), 2);
-    let a = r.broker_datas.iter().find(|b| b.broker_name == "broker-a").unwrap();
+    let a = r
+        .broker_datas
+        .iter()
+        .find(|b| b.broker_name == "broker-a")
+        .unwrap();
     assert_eq!(a.cluster, "c1");
-    assert_eq!(a.broker_addrs, addrs(&[(0, "10.0.0.1:10911"), (1, "10.0.0.2:10911")]));
+    assert_eq!(
+        a.broker_addrs,
+        addrs(&[(0, "10.0.0.1:10911"), (1, "10.0.0.2:10911")])
+    );
     assert!(!a.enable_acting_master);
-    let b = r.broker_datas.iter().find(|b| b.broker_name == "broker-b").unwrap();
+    let b = r
+        .broker_datas
+        .iter()
+        .find(|b| b.broker_name == "broker-b")
+        .unwrap();
     assert_eq!(b.cluster, "c2");
-    let qa = r.queue_datas.iter().find(|q| q.broker_name == "broker-a").unwrap();
-    assert_eq!((qa.read_queue_nums, qa.write_queue_nums, qa.perm, qa.topic_sys_flag), (8, 8, 6, 0));
-    let qb = r.queue_datas.iter().find(|q| q.broker_name == "broker-b").unwrap();
+    let qa = r
+        .queue_datas
+        .iter()
+        .find(|q| q.broker_name == "broker-a")
+        .unwrap();
+    assert_eq!(
+        (
+            qa.read_queue_nums,
+            qa.write_queue_nums,
+            qa.perm,
+            qa.topic_sys_flag
+        ),
+        (8, 8, 6, 0)
+    );
+    let qb = r
+        .queue_datas
+        .iter()
+        .find(|q| q.broker_name == "broker-b")
+        .unwrap();
     assert_eq!((qb.read_queue_nums, qb.write_queue_nums), (4, 4));
     let only = route_data(&mut c, "OnlyA").unwrap();
     assert_eq!(only.queue_datas.len(), 1);
@@ -55,7 +99,11 @@ fn masters_and_slaves_in_two_clusters_show_in_routes_and_cluster_info() {
 
     // GET_BROKER_MEMBER_GROUP lists the group; an unknown group is empty but SUCCESS.
     let resp = c
-        .request(request::GET_BROKER_MEMBER_GROUP, &[("clusterName", "c1"), ("brokerName", "broker-a")], b"")
+        .request(
+            request::GET_BROKER_MEMBER_GROUP,
+            &[("clusterName", "c1"), ("brokerName", "broker-a")],
+            b"",
+        )
         .unwrap();
     assert_eq!(resp.code, 0);
     let body = String::from_utf8(resp.body.to_vec()).unwrap();
@@ -64,10 +112,16 @@ fn masters_and_slaves_in_two_clusters_show_in_routes_and_cluster_info() {
         r#"{"brokerMemberGroup":{"brokerAddrs":{0:"10.0.0.1:10911",1:"10.0.0.2:10911"},"brokerName":"broker-a","cluster":"c1"}}"#
     );
     let resp = c
-        .request(request::GET_BROKER_MEMBER_GROUP, &[("clusterName", "c1"), ("brokerName", "zzz")], b"")
+        .request(
+            request::GET_BROKER_MEMBER_GROUP,
+            &[("clusterName", "c1"), ("brokerName", "zzz")],
+            b"",
+        )
         .unwrap();
     assert_eq!(resp.code, 0);
-    assert!(String::from_utf8(resp.body.to_vec()).unwrap().contains(r#""brokerAddrs":{}"#));
+    assert!(String::from_utf8(resp.body.to_vec())
+        .unwrap()
+        .contains(r#""brokerAddrs":{}"#));
 }
 
 #[test]
@@ -87,12 +141,30 @@ fn slave_promoted_to_master_moves_its_address_to_id_zero() {
     let server = TestServer::start();
     let mut c = server.client();
     let t = [topic("T", 4, 6)];
-    register(&mut c, &Broker::new("c", "g", "10.0.0.1:10911", 0), &body_with(1, &t), &[]);
-    register(&mut c, &Broker::new("c", "g", "10.0.0.2:10911", 1), &body_with(1, &t), &[]);
+    register(
+        &mut c,
+        &Broker::new("c", "g", "10.0.0.1:10911", 0),
+        &body_with(1, &t),
+        &[],
+    );
+    register(
+        &mut c,
+        &Broker::new("c", "g", "10.0.0.2:10911", 1),
+        &body_with(1, &t),
+        &[],
+    );
     // The old master leaves; the slave re-registers under id 0 from the same address.
-    register(&mut c, &Broker::new("c", "g", "10.0.0.2:10911", 0), &body_with(2, &t), &[]);
+    register(
+        &mut c,
+        &Broker::new("c", "g", "10.0.0.2:10911", 0),
+        &body_with(2, &t),
+        &[],
+    );
     let r = route_data(&mut c, "T").unwrap();
-    assert_eq!(r.broker_datas[0].broker_addrs, addrs(&[(0, "10.0.0.2:10911")]));
+    assert_eq!(
+        r.broker_datas[0].broker_addrs,
+        addrs(&[(0, "10.0.0.2:10911")])
+    );
 }
 
 #[test]
@@ -100,16 +172,37 @@ fn topics_follow_the_data_version() {
     let server = TestServer::start_with(|c| c.delete_topic_with_broker_registration = true);
     let mut c = server.client();
     let b = Broker::new("c", "g", "10.0.0.1:10911", 0);
-    register(&mut c, &b, &body_with(1, &[topic("A", 4, 6), topic("B", 4, 6)]), &[]);
+    register(
+        &mut c,
+        &b,
+        &body_with(1, &[topic("A", 4, 6), topic("B", 4, 6)]),
+        &[],
+    );
     assert!(route_data(&mut c, "A").is_some());
     // Same dataVersion, different content: Java ignores topic changes until the version moves.
-    register(&mut c, &b, &body_with(1, &[topic("A", 8, 6), topic("B", 4, 6), topic("C", 4, 6)]), &[]);
-    assert_eq!(route_data(&mut c, "A").unwrap().queue_datas[0].read_queue_nums, 4);
+    register(
+        &mut c,
+        &b,
+        &body_with(1, &[topic("A", 8, 6), topic("B", 4, 6), topic("C", 4, 6)]),
+        &[],
+    );
+    assert_eq!(
+        route_data(&mut c, "A").unwrap().queue_datas[0].read_queue_nums,
+        4
+    );
     // A topic with no queue entry for this broker is (re)added even with the same version.
     assert!(route_data(&mut c, "C").is_some());
     // A new version applies changes and drops what the broker no longer reports.
-    register(&mut c, &b, &body_with(2, &[topic("A", 8, 6), topic("D", 2, 6)]), &[]);
-    assert_eq!(route_data(&mut c, "A").unwrap().queue_datas[0].read_queue_nums, 8);
+    register(
+        &mut c,
+        &b,
+        &body_with(2, &[topic("A", 8, 6), topic("D", 2, 6)]),
+        &[],
+    );
+    assert_eq!(
+        route_data(&mut c, "A").unwrap().queue_datas[0].read_queue_nums,
+        8
+    );
     assert!(route_data(&mut c, "B").is_none());
     assert!(route_data(&mut c, "C").is_none());
     assert!(route_data(&mut c, "D").is_some());
@@ -120,7 +213,12 @@ fn without_delete_topic_with_broker_registration_unreported_topics_stay() {
     let server = TestServer::start();
     let mut c = server.client();
     let b = Broker::new("c", "g", "10.0.0.1:10911", 0);
-    register(&mut c, &b, &body_with(1, &[topic("A", 4, 6), topic("B", 4, 6)]), &[]);
+    register(
+        &mut c,
+        &b,
+        &body_with(1, &[topic("A", 4, 6), topic("B", 4, 6)]),
+        &[],
+    );
     // An incremental registration (only the new topic) must not remove the others.
     register(&mut c, &b, &body_with(2, &[topic("New", 4, 6)]), &[]);
     assert!(route_data(&mut c, "A").is_some());
@@ -143,13 +241,23 @@ fn crc_mismatch_is_rejected_and_nothing_registered() {
     let server = TestServer::start();
     let mut c = server.client();
     let b = Broker::new("c", "g", "10.0.0.1:10911", 0);
-    let resp = register(&mut c, &b, &body_with(1, &[topic("A", 4, 6)]), &[("bodyCrc32", "12345")]);
+    let resp = register(
+        &mut c,
+        &b,
+        &body_with(1, &[topic("A", 4, 6)]),
+        &[("bodyCrc32", "12345")],
+    );
     assert_eq!(resp.code, response::SYSTEM_ERROR);
     assert_eq!(resp.remark.as_deref(), Some("crc32 not match"));
     assert!(route_data(&mut c, "A").is_none());
     assert!(cluster_info(&mut c).broker_addr_table.is_empty());
     // bodyCrc32 0 means "not checked".
-    let resp = register(&mut c, &b, &body_with(1, &[topic("A", 4, 6)]), &[("bodyCrc32", "0")]);
+    let resp = register(
+        &mut c,
+        &b,
+        &body_with(1, &[topic("A", 4, 6)]),
+        &[("bodyCrc32", "0")],
+    );
     assert_eq!(resp.code, 0);
 }
 
@@ -157,7 +265,10 @@ fn crc_mismatch_is_rejected_and_nothing_registered() {
 fn the_real_4x_registration_capture_registers_all_its_topics() {
     let server = TestServer::start();
     let mut c = server.client();
-    let dir = format!("{}/../shared/fixtures/third_party", env!("CARGO_MANIFEST_DIR"));
+    let dir = format!(
+        "{}/../shared/fixtures/third_party",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let body = std::fs::read(format!("{dir}/register_broker_103_body_v4.json")).unwrap();
     let ext_json = std::fs::read(format!("{dir}/register_broker_103_extfields_v4.json")).unwrap();
     let ext = json::parse(&ext_json).unwrap();
@@ -167,15 +278,23 @@ fn the_real_4x_registration_capture_registers_all_its_topics() {
         .iter()
         .map(|(k, v)| (k.clone(), v.to_text()))
         .collect();
-    let refs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let refs: Vec<(&str, &str)> = pairs
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
     // A 4.x broker announces a 4.x version (V4_9_3 = 399).
     c.version = 399;
     let resp = c.request(request::REGISTER_BROKER, &refs, &body).unwrap();
     assert_eq!(resp.code, 0, "{:?}", resp.remark);
     let r = route_data(&mut c, "BenchmarkTest").unwrap();
     assert_eq!(r.queue_datas[0].read_queue_nums, 1024);
-    assert_eq!(r.broker_datas[0].broker_addrs, addrs(&[(0, "172.21.156.94:10911")]));
-    let resp = c.request(request::GET_ALL_TOPIC_LIST_FROM_NAMESERVER, &[], b"").unwrap();
+    assert_eq!(
+        r.broker_datas[0].broker_addrs,
+        addrs(&[(0, "172.21.156.94:10911")])
+    );
+    let resp = c
+        .request(request::GET_ALL_TOPIC_LIST_FROM_NAMESERVER, &[], b"")
+        .unwrap();
     let (topics, _) = model::decode_topic_list(&resp.body).unwrap();
     assert_eq!(topics.len(), 16);
 }
@@ -210,10 +329,17 @@ fn route_dialect_follows_the_request_version() {
     );
     c.version = 317; // Go client
     let legacy = String::from_utf8(route(&mut c, "T/x").body.to_vec()).unwrap();
-    assert!(legacy.contains(r#""brokerAddrs":{0:"10.0.0.1:10911"}"#), "{legacy}");
+    assert!(
+        legacy.contains(r#""brokerAddrs":{0:"10.0.0.1:10911"}"#),
+        "{legacy}"
+    );
     c.version = 333; // C++ client, but asking for standard JSON explicitly
     let resp = c
-        .request(request::GET_ROUTEINFO_BY_TOPIC, &[("topic", "T/x"), ("acceptStandardJsonOnly", "true")], b"")
+        .request(
+            request::GET_ROUTEINFO_BY_TOPIC,
+            &[("topic", "T/x"), ("acceptStandardJsonOnly", "true")],
+            b"",
+        )
         .unwrap();
     assert_eq!(String::from_utf8(resp.body.to_vec()).unwrap(), standard);
 }
@@ -227,12 +353,22 @@ fn steady_heartbeats_keep_a_broker_alive_and_silence_expires_it() {
     let timeout = [("heartbeatTimeoutMillis", "600")];
     register(&mut c, &alive, &body_with(1, &[topic("A", 4, 6)]), &timeout);
     let mut silent_conn = server.client();
-    register(&mut silent_conn, &silent, &body_with(1, &[topic("S", 4, 6)]), &timeout);
+    register(
+        &mut silent_conn,
+        &silent,
+        &body_with(1, &[topic("S", 4, 6)]),
+        &timeout,
+    );
     // Keep `alive` alive with BROKER_HEARTBEAT (and one QUERY_DATA_VERSION) while `silent` expires.
     let mut beats = 0;
     let gone = wait_until(Duration::from_secs(10), || {
         beats += 1;
-        let ext = [("clusterName", "c"), ("brokerAddr", "10.0.0.1:10911"), ("brokerName", "alive"), ("brokerId", "0")];
+        let ext = [
+            ("clusterName", "c"),
+            ("brokerAddr", "10.0.0.1:10911"),
+            ("brokerName", "alive"),
+            ("brokerId", "0"),
+        ];
         if beats % 2 == 0 {
             c.request(request::BROKER_HEARTBEAT, &ext, b"").unwrap();
         } else {
@@ -242,11 +378,25 @@ fn steady_heartbeats_keep_a_broker_alive_and_silence_expires_it() {
         route_data(&mut c, "S").is_none()
     });
     assert!(gone, "the silent broker expires");
-    assert!(silent_conn.is_closed_by_peer(Duration::from_secs(5)), "its connection is closed");
-    assert!(!cluster_info(&mut c).broker_addr_table.contains_key("silent"));
+    assert!(
+        silent_conn.is_closed_by_peer(Duration::from_secs(5)),
+        "its connection is closed"
+    );
+    assert!(!cluster_info(&mut c)
+        .broker_addr_table
+        .contains_key("silent"));
     // `alive` has outlived several timeouts by now.
     std::thread::sleep(Duration::from_millis(700));
-    c.request(request::BROKER_HEARTBEAT, &[("clusterName", "c"), ("brokerAddr", "10.0.0.1:10911"), ("brokerName", "alive")], b"").unwrap();
+    c.request(
+        request::BROKER_HEARTBEAT,
+        &[
+            ("clusterName", "c"),
+            ("brokerAddr", "10.0.0.1:10911"),
+            ("brokerName", "alive"),
+        ],
+        b"",
+    )
+    .unwrap();
     assert!(route_data(&mut c, "A").is_some());
     assert!(stat(&mut c, "expiries") >= 1);
 }
@@ -257,8 +407,18 @@ fn closing_the_registering_connection_unregisters_all_its_brokers() {
     let mut watcher = server.client();
     {
         let mut c = server.client();
-        register(&mut c, &Broker::new("c", "g1", "10.0.0.1:10911", 0), &body_with(1, &[topic("T1", 4, 6)]), &[]);
-        register(&mut c, &Broker::new("c", "g2", "10.0.0.2:10911", 0), &body_with(1, &[topic("T2", 4, 6)]), &[]);
+        register(
+            &mut c,
+            &Broker::new("c", "g1", "10.0.0.1:10911", 0),
+            &body_with(1, &[topic("T1", 4, 6)]),
+            &[],
+        );
+        register(
+            &mut c,
+            &Broker::new("c", "g2", "10.0.0.2:10911", 0),
+            &body_with(1, &[topic("T2", 4, 6)]),
+            &[],
+        );
         assert!(route_data(&mut watcher, "T1").is_some());
     }
     assert!(wait_until(Duration::from_secs(5), || {
@@ -274,10 +434,22 @@ fn explicit_unregister_removes_the_broker_asynchronously() {
     let b = Broker::new("c", "g", "10.0.0.1:10911", 0);
     register(&mut c, &b, &body_with(1, &[topic("T", 4, 6)]), &[]);
     let resp = c
-        .request(request::UNREGISTER_BROKER, &[("brokerName", "g"), ("brokerAddr", "10.0.0.1:10911"), ("clusterName", "c"), ("brokerId", "0")], b"")
+        .request(
+            request::UNREGISTER_BROKER,
+            &[
+                ("brokerName", "g"),
+                ("brokerAddr", "10.0.0.1:10911"),
+                ("clusterName", "c"),
+                ("brokerId", "0"),
+            ],
+            b"",
+        )
         .unwrap();
     assert_eq!(resp.code, 0);
-    assert!(wait_until(Duration::from_secs(5), || route_data(&mut c, "T").is_none()));
+    assert!(wait_until(Duration::from_secs(5), || route_data(
+        &mut c, "T"
+    )
+    .is_none()));
 }
 
 #[test]
@@ -288,13 +460,28 @@ fn a_thousand_brokers_expiring_together_are_removed_in_one_batch() {
     let mut bytes = Vec::new();
     model::encode_register_body_json(&body, &mut bytes);
     for i in 0..1000 {
-        let b = Broker::new("mass", &format!("m{i}"), &format!("10.1.{}.{}:10911", i / 250, i % 250), 0);
-        let resp = register_raw(&mut c, &b, &bytes, false, &[("heartbeatTimeoutMillis", "500")]);
+        let b = Broker::new(
+            "mass",
+            &format!("m{i}"),
+            &format!("10.1.{}.{}:10911", i / 250, i % 250),
+            0,
+        );
+        let resp = register_raw(
+            &mut c,
+            &b,
+            &bytes,
+            false,
+            &[("heartbeatTimeoutMillis", "500")],
+        );
         assert_eq!(resp.code, 0);
     }
     assert_eq!(route_data(&mut c, "Mass").unwrap().broker_datas.len(), 1000);
     let mut watcher = server.client();
-    assert!(wait_until(Duration::from_secs(20), || route_data(&mut watcher, "Mass").is_none()));
+    assert!(wait_until(Duration::from_secs(20), || route_data(
+        &mut watcher,
+        "Mass"
+    )
+    .is_none()));
     assert_eq!(stat(&mut watcher, "brokers"), 0);
     assert_eq!(stat(&mut watcher, "largestUnregisterBatch"), 1000);
 }
@@ -310,17 +497,32 @@ fn master_down_with_acting_master_wipes_write_permission_and_promotes_the_slave(
     register(&mut c, &master, &body_with(1, &t), &acting);
     register(&mut c, &slave, &body_with(1, &t), &acting);
     assert_eq!(route_data(&mut c, "T").unwrap().queue_datas[0].perm, 6);
-    c.request(request::UNREGISTER_BROKER, &[("brokerName", "g"), ("brokerAddr", "10.0.0.1:10911"), ("clusterName", "c"), ("brokerId", "0")], b"")
-        .unwrap();
+    c.request(
+        request::UNREGISTER_BROKER,
+        &[
+            ("brokerName", "g"),
+            ("brokerAddr", "10.0.0.1:10911"),
+            ("clusterName", "c"),
+            ("brokerId", "0"),
+        ],
+        b"",
+    )
+    .unwrap();
     assert!(wait_until(Duration::from_secs(5), || {
         route_data(&mut c, "T").is_some_and(|r| r.queue_datas[0].perm == 4)
     }));
     let r = route_data(&mut c, "T").unwrap();
     // The acting-master rewrite presents the slave under id 0.
-    assert_eq!(r.broker_datas[0].broker_addrs, addrs(&[(0, "10.0.0.2:10911")]));
+    assert_eq!(
+        r.broker_datas[0].broker_addrs,
+        addrs(&[(0, "10.0.0.2:10911")])
+    );
     assert!(r.broker_datas[0].enable_acting_master);
     // The real tables still hold it under id 1.
-    assert_eq!(cluster_info(&mut c).broker_addr_table["g"].broker_addrs, addrs(&[(1, "10.0.0.2:10911")]));
+    assert_eq!(
+        cluster_info(&mut c).broker_addr_table["g"].broker_addrs,
+        addrs(&[(1, "10.0.0.2:10911")])
+    );
 }
 
 #[test]
@@ -329,8 +531,17 @@ fn query_data_version_reports_changes_and_refreshes() {
     let mut c = server.client();
     let b = Broker::new("c", "g", "10.0.0.1:10911", 0);
     register(&mut c, &b, &body_with(7, &[topic("T", 4, 6)]), &[]);
-    let ext = [("brokerName", "g"), ("brokerAddr", "10.0.0.1:10911"), ("clusterName", "c"), ("brokerId", "0")];
-    let same = DataVersion { counter: 7, state_version: 0, timestamp: 1_700_000_000_007 };
+    let ext = [
+        ("brokerName", "g"),
+        ("brokerAddr", "10.0.0.1:10911"),
+        ("clusterName", "c"),
+        ("brokerId", "0"),
+    ];
+    let same = DataVersion {
+        counter: 7,
+        state_version: 0,
+        timestamp: 1_700_000_000_007,
+    };
     let mut body = Vec::new();
     same.encode(&mut body);
     let resp = c.request(request::QUERY_DATA_VERSION, &ext, &body).unwrap();
@@ -338,10 +549,19 @@ fn query_data_version_reports_changes_and_refreshes() {
     assert_eq!(DataVersion::decode(&resp.body).unwrap(), same);
     let mut other = Vec::new();
     DataVersion { counter: 8, ..same }.encode(&mut other);
-    let resp = c.request(request::QUERY_DATA_VERSION, &ext, &other).unwrap();
+    let resp = c
+        .request(request::QUERY_DATA_VERSION, &ext, &other)
+        .unwrap();
     assert_eq!(resp.ext("changed"), Some("true"));
-    let unknown = [("brokerName", "x"), ("brokerAddr", "1.1.1.1:1"), ("clusterName", "c"), ("brokerId", "0")];
-    let resp = c.request(request::QUERY_DATA_VERSION, &unknown, &body).unwrap();
+    let unknown = [
+        ("brokerName", "x"),
+        ("brokerAddr", "1.1.1.1:1"),
+        ("clusterName", "c"),
+        ("brokerId", "0"),
+    ];
+    let resp = c
+        .request(request::QUERY_DATA_VERSION, &unknown, &body)
+        .unwrap();
     assert_eq!(resp.ext("changed"), Some("true"));
     assert!(resp.body.is_empty());
 }
@@ -357,12 +577,18 @@ fn unchanged_registrations_skip_parsing_but_keep_semantics() {
     }
     assert_eq!(stat(&mut c, "registrationsUnchanged"), 4);
     // An admin delete is undone by the next registration, as Java's per-topic rule does.
-    c.request(request::DELETE_TOPIC_IN_NAMESRV, &[("topic", "U")], b"").unwrap();
+    c.request(request::DELETE_TOPIC_IN_NAMESRV, &[("topic", "U")], b"")
+        .unwrap();
     assert!(route_data(&mut c, "U").is_none());
     register(&mut c, &b, &body, &[]);
     assert!(route_data(&mut c, "U").is_some());
     // A wipe sticks while the broker's body is unchanged.
-    c.request(request::WIPE_WRITE_PERM_OF_BROKER, &[("brokerName", "g")], b"").unwrap();
+    c.request(
+        request::WIPE_WRITE_PERM_OF_BROKER,
+        &[("brokerName", "g")],
+        b"",
+    )
+    .unwrap();
     register(&mut c, &b, &body, &[]);
     assert_eq!(route_data(&mut c, "T").unwrap().queue_datas[0].perm, 4);
 }
@@ -388,7 +614,10 @@ fn static_topic_mapping_and_filter_servers_appear_in_routes() {
     )];
     register(&mut c, &b, &body, &[]);
     let r = route_data(&mut c, "Static").unwrap();
-    assert_eq!(r.filter_server_table["10.0.0.1:10911"], vec!["10.0.0.1:12000".to_string()]);
+    assert_eq!(
+        r.filter_server_table["10.0.0.1:10911"],
+        vec!["10.0.0.1:12000".to_string()]
+    );
     let m = r.topic_queue_mapping_by_broker.unwrap();
     assert_eq!(m[0].0, "g");
     assert_eq!(m[0].1.curr_id_map, vec![(0, 0), (1, 1)]);
@@ -401,18 +630,40 @@ fn static_topic_mapping_and_filter_servers_appear_in_routes() {
 fn zone_filtering_matches_the_java_vectors() {
     let server = TestServer::start();
     let mut c = server.client();
-    let path = format!("{}/../shared/fixtures/zone_route_cases.json", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/../shared/fixtures/zone_route_cases.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let fixture = json::parse(&std::fs::read(path).unwrap()).unwrap();
     let r = fixture.get("route").unwrap();
     // Register each broker group of the fixture route with its zone.
-    for (i, bd) in r.get("brokerDatas").unwrap().as_array().unwrap().iter().enumerate() {
+    for (i, bd) in r
+        .get("brokerDatas")
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+    {
         let name = bd.get("brokerName").unwrap().as_str().unwrap();
         let zone = bd.get("zoneName").and_then(|z| z.as_str());
-        let acting = bd.get("enableActingMaster").and_then(|v| v.as_bool()).unwrap();
+        let acting = bd
+            .get("enableActingMaster")
+            .and_then(|v| v.as_bool())
+            .unwrap();
         let (id, addr) = bd.get("brokerAddrs").unwrap().as_object().unwrap()[0].clone();
         let q = r.get("queueDatas").unwrap().as_array().unwrap()[i].clone();
-        let b = Broker::new("cluster-a", name, addr.as_str().unwrap(), id.parse().unwrap());
-        let mut t = topic("ZoneT", q.get("readQueueNums").unwrap().as_i32().unwrap(), q.get("perm").unwrap().as_i32().unwrap());
+        let b = Broker::new(
+            "cluster-a",
+            name,
+            addr.as_str().unwrap(),
+            id.parse().unwrap(),
+        );
+        let mut t = topic(
+            "ZoneT",
+            q.get("readQueueNums").unwrap().as_i32().unwrap(),
+            q.get("perm").unwrap().as_i32().unwrap(),
+        );
         t.write_queue_nums = q.get("writeQueueNums").unwrap().as_i32().unwrap();
         let acting_s = acting.to_string();
         let mut extra = vec![("enableActingMaster", acting_s.as_str())];
@@ -423,7 +674,11 @@ fn zone_filtering_matches_the_java_vectors() {
     }
     for case in fixture.get("cases").unwrap().as_array().unwrap() {
         let name = case.get("name").unwrap().as_str().unwrap();
-        c.version = if case.get("modernRequest").unwrap().as_bool().unwrap() { 479 } else { 333 };
+        c.version = if case.get("modernRequest").unwrap().as_bool().unwrap() {
+            479
+        } else {
+            333
+        };
         let mut ext = vec![("topic", "ZoneT")];
         let mode = case.get("zoneMode").and_then(|v| v.as_str());
         let zone = case.get("zoneName").and_then(|v| v.as_str());
@@ -433,21 +688,43 @@ fn zone_filtering_matches_the_java_vectors() {
         if let Some(z) = zone {
             ext.push(("__ZONE_NAME", z));
         }
-        if case.get("acceptStandardJsonOnly").unwrap().as_bool().unwrap() {
+        if case
+            .get("acceptStandardJsonOnly")
+            .unwrap()
+            .as_bool()
+            .unwrap()
+        {
             ext.push(("acceptStandardJsonOnly", "true"));
         }
-        let resp = c.request(request::GET_ROUTEINFO_BY_TOPIC, &ext, b"").unwrap();
+        let resp = c
+            .request(request::GET_ROUTEINFO_BY_TOPIC, &ext, b"")
+            .unwrap();
         assert_eq!(resp.code, 0, "{name}");
         let text = String::from_utf8(resp.body.to_vec()).unwrap();
         let legacy = text.contains("brokerAddrs\":{0:") || text.contains("brokerAddrs\":{1:");
         let expected_mode = case.get("expectedByteMode").unwrap().as_str().unwrap();
         assert_eq!(legacy, expected_mode == "legacy", "{name}: {text}");
         let route = model::TopicRouteData::decode(&resp.body).unwrap();
-        let mut got: Vec<String> = route.broker_datas.iter().map(|b| b.broker_name.clone()).collect();
+        let mut got: Vec<String> = route
+            .broker_datas
+            .iter()
+            .map(|b| b.broker_name.clone())
+            .collect();
         got.sort();
-        let want: Vec<String> = case.get("expectedBrokers").unwrap().as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+        let want: Vec<String> = case
+            .get("expectedBrokers")
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect();
         assert_eq!(got, want, "{name}");
-        let mut qnames: Vec<String> = route.queue_datas.iter().map(|q| q.broker_name.clone()).collect();
+        let mut qnames: Vec<String> = route
+            .queue_datas
+            .iter()
+            .map(|q| q.broker_name.clone())
+            .collect();
         qnames.sort();
         assert_eq!(qnames, want, "{name}: queue datas follow the brokers");
     }

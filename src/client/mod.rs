@@ -3,7 +3,9 @@
 //! matched to responses by opaque, JSON or ROCKETMQ headers, a timeout on every call.
 
 use crate::remoting::codes::{version, FLAG_ONEWAY};
-use crate::remoting::command::{encode_frame, DecodeLimits, Header, RemotingCommand, SerializeType};
+use crate::remoting::command::{
+    encode_frame, DecodeLimits, Header, RemotingCommand, SerializeType,
+};
 use crate::remoting::frame;
 use bytes::BytesMut;
 use std::io::{self, Read, Write};
@@ -35,7 +37,10 @@ fn timeout_error(what: &str) -> io::Error {
 impl Client {
     /// Connects to `addr` (`host:port`) within `timeout`; the same timeout bounds each call.
     pub fn connect(addr: &str, timeout: Duration) -> io::Result<Client> {
-        let mut last_err = io::Error::new(io::ErrorKind::InvalidInput, format!("no address for {addr}"));
+        let mut last_err = io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("no address for {addr}"),
+        );
         for sa in addr.to_socket_addrs()? {
             match TcpStream::connect_timeout(&sa, timeout) {
                 Ok(stream) => {
@@ -65,7 +70,13 @@ impl Client {
         self.timeout = timeout;
     }
 
-    fn encode(&mut self, code: i32, flag: i32, ext: &[(&str, &str)], body: &[u8]) -> (i32, Vec<u8>) {
+    fn encode(
+        &mut self,
+        code: i32,
+        flag: i32,
+        ext: &[(&str, &str)],
+        body: &[u8],
+    ) -> (i32, Vec<u8>) {
         let opaque = self.next_opaque;
         self.next_opaque = self.next_opaque.wrapping_add(1);
         let mut out = Vec::with_capacity(128 + body.len());
@@ -88,7 +99,12 @@ impl Client {
     }
 
     /// Sends a request and waits for the response carrying its opaque.
-    pub fn request(&mut self, code: i32, ext: &[(&str, &str)], body: &[u8]) -> io::Result<RemotingCommand> {
+    pub fn request(
+        &mut self,
+        code: i32,
+        ext: &[(&str, &str)],
+        body: &[u8],
+    ) -> io::Result<RemotingCommand> {
         let (opaque, frame) = self.encode(code, 0, ext, body);
         self.send_raw(&frame)?;
         self.read_response(opaque)
@@ -152,7 +168,12 @@ impl Client {
                     ))
                 }
                 Ok(n) => self.read_buf.extend_from_slice(&chunk[..n]),
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
                     return Err(timeout_error("waiting for a response"))
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -176,7 +197,14 @@ impl Client {
             match self.stream.read(&mut chunk) {
                 Ok(0) => return true,
                 Ok(_) => {}
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => return false,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return false
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => return true,
             }

@@ -162,7 +162,8 @@ fn decode_json_header(
     header: &[u8],
     limits: &DecodeLimits,
 ) -> Result<RemotingCommand, DecodeError> {
-    let value = json::parse_with(header, &limits.json).map_err(|e| DecodeError::Json(e.to_string()))?;
+    let value =
+        json::parse_with(header, &limits.json).map_err(|e| DecodeError::Json(e.to_string()))?;
     let members = value
         .as_object()
         .ok_or(DecodeError::Json("header is not an object".into()))?;
@@ -435,8 +436,11 @@ mod tests {
     }
 
     fn decode_whole(frame: &[u8]) -> RemotingCommand {
-        RemotingCommand::decode(Bytes::copy_from_slice(&frame[4..]), &DecodeLimits::default())
-            .unwrap()
+        RemotingCommand::decode(
+            Bytes::copy_from_slice(&frame[4..]),
+            &DecodeLimits::default(),
+        )
+        .unwrap()
     }
 
     #[test]
@@ -501,7 +505,13 @@ mod tests {
             remark: cmd.remark.as_deref(),
         };
         let ext = cmd.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str()));
-        encode_frame(&mut out, SerializeType::RocketMq, &header, Some(ext), &cmd.body);
+        encode_frame(
+            &mut out,
+            SerializeType::RocketMq,
+            &header,
+            Some(ext),
+            &cmd.body,
+        );
         assert_eq!(out, original);
     }
 
@@ -511,8 +521,7 @@ mod tests {
         let mut frame = Vec::new();
         frame.extend_from_slice(&(header.len() as u32).to_be_bytes());
         frame.extend_from_slice(header);
-        let cmd =
-            RemotingCommand::decode(Bytes::from(frame), &DecodeLimits::default()).unwrap();
+        let cmd = RemotingCommand::decode(Bytes::from(frame), &DecodeLimits::default()).unwrap();
         assert_eq!(cmd.code, 105);
         assert_eq!(cmd.language, 1);
         assert_eq!(cmd.remark, None);
@@ -544,7 +553,10 @@ mod tests {
             &out[8..],
             &b"{\"code\":0,\"extFields\":{\"wipeTopicCount\":\"3\"},\"flag\":1,\"language\":\"JAVA\",\"opaque\":3,\"serializeTypeCurrentRPC\":\"JSON\",\"version\":479}"[..]
         );
-        assert_eq!(u32::from_be_bytes([out[0], out[1], out[2], out[3]]) as usize, out.len() - 4);
+        assert_eq!(
+            u32::from_be_bytes([out[0], out[1], out[2], out[3]]) as usize,
+            out.len() - 4
+        );
     }
 
     #[test]

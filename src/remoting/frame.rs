@@ -29,7 +29,10 @@ impl fmt::Display for FrameError {
             }
             FrameError::TooShort { length } => write!(f, "frame length {length} is below 4"),
             FrameError::BadHeaderLength { header, length } => {
-                write!(f, "header length {header} does not fit frame length {length}")
+                write!(
+                    f,
+                    "header length {header} does not fit frame length {length}"
+                )
             }
             FrameError::BadSerializeType(t) => write!(f, "unknown serialize type {t}"),
         }

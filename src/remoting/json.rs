@@ -816,7 +816,9 @@ mod tests {
     fn fixtures_dir() -> PathBuf {
         std::env::var_os("RMQ_FIXTURES")
             .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures")))
+            .unwrap_or_else(|| {
+                PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures"))
+            })
     }
 
     fn fixture(name: &str) -> Value {

@@ -317,7 +317,8 @@ impl RouteTable {
 
     /// Stored DataVersion of a live broker.
     pub fn data_version(&self, cluster: &str, addr: &str) -> Option<DataVersion> {
-        self.live_id(cluster, addr).map(|id| self.live[id].data_version)
+        self.live_id(cluster, addr)
+            .map(|id| self.live[id].data_version)
     }
 
     /// Refreshes a live broker's timestamp (BROKER_HEARTBEAT, QUERY_DATA_VERSION). O(1).
@@ -413,8 +414,11 @@ impl RouteTable {
         // queue from growing without bound when invalidation is frequent.
         if self.cache_order.len() > 4 * self.topics.len() + 1024 {
             let topics = &self.topics;
-            self.cache_order
-                .retain(|(t, i)| topics.get(t.as_ref()).is_some_and(|e| e.cache[*i].is_some()));
+            self.cache_order.retain(|(t, i)| {
+                topics
+                    .get(t.as_ref())
+                    .is_some_and(|e| e.cache[*i].is_some())
+            });
         }
     }
 
@@ -436,9 +440,7 @@ impl RouteTable {
                         .filter_servers
                         .get(&(b.data.cluster.clone(), addr.clone()))
                     {
-                        route
-                            .filter_server_table
-                            .insert(addr.clone(), list.clone());
+                        route.filter_server_table.insert(addr.clone(), list.clone());
                     }
                 }
             }
@@ -541,8 +543,7 @@ impl RouteTable {
         };
         if let Some(old) = old_addr_of_id.as_deref().filter(|o| *o != addr) {
             if let Some(old_live) = self.live_id(req.cluster, old) {
-                if self.live[old_live].data_version.state_version > incoming_version.state_version
-                {
+                if self.live[old_live].data_version.state_version > incoming_version.state_version {
                     if let Some(l) = self.live_id(req.cluster, addr) {
                         self.remove_live(l);
                     }
@@ -632,7 +633,10 @@ impl RouteTable {
                     scheduled_bucket: u64::MAX,
                     generation: self.next_generation,
                 });
-                self.live_by_addr.entry(addr.to_string()).or_default().push(l);
+                self.live_by_addr
+                    .entry(addr.to_string())
+                    .or_default()
+                    .push(l);
                 l
             }
         };
@@ -897,7 +901,8 @@ impl RouteTable {
     /// are not rescheduled, so each is reported once unless `rearm_after_failed_submit`.
     pub fn expire_silent_brokers(&mut self, now_ms: u64) -> Vec<ExpiredBroker> {
         let mut fired = Vec::new();
-        self.expiry.pop_due(now_ms, |bucket, key| fired.push((bucket, key)));
+        self.expiry
+            .pop_due(now_ms, |bucket, key| fired.push((bucket, key)));
         let mut expired = Vec::new();
         for (bucket, (live_id, generation)) in fired {
             let Some(live) = self.live.get(live_id) else {
@@ -1216,8 +1221,7 @@ fn apply_acting_master_rewrite(route: &mut TopicRouteData) {
         return;
     }
     for b in route.broker_datas.iter_mut() {
-        if b.broker_addrs.is_empty() || b.broker_addrs.contains_key(&0) || !b.enable_acting_master
-        {
+        if b.broker_addrs.is_empty() || b.broker_addrs.contains_key(&0) || !b.enable_acting_master {
             continue;
         }
         let writeable = route

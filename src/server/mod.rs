@@ -139,8 +139,8 @@ impl From<io::Error> for StartError {
 impl Server {
     /// Loads the KV store, binds the listener and starts the worker thread.
     pub fn bind(config: NamesrvConfig) -> Result<Server, StartError> {
-        let kv = KvStore::open(std::path::Path::new(&config.kv_config_path))
-            .map_err(StartError::Kv)?;
+        let kv =
+            KvStore::open(std::path::Path::new(&config.kv_config_path)).map_err(StartError::Kv)?;
         Server::bind_with_kv(config, kv)
     }
 
@@ -148,9 +148,7 @@ impl Server {
     pub fn bind_with_kv(config: NamesrvConfig, kv: KvStore) -> Result<Server, StartError> {
         let addr: SocketAddr = format!("{}:{}", config.bind_address, config.listen_port)
             .parse()
-            .or_else(|_| {
-                format!("[{}]:{}", config.bind_address, config.listen_port).parse()
-            })
+            .or_else(|_| format!("[{}]:{}", config.bind_address, config.listen_port).parse())
             .map_err(|_| {
                 io::Error::new(
                     io::ErrorKind::InvalidInput,
@@ -288,11 +286,11 @@ impl Server {
                     let now = self.now_ms();
                     let entry = self.conns.vacant_entry();
                     let key = entry.key();
-                    if let Err(e) = self.poll.registry().register(
-                        &mut stream,
-                        Token(key),
-                        Interest::READABLE,
-                    ) {
+                    if let Err(e) =
+                        self.poll
+                            .registry()
+                            .register(&mut stream, Token(key), Interest::READABLE)
+                    {
                         warn!("could not register connection from {peer}: {e}");
                         continue;
                     }

@@ -41,13 +41,14 @@ impl Drop for TempDir {
 
 /// A config for a test server: loopback, ephemeral port, files in `dir`, no file log.
 pub fn test_config(dir: &Path) -> NamesrvConfig {
-    let mut c = NamesrvConfig::default();
-    c.bind_address = "127.0.0.1".into();
-    c.listen_port = 0;
-    c.kv_config_path = dir.join("kvConfig.json").to_string_lossy().into_owned();
-    c.config_store_path = dir.join("namesrv.properties").to_string_lossy().into_owned();
-    c.log_path = String::new();
-    c
+    NamesrvConfig {
+        bind_address: "127.0.0.1".into(),
+        listen_port: 0,
+        kv_config_path: dir.join("kvConfig.json").to_string_lossy().into_owned(),
+        config_store_path: dir.join("namesrv.properties").to_string_lossy().into_owned(),
+        log_path: String::new(),
+        ..NamesrvConfig::default()
+    }
 }
 
 pub struct TestServer {
@@ -226,5 +227,8 @@ pub fn stats(client: &mut Client) -> rmq_namesrv::remoting::json::Value {
 }
 
 pub fn stat(client: &mut Client, key: &str) -> i64 {
-    stats(client).get(key).and_then(|v| v.as_i64()).unwrap_or(-1)
+    stats(client)
+        .get(key)
+        .and_then(|v| v.as_i64())
+        .unwrap_or(-1)
 }

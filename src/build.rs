@@ -11,7 +11,7 @@ use std::process::Command;
 
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
-    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=src/build.rs");
 
     let rev = match git_dir(&manifest_dir) {
         Some(git_dir) => {
