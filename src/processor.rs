@@ -67,6 +67,7 @@ struct Stats {
     unregister_batches: u64,
     largest_batch: usize,
     unregister_queue_full: u64,
+    rejected_busy: u64,
 }
 
 /// An error that becomes a response code and remark.
@@ -241,6 +242,21 @@ impl Processor {
             self.write_reply(cmd.opaque, &reply, out);
         }
         effects
+    }
+
+    /// Answers `cmd` with an error without handling it (the loop's overload path).
+    pub fn reply_error(
+        &mut self,
+        cmd: &RemotingCommand,
+        code: i32,
+        remark: &str,
+        out: &mut Vec<u8>,
+    ) {
+        *self.stats.requests_by_code.entry(cmd.code).or_insert(0) += 1;
+        self.stats.rejected_busy += 1;
+        if !cmd.is_oneway() {
+            self.write_reply(cmd.opaque, &Reply::error(code, remark), out);
+        }
     }
 
     fn write_reply(&self, opaque: i32, reply: &Reply, out: &mut Vec<u8>) {
@@ -858,7 +874,7 @@ impl Processor {
     fn stats_body(&self, counters: &ServerCounters) -> Vec<u8> {
         use crate::remoting::json::{write_i64, write_key};
         let mut out = Vec::with_capacity(512);
-        let fields: [(&str, i64); 14] = [
+        let fields: [(&str, i64); 16] = [
             ("connections", counters.connections as i64),
             ("brokers", self.table.live_broker_count() as i64),
             ("brokerGroups", self.table.broker_group_count() as i64),
@@ -876,6 +892,11 @@ impl Processor {
             ("largestUnregisterBatch", self.stats.largest_batch as i64),
             ("bytesIn", counters.bytes_in as i64),
             ("bytesOut", counters.bytes_out as i64),
+            ("rejectedBusy", self.stats.rejected_busy as i64),
+            (
+                "unregisterQueueFull",
+                self.stats.unregister_queue_full as i64,
+            ),
         ];
         out.push(b'{');
         for (k, v) in fields {
@@ -949,13 +970,17 @@ impl Processor {
         self.submit_unregistrations(batch);
     }
 
-    /// Applies a de-duplicated batch handed back by the worker.
+    /// Counts a de-duplicated batch handed back by the worker (applied in chunks).
+    pub fn record_unregister_batch(&mut self, len: usize) {
+        self.stats.unregister_batches += 1;
+        self.stats.largest_batch = self.stats.largest_batch.max(len);
+    }
+
+    /// Applies (a chunk of) a batch handed back by the worker.
     pub fn apply_unregister_batch(&mut self, batch: &[(UnregisterRequest, RemovalReason)]) {
         let requests: Vec<UnregisterRequest> = batch.iter().map(|(r, _)| r.clone()).collect();
         let outcome = self.table.unregister_batch(&requests);
-        self.stats.unregister_batches += 1;
         self.stats.unregistrations += requests.len() as u64;
-        self.stats.largest_batch = self.stats.largest_batch.max(requests.len());
         for (r, reason) in batch {
             let why = match reason {
                 RemovalReason::Unregister => "unregistered".to_string(),

@@ -22,6 +22,9 @@ pub struct Connection {
     pub write_interest: bool,
     /// The peer sent EOF; close once everything owed to it is written.
     pub peer_closed: bool,
+    /// A REGISTER_BROKER from this connection waits in the loop's registration queue; its
+    /// later frames are held back until it is answered.
+    pub registration_queued: bool,
 }
 
 /// Outcome of draining the socket; the numbers are bytes read.
@@ -51,6 +54,7 @@ impl Connection {
             read_paused: false,
             write_interest: false,
             peer_closed: false,
+            registration_queued: false,
         }
     }
 

@@ -15,6 +15,7 @@ pub mod worker;
 use crate::config::NamesrvConfig;
 use crate::kv::KvStore;
 use crate::processor::{Processor, RequestContext, ServerCounters, WorkerJob};
+use crate::remoting::codes::{request, response};
 use crate::remoting::command::{DecodeLimits, RemotingCommand};
 use crate::remoting::frame;
 use crate::remoting::json;
@@ -39,6 +40,26 @@ const WAKER: Token = Token(usize::MAX - 2);
 /// Bytes read from one connection per loop iteration before others get their turn.
 const READ_BUDGET: usize = 256 * 1024;
 
+/// Time per iteration spent on queued registrations or unregistrations before the loop
+/// goes back to answering reads: keeps route lookups fast during storms and mass expiry.
+const SLOW_WORK_BUDGET: Duration = Duration::from_millis(1);
+
+/// Bytes of queued registration frames beyond which new ones are answered SYSTEM_BUSY.
+const REGISTRATION_BACKLOG_BYTES: usize = 256 << 20;
+
+/// Unregistrations applied per step of a large batch.
+const UNREGISTER_CHUNK: usize = 128;
+
+/// Java's remark when a request queue is full.
+const OVERLOAD_REMARK: &str = "[OVERLOAD]system busy, start flow control for a while";
+
+/// A REGISTER_BROKER waiting for its turn.
+struct QueuedRegistration {
+    key: usize,
+    generation: u64,
+    cmd: RemotingCommand,
+}
+
 /// Settings the loop reads on every event; refreshed after a config update.
 #[derive(Debug, Clone, Copy)]
 struct LoopSettings {
@@ -49,6 +70,8 @@ struct LoopSettings {
     hard_cap: usize,
     max_connections: usize,
     scan_interval_ms: u64,
+    registration_backlog_limit: usize,
+    registration_budget: usize,
 }
 
 impl LoopSettings {
@@ -68,6 +91,8 @@ impl LoopSettings {
             hard_cap: c.conn_write_hard_cap as usize,
             max_connections: c.max_connections as usize,
             scan_interval_ms: c.scan_not_active_broker_interval.max(1) as u64,
+            registration_backlog_limit: c.registration_backlog_limit as usize,
+            registration_budget: c.registration_budget_per_iteration.max(1) as usize,
         }
     }
 }
@@ -110,6 +135,15 @@ pub struct Server {
     out: Vec<u8>,
     /// Connections with unread socket data or unprocessed frames left by a budget.
     pending: VecDeque<usize>,
+    /// Registrations are the expensive requests: they wait here, at most one per
+    /// connection, and are applied under a per-iteration budget after cheap requests.
+    registrations: VecDeque<QueuedRegistration>,
+    registration_bytes: usize,
+    /// Unregistrations handed back by the worker, applied in chunks.
+    unregistrations: VecDeque<(
+        crate::route::table::UnregisterRequest,
+        crate::route::table::RemovalReason,
+    )>,
 }
 
 /// Why the server could not start.
@@ -189,6 +223,9 @@ impl Server {
             read_scratch: vec![0u8; 64 * 1024],
             out: Vec::with_capacity(64 * 1024),
             pending: VecDeque::new(),
+            registrations: VecDeque::new(),
+            registration_bytes: 0,
+            unregistrations: VecDeque::new(),
         })
     }
 
@@ -235,6 +272,7 @@ impl Server {
                 }
             }
             self.run_pending();
+            self.run_registrations();
             self.apply_batches();
             self.run_timers();
         }
@@ -260,7 +298,10 @@ impl Server {
     }
 
     fn poll_timeout(&self) -> Duration {
-        if !self.pending.is_empty() {
+        if !self.pending.is_empty()
+            || !self.registrations.is_empty()
+            || !self.unregistrations.is_empty()
+        {
             return Duration::ZERO;
         }
         let now = self.now_ms();
@@ -385,7 +426,7 @@ impl Server {
                 peer: Some(conn.peer),
                 now_ms: now,
             };
-            while !conn.read_paused {
+            while !conn.read_paused && !conn.registration_queued {
                 let frame = match frame::next_frame(&mut conn.read_buf, self.settings.frame_max) {
                     Ok(Some(f)) => f,
                     Ok(None) => break,
@@ -401,11 +442,41 @@ impl Server {
                         break;
                     }
                 };
+                if cmd.code == request::REGISTER_BROKER && !cmd.is_response() {
+                    let over = self.registrations.len() >= self.settings.registration_backlog_limit
+                        || self.registration_bytes + cmd.body.len() > REGISTRATION_BACKLOG_BYTES;
+                    if over {
+                        warn!(
+                            "registration backlog full ({} queued): answering SYSTEM_BUSY to {}",
+                            self.registrations.len(),
+                            conn.peer
+                        );
+                        self.processor.reply_error(
+                            &cmd,
+                            response::SYSTEM_BUSY,
+                            OVERLOAD_REMARK,
+                            &mut self.out,
+                        );
+                        continue;
+                    }
+                    // Answered in run_registrations; this connection's later frames wait so
+                    // that its responses keep their order.
+                    self.registration_bytes += cmd.body.len();
+                    self.registrations.push_back(QueuedRegistration {
+                        key,
+                        generation: conn.generation,
+                        cmd,
+                    });
+                    conn.registration_queued = true;
+                    break;
+                }
                 let effects = self
                     .processor
                     .handle(&ctx, &self.counters, &cmd, &mut self.out);
                 if effects.config_changed {
                     self.settings = LoopSettings::from_config(self.processor.config());
+                    // A shorter scan interval takes effect now, not after the old one.
+                    self.next_scan_ms = self.next_scan_ms.min(now + self.settings.scan_interval_ms);
                 }
                 if conn.write_buf.len() + self.out.len() > self.settings.high_water {
                     conn.write_buf.extend_from_slice(&self.out);
@@ -498,9 +569,57 @@ impl Server {
         }
     }
 
+    /// Applies queued registrations: at least one, then until the count or time budget
+    /// for this iteration is spent.
+    fn run_registrations(&mut self) {
+        let started = Instant::now();
+        let mut done = 0;
+        while done < self.settings.registration_budget {
+            if done > 0 && started.elapsed() >= SLOW_WORK_BUDGET {
+                break;
+            }
+            let Some(q) = self.registrations.pop_front() else {
+                break;
+            };
+            self.registration_bytes -= q.cmd.body.len();
+            done += 1;
+            let Some(conn) = self.conns.get_mut(q.key) else {
+                continue;
+            };
+            if conn.generation != q.generation {
+                continue;
+            }
+            let ctx = RequestContext {
+                conn: Some(q.key),
+                peer: Some(conn.peer),
+                now_ms: self.started.elapsed().as_millis() as u64,
+            };
+            self.processor
+                .handle(&ctx, &self.counters, &q.cmd, &mut self.out);
+            conn.write_buf.extend_from_slice(&self.out);
+            self.out.clear();
+            conn.registration_queued = false;
+            self.flush(q.key);
+            // Frames that arrived behind the registration can go now.
+            self.pending.push_back(q.key);
+        }
+    }
+
+    /// Takes batches from the worker and applies them in chunks, so that a mass expiry
+    /// never holds the loop for long.
     fn apply_batches(&mut self) {
         while let Ok(batch) = self.batches.try_recv() {
-            self.processor.apply_unregister_batch(&batch);
+            self.processor.record_unregister_batch(batch.len());
+            self.unregistrations.extend(batch);
+        }
+        let started = Instant::now();
+        while !self.unregistrations.is_empty() {
+            let n = self.unregistrations.len().min(UNREGISTER_CHUNK);
+            let chunk: Vec<_> = self.unregistrations.drain(..n).collect();
+            self.processor.apply_unregister_batch(&chunk);
+            if started.elapsed() >= SLOW_WORK_BUDGET {
+                break;
+            }
         }
     }
 
