@@ -591,24 +591,45 @@ impl Processor {
         Ok(())
     }
 
+    /// Topics reported by brokers: Java takes them as they are; we only bound their length.
     fn check_topic_name(&self, topic: &str) -> Result<(), Reject> {
-        if topic.is_empty() {
-            return Err(reject(
-                response::SYSTEM_ERROR,
-                "The specified topic is blank.",
-            ));
-        }
-        if topic.len() > self.config.max_topic_name_length as usize {
-            warn!("rejected topic name of {} bytes", topic.len());
+        if topic.is_empty() || topic.len() > self.config.max_topic_name_length as usize {
+            warn!("rejected registered topic name of {} bytes", topic.len());
             return Err(reject(
                 response::SYSTEM_ERROR,
                 format!(
-                    "The specified topic is longer than topic max length {}.",
+                    "topic name of {} bytes is outside 1..={} (maxTopicNameLength)",
+                    topic.len(),
                     self.config.max_topic_name_length
                 ),
             ));
         }
         Ok(())
+    }
+
+    /// Admin calls that create or delete a topic validate its name as Java's TopicValidator.
+    fn validate_topic(&self, topic: &str) -> Result<(), Reject> {
+        let problem = if topic.trim().is_empty() {
+            Some("The specified topic is blank.")
+        } else if !topic
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
+        {
+            Some(
+                "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
+            )
+        } else if topic.len() > self.config.max_topic_name_length as usize {
+            Some("The specified topic is longer than topic max length.")
+        } else {
+            None
+        };
+        match problem {
+            Some(remark) => {
+                warn!("rejected topic name {topic:?}: {remark}");
+                Err(reject(response::SYSTEM_ERROR, remark))
+            }
+            None => Ok(()),
+        }
     }
 
     fn send_notification(&mut self, n: MinIdNotification) {
@@ -779,7 +800,7 @@ impl Processor {
 
     fn delete_topic(&mut self, cmd: &RemotingCommand) -> Result<Reply, Reject> {
         let topic = required(cmd, "topic")?;
-        self.check_topic_name(topic)?;
+        self.validate_topic(topic)?;
         let cluster = cmd.ext("clusterName");
         if self.table.delete_topic(topic, cluster) {
             info!(
@@ -792,7 +813,7 @@ impl Processor {
 
     fn register_topic(&mut self, cmd: &RemotingCommand) -> Result<Reply, Reject> {
         let topic = required(cmd, "topic")?;
-        self.check_topic_name(topic)?;
+        self.validate_topic(topic)?;
         if cmd.body.is_empty() {
             return Ok(Reply::ok());
         }
