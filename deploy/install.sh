@@ -60,7 +60,8 @@ fi
 
 # systemd also creates the state and log dirs (StateDirectory/LogsDirectory); creating them
 # here lets the binary be tried by hand (sudo -u rmq ...) before the first start.
-install -d -o root -g "$service_user" -m 0750 "$config_dir"
+# Group-writable: UPDATE_NAMESRV_CONFIG rewrites namesrv.conf (temp file + rename + .bak).
+install -d -o root -g "$service_user" -m 0770 "$config_dir"
 install -d -o "$service_user" -g "$service_user" -m 0750 "$state_dir" "$log_dir"
 
 install -o root -g "$service_user" -m 0640 "$repo_dir/deploy/namesrv.conf" \
@@ -68,7 +69,7 @@ install -o root -g "$service_user" -m 0640 "$repo_dir/deploy/namesrv.conf" \
 if [ -e "$config_dir/namesrv.conf" ]; then
     echo "keeping existing $config_dir/namesrv.conf (new example: namesrv.conf.example)"
 else
-    install -o root -g "$service_user" -m 0640 "$repo_dir/deploy/namesrv.conf" \
+    install -o root -g "$service_user" -m 0660 "$repo_dir/deploy/namesrv.conf" \
         "$config_dir/namesrv.conf"
     echo "installed $config_dir/namesrv.conf"
 fi
