@@ -729,3 +729,47 @@ fn zone_filtering_matches_the_java_vectors() {
         assert_eq!(qnames, want, "{name}: queue datas follow the brokers");
     }
 }
+
+#[test]
+fn a_new_lower_broker_id_is_notified_to_the_group_off_the_loop() {
+    use std::net::TcpListener;
+    let server = TestServer::start_with(|c| c.notify_min_broker_id_changed = true);
+    // The slave's "broker port" is a listener of ours: the server connects to it to notify.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let slave_addr = listener.local_addr().unwrap().to_string();
+    let mut c = server.client();
+    let t = [topic("T", 4, 6)];
+    register(
+        &mut c,
+        &Broker::new("c", "g", &slave_addr, 1),
+        &body_with(1, &t),
+        &[],
+    );
+    register(
+        &mut c,
+        &Broker::new("c", "g", "10.0.0.1:10911", 0),
+        &body_with(1, &t),
+        &[],
+    );
+    let (mut stream, _) = listener.accept().unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut buf = bytes::BytesMut::new();
+    let frame = loop {
+        let mut chunk = [0u8; 4096];
+        let n = std::io::Read::read(&mut stream, &mut chunk).unwrap();
+        assert!(n > 0, "connection closed before a whole frame");
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(f) = rmq_namesrv::remoting::frame::next_frame(&mut buf, 1 << 20).unwrap() {
+            break f;
+        }
+    };
+    let cmd = rmq_namesrv::remoting::command::RemotingCommand::decode(frame, &Default::default())
+        .unwrap();
+    assert_eq!(cmd.code, request::NOTIFY_MIN_BROKER_ID_CHANGE);
+    assert!(cmd.is_oneway());
+    assert_eq!(cmd.ext("minBrokerId"), Some("0"));
+    assert_eq!(cmd.ext("minBrokerAddr"), Some("10.0.0.1:10911"));
+    assert_eq!(cmd.ext("haBrokerAddr"), Some("10.0.0.1:10912"));
+}

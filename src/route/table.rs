@@ -1238,3 +1238,434 @@ fn apply_acting_master_rewrite(route: &mut TopicRouteData) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::route::model::TopicConfig;
+
+    fn fp(hash: u64) -> BodyFingerprint {
+        BodyFingerprint {
+            len: 1,
+            header_crc: 0,
+            hash,
+        }
+    }
+
+    fn req<'a>(
+        cluster: &'a str,
+        name: &'a str,
+        addr: &'a str,
+        id: i64,
+        now_ms: u64,
+    ) -> RegisterRequest<'a> {
+        RegisterRequest {
+            cluster,
+            broker_addr: addr,
+            broker_name: name,
+            broker_id: id,
+            ha_server_addr: "ha:1",
+            zone_name: None,
+            heartbeat_timeout_ms: None,
+            enable_acting_master: Some(false),
+            conn: Some(1),
+            now_ms,
+            fingerprint: fp(now_ms),
+        }
+    }
+
+    fn body(counter: i64, topics: &[(&str, i32)]) -> RegisterBody {
+        RegisterBody {
+            data_version: DataVersion {
+                counter,
+                state_version: 0,
+                timestamp: 0,
+            },
+            topics: topics
+                .iter()
+                .map(|(t, perm)| {
+                    (
+                        t.to_string(),
+                        TopicConfig {
+                            topic_name: t.to_string(),
+                            read_queue_nums: 4,
+                            write_queue_nums: 4,
+                            perm: *perm,
+                            topic_sys_flag: 0,
+                        },
+                    )
+                })
+                .collect(),
+            filter_servers: Some(Vec::new()),
+            mappings: Vec::new(),
+        }
+    }
+
+    fn table() -> RouteTable {
+        RouteTable::new(RouteSettings::default(), 1000)
+    }
+
+    fn unreg(cluster: &str, name: &str, addr: &str, id: i64) -> UnregisterRequest {
+        UnregisterRequest {
+            cluster: cluster.into(),
+            broker_addr: addr.into(),
+            broker_name: name.into(),
+            broker_id: id,
+        }
+    }
+
+    #[test]
+    fn first_registration_creates_cluster_broker_live_and_queue_entries() {
+        let mut t = table();
+        let r = t.register_broker(
+            &req("c", "b", "a:1", 0, 10),
+            TopicsInput::Body(&body(1, &[("T", 6)])),
+        );
+        assert!(r.first);
+        assert_eq!(r.topics_changed, 1);
+        let route = t.pickup_route("T").unwrap();
+        assert_eq!(
+            route.broker_datas[0]
+                .broker_addrs
+                .get(&0)
+                .map(String::as_str),
+            Some("a:1")
+        );
+        assert_eq!(route.queue_datas[0].perm, 6);
+        assert_eq!(
+            t.cluster_info().cluster_addr_table["c"],
+            vec!["b".to_string()]
+        );
+        assert_eq!(t.live_broker_count(), 1);
+        assert_eq!(t.data_version("c", "a:1").unwrap().counter, 1);
+    }
+
+    #[test]
+    fn slave_gets_master_addresses_and_its_topics_are_ignored() {
+        let mut t = table();
+        t.register_broker(
+            &req("c", "b", "m:1", 0, 0),
+            TopicsInput::Body(&body(1, &[("T", 6)])),
+        );
+        let mut slave = req("c", "b", "s:1", 1, 0);
+        slave.enable_acting_master = None; // a 4.x slave
+        let r = t.register_broker(&slave, TopicsInput::Body(&body(1, &[("SlaveOnly", 6)])));
+        assert_eq!(r.master_addr.as_deref(), Some("m:1"));
+        assert_eq!(r.ha_server_addr.as_deref(), Some("ha:1"));
+        assert!(t.pickup_route("SlaveOnly").is_none());
+    }
+
+    #[test]
+    fn same_address_under_a_new_id_replaces_the_old_id() {
+        let mut t = table();
+        t.register_broker(
+            &req("c", "b", "x:1", 1, 0),
+            TopicsInput::Body(&body(1, &[("T", 6)])),
+        );
+        t.register_broker(
+            &req("c", "b", "x:1", 0, 0),
+            TopicsInput::Body(&body(1, &[("T", 6)])),
+        );
+        let addrs = t.broker_member_group("b");
+        assert_eq!(addrs.len(), 1);
+        assert_eq!(addrs.get(&0).map(String::as_str), Some("x:1"));
+    }
+
+    #[test]
+    fn newer_state_version_fences_an_older_incarnation() {
+        let mut t = table();
+        let mut newer = body(1, &[("T", 6)]);
+        newer.data_version.state_version = 5;
+        t.register_broker(&req("c", "b", "new:1", 0, 0), TopicsInput::Body(&newer));
+        let r = t.register_broker(
+            &req("c", "b", "old:1", 0, 0),
+            TopicsInput::Body(&body(1, &[("T", 6)])),
+        );
+        assert!(r.fenced);
+        assert_eq!(
+            t.broker_member_group("b").get(&0).map(String::as_str),
+            Some("new:1")
+        );
+    }
+
+    #[test]
+    fn topic_configs_apply_only_when_the_data_version_changes() {
+        let mut t = table();
+        t.register_broker(
+            &req("c", "b", "a:1", 0, 0),
+            TopicsInput::Body(&body(1, &[("T", 6)])),
+        );
+        let r = t.register_broker(
+            &req("c", "b", "a:1", 0, 1),
+            TopicsInput::Body(&body(1, &[("T", 4)])),
+        );
+        assert_eq!(r.topics_changed, 0);
+        assert_eq!(t.pickup_route("T").unwrap().queue_datas[0].perm, 6);
+        let r = t.register_broker(
+            &req("c", "b", "a:1", 0, 2),
+            TopicsInput::Body(&body(2, &[("T", 4)])),
+        );
+        assert_eq!(r.topics_changed, 1);
+        assert_eq!(t.pickup_route("T").unwrap().queue_datas[0].perm, 4);
+    }
+
+    #[test]
+    fn route_cache_survives_steady_registrations_and_drops_on_change() {
+        let mut t = table();
+        let b = body(1, &[("T", 6)]);
+        t.register_broker(&req("c", "b", "a:1", 0, 0), TopicsInput::Body(&b));
+        let first = t.route_body("T", Dialect::Standard, || None).unwrap();
+        assert!(t.is_unchanged_body("c", "a:1", "b", 0, &fp(0)));
+        t.register_broker(&req("c", "b", "a:1", 0, 0), TopicsInput::Unchanged);
+        let again = t.route_body("T", Dialect::Standard, || None).unwrap();
+        assert_eq!(first.as_ptr(), again.as_ptr(), "served from the cache");
+        // A new slave changes the broker data: the cached body is rebuilt.
+        t.register_broker(&req("c", "b", "s:1", 1, 0), TopicsInput::Body(&b));
+        let rebuilt = t.route_body("T", Dialect::Standard, || None).unwrap();
+        assert_ne!(first, rebuilt);
+        assert!(std::str::from_utf8(&rebuilt).unwrap().contains("s:1"));
+        let legacy = t.route_body("T", Dialect::Legacy, || None).unwrap();
+        assert!(std::str::from_utf8(&legacy)
+            .unwrap()
+            .contains("{0:\"a:1\",1:\"s:1\"}"));
+    }
+
+    #[test]
+    fn cache_stays_within_its_byte_budget() {
+        let mut t = RouteTable::new(
+            RouteSettings {
+                cache_max_bytes: 2000,
+                ..RouteSettings::default()
+            },
+            1000,
+        );
+        let names: Vec<String> = (0..100).map(|i| format!("T{i}")).collect();
+        let topics: Vec<(&str, i32)> = names.iter().map(|n| (n.as_str(), 6)).collect();
+        t.register_broker(
+            &req("c", "b", "a:1", 0, 0),
+            TopicsInput::Body(&body(1, &topics)),
+        );
+        for n in &names {
+            assert!(t.route_body(n, Dialect::Standard, || None).is_some());
+        }
+        assert!(t.cache_bytes <= 2000);
+    }
+
+    #[test]
+    fn heartbeats_keep_brokers_and_silence_expires_them_once() {
+        let mut t = table();
+        let mut r = req("c", "b", "a:1", 0, 0);
+        r.heartbeat_timeout_ms = Some(10_000);
+        t.register_broker(&r, TopicsInput::Body(&body(1, &[("T", 6)])));
+        assert!(t.heartbeat("c", "a:1", 9_000));
+        assert!(!t.heartbeat("c", "nope:1", 9_000));
+        assert!(
+            t.expire_silent_brokers(12_000).is_empty(),
+            "heartbeat moved the deadline"
+        );
+        let expired = t.expire_silent_brokers(20_000);
+        assert_eq!(expired.len(), 1);
+        assert_eq!(expired[0].request, unreg("c", "b", "a:1", 0));
+        assert_eq!(expired[0].conn, Some(1));
+        assert!(t.expire_silent_brokers(40_000).is_empty(), "reported once");
+        t.rearm("c", "a:1", 40_000);
+        assert_eq!(
+            t.expire_silent_brokers(41_000).len(),
+            1,
+            "re-armed after a failed submit"
+        );
+    }
+
+    #[test]
+    fn expiry_costs_only_the_brokers_due() {
+        let mut t = table();
+        for i in 0..100 {
+            let addr = format!("a:{i}");
+            let name = format!("b{i}");
+            let mut r = req("c", &name, &addr, 0, 0);
+            r.heartbeat_timeout_ms = Some(if i < 10 { 1_000 } else { 100_000 });
+            t.register_broker(&r, TopicsInput::Body(&body(1, &[("T", 6)])));
+        }
+        assert_eq!(t.expire_silent_brokers(2_000).len(), 10);
+        // Only the ten due entries left the wheel.
+        assert_eq!(t.expiry.len(), 90);
+    }
+
+    #[test]
+    fn closing_a_connection_lists_every_broker_registered_on_it() {
+        let mut t = table();
+        t.register_broker(
+            &req("c", "b1", "a:1", 0, 0),
+            TopicsInput::Body(&body(1, &[("T", 6)])),
+        );
+        t.register_broker(
+            &req("c", "b2", "a:2", 0, 0),
+            TopicsInput::Body(&body(1, &[("T", 6)])),
+        );
+        let mut other = req("c", "b3", "a:3", 0, 0);
+        other.conn = Some(2);
+        t.register_broker(&other, TopicsInput::Body(&body(1, &[("T", 6)])));
+        let mut requests = t.connection_closed(1);
+        requests.sort_by(|a, b| a.broker_name.cmp(&b.broker_name));
+        assert_eq!(
+            requests,
+            vec![unreg("c", "b1", "a:1", 0), unreg("c", "b2", "a:2", 0)]
+        );
+        assert!(t.connection_closed(1).is_empty());
+    }
+
+    #[test]
+    fn a_batch_removes_groups_topics_and_clusters_and_keeps_reduced_groups() {
+        let mut t = table();
+        t.register_broker(
+            &req("c", "g1", "m1:1", 0, 0),
+            TopicsInput::Body(&body(1, &[("A", 6), ("Both", 6)])),
+        );
+        t.register_broker(
+            &req("c", "g1", "s1:1", 1, 0),
+            TopicsInput::Body(&body(1, &[("A", 6)])),
+        );
+        t.register_broker(
+            &req("d", "g2", "m2:1", 0, 0),
+            TopicsInput::Body(&body(1, &[("Both", 6)])),
+        );
+        let out = t.unregister_batch(&[unreg("c", "g1", "s1:1", 1), unreg("d", "g2", "m2:1", 0)]);
+        assert_eq!(out.brokers_removed, 2);
+        assert_eq!(out.broker_groups_removed, 1);
+        assert_eq!(t.broker_member_group("g1").len(), 1);
+        assert!(t.broker_member_group("g2").is_empty());
+        assert_eq!(t.pickup_route("Both").unwrap().queue_datas.len(), 1);
+        assert!(t.cluster_info().cluster_addr_table.get("d").is_none());
+        let out = t.unregister_batch(&[unreg("c", "g1", "m1:1", 0)]);
+        assert_eq!(out.topics_removed, 2);
+        assert!(t.pickup_route("A").is_none());
+        assert_eq!(t.topic_count(), 0);
+        assert_eq!(t.cluster_count(), 0);
+    }
+
+    #[test]
+    fn master_loss_with_acting_master_wipes_write_and_rewrites_the_route() {
+        let mut t = RouteTable::new(
+            RouteSettings {
+                support_acting_master: true,
+                ..RouteSettings::default()
+            },
+            1000,
+        );
+        let mut m = req("c", "g", "m:1", 0, 0);
+        m.enable_acting_master = Some(true);
+        let mut s = req("c", "g", "s:1", 1, 0);
+        s.enable_acting_master = Some(true);
+        t.register_broker(&m, TopicsInput::Body(&body(1, &[("T", 6)])));
+        t.register_broker(&s, TopicsInput::Body(&body(1, &[("T", 6)])));
+        t.unregister_batch(&[unreg("c", "g", "m:1", 0)]);
+        let route = t.pickup_route("T").unwrap();
+        assert_eq!(route.queue_datas[0].perm, 4);
+        assert_eq!(
+            route.broker_datas[0]
+                .broker_addrs
+                .get(&0)
+                .map(String::as_str),
+            Some("s:1")
+        );
+        // Only the route copy is rewritten; the table keeps the slave under id 1.
+        assert_eq!(
+            t.broker_member_group("g").get(&1).map(String::as_str),
+            Some("s:1")
+        );
+    }
+
+    #[test]
+    fn write_permission_wipe_and_add_count_topics() {
+        let mut t = table();
+        t.register_broker(
+            &req("c", "g", "a:1", 0, 0),
+            TopicsInput::Body(&body(1, &[("A", 7), ("B", 6)])),
+        );
+        assert_eq!(t.set_write_perm("g", false), 2);
+        assert_eq!(t.pickup_route("A").unwrap().queue_datas[0].perm, 5);
+        assert_eq!(t.set_write_perm("g", true), 2);
+        assert_eq!(t.pickup_route("A").unwrap().queue_datas[0].perm, 6);
+        assert_eq!(t.set_write_perm("nobody", true), 0);
+    }
+
+    #[test]
+    fn delete_topic_whole_or_per_cluster_and_registration_brings_it_back() {
+        let mut t = table();
+        let b = body(1, &[("T", 6), ("U", 6)]);
+        t.register_broker(&req("c", "g", "a:1", 0, 0), TopicsInput::Body(&b));
+        t.register_broker(&req("d", "h", "b:1", 0, 0), TopicsInput::Body(&b));
+        assert!(t.delete_topic("T", Some("c")));
+        assert_eq!(t.pickup_route("T").unwrap().queue_datas.len(), 1);
+        assert!(!t.delete_topic("T", Some("zz")));
+        assert!(t.delete_topic("U", None));
+        assert!(t.pickup_route("U").is_none());
+        // The deleting admin call makes the unchanged body need a full apply again.
+        assert!(!t.is_unchanged_body("c", "a:1", "g", 0, &fp(0)));
+        t.register_broker(&req("c", "g", "a:1", 0, 0), TopicsInput::Body(&b));
+        assert!(t.pickup_route("U").is_some());
+    }
+
+    #[test]
+    fn register_topic_checks_every_broker_of_a_new_topic() {
+        let mut t = table();
+        t.register_broker(
+            &req("c", "g", "a:1", 0, 0),
+            TopicsInput::Body(&body(1, &[("T", 6)])),
+        );
+        let q = |name: &str| QueueData {
+            broker_name: name.into(),
+            read_queue_nums: 2,
+            write_queue_nums: 2,
+            perm: 6,
+            topic_sys_flag: 0,
+        };
+        assert!(!t.register_topic("New", &[q("g"), q("ghost")]));
+        assert!(t.pickup_route("New").is_none());
+        assert!(t.register_topic("New", &[q("g")]));
+        assert_eq!(
+            t.pickup_route("New").unwrap().queue_datas[0].read_queue_nums,
+            2
+        );
+    }
+
+    #[test]
+    fn topic_lists_by_cluster_flag_and_system() {
+        let mut t = table();
+        let mut b = body(1, &[("Plain", 6), ("Unit", 6)]);
+        b.topics[1].1.topic_sys_flag = FLAG_UNIT;
+        t.register_broker(&req("c", "g", "a:1", 0, 0), TopicsInput::Body(&b));
+        assert_eq!(t.topics_of_cluster("c").len(), 2);
+        assert!(t.topics_of_cluster("zz").is_empty());
+        assert_eq!(t.topics_with_flag(|f| f & FLAG_UNIT != 0), vec!["Unit"]);
+        let (names, addr) = t.system_topics();
+        assert_eq!(names, vec!["c".to_string(), "g".to_string()]);
+        assert_eq!(addr.as_deref(), Some("a:1"));
+        let mut all: Vec<&str> = t.topic_names().collect();
+        all.sort();
+        assert_eq!(all, vec!["Plain", "Unit"]);
+    }
+
+    #[test]
+    fn min_broker_id_change_produces_a_notification_when_enabled() {
+        let mut t = RouteTable::new(
+            RouteSettings {
+                notify_min_broker_id_changed: true,
+                ..RouteSettings::default()
+            },
+            1000,
+        );
+        t.register_broker(
+            &req("c", "g", "s:1", 1, 0),
+            TopicsInput::Body(&body(1, &[("T", 6)])),
+        );
+        let r = t.register_broker(
+            &req("c", "g", "m:1", 0, 0),
+            TopicsInput::Body(&body(1, &[("T", 6)])),
+        );
+        let n = r.notification.unwrap();
+        assert_eq!(n.targets, vec!["s:1".to_string()]);
+        assert_eq!((n.min_broker_id, n.min_broker_addr.as_str()), (0, "m:1"));
+        assert_eq!(n.ha_broker_addr.as_deref(), Some("ha:1"));
+    }
+}
