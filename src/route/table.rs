@@ -1535,7 +1535,7 @@ mod tests {
         assert_eq!(t.broker_member_group("g1").len(), 1);
         assert!(t.broker_member_group("g2").is_empty());
         assert_eq!(t.pickup_route("Both").unwrap().queue_datas.len(), 1);
-        assert!(t.cluster_info().cluster_addr_table.get("d").is_none());
+        assert!(!t.cluster_info().cluster_addr_table.contains_key("d"));
         let out = t.unregister_batch(&[unreg("c", "g1", "m1:1", 0)]);
         assert_eq!(out.topics_removed, 2);
         assert!(t.pickup_route("A").is_none());
