@@ -1,0 +1,81 @@
+//! Isolation inside the one loop: registrations wait in a bounded queue and are answered
+//! SYSTEM_BUSY with Java's `[OVERLOAD]` remark past the bound, while cheap requests keep
+//! being answered.
+
+mod common;
+
+use common::*;
+use rmq_namesrv::remoting::codes::{request, response};
+use rmq_namesrv::route::model;
+use std::time::Duration;
+
+#[test]
+fn a_registration_storm_past_the_backlog_bound_gets_system_busy() {
+    let server = TestServer::start_with(|c| {
+        c.registration_backlog_limit = 1;
+        c.registration_budget_per_iteration = 1;
+    });
+    // Large bodies make each registration slow to apply, so the others pile up behind it.
+    let topics: Vec<_> = (0..3000)
+        .map(|i| topic(&format!("Storm{i}"), 4, 6))
+        .collect();
+    let mut conns: Vec<_> = (0..20).map(|_| server.client()).collect();
+    let mut bytes = Vec::new();
+    model::encode_register_body_json(&body_with(1, &topics), &mut bytes);
+    let crc = (model::crc32(&bytes) & 0x7FFF_FFFF).to_string();
+    let mut frames = Vec::new();
+    for i in 0..conns.len() {
+        let name = format!("storm-{i}");
+        let addr = format!("10.9.0.{i}:10911");
+        let ext = [
+            ("brokerName", name.as_str()),
+            ("brokerAddr", addr.as_str()),
+            ("clusterName", "storm"),
+            ("haServerAddr", "10.9.0.1:10912"),
+            ("brokerId", "0"),
+            ("bodyCrc32", crc.as_str()),
+        ];
+        let mut frame = Vec::new();
+        let header = rmq_namesrv::remoting::command::Header {
+            code: request::REGISTER_BROKER,
+            language: "JAVA",
+            version: 479,
+            opaque: 1,
+            flag: 0,
+            remark: None,
+        };
+        rmq_namesrv::remoting::command::encode_frame(
+            &mut frame,
+            rmq_namesrv::remoting::command::SerializeType::Json,
+            &header,
+            Some(ext.iter().copied()),
+            &bytes,
+        );
+        frames.push(frame);
+    }
+    for (c, f) in conns.iter_mut().zip(&frames) {
+        c.send_raw(f).unwrap();
+    }
+    let mut busy = 0;
+    let mut ok = 0;
+    for c in conns.iter_mut() {
+        c.set_timeout(Duration::from_secs(60));
+        let resp = c.read_response(1).unwrap();
+        match resp.code {
+            response::SUCCESS => ok += 1,
+            response::SYSTEM_BUSY => {
+                assert_eq!(
+                    resp.remark.as_deref(),
+                    Some("[OVERLOAD]system busy, start flow control for a while")
+                );
+                busy += 1;
+            }
+            other => panic!("unexpected code {other}: {:?}", resp.remark),
+        }
+    }
+    assert!(busy >= 1, "some registrations are refused ({ok} accepted)");
+    assert!(ok >= 1);
+    let mut c = server.client();
+    assert_eq!(stat(&mut c, "rejectedBusy"), busy);
+    assert_eq!(cluster_info(&mut c).broker_addr_table.len(), ok as usize);
+}
