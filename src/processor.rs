@@ -57,9 +57,52 @@ pub struct Effects {
     pub config_changed: bool,
 }
 
+/// Request counts by code: a flat array for RocketMQ's range (no hashing per request), a map
+/// for anything else a peer may send.
+#[derive(Debug)]
+struct RequestCounts {
+    low: Vec<u64>,
+    other: HashMap<i32, u64>,
+}
+
+impl Default for RequestCounts {
+    fn default() -> Self {
+        RequestCounts {
+            low: vec![0; 1024],
+            other: HashMap::new(),
+        }
+    }
+}
+
+impl RequestCounts {
+    fn count(&mut self, code: i32) {
+        match usize::try_from(code).ok().and_then(|c| self.low.get_mut(c)) {
+            Some(n) => *n += 1,
+            // Unknown codes from hostile peers must not grow this map without bound.
+            None if self.other.len() < 1024 || self.other.contains_key(&code) => {
+                *self.other.entry(code).or_insert(0) += 1
+            }
+            None => {}
+        }
+    }
+
+    fn sorted(&self) -> Vec<(i32, u64)> {
+        let mut v: Vec<(i32, u64)> = self
+            .low
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(c, n)| (c as i32, *n))
+            .chain(self.other.iter().map(|(c, n)| (*c, *n)))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+}
+
 #[derive(Debug, Default)]
 struct Stats {
-    requests_by_code: HashMap<i32, u64>,
+    requests_by_code: RequestCounts,
     registrations: u64,
     registrations_unchanged: u64,
     expiries: u64,
@@ -226,7 +269,7 @@ impl Processor {
             );
             return Effects::default();
         }
-        *self.stats.requests_by_code.entry(cmd.code).or_insert(0) += 1;
+        self.stats.requests_by_code.count(cmd.code);
         let mut effects = Effects::default();
         let reply = match self.dispatch(ctx, counters, cmd, &mut effects) {
             Ok(r) => r,
@@ -252,7 +295,7 @@ impl Processor {
         remark: &str,
         out: &mut Vec<u8>,
     ) {
-        *self.stats.requests_by_code.entry(cmd.code).or_insert(0) += 1;
+        self.stats.requests_by_code.count(cmd.code);
         self.stats.rejected_busy += 1;
         if !cmd.is_oneway() {
             self.write_reply(cmd.opaque, &Reply::error(code, remark), out);
@@ -927,14 +970,12 @@ impl Processor {
         }
         write_key(&mut out, "requests");
         out.push(b'{');
-        let mut codes: Vec<_> = self.stats.requests_by_code.iter().collect();
-        codes.sort();
-        for (i, (code, n)) in codes.into_iter().enumerate() {
+        for (i, (code, n)) in self.stats.requests_by_code.sorted().into_iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
             write_key(&mut out, &code.to_string());
-            write_i64(&mut out, *n as i64);
+            write_i64(&mut out, n as i64);
         }
         out.extend_from_slice(b"}}");
         out
