@@ -375,3 +375,19 @@ fn binary_prints_config_help_and_version() {
     let out = binary().arg("--noSuchFlag").output().unwrap();
     assert!(!out.status.success());
 }
+
+#[test]
+fn connections_beyond_max_connections_are_closed_at_once() {
+    let server = TestServer::start_with(|c| c.max_connections = 2);
+    let mut first = server.client();
+    let _second = server.client();
+    let mut third = raw_connect(&server);
+    assert!(closed(&mut third));
+    assert_eq!(
+        first
+            .request(request::GET_BROKER_CLUSTER_INFO, &[], b"")
+            .unwrap()
+            .code,
+        response::SUCCESS
+    );
+}

@@ -139,6 +139,8 @@ pub struct Server {
     /// connection, and are applied under a per-iteration budget after cheap requests.
     registrations: VecDeque<QueuedRegistration>,
     registration_bytes: usize,
+    refused_connections: u64,
+    next_refusal_log_ms: u64,
     /// Unregistrations handed back by the worker, applied in chunks.
     unregistrations: VecDeque<(
         crate::route::table::UnregisterRequest,
@@ -225,6 +227,8 @@ impl Server {
             pending: VecDeque::new(),
             registrations: VecDeque::new(),
             registration_bytes: 0,
+            refused_connections: 0,
+            next_refusal_log_ms: 0,
             unregistrations: VecDeque::new(),
         })
     }
@@ -281,18 +285,19 @@ impl Server {
         Ok(())
     }
 
-    fn shutdown(&mut self) {
+    fn shutdown(mut self) {
         let keys: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
         for k in keys {
             if let Some(mut c) = self.conns.try_remove(k) {
                 let _ = self.poll.registry().deregister(c.stream_mut());
             }
         }
-        // Dropping the processor closes the job channel, which ends the worker.
-        let (tx, _) = bounded(1);
-        let placeholder = Processor::new(self.processor.config().clone(), KvStore::in_memory(), tx);
-        drop(std::mem::replace(&mut self.processor, placeholder));
-        if let Some(w) = self.worker.take() {
+        // The processor holds the worker's job sender: dropping it ends the worker.
+        let Server {
+            processor, worker, ..
+        } = self;
+        drop(processor);
+        if let Some(w) = worker {
             let _ = w.join();
         }
     }
@@ -314,10 +319,16 @@ impl Server {
             match self.listener.accept() {
                 Ok((mut stream, peer)) => {
                     if self.conns.len() >= self.settings.max_connections {
-                        warn!(
-                            "refusing connection from {peer}: maxConnections {} reached",
-                            self.settings.max_connections
-                        );
+                        self.refused_connections += 1;
+                        // One line per second at most: a connection flood must not flood the log.
+                        let now = self.now_ms();
+                        if now >= self.next_refusal_log_ms {
+                            warn!(
+                                "refusing connection from {peer}: maxConnections {} reached ({} refused so far)",
+                                self.settings.max_connections, self.refused_connections
+                            );
+                            self.next_refusal_log_ms = now + 1000;
+                        }
                         drop(stream);
                         continue;
                     }
@@ -632,7 +643,7 @@ impl Server {
             }
             self.next_scan_ms = now + self.settings.scan_interval_ms;
         }
-        if self.settings.next_idle_check_due(&self.idle) {
+        if !self.idle.is_empty() {
             let mut fired = Vec::new();
             self.idle.pop_due(now, |_, k| fired.push(k));
             for (key, generation) in fired {
@@ -658,12 +669,6 @@ impl Server {
                 }
             }
         }
-    }
-}
-
-impl LoopSettings {
-    fn next_idle_check_due(&self, wheel: &TimerWheel<(usize, u64)>) -> bool {
-        !wheel.is_empty()
     }
 }
 
