@@ -355,9 +355,9 @@ impl Processor {
             ));
         }
         match cmd.code {
-            request::PUT_KV_CONFIG => self.put_kv_config(cmd),
+            request::PUT_KV_CONFIG => self.change_kv_config(cmd, true),
             request::GET_KV_CONFIG => self.get_kv_config(cmd),
-            request::DELETE_KV_CONFIG => self.delete_kv_config(cmd),
+            request::DELETE_KV_CONFIG => self.change_kv_config(cmd, false),
             request::GET_KVLIST_BY_NAMESPACE => self.get_kv_list(cmd),
             request::REGISTER_BROKER => self.register_broker(ctx, cmd),
             request::UNREGISTER_BROKER => self.unregister_broker(cmd),
@@ -424,17 +424,26 @@ impl Processor {
 
     // ------------------------------------------------------------------ KV
 
-    fn put_kv_config(&mut self, cmd: &RemotingCommand) -> Result<Reply, Reject> {
+    /// PUT_KV_CONFIG (`value` given) and DELETE_KV_CONFIG: persisted before the answer.
+    fn change_kv_config(&mut self, cmd: &RemotingCommand, put: bool) -> Result<Reply, Reject> {
         let namespace = required(cmd, "namespace")?;
         let key = required(cmd, "key")?;
-        let value = required(cmd, "value")?;
-        self.kv.put(namespace, key, value).map_err(|e| {
+        let result = if put {
+            let value = required(cmd, "value")?;
+            self.kv.put(namespace, key, value)
+        } else {
+            self.kv.delete(namespace, key)
+        };
+        result.map_err(|e| {
             reject(
                 response::SYSTEM_ERROR,
                 format!("persisting the KV config failed: {e}"),
             )
         })?;
-        info!("KV config put {namespace}/{key}");
+        info!(
+            "KV config {} {namespace}/{key}",
+            if put { "put" } else { "delete" }
+        );
         if namespace == ORDER_TOPIC_CONFIG {
             self.table.invalidate_topic(key);
         }
@@ -457,22 +466,6 @@ impl Processor {
                 )
             }),
         }
-    }
-
-    fn delete_kv_config(&mut self, cmd: &RemotingCommand) -> Result<Reply, Reject> {
-        let namespace = required(cmd, "namespace")?;
-        let key = required(cmd, "key")?;
-        self.kv.delete(namespace, key).map_err(|e| {
-            reject(
-                response::SYSTEM_ERROR,
-                format!("persisting the KV config failed: {e}"),
-            )
-        })?;
-        info!("KV config delete {namespace}/{key}");
-        if namespace == ORDER_TOPIC_CONFIG {
-            self.table.invalidate_topic(key);
-        }
-        Ok(Reply::ok())
     }
 
     fn get_kv_list(&mut self, cmd: &RemotingCommand) -> Result<Reply, Reject> {
