@@ -92,6 +92,8 @@ pub struct NamesrvConfig {
     /// Pending registrations before answering SYSTEM_BUSY.
     pub registration_backlog_limit: u32,
     pub registration_budget_per_iteration: u32,
+    /// Bytes of encoded routes kept in the route cache.
+    pub route_cache_max_bytes: u32,
     /// "" = off; else comma-separated CIDRs, e.g. "127.0.0.1/32,10.0.0.0/8,::1/128".
     pub admin_allow_list: String,
     /// Keys seen in a config file or update that are not fields above: kept and reported (Java keeps them).
@@ -175,6 +177,7 @@ impl Default for NamesrvConfig {
             conn_write_hard_cap: 67_108_864,
             registration_backlog_limit: 10_000,
             registration_budget_per_iteration: 64,
+            route_cache_max_bytes: 4_194_304,
             admin_allow_list: String::new(),
             extra: BTreeMap::new(),
         }
@@ -382,6 +385,8 @@ static PROPERTIES: &[Property] = &[
     number!("connWriteHardCap", conn_write_hard_cap, KIB..=u32::MAX as i64),
     number!("registrationBacklogLimit", registration_backlog_limit, COUNT),
     number!("registrationBudgetPerIteration", registration_budget_per_iteration, 1..=1_000_000),
+    // bytes: 0 (no caching) ..= 4 GiB-1.
+    number!("routeCacheMaxBytes", route_cache_max_bytes, 0..=u32::MAX as i64),
     Property {
         key: "adminAllowList",
         get: |c| c.admin_allow_list.clone(),

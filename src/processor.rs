@@ -213,7 +213,7 @@ fn route_settings(config: &NamesrvConfig) -> RouteSettings {
         support_acting_master: config.support_acting_master,
         delete_topic_with_broker_registration: config.delete_topic_with_broker_registration,
         notify_min_broker_id_changed: config.notify_min_broker_id_changed,
-        cache_max_bytes: RouteSettings::default().cache_max_bytes,
+        cache_max_bytes: config.route_cache_max_bytes as usize,
     }
 }
 
@@ -702,9 +702,9 @@ impl Processor {
 
     fn unregister_broker(&mut self, cmd: &RemotingCommand) -> Result<Reply, Reject> {
         let request = UnregisterRequest {
-            broker_name: required(cmd, "brokerName")?.to_string(),
-            broker_addr: required(cmd, "brokerAddr")?.to_string(),
-            cluster: required(cmd, "clusterName")?.to_string(),
+            broker_name: required(cmd, "brokerName")?.into(),
+            broker_addr: required(cmd, "brokerAddr")?.into(),
+            cluster: required(cmd, "clusterName")?.into(),
             broker_id: required_i64(cmd, "brokerId")?,
         };
         if self.submit_unregistrations(vec![(request, RemovalReason::Unregister)]) {
@@ -978,18 +978,26 @@ impl Processor {
 
     /// The scan tick: silent brokers are expired, their connections reported for closing,
     /// and their unregistrations queued as one batch.
-    pub fn expire_silent_brokers(&mut self, now_ms: u64) -> Vec<ConnId> {
-        let expired: Vec<ExpiredBroker> = self.table.expire_silent_brokers(now_ms);
+    /// At most `limit` wheel entries are examined; the flag says whether more are due.
+    pub fn expire_silent_brokers(&mut self, now_ms: u64, limit: usize) -> (Vec<ConnId>, bool) {
+        let (expired, more): (Vec<ExpiredBroker>, bool) =
+            self.table.expire_silent_brokers_limited(now_ms, limit);
         if expired.is_empty() {
-            return Vec::new();
+            return (Vec::new(), more);
         }
         let mut conns = Vec::new();
         let mut batch = Vec::with_capacity(expired.len());
+        log_grouped(
+            log::Level::Warn,
+            "broker expired",
+            expired.iter().map(|e| {
+                format!(
+                    "{}@{} ({}) silent for {} ms",
+                    e.request.broker_name, e.request.broker_addr, e.request.cluster, e.silent_ms
+                )
+            }),
+        );
         for e in &expired {
-            warn!(
-                "broker {}@{} ({}) expired: silent for {} ms",
-                e.request.broker_name, e.request.broker_addr, e.request.cluster, e.silent_ms
-            );
             if let Some(c) = e.conn {
                 conns.push(c);
             }
@@ -1009,7 +1017,7 @@ impl Processor {
         }
         conns.sort_unstable();
         conns.dedup();
-        conns
+        (conns, more)
     }
 
     /// A connection closed: unregister every broker that registered over it.
@@ -1036,17 +1044,21 @@ impl Processor {
         let requests: Vec<UnregisterRequest> = batch.iter().map(|(r, _)| r.clone()).collect();
         let outcome = self.table.unregister_batch(&requests);
         self.stats.unregistrations += requests.len() as u64;
-        for (r, reason) in batch {
-            let why = match reason {
-                RemovalReason::Unregister => "unregistered".to_string(),
-                RemovalReason::Expired { silent_ms } => format!("expired after {silent_ms} ms"),
-                RemovalReason::ConnectionClosed => "connection closed".to_string(),
-            };
-            info!(
-                "broker removed: {}@{} id {} cluster {} ({why})",
-                r.broker_name, r.broker_addr, r.broker_id, r.cluster
-            );
-        }
+        log_grouped(
+            log::Level::Info,
+            "broker removed",
+            batch.iter().map(|(r, reason)| {
+                let why = match reason {
+                    RemovalReason::Unregister => "unregistered".to_string(),
+                    RemovalReason::Expired { silent_ms } => format!("expired after {silent_ms} ms"),
+                    RemovalReason::ConnectionClosed => "connection closed".to_string(),
+                };
+                format!(
+                    "{}@{} id {} cluster {} ({why})",
+                    r.broker_name, r.broker_addr, r.broker_id, r.cluster
+                )
+            }),
+        );
         if outcome.topics_removed > 0 || outcome.broker_groups_removed > 0 {
             info!(
                 "unregistration batch of {}: {} broker group(s) and {} topic(s) removed",
@@ -1057,6 +1069,35 @@ impl Processor {
         }
         for n in outcome.notifications {
             self.send_notification(n);
+        }
+    }
+}
+
+/// Logs one line per item, or lines of up to 100 items when there are many (a mass expiry
+/// of ten thousand brokers must not cost ten thousand synchronous log writes on the loop).
+fn log_grouped(level: log::Level, what: &str, items: impl ExactSizeIterator<Item = String>) {
+    if !log::log_enabled!(level) {
+        return;
+    }
+    let total = items.len();
+    if total <= 10 {
+        for item in items {
+            log::log!(level, "{what}: {item}");
+        }
+        return;
+    }
+    let mut line = String::new();
+    let mut in_line = 0;
+    for (i, item) in items.enumerate() {
+        if in_line > 0 {
+            line.push_str("; ");
+        }
+        line.push_str(&item);
+        in_line += 1;
+        if in_line == 100 || i + 1 == total {
+            log::log!(level, "{what} ({} of {total}): {line}", i + 1);
+            line.clear();
+            in_line = 0;
         }
     }
 }

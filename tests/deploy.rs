@@ -72,6 +72,7 @@ const EXPECTED_KEYS: &[&str] = &[
     "connWriteHardCap",
     "registrationBacklogLimit",
     "registrationBudgetPerIteration",
+    "routeCacheMaxBytes",
     "adminAllowList",
 ];
 

@@ -52,7 +52,7 @@ impl Default for RouteSettings {
             support_acting_master: false,
             delete_topic_with_broker_registration: false,
             notify_min_broker_id_changed: false,
-            cache_max_bytes: 8 << 20,
+            cache_max_bytes: 4 << 20,
         }
     }
 }
@@ -82,13 +82,42 @@ impl QueueSlot {
 
 #[derive(Debug, Default)]
 struct TopicEntry {
-    /// Sorted by broker name (binary search; also gives a stable output order).
+    /// Sorted by broker name (binary search; also gives a stable output order). Sized
+    /// exactly: most topics have one or two broker groups.
     queues: Vec<QueueSlot>,
-    /// Encoded bodies: [standard, legacy].
-    cache: [Option<Bytes>; 2],
+    /// Encoded bodies, [standard, legacy]; boxed because most topics of a large registry
+    /// are never looked up, and an empty box pointer costs 8 bytes instead of 64.
+    cache: Option<Box<[Option<Bytes>; 2]>>,
 }
 
 impl TopicEntry {
+    fn cached(&self, idx: usize) -> Option<&Bytes> {
+        self.cache.as_ref().and_then(|c| c[idx].as_ref())
+    }
+
+    fn set_cached(&mut self, idx: usize, bytes: Bytes) {
+        self.cache.get_or_insert_with(Default::default)[idx] = Some(bytes);
+    }
+
+    /// Drops one cached body; returns the bytes freed.
+    fn drop_cached(&mut self, idx: usize) -> usize {
+        let Some(cache) = self.cache.as_mut() else {
+            return 0;
+        };
+        let freed = cache[idx].take().map_or(0, |b| b.len());
+        if cache.iter().all(Option::is_none) {
+            self.cache = None;
+        }
+        freed
+    }
+
+    /// Drops both cached bodies; returns the bytes freed.
+    fn drop_cache(&mut self) -> usize {
+        self.cache
+            .take()
+            .map_or(0, |c| c.iter().flatten().map(Bytes::len).sum())
+    }
+
     fn find(&self, broker_name: &str) -> Result<usize, usize> {
         self.queues
             .binary_search_by(|q| q.broker_name.as_ref().cmp(broker_name))
@@ -109,8 +138,8 @@ struct BrokerEntry {
 
 #[derive(Debug)]
 struct LiveBroker {
-    cluster: String,
-    addr: String,
+    cluster: Arc<str>,
+    addr: Arc<str>,
     /// Broker name of the latest registration from this address.
     broker_name: Arc<str>,
     last_update_ms: u64,
@@ -187,9 +216,9 @@ pub struct RegisterResult {
 /// One broker to unregister (explicitly, by expiry, or because its connection closed).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct UnregisterRequest {
-    pub cluster: String,
-    pub broker_addr: String,
-    pub broker_name: String,
+    pub cluster: Arc<str>,
+    pub broker_addr: Arc<str>,
+    pub broker_name: Arc<str>,
     pub broker_id: i64,
 }
 
@@ -270,7 +299,7 @@ impl RouteTable {
             .get(addr)?
             .iter()
             .copied()
-            .find(|id| self.live.get(*id).is_some_and(|l| l.cluster == cluster))
+            .find(|id| self.live.get(*id).is_some_and(|l| &*l.cluster == cluster))
     }
 
     pub fn topic_count(&self) -> usize {
@@ -337,18 +366,14 @@ impl RouteTable {
     /// Drops the cached route bodies of one topic.
     pub fn invalidate_topic(&mut self, topic: &str) {
         if let Some(entry) = self.topics.get_mut(topic) {
-            for slot in entry.cache.iter_mut() {
-                if let Some(b) = slot.take() {
-                    self.cache_bytes -= b.len();
-                }
-            }
+            self.cache_bytes -= entry.drop_cache();
         }
     }
 
     /// Drops every cached route (settings that affect all routes changed).
     pub fn invalidate_all(&mut self) {
         for entry in self.topics.values_mut() {
-            entry.cache = [None, None];
+            entry.cache = None;
         }
         self.cache_bytes = 0;
         self.cache_order.clear();
@@ -360,11 +385,7 @@ impl RouteTable {
         };
         for topic in &b.topics {
             if let Some(entry) = self.topics.get_mut(topic.as_ref()) {
-                for slot in entry.cache.iter_mut() {
-                    if let Some(bytes) = slot.take() {
-                        self.cache_bytes -= bytes.len();
-                    }
-                }
+                self.cache_bytes -= entry.drop_cache();
             }
         }
     }
@@ -380,7 +401,7 @@ impl RouteTable {
     ) -> Option<Bytes> {
         let idx = dialect_index(dialect);
         let entry = self.topics.get(topic)?;
-        if let Some(b) = &entry.cache[idx] {
+        if let Some(b) = entry.cached(idx) {
             return Some(b.clone());
         }
         let mut route = self.pickup_route(topic)?;
@@ -390,7 +411,7 @@ impl RouteTable {
         let bytes = Bytes::from(out);
         let key = self.topics.get_key_value(topic)?.0.clone();
         if let Some(entry) = self.topics.get_mut(topic) {
-            entry.cache[idx] = Some(bytes.clone());
+            entry.set_cached(idx, bytes.clone());
             self.cache_bytes += bytes.len();
             self.cache_order.push_back((key, idx));
         }
@@ -405,9 +426,7 @@ impl RouteTable {
                 break;
             };
             if let Some(entry) = self.topics.get_mut(topic.as_ref()) {
-                if let Some(b) = entry.cache[idx].take() {
-                    self.cache_bytes -= b.len();
-                }
+                self.cache_bytes -= entry.drop_cached(idx);
             }
         }
         // Entries invalidated since they were queued leave stale markers behind; keep the
@@ -417,7 +436,7 @@ impl RouteTable {
             self.cache_order.retain(|(t, i)| {
                 topics
                     .get(t.as_ref())
-                    .is_some_and(|e| e.cache[*i].is_some())
+                    .is_some_and(|e| e.cached(*i).is_some())
             });
         }
     }
@@ -620,8 +639,8 @@ impl RouteTable {
                 result.first = true;
                 self.next_generation += 1;
                 let l = self.live.insert(LiveBroker {
-                    cluster: req.cluster.to_string(),
-                    addr: addr.to_string(),
+                    cluster: Arc::from(req.cluster),
+                    addr: Arc::from(addr),
                     broker_name: name_key.clone(),
                     last_update_ms: req.now_ms,
                     timeout_ms,
@@ -790,6 +809,7 @@ impl RouteTable {
                 true
             }
             Err(i) => {
+                entry.queues.reserve_exact(1);
                 entry.queues.insert(i, slot);
                 true
             }
@@ -857,10 +877,10 @@ impl RouteTable {
 
     fn remove_live(&mut self, live_id: usize) -> Option<LiveBroker> {
         let live = self.live.try_remove(live_id)?;
-        if let Some(ids) = self.live_by_addr.get_mut(&live.addr) {
+        if let Some(ids) = self.live_by_addr.get_mut(&*live.addr) {
             ids.retain(|l| *l != live_id);
             if ids.is_empty() {
-                self.live_by_addr.remove(&live.addr);
+                self.live_by_addr.remove(&*live.addr);
             }
         }
         if let Some(c) = live.conn {
@@ -881,17 +901,17 @@ impl RouteTable {
     fn unregister_request_for(&self, live_id: usize) -> Option<UnregisterRequest> {
         let live = self.live.get(live_id)?;
         let b = self.brokers.get(live.broker_name.as_ref())?;
-        if b.data.cluster != live.cluster {
+        if *b.data.cluster != *live.cluster {
             return None;
         }
         b.data
             .broker_addrs
             .iter()
-            .find(|(_, a)| **a == live.addr)
+            .find(|(_, a)| a.as_str() == &*live.addr)
             .map(|(id, _)| UnregisterRequest {
                 cluster: live.cluster.clone(),
                 broker_addr: live.addr.clone(),
-                broker_name: b.data.broker_name.clone(),
+                broker_name: b.name.clone(),
                 broker_id: *id,
             })
     }
@@ -900,9 +920,20 @@ impl RouteTable {
     /// The live entries stay until the unregistration batch is applied (as in Java); they
     /// are not rescheduled, so each is reported once unless `rearm_after_failed_submit`.
     pub fn expire_silent_brokers(&mut self, now_ms: u64) -> Vec<ExpiredBroker> {
+        self.expire_silent_brokers_limited(now_ms, usize::MAX).0
+    }
+
+    /// Like [`RouteTable::expire_silent_brokers`], looking at no more than `limit` wheel
+    /// entries; the flag says whether due entries remain for another call.
+    pub fn expire_silent_brokers_limited(
+        &mut self,
+        now_ms: u64,
+        limit: usize,
+    ) -> (Vec<ExpiredBroker>, bool) {
         let mut fired = Vec::new();
-        self.expiry
-            .pop_due(now_ms, |bucket, key| fired.push((bucket, key)));
+        let more = self
+            .expiry
+            .pop_due_limited(now_ms, limit, |bucket, key| fired.push((bucket, key)));
         let mut expired = Vec::new();
         for (bucket, (live_id, generation)) in fired {
             let Some(live) = self.live.get(live_id) else {
@@ -933,7 +964,7 @@ impl RouteTable {
                 self.arm_expiry(live_id);
             }
         }
-        expired
+        (expired, more)
     }
 
     /// Puts an expired broker back on the wheel when its unregistration could not be queued,
@@ -968,23 +999,27 @@ impl RouteTable {
     /// the topics of the affected broker groups are visited.
     pub fn unregister_batch(&mut self, batch: &[UnregisterRequest]) -> BatchOutcome {
         let mut outcome = BatchOutcome::default();
-        let mut removed_names: Vec<String> = Vec::new();
-        let mut reduced_names: Vec<String> = Vec::new();
+        let mut removed_names: Vec<Arc<str>> = Vec::new();
+        let mut reduced_names: Vec<Arc<str>> = Vec::new();
         for req in batch {
             if let Some(l) = self.live_id(&req.cluster, &req.broker_addr) {
                 self.remove_live(l);
                 outcome.brokers_removed += 1;
             }
-            let key = (req.cluster.clone(), req.broker_addr.clone());
-            if self.filter_servers.remove(&key).is_some() {
-                self.invalidate_broker_topics(&req.broker_name);
+            if !self.filter_servers.is_empty() {
+                let key = (req.cluster.to_string(), req.broker_addr.to_string());
+                if self.filter_servers.remove(&key).is_some() {
+                    self.invalidate_broker_topics(&req.broker_name);
+                }
             }
             let mut removed = false;
             let mut changed = false;
-            if let Some(b) = self.brokers.get_mut(req.broker_name.as_str()) {
+            if let Some(b) = self.brokers.get_mut(&*req.broker_name) {
                 let was_min = b.data.broker_addrs.keys().next() == Some(&req.broker_id);
                 let before = b.data.broker_addrs.len();
-                b.data.broker_addrs.retain(|_, a| *a != req.broker_addr);
+                b.data
+                    .broker_addrs
+                    .retain(|_, a| a.as_str() != &*req.broker_addr);
                 changed = b.data.broker_addrs.len() != before;
                 if b.data.broker_addrs.is_empty() {
                     removed = true;
@@ -994,20 +1029,20 @@ impl RouteTable {
                             targets: b.data.broker_addrs.values().cloned().collect(),
                             min_broker_id: *min_id,
                             min_broker_addr: min_addr.clone(),
-                            offline_broker_addr: Some(req.broker_addr.clone()),
+                            offline_broker_addr: Some(req.broker_addr.to_string()),
                             ha_broker_addr: None,
                         });
                     }
                 }
             }
-            if changed {
+            if changed && !removed {
                 self.invalidate_broker_topics(&req.broker_name);
             }
             if removed {
-                if let Some(set) = self.clusters.get_mut(&req.cluster) {
-                    set.remove(&req.broker_name);
+                if let Some(set) = self.clusters.get_mut(&*req.cluster) {
+                    set.remove(&*req.broker_name);
                     if set.is_empty() {
-                        self.clusters.remove(&req.cluster);
+                        self.clusters.remove(&*req.cluster);
                     }
                 }
                 removed_names.push(req.broker_name.clone());
@@ -1016,23 +1051,30 @@ impl RouteTable {
             }
         }
         for name in &removed_names {
-            let Some(b) = self.brokers.get(name.as_str()) else {
+            // The group is gone: drop it, then its queue entries topic by topic (only the
+            // topics it served, never a scan of the whole table).
+            let Some(b) = self.brokers.remove(&**name) else {
                 continue;
             };
-            let topics: Vec<Arc<str>> = b.topics.iter().cloned().collect();
-            for topic in topics {
-                let existed = self.topics.contains_key(topic.as_ref());
-                self.remove_queue(&topic, name);
-                if existed && !self.topics.contains_key(topic.as_ref()) {
+            outcome.broker_groups_removed += 1;
+            for topic in b.topics {
+                let Some(entry) = self.topics.get_mut(&*topic) else {
+                    continue;
+                };
+                let Ok(i) = entry.find(name) else {
+                    continue;
+                };
+                entry.queues.remove(i);
+                self.cache_bytes -= entry.drop_cache();
+                if entry.queues.is_empty() {
+                    self.topics.remove(&*topic);
                     outcome.topics_removed += 1;
                 }
             }
-            self.brokers.remove(name.as_str());
-            outcome.broker_groups_removed += 1;
         }
         if self.settings.support_acting_master {
             for name in &reduced_names {
-                let Some(b) = self.brokers.get(name.as_str()) else {
+                let Some(b) = self.brokers.get(&**name) else {
                     continue;
                 };
                 let no_master = b

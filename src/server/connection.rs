@@ -47,7 +47,7 @@ impl Connection {
         Connection {
             stream,
             peer,
-            read_buf: BytesMut::with_capacity(4096),
+            read_buf: BytesMut::new(),
             write_buf: BytesMut::new(),
             last_active_ms: now_ms,
             generation,
@@ -55,6 +55,14 @@ impl Connection {
             write_interest: false,
             peer_closed: false,
             registration_queued: false,
+        }
+    }
+
+    /// Releases the read buffer once every frame in it was handled: a thousand idle broker
+    /// connections must not each keep the capacity of their last registration.
+    pub fn release_idle_read_buffer(&mut self) {
+        if self.read_buf.is_empty() && self.read_buf.capacity() > 0 {
+            self.read_buf = BytesMut::new();
         }
     }
 
@@ -106,8 +114,8 @@ impl Connection {
                 Err(e) => return FlushResult::Error(e),
             }
         }
-        // Give a large, now empty, buffer's memory back so idle peers stay cheap.
-        if self.write_buf.capacity() > 1 << 20 {
+        // Give the now empty buffer's memory back so idle peers cost nothing.
+        if self.write_buf.capacity() > 16 * 1024 {
             self.write_buf = BytesMut::new();
         }
         FlushResult::Done(total)

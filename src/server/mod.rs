@@ -48,7 +48,10 @@ const SLOW_WORK_BUDGET: Duration = Duration::from_millis(1);
 const REGISTRATION_BACKLOG_BYTES: usize = 256 << 20;
 
 /// Unregistrations applied per step of a large batch.
-const UNREGISTER_CHUNK: usize = 128;
+const UNREGISTER_CHUNK: usize = 32;
+
+/// Expiry-wheel entries examined per loop iteration during a mass expiry.
+const EXPIRY_CHUNK: usize = 2048;
 
 /// Java's remark when a request queue is full.
 const OVERLOAD_REMARK: &str = "[OVERLOAD]system busy, start flow control for a while";
@@ -141,6 +144,8 @@ pub struct Server {
     registration_bytes: usize,
     refused_connections: u64,
     next_refusal_log_ms: u64,
+    /// A scan found more due brokers than one iteration handles.
+    expiry_in_progress: bool,
     /// Unregistrations handed back by the worker, applied in chunks.
     unregistrations: VecDeque<(
         crate::route::table::UnregisterRequest,
@@ -229,6 +234,7 @@ impl Server {
             registration_bytes: 0,
             refused_connections: 0,
             next_refusal_log_ms: 0,
+            expiry_in_progress: false,
             unregistrations: VecDeque::new(),
         })
     }
@@ -306,6 +312,7 @@ impl Server {
         if !self.pending.is_empty()
             || !self.registrations.is_empty()
             || !self.unregistrations.is_empty()
+            || self.expiry_in_progress
         {
             return Duration::ZERO;
         }
@@ -497,6 +504,7 @@ impl Server {
             }
             conn.write_buf.extend_from_slice(&self.out);
             self.out.clear();
+            conn.release_idle_read_buffer();
         }
         if let Some(reason) = close_reason {
             let peer = self.conns.get(key).map(|c| c.peer);
@@ -636,12 +644,16 @@ impl Server {
 
     fn run_timers(&mut self) {
         let now = self.now_ms();
-        if now >= self.next_scan_ms {
-            let to_close = self.processor.expire_silent_brokers(now);
+        if now >= self.next_scan_ms || self.expiry_in_progress {
+            if !self.expiry_in_progress {
+                self.next_scan_ms = now + self.settings.scan_interval_ms;
+            }
+            // A mass expiry is spread over several iterations so lookups keep flowing.
+            let (to_close, more) = self.processor.expire_silent_brokers(now, EXPIRY_CHUNK);
+            self.expiry_in_progress = more;
             for key in to_close {
                 self.close(key, "broker expired");
             }
-            self.next_scan_ms = now + self.settings.scan_interval_ms;
         }
         if !self.idle.is_empty() {
             let mut fired = Vec::new();

@@ -53,6 +53,39 @@ impl<K> TimerWheel<K> {
         }
     }
 
+    /// Like [`TimerWheel::pop_due`] but stops after `limit` keys; returns true when due keys
+    /// remain (the caller comes back for them on its next turn).
+    pub fn pop_due_limited(
+        &mut self,
+        now_ms: u64,
+        limit: usize,
+        mut visit: impl FnMut(u64, K),
+    ) -> bool {
+        let now_bucket = now_ms / self.granularity_ms;
+        let mut taken = 0;
+        while let Some(mut entry) = self.buckets.first_entry() {
+            if *entry.key() > now_bucket {
+                return false;
+            }
+            let bucket = *entry.key();
+            let keys = entry.get_mut();
+            while taken < limit {
+                let Some(key) = keys.pop() else {
+                    break;
+                };
+                self.len -= 1;
+                taken += 1;
+                visit(bucket, key);
+            }
+            if keys.is_empty() {
+                entry.remove();
+            } else {
+                return true;
+            }
+        }
+        false
+    }
+
     /// Scheduled entries (including stale ones that owners will ignore when they fire).
     pub fn len(&self) -> usize {
         self.len
@@ -84,5 +117,22 @@ mod tests {
         wheel.pop_due(u64::MAX, |_, k| fired.push(k));
         assert_eq!(fired, vec!["a", "b", "c"]);
         assert!(wheel.is_empty());
+    }
+
+    #[test]
+    fn limited_pops_resume_where_they_stopped() {
+        let mut wheel = TimerWheel::new(10);
+        for i in 0..25 {
+            wheel.schedule(i, i);
+        }
+        wheel.schedule(1000, 99);
+        let mut fired = Vec::new();
+        assert!(wheel.pop_due_limited(100, 10, |_, k| fired.push(k)));
+        assert_eq!(fired.len(), 10);
+        assert!(wheel.pop_due_limited(100, 10, |_, k| fired.push(k)));
+        assert!(!wheel.pop_due_limited(100, 10, |_, k| fired.push(k)));
+        fired.sort_unstable();
+        assert_eq!(fired, (0..25).collect::<Vec<_>>());
+        assert_eq!(wheel.len(), 1);
     }
 }
