@@ -964,7 +964,13 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            eprintln!("rmq-admin: {e}\n\n{}", general_usage());
+            // The named command's usage when there is one, else the general one.
+            let usage = args
+                .iter()
+                .find_map(|a| COMMANDS.iter().find(|c| c.name.eq_ignore_ascii_case(a)))
+                .filter(|c| c.name != "help")
+                .map_or_else(general_usage, command_usage);
+            eprintln!("rmq-admin: {e}\n\n{usage}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
