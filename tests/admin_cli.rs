@@ -520,6 +520,11 @@ fn stats_shows_the_extension_and_fails_on_other_name_servers() {
     assert_eq!(value("brokerGroups"), Some(2));
     assert_eq!(value("clusters"), Some(2));
     assert_eq!(value("registrations"), Some(3));
+    assert_eq!(
+        value("rejectedBusy"),
+        Some(0),
+        "every field the server reports is shown"
+    );
     assert!(value("connections").is_some_and(|n| n >= 4), "{out}");
     assert!(
         out.lines()

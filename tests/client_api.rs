@@ -175,6 +175,8 @@ fn every_typed_call(serialize_type: SerializeType) {
     let st = c.stats().expect("stats");
     assert_eq!(st.brokers, 2);
     assert_eq!(st.registrations, 2);
+    assert!(st.values.contains(&("registrations".to_string(), 2)));
+    assert!(st.values.iter().any(|(k, _)| k == "rejectedBusy"));
     assert!(st.connections >= 2);
     assert!(st.requests.iter().any(|(code, n)| *code == 103 && *n == 2));
 

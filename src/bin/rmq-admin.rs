@@ -838,9 +838,9 @@ fn get_namesrv_config(inv: &Invocation, set: &mut NameServerSet) -> Outcome {
 
 fn stats_json(st: &NamesrvStats) -> Value {
     let mut members: Vec<(String, Value)> = st
-        .fields()
+        .values
         .iter()
-        .map(|(k, v)| (k.to_string(), Value::Int(*v)))
+        .map(|(k, v)| (k.clone(), Value::Int(*v)))
         .collect();
     members.push((
         "requests".into(),
@@ -876,8 +876,8 @@ fn stats(inv: &Invocation, set: &mut NameServerSet) -> Outcome {
         }
         out.push_str(&format!("============ {addr} ============\n"));
         let mut t = Table::new(&[("STAT", ""), ("VALUE", "")]);
-        for (k, v) in st.fields() {
-            t.push(vec![s(k), Cell::Int(v)]);
+        for (k, v) in &st.values {
+            t.push(vec![s(k.as_str()), Cell::Int(*v)]);
         }
         out.push_str(&t.render());
         out.push('\n');

@@ -148,7 +148,8 @@ pub struct BrokerMemberGroup {
 }
 
 /// The stats extension's answer (code [`request::RMQ_NAMESRV_STATS`]). Missing fields read 0
-/// so that an older server still decodes.
+/// so that an older server still decodes; fields this client does not know are kept in
+/// [`values`](Self::values).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NamesrvStats {
     pub connections: i64,
@@ -165,37 +166,29 @@ pub struct NamesrvStats {
     pub largest_unregister_batch: i64,
     pub bytes_in: i64,
     pub bytes_out: i64,
+    pub rejected_busy: i64,
+    pub unregister_queue_full: i64,
+    /// Every integer member of the body with its wire name, in the server's order (the fields
+    /// above and any a newer server adds).
+    pub values: Vec<(String, i64)>,
     /// (request code, requests served), ascending by code.
     pub requests: Vec<(i32, i64)>,
 }
 
 impl NamesrvStats {
-    /// The scalar fields with their wire names, in wire order.
-    pub fn fields(&self) -> [(&'static str, i64); 14] {
-        [
-            ("connections", self.connections),
-            ("brokers", self.brokers),
-            ("brokerGroups", self.broker_groups),
-            ("topics", self.topics),
-            ("clusters", self.clusters),
-            ("uptimeMillis", self.uptime_millis),
-            ("registrations", self.registrations),
-            ("registrationsUnchanged", self.registrations_unchanged),
-            ("expiries", self.expiries),
-            ("unregistrations", self.unregistrations),
-            ("unregisterBatches", self.unregister_batches),
-            ("largestUnregisterBatch", self.largest_unregister_batch),
-            ("bytesIn", self.bytes_in),
-            ("bytesOut", self.bytes_out),
-        ]
-    }
-
     pub fn decode(body: &[u8]) -> Result<NamesrvStats, ClientError> {
         let v = json::parse(body)?;
-        if v.as_object().is_none() {
+        let Some(members) = v.as_object() else {
             return Err(ClientError::Decode("stats body is not an object".into()));
-        }
+        };
         let num = |k: &str| v.get(k).and_then(Value::as_i64).unwrap_or(0);
+        let values = members
+            .iter()
+            .filter_map(|(k, n)| match n {
+                Value::Int(n) => Some((k.clone(), *n)),
+                _ => None,
+            })
+            .collect();
         let mut requests: Vec<(i32, i64)> = v
             .get("requests")
             .and_then(Value::as_object)
@@ -219,6 +212,9 @@ impl NamesrvStats {
             largest_unregister_batch: num("largestUnregisterBatch"),
             bytes_in: num("bytesIn"),
             bytes_out: num("bytesOut"),
+            rejected_busy: num("rejectedBusy"),
+            unregister_queue_full: num("unregisterQueueFull"),
+            values,
             requests,
         })
     }
