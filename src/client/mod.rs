@@ -1,6 +1,17 @@
 //! A blocking RocketMQ remoting client: what the tools (`rmq-admin`, `rmq-bench` setup) and
 //! the integration tests use to talk to a name server. One TCP connection, requests
 //! matched to responses by opaque, JSON or ROCKETMQ headers, a timeout on every call.
+//!
+//! * this module: [`Client`], the connection and raw request/response exchange;
+//! * [`api`]: typed calls, one per request code the name server answers, and [`ClientError`];
+//! * [`nameserver_set`]: [`NameServerSet`], several independent name servers behind one
+//!   call, with selection [`Strategy`]s and failover.
+
+pub mod api;
+pub mod nameserver_set;
+
+pub use api::ClientError;
+pub use nameserver_set::{NameServerSet, Strategy};
 
 use crate::remoting::codes::{version, FLAG_ONEWAY};
 use crate::remoting::command::{

@@ -1,0 +1,580 @@
+//! Typed calls over a [`Client`]: one method per request code the name server answers, each
+//! building the request header (PROTOCOL.md §3.3), checking the response code and decoding
+//! the body into the model types. Errors come in three kinds because callers treat them
+//! differently: an I/O error (connect, timeout, closed connection) means "try another name
+//! server", a response error means the server answered and said no, a decode error means it
+//! answered something we cannot read.
+
+use super::Client;
+use crate::remoting::codes::{request, response};
+use crate::remoting::command::RemotingCommand;
+use crate::remoting::json::{self, Value};
+use crate::route::model::{
+    self, ClusterInfo, DataVersion, QueueData, RegisterBody, TopicRouteData,
+};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io;
+
+/// Why a typed call failed.
+#[derive(Debug)]
+pub enum ClientError {
+    /// Connecting, writing or reading failed, or the call timed out: the server may be down.
+    Io(io::Error),
+    /// The server answered with a non-success code.
+    Response { code: i32, remark: Option<String> },
+    /// The server answered success but the frame or body could not be decoded.
+    Decode(String),
+}
+
+impl ClientError {
+    /// True for errors after which another name server should be tried: transport errors and
+    /// GO_AWAY (the server is shutting down).
+    pub fn is_failover(&self) -> bool {
+        match self {
+            ClientError::Io(_) => true,
+            ClientError::Response { code, .. } => *code == response::GO_AWAY,
+            ClientError::Decode(_) => false,
+        }
+    }
+
+    /// The response code, when the server answered with an error.
+    pub fn response_code(&self) -> Option<i32> {
+        match self {
+            ClientError::Response { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientError::Io(e) => write!(f, "{e}"),
+            ClientError::Response { code, remark } => {
+                write!(f, "{} ({code})", response_name(*code))?;
+                match remark {
+                    Some(r) if !r.trim().is_empty() => write!(f, ": {}", r.trim()),
+                    _ => Ok(()),
+                }
+            }
+            ClientError::Decode(e) => write!(f, "undecodable response: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+impl From<io::Error> for ClientError {
+    /// A frame the client could not decode arrives as `InvalidData`; everything else is I/O.
+    fn from(e: io::Error) -> Self {
+        if e.kind() == io::ErrorKind::InvalidData {
+            ClientError::Decode(e.to_string())
+        } else {
+            ClientError::Io(e)
+        }
+    }
+}
+
+impl From<model::ModelError> for ClientError {
+    fn from(e: model::ModelError) -> Self {
+        ClientError::Decode(e.0)
+    }
+}
+
+impl From<json::JsonError> for ClientError {
+    fn from(e: json::JsonError) -> Self {
+        ClientError::Decode(format!("bad JSON body: {e}"))
+    }
+}
+
+/// Name of a response code the name server uses.
+pub fn response_name(code: i32) -> &'static str {
+    match code {
+        response::SUCCESS => "SUCCESS",
+        response::SYSTEM_ERROR => "SYSTEM_ERROR",
+        response::SYSTEM_BUSY => "SYSTEM_BUSY",
+        response::REQUEST_CODE_NOT_SUPPORTED => "REQUEST_CODE_NOT_SUPPORTED",
+        response::NO_PERMISSION => "NO_PERMISSION",
+        response::TOPIC_NOT_EXIST => "TOPIC_NOT_EXIST",
+        response::QUERY_NOT_FOUND => "QUERY_NOT_FOUND",
+        response::GO_AWAY => "GO_AWAY",
+        _ => "ERROR",
+    }
+}
+
+/// Who a broker is, as REGISTER/UNREGISTER/QUERY_DATA_VERSION headers name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerIdentity {
+    pub cluster: String,
+    pub broker_name: String,
+    pub broker_addr: String,
+    pub broker_id: i64,
+    pub ha_server_addr: String,
+}
+
+/// Optional REGISTER_BROKER header fields and body form.
+#[derive(Debug, Clone, Default)]
+pub struct RegisterOptions {
+    /// Send the zlib-compressed body (§4.2) with `compressed=true`.
+    pub compressed: bool,
+    pub enable_acting_master: bool,
+    pub heartbeat_timeout_millis: Option<i64>,
+    pub zone_name: Option<String>,
+}
+
+/// What REGISTER_BROKER answers.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RegisterResult {
+    pub master_addr: Option<String>,
+    pub ha_server_addr: Option<String>,
+    /// The ORDER_TOPIC_CONFIG KV table, when the server returns it.
+    pub order_topic_conf: Vec<(String, String)>,
+}
+
+/// A TopicList body (§6.4); `broker_addr` only for GET_SYSTEM_TOPIC_LIST_FROM_NS.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TopicList {
+    pub topics: Vec<String>,
+    pub broker_addr: Option<String>,
+}
+
+/// GET_BROKER_MEMBER_GROUP's answer.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BrokerMemberGroup {
+    pub cluster: String,
+    pub broker_name: String,
+    pub broker_addrs: BTreeMap<i64, String>,
+}
+
+/// The stats extension's answer (code [`request::RMQ_NAMESRV_STATS`]). Missing fields read 0
+/// so that an older server still decodes; fields this client does not know are kept in
+/// [`values`](Self::values).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct NamesrvStats {
+    pub connections: i64,
+    pub brokers: i64,
+    pub broker_groups: i64,
+    pub topics: i64,
+    pub clusters: i64,
+    pub uptime_millis: i64,
+    pub registrations: i64,
+    pub registrations_unchanged: i64,
+    pub expiries: i64,
+    pub unregistrations: i64,
+    pub unregister_batches: i64,
+    pub largest_unregister_batch: i64,
+    pub bytes_in: i64,
+    pub bytes_out: i64,
+    pub rejected_busy: i64,
+    pub unregister_queue_full: i64,
+    /// Every integer member of the body with its wire name, in the server's order (the fields
+    /// above and any a newer server adds).
+    pub values: Vec<(String, i64)>,
+    /// (request code, requests served), ascending by code.
+    pub requests: Vec<(i32, i64)>,
+}
+
+impl NamesrvStats {
+    pub fn decode(body: &[u8]) -> Result<NamesrvStats, ClientError> {
+        let v = json::parse(body)?;
+        let Some(members) = v.as_object() else {
+            return Err(ClientError::Decode("stats body is not an object".into()));
+        };
+        let num = |k: &str| v.get(k).and_then(Value::as_i64).unwrap_or(0);
+        let values = members
+            .iter()
+            .filter_map(|(k, n)| match n {
+                Value::Int(n) => Some((k.clone(), *n)),
+                _ => None,
+            })
+            .collect();
+        let mut requests: Vec<(i32, i64)> = v
+            .get("requests")
+            .and_then(Value::as_object)
+            .unwrap_or(&[])
+            .iter()
+            .filter_map(|(code, n)| Some((code.parse().ok()?, n.as_i64()?)))
+            .collect();
+        requests.sort_unstable();
+        Ok(NamesrvStats {
+            connections: num("connections"),
+            brokers: num("brokers"),
+            broker_groups: num("brokerGroups"),
+            topics: num("topics"),
+            clusters: num("clusters"),
+            uptime_millis: num("uptimeMillis"),
+            registrations: num("registrations"),
+            registrations_unchanged: num("registrationsUnchanged"),
+            expiries: num("expiries"),
+            unregistrations: num("unregistrations"),
+            unregister_batches: num("unregisterBatches"),
+            largest_unregister_batch: num("largestUnregisterBatch"),
+            bytes_in: num("bytesIn"),
+            bytes_out: num("bytesOut"),
+            rejected_busy: num("rejectedBusy"),
+            unregister_queue_full: num("unregisterQueueFull"),
+            values,
+            requests,
+        })
+    }
+}
+
+/// Parses `key=value` lines (GET_NAMESRV_CONFIG's body: sorted, unescaped).
+pub fn parse_properties(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .map(str::trim_start)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('!'))
+        .map(|l| match l.split_once('=') {
+            Some((k, v)) => (k.trim_end().to_string(), v.to_string()),
+            None => (l.trim_end().to_string(), String::new()),
+        })
+        .collect()
+}
+
+/// Fails unless the response code is SUCCESS.
+fn success(resp: RemotingCommand) -> Result<RemotingCommand, ClientError> {
+    if resp.code == response::SUCCESS {
+        Ok(resp)
+    } else {
+        Err(ClientError::Response {
+            code: resp.code,
+            remark: resp.remark,
+        })
+    }
+}
+
+fn count_field(resp: &RemotingCommand, key: &str) -> Result<i32, ClientError> {
+    resp.ext(key)
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| ClientError::Decode(format!("response lacks a numeric {key}")))
+}
+
+impl Client {
+    fn call(&mut self, code: i32, ext: &[(&str, &str)], body: &[u8]) -> CallResult {
+        Ok(self.request(code, ext, body)?)
+    }
+
+    fn topic_list(&mut self, code: i32, ext: &[(&str, &str)]) -> Result<TopicList, ClientError> {
+        let resp = success(self.call(code, ext, b"")?)?;
+        let (topics, broker_addr) = model::decode_topic_list(&resp.body)?;
+        Ok(TopicList {
+            topics,
+            broker_addr,
+        })
+    }
+
+    /// 100 PUT_KV_CONFIG.
+    pub fn put_kv_config(
+        &mut self,
+        namespace: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<(), ClientError> {
+        let ext = [("namespace", namespace), ("key", key), ("value", value)];
+        success(self.call(request::PUT_KV_CONFIG, &ext, b"")?).map(drop)
+    }
+
+    /// 101 GET_KV_CONFIG; `None` when the server has no such item (QUERY_NOT_FOUND).
+    pub fn get_kv_config(
+        &mut self,
+        namespace: &str,
+        key: &str,
+    ) -> Result<Option<String>, ClientError> {
+        let ext = [("namespace", namespace), ("key", key)];
+        let resp = self.call(request::GET_KV_CONFIG, &ext, b"")?;
+        if resp.code == response::QUERY_NOT_FOUND {
+            return Ok(None);
+        }
+        let resp = success(resp)?;
+        Ok(Some(resp.ext("value").unwrap_or_default().to_string()))
+    }
+
+    /// 102 DELETE_KV_CONFIG (succeeds whether or not the key existed).
+    pub fn delete_kv_config(&mut self, namespace: &str, key: &str) -> Result<(), ClientError> {
+        let ext = [("namespace", namespace), ("key", key)];
+        success(self.call(request::DELETE_KV_CONFIG, &ext, b"")?).map(drop)
+    }
+
+    /// 103 REGISTER_BROKER, JSON body or compressed, with a correct `bodyCrc32`.
+    pub fn register_broker(
+        &mut self,
+        broker: &BrokerIdentity,
+        body: &RegisterBody,
+        options: &RegisterOptions,
+    ) -> Result<RegisterResult, ClientError> {
+        let bytes = if options.compressed {
+            model::encode_register_body_compressed(body, self.version)
+        } else {
+            let mut out = Vec::new();
+            model::encode_register_body_json(body, &mut out);
+            out
+        };
+        let crc = (model::crc32(&bytes) & 0x7FFF_FFFF).to_string();
+        let id = broker.broker_id.to_string();
+        let compressed = options.compressed.to_string();
+        let acting = options.enable_acting_master.to_string();
+        let timeout = options.heartbeat_timeout_millis.map(|t| t.to_string());
+        let mut ext: Vec<(&str, &str)> = vec![
+            ("brokerName", &broker.broker_name),
+            ("brokerAddr", &broker.broker_addr),
+            ("clusterName", &broker.cluster),
+            ("haServerAddr", &broker.ha_server_addr),
+            ("brokerId", &id),
+            ("enableActingMaster", &acting),
+            ("compressed", &compressed),
+            ("bodyCrc32", &crc),
+        ];
+        if let Some(t) = &timeout {
+            ext.push(("heartbeatTimeoutMillis", t));
+        }
+        if let Some(z) = &options.zone_name {
+            ext.push(("__ZONE_NAME", z));
+        }
+        let resp = success(self.call(request::REGISTER_BROKER, &ext, &bytes)?)?;
+        let order_topic_conf = if resp.body.is_empty() {
+            Vec::new()
+        } else {
+            model::decode_kv_table(&resp.body)?
+        };
+        Ok(RegisterResult {
+            master_addr: resp.ext("masterAddr").map(str::to_string),
+            ha_server_addr: resp.ext("haServerAddr").map(str::to_string),
+            order_topic_conf,
+        })
+    }
+
+    /// 104 UNREGISTER_BROKER (queued by the server; success does not mean "already gone").
+    pub fn unregister_broker(&mut self, broker: &BrokerIdentity) -> Result<(), ClientError> {
+        let id = broker.broker_id.to_string();
+        let ext = [
+            ("brokerName", broker.broker_name.as_str()),
+            ("brokerAddr", &broker.broker_addr),
+            ("clusterName", &broker.cluster),
+            ("brokerId", &id),
+        ];
+        success(self.call(request::UNREGISTER_BROKER, &ext, b"")?).map(drop)
+    }
+
+    /// 105 GET_ROUTEINFO_BY_TOPIC; `None` when the topic does not exist.
+    pub fn get_route(&mut self, topic: &str) -> Result<Option<TopicRouteData>, ClientError> {
+        let resp = self.call(request::GET_ROUTEINFO_BY_TOPIC, &[("topic", topic)], b"")?;
+        if resp.code == response::TOPIC_NOT_EXIST {
+            return Ok(None);
+        }
+        let resp = success(resp)?;
+        Ok(Some(TopicRouteData::decode(&resp.body)?))
+    }
+
+    /// 106 GET_BROKER_CLUSTER_INFO.
+    pub fn get_cluster_info(&mut self) -> Result<ClusterInfo, ClientError> {
+        let resp = success(self.call(request::GET_BROKER_CLUSTER_INFO, &[], b"")?)?;
+        Ok(ClusterInfo::decode(&resp.body)?)
+    }
+
+    /// 205 WIPE_WRITE_PERM_OF_BROKER; the number of topics whose write permission was wiped.
+    pub fn wipe_write_perm(&mut self, broker_name: &str) -> Result<i32, ClientError> {
+        let ext = [("brokerName", broker_name)];
+        let resp = success(self.call(request::WIPE_WRITE_PERM_OF_BROKER, &ext, b"")?)?;
+        count_field(&resp, "wipeTopicCount")
+    }
+
+    /// 206 GET_ALL_TOPIC_LIST_FROM_NAMESERVER.
+    pub fn get_all_topic_list(&mut self) -> Result<Vec<String>, ClientError> {
+        Ok(self
+            .topic_list(request::GET_ALL_TOPIC_LIST_FROM_NAMESERVER, &[])?
+            .topics)
+    }
+
+    /// 216 DELETE_TOPIC_IN_NAMESRV; with a cluster only that cluster's queues are removed.
+    pub fn delete_topic(&mut self, topic: &str, cluster: Option<&str>) -> Result<(), ClientError> {
+        let mut ext = vec![("topic", topic)];
+        if let Some(c) = cluster {
+            ext.push(("clusterName", c));
+        }
+        success(self.call(request::DELETE_TOPIC_IN_NAMESRV, &ext, b"")?).map(drop)
+    }
+
+    /// 217 REGISTER_TOPIC_IN_NAMESRV (the server answers success even when it stored nothing).
+    pub fn register_topic(
+        &mut self,
+        topic: &str,
+        queue_datas: &[QueueData],
+    ) -> Result<(), ClientError> {
+        let route = TopicRouteData {
+            queue_datas: queue_datas.to_vec(),
+            ..TopicRouteData::default()
+        };
+        let mut body = Vec::new();
+        route.encode(model::Dialect::Standard, &mut body);
+        success(self.call(
+            request::REGISTER_TOPIC_IN_NAMESRV,
+            &[("topic", topic)],
+            &body,
+        )?)
+        .map(drop)
+    }
+
+    /// 219 GET_KVLIST_BY_NAMESPACE; `None` for an unknown namespace.
+    pub fn get_kv_list(
+        &mut self,
+        namespace: &str,
+    ) -> Result<Option<Vec<(String, String)>>, ClientError> {
+        let resp = self.call(
+            request::GET_KVLIST_BY_NAMESPACE,
+            &[("namespace", namespace)],
+            b"",
+        )?;
+        if resp.code == response::QUERY_NOT_FOUND {
+            return Ok(None);
+        }
+        let resp = success(resp)?;
+        Ok(Some(model::decode_kv_table(&resp.body)?))
+    }
+
+    /// 224 GET_TOPICS_BY_CLUSTER.
+    pub fn get_topics_by_cluster(&mut self, cluster: &str) -> Result<Vec<String>, ClientError> {
+        Ok(self
+            .topic_list(request::GET_TOPICS_BY_CLUSTER, &[("cluster", cluster)])?
+            .topics)
+    }
+
+    /// 304 GET_SYSTEM_TOPIC_LIST_FROM_NS (cluster and broker names plus a broker address).
+    pub fn get_system_topic_list(&mut self) -> Result<TopicList, ClientError> {
+        self.topic_list(request::GET_SYSTEM_TOPIC_LIST_FROM_NS, &[])
+    }
+
+    /// 311 GET_UNIT_TOPIC_LIST.
+    pub fn get_unit_topic_list(&mut self) -> Result<Vec<String>, ClientError> {
+        Ok(self.topic_list(request::GET_UNIT_TOPIC_LIST, &[])?.topics)
+    }
+
+    /// 312 GET_HAS_UNIT_SUB_TOPIC_LIST.
+    pub fn get_has_unit_sub_topic_list(&mut self) -> Result<Vec<String>, ClientError> {
+        Ok(self
+            .topic_list(request::GET_HAS_UNIT_SUB_TOPIC_LIST, &[])?
+            .topics)
+    }
+
+    /// 313 GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST.
+    pub fn get_has_unit_sub_ununit_topic_list(&mut self) -> Result<Vec<String>, ClientError> {
+        Ok(self
+            .topic_list(request::GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST, &[])?
+            .topics)
+    }
+
+    /// 318 UPDATE_NAMESRV_CONFIG with `key=value` lines.
+    pub fn update_namesrv_config(&mut self, entries: &[(&str, &str)]) -> Result<(), ClientError> {
+        let mut body = String::new();
+        for (k, v) in entries {
+            body.push_str(k);
+            body.push('=');
+            body.push_str(v);
+            body.push('\n');
+        }
+        success(self.call(request::UPDATE_NAMESRV_CONFIG, &[], body.as_bytes())?).map(drop)
+    }
+
+    /// 319 GET_NAMESRV_CONFIG as (key, value) pairs in the server's order.
+    pub fn get_namesrv_config(&mut self) -> Result<Vec<(String, String)>, ClientError> {
+        let resp = success(self.call(request::GET_NAMESRV_CONFIG, &[], b"")?)?;
+        let text = std::str::from_utf8(&resp.body)
+            .map_err(|_| ClientError::Decode("config body is not UTF-8".into()))?;
+        Ok(parse_properties(text))
+    }
+
+    /// 322 QUERY_DATA_VERSION: (changed, the server's stored DataVersion if it knows the broker).
+    pub fn query_data_version(
+        &mut self,
+        broker: &BrokerIdentity,
+        version: Option<&DataVersion>,
+    ) -> Result<(bool, Option<DataVersion>), ClientError> {
+        let id = broker.broker_id.to_string();
+        let ext = [
+            ("brokerName", broker.broker_name.as_str()),
+            ("brokerAddr", &broker.broker_addr),
+            ("clusterName", &broker.cluster),
+            ("brokerId", &id),
+        ];
+        let mut body = Vec::new();
+        if let Some(v) = version {
+            v.encode(&mut body);
+        }
+        let resp = success(self.call(request::QUERY_DATA_VERSION, &ext, &body)?)?;
+        let changed = match resp.ext("changed") {
+            Some(c) => c.eq_ignore_ascii_case("true"),
+            None => return Err(ClientError::Decode("response lacks changed".into())),
+        };
+        let stored = if resp.body.is_empty() {
+            None
+        } else {
+            Some(DataVersion::decode(&resp.body)?)
+        };
+        Ok((changed, stored))
+    }
+
+    /// 327 ADD_WRITE_PERM_OF_BROKER; the number of topics whose permission was restored.
+    pub fn add_write_perm(&mut self, broker_name: &str) -> Result<i32, ClientError> {
+        let ext = [("brokerName", broker_name)];
+        let resp = success(self.call(request::ADD_WRITE_PERM_OF_BROKER, &ext, b"")?)?;
+        count_field(&resp, "addTopicCount")
+    }
+
+    /// 901 GET_BROKER_MEMBER_GROUP.
+    pub fn get_broker_member_group(
+        &mut self,
+        cluster: &str,
+        broker_name: &str,
+    ) -> Result<BrokerMemberGroup, ClientError> {
+        let ext = [("clusterName", cluster), ("brokerName", broker_name)];
+        let resp = success(self.call(request::GET_BROKER_MEMBER_GROUP, &ext, b"")?)?;
+        let v = json::parse(&resp.body)?;
+        let group = v.get("brokerMemberGroup").unwrap_or(&Value::Null);
+        let text = |k: &str| {
+            group
+                .get(k)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let mut broker_addrs = BTreeMap::new();
+        for (id, addr) in group
+            .get("brokerAddrs")
+            .and_then(Value::as_object)
+            .unwrap_or(&[])
+        {
+            let id: i64 = id
+                .parse()
+                .map_err(|_| ClientError::Decode(format!("bad broker id {id:?}")))?;
+            if let Some(a) = addr.as_str() {
+                broker_addrs.insert(id, a.to_string());
+            }
+        }
+        Ok(BrokerMemberGroup {
+            cluster: text("cluster"),
+            broker_name: text("brokerName"),
+            broker_addrs,
+        })
+    }
+
+    /// 904 BROKER_HEARTBEAT, sent as a request so the caller learns it arrived.
+    pub fn broker_heartbeat(&mut self, broker: &BrokerIdentity) -> Result<(), ClientError> {
+        let id = broker.broker_id.to_string();
+        let ext = [
+            ("clusterName", broker.cluster.as_str()),
+            ("brokerAddr", &broker.broker_addr),
+            ("brokerName", &broker.broker_name),
+            ("brokerId", &id),
+        ];
+        success(self.call(request::BROKER_HEARTBEAT, &ext, b"")?).map(drop)
+    }
+
+    /// The rmq-namesrv stats extension ([`request::RMQ_NAMESRV_STATS`]). Other name servers
+    /// answer `Response { code: REQUEST_CODE_NOT_SUPPORTED }`.
+    pub fn stats(&mut self) -> Result<NamesrvStats, ClientError> {
+        let resp = success(self.call(request::RMQ_NAMESRV_STATS, &[], b"")?)?;
+        NamesrvStats::decode(&resp.body)
+    }
+}
+
+type CallResult = Result<RemotingCommand, ClientError>;

@@ -1,0 +1,355 @@
+//! `NameServerSet`: a list of independent name servers (`host:port;host:port`, RocketMQ's
+//! `namesrvAddr` convention), one cached [`Client`] per address, and a [`Strategy`] that decides
+//! which server a call goes to and in which order the others are tried when it cannot be
+//! reached.
+//!
+//! RocketMQ scales name servers by running several that never talk to each other; spreading
+//! clients across them is the clients' job, so it lives here. A call that fails with a
+//! transport error (connect, timeout, closed connection) or GO_AWAY moves on to the next server
+//! of the strategy's order until every server was tried; an error *answer* (topic not found,
+//! no permission) is returned as is, because another server would most likely say the same.
+//!
+//! Randomness (the random start, tie-breaking in least-loaded ranking) comes from a small
+//! seeded generator so that tests can predict the order ([`NameServerSet::with_seed`]).
+
+use super::api::ClientError;
+use super::Client;
+use crate::remoting::codes::response;
+use crate::remoting::command::SerializeType;
+use std::io;
+use std::time::{Duration, Instant};
+
+/// How a [`NameServerSet`] picks the server for a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// What RocketMQ's Java clients do: start at a random index, stay on that server while it
+    /// answers, move to the next index (round robin) when it fails and stay there.
+    RandomStartRoundRobin,
+    /// Always the server at this index; no failover (for inspecting one particular server).
+    Pinned(usize),
+    /// Every call starts at the next index (call k at index k mod n), like the Go client.
+    RoundRobin,
+    /// Ask every server for its connection count (the stats extension) and use the least
+    /// loaded one. Servers answering REQUEST_CODE_NOT_SUPPORTED (or any error) rank after those
+    /// that answered, unreachable servers last; ties are broken randomly. The ranking is
+    /// redone when a call had to fail over and when it is older than `refresh`.
+    LeastLoaded { refresh: Duration },
+}
+
+/// How one server did in the last least-loaded ranking (exposed for tools and tests).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Load {
+    /// The server answered the stats extension with this connection count.
+    Connections(i64),
+    /// The server answered, but not the stats extension (code given).
+    NoStats(i32),
+    /// The server could not be reached or its answer could not be read.
+    Unreachable,
+}
+
+/// splitmix64: tiny, seedable, good enough to pick a start index.
+#[derive(Debug, Clone)]
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// A seed that differs between processes and calls (std's per-process random hash keys plus
+/// the clock), for sets that do not need a predictable order.
+fn fresh_seed() -> u64 {
+    use std::collections::hash_map::RandomState;
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = RandomState::new().build_hasher();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    h.write_u128(nanos);
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+/// Splits `host:port;host:port` (also accepts `,` and whitespace) into addresses.
+pub fn parse_addr_list(list: &str) -> Vec<String> {
+    list.split([';', ',', ' ', '\t', '\n'])
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+pub struct NameServerSet {
+    addrs: Vec<String>,
+    strategy: Strategy,
+    timeout: Duration,
+    serialize_type: SerializeType,
+    conns: Vec<Option<Client>>,
+    rng: Rng,
+    /// RandomStartRoundRobin: index of the server in use (chosen on first use).
+    sticky: Option<usize>,
+    /// RoundRobin: calls started so far.
+    calls: usize,
+    /// LeastLoaded: server indices best first, with their loads, and when that was measured.
+    ranking: Vec<(usize, Load)>,
+    ranked_at: Option<Instant>,
+    last_used: Option<usize>,
+}
+
+impl NameServerSet {
+    /// A set over `addrs` with a random seed. Fails on an empty list or a pinned index out of
+    /// range.
+    pub fn new(addrs: Vec<String>, strategy: Strategy) -> io::Result<NameServerSet> {
+        Self::with_seed(addrs, strategy, fresh_seed())
+    }
+
+    /// A set whose random choices are fixed by `seed` (tests).
+    pub fn with_seed(
+        addrs: Vec<String>,
+        strategy: Strategy,
+        seed: u64,
+    ) -> io::Result<NameServerSet> {
+        if addrs.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "empty name server list",
+            ));
+        }
+        if let Strategy::Pinned(i) = strategy {
+            if i >= addrs.len() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("pinned index {i} outside a list of {}", addrs.len()),
+                ));
+            }
+        }
+        let n = addrs.len();
+        Ok(NameServerSet {
+            addrs,
+            strategy,
+            timeout: Duration::from_secs(3),
+            serialize_type: SerializeType::Json,
+            conns: (0..n).map(|_| None).collect(),
+            rng: Rng(seed),
+            sticky: None,
+            calls: 0,
+            ranking: Vec::new(),
+            ranked_at: None,
+            last_used: None,
+        })
+    }
+
+    /// Parses `host:port;host:port` and builds a set.
+    pub fn from_list(list: &str, strategy: Strategy) -> io::Result<NameServerSet> {
+        Self::new(parse_addr_list(list), strategy)
+    }
+
+    /// Connect and per-call timeout (default 3 s, RocketMQ's default for admin calls).
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+        for c in self.conns.iter_mut().flatten() {
+            c.set_timeout(timeout);
+        }
+    }
+
+    /// Header serialization for requests on connections opened from now on.
+    pub fn set_serialize_type(&mut self, t: SerializeType) {
+        self.serialize_type = t;
+        self.conns.iter_mut().for_each(|c| *c = None);
+    }
+
+    pub fn addrs(&self) -> &[String] {
+        &self.addrs
+    }
+
+    pub fn strategy(&self) -> Strategy {
+        self.strategy
+    }
+
+    /// Address of the server that answered the last successful call.
+    pub fn last_addr(&self) -> Option<&str> {
+        self.last_used.map(|i| self.addrs[i].as_str())
+    }
+
+    /// The latest least-loaded ranking (empty for other strategies or before the first call).
+    pub fn ranking(&self) -> Vec<(&str, Load)> {
+        self.ranking
+            .iter()
+            .map(|(i, l)| (self.addrs[*i].as_str(), l.clone()))
+            .collect()
+    }
+
+    /// The order in which the next call would try the servers, as indices into
+    /// [`addrs`](Self::addrs), without making a call. May rank (and so talk to the servers)
+    /// under LeastLoaded; fixes the random start under RandomStartRoundRobin.
+    pub fn next_order(&mut self) -> Vec<usize> {
+        self.order(false)
+    }
+
+    fn rotated(&self, start: usize) -> Vec<usize> {
+        let n = self.addrs.len();
+        (0..n).map(|k| (start + k) % n).collect()
+    }
+
+    fn order(&mut self, advance: bool) -> Vec<usize> {
+        let n = self.addrs.len();
+        match self.strategy {
+            Strategy::Pinned(i) => vec![i],
+            Strategy::RandomStartRoundRobin => {
+                let start = match self.sticky {
+                    Some(s) => s,
+                    None => {
+                        let s = self.rng.below(n);
+                        self.sticky = Some(s);
+                        s
+                    }
+                };
+                self.rotated(start)
+            }
+            Strategy::RoundRobin => {
+                let start = self.calls % n;
+                if advance {
+                    self.calls = self.calls.wrapping_add(1);
+                }
+                self.rotated(start)
+            }
+            Strategy::LeastLoaded { refresh } => {
+                let stale = match self.ranked_at {
+                    Some(at) => at.elapsed() >= refresh,
+                    None => true,
+                };
+                if stale {
+                    self.rank();
+                }
+                self.ranking.iter().map(|(i, _)| *i).collect()
+            }
+        }
+    }
+
+    /// Asks every server for its stats and orders them (LeastLoaded).
+    fn rank(&mut self) {
+        let n = self.addrs.len();
+        // A random permutation first, then a stable sort: equal loads are tried in random
+        // order so that clients starting together do not all pick the first address.
+        let mut shuffled: Vec<usize> = (0..n).collect();
+        for k in (1..n).rev() {
+            let j = self.rng.below(k + 1);
+            shuffled.swap(k, j);
+        }
+        let mut scored: Vec<(u8, i64, usize, usize, Load)> = Vec::with_capacity(n);
+        for (pos, i) in shuffled.into_iter().enumerate() {
+            let load = match self.attempt(i, |c| c.stats()) {
+                Ok(s) => Load::Connections(s.connections),
+                Err(ClientError::Response { code, .. }) if code != response::GO_AWAY => {
+                    Load::NoStats(code)
+                }
+                Err(_) => Load::Unreachable,
+            };
+            let (class, conns) = match load {
+                Load::Connections(c) => (0, c),
+                Load::NoStats(_) => (1, 0),
+                Load::Unreachable => (2, 0),
+            };
+            scored.push((class, conns, pos, i, load));
+        }
+        scored.sort_by_key(|(class, conns, pos, _, _)| (*class, *conns, *pos));
+        self.ranking = scored
+            .into_iter()
+            .map(|(_, _, _, i, load)| (i, load))
+            .collect();
+        self.ranked_at = Some(Instant::now());
+    }
+
+    /// One attempt on server `i`: reuse or open its connection, run `f`. A reused connection
+    /// that fails with a transport error other than a timeout is reopened once, because a
+    /// server may have closed an idle connection while it is itself healthy.
+    fn attempt<T>(
+        &mut self,
+        i: usize,
+        mut f: impl FnMut(&mut Client) -> Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
+        let mut reused = self.conns[i].is_some();
+        loop {
+            let client = match &mut self.conns[i] {
+                Some(c) => c,
+                slot @ None => {
+                    let mut c =
+                        Client::connect(&self.addrs[i], self.timeout).map_err(ClientError::Io)?;
+                    c.serialize_type = self.serialize_type;
+                    slot.insert(c)
+                }
+            };
+            match f(client) {
+                Ok(v) => return Ok(v),
+                Err(e @ ClientError::Response { .. }) if !e.is_failover() => return Err(e),
+                Err(e) => {
+                    self.conns[i] = None;
+                    let retry = reused
+                        && matches!(&e, ClientError::Io(io) if io.kind() != io::ErrorKind::TimedOut);
+                    if !retry {
+                        return Err(e);
+                    }
+                    reused = false;
+                }
+            }
+        }
+    }
+
+    /// Runs `f` on one server chosen by the strategy, failing over on transport errors. When
+    /// every server failed, the error is an `Io` naming each address and its error.
+    pub fn call<T>(
+        &mut self,
+        mut f: impl FnMut(&mut Client) -> Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
+        let order = self.order(true);
+        let mut failures: Vec<String> = Vec::new();
+        let mut last_kind = io::ErrorKind::Other;
+        for (attempt, &i) in order.iter().enumerate() {
+            match self.attempt(i, &mut f) {
+                Err(e) if e.is_failover() => {
+                    if let ClientError::Io(io) = &e {
+                        last_kind = io.kind();
+                    }
+                    failures.push(format!("{}: {e}", self.addrs[i]));
+                }
+                result => {
+                    self.last_used = Some(i);
+                    match self.strategy {
+                        Strategy::RandomStartRoundRobin => self.sticky = Some(i),
+                        Strategy::LeastLoaded { .. } if attempt > 0 => self.ranked_at = None,
+                        _ => {}
+                    }
+                    return result;
+                }
+            }
+        }
+        if matches!(self.strategy, Strategy::LeastLoaded { .. }) {
+            self.ranked_at = None;
+        }
+        Err(ClientError::Io(io::Error::new(
+            last_kind,
+            format!("no name server reachable ({})", failures.join("; ")),
+        )))
+    }
+
+    /// Runs `f` on every server in list order (writes such as updateKvConfig must reach all
+    /// of them: they do not replicate). One result per address.
+    pub fn call_all<T>(
+        &mut self,
+        mut f: impl FnMut(&mut Client) -> Result<T, ClientError>,
+    ) -> Vec<(String, Result<T, ClientError>)> {
+        (0..self.addrs.len())
+            .map(|i| (self.addrs[i].clone(), self.attempt(i, &mut f)))
+            .collect()
+    }
+}
