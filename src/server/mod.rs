@@ -488,9 +488,16 @@ impl Server {
                     conn.registration_queued = true;
                     break;
                 }
-                let effects = self
-                    .processor
-                    .handle(&ctx, &self.counters, &cmd, &mut self.out);
+                let Some(effects) = handle_guarded(
+                    &mut self.processor,
+                    &ctx,
+                    &self.counters,
+                    &cmd,
+                    &mut self.out,
+                ) else {
+                    close_reason = Some(format!("handling request code {} panicked", cmd.code));
+                    break;
+                };
                 if effects.config_changed {
                     self.settings = LoopSettings::from_config(self.processor.config());
                     // A shorter scan interval takes effect now, not after the old one.
@@ -613,8 +620,19 @@ impl Server {
                 peer: Some(conn.peer),
                 now_ms: self.started.elapsed().as_millis() as u64,
             };
-            self.processor
-                .handle(&ctx, &self.counters, &q.cmd, &mut self.out);
+            if handle_guarded(
+                &mut self.processor,
+                &ctx,
+                &self.counters,
+                &q.cmd,
+                &mut self.out,
+            )
+            .is_none()
+            {
+                self.out.clear();
+                self.close(q.key, "registration handler panicked");
+                continue;
+            }
             conn.write_buf.extend_from_slice(&self.out);
             self.out.clear();
             conn.registration_queued = false;
@@ -680,6 +698,33 @@ impl Server {
                     self.idle.schedule(deadline, (key, generation));
                 }
             }
+        }
+    }
+}
+
+/// Runs the processor on one request, containing a panic (a bug, never expected) to that
+/// request: it is logged and the caller closes the connection, and the server keeps serving
+/// everyone else.
+fn handle_guarded(
+    processor: &mut Processor,
+    ctx: &RequestContext,
+    counters: &ServerCounters,
+    cmd: &RemotingCommand,
+    out: &mut Vec<u8>,
+) -> Option<crate::processor::Effects> {
+    let mark = out.len();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        processor.handle(ctx, counters, cmd, out)
+    }));
+    match result {
+        Ok(effects) => Some(effects),
+        Err(_) => {
+            out.truncate(mark);
+            error!(
+                "BUG: request code {} from {:?} panicked; closing that connection",
+                cmd.code, ctx.peer
+            );
+            None
         }
     }
 }
