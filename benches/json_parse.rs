@@ -64,6 +64,9 @@ fn bench(c: &mut Criterion) {
     group.bench_function("json::parse (Value tree)", |b| {
         b.iter(|| json::parse_with(black_box(&body), &limits).map(drop))
     });
+    group.bench_function("json::parse_borrowed (Document)", |b| {
+        b.iter(|| json::parse_borrowed(black_box(&body), &limits).map(drop))
+    });
     group.bench_function("decode_register_body", |b| {
         let limits = BodyLimits::default();
         b.iter(|| decode_register_body(black_box(&body), false, 475, &limits).map(drop))
