@@ -14,6 +14,7 @@
 //! body in one buffer. Two string escapers exist because Java uses two: fastjson's default
 //! (non-ASCII raw) for almost everything, and `BrowserCompatible` for the standard route dialect.
 
+use std::cell::Cell;
 use std::fmt;
 
 /// A parsed JSON value of the fastjson dialect.
@@ -97,7 +98,7 @@ pub fn parse_borrowed<'a>(input: &'a [u8], limits: &Limits) -> Result<Document<'
         limits: *limits,
         // About one slot per 10 input bytes in RocketMQ bodies and headers; a denser
         // document grows the Vec as usual.
-        slots: Vec::with_capacity(input.len() / 10 + 4),
+        slots: spare_slots(input.len() / 10 + 4),
         decoded: String::new(),
         scratch: Vec::new(),
     };
@@ -105,19 +106,53 @@ pub fn parse_borrowed<'a>(input: &'a [u8], limits: &Limits) -> Result<Document<'
     if input.starts_with(&[0xEF, 0xBB, 0xBF]) {
         parser.pos = 3;
     }
-    parser.parse_document()?;
-    let Some(text) = parser.text else {
-        // Unreachable: input that is not UTF-8 fails to parse.
-        return Err(JsonError {
-            offset: 0,
-            message: "invalid UTF-8",
-        });
-    };
-    Ok(Document {
-        text,
-        slots: parser.slots,
-        decoded: parser.decoded,
-    })
+    let parsed = parser.parse_document();
+    match (parsed, parser.text) {
+        (Ok(()), Some(text)) => Ok(Document {
+            text,
+            slots: parser.slots,
+            decoded: parser.decoded,
+        }),
+        (parsed, _) => {
+            keep_spare_slots(parser.slots);
+            // Input that is not UTF-8 never parses; the second error is unreachable.
+            Err(parsed.err().unwrap_or(JsonError {
+                offset: 0,
+                message: "invalid UTF-8",
+            }))
+        }
+    }
+}
+
+thread_local! {
+    /// The slot buffer of the last document dropped on this thread. The event loop reads
+    /// one document at a time, so each parse reuses the previous one's buffer instead of
+    /// allocating (and, for a big body, page-faulting) a new one.
+    static SPARE_SLOTS: Cell<Vec<Slot>> = const { Cell::new(Vec::new()) };
+}
+
+/// Largest buffer kept for reuse (4 MiB of slots: a body of about 25,000 topics).
+const MAX_SPARE_SLOTS: usize = 1 << 18;
+
+/// An empty slot buffer with room for `capacity` slots, reused when one is spare.
+fn spare_slots(capacity: usize) -> Vec<Slot> {
+    let mut slots = SPARE_SLOTS.try_with(Cell::take).unwrap_or_default();
+    slots.clear();
+    slots.reserve(capacity);
+    slots
+}
+
+fn keep_spare_slots(slots: Vec<Slot>) {
+    if slots.capacity() <= MAX_SPARE_SLOTS {
+        // During thread teardown the buffer is simply freed.
+        let _ = SPARE_SLOTS.try_with(|spare| spare.set(slots));
+    }
+}
+
+impl Drop for Document<'_> {
+    fn drop(&mut self) {
+        keep_spare_slots(std::mem::take(&mut self.slots));
+    }
 }
 
 /// One element of a parsed document, in document order (a "tape"): a container's slot is
@@ -131,13 +166,25 @@ enum Slot {
     Int(i64),
     Float(f64),
     /// A string or key without escapes: `Document::text[start..end]`.
-    Str { start: u32, end: u32 },
+    Str {
+        start: u32,
+        end: u32,
+    },
     /// A string or key with escapes, decoded into `Document::decoded[start..end]`.
-    Decoded { start: u32, end: u32 },
+    Decoded {
+        start: u32,
+        end: u32,
+    },
     /// `len` items follow; `end` is the index just past the array's last slot.
-    Array { len: u32, end: u32 },
+    Array {
+        len: u32,
+        end: u32,
+    },
     /// `len` key/value pairs follow; `end` is the index just past the object's last slot.
-    Object { len: u32, end: u32 },
+    Object {
+        len: u32,
+        end: u32,
+    },
 }
 
 /// A parsed document that borrows its unescaped strings from the input. Read it through
@@ -271,43 +318,76 @@ impl<'d> ValueRef<'d> {
         }
     }
 
-    /// An owned copy of this value. Iterative (it walks the slots backwards, children before
-    /// their container), so depth costs heap, never call stack.
+    /// An owned copy of this value. Iterative (an explicit stack of the containers being
+    /// filled), so depth costs heap, never call stack; each container is allocated once, at
+    /// its final size.
     pub fn to_value(&self) -> Value {
-        let end = next_sibling(&self.doc.slots, self.at);
-        let slots = self.doc.slots.get(self.at..end).unwrap_or(&[]);
-        let mut done: Vec<Value> = Vec::new();
-        for &slot in slots.iter().rev() {
-            // The finished children of a container sit on top of `done`, first child on top.
-            let value = match slot {
+        /// A container being filled: its members so far and how many it will have.
+        enum Filling {
+            Array(Vec<Value>, usize),
+            /// `key` names the member whose value comes next.
+            Object(Vec<(String, Value)>, usize, String),
+        }
+        let doc = self.doc;
+        let owned_text = |at: usize| -> String {
+            doc.slots
+                .get(at)
+                .and_then(|&slot| doc.text_of(slot))
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let mut stack: Vec<Filling> = Vec::new();
+        let mut at = self.at;
+        'value: loop {
+            let slot = doc.slots.get(at).copied().unwrap_or(Slot::Null);
+            at += 1;
+            let mut value = match slot {
                 Slot::Null => Value::Null,
                 Slot::Bool(b) => Value::Bool(b),
                 Slot::Int(v) => Value::Int(v),
                 Slot::Float(f) => Value::Float(f),
                 Slot::Str { .. } | Slot::Decoded { .. } => {
-                    Value::Str(self.doc.text_of(slot).unwrap_or_default().to_owned())
+                    Value::Str(doc.text_of(slot).unwrap_or_default().to_owned())
                 }
+                Slot::Array { len: 0, .. } => Value::Array(Vec::new()),
+                Slot::Object { len: 0, .. } => Value::Object(Vec::new()),
                 Slot::Array { len, .. } => {
-                    let from = done.len().saturating_sub(len as usize);
-                    Value::Array(done.drain(from..).rev().collect())
+                    let len = len as usize;
+                    stack.push(Filling::Array(Vec::with_capacity(len), len));
+                    continue 'value;
                 }
                 Slot::Object { len, .. } => {
-                    let from = done.len().saturating_sub(2 * len as usize);
-                    let mut members = Vec::with_capacity(len as usize);
-                    let mut pairs = done.drain(from..).rev();
-                    while let (Some(key), Some(value)) = (pairs.next(), pairs.next()) {
-                        let key = match key {
-                            Value::Str(s) => s,
-                            other => other.to_text(),
-                        };
-                        members.push((key, value));
-                    }
-                    Value::Object(members)
+                    let len = len as usize;
+                    let key = owned_text(at);
+                    at += 1;
+                    stack.push(Filling::Object(Vec::with_capacity(len), len, key));
+                    continue 'value;
                 }
             };
-            done.push(value);
+            // Hand the finished value to its container; close containers as they fill up.
+            loop {
+                match stack.last_mut() {
+                    None => return value,
+                    Some(Filling::Array(items, len)) => {
+                        items.push(value);
+                        if items.len() < *len {
+                            continue 'value;
+                        }
+                        value = Value::Array(std::mem::take(items));
+                    }
+                    Some(Filling::Object(members, len, key)) => {
+                        members.push((std::mem::take(key), value));
+                        if members.len() < *len {
+                            *key = owned_text(at);
+                            at += 1;
+                            continue 'value;
+                        }
+                        value = Value::Object(std::mem::take(members));
+                    }
+                }
+                stack.pop();
+            }
         }
-        done.pop().unwrap_or(Value::Null)
     }
 }
 
@@ -383,12 +463,33 @@ impl<'d> Iterator for Items<'d> {
 
 impl ExactSizeIterator for Items<'_> {}
 
-/// An array or object whose members are still being read.
+/// The innermost array or object whose members are still being read.
+#[derive(Clone, Copy)]
 struct Open {
     /// Index of its slot, rewritten with the final length and end when it closes.
     at: usize,
+    /// Members (or items) read so far.
     len: u32,
     is_array: bool,
+}
+
+/// `end` of an open top-level container's slot (no document has 2^32 - 1 slots).
+const NO_PARENT: u32 = u32::MAX;
+
+fn container(is_array: bool, len: u32, end: u32) -> Slot {
+    if is_array {
+        Slot::Array { len, end }
+    } else {
+        Slot::Object { len, end }
+    }
+}
+
+fn closing(is_array: bool) -> u8 {
+    if is_array {
+        b']'
+    } else {
+        b'}'
+    }
 }
 
 struct Parser<'a> {
@@ -445,32 +546,41 @@ impl<'a> Parser<'a> {
     }
 
     /// Fills `self.slots` with the document's one value; only whitespace may follow it.
+    ///
+    /// The stack of open containers lives in the tape itself, so it costs no allocation:
+    /// while a container is open, its slot's `end` holds the index of the container around
+    /// it (`NO_PARENT` at the top) and, once a child container opens, its `len` holds the
+    /// members counted so far. `open` is the innermost one.
     fn parse_document(&mut self) -> Result<(), JsonError> {
-        let mut open: Vec<Open> = Vec::new();
+        let mut open: Option<Open> = None;
+        let mut depth = 0;
         'value: loop {
             // Read the start of a value: either a complete scalar or an opening bracket.
             self.skip_space();
             match self.peek() {
                 Some(b @ (b'[' | b'{')) => {
                     let is_array = b == b'[';
-                    self.enter(open.len())?;
+                    self.enter(depth)?;
                     let at = self.slots.len();
-                    let end = at as u32 + 1;
-                    self.slots.push(if is_array {
-                        Slot::Array { len: 0, end }
-                    } else {
-                        Slot::Object { len: 0, end }
-                    });
+                    let parent = match &open {
+                        Some(outer) => {
+                            self.set_container(outer.at, outer.is_array, outer.len, None);
+                            outer.at as u32
+                        }
+                        None => NO_PARENT,
+                    };
+                    self.slots.push(container(is_array, 0, parent));
                     self.skip_space_and_commas();
-                    let close = if is_array { b']' } else { b'}' };
-                    if self.peek() == Some(close) {
+                    if self.peek() == Some(closing(is_array)) {
                         self.pos += 1;
+                        self.set_container(at, is_array, 0, Some(at as u32 + 1));
                     } else {
-                        open.push(Open {
+                        open = Some(Open {
                             at,
                             len: 0,
                             is_array,
                         });
+                        depth += 1;
                         if !is_array {
                             self.parse_key()?;
                         }
@@ -482,7 +592,7 @@ impl<'a> Parser<'a> {
             }
             // A value just ended: count it in its container; close containers as they end.
             loop {
-                let Some(container) = open.last_mut() else {
+                let Some(container) = open.as_mut() else {
                     self.skip_space();
                     if self.pos != self.input.len() {
                         return Err(self.error("unexpected characters after the value"));
@@ -490,7 +600,7 @@ impl<'a> Parser<'a> {
                     return Ok(());
                 };
                 container.len += 1;
-                let close = if container.is_array { b']' } else { b'}' };
+                let close = closing(container.is_array);
                 self.skip_space();
                 match self.peek() {
                     Some(b',') => {
@@ -504,27 +614,47 @@ impl<'a> Parser<'a> {
                         self.pos += 1;
                     }
                     Some(b) if b == close => self.pos += 1,
-                    Some(_) if container.is_array => {
-                        return Err(self.error("expected ',' or ']'"))
-                    }
+                    Some(_) if container.is_array => return Err(self.error("expected ',' or ']'")),
                     Some(_) => return Err(self.error("expected ',' or '}'")),
                     None if container.is_array => {
                         return Err(self.error("unexpected end of input in array"))
                     }
                     None => return Err(self.error("unexpected end of input in object")),
                 }
-                // The innermost container just closed.
-                let (len, end) = (container.len, self.slots.len() as u32);
-                let closed = if container.is_array {
-                    Slot::Array { len, end }
-                } else {
-                    Slot::Object { len, end }
+                // The innermost container just closed: finish its slot, reopen its parent.
+                let Open { at, len, is_array } = *container;
+                let parent = match self.slots.get(at) {
+                    Some(Slot::Array { end, .. } | Slot::Object { end, .. }) => *end,
+                    _ => NO_PARENT,
                 };
-                if let Some(slot) = self.slots.get_mut(container.at) {
-                    *slot = closed;
-                }
-                open.pop();
+                let end = self.slots.len() as u32;
+                self.set_container(at, is_array, len, Some(end));
+                depth -= 1;
+                open = match self.slots.get(parent as usize) {
+                    Some(&Slot::Array { len, .. }) if parent != NO_PARENT => Some(Open {
+                        at: parent as usize,
+                        len,
+                        is_array: true,
+                    }),
+                    Some(&Slot::Object { len, .. }) if parent != NO_PARENT => Some(Open {
+                        at: parent as usize,
+                        len,
+                        is_array: false,
+                    }),
+                    _ => None,
+                };
             }
+        }
+    }
+
+    /// Rewrites the container slot at `at` with `len`, and with `end` when given.
+    fn set_container(&mut self, at: usize, is_array: bool, len: u32, end: Option<u32>) {
+        if let Some(slot) = self.slots.get_mut(at) {
+            let old_end = match *slot {
+                Slot::Array { end, .. } | Slot::Object { end, .. } => end,
+                _ => NO_PARENT,
+            };
+            *slot = container(is_array, len, end.unwrap_or(old_end));
         }
     }
 
