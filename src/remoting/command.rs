@@ -535,6 +535,51 @@ mod tests {
         assert_eq!(cmd.ext("AccessKey"), Some(""));
     }
 
+    fn decode_header(header: &[u8]) -> Result<RemotingCommand, DecodeError> {
+        let mut frame = Vec::new();
+        frame.extend_from_slice(&(header.len() as u32).to_be_bytes());
+        frame.extend_from_slice(header);
+        RemotingCommand::decode(Bytes::from(frame), &DecodeLimits::default())
+    }
+
+    #[test]
+    fn go_style_header_with_escapes_nulls_and_an_ordinal_language_decodes() {
+        let header = br#"{code:105,'language':12,"version":317,"opaque":"9","flag":null,"remark":{"r":1},"extFields":{"topic":"T\u00e9\"x","nil":null,"n":-1.5,'q':'s'},"unknown":[1]}"#;
+        let cmd = decode_header(header).unwrap();
+        assert_eq!(
+            (cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag),
+            (105, 12, 317, 9, 0)
+        );
+        assert_eq!(cmd.remark.as_deref(), Some(r#"{"r":1}"#));
+        assert_eq!(
+            cmd.ext_fields,
+            vec![
+                ("topic".to_owned(), "Té\"x".to_owned()),
+                ("n".to_owned(), "-1.5".to_owned()),
+                ("q".to_owned(), "s".to_owned()),
+            ]
+        );
+        let cmd = decode_header(br#"{"code":1,"language":"NOPE","extFields":null}"#).unwrap();
+        assert_eq!(cmd.language, 255);
+        assert!(cmd.ext_fields.is_empty());
+    }
+
+    #[test]
+    fn bad_json_headers_are_errors() {
+        assert!(decode_header(br#"{"code":1,"extFields":[1]}"#).is_err());
+        assert!(decode_header(br#"{"code":"x"}"#).is_err());
+        assert!(decode_header(br#"{"code":4294967296}"#).is_err());
+        assert!(decode_header(br#"{"language":14}"#).is_err());
+        assert!(decode_header(br#"[1]"#).is_err());
+        assert!(decode_header(br#"{"code":1"#).is_err());
+        let many: String = (0..257).map(|i| format!("\"k{i}\":\"v\",")).collect();
+        let header = format!("{{\"code\":1,\"extFields\":{{{many}}}}}");
+        assert_eq!(
+            decode_header(header.as_bytes()),
+            Err(DecodeError::TooManyExtFields { max: 256 })
+        );
+    }
+
     #[test]
     fn json_response_header_is_alphabetical_like_fastjson() {
         let mut out = Vec::new();

@@ -1532,6 +1532,63 @@ mod tests {
     }
 
     #[test]
+    fn register_body_in_the_lenient_dialect_decodes() {
+        // Single quotes, bare keys, escapes in keys and values, numbers as strings, a
+        // non-string topicName, stray commas: all as fastjson reads them.
+        let body = br#"{filterServerList:['a\/b',7],'topicConfigSerializeWrapper':{"dataVersion":{counter:"5",'timestamp':6,},"topicConfigTable":{"T\u00e9":{'perm':"4",readQueueNums:2,,"writeQueueNums":3},"N":{"topicName":42},},"topicQueueMappingInfoMap":{'S':{bname:"b\u002d1",currIdMap:{ 3 : 1 ,"4":"2"},"dirty":"TRUE"}}}}"#;
+        let decoded = decode_register_body(body, false, 479, &BodyLimits::default()).unwrap();
+        assert_eq!(
+            decoded.filter_servers,
+            Some(vec!["a/b".to_owned(), "7".to_owned()])
+        );
+        assert_eq!(
+            decoded.data_version,
+            DataVersion {
+                counter: 5,
+                state_version: 0,
+                timestamp: 6
+            }
+        );
+        assert_eq!(
+            decoded.topics,
+            vec![
+                topic("Té", 2, 3, 4, 0),
+                ("N".to_owned(), topic("42", 16, 16, 6, 0).1)
+            ]
+        );
+        let (key, info) = &decoded.mappings[0];
+        assert_eq!(key, "S");
+        assert_eq!(info.bname, "b-1");
+        assert_eq!(info.curr_id_map, vec![(3, 1), (4, 2)]);
+        assert!(info.dirty);
+        assert_eq!(info.scope, GLOBAL_SCOPE);
+    }
+
+    #[test]
+    fn repeated_fields_take_the_last_value_and_null_means_absent() {
+        // As a Java map would see the object: only the last "perm" counts, so an earlier bad
+        // value is not an error; a null field takes the default.
+        let body = br#"{"topicConfigSerializeWrapper":{"topicConfigTable":{"A":{"perm":"rw","perm":4,"readQueueNums":null}},"topicConfigTable":{"B":{"perm":2}}}}"#;
+        let decoded = decode_register_body(body, false, 479, &BodyLimits::default()).unwrap();
+        assert_eq!(decoded.topics, vec![topic("B", 16, 16, 2, 0)]);
+        let body = br#"{"topicConfigSerializeWrapper":{"topicConfigTable":{"A":{"perm":"rw","perm":4,"readQueueNums":null}}}}"#;
+        let decoded = decode_register_body(body, false, 479, &BodyLimits::default()).unwrap();
+        assert_eq!(decoded.topics, vec![topic("A", 16, 16, 4, 0)]);
+        let body =
+            br#"{"topicConfigSerializeWrapper":{"topicConfigTable":{"A":{"perm":4,"perm":"rw"}}}}"#;
+        assert!(decode_register_body(body, false, 479, &BodyLimits::default()).is_err());
+    }
+
+    #[test]
+    fn thousand_topic_json_body_round_trips() {
+        let body = thousand_topic_body();
+        let mut json_body = Vec::new();
+        encode_register_body_json(&body, &mut json_body);
+        let decoded = decode_register_body(&json_body, false, 479, &BodyLimits::default()).unwrap();
+        assert_eq!(decoded, body);
+    }
+
+    #[test]
     fn duplicate_topic_keys_keep_the_last_value() {
         let body = br#"{"topicConfigSerializeWrapper":{"topicConfigTable":{"A":{"perm":2},"B":{},"A":{"perm":4}}}}"#;
         let decoded = decode_register_body(body, false, 479, &BodyLimits::default()).unwrap();
