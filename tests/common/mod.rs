@@ -45,7 +45,10 @@ pub fn test_config(dir: &Path) -> NamesrvConfig {
         bind_address: "127.0.0.1".into(),
         listen_port: 0,
         kv_config_path: dir.join("kvConfig.json").to_string_lossy().into_owned(),
-        config_store_path: dir.join("namesrv.properties").to_string_lossy().into_owned(),
+        config_store_path: dir
+            .join("namesrv.properties")
+            .to_string_lossy()
+            .into_owned(),
         log_path: String::new(),
         ..NamesrvConfig::default()
     }
