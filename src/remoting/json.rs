@@ -307,12 +307,30 @@ impl<'d> ValueRef<'d> {
     /// wants): the last duplicate of each key wins; None for absent keys and non-objects.
     pub fn get_many<const N: usize>(&self, keys: [&str; N]) -> [Option<ValueRef<'d>>; N] {
         let mut found = [None; N];
-        if let Some(members) = self.members() {
-            for (key, value) in members {
-                if let Some(i) = keys.iter().position(|k| *k == key) {
-                    found[i] = Some(value);
+        let Slot::Object { len, .. } = self.slot() else {
+            return found;
+        };
+        // Members by hand rather than through `Members`: keys compare as bytes, which skips
+        // the char-boundary checks of slicing text.
+        let doc = self.doc;
+        let mut at = self.at + 1;
+        for _ in 0..len {
+            let key = match doc.slots.get(at) {
+                Some(&Slot::Str { start, end }) => {
+                    doc.text.as_bytes().get(start as usize..end as usize)
                 }
+                Some(&Slot::Decoded { start, end }) => {
+                    doc.decoded.as_bytes().get(start as usize..end as usize)
+                }
+                _ => None,
+            };
+            let Some(key) = key else {
+                break;
+            };
+            if let Some(i) = keys.iter().position(|k| k.as_bytes() == key) {
+                found[i] = Some(ValueRef { doc, at: at + 1 });
             }
+            at = next_sibling(&doc.slots, at + 1);
         }
         found
     }
