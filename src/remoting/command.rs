@@ -8,7 +8,7 @@
 
 use super::codes::{self, FLAG_ONEWAY, FLAG_RESPONSE};
 use super::frame::{check_type_word, FrameError};
-use super::json::{self, Value};
+use super::json::{self, ValueRef};
 use bytes::Bytes;
 use std::fmt;
 
@@ -148,73 +148,77 @@ fn empty_command(serialize_type: SerializeType) -> RemotingCommand {
     }
 }
 
-fn int_field(v: &Value, name: &'static str) -> Result<i32, DecodeError> {
-    match v {
-        Value::Null => Ok(0),
-        _ => v
-            .as_i64()
-            .and_then(|n| i32::try_from(n).ok())
-            .ok_or(DecodeError::Field(name)),
+fn int_field(v: ValueRef<'_>, name: &'static str) -> Result<i32, DecodeError> {
+    if v.is_null() {
+        return Ok(0);
     }
+    v.as_i64()
+        .and_then(|n| i32::try_from(n).ok())
+        .ok_or(DecodeError::Field(name))
 }
 
+/// Reads the header as a borrowed JSON document, so the only allocations are the parsed
+/// slots and the strings the command keeps.
 fn decode_json_header(
     header: &[u8],
     limits: &DecodeLimits,
 ) -> Result<RemotingCommand, DecodeError> {
-    let value =
-        json::parse_with(header, &limits.json).map_err(|e| DecodeError::Json(e.to_string()))?;
-    let members = value
-        .as_object()
+    let doc =
+        json::parse_borrowed(header, &limits.json).map_err(|e| DecodeError::Json(e.to_string()))?;
+    let members = doc
+        .root()
+        .members()
         .ok_or(DecodeError::Json("header is not an object".into()))?;
     let mut cmd = empty_command(SerializeType::Json);
     for (key, v) in members {
-        match key.as_str() {
+        match key {
             "code" => cmd.code = int_field(v, "code")?,
             "version" => cmd.version = int_field(v, "version")?,
             "opaque" => cmd.opaque = int_field(v, "opaque")?,
             "flag" => cmd.flag = int_field(v, "flag")?,
             "language" => {
-                cmd.language = match v {
-                    Value::Str(name) => codes::LANGUAGES
+                cmd.language = if v.is_null() {
+                    255
+                } else if let Some(name) = v.as_str() {
+                    codes::LANGUAGES
                         .iter()
-                        .position(|l| l == name)
+                        .position(|l| *l == name)
                         .map(|p| p as u8)
-                        .unwrap_or(255),
-                    Value::Null => 255,
+                        .unwrap_or(255)
+                } else {
                     // fastjson also accepts the ordinal; out of range throws.
-                    _ => match v.as_i64() {
+                    match v.as_i64() {
                         Some(n) if (0..codes::LANGUAGES.len() as i64).contains(&n) => n as u8,
                         _ => return Err(DecodeError::Field("language")),
-                    },
+                    }
                 }
             }
             "remark" => {
-                cmd.remark = match v {
-                    Value::Null => None,
-                    Value::Str(s) if s.is_empty() => None,
-                    other => Some(other.to_text()),
+                cmd.remark = if v.is_null() || v.as_str() == Some("") {
+                    None
+                } else {
+                    Some(v.to_text())
                 }
             }
-            "extFields" => match v {
-                Value::Null => {}
-                Value::Object(fields) => {
-                    if fields.len() > limits.max_ext_fields {
-                        return Err(DecodeError::TooManyExtFields {
-                            max: limits.max_ext_fields,
-                        });
-                    }
-                    cmd.ext_fields.reserve(fields.len());
-                    for (k, v) in fields {
-                        match v {
-                            Value::Null => {}
-                            Value::Str(s) => cmd.ext_fields.push((k.clone(), s.clone())),
-                            other => cmd.ext_fields.push((k.clone(), other.to_text())),
-                        }
+            "extFields" => {
+                if v.is_null() {
+                    continue;
+                }
+                let Some(fields) = v.members() else {
+                    return Err(DecodeError::Field("extFields"));
+                };
+                if fields.len() > limits.max_ext_fields {
+                    return Err(DecodeError::TooManyExtFields {
+                        max: limits.max_ext_fields,
+                    });
+                }
+                cmd.ext_fields.reserve(fields.len());
+                for (k, v) in fields {
+                    if !v.is_null() {
+                        cmd.ext_fields.push((k.to_owned(), v.to_text()));
                     }
                 }
-                _ => return Err(DecodeError::Field("extFields")),
-            },
+            }
             _ => {}
         }
     }
@@ -529,6 +533,51 @@ mod tests {
         assert_eq!(cmd.ext("n"), Some("7"));
         assert_eq!(cmd.ext("b"), Some("true"));
         assert_eq!(cmd.ext("AccessKey"), Some(""));
+    }
+
+    fn decode_header(header: &[u8]) -> Result<RemotingCommand, DecodeError> {
+        let mut frame = Vec::new();
+        frame.extend_from_slice(&(header.len() as u32).to_be_bytes());
+        frame.extend_from_slice(header);
+        RemotingCommand::decode(Bytes::from(frame), &DecodeLimits::default())
+    }
+
+    #[test]
+    fn go_style_header_with_escapes_nulls_and_an_ordinal_language_decodes() {
+        let header = br#"{code:105,'language':12,"version":317,"opaque":"9","flag":null,"remark":{"r":1},"extFields":{"topic":"T\u00e9\"x","nil":null,"n":-1.5,'q':'s'},"unknown":[1]}"#;
+        let cmd = decode_header(header).unwrap();
+        assert_eq!(
+            (cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag),
+            (105, 12, 317, 9, 0)
+        );
+        assert_eq!(cmd.remark.as_deref(), Some(r#"{"r":1}"#));
+        assert_eq!(
+            cmd.ext_fields,
+            vec![
+                ("topic".to_owned(), "Té\"x".to_owned()),
+                ("n".to_owned(), "-1.5".to_owned()),
+                ("q".to_owned(), "s".to_owned()),
+            ]
+        );
+        let cmd = decode_header(br#"{"code":1,"language":"NOPE","extFields":null}"#).unwrap();
+        assert_eq!(cmd.language, 255);
+        assert!(cmd.ext_fields.is_empty());
+    }
+
+    #[test]
+    fn bad_json_headers_are_errors() {
+        assert!(decode_header(br#"{"code":1,"extFields":[1]}"#).is_err());
+        assert!(decode_header(br#"{"code":"x"}"#).is_err());
+        assert!(decode_header(br#"{"code":4294967296}"#).is_err());
+        assert!(decode_header(br#"{"language":14}"#).is_err());
+        assert!(decode_header(br#"[1]"#).is_err());
+        assert!(decode_header(br#"{"code":1"#).is_err());
+        let many: String = (0..257).map(|i| format!("\"k{i}\":\"v\",")).collect();
+        let header = format!("{{\"code\":1,\"extFields\":{{{many}}}}}");
+        assert_eq!(
+            decode_header(header.as_bytes()),
+            Err(DecodeError::TooManyExtFields { max: 256 })
+        );
     }
 
     #[test]

@@ -1,19 +1,27 @@
-//! The fastjson dialect of JSON that RocketMQ peers speak: a reader into a small [`Value`]
-//! tree and append-only writer helpers for the encoders elsewhere.
+//! The fastjson dialect of JSON that RocketMQ peers speak: one reader with two results, and
+//! append-only writer helpers for the encoders elsewhere.
 //!
 //! Java peers serialize with fastjson 1.2.83, whose output is not always JSON (map keys of
 //! `Map<Long,..>` arrive as bare numbers, `{0:"a"}`), and whose parser tolerates unquoted and
 //! single-quoted keys, single-quoted strings and stray commas. Anything a Java NameServer
 //! accepts we must accept too, so the reader implements that dialect rather than strict JSON.
 //!
-//! The reader is iterative (an explicit stack of open containers), so nesting costs heap,
-//! never call stack, and `Limits::max_depth` bounds it. Every byte it reads is bounds-checked:
-//! malformed, truncated or hostile input gives a [`JsonError`], never a panic.
+//! The reader builds a [`Document`] ([`parse_borrowed`]): the values in document order in one
+//! flat Vec of 16-byte slots, strings and keys without escapes as slices of the input, escaped
+//! ones decoded into one shared String. That is what the hot paths read (REGISTER_BROKER
+//! bodies, request headers): a 1,000-topic body costs no allocation per member, and the slot
+//! buffer is reused from the previous document on the same thread. [`parse`] turns the same
+//! document into an owned [`Value`] tree for everything else.
+//!
+//! The reader is iterative (the stack of open containers is kept in the slots), so nesting
+//! costs heap, never call stack, and `Limits::max_depth` bounds it. Every byte it reads is
+//! bounds-checked: malformed, truncated or hostile input gives a [`JsonError`], never a panic.
 //!
 //! The writers append to a caller-owned `Vec<u8>` so the route encoders can build a whole
 //! body in one buffer. Two string escapers exist because Java uses two: fastjson's default
 //! (non-ASCII raw) for almost everything, and `BrowserCompatible` for the standard route dialect.
 
+use std::cell::Cell;
 use std::fmt;
 
 /// A parsed JSON value of the fastjson dialect.
@@ -69,38 +77,456 @@ pub fn parse(input: &[u8]) -> Result<Value, JsonError> {
     parse_with(input, &Limits::default())
 }
 
-/// Parses one fastjson-dialect value; only whitespace may follow it.
+/// Parses one fastjson-dialect value into an owned tree; only whitespace may follow it.
+/// This is [`parse_borrowed`] followed by [`ValueRef::to_value`]: one parser, two shapes.
 pub fn parse_with(input: &[u8], limits: &Limits) -> Result<Value, JsonError> {
+    Ok(parse_borrowed(input, limits)?.root().to_value())
+}
+
+/// Parses one fastjson-dialect value into a [`Document`] that borrows from `input`; only
+/// whitespace may follow the value. Same dialect, limits and errors as [`parse_with`], but a
+/// string or key without escapes is a slice of the input and the whole tree is one flat Vec,
+/// so a document costs one or two allocations however many members it has.
+pub fn parse_borrowed<'a>(input: &'a [u8], limits: &Limits) -> Result<Document<'a>, JsonError> {
+    if u32::try_from(input.len()).is_err() {
+        return Err(JsonError {
+            offset: 0,
+            message: "document larger than 4 GiB",
+        });
+    }
     let mut parser = Parser {
         input,
+        // Any document that parses is valid UTF-8 (structure, numbers and literals are ASCII,
+        // strings and keys are checked), so one check up front lets every string be sliced
+        // from the input without a check of its own. When it fails, the parser checks each
+        // string as it goes, to report the same first error as ever.
+        text: std::str::from_utf8(input).ok(),
         pos: 0,
         limits: *limits,
+        // About one slot per 10 input bytes in RocketMQ bodies and headers; a denser
+        // document grows the Vec as usual.
+        slots: spare_slots(input.len() / 10 + 4),
+        decoded: String::new(),
+        scratch: Vec::new(),
     };
     // A UTF-8 byte order mark is tolerated, as Java's readers strip it too.
     if input.starts_with(&[0xEF, 0xBB, 0xBF]) {
         parser.pos = 3;
     }
-    parser.parse_document()
+    let parsed = parser.parse_document();
+    match (parsed, parser.text) {
+        (Ok(()), Some(text)) => Ok(Document {
+            text,
+            slots: parser.slots,
+            decoded: parser.decoded,
+        }),
+        (parsed, _) => {
+            keep_spare_slots(parser.slots);
+            // Input that is not UTF-8 never parses; the second error is unreachable.
+            Err(parsed.err().unwrap_or(JsonError {
+                offset: 0,
+                message: "invalid UTF-8",
+            }))
+        }
+    }
 }
 
-/// An array or object whose members are still being read. Members of all open containers
-/// sit on the parser's shared scratch stacks from `start` on; on close they move into one
-/// exactly-sized Vec, so building a container costs a single allocation.
-enum Open {
+thread_local! {
+    /// The slot buffer of the last document dropped on this thread. The event loop reads
+    /// one document at a time, so each parse reuses the previous one's buffer instead of
+    /// allocating (and, for a big body, page-faulting) a new one.
+    static SPARE_SLOTS: Cell<Vec<Slot>> = const { Cell::new(Vec::new()) };
+}
+
+/// Largest buffer kept for reuse (4 MiB of slots: a body of about 25,000 topics).
+const MAX_SPARE_SLOTS: usize = 1 << 18;
+
+/// An empty slot buffer with room for `capacity` slots, reused when one is spare.
+fn spare_slots(capacity: usize) -> Vec<Slot> {
+    let mut slots = SPARE_SLOTS.try_with(Cell::take).unwrap_or_default();
+    slots.clear();
+    slots.reserve(capacity);
+    slots
+}
+
+fn keep_spare_slots(slots: Vec<Slot>) {
+    if slots.capacity() <= MAX_SPARE_SLOTS {
+        // During thread teardown the buffer is simply freed.
+        let _ = SPARE_SLOTS.try_with(|spare| spare.set(slots));
+    }
+}
+
+impl Drop for Document<'_> {
+    fn drop(&mut self) {
+        keep_spare_slots(std::mem::take(&mut self.slots));
+    }
+}
+
+/// One element of a parsed document, in document order (a "tape"): a container's slot is
+/// followed by its items, or by key and value slots in turn for an object, nested containers
+/// inline. `end` lets a reader step over a whole container at once. Offsets are u32 (inputs
+/// are limited to 4 GiB) so that a slot is 16 bytes.
+#[derive(Debug, Clone, Copy)]
+enum Slot {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    /// A string or key without escapes: `Document::text[start..end]`.
+    Str {
+        start: u32,
+        end: u32,
+    },
+    /// A string or key with escapes, decoded into `Document::decoded[start..end]`.
+    Decoded {
+        start: u32,
+        end: u32,
+    },
+    /// `len` items follow; `end` is the index just past the array's last slot.
     Array {
-        start: usize,
+        len: u32,
+        end: u32,
     },
-    /// `key` names the member whose value is being read.
+    /// `len` key/value pairs follow; `end` is the index just past the object's last slot.
     Object {
-        start: usize,
-        key: String,
+        len: u32,
+        end: u32,
     },
+}
+
+/// A parsed document that borrows its unescaped strings from the input. Read it through
+/// [`Document::root`].
+#[derive(Debug, Clone)]
+pub struct Document<'a> {
+    /// The whole input.
+    text: &'a str,
+    slots: Vec<Slot>,
+    /// Text of every string that had escapes, back to back.
+    decoded: String,
+}
+
+impl<'a> Document<'a> {
+    /// The top-level value.
+    pub fn root(&self) -> ValueRef<'_> {
+        ValueRef { doc: self, at: 0 }
+    }
+
+    /// The text of a string slot.
+    fn text_of(&self, slot: Slot) -> Option<&str> {
+        match slot {
+            Slot::Str { start, end } => self.text.get(start as usize..end as usize),
+            Slot::Decoded { start, end } => self.decoded.get(start as usize..end as usize),
+            _ => None,
+        }
+    }
+}
+
+/// A value inside a [`Document`]: a cheap, copyable handle with the reading methods of
+/// [`Value`] (the same fastjson coercions), plus iterators over members and items.
+#[derive(Clone, Copy)]
+pub struct ValueRef<'d> {
+    doc: &'d Document<'d>,
+    at: usize,
+}
+
+impl fmt::Debug for ValueRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.to_value())
+    }
+}
+
+impl<'d> ValueRef<'d> {
+    fn slot(&self) -> Slot {
+        self.doc.slots.get(self.at).copied().unwrap_or(Slot::Null)
+    }
+
+    pub fn is_null(&self) -> bool {
+        matches!(self.slot(), Slot::Null)
+    }
+
+    /// The string, borrowed from the input when it had no escapes; None for non-strings.
+    pub fn as_str(&self) -> Option<&'d str> {
+        let doc: &'d Document<'d> = self.doc;
+        doc.text_of(self.slot())
+    }
+
+    /// As [`Value::as_i64`].
+    pub fn as_i64(&self) -> Option<i64> {
+        match self.slot() {
+            Slot::Int(v) => Some(v),
+            Slot::Float(f) => float_as_i64(f),
+            _ => self.as_str().and_then(str_as_i64),
+        }
+    }
+
+    pub fn as_i32(&self) -> Option<i32> {
+        self.as_i64().and_then(|v| i32::try_from(v).ok())
+    }
+
+    /// As [`Value::as_bool`].
+    pub fn as_bool(&self) -> Option<bool> {
+        match self.slot() {
+            Slot::Bool(b) => Some(b),
+            Slot::Int(0) => Some(false),
+            Slot::Int(1) => Some(true),
+            _ => self.as_str().and_then(str_as_bool),
+        }
+    }
+
+    /// The members of an object, in input order (duplicates included); None otherwise.
+    pub fn members(&self) -> Option<Members<'d>> {
+        match self.slot() {
+            Slot::Object { len, .. } => Some(Members {
+                doc: self.doc,
+                at: self.at + 1,
+                remaining: len as usize,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The items of an array; None otherwise.
+    pub fn items(&self) -> Option<Items<'d>> {
+        match self.slot() {
+            Slot::Array { len, .. } => Some(Items {
+                doc: self.doc,
+                at: self.at + 1,
+                remaining: len as usize,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Object member lookup (the last duplicate wins, as in a Java map); None for non-objects.
+    pub fn get(&self, key: &str) -> Option<ValueRef<'d>> {
+        let [found] = self.get_many([key]);
+        found
+    }
+
+    /// `[get(keys[0]), get(keys[1]), ..]` in one pass over the members (what a bean decoder
+    /// wants): the last duplicate of each key wins; None for absent keys and non-objects.
+    pub fn get_many<const N: usize>(&self, keys: [&str; N]) -> [Option<ValueRef<'d>>; N] {
+        let mut found = [None; N];
+        let Slot::Object { len, .. } = self.slot() else {
+            return found;
+        };
+        // Members by hand rather than through `Members`: keys compare as bytes, which skips
+        // the char-boundary checks of slicing text.
+        let doc = self.doc;
+        let mut at = self.at + 1;
+        for _ in 0..len {
+            let key = match doc.slots.get(at) {
+                Some(&Slot::Str { start, end }) => {
+                    doc.text.as_bytes().get(start as usize..end as usize)
+                }
+                Some(&Slot::Decoded { start, end }) => {
+                    doc.decoded.as_bytes().get(start as usize..end as usize)
+                }
+                _ => None,
+            };
+            let Some(key) = key else {
+                break;
+            };
+            if let Some(i) = keys.iter().position(|k| k.as_bytes() == key) {
+                found[i] = Some(ValueRef { doc, at: at + 1 });
+            }
+            at = next_sibling(&doc.slots, at + 1);
+        }
+        found
+    }
+
+    /// As [`Value::to_text`].
+    pub fn to_text(&self) -> String {
+        match self.as_str() {
+            Some(s) => s.to_owned(),
+            None => self.to_value().to_text(),
+        }
+    }
+
+    /// An owned copy of this value. Iterative (an explicit stack of the containers being
+    /// filled), so depth costs heap, never call stack; each container is allocated once, at
+    /// its final size.
+    pub fn to_value(&self) -> Value {
+        /// A container being filled: its members so far and how many it will have.
+        enum Filling {
+            Array(Vec<Value>, usize),
+            /// `key` names the member whose value comes next.
+            Object(Vec<(String, Value)>, usize, String),
+        }
+        let doc = self.doc;
+        let owned_text = |at: usize| -> String {
+            doc.slots
+                .get(at)
+                .and_then(|&slot| doc.text_of(slot))
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let mut stack: Vec<Filling> = Vec::new();
+        let mut at = self.at;
+        'value: loop {
+            let slot = doc.slots.get(at).copied().unwrap_or(Slot::Null);
+            at += 1;
+            let mut value = match slot {
+                Slot::Null => Value::Null,
+                Slot::Bool(b) => Value::Bool(b),
+                Slot::Int(v) => Value::Int(v),
+                Slot::Float(f) => Value::Float(f),
+                Slot::Str { .. } | Slot::Decoded { .. } => {
+                    Value::Str(doc.text_of(slot).unwrap_or_default().to_owned())
+                }
+                Slot::Array { len: 0, .. } => Value::Array(Vec::new()),
+                Slot::Object { len: 0, .. } => Value::Object(Vec::new()),
+                Slot::Array { len, .. } => {
+                    let len = len as usize;
+                    stack.push(Filling::Array(Vec::with_capacity(len), len));
+                    continue 'value;
+                }
+                Slot::Object { len, .. } => {
+                    let len = len as usize;
+                    let key = owned_text(at);
+                    at += 1;
+                    stack.push(Filling::Object(Vec::with_capacity(len), len, key));
+                    continue 'value;
+                }
+            };
+            // Hand the finished value to its container; close containers as they fill up.
+            loop {
+                match stack.last_mut() {
+                    None => return value,
+                    Some(Filling::Array(items, len)) => {
+                        items.push(value);
+                        if items.len() < *len {
+                            continue 'value;
+                        }
+                        value = Value::Array(std::mem::take(items));
+                    }
+                    Some(Filling::Object(members, len, key)) => {
+                        members.push((std::mem::take(key), value));
+                        if members.len() < *len {
+                            *key = owned_text(at);
+                            at += 1;
+                            continue 'value;
+                        }
+                        value = Value::Object(std::mem::take(members));
+                    }
+                }
+                stack.pop();
+            }
+        }
+    }
+}
+
+/// Index just past the value whose slot is at `at`.
+fn next_sibling(slots: &[Slot], at: usize) -> usize {
+    match slots.get(at) {
+        Some(Slot::Array { end, .. } | Slot::Object { end, .. }) => *end as usize,
+        _ => at + 1,
+    }
+}
+
+/// Iterator over an object's `(key, value)` pairs; see [`ValueRef::members`].
+#[derive(Clone)]
+pub struct Members<'d> {
+    doc: &'d Document<'d>,
+    at: usize,
+    remaining: usize,
+}
+
+impl<'d> Iterator for Members<'d> {
+    type Item = (&'d str, ValueRef<'d>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.remaining == 0 {
+            return None;
+        }
+        self.remaining -= 1;
+        let doc: &'d Document<'d> = self.doc;
+        let key = doc.text_of(doc.slots.get(self.at).copied()?)?;
+        let value = ValueRef {
+            doc,
+            at: self.at + 1,
+        };
+        self.at = next_sibling(&doc.slots, self.at + 1);
+        Some((key, value))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.remaining, Some(self.remaining))
+    }
+}
+
+impl ExactSizeIterator for Members<'_> {}
+
+/// Iterator over an array's items; see [`ValueRef::items`].
+#[derive(Clone)]
+pub struct Items<'d> {
+    doc: &'d Document<'d>,
+    at: usize,
+    remaining: usize,
+}
+
+impl<'d> Iterator for Items<'d> {
+    type Item = ValueRef<'d>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.remaining == 0 {
+            return None;
+        }
+        self.remaining -= 1;
+        let item = ValueRef {
+            doc: self.doc,
+            at: self.at,
+        };
+        self.at = next_sibling(&self.doc.slots, self.at);
+        Some(item)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.remaining, Some(self.remaining))
+    }
+}
+
+impl ExactSizeIterator for Items<'_> {}
+
+/// The innermost array or object whose members are still being read.
+#[derive(Clone, Copy)]
+struct Open {
+    /// Index of its slot, rewritten with the final length and end when it closes.
+    at: usize,
+    /// Members (or items) read so far.
+    len: u32,
+    is_array: bool,
+}
+
+/// `end` of an open top-level container's slot (no document has 2^32 - 1 slots).
+const NO_PARENT: u32 = u32::MAX;
+
+fn container(is_array: bool, len: u32, end: u32) -> Slot {
+    if is_array {
+        Slot::Array { len, end }
+    } else {
+        Slot::Object { len, end }
+    }
+}
+
+fn closing(is_array: bool) -> u8 {
+    if is_array {
+        b']'
+    } else {
+        b'}'
+    }
 }
 
 struct Parser<'a> {
     input: &'a [u8],
+    /// `input` as text, when it is valid UTF-8 as a whole.
+    text: Option<&'a str>,
     pos: usize,
     limits: Limits,
+    slots: Vec<Slot>,
+    decoded: String,
+    /// Reused buffer for decoding one escaped string.
+    scratch: Vec<u8>,
 }
 
 /// Whitespace as fastjson skips it (it also skips form feed and backspace).
@@ -144,90 +570,116 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn parse_document(&mut self) -> Result<Value, JsonError> {
-        let mut open: Vec<Open> = Vec::new();
-        let mut items: Vec<Value> = Vec::new();
-        let mut members: Vec<(String, Value)> = Vec::new();
+    /// Fills `self.slots` with the document's one value; only whitespace may follow it.
+    ///
+    /// The stack of open containers lives in the tape itself, so it costs no allocation:
+    /// while a container is open, its slot's `end` holds the index of the container around
+    /// it (`NO_PARENT` at the top) and, once a child container opens, its `len` holds the
+    /// members counted so far. `open` is the innermost one.
+    fn parse_document(&mut self) -> Result<(), JsonError> {
+        let mut open: Option<Open> = None;
+        let mut depth = 0;
         'value: loop {
             // Read the start of a value: either a complete scalar or an opening bracket.
             self.skip_space();
-            let mut value = match self.peek() {
-                Some(b'[') => {
-                    self.enter(open.len())?;
+            match self.peek() {
+                Some(b @ (b'[' | b'{')) => {
+                    let is_array = b == b'[';
+                    self.enter(depth)?;
+                    let at = self.slots.len();
+                    let parent = match &open {
+                        Some(outer) => {
+                            self.set_container(outer.at, outer.is_array, outer.len, None);
+                            outer.at as u32
+                        }
+                        None => NO_PARENT,
+                    };
+                    self.slots.push(container(is_array, 0, parent));
                     self.skip_space_and_commas();
-                    if self.peek() == Some(b']') {
+                    if self.peek() == Some(closing(is_array)) {
                         self.pos += 1;
-                        Value::Array(Vec::new())
+                        self.set_container(at, is_array, 0, Some(at as u32 + 1));
                     } else {
-                        open.push(Open::Array { start: items.len() });
-                        continue 'value;
-                    }
-                }
-                Some(b'{') => {
-                    self.enter(open.len())?;
-                    self.skip_space_and_commas();
-                    if self.peek() == Some(b'}') {
-                        self.pos += 1;
-                        Value::Object(Vec::new())
-                    } else {
-                        let key = self.parse_key()?;
-                        let start = members.len();
-                        open.push(Open::Object { start, key });
+                        open = Some(Open {
+                            at,
+                            len: 0,
+                            is_array,
+                        });
+                        depth += 1;
+                        if !is_array {
+                            self.parse_key()?;
+                        }
                         continue 'value;
                     }
                 }
                 Some(_) => self.parse_scalar()?,
                 None => return Err(self.error("unexpected end of input, expected a value")),
-            };
-            // Hand the finished value to its container; close containers as they end.
-            loop {
-                match open.last_mut() {
-                    None => {
-                        self.skip_space();
-                        if self.pos != self.input.len() {
-                            return Err(self.error("unexpected characters after the value"));
-                        }
-                        return Ok(value);
-                    }
-                    Some(Open::Array { start }) => {
-                        items.push(value);
-                        self.skip_space();
-                        match self.peek() {
-                            Some(b',') => {
-                                self.skip_space_and_commas();
-                                if self.peek() != Some(b']') {
-                                    continue 'value;
-                                }
-                                self.pos += 1;
-                            }
-                            Some(b']') => self.pos += 1,
-                            Some(_) => return Err(self.error("expected ',' or ']'")),
-                            None => return Err(self.error("unexpected end of input in array")),
-                        }
-                        value = Value::Array(items.drain(*start..).collect());
-                    }
-                    Some(Open::Object { start, key }) => {
-                        members.push((std::mem::take(key), value));
-                        self.skip_space();
-                        match self.peek() {
-                            Some(b',') => {
-                                self.skip_space_and_commas();
-                                if self.peek() != Some(b'}') {
-                                    *key = self.parse_key()?;
-                                    continue 'value;
-                                }
-                                self.pos += 1;
-                            }
-                            Some(b'}') => self.pos += 1,
-                            Some(_) => return Err(self.error("expected ',' or '}'")),
-                            None => return Err(self.error("unexpected end of input in object")),
-                        }
-                        value = Value::Object(members.drain(*start..).collect());
-                    }
-                }
-                // The innermost container just closed and `value` now holds it.
-                open.pop();
             }
+            // A value just ended: count it in its container; close containers as they end.
+            loop {
+                let Some(container) = open.as_mut() else {
+                    self.skip_space();
+                    if self.pos != self.input.len() {
+                        return Err(self.error("unexpected characters after the value"));
+                    }
+                    return Ok(());
+                };
+                container.len += 1;
+                let close = closing(container.is_array);
+                self.skip_space();
+                match self.peek() {
+                    Some(b',') => {
+                        self.skip_space_and_commas();
+                        if self.peek() != Some(close) {
+                            if !container.is_array {
+                                self.parse_key()?;
+                            }
+                            continue 'value;
+                        }
+                        self.pos += 1;
+                    }
+                    Some(b) if b == close => self.pos += 1,
+                    Some(_) if container.is_array => return Err(self.error("expected ',' or ']'")),
+                    Some(_) => return Err(self.error("expected ',' or '}'")),
+                    None if container.is_array => {
+                        return Err(self.error("unexpected end of input in array"))
+                    }
+                    None => return Err(self.error("unexpected end of input in object")),
+                }
+                // The innermost container just closed: finish its slot, reopen its parent.
+                let Open { at, len, is_array } = *container;
+                let parent = match self.slots.get(at) {
+                    Some(Slot::Array { end, .. } | Slot::Object { end, .. }) => *end,
+                    _ => NO_PARENT,
+                };
+                let end = self.slots.len() as u32;
+                self.set_container(at, is_array, len, Some(end));
+                depth -= 1;
+                open = match self.slots.get(parent as usize) {
+                    Some(&Slot::Array { len, .. }) if parent != NO_PARENT => Some(Open {
+                        at: parent as usize,
+                        len,
+                        is_array: true,
+                    }),
+                    Some(&Slot::Object { len, .. }) if parent != NO_PARENT => Some(Open {
+                        at: parent as usize,
+                        len,
+                        is_array: false,
+                    }),
+                    _ => None,
+                };
+            }
+        }
+    }
+
+    /// Rewrites the container slot at `at` with `len`, and with `end` when given.
+    fn set_container(&mut self, at: usize, is_array: bool, len: u32, end: Option<u32>) {
+        if let Some(slot) = self.slots.get_mut(at) {
+            let old_end = match *slot {
+                Slot::Array { end, .. } | Slot::Object { end, .. } => end,
+                _ => NO_PARENT,
+            };
+            *slot = container(is_array, len, end.unwrap_or(old_end));
         }
     }
 
@@ -242,8 +694,8 @@ impl<'a> Parser<'a> {
 
     /// Reads a member key and the `:` after it. Keys may be double-quoted, single-quoted,
     /// or bare (identifiers and numbers, as fastjson writes `Map<Long,..>` keys).
-    fn parse_key(&mut self) -> Result<String, JsonError> {
-        let key = match self.peek() {
+    fn parse_key(&mut self) -> Result<(), JsonError> {
+        match self.peek() {
             Some(q @ (b'"' | b'\'')) => self.parse_string(q)?,
             Some(_) => {
                 let start = self.pos;
@@ -253,53 +705,55 @@ impl<'a> Parser<'a> {
                     }
                     self.pos += 1;
                 }
-                let raw = &self.input[start..self.pos];
-                if raw.is_empty() {
+                if self.pos == start {
                     return Err(self.error("expected an object key"));
                 }
-                if raw.len() > self.limits.max_string_len {
+                if self.pos - start > self.limits.max_string_len {
                     return Err(self.error("key longer than the limit"));
                 }
-                match std::str::from_utf8(raw) {
-                    Ok(s) => s.to_owned(),
-                    Err(_) => {
-                        self.pos = start;
-                        return Err(self.error("invalid UTF-8 in key"));
-                    }
+                if !self.is_text(start, self.pos) {
+                    self.pos = start;
+                    return Err(self.error("invalid UTF-8 in key"));
                 }
+                self.slots.push(Slot::Str {
+                    start: start as u32,
+                    end: self.pos as u32,
+                });
             }
             None => return Err(self.error("unexpected end of input, expected a key")),
-        };
+        }
         self.skip_space();
         if self.peek() != Some(b':') {
             return Err(self.error("expected ':' after key"));
         }
         self.pos += 1;
-        Ok(key)
+        Ok(())
     }
 
-    fn parse_scalar(&mut self) -> Result<Value, JsonError> {
-        match self.peek() {
-            Some(q @ (b'"' | b'\'')) => Ok(Value::Str(self.parse_string(q)?)),
-            Some(b'-' | b'0'..=b'9') => self.parse_number(),
-            Some(b't') => self.literal(b"true", Value::Bool(true)),
-            Some(b'f') => self.literal(b"false", Value::Bool(false)),
-            Some(b'n') => self.literal(b"null", Value::Null),
-            Some(_) => Err(self.error("expected a value")),
-            None => Err(self.error("unexpected end of input, expected a value")),
-        }
+    fn parse_scalar(&mut self) -> Result<(), JsonError> {
+        let slot = match self.peek() {
+            Some(q @ (b'"' | b'\'')) => return self.parse_string(q),
+            Some(b'-' | b'0'..=b'9') => self.parse_number()?,
+            Some(b't') => self.literal(b"true", Slot::Bool(true))?,
+            Some(b'f') => self.literal(b"false", Slot::Bool(false))?,
+            Some(b'n') => self.literal(b"null", Slot::Null)?,
+            Some(_) => return Err(self.error("expected a value")),
+            None => return Err(self.error("unexpected end of input, expected a value")),
+        };
+        self.slots.push(slot);
+        Ok(())
     }
 
-    fn literal(&mut self, word: &[u8], value: Value) -> Result<Value, JsonError> {
+    fn literal(&mut self, word: &[u8], slot: Slot) -> Result<Slot, JsonError> {
         if self.input[self.pos..].starts_with(word) {
             self.pos += word.len();
-            Ok(value)
+            Ok(slot)
         } else {
             Err(self.error("invalid literal"))
         }
     }
 
-    fn parse_number(&mut self) -> Result<Value, JsonError> {
+    fn parse_number(&mut self) -> Result<Slot, JsonError> {
         let start = self.pos;
         let mut is_float = false;
         if self.peek() == Some(b'-') {
@@ -334,14 +788,14 @@ impl<'a> Parser<'a> {
         let text = &self.input[start..self.pos];
         if !is_float {
             if let Some(v) = parse_i64(text) {
-                return Ok(Value::Int(v));
+                return Ok(Slot::Int(v));
             }
         }
         // The slice holds only ASCII digits, signs, '.', 'e', so it is valid UTF-8.
         std::str::from_utf8(text)
             .ok()
             .and_then(|s| s.parse::<f64>().ok())
-            .map(Value::Float)
+            .map(Slot::Float)
             .ok_or(JsonError {
                 offset: start,
                 message: "invalid number",
@@ -354,22 +808,38 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// Reads a string quoted by `quote` (the opening quote is at `self.pos`).
-    fn parse_string(&mut self, quote: u8) -> Result<String, JsonError> {
+    /// Whether `input[start..end]` is text; both ends sit next to ASCII delimiters.
+    fn is_text(&self, start: usize, end: usize) -> bool {
+        match self.text {
+            // Valid as a whole, so valid between two ASCII bytes.
+            Some(_) => true,
+            None => self
+                .input
+                .get(start..end)
+                .is_some_and(|raw| std::str::from_utf8(raw).is_ok()),
+        }
+    }
+
+    /// Reads a string quoted by `quote` (the opening quote is at `self.pos`) into a slot.
+    fn parse_string(&mut self, quote: u8) -> Result<(), JsonError> {
         self.pos += 1;
         let start = self.pos;
         let run_end = self.scan_plain(quote);
         match self.input.get(run_end) {
             Some(&b) if b == quote => {
-                // Common case: no escapes, copy the run in one go.
-                let raw = &self.input[start..run_end];
-                if raw.len() > self.limits.max_string_len {
+                // Common case: no escapes, the string is a slice of the input.
+                if run_end - start > self.limits.max_string_len {
                     return Err(self.error("string longer than the limit"));
                 }
-                let s =
-                    std::str::from_utf8(raw).map_err(|_| self.error("invalid UTF-8 in string"))?;
+                if !self.is_text(start, run_end) {
+                    return Err(self.error("invalid UTF-8 in string"));
+                }
                 self.pos = run_end + 1;
-                Ok(s.to_owned())
+                self.slots.push(Slot::Str {
+                    start: start as u32,
+                    end: run_end as u32,
+                });
+                Ok(())
             }
             Some(_) => self.parse_escaped_string(quote, start, run_end),
             None => {
@@ -382,48 +852,63 @@ impl<'a> Parser<'a> {
     /// First index at or after `self.pos` holding `quote` or a backslash (or the input end).
     fn scan_plain(&self, quote: u8) -> usize {
         let rest = &self.input[self.pos..];
-        let found = rest.iter().position(|&b| b == quote || b == b'\\');
-        self.pos + found.unwrap_or(rest.len())
+        self.pos + find_quote_or_backslash(rest, quote).unwrap_or(rest.len())
     }
 
     /// Slow path once an escape is seen: `start` is the first content byte, `run_end` the
-    /// first backslash.
+    /// first backslash. The text is decoded into `self.decoded`.
+    #[cold]
+    #[inline(never)]
     fn parse_escaped_string(
         &mut self,
         quote: u8,
         start: usize,
         mut run_end: usize,
-    ) -> Result<String, JsonError> {
-        let mut out: Vec<u8> = Vec::with_capacity(run_end - start + 16);
+    ) -> Result<(), JsonError> {
+        let mut out = std::mem::take(&mut self.scratch);
+        out.clear();
         out.extend_from_slice(&self.input[start..run_end]);
         self.pos = run_end;
-        loop {
+        let result = loop {
             if out.len() > self.limits.max_string_len {
-                return Err(self.error("string longer than the limit"));
+                break Err(self.error("string longer than the limit"));
             }
             match self.input.get(self.pos) {
-                None => return Err(self.error("unterminated string")),
+                None => break Err(self.error("unterminated string")),
                 Some(&b) if b == quote => {
                     self.pos += 1;
-                    break;
+                    break Ok(());
                 }
                 Some(_) => {
                     // A backslash: decode one escape, then copy the next plain run.
                     self.pos += 1;
-                    self.decode_escape(&mut out)?;
+                    if let Err(e) = self.decode_escape(&mut out) {
+                        break Err(e);
+                    }
                     run_end = self.scan_plain(quote);
                     out.extend_from_slice(&self.input[self.pos..run_end]);
                     self.pos = run_end;
                 }
             }
-        }
-        if out.len() > self.limits.max_string_len {
-            return Err(self.error("string longer than the limit"));
-        }
-        String::from_utf8(out).map_err(|_| JsonError {
-            offset: start,
-            message: "invalid UTF-8 in string",
-        })
+        };
+        let result = result.and_then(|()| {
+            if out.len() > self.limits.max_string_len {
+                return Err(self.error("string longer than the limit"));
+            }
+            let text = std::str::from_utf8(&out).map_err(|_| JsonError {
+                offset: start,
+                message: "invalid UTF-8 in string",
+            })?;
+            let from = self.decoded.len() as u32;
+            self.decoded.push_str(text);
+            self.slots.push(Slot::Decoded {
+                start: from,
+                end: self.decoded.len() as u32,
+            });
+            Ok(())
+        });
+        self.scratch = out;
+        result
     }
 
     /// Decodes the escape whose backslash was just consumed.
@@ -508,6 +993,35 @@ impl<'a> Parser<'a> {
     }
 }
 
+/// Index of the first `quote` or backslash in `bytes`, eight bytes per step: a byte of a word
+/// `x` is zero iff the word `(x - 0x01..) & !x & 0x80..` has its top bit set (bits above the
+/// first zero byte may be set spuriously, so only the lowest set bit counts).
+fn find_quote_or_backslash(bytes: &[u8], quote: u8) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let quotes = ONES * u64::from(quote);
+    let backslashes = ONES * u64::from(b'\\');
+    let mut chunks = bytes.chunks_exact(8);
+    let mut offset = 0;
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let word = u64::from_le_bytes(word);
+        let q = word ^ quotes;
+        let b = word ^ backslashes;
+        let hits = ((q.wrapping_sub(ONES) & !q) | (b.wrapping_sub(ONES) & !b)) & HIGHS;
+        if hits != 0 {
+            return Some(offset + (hits.trailing_zeros() / 8) as usize);
+        }
+        offset += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&b| b == quote || b == b'\\')
+        .map(|i| offset + i)
+}
+
 fn push_char(out: &mut Vec<u8>, c: char) {
     let mut buf = [0u8; 4];
     out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
@@ -537,6 +1051,36 @@ fn parse_i64(text: &[u8]) -> Option<i64> {
     }
 }
 
+/// Like Java's Long.parseLong: an optional single '+' or '-' sign, then digits.
+fn str_as_i64(s: &str) -> Option<i64> {
+    match s.strip_prefix('+') {
+        Some(rest) if rest.starts_with('-') => None,
+        Some(rest) => parse_i64(rest.as_bytes()),
+        None => parse_i64(s.as_bytes()),
+    }
+}
+
+/// A Float with no fraction. 2^63 is exactly representable; anything in [-2^63, 2^63)
+/// converts losslessly.
+fn float_as_i64(f: f64) -> Option<i64> {
+    if f.fract() == 0.0 && f >= i64::MIN as f64 && f < -(i64::MIN as f64) {
+        Some(f as i64)
+    } else {
+        None
+    }
+}
+
+/// `"true"`/`"false"` in any case.
+fn str_as_bool(s: &str) -> Option<bool> {
+    if s.eq_ignore_ascii_case("true") {
+        Some(true)
+    } else if s.eq_ignore_ascii_case("false") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
 impl Value {
     /// Object member lookup (the last duplicate wins, as in a Java map); None for non-objects.
     pub fn get(&self, key: &str) -> Option<&Value> {
@@ -558,18 +1102,8 @@ impl Value {
     pub fn as_i64(&self) -> Option<i64> {
         match self {
             Value::Int(v) => Some(*v),
-            // Like Java's Long.parseLong: an optional single '+' or '-' sign, then digits.
-            Value::Str(s) => match s.strip_prefix('+') {
-                Some(rest) if rest.starts_with('-') => None,
-                Some(rest) => parse_i64(rest.as_bytes()),
-                None => parse_i64(s.as_bytes()),
-            },
-            // 2^63 is exactly representable; anything in [-2^63, 2^63) converts losslessly.
-            Value::Float(f)
-                if f.fract() == 0.0 && *f >= i64::MIN as f64 && *f < -(i64::MIN as f64) =>
-            {
-                Some(*f as i64)
-            }
+            Value::Str(s) => str_as_i64(s),
+            Value::Float(f) => float_as_i64(*f),
             _ => None,
         }
     }
@@ -582,8 +1116,7 @@ impl Value {
     pub fn as_bool(&self) -> Option<bool> {
         match self {
             Value::Bool(b) => Some(*b),
-            Value::Str(s) if s.eq_ignore_ascii_case("true") => Some(true),
-            Value::Str(s) if s.eq_ignore_ascii_case("false") => Some(false),
+            Value::Str(s) => str_as_bool(s),
             Value::Int(0) => Some(false),
             Value::Int(1) => Some(true),
             _ => None,
@@ -1389,6 +1922,324 @@ mod tests {
         );
     }
 
+    // ---- borrowed documents ----
+
+    fn doc(input: &[u8]) -> Document<'_> {
+        parse_borrowed(input, &Limits::default()).unwrap()
+    }
+
+    /// Whether `s` points into `input` (a borrowed, not a decoded, string).
+    fn borrows_from(s: &str, input: &[u8]) -> bool {
+        let range = input.as_ptr_range();
+        range.contains(&s.as_ptr()) && s.len() <= input.len()
+    }
+
+    #[test]
+    fn borrowed_strings_without_escapes_point_into_the_input() {
+        let input = br#"{"plain":"text","esc\u0041ped":"a\nb",bare:'single'}"#;
+        let d = doc(input);
+        let members: Vec<(&str, ValueRef<'_>)> = d.root().members().unwrap().collect();
+        let keys: Vec<&str> = members.iter().map(|(k, _)| *k).collect();
+        assert_eq!(keys, ["plain", "escAped", "bare"]);
+        assert!(borrows_from(keys[0], input));
+        assert!(!borrows_from(keys[1], input));
+        assert!(borrows_from(keys[2], input));
+        let text = members[0].1.as_str().unwrap();
+        assert_eq!(text, "text");
+        assert!(borrows_from(text, input));
+        assert_eq!(members[1].1.as_str(), Some("a\nb"));
+        assert_eq!(members[2].1.as_str(), Some("single"));
+        assert!(borrows_from(members[2].1.as_str().unwrap(), input));
+    }
+
+    #[test]
+    fn borrowed_dialect_cases_match_the_owned_tree() {
+        let cases: &[&[u8]] = &[
+            br#"{0:"a",1:"b",-1:"c",topic:"x",$_k9:1}"#,
+            b"{ 12 : 0 }",
+            br#"{'k':'it\'s "quoted"', "d":'x'}"#,
+            b"[1,,2,]",
+            br#"{,"a":1,,"b":2,}"#,
+            br#""q\"b\\s\/n\nr\rt\tb\bf\f u\u0041\u00e9\u4E2D""#,
+            br#""\x41""#,
+            br#"["\uD83D\uDE00","\ud83d\ude00!","a\uD83Db","\uDE00","\uD83D\u0041","\uD83D\n","\uD83D"]"#,
+            "{生产:\"生产\"}".as_bytes(),
+            b"[9223372036854775807,-9223372036854775808,9223372036854775808,1e3,-0.25E-2]",
+            b"\xEF\xBB\xBF {\"bom\":true} \n",
+            br#"{"a":[1,[2,{"x":3}],[],{},4],"b":{"c":{}},"d":null,"e":"",'f':[[[]]]}"#,
+        ];
+        for case in cases {
+            let owned = parse(case).unwrap();
+            let d = doc(case);
+            assert_eq!(
+                d.root().to_value(),
+                owned,
+                "{}",
+                String::from_utf8_lossy(case)
+            );
+            // Walking members/items by hand gives the same tree as to_value.
+            assert_eq!(
+                rebuild(d.root()),
+                owned,
+                "{}",
+                String::from_utf8_lossy(case)
+            );
+        }
+    }
+
+    /// Rebuilds an owned tree through the public ValueRef API only.
+    fn rebuild(v: ValueRef<'_>) -> Value {
+        if let Some(members) = v.members() {
+            assert_eq!(members.len(), members.clone().count());
+            return Value::Object(members.map(|(k, v)| (k.to_owned(), rebuild(v))).collect());
+        }
+        if let Some(items) = v.items() {
+            assert_eq!(items.len(), items.clone().count());
+            return Value::Array(items.map(rebuild).collect());
+        }
+        let owned = v.to_value();
+        // The scalar accessors agree with the owned tree's.
+        assert_eq!(v.as_str(), owned.as_str());
+        assert_eq!(v.as_i64(), owned.as_i64());
+        assert_eq!(v.as_i32(), owned.as_i32());
+        assert_eq!(v.as_bool(), owned.as_bool());
+        assert_eq!(v.is_null(), owned.is_null());
+        assert_eq!(v.to_text(), owned.to_text());
+        owned
+    }
+
+    #[test]
+    fn borrowed_accessors_coerce_like_the_owned_tree() {
+        let d = doc(br#"["4","-4","+4","+-4","4.5","",12.0,12.5,1e300,1099511627776,"-7","TRUE","False",1,0,2,true,null,"x",[1],{"a":1}]"#);
+        let items: Vec<ValueRef<'_>> = d.root().items().unwrap().collect();
+        assert_eq!(items.len(), 21);
+        for item in &items {
+            rebuild(*item);
+        }
+        assert_eq!(items[0].as_i64(), Some(4));
+        assert_eq!(items[3].as_i64(), None);
+        assert_eq!(items[6].as_i64(), Some(12));
+        assert_eq!(items[9].as_i32(), None);
+        assert_eq!(items[11].as_bool(), Some(true));
+        assert_eq!(items[15].as_bool(), None);
+        assert_eq!(items[19].to_text(), "[1]");
+        assert_eq!(items[20].to_text(), r#"{"a":1}"#);
+        assert!(items[20].as_str().is_none() && items[20].items().is_none());
+        assert!(items[19].members().is_none());
+    }
+
+    #[test]
+    fn get_and_get_many_take_the_last_duplicate_and_skip_nested_containers() {
+        let d = doc(br#"{"a":1,"n":{"a":9,"b":[{"a":8}]},"b":2,"a":3,"z":null}"#);
+        let root = d.root();
+        assert_eq!(root.get("a").and_then(|v| v.as_i64()), Some(3));
+        assert_eq!(root.get("c").map(|v| v.to_value()), None);
+        assert!(root.get("z").unwrap().is_null());
+        let [a, b, n, c] = root.get_many(["a", "b", "n", "c"]);
+        assert_eq!(a.and_then(|v| v.as_i64()), Some(3));
+        assert_eq!(b.and_then(|v| v.as_i64()), Some(2));
+        assert_eq!(
+            n.and_then(|n| n.get("b"))
+                .and_then(|b| b.items())
+                .map(|items| items.len()),
+            Some(1)
+        );
+        assert!(c.is_none());
+        // Not an object: nothing found.
+        let d = doc(b"[1]");
+        assert!(d.root().get("a").is_none());
+        assert!(d.root().get_many(["a", "b"]).iter().all(Option::is_none));
+    }
+
+    #[test]
+    fn borrowed_limits_and_errors_match_the_owned_parser() {
+        let limits = Limits {
+            max_depth: 4,
+            max_string_len: 4,
+        };
+        assert!(parse_borrowed(b"[[[[1]]]]", &limits).is_ok());
+        assert_eq!(
+            parse_borrowed(b"[[[[[1]]]]]", &limits).unwrap_err().offset,
+            4
+        );
+        assert!(parse_borrowed(br#"["abcd"]"#, &limits).is_ok());
+        assert!(parse_borrowed(br#"["abcde"]"#, &limits).is_err());
+        assert!(parse_borrowed(br#"{abcde:1}"#, &limits).is_err());
+        assert!(parse_borrowed(br#"["ab\u0041\u0042\u0043"]"#, &limits).is_err());
+        let deep = vec![b'['; 1_000_000];
+        assert!(parse_borrowed(&deep, &Limits::default()).is_err());
+        // Invalid UTF-8 is reported where the string or key starts, or as stray bytes.
+        let err = |input: &[u8]| parse_borrowed(input, &Limits::default()).unwrap_err();
+        assert_eq!(
+            err(b"{} \xff"),
+            JsonError {
+                offset: 3,
+                message: "unexpected characters after the value"
+            }
+        );
+        assert_eq!(
+            err(b"[\"ab\xff\"]"),
+            JsonError {
+                offset: 2,
+                message: "invalid UTF-8 in string"
+            }
+        );
+        assert_eq!(
+            err(b"[\"a\\n\xc3\"]"),
+            JsonError {
+                offset: 2,
+                message: "invalid UTF-8 in string"
+            }
+        );
+        assert_eq!(
+            err(b"{\xff:1}"),
+            JsonError {
+                offset: 1,
+                message: "invalid UTF-8 in key"
+            }
+        );
+    }
+
+    #[test]
+    fn borrowed_garbage_and_truncations_are_errors_never_panics() {
+        let doc_bytes = br#"{"brokerAddrs":{0:"127.0.0.1:10911"},'s':"a\u00e9\uD83D\uDE00\n",n:-1.5e3,l:[true,false,null,,]}"#;
+        for end in 0..doc_bytes.len() {
+            assert!(parse_borrowed(&doc_bytes[..end], &Limits::default()).is_err());
+        }
+        // Random byte soup over the dialect's alphabet, and valid documents with a few bytes
+        // replaced: whatever parses can be walked completely.
+        let alphabet = b"{}[]:,\"'\\u0019-.eE tfn \xc3\xa9\xff";
+        let mut state: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut parsed = 0;
+        for round in 0..20_000 {
+            let input: Vec<u8> = if round % 2 == 0 {
+                (0..next() % 24)
+                    .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                    .collect()
+            } else {
+                let mut input = doc_bytes.to_vec();
+                for _ in 0..1 + next() % 2 {
+                    let at = (next() % input.len() as u64) as usize;
+                    input[at] = alphabet[(next() % alphabet.len() as u64) as usize];
+                }
+                input
+            };
+            let result = parse_borrowed(&input, &Limits::default());
+            if let Ok(d) = &result {
+                rebuild(d.root());
+                parsed += 1;
+            }
+        }
+        assert!(parsed > 100, "only {parsed} inputs parsed");
+    }
+
+    #[test]
+    fn slot_buffers_are_reused_safely_across_documents() {
+        let small = doc(br#"{"a":[1,2,3]}"#);
+        let big_body = synthetic_register_body(50);
+        let big = doc(&big_body);
+        // Two live documents never share a buffer.
+        assert_eq!(small.root().to_value(), parse(br#"{"a":[1,2,3]}"#).unwrap());
+        assert_eq!(big.root().to_value(), parse(&big_body).unwrap());
+        drop(big);
+        drop(small);
+        // A buffer larger than the spare limit is not kept, and nothing else breaks.
+        let huge: Vec<u8> = format!("[{}1]", "1,".repeat(MAX_SPARE_SLOTS + 10)).into_bytes();
+        let d = doc(&huge);
+        assert_eq!(d.root().items().unwrap().len(), MAX_SPARE_SLOTS + 11);
+        drop(d);
+        for _ in 0..3 {
+            let d = doc(&big_body);
+            let table = d
+                .root()
+                .get("topicConfigSerializeWrapper")
+                .and_then(|w| w.get("topicConfigTable"))
+                .and_then(|t| t.members())
+                .unwrap();
+            assert_eq!(table.len(), 50);
+        }
+        // A failed parse hands its buffer back too.
+        assert!(parse_borrowed(b"[1,2,", &Limits::default()).is_err());
+        assert_eq!(
+            doc(b"[7]").root().to_value(),
+            Value::Array(vec![Value::Int(7)])
+        );
+    }
+
+    #[test]
+    fn word_at_a_time_scan_finds_the_first_quote_or_backslash() {
+        // Bytes around the targets stress the zero-byte trick (0x00, 0x01, bytes one off the
+        // targets, high bytes).
+        let fillers = [
+            b'a',
+            0x00,
+            0x01,
+            b'!',
+            b'#',
+            b'[',
+            b']',
+            0x80,
+            0xff,
+            0x22 ^ 0x80,
+        ];
+        for len in 0..24 {
+            for &filler in &fillers {
+                let base = vec![filler; len];
+                assert_eq!(find_quote_or_backslash(&base, b'"'), None, "{base:?}");
+                for at in 0..len {
+                    for (target, quote) in [(b'"', b'"'), (b'\\', b'"'), (b'\'', b'\'')] {
+                        let mut bytes = base.clone();
+                        bytes[at] = target;
+                        if at + 1 < len {
+                            bytes[at + 1] = b'"';
+                        }
+                        assert_eq!(
+                            find_quote_or_backslash(&bytes, quote),
+                            Some(at),
+                            "{bytes:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn synthetic_5x_register_body_reads_through_the_borrowed_path() {
+        let body = synthetic_register_body(1000);
+        let d = doc(&body);
+        let wrapper = d.root().get("topicConfigSerializeWrapper").unwrap();
+        let topics: Vec<(&str, ValueRef<'_>)> = wrapper
+            .get("topicConfigTable")
+            .and_then(|t| t.members())
+            .unwrap()
+            .collect();
+        assert_eq!(topics.len(), 1000);
+        let (key, last) = topics[999];
+        assert_eq!(key, "BenchmarkTopic_00999_with_a_longer_name");
+        assert!(borrows_from(key, &body));
+        let [name, perm] = last.get_many(["topicName", "perm"]);
+        assert_eq!(name.and_then(|n| n.as_str()), Some(key));
+        assert_eq!(perm.and_then(|p| p.as_i32()), Some(6));
+        let curr = wrapper
+            .get("topicQueueMappingInfoMap")
+            .and_then(|m| m.get("StaticT"))
+            .and_then(|m| m.get("currIdMap"))
+            .unwrap();
+        let ids: Vec<(&str, i64)> = curr
+            .members()
+            .unwrap()
+            .map(|(k, v)| (k, v.as_i64().unwrap()))
+            .collect();
+        assert_eq!(ids, [("0", 0), ("1", 1)]);
+    }
+
     /// Run by hand: `cargo test --release --lib remoting::json -- --ignored --nocapture`.
     /// Reports parsing and dropping the tree separately (a handler pays for both).
     #[test]
@@ -1423,12 +2274,23 @@ mod tests {
             }
             best_cycle = best_cycle.min(start.elapsed() / rounds as u32);
         }
+        let mut best_borrowed = std::time::Duration::MAX;
+        for _ in 0..10 {
+            let start = std::time::Instant::now();
+            for _ in 0..rounds {
+                drop(std::hint::black_box(
+                    parse_borrowed(std::hint::black_box(&body), &Limits::default()).unwrap(),
+                ));
+            }
+            best_borrowed = best_borrowed.min(start.elapsed() / rounds as u32);
+        }
         println!(
-            "1,000-topic RegisterBrokerBody: {} bytes, parse {:?}, drop {:?}, parse+drop {:?} (best of 10 x {rounds})",
+            "1,000-topic RegisterBrokerBody: {} bytes, parse {:?}, drop {:?}, parse+drop {:?}, parse_borrowed+drop {:?} (best of 10 x {rounds})",
             body.len(),
             best_parse,
             best_drop,
             best_cycle,
+            best_borrowed,
         );
     }
 }

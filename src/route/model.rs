@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
-use crate::remoting::json::{self, Value};
+use crate::remoting::json::{self, Members, Value, ValueRef};
 
 /// `MQVersion.Version.V3_0_11` ordinal: older peers send a bare TopicConfigSerializeWrapper.
 const V3_0_11: i32 = 37;
@@ -210,23 +210,38 @@ fn write_str_array<'a>(out: &mut Vec<u8>, items: impl Iterator<Item = &'a str>, 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Reader helpers (over json::Value)
+// Reader helpers (over json::ValueRef)
 // ---------------------------------------------------------------------------------------------
+//
+// Decoders read a borrowed `json::Document` (no per-string allocation) and pick a bean's
+// fields with `ValueRef::get_many` (one pass over its members; the last duplicate wins, as
+// in a Java map). A member that is present but null counts as absent.
 
-fn as_object<'v>(v: &'v Value, what: &str) -> Result<&'v [(String, Value)], ModelError> {
-    match v.as_object() {
+fn as_object<'d>(v: ValueRef<'d>, what: &str) -> Result<Members<'d>, ModelError> {
+    match v.members() {
         Some(members) => Ok(members),
         None => err(format!("{what} is not a JSON object")),
     }
 }
 
-/// A member that is present and not null.
-fn member<'v>(obj: &'v Value, key: &str) -> Option<&'v Value> {
-    obj.get(key).filter(|v| !v.is_null())
+/// A member value that is present and not null.
+fn present(v: Option<ValueRef<'_>>) -> Option<ValueRef<'_>> {
+    v.filter(|v| !v.is_null())
 }
 
-fn field_i64(obj: &Value, key: &str, default: i64, what: &str) -> Result<i64, ModelError> {
-    match member(obj, key) {
+/// A member that is present and not null.
+fn member<'d>(obj: ValueRef<'d>, key: &str) -> Option<ValueRef<'d>> {
+    present(obj.get(key))
+}
+
+/// A long bean field (`key` of `what`) found as `v`.
+fn long_field(
+    v: Option<ValueRef<'_>>,
+    default: i64,
+    what: &str,
+    key: &str,
+) -> Result<i64, ModelError> {
+    match present(v) {
         None => Ok(default),
         Some(v) => match v.as_i64() {
             Some(n) => Ok(n),
@@ -235,8 +250,13 @@ fn field_i64(obj: &Value, key: &str, default: i64, what: &str) -> Result<i64, Mo
     }
 }
 
-fn field_i32(obj: &Value, key: &str, default: i32, what: &str) -> Result<i32, ModelError> {
-    match member(obj, key) {
+fn int_field(
+    v: Option<ValueRef<'_>>,
+    default: i32,
+    what: &str,
+    key: &str,
+) -> Result<i32, ModelError> {
+    match present(v) {
         None => Ok(default),
         Some(v) => match v.as_i32() {
             Some(n) => Ok(n),
@@ -245,8 +265,8 @@ fn field_i32(obj: &Value, key: &str, default: i32, what: &str) -> Result<i32, Mo
     }
 }
 
-fn field_bool(obj: &Value, key: &str, what: &str) -> Result<bool, ModelError> {
-    match member(obj, key) {
+fn bool_field(v: Option<ValueRef<'_>>, what: &str, key: &str) -> Result<bool, ModelError> {
+    match present(v) {
         None => Ok(false),
         Some(v) => match v.as_bool() {
             Some(b) => Ok(b),
@@ -256,22 +276,13 @@ fn field_bool(obj: &Value, key: &str, what: &str) -> Result<bool, ModelError> {
 }
 
 /// A String bean field: fastjson turns a non-string scalar into its text.
-fn field_string(obj: &Value, key: &str) -> Option<String> {
-    member(obj, key).map(|v| match v.as_str() {
-        Some(s) => s.to_owned(),
-        None => v.to_text(),
-    })
+fn string_field(v: Option<ValueRef<'_>>) -> Option<String> {
+    present(v).map(|v| v.to_text())
 }
 
-fn string_list(v: &Value, what: &str) -> Result<Vec<String>, ModelError> {
-    match v.as_array() {
-        Some(items) => Ok(items
-            .iter()
-            .map(|item| match item.as_str() {
-                Some(s) => s.to_owned(),
-                None => item.to_text(),
-            })
-            .collect()),
+fn string_list(v: ValueRef<'_>, what: &str) -> Result<Vec<String>, ModelError> {
+    match v.items() {
+        Some(items) => Ok(items.map(|item| item.to_text()).collect()),
         None => err(format!("{what} is not a JSON array")),
     }
 }
@@ -310,16 +321,27 @@ fn dedup_last_wins<T>(entries: Vec<(String, T)>) -> Vec<(String, T)> {
 impl DataVersion {
     /// `{"counter":..,"stateVersion":..,"timestamp":..}`; missing fields = 0.
     pub fn decode(body: &[u8]) -> Result<DataVersion, ModelError> {
-        let v = json::parse(body)?;
-        DataVersion::from_value(&v)
+        let doc = json::parse_borrowed(body, &json::Limits::default())?;
+        DataVersion::from_ref(doc.root())
     }
 
+    /// The same from an owned tree (kept for callers that hold one; decoders here read
+    /// borrowed documents).
     pub fn from_value(v: &Value) -> Result<DataVersion, ModelError> {
-        as_object(v, "dataVersion")?;
+        let mut text = Vec::new();
+        json::write_value(&mut text, v);
+        DataVersion::decode(&text)
+    }
+
+    fn from_ref(v: ValueRef<'_>) -> Result<DataVersion, ModelError> {
+        const WHAT: &str = "dataVersion";
+        as_object(v, WHAT)?;
+        let [counter, state_version, timestamp] =
+            v.get_many(["counter", "stateVersion", "timestamp"]);
         Ok(DataVersion {
-            counter: field_i64(v, "counter", 0, "dataVersion")?,
-            state_version: field_i64(v, "stateVersion", 0, "dataVersion")?,
-            timestamp: field_i64(v, "timestamp", 0, "dataVersion")?,
+            counter: long_field(counter, 0, WHAT, "counter")?,
+            state_version: long_field(state_version, 0, WHAT, "stateVersion")?,
+            timestamp: long_field(timestamp, 0, WHAT, "timestamp")?,
         })
     }
 
@@ -394,11 +416,20 @@ impl MappingInfo {
         out.push(b'}');
     }
 
-    fn from_value(v: &Value) -> Result<MappingInfo, ModelError> {
+    fn from_ref(v: ValueRef<'_>) -> Result<MappingInfo, ModelError> {
         const WHAT: &str = "TopicQueueMappingInfo";
         as_object(v, WHAT)?;
+        let [curr_id_map_value, topic, scope, total_queues, bname, epoch, dirty] = v.get_many([
+            "currIdMap",
+            "topic",
+            "scope",
+            "totalQueues",
+            "bname",
+            "epoch",
+            "dirty",
+        ]);
         let mut curr_id_map = Vec::new();
-        if let Some(map) = member(v, "currIdMap") {
+        if let Some(map) = present(curr_id_map_value) {
             let entries = as_object(map, "currIdMap")?;
             curr_id_map.reserve(entries.len());
             for (key, value) in entries {
@@ -418,19 +449,19 @@ impl MappingInfo {
             }
         }
         Ok(MappingInfo {
-            topic: field_string(v, "topic").unwrap_or_default(),
-            scope: field_string(v, "scope").unwrap_or_else(|| GLOBAL_SCOPE.to_owned()),
-            total_queues: field_i32(v, "totalQueues", 0, WHAT)?,
-            bname: field_string(v, "bname").unwrap_or_default(),
-            epoch: field_i64(v, "epoch", 0, WHAT)?,
-            dirty: field_bool(v, "dirty", WHAT)?,
+            topic: string_field(topic).unwrap_or_default(),
+            scope: string_field(scope).unwrap_or_else(|| GLOBAL_SCOPE.to_owned()),
+            total_queues: int_field(total_queues, 0, WHAT, "totalQueues")?,
+            bname: string_field(bname).unwrap_or_default(),
+            epoch: long_field(epoch, 0, WHAT, "epoch")?,
+            dirty: bool_field(dirty, WHAT, "dirty")?,
             curr_id_map,
         })
     }
 }
 
-fn mappings_from_value(
-    map: &Value,
+fn mappings_from_ref(
+    map: ValueRef<'_>,
     limit: usize,
 ) -> Result<Vec<(String, MappingInfo)>, ModelError> {
     let entries = as_object(map, "topicQueueMappingInfoMap")?;
@@ -445,7 +476,7 @@ fn mappings_from_value(
         if value.is_null() {
             return err(format!("null TopicQueueMappingInfo for {key}"));
         }
-        mappings.push((key.clone(), MappingInfo::from_value(value)?));
+        mappings.push((key.to_owned(), MappingInfo::from_ref(value)?));
     }
     Ok(dedup_last_wins(mappings))
 }
@@ -486,16 +517,19 @@ fn decode_json_body(
     version: i32,
     limits: &BodyLimits,
 ) -> Result<RegisterBody, ModelError> {
-    let root = json::parse_with(body, &limits.json)?;
-    as_object(&root, "RegisterBrokerBody")?;
+    let doc = json::parse_borrowed(body, &limits.json)?;
+    let root = doc.root();
+    as_object(root, "RegisterBrokerBody")?;
     let (wrapper, filter_servers) = if version < V3_0_11 {
-        (Some(&root), None)
+        (Some(root), None)
     } else {
-        let filter_servers = match member(&root, "filterServerList") {
+        let [filter_list, wrapper] =
+            root.get_many(["filterServerList", "topicConfigSerializeWrapper"]);
+        let filter_servers = match present(filter_list) {
             Some(list) => Some(string_list(list, "filterServerList")?),
             None => None,
         };
-        (member(&root, "topicConfigSerializeWrapper"), filter_servers)
+        (present(wrapper), filter_servers)
     };
     let mut decoded = RegisterBody {
         filter_servers,
@@ -505,10 +539,15 @@ fn decode_json_body(
         return Ok(decoded);
     };
     as_object(wrapper, "topicConfigSerializeWrapper")?;
-    if let Some(dv) = member(wrapper, "dataVersion") {
-        decoded.data_version = DataVersion::from_value(dv)?;
+    let [data_version, table, mappings] = wrapper.get_many([
+        "dataVersion",
+        "topicConfigTable",
+        "topicQueueMappingInfoMap",
+    ]);
+    if let Some(dv) = present(data_version) {
+        decoded.data_version = DataVersion::from_ref(dv)?;
     }
-    if let Some(table) = member(wrapper, "topicConfigTable") {
+    if let Some(table) = present(table) {
         let entries = as_object(table, "topicConfigTable")?;
         if entries.len() > limits.max_topics {
             return err(format!(
@@ -519,28 +558,35 @@ fn decode_json_body(
         }
         let mut topics = Vec::with_capacity(entries.len());
         for (key, value) in entries {
-            topics.push((key.clone(), topic_config_from_value(key, value)?));
+            topics.push((key.to_owned(), topic_config_from_ref(key, value)?));
         }
         decoded.topics = dedup_last_wins(topics);
     }
-    if let Some(map) = member(wrapper, "topicQueueMappingInfoMap") {
-        decoded.mappings = mappings_from_value(map, limits.max_topics)?;
+    if let Some(map) = present(mappings) {
+        decoded.mappings = mappings_from_ref(map, limits.max_topics)?;
     }
     Ok(decoded)
 }
 
-fn topic_config_from_value(key: &str, v: &Value) -> Result<TopicConfig, ModelError> {
+fn topic_config_from_ref(key: &str, v: ValueRef<'_>) -> Result<TopicConfig, ModelError> {
     const WHAT: &str = "TopicConfig";
     if v.is_null() {
         return err(format!("null TopicConfig for {key}"));
     }
     as_object(v, WHAT)?;
+    let [topic_name, read, write, perm, sys_flag] = v.get_many([
+        "topicName",
+        "readQueueNums",
+        "writeQueueNums",
+        "perm",
+        "topicSysFlag",
+    ]);
     Ok(TopicConfig {
-        topic_name: field_string(v, "topicName").unwrap_or_else(|| key.to_owned()),
-        read_queue_nums: field_i32(v, "readQueueNums", DEFAULT_QUEUE_NUMS, WHAT)?,
-        write_queue_nums: field_i32(v, "writeQueueNums", DEFAULT_QUEUE_NUMS, WHAT)?,
-        perm: field_i32(v, "perm", DEFAULT_PERM, WHAT)?,
-        topic_sys_flag: field_i32(v, "topicSysFlag", 0, WHAT)?,
+        topic_name: string_field(topic_name).unwrap_or_else(|| key.to_owned()),
+        read_queue_nums: int_field(read, DEFAULT_QUEUE_NUMS, WHAT, "readQueueNums")?,
+        write_queue_nums: int_field(write, DEFAULT_QUEUE_NUMS, WHAT, "writeQueueNums")?,
+        perm: int_field(perm, DEFAULT_PERM, WHAT, "perm")?,
+        topic_sys_flag: int_field(sys_flag, 0, WHAT, "topicSysFlag")?,
     })
 }
 
@@ -614,7 +660,7 @@ fn decode_compressed(
     let mut reader = PartReader { rest: &inflated };
 
     let dv_json = reader.read_part("dataVersion")?;
-    let data_version = DataVersion::from_value(&json::parse_with(dv_json, &limits.json)?)?;
+    let data_version = DataVersion::from_ref(json::parse_borrowed(dv_json, &limits.json)?.root())?;
 
     let topic_count = reader.read_count("topic count", limits.max_topics)?;
     let mut topics = Vec::with_capacity(topic_count);
@@ -626,9 +672,9 @@ fn decode_compressed(
 
     let filter_json = reader.read_part("filterServerList")?;
     // Java ignores a filter list it cannot parse and keeps an empty one.
-    let filter_servers = match json::parse_with(filter_json, &limits.json) {
-        Ok(Value::Null) => None,
-        Ok(v) => Some(string_list(&v, "filterServerList").unwrap_or_default()),
+    let filter_servers = match json::parse_borrowed(filter_json, &limits.json) {
+        Ok(doc) if doc.root().is_null() => None,
+        Ok(doc) => Some(string_list(doc.root(), "filterServerList").unwrap_or_default()),
         Err(_) => Some(Vec::new()),
     };
 
@@ -638,7 +684,7 @@ fn decode_compressed(
         mappings.reserve(count);
         for _ in 0..count {
             let part = reader.read_part("TopicQueueMappingInfo")?;
-            let info = MappingInfo::from_value(&json::parse_with(part, &limits.json)?)?;
+            let info = MappingInfo::from_ref(json::parse_borrowed(part, &limits.json)?.root())?;
             mappings.push((info.topic.clone(), info));
         }
     }
@@ -988,62 +1034,76 @@ fn encode_queue_data(q: &QueueData, dialect: Dialect, out: &mut Vec<u8>) {
     out.push(b'}');
 }
 
-fn broker_data_from_value(v: &Value) -> Result<BrokerData, ModelError> {
+fn broker_data_from_ref(v: ValueRef<'_>) -> Result<BrokerData, ModelError> {
     const WHAT: &str = "BrokerData";
     as_object(v, WHAT)?;
+    let [addrs, cluster, broker_name, zone_name, enable_acting_master] = v.get_many([
+        "brokerAddrs",
+        "cluster",
+        "brokerName",
+        "zoneName",
+        "enableActingMaster",
+    ]);
     let mut broker_addrs = BTreeMap::new();
-    if let Some(addrs) = member(v, "brokerAddrs") {
+    if let Some(addrs) = present(addrs) {
         for (key, addr) in as_object(addrs, "brokerAddrs")? {
             let id: i64 = match key.trim().parse() {
                 Ok(id) => id,
                 Err(_) => return err(format!("brokerAddrs key {key:?} is not a long")),
             };
-            let addr = match addr.as_str() {
-                Some(s) => s.to_owned(),
-                None if addr.is_null() => continue,
-                None => addr.to_text(),
-            };
+            if addr.is_null() {
+                continue;
+            }
+            let addr = addr.to_text();
             broker_addrs.insert(id, addr);
         }
     }
     Ok(BrokerData {
-        cluster: field_string(v, "cluster").unwrap_or_default(),
-        broker_name: field_string(v, "brokerName").unwrap_or_default(),
+        cluster: string_field(cluster).unwrap_or_default(),
+        broker_name: string_field(broker_name).unwrap_or_default(),
         broker_addrs,
-        zone_name: field_string(v, "zoneName"),
-        enable_acting_master: field_bool(v, "enableActingMaster", WHAT)?,
+        zone_name: string_field(zone_name),
+        enable_acting_master: bool_field(enable_acting_master, WHAT, "enableActingMaster")?,
     })
 }
 
-fn queue_data_from_value(v: &Value) -> Result<QueueData, ModelError> {
+fn queue_data_from_ref(v: ValueRef<'_>) -> Result<QueueData, ModelError> {
     const WHAT: &str = "QueueData";
     as_object(v, WHAT)?;
+    let [sys_flag, syn_flag, broker_name, read, write, perm] = v.get_many([
+        "topicSysFlag",
+        "topicSynFlag",
+        "brokerName",
+        "readQueueNums",
+        "writeQueueNums",
+        "perm",
+    ]);
     // Before 4.9.0 the flag was spelled topicSynFlag.
-    let topic_sys_flag = match member(v, "topicSysFlag") {
-        Some(_) => field_i32(v, "topicSysFlag", 0, WHAT)?,
-        None => field_i32(v, "topicSynFlag", 0, WHAT)?,
+    let topic_sys_flag = match present(sys_flag) {
+        Some(_) => int_field(sys_flag, 0, WHAT, "topicSysFlag")?,
+        None => int_field(syn_flag, 0, WHAT, "topicSynFlag")?,
     };
     Ok(QueueData {
-        broker_name: field_string(v, "brokerName").unwrap_or_default(),
-        read_queue_nums: field_i32(v, "readQueueNums", 0, WHAT)?,
-        write_queue_nums: field_i32(v, "writeQueueNums", 0, WHAT)?,
-        perm: field_i32(v, "perm", 0, WHAT)?,
+        broker_name: string_field(broker_name).unwrap_or_default(),
+        read_queue_nums: int_field(read, 0, WHAT, "readQueueNums")?,
+        write_queue_nums: int_field(write, 0, WHAT, "writeQueueNums")?,
+        perm: int_field(perm, 0, WHAT, "perm")?,
         topic_sys_flag,
     })
 }
 
 fn array_of<T>(
-    v: Option<&Value>,
+    v: Option<ValueRef<'_>>,
     what: &str,
-    item: impl Fn(&Value) -> Result<T, ModelError>,
+    item: impl Fn(ValueRef<'_>) -> Result<T, ModelError>,
 ) -> Result<Vec<T>, ModelError> {
-    let Some(v) = v else {
+    let Some(v) = present(v) else {
         return Ok(Vec::new());
     };
-    let Some(items) = v.as_array() else {
+    let Some(items) = v.items() else {
         return err(format!("{what} is not a JSON array"));
     };
-    items.iter().filter(|i| !i.is_null()).map(item).collect()
+    items.filter(|i| !i.is_null()).map(item).collect()
 }
 
 impl TopicRouteData {
@@ -1109,36 +1169,37 @@ impl TopicRouteData {
 
     /// Parses either dialect. Tolerates missing keys, `topicSynFlag`, unknown fields.
     pub fn decode(body: &[u8]) -> Result<TopicRouteData, ModelError> {
-        let v = json::parse(body)?;
-        as_object(&v, "TopicRouteData")?;
+        let doc = json::parse_borrowed(body, &json::Limits::default())?;
+        let v = doc.root();
+        as_object(v, "TopicRouteData")?;
+        let [filter_table, mapping_by_broker, order_topic_conf, queue_datas, broker_datas] = v
+            .get_many([
+                "filterServerTable",
+                "topicQueueMappingByBroker",
+                "orderTopicConf",
+                "queueDatas",
+                "brokerDatas",
+            ]);
         let mut filter_server_table = BTreeMap::new();
-        if let Some(table) = member(&v, "filterServerTable") {
+        if let Some(table) = present(filter_table) {
             for (addr, servers) in as_object(table, "filterServerTable")? {
                 if servers.is_null() {
                     continue;
                 }
                 filter_server_table.insert(
-                    addr.clone(),
+                    addr.to_owned(),
                     string_list(servers, "filterServerTable value")?,
                 );
             }
         }
-        let topic_queue_mapping_by_broker = match member(&v, "topicQueueMappingByBroker") {
-            Some(map) => Some(mappings_from_value(map, usize::MAX)?),
+        let topic_queue_mapping_by_broker = match present(mapping_by_broker) {
+            Some(map) => Some(mappings_from_ref(map, usize::MAX)?),
             None => None,
         };
         Ok(TopicRouteData {
-            order_topic_conf: field_string(&v, "orderTopicConf"),
-            queue_datas: array_of(
-                member(&v, "queueDatas"),
-                "queueDatas",
-                queue_data_from_value,
-            )?,
-            broker_datas: array_of(
-                member(&v, "brokerDatas"),
-                "brokerDatas",
-                broker_data_from_value,
-            )?,
+            order_topic_conf: string_field(order_topic_conf),
+            queue_datas: array_of(queue_datas, "queueDatas", queue_data_from_ref)?,
+            broker_datas: array_of(broker_datas, "brokerDatas", broker_data_from_ref)?,
             filter_server_table,
             topic_queue_mapping_by_broker,
         })
@@ -1177,25 +1238,27 @@ impl ClusterInfo {
     }
 
     pub fn decode(body: &[u8]) -> Result<ClusterInfo, ModelError> {
-        let v = json::parse(body)?;
-        as_object(&v, "ClusterInfo")?;
+        let doc = json::parse_borrowed(body, &json::Limits::default())?;
+        let v = doc.root();
+        as_object(v, "ClusterInfo")?;
+        let [broker_table, cluster_table] = v.get_many(["brokerAddrTable", "clusterAddrTable"]);
         let mut info = ClusterInfo::default();
-        if let Some(table) = member(&v, "brokerAddrTable") {
+        if let Some(table) = present(broker_table) {
             for (name, broker) in as_object(table, "brokerAddrTable")? {
                 if broker.is_null() {
                     continue;
                 }
                 info.broker_addr_table
-                    .insert(name.clone(), broker_data_from_value(broker)?);
+                    .insert(name.to_owned(), broker_data_from_ref(broker)?);
             }
         }
-        if let Some(table) = member(&v, "clusterAddrTable") {
+        if let Some(table) = present(cluster_table) {
             for (cluster, names) in as_object(table, "clusterAddrTable")? {
                 if names.is_null() {
                     continue;
                 }
                 info.cluster_addr_table.insert(
-                    cluster.clone(),
+                    cluster.to_owned(),
                     string_list(names, "clusterAddrTable value")?,
                 );
             }
@@ -1222,13 +1285,15 @@ pub fn encode_topic_list<'a>(
 }
 
 pub fn decode_topic_list(body: &[u8]) -> Result<(Vec<String>, Option<String>), ModelError> {
-    let v = json::parse(body)?;
-    as_object(&v, "TopicList")?;
-    let topics = match member(&v, "topicList") {
+    let doc = json::parse_borrowed(body, &json::Limits::default())?;
+    let v = doc.root();
+    as_object(v, "TopicList")?;
+    let [topic_list, broker_addr] = v.get_many(["topicList", "brokerAddr"]);
+    let topics = match present(topic_list) {
         Some(list) => string_list(list, "topicList")?,
         None => Vec::new(),
     };
-    Ok((topics, field_string(&v, "brokerAddr")))
+    Ok((topics, string_field(broker_addr)))
 }
 
 /// KVTable `{"table":{k:v}}` (§6.4).
@@ -1247,21 +1312,15 @@ pub fn encode_kv_table<'a>(entries: impl Iterator<Item = (&'a str, &'a str)>, ou
 }
 
 pub fn decode_kv_table(body: &[u8]) -> Result<Vec<(String, String)>, ModelError> {
-    let v = json::parse(body)?;
-    as_object(&v, "KVTable")?;
-    let Some(table) = member(&v, "table") else {
+    let doc = json::parse_borrowed(body, &json::Limits::default())?;
+    let v = doc.root();
+    as_object(v, "KVTable")?;
+    let Some(table) = member(v, "table") else {
         return Ok(Vec::new());
     };
     let entries = as_object(table, "table")?
-        .iter()
         .filter(|(_, value)| !value.is_null())
-        .map(|(k, value)| {
-            let text = match value.as_str() {
-                Some(s) => s.to_owned(),
-                None => value.to_text(),
-            };
-            (k.clone(), text)
-        })
+        .map(|(k, value)| (k.to_owned(), value.to_text()))
         .collect();
     Ok(dedup_last_wins(entries))
 }
@@ -1470,6 +1529,63 @@ mod tests {
         assert_eq!(decoded.topics[1].1.topic_name, "Real");
         assert_eq!(decoded.topics[1].1.topic_sys_flag, 2);
         assert_eq!(decoded.filter_servers, None);
+    }
+
+    #[test]
+    fn register_body_in_the_lenient_dialect_decodes() {
+        // Single quotes, bare keys, escapes in keys and values, numbers as strings, a
+        // non-string topicName, stray commas: all as fastjson reads them.
+        let body = br#"{filterServerList:['a\/b',7],'topicConfigSerializeWrapper':{"dataVersion":{counter:"5",'timestamp':6,},"topicConfigTable":{"T\u00e9":{'perm':"4",readQueueNums:2,,"writeQueueNums":3},"N":{"topicName":42},},"topicQueueMappingInfoMap":{'S':{bname:"b\u002d1",currIdMap:{ 3 : 1 ,"4":"2"},"dirty":"TRUE"}}}}"#;
+        let decoded = decode_register_body(body, false, 479, &BodyLimits::default()).unwrap();
+        assert_eq!(
+            decoded.filter_servers,
+            Some(vec!["a/b".to_owned(), "7".to_owned()])
+        );
+        assert_eq!(
+            decoded.data_version,
+            DataVersion {
+                counter: 5,
+                state_version: 0,
+                timestamp: 6
+            }
+        );
+        assert_eq!(
+            decoded.topics,
+            vec![
+                topic("Té", 2, 3, 4, 0),
+                ("N".to_owned(), topic("42", 16, 16, 6, 0).1)
+            ]
+        );
+        let (key, info) = &decoded.mappings[0];
+        assert_eq!(key, "S");
+        assert_eq!(info.bname, "b-1");
+        assert_eq!(info.curr_id_map, vec![(3, 1), (4, 2)]);
+        assert!(info.dirty);
+        assert_eq!(info.scope, GLOBAL_SCOPE);
+    }
+
+    #[test]
+    fn repeated_fields_take_the_last_value_and_null_means_absent() {
+        // As a Java map would see the object: only the last "perm" counts, so an earlier bad
+        // value is not an error; a null field takes the default.
+        let body = br#"{"topicConfigSerializeWrapper":{"topicConfigTable":{"A":{"perm":"rw","perm":4,"readQueueNums":null}},"topicConfigTable":{"B":{"perm":2}}}}"#;
+        let decoded = decode_register_body(body, false, 479, &BodyLimits::default()).unwrap();
+        assert_eq!(decoded.topics, vec![topic("B", 16, 16, 2, 0)]);
+        let body = br#"{"topicConfigSerializeWrapper":{"topicConfigTable":{"A":{"perm":"rw","perm":4,"readQueueNums":null}}}}"#;
+        let decoded = decode_register_body(body, false, 479, &BodyLimits::default()).unwrap();
+        assert_eq!(decoded.topics, vec![topic("A", 16, 16, 4, 0)]);
+        let body =
+            br#"{"topicConfigSerializeWrapper":{"topicConfigTable":{"A":{"perm":4,"perm":"rw"}}}}"#;
+        assert!(decode_register_body(body, false, 479, &BodyLimits::default()).is_err());
+    }
+
+    #[test]
+    fn thousand_topic_json_body_round_trips() {
+        let body = thousand_topic_body();
+        let mut json_body = Vec::new();
+        encode_register_body_json(&body, &mut json_body);
+        let decoded = decode_register_body(&json_body, false, 479, &BodyLimits::default()).unwrap();
+        assert_eq!(decoded, body);
     }
 
     #[test]
