@@ -555,7 +555,11 @@ impl Processor {
                     warn!(
                         "rejected registration of {broker_name}@{broker_addr} ({cluster}): body crc32 {actual} != header bodyCrc32 {header_crc}"
                     );
-                    return Err(reject(response::SYSTEM_ERROR, "crc32 not match"));
+                    // Java built this response with RegisterBrokerResponseHeader: `"extFields":{}`.
+                    return Ok(Reply {
+                        ext: Some(Vec::new()),
+                        ..Reply::error(response::SYSTEM_ERROR, "crc32 not match")
+                    });
                 }
             }
             let body = decode_register_body(&cmd.body, compressed, cmd.version, &self.body_limits)
