@@ -241,6 +241,7 @@ impl Drop for CppRun {
 struct Received {
     code: i32,
     language: u8,
+    version: i32,
     ext: BTreeMap<String, String>,
 }
 
@@ -402,6 +403,7 @@ fn answer(
     st.received.push(Received {
         code: cmd.code,
         language: cmd.language,
+        version: cmd.version,
         ext: ext.clone(),
     });
     let get = |long: &str, short: &str| ext.get(long).or_else(|| ext.get(short)).cloned();
@@ -580,6 +582,7 @@ fn cpp_producer_sends_to_the_brokers_our_routes_name() {
         .collect();
     assert_eq!(sends.len(), 10, "one SEND_MESSAGE(_V2) per message");
     assert!(sends.iter().all(|r| r.language == LANG_CPP));
+    eprintln!("C++ client header version: {}", sends[0].version);
     assert!(
         route_lookups(&mut ns) > lookups_before,
         "the C++ client asked us for routes"
