@@ -78,22 +78,24 @@ fn script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop/cpp_client.py")
 }
 
+/// Written straight to the process's stderr (not through `eprintln!`, which the test
+/// harness captures for passing tests), so a skip is visible in every `cargo test` run.
+fn loud_skip(test: &str) {
+    let bar = "!".repeat(72);
+    let _ = writeln!(
+        std::io::stderr(),
+        "{bar}\n!!! SKIPPING {test}: no virtualenv with the rocketmq==0.4.4 wheel\n\
+         !!! (run tests/interop/setup-cpp.sh; RMQ_INTEROP_CPP={:?})\n{bar}",
+        std::env::var("RMQ_INTEROP_CPP").unwrap_or_default()
+    );
+}
+
 macro_rules! python_or_skip {
-    () => {
+    ($test:expr) => {
         match venv_python() {
             Some(p) => p,
             None => {
-                eprintln!(
-                    "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
-                );
-                eprintln!("!!! SKIPPING C++ interop test: no virtualenv with the rocketmq wheel.");
-                eprintln!(
-                    "!!! Run tests/interop/setup-cpp.sh (RMQ_INTEROP_CPP={:?}).",
-                    std::env::var("RMQ_INTEROP_CPP").unwrap_or_default()
-                );
-                eprintln!(
-                    "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
-                );
+                loud_skip($test);
                 return;
             }
         }
@@ -511,7 +513,7 @@ fn route_lookups(ns: &mut rmq_namesrv::client::Client) -> i64 {
 
 #[test]
 fn cpp_producer_sends_to_the_brokers_our_routes_name() {
-    let python = python_or_skip!();
+    let python = python_or_skip!("cpp_producer_sends_to_the_brokers_our_routes_name");
     let server = TestServer::start();
     let mut ns = server.client();
     let a = TestBroker::start("broker-a");
@@ -591,7 +593,9 @@ fn cpp_producer_sends_to_the_brokers_our_routes_name() {
 
 #[test]
 fn cpp_producer_gets_no_route_info_for_a_missing_topic_and_uses_tbw102_when_present() {
-    let python = python_or_skip!();
+    let python = python_or_skip!(
+        "cpp_producer_gets_no_route_info_for_a_missing_topic_and_uses_tbw102_when_present"
+    );
     let server = TestServer::start();
     let mut ns = server.client();
     // A broker with autoCreateTopicEnable=false registers no TBW102.
@@ -647,7 +651,7 @@ fn cpp_producer_gets_no_route_info_for_a_missing_topic_and_uses_tbw102_when_pres
 
 #[test]
 fn cpp_push_consumer_resolves_topic_and_retry_topic_routes() {
-    let python = python_or_skip!();
+    let python = python_or_skip!("cpp_push_consumer_resolves_topic_and_retry_topic_routes");
     let server = TestServer::start();
     let mut ns = server.client();
     let a = TestBroker::start("broker-a");
