@@ -15,7 +15,9 @@
 #     tests/interop/rust-peers.sh
 # Environment:
 #     RMQ_INTEROP_CACHE   cache folder (default ${XDG_CACHE_HOME:-$HOME/.cache}/rmq-namesrv-interop)
-#     RMQ_INTEROP_NS_PORT / RMQ_INTEROP_BROKER_PORT   loopback ports (default 39876 / 30911)
+#     RMQ_INTEROP_BROKER_PORT  the broker's first choice of port (default 30911; it also uses
+#                         port-2 and port+1; the next free block of 1000 up is taken if busy).
+#                         rmq-namesrv takes an ephemeral port.
 #     RMQ_INTEROP_KEEP=1  keep the work folder (logs, broker store) after the run
 # Exit status 0 = every check passed.
 set -euo pipefail
@@ -23,11 +25,9 @@ cd "$(dirname "$0")/../.."
 repo=$(pwd)
 
 cache="${RMQ_INTEROP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rmq-namesrv-interop}"
-ns_port="${RMQ_INTEROP_NS_PORT:-39876}"
 broker_port="${RMQ_INTEROP_BROKER_PORT:-30911}"
 cluster="RustInteropCluster"
 broker_name="rust-broker-a"
-broker_addr="127.0.0.1:${broker_port}"
 mkdir -p "$cache"
 
 say() { echo "== $*"; }
@@ -71,20 +71,27 @@ cleanup() {
 }
 trap cleanup EXIT
 
-wait_port() { # host port seconds
-    local deadline=$((SECONDS + $3))
-    until (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; do
-        [ "$SECONDS" -ge "$deadline" ] && return 1
-        sleep 0.2
-    done
-}
+in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-say "starting rmq-namesrv on 127.0.0.1:$ns_port"
-"$namesrv_bin" --bindAddress=127.0.0.1 --listenPort="$ns_port" \
+say "starting rmq-namesrv on an ephemeral loopback port"
+"$namesrv_bin" --bindAddress=127.0.0.1 --listenPort=0 \
     --kvConfigPath="$work/kvConfig.json" --configStorePath="$work/namesrv.properties" \
     --logLevel=info >"$work/namesrv.log" 2>&1 &
 ns_pid=$!
-wait_port 127.0.0.1 "$ns_port" 10 || { echo "rmq-namesrv did not listen"; exit 1; }
+ns_port=""
+for _ in $(seq 1 50); do
+    ns_port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/namesrv.log" | head -n 1)
+    [ -n "$ns_port" ] && break
+    sleep 0.2
+done
+[ -n "$ns_port" ] || { echo "rmq-namesrv did not start"; exit 1; }
+say "rmq-namesrv listens on 127.0.0.1:$ns_port"
+
+while in_use "$broker_port" || in_use $((broker_port - 2)) || in_use $((broker_port + 1)); do
+    broker_port=$((broker_port + 1000))
+    [ "$broker_port" -lt 65000 ] || { echo "no free port block for the broker"; exit 1; }
+done
+broker_addr="127.0.0.1:${broker_port}"
 
 mkdir -p "$work/home" "$work/store"
 cat >"$work/broker.properties" <<EOF
@@ -93,6 +100,7 @@ brokerName=$broker_name
 brokerId=0
 brokerIP1=127.0.0.1
 listenPort=$broker_port
+haListenPort=$((broker_port + 1))
 namesrvAddr=127.0.0.1:$ns_port
 storePathRootDir=$work/store
 autoCreateTopicEnable=true
