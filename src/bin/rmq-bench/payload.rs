@@ -217,6 +217,7 @@ pub fn register_ext(
 }
 
 #[cfg(test)]
+#[allow(unused_imports)] // the benches include this file with cfg(test) but without #[test]s
 mod tests {
     use super::*;
     use rmq_namesrv::route::model::{decode_register_body, BodyLimits};
