@@ -218,10 +218,19 @@ impl Report {
             );
         }
         if let Some(busy) = self.machine_busy_pct {
+            let cores = busy / 100.0 * cpu_count() as f64;
+            let server = self.server.map_or(0.0, |(_, d)| d.cpu_pct() / 100.0);
+            let generator = self.generator.map_or(0.0, |d| d.cpu_pct() / 100.0);
             let _ = writeln!(
                 s,
-                "machine: {} cpus, {busy:.0}% busy during the main phase (server + generator + anything else)",
-                cpu_count()
+                "machine: {} cpus, {busy:.0}% busy during the main phase = {cores:.2} cores: server {server:.2}, generator {generator:.2}, other processes {:.2}{}",
+                cpu_count(),
+                (cores - server - generator).max(0.0),
+                if cores - server - generator > 0.25 {
+                    "  (other load: numbers are not representative)"
+                } else {
+                    ""
+                }
             );
         }
         if let Some(d) = &self.generator {
