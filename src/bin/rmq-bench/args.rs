@@ -48,8 +48,8 @@ register / heartbeat / mixed storm:
   --churn                   change dataVersion and topics on every registration
   --variants V              distinct bodies per broker cycled by --churn (default 4)
   --rate R                  target ops/s for the brokers: 500 or 1000/30s (default: full speed)
-  --depth D                 requests in flight per connection (default 1 for brokers, 16 for
-                            route clients)
+  --depth D                 requests in flight per connection (default 1 for registering
+                            brokers, 8 for heartbeats, 16 for route clients, 4 in expire)
   --op heartbeat|query      heartbeat workload request: BROKER_HEARTBEAT 904 or
                             QUERY_DATA_VERSION 322 (default heartbeat)
 

@@ -184,9 +184,15 @@ fn serve_peer(p: &mut Peer, replies: &Replies) -> bool {
                 p.inb.resize(n, 0);
             }
         }
+        let space = p.inb.len() - p.end;
+        let mut short = false;
         match p.stream.read(&mut p.inb[p.end..]) {
             Ok(0) => return false,
-            Ok(n) => p.end += n,
+            Ok(n) => {
+                p.end += n;
+                // A short read emptied the socket (see engine.rs): answer and stop reading.
+                short = n < space;
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => return false,
@@ -210,6 +216,9 @@ fn serve_peer(p: &mut Peer, replies: &Replies) -> bool {
         if p.start == p.end {
             p.start = 0;
             p.end = 0;
+        }
+        if short {
+            break;
         }
     }
     while p.out_pos < p.out.len() {

@@ -430,7 +430,9 @@ fn register(o: Options) -> Result<Report, String> {
 fn heartbeat(o: Options) -> Result<Report, String> {
     let mut b = Bench::new(o)?;
     b.check_fds(b.broker_conns())?;
-    let depth = b.o.depth.unwrap_or(1);
+    // Brokers send heartbeats oneway and never wait for an answer: pipelining is what
+    // they do, and at depth 1 the syscall round trip bounds both sides equally.
+    let depth = b.o.depth.unwrap_or(8);
     b.layout_params();
     let op = if b.o.op_query {
         "QUERY_DATA_VERSION"
