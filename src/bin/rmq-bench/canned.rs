@@ -185,18 +185,17 @@ fn serve_peer(p: &mut Peer, replies: &Replies) -> bool {
             }
         }
         let space = p.inb.len() - p.end;
-        let mut short = false;
-        match p.stream.read(&mut p.inb[p.end..]) {
+        let short = match p.stream.read(&mut p.inb[p.end..]) {
             Ok(0) => return false,
             Ok(n) => {
                 p.end += n;
                 // A short read emptied the socket (see engine.rs): answer and stop reading.
-                short = n < space;
+                n < space
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => return false,
-        }
+        };
         while p.end - p.start >= 4 {
             let b = &p.inb[p.start..p.end];
             let len = u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize;
