@@ -442,13 +442,10 @@ fn heartbeat(o: Options) -> Result<Report, String> {
     b.param("op", op);
     b.param("depth", depth);
     let regs = b.register_templates(0, None);
-    let class = b.open_brokers(
-        if b.o.op_query { "query" } else { "heartbeat" },
-        b.o.rate,
-        depth,
-        &regs,
-    )?;
+    let class = b.open_brokers("register", b.o.rate, depth, &regs)?;
     b.setup(class)?;
+    // The same connections now send heartbeats: report them under that name.
+    b.engine.classes[class].name = if b.o.op_query { "query" } else { "heartbeat" }.into();
     // One heartbeat frame per broker, as that broker would send it.
     let mut beats = Vec::with_capacity(b.o.brokers);
     for i in 0..b.o.brokers {
