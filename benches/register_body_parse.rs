@@ -1,0 +1,32 @@
+//! JSON parse of a 1,000-topic REGISTER_BROKER body (the work a changed registration costs
+//! before it touches the tables), plus the bodyCrc32 check and the fingerprint that lets an
+//! unchanged body skip both.
+
+mod support;
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use rmq_namesrv::route::model::{crc32, decode_register_body, fingerprint, BodyLimits};
+use support::payload::Layout;
+
+fn bench(c: &mut Criterion) {
+    let layout = Layout {
+        brokers: 1,
+        topics: 1000,
+        ..Layout::default()
+    };
+    let body = layout.register_body(0, 0);
+    let limits = BodyLimits::default();
+    let mut g = c.benchmark_group("register_body_parse");
+    g.throughput(Throughput::Bytes(body.len() as u64));
+    g.bench_function("json_1000_topics", |b| {
+        b.iter(|| decode_register_body(black_box(&body), false, 479, &limits).expect("decodes"))
+    });
+    g.bench_function("crc32_1000_topics", |b| b.iter(|| crc32(black_box(&body))));
+    g.bench_function("fingerprint_1000_topics", |b| {
+        b.iter(|| fingerprint(black_box(&body)))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

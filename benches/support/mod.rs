@@ -1,0 +1,87 @@
+//! Shared set-up for the micro benchmarks: the simulated cluster of `rmq-bench` (same
+//! payload module, so benches and load runs use the same bodies) and a populated RouteTable.
+#![allow(dead_code)]
+
+#[path = "../../src/bin/rmq-bench/payload.rs"]
+pub mod payload;
+
+use payload::{BrokerId, Layout};
+use rmq_namesrv::route::model::{self, decode_register_body, BodyLimits, RegisterBody};
+use rmq_namesrv::route::table::{
+    BodyFingerprint, RegisterRequest, RouteSettings, RouteTable, TopicsInput,
+};
+
+/// One simulated broker with its encoded and decoded bodies (`[0]` steady, then churn
+/// variants).
+pub struct SimBroker {
+    pub id: BrokerId,
+    pub bodies: Vec<Vec<u8>>,
+    pub decoded: Vec<RegisterBody>,
+    pub fingerprints: Vec<BodyFingerprint>,
+}
+
+/// The identity of a body as the processor computes it.
+pub fn fingerprint(body: &[u8]) -> BodyFingerprint {
+    BodyFingerprint {
+        len: body.len(),
+        header_crc: i64::from(model::crc32(body) & 0x7FFF_FFFF),
+        hash: model::fingerprint(body),
+    }
+}
+
+pub fn brokers(layout: &Layout, variants: usize) -> Vec<SimBroker> {
+    let limits = BodyLimits::default();
+    (0..layout.brokers)
+        .map(|b| {
+            let bodies: Vec<Vec<u8>> = (0..=variants).map(|v| layout.register_body(b, v)).collect();
+            let decoded = bodies
+                .iter()
+                .map(|body| decode_register_body(body, false, 479, &limits).expect("body decodes"))
+                .collect();
+            let fingerprints = bodies.iter().map(|b| fingerprint(b)).collect();
+            SimBroker {
+                id: layout.broker(b),
+                bodies,
+                decoded,
+                fingerprints,
+            }
+        })
+        .collect()
+}
+
+pub fn request<'a>(
+    cluster: &'a str,
+    broker: &'a SimBroker,
+    conn: usize,
+    now_ms: u64,
+    variant: usize,
+    heartbeat_timeout_ms: Option<u64>,
+) -> RegisterRequest<'a> {
+    RegisterRequest {
+        cluster,
+        broker_addr: &broker.id.addr,
+        broker_name: &broker.id.name,
+        broker_id: 0,
+        ha_server_addr: &broker.id.ha_addr,
+        zone_name: None,
+        heartbeat_timeout_ms,
+        enable_acting_master: Some(false),
+        conn: Some(conn),
+        now_ms,
+        fingerprint: broker.fingerprints[variant],
+    }
+}
+
+/// A table with every broker registered once with its steady body.
+pub fn populated(
+    layout: &Layout,
+    sims: &[SimBroker],
+    heartbeat_timeout_ms: Option<u64>,
+) -> RouteTable {
+    let mut table = RouteTable::new(RouteSettings::default(), 1000);
+    for (i, b) in sims.iter().enumerate() {
+        let req = request(&layout.cluster, b, i, 1_000, 0, heartbeat_timeout_ms);
+        table.register_broker(&req, TopicsInput::Body(&b.decoded[0]));
+    }
+    table
+}

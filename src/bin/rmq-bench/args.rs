@@ -1,0 +1,325 @@
+//! Command line: `rmq-bench <workload> -n host:port [options]`, parsed by hand into one
+//! `Options` value (every workload reads the fields it needs; defaults depend on the
+//! workload and are filled in by [`parse`]).
+
+use std::time::Duration;
+
+pub const USAGE: &str = "\
+rmq-bench: load generator for RocketMQ name servers (any implementation), over the real
+wire protocol.
+
+usage: rmq-bench <workload> -n host:port [options]
+       rmq-bench canned [-l host:port] [--body-bytes N]
+       rmq-bench help
+
+workloads:
+  register    N simulated brokers re-register (steady: identical body, the 30 s heartbeat
+              case; --churn: dataVersion and topics change every time)
+  heartbeat   registered brokers loop BROKER_HEARTBEAT (904) or QUERY_DATA_VERSION (322)
+  route       K clients loop GET_ROUTEINFO_BY_TOPIC over the registered topics
+  mixed       route lookups at a fixed rate, first quiet, then during a registration storm
+  expire      register N brokers with a short heartbeat timeout, go silent, and time how
+              long until every route is gone (route latency measured meanwhile)
+  canned      a no-work server answering every frame with a fixed SUCCESS reply: the
+              generator's ceiling (run a workload against it to see the tool's own limit)
+
+common options:
+  -n, --namesrv HOST:PORT   name server to load (required)
+  -d, --duration T          timed phase length: 10, 10s, 500ms (default 10s)
+  --json                    print the result as one JSON object on stdout
+  --quiet                   no progress line on stderr
+  --pid PID                 sample the server's RSS and CPU time from /proc before/after
+  --header json|rocketmq    request header codec (default json, as Java peers send)
+  --language NAME           header language (default JAVA)
+  --tag TEXT                made part of broker names, so runs do not collide (default none)
+
+cluster layout (register, heartbeat, route, mixed, expire):
+  --brokers N               simulated brokers, each a broker group master (default 100;
+                            route 10, expire 10000)
+  --topics M                user topics per broker (default 100; expire 10)
+  --topics-shared-by S      broker groups serving each topic (default 2)
+  --groups G                consumer groups (%RETRY% topics) per broker (default 4)
+  --queues Q                queues per topic (default 8)
+  --cluster NAME            cluster name (default BenchCluster)
+  --conns C                 broker connections; brokers are spread over them (default:
+                            one per broker, as real brokers do)
+
+register / heartbeat / mixed storm:
+  --churn                   change dataVersion and topics on every registration
+  --variants V              distinct bodies per broker cycled by --churn (default 4)
+  --rate R                  target ops/s for the brokers: 500 or 1000/30s (default: full speed)
+  --depth D                 requests in flight per connection (default 1 for registering
+                            brokers, 8 for heartbeats, 16 for route clients, 4 in expire)
+  --op heartbeat|query      heartbeat workload request: BROKER_HEARTBEAT 904 or
+                            QUERY_DATA_VERSION 322 (default heartbeat)
+
+route / mixed / expire:
+  --clients K               route client connections (default 16; expire 4)
+  --version V               request header version; >= 401 asks for the standard JSON
+                            dialect, lower (e.g. 317, a Go client) for the legacy one (default 479)
+  --route-rate R            route lookups per second in mixed/expire (default 10000)
+  --topic T[,T...]          look up these existing topics instead of registering brokers
+
+expire:
+  --timeout-ms T            heartbeatTimeoutMillis sent with each registration (default 3000)
+  --max-wait T              give up waiting for expiry after this long (default 120s)
+
+canned:
+  -l, --listen HOST:PORT    address to listen on (default 127.0.0.1:0; the address is printed)
+  --body-bytes N            body size of every reply (default 0)
+";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workload {
+    Register,
+    Heartbeat,
+    Route,
+    Mixed,
+    Expire,
+    Canned,
+    Help,
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub workload: Workload,
+    pub namesrv: String,
+    pub duration: Duration,
+    pub json: bool,
+    pub quiet: bool,
+    pub pid: Option<u32>,
+    pub binary_header: bool,
+    pub language: String,
+    pub tag: String,
+    pub brokers: usize,
+    pub topics: usize,
+    pub shared_by: usize,
+    pub groups: usize,
+    pub queues: i32,
+    pub cluster: String,
+    pub conns: Option<usize>,
+    pub churn: bool,
+    pub variants: usize,
+    pub rate: Option<f64>,
+    pub depth: Option<usize>,
+    pub op_query: bool,
+    pub clients: usize,
+    pub version: i32,
+    pub route_rate: f64,
+    pub topic_list: Vec<String>,
+    pub timeout_ms: u64,
+    pub max_wait: Duration,
+    pub listen: String,
+    pub body_bytes: usize,
+}
+
+/// `10`, `10s`, `500ms`, `2m`.
+pub fn parse_duration(v: &str) -> Result<Duration, String> {
+    let v = v.trim();
+    let (num, mult) = if let Some(n) = v.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = v.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = v.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (v, 1.0)
+    };
+    let x: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("bad duration {v:?}"))?;
+    if !(x >= 0.0 && x.is_finite()) {
+        return Err(format!("bad duration {v:?}"));
+    }
+    Ok(Duration::from_secs_f64(x * mult))
+}
+
+/// `500` ops/s, or `1000/30s` (1,000 ops every 30 seconds).
+pub fn parse_rate(v: &str) -> Result<f64, String> {
+    let (n, per) = match v.split_once('/') {
+        Some((n, per)) => (n, parse_duration(per)?.as_secs_f64()),
+        None => (v, 1.0),
+    };
+    let n: f64 = n.trim().parse().map_err(|_| format!("bad rate {v:?}"))?;
+    if !(n > 0.0 && per > 0.0 && n.is_finite()) {
+        return Err(format!("bad rate {v:?}"));
+    }
+    Ok(n / per)
+}
+
+fn number<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
+    v.trim()
+        .parse()
+        .map_err(|_| format!("{flag}: not a number: {v:?}"))
+}
+
+pub fn parse(args: &[String]) -> Result<Options, String> {
+    let Some(first) = args.first() else {
+        return Err("no workload given".into());
+    };
+    let workload = match first.as_str() {
+        "register" => Workload::Register,
+        "heartbeat" => Workload::Heartbeat,
+        "route" => Workload::Route,
+        "mixed" => Workload::Mixed,
+        "expire" => Workload::Expire,
+        "canned" => Workload::Canned,
+        "help" | "-h" | "--help" => Workload::Help,
+        other => return Err(format!("unknown workload {other:?}")),
+    };
+    let mut o = Options {
+        workload,
+        namesrv: String::new(),
+        duration: Duration::from_secs(10),
+        json: false,
+        quiet: false,
+        pid: None,
+        binary_header: false,
+        language: "JAVA".into(),
+        tag: String::new(),
+        brokers: match workload {
+            Workload::Route => 10,
+            Workload::Expire => 10_000,
+            _ => 100,
+        },
+        topics: if workload == Workload::Expire {
+            10
+        } else {
+            100
+        },
+        shared_by: 2,
+        groups: 4,
+        queues: 8,
+        cluster: "BenchCluster".into(),
+        conns: None,
+        churn: false,
+        variants: 4,
+        rate: None,
+        depth: None,
+        op_query: false,
+        clients: if workload == Workload::Expire { 4 } else { 16 },
+        version: 479,
+        route_rate: 10_000.0,
+        topic_list: Vec::new(),
+        timeout_ms: 3_000,
+        max_wait: Duration::from_secs(120),
+        listen: "127.0.0.1:0".into(),
+        body_bytes: 0,
+    };
+    let mut it = args[1..].iter();
+    while let Some(arg) = it.next() {
+        // Accept both `--flag value` and `--flag=value`.
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ => (arg.as_str(), None),
+        };
+        let mut value = || -> Result<String, String> {
+            match &inline {
+                Some(v) => Ok(v.clone()),
+                None => it
+                    .next()
+                    .cloned()
+                    .ok_or_else(|| format!("{flag} needs a value")),
+            }
+        };
+        match flag {
+            "-n" | "--namesrv" => o.namesrv = value()?,
+            "-d" | "--duration" => o.duration = parse_duration(&value()?)?,
+            "--json" => o.json = true,
+            "--quiet" | "-q" => o.quiet = true,
+            "--pid" => o.pid = Some(number(flag, &value()?)?),
+            "--header" => {
+                o.binary_header = match value()?.as_str() {
+                    "json" | "JSON" => false,
+                    "rocketmq" | "ROCKETMQ" | "binary" => true,
+                    v => return Err(format!("--header: json or rocketmq, not {v:?}")),
+                }
+            }
+            "--language" => o.language = value()?,
+            "--tag" => o.tag = value()?,
+            "--brokers" => o.brokers = number(flag, &value()?)?,
+            "--topics" => o.topics = number(flag, &value()?)?,
+            "--topics-shared-by" => o.shared_by = number(flag, &value()?)?,
+            "--groups" => o.groups = number(flag, &value()?)?,
+            "--queues" => o.queues = number(flag, &value()?)?,
+            "--cluster" => o.cluster = value()?,
+            "--conns" => o.conns = Some(number(flag, &value()?)?),
+            "--churn" => o.churn = true,
+            "--variants" => o.variants = number(flag, &value()?)?,
+            "--rate" => o.rate = Some(parse_rate(&value()?)?),
+            "--depth" => o.depth = Some(number(flag, &value()?)?),
+            "--op" => {
+                o.op_query = match value()?.as_str() {
+                    "heartbeat" | "904" => false,
+                    "query" | "322" => true,
+                    v => return Err(format!("--op: heartbeat or query, not {v:?}")),
+                }
+            }
+            "--clients" => o.clients = number(flag, &value()?)?,
+            "--version" => o.version = number(flag, &value()?)?,
+            "--route-rate" => o.route_rate = parse_rate(&value()?)?,
+            "--topic" => o.topic_list.extend(
+                value()?
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(String::from),
+            ),
+            "--timeout-ms" => o.timeout_ms = number(flag, &value()?)?,
+            "--max-wait" => o.max_wait = parse_duration(&value()?)?,
+            "-l" | "--listen" => o.listen = value()?,
+            "--body-bytes" => o.body_bytes = number(flag, &value()?)?,
+            other => return Err(format!("unknown option {other:?}")),
+        }
+    }
+    let needs_server = !matches!(workload, Workload::Canned | Workload::Help);
+    if needs_server && o.namesrv.is_empty() {
+        return Err("-n host:port is required".into());
+    }
+    if o.brokers == 0 && o.topic_list.is_empty() && needs_server {
+        return Err("--brokers must be at least 1".into());
+    }
+    if o.conns == Some(0) || o.depth == Some(0) || o.clients == 0 || o.variants == 0 {
+        return Err("--conns, --depth, --clients and --variants must be at least 1".into());
+    }
+    Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn durations_and_rates_parse() {
+        assert_eq!(parse_duration("10").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("x").is_err());
+        assert!((parse_rate("1000/30s").unwrap() - 33.333).abs() < 0.01);
+        assert_eq!(parse_rate("500").unwrap(), 500.0);
+        assert!(parse_rate("0").is_err());
+    }
+
+    #[test]
+    fn workload_defaults_and_flags() {
+        let o = parse(&args(
+            "route -n 127.0.0.1:9876 --depth=4 --version 317 -d 1s",
+        ))
+        .unwrap();
+        assert_eq!(o.workload, Workload::Route);
+        assert_eq!(o.brokers, 10);
+        assert_eq!(o.depth, Some(4));
+        assert_eq!(o.version, 317);
+        assert_eq!(o.duration, Duration::from_secs(1));
+        let o = parse(&args("expire -n h:1")).unwrap();
+        assert_eq!((o.brokers, o.topics, o.clients), (10_000, 10, 4));
+        assert!(parse(&args("register")).is_err());
+        assert!(parse(&args("register -n h:1 --bogus")).is_err());
+        assert!(parse(&args("canned")).is_ok());
+    }
+}

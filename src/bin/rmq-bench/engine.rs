@@ -1,0 +1,692 @@
+//! The load engine: one thread, one mio `Poll`, many non-blocking connections, each keeping
+//! up to `depth` requests in flight (pipelining). Frames come from templates prepared before
+//! the timed loop and are only copied and stamped with an opaque on the hot path; responses
+//! are matched by opaque through a per-connection ring, so a server that answers out of order
+//! (Java's thread pools do) is measured correctly.
+//!
+//! Connections belong to classes (e.g. "register", "route"); each class has its own
+//! histogram, counters and optional target rate. A rate-limited class is open-loop: request
+//! `i` is due at `start + i / rate`, and when no connection has a free slot at that moment
+//! (the server is behind) its latency is counted from when it first could not be sent, so a
+//! slow server cannot hide its queueing (coordinated omission). Unlimited classes refill a
+//! connection as soon as a response frees a slot.
+//!
+//! A run is a sequence of phases (setup, main, ...). Each phase resets the statistics and ends
+//! after a duration, when every connection has sent its plan once, or when a [`Watch`] says so;
+//! then sending stops and in-flight requests drain.
+
+use crate::hist::Histogram;
+use crate::wire::{scan_head, Template, OPAQUE_BASE, SEQ_WRAP};
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// Statistics of one class in one phase.
+#[derive(Clone, Default)]
+pub struct ClassStats {
+    pub ops: u64,
+    pub hist: Histogram,
+    /// Responses with a non-zero code, by code (expected codes excluded).
+    pub errors_by_code: Vec<(i32, u64)>,
+    /// Responses with an expected non-success code (e.g. TOPIC_NOT_EXIST while expiring).
+    pub expected_by_code: Vec<(i32, u64)>,
+    /// Connections the server closed while requests were outstanding or the class did not
+    /// expect it.
+    pub closed: u64,
+    /// Requests lost with a closed connection or never answered.
+    pub lost: u64,
+    /// Responses whose header could not be read or whose opaque matched nothing.
+    pub bad_frames: u64,
+    pub bytes_tx: u64,
+    pub bytes_rx: u64,
+}
+
+impl ClassStats {
+    pub fn errors(&self) -> u64 {
+        self.errors_by_code.iter().map(|(_, n)| n).sum::<u64>()
+            + self.closed
+            + self.lost
+            + self.bad_frames
+    }
+}
+
+fn bump(list: &mut Vec<(i32, u64)>, code: i32) {
+    match list.iter_mut().find(|(c, _)| *c == code) {
+        Some((_, n)) => *n += 1,
+        None => list.push((code, 1)),
+    }
+}
+
+/// A group of connections doing the same kind of request.
+pub struct Class {
+    pub name: String,
+    /// Target ops/s for the whole class; `None` = as fast as the server answers.
+    pub rate: Option<f64>,
+    /// Response codes that are part of the workload rather than errors.
+    pub expected_codes: Vec<i32>,
+    /// The server closing these connections is part of the workload (broker expiry).
+    pub closes_expected: bool,
+    conns: Vec<usize>,
+    rr: usize,
+    next_due_ns: f64,
+    blocked_since_ns: Option<u64>,
+    pub stats: ClassStats,
+    last_tick_ops: u64,
+    last_tick_errors: u64,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    seq: u32,
+    live: bool,
+    template: u32,
+    start_ns: u64,
+}
+
+struct Conn {
+    stream: TcpStream,
+    class: usize,
+    /// Template ids this connection cycles through.
+    plan: Rc<[u32]>,
+    cursor: usize,
+    sent_in_phase: usize,
+    depth: usize,
+    in_flight: usize,
+    next_seq: u32,
+    slots: Vec<Slot>,
+    mask: u32,
+    out: Vec<u8>,
+    out_pos: usize,
+    inb: Vec<u8>,
+    in_start: usize,
+    in_end: usize,
+    open: bool,
+    active: bool,
+}
+
+/// How a phase ends.
+#[derive(Clone, Copy, Debug)]
+pub enum Until {
+    /// After this long.
+    Elapsed(Duration),
+    /// When every active connection has sent each request of its plan once.
+    PlanSent,
+    /// When the phase's [`Watch`] reports it is finished.
+    Watch,
+}
+
+/// A phase to run.
+pub struct PhaseSpec {
+    pub name: String,
+    pub classes: Vec<usize>,
+    pub until: Until,
+    /// Upper bound on the phase, whatever `until` says.
+    pub limit: Duration,
+    /// How long to wait for in-flight requests once sending stops.
+    pub drain: Duration,
+}
+
+/// Observes responses during a phase (the expire workload watches routes disappear).
+pub trait Watch {
+    fn on_response(&mut self, _class: usize, _template: u32, _code: i32, _now: Instant) {}
+    fn finished(&self) -> bool {
+        false
+    }
+    /// Extra text for the progress line.
+    fn progress(&self) -> String {
+        String::new()
+    }
+}
+
+/// A watch that watches nothing.
+pub struct NoWatch;
+impl Watch for NoWatch {}
+
+/// The outcome of one phase.
+#[derive(Clone)]
+pub struct PhaseResult {
+    pub name: String,
+    pub elapsed: Duration,
+    pub ended: Instant,
+    /// (class name, its statistics) for the classes that took part.
+    pub classes: Vec<(String, ClassStats)>,
+}
+
+pub struct Engine {
+    poll: Poll,
+    events: Events,
+    conns: Vec<Conn>,
+    pub templates: Vec<Template>,
+    pub classes: Vec<Class>,
+    epoch: Instant,
+    pub progress: bool,
+    dirty: Vec<usize>,
+}
+
+const READ_CHUNK: usize = 64 * 1024;
+
+impl Engine {
+    pub fn new(progress: bool) -> io::Result<Engine> {
+        Ok(Engine {
+            poll: Poll::new()?,
+            events: Events::with_capacity(4096),
+            conns: Vec::new(),
+            templates: Vec::new(),
+            classes: Vec::new(),
+            epoch: Instant::now(),
+            progress,
+            dirty: Vec::new(),
+        })
+    }
+
+    pub fn add_template(&mut self, t: Template) -> u32 {
+        self.templates.push(t);
+        (self.templates.len() - 1) as u32
+    }
+
+    pub fn add_class(&mut self, name: &str, rate: Option<f64>) -> usize {
+        self.classes.push(Class {
+            name: name.to_string(),
+            rate,
+            expected_codes: Vec::new(),
+            closes_expected: false,
+            conns: Vec::new(),
+            rr: 0,
+            next_due_ns: 0.0,
+            blocked_since_ns: None,
+            stats: ClassStats::default(),
+            last_tick_ops: 0,
+            last_tick_errors: 0,
+        });
+        self.classes.len() - 1
+    }
+
+    /// Opens a connection for `class` that cycles through `plan` starting at `start`.
+    pub fn connect(
+        &mut self,
+        addr: SocketAddr,
+        class: usize,
+        plan: Rc<[u32]>,
+        start: usize,
+        depth: usize,
+    ) -> io::Result<()> {
+        let std_stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
+        std_stream.set_nodelay(true)?;
+        std_stream.set_nonblocking(true)?;
+        let mut stream = TcpStream::from_std(std_stream);
+        let idx = self.conns.len();
+        self.poll.registry().register(
+            &mut stream,
+            Token(idx),
+            Interest::READABLE | Interest::WRITABLE,
+        )?;
+        let depth = depth.max(1);
+        let ring = depth.next_power_of_two();
+        let len = plan.len().max(1);
+        self.conns.push(Conn {
+            stream,
+            class,
+            plan,
+            cursor: start % len,
+            sent_in_phase: 0,
+            depth,
+            in_flight: 0,
+            next_seq: 0,
+            slots: vec![Slot::default(); ring],
+            mask: (ring - 1) as u32,
+            out: Vec::with_capacity(64 * 1024),
+            out_pos: 0,
+            inb: vec![0; READ_CHUNK * 2],
+            in_start: 0,
+            in_end: 0,
+            open: true,
+            active: false,
+        });
+        self.classes[class].conns.push(idx);
+        Ok(())
+    }
+
+    /// Gives the `i`-th connection of `class` a new plan (e.g. churned bodies after setup).
+    pub fn replan(&mut self, class: usize, mut plan_of: impl FnMut(usize) -> (Rc<[u32]>, usize)) {
+        for i in 0..self.classes[class].conns.len() {
+            let ci = self.classes[class].conns[i];
+            let (plan, start) = plan_of(i);
+            let c = &mut self.conns[ci];
+            c.cursor = start % plan.len().max(1);
+            c.plan = plan;
+        }
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Queues one request on connection `ci`, latency counted from `start_ns`.
+    #[inline]
+    fn send_one(&mut self, ci: usize, start_ns: u64) {
+        let c = &mut self.conns[ci];
+        let tid = c.plan[c.cursor];
+        c.cursor += 1;
+        if c.cursor == c.plan.len() {
+            c.cursor = 0;
+        }
+        c.sent_in_phase += 1;
+        let seq = c.next_seq;
+        c.next_seq = (c.next_seq + 1) % SEQ_WRAP;
+        self.templates[tid as usize].write_to(&mut c.out, seq);
+        c.slots[(seq & c.mask) as usize] = Slot {
+            seq,
+            live: true,
+            template: tid,
+            start_ns,
+        };
+        c.in_flight += 1;
+    }
+
+    fn can_send(&self, ci: usize, once: bool) -> bool {
+        let c = &self.conns[ci];
+        c.open
+            && c.active
+            && c.in_flight < c.depth
+            && !c.plan.is_empty()
+            && (!once || c.sent_in_phase < c.plan.len())
+    }
+
+    /// Fills an unlimited connection up to its depth and writes.
+    fn fill(&mut self, ci: usize, once: bool) {
+        if self.classes[self.conns[ci].class].rate.is_some() {
+            return;
+        }
+        if !self.can_send(ci, once) {
+            return;
+        }
+        let now = self.now_ns();
+        while self.can_send(ci, once) {
+            self.send_one(ci, now);
+        }
+        self.flush(ci);
+    }
+
+    fn flush(&mut self, ci: usize) {
+        let c = &mut self.conns[ci];
+        if !c.open {
+            return;
+        }
+        while c.out_pos < c.out.len() {
+            match c.stream.write(&c.out[c.out_pos..]) {
+                Ok(0) => break,
+                Ok(n) => {
+                    c.out_pos += n;
+                    self.classes[c.class].stats.bytes_tx += n as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    self.close(ci);
+                    return;
+                }
+            }
+        }
+        c.out.clear();
+        c.out_pos = 0;
+    }
+
+    fn close(&mut self, ci: usize) {
+        let c = &mut self.conns[ci];
+        if !c.open {
+            return;
+        }
+        c.open = false;
+        let _ = self.poll.registry().deregister(&mut c.stream);
+        let lost = c.in_flight as u64;
+        c.in_flight = 0;
+        for s in c.slots.iter_mut() {
+            s.live = false;
+        }
+        let class = &mut self.classes[c.class];
+        if !class.closes_expected || lost > 0 {
+            class.stats.closed += 1;
+        }
+        class.stats.lost += lost;
+    }
+
+    /// Reads everything available and handles whole response frames.
+    fn on_readable(&mut self, ci: usize, watch: &mut dyn Watch) {
+        loop {
+            let c = &mut self.conns[ci];
+            if !c.open {
+                return;
+            }
+            if c.inb.len() - c.in_end < READ_CHUNK / 2 {
+                if c.in_start > 0 {
+                    c.inb.copy_within(c.in_start..c.in_end, 0);
+                    c.in_end -= c.in_start;
+                    c.in_start = 0;
+                }
+                if c.inb.len() - c.in_end < READ_CHUNK / 2 {
+                    let grown = c.inb.len() * 2;
+                    c.inb.resize(grown, 0);
+                }
+            }
+            let end = c.in_end;
+            match c.stream.read(&mut c.inb[end..]) {
+                Ok(0) => {
+                    self.handle_frames(ci, watch);
+                    self.close(ci);
+                    return;
+                }
+                Ok(n) => {
+                    let short = end + n < c.inb.len();
+                    c.in_end += n;
+                    self.classes[c.class].stats.bytes_rx += n as u64;
+                    self.handle_frames(ci, watch);
+                    // A short read emptied the socket; data arriving later raises a new
+                    // edge, so the read that would only say WouldBlock can be skipped (one
+                    // syscall per response saved at depth 1).
+                    if short {
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    self.close(ci);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn handle_frames(&mut self, ci: usize, watch: &mut dyn Watch) {
+        let now_ns = self.now_ns();
+        let mut now_instant: Option<Instant> = None;
+        let c = &mut self.conns[ci];
+        let class = &mut self.classes[c.class];
+        loop {
+            let avail = c.in_end - c.in_start;
+            if avail < 4 {
+                break;
+            }
+            let b = &c.inb[c.in_start..c.in_end];
+            let len = u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize;
+            if avail < 4 + len {
+                break;
+            }
+            let frame = &b[4..4 + len];
+            c.in_start += 4 + len;
+            let Some(head) = scan_head(frame) else {
+                class.stats.bad_frames += 1;
+                continue;
+            };
+            if head.flag & 1 == 0 {
+                continue; // a request from the server (e.g. NOTIFY_MIN_BROKER_ID_CHANGE)
+            }
+            let seq = (head.opaque as u32).wrapping_sub(OPAQUE_BASE as u32);
+            let slot = &mut c.slots[(seq & c.mask) as usize];
+            if !slot.live || slot.seq != seq {
+                class.stats.bad_frames += 1;
+                continue;
+            }
+            slot.live = false;
+            c.in_flight -= 1;
+            class.stats.ops += 1;
+            class
+                .stats
+                .hist
+                .record(now_ns.saturating_sub(slot.start_ns));
+            if head.code != 0 {
+                if class.expected_codes.contains(&head.code) {
+                    bump(&mut class.stats.expected_by_code, head.code);
+                } else {
+                    bump(&mut class.stats.errors_by_code, head.code);
+                }
+            }
+            let now = *now_instant.get_or_insert_with(Instant::now);
+            watch.on_response(c.class, slot.template, head.code, now);
+        }
+        if c.in_start == c.in_end {
+            c.in_start = 0;
+            c.in_end = 0;
+        }
+        if c.in_flight < c.depth {
+            self.dirty.push(ci);
+        }
+    }
+
+    /// Sends what rate-limited classes owe by now.
+    fn pace(&mut self, classes: &[usize], once: bool) {
+        let now = self.now_ns();
+        for &k in classes {
+            let Some(rate) = self.classes[k].rate else {
+                continue;
+            };
+            let interval = 1e9 / rate.max(1e-9);
+            while self.classes[k].next_due_ns <= now as f64 {
+                let n = self.classes[k].conns.len();
+                let mut found = None;
+                for i in 0..n {
+                    let rr = (self.classes[k].rr + i) % n;
+                    let ci = self.classes[k].conns[rr];
+                    if self.can_send(ci, once) {
+                        found = Some((rr, ci));
+                        break;
+                    }
+                }
+                let Some((rr, ci)) = found else {
+                    // Every connection is full: the server is behind. Requests owed from
+                    // now on count their latency from when they were due (or from now,
+                    // whichever is later: our own timer slack is not the server's fault).
+                    let class = &mut self.classes[k];
+                    class.blocked_since_ns.get_or_insert(now);
+                    break;
+                };
+                let class = &mut self.classes[k];
+                class.rr = (rr + 1) % n;
+                let start = match class.blocked_since_ns {
+                    Some(b) => b.max(class.next_due_ns as u64),
+                    None => now,
+                };
+                class.next_due_ns += interval;
+                self.send_one(ci, start);
+                self.dirty.push(ci);
+            }
+            let class = &mut self.classes[k];
+            if class.next_due_ns > now as f64 {
+                class.blocked_since_ns = None;
+            }
+        }
+    }
+
+    fn next_due_in(&self, classes: &[usize]) -> Option<Duration> {
+        let now = self.now_ns() as f64;
+        classes
+            .iter()
+            .filter_map(|&k| {
+                let c = &self.classes[k];
+                c.rate?;
+                if c.blocked_since_ns.is_some() {
+                    return None; // waits for a response, not for the clock
+                }
+                Some(Duration::from_nanos((c.next_due_ns - now).max(0.0) as u64))
+            })
+            .min()
+    }
+
+    fn in_flight(&self, classes: &[usize]) -> usize {
+        classes
+            .iter()
+            .flat_map(|&k| self.classes[k].conns.iter())
+            .map(|&ci| self.conns[ci].in_flight)
+            .sum()
+    }
+
+    fn plan_done(&self, classes: &[usize]) -> bool {
+        classes
+            .iter()
+            .flat_map(|&k| self.classes[k].conns.iter())
+            .all(|&ci| {
+                let c = &self.conns[ci];
+                !c.open || c.sent_in_phase >= c.plan.len()
+            })
+    }
+
+    fn set_active(&mut self, classes: &[usize], active: bool) {
+        for &k in classes {
+            for i in 0..self.classes[k].conns.len() {
+                let ci = self.classes[k].conns[i];
+                let c = &mut self.conns[ci];
+                c.active = active;
+                if active {
+                    c.sent_in_phase = 0;
+                }
+            }
+        }
+    }
+
+    fn print_progress(&mut self, phase: &str, t: f64, classes: &[usize], watch: &dyn Watch) {
+        let mut line = format!("[{phase} {t:6.1}s]");
+        for &k in classes {
+            let c = &mut self.classes[k];
+            let ops = c.stats.ops - c.last_tick_ops;
+            let errors = c.stats.errors() - c.last_tick_errors;
+            c.last_tick_ops = c.stats.ops;
+            c.last_tick_errors = c.stats.errors();
+            line.push_str(&format!(
+                "  {} {} ops/s, {} errors",
+                c.name,
+                crate::report::thousands(ops),
+                errors
+            ));
+        }
+        line.push_str(&watch.progress());
+        eprintln!("{line}");
+    }
+
+    /// Runs one phase to its end and drains it.
+    pub fn run_phase(&mut self, spec: &PhaseSpec, watch: &mut dyn Watch) -> PhaseResult {
+        let classes = spec.classes.clone();
+        let once = matches!(spec.until, Until::PlanSent);
+        let started = Instant::now();
+        let start_ns = self.now_ns();
+        for &k in &classes {
+            let c = &mut self.classes[k];
+            c.stats = ClassStats::default();
+            c.next_due_ns = start_ns as f64;
+            c.blocked_since_ns = None;
+            c.last_tick_ops = 0;
+            c.last_tick_errors = 0;
+        }
+        self.set_active(&classes, true);
+        let all: Vec<usize> = classes
+            .iter()
+            .flat_map(|&k| self.classes[k].conns.clone())
+            .collect();
+        for &ci in &all {
+            self.fill(ci, once);
+        }
+        let mut draining: Option<Instant> = None;
+        let mut next_tick = started + Duration::from_secs(1);
+        let hard_end = started + spec.limit;
+        loop {
+            let now = Instant::now();
+            if draining.is_none() {
+                let stop = now >= hard_end
+                    || match spec.until {
+                        Until::Elapsed(d) => now >= started + d,
+                        Until::PlanSent => self.plan_done(&classes),
+                        Until::Watch => watch.finished(),
+                    };
+                if stop {
+                    self.set_active(&classes, false);
+                    draining = Some(now);
+                }
+            }
+            if let Some(d) = draining {
+                if self.in_flight(&classes) == 0 || now >= d + spec.drain {
+                    break;
+                }
+            }
+            if draining.is_none() {
+                self.pace(&classes, once);
+            }
+            let dirty = std::mem::take(&mut self.dirty);
+            for &ci in &dirty {
+                if draining.is_none() {
+                    self.fill(ci, once);
+                }
+                self.flush(ci);
+            }
+            self.dirty = dirty;
+            self.dirty.clear();
+            if now >= next_tick {
+                if self.progress {
+                    let t = (now - started).as_secs_f64();
+                    self.print_progress(&spec.name, t, &classes, &*watch);
+                }
+                next_tick += Duration::from_secs(1);
+            }
+            let mut timeout = next_tick.saturating_duration_since(now);
+            if draining.is_none() {
+                if let Some(d) = self.next_due_in(&classes) {
+                    timeout = timeout.min(d);
+                }
+                if let Until::Elapsed(d) = spec.until {
+                    timeout = timeout.min((started + d).saturating_duration_since(now));
+                }
+            }
+            timeout = timeout.min(hard_end.saturating_duration_since(now));
+            if let Err(e) = self.poll.poll(&mut self.events, Some(timeout)) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    eprintln!("rmq-bench: poll failed: {e}");
+                    break;
+                }
+            }
+            let ready: Vec<(usize, bool, bool)> = self
+                .events
+                .iter()
+                .map(|e| {
+                    (
+                        e.token().0,
+                        e.is_readable() || e.is_read_closed() || e.is_error(),
+                        e.is_writable(),
+                    )
+                })
+                .collect();
+            for (ci, readable, writable) in ready {
+                if ci >= self.conns.len() {
+                    continue;
+                }
+                if writable {
+                    self.flush(ci);
+                }
+                if readable {
+                    self.on_readable(ci, watch);
+                }
+            }
+        }
+        let ended = Instant::now();
+        // Whatever is still in flight after the drain was never answered.
+        for &ci in &all {
+            let c = &mut self.conns[ci];
+            if c.in_flight > 0 {
+                self.classes[c.class].stats.lost += c.in_flight as u64;
+                c.in_flight = 0;
+                for s in c.slots.iter_mut() {
+                    s.live = false;
+                }
+            }
+        }
+        PhaseResult {
+            name: spec.name.clone(),
+            elapsed: ended - started,
+            ended,
+            classes: classes
+                .iter()
+                .map(|&k| (self.classes[k].name.clone(), self.classes[k].stats.clone()))
+                .collect(),
+        }
+    }
+}

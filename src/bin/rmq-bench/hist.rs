@@ -1,0 +1,272 @@
+//! Latency histogram: log-linear buckets with three significant digits (the HdrHistogram
+//! layout), so that recording is O(1) and a percentile is one walk over ~30k counters, never
+//! a sort of millions of samples.
+//!
+//! Values below 2048 get one bucket each (exact). Above, every power-of-two range
+//! `[2^k, 2^(k+1))` is split into 1024 equal buckets, so a reported value is at most 1/1024
+//! (< 0.1 %) above the true sample. A percentile is the "highest equivalent value" of the
+//! bucket holding the nearest-rank sample, clamped to the exact recorded maximum.
+
+/// Values at or above this are clamped (2^40 ns is about 18 minutes).
+const MAX_TRACKABLE: u64 = (1 << 40) - 1;
+const SUB_BITS: u32 = 10;
+const SUB_HALF: u64 = 1 << SUB_BITS; // 1024
+const LINEAR: u64 = 2 * SUB_HALF; // values below 2048 are exact
+
+fn bucket_count() -> usize {
+    // Exponents 11..=39 of the highest set bit each add SUB_HALF buckets.
+    (LINEAR + (40 - (SUB_BITS + 1)) as u64 * SUB_HALF) as usize
+}
+
+/// Index of the bucket holding `v`.
+fn index_of(v: u64) -> usize {
+    if v < LINEAR {
+        return v as usize;
+    }
+    let top = 63 - v.leading_zeros(); // >= 11
+    let shift = top - SUB_BITS; // >= 1
+    let sub = (v >> shift) - SUB_HALF; // 0..1024
+    (LINEAR + u64::from(shift - 1) * SUB_HALF + sub) as usize
+}
+
+/// Largest value that lands in bucket `i`.
+fn highest_in(i: usize) -> u64 {
+    let i = i as u64;
+    if i < LINEAR {
+        return i;
+    }
+    let shift = (i - LINEAR) / SUB_HALF + 1;
+    let sub = (i - LINEAR) % SUB_HALF + SUB_HALF;
+    ((sub + 1) << shift) - 1
+}
+
+/// 1-based rank of the `p`-th percentile among `n` samples. `p * n / 100` is computed in
+/// floating point, where 99.9 % of 1000 comes out a hair above 999: a relative epsilon keeps
+/// such exact ranks exact.
+pub fn nearest_rank(p: f64, n: u64) -> u64 {
+    let x = (p / 100.0) * n as f64;
+    let rank = (x * (1.0 - 1e-12)).ceil() as u64;
+    rank.clamp(1, n.max(1))
+}
+
+/// A histogram of `u64` values (the tool records nanoseconds).
+#[derive(Clone)]
+pub struct Histogram {
+    counts: Vec<u64>,
+    total: u64,
+    min: u64,
+    max: u64,
+    sum: u128,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Histogram {
+    pub fn new() -> Self {
+        Histogram {
+            counts: vec![0; bucket_count()],
+            total: 0,
+            min: u64::MAX,
+            max: 0,
+            sum: 0,
+        }
+    }
+
+    /// O(1): one shift, one add.
+    #[inline]
+    pub fn record(&mut self, v: u64) {
+        let v = v.min(MAX_TRACKABLE);
+        self.counts[index_of(v)] += 1;
+        self.total += 1;
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+        self.sum += u128::from(v);
+    }
+
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn merge(&mut self, other: &Histogram) {
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += *b;
+        }
+        self.total += other.total;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+        self.sum += other.sum;
+    }
+
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn count(&self) -> u64 {
+        self.total
+    }
+
+    pub fn min(&self) -> u64 {
+        if self.total == 0 {
+            0
+        } else {
+            self.min
+        }
+    }
+
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
+    pub fn mean(&self) -> f64 {
+        if self.total == 0 {
+            0.0
+        } else {
+            self.sum as f64 / self.total as f64
+        }
+    }
+
+    /// Nearest-rank percentile (`p` in 0..=100): the smallest recorded value such that at
+    /// least `p` % of the samples are at or below it, to bucket precision. 0 when empty.
+    pub fn percentile(&self, p: f64) -> u64 {
+        if self.total == 0 {
+            return 0;
+        }
+        let rank = nearest_rank(p, self.total);
+        let mut seen = 0u64;
+        for (i, c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return highest_in(i).min(self.max).max(self.min);
+            }
+        }
+        self.max
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_value_maps_into_a_bucket_whose_bounds_contain_it() {
+        let mut v = 1u64;
+        while v < MAX_TRACKABLE {
+            for x in [v - 1, v, v + 1, v + v / 3] {
+                let i = index_of(x);
+                assert!(i < bucket_count(), "{x}");
+                assert!(highest_in(i) >= x, "{x} above its bucket");
+                if i > 0 {
+                    assert!(highest_in(i - 1) < x, "{x} fits an earlier bucket");
+                }
+            }
+            v *= 2;
+        }
+        assert_eq!(index_of(MAX_TRACKABLE), bucket_count() - 1);
+    }
+
+    #[test]
+    fn nearest_rank_is_exact_for_round_percentiles() {
+        assert_eq!(nearest_rank(99.9, 1000), 999);
+        assert_eq!(nearest_rank(99.0, 100), 99);
+        assert_eq!(nearest_rank(50.0, 3), 2);
+        assert_eq!(nearest_rank(0.0, 10), 1);
+        assert_eq!(nearest_rank(100.0, 10), 10);
+        assert_eq!(nearest_rank(99.99, 1000), 1000);
+    }
+
+    #[test]
+    fn small_values_are_exact() {
+        let mut h = Histogram::new();
+        for v in 1..=100u64 {
+            h.record(v);
+        }
+        assert_eq!(h.count(), 100);
+        assert_eq!(h.min(), 1);
+        assert_eq!(h.max(), 100);
+        assert_eq!(h.percentile(50.0), 50);
+        assert_eq!(h.percentile(90.0), 90);
+        assert_eq!(h.percentile(99.0), 99);
+        assert_eq!(h.percentile(99.9), 100);
+        assert_eq!(h.percentile(100.0), 100);
+        assert_eq!(h.percentile(0.0), 1);
+        assert!((h.mean() - 50.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn percentiles_of_a_skewed_latency_set_match_nearest_rank() {
+        // 990 fast requests at 100 us, 9 at 5 ms, one outlier at 250 ms.
+        let mut h = Histogram::new();
+        for _ in 0..990 {
+            h.record(100_000);
+        }
+        for _ in 0..9 {
+            h.record(5_000_000);
+        }
+        h.record(250_000_000);
+        let close = |got: u64, want: u64| got >= want && got - want <= want / 1024;
+        assert!(close(h.percentile(50.0), 100_000), "{}", h.percentile(50.0));
+        assert!(close(h.percentile(99.0), 100_000), "{}", h.percentile(99.0));
+        assert!(close(h.percentile(99.1), 5_000_000));
+        assert!(close(h.percentile(99.9), 5_000_000));
+        assert_eq!(h.percentile(100.0), 250_000_000);
+        assert_eq!(h.max(), 250_000_000);
+    }
+
+    #[test]
+    fn percentiles_agree_with_a_sorted_reference_within_a_tenth_of_a_percent() {
+        // Deterministic pseudo-random samples spanning 1 us .. 100 ms.
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut samples = Vec::new();
+        let mut h = Histogram::new();
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let v = 1_000 + (x % 1_000) * (x % 100_000);
+            samples.push(v);
+            h.record(v);
+        }
+        samples.sort_unstable();
+        for p in [1.0, 25.0, 50.0, 90.0, 99.0, 99.9, 99.99, 100.0] {
+            let rank = nearest_rank(p, samples.len() as u64) as usize;
+            let want = samples[rank - 1];
+            let got = h.percentile(p);
+            assert!(
+                got >= want && got - want <= want / 1024,
+                "p{p}: got {got}, want {want}"
+            );
+        }
+        assert_eq!(h.min(), samples[0]);
+        assert_eq!(h.max(), *samples.last().unwrap());
+    }
+
+    #[test]
+    fn merged_histograms_equal_one_that_saw_everything() {
+        let mut a = Histogram::new();
+        let mut b = Histogram::new();
+        let mut all = Histogram::new();
+        for v in 0..5_000u64 {
+            let x = v * 37 + 11;
+            if v % 3 == 0 {
+                a.record(x);
+            } else {
+                b.record(x);
+            }
+            all.record(x);
+        }
+        a.merge(&b);
+        for p in [10.0, 50.0, 99.0, 99.9] {
+            assert_eq!(a.percentile(p), all.percentile(p));
+        }
+        assert_eq!(a.count(), all.count());
+        assert_eq!(a.min(), all.min());
+        assert_eq!(a.max(), all.max());
+    }
+
+    #[test]
+    fn empty_histogram_reports_zeros() {
+        let h = Histogram::new();
+        assert_eq!(h.percentile(99.0), 0);
+        assert_eq!(h.min(), 0);
+        assert_eq!(h.max(), 0);
+        assert_eq!(h.mean(), 0.0);
+    }
+}

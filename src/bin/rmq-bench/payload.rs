@@ -1,0 +1,266 @@
+//! Realistic registration payloads: a simulated cluster of broker groups, the topic layout
+//! they serve, and the REGISTER_BROKER bodies a 5.x broker sends for it (PROTOCOL.md §4.1,
+//! with the system topics a default 5.x broker creates for itself and correct bodyCrc32).
+//!
+//! Layout: broker `b` (a master, brokerId 0) is broker group `bench-broker-<b>`. User topics
+//! are dealt out in blocks of `topics` per group, and `shared_by` consecutive groups serve the
+//! same block, so by default every topic has two broker groups in its route, as in a cluster
+//! that spreads each topic over two masters. Consumer groups' `%RETRY%` topics follow the same
+//! layout.
+//!
+//! The benches include this file too, so it depends only on the library.
+
+use rmq_namesrv::route::model::{
+    encode_register_body_json, DataVersion, RegisterBody, TopicConfig,
+};
+
+/// `PermName` bits.
+const PERM_INHERIT: i32 = 1;
+const PERM_RW: i32 = 6;
+const PERM_RWX: i32 = 7;
+
+/// Shape of the simulated cluster.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    pub cluster: String,
+    pub brokers: usize,
+    /// User topics per broker.
+    pub topics: usize,
+    /// Broker groups serving each user topic.
+    pub shared_by: usize,
+    /// Consumer groups (`%RETRY%` topics) per broker.
+    pub groups: usize,
+    pub queues: i32,
+    pub topic_prefix: String,
+    /// Distinguishes runs against one server (part of broker names and addresses).
+    pub run_tag: String,
+}
+
+impl Default for Layout {
+    fn default() -> Self {
+        Layout {
+            cluster: "BenchCluster".into(),
+            brokers: 100,
+            topics: 100,
+            shared_by: 2,
+            groups: 4,
+            queues: 8,
+            topic_prefix: "BenchTopic_".into(),
+            run_tag: String::new(),
+        }
+    }
+}
+
+/// Identity of one simulated broker.
+#[derive(Debug, Clone)]
+pub struct BrokerId {
+    pub name: String,
+    pub addr: String,
+    pub ha_addr: String,
+}
+
+impl Layout {
+    fn shared(&self) -> usize {
+        self.shared_by.max(1)
+    }
+
+    pub fn broker(&self, b: usize) -> BrokerId {
+        // Distinct fake addresses; nothing ever connects to them.
+        let (x, y, z) = ((b >> 16) & 0xFF, (b >> 8) & 0xFF, b & 0xFF);
+        let tag = if self.run_tag.is_empty() {
+            String::new()
+        } else {
+            format!("{}-", self.run_tag)
+        };
+        BrokerId {
+            name: format!("bench-broker-{tag}{b}"),
+            addr: format!("10.{x}.{y}.{z}:10911"),
+            ha_addr: format!("10.{x}.{y}.{z}:10912"),
+        }
+    }
+
+    /// Index of the first user topic of broker `b`'s block.
+    fn block_start(&self, b: usize) -> usize {
+        (b / self.shared()) * self.topics
+    }
+
+    pub fn topic_name(&self, t: usize) -> String {
+        format!("{}{t:06}", self.topic_prefix)
+    }
+
+    /// User topics served by broker `b`.
+    pub fn user_topics(&self, b: usize) -> impl Iterator<Item = String> + '_ {
+        let start = self.block_start(b);
+        (start..start + self.topics).map(|t| self.topic_name(t))
+    }
+
+    /// Every distinct user topic of the cluster (for route lookups).
+    pub fn all_user_topics(&self) -> Vec<String> {
+        let blocks = self.brokers.div_ceil(self.shared());
+        (0..blocks * self.topics)
+            .map(|t| self.topic_name(t))
+            .collect()
+    }
+
+    /// The topicConfigTable of broker `b`; `variant` > 0 produces a churned table in which
+    /// a few user topics are replaced and queue counts differ.
+    pub fn topic_table(&self, b: usize, variant: usize) -> Vec<TopicConfig> {
+        let id = self.broker(b);
+        let mut out = system_topics(&self.cluster, &id.name);
+        let start = self.block_start(b);
+        for g in 0..self.groups {
+            let group = (start / self.topics.max(1)) * self.groups + g;
+            out.push(topic(&format!("%RETRY%bench_group_{group}"), 1, PERM_RW));
+        }
+        for (i, name) in self.user_topics(b).enumerate() {
+            // Churn: every variant swaps out a different few topics for private ones and
+            // changes the queue count of some others.
+            if variant > 0 && i % 10 == variant % 10 {
+                out.push(topic(
+                    &format!("{}churn_{}_{i}_{variant}", self.topic_prefix, id.name),
+                    self.queues,
+                    PERM_RW,
+                ));
+                continue;
+            }
+            let queues = if variant > 0 && i % 7 == variant % 7 {
+                self.queues + variant as i32
+            } else {
+                self.queues
+            };
+            out.push(topic(&name, queues, PERM_RW));
+        }
+        out
+    }
+
+    /// The encoded body of broker `b`'s registration number `variant`.
+    pub fn register_body(&self, b: usize, variant: usize) -> Vec<u8> {
+        let topics = self.topic_table(b, variant);
+        let body = RegisterBody {
+            data_version: DataVersion {
+                counter: 1 + variant as i64,
+                state_version: 0,
+                timestamp: 1_700_000_000_000 + (b as i64) * 1000 + variant as i64,
+            },
+            topics: topics
+                .into_iter()
+                .map(|t| (t.topic_name.clone(), t))
+                .collect(),
+            filter_servers: Some(Vec::new()),
+            mappings: Vec::new(),
+        };
+        let mut out = Vec::with_capacity(256 * body.topics.len() + 256);
+        encode_register_body_json(&body, &mut out);
+        out
+    }
+}
+
+fn topic(name: &str, queues: i32, perm: i32) -> TopicConfig {
+    TopicConfig {
+        topic_name: name.to_string(),
+        read_queue_nums: queues,
+        write_queue_nums: queues,
+        perm,
+        topic_sys_flag: 0,
+    }
+}
+
+/// The topics a default 5.x broker creates for itself and registers with every heartbeat.
+pub fn system_topics(cluster: &str, broker_name: &str) -> Vec<TopicConfig> {
+    vec![
+        topic("SELF_TEST_TOPIC", 1, PERM_RW),
+        topic("TBW102", 8, PERM_RWX),
+        topic(cluster, 16, PERM_INHERIT),
+        topic(broker_name, 1, PERM_RWX),
+        topic("OFFSET_MOVED_EVENT", 1, PERM_RW),
+        topic("SCHEDULE_TOPIC_XXXX", 18, PERM_RW),
+        topic("RMQ_SYS_TRANS_HALF_TOPIC", 1, PERM_RW),
+        topic("RMQ_SYS_TRANS_OP_HALF_TOPIC", 1, PERM_RW),
+        topic("TRANS_CHECK_MAX_TIME_TOPIC", 1, PERM_RW),
+        topic("rmq_sys_wheel_timer", 1, PERM_RW),
+        topic(&format!("rmq_sys_REVIVE_LOG_{cluster}"), 8, PERM_RW),
+        topic(
+            &format!("rmq_sys_SYNC_BROKER_MEMBER_{broker_name}"),
+            1,
+            PERM_RW,
+        ),
+    ]
+}
+
+/// bodyCrc32 as a broker computes it (`UtilAll.crc32(body) & 0x7FFFFFFF`).
+pub fn body_crc32(body: &[u8]) -> String {
+    (rmq_namesrv::route::model::crc32(body) & 0x7FFF_FFFF).to_string()
+}
+
+/// The extFields of REGISTER_BROKER as a 5.x broker sends them.
+pub fn register_ext(
+    layout: &Layout,
+    b: usize,
+    body: &[u8],
+    heartbeat_timeout_ms: Option<u64>,
+) -> Vec<(String, String)> {
+    let id = layout.broker(b);
+    let mut ext = vec![
+        ("brokerName".to_string(), id.name),
+        ("brokerAddr".to_string(), id.addr),
+        ("clusterName".to_string(), layout.cluster.clone()),
+        ("haServerAddr".to_string(), id.ha_addr),
+        ("brokerId".to_string(), "0".to_string()),
+        ("enableActingMaster".to_string(), "false".to_string()),
+        ("compressed".to_string(), "false".to_string()),
+        ("bodyCrc32".to_string(), body_crc32(body)),
+    ];
+    if let Some(t) = heartbeat_timeout_ms {
+        ext.push(("heartbeatTimeoutMillis".to_string(), t.to_string()));
+    }
+    ext
+}
+
+#[cfg(test)]
+#[allow(unused_imports)] // the benches include this file with cfg(test) but without #[test]s
+mod tests {
+    use super::*;
+    use rmq_namesrv::route::model::{decode_register_body, BodyLimits};
+
+    #[test]
+    fn each_topic_is_served_by_shared_by_brokers() {
+        let layout = Layout {
+            brokers: 6,
+            topics: 5,
+            shared_by: 2,
+            ..Layout::default()
+        };
+        let mut servers = std::collections::HashMap::<String, usize>::new();
+        for b in 0..layout.brokers {
+            for t in layout.user_topics(b) {
+                *servers.entry(t).or_default() += 1;
+            }
+        }
+        assert_eq!(servers.len(), 15);
+        assert!(servers.values().all(|n| *n == 2));
+        assert_eq!(layout.all_user_topics().len(), 15);
+    }
+
+    #[test]
+    fn bodies_decode_with_system_topics_and_churn_changes_them() {
+        let layout = Layout {
+            brokers: 2,
+            topics: 20,
+            ..Layout::default()
+        };
+        let steady = layout.register_body(1, 0);
+        let churned = layout.register_body(1, 1);
+        assert_ne!(steady, churned);
+        let limits = BodyLimits::default();
+        let a = decode_register_body(&steady, false, 479, &limits).unwrap();
+        let b = decode_register_body(&churned, false, 479, &limits).unwrap();
+        assert_eq!(a.topics.len(), 12 + 4 + 20);
+        assert!(a.topics.iter().any(|(k, _)| k == "TBW102"));
+        assert!(a.topics.iter().any(|(k, _)| k == "bench-broker-1"));
+        assert_ne!(a.data_version, b.data_version);
+        assert_ne!(a.topics, b.topics);
+        let ext = register_ext(&layout, 1, &steady, None);
+        let crc = &ext.iter().find(|(k, _)| k == "bodyCrc32").unwrap().1;
+        assert_eq!(*crc, body_crc32(&steady));
+    }
+}

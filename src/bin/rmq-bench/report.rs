@@ -1,0 +1,396 @@
+//! Results: the human summary, the `--json` document, and the `/proc` samples of the server
+//! (`--pid`) and of the generator itself (so a run shows whether the tool was the bottleneck).
+
+use crate::engine::{ClassStats, PhaseResult};
+use std::fmt::Write as _;
+
+/// Linux USER_HZ, the unit of utime/stime in /proc/PID/stat on every mainstream architecture.
+const CLOCK_TICKS_PER_S: f64 = 100.0;
+
+/// `12345678` -> `12,345,678`.
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// One sample of a process from /proc.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProcSample {
+    pub rss_kib: u64,
+    pub hwm_kib: u64,
+    pub cpu_s: f64,
+}
+
+/// Reads VmRSS, VmHWM and utime+stime of `pid` ("self" for this process).
+pub fn sample_proc(pid: &str) -> Option<ProcSample> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| -> u64 {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may contain spaces) start at field 3.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some(ProcSample {
+        rss_kib: field("VmRSS:"),
+        hwm_kib: field("VmHWM:"),
+        cpu_s: (utime + stime) / CLOCK_TICKS_PER_S,
+    })
+}
+
+/// Busy and total jiffies of the whole machine (first line of /proc/stat).
+pub fn sample_machine() -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = text.lines().next()?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let total: u64 = v.iter().take(8).sum();
+    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+    Some((total - idle, total))
+}
+
+/// Number of CPUs the machine has online.
+pub fn cpu_count() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Before/after samples of one process over the measured phases.
+#[derive(Debug, Clone, Copy)]
+pub struct ProcDelta {
+    /// At the start of the run (before any connection): idle RSS.
+    pub before: ProcSample,
+    /// When the headline phase began: CPU time is counted from here.
+    pub main_begin: ProcSample,
+    pub after: ProcSample,
+    pub wall_s: f64,
+}
+
+impl ProcDelta {
+    pub fn cpu_s(&self) -> f64 {
+        self.after.cpu_s - self.main_begin.cpu_s
+    }
+    pub fn cpu_pct(&self) -> f64 {
+        if self.wall_s > 0.0 {
+            100.0 * self.cpu_s() / self.wall_s
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Everything one run produced.
+pub struct Report {
+    pub workload: String,
+    pub target: String,
+    /// (key, value) lines describing the parameters, in order.
+    pub params: Vec<(String, String)>,
+    pub phases: Vec<PhaseResult>,
+    /// Index of the phase whose first class is the headline number.
+    pub main_phase: usize,
+    pub server: Option<(u32, ProcDelta)>,
+    pub generator: Option<ProcDelta>,
+    /// Workload-specific results (name, value, unit).
+    pub extra: Vec<(String, f64, String)>,
+    /// Whole-machine CPU use during the headline phase, in % of all cores (other load on
+    /// the machine shows here).
+    pub machine_busy_pct: Option<f64>,
+    /// Workload-level failures (counted as errors).
+    pub failures: Vec<String>,
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1000.0
+}
+
+impl Report {
+    pub fn total_errors(&self) -> u64 {
+        self.phases
+            .iter()
+            .flat_map(|p| p.classes.iter())
+            .map(|(_, s)| s.errors())
+            .sum::<u64>()
+            + self.failures.len() as u64
+    }
+
+    /// Throughput of the headline class (first class of the main phase).
+    pub fn headline_ops_per_s(&self) -> f64 {
+        self.phases
+            .get(self.main_phase)
+            .and_then(|p| p.classes.first().map(|(_, s)| rate(s.ops, p)))
+            .unwrap_or(0.0)
+    }
+
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let params: Vec<String> = self
+            .params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let _ = writeln!(
+            s,
+            "rmq-bench {} -> {}  ({})",
+            self.workload,
+            self.target,
+            params.join(", ")
+        );
+        for phase in &self.phases {
+            let _ = writeln!(
+                s,
+                "phase {} ({:.2} s):",
+                phase.name,
+                phase.elapsed.as_secs_f64()
+            );
+            for (name, st) in &phase.classes {
+                let secs = phase.elapsed.as_secs_f64().max(1e-9);
+                let _ = writeln!(
+                    s,
+                    "  {:<9} {:>12} ops/s  ({} ops)  tx {:.1} MB/s  rx {:.1} MB/s",
+                    name,
+                    thousands(rate(st.ops, phase) as u64),
+                    thousands(st.ops),
+                    st.bytes_tx as f64 / 1e6 / secs,
+                    st.bytes_rx as f64 / 1e6 / secs,
+                );
+                let h = &st.hist;
+                let _ = writeln!(
+                    s,
+                    "  {:<9} latency us: p50 {:.0}  p90 {:.0}  p99 {:.0}  p99.9 {:.0}  max {:.0}  (mean {:.0})",
+                    "",
+                    us(h.percentile(50.0)),
+                    us(h.percentile(90.0)),
+                    us(h.percentile(99.0)),
+                    us(h.percentile(99.9)),
+                    us(h.max()),
+                    h.mean() / 1000.0,
+                );
+                let mut errs = format!("errors {}", st.errors());
+                for (code, n) in &st.errors_by_code {
+                    let _ = write!(errs, ", code {code}: {n}");
+                }
+                for (what, n) in [
+                    ("connections closed", st.closed),
+                    ("unanswered", st.lost),
+                    ("bad frames", st.bad_frames),
+                ] {
+                    if n > 0 {
+                        let _ = write!(errs, ", {what}: {n}");
+                    }
+                }
+                for (code, n) in &st.expected_by_code {
+                    let _ = write!(errs, " (expected code {code}: {n})");
+                }
+                let _ = writeln!(s, "  {:<9} {errs}", "");
+            }
+        }
+        for (name, v, unit) in &self.extra {
+            let _ = writeln!(s, "{name}: {v:.3} {unit}");
+        }
+        for f in &self.failures {
+            let _ = writeln!(s, "FAILED: {f}");
+        }
+        if let Some((pid, d)) = &self.server {
+            let _ = writeln!(
+                s,
+                "server pid {pid}: rss {:.1} MiB at start -> {:.1} MiB after (peak {:.1} MiB); main phase cpu {:.2} s = {:.0}% of one core",
+                d.before.rss_kib as f64 / 1024.0,
+                d.after.rss_kib as f64 / 1024.0,
+                d.after.hwm_kib as f64 / 1024.0,
+                d.cpu_s(),
+                d.cpu_pct()
+            );
+        }
+        if let Some(busy) = self.machine_busy_pct {
+            let cores = busy / 100.0 * cpu_count() as f64;
+            let server = self.server.map_or(0.0, |(_, d)| d.cpu_pct() / 100.0);
+            let generator = self.generator.map_or(0.0, |d| d.cpu_pct() / 100.0);
+            let _ = writeln!(
+                s,
+                "machine: {} cpus, {busy:.0}% busy during the main phase = {cores:.2} cores: server {server:.2}, generator {generator:.2}, other processes {:.2}{}",
+                cpu_count(),
+                (cores - server - generator).max(0.0),
+                if cores - server - generator > 0.25 {
+                    "  (other load: numbers are not representative)"
+                } else {
+                    ""
+                }
+            );
+        }
+        if let Some(d) = &self.generator {
+            let _ = writeln!(
+                s,
+                "generator: main phase cpu {:.2} s = {:.0}% of one core over {:.2} s",
+                d.cpu_s(),
+                d.cpu_pct(),
+                d.wall_s
+            );
+        }
+        s
+    }
+
+    pub fn json(&self) -> String {
+        let mut s = String::from("{");
+        let _ = write!(
+            s,
+            "\"workload\":{},\"target\":{},\"errors\":{},\"ops_per_s\":{:.1},\"params\":{{",
+            q(&self.workload),
+            q(&self.target),
+            self.total_errors(),
+            self.headline_ops_per_s()
+        );
+        for (i, (k, v)) in self.params.iter().enumerate() {
+            let _ = write!(s, "{}{}:{}", comma(i), q(k), q(v));
+        }
+        s.push_str("},\"phases\":[");
+        for (i, p) in self.phases.iter().enumerate() {
+            let _ = write!(
+                s,
+                "{}{{\"name\":{},\"seconds\":{:.3},\"classes\":[",
+                comma(i),
+                q(&p.name),
+                p.elapsed.as_secs_f64()
+            );
+            for (j, (name, st)) in p.classes.iter().enumerate() {
+                let _ = write!(s, "{}{}", comma(j), class_json(name, st, p));
+            }
+            s.push_str("]}");
+        }
+        s.push(']');
+        if !self.extra.is_empty() {
+            s.push_str(",\"results\":{");
+            for (i, (k, v, unit)) in self.extra.iter().enumerate() {
+                let _ = write!(
+                    s,
+                    "{}{}:{{\"value\":{v:.6},\"unit\":{}}}",
+                    comma(i),
+                    q(k),
+                    q(unit)
+                );
+            }
+            s.push('}');
+        }
+        if !self.failures.is_empty() {
+            let list: Vec<String> = self.failures.iter().map(|f| q(f)).collect();
+            let _ = write!(s, ",\"failures\":[{}]", list.join(","));
+        }
+        if let Some((pid, d)) = &self.server {
+            let _ = write!(
+                s,
+                ",\"server\":{{\"pid\":{pid},\"rss_before_kib\":{},\"rss_after_kib\":{},\"rss_peak_kib\":{},\"cpu_s\":{:.3},\"cpu_pct\":{:.1}}}",
+                d.before.rss_kib,
+                d.after.rss_kib,
+                d.after.hwm_kib,
+                d.cpu_s(),
+                d.cpu_pct()
+            );
+        }
+        if let Some(busy) = self.machine_busy_pct {
+            let _ = write!(
+                s,
+                ",\"machine\":{{\"cpus\":{},\"busy_pct\":{busy:.1}}}",
+                cpu_count()
+            );
+        }
+        if let Some(d) = &self.generator {
+            let _ = write!(
+                s,
+                ",\"generator\":{{\"cpu_s\":{:.3},\"cpu_pct\":{:.1},\"wall_s\":{:.3}}}",
+                d.cpu_s(),
+                d.cpu_pct(),
+                d.wall_s
+            );
+        }
+        s.push('}');
+        s
+    }
+}
+
+fn rate(ops: u64, p: &PhaseResult) -> f64 {
+    let secs = p.elapsed.as_secs_f64();
+    if secs > 0.0 {
+        ops as f64 / secs
+    } else {
+        0.0
+    }
+}
+
+fn comma(i: usize) -> &'static str {
+    if i == 0 {
+        ""
+    } else {
+        ","
+    }
+}
+
+fn q(v: &str) -> String {
+    let mut out = Vec::new();
+    rmq_namesrv::remoting::json::write_str(&mut out, v);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn class_json(name: &str, st: &ClassStats, p: &PhaseResult) -> String {
+    let secs = p.elapsed.as_secs_f64().max(1e-9);
+    let h = &st.hist;
+    let codes = |list: &[(i32, u64)]| -> String {
+        let parts: Vec<String> = list.iter().map(|(c, n)| format!("\"{c}\":{n}")).collect();
+        format!("{{{}}}", parts.join(","))
+    };
+    format!(
+        "{{\"name\":{},\"ops\":{},\"ops_per_s\":{:.1},\"tx_mb_per_s\":{:.3},\"rx_mb_per_s\":{:.3},\"errors\":{},\"errors_by_code\":{},\"expected_by_code\":{},\"connections_closed\":{},\"unanswered\":{},\"bad_frames\":{},\"latency_us\":{{\"min\":{:.1},\"mean\":{:.1},\"p50\":{:.1},\"p90\":{:.1},\"p99\":{:.1},\"p999\":{:.1},\"max\":{:.1}}}}}",
+        q(name),
+        st.ops,
+        st.ops as f64 / secs,
+        st.bytes_tx as f64 / 1e6 / secs,
+        st.bytes_rx as f64 / 1e6 / secs,
+        st.errors(),
+        codes(&st.errors_by_code),
+        codes(&st.expected_by_code),
+        st.closed,
+        st.lost,
+        st.bad_frames,
+        us(h.min()),
+        h.mean() / 1000.0,
+        us(h.percentile(50.0)),
+        us(h.percentile(90.0)),
+        us(h.percentile(99.0)),
+        us(h.percentile(99.9)),
+        us(h.max()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_groups_digits() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(12_345_678), "12,345,678");
+    }
+
+    #[test]
+    fn own_process_can_be_sampled() {
+        let s = sample_proc("self").unwrap();
+        assert!(s.rss_kib > 0);
+        assert!(s.hwm_kib >= s.rss_kib);
+    }
+}

@@ -1,0 +1,305 @@
+//! The generator's side of the wire: request frames prepared once before the timed loop,
+//! stamped with a per-request opaque in place, and a response-header scanner that pulls
+//! `code`, `opaque` and `flag` out of either header codec without allocating.
+//!
+//! Opaques are `OPAQUE_BASE + seq` with `seq < 10^9`, so in a JSON header they are always ten
+//! ASCII digits at a fixed offset and stamping one is ten byte stores, no formatting. In a
+//! ROCKETMQ binary header the opaque sits at a fixed offset anyway.
+
+use rmq_namesrv::remoting::command::{encode_frame, Header, SerializeType};
+
+/// First opaque a prepared frame carries; `OPAQUE_BASE + seq` stays ten digits wide.
+pub const OPAQUE_BASE: i32 = 1_000_000_000;
+/// Sequence numbers wrap here so that the opaque keeps its width.
+pub const SEQ_WRAP: u32 = 1_000_000_000;
+
+/// One request frame, ready to be copied into a send buffer.
+#[derive(Clone, Debug)]
+pub struct Template {
+    pub bytes: Vec<u8>,
+    /// Offset of the opaque inside `bytes` (ten digits for JSON, four bytes BE for binary).
+    opaque_at: usize,
+    binary: bool,
+}
+
+impl Template {
+    /// Encodes a request with a placeholder opaque and remembers where it sits.
+    pub fn new(
+        serialize_type: SerializeType,
+        code: i32,
+        version: i32,
+        language: &str,
+        ext: &[(&str, &str)],
+        body: &[u8],
+    ) -> Template {
+        let mut bytes = Vec::with_capacity(128 + body.len());
+        let header = Header {
+            code,
+            language,
+            version,
+            opaque: OPAQUE_BASE,
+            flag: 0,
+            remark: None,
+        };
+        encode_frame(
+            &mut bytes,
+            serialize_type,
+            &header,
+            Some(ext.iter().copied()),
+            body,
+        );
+        let (opaque_at, binary) = match serialize_type {
+            // length(4) type word(4) code(2) language(1) version(2)
+            SerializeType::RocketMq => (13, true),
+            SerializeType::Json => {
+                let needle = b"\"opaque\":1000000000";
+                let header_len = u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]])
+                    as usize
+                    & 0x00FF_FFFF;
+                let header = &bytes[8..8 + header_len];
+                // The encoder writes extFields before opaque, and an ext value could contain
+                // the needle: take the last occurrence, which is the real field.
+                let pos = header
+                    .windows(needle.len())
+                    .rposition(|w| w == needle)
+                    .map(|p| 8 + p + needle.len() - 10);
+                (pos.unwrap_or(0), false)
+            }
+        };
+        Template {
+            bytes,
+            opaque_at,
+            binary,
+        }
+    }
+
+    /// Appends this frame to `out` carrying opaque `OPAQUE_BASE + seq`.
+    #[inline]
+    pub fn write_to(&self, out: &mut Vec<u8>, seq: u32) {
+        let start = out.len();
+        out.extend_from_slice(&self.bytes);
+        let at = start + self.opaque_at;
+        let opaque = OPAQUE_BASE as u32 + (seq % SEQ_WRAP);
+        if self.binary {
+            out[at..at + 4].copy_from_slice(&opaque.to_be_bytes());
+        } else {
+            write_digits(&mut out[at..at + 10], opaque);
+        }
+    }
+}
+
+/// Writes `v` as exactly `dst.len()` decimal digits (left-padded with zeros).
+#[inline]
+pub fn write_digits(dst: &mut [u8], mut v: u32) {
+    for d in dst.iter_mut().rev() {
+        *d = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
+}
+
+/// What the generator needs from a response header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Head {
+    pub code: i32,
+    pub opaque: i32,
+    pub flag: i32,
+}
+
+/// Reads `code`, `opaque` and `flag` from a frame without its length prefix (type word,
+/// header, body). `None` when the header is not one of the two codecs.
+pub fn scan_head(frame: &[u8]) -> Option<Head> {
+    if frame.len() < 4 {
+        return None;
+    }
+    let word = u32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
+    let header_len = (word & 0x00FF_FFFF) as usize;
+    let header = frame.get(4..4 + header_len)?;
+    match word >> 24 {
+        1 => {
+            if header.len() < 13 {
+                return None;
+            }
+            Some(Head {
+                code: i32::from(i16::from_be_bytes([header[0], header[1]])),
+                opaque: i32::from_be_bytes([header[5], header[6], header[7], header[8]]),
+                flag: i32::from_be_bytes([header[9], header[10], header[11], header[12]]),
+            })
+        }
+        0 => scan_json_head(header),
+        _ => None,
+    }
+}
+
+/// Walks the top level of a JSON header object: strings are skipped with their escapes,
+/// nested objects by depth, and only the three integer members at depth 1 are read.
+fn scan_json_head(h: &[u8]) -> Option<Head> {
+    let mut head = Head {
+        code: 0,
+        opaque: 0,
+        flag: 0,
+    };
+    let mut seen = 0u8;
+    let mut i = 0;
+    let mut depth = 0usize;
+    // Key of the depth-1 member whose value comes next.
+    let mut key: Option<(usize, usize)> = None;
+    let mut expect_key = false;
+    while i < h.len() {
+        match h[i] {
+            b'"' => {
+                let start = i + 1;
+                i += 1;
+                while i < h.len() && h[i] != b'"' {
+                    if h[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                if depth == 1 && expect_key {
+                    key = Some((start, i));
+                    expect_key = false;
+                }
+            }
+            b'{' | b'[' => {
+                depth += 1;
+                if depth == 1 {
+                    expect_key = true;
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b',' if depth == 1 => {
+                expect_key = true;
+                key = None;
+            }
+            b':' if depth == 1 => {
+                if let Some((s, e)) = key.take() {
+                    let slot = match &h[s..e] {
+                        b"code" => Some((&mut head.code, 1u8)),
+                        b"opaque" => Some((&mut head.opaque, 2)),
+                        b"flag" => Some((&mut head.flag, 4)),
+                        _ => None,
+                    };
+                    if let Some((dst, bit)) = slot {
+                        let (v, next) = parse_int(h, i + 1)?;
+                        *dst = v;
+                        seen |= bit;
+                        i = next;
+                        continue;
+                    }
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    // A header without "code" is code 0 (Java's default), but one without opaque or flag
+    // cannot be matched to a request.
+    (seen & 6 == 6).then_some(head)
+}
+
+fn parse_int(h: &[u8], mut i: usize) -> Option<(i32, usize)> {
+    while i < h.len() && h[i] == b' ' {
+        i += 1;
+    }
+    let neg = h.get(i) == Some(&b'-');
+    if neg {
+        i += 1;
+    }
+    let start = i;
+    let mut v: i64 = 0;
+    while i < h.len() && h[i].is_ascii_digit() {
+        v = v * 10 + i64::from(h[i] - b'0');
+        if v > i64::from(u32::MAX) {
+            return None;
+        }
+        i += 1;
+    }
+    if i == start {
+        return None;
+    }
+    let v = if neg { -v } else { v };
+    Some((v as i32, i))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use rmq_namesrv::remoting::command::{DecodeLimits, RemotingCommand};
+
+    fn decode(frame: &[u8]) -> RemotingCommand {
+        RemotingCommand::decode(
+            Bytes::copy_from_slice(&frame[4..]),
+            &DecodeLimits::default(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn stamped_json_and_binary_frames_decode_with_their_opaque() {
+        for st in [SerializeType::Json, SerializeType::RocketMq] {
+            let t = Template::new(
+                st,
+                105,
+                479,
+                "JAVA",
+                &[("topic", "\"opaque\":1000000000")],
+                b"",
+            );
+            for seq in [0u32, 7, 123_456_789, SEQ_WRAP - 1, SEQ_WRAP + 3] {
+                let mut out = vec![9u8; 3];
+                t.write_to(&mut out, seq);
+                let cmd = decode(&out[3..]);
+                assert_eq!(cmd.opaque as u32, OPAQUE_BASE as u32 + seq % SEQ_WRAP);
+                assert_eq!(cmd.code, 105);
+                assert_eq!(cmd.ext("topic"), Some("\"opaque\":1000000000"));
+                let head = scan_head(&out[7..]).unwrap();
+                assert_eq!(head.opaque, cmd.opaque);
+                assert_eq!(head.code, 105);
+            }
+        }
+    }
+
+    #[test]
+    fn json_scanner_reads_top_level_fields_only() {
+        let header = br#"{"code":17,"extFields":{"opaque":"5","x":{"flag":9}},"flag":1,"language":"JAVA","opaque":42,"remark":"No topic route info in name server for the topic: T, \"code\":3","serializeTypeCurrentRPC":"JSON","version":479}"#;
+        let mut frame = Vec::new();
+        frame.extend_from_slice(&(header.len() as u32).to_be_bytes());
+        frame.extend_from_slice(header);
+        frame.extend_from_slice(b"body");
+        assert_eq!(
+            scan_head(&frame),
+            Some(Head {
+                code: 17,
+                opaque: 42,
+                flag: 1
+            })
+        );
+    }
+
+    #[test]
+    fn json_scanner_accepts_negative_and_refuses_incomplete_headers() {
+        let ok = br#"{"flag":1,"opaque":-5}"#;
+        let mut frame = (ok.len() as u32).to_be_bytes().to_vec();
+        frame.extend_from_slice(ok);
+        assert_eq!(
+            scan_head(&frame),
+            Some(Head {
+                code: 0,
+                opaque: -5,
+                flag: 1
+            })
+        );
+        let bad = br#"{"code":0,"flag":1}"#;
+        let mut frame = (bad.len() as u32).to_be_bytes().to_vec();
+        frame.extend_from_slice(bad);
+        assert_eq!(scan_head(&frame), None);
+    }
+
+    #[test]
+    fn digits_are_fixed_width() {
+        let mut d = [0u8; 10];
+        write_digits(&mut d, 1_000_000_042);
+        assert_eq!(&d, b"1000000042");
+    }
+}

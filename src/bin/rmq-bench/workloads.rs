@@ -1,0 +1,635 @@
+//! The workloads: each prepares its frames and connections, runs its phases on the
+//! [`Engine`] and returns a [`Report`]. Everything a timed phase sends is encoded here, before
+//! the phase starts.
+//!
+//! Every workload that needs routes first registers its simulated brokers (phase `setup`) on
+//! connections that stay open for the whole run: a name server unregisters a broker whose
+//! connection closes, so closing them would empty the routes under the clients' feet.
+
+use crate::args::{Options, Workload};
+use crate::engine::{Engine, NoWatch, PhaseResult, PhaseSpec, Until, Watch};
+use crate::payload::{register_ext, Layout};
+use crate::report::{sample_machine, sample_proc, ProcDelta, ProcSample, Report};
+use crate::wire::Template;
+use rmq_namesrv::remoting::codes::request;
+use rmq_namesrv::remoting::command::SerializeType;
+use rmq_namesrv::route::model::DataVersion;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// `version` brokers put in their request headers (a 5.3.3 broker).
+const BROKER_VERSION: i32 = 479;
+/// Ample time for setup registrations and for draining.
+const SETUP_LIMIT: Duration = Duration::from_secs(600);
+const DRAIN: Duration = Duration::from_secs(10);
+
+/// /proc samples of the server and of this process at the start, at the beginning of the
+/// headline phase and at its end.
+struct Sampler {
+    pid: Option<u32>,
+    server: [ProcSample; 3],
+    me: [ProcSample; 3],
+    machine: [(u64, u64); 3],
+    main_wall: Duration,
+}
+
+impl Sampler {
+    fn new(pid: Option<u32>) -> Sampler {
+        let mut s = Sampler {
+            pid,
+            server: [ProcSample::default(); 3],
+            me: [ProcSample::default(); 3],
+            machine: [(0, 0); 3],
+            main_wall: Duration::ZERO,
+        };
+        s.mark(0);
+        s
+    }
+
+    fn mark(&mut self, i: usize) {
+        if let Some(pid) = self.pid {
+            self.server[i] = sample_proc(&pid.to_string()).unwrap_or_default();
+        }
+        self.me[i] = sample_proc("self").unwrap_or_default();
+        self.machine[i] = sample_machine().unwrap_or_default();
+    }
+
+    fn delta(samples: &[ProcSample; 3], wall: Duration) -> ProcDelta {
+        ProcDelta {
+            before: samples[0],
+            main_begin: samples[1],
+            after: samples[2],
+            wall_s: wall.as_secs_f64(),
+        }
+    }
+
+    fn finish(&self, report: &mut Report) {
+        if let Some(pid) = self.pid {
+            report.server = Some((pid, Self::delta(&self.server, self.main_wall)));
+        }
+        report.generator = Some(Self::delta(&self.me, self.main_wall));
+        let (busy, total) = (
+            self.machine[2].0.saturating_sub(self.machine[1].0),
+            self.machine[2].1.saturating_sub(self.machine[1].1),
+        );
+        if total > 0 {
+            report.machine_busy_pct = Some(100.0 * busy as f64 / total as f64);
+        }
+    }
+}
+
+struct Bench {
+    o: Options,
+    addr: SocketAddr,
+    layout: Layout,
+    engine: Engine,
+    st: SerializeType,
+    phases: Vec<PhaseResult>,
+    sampler: Sampler,
+    params: Vec<(String, String)>,
+}
+
+fn resolve(addr: &str) -> Result<SocketAddr, String> {
+    addr.to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {addr}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("no address for {addr}"))
+}
+
+/// Soft limit on open files, from /proc/self/limits.
+fn open_files_limit() -> Option<usize> {
+    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = text.lines().find(|l| l.starts_with("Max open files"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
+impl Bench {
+    fn new(o: Options) -> Result<Bench, String> {
+        let addr = resolve(&o.namesrv)?;
+        let layout = Layout {
+            cluster: o.cluster.clone(),
+            brokers: o.brokers,
+            topics: o.topics,
+            shared_by: o.shared_by,
+            groups: o.groups,
+            queues: o.queues,
+            run_tag: o.tag.clone(),
+            ..Layout::default()
+        };
+        let engine = Engine::new(!o.quiet).map_err(|e| format!("poll: {e}"))?;
+        let st = if o.binary_header {
+            SerializeType::RocketMq
+        } else {
+            SerializeType::Json
+        };
+        let sampler = Sampler::new(o.pid);
+        Ok(Bench {
+            o,
+            addr,
+            layout,
+            engine,
+            st,
+            phases: Vec::new(),
+            sampler,
+            params: Vec::new(),
+        })
+    }
+
+    fn param(&mut self, k: &str, v: impl ToString) {
+        self.params.push((k.to_string(), v.to_string()));
+    }
+
+    fn check_fds(&self, conns: usize) -> Result<(), String> {
+        if let Some(limit) = open_files_limit() {
+            if conns + 32 > limit {
+                return Err(format!(
+                    "{conns} connections need more open files than the limit of {limit}: raise it \
+                     (ulimit -n) or multiplex brokers with --conns"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn template(&self, code: i32, version: i32, ext: &[(&str, &str)], body: &[u8]) -> Template {
+        Template::new(self.st, code, version, &self.o.language, ext, body)
+    }
+
+    fn broker_conns(&self) -> usize {
+        self.o
+            .conns
+            .unwrap_or(self.o.brokers)
+            .clamp(1, self.o.brokers.max(1))
+    }
+
+    /// Brokers served by broker connection `c` (brokers are dealt out round robin).
+    fn brokers_of_conn(&self, c: usize) -> Vec<usize> {
+        (c..self.o.brokers).step_by(self.broker_conns()).collect()
+    }
+
+    /// Registration templates of every broker: `[broker][variant]`, variant 0 = steady.
+    fn register_templates(&mut self, variants: usize, timeout_ms: Option<u64>) -> Vec<Vec<u32>> {
+        let mut out = Vec::with_capacity(self.o.brokers);
+        for b in 0..self.o.brokers {
+            let mut ids = Vec::with_capacity(variants + 1);
+            for v in 0..=variants {
+                let body = self.layout.register_body(b, v);
+                let ext = register_ext(&self.layout, b, &body, timeout_ms);
+                let ext: Vec<(&str, &str)> =
+                    ext.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                let t = self.template(request::REGISTER_BROKER, BROKER_VERSION, &ext, &body);
+                ids.push(self.engine.add_template(t));
+            }
+            out.push(ids);
+        }
+        out
+    }
+
+    /// Plan of broker connection `c`: its brokers' templates, interleaved so that each
+    /// broker's consecutive requests cycle through `variants`.
+    fn broker_plan(&self, c: usize, per_broker: &[Vec<u32>], variants: &[usize]) -> Rc<[u32]> {
+        let brokers = self.brokers_of_conn(c);
+        let mut plan = Vec::with_capacity(brokers.len() * variants.len());
+        for &v in variants {
+            for &b in &brokers {
+                plan.push(per_broker[b][v]);
+            }
+        }
+        plan.into()
+    }
+
+    /// Opens the broker connections (class `name`, depth `depth`) with steady plans.
+    fn open_brokers(
+        &mut self,
+        name: &str,
+        rate: Option<f64>,
+        depth: usize,
+        regs: &[Vec<u32>],
+    ) -> Result<usize, String> {
+        let class = self.engine.add_class(name, rate);
+        for c in 0..self.broker_conns() {
+            let plan = self.broker_plan(c, regs, &[0]);
+            self.engine
+                .connect(self.addr, class, plan, 0, depth)
+                .map_err(|e| format!("connect to {}: {e}", self.addr))?;
+        }
+        Ok(class)
+    }
+
+    /// Registers every broker once (phase `setup`); any failure aborts the run.
+    fn setup(&mut self, class: usize) -> Result<(), String> {
+        let spec = PhaseSpec {
+            name: "setup".into(),
+            classes: vec![class],
+            until: Until::PlanSent,
+            limit: SETUP_LIMIT,
+            drain: DRAIN,
+        };
+        let saved_rate = self.engine.classes[class].rate.take();
+        let result = self.engine.run_phase(&spec, &mut NoWatch);
+        self.engine.classes[class].rate = saved_rate;
+        let ok = result.classes.iter().all(|(_, s)| s.errors() == 0)
+            && result.classes.iter().map(|(_, s)| s.ops).sum::<u64>() >= self.o.brokers as u64;
+        self.phases.push(result);
+        if !ok {
+            return Err(format!(
+                "setup registration of {} brokers failed:\n{}",
+                self.o.brokers,
+                self.partial_report().text()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Switches broker connections to their churn plans (variants 1..=V).
+    fn use_churn_plans(&mut self, class: usize, regs: &[Vec<u32>]) {
+        let variants: Vec<usize> = (1..=self.o.variants).collect();
+        let plans: Vec<Rc<[u32]>> = (0..self.broker_conns())
+            .map(|c| self.broker_plan(c, regs, &variants))
+            .collect();
+        self.engine.replan(class, |i| (plans[i].clone(), 0));
+    }
+
+    /// Route templates for the user topics (or `--topic`), returned in lookup order.
+    fn route_templates(&mut self) -> Vec<u32> {
+        let topics = if self.o.topic_list.is_empty() {
+            self.layout.all_user_topics()
+        } else {
+            self.o.topic_list.clone()
+        };
+        let version = self.o.version;
+        topics
+            .iter()
+            .map(|t| {
+                let tmpl = self.template(
+                    request::GET_ROUTEINFO_BY_TOPIC,
+                    version,
+                    &[("topic", t)],
+                    b"",
+                );
+                self.engine.add_template(tmpl)
+            })
+            .collect()
+    }
+
+    fn open_clients(
+        &mut self,
+        name: &str,
+        rate: Option<f64>,
+        depth: usize,
+        routes: &[u32],
+    ) -> Result<usize, String> {
+        let class = self.engine.add_class(name, rate);
+        let plan: Rc<[u32]> = routes.to_vec().into();
+        let k = self.o.clients;
+        for i in 0..k {
+            // Spread the clients' starting points over the topic list.
+            let start = i * routes.len() / k;
+            self.engine
+                .connect(self.addr, class, plan.clone(), start, depth)
+                .map_err(|e| format!("connect to {}: {e}", self.addr))?;
+        }
+        Ok(class)
+    }
+
+    fn timed(&mut self, name: &str, classes: Vec<usize>, main: bool) {
+        self.timed_watch(
+            name,
+            classes,
+            main,
+            &mut NoWatch,
+            Until::Elapsed(self.o.duration),
+        );
+    }
+
+    fn timed_watch(
+        &mut self,
+        name: &str,
+        classes: Vec<usize>,
+        main: bool,
+        watch: &mut dyn Watch,
+        until: Until,
+    ) {
+        let limit = match until {
+            Until::Elapsed(d) => d + Duration::from_secs(1),
+            _ => self.o.max_wait,
+        };
+        let spec = PhaseSpec {
+            name: name.into(),
+            classes,
+            until,
+            limit,
+            drain: DRAIN,
+        };
+        if main {
+            self.sampler.mark(1);
+        }
+        let result = self.engine.run_phase(&spec, watch);
+        if main {
+            self.sampler.mark(2);
+            self.sampler.main_wall = result.elapsed;
+        }
+        self.phases.push(result);
+    }
+
+    fn partial_report(&self) -> Report {
+        Report {
+            workload: workload_name(self.o.workload).into(),
+            target: self.o.namesrv.clone(),
+            params: self.params.clone(),
+            phases: self.phases.clone(),
+            main_phase: 0,
+            server: None,
+            generator: None,
+            extra: Vec::new(),
+            machine_busy_pct: None,
+            failures: Vec::new(),
+        }
+    }
+
+    fn finish(mut self, extra: Vec<(String, f64, String)>) -> Report {
+        let main_phase = self.phases.len().saturating_sub(1);
+        let mut report = Report {
+            workload: workload_name(self.o.workload).into(),
+            target: self.o.namesrv.clone(),
+            params: std::mem::take(&mut self.params),
+            phases: std::mem::take(&mut self.phases),
+            main_phase,
+            server: None,
+            generator: None,
+            extra,
+            machine_busy_pct: None,
+            failures: Vec::new(),
+        };
+        self.sampler.finish(&mut report);
+        report
+    }
+
+    fn layout_params(&mut self) {
+        if self.o.topic_list.is_empty() {
+            self.param("brokers", self.o.brokers);
+            self.param("topics_per_broker", self.o.topics);
+            self.param("topics_shared_by", self.o.shared_by);
+            self.param("broker_conns", self.broker_conns());
+        } else {
+            self.param("topics", self.o.topic_list.len());
+        }
+    }
+}
+
+pub fn workload_name(w: Workload) -> &'static str {
+    match w {
+        Workload::Register => "register",
+        Workload::Heartbeat => "heartbeat",
+        Workload::Route => "route",
+        Workload::Mixed => "mixed",
+        Workload::Expire => "expire",
+        Workload::Canned => "canned",
+        Workload::Help => "help",
+    }
+}
+
+pub fn run(o: Options) -> Result<Report, String> {
+    match o.workload {
+        Workload::Register => register(o),
+        Workload::Heartbeat => heartbeat(o),
+        Workload::Route => route(o),
+        Workload::Mixed => mixed(o),
+        Workload::Expire => expire(o),
+        Workload::Canned | Workload::Help => Err("not a load workload".into()),
+    }
+}
+
+fn register(o: Options) -> Result<Report, String> {
+    let mut b = Bench::new(o)?;
+    b.check_fds(b.broker_conns())?;
+    let depth = b.o.depth.unwrap_or(1);
+    b.layout_params();
+    b.param("mode", if b.o.churn { "churn" } else { "steady" });
+    b.param("depth", depth);
+    if let Some(r) = b.o.rate {
+        b.param("rate", format!("{r:.2}/s"));
+    }
+    let variants = if b.o.churn { b.o.variants } else { 0 };
+    let regs = b.register_templates(variants, None);
+    let body_bytes: usize = (0..b.o.brokers)
+        .map(|i| b.layout.register_body(i, 0).len())
+        .sum::<usize>()
+        / b.o.brokers.max(1);
+    b.param("body_bytes", body_bytes);
+    let class = b.open_brokers("register", b.o.rate, depth, &regs)?;
+    b.setup(class)?;
+    if b.o.churn {
+        b.use_churn_plans(class, &regs);
+    }
+    b.timed("main", vec![class], true);
+    Ok(b.finish(Vec::new()))
+}
+
+fn heartbeat(o: Options) -> Result<Report, String> {
+    let mut b = Bench::new(o)?;
+    b.check_fds(b.broker_conns())?;
+    // Brokers send heartbeats oneway and never wait for an answer: pipelining is what
+    // they do, and at depth 1 the syscall round trip bounds both sides equally.
+    let depth = b.o.depth.unwrap_or(8);
+    b.layout_params();
+    let op = if b.o.op_query {
+        "QUERY_DATA_VERSION"
+    } else {
+        "BROKER_HEARTBEAT"
+    };
+    b.param("op", op);
+    b.param("depth", depth);
+    let regs = b.register_templates(0, None);
+    let class = b.open_brokers("register", b.o.rate, depth, &regs)?;
+    b.setup(class)?;
+    // The same connections now send heartbeats: report them under that name.
+    b.engine.classes[class].name = if b.o.op_query { "query" } else { "heartbeat" }.into();
+    // One heartbeat frame per broker, as that broker would send it.
+    let mut beats = Vec::with_capacity(b.o.brokers);
+    for i in 0..b.o.brokers {
+        let id = b.layout.broker(i);
+        let ext = [
+            ("brokerName", id.name.as_str()),
+            ("brokerAddr", id.addr.as_str()),
+            ("clusterName", b.layout.cluster.as_str()),
+            ("brokerId", "0"),
+        ];
+        let t = if b.o.op_query {
+            // The dataVersion of the steady body: the server answers changed=false.
+            let dv = DataVersion {
+                counter: 1,
+                state_version: 0,
+                timestamp: 1_700_000_000_000 + (i as i64) * 1000,
+            };
+            let mut body = Vec::new();
+            dv.encode(&mut body);
+            b.template(request::QUERY_DATA_VERSION, BROKER_VERSION, &ext, &body)
+        } else {
+            b.template(request::BROKER_HEARTBEAT, BROKER_VERSION, &ext, b"")
+        };
+        beats.push(vec![b.engine.add_template(t)]);
+    }
+    let plans: Vec<Rc<[u32]>> = (0..b.broker_conns())
+        .map(|c| b.broker_plan(c, &beats, &[0]))
+        .collect();
+    b.engine.replan(class, |i| (plans[i].clone(), 0));
+    b.timed("main", vec![class], true);
+    Ok(b.finish(Vec::new()))
+}
+
+fn route(o: Options) -> Result<Report, String> {
+    let mut b = Bench::new(o)?;
+    let with_brokers = b.o.topic_list.is_empty();
+    let broker_conns = if with_brokers { b.broker_conns() } else { 0 };
+    b.check_fds(broker_conns + b.o.clients)?;
+    let depth = b.o.depth.unwrap_or(16);
+    b.layout_params();
+    b.param("clients", b.o.clients);
+    b.param("depth", depth);
+    b.param("version", b.o.version);
+    b.param(
+        "dialect",
+        if b.o.version >= 401 {
+            "standard"
+        } else {
+            "legacy"
+        },
+    );
+    if with_brokers {
+        let regs = b.register_templates(0, None);
+        let class = b.open_brokers("register", None, 1, &regs)?;
+        b.setup(class)?;
+    }
+    let routes = b.route_templates();
+    let class = b.open_clients("route", b.o.rate, depth, &routes)?;
+    b.timed("main", vec![class], true);
+    Ok(b.finish(Vec::new()))
+}
+
+fn mixed(o: Options) -> Result<Report, String> {
+    let mut b = Bench::new(o)?;
+    b.check_fds(b.broker_conns() + b.o.clients)?;
+    let depth = b.o.depth.unwrap_or(16);
+    b.layout_params();
+    b.param("clients", b.o.clients);
+    b.param("route_rate", format!("{:.0}/s", b.o.route_rate));
+    b.param("version", b.o.version);
+    b.param("storm", if b.o.churn { "churn" } else { "steady" });
+    if let Some(r) = b.o.rate {
+        b.param("storm_rate", format!("{r:.2}/s"));
+    }
+    let variants = if b.o.churn { b.o.variants } else { 0 };
+    let regs = b.register_templates(variants, None);
+    let storm = b.open_brokers("register", b.o.rate, 1, &regs)?;
+    b.setup(storm)?;
+    if b.o.churn {
+        b.use_churn_plans(storm, &regs);
+    }
+    let routes = b.route_templates();
+    let lookups = b.open_clients("route", Some(b.o.route_rate), depth, &routes)?;
+    b.timed("quiet", vec![lookups], false);
+    b.timed("storm", vec![lookups, storm], true);
+    Ok(b.finish(Vec::new()))
+}
+
+/// Watches user topics disappear from routes.
+struct ExpiryWatch {
+    /// Template id -> topic index, for the probe class's templates.
+    first_template: u32,
+    alive: Vec<bool>,
+    remaining: usize,
+    first_gone: Option<Instant>,
+    all_gone: Option<Instant>,
+}
+
+impl Watch for ExpiryWatch {
+    fn on_response(&mut self, _class: usize, template: u32, code: i32, now: Instant) {
+        let Some(i) = template.checked_sub(self.first_template) else {
+            return;
+        };
+        let i = i as usize;
+        if code == 17 && i < self.alive.len() && self.alive[i] {
+            self.alive[i] = false;
+            self.remaining -= 1;
+            self.first_gone.get_or_insert(now);
+            if self.remaining == 0 {
+                self.all_gone = Some(now);
+            }
+        }
+    }
+    fn finished(&self) -> bool {
+        self.remaining == 0
+    }
+    fn progress(&self) -> String {
+        format!("  routes left {}/{}", self.remaining, self.alive.len())
+    }
+}
+
+fn expire(mut o: Options) -> Result<Report, String> {
+    o.topic_list.clear();
+    let mut b = Bench::new(o)?;
+    b.check_fds(b.broker_conns() + b.o.clients)?;
+    let depth = b.o.depth.unwrap_or(4);
+    b.layout_params();
+    b.param("heartbeat_timeout_ms", b.o.timeout_ms);
+    b.param("clients", b.o.clients);
+    b.param("route_rate", format!("{:.0}/s", b.o.route_rate));
+    let regs = b.register_templates(0, Some(b.o.timeout_ms));
+    let brokers = b.open_brokers("register", None, 1, &regs)?;
+    b.engine.classes[brokers].closes_expected = true;
+    b.setup(brokers)?;
+    let stopped = b
+        .phases
+        .last()
+        .map(|p| p.ended)
+        .unwrap_or_else(Instant::now);
+    let routes = b.route_templates();
+    let probe = b.open_clients("route", Some(b.o.route_rate), depth, &routes)?;
+    b.engine.classes[probe].expected_codes = vec![17];
+    let mut watch = ExpiryWatch {
+        first_template: routes.first().copied().unwrap_or(0),
+        alive: vec![true; routes.len()],
+        remaining: routes.len(),
+        first_gone: None,
+        all_gone: None,
+    };
+    b.timed_watch("expire", vec![probe], true, &mut watch, Until::Watch);
+    let secs = |t: Option<Instant>| t.map_or(-1.0, |t| (t - stopped).as_secs_f64());
+    let all_gone = secs(watch.all_gone);
+    let mut extra = vec![
+        (
+            "routes_watched".to_string(),
+            routes.len() as f64,
+            "topics".into(),
+        ),
+        (
+            "routes_left".to_string(),
+            watch.remaining as f64,
+            "topics".into(),
+        ),
+        (
+            "first_route_gone_after".to_string(),
+            secs(watch.first_gone),
+            "s".into(),
+        ),
+        ("all_routes_gone_after".to_string(), all_gone, "s".into()),
+    ];
+    if watch.all_gone.is_some() {
+        extra.push((
+            "expiry_lag_beyond_timeout".to_string(),
+            all_gone - b.o.timeout_ms as f64 / 1000.0,
+            "s".into(),
+        ));
+    }
+    let left = watch.remaining;
+    let mut report = b.finish(extra);
+    if left > 0 {
+        // Routes that never went away are the failure this workload exists to catch.
+        report
+            .failures
+            .push(format!("{left} routes still present when the wait ended"));
+    }
+    Ok(report)
+}
