@@ -80,11 +80,20 @@ impl QueueSlot {
     }
 }
 
+/// Topics served by more broker groups than this get a name -> position index, so that
+/// inserting or removing one group stays O(1) even for the system topics every broker
+/// registers (TBW102, SELF_TEST_TOPIC, ...), which hold one entry per broker group.
+const QUEUE_INDEX_THRESHOLD: usize = 16;
+
 #[derive(Debug, Default)]
 struct TopicEntry {
-    /// Sorted by broker name (binary search; also gives a stable output order). Sized
+    /// One entry per broker group, in no particular order (Java's is hash order). Sized
     /// exactly: most topics have one or two broker groups.
     queues: Vec<QueueSlot>,
+    /// broker name -> position in `queues`, kept only for broad topics. Boxed on purpose:
+    /// an absent index costs 8 bytes per topic instead of a 48-byte empty map.
+    #[allow(clippy::box_collection)]
+    index: Option<Box<HashMap<Arc<str>, usize>>>,
     /// Encoded bodies, [standard, legacy]; boxed because most topics of a large registry
     /// are never looked up, and an empty box pointer costs 8 bytes instead of 64.
     cache: Option<Box<[Option<Bytes>; 2]>>,
@@ -118,9 +127,60 @@ impl TopicEntry {
             .map_or(0, |c| c.iter().flatten().map(Bytes::len).sum())
     }
 
-    fn find(&self, broker_name: &str) -> Result<usize, usize> {
-        self.queues
-            .binary_search_by(|q| q.broker_name.as_ref().cmp(broker_name))
+    fn position(&self, broker_name: &str) -> Option<usize> {
+        match &self.index {
+            Some(index) => index.get(broker_name).copied(),
+            None => self
+                .queues
+                .iter()
+                .position(|q| q.broker_name.as_ref() == broker_name),
+        }
+    }
+
+    /// Inserts or replaces the entry of `slot`'s broker; returns whether anything changed.
+    fn put(&mut self, slot: QueueSlot) -> bool {
+        match self.position(&slot.broker_name) {
+            Some(i) if self.queues[i] == slot => false,
+            Some(i) => {
+                self.queues[i] = slot;
+                true
+            }
+            None => {
+                if let Some(index) = self.index.as_mut() {
+                    index.insert(slot.broker_name.clone(), self.queues.len());
+                }
+                self.queues.reserve_exact(1);
+                self.queues.push(slot);
+                if self.index.is_none() && self.queues.len() > QUEUE_INDEX_THRESHOLD {
+                    let index = self
+                        .queues
+                        .iter()
+                        .enumerate()
+                        .map(|(i, q)| (q.broker_name.clone(), i))
+                        .collect();
+                    self.index = Some(Box::new(index));
+                }
+                true
+            }
+        }
+    }
+
+    /// Removes a broker's entry in O(1) (swap with the last); returns whether it existed.
+    fn remove(&mut self, broker_name: &str) -> bool {
+        let Some(i) = self.position(broker_name) else {
+            return false;
+        };
+        self.queues.swap_remove(i);
+        if let Some(index) = self.index.as_mut() {
+            index.remove(broker_name);
+            if let Some(moved) = self.queues.get(i) {
+                index.insert(moved.broker_name.clone(), i);
+            }
+            if self.queues.len() <= QUEUE_INDEX_THRESHOLD / 2 {
+                self.index = None;
+            }
+        }
+        true
     }
 }
 
@@ -766,7 +826,7 @@ impl RouteTable {
             let present = self
                 .topics
                 .get(tc.topic_name.as_str())
-                .is_some_and(|e| e.find(&name).is_ok());
+                .is_some_and(|e| e.position(&name).is_some());
             if !(register_first || version_changed || !present) {
                 continue;
             }
@@ -790,34 +850,30 @@ impl RouteTable {
 
     /// Puts a queue entry; returns whether anything changed.
     fn put_queue(&mut self, topic: &str, slot: QueueSlot) -> bool {
-        let key: Arc<str> = match self.topics.get_key_value(topic) {
-            Some((k, _)) => k.clone(),
-            None => {
-                let k: Arc<str> = Arc::from(topic);
-                self.topics.insert(k.clone(), TopicEntry::default());
-                k
-            }
-        };
         let broker = slot.broker_name.clone();
-        let Some(entry) = self.topics.get_mut(topic) else {
-            return false;
-        };
-        let changed = match entry.find(&broker) {
-            Ok(i) if entry.queues[i] == slot => false,
-            Ok(i) => {
-                entry.queues[i] = slot;
-                true
+        let (changed, added) = match self.topics.get_mut(topic) {
+            Some(entry) => {
+                let had = entry.position(&broker).is_some();
+                let changed = entry.put(slot);
+                if changed {
+                    self.cache_bytes -= entry.drop_cache();
+                }
+                (changed, !had)
             }
-            Err(i) => {
-                entry.queues.reserve_exact(1);
-                entry.queues.insert(i, slot);
-                true
+            None => {
+                let mut entry = TopicEntry::default();
+                entry.put(slot);
+                self.topics.insert(Arc::from(topic), entry);
+                (true, true)
             }
         };
-        if changed {
-            self.invalidate_topic(topic);
-            if let Some(b) = self.brokers.get_mut(broker.as_ref()) {
-                b.topics.insert(key);
+        if added {
+            // Index the topic under its new broker (shares the table's key allocation).
+            if let (Some((key, _)), Some(b)) = (
+                self.topics.get_key_value(topic),
+                self.brokers.get_mut(broker.as_ref()),
+            ) {
+                b.topics.insert(key.clone());
             }
         }
         changed
@@ -828,10 +884,9 @@ impl RouteTable {
         let Some(entry) = self.topics.get_mut(topic) else {
             return false;
         };
-        let Ok(i) = entry.find(broker_name) else {
+        if !entry.remove(broker_name) {
             return false;
-        };
-        entry.queues.remove(i);
+        }
         let now_empty = entry.queues.is_empty();
         self.invalidate_topic(topic);
         if now_empty {
@@ -1061,10 +1116,9 @@ impl RouteTable {
                 let Some(entry) = self.topics.get_mut(&*topic) else {
                     continue;
                 };
-                let Ok(i) = entry.find(name) else {
+                if !entry.remove(name) {
                     continue;
-                };
-                entry.queues.remove(i);
+                }
                 self.cache_bytes -= entry.drop_cache();
                 if entry.queues.is_empty() {
                     self.topics.remove(&*topic);
@@ -1108,7 +1162,7 @@ impl RouteTable {
             let Some(entry) = self.topics.get_mut(topic.as_ref()) else {
                 continue;
             };
-            if let Ok(i) = entry.find(broker_name) {
+            if let Some(i) = entry.position(broker_name) {
                 let q = &mut entry.queues[i];
                 q.perm = if enable {
                     PERM_READ | PERM_WRITE
@@ -1686,6 +1740,51 @@ mod tests {
         let mut all: Vec<&str> = t.topic_names().collect();
         all.sort();
         assert_eq!(all, vec!["Plain", "Unit"]);
+    }
+
+    #[test]
+    fn broad_topics_stay_consistent_through_inserts_and_removals() {
+        let mut t = table();
+        let names: Vec<String> = (0..100).map(|i| format!("g{i}")).collect();
+        let addrs: Vec<String> = (0..100).map(|i| format!("a:{i}")).collect();
+        for i in 0..100 {
+            let b = body(1, &[("TBW102", 6), (names[i].as_str(), 6)]);
+            t.register_broker(&req("c", &names[i], &addrs[i], 0, 0), TopicsInput::Body(&b));
+        }
+        assert_eq!(t.pickup_route("TBW102").unwrap().queue_datas.len(), 100);
+        // Remove every third group, one batch each, then check what is left, entry by entry.
+        for i in (0..100).step_by(3) {
+            t.unregister_batch(&[unreg("c", &names[i], &addrs[i], 0)]);
+        }
+        let route = t.pickup_route("TBW102").unwrap();
+        let mut left: Vec<String> = route
+            .queue_datas
+            .iter()
+            .map(|q| q.broker_name.clone())
+            .collect();
+        left.sort();
+        let mut want: Vec<String> = (0..100)
+            .filter(|i| i % 3 != 0)
+            .map(|i| names[i].clone())
+            .collect();
+        want.sort();
+        assert_eq!(left, want);
+        // Every remaining entry can still be found and changed through the index.
+        assert_eq!(t.set_write_perm("g1", false), 2);
+        let route = t.pickup_route("TBW102").unwrap();
+        let g1 = route
+            .queue_datas
+            .iter()
+            .find(|q| q.broker_name == "g1")
+            .unwrap();
+        assert_eq!(g1.perm, 4);
+        let rest: Vec<UnregisterRequest> = (0..100)
+            .filter(|i| i % 3 != 0)
+            .map(|i| unreg("c", &names[i], &addrs[i], 0))
+            .collect();
+        t.unregister_batch(&rest);
+        assert!(t.pickup_route("TBW102").is_none());
+        assert_eq!(t.topic_count(), 0);
     }
 
     #[test]

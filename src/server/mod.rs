@@ -40,9 +40,14 @@ const WAKER: Token = Token(usize::MAX - 2);
 /// Bytes read from one connection per loop iteration before others get their turn.
 const READ_BUDGET: usize = 256 * 1024;
 
-/// Time per iteration spent on queued registrations or unregistrations before the loop
-/// goes back to answering reads: keeps route lookups fast during storms and mass expiry.
-const SLOW_WORK_BUDGET: Duration = Duration::from_millis(1);
+/// Time per iteration spent on queued registrations and unregistrations (together) before
+/// the loop goes back to answering reads: keeps route lookups fast during storms and mass
+/// expiry. At least one queued item is always handled, so progress never stops.
+const SLOW_WORK_BUDGET: Duration = Duration::from_micros(300);
+
+/// Bytes of registration traffic after which freed heap is handed back to the OS once the
+/// queues are empty again (glibc keeps a burst's peak otherwise).
+const TRIM_AFTER_BYTES: usize = 4 << 20;
 
 /// Bytes of queued registration frames beyond which new ones are answered SYSTEM_BUSY.
 const REGISTRATION_BACKLOG_BYTES: usize = 256 << 20;
@@ -142,6 +147,8 @@ pub struct Server {
     /// connection, and are applied under a per-iteration budget after cheap requests.
     registrations: VecDeque<QueuedRegistration>,
     registration_bytes: usize,
+    bytes_since_trim: usize,
+    next_trim_ms: u64,
     refused_connections: u64,
     next_refusal_log_ms: u64,
     /// A scan found more due brokers than one iteration handles.
@@ -232,6 +239,8 @@ impl Server {
             pending: VecDeque::new(),
             registrations: VecDeque::new(),
             registration_bytes: 0,
+            bytes_since_trim: 0,
+            next_trim_ms: 0,
             refused_connections: 0,
             next_refusal_log_ms: 0,
             expiry_in_progress: false,
@@ -282,9 +291,11 @@ impl Server {
                 }
             }
             self.run_pending();
-            self.run_registrations();
-            self.apply_batches();
+            let slow_work = Instant::now();
+            self.run_registrations(slow_work);
+            self.apply_batches(slow_work);
             self.run_timers();
+            self.trim_heap_after_bursts();
         }
         info!("event loop stopping");
         self.shutdown();
@@ -387,7 +398,9 @@ impl Server {
         let Some(conn) = self.conns.get_mut(key) else {
             return;
         };
-        if conn.read_paused {
+        // Backpressure, or a registration of this peer still queued: leave further bytes in
+        // the kernel's socket buffer until it is answered (bounds memory during storms).
+        if conn.read_paused || conn.registration_queued {
             return;
         }
         match conn.read_available(&mut self.read_scratch, READ_BUDGET) {
@@ -597,8 +610,7 @@ impl Server {
 
     /// Applies queued registrations: at least one, then until the count or time budget
     /// for this iteration is spent.
-    fn run_registrations(&mut self) {
-        let started = Instant::now();
+    fn run_registrations(&mut self, started: Instant) {
         let mut done = 0;
         while done < self.settings.registration_budget {
             if done > 0 && started.elapsed() >= SLOW_WORK_BUDGET {
@@ -608,6 +620,7 @@ impl Server {
                 break;
             };
             self.registration_bytes -= q.cmd.body.len();
+            self.bytes_since_trim += q.cmd.body.len();
             done += 1;
             let Some(conn) = self.conns.get_mut(q.key) else {
                 continue;
@@ -644,12 +657,12 @@ impl Server {
 
     /// Takes batches from the worker and applies them in chunks, so that a mass expiry
     /// never holds the loop for long.
-    fn apply_batches(&mut self) {
+    fn apply_batches(&mut self, started: Instant) {
         while let Ok(batch) = self.batches.try_recv() {
             self.processor.record_unregister_batch(batch.len());
+            self.bytes_since_trim += batch.len() * 1024;
             self.unregistrations.extend(batch);
         }
-        let started = Instant::now();
         while !self.unregistrations.is_empty() {
             let n = self.unregistrations.len().min(UNREGISTER_CHUNK);
             let chunk: Vec<_> = self.unregistrations.drain(..n).collect();
@@ -658,6 +671,25 @@ impl Server {
                 break;
             }
         }
+    }
+
+    /// After a registration storm or a mass unregistration, once the queues are empty, hands
+    /// the freed heap back to the OS (at most once a second), so RSS follows the tables rather
+    /// than the burst's peak.
+    fn trim_heap_after_bursts(&mut self) {
+        if self.bytes_since_trim < TRIM_AFTER_BYTES
+            || !self.registrations.is_empty()
+            || !self.unregistrations.is_empty()
+        {
+            return;
+        }
+        let now = self.now_ms();
+        if now < self.next_trim_ms {
+            return;
+        }
+        self.bytes_since_trim = 0;
+        self.next_trim_ms = now + 1000;
+        release_free_heap();
     }
 
     fn run_timers(&mut self) {
@@ -701,6 +733,23 @@ impl Server {
         }
     }
 }
+
+/// Returns freed heap memory to the OS (glibc keeps it in its free lists otherwise).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn release_free_heap() {
+    extern "C" {
+        fn malloc_trim(pad: usize) -> i32;
+    }
+    // SAFETY: glibc's malloc_trim(size_t) has no preconditions: it only walks the allocator's
+    // own free lists (under the allocator's locks) and releases whole free pages; it never
+    // touches memory that is still allocated.
+    unsafe {
+        malloc_trim(0);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn release_free_heap() {}
 
 /// Runs the processor on one request, containing a panic (a bug, never expected) to that
 /// request: it is logged and the caller closes the connection, and the server keeps serving
