@@ -25,6 +25,8 @@ pub struct Connection {
     /// A REGISTER_BROKER from this connection waits in the loop's registration queue; its
     /// later frames are held back until it is answered.
     pub registration_queued: bool,
+    /// This peer has sent REGISTER_BROKER: its reads are scheduled after clients' reads.
+    pub is_broker: bool,
 }
 
 /// Outcome of draining the socket; the numbers are bytes read.
@@ -55,6 +57,7 @@ impl Connection {
             write_interest: false,
             peer_closed: false,
             registration_queued: false,
+            is_broker: false,
         }
     }
 

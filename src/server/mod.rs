@@ -45,6 +45,10 @@ const READ_BUDGET: usize = 256 * 1024;
 /// expiry. At least one queued item is always handled, so progress never stops.
 const SLOW_WORK_BUDGET: Duration = Duration::from_micros(300);
 
+/// Queued registration bytes beyond which broker connections are not read this iteration
+/// (about a dozen 100-topic registrations: what one iteration's budget applies).
+const REGISTRATION_READ_AHEAD_BYTES: usize = 256 * 1024;
+
 /// Bytes of registration traffic after which freed heap is handed back to the OS once the
 /// queues are empty again (glibc keeps a burst's peak otherwise).
 const TRIM_AFTER_BYTES: usize = 4 << 20;
@@ -143,6 +147,8 @@ pub struct Server {
     out: Vec<u8>,
     /// Connections with unread socket data or unprocessed frames left by a budget.
     pending: VecDeque<usize>,
+    /// Readable broker connections waiting for room in the registration queue, in order.
+    deferred_reads: VecDeque<usize>,
     /// Registrations are the expensive requests: they wait here, at most one per
     /// connection, and are applied under a per-iteration budget after cheap requests.
     registrations: VecDeque<QueuedRegistration>,
@@ -237,6 +243,7 @@ impl Server {
             read_scratch: vec![0u8; 64 * 1024],
             out: Vec::with_capacity(64 * 1024),
             pending: VecDeque::new(),
+            deferred_reads: VecDeque::new(),
             registrations: VecDeque::new(),
             registration_bytes: 0,
             bytes_since_trim: 0,
@@ -276,6 +283,9 @@ impl Server {
                 }
                 return Err(e);
             }
+            // Clients first: their lookups are cheap and latency-sensitive, while broker
+            // connections mostly carry registrations that only join the queue. Brokers are
+            // read in arrival order, as far as the registration queue has room.
             for event in events.iter() {
                 match event.token() {
                     LISTENER => self.accept_all(),
@@ -285,12 +295,17 @@ impl Server {
                             self.on_writable(key);
                         }
                         if event.is_readable() || event.is_read_closed() || event.is_error() {
-                            self.on_readable(key);
+                            if self.conns.get(key).is_some_and(|c| c.is_broker) {
+                                self.deferred_reads.push_back(key);
+                            } else {
+                                self.on_readable(key);
+                            }
                         }
                     }
                 }
             }
             self.run_pending();
+            self.read_brokers_in_turn();
             let slow_work = Instant::now();
             self.run_registrations(slow_work);
             self.apply_batches(slow_work);
@@ -324,6 +339,7 @@ impl Server {
             || !self.registrations.is_empty()
             || !self.unregistrations.is_empty()
             || self.expiry_in_progress
+            || (!self.deferred_reads.is_empty() && !self.registration_queue_full())
         {
             return Duration::ZERO;
         }
@@ -395,12 +411,19 @@ impl Server {
 
     fn on_readable(&mut self, key: usize) {
         let now = self.now_ms();
+        let queue_full = self.registration_queue_full();
         let Some(conn) = self.conns.get_mut(key) else {
             return;
         };
         // Backpressure, or a registration of this peer still queued: leave further bytes in
         // the kernel's socket buffer until it is answered (bounds memory during storms).
         if conn.read_paused || conn.registration_queued {
+            return;
+        }
+        // A full iteration's worth of registrations is already queued: reading more broker
+        // traffic now would only lengthen this iteration for everyone else.
+        if conn.is_broker && queue_full {
+            self.deferred_reads.push_back(key);
             return;
         }
         match conn.read_available(&mut self.read_scratch, READ_BUDGET) {
@@ -499,6 +522,7 @@ impl Server {
                         cmd,
                     });
                     conn.registration_queued = true;
+                    conn.is_broker = true;
                     break;
                 }
                 let Some(effects) = handle_guarded(
@@ -650,9 +674,29 @@ impl Server {
             self.out.clear();
             conn.registration_queued = false;
             self.flush(q.key);
-            // Frames that arrived behind the registration can go now.
-            self.pending.push_back(q.key);
+            // Frames that arrived behind the registration can go now, in turn with the other
+            // waiting brokers (first come, first served).
+            self.deferred_reads.push_back(q.key);
         }
+    }
+
+    /// Reads waiting broker connections, oldest first, while the registration queue has room.
+    fn read_brokers_in_turn(&mut self) {
+        let mut budget = self.deferred_reads.len();
+        while budget > 0 && !self.registration_queue_full() {
+            budget -= 1;
+            match self.deferred_reads.pop_front() {
+                Some(key) => self.on_readable(key),
+                None => break,
+            }
+        }
+    }
+
+    /// Enough registrations are queued for this iteration's budget: read no more broker
+    /// traffic until some are applied.
+    fn registration_queue_full(&self) -> bool {
+        self.registrations.len() >= self.settings.registration_budget
+            || self.registration_bytes >= REGISTRATION_READ_AHEAD_BYTES
     }
 
     /// Takes batches from the worker and applies them in chunks, so that a mass expiry
