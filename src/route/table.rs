@@ -189,7 +189,9 @@ struct BrokerEntry {
     name: Arc<str>,
     data: BrokerData,
     /// Topics that hold a queue entry for this broker name.
-    topics: HashSet<Arc<str>>,
+    /// A plain vector (no duplicates by construction): a hash set of a hundred names costs
+    /// twice the memory, and lookups by topic here are rare (admin deletes).
+    topics: Vec<Arc<str>>,
     /// Bumped whenever one of this broker's queue entries is removed by someone else
     /// (an admin delete): the next registration must then be applied in full, as Java's
     /// per-topic "changed" rule re-adds missing topics even with an unchanged dataVersion.
@@ -578,7 +580,7 @@ impl RouteTable {
                         zone_name: None,
                         enable_acting_master: false,
                     },
-                    topics: HashSet::new(),
+                    topics: Vec::new(),
                     topic_removals: 0,
                 },
             );
@@ -873,7 +875,7 @@ impl RouteTable {
                 self.topics.get_key_value(topic),
                 self.brokers.get_mut(broker.as_ref()),
             ) {
-                b.topics.insert(key.clone());
+                b.topics.push(key.clone());
             }
         }
         changed
@@ -893,7 +895,9 @@ impl RouteTable {
             self.topics.remove(topic);
         }
         if let Some(b) = self.brokers.get_mut(broker_name) {
-            b.topics.remove(topic);
+            if let Some(i) = b.topics.iter().position(|t| &**t == topic) {
+                b.topics.swap_remove(i);
+            }
         }
         true
     }
@@ -1156,7 +1160,7 @@ impl RouteTable {
         let Some(b) = self.brokers.get(broker_name) else {
             return 0;
         };
-        let topics: Vec<Arc<str>> = b.topics.iter().cloned().collect();
+        let topics: Vec<Arc<str>> = b.topics.to_vec();
         let mut count = 0;
         for topic in topics {
             let Some(entry) = self.topics.get_mut(topic.as_ref()) else {

@@ -25,8 +25,12 @@ pub struct Connection {
     /// A REGISTER_BROKER from this connection waits in the loop's registration queue; its
     /// later frames are held back until it is answered.
     pub registration_queued: bool,
-    /// This peer has sent REGISTER_BROKER: its reads are scheduled after clients' reads.
-    pub is_broker: bool,
+    /// A broker, or a new peer not yet known to be a client: its reads are scheduled after
+    /// clients' reads and wait for room in the registration queue. Cleared when the first
+    /// request is a client's; set for good by a REGISTER_BROKER.
+    pub broker_like: bool,
+    /// Whether a request has been decoded on this connection yet.
+    pub seen_request: bool,
 }
 
 /// Outcome of draining the socket; the numbers are bytes read.
@@ -57,14 +61,17 @@ impl Connection {
             write_interest: false,
             peer_closed: false,
             registration_queued: false,
-            is_broker: false,
+            broker_like: true,
+            seen_request: false,
         }
     }
 
     /// Releases the read buffer once every frame in it was handled: a thousand idle broker
     /// connections must not each keep the capacity of their last registration.
     pub fn release_idle_read_buffer(&mut self) {
-        if self.read_buf.is_empty() && self.read_buf.capacity() > 0 {
+        // Checked by emptiness, not capacity: after the last frame was split off, an empty
+        // buffer with no spare capacity still shares (and pins) the whole allocation.
+        if self.read_buf.is_empty() {
             self.read_buf = BytesMut::new();
         }
     }
@@ -117,10 +124,9 @@ impl Connection {
                 Err(e) => return FlushResult::Error(e),
             }
         }
-        // Give the now empty buffer's memory back so idle peers cost nothing.
-        if self.write_buf.capacity() > 16 * 1024 {
-            self.write_buf = BytesMut::new();
-        }
+        // Give the now empty buffer's memory back so idle peers cost nothing (its spare
+        // capacity says nothing about the allocation the consumed bytes still pin).
+        self.write_buf = BytesMut::new();
         FlushResult::Done(total)
     }
 }

@@ -295,7 +295,7 @@ impl Server {
                             self.on_writable(key);
                         }
                         if event.is_readable() || event.is_read_closed() || event.is_error() {
-                            if self.conns.get(key).is_some_and(|c| c.is_broker) {
+                            if self.conns.get(key).is_some_and(|c| c.broker_like) {
                                 self.deferred_reads.push_back(key);
                             } else {
                                 self.on_readable(key);
@@ -421,8 +421,13 @@ impl Server {
             return;
         }
         // A full iteration's worth of registrations is already queued: reading more broker
-        // traffic now would only lengthen this iteration for everyone else.
-        if conn.is_broker && queue_full {
+        // traffic now would only lengthen this iteration for everyone else, so the peer waits
+        // its turn. Past `registrationBacklogLimit` waiting peers it is read anyway and its
+        // registration answered SYSTEM_BUSY, as Java's full queue does.
+        if conn.broker_like
+            && queue_full
+            && self.deferred_reads.len() < self.settings.registration_backlog_limit
+        {
             self.deferred_reads.push_back(key);
             return;
         }
@@ -470,6 +475,10 @@ impl Server {
     /// Cuts and handles every whole frame buffered on `key` (until backpressure), then flushes.
     fn process_frames(&mut self, key: usize) {
         let now = self.now_ms();
+        // The queue is full and more peers than `registrationBacklogLimit` wait behind it:
+        // registrations read now are refused rather than queued.
+        let shedding = self.registration_queue_full()
+            && self.deferred_reads.len() >= self.settings.registration_backlog_limit;
         let mut close_reason: Option<String> = None;
         {
             let Some(conn) = self.conns.get_mut(key) else {
@@ -496,8 +505,12 @@ impl Server {
                         break;
                     }
                 };
+                if !conn.seen_request {
+                    conn.seen_request = true;
+                    conn.broker_like = is_broker_request(cmd.code);
+                }
                 if cmd.code == request::REGISTER_BROKER && !cmd.is_response() {
-                    let over = self.registrations.len() >= self.settings.registration_backlog_limit
+                    let over = shedding
                         || self.registration_bytes + cmd.body.len() > REGISTRATION_BACKLOG_BYTES;
                     if over {
                         warn!(
@@ -522,7 +535,7 @@ impl Server {
                         cmd,
                     });
                     conn.registration_queued = true;
-                    conn.is_broker = true;
+                    conn.broker_like = true;
                     break;
                 }
                 let Some(effects) = handle_guarded(
@@ -717,12 +730,14 @@ impl Server {
         }
     }
 
-    /// After a registration storm or a mass unregistration, once the queues are empty, hands
-    /// the freed heap back to the OS (at most once a second), so RSS follows the tables rather
-    /// than the burst's peak.
+    /// After a registration burst or a mass unregistration, once the queues are back to their
+    /// usual size, hands the freed heap back to the OS (at most once a second), so RSS
+    /// follows the tables rather than the burst's peak.
     fn trim_heap_after_bursts(&mut self) {
+        // During a long storm the queue never empties, so "drained to its usual read-ahead"
+        // is the signal that a burst is over.
         if self.bytes_since_trim < TRIM_AFTER_BYTES
-            || !self.registrations.is_empty()
+            || self.registration_bytes > REGISTRATION_READ_AHEAD_BYTES
             || !self.unregistrations.is_empty()
         {
             return;
@@ -776,6 +791,19 @@ impl Server {
             }
         }
     }
+}
+
+/// Requests only brokers send: a connection opening with one of these is scheduled as a
+/// broker's.
+fn is_broker_request(code: i32) -> bool {
+    matches!(
+        code,
+        request::REGISTER_BROKER
+            | request::UNREGISTER_BROKER
+            | request::BROKER_HEARTBEAT
+            | request::QUERY_DATA_VERSION
+            | request::REGISTER_TOPIC_IN_NAMESRV
+    )
 }
 
 /// Returns freed heap memory to the OS (glibc keeps it in its free lists otherwise).
