@@ -4,7 +4,7 @@
 #
 #   tests/fuzz/run.sh                 every target, 60 s each
 #   tests/fuzz/run.sh json 600        one target, 10 minutes
-#   tests/fuzz/run.sh seed            only (re)build the seed corpora
+#   tests/fuzz/run.sh seed            start the corpora over from the fixtures only
 #
 # Needs `cargo install cargo-fuzz`. cargo-fuzz wants nightly; on the stable toolchain
 # RUSTC_BOOTSTRAP=1 unlocks the flags it passes. No sanitizer: the crate has no unsafe code,
@@ -19,7 +19,6 @@ targets=(frame header_json header_binary json register_body models properties)
 unhex() { perl -ne 'print pack "H*", join "", /[0-9a-fA-F]{2}/g' "$1"; }
 
 seed() {
-    rm -rf "$corpus_root"
     for t in "${targets[@]}"; do mkdir -p "$corpus_root/$t"; done
     local c="$corpus_root"
     for hex in "$fixtures"/*.hex; do
@@ -70,15 +69,27 @@ seed() {
     done
 }
 
+# Fixture seeds are (re)written on every run; what the fuzzer added is kept. `seed` starts over.
+[ "${1:-}" = seed ] && rm -rf "$corpus_root"
 seed
 [ "${1:-}" = seed ] && exit 0
+
+# Longest input per target: long enough for every seed's structure, short enough that the
+# slower targets still reach millions of executions in minutes.
+max_len() {
+    case "$1" in
+        properties) echo 2048 ;;
+        frame | header_json | header_binary) echo 16384 ;;
+        *) echo 8192 ;;
+    esac
+}
 
 run_one() {
     local t="$1" secs="$2"
     echo "== fuzz $t for ${secs}s"
     RUSTC_BOOTSTRAP=1 cargo fuzz run --fuzz-dir "$repo/tests/fuzz" --sanitizer none \
         --debug-assertions "$t" "$corpus_root/$t" -- \
-        -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 -print_final_stats=1
+        -max_total_time="$secs" -max_len="$(max_len "$t")" -rss_limit_mb=2048 -print_final_stats=1
 }
 
 secs="${2:-60}"
