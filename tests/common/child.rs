@@ -16,11 +16,16 @@ pub struct ServerProcess {
 impl ServerProcess {
     /// Starts the binary with `args` and waits for its "rmq-namesrv listening on ADDR" line.
     pub fn spawn(args: &[String]) -> ServerProcess {
+        Self::spawn_with_stderr(args, Stdio::null())
+    }
+
+    /// As [`ServerProcess::spawn`], with the server's stderr (its console log) sent to `stderr`.
+    pub fn spawn_with_stderr(args: &[String], stderr: Stdio) -> ServerProcess {
         let mut child = Command::new(env!("CARGO_BIN_EXE_rmq-namesrv"))
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("spawn rmq-namesrv");
         let stdout = child.stdout.take().expect("stdout");
