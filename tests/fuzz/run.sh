@@ -37,8 +37,8 @@ seed() {
             unhex "$hex" | tail -c +9 | head -c "$hlen" >"$c/header_binary/$name"
         fi
     done
-    # Two frames back to back, and one split mid-way.
-    cat "$c/frame/"* >"$c/frame/all-concatenated"
+    # Every fixture frame back to back, as one connection would send them.
+    for hex in "$fixtures"/*.hex; do unhex "$hex"; done >"$c/frame/all-concatenated"
     for f in "$fixtures"/*.json "$fixtures"/third_party/*.json; do
         install -m644 "$f" "$c/json/$(basename "$f")"
         install -m644 "$f" "$c/models/$(basename "$f")"
