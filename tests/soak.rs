@@ -282,7 +282,7 @@ fn malformed_thread(addr: String, end: Instant, stats: Arc<Stats>) {
             Err(e) => panic!("server kept a malformed connection open: {e}"),
         }
         bump(&stats.malformed);
-        thread::sleep(Duration::from_millis(2));
+        thread::sleep(Duration::from_millis(5));
     }
 }
 
