@@ -77,9 +77,10 @@ pub fn check_decoded(f: Bytes) {
                 .map(|(k, v)| k.len() + v.len())
                 .sum::<usize>()
                 + cmd.remark.as_ref().map_or(0, String::len);
-            // Strings decoded from a header cannot be longer than a few times the header
-            // (a JSON number or literal re-rendered as text is the only growth).
-            assert!(text <= 4 * len + 64, "ext text {text} from {len} bytes");
+            // Strings decoded from a header stay within a small multiple of it: the only
+            // growth is a non-string ext value re-rendered as JSON text, where a raw control
+            // byte (accepted, as fastjson does) becomes a 6-byte \u00XX escape.
+            assert!(text <= 6 * len + 64, "ext text {text} from {len} bytes");
             let _ = cmd.is_oneway();
             let _ = cmd.is_response();
             reencode_round_trip(&cmd);
