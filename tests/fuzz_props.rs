@@ -10,7 +10,7 @@
 //! heap it adds must stay within a bound proportional to its input, so a lying length field
 //! can't make a decoder reserve gigabytes.
 //!
-//! RMQ_FUZZ_ITERS scales the number of inputs per target (default 50000; the properties
+//! RMQ_FUZZ_ITERS scales the number of inputs per target (default 100000; the properties
 //! target takes a fifth of that, the TCP run a sixth);
 //! RMQ_FUZZ_SEED changes the sequence (default fixed, so CI is reproducible).
 
@@ -294,7 +294,7 @@ fn iterations() -> usize {
     std::env::var("RMQ_FUZZ_ITERS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(50_000)
+        .unwrap_or(100_000)
 }
 
 fn hex(data: &[u8]) -> String {
