@@ -200,7 +200,10 @@ fn decode_json_header(
                     Some(v.to_text())
                 }
             }
+            // fastjson assigns a repeated member again, so the last `extFields` wins, and
+            // within it the last value of a repeated key (a HashMap put; null removes).
             "extFields" => {
+                cmd.ext_fields.clear();
                 if v.is_null() {
                     continue;
                 }
@@ -214,15 +217,28 @@ fn decode_json_header(
                 }
                 cmd.ext_fields.reserve(fields.len());
                 for (k, v) in fields {
-                    if !v.is_null() {
-                        cmd.ext_fields.push((k.to_owned(), v.to_text()));
-                    }
+                    let value = (!v.is_null()).then(|| v.to_text());
+                    put_ext(&mut cmd.ext_fields, k, value);
                 }
             }
             _ => {}
         }
     }
     Ok(cmd)
+}
+
+/// `HashMap::put` over the ext-field pairs: replaces a repeated key in place, and `None`
+/// (Java's null) removes it. Linear, as a header carries at most `max_ext_fields` pairs.
+fn put_ext(fields: &mut Vec<(String, String)>, key: &str, value: Option<String>) {
+    let existing = fields.iter().position(|(k, _)| k == key);
+    match (existing, value) {
+        (Some(i), Some(v)) => fields[i].1 = v,
+        (Some(i), None) => {
+            fields.remove(i);
+        }
+        (None, Some(v)) => fields.push((key.to_owned(), v)),
+        (None, None) => {}
+    }
 }
 
 /// A bounds-checked reader over the binary header.
@@ -293,12 +309,15 @@ fn decode_binary_header(
     if ext_end > header.len() {
         return Err(DecodeError::Binary("extFields length"));
     }
+    // Pairs on the wire are counted, not distinct keys: repeats cost a scan each.
+    let mut pairs = 0usize;
     while c.pos < ext_end {
-        if cmd.ext_fields.len() >= limits.max_ext_fields {
+        if pairs >= limits.max_ext_fields {
             return Err(DecodeError::TooManyExtFields {
                 max: limits.max_ext_fields,
             });
         }
+        pairs += 1;
         let key_len = c.i16()?;
         if key_len < 0 {
             return Err(DecodeError::Binary("negative key length"));
@@ -312,9 +331,14 @@ fn decode_binary_header(
         if c.pos > ext_end {
             return Err(DecodeError::Binary("extFields overrun"));
         }
-        // Java turns zero-length strings into null, so such a pair is simply absent.
-        if !key.is_empty() && !value.is_empty() {
-            cmd.ext_fields.push((key, value));
+        // Java turns zero-length strings into null and puts the pair into a HashMap: an
+        // empty key is never looked up, an empty value removes the key, a repeat replaces it.
+        if !key.is_empty() {
+            put_ext(
+                &mut cmd.ext_fields,
+                &key,
+                (!value.is_empty()).then_some(value),
+            );
         }
     }
     Ok(cmd)
@@ -605,6 +629,76 @@ mod tests {
         assert_eq!(
             u32::from_be_bytes([out[0], out[1], out[2], out[3]]) as usize,
             out.len() - 4
+        );
+    }
+
+    fn json_header_frame(header: &[u8]) -> Bytes {
+        let mut frame = Vec::new();
+        frame.extend_from_slice(&(header.len() as u32).to_be_bytes());
+        frame.extend_from_slice(header);
+        Bytes::from(frame)
+    }
+
+    /// Found by fuzzing (tests/fuzz, header_json): every repeated `extFields` member was
+    /// appended, so a header could carry any number of pairs past maxExtFields. fastjson
+    /// keeps the last assignment; so do we.
+    #[test]
+    fn repeated_ext_fields_member_keeps_the_last_and_stays_within_the_limit() {
+        let mut header = String::from("{\"code\":105");
+        for i in 0..300 {
+            header.push_str(&format!(",\"extFields\":{{\"a{i}\":\"x\",\"b\":\"{i}\"}}"));
+        }
+        header.push('}');
+        let limits = DecodeLimits::default();
+        let cmd = RemotingCommand::decode(json_header_frame(header.as_bytes()), &limits).unwrap();
+        assert_eq!(cmd.ext_fields.len(), 2);
+        assert_eq!(cmd.ext("a299"), Some("x"));
+        assert_eq!(cmd.ext("a0"), None);
+        assert_eq!(cmd.ext("b"), Some("299"));
+        let cleared = br#"{"code":105,"extFields":{"topic":"T"},"extFields":null}"#;
+        let cmd = RemotingCommand::decode(json_header_frame(cleared), &limits).unwrap();
+        assert!(cmd.ext_fields.is_empty());
+    }
+
+    #[test]
+    fn repeated_ext_key_takes_the_last_value_like_a_hash_map() {
+        let header = br#"{"code":105,"extFields":{"topic":"A","n":"1","topic":"B","n":null}}"#;
+        let cmd =
+            RemotingCommand::decode(json_header_frame(header), &DecodeLimits::default()).unwrap();
+        assert_eq!(cmd.ext_fields, vec![("topic".to_string(), "B".to_string())]);
+
+        let mut out = Vec::new();
+        let h = Header {
+            code: 105,
+            language: "JAVA",
+            version: 479,
+            opaque: 1,
+            flag: 0,
+            remark: None,
+        };
+        let ext = [("topic", "A"), ("n", "1"), ("topic", "B"), ("n", "")];
+        encode_frame(&mut out, SerializeType::RocketMq, &h, Some(ext), b"");
+        let cmd = RemotingCommand::decode(Bytes::copy_from_slice(&out[4..]), &Default::default())
+            .unwrap();
+        assert_eq!(cmd.ext_fields, vec![("topic".to_string(), "B".to_string())]);
+    }
+
+    #[test]
+    fn binary_header_counts_every_pair_against_max_ext_fields() {
+        let mut out = Vec::new();
+        let h = Header {
+            code: 105,
+            language: "JAVA",
+            version: 479,
+            opaque: 1,
+            flag: 0,
+            remark: None,
+        };
+        let ext: Vec<(&str, &str)> = (0..300).map(|_| ("k", "v")).collect();
+        encode_frame(&mut out, SerializeType::RocketMq, &h, Some(ext), b"");
+        assert_eq!(
+            RemotingCommand::decode(Bytes::copy_from_slice(&out[4..]), &Default::default()),
+            Err(DecodeError::TooManyExtFields { max: 256 })
         );
     }
 

@@ -1,0 +1,78 @@
+//! The real `rmq-namesrv` binary as a child process, for tests that must kill it (SIGKILL) or
+//! measure its own memory (RSS in /proc/<pid>/status). Included with
+//! `#[path = "common/child.rs"] mod child;` by the tests that need it.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A running server; killed (SIGKILL) and reaped when dropped.
+pub struct ServerProcess {
+    pub child: Child,
+    pub addr: String,
+}
+
+impl ServerProcess {
+    /// Starts the binary with `args` and waits for its "rmq-namesrv listening on ADDR" line.
+    pub fn spawn(args: &[String]) -> ServerProcess {
+        Self::spawn_with_stderr(args, Stdio::null())
+    }
+
+    /// As [`ServerProcess::spawn`], with the server's stderr (its console log) sent to `stderr`.
+    pub fn spawn_with_stderr(args: &[String], stderr: Stdio) -> ServerProcess {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_rmq-namesrv"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn rmq-namesrv");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        let read = BufReader::new(stdout).read_line(&mut line);
+        let addr = match line.trim().strip_prefix("rmq-namesrv listening on ") {
+            Some(addr) if read.is_ok() => addr.to_string(),
+            _ => {
+                let _ = child.kill();
+                let status = child.wait();
+                panic!("server did not start: first line {line:?}, exit {status:?}");
+            }
+        };
+        ServerProcess { child, addr }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Resident set size in KiB (VmRSS), None once the process is gone.
+    pub fn rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    }
+
+    /// True while the process has not exited.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// SIGKILL and reap.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub fn client(&self) -> rmq_namesrv::client::Client {
+        rmq_namesrv::client::Client::connect(&self.addr, Duration::from_secs(5)).expect("connect")
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
