@@ -31,6 +31,8 @@ pub struct Connection {
     pub broker_like: bool,
     /// Whether a request has been decoded on this connection yet.
     pub seen_request: bool,
+    /// In the loop's line of broker connections waiting to be read.
+    pub read_deferred: bool,
 }
 
 /// Outcome of draining the socket; the numbers are bytes read.
@@ -63,6 +65,7 @@ impl Connection {
             registration_queued: false,
             broker_like: true,
             seen_request: false,
+            read_deferred: false,
         }
     }
 

@@ -296,7 +296,7 @@ impl Server {
                         }
                         if event.is_readable() || event.is_read_closed() || event.is_error() {
                             if self.conns.get(key).is_some_and(|c| c.broker_like) {
-                                self.deferred_reads.push_back(key);
+                                self.defer_read(key);
                             } else {
                                 self.on_readable(key);
                             }
@@ -428,7 +428,7 @@ impl Server {
             && queue_full
             && self.deferred_reads.len() < self.settings.registration_backlog_limit
         {
-            self.deferred_reads.push_back(key);
+            self.defer_read(key);
             return;
         }
         match conn.read_available(&mut self.read_scratch, READ_BUDGET) {
@@ -689,7 +689,7 @@ impl Server {
             self.flush(q.key);
             // Frames that arrived behind the registration can go now, in turn with the other
             // waiting brokers (first come, first served).
-            self.deferred_reads.push_back(q.key);
+            self.defer_read(q.key);
         }
     }
 
@@ -699,8 +699,25 @@ impl Server {
         while budget > 0 && !self.registration_queue_full() {
             budget -= 1;
             match self.deferred_reads.pop_front() {
-                Some(key) => self.on_readable(key),
+                Some(key) => {
+                    if let Some(c) = self.conns.get_mut(key) {
+                        c.read_deferred = false;
+                    }
+                    self.on_readable(key)
+                }
                 None => break,
+            }
+        }
+    }
+
+    /// Puts a broker connection in line to be read, once: readiness is reported again and
+    /// again for a socket we leave unread, and duplicates would make the line grow without
+    /// bound (and unfair).
+    fn defer_read(&mut self, key: usize) {
+        if let Some(c) = self.conns.get_mut(key) {
+            if !c.read_deferred {
+                c.read_deferred = true;
+                self.deferred_reads.push_back(key);
             }
         }
     }
