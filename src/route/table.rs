@@ -108,23 +108,25 @@ impl TopicEntry {
         self.cache.get_or_insert_with(Default::default)[idx] = Some(bytes);
     }
 
-    /// Drops one cached body; returns the bytes freed.
-    fn drop_cached(&mut self, idx: usize) -> usize {
+    /// Drops one cached body; returns (bytes, bodies) freed.
+    fn drop_cached(&mut self, idx: usize) -> (usize, usize) {
         let Some(cache) = self.cache.as_mut() else {
-            return 0;
+            return (0, 0);
         };
-        let freed = cache[idx].take().map_or(0, |b| b.len());
+        let freed = cache[idx].take().map_or((0, 0), |b| (b.len(), 1));
         if cache.iter().all(Option::is_none) {
             self.cache = None;
         }
         freed
     }
 
-    /// Drops both cached bodies; returns the bytes freed.
-    fn drop_cache(&mut self) -> usize {
-        self.cache
-            .take()
-            .map_or(0, |c| c.iter().flatten().map(Bytes::len).sum())
+    /// Drops both cached bodies; returns (bytes, bodies) freed.
+    fn drop_cache(&mut self) -> (usize, usize) {
+        self.cache.take().map_or((0, 0), |c| {
+            c.iter()
+                .flatten()
+                .fold((0, 0), |(bytes, n), b| (bytes + b.len(), n + 1))
+        })
     }
 
     fn position(&self, broker_name: &str) -> Option<usize> {
@@ -324,6 +326,9 @@ pub struct RouteTable {
     expiry: TimerWheel<(usize, u64)>,
     next_generation: u64,
     cache_bytes: usize,
+    /// Cached bodies, and the order they were cached in (oldest first) for eviction. Bodies
+    /// dropped by invalidation leave stale markers behind, cleaned up a little at a time.
+    cache_entries: usize,
     cache_order: VecDeque<(Arc<str>, usize)>,
     pub settings: RouteSettings,
 }
@@ -349,6 +354,7 @@ impl RouteTable {
             expiry: TimerWheel::new(expiry_granularity_ms),
             next_generation: 0,
             cache_bytes: 0,
+            cache_entries: 0,
             cache_order: VecDeque::new(),
             settings,
         }
@@ -428,7 +434,9 @@ impl RouteTable {
     /// Drops the cached route bodies of one topic.
     pub fn invalidate_topic(&mut self, topic: &str) {
         if let Some(entry) = self.topics.get_mut(topic) {
-            self.cache_bytes -= entry.drop_cache();
+            let (bytes, n) = entry.drop_cache();
+            self.cache_bytes -= bytes;
+            self.cache_entries -= n;
         }
     }
 
@@ -438,6 +446,7 @@ impl RouteTable {
             entry.cache = None;
         }
         self.cache_bytes = 0;
+        self.cache_entries = 0;
         self.cache_order.clear();
     }
 
@@ -447,7 +456,9 @@ impl RouteTable {
         };
         for topic in &b.topics {
             if let Some(entry) = self.topics.get_mut(topic.as_ref()) {
-                self.cache_bytes -= entry.drop_cache();
+                let (bytes, n) = entry.drop_cache();
+                self.cache_bytes -= bytes;
+                self.cache_entries -= n;
             }
         }
     }
@@ -475,6 +486,7 @@ impl RouteTable {
         if let Some(entry) = self.topics.get_mut(topic) {
             entry.set_cached(idx, bytes.clone());
             self.cache_bytes += bytes.len();
+            self.cache_entries += 1;
             self.cache_order.push_back((key, idx));
         }
         self.trim_cache();
@@ -488,18 +500,27 @@ impl RouteTable {
                 break;
             };
             if let Some(entry) = self.topics.get_mut(topic.as_ref()) {
-                self.cache_bytes -= entry.drop_cached(idx);
+                let (bytes, n) = entry.drop_cached(idx);
+                self.cache_bytes -= bytes;
+                self.cache_entries -= n;
             }
         }
-        // Entries invalidated since they were queued leave stale markers behind; keep the
-        // queue from growing without bound when invalidation is frequent.
-        if self.cache_order.len() > 4 * self.topics.len() + 1024 {
-            let topics = &self.topics;
-            self.cache_order.retain(|(t, i)| {
-                topics
-                    .get(t.as_ref())
-                    .is_some_and(|e| e.cached(*i).is_some())
-            });
+        // Bodies invalidated since they were queued leave stale markers behind. Sweep a
+        // bounded number per call (live ones go to the back), so the queue cannot grow
+        // without bound and no single lookup pays for a full pass.
+        let mut sweep = 256;
+        while sweep > 0 && self.cache_order.len() > 2 * self.cache_entries + 1024 {
+            sweep -= 1;
+            let Some((topic, idx)) = self.cache_order.pop_front() else {
+                break;
+            };
+            if self
+                .topics
+                .get(topic.as_ref())
+                .is_some_and(|e| e.cached(idx).is_some())
+            {
+                self.cache_order.push_back((topic, idx));
+            }
         }
     }
 
@@ -858,7 +879,9 @@ impl RouteTable {
                 let had = entry.position(&broker).is_some();
                 let changed = entry.put(slot);
                 if changed {
-                    self.cache_bytes -= entry.drop_cache();
+                    let (bytes, n) = entry.drop_cache();
+                    self.cache_bytes -= bytes;
+                    self.cache_entries -= n;
                 }
                 (changed, !had)
             }
@@ -1044,8 +1067,14 @@ impl RouteTable {
         };
         let mut requests = Vec::new();
         for id in ids {
-            if let Some(live) = self.live.get_mut(id) {
-                live.conn = None;
+            let Some(live) = self.live.get_mut(id) else {
+                continue;
+            };
+            live.conn = None;
+            // An expired broker's unregistration is already on its way (the expiry closed
+            // this connection): asking again would only fill the worker's queue.
+            if live.scheduled_bucket == u64::MAX {
+                continue;
             }
             if let Some(r) = self.unregister_request_for(id) {
                 requests.push(r);
@@ -1123,7 +1152,9 @@ impl RouteTable {
                 if !entry.remove(name) {
                     continue;
                 }
-                self.cache_bytes -= entry.drop_cache();
+                let (bytes, n) = entry.drop_cache();
+                self.cache_bytes -= bytes;
+                self.cache_entries -= n;
                 if entry.queues.is_empty() {
                     self.topics.remove(&*topic);
                     outcome.topics_removed += 1;
