@@ -22,6 +22,7 @@ use crossbeam_channel::{Sender, TrySendError};
 use log::{debug, info, warn};
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// The KV namespace the name server itself reads (order topic configuration).
@@ -206,6 +207,10 @@ pub struct Processor {
     admin_allow_list: Vec<Cidr>,
     /// ORDER_TOPIC_CONFIG as a KVTable body, by KV generation (sent with every registration).
     order_conf_body: Option<(u64, Option<Vec<u8>>)>,
+    /// Brokers found expired by the scan in progress, submitted together when it ends, and
+    /// their connections, closed then.
+    expired_this_scan: Vec<(UnregisterRequest, RemovalReason)>,
+    expired_conns_this_scan: Vec<ConnId>,
 }
 
 fn route_settings(config: &NamesrvConfig) -> RouteSettings {
@@ -239,6 +244,8 @@ impl Processor {
             worker,
             stats: Stats::default(),
             order_conf_body: None,
+            expired_this_scan: Vec::new(),
+            expired_conns_this_scan: Vec::new(),
         }
     }
 
@@ -986,11 +993,6 @@ impl Processor {
     pub fn expire_silent_brokers(&mut self, now_ms: u64, limit: usize) -> (Vec<ConnId>, bool) {
         let (expired, more): (Vec<ExpiredBroker>, bool) =
             self.table.expire_silent_brokers_limited(now_ms, limit);
-        if expired.is_empty() {
-            return (Vec::new(), more);
-        }
-        let mut conns = Vec::new();
-        let mut batch = Vec::with_capacity(expired.len());
         log_grouped(
             log::Level::Warn,
             "broker expired",
@@ -1003,9 +1005,9 @@ impl Processor {
         );
         for e in &expired {
             if let Some(c) = e.conn {
-                conns.push(c);
+                self.expired_conns_this_scan.push(c);
             }
-            batch.push((
+            self.expired_this_scan.push((
                 e.request.clone(),
                 RemovalReason::Expired {
                     silent_ms: e.silent_ms,
@@ -1013,10 +1015,23 @@ impl Processor {
             ));
         }
         self.stats.expiries += expired.len() as u64;
-        if !self.submit_unregistrations(batch) {
-            for e in &expired {
-                self.table
-                    .rearm(&e.request.cluster, &e.request.broker_addr, now_ms);
+        // One scan, however many iterations it is spread over, hands the worker one batch,
+        // and only then are the expired brokers' connections closed (closing earlier would
+        // unregister the other brokers of a shared connection in a batch of their own).
+        if more {
+            return (Vec::new(), true);
+        }
+        let mut conns = std::mem::take(&mut self.expired_conns_this_scan);
+        if !self.expired_this_scan.is_empty() {
+            let batch = std::mem::take(&mut self.expired_this_scan);
+            let keys: Vec<(Arc<str>, Arc<str>)> = batch
+                .iter()
+                .map(|(r, _)| (r.cluster.clone(), r.broker_addr.clone()))
+                .collect();
+            if !self.submit_unregistrations(batch) {
+                for (cluster, addr) in keys {
+                    self.table.rearm(&cluster, &addr, now_ms);
+                }
             }
         }
         conns.sort_unstable();

@@ -160,6 +160,8 @@ pub struct Server {
     next_refusal_log_ms: u64,
     /// A scan found more due brokers than one iteration handles.
     expiry_in_progress: bool,
+    /// Connections of expired brokers waiting to be closed, with their generation.
+    expired_conns: VecDeque<(usize, u64)>,
     /// Unregistrations handed back by the worker, applied in chunks.
     unregistrations: VecDeque<(
         crate::route::table::UnregisterRequest,
@@ -252,6 +254,7 @@ impl Server {
             refused_connections: 0,
             next_refusal_log_ms: 0,
             expiry_in_progress: false,
+            expired_conns: VecDeque::new(),
             unregistrations: VecDeque::new(),
         })
     }
@@ -340,6 +343,7 @@ impl Server {
             || !self.registrations.is_empty()
             || !self.unregistrations.is_empty()
             || self.expiry_in_progress
+            || !self.expired_conns.is_empty()
             || (!self.deferred_reads.is_empty() && !self.registration_queue_full())
         {
             return Duration::ZERO;
@@ -779,6 +783,22 @@ impl Server {
             let (to_close, more) = self.processor.expire_silent_brokers(now, EXPIRY_CHUNK);
             self.expiry_in_progress = more;
             for key in to_close {
+                if let Some(c) = self.conns.get(key) {
+                    self.expired_conns.push_back((key, c.generation));
+                }
+            }
+        }
+        // Expired brokers' connections are closed a few per iteration (each close is a
+        // syscall or two; ten thousand at once would stall everyone else).
+        for _ in 0..EXPIRY_CHUNK {
+            let Some((key, generation)) = self.expired_conns.pop_front() else {
+                break;
+            };
+            if self
+                .conns
+                .get(key)
+                .is_some_and(|c| c.generation == generation)
+            {
                 self.close(key, "broker expired");
             }
         }
