@@ -14,7 +14,7 @@ use rmq_namesrv::client::nameserver_set::parse_addr_list;
 use rmq_namesrv::client::{Client, ClientError, NameServerSet, Strategy};
 use rmq_namesrv::remoting::codes::request_name;
 use rmq_namesrv::remoting::json::{self, Value};
-use rmq_namesrv::route::model::{Dialect, TopicRouteData};
+use rmq_namesrv::route::model::{ClusterInfo, Dialect, TopicRouteData};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -524,17 +524,26 @@ fn emit(inv: &Invocation, table: &Table) -> String {
 
 // ------------------------------------------------------------------ commands
 
-fn cluster_list(inv: &Invocation, set: &mut NameServerSet) -> Outcome {
-    let info = match set.call(|c| c.get_cluster_info()) {
-        Ok(i) => i,
-        Err(e) => return fail(&e),
-    };
+/// Cluster info and the `-c` cluster filter, checked to name a known cluster.
+fn cluster_info_filtered<'a>(
+    inv: &'a Invocation,
+    set: &mut NameServerSet,
+) -> Result<(ClusterInfo, Option<&'a str>), Outcome> {
+    let info = set.call(|c| c.get_cluster_info()).map_err(|e| fail(&e))?;
     let only = inv.get('c');
     if let Some(c) = only {
         if !info.cluster_addr_table.contains_key(c) {
-            return not_found(format!("cluster {c} not found"));
+            return Err(not_found(format!("cluster {c} not found")));
         }
     }
+    Ok((info, only))
+}
+
+fn cluster_list(inv: &Invocation, set: &mut NameServerSet) -> Outcome {
+    let (info, only) = match cluster_info_filtered(inv, set) {
+        Ok(found) => found,
+        Err(outcome) => return outcome,
+    };
     let mut t = Table::new(&[
         ("CLUSTER", "cluster"),
         ("BROKER", "brokerName"),
@@ -567,16 +576,10 @@ fn cluster_list(inv: &Invocation, set: &mut NameServerSet) -> Outcome {
 }
 
 fn broker_list(inv: &Invocation, set: &mut NameServerSet) -> Outcome {
-    let info = match set.call(|c| c.get_cluster_info()) {
-        Ok(i) => i,
-        Err(e) => return fail(&e),
+    let (info, only) = match cluster_info_filtered(inv, set) {
+        Ok(found) => found,
+        Err(outcome) => return outcome,
     };
-    let only = inv.get('c');
-    if let Some(c) = only {
-        if !info.cluster_addr_table.contains_key(c) {
-            return not_found(format!("cluster {c} not found"));
-        }
-    }
     let mut t = Table::new(&[
         ("BROKER", "brokerName"),
         ("CLUSTER", "cluster"),
