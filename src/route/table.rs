@@ -57,11 +57,14 @@ impl Default for RouteSettings {
     }
 }
 
-/// One broker group's queues in one topic. Broker names are shared `Arc<str>`s so that a
-/// hundred thousand queue entries do not each own a copy.
+/// Small id of a broker group (its slot in `RouteTable::broker_names`).
+type BrokerId = u32;
+
+/// One broker group's queues in one topic: 20 bytes. The broker group is a small id rather
+/// than its name, since a registry holds a hundred thousand of these.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct QueueSlot {
-    broker_name: Arc<str>,
+    broker: BrokerId,
     read_queue_nums: i32,
     write_queue_nums: i32,
     perm: i32,
@@ -69,9 +72,12 @@ struct QueueSlot {
 }
 
 impl QueueSlot {
-    fn to_queue_data(&self) -> QueueData {
+    fn to_queue_data(&self, names: &Slab<Arc<str>>) -> QueueData {
         QueueData {
-            broker_name: self.broker_name.to_string(),
+            broker_name: names
+                .get(self.broker as usize)
+                .map(|n| n.to_string())
+                .unwrap_or_default(),
             read_queue_nums: self.read_queue_nums,
             write_queue_nums: self.write_queue_nums,
             perm: self.perm,
@@ -93,7 +99,7 @@ struct TopicEntry {
     /// broker name -> position in `queues`, kept only for broad topics. Boxed on purpose:
     /// an absent index costs 8 bytes per topic instead of a 48-byte empty map.
     #[allow(clippy::box_collection)]
-    index: Option<Box<HashMap<Arc<str>, usize>>>,
+    index: Option<Box<HashMap<BrokerId, usize>>>,
     /// Encoded bodies, [standard, legacy]; boxed because most topics of a large registry
     /// are never looked up, and an empty box pointer costs 8 bytes instead of 64.
     cache: Option<Box<[Option<Bytes>; 2]>>,
@@ -129,19 +135,16 @@ impl TopicEntry {
         })
     }
 
-    fn position(&self, broker_name: &str) -> Option<usize> {
+    fn position(&self, broker: BrokerId) -> Option<usize> {
         match &self.index {
-            Some(index) => index.get(broker_name).copied(),
-            None => self
-                .queues
-                .iter()
-                .position(|q| q.broker_name.as_ref() == broker_name),
+            Some(index) => index.get(&broker).copied(),
+            None => self.queues.iter().position(|q| q.broker == broker),
         }
     }
 
     /// Inserts or replaces the entry of `slot`'s broker; returns whether anything changed.
     fn put(&mut self, slot: QueueSlot) -> bool {
-        match self.position(&slot.broker_name) {
+        match self.position(slot.broker) {
             Some(i) if self.queues[i] == slot => false,
             Some(i) => {
                 self.queues[i] = slot;
@@ -149,7 +152,7 @@ impl TopicEntry {
             }
             None => {
                 if let Some(index) = self.index.as_mut() {
-                    index.insert(slot.broker_name.clone(), self.queues.len());
+                    index.insert(slot.broker, self.queues.len());
                 }
                 self.queues.reserve_exact(1);
                 self.queues.push(slot);
@@ -158,7 +161,7 @@ impl TopicEntry {
                         .queues
                         .iter()
                         .enumerate()
-                        .map(|(i, q)| (q.broker_name.clone(), i))
+                        .map(|(i, q)| (q.broker, i))
                         .collect();
                     self.index = Some(Box::new(index));
                 }
@@ -168,15 +171,15 @@ impl TopicEntry {
     }
 
     /// Removes a broker's entry in O(1) (swap with the last); returns whether it existed.
-    fn remove(&mut self, broker_name: &str) -> bool {
-        let Some(i) = self.position(broker_name) else {
+    fn remove(&mut self, broker: BrokerId) -> bool {
+        let Some(i) = self.position(broker) else {
             return false;
         };
         self.queues.swap_remove(i);
         if let Some(index) = self.index.as_mut() {
-            index.remove(broker_name);
+            index.remove(&broker);
             if let Some(moved) = self.queues.get(i) {
-                index.insert(moved.broker_name.clone(), i);
+                index.insert(moved.broker, i);
             }
             if self.queues.len() <= QUEUE_INDEX_THRESHOLD / 2 {
                 self.index = None;
@@ -189,6 +192,8 @@ impl TopicEntry {
 #[derive(Debug)]
 struct BrokerEntry {
     name: Arc<str>,
+    /// This group's id in queue entries.
+    id: BrokerId,
     data: BrokerData,
     /// Topics that hold a queue entry for this broker name.
     /// A plain vector (no duplicates by construction): a hash set of a hundred names costs
@@ -316,6 +321,8 @@ pub struct BatchOutcome {
 pub struct RouteTable {
     topics: HashMap<Arc<str>, TopicEntry>,
     brokers: HashMap<Arc<str>, BrokerEntry>,
+    /// Broker group id -> name (ids are reused once a group and its queue entries are gone).
+    broker_names: Slab<Arc<str>>,
     clusters: HashMap<String, BTreeSet<String>>,
     live: Slab<LiveBroker>,
     /// brokerAddr -> live slab ids (one per cluster the address registered in).
@@ -345,6 +352,7 @@ impl RouteTable {
         RouteTable {
             topics: HashMap::new(),
             brokers: HashMap::new(),
+            broker_names: Slab::new(),
             clusters: HashMap::new(),
             live: Slab::new(),
             live_by_addr: HashMap::new(),
@@ -529,11 +537,19 @@ impl RouteTable {
     pub fn pickup_route(&self, topic: &str) -> Option<TopicRouteData> {
         let entry = self.topics.get(topic)?;
         let mut route = TopicRouteData {
-            queue_datas: entry.queues.iter().map(QueueSlot::to_queue_data).collect(),
+            queue_datas: entry
+                .queues
+                .iter()
+                .map(|q| q.to_queue_data(&self.broker_names))
+                .collect(),
             ..TopicRouteData::default()
         };
         for q in &entry.queues {
-            let Some(b) = self.brokers.get(q.broker_name.as_ref()) else {
+            let Some(b) = self
+                .broker_names
+                .get(q.broker as usize)
+                .and_then(|name| self.brokers.get(name.as_ref()))
+            else {
                 continue;
             };
             if !self.filter_servers.is_empty() {
@@ -590,10 +606,12 @@ impl RouteTable {
         let mut register_first = false;
         if !self.brokers.contains_key(name) {
             let key: Arc<str> = Arc::from(name);
+            let id = self.broker_names.insert(key.clone()) as BrokerId;
             self.brokers.insert(
                 key.clone(),
                 BrokerEntry {
                     name: key,
+                    id,
                     data: BrokerData {
                         cluster: req.cluster.to_string(),
                         broker_name: name.to_string(),
@@ -827,7 +845,11 @@ impl RouteTable {
         version_changed: bool,
         clear_write: bool,
     ) -> usize {
-        let Some(name) = self.brokers.get(broker_name).map(|b| b.name.clone()) else {
+        let Some((name, id)) = self
+            .brokers
+            .get(broker_name)
+            .map(|b| (b.name.clone(), b.id))
+        else {
             return 0;
         };
         let mut changes = 0;
@@ -849,7 +871,7 @@ impl RouteTable {
             let present = self
                 .topics
                 .get(tc.topic_name.as_str())
-                .is_some_and(|e| e.position(&name).is_some());
+                .is_some_and(|e| e.position(id).is_some());
             if !(register_first || version_changed || !present) {
                 continue;
             }
@@ -858,7 +880,7 @@ impl RouteTable {
                 perm &= !PERM_WRITE;
             }
             let slot = QueueSlot {
-                broker_name: name.clone(),
+                broker: id,
                 read_queue_nums: tc.read_queue_nums,
                 write_queue_nums: tc.write_queue_nums,
                 perm,
@@ -873,10 +895,10 @@ impl RouteTable {
 
     /// Puts a queue entry; returns whether anything changed.
     fn put_queue(&mut self, topic: &str, slot: QueueSlot) -> bool {
-        let broker = slot.broker_name.clone();
+        let broker = slot.broker;
         let (changed, added) = match self.topics.get_mut(topic) {
             Some(entry) => {
-                let had = entry.position(&broker).is_some();
+                let had = entry.position(broker).is_some();
                 let changed = entry.put(slot);
                 if changed {
                     let (bytes, n) = entry.drop_cache();
@@ -894,9 +916,10 @@ impl RouteTable {
         };
         if added {
             // Index the topic under its new broker (shares the table's key allocation).
+            let name = self.broker_names.get(broker as usize).cloned();
             if let (Some((key, _)), Some(b)) = (
                 self.topics.get_key_value(topic),
-                self.brokers.get_mut(broker.as_ref()),
+                name.and_then(|n| self.brokers.get_mut(n.as_ref())),
             ) {
                 b.topics.push(key.clone());
             }
@@ -906,10 +929,13 @@ impl RouteTable {
 
     /// Removes a broker's queue entry from a topic (dropping the topic when empty).
     fn remove_queue(&mut self, topic: &str, broker_name: &str) -> bool {
+        let Some(id) = self.brokers.get(broker_name).map(|b| b.id) else {
+            return false;
+        };
         let Some(entry) = self.topics.get_mut(topic) else {
             return false;
         };
-        if !entry.remove(broker_name) {
+        if !entry.remove(id) {
             return false;
         }
         let now_empty = entry.queues.is_empty();
@@ -1145,11 +1171,13 @@ impl RouteTable {
                 continue;
             };
             outcome.broker_groups_removed += 1;
+            // Its queue entries all go below, so its id can be handed out again.
+            self.broker_names.try_remove(b.id as usize);
             for topic in b.topics {
                 let Some(entry) = self.topics.get_mut(&*topic) else {
                     continue;
                 };
-                if !entry.remove(name) {
+                if !entry.remove(b.id) {
                     continue;
                 }
                 let (bytes, n) = entry.drop_cache();
@@ -1191,13 +1219,14 @@ impl RouteTable {
         let Some(b) = self.brokers.get(broker_name) else {
             return 0;
         };
+        let id = b.id;
         let topics: Vec<Arc<str>> = b.topics.to_vec();
         let mut count = 0;
         for topic in topics {
             let Some(entry) = self.topics.get_mut(topic.as_ref()) else {
                 continue;
             };
-            if let Some(i) = entry.position(broker_name) {
+            if let Some(i) = entry.position(id) {
                 let q = &mut entry.queues[i];
                 q.perm = if enable {
                     PERM_READ | PERM_WRITE
@@ -1215,7 +1244,12 @@ impl RouteTable {
     pub fn delete_topic(&mut self, topic: &str, cluster: Option<&str>) -> bool {
         let names: Vec<String> = match cluster.filter(|c| !c.is_empty()) {
             None => match self.topics.get(topic) {
-                Some(e) => e.queues.iter().map(|q| q.broker_name.to_string()).collect(),
+                Some(e) => e
+                    .queues
+                    .iter()
+                    .filter_map(|q| self.broker_names.get(q.broker as usize))
+                    .map(|n| n.to_string())
+                    .collect(),
                 None => return false,
             },
             Some(c) => match self.clusters.get(c) {
@@ -1250,15 +1284,11 @@ impl RouteTable {
         }
         let mut stored = false;
         for q in queue_datas {
-            let Some(name) = self
-                .brokers
-                .get(q.broker_name.as_str())
-                .map(|b| b.name.clone())
-            else {
+            let Some(id) = self.brokers.get(q.broker_name.as_str()).map(|b| b.id) else {
                 break; // Java aborts at the first unknown broker; earlier entries stay.
             };
             let slot = QueueSlot {
-                broker_name: name,
+                broker: id,
                 read_queue_nums: q.read_queue_nums,
                 write_queue_nums: q.write_queue_nums,
                 perm: q.perm,
@@ -1820,6 +1850,25 @@ mod tests {
         t.unregister_batch(&rest);
         assert!(t.pickup_route("TBW102").is_none());
         assert_eq!(t.topic_count(), 0);
+    }
+
+    #[test]
+    fn a_reused_broker_id_never_inherits_old_queue_entries() {
+        let mut t = table();
+        t.register_broker(
+            &req("c", "old", "a:1", 0, 0),
+            TopicsInput::Body(&body(1, &[("T", 6)])),
+        );
+        t.unregister_batch(&[unreg("c", "old", "a:1", 0)]);
+        assert!(t.pickup_route("T").is_none());
+        t.register_broker(
+            &req("c", "new", "b:1", 0, 0),
+            TopicsInput::Body(&body(1, &[("U", 6)])),
+        );
+        assert!(t.pickup_route("T").is_none());
+        let route = t.pickup_route("U").unwrap();
+        assert_eq!(route.queue_datas[0].broker_name, "new");
+        assert_eq!(route.broker_datas[0].broker_name, "new");
     }
 
     #[test]
