@@ -96,47 +96,61 @@ struct TopicEntry {
     /// One entry per broker group, in no particular order (Java's is hash order). Sized
     /// exactly: most topics have one or two broker groups.
     queues: Vec<QueueSlot>,
-    /// broker name -> position in `queues`, kept only for broad topics. Boxed on purpose:
-    /// an absent index costs 8 bytes per topic instead of a 48-byte empty map.
-    #[allow(clippy::box_collection)]
-    index: Option<Box<HashMap<BrokerId, usize>>>,
-    /// Encoded bodies, [standard, legacy]; boxed because most topics of a large registry
-    /// are never looked up, and an empty box pointer costs 8 bytes instead of 64.
-    cache: Option<Box<[Option<Bytes>; 2]>>,
+    /// What only some topics need, boxed so that the rest pay 8 bytes for it.
+    extra: Option<Box<TopicExtra>>,
+}
+
+#[derive(Debug, Default)]
+struct TopicExtra {
+    /// broker group -> position in `queues`, kept only for broad topics.
+    index: Option<HashMap<BrokerId, usize>>,
+    /// Encoded bodies, [standard, legacy], for topics that are looked up.
+    cache: [Option<Bytes>; 2],
 }
 
 impl TopicEntry {
     fn cached(&self, idx: usize) -> Option<&Bytes> {
-        self.cache.as_ref().and_then(|c| c[idx].as_ref())
+        self.extra.as_ref().and_then(|x| x.cache[idx].as_ref())
     }
 
     fn set_cached(&mut self, idx: usize, bytes: Bytes) {
-        self.cache.get_or_insert_with(Default::default)[idx] = Some(bytes);
+        self.extra.get_or_insert_with(Default::default).cache[idx] = Some(bytes);
+    }
+
+    /// Frees the box once it holds nothing.
+    fn tidy(&mut self) {
+        if self
+            .extra
+            .as_ref()
+            .is_some_and(|x| x.index.is_none() && x.cache.iter().all(Option::is_none))
+        {
+            self.extra = None;
+        }
     }
 
     /// Drops one cached body; returns (bytes, bodies) freed.
     fn drop_cached(&mut self, idx: usize) -> (usize, usize) {
-        let Some(cache) = self.cache.as_mut() else {
-            return (0, 0);
-        };
-        let freed = cache[idx].take().map_or((0, 0), |b| (b.len(), 1));
-        if cache.iter().all(Option::is_none) {
-            self.cache = None;
-        }
+        let freed = self
+            .extra
+            .as_mut()
+            .and_then(|x| x.cache[idx].take())
+            .map_or((0, 0), |b| (b.len(), 1));
+        self.tidy();
         freed
     }
 
     /// Drops both cached bodies; returns (bytes, bodies) freed.
     fn drop_cache(&mut self) -> (usize, usize) {
-        self.cache.take().map_or((0, 0), |c| {
-            c.iter()
-                .flatten()
-                .fold((0, 0), |(bytes, n), b| (bytes + b.len(), n + 1))
-        })
+        let (a, b) = (self.drop_cached(0), self.drop_cached(1));
+        (a.0 + b.0, a.1 + b.1)
+    }
+
+    fn index_mut(&mut self) -> Option<&mut HashMap<BrokerId, usize>> {
+        self.extra.as_mut().and_then(|x| x.index.as_mut())
     }
 
     fn position(&self, broker: BrokerId) -> Option<usize> {
-        match &self.index {
+        match self.extra.as_ref().and_then(|x| x.index.as_ref()) {
             Some(index) => index.get(&broker).copied(),
             None => self.queues.iter().position(|q| q.broker == broker),
         }
@@ -151,19 +165,20 @@ impl TopicEntry {
                 true
             }
             None => {
-                if let Some(index) = self.index.as_mut() {
-                    index.insert(slot.broker, self.queues.len());
+                let at = self.queues.len();
+                if let Some(index) = self.index_mut() {
+                    index.insert(slot.broker, at);
                 }
                 self.queues.reserve_exact(1);
                 self.queues.push(slot);
-                if self.index.is_none() && self.queues.len() > QUEUE_INDEX_THRESHOLD {
+                if self.index_mut().is_none() && self.queues.len() > QUEUE_INDEX_THRESHOLD {
                     let index = self
                         .queues
                         .iter()
                         .enumerate()
                         .map(|(i, q)| (q.broker, i))
                         .collect();
-                    self.index = Some(Box::new(index));
+                    self.extra.get_or_insert_with(Default::default).index = Some(index);
                 }
                 true
             }
@@ -176,15 +191,20 @@ impl TopicEntry {
             return false;
         };
         self.queues.swap_remove(i);
-        if let Some(index) = self.index.as_mut() {
-            index.remove(&broker);
-            if let Some(moved) = self.queues.get(i) {
-                index.insert(moved.broker, i);
-            }
-            if self.queues.len() <= QUEUE_INDEX_THRESHOLD / 2 {
-                self.index = None;
+        let moved = self.queues.get(i).map(|q| q.broker);
+        let small = self.queues.len() <= QUEUE_INDEX_THRESHOLD / 2;
+        if let Some(x) = self.extra.as_mut() {
+            if let Some(index) = x.index.as_mut() {
+                index.remove(&broker);
+                if let Some(m) = moved {
+                    index.insert(m, i);
+                }
+                if small {
+                    x.index = None;
+                }
             }
         }
+        self.tidy();
         true
     }
 }
@@ -451,7 +471,7 @@ impl RouteTable {
     /// Drops every cached route (settings that affect all routes changed).
     pub fn invalidate_all(&mut self) {
         for entry in self.topics.values_mut() {
-            entry.cache = None;
+            entry.drop_cache();
         }
         self.cache_bytes = 0;
         self.cache_entries = 0;
