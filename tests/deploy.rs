@@ -2,12 +2,14 @@
 //! `systemd-analyze verify` where it can run, and always by parsing), the example configs,
 //! and the rotating log file through the public API.
 
+mod common;
+
+use common::TempDir;
 use std::collections::BTreeSet;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rmq_namesrv::logging::{self, LogSettings, RotatingFile};
 
@@ -83,27 +85,6 @@ const LOCAL_CONFIG_PATH: &str = "namesrv.conf";
 fn repo_file(relative: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
     fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
-}
-
-/// A fresh, empty directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-impl TempDir {
-    fn new(label: &str) -> TempDir {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "rmq-namesrv-deploy-{label}-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).expect("create temp dir");
-        TempDir(dir)
-    }
-}
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -261,7 +242,7 @@ fn unit_passes_systemd_analyze_verify_where_it_can_run() {
          [Service]\nExecStart={}\n",
         stand_in.display()
     );
-    let control_path = dir.0.join("rmq-control.service");
+    let control_path = dir.path().join("rmq-control.service");
     fs::write(&control_path, control).expect("write control unit");
     let control_run = Command::new("systemd-analyze")
         .arg("verify")
@@ -278,7 +259,7 @@ fn unit_passes_systemd_analyze_verify_where_it_can_run() {
         return;
     }
 
-    let unit_path = dir.0.join("rmq-namesrv.service");
+    let unit_path = dir.path().join("rmq-namesrv.service");
     fs::write(&unit_path, unit).expect("write unit");
     let out = Command::new("systemd-analyze")
         .arg("verify")
@@ -438,7 +419,7 @@ fn numbered(path: &Path, n: u32) -> PathBuf {
 #[test]
 fn rotating_file_keeps_max_files_old_files_and_whole_lines() {
     let dir = TempDir::new("rotate");
-    let path = dir.0.join("logs/namesrv.log");
+    let path = dir.path().join("logs/namesrv.log");
     let mut log = RotatingFile::open(&path, 256, 4).expect("open");
     for i in 0..500 {
         write!(log, "2024-01-01T00:00:00Z INFO ").expect("write");
@@ -474,7 +455,7 @@ fn rotating_file_keeps_max_files_old_files_and_whole_lines() {
 #[test]
 fn init_writes_timestamped_lines_to_the_file_and_a_second_init_is_a_no_op() {
     let dir = TempDir::new("init");
-    let path = dir.0.join("a/b/namesrv.log");
+    let path = dir.path().join("a/b/namesrv.log");
     let settings = LogSettings {
         level: log::LevelFilter::Info,
         file: Some(path.clone()),

@@ -35,23 +35,7 @@ fn a_registration_storm_past_the_backlog_bound_gets_system_busy() {
             ("brokerId", "0"),
             ("bodyCrc32", crc.as_str()),
         ];
-        let mut frame = Vec::new();
-        let header = rmq_namesrv::remoting::command::Header {
-            code: request::REGISTER_BROKER,
-            language: "JAVA",
-            version: 479,
-            opaque: 1,
-            flag: 0,
-            remark: None,
-        };
-        rmq_namesrv::remoting::command::encode_frame(
-            &mut frame,
-            rmq_namesrv::remoting::command::SerializeType::Json,
-            &header,
-            Some(ext.iter().copied()),
-            &bytes,
-        );
-        frames.push(frame);
+        frames.push(request_frame(request::REGISTER_BROKER, 1, &ext, &bytes));
     }
     for (c, f) in conns.iter_mut().zip(&frames) {
         c.send_raw(f).unwrap();

@@ -225,25 +225,7 @@ fn client_thread(addr: String, t: usize, end: Instant, stats: Arc<Stats>) {
 /// frame waiting for bytes that never come still ends.
 fn malformed_thread(addr: String, end: Instant, stats: Arc<Stats>) {
     let mut rng = Rng::new(300);
-    let good = {
-        let mut out = Vec::new();
-        let header = rmq_namesrv::remoting::command::Header {
-            code: request::GET_BROKER_CLUSTER_INFO,
-            language: "JAVA",
-            version: 479,
-            opaque: 1,
-            flag: 0,
-            remark: None,
-        };
-        rmq_namesrv::remoting::command::encode_frame(
-            &mut out,
-            rmq_namesrv::remoting::command::SerializeType::Json,
-            &header,
-            None::<[(&str, &str); 0]>,
-            b"",
-        );
-        out
-    };
+    let good = common::request_frame(request::GET_BROKER_CLUSTER_INFO, 1, &[], b"");
     while Instant::now() < end {
         let bytes: Vec<u8> = match rng.below(7) {
             0 => (0..1 + rng.below(64)).map(|_| rng.next() as u8).collect(),

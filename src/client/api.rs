@@ -113,6 +113,19 @@ pub struct BrokerIdentity {
     pub ha_server_addr: String,
 }
 
+impl BrokerIdentity {
+    /// The four header fields that name a broker in 104, 322 and 904 (`id` is the
+    /// caller's `broker_id.to_string()`, kept alive by the caller).
+    fn header_fields<'a>(&'a self, id: &'a str) -> [(&'a str, &'a str); 4] {
+        [
+            ("brokerName", &self.broker_name),
+            ("brokerAddr", &self.broker_addr),
+            ("clusterName", &self.cluster),
+            ("brokerId", id),
+        ]
+    }
+}
+
 /// Optional REGISTER_BROKER header fields and body form.
 #[derive(Debug, Clone, Default)]
 pub struct RegisterOptions {
@@ -347,12 +360,7 @@ impl Client {
     /// 104 UNREGISTER_BROKER (queued by the server; success does not mean "already gone").
     pub fn unregister_broker(&mut self, broker: &BrokerIdentity) -> Result<(), ClientError> {
         let id = broker.broker_id.to_string();
-        let ext = [
-            ("brokerName", broker.broker_name.as_str()),
-            ("brokerAddr", &broker.broker_addr),
-            ("clusterName", &broker.cluster),
-            ("brokerId", &id),
-        ];
+        let ext = broker.header_fields(&id);
         success(self.call(request::UNREGISTER_BROKER, &ext, b"")?).map(drop)
     }
 
@@ -490,12 +498,7 @@ impl Client {
         version: Option<&DataVersion>,
     ) -> Result<(bool, Option<DataVersion>), ClientError> {
         let id = broker.broker_id.to_string();
-        let ext = [
-            ("brokerName", broker.broker_name.as_str()),
-            ("brokerAddr", &broker.broker_addr),
-            ("clusterName", &broker.cluster),
-            ("brokerId", &id),
-        ];
+        let ext = broker.header_fields(&id);
         let mut body = Vec::new();
         if let Some(v) = version {
             v.encode(&mut body);
@@ -560,12 +563,7 @@ impl Client {
     /// 904 BROKER_HEARTBEAT, sent as a request so the caller learns it arrived.
     pub fn broker_heartbeat(&mut self, broker: &BrokerIdentity) -> Result<(), ClientError> {
         let id = broker.broker_id.to_string();
-        let ext = [
-            ("clusterName", broker.cluster.as_str()),
-            ("brokerAddr", &broker.broker_addr),
-            ("brokerName", &broker.broker_name),
-            ("brokerId", &id),
-        ];
+        let ext = broker.header_fields(&id);
         success(self.call(request::BROKER_HEARTBEAT, &ext, b"")?).map(drop)
     }
 

@@ -91,6 +91,28 @@ impl TestServer {
     }
 }
 
+/// A whole JSON-header request frame, as a Java peer sends it (for tests that pipeline raw
+/// frames instead of waiting for each answer).
+pub fn request_frame(code: i32, opaque: i32, ext: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let header = rmq_namesrv::remoting::command::Header {
+        code,
+        language: "JAVA",
+        version: 479,
+        opaque,
+        flag: 0,
+        remark: None,
+    };
+    rmq_namesrv::remoting::command::encode_frame(
+        &mut out,
+        rmq_namesrv::remoting::command::SerializeType::Json,
+        &header,
+        Some(ext.iter().copied()),
+        body,
+    );
+    out
+}
+
 /// Polls `cond` every 10 ms until it holds or `timeout` passes.
 pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
