@@ -206,7 +206,7 @@ pub struct Processor {
     body_limits: BodyLimits,
     admin_allow_list: Vec<Cidr>,
     /// ORDER_TOPIC_CONFIG as a KVTable body, by KV generation (sent with every registration).
-    order_conf_body: Option<(u64, Option<Vec<u8>>)>,
+    order_conf_body: Option<(u64, Option<bytes::Bytes>)>,
     /// Brokers found expired by the scan in progress, submitted together when it ends, and
     /// their connections, closed then.
     expired_this_scan: Vec<(UnregisterRequest, RemovalReason)>,
@@ -488,15 +488,17 @@ impl Processor {
 
     /// The ORDER_TOPIC_CONFIG KV table returned to registering brokers, re-encoded only
     /// when that namespace changed.
-    fn order_conf_body(&mut self) -> Option<&[u8]> {
+    fn order_conf_body(&mut self) -> Option<bytes::Bytes> {
         let generation = self.kv.generation(ORDER_TOPIC_CONFIG);
         let fresh = matches!(&self.order_conf_body, Some((g, _)) if *g == generation);
         if !fresh {
-            self.order_conf_body = Some((generation, self.kv.encode_kv_table(ORDER_TOPIC_CONFIG)));
+            let body = self
+                .kv
+                .encode_kv_table(ORDER_TOPIC_CONFIG)
+                .map(bytes::Bytes::from);
+            self.order_conf_body = Some((generation, body));
         }
-        self.order_conf_body
-            .as_ref()
-            .and_then(|(_, b)| b.as_deref())
+        self.order_conf_body.as_ref().and_then(|(_, b)| b.clone())
     }
 
     // ------------------------------------------------------------------ brokers
@@ -609,13 +611,13 @@ impl Processor {
             ext.push(("masterAddr", master));
         }
         let body = if self.config.return_order_topic_config_to_broker && !result.fenced {
-            self.order_conf_body().map(|b| b.to_vec())
+            self.order_conf_body()
         } else {
             None
         };
         Ok(Reply {
             ext: Some(ext),
-            body: body.map_or(ReplyBody::None, ReplyBody::Owned),
+            body: body.map_or(ReplyBody::None, ReplyBody::Shared),
             ..Reply::ok()
         })
     }
