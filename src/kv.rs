@@ -390,7 +390,7 @@ mod tests {
         std::env::var_os("RMQ_FIXTURES")
             .map(PathBuf::from)
             .unwrap_or_else(|| {
-                PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures"))
+                PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures"))
             })
             .join("kvconfig_file_java.json")
     }
@@ -492,7 +492,9 @@ mod tests {
     #[test]
     fn java_pretty_printed_file_loads() {
         let dir = TempDir::new("java");
-        fs::copy(fixture_path(), dir.file()).unwrap();
+        let fixture = fixture_path();
+        fs::copy(&fixture, dir.file())
+            .unwrap_or_else(|e| panic!("fixture {}: {e}", fixture.display()));
         let kv = KvStore::open(&dir.file()).unwrap();
         assert_eq!(
             kv.get("ORDER_TOPIC_CONFIG", "orders-eu"),

@@ -1,4 +1,4 @@
-//! The CI fuzz run: a seeded, deterministic mutator over ../shared/fixtures feeding every
+//! The CI fuzz run: a seeded, deterministic mutator over tests/fixtures feeding every
 //! decoder that reads peer-controlled bytes, plus a few thousand mutated frames sent to a
 //! real server over TCP. It runs on the stable toolchain as part of `cargo test`; the long
 //! coverage-guided runs are cargo-fuzz's (tests/fuzz/run.sh), with the same checks
@@ -370,10 +370,10 @@ fn run_n(
 }
 
 // ---------------------------------------------------------------------------------------------
-// Seeds from ../shared/fixtures.
+// Seeds from tests/fixtures.
 
 fn fixtures_dir() -> std::path::PathBuf {
-    std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures"))
+    std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures"))
 }
 
 fn fixture(name: &str) -> Vec<u8> {

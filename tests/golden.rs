@@ -1,4 +1,4 @@
-//! Golden bytes: the captured and reference payloads in ../shared/fixtures go through the
+//! Golden bytes: the captured and reference payloads in tests/fixtures go through the
 //! real server over TCP, and the answers are compared byte for byte with what PROTOCOL.md says
 //! the Java 5.x NameServer returns for them (JSON header, fastjson field order, `language`
 //! JAVA, `version` 479, `flag` 1, the request's opaque; bodies in the dialect §6.1 picks).
@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 fn fixture_path(name: &str) -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures")).join(name)
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures")).join(name)
 }
 
 fn fixture(name: &str) -> Vec<u8> {

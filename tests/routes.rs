@@ -265,12 +265,13 @@ fn crc_mismatch_is_rejected_and_nothing_registered() {
 fn the_real_4x_registration_capture_registers_all_its_topics() {
     let server = TestServer::start();
     let mut c = server.client();
-    let dir = format!(
-        "{}/../shared/fixtures/third_party",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let body = std::fs::read(format!("{dir}/register_broker_103_body_v4.json")).unwrap();
-    let ext_json = std::fs::read(format!("{dir}/register_broker_103_extfields_v4.json")).unwrap();
+    let dir = format!("{}/tests/fixtures/third_party", env!("CARGO_MANIFEST_DIR"));
+    let read = |name: &str| {
+        let path = format!("{dir}/{name}");
+        std::fs::read(&path).unwrap_or_else(|e| panic!("fixture {path}: {e}"))
+    };
+    let body = read("register_broker_103_body_v4.json");
+    let ext_json = read("register_broker_103_extfields_v4.json");
     let ext = json::parse(&ext_json).unwrap();
     let pairs: Vec<(String, String)> = ext
         .as_object()
@@ -631,10 +632,11 @@ fn zone_filtering_matches_the_java_vectors() {
     let server = TestServer::start();
     let mut c = server.client();
     let path = format!(
-        "{}/../shared/fixtures/zone_route_cases.json",
+        "{}/tests/fixtures/zone_route_cases.json",
         env!("CARGO_MANIFEST_DIR")
     );
-    let fixture = json::parse(&std::fs::read(path).unwrap()).unwrap();
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("fixture {path}: {e}"));
+    let fixture = json::parse(&bytes).unwrap();
     let r = fixture.get("route").unwrap();
     // Register each broker group of the fixture route with its zone.
     for (i, bd) in r

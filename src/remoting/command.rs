@@ -459,8 +459,9 @@ mod tests {
     }
 
     fn fixture(name: &str) -> Vec<u8> {
-        let path = format!("{}/../shared/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
-        hex(&std::fs::read_to_string(path).unwrap())
+        let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("fixture {path}: {e}"));
+        hex(&text)
     }
 
     fn decode_whole(frame: &[u8]) -> RemotingCommand {

@@ -1350,7 +1350,7 @@ mod tests {
         std::env::var_os("RMQ_FIXTURES")
             .map(PathBuf::from)
             .unwrap_or_else(|| {
-                PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures"))
+                PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures"))
             })
     }
 

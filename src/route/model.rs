@@ -1354,9 +1354,8 @@ mod tests {
 
     /// Shared read-only fixtures; `RMQ_FIXTURES` overrides the location.
     fn fixture(name: &str) -> Vec<u8> {
-        let dir = std::env::var("RMQ_FIXTURES").unwrap_or_else(|_| {
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures").to_owned()
-        });
+        let dir = std::env::var("RMQ_FIXTURES")
+            .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures").to_owned());
         let path = format!("{dir}/{name}");
         std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read fixture {path}: {e}"))
     }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seeds a corpus for each fuzz target from ../shared/fixtures (copied at run time into the
+# Seeds a corpus for each fuzz target from tests/fixtures (copied at run time into the
 # cargo target directory, never committed) and runs cargo-fuzz on it.
 #
 #   tests/fuzz/run.sh                 every target, 60 s each
@@ -11,7 +11,7 @@
 # and debug assertions stay on so integer overflow is a crash too.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
-fixtures="${RMQ_FIXTURES:-$repo/../shared/fixtures}"
+fixtures="${RMQ_FIXTURES:-$repo/tests/fixtures}"
 target_dir="${CARGO_TARGET_DIR:-$repo/target}"
 corpus_root="$target_dir/fuzz-corpus"
 targets=(frame header_json header_binary json register_body models properties)
