@@ -13,7 +13,7 @@
 //! * [`route`] owns the registry tables and the per-topic cache of encoded routes.
 //! * [`kv`] owns the persisted KV config; [`config`] the server's own properties.
 //! * [`processor`] is the only place that maps a request code to behaviour.
-//! * [`server`] owns sockets, the timer wheel and the unregistration worker; it
+//! * [`server`] owns sockets, timers and the unregistration worker; it
 //!   knows nothing about routes beyond calling the processor.
 //! * [`client`] is a blocking client used by the tools and the tests.
 
@@ -26,3 +26,4 @@ pub mod processor;
 pub mod remoting;
 pub mod route;
 pub mod server;
+pub mod timer;

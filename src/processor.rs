@@ -991,7 +991,7 @@ impl Processor {
 
     /// The scan tick: silent brokers are expired, their connections reported for closing,
     /// and their unregistrations queued as one batch.
-    /// At most `limit` wheel entries are examined; the flag says whether more are due.
+    /// At most `limit` deadline entries are examined; the flag says whether more are due.
     pub fn expire_silent_brokers(&mut self, now_ms: u64, limit: usize) -> (Vec<ConnId>, bool) {
         let (expired, more): (Vec<ExpiredBroker>, bool) =
             self.table.expire_silent_brokers_limited(now_ms, limit);

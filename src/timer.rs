@@ -1,5 +1,7 @@
-//! A lazy timer wheel: deadlines rounded up to fixed-width buckets in a `BTreeMap`, so that a
-//! tick pops only the buckets that are due and touches nothing else.
+//! Deadline buckets: deadlines rounded up to fixed-width buckets in a sorted map (`BTreeMap`),
+//! so that a tick pops only the buckets that are due and touches nothing else. Used by the
+//! event loop for idle connections and by the route table for broker expiry; it knows
+//! nothing about either.
 //!
 //! Owners re-arm lazily: a heartbeat only moves a deadline stored in the owner's own entry;
 //! when the entry's bucket fires, the owner re-checks the real deadline and schedules the
@@ -10,15 +12,15 @@ use std::collections::BTreeMap;
 
 /// Buckets of `granularity_ms` holding keys of type `K`.
 #[derive(Debug)]
-pub struct TimerWheel<K> {
+pub struct DeadlineBuckets<K> {
     granularity_ms: u64,
     buckets: BTreeMap<u64, Vec<K>>,
     len: usize,
 }
 
-impl<K> TimerWheel<K> {
+impl<K> DeadlineBuckets<K> {
     pub fn new(granularity_ms: u64) -> Self {
-        TimerWheel {
+        DeadlineBuckets {
             granularity_ms: granularity_ms.max(1),
             buckets: BTreeMap::new(),
             len: 0,
@@ -38,29 +40,10 @@ impl<K> TimerWheel<K> {
         bucket
     }
 
-    /// Removes and returns every key whose bucket is due at `now_ms`, with its bucket.
-    pub fn pop_due(&mut self, now_ms: u64, mut visit: impl FnMut(u64, K)) {
-        let now_bucket = now_ms / self.granularity_ms;
-        while let Some(entry) = self.buckets.first_entry() {
-            if *entry.key() > now_bucket {
-                break;
-            }
-            let (bucket, keys) = entry.remove_entry();
-            self.len -= keys.len();
-            for key in keys {
-                visit(bucket, key);
-            }
-        }
-    }
-
-    /// Like [`TimerWheel::pop_due`] but stops after `limit` keys; returns true when due keys
-    /// remain (the caller comes back for them on its next turn).
-    pub fn pop_due_limited(
-        &mut self,
-        now_ms: u64,
-        limit: usize,
-        mut visit: impl FnMut(u64, K),
-    ) -> bool {
+    /// Removes up to `limit` keys whose bucket is due at `now_ms` and visits each with its
+    /// bucket; returns true when due keys remain (the caller comes back for them on its next
+    /// turn).
+    pub fn pop_due(&mut self, now_ms: u64, limit: usize, mut visit: impl FnMut(u64, K)) -> bool {
         let now_bucket = now_ms / self.granularity_ms;
         let mut taken = 0;
         while let Some(mut entry) = self.buckets.first_entry() {
@@ -102,37 +85,38 @@ mod tests {
 
     #[test]
     fn keys_fire_no_earlier_than_their_deadline_and_only_once() {
-        let mut wheel = TimerWheel::new(1000);
-        wheel.schedule(1500, "a");
-        wheel.schedule(2000, "b");
-        wheel.schedule(9000, "c");
+        let mut buckets = DeadlineBuckets::new(1000);
+        buckets.schedule(1500, "a");
+        buckets.schedule(2000, "b");
+        buckets.schedule(9000, "c");
         let mut fired = Vec::new();
-        wheel.pop_due(1999, |_, k| fired.push(k));
+        assert!(!buckets.pop_due(1999, usize::MAX, |_, k| fired.push(k)));
         assert!(fired.is_empty());
-        wheel.pop_due(2000, |_, k| fired.push(k));
+        buckets.pop_due(2000, usize::MAX, |_, k| fired.push(k));
+        fired.sort_unstable();
         assert_eq!(fired, vec!["a", "b"]);
-        wheel.pop_due(5000, |_, k| fired.push(k));
+        buckets.pop_due(5000, usize::MAX, |_, k| fired.push(k));
         assert_eq!(fired.len(), 2);
-        assert_eq!(wheel.len(), 1);
-        wheel.pop_due(u64::MAX, |_, k| fired.push(k));
+        assert_eq!(buckets.len(), 1);
+        buckets.pop_due(u64::MAX, usize::MAX, |_, k| fired.push(k));
         assert_eq!(fired, vec!["a", "b", "c"]);
-        assert!(wheel.is_empty());
+        assert!(buckets.is_empty());
     }
 
     #[test]
     fn limited_pops_resume_where_they_stopped() {
-        let mut wheel = TimerWheel::new(10);
+        let mut buckets = DeadlineBuckets::new(10);
         for i in 0..25 {
-            wheel.schedule(i, i);
+            buckets.schedule(i, i);
         }
-        wheel.schedule(1000, 99);
+        buckets.schedule(1000, 99);
         let mut fired = Vec::new();
-        assert!(wheel.pop_due_limited(100, 10, |_, k| fired.push(k)));
+        assert!(buckets.pop_due(100, 10, |_, k| fired.push(k)));
         assert_eq!(fired.len(), 10);
-        assert!(wheel.pop_due_limited(100, 10, |_, k| fired.push(k)));
-        assert!(!wheel.pop_due_limited(100, 10, |_, k| fired.push(k)));
+        assert!(buckets.pop_due(100, 10, |_, k| fired.push(k)));
+        assert!(!buckets.pop_due(100, 10, |_, k| fired.push(k)));
         fired.sort_unstable();
         assert_eq!(fired, (0..25).collect::<Vec<_>>());
-        assert_eq!(wheel.len(), 1);
+        assert_eq!(buckets.len(), 1);
     }
 }

@@ -8,13 +8,13 @@
 //!   touches only its own topics, never the whole topic table;
 //! * per live broker, the fingerprint of the last accepted registration body, so that the
 //!   30-second steady-state registration is recognised without parsing;
-//! * a lazy timer wheel of live brokers, so that an expiry scan costs O(brokers due);
+//! * deadline buckets of live brokers, so that an expiry scan costs O(brokers due);
 //! * connection -> live brokers, so that a closed connection unregisters all of its brokers.
 
 use super::model::{
     BrokerData, DataVersion, Dialect, MappingInfo, QueueData, RegisterBody, TopicRouteData,
 };
-use crate::server::timer::TimerWheel;
+use crate::timer::DeadlineBuckets;
 use bytes::Bytes;
 use slab::Slab;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
@@ -240,7 +240,7 @@ struct LiveBroker {
     fingerprint: Option<BodyFingerprint>,
     /// `BrokerEntry::topic_removals` when the body was last applied.
     seen_topic_removals: u64,
-    /// Bucket this entry is scheduled in; older wheel entries for it are stale.
+    /// Bucket this entry is scheduled in; older bucket entries for it are stale.
     scheduled_bucket: u64,
     generation: u64,
 }
@@ -350,7 +350,7 @@ pub struct RouteTable {
     live_by_conn: HashMap<ConnId, Vec<usize>>,
     filter_servers: HashMap<(String, String), Vec<String>>,
     queue_mappings: HashMap<String, BTreeMap<String, MappingInfo>>,
-    expiry: TimerWheel<(usize, u64)>,
+    expiry: DeadlineBuckets<(usize, u64)>,
     next_generation: u64,
     cache_bytes: usize,
     /// Cached bodies, and the order they were cached in (oldest first) for eviction. Bodies
@@ -379,7 +379,7 @@ impl RouteTable {
             live_by_conn: HashMap::new(),
             filter_servers: HashMap::new(),
             queue_mappings: HashMap::new(),
-            expiry: TimerWheel::new(expiry_granularity_ms),
+            expiry: DeadlineBuckets::new(expiry_granularity_ms),
             next_generation: 0,
             cache_bytes: 0,
             cache_entries: 0,
@@ -1051,7 +1051,7 @@ impl RouteTable {
         self.expire_silent_brokers_limited(now_ms, usize::MAX).0
     }
 
-    /// Like [`RouteTable::expire_silent_brokers`], looking at no more than `limit` wheel
+    /// Like [`RouteTable::expire_silent_brokers`], looking at no more than `limit` bucket
     /// entries; the flag says whether due entries remain for another call.
     pub fn expire_silent_brokers_limited(
         &mut self,
@@ -1061,14 +1061,14 @@ impl RouteTable {
         let mut fired = Vec::new();
         let more = self
             .expiry
-            .pop_due_limited(now_ms, limit, |bucket, key| fired.push((bucket, key)));
+            .pop_due(now_ms, limit, |bucket, key| fired.push((bucket, key)));
         let mut expired = Vec::new();
         for (bucket, (live_id, generation)) in fired {
             let Some(live) = self.live.get(live_id) else {
                 continue;
             };
             if live.generation != generation || live.scheduled_bucket != bucket {
-                continue; // stale wheel entry
+                continue; // stale bucket entry
             }
             let deadline = live.last_update_ms.saturating_add(live.timeout_ms);
             if deadline < now_ms {
@@ -1095,7 +1095,7 @@ impl RouteTable {
         (expired, more)
     }
 
-    /// Puts an expired broker back on the wheel when its unregistration could not be queued,
+    /// Puts an expired broker back in the deadline buckets when its unregistration could not be queued,
     /// so that the next scan tries again.
     pub fn rearm(&mut self, cluster: &str, addr: &str, now_ms: u64) {
         if let Some(id) = self.live_id(cluster, addr) {
@@ -1668,7 +1668,7 @@ mod tests {
             t.register_broker(&r, TopicsInput::Body(&body(1, &[("T", 6)])));
         }
         assert_eq!(t.expire_silent_brokers(2_000).len(), 10);
-        // Only the ten due entries left the wheel.
+        // Only the ten due entries left the buckets.
         assert_eq!(t.expiry.len(), 90);
     }
 

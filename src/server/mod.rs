@@ -9,7 +9,6 @@
 //! `scanNotActiveBrokerInterval`, idle connections after `serverChannelMaxIdleTimeSeconds`).
 
 pub mod connection;
-pub mod timer;
 pub mod worker;
 
 use crate::config::NamesrvConfig;
@@ -19,6 +18,7 @@ use crate::remoting::codes::{request, response};
 use crate::remoting::command::{DecodeLimits, RemotingCommand};
 use crate::remoting::frame;
 use crate::remoting::json;
+use crate::timer::DeadlineBuckets;
 use connection::{Connection, FlushResult, ReadResult};
 use crossbeam_channel::{bounded, unbounded, Receiver};
 use log::{debug, error, info, warn};
@@ -32,7 +32,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use timer::TimerWheel;
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const WAKER: Token = Token(usize::MAX - 2);
@@ -59,7 +58,7 @@ const REGISTRATION_BACKLOG_BYTES: usize = 256 << 20;
 /// Unregistrations applied per step of a large batch.
 const UNREGISTER_CHUNK: usize = 32;
 
-/// Expiry-wheel entries examined per loop iteration during a mass expiry (each expired
+/// Expiry entries examined per loop iteration during a mass expiry (each expired
 /// broker's connection is closed, a few microseconds apiece).
 const EXPIRY_CHUNK: usize = 64;
 
@@ -139,7 +138,7 @@ pub struct Server {
     batches: Receiver<worker::Batch>,
     worker: Option<JoinHandle<()>>,
     settings: LoopSettings,
-    idle: TimerWheel<(usize, u64)>,
+    idle: DeadlineBuckets<(usize, u64)>,
     started: Instant,
     next_scan_ms: u64,
     counters: ServerCounters,
@@ -238,7 +237,7 @@ impl Server {
             batches: batches_rx,
             worker: Some(worker),
             settings,
-            idle: TimerWheel::new(1000),
+            idle: DeadlineBuckets::new(1000),
             started: Instant::now(),
             next_scan_ms: settings.scan_interval_ms,
             counters: ServerCounters::default(),
@@ -804,7 +803,7 @@ impl Server {
         }
         if !self.idle.is_empty() {
             let mut fired = Vec::new();
-            self.idle.pop_due(now, |_, k| fired.push(k));
+            self.idle.pop_due(now, usize::MAX, |_, k| fired.push(k));
             for (key, generation) in fired {
                 let Some(c) = self.conns.get(key) else {
                     continue;
