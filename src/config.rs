@@ -962,12 +962,7 @@ mod tests {
     use std::fs;
     use std::path::PathBuf;
 
-    fn temp_dir(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("rmq-config-{}-{name}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        dir
-    }
+    use crate::test_support::TempDir;
 
     fn args(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
@@ -1319,7 +1314,7 @@ mod tests {
 
     #[test]
     fn update_refuses_a_black_listed_key_and_applies_nothing() {
-        let dir = temp_dir("black");
+        let dir = TempDir::new("black");
         let mut c = stored_at(&dir.join("namesrv.properties"));
         let before = c.clone();
         for body in [
@@ -1343,12 +1338,11 @@ mod tests {
         }
         assert_eq!(c, before);
         assert!(!Path::new(&c.config_store_path).exists());
-        let _ = fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn update_persists_a_file_that_reparses_to_the_same_config_and_keeps_a_bak() {
-        let dir = temp_dir("persist");
+        let dir = TempDir::new("persist");
         let path = dir.join("namesrv.properties");
         let mut c = stored_at(&path);
         let applied = c
@@ -1383,7 +1377,6 @@ mod tests {
         let bak = fs::read_to_string(durable_bak(&path)).unwrap();
         assert!(bak.contains("orderMessageEnable=true\n"));
         assert!(!bak.contains("customThing"));
-        let _ = fs::remove_dir_all(&dir);
     }
 
     fn stored_at(path: &Path) -> NamesrvConfig {
@@ -1399,7 +1392,7 @@ mod tests {
 
     #[test]
     fn update_that_cannot_persist_changes_nothing_in_memory() {
-        let dir = temp_dir("nopersist");
+        let dir = TempDir::new("nopersist");
         // A directory where the file should be: the rename over it fails.
         let path = dir.join("is-a-dir");
         fs::create_dir_all(path.join("child")).unwrap();
@@ -1410,7 +1403,6 @@ mod tests {
             Err(UpdateError::Persist(_))
         ));
         assert_eq!(c, before);
-        let _ = fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -1426,7 +1418,7 @@ mod tests {
 
     #[test]
     fn cli_loads_the_file_then_applies_overrides_in_order() {
-        let dir = temp_dir("cli");
+        let dir = TempDir::new("cli");
         let file = dir.join("ns.properties");
         fs::write(
             &file,
@@ -1460,7 +1452,6 @@ mod tests {
             Cli::Run(c) => assert_eq!(c.listen_port, 9000),
             other => panic!("{other:?}"),
         }
-        let _ = fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -1510,11 +1501,10 @@ mod tests {
 
     #[test]
     fn cli_rejects_an_invalid_value_in_the_file() {
-        let dir = temp_dir("cli-bad");
+        let dir = TempDir::new("cli-bad");
         let file = dir.join("bad.properties");
         fs::write(&file, "scanNotActiveBrokerInterval=0\n").unwrap();
         assert!(parse_cli(&args(&["-c", &file.to_string_lossy()])).is_err());
-        let _ = fs::remove_dir_all(&dir);
     }
 
     fn ip(s: &str) -> IpAddr {

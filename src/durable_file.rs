@@ -66,8 +66,7 @@ mod tests {
 
     #[test]
     fn replacing_keeps_previous_content_as_bak() {
-        let dir = std::env::temp_dir().join(format!("rmq-durable-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = crate::test_support::TempDir::new("durable");
         let path = dir.join("nested").join("f.json");
         replace_file(&path, b"one").unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"one");
@@ -76,6 +75,5 @@ mod tests {
         assert_eq!(fs::read(&path).unwrap(), b"two");
         assert_eq!(fs::read(sibling(&path, ".bak")).unwrap(), b"one");
         assert!(!sibling(&path, ".tmp").exists());
-        let _ = fs::remove_dir_all(&dir);
     }
 }

@@ -364,35 +364,17 @@ mod tests {
     use super::*;
     use std::fs;
 
-    /// A fresh directory for one test, removed when the guard drops.
-    struct TempDir(PathBuf);
+    use crate::test_support::{fixture_path, TempDir};
 
-    impl TempDir {
-        fn new(test: &str) -> TempDir {
-            let dir = std::env::temp_dir().join(format!("rmq-kv-{}-{test}", std::process::id()));
-            let _ = fs::remove_dir_all(&dir);
-            fs::create_dir_all(&dir).unwrap();
-            TempDir(dir)
-        }
+    /// The KV file inside a test's directory.
+    trait KvFile {
+        fn file(&self) -> PathBuf;
+    }
 
+    impl KvFile for TempDir {
         fn file(&self) -> PathBuf {
-            self.0.join("kvConfig.json")
+            self.join("kvConfig.json")
         }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn fixture_path() -> PathBuf {
-        std::env::var_os("RMQ_FIXTURES")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| {
-                PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures"))
-            })
-            .join("kvconfig_file_java.json")
     }
 
     #[test]
@@ -492,7 +474,7 @@ mod tests {
     #[test]
     fn java_pretty_printed_file_loads() {
         let dir = TempDir::new("java");
-        let fixture = fixture_path();
+        let fixture = fixture_path("kvconfig_file_java.json");
         fs::copy(&fixture, dir.file())
             .unwrap_or_else(|e| panic!("fixture {}: {e}", fixture.display()));
         let kv = KvStore::open(&dir.file()).unwrap();
@@ -508,7 +490,7 @@ mod tests {
     #[test]
     fn missing_file_without_backup_is_an_empty_store() {
         let dir = TempDir::new("missing");
-        let kv = KvStore::open(&dir.0.join("sub").join("kvConfig.json")).unwrap();
+        let kv = KvStore::open(&dir.join("sub").join("kvConfig.json")).unwrap();
         assert!(kv.config_table.is_empty());
     }
 
@@ -602,7 +584,7 @@ mod tests {
     #[test]
     fn failed_persistence_rolls_back_puts_and_deletes() {
         let dir = TempDir::new("rollback");
-        let blocker = dir.0.join("sub");
+        let blocker = dir.join("sub");
         let mut kv = KvStore::open(&blocker.join("kvConfig.json")).unwrap();
         kv.put("ns", "k", "v1").unwrap();
         // A regular file where the parent directory should be makes every write fail.

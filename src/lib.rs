@@ -26,4 +26,6 @@ pub mod processor;
 pub mod remoting;
 pub mod route;
 pub mod server;
+#[doc(hidden)]
+pub mod test_support;
 pub mod timer;

@@ -283,28 +283,7 @@ fn rename_if_present(from: &Path, to: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    /// A fresh, empty directory under the system temp dir, removed on drop.
-    struct TempDir(PathBuf);
-    impl TempDir {
-        fn new(label: &str) -> TempDir {
-            static NEXT: AtomicUsize = AtomicUsize::new(0);
-            let dir = std::env::temp_dir().join(format!(
-                "rmq-namesrv-logging-{label}-{}-{}",
-                std::process::id(),
-                NEXT.fetch_add(1, Ordering::Relaxed)
-            ));
-            let _ = fs::remove_dir_all(&dir);
-            fs::create_dir_all(&dir).expect("create temp dir");
-            TempDir(dir)
-        }
-    }
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
+    use crate::test_support::TempDir;
 
     fn read(path: &Path) -> String {
         fs::read_to_string(path).unwrap_or_default()
@@ -325,7 +304,7 @@ mod tests {
     #[test]
     fn rotation_keeps_at_most_max_files_and_newest_lines_stay_live() {
         let dir = TempDir::new("keep");
-        let path = dir.0.join("nested/logs/namesrv.log");
+        let path = dir.join("nested/logs/namesrv.log");
         let mut log = RotatingFile::open(&path, 100, 3).expect("open");
         for i in 0..200 {
             writeln!(log, "line {i:04} padding padding").expect("write");
@@ -359,7 +338,7 @@ mod tests {
     #[test]
     fn a_line_written_in_pieces_is_never_split_across_files() {
         let dir = TempDir::new("pieces");
-        let path = dir.0.join("namesrv.log");
+        let path = dir.join("namesrv.log");
         let mut log = RotatingFile::open(&path, 200, 50).expect("open");
         for i in 0..120 {
             // Like simplelog: time, level, target and message arrive as separate writes.
@@ -394,7 +373,7 @@ mod tests {
     #[test]
     fn a_line_longer_than_max_size_gets_a_file_of_its_own() {
         let dir = TempDir::new("long");
-        let path = dir.0.join("namesrv.log");
+        let path = dir.join("namesrv.log");
         let mut log = RotatingFile::open(&path, 10, 2).expect("open");
         writeln!(log, "short").expect("write");
         writeln!(log, "a line far longer than ten bytes").expect("write");
@@ -411,7 +390,7 @@ mod tests {
     #[test]
     fn reopening_appends_and_counts_the_existing_size() {
         let dir = TempDir::new("reopen");
-        let path = dir.0.join("namesrv.log");
+        let path = dir.join("namesrv.log");
         fs::write(&path, "0123456789\n").expect("seed");
         let mut log = RotatingFile::open(&path, 15, 1).expect("open");
         writeln!(log, "abcdefgh").expect("write");
@@ -423,7 +402,7 @@ mod tests {
     #[test]
     fn max_files_zero_starts_over_without_keeping_old_files() {
         let dir = TempDir::new("zero");
-        let path = dir.0.join("namesrv.log");
+        let path = dir.join("namesrv.log");
         let mut log = RotatingFile::open(&path, 8, 0).expect("open");
         writeln!(log, "first").expect("write");
         writeln!(log, "second").expect("write");
@@ -435,7 +414,7 @@ mod tests {
     #[test]
     fn a_failed_rotation_keeps_writing_to_the_current_file() {
         let dir = TempDir::new("blocked");
-        let path = dir.0.join("namesrv.log");
+        let path = dir.join("namesrv.log");
         // A directory where namesrv.log.1 should go makes the rename fail.
         fs::create_dir_all(numbered(&path, 1).join("occupied")).expect("blocker");
         let mut log = RotatingFile::open(&path, 8, 1).expect("open");

@@ -372,13 +372,10 @@ fn run_n(
 // ---------------------------------------------------------------------------------------------
 // Seeds from tests/fixtures.
 
-fn fixtures_dir() -> std::path::PathBuf {
-    std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures"))
-}
+use rmq_namesrv::test_support::fixture;
 
-fn fixture(name: &str) -> Vec<u8> {
-    let path = fixtures_dir().join(name);
-    std::fs::read(&path).unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()))
+fn fixtures_dir() -> std::path::PathBuf {
+    rmq_namesrv::test_support::fixture_path("")
 }
 
 fn unhex(text: &[u8]) -> Vec<u8> {

@@ -11,17 +11,9 @@ use rmq_namesrv::remoting::json;
 use rmq_namesrv::route::model;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
 use std::time::Duration;
 
-fn fixture_path(name: &str) -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures")).join(name)
-}
-
-fn fixture(name: &str) -> Vec<u8> {
-    let p = fixture_path(name);
-    std::fs::read(&p).unwrap_or_else(|e| panic!("fixture {}: {e}", p.display()))
-}
+use rmq_namesrv::test_support::fixture;
 
 fn hex_fixture(name: &str) -> Vec<u8> {
     let text = String::from_utf8(fixture(name)).expect("hex text");

@@ -7,6 +7,7 @@ use common::*;
 use rmq_namesrv::remoting::codes::{request, response};
 use rmq_namesrv::remoting::json;
 use rmq_namesrv::route::model::{self, DataVersion, MappingInfo};
+use rmq_namesrv::test_support::fixture;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -265,13 +266,8 @@ fn crc_mismatch_is_rejected_and_nothing_registered() {
 fn the_real_4x_registration_capture_registers_all_its_topics() {
     let server = TestServer::start();
     let mut c = server.client();
-    let dir = format!("{}/tests/fixtures/third_party", env!("CARGO_MANIFEST_DIR"));
-    let read = |name: &str| {
-        let path = format!("{dir}/{name}");
-        std::fs::read(&path).unwrap_or_else(|e| panic!("fixture {path}: {e}"))
-    };
-    let body = read("register_broker_103_body_v4.json");
-    let ext_json = read("register_broker_103_extfields_v4.json");
+    let body = fixture("third_party/register_broker_103_body_v4.json");
+    let ext_json = fixture("third_party/register_broker_103_extfields_v4.json");
     let ext = json::parse(&ext_json).unwrap();
     let pairs: Vec<(String, String)> = ext
         .as_object()
@@ -631,12 +627,7 @@ fn static_topic_mapping_and_filter_servers_appear_in_routes() {
 fn zone_filtering_matches_the_java_vectors() {
     let server = TestServer::start();
     let mut c = server.client();
-    let path = format!(
-        "{}/tests/fixtures/zone_route_cases.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("fixture {path}: {e}"));
-    let fixture = json::parse(&bytes).unwrap();
+    let fixture = json::parse(&fixture("zone_route_cases.json")).unwrap();
     let r = fixture.get("route").unwrap();
     // Register each broker group of the fixture route with its zone.
     for (i, bd) in r

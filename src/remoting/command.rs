@@ -459,9 +459,8 @@ mod tests {
     }
 
     fn fixture(name: &str) -> Vec<u8> {
-        let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("fixture {path}: {e}"));
-        hex(&text)
+        let bytes = crate::test_support::fixture(name);
+        hex(std::str::from_utf8(&bytes).expect("hex fixture is text"))
     }
 
     fn decode_whole(frame: &[u8]) -> RemotingCommand {

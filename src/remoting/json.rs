@@ -1347,17 +1347,12 @@ mod tests {
     }
 
     fn fixtures_dir() -> PathBuf {
-        std::env::var_os("RMQ_FIXTURES")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| {
-                PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures"))
-            })
+        crate::test_support::fixture_path("")
     }
 
     fn fixture(name: &str) -> Value {
-        let path = fixtures_dir().join(name);
-        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        parse(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        let bytes = crate::test_support::fixture(name);
+        parse(&bytes).unwrap_or_else(|e| panic!("fixture {name}: {e}"))
     }
 
     fn browser(text: &str) -> String {

@@ -1352,13 +1352,7 @@ pub fn encode_member_group(
 mod tests {
     use super::*;
 
-    /// Shared read-only fixtures; `RMQ_FIXTURES` overrides the location.
-    fn fixture(name: &str) -> Vec<u8> {
-        let dir = std::env::var("RMQ_FIXTURES")
-            .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures").to_owned());
-        let path = format!("{dir}/{name}");
-        std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read fixture {path}: {e}"))
-    }
+    use crate::test_support::fixture;
 
     fn text(bytes: &[u8]) -> &str {
         std::str::from_utf8(bytes).expect("encoder output is UTF-8")

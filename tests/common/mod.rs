@@ -8,36 +8,10 @@ use rmq_namesrv::remoting::codes::request;
 use rmq_namesrv::remoting::command::RemotingCommand;
 use rmq_namesrv::route::model::{self, DataVersion, RegisterBody, TopicConfig};
 use rmq_namesrv::server::{self, ServerHandle};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// A fresh, empty directory for one test.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "rmq-test-{}-{}-{}",
-            tag,
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        TempDir(dir)
-    }
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+pub use rmq_namesrv::test_support::TempDir;
 
 /// A config for a test server: loopback, ephemeral port, files in `dir`, no file log.
 pub fn test_config(dir: &Path) -> NamesrvConfig {
