@@ -641,7 +641,7 @@ fn install_sh_stages_every_file_under_destdir_without_root() {
 #[test]
 fn install_sh_refuses_without_root_only_when_installing_onto_the_machine() {
     let bin_dir = format!("BIN_DIR={}", built_bin_dir().display());
-    match unprivileged_install(&[bin_dir.clone()]) {
+    match unprivileged_install(std::slice::from_ref(&bin_dir)) {
         Some(mut cmd) => {
             let out = cmd.env_remove("DESTDIR").output().expect("sh runs");
             let stderr = String::from_utf8_lossy(&out.stderr);
