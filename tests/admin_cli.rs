@@ -1,5 +1,6 @@
 //! `rmq-admin` run as a process against real servers: every command's output, the JSON form,
-//! errors and exit codes (0 ok, 1 server error / not found, 2 usage, 3 unreachable).
+//! errors and exit codes (0 ok, 1 error answer / not found / not a name server, 2 usage,
+//! 3 unreachable, 4 partial: some servers failed), and peers that are not name servers.
 
 mod common;
 mod fake_namesrv;
@@ -9,6 +10,8 @@ use fake_namesrv::{dead_addr, Behaviour, FakeNamesrv};
 use rmq_namesrv::client::Client;
 use rmq_namesrv::remoting::json::{self, Value};
 use rmq_namesrv::route::model::TopicRouteData;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::process::Command;
 
 struct Run {
@@ -101,6 +104,8 @@ fn help_lists_every_command() {
         "addWritePerm",
         "deleteTopic",
         "stats",
+        "updateOrderConf",
+        "topicClusterList",
     ] {
         assert!(
             out.lines().any(|l| l.trim_start().starts_with(name)),
@@ -202,10 +207,27 @@ fn broker_list_shows_masters_and_slaves() {
 }
 
 #[test]
-fn topic_route_prints_brokers_and_queues_or_not_found() {
+fn topic_route_prints_json_like_mqadmin_tables_with_l_or_not_found() {
     let f = fixture();
     let addr = &f.server.addr;
-    let run = admin(addr, &["topicRoute", "-t", "TopicShared"]);
+    // Default: the route as indented JSON, as `mqadmin topicRoute` prints it.
+    let run = admin(addr, &["topicRoute", "-t", "TopicA"]);
+    let out = ok(&run);
+    assert!(out.starts_with("{\n  \""), "{out}");
+    let from_cli = TopicRouteData::decode(out.as_bytes()).expect("route JSON");
+    let direct = f.server.client().get_route("TopicA").expect("route call");
+    assert_eq!(Some(from_cli), direct);
+
+    // --json is the same route on one line.
+    let run = admin(addr, &["topicRoute", "--json", "--topic", "TopicA"]);
+    assert_eq!(lines(ok(&run)).len(), 1);
+    assert_eq!(
+        Some(TopicRouteData::decode(run.stdout.as_bytes()).expect("route JSON")),
+        direct
+    );
+
+    // -l (mqadmin's list form): tables.
+    let run = admin(addr, &["topicRoute", "-tTopicShared", "-l"]);
     assert_eq!(
         lines(ok(&run)),
         vec![
@@ -222,18 +244,32 @@ fn topic_route_prints_brokers_and_queues_or_not_found() {
         ]
     );
 
-    // --json is the route itself, equal to what the client library decodes.
-    let run = admin(addr, &["topicRoute", "--json", "--topic", "TopicA"]);
-    let from_cli = TopicRouteData::decode(ok(&run).as_bytes()).expect("route JSON");
-    let direct = f.server.client().get_route("TopicA").expect("route call");
-    assert_eq!(Some(from_cli), direct);
-
     let run = admin(addr, &["topicRoute", "-t", "NoSuchTopic"]);
     assert_eq!(run.code, 1);
     assert!(run.stdout.is_empty());
     assert_eq!(
         run.stderr.trim(),
         format!("rmq-admin: topic NoSuchTopic not found (no route on {addr})")
+    );
+}
+
+#[test]
+fn topic_cluster_list_names_every_cluster_serving_the_topic() {
+    let f = fixture();
+    let addr = &f.server.addr;
+    assert_eq!(
+        ok(&admin(addr, &["topicClusterList", "-t", "TopicShared"])),
+        "C1\nC2\n"
+    );
+    assert_eq!(ok(&admin(addr, &["topicClusterList", "-tTopicB"])), "C2\n");
+    let run = admin(addr, &["--json", "topicClusterList", "-t", "TopicA"]);
+    assert_eq!(parse(ok(&run)), Value::Array(vec![Value::Str("C1".into())]));
+    let run = admin(addr, &["topicClusterList", "-t", "NoSuchTopic"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("topic NoSuchTopic not found"),
+        "{}",
+        run.stderr
     );
 }
 
@@ -333,10 +369,8 @@ fn kv_config_update_get_delete() {
         Some("broker-a:4".to_string())
     );
 
-    let run = admin(
-        addr,
-        &["getKvConfig", "-s", "ORDER_TOPIC_CONFIG", "-k", "TopicB"],
-    );
+    // Values attached to their letters, as mqadmin (commons-cli) accepts them.
+    let run = admin(addr, &["getKvConfig", "-sORDER_TOPIC_CONFIG", "-kTopicB"]);
     assert_eq!(ok(&run), "broker-b:8\n");
     let run = admin(addr, &["getKvConfig", "-s", "ORDER_TOPIC_CONFIG"]);
     assert_eq!(
@@ -370,7 +404,7 @@ fn kv_config_update_get_delete() {
     assert_eq!(run.code, 1);
     assert_eq!(
         run.stderr.trim(),
-        "rmq-admin: no KV config item ORDER_TOPIC_CONFIG/TopicA"
+        format!("rmq-admin: no KV config item ORDER_TOPIC_CONFIG/TopicA on {addr}")
     );
     let run = admin(addr, &["getKvConfig", "-s", "NO_SUCH_NAMESPACE"]);
     assert_eq!(run.code, 1);
@@ -461,7 +495,7 @@ fn write_permission_wipe_and_add() {
         perm_of("TopicShared"),
         vec![("broker-a".to_string(), 4), ("broker-b".to_string(), 6)]
     );
-    let run = admin(addr, &["topicRoute", "-t", "TopicA"]);
+    let run = admin(addr, &["topicRoute", "-t", "TopicA", "-l"]);
     assert!(ok(&run).contains("4 (R--)"));
 
     let run = admin(addr, &["--json", "addWritePerm", "-b", "broker-a"]);
@@ -475,9 +509,21 @@ fn write_permission_wipe_and_add() {
     assert_eq!(row.get("addTopicCount"), Some(&Value::Int(2)));
     assert_eq!(perm_of("TopicA"), vec![("broker-a".to_string(), 6)]);
 
-    // An unknown broker touches nothing.
-    let run = admin(addr, &["wipeWritePerm", "-b", "nobody"]);
-    assert!(ok(&run).lines().nth(1).is_some_and(|l| l.ends_with("  0")));
+    // An unknown broker: said so, exit 1, nothing touched.
+    for command in ["wipeWritePerm", "addWritePerm"] {
+        let run = admin(addr, &[command, "-b", "nosuch"]);
+        assert_eq!(run.code, 1, "{command}: {}", run.stderr);
+        assert_eq!(
+            run.stderr.trim(),
+            format!("rmq-admin: {addr}: no broker named nosuch is registered here")
+        );
+        assert!(
+            run.stdout.contains("no broker named nosuch"),
+            "{}",
+            run.stdout
+        );
+    }
+    assert_eq!(perm_of("TopicA"), vec![("broker-a".to_string(), 6)]);
 }
 
 #[test]
@@ -486,6 +532,11 @@ fn delete_topic_everywhere_or_in_one_cluster() {
     let addr = &f.server.addr;
     let run = admin(addr, &["deleteTopic", "-t", "TopicShared", "-c", "C2"]);
     assert_eq!(lines(ok(&run))[1], format!("{addr}  OK"));
+    assert!(
+        run.stderr.contains("brokers still have it"),
+        "deleteTopic says brokers are not touched: {}",
+        run.stderr
+    );
     let route = f
         .server
         .client()
@@ -548,12 +599,13 @@ fn stats_shows_the_extension_and_fails_on_other_name_servers() {
     let run = admin(&fake.addr, &["stats"]);
     assert_eq!(run.code, 1);
     assert!(run.stdout.is_empty());
-    assert_eq!(
-        run.stderr.trim(),
-        format!(
+    assert!(
+        run.stderr.trim().starts_with(&format!(
             "rmq-admin: {}: REQUEST_CODE_NOT_SUPPORTED (3): request type 29001 not supported",
             fake.addr
-        )
+        )),
+        "{}",
+        run.stderr
     );
 }
 
@@ -564,13 +616,10 @@ fn unreachable_servers_exit_3_and_reads_fail_over() {
     let run = admin(&dead, &["clusterList"]);
     assert_eq!(run.code, 3);
     assert!(run.stdout.is_empty());
-    assert!(
-        run.stderr
-            .starts_with("rmq-admin: no name server reachable ("),
-        "{}",
-        run.stderr
+    assert_eq!(
+        run.stderr.trim(),
+        format!("rmq-admin: {dead}: connection refused (nothing listens there)")
     );
-    assert!(run.stderr.contains(&dead), "{}", run.stderr);
 
     // A hung server times out after --timeout.
     let hung = FakeNamesrv::start(Behaviour::Silent);
@@ -580,6 +629,25 @@ fn unreachable_servers_exit_3_and_reads_fail_over() {
     );
     assert_eq!(run.code, 3, "{}", run.stderr);
     assert!(run.stderr.contains("timed out"), "{}", run.stderr);
+    assert!(run.stderr.contains(&hung.addr), "{}", run.stderr);
+
+    // Two down: both named, still exit 3.
+    let run = admin(
+        &format!("{dead};{}", hung.addr),
+        &["--timeout", "200", "topicList"],
+    );
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .starts_with("rmq-admin: no name server of 2 answered:"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains(&dead) && run.stderr.contains(&hung.addr),
+        "{}",
+        run.stderr
+    );
 
     // One of two down: reads go to the live one whichever the random start was.
     let list = format!("{dead};{}", f.server.addr);
@@ -587,26 +655,276 @@ fn unreachable_servers_exit_3_and_reads_fail_over() {
         let run = admin(&list, &["clusterList", "-c", "C2"]);
         assert_eq!(lines(ok(&run)).len(), 2);
     }
-    // Writes go to both: the live one is updated, the dead one reported, exit 3.
-    let run = admin(&list, &["updateKvConfig", "-s", "NS", "-k", "k", "-v", "v"]);
-    assert_eq!(run.code, 3);
-    let rows = lines(&run.stdout);
-    assert!(
-        rows[1].starts_with(&dead) && !rows[1].ends_with("OK"),
-        "{}",
-        run.stdout
-    );
-    assert_eq!(
-        rows[2].split_whitespace().collect::<Vec<_>>(),
-        [f.server.addr.as_str(), "OK"]
-    );
-    assert!(run.stderr.contains(&dead), "{}", run.stderr);
-    assert_eq!(
-        f.server.client().get_kv_config("NS", "k").expect("get"),
-        Some("v".into())
-    );
 
     // NAMESRV_ADDR is used when -n is absent.
     let run = admin_env(&["clusterList", "-c", "C1"], Some(&list));
     assert_eq!(lines(ok(&run)).len(), 3);
+}
+
+#[test]
+fn a_write_that_some_servers_missed_exits_4_and_names_them() {
+    let srv = TestServer::start();
+    let dead = dead_addr();
+    // One live, one down: the live one is updated, the dead one reported, exit 4 (partial),
+    // not 3 ("no name server reachable"), which would be a lie.
+    let list = format!("{dead};{}", srv.addr);
+    let run = admin(&list, &["updateKvConfig", "-s", "NS", "-k", "k", "-v", "v"]);
+    assert_eq!(run.code, 4, "{}", run.stderr);
+    let rows = lines(&run.stdout);
+    assert_eq!(
+        rows[1]
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect::<Vec<_>>(),
+        [dead.as_str(), "connection refused (nothing listens there)"]
+    );
+    assert_eq!(
+        rows[2].split_whitespace().collect::<Vec<_>>(),
+        [srv.addr.as_str(), "OK"]
+    );
+    assert_eq!(
+        run.stderr.trim(),
+        format!("rmq-admin: {dead}: connection refused (nothing listens there)")
+    );
+    assert_eq!(
+        srv.client().get_kv_config("NS", "k").expect("get"),
+        Some("v".into())
+    );
+
+    // One live, one answering an error (a name server that refuses the request): exit 4 too,
+    // and the JSON rows say which.
+    let other = FakeNamesrv::start(Behaviour::NoStats);
+    let list = format!("{};{}", srv.addr, other.addr);
+    let run = admin(&list, &["--json", "deleteKvConfig", "-s", "NS", "-k", "k"]);
+    assert_eq!(run.code, 4, "{}", run.stderr);
+    let v = parse(&run.stdout);
+    let rows = v.as_array().expect("array");
+    assert_eq!(rows[0].get("result").and_then(Value::as_str), Some("OK"));
+    let failed = rows[1].get("result").and_then(Value::as_str).unwrap_or("");
+    assert!(
+        failed.starts_with("REQUEST_CODE_NOT_SUPPORTED (3)"),
+        "{failed}"
+    );
+    assert!(run.stderr.contains(&other.addr), "{}", run.stderr);
+    assert_eq!(srv.client().get_kv_config("NS", "k").expect("get"), None);
+
+    // Every server down: 3. Every server refusing: 1.
+    let run = admin(&dead, &["updateKvConfig", "-s", "NS", "-k", "k", "-v", "v"]);
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    let run = admin(
+        &other.addr,
+        &["updateKvConfig", "-s", "NS", "-k", "k", "-v", "v"],
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr);
+}
+
+/// A peer that is not a name server, on std::net.
+#[derive(Clone, Copy)]
+enum Peer {
+    /// Answers any bytes with an HTTP 400 and closes.
+    Http,
+    /// Reads the request and closes without an answer.
+    Closes,
+    /// Answers every request with REQUEST_CODE_NOT_SUPPORTED, as a broker does for
+    /// name-server requests.
+    Broker,
+}
+
+fn serve_peer(mut stream: TcpStream, peer: Peer) {
+    use rmq_namesrv::remoting::codes::{response, FLAG_RESPONSE};
+    use rmq_namesrv::remoting::command::{encode_frame, DecodeLimits, Header, RemotingCommand};
+    let mut len = [0u8; 4];
+    match peer {
+        // Read what came before closing: unread data would turn the close into a reset.
+        Peer::Closes => {
+            let _ = stream.read(&mut [0u8; 4096]);
+        }
+        Peer::Http => {
+            let _ = stream.read(&mut [0u8; 4096]);
+            let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+            let _ = stream.shutdown(std::net::Shutdown::Write);
+            let _ = stream.read_to_end(&mut Vec::new());
+        }
+        Peer::Broker => {
+            while stream.read_exact(&mut len).is_ok() {
+                let mut frame = vec![0u8; u32::from_be_bytes(len) as usize];
+                if stream.read_exact(&mut frame).is_err() {
+                    return;
+                }
+                let Ok(cmd) = RemotingCommand::decode(frame.into(), &DecodeLimits::default())
+                else {
+                    return;
+                };
+                let remark = format!(" request type {} not supported", cmd.code);
+                let header = Header {
+                    code: response::REQUEST_CODE_NOT_SUPPORTED,
+                    language: "JAVA",
+                    version: 479,
+                    opaque: cmd.opaque,
+                    flag: FLAG_RESPONSE,
+                    remark: Some(&remark),
+                };
+                let mut out = Vec::new();
+                encode_frame(
+                    &mut out,
+                    cmd.serialize_type,
+                    &header,
+                    None::<[(&str, &str); 0]>,
+                    b"",
+                );
+                if stream.write_all(&out).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Starts `peer` on an ephemeral port; it serves until the test process ends.
+fn start_peer(peer: Peer) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || serve_peer(stream, peer));
+        }
+    });
+    addr
+}
+
+#[test]
+fn a_peer_that_is_not_a_name_server_is_named_with_what_it_did() {
+    let http = start_peer(Peer::Http);
+    let closes = start_peer(Peer::Closes);
+    let broker = start_peer(Peer::Broker);
+    let cases = [
+        (
+            &http,
+            "answered something that is not a name server's answer",
+        ),
+        (&closes, "connection closed without an answer"),
+        (
+            &broker,
+            "REQUEST_CODE_NOT_SUPPORTED (3): request type 106 not supported: not a name server",
+        ),
+    ];
+    for (addr, what) in cases {
+        let run = admin(addr, &["clusterList"]);
+        assert_eq!(run.code, 1, "{addr}: {}", run.stderr);
+        assert!(run.stdout.is_empty());
+        assert!(
+            run.stderr
+                .starts_with(&format!("rmq-admin: {addr}: {what}")),
+            "{addr}: {}",
+            run.stderr
+        );
+    }
+    let run = admin(&http, &["topicList"]);
+    assert!(
+        run.stderr.trim_end().ends_with("it speaks HTTP"),
+        "{}",
+        run.stderr
+    );
+
+    // In a list, reads pass over such peers to a real name server; writes name them.
+    let f = fixture();
+    let list = format!("{http};{closes};{broker};{}", f.server.addr);
+    for _ in 0..3 {
+        assert_eq!(
+            lines(ok(&admin(&list, &["clusterList", "-c", "C2"]))).len(),
+            2
+        );
+    }
+    let run = admin(&list, &["updateKvConfig", "-s", "NS", "-k", "k", "-v", "v"]);
+    assert_eq!(run.code, 4, "{}", run.stderr);
+    for addr in [&http, &closes, &broker] {
+        assert!(
+            run.stderr.contains(&format!("rmq-admin: {addr}: ")),
+            "{}",
+            run.stderr
+        );
+    }
+}
+
+#[test]
+fn update_order_conf_puts_gets_and_deletes_the_order_topic_config_item() {
+    let f = fixture();
+    let addr = &f.server.addr;
+    let run = admin(
+        addr,
+        &[
+            "updateOrderConf",
+            "-t",
+            "TopicA",
+            "-m",
+            "put",
+            "-v",
+            "broker-a:4",
+        ],
+    );
+    assert_eq!(
+        lines(ok(&run))[1].split_whitespace().collect::<Vec<_>>(),
+        [addr.as_str(), "OK"]
+    );
+    let kv = |c: &mut Client| {
+        c.get_kv_config("ORDER_TOPIC_CONFIG", "TopicA")
+            .expect("get")
+    };
+    assert_eq!(kv(&mut f.server.client()), Some("broker-a:4".into()));
+    assert_eq!(
+        ok(&admin(addr, &["updateOrderConf", "-tTopicA", "-mget"])),
+        "broker-a:4\n"
+    );
+    // The route carries it once orderMessageEnable is on: what producers read.
+    ok(&admin(
+        addr,
+        &[
+            "updateNamesrvConfig",
+            "-k",
+            "orderMessageEnable",
+            "-v",
+            "true",
+        ],
+    ));
+    let run = admin(addr, &["topicRoute", "-t", "TopicA", "-l"]);
+    assert!(
+        ok(&run).contains("Order topic conf: broker-a:4"),
+        "{}",
+        run.stdout
+    );
+
+    ok(&admin(
+        addr,
+        &["updateOrderConf", "-t", "TopicA", "-m", "delete"],
+    ));
+    assert_eq!(kv(&mut f.server.client()), None);
+    let run = admin(addr, &["updateOrderConf", "-t", "TopicA", "-m", "get"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr
+            .contains("no KV config item ORDER_TOPIC_CONFIG/TopicA"),
+        "{}",
+        run.stderr
+    );
+
+    // A conf producers could not parse, a missing -v or an unknown method: usage errors.
+    for args in [
+        &[
+            "updateOrderConf",
+            "-t",
+            "TopicA",
+            "-m",
+            "put",
+            "-v",
+            "broker-a",
+        ][..],
+        &["updateOrderConf", "-t", "TopicA", "-m", "put"][..],
+        &["updateOrderConf", "-t", "TopicA", "-m", "upsert"][..],
+        &["updateOrderConf", "-t", "TopicA"][..],
+    ] {
+        let run = admin(addr, args);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+    }
+    assert_eq!(kv(&mut f.server.client()), None);
 }

@@ -1,12 +1,15 @@
 //! `rmq-bench` against a real server: every workload runs for about a second and must report
-//! zero errors and non-zero throughput in its `--json` result.
+//! zero errors and non-zero throughput in its `--json` result; fleets with different tags
+//! coexist on one server; name server lists; Ctrl-C; what the text and JSON reports say.
 
 mod common;
 
-use common::TestServer;
+use common::{cluster_info, wait_until, TestServer};
 use rmq_namesrv::remoting::json::{self, Value};
+use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 const BENCH: &str = env!("CARGO_BIN_EXE_rmq-bench");
 
@@ -219,9 +222,289 @@ fn help_and_bad_arguments() {
     let out = Command::new(BENCH).arg("help").output().expect("runs");
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("usage: rmq-bench"));
+    // A usage error: one line saying what is wrong, one hint, nothing else.
     let out = Command::new(BENCH)
-        .args(["route", "--nope"])
+        .args(["route", "-n", "127.0.0.1:9876", "--nope"])
         .output()
         .expect("runs");
     assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "rmq-bench: unknown option \"--nope\"\nTry 'rmq-bench help' for the workloads and options.\n"
+    );
+    let out = Command::new(BENCH)
+        .arg("route")
+        .env_remove("NAMESRV_ADDR")
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 2, "{err}");
+    assert!(err.contains("NAMESRV_ADDR"), "{err}");
+}
+
+/// The broker addresses registered on `server`, by broker name.
+fn broker_addrs(server: &TestServer) -> Vec<(String, String)> {
+    let info = cluster_info(&mut server.client());
+    let mut out: Vec<(String, String)> = info
+        .broker_addr_table
+        .values()
+        .flat_map(|b| {
+            b.broker_addrs
+                .values()
+                .map(|a| (b.broker_name.clone(), a.clone()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// A register fleet in the background (`-d 60`, ended with SIGINT by the caller).
+fn fleet(server: &TestServer, tag: &str) -> Child {
+    Command::new(BENCH)
+        .args([
+            "register",
+            "-n",
+            &server.addr,
+            "--brokers",
+            "3",
+            "--topics",
+            "2",
+        ])
+        .args(["--tag", tag, "-d", "60", "--quiet", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("rmq-bench starts")
+}
+
+/// Ctrl-C: SIGINT to `child` by its pid.
+fn interrupt(child: &Child) {
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+}
+
+#[test]
+fn fleets_with_different_tags_register_distinct_addresses_side_by_side() {
+    let server = TestServer::start();
+    let steady_of = |all: &[(String, String)]| -> Vec<(String, String)> {
+        let only = all
+            .iter()
+            .filter(|(name, _)| name.starts_with("bench-broker-steady-"));
+        only.cloned().collect()
+    };
+    let mut steady = fleet(&server, "steady");
+    assert!(wait_until(Duration::from_secs(30), || broker_addrs(
+        &server
+    )
+    .len()
+        == 3));
+    let steady_addrs = steady_of(&broker_addrs(&server));
+
+    let mut ex1 = fleet(&server, "ex1");
+    assert!(
+        wait_until(Duration::from_secs(30), || broker_addrs(&server).len() == 6),
+        "{:?}",
+        broker_addrs(&server)
+    );
+    let both = broker_addrs(&server);
+    let distinct: BTreeSet<&String> = both.iter().map(|(_, a)| a).collect();
+    assert_eq!(distinct.len(), 6, "fleets share addresses: {both:?}");
+
+    // The second fleet leaves; the first keeps its brokers and addresses.
+    interrupt(&ex1);
+    assert_eq!(ex1.wait().expect("ex1 ends").code(), Some(130));
+    assert!(wait_until(Duration::from_secs(30), || broker_addrs(
+        &server
+    )
+    .len()
+        == 3));
+    assert_eq!(broker_addrs(&server), steady_addrs);
+    interrupt(&steady);
+    assert_eq!(steady.wait().expect("steady ends").code(), Some(130));
+
+    // The same tag gets the same addresses on the next run.
+    let mut again = fleet(&server, "steady");
+    assert!(wait_until(Duration::from_secs(30), || broker_addrs(
+        &server
+    )
+    .len()
+        == 3));
+    assert_eq!(broker_addrs(&server), steady_addrs);
+    interrupt(&again);
+    let _ = again.wait();
+}
+
+#[test]
+fn ctrl_c_during_a_timed_run_prints_the_summary_so_far() {
+    let server = TestServer::start();
+    let mut child = Command::new(BENCH)
+        .args([
+            "route",
+            "-n",
+            &server.addr,
+            "--brokers",
+            "4",
+            "--topics",
+            "4",
+        ])
+        .args(["--clients", "2", "-d", "60"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("rmq-bench starts");
+    // Progress lines (one a second) show the live p99; the first one of the main phase means
+    // the timed run is under way.
+    let mut progress = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    while !line.starts_with("[main") {
+        line.clear();
+        assert!(
+            progress.read_line(&mut line).expect("stderr") > 0,
+            "no progress line"
+        );
+    }
+    assert!(
+        line.contains(" ops/s, p99 ") && line.contains(" us, 0 errors"),
+        "{line}"
+    );
+    interrupt(&child);
+    let out = child.wait_with_output().expect("rmq-bench ends");
+    assert_eq!(out.status.code(), Some(130));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("INTERRUPTED"), "{text}");
+    assert!(text.contains("phase main ("), "{text}");
+    assert!(text.contains("cut short"), "{text}");
+    assert!(text.contains("  route "), "{text}");
+}
+
+#[test]
+fn text_report_shows_min_and_p95_and_never_calls_the_server_other_load() {
+    let server = TestServer::start();
+    let out = Command::new(BENCH)
+        .args(args("route", &server, &["--clients", "2", "--quiet"]))
+        .output()
+        .expect("runs");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let latency = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("latency us:"))
+        .unwrap_or_else(|| panic!("no latency line:\n{text}"));
+    let words: Vec<&str> = latency.split_whitespace().collect();
+    for key in ["min", "p50", "p90", "p95", "p99", "p99.9", "max"] {
+        assert!(words.contains(&key), "{key} missing: {latency}");
+    }
+    // Without --pid the server's CPU cannot be told from other processes': said so, and no
+    // "other load" verdict built on it.
+    let machine = text
+        .lines()
+        .find(|l| l.starts_with("machine:"))
+        .expect("machine line");
+    assert!(machine.contains("server and other processes"), "{machine}");
+    assert!(!text.contains("other load"), "{text}");
+    let v = bench(&args("route", &server, &["--clients", "2"]));
+    let m = v.get("machine").expect("machine");
+    assert!(m.get("server_and_other_cores").is_some() && m.get("other_cores").is_none());
+
+    // With --pid (the test server runs in this process) the split is there.
+    let pid = std::process::id().to_string();
+    let v = bench(&args("route", &server, &["--clients", "2", "--pid", &pid]));
+    let m = v.get("machine").expect("machine");
+    assert!(number(m, "server_cores") >= 0.0 && number(m, "other_cores") >= 0.0);
+}
+
+#[test]
+fn json_numbers_are_numbers() {
+    let server = TestServer::start();
+    let v = bench(&args(
+        "register",
+        &server,
+        &["--rate", "100", "--tag", "json"],
+    ));
+    let params = v.get("params").expect("params");
+    assert_eq!(params.get("brokers"), Some(&Value::Int(20)));
+    assert_eq!(params.get("depth"), Some(&Value::Int(1)));
+    assert_eq!(number(params, "rate_per_s"), 100.0);
+    assert_eq!(params.get("mode").and_then(Value::as_str), Some("steady"));
+    assert_eq!(params.get("tag").and_then(Value::as_str), Some("json"));
+    assert_eq!(v.get("interrupted"), Some(&Value::Bool(false)));
+    let lat = class(&v, "main", "register")
+        .get("latency_us")
+        .expect("latency");
+    assert!(number(lat, "min") <= number(lat, "p95") && number(lat, "p95") <= number(lat, "p99"));
+}
+
+#[test]
+fn a_name_server_list_gets_every_broker_and_shares_the_route_clients() {
+    let a = TestServer::start();
+    let b = TestServer::start();
+    let list = format!("{};{}", a.addr, b.addr);
+    let v = bench(&[
+        "route",
+        "-n",
+        &list,
+        "--brokers",
+        "4",
+        "--topics",
+        "4",
+        "--clients",
+        "4",
+        "-d",
+        "1",
+    ]);
+    assert_clean(&v, "main", "route");
+    assert_eq!(v.get("target").and_then(Value::as_str), Some(list.as_str()));
+    assert_eq!(
+        number(v.get("params").expect("params"), "name_servers"),
+        2.0
+    );
+    // Every broker registered with both servers.
+    assert_eq!(number(class(&v, "setup", "register"), "ops"), 8.0);
+    for server in [&a, &b] {
+        let served = common::stats(&mut server.client());
+        let requests = served.get("requests").expect("requests");
+        assert_eq!(
+            number(requests, "103"),
+            4.0,
+            "registrations on {}",
+            server.addr
+        );
+        assert!(
+            number(requests, "105") > 0.0,
+            "no route lookups on {}",
+            server.addr
+        );
+    }
+
+    // $NAMESRV_ADDR stands in for -n.
+    let out = Command::new(BENCH)
+        .args([
+            "register",
+            "--brokers",
+            "2",
+            "--topics",
+            "2",
+            "-d",
+            "1",
+            "--quiet",
+            "--json",
+        ])
+        .env("NAMESRV_ADDR", &a.addr)
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json::parse(&out.stdout).expect("json");
+    assert_eq!(
+        v.get("target").and_then(Value::as_str),
+        Some(a.addr.as_str())
+    );
 }

@@ -482,3 +482,189 @@ fn init_writes_timestamped_lines_to_the_file_and_a_second_init_is_a_no_op() {
     );
     assert!(!text.contains("below the level"));
 }
+
+// ---------------------------------------------------------------------------------------------
+// install.sh
+// ---------------------------------------------------------------------------------------------
+
+const INSTALL_SH: &str = "deploy/install.sh";
+
+/// Where cargo put the binaries under test (what `BIN_DIR` points install.sh at).
+fn built_bin_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_rmq-namesrv"))
+        .parent()
+        .expect("bin dir")
+        .to_path_buf()
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// A command that runs `sh install.sh args...` as an unprivileged user: as is when the tests
+/// are not root, else as nobody through setpriv, when that user can read the checkout and the
+/// binaries. None when there is no way to drop root here.
+fn unprivileged_install(args: &[String]) -> Option<Command> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(INSTALL_SH);
+    if !is_root() {
+        let mut cmd = Command::new("sh");
+        cmd.arg(&script).args(args);
+        return Some(cmd);
+    }
+    let nobody = ["--reuid=65534", "--regid=65534", "--clear-groups"];
+    let readable = Command::new("setpriv")
+        .args(nobody)
+        .args(["sh", "-c", "test -r \"$1\" && test -x \"$2\"", "sh"])
+        .arg(&script)
+        .arg(env!("CARGO_BIN_EXE_rmq-namesrv"))
+        .status()
+        .is_ok_and(|s| s.success());
+    if !readable {
+        return None;
+    }
+    let mut cmd = Command::new("setpriv");
+    cmd.args(nobody).arg("sh").arg(&script).args(args);
+    Some(cmd)
+}
+
+/// Runs install.sh with `args`, unprivileged when possible (else as the current user, which
+/// DESTDIR makes safe too). Returns (exit code, stdout, stderr).
+fn run_install(args: &[String]) -> (i32, String, String) {
+    let mut cmd = unprivileged_install(args).unwrap_or_else(|| {
+        let mut cmd = Command::new("sh");
+        cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(INSTALL_SH))
+            .args(args);
+        cmd
+    });
+    let out = cmd
+        .env_remove("DESTDIR")
+        .env_remove("PREFIX")
+        .output()
+        .expect("sh runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A staging directory anyone may write (the script may run as nobody).
+fn staging_dir(label: &str) -> TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new(label);
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).expect("chmod");
+    dir
+}
+
+fn rmq_user_exists() -> bool {
+    Command::new("getent")
+        .args(["passwd", "rmq"])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn install_sh_stages_every_file_under_destdir_without_root() {
+    let dir = staging_dir("stage");
+    let stage = dir.path().join("root");
+    let user_before = rmq_user_exists();
+    let args = vec![
+        format!("DESTDIR={}", stage.display()),
+        format!("BIN_DIR={}", built_bin_dir().display()),
+    ];
+    let (code, stdout, stderr) = run_install(&args);
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        stdout.contains(&format!("staged under {}", stage.display())),
+        "{stdout}"
+    );
+
+    for binary in ["rmq-namesrv", "rmq-admin", "rmq-bench"] {
+        let staged = stage.join("usr/local/bin").join(binary);
+        let built = built_bin_dir().join(binary);
+        assert_eq!(
+            fs::read(&staged).unwrap_or_else(|e| panic!("{}: {e}", staged.display())),
+            fs::read(&built).expect("built binary"),
+            "{binary} copied as built"
+        );
+    }
+    let conf = stage.join("etc/rmq-namesrv/namesrv.conf");
+    assert_eq!(
+        fs::read_to_string(&conf).expect("conf"),
+        repo_file(EXAMPLE_CONFIG_PATH)
+    );
+    let example = stage.join("etc/rmq-namesrv/namesrv.conf.example");
+    assert_eq!(
+        fs::read_to_string(example).expect("example"),
+        repo_file(EXAMPLE_CONFIG_PATH)
+    );
+    let unit = stage.join("etc/systemd/system/rmq-namesrv.service");
+    assert_eq!(
+        fs::read_to_string(&unit).expect("unit"),
+        repo_file(UNIT_PATH)
+    );
+    assert!(stage.join("var/lib/rmq-namesrv").is_dir());
+    assert!(stage.join("var/log/rmq-namesrv").is_dir());
+    assert_eq!(
+        rmq_user_exists(),
+        user_before,
+        "a staged install creates no user"
+    );
+
+    // Again: the operator's config is kept, the example refreshed.
+    fs::write(&conf, "listenPort=9999\n").expect("edit conf");
+    let (code, stdout, stderr) = run_install(&args);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("keeping existing"), "{stdout}");
+    assert_eq!(
+        fs::read_to_string(&conf).expect("conf"),
+        "listenPort=9999\n"
+    );
+
+    // PREFIX moves the binaries, and the unit's ExecStart follows them.
+    let mut with_prefix = args.clone();
+    with_prefix.push("PREFIX=/opt/rmq".into());
+    let (code, _, stderr) = run_install(&with_prefix);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stage.join("opt/rmq/bin/rmq-namesrv").is_file());
+    let text = fs::read_to_string(&unit).expect("unit");
+    let entries = parse_unit(&text).expect("unit parses");
+    assert_eq!(
+        unit_values(&entries, "Service", "ExecStart"),
+        ["/opt/rmq/bin/rmq-namesrv -c /etc/rmq-namesrv/namesrv.conf"]
+    );
+}
+
+#[test]
+fn install_sh_refuses_without_root_only_when_installing_onto_the_machine() {
+    let bin_dir = format!("BIN_DIR={}", built_bin_dir().display());
+    match unprivileged_install(std::slice::from_ref(&bin_dir)) {
+        Some(mut cmd) => {
+            let out = cmd.env_remove("DESTDIR").output().expect("sh runs");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{stderr}");
+            assert!(out.stdout.is_empty(), "nothing was done before refusing");
+            assert!(
+                stderr.starts_with("install.sh: installing onto this machine"),
+                "{stderr}"
+            );
+            assert!(
+                stderr.contains("needs root") && stderr.contains("DESTDIR="),
+                "{stderr}"
+            );
+        }
+        None => eprintln!("skipped the refusal check: cannot drop root here"),
+    }
+    // Bad settings are refused before anything happens, whoever runs the script.
+    let dir = staging_dir("bad-args");
+    let destdir = format!("DESTDIR={}", dir.path().display());
+    for bad in ["PREFIX=opt/rmq", "PREFIX=/opt/my rmq", "FOO=1"] {
+        let (code, stdout, stderr) = run_install(&[destdir.clone(), bin_dir.clone(), bad.into()]);
+        assert_eq!(code, 2, "{bad}: {stdout}{stderr}");
+        assert!(stderr.starts_with("install.sh: "), "{stderr}");
+    }
+    assert_eq!(fs::read_dir(dir.path()).expect("dir").count(), 0);
+}

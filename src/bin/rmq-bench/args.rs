@@ -1,14 +1,16 @@
 //! Command line: `rmq-bench <workload> -n host:port [options]`, parsed by hand into one
 //! `Options` value (every workload reads the fields it needs; defaults depend on the
-//! workload and are filled in by [`parse`]).
+//! workload and are filled in by [`parse`]). `-n` takes a `;`-separated list, as every
+//! RocketMQ tool does, and defaults to `$NAMESRV_ADDR`.
 
+use rmq_namesrv::client::nameserver_set::parse_addr_list;
 use std::time::Duration;
 
 pub const USAGE: &str = "\
 rmq-bench: load generator for RocketMQ name servers (any implementation), over the real
 wire protocol.
 
-usage: rmq-bench <workload> -n host:port [options]
+usage: rmq-bench <workload> -n 'host:port[;host:port...]' [options]
        rmq-bench canned [-l host:port] [--body-bytes N]
        rmq-bench help
 
@@ -24,14 +26,21 @@ workloads:
               generator's ceiling (run a workload against it to see the tool's own limit)
 
 common options:
-  -n, --namesrv HOST:PORT   name server to load (required)
-  -d, --duration T          timed phase length: 10, 10s, 500ms (default 10s)
+  -n, --namesrv LIST        name servers to load, ';'-separated (default: $NAMESRV_ADDR);
+                            simulated brokers register with every one, route clients
+                            are spread over them
+  -d, --duration T          timed phase length: 10, 10s, 500ms (default 10s); Ctrl-C
+                            ends a run early and prints the results so far (exit 130)
   --json                    print the result as one JSON object on stdout
   --quiet                   no progress line on stderr
   --pid PID                 sample the server's RSS and CPU time from /proc before/after
+                            (without it, the server's CPU is not told from other load)
   --header json|rocketmq    request header codec (default json, as Java peers send)
   --language NAME           header language (default JAVA)
-  --tag TEXT                made part of broker names, so runs do not collide (default none)
+  --tag TEXT                names this fleet: part of its broker names, and its own block of
+                            broker addresses (same tag, same addresses every run), so fleets
+                            with different tags can share one server (default: none,
+                            addresses 10.0.0.0:10911 upwards)
 
 cluster layout (register, heartbeat, route, mixed, expire):
   --brokers N               simulated brokers, each a broker group master (default 100;
@@ -83,7 +92,8 @@ pub enum Workload {
 #[derive(Debug, Clone)]
 pub struct Options {
     pub workload: Workload,
-    pub namesrv: String,
+    /// The name servers of `-n` (or `$NAMESRV_ADDR`).
+    pub namesrv: Vec<String>,
     pub duration: Duration,
     pub json: bool,
     pub quiet: bool,
@@ -154,11 +164,8 @@ fn number<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
         .map_err(|_| format!("{flag}: not a number: {v:?}"))
 }
 
-pub fn parse(args: &[String]) -> Result<Options, String> {
-    let Some(first) = args.first() else {
-        return Err("no workload given".into());
-    };
-    let workload = match first.as_str() {
+fn workload_of(name: &str) -> Result<Workload, String> {
+    Ok(match name {
         "register" => Workload::Register,
         "heartbeat" => Workload::Heartbeat,
         "route" => Workload::Route,
@@ -167,10 +174,15 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
         "canned" => Workload::Canned,
         "help" | "-h" | "--help" => Workload::Help,
         other => return Err(format!("unknown workload {other:?}")),
-    };
-    let mut o = Options {
+    })
+}
+
+/// The options a workload starts from.
+fn defaults(workload: Workload) -> Options {
+    let expire = workload == Workload::Expire;
+    Options {
         workload,
-        namesrv: String::new(),
+        namesrv: Vec::new(),
         duration: Duration::from_secs(10),
         json: false,
         quiet: false,
@@ -183,11 +195,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             Workload::Expire => 10_000,
             _ => 100,
         },
-        topics: if workload == Workload::Expire {
-            10
-        } else {
-            100
-        },
+        topics: if expire { 10 } else { 100 },
         shared_by: 2,
         groups: 4,
         queues: 8,
@@ -198,7 +206,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
         rate: None,
         depth: None,
         op_query: false,
-        clients: if workload == Workload::Expire { 4 } else { 16 },
+        clients: if expire { 4 } else { 16 },
         version: 479,
         route_rate: 10_000.0,
         topic_list: Vec::new(),
@@ -206,7 +214,96 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
         max_wait: Duration::from_secs(120),
         listen: "127.0.0.1:0".into(),
         body_bytes: 0,
+    }
+}
+
+/// Gives an option its value on demand (inline `--flag=value` or the next argument).
+type ValueOf<'a> = dyn FnMut() -> Result<String, String> + 'a;
+
+/// Options every workload reads and the cluster layout. `Ok(false)`: not one of these.
+fn set_common(o: &mut Options, flag: &str, value: &mut ValueOf) -> Result<bool, String> {
+    match flag {
+        "-n" | "--namesrv" => o.namesrv = parse_addr_list(&value()?),
+        "-d" | "--duration" => o.duration = parse_duration(&value()?)?,
+        "--json" => o.json = true,
+        "--quiet" | "-q" => o.quiet = true,
+        "--pid" => o.pid = Some(number(flag, &value()?)?),
+        "--header" => {
+            o.binary_header = match value()?.as_str() {
+                "json" | "JSON" => false,
+                "rocketmq" | "ROCKETMQ" | "binary" => true,
+                v => return Err(format!("--header: json or rocketmq, not {v:?}")),
+            }
+        }
+        "--language" => o.language = value()?,
+        "--tag" => o.tag = value()?,
+        "--brokers" => o.brokers = number(flag, &value()?)?,
+        "--topics" => o.topics = number(flag, &value()?)?,
+        "--topics-shared-by" => o.shared_by = number(flag, &value()?)?,
+        "--groups" => o.groups = number(flag, &value()?)?,
+        "--queues" => o.queues = number(flag, &value()?)?,
+        "--cluster" => o.cluster = value()?,
+        "--conns" => o.conns = Some(number(flag, &value()?)?),
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// Options of particular workloads. `Ok(false)`: unknown option.
+fn set_workload(o: &mut Options, flag: &str, value: &mut ValueOf) -> Result<bool, String> {
+    match flag {
+        "--churn" => o.churn = true,
+        "--variants" => o.variants = number(flag, &value()?)?,
+        "--rate" => o.rate = Some(parse_rate(&value()?)?),
+        "--depth" => o.depth = Some(number(flag, &value()?)?),
+        "--op" => {
+            o.op_query = match value()?.as_str() {
+                "heartbeat" | "904" => false,
+                "query" | "322" => true,
+                v => return Err(format!("--op: heartbeat or query, not {v:?}")),
+            }
+        }
+        "--clients" => o.clients = number(flag, &value()?)?,
+        "--version" => o.version = number(flag, &value()?)?,
+        "--route-rate" => o.route_rate = parse_rate(&value()?)?,
+        "--topic" => o.topic_list.extend(
+            value()?
+                .split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(String::from),
+        ),
+        "--timeout-ms" => o.timeout_ms = number(flag, &value()?)?,
+        "--max-wait" => o.max_wait = parse_duration(&value()?)?,
+        "-l" | "--listen" => o.listen = value()?,
+        "--body-bytes" => o.body_bytes = number(flag, &value()?)?,
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+fn check(o: &Options) -> Result<(), String> {
+    let needs_server = !matches!(o.workload, Workload::Canned | Workload::Help);
+    if needs_server && o.namesrv.is_empty() {
+        return Err("no name server: give -n 'host:port;host:port' or set NAMESRV_ADDR".into());
+    }
+    if o.brokers == 0 && o.topic_list.is_empty() && needs_server {
+        return Err("--brokers must be at least 1".into());
+    }
+    if o.conns == Some(0) || o.depth == Some(0) || o.clients == 0 || o.variants == 0 {
+        return Err("--conns, --depth, --clients and --variants must be at least 1".into());
+    }
+    Ok(())
+}
+
+/// Parses the arguments after the program name; `env_namesrv` is `$NAMESRV_ADDR`, used when
+/// `-n` is absent.
+pub fn parse(args: &[String], env_namesrv: Option<&str>) -> Result<Options, String> {
+    let Some(first) = args.first() else {
+        return Err("no workload given".into());
     };
+    let mut o = defaults(workload_of(first)?);
+    o.namesrv = parse_addr_list(env_namesrv.unwrap_or_default());
     let mut it = args[1..].iter();
     while let Some(arg) = it.next() {
         // Accept both `--flag value` and `--flag=value`.
@@ -223,66 +320,11 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
                     .ok_or_else(|| format!("{flag} needs a value")),
             }
         };
-        match flag {
-            "-n" | "--namesrv" => o.namesrv = value()?,
-            "-d" | "--duration" => o.duration = parse_duration(&value()?)?,
-            "--json" => o.json = true,
-            "--quiet" | "-q" => o.quiet = true,
-            "--pid" => o.pid = Some(number(flag, &value()?)?),
-            "--header" => {
-                o.binary_header = match value()?.as_str() {
-                    "json" | "JSON" => false,
-                    "rocketmq" | "ROCKETMQ" | "binary" => true,
-                    v => return Err(format!("--header: json or rocketmq, not {v:?}")),
-                }
-            }
-            "--language" => o.language = value()?,
-            "--tag" => o.tag = value()?,
-            "--brokers" => o.brokers = number(flag, &value()?)?,
-            "--topics" => o.topics = number(flag, &value()?)?,
-            "--topics-shared-by" => o.shared_by = number(flag, &value()?)?,
-            "--groups" => o.groups = number(flag, &value()?)?,
-            "--queues" => o.queues = number(flag, &value()?)?,
-            "--cluster" => o.cluster = value()?,
-            "--conns" => o.conns = Some(number(flag, &value()?)?),
-            "--churn" => o.churn = true,
-            "--variants" => o.variants = number(flag, &value()?)?,
-            "--rate" => o.rate = Some(parse_rate(&value()?)?),
-            "--depth" => o.depth = Some(number(flag, &value()?)?),
-            "--op" => {
-                o.op_query = match value()?.as_str() {
-                    "heartbeat" | "904" => false,
-                    "query" | "322" => true,
-                    v => return Err(format!("--op: heartbeat or query, not {v:?}")),
-                }
-            }
-            "--clients" => o.clients = number(flag, &value()?)?,
-            "--version" => o.version = number(flag, &value()?)?,
-            "--route-rate" => o.route_rate = parse_rate(&value()?)?,
-            "--topic" => o.topic_list.extend(
-                value()?
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|t| !t.is_empty())
-                    .map(String::from),
-            ),
-            "--timeout-ms" => o.timeout_ms = number(flag, &value()?)?,
-            "--max-wait" => o.max_wait = parse_duration(&value()?)?,
-            "-l" | "--listen" => o.listen = value()?,
-            "--body-bytes" => o.body_bytes = number(flag, &value()?)?,
-            other => return Err(format!("unknown option {other:?}")),
+        if !set_common(&mut o, flag, &mut value)? && !set_workload(&mut o, flag, &mut value)? {
+            return Err(format!("unknown option {flag:?}"));
         }
     }
-    let needs_server = !matches!(workload, Workload::Canned | Workload::Help);
-    if needs_server && o.namesrv.is_empty() {
-        return Err("-n host:port is required".into());
-    }
-    if o.brokers == 0 && o.topic_list.is_empty() && needs_server {
-        return Err("--brokers must be at least 1".into());
-    }
-    if o.conns == Some(0) || o.depth == Some(0) || o.clients == 0 || o.variants == 0 {
-        return Err("--conns, --depth, --clients and --variants must be at least 1".into());
-    }
+    check(&o)?;
     Ok(o)
 }
 
@@ -307,19 +349,30 @@ mod tests {
 
     #[test]
     fn workload_defaults_and_flags() {
-        let o = parse(&args(
-            "route -n 127.0.0.1:9876 --depth=4 --version 317 -d 1s",
-        ))
+        let o = parse(
+            &args("route -n 127.0.0.1:9876 --depth=4 --version 317 -d 1s"),
+            None,
+        )
         .unwrap();
         assert_eq!(o.workload, Workload::Route);
         assert_eq!(o.brokers, 10);
         assert_eq!(o.depth, Some(4));
         assert_eq!(o.version, 317);
         assert_eq!(o.duration, Duration::from_secs(1));
-        let o = parse(&args("expire -n h:1")).unwrap();
+        let o = parse(&args("expire -n h:1"), None).unwrap();
         assert_eq!((o.brokers, o.topics, o.clients), (10_000, 10, 4));
-        assert!(parse(&args("register")).is_err());
-        assert!(parse(&args("register -n h:1 --bogus")).is_err());
-        assert!(parse(&args("canned")).is_ok());
+        assert!(parse(&args("register"), None).is_err());
+        assert!(parse(&args("register -n h:1 --bogus"), None).is_err());
+        assert!(parse(&args("canned"), None).is_ok());
+    }
+
+    #[test]
+    fn name_server_lists_come_from_n_or_the_environment() {
+        let o = parse(&args("route -n a:1;b:2"), Some("env:3")).unwrap();
+        assert_eq!(o.namesrv, ["a:1", "b:2"]);
+        let o = parse(&args("route"), Some("env:3; env:4")).unwrap();
+        assert_eq!(o.namesrv, ["env:3", "env:4"]);
+        let e = parse(&args("route"), None).unwrap_err();
+        assert!(e.contains("NAMESRV_ADDR"), "{e}");
     }
 }

@@ -12,8 +12,8 @@
 //! connection as soon as a response frees a slot.
 //!
 //! A run is a sequence of phases (setup, main, ...). Each phase resets the statistics and ends
-//! after a duration, when every connection has sent its plan once, or when a [`Watch`] says so;
-//! then sending stops and in-flight requests drain.
+//! after a duration, when every connection has sent its plan once, when a [`Watch`] says so,
+//! or when the stop flag is raised (Ctrl-C); then sending stops and in-flight requests drain.
 
 use crate::hist::Histogram;
 use crate::wire::{scan_head, Template, OPAQUE_BASE, SEQ_WRAP};
@@ -22,6 +22,8 @@ use mio::{Events, Interest, Poll, Token};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Statistics of one class in one phase.
@@ -76,6 +78,8 @@ pub struct Class {
     pub stats: ClassStats,
     last_tick_ops: u64,
     last_tick_errors: u64,
+    /// The histogram at the last progress line: the difference is the last second's.
+    last_tick_hist: Histogram,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -153,6 +157,8 @@ pub struct PhaseResult {
     pub ended: Instant,
     /// (class name, its statistics) for the classes that took part.
     pub classes: Vec<(String, ClassStats)>,
+    /// The stop flag ended this phase before its time.
+    pub interrupted: bool,
 }
 
 pub struct Engine {
@@ -164,12 +170,22 @@ pub struct Engine {
     epoch: Instant,
     pub progress: bool,
     dirty: Vec<usize>,
+    /// Raised from outside (a signal handler) to end the current phase early.
+    stop: Arc<AtomicBool>,
+}
+
+/// Where a running phase is: its timing and whether it is draining.
+struct PhaseClock {
+    started: Instant,
+    hard_end: Instant,
+    next_tick: Instant,
+    draining: Option<Instant>,
 }
 
 const READ_CHUNK: usize = 64 * 1024;
 
 impl Engine {
-    pub fn new(progress: bool) -> io::Result<Engine> {
+    pub fn new(progress: bool, stop: Arc<AtomicBool>) -> io::Result<Engine> {
         Ok(Engine {
             poll: Poll::new()?,
             events: Events::with_capacity(4096),
@@ -179,7 +195,13 @@ impl Engine {
             epoch: Instant::now(),
             progress,
             dirty: Vec::new(),
+            stop,
         })
+    }
+
+    /// True once the stop flag is raised: phases end at once, later ones do not start.
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
     }
 
     pub fn add_template(&mut self, t: Template) -> u32 {
@@ -200,6 +222,7 @@ impl Engine {
             stats: ClassStats::default(),
             last_tick_ops: 0,
             last_tick_errors: 0,
+            last_tick_hist: Histogram::default(),
         });
         self.classes.len() - 1
     }
@@ -546,16 +569,19 @@ impl Engine {
         }
     }
 
+    /// One line per second: each class's throughput, p99 and errors over the last second.
     fn print_progress(&mut self, phase: &str, t: f64, classes: &[usize], watch: &dyn Watch) {
         let mut line = format!("[{phase} {t:6.1}s]");
         for &k in classes {
             let c = &mut self.classes[k];
             let ops = c.stats.ops - c.last_tick_ops;
             let errors = c.stats.errors() - c.last_tick_errors;
+            let p99_us = c.stats.hist.percentile_since(&c.last_tick_hist, 99.0) as f64 / 1000.0;
             c.last_tick_ops = c.stats.ops;
             c.last_tick_errors = c.stats.errors();
+            c.last_tick_hist.clone_from(&c.stats.hist);
             line.push_str(&format!(
-                "  {} {} ops/s, {} errors",
+                "  {} {} ops/s, p99 {p99_us:.0} us, {} errors",
                 c.name,
                 crate::report::thousands(ops),
                 errors
@@ -565,21 +591,19 @@ impl Engine {
         eprintln!("{line}");
     }
 
-    /// Runs one phase to its end and drains it.
-    pub fn run_phase(&mut self, spec: &PhaseSpec, watch: &mut dyn Watch) -> PhaseResult {
-        let classes = spec.classes.clone();
-        let once = matches!(spec.until, Until::PlanSent);
-        let started = Instant::now();
+    /// Resets the classes' statistics, activates their connections and fills them.
+    fn begin_phase(&mut self, classes: &[usize], once: bool) -> Vec<usize> {
         let start_ns = self.now_ns();
-        for &k in &classes {
+        for &k in classes {
             let c = &mut self.classes[k];
             c.stats = ClassStats::default();
             c.next_due_ns = start_ns as f64;
             c.blocked_since_ns = None;
             c.last_tick_ops = 0;
             c.last_tick_errors = 0;
+            c.last_tick_hist = Histogram::default();
         }
-        self.set_active(&classes, true);
+        self.set_active(classes, true);
         let all: Vec<usize> = classes
             .iter()
             .flat_map(|&k| self.classes[k].conns.clone())
@@ -587,89 +611,89 @@ impl Engine {
         for &ci in &all {
             self.fill(ci, once);
         }
-        let mut draining: Option<Instant> = None;
-        let mut next_tick = started + Duration::from_secs(1);
-        let hard_end = started + spec.limit;
-        loop {
-            let now = Instant::now();
-            if draining.is_none() {
-                let stop = now >= hard_end
-                    || match spec.until {
-                        Until::Elapsed(d) => now >= started + d,
-                        Until::PlanSent => self.plan_done(&classes),
-                        Until::Watch => watch.finished(),
-                    };
-                if stop {
-                    self.set_active(&classes, false);
-                    draining = Some(now);
-                }
+        all
+    }
+
+    /// True when the phase should stop sending now.
+    fn phase_over(
+        &self,
+        spec: &PhaseSpec,
+        clock: &PhaseClock,
+        watch: &dyn Watch,
+        now: Instant,
+    ) -> bool {
+        now >= clock.hard_end
+            || self.stopped()
+            || match spec.until {
+                Until::Elapsed(d) => now >= clock.started + d,
+                Until::PlanSent => self.plan_done(&spec.classes),
+                Until::Watch => watch.finished(),
             }
-            if let Some(d) = draining {
-                if self.in_flight(&classes) == 0 || now >= d + spec.drain {
-                    break;
-                }
+    }
+
+    /// Sends what is due and refills the connections that have room.
+    fn send_due(&mut self, classes: &[usize], once: bool, sending: bool) {
+        if sending {
+            self.pace(classes, once);
+        }
+        let dirty = std::mem::take(&mut self.dirty);
+        for &ci in &dirty {
+            if sending {
+                self.fill(ci, once);
             }
-            if draining.is_none() {
-                self.pace(&classes, once);
+            self.flush(ci);
+        }
+        self.dirty = dirty;
+        self.dirty.clear();
+    }
+
+    /// How long the next poll may wait: the next tick, pacing deadline or phase end.
+    fn poll_timeout(&self, spec: &PhaseSpec, clock: &PhaseClock, now: Instant) -> Duration {
+        let mut timeout = clock.next_tick.saturating_duration_since(now);
+        if clock.draining.is_none() {
+            if let Some(d) = self.next_due_in(&spec.classes) {
+                timeout = timeout.min(d);
             }
-            let dirty = std::mem::take(&mut self.dirty);
-            for &ci in &dirty {
-                if draining.is_none() {
-                    self.fill(ci, once);
-                }
-                self.flush(ci);
-            }
-            self.dirty = dirty;
-            self.dirty.clear();
-            if now >= next_tick {
-                if self.progress {
-                    let t = (now - started).as_secs_f64();
-                    self.print_progress(&spec.name, t, &classes, &*watch);
-                }
-                next_tick += Duration::from_secs(1);
-            }
-            let mut timeout = next_tick.saturating_duration_since(now);
-            if draining.is_none() {
-                if let Some(d) = self.next_due_in(&classes) {
-                    timeout = timeout.min(d);
-                }
-                if let Until::Elapsed(d) = spec.until {
-                    timeout = timeout.min((started + d).saturating_duration_since(now));
-                }
-            }
-            timeout = timeout.min(hard_end.saturating_duration_since(now));
-            if let Err(e) = self.poll.poll(&mut self.events, Some(timeout)) {
-                if e.kind() != io::ErrorKind::Interrupted {
-                    eprintln!("rmq-bench: poll failed: {e}");
-                    break;
-                }
-            }
-            let ready: Vec<(usize, bool, bool)> = self
-                .events
-                .iter()
-                .map(|e| {
-                    (
-                        e.token().0,
-                        e.is_readable() || e.is_read_closed() || e.is_error(),
-                        e.is_writable(),
-                    )
-                })
-                .collect();
-            for (ci, readable, writable) in ready {
-                if ci >= self.conns.len() {
-                    continue;
-                }
-                if writable {
-                    self.flush(ci);
-                }
-                if readable {
-                    self.on_readable(ci, watch);
-                }
+            if let Until::Elapsed(d) = spec.until {
+                timeout = timeout.min((clock.started + d).saturating_duration_since(now));
             }
         }
-        let ended = Instant::now();
-        // Whatever is still in flight after the drain was never answered.
-        for &ci in &all {
+        timeout.min(clock.hard_end.saturating_duration_since(now))
+    }
+
+    /// Waits for socket events and handles them; false when polling failed for good.
+    fn poll_and_dispatch(&mut self, timeout: Duration, watch: &mut dyn Watch) -> bool {
+        if let Err(e) = self.poll.poll(&mut self.events, Some(timeout)) {
+            if e.kind() != io::ErrorKind::Interrupted {
+                eprintln!("rmq-bench: poll failed: {e}");
+                return false;
+            }
+        }
+        let ready: Vec<(usize, bool, bool)> = self
+            .events
+            .iter()
+            .map(|e| {
+                let readable = e.is_readable() || e.is_read_closed() || e.is_error();
+                (e.token().0, readable, e.is_writable())
+            })
+            .collect();
+        for (ci, readable, writable) in ready {
+            if ci >= self.conns.len() {
+                continue;
+            }
+            if writable {
+                self.flush(ci);
+            }
+            if readable {
+                self.on_readable(ci, watch);
+            }
+        }
+        true
+    }
+
+    /// Whatever is still in flight after the drain was never answered.
+    fn count_unanswered(&mut self, all: &[usize]) {
+        for &ci in all {
             let c = &mut self.conns[ci];
             if c.in_flight > 0 {
                 self.classes[c.class].stats.lost += c.in_flight as u64;
@@ -679,6 +703,46 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// Runs one phase to its end and drains it.
+    pub fn run_phase(&mut self, spec: &PhaseSpec, watch: &mut dyn Watch) -> PhaseResult {
+        let classes = spec.classes.clone();
+        let once = matches!(spec.until, Until::PlanSent);
+        let started = Instant::now();
+        let all = self.begin_phase(&classes, once);
+        let mut clock = PhaseClock {
+            started,
+            hard_end: started + spec.limit,
+            next_tick: started + Duration::from_secs(1),
+            draining: None,
+        };
+        loop {
+            let now = Instant::now();
+            if clock.draining.is_none() && self.phase_over(spec, &clock, &*watch, now) {
+                self.set_active(&classes, false);
+                clock.draining = Some(now);
+            }
+            if let Some(d) = clock.draining {
+                if self.in_flight(&classes) == 0 || now >= d + spec.drain {
+                    break;
+                }
+            }
+            self.send_due(&classes, once, clock.draining.is_none());
+            if now >= clock.next_tick {
+                if self.progress {
+                    let t = (now - started).as_secs_f64();
+                    self.print_progress(&spec.name, t, &classes, &*watch);
+                }
+                clock.next_tick += Duration::from_secs(1);
+            }
+            let timeout = self.poll_timeout(spec, &clock, now);
+            if !self.poll_and_dispatch(timeout, watch) {
+                break;
+            }
+        }
+        let ended = Instant::now();
+        self.count_unanswered(&all);
         PhaseResult {
             name: spec.name.clone(),
             elapsed: ended - started,
@@ -687,6 +751,7 @@ impl Engine {
                 .iter()
                 .map(|&k| (self.classes[k].name.clone(), self.classes[k].stats.clone()))
                 .collect(),
+            interrupted: self.stopped(),
         }
     }
 }

@@ -123,6 +123,24 @@ impl Histogram {
         }
     }
 
+    /// The `p` percentile of the samples recorded since `earlier` was a copy of this
+    /// histogram (the progress line's "last second"), to bucket precision. 0 when none.
+    pub fn percentile_since(&self, earlier: &Histogram, p: f64) -> u64 {
+        let n = self.total.saturating_sub(earlier.total);
+        if n == 0 {
+            return 0;
+        }
+        let rank = nearest_rank(p, n);
+        let mut seen = 0u64;
+        for (i, (now, then)) in self.counts.iter().zip(&earlier.counts).enumerate() {
+            seen += now.saturating_sub(*then);
+            if seen >= rank {
+                return highest_in(i).min(self.max);
+            }
+        }
+        self.max
+    }
+
     /// Nearest-rank percentile (`p` in 0..=100): the smallest recorded value such that at
     /// least `p` % of the samples are at or below it, to bucket precision. 0 when empty.
     pub fn percentile(&self, p: f64) -> u64 {
@@ -259,6 +277,22 @@ mod tests {
         assert_eq!(a.count(), all.count());
         assert_eq!(a.min(), all.min());
         assert_eq!(a.max(), all.max());
+    }
+
+    #[test]
+    fn percentile_since_sees_only_the_newer_samples() {
+        let mut h = Histogram::new();
+        for v in 0..1000 {
+            h.record(1_000_000 + v); // about 1 ms
+        }
+        let earlier = h.clone();
+        assert_eq!(h.percentile_since(&earlier, 99.0), 0);
+        for v in 1..=100 {
+            h.record(v * 10); // 10..1000 ns
+        }
+        assert_eq!(h.percentile_since(&earlier, 99.0), 990);
+        assert_eq!(h.percentile_since(&earlier, 100.0), 1000);
+        assert!(h.percentile(99.0) >= 1_000_000);
     }
 
     #[test]

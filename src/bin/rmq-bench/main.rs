@@ -19,14 +19,58 @@ mod wire;
 mod workloads;
 
 use args::Workload;
+use signal_hook::consts::{SIGINT, SIGTERM};
 use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// Exit code of a run ended by Ctrl-C (128 + SIGINT, as a shell reports it).
+const EXIT_INTERRUPTED: u8 = 130;
+
+/// The first SIGINT/SIGTERM raises the flag (the run stops and reports); a second one exits
+/// at once, from signal-hook's handler.
+fn stop_on_signals() -> Result<Arc<AtomicBool>, String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [SIGINT, SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(signal, 128 + signal, Arc::clone(&stop))
+            .and_then(|_| signal_hook::flag::register(signal, Arc::clone(&stop)))
+            .map_err(|e| format!("cannot handle signal {signal}: {e}"))?;
+    }
+    Ok(stop)
+}
+
+/// Runs a load workload and prints its report.
+fn load(options: args::Options) -> ExitCode {
+    let json = options.json;
+    let result = stop_on_signals().and_then(|stop| workloads::run(options, stop));
+    let report = match result {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("rmq-bench: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if json {
+        println!("{}", report.json());
+    } else {
+        print!("{}", report.text());
+    }
+    if report.interrupted {
+        ExitCode::from(EXIT_INTERRUPTED)
+    } else if report.total_errors() > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
-    let options = match args::parse(&argv) {
+    let env_namesrv = std::env::var("NAMESRV_ADDR").ok();
+    let options = match args::parse(&argv, env_namesrv.as_deref()) {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("rmq-bench: {e}\n\n{}", args::USAGE);
+            eprintln!("rmq-bench: {e}\nTry 'rmq-bench help' for the workloads and options.");
             return ExitCode::from(2);
         }
     };
@@ -42,26 +86,6 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        _ => {
-            let json = options.json;
-            match workloads::run(options) {
-                Ok(report) => {
-                    if json {
-                        println!("{}", report.json());
-                    } else {
-                        print!("{}", report.text());
-                    }
-                    if report.total_errors() > 0 {
-                        ExitCode::from(1)
-                    } else {
-                        ExitCode::SUCCESS
-                    }
-                }
-                Err(e) => {
-                    eprintln!("rmq-bench: {e}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
+        _ => load(options),
     }
 }

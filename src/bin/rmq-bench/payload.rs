@@ -2,7 +2,10 @@
 //! they serve, and the REGISTER_BROKER bodies a 5.x broker sends for it (PROTOCOL.md §4.1,
 //! with the system topics a default 5.x broker creates for itself and correct bodyCrc32).
 //!
-//! Layout: broker `b` (a master, brokerId 0) is broker group `bench-broker-<b>`. User topics
+//! Layout: broker `b` (a master, brokerId 0) is broker group `bench-broker-<b>` (with a run
+//! tag: `bench-broker-<tag>-<b>`). Broker addresses are fake (nothing connects to them) but
+//! are what a name server keys liveness on, so each fleet needs its own: see
+//! [`Layout::broker`]. User topics
 //! are dealt out in blocks of `topics` per group, and `shared_by` consecutive groups serve the
 //! same block, so by default every topic has two broker groups in its route, as in a cluster
 //! that spreads each topic over two masters. Consumer groups' `%RETRY%` topics follow the same
@@ -32,7 +35,7 @@ pub struct Layout {
     pub groups: usize,
     pub queues: i32,
     pub topic_prefix: String,
-    /// Distinguishes runs against one server (part of broker names and addresses).
+    /// Names a fleet: part of broker names, and it picks the fleet's block of addresses.
     pub run_tag: String,
 }
 
@@ -64,9 +67,26 @@ impl Layout {
         self.shared_by.max(1)
     }
 
+    /// Where this fleet's addresses start: (offset into 10.0.0.0/8, listen port).
+    ///
+    /// Without a tag, 10.0.0.0 upwards on port 10911, as always (results stay comparable).
+    /// With a tag, a block and an even port in 20000..=59998 (HA port + 1) both taken from
+    /// the tag's FNV-1a hash: the same tag gets the same addresses on every run, different
+    /// tags differ in the port unless two hashes meet in 1 of 20,000, and then still in
+    /// the block, and no tagged fleet can claim the untagged fleet's port.
+    fn fleet_base(&self) -> (u32, u16) {
+        if self.run_tag.is_empty() {
+            return (0, 10911);
+        }
+        let h = fnv1a(self.run_tag.as_bytes());
+        let port = 20_000 + 2 * (h % 20_000) as u16;
+        ((h >> 32) as u32 & 0x00FF_FFFF, port)
+    }
+
     pub fn broker(&self, b: usize) -> BrokerId {
-        // Distinct fake addresses; nothing ever connects to them.
-        let (x, y, z) = ((b >> 16) & 0xFF, (b >> 8) & 0xFF, b & 0xFF);
+        let (base, port) = self.fleet_base();
+        let n = base.wrapping_add(b as u32) & 0x00FF_FFFF;
+        let (x, y, z) = ((n >> 16) & 0xFF, (n >> 8) & 0xFF, n & 0xFF);
         let tag = if self.run_tag.is_empty() {
             String::new()
         } else {
@@ -74,9 +94,16 @@ impl Layout {
         };
         BrokerId {
             name: format!("bench-broker-{tag}{b}"),
-            addr: format!("10.{x}.{y}.{z}:10911"),
-            ha_addr: format!("10.{x}.{y}.{z}:10912"),
+            addr: format!("10.{x}.{y}.{z}:{port}"),
+            ha_addr: format!("10.{x}.{y}.{z}:{}", port + 1),
         }
+    }
+
+    /// The first and last broker address of the fleet, for the report.
+    pub fn address_range(&self) -> String {
+        let first = self.broker(0).addr;
+        let last = self.broker(self.brokers.saturating_sub(1)).addr;
+        format!("{first}..{last}")
     }
 
     /// Index of the first user topic of broker `b`'s block.
@@ -153,6 +180,13 @@ impl Layout {
         encode_register_body_json(&body, &mut out);
         out
     }
+}
+
+/// 64-bit FNV-1a: fixed forever (unlike std's hashers), so a tag's addresses never move.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 fn topic(name: &str, queues: i32, perm: i32) -> TopicConfig {
@@ -239,6 +273,45 @@ mod tests {
         assert_eq!(servers.len(), 15);
         assert!(servers.values().all(|n| *n == 2));
         assert_eq!(layout.all_user_topics().len(), 15);
+    }
+
+    fn fleet(tag: &str, brokers: usize) -> Layout {
+        Layout {
+            brokers,
+            run_tag: tag.into(),
+            ..Layout::default()
+        }
+    }
+
+    #[test]
+    fn untagged_fleets_keep_their_addresses() {
+        let l = fleet("", 300);
+        assert_eq!(l.broker(0).addr, "10.0.0.0:10911");
+        assert_eq!(l.broker(0).ha_addr, "10.0.0.0:10912");
+        assert_eq!(l.broker(257).addr, "10.0.1.1:10911");
+        assert_eq!(l.broker(257).name, "bench-broker-257");
+    }
+
+    #[test]
+    fn tagged_fleets_get_their_own_addresses_stable_across_runs() {
+        let addrs = |tag: &str| -> std::collections::HashSet<String> {
+            let l = fleet(tag, 10_000);
+            (0..l.brokers).map(|b| l.broker(b).addr).collect()
+        };
+        let steady = addrs("steady");
+        assert_eq!(steady.len(), 10_000, "a fleet's addresses are distinct");
+        assert_eq!(steady, addrs("steady"), "the same tag, the same addresses");
+        for other in ["ex1", "ex2", "soak", "steady2", ""] {
+            assert!(
+                steady.is_disjoint(&addrs(other)),
+                "steady and {other:?} collide"
+            );
+        }
+        // Pinned: changing the scheme would silently move every tagged fleet.
+        assert_eq!(fnv1a(b"steady"), 0xd12d_c290_37eb_c7f3);
+        let b = fleet("steady", 1).broker(0);
+        assert_eq!(b.name, "bench-broker-steady-0");
+        assert_eq!(b.addr.rsplit_once(':').map(|(_, p)| p), Some("52678"));
     }
 
     #[test]

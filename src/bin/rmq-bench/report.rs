@@ -95,12 +95,75 @@ impl ProcDelta {
     }
 }
 
+/// A run parameter: numbers stay numbers in `--json`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Param {
+    Int(i64),
+    Num(f64),
+    Text(String),
+}
+
+impl Param {
+    fn text(&self) -> String {
+        match self {
+            Param::Int(n) => n.to_string(),
+            Param::Num(x) => format!("{x:.2}"),
+            Param::Text(t) => t.clone(),
+        }
+    }
+
+    fn json(&self) -> String {
+        match self {
+            Param::Int(n) => n.to_string(),
+            Param::Num(x) if x.is_finite() => format!("{x:.3}"),
+            Param::Num(_) => "null".into(),
+            Param::Text(t) => q(t),
+        }
+    }
+}
+
+impl From<usize> for Param {
+    fn from(n: usize) -> Param {
+        Param::Int(i64::try_from(n).unwrap_or(i64::MAX))
+    }
+}
+
+impl From<u64> for Param {
+    fn from(n: u64) -> Param {
+        Param::Int(i64::try_from(n).unwrap_or(i64::MAX))
+    }
+}
+
+impl From<i32> for Param {
+    fn from(n: i32) -> Param {
+        Param::Int(n.into())
+    }
+}
+
+impl From<f64> for Param {
+    fn from(x: f64) -> Param {
+        Param::Num(x)
+    }
+}
+
+impl From<String> for Param {
+    fn from(t: String) -> Param {
+        Param::Text(t)
+    }
+}
+
+impl From<&str> for Param {
+    fn from(t: &str) -> Param {
+        Param::Text(t.to_string())
+    }
+}
+
 /// Everything one run produced.
 pub struct Report {
     pub workload: String,
     pub target: String,
     /// (key, value) lines describing the parameters, in order.
-    pub params: Vec<(String, String)>,
+    pub params: Vec<(String, Param)>,
     pub phases: Vec<PhaseResult>,
     /// Index of the phase whose first class is the headline number.
     pub main_phase: usize,
@@ -113,6 +176,8 @@ pub struct Report {
     pub machine_busy_pct: Option<f64>,
     /// Workload-level failures (counted as errors).
     pub failures: Vec<String>,
+    /// Ctrl-C (or SIGTERM) ended the run early: the results are those so far.
+    pub interrupted: bool,
 }
 
 fn us(ns: u64) -> f64 {
@@ -138,66 +203,30 @@ impl Report {
     }
 
     pub fn text(&self) -> String {
-        let mut s = String::new();
         let params: Vec<String> = self
             .params
             .iter()
-            .map(|(k, v)| format!("{k}={v}"))
+            .map(|(k, v)| format!("{k}={}", v.text()))
             .collect();
-        let _ = writeln!(
-            s,
-            "rmq-bench {} -> {}  ({})",
+        let mut s = format!(
+            "rmq-bench {} -> {}  ({})\n",
             self.workload,
             self.target,
             params.join(", ")
         );
+        if self.interrupted {
+            s.push_str("INTERRUPTED: the results below are those until Ctrl-C\n");
+        }
         for phase in &self.phases {
+            let cut = if phase.interrupted { ", cut short" } else { "" };
             let _ = writeln!(
                 s,
-                "phase {} ({:.2} s):",
+                "phase {} ({:.2} s{cut}):",
                 phase.name,
                 phase.elapsed.as_secs_f64()
             );
             for (name, st) in &phase.classes {
-                let secs = phase.elapsed.as_secs_f64().max(1e-9);
-                let _ = writeln!(
-                    s,
-                    "  {:<9} {:>12} ops/s  ({} ops)  tx {:.1} MB/s  rx {:.1} MB/s",
-                    name,
-                    thousands(rate(st.ops, phase) as u64),
-                    thousands(st.ops),
-                    st.bytes_tx as f64 / 1e6 / secs,
-                    st.bytes_rx as f64 / 1e6 / secs,
-                );
-                let h = &st.hist;
-                let _ = writeln!(
-                    s,
-                    "  {:<9} latency us: p50 {:.0}  p90 {:.0}  p99 {:.0}  p99.9 {:.0}  max {:.0}  (mean {:.0})",
-                    "",
-                    us(h.percentile(50.0)),
-                    us(h.percentile(90.0)),
-                    us(h.percentile(99.0)),
-                    us(h.percentile(99.9)),
-                    us(h.max()),
-                    h.mean() / 1000.0,
-                );
-                let mut errs = format!("errors {}", st.errors());
-                for (code, n) in &st.errors_by_code {
-                    let _ = write!(errs, ", code {code}: {n}");
-                }
-                for (what, n) in [
-                    ("connections closed", st.closed),
-                    ("unanswered", st.lost),
-                    ("bad frames", st.bad_frames),
-                ] {
-                    if n > 0 {
-                        let _ = write!(errs, ", {what}: {n}");
-                    }
-                }
-                for (code, n) in &st.expected_by_code {
-                    let _ = write!(errs, " (expected code {code}: {n})");
-                }
-                let _ = writeln!(s, "  {:<9} {errs}", "");
+                s.push_str(&class_text(name, st, phase));
             }
         }
         for (name, v, unit) in &self.extra {
@@ -217,21 +246,8 @@ impl Report {
                 d.cpu_pct()
             );
         }
-        if let Some(busy) = self.machine_busy_pct {
-            let cores = busy / 100.0 * cpu_count() as f64;
-            let server = self.server.map_or(0.0, |(_, d)| d.cpu_pct() / 100.0);
-            let generator = self.generator.map_or(0.0, |d| d.cpu_pct() / 100.0);
-            let _ = writeln!(
-                s,
-                "machine: {} cpus, {busy:.0}% busy during the main phase = {cores:.2} cores: server {server:.2}, generator {generator:.2}, other processes {:.2}{}",
-                cpu_count(),
-                (cores - server - generator).max(0.0),
-                if cores - server - generator > 0.25 {
-                    "  (other load: numbers are not representative)"
-                } else {
-                    ""
-                }
-            );
+        if let Some(m) = self.machine() {
+            s.push_str(&m.text());
         }
         if let Some(d) = &self.generator {
             let _ = writeln!(
@@ -245,27 +261,41 @@ impl Report {
         s
     }
 
+    /// How the machine's busy cores split between server, generator and the rest.
+    fn machine(&self) -> Option<MachineLoad> {
+        let busy_pct = self.machine_busy_pct?;
+        Some(MachineLoad {
+            cpus: cpu_count(),
+            busy_pct,
+            busy_cores: busy_pct / 100.0 * cpu_count() as f64,
+            server_cores: self.server.map(|(_, d)| d.cpu_pct() / 100.0),
+            generator_cores: self.generator.map_or(0.0, |d| d.cpu_pct() / 100.0),
+        })
+    }
+
     pub fn json(&self) -> String {
         let mut s = String::from("{");
         let _ = write!(
             s,
-            "\"workload\":{},\"target\":{},\"errors\":{},\"ops_per_s\":{:.1},\"params\":{{",
+            "\"workload\":{},\"target\":{},\"errors\":{},\"ops_per_s\":{:.1},\"interrupted\":{},\"params\":{{",
             q(&self.workload),
             q(&self.target),
             self.total_errors(),
-            self.headline_ops_per_s()
+            self.headline_ops_per_s(),
+            self.interrupted
         );
         for (i, (k, v)) in self.params.iter().enumerate() {
-            let _ = write!(s, "{}{}:{}", comma(i), q(k), q(v));
+            let _ = write!(s, "{}{}:{}", comma(i), q(k), v.json());
         }
         s.push_str("},\"phases\":[");
         for (i, p) in self.phases.iter().enumerate() {
             let _ = write!(
                 s,
-                "{}{{\"name\":{},\"seconds\":{:.3},\"classes\":[",
+                "{}{{\"name\":{},\"seconds\":{:.3},\"interrupted\":{},\"classes\":[",
                 comma(i),
                 q(&p.name),
-                p.elapsed.as_secs_f64()
+                p.elapsed.as_secs_f64(),
+                p.interrupted
             );
             for (j, (name, st)) in p.classes.iter().enumerate() {
                 let _ = write!(s, "{}{}", comma(j), class_json(name, st, p));
@@ -273,6 +303,13 @@ impl Report {
             s.push_str("]}");
         }
         s.push(']');
+        self.json_results(&mut s);
+        self.json_processes(&mut s);
+        s.push('}');
+        s
+    }
+
+    fn json_results(&self, s: &mut String) {
         if !self.extra.is_empty() {
             s.push_str(",\"results\":{");
             for (i, (k, v, unit)) in self.extra.iter().enumerate() {
@@ -290,6 +327,9 @@ impl Report {
             let list: Vec<String> = self.failures.iter().map(|f| q(f)).collect();
             let _ = write!(s, ",\"failures\":[{}]", list.join(","));
         }
+    }
+
+    fn json_processes(&self, s: &mut String) {
         if let Some((pid, d)) = &self.server {
             let _ = write!(
                 s,
@@ -301,12 +341,8 @@ impl Report {
                 d.cpu_pct()
             );
         }
-        if let Some(busy) = self.machine_busy_pct {
-            let _ = write!(
-                s,
-                ",\"machine\":{{\"cpus\":{},\"busy_pct\":{busy:.1}}}",
-                cpu_count()
-            );
+        if let Some(m) = self.machine() {
+            s.push_str(&m.json());
         }
         if let Some(d) = &self.generator {
             let _ = write!(
@@ -317,9 +353,111 @@ impl Report {
                 d.wall_s
             );
         }
-        s.push('}');
-        s
     }
+}
+
+/// Whole-machine CPU during the headline phase, in cores. Without `--pid` the server's share
+/// is unknown, so it is reported together with other processes and never called "other load".
+struct MachineLoad {
+    cpus: usize,
+    busy_pct: f64,
+    busy_cores: f64,
+    server_cores: Option<f64>,
+    generator_cores: f64,
+}
+
+/// Cores used by processes other than the server and the generator above which a run is
+/// flagged as disturbed.
+const OTHER_LOAD_LIMIT: f64 = 0.25;
+
+impl MachineLoad {
+    /// Cores left after the generator (and the server, when known).
+    fn rest(&self) -> f64 {
+        (self.busy_cores - self.generator_cores - self.server_cores.unwrap_or(0.0)).max(0.0)
+    }
+
+    fn text(&self) -> String {
+        let head = format!(
+            "machine: {} cpus, {:.0}% busy during the main phase = {:.2} cores: ",
+            self.cpus, self.busy_pct, self.busy_cores
+        );
+        match self.server_cores {
+            Some(server) => format!(
+                "{head}server {server:.2}, generator {:.2}, other processes {:.2}{}\n",
+                self.generator_cores,
+                self.rest(),
+                if self.rest() > OTHER_LOAD_LIMIT {
+                    "  (other load: numbers are not representative)"
+                } else {
+                    ""
+                }
+            ),
+            None => format!(
+                "{head}generator {:.2}, server and other processes {:.2} (--pid tells them apart)\n",
+                self.generator_cores,
+                self.rest()
+            ),
+        }
+    }
+
+    fn json(&self) -> String {
+        let split = match self.server_cores {
+            Some(server) => format!(
+                "\"server_cores\":{server:.3},\"other_cores\":{:.3}",
+                self.rest()
+            ),
+            None => format!("\"server_and_other_cores\":{:.3}", self.rest()),
+        };
+        format!(
+            ",\"machine\":{{\"cpus\":{},\"busy_pct\":{:.1},\"busy_cores\":{:.3},\"generator_cores\":{:.3},{split}}}",
+            self.cpus, self.busy_pct, self.busy_cores, self.generator_cores
+        )
+    }
+}
+
+/// Three lines per class: throughput, latency, errors.
+fn class_text(name: &str, st: &ClassStats, phase: &PhaseResult) -> String {
+    let secs = phase.elapsed.as_secs_f64().max(1e-9);
+    let h = &st.hist;
+    let mut s = format!(
+        "  {:<9} {:>12} ops/s  ({} ops)  tx {:.1} MB/s  rx {:.1} MB/s\n",
+        name,
+        thousands(rate(st.ops, phase) as u64),
+        thousands(st.ops),
+        st.bytes_tx as f64 / 1e6 / secs,
+        st.bytes_rx as f64 / 1e6 / secs,
+    );
+    let _ = writeln!(
+        s,
+        "  {:<9} latency us: min {:.0}  p50 {:.0}  p90 {:.0}  p95 {:.0}  p99 {:.0}  p99.9 {:.0}  max {:.0}  (mean {:.0})",
+        "",
+        us(h.min()),
+        us(h.percentile(50.0)),
+        us(h.percentile(90.0)),
+        us(h.percentile(95.0)),
+        us(h.percentile(99.0)),
+        us(h.percentile(99.9)),
+        us(h.max()),
+        h.mean() / 1000.0,
+    );
+    let mut errs = format!("errors {}", st.errors());
+    for (code, n) in &st.errors_by_code {
+        let _ = write!(errs, ", code {code}: {n}");
+    }
+    for (what, n) in [
+        ("connections closed", st.closed),
+        ("unanswered", st.lost),
+        ("bad frames", st.bad_frames),
+    ] {
+        if n > 0 {
+            let _ = write!(errs, ", {what}: {n}");
+        }
+    }
+    for (code, n) in &st.expected_by_code {
+        let _ = write!(errs, " (expected code {code}: {n})");
+    }
+    let _ = writeln!(s, "  {:<9} {errs}", "");
+    s
 }
 
 fn rate(ops: u64, p: &PhaseResult) -> f64 {
@@ -353,7 +491,7 @@ fn class_json(name: &str, st: &ClassStats, p: &PhaseResult) -> String {
         format!("{{{}}}", parts.join(","))
     };
     format!(
-        "{{\"name\":{},\"ops\":{},\"ops_per_s\":{:.1},\"tx_mb_per_s\":{:.3},\"rx_mb_per_s\":{:.3},\"errors\":{},\"errors_by_code\":{},\"expected_by_code\":{},\"connections_closed\":{},\"unanswered\":{},\"bad_frames\":{},\"latency_us\":{{\"min\":{:.1},\"mean\":{:.1},\"p50\":{:.1},\"p90\":{:.1},\"p99\":{:.1},\"p999\":{:.1},\"max\":{:.1}}}}}",
+        "{{\"name\":{},\"ops\":{},\"ops_per_s\":{:.1},\"tx_mb_per_s\":{:.3},\"rx_mb_per_s\":{:.3},\"errors\":{},\"errors_by_code\":{},\"expected_by_code\":{},\"connections_closed\":{},\"unanswered\":{},\"bad_frames\":{},\"latency_us\":{{\"min\":{:.1},\"mean\":{:.1},\"p50\":{:.1},\"p90\":{:.1},\"p95\":{:.1},\"p99\":{:.1},\"p999\":{:.1},\"max\":{:.1}}}}}",
         q(name),
         st.ops,
         st.ops as f64 / secs,
@@ -369,6 +507,7 @@ fn class_json(name: &str, st: &ClassStats, p: &PhaseResult) -> String {
         h.mean() / 1000.0,
         us(h.percentile(50.0)),
         us(h.percentile(90.0)),
+        us(h.percentile(95.0)),
         us(h.percentile(99.0)),
         us(h.percentile(99.9)),
         us(h.max()),

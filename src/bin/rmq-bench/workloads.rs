@@ -5,17 +5,23 @@
 //! Every workload that needs routes first registers its simulated brokers (phase `setup`) on
 //! connections that stay open for the whole run: a name server unregisters a broker whose
 //! connection closes, so closing them would empty the routes under the clients' feet.
+//!
+//! With several name servers (`-n 'a;b'`) every simulated broker registers with each of them,
+//! as real brokers do, and route clients are dealt out over them. After Ctrl-C no further
+//! phase starts and the report holds what was measured until then.
 
 use crate::args::{Options, Workload};
 use crate::engine::{Engine, NoWatch, PhaseResult, PhaseSpec, Until, Watch};
 use crate::payload::{register_ext, Layout};
-use crate::report::{sample_machine, sample_proc, ProcDelta, ProcSample, Report};
+use crate::report::{sample_machine, sample_proc, Param, ProcDelta, ProcSample, Report};
 use crate::wire::Template;
 use rmq_namesrv::remoting::codes::request;
 use rmq_namesrv::remoting::command::SerializeType;
 use rmq_namesrv::route::model::DataVersion;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::rc::Rc;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// `version` brokers put in their request headers (a 5.3.3 broker).
@@ -81,13 +87,14 @@ impl Sampler {
 
 struct Bench {
     o: Options,
-    addr: SocketAddr,
+    /// The name servers, in `-n` order.
+    addrs: Vec<SocketAddr>,
     layout: Layout,
     engine: Engine,
     st: SerializeType,
     phases: Vec<PhaseResult>,
     sampler: Sampler,
-    params: Vec<(String, String)>,
+    params: Vec<(String, Param)>,
 }
 
 fn resolve(addr: &str) -> Result<SocketAddr, String> {
@@ -105,8 +112,12 @@ fn open_files_limit() -> Option<usize> {
 }
 
 impl Bench {
-    fn new(o: Options) -> Result<Bench, String> {
-        let addr = resolve(&o.namesrv)?;
+    fn new(o: Options, stop: Arc<AtomicBool>) -> Result<Bench, String> {
+        let addrs = o
+            .namesrv
+            .iter()
+            .map(|a| resolve(a))
+            .collect::<Result<Vec<_>, _>>()?;
         let layout = Layout {
             cluster: o.cluster.clone(),
             brokers: o.brokers,
@@ -117,7 +128,7 @@ impl Bench {
             run_tag: o.tag.clone(),
             ..Layout::default()
         };
-        let engine = Engine::new(!o.quiet).map_err(|e| format!("poll: {e}"))?;
+        let engine = Engine::new(!o.quiet, stop).map_err(|e| format!("poll: {e}"))?;
         let st = if o.binary_header {
             SerializeType::RocketMq
         } else {
@@ -126,7 +137,7 @@ impl Bench {
         let sampler = Sampler::new(o.pid);
         Ok(Bench {
             o,
-            addr,
+            addrs,
             layout,
             engine,
             st,
@@ -136,11 +147,14 @@ impl Bench {
         })
     }
 
-    fn param(&mut self, k: &str, v: impl ToString) {
-        self.params.push((k.to_string(), v.to_string()));
+    fn param(&mut self, k: &str, v: impl Into<Param>) {
+        self.params.push((k.to_string(), v.into()));
     }
 
-    fn check_fds(&self, conns: usize) -> Result<(), String> {
+    /// Checks the open-files limit for `broker_conns` connections per name server plus
+    /// `clients` route clients.
+    fn check_fds(&self, broker_conns: usize, clients: usize) -> Result<(), String> {
+        let conns = broker_conns * self.addrs.len() + clients;
         if let Some(limit) = open_files_limit() {
             if conns + 32 > limit {
                 return Err(format!(
@@ -199,7 +213,9 @@ impl Bench {
         plan.into()
     }
 
-    /// Opens the broker connections (class `name`, depth `depth`) with steady plans.
+    /// Opens the broker connections (class `name`, depth `depth`) with steady plans: the
+    /// same set to every name server, so the `i`-th connection of the class serves broker
+    /// connection `i % broker_conns()`.
     fn open_brokers(
         &mut self,
         name: &str,
@@ -208,13 +224,21 @@ impl Bench {
         regs: &[Vec<u32>],
     ) -> Result<usize, String> {
         let class = self.engine.add_class(name, rate);
-        for c in 0..self.broker_conns() {
-            let plan = self.broker_plan(c, regs, &[0]);
-            self.engine
-                .connect(self.addr, class, plan, 0, depth)
-                .map_err(|e| format!("connect to {}: {e}", self.addr))?;
+        for addr in self.addrs.clone() {
+            for c in 0..self.broker_conns() {
+                let plan = self.broker_plan(c, regs, &[0]);
+                self.engine
+                    .connect(addr, class, plan, 0, depth)
+                    .map_err(|e| format!("connect to {addr}: {e}"))?;
+            }
         }
         Ok(class)
+    }
+
+    /// Gives broker connections new plans, `plans[c]` for broker connection `c`.
+    fn replan_brokers(&mut self, class: usize, plans: &[Rc<[u32]>]) {
+        let n = plans.len().max(1);
+        self.engine.replan(class, |i| (plans[i % n].clone(), 0));
     }
 
     /// Registers every broker once (phase `setup`); any failure aborts the run.
@@ -229,10 +253,12 @@ impl Bench {
         let saved_rate = self.engine.classes[class].rate.take();
         let result = self.engine.run_phase(&spec, &mut NoWatch);
         self.engine.classes[class].rate = saved_rate;
+        let expected = (self.o.brokers * self.addrs.len()) as u64;
         let ok = result.classes.iter().all(|(_, s)| s.errors() == 0)
-            && result.classes.iter().map(|(_, s)| s.ops).sum::<u64>() >= self.o.brokers as u64;
+            && result.classes.iter().map(|(_, s)| s.ops).sum::<u64>() >= expected;
         self.phases.push(result);
-        if !ok {
+        // Cut short by Ctrl-C: not a failure, the report says it was interrupted.
+        if !ok && !self.engine.stopped() {
             return Err(format!(
                 "setup registration of {} brokers failed:\n{}",
                 self.o.brokers,
@@ -248,47 +274,54 @@ impl Bench {
         let plans: Vec<Rc<[u32]>> = (0..self.broker_conns())
             .map(|c| self.broker_plan(c, regs, &variants))
             .collect();
-        self.engine.replan(class, |i| (plans[i].clone(), 0));
+        self.replan_brokers(class, &plans);
     }
 
-    /// Route templates for the user topics (or `--topic`), returned in lookup order.
-    fn route_templates(&mut self) -> Vec<u32> {
-        let topics = if self.o.topic_list.is_empty() {
+    /// The topics route clients look up: the user topics, or `--topic`.
+    fn lookup_topics(&self) -> Vec<String> {
+        if self.o.topic_list.is_empty() {
             self.layout.all_user_topics()
         } else {
             self.o.topic_list.clone()
-        };
-        let version = self.o.version;
-        topics
-            .iter()
-            .map(|t| {
-                let tmpl = self.template(
-                    request::GET_ROUTEINFO_BY_TOPIC,
-                    version,
-                    &[("topic", t)],
-                    b"",
-                );
-                self.engine.add_template(tmpl)
-            })
-            .collect()
+        }
     }
 
+    /// Route templates in lookup order, one list per name server (equal bytes, distinct ids:
+    /// a watch can tell which server answered). The ids are consecutive, server by server.
+    fn route_templates(&mut self) -> Vec<Vec<u32>> {
+        let topics = self.lookup_topics();
+        let version = self.o.version;
+        let mut per_server = Vec::with_capacity(self.addrs.len());
+        for _ in 0..self.addrs.len() {
+            let ids = topics.iter().map(|t| {
+                let ext = [("topic", t.as_str())];
+                let tmpl = self.template(request::GET_ROUTEINFO_BY_TOPIC, version, &ext, b"");
+                self.engine.add_template(tmpl)
+            });
+            per_server.push(ids.collect());
+        }
+        per_server
+    }
+
+    /// Opens `--clients` route clients, client `i` on name server `i % servers`.
     fn open_clients(
         &mut self,
         name: &str,
         rate: Option<f64>,
         depth: usize,
-        routes: &[u32],
+        routes: &[Vec<u32>],
     ) -> Result<usize, String> {
         let class = self.engine.add_class(name, rate);
-        let plan: Rc<[u32]> = routes.to_vec().into();
+        let plans: Vec<Rc<[u32]>> = routes.iter().map(|r| r.clone().into()).collect();
         let k = self.o.clients;
         for i in 0..k {
+            let s = i % self.addrs.len();
             // Spread the clients' starting points over the topic list.
-            let start = i * routes.len() / k;
+            let start = i * routes[s].len() / k;
+            let addr = self.addrs[s];
             self.engine
-                .connect(self.addr, class, plan.clone(), start, depth)
-                .map_err(|e| format!("connect to {}: {e}", self.addr))?;
+                .connect(addr, class, plans[s].clone(), start, depth)
+                .map_err(|e| format!("connect to {addr}: {e}"))?;
         }
         Ok(class)
     }
@@ -315,6 +348,9 @@ impl Bench {
             Until::Elapsed(d) => d + Duration::from_secs(1),
             _ => self.o.max_wait,
         };
+        if self.engine.stopped() {
+            return; // Ctrl-C: no new phase
+        }
         let spec = PhaseSpec {
             name: name.into(),
             classes,
@@ -336,7 +372,7 @@ impl Bench {
     fn partial_report(&self) -> Report {
         Report {
             workload: workload_name(self.o.workload).into(),
-            target: self.o.namesrv.clone(),
+            target: self.o.namesrv.join(";"),
             params: self.params.clone(),
             phases: self.phases.clone(),
             main_phase: 0,
@@ -345,6 +381,7 @@ impl Bench {
             extra: Vec::new(),
             machine_busy_pct: None,
             failures: Vec::new(),
+            interrupted: self.engine.stopped(),
         }
     }
 
@@ -352,7 +389,7 @@ impl Bench {
         let main_phase = self.phases.len().saturating_sub(1);
         let mut report = Report {
             workload: workload_name(self.o.workload).into(),
-            target: self.o.namesrv.clone(),
+            target: self.o.namesrv.join(";"),
             params: std::mem::take(&mut self.params),
             phases: std::mem::take(&mut self.phases),
             main_phase,
@@ -361,6 +398,7 @@ impl Bench {
             extra,
             machine_busy_pct: None,
             failures: Vec::new(),
+            interrupted: self.engine.stopped(),
         };
         self.sampler.finish(&mut report);
         report
@@ -372,8 +410,15 @@ impl Bench {
             self.param("topics_per_broker", self.o.topics);
             self.param("topics_shared_by", self.o.shared_by);
             self.param("broker_conns", self.broker_conns());
+            if !self.o.tag.is_empty() {
+                self.param("tag", self.o.tag.clone());
+                self.param("broker_addrs", self.layout.address_range());
+            }
         } else {
             self.param("topics", self.o.topic_list.len());
+        }
+        if self.addrs.len() > 1 {
+            self.param("name_servers", self.addrs.len());
         }
     }
 }
@@ -390,26 +435,27 @@ pub fn workload_name(w: Workload) -> &'static str {
     }
 }
 
-pub fn run(o: Options) -> Result<Report, String> {
-    match o.workload {
-        Workload::Register => register(o),
-        Workload::Heartbeat => heartbeat(o),
-        Workload::Route => route(o),
-        Workload::Mixed => mixed(o),
-        Workload::Expire => expire(o),
+/// Runs the workload of `o`; raising `stop` ends it early with the results so far.
+pub fn run(o: Options, stop: Arc<AtomicBool>) -> Result<Report, String> {
+    let b = Bench::new(o, stop)?;
+    match b.o.workload {
+        Workload::Register => register(b),
+        Workload::Heartbeat => heartbeat(b),
+        Workload::Route => route(b),
+        Workload::Mixed => mixed(b),
+        Workload::Expire => expire(b),
         Workload::Canned | Workload::Help => Err("not a load workload".into()),
     }
 }
 
-fn register(o: Options) -> Result<Report, String> {
-    let mut b = Bench::new(o)?;
-    b.check_fds(b.broker_conns())?;
+fn register(mut b: Bench) -> Result<Report, String> {
+    b.check_fds(b.broker_conns(), 0)?;
     let depth = b.o.depth.unwrap_or(1);
     b.layout_params();
     b.param("mode", if b.o.churn { "churn" } else { "steady" });
     b.param("depth", depth);
     if let Some(r) = b.o.rate {
-        b.param("rate", format!("{r:.2}/s"));
+        b.param("rate_per_s", r);
     }
     let variants = if b.o.churn { b.o.variants } else { 0 };
     let regs = b.register_templates(variants, None);
@@ -427,9 +473,8 @@ fn register(o: Options) -> Result<Report, String> {
     Ok(b.finish(Vec::new()))
 }
 
-fn heartbeat(o: Options) -> Result<Report, String> {
-    let mut b = Bench::new(o)?;
-    b.check_fds(b.broker_conns())?;
+fn heartbeat(mut b: Bench) -> Result<Report, String> {
+    b.check_fds(b.broker_conns(), 0)?;
     // Brokers send heartbeats oneway and never wait for an answer: pipelining is what
     // they do, and at depth 1 the syscall round trip bounds both sides equally.
     let depth = b.o.depth.unwrap_or(8);
@@ -474,16 +519,15 @@ fn heartbeat(o: Options) -> Result<Report, String> {
     let plans: Vec<Rc<[u32]>> = (0..b.broker_conns())
         .map(|c| b.broker_plan(c, &beats, &[0]))
         .collect();
-    b.engine.replan(class, |i| (plans[i].clone(), 0));
+    b.replan_brokers(class, &plans);
     b.timed("main", vec![class], true);
     Ok(b.finish(Vec::new()))
 }
 
-fn route(o: Options) -> Result<Report, String> {
-    let mut b = Bench::new(o)?;
+fn route(mut b: Bench) -> Result<Report, String> {
     let with_brokers = b.o.topic_list.is_empty();
     let broker_conns = if with_brokers { b.broker_conns() } else { 0 };
-    b.check_fds(broker_conns + b.o.clients)?;
+    b.check_fds(broker_conns, b.o.clients)?;
     let depth = b.o.depth.unwrap_or(16);
     b.layout_params();
     b.param("clients", b.o.clients);
@@ -508,17 +552,16 @@ fn route(o: Options) -> Result<Report, String> {
     Ok(b.finish(Vec::new()))
 }
 
-fn mixed(o: Options) -> Result<Report, String> {
-    let mut b = Bench::new(o)?;
-    b.check_fds(b.broker_conns() + b.o.clients)?;
+fn mixed(mut b: Bench) -> Result<Report, String> {
+    b.check_fds(b.broker_conns(), b.o.clients)?;
     let depth = b.o.depth.unwrap_or(16);
     b.layout_params();
     b.param("clients", b.o.clients);
-    b.param("route_rate", format!("{:.0}/s", b.o.route_rate));
+    b.param("route_rate_per_s", b.o.route_rate);
     b.param("version", b.o.version);
     b.param("storm", if b.o.churn { "churn" } else { "steady" });
     if let Some(r) = b.o.rate {
-        b.param("storm_rate", format!("{r:.2}/s"));
+        b.param("storm_rate_per_s", r);
     }
     let variants = if b.o.churn { b.o.variants } else { 0 };
     let regs = b.register_templates(variants, None);
@@ -534,9 +577,10 @@ fn mixed(o: Options) -> Result<Report, String> {
     Ok(b.finish(Vec::new()))
 }
 
-/// Watches user topics disappear from routes.
+/// Watches user topics disappear from routes, on every name server: one entry per
+/// (name server, topic), indexed by route template id.
 struct ExpiryWatch {
-    /// Template id -> topic index, for the probe class's templates.
+    /// Template id -> entry index, for the probe class's templates.
     first_template: u32,
     alive: Vec<bool>,
     remaining: usize,
@@ -567,15 +611,14 @@ impl Watch for ExpiryWatch {
     }
 }
 
-fn expire(mut o: Options) -> Result<Report, String> {
-    o.topic_list.clear();
-    let mut b = Bench::new(o)?;
-    b.check_fds(b.broker_conns() + b.o.clients)?;
+fn expire(mut b: Bench) -> Result<Report, String> {
+    b.o.topic_list.clear();
+    b.check_fds(b.broker_conns(), b.o.clients)?;
     let depth = b.o.depth.unwrap_or(4);
     b.layout_params();
     b.param("heartbeat_timeout_ms", b.o.timeout_ms);
     b.param("clients", b.o.clients);
-    b.param("route_rate", format!("{:.0}/s", b.o.route_rate));
+    b.param("route_rate_per_s", b.o.route_rate);
     let regs = b.register_templates(0, Some(b.o.timeout_ms));
     let brokers = b.open_brokers("register", None, 1, &regs)?;
     b.engine.classes[brokers].closes_expected = true;
@@ -586,12 +629,13 @@ fn expire(mut o: Options) -> Result<Report, String> {
         .map(|p| p.ended)
         .unwrap_or_else(Instant::now);
     let routes = b.route_templates();
+    let watched: usize = routes.iter().map(Vec::len).sum();
     let probe = b.open_clients("route", Some(b.o.route_rate), depth, &routes)?;
     b.engine.classes[probe].expected_codes = vec![17];
     let mut watch = ExpiryWatch {
-        first_template: routes.first().copied().unwrap_or(0),
-        alive: vec![true; routes.len()],
-        remaining: routes.len(),
+        first_template: routes.first().and_then(|r| r.first()).copied().unwrap_or(0),
+        alive: vec![true; watched],
+        remaining: watched,
         first_gone: None,
         all_gone: None,
     };
@@ -601,7 +645,7 @@ fn expire(mut o: Options) -> Result<Report, String> {
     let mut extra = vec![
         (
             "routes_watched".to_string(),
-            routes.len() as f64,
+            watched as f64,
             "topics".into(),
         ),
         (
@@ -625,7 +669,7 @@ fn expire(mut o: Options) -> Result<Report, String> {
     }
     let left = watch.remaining;
     let mut report = b.finish(extra);
-    if left > 0 {
+    if left > 0 && !report.interrupted {
         // Routes that never went away are the failure this workload exists to catch.
         report
             .failures

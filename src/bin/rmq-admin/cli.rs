@@ -1,0 +1,492 @@
+//! The command line: the table of commands and their options (named as in `mqadmin`), the
+//! usage texts, and a hand-written parser (the runtime dependencies are fixed).
+//!
+//! Options are accepted in the forms `mqadmin` (Apache commons-cli) accepts: `-t T`, `-tT`,
+//! `--topic T`, `--topic=T`, anywhere after the program name. Global options (`-n`, `--json`,
+//! `--timeout`, `-h`) are recognised first; the rest are resolved once the command is known.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::outcome::{EXIT_CODES_HELP, EXIT_USAGE};
+
+const DEFAULT_TIMEOUT_MS: u64 = 3000;
+
+/// One option of a command: short letter, long name, takes a value, required, help.
+pub struct Opt {
+    pub short: char,
+    pub long: &'static str,
+    pub value: bool,
+    pub required: bool,
+    pub help: &'static str,
+}
+
+const fn opt(short: char, long: &'static str, required: bool, help: &'static str) -> Opt {
+    Opt {
+        short,
+        long,
+        value: true,
+        required,
+        help,
+    }
+}
+
+const fn flag(short: char, long: &'static str, help: &'static str) -> Opt {
+    Opt {
+        short,
+        long,
+        value: false,
+        required: false,
+        help,
+    }
+}
+
+pub struct Command {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub opts: &'static [Opt],
+}
+
+pub const COMMANDS: &[Command] = &[
+    Command {
+        name: "clusterList",
+        about: "List clusters and their brokers (id, address, zone)",
+        opts: &[opt('c', "clusterName", false, "only this cluster")],
+    },
+    Command {
+        name: "brokerList",
+        about: "List broker groups: master, slaves, zone, acting-master flag",
+        opts: &[opt('c', "clusterName", false, "only this cluster")],
+    },
+    Command {
+        name: "topicRoute",
+        about: "Show the route of a topic as JSON (as mqadmin does); -l for tables",
+        opts: &[
+            opt('t', "topic", true, "topic name"),
+            flag('l', "list", "brokers and queues as tables instead of JSON"),
+        ],
+    },
+    Command {
+        name: "topicClusterList",
+        about: "List the clusters that serve a topic",
+        opts: &[opt('t', "topic", true, "topic name")],
+    },
+    Command {
+        name: "topicList",
+        about: "List all topics; with -c, per cluster",
+        opts: &[flag('c', "clusterModel", "list topics per cluster")],
+    },
+    Command {
+        name: "getKvConfig",
+        about: "Show a KV config item, or a whole namespace without -k",
+        opts: &[
+            opt('s', "namespace", true, "namespace"),
+            opt('k', "key", false, "key"),
+        ],
+    },
+    Command {
+        name: "updateKvConfig",
+        about: "Create or update a KV config item on every name server",
+        opts: &[
+            opt('s', "namespace", true, "namespace"),
+            opt('k', "key", true, "key"),
+            opt('v', "value", true, "value"),
+        ],
+    },
+    Command {
+        name: "deleteKvConfig",
+        about: "Delete a KV config item on every name server",
+        opts: &[
+            opt('s', "namespace", true, "namespace"),
+            opt('k', "key", true, "key"),
+        ],
+    },
+    Command {
+        name: "updateOrderConf",
+        about: "Get, put or delete a topic's order conf (KV namespace ORDER_TOPIC_CONFIG)",
+        opts: &[
+            opt('t', "topic", true, "topic name"),
+            opt('m', "method", true, "get, put or delete"),
+            opt(
+                'v',
+                "orderConf",
+                false,
+                "for put: brokerName:queues;brokerName:queues",
+            ),
+        ],
+    },
+    Command {
+        name: "getNamesrvConfig",
+        about: "Show the configuration of every name server",
+        opts: &[],
+    },
+    Command {
+        name: "updateNamesrvConfig",
+        about: "Change one configuration property on every name server",
+        opts: &[
+            opt('k', "key", true, "property name"),
+            opt('v', "value", true, "property value"),
+        ],
+    },
+    Command {
+        name: "wipeWritePerm",
+        about: "Wipe a broker's write permission on every name server",
+        opts: &[opt('b', "brokerName", true, "broker name")],
+    },
+    Command {
+        name: "addWritePerm",
+        about: "Restore a broker's write permission on every name server",
+        opts: &[opt('b', "brokerName", true, "broker name")],
+    },
+    Command {
+        name: "deleteTopic",
+        about: "Delete a topic's route on every name server (brokers are NOT touched)",
+        opts: &[
+            opt('t', "topic", true, "topic name"),
+            opt('c', "clusterName", false, "only this cluster's queues"),
+        ],
+    },
+    Command {
+        name: "stats",
+        about: "Show each name server's statistics (rmq-namesrv extension, code 29001)",
+        opts: &[],
+    },
+    Command {
+        name: "help",
+        about: "List the commands, or show one command's options",
+        opts: &[],
+    },
+];
+
+pub fn find_command(name: &str) -> Option<&'static Command> {
+    COMMANDS.iter().find(|c| c.name.eq_ignore_ascii_case(name))
+}
+
+pub fn general_usage() -> String {
+    let mut s = String::from(
+        "usage: rmq-admin [-n 'host:port;host:port'] [--json] [--timeout MS] <command> [options]\n\n\
+         Global options:\n  \
+         -n, --namesrvAddr LIST  name servers, ';'-separated (default: $NAMESRV_ADDR)\n  \
+         --json                  machine-readable output\n  \
+         --timeout MS            connect and call timeout (default 3000)\n\n\
+         Commands:\n",
+    );
+    let width = COMMANDS.iter().map(|c| c.name.len()).max().unwrap_or(0);
+    for c in COMMANDS {
+        s.push_str(&format!("  {:width$}  {}\n", c.name, c.about));
+    }
+    s.push('\n');
+    s.push_str(EXIT_CODES_HELP);
+    s.push_str("'rmq-admin help <command>' shows a command's options.\n");
+    s
+}
+
+pub fn command_usage(c: &Command) -> String {
+    let mut s = format!("usage: rmq-admin {}", c.name);
+    for o in c.opts {
+        let arg = if o.value {
+            format!("-{} <{}>", o.short, o.long)
+        } else {
+            format!("-{}", o.short)
+        };
+        if o.required {
+            s.push_str(&format!(" {arg}"));
+        } else {
+            s.push_str(&format!(" [{arg}]"));
+        }
+    }
+    s.push_str(&format!("\n\n{}\n", c.about));
+    if !c.opts.is_empty() {
+        s.push_str("\nOptions:\n");
+        for o in c.opts {
+            s.push_str(&format!("  -{}, --{:14} {}\n", o.short, o.long, o.help));
+        }
+    }
+    s
+}
+
+/// The parsed command line.
+pub struct Invocation {
+    pub command: &'static Command,
+    /// Option values by short letter; flags map to "true".
+    values: BTreeMap<char, String>,
+    pub namesrv: Option<String>,
+    pub json: bool,
+    pub timeout: Duration,
+}
+
+impl Invocation {
+    pub fn get(&self, short: char) -> Option<&str> {
+        self.values.get(&short).map(String::as_str)
+    }
+
+    /// A value the parser already checked is present (required options).
+    pub fn req(&self, short: char) -> &str {
+        self.get(short).unwrap_or_default()
+    }
+
+    pub fn has(&self, short: char) -> bool {
+        self.values.contains_key(&short)
+    }
+}
+
+pub enum Parsed {
+    Run(Invocation),
+    Help(String),
+}
+
+/// A usage error: the message and the usage text that goes with it.
+pub struct UsageError {
+    pub message: String,
+    pub command: Option<&'static Command>,
+}
+
+impl UsageError {
+    pub fn code(&self) -> u8 {
+        EXIT_USAGE
+    }
+
+    pub fn usage(&self) -> String {
+        match self.command {
+            Some(c) if c.name != "help" => command_usage(c),
+            _ => general_usage(),
+        }
+    }
+}
+
+/// One argument split into option name and attached value: `--topic=T`, `-tT`.
+enum Token<'a> {
+    Long(&'a str, Option<&'a str>),
+    Short(char, Option<&'a str>),
+    Word(&'a str),
+}
+
+fn token(arg: &str) -> Token<'_> {
+    if let Some(long) = arg.strip_prefix("--").filter(|l| !l.is_empty()) {
+        return match long.split_once('=') {
+            Some((name, value)) => Token::Long(name, Some(value)),
+            None => Token::Long(long, None),
+        };
+    }
+    let mut chars = arg.chars();
+    match (chars.next(), chars.next()) {
+        (Some('-'), Some(short)) => {
+            let rest = chars.as_str();
+            Token::Short(short, (!rest.is_empty()).then_some(rest))
+        }
+        _ => Token::Word(arg),
+    }
+}
+
+#[derive(Default)]
+struct Parser<'a> {
+    namesrv: Option<String>,
+    json: bool,
+    timeout_ms: Option<u64>,
+    help: bool,
+    command: Option<&'static Command>,
+    /// Command options and their values, resolved once the command is known.
+    rest: Vec<&'a str>,
+    positional: Vec<&'a str>,
+}
+
+impl<'a> Parser<'a> {
+    /// Handles `args[i]` (and its value), returns the index of the next argument.
+    fn global(&mut self, args: &'a [String], i: usize) -> Result<usize, String> {
+        let arg = args[i].as_str();
+        let value = |inline: Option<&'a str>, name: &str| -> Result<(String, usize), String> {
+            match inline {
+                Some(v) => Ok((v.to_string(), i + 1)),
+                None => args
+                    .get(i + 1)
+                    .map(|v| (v.clone(), i + 2))
+                    .ok_or_else(|| format!("{name} needs a value")),
+            }
+        };
+        match token(arg) {
+            Token::Short('n', inline) | Token::Long("namesrvAddr", inline) => {
+                let (v, next) = value(inline, "-n")?;
+                self.namesrv = Some(v);
+                Ok(next)
+            }
+            Token::Long("timeout", inline) => {
+                let (v, next) = value(inline, "--timeout")?;
+                let ms = v.trim().parse().ok().filter(|ms| *ms > 0);
+                self.timeout_ms =
+                    Some(ms.ok_or_else(|| format!("--timeout needs milliseconds > 0, got {v:?}"))?);
+                Ok(next)
+            }
+            Token::Long("json", None) => {
+                self.json = true;
+                Ok(i + 1)
+            }
+            Token::Short('h', None) | Token::Long("help", None) => {
+                self.help = true;
+                Ok(i + 1)
+            }
+            Token::Word(w) if self.command.is_none() && w != "-" => {
+                let c = find_command(w).ok_or_else(|| format!("unknown command {w:?}"))?;
+                self.command = Some(c);
+                Ok(i + 1)
+            }
+            _ => {
+                self.rest.push(arg);
+                Ok(i + 1)
+            }
+        }
+    }
+
+    /// Resolves the command's options in `rest` into values by short letter.
+    fn command_options(&mut self, c: &Command) -> Result<BTreeMap<char, String>, String> {
+        let mut values = BTreeMap::new();
+        let mut k = 0;
+        while k < self.rest.len() {
+            let arg = self.rest[k];
+            k += 1;
+            let (found, inline) = match token(arg) {
+                Token::Long(name, inline) => (c.opts.iter().find(|o| o.long == name), inline),
+                Token::Short(short, inline) => (c.opts.iter().find(|o| o.short == short), inline),
+                Token::Word(w) => {
+                    self.positional.push(w);
+                    continue;
+                }
+            };
+            let Some(o) = found else {
+                return Err(format!("unknown option {arg} for {}", c.name));
+            };
+            let value = match (o.value, inline) {
+                (false, None) => "true".to_string(),
+                (false, Some(_)) => return Err(format!("-{} takes no value: {arg}", o.short)),
+                (true, Some(v)) => v.to_string(),
+                (true, None) => {
+                    let v = self
+                        .rest
+                        .get(k)
+                        .ok_or_else(|| format!("-{} needs a value", o.short))?;
+                    k += 1;
+                    v.to_string()
+                }
+            };
+            values.insert(o.short, value);
+        }
+        Ok(values)
+    }
+
+    fn finish(mut self) -> Result<Parsed, UsageError> {
+        let command = self.command;
+        let fail = |message: String| UsageError { message, command };
+        let Some(c) = command else {
+            if self.help {
+                return Ok(Parsed::Help(general_usage()));
+            }
+            return Err(fail("no command given".into()));
+        };
+        if self.help {
+            return Ok(Parsed::Help(
+                UsageError {
+                    message: String::new(),
+                    command,
+                }
+                .usage(),
+            ));
+        }
+        let values = self.command_options(c).map_err(fail)?;
+        if c.name == "help" {
+            return help_for(self.positional.first().copied()).map_err(fail);
+        }
+        if let Some(p) = self.positional.first() {
+            return Err(fail(format!("unexpected argument {p:?} for {}", c.name)));
+        }
+        for o in c.opts.iter().filter(|o| o.required) {
+            if !values.get(&o.short).is_some_and(|v| !v.trim().is_empty()) {
+                return Err(fail(format!("{} needs -{} <{}>", c.name, o.short, o.long)));
+            }
+        }
+        Ok(Parsed::Run(Invocation {
+            command: c,
+            values,
+            namesrv: self.namesrv,
+            json: self.json,
+            timeout: Duration::from_millis(self.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)),
+        }))
+    }
+}
+
+fn help_for(name: Option<&str>) -> Result<Parsed, String> {
+    match name {
+        None => Ok(Parsed::Help(general_usage())),
+        Some(name) => match find_command(name) {
+            Some(c) => Ok(Parsed::Help(command_usage(c))),
+            None => Err(format!("unknown command {name:?}")),
+        },
+    }
+}
+
+pub fn parse(args: &[String]) -> Result<Parsed, UsageError> {
+    let mut p = Parser::default();
+    let mut i = 0;
+    while i < args.len() {
+        i = p.global(args, i).map_err(|message| UsageError {
+            message,
+            command: p.command,
+        })?;
+    }
+    p.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(line: &str) -> Invocation {
+        let args: Vec<String> = line.split_whitespace().map(String::from).collect();
+        match parse(&args) {
+            Ok(Parsed::Run(inv)) => inv,
+            Ok(Parsed::Help(_)) => panic!("{line}: help"),
+            Err(e) => panic!("{line}: {}", e.message),
+        }
+    }
+
+    fn error(line: &str) -> String {
+        let args: Vec<String> = line.split_whitespace().map(String::from).collect();
+        match parse(&args) {
+            Err(e) => e.message,
+            Ok(_) => panic!("{line} parsed"),
+        }
+    }
+
+    #[test]
+    fn option_values_attached_separate_or_long() {
+        for line in [
+            "topicRoute -tT2",
+            "topicRoute -t T2",
+            "topicRoute --topic T2",
+            "topicRoute --topic=T2",
+            "-tT2 topicRoute",
+        ] {
+            assert_eq!(run(line).get('t'), Some("T2"), "{line}");
+        }
+        let inv = run("-n127.0.0.1:9876 --json updateOrderConf -tT -mput -vb:4 --timeout=50");
+        assert_eq!(inv.namesrv.as_deref(), Some("127.0.0.1:9876"));
+        assert!(inv.json);
+        assert_eq!(
+            (inv.req('t'), inv.req('m'), inv.req('v')),
+            ("T", "put", "b:4")
+        );
+        assert_eq!(inv.timeout, Duration::from_millis(50));
+        assert!(run("topicRoute -t T -l").has('l'));
+    }
+
+    #[test]
+    fn usage_errors_say_what_is_wrong() {
+        assert_eq!(error("topicRoute"), "topicRoute needs -t <topic>");
+        assert_eq!(error("topicRoute -t"), "-t needs a value");
+        assert_eq!(error("topicRoute -x y"), "unknown option -x for topicRoute");
+        assert_eq!(error("topicList -cx"), "-c takes no value: -cx");
+        assert_eq!(error("nope"), "unknown command \"nope\"");
+        assert_eq!(
+            error("--timeout 0 stats"),
+            "--timeout needs milliseconds > 0, got \"0\""
+        );
+    }
+}

@@ -1,0 +1,227 @@
+//! What a command's result means for the operator: exit codes, and errors explained per
+//! address.
+//!
+//! Name servers do not replicate, so every write goes to each server of `-n` and a write can
+//! succeed on some and fail on others; that case has its own exit code instead of hiding
+//! behind "error" or "unreachable". A peer that is not a name server (an HTTP server, a
+//! broker, a wrong port) is named with what it did wrong: bytes that are no RocketMQ frame, a
+//! closed connection, an answer saying it does not know the request.
+
+use rmq_namesrv::client::ClientError;
+use rmq_namesrv::remoting::codes::response;
+use std::io;
+
+pub const EXIT_OK: u8 = 0;
+/// A server answered with an error, the thing asked for does not exist, or the peer is not a
+/// name server.
+pub const EXIT_FAILED: u8 = 1;
+pub const EXIT_USAGE: u8 = 2;
+/// No server could be reached (refused, timed out, reset) and none answered.
+pub const EXIT_UNREACHABLE: u8 = 3;
+/// A write (or a per-server read) succeeded on some name servers and failed on others.
+pub const EXIT_PARTIAL: u8 = 4;
+
+pub const EXIT_CODES_HELP: &str =
+    "Exit codes: 0 ok; 1 error answer, not found, or a peer that is not a name server;\n\
+     2 usage error; 3 no name server reachable; 4 partial: some name servers failed.\n";
+
+/// How one server failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// Nothing answered: connection refused or reset, timeout, unknown host.
+    Unreachable,
+    /// Something answered, but not what a name server answers.
+    NotNameServer,
+    /// A name server answered with an error, or with "not found".
+    Refused,
+}
+
+/// One server's failure, explained.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub addr: String,
+    pub kind: FailureKind,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(addr: &str, kind: FailureKind, message: String) -> Failure {
+        Failure {
+            addr: addr.to_string(),
+            kind,
+            message,
+        }
+    }
+
+    /// Explains a client error from the server at `addr`.
+    pub fn from_client(addr: &str, e: &ClientError) -> Failure {
+        let (kind, message) = explain(e);
+        Failure::new(addr, kind, message)
+    }
+
+    /// `addr: message`, the form every error line takes.
+    pub fn line(&self) -> String {
+        format!("{}: {}", self.addr, self.message)
+    }
+
+    /// True when asking another server of the list makes sense (for reads).
+    pub fn try_next(&self) -> bool {
+        self.kind != FailureKind::Refused
+    }
+}
+
+fn explain_io(e: &io::Error) -> (FailureKind, String) {
+    match e.kind() {
+        io::ErrorKind::UnexpectedEof => (
+            FailureKind::NotNameServer,
+            "connection closed without an answer (not a RocketMQ name server, or one shutting \
+             down)"
+                .into(),
+        ),
+        io::ErrorKind::ConnectionRefused => (
+            FailureKind::Unreachable,
+            "connection refused (nothing listens there)".into(),
+        ),
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => {
+            (FailureKind::Unreachable, format!("no answer: {e}"))
+        }
+        _ => (FailureKind::Unreachable, e.to_string()),
+    }
+}
+
+/// "HTTP" read as a frame length is 1213486160: say so, it is the common wrong port.
+fn http_hint(detail: &str) -> &'static str {
+    if detail.contains("1213486160") {
+        ": it speaks HTTP"
+    } else {
+        ""
+    }
+}
+
+fn explain(e: &ClientError) -> (FailureKind, String) {
+    match e {
+        ClientError::Io(io) => explain_io(io),
+        ClientError::Decode(detail) => (
+            FailureKind::NotNameServer,
+            format!(
+                "answered something that is not a name server's answer ({detail}){}",
+                http_hint(detail)
+            ),
+        ),
+        ClientError::Response { code, .. } if *code == response::REQUEST_CODE_NOT_SUPPORTED => (
+            FailureKind::NotNameServer,
+            format!("{e}: not a name server (a broker answers so), or one without this request"),
+        ),
+        ClientError::Response { code, .. } if *code == response::GO_AWAY => {
+            (FailureKind::Unreachable, format!("{e} (shutting down)"))
+        }
+        ClientError::Response { .. } => (FailureKind::Refused, e.to_string()),
+    }
+}
+
+/// What a command produced: text for stdout, lines for stderr, an exit code.
+pub struct Outcome {
+    pub stdout: String,
+    pub stderr: Vec<String>,
+    pub code: u8,
+}
+
+impl Outcome {
+    pub fn ok(stdout: String) -> Outcome {
+        Outcome {
+            stdout,
+            stderr: Vec::new(),
+            code: EXIT_OK,
+        }
+    }
+
+    /// Nothing on stdout, one error line, exit 1.
+    pub fn failed(message: String) -> Outcome {
+        Outcome {
+            stdout: String::new(),
+            stderr: vec![message],
+            code: EXIT_FAILED,
+        }
+    }
+
+    /// A read that no server of the list could answer.
+    pub fn from_failures(failures: &[Failure]) -> Outcome {
+        let code = if failures.iter().all(|f| f.kind == FailureKind::Unreachable) {
+            EXIT_UNREACHABLE
+        } else {
+            EXIT_FAILED
+        };
+        let stderr = match failures {
+            [one] => vec![one.line()],
+            many => {
+                let mut lines = vec![format!("no name server of {} answered:", many.len())];
+                lines.extend(many.iter().map(|f| format!("  {}", f.line())));
+                lines
+            }
+        };
+        Outcome {
+            stdout: String::new(),
+            stderr,
+            code,
+        }
+    }
+
+    pub fn with_note(mut self, note: &str) -> Outcome {
+        self.stderr.push(note.to_string());
+        self
+    }
+}
+
+/// Exit code of a command sent to every server: `succeeded` of them did it, `failures` did not.
+pub fn exit_code_of_all(succeeded: usize, failures: &[Failure]) -> u8 {
+    match (succeeded, failures.is_empty()) {
+        (_, true) => EXIT_OK,
+        (0, false) if failures.iter().all(|f| f.kind == FailureKind::Unreachable) => {
+            EXIT_UNREACHABLE
+        }
+        (0, false) => EXIT_FAILED,
+        _ => EXIT_PARTIAL,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(kind: FailureKind) -> Failure {
+        Failure::new("h:1", kind, String::new())
+    }
+
+    #[test]
+    fn mixed_results_are_partial_and_total_failures_keep_their_kind() {
+        let unreachable = failure(FailureKind::Unreachable);
+        let refused = failure(FailureKind::Refused);
+        assert_eq!(exit_code_of_all(2, &[]), EXIT_OK);
+        let one = |f: &Failure| vec![f.clone()];
+        assert_eq!(exit_code_of_all(1, &one(&unreachable)), EXIT_PARTIAL);
+        assert_eq!(exit_code_of_all(1, &one(&refused)), EXIT_PARTIAL);
+        assert_eq!(exit_code_of_all(0, &one(&unreachable)), EXIT_UNREACHABLE);
+        assert_eq!(exit_code_of_all(0, &[unreachable, refused]), EXIT_FAILED);
+    }
+
+    #[test]
+    fn peers_that_are_not_name_servers_are_called_so() {
+        let closed = ClientError::Io(io::Error::new(io::ErrorKind::UnexpectedEof, "closed"));
+        let f = Failure::from_client("h:1", &closed);
+        assert_eq!(f.kind, FailureKind::NotNameServer);
+        assert!(f
+            .line()
+            .starts_with("h:1: connection closed without an answer"));
+        let garbage = ClientError::Decode("frame length 1213486160 (+4) exceeds 67108864".into());
+        let f = Failure::from_client("h:1", &garbage);
+        assert!(f.message.ends_with("it speaks HTTP"), "{}", f.message);
+        let unknown = ClientError::Response {
+            code: response::REQUEST_CODE_NOT_SUPPORTED,
+            remark: Some("request type 106 not supported".into()),
+        };
+        assert_eq!(
+            Failure::from_client("h:1", &unknown).kind,
+            FailureKind::NotNameServer
+        );
+    }
+}

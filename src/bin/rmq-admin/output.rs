@@ -1,0 +1,201 @@
+//! Output: aligned tables whose cells know their JSON type, and JSON text (compact for
+//! `--json`, indented where `mqadmin` prints indented JSON).
+
+use rmq_namesrv::remoting::json::{self, Value};
+
+/// A table cell; the type decides how it is written in JSON.
+pub enum Cell {
+    Str(String),
+    Int(i64),
+    Bool(bool),
+    /// Written as "-" in a table and null in JSON.
+    None,
+}
+
+impl Cell {
+    fn text(&self) -> String {
+        match self {
+            Cell::Str(s) => s.clone(),
+            Cell::Int(i) => i.to_string(),
+            Cell::Bool(b) => b.to_string(),
+            Cell::None => "-".to_string(),
+        }
+    }
+
+    fn value(&self) -> Value {
+        match self {
+            Cell::Str(s) => Value::Str(s.clone()),
+            Cell::Int(i) => Value::Int(*i),
+            Cell::Bool(b) => Value::Bool(*b),
+            Cell::None => Value::Null,
+        }
+    }
+}
+
+pub fn s(v: impl Into<String>) -> Cell {
+    Cell::Str(v.into())
+}
+
+pub fn opt_cell(v: Option<&String>) -> Cell {
+    v.map_or(Cell::None, |s| Cell::Str(s.clone()))
+}
+
+/// Columns: (table header, JSON key).
+pub struct Table {
+    columns: Vec<(&'static str, &'static str)>,
+    rows: Vec<Vec<Cell>>,
+}
+
+impl Table {
+    pub fn new(columns: &[(&'static str, &'static str)]) -> Table {
+        Table {
+            columns: columns.to_vec(),
+            rows: Vec::new(),
+        }
+    }
+
+    pub fn push(&mut self, row: Vec<Cell>) {
+        self.rows.push(row);
+    }
+
+    /// Left-aligned columns two spaces apart, no trailing spaces.
+    pub fn render(&self) -> String {
+        let texts: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .map(|r| r.iter().map(Cell::text).collect())
+            .collect();
+        let mut widths: Vec<usize> = self
+            .columns
+            .iter()
+            .map(|(h, _)| h.chars().count())
+            .collect();
+        for row in &texts {
+            for (w, t) in widths.iter_mut().zip(row) {
+                *w = (*w).max(t.chars().count());
+            }
+        }
+        let mut out = aligned_line(self.columns.iter().map(|(h, _)| *h), &widths);
+        for row in &texts {
+            out.push_str(&aligned_line(row.iter().map(String::as_str), &widths));
+        }
+        out
+    }
+
+    pub fn to_json(&self) -> Value {
+        let object = |r: &Vec<Cell>| {
+            Value::Object(
+                self.columns
+                    .iter()
+                    .zip(r)
+                    .map(|((_, key), cell)| (key.to_string(), cell.value()))
+                    .collect(),
+            )
+        };
+        Value::Array(self.rows.iter().map(object).collect())
+    }
+
+    /// The table, or its JSON form with `--json`.
+    pub fn emit(&self, json: bool) -> String {
+        if json {
+            json_text(&self.to_json())
+        } else {
+            self.render()
+        }
+    }
+}
+
+fn aligned_line<'a>(cells: impl Iterator<Item = &'a str>, widths: &[usize]) -> String {
+    let mut out = String::new();
+    for (k, (c, w)) in cells.zip(widths).enumerate() {
+        if k > 0 {
+            out.push_str("  ");
+        }
+        out.push_str(c);
+        out.push_str(&" ".repeat(w.saturating_sub(c.chars().count())));
+    }
+    out.truncate(out.trim_end().len());
+    out.push('\n');
+    out
+}
+
+/// Compact JSON and a newline.
+pub fn json_text(v: &Value) -> String {
+    let mut out = Vec::new();
+    json::write_value(&mut out, v);
+    out.push(b'\n');
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// JSON indented by two spaces per level, and a newline.
+pub fn pretty_json(v: &Value) -> String {
+    let mut out = Vec::new();
+    write_pretty(&mut out, v, 0);
+    out.push(b'\n');
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn indent(out: &mut Vec<u8>, level: usize) {
+    out.push(b'\n');
+    for _ in 0..level {
+        out.extend_from_slice(b"  ");
+    }
+}
+
+fn write_pretty(out: &mut Vec<u8>, v: &Value, level: usize) {
+    match v {
+        Value::Array(items) if !items.is_empty() => {
+            out.push(b'[');
+            for (k, item) in items.iter().enumerate() {
+                if k > 0 {
+                    out.push(b',');
+                }
+                indent(out, level + 1);
+                write_pretty(out, item, level + 1);
+            }
+            indent(out, level);
+            out.push(b']');
+        }
+        Value::Object(members) if !members.is_empty() => {
+            out.push(b'{');
+            for (k, (key, member)) in members.iter().enumerate() {
+                if k > 0 {
+                    out.push(b',');
+                }
+                indent(out, level + 1);
+                json::write_str(out, key);
+                out.extend_from_slice(b": ");
+                write_pretty(out, member, level + 1);
+            }
+            indent(out, level);
+            out.push(b'}');
+        }
+        scalar => json::write_value(out, scalar),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pretty_json_reparses_to_the_same_value() {
+        let text = br#"{"a":[1,{"b":"x\"y","c":[]}],"d":{},"e":null,"f":true}"#;
+        let v = json::parse(text).unwrap();
+        let pretty = pretty_json(&v);
+        assert!(pretty.starts_with("{\n  \"a\": [\n    1,"), "{pretty}");
+        assert_eq!(json::parse(pretty.as_bytes()).unwrap(), v);
+    }
+
+    #[test]
+    fn tables_align_and_type_their_json() {
+        let mut t = Table::new(&[("NAME", "name"), ("N", "n")]);
+        t.push(vec![s("long-name"), Cell::Int(1)]);
+        t.push(vec![s("x"), Cell::None]);
+        assert_eq!(t.render(), "NAME       N\nlong-name  1\nx          -\n");
+        assert_eq!(
+            t.emit(true),
+            "[{\"name\":\"long-name\",\"n\":1},{\"name\":\"x\",\"n\":null}]\n"
+        );
+    }
+}

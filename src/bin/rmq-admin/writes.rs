@@ -1,0 +1,183 @@
+//! Commands that change name servers. Each goes to every server of `-n` (they do not
+//! replicate) and prints one row per server: OK, or what went wrong there. The exit code says
+//! whether all, some or none of them did it ([`exit_code_of_all`]).
+
+use crate::cli::Invocation;
+use crate::outcome::{exit_code_of_all, Failure, FailureKind, Outcome, EXIT_USAGE};
+use crate::output::{s, Cell, Table};
+use crate::peers::Peers;
+use crate::reads::{kv_item, ORDER_TOPIC_CONFIG};
+use rmq_namesrv::client::{Client, ClientError};
+
+/// What one server did with a write.
+pub enum Done {
+    /// Done; with a count for the commands that report one (topics touched).
+    Ok(Option<i64>),
+    /// The server is fine but the write does not apply there (e.g. no such broker).
+    Refused(String),
+}
+
+/// Sends a write to every server and tabulates the results.
+fn write_all(
+    inv: &Invocation,
+    peers: &Peers,
+    count_column: Option<(&'static str, &'static str)>,
+    f: impl FnMut(&mut Client) -> Result<Done, ClientError>,
+) -> Outcome {
+    let mut columns = vec![("NAMESRV", "namesrv"), ("RESULT", "result")];
+    columns.extend(count_column);
+    let mut t = Table::new(&columns);
+    let mut failures = Vec::new();
+    let mut succeeded = 0;
+    for (addr, r) in peers.each(f) {
+        let (result, count) = match r {
+            Ok(Done::Ok(count)) => {
+                succeeded += 1;
+                (s("OK"), count.map_or(Cell::None, Cell::Int))
+            }
+            Ok(Done::Refused(why)) => {
+                failures.push(Failure::new(&addr, FailureKind::Refused, why.clone()));
+                (s(why), Cell::None)
+            }
+            Err(failure) => {
+                let text = s(failure.message.as_str());
+                failures.push(failure);
+                (text, Cell::None)
+            }
+        };
+        let mut row = vec![s(addr), result];
+        if count_column.is_some() {
+            row.push(count);
+        }
+        t.push(row);
+    }
+    Outcome {
+        stdout: t.emit(inv.json),
+        stderr: failures.iter().map(Failure::line).collect(),
+        code: exit_code_of_all(succeeded, &failures),
+    }
+}
+
+fn done<T>(r: Result<T, ClientError>) -> Result<Done, ClientError> {
+    r.map(|_| Done::Ok(None))
+}
+
+pub fn update_kv_config(inv: &Invocation, peers: &Peers) -> Outcome {
+    let (ns, k, v) = (inv.req('s'), inv.req('k'), inv.req('v'));
+    write_all(inv, peers, None, |c| done(c.put_kv_config(ns, k, v)))
+}
+
+pub fn delete_kv_config(inv: &Invocation, peers: &Peers) -> Outcome {
+    let (ns, k) = (inv.req('s'), inv.req('k'));
+    write_all(inv, peers, None, |c| done(c.delete_kv_config(ns, k)))
+}
+
+pub fn update_namesrv_config(inv: &Invocation, peers: &Peers) -> Outcome {
+    let (k, v) = (inv.req('k'), inv.req('v'));
+    write_all(inv, peers, None, |c| {
+        done(c.update_namesrv_config(&[(k, v)]))
+    })
+}
+
+/// A permission change touched `count` topics of `broker`; none and the server does not know
+/// the broker means the name was wrong (the server itself answers success and 0).
+fn perm_result(c: &mut Client, broker: &str, count: i32) -> Result<Done, ClientError> {
+    if count == 0 && !c.get_cluster_info()?.broker_addr_table.contains_key(broker) {
+        return Ok(Done::Refused(format!(
+            "no broker named {broker} is registered here"
+        )));
+    }
+    Ok(Done::Ok(Some(count.into())))
+}
+
+pub fn wipe_write_perm(inv: &Invocation, peers: &Peers) -> Outcome {
+    let b = inv.req('b');
+    write_all(inv, peers, Some(("TOPICS", "wipeTopicCount")), |c| {
+        let count = c.wipe_write_perm(b)?;
+        perm_result(c, b, count)
+    })
+}
+
+pub fn add_write_perm(inv: &Invocation, peers: &Peers) -> Outcome {
+    let b = inv.req('b');
+    write_all(inv, peers, Some(("TOPICS", "addTopicCount")), |c| {
+        let count = c.add_write_perm(b)?;
+        perm_result(c, b, count)
+    })
+}
+
+const DELETE_TOPIC_NOTE: &str = "note: only the name servers' route of the topic was deleted; the \
+     brokers still have it and register it again with their next heartbeat unless it is deleted \
+     on them too (mqadmin deleteTopic does both)";
+
+pub fn delete_topic(inv: &Invocation, peers: &Peers) -> Outcome {
+    let (t, cluster) = (inv.req('t'), inv.get('c'));
+    write_all(inv, peers, None, |c| done(c.delete_topic(t, cluster))).with_note(DELETE_TOPIC_NOTE)
+}
+
+fn usage_error(message: String) -> Outcome {
+    Outcome {
+        stdout: String::new(),
+        stderr: vec![message],
+        code: EXIT_USAGE,
+    }
+}
+
+/// Checks `brokerName:queues;brokerName:queues`, the form producers parse (a malformed conf
+/// breaks every producer of the topic).
+fn check_order_conf(conf: &str) -> Result<(), String> {
+    for item in conf.split(';').filter(|i| !i.trim().is_empty()) {
+        let queues = item.split_once(':').and_then(|(name, n)| {
+            let n: u32 = n.trim().parse().ok()?;
+            (!name.trim().is_empty() && n > 0).then_some(n)
+        });
+        if queues.is_none() {
+            return Err(format!(
+                "order conf item {item:?} is not brokerName:queues (queues a number > 0)"
+            ));
+        }
+    }
+    if conf.trim().is_empty() {
+        return Err("updateOrderConf -m put needs -v brokerName:queues[;brokerName:queues]".into());
+    }
+    Ok(())
+}
+
+/// `mqadmin updateOrderConf`: the topic's entry of the ORDER_TOPIC_CONFIG KV namespace.
+pub fn update_order_conf(inv: &Invocation, peers: &Peers) -> Outcome {
+    let topic = inv.req('t');
+    match inv.req('m') {
+        "get" => kv_item(inv, peers, ORDER_TOPIC_CONFIG, topic).unwrap_or_else(|e| e),
+        "put" => {
+            let conf = inv.get('v').unwrap_or_default().trim();
+            if let Err(e) = check_order_conf(conf) {
+                return usage_error(e);
+            }
+            write_all(inv, peers, None, |c| {
+                done(c.put_kv_config(ORDER_TOPIC_CONFIG, topic, conf))
+            })
+        }
+        "delete" => write_all(inv, peers, None, |c| {
+            done(c.delete_kv_config(ORDER_TOPIC_CONFIG, topic))
+        }),
+        other => usage_error(format!(
+            "updateOrderConf -m takes get, put or delete, not {other:?}"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_confs_are_checked_before_they_reach_producers() {
+        assert!(check_order_conf("broker-a:4").is_ok());
+        assert!(check_order_conf("broker-a:4;broker-b:8;").is_ok());
+        assert!(check_order_conf("broker-a").is_err());
+        assert!(check_order_conf("broker-a:x").is_err());
+        assert!(check_order_conf("broker-a:0").is_err());
+        assert!(check_order_conf(":4").is_err());
+        assert!(check_order_conf("").is_err());
+    }
+}
