@@ -377,7 +377,7 @@ fn example_config_puts_state_and_logs_in_the_systemd_dirs() {
     assert!(value("kvConfigPath").starts_with("/var/lib/rmq-namesrv/"));
     assert!(value("logPath").starts_with("/var/log/rmq-namesrv/"));
     assert_eq!(value("listenPort"), "9876");
-    assert!(logging::parse_level(value("logLevel")).is_some());
+    assert!(value("logLevel").parse::<log::LevelFilter>().is_ok());
 }
 
 #[test]
@@ -473,11 +473,19 @@ fn init_writes_timestamped_lines_to_the_file_and_a_second_init_is_a_no_op() {
         .lines()
         .find(|l| l.contains("deploy test marker"))
         .unwrap_or_else(|| panic!("marker missing in {text:?}"));
-    assert!(line.contains("INFO"), "{line}");
-    // RFC 3339 timestamp first: YYYY-MM-DDTHH:MM:SS
-    let stamp: Vec<char> = line.chars().take(19).collect();
+    // Java's layout: "yyyy-MM-dd HH:mm:ss,SSS LEVEL thread - message", local time.
+    let stamp: Vec<char> = line.chars().take(23).collect();
     assert!(
-        stamp.len() == 19 && stamp[4] == '-' && stamp[10] == 'T' && stamp[13] == ':',
+        stamp.len() == 23
+            && stamp[4] == '-'
+            && stamp[10] == ' '
+            && stamp[13] == ':'
+            && stamp[19] == ',',
+        "{line}"
+    );
+    let thread = std::thread::current().name().unwrap_or("-").to_string();
+    assert!(
+        line[23..].starts_with(&format!(" INFO {thread} - deploy test marker")),
         "{line}"
     );
     assert!(!text.contains("below the level"));
