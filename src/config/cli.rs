@@ -270,8 +270,9 @@ pub fn usage() -> String {
         "usage: rmq-namesrv [-c FILE] [-p] [-h] [-v] [--key=value ...]\n\
          \n\
          \x20 -c, --configFile FILE    read properties from FILE; runtime config updates are\n\
-         \x20                          written back to it. Without -c: ./namesrv.conf if it\n\
-         \x20                          exists, else configStorePath if it exists\n\
+         \x20                          written back to it. Without -c: the --configStorePath\n\
+         \x20                          file, else ./namesrv.conf if it exists, else\n\
+         \x20                          configStorePath's default (read if it exists)\n\
          \x20 -p, --printConfigItem    print the effective configuration and exit\n\
          \x20 -h, --help               print this help and exit\n\
          \x20 -v, --version            print the version and exit\n\
@@ -288,7 +289,9 @@ pub fn usage() -> String {
             _ => "reported",
         };
         let default = NamesrvConfig::default_text(key).unwrap_or_default();
-        text.push_str(&format!("  {key:<38} {applies:<9} {default}\n"));
+        let line = format!("  {key:<38} {applies:<9} {default}");
+        text.push_str(line.trim_end());
+        text.push('\n');
     }
     text
 }
