@@ -1,12 +1,12 @@
 //! The server's own properties: `NamesrvConfig`, Java's keys with Java's defaults plus
 //! rmq-namesrv's own, and everything that reads or changes them.
 //!
-//! * [`table`] holds one row per key (name, field, default, parser, when a change applies) and
+//! * `table` holds one row per key (name, field, default, parser, when a change applies) and
 //!   writes the struct from those rows;
-//! * [`properties`] reads the `java.util.Properties` format and edits a file in place;
-//! * [`cidr`] parses the `adminAllowList` ranges;
-//! * [`cli`] is the mqnamesrv-like command line and finds the config file;
-//! * [`update`] is UPDATE_NAMESRV_CONFIG: all or nothing, written back to the config file.
+//! * `properties` reads the `java.util.Properties` format and edits a file in place;
+//! * `cidr` parses the `adminAllowList` ranges;
+//! * `cli` is the mqnamesrv-like command line and finds the config file;
+//! * `update` is UPDATE_NAMESRV_CONFIG: all or nothing, written back to the config file.
 //!
 //! Keys that are not in the table are kept verbatim in `extra`, because Java remembers them and
 //! reports them in GET_NAMESRV_CONFIG; the Controller's keys are kept the same way and read by
