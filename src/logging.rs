@@ -1,24 +1,35 @@
-//! Logging: one global `log` logger, written by simplelog to stderr and, optionally, to a
-//! size-rotated file.
+//! Logging: one global `log` logger writing lines in the layout operators of the Java name
+//! server grep, to a size-rotated file and to stderr.
 //!
-//! Console output goes to stderr so that stdout carries only what scripts read (the
-//! "listening on" line and `-p` output). simplelog has no rotation, so this module owns a
-//! small [`RotatingFile`] writer: `namesrv.log` is renamed to `namesrv.log.1` (and `.1` to
-//! `.2`, …, the oldest dropped) before a line would push it past `max_size`.
+//! A line is `2026-11-30 19:10:03,123 INFO main - message`: local time with milliseconds,
+//! level, thread name, ` - `, message (Java's `%d{yyyy-MM-dd HH:mm:ss,SSS} %p %t - %m`).
 //!
-//! simplelog hands a record over in several `write` calls (time, level, target, message), so
-//! the writer collects bytes up to each `\n` and rotates only between whole lines: a line is
-//! never split across files. Logging must never take the server down: a failed rotation keeps
-//! writing to the current file, a failed write drops the line, and each failure streak is
-//! reported once on stderr.
+//! Where lines go: the file when `logPath` is set, and stderr, except under systemd. When
+//! stderr is the journal (`JOURNAL_STREAM` names stderr's device and inode) the journal stamps
+//! every line itself, so console lines carry no timestamp but a `<N>` syslog priority prefix
+//! the journal reads; and when a log file is configured too, stderr gets no log lines at all,
+//! so the unit does not store every line twice. stdout carries only what scripts read (the
+//! "listening on" line and `-p` output).
+//!
+//! The level is live: the macros are gated by `log::max_level()`, which [`set_level`] changes,
+//! and the sinks pass everything that gets through.
+//!
+//! The logger is this module's own (a general-purpose one cannot write Java's layout), and so
+//! is the [`RotatingFile`] writer: `namesrv.log` is renamed to `namesrv.log.1` (and `.1` to
+//! `.2`, …, the oldest dropped) before a line would push it past `max_size`. It rotates only
+//! between whole lines, so a line is never split across files. Logging must never take the server down: a failed rotation
+//! keeps writing to the current file, a failed write drops the line, and each failure streak
+//! is reported once on stderr.
 
+use std::fmt::Write as _;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use log::LevelFilter;
-use simplelog::{CombinedLogger, ConfigBuilder, SharedLogger, WriteLogger};
+use log::{Level, LevelFilter, Log, Metadata, Record};
 
 /// What [`init`] installs: the level, the optional log file and its rotation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,26 +43,60 @@ pub struct LogSettings {
     pub max_files: u32,
 }
 
-/// `error|warn|info|debug|trace|off`, ignoring case and surrounding blanks.
-pub fn parse_level(s: &str) -> Option<LevelFilter> {
-    match s.trim().to_ascii_lowercase().as_str() {
-        "error" => Some(LevelFilter::Error),
-        "warn" => Some(LevelFilter::Warn),
-        "info" => Some(LevelFilter::Info),
-        "debug" => Some(LevelFilter::Debug),
-        "trace" => Some(LevelFilter::Trace),
-        "off" => Some(LevelFilter::Off),
-        _ => None,
+/// How log lines are written to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Console {
+    /// Not at all (systemd with a log file: the file is the one destination).
+    Off,
+    /// Whole lines, as in the file.
+    Plain,
+    /// `<N>LEVEL thread - message`: the journal adds the time and reads the priority.
+    Journal,
+}
+
+impl Console {
+    /// The console for this process: see the module doc.
+    pub fn detect(has_file: bool) -> Console {
+        match (stderr_is_journal(), has_file) {
+            (true, true) => Console::Off,
+            (true, false) => Console::Journal,
+            (false, _) => Console::Plain,
+        }
     }
+}
+
+/// True when `JOURNAL_STREAM` (`<device>:<inode>`, set by systemd) names stderr. Where stderr
+/// cannot be looked at, the variable alone decides.
+fn stderr_is_journal() -> bool {
+    let Ok(value) = std::env::var("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Some((device, inode)) = value.split_once(':') else {
+        return false;
+    };
+    let (Ok(device), Ok(inode)) = (device.parse::<u64>(), inode.parse::<u64>()) else {
+        return false;
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(meta) = fs::metadata("/proc/self/fd/2") {
+            return meta.dev() == device && meta.ino() == inode;
+        }
+    }
+    let _ = (device, inode);
+    true
 }
 
 /// Set once the global logger is ours; a second `init` is then a no-op.
 static INSTALLED: Mutex<bool> = Mutex::new(false);
+/// Whether log lines reach stderr (see [`console_enabled`]).
+static CONSOLE_ON: AtomicBool = AtomicBool::new(false);
 
-/// Installs the global logger: stderr always, plus `settings.file` when given (its parent
-/// directories are created). Calling it again after a success does nothing and returns Ok.
-/// If the file cannot be opened nothing is installed and the error is returned, so the caller
-/// can retry with `file: None`.
+/// Installs the global logger: stderr as [`Console::detect`] says, plus `settings.file` when
+/// given (its parent directories are created). Calling it again after a success does nothing
+/// and returns Ok. If the file cannot be opened nothing is installed and the error is
+/// returned, so the caller can retry with `file: None`.
 pub fn init(settings: &LogSettings) -> io::Result<()> {
     let mut installed = INSTALLED
         .lock()
@@ -59,33 +104,240 @@ pub fn init(settings: &LogSettings) -> io::Result<()> {
     if *installed {
         return Ok(());
     }
-    let line_format = ConfigBuilder::new()
-        .set_time_level(LevelFilter::Error)
-        .set_level_padding(simplelog::LevelPadding::Right)
-        .set_target_level(LevelFilter::Error)
-        .set_thread_level(LevelFilter::Off)
-        .set_location_level(LevelFilter::Off)
-        // RFC 3339 keeps the date in every line; without simplelog's local-offset feature
-        // the time is UTC, and the trailing Z says so.
-        .set_time_format_rfc3339()
-        .build();
-    let mut sinks: Vec<Box<dyn SharedLogger>> = vec![WriteLogger::new(
-        settings.level,
-        line_format.clone(),
-        io::stderr(),
-    )];
-    if let Some(path) = &settings.file {
-        let file = RotatingFile::open(path, settings.max_size, settings.max_files)?;
-        sinks.push(WriteLogger::new(settings.level, line_format, file));
-    }
-    CombinedLogger::init(sinks).map_err(|e| {
+    let file = match &settings.file {
+        Some(path) => Some(RotatingFile::open(
+            path,
+            settings.max_size,
+            settings.max_files,
+        )?),
+        None => None,
+    };
+    let console = Console::detect(file.is_some());
+    let logger = Box::leak(Box::new(Logger {
+        console,
+        state: Mutex::new(State {
+            file,
+            line: String::with_capacity(256),
+            clock: Clock::default(),
+        }),
+    }));
+    log::set_logger(logger).map_err(|e| {
         io::Error::new(
             io::ErrorKind::AlreadyExists,
             format!("another logger is already installed: {e}"),
         )
     })?;
+    set_level(settings.level);
+    CONSOLE_ON.store(console != Console::Off, Ordering::Relaxed);
     *installed = true;
     Ok(())
+}
+
+/// Changes the level at once (UPDATE_NAMESRV_CONFIG `logLevel`).
+pub fn set_level(level: LevelFilter) {
+    log::set_max_level(level);
+}
+
+/// Whether log lines reach stderr; false before [`init`] and under systemd with a log file.
+/// Startup warnings are printed on stderr directly when it is false.
+pub fn console_enabled() -> bool {
+    CONSOLE_ON.load(Ordering::Relaxed)
+}
+
+struct Logger {
+    console: Console,
+    state: Mutex<State>,
+}
+
+/// What the logger reuses from line to line.
+struct State {
+    file: Option<RotatingFile>,
+    /// The line being written, kept for its allocation.
+    line: String,
+    clock: Clock,
+}
+
+impl Log for Logger {
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        metadata.level() <= log::max_level()
+    }
+
+    fn log(&self, record: &Record<'_>) {
+        if !self.enabled(record.metadata()) {
+            return;
+        }
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let State { file, line, clock } = &mut *state;
+        let thread = std::thread::current();
+        let thread = thread.name().unwrap_or("-");
+        line.clear();
+        // Writing into a String cannot fail.
+        let _ = writeln!(line, "{} {thread} - {}", record.level(), record.args());
+        let body = line.as_str();
+        let stamp = if file.is_some() || self.console == Console::Plain {
+            clock.stamp(SystemTime::now())
+        } else {
+            ""
+        };
+        if let Some(file) = file {
+            file.write_line_parts(&[stamp.as_bytes(), b" ", body.as_bytes()]);
+        }
+        let mut stderr = io::stderr().lock();
+        let _ = match self.console {
+            Console::Off => Ok(()),
+            Console::Plain => write!(stderr, "{stamp} {body}"),
+            Console::Journal => write!(stderr, "<{}>{body}", syslog_priority(record.level())),
+        };
+    }
+
+    fn flush(&self) {}
+}
+
+fn syslog_priority(level: Level) -> u8 {
+    match level {
+        Level::Error => 3,
+        Level::Warn => 4,
+        Level::Info => 6,
+        Level::Debug | Level::Trace => 7,
+    }
+}
+
+/// Formats `yyyy-MM-dd HH:mm:ss,SSS` in local time, converting the seconds once per second.
+#[derive(Default)]
+struct Clock {
+    /// Unix second the cached text is for.
+    second: Option<i64>,
+    /// `yyyy-MM-dd HH:mm:ss,SSS`; the milliseconds are rewritten per line.
+    text: String,
+}
+
+impl Clock {
+    fn stamp(&mut self, now: SystemTime) -> &str {
+        let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let second = since_epoch.as_secs() as i64;
+        if self.second != Some(second) {
+            let t = local_time::civil(second);
+            self.text.clear();
+            let _ = write!(
+                self.text,
+                "{:04}-{:02}-{:02} {:02}:{:02}:{:02},000",
+                t.year, t.month, t.day, t.hour, t.minute, t.second
+            );
+            self.second = Some(second);
+        }
+        let millis = since_epoch.subsec_millis();
+        let len = self.text.len();
+        self.text.truncate(len - 3);
+        let _ = write!(self.text, "{millis:03}");
+        &self.text
+    }
+}
+
+/// A calendar date and time of day.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Civil {
+    year: i64,
+    month: u32,
+    day: u32,
+    hour: u32,
+    minute: u32,
+    second: u32,
+}
+
+/// UTC calendar fields of a Unix time (days to civil date: H. Hinnant's algorithm).
+fn utc_civil(secs: i64) -> Civil {
+    let days = secs.div_euclid(86_400);
+    let of_day = secs.rem_euclid(86_400) as u32;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    Civil {
+        year,
+        month,
+        day,
+        hour: of_day / 3_600,
+        minute: of_day / 60 % 60,
+        second: of_day % 60,
+    }
+}
+
+/// Local time through the C library (no time crate in the daemon). Only where `time_t` is a
+/// 64-bit C `long` (64-bit Unix), so the declarations below match the C ones; elsewhere UTC.
+#[cfg(all(unix, target_pointer_width = "64"))]
+mod local_time {
+    use super::{utc_civil, Civil};
+    use std::os::raw::{c_char, c_int, c_long};
+    use std::sync::Once;
+
+    /// C's `struct tm` as glibc, musl and the BSDs define it (the two trailing fields are
+    /// extensions all of them have).
+    #[repr(C)]
+    struct Tm {
+        tm_sec: c_int,
+        tm_min: c_int,
+        tm_hour: c_int,
+        tm_mday: c_int,
+        tm_mon: c_int,
+        tm_year: c_int,
+        tm_wday: c_int,
+        tm_yday: c_int,
+        tm_isdst: c_int,
+        tm_gmtoff: c_long,
+        tm_zone: *const c_char,
+    }
+
+    extern "C" {
+        fn localtime_r(time: *const c_long, result: *mut Tm) -> *mut Tm;
+        fn tzset();
+    }
+
+    pub(super) fn civil(secs: i64) -> Civil {
+        static TZSET: Once = Once::new();
+        // SAFETY: tzset takes no arguments; POSIX asks for it before localtime_r.
+        TZSET.call_once(|| unsafe { tzset() });
+        let time: c_long = secs;
+        let mut tm = Tm {
+            tm_sec: 0,
+            tm_min: 0,
+            tm_hour: 0,
+            tm_mday: 0,
+            tm_mon: 0,
+            tm_year: 0,
+            tm_wday: 0,
+            tm_yday: 0,
+            tm_isdst: 0,
+            tm_gmtoff: 0,
+            tm_zone: std::ptr::null(),
+        };
+        // SAFETY: both pointers are valid for the call and `tm` has C's layout; localtime_r is
+        // reentrant (it writes only into `tm`) and returns null on failure.
+        let result = unsafe { localtime_r(&time, &mut tm) };
+        if result.is_null() {
+            return utc_civil(secs);
+        }
+        let field = |v: c_int| u32::try_from(v).unwrap_or(0);
+        Civil {
+            year: i64::from(tm.tm_year) + 1900,
+            month: field(tm.tm_mon) + 1,
+            day: field(tm.tm_mday),
+            hour: field(tm.tm_hour),
+            minute: field(tm.tm_min),
+            second: field(tm.tm_sec),
+        }
+    }
+}
+
+#[cfg(not(all(unix, target_pointer_width = "64")))]
+mod local_time {
+    pub(super) fn civil(secs: i64) -> super::Civil {
+        super::utc_civil(secs)
+    }
 }
 
 /// A log file that rotates by size, only at line boundaries, and never fails a write.
@@ -118,6 +370,21 @@ impl RotatingFile {
             partial_line: Vec::new(),
             failure_reported: false,
         })
+    }
+
+    /// Writes one line given in parts (the logger's time stamp and the rest) as a whole.
+    fn write_line_parts(&mut self, parts: &[&[u8]]) {
+        if parts.len() == 1 {
+            return self.write_line(parts[0]);
+        }
+        let mut whole = std::mem::take(&mut self.partial_line);
+        let held = whole.len();
+        for part in parts {
+            whole.extend_from_slice(part);
+        }
+        self.write_line(&whole[held..]);
+        whole.truncate(held);
+        self.partial_line = whole;
     }
 
     /// Writes one whole line (or a final unterminated fragment), rotating first if the
@@ -290,15 +557,57 @@ mod tests {
     }
 
     #[test]
-    fn parse_level_accepts_every_name_in_any_case() {
-        assert_eq!(parse_level("error"), Some(LevelFilter::Error));
-        assert_eq!(parse_level("WARN"), Some(LevelFilter::Warn));
-        assert_eq!(parse_level(" Info "), Some(LevelFilter::Info));
-        assert_eq!(parse_level("debug"), Some(LevelFilter::Debug));
-        assert_eq!(parse_level("TRACE"), Some(LevelFilter::Trace));
-        assert_eq!(parse_level("Off"), Some(LevelFilter::Off));
-        assert_eq!(parse_level("warning"), None);
-        assert_eq!(parse_level(""), None);
+    fn utc_dates_from_unix_seconds() {
+        let at = |y, mo, d, h, mi, s| Civil {
+            year: y,
+            month: mo,
+            day: d,
+            hour: h,
+            minute: mi,
+            second: s,
+        };
+        assert_eq!(utc_civil(0), at(1970, 1, 1, 0, 0, 0));
+        assert_eq!(utc_civil(951_782_400), at(2000, 2, 29, 0, 0, 0));
+        assert_eq!(utc_civil(1_796_065_803), at(2026, 11, 30, 19, 10, 3));
+        assert_eq!(utc_civil(-1), at(1969, 12, 31, 23, 59, 59));
+        assert_eq!(utc_civil(4_102_444_800), at(2100, 1, 1, 0, 0, 0));
+    }
+
+    #[test]
+    fn the_clock_writes_java_s_layout_with_milliseconds() {
+        let mut clock = Clock::default();
+        let at = UNIX_EPOCH + std::time::Duration::from_millis(1_796_065_803_123);
+        let stamp = clock.stamp(at).to_string();
+        let bytes = stamp.as_bytes();
+        assert_eq!(stamp.len(), 23, "{stamp}");
+        assert_eq!(
+            (bytes[4], bytes[7], bytes[10], bytes[13], bytes[16], bytes[19]),
+            (b'-', b'-', b' ', b':', b':', b','),
+            "{stamp}"
+        );
+        assert!(stamp.ends_with(":03,123"), "{stamp}");
+        // Same second, other milliseconds: only the milliseconds change.
+        let later = at + std::time::Duration::from_millis(5);
+        assert_eq!(clock.stamp(later), format!("{},128", &stamp[..19]));
+        // Local time is UTC moved by whole minutes (every zone's offset is).
+        let local: u32 = stamp[14..16].parse().unwrap();
+        assert!(local < 60);
+        assert_eq!(&stamp[17..19], "03");
+    }
+
+    #[test]
+    fn a_line_in_parts_is_one_line_in_the_file() {
+        let dir = TempDir::new("parts");
+        let path = dir.join("namesrv.log");
+        let mut log = RotatingFile::open(&path, 0, 1).expect("open");
+        write!(log, "held ").expect("write");
+        log.write_line_parts(&[b"2026-01-01 00:00:00,000", b" ", b"INFO main - hi\n"]);
+        writeln!(log, "rest").expect("write");
+        drop(log);
+        assert_eq!(
+            read(&path),
+            "2026-01-01 00:00:00,000 INFO main - hi\nheld rest\n"
+        );
     }
 
     #[test]
@@ -341,7 +650,7 @@ mod tests {
         let path = dir.join("namesrv.log");
         let mut log = RotatingFile::open(&path, 200, 50).expect("open");
         for i in 0..120 {
-            // Like simplelog: time, level, target and message arrive as separate writes.
+            // A writer may hand a line over in several writes.
             write!(log, "2024-01-01T00:00:00.000Z ").expect("write");
             write!(log, "INFO  ").expect("write");
             write!(log, "rmq_namesrv: ").expect("write");

@@ -1,19 +1,31 @@
-//! `rmq-namesrv`: command line -> config -> logging -> event loop.
+//! `rmq-namesrv`: command line -> config -> logging -> event loop; SIGTERM/SIGINT -> a clean
+//! stop.
+//!
+//! Everything an operator can get wrong is told in one line naming what failed: a bad argument
+//! (plus a pointer to `--help`), a bad value in the config file (file, line, key), a log file
+//! that cannot be opened (its path), a port that is taken (the address). Unknown keys are
+//! warnings naming the closest known key.
 
-use rmq_namesrv::config::{self, Cli};
-use rmq_namesrv::logging::{self, LogSettings};
-use rmq_namesrv::server::Server;
+use std::io;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
+
+use log::{Level, LevelFilter};
+use rmq_namesrv::config::{self, Cli, CliError, NamesrvConfig, Startup};
+use rmq_namesrv::logging::{self, LogSettings};
+use rmq_namesrv::server::{Server, StartError, StopHandle};
+use signal_hook::consts::{SIGINT, SIGTERM};
 
 fn main() -> ExitCode {
     let started = Instant::now();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let config = match config::parse_cli(&args) {
-        Ok(Cli::Run(c)) => c,
-        Ok(Cli::PrintConfig(c)) => {
-            print!("{}", c.to_properties_text());
+    let startup = match config::parse_cli(&args) {
+        Ok(Cli::Run(startup)) => startup,
+        Ok(Cli::PrintConfig(startup)) => {
+            print_config(&startup);
             return ExitCode::SUCCESS;
         }
         Ok(Cli::Help(text)) => {
@@ -21,56 +33,162 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Ok(Cli::Version) => {
-            println!(
-                "rmq-namesrv {} (git {})",
-                env!("CARGO_PKG_VERSION"),
-                env!("RMQ_GIT_REV")
-            );
+            println!("rmq-namesrv {}", version());
             return ExitCode::SUCCESS;
         }
+        Err(e @ CliError::Usage(_)) => {
+            eprintln!("rmq-namesrv: {e}\nsee rmq-namesrv --help");
+            return ExitCode::from(2);
+        }
         Err(e) => {
-            eprintln!("rmq-namesrv: {e}\n\n{}", config::usage());
+            eprintln!("rmq-namesrv: {e}");
             return ExitCode::from(2);
         }
     };
-    let level = logging::parse_level(&config.log_level).unwrap_or(log::LevelFilter::Info);
-    let file = (!config.log_path.is_empty()).then(|| PathBuf::from(&config.log_path));
+    start_logging(&startup.config);
+    for warning in &startup.warnings {
+        tell(Level::Warn, warning);
+    }
+    log::info!("{}", startup.config_file_note());
+    run(startup.config, started)
+}
+
+fn version() -> String {
+    format!(
+        "{} (git {})",
+        env!("CARGO_PKG_VERSION"),
+        env!("RMQ_GIT_REV")
+    )
+}
+
+/// `-p`: warnings on stderr, then the configuration on stdout, opened by a comment saying
+/// which file was read and where runtime updates go (the output stays a properties file).
+fn print_config(startup: &Startup) {
+    for warning in &startup.warnings {
+        eprintln!("rmq-namesrv: warning: {warning}");
+    }
+    println!("# {}", startup.config_file_note());
+    print!("{}", startup.config.to_properties_text());
+}
+
+/// Logs `message` and makes sure it reaches stderr too (directly when the log does not go
+/// there: under systemd with a log file, or below the level).
+fn tell(level: Level, message: &str) {
+    log::log!(level, "{message}");
+    if !logging::console_enabled() || level > log::max_level() {
+        eprintln!("rmq-namesrv: {message}");
+    }
+}
+
+fn start_logging(config: &NamesrvConfig) {
     let mut settings = LogSettings {
-        level,
-        file,
+        // Validated when the config was read.
+        level: config.log_level.parse().unwrap_or(LevelFilter::Info),
+        file: (!config.log_path.is_empty()).then(|| PathBuf::from(&config.log_path)),
         max_size: config.log_file_max_size,
         max_files: config.log_file_count,
     };
     if let Err(e) = logging::init(&settings) {
-        eprintln!(
-            "rmq-namesrv: cannot open log file {:?} ({e}); logging to the console only",
-            settings.file
-        );
-        settings.file = None;
+        if let Some(path) = settings.file.take() {
+            eprintln!(
+                "rmq-namesrv: cannot open log file {}: {e}; logging to the console only",
+                path.display()
+            );
+        }
         let _ = logging::init(&settings);
     }
+}
+
+fn run(config: NamesrvConfig, started: Instant) -> ExitCode {
+    let bind_addr = if config.bind_address.contains(':') {
+        format!("[{}]:{}", config.bind_address, config.listen_port)
+    } else {
+        format!("{}:{}", config.bind_address, config.listen_port)
+    };
     let server = match Server::bind(config) {
-        Ok(s) => s,
+        Ok(server) => server,
         Err(e) => {
-            log::error!("rmq-namesrv failed to start: {e}");
-            eprintln!("rmq-namesrv failed to start: {e}");
+            tell(Level::Error, &start_error_message(&e, &bind_addr));
             return ExitCode::FAILURE;
         }
     };
+    if let Err(e) = watch_signals(server.stop_handle()) {
+        tell(Level::Error, &format!("cannot watch for signals: {e}"));
+        return ExitCode::FAILURE;
+    }
     // Tools and tests read this exact line to find the port.
     println!("rmq-namesrv listening on {}", server.local_addr());
     log::info!(
-        "rmq-namesrv {} (git {}) listening on {}, started in {} us",
-        env!("CARGO_PKG_VERSION"),
-        env!("RMQ_GIT_REV"),
+        "rmq-namesrv {} listening on {}, started in {} us",
+        version(),
         server.local_addr(),
         started.elapsed().as_micros()
     );
-    match server.run() {
-        Ok(()) => ExitCode::SUCCESS,
+    let result = server.run();
+    let why = match STOP_SIGNAL.get() {
+        Some(name) => format!(" (signal {name})"),
+        None => String::new(),
+    };
+    match result {
+        Ok(()) => {
+            log::info!(
+                "rmq-namesrv stopped{why} after {} s",
+                started.elapsed().as_secs()
+            );
+            ExitCode::SUCCESS
+        }
         Err(e) => {
-            log::error!("event loop failed: {e}");
+            tell(Level::Error, &format!("event loop failed: {e}"));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The start error in one line naming what failed. A bind error names the address.
+// TODO(merge): once StartError has its own bind variant carrying the address, this is
+// `e.to_string()`.
+fn start_error_message(e: &StartError, bind_addr: &str) -> String {
+    match e {
+        StartError::Io(io)
+            if matches!(
+                io.kind(),
+                io::ErrorKind::AddrInUse
+                    | io::ErrorKind::AddrNotAvailable
+                    | io::ErrorKind::PermissionDenied
+            ) =>
+        {
+            let text = io.to_string();
+            let reason = text.split(" (os error").next().unwrap_or(&text);
+            format!("cannot listen on {bind_addr}: {reason}")
+        }
+        other => format!("cannot start: {other}"),
+    }
+}
+
+/// The first stop signal's name, for the final log line.
+static STOP_SIGNAL: OnceLock<&'static str> = OnceLock::new();
+
+/// The first SIGTERM or SIGINT is logged and stops the server (which finishes what is in
+/// flight and returns from `run`); a second one exits at once, from signal-hook's handler
+/// itself, with 128 + the signal number as a shell reports a signal death.
+fn watch_signals(stop: StopHandle) -> io::Result<()> {
+    let stopping = Arc::new(AtomicBool::new(false));
+    for signal in [SIGTERM, SIGINT] {
+        // The exit is registered before the flag so the first signal finds the flag unset.
+        let status = 128 + signal;
+        signal_hook::flag::register_conditional_shutdown(signal, status, Arc::clone(&stopping))?;
+        signal_hook::flag::register(signal, Arc::clone(&stopping))?;
+    }
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                let name = if signal == SIGINT { "INT" } else { "TERM" };
+                let _ = STOP_SIGNAL.set(name);
+                log::info!("rmq-namesrv shutting down (signal {name})");
+                stop.stop();
+            }
+        })?;
+    Ok(())
 }

@@ -905,27 +905,17 @@ impl Processor {
             .map_err(|_| reject(response::SYSTEM_ERROR, "string2Properties error"))?;
         let before = self.config.clone();
         match self.config.update(text) {
-            Ok(keys) => {
-                info!("config updated: {}", keys.join(", "));
+            Ok(changed) if changed.is_empty() => Ok(Reply::ok()),
+            Ok(changed) => {
+                info!("config updated: {}", changed.join(", "));
                 self.apply_config_change(&before);
                 effects.config_changed = true;
                 Ok(Reply::ok())
             }
-            Err(crate::config::UpdateError::BlackListed(key)) => {
-                warn!("refused config update of black-listed key {key}");
-                Err(reject(
-                    response::NO_PERMISSION,
-                    "Can not update config in black list.",
-                ))
-            }
-            Err(crate::config::UpdateError::Parse(e)) => {
+            Err(e) => {
                 warn!("refused config update: {e}");
-                Err(reject(response::SYSTEM_ERROR, "string2Properties error"))
+                Err(reject(e.response_code(), e.remark()))
             }
-            Err(crate::config::UpdateError::Persist(e)) => Err(reject(
-                response::SYSTEM_ERROR,
-                format!("persisting the config failed: {e}"),
-            )),
         }
     }
 
@@ -939,6 +929,11 @@ impl Processor {
         }
         self.body_limits = body_limits(&self.config);
         self.admin_allow_list = self.config.admin_allow_list_parsed();
+        if before.log_level != self.config.log_level {
+            if let Ok(level) = self.config.log_level.parse() {
+                crate::logging::set_level(level);
+            }
+        }
     }
 
     fn stats_body(&self, counters: &ServerCounters) -> Vec<u8> {

@@ -1,8 +1,11 @@
 //! The admin surface over real TCP: KV config (persisted), topic administration, broker
 //! write permissions, server config at run time, and the admin allow list.
 
+#[path = "common/child.rs"]
+mod child;
 mod common;
 
+use child::ServerProcess;
 use common::*;
 use rmq_namesrv::client::Client;
 use rmq_namesrv::remoting::codes::{request, response};
@@ -478,6 +481,7 @@ fn namesrv_config_get_update_blacklist_and_write_back() {
     sorted.sort();
     assert_eq!(keys, sorted, "sorted by key");
     assert!(text.contains("enableTopicList=true\n"));
+    // An unknown key refuses the whole request.
     let resp = c
         .request(
             request::UPDATE_NAMESRV_CONFIG,
@@ -485,10 +489,21 @@ fn namesrv_config_get_update_blacklist_and_write_back() {
             b"enableTopicList=false\ncustom.key=hello\n",
         )
         .unwrap();
+    assert_eq!(
+        (resp.code, resp.remark.as_deref()),
+        (response::SYSTEM_ERROR, Some("unknown key custom.key"))
+    );
+    assert!(config_text(&mut c).contains("enableTopicList=true\n"));
+    let resp = c
+        .request(
+            request::UPDATE_NAMESRV_CONFIG,
+            &[],
+            b"enableTopicList=false\n",
+        )
+        .unwrap();
     assert_eq!(resp.code, 0, "{:?}", resp.remark);
     let text = config_text(&mut c);
     assert!(text.contains("enableTopicList=false\n"));
-    assert!(text.contains("custom.key=hello\n"));
     // Live: the topic-list gate is now closed.
     assert_eq!(
         c.request(request::GET_TOPICS_BY_CLUSTER, &[("cluster", "x")], b"")
@@ -498,7 +513,7 @@ fn namesrv_config_get_update_blacklist_and_write_back() {
     );
     // Written back to configStorePath.
     let file = std::fs::read_to_string(server.dir.path().join("namesrv.properties")).unwrap();
-    assert!(file.contains("enableTopicList=false"));
+    assert_eq!(file, "enableTopicList=false\n");
     for key in [
         "kvConfigPath",
         "configStorePath",
@@ -641,4 +656,160 @@ fn admin_allow_list_refuses_mutations_from_other_addresses() {
     });
     let mut c = open.client();
     assert_eq!(put_kv(&mut c, "n", "k", "v"), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// UPDATE_NAMESRV_CONFIG over the real binary: all or nothing, and written back into the
+// operator's own file.
+
+const OPERATOR_FILE: &str = "# Operator's notes: keep me\n\
+listenPort=0\n\
+\n\
+# expiry scan, ms\n\
+scanNotActiveBrokerInterval = 5000\n\
+serverWorkerThreads=8\n";
+
+fn update(c: &mut Client, body: &str) -> (i32, Option<String>) {
+    let resp = c
+        .request(request::UPDATE_NAMESRV_CONFIG, &[], body.as_bytes())
+        .unwrap();
+    (resp.code, resp.remark)
+}
+
+fn spawn_with_config(dir: &std::path::Path, conf: &std::path::Path) -> ServerProcess {
+    ServerProcess::spawn(&[
+        "-c".into(),
+        conf.to_string_lossy().into_owned(),
+        "--bindAddress=127.0.0.1".into(),
+        format!("--logPath={}", dir.join("ns.log").display()),
+        format!("--kvConfigPath={}", dir.join("kv.json").display()),
+        "--logLevel=info".into(),
+    ])
+}
+
+#[test]
+fn update_answers_success_only_for_changes_it_made() {
+    let dir = TempDir::new("update-refused");
+    let conf = dir.path().join("namesrv.conf");
+    std::fs::write(&conf, OPERATOR_FILE).unwrap();
+    let server = spawn_with_config(dir.path(), &conf);
+    let mut c = server.client();
+    let before = config_text(&mut c);
+    let refused = [
+        (
+            "scanNotActiveBrokerInterval=-5",
+            "scanNotActiveBrokerInterval: -5 is outside 1..=3600000",
+        ),
+        (
+            "scanNotActiveBrokerInterval=abc",
+            "scanNotActiveBrokerInterval: \"abc\" is not an integer",
+        ),
+        (
+            "scanNotActivBrokerInterval=100",
+            "unknown key scanNotActivBrokerInterval (did you mean scanNotActiveBrokerInterval?)",
+        ),
+        (
+            "listenPort=9999",
+            "listenPort takes effect at start only: edit the config file",
+        ),
+        (
+            "frameMaxLength=-1",
+            "frameMaxLength: -1 is outside 1024..=1073741824",
+        ),
+        (
+            "orderMessageEnable=ture",
+            "orderMessageEnable: \"ture\" is not true or false",
+        ),
+        // All or nothing: the valid first key is not applied either.
+        (
+            "orderMessageEnable=true\nlogPath=/tmp/elsewhere.log",
+            "logPath takes effect at start only: edit the config file",
+        ),
+    ];
+    for (body, remark) in refused {
+        assert_eq!(
+            update(&mut c, body),
+            (response::SYSTEM_ERROR, Some(remark.to_string())),
+            "{body}"
+        );
+    }
+    assert_eq!(config_text(&mut c), before, "nothing was applied");
+    assert_eq!(std::fs::read_to_string(&conf).unwrap(), OPERATOR_FILE);
+    // The black list keeps Java's answer.
+    assert_eq!(
+        update(&mut c, "kvConfigPath=/etc/passwd"),
+        (
+            response::NO_PERMISSION,
+            Some("Can not update config in black list.".to_string())
+        )
+    );
+}
+
+#[test]
+fn update_rewrites_only_the_changed_lines_of_the_config_file() {
+    let dir = TempDir::new("update-file");
+    let conf = dir.path().join("namesrv.conf");
+    std::fs::write(&conf, OPERATOR_FILE).unwrap();
+    let server = spawn_with_config(dir.path(), &conf);
+    let mut c = server.client();
+    assert_eq!(
+        update(
+            &mut c,
+            "scanNotActiveBrokerInterval=7000\nserverWorkerThreads=8\norderMessageEnable=true\n"
+        ),
+        (response::SUCCESS, None)
+    );
+    let text = config_text(&mut c);
+    assert!(text.contains("scanNotActiveBrokerInterval=7000\n"));
+    assert!(text.contains("orderMessageEnable=true\n"));
+    // Comments, order and blank lines stay; serverWorkerThreads did not change, so its line
+    // is untouched; command-line overrides (bindAddress, logPath, ...) and defaults are not
+    // written; a key the file did not have is appended.
+    assert_eq!(
+        std::fs::read_to_string(&conf).unwrap(),
+        "# Operator's notes: keep me\n\
+         listenPort=0\n\
+         \n\
+         # expiry scan, ms\n\
+         scanNotActiveBrokerInterval=7000\n\
+         serverWorkerThreads=8\n\
+         orderMessageEnable=true\n"
+    );
+    // Java's keys that one event loop does not use are accepted and reported, as Java does.
+    assert_eq!(
+        update(&mut c, "serverWorkerThreads=4"),
+        (response::SUCCESS, None)
+    );
+    assert!(config_text(&mut c).contains("serverWorkerThreads=4\n"));
+    assert!(std::fs::read_to_string(&conf)
+        .unwrap()
+        .contains("\nserverWorkerThreads=4\n"));
+}
+
+#[test]
+fn log_level_update_takes_effect_at_once() {
+    let dir = TempDir::new("update-level");
+    let conf = dir.path().join("namesrv.conf");
+    std::fs::write(&conf, "listenPort=0\n").unwrap();
+    let server = spawn_with_config(dir.path(), &conf);
+    let log = dir.path().join("ns.log");
+    let debug_lines = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(" DEBUG "))
+            .count()
+    };
+    let mut c = server.client();
+    // Connections and unknown codes are logged at debug only.
+    assert_eq!(c.request(9999, &[], b"").unwrap().code, 3);
+    let _other = server.client();
+    assert_eq!(debug_lines(), 0);
+    assert_eq!(update(&mut c, "logLevel=debug"), (response::SUCCESS, None));
+    assert_eq!(c.request(9999, &[], b"").unwrap().code, 3);
+    let _another = server.client();
+    assert!(wait_until(Duration::from_secs(10), || debug_lines() > 0));
+    assert!(std::fs::read_to_string(&conf)
+        .unwrap()
+        .ends_with("\nlogLevel=debug\n"));
 }

@@ -391,3 +391,518 @@ fn connections_beyond_max_connections_are_closed_at_once() {
         response::SUCCESS
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// The binary as an operator meets it: which config file it uses, what it says about mistakes,
+// how it stops, and what its logs look like.
+
+/// The binary started in `cwd` with `HOME=home`, stdout read up to the listening line and
+/// stderr written to a file; killed when dropped.
+struct Daemon {
+    child: std::process::Child,
+    addr: String,
+    stderr: std::path::PathBuf,
+}
+
+impl Daemon {
+    fn start(
+        dir: &TempDir,
+        cwd: &std::path::Path,
+        args: &[String],
+        env: &[(&str, &str)],
+    ) -> Daemon {
+        let stderr = dir.path().join("stderr.txt");
+        let mut child = daemon_command(dir, cwd, args, env)
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .expect("spawn");
+        let mut line = String::new();
+        let read = std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        );
+        let Some(addr) = line.trim().strip_prefix("rmq-namesrv listening on ") else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "did not start ({read:?}): {line:?}; stderr: {}",
+                std::fs::read_to_string(&stderr).unwrap_or_default()
+            );
+        };
+        let daemon = Daemon {
+            addr: addr.to_string(),
+            child,
+            stderr,
+        };
+        // A round trip: by the time the loop answers it has logged its start.
+        let resp = daemon
+            .client()
+            .request(request::GET_NAMESRV_CONFIG, &[], b"")
+            .unwrap();
+        assert_eq!(resp.code, response::SUCCESS);
+        daemon
+    }
+
+    fn client(&self) -> rmq_namesrv::client::Client {
+        rmq_namesrv::client::Client::connect(&self.addr, Duration::from_secs(5)).unwrap()
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .args([format!("-{name}"), self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+
+    /// Waits (polling) for the process to end and returns its exit code (None: killed by a
+    /// signal).
+    fn exit_code(&mut self) -> Option<i32> {
+        let mut status = None;
+        assert!(
+            wait_until(Duration::from_secs(20), || {
+                status = self.child.try_wait().unwrap();
+                status.is_some()
+            }),
+            "the server did not exit"
+        );
+        status.and_then(|s| s.code())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The binary with a clean environment for the things it reads: `HOME` inside `dir`, no
+/// inherited `JOURNAL_STREAM`, working directory `cwd`.
+fn daemon_command(
+    dir: &TempDir,
+    cwd: &std::path::Path,
+    args: &[String],
+    env: &[(&str, &str)],
+) -> Command {
+    let mut command = binary();
+    command
+        .current_dir(cwd)
+        .env("HOME", dir.path().join("home"))
+        .env_remove("JOURNAL_STREAM")
+        .args(args)
+        .stdin(Stdio::null());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command
+}
+
+/// Runs the binary to completion: (exit code, stdout, stderr).
+fn run_daemon(
+    dir: &TempDir,
+    cwd: &std::path::Path,
+    args: &[&str],
+) -> (Option<i32>, String, String) {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let out = daemon_command(dir, cwd, &args, &[]).output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// Loopback, ephemeral port, KV and log files in `dir`.
+fn local_args(dir: &TempDir) -> Vec<String> {
+    vec![
+        "--listenPort=0".into(),
+        "--bindAddress=127.0.0.1".into(),
+        format!("--kvConfigPath={}", dir.path().join("kv.json").display()),
+        format!("--logPath={}", dir.path().join("ns.log").display()),
+    ]
+}
+
+fn log_text(dir: &TempDir) -> String {
+    std::fs::read_to_string(dir.path().join("ns.log")).unwrap_or_default()
+}
+
+#[test]
+fn without_c_the_repository_namesrv_conf_is_the_config_file_and_says_so() {
+    let dir = TempDir::new("quick-start");
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (code, stdout, _) = run_daemon(&dir, repo, &["-p"]);
+    assert_eq!(code, Some(0));
+    let conf = repo.join("namesrv.conf");
+    assert_eq!(
+        stdout.lines().next(),
+        Some(
+            format!(
+                "# config file {} (./namesrv.conf, no -c given); runtime config updates are \
+                 written back to it",
+                conf.display()
+            )
+            .as_str()
+        )
+    );
+    assert!(stdout.lines().any(|l| l == "listenPort=9876"));
+    assert!(stdout
+        .lines()
+        .any(|l| l == format!("configStorePath={}", conf.display())));
+    // Started for real (in a copy, so nothing can write to the repository), it logs the same.
+    let cwd = dir.path().join("checkout");
+    std::fs::create_dir_all(&cwd).unwrap();
+    std::fs::copy(&conf, cwd.join("namesrv.conf")).unwrap();
+    let server = Daemon::start(&dir, &cwd, &local_args(&dir), &[]);
+    assert!(server.addr.starts_with("127.0.0.1:"));
+    assert!(log_text(&dir).contains(&format!(
+        "INFO main - config file {} (./namesrv.conf, no -c given)",
+        cwd.join("namesrv.conf").display()
+    )));
+}
+
+#[test]
+fn without_a_config_file_updates_go_to_config_store_path_and_are_read_at_the_next_start() {
+    let dir = TempDir::new("no-c");
+    let cwd = dir.path().join("empty");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let store = dir.path().join("home/namesrv/namesrv.properties");
+    let (code, stdout, _) = run_daemon(&dir, &cwd, &["-p"]);
+    assert_eq!(code, Some(0));
+    let note = format!(
+        "no config file: no -c given, no ./namesrv.conf, and {0} (configStorePath) does not \
+         exist yet; runtime config updates will be written to {0} and read at the next start",
+        store.display()
+    );
+    assert_eq!(stdout.lines().next(), Some(format!("# {note}").as_str()));
+    let server = Daemon::start(&dir, &cwd, &local_args(&dir), &[]);
+    assert!(log_text(&dir).contains(&note));
+    let mut c = server.client();
+    let resp = c
+        .request(
+            request::UPDATE_NAMESRV_CONFIG,
+            &[],
+            b"scanNotActiveBrokerInterval=7000",
+        )
+        .unwrap();
+    assert_eq!(resp.code, 0, "{:?}", resp.remark);
+    // Only the change: no command-line overrides, no defaults.
+    assert_eq!(
+        std::fs::read_to_string(&store).unwrap(),
+        "scanNotActiveBrokerInterval=7000\n"
+    );
+    drop(server);
+    let server = Daemon::start(&dir, &cwd, &local_args(&dir), &[]);
+    let mut c = server.client();
+    let text = String::from_utf8(
+        c.request(request::GET_NAMESRV_CONFIG, &[], b"")
+            .unwrap()
+            .body
+            .to_vec(),
+    )
+    .unwrap();
+    assert!(text.contains("scanNotActiveBrokerInterval=7000\n"));
+    assert!(log_text(&dir).contains(&format!(
+        "config file {} (configStorePath, no -c given and no ./namesrv.conf); runtime config \
+         updates are written back to it",
+        store.display()
+    )));
+}
+
+#[test]
+fn unknown_keys_are_warned_about_naming_the_closest_key() {
+    let dir = TempDir::new("unknown-keys");
+    let conf = dir.path().join("ns.conf");
+    std::fs::write(&conf, "# test\nscanNotActivBrokerInterval=100\n").unwrap();
+    let file_warning = format!(
+        "{} line 2: unknown key scanNotActivBrokerInterval (did you mean \
+         scanNotActiveBrokerInterval?)",
+        conf.display()
+    );
+    let cli_warning = "command line --listenPrt: unknown key listenPrt (did you mean listenPort?)";
+    let mut args = vec!["-c".to_string(), conf.to_string_lossy().into_owned()];
+    args.extend(local_args(&dir));
+    args.push("--listenPrt=1".into());
+    let server = Daemon::start(&dir, dir.path(), &args, &[]);
+    for warning in [file_warning.as_str(), cli_warning] {
+        let line = format!("WARN main - {warning}");
+        assert!(server.stderr().contains(&line), "{}", server.stderr());
+        assert!(log_text(&dir).contains(&line), "{}", log_text(&dir));
+    }
+    // -p shows them too.
+    let mut print = args.clone();
+    print.push("-p".into());
+    let print: Vec<&str> = print.iter().map(String::as_str).collect();
+    let (code, stdout, stderr) = run_daemon(&dir, dir.path(), &print);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        stderr,
+        format!("rmq-namesrv: warning: {file_warning}\nrmq-namesrv: warning: {cli_warning}\n")
+    );
+    assert!(
+        stdout.lines().any(|l| l == "listenPrt=1"),
+        "kept, as Java does"
+    );
+}
+
+#[test]
+fn a_bad_value_in_the_file_names_the_file_line_and_key() {
+    let dir = TempDir::new("bad-bool");
+    let conf = dir.path().join("ns.conf");
+    for value in ["yes", "ture", "1"] {
+        std::fs::write(&conf, format!("listenPort=0\norderMessageEnable={value}\n")).unwrap();
+        let (code, stdout, stderr) = run_daemon(&dir, dir.path(), &["-c", &conf.to_string_lossy()]);
+        assert_eq!(code, Some(2));
+        assert_eq!(stdout, "");
+        assert_eq!(
+            stderr,
+            format!(
+                "rmq-namesrv: {} line 2: orderMessageEnable: \"{value}\" is not true or false\n",
+                conf.display()
+            )
+        );
+    }
+}
+
+#[test]
+fn a_bad_argument_is_one_line_and_a_pointer_to_help() {
+    let dir = TempDir::new("bad-arg");
+    for (arg, message) in [
+        (
+            "--listenPort=abc",
+            "--listenPort=abc: listenPort: \"abc\" is not an integer",
+        ),
+        ("stray", "unexpected argument \"stray\""),
+        (
+            "--listenPort",
+            "--listenPort needs a value: --listenPort=VALUE",
+        ),
+    ] {
+        let (code, stdout, stderr) = run_daemon(&dir, dir.path(), &[arg]);
+        assert_eq!(code, Some(2), "{arg}");
+        assert_eq!(stdout, "");
+        assert_eq!(
+            stderr,
+            format!("rmq-namesrv: {message}\nsee rmq-namesrv --help\n")
+        );
+    }
+}
+
+#[test]
+fn a_log_file_that_cannot_be_opened_is_named_and_the_console_is_used() {
+    let dir = TempDir::new("bad-log");
+    // A regular file where the log directory should be.
+    std::fs::write(dir.path().join("not-a-dir"), "").unwrap();
+    let log = dir.path().join("not-a-dir/ns.log");
+    let mut args = local_args(&dir);
+    args.push(format!("--logPath={}", log.display()));
+    let server = Daemon::start(&dir, dir.path(), &args, &[]);
+    let stderr = server.stderr();
+    let first = stderr.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with(&format!(
+            "rmq-namesrv: cannot open log file {}: ",
+            log.display()
+        )) && first.ends_with("; logging to the console only"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Some("), "{stderr}");
+    assert!(stderr.contains("INFO main - rmq-namesrv"), "{stderr}");
+}
+
+#[test]
+fn a_busy_port_names_the_address() {
+    let dir = TempDir::new("busy");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let mut args = local_args(&dir);
+    args.push(format!("--listenPort={port}"));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, stdout, stderr) = run_daemon(&dir, dir.path(), &args);
+    assert_eq!(code, Some(1));
+    assert_eq!(stdout, "");
+    let message = format!("cannot listen on 127.0.0.1:{port}: Address already in use");
+    assert!(
+        stderr.contains(&format!("ERROR main - {message}")),
+        "{stderr}"
+    );
+    assert!(log_text(&dir).contains(&message));
+}
+
+#[test]
+fn sigterm_and_sigint_stop_cleanly_after_acknowledged_writes() {
+    for signal in ["TERM", "INT"] {
+        let dir = TempDir::new("clean-stop");
+        let server = Daemon::start(&dir, dir.path(), &local_args(&dir), &[]);
+        let mut writer = server.client();
+        let _idle = server.client();
+        let resp = writer
+            .request(
+                request::PUT_KV_CONFIG,
+                &[("namespace", "NS"), ("key", "k"), ("value", signal)],
+                b"",
+            )
+            .unwrap();
+        assert_eq!(resp.code, response::SUCCESS);
+        let mut server = server;
+        server.signal(signal);
+        assert_eq!(server.exit_code(), Some(0), "{signal}");
+        let kv = std::fs::read_to_string(dir.path().join("kv.json")).unwrap();
+        assert_eq!(
+            kv,
+            format!(r#"{{"configTable":{{"NS":{{"k":"{signal}"}}}}}}"#)
+        );
+        let log = log_text(&dir);
+        let shutting = log
+            .find(&format!(
+                "INFO signals - rmq-namesrv shutting down (signal {signal})"
+            ))
+            .unwrap_or_else(|| panic!("{log}"));
+        let stopped = log
+            .find(&format!(
+                "INFO main - rmq-namesrv stopped (signal {signal}) after "
+            ))
+            .unwrap_or_else(|| panic!("{log}"));
+        assert!(shutting < stopped, "{log}");
+        assert!(log
+            .trim_end()
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .contains("rmq-namesrv stopped"));
+    }
+}
+
+#[test]
+fn a_second_signal_exits_at_once() {
+    let dir = TempDir::new("second-signal");
+    let mut server = Daemon::start(&dir, dir.path(), &local_args(&dir), &[]);
+    // Stopped, the process collects both signals and handles them back to back when it
+    // continues: the first starts the clean stop, the second ends the process right there.
+    server.signal("STOP");
+    server.signal("INT");
+    server.signal("TERM");
+    server.signal("CONT");
+    let code = server.exit_code();
+    assert!(matches!(code, Some(130) | Some(143)), "{code:?}");
+    assert!(!log_text(&dir).contains("rmq-namesrv stopped"));
+}
+
+/// `yyyy-MM-dd HH:mm:ss,SSS`: the minute of the day it names.
+fn stamp_minutes(line: &str) -> u32 {
+    let b = line.as_bytes();
+    assert!(
+        line.len() > 24
+            && b[4] == b'-'
+            && b[7] == b'-'
+            && b[10] == b' '
+            && b[13] == b':'
+            && b[16] == b':'
+            && b[19] == b','
+            && b[20..23].iter().all(u8::is_ascii_digit)
+            && b[23] == b' ',
+        "{line}"
+    );
+    line[11..13].parse::<u32>().unwrap() * 60 + line[14..16].parse::<u32>().unwrap()
+}
+
+#[test]
+fn the_file_log_uses_java_s_layout_in_local_time() {
+    let mut minutes = Vec::new();
+    for tz in ["UTC0", "RMQ-8"] {
+        let dir = TempDir::new("log-layout");
+        let server = Daemon::start(&dir, dir.path(), &local_args(&dir), &[("TZ", tz)]);
+        drop(server);
+        let log = log_text(&dir);
+        let line = log
+            .lines()
+            .find(|l| l.contains(" INFO main - rmq-namesrv ") && l.contains(" listening on "))
+            .unwrap_or_else(|| panic!("{log}"));
+        minutes.push(stamp_minutes(line));
+        for line in log.lines() {
+            stamp_minutes(line);
+            let rest = &line[24..];
+            let (level, rest) = rest.split_once(' ').unwrap();
+            assert!(
+                ["INFO", "WARN", "ERROR", "DEBUG"].contains(&level),
+                "{line}"
+            );
+            let (_thread, message) = rest.split_once(" - ").unwrap_or_else(|| panic!("{line}"));
+            assert!(!message.is_empty());
+        }
+    }
+    // TZ=RMQ-8 is UTC+8 (POSIX signs are reversed): the two stamps are eight hours apart.
+    let apart = (minutes[1] + 24 * 60 - minutes[0]) % (24 * 60);
+    assert!((8 * 60..=8 * 60 + 1).contains(&apart), "{minutes:?}");
+}
+
+/// `JOURNAL_STREAM` naming the file the child's stderr goes to, as systemd sets it.
+fn journal_stream(path: &std::path::Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).unwrap();
+    format!("{}:{}", meta.dev(), meta.ino())
+}
+
+#[test]
+fn under_systemd_lines_go_to_one_place_and_the_journal_gets_no_time_stamp() {
+    // With a log file (the unit's default): the file only; stderr gets no log lines.
+    let dir = TempDir::new("journal-file");
+    let stderr = dir.path().join("stderr.txt");
+    std::fs::write(&stderr, "").unwrap();
+    let env = journal_stream(&stderr);
+    let server = Daemon::start(
+        &dir,
+        dir.path(),
+        &local_args(&dir),
+        &[("JOURNAL_STREAM", &env)],
+    );
+    let mut c = server.client();
+    assert_eq!(
+        c.request(request::GET_NAMESRV_CONFIG, &[], b"")
+            .unwrap()
+            .code,
+        0
+    );
+    assert_eq!(server.stderr(), "");
+    assert!(log_text(&dir).contains(" INFO main - rmq-namesrv "));
+    drop(server);
+
+    // Without one: the journal, with a priority prefix and no time stamp of ours.
+    let dir = TempDir::new("journal-only");
+    let mut args = local_args(&dir);
+    args.push("--logPath=".into());
+    let stderr = dir.path().join("stderr.txt");
+    std::fs::write(&stderr, "").unwrap();
+    let env = journal_stream(&stderr);
+    let server = Daemon::start(&dir, dir.path(), &args, &[("JOURNAL_STREAM", &env)]);
+    // A round trip: the loop has logged its start by the time it answers.
+    let mut c = server.client();
+    assert_eq!(
+        c.request(request::GET_NAMESRV_CONFIG, &[], b"")
+            .unwrap()
+            .code,
+        0
+    );
+    let text = server.stderr();
+    assert!(text.contains("<6>INFO main - rmq-namesrv "), "{text}");
+    for line in text.lines() {
+        let levels = ["<6>INFO ", "<4>WARN ", "<3>ERROR ", "<7>DEBUG "];
+        assert!(levels.iter().any(|l| line.starts_with(l)), "{line}");
+    }
+    // A JOURNAL_STREAM that names something else (inherited by a child whose stderr was
+    // redirected) changes nothing: plain lines with time stamps.
+    drop(server);
+    let dir = TempDir::new("journal-other");
+    let server = Daemon::start(&dir, dir.path(), &args, &[("JOURNAL_STREAM", "1:2")]);
+    let text = server.stderr();
+    let line = text
+        .lines()
+        .find(|l| l.contains("INFO main"))
+        .unwrap_or_default();
+    stamp_minutes(line);
+}

@@ -377,7 +377,81 @@ fn example_config_puts_state_and_logs_in_the_systemd_dirs() {
     assert!(value("kvConfigPath").starts_with("/var/lib/rmq-namesrv/"));
     assert!(value("logPath").starts_with("/var/log/rmq-namesrv/"));
     assert_eq!(value("listenPort"), "9876");
-    assert!(logging::parse_level(value("logLevel")).is_some());
+    assert!(value("logLevel").parse::<log::LevelFilter>().is_ok());
+}
+
+#[test]
+fn every_key_in_the_example_config_says_when_a_change_takes_effect_as_the_server_does() {
+    use rmq_namesrv::config::{Applies, NamesrvConfig};
+    let text = repo_file(EXAMPLE_CONFIG_PATH);
+    let mut comment_block: Vec<&str> = Vec::new();
+    let mut checked = 0;
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if let Some(comment) = trimmed.strip_prefix('#') {
+            comment_block.push(comment);
+            continue;
+        }
+        if !trimmed.is_empty() {
+            let key = trimmed.split(['=', ':']).next().unwrap_or_default();
+            let marker = match NamesrvConfig::applies(key) {
+                Some(Applies::Live) => "[live]",
+                Some(Applies::AtStart) => "[start]",
+                Some(Applies::ReportedOnly) => "[reported]",
+                None => panic!("{key} is not a key of the server"),
+            };
+            let last = comment_block.last().copied().unwrap_or_default();
+            assert!(
+                last.trim_end().ends_with(marker),
+                "{key}: {last:?} should end with {marker}"
+            );
+            checked += 1;
+        }
+        comment_block.clear();
+    }
+    assert_eq!(checked, EXPECTED_KEYS.len());
+}
+
+#[test]
+fn the_binary_reads_the_example_configs_without_a_warning() {
+    for (file, port) in [(EXAMPLE_CONFIG_PATH, "9876"), (LOCAL_CONFIG_PATH, "9876")] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+        let out = Command::new(env!("CARGO_BIN_EXE_rmq-namesrv"))
+            .args(["-c", &path.to_string_lossy(), "-p"])
+            .output()
+            .expect("run rmq-namesrv -p");
+        assert!(out.status.success(), "{file}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{file}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.lines().any(|l| l == format!("listenPort={port}")),
+            "{file}"
+        );
+    }
+}
+
+/// The unit logs to one place: the example config sets a log file in the unit's logs
+/// directory and the unit does not send stdout/stderr anywhere but the journal (where the
+/// binary writes no log lines when it has a file: tests/daemon.rs checks that).
+#[test]
+fn unit_logs_to_one_place_by_default() {
+    let entries = parse_unit(&repo_file(UNIT_PATH)).unwrap_or_else(|e| panic!("{UNIT_PATH}: {e}"));
+    let service = |key: &str| unit_values(&entries, "Service", key);
+    for key in ["StandardOutput", "StandardError"] {
+        let values = service(key);
+        assert!(values.iter().all(|v| *v == "journal"), "{key}={values:?}");
+    }
+    assert_eq!(service("LogsDirectory"), ["rmq-namesrv"]);
+    let properties = parse_properties(&repo_file(EXAMPLE_CONFIG_PATH)).expect("parse");
+    let log_path = properties
+        .iter()
+        .find(|(k, _)| k == "logPath")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or_default();
+    assert!(log_path.starts_with("/var/log/rmq-namesrv/"), "{log_path}");
+    let text = repo_file(EXAMPLE_CONFIG_PATH);
+    assert!(text.contains("Under systemd the log goes to exactly one place"));
+    assert!(repo_file(UNIT_PATH).contains("Logs go to one place"));
 }
 
 #[test]
@@ -473,11 +547,19 @@ fn init_writes_timestamped_lines_to_the_file_and_a_second_init_is_a_no_op() {
         .lines()
         .find(|l| l.contains("deploy test marker"))
         .unwrap_or_else(|| panic!("marker missing in {text:?}"));
-    assert!(line.contains("INFO"), "{line}");
-    // RFC 3339 timestamp first: YYYY-MM-DDTHH:MM:SS
-    let stamp: Vec<char> = line.chars().take(19).collect();
+    // Java's layout: "yyyy-MM-dd HH:mm:ss,SSS LEVEL thread - message", local time.
+    let stamp: Vec<char> = line.chars().take(23).collect();
     assert!(
-        stamp.len() == 19 && stamp[4] == '-' && stamp[10] == 'T' && stamp[13] == ':',
+        stamp.len() == 23
+            && stamp[4] == '-'
+            && stamp[10] == ' '
+            && stamp[13] == ':'
+            && stamp[19] == ',',
+        "{line}"
+    );
+    let thread = std::thread::current().name().unwrap_or("-").to_string();
+    assert!(
+        line[23..].starts_with(&format!(" INFO {thread} - deploy test marker")),
         "{line}"
     );
     assert!(!text.contains("below the level"));

@@ -43,7 +43,7 @@ impl TestServer {
         // RMQ_TEST_LOG=debug shows the server's log on stderr while debugging a test.
         if let Some(level) = std::env::var("RMQ_TEST_LOG")
             .ok()
-            .and_then(|l| rmq_namesrv::logging::parse_level(&l))
+            .and_then(|l| l.parse::<log::LevelFilter>().ok())
         {
             let _ = rmq_namesrv::logging::init(&rmq_namesrv::logging::LogSettings {
                 level,

@@ -1,0 +1,167 @@
+//! CIDR ranges for `adminAllowList`: parsing (`10.0.0.0/8`, `::1/128`, a bare address) and
+//! matching a peer's address, IPv4-mapped IPv6 peers included (a dual-stack listener reports
+//! IPv4 clients that way).
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// A CIDR range (IPv4 or IPv6). `contains` tests an address; an IPv4-mapped IPv6 address
+/// matches IPv4 ranges (and an IPv4 address matches `::ffff:0:0/96`-style ranges).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cidr {
+    /// Network address with the host bits cleared.
+    network: IpAddr,
+    prefix_len: u8,
+}
+
+impl Cidr {
+    /// `a.b.c.d/n` (n 0..=32), `v6/n` (n 0..=128), or a bare address (= /32 or /128).
+    /// Host bits set below the prefix are cleared (10.1.2.3/8 = 10.0.0.0/8).
+    pub fn parse(s: &str) -> Result<Cidr, String> {
+        let text = s.trim();
+        let (addr_text, prefix_text) = match text.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (text, None),
+        };
+        let addr: IpAddr = addr_text
+            .parse()
+            .map_err(|_| format!("{text:?} is not an IP address or CIDR"))?;
+        let max = match addr {
+            IpAddr::V4(_) => 32,
+            IpAddr::V6(_) => 128,
+        };
+        let prefix_len = match prefix_text {
+            None => max,
+            Some(p) => {
+                // Digits only: u8::from_str would also take "+8".
+                if p.is_empty() || p.len() > 3 || !p.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(format!("{text:?} has a malformed prefix length"));
+                }
+                match p.parse::<u8>() {
+                    Ok(n) if n <= max => n,
+                    _ => return Err(format!("{text:?}: prefix length must be 0..={max}")),
+                }
+            }
+        };
+        let network = match addr {
+            IpAddr::V4(a) => IpAddr::V4(Ipv4Addr::from(u32::from(a) & mask32(prefix_len))),
+            IpAddr::V6(a) => IpAddr::V6(Ipv6Addr::from(u128::from(a) & mask128(prefix_len))),
+        };
+        Ok(Cidr {
+            network,
+            prefix_len,
+        })
+    }
+
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.network, ip) {
+            (IpAddr::V4(net), IpAddr::V4(a)) => self.v4_match(net, a),
+            (IpAddr::V4(net), IpAddr::V6(a)) => match a.to_ipv4_mapped() {
+                Some(a4) => self.v4_match(net, a4),
+                None => false,
+            },
+            (IpAddr::V6(net), IpAddr::V6(a)) => self.v6_match(net, a),
+            (IpAddr::V6(net), IpAddr::V4(a)) => self.v6_match(net, a.to_ipv6_mapped()),
+        }
+    }
+
+    fn v4_match(&self, net: Ipv4Addr, a: Ipv4Addr) -> bool {
+        u32::from(a) & mask32(self.prefix_len) == u32::from(net)
+    }
+
+    fn v6_match(&self, net: Ipv6Addr, a: Ipv6Addr) -> bool {
+        u128::from(a) & mask128(self.prefix_len) == u128::from(net)
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.network, self.prefix_len)
+    }
+}
+
+fn mask32(prefix_len: u8) -> u32 {
+    u32::MAX
+        .checked_shl(32 - u32::from(prefix_len.min(32)))
+        .unwrap_or(0)
+}
+
+fn mask128(prefix_len: u8) -> u128 {
+    u128::MAX
+        .checked_shl(128 - u32::from(prefix_len.min(128)))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn cidr_matches_ipv4_ranges() {
+        let net = Cidr::parse("10.1.0.0/16").unwrap();
+        assert!(net.contains(ip("10.1.2.3")));
+        assert!(net.contains(ip("10.1.255.255")));
+        assert!(!net.contains(ip("10.2.0.1")));
+        assert!(!net.contains(ip("::1")));
+        let host = Cidr::parse("127.0.0.1").unwrap();
+        assert_eq!(host, Cidr::parse("127.0.0.1/32").unwrap());
+        assert!(host.contains(ip("127.0.0.1")));
+        assert!(!host.contains(ip("127.0.0.2")));
+        let all = Cidr::parse("0.0.0.0/0").unwrap();
+        assert!(all.contains(ip("203.0.113.9")));
+        // Host bits are cleared.
+        assert_eq!(
+            Cidr::parse("10.1.2.3/8").unwrap(),
+            Cidr::parse("10.0.0.0/8").unwrap()
+        );
+        assert_eq!(Cidr::parse("10.1.2.3/8").unwrap().to_string(), "10.0.0.0/8");
+    }
+
+    #[test]
+    fn cidr_matches_ipv6_ranges() {
+        let net = Cidr::parse("2001:db8::/32").unwrap();
+        assert!(net.contains(ip("2001:db8:1::5")));
+        assert!(!net.contains(ip("2001:db9::1")));
+        assert!(!net.contains(ip("10.0.0.1")));
+        let host = Cidr::parse("::1").unwrap();
+        assert_eq!(host, Cidr::parse("::1/128").unwrap());
+        assert!(host.contains(ip("::1")));
+        assert!(!host.contains(ip("::2")));
+        assert!(Cidr::parse("::/0").unwrap().contains(ip("fe80::1")));
+    }
+
+    #[test]
+    fn cidr_matches_ipv4_mapped_peers_against_ipv4_ranges() {
+        let net = Cidr::parse("192.168.0.0/16").unwrap();
+        assert!(net.contains(ip("::ffff:192.168.3.4")));
+        assert!(!net.contains(ip("::ffff:192.169.3.4")));
+        let mapped = Cidr::parse("::ffff:10.0.0.0/104").unwrap();
+        assert!(mapped.contains(ip("10.9.9.9")));
+        assert!(!mapped.contains(ip("11.0.0.1")));
+    }
+
+    #[test]
+    fn cidr_rejects_bad_input() {
+        for bad in [
+            "",
+            "/8",
+            "10.0.0.0/",
+            "10.0.0.0/33",
+            "::/129",
+            "10.0.0.0/+8",
+            "10.0.0.0/-1",
+            "10.0.0/8",
+            "256.0.0.1",
+            "host.example",
+            "10.0.0.0/8/8",
+            "::1/1x",
+            "1.2.3.4 /8",
+            "fe80::1%eth0",
+        ] {
+            assert!(Cidr::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,313 @@
+//! The property table: one row per key, holding everything about it in one place: its Java
+//! name, the struct field it fills, its default, how its text is parsed and range-checked,
+//! and when a change takes effect. The row macro writes the `NamesrvConfig` struct, its
+//! `Default` and the lookup table from the same rows, so a new property is one new row.
+//!
+//! "When a change takes effect" must be true of the server: `Live` keys are the ones the server
+//! re-reads after UPDATE_NAMESRV_CONFIG (the loop's settings refresh, the processor's
+//! `apply_config_change`, the logger's level, or a read on every request); `AtStart` keys are
+//! read once when the server starts; `ReportedOnly` keys are Java's thread-pool and Netty
+//! settings that one event loop has no use for: accepted and reported, as Java does, changing
+//! nothing.
+//!
+//! The Controller's keys (Java's `ControllerConfig`, read from the same file when the
+//! Controller runs inside the name server) are not fields: they are kept as given, like any
+//! other key the table does not have, but they are known, so they are not warned about.
+
+use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
+
+use super::cidr::Cidr;
+
+/// When a changed value takes effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applies {
+    /// Re-read after every UPDATE_NAMESRV_CONFIG.
+    Live,
+    /// Read once at start: a runtime update of it is refused.
+    AtStart,
+    /// A Java setting one event loop does not use: accepted and reported, changes nothing.
+    ReportedOnly,
+}
+
+/// One property: its Java key, when it applies, how to print and how to parse it.
+pub(super) struct Property {
+    pub key: &'static str,
+    pub applies: Applies,
+    pub get: fn(&NamesrvConfig) -> String,
+    /// Err = invalid (reason without the key); the field is then left untouched.
+    pub set: fn(&mut NamesrvConfig, &str) -> Result<(), String>,
+    pub default: fn() -> String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SerializeTypeSetting {
+    Json,
+    RocketMq,
+}
+
+impl std::fmt::Display for SerializeTypeSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SerializeTypeSetting::Json => "JSON",
+            SerializeTypeSetting::RocketMq => "ROCKETMQ",
+        })
+    }
+}
+
+/// How a row's text becomes its field's value.
+macro_rules! parse_as {
+    (text, $v:expr) => {
+        Ok::<String, String>($v.trim().to_string())
+    };
+    (flag, $v:expr) => {
+        parse_bool($v)
+    };
+    (number($range:expr), $v:expr) => {
+        parse_in_range($v, $range)
+    };
+    (with($parse:path), $v:expr) => {
+        $parse($v)
+    };
+}
+
+/// The rows: `"javaKey" => field: Type = default, Applies, parser;` (doc comments allowed).
+macro_rules! properties {
+    ($(
+        $(#[$doc:meta])*
+        $key:literal => $field:ident: $ty:ty = $default:expr, $applies:ident, $kind:ident $(($($arg:tt)*))?;
+    )*) => {
+        /// Every property, typed. Field names are the Java keys in snake_case.
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct NamesrvConfig {
+            $( $(#[$doc])* pub $field: $ty, )*
+            /// Keys given in a file or on the command line that are not fields above (the
+            /// Controller's, and unknown ones, which are warned about): kept as given and
+            /// reported by GET_NAMESRV_CONFIG, as Java does.
+            pub extra: BTreeMap<String, String>,
+        }
+
+        impl Default for NamesrvConfig {
+            fn default() -> Self {
+                NamesrvConfig { $( $field: $default, )* extra: BTreeMap::new() }
+            }
+        }
+
+        pub(super) static PROPERTIES: &[Property] = &[$(
+            Property {
+                key: $key,
+                applies: Applies::$applies,
+                get: |c| c.$field.to_string(),
+                set: |c, v| {
+                    c.$field = parse_as!($kind $(($($arg)*))?, v)?;
+                    Ok(())
+                },
+                default: || { let value: $ty = $default; value.to_string() },
+            },
+        )*];
+    };
+}
+
+const KIB: i64 = 1024;
+const MIB: i64 = 1024 * KIB;
+const GIB: i64 = 1024 * MIB;
+const TIB: i64 = 1024 * GIB;
+/// Generous ceiling for thread counts of the Java-compatible keys (one event loop uses none of
+/// them, but nonsense is still refused).
+const THREADS: RangeInclusive<i64> = 1..=1024;
+/// Ceiling for queue capacities, semaphores and element counts.
+const COUNT: RangeInclusive<i64> = 1..=10_000_000;
+
+properties! {
+    // ---- Java's NamesrvConfig
+    /// Reported only; black-listed for updates.
+    "rocketmqHome" => rocketmq_home: String = std::env::var("ROCKETMQ_HOME").unwrap_or_default(), AtStart, text;
+    "kvConfigPath" => kv_config_path: String = under_home("namesrv/kvConfig.json"), AtStart, text;
+    /// Where runtime updates are written back (the config file; see `cli`).
+    "configStorePath" => config_store_path: String = under_home("namesrv/namesrv.properties"), AtStart, text;
+    /// Used by Java's cluster-test mode only.
+    "productEnvName" => product_env_name: String = "center".into(), ReportedOnly, text;
+    "clusterTest" => cluster_test: bool = false, ReportedOnly, flag;
+    "orderMessageEnable" => order_message_enable: bool = false, Live, flag;
+    "returnOrderTopicConfigToBroker" => return_order_topic_config_to_broker: bool = true, Live, flag;
+    "clientRequestThreadPoolNums" => client_request_thread_pool_nums: i32 = 8, ReportedOnly, number(THREADS);
+    "clientRequestThreadPoolQueueCapacity" => client_request_thread_pool_queue_capacity: i32 = 50_000, ReportedOnly, number(COUNT);
+    "defaultThreadPoolNums" => default_thread_pool_nums: i32 = 16, ReportedOnly, number(THREADS);
+    "defaultThreadPoolQueueCapacity" => default_thread_pool_queue_capacity: i32 = 10_000, ReportedOnly, number(COUNT);
+    /// ms; 0 would spin the expiry scan, more than an hour keeps dead brokers in routes too long.
+    "scanNotActiveBrokerInterval" => scan_not_active_broker_interval: i64 = 5_000, Live, number(1..=3_600_000);
+    /// The unregistration queue is sized once, at start.
+    "unRegisterBrokerQueueCapacity" => un_register_broker_queue_capacity: i32 = 3_000, AtStart, number(COUNT);
+    "supportActingMaster" => support_acting_master: bool = false, Live, flag;
+    "enableAllTopicList" => enable_all_topic_list: bool = true, Live, flag;
+    "enableTopicList" => enable_topic_list: bool = true, Live, flag;
+    "notifyMinBrokerIdChanged" => notify_min_broker_id_changed: bool = false, Live, flag;
+    "enableControllerInNamesrv" => enable_controller_in_namesrv: bool = false, AtStart, flag;
+    "needWaitForService" => need_wait_for_service: bool = false, Live, flag;
+    /// seconds; at most a day.
+    "waitSecondsForService" => wait_seconds_for_service: i32 = 45, Live, number(0..=86_400);
+    "deleteTopicWithBrokerRegistration" => delete_topic_with_broker_registration: bool = false, Live, flag;
+    "configBlackList" => config_black_list: String = "configBlackList;configStorePath;kvConfigPath".into(), AtStart, text;
+
+    // ---- Java's NettyServerConfig
+    "bindAddress" => bind_address: String = "0.0.0.0".into(), AtStart, text;
+    /// 0 = an ephemeral port chosen by the OS.
+    "listenPort" => listen_port: u16 = 9876, AtStart, number(0..=65_535);
+    "serverWorkerThreads" => server_worker_threads: i32 = 8, ReportedOnly, number(THREADS);
+    /// 0 means "Java picks 4".
+    "serverCallbackExecutorThreads" => server_callback_executor_threads: i32 = 0, ReportedOnly, number(0..=1024);
+    "serverSelectorThreads" => server_selector_threads: i32 = 3, ReportedOnly, number(THREADS);
+    "serverOnewaySemaphoreValue" => server_oneway_semaphore_value: i32 = 256, ReportedOnly, number(COUNT);
+    "serverAsyncSemaphoreValue" => server_async_semaphore_value: i32 = 64, ReportedOnly, number(COUNT);
+    /// seconds; 0 = never close idle connections.
+    "serverChannelMaxIdleTimeSeconds" => server_channel_max_idle_time_seconds: i32 = 120, Live, number(0..=i32::MAX as i64);
+    /// bytes; 0 = OS default (the sockets keep the OS default either way).
+    "serverSocketSndBufSize" => server_socket_snd_buf_size: i32 = 0, ReportedOnly, number(0..=GIB);
+    "serverSocketRcvBufSize" => server_socket_rcv_buf_size: i32 = 0, ReportedOnly, number(0..=GIB);
+    /// Netty's; connWriteHighWater/connWriteHardCap are the ones used.
+    "writeBufferHighWaterMark" => write_buffer_high_water_mark: i32 = 0, ReportedOnly, number(0..=GIB);
+    "writeBufferLowWaterMark" => write_buffer_low_water_mark: i32 = 0, ReportedOnly, number(0..=GIB);
+    "serverSocketBacklog" => server_socket_backlog: i32 = 1024, ReportedOnly, number(1..=1_048_576);
+    "serverNettyWorkerGroupEnable" => server_netty_worker_group_enable: bool = true, ReportedOnly, flag;
+    "serverPooledByteBufAllocatorEnable" => server_pooled_byte_buf_allocator_enable: bool = true, ReportedOnly, flag;
+    "enableShutdownGracefully" => enable_shutdown_gracefully: bool = false, ReportedOnly, flag;
+    /// seconds; at most an hour.
+    "shutdownWaitTimeSeconds" => shutdown_wait_time_seconds: i32 = 30, ReportedOnly, number(0..=3_600);
+    "useEpollNativeSelector" => use_epoll_native_selector: bool = false, ReportedOnly, flag;
+
+    // ---- rmq-namesrv's own
+    /// Limit on a frame's length field + 4 (Netty counts the field too), in bytes: below 1 KiB
+    /// no real request fits, above 1 GiB one peer could exhaust memory.
+    "frameMaxLength" => frame_max_length: u32 = 16_777_216, Live, number(KIB..=GIB);
+    "serializeType" => serialize_type: SerializeTypeSetting = SerializeTypeSetting::Json, Live, with(parse_serialize_type);
+    /// "" = no file log.
+    "logPath" => log_path: String = under_home("logs/rocketmqlogs/namesrv.log"), AtStart, text;
+    /// Live through `logging::set_level`.
+    "logLevel" => log_level: String = "info".into(), Live, with(parse_log_level);
+    /// bytes before rotation.
+    "logFileMaxSize" => log_file_max_size: u64 = 104_857_600, AtStart, number(KIB..=TIB);
+    /// rotated files kept.
+    "logFileCount" => log_file_count: u32 = 5, AtStart, number(1..=1_000);
+    "maxConnections" => max_connections: u32 = 65_536, Live, number(COUNT);
+    /// bytes (the header length field is 24 bits).
+    "maxHeaderLength" => max_header_length: u32 = 262_144, Live, number(KIB..=16 * MIB);
+    "maxExtFields" => max_ext_fields: u32 = 256, Live, number(1..=1_000_000);
+    /// Nesting levels; the JSON reader recurses, so keep well below stack limits.
+    "maxJsonDepth" => max_json_depth: u32 = 64, Live, number(1..=1_024);
+    "maxJsonStringLength" => max_json_string_length: u32 = 65_536, Live, number(1..=GIB);
+    "maxTopicsPerRegistration" => max_topics_per_registration: u32 = 100_000, Live, number(COUNT);
+    "maxInflatedBodyLength" => max_inflated_body_length: u32 = 67_108_864, Live, number(KIB..=GIB);
+    /// Cluster and broker names.
+    "maxNameLength" => max_name_length: u32 = 255, Live, number(1..=65_535);
+    /// TopicValidator's limit.
+    "maxTopicNameLength" => max_topic_name_length: u32 = 127, Live, number(1..=65_535);
+    /// Stop reading a peer whose unsent output is above this.
+    "connWriteHighWater" => conn_write_high_water: u32 = 4_194_304, Live, number(KIB..=GIB);
+    /// Disconnect a peer whose unsent output is above this.
+    "connWriteHardCap" => conn_write_hard_cap: u32 = 67_108_864, Live, number(KIB..=u32::MAX as i64);
+    /// Pending registrations before answering SYSTEM_BUSY.
+    "registrationBacklogLimit" => registration_backlog_limit: u32 = 10_000, Live, number(COUNT);
+    "registrationBudgetPerIteration" => registration_budget_per_iteration: u32 = 64, Live, number(1..=1_000_000);
+    /// Bytes of encoded routes kept in the route cache (0 = no cache).
+    "routeCacheMaxBytes" => route_cache_max_bytes: u32 = 4_194_304, Live, number(0..=u32::MAX as i64);
+    /// "" = off; else comma-separated CIDRs, e.g. "127.0.0.1/32,10.0.0.0/8,::1/128".
+    "adminAllowList" => admin_allow_list: String = String::new(), Live, with(parse_allow_list);
+}
+
+/// Java's `ControllerConfig` and `JraftConfig` keys, read from the same file by the embedded
+/// Controller (`enableControllerInNamesrv`). Kept as given; `NamesrvConfig::get` reads them.
+pub const CONTROLLER_KEYS: &[&str] = &[
+    "controllerType",
+    "controllerDLegerGroup",
+    "controllerDLegerPeers",
+    "controllerDLegerSelfId",
+    "controllerStorePath",
+    "controllerThreadPoolNums",
+    "controllerRequestThreadPoolQueueCapacity",
+    "mappedFileSize",
+    "scanInactiveMasterInterval",
+    "electMasterMaxRetryCount",
+    "enableElectUncleanMaster",
+    "processReadEvent",
+    "notifyBrokerRoleChanged",
+    "metricsExporterType",
+    "metricsGrpcExporterTarget",
+    "metricsGrpcExporterHeader",
+    "metricGrpcExporterTimeOutInMills",
+    "metricGrpcExporterIntervalInMills",
+    "metricLoggingExporterIntervalInMills",
+    "metricsPromExporterPort",
+    "metricsPromExporterHost",
+    "metricsLabel",
+    "metricsInDelta",
+    "jRaftGroupId",
+    "jRaftServerId",
+    "jRaftInitConf",
+    "jRaftControllerRPCAddr",
+    "jRaftElectionTimeoutMs",
+    "jRaftScanWaitTimeoutMs",
+    "jRaftSnapshotIntervalSecs",
+];
+
+/// `$HOME/<rest>`; "." stands for an unset `$HOME` so the defaults stay relative, not at `/`.
+pub(super) fn under_home(rest: &str) -> String {
+    match std::env::var("HOME") {
+        Ok(home) if !home.is_empty() => format!("{home}/{rest}"),
+        _ => format!("./{rest}"),
+    }
+}
+
+/// `true` or `false` (any case, surrounding blanks ignored); anything else is refused rather
+/// than read as false, as Java's Boolean.parseBoolean would.
+fn parse_bool(value: &str) -> Result<bool, String> {
+    let text = value.trim();
+    if text.eq_ignore_ascii_case("true") {
+        Ok(true)
+    } else if text.eq_ignore_ascii_case("false") {
+        Ok(false)
+    } else {
+        Err(format!("{text:?} is not true or false"))
+    }
+}
+
+fn parse_in_range<T: TryFrom<i64>>(value: &str, range: RangeInclusive<i64>) -> Result<T, String> {
+    let text = value.trim();
+    let n: i64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not an integer"))?;
+    if !range.contains(&n) {
+        return Err(format!(
+            "{n} is outside {}..={}",
+            range.start(),
+            range.end()
+        ));
+    }
+    T::try_from(n).map_err(|_| format!("{n} does not fit"))
+}
+
+fn parse_serialize_type(value: &str) -> Result<SerializeTypeSetting, String> {
+    match value.trim().to_ascii_uppercase().as_str() {
+        "JSON" => Ok(SerializeTypeSetting::Json),
+        "ROCKETMQ" => Ok(SerializeTypeSetting::RocketMq),
+        other => Err(format!("{other:?} is not JSON or ROCKETMQ")),
+    }
+}
+
+/// A level name `log` knows (`LevelFilter::from_str`: off, error, warn, info, debug, trace, in
+/// any case), kept in lower case.
+fn parse_log_level(value: &str) -> Result<String, String> {
+    let text = value.trim();
+    text.parse::<log::LevelFilter>()
+        .map(|_| text.to_ascii_lowercase())
+        .map_err(|_| format!("{text:?} is not one of error|warn|info|debug|trace|off"))
+}
+
+/// Every entry must be a valid CIDR; "" turns access control off.
+fn parse_allow_list(value: &str) -> Result<String, String> {
+    let mut entries = Vec::new();
+    for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        Cidr::parse(entry)?;
+        entries.push(entry);
+    }
+    Ok(entries.join(","))
+}

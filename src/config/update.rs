@@ -1,0 +1,329 @@
+//! UPDATE_NAMESRV_CONFIG: a runtime change of the config, all or nothing.
+//!
+//! An answer of success must mean the change was made, so every key and value of a request is
+//! checked before anything is applied: a black-listed key is refused as Java refuses it (code
+//! 16, Java's remark); an unknown key, a value that does not parse, or a change of a key that
+//! is read only at start is refused with a remark naming the key and why (code 1). Java's keys
+//! that one event loop does not use are accepted and reported, as Java does.
+//!
+//! An accepted change is written to the config file (`configStorePath`) before it is applied
+//! in memory, so memory and file never disagree. Only the lines of the keys whose value changed
+//! are rewritten (keys not yet in the file are appended); the operator's comments, order and
+//! blank lines stay, and nothing that came from the command line or a default is written.
+
+use std::path::Path;
+
+use super::properties::{edit, parse_properties, Encoding, PropertiesFile};
+use super::table::Applies;
+use super::NamesrvConfig;
+use super::{check_key, check_value, is_controller_key, property, unknown_key_message};
+use crate::remoting::codes::response;
+
+/// Why an update was refused; nothing of the request was applied.
+#[derive(Debug)]
+pub enum UpdateError {
+    /// A key in the config black list.
+    BlackListed(String),
+    /// The body is not properties text.
+    Parse(String),
+    /// Unknown keys, invalid values and changes of start-only keys: one line each.
+    Refused(Vec<String>),
+    /// The config file could not be written.
+    Persist { path: String, reason: String },
+}
+
+impl UpdateError {
+    /// The response code the request is answered with.
+    pub fn response_code(&self) -> i32 {
+        match self {
+            UpdateError::BlackListed(_) => response::NO_PERMISSION,
+            _ => response::SYSTEM_ERROR,
+        }
+    }
+
+    /// The response's remark (Java's words where Java has them).
+    pub fn remark(&self) -> String {
+        match self {
+            UpdateError::BlackListed(_) => "Can not update config in black list.".to_string(),
+            UpdateError::Parse(_) => "string2Properties error".to_string(),
+            UpdateError::Refused(problems) => problems.join("; "),
+            UpdateError::Persist { path, reason } => {
+                format!("cannot write the config file {path}: {reason}; nothing was changed")
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for UpdateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UpdateError::BlackListed(key) => write!(f, "{key} is in the config black list"),
+            UpdateError::Parse(reason) => write!(f, "string2Properties error: {reason}"),
+            other => f.write_str(&other.remark()),
+        }
+    }
+}
+
+impl std::error::Error for UpdateError {}
+
+/// The reason `key=value` cannot be applied to `next` (which it is applied to when it can);
+/// `current` is the running config, for start-only keys whose value must stay as it is.
+fn check_one(
+    current: &NamesrvConfig,
+    next: &mut NamesrvConfig,
+    key: &str,
+    value: &str,
+) -> Result<(), String> {
+    check_key(key).and_then(|()| check_value(value))?;
+    let Some(p) = property(key) else {
+        let unchanged = current.extra.get(key).map(String::as_str) == Some(value.trim());
+        return match is_controller_key(key) {
+            true if unchanged => Ok(()),
+            true => Err(format!(
+                "{key} is a Controller key and takes effect at start only: edit the config file"
+            )),
+            false => Err(unknown_key_message(key)),
+        };
+    };
+    (p.set)(next, value).map_err(|reason| format!("{key}: {reason}"))?;
+    if p.applies == Applies::AtStart && (p.get)(next) != (p.get)(current) {
+        return Err(format!(
+            "{key} takes effect at start only: edit the config file"
+        ));
+    }
+    Ok(())
+}
+
+/// Rewrites the lines of `changes` in the file at `path` (created if missing), atomically.
+fn persist(path: &str, changes: &[(&str, &str)]) -> Result<(), UpdateError> {
+    let failed = |reason: String| UpdateError::Persist {
+        path: path.to_string(),
+        reason,
+    };
+    let file = match PropertiesFile::read(Path::new(path)) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => PropertiesFile {
+            text: String::new(),
+            encoding: Encoding::Utf8,
+        },
+        Err(e) => return Err(failed(e.to_string())),
+    };
+    let edited = edit(&file, changes).map_err(failed)?;
+    crate::durable_file::replace_file(Path::new(path), &edited.to_bytes())
+        .map_err(|e| failed(e.to_string()))
+}
+
+impl NamesrvConfig {
+    /// UPDATE_NAMESRV_CONFIG with `body` (properties text): checks every key and value, then
+    /// writes the changed keys to `config_store_path` and applies them. Returns the keys whose
+    /// value changed, as `key=value` (empty when the request changes nothing: then nothing is
+    /// written). On any error nothing is applied or written.
+    pub fn update(&mut self, body: &str) -> Result<Vec<String>, UpdateError> {
+        let pairs = parse_properties(body).map_err(UpdateError::Parse)?;
+        let black_list = self.black_list();
+        if let Some((key, _)) = pairs.iter().find(|(k, _)| black_list.contains(k)) {
+            return Err(UpdateError::BlackListed(key.clone()));
+        }
+        let mut next = self.clone();
+        let problems: Vec<String> = pairs
+            .iter()
+            .filter_map(|(key, value)| check_one(self, &mut next, key, value).err())
+            .collect();
+        if !problems.is_empty() {
+            return Err(UpdateError::Refused(problems));
+        }
+        let mut changed: Vec<(&str, String)> = Vec::new();
+        for (key, _) in &pairs {
+            let value = next.get(key).unwrap_or_default();
+            if self.get(key).as_deref() != Some(value.as_str())
+                && !changed.iter().any(|(k, _)| k == key)
+            {
+                changed.push((key, value));
+            }
+        }
+        if changed.is_empty() {
+            return Ok(Vec::new());
+        }
+        let lines: Vec<(&str, &str)> = changed.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        persist(&self.config_store_path, &lines)?;
+        *self = next;
+        Ok(changed.iter().map(|(k, v)| format!("{k}={v}")).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::TempDir;
+    use std::fs;
+    use std::path::PathBuf;
+
+    fn stored_at(path: &Path) -> NamesrvConfig {
+        NamesrvConfig {
+            config_store_path: path.to_string_lossy().into_owned(),
+            ..NamesrvConfig::default()
+        }
+    }
+
+    fn bak(path: &Path) -> PathBuf {
+        crate::durable_file::sibling(path, ".bak")
+    }
+
+    fn refused(c: &mut NamesrvConfig, body: &str) -> Vec<String> {
+        let before = c.clone();
+        match c.update(body) {
+            Err(UpdateError::Refused(problems)) => {
+                assert_eq!(*c, before, "{body}");
+                problems
+            }
+            other => panic!("{body}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn update_refuses_a_black_listed_key_and_applies_nothing() {
+        let dir = TempDir::new("black");
+        let mut c = stored_at(&dir.join("namesrv.properties"));
+        let before = c.clone();
+        for body in [
+            "orderMessageEnable=true\nkvConfigPath=/etc/passwd\n",
+            "configStorePath=/tmp/x\n",
+            "rocketmqHome=/\n",
+            "configBlackList=\n",
+        ] {
+            let err = c.update(body).unwrap_err();
+            assert!(matches!(err, UpdateError::BlackListed(_)), "{body}");
+            assert_eq!(err.response_code(), response::NO_PERMISSION);
+            assert_eq!(err.remark(), "Can not update config in black list.");
+            assert_eq!(c, before);
+        }
+        // A key listed only in a custom configBlackList is refused too.
+        c.config_black_list = "configBlackList;enableTopicList".to_string();
+        let before = c.clone();
+        match c.update("orderMessageEnable=true\nenableTopicList=false\n") {
+            Err(UpdateError::BlackListed(key)) => assert_eq!(key, "enableTopicList"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(c, before);
+        assert!(!Path::new(&c.config_store_path).exists());
+    }
+
+    #[test]
+    fn invalid_values_unknown_keys_and_start_only_keys_refuse_the_whole_request() {
+        let dir = TempDir::new("refuse");
+        let path = dir.join("namesrv.properties");
+        let mut c = stored_at(&path);
+        let problems = refused(
+            &mut c,
+            "orderMessageEnable=true\nscanNotActiveBrokerInterval=-5\n",
+        );
+        assert_eq!(
+            problems,
+            ["scanNotActiveBrokerInterval: -5 is outside 1..=3600000"]
+        );
+        let problems = refused(&mut c, "scanNotActiveBrokerInterval=abc");
+        assert_eq!(
+            problems,
+            ["scanNotActiveBrokerInterval: \"abc\" is not an integer"]
+        );
+        let problems = refused(&mut c, "scanNotActivBrokerInterval=100");
+        assert_eq!(
+            problems,
+            ["unknown key scanNotActivBrokerInterval (did you mean scanNotActiveBrokerInterval?)"]
+        );
+        let problems = refused(
+            &mut c,
+            "listenPort=9999\nlogPath=/tmp/x.log\nframeMaxLength=-1",
+        );
+        assert_eq!(
+            problems,
+            [
+                "listenPort takes effect at start only: edit the config file",
+                "logPath takes effect at start only: edit the config file",
+                "frameMaxLength: -1 is outside 1024..=1073741824",
+            ]
+        );
+        let problems = refused(&mut c, "orderMessageEnable=yes");
+        assert_eq!(
+            problems,
+            ["orderMessageEnable: \"yes\" is not true or false"]
+        );
+        let problems = refused(&mut c, "controllerDLegerPeers=n0-127.0.0.1:9878");
+        assert!(problems[0].starts_with("controllerDLegerPeers is a Controller key"));
+        let err = c.update("custom.key=1").unwrap_err();
+        assert_eq!(err.response_code(), response::SYSTEM_ERROR);
+        assert_eq!(err.remark(), "unknown key custom.key");
+        assert!(!path.exists(), "nothing was written");
+    }
+
+    #[test]
+    fn a_start_only_key_with_its_current_value_is_no_change() {
+        let dir = TempDir::new("same");
+        let path = dir.join("namesrv.properties");
+        let mut c = stored_at(&path);
+        c.set("controllerDLegerSelfId", "n0");
+        let before = c.clone();
+        assert_eq!(
+            c.update("listenPort=9876\ncontrollerDLegerSelfId=n0\n")
+                .unwrap(),
+            Vec::<String>::new()
+        );
+        assert_eq!(c, before);
+        assert!(!path.exists(), "nothing to write");
+    }
+
+    #[test]
+    fn live_and_reported_only_keys_are_applied_and_only_they_are_written() {
+        let dir = TempDir::new("persist");
+        let path = dir.join("namesrv.conf");
+        let original = "# operator's file\n\n# port\nlistenPort=0\n\n# scan\nscanNotActiveBrokerInterval=5000\n";
+        fs::write(&path, original).unwrap();
+        let mut c = stored_at(&path);
+        c.log_path = "/from/the/command/line.log".into();
+        let changed = c
+            .update("scanNotActiveBrokerInterval=7000\nlogLevel=DEBUG\nserverWorkerThreads=4\norderMessageEnable=false\n")
+            .unwrap();
+        assert_eq!(
+            changed,
+            [
+                "scanNotActiveBrokerInterval=7000",
+                "logLevel=debug",
+                "serverWorkerThreads=4"
+            ]
+        );
+        assert_eq!(c.scan_not_active_broker_interval, 7000);
+        assert_eq!(c.log_level, "debug");
+        assert_eq!(c.server_worker_threads, 4);
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            "# operator's file\n\n# port\nlistenPort=0\n\n# scan\nscanNotActiveBrokerInterval=7000\nlogLevel=debug\nserverWorkerThreads=4\n"
+        );
+        // The previous version is kept as .bak.
+        assert_eq!(fs::read_to_string(bak(&path)).unwrap(), original);
+    }
+
+    #[test]
+    fn an_update_that_cannot_be_written_changes_nothing_in_memory() {
+        let dir = TempDir::new("nopersist");
+        // A directory where the file should be: reading it fails.
+        let path = dir.join("is-a-dir");
+        fs::create_dir_all(path.join("child")).unwrap();
+        let mut c = stored_at(&path);
+        let before = c.clone();
+        let err = c.update("orderMessageEnable=true\n").unwrap_err();
+        assert!(matches!(err, UpdateError::Persist { .. }), "{err:?}");
+        assert!(err.remark().contains("is-a-dir"), "{}", err.remark());
+        assert_eq!(err.response_code(), response::SYSTEM_ERROR);
+        assert_eq!(c, before);
+    }
+
+    #[test]
+    fn update_reports_a_malformed_body_as_a_parse_error() {
+        let mut c = NamesrvConfig::default();
+        let before = c.clone();
+        let err = c.update("a=\\uXYZW\n").unwrap_err();
+        assert!(matches!(err, UpdateError::Parse(_)));
+        assert_eq!(err.remark(), "string2Properties error");
+        assert_eq!(c, before);
+    }
+}
