@@ -6,6 +6,7 @@
 //! answered something we cannot read.
 
 use super::Client;
+pub use crate::remoting::codes::response_name;
 use crate::remoting::codes::{request, response};
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::json::{self, Value};
@@ -85,21 +86,6 @@ impl From<model::ModelError> for ClientError {
 impl From<json::JsonError> for ClientError {
     fn from(e: json::JsonError) -> Self {
         ClientError::Decode(format!("bad JSON body: {e}"))
-    }
-}
-
-/// Name of a response code the name server uses.
-pub fn response_name(code: i32) -> &'static str {
-    match code {
-        response::SUCCESS => "SUCCESS",
-        response::SYSTEM_ERROR => "SYSTEM_ERROR",
-        response::SYSTEM_BUSY => "SYSTEM_BUSY",
-        response::REQUEST_CODE_NOT_SUPPORTED => "REQUEST_CODE_NOT_SUPPORTED",
-        response::NO_PERMISSION => "NO_PERMISSION",
-        response::TOPIC_NOT_EXIST => "TOPIC_NOT_EXIST",
-        response::QUERY_NOT_FOUND => "QUERY_NOT_FOUND",
-        response::GO_AWAY => "GO_AWAY",
-        _ => "ERROR",
     }
 }
 
