@@ -13,9 +13,9 @@ use crate::kv::KvStore;
 use crate::remoting::codes::{self, response, version, FLAG_RESPONSE};
 use crate::remoting::command::{encode_frame, Header, RemotingCommand, SerializeType};
 use crate::request::{
-    BrokerHeartbeat, DeleteTopic, GetBrokerMemberGroup, GetKvList, GetRouteInfo,
+    BrokerHeartbeat, BrokerRef, DeleteTopic, GetBrokerMemberGroup, GetKvList, GetRouteInfo,
     GetTopicsByCluster, KvKey, NameLimits, ParseError, PutKvConfig, QueryDataVersion,
-    RegisterBroker, RegisterTopic, Request, UnregisterBroker, UpdateNamesrvConfig, WritePerm,
+    RegisterBroker, RegisterTopic, Request, UpdateNamesrvConfig, WritePerm,
 };
 use crate::route::model::{self, BodyLimits, Dialect, TopicRouteData};
 use crate::route::table::{
@@ -423,7 +423,11 @@ impl Processor {
         cmd: &RemotingCommand,
         effects: &mut Effects,
     ) -> Result<Reply, Reject> {
-        if codes::needs_admin_allow_list(cmd.code) && !self.is_admin_allowed(ctx.peer) {
+        // Without an allow-list (the default) the code is not even looked up.
+        if !self.admin_allow_list.is_empty()
+            && codes::needs_admin_allow_list(cmd.code)
+            && !self.is_admin_allowed(ctx.peer)
+        {
             warn!(
                 "refused {} from {:?}: not in adminAllowList",
                 codes::request_name(cmd.code),
@@ -689,8 +693,8 @@ impl Processor {
         }
     }
 
-    fn unregister_broker(&mut self, r: UnregisterBroker<'_>) -> Result<Reply, Reject> {
-        if self.submit_unregistrations(vec![(r.table_request(), RemovalReason::Unregister)]) {
+    fn unregister_broker(&mut self, r: BrokerRef<'_>) -> Result<Reply, Reject> {
+        if self.submit_unregistrations(vec![(r.unregister_request(), RemovalReason::Unregister)]) {
             Ok(Reply::ok())
         } else {
             Ok(Reply {

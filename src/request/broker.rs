@@ -121,7 +121,7 @@ impl<'a> RegisterBroker<'a> {
     }
 }
 
-/// The four fields that name one broker in UNREGISTER_BROKER and QUERY_DATA_VERSION.
+/// The four fields that name one broker in UNREGISTER_BROKER (104) and QUERY_DATA_VERSION.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BrokerRef<'a> {
     pub broker_name: &'a str,
@@ -131,7 +131,7 @@ pub struct BrokerRef<'a> {
 }
 
 impl<'a> BrokerRef<'a> {
-    fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
+    pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
         Ok(BrokerRef {
             broker_name: h.required("brokerName")?,
             broker_addr: h.required("brokerAddr")?,
@@ -139,25 +139,14 @@ impl<'a> BrokerRef<'a> {
             broker_id: h.required_i64("brokerId")?,
         })
     }
-}
 
-/// 104 UNREGISTER_BROKER.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UnregisterBroker<'a>(pub BrokerRef<'a>);
-
-impl<'a> UnregisterBroker<'a> {
-    pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
-        BrokerRef::parse(h).map(UnregisterBroker)
-    }
-
-    /// The unregistration as the worker and the route table take it (owned: it is queued).
-    pub fn table_request(&self) -> UnregisterRequest {
-        let b = &self.0;
+    /// UNREGISTER_BROKER as the worker and the route table take it (owned: it is queued).
+    pub fn unregister_request(&self) -> UnregisterRequest {
         UnregisterRequest {
-            broker_name: b.broker_name.into(),
-            broker_addr: b.broker_addr.into(),
-            cluster: b.cluster.into(),
-            broker_id: b.broker_id,
+            broker_name: self.broker_name.into(),
+            broker_addr: self.broker_addr.into(),
+            cluster: self.cluster.into(),
+            broker_id: self.broker_id,
         }
     }
 }
