@@ -25,13 +25,7 @@ fn bench(c: &mut Criterion) {
             let mut req = support::request(&layout.cluster, sim, n, 2_000, 0, None);
             // What the processor does per unchanged registration: hash the body, compare, refresh.
             req.fingerprint.hash = fingerprint(&sim.bodies[0]);
-            let unchanged = table.is_unchanged_body(
-                req.cluster,
-                req.broker_addr,
-                req.broker_name,
-                0,
-                &req.fingerprint,
-            );
+            let unchanged = table.is_unchanged_body(&req);
             assert!(unchanged);
             table.register_broker(&req, TopicsInput::Unchanged)
         })

@@ -4,15 +4,17 @@
 //!
 //! ```text
 //! socket --(server::connection)--> frame --(remoting::frame)--> RemotingCommand
-//!        --(processor)--> route::RouteTable / kv::KvStore / config::NamesrvConfig
-//!        --(remoting::command)--> encoded response bytes --> socket
+//!        --(request)--> typed Request --(processor)--> route::RouteTable / kv::KvStore /
+//!        config::NamesrvConfig --(remoting::command)--> encoded response bytes --> socket
 //! ```
 //!
-//! * [`remoting`] owns the wire: length framing, both header codecs, request and
-//!   response codes, and the fastjson-dialect JSON reader/writer.
+//! * [`remoting`] owns the wire: length framing, both header codecs, the table of request
+//!   codes (code, name, kind) and response codes, and the fastjson-dialect JSON reader/writer.
+//! * [`request`] parses each request once into a typed value (header fields, checks, body).
 //! * [`route`] owns the registry tables and the per-topic cache of encoded routes.
 //! * [`kv`] owns the persisted KV config; [`config`] the server's own properties.
-//! * [`processor`] is the only place that maps a request code to behaviour.
+//! * [`processor`] runs one handler per typed request, and is the one place where errors
+//!   become response codes.
 //! * [`server`] owns sockets, timers and the unregistration worker; it
 //!   knows nothing about routes beyond calling the processor.
 //! * [`client`] is a blocking client used by the tools and the tests.
@@ -24,6 +26,7 @@ pub mod kv;
 pub mod logging;
 pub mod processor;
 pub mod remoting;
+pub mod request;
 pub mod route;
 pub mod server;
 #[doc(hidden)]

@@ -1,6 +1,7 @@
-//! Request code -> behaviour: the only place that maps a RocketMQ request to what the
-//! name server does with it, and the one place where errors become response codes and
-//! Java's remarks (PROTOCOL.md §3).
+//! Typed request -> behaviour: one handler per [`Request`], applied to the tables, and the
+//! one place where errors (a [`ParseError`] or a handler's refusal) become response codes and
+//! Java's remarks (PROTOCOL.md §3). Before parsing, the code's row decides whether the
+//! admin allow-list applies.
 //!
 //! The processor owns the state (route table, KV store, config, counters) and runs on the
 //! loop thread. It never blocks on the network: unregistrations and 905 notifications are
@@ -9,14 +10,17 @@
 
 use crate::config::{Cidr, NamesrvConfig, SerializeTypeSetting};
 use crate::kv::KvStore;
-use crate::remoting::codes::{request, response, version, FLAG_RESPONSE};
+use crate::remoting::codes::{self, response, version, FLAG_RESPONSE};
 use crate::remoting::command::{encode_frame, Header, RemotingCommand, SerializeType};
-use crate::route::model::{
-    self, decode_register_body, BodyLimits, DataVersion, Dialect, TopicRouteData,
+use crate::request::{
+    BrokerHeartbeat, BrokerRef, DeleteTopic, GetBrokerMemberGroup, GetKvList, GetRouteInfo,
+    GetTopicsByCluster, KvKey, NameLimits, ParseError, PutKvConfig, QueryDataVersion,
+    RegisterBroker, RegisterTopic, Request, UpdateNamesrvConfig, WritePerm,
 };
+use crate::route::model::{self, BodyLimits, Dialect, TopicRouteData};
 use crate::route::table::{
-    BodyFingerprint, ConnId, ExpiredBroker, MinIdNotification, RegisterRequest, RemovalReason,
-    RouteSettings, RouteTable, TopicsInput, UnregisterRequest, FLAG_UNIT, FLAG_UNIT_SUB,
+    ConnId, ExpiredBroker, MinIdNotification, RegisterResult, RemovalReason, RouteSettings,
+    RouteTable, TopicsInput, UnregisterRequest, FLAG_UNIT, FLAG_UNIT_SUB,
 };
 use crossbeam_channel::{Sender, TrySendError};
 use log::{debug, info, warn};
@@ -112,6 +116,88 @@ struct Stats {
     largest_batch: usize,
     unregister_queue_full: u64,
     rejected_busy: u64,
+    /// Route changes since the last summary line.
+    changes: ChangeSummary,
+}
+
+/// How often route changes from registrations are summarised at info.
+const CHANGE_SUMMARY_INTERVAL_MS: u64 = 10_000;
+/// "new broker registered" lines logged one by one per interval; beyond that they are
+/// counted into the summary (a cluster start registers thousands at once).
+const NEW_BROKER_LINES: u32 = 10;
+
+/// Route changes made by registrations and REGISTER_TOPIC_IN_NAMESRV, counted between info
+/// lines instead of logged one line per request.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct ChangeSummary {
+    /// When the running interval ends; 0 when nothing happened since the last line.
+    due_ms: u64,
+    new_brokers_logged: u32,
+    new_brokers_unlogged: u64,
+    brokers_changed: u64,
+    queue_entries_changed: u64,
+    topics_registered: u64,
+    queue_entries_registered: u64,
+}
+
+impl ChangeSummary {
+    fn start(&mut self, now_ms: u64) {
+        if self.due_ms == 0 {
+            self.due_ms = now_ms.saturating_add(CHANGE_SUMMARY_INTERVAL_MS).max(1);
+        }
+    }
+
+    /// Counts a first registration; true while it should still get a line of its own.
+    fn new_broker(&mut self, now_ms: u64) -> bool {
+        self.start(now_ms);
+        if self.new_brokers_logged < NEW_BROKER_LINES {
+            self.new_brokers_logged += 1;
+            true
+        } else {
+            self.new_brokers_unlogged += 1;
+            false
+        }
+    }
+
+    fn broker_changed(&mut self, queue_entries: usize, now_ms: u64) {
+        self.start(now_ms);
+        self.brokers_changed += 1;
+        self.queue_entries_changed += queue_entries as u64;
+    }
+
+    fn topic_registered(&mut self, queue_entries: usize, now_ms: u64) {
+        self.start(now_ms);
+        self.topics_registered += 1;
+        self.queue_entries_registered += queue_entries as u64;
+    }
+
+    /// The summary line once the interval is over (and resets), if anything was counted.
+    fn take_due(&mut self, now_ms: u64) -> Option<String> {
+        if self.due_ms == 0 || now_ms < self.due_ms {
+            return None;
+        }
+        let done = std::mem::take(self);
+        let mut parts = Vec::new();
+        if done.brokers_changed > 0 {
+            parts.push(format!(
+                "{} registration(s) changed {} topic queue entries",
+                done.brokers_changed, done.queue_entries_changed
+            ));
+        }
+        if done.topics_registered > 0 {
+            parts.push(format!(
+                "{} topic(s) registered by REGISTER_TOPIC_IN_NAMESRV with {} queue entries",
+                done.topics_registered, done.queue_entries_registered
+            ));
+        }
+        if done.new_brokers_unlogged > 0 {
+            parts.push(format!(
+                "{} more new broker(s) registered (listed at debug)",
+                done.new_brokers_unlogged
+            ));
+        }
+        (!parts.is_empty()).then(|| format!("route changes: {}", parts.join("; ")))
+    }
 }
 
 /// An error that becomes a response code and remark.
@@ -127,28 +213,16 @@ fn reject(code: i32, remark: impl Into<String>) -> Reject {
     }
 }
 
-fn required<'a>(cmd: &'a RemotingCommand, field: &str) -> Result<&'a str, Reject> {
-    cmd.ext(field).ok_or_else(|| {
-        reject(
-            response::SYSTEM_ERROR,
-            format!("the custom field <{field}> is null"),
-        )
-    })
-}
-
-fn required_i64(cmd: &RemotingCommand, field: &str) -> Result<i64, Reject> {
-    let text = required(cmd, field)?;
-    text.trim().parse::<i64>().map_err(|_| {
-        reject(
-            response::SYSTEM_ERROR,
-            format!("the custom field <{field}> is not a number: {text}"),
-        )
-    })
-}
-
-fn optional_bool(cmd: &RemotingCommand, field: &str) -> Option<bool> {
-    cmd.ext(field)
-        .map(|v| v.trim().eq_ignore_ascii_case("true"))
+/// Parse errors are answered REQUEST_CODE_NOT_SUPPORTED (unknown code) or SYSTEM_ERROR, with
+/// the error's text as the remark, as Java's.
+impl From<ParseError> for Reject {
+    fn from(e: ParseError) -> Self {
+        let code = match e {
+            ParseError::NotSupported(_) => response::REQUEST_CODE_NOT_SUPPORTED,
+            _ => response::SYSTEM_ERROR,
+        };
+        reject(code, e.to_string())
+    }
 }
 
 /// Reply under construction.
@@ -291,6 +365,7 @@ impl Processor {
         if !cmd.is_oneway() {
             self.write_reply(cmd.opaque, &reply, out);
         }
+        self.log_change_summary(ctx.now_ms);
         effects
     }
 
@@ -340,6 +415,7 @@ impl Processor {
         }
     }
 
+    /// The allow-list, then the typed request, then its handler.
     fn dispatch(
         &mut self,
         ctx: &RequestContext,
@@ -347,10 +423,14 @@ impl Processor {
         cmd: &RemotingCommand,
         effects: &mut Effects,
     ) -> Result<Reply, Reject> {
-        if is_mutating_admin(cmd.code) && !self.is_admin_allowed(ctx.peer) {
+        // Without an allow-list (the default) the code is not even looked up.
+        if !self.admin_allow_list.is_empty()
+            && codes::needs_admin_allow_list(cmd.code)
+            && !self.is_admin_allowed(ctx.peer)
+        {
             warn!(
                 "refused {} from {:?}: not in adminAllowList",
-                crate::remoting::codes::request_name(cmd.code),
+                codes::request_name(cmd.code),
                 ctx.peer
             );
             return Err(reject(
@@ -361,106 +441,98 @@ impl Processor {
                 ),
             ));
         }
-        match cmd.code {
-            request::PUT_KV_CONFIG => self.change_kv_config(cmd, true),
-            request::GET_KV_CONFIG => self.get_kv_config(cmd),
-            request::DELETE_KV_CONFIG => self.change_kv_config(cmd, false),
-            request::GET_KVLIST_BY_NAMESPACE => self.get_kv_list(cmd),
-            request::REGISTER_BROKER => self.register_broker(ctx, cmd),
-            request::UNREGISTER_BROKER => self.unregister_broker(cmd),
-            request::BROKER_HEARTBEAT => self.broker_heartbeat(ctx, cmd),
-            request::QUERY_DATA_VERSION => self.query_data_version(ctx, cmd),
-            request::GET_BROKER_MEMBER_GROUP => self.broker_member_group(cmd),
-            request::GET_ROUTEINFO_BY_TOPIC => self.route_info(cmd),
-            request::GET_BROKER_CLUSTER_INFO => {
+        let limits = self.name_limits();
+        let request = Request::parse(cmd, &limits)?;
+        self.apply(ctx, counters, request, effects)
+    }
+
+    /// One handler per typed request.
+    fn apply(
+        &mut self,
+        ctx: &RequestContext,
+        counters: &ServerCounters,
+        request: Request<'_>,
+        effects: &mut Effects,
+    ) -> Result<Reply, Reject> {
+        match request {
+            Request::PutKvConfig(r) => self.put_kv_config(r),
+            Request::GetKvConfig(r) => self.get_kv_config(r),
+            Request::DeleteKvConfig(r) => self.delete_kv_config(r),
+            Request::GetKvList(r) => self.get_kv_list(r),
+            Request::RegisterBroker(r) => self.register_broker(ctx, &r),
+            Request::UnregisterBroker(r) => self.unregister_broker(r),
+            Request::BrokerHeartbeat(r) => self.broker_heartbeat(ctx, r),
+            Request::QueryDataVersion(r) => self.query_data_version(ctx, r),
+            Request::GetBrokerMemberGroup(r) => self.broker_member_group(r),
+            Request::GetRouteInfo(r) => self.route_info(r),
+            Request::GetBrokerClusterInfo => {
                 let mut body = Vec::with_capacity(256);
                 self.table.cluster_info().encode(&mut body);
                 Ok(Reply::with_body(body))
             }
-            request::WIPE_WRITE_PERM_OF_BROKER => self.write_perm(cmd, false),
-            request::ADD_WRITE_PERM_OF_BROKER => self.write_perm(cmd, true),
-            request::GET_ALL_TOPIC_LIST_FROM_NAMESERVER => {
-                if !self.config.enable_all_topic_list {
-                    return Err(reject(response::SYSTEM_ERROR, "disable"));
-                }
-                let mut body = Vec::new();
-                model::encode_topic_list(self.table.topic_names(), None, &mut body);
-                Ok(Reply::with_body(body))
-            }
-            request::DELETE_TOPIC_IN_NAMESRV => self.delete_topic(cmd),
-            request::REGISTER_TOPIC_IN_NAMESRV => self.register_topic(cmd),
-            request::GET_TOPICS_BY_CLUSTER => {
-                if !self.config.enable_topic_list {
-                    return Err(reject(response::SYSTEM_ERROR, "disable"));
-                }
-                let cluster = required(cmd, "cluster")?;
-                let topics = self.table.topics_of_cluster(cluster);
-                let mut body = Vec::new();
-                model::encode_topic_list(topics.iter().map(String::as_str), None, &mut body);
-                Ok(Reply::with_body(body))
-            }
-            request::GET_SYSTEM_TOPIC_LIST_FROM_NS => {
-                let (topics, addr) = self.table.system_topics();
-                let mut body = Vec::new();
-                model::encode_topic_list(
-                    topics.iter().map(String::as_str),
-                    addr.as_deref(),
-                    &mut body,
-                );
-                Ok(Reply::with_body(body))
-            }
-            request::GET_UNIT_TOPIC_LIST => self.unit_topics(|f| f & FLAG_UNIT != 0),
-            request::GET_HAS_UNIT_SUB_TOPIC_LIST => self.unit_topics(|f| f & FLAG_UNIT_SUB != 0),
-            request::GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST => {
+            Request::WipeWritePerm(r) => self.write_perm(r, false),
+            Request::AddWritePerm(r) => self.write_perm(r, true),
+            Request::GetAllTopicList => self.all_topic_list(),
+            Request::DeleteTopic(r) => self.delete_topic(r),
+            Request::RegisterTopic(r) => self.register_topic(ctx, r),
+            Request::GetTopicsByCluster(r) => self.topics_by_cluster(r),
+            Request::GetSystemTopicList => self.system_topic_list(),
+            Request::GetUnitTopicList => self.unit_topics(|f| f & FLAG_UNIT != 0),
+            Request::GetHasUnitSubTopicList => self.unit_topics(|f| f & FLAG_UNIT_SUB != 0),
+            Request::GetHasUnitSubUnunitTopicList => {
                 self.unit_topics(|f| f & FLAG_UNIT_SUB != 0 && f & FLAG_UNIT == 0)
             }
-            request::GET_NAMESRV_CONFIG => Ok(Reply::with_body(
+            Request::GetNamesrvConfig => Ok(Reply::with_body(
                 self.config.to_properties_text().into_bytes(),
             )),
-            request::UPDATE_NAMESRV_CONFIG => self.update_config(cmd, effects),
-            request::RMQ_NAMESRV_STATS => Ok(Reply::with_body(self.stats_body(counters))),
-            code => {
-                debug!("request code {code} not supported (from {:?})", ctx.peer);
-                Err(reject(
-                    response::REQUEST_CODE_NOT_SUPPORTED,
-                    format!(" request type {code} not supported"),
-                ))
-            }
+            Request::UpdateNamesrvConfig(r) => self.update_config(r, effects),
+            Request::Stats => Ok(Reply::with_body(self.stats_body(counters))),
+        }
+    }
+
+    fn name_limits(&self) -> NameLimits {
+        NameLimits {
+            max_name_length: self.config.max_name_length as usize,
+            max_topic_name_length: self.config.max_topic_name_length as usize,
         }
     }
 
     // ------------------------------------------------------------------ KV
 
-    /// PUT_KV_CONFIG (`value` given) and DELETE_KV_CONFIG: persisted before the answer.
-    fn change_kv_config(&mut self, cmd: &RemotingCommand, put: bool) -> Result<Reply, Reject> {
-        let namespace = required(cmd, "namespace")?;
-        let key = required(cmd, "key")?;
-        let result = if put {
-            let value = required(cmd, "value")?;
-            self.kv.put(namespace, key, value)
-        } else {
-            self.kv.delete(namespace, key)
-        };
+    /// PUT_KV_CONFIG: persisted before the answer.
+    fn put_kv_config(&mut self, r: PutKvConfig<'_>) -> Result<Reply, Reject> {
+        let result = self.kv.put(r.namespace, r.key, r.value);
+        self.kv_changed(result, "put", r.namespace, r.key)
+    }
+
+    /// DELETE_KV_CONFIG: persisted before the answer.
+    fn delete_kv_config(&mut self, r: KvKey<'_>) -> Result<Reply, Reject> {
+        let result = self.kv.delete(r.namespace, r.key);
+        self.kv_changed(result, "delete", r.namespace, r.key)
+    }
+
+    fn kv_changed<E: std::fmt::Display>(
+        &mut self,
+        result: Result<(), E>,
+        verb: &str,
+        namespace: &str,
+        key: &str,
+    ) -> Result<Reply, Reject> {
         result.map_err(|e| {
             reject(
                 response::SYSTEM_ERROR,
                 format!("persisting the KV config failed: {e}"),
             )
         })?;
-        info!(
-            "KV config {} {namespace}/{key}",
-            if put { "put" } else { "delete" }
-        );
+        info!("KV config {verb} {namespace}/{key}");
         if namespace == ORDER_TOPIC_CONFIG {
             self.table.invalidate_topic(key);
         }
         Ok(Reply::ok())
     }
 
-    fn get_kv_config(&mut self, cmd: &RemotingCommand) -> Result<Reply, Reject> {
-        let namespace = required(cmd, "namespace")?;
-        let key = required(cmd, "key")?;
-        match self.kv.get(namespace, key) {
+    fn get_kv_config(&mut self, r: KvKey<'_>) -> Result<Reply, Reject> {
+        match self.kv.get(r.namespace, r.key) {
             Some(v) => Ok(Reply {
                 ext: Some(vec![("value", v.to_string())]),
                 ..Reply::ok()
@@ -469,19 +541,18 @@ impl Processor {
                 ext: Some(Vec::new()),
                 ..Reply::error(
                     response::QUERY_NOT_FOUND,
-                    format!("No config item, Namespace: {namespace} Key: {key}"),
+                    format!("No config item, Namespace: {} Key: {}", r.namespace, r.key),
                 )
             }),
         }
     }
 
-    fn get_kv_list(&mut self, cmd: &RemotingCommand) -> Result<Reply, Reject> {
-        let namespace = required(cmd, "namespace")?;
-        match self.kv.encode_kv_table(namespace) {
+    fn get_kv_list(&mut self, r: GetKvList<'_>) -> Result<Reply, Reject> {
+        match self.kv.encode_kv_table(r.namespace) {
             Some(body) => Ok(Reply::with_body(body)),
             None => Err(reject(
                 response::QUERY_NOT_FOUND,
-                format!("No config item, Namespace: {namespace}"),
+                format!("No config item, Namespace: {}", r.namespace),
             )),
         }
     }
@@ -506,101 +577,30 @@ impl Processor {
     fn register_broker(
         &mut self,
         ctx: &RequestContext,
-        cmd: &RemotingCommand,
+        r: &RegisterBroker<'_>,
     ) -> Result<Reply, Reject> {
-        let broker_name = required(cmd, "brokerName")?;
-        let broker_addr = required(cmd, "brokerAddr")?;
-        let cluster = required(cmd, "clusterName")?;
-        let ha_server_addr = required(cmd, "haServerAddr")?;
-        let broker_id = required_i64(cmd, "brokerId")?;
-        self.check_name("clusterName", cluster)?;
-        self.check_name("brokerName", broker_name)?;
-        self.check_name("brokerAddr", broker_addr)?;
-        // Java parses these leniently: an unparsable value is logged and left at its default.
-        let header_crc: i64 = cmd
-            .ext("bodyCrc32")
-            .and_then(|v| v.trim().parse::<i32>().ok())
-            .map_or(0, i64::from);
-        let compressed = optional_bool(cmd, "compressed").unwrap_or(false);
-        let heartbeat_timeout_ms = cmd
-            .ext("heartbeatTimeoutMillis")
-            .and_then(|v| v.trim().parse::<i64>().ok())
-            .filter(|v| *v > 0)
-            .map(|v| v as u64);
-        let enable_acting_master = optional_bool(cmd, "enableActingMaster");
-        let fingerprint = BodyFingerprint {
-            len: cmd.body.len(),
-            header_crc,
-            hash: model::fingerprint(&cmd.body),
-        };
-        let req = RegisterRequest {
-            cluster,
-            broker_addr,
-            broker_name,
-            broker_id,
-            ha_server_addr,
-            zone_name: cmd.ext("__ZONE_NAME"),
-            heartbeat_timeout_ms,
-            enable_acting_master,
-            conn: ctx.conn,
-            now_ms: ctx.now_ms,
-            fingerprint,
-        };
+        let req = r.table_request(ctx.conn, ctx.now_ms);
         self.stats.registrations += 1;
-        let unchanged = self.table.is_unchanged_body(
-            cluster,
-            broker_addr,
-            broker_name,
-            broker_id,
-            &fingerprint,
-        );
-        let result = if unchanged {
+        let mut result = if self.table.is_unchanged_body(&req) {
             self.stats.registrations_unchanged += 1;
             self.table.register_broker(&req, TopicsInput::Unchanged)
         } else {
-            if header_crc != 0 {
-                let actual = i64::from(model::crc32(&cmd.body) & 0x7FFF_FFFF);
-                if actual != header_crc {
-                    warn!(
-                        "rejected registration of {broker_name}@{broker_addr} ({cluster}): body crc32 {actual} != header bodyCrc32 {header_crc}"
-                    );
-                    // Java built this response with RegisterBrokerResponseHeader: `"extFields":{}`.
-                    return Ok(Reply {
-                        ext: Some(Vec::new()),
-                        ..Reply::error(response::SYSTEM_ERROR, "crc32 not match")
-                    });
-                }
+            if let Some(actual) = r.crc_mismatch() {
+                warn!(
+                    "rejected registration of {}@{} ({}): body crc32 {actual} != header bodyCrc32 {}",
+                    r.broker_name, r.broker_addr, r.cluster, r.body_crc32
+                );
+                // Java built this response with RegisterBrokerResponseHeader: `"extFields":{}`.
+                return Ok(Reply {
+                    ext: Some(Vec::new()),
+                    ..Reply::error(response::SYSTEM_ERROR, "crc32 not match")
+                });
             }
-            let body = decode_register_body(&cmd.body, compressed, cmd.version, &self.body_limits)
-                .map_err(|e| {
-                    warn!("rejected registration of {broker_name}@{broker_addr} ({cluster}): {e}");
-                    reject(
-                        response::SYSTEM_ERROR,
-                        format!("register broker failed: bad body: {e}"),
-                    )
-                })?;
-            for (_, tc) in &body.topics {
-                self.check_topic_name(&tc.topic_name)?;
-            }
+            let body = r.decode_body(&self.body_limits, &self.name_limits())?;
             self.table.register_broker(&req, TopicsInput::Body(&body))
         };
-        if result.fenced {
-            warn!(
-                "registration of {broker_name}@{broker_addr} id {broker_id} ({cluster}) fenced: a newer stateVersion holds that id"
-            );
-        } else if result.first {
-            info!(
-                "new broker registered: {broker_name}@{broker_addr} id {broker_id} cluster {cluster} ha {ha_server_addr}"
-            );
-        } else if result.topics_changed > 0 {
-            info!(
-                "broker {broker_name}@{broker_addr} changed {} topic queue entries",
-                result.topics_changed
-            );
-        } else {
-            debug!("broker {broker_name}@{broker_addr} refreshed");
-        }
-        if let Some(n) = result.notification.clone() {
+        self.log_registration(r, &result, ctx.now_ms);
+        if let Some(n) = result.notification.take() {
             self.send_notification(n);
         }
         let mut ext = Vec::new();
@@ -622,62 +622,42 @@ impl Processor {
         })
     }
 
-    fn check_name(&self, field: &str, value: &str) -> Result<(), Reject> {
-        if value.len() > self.config.max_name_length as usize {
+    /// New brokers and fencing at info/warn; topic changes counted into the periodic summary
+    /// (and logged at debug), since a churning cluster changes topics on every registration.
+    fn log_registration(&mut self, r: &RegisterBroker<'_>, result: &RegisterResult, now_ms: u64) {
+        let (name, addr, id, cluster) = (r.broker_name, r.broker_addr, r.broker_id, r.cluster);
+        if result.fenced {
             warn!(
-                "rejected {field} of {} bytes (maxNameLength {})",
-                value.len(),
-                self.config.max_name_length
+                "registration of {name}@{addr} id {id} ({cluster}) fenced: a newer stateVersion holds that id"
             );
-            return Err(reject(
-                response::SYSTEM_ERROR,
-                format!(
-                    "{field} is longer than {} bytes",
-                    self.config.max_name_length
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Topics reported by brokers: Java takes them as they are; we only bound their length.
-    fn check_topic_name(&self, topic: &str) -> Result<(), Reject> {
-        if topic.is_empty() || topic.len() > self.config.max_topic_name_length as usize {
-            warn!("rejected registered topic name of {} bytes", topic.len());
-            return Err(reject(
-                response::SYSTEM_ERROR,
-                format!(
-                    "topic name of {} bytes is outside 1..={} (maxTopicNameLength)",
-                    topic.len(),
-                    self.config.max_topic_name_length
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Admin calls that create or delete a topic validate its name as Java's TopicValidator.
-    fn validate_topic(&self, topic: &str) -> Result<(), Reject> {
-        let problem = if topic.trim().is_empty() {
-            Some("The specified topic is blank.")
-        } else if !topic
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
-        {
-            Some(
-                "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
-            )
-        } else if topic.len() > self.config.max_topic_name_length as usize {
-            Some("The specified topic is longer than topic max length.")
-        } else {
-            None
-        };
-        match problem {
-            Some(remark) => {
-                warn!("rejected topic name {topic:?}: {remark}");
-                Err(reject(response::SYSTEM_ERROR, remark))
+        } else if result.first {
+            if self.stats.changes.new_broker(now_ms) {
+                info!(
+                    "new broker registered: {name}@{addr} id {id} cluster {cluster} ha {}",
+                    r.ha_server_addr
+                );
+            } else {
+                debug!("new broker registered: {name}@{addr} id {id} cluster {cluster}");
             }
-            None => Ok(()),
+        } else if result.topics_changed > 0 {
+            self.stats
+                .changes
+                .broker_changed(result.topics_changed, now_ms);
+            debug!(
+                "broker {name}@{addr} changed {} topic queue entries",
+                result.topics_changed
+            );
+        } else {
+            debug!("broker {name}@{addr} refreshed");
+        }
+    }
+
+    /// Logs the route-change summary if its interval is over. Called after every request;
+    /// the server may also call it from its scan tick so that a quiet spell after a burst
+    /// does not hold the line back.
+    pub fn log_change_summary(&mut self, now_ms: u64) {
+        if let Some(line) = self.stats.changes.take_due(now_ms) {
+            info!("{line}");
         }
     }
 
@@ -713,14 +693,8 @@ impl Processor {
         }
     }
 
-    fn unregister_broker(&mut self, cmd: &RemotingCommand) -> Result<Reply, Reject> {
-        let request = UnregisterRequest {
-            broker_name: required(cmd, "brokerName")?.into(),
-            broker_addr: required(cmd, "brokerAddr")?.into(),
-            cluster: required(cmd, "clusterName")?.into(),
-            broker_id: required_i64(cmd, "brokerId")?,
-        };
-        if self.submit_unregistrations(vec![(request, RemovalReason::Unregister)]) {
+    fn unregister_broker(&mut self, r: BrokerRef<'_>) -> Result<Reply, Reject> {
+        if self.submit_unregistrations(vec![(r.unregister_request(), RemovalReason::Unregister)]) {
             Ok(Reply::ok())
         } else {
             Ok(Reply {
@@ -733,33 +707,20 @@ impl Processor {
     fn broker_heartbeat(
         &mut self,
         ctx: &RequestContext,
-        cmd: &RemotingCommand,
+        r: BrokerHeartbeat<'_>,
     ) -> Result<Reply, Reject> {
-        let cluster = required(cmd, "clusterName")?;
-        let addr = required(cmd, "brokerAddr")?;
-        required(cmd, "brokerName")?;
-        self.table.heartbeat(cluster, addr, ctx.now_ms);
+        self.table.heartbeat(r.cluster, r.broker_addr, ctx.now_ms);
         Ok(Reply::ok())
     }
 
     fn query_data_version(
         &mut self,
         ctx: &RequestContext,
-        cmd: &RemotingCommand,
+        r: QueryDataVersion<'_>,
     ) -> Result<Reply, Reject> {
-        required(cmd, "brokerName")?;
-        let addr = required(cmd, "brokerAddr")?;
-        let cluster = required(cmd, "clusterName")?;
-        required_i64(cmd, "brokerId")?;
-        let sent = if cmd.body.is_empty() {
-            None
-        } else {
-            Some(DataVersion::decode(&cmd.body).map_err(|e| {
-                reject(response::SYSTEM_ERROR, format!("bad DataVersion body: {e}"))
-            })?)
-        };
+        let (cluster, addr) = (r.broker.cluster, r.broker.broker_addr);
         let stored = self.table.data_version(cluster, addr);
-        let changed = match (stored, sent) {
+        let changed = match (stored, r.data_version) {
             (Some(s), Some(v)) => s != v,
             _ => true,
         };
@@ -776,33 +737,22 @@ impl Processor {
         Ok(reply)
     }
 
-    fn broker_member_group(&mut self, cmd: &RemotingCommand) -> Result<Reply, Reject> {
-        let cluster = required(cmd, "clusterName")?;
-        let broker_name = required(cmd, "brokerName")?;
-        let addrs = self.table.broker_member_group(broker_name);
+    fn broker_member_group(&mut self, r: GetBrokerMemberGroup<'_>) -> Result<Reply, Reject> {
+        let addrs = self.table.broker_member_group(r.broker_name);
         let mut body = Vec::new();
-        model::encode_member_group(cluster, broker_name, &addrs, &mut body);
+        model::encode_member_group(r.cluster, r.broker_name, &addrs, &mut body);
         Ok(Reply::with_body(body))
     }
 
     // ------------------------------------------------------------------ routes
 
-    fn route_info(&mut self, cmd: &RemotingCommand) -> Result<Reply, Reject> {
-        let topic = required(cmd, "topic")?;
+    fn route_info(&mut self, r: GetRouteInfo<'_>) -> Result<Reply, Reject> {
         if self.config.need_wait_for_service
             && self.started.elapsed().as_secs() < self.config.wait_seconds_for_service.max(0) as u64
         {
             return Err(reject(response::SYSTEM_ERROR, "name server not ready"));
         }
-        let zone_mode = optional_bool(cmd, "__ZONE_MODE").unwrap_or(false);
-        let zone = cmd.ext("__ZONE_NAME").filter(|z| !z.trim().is_empty());
-        let standard = cmd.version >= version::V4_9_4
-            || optional_bool(cmd, "acceptStandardJsonOnly").unwrap_or(false);
-        let dialect = if standard {
-            Dialect::Standard
-        } else {
-            Dialect::Legacy
-        };
+        let topic = r.topic;
         let order_enabled = self.config.order_message_enable;
         let kv = &self.kv;
         let order_conf = || {
@@ -812,7 +762,7 @@ impl Processor {
                 None
             }
         };
-        if let (true, Some(zone)) = (zone_mode, zone) {
+        if let Some(zone) = r.zone {
             // Zone-filtered answers are built per request and always legacy (§5.8).
             let Some(mut route) = self.table.pickup_route(topic) else {
                 return Err(topic_not_exist(topic));
@@ -823,7 +773,7 @@ impl Processor {
             route.encode(Dialect::Legacy, &mut body);
             return Ok(Reply::with_body(body));
         }
-        match self.table.route_body(topic, dialect, order_conf) {
+        match self.table.route_body(topic, r.dialect, order_conf) {
             Some(bytes) => Ok(Reply {
                 body: ReplyBody::Shared(bytes),
                 ..Reply::ok()
@@ -832,53 +782,82 @@ impl Processor {
         }
     }
 
-    fn write_perm(&mut self, cmd: &RemotingCommand, enable: bool) -> Result<Reply, Reject> {
-        let broker_name = required(cmd, "brokerName")?;
-        let count = self.table.set_write_perm(broker_name, enable);
+    fn write_perm(&mut self, r: WritePerm<'_>, enable: bool) -> Result<Reply, Reject> {
+        let count = self.table.set_write_perm(r.broker_name, enable);
         let (key, verb) = if enable {
             ("addTopicCount", "added")
         } else {
             ("wipeTopicCount", "wiped")
         };
-        info!("write permission {verb} for broker {broker_name}: {count} topic(s)");
+        info!(
+            "write permission {verb} for broker {}: {count} topic(s)",
+            r.broker_name
+        );
         Ok(Reply {
             ext: Some(vec![(key, count.to_string())]),
             ..Reply::ok()
         })
     }
 
-    fn delete_topic(&mut self, cmd: &RemotingCommand) -> Result<Reply, Reject> {
-        let topic = required(cmd, "topic")?;
-        self.validate_topic(topic)?;
-        let cluster = cmd.ext("clusterName");
-        if self.table.delete_topic(topic, cluster) {
+    fn delete_topic(&mut self, r: DeleteTopic<'_>) -> Result<Reply, Reject> {
+        if self.table.delete_topic(r.topic, r.cluster) {
             info!(
-                "topic {topic} deleted (cluster {:?})",
-                cluster.unwrap_or("")
+                "topic {} deleted (cluster {:?})",
+                r.topic,
+                r.cluster.unwrap_or("")
             );
         }
         Ok(Reply::ok())
     }
 
-    fn register_topic(&mut self, cmd: &RemotingCommand) -> Result<Reply, Reject> {
-        let topic = required(cmd, "topic")?;
-        self.validate_topic(topic)?;
-        if cmd.body.is_empty() {
-            return Ok(Reply::ok());
-        }
-        let route = TopicRouteData::decode(&cmd.body).map_err(|e| {
-            reject(
-                response::SYSTEM_ERROR,
-                format!("bad TopicRouteData body: {e}"),
-            )
-        })?;
-        if self.table.register_topic(topic, &route.queue_datas) {
-            info!(
-                "topic {topic} registered with {} queue entries",
-                route.queue_datas.len()
+    /// REGISTER_TOPIC_IN_NAMESRV: brokers with `enableSingleTopicRegister` send one per topic,
+    /// so each is logged at debug and counted into the periodic summary.
+    fn register_topic(
+        &mut self,
+        ctx: &RequestContext,
+        r: RegisterTopic<'_>,
+    ) -> Result<Reply, Reject> {
+        if self.table.register_topic(r.topic, &r.queue_datas) {
+            self.stats
+                .changes
+                .topic_registered(r.queue_datas.len(), ctx.now_ms);
+            debug!(
+                "topic {} registered with {} queue entries",
+                r.topic,
+                r.queue_datas.len()
             );
         }
         Ok(Reply::ok())
+    }
+
+    fn all_topic_list(&mut self) -> Result<Reply, Reject> {
+        if !self.config.enable_all_topic_list {
+            return Err(reject(response::SYSTEM_ERROR, "disable"));
+        }
+        let mut body = Vec::new();
+        model::encode_topic_list(self.table.topic_names(), None, &mut body);
+        Ok(Reply::with_body(body))
+    }
+
+    fn topics_by_cluster(&mut self, r: GetTopicsByCluster<'_>) -> Result<Reply, Reject> {
+        if !self.config.enable_topic_list {
+            return Err(reject(response::SYSTEM_ERROR, "disable"));
+        }
+        let topics = self.table.topics_of_cluster(r.cluster()?);
+        let mut body = Vec::new();
+        model::encode_topic_list(topics.iter().map(String::as_str), None, &mut body);
+        Ok(Reply::with_body(body))
+    }
+
+    fn system_topic_list(&mut self) -> Result<Reply, Reject> {
+        let (topics, addr) = self.table.system_topics();
+        let mut body = Vec::new();
+        model::encode_topic_list(
+            topics.iter().map(String::as_str),
+            addr.as_deref(),
+            &mut body,
+        );
+        Ok(Reply::with_body(body))
     }
 
     fn unit_topics(&mut self, pred: impl Fn(i32) -> bool) -> Result<Reply, Reject> {
@@ -895,14 +874,12 @@ impl Processor {
 
     fn update_config(
         &mut self,
-        cmd: &RemotingCommand,
+        r: UpdateNamesrvConfig<'_>,
         effects: &mut Effects,
     ) -> Result<Reply, Reject> {
-        if cmd.body.is_empty() {
+        let Some(text) = r.properties else {
             return Ok(Reply::ok());
-        }
-        let text = std::str::from_utf8(&cmd.body)
-            .map_err(|_| reject(response::SYSTEM_ERROR, "string2Properties error"))?;
+        };
         let before = self.config.clone();
         match self.config.update(text) {
             Ok(changed) if changed.is_empty() => Ok(Reply::ok()),
@@ -1127,20 +1104,6 @@ fn topic_not_exist(topic: &str) -> Reject {
     )
 }
 
-/// Codes refused outside `adminAllowList` (reads and broker traffic stay open).
-fn is_mutating_admin(code: i32) -> bool {
-    matches!(
-        code,
-        request::PUT_KV_CONFIG
-            | request::DELETE_KV_CONFIG
-            | request::DELETE_TOPIC_IN_NAMESRV
-            | request::REGISTER_TOPIC_IN_NAMESRV
-            | request::WIPE_WRITE_PERM_OF_BROKER
-            | request::ADD_WRITE_PERM_OF_BROKER
-            | request::UPDATE_NAMESRV_CONFIG
-    )
-}
-
 /// ZoneRouteRPCHook (§5.8): keep brokers without a master or in the requested zone.
 pub fn filter_by_zone(route: &mut TopicRouteData, zone: &str) {
     let mut removed_addrs = Vec::new();
@@ -1161,5 +1124,39 @@ pub fn filter_by_zone(route: &mut TopicRouteData, zone: &str) {
         .retain(|q| !removed_names.contains(&q.broker_name));
     for a in removed_addrs {
         route.filter_server_table.remove(&a);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn route_changes_are_summarised_once_per_interval() {
+        let mut s = ChangeSummary::default();
+        assert_eq!(s.take_due(1_000_000), None, "nothing happened");
+        s.broker_changed(3, 1_000);
+        s.broker_changed(2, 5_000);
+        s.topic_registered(4, 6_000);
+        assert_eq!(s.take_due(10_999), None, "the interval is not over");
+        assert_eq!(
+            s.take_due(11_000).as_deref(),
+            Some("route changes: 2 registration(s) changed 5 topic queue entries; 1 topic(s) registered by REGISTER_TOPIC_IN_NAMESRV with 4 queue entries")
+        );
+        assert_eq!(s, ChangeSummary::default());
+        assert_eq!(s.take_due(100_000), None);
+    }
+
+    #[test]
+    fn the_first_new_brokers_of_an_interval_get_their_own_line_and_the_rest_a_count() {
+        let mut s = ChangeSummary::default();
+        let own_line = (0..25).filter(|_| s.new_broker(0)).count();
+        assert_eq!(own_line, NEW_BROKER_LINES as usize);
+        assert_eq!(
+            s.take_due(CHANGE_SUMMARY_INTERVAL_MS).as_deref(),
+            Some("route changes: 15 more new broker(s) registered (listed at debug)")
+        );
+        assert!(s.new_broker(20_000), "a new interval logs again");
+        assert_eq!(s.take_due(30_000), None, "nothing left to summarise");
     }
 }

@@ -235,13 +235,11 @@ fn two_clusters(server: &TestServer) -> Client {
                 both,
             ],
         ),
-        &[],
     );
     register(
         &mut c,
         &b,
         &body_with(1, &[topic("Shared", 4, 6), topic("B1", 4, 6)]),
-        &[],
     );
     c
 }
@@ -546,7 +544,7 @@ fn order_message_enable_takes_effect_without_restart() {
     let server = TestServer::start();
     let mut c = server.client();
     let b = Broker::new("c", "broker-a", "10.0.0.1:10911", 0);
-    register(&mut c, &b, &body_with(1, &[topic("Ordered", 4, 6)]), &[]);
+    register(&mut c, &b, &body_with(1, &[topic("Ordered", 4, 6)]));
     put_kv(&mut c, "ORDER_TOPIC_CONFIG", "Ordered", "broker-a:4");
     assert_eq!(
         route_data(&mut c, "Ordered").unwrap().order_topic_conf,
@@ -574,7 +572,7 @@ fn order_message_enable_takes_effect_without_restart() {
         Some("broker-a:8")
     );
     // Registration answers carry the ORDER_TOPIC_CONFIG table.
-    let resp = register(&mut c, &b, &body_with(1, &[topic("Ordered", 4, 6)]), &[]);
+    let resp = register(&mut c, &b, &body_with(1, &[topic("Ordered", 4, 6)]));
     assert_eq!(
         String::from_utf8(resp.body.to_vec()).unwrap(),
         r#"{"table":{"Ordered":"broker-a:8"}}"#
@@ -588,11 +586,14 @@ fn scan_interval_update_changes_the_expiry_cadence() {
     let mut c = server.client();
     let mut broker_conn = server.client();
     let b = Broker::new("c", "g", "10.0.0.1:10911", 0);
-    register(
+    register_with(
         &mut broker_conn,
         &b,
         &body_with(1, &[topic("T", 4, 6)]),
-        &[("heartbeatTimeoutMillis", "200")],
+        &RegisterOptions {
+            heartbeat_timeout_millis: Some(200),
+            ..RegisterOptions::default()
+        },
     );
     let resp = c
         .request(
@@ -640,7 +641,7 @@ fn admin_allow_list_refuses_mutations_from_other_addresses() {
     // Reads and broker traffic stay open.
     let b = Broker::new("c", "g", "10.0.0.1:10911", 0);
     assert_eq!(
-        register(&mut c, &b, &body_with(1, &[topic("T", 4, 6)]), &[]).code,
+        register(&mut c, &b, &body_with(1, &[topic("T", 4, 6)])).code,
         0
     );
     assert!(route_data(&mut c, "T").is_some());

@@ -76,7 +76,7 @@ fn fixture() -> Fixture {
     let mut conns = Vec::new();
     for (broker, topics) in [(&a0, &a_topics), (&a1, &a_topics), (&b0, &b_topics)] {
         let mut c = server.client();
-        let resp = register(&mut c, broker, &body_with(1, topics), &[]);
+        let resp = register(&mut c, broker, &body_with(1, topics));
         assert_eq!(resp.code, 0, "{:?}", resp.remark);
         conns.push(c);
     }

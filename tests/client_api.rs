@@ -1,13 +1,13 @@
-//! The typed client calls against a real server, one per request code the server answers,
-//! with both header serializations.
+//! The typed client calls against a real server, one test per request code the server
+//! answers, each with both header serializations.
 
 mod common;
 
 use common::*;
-use rmq_namesrv::client::api::{BrokerIdentity, RegisterOptions};
+use rmq_namesrv::client::api::{BrokerIdentity, RegisterOptions, RegisterResult};
 use rmq_namesrv::client::{Client, ClientError};
 use rmq_namesrv::remoting::command::SerializeType;
-use rmq_namesrv::route::model::{DataVersion, QueueData};
+use rmq_namesrv::route::model::{DataVersion, QueueData, RegisterBody};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -27,7 +27,22 @@ fn flagged(name: &str, flag: i32) -> rmq_namesrv::route::model::TopicConfig {
     t
 }
 
-fn every_typed_call(serialize_type: SerializeType) {
+/// A server with broker group `broker-a` registered: a master (JSON body) and a slave
+/// (compressed body) on two connections, and a client speaking `serialize_type`.
+struct Registered {
+    /// Keeps the server running.
+    _server: TestServer,
+    c: Client,
+    master: BrokerIdentity,
+    slave: BrokerIdentity,
+    body: RegisterBody,
+    master_result: RegisterResult,
+    slave_result: RegisterResult,
+    /// Keeps the slave's connection (and so its registration) open.
+    _slave_conn: Client,
+}
+
+fn registered(serialize_type: SerializeType) -> Registered {
     let server = TestServer::start();
     let mut c = server.client();
     c.serialize_type = serialize_type;
@@ -41,39 +56,65 @@ fn every_typed_call(serialize_type: SerializeType) {
             flagged("UnitSub", 2),
         ],
     );
-
-    // 103, JSON and compressed bodies.
-    let r = c
+    let master_result = c
         .register_broker(&master, &body, &RegisterOptions::default())
         .expect("register master");
-    assert_eq!(r.master_addr, None);
     let mut slave_conn = server.client();
     slave_conn.serialize_type = serialize_type;
-    let r = slave_conn
-        .register_broker(
-            &slave,
-            &body,
-            &RegisterOptions {
-                compressed: true,
-                ..RegisterOptions::default()
-            },
-        )
+    let compressed = RegisterOptions {
+        compressed: true,
+        ..RegisterOptions::default()
+    };
+    let slave_result = slave_conn
+        .register_broker(&slave, &body, &compressed)
         .expect("register slave");
-    assert_eq!(r.master_addr.as_deref(), Some("127.0.0.1:10911"));
+    Registered {
+        _server: server,
+        c,
+        master,
+        slave,
+        body,
+        master_result,
+        slave_result,
+        _slave_conn: slave_conn,
+    }
+}
 
-    // 105, 106, 901.
-    let route = c.get_route("TopicA").expect("route").expect("exists");
+/// 103, JSON and compressed bodies.
+fn register_broker(st: SerializeType) {
+    let r = registered(st);
+    assert_eq!(r.master_result.master_addr, None);
+    assert_eq!(
+        r.slave_result.master_addr.as_deref(),
+        Some("127.0.0.1:10911")
+    );
+}
+
+/// 105.
+fn get_route(st: SerializeType) {
+    let mut r = registered(st);
+    let route = r.c.get_route("TopicA").expect("route").expect("exists");
     assert_eq!(route.queue_datas[0].read_queue_nums, 8);
     assert_eq!(route.broker_datas[0].broker_addrs.len(), 2);
-    assert_eq!(c.get_route("Missing").expect("route call"), None);
-    let info = c.get_cluster_info().expect("cluster info");
+    assert_eq!(r.c.get_route("Missing").expect("route call"), None);
+}
+
+/// 106.
+fn get_cluster_info(st: SerializeType) {
+    let mut r = registered(st);
+    let info = r.c.get_cluster_info().expect("cluster info");
     assert_eq!(
         info.cluster_addr_table.get("DefaultCluster"),
         Some(&vec!["broker-a".to_string()])
     );
-    let group = c
-        .get_broker_member_group("DefaultCluster", "broker-a")
-        .expect("member group");
+}
+
+/// 901.
+fn get_broker_member_group(st: SerializeType) {
+    let mut r = registered(st);
+    let group =
+        r.c.get_broker_member_group("DefaultCluster", "broker-a")
+            .expect("member group");
     let expected: BTreeMap<i64, String> = [
         (0, "127.0.0.1:10911".to_string()),
         (1, "127.0.0.1:10921".to_string()),
@@ -81,62 +122,128 @@ fn every_typed_call(serialize_type: SerializeType) {
     .into();
     assert_eq!(group.broker_addrs, expected);
     assert_eq!(group.broker_name, "broker-a");
+}
 
-    // 322, 904.
-    let (changed, stored) = c
-        .query_data_version(&master, Some(&body.data_version))
-        .expect("data version");
+/// 322.
+fn query_data_version(st: SerializeType) {
+    let mut r = registered(st);
+    let (changed, stored) =
+        r.c.query_data_version(&r.master, Some(&r.body.data_version))
+            .expect("data version");
     assert!(!changed);
-    assert_eq!(stored, Some(body.data_version));
+    assert_eq!(stored, Some(r.body.data_version));
     let other = DataVersion {
         counter: 99,
-        ..body.data_version
+        ..r.body.data_version
     };
-    assert!(c.query_data_version(&master, Some(&other)).expect("dv").0);
-    c.broker_heartbeat(&master).expect("heartbeat");
+    assert!(
+        r.c.query_data_version(&r.master, Some(&other))
+            .expect("dv")
+            .0
+    );
+}
 
-    // Topic lists: 206, 224, 304, 311, 312, 313.
-    let mut all = c.get_all_topic_list().expect("all topics");
+/// 904.
+fn broker_heartbeat(st: SerializeType) {
+    let mut r = registered(st);
+    r.c.broker_heartbeat(&r.master).expect("heartbeat");
+}
+
+/// 206.
+fn get_all_topic_list(st: SerializeType) {
+    let mut r = registered(st);
+    let mut all = r.c.get_all_topic_list().expect("all topics");
     all.sort();
     assert!(all.contains(&"TopicA".to_string()) && all.contains(&"Unit".to_string()));
-    assert!(c
+}
+
+/// 224.
+fn get_topics_by_cluster(st: SerializeType) {
+    let mut r = registered(st);
+    assert!(r
+        .c
         .get_topics_by_cluster("DefaultCluster")
         .expect("by cluster")
         .contains(&"TopicA".to_string()));
-    let sys = c.get_system_topic_list().expect("system topics");
+}
+
+/// 304.
+fn get_system_topic_list(st: SerializeType) {
+    let mut r = registered(st);
+    let sys = r.c.get_system_topic_list().expect("system topics");
     assert!(sys.topics.contains(&"DefaultCluster".to_string()));
     assert_eq!(sys.broker_addr.as_deref(), Some("127.0.0.1:10911"));
-    assert_eq!(c.get_unit_topic_list().expect("311"), vec!["Unit"]);
-    assert_eq!(
-        c.get_has_unit_sub_topic_list().expect("312"),
-        vec!["UnitSub"]
-    );
-    assert_eq!(
-        c.get_has_unit_sub_ununit_topic_list().expect("313"),
-        vec!["UnitSub"]
-    );
+}
 
-    // 217, 205, 327, 216.
-    let queue = QueueData {
+/// 311.
+fn get_unit_topic_list(st: SerializeType) {
+    let mut r = registered(st);
+    assert_eq!(r.c.get_unit_topic_list().expect("311"), vec!["Unit"]);
+}
+
+/// 312.
+fn get_has_unit_sub_topic_list(st: SerializeType) {
+    let mut r = registered(st);
+    assert_eq!(
+        r.c.get_has_unit_sub_topic_list().expect("312"),
+        vec!["UnitSub"]
+    );
+}
+
+/// 313.
+fn get_has_unit_sub_ununit_topic_list(st: SerializeType) {
+    let mut r = registered(st);
+    assert_eq!(
+        r.c.get_has_unit_sub_ununit_topic_list().expect("313"),
+        vec!["UnitSub"]
+    );
+}
+
+fn registered_queue() -> QueueData {
+    QueueData {
         broker_name: "broker-a".into(),
         read_queue_nums: 2,
         write_queue_nums: 2,
         perm: 6,
         topic_sys_flag: 0,
-    };
-    c.register_topic("Registered", std::slice::from_ref(&queue))
-        .expect("register topic");
-    let route = c.get_route("Registered").expect("route").expect("exists");
-    assert_eq!(route.queue_datas, vec![queue]);
-    assert_eq!(c.wipe_write_perm("broker-a").expect("wipe"), 4);
-    assert_eq!(c.add_write_perm("broker-a").expect("add"), 4);
-    c.delete_topic("Registered", None).expect("delete");
-    assert_eq!(c.get_route("Registered").expect("route"), None);
-    c.delete_topic("TopicA", Some("OtherCluster"))
-        .expect("delete elsewhere");
-    assert!(c.get_route("TopicA").expect("route").is_some());
+    }
+}
 
-    // KV: 100, 101, 102, 219.
+/// 217.
+fn register_topic(st: SerializeType) {
+    let mut r = registered(st);
+    let queue = registered_queue();
+    r.c.register_topic("Registered", std::slice::from_ref(&queue))
+        .expect("register topic");
+    let route = r.c.get_route("Registered").expect("route").expect("exists");
+    assert_eq!(route.queue_datas, vec![queue]);
+}
+
+/// 205 and 327, over the three registered topics and one added by 217.
+fn wipe_and_add_write_perm(st: SerializeType) {
+    let mut r = registered(st);
+    r.c.register_topic("Registered", &[registered_queue()])
+        .expect("register topic");
+    assert_eq!(r.c.wipe_write_perm("broker-a").expect("wipe"), 4);
+    assert_eq!(r.c.add_write_perm("broker-a").expect("add"), 4);
+}
+
+/// 216, everywhere and in another cluster only.
+fn delete_topic(st: SerializeType) {
+    let mut r = registered(st);
+    r.c.register_topic("Registered", &[registered_queue()])
+        .expect("register topic");
+    r.c.delete_topic("Registered", None).expect("delete");
+    assert_eq!(r.c.get_route("Registered").expect("route"), None);
+    r.c.delete_topic("TopicA", Some("OtherCluster"))
+        .expect("delete elsewhere");
+    assert!(r.c.get_route("TopicA").expect("route").is_some());
+}
+
+/// KV: 100, 101, 102, 219.
+fn kv_config(st: SerializeType) {
+    let mut r = registered(st);
+    let c = &mut r.c;
     c.put_kv_config("NS", "k1", "v1").expect("put");
     c.put_kv_config("NS", "k2", "v2").expect("put");
     assert_eq!(
@@ -155,8 +262,12 @@ fn every_typed_call(serialize_type: SerializeType) {
     c.delete_kv_config("NS", "k1").expect("delete");
     assert_eq!(c.get_kv_config("NS", "k1").expect("get"), None);
     assert_eq!(c.get_kv_list("Nope").expect("list"), None);
+}
 
-    // Config: 318, 319 (black-listed key refused).
+/// Config: 318, 319 (black-listed key refused).
+fn namesrv_config(st: SerializeType) {
+    let mut r = registered(st);
+    let c = &mut r.c;
     c.update_namesrv_config(&[("orderMessageEnable", "true")])
         .expect("update");
     let config = c.get_namesrv_config().expect("config");
@@ -170,18 +281,25 @@ fn every_typed_call(serialize_type: SerializeType) {
         }
         other => panic!("expected NO_PERMISSION, got {other:?}"),
     }
+}
 
-    // Stats extension.
-    let st = c.stats().expect("stats");
+/// The stats extension.
+fn stats(st: SerializeType) {
+    let mut r = registered(st);
+    let st = r.c.stats().expect("stats");
     assert_eq!(st.brokers, 2);
     assert_eq!(st.registrations, 2);
     assert!(st.values.contains(&("registrations".to_string(), 2)));
     assert!(st.values.iter().any(|(k, _)| k == "rejectedBusy"));
     assert!(st.connections >= 2);
     assert!(st.requests.iter().any(|(code, n)| *code == 103 && *n == 2));
+}
 
-    // 104: removal is asynchronous.
-    c.unregister_broker(&slave).expect("unregister");
+/// 104: removal is asynchronous.
+fn unregister_broker(st: SerializeType) {
+    let mut r = registered(st);
+    r.c.unregister_broker(&r.slave).expect("unregister");
+    let c = &mut r.c;
     assert!(wait_until(Duration::from_secs(5), || {
         c.get_broker_member_group("DefaultCluster", "broker-a")
             .map(|g| g.broker_addrs.len() == 1)
@@ -189,15 +307,46 @@ fn every_typed_call(serialize_type: SerializeType) {
     }));
 }
 
-#[test]
-fn every_typed_call_with_json_headers() {
-    every_typed_call(SerializeType::Json);
+/// Each typed call as a test of its own, once with JSON and once with ROCKETMQ headers:
+/// `json::get_route`, `rocketmq::get_route`, ...
+macro_rules! with_both_headers {
+    ($($call:ident),* $(,)?) => {
+        mod json {
+            $(#[test]
+            fn $call() {
+                super::$call(super::SerializeType::Json);
+            })*
+        }
+        mod rocketmq {
+            $(#[test]
+            fn $call() {
+                super::$call(super::SerializeType::RocketMq);
+            })*
+        }
+    };
 }
 
-#[test]
-fn every_typed_call_with_rocketmq_headers() {
-    every_typed_call(SerializeType::RocketMq);
-}
+with_both_headers!(
+    register_broker,
+    get_route,
+    get_cluster_info,
+    get_broker_member_group,
+    query_data_version,
+    broker_heartbeat,
+    get_all_topic_list,
+    get_topics_by_cluster,
+    get_system_topic_list,
+    get_unit_topic_list,
+    get_has_unit_sub_topic_list,
+    get_has_unit_sub_ununit_topic_list,
+    register_topic,
+    wipe_and_add_write_perm,
+    delete_topic,
+    kv_config,
+    namesrv_config,
+    stats,
+    unregister_broker,
+);
 
 #[test]
 fn errors_say_what_kind_they_are() {

@@ -958,7 +958,7 @@ fn server_survives_mutated_frames_over_tcp() {
     // A well-behaved client is still served in full.
     let mut c = server.client();
     let b = Broker::new("after-fuzz", "broker-z", "10.7.7.7:10911", 0);
-    let resp = register(&mut c, &b, &body_with(1, &[topic("AfterFuzz", 4, 6)]), &[]);
+    let resp = register(&mut c, &b, &body_with(1, &[topic("AfterFuzz", 4, 6)]));
     assert_eq!(resp.code, 0, "{:?}", resp.remark);
     let r = route_data(&mut c, "AfterFuzz").expect("route after fuzzing");
     assert_eq!(r.broker_datas[0].broker_name, "broker-z");

@@ -234,11 +234,11 @@ fn golden_216_frames_delete_the_topic_in_the_named_cluster() {
         let a = Broker::new("DefaultCluster", "broker-a", "10.0.0.1:10911", 0);
         let b = Broker::new("OtherCluster", "broker-b", "10.0.0.2:10911", 0);
         assert_eq!(
-            register(&mut c, &a, &body_with(1, &[topic("TopicA", 4, 6)]), &[]).code,
+            register(&mut c, &a, &body_with(1, &[topic("TopicA", 4, 6)])).code,
             0
         );
         assert_eq!(
-            register(&mut c, &b, &body_with(1, &[topic("TopicA", 2, 6)]), &[]).code,
+            register(&mut c, &b, &body_with(1, &[topic("TopicA", 2, 6)])).code,
             0
         );
 

@@ -305,7 +305,7 @@ impl TestBroker {
     fn register(&self, ns: &mut rmq_namesrv::client::Client, counter: i64, topics: &[(&str, i32)]) {
         let configs: Vec<_> = topics.iter().map(|(t, q)| topic(t, *q, 6)).collect();
         self.state.lock().unwrap().topics = topics.iter().map(|(t, _)| t.to_string()).collect();
-        let resp = register(ns, &self.identity(), &body_with(counter, &configs), &[]);
+        let resp = register(ns, &self.identity(), &body_with(counter, &configs));
         assert_eq!(resp.code, 0, "register {}: {:?}", self.name, resp.remark);
     }
 

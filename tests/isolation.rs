@@ -5,7 +5,8 @@
 mod common;
 
 use common::*;
-use rmq_namesrv::remoting::codes::{request, response};
+use rmq_namesrv::client::api::BrokerIdentity;
+use rmq_namesrv::remoting::codes::response;
 use rmq_namesrv::route::model;
 use std::time::Duration;
 
@@ -22,29 +23,23 @@ fn a_registration_storm_past_the_backlog_bound_gets_system_busy() {
     let mut conns: Vec<_> = (0..20).map(|_| server.client()).collect();
     let mut bytes = Vec::new();
     model::encode_register_body_json(&body_with(1, &topics), &mut bytes);
-    let crc = (model::crc32(&bytes) & 0x7FFF_FFFF).to_string();
-    let mut frames = Vec::new();
-    for i in 0..conns.len() {
-        let name = format!("storm-{i}");
-        let addr = format!("10.9.0.{i}:10911");
-        let ext = [
-            ("brokerName", name.as_str()),
-            ("brokerAddr", addr.as_str()),
-            ("clusterName", "storm"),
-            ("haServerAddr", "10.9.0.1:10912"),
-            ("brokerId", "0"),
-            ("bodyCrc32", crc.as_str()),
-        ];
-        frames.push(request_frame(request::REGISTER_BROKER, 1, &ext, &bytes));
-    }
-    for (c, f) in conns.iter_mut().zip(&frames) {
-        c.send_raw(f).unwrap();
+    let mut opaques = Vec::new();
+    for (i, c) in conns.iter_mut().enumerate() {
+        let broker = BrokerIdentity {
+            cluster: "storm".into(),
+            broker_name: format!("storm-{i}"),
+            broker_addr: format!("10.9.0.{i}:10911"),
+            broker_id: 0,
+            ha_server_addr: "10.9.0.1:10912".into(),
+        };
+        let options = RegisterOptions::default();
+        opaques.push(c.send_register_broker(&broker, &bytes, &options).unwrap());
     }
     let mut busy = 0;
     let mut ok = 0;
-    for c in conns.iter_mut() {
+    for (c, opaque) in conns.iter_mut().zip(opaques) {
         c.set_timeout(Duration::from_secs(60));
-        let resp = c.read_response(1).unwrap();
+        let resp = c.read_response(opaque).unwrap();
         match resp.code {
             response::SUCCESS => ok += 1,
             response::SYSTEM_BUSY => {

@@ -18,7 +18,7 @@ fn run_broker(
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
-        let broker = Broker::new("c", "broker-a", "10.0.0.1:10911", 0);
+        let broker = Broker::new("c", "broker-a", "10.0.0.1:10911", 0).identity();
         let body = body_with(1, &[topic("Rolling", 4, 6)]);
         let mut conns: Vec<Option<Client>> = Vec::new();
         while !stop.load(Ordering::SeqCst) {
@@ -29,23 +29,8 @@ fn run_broker(
                     conns[i] = Client::connect(addr, Duration::from_millis(500)).ok();
                 }
                 let ok = conns[i].as_mut().is_some_and(|c| {
-                    let mut bytes = Vec::new();
-                    rmq_namesrv::route::model::encode_register_body_json(&body, &mut bytes);
-                    let crc = (rmq_namesrv::route::model::crc32(&bytes) & 0x7FFF_FFFF).to_string();
-                    c.request(
-                        rmq_namesrv::remoting::codes::request::REGISTER_BROKER,
-                        &[
-                            ("brokerName", &broker.name),
-                            ("brokerAddr", &broker.addr),
-                            ("clusterName", &broker.cluster),
-                            ("haServerAddr", &broker.ha),
-                            ("brokerId", "0"),
-                            ("enableActingMaster", "false"),
-                            ("bodyCrc32", &crc),
-                        ],
-                        &bytes,
-                    )
-                    .is_ok_and(|r| r.code == 0)
+                    c.register_broker(&broker, &body, &RegisterOptions::default())
+                        .is_ok()
                 });
                 if !ok {
                     conns[i] = None;

@@ -28,8 +28,7 @@ fn masters_and_slaves_in_two_clusters_show_in_routes_and_cluster_info() {
         register(
             &mut c,
             &a0,
-            &body_with(1, &[shared.clone(), only_a.clone()]),
-            &[]
+            &body_with(1, &[shared.clone(), only_a.clone()])
         )
         .code,
         0
@@ -38,14 +37,13 @@ fn masters_and_slaves_in_two_clusters_show_in_routes_and_cluster_info() {
         &mut c,
         &a1,
         &body_with(1, &[shared.clone(), only_a.clone()]),
-        &[],
     );
     assert_eq!(slave.code, 0);
     // A slave learns its master's addresses.
     assert_eq!(slave.ext("masterAddr"), Some("10.0.0.1:10911"));
     assert_eq!(slave.ext("haServerAddr"), Some("10.0.0.1:10912"));
     assert_eq!(
-        register(&mut c, &b0, &body_with(1, &[topic("Shared", 4, 6)]), &[]).code,
+        register(&mut c, &b0, &body_with(1, &[topic("Shared", 4, 6)])).code,
         0
     );
 
@@ -146,20 +144,17 @@ fn slave_promoted_to_master_moves_its_address_to_id_zero() {
         &mut c,
         &Broker::new("c", "g", "10.0.0.1:10911", 0),
         &body_with(1, &t),
-        &[],
     );
     register(
         &mut c,
         &Broker::new("c", "g", "10.0.0.2:10911", 1),
         &body_with(1, &t),
-        &[],
     );
     // The old master leaves; the slave re-registers under id 0 from the same address.
     register(
         &mut c,
         &Broker::new("c", "g", "10.0.0.2:10911", 0),
         &body_with(2, &t),
-        &[],
     );
     let r = route_data(&mut c, "T").unwrap();
     assert_eq!(
@@ -177,7 +172,6 @@ fn topics_follow_the_data_version() {
         &mut c,
         &b,
         &body_with(1, &[topic("A", 4, 6), topic("B", 4, 6)]),
-        &[],
     );
     assert!(route_data(&mut c, "A").is_some());
     // Same dataVersion, different content: Java ignores topic changes until the version moves.
@@ -185,7 +179,6 @@ fn topics_follow_the_data_version() {
         &mut c,
         &b,
         &body_with(1, &[topic("A", 8, 6), topic("B", 4, 6), topic("C", 4, 6)]),
-        &[],
     );
     assert_eq!(
         route_data(&mut c, "A").unwrap().queue_datas[0].read_queue_nums,
@@ -198,7 +191,6 @@ fn topics_follow_the_data_version() {
         &mut c,
         &b,
         &body_with(2, &[topic("A", 8, 6), topic("D", 2, 6)]),
-        &[],
     );
     assert_eq!(
         route_data(&mut c, "A").unwrap().queue_datas[0].read_queue_nums,
@@ -218,10 +210,9 @@ fn without_delete_topic_with_broker_registration_unreported_topics_stay() {
         &mut c,
         &b,
         &body_with(1, &[topic("A", 4, 6), topic("B", 4, 6)]),
-        &[],
     );
     // An incremental registration (only the new topic) must not remove the others.
-    register(&mut c, &b, &body_with(2, &[topic("New", 4, 6)]), &[]);
+    register(&mut c, &b, &body_with(2, &[topic("New", 4, 6)]));
     assert!(route_data(&mut c, "A").is_some());
     assert!(route_data(&mut c, "B").is_some());
     assert!(route_data(&mut c, "New").is_some());
@@ -232,7 +223,7 @@ fn first_registration_with_one_topic_is_accepted() {
     let server = TestServer::start();
     let mut c = server.client();
     let b = Broker::new("c", "g", "10.0.0.1:10911", 0);
-    let resp = register(&mut c, &b, &body_with(1, &[topic("Only", 4, 6)]), &[]);
+    let resp = register(&mut c, &b, &body_with(1, &[topic("Only", 4, 6)]));
     assert_eq!(resp.code, 0, "Java 5.3.3 refuses this; we accept it");
     assert!(route_data(&mut c, "Only").is_some());
 }
@@ -242,22 +233,28 @@ fn crc_mismatch_is_rejected_and_nothing_registered() {
     let server = TestServer::start();
     let mut c = server.client();
     let b = Broker::new("c", "g", "10.0.0.1:10911", 0);
-    let resp = register(
+    let resp = register_with(
         &mut c,
         &b,
         &body_with(1, &[topic("A", 4, 6)]),
-        &[("bodyCrc32", "12345")],
+        &RegisterOptions {
+            body_crc32: Some(12345),
+            ..RegisterOptions::default()
+        },
     );
     assert_eq!(resp.code, response::SYSTEM_ERROR);
     assert_eq!(resp.remark.as_deref(), Some("crc32 not match"));
     assert!(route_data(&mut c, "A").is_none());
     assert!(cluster_info(&mut c).broker_addr_table.is_empty());
     // bodyCrc32 0 means "not checked".
-    let resp = register(
+    let resp = register_with(
         &mut c,
         &b,
         &body_with(1, &[topic("A", 4, 6)]),
-        &[("bodyCrc32", "0")],
+        &RegisterOptions {
+            body_crc32: Some(0),
+            ..RegisterOptions::default()
+        },
     );
     assert_eq!(resp.code, 0);
 }
@@ -304,7 +301,15 @@ fn compressed_bodies_are_accepted_flagged_or_sniffed() {
     for (i, flagged) in [true, false].into_iter().enumerate() {
         let b = Broker::new("c", &format!("z{i}"), &format!("10.0.0.{i}:10911"), 0);
         let bytes = model::encode_register_body_compressed(&body, c.version);
-        let resp = register_raw(&mut c, &b, &bytes, flagged, &[]);
+        let resp = register_raw(
+            &mut c,
+            &b,
+            &bytes,
+            &RegisterOptions {
+                compressed: flagged,
+                ..RegisterOptions::default()
+            },
+        );
         assert_eq!(resp.code, 0, "{:?}", resp.remark);
     }
     let r = route_data(&mut c, "Z2").unwrap();
@@ -317,7 +322,7 @@ fn route_dialect_follows_the_request_version() {
     let server = TestServer::start();
     let mut c = server.client();
     let b = Broker::new("c", "g", "10.0.0.1:10911", 0);
-    register(&mut c, &b, &body_with(1, &[topic("T/x", 4, 6)]), &[]);
+    register(&mut c, &b, &body_with(1, &[topic("T/x", 4, 6)]));
     c.version = 479;
     let standard = String::from_utf8(route(&mut c, "T/x").body.to_vec()).unwrap();
     assert_eq!(
@@ -347,10 +352,13 @@ fn steady_heartbeats_keep_a_broker_alive_and_silence_expires_it() {
     let mut c = server.client();
     let alive = Broker::new("c", "alive", "10.0.0.1:10911", 0);
     let silent = Broker::new("c", "silent", "10.0.0.2:10911", 0);
-    let timeout = [("heartbeatTimeoutMillis", "600")];
-    register(&mut c, &alive, &body_with(1, &[topic("A", 4, 6)]), &timeout);
+    let timeout = RegisterOptions {
+        heartbeat_timeout_millis: Some(600),
+        ..RegisterOptions::default()
+    };
+    register_with(&mut c, &alive, &body_with(1, &[topic("A", 4, 6)]), &timeout);
     let mut silent_conn = server.client();
-    register(
+    register_with(
         &mut silent_conn,
         &silent,
         &body_with(1, &[topic("S", 4, 6)]),
@@ -408,13 +416,11 @@ fn closing_the_registering_connection_unregisters_all_its_brokers() {
             &mut c,
             &Broker::new("c", "g1", "10.0.0.1:10911", 0),
             &body_with(1, &[topic("T1", 4, 6)]),
-            &[],
         );
         register(
             &mut c,
             &Broker::new("c", "g2", "10.0.0.2:10911", 0),
             &body_with(1, &[topic("T2", 4, 6)]),
-            &[],
         );
         assert!(route_data(&mut watcher, "T1").is_some());
     }
@@ -429,7 +435,7 @@ fn explicit_unregister_removes_the_broker_asynchronously() {
     let server = TestServer::start();
     let mut c = server.client();
     let b = Broker::new("c", "g", "10.0.0.1:10911", 0);
-    register(&mut c, &b, &body_with(1, &[topic("T", 4, 6)]), &[]);
+    register(&mut c, &b, &body_with(1, &[topic("T", 4, 6)]));
     let resp = c
         .request(
             request::UNREGISTER_BROKER,
@@ -467,8 +473,10 @@ fn a_thousand_brokers_expiring_together_are_removed_in_one_batch() {
             &mut c,
             &b,
             &bytes,
-            false,
-            &[("heartbeatTimeoutMillis", "500")],
+            &RegisterOptions {
+                heartbeat_timeout_millis: Some(500),
+                ..RegisterOptions::default()
+            },
         );
         assert_eq!(resp.code, 0);
     }
@@ -487,12 +495,15 @@ fn a_thousand_brokers_expiring_together_are_removed_in_one_batch() {
 fn master_down_with_acting_master_wipes_write_permission_and_promotes_the_slave() {
     let server = TestServer::start_with(|c| c.support_acting_master = true);
     let mut c = server.client();
-    let acting = [("enableActingMaster", "true")];
+    let acting = RegisterOptions {
+        enable_acting_master: true,
+        ..RegisterOptions::default()
+    };
     let t = [topic("T", 4, 6)];
     let master = Broker::new("c", "g", "10.0.0.1:10911", 0);
     let slave = Broker::new("c", "g", "10.0.0.2:10911", 1);
-    register(&mut c, &master, &body_with(1, &t), &acting);
-    register(&mut c, &slave, &body_with(1, &t), &acting);
+    register_with(&mut c, &master, &body_with(1, &t), &acting);
+    register_with(&mut c, &slave, &body_with(1, &t), &acting);
     assert_eq!(route_data(&mut c, "T").unwrap().queue_datas[0].perm, 6);
     c.request(
         request::UNREGISTER_BROKER,
@@ -527,7 +538,7 @@ fn query_data_version_reports_changes_and_refreshes() {
     let server = TestServer::start();
     let mut c = server.client();
     let b = Broker::new("c", "g", "10.0.0.1:10911", 0);
-    register(&mut c, &b, &body_with(7, &[topic("T", 4, 6)]), &[]);
+    register(&mut c, &b, &body_with(7, &[topic("T", 4, 6)]));
     let ext = [
         ("brokerName", "g"),
         ("brokerAddr", "10.0.0.1:10911"),
@@ -570,14 +581,14 @@ fn unchanged_registrations_skip_parsing_but_keep_semantics() {
     let b = Broker::new("c", "g", "10.0.0.1:10911", 0);
     let body = body_with(3, &[topic("T", 4, 6), topic("U", 4, 6)]);
     for _ in 0..5 {
-        assert_eq!(register(&mut c, &b, &body, &[]).code, 0);
+        assert_eq!(register(&mut c, &b, &body).code, 0);
     }
     assert_eq!(stat(&mut c, "registrationsUnchanged"), 4);
     // An admin delete is undone by the next registration, as Java's per-topic rule does.
     c.request(request::DELETE_TOPIC_IN_NAMESRV, &[("topic", "U")], b"")
         .unwrap();
     assert!(route_data(&mut c, "U").is_none());
-    register(&mut c, &b, &body, &[]);
+    register(&mut c, &b, &body);
     assert!(route_data(&mut c, "U").is_some());
     // A wipe sticks while the broker's body is unchanged.
     c.request(
@@ -586,7 +597,7 @@ fn unchanged_registrations_skip_parsing_but_keep_semantics() {
         b"",
     )
     .unwrap();
-    register(&mut c, &b, &body, &[]);
+    register(&mut c, &b, &body);
     assert_eq!(route_data(&mut c, "T").unwrap().queue_datas[0].perm, 4);
 }
 
@@ -609,7 +620,7 @@ fn static_topic_mapping_and_filter_servers_appear_in_routes() {
             curr_id_map: vec![(0, 0), (1, 1)],
         },
     )];
-    register(&mut c, &b, &body, &[]);
+    register(&mut c, &b, &body);
     let r = route_data(&mut c, "Static").unwrap();
     assert_eq!(
         r.filter_server_table["10.0.0.1:10911"],
@@ -658,12 +669,15 @@ fn zone_filtering_matches_the_java_vectors() {
             q.get("perm").unwrap().as_i32().unwrap(),
         );
         t.write_queue_nums = q.get("writeQueueNums").unwrap().as_i32().unwrap();
-        let acting_s = acting.to_string();
-        let mut extra = vec![("enableActingMaster", acting_s.as_str())];
-        if let Some(z) = zone {
-            extra.push(("__ZONE_NAME", z));
-        }
-        assert_eq!(register(&mut c, &b, &body_with(1, &[t]), &extra).code, 0);
+        let options = RegisterOptions {
+            enable_acting_master: acting,
+            zone_name: zone.map(str::to_string),
+            ..RegisterOptions::default()
+        };
+        assert_eq!(
+            register_with(&mut c, &b, &body_with(1, &[t]), &options).code,
+            0
+        );
     }
     for case in fixture.get("cases").unwrap().as_array().unwrap() {
         let name = case.get("name").unwrap().as_str().unwrap();
@@ -736,13 +750,11 @@ fn a_new_lower_broker_id_is_notified_to_the_group_off_the_loop() {
         &mut c,
         &Broker::new("c", "g", &slave_addr, 1),
         &body_with(1, &t),
-        &[],
     );
     register(
         &mut c,
         &Broker::new("c", "g", "10.0.0.1:10911", 0),
         &body_with(1, &t),
-        &[],
     );
     let (mut stream, _) = listener.accept().unwrap();
     stream

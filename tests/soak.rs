@@ -87,7 +87,10 @@ fn names_in_cluster_info(addr: &str) -> BTreeSet<String> {
 fn broker_thread(addr: String, t: usize, end: Instant, stats: Arc<Stats>) -> Vec<String> {
     let mut rng = Rng::new(100 + t as u64);
     let mut names = Vec::new();
-    let timeout = HEARTBEAT_TIMEOUT_MS.to_string();
+    let options = RegisterOptions {
+        heartbeat_timeout_millis: Some(HEARTBEAT_TIMEOUT_MS as i64),
+        ..RegisterOptions::default()
+    };
     for life in 0.. {
         let name = format!("soak-b{t}-{life}");
         let broker_addr = format!("10.{}.{}.{}:10911", 100 + t, life / 250, life % 250 + 1);
@@ -102,12 +105,7 @@ fn broker_thread(addr: String, t: usize, end: Instant, stats: Arc<Stats>) -> Vec
         }
         let body = body_with(life as i64 + 1, &topics);
         let mut c = Client::connect(&addr, Duration::from_secs(10)).expect("broker connect");
-        let resp = register(
-            &mut c,
-            &broker,
-            &body,
-            &[("heartbeatTimeoutMillis", &timeout)],
-        );
+        let resp = register_with(&mut c, &broker, &body, &options);
         assert_eq!(
             resp.code,
             response::SUCCESS,
@@ -130,12 +128,7 @@ fn broker_thread(addr: String, t: usize, end: Instant, stats: Arc<Stats>) -> Vec
             thread::sleep(Duration::from_millis(50 + rng.below(200)));
             let resp = if b % 10 == 9 {
                 // Brokers re-register periodically with an unchanged body.
-                register(
-                    &mut c,
-                    &broker,
-                    &body,
-                    &[("heartbeatTimeoutMillis", &timeout)],
-                )
+                register_with(&mut c, &broker, &body, &options)
             } else {
                 c.request(request::BROKER_HEARTBEAT, &ext, b"")
                     .expect("heartbeat response")

@@ -6,6 +6,7 @@
 //! answered something we cannot read.
 
 use super::Client;
+pub use crate::remoting::codes::response_name;
 use crate::remoting::codes::{request, response};
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::json::{self, Value};
@@ -88,21 +89,6 @@ impl From<json::JsonError> for ClientError {
     }
 }
 
-/// Name of a response code the name server uses.
-pub fn response_name(code: i32) -> &'static str {
-    match code {
-        response::SUCCESS => "SUCCESS",
-        response::SYSTEM_ERROR => "SYSTEM_ERROR",
-        response::SYSTEM_BUSY => "SYSTEM_BUSY",
-        response::REQUEST_CODE_NOT_SUPPORTED => "REQUEST_CODE_NOT_SUPPORTED",
-        response::NO_PERMISSION => "NO_PERMISSION",
-        response::TOPIC_NOT_EXIST => "TOPIC_NOT_EXIST",
-        response::QUERY_NOT_FOUND => "QUERY_NOT_FOUND",
-        response::GO_AWAY => "GO_AWAY",
-        _ => "ERROR",
-    }
-}
-
 /// Who a broker is, as REGISTER/UNREGISTER/QUERY_DATA_VERSION headers name it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerIdentity {
@@ -129,11 +115,14 @@ impl BrokerIdentity {
 /// Optional REGISTER_BROKER header fields and body form.
 #[derive(Debug, Clone, Default)]
 pub struct RegisterOptions {
-    /// Send the zlib-compressed body (§4.2) with `compressed=true`.
+    /// The body is zlib-compressed (§4.2): `compressed=true`, and the typed call compresses.
     pub compressed: bool,
     pub enable_acting_master: bool,
     pub heartbeat_timeout_millis: Option<i64>,
     pub zone_name: Option<String>,
+    /// `bodyCrc32` to send instead of the body's own (0: the server does not check); for
+    /// testing the server's check.
+    pub body_crc32: Option<i32>,
 }
 
 /// What REGISTER_BROKER answers.
@@ -323,7 +312,43 @@ impl Client {
             model::encode_register_body_json(body, &mut out);
             out
         };
-        let crc = (model::crc32(&bytes) & 0x7FFF_FFFF).to_string();
+        let resp = success(self.register_broker_bytes(broker, &bytes, options)?)?;
+        let order_topic_conf = if resp.body.is_empty() {
+            Vec::new()
+        } else {
+            model::decode_kv_table(&resp.body)?
+        };
+        Ok(RegisterResult {
+            master_addr: resp.ext("masterAddr").map(str::to_string),
+            ha_server_addr: resp.ext("haServerAddr").map(str::to_string),
+            order_topic_conf,
+        })
+    }
+
+    /// 103 REGISTER_BROKER with a body already encoded (and compressed if `options` says
+    /// so); the answer as it came, whatever its code.
+    pub fn register_broker_bytes(
+        &mut self,
+        broker: &BrokerIdentity,
+        body: &[u8],
+        options: &RegisterOptions,
+    ) -> Result<RemotingCommand, ClientError> {
+        let opaque = self.send_register_broker(broker, body, options)?;
+        Ok(self.read_response(opaque)?)
+    }
+
+    /// 103 REGISTER_BROKER with a body already encoded, without waiting for the answer:
+    /// returns the opaque to pass to [`Client::read_response`].
+    pub fn send_register_broker(
+        &mut self,
+        broker: &BrokerIdentity,
+        body: &[u8],
+        options: &RegisterOptions,
+    ) -> io::Result<i32> {
+        let crc = options
+            .body_crc32
+            .map_or_else(|| i64::from(model::crc32(body) & 0x7FFF_FFFF), i64::from)
+            .to_string();
         let id = broker.broker_id.to_string();
         let compressed = options.compressed.to_string();
         let acting = options.enable_acting_master.to_string();
@@ -344,17 +369,7 @@ impl Client {
         if let Some(z) = &options.zone_name {
             ext.push(("__ZONE_NAME", z));
         }
-        let resp = success(self.call(request::REGISTER_BROKER, &ext, &bytes)?)?;
-        let order_topic_conf = if resp.body.is_empty() {
-            Vec::new()
-        } else {
-            model::decode_kv_table(&resp.body)?
-        };
-        Ok(RegisterResult {
-            master_addr: resp.ext("masterAddr").map(str::to_string),
-            ha_server_addr: resp.ext("haServerAddr").map(str::to_string),
-            order_topic_conf,
-        })
+        self.send_request(request::REGISTER_BROKER, &ext, body)
     }
 
     /// 104 UNREGISTER_BROKER (queued by the server; success does not mean "already gone").

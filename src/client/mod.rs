@@ -116,9 +116,21 @@ impl Client {
         ext: &[(&str, &str)],
         body: &[u8],
     ) -> io::Result<RemotingCommand> {
+        let opaque = self.send_request(code, ext, body)?;
+        self.read_response(opaque)
+    }
+
+    /// Sends a request without waiting; returns the opaque to pass to
+    /// [`read_response`](Self::read_response) (tests pipeline requests this way).
+    pub fn send_request(
+        &mut self,
+        code: i32,
+        ext: &[(&str, &str)],
+        body: &[u8],
+    ) -> io::Result<i32> {
         let (opaque, frame) = self.encode(code, 0, ext, body);
         self.send_raw(&frame)?;
-        self.read_response(opaque)
+        Ok(opaque)
     }
 
     /// Sends a oneway request (no response expected).
@@ -142,12 +154,6 @@ impl Client {
                 return Ok(cmd);
             }
         }
-    }
-
-    /// Reads the next whole frame, whatever it is.
-    pub fn read_frame(&mut self) -> io::Result<RemotingCommand> {
-        let deadline = Instant::now() + self.timeout;
-        self.read_frame_until(deadline)
     }
 
     fn read_frame_until(&mut self, deadline: Instant) -> io::Result<RemotingCommand> {

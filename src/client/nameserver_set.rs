@@ -15,7 +15,6 @@
 use super::api::ClientError;
 use super::Client;
 use crate::remoting::codes::response;
-use crate::remoting::command::SerializeType;
 use std::io;
 use std::time::{Duration, Instant};
 
@@ -93,7 +92,6 @@ pub struct NameServerSet {
     addrs: Vec<String>,
     strategy: Strategy,
     timeout: Duration,
-    serialize_type: SerializeType,
     conns: Vec<Option<Client>>,
     rng: Rng,
     /// RandomStartRoundRobin: index of the server in use (chosen on first use).
@@ -138,7 +136,6 @@ impl NameServerSet {
             addrs,
             strategy,
             timeout: Duration::from_secs(3),
-            serialize_type: SerializeType::Json,
             conns: (0..n).map(|_| None).collect(),
             rng: Rng(seed),
             sticky: None,
@@ -160,12 +157,6 @@ impl NameServerSet {
         for c in self.conns.iter_mut().flatten() {
             c.set_timeout(timeout);
         }
-    }
-
-    /// Header serialization for requests on connections opened from now on.
-    pub fn set_serialize_type(&mut self, t: SerializeType) {
-        self.serialize_type = t;
-        self.conns.iter_mut().for_each(|c| *c = None);
     }
 
     pub fn addrs(&self) -> &[String] {
@@ -283,9 +274,8 @@ impl NameServerSet {
             let client = match &mut self.conns[i] {
                 Some(c) => c,
                 slot @ None => {
-                    let mut c =
+                    let c =
                         Client::connect(&self.addrs[i], self.timeout).map_err(ClientError::Io)?;
-                    c.serialize_type = self.serialize_type;
                     slot.insert(c)
                 }
             };

@@ -1,48 +1,170 @@
 //! Request and response codes, language codes and version ordinals of the RocketMQ remoting
 //! protocol (PROTOCOL.md §2.3, §3, §6.5): the numbers every other module speaks in.
+//!
+//! Each request code is one row of [`REQUEST_CODES`]: its number, its RocketMQ name and its
+//! [`Kind`]. The `request::*` constants, [`request_name`] (logs, stats), the admin allow-list
+//! ([`needs_admin_allow_list`]) and the loop's scheduling ([`is_broker_request`]) are all read
+//! from that one list, so a new code is one line here (plus its typed request in
+//! `crate::request` and its handler in `crate::processor`).
 
-/// Request codes the NameServer answers, plus the one it sends (905) and our stats extension.
-pub mod request {
-    pub const PUT_KV_CONFIG: i32 = 100;
-    pub const GET_KV_CONFIG: i32 = 101;
-    pub const DELETE_KV_CONFIG: i32 = 102;
-    pub const REGISTER_BROKER: i32 = 103;
-    pub const UNREGISTER_BROKER: i32 = 104;
-    pub const GET_ROUTEINFO_BY_TOPIC: i32 = 105;
-    pub const GET_BROKER_CLUSTER_INFO: i32 = 106;
-    pub const WIPE_WRITE_PERM_OF_BROKER: i32 = 205;
-    pub const GET_ALL_TOPIC_LIST_FROM_NAMESERVER: i32 = 206;
-    pub const DELETE_TOPIC_IN_NAMESRV: i32 = 216;
-    pub const REGISTER_TOPIC_IN_NAMESRV: i32 = 217;
-    pub const GET_KVLIST_BY_NAMESPACE: i32 = 219;
-    pub const GET_TOPICS_BY_CLUSTER: i32 = 224;
-    pub const GET_SYSTEM_TOPIC_LIST_FROM_NS: i32 = 304;
-    pub const GET_UNIT_TOPIC_LIST: i32 = 311;
-    pub const GET_HAS_UNIT_SUB_TOPIC_LIST: i32 = 312;
-    pub const GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: i32 = 313;
-    pub const UPDATE_NAMESRV_CONFIG: i32 = 318;
-    pub const GET_NAMESRV_CONFIG: i32 = 319;
-    pub const QUERY_DATA_VERSION: i32 = 322;
-    pub const ADD_WRITE_PERM_OF_BROKER: i32 = 327;
-    pub const GET_BROKER_MEMBER_GROUP: i32 = 901;
-    pub const BROKER_HEARTBEAT: i32 = 904;
-    pub const NOTIFY_MIN_BROKER_ID_CHANGE: i32 = 905;
+/// Who sends a request and what it may change: decides the admin allow-list and how the loop
+/// schedules a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A read (routes, topic lists, cluster info, KV and config reads, stats): open to every
+    /// address, scheduled as client traffic.
+    Read,
+    /// A broker reporting itself (registration, unregistration, heartbeat, data version): it
+    /// changes only that broker's entries and stays open to every address, since a broker must
+    /// always be able to register. Scheduled as broker traffic.
+    BrokerReport,
+    /// An admin tool changing shared state (KV, topics, write permission, config): refused
+    /// outside `adminAllowList`.
+    AdminWrite,
+    /// REGISTER_TOPIC_IN_NAMESRV: brokers send it (`enableSingleTopicRegister`), so it is
+    /// scheduled as broker traffic, but it writes any topic's route, so it is gated like an
+    /// [`Kind::AdminWrite`].
+    BrokerTopicWrite,
+    /// Sent by the name server (905); a peer sending it is answered REQUEST_CODE_NOT_SUPPORTED.
+    Outgoing,
+}
+
+impl Kind {
+    /// Brokers send it: a connection that opens with it is scheduled as a broker's.
+    pub const fn from_brokers(self) -> bool {
+        matches!(self, Kind::BrokerReport | Kind::BrokerTopicWrite)
+    }
+
+    /// Refused from addresses outside `adminAllowList` (when one is set).
+    pub const fn needs_admin_allow_list(self) -> bool {
+        matches!(self, Kind::AdminWrite | Kind::BrokerTopicWrite)
+    }
+}
+
+/// One request code: number, RocketMQ name, kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CodeRow {
+    pub code: i32,
+    pub name: &'static str,
+    pub kind: Kind,
+}
+
+/// Declares the request codes once: the `request` constants and the [`REQUEST_CODES`] rows
+/// both come from the same line.
+macro_rules! request_codes {
+    ($($(#[$doc:meta])* $name:ident = $code:literal, $kind:ident;)*) => {
+        /// Request codes the name server answers, plus the one it sends (905) and our stats
+        /// extension.
+        pub mod request {
+            $($(#[$doc])* pub const $name: i32 = $code;)*
+        }
+
+        /// Every request code the name server knows, ascending by code.
+        pub const REQUEST_CODES: &[CodeRow] = &[
+            $(CodeRow { code: $code, name: stringify!($name), kind: Kind::$kind },)*
+        ];
+    };
+}
+
+request_codes! {
+    PUT_KV_CONFIG = 100, AdminWrite;
+    GET_KV_CONFIG = 101, Read;
+    DELETE_KV_CONFIG = 102, AdminWrite;
+    REGISTER_BROKER = 103, BrokerReport;
+    UNREGISTER_BROKER = 104, BrokerReport;
+    GET_ROUTEINFO_BY_TOPIC = 105, Read;
+    GET_BROKER_CLUSTER_INFO = 106, Read;
+    WIPE_WRITE_PERM_OF_BROKER = 205, AdminWrite;
+    GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206, Read;
+    DELETE_TOPIC_IN_NAMESRV = 216, AdminWrite;
+    REGISTER_TOPIC_IN_NAMESRV = 217, BrokerTopicWrite;
+    GET_KVLIST_BY_NAMESPACE = 219, Read;
+    GET_TOPICS_BY_CLUSTER = 224, Read;
+    GET_SYSTEM_TOPIC_LIST_FROM_NS = 304, Read;
+    GET_UNIT_TOPIC_LIST = 311, Read;
+    GET_HAS_UNIT_SUB_TOPIC_LIST = 312, Read;
+    GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST = 313, Read;
+    UPDATE_NAMESRV_CONFIG = 318, AdminWrite;
+    GET_NAMESRV_CONFIG = 319, Read;
+    QUERY_DATA_VERSION = 322, BrokerReport;
+    ADD_WRITE_PERM_OF_BROKER = 327, AdminWrite;
+    GET_BROKER_MEMBER_GROUP = 901, Read;
+    BROKER_HEARTBEAT = 904, BrokerReport;
+    NOTIFY_MIN_BROKER_ID_CHANGE = 905, Outgoing;
     /// rmq-namesrv extension: server statistics as a KV-style JSON body. Chosen far outside
     /// RocketMQ's ranges (which stay below 1000 plus the 2000-range of proxies); other name
     /// servers answer it with REQUEST_CODE_NOT_SUPPORTED.
-    pub const RMQ_NAMESRV_STATS: i32 = 29_001;
+    RMQ_NAMESRV_STATS = 29_001, Read;
 }
 
-/// Response codes the NameServer uses (PROTOCOL.md §3.2).
-pub mod response {
-    pub const SUCCESS: i32 = 0;
-    pub const SYSTEM_ERROR: i32 = 1;
-    pub const SYSTEM_BUSY: i32 = 2;
-    pub const REQUEST_CODE_NOT_SUPPORTED: i32 = 3;
-    pub const NO_PERMISSION: i32 = 16;
-    pub const TOPIC_NOT_EXIST: i32 = 17;
-    pub const QUERY_NOT_FOUND: i32 = 22;
-    pub const GO_AWAY: i32 = 1500;
+const fn ascending(rows: &[CodeRow]) -> bool {
+    let mut i = 1;
+    while i < rows.len() {
+        if rows[i - 1].code >= rows[i].code {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+// `request_row` binary-searches the rows.
+const _: () = assert!(
+    ascending(REQUEST_CODES),
+    "REQUEST_CODES must ascend by code"
+);
+
+/// The row of a request code, if the name server knows it.
+pub fn request_row(code: i32) -> Option<&'static CodeRow> {
+    REQUEST_CODES
+        .binary_search_by_key(&code, |r| r.code)
+        .ok()
+        .map(|i| &REQUEST_CODES[i])
+}
+
+/// Human-readable name of a request code, for logs and the stats extension.
+pub fn request_name(code: i32) -> &'static str {
+    request_row(code).map_or("UNKNOWN", |r| r.name)
+}
+
+/// True for codes brokers send (registration, heartbeats, data version, topic registration):
+/// the loop schedules a connection that opens with one as a broker's.
+pub fn is_broker_request(code: i32) -> bool {
+    request_row(code).is_some_and(|r| r.kind.from_brokers())
+}
+
+/// True for codes refused from addresses outside `adminAllowList`.
+pub fn needs_admin_allow_list(code: i32) -> bool {
+    request_row(code).is_some_and(|r| r.kind.needs_admin_allow_list())
+}
+
+/// Declares the response codes once: the `response` constants and [`response_name`].
+macro_rules! response_codes {
+    ($($name:ident = $code:literal;)*) => {
+        /// Response codes the name server uses (PROTOCOL.md §3.2).
+        pub mod response {
+            $(pub const $name: i32 = $code;)*
+        }
+
+        /// Name of a response code the name server uses; "ERROR" for any other.
+        pub fn response_name(code: i32) -> &'static str {
+            match code {
+                $($code => stringify!($name),)*
+                _ => "ERROR",
+            }
+        }
+    };
+}
+
+response_codes! {
+    SUCCESS = 0;
+    SYSTEM_ERROR = 1;
+    SYSTEM_BUSY = 2;
+    REQUEST_CODE_NOT_SUPPORTED = 3;
+    NO_PERMISSION = 16;
+    TOPIC_NOT_EXIST = 17;
+    QUERY_NOT_FOUND = 22;
+    GO_AWAY = 1500;
 }
 
 /// `MQVersion.Version` ordinals that change behaviour (PROTOCOL.md §6.5).
@@ -76,35 +198,54 @@ pub fn language_code(name: &str) -> u8 {
 pub const FLAG_RESPONSE: i32 = 1;
 pub const FLAG_ONEWAY: i32 = 2;
 
-/// Human-readable name of a request code, for logs and the stats extension.
-pub fn request_name(code: i32) -> &'static str {
-    use request::*;
-    match code {
-        PUT_KV_CONFIG => "PUT_KV_CONFIG",
-        GET_KV_CONFIG => "GET_KV_CONFIG",
-        DELETE_KV_CONFIG => "DELETE_KV_CONFIG",
-        REGISTER_BROKER => "REGISTER_BROKER",
-        UNREGISTER_BROKER => "UNREGISTER_BROKER",
-        GET_ROUTEINFO_BY_TOPIC => "GET_ROUTEINFO_BY_TOPIC",
-        GET_BROKER_CLUSTER_INFO => "GET_BROKER_CLUSTER_INFO",
-        WIPE_WRITE_PERM_OF_BROKER => "WIPE_WRITE_PERM_OF_BROKER",
-        GET_ALL_TOPIC_LIST_FROM_NAMESERVER => "GET_ALL_TOPIC_LIST_FROM_NAMESERVER",
-        DELETE_TOPIC_IN_NAMESRV => "DELETE_TOPIC_IN_NAMESRV",
-        REGISTER_TOPIC_IN_NAMESRV => "REGISTER_TOPIC_IN_NAMESRV",
-        GET_KVLIST_BY_NAMESPACE => "GET_KVLIST_BY_NAMESPACE",
-        GET_TOPICS_BY_CLUSTER => "GET_TOPICS_BY_CLUSTER",
-        GET_SYSTEM_TOPIC_LIST_FROM_NS => "GET_SYSTEM_TOPIC_LIST_FROM_NS",
-        GET_UNIT_TOPIC_LIST => "GET_UNIT_TOPIC_LIST",
-        GET_HAS_UNIT_SUB_TOPIC_LIST => "GET_HAS_UNIT_SUB_TOPIC_LIST",
-        GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST => "GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST",
-        UPDATE_NAMESRV_CONFIG => "UPDATE_NAMESRV_CONFIG",
-        GET_NAMESRV_CONFIG => "GET_NAMESRV_CONFIG",
-        QUERY_DATA_VERSION => "QUERY_DATA_VERSION",
-        ADD_WRITE_PERM_OF_BROKER => "ADD_WRITE_PERM_OF_BROKER",
-        GET_BROKER_MEMBER_GROUP => "GET_BROKER_MEMBER_GROUP",
-        BROKER_HEARTBEAT => "BROKER_HEARTBEAT",
-        NOTIFY_MIN_BROKER_ID_CHANGE => "NOTIFY_MIN_BROKER_ID_CHANGE",
-        RMQ_NAMESRV_STATS => "RMQ_NAMESRV_STATS",
-        _ => "UNKNOWN",
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_row_is_found_by_its_code_and_nothing_else_is() {
+        for row in REQUEST_CODES {
+            assert_eq!(request_row(row.code), Some(row));
+            assert_eq!(request_name(row.code), row.name);
+        }
+        for code in [-1, 0, 99, 107, 217 + 1, 305, 906, 29_000, 29_002] {
+            assert_eq!(request_row(code), None, "{code}");
+            assert_eq!(request_name(code), "UNKNOWN");
+        }
+        assert_eq!(request_name(request::REGISTER_BROKER), "REGISTER_BROKER");
+        assert_eq!(
+            request_name(request::RMQ_NAMESRV_STATS),
+            "RMQ_NAMESRV_STATS"
+        );
+    }
+
+    #[test]
+    fn the_admin_allow_list_gates_exactly_the_mutating_admin_codes() {
+        let gated: Vec<i32> = REQUEST_CODES
+            .iter()
+            .map(|r| r.code)
+            .filter(|c| needs_admin_allow_list(*c))
+            .collect();
+        // The list README's Security section names.
+        assert_eq!(gated, [100, 102, 205, 216, 217, 318, 327]);
+    }
+
+    #[test]
+    fn broker_requests_are_registration_heartbeats_and_topic_registration() {
+        let broker: Vec<i32> = REQUEST_CODES
+            .iter()
+            .map(|r| r.code)
+            .filter(|c| is_broker_request(*c))
+            .collect();
+        assert_eq!(broker, [103, 104, 217, 322, 904]);
+        assert!(!is_broker_request(12_345));
+    }
+
+    #[test]
+    fn response_names_come_from_the_same_declaration_as_the_codes() {
+        assert_eq!(response_name(response::SUCCESS), "SUCCESS");
+        assert_eq!(response_name(response::NO_PERMISSION), "NO_PERMISSION");
+        assert_eq!(response_name(response::GO_AWAY), "GO_AWAY");
+        assert_eq!(response_name(999), "ERROR");
     }
 }

@@ -9,6 +9,7 @@
 use super::codes::{self, FLAG_ONEWAY, FLAG_RESPONSE};
 use super::frame::{check_type_word, FrameError};
 use super::json::{self, ValueRef};
+use byteorder::{BigEndian, ByteOrder};
 use bytes::Bytes;
 use std::fmt;
 
@@ -115,7 +116,7 @@ impl RemotingCommand {
                 length: frame.len() as u32,
             }));
         }
-        let word = u32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
+        let word = BigEndian::read_u32(&frame[..4]);
         let (serialize_type, header_len) = check_type_word(word, frame.len() as u32)?;
         if header_len > limits.max_header_len {
             return Err(DecodeError::HeaderTooLong {
@@ -262,12 +263,10 @@ impl<'a> Cursor<'a> {
         Ok(self.take(1)?[0])
     }
     fn i16(&mut self) -> Result<i16, DecodeError> {
-        let b = self.take(2)?;
-        Ok(i16::from_be_bytes([b[0], b[1]]))
+        Ok(BigEndian::read_i16(self.take(2)?))
     }
     fn i32(&mut self) -> Result<i32, DecodeError> {
-        let b = self.take(4)?;
-        Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        Ok(BigEndian::read_i32(self.take(4)?))
     }
     fn string(&mut self, len: usize) -> Result<String, DecodeError> {
         let b = self.take(len)?;
@@ -377,9 +376,9 @@ pub fn encode_frame<'e, I>(
     let header_len = out.len() - header_start;
     out.extend_from_slice(body);
     let length = (out.len() - start - 4) as u32;
-    out[start..start + 4].copy_from_slice(&length.to_be_bytes());
+    BigEndian::write_u32(&mut out[start..start + 4], length);
     let word = ((serialize_type as u32) << 24) | (header_len as u32 & 0x00FF_FFFF);
-    out[start + 4..start + 8].copy_from_slice(&word.to_be_bytes());
+    BigEndian::write_u32(&mut out[start + 4..start + 8], word);
 }
 
 fn encode_json_header<'e, I>(out: &mut Vec<u8>, h: &Header<'_>, ext: Option<I>)
@@ -443,7 +442,7 @@ where
         }
     }
     let ext_len = (out.len() - len_pos - 4) as i32;
-    out[len_pos..len_pos + 4].copy_from_slice(&ext_len.to_be_bytes());
+    BigEndian::write_i32(&mut out[len_pos..len_pos + 4], ext_len);
 }
 
 #[cfg(test)]

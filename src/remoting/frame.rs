@@ -5,6 +5,7 @@
 //! [`super::command`]. Any error means the peer is broken or hostile and its connection is
 //! closed, exactly as Java's NettyDecoder does.
 
+use byteorder::{BigEndian, ByteOrder};
 use bytes::{Buf, Bytes, BytesMut};
 use std::fmt;
 
@@ -51,7 +52,7 @@ pub fn next_frame(buf: &mut BytesMut, frame_max: u32) -> Result<Option<Bytes>, F
     if buf.len() < 4 {
         return Ok(None);
     }
-    let length = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
+    let length = BigEndian::read_u32(&buf[..4]);
     if u64::from(length) + 4 > u64::from(frame_max) {
         return Err(FrameError::TooLong {
             length,
@@ -62,7 +63,7 @@ pub fn next_frame(buf: &mut BytesMut, frame_max: u32) -> Result<Option<Bytes>, F
         return Err(FrameError::TooShort { length });
     }
     if buf.len() >= PREFIX_LEN {
-        let word = u32::from_be_bytes([buf[4], buf[5], buf[6], buf[7]]);
+        let word = BigEndian::read_u32(&buf[4..PREFIX_LEN]);
         check_type_word(word, length)?;
     }
     let total = length as usize + 4;
@@ -82,7 +83,7 @@ pub fn wanted_len(buf: &[u8]) -> usize {
     if buf.len() < 4 {
         return 4;
     }
-    u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize + 4
+    BigEndian::read_u32(&buf[..4]) as usize + 4
 }
 
 /// Splits the type/header-length word: (serialize type, header length), validated against the

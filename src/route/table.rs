@@ -414,26 +414,19 @@ impl RouteTable {
         self.brokers.len()
     }
 
-    /// True if the body described by `fp` is exactly the one last applied for this broker,
-    /// and nothing since then requires a full re-apply: the registration can skip parsing.
-    pub fn is_unchanged_body(
-        &self,
-        cluster: &str,
-        addr: &str,
-        broker_name: &str,
-        broker_id: i64,
-        fp: &BodyFingerprint,
-    ) -> bool {
-        let Some(id) = self.live_id(cluster, addr) else {
+    /// True if the registration's body is exactly the one last applied for this broker, and
+    /// nothing since then requires a full re-apply: the registration can skip parsing.
+    pub fn is_unchanged_body(&self, req: &RegisterRequest<'_>) -> bool {
+        let Some(id) = self.live_id(req.cluster, req.broker_addr) else {
             return false;
         };
         let live = &self.live[id];
-        if live.fingerprint.as_ref() != Some(fp) {
+        if live.fingerprint.as_ref() != Some(&req.fingerprint) {
             return false;
         }
-        match self.brokers.get(broker_name) {
+        match self.brokers.get(req.broker_name) {
             Some(b) => {
-                b.data.broker_addrs.get(&broker_id).map(String::as_str) == Some(addr)
+                b.data.broker_addrs.get(&req.broker_id).map(String::as_str) == Some(req.broker_addr)
                     && b.topic_removals == live.seen_topic_removals
             }
             None => false,
@@ -1596,7 +1589,7 @@ mod tests {
         let b = body(1, &[("T", 6)]);
         t.register_broker(&req("c", "b", "a:1", 0, 0), TopicsInput::Body(&b));
         let first = t.route_body("T", Dialect::Standard, || None).unwrap();
-        assert!(t.is_unchanged_body("c", "a:1", "b", 0, &fp(0)));
+        assert!(t.is_unchanged_body(&req("c", "b", "a:1", 0, 0)));
         t.register_broker(&req("c", "b", "a:1", 0, 0), TopicsInput::Unchanged);
         let again = t.route_body("T", Dialect::Standard, || None).unwrap();
         assert_eq!(first.as_ptr(), again.as_ptr(), "served from the cache");
@@ -1782,7 +1775,7 @@ mod tests {
         assert!(t.delete_topic("U", None));
         assert!(t.pickup_route("U").is_none());
         // The deleting admin call makes the unchanged body need a full apply again.
-        assert!(!t.is_unchanged_body("c", "a:1", "g", 0, &fp(0)));
+        assert!(!t.is_unchanged_body(&req("c", "g", "a:1", 0, 0)));
         t.register_broker(&req("c", "g", "a:1", 0, 0), TopicsInput::Body(&b));
         assert!(t.pickup_route("U").is_some());
     }

@@ -2,6 +2,7 @@
 //! talk to it over TCP, build registration bodies, poll for conditions.
 #![allow(dead_code)]
 
+use rmq_namesrv::client::api::BrokerIdentity;
 use rmq_namesrv::client::Client;
 use rmq_namesrv::config::NamesrvConfig;
 use rmq_namesrv::remoting::codes::request;
@@ -11,6 +12,7 @@ use rmq_namesrv::server::{self, ServerHandle};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+pub use rmq_namesrv::client::api::RegisterOptions;
 pub use rmq_namesrv::test_support::TempDir;
 
 /// A config for a test server: loopback, ephemeral port, files in `dir`, no file log.
@@ -148,46 +150,51 @@ impl Broker {
             ha: addr.replace(":10911", ":10912"),
         }
     }
+
+    /// The identity the client library's broker calls take.
+    pub fn identity(&self) -> BrokerIdentity {
+        BrokerIdentity {
+            cluster: self.cluster.clone(),
+            broker_name: self.name.clone(),
+            broker_addr: self.addr.clone(),
+            broker_id: self.id,
+            ha_server_addr: self.ha.clone(),
+        }
+    }
 }
 
-/// REGISTER_BROKER with a JSON body, correct bodyCrc32, as a 5.x broker sends it.
-pub fn register(
+/// REGISTER_BROKER with a JSON body and a correct bodyCrc32, as a 5.x broker sends it; the
+/// answer as it came.
+pub fn register(client: &mut Client, broker: &Broker, body: &RegisterBody) -> RemotingCommand {
+    register_with(client, broker, body, &RegisterOptions::default())
+}
+
+/// [`register`] with optional header fields (compressed body when `options.compressed`).
+pub fn register_with(
     client: &mut Client,
     broker: &Broker,
     body: &RegisterBody,
-    extra: &[(&str, &str)],
+    options: &RegisterOptions,
 ) -> RemotingCommand {
-    let mut bytes = Vec::new();
-    model::encode_register_body_json(body, &mut bytes);
-    register_raw(client, broker, &bytes, false, extra)
+    let bytes = if options.compressed {
+        model::encode_register_body_compressed(body, client.version)
+    } else {
+        let mut bytes = Vec::new();
+        model::encode_register_body_json(body, &mut bytes);
+        bytes
+    };
+    register_raw(client, broker, &bytes, options)
 }
 
+/// REGISTER_BROKER with a body encoded by the caller, sent as it is.
 pub fn register_raw(
     client: &mut Client,
     broker: &Broker,
     bytes: &[u8],
-    compressed: bool,
-    extra: &[(&str, &str)],
+    options: &RegisterOptions,
 ) -> RemotingCommand {
-    let crc = (model::crc32(bytes) & 0x7FFF_FFFF).to_string();
-    let id = broker.id.to_string();
-    let compressed = compressed.to_string();
-    let mut ext: Vec<(&str, &str)> = vec![
-        ("brokerName", &broker.name),
-        ("brokerAddr", &broker.addr),
-        ("clusterName", &broker.cluster),
-        ("haServerAddr", &broker.ha),
-        ("brokerId", &id),
-        ("enableActingMaster", "false"),
-        ("compressed", &compressed),
-        ("bodyCrc32", &crc),
-    ];
-    for (k, v) in extra {
-        ext.retain(|(ek, _)| ek != k);
-        ext.push((k, v));
-    }
     client
-        .request(request::REGISTER_BROKER, &ext, bytes)
+        .register_broker_bytes(&broker.identity(), bytes, options)
         .expect("register response")
 }
 

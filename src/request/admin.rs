@@ -1,0 +1,130 @@
+//! What admin tools send to change or read the name server's own state: the KV config
+//! (100, 101, 102, 219), topics (216, 217), write permission (205, 327) and the server's
+//! properties (318). Topic names given by an admin call are validated here, before anything
+//! is changed.
+
+use super::header::{Fields, ParseError};
+use crate::route::model::{QueueData, TopicRouteData};
+
+/// 100 PUT_KV_CONFIG.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PutKvConfig<'a> {
+    pub namespace: &'a str,
+    pub key: &'a str,
+    pub value: &'a str,
+}
+
+impl<'a> PutKvConfig<'a> {
+    pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
+        Ok(PutKvConfig {
+            namespace: h.required("namespace")?,
+            key: h.required("key")?,
+            value: h.required("value")?,
+        })
+    }
+}
+
+/// 101 GET_KV_CONFIG and 102 DELETE_KV_CONFIG: one KV item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvKey<'a> {
+    pub namespace: &'a str,
+    pub key: &'a str,
+}
+
+impl<'a> KvKey<'a> {
+    pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
+        Ok(KvKey {
+            namespace: h.required("namespace")?,
+            key: h.required("key")?,
+        })
+    }
+}
+
+/// 219 GET_KVLIST_BY_NAMESPACE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GetKvList<'a> {
+    pub namespace: &'a str,
+}
+
+impl<'a> GetKvList<'a> {
+    pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
+        Ok(GetKvList {
+            namespace: h.required("namespace")?,
+        })
+    }
+}
+
+/// 205 WIPE_WRITE_PERM_OF_BROKER and 327 ADD_WRITE_PERM_OF_BROKER.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WritePerm<'a> {
+    pub broker_name: &'a str,
+}
+
+impl<'a> WritePerm<'a> {
+    pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
+        Ok(WritePerm {
+            broker_name: h.required("brokerName")?,
+        })
+    }
+}
+
+/// 216 DELETE_TOPIC_IN_NAMESRV; without a cluster the topic goes everywhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeleteTopic<'a> {
+    pub topic: &'a str,
+    pub cluster: Option<&'a str>,
+}
+
+impl<'a> DeleteTopic<'a> {
+    pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
+        let topic = h.required("topic")?;
+        h.limits.validate_topic(topic)?;
+        Ok(DeleteTopic {
+            topic,
+            cluster: h.optional("clusterName"),
+        })
+    }
+}
+
+/// 217 REGISTER_TOPIC_IN_NAMESRV: the queues of the body's TopicRouteData (none when the
+/// body is empty; the rest of the route is ignored, as in Java).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegisterTopic<'a> {
+    pub topic: &'a str,
+    pub queue_datas: Vec<QueueData>,
+}
+
+impl<'a> RegisterTopic<'a> {
+    pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
+        let topic = h.required("topic")?;
+        h.limits.validate_topic(topic)?;
+        let queue_datas = if h.body().is_empty() {
+            Vec::new()
+        } else {
+            TopicRouteData::decode(h.body())
+                .map_err(|e| ParseError::BadBody {
+                    what: "TopicRouteData",
+                    reason: e.to_string(),
+                })?
+                .queue_datas
+        };
+        Ok(RegisterTopic { topic, queue_datas })
+    }
+}
+
+/// 318 UPDATE_NAMESRV_CONFIG: `key=value` lines, `None` for an empty body (nothing to do).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UpdateNamesrvConfig<'a> {
+    pub properties: Option<&'a str>,
+}
+
+impl<'a> UpdateNamesrvConfig<'a> {
+    pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
+        let properties = if h.body().is_empty() {
+            None
+        } else {
+            Some(std::str::from_utf8(h.body()).map_err(|_| ParseError::NotProperties)?)
+        };
+        Ok(UpdateNamesrvConfig { properties })
+    }
+}

@@ -1,0 +1,167 @@
+//! Reading a request's custom header (its `extFields`) into typed values, the checks on
+//! names that every request shares, and [`ParseError`], whose text is the remark Java sends.
+
+use crate::remoting::command::RemotingCommand;
+use log::warn;
+use std::fmt;
+
+/// Why a request could not be turned into a typed request. The processor answers
+/// [`ParseError::NotSupported`] with REQUEST_CODE_NOT_SUPPORTED and everything else with
+/// SYSTEM_ERROR; `Display` is the remark.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParseError {
+    /// The name server does not answer this code.
+    NotSupported(i32),
+    /// A required header field is absent (Java's `@CFNotNull`).
+    MissingField(&'static str),
+    /// A numeric header field does not parse.
+    NotANumber { field: &'static str, value: String },
+    /// A cluster, broker name or address longer than `maxNameLength`.
+    NameTooLong { field: &'static str, max: usize },
+    /// A topic named by an admin call fails Java's TopicValidator (the remark).
+    InvalidTopic(&'static str),
+    /// A topic reported by a broker is empty or longer than `maxTopicNameLength`.
+    TopicNameLength { len: usize, max: usize },
+    /// A body that does not decode as `what` (DataVersion, TopicRouteData).
+    BadBody { what: &'static str, reason: String },
+    /// A REGISTER_BROKER body that does not decode.
+    BadRegisterBody(String),
+    /// UPDATE_NAMESRV_CONFIG's body is not properties text.
+    NotProperties,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParseError::NotSupported(code) => write!(f, " request type {code} not supported"),
+            ParseError::MissingField(field) => write!(f, "the custom field <{field}> is null"),
+            ParseError::NotANumber { field, value } => {
+                write!(f, "the custom field <{field}> is not a number: {value}")
+            }
+            ParseError::NameTooLong { field, max } => {
+                write!(f, "{field} is longer than {max} bytes")
+            }
+            ParseError::InvalidTopic(remark) => f.write_str(remark),
+            ParseError::TopicNameLength { len, max } => write!(
+                f,
+                "topic name of {len} bytes is outside 1..={max} (maxTopicNameLength)"
+            ),
+            ParseError::BadBody { what, reason } => write!(f, "bad {what} body: {reason}"),
+            ParseError::BadRegisterBody(reason) => {
+                write!(f, "register broker failed: bad body: {reason}")
+            }
+            ParseError::NotProperties => f.write_str("string2Properties error"),
+        }
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// Length limits on names (settings `maxNameLength`, `maxTopicNameLength`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NameLimits {
+    pub max_name_length: usize,
+    pub max_topic_name_length: usize,
+}
+
+impl Default for NameLimits {
+    fn default() -> Self {
+        NameLimits {
+            max_name_length: 255,
+            max_topic_name_length: 127,
+        }
+    }
+}
+
+impl NameLimits {
+    /// Cluster and broker names and addresses: Java takes any length; we bound it.
+    pub(super) fn check_name(&self, field: &'static str, value: &str) -> Result<(), ParseError> {
+        if value.len() > self.max_name_length {
+            warn!(
+                "rejected {field} of {} bytes (maxNameLength {})",
+                value.len(),
+                self.max_name_length
+            );
+            return Err(ParseError::NameTooLong {
+                field,
+                max: self.max_name_length,
+            });
+        }
+        Ok(())
+    }
+
+    /// Topics reported by brokers: Java takes them as they are; we only bound their length.
+    pub(super) fn check_topic_name(&self, topic: &str) -> Result<(), ParseError> {
+        if topic.is_empty() || topic.len() > self.max_topic_name_length {
+            warn!("rejected registered topic name of {} bytes", topic.len());
+            return Err(ParseError::TopicNameLength {
+                len: topic.len(),
+                max: self.max_topic_name_length,
+            });
+        }
+        Ok(())
+    }
+
+    /// Admin calls that create or delete a topic validate its name as Java's TopicValidator.
+    pub(super) fn validate_topic(&self, topic: &str) -> Result<(), ParseError> {
+        let problem = if topic.trim().is_empty() {
+            Some("The specified topic is blank.")
+        } else if !topic
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
+        {
+            Some(
+                "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
+            )
+        } else if topic.len() > self.max_topic_name_length {
+            Some("The specified topic is longer than topic max length.")
+        } else {
+            None
+        };
+        match problem {
+            Some(remark) => {
+                warn!("rejected topic name {topic:?}: {remark}");
+                Err(ParseError::InvalidTopic(remark))
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+/// A command's header fields, read as the typed requests need them. Everything borrows from
+/// the command.
+#[derive(Clone, Copy)]
+pub(super) struct Fields<'a> {
+    pub cmd: &'a RemotingCommand,
+    pub limits: &'a NameLimits,
+}
+
+impl<'a> Fields<'a> {
+    pub fn optional(&self, field: &str) -> Option<&'a str> {
+        self.cmd.ext(field)
+    }
+
+    pub fn required(&self, field: &'static str) -> Result<&'a str, ParseError> {
+        self.optional(field).ok_or(ParseError::MissingField(field))
+    }
+
+    pub fn required_i64(&self, field: &'static str) -> Result<i64, ParseError> {
+        let text = self.required(field)?;
+        text.trim()
+            .parse::<i64>()
+            .map_err(|_| ParseError::NotANumber {
+                field,
+                value: text.to_string(),
+            })
+    }
+
+    /// Java's Boolean parsing: "true" in any case is true, anything else false.
+    pub fn optional_bool(&self, field: &str) -> Option<bool> {
+        self.optional(field)
+            .map(|v| v.trim().eq_ignore_ascii_case("true"))
+    }
+
+    pub fn body(&self) -> &'a [u8] {
+        &self.cmd.body
+    }
+}
