@@ -57,7 +57,11 @@ fn closed(s: &mut TcpStream) -> bool {
         match s.read(&mut buf) {
             Ok(0) => return true,
             Ok(_) => continue,
-            Err(e) => return e.kind() == std::io::ErrorKind::ConnectionReset,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                eprintln!("read ended with {e} ({:?})", e.kind());
+                return e.kind() == std::io::ErrorKind::ConnectionReset;
+            }
         }
     }
 }
