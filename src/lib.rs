@@ -20,6 +20,7 @@
 pub mod client;
 pub mod config;
 pub mod durable_file;
+pub mod event_loop;
 pub mod kv;
 pub mod logging;
 pub mod processor;

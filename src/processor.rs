@@ -3,13 +3,14 @@
 //! Java's remarks (PROTOCOL.md §3).
 //!
 //! The processor owns the state (route table, KV store, config, counters) and runs on the
-//! loop thread. It never blocks on the network: unregistrations and 905 notifications are
-//! handed to the worker thread through channels, and come back as batches through
-//! [`Processor::apply_unregister_batch`].
+//! loop thread. It never blocks on the network: unregistrations go to the batching thread and
+//! come back de-duplicated through [`Processor::apply_unregister_batch`]; 905 notifications
+//! leave as encoded frames for the sender thread (both through the [`Outbox`]).
 
 use crate::config::{Cidr, NamesrvConfig, SerializeTypeSetting};
+use crate::event_loop::oneway::Oneway;
 use crate::kv::KvStore;
-use crate::remoting::codes::{request, response, version, FLAG_RESPONSE};
+use crate::remoting::codes::{request, response, version, FLAG_ONEWAY, FLAG_RESPONSE};
 use crate::remoting::command::{encode_frame, Header, RemotingCommand, SerializeType};
 use crate::route::model::{
     self, decode_register_body, BodyLimits, DataVersion, Dialect, TopicRouteData,
@@ -28,11 +29,17 @@ use std::time::Instant;
 /// The KV namespace the name server itself reads (order topic configuration).
 pub const ORDER_TOPIC_CONFIG: &str = "ORDER_TOPIC_CONFIG";
 
-/// Work for the unregistration worker thread.
-#[derive(Debug)]
-pub enum WorkerJob {
-    Unregister(Vec<(UnregisterRequest, RemovalReason)>),
-    Notify(MinIdNotification),
+/// Unregistrations with the reason each broker goes, as the batching thread takes them and
+/// hands them back (de-duplicated by request).
+pub type UnregisterBatch = Vec<(UnregisterRequest, RemovalReason)>;
+
+/// Where the processor sends work that must not run on the loop: plain messages over bounded
+/// channels (a full queue is logged and counted, never waited for).
+pub struct Outbox {
+    /// To the batching thread (capacity `unRegisterBrokerQueueCapacity` messages).
+    pub unregistrations: Sender<UnregisterBatch>,
+    /// To the sender thread: NOTIFY_MIN_BROKER_ID_CHANGE frames.
+    pub notifications: Sender<Oneway>,
 }
 
 /// Where a request came from and what the server around it looks like.
@@ -201,7 +208,7 @@ pub struct Processor {
     kv: KvStore,
     config: NamesrvConfig,
     started: Instant,
-    worker: Sender<WorkerJob>,
+    outbox: Outbox,
     stats: Stats,
     body_limits: BodyLimits,
     admin_allow_list: Vec<Cidr>,
@@ -232,7 +239,7 @@ fn body_limits(config: &NamesrvConfig) -> BodyLimits {
 }
 
 impl Processor {
-    pub fn new(config: NamesrvConfig, kv: KvStore, worker: Sender<WorkerJob>) -> Self {
+    pub fn new(config: NamesrvConfig, kv: KvStore, outbox: Outbox) -> Self {
         let table = RouteTable::new(route_settings(&config), 1000);
         Processor {
             table,
@@ -241,7 +248,7 @@ impl Processor {
             admin_allow_list: config.admin_allow_list_parsed(),
             config,
             started: Instant::now(),
-            worker,
+            outbox,
             stats: Stats::default(),
             order_conf_body: None,
             expired_this_scan: Vec::new(),
@@ -681,38 +688,6 @@ impl Processor {
         }
     }
 
-    fn send_notification(&mut self, n: MinIdNotification) {
-        if let Err(e) = self.worker.try_send(WorkerJob::Notify(n)) {
-            warn!("NOTIFY_MIN_BROKER_ID_CHANGE dropped: worker queue {e}");
-        }
-    }
-
-    /// Queues unregistrations for the worker; returns false (and logs) when the queue is full.
-    pub fn submit_unregistrations(
-        &mut self,
-        batch: Vec<(UnregisterRequest, RemovalReason)>,
-    ) -> bool {
-        if batch.is_empty() {
-            return true;
-        }
-        match self.worker.try_send(WorkerJob::Unregister(batch)) {
-            Ok(()) => true,
-            Err(TrySendError::Full(WorkerJob::Unregister(b))) => {
-                self.stats.unregister_queue_full += 1;
-                warn!(
-                    "unregistration queue full (unRegisterBrokerQueueCapacity {}): {} request(s) not queued",
-                    self.config.un_register_broker_queue_capacity,
-                    b.len()
-                );
-                false
-            }
-            Err(e) => {
-                warn!("unregistration worker unavailable: {e}");
-                false
-            }
-        }
-    }
-
     fn unregister_broker(&mut self, cmd: &RemotingCommand) -> Result<Reply, Reject> {
         let request = UnregisterRequest {
             broker_name: required(cmd, "brokerName")?.into(),
@@ -989,6 +964,43 @@ impl Processor {
 
     // ------------------------------------------------------------------ loop events
 
+    /// Hands a NOTIFY_MIN_BROKER_ID_CHANGE to the sender thread (connecting to brokers is
+    /// slow work that must stay off the loop).
+    fn send_notification(&mut self, n: MinIdNotification) {
+        let message = Oneway {
+            what: "NOTIFY_MIN_BROKER_ID_CHANGE",
+            frame: min_broker_id_change_frame(&n),
+            targets: n.targets,
+        };
+        if let Err(e) = self.outbox.notifications.try_send(message) {
+            warn!("NOTIFY_MIN_BROKER_ID_CHANGE dropped: sender queue {e}");
+        }
+    }
+
+    /// Queues unregistrations for the batching thread; returns false (and logs) when its
+    /// queue is full.
+    pub fn submit_unregistrations(&mut self, batch: UnregisterBatch) -> bool {
+        if batch.is_empty() {
+            return true;
+        }
+        match self.outbox.unregistrations.try_send(batch) {
+            Ok(()) => true,
+            Err(TrySendError::Full(b)) => {
+                self.stats.unregister_queue_full += 1;
+                warn!(
+                    "unregistration queue full (unRegisterBrokerQueueCapacity {}): {} request(s) not queued",
+                    self.config.un_register_broker_queue_capacity,
+                    b.len()
+                );
+                false
+            }
+            Err(TrySendError::Disconnected(_)) => {
+                warn!("unregistration worker unavailable: its thread has ended");
+                false
+            }
+        }
+    }
+
     /// The scan tick: silent brokers are expired, their connections reported for closing,
     /// and their unregistrations queued as one batch.
     /// At most `limit` deadline entries are examined; the flag says whether more are due.
@@ -1092,6 +1104,39 @@ impl Processor {
             self.send_notification(n);
         }
     }
+}
+
+/// The oneway NOTIFY_MIN_BROKER_ID_CHANGE (905) request Java's name server sends each target
+/// broker (PROTOCOL.md §3.5).
+fn min_broker_id_change_frame(n: &MinIdNotification) -> Vec<u8> {
+    let min_id = n.min_broker_id.to_string();
+    let mut ext: Vec<(&str, &str)> = vec![
+        ("minBrokerId", min_id.as_str()),
+        ("minBrokerAddr", n.min_broker_addr.as_str()),
+    ];
+    if let Some(a) = &n.offline_broker_addr {
+        ext.push(("offlineBrokerAddr", a));
+    }
+    if let Some(a) = &n.ha_broker_addr {
+        ext.push(("haBrokerAddr", a));
+    }
+    let header = Header {
+        code: request::NOTIFY_MIN_BROKER_ID_CHANGE,
+        language: "JAVA",
+        version: version::CURRENT,
+        opaque: 0,
+        flag: FLAG_ONEWAY,
+        remark: None,
+    };
+    let mut frame = Vec::new();
+    encode_frame(
+        &mut frame,
+        SerializeType::Json,
+        &header,
+        Some(ext.iter().copied()),
+        &[],
+    );
+    frame
 }
 
 /// Logs one line per item, or lines of up to 100 items when there are many (a mass expiry
