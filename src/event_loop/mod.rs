@@ -28,7 +28,7 @@
 //!
 //! Later: outbound connections (`connect`) will enter the same slab, with the same
 //! [`ConnId`]s, handler callbacks and buffers; a global budget of buffered bytes, per-address
-//! limits and a frame-completion timeout belong in [`Ctx::admit`] and the read path.
+//! limits and a frame-completion timeout belong in `Ctx::admit` and the read path.
 
 mod batcher;
 mod connection;
