@@ -29,9 +29,12 @@ use std::time::Instant;
 /// The KV namespace the name server itself reads (order topic configuration).
 pub const ORDER_TOPIC_CONFIG: &str = "ORDER_TOPIC_CONFIG";
 
-/// Unregistrations with the reason each broker goes, as the batching thread takes them and
-/// hands them back (de-duplicated by request).
-pub type UnregisterBatch = Vec<(UnregisterRequest, RemovalReason)>;
+/// A broker to unregister, and why it goes.
+pub type Unregistration = (UnregisterRequest, RemovalReason);
+
+/// Unregistrations as the batching thread takes them and hands them back (de-duplicated by
+/// request).
+pub type UnregisterBatch = Vec<Unregistration>;
 
 /// Where the processor sends work that must not run on the loop: plain messages over bounded
 /// channels (a full queue is logged and counted, never waited for).
@@ -216,7 +219,7 @@ pub struct Processor {
     order_conf_body: Option<(u64, Option<bytes::Bytes>)>,
     /// Brokers found expired by the scan in progress, submitted together when it ends, and
     /// their connections, closed then.
-    expired_this_scan: Vec<(UnregisterRequest, RemovalReason)>,
+    expired_this_scan: UnregisterBatch,
     expired_conns_this_scan: Vec<ConnId>,
 }
 
@@ -1073,7 +1076,7 @@ impl Processor {
     }
 
     /// Applies (a chunk of) a batch handed back by the worker.
-    pub fn apply_unregister_batch(&mut self, batch: &[(UnregisterRequest, RemovalReason)]) {
+    pub fn apply_unregister_batch(&mut self, batch: &[Unregistration]) {
         let requests: Vec<UnregisterRequest> = batch.iter().map(|(r, _)| r.clone()).collect();
         let outcome = self.table.unregister_batch(&requests);
         self.stats.unregistrations += requests.len() as u64;

@@ -24,7 +24,7 @@ use crate::event_loop::{
 };
 use crate::kv::KvStore;
 use crate::processor::{
-    Effects, Outbox, Processor, RequestContext, ServerCounters, UnregisterBatch,
+    Effects, Outbox, Processor, RequestContext, ServerCounters, UnregisterBatch, Unregistration,
 };
 use crate::remoting::codes::{request, response};
 use crate::remoting::command::{DecodeLimits, RemotingCommand};
@@ -322,7 +322,7 @@ struct NameServer {
     registrations: RegistrationQueue,
     /// Batches handed back by the batching thread, and their items not yet applied.
     unregister_batches: Receiver<UnregisterBatch>,
-    unregistrations: UnregisterBatch,
+    unregistrations: VecDeque<Unregistration>,
     expiry: ExpiryPacer,
     bytes_since_trim: usize,
     next_trim_ms: u64,
@@ -346,7 +346,7 @@ impl NameServer {
             settings,
             registrations: RegistrationQueue::default(),
             unregister_batches,
-            unregistrations: Vec::new(),
+            unregistrations: VecDeque::new(),
             expiry: ExpiryPacer::default(),
             bytes_since_trim: 0,
             next_trim_ms: 0,

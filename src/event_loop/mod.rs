@@ -506,7 +506,8 @@ impl<H: Handler> EventLoop<H> {
         {
             self.ctx.remove(id.key, "closed by peer");
         }
-        self.deliver_closes(h);
+        // Replies written to other connections (deferred answers) go out now too.
+        self.after_callback(h);
     }
 
     fn fire_timers(&mut self, h: &mut H) {
