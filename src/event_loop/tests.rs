@@ -302,7 +302,11 @@ fn connections_beyond_the_limit_are_refused() {
 
 #[test]
 fn a_stop_closes_the_listeners_and_lets_work_in_flight_answer_before_run_returns() {
-    let lp = start(Limits::default());
+    // A drain timeout far beyond the test, so that only the answer ends the drain.
+    let lp = start(Limits {
+        drain_timeout: Duration::from_secs(600),
+        ..Limits::default()
+    });
     let mut s = connect(lp.interactive);
     s.write_all(&frame(b"hold")).unwrap();
     wait_until(|| lp.probe.frames.load(Ordering::SeqCst) == 1);
