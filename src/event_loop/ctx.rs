@@ -20,7 +20,7 @@ use std::time::Instant;
 
 /// Write buffers kept for reuse, and the largest capacity worth keeping: enough for a burst of
 /// ordinary replies, small enough that the pool never pins a large reply's allocation.
-const SPARE_WRITE_BUFS: usize = 8;
+const SPARE_WRITE_BUFS: usize = 2;
 const SPARE_WRITE_BUF_MAX: usize = 64 * 1024;
 
 /// What the loop counted, for the application's statistics.
@@ -40,6 +40,8 @@ pub struct Ctx<C> {
     next_generation: u64,
     pub(super) limits: Limits,
     started: Instant,
+    /// The loop's clock, read once per step rather than once per frame.
+    clock_ms: u64,
     pub(super) stats: LoopStats,
     next_refusal_log_ms: u64,
     /// Connections to read again this turn: new ones, ones whose read budget ran out, ones
@@ -67,6 +69,7 @@ impl<C> Ctx<C> {
             next_generation: 0,
             limits,
             started: Instant::now(),
+            clock_ms: 0,
             stats: LoopStats::default(),
             next_refusal_log_ms: 0,
             pending: VecDeque::new(),
@@ -83,9 +86,16 @@ impl<C> Ctx<C> {
 
     // ------------------------------------------------------------------ for handlers
 
-    /// Milliseconds since the loop was created (the clock of timers and idle deadlines).
+    /// Milliseconds since the loop was created (the clock of timers and idle deadlines), as
+    /// read at the start of the current step: after the poll, before each connection's
+    /// frames, before the timers and before `before_sleep`.
     pub fn now_ms(&self) -> u64 {
-        self.started.elapsed().as_millis() as u64
+        self.clock_ms
+    }
+
+    pub(super) fn update_clock(&mut self) -> u64 {
+        self.clock_ms = self.started.elapsed().as_millis() as u64;
+        self.clock_ms
     }
 
     pub fn stats(&self) -> LoopStats {

@@ -301,6 +301,7 @@ impl<H: Handler> EventLoop<H> {
             }
             return Err(e);
         }
+        self.ctx.update_clock();
         for event in events.iter() {
             match event.token() {
                 WAKER => {}
@@ -321,12 +322,13 @@ impl<H: Handler> EventLoop<H> {
         self.read_pending(h);
         self.read_bulk_line(h);
         self.fire_timers(h);
+        self.ctx.update_clock();
         let more = h.before_sleep(&mut self.ctx);
         self.after_callback(h);
         Ok(more)
     }
 
-    fn poll_timeout(&self, h: &H, work_pending: bool) -> Duration {
+    fn poll_timeout(&mut self, h: &H, work_pending: bool) -> Duration {
         if work_pending
             || !self.ctx.pending.is_empty()
             || (!self.ctx.bulk_line.is_empty() && h.may_read_bulk())
@@ -334,7 +336,7 @@ impl<H: Handler> EventLoop<H> {
             return Duration::ZERO;
         }
         let until_timer = match self.ctx.next_timer_ms() {
-            Some(at) => at.saturating_sub(self.ctx.now_ms()),
+            Some(at) => at.saturating_sub(self.ctx.update_clock()),
             None => 1000,
         };
         Duration::from_millis(until_timer.clamp(1, 1000))
@@ -407,7 +409,7 @@ impl<H: Handler> EventLoop<H> {
 
     /// Reads what the socket has (within the budget) and handles the whole frames.
     fn read_and_handle(&mut self, h: &mut H, id: ConnId) {
-        let now = self.ctx.now_ms();
+        let now = self.ctx.update_clock();
         let line_full = self.ctx.bulk_line_full();
         let read_budget = self.ctx.limits.read_budget;
         let Some(conn) = self.ctx.get_mut(id) else {
@@ -511,7 +513,7 @@ impl<H: Handler> EventLoop<H> {
     }
 
     fn fire_timers(&mut self, h: &mut H) {
-        let now = self.ctx.now_ms();
+        let now = self.ctx.update_clock();
         while let Some(timer) = self.ctx.pop_due_timer(now) {
             h.on_timer(&mut self.ctx, timer);
             self.after_callback(h);
@@ -549,6 +551,7 @@ impl<H: Handler> EventLoop<H> {
         );
         let deadline = Instant::now() + self.ctx.limits.drain_timeout;
         loop {
+            self.ctx.update_clock();
             let more = h.before_sleep(&mut self.ctx);
             self.after_callback(h);
             let unsent = self.ctx.flush_all();
