@@ -26,6 +26,10 @@
 //! `before_sleep` while the application reports work in flight and flushes write buffers, for
 //! at most `Limits::drain_timeout` (a second stop gives up at once), then returns the handler.
 //!
+//! Beside the loop, for work that must not run on it, two kinds of threads that take plain
+//! messages: [`spawn_batcher`] (de-duplicated batches handed back through the waker) and
+//! [`oneway::spawn_sender`] (frames delivered to other servers without waiting for them).
+//!
 //! Later: outbound connections (`connect`) will enter the same slab, with the same
 //! [`ConnId`]s, handler callbacks and buffers; a global budget of buffered bytes, per-address
 //! limits and a frame-completion timeout belong in `Ctx::admit` and the read path.
