@@ -3,25 +3,37 @@
 //! Data flows one way:
 //!
 //! ```text
-//! socket --(server::connection)--> frame --(remoting::frame)--> RemotingCommand
-//!        --(request)--> typed Request --(processor)--> route::RouteTable / kv::KvStore /
-//!        config::NamesrvConfig --(remoting::command)--> encoded response bytes --> socket
+//! socket --(event_loop: read buffer; frame cut by remoting::frame)--> frame bytes
+//!        --(server: Handler::on_frame, remoting::command decode)--> RemotingCommand
+//!        --(server: admission; REGISTER_BROKER queued, the rest at once)
+//!        --(request: parsed once)--> typed Request
+//!        --(processor: one handler per request)--> route::RouteTable / kv::KvStore /
+//!                                                   config::NamesrvConfig
+//!        --(remoting::command encode)--> reply bytes in the connection's write buffer
+//!        --(event_loop: flush)--> socket
+//!
+//! off the loop:  processor --Outbox--> unregistration batcher --batches + Waker--> server
+//!                processor --Outbox--> oneway sender (905 frames to brokers)
 //! ```
 //!
+//! * [`event_loop`] owns sockets, buffers, read scheduling, backpressure, timers and the clean
+//!   stop; it knows nothing of RocketMQ and calls the application through its `Handler`.
+//! * [`server`] is that handler for the name server: it decodes frames, admits registrations
+//!   and paces the slow work (registrations, unregistrations, expiry) within each turn.
 //! * [`remoting`] owns the wire: length framing, both header codecs, the table of request
 //!   codes (code, name, kind) and response codes, and the fastjson-dialect JSON reader/writer.
 //! * [`request`] parses each request once into a typed value (header fields, checks, body).
-//! * [`route`] owns the registry tables and the per-topic cache of encoded routes.
-//! * [`kv`] owns the persisted KV config; [`config`] the server's own properties.
 //! * [`processor`] runs one handler per typed request, and is the one place where errors
 //!   become response codes.
-//! * [`server`] owns sockets, timers and the unregistration worker; it
-//!   knows nothing about routes beyond calling the processor.
+//! * [`route`] owns the registry tables and the per-topic cache of encoded routes.
+//! * [`kv`] owns the persisted KV config; [`config`] the server's own properties.
+//! * [`timer`] holds the deadline buckets used for idle connections and broker expiry.
 //! * [`client`] is a blocking client used by the tools and the tests.
 
 pub mod client;
 pub mod config;
 pub mod durable_file;
+pub mod event_loop;
 pub mod kv;
 pub mod logging;
 pub mod processor;

@@ -100,15 +100,10 @@ fn start_logging(config: &NamesrvConfig) {
 }
 
 fn run(config: NamesrvConfig, started: Instant) -> ExitCode {
-    let bind_addr = if config.bind_address.contains(':') {
-        format!("[{}]:{}", config.bind_address, config.listen_port)
-    } else {
-        format!("{}:{}", config.bind_address, config.listen_port)
-    };
     let server = match Server::bind(config) {
         Ok(server) => server,
         Err(e) => {
-            tell(Level::Error, &start_error_message(&e, &bind_addr));
+            tell(Level::Error, &start_error_message(&e));
             return ExitCode::FAILURE;
         }
     };
@@ -144,23 +139,10 @@ fn run(config: NamesrvConfig, started: Instant) -> ExitCode {
     }
 }
 
-/// The start error in one line naming what failed. A bind error names the address.
-// TODO(merge): once StartError has its own bind variant carrying the address, this is
-// `e.to_string()`.
-fn start_error_message(e: &StartError, bind_addr: &str) -> String {
+/// The start error in one line naming what failed (a bind error names the address).
+fn start_error_message(e: &StartError) -> String {
     match e {
-        StartError::Io(io)
-            if matches!(
-                io.kind(),
-                io::ErrorKind::AddrInUse
-                    | io::ErrorKind::AddrNotAvailable
-                    | io::ErrorKind::PermissionDenied
-            ) =>
-        {
-            let text = io.to_string();
-            let reason = text.split(" (os error").next().unwrap_or(&text);
-            format!("cannot listen on {bind_addr}: {reason}")
-        }
+        StartError::Bind { .. } => e.to_string(),
         other => format!("cannot start: {other}"),
     }
 }

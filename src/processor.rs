@@ -4,13 +4,14 @@
 //! admin allow-list applies.
 //!
 //! The processor owns the state (route table, KV store, config, counters) and runs on the
-//! loop thread. It never blocks on the network: unregistrations and 905 notifications are
-//! handed to the worker thread through channels, and come back as batches through
-//! [`Processor::apply_unregister_batch`].
+//! loop thread. It never blocks on the network: unregistrations go to the batching thread and
+//! come back de-duplicated through [`Processor::apply_unregister_batch`]; 905 notifications
+//! leave as encoded frames for the sender thread (both through the [`Outbox`]).
 
 use crate::config::{Cidr, NamesrvConfig, SerializeTypeSetting};
+use crate::event_loop::oneway::Oneway;
 use crate::kv::KvStore;
-use crate::remoting::codes::{self, response, version, FLAG_RESPONSE};
+use crate::remoting::codes::{self, request, response, version, FLAG_ONEWAY, FLAG_RESPONSE};
 use crate::remoting::command::{encode_frame, Header, RemotingCommand, SerializeType};
 use crate::request::{
     BrokerHeartbeat, BrokerRef, DeleteTopic, GetBrokerMemberGroup, GetKvList, GetRouteInfo,
@@ -32,11 +33,20 @@ use std::time::Instant;
 /// The KV namespace the name server itself reads (order topic configuration).
 pub const ORDER_TOPIC_CONFIG: &str = "ORDER_TOPIC_CONFIG";
 
-/// Work for the unregistration worker thread.
-#[derive(Debug)]
-pub enum WorkerJob {
-    Unregister(Vec<(UnregisterRequest, RemovalReason)>),
-    Notify(MinIdNotification),
+/// A broker to unregister, and why it goes.
+pub type Unregistration = (UnregisterRequest, RemovalReason);
+
+/// Unregistrations as the batching thread takes them and hands them back (de-duplicated by
+/// request).
+pub type UnregisterBatch = Vec<Unregistration>;
+
+/// Where the processor sends work that must not run on the loop: plain messages over bounded
+/// channels (a full queue is logged and counted, never waited for).
+pub struct Outbox {
+    /// To the batching thread (capacity `unRegisterBrokerQueueCapacity` messages).
+    pub unregistrations: Sender<UnregisterBatch>,
+    /// To the sender thread: NOTIFY_MIN_BROKER_ID_CHANGE frames.
+    pub notifications: Sender<Oneway>,
 }
 
 /// Where a request came from and what the server around it looks like.
@@ -275,7 +285,7 @@ pub struct Processor {
     kv: KvStore,
     config: NamesrvConfig,
     started: Instant,
-    worker: Sender<WorkerJob>,
+    outbox: Outbox,
     stats: Stats,
     body_limits: BodyLimits,
     admin_allow_list: Vec<Cidr>,
@@ -283,7 +293,7 @@ pub struct Processor {
     order_conf_body: Option<(u64, Option<bytes::Bytes>)>,
     /// Brokers found expired by the scan in progress, submitted together when it ends, and
     /// their connections, closed then.
-    expired_this_scan: Vec<(UnregisterRequest, RemovalReason)>,
+    expired_this_scan: UnregisterBatch,
     expired_conns_this_scan: Vec<ConnId>,
 }
 
@@ -306,7 +316,7 @@ fn body_limits(config: &NamesrvConfig) -> BodyLimits {
 }
 
 impl Processor {
-    pub fn new(config: NamesrvConfig, kv: KvStore, worker: Sender<WorkerJob>) -> Self {
+    pub fn new(config: NamesrvConfig, kv: KvStore, outbox: Outbox) -> Self {
         let table = RouteTable::new(route_settings(&config), 1000);
         Processor {
             table,
@@ -315,7 +325,7 @@ impl Processor {
             admin_allow_list: config.admin_allow_list_parsed(),
             config,
             started: Instant::now(),
-            worker,
+            outbox,
             stats: Stats::default(),
             order_conf_body: None,
             expired_this_scan: Vec::new(),
@@ -661,38 +671,6 @@ impl Processor {
         }
     }
 
-    fn send_notification(&mut self, n: MinIdNotification) {
-        if let Err(e) = self.worker.try_send(WorkerJob::Notify(n)) {
-            warn!("NOTIFY_MIN_BROKER_ID_CHANGE dropped: worker queue {e}");
-        }
-    }
-
-    /// Queues unregistrations for the worker; returns false (and logs) when the queue is full.
-    pub fn submit_unregistrations(
-        &mut self,
-        batch: Vec<(UnregisterRequest, RemovalReason)>,
-    ) -> bool {
-        if batch.is_empty() {
-            return true;
-        }
-        match self.worker.try_send(WorkerJob::Unregister(batch)) {
-            Ok(()) => true,
-            Err(TrySendError::Full(WorkerJob::Unregister(b))) => {
-                self.stats.unregister_queue_full += 1;
-                warn!(
-                    "unregistration queue full (unRegisterBrokerQueueCapacity {}): {} request(s) not queued",
-                    self.config.un_register_broker_queue_capacity,
-                    b.len()
-                );
-                false
-            }
-            Err(e) => {
-                warn!("unregistration worker unavailable: {e}");
-                false
-            }
-        }
-    }
-
     fn unregister_broker(&mut self, r: BrokerRef<'_>) -> Result<Reply, Reject> {
         if self.submit_unregistrations(vec![(r.unregister_request(), RemovalReason::Unregister)]) {
             Ok(Reply::ok())
@@ -961,6 +939,43 @@ impl Processor {
 
     // ------------------------------------------------------------------ loop events
 
+    /// Hands a NOTIFY_MIN_BROKER_ID_CHANGE to the sender thread (connecting to brokers is
+    /// slow work that must stay off the loop).
+    fn send_notification(&mut self, n: MinIdNotification) {
+        let message = Oneway {
+            what: "NOTIFY_MIN_BROKER_ID_CHANGE",
+            frame: min_broker_id_change_frame(&n),
+            targets: n.targets,
+        };
+        if let Err(e) = self.outbox.notifications.try_send(message) {
+            warn!("NOTIFY_MIN_BROKER_ID_CHANGE dropped: sender queue {e}");
+        }
+    }
+
+    /// Queues unregistrations for the batching thread; returns false (and logs) when its
+    /// queue is full.
+    pub fn submit_unregistrations(&mut self, batch: UnregisterBatch) -> bool {
+        if batch.is_empty() {
+            return true;
+        }
+        match self.outbox.unregistrations.try_send(batch) {
+            Ok(()) => true,
+            Err(TrySendError::Full(b)) => {
+                self.stats.unregister_queue_full += 1;
+                warn!(
+                    "unregistration queue full (unRegisterBrokerQueueCapacity {}): {} request(s) not queued",
+                    self.config.un_register_broker_queue_capacity,
+                    b.len()
+                );
+                false
+            }
+            Err(TrySendError::Disconnected(_)) => {
+                warn!("unregistration worker unavailable: its thread has ended");
+                false
+            }
+        }
+    }
+
     /// The scan tick: silent brokers are expired, their connections reported for closing,
     /// and their unregistrations queued as one batch.
     /// At most `limit` deadline entries are examined; the flag says whether more are due.
@@ -1033,7 +1048,7 @@ impl Processor {
     }
 
     /// Applies (a chunk of) a batch handed back by the worker.
-    pub fn apply_unregister_batch(&mut self, batch: &[(UnregisterRequest, RemovalReason)]) {
+    pub fn apply_unregister_batch(&mut self, batch: &[Unregistration]) {
         let requests: Vec<UnregisterRequest> = batch.iter().map(|(r, _)| r.clone()).collect();
         let outcome = self.table.unregister_batch(&requests);
         self.stats.unregistrations += requests.len() as u64;
@@ -1064,6 +1079,39 @@ impl Processor {
             self.send_notification(n);
         }
     }
+}
+
+/// The oneway NOTIFY_MIN_BROKER_ID_CHANGE (905) request Java's name server sends each target
+/// broker (PROTOCOL.md §3.5).
+fn min_broker_id_change_frame(n: &MinIdNotification) -> Vec<u8> {
+    let min_id = n.min_broker_id.to_string();
+    let mut ext: Vec<(&str, &str)> = vec![
+        ("minBrokerId", min_id.as_str()),
+        ("minBrokerAddr", n.min_broker_addr.as_str()),
+    ];
+    if let Some(a) = &n.offline_broker_addr {
+        ext.push(("offlineBrokerAddr", a));
+    }
+    if let Some(a) = &n.ha_broker_addr {
+        ext.push(("haBrokerAddr", a));
+    }
+    let header = Header {
+        code: request::NOTIFY_MIN_BROKER_ID_CHANGE,
+        language: "JAVA",
+        version: version::CURRENT,
+        opaque: 0,
+        flag: FLAG_ONEWAY,
+        remark: None,
+    };
+    let mut frame = Vec::new();
+    encode_frame(
+        &mut frame,
+        SerializeType::Json,
+        &header,
+        Some(ext.iter().copied()),
+        &[],
+    );
+    frame
 }
 
 /// Logs one line per item, or lines of up to 100 items when there are many (a mass expiry

@@ -326,6 +326,12 @@ fn fleets_with_different_tags_register_distinct_addresses_side_by_side() {
     assert_eq!(broker_addrs(&server), steady_addrs);
     interrupt(&steady);
     assert_eq!(steady.wait().expect("steady ends").code(), Some(130));
+    // Its brokers' unregistrations are applied before the next run starts: otherwise a late
+    // one could remove the new run's brokers (same addresses) right after they register.
+    assert!(wait_until(Duration::from_secs(30), || broker_addrs(
+        &server
+    )
+    .is_empty()));
 
     // The same tag gets the same addresses on the next run.
     let mut again = fleet(&server, "steady");

@@ -357,7 +357,9 @@ fn binary_prints_the_bound_address_and_serves() {
     let resp = c.request(request::GET_NAMESRV_CONFIG, &[], b"").unwrap();
     assert_eq!(resp.code, 0);
     let text = String::from_utf8(resp.body.to_vec()).unwrap();
-    assert!(text.contains("listenPort=0"));
+    // Started with listenPort=0, it reports the port actually bound (as Java does).
+    let port = addr.rsplit(':').next().unwrap();
+    assert!(text.contains(&format!("listenPort={port}\n")), "{text}");
     assert!(text.contains("scanNotActiveBrokerInterval=5000"));
     child.kill().unwrap();
     child.wait().unwrap();

@@ -1,27 +1,17 @@
 //! `rmq-bench canned`: a server that does no work. It answers every request frame with the
-//! same SUCCESS reply (only the opaque differs), in the request's header codec, on one mio
-//! thread. Running a workload against it shows the load generator's own ceiling on this
-//! machine: if `rmq-bench route` reaches far more ops/s here than against a name server, the
-//! name server, not the tool, set the number.
+//! same SUCCESS reply (only the opaque differs), in the request's header codec, on the name
+//! server's own event loop (`rmq_namesrv::event_loop`), so only the request handling is
+//! missing. Running a workload against it shows the ceiling of the load generator and the loop
+//! together on this machine: if `rmq-bench route` reaches far more ops/s here than against a
+//! name server, the name server's request handling, not the tool or the loop, set the number.
 
 use crate::wire::scan_head;
-use mio::net::{TcpListener, TcpStream};
-use mio::{Events, Interest, Poll, Token};
+use bytes::{Bytes, BytesMut};
+use rmq_namesrv::event_loop::{ConnId, Ctx, EventLoop, Handler, Limits, ListenerTag, Next};
 use rmq_namesrv::remoting::command::{encode_frame, Header, SerializeType};
-use slab::Slab;
-use std::io::{self, Read, Write};
+use rmq_namesrv::remoting::frame::{self, FrameError};
+use std::io;
 use std::net::SocketAddr;
-
-const LISTENER: Token = Token(usize::MAX - 1);
-
-struct Peer {
-    stream: TcpStream,
-    inb: Vec<u8>,
-    start: usize,
-    end: usize,
-    out: Vec<u8>,
-    out_pos: usize,
-}
 
 /// The two reply frames, split around the opaque so that a reply is two copies and a
 /// handful of digits.
@@ -108,130 +98,50 @@ impl Replies {
     }
 }
 
+/// The loop's handler: every request frame gets the canned reply.
+struct Canned {
+    replies: Replies,
+}
+
+impl Handler for Canned {
+    type Conn = ();
+    type FrameError = FrameError;
+
+    fn cut_frame(&self, buf: &mut BytesMut) -> Result<Option<Bytes>, FrameError> {
+        frame::next_frame(buf, u32::MAX)
+    }
+
+    fn on_frame(&mut self, ctx: &mut Ctx<()>, conn: ConnId, frame: Bytes) -> Next {
+        let Some(head) = scan_head(&frame) else {
+            return Next::Close;
+        };
+        if head.flag & 2 == 0 {
+            if let Some(out) = ctx.write_buf(conn) {
+                let binary = frame.first().is_some_and(|t| *t == 1);
+                self.replies.write(out, binary, head.opaque);
+            }
+        }
+        Next::Continue
+    }
+}
+
 /// Serves until the process is killed. Prints `canned listening on ADDR` first.
 pub fn serve(listen: &str, body_bytes: usize) -> io::Result<()> {
     let addr: SocketAddr = listen
         .parse()
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{listen}: {e}")))?;
-    let mut listener = TcpListener::bind(addr)?;
-    println!("canned listening on {}", listener.local_addr()?);
+    // A load generator's peers read what they are sent: no backpressure, no idle closes.
+    let limits = Limits {
+        write_high_water: 1 << 30,
+        write_hard_cap: usize::MAX,
+        ..Limits::default()
+    };
+    let mut event_loop = EventLoop::new(limits)?;
+    let bound = event_loop.listen(addr, ListenerTag(0))?;
+    println!("canned listening on {bound}");
     let replies = Replies::new(body_bytes);
-    let mut poll = Poll::new()?;
-    poll.registry()
-        .register(&mut listener, LISTENER, Interest::READABLE)?;
-    let mut peers: Slab<Peer> = Slab::new();
-    let mut events = Events::with_capacity(1024);
-    loop {
-        if let Err(e) = poll.poll(&mut events, None) {
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        for event in events.iter() {
-            if event.token() == LISTENER {
-                loop {
-                    match listener.accept() {
-                        Ok((mut stream, _)) => {
-                            let _ = stream.set_nodelay(true);
-                            let entry = peers.vacant_entry();
-                            poll.registry().register(
-                                &mut stream,
-                                Token(entry.key()),
-                                Interest::READABLE | Interest::WRITABLE,
-                            )?;
-                            entry.insert(Peer {
-                                stream,
-                                inb: vec![0; 128 * 1024],
-                                start: 0,
-                                end: 0,
-                                out: Vec::with_capacity(64 * 1024),
-                                out_pos: 0,
-                            });
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => {
-                            eprintln!("canned: accept: {e}");
-                            break;
-                        }
-                    }
-                }
-                continue;
-            }
-            let key = event.token().0;
-            let Some(peer) = peers.get_mut(key) else {
-                continue;
-            };
-            let alive = serve_peer(peer, &replies);
-            if !alive {
-                let mut p = peers.remove(key);
-                let _ = poll.registry().deregister(&mut p.stream);
-            }
-        }
-    }
-}
-
-/// Reads what is there, answers every whole frame, writes. False when the peer is gone.
-fn serve_peer(p: &mut Peer, replies: &Replies) -> bool {
-    loop {
-        if p.inb.len() - p.end < 16 * 1024 {
-            p.inb.copy_within(p.start..p.end, 0);
-            p.end -= p.start;
-            p.start = 0;
-            if p.inb.len() - p.end < 16 * 1024 {
-                let n = p.inb.len() * 2;
-                p.inb.resize(n, 0);
-            }
-        }
-        let space = p.inb.len() - p.end;
-        let short = match p.stream.read(&mut p.inb[p.end..]) {
-            Ok(0) => return false,
-            Ok(n) => {
-                p.end += n;
-                // A short read emptied the socket (see engine.rs): answer and stop reading.
-                n < space
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => return false,
-        };
-        while p.end - p.start >= 4 {
-            let b = &p.inb[p.start..p.end];
-            let len = u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize;
-            if b.len() < 4 + len {
-                break;
-            }
-            let frame = &b[4..4 + len];
-            let binary = frame.first().is_some_and(|t| *t == 1);
-            let Some(head) = scan_head(frame) else {
-                return false;
-            };
-            p.start += 4 + len;
-            if head.flag & 2 == 0 {
-                replies.write(&mut p.out, binary, head.opaque);
-            }
-        }
-        if p.start == p.end {
-            p.start = 0;
-            p.end = 0;
-        }
-        if short {
-            break;
-        }
-    }
-    while p.out_pos < p.out.len() {
-        match p.stream.write(&p.out[p.out_pos..]) {
-            Ok(0) => return false,
-            Ok(n) => p.out_pos += n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return false,
-        }
-    }
-    p.out.clear();
-    p.out_pos = 0;
-    true
+    event_loop.run(Canned { replies })?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,0 +1,588 @@
+//! The event loop as a small library, after Redis's `ae`: one thread, one `mio::Poll`, any
+//! number of listeners, a `slab` of connections with their read and write buffers, read
+//! scheduling and backpressure, idle closes, named timers, a before-sleep hook, and a clean
+//! stop. It knows sockets, buffers and time and nothing of RocketMQ: the application comes in
+//! through the [`Handler`] trait (generic, so the per-frame call is monomorphised) and cuts its
+//! own frames.
+//!
+//! One turn of the loop:
+//! 1. poll (without sleeping when work is pending, else until the next timer, at most 1 s);
+//! 2. accept; flush writable connections; read readable *interactive* connections at once and
+//!    put readable *bulk* connections in a first-come-first-served line;
+//! 3. read connections the loop comes back to (new, budget left over, released from
+//!    backpressure or from a hold);
+//! 4. read the bulk line from the front while [`Handler::may_read_bulk`] admits more;
+//! 5. fire due application timers ([`Handler::on_timer`]) and close idle connections;
+//! 6. [`Handler::before_sleep`]: the application's paced work (its answer says whether more is
+//!    pending, so that the next poll does not sleep).
+//!
+//! Reading a connection means: read up to `Limits::read_budget` bytes, cut whole frames with
+//! [`Handler::cut_frame`] and hand each to [`Handler::on_frame`], which appends its reply to
+//! the connection's write buffer ([`Ctx::write_buf`]); then flush. Above
+//! `Limits::write_high_water` unsent bytes the loop stops cutting and reading that peer's
+//! frames until it drains below half; above `Limits::write_hard_cap` it closes the peer.
+//!
+//! Stopping ([`StopHandle::stop`]) closes the listeners, stops reading requests, keeps calling
+//! `before_sleep` while the application reports work in flight and flushes write buffers, for
+//! at most `Limits::drain_timeout` (a second stop gives up at once), then returns the handler.
+//!
+//! Beside the loop, for work that must not run on it, two kinds of threads that take plain
+//! messages: [`spawn_batcher`] (de-duplicated batches handed back through the waker) and
+//! [`oneway::spawn_sender`] (frames delivered to other servers without waiting for them).
+//!
+//! Later: outbound connections (`connect`) will enter the same slab, with the same
+//! [`ConnId`]s, handler callbacks and buffers; a global budget of buffered bytes, per-address
+//! limits and a frame-completion timeout belong in `Ctx::admit` and the read path.
+
+mod batcher;
+mod connection;
+mod ctx;
+pub mod oneway;
+
+#[cfg(test)]
+mod tests;
+
+pub use batcher::{spawn_batcher, Batch};
+pub use ctx::{Ctx, LoopStats};
+
+use bytes::{Bytes, BytesMut};
+use connection::ReadResult;
+use log::{debug, info, warn};
+use mio::net::TcpListener;
+use mio::{Events, Interest, Poll, Token, Waker};
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const WAKER: Token = Token(usize::MAX);
+/// Listener `i` polls under `Token(FIRST_LISTENER - i)`; connections under their slab key.
+const FIRST_LISTENER: usize = usize::MAX - 1;
+const MAX_LISTENERS: usize = 64;
+
+/// A connection: its slab slot and the generation that tells it from later occupants of the
+/// slot. Anything held by a `ConnId` after its connection closed simply finds nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId {
+    key: usize,
+    generation: u64,
+}
+
+impl ConnId {
+    /// The slab slot: unique among open connections, reused after a close (and only after the
+    /// handler's `on_close` for the previous occupant).
+    pub fn index(&self) -> usize {
+        self.key
+    }
+}
+
+/// The application's name for a listener, given to [`EventLoop::listen`] and seen in
+/// [`Handler::on_accept`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ListenerTag(pub u32);
+
+/// The application's name for a timer ([`Ctx::set_timer`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TimerId(pub u32);
+
+/// How a connection's reads are scheduled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadClass {
+    /// Read as soon as it is readable.
+    Interactive,
+    /// Read after the interactive connections, in arrival order, while the handler admits
+    /// more bulk work ([`Handler::may_read_bulk`]).
+    Bulk,
+}
+
+/// What the loop does after a frame was handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Cut the next frame.
+    Continue,
+    /// Leave this connection's further frames (and socket bytes) alone until
+    /// [`Ctx::release`]: replies keep their order while the frame's answer is deferred.
+    Hold,
+    /// Close the connection (replies already written go out if the socket takes them).
+    Close,
+}
+
+/// Limits the loop enforces; the application sets them and may change them while running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes read from one connection per turn before the others get theirs.
+    pub read_budget: usize,
+    /// Unsent bytes above which a peer's requests are no longer read (until half drained).
+    pub write_high_water: usize,
+    /// Unsent bytes above which a peer is disconnected.
+    pub write_hard_cap: usize,
+    /// Silence after which a connection is closed; 0 = never.
+    pub idle_ms: u64,
+    pub max_connections: usize,
+    /// Bulk connections that may wait in line; beyond, bulk connections the loop comes back
+    /// to are read anyway ([`Ctx::bulk_line_full`]).
+    pub bulk_line_limit: usize,
+    /// How long a stop may take to finish work in flight and flush replies.
+    pub drain_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            read_budget: 256 * 1024,
+            write_high_water: 4 << 20,
+            write_hard_cap: 64 << 20,
+            idle_ms: 0,
+            max_connections: 65_536,
+            bulk_line_limit: usize::MAX,
+            drain_timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+/// The application on top of the loop. Every callback runs on the loop thread and gets the
+/// [`Ctx`] to act on connections and timers.
+pub trait Handler {
+    /// The application's state for each connection (kept in the loop's slab entry).
+    type Conn: Default;
+    type FrameError: fmt::Display;
+
+    /// Takes the next whole frame off the front of `buf`, `Ok(None)` when more bytes are
+    /// needed; an error closes the connection (after logging it).
+    fn cut_frame(&self, buf: &mut BytesMut) -> Result<Option<Bytes>, Self::FrameError>;
+
+    /// A new connection on `listener`: how it is read until the handler says otherwise.
+    fn on_accept(
+        &mut self,
+        _ctx: &mut Ctx<Self::Conn>,
+        _conn: ConnId,
+        _listener: ListenerTag,
+    ) -> ReadClass {
+        ReadClass::Interactive
+    }
+
+    /// One frame; the reply goes to [`Ctx::write_buf`].
+    fn on_frame(&mut self, ctx: &mut Ctx<Self::Conn>, conn: ConnId, frame: Bytes) -> Next;
+
+    /// A connection closed (by the peer, an error, a limit, or the handler itself).
+    fn on_close(&mut self, _ctx: &mut Ctx<Self::Conn>, _conn: ConnId, _data: Self::Conn) {}
+
+    /// A named timer came due (it is disarmed; set it again to repeat).
+    fn on_timer(&mut self, _ctx: &mut Ctx<Self::Conn>, _timer: TimerId) {}
+
+    /// Whether a bulk connection may be read now (the handler has room for its work).
+    fn may_read_bulk(&self) -> bool {
+        true
+    }
+
+    /// Once per turn, before the loop polls again (also while draining at stop); returns true
+    /// when work is pending, so that the poll does not sleep.
+    fn before_sleep(&mut self, _ctx: &mut Ctx<Self::Conn>) -> bool {
+        false
+    }
+}
+
+/// Wakes the loop from another thread (its `before_sleep` then runs).
+#[derive(Clone)]
+pub struct LoopWaker(Arc<Waker>);
+
+impl LoopWaker {
+    pub fn wake(&self) {
+        if let Err(e) = self.0.wake() {
+            warn!("could not wake the event loop: {e}");
+        }
+    }
+}
+
+/// Stops a running loop from another thread: the first call drains, a second gives up the
+/// drain at once.
+#[derive(Clone)]
+pub struct StopHandle {
+    stops: Arc<AtomicUsize>,
+    waker: LoopWaker,
+}
+
+impl StopHandle {
+    pub fn stop(&self) {
+        self.stops.fetch_add(1, Ordering::SeqCst);
+        self.waker.wake();
+    }
+}
+
+struct Listener {
+    socket: TcpListener,
+    tag: ListenerTag,
+    addr: SocketAddr,
+}
+
+/// The loop: poll, listeners, and the [`Ctx`] its handler works with.
+pub struct EventLoop<H: Handler> {
+    poll: Poll,
+    listeners: Vec<Option<Listener>>,
+    ctx: Ctx<H::Conn>,
+    stops: Arc<AtomicUsize>,
+    read_scratch: Vec<u8>,
+}
+
+impl<H: Handler> EventLoop<H> {
+    pub fn new(limits: Limits) -> io::Result<Self> {
+        let poll = Poll::new()?;
+        let waker = LoopWaker(Arc::new(Waker::new(poll.registry(), WAKER)?));
+        let registry = poll.registry().try_clone()?;
+        Ok(EventLoop {
+            poll,
+            listeners: Vec::new(),
+            ctx: Ctx::new(registry, limits, waker),
+            stops: Arc::new(AtomicUsize::new(0)),
+            read_scratch: vec![0u8; 64 * 1024],
+        })
+    }
+
+    /// Binds a listener; returns the address actually bound (port 0 resolved).
+    pub fn listen(&mut self, addr: SocketAddr, tag: ListenerTag) -> io::Result<SocketAddr> {
+        if self.listeners.len() >= MAX_LISTENERS {
+            return Err(io::Error::other("too many listeners"));
+        }
+        let mut socket = TcpListener::bind(addr)?;
+        let bound = socket.local_addr()?;
+        let token = Token(FIRST_LISTENER - self.listeners.len());
+        self.poll
+            .registry()
+            .register(&mut socket, token, Interest::READABLE)?;
+        self.listeners.push(Some(Listener {
+            socket,
+            tag,
+            addr: bound,
+        }));
+        Ok(bound)
+    }
+
+    pub fn waker(&self) -> LoopWaker {
+        self.ctx.waker()
+    }
+
+    /// The context, for setting up before `run` (timers, limits).
+    pub fn ctx(&mut self) -> &mut Ctx<H::Conn> {
+        &mut self.ctx
+    }
+
+    pub fn stop_handle(&self) -> StopHandle {
+        StopHandle {
+            stops: self.stops.clone(),
+            waker: self.ctx.waker(),
+        }
+    }
+
+    /// Runs until stopped, then drains and returns the handler (whose threads the
+    /// application then joins).
+    pub fn run(mut self, mut handler: H) -> io::Result<H> {
+        let mut events = Events::with_capacity(1024);
+        let addrs: Vec<String> = self
+            .listeners
+            .iter()
+            .flatten()
+            .map(|l| l.addr.to_string())
+            .collect();
+        info!("event loop running on {}", addrs.join(", "));
+        let mut work_pending = false;
+        while self.stops.load(Ordering::SeqCst) == 0 {
+            work_pending = self.turn(&mut handler, &mut events, work_pending)?;
+        }
+        self.drain(&mut handler, &mut events)?;
+        self.ctx.drop_all();
+        info!("event loop stopped");
+        Ok(handler)
+    }
+
+    /// One turn (see the module doc); returns what `before_sleep` said.
+    fn turn(&mut self, h: &mut H, events: &mut Events, work_pending: bool) -> io::Result<bool> {
+        let timeout = self.poll_timeout(h, work_pending);
+        if let Err(e) = self.poll.poll(events, Some(timeout)) {
+            if e.kind() == io::ErrorKind::Interrupted {
+                return Ok(work_pending);
+            }
+            return Err(e);
+        }
+        self.ctx.update_clock();
+        for event in events.iter() {
+            match event.token() {
+                WAKER => {}
+                Token(t) if t > FIRST_LISTENER - MAX_LISTENERS => {
+                    self.accept_all(h, FIRST_LISTENER - t)
+                }
+                Token(key) => {
+                    if event.is_writable() {
+                        self.ctx.flush(key);
+                    }
+                    if event.is_readable() || event.is_read_closed() || event.is_error() {
+                        self.on_readable(h, key);
+                    }
+                    self.deliver_closes(h);
+                }
+            }
+        }
+        self.read_pending(h);
+        self.read_bulk_line(h);
+        self.fire_timers(h);
+        self.ctx.update_clock();
+        let more = h.before_sleep(&mut self.ctx);
+        self.after_callback(h);
+        Ok(more)
+    }
+
+    fn poll_timeout(&mut self, h: &H, work_pending: bool) -> Duration {
+        if work_pending
+            || !self.ctx.pending.is_empty()
+            || (!self.ctx.bulk_line.is_empty() && h.may_read_bulk())
+        {
+            return Duration::ZERO;
+        }
+        let until_timer = match self.ctx.next_timer_ms() {
+            Some(at) => at.saturating_sub(self.ctx.update_clock()),
+            None => 1000,
+        };
+        Duration::from_millis(until_timer.clamp(1, 1000))
+    }
+
+    fn accept_all(&mut self, h: &mut H, index: usize) {
+        // Notices of closed connections go out before their slots can be reused.
+        self.deliver_closes(h);
+        loop {
+            let Some(Some(listener)) = self.listeners.get(index) else {
+                return;
+            };
+            let tag = listener.tag;
+            match listener.socket.accept() {
+                Ok((stream, peer)) => {
+                    let data = H::Conn::default();
+                    if let Some(id) = self.ctx.admit(stream, peer, tag, data) {
+                        let class = h.on_accept(&mut self.ctx, id, tag);
+                        self.ctx.set_read_class(id, class);
+                        self.after_callback(h);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // EMFILE and friends: log and try again on the next readiness event.
+                    warn!("accept on {} failed: {e}", listener.addr);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// A readiness event: interactive connections are read now, bulk ones join the line.
+    fn on_readable(&mut self, h: &mut H, key: usize) {
+        let Some(id) = self.ctx.conn_at(key) else {
+            return;
+        };
+        match self.ctx.get(id).map(|c| c.class) {
+            Some(ReadClass::Interactive) => self.read_and_handle(h, id),
+            Some(ReadClass::Bulk) => self.ctx.join_line(id),
+            None => {}
+        }
+    }
+
+    /// Connections the loop came back to (the list as it was when this step began).
+    fn read_pending(&mut self, h: &mut H) {
+        for _ in 0..self.ctx.pending.len() {
+            let Some(id) = self.ctx.pending.pop_front() else {
+                break;
+            };
+            self.read_and_handle(h, id);
+        }
+    }
+
+    /// Reads waiting bulk connections, oldest first, while the handler has room.
+    fn read_bulk_line(&mut self, h: &mut H) {
+        let mut budget = self.ctx.bulk_line.len();
+        while budget > 0 && h.may_read_bulk() {
+            budget -= 1;
+            let Some(id) = self.ctx.bulk_line.pop_front() else {
+                break;
+            };
+            if let Some(c) = self.ctx.get_mut(id) {
+                c.in_line = false;
+                self.read_and_handle(h, id);
+            }
+        }
+    }
+
+    /// Reads what the socket has (within the budget) and handles the whole frames.
+    fn read_and_handle(&mut self, h: &mut H, id: ConnId) {
+        let now = self.ctx.update_clock();
+        let line_full = self.ctx.bulk_line_full();
+        let read_budget = self.ctx.limits.read_budget;
+        let Some(conn) = self.ctx.get_mut(id) else {
+            return;
+        };
+        // Backpressure or a hold: further bytes stay in the kernel's socket buffer.
+        if conn.read_paused || conn.held {
+            return;
+        }
+        // No room for bulk work: the connection waits its turn, unless the line is full (then
+        // it is read, and the handler refuses its work instead of queueing it).
+        if conn.class == ReadClass::Bulk && !line_full && !h.may_read_bulk() {
+            self.ctx.join_line(id);
+            return;
+        }
+        let outcome = match conn.read_available(&mut self.read_scratch, read_budget) {
+            ReadResult::WouldBlock(n) => {
+                if n > 0 {
+                    conn.last_active_ms = now;
+                }
+                Some((n, false))
+            }
+            ReadResult::BudgetExhausted(n) => {
+                conn.last_active_ms = now;
+                Some((n, true))
+            }
+            ReadResult::Closed(n) => {
+                conn.peer_closed = true;
+                Some((n, false))
+            }
+            ReadResult::Error(e) => {
+                debug!("read from {}: {e}", conn.peer);
+                None
+            }
+        };
+        let Some((n, budget_exhausted)) = outcome else {
+            self.ctx.remove(id.key, "read error");
+            self.deliver_closes(h);
+            return;
+        };
+        self.ctx.stats.bytes_in += n as u64;
+        if budget_exhausted {
+            // Come back to it after the others had their turn.
+            self.ctx.pending.push_back(id);
+        }
+        self.handle_frames(h, id);
+    }
+
+    /// Cuts and handles every whole frame buffered on `id` (until a hold, backpressure or a
+    /// close), then flushes.
+    fn handle_frames(&mut self, h: &mut H, id: ConnId) {
+        while let Some(conn) = self.ctx.get_mut(id) {
+            if conn.read_paused || conn.held {
+                break;
+            }
+            let frame = match h.cut_frame(&mut conn.read_buf) {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break,
+                Err(e) => {
+                    warn!("closing connection from {}: {e}", conn.peer);
+                    // Replies to the frames before the bad one still go out, best effort.
+                    self.ctx.close(id, "bad frame");
+                    self.deliver_closes(h);
+                    return;
+                }
+            };
+            let next = h.on_frame(&mut self.ctx, id, frame);
+            if !self.ctx.closed.is_empty() {
+                self.deliver_closes(h);
+            }
+            let high_water = self.ctx.limits.write_high_water;
+            let Some(conn) = self.ctx.get_mut(id) else {
+                return;
+            };
+            match next {
+                Next::Continue => {}
+                Next::Hold => conn.held = true,
+                Next::Close => {
+                    self.ctx.close(id, "closed by the application");
+                    self.deliver_closes(h);
+                    return;
+                }
+            }
+            if conn.unsent() > high_water {
+                conn.read_paused = true;
+            }
+        }
+        if let Some(conn) = self.ctx.get_mut(id) {
+            conn.release_idle_read_buffer();
+        }
+        self.ctx.flush(id.key);
+        if self
+            .ctx
+            .get(id)
+            .is_some_and(|c| c.peer_closed && c.unsent() == 0)
+        {
+            self.ctx.remove(id.key, "closed by peer");
+        }
+        // Replies written to other connections (deferred answers) go out now too.
+        self.after_callback(h);
+    }
+
+    fn fire_timers(&mut self, h: &mut H) {
+        let now = self.ctx.update_clock();
+        while let Some(timer) = self.ctx.pop_due_timer(now) {
+            h.on_timer(&mut self.ctx, timer);
+            self.after_callback(h);
+        }
+        self.ctx.close_idle();
+        self.deliver_closes(h);
+    }
+
+    /// Sends what handlers wrote outside a connection's own frames, and tells the handler of
+    /// closes (which may themselves write or close more).
+    fn after_callback(&mut self, h: &mut H) {
+        self.ctx.flush_dirty();
+        self.deliver_closes(h);
+    }
+
+    fn deliver_closes(&mut self, h: &mut H) {
+        while let Some((id, data)) = self.ctx.closed.pop() {
+            h.on_close(&mut self.ctx, id, data);
+            self.ctx.flush_dirty();
+        }
+    }
+
+    /// The stop: no more accepting or reading; the application finishes what it has in flight
+    /// and replies are flushed, within `drain_timeout`.
+    fn drain(&mut self, h: &mut H, events: &mut Events) -> io::Result<()> {
+        self.ctx.stopping = true;
+        for listener in self.listeners.iter_mut() {
+            if let Some(mut l) = listener.take() {
+                let _ = self.poll.registry().deregister(&mut l.socket);
+            }
+        }
+        info!(
+            "event loop draining: listeners closed, {} connection(s) open",
+            self.ctx.conns.len()
+        );
+        let deadline = Instant::now() + self.ctx.limits.drain_timeout;
+        loop {
+            self.ctx.update_clock();
+            let more = h.before_sleep(&mut self.ctx);
+            self.after_callback(h);
+            let unsent = self.ctx.flush_all();
+            self.deliver_closes(h);
+            if !more && unsent == 0 {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if self.stops.load(Ordering::SeqCst) > 1 || now >= deadline {
+                warn!(
+                    "event loop stopping before the drain finished: {unsent} connection(s) with unsent replies, application work {}",
+                    if more { "still pending" } else { "done" }
+                );
+                return Ok(());
+            }
+            // Work in flight may be another thread's (its waker ends the wait early): a short
+            // sleep between drain turns, not a spin.
+            let timeout = if more {
+                Duration::from_millis(1)
+            } else {
+                (deadline - now).min(Duration::from_millis(100))
+            };
+            if let Err(e) = self.poll.poll(events, Some(timeout)) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,690 @@
+//! The name server on top of the event loop: the [`Handler`] that turns frames into
+//! `RemotingCommand`s for the [`Processor`], and the pacing that keeps one loop fair.
+//!
+//! What lives here rather than in the loop or the processor:
+//! * **Admission of registrations.** REGISTER_BROKER is the expensive request: it waits in a
+//!   queue (one per connection, whose later frames are held so replies keep their order) and
+//!   is applied in `before_sleep`, after the cheap requests of the turn, within a budget of
+//!   registrations and time. Connections that may carry registrations are read as the loop's
+//!   *bulk* class: after clients, first come first served, while the queue has room. Past
+//!   `registrationBacklogLimit` waiting peers a registration is answered SYSTEM_BUSY
+//!   `[OVERLOAD]`, as Java's full request queue is.
+//! * **Expiry pacing.** The scan timer only marks a scan due; the scan runs a chunk of brokers
+//!   per turn, and expired brokers' connections are closed a chunk per turn.
+//! * **Unregistrations** come back from the batching thread and are applied in chunks, within
+//!   the same time budget as registrations.
+//! * **Heap trimming** after bursts, **settings refresh** after UPDATE_NAMESRV_CONFIG, the
+//!   loop's counters for the stats extension, and a `catch_unwind` around every request.
+
+use crate::config::NamesrvConfig;
+use crate::event_loop::oneway;
+use crate::event_loop::{
+    self, ConnId, Ctx, EventLoop, Handler, Limits, ListenerTag, LoopStats, LoopWaker, Next,
+    ReadClass, TimerId,
+};
+use crate::kv::KvStore;
+use crate::processor::{
+    Effects, Outbox, Processor, RequestContext, ServerCounters, UnregisterBatch, Unregistration,
+};
+use crate::remoting::codes::{is_broker_request, request, response};
+use crate::remoting::command::{DecodeLimits, RemotingCommand};
+use crate::remoting::frame::{self, FrameError};
+use crate::remoting::json;
+use bytes::{Bytes, BytesMut};
+use crossbeam_channel::Receiver;
+use log::{error, warn};
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+pub use crate::event_loop::StopHandle;
+
+/// The name server's listener (a controller port would be another tag on the same loop).
+const NAMESRV_LISTENER: ListenerTag = ListenerTag(0);
+
+/// Marks a broker expiry scan due every `scanNotActiveBrokerInterval`.
+const SCAN_TIMER: TimerId = TimerId(0);
+
+/// Bytes read from one connection per turn before others get theirs.
+const READ_BUDGET: usize = 256 * 1024;
+
+/// Time per turn spent on queued registrations and unregistrations (together) before the
+/// loop goes back to answering reads: keeps route lookups fast during storms and mass
+/// expiry. At least one queued item is always handled, so progress never stops.
+const SLOW_WORK_BUDGET: Duration = Duration::from_micros(300);
+
+/// Queued registration bytes beyond which broker connections are not read this turn (about
+/// a dozen 100-topic registrations: what one turn's budget applies).
+const REGISTRATION_READ_AHEAD_BYTES: usize = 256 * 1024;
+
+/// Bytes of queued registration frames beyond which new ones are answered SYSTEM_BUSY.
+const REGISTRATION_BACKLOG_BYTES: usize = 256 << 20;
+
+/// Bytes of registration traffic after which freed heap is handed back to the OS once the
+/// queues are empty again (glibc keeps a burst's peak otherwise).
+const TRIM_AFTER_BYTES: usize = 4 << 20;
+
+/// Unregistrations applied per step of a large batch.
+const UNREGISTER_CHUNK: usize = 32;
+
+/// Expiry entries examined per turn during a mass expiry, and expired brokers' connections
+/// closed per turn (each close is a syscall or two; ten thousand at once would stall
+/// everyone else).
+const EXPIRY_CHUNK: usize = 64;
+
+/// How long one NOTIFY_MIN_BROKER_ID_CHANGE attempt may take.
+const NOTIFY_TIMEOUT: Duration = Duration::from_millis(300);
+
+/// How long a stop may take to answer queued work and flush replies.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Java's remark when a request queue is full.
+const OVERLOAD_REMARK: &str = "[OVERLOAD]system busy, start flow control for a while";
+
+// ---------------------------------------------------------------------- public API
+
+/// Why the server could not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// The listening socket could not be bound (port in use, address not local, ...).
+    Bind {
+        addr: SocketAddr,
+        source: io::Error,
+    },
+    Io(io::Error),
+    Kv(crate::kv::KvError),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Bind { addr, source } => {
+                write!(f, "cannot listen on {addr}: {}", os_message(source))
+            }
+            StartError::Io(e) => write!(f, "{e}"),
+            StartError::Kv(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+impl From<io::Error> for StartError {
+    fn from(e: io::Error) -> Self {
+        StartError::Io(e)
+    }
+}
+
+/// An OS error's message without Rust's ` (os error N)` suffix: what operators know from
+/// other servers (`Address already in use`).
+fn os_message(e: &io::Error) -> String {
+    let text = e.to_string();
+    match (e.raw_os_error(), text.rfind(" (os error ")) {
+        (Some(_), Some(at)) => text[..at].to_string(),
+        _ => text,
+    }
+}
+
+/// A bound, not yet running name server.
+pub struct Server {
+    event_loop: EventLoop<NameServer>,
+    app: NameServer,
+    local_addr: SocketAddr,
+}
+
+impl Server {
+    /// Loads the KV store, binds the listener and starts the helper threads.
+    pub fn bind(mut config: NamesrvConfig) -> Result<Server, StartError> {
+        let kv =
+            KvStore::open(std::path::Path::new(&config.kv_config_path)).map_err(StartError::Kv)?;
+        let addr = bind_address(&config)?;
+        let mut event_loop = EventLoop::new(loop_limits(&config))?;
+        let local_addr = event_loop
+            .listen(addr, NAMESRV_LISTENER)
+            .map_err(|source| StartError::Bind { addr, source })?;
+        // As Java after binding port 0: GET_NAMESRV_CONFIG reports the port actually bound.
+        config.listen_port = local_addr.port();
+        let mut app = NameServer::new(config, kv, event_loop.waker())?;
+        app.arm_scan_timer(event_loop.ctx());
+        Ok(Server {
+            event_loop,
+            app,
+            local_addr,
+        })
+    }
+
+    /// The address actually bound (port 0 resolved).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    pub fn stop_handle(&self) -> StopHandle {
+        self.event_loop.stop_handle()
+    }
+
+    /// Runs the loop until stopped; returns once replies in flight were sent (within the
+    /// drain timeout) and the helper threads have ended.
+    pub fn run(self) -> io::Result<()> {
+        let app = self.event_loop.run(self.app)?;
+        app.shutdown();
+        Ok(())
+    }
+}
+
+fn bind_address(config: &NamesrvConfig) -> Result<SocketAddr, StartError> {
+    let host = &config.bind_address;
+    let port = config.listen_port;
+    format!("{host}:{port}")
+        .parse()
+        .or_else(|_| format!("[{host}]:{port}").parse())
+        .map_err(|_| {
+            StartError::Io(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("bad bindAddress {host}"),
+            ))
+        })
+}
+
+/// A server running on its own thread (tests, embedding).
+pub struct ServerHandle {
+    addr: SocketAddr,
+    stop: StopHandle,
+    thread: Option<JoinHandle<io::Result<()>>>,
+}
+
+impl ServerHandle {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops the loop and waits for it to return.
+    pub fn stop(mut self) -> io::Result<()> {
+        self.stop_and_join()
+    }
+
+    fn stop_and_join(&mut self) -> io::Result<()> {
+        self.stop.stop();
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .map_err(|_| io::Error::other("event loop thread panicked"))?,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        if let Err(e) = self.stop_and_join() {
+            error!("event loop ended with an error: {e}");
+        }
+    }
+}
+
+/// Binds and runs a server on a new thread; returns once it is listening.
+pub fn start(config: NamesrvConfig) -> Result<ServerHandle, StartError> {
+    let server = Server::bind(config)?;
+    let addr = server.local_addr();
+    let stop = server.stop_handle();
+    let thread = std::thread::Builder::new()
+        .name("event-loop".into())
+        .spawn(move || server.run())?;
+    Ok(ServerHandle {
+        addr,
+        stop,
+        thread: Some(thread),
+    })
+}
+
+// ---------------------------------------------------------------------- settings
+
+/// What the loop enforces, from the config (again after each config update).
+fn loop_limits(c: &NamesrvConfig) -> Limits {
+    Limits {
+        read_budget: READ_BUDGET,
+        write_high_water: c.conn_write_high_water as usize,
+        write_hard_cap: c.conn_write_hard_cap as usize,
+        idle_ms: (c.server_channel_max_idle_time_seconds.max(0) as u64) * 1000,
+        max_connections: c.max_connections as usize,
+        bulk_line_limit: c.registration_backlog_limit as usize,
+        drain_timeout: DRAIN_TIMEOUT,
+    }
+}
+
+/// Settings read on every frame; refreshed after a config update.
+#[derive(Debug, Clone, Copy)]
+struct Settings {
+    frame_max: u32,
+    decode: DecodeLimits,
+    scan_interval_ms: u64,
+    registration_budget: usize,
+}
+
+impl Settings {
+    fn from_config(c: &NamesrvConfig) -> Self {
+        Settings {
+            frame_max: c.frame_max_length,
+            decode: DecodeLimits {
+                max_header_len: c.max_header_length as usize,
+                max_ext_fields: c.max_ext_fields as usize,
+                json: json::Limits {
+                    max_depth: c.max_json_depth as usize,
+                    max_string_len: c.max_json_string_length as usize,
+                },
+            },
+            scan_interval_ms: c.scan_not_active_broker_interval.max(1) as u64,
+            registration_budget: c.registration_budget_per_iteration.max(1) as usize,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------- the handler
+
+/// What the name server remembers per connection.
+#[derive(Debug, Default)]
+struct PeerState {
+    /// Whether a request has been decoded on this connection yet (the first one says
+    /// whether the peer is a broker or a client).
+    seen_request: bool,
+}
+
+/// A REGISTER_BROKER waiting for its turn.
+struct QueuedRegistration {
+    conn: ConnId,
+    cmd: RemotingCommand,
+}
+
+/// Registrations waiting to be applied, at most one per connection.
+#[derive(Default)]
+struct RegistrationQueue {
+    queue: VecDeque<QueuedRegistration>,
+    bytes: usize,
+}
+
+/// Where a mass expiry stands.
+#[derive(Default)]
+struct ExpiryPacer {
+    next_scan_ms: u64,
+    /// The scan timer fired; a scan starts when the one in progress (if any) is done.
+    scan_due: bool,
+    /// A scan found more due brokers than one turn handles.
+    in_progress: bool,
+    /// Connections of expired brokers waiting to be closed.
+    conns_to_close: VecDeque<ConnId>,
+}
+
+/// The name server as the loop's handler.
+struct NameServer {
+    processor: Processor,
+    settings: Settings,
+    registrations: RegistrationQueue,
+    /// Batches handed back by the batching thread, and their items not yet applied.
+    unregister_batches: Receiver<UnregisterBatch>,
+    unregistrations: VecDeque<Unregistration>,
+    expiry: ExpiryPacer,
+    bytes_since_trim: usize,
+    next_trim_ms: u64,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl NameServer {
+    fn new(config: NamesrvConfig, kv: KvStore, waker: LoopWaker) -> io::Result<NameServer> {
+        let capacity = config.un_register_broker_queue_capacity.max(1) as usize;
+        let (unregistrations, unregister_batches, batcher) =
+            event_loop::spawn_batcher("unregister-worker", capacity, waker)?;
+        let (notifications, sender) =
+            oneway::spawn_sender("notify-sender", capacity, NOTIFY_TIMEOUT)?;
+        let settings = Settings::from_config(&config);
+        let outbox = Outbox {
+            unregistrations,
+            notifications,
+        };
+        Ok(NameServer {
+            processor: Processor::new(config, kv, outbox),
+            settings,
+            registrations: RegistrationQueue::default(),
+            unregister_batches,
+            unregistrations: VecDeque::new(),
+            expiry: ExpiryPacer::default(),
+            bytes_since_trim: 0,
+            next_trim_ms: 0,
+            threads: vec![batcher, sender],
+        })
+    }
+
+    fn arm_scan_timer(&mut self, ctx: &mut Ctx<PeerState>) {
+        self.expiry.next_scan_ms = ctx.now_ms() + self.settings.scan_interval_ms;
+        ctx.set_timer(SCAN_TIMER, self.expiry.next_scan_ms);
+    }
+
+    /// The processor holds the threads' senders: dropping it ends them.
+    fn shutdown(self) {
+        let NameServer {
+            processor, threads, ..
+        } = self;
+        drop(processor);
+        for t in threads {
+            if t.join().is_err() {
+                error!("a helper thread panicked");
+            }
+        }
+    }
+
+    /// Enough registrations are queued for this turn's budget: read no more broker traffic
+    /// until some are applied.
+    fn registration_queue_full(&self) -> bool {
+        self.registrations.queue.len() >= self.settings.registration_budget
+            || self.registrations.bytes >= REGISTRATION_READ_AHEAD_BYTES
+    }
+
+    /// Runs one request now and writes its reply to the connection.
+    fn handle_now(
+        &mut self,
+        ctx: &mut Ctx<PeerState>,
+        conn: ConnId,
+        cmd: &RemotingCommand,
+    ) -> Next {
+        let rctx = RequestContext {
+            conn: Some(conn.index()),
+            peer: ctx.peer(conn),
+            now_ms: ctx.now_ms(),
+        };
+        let counters = server_counters(ctx.stats());
+        let Some(out) = ctx.write_buf(conn) else {
+            return Next::Close;
+        };
+        let Some(effects) = handle_guarded(&mut self.processor, &rctx, &counters, cmd, out) else {
+            warn!(
+                "closing connection from {:?}: handling request code {} panicked",
+                rctx.peer, cmd.code
+            );
+            return Next::Close;
+        };
+        if effects.config_changed {
+            self.refresh_settings(ctx);
+        }
+        Next::Continue
+    }
+
+    /// A REGISTER_BROKER: queued (holding the connection's later frames), or answered
+    /// SYSTEM_BUSY when too much is waiting.
+    fn admit_registration(
+        &mut self,
+        ctx: &mut Ctx<PeerState>,
+        conn: ConnId,
+        cmd: RemotingCommand,
+    ) -> Next {
+        // The queue is full and more peers than `registrationBacklogLimit` wait behind it:
+        // registrations read now are refused rather than queued.
+        let shedding = self.registration_queue_full() && ctx.bulk_line_full();
+        if shedding || self.registrations.bytes + cmd.body.len() > REGISTRATION_BACKLOG_BYTES {
+            warn!(
+                "registration backlog full ({} queued): answering SYSTEM_BUSY to {:?}",
+                self.registrations.queue.len(),
+                ctx.peer(conn)
+            );
+            if let Some(out) = ctx.write_buf(conn) {
+                self.processor
+                    .reply_error(&cmd, response::SYSTEM_BUSY, OVERLOAD_REMARK, out);
+            }
+            return Next::Continue;
+        }
+        self.registrations.bytes += cmd.body.len();
+        self.registrations
+            .queue
+            .push_back(QueuedRegistration { conn, cmd });
+        ctx.set_read_class(conn, ReadClass::Bulk);
+        Next::Hold
+    }
+
+    /// After UPDATE_NAMESRV_CONFIG: new limits for the loop, new settings here.
+    fn refresh_settings(&mut self, ctx: &mut Ctx<PeerState>) {
+        let config = self.processor.config();
+        self.settings = Settings::from_config(config);
+        ctx.set_limits(loop_limits(config));
+        // A shorter scan interval takes effect now, not after the old one.
+        let next = ctx.now_ms() + self.settings.scan_interval_ms;
+        if next < self.expiry.next_scan_ms {
+            self.expiry.next_scan_ms = next;
+            ctx.set_timer(SCAN_TIMER, next);
+        }
+    }
+
+    /// Applies queued registrations: at least one, then until the count or time budget for
+    /// this turn is spent. Each answered connection may send its next frames.
+    fn run_registrations(&mut self, ctx: &mut Ctx<PeerState>, started: Instant) {
+        let mut done = 0;
+        while done < self.settings.registration_budget {
+            if done > 0 && started.elapsed() >= SLOW_WORK_BUDGET {
+                break;
+            }
+            let Some(q) = self.registrations.queue.pop_front() else {
+                break;
+            };
+            self.registrations.bytes -= q.cmd.body.len();
+            self.bytes_since_trim += q.cmd.body.len();
+            done += 1;
+            let Some(peer) = ctx.peer(q.conn) else {
+                continue;
+            };
+            let rctx = RequestContext {
+                conn: Some(q.conn.index()),
+                peer: Some(peer),
+                now_ms: ctx.now_ms(),
+            };
+            let counters = server_counters(ctx.stats());
+            let Some(out) = ctx.write_buf(q.conn) else {
+                continue;
+            };
+            if handle_guarded(&mut self.processor, &rctx, &counters, &q.cmd, out).is_none() {
+                ctx.close(q.conn, "registration handler panicked");
+                continue;
+            }
+            // Frames that arrived behind the registration can go now, in turn with the other
+            // waiting brokers (first come, first served).
+            ctx.release(q.conn);
+        }
+    }
+
+    /// Takes batches from the batching thread and applies them in chunks, so that a mass
+    /// expiry never holds the loop for long.
+    fn apply_unregistrations(&mut self, started: Instant) {
+        while let Ok(batch) = self.unregister_batches.try_recv() {
+            self.processor.record_unregister_batch(batch.len());
+            self.bytes_since_trim += batch.len() * 1024;
+            self.unregistrations.extend(batch);
+        }
+        while !self.unregistrations.is_empty() {
+            let n = self.unregistrations.len().min(UNREGISTER_CHUNK);
+            let chunk: UnregisterBatch = self.unregistrations.drain(..n).collect();
+            self.processor.apply_unregister_batch(&chunk);
+            if started.elapsed() >= SLOW_WORK_BUDGET {
+                break;
+            }
+        }
+    }
+
+    /// A due scan runs a chunk of brokers per turn; when it ends, the expired brokers'
+    /// connections are closed, a chunk per turn.
+    fn pace_expiry(&mut self, ctx: &mut Ctx<PeerState>) {
+        let now = ctx.now_ms();
+        let expiry = &mut self.expiry;
+        if expiry.scan_due || expiry.in_progress {
+            if !expiry.in_progress {
+                expiry.scan_due = false;
+                expiry.next_scan_ms = now + self.settings.scan_interval_ms;
+                ctx.set_timer(SCAN_TIMER, expiry.next_scan_ms);
+            }
+            let (to_close, more) = self.processor.expire_silent_brokers(now, EXPIRY_CHUNK);
+            expiry.in_progress = more;
+            expiry
+                .conns_to_close
+                .extend(to_close.into_iter().filter_map(|index| ctx.conn_at(index)));
+        }
+        for _ in 0..EXPIRY_CHUNK {
+            let Some(conn) = expiry.conns_to_close.pop_front() else {
+                break;
+            };
+            ctx.close(conn, "broker expired");
+        }
+    }
+
+    /// After a registration burst or a mass unregistration, once the queues are back to their
+    /// usual size, hands the freed heap back to the OS (at most once a second), so RSS
+    /// follows the tables rather than the burst's peak.
+    fn trim_heap_after_bursts(&mut self, now_ms: u64) {
+        // During a long storm the queue never empties, so "drained to its usual read-ahead"
+        // is the signal that a burst is over.
+        if self.bytes_since_trim < TRIM_AFTER_BYTES
+            || self.registrations.bytes > REGISTRATION_READ_AHEAD_BYTES
+            || !self.unregistrations.is_empty()
+            || now_ms < self.next_trim_ms
+        {
+            return;
+        }
+        self.bytes_since_trim = 0;
+        self.next_trim_ms = now_ms + 1000;
+        release_free_heap();
+    }
+}
+
+impl Handler for NameServer {
+    type Conn = PeerState;
+    type FrameError = FrameError;
+
+    fn cut_frame(&self, buf: &mut BytesMut) -> Result<Option<Bytes>, FrameError> {
+        frame::next_frame(buf, self.settings.frame_max)
+    }
+
+    /// New connections are scheduled as brokers' until their first request shows a client.
+    fn on_accept(&mut self, _: &mut Ctx<PeerState>, _: ConnId, _: ListenerTag) -> ReadClass {
+        ReadClass::Bulk
+    }
+
+    fn on_frame(&mut self, ctx: &mut Ctx<PeerState>, conn: ConnId, frame: Bytes) -> Next {
+        let cmd = match RemotingCommand::decode(frame, &self.settings.decode) {
+            Ok(c) => c,
+            Err(e) => {
+                warn!("closing connection from {:?}: {e}", ctx.peer(conn));
+                return Next::Close;
+            }
+        };
+        if let Some(peer) = ctx.data(conn) {
+            if !peer.seen_request {
+                peer.seen_request = true;
+                let class = if is_broker_request(cmd.code) {
+                    ReadClass::Bulk
+                } else {
+                    ReadClass::Interactive
+                };
+                ctx.set_read_class(conn, class);
+            }
+        }
+        if cmd.code == request::REGISTER_BROKER && !cmd.is_response() {
+            // Answered in before_sleep; this connection's later frames wait so that its
+            // replies keep their order.
+            return self.admit_registration(ctx, conn, cmd);
+        }
+        self.handle_now(ctx, conn, &cmd)
+    }
+
+    /// Every broker that registered over the connection is unregistered.
+    fn on_close(&mut self, _: &mut Ctx<PeerState>, conn: ConnId, _: PeerState) {
+        self.processor.connection_closed(conn.index());
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<PeerState>, timer: TimerId) {
+        if timer == SCAN_TIMER {
+            self.expiry.scan_due = true;
+            // A quiet spell after a burst still gets its route-change summary line.
+            self.processor.log_change_summary(ctx.now_ms());
+        }
+    }
+
+    fn may_read_bulk(&self) -> bool {
+        !self.registration_queue_full()
+    }
+
+    /// The paced work of a turn: registrations, then unregistrations (sharing one time
+    /// budget), expiry, heap trimming.
+    fn before_sleep(&mut self, ctx: &mut Ctx<PeerState>) -> bool {
+        let slow_work = Instant::now();
+        self.run_registrations(ctx, slow_work);
+        self.apply_unregistrations(slow_work);
+        self.pace_expiry(ctx);
+        self.trim_heap_after_bursts(ctx.now_ms());
+        !self.registrations.queue.is_empty()
+            || !self.unregistrations.is_empty()
+            || self.expiry.in_progress
+            || self.expiry.scan_due
+            || !self.expiry.conns_to_close.is_empty()
+    }
+}
+
+fn server_counters(stats: LoopStats) -> ServerCounters {
+    ServerCounters {
+        connections: stats.connections,
+        bytes_in: stats.bytes_in,
+        bytes_out: stats.bytes_out,
+    }
+}
+
+/// Runs the processor on one request, containing a panic (a bug, never expected) to that
+/// request: it is logged and the caller closes the connection, and the server keeps serving
+/// everyone else.
+fn handle_guarded(
+    processor: &mut Processor,
+    ctx: &RequestContext,
+    counters: &ServerCounters,
+    cmd: &RemotingCommand,
+    out: &mut Vec<u8>,
+) -> Option<Effects> {
+    let mark = out.len();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        processor.handle(ctx, counters, cmd, out)
+    }));
+    match result {
+        Ok(effects) => Some(effects),
+        Err(_) => {
+            out.truncate(mark);
+            error!(
+                "BUG: request code {} from {:?} panicked; closing that connection",
+                cmd.code, ctx.peer
+            );
+            None
+        }
+    }
+}
+
+/// Returns freed heap memory to the OS (glibc keeps it in its free lists otherwise).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn release_free_heap() {
+    extern "C" {
+        fn malloc_trim(pad: usize) -> i32;
+    }
+    // SAFETY: glibc's malloc_trim(size_t) has no preconditions: it only walks the allocator's
+    // own free lists (under the allocator's locks) and releases whole free pages; it never
+    // touches memory that is still allocated.
+    unsafe {
+        malloc_trim(0);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn release_free_heap() {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn os_errors_read_as_the_os_says_them() {
+        let e = io::Error::from_raw_os_error(98);
+        assert!(e.to_string().contains("(os error 98)"));
+        assert!(!os_message(&e).contains("os error"));
+        let plain = io::Error::other("no such thing");
+        assert_eq!(os_message(&plain), "no such thing");
+    }
+}
