@@ -19,6 +19,8 @@
 
 pub mod client;
 pub mod config;
+#[cfg(feature = "controller")]
+pub mod controller;
 pub mod durable_file;
 pub mod kv;
 pub mod logging;

@@ -1,0 +1,564 @@
+//! The controller as one object the event loop drives: [`Controller`] owns the config, the
+//! replicated state, the liveness table, the request pipeline, the log and the pending
+//! notifications, and turns the loop's inputs into replies.
+//!
+//! Inputs, all on the loop thread, time passed in: a frame from the controller port
+//! ([`Controller::handle`]), "the log writer has news" ([`Controller::on_log_completions`],
+//! after the `mio::Waker` given to [`Controller::open`] fired), timers
+//! ([`Controller::expire_requests`], [`Controller::scan_not_active_brokers`],
+//! [`Controller::scan_inactive_masters`]) and a closed connection
+//! ([`Controller::connection_closed`]). Outputs: replies for the caller's tickets (`T`: the
+//! loop's connection + opaque + serialization), connections to close, and role-change
+//! notifications to send off the loop ([`Controller::take_notifications`]).
+//!
+//! Inactive brokers become elections as in Java's `ControllerManager`: an inactive master
+//! (or a scan that finds one) starts a controller-triggered election, retried up to
+//! `electMasterMaxRetryCount` times until one succeeds; a successful election, from
+//! anywhere, notifies the set's active members when `notifyBrokerRoleChanged` is on.
+
+use super::codes::response as rc;
+use super::config::{ConfigError, ControllerConfig};
+use super::lease::WriteLeaseGate;
+use super::liveness::{ConnRef, InactiveBroker, Liveness};
+use super::notify::{self, NotifyOutbox, RoleChangeNotification};
+use super::pipeline::{Completed, Durability, Inputs, Origin, Pipeline};
+use super::replicas::Elected;
+use super::request::{self, ControllerRequest, ElectMaster, Heartbeat, LeaderRequest};
+use super::response::Response;
+use super::state::ControllerState;
+use super::storage::{Completion, SingleNodeLog, Storage, StorageError};
+use crate::remoting::codes::response::{REQUEST_CODE_NOT_SUPPORTED, SUCCESS, SYSTEM_ERROR};
+use crate::remoting::command::RemotingCommand;
+use std::fmt;
+use std::sync::Arc;
+
+/// The single node's leader term (a Raft group will pass its term instead).
+const SINGLE_NODE_TERM: u64 = 1;
+
+/// An answer for one of the caller's requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply<T> {
+    pub ticket: T,
+    pub response: Response,
+}
+
+/// Why the controller cannot start.
+#[derive(Debug)]
+pub enum StartError {
+    Config(ConfigError),
+    Storage(StorageError),
+}
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StartError::Config(e) => write!(f, "controller config: {e}"),
+            StartError::Storage(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// A request of the caller's: the ticket and whether an answer is expected.
+type Ticket<T> = (T, bool);
+
+pub struct Controller<T> {
+    config: ControllerConfig,
+    state: ControllerState,
+    liveness: Liveness,
+    pipeline: Pipeline<Ticket<T>>,
+    log: SingleNodeLog,
+    applied_index: u64,
+    events_since_snapshot: u64,
+    outbox: NotifyOutbox,
+    lease: WriteLeaseGate,
+}
+
+impl<T> Controller<T> {
+    /// Applies the kept runtime config updates, recovers the store and starts its writer.
+    pub fn open(
+        mut config: ControllerConfig,
+        waker: Option<Arc<mio::Waker>>,
+    ) -> Result<Self, StartError> {
+        config.load_updates().map_err(StartError::Config)?;
+        let java_store = config
+            .store_path()
+            .join(format!("dledger-{}", config.self_peer().id));
+        if java_store.exists() {
+            log::warn!(
+                "controller: {} holds a Java DLedger controller store; its state is not imported (brokers re-apply for ids)",
+                java_store.display()
+            );
+        }
+        let dir = config.store_dir();
+        let (storage, recovered) = Storage::open(&dir, waker).map_err(StartError::Storage)?;
+        log::info!(
+            "controller {} on port {}: store {} recovered {} broker sets (snapshot at {}, {} log records replayed, last index {})",
+            config.self_peer().id,
+            config.listen_port(),
+            dir.display(),
+            recovered.state.broker_names().len(),
+            recovered.snapshot_index,
+            recovered.replayed,
+            recovered.last_index
+        );
+        Ok(Controller {
+            config,
+            state: recovered.state,
+            liveness: Liveness::new(),
+            pipeline: Pipeline::new(),
+            log: SingleNodeLog::new(storage),
+            applied_index: recovered.last_index,
+            events_since_snapshot: recovered.events_since_snapshot,
+            outbox: NotifyOutbox::default(),
+            lease: WriteLeaseGate::new(),
+        })
+    }
+
+    pub fn config(&self) -> &ControllerConfig {
+        &self.config
+    }
+
+    pub fn state(&self) -> &ControllerState {
+        &self.state
+    }
+
+    pub fn liveness(&self) -> &Liveness {
+        &self.liveness
+    }
+
+    /// The index of the last entry applied to the state.
+    pub fn applied_index(&self) -> u64 {
+        self.applied_index
+    }
+
+    /// Requests waiting in the pipeline (the one in flight included).
+    pub fn pending_requests(&self) -> usize {
+        self.pipeline.len()
+    }
+
+    /// When [`expire_requests`](Self::expire_requests) next has something to do.
+    pub fn next_deadline_ms(&self) -> Option<u64> {
+        self.pipeline.next_deadline_ms()
+    }
+
+    /// Rough bytes held by the tables (for memory reports).
+    pub fn approximate_bytes(&self) -> usize {
+        self.state.approximate_bytes() + self.liveness.approximate_bytes()
+    }
+
+    /// One request from the controller port. Replies (this one's, if it can be answered
+    /// now, and any others it released) are appended to `out`.
+    pub fn handle(
+        &mut self,
+        ticket: T,
+        cmd: &RemotingCommand,
+        conn: Option<ConnRef>,
+        now_ms: u64,
+        out: &mut Vec<Reply<T>>,
+    ) {
+        if cmd.is_response() {
+            log::debug!(
+                "controller: dropping an unexpected response frame (opaque {})",
+                cmd.opaque
+            );
+            return;
+        }
+        let wants_reply = !cmd.is_oneway();
+        let request = match request::parse(cmd) {
+            Ok(request) => request,
+            Err(response) => return reply(out, ticket, wants_reply, response),
+        };
+        let response = match request {
+            ControllerRequest::Heartbeat(hb) => self.heartbeat(&hb, conn, wants_reply, now_ms),
+            ControllerRequest::GetMetadata => self.metadata(),
+            ControllerRequest::UpdateConfig { body } => self.update_config(body.as_deref()),
+            ControllerRequest::GetConfig => {
+                Response::new(SUCCESS, None).body(self.config.to_properties_text().into_bytes())
+            }
+            ControllerRequest::Unsupported(code) => Response::error(
+                REQUEST_CODE_NOT_SUPPORTED,
+                format!(" request type {code} not supported"),
+            ),
+            ControllerRequest::Leader(request) => {
+                log::debug!(
+                    "controller: {} queued",
+                    super::codes::request_name(request.code())
+                );
+                return self.submit(Origin::Client((ticket, wants_reply)), request, now_ms, out);
+            }
+        };
+        reply(out, ticket, wants_reply, response);
+    }
+
+    fn heartbeat(
+        &mut self,
+        hb: &Heartbeat,
+        conn: Option<ConnRef>,
+        wants_reply: bool,
+        now_ms: u64,
+    ) -> Response {
+        if hb.broker_id.is_none() {
+            return Response::error(
+                rc::CONTROLLER_INVALID_REQUEST,
+                "Heart beat with empty brokerId",
+            );
+        }
+        self.liveness.on_heartbeat(hb, conn, now_ms);
+        let response = Response::new(SUCCESS, Some("Heart beat success".into()));
+        // Only a peer that reads the answer can use a lease (rocketmq-rust brokers).
+        if !wants_reply || self.log.failure().is_some() {
+            return response;
+        }
+        match self.lease.grant(hb, &self.state, SINGLE_NODE_TERM, now_ms) {
+            Some(body) => response.body(body),
+            None => response,
+        }
+    }
+
+    /// 1005: this node is the group's only member, so it is the leader.
+    fn metadata(&self) -> Response {
+        let me = self.config.self_peer();
+        let peers: String = self
+            .config
+            .peers()
+            .iter()
+            .map(|p| format!("{}:{};", p.id, p.address))
+            .collect();
+        let mut fields = vec![
+            ("controllerLeaderAddress", me.address.clone()),
+            ("controllerLeaderId", me.id.clone()),
+        ];
+        if let Some(group) = self.config.group() {
+            fields.push(("group", group.to_owned()));
+        }
+        fields.push(("isLeader", "true".to_owned()));
+        fields.push(("peers", peers));
+        Response::with_header(SUCCESS, fields)
+    }
+
+    /// 1009. The file write is small and rare; it runs here, before the answer.
+    fn update_config(&mut self, body: Option<&[u8]>) -> Response {
+        let Some(body) = body else {
+            return Response::new(SUCCESS, None);
+        };
+        match self.config.update(body) {
+            Ok(keys) => {
+                if !keys.is_empty() {
+                    log::info!(
+                        "controller: UPDATE_CONTROLLER_CONFIG set {}",
+                        keys.join(", ")
+                    );
+                }
+                Response::new(SUCCESS, None)
+            }
+            Err(e) => {
+                log::warn!("controller: UPDATE_CONTROLLER_CONFIG refused: {e}");
+                let (code, remark) = e.code_and_remark();
+                Response::error(code, remark)
+            }
+        }
+    }
+
+    fn submit(
+        &mut self,
+        origin: Origin<Ticket<T>>,
+        request: LeaderRequest,
+        now_ms: u64,
+        out: &mut Vec<Reply<T>>,
+    ) {
+        let mut done = Vec::new();
+        if let Err(not_serving) = self.log.serving() {
+            done.push(Completed {
+                origin,
+                response: not_serving.response(),
+                elected: None,
+            });
+        } else {
+            self.pipeline.submit(origin, request, now_ms, &mut done);
+            self.advance(now_ms, &mut done);
+        }
+        self.finish(done, now_ms, out);
+    }
+
+    fn advance(&mut self, now_ms: u64, done: &mut Vec<Completed<Ticket<T>>>) {
+        let settings = self.config.settings();
+        let inputs = Inputs {
+            liveness: &self.liveness,
+            now_ms,
+            enable_elect_unclean_master: settings.enable_elect_unclean_master,
+            process_read_event: settings.process_read_event,
+        };
+        self.pipeline
+            .advance(&self.state, &inputs, &mut self.log, done);
+    }
+
+    /// Routes completed requests: replies to callers, retries of the controller's own
+    /// elections, notifications for durable elections.
+    fn finish(
+        &mut self,
+        mut done: Vec<Completed<Ticket<T>>>,
+        now_ms: u64,
+        out: &mut Vec<Reply<T>>,
+    ) {
+        while !done.is_empty() {
+            let mut more = Vec::new();
+            for c in done {
+                if let Some(elected) = &c.elected {
+                    self.notify_elected(elected, now_ms);
+                }
+                match c.origin {
+                    Origin::Client((ticket, wants_reply)) => {
+                        reply(out, ticket, wants_reply, c.response)
+                    }
+                    Origin::Election {
+                        broker_name,
+                        attempts_left,
+                    } => {
+                        if c.response.code == SUCCESS || attempts_left <= 1 {
+                            continue;
+                        }
+                        log::warn!(
+                            "controller: election for broker set {broker_name} answered {} ({}); {} attempts left",
+                            c.response.code,
+                            c.response.remark.as_deref().unwrap_or(""),
+                            attempts_left - 1
+                        );
+                        let origin = Origin::Election {
+                            broker_name: broker_name.clone(),
+                            attempts_left: attempts_left - 1,
+                        };
+                        let request = LeaderRequest::ElectMaster(ElectMaster::controller_trigger(
+                            &broker_name,
+                        ));
+                        self.pipeline.submit(origin, request, now_ms, &mut more);
+                    }
+                }
+            }
+            self.advance(now_ms, &mut more);
+            done = more;
+        }
+    }
+
+    /// Queues 1008 for the active members of a set whose election is now durable.
+    fn notify_elected(&mut self, elected: &Elected, now_ms: u64) {
+        if !self.config.settings().notify_broker_role_changed {
+            return;
+        }
+        for n in notify::for_election(elected, &self.liveness, now_ms) {
+            self.outbox.push(n);
+        }
+    }
+
+    /// Picks up what the log writer finished: applies durable entries, releases their
+    /// answers, takes snapshots when due. Call when the waker given to `open` fired.
+    pub fn on_log_completions(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
+        let mut done = Vec::new();
+        while let Some(completion) = self.log.storage().try_completion() {
+            self.on_completion(completion, &mut done);
+        }
+        self.advance(now_ms, &mut done);
+        self.finish(done, now_ms, out);
+    }
+
+    fn on_completion(&mut self, completion: Completion, done: &mut Vec<Completed<Ticket<T>>>) {
+        match completion {
+            Completion::Durable { index, entry } => {
+                match self
+                    .pipeline
+                    .on_committed(Some(index), &entry, &mut self.state, done)
+                {
+                    Ok(events) => {
+                        self.applied_index = index;
+                        self.events_since_snapshot += events as u64;
+                        self.maybe_snapshot();
+                    }
+                    Err(e) => self.fail(format!("entry {index} cannot be applied: {e}"), done),
+                }
+            }
+            Completion::Failed { index, error } => {
+                self.fail(format!("entry {index}: {error}"), done);
+            }
+            Completion::Snapshot { index, result } => match result {
+                Ok(kept) => log::info!(
+                    "controller: snapshot at index {index} written; log cut to {kept} records"
+                ),
+                Err(e) => log::error!(
+                    "controller: snapshot at index {index} failed: {e}; the log keeps growing until one succeeds"
+                ),
+            },
+        }
+    }
+
+    fn fail(&mut self, why: String, done: &mut Vec<Completed<Ticket<T>>>) {
+        log::error!(
+            "controller: the log failed ({why}); leader-only requests are refused until restart"
+        );
+        self.log.mark_failed(why);
+        if let Err(not_serving) = self.log.serving() {
+            self.pipeline.fail_all(&not_serving.response(), done);
+        }
+    }
+
+    fn maybe_snapshot(&mut self) {
+        if self.events_since_snapshot < self.config.settings().snapshot_events {
+            return;
+        }
+        self.events_since_snapshot = 0;
+        if let Err(e) = self
+            .log
+            .storage_mut()
+            .snapshot(self.applied_index, &self.state)
+        {
+            log::error!(
+                "controller: snapshot at index {} not taken: {e}",
+                self.applied_index
+            );
+        }
+    }
+
+    /// Answers requests that waited longer than 5 s.
+    pub fn expire_requests(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
+        let mut done = Vec::new();
+        self.pipeline.expire(now_ms, &mut done);
+        self.finish(done, now_ms, out);
+    }
+
+    /// The heartbeat-expiry scan (every `scanNotActiveBrokerInterval`): silent brokers are
+    /// dropped, an inactive master is replaced. Returns the connections to close.
+    pub fn scan_not_active_brokers(
+        &mut self,
+        now_ms: u64,
+        out: &mut Vec<Reply<T>>,
+    ) -> Vec<ConnRef> {
+        let gone = self.liveness.scan_not_active(now_ms);
+        let conns = gone.iter().filter_map(|b| b.conn).collect();
+        for broker in &gone {
+            log::warn!(
+                "controller: broker {} id {} (cluster {}) stopped heartbeating",
+                broker.broker_name,
+                broker.broker_id,
+                broker.cluster_name.as_deref().unwrap_or("?")
+            );
+        }
+        self.brokers_inactive(&gone, now_ms, out);
+        conns
+    }
+
+    /// A connection on the controller port closed: its brokers are inactive now.
+    pub fn connection_closed(&mut self, conn: ConnRef, now_ms: u64, out: &mut Vec<Reply<T>>) {
+        let gone = self.liveness.connection_closed(conn);
+        for broker in &gone {
+            log::info!(
+                "controller: broker {} id {} disconnected",
+                broker.broker_name,
+                broker.broker_id
+            );
+        }
+        self.brokers_inactive(&gone, now_ms, out);
+    }
+
+    /// Java's `onBrokerInactive`: only the master's loss starts an election.
+    fn brokers_inactive(&mut self, gone: &[InactiveBroker], now_ms: u64, out: &mut Vec<Reply<T>>) {
+        for broker in gone {
+            let is_master = self
+                .state
+                .sync_state(&broker.broker_name)
+                .is_some_and(|s| s.master_broker_id() == Some(broker.broker_id));
+            if is_master {
+                self.trigger_election(&broker.broker_name, now_ms, out);
+            }
+        }
+    }
+
+    /// The inactive-master scan (every `scanInactiveMasterInterval`): a set whose master is
+    /// inactive while another member is alive gets an election.
+    pub fn scan_inactive_masters(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
+        let mut names: Vec<String> = Vec::new();
+        for sync in self.state.sync_states() {
+            let Some(master) = sync.master_broker_id() else {
+                continue;
+            };
+            let cluster = sync.cluster_name();
+            let name = sync.broker_name();
+            if self.liveness.is_active(cluster, name, master, now_ms) {
+                continue;
+            }
+            let any_alive = self.state.replica_info(name).is_some_and(|r| {
+                r.brokers()
+                    .keys()
+                    .any(|id| self.liveness.is_active(cluster, name, *id, now_ms))
+            });
+            if any_alive {
+                names.push(name.to_owned());
+            }
+        }
+        names.sort();
+        for name in names {
+            log::info!("controller: master of broker set {name} is inactive; electing another");
+            self.trigger_election(&name, now_ms, out);
+        }
+    }
+
+    fn trigger_election(&mut self, broker_name: &str, now_ms: u64, out: &mut Vec<Reply<T>>) {
+        let attempts = self.config.settings().elect_master_max_retry_count;
+        if attempts == 0 || self.pipeline.has_election_for(broker_name) {
+            return;
+        }
+        self.submit(
+            Origin::Election {
+                broker_name: broker_name.to_owned(),
+                attempts_left: attempts,
+            },
+            LeaderRequest::ElectMaster(ElectMaster::controller_trigger(broker_name)),
+            now_ms,
+            out,
+        );
+    }
+
+    /// Role-change notifications to send (newest per broker address).
+    pub fn take_notifications(&mut self) -> Vec<RoleChangeNotification> {
+        self.outbox.drain()
+    }
+
+    /// Stops: waits for the writer to finish what it was given, applies and answers what it
+    /// made durable, and answers everything else SYSTEM_ERROR.
+    pub fn shutdown(self, now_ms: u64) -> Vec<Reply<T>> {
+        let Controller {
+            config,
+            mut state,
+            liveness,
+            mut pipeline,
+            log: single,
+            ..
+        } = self;
+        let mut done = Vec::new();
+        for completion in single.into_storage().close() {
+            if let Completion::Durable { index, entry } = completion {
+                if let Err(e) = pipeline.on_committed(Some(index), &entry, &mut state, &mut done) {
+                    log::error!("controller: entry {index} cannot be applied at shutdown: {e}");
+                }
+            }
+        }
+        pipeline.fail_all(
+            &Response::error(SYSTEM_ERROR, "the controller is shutting down"),
+            &mut done,
+        );
+        let _ = (config, liveness);
+        let mut out = Vec::new();
+        for c in done {
+            if let Origin::Client((ticket, wants_reply)) = c.origin {
+                reply(&mut out, ticket, wants_reply, c.response);
+            }
+        }
+        let _ = now_ms;
+        out
+    }
+}
+
+fn reply<T>(out: &mut Vec<Reply<T>>, ticket: T, wants_reply: bool, response: Response) {
+    if wants_reply {
+        out.push(Reply { ticket, response });
+    }
+}
