@@ -71,11 +71,17 @@ impl WriteLeaseGate {
             broker_id: master,
             master_epoch: sync.master_epoch(),
         };
-        let gate = self.sets.entry(name.to_owned()).or_insert(SetGate {
-            authority,
-            since_ms: now_ms,
-            generation: 0,
-        });
+        if !self.sets.contains_key(name) {
+            self.sets.insert(
+                name.to_owned(),
+                SetGate {
+                    authority,
+                    since_ms: now_ms,
+                    generation: 0,
+                },
+            );
+        }
+        let gate = self.sets.get_mut(name)?;
         if gate.authority != authority {
             gate.authority = authority;
             gate.since_ms = now_ms;
