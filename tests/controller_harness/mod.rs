@@ -80,13 +80,18 @@ pub fn config(dir: &Path, extra: &[(String, String)]) -> ControllerConfig {
 
 impl Node {
     pub fn open(dir: &TempDir, extra: &[(&str, &str)]) -> Node {
+        Node::open_at(dir.path(), extra)
+    }
+
+    /// As [`Node::open`] over a directory the caller keeps (a crash test's child process).
+    pub fn open_at(dir: &Path, extra: &[(&str, &str)]) -> Node {
         let poll = Poll::new().expect("poll");
         let waker = Arc::new(Waker::new(poll.registry(), WAKE).expect("waker"));
         let mut node = Node {
             poll,
             waker,
             controller: None,
-            dir: dir.path().to_path_buf(),
+            dir: dir.to_path_buf(),
             settings: extra
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
