@@ -640,3 +640,62 @@ fn one_election_per_broker_set_at_a_time() {
     settle(&mut node);
     assert_eq!(master(&mut node), (Some(3), 2, [3].into_iter().collect()));
 }
+
+/// ControllerManagerTest.testSomeApi: two brokers with 3 s heartbeat timeouts; the first to
+/// ask becomes master, the second is told so; when the master falls silent the other one
+/// (outside the SyncStateSet, with enableElectUncleanMaster) takes over.
+#[test]
+fn some_api_the_silent_master_is_replaced_by_the_live_broker() {
+    let dir = TempDir::new("ctrl-scenario");
+    let mut node = Node::open(
+        &dir,
+        &[
+            ("enableElectUncleanMaster", "true"),
+            ("scanNotActiveBrokerInterval", "1000"),
+            ("notifyBrokerRoleChanged", "false"),
+        ],
+    );
+    assert_eq!(node.register("broker1", 8000), 1);
+    assert_eq!(node.register("broker1", 8001), 2);
+    node.heartbeat(1, "broker1", 1, 3_000, 0, 0);
+    node.heartbeat(2, "broker1", 2, 3_000, 0, 0);
+    let (first, _) = node.call(
+        1002,
+        &[
+            ("clusterName", "DefaultCluster"),
+            ("brokerName", "broker1"),
+            ("brokerId", "1"),
+        ],
+        b"",
+    );
+    let (second, _) = node.call(
+        1002,
+        &[
+            ("clusterName", "DefaultCluster"),
+            ("brokerName", "broker1"),
+            ("brokerId", "2"),
+        ],
+        b"",
+    );
+    let master_fields = "\"masterAddress\":\"127.0.0.1:8000\",\"masterBrokerId\":\"1\",\"masterEpoch\":\"1\",\"syncStateSetEpoch\":\"1\"";
+    assert!(
+        first.starts_with("{\"code\":0,") && first.contains(master_fields),
+        "{first}"
+    );
+    assert!(
+        second.starts_with("{\"code\":2011,") && second.contains(master_fields),
+        "{second}"
+    );
+    // Broker 2 keeps heartbeating every second; broker 1 is silent; the scan runs each second.
+    let mut out = Vec::new();
+    for _ in 0..4 {
+        node.now += 1_000;
+        node.heartbeat(2, "broker1", 2, 3_000, 0, 0);
+        let now = node.now;
+        node.c().scan_not_active_brokers(now, &mut out);
+        settle(&mut node);
+    }
+    let (header, _) = node.call(1004, &[("brokerName", "broker1")], b"");
+    assert!(header.contains("\"masterBrokerId\":\"2\""), "{header}");
+    assert!(node.c().take_notifications().is_empty());
+}

@@ -22,7 +22,7 @@ use super::lease::WriteLeaseGate;
 use super::liveness::{ConnRef, InactiveBroker, Liveness};
 use super::notify::{self, NotifyOutbox, RoleChangeNotification};
 use super::pipeline::{Completed, Durability, Inputs, Origin, Pipeline};
-use super::replicas::Elected;
+use super::replicas::{self, Elected};
 use super::request::{self, ControllerRequest, ElectMaster, Heartbeat, LeaderRequest};
 use super::response::Response;
 use super::state::ControllerState;
@@ -475,27 +475,7 @@ impl<T> Controller<T> {
     /// The inactive-master scan (every `scanInactiveMasterInterval`): a set whose master is
     /// inactive while another member is alive gets an election.
     pub fn scan_inactive_masters(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
-        let mut names: Vec<String> = Vec::new();
-        for sync in self.state.sync_states() {
-            let Some(master) = sync.master_broker_id() else {
-                continue;
-            };
-            let cluster = sync.cluster_name();
-            let name = sync.broker_name();
-            if self.liveness.is_active(cluster, name, master, now_ms) {
-                continue;
-            }
-            let any_alive = self.state.replica_info(name).is_some_and(|r| {
-                r.brokers()
-                    .keys()
-                    .any(|id| self.liveness.is_active(cluster, name, *id, now_ms))
-            });
-            if any_alive {
-                names.push(name.to_owned());
-            }
-        }
-        names.sort();
-        for name in names {
+        for name in replicas::scan_need_reelect(&self.state, &self.liveness, now_ms) {
             log::info!("controller: master of broker set {name} is inactive; electing another");
             self.trigger_election(&name, now_ms, out);
         }

@@ -610,3 +610,27 @@ fn apply_broker_id(r: &ApplyBrokerId, view: &View<'_>) -> Outcome {
         Some(_) => refuse(format!("Fail to apply brokerId: {id} in broker-set: {name}")),
     }
 }
+
+/// Java's `scanNeedReelectBrokerSets`: the broker sets whose master is inactive while at
+/// least one of their ids is active (sorted by name). A set with no live member is left
+/// alone: electing would only record "no master" again.
+pub fn scan_need_reelect(state: &ControllerState, liveness: &Liveness, now_ms: u64) -> Vec<String> {
+    let mut names: Vec<String> = state
+        .sync_states()
+        .filter(|sync| {
+            let Some(master) = sync.master_broker_id() else {
+                return false;
+            };
+            let (cluster, name) = (sync.cluster_name(), sync.broker_name());
+            !liveness.is_active(cluster, name, master, now_ms)
+                && state.replica_info(name).is_some_and(|r| {
+                    r.brokers()
+                        .keys()
+                        .any(|id| liveness.is_active(cluster, name, *id, now_ms))
+                })
+        })
+        .map(|sync| sync.broker_name().to_owned())
+        .collect();
+    names.sort();
+    names
+}

@@ -9,9 +9,14 @@
 //! `apply` is deterministic and total: it never fails, whatever the order of events (an
 //! event for a broker set that no longer exists is skipped, where Java would log or throw),
 //! so replaying a log always rebuilds the same state.
+//!
+//! Each broker set's entries sit behind an `Arc` (copy on write): cloning the whole state
+//! for a snapshot costs a table of pointer copies on the loop, and the snapshot is encoded
+//! on the log writer's thread while the loop goes on changing its own copy.
 
 use super::event::Event;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 /// Java's `MixAll.FIRST_BROKER_CONTROLLER_ID`: the first id the controller hands out.
 pub const FIRST_BROKER_CONTROLLER_ID: i64 = 1;
@@ -154,8 +159,8 @@ impl SyncStateInfo {
 /// Both tables. `PartialEq` compares whole states (recovery tests rely on it).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ControllerState {
-    pub(crate) replica_info: HashMap<String, BrokerReplicaInfo>,
-    pub(crate) sync_state: HashMap<String, SyncStateInfo>,
+    replica_table: HashMap<Arc<str>, Arc<BrokerReplicaInfo>>,
+    sync_table: HashMap<Arc<str>, Arc<SyncStateInfo>>,
 }
 
 impl ControllerState {
@@ -164,37 +169,61 @@ impl ControllerState {
     }
 
     pub fn replica_info(&self, broker_name: &str) -> Option<&BrokerReplicaInfo> {
-        self.replica_info.get(broker_name)
+        self.replica_table.get(broker_name).map(Arc::as_ref)
     }
 
     pub fn sync_state(&self, broker_name: &str) -> Option<&SyncStateInfo> {
-        self.sync_state.get(broker_name)
+        self.sync_table.get(broker_name).map(Arc::as_ref)
+    }
+
+    fn replica_mut(&mut self, broker_name: &str) -> Option<&mut BrokerReplicaInfo> {
+        self.replica_table.get_mut(broker_name).map(Arc::make_mut)
+    }
+
+    fn sync_mut(&mut self, broker_name: &str) -> Option<&mut SyncStateInfo> {
+        self.sync_table.get_mut(broker_name).map(Arc::make_mut)
+    }
+
+    /// Every BrokerReplicaInfo, in no particular order.
+    pub fn replica_infos(&self) -> impl Iterator<Item = &BrokerReplicaInfo> {
+        self.replica_table.values().map(Arc::as_ref)
+    }
+
+    /// Puts one broker set's half back (snapshot loading).
+    pub(crate) fn insert_replica_info(&mut self, info: BrokerReplicaInfo) {
+        self.replica_table
+            .insert(Arc::from(info.broker_name.as_str()), Arc::new(info));
+    }
+
+    pub(crate) fn insert_sync_state(&mut self, info: SyncStateInfo) {
+        self.sync_table
+            .insert(Arc::from(info.broker_name.as_str()), Arc::new(info));
     }
 
     /// A broker set "exists" only when both tables know it (Java's `isContainsBroker`).
     pub fn contains_broker_set(&self, broker_name: &str) -> bool {
-        self.replica_info.contains_key(broker_name) && self.sync_state.contains_key(broker_name)
+        self.replica_table.contains_key(broker_name) && self.sync_table.contains_key(broker_name)
     }
 
     /// Both halves of an existing broker set.
     pub fn broker_set(&self, broker_name: &str) -> Option<(&BrokerReplicaInfo, &SyncStateInfo)> {
         Some((
-            self.replica_info.get(broker_name)?,
-            self.sync_state.get(broker_name)?,
+            self.replica_info(broker_name)?,
+            self.sync_state(broker_name)?,
         ))
     }
 
     /// Every SyncStateInfo (the inactive-master scan walks them).
     pub fn sync_states(&self) -> impl Iterator<Item = &SyncStateInfo> {
-        self.sync_state.values()
+        self.sync_table.values().map(Arc::as_ref)
     }
 
     /// Names of every broker set known to either table, sorted.
     pub fn broker_names(&self) -> BTreeSet<&str> {
-        self.replica_info
+        self.replica_table
             .keys()
-            .chain(self.sync_state.keys())
-            .map(String::as_str)
+            .chain(self.sync_table.keys())
+            .map(|k| &**k)
             .collect()
     }
 
@@ -206,7 +235,7 @@ impl ControllerState {
                 new_sync_state_set,
             } => {
                 if self.contains_broker_set(broker_name) {
-                    if let Some(info) = self.sync_state.get_mut(broker_name) {
+                    if let Some(info) = self.sync_mut(broker_name) {
                         info.update_sync_state_set(new_sync_state_set.clone());
                     }
                 }
@@ -241,8 +270,14 @@ impl ControllerState {
             } => {
                 // Java dereferences the set without a check (an NPE on its apply thread if
                 // it vanished); the change is meaningless then, so it is skipped.
-                if let Some(info) = self.replica_info.get_mut(broker_name) {
-                    if let Some(broker) = info.brokers.get_mut(broker_id) {
+                let known = self
+                    .replica_info(broker_name)
+                    .is_some_and(|info| info.contains(*broker_id));
+                if known {
+                    if let Some(broker) = self
+                        .replica_mut(broker_name)
+                        .and_then(|info| info.brokers.get_mut(broker_id))
+                    {
                         broker.address.clone_from(broker_address);
                     }
                 }
@@ -259,8 +294,11 @@ impl ControllerState {
         check_code: &str,
     ) {
         if self.contains_broker_set(broker_name) {
-            if let Some(info) = self.replica_info.get_mut(broker_name) {
-                if !info.contains(broker_id) {
+            let known = self
+                .replica_info(broker_name)
+                .is_some_and(|info| info.contains(broker_id));
+            if !known {
+                if let Some(info) = self.replica_mut(broker_name) {
                     info.add_broker(broker_id, address, check_code);
                 }
             }
@@ -270,11 +308,11 @@ impl ControllerState {
         // afresh (which also restarts nextAssignBrokerId).
         let mut info = BrokerReplicaInfo::new(cluster_name.clone(), broker_name.to_owned());
         info.add_broker(broker_id, address, check_code);
-        self.replica_info.insert(broker_name.to_owned(), info);
-        self.sync_state.insert(
+        self.insert_replica_info(info);
+        self.insert_sync_state(SyncStateInfo::new(
+            cluster_name.clone(),
             broker_name.to_owned(),
-            SyncStateInfo::new(cluster_name.clone(), broker_name.to_owned()),
-        );
+        ));
     }
 
     fn apply_elect_master(&mut self, broker_name: &str, elected: bool, master: Option<i64>) {
@@ -284,7 +322,7 @@ impl ControllerState {
             );
             return;
         }
-        let Some(info) = self.sync_state.get_mut(broker_name) else {
+        let Some(info) = self.sync_mut(broker_name) else {
             return;
         };
         if elected {
@@ -298,22 +336,22 @@ impl ControllerState {
 
     fn apply_clean(&mut self, broker_name: &str, ids: Option<&BTreeSet<i64>>) {
         let Some(ids) = ids.filter(|ids| !ids.is_empty()) else {
-            self.replica_info.remove(broker_name);
-            self.sync_state.remove(broker_name);
+            self.replica_table.remove(broker_name);
+            self.sync_table.remove(broker_name);
             return;
         };
         if !self.contains_broker_set(broker_name) {
             return;
         }
         let mut replica_empty = false;
-        if let Some(info) = self.replica_info.get_mut(broker_name) {
+        if let Some(info) = self.replica_mut(broker_name) {
             for id in ids {
                 info.brokers.remove(id);
             }
             replica_empty = info.brokers.is_empty();
         }
         let mut sync_empty = false;
-        if let Some(info) = self.sync_state.get_mut(broker_name) {
+        if let Some(info) = self.sync_mut(broker_name) {
             // Java removes the ids from the set without an epoch change, and keeps the
             // master id even if it was one of them.
             for id in ids {
@@ -322,17 +360,17 @@ impl ControllerState {
             sync_empty = info.sync_state_set.is_empty();
         }
         if replica_empty {
-            self.replica_info.remove(broker_name);
+            self.replica_table.remove(broker_name);
         }
         if sync_empty {
-            self.sync_state.remove(broker_name);
+            self.sync_table.remove(broker_name);
         }
     }
 
     /// Rough bytes held, for the memory report.
     pub fn approximate_bytes(&self) -> usize {
         let replica: usize = self
-            .replica_info
+            .replica_table
             .values()
             .map(|r| {
                 96 + r.broker_name.len() * 2
@@ -343,7 +381,7 @@ impl ControllerState {
             })
             .sum();
         let sync: usize = self
-            .sync_state
+            .sync_table
             .values()
             .map(|s| 96 + s.broker_name.len() * 2 + s.sync_state_set.len() * 24)
             .sum();
@@ -427,6 +465,26 @@ mod tests {
         let info = state.replica_info("a").unwrap();
         assert_eq!(info.brokers().keys().copied().collect::<Vec<_>>(), vec![3]);
         assert_eq!(info.next_assign_broker_id(), 2);
+    }
+
+    #[test]
+    fn a_clone_for_a_snapshot_does_not_see_later_changes() {
+        let mut state = ControllerState::new();
+        apply_id(&mut state, "a", 1, "h:1");
+        apply_id(&mut state, "b", 1, "h:1");
+        let snapshot = state.clone();
+        elect(&mut state, "a", Some(1));
+        apply_id(&mut state, "b", 2, "h:2");
+        state.apply(&Event::UpdateBrokerAddress {
+            cluster_name: None,
+            broker_name: "a".into(),
+            broker_address: "h:9".into(),
+            broker_id: 1,
+        });
+        assert_eq!(snapshot.sync_state("a").unwrap().master_epoch(), 0);
+        assert_eq!(snapshot.replica_info("a").unwrap().address(1), Some("h:1"));
+        assert!(!snapshot.replica_info("b").unwrap().contains(2));
+        assert_eq!(state.replica_info("a").unwrap().address(1), Some("h:9"));
     }
 
     #[test]

@@ -248,12 +248,15 @@ impl Storage {
     }
 
     /// Asks for a snapshot of `state`, which must include every entry up to `index` and
-    /// nothing after it. Encoded here (the loop owns the state), written by the writer.
+    /// nothing after it. The clone shares every broker set with the loop's copy (copy on
+    /// write), so this is cheap here; the writer encodes and writes it.
     pub fn snapshot(&mut self, index: u64, state: &ControllerState) -> Result<(), StorageError> {
-        let bytes = snapshot::encode(index, state);
         let jobs = self.jobs.as_ref().ok_or(StorageError::Stopped)?;
-        jobs.send(Job::Snapshot { index, bytes })
-            .map_err(|_| StorageError::Stopped)
+        jobs.send(Job::Snapshot {
+            index,
+            state: state.clone(),
+        })
+        .map_err(|_| StorageError::Stopped)
     }
 
     /// The next completion, if one is ready (never blocks).

@@ -8,7 +8,9 @@
 //! ```
 //!
 //! The file is replaced atomically (temp file, fsync, rename), so it is never torn; one that
-//! does not read back is corruption and refuses the start.
+//! does not read back is corruption and refuses the start. It is encoded on the log writer's
+//! thread from a copy-on-write clone of the state (a few hundred microseconds of JSON per
+//! thousand broker sets stay off the loop).
 
 use super::StorageError;
 use crate::controller::event::{Fields, ObjectWriter};
@@ -36,31 +38,31 @@ pub fn encode(index: u64, state: &ControllerState) -> Vec<u8> {
 
 /// Both tables as JSON, sorted by brokerName (equal states give equal bytes).
 pub fn encode_state(state: &ControllerState) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64 + state.replica_info.len() * 256);
+    let mut out = Vec::with_capacity(64 + state.replica_infos().count() * 256);
     let mut w = ObjectWriter::new(&mut out);
     {
         let out = w.key("replicaInfoTable");
-        let mut names: Vec<&String> = state.replica_info.keys().collect();
-        names.sort();
+        let mut infos: Vec<&BrokerReplicaInfo> = state.replica_infos().collect();
+        infos.sort_unstable_by(|a, b| a.broker_name.cmp(&b.broker_name));
         out.push(b'[');
-        for (i, name) in names.into_iter().enumerate() {
+        for (i, info) in infos.into_iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
-            write_replica_info(out, &state.replica_info[name]);
+            write_replica_info(out, info);
         }
         out.push(b']');
     }
     {
         let out = w.key("syncStateSetInfoTable");
-        let mut names: Vec<&String> = state.sync_state.keys().collect();
-        names.sort();
+        let mut infos: Vec<&SyncStateInfo> = state.sync_states().collect();
+        infos.sort_unstable_by(|a, b| a.broker_name.cmp(&b.broker_name));
         out.push(b'[');
-        for (i, name) in names.into_iter().enumerate() {
+        for (i, info) in infos.into_iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
-            write_sync_state(out, &state.sync_state[name]);
+            write_sync_state(out, info);
         }
         out.push(b']');
     }
@@ -155,12 +157,10 @@ pub fn decode_state(json_bytes: &[u8]) -> Result<ControllerState, String> {
     let root = doc.root();
     let mut state = ControllerState::new();
     for item in array(root, "replicaInfoTable")? {
-        let info = read_replica_info(item)?;
-        state.replica_info.insert(info.broker_name.clone(), info);
+        state.insert_replica_info(read_replica_info(item)?);
     }
     for item in array(root, "syncStateSetInfoTable")? {
-        let info = read_sync_state(item)?;
-        state.sync_state.insert(info.broker_name.clone(), info);
+        state.insert_sync_state(read_sync_state(item)?);
     }
     Ok(state)
 }

@@ -8,6 +8,7 @@
 //! is unknown): every later append is reported failed.
 
 use super::{log, snapshot_path, Completion, StorageError};
+use crate::controller::state::ControllerState;
 use crossbeam_channel::{Receiver, Sender};
 use std::fs::File;
 use std::io::Write;
@@ -22,10 +23,10 @@ pub(crate) enum Job {
         index: u64,
         entry: Vec<u8>,
     },
-    /// The snapshot file's bytes, as of log index `index`.
+    /// The state as of log index `index` (a copy-on-write clone), to encode and write.
     Snapshot {
         index: u64,
-        bytes: Vec<u8>,
+        state: ControllerState,
     },
 }
 
@@ -49,9 +50,9 @@ impl Writer {
             for job in batch {
                 match job {
                     Job::Append { index, entry } => appends.push((index, entry)),
-                    Job::Snapshot { index, bytes } => {
+                    Job::Snapshot { index, state } => {
                         self.flush(&mut appends);
-                        self.snapshot(index, &bytes);
+                        self.snapshot(index, &super::snapshot::encode(index, &state));
                     }
                 }
             }
