@@ -816,3 +816,32 @@ fn every_golden_scenario_survives_a_restart() {
     node.restart();
     assert_eq!(node.c().state(), &before);
 }
+
+#[test]
+fn the_first_election_takes_any_id_even_an_unregistered_one() {
+    let (_dir, mut node) = registered(1);
+    check(&mut node, 1002, &[CLUSTER, NAME, ("brokerId", "9")], b"",
+        &resp(0, Some("\"masterBrokerId\":\"9\",\"masterEpoch\":\"1\",\"syncStateSetEpoch\":\"1\""), None),
+        &format!("{{\"brokerMemberGroup\":{{\"brokerAddrs\":{{1:\"{A1}\"}},\"brokerName\":\"broker-a\",\"cluster\":\"DefaultCluster\"}},\"syncStateSet\":[9]}}"));
+}
+
+#[test]
+fn an_id_list_of_only_separators_cleans_the_whole_set() {
+    let (_dir, mut node) = with_master(2);
+    check(
+        &mut node,
+        1011,
+        &[CLUSTER, NAME, ("brokerControllerIdsToClean", ";;")],
+        b"",
+        &resp(0, None, None),
+        "",
+    );
+    check(
+        &mut node,
+        1004,
+        &[NAME],
+        b"",
+        &resp(2008, Some(""), Some("Broker metadata is not existed")),
+        "",
+    );
+}
