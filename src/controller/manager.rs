@@ -18,6 +18,7 @@
 
 use super::codes::response as rc;
 use super::config::{ConfigError, ControllerConfig};
+use super::event::Event;
 use super::lease::WriteLeaseGate;
 use super::liveness::{ConnRef, InactiveBroker, Liveness};
 use super::notify::{self, NotifyOutbox, RoleChangeNotification};
@@ -371,7 +372,10 @@ impl<T> Controller<T> {
                 {
                     Ok(events) => {
                         self.applied_index = index;
-                        self.events_since_snapshot += events as u64;
+                        self.events_since_snapshot += events.len() as u64;
+                        for event in &events {
+                            log_change(event, &self.state);
+                        }
                         self.maybe_snapshot();
                     }
                     Err(e) => self.fail(format!("entry {index} cannot be applied: {e}"), done),
@@ -540,5 +544,47 @@ impl<T> Controller<T> {
 fn reply<T>(out: &mut Vec<Reply<T>>, ticket: T, wants_reply: bool, response: Response) {
     if wants_reply {
         out.push(Reply { ticket, response });
+    }
+}
+
+/// One info line per durable change of the replicated state (a handful per broker set's
+/// life, never one per request).
+fn log_change(event: &Event, state: &ControllerState) {
+    let name = event.broker_name();
+    let master_epoch = state.sync_state(name).map_or(0, |s| s.master_epoch());
+    match event {
+        Event::ApplyBrokerId {
+            new_broker_id,
+            broker_address,
+            ..
+        } => log::info!("controller: broker set {name} gives id {new_broker_id} to {broker_address}"),
+        Event::ElectMaster {
+            new_master_broker_id: Some(master),
+            ..
+        } => log::info!(
+            "controller: broker set {name} has a new master: id {master} ({}), masterEpoch {master_epoch}",
+            state
+                .replica_info(name)
+                .and_then(|r| r.address(*master))
+                .unwrap_or("no address"),
+        ),
+        Event::ElectMaster { .. } => log::warn!(
+            "controller: broker set {name} has no master: nobody electable is alive (masterEpoch {master_epoch})"
+        ),
+        Event::AlterSyncStateSet {
+            new_sync_state_set, ..
+        } => log::info!("controller: broker set {name} in-sync replicas now {new_sync_state_set:?}"),
+        Event::CleanBrokerData {
+            broker_id_set_to_clean,
+            ..
+        } => match broker_id_set_to_clean.as_ref().filter(|ids| !ids.is_empty()) {
+            Some(ids) => log::info!("controller: broker set {name}: ids {ids:?} cleaned"),
+            None => log::info!("controller: broker set {name} cleaned"),
+        },
+        Event::UpdateBrokerAddress {
+            broker_id,
+            broker_address,
+            ..
+        } => log::info!("controller: broker set {name}: id {broker_id} now at {broker_address}"),
     }
 }

@@ -15,7 +15,7 @@
 //! is applied through the same decode + [`ControllerState::apply`].
 
 use super::codes::response as rc;
-use super::event::{decode_entry, encode_entry, EventError};
+use super::event::{decode_entry, encode_entry, Event, EventError};
 use super::liveness::Liveness;
 use super::replicas::{self, Elected, View};
 use super::request::LeaderRequest;
@@ -237,15 +237,15 @@ impl<T> Pipeline<T> {
     }
 
     /// A committed entry: applies its events to `state` (every committed entry, whoever
-    /// proposed it) and, if it is the one in flight, releases its answer. Returns how many
-    /// events were applied. An entry that cannot be decoded is an error and not applied.
+    /// proposed it) and, if it is the one in flight, releases its answer. Returns the events
+    /// applied. An entry that cannot be decoded is an error and not applied.
     pub fn on_committed(
         &mut self,
         proposal: Option<u64>,
         entry: &[u8],
         state: &mut ControllerState,
         out: &mut Vec<Completed<T>>,
-    ) -> Result<usize, EventError> {
+    ) -> Result<Vec<Event>, EventError> {
         let events = decode_entry(entry)?;
         for event in &events {
             state.apply(event);
@@ -262,7 +262,7 @@ impl<T> Pipeline<T> {
                 }
             }
         }
-        Ok(events.len())
+        Ok(events)
     }
 
     /// Answers every request whose 5 s are up with Java's timeout error. A write in flight

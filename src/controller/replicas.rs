@@ -289,10 +289,6 @@ fn elect_master(r: &ElectMaster, view: &View<'_>) -> Outcome {
         None if r.broker_id == -1 => {
             // Controller-triggered (or a request that looks like one): record that the
             // set has no master any more, which bumps masterEpoch.
-            log::warn!(
-                "controller: no master can be elected for broker set {}",
-                r.broker_name
-            );
             Outcome::with_event(
                 Response::with_header(rc::CONTROLLER_MASTER_NOT_AVAILABLE, vec![])
                     .remark("Old master has down and failed to elect a new broker master"),
@@ -323,11 +319,6 @@ fn elected(r: &ElectMaster, view: &View<'_>, master: i64) -> Outcome {
     fields.push(("masterEpoch", master_epoch.to_string()));
     fields.push(("syncStateSetEpoch", set_epoch.to_string()));
     let new_set: BTreeSet<i64> = [master].into_iter().collect();
-    log::info!(
-        "controller: broker set {} elects master {master} ({}), masterEpoch {master_epoch}",
-        r.broker_name,
-        address.as_deref().unwrap_or("no address")
-    );
     Outcome {
         response: Response::with_header(SUCCESS, fields)
             .body(body::elect_master(Some(replica), &new_set)),
@@ -396,7 +387,6 @@ fn register_broker(r: &RegisterBroker, view: &View<'_>) -> Outcome {
     if replica.address(id) == Some(address) {
         return Outcome::reply(response);
     }
-    log::info!("controller: broker {name} id {id} moves to {address}");
     Outcome::with_event(
         response,
         Event::UpdateBrokerAddress {
@@ -530,11 +520,6 @@ fn clean_broker_data(r: &CleanBrokerData, view: &View<'_>) -> Outcome {
             "Broker {name} is not existed,clean broker data failure."
         ));
     }
-    log::info!(
-        "controller: cleaning broker set {name} ({})",
-        ids.as_ref()
-            .map_or_else(|| "all ids".to_owned(), |ids| format!("ids {ids:?}"))
-    );
     Outcome::with_event(
         Response::new(SUCCESS, None),
         Event::CleanBrokerData {
@@ -595,16 +580,12 @@ fn apply_broker_id(r: &ApplyBrokerId, view: &View<'_>) -> Outcome {
     };
     match view.state.replica_info(name) {
         None if id == FIRST_BROKER_CONTROLLER_ID => {
-            log::info!("controller: broker set {name} created, id {id} for {address}");
             Outcome::with_event(Response::with_header(SUCCESS, fields), event)
         }
         None => refuse(format!(
             "Broker-set: {name} hasn't been registered in controller, but broker try to apply brokerId: {id}"
         )),
         Some(replica) if !replica.contains(id) || replica.register_check_code(id) == Some(code) => {
-            if !replica.contains(id) {
-                log::info!("controller: broker set {name} gives id {id} to {address}");
-            }
             Outcome::with_event(Response::with_header(SUCCESS, fields), event)
         }
         Some(_) => refuse(format!("Fail to apply brokerId: {id} in broker-set: {name}")),

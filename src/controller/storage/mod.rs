@@ -157,9 +157,13 @@ impl Storage {
             op: "create directory",
             error,
         })?;
-        for stale in [log_path(dir), snapshot_path(dir)] {
+        for (file, suffix) in [
+            (log_path(dir), ".tmp"),
+            (snapshot_path(dir), ".tmp"),
+            (snapshot_path(dir), ".bak.tmp"),
+        ] {
             // Left by a crash during a replace; the real file is intact.
-            let _ = std::fs::remove_file(crate::durable_file::sibling(&stale, ".tmp"));
+            let _ = std::fs::remove_file(crate::durable_file::sibling(&file, suffix));
         }
         let (snapshot_index, mut state) = snapshot::read(&snapshot_path(dir))?.unwrap_or_default();
         let log_path = log_path(dir);
