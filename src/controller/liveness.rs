@@ -15,6 +15,10 @@ use std::collections::HashMap;
 /// inactive 10 s after its last heartbeat.
 pub const DEFAULT_HEARTBEAT_TIMEOUT_MS: i64 = 10_000;
 
+/// Brokers the table holds at most: heartbeats are unauthenticated and a peer picks its own
+/// timeout, so without a bound a stream of invented names would grow the table for ever.
+pub const MAX_LIVE_BROKERS: usize = 100_000;
+
 /// The connection a heartbeat arrived on, as the event loop names it (opaque here).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ConnRef(pub u64);
@@ -63,6 +67,8 @@ pub struct InactiveBroker {
 pub struct Liveness {
     by_name: HashMap<String, Vec<BrokerLive>>,
     len: usize,
+    /// Heartbeats of new brokers refused because the table was full.
+    refused: u64,
 }
 
 impl Liveness {
@@ -108,6 +114,16 @@ impl Liveness {
                 live.epoch = epoch;
                 live.max_offset = max_offset;
                 live.confirm_offset = confirm_offset;
+            }
+            return;
+        }
+        if self.len >= MAX_LIVE_BROKERS {
+            self.refused += 1;
+            if self.refused.is_power_of_two() {
+                log::warn!(
+                    "controller: heartbeat table full ({MAX_LIVE_BROKERS} brokers): {} heartbeats of new brokers refused so far, latest {broker_name} id {broker_id}",
+                    self.refused
+                );
             }
             return;
         }
@@ -329,6 +345,22 @@ mod tests {
         table.on_heartbeat(&hb("a", 1, None, 0, 0), Some(ConnRef(2)), 1);
         assert!(table.connection_closed(ConnRef(1)).is_empty());
         assert_eq!(table.connection_closed(ConnRef(2)).len(), 1);
+    }
+
+    #[test]
+    fn the_table_is_bounded_but_known_brokers_keep_heartbeating() {
+        let mut table = Liveness::new();
+        for i in 0..MAX_LIVE_BROKERS as i64 {
+            table.on_heartbeat(&hb(&format!("b{}", i / 4), i % 4, None, 0, 0), None, 0);
+        }
+        assert_eq!(table.len(), MAX_LIVE_BROKERS);
+        table.on_heartbeat(&hb("new", 1, None, 0, 0), None, 5);
+        assert!(table.get(Some("cluster1"), "new", 1).is_none());
+        table.on_heartbeat(&hb("b0", 1, None, 0, 0), None, 5);
+        assert_eq!(
+            table.get(Some("cluster1"), "b0", 1).unwrap().last_update_ms,
+            5
+        );
     }
 
     #[test]

@@ -23,6 +23,11 @@ use super::state::{BrokerReplicaInfo, ControllerState, SyncStateInfo, FIRST_BROK
 use crate::remoting::codes::response::SUCCESS;
 use std::collections::{BTreeMap, BTreeSet};
 
+/// Bounds on what peers can make the tables hold (Java has none): far above any real
+/// deployment, low enough that a broken or hostile peer cannot exhaust memory with 1013s.
+pub const MAX_BROKER_SETS: usize = 100_000;
+pub const MAX_IDS_PER_BROKER_SET: usize = 1_024;
+
 /// What a handler reads besides the request.
 #[derive(Clone, Copy)]
 pub struct View<'a> {
@@ -579,8 +584,20 @@ fn apply_broker_id(r: &ApplyBrokerId, view: &View<'_>) -> Outcome {
         )
     };
     match view.state.replica_info(name) {
+        None if id == FIRST_BROKER_CONTROLLER_ID
+            && view.state.replica_infos().len() >= MAX_BROKER_SETS =>
+        {
+            refuse(format!(
+                "the controller already holds {MAX_BROKER_SETS} broker sets (its limit); broker-set {name} is not created"
+            ))
+        }
         None if id == FIRST_BROKER_CONTROLLER_ID => {
             Outcome::with_event(Response::with_header(SUCCESS, fields), event)
+        }
+        Some(replica) if !replica.contains(id) && replica.brokers().len() >= MAX_IDS_PER_BROKER_SET => {
+            refuse(format!(
+                "broker-set {name} already holds {MAX_IDS_PER_BROKER_SET} broker ids (the limit); clean unused ones first"
+            ))
         }
         None => refuse(format!(
             "Broker-set: {name} hasn't been registered in controller, but broker try to apply brokerId: {id}"
@@ -614,4 +631,71 @@ pub fn scan_need_reelect(state: &ControllerState, liveness: &Liveness, now_ms: u
         .collect();
     names.sort();
     names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::request::ApplyBrokerId;
+
+    fn apply(name: &str, id: i64) -> LeaderRequest {
+        LeaderRequest::ApplyBrokerId(ApplyBrokerId {
+            cluster_name: Some("c".into()),
+            broker_name: Some(name.into()),
+            applied_broker_id: Some(id),
+            register_check_code: Some(format!("h:{id};1")),
+        })
+    }
+
+    fn run(state: &mut ControllerState, request: &LeaderRequest) -> i32 {
+        let liveness = Liveness::new();
+        let outcome = handle(
+            request,
+            &View {
+                state,
+                liveness: &liveness,
+                now_ms: 0,
+                enable_elect_unclean_master: false,
+            },
+        );
+        for event in &outcome.events {
+            state.apply(event);
+        }
+        outcome.response.code
+    }
+
+    #[test]
+    fn peers_cannot_grow_the_tables_without_bound() {
+        let mut state = ControllerState::new();
+        for id in 1..=MAX_IDS_PER_BROKER_SET as i64 {
+            assert_eq!(run(&mut state, &apply("a", id)), SUCCESS);
+        }
+        assert_eq!(
+            run(&mut state, &apply("a", 5_000)),
+            rc::CONTROLLER_BROKER_ID_INVALID
+        );
+        assert_eq!(
+            run(&mut state, &apply("a", 7)),
+            SUCCESS,
+            "re-applying an id still works"
+        );
+        for s in 1..MAX_BROKER_SETS {
+            state.apply(&Event::ApplyBrokerId {
+                cluster_name: None,
+                broker_name: format!("set-{s}"),
+                broker_address: "h:1".into(),
+                new_broker_id: 1,
+                register_check_code: "h:1;1".into(),
+            });
+        }
+        assert_eq!(
+            run(&mut state, &apply("one-too-many", 1)),
+            rc::CONTROLLER_BROKER_ID_INVALID
+        );
+        assert_eq!(
+            run(&mut state, &apply("set-7", 2)),
+            SUCCESS,
+            "known sets still take ids"
+        );
+    }
 }

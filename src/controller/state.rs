@@ -185,7 +185,7 @@ impl ControllerState {
     }
 
     /// Every BrokerReplicaInfo, in no particular order.
-    pub fn replica_infos(&self) -> impl Iterator<Item = &BrokerReplicaInfo> {
+    pub fn replica_infos(&self) -> impl ExactSizeIterator<Item = &BrokerReplicaInfo> {
         self.replica_table.values().map(Arc::as_ref)
     }
 
