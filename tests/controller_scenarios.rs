@@ -699,3 +699,42 @@ fn some_api_the_silent_master_is_replaced_by_the_live_broker() {
     assert!(header.contains("\"masterBrokerId\":\"2\""), "{header}");
     assert!(node.c().take_notifications().is_empty());
 }
+
+#[test]
+fn config_updates_are_answered_in_order_once_their_file_is_fsynced() {
+    let dir = TempDir::new("ctrl-scenario");
+    let mut node = Node::open(&dir, &[]);
+    let bodies: [&[u8]; 3] = [
+        b"electMasterMaxRetryCount=5",
+        b"electMasterMaxRetryCount=6\nenableElectUncleanMaster=true",
+        b"noSuchKey=1",
+    ];
+    let mut out = Vec::new();
+    for (ticket, body) in bodies.iter().enumerate() {
+        let cmd = harness::decode(&harness::frame(
+            &harness::request_header(1009, ticket as i32, 0, &[]),
+            body,
+        ));
+        let now = node.now;
+        node.c()
+            .handle(ticket as i32, &cmd, Some(ConnRef(1)), now, &mut out);
+    }
+    assert!(
+        out.is_empty(),
+        "nothing is answered before its file is written"
+    );
+    node.drive_until(&mut out, |out, _| out.len() == 3);
+    let answers: Vec<(i32, i32)> = out.iter().map(|r| (r.ticket, r.response.code)).collect();
+    assert_eq!(answers, vec![(0, 0), (1, 0), (2, 1)]);
+    let settings = node.c().config().settings().clone();
+    assert_eq!(settings.elect_master_max_retry_count, 6);
+    assert!(settings.enable_elect_unclean_master);
+    let kept = std::fs::read_to_string(node.c().config().config_store_path()).unwrap();
+    assert!(
+        kept.contains("electMasterMaxRetryCount=6\n")
+            && kept.contains("enableElectUncleanMaster=true\n"),
+        "{kept}"
+    );
+    node.restart();
+    assert_eq!(node.c().config().settings(), &settings);
+}

@@ -21,7 +21,7 @@
 use crate::remoting::codes::response;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// What changing a key does here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -564,9 +564,13 @@ pub struct PlannedUpdate {
 }
 
 impl PlannedUpdate {
-    /// Writes the updated keys to the config store path (temp file, fsync, rename).
-    pub fn persist(&self) -> Result<(), UpdateError> {
-        let path = self.next.config_store_path();
+    /// Where the update is kept.
+    pub fn path(&self) -> PathBuf {
+        self.next.config_store_path()
+    }
+
+    /// The file's new content: every key ever updated, with its current value.
+    pub fn file_content(&self) -> Vec<u8> {
         let mut text = String::from(
             "# Written by UPDATE_CONTROLLER_CONFIG; applied over the -c config file at start.\n# Delete a line to go back to the config file's value.\n",
         );
@@ -576,7 +580,14 @@ impl PlannedUpdate {
             text.push_str(value);
             text.push('\n');
         }
-        crate::durable_file::replace_file(Path::new(&path), text.as_bytes())
+        text.into_bytes()
+    }
+
+    /// Writes [`file_content`](Self::file_content) to [`path`](Self::path) here and now
+    /// (temp file, fsync, rename); the controller does it on its log writer's thread instead.
+    pub fn persist(&self) -> Result<(), UpdateError> {
+        let path = self.path();
+        crate::durable_file::replace_file(&path, &self.file_content())
             .map_err(|error| UpdateError::Persist { path, error })
     }
 }
@@ -585,6 +596,7 @@ impl PlannedUpdate {
 mod tests {
     use super::*;
     use crate::test_support::TempDir;
+    use std::path::Path;
 
     fn base(dir: &Path) -> Vec<(&'static str, String)> {
         vec![

@@ -17,7 +17,7 @@
 //! anywhere, notifies the set's active members when `notifyBrokerRoleChanged` is on.
 
 use super::codes::response as rc;
-use super::config::{ConfigError, ControllerConfig};
+use super::config::{ConfigError, ControllerConfig, PlannedUpdate};
 use super::event::Event;
 use super::lease::WriteLeaseGate;
 use super::liveness::{ConnRef, InactiveBroker, Liveness};
@@ -30,6 +30,7 @@ use super::state::ControllerState;
 use super::storage::{Completion, SingleNodeLog, Storage, StorageError};
 use crate::remoting::codes::response::{REQUEST_CODE_NOT_SUPPORTED, SUCCESS, SYSTEM_ERROR};
 use crate::remoting::command::RemotingCommand;
+use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
 
@@ -74,6 +75,18 @@ pub struct Controller<T> {
     events_since_snapshot: u64,
     outbox: NotifyOutbox,
     lease: WriteLeaseGate,
+    /// UPDATE_CONTROLLER_CONFIG requests, one at a time: the front one may be waiting for
+    /// its file to be written by the log writer.
+    config_updates: VecDeque<ConfigUpdate<T>>,
+    next_file_job: u64,
+}
+
+/// A 1009 waiting its turn, or its file write.
+struct ConfigUpdate<T> {
+    ticket: T,
+    wants_reply: bool,
+    body: Vec<u8>,
+    writing: Option<(u64, PlannedUpdate)>,
 }
 
 impl<T> Controller<T> {
@@ -114,6 +127,8 @@ impl<T> Controller<T> {
             events_since_snapshot: recovered.events_since_snapshot,
             outbox: NotifyOutbox::default(),
             lease: WriteLeaseGate::new(),
+            config_updates: VecDeque::new(),
+            next_file_job: 0,
         })
     }
 
@@ -134,9 +149,10 @@ impl<T> Controller<T> {
         self.applied_index
     }
 
-    /// Requests waiting in the pipeline (the one in flight included).
+    /// Requests waiting for an answer: in the pipeline (the one in flight included) and
+    /// config updates waiting for their file.
     pub fn pending_requests(&self) -> usize {
-        self.pipeline.len()
+        self.pipeline.len() + self.config_updates.len()
     }
 
     /// When [`expire_requests`](Self::expire_requests) next has something to do.
@@ -174,7 +190,17 @@ impl<T> Controller<T> {
         let response = match request {
             ControllerRequest::Heartbeat(hb) => self.heartbeat(&hb, conn, wants_reply, now_ms),
             ControllerRequest::GetMetadata => self.metadata(),
-            ControllerRequest::UpdateConfig { body } => self.update_config(body.as_deref()),
+            ControllerRequest::UpdateConfig { body: Some(body) } => {
+                self.config_updates.push_back(ConfigUpdate {
+                    ticket,
+                    wants_reply,
+                    body,
+                    writing: None,
+                });
+                return self.next_config_update(out);
+            }
+            // Java: no body, nothing to change.
+            ControllerRequest::UpdateConfig { body: None } => Response::new(SUCCESS, None),
             ControllerRequest::GetConfig => {
                 Response::new(SUCCESS, None).body(self.config.to_properties_text().into_bytes())
             }
@@ -239,27 +265,68 @@ impl<T> Controller<T> {
         Response::with_header(SUCCESS, fields)
     }
 
-    /// 1009. The file write is small and rare; it runs here, before the answer.
-    fn update_config(&mut self, body: Option<&[u8]>) -> Response {
-        let Some(body) = body else {
-            return Response::new(SUCCESS, None);
-        };
-        match self.config.update(body) {
-            Ok(keys) => {
-                if !keys.is_empty() {
-                    log::info!(
-                        "controller: UPDATE_CONTROLLER_CONFIG set {}",
-                        keys.join(", ")
-                    );
+    /// 1009, one at a time: checks the front request against the current config, and has
+    /// the log writer persist it (the answer waits for that fsync). Refusals and requests
+    /// that change nothing are answered at once.
+    fn next_config_update(&mut self, out: &mut Vec<Reply<T>>) {
+        while let Some(mut update) = self.config_updates.pop_front() {
+            if update.writing.is_some() {
+                self.config_updates.push_front(update);
+                return;
+            }
+            let response = match self.config.plan_update(&update.body) {
+                Err(e) => {
+                    log::warn!("controller: UPDATE_CONTROLLER_CONFIG refused: {e}");
+                    let (code, remark) = e.code_and_remark();
+                    Response::error(code, remark)
                 }
+                Ok(plan) if plan.keys.is_empty() => Response::new(SUCCESS, None),
+                Ok(plan) => {
+                    self.next_file_job += 1;
+                    let id = self.next_file_job;
+                    match self
+                        .log
+                        .storage_mut()
+                        .write_file(id, plan.path(), plan.file_content())
+                    {
+                        Ok(()) => {
+                            update.writing = Some((id, plan));
+                            self.config_updates.push_front(update);
+                            return;
+                        }
+                        Err(e) => Response::system_error(e.to_string()),
+                    }
+                }
+            };
+            reply(out, update.ticket, update.wants_reply, response);
+        }
+    }
+
+    /// The log writer persisted (or failed to persist) the front 1009's file.
+    fn config_written(&mut self, id: u64, result: Result<(), String>, out: &mut Vec<Reply<T>>) {
+        let is_front = matches!(self.config_updates.front(), Some(ConfigUpdate { writing: Some((w, _)), .. }) if *w == id);
+        let Some(update) = is_front.then(|| self.config_updates.pop_front()).flatten() else {
+            return;
+        };
+        let Some((_, plan)) = update.writing else {
+            return;
+        };
+        let response = match result {
+            Ok(()) => {
+                log::info!(
+                    "controller: UPDATE_CONTROLLER_CONFIG set {}",
+                    plan.keys.join(", ")
+                );
+                self.config = plan.next;
                 Response::new(SUCCESS, None)
             }
             Err(e) => {
-                log::warn!("controller: UPDATE_CONTROLLER_CONFIG refused: {e}");
-                let (code, remark) = e.code_and_remark();
-                Response::error(code, remark)
+                log::error!("controller: UPDATE_CONTROLLER_CONFIG not applied: {e}");
+                Response::system_error(e)
             }
-        }
+        };
+        reply(out, update.ticket, update.wants_reply, response);
+        self.next_config_update(out);
     }
 
     fn submit(
@@ -357,7 +424,10 @@ impl<T> Controller<T> {
     pub fn on_log_completions(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
         let mut done = Vec::new();
         while let Some(completion) = self.log.storage().try_completion() {
-            self.on_completion(completion, &mut done);
+            match completion {
+                Completion::FileWritten { id, result } => self.config_written(id, result, out),
+                other => self.on_completion(other, &mut done),
+            }
         }
         self.advance(now_ms, &mut done);
         self.finish(done, now_ms, out);
@@ -384,6 +454,8 @@ impl<T> Controller<T> {
             Completion::Failed { index, error } => {
                 self.fail(format!("entry {index}: {error}"), done);
             }
+            // Handled by the caller (it answers a 1009, not a pipeline request).
+            Completion::FileWritten { .. } => {}
             Completion::Snapshot { index, result } => match result {
                 Ok(kept) => log::info!(
                     "controller: snapshot at index {index} written; log cut to {kept} records"
@@ -508,35 +580,39 @@ impl<T> Controller<T> {
 
     /// Stops: waits for the writer to finish what it was given, applies and answers what it
     /// made durable, and answers everything else SYSTEM_ERROR.
-    pub fn shutdown(self, now_ms: u64) -> Vec<Reply<T>> {
-        let Controller {
-            config,
-            mut state,
-            liveness,
-            mut pipeline,
-            log: single,
-            ..
-        } = self;
+    pub fn shutdown(mut self) -> Vec<Reply<T>> {
         let mut done = Vec::new();
-        for completion in single.into_storage().close() {
-            if let Completion::Durable { index, entry } = completion {
-                if let Err(e) = pipeline.on_committed(Some(index), &entry, &mut state, &mut done) {
-                    log::error!("controller: entry {index} cannot be applied at shutdown: {e}");
+        let mut out = Vec::new();
+        let completions = self.log.storage_mut().close_writer();
+        for completion in completions {
+            match completion {
+                Completion::Durable { index, entry } => {
+                    if let Err(e) =
+                        self.pipeline
+                            .on_committed(Some(index), &entry, &mut self.state, &mut done)
+                    {
+                        log::error!("controller: entry {index} cannot be applied at shutdown: {e}");
+                    }
                 }
+                Completion::FileWritten { id, result } => self.config_written(id, result, &mut out),
+                _ => {}
             }
         }
-        pipeline.fail_all(
-            &Response::error(SYSTEM_ERROR, "the controller is shutting down"),
-            &mut done,
-        );
-        let _ = (config, liveness);
-        let mut out = Vec::new();
+        let stopping = Response::error(SYSTEM_ERROR, "the controller is shutting down");
+        self.pipeline.fail_all(&stopping, &mut done);
+        for update in self.config_updates.drain(..) {
+            reply(
+                &mut out,
+                update.ticket,
+                update.wants_reply,
+                stopping.clone(),
+            );
+        }
         for c in done {
             if let Origin::Client((ticket, wants_reply)) = c.origin {
                 reply(&mut out, ticket, wants_reply, c.response);
             }
         }
-        let _ = now_ms;
         out
     }
 }

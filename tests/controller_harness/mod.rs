@@ -115,7 +115,7 @@ impl Node {
     /// Stops (waiting for the log writer) and starts again on the same store.
     pub fn restart(&mut self) {
         if let Some(c) = self.controller.take() {
-            let replies = c.shutdown(self.now);
+            let replies = c.shutdown();
             assert!(
                 replies.is_empty(),
                 "nothing in flight at restart: {replies:?}"

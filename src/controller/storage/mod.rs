@@ -8,7 +8,7 @@
 //! [`Storage::open`] rebuilds the state: the snapshot, then every log record after it, each
 //! entry applied through the same `ControllerState::apply` the live path uses. A torn tail
 //! (a crash during an append) is cut off with a warning; any other damage refuses the start
-//! with the file named. Appends and snapshots then go to the writer thread ([`writer`]):
+//! with the file named. Appends and snapshots then go to the writer thread (module `writer`):
 //! nothing is reported durable before its fsync, and the loop never waits on the disk.
 //! [`SingleNodeLog`] is this module seen through the pipeline's `Durability` trait.
 
@@ -120,6 +120,8 @@ pub enum Completion {
         index: u64,
         result: Result<usize, String>,
     },
+    /// The file job `id` is done (fsynced and renamed into place) or failed.
+    FileWritten { id: u64, result: Result<(), String> },
 }
 
 /// What recovery found.
@@ -263,6 +265,19 @@ impl Storage {
         .map_err(|_| StorageError::Stopped)
     }
 
+    /// Has the writer replace `path` by `content` (temp file, fsync, rename); a
+    /// `Completion::FileWritten` with `id` follows.
+    pub fn write_file(
+        &mut self,
+        id: u64,
+        path: PathBuf,
+        content: Vec<u8>,
+    ) -> Result<(), StorageError> {
+        let jobs = self.jobs.as_ref().ok_or(StorageError::Stopped)?;
+        jobs.send(Job::WriteFile { id, path, content })
+            .map_err(|_| StorageError::Stopped)
+    }
+
     /// The next completion, if one is ready (never blocks).
     pub fn try_completion(&self) -> Option<Completion> {
         self.completions.try_recv().ok()
@@ -275,6 +290,11 @@ impl Storage {
 
     /// Stops the writer after it finished every job it was given; returns their completions.
     pub fn close(mut self) -> Vec<Completion> {
+        self.close_writer()
+    }
+
+    /// As [`close`](Self::close) without giving up the store (appends fail afterwards).
+    pub fn close_writer(&mut self) -> Vec<Completion> {
         self.stop();
         self.completions.try_iter().collect()
     }

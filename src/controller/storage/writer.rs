@@ -2,7 +2,8 @@
 //!
 //! Jobs arrive over a channel in the order the loop issued them. Every append waiting when
 //! the thread wakes goes into one write and one fsync (group commit); a snapshot job first
-//! flushes the appends before it, then writes the snapshot file and cuts the log. Results go
+//! flushes the appends before it, then writes the snapshot file and cuts the log; a file job
+//! (a runtime config update) replaces its file. Results go
 //! back over a second channel, and the loop's `mio::Waker` (when given) is woken so the loop
 //! picks them up. After a failed write or fsync nothing more is appended (the file's state
 //! is unknown): every later append is reported failed.
@@ -27,6 +28,12 @@ pub(crate) enum Job {
     Snapshot {
         index: u64,
         state: ControllerState,
+    },
+    /// Replace a small file crash-safely (runtime config updates).
+    WriteFile {
+        id: u64,
+        path: PathBuf,
+        content: Vec<u8>,
     },
 }
 
@@ -53,6 +60,11 @@ impl Writer {
                     Job::Snapshot { index, state } => {
                         self.flush(&mut appends);
                         self.snapshot(index, &super::snapshot::encode(index, &state));
+                    }
+                    Job::WriteFile { id, path, content } => {
+                        let result = crate::durable_file::replace_file(&path, &content)
+                            .map_err(|e| format!("cannot write {}: {e}", path.display()));
+                        self.send(Completion::FileWritten { id, result });
                     }
                 }
             }
