@@ -845,3 +845,48 @@ fn an_id_list_of_only_separators_cleans_the_whole_set() {
         "",
     );
 }
+
+/// rocketmq-rust brokers send 904 as a request with `storeReady` and read a write lease in
+/// the answer; only the master, after the 12 s handover wait, gets one.
+#[test]
+fn broker_heartbeat_904_with_a_write_lease_for_rocketmq_rust_masters() {
+    let (_dir, mut node) = registered(2);
+    assert_eq!(node.self_elect("broker-a", 1), 0);
+    let master = [
+        CLUSTER,
+        NAME,
+        ("brokerAddr", A1),
+        ("brokerId", "1"),
+        ("epoch", "1"),
+        ("storeReady", "true"),
+    ];
+    let slave = [
+        CLUSTER,
+        NAME,
+        ("brokerAddr", A2),
+        ("brokerId", "2"),
+        ("epoch", "1"),
+        ("storeReady", "true"),
+    ];
+    check(
+        &mut node,
+        904,
+        &master,
+        b"",
+        &resp(0, None, Some("Heart beat success")),
+        "",
+    );
+    node.now += 12_000;
+    check(&mut node, 904, &master, b"", &resp(0, None, Some("Heart beat success")),
+        "{\"brokerId\":1,\"generation\":1,\"leaseDurationMillis\":10000,\"masterEpoch\":1,\"safetyMarginMillis\":2000}");
+    check(
+        &mut node,
+        904,
+        &slave,
+        b"",
+        &resp(0, None, Some("Heart beat success")),
+        "",
+    );
+    check(&mut node, 904, &master, b"", &resp(0, None, Some("Heart beat success")),
+        "{\"brokerId\":1,\"generation\":2,\"leaseDurationMillis\":10000,\"masterEpoch\":1,\"safetyMarginMillis\":2000}");
+}
