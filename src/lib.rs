@@ -32,6 +32,8 @@
 
 pub mod client;
 pub mod config;
+#[cfg(feature = "controller")]
+pub mod controller;
 pub mod durable_file;
 pub mod event_loop;
 pub mod kv;

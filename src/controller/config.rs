@@ -1,0 +1,764 @@
+//! `ControllerConfig`: the Java controller keys, read from the same `-c` file as the name
+//! server's (through a key lookup, so this module does not care how that file is parsed),
+//! checked, and changed at runtime by UPDATE_CONTROLLER_CONFIG (1009) / shown by
+//! GET_CONTROLLER_CONFIG (1010).
+//!
+//! One table row per key: its Java name, default, how its value is checked, and what a
+//! change does here. `Live` keys are read at each use and can be updated at runtime;
+//! `StartOnly` keys are read once at start (an update naming one is refused, saying so);
+//! `ReportOnly` keys are Java settings that mean nothing to this implementation (thread
+//! pools, metrics exporters, JRaft tuning): accepted and reported, as Java does, and
+//! otherwise ignored. Settings that would promise something not done are refused outright:
+//! `controllerType=jRaft`, a metrics exporter other than DISABLE, more than one peer (the
+//! Raft group comes later).
+//!
+//! Updates are all or nothing, like the name server's: every key and value of the request
+//! is checked first, and any black-listed key (16), unknown key, start-only key or invalid
+//! value (1, naming the key) refuses the whole request. Accepted changes are written to
+//! `<store dir>/controller.properties` (only the keys ever updated, so the `-c` file stays
+//! the source of everything else) and read back over the `-c` values at the next start.
+
+use crate::remoting::codes::response;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+/// What changing a key does here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Read at each use; UPDATE_CONTROLLER_CONFIG changes behaviour at once.
+    Live,
+    /// Read once at start; an update is refused.
+    StartOnly,
+    /// A Java setting with no meaning here: kept and reported only.
+    ReportOnly,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Text,
+    Bool,
+    Int(i64, i64),
+    ControllerType,
+    MetricsExporter,
+}
+
+struct Row {
+    key: &'static str,
+    default: &'static str,
+    kind: Kind,
+    effect: Effect,
+}
+
+const fn row(key: &'static str, default: &'static str, kind: Kind, effect: Effect) -> Row {
+    Row {
+        key,
+        default,
+        kind,
+        effect,
+    }
+}
+
+use Effect::{Live, ReportOnly, StartOnly};
+use Kind::{Bool, ControllerType, Int, MetricsExporter, Text};
+
+const MS_HOUR: i64 = 3_600_000;
+const I32_MAX: i64 = i32::MAX as i64;
+
+/// Our own key: a whole-state snapshot after this many logged events (then the log is cut).
+pub const SNAPSHOT_EVENTS_KEY: &str = "controllerSnapshotEvents";
+
+#[rustfmt::skip]
+static ROWS: &[Row] = &[
+    row("controllerType", "DLedger", ControllerType, StartOnly),
+    row("controllerDLegerGroup", "", Text, StartOnly),
+    row("controllerDLegerPeers", "", Text, StartOnly),
+    row("controllerDLegerSelfId", "", Text, StartOnly),
+    // "" = ~/DLedgerController (Java's default for the DLedger kind).
+    row("controllerStorePath", "", Text, StartOnly),
+    // ms; the timers are armed at start.
+    row("scanNotActiveBrokerInterval", "5000", Int(1, MS_HOUR), StartOnly),
+    row("scanInactiveMasterInterval", "5000", Int(1, MS_HOUR), StartOnly),
+    row("electMasterMaxRetryCount", "3", Int(0, 100), Live),
+    row("enableElectUncleanMaster", "false", Bool, Live),
+    row("processReadEvent", "false", Bool, Live),
+    row("notifyBrokerRoleChanged", "true", Bool, Live),
+    row("configBlackList", "configBlackList;configStorePath", Text, Live),
+    row(SNAPSHOT_EVENTS_KEY, "10000", Int(1, 100_000_000), Live),
+    // Java's DLedger data file size: our log is not made of mapped files.
+    row("mappedFileSize", "1073741824", Int(1, I32_MAX), ReportOnly),
+    row("controllerThreadPoolNums", "16", Int(1, 1024), ReportOnly),
+    row("controllerRequestThreadPoolQueueCapacity", "50000", Int(1, 10_000_000), ReportOnly),
+    row("metricsExporterType", "DISABLE", MetricsExporter, ReportOnly),
+    row("metricsGrpcExporterTarget", "", Text, ReportOnly),
+    row("metricsGrpcExporterHeader", "", Text, ReportOnly),
+    row("metricGrpcExporterTimeOutInMills", "3000", Int(0, i64::MAX), ReportOnly),
+    row("metricGrpcExporterIntervalInMills", "60000", Int(0, i64::MAX), ReportOnly),
+    row("metricLoggingExporterIntervalInMills", "10000", Int(0, i64::MAX), ReportOnly),
+    row("metricsPromExporterPort", "5557", Int(0, 65_535), ReportOnly),
+    row("metricsPromExporterHost", "", Text, ReportOnly),
+    row("metricsLabel", "", Text, ReportOnly),
+    row("metricsInDelta", "false", Bool, ReportOnly),
+    row("jRaftElectionTimeoutMs", "1000", Int(0, I32_MAX), ReportOnly),
+    row("jRaftScanWaitTimeoutMs", "1000", Int(0, I32_MAX), ReportOnly),
+    row("jRaftSnapshotIntervalSecs", "3600", Int(0, I32_MAX), ReportOnly),
+    row("jRaftGroupId", "jRaft-Controller", Text, ReportOnly),
+    row("jRaftServerId", "localhost:9880", Text, ReportOnly),
+    row("jRaftInitConf", "localhost:9880,localhost:9881,localhost:9882", Text, ReportOnly),
+    row("jRaftControllerRPCAddr", "localhost:9770,localhost:9771,localhost:9772", Text, ReportOnly),
+];
+
+fn find_row(key: &str) -> Option<&'static Row> {
+    ROWS.iter().find(|r| r.key == key)
+}
+
+/// Keys no update may touch (Java's hard-coded three plus `configBlackList`'s entries).
+const ALWAYS_BLACK_LISTED: [&str; 3] = ["configBlackList", "configStorePath", "rocketmqHome"];
+
+/// One member of the controller group (`n0-127.0.0.1:9878`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    pub id: String,
+    /// As written (hostnames kept): what 1005 announces to brokers.
+    pub address: String,
+    pub port: u16,
+}
+
+/// The typed values the controller reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    pub scan_not_active_broker_interval_ms: u64,
+    pub scan_inactive_master_interval_ms: u64,
+    pub elect_master_max_retry_count: u32,
+    pub enable_elect_unclean_master: bool,
+    pub process_read_event: bool,
+    pub notify_broker_role_changed: bool,
+    pub snapshot_events: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ControllerConfig {
+    /// Every key of the table, checked.
+    values: BTreeMap<&'static str, String>,
+    /// Keys changed by UPDATE_CONTROLLER_CONFIG (what controller.properties holds).
+    updated: BTreeMap<&'static str, String>,
+    settings: Settings,
+    peers: Vec<Peer>,
+    self_index: usize,
+}
+
+/// A configuration the controller cannot start with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Why an UPDATE_CONTROLLER_CONFIG was refused (nothing of it applied).
+#[derive(Debug)]
+pub enum UpdateError {
+    BlackListed(String),
+    Parse(String),
+    Refused {
+        key: String,
+        reason: String,
+    },
+    Persist {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+}
+
+impl UpdateError {
+    /// The response code and remark (16 for the black list, as Java; 1 otherwise).
+    pub fn code_and_remark(&self) -> (i32, String) {
+        match self {
+            UpdateError::BlackListed(_) => (
+                response::NO_PERMISSION,
+                "Can not update config in black list.".to_owned(),
+            ),
+            UpdateError::Parse(_) => (response::SYSTEM_ERROR, "string2Properties error".to_owned()),
+            UpdateError::Refused { key, reason } => {
+                (response::SYSTEM_ERROR, format!("{key}: {reason}"))
+            }
+            UpdateError::Persist { path, error } => (
+                response::SYSTEM_ERROR,
+                format!("cannot write {}: {error}", path.display()),
+            ),
+        }
+    }
+}
+
+impl fmt::Display for UpdateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UpdateError::BlackListed(key) => write!(f, "{key} is in the config black list"),
+            UpdateError::Parse(reason) => write!(f, "string2Properties error: {reason}"),
+            UpdateError::Refused { key, reason } => write!(f, "{key}: {reason}"),
+            UpdateError::Persist { path, error } => {
+                write!(f, "cannot write {}: {error}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for UpdateError {}
+
+/// Checks one value against its row; Ok = the value as stored (trimmed).
+fn check(row: &Row, value: &str) -> Result<String, String> {
+    let value = value.trim();
+    if value.contains(['\r', '\n', '\\']) {
+        return Err(format!("{value:?} contains a line break or backslash"));
+    }
+    match row.kind {
+        Text => {}
+        Bool => {
+            if !value.eq_ignore_ascii_case("true") && !value.eq_ignore_ascii_case("false") {
+                return Err(format!("{value:?} is not true or false"));
+            }
+            return Ok(value.to_ascii_lowercase());
+        }
+        Int(min, max) => {
+            let n: i64 = value
+                .parse()
+                .map_err(|_| format!("{value:?} is not an integer"))?;
+            if n < min || n > max {
+                return Err(format!("{n} is outside {min}..={max}"));
+            }
+            return Ok(n.to_string());
+        }
+        ControllerType => {
+            if value.eq_ignore_ascii_case("jRaft") {
+                return Err("jRaft is not supported: this controller is the DLedger kind (single node now, a Raft group later); use controllerType=DLedger".into());
+            }
+            if !value.eq_ignore_ascii_case("DLedger") {
+                return Err(format!("{value:?} is not a controller type (DLedger)"));
+            }
+            return Ok("DLedger".into());
+        }
+        MetricsExporter => {
+            if !value.eq_ignore_ascii_case("DISABLE") {
+                return Err(format!(
+                    "{value:?}: metrics export is not implemented here; only DISABLE"
+                ));
+            }
+            return Ok("DISABLE".into());
+        }
+    }
+    Ok(value.to_owned())
+}
+
+/// `n0-host:port;n1-host:port` (DLedger's syntax: the id is the text before the first '-').
+pub fn parse_peers(text: &str) -> Result<Vec<Peer>, String> {
+    let mut peers: Vec<Peer> = Vec::new();
+    for entry in text.split(';').map(str::trim).filter(|e| !e.is_empty()) {
+        let (id, address) = entry
+            .split_once('-')
+            .ok_or_else(|| format!("peer {entry:?} is not <id>-<host>:<port>"))?;
+        let (host, port) = address
+            .rsplit_once(':')
+            .ok_or_else(|| format!("peer {entry:?} has no :<port>"))?;
+        let port: u16 = port
+            .parse()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| format!("peer {entry:?}: {port:?} is not a port (1-65535)"))?;
+        if id.is_empty() || host.is_empty() {
+            return Err(format!("peer {entry:?} is not <id>-<host>:<port>"));
+        }
+        if peers.iter().any(|p| p.id == id) {
+            return Err(format!("peer id {id} appears twice"));
+        }
+        peers.push(Peer {
+            id: id.to_owned(),
+            address: address.to_owned(),
+            port,
+        });
+    }
+    Ok(peers)
+}
+
+fn home_dir() -> PathBuf {
+    match std::env::var("HOME") {
+        Ok(home) if !home.is_empty() => PathBuf::from(home),
+        _ => PathBuf::from("."),
+    }
+}
+
+impl ControllerConfig {
+    /// Reads every controller key through `lookup` (e.g. the name server config's remembered
+    /// `-c` file keys) and checks the result. Keys `lookup` does not know keep their default.
+    pub fn from_lookup(
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<ControllerConfig, ConfigError> {
+        let mut values = BTreeMap::new();
+        for row in ROWS {
+            let value = match lookup(row.key) {
+                Some(given) => check(row, &given)
+                    .map_err(|reason| ConfigError(format!("{}={given}: {reason}", row.key)))?,
+                None => row.default.to_owned(),
+            };
+            values.insert(row.key, value);
+        }
+        ControllerConfig::from_values(values, BTreeMap::new())
+    }
+
+    /// As [`from_lookup`](Self::from_lookup) over key/value pairs (the last of a repeated key wins).
+    pub fn from_pairs(pairs: &[(&str, &str)]) -> Result<ControllerConfig, ConfigError> {
+        ControllerConfig::from_lookup(&|key| {
+            pairs
+                .iter()
+                .rev()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| (*v).to_owned())
+        })
+    }
+
+    fn from_values(
+        values: BTreeMap<&'static str, String>,
+        updated: BTreeMap<&'static str, String>,
+    ) -> Result<ControllerConfig, ConfigError> {
+        let get = |key: &str| values.get(key).map(String::as_str).unwrap_or_default();
+        let peers_text = get("controllerDLegerPeers");
+        if peers_text.trim().is_empty() {
+            return Err(ConfigError(
+                "controllerDLegerPeers is empty: give this node's peer entry, e.g. controllerDLegerPeers=n0-127.0.0.1:9878".into(),
+            ));
+        }
+        let peers = parse_peers(peers_text)
+            .map_err(|e| ConfigError(format!("controllerDLegerPeers={peers_text}: {e}")))?;
+        let self_id = get("controllerDLegerSelfId");
+        if self_id.is_empty() {
+            return Err(ConfigError(
+                "controllerDLegerSelfId is empty: name this node's entry of controllerDLegerPeers, e.g. n0".into(),
+            ));
+        }
+        let self_index = peers.iter().position(|p| p.id == self_id).ok_or_else(|| {
+            ConfigError(format!(
+                "controllerDLegerSelfId={self_id} is not one of the ids in controllerDLegerPeers={peers_text}"
+            ))
+        })?;
+        if peers.len() > 1 {
+            return Err(ConfigError(format!(
+                "controllerDLegerPeers lists {} peers: this build runs a single-node controller only (a Raft group of several comes later); list this node alone",
+                peers.len()
+            )));
+        }
+        let settings = settings_of(&values);
+        Ok(ControllerConfig {
+            values,
+            updated,
+            settings,
+            peers,
+            self_index,
+        })
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// A key's current value (None for keys that are not controller keys, or unset text keys).
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.values
+            .get(key)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+
+    /// Every controller key, sorted.
+    pub fn keys() -> Vec<&'static str> {
+        let mut keys: Vec<&'static str> = ROWS.iter().map(|r| r.key).collect();
+        keys.sort_unstable();
+        keys
+    }
+
+    /// What changing `key` does (None for keys that are not controller keys).
+    pub fn effect(key: &str) -> Option<Effect> {
+        find_row(key).map(|r| r.effect)
+    }
+
+    pub fn peers(&self) -> &[Peer] {
+        &self.peers
+    }
+
+    /// This node's entry of `controllerDLegerPeers`: its id, address and listen port.
+    pub fn self_peer(&self) -> &Peer {
+        &self.peers[self.self_index]
+    }
+
+    /// The port the controller listens on (this node's peer entry, as Java).
+    pub fn listen_port(&self) -> u16 {
+        self.self_peer().port
+    }
+
+    pub fn group(&self) -> Option<&str> {
+        self.get("controllerDLegerGroup")
+    }
+
+    /// `controllerStorePath`, or Java's default `~/DLedgerController`.
+    pub fn store_path(&self) -> PathBuf {
+        match self.get("controllerStorePath") {
+            Some(path) => PathBuf::from(path),
+            None => home_dir().join("DLedgerController"),
+        }
+    }
+
+    /// Where this node keeps its log and snapshot: `<controllerStorePath>/rmq-controller-<selfId>`
+    /// (Java's DLedger uses `dledger-<selfId>` beside it; the formats differ).
+    pub fn store_dir(&self) -> PathBuf {
+        self.store_path()
+            .join(format!("rmq-controller-{}", self.self_peer().id))
+    }
+
+    /// Where runtime updates are kept (reported as `configStorePath`).
+    pub fn config_store_path(&self) -> PathBuf {
+        self.store_dir().join("controller.properties")
+    }
+
+    /// Keys no update may set.
+    pub fn black_list(&self) -> Vec<String> {
+        let mut list: Vec<String> = ALWAYS_BLACK_LISTED.iter().map(|k| k.to_string()).collect();
+        for entry in self
+            .get("configBlackList")
+            .unwrap_or_default()
+            .split(';')
+            .map(str::trim)
+        {
+            if !entry.is_empty() && !list.iter().any(|k| k == entry) {
+                list.push(entry.to_owned());
+            }
+        }
+        list
+    }
+
+    /// GET_CONTROLLER_CONFIG's body: `key=value` lines sorted by key (unset text keys left
+    /// out, as Java leaves out null fields), plus `configStorePath`.
+    pub fn to_properties_text(&self) -> String {
+        let mut all: BTreeMap<&str, String> = self
+            .values
+            .iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| (*k, v.clone()))
+            .collect();
+        all.insert(
+            "configStorePath",
+            self.config_store_path().to_string_lossy().into_owned(),
+        );
+        let mut text = String::new();
+        for (key, value) in all {
+            text.push_str(key);
+            text.push('=');
+            text.push_str(&value);
+            text.push('\n');
+        }
+        text
+    }
+
+    /// Checks an UPDATE_CONTROLLER_CONFIG body (Java properties text) without applying it.
+    pub fn plan_update(&self, body: &[u8]) -> Result<PlannedUpdate, UpdateError> {
+        let text = String::from_utf8_lossy(body);
+        let pairs = crate::config::parse_properties(&text).map_err(UpdateError::Parse)?;
+        let black_list = self.black_list();
+        if let Some((key, _)) = pairs.iter().find(|(k, _)| black_list.contains(k)) {
+            return Err(UpdateError::BlackListed(key.clone()));
+        }
+        let mut values = self.values.clone();
+        let mut updated = self.updated.clone();
+        let mut keys = Vec::new();
+        for (key, value) in &pairs {
+            let refuse = |reason: String| UpdateError::Refused {
+                key: key.clone(),
+                reason,
+            };
+            let row = find_row(key).ok_or_else(|| refuse("not a controller config key".into()))?;
+            if row.effect == StartOnly {
+                return Err(refuse(
+                    "takes effect at start only: edit the config file".into(),
+                ));
+            }
+            let value = check(row, value).map_err(refuse)?;
+            values.insert(row.key, value.clone());
+            updated.insert(row.key, value);
+            if !keys.contains(key) {
+                keys.push(key.clone());
+            }
+        }
+        let next =
+            ControllerConfig::from_values(values, updated).map_err(|e| UpdateError::Refused {
+                key: keys.join(","),
+                reason: e.0,
+            })?;
+        Ok(PlannedUpdate { next, keys })
+    }
+
+    /// UPDATE_CONTROLLER_CONFIG: checks, persists (fsync), then applies. Returns the keys set.
+    pub fn update(&mut self, body: &[u8]) -> Result<Vec<String>, UpdateError> {
+        let plan = self.plan_update(body)?;
+        if plan.keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        plan.persist()?;
+        let keys = plan.keys.clone();
+        *self = plan.next;
+        Ok(keys)
+    }
+
+    /// Applies the updates kept in [`config_store_path`](Self::config_store_path) by earlier
+    /// runs over the values read at start. Returns the keys applied; a file that cannot be
+    /// read or holds a key an update could not have set is an error naming the file.
+    pub fn load_updates(&mut self) -> Result<Vec<String>, ConfigError> {
+        let path = self.config_store_path();
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(ConfigError(format!("cannot read {}: {e}", path.display()))),
+        };
+        let plan = self
+            .plan_update(text.as_bytes())
+            .map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
+        for key in &plan.keys {
+            log::info!(
+                "controller: {key}={} from {} (set by UPDATE_CONTROLLER_CONFIG) overrides the config file",
+                plan.next.get(key).unwrap_or_default(),
+                path.display()
+            );
+        }
+        let keys = plan.keys.clone();
+        *self = plan.next;
+        Ok(keys)
+    }
+}
+
+fn settings_of(values: &BTreeMap<&'static str, String>) -> Settings {
+    let int = |key: &str| -> i64 {
+        values
+            .get(key)
+            .and_then(|v| v.parse().ok())
+            .or_else(|| find_row(key).and_then(|r| r.default.parse().ok()))
+            .unwrap_or(0)
+    };
+    let flag = |key: &str| values.get(key).is_some_and(|v| v == "true");
+    Settings {
+        scan_not_active_broker_interval_ms: int("scanNotActiveBrokerInterval") as u64,
+        scan_inactive_master_interval_ms: int("scanInactiveMasterInterval") as u64,
+        elect_master_max_retry_count: int("electMasterMaxRetryCount") as u32,
+        enable_elect_unclean_master: flag("enableElectUncleanMaster"),
+        process_read_event: flag("processReadEvent"),
+        notify_broker_role_changed: flag("notifyBrokerRoleChanged"),
+        snapshot_events: int(SNAPSHOT_EVENTS_KEY) as u64,
+    }
+}
+
+/// A checked update, not yet applied: [`persist`](Self::persist) (any thread), then adopt `next`.
+#[derive(Debug, Clone)]
+pub struct PlannedUpdate {
+    pub next: ControllerConfig,
+    /// The keys the request set, in request order.
+    pub keys: Vec<String>,
+}
+
+impl PlannedUpdate {
+    /// Where the update is kept.
+    pub fn path(&self) -> PathBuf {
+        self.next.config_store_path()
+    }
+
+    /// The file's new content: every key ever updated, with its current value.
+    pub fn file_content(&self) -> Vec<u8> {
+        let mut text = String::from(
+            "# Written by UPDATE_CONTROLLER_CONFIG; applied over the -c config file at start.\n# Delete a line to go back to the config file's value.\n",
+        );
+        for (key, value) in &self.next.updated {
+            text.push_str(key);
+            text.push('=');
+            text.push_str(value);
+            text.push('\n');
+        }
+        text.into_bytes()
+    }
+
+    /// Writes [`file_content`](Self::file_content) to [`path`](Self::path) here and now
+    /// (temp file, fsync, rename); the controller does it on its log writer's thread instead.
+    pub fn persist(&self) -> Result<(), UpdateError> {
+        let path = self.path();
+        crate::durable_file::replace_file(&path, &self.file_content())
+            .map_err(|error| UpdateError::Persist { path, error })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::TempDir;
+    use std::path::Path;
+
+    fn base(dir: &Path) -> Vec<(&'static str, String)> {
+        vec![
+            ("controllerDLegerPeers", "n0-127.0.0.1:9878".into()),
+            ("controllerDLegerSelfId", "n0".into()),
+            ("controllerStorePath", dir.to_string_lossy().into_owned()),
+        ]
+    }
+
+    fn config(dir: &Path, extra: &[(&'static str, &str)]) -> Result<ControllerConfig, ConfigError> {
+        let mut pairs: Vec<(&str, String)> = base(dir);
+        pairs.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+        let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        ControllerConfig::from_pairs(&borrowed)
+    }
+
+    #[test]
+    fn defaults_and_the_derived_values() {
+        let dir = TempDir::new("ctrl-config");
+        let c = config(dir.path(), &[]).unwrap();
+        assert_eq!(
+            c.settings(),
+            &Settings {
+                scan_not_active_broker_interval_ms: 5000,
+                scan_inactive_master_interval_ms: 5000,
+                elect_master_max_retry_count: 3,
+                enable_elect_unclean_master: false,
+                process_read_event: false,
+                notify_broker_role_changed: true,
+                snapshot_events: 10_000,
+            }
+        );
+        assert_eq!(c.listen_port(), 9878);
+        assert_eq!(c.self_peer().address, "127.0.0.1:9878");
+        assert_eq!(c.store_dir(), dir.path().join("rmq-controller-n0"));
+        assert_eq!(c.group(), None);
+        let text = c.to_properties_text();
+        assert!(text.contains("\nenableElectUncleanMaster=false\n"));
+        assert!(text.contains("configStorePath="));
+        assert!(
+            !text.contains("controllerDLegerGroup"),
+            "unset keys are left out"
+        );
+        let keys: Vec<&str> = text.lines().map(|l| l.split('=').next().unwrap()).collect();
+        let mut sorted = keys.clone();
+        sorted.sort_unstable();
+        assert_eq!(keys, sorted);
+    }
+
+    #[test]
+    fn what_cannot_work_is_refused_at_start_with_the_key_named() {
+        let dir = TempDir::new("ctrl-config");
+        let refused = |extra: &[(&'static str, &str)]| config(dir.path(), extra).unwrap_err().0;
+        assert!(refused(&[("controllerType", "jRaft")]).contains("jRaft is not supported"));
+        assert!(refused(&[("controllerType", "raft")]).contains("controllerType=raft"));
+        assert!(
+            refused(&[("controllerDLegerPeers", "")]).contains("controllerDLegerPeers is empty")
+        );
+        assert!(
+            refused(&[("controllerDLegerPeers", "n0:9878")]).contains("is not <id>-<host>:<port>")
+        );
+        assert!(refused(&[("controllerDLegerPeers", "n0-h:0")]).contains("not a port"));
+        assert!(
+            refused(&[("controllerDLegerSelfId", "")]).contains("controllerDLegerSelfId is empty")
+        );
+        assert!(refused(&[("controllerDLegerSelfId", "n1")]).contains("is not one of the ids"));
+        assert!(refused(&[("controllerDLegerPeers", "n0-a:1;n1-b:2")]).contains("single-node"));
+        assert!(refused(&[("enableElectUncleanMaster", "yes")])
+            .contains("enableElectUncleanMaster=yes"));
+        assert!(refused(&[("electMasterMaxRetryCount", "-1")]).contains("outside"));
+        assert!(refused(&[("metricsExporterType", "PROM")]).contains("not implemented"));
+    }
+
+    #[test]
+    fn peers_keep_hostnames_and_split_at_the_first_dash() {
+        let peers = parse_peers("n0-my-host.svc:9878; ").unwrap();
+        assert_eq!(
+            peers,
+            vec![Peer {
+                id: "n0".into(),
+                address: "my-host.svc:9878".into(),
+                port: 9878
+            }]
+        );
+        assert!(parse_peers("n0-a:1;n0-b:2").unwrap_err().contains("twice"));
+    }
+
+    /// ControllerRequestProcessorTest.testProcessRequest_UpdateConfigPath, and the rules
+    /// that make an update all or nothing.
+    #[test]
+    fn updates_are_checked_whole_then_persisted_and_read_back() {
+        let dir = TempDir::new("ctrl-config");
+        let mut c = config(dir.path(), &[]).unwrap();
+        assert_eq!(
+            c.update(b"notifyBrokerRoleChanged=false\n").unwrap(),
+            vec!["notifyBrokerRoleChanged"]
+        );
+        assert!(!c.settings().notify_broker_role_changed);
+        for black in [
+            "configStorePath=test/path",
+            "rocketmqHome=test/path",
+            "configBlackList=test;path",
+        ] {
+            let err = c.update(black.as_bytes()).unwrap_err();
+            assert_eq!(
+                err.code_and_remark(),
+                (16, "Can not update config in black list.".into())
+            );
+        }
+        let before = c.clone();
+        for (body, needle) in [
+            (
+                "enableElectUncleanMaster=true\nnoSuchKey=1\n",
+                "noSuchKey: not a controller config key",
+            ),
+            (
+                "enableElectUncleanMaster=true\nscanInactiveMasterInterval=1000\n",
+                "takes effect at start only",
+            ),
+            (
+                "enableElectUncleanMaster=maybe\n",
+                "enableElectUncleanMaster: \"maybe\" is not true or false",
+            ),
+        ] {
+            let (code, remark) = c.update(body.as_bytes()).unwrap_err().code_and_remark();
+            assert_eq!(code, 1);
+            assert!(remark.contains(needle), "{remark}");
+            assert_eq!(c, before, "nothing of a refused update is applied");
+        }
+        c.update(b"enableElectUncleanMaster=true\ncontrollerThreadPoolNums=4\n")
+            .unwrap();
+        assert!(c.settings().enable_elect_unclean_master);
+        assert!(c
+            .to_properties_text()
+            .contains("controllerThreadPoolNums=4\n"));
+        // A restart reads the -c values, then the kept updates over them.
+        let mut restarted = config(dir.path(), &[("enableElectUncleanMaster", "false")]).unwrap();
+        let mut applied = restarted.load_updates().unwrap();
+        applied.sort();
+        assert_eq!(
+            applied,
+            vec![
+                "controllerThreadPoolNums",
+                "enableElectUncleanMaster",
+                "notifyBrokerRoleChanged"
+            ]
+        );
+        assert_eq!(restarted.settings(), c.settings());
+        // A configBlackList entry black-lists more keys.
+        let mut strict = config(
+            dir.path(),
+            &[("configBlackList", "notifyBrokerRoleChanged")],
+        )
+        .unwrap();
+        assert_eq!(
+            strict
+                .update(b"notifyBrokerRoleChanged=true")
+                .unwrap_err()
+                .code_and_remark()
+                .0,
+            16
+        );
+        assert!(strict.update(b"").unwrap().is_empty());
+    }
+}

@@ -1,0 +1,513 @@
+//! The six state changes of the Controller (Java's `EventMessage` family) and their durable
+//! encoding: the only things ever written to the controller log, and the only input of
+//! [`super::state::ControllerState::apply`].
+//!
+//! One event is encoded as Java's `EventSerializer` does it: a 2-byte big-endian type id
+//! followed by the event as fastjson JSON (getters in alphabetical order, nulls left out, the
+//! type name under `eventType`). The log is therefore readable by eye and by anyone who knows
+//! Java's format. One log *entry* is the events of one request (in practice zero or one):
+//! each as a 4-byte big-endian length and the event bytes. An empty entry carries no event
+//! (a read barrier). The entry is also what a Raft group will replicate, unchanged.
+
+use crate::remoting::json::{self, ValueRef};
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// Java `EventType` ids.
+pub mod event_type {
+    pub const ALTER_SYNC_STATE_SET: u16 = 1;
+    pub const APPLY_BROKER_ID: u16 = 2;
+    pub const ELECT_MASTER: u16 = 3;
+    /// Declared by Java, never written.
+    pub const READ: u16 = 4;
+    pub const CLEAN_BROKER_DATA: u16 = 5;
+    pub const UPDATE_BROKER_ADDRESS: u16 = 6;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// Replace the SyncStateSet (its epoch + 1).
+    AlterSyncStateSet {
+        broker_name: String,
+        new_sync_state_set: BTreeSet<i64>,
+    },
+    /// Record an allocated broker id (creating the broker set on its first id).
+    ApplyBrokerId {
+        cluster_name: Option<String>,
+        broker_name: String,
+        broker_address: String,
+        new_broker_id: i64,
+        register_check_code: String,
+    },
+    /// A new master (elected) or none (the old one died and nobody could take over).
+    ElectMaster {
+        broker_name: String,
+        new_master_elected: bool,
+        new_master_broker_id: Option<i64>,
+    },
+    /// Forget some ids of a broker set, or the whole set (`None`).
+    CleanBrokerData {
+        broker_name: String,
+        broker_id_set_to_clean: Option<BTreeSet<i64>>,
+    },
+    /// A registered broker id now answers at another address.
+    UpdateBrokerAddress {
+        cluster_name: Option<String>,
+        broker_name: String,
+        broker_address: String,
+        broker_id: i64,
+    },
+}
+
+/// A log entry or event that cannot be read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventError(pub String);
+
+impl fmt::Display for EventError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for EventError {}
+
+fn bad(message: impl Into<String>) -> EventError {
+    EventError(message.into())
+}
+
+impl Event {
+    pub fn type_id(&self) -> u16 {
+        match self {
+            Event::AlterSyncStateSet { .. } => event_type::ALTER_SYNC_STATE_SET,
+            Event::ApplyBrokerId { .. } => event_type::APPLY_BROKER_ID,
+            Event::ElectMaster { .. } => event_type::ELECT_MASTER,
+            Event::CleanBrokerData { .. } => event_type::CLEAN_BROKER_DATA,
+            Event::UpdateBrokerAddress { .. } => event_type::UPDATE_BROKER_ADDRESS,
+        }
+    }
+
+    /// Java's `EventType` enum name, written as `eventType`.
+    pub fn type_name(&self) -> &'static str {
+        type_name(self.type_id()).unwrap_or("UNKNOWN")
+    }
+
+    pub fn broker_name(&self) -> &str {
+        match self {
+            Event::AlterSyncStateSet { broker_name, .. }
+            | Event::ApplyBrokerId { broker_name, .. }
+            | Event::ElectMaster { broker_name, .. }
+            | Event::CleanBrokerData { broker_name, .. }
+            | Event::UpdateBrokerAddress { broker_name, .. } => broker_name,
+        }
+    }
+
+    /// Appends Java's encoding: type id (2 bytes, big endian) + fastjson JSON.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.type_id().to_be_bytes());
+        self.write_json(out);
+    }
+
+    fn write_json(&self, out: &mut Vec<u8>) {
+        let mut w = ObjectWriter::new(out);
+        match self {
+            Event::AlterSyncStateSet {
+                broker_name,
+                new_sync_state_set,
+            } => {
+                w.str("brokerName", broker_name);
+                w.str("eventType", self.type_name());
+                w.ids("newSyncStateSet", new_sync_state_set);
+            }
+            Event::ApplyBrokerId {
+                cluster_name,
+                broker_name,
+                broker_address,
+                new_broker_id,
+                register_check_code,
+            } => {
+                w.str("brokerAddress", broker_address);
+                w.str("brokerName", broker_name);
+                w.opt_str("clusterName", cluster_name.as_deref());
+                w.str("eventType", self.type_name());
+                w.int("newBrokerId", *new_broker_id);
+                w.str("registerCheckCode", register_check_code);
+            }
+            Event::ElectMaster {
+                broker_name,
+                new_master_elected,
+                new_master_broker_id,
+            } => {
+                w.str("brokerName", broker_name);
+                w.str("eventType", self.type_name());
+                if let Some(id) = new_master_broker_id {
+                    w.int("newMasterBrokerId", *id);
+                }
+                w.bool("newMasterElected", *new_master_elected);
+            }
+            Event::CleanBrokerData {
+                broker_name,
+                broker_id_set_to_clean,
+            } => {
+                if let Some(ids) = broker_id_set_to_clean {
+                    w.ids("brokerIdSetToClean", ids);
+                }
+                w.str("brokerName", broker_name);
+                w.str("eventType", self.type_name());
+            }
+            Event::UpdateBrokerAddress {
+                cluster_name,
+                broker_name,
+                broker_address,
+                broker_id,
+            } => {
+                w.str("brokerAddress", broker_address);
+                w.int("brokerId", *broker_id);
+                w.str("brokerName", broker_name);
+                w.opt_str("clusterName", cluster_name.as_deref());
+                w.str("eventType", self.type_name());
+            }
+        }
+        w.finish();
+    }
+
+    /// Reads one event in Java's encoding.
+    pub fn decode(bytes: &[u8]) -> Result<Event, EventError> {
+        if bytes.len() < 2 {
+            return Err(bad("event shorter than its 2-byte type id"));
+        }
+        let type_id = u16::from_be_bytes([bytes[0], bytes[1]]);
+        let limits = json::Limits {
+            max_depth: 8,
+            max_string_len: bytes.len(),
+        };
+        let doc = json::parse_borrowed(&bytes[2..], &limits)
+            .map_err(|e| bad(format!("event type {type_id}: {e}")))?;
+        let root = doc.root();
+        if root.members().is_none() {
+            return Err(bad(format!("event type {type_id} is not a JSON object")));
+        }
+        let name =
+            type_name(type_id).ok_or_else(|| bad(format!("unknown event type {type_id}")))?;
+        match root.get("eventType").and_then(|v| v.as_str()) {
+            Some(written) if written == name => {}
+            other => {
+                return Err(bad(format!(
+                    "event type {type_id} ({name}) carries eventType {other:?}"
+                )))
+            }
+        }
+        let f = Fields(root);
+        Ok(match type_id {
+            event_type::ALTER_SYNC_STATE_SET => Event::AlterSyncStateSet {
+                broker_name: f.string("brokerName")?,
+                new_sync_state_set: f.ids("newSyncStateSet")?.unwrap_or_default(),
+            },
+            event_type::APPLY_BROKER_ID => Event::ApplyBrokerId {
+                cluster_name: f.opt_string("clusterName")?,
+                broker_name: f.string("brokerName")?,
+                broker_address: f.string("brokerAddress")?,
+                new_broker_id: f.int("newBrokerId")?,
+                register_check_code: f.string("registerCheckCode")?,
+            },
+            event_type::ELECT_MASTER => Event::ElectMaster {
+                broker_name: f.string("brokerName")?,
+                new_master_elected: f.bool("newMasterElected")?,
+                new_master_broker_id: f.opt_int("newMasterBrokerId")?,
+            },
+            event_type::CLEAN_BROKER_DATA => Event::CleanBrokerData {
+                broker_name: f.string("brokerName")?,
+                broker_id_set_to_clean: f.ids("brokerIdSetToClean")?,
+            },
+            event_type::UPDATE_BROKER_ADDRESS => Event::UpdateBrokerAddress {
+                cluster_name: f.opt_string("clusterName")?,
+                broker_name: f.string("brokerName")?,
+                broker_address: f.string("brokerAddress")?,
+                broker_id: f.int("brokerId")?,
+            },
+            _ => {
+                return Err(bad(format!(
+                    "event type {type_id} ({name}) is never logged"
+                )))
+            }
+        })
+    }
+}
+
+fn type_name(type_id: u16) -> Option<&'static str> {
+    Some(match type_id {
+        event_type::ALTER_SYNC_STATE_SET => "ALTER_SYNC_STATE_SET_EVENT",
+        event_type::APPLY_BROKER_ID => "APPLY_BROKER_ID_EVENT",
+        event_type::ELECT_MASTER => "ELECT_MASTER_EVENT",
+        event_type::READ => "READ_EVENT",
+        event_type::CLEAN_BROKER_DATA => "CLEAN_BROKER_DATA_EVENT",
+        event_type::UPDATE_BROKER_ADDRESS => "UPDATE_BROKER_ADDRESS",
+        _ => return None,
+    })
+}
+
+/// Encodes the events of one request as one log entry.
+pub fn encode_entry(events: &[Event]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(events.len() * 160);
+    for event in events {
+        let len_at = out.len();
+        out.extend_from_slice(&[0; 4]);
+        event.encode(&mut out);
+        let len = (out.len() - len_at - 4) as u32;
+        out[len_at..len_at + 4].copy_from_slice(&len.to_be_bytes());
+    }
+    out
+}
+
+/// Reads the events of one log entry (none for an empty entry).
+pub fn decode_entry(entry: &[u8]) -> Result<Vec<Event>, EventError> {
+    let mut events = Vec::new();
+    let mut rest = entry;
+    while !rest.is_empty() {
+        if rest.len() < 4 {
+            return Err(bad("entry ends inside an event length"));
+        }
+        let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        let body = rest
+            .get(4..4 + len)
+            .ok_or_else(|| bad(format!("event of {len} bytes runs past the entry")))?;
+        events.push(Event::decode(body)?);
+        rest = &rest[4 + len..];
+    }
+    Ok(events)
+}
+
+/// Writes `{"a":..,"b":..}` one member at a time, in the order called (alphabetical).
+pub(crate) struct ObjectWriter<'a> {
+    out: &'a mut Vec<u8>,
+    first: bool,
+}
+
+impl<'a> ObjectWriter<'a> {
+    pub(crate) fn new(out: &'a mut Vec<u8>) -> Self {
+        out.push(b'{');
+        ObjectWriter { out, first: true }
+    }
+
+    pub(crate) fn key(&mut self, key: &str) -> &mut Vec<u8> {
+        if !self.first {
+            self.out.push(b',');
+        }
+        self.first = false;
+        json::write_key(self.out, key);
+        self.out
+    }
+
+    pub(crate) fn str(&mut self, key: &str, value: &str) {
+        json::write_str(self.key(key), value);
+    }
+
+    pub(crate) fn opt_str(&mut self, key: &str, value: Option<&str>) {
+        if let Some(value) = value {
+            self.str(key, value);
+        }
+    }
+
+    pub(crate) fn int(&mut self, key: &str, value: i64) {
+        json::write_i64(self.key(key), value);
+    }
+
+    pub(crate) fn bool(&mut self, key: &str, value: bool) {
+        json::write_bool(self.key(key), value);
+    }
+
+    pub(crate) fn ids<'i>(&mut self, key: &str, ids: impl IntoIterator<Item = &'i i64>) {
+        write_ids(self.key(key), ids);
+    }
+
+    pub(crate) fn finish(self) {
+        self.out.push(b'}');
+    }
+}
+
+/// `[1,2,3]`.
+pub(crate) fn write_ids<'i>(out: &mut Vec<u8>, ids: impl IntoIterator<Item = &'i i64>) {
+    out.push(b'[');
+    for (i, id) in ids.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        json::write_i64(out, *id);
+    }
+    out.push(b']');
+}
+
+/// Typed member access with errors that name the member.
+pub(crate) struct Fields<'d>(pub(crate) ValueRef<'d>);
+
+impl<'d> Fields<'d> {
+    fn present(&self, key: &str) -> Option<ValueRef<'d>> {
+        self.0.get(key).filter(|v| !v.is_null())
+    }
+
+    pub(crate) fn opt_string(&self, key: &str) -> Result<Option<String>, EventError> {
+        match self.present(key) {
+            None => Ok(None),
+            Some(v) => v
+                .as_str()
+                .map(|s| Some(s.to_owned()))
+                .ok_or_else(|| bad(format!("{key} is not a string"))),
+        }
+    }
+
+    pub(crate) fn string(&self, key: &str) -> Result<String, EventError> {
+        self.opt_string(key)?
+            .ok_or_else(|| bad(format!("{key} is missing")))
+    }
+
+    pub(crate) fn opt_int(&self, key: &str) -> Result<Option<i64>, EventError> {
+        match self.present(key) {
+            None => Ok(None),
+            Some(v) => v
+                .as_i64()
+                .map(Some)
+                .ok_or_else(|| bad(format!("{key} is not an integer"))),
+        }
+    }
+
+    pub(crate) fn int(&self, key: &str) -> Result<i64, EventError> {
+        self.opt_int(key)?
+            .ok_or_else(|| bad(format!("{key} is missing")))
+    }
+
+    pub(crate) fn int32(&self, key: &str) -> Result<i32, EventError> {
+        i32::try_from(self.int(key)?).map_err(|_| bad(format!("{key} is out of range")))
+    }
+
+    pub(crate) fn bool(&self, key: &str) -> Result<bool, EventError> {
+        self.present(key)
+            .and_then(|v| v.as_bool())
+            .ok_or_else(|| bad(format!("{key} is missing or not a boolean")))
+    }
+
+    pub(crate) fn ids(&self, key: &str) -> Result<Option<BTreeSet<i64>>, EventError> {
+        let Some(v) = self.present(key) else {
+            return Ok(None);
+        };
+        let items = v
+            .items()
+            .ok_or_else(|| bad(format!("{key} is not an array")))?;
+        let mut ids = BTreeSet::new();
+        for item in items {
+            ids.insert(
+                item.as_i64()
+                    .ok_or_else(|| bad(format!("{key} holds a non-integer")))?,
+            );
+        }
+        Ok(Some(ids))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(ids: &[i64]) -> BTreeSet<i64> {
+        ids.iter().copied().collect()
+    }
+
+    /// The encodings Java's EventSerializer produces for these events (type id + fastjson).
+    fn java_examples() -> Vec<(Event, &'static [u8])> {
+        vec![
+            (
+                Event::ApplyBrokerId {
+                    cluster_name: Some("DefaultCluster".into()),
+                    broker_name: "broker-a".into(),
+                    broker_address: "127.0.0.1:30911".into(),
+                    new_broker_id: 1,
+                    register_check_code: "127.0.0.1:30911;1700000000000".into(),
+                },
+                b"\x00\x02{\"brokerAddress\":\"127.0.0.1:30911\",\"brokerName\":\"broker-a\",\"clusterName\":\"DefaultCluster\",\"eventType\":\"APPLY_BROKER_ID_EVENT\",\"newBrokerId\":1,\"registerCheckCode\":\"127.0.0.1:30911;1700000000000\"}",
+            ),
+            (
+                Event::ElectMaster {
+                    broker_name: "broker-a".into(),
+                    new_master_elected: true,
+                    new_master_broker_id: Some(1),
+                },
+                b"\x00\x03{\"brokerName\":\"broker-a\",\"eventType\":\"ELECT_MASTER_EVENT\",\"newMasterBrokerId\":1,\"newMasterElected\":true}",
+            ),
+            (
+                Event::ElectMaster {
+                    broker_name: "broker-a".into(),
+                    new_master_elected: false,
+                    new_master_broker_id: None,
+                },
+                b"\x00\x03{\"brokerName\":\"broker-a\",\"eventType\":\"ELECT_MASTER_EVENT\",\"newMasterElected\":false}",
+            ),
+            (
+                Event::AlterSyncStateSet {
+                    broker_name: "broker-a".into(),
+                    new_sync_state_set: set(&[1, 2]),
+                },
+                b"\x00\x01{\"brokerName\":\"broker-a\",\"eventType\":\"ALTER_SYNC_STATE_SET_EVENT\",\"newSyncStateSet\":[1,2]}",
+            ),
+            (
+                Event::CleanBrokerData {
+                    broker_name: "broker-a".into(),
+                    broker_id_set_to_clean: Some(set(&[2])),
+                },
+                b"\x00\x05{\"brokerIdSetToClean\":[2],\"brokerName\":\"broker-a\",\"eventType\":\"CLEAN_BROKER_DATA_EVENT\"}",
+            ),
+            (
+                Event::CleanBrokerData {
+                    broker_name: "broker-a".into(),
+                    broker_id_set_to_clean: None,
+                },
+                b"\x00\x05{\"brokerName\":\"broker-a\",\"eventType\":\"CLEAN_BROKER_DATA_EVENT\"}",
+            ),
+            (
+                Event::UpdateBrokerAddress {
+                    cluster_name: Some("DefaultCluster".into()),
+                    broker_name: "broker-a".into(),
+                    broker_address: "10.0.0.7:30911".into(),
+                    broker_id: 2,
+                },
+                b"\x00\x06{\"brokerAddress\":\"10.0.0.7:30911\",\"brokerId\":2,\"brokerName\":\"broker-a\",\"clusterName\":\"DefaultCluster\",\"eventType\":\"UPDATE_BROKER_ADDRESS\"}",
+            ),
+        ]
+    }
+
+    #[test]
+    fn events_are_encoded_as_java_encodes_them_and_read_back() {
+        for (event, java) in java_examples() {
+            let mut out = Vec::new();
+            event.encode(&mut out);
+            assert_eq!(
+                String::from_utf8_lossy(&out),
+                String::from_utf8_lossy(java),
+                "{event:?}"
+            );
+            assert_eq!(Event::decode(java).unwrap(), event);
+        }
+    }
+
+    #[test]
+    fn an_entry_holds_any_number_of_events_and_empty_is_a_barrier() {
+        let events: Vec<Event> = java_examples().into_iter().map(|(e, _)| e).collect();
+        let entry = encode_entry(&events);
+        assert_eq!(decode_entry(&entry).unwrap(), events);
+        assert!(encode_entry(&[]).is_empty());
+        assert_eq!(decode_entry(&[]).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn damaged_events_are_errors_not_panics() {
+        let (_, java) = &java_examples()[0];
+        for cut in 0..java.len() {
+            assert!(Event::decode(&java[..cut]).is_err(), "cut at {cut}");
+        }
+        assert!(Event::decode(b"\x00\x04{\"eventType\":\"READ_EVENT\"}").is_err());
+        assert!(Event::decode(b"\x00\x09{}").is_err());
+        // The type id and the JSON must agree.
+        assert!(Event::decode(b"\x00\x01{\"brokerName\":\"a\",\"eventType\":\"ELECT_MASTER_EVENT\",\"newMasterElected\":true}").is_err());
+        let entry = encode_entry(&[java_examples().remove(1).0]);
+        for cut in 1..entry.len() {
+            assert!(decode_entry(&entry[..cut]).is_err(), "cut at {cut}");
+        }
+    }
+}

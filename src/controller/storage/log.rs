@@ -1,0 +1,283 @@
+//! The event log file: a magic header, then one record per committed entry.
+//!
+//! ```text
+//! file   = "RMQCLOG1" record*
+//! record = length:u32 crc:u32 index:u64 entry[length]     (big endian)
+//! crc    = CRC-32 of index and entry
+//! ```
+//!
+//! Indexes are consecutive. A crash can only damage the end of the file (appends only), so
+//! reading back distinguishes a *torn tail* (the last record runs past the end, fails its
+//! CRC while nothing but zeros follow, or the header itself is cut short): dropped, with a
+//! warning, and the file cut back to the last good record; from *corruption* (a bad record
+//! followed by more data, indexes out of order, a wrong magic): an error naming the file and
+//! the byte offset, because silently dropping acknowledged changes is worse than refusing
+//! to start.
+
+use super::StorageError;
+use crate::route::model::crc32;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::Path;
+
+pub const MAGIC: &[u8; 8] = b"RMQCLOG1";
+pub const RECORD_HEADER_LEN: usize = 16;
+/// Entries are a request's events, a few hundred bytes; anything this large is damage.
+pub const MAX_ENTRY_LEN: usize = 64 << 20;
+
+/// Appends one record to `out`.
+pub fn encode_record(index: u64, entry: &[u8], out: &mut Vec<u8>) {
+    let mut crc_input = Vec::with_capacity(8 + entry.len());
+    crc_input.extend_from_slice(&index.to_be_bytes());
+    crc_input.extend_from_slice(entry);
+    out.extend_from_slice(&(entry.len() as u32).to_be_bytes());
+    out.extend_from_slice(&crc32(&crc_input).to_be_bytes());
+    out.extend_from_slice(&index.to_be_bytes());
+    out.extend_from_slice(entry);
+}
+
+/// One record read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub index: u64,
+    pub entry: Vec<u8>,
+}
+
+/// What reading the file gave.
+#[derive(Debug, Default)]
+pub struct Scan {
+    pub records: Vec<Record>,
+    /// Bytes up to the end of the last good record.
+    pub valid_len: u64,
+    /// Why bytes after `valid_len` were dropped, if any were.
+    pub torn: Option<String>,
+}
+
+fn corrupt(path: &Path, offset: usize, reason: String) -> StorageError {
+    StorageError::Corrupt {
+        path: path.to_path_buf(),
+        offset: Some(offset as u64),
+        reason,
+    }
+}
+
+/// Reads the records of a whole log file's bytes.
+pub fn scan(path: &Path, bytes: &[u8]) -> Result<Scan, StorageError> {
+    if bytes.len() < MAGIC.len() {
+        if MAGIC.starts_with(bytes) {
+            return Ok(Scan {
+                torn: (!bytes.is_empty()).then(|| "the file header was cut short".to_owned()),
+                ..Scan::default()
+            });
+        }
+        return Err(corrupt(
+            path,
+            0,
+            "not a controller event log (bad magic)".into(),
+        ));
+    }
+    if &bytes[..MAGIC.len()] != MAGIC {
+        return Err(corrupt(
+            path,
+            0,
+            "not a controller event log (bad magic)".into(),
+        ));
+    }
+    let mut scan = Scan {
+        valid_len: MAGIC.len() as u64,
+        ..Scan::default()
+    };
+    let mut pos = MAGIC.len();
+    while pos < bytes.len() {
+        let rest = &bytes[pos..];
+        let torn = |why: &str| {
+            Some(format!(
+                "{why} at byte {pos} ({} bytes dropped)",
+                rest.len()
+            ))
+        };
+        if rest.len() < RECORD_HEADER_LEN {
+            scan.torn = torn("a record header is cut short");
+            break;
+        }
+        let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        let crc = u32::from_be_bytes([rest[4], rest[5], rest[6], rest[7]]);
+        let index = u64::from_be_bytes([
+            rest[8], rest[9], rest[10], rest[11], rest[12], rest[13], rest[14], rest[15],
+        ]);
+        if len > MAX_ENTRY_LEN || rest.len() < RECORD_HEADER_LEN + len {
+            scan.torn = torn("the last record runs past the end of the file");
+            break;
+        }
+        let end = RECORD_HEADER_LEN + len;
+        if crc32(&rest[8..end]) != crc {
+            let only_zeros_follow = rest[end..].iter().all(|b| *b == 0);
+            if only_zeros_follow {
+                scan.torn = torn("the last record fails its checksum");
+                break;
+            }
+            return Err(corrupt(
+                path,
+                pos,
+                format!("record {index} fails its checksum and more records follow"),
+            ));
+        }
+        if let Some(prev) = scan.records.last() {
+            if index != prev.index + 1 {
+                return Err(corrupt(
+                    path,
+                    pos,
+                    format!("record {index} follows record {}", prev.index),
+                ));
+            }
+        }
+        scan.records.push(Record {
+            index,
+            entry: rest[RECORD_HEADER_LEN..end].to_vec(),
+        });
+        pos += end;
+        scan.valid_len = pos as u64;
+    }
+    Ok(scan)
+}
+
+fn io<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(std::io::Error) -> StorageError + 'a {
+    move |error| StorageError::Io {
+        path: path.to_path_buf(),
+        op,
+        error,
+    }
+}
+
+/// Opens (creating if needed) the log at `path`, reads it, cuts a torn tail off, and returns
+/// an append handle positioned at the end with what was read.
+pub fn open(path: &Path) -> Result<(File, Scan), StorageError> {
+    let mut bytes = Vec::new();
+    match File::open(path) {
+        Ok(mut f) => {
+            f.read_to_end(&mut bytes).map_err(io(path, "read"))?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(path, "open")(e)),
+    }
+    let scan = scan(path, &bytes)?;
+    if bytes.len() < MAGIC.len() {
+        // New (or cut during creation): write the header and make the file itself durable.
+        let mut f = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .open(path)
+            .map_err(io(path, "create"))?;
+        f.write_all(MAGIC).map_err(io(path, "write"))?;
+        f.sync_all().map_err(io(path, "fsync"))?;
+        super::sync_dir(path)?;
+    } else if scan.valid_len < bytes.len() as u64 {
+        let f = OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(io(path, "open"))?;
+        f.set_len(scan.valid_len).map_err(io(path, "truncate"))?;
+        f.sync_all().map_err(io(path, "fsync"))?;
+    }
+    let f = OpenOptions::new()
+        .append(true)
+        .open(path)
+        .map_err(io(path, "open"))?;
+    Ok((f, scan))
+}
+
+/// Replaces the log at `path` by one holding only the records after `index` (those are
+/// already in a snapshot), crash-safely: temp file, fsync, rename, fsync the directory.
+/// Returns the new append handle.
+pub fn keep_after(path: &Path, index: u64) -> Result<(File, usize), StorageError> {
+    let bytes = std::fs::read(path).map_err(io(path, "read"))?;
+    let scan = scan(path, &bytes)?;
+    let mut out = Vec::with_capacity(MAGIC.len());
+    out.extend_from_slice(MAGIC);
+    let mut kept = 0;
+    for r in scan.records.iter().filter(|r| r.index > index) {
+        encode_record(r.index, &r.entry, &mut out);
+        kept += 1;
+    }
+    let tmp = crate::durable_file::sibling(path, ".tmp");
+    {
+        let mut f = File::create(&tmp).map_err(io(&tmp, "create"))?;
+        f.write_all(&out).map_err(io(&tmp, "write"))?;
+        f.sync_all().map_err(io(&tmp, "fsync"))?;
+    }
+    std::fs::rename(&tmp, path).map_err(io(path, "rename"))?;
+    super::sync_dir(path)?;
+    let f = OpenOptions::new()
+        .append(true)
+        .open(path)
+        .map_err(io(path, "open"))?;
+    Ok((f, kept))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file_with(records: &[(u64, &[u8])]) -> Vec<u8> {
+        let mut out = MAGIC.to_vec();
+        for (i, e) in records {
+            encode_record(*i, e, &mut out);
+        }
+        out
+    }
+
+    #[test]
+    fn records_read_back_in_order() {
+        let bytes = file_with(&[(1, b"a"), (2, b""), (3, b"ccc")]);
+        let s = scan(Path::new("x"), &bytes).unwrap();
+        assert_eq!(
+            s.records.iter().map(|r| r.index).collect::<Vec<_>>(),
+            vec![1, 2, 3]
+        );
+        assert_eq!(s.records[2].entry, b"ccc");
+        assert_eq!(s.valid_len, bytes.len() as u64);
+        assert!(s.torn.is_none());
+    }
+
+    #[test]
+    fn every_cut_of_the_last_record_is_a_torn_tail() {
+        let whole = file_with(&[(1, b"first"), (2, b"second")]);
+        let first_end = file_with(&[(1, b"first")]).len();
+        for cut in first_end + 1..whole.len() {
+            let s = scan(Path::new("x"), &whole[..cut]).unwrap();
+            assert_eq!(s.records.len(), 1, "cut at {cut}");
+            assert_eq!(s.valid_len, first_end as u64);
+            assert!(s.torn.is_some());
+        }
+        // A garbled last record, or one followed by zeros (a file extended by the crash).
+        let mut garbled = whole.clone();
+        let last = garbled.len() - 1;
+        garbled[last] ^= 0xFF;
+        assert_eq!(scan(Path::new("x"), &garbled).unwrap().records.len(), 1);
+        garbled.extend_from_slice(&[0; 40]);
+        assert_eq!(scan(Path::new("x"), &garbled).unwrap().records.len(), 1);
+        let mut zeros = whole.clone();
+        zeros.extend_from_slice(&[0; 100]);
+        assert_eq!(scan(Path::new("x"), &zeros).unwrap().records.len(), 2);
+    }
+
+    #[test]
+    fn damage_before_the_end_is_corruption_naming_the_file_and_offset() {
+        let mut bytes = file_with(&[(1, b"first"), (2, b"second")]);
+        bytes[MAGIC.len() + RECORD_HEADER_LEN] ^= 0x01;
+        let err = scan(Path::new("/data/events.log"), &bytes)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("/data/events.log"), "{err}");
+        assert!(err.contains("byte 8"), "{err}");
+        let gap = file_with(&[(1, b"a"), (3, b"c")]);
+        assert!(scan(Path::new("x"), &gap)
+            .unwrap_err()
+            .to_string()
+            .contains("record 3 follows record 1"));
+        assert!(scan(Path::new("x"), b"NOTALOG!....").is_err());
+        assert!(scan(Path::new("x"), b"XY").is_err());
+        assert!(scan(Path::new("x"), b"RMQ").unwrap().torn.is_some());
+    }
+}

@@ -1,0 +1,261 @@
+//! The whole-state snapshot: both tables as JSON, with the index of the last entry they
+//! include, so the log before it can be dropped (Java's DLedger controller never snapshots;
+//! its log grows forever).
+//!
+//! ```text
+//! file = "RMQCSNP1" index:u64 crc:u32 json        (big endian; crc = CRC-32 of index and json)
+//! json = {"replicaInfoTable":[...],"syncStateSetInfoTable":[...]}   (sorted by brokerName)
+//! ```
+//!
+//! The file is replaced atomically (temp file, fsync, rename), so it is never torn; one that
+//! does not read back is corruption and refuses the start. It is encoded on the log writer's
+//! thread from a copy-on-write clone of the state (a few hundred microseconds of JSON per
+//! thousand broker sets stay off the loop).
+
+use super::StorageError;
+use crate::controller::event::{Fields, ObjectWriter};
+use crate::controller::state::{BrokerIdInfo, BrokerReplicaInfo, ControllerState, SyncStateInfo};
+use crate::remoting::json::{self, ValueRef};
+use crate::route::model::crc32;
+use std::path::Path;
+
+pub const MAGIC: &[u8; 8] = b"RMQCSNP1";
+const HEADER_LEN: usize = 20;
+
+/// The snapshot file's bytes for `state` as of log index `index`.
+pub fn encode(index: u64, state: &ControllerState) -> Vec<u8> {
+    let json = encode_state(state);
+    let mut crc_input = Vec::with_capacity(8 + json.len());
+    crc_input.extend_from_slice(&index.to_be_bytes());
+    crc_input.extend_from_slice(&json);
+    let mut out = Vec::with_capacity(HEADER_LEN + json.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&index.to_be_bytes());
+    out.extend_from_slice(&crc32(&crc_input).to_be_bytes());
+    out.extend_from_slice(&json);
+    out
+}
+
+/// Both tables as JSON, sorted by brokerName (equal states give equal bytes).
+pub fn encode_state(state: &ControllerState) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + state.replica_infos().count() * 256);
+    let mut w = ObjectWriter::new(&mut out);
+    {
+        let out = w.key("replicaInfoTable");
+        let mut infos: Vec<&BrokerReplicaInfo> = state.replica_infos().collect();
+        infos.sort_unstable_by(|a, b| a.broker_name.cmp(&b.broker_name));
+        out.push(b'[');
+        for (i, info) in infos.into_iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_replica_info(out, info);
+        }
+        out.push(b']');
+    }
+    {
+        let out = w.key("syncStateSetInfoTable");
+        let mut infos: Vec<&SyncStateInfo> = state.sync_states().collect();
+        infos.sort_unstable_by(|a, b| a.broker_name.cmp(&b.broker_name));
+        out.push(b'[');
+        for (i, info) in infos.into_iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_sync_state(out, info);
+        }
+        out.push(b']');
+    }
+    w.finish();
+    out
+}
+
+fn write_replica_info(out: &mut Vec<u8>, info: &BrokerReplicaInfo) {
+    let mut w = ObjectWriter::new(out);
+    w.str("brokerName", &info.broker_name);
+    {
+        let out = w.key("brokers");
+        out.push(b'[');
+        for (i, (id, b)) in info.brokers.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            let mut b_w = ObjectWriter::new(out);
+            b_w.str("brokerAddress", &b.address);
+            b_w.int("brokerId", *id);
+            b_w.str("registerCheckCode", &b.register_check_code);
+            b_w.finish();
+        }
+        out.push(b']');
+    }
+    w.opt_str("clusterName", info.cluster_name.as_deref());
+    w.int("nextAssignBrokerId", info.next_assign_broker_id);
+    w.finish();
+}
+
+fn write_sync_state(out: &mut Vec<u8>, info: &SyncStateInfo) {
+    let mut w = ObjectWriter::new(out);
+    w.str("brokerName", &info.broker_name);
+    w.opt_str("clusterName", info.cluster_name.as_deref());
+    if let Some(master) = info.master_broker_id {
+        w.int("masterBrokerId", master);
+    }
+    w.int("masterEpoch", i64::from(info.master_epoch));
+    w.ids("syncStateSet", &info.sync_state_set);
+    w.int("syncStateSetEpoch", i64::from(info.sync_state_set_epoch));
+    w.finish();
+}
+
+/// Reads the snapshot at `path`: None when there is none yet.
+pub fn read(path: &Path) -> Result<Option<(u64, ControllerState)>, StorageError> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => {
+            return Err(StorageError::Io {
+                path: path.to_path_buf(),
+                op: "read",
+                error,
+            })
+        }
+    };
+    decode(&bytes)
+        .map(Some)
+        .map_err(|reason| StorageError::Corrupt {
+            path: path.to_path_buf(),
+            offset: None,
+            reason,
+        })
+}
+
+/// Reads a snapshot file's bytes.
+pub fn decode(bytes: &[u8]) -> Result<(u64, ControllerState), String> {
+    if bytes.len() < HEADER_LEN || &bytes[..MAGIC.len()] != MAGIC {
+        return Err("not a controller snapshot (bad magic or too short)".into());
+    }
+    let mut index_bytes = [0u8; 8];
+    index_bytes.copy_from_slice(&bytes[8..16]);
+    let index = u64::from_be_bytes(index_bytes);
+    let crc = u32::from_be_bytes([bytes[16], bytes[17], bytes[18], bytes[19]]);
+    let json = &bytes[HEADER_LEN..];
+    let mut crc_input = Vec::with_capacity(8 + json.len());
+    crc_input.extend_from_slice(&index_bytes);
+    crc_input.extend_from_slice(json);
+    if crc32(&crc_input) != crc {
+        return Err("checksum mismatch".into());
+    }
+    Ok((index, decode_state(json)?))
+}
+
+/// Reads the JSON written by [`encode_state`].
+pub fn decode_state(json_bytes: &[u8]) -> Result<ControllerState, String> {
+    let limits = json::Limits {
+        max_depth: 8,
+        max_string_len: json_bytes.len().max(1),
+    };
+    let doc = json::parse_borrowed(json_bytes, &limits).map_err(|e| e.to_string())?;
+    let root = doc.root();
+    let mut state = ControllerState::new();
+    for item in array(root, "replicaInfoTable")? {
+        state.insert_replica_info(read_replica_info(item)?);
+    }
+    for item in array(root, "syncStateSetInfoTable")? {
+        state.insert_sync_state(read_sync_state(item)?);
+    }
+    Ok(state)
+}
+
+fn array<'d>(v: ValueRef<'d>, key: &str) -> Result<Vec<ValueRef<'d>>, String> {
+    v.get(key)
+        .and_then(|a| a.items())
+        .map(|items| items.collect())
+        .ok_or_else(|| format!("{key} is missing or not an array"))
+}
+
+fn read_replica_info(v: ValueRef<'_>) -> Result<BrokerReplicaInfo, String> {
+    let f = Fields(v);
+    let mut info = BrokerReplicaInfo::new(
+        f.opt_string("clusterName").map_err(|e| e.0)?,
+        f.string("brokerName").map_err(|e| e.0)?,
+    );
+    info.next_assign_broker_id = f.int("nextAssignBrokerId").map_err(|e| e.0)?;
+    for b in array(v, "brokers")? {
+        let bf = Fields(b);
+        info.brokers.insert(
+            bf.int("brokerId").map_err(|e| e.0)?,
+            BrokerIdInfo {
+                address: bf.string("brokerAddress").map_err(|e| e.0)?,
+                register_check_code: bf.string("registerCheckCode").map_err(|e| e.0)?,
+            },
+        );
+    }
+    Ok(info)
+}
+
+fn read_sync_state(v: ValueRef<'_>) -> Result<SyncStateInfo, String> {
+    let f = Fields(v);
+    let mut info = SyncStateInfo::new(
+        f.opt_string("clusterName").map_err(|e| e.0)?,
+        f.string("brokerName").map_err(|e| e.0)?,
+    );
+    info.master_broker_id = f.opt_int("masterBrokerId").map_err(|e| e.0)?;
+    info.master_epoch = f.int32("masterEpoch").map_err(|e| e.0)?;
+    info.sync_state_set_epoch = f.int32("syncStateSetEpoch").map_err(|e| e.0)?;
+    info.sync_state_set = f
+        .ids("syncStateSet")
+        .map_err(|e| e.0)?
+        .ok_or("syncStateSet is missing")?;
+    Ok(info)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::event::Event;
+
+    fn sample() -> ControllerState {
+        let mut state = ControllerState::new();
+        for (name, id) in [("b", 1), ("a", 1), ("a", 2)] {
+            state.apply(&Event::ApplyBrokerId {
+                cluster_name: (name == "a").then(|| "c\"1".to_owned()),
+                broker_name: name.into(),
+                broker_address: format!("h:{id}"),
+                new_broker_id: id,
+                register_check_code: format!("h:{id};77"),
+            });
+        }
+        state.apply(&Event::ElectMaster {
+            broker_name: "a".into(),
+            new_master_elected: true,
+            new_master_broker_id: Some(2),
+        });
+        state
+    }
+
+    #[test]
+    fn a_snapshot_reads_back_to_the_same_state() {
+        let state = sample();
+        let bytes = encode(42, &state);
+        let (index, back) = decode(&bytes).unwrap();
+        assert_eq!(index, 42);
+        assert_eq!(back, state);
+        assert_eq!(encode(42, &back), bytes, "stable bytes");
+        assert_eq!(
+            decode(&encode(0, &ControllerState::new())).unwrap().1,
+            ControllerState::new()
+        );
+    }
+
+    #[test]
+    fn any_damage_is_detected() {
+        let bytes = encode(7, &sample());
+        for i in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x20;
+            assert!(decode(&bad).is_err(), "flip at {i}");
+        }
+        for cut in 0..bytes.len() {
+            assert!(decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+    }
+}
