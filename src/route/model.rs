@@ -15,6 +15,10 @@ use std::fmt;
 
 use crate::remoting::json::{self, Members, Value, ValueRef};
 
+/// The checksums lived here once; callers in other branches still name them through `model`.
+/// New code uses [`crate::checksum`].
+pub use crate::checksum::{crc32, fingerprint};
+
 /// `MQVersion.Version.V3_0_11` ordinal: older peers send a bare TopicConfigSerializeWrapper.
 const V3_0_11: i32 = 37;
 /// `MQVersion.Version.V5_0_0` ordinal: compressed bodies carry the mapping section from here on.
@@ -831,156 +835,6 @@ pub fn encode_register_body_compressed(body: &RegisterBody, version: i32) -> Vec
 }
 
 // ---------------------------------------------------------------------------------------------
-// CRC-32 and fingerprint
-// ---------------------------------------------------------------------------------------------
-
-/// Slice-by-16 tables for the reflected IEEE polynomial, built at compile time.
-const CRC_TABLES: [[u32; 256]; 16] = crc_tables();
-
-const fn crc_tables() -> [[u32; 256]; 16] {
-    let mut tables = [[0u32; 256]; 16];
-    let mut i = 0;
-    while i < 256 {
-        let mut c = i as u32;
-        let mut bit = 0;
-        while bit < 8 {
-            c = if c & 1 != 0 {
-                0xEDB8_8320 ^ (c >> 1)
-            } else {
-                c >> 1
-            };
-            bit += 1;
-        }
-        tables[0][i] = c;
-        i += 1;
-    }
-    let mut i = 0;
-    while i < 256 {
-        let mut t = 1;
-        while t < 16 {
-            let prev = tables[t - 1][i];
-            tables[t][i] = (prev >> 8) ^ tables[0][(prev & 0xFF) as usize];
-            t += 1;
-        }
-        i += 1;
-    }
-    tables
-}
-
-/// CRC-32 (IEEE, as java.util.zip.CRC32) of `data`; callers mask with 0x7FFFFFFF as Java's
-/// UtilAll.crc32 does.
-pub fn crc32(data: &[u8]) -> u32 {
-    let t = &CRC_TABLES;
-    let mut crc = !0u32;
-    let mut blocks = data.chunks_exact(16);
-    for b in &mut blocks {
-        let Ok(block) = <&[u8; 16]>::try_from(b) else {
-            continue; // chunks_exact always yields 16 bytes
-        };
-        let w = u32::from_le_bytes([block[0], block[1], block[2], block[3]]) ^ crc;
-        crc = t[15][(w & 0xFF) as usize]
-            ^ t[14][((w >> 8) & 0xFF) as usize]
-            ^ t[13][((w >> 16) & 0xFF) as usize]
-            ^ t[12][(w >> 24) as usize]
-            ^ t[11][block[4] as usize]
-            ^ t[10][block[5] as usize]
-            ^ t[9][block[6] as usize]
-            ^ t[8][block[7] as usize]
-            ^ t[7][block[8] as usize]
-            ^ t[6][block[9] as usize]
-            ^ t[5][block[10] as usize]
-            ^ t[4][block[11] as usize]
-            ^ t[3][block[12] as usize]
-            ^ t[2][block[13] as usize]
-            ^ t[1][block[14] as usize]
-            ^ t[0][block[15] as usize];
-    }
-    for &byte in blocks.remainder() {
-        crc = (crc >> 8) ^ t[0][((crc ^ u32::from(byte)) & 0xFF) as usize];
-    }
-    !crc
-}
-
-const XXH_P1: u64 = 0x9E37_79B1_85EB_CA87;
-const XXH_P2: u64 = 0xC2B2_AE3D_27D4_EB4F;
-const XXH_P3: u64 = 0x1656_67B1_9E37_79F9;
-const XXH_P4: u64 = 0x85EB_CA77_C2B2_AE63;
-const XXH_P5: u64 = 0x27D4_EB2F_1656_67C5;
-
-fn xxh_round(acc: u64, lane: u64) -> u64 {
-    acc.wrapping_add(lane.wrapping_mul(XXH_P2))
-        .rotate_left(31)
-        .wrapping_mul(XXH_P1)
-}
-
-fn xxh_merge(acc: u64, lane_acc: u64) -> u64 {
-    (acc ^ xxh_round(0, lane_acc))
-        .wrapping_mul(XXH_P1)
-        .wrapping_add(XXH_P4)
-}
-
-fn le_u64(b: &[u8]) -> u64 {
-    let mut w = [0u8; 8];
-    let n = b.len().min(8);
-    w[..n].copy_from_slice(&b[..n]);
-    u64::from_le_bytes(w)
-}
-
-/// Fast non-cryptographic 64-bit fingerprint of a body (XXH64, seed 0; several GB/s), used to
-/// recognise an unchanged registration body without re-parsing or re-checking its CRC.
-pub fn fingerprint(data: &[u8]) -> u64 {
-    let mut h;
-    let mut rest = data;
-    if data.len() >= 32 {
-        let mut v = [
-            XXH_P1.wrapping_add(XXH_P2),
-            XXH_P2,
-            0,
-            0u64.wrapping_sub(XXH_P1),
-        ];
-        let mut stripes = data.chunks_exact(32);
-        for stripe in &mut stripes {
-            for (lane, acc) in stripe.chunks_exact(8).zip(v.iter_mut()) {
-                *acc = xxh_round(*acc, le_u64(lane));
-            }
-        }
-        rest = stripes.remainder();
-        h = v[0]
-            .rotate_left(1)
-            .wrapping_add(v[1].rotate_left(7))
-            .wrapping_add(v[2].rotate_left(12))
-            .wrapping_add(v[3].rotate_left(18));
-        for acc in v {
-            h = xxh_merge(h, acc);
-        }
-    } else {
-        h = XXH_P5;
-    }
-    h = h.wrapping_add(data.len() as u64);
-    let mut words = rest.chunks_exact(8);
-    for word in &mut words {
-        h ^= xxh_round(0, le_u64(word));
-        h = h.rotate_left(27).wrapping_mul(XXH_P1).wrapping_add(XXH_P4);
-    }
-    let mut tail = words.remainder();
-    if tail.len() >= 4 {
-        let (word, after) = tail.split_at(4);
-        h ^= le_u64(word).wrapping_mul(XXH_P1);
-        h = h.rotate_left(23).wrapping_mul(XXH_P2).wrapping_add(XXH_P3);
-        tail = after;
-    }
-    for &byte in tail {
-        h ^= u64::from(byte).wrapping_mul(XXH_P5);
-        h = h.rotate_left(11).wrapping_mul(XXH_P1);
-    }
-    h ^= h >> 33;
-    h = h.wrapping_mul(XXH_P2);
-    h ^= h >> 29;
-    h = h.wrapping_mul(XXH_P3);
-    h ^ (h >> 32)
-}
-
-// ---------------------------------------------------------------------------------------------
 // TopicRouteData, BrokerData, QueueData
 // ---------------------------------------------------------------------------------------------
 
@@ -1352,6 +1206,7 @@ pub fn encode_member_group(
 mod tests {
     use super::*;
 
+    use crate::checksum::crc32;
     use crate::test_support::fixture;
 
     fn text(bytes: &[u8]) -> &str {
@@ -1971,41 +1826,6 @@ mod tests {
         );
     }
 
-    #[test]
-    fn crc32_matches_known_vectors() {
-        assert_eq!(crc32(b""), 0);
-        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
-        assert_eq!(
-            crc32(b"The quick brown fox jumps over the lazy dog"),
-            0x414F_A339
-        );
-        // Every length around the 16-byte block boundary agrees with the bytewise definition.
-        let data: Vec<u8> = (0..100u32).map(|i| (i * 37 + 11) as u8).collect();
-        for len in 0..data.len() {
-            let mut slow = !0u32;
-            for &b in &data[..len] {
-                slow ^= u32::from(b);
-                for _ in 0..8 {
-                    slow = if slow & 1 != 0 {
-                        0xEDB8_8320 ^ (slow >> 1)
-                    } else {
-                        slow >> 1
-                    };
-                }
-            }
-            assert_eq!(crc32(&data[..len]), !slow, "len {len}");
-        }
-    }
-
-    #[test]
-    fn fingerprint_is_xxh64() {
-        assert_eq!(fingerprint(b""), 0xEF46_DB37_51D8_E999);
-        assert_eq!(fingerprint(b"abc"), 0x44BC_2CF5_AD77_0999);
-        let long = vec![7u8; 1000];
-        assert_ne!(fingerprint(&long), fingerprint(&long[..999]));
-        assert_eq!(fingerprint(&long), fingerprint(&long.clone()));
-    }
-
     fn thousand_topic_body() -> RegisterBody {
         RegisterBody {
             data_version: DataVersion {
@@ -2018,76 +1838,6 @@ mod tests {
                 .collect(),
             filter_servers: Some(vec![]),
             mappings: vec![static_mapping()],
-        }
-    }
-
-    /// Timing by hand: `cargo test --release --lib route::model -- --ignored --nocapture`.
-    #[test]
-    #[ignore]
-    fn measure_decode_and_encode_times() {
-        let body = thousand_topic_body();
-        let mut json_body = Vec::new();
-        encode_register_body_json(&body, &mut json_body);
-        let limits = BodyLimits::default();
-        let runs = 2000;
-        let start = std::time::Instant::now();
-        for _ in 0..runs {
-            let decoded =
-                decode_register_body(std::hint::black_box(&json_body), false, 479, &limits)
-                    .unwrap();
-            std::hint::black_box(decoded);
-        }
-        let per_decode = start.elapsed() / runs;
-        println!(
-            "decode 1000-topic 5.x JSON body ({} bytes): {per_decode:?}",
-            json_body.len()
-        );
-
-        let compressed = encode_register_body_compressed(&body, 479);
-        let start = std::time::Instant::now();
-        for _ in 0..runs {
-            std::hint::black_box(decode_register_body(&compressed, true, 479, &limits).unwrap());
-        }
-        println!(
-            "decode 1000-topic compressed body ({} bytes): {:?}",
-            compressed.len(),
-            start.elapsed() / runs
-        );
-
-        let start = std::time::Instant::now();
-        for _ in 0..runs {
-            std::hint::black_box(crc32(std::hint::black_box(&json_body)));
-        }
-        println!("crc32 of that body: {:?}", start.elapsed() / runs);
-        let start = std::time::Instant::now();
-        for _ in 0..runs {
-            std::hint::black_box(fingerprint(std::hint::black_box(&json_body)));
-        }
-        println!("fingerprint of that body: {:?}", start.elapsed() / runs);
-
-        let mut route = sample_route();
-        route.broker_datas.push(broker(
-            "broker-b",
-            &[(0, "10.0.0.3:10911"), (1, "10.0.0.4:10911")],
-        ));
-        route.queue_datas.push(QueueData {
-            broker_name: "broker-b".to_owned(),
-            ..route.queue_datas[0].clone()
-        });
-        let mut out = Vec::with_capacity(1024);
-        let runs = 1_000_000;
-        for dialect in [Dialect::Standard, Dialect::Legacy] {
-            let start = std::time::Instant::now();
-            for _ in 0..runs {
-                out.clear();
-                std::hint::black_box(&route).encode(dialect, &mut out);
-                std::hint::black_box(&out);
-            }
-            println!(
-                "encode route with 2 brokers ({dialect:?}, {} bytes): {:?}",
-                out.len(),
-                start.elapsed() / runs
-            );
         }
     }
 }
