@@ -13,16 +13,13 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
-use crate::remoting::json::{self, Members, Value, ValueRef};
+use crate::remoting::codes::version::{V3_0_11, V5_0_0};
+use crate::remoting::json::{self, Members, ValueRef};
 
 /// The checksums lived here once; callers in other branches still name them through `model`.
 /// New code uses [`crate::checksum`].
 pub use crate::checksum::{crc32, fingerprint};
 
-/// `MQVersion.Version.V3_0_11` ordinal: older peers send a bare TopicConfigSerializeWrapper.
-const V3_0_11: i32 = 37;
-/// `MQVersion.Version.V5_0_0` ordinal: compressed bodies carry the mapping section from here on.
-const V5_0_0: i32 = 413;
 /// Largest long that BrowserCompatible fastjson writes as a number (2^53 - 1).
 const JS_SAFE_LONG: i64 = 9_007_199_254_740_991;
 /// `MixAll.METADATA_SCOPE_GLOBAL`, TopicQueueMappingInfo's default scope.
@@ -327,14 +324,6 @@ impl DataVersion {
     pub fn decode(body: &[u8]) -> Result<DataVersion, ModelError> {
         let doc = json::parse_borrowed(body, &json::Limits::default())?;
         DataVersion::from_ref(doc.root())
-    }
-
-    /// The same from an owned tree (kept for callers that hold one; decoders here read
-    /// borrowed documents).
-    pub fn from_value(v: &Value) -> Result<DataVersion, ModelError> {
-        let mut text = Vec::new();
-        json::write_value(&mut text, v);
-        DataVersion::decode(&text)
     }
 
     fn from_ref(v: ValueRef<'_>) -> Result<DataVersion, ModelError> {
@@ -840,7 +829,7 @@ pub fn encode_register_body_compressed(body: &RegisterBody, version: i32) -> Vec
 
 /// BrokerData encoding shared by route, cluster info and member group:
 /// brokerAddrs, brokerName, cluster, enableActingMaster, zoneName?.
-pub fn encode_broker_data(b: &BrokerData, dialect: Dialect, out: &mut Vec<u8>) {
+fn encode_broker_data(b: &BrokerData, dialect: Dialect, out: &mut Vec<u8>) {
     out.push(b'{');
     json::write_key(out, "brokerAddrs");
     write_broker_addrs(out, &b.broker_addrs, dialect);

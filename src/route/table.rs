@@ -1384,11 +1384,6 @@ impl RouteTable {
             .map(|b| b.data.broker_addrs.clone())
             .unwrap_or_default()
     }
-
-    /// Whether a broker name is known (for admin validation and logs).
-    pub fn has_broker(&self, broker_name: &str) -> bool {
-        self.brokers.contains_key(broker_name)
-    }
 }
 
 /// §5.7 step 6 on a route copy: for groups with acting master on, no id 0 and a
