@@ -1305,26 +1305,83 @@ pub fn write_value(out: &mut Vec<u8>, v: &Value) {
         Value::Float(_) => out.extend_from_slice(b"null"),
         Value::Str(s) => write_str(out, s),
         Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_value(out, item);
+            let mut array = Seq::array(out);
+            for item in items {
+                write_value(array.item(), item);
             }
-            out.push(b']');
+            array.end();
         }
         Value::Object(members) => {
-            out.push(b'{');
-            for (i, (key, value)) in members.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_key(out, key);
-                write_value(out, value);
+            let mut object = Seq::object(out);
+            for (key, value) in members {
+                write_value(object.key(key), value);
             }
-            out.push(b'}');
+            object.end();
         }
+    }
+}
+
+/// One JSON array or object being written: it places the commas, so an encoder only says
+/// where each element starts. Open it with [`Seq::array`] or [`Seq::object`], start each
+/// element with [`Seq::item`] (or [`Seq::key`] / [`Seq::field`], which also write the member
+/// name), write the element into the buffer they return, and close with [`Seq::end`].
+pub struct Seq<'a> {
+    out: &'a mut Vec<u8>,
+    close: u8,
+    empty: bool,
+}
+
+impl<'a> Seq<'a> {
+    pub fn array(out: &'a mut Vec<u8>) -> Self {
+        out.push(b'[');
+        Seq {
+            out,
+            close: b']',
+            empty: true,
+        }
+    }
+
+    pub fn object(out: &'a mut Vec<u8>) -> Self {
+        out.push(b'{');
+        Seq {
+            out,
+            close: b'}',
+            empty: true,
+        }
+    }
+
+    /// Starts the next element (a comma unless it is the first); write it into the result.
+    #[inline]
+    pub fn item(&mut self) -> &mut Vec<u8> {
+        if !self.empty {
+            self.out.push(b',');
+        }
+        self.empty = false;
+        self.out
+    }
+
+    /// Starts the next member, named `key` (escaped as [`write_str`] does).
+    #[inline]
+    pub fn key(&mut self, key: &str) -> &mut Vec<u8> {
+        let out = self.item();
+        write_key(out, key);
+        out
+    }
+
+    /// Starts the next member, named by a bean field: plain ASCII, written without escaping.
+    #[inline]
+    pub fn field(&mut self, name: &str) -> &mut Vec<u8> {
+        debug_assert!(name.bytes().all(|b| b.is_ascii_alphanumeric()));
+        let out = self.item();
+        out.push(b'"');
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b"\":");
+        out
+    }
+
+    /// Writes the closing bracket.
+    pub fn end(self) {
+        self.out.push(self.close);
     }
 }
 
@@ -1670,6 +1727,23 @@ mod tests {
         // What the browser escaper writes reads back as the original text.
         let text = "x/é😀\"\u{1}生";
         assert_eq!(parse(browser(text).as_bytes()).unwrap(), s(text));
+    }
+
+    #[test]
+    fn seq_places_commas_between_elements_only() {
+        let mut out = Vec::new();
+        let mut object = Seq::object(&mut out);
+        Seq::array(object.field("empty")).end();
+        let mut items = Seq::array(object.key("k\"ey"));
+        write_i64(items.item(), 1);
+        write_bool(items.item(), true);
+        items.end();
+        Seq::object(object.field("last")).end();
+        object.end();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"empty":[],"k\"ey":[1,true],"last":{}}"#
+        );
     }
 
     #[test]

@@ -10,11 +10,12 @@
 //! The compressed REGISTER_BROKER layout (§4.2) is zlib (RFC 1950, as `java.util.zip.Deflater`),
 //! inflated with a hard output limit so that a zip bomb fails instead of growing memory.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
 use crate::remoting::codes::version::{V3_0_11, V5_0_0};
-use crate::remoting::json::{self, Members, ValueRef};
+use crate::remoting::json::{self, Members, Seq, ValueRef};
 
 /// The checksums lived here once; callers in other branches still name them through `model`.
 /// New code uses [`crate::checksum`].
@@ -169,14 +170,18 @@ fn write_string(out: &mut Vec<u8>, s: &str, dialect: Dialect) {
     }
 }
 
-/// A string map key followed by `:`.
-fn write_str_key(out: &mut Vec<u8>, key: &str, dialect: Dialect) {
+/// Starts a map entry whose key is a string, written as the dialect writes strings.
+fn str_entry<'o>(map: &'o mut Seq<'_>, key: &str, dialect: Dialect) -> &'o mut Vec<u8> {
+    let out = map.item();
     write_string(out, key, dialect);
     out.push(b':');
+    out
 }
 
-/// A Long/Integer map key: quoted in the standard dialect, bare in the legacy one.
-fn write_num_key(out: &mut Vec<u8>, key: i64, dialect: Dialect) {
+/// Starts a map entry whose key is a Long/Integer: quoted in the standard dialect, bare in the
+/// legacy one.
+fn num_entry<'o>(map: &'o mut Seq<'_>, key: i64, dialect: Dialect) -> &'o mut Vec<u8> {
+    let out = map.item();
     match dialect {
         Dialect::Standard => {
             out.push(b'"');
@@ -186,6 +191,7 @@ fn write_num_key(out: &mut Vec<u8>, key: i64, dialect: Dialect) {
         Dialect::Legacy => json::write_i64(out, key),
     }
     out.push(b':');
+    out
 }
 
 /// A long bean field value: BrowserCompatible writes longs beyond 2^53 as strings.
@@ -200,14 +206,11 @@ fn write_long(out: &mut Vec<u8>, v: i64, dialect: Dialect) {
 }
 
 fn write_str_array<'a>(out: &mut Vec<u8>, items: impl Iterator<Item = &'a str>, dialect: Dialect) {
-    out.push(b'[');
-    for (i, s) in items.enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_string(out, s, dialect);
+    let mut array = Seq::array(out);
+    for item in items {
+        write_string(array.item(), item, dialect);
     }
-    out.push(b']');
+    array.end();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -340,16 +343,11 @@ impl DataVersion {
 
     /// `{"counter":3,"stateVersion":0,"timestamp":1700000000000}`
     pub fn encode(&self, out: &mut Vec<u8>) {
-        out.push(b'{');
-        json::write_key(out, "counter");
-        json::write_i64(out, self.counter);
-        out.push(b',');
-        json::write_key(out, "stateVersion");
-        json::write_i64(out, self.state_version);
-        out.push(b',');
-        json::write_key(out, "timestamp");
-        json::write_i64(out, self.timestamp);
-        out.push(b'}');
+        let mut o = Seq::object(out);
+        json::write_i64(o.field("counter"), self.counter);
+        json::write_i64(o.field("stateVersion"), self.state_version);
+        json::write_i64(o.field("timestamp"), self.timestamp);
+        o.end();
     }
 }
 
@@ -361,52 +359,24 @@ impl MappingInfo {
     /// Fields alphabetical: bname, currIdMap, dirty, epoch, scope, topic, totalQueues.
     /// Standard sorts currIdMap by key; legacy keeps the stored order.
     pub fn encode(&self, out: &mut Vec<u8>, dialect: Dialect) {
-        out.push(b'{');
-        json::write_key(out, "bname");
-        write_string(out, &self.bname, dialect);
-        out.push(b',');
-        json::write_key(out, "currIdMap");
-        out.push(b'{');
-        let sorted_needed = dialect == Dialect::Standard
-            && self
-                .curr_id_map
-                .windows(2)
-                .any(|w| matches!(w, [a, b] if a.0 > b.0));
-        let write_entry = |i: usize, (logic, physical): (i32, i32), out: &mut Vec<u8>| {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_num_key(out, i64::from(logic), dialect);
-            json::write_i64(out, i64::from(physical));
-        };
-        if sorted_needed {
-            let mut entries = self.curr_id_map.clone();
-            entries.sort_by_key(|e| e.0);
-            for (i, e) in entries.into_iter().enumerate() {
-                write_entry(i, e, out);
-            }
-        } else {
-            for (i, e) in self.curr_id_map.iter().enumerate() {
-                write_entry(i, *e, out);
-            }
+        let mut o = Seq::object(out);
+        write_string(o.field("bname"), &self.bname, dialect);
+        let mut ids: Cow<'_, [(i32, i32)]> = Cow::Borrowed(&self.curr_id_map);
+        if dialect == Dialect::Standard && ids.windows(2).any(|w| w[0].0 > w[1].0) {
+            ids.to_mut().sort_by_key(|e| e.0);
         }
-        out.push(b'}');
-        out.push(b',');
-        json::write_key(out, "dirty");
-        json::write_bool(out, self.dirty);
-        out.push(b',');
-        json::write_key(out, "epoch");
-        write_long(out, self.epoch, dialect);
-        out.push(b',');
-        json::write_key(out, "scope");
-        write_string(out, &self.scope, dialect);
-        out.push(b',');
-        json::write_key(out, "topic");
-        write_string(out, &self.topic, dialect);
-        out.push(b',');
-        json::write_key(out, "totalQueues");
-        json::write_i64(out, i64::from(self.total_queues));
-        out.push(b'}');
+        let mut map = Seq::object(o.field("currIdMap"));
+        for &(logic, physical) in ids.iter() {
+            let out = num_entry(&mut map, i64::from(logic), dialect);
+            json::write_i64(out, i64::from(physical));
+        }
+        map.end();
+        json::write_bool(o.field("dirty"), self.dirty);
+        write_long(o.field("epoch"), self.epoch, dialect);
+        write_string(o.field("scope"), &self.scope, dialect);
+        write_string(o.field("topic"), &self.topic, dialect);
+        json::write_i64(o.field("totalQueues"), i64::from(self.total_queues));
+        o.end();
     }
 
     fn from_ref(v: ValueRef<'_>) -> Result<MappingInfo, ModelError> {
@@ -717,54 +687,47 @@ fn parse_topic_config_line(line: &str) -> Result<TopicConfig, ModelError> {
 
 /// The 5.x JSON body (§4.1): fastjson alphabetical, legacy dialect (currIdMap keys bare).
 pub fn encode_register_body_json(body: &RegisterBody, out: &mut Vec<u8>) {
-    out.push(b'{');
-    json::write_key(out, "filterServerList");
+    let mut root = Seq::object(out);
+    let filter_servers = body.filter_servers.iter().flatten().map(String::as_str);
     write_str_array(
-        out,
-        body.filter_servers.iter().flatten().map(String::as_str),
+        root.field("filterServerList"),
+        filter_servers,
         Dialect::Legacy,
     );
-    out.push(b',');
-    json::write_key(out, "topicConfigSerializeWrapper");
-    out.push(b'{');
-    json::write_key(out, "dataVersion");
-    body.data_version.encode(out);
-    out.push(b',');
-    json::write_key(out, "mappingDataVersion");
-    DataVersion {
+    let mut wrapper = Seq::object(root.field("topicConfigSerializeWrapper"));
+    body.data_version.encode(wrapper.field("dataVersion"));
+    let mapping_version = DataVersion {
         timestamp: body.data_version.timestamp,
         ..DataVersion::default()
+    };
+    mapping_version.encode(wrapper.field("mappingDataVersion"));
+    let mut table = Seq::object(wrapper.field("topicConfigTable"));
+    for (key, tc) in &body.topics {
+        encode_topic_config(tc, table.key(key));
     }
-    .encode(out);
-    out.push(b',');
-    json::write_key(out, "topicConfigTable");
-    out.push(b'{');
-    for (i, (key, tc)) in body.topics.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        json::write_key(out, key);
-        out.extend_from_slice(b"{\"attributes\":{},\"order\":false,\"perm\":");
-        json::write_i64(out, i64::from(tc.perm));
-        out.extend_from_slice(b",\"readQueueNums\":");
-        json::write_i64(out, i64::from(tc.read_queue_nums));
-        out.extend_from_slice(b",\"topicFilterType\":\"SINGLE_TAG\",\"topicName\":");
-        json::write_str(out, &tc.topic_name);
-        out.extend_from_slice(b",\"topicSysFlag\":");
-        json::write_i64(out, i64::from(tc.topic_sys_flag));
-        out.extend_from_slice(b",\"writeQueueNums\":");
-        json::write_i64(out, i64::from(tc.write_queue_nums));
-        out.push(b'}');
+    table.end();
+    Seq::object(wrapper.field("topicQueueMappingDetailMap")).end();
+    let mut mappings = Seq::object(wrapper.field("topicQueueMappingInfoMap"));
+    for (key, info) in &body.mappings {
+        info.encode(mappings.key(key), Dialect::Legacy);
     }
-    out.extend_from_slice(b"},\"topicQueueMappingDetailMap\":{},\"topicQueueMappingInfoMap\":{");
-    for (i, (key, info)) in body.mappings.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        json::write_key(out, key);
-        info.encode(out, Dialect::Legacy);
-    }
-    out.extend_from_slice(b"}}}");
+    mappings.end();
+    wrapper.end();
+    root.end();
+}
+
+/// A TopicConfig as a broker's fastjson writes it: every field, alphabetical.
+fn encode_topic_config(tc: &TopicConfig, out: &mut Vec<u8>) {
+    let mut o = Seq::object(out);
+    Seq::object(o.field("attributes")).end();
+    json::write_bool(o.field("order"), false);
+    json::write_i64(o.field("perm"), i64::from(tc.perm));
+    json::write_i64(o.field("readQueueNums"), i64::from(tc.read_queue_nums));
+    json::write_str(o.field("topicFilterType"), "SINGLE_TAG");
+    json::write_str(o.field("topicName"), &tc.topic_name);
+    json::write_i64(o.field("topicSysFlag"), i64::from(tc.topic_sys_flag));
+    json::write_i64(o.field("writeQueueNums"), i64::from(tc.write_queue_nums));
+    o.end();
 }
 
 fn push_part(out: &mut Vec<u8>, part: &[u8]) {
@@ -830,51 +793,33 @@ pub fn encode_register_body_compressed(body: &RegisterBody, version: i32) -> Vec
 /// BrokerData encoding shared by route, cluster info and member group:
 /// brokerAddrs, brokerName, cluster, enableActingMaster, zoneName?.
 fn encode_broker_data(b: &BrokerData, dialect: Dialect, out: &mut Vec<u8>) {
-    out.push(b'{');
-    json::write_key(out, "brokerAddrs");
-    write_broker_addrs(out, &b.broker_addrs, dialect);
-    out.push(b',');
-    json::write_key(out, "brokerName");
-    write_string(out, &b.broker_name, dialect);
-    out.push(b',');
-    json::write_key(out, "cluster");
-    write_string(out, &b.cluster, dialect);
-    out.push(b',');
-    json::write_key(out, "enableActingMaster");
-    json::write_bool(out, b.enable_acting_master);
+    let mut o = Seq::object(out);
+    write_broker_addrs(o.field("brokerAddrs"), &b.broker_addrs, dialect);
+    write_string(o.field("brokerName"), &b.broker_name, dialect);
+    write_string(o.field("cluster"), &b.cluster, dialect);
+    json::write_bool(o.field("enableActingMaster"), b.enable_acting_master);
     if let Some(zone) = &b.zone_name {
-        out.push(b',');
-        json::write_key(out, "zoneName");
-        write_string(out, zone, dialect);
+        write_string(o.field("zoneName"), zone, dialect);
     }
-    out.push(b'}');
+    o.end();
 }
 
 fn write_broker_addrs(out: &mut Vec<u8>, addrs: &BTreeMap<i64, String>, dialect: Dialect) {
-    out.push(b'{');
-    for (i, (id, addr)) in addrs.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_num_key(out, *id, dialect);
-        write_string(out, addr, dialect);
+    let mut map = Seq::object(out);
+    for (id, addr) in addrs {
+        write_string(num_entry(&mut map, *id, dialect), addr, dialect);
     }
-    out.push(b'}');
+    map.end();
 }
 
 fn encode_queue_data(q: &QueueData, dialect: Dialect, out: &mut Vec<u8>) {
-    out.push(b'{');
-    json::write_key(out, "brokerName");
-    write_string(out, &q.broker_name, dialect);
-    out.extend_from_slice(b",\"perm\":");
-    json::write_i64(out, i64::from(q.perm));
-    out.extend_from_slice(b",\"readQueueNums\":");
-    json::write_i64(out, i64::from(q.read_queue_nums));
-    out.extend_from_slice(b",\"topicSysFlag\":");
-    json::write_i64(out, i64::from(q.topic_sys_flag));
-    out.extend_from_slice(b",\"writeQueueNums\":");
-    json::write_i64(out, i64::from(q.write_queue_nums));
-    out.push(b'}');
+    let mut o = Seq::object(out);
+    write_string(o.field("brokerName"), &q.broker_name, dialect);
+    json::write_i64(o.field("perm"), i64::from(q.perm));
+    json::write_i64(o.field("readQueueNums"), i64::from(q.read_queue_nums));
+    json::write_i64(o.field("topicSysFlag"), i64::from(q.topic_sys_flag));
+    json::write_i64(o.field("writeQueueNums"), i64::from(q.write_queue_nums));
+    o.end();
 }
 
 fn broker_data_from_ref(v: ValueRef<'_>) -> Result<BrokerData, ModelError> {
@@ -955,59 +900,38 @@ impl TopicRouteData {
     /// Standard: every map key quoted, maps sorted by key, strings with write_str_browser.
     /// Legacy: numeric map keys bare (`{0:"a"}`), strings with write_str.
     pub fn encode(&self, dialect: Dialect, out: &mut Vec<u8>) {
-        out.push(b'{');
-        json::write_key(out, "brokerDatas");
-        out.push(b'[');
-        for (i, b) in self.broker_datas.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            encode_broker_data(b, dialect, out);
+        let mut o = Seq::object(out);
+        let mut brokers = Seq::array(o.field("brokerDatas"));
+        for b in &self.broker_datas {
+            encode_broker_data(b, dialect, brokers.item());
         }
-        out.extend_from_slice(b"],");
-        json::write_key(out, "filterServerTable");
-        out.push(b'{');
-        for (i, (addr, servers)) in self.filter_server_table.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_str_key(out, addr, dialect);
+        brokers.end();
+        let mut filters = Seq::object(o.field("filterServerTable"));
+        for (addr, servers) in &self.filter_server_table {
+            let out = str_entry(&mut filters, addr, dialect);
             write_str_array(out, servers.iter().map(String::as_str), dialect);
         }
-        out.push(b'}');
+        filters.end();
         if let Some(conf) = &self.order_topic_conf {
-            out.push(b',');
-            json::write_key(out, "orderTopicConf");
-            write_string(out, conf, dialect);
+            write_string(o.field("orderTopicConf"), conf, dialect);
         }
-        out.push(b',');
-        json::write_key(out, "queueDatas");
-        out.push(b'[');
-        for (i, q) in self.queue_datas.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            encode_queue_data(q, dialect, out);
+        let mut queues = Seq::array(o.field("queueDatas"));
+        for q in &self.queue_datas {
+            encode_queue_data(q, dialect, queues.item());
         }
-        out.push(b']');
+        queues.end();
         if let Some(mappings) = &self.topic_queue_mapping_by_broker {
-            out.push(b',');
-            json::write_key(out, "topicQueueMappingByBroker");
-            out.push(b'{');
             let mut entries: Vec<&(String, MappingInfo)> = mappings.iter().collect();
             if dialect == Dialect::Standard {
                 entries.sort_by(|a, b| a.0.cmp(&b.0));
             }
-            for (i, (broker_name, info)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_str_key(out, broker_name, dialect);
-                info.encode(out, dialect);
+            let mut map = Seq::object(o.field("topicQueueMappingByBroker"));
+            for (broker_name, info) in entries {
+                info.encode(str_entry(&mut map, broker_name, dialect), dialect);
             }
-            out.push(b'}');
+            map.end();
         }
-        out.push(b'}');
+        o.end();
     }
 
     /// Parses either dialect. Tolerates missing keys, `topicSynFlag`, unknown fields.
@@ -1057,27 +981,19 @@ impl ClusterInfo {
     /// `{"brokerAddrTable":{name:BrokerData},"clusterAddrTable":{cluster:[names]}}`, legacy.
     pub fn encode(&self, out: &mut Vec<u8>) {
         const D: Dialect = Dialect::Legacy;
-        out.push(b'{');
-        json::write_key(out, "brokerAddrTable");
-        out.push(b'{');
-        for (i, (name, broker)) in self.broker_addr_table.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_str_key(out, name, D);
-            encode_broker_data(broker, D, out);
+        let mut o = Seq::object(out);
+        let mut brokers = Seq::object(o.field("brokerAddrTable"));
+        for (name, broker) in &self.broker_addr_table {
+            encode_broker_data(broker, D, str_entry(&mut brokers, name, D));
         }
-        out.extend_from_slice(b"},");
-        json::write_key(out, "clusterAddrTable");
-        out.push(b'{');
-        for (i, (cluster, names)) in self.cluster_addr_table.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_str_key(out, cluster, D);
+        brokers.end();
+        let mut clusters = Seq::object(o.field("clusterAddrTable"));
+        for (cluster, names) in &self.cluster_addr_table {
+            let out = str_entry(&mut clusters, cluster, D);
             write_str_array(out, names.iter().map(String::as_str), D);
         }
-        out.extend_from_slice(b"}}");
+        clusters.end();
+        o.end();
     }
 
     pub fn decode(body: &[u8]) -> Result<ClusterInfo, ModelError> {
@@ -1116,15 +1032,12 @@ pub fn encode_topic_list<'a>(
     broker_addr: Option<&str>,
     out: &mut Vec<u8>,
 ) {
-    out.push(b'{');
+    let mut o = Seq::object(out);
     if let Some(addr) = broker_addr {
-        json::write_key(out, "brokerAddr");
-        json::write_str(out, addr);
-        out.push(b',');
+        json::write_str(o.field("brokerAddr"), addr);
     }
-    json::write_key(out, "topicList");
-    write_str_array(out, topics, Dialect::Legacy);
-    out.push(b'}');
+    write_str_array(o.field("topicList"), topics, Dialect::Legacy);
+    o.end();
 }
 
 pub fn decode_topic_list(body: &[u8]) -> Result<(Vec<String>, Option<String>), ModelError> {
@@ -1141,17 +1054,13 @@ pub fn decode_topic_list(body: &[u8]) -> Result<(Vec<String>, Option<String>), M
 
 /// KVTable `{"table":{k:v}}` (§6.4).
 pub fn encode_kv_table<'a>(entries: impl Iterator<Item = (&'a str, &'a str)>, out: &mut Vec<u8>) {
-    out.push(b'{');
-    json::write_key(out, "table");
-    out.push(b'{');
-    for (i, (k, v)) in entries.enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        json::write_key(out, k);
-        json::write_str(out, v);
+    let mut o = Seq::object(out);
+    let mut table = Seq::object(o.field("table"));
+    for (k, v) in entries {
+        json::write_str(table.key(k), v);
     }
-    out.extend_from_slice(b"}}");
+    table.end();
+    o.end();
 }
 
 pub fn decode_kv_table(body: &[u8]) -> Result<Vec<(String, String)>, ModelError> {
@@ -1176,19 +1085,13 @@ pub fn encode_member_group(
     addrs: &BTreeMap<i64, String>,
     out: &mut Vec<u8>,
 ) {
-    const D: Dialect = Dialect::Legacy;
-    out.push(b'{');
-    json::write_key(out, "brokerMemberGroup");
-    out.push(b'{');
-    json::write_key(out, "brokerAddrs");
-    write_broker_addrs(out, addrs, D);
-    out.push(b',');
-    json::write_key(out, "brokerName");
-    json::write_str(out, broker_name);
-    out.push(b',');
-    json::write_key(out, "cluster");
-    json::write_str(out, cluster);
-    out.extend_from_slice(b"}}");
+    let mut o = Seq::object(out);
+    let mut group = Seq::object(o.field("brokerMemberGroup"));
+    write_broker_addrs(group.field("brokerAddrs"), addrs, Dialect::Legacy);
+    json::write_str(group.field("brokerName"), broker_name);
+    json::write_str(group.field("cluster"), cluster);
+    group.end();
+    o.end();
 }
 
 #[cfg(test)]
