@@ -11,13 +11,14 @@
 //! * deadline buckets of live brokers, so that an expiry scan costs O(brokers due);
 //! * connection -> live brokers, so that a closed connection unregisters all of its brokers.
 
+use super::cache::RouteCache;
 use super::model::{
     BrokerData, DataVersion, Dialect, MappingInfo, QueueData, RegisterBody, TopicRouteData,
 };
 use crate::timer::DeadlineBuckets;
 use bytes::Bytes;
 use slab::Slab;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 /// Identifies the connection a request arrived on (the server's slab token).
@@ -96,61 +97,15 @@ struct TopicEntry {
     /// One entry per broker group, in no particular order (Java's is hash order). Sized
     /// exactly: most topics have one or two broker groups.
     queues: Vec<QueueSlot>,
-    /// What only some topics need, boxed so that the rest pay 8 bytes for it.
-    extra: Option<Box<TopicExtra>>,
-}
-
-#[derive(Debug, Default)]
-struct TopicExtra {
-    /// broker group -> position in `queues`, kept only for broad topics.
-    index: Option<HashMap<BrokerId, usize>>,
-    /// Encoded bodies, [standard, legacy], for topics that are looked up.
-    cache: [Option<Bytes>; 2],
+    /// broker group -> position in `queues`, kept only for broad topics; boxed so that the
+    /// others (nearly all) pay 8 bytes for it rather than 48.
+    #[allow(clippy::box_collection)]
+    index: Option<Box<HashMap<BrokerId, usize>>>,
 }
 
 impl TopicEntry {
-    fn cached(&self, idx: usize) -> Option<&Bytes> {
-        self.extra.as_ref().and_then(|x| x.cache[idx].as_ref())
-    }
-
-    fn set_cached(&mut self, idx: usize, bytes: Bytes) {
-        self.extra.get_or_insert_with(Default::default).cache[idx] = Some(bytes);
-    }
-
-    /// Frees the box once it holds nothing.
-    fn tidy(&mut self) {
-        if self
-            .extra
-            .as_ref()
-            .is_some_and(|x| x.index.is_none() && x.cache.iter().all(Option::is_none))
-        {
-            self.extra = None;
-        }
-    }
-
-    /// Drops one cached body; returns (bytes, bodies) freed.
-    fn drop_cached(&mut self, idx: usize) -> (usize, usize) {
-        let freed = self
-            .extra
-            .as_mut()
-            .and_then(|x| x.cache[idx].take())
-            .map_or((0, 0), |b| (b.len(), 1));
-        self.tidy();
-        freed
-    }
-
-    /// Drops both cached bodies; returns (bytes, bodies) freed.
-    fn drop_cache(&mut self) -> (usize, usize) {
-        let (a, b) = (self.drop_cached(0), self.drop_cached(1));
-        (a.0 + b.0, a.1 + b.1)
-    }
-
-    fn index_mut(&mut self) -> Option<&mut HashMap<BrokerId, usize>> {
-        self.extra.as_mut().and_then(|x| x.index.as_mut())
-    }
-
     fn position(&self, broker: BrokerId) -> Option<usize> {
-        match self.extra.as_ref().and_then(|x| x.index.as_ref()) {
+        match &self.index {
             Some(index) => index.get(&broker).copied(),
             None => self.queues.iter().position(|q| q.broker == broker),
         }
@@ -166,19 +121,19 @@ impl TopicEntry {
             }
             None => {
                 let at = self.queues.len();
-                if let Some(index) = self.index_mut() {
+                if let Some(index) = self.index.as_mut() {
                     index.insert(slot.broker, at);
                 }
                 self.queues.reserve_exact(1);
                 self.queues.push(slot);
-                if self.index_mut().is_none() && self.queues.len() > QUEUE_INDEX_THRESHOLD {
+                if self.index.is_none() && self.queues.len() > QUEUE_INDEX_THRESHOLD {
                     let index = self
                         .queues
                         .iter()
                         .enumerate()
                         .map(|(i, q)| (q.broker, i))
                         .collect();
-                    self.extra.get_or_insert_with(Default::default).index = Some(index);
+                    self.index = Some(Box::new(index));
                 }
                 true
             }
@@ -192,19 +147,14 @@ impl TopicEntry {
         };
         self.queues.swap_remove(i);
         let moved = self.queues.get(i).map(|q| q.broker);
-        let small = self.queues.len() <= QUEUE_INDEX_THRESHOLD / 2;
-        if let Some(x) = self.extra.as_mut() {
-            if let Some(index) = x.index.as_mut() {
-                index.remove(&broker);
-                if let Some(m) = moved {
-                    index.insert(m, i);
-                }
-                if small {
-                    x.index = None;
-                }
+        if self.queues.len() <= QUEUE_INDEX_THRESHOLD / 2 {
+            self.index = None;
+        } else if let Some(index) = self.index.as_mut() {
+            index.remove(&broker);
+            if let Some(m) = moved {
+                index.insert(m, i);
             }
         }
-        self.tidy();
         true
     }
 }
@@ -352,19 +302,8 @@ pub struct RouteTable {
     queue_mappings: HashMap<String, BTreeMap<String, MappingInfo>>,
     expiry: DeadlineBuckets<(usize, u64)>,
     next_generation: u64,
-    cache_bytes: usize,
-    /// Cached bodies, and the order they were cached in (oldest first) for eviction. Bodies
-    /// dropped by invalidation leave stale markers behind, cleaned up a little at a time.
-    cache_entries: usize,
-    cache_order: VecDeque<(Arc<str>, usize)>,
+    cache: RouteCache,
     pub settings: RouteSettings,
-}
-
-fn dialect_index(d: Dialect) -> usize {
-    match d {
-        Dialect::Standard => 0,
-        Dialect::Legacy => 1,
-    }
 }
 
 impl RouteTable {
@@ -381,9 +320,7 @@ impl RouteTable {
             queue_mappings: HashMap::new(),
             expiry: DeadlineBuckets::new(expiry_granularity_ms),
             next_generation: 0,
-            cache_bytes: 0,
-            cache_entries: 0,
-            cache_order: VecDeque::new(),
+            cache: RouteCache::default(),
             settings,
         }
     }
@@ -461,32 +398,18 @@ impl RouteTable {
 
     /// Drops the cached route bodies of one topic.
     pub fn invalidate_topic(&mut self, topic: &str) {
-        if let Some(entry) = self.topics.get_mut(topic) {
-            let (bytes, n) = entry.drop_cache();
-            self.cache_bytes -= bytes;
-            self.cache_entries -= n;
-        }
+        self.cache.invalidate(topic);
     }
 
     /// Drops every cached route (settings that affect all routes changed).
     pub fn invalidate_all(&mut self) {
-        for entry in self.topics.values_mut() {
-            entry.drop_cache();
-        }
-        self.cache_bytes = 0;
-        self.cache_entries = 0;
-        self.cache_order.clear();
+        self.cache.clear();
     }
 
     fn invalidate_broker_topics(&mut self, broker_name: &str) {
-        let Some(b) = self.brokers.get(broker_name) else {
-            return;
-        };
-        for topic in &b.topics {
-            if let Some(entry) = self.topics.get_mut(topic.as_ref()) {
-                let (bytes, n) = entry.drop_cache();
-                self.cache_bytes -= bytes;
-                self.cache_entries -= n;
+        if let Some(b) = self.brokers.get(broker_name) {
+            for topic in &b.topics {
+                self.cache.invalidate(topic);
             }
         }
     }
@@ -500,56 +423,19 @@ impl RouteTable {
         dialect: Dialect,
         order_topic_conf: impl FnOnce() -> Option<String>,
     ) -> Option<Bytes> {
-        let idx = dialect_index(dialect);
-        let entry = self.topics.get(topic)?;
-        if let Some(b) = entry.cached(idx) {
-            return Some(b.clone());
+        // Only existing topics are cached: every removal of a topic invalidates it.
+        if let Some(body) = self.cache.get(topic, dialect) {
+            return Some(body.clone());
         }
         let mut route = self.pickup_route(topic)?;
         route.order_topic_conf = order_topic_conf();
         let mut out = Vec::with_capacity(256);
         route.encode(dialect, &mut out);
-        let bytes = Bytes::from(out);
+        let body = Bytes::from(out);
         let key = self.topics.get_key_value(topic)?.0.clone();
-        if let Some(entry) = self.topics.get_mut(topic) {
-            entry.set_cached(idx, bytes.clone());
-            self.cache_bytes += bytes.len();
-            self.cache_entries += 1;
-            self.cache_order.push_back((key, idx));
-        }
-        self.trim_cache();
-        Some(bytes)
-    }
-
-    /// Evicts the oldest cached bodies while the cache is over its byte budget.
-    fn trim_cache(&mut self) {
-        while self.cache_bytes > self.settings.cache_max_bytes {
-            let Some((topic, idx)) = self.cache_order.pop_front() else {
-                break;
-            };
-            if let Some(entry) = self.topics.get_mut(topic.as_ref()) {
-                let (bytes, n) = entry.drop_cached(idx);
-                self.cache_bytes -= bytes;
-                self.cache_entries -= n;
-            }
-        }
-        // Bodies invalidated since they were queued leave stale markers behind. Sweep a
-        // bounded number per call (live ones go to the back), so the queue cannot grow
-        // without bound and no single lookup pays for a full pass.
-        let mut sweep = 256;
-        while sweep > 0 && self.cache_order.len() > 2 * self.cache_entries + 1024 {
-            sweep -= 1;
-            let Some((topic, idx)) = self.cache_order.pop_front() else {
-                break;
-            };
-            if self
-                .topics
-                .get(topic.as_ref())
-                .is_some_and(|e| e.cached(idx).is_some())
-            {
-                self.cache_order.push_back((topic, idx));
-            }
-        }
+        let budget = self.settings.cache_max_bytes;
+        self.cache.insert(key, dialect, body.clone(), budget);
+        Some(body)
     }
 
     /// Java's pickupTopicRouteData (§5.7), without orderTopicConf. `None` when the topic is
@@ -921,9 +807,7 @@ impl RouteTable {
                 let had = entry.position(broker).is_some();
                 let changed = entry.put(slot);
                 if changed {
-                    let (bytes, n) = entry.drop_cache();
-                    self.cache_bytes -= bytes;
-                    self.cache_entries -= n;
+                    self.cache.invalidate(topic);
                 }
                 (changed, !had)
             }
@@ -1200,9 +1084,7 @@ impl RouteTable {
                 if !entry.remove(b.id) {
                     continue;
                 }
-                let (bytes, n) = entry.drop_cache();
-                self.cache_bytes -= bytes;
-                self.cache_entries -= n;
+                self.cache.invalidate(&topic);
                 if entry.queues.is_empty() {
                     self.topics.remove(&*topic);
                     outcome.topics_removed += 1;
@@ -1624,7 +1506,7 @@ mod tests {
         for n in &names {
             assert!(t.route_body(n, Dialect::Standard, || None).is_some());
         }
-        assert!(t.cache_bytes <= 2000);
+        assert!(t.cache.bytes() <= 2000);
     }
 
     #[test]
