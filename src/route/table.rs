@@ -190,9 +190,21 @@ struct LiveBroker {
     fingerprint: Option<BodyFingerprint>,
     /// `BrokerEntry::topic_removals` when the body was last applied.
     seen_topic_removals: u64,
-    /// Bucket this entry is scheduled in; older bucket entries for it are stale.
-    scheduled_bucket: u64,
+    /// Where this entry stands in the deadline buckets.
+    expiry: Expiry,
     generation: u64,
+}
+
+/// A live broker's place in the expiry schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expiry {
+    /// In no bucket: just registered, or its bucket fired while it was still alive.
+    Unscheduled,
+    /// In this bucket; its entries in other buckets are stale.
+    Scheduled(u64),
+    /// Found silent and reported: its unregistration is on its way, so it is not rescheduled
+    /// (unless it registers again, or the unregistration could not be queued).
+    Reported,
 }
 
 /// Identity of a registration body, compared to recognise an unchanged one.
@@ -656,7 +668,7 @@ impl RouteTable {
                     ha_server_addr: String::new(),
                     fingerprint: None,
                     seen_topic_removals,
-                    scheduled_bucket: u64::MAX,
+                    expiry: Expiry::Unscheduled,
                     generation: self.next_generation,
                 });
                 self.live_by_addr
@@ -880,10 +892,14 @@ impl RouteTable {
         let bucket = self.expiry.bucket_of(deadline);
         // Heartbeats only push the deadline later: an entry already scheduled earlier
         // re-checks itself when it fires. Only an earlier deadline needs a new entry.
-        if bucket < live.scheduled_bucket {
+        let due_earlier = match live.expiry {
+            Expiry::Scheduled(scheduled) => bucket < scheduled,
+            Expiry::Unscheduled | Expiry::Reported => true,
+        };
+        if due_earlier {
             let generation = live.generation;
             let b = self.expiry.schedule(deadline, (live_id, generation));
-            self.live[live_id].scheduled_bucket = b;
+            self.live[live_id].expiry = Expiry::Scheduled(b);
         }
     }
 
@@ -951,14 +967,14 @@ impl RouteTable {
             let Some(live) = self.live.get(live_id) else {
                 continue;
             };
-            if live.generation != generation || live.scheduled_bucket != bucket {
+            if live.generation != generation || live.expiry != Expiry::Scheduled(bucket) {
                 continue; // stale bucket entry
             }
             let deadline = live.last_update_ms.saturating_add(live.timeout_ms);
             if deadline < now_ms {
                 let silent_ms = now_ms - live.last_update_ms;
                 let conn = live.conn;
-                self.live[live_id].scheduled_bucket = u64::MAX;
+                self.live[live_id].expiry = Expiry::Reported;
                 match self.unregister_request_for(live_id) {
                     Some(request) => expired.push(ExpiredBroker {
                         request,
@@ -972,7 +988,7 @@ impl RouteTable {
                     }
                 }
             } else {
-                self.live[live_id].scheduled_bucket = u64::MAX;
+                self.live[live_id].expiry = Expiry::Unscheduled;
                 self.arm_expiry(live_id);
             }
         }
@@ -985,7 +1001,7 @@ impl RouteTable {
         if let Some(id) = self.live_id(cluster, addr) {
             let generation = self.live[id].generation;
             let b = self.expiry.schedule(now_ms, (id, generation));
-            self.live[id].scheduled_bucket = b;
+            self.live[id].expiry = Expiry::Scheduled(b);
         }
     }
 
@@ -1003,7 +1019,7 @@ impl RouteTable {
             live.conn = None;
             // An expired broker's unregistration is already on its way (the expiry closed
             // this connection): asking again would only fill the worker's queue.
-            if live.scheduled_bucket == u64::MAX {
+            if live.expiry == Expiry::Reported {
                 continue;
             }
             if let Some(r) = self.unregister_request_for(id) {
