@@ -497,261 +497,328 @@ impl RouteTable {
 
     // ---------------------------------------------------------------- registration
 
-    /// Java's registerBroker (§5.2), in its order, minus the bugs listed in the README.
+    /// Java's registerBroker (§5.2): its numbered steps, in its order, minus the bugs listed in
+    /// the README. Side effects of earlier steps stay when a later one returns, as in Java.
     pub fn register_broker(
         &mut self,
         req: &RegisterRequest<'_>,
         topics_in: TopicsInput<'_>,
     ) -> RegisterResult {
         let mut result = RegisterResult::default();
-        let name = req.broker_name;
-        let addr = req.broker_addr;
-        let id = req.broker_id;
-
+        let (name, addr, id) = (req.broker_name, req.broker_addr, req.broker_id);
         // 1. cluster -> broker names
-        if !self
-            .clusters
-            .get(req.cluster)
-            .is_some_and(|s| s.contains(name))
-        {
-            self.clusters
-                .entry(req.cluster.to_string())
-                .or_default()
-                .insert(name.to_string());
-        }
-
-        // 2./3. broker data, acting-master flag and zone
-        let mut register_first = false;
-        if !self.brokers.contains_key(name) {
-            let key: Arc<str> = Arc::from(name);
-            let id = self.broker_names.insert(key.clone()) as BrokerId;
-            self.brokers.insert(
-                key.clone(),
-                BrokerEntry {
-                    name: key,
-                    id,
-                    data: BrokerData {
-                        cluster: req.cluster.to_string(),
-                        broker_name: name.to_string(),
-                        broker_addrs: BTreeMap::new(),
-                        zone_name: None,
-                        enable_acting_master: false,
-                    },
-                    topics: Vec::new(),
-                    topic_removals: 0,
-                },
-            );
-            register_first = true;
-        }
-        let is_old = req.enable_acting_master.is_none();
-        let mut broker_changed = false;
-        let (prev_min, old_addr_of_id) = {
-            let Some(b) = self.brokers.get_mut(name) else {
-                return result;
-            };
-            let acting = !is_old && req.enable_acting_master == Some(true);
-            if b.data.enable_acting_master != acting {
-                b.data.enable_acting_master = acting;
-                broker_changed = true;
-            }
-            let zone = req.zone_name.map(str::to_string);
-            if b.data.zone_name != zone {
-                b.data.zone_name = zone;
-                broker_changed = true;
-            }
-            // 4. minimum id before this registration
-            let prev_min = b.data.broker_addrs.keys().next().copied().unwrap_or(0);
-            // 5. slave <-> master switch: an address lives under one id only
-            let before = b.data.broker_addrs.len();
-            b.data.broker_addrs.retain(|k, v| !(v == addr && *k != id));
-            if b.data.broker_addrs.len() != before {
-                broker_changed = true;
-            }
-            (prev_min, b.data.broker_addrs.get(&id).cloned())
+        self.add_to_cluster(req.cluster, name);
+        // 2. broker data, created on the group's first registration
+        let mut register_first = self.create_broker_if_absent(req);
+        let Some(b) = self.brokers.get_mut(name) else {
+            return result;
         };
-        let is_min_broker_id_changed = id < prev_min;
-
-        // 6. state-version fence: an older incarnation may not replace a newer one.
-        let incoming_version = match topics_in {
-            TopicsInput::Body(body) => body.data_version,
-            TopicsInput::Unchanged => self
-                .live_id(req.cluster, addr)
-                .map(|l| self.live[l].data_version)
-                .unwrap_or_default(),
-        };
-        if let Some(old) = old_addr_of_id.as_deref().filter(|o| *o != addr) {
-            if let Some(old_live) = self.live_id(req.cluster, old) {
-                if self.live[old_live].data_version.state_version > incoming_version.state_version {
-                    if let Some(l) = self.live_id(req.cluster, addr) {
-                        self.remove_live(l);
-                    }
-                    if broker_changed {
-                        self.invalidate_broker_topics(name);
-                    }
-                    result.fenced = true;
-                    return result;
-                }
+        // 3. acting-master flag and zone
+        let mut broker_changed = set_acting_master_and_zone(&mut b.data, req);
+        // 4. minimum id before this registration
+        let is_min_broker_id_changed = id < min_broker_id(&b.data).unwrap_or(0);
+        // 5. slave <-> master switch: an address lives under one id only
+        broker_changed |= drop_addr_under_other_ids(&mut b.data, addr, id);
+        // 6. state-version fence: an older incarnation may not replace a newer one
+        let addr_of_id = b.data.broker_addrs.get(&id).cloned();
+        let incoming_version = self.incoming_version(req, topics_in);
+        if self.fence_older_incarnation(req, addr_of_id.as_deref(), incoming_version) {
+            if broker_changed {
+                self.invalidate_broker_topics(name);
             }
+            result.fenced = true;
+            return result;
         }
-
         // 7. (Java refuses a first registration carrying exactly one topic; we do not.)
         // 8. id -> addr
-        let old_addr = self
-            .brokers
-            .get_mut(name)
-            .and_then(|b| b.data.broker_addrs.insert(id, addr.to_string()));
-        if old_addr.as_deref() != Some(addr) {
-            broker_changed = true;
-        }
+        let old_addr = self.put_broker_addr(req);
+        broker_changed |= old_addr.as_deref() != Some(addr);
         register_first |= old_addr.is_none();
         if broker_changed {
             self.invalidate_broker_topics(name);
         }
-
-        // 9./10. topic configs, from the master or the prime slave only
-        let (is_master, min_id, acting) = match self.brokers.get(name) {
-            Some(b) => (
-                id == 0,
-                b.data.broker_addrs.keys().next().copied().unwrap_or(id),
-                b.data.enable_acting_master,
-            ),
-            None => return result,
-        };
-        let is_prime_slave = !is_old && !is_master && id == min_id;
-        let stored_version = self
-            .live_id(req.cluster, addr)
-            .map(|l| self.live[l].data_version);
-        let version_changed = stored_version != Some(incoming_version);
+        // 9./10. topic configs and static-topic mappings, from the master or the prime slave
         if let TopicsInput::Body(body) = topics_in {
-            if is_master || is_prime_slave {
-                result.topics_changed = self.apply_topic_configs(
-                    name,
-                    body,
-                    register_first,
-                    version_changed,
-                    is_prime_slave && acting,
-                );
-                if version_changed || register_first {
-                    for (_, m) in &body.mappings {
-                        let topic_key = m.topic.clone();
-                        self.queue_mappings
-                            .entry(topic_key.clone())
-                            .or_default()
-                            .insert(m.bname.clone(), m.clone());
-                        self.invalidate_topic(&topic_key);
-                    }
-                }
+            result.topics_changed = self.apply_topics(req, body, register_first, incoming_version);
+        }
+        // 11. live entry, bound to the connection the registration came on
+        result.first = self.refresh_live(req, topics_in, incoming_version);
+        // 12. filter servers
+        if let TopicsInput::Body(RegisterBody {
+            filter_servers: Some(list),
+            ..
+        }) = topics_in
+        {
+            self.store_filter_servers(req, list);
+        }
+        // 13. a slave learns its master's addresses
+        if let Some((master_addr, ha_server_addr)) = self.master_of_slave(req) {
+            result.master_addr = Some(master_addr);
+            result.ha_server_addr = Some(ha_server_addr);
+        }
+        // 14. min broker id notification (sent off the loop by the caller)
+        if is_min_broker_id_changed && self.settings.notify_min_broker_id_changed {
+            result.notification = self.min_id_notification(req);
+        }
+        result
+    }
+
+    /// §5.2 step 1.
+    fn add_to_cluster(&mut self, cluster: &str, broker_name: &str) {
+        if !self
+            .clusters
+            .get(cluster)
+            .is_some_and(|s| s.contains(broker_name))
+        {
+            self.clusters
+                .entry(cluster.to_string())
+                .or_default()
+                .insert(broker_name.to_string());
+        }
+    }
+
+    /// §5.2 step 2; returns whether the broker group is new (`registerFirst`).
+    fn create_broker_if_absent(&mut self, req: &RegisterRequest<'_>) -> bool {
+        if self.brokers.contains_key(req.broker_name) {
+            return false;
+        }
+        let key: Arc<str> = Arc::from(req.broker_name);
+        let id = self.broker_names.insert(key.clone()) as BrokerId;
+        let data = BrokerData {
+            cluster: req.cluster.to_string(),
+            broker_name: req.broker_name.to_string(),
+            broker_addrs: BTreeMap::new(),
+            zone_name: None,
+            enable_acting_master: false,
+        };
+        let entry = BrokerEntry {
+            name: key.clone(),
+            id,
+            data,
+            topics: Vec::new(),
+            topic_removals: 0,
+        };
+        self.brokers.insert(key, entry);
+        true
+    }
+
+    /// The DataVersion this registration carries: the body's, or for an unchanged body the
+    /// one stored when it was applied.
+    fn incoming_version(
+        &self,
+        req: &RegisterRequest<'_>,
+        topics_in: TopicsInput<'_>,
+    ) -> DataVersion {
+        match topics_in {
+            TopicsInput::Body(body) => body.data_version,
+            TopicsInput::Unchanged => self
+                .live_id(req.cluster, req.broker_addr)
+                .map(|l| self.live[l].data_version)
+                .unwrap_or_default(),
+        }
+    }
+
+    /// §5.2 step 6: when another address, registered under this id, is live with a newer
+    /// stateVersion, this registration is refused and its live entry dropped.
+    fn fence_older_incarnation(
+        &mut self,
+        req: &RegisterRequest<'_>,
+        addr_of_id: Option<&str>,
+        incoming: DataVersion,
+    ) -> bool {
+        let Some(other) = addr_of_id.filter(|a| *a != req.broker_addr) else {
+            return false;
+        };
+        let newer = self
+            .live_id(req.cluster, other)
+            .is_some_and(|l| self.live[l].data_version.state_version > incoming.state_version);
+        if newer {
+            if let Some(l) = self.live_id(req.cluster, req.broker_addr) {
+                self.remove_live(l);
             }
         }
+        newer
+    }
 
-        // 11. live entry, bound to the connection the registration came on
-        let timeout_ms = req
+    /// §5.2 step 8; returns the address previously registered under the id.
+    fn put_broker_addr(&mut self, req: &RegisterRequest<'_>) -> Option<String> {
+        self.brokers.get_mut(req.broker_name).and_then(|b| {
+            b.data
+                .broker_addrs
+                .insert(req.broker_id, req.broker_addr.to_string())
+        })
+    }
+
+    /// §5.2 steps 9 and 10: topic configs (10 a/b) and static-topic mappings (10 c), taken
+    /// only from the master or the prime slave. Returns the queue entries changed.
+    fn apply_topics(
+        &mut self,
+        req: &RegisterRequest<'_>,
+        body: &RegisterBody,
+        register_first: bool,
+        incoming: DataVersion,
+    ) -> usize {
+        let Some(b) = self.brokers.get(req.broker_name) else {
+            return 0;
+        };
+        let is_old = req.enable_acting_master.is_none();
+        let is_master = req.broker_id == 0;
+        let is_prime_slave = !is_old && !is_master && Some(req.broker_id) == min_broker_id(&b.data);
+        if !(is_master || is_prime_slave) {
+            return 0;
+        }
+        let clear_write = is_prime_slave && b.data.enable_acting_master;
+        let stored = self
+            .live_id(req.cluster, req.broker_addr)
+            .map(|l| self.live[l].data_version);
+        let version_changed = stored != Some(incoming);
+        let changes = self.apply_topic_configs(
+            req.broker_name,
+            body,
+            register_first,
+            version_changed,
+            clear_write,
+        );
+        if version_changed || register_first {
+            self.put_queue_mappings(body);
+        }
+        changes
+    }
+
+    /// §5.2 step 10 c.
+    fn put_queue_mappings(&mut self, body: &RegisterBody) {
+        for (_, m) in &body.mappings {
+            self.queue_mappings
+                .entry(m.topic.clone())
+                .or_default()
+                .insert(m.bname.clone(), m.clone());
+            self.cache.invalidate(&m.topic);
+        }
+    }
+
+    /// §5.2 step 11: creates or refreshes the live entry of (cluster, addr), binds it to the
+    /// registration's connection and (re)arms its expiry. Returns whether it is new.
+    fn refresh_live(
+        &mut self,
+        req: &RegisterRequest<'_>,
+        topics_in: TopicsInput<'_>,
+        incoming: DataVersion,
+    ) -> bool {
+        let Some(b) = self.brokers.get(req.broker_name) else {
+            return false;
+        };
+        let (seen_topic_removals, name_key) = (b.topic_removals, b.name.clone());
+        let (live_id, first) = match self.live_id(req.cluster, req.broker_addr) {
+            Some(l) => (l, false),
+            None => {
+                let l = self.insert_live(req, name_key.clone(), incoming, seen_topic_removals);
+                (l, true)
+            }
+        };
+        let live = &mut self.live[live_id];
+        live.last_update_ms = req.now_ms;
+        live.timeout_ms = req
             .heartbeat_timeout_ms
             .unwrap_or(DEFAULT_HEARTBEAT_TIMEOUT_MS);
-        let (seen_topic_removals, name_key) = match self.brokers.get(name) {
-            Some(b) => (b.topic_removals, b.name.clone()),
-            None => return result,
-        };
-        let live_id = match self.live_id(req.cluster, addr) {
-            Some(l) => l,
-            None => {
-                result.first = true;
-                self.next_generation += 1;
-                let l = self.live.insert(LiveBroker {
-                    cluster: Arc::from(req.cluster),
-                    addr: Arc::from(addr),
-                    broker_name: name_key.clone(),
-                    last_update_ms: req.now_ms,
-                    timeout_ms,
-                    data_version: incoming_version,
-                    conn: None,
-                    ha_server_addr: String::new(),
-                    fingerprint: None,
-                    seen_topic_removals,
-                    expiry: Expiry::Unscheduled,
-                    generation: self.next_generation,
-                });
-                self.live_by_addr
-                    .entry(addr.to_string())
-                    .or_default()
-                    .push(l);
-                l
-            }
-        };
-        {
-            let live = &mut self.live[live_id];
-            live.last_update_ms = req.now_ms;
-            live.timeout_ms = timeout_ms;
-            live.data_version = incoming_version;
-            if live.broker_name != name_key {
-                live.broker_name = name_key;
-            }
-            if live.ha_server_addr != req.ha_server_addr {
-                live.ha_server_addr = req.ha_server_addr.to_string();
-            }
-            if let TopicsInput::Body(_) = topics_in {
-                live.fingerprint = Some(req.fingerprint);
-                live.seen_topic_removals = seen_topic_removals;
-            }
+        live.data_version = incoming;
+        if live.broker_name != name_key {
+            live.broker_name = name_key;
+        }
+        if live.ha_server_addr != req.ha_server_addr {
+            live.ha_server_addr = req.ha_server_addr.to_string();
+        }
+        if let TopicsInput::Body(_) = topics_in {
+            live.fingerprint = Some(req.fingerprint);
+            live.seen_topic_removals = seen_topic_removals;
         }
         self.bind_connection(live_id, req.conn);
         self.arm_expiry(live_id);
+        first
+    }
 
-        // 12. filter servers
-        if let TopicsInput::Body(body) = topics_in {
-            if let Some(list) = &body.filter_servers {
-                let key = (req.cluster.to_string(), addr.to_string());
-                let changed = if list.is_empty() {
-                    self.filter_servers.remove(&key).is_some()
-                } else if self.filter_servers.get(&key) != Some(list) {
-                    self.filter_servers.insert(key, list.clone());
-                    true
-                } else {
-                    false
-                };
-                if changed {
-                    self.invalidate_broker_topics(name);
-                }
-            }
-        }
+    fn insert_live(
+        &mut self,
+        req: &RegisterRequest<'_>,
+        broker_name: Arc<str>,
+        incoming: DataVersion,
+        seen_topic_removals: u64,
+    ) -> usize {
+        self.next_generation += 1;
+        let live_id = self.live.insert(LiveBroker {
+            cluster: Arc::from(req.cluster),
+            addr: Arc::from(req.broker_addr),
+            broker_name,
+            last_update_ms: req.now_ms,
+            timeout_ms: DEFAULT_HEARTBEAT_TIMEOUT_MS,
+            data_version: incoming,
+            conn: None,
+            ha_server_addr: String::new(),
+            fingerprint: None,
+            seen_topic_removals,
+            expiry: Expiry::Unscheduled,
+            generation: self.next_generation,
+        });
+        self.live_by_addr
+            .entry(req.broker_addr.to_string())
+            .or_default()
+            .push(live_id);
+        live_id
+    }
 
-        // 13. a slave learns its master's addresses
-        if id != 0 {
-            let master = self
-                .brokers
-                .get(name)
-                .and_then(|b| b.data.broker_addrs.get(&0).cloned());
-            if let Some(master_addr) = master {
-                if let Some(m) = self.live_id(req.cluster, &master_addr) {
-                    result.ha_server_addr = Some(self.live[m].ha_server_addr.clone());
-                    result.master_addr = Some(master_addr);
-                }
-            }
+    /// §5.2 step 12: an empty list removes the broker's filter servers.
+    fn store_filter_servers(&mut self, req: &RegisterRequest<'_>, list: &[String]) {
+        let key = (req.cluster.to_string(), req.broker_addr.to_string());
+        let changed = if list.is_empty() {
+            self.filter_servers.remove(&key).is_some()
+        } else if self.filter_servers.get(&key).map(Vec::as_slice) != Some(list) {
+            self.filter_servers.insert(key, list.to_vec());
+            true
+        } else {
+            false
+        };
+        if changed {
+            self.invalidate_broker_topics(req.broker_name);
         }
+    }
 
-        // 14. min broker id notification (sent off the loop by the caller)
-        if is_min_broker_id_changed && self.settings.notify_min_broker_id_changed {
-            if let Some(b) = self.brokers.get(name) {
-                let mut targets: Vec<String> = b
-                    .data
-                    .broker_addrs
-                    .iter()
-                    .filter(|(k, _)| **k != id)
-                    .map(|(_, v)| v.clone())
-                    .collect();
-                if b.data.broker_addrs.len() == 1 {
-                    targets = b.data.broker_addrs.values().cloned().collect();
-                }
-                result.notification = Some(MinIdNotification {
-                    targets,
-                    min_broker_id: id,
-                    min_broker_addr: addr.to_string(),
-                    offline_broker_addr: None,
-                    ha_broker_addr: Some(req.ha_server_addr.to_string()),
-                });
-            }
+    /// §5.2 step 13: for a slave, its live master's (address, HA address).
+    fn master_of_slave(&self, req: &RegisterRequest<'_>) -> Option<(String, String)> {
+        if req.broker_id == 0 {
+            return None;
         }
-        result
+        let master_addr = self
+            .brokers
+            .get(req.broker_name)?
+            .data
+            .broker_addrs
+            .get(&0)?;
+        let master = self.live_id(req.cluster, master_addr)?;
+        Some((
+            master_addr.clone(),
+            self.live[master].ha_server_addr.clone(),
+        ))
+    }
+
+    /// §5.2 step 14: the NOTIFY_MIN_BROKER_ID_CHANGE for the group's other members (or, when
+    /// the registering broker is alone, for itself).
+    fn min_id_notification(&self, req: &RegisterRequest<'_>) -> Option<MinIdNotification> {
+        let addrs = &self.brokers.get(req.broker_name)?.data.broker_addrs;
+        let targets = if addrs.len() == 1 {
+            addrs.values().cloned().collect()
+        } else {
+            addrs
+                .iter()
+                .filter(|(k, _)| **k != req.broker_id)
+                .map(|(_, v)| v.clone())
+                .collect()
+        };
+        Some(MinIdNotification {
+            targets,
+            min_broker_id: req.broker_id,
+            min_broker_addr: req.broker_addr.to_string(),
+            offline_broker_addr: None,
+            ha_broker_addr: Some(req.ha_server_addr.to_string()),
+        })
     }
 
     /// §5.2 step 10 a/b. Returns the number of queue entries added, changed or removed.
@@ -1029,104 +1096,135 @@ impl RouteTable {
         requests
     }
 
-    /// Applies a de-duplicated batch of unregistrations in one pass (§5.5 steps 1-6). Only
-    /// the topics of the affected broker groups are visited.
+    /// Applies a de-duplicated batch of unregistrations in one pass (§5.5): steps 1-3 per
+    /// request, then the queue entries of the groups that are gone (only their topics are
+    /// visited), the write permission of groups that lost their master, and the
+    /// notifications.
     pub fn unregister_batch(&mut self, batch: &[UnregisterRequest]) -> BatchOutcome {
         let mut outcome = BatchOutcome::default();
         let mut removed_names: Vec<Arc<str>> = Vec::new();
         let mut reduced_names: Vec<Arc<str>> = Vec::new();
         for req in batch {
-            if let Some(l) = self.live_id(&req.cluster, &req.broker_addr) {
-                self.remove_live(l);
+            // 1. live entry and filter servers
+            if self.remove_live_and_filter_servers(req) {
                 outcome.brokers_removed += 1;
             }
-            if !self.filter_servers.is_empty() {
-                let key = (req.cluster.to_string(), req.broker_addr.to_string());
-                if self.filter_servers.remove(&key).is_some() {
-                    self.invalidate_broker_topics(&req.broker_name);
-                }
-            }
-            let mut removed = false;
-            let mut changed = false;
-            if let Some(b) = self.brokers.get_mut(&*req.broker_name) {
-                let was_min = b.data.broker_addrs.keys().next() == Some(&req.broker_id);
-                let before = b.data.broker_addrs.len();
-                b.data
-                    .broker_addrs
-                    .retain(|_, a| a.as_str() != &*req.broker_addr);
-                changed = b.data.broker_addrs.len() != before;
-                if b.data.broker_addrs.is_empty() {
-                    removed = true;
-                } else if was_min && b.data.enable_acting_master {
-                    if let Some((min_id, min_addr)) = b.data.broker_addrs.iter().next() {
-                        outcome.notifications.push(MinIdNotification {
-                            targets: b.data.broker_addrs.values().cloned().collect(),
-                            min_broker_id: *min_id,
-                            min_broker_addr: min_addr.clone(),
-                            offline_broker_addr: Some(req.broker_addr.to_string()),
-                            ha_broker_addr: None,
-                        });
-                    }
-                }
-            }
-            if changed && !removed {
-                self.invalidate_broker_topics(&req.broker_name);
-            }
+            // 2. the address leaves its broker group (by address, whatever its id)
+            let removed = self.remove_broker_addr(req, &mut outcome.notifications);
+            // 3. a group left empty leaves its cluster
             if removed {
-                if let Some(set) = self.clusters.get_mut(&*req.cluster) {
-                    set.remove(&*req.broker_name);
-                    if set.is_empty() {
-                        self.clusters.remove(&*req.cluster);
-                    }
-                }
+                self.remove_from_cluster(&req.cluster, &req.broker_name);
                 removed_names.push(req.broker_name.clone());
             } else {
                 reduced_names.push(req.broker_name.clone());
             }
         }
         for name in &removed_names {
-            // The group is gone: drop it, then its queue entries topic by topic (only the
-            // topics it served, never a scan of the whole table).
-            let Some(b) = self.brokers.remove(&**name) else {
-                continue;
-            };
-            outcome.broker_groups_removed += 1;
-            // Its queue entries all go below, so its id can be handed out again.
-            self.broker_names.try_remove(b.id as usize);
-            for topic in b.topics {
-                let Some(entry) = self.topics.get_mut(&*topic) else {
-                    continue;
-                };
-                if !entry.remove(b.id) {
-                    continue;
-                }
-                self.cache.invalidate(&topic);
-                if entry.queues.is_empty() {
-                    self.topics.remove(&*topic);
-                    outcome.topics_removed += 1;
-                }
-            }
+            self.remove_broker_group(name, &mut outcome);
         }
         if self.settings.support_acting_master {
             for name in &reduced_names {
-                let Some(b) = self.brokers.get(&**name) else {
-                    continue;
-                };
-                let no_master = b
-                    .data
-                    .broker_addrs
-                    .keys()
-                    .next()
-                    .is_some_and(|min| *min > 0);
-                if b.data.enable_acting_master && no_master {
-                    self.set_write_perm(name, false);
-                }
+                self.wipe_write_if_master_lost(name);
             }
         }
         if !self.settings.notify_min_broker_id_changed {
             outcome.notifications.clear();
         }
         outcome
+    }
+
+    /// §5.5 step 1; returns whether a live entry was removed.
+    fn remove_live_and_filter_servers(&mut self, req: &UnregisterRequest) -> bool {
+        let live = self.live_id(&req.cluster, &req.broker_addr);
+        if let Some(l) = live {
+            self.remove_live(l);
+        }
+        if !self.filter_servers.is_empty() {
+            let key = (req.cluster.to_string(), req.broker_addr.to_string());
+            if self.filter_servers.remove(&key).is_some() {
+                self.invalidate_broker_topics(&req.broker_name);
+            }
+        }
+        live.is_some()
+    }
+
+    /// §5.5 step 2; returns whether the group is now empty. When the group's lowest id
+    /// leaves a group with acting master on, a notification for the rest is queued.
+    fn remove_broker_addr(
+        &mut self,
+        req: &UnregisterRequest,
+        notifications: &mut Vec<MinIdNotification>,
+    ) -> bool {
+        let Some(b) = self.brokers.get_mut(&*req.broker_name) else {
+            return false;
+        };
+        let addrs = &mut b.data.broker_addrs;
+        let was_min = addrs.keys().next() == Some(&req.broker_id);
+        let before = addrs.len();
+        addrs.retain(|_, a| a.as_str() != &*req.broker_addr);
+        if addrs.is_empty() {
+            return true;
+        }
+        if was_min && b.data.enable_acting_master {
+            if let Some((min_id, min_addr)) = addrs.iter().next() {
+                notifications.push(MinIdNotification {
+                    targets: addrs.values().cloned().collect(),
+                    min_broker_id: *min_id,
+                    min_broker_addr: min_addr.clone(),
+                    offline_broker_addr: Some(req.broker_addr.to_string()),
+                    ha_broker_addr: None,
+                });
+            }
+        }
+        if addrs.len() != before {
+            self.invalidate_broker_topics(&req.broker_name);
+        }
+        false
+    }
+
+    /// §5.5 step 3.
+    fn remove_from_cluster(&mut self, cluster: &str, broker_name: &str) {
+        if let Some(set) = self.clusters.get_mut(cluster) {
+            set.remove(broker_name);
+            if set.is_empty() {
+                self.clusters.remove(cluster);
+            }
+        }
+    }
+
+    /// Drops an emptied group and its queue entries, topic by topic (only the topics it
+    /// served, never a scan of the whole table); topics left without entries go too.
+    fn remove_broker_group(&mut self, name: &str, outcome: &mut BatchOutcome) {
+        let Some(b) = self.brokers.remove(name) else {
+            return;
+        };
+        outcome.broker_groups_removed += 1;
+        // Its queue entries all go below, so its id can be handed out again.
+        self.broker_names.try_remove(b.id as usize);
+        for topic in b.topics {
+            let Some(entry) = self.topics.get_mut(&*topic) else {
+                continue;
+            };
+            if !entry.remove(b.id) {
+                continue;
+            }
+            self.cache.invalidate(&topic);
+            if entry.queues.is_empty() {
+                self.topics.remove(&*topic);
+                outcome.topics_removed += 1;
+            }
+        }
+    }
+
+    /// With acting master on, a group whose master (id 0) is gone loses write permission.
+    fn wipe_write_if_master_lost(&mut self, name: &str) {
+        let Some(b) = self.brokers.get(name) else {
+            return;
+        };
+        let no_master = min_broker_id(&b.data).is_some_and(|min| min > 0);
+        if b.data.enable_acting_master && no_master {
+            self.set_write_perm(name, false);
+        }
     }
 
     // ---------------------------------------------------------------- admin operations
@@ -1282,6 +1380,31 @@ impl RouteTable {
             .map(|b| b.data.broker_addrs.clone())
             .unwrap_or_default()
     }
+}
+
+/// §5.2 step 3; returns whether the broker data changed.
+fn set_acting_master_and_zone(data: &mut BrokerData, req: &RegisterRequest<'_>) -> bool {
+    // A 4.x broker (no flag at all) never acts as master.
+    let acting = req.enable_acting_master == Some(true);
+    let zone = req.zone_name;
+    let changed = data.enable_acting_master != acting || data.zone_name.as_deref() != zone;
+    data.enable_acting_master = acting;
+    if data.zone_name.as_deref() != zone {
+        data.zone_name = zone.map(str::to_string);
+    }
+    changed
+}
+
+/// The lowest broker id of a group (the master's, 0, when it is registered).
+fn min_broker_id(data: &BrokerData) -> Option<i64> {
+    data.broker_addrs.keys().next().copied()
+}
+
+/// §5.2 step 5: removes `addr` from every id but `id`; returns whether it was anywhere.
+fn drop_addr_under_other_ids(data: &mut BrokerData, addr: &str, id: i64) -> bool {
+    let before = data.broker_addrs.len();
+    data.broker_addrs.retain(|k, v| !(v == addr && *k != id));
+    data.broker_addrs.len() != before
 }
 
 /// §5.7 step 6 on a route copy: for groups with acting master on, no id 0 and a
