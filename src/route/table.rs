@@ -940,12 +940,7 @@ impl RouteTable {
             return;
         }
         if let Some(p) = previous {
-            if let Some(list) = self.live_by_conn.get_mut(&p) {
-                list.retain(|l| *l != live_id);
-                if list.is_empty() {
-                    self.live_by_conn.remove(&p);
-                }
-            }
+            detach(&mut self.live_by_conn, &p, live_id);
         }
         if let Some(c) = conn {
             self.live_by_conn.entry(c).or_default().push(live_id);
@@ -972,19 +967,9 @@ impl RouteTable {
 
     fn remove_live(&mut self, live_id: usize) -> Option<LiveBroker> {
         let live = self.live.try_remove(live_id)?;
-        if let Some(ids) = self.live_by_addr.get_mut(&*live.addr) {
-            ids.retain(|l| *l != live_id);
-            if ids.is_empty() {
-                self.live_by_addr.remove(&*live.addr);
-            }
-        }
+        detach(&mut self.live_by_addr, &*live.addr, live_id);
         if let Some(c) = live.conn {
-            if let Some(list) = self.live_by_conn.get_mut(&c) {
-                list.retain(|l| *l != live_id);
-                if list.is_empty() {
-                    self.live_by_conn.remove(&c);
-                }
-            }
+            detach(&mut self.live_by_conn, &c, live_id);
         }
         Some(live)
     }
@@ -1379,6 +1364,20 @@ impl RouteTable {
             .get(broker_name)
             .map(|b| b.data.broker_addrs.clone())
             .unwrap_or_default()
+    }
+}
+
+/// Removes `live_id` from the list under `key`, and the list once empty.
+fn detach<K, Q>(index: &mut HashMap<K, Vec<usize>>, key: &Q, live_id: usize)
+where
+    K: std::borrow::Borrow<Q> + std::hash::Hash + Eq,
+    Q: std::hash::Hash + Eq + ?Sized,
+{
+    if let Some(ids) = index.get_mut(key) {
+        ids.retain(|l| *l != live_id);
+        if ids.is_empty() {
+            index.remove(key);
+        }
     }
 }
 
