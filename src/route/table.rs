@@ -2,8 +2,9 @@
 //! thread as plain `HashMap`s: no locks, no snapshots.
 //!
 //! Besides Java's six tables this module keeps what makes the hot paths cheap:
-//! * per topic, the encoded route bodies for both key-quoting dialects, dropped precisely
-//!   when something that topic's route is built from changes (see [`RouteTable::invalidate_topic`]);
+//! * the route cache (`cache.rs`): per topic, the encoded route bodies for both key-quoting
+//!   dialects; this module drops them precisely when something that topic's route is built
+//!   from changes (see [`RouteTable::invalidate_topic`]);
 //! * per broker name, the set of topics it serves, so that a broker's change or removal
 //!   touches only its own topics, never the whole topic table;
 //! * per live broker, the fingerprint of the last accepted registration body, so that the
