@@ -5,7 +5,7 @@
 mod support;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use rmq_namesrv::route::model::fingerprint;
+use rmq_namesrv::checksum::fingerprint;
 use rmq_namesrv::route::table::TopicsInput;
 use support::payload::Layout;
 

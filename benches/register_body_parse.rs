@@ -5,7 +5,8 @@
 mod support;
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use rmq_namesrv::route::model::{crc32, decode_register_body, fingerprint, BodyLimits};
+use rmq_namesrv::checksum::{crc32, fingerprint};
+use rmq_namesrv::route::model::{decode_register_body, BodyLimits};
 use support::payload::Layout;
 
 fn bench(c: &mut Criterion) {

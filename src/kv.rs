@@ -14,7 +14,7 @@
 //! BTreeMaps keep namespaces and keys sorted, so the file and the 219 body are stable.
 
 use crate::durable_file::{replace_file, sibling};
-use crate::remoting::json::{self, Value};
+use crate::remoting::json::{self, Seq, Value};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
@@ -289,9 +289,9 @@ impl KvStore {
     pub fn encode_kv_table(&self, namespace: &str) -> Option<Vec<u8>> {
         let table = self.config_table.get(namespace)?;
         let mut out = Vec::with_capacity(16 + table_size_hint(table));
-        out.extend_from_slice(b"{\"table\":");
-        write_table(&mut out, table);
-        out.push(b'}');
+        let mut o = Seq::object(&mut out);
+        write_table(o.field("table"), table);
+        o.end();
         Some(out)
     }
 
@@ -304,15 +304,13 @@ impl KvStore {
             .map(|(ns, table)| ns.len() + 4 + table_size_hint(table))
             .sum();
         let mut out = Vec::with_capacity(20 + size);
-        out.extend_from_slice(b"{\"configTable\":{");
-        for (i, (namespace, table)) in self.config_table.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            json::write_key(&mut out, namespace);
-            write_table(&mut out, table);
+        let mut o = Seq::object(&mut out);
+        let mut namespaces = Seq::object(o.field("configTable"));
+        for (namespace, table) in &self.config_table {
+            write_table(namespaces.key(namespace), table);
         }
-        out.extend_from_slice(b"}}");
+        namespaces.end();
+        o.end();
         out
     }
 
@@ -348,15 +346,11 @@ fn table_size_hint(table: &KvTable) -> usize {
 }
 
 fn write_table(out: &mut Vec<u8>, table: &KvTable) {
-    out.push(b'{');
-    for (i, (key, value)) in table.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        json::write_key(out, key);
-        json::write_str(out, value);
+    let mut o = Seq::object(out);
+    for (key, value) in table {
+        json::write_str(o.key(key), value);
     }
-    out.push(b'}');
+    o.end();
 }
 
 #[cfg(test)]

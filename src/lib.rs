@@ -26,10 +26,12 @@
 //! * [`processor`] runs one handler per typed request, and is the one place where errors
 //!   become response codes.
 //! * [`route`] owns the registry tables and the per-topic cache of encoded routes.
+//! * [`checksum`] owns CRC-32 (the `bodyCrc32` check) and the XXH64 body fingerprint.
 //! * [`kv`] owns the persisted KV config; [`config`] the server's own properties.
 //! * [`timer`] holds the deadline buckets used for idle connections and broker expiry.
 //! * [`client`] is a blocking client used by the tools and the tests.
 
+pub mod checksum;
 pub mod client;
 pub mod config;
 #[cfg(feature = "controller")]

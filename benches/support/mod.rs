@@ -6,7 +6,8 @@
 pub mod payload;
 
 use payload::{BrokerId, Layout};
-use rmq_namesrv::route::model::{self, decode_register_body, BodyLimits, RegisterBody};
+use rmq_namesrv::checksum;
+use rmq_namesrv::route::model::{decode_register_body, BodyLimits, RegisterBody};
 use rmq_namesrv::route::table::{
     BodyFingerprint, RegisterRequest, RouteSettings, RouteTable, TopicsInput,
 };
@@ -24,8 +25,8 @@ pub struct SimBroker {
 pub fn fingerprint(body: &[u8]) -> BodyFingerprint {
     BodyFingerprint {
         len: body.len(),
-        header_crc: i64::from(model::crc32(body) & 0x7FFF_FFFF),
-        hash: model::fingerprint(body),
+        header_crc: i64::from(checksum::crc32(body) & 0x7FFF_FFFF),
+        hash: checksum::fingerprint(body),
     }
 }
 

@@ -1,4 +1,7 @@
-//! Route data types and every body encoding the NameServer reads or writes (PROTOCOL.md §4, §6).
+//! Route data types and the body encodings of the lookup and admin requests (PROTOCOL.md §6):
+//! TopicRouteData in both dialects, ClusterInfo, topic lists, KV tables, member groups. The
+//! REGISTER_BROKER body, the one large thing peers send, is in `register_body`, which shares
+//! the field readers and writers defined here.
 //!
 //! Pure data plus codecs: no tables, no I/O. The shapes mirror the Java beans field for field
 //! because peers compare bytes: fastjson writes bean fields alphabetically, omits nulls, writes
@@ -6,26 +9,26 @@
 //! way fastjson is (missing keys take Java's defaults, unknown keys are ignored) but every length,
 //! count and number that a peer controls is checked: a bad body is an error value, never a panic
 //! or an allocation larger than the input justifies.
-//!
-//! The compressed REGISTER_BROKER layout (§4.2) is zlib (RFC 1950, as `java.util.zip.Deflater`),
-//! inflated with a hard output limit so that a zip bomb fails instead of growing memory.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
-use crate::remoting::json::{self, Members, Value, ValueRef};
+use crate::remoting::json::{self, Members, Seq, ValueRef};
 
-/// `MQVersion.Version.V3_0_11` ordinal: older peers send a bare TopicConfigSerializeWrapper.
-const V3_0_11: i32 = 37;
-/// `MQVersion.Version.V5_0_0` ordinal: compressed bodies carry the mapping section from here on.
-const V5_0_0: i32 = 413;
+/// The REGISTER_BROKER body has its own module; its items keep their `model` paths.
+pub use super::register_body::{
+    decode_register_body, encode_register_body_compressed, encode_register_body_json, BodyLimits,
+    RegisterBody, TopicConfig,
+};
+/// The checksums lived here once; callers in other branches still name them through `model`.
+/// New code uses [`crate::checksum`].
+pub use crate::checksum::{crc32, fingerprint};
+
 /// Largest long that BrowserCompatible fastjson writes as a number (2^53 - 1).
 const JS_SAFE_LONG: i64 = 9_007_199_254_740_991;
 /// `MixAll.METADATA_SCOPE_GLOBAL`, TopicQueueMappingInfo's default scope.
 const GLOBAL_SCOPE: &str = "__global__";
-/// TopicConfig defaults (Java `TopicConfig` field initialisers).
-const DEFAULT_QUEUE_NUMS: i32 = 16;
-const DEFAULT_PERM: i32 = 6;
 
 /// An error decoding a body; the text is suitable for a response remark.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,7 +48,7 @@ impl From<json::JsonError> for ModelError {
     }
 }
 
-fn err<T>(msg: impl Into<String>) -> Result<T, ModelError> {
+pub(super) fn err<T>(msg: impl Into<String>) -> Result<T, ModelError> {
     Err(ModelError(msg.into()))
 }
 
@@ -80,15 +83,6 @@ pub struct BrokerData {
     pub enable_acting_master: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TopicConfig {
-    pub topic_name: String,
-    pub read_queue_nums: i32,
-    pub write_queue_nums: i32,
-    pub perm: i32,
-    pub topic_sys_flag: i32,
-}
-
 /// TopicQueueMappingInfo (static topics).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MappingInfo {
@@ -100,35 +94,6 @@ pub struct MappingInfo {
     pub dirty: bool,
     /// logicId -> physicalId, in the order received (Java hash order for legacy re-encoding).
     pub curr_id_map: Vec<(i32, i32)>,
-}
-
-/// RegisterBrokerBody as the NameServer uses it.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct RegisterBody {
-    pub data_version: DataVersion,
-    /// (topicConfigTable map key, value); value.topic_name is the topic actually used.
-    pub topics: Vec<(String, TopicConfig)>,
-    /// None when absent / old-version body.
-    pub filter_servers: Option<Vec<String>>,
-    /// (topic key, info)
-    pub mappings: Vec<(String, MappingInfo)>,
-}
-
-#[derive(Debug, Clone, Copy)]
-pub struct BodyLimits {
-    pub json: json::Limits,
-    pub max_topics: usize,
-    pub max_inflated_len: usize,
-}
-
-impl Default for BodyLimits {
-    fn default() -> Self {
-        BodyLimits {
-            json: json::Limits::default(),
-            max_topics: 100_000,
-            max_inflated_len: 64 << 20,
-        }
-    }
 }
 
 /// The two map-key dialects of GET_ROUTEINFO_BY_TOPIC (PROTOCOL §6.1).
@@ -168,14 +133,18 @@ fn write_string(out: &mut Vec<u8>, s: &str, dialect: Dialect) {
     }
 }
 
-/// A string map key followed by `:`.
-fn write_str_key(out: &mut Vec<u8>, key: &str, dialect: Dialect) {
+/// Starts a map entry whose key is a string, written as the dialect writes strings.
+fn str_entry<'o>(map: &'o mut Seq<'_>, key: &str, dialect: Dialect) -> &'o mut Vec<u8> {
+    let out = map.item();
     write_string(out, key, dialect);
     out.push(b':');
+    out
 }
 
-/// A Long/Integer map key: quoted in the standard dialect, bare in the legacy one.
-fn write_num_key(out: &mut Vec<u8>, key: i64, dialect: Dialect) {
+/// Starts a map entry whose key is a Long/Integer: quoted in the standard dialect, bare in the
+/// legacy one.
+fn num_entry<'o>(map: &'o mut Seq<'_>, key: i64, dialect: Dialect) -> &'o mut Vec<u8> {
+    let out = map.item();
     match dialect {
         Dialect::Standard => {
             out.push(b'"');
@@ -185,6 +154,7 @@ fn write_num_key(out: &mut Vec<u8>, key: i64, dialect: Dialect) {
         Dialect::Legacy => json::write_i64(out, key),
     }
     out.push(b':');
+    out
 }
 
 /// A long bean field value: BrowserCompatible writes longs beyond 2^53 as strings.
@@ -198,15 +168,16 @@ fn write_long(out: &mut Vec<u8>, v: i64, dialect: Dialect) {
     }
 }
 
-fn write_str_array<'a>(out: &mut Vec<u8>, items: impl Iterator<Item = &'a str>, dialect: Dialect) {
-    out.push(b'[');
-    for (i, s) in items.enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_string(out, s, dialect);
+pub(super) fn write_str_array<'a>(
+    out: &mut Vec<u8>,
+    items: impl Iterator<Item = &'a str>,
+    dialect: Dialect,
+) {
+    let mut array = Seq::array(out);
+    for item in items {
+        write_string(array.item(), item, dialect);
     }
-    out.push(b']');
+    array.end();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -217,7 +188,7 @@ fn write_str_array<'a>(out: &mut Vec<u8>, items: impl Iterator<Item = &'a str>, 
 // fields with `ValueRef::get_many` (one pass over its members; the last duplicate wins, as
 // in a Java map). A member that is present but null counts as absent.
 
-fn as_object<'d>(v: ValueRef<'d>, what: &str) -> Result<Members<'d>, ModelError> {
+pub(super) fn as_object<'d>(v: ValueRef<'d>, what: &str) -> Result<Members<'d>, ModelError> {
     match v.members() {
         Some(members) => Ok(members),
         None => err(format!("{what} is not a JSON object")),
@@ -225,7 +196,7 @@ fn as_object<'d>(v: ValueRef<'d>, what: &str) -> Result<Members<'d>, ModelError>
 }
 
 /// A member value that is present and not null.
-fn present(v: Option<ValueRef<'_>>) -> Option<ValueRef<'_>> {
+pub(super) fn present(v: Option<ValueRef<'_>>) -> Option<ValueRef<'_>> {
     v.filter(|v| !v.is_null())
 }
 
@@ -250,7 +221,7 @@ fn long_field(
     }
 }
 
-fn int_field(
+pub(super) fn int_field(
     v: Option<ValueRef<'_>>,
     default: i32,
     what: &str,
@@ -276,11 +247,11 @@ fn bool_field(v: Option<ValueRef<'_>>, what: &str, key: &str) -> Result<bool, Mo
 }
 
 /// A String bean field: fastjson turns a non-string scalar into its text.
-fn string_field(v: Option<ValueRef<'_>>) -> Option<String> {
+pub(super) fn string_field(v: Option<ValueRef<'_>>) -> Option<String> {
     present(v).map(|v| v.to_text())
 }
 
-fn string_list(v: ValueRef<'_>, what: &str) -> Result<Vec<String>, ModelError> {
+pub(super) fn string_list(v: ValueRef<'_>, what: &str) -> Result<Vec<String>, ModelError> {
     match v.items() {
         Some(items) => Ok(items.map(|item| item.to_text()).collect()),
         None => err(format!("{what} is not a JSON array")),
@@ -288,7 +259,7 @@ fn string_list(v: ValueRef<'_>, what: &str) -> Result<Vec<String>, ModelError> {
 }
 
 /// Keeps one entry per key: the last value at the first key's position (a Java map's `put`).
-fn dedup_last_wins<T>(entries: Vec<(String, T)>) -> Vec<(String, T)> {
+pub(super) fn dedup_last_wins<T>(entries: Vec<(String, T)>) -> Vec<(String, T)> {
     let has_duplicates = {
         let mut seen: HashSet<&str> = HashSet::with_capacity(entries.len());
         entries.iter().any(|(k, _)| !seen.insert(k.as_str()))
@@ -325,15 +296,7 @@ impl DataVersion {
         DataVersion::from_ref(doc.root())
     }
 
-    /// The same from an owned tree (kept for callers that hold one; decoders here read
-    /// borrowed documents).
-    pub fn from_value(v: &Value) -> Result<DataVersion, ModelError> {
-        let mut text = Vec::new();
-        json::write_value(&mut text, v);
-        DataVersion::decode(&text)
-    }
-
-    fn from_ref(v: ValueRef<'_>) -> Result<DataVersion, ModelError> {
+    pub(super) fn from_ref(v: ValueRef<'_>) -> Result<DataVersion, ModelError> {
         const WHAT: &str = "dataVersion";
         as_object(v, WHAT)?;
         let [counter, state_version, timestamp] =
@@ -347,16 +310,11 @@ impl DataVersion {
 
     /// `{"counter":3,"stateVersion":0,"timestamp":1700000000000}`
     pub fn encode(&self, out: &mut Vec<u8>) {
-        out.push(b'{');
-        json::write_key(out, "counter");
-        json::write_i64(out, self.counter);
-        out.push(b',');
-        json::write_key(out, "stateVersion");
-        json::write_i64(out, self.state_version);
-        out.push(b',');
-        json::write_key(out, "timestamp");
-        json::write_i64(out, self.timestamp);
-        out.push(b'}');
+        let mut o = Seq::object(out);
+        json::write_i64(o.field("counter"), self.counter);
+        json::write_i64(o.field("stateVersion"), self.state_version);
+        json::write_i64(o.field("timestamp"), self.timestamp);
+        o.end();
     }
 }
 
@@ -368,55 +326,27 @@ impl MappingInfo {
     /// Fields alphabetical: bname, currIdMap, dirty, epoch, scope, topic, totalQueues.
     /// Standard sorts currIdMap by key; legacy keeps the stored order.
     pub fn encode(&self, out: &mut Vec<u8>, dialect: Dialect) {
-        out.push(b'{');
-        json::write_key(out, "bname");
-        write_string(out, &self.bname, dialect);
-        out.push(b',');
-        json::write_key(out, "currIdMap");
-        out.push(b'{');
-        let sorted_needed = dialect == Dialect::Standard
-            && self
-                .curr_id_map
-                .windows(2)
-                .any(|w| matches!(w, [a, b] if a.0 > b.0));
-        let write_entry = |i: usize, (logic, physical): (i32, i32), out: &mut Vec<u8>| {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_num_key(out, i64::from(logic), dialect);
-            json::write_i64(out, i64::from(physical));
-        };
-        if sorted_needed {
-            let mut entries = self.curr_id_map.clone();
-            entries.sort_by_key(|e| e.0);
-            for (i, e) in entries.into_iter().enumerate() {
-                write_entry(i, e, out);
-            }
-        } else {
-            for (i, e) in self.curr_id_map.iter().enumerate() {
-                write_entry(i, *e, out);
-            }
+        let mut o = Seq::object(out);
+        write_string(o.field("bname"), &self.bname, dialect);
+        let mut ids: Cow<'_, [(i32, i32)]> = Cow::Borrowed(&self.curr_id_map);
+        if dialect == Dialect::Standard && ids.windows(2).any(|w| w[0].0 > w[1].0) {
+            ids.to_mut().sort_by_key(|e| e.0);
         }
-        out.push(b'}');
-        out.push(b',');
-        json::write_key(out, "dirty");
-        json::write_bool(out, self.dirty);
-        out.push(b',');
-        json::write_key(out, "epoch");
-        write_long(out, self.epoch, dialect);
-        out.push(b',');
-        json::write_key(out, "scope");
-        write_string(out, &self.scope, dialect);
-        out.push(b',');
-        json::write_key(out, "topic");
-        write_string(out, &self.topic, dialect);
-        out.push(b',');
-        json::write_key(out, "totalQueues");
-        json::write_i64(out, i64::from(self.total_queues));
-        out.push(b'}');
+        let mut map = Seq::object(o.field("currIdMap"));
+        for &(logic, physical) in ids.iter() {
+            let out = num_entry(&mut map, i64::from(logic), dialect);
+            json::write_i64(out, i64::from(physical));
+        }
+        map.end();
+        json::write_bool(o.field("dirty"), self.dirty);
+        write_long(o.field("epoch"), self.epoch, dialect);
+        write_string(o.field("scope"), &self.scope, dialect);
+        write_string(o.field("topic"), &self.topic, dialect);
+        json::write_i64(o.field("totalQueues"), i64::from(self.total_queues));
+        o.end();
     }
 
-    fn from_ref(v: ValueRef<'_>) -> Result<MappingInfo, ModelError> {
+    pub(super) fn from_ref(v: ValueRef<'_>) -> Result<MappingInfo, ModelError> {
         const WHAT: &str = "TopicQueueMappingInfo";
         as_object(v, WHAT)?;
         let [curr_id_map_value, topic, scope, total_queues, bname, epoch, dirty] = v.get_many([
@@ -460,7 +390,7 @@ impl MappingInfo {
     }
 }
 
-fn mappings_from_ref(
+pub(super) fn mappings_from_ref(
     map: ValueRef<'_>,
     limit: usize,
 ) -> Result<Vec<(String, MappingInfo)>, ModelError> {
@@ -482,556 +412,39 @@ fn mappings_from_ref(
 }
 
 // ---------------------------------------------------------------------------------------------
-// REGISTER_BROKER body
-// ---------------------------------------------------------------------------------------------
-
-/// Decodes a REGISTER_BROKER body exactly as PROTOCOL.md §4.1/§4.2 describe:
-/// - empty body => RegisterBody::default() (empty topics, DataVersion 0,0,0, filter_servers None);
-/// - `compressed` true, OR the body starts with 0x78 (zlib header; 5.x brokers flag compressed
-///   bodies as uncompressed, PROTOCOL §4.2 TRAP) => zlib-inflate (bounded by max_inflated_len)
-///   then the binary layout of §4.2 (mapping section only when version >= 413); topicSysFlag = 0;
-/// - else JSON: version < 37 => bare TopicConfigSerializeWrapper (filter_servers None), else
-///   RegisterBrokerBody. Missing TopicConfig numbers take Java's defaults (16, 16, 6, 0); a missing
-///   topicName takes the map key.
-///
-/// A negative version is an error (Java's `value2Version` throws). More than max_topics topics
-/// (or mapping entries) is an error.
-pub fn decode_register_body(
-    body: &[u8],
-    compressed: bool,
-    version: i32,
-    limits: &BodyLimits,
-) -> Result<RegisterBody, ModelError> {
-    if version < 0 {
-        return err(format!("invalid version {version}"));
-    }
-    match body.first() {
-        None => Ok(RegisterBody::default()),
-        Some(&first) if compressed || first == 0x78 => decode_compressed(body, version, limits),
-        Some(_) => decode_json_body(body, version, limits),
-    }
-}
-
-fn decode_json_body(
-    body: &[u8],
-    version: i32,
-    limits: &BodyLimits,
-) -> Result<RegisterBody, ModelError> {
-    let doc = json::parse_borrowed(body, &limits.json)?;
-    let root = doc.root();
-    as_object(root, "RegisterBrokerBody")?;
-    let (wrapper, filter_servers) = if version < V3_0_11 {
-        (Some(root), None)
-    } else {
-        let [filter_list, wrapper] =
-            root.get_many(["filterServerList", "topicConfigSerializeWrapper"]);
-        let filter_servers = match present(filter_list) {
-            Some(list) => Some(string_list(list, "filterServerList")?),
-            None => None,
-        };
-        (present(wrapper), filter_servers)
-    };
-    let mut decoded = RegisterBody {
-        filter_servers,
-        ..RegisterBody::default()
-    };
-    let Some(wrapper) = wrapper else {
-        return Ok(decoded);
-    };
-    as_object(wrapper, "topicConfigSerializeWrapper")?;
-    let [data_version, table, mappings] = wrapper.get_many([
-        "dataVersion",
-        "topicConfigTable",
-        "topicQueueMappingInfoMap",
-    ]);
-    if let Some(dv) = present(data_version) {
-        decoded.data_version = DataVersion::from_ref(dv)?;
-    }
-    if let Some(table) = present(table) {
-        let entries = as_object(table, "topicConfigTable")?;
-        if entries.len() > limits.max_topics {
-            return err(format!(
-                "too many topics ({} > {})",
-                entries.len(),
-                limits.max_topics
-            ));
-        }
-        let mut topics = Vec::with_capacity(entries.len());
-        for (key, value) in entries {
-            topics.push((key.to_owned(), topic_config_from_ref(key, value)?));
-        }
-        decoded.topics = dedup_last_wins(topics);
-    }
-    if let Some(map) = present(mappings) {
-        decoded.mappings = mappings_from_ref(map, limits.max_topics)?;
-    }
-    Ok(decoded)
-}
-
-fn topic_config_from_ref(key: &str, v: ValueRef<'_>) -> Result<TopicConfig, ModelError> {
-    const WHAT: &str = "TopicConfig";
-    if v.is_null() {
-        return err(format!("null TopicConfig for {key}"));
-    }
-    as_object(v, WHAT)?;
-    let [topic_name, read, write, perm, sys_flag] = v.get_many([
-        "topicName",
-        "readQueueNums",
-        "writeQueueNums",
-        "perm",
-        "topicSysFlag",
-    ]);
-    Ok(TopicConfig {
-        topic_name: string_field(topic_name).unwrap_or_else(|| key.to_owned()),
-        read_queue_nums: int_field(read, DEFAULT_QUEUE_NUMS, WHAT, "readQueueNums")?,
-        write_queue_nums: int_field(write, DEFAULT_QUEUE_NUMS, WHAT, "writeQueueNums")?,
-        perm: int_field(perm, DEFAULT_PERM, WHAT, "perm")?,
-        topic_sys_flag: int_field(sys_flag, 0, WHAT, "topicSysFlag")?,
-    })
-}
-
-/// Reads the int32-BE length-prefixed parts of an inflated body; every prefix is checked
-/// against what is left.
-struct PartReader<'a> {
-    rest: &'a [u8],
-}
-
-impl<'a> PartReader<'a> {
-    fn read_i32(&mut self, what: &str) -> Result<i32, ModelError> {
-        match self.rest {
-            [a, b, c, d, rest @ ..] => {
-                self.rest = rest;
-                Ok(i32::from_be_bytes([*a, *b, *c, *d]))
-            }
-            _ => err(format!("compressed body truncated at {what}")),
-        }
-    }
-
-    /// A count that must be non-negative, within `max` and plausible for the bytes left
-    /// (each counted item needs at least its 4-byte length prefix).
-    fn read_count(&mut self, what: &str, max: usize) -> Result<usize, ModelError> {
-        let n = self.read_i32(what)?;
-        let n = match usize::try_from(n) {
-            Ok(n) => n,
-            Err(_) => return err(format!("negative {what} in compressed body")),
-        };
-        if n > max {
-            return err(format!(
-                "too many entries in compressed body ({what} {n} > {max})"
-            ));
-        }
-        if n > self.rest.len() / 4 {
-            return err(format!("compressed body truncated ({what} {n})"));
-        }
-        Ok(n)
-    }
-
-    fn read_part(&mut self, what: &str) -> Result<&'a [u8], ModelError> {
-        let len = self.read_i32(what)?;
-        let len = match usize::try_from(len) {
-            Ok(len) => len,
-            Err(_) => return err(format!("negative {what} length in compressed body")),
-        };
-        if len > self.rest.len() {
-            return err(format!("compressed body truncated in {what}"));
-        }
-        let (part, rest) = self.rest.split_at(len);
-        self.rest = rest;
-        Ok(part)
-    }
-}
-
-fn decode_compressed(
-    body: &[u8],
-    version: i32,
-    limits: &BodyLimits,
-) -> Result<RegisterBody, ModelError> {
-    // The limited inflater grows its buffer step by step and stops at the limit, so memory is
-    // bounded by min(actual output, max_inflated_len) whatever the stream claims.
-    let inflated =
-        miniz_oxide::inflate::decompress_to_vec_zlib_with_limit(body, limits.max_inflated_len)
-            .map_err(|e| match e.status {
-                miniz_oxide::inflate::TINFLStatus::HasMoreOutput => ModelError(format!(
-                    "compressed body inflates beyond {} bytes",
-                    limits.max_inflated_len
-                )),
-                status => ModelError(format!("bad zlib body: {status:?}")),
-            })?;
-    let mut reader = PartReader { rest: &inflated };
-
-    let dv_json = reader.read_part("dataVersion")?;
-    let data_version = DataVersion::from_ref(json::parse_borrowed(dv_json, &limits.json)?.root())?;
-
-    let topic_count = reader.read_count("topic count", limits.max_topics)?;
-    let mut topics = Vec::with_capacity(topic_count);
-    for _ in 0..topic_count {
-        let line = reader.read_part("TopicConfig")?;
-        let config = parse_topic_config_line(&String::from_utf8_lossy(line))?;
-        topics.push((config.topic_name.clone(), config));
-    }
-
-    let filter_json = reader.read_part("filterServerList")?;
-    // Java ignores a filter list it cannot parse and keeps an empty one.
-    let filter_servers = match json::parse_borrowed(filter_json, &limits.json) {
-        Ok(doc) if doc.root().is_null() => None,
-        Ok(doc) => Some(string_list(doc.root(), "filterServerList").unwrap_or_default()),
-        Err(_) => Some(Vec::new()),
-    };
-
-    let mut mappings = Vec::new();
-    if version >= V5_0_0 {
-        let count = reader.read_count("mapping count", limits.max_topics)?;
-        mappings.reserve(count);
-        for _ in 0..count {
-            let part = reader.read_part("TopicQueueMappingInfo")?;
-            let info = MappingInfo::from_ref(json::parse_borrowed(part, &limits.json)?.root())?;
-            mappings.push((info.topic.clone(), info));
-        }
-    }
-    Ok(RegisterBody {
-        data_version,
-        topics: dedup_last_wins(topics),
-        filter_servers,
-        mappings: dedup_last_wins(mappings),
-    })
-}
-
-/// `TopicConfig.decode`: `<name> <read> <write> <perm> <filterType>[ <attributes json>]`.
-/// Split on single spaces as Java's `String.split(" ")` does (trailing empty tokens dropped).
-fn parse_topic_config_line(line: &str) -> Result<TopicConfig, ModelError> {
-    let mut tokens: Vec<&str> = line.split(' ').collect();
-    while tokens.last() == Some(&"") {
-        tokens.pop();
-    }
-    let [name, read, write, perm, filter_type, ..] = tokens.as_slice() else {
-        return err(format!("bad TopicConfig line {line:?}"));
-    };
-    let int = |s: &str| -> Result<i32, ModelError> {
-        s.parse::<i32>()
-            .or_else(|_| err(format!("bad number {s:?} in TopicConfig line {line:?}")))
-    };
-    if *filter_type != "SINGLE_TAG" && *filter_type != "MULTI_TAG" {
-        return err(format!("bad topicFilterType {filter_type:?}"));
-    }
-    Ok(TopicConfig {
-        topic_name: (*name).to_owned(),
-        read_queue_nums: int(read)?,
-        write_queue_nums: int(write)?,
-        perm: int(perm)?,
-        topic_sys_flag: 0,
-    })
-}
-
-/// The 5.x JSON body (§4.1): fastjson alphabetical, legacy dialect (currIdMap keys bare).
-pub fn encode_register_body_json(body: &RegisterBody, out: &mut Vec<u8>) {
-    out.push(b'{');
-    json::write_key(out, "filterServerList");
-    write_str_array(
-        out,
-        body.filter_servers.iter().flatten().map(String::as_str),
-        Dialect::Legacy,
-    );
-    out.push(b',');
-    json::write_key(out, "topicConfigSerializeWrapper");
-    out.push(b'{');
-    json::write_key(out, "dataVersion");
-    body.data_version.encode(out);
-    out.push(b',');
-    json::write_key(out, "mappingDataVersion");
-    DataVersion {
-        timestamp: body.data_version.timestamp,
-        ..DataVersion::default()
-    }
-    .encode(out);
-    out.push(b',');
-    json::write_key(out, "topicConfigTable");
-    out.push(b'{');
-    for (i, (key, tc)) in body.topics.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        json::write_key(out, key);
-        out.extend_from_slice(b"{\"attributes\":{},\"order\":false,\"perm\":");
-        json::write_i64(out, i64::from(tc.perm));
-        out.extend_from_slice(b",\"readQueueNums\":");
-        json::write_i64(out, i64::from(tc.read_queue_nums));
-        out.extend_from_slice(b",\"topicFilterType\":\"SINGLE_TAG\",\"topicName\":");
-        json::write_str(out, &tc.topic_name);
-        out.extend_from_slice(b",\"topicSysFlag\":");
-        json::write_i64(out, i64::from(tc.topic_sys_flag));
-        out.extend_from_slice(b",\"writeQueueNums\":");
-        json::write_i64(out, i64::from(tc.write_queue_nums));
-        out.push(b'}');
-    }
-    out.extend_from_slice(b"},\"topicQueueMappingDetailMap\":{},\"topicQueueMappingInfoMap\":{");
-    for (i, (key, info)) in body.mappings.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        json::write_key(out, key);
-        info.encode(out, Dialect::Legacy);
-    }
-    out.extend_from_slice(b"}}}");
-}
-
-fn push_part(out: &mut Vec<u8>, part: &[u8]) {
-    // Parts are built by us from in-memory data; a part over 2 GiB cannot be represented and
-    // is clamped rather than wrapped (the receiver then reports truncation).
-    let len = i32::try_from(part.len()).unwrap_or(i32::MAX);
-    out.extend_from_slice(&len.to_be_bytes());
-    out.extend_from_slice(part);
-}
-
-fn push_count(out: &mut Vec<u8>, n: usize) {
-    out.extend_from_slice(&i32::try_from(n).unwrap_or(i32::MAX).to_be_bytes());
-}
-
-/// The zlib-compressed binary shape (§4.2) a broker of `version` sends: mapping section only
-/// from 413 (V5_0_0), which is also when TopicConfig lines gain the attributes token.
-pub fn encode_register_body_compressed(body: &RegisterBody, version: i32) -> Vec<u8> {
-    let mut plain = Vec::with_capacity(64 + body.topics.len() * 48);
-    let mut part = Vec::with_capacity(128);
-
-    body.data_version.encode(&mut part);
-    push_part(&mut plain, &part);
-
-    push_count(&mut plain, body.topics.len());
-    for (_, tc) in &body.topics {
-        part.clear();
-        part.extend_from_slice(tc.topic_name.as_bytes());
-        for n in [tc.read_queue_nums, tc.write_queue_nums, tc.perm] {
-            part.push(b' ');
-            json::write_i64(&mut part, i64::from(n));
-        }
-        part.extend_from_slice(b" SINGLE_TAG");
-        if version >= V5_0_0 {
-            part.extend_from_slice(b" {}");
-        }
-        push_part(&mut plain, &part);
-    }
-
-    part.clear();
-    write_str_array(
-        &mut part,
-        body.filter_servers.iter().flatten().map(String::as_str),
-        Dialect::Legacy,
-    );
-    push_part(&mut plain, &part);
-
-    if version >= V5_0_0 {
-        push_count(&mut plain, body.mappings.len());
-        for (_, info) in &body.mappings {
-            part.clear();
-            info.encode(&mut part, Dialect::Legacy);
-            push_part(&mut plain, &part);
-        }
-    }
-    // Level 9 = Deflater.BEST_COMPRESSION; the zlib wrapper gives Java's `78 DA` header.
-    miniz_oxide::deflate::compress_to_vec_zlib(&plain, 9)
-}
-
-// ---------------------------------------------------------------------------------------------
-// CRC-32 and fingerprint
-// ---------------------------------------------------------------------------------------------
-
-/// Slice-by-16 tables for the reflected IEEE polynomial, built at compile time.
-const CRC_TABLES: [[u32; 256]; 16] = crc_tables();
-
-const fn crc_tables() -> [[u32; 256]; 16] {
-    let mut tables = [[0u32; 256]; 16];
-    let mut i = 0;
-    while i < 256 {
-        let mut c = i as u32;
-        let mut bit = 0;
-        while bit < 8 {
-            c = if c & 1 != 0 {
-                0xEDB8_8320 ^ (c >> 1)
-            } else {
-                c >> 1
-            };
-            bit += 1;
-        }
-        tables[0][i] = c;
-        i += 1;
-    }
-    let mut i = 0;
-    while i < 256 {
-        let mut t = 1;
-        while t < 16 {
-            let prev = tables[t - 1][i];
-            tables[t][i] = (prev >> 8) ^ tables[0][(prev & 0xFF) as usize];
-            t += 1;
-        }
-        i += 1;
-    }
-    tables
-}
-
-/// CRC-32 (IEEE, as java.util.zip.CRC32) of `data`; callers mask with 0x7FFFFFFF as Java's
-/// UtilAll.crc32 does.
-pub fn crc32(data: &[u8]) -> u32 {
-    let t = &CRC_TABLES;
-    let mut crc = !0u32;
-    let mut blocks = data.chunks_exact(16);
-    for b in &mut blocks {
-        let Ok(block) = <&[u8; 16]>::try_from(b) else {
-            continue; // chunks_exact always yields 16 bytes
-        };
-        let w = u32::from_le_bytes([block[0], block[1], block[2], block[3]]) ^ crc;
-        crc = t[15][(w & 0xFF) as usize]
-            ^ t[14][((w >> 8) & 0xFF) as usize]
-            ^ t[13][((w >> 16) & 0xFF) as usize]
-            ^ t[12][(w >> 24) as usize]
-            ^ t[11][block[4] as usize]
-            ^ t[10][block[5] as usize]
-            ^ t[9][block[6] as usize]
-            ^ t[8][block[7] as usize]
-            ^ t[7][block[8] as usize]
-            ^ t[6][block[9] as usize]
-            ^ t[5][block[10] as usize]
-            ^ t[4][block[11] as usize]
-            ^ t[3][block[12] as usize]
-            ^ t[2][block[13] as usize]
-            ^ t[1][block[14] as usize]
-            ^ t[0][block[15] as usize];
-    }
-    for &byte in blocks.remainder() {
-        crc = (crc >> 8) ^ t[0][((crc ^ u32::from(byte)) & 0xFF) as usize];
-    }
-    !crc
-}
-
-const XXH_P1: u64 = 0x9E37_79B1_85EB_CA87;
-const XXH_P2: u64 = 0xC2B2_AE3D_27D4_EB4F;
-const XXH_P3: u64 = 0x1656_67B1_9E37_79F9;
-const XXH_P4: u64 = 0x85EB_CA77_C2B2_AE63;
-const XXH_P5: u64 = 0x27D4_EB2F_1656_67C5;
-
-fn xxh_round(acc: u64, lane: u64) -> u64 {
-    acc.wrapping_add(lane.wrapping_mul(XXH_P2))
-        .rotate_left(31)
-        .wrapping_mul(XXH_P1)
-}
-
-fn xxh_merge(acc: u64, lane_acc: u64) -> u64 {
-    (acc ^ xxh_round(0, lane_acc))
-        .wrapping_mul(XXH_P1)
-        .wrapping_add(XXH_P4)
-}
-
-fn le_u64(b: &[u8]) -> u64 {
-    let mut w = [0u8; 8];
-    let n = b.len().min(8);
-    w[..n].copy_from_slice(&b[..n]);
-    u64::from_le_bytes(w)
-}
-
-/// Fast non-cryptographic 64-bit fingerprint of a body (XXH64, seed 0; several GB/s), used to
-/// recognise an unchanged registration body without re-parsing or re-checking its CRC.
-pub fn fingerprint(data: &[u8]) -> u64 {
-    let mut h;
-    let mut rest = data;
-    if data.len() >= 32 {
-        let mut v = [
-            XXH_P1.wrapping_add(XXH_P2),
-            XXH_P2,
-            0,
-            0u64.wrapping_sub(XXH_P1),
-        ];
-        let mut stripes = data.chunks_exact(32);
-        for stripe in &mut stripes {
-            for (lane, acc) in stripe.chunks_exact(8).zip(v.iter_mut()) {
-                *acc = xxh_round(*acc, le_u64(lane));
-            }
-        }
-        rest = stripes.remainder();
-        h = v[0]
-            .rotate_left(1)
-            .wrapping_add(v[1].rotate_left(7))
-            .wrapping_add(v[2].rotate_left(12))
-            .wrapping_add(v[3].rotate_left(18));
-        for acc in v {
-            h = xxh_merge(h, acc);
-        }
-    } else {
-        h = XXH_P5;
-    }
-    h = h.wrapping_add(data.len() as u64);
-    let mut words = rest.chunks_exact(8);
-    for word in &mut words {
-        h ^= xxh_round(0, le_u64(word));
-        h = h.rotate_left(27).wrapping_mul(XXH_P1).wrapping_add(XXH_P4);
-    }
-    let mut tail = words.remainder();
-    if tail.len() >= 4 {
-        let (word, after) = tail.split_at(4);
-        h ^= le_u64(word).wrapping_mul(XXH_P1);
-        h = h.rotate_left(23).wrapping_mul(XXH_P2).wrapping_add(XXH_P3);
-        tail = after;
-    }
-    for &byte in tail {
-        h ^= u64::from(byte).wrapping_mul(XXH_P5);
-        h = h.rotate_left(11).wrapping_mul(XXH_P1);
-    }
-    h ^= h >> 33;
-    h = h.wrapping_mul(XXH_P2);
-    h ^= h >> 29;
-    h = h.wrapping_mul(XXH_P3);
-    h ^ (h >> 32)
-}
-
-// ---------------------------------------------------------------------------------------------
 // TopicRouteData, BrokerData, QueueData
 // ---------------------------------------------------------------------------------------------
 
 /// BrokerData encoding shared by route, cluster info and member group:
 /// brokerAddrs, brokerName, cluster, enableActingMaster, zoneName?.
-pub fn encode_broker_data(b: &BrokerData, dialect: Dialect, out: &mut Vec<u8>) {
-    out.push(b'{');
-    json::write_key(out, "brokerAddrs");
-    write_broker_addrs(out, &b.broker_addrs, dialect);
-    out.push(b',');
-    json::write_key(out, "brokerName");
-    write_string(out, &b.broker_name, dialect);
-    out.push(b',');
-    json::write_key(out, "cluster");
-    write_string(out, &b.cluster, dialect);
-    out.push(b',');
-    json::write_key(out, "enableActingMaster");
-    json::write_bool(out, b.enable_acting_master);
+fn encode_broker_data(b: &BrokerData, dialect: Dialect, out: &mut Vec<u8>) {
+    let mut o = Seq::object(out);
+    write_broker_addrs(o.field("brokerAddrs"), &b.broker_addrs, dialect);
+    write_string(o.field("brokerName"), &b.broker_name, dialect);
+    write_string(o.field("cluster"), &b.cluster, dialect);
+    json::write_bool(o.field("enableActingMaster"), b.enable_acting_master);
     if let Some(zone) = &b.zone_name {
-        out.push(b',');
-        json::write_key(out, "zoneName");
-        write_string(out, zone, dialect);
+        write_string(o.field("zoneName"), zone, dialect);
     }
-    out.push(b'}');
+    o.end();
 }
 
 fn write_broker_addrs(out: &mut Vec<u8>, addrs: &BTreeMap<i64, String>, dialect: Dialect) {
-    out.push(b'{');
-    for (i, (id, addr)) in addrs.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_num_key(out, *id, dialect);
-        write_string(out, addr, dialect);
+    let mut map = Seq::object(out);
+    for (id, addr) in addrs {
+        write_string(num_entry(&mut map, *id, dialect), addr, dialect);
     }
-    out.push(b'}');
+    map.end();
 }
 
 fn encode_queue_data(q: &QueueData, dialect: Dialect, out: &mut Vec<u8>) {
-    out.push(b'{');
-    json::write_key(out, "brokerName");
-    write_string(out, &q.broker_name, dialect);
-    out.extend_from_slice(b",\"perm\":");
-    json::write_i64(out, i64::from(q.perm));
-    out.extend_from_slice(b",\"readQueueNums\":");
-    json::write_i64(out, i64::from(q.read_queue_nums));
-    out.extend_from_slice(b",\"topicSysFlag\":");
-    json::write_i64(out, i64::from(q.topic_sys_flag));
-    out.extend_from_slice(b",\"writeQueueNums\":");
-    json::write_i64(out, i64::from(q.write_queue_nums));
-    out.push(b'}');
+    let mut o = Seq::object(out);
+    write_string(o.field("brokerName"), &q.broker_name, dialect);
+    json::write_i64(o.field("perm"), i64::from(q.perm));
+    json::write_i64(o.field("readQueueNums"), i64::from(q.read_queue_nums));
+    json::write_i64(o.field("topicSysFlag"), i64::from(q.topic_sys_flag));
+    json::write_i64(o.field("writeQueueNums"), i64::from(q.write_queue_nums));
+    o.end();
 }
 
 fn broker_data_from_ref(v: ValueRef<'_>) -> Result<BrokerData, ModelError> {
@@ -1112,59 +525,38 @@ impl TopicRouteData {
     /// Standard: every map key quoted, maps sorted by key, strings with write_str_browser.
     /// Legacy: numeric map keys bare (`{0:"a"}`), strings with write_str.
     pub fn encode(&self, dialect: Dialect, out: &mut Vec<u8>) {
-        out.push(b'{');
-        json::write_key(out, "brokerDatas");
-        out.push(b'[');
-        for (i, b) in self.broker_datas.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            encode_broker_data(b, dialect, out);
+        let mut o = Seq::object(out);
+        let mut brokers = Seq::array(o.field("brokerDatas"));
+        for b in &self.broker_datas {
+            encode_broker_data(b, dialect, brokers.item());
         }
-        out.extend_from_slice(b"],");
-        json::write_key(out, "filterServerTable");
-        out.push(b'{');
-        for (i, (addr, servers)) in self.filter_server_table.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_str_key(out, addr, dialect);
+        brokers.end();
+        let mut filters = Seq::object(o.field("filterServerTable"));
+        for (addr, servers) in &self.filter_server_table {
+            let out = str_entry(&mut filters, addr, dialect);
             write_str_array(out, servers.iter().map(String::as_str), dialect);
         }
-        out.push(b'}');
+        filters.end();
         if let Some(conf) = &self.order_topic_conf {
-            out.push(b',');
-            json::write_key(out, "orderTopicConf");
-            write_string(out, conf, dialect);
+            write_string(o.field("orderTopicConf"), conf, dialect);
         }
-        out.push(b',');
-        json::write_key(out, "queueDatas");
-        out.push(b'[');
-        for (i, q) in self.queue_datas.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            encode_queue_data(q, dialect, out);
+        let mut queues = Seq::array(o.field("queueDatas"));
+        for q in &self.queue_datas {
+            encode_queue_data(q, dialect, queues.item());
         }
-        out.push(b']');
+        queues.end();
         if let Some(mappings) = &self.topic_queue_mapping_by_broker {
-            out.push(b',');
-            json::write_key(out, "topicQueueMappingByBroker");
-            out.push(b'{');
             let mut entries: Vec<&(String, MappingInfo)> = mappings.iter().collect();
             if dialect == Dialect::Standard {
                 entries.sort_by(|a, b| a.0.cmp(&b.0));
             }
-            for (i, (broker_name, info)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_str_key(out, broker_name, dialect);
-                info.encode(out, dialect);
+            let mut map = Seq::object(o.field("topicQueueMappingByBroker"));
+            for (broker_name, info) in entries {
+                info.encode(str_entry(&mut map, broker_name, dialect), dialect);
             }
-            out.push(b'}');
+            map.end();
         }
-        out.push(b'}');
+        o.end();
     }
 
     /// Parses either dialect. Tolerates missing keys, `topicSynFlag`, unknown fields.
@@ -1214,27 +606,19 @@ impl ClusterInfo {
     /// `{"brokerAddrTable":{name:BrokerData},"clusterAddrTable":{cluster:[names]}}`, legacy.
     pub fn encode(&self, out: &mut Vec<u8>) {
         const D: Dialect = Dialect::Legacy;
-        out.push(b'{');
-        json::write_key(out, "brokerAddrTable");
-        out.push(b'{');
-        for (i, (name, broker)) in self.broker_addr_table.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_str_key(out, name, D);
-            encode_broker_data(broker, D, out);
+        let mut o = Seq::object(out);
+        let mut brokers = Seq::object(o.field("brokerAddrTable"));
+        for (name, broker) in &self.broker_addr_table {
+            encode_broker_data(broker, D, str_entry(&mut brokers, name, D));
         }
-        out.extend_from_slice(b"},");
-        json::write_key(out, "clusterAddrTable");
-        out.push(b'{');
-        for (i, (cluster, names)) in self.cluster_addr_table.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_str_key(out, cluster, D);
+        brokers.end();
+        let mut clusters = Seq::object(o.field("clusterAddrTable"));
+        for (cluster, names) in &self.cluster_addr_table {
+            let out = str_entry(&mut clusters, cluster, D);
             write_str_array(out, names.iter().map(String::as_str), D);
         }
-        out.extend_from_slice(b"}}");
+        clusters.end();
+        o.end();
     }
 
     pub fn decode(body: &[u8]) -> Result<ClusterInfo, ModelError> {
@@ -1273,15 +657,12 @@ pub fn encode_topic_list<'a>(
     broker_addr: Option<&str>,
     out: &mut Vec<u8>,
 ) {
-    out.push(b'{');
+    let mut o = Seq::object(out);
     if let Some(addr) = broker_addr {
-        json::write_key(out, "brokerAddr");
-        json::write_str(out, addr);
-        out.push(b',');
+        json::write_str(o.field("brokerAddr"), addr);
     }
-    json::write_key(out, "topicList");
-    write_str_array(out, topics, Dialect::Legacy);
-    out.push(b'}');
+    write_str_array(o.field("topicList"), topics, Dialect::Legacy);
+    o.end();
 }
 
 pub fn decode_topic_list(body: &[u8]) -> Result<(Vec<String>, Option<String>), ModelError> {
@@ -1298,17 +679,13 @@ pub fn decode_topic_list(body: &[u8]) -> Result<(Vec<String>, Option<String>), M
 
 /// KVTable `{"table":{k:v}}` (§6.4).
 pub fn encode_kv_table<'a>(entries: impl Iterator<Item = (&'a str, &'a str)>, out: &mut Vec<u8>) {
-    out.push(b'{');
-    json::write_key(out, "table");
-    out.push(b'{');
-    for (i, (k, v)) in entries.enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        json::write_key(out, k);
-        json::write_str(out, v);
+    let mut o = Seq::object(out);
+    let mut table = Seq::object(o.field("table"));
+    for (k, v) in entries {
+        json::write_str(table.key(k), v);
     }
-    out.extend_from_slice(b"}}");
+    table.end();
+    o.end();
 }
 
 pub fn decode_kv_table(body: &[u8]) -> Result<Vec<(String, String)>, ModelError> {
@@ -1333,32 +710,26 @@ pub fn encode_member_group(
     addrs: &BTreeMap<i64, String>,
     out: &mut Vec<u8>,
 ) {
-    const D: Dialect = Dialect::Legacy;
-    out.push(b'{');
-    json::write_key(out, "brokerMemberGroup");
-    out.push(b'{');
-    json::write_key(out, "brokerAddrs");
-    write_broker_addrs(out, addrs, D);
-    out.push(b',');
-    json::write_key(out, "brokerName");
-    json::write_str(out, broker_name);
-    out.push(b',');
-    json::write_key(out, "cluster");
-    json::write_str(out, cluster);
-    out.extend_from_slice(b"}}");
+    let mut o = Seq::object(out);
+    let mut group = Seq::object(o.field("brokerMemberGroup"));
+    write_broker_addrs(group.field("brokerAddrs"), addrs, Dialect::Legacy);
+    json::write_str(group.field("brokerName"), broker_name);
+    json::write_str(group.field("cluster"), cluster);
+    group.end();
+    o.end();
 }
 
 #[cfg(test)]
-mod tests {
+pub mod tests {
     use super::*;
 
     use crate::test_support::fixture;
 
-    fn text(bytes: &[u8]) -> &str {
+    pub fn text(bytes: &[u8]) -> &str {
         std::str::from_utf8(bytes).expect("encoder output is UTF-8")
     }
 
-    fn topic(name: &str, read: i32, write: i32, perm: i32, flag: i32) -> (String, TopicConfig) {
+    pub fn topic(name: &str, read: i32, write: i32, perm: i32, flag: i32) -> (String, TopicConfig) {
         (
             name.to_owned(),
             TopicConfig {
@@ -1371,7 +742,7 @@ mod tests {
         )
     }
 
-    fn static_mapping() -> (String, MappingInfo) {
+    pub fn static_mapping() -> (String, MappingInfo) {
         (
             "StaticT".to_owned(),
             MappingInfo {
@@ -1393,363 +764,6 @@ mod tests {
             broker_addrs: addrs.iter().map(|(id, a)| (*id, (*a).to_owned())).collect(),
             zone_name: None,
             enable_acting_master: false,
-        }
-    }
-
-    const BODY_5X: &str = concat!(
-        r#"{"filterServerList":["10.0.0.9:7000"],"topicConfigSerializeWrapper":{"#,
-        r#""dataVersion":{"counter":12,"stateVersion":3,"timestamp":1700000000000},"#,
-        r#""mappingDataVersion":{"counter":0,"stateVersion":0,"timestamp":1700000000000},"#,
-        r#""topicConfigTable":{"TopicTest":{"attributes":{},"order":false,"perm":6,"readQueueNums":4,"#,
-        r#""topicFilterType":"SINGLE_TAG","topicName":"TopicTest","topicSysFlag":0,"writeQueueNums":4},"#,
-        r#""StaticT":{"attributes":{},"order":false,"perm":6,"readQueueNums":8,"#,
-        r#""topicFilterType":"SINGLE_TAG","topicName":"StaticT","topicSysFlag":1,"writeQueueNums":8}},"#,
-        r#""topicQueueMappingDetailMap":{},"topicQueueMappingInfoMap":{"StaticT":{"bname":"broker-a","#,
-        r#""currIdMap":{0:0,1:1},"dirty":false,"epoch":1700000000000,"scope":"__global__","#,
-        r#""topic":"StaticT","totalQueues":8}}}}"#
-    );
-
-    fn body_5x_expected() -> RegisterBody {
-        RegisterBody {
-            data_version: DataVersion {
-                counter: 12,
-                state_version: 3,
-                timestamp: 1_700_000_000_000,
-            },
-            topics: vec![topic("TopicTest", 4, 4, 6, 0), topic("StaticT", 8, 8, 6, 1)],
-            filter_servers: Some(vec!["10.0.0.9:7000".to_owned()]),
-            mappings: vec![static_mapping()],
-        }
-    }
-
-    #[test]
-    fn real_4x_registration_body_decodes_with_its_crc() {
-        let body = fixture("third_party/register_broker_103_body_v4.json");
-        assert_eq!(crc32(&body) & 0x7FFF_FFFF, 1_794_280_071);
-        let decoded = decode_register_body(&body, false, 373, &BodyLimits::default()).unwrap();
-        assert_eq!(
-            decoded.data_version,
-            DataVersion {
-                counter: 293,
-                state_version: 0,
-                timestamp: 1_645_882_625_002
-            }
-        );
-        assert_eq!(decoded.topics.len(), 16);
-        assert_eq!(
-            decoded.topics[0],
-            topic("SCHEDULE_TOPIC_XXXX", 18, 18, 6, 0)
-        );
-        let find = |name: &str| {
-            decoded
-                .topics
-                .iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, t)| t.clone())
-        };
-        assert_eq!(
-            find("BenchmarkTest"),
-            Some(topic("BenchmarkTest", 1024, 1024, 6, 0).1)
-        );
-        assert_eq!(
-            find("DefaultCluster"),
-            Some(topic("DefaultCluster", 16, 16, 7, 0).1)
-        );
-        assert_eq!(
-            find("%DLQ%CID_JODIE"),
-            Some(topic("%DLQ%CID_JODIE", 1, 1, 6, 0).1)
-        );
-        assert!(decoded.topics.iter().all(|(k, t)| *k == t.topic_name));
-        assert_eq!(decoded.filter_servers, Some(vec![]));
-        assert!(decoded.mappings.is_empty());
-    }
-
-    #[test]
-    fn body_5x_with_bare_curr_id_map_keys_decodes_mapping_info() {
-        let decoded =
-            decode_register_body(BODY_5X.as_bytes(), false, 479, &BodyLimits::default()).unwrap();
-        assert_eq!(decoded, body_5x_expected());
-    }
-
-    #[test]
-    fn json_encoder_reproduces_the_5x_body_byte_for_byte() {
-        let mut out = Vec::new();
-        encode_register_body_json(&body_5x_expected(), &mut out);
-        assert_eq!(text(&out), BODY_5X);
-    }
-
-    #[test]
-    fn old_versions_send_a_bare_wrapper_without_filter_servers() {
-        let body =
-            br#"{"dataVersion":{"counter":5,"timestamp":99},"topicConfigTable":{"T":{"perm":2}}}"#;
-        let decoded = decode_register_body(body, false, 0, &BodyLimits::default()).unwrap();
-        assert_eq!(
-            decoded.data_version,
-            DataVersion {
-                counter: 5,
-                state_version: 0,
-                timestamp: 99
-            }
-        );
-        assert_eq!(decoded.topics, vec![topic("T", 16, 16, 2, 0)]);
-        assert_eq!(decoded.filter_servers, None);
-        // The same bytes from a new broker lack the wrapper key: nothing registered.
-        let decoded = decode_register_body(body, false, 37, &BodyLimits::default()).unwrap();
-        assert!(decoded.topics.is_empty());
-    }
-
-    #[test]
-    fn empty_body_is_an_empty_registration() {
-        let decoded = decode_register_body(b"", false, 479, &BodyLimits::default()).unwrap();
-        assert_eq!(decoded, RegisterBody::default());
-        let decoded = decode_register_body(b"", true, 479, &BodyLimits::default()).unwrap();
-        assert_eq!(decoded, RegisterBody::default());
-    }
-
-    #[test]
-    fn negative_version_is_rejected() {
-        assert!(
-            decode_register_body(BODY_5X.as_bytes(), false, -1, &BodyLimits::default()).is_err()
-        );
-    }
-
-    #[test]
-    fn missing_topic_name_and_numbers_take_java_defaults() {
-        let body = br#"{"topicConfigSerializeWrapper":{"topicConfigTable":{"K":{},"L":{"topicName":"Real","topicSysFlag":"2"}}}}"#;
-        let decoded = decode_register_body(body, false, 479, &BodyLimits::default()).unwrap();
-        assert_eq!(decoded.topics[0], topic("K", 16, 16, 6, 0));
-        assert_eq!(decoded.topics[1].0, "L");
-        assert_eq!(decoded.topics[1].1.topic_name, "Real");
-        assert_eq!(decoded.topics[1].1.topic_sys_flag, 2);
-        assert_eq!(decoded.filter_servers, None);
-    }
-
-    #[test]
-    fn register_body_in_the_lenient_dialect_decodes() {
-        // Single quotes, bare keys, escapes in keys and values, numbers as strings, a
-        // non-string topicName, stray commas: all as fastjson reads them.
-        let body = br#"{filterServerList:['a\/b',7],'topicConfigSerializeWrapper':{"dataVersion":{counter:"5",'timestamp':6,},"topicConfigTable":{"T\u00e9":{'perm':"4",readQueueNums:2,,"writeQueueNums":3},"N":{"topicName":42},},"topicQueueMappingInfoMap":{'S':{bname:"b\u002d1",currIdMap:{ 3 : 1 ,"4":"2"},"dirty":"TRUE"}}}}"#;
-        let decoded = decode_register_body(body, false, 479, &BodyLimits::default()).unwrap();
-        assert_eq!(
-            decoded.filter_servers,
-            Some(vec!["a/b".to_owned(), "7".to_owned()])
-        );
-        assert_eq!(
-            decoded.data_version,
-            DataVersion {
-                counter: 5,
-                state_version: 0,
-                timestamp: 6
-            }
-        );
-        assert_eq!(
-            decoded.topics,
-            vec![
-                topic("Té", 2, 3, 4, 0),
-                ("N".to_owned(), topic("42", 16, 16, 6, 0).1)
-            ]
-        );
-        let (key, info) = &decoded.mappings[0];
-        assert_eq!(key, "S");
-        assert_eq!(info.bname, "b-1");
-        assert_eq!(info.curr_id_map, vec![(3, 1), (4, 2)]);
-        assert!(info.dirty);
-        assert_eq!(info.scope, GLOBAL_SCOPE);
-    }
-
-    #[test]
-    fn repeated_fields_take_the_last_value_and_null_means_absent() {
-        // As a Java map would see the object: only the last "perm" counts, so an earlier bad
-        // value is not an error; a null field takes the default.
-        let body = br#"{"topicConfigSerializeWrapper":{"topicConfigTable":{"A":{"perm":"rw","perm":4,"readQueueNums":null}},"topicConfigTable":{"B":{"perm":2}}}}"#;
-        let decoded = decode_register_body(body, false, 479, &BodyLimits::default()).unwrap();
-        assert_eq!(decoded.topics, vec![topic("B", 16, 16, 2, 0)]);
-        let body = br#"{"topicConfigSerializeWrapper":{"topicConfigTable":{"A":{"perm":"rw","perm":4,"readQueueNums":null}}}}"#;
-        let decoded = decode_register_body(body, false, 479, &BodyLimits::default()).unwrap();
-        assert_eq!(decoded.topics, vec![topic("A", 16, 16, 4, 0)]);
-        let body =
-            br#"{"topicConfigSerializeWrapper":{"topicConfigTable":{"A":{"perm":4,"perm":"rw"}}}}"#;
-        assert!(decode_register_body(body, false, 479, &BodyLimits::default()).is_err());
-    }
-
-    #[test]
-    fn thousand_topic_json_body_round_trips() {
-        let body = thousand_topic_body();
-        let mut json_body = Vec::new();
-        encode_register_body_json(&body, &mut json_body);
-        let decoded = decode_register_body(&json_body, false, 479, &BodyLimits::default()).unwrap();
-        assert_eq!(decoded, body);
-    }
-
-    #[test]
-    fn duplicate_topic_keys_keep_the_last_value() {
-        let body = br#"{"topicConfigSerializeWrapper":{"topicConfigTable":{"A":{"perm":2},"B":{},"A":{"perm":4}}}}"#;
-        let decoded = decode_register_body(body, false, 479, &BodyLimits::default()).unwrap();
-        assert_eq!(
-            decoded.topics,
-            vec![topic("A", 16, 16, 4, 0), topic("B", 16, 16, 6, 0)]
-        );
-    }
-
-    #[test]
-    fn too_many_topics_is_an_error() {
-        let limits = BodyLimits {
-            max_topics: 1,
-            ..BodyLimits::default()
-        };
-        assert!(decode_register_body(BODY_5X.as_bytes(), false, 479, &limits).is_err());
-        let compressed = encode_register_body_compressed(&body_5x_expected(), 479);
-        assert!(decode_register_body(&compressed, true, 479, &limits).is_err());
-    }
-
-    #[test]
-    fn bad_topic_numbers_are_errors() {
-        let body = br#"{"topicConfigSerializeWrapper":{"topicConfigTable":{"A":{"perm":"rw"}}}}"#;
-        assert!(decode_register_body(body, false, 479, &BodyLimits::default()).is_err());
-        let body =
-            br#"{"topicConfigSerializeWrapper":{"topicConfigTable":{"A":{"perm":4294967296}}}}"#;
-        assert!(decode_register_body(body, false, 479, &BodyLimits::default()).is_err());
-        assert!(decode_register_body(b"{not json", false, 479, &BodyLimits::default()).is_err());
-    }
-
-    #[test]
-    fn compressed_round_trip_for_a_4x_broker_drops_mappings_and_sys_flag() {
-        let body = body_5x_expected();
-        let compressed = encode_register_body_compressed(&body, 400);
-        assert_eq!(&compressed[..2], &[0x78, 0xDA]);
-        let decoded = decode_register_body(&compressed, true, 400, &BodyLimits::default()).unwrap();
-        assert_eq!(decoded.data_version, body.data_version);
-        assert_eq!(
-            decoded.topics,
-            vec![topic("TopicTest", 4, 4, 6, 0), topic("StaticT", 8, 8, 6, 0)]
-        );
-        assert_eq!(decoded.filter_servers, body.filter_servers);
-        assert!(decoded.mappings.is_empty());
-    }
-
-    #[test]
-    fn compressed_round_trip_for_a_5x_broker_keeps_mappings() {
-        let body = body_5x_expected();
-        let compressed = encode_register_body_compressed(&body, 413);
-        let decoded = decode_register_body(&compressed, true, 413, &BodyLimits::default()).unwrap();
-        assert_eq!(
-            decoded.topics,
-            vec![topic("TopicTest", 4, 4, 6, 0), topic("StaticT", 8, 8, 6, 0)]
-        );
-        assert_eq!(decoded.mappings, body.mappings);
-        assert_eq!(decoded.filter_servers, body.filter_servers);
-    }
-
-    #[test]
-    fn zlib_body_flagged_uncompressed_is_sniffed() {
-        let compressed = encode_register_body_compressed(&body_5x_expected(), 479);
-        let decoded =
-            decode_register_body(&compressed, false, 479, &BodyLimits::default()).unwrap();
-        assert_eq!(decoded.mappings, body_5x_expected().mappings);
-        assert_eq!(decoded.topics.len(), 2);
-    }
-
-    #[test]
-    fn truncated_or_garbage_compressed_bodies_are_errors() {
-        let compressed = encode_register_body_compressed(&body_5x_expected(), 479);
-        for cut in [1, 2, 10, compressed.len() / 2, compressed.len() - 1] {
-            assert!(
-                decode_register_body(&compressed[..cut], true, 479, &BodyLimits::default())
-                    .is_err(),
-                "cut at {cut}"
-            );
-        }
-        assert!(decode_register_body(
-            b"\x78\xDAgarbage-garbage",
-            false,
-            479,
-            &BodyLimits::default()
-        )
-        .is_err());
-        assert!(
-            decode_register_body(BODY_5X.as_bytes(), true, 479, &BodyLimits::default()).is_err()
-        );
-    }
-
-    fn zlib(plain: &[u8]) -> Vec<u8> {
-        miniz_oxide::deflate::compress_to_vec_zlib(plain, 6)
-    }
-
-    fn part(out: &mut Vec<u8>, bytes: &[u8]) {
-        out.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
-        out.extend_from_slice(bytes);
-    }
-
-    #[test]
-    fn hostile_length_prefixes_are_errors_not_allocations() {
-        let dv = br#"{"counter":1,"timestamp":2}"#;
-        // Topic count far beyond the bytes that follow.
-        let mut plain = Vec::new();
-        part(&mut plain, dv);
-        plain.extend_from_slice(&50_000i32.to_be_bytes());
-        assert!(decode_register_body(&zlib(&plain), true, 479, &BodyLimits::default()).is_err());
-        // Negative part length.
-        let mut plain = Vec::new();
-        plain.extend_from_slice(&(-5i32).to_be_bytes());
-        assert!(decode_register_body(&zlib(&plain), true, 479, &BodyLimits::default()).is_err());
-        // Part length beyond the end.
-        let mut plain = Vec::new();
-        plain.extend_from_slice(&i32::MAX.to_be_bytes());
-        plain.extend_from_slice(dv);
-        assert!(decode_register_body(&zlib(&plain), true, 479, &BodyLimits::default()).is_err());
-        // Negative topic count.
-        let mut plain = Vec::new();
-        part(&mut plain, dv);
-        plain.extend_from_slice(&(-1i32).to_be_bytes());
-        assert!(decode_register_body(&zlib(&plain), true, 479, &BodyLimits::default()).is_err());
-    }
-
-    #[test]
-    fn zip_bomb_stops_at_the_inflate_limit() {
-        let bomb = zlib(&vec![0u8; 4 << 20]);
-        let limits = BodyLimits {
-            max_inflated_len: 1 << 20,
-            ..BodyLimits::default()
-        };
-        let e = decode_register_body(&bomb, true, 479, &limits).unwrap_err();
-        assert!(e.0.contains("beyond"), "{e}");
-    }
-
-    #[test]
-    fn topic_config_lines_follow_java_split_rules() {
-        let dv = br#"{"counter":1,"stateVersion":0,"timestamp":2}"#;
-        let build = |lines: &[&str], filter: &[u8]| {
-            let mut plain = Vec::new();
-            part(&mut plain, dv);
-            plain.extend_from_slice(&(lines.len() as i32).to_be_bytes());
-            for l in lines {
-                part(&mut plain, l.as_bytes());
-            }
-            part(&mut plain, filter);
-            zlib(&plain)
-        };
-        let ok = build(
-            &["A 4 4 6 SINGLE_TAG {\"k\":\"v\"}", "B 1 2 7 MULTI_TAG "],
-            b"not json",
-        );
-        let decoded = decode_register_body(&ok, true, 400, &BodyLimits::default()).unwrap();
-        assert_eq!(
-            decoded.topics,
-            vec![topic("A", 4, 4, 6, 0), topic("B", 1, 2, 7, 0)]
-        );
-        // Java ignores an unparsable filter list and keeps an empty one.
-        assert_eq!(decoded.filter_servers, Some(vec![]));
-        for bad in [
-            "A 4 4 6",
-            "A 4  4 6 SINGLE_TAG",
-            "A x 4 6 SINGLE_TAG",
-            "A 4 4 6 OTHER",
-        ] {
-            let body = build(&[bad], b"[]");
-            assert!(
-                decode_register_body(&body, true, 400, &BodyLimits::default()).is_err(),
-                "{bad}"
-            );
         }
     }
 
@@ -1969,125 +983,5 @@ mod tests {
             text(&out),
             r#"{"brokerMemberGroup":{"brokerAddrs":{0:"a:10911",1:"b:10911"},"brokerName":"broker-a","cluster":"DefaultCluster"}}"#
         );
-    }
-
-    #[test]
-    fn crc32_matches_known_vectors() {
-        assert_eq!(crc32(b""), 0);
-        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
-        assert_eq!(
-            crc32(b"The quick brown fox jumps over the lazy dog"),
-            0x414F_A339
-        );
-        // Every length around the 16-byte block boundary agrees with the bytewise definition.
-        let data: Vec<u8> = (0..100u32).map(|i| (i * 37 + 11) as u8).collect();
-        for len in 0..data.len() {
-            let mut slow = !0u32;
-            for &b in &data[..len] {
-                slow ^= u32::from(b);
-                for _ in 0..8 {
-                    slow = if slow & 1 != 0 {
-                        0xEDB8_8320 ^ (slow >> 1)
-                    } else {
-                        slow >> 1
-                    };
-                }
-            }
-            assert_eq!(crc32(&data[..len]), !slow, "len {len}");
-        }
-    }
-
-    #[test]
-    fn fingerprint_is_xxh64() {
-        assert_eq!(fingerprint(b""), 0xEF46_DB37_51D8_E999);
-        assert_eq!(fingerprint(b"abc"), 0x44BC_2CF5_AD77_0999);
-        let long = vec![7u8; 1000];
-        assert_ne!(fingerprint(&long), fingerprint(&long[..999]));
-        assert_eq!(fingerprint(&long), fingerprint(&long.clone()));
-    }
-
-    fn thousand_topic_body() -> RegisterBody {
-        RegisterBody {
-            data_version: DataVersion {
-                counter: 1000,
-                state_version: 0,
-                timestamp: 1_700_000_000_000,
-            },
-            topics: (0..1000)
-                .map(|i| topic(&format!("benchmark-topic-{i:05}"), 8, 8, 6, 0))
-                .collect(),
-            filter_servers: Some(vec![]),
-            mappings: vec![static_mapping()],
-        }
-    }
-
-    /// Timing by hand: `cargo test --release --lib route::model -- --ignored --nocapture`.
-    #[test]
-    #[ignore]
-    fn measure_decode_and_encode_times() {
-        let body = thousand_topic_body();
-        let mut json_body = Vec::new();
-        encode_register_body_json(&body, &mut json_body);
-        let limits = BodyLimits::default();
-        let runs = 2000;
-        let start = std::time::Instant::now();
-        for _ in 0..runs {
-            let decoded =
-                decode_register_body(std::hint::black_box(&json_body), false, 479, &limits)
-                    .unwrap();
-            std::hint::black_box(decoded);
-        }
-        let per_decode = start.elapsed() / runs;
-        println!(
-            "decode 1000-topic 5.x JSON body ({} bytes): {per_decode:?}",
-            json_body.len()
-        );
-
-        let compressed = encode_register_body_compressed(&body, 479);
-        let start = std::time::Instant::now();
-        for _ in 0..runs {
-            std::hint::black_box(decode_register_body(&compressed, true, 479, &limits).unwrap());
-        }
-        println!(
-            "decode 1000-topic compressed body ({} bytes): {:?}",
-            compressed.len(),
-            start.elapsed() / runs
-        );
-
-        let start = std::time::Instant::now();
-        for _ in 0..runs {
-            std::hint::black_box(crc32(std::hint::black_box(&json_body)));
-        }
-        println!("crc32 of that body: {:?}", start.elapsed() / runs);
-        let start = std::time::Instant::now();
-        for _ in 0..runs {
-            std::hint::black_box(fingerprint(std::hint::black_box(&json_body)));
-        }
-        println!("fingerprint of that body: {:?}", start.elapsed() / runs);
-
-        let mut route = sample_route();
-        route.broker_datas.push(broker(
-            "broker-b",
-            &[(0, "10.0.0.3:10911"), (1, "10.0.0.4:10911")],
-        ));
-        route.queue_datas.push(QueueData {
-            broker_name: "broker-b".to_owned(),
-            ..route.queue_datas[0].clone()
-        });
-        let mut out = Vec::with_capacity(1024);
-        let runs = 1_000_000;
-        for dialect in [Dialect::Standard, Dialect::Legacy] {
-            let start = std::time::Instant::now();
-            for _ in 0..runs {
-                out.clear();
-                std::hint::black_box(&route).encode(dialect, &mut out);
-                std::hint::black_box(&out);
-            }
-            println!(
-                "encode route with 2 brokers ({dialect:?}, {} bytes): {:?}",
-                out.len(),
-                start.elapsed() / runs
-            );
-        }
     }
 }

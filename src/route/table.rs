@@ -2,8 +2,9 @@
 //! thread as plain `HashMap`s: no locks, no snapshots.
 //!
 //! Besides Java's six tables this module keeps what makes the hot paths cheap:
-//! * per topic, the encoded route bodies for both key-quoting dialects, dropped precisely
-//!   when something that topic's route is built from changes (see [`RouteTable::invalidate_topic`]);
+//! * the route cache (`cache.rs`): per topic, the encoded route bodies for both key-quoting
+//!   dialects; this module drops them precisely when something that topic's route is built
+//!   from changes (see [`RouteTable::invalidate_topic`]);
 //! * per broker name, the set of topics it serves, so that a broker's change or removal
 //!   touches only its own topics, never the whole topic table;
 //! * per live broker, the fingerprint of the last accepted registration body, so that the
@@ -11,13 +12,14 @@
 //! * deadline buckets of live brokers, so that an expiry scan costs O(brokers due);
 //! * connection -> live brokers, so that a closed connection unregisters all of its brokers.
 
+use super::cache::RouteCache;
 use super::model::{
     BrokerData, DataVersion, Dialect, MappingInfo, QueueData, RegisterBody, TopicRouteData,
 };
 use crate::timer::DeadlineBuckets;
 use bytes::Bytes;
 use slab::Slab;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 /// Identifies the connection a request arrived on (the server's slab token).
@@ -96,61 +98,15 @@ struct TopicEntry {
     /// One entry per broker group, in no particular order (Java's is hash order). Sized
     /// exactly: most topics have one or two broker groups.
     queues: Vec<QueueSlot>,
-    /// What only some topics need, boxed so that the rest pay 8 bytes for it.
-    extra: Option<Box<TopicExtra>>,
-}
-
-#[derive(Debug, Default)]
-struct TopicExtra {
-    /// broker group -> position in `queues`, kept only for broad topics.
-    index: Option<HashMap<BrokerId, usize>>,
-    /// Encoded bodies, [standard, legacy], for topics that are looked up.
-    cache: [Option<Bytes>; 2],
+    /// broker group -> position in `queues`, kept only for broad topics; boxed so that the
+    /// others (nearly all) pay 8 bytes for it rather than 48.
+    #[allow(clippy::box_collection)]
+    index: Option<Box<HashMap<BrokerId, usize>>>,
 }
 
 impl TopicEntry {
-    fn cached(&self, idx: usize) -> Option<&Bytes> {
-        self.extra.as_ref().and_then(|x| x.cache[idx].as_ref())
-    }
-
-    fn set_cached(&mut self, idx: usize, bytes: Bytes) {
-        self.extra.get_or_insert_with(Default::default).cache[idx] = Some(bytes);
-    }
-
-    /// Frees the box once it holds nothing.
-    fn tidy(&mut self) {
-        if self
-            .extra
-            .as_ref()
-            .is_some_and(|x| x.index.is_none() && x.cache.iter().all(Option::is_none))
-        {
-            self.extra = None;
-        }
-    }
-
-    /// Drops one cached body; returns (bytes, bodies) freed.
-    fn drop_cached(&mut self, idx: usize) -> (usize, usize) {
-        let freed = self
-            .extra
-            .as_mut()
-            .and_then(|x| x.cache[idx].take())
-            .map_or((0, 0), |b| (b.len(), 1));
-        self.tidy();
-        freed
-    }
-
-    /// Drops both cached bodies; returns (bytes, bodies) freed.
-    fn drop_cache(&mut self) -> (usize, usize) {
-        let (a, b) = (self.drop_cached(0), self.drop_cached(1));
-        (a.0 + b.0, a.1 + b.1)
-    }
-
-    fn index_mut(&mut self) -> Option<&mut HashMap<BrokerId, usize>> {
-        self.extra.as_mut().and_then(|x| x.index.as_mut())
-    }
-
     fn position(&self, broker: BrokerId) -> Option<usize> {
-        match self.extra.as_ref().and_then(|x| x.index.as_ref()) {
+        match &self.index {
             Some(index) => index.get(&broker).copied(),
             None => self.queues.iter().position(|q| q.broker == broker),
         }
@@ -166,19 +122,19 @@ impl TopicEntry {
             }
             None => {
                 let at = self.queues.len();
-                if let Some(index) = self.index_mut() {
+                if let Some(index) = self.index.as_mut() {
                     index.insert(slot.broker, at);
                 }
                 self.queues.reserve_exact(1);
                 self.queues.push(slot);
-                if self.index_mut().is_none() && self.queues.len() > QUEUE_INDEX_THRESHOLD {
+                if self.index.is_none() && self.queues.len() > QUEUE_INDEX_THRESHOLD {
                     let index = self
                         .queues
                         .iter()
                         .enumerate()
                         .map(|(i, q)| (q.broker, i))
                         .collect();
-                    self.extra.get_or_insert_with(Default::default).index = Some(index);
+                    self.index = Some(Box::new(index));
                 }
                 true
             }
@@ -192,19 +148,14 @@ impl TopicEntry {
         };
         self.queues.swap_remove(i);
         let moved = self.queues.get(i).map(|q| q.broker);
-        let small = self.queues.len() <= QUEUE_INDEX_THRESHOLD / 2;
-        if let Some(x) = self.extra.as_mut() {
-            if let Some(index) = x.index.as_mut() {
-                index.remove(&broker);
-                if let Some(m) = moved {
-                    index.insert(m, i);
-                }
-                if small {
-                    x.index = None;
-                }
+        if self.queues.len() <= QUEUE_INDEX_THRESHOLD / 2 {
+            self.index = None;
+        } else if let Some(index) = self.index.as_mut() {
+            index.remove(&broker);
+            if let Some(m) = moved {
+                index.insert(m, i);
             }
         }
-        self.tidy();
         true
     }
 }
@@ -240,9 +191,21 @@ struct LiveBroker {
     fingerprint: Option<BodyFingerprint>,
     /// `BrokerEntry::topic_removals` when the body was last applied.
     seen_topic_removals: u64,
-    /// Bucket this entry is scheduled in; older bucket entries for it are stale.
-    scheduled_bucket: u64,
+    /// Where this entry stands in the deadline buckets.
+    expiry: Expiry,
     generation: u64,
+}
+
+/// A live broker's place in the expiry schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expiry {
+    /// In no bucket: just registered, or its bucket fired while it was still alive.
+    Unscheduled,
+    /// In this bucket; its entries in other buckets are stale.
+    Scheduled(u64),
+    /// Found silent and reported: its unregistration is on its way, so it is not rescheduled
+    /// (unless it registers again, or the unregistration could not be queued).
+    Reported,
 }
 
 /// Identity of a registration body, compared to recognise an unchanged one.
@@ -352,19 +315,8 @@ pub struct RouteTable {
     queue_mappings: HashMap<String, BTreeMap<String, MappingInfo>>,
     expiry: DeadlineBuckets<(usize, u64)>,
     next_generation: u64,
-    cache_bytes: usize,
-    /// Cached bodies, and the order they were cached in (oldest first) for eviction. Bodies
-    /// dropped by invalidation leave stale markers behind, cleaned up a little at a time.
-    cache_entries: usize,
-    cache_order: VecDeque<(Arc<str>, usize)>,
+    cache: RouteCache,
     pub settings: RouteSettings,
-}
-
-fn dialect_index(d: Dialect) -> usize {
-    match d {
-        Dialect::Standard => 0,
-        Dialect::Legacy => 1,
-    }
 }
 
 impl RouteTable {
@@ -381,9 +333,7 @@ impl RouteTable {
             queue_mappings: HashMap::new(),
             expiry: DeadlineBuckets::new(expiry_granularity_ms),
             next_generation: 0,
-            cache_bytes: 0,
-            cache_entries: 0,
-            cache_order: VecDeque::new(),
+            cache: RouteCache::default(),
             settings,
         }
     }
@@ -454,32 +404,18 @@ impl RouteTable {
 
     /// Drops the cached route bodies of one topic.
     pub fn invalidate_topic(&mut self, topic: &str) {
-        if let Some(entry) = self.topics.get_mut(topic) {
-            let (bytes, n) = entry.drop_cache();
-            self.cache_bytes -= bytes;
-            self.cache_entries -= n;
-        }
+        self.cache.invalidate(topic);
     }
 
     /// Drops every cached route (settings that affect all routes changed).
     pub fn invalidate_all(&mut self) {
-        for entry in self.topics.values_mut() {
-            entry.drop_cache();
-        }
-        self.cache_bytes = 0;
-        self.cache_entries = 0;
-        self.cache_order.clear();
+        self.cache.clear();
     }
 
     fn invalidate_broker_topics(&mut self, broker_name: &str) {
-        let Some(b) = self.brokers.get(broker_name) else {
-            return;
-        };
-        for topic in &b.topics {
-            if let Some(entry) = self.topics.get_mut(topic.as_ref()) {
-                let (bytes, n) = entry.drop_cache();
-                self.cache_bytes -= bytes;
-                self.cache_entries -= n;
+        if let Some(b) = self.brokers.get(broker_name) {
+            for topic in &b.topics {
+                self.cache.invalidate(topic);
             }
         }
     }
@@ -493,56 +429,19 @@ impl RouteTable {
         dialect: Dialect,
         order_topic_conf: impl FnOnce() -> Option<String>,
     ) -> Option<Bytes> {
-        let idx = dialect_index(dialect);
-        let entry = self.topics.get(topic)?;
-        if let Some(b) = entry.cached(idx) {
-            return Some(b.clone());
+        // Only existing topics are cached: every removal of a topic invalidates it.
+        if let Some(body) = self.cache.get(topic, dialect) {
+            return Some(body.clone());
         }
         let mut route = self.pickup_route(topic)?;
         route.order_topic_conf = order_topic_conf();
         let mut out = Vec::with_capacity(256);
         route.encode(dialect, &mut out);
-        let bytes = Bytes::from(out);
+        let body = Bytes::from(out);
         let key = self.topics.get_key_value(topic)?.0.clone();
-        if let Some(entry) = self.topics.get_mut(topic) {
-            entry.set_cached(idx, bytes.clone());
-            self.cache_bytes += bytes.len();
-            self.cache_entries += 1;
-            self.cache_order.push_back((key, idx));
-        }
-        self.trim_cache();
-        Some(bytes)
-    }
-
-    /// Evicts the oldest cached bodies while the cache is over its byte budget.
-    fn trim_cache(&mut self) {
-        while self.cache_bytes > self.settings.cache_max_bytes {
-            let Some((topic, idx)) = self.cache_order.pop_front() else {
-                break;
-            };
-            if let Some(entry) = self.topics.get_mut(topic.as_ref()) {
-                let (bytes, n) = entry.drop_cached(idx);
-                self.cache_bytes -= bytes;
-                self.cache_entries -= n;
-            }
-        }
-        // Bodies invalidated since they were queued leave stale markers behind. Sweep a
-        // bounded number per call (live ones go to the back), so the queue cannot grow
-        // without bound and no single lookup pays for a full pass.
-        let mut sweep = 256;
-        while sweep > 0 && self.cache_order.len() > 2 * self.cache_entries + 1024 {
-            sweep -= 1;
-            let Some((topic, idx)) = self.cache_order.pop_front() else {
-                break;
-            };
-            if self
-                .topics
-                .get(topic.as_ref())
-                .is_some_and(|e| e.cached(idx).is_some())
-            {
-                self.cache_order.push_back((topic, idx));
-            }
-        }
+        let budget = self.settings.cache_max_bytes;
+        self.cache.insert(key, dialect, body.clone(), budget);
+        Some(body)
     }
 
     /// Java's pickupTopicRouteData (§5.7), without orderTopicConf. `None` when the topic is
@@ -592,261 +491,328 @@ impl RouteTable {
 
     // ---------------------------------------------------------------- registration
 
-    /// Java's registerBroker (§5.2), in its order, minus the bugs listed in the README.
+    /// Java's registerBroker (§5.2): its numbered steps, in its order, minus the bugs listed in
+    /// the README. Side effects of earlier steps stay when a later one returns, as in Java.
     pub fn register_broker(
         &mut self,
         req: &RegisterRequest<'_>,
         topics_in: TopicsInput<'_>,
     ) -> RegisterResult {
         let mut result = RegisterResult::default();
-        let name = req.broker_name;
-        let addr = req.broker_addr;
-        let id = req.broker_id;
-
+        let (name, addr, id) = (req.broker_name, req.broker_addr, req.broker_id);
         // 1. cluster -> broker names
-        if !self
-            .clusters
-            .get(req.cluster)
-            .is_some_and(|s| s.contains(name))
-        {
-            self.clusters
-                .entry(req.cluster.to_string())
-                .or_default()
-                .insert(name.to_string());
-        }
-
-        // 2./3. broker data, acting-master flag and zone
-        let mut register_first = false;
-        if !self.brokers.contains_key(name) {
-            let key: Arc<str> = Arc::from(name);
-            let id = self.broker_names.insert(key.clone()) as BrokerId;
-            self.brokers.insert(
-                key.clone(),
-                BrokerEntry {
-                    name: key,
-                    id,
-                    data: BrokerData {
-                        cluster: req.cluster.to_string(),
-                        broker_name: name.to_string(),
-                        broker_addrs: BTreeMap::new(),
-                        zone_name: None,
-                        enable_acting_master: false,
-                    },
-                    topics: Vec::new(),
-                    topic_removals: 0,
-                },
-            );
-            register_first = true;
-        }
-        let is_old = req.enable_acting_master.is_none();
-        let mut broker_changed = false;
-        let (prev_min, old_addr_of_id) = {
-            let Some(b) = self.brokers.get_mut(name) else {
-                return result;
-            };
-            let acting = !is_old && req.enable_acting_master == Some(true);
-            if b.data.enable_acting_master != acting {
-                b.data.enable_acting_master = acting;
-                broker_changed = true;
-            }
-            let zone = req.zone_name.map(str::to_string);
-            if b.data.zone_name != zone {
-                b.data.zone_name = zone;
-                broker_changed = true;
-            }
-            // 4. minimum id before this registration
-            let prev_min = b.data.broker_addrs.keys().next().copied().unwrap_or(0);
-            // 5. slave <-> master switch: an address lives under one id only
-            let before = b.data.broker_addrs.len();
-            b.data.broker_addrs.retain(|k, v| !(v == addr && *k != id));
-            if b.data.broker_addrs.len() != before {
-                broker_changed = true;
-            }
-            (prev_min, b.data.broker_addrs.get(&id).cloned())
+        self.add_to_cluster(req.cluster, name);
+        // 2. broker data, created on the group's first registration
+        let mut register_first = self.create_broker_if_absent(req);
+        let Some(b) = self.brokers.get_mut(name) else {
+            return result;
         };
-        let is_min_broker_id_changed = id < prev_min;
-
-        // 6. state-version fence: an older incarnation may not replace a newer one.
-        let incoming_version = match topics_in {
-            TopicsInput::Body(body) => body.data_version,
-            TopicsInput::Unchanged => self
-                .live_id(req.cluster, addr)
-                .map(|l| self.live[l].data_version)
-                .unwrap_or_default(),
-        };
-        if let Some(old) = old_addr_of_id.as_deref().filter(|o| *o != addr) {
-            if let Some(old_live) = self.live_id(req.cluster, old) {
-                if self.live[old_live].data_version.state_version > incoming_version.state_version {
-                    if let Some(l) = self.live_id(req.cluster, addr) {
-                        self.remove_live(l);
-                    }
-                    if broker_changed {
-                        self.invalidate_broker_topics(name);
-                    }
-                    result.fenced = true;
-                    return result;
-                }
+        // 3. acting-master flag and zone
+        let mut broker_changed = set_acting_master_and_zone(&mut b.data, req);
+        // 4. minimum id before this registration
+        let is_min_broker_id_changed = id < min_broker_id(&b.data).unwrap_or(0);
+        // 5. slave <-> master switch: an address lives under one id only
+        broker_changed |= drop_addr_under_other_ids(&mut b.data, addr, id);
+        // 6. state-version fence: an older incarnation may not replace a newer one
+        let addr_of_id = b.data.broker_addrs.get(&id).cloned();
+        let incoming_version = self.incoming_version(req, topics_in);
+        if self.fence_older_incarnation(req, addr_of_id.as_deref(), incoming_version) {
+            if broker_changed {
+                self.invalidate_broker_topics(name);
             }
+            result.fenced = true;
+            return result;
         }
-
         // 7. (Java refuses a first registration carrying exactly one topic; we do not.)
         // 8. id -> addr
-        let old_addr = self
-            .brokers
-            .get_mut(name)
-            .and_then(|b| b.data.broker_addrs.insert(id, addr.to_string()));
-        if old_addr.as_deref() != Some(addr) {
-            broker_changed = true;
-        }
+        let old_addr = self.put_broker_addr(req);
+        broker_changed |= old_addr.as_deref() != Some(addr);
         register_first |= old_addr.is_none();
         if broker_changed {
             self.invalidate_broker_topics(name);
         }
-
-        // 9./10. topic configs, from the master or the prime slave only
-        let (is_master, min_id, acting) = match self.brokers.get(name) {
-            Some(b) => (
-                id == 0,
-                b.data.broker_addrs.keys().next().copied().unwrap_or(id),
-                b.data.enable_acting_master,
-            ),
-            None => return result,
-        };
-        let is_prime_slave = !is_old && !is_master && id == min_id;
-        let stored_version = self
-            .live_id(req.cluster, addr)
-            .map(|l| self.live[l].data_version);
-        let version_changed = stored_version != Some(incoming_version);
+        // 9./10. topic configs and static-topic mappings, from the master or the prime slave
         if let TopicsInput::Body(body) = topics_in {
-            if is_master || is_prime_slave {
-                result.topics_changed = self.apply_topic_configs(
-                    name,
-                    body,
-                    register_first,
-                    version_changed,
-                    is_prime_slave && acting,
-                );
-                if version_changed || register_first {
-                    for (_, m) in &body.mappings {
-                        let topic_key = m.topic.clone();
-                        self.queue_mappings
-                            .entry(topic_key.clone())
-                            .or_default()
-                            .insert(m.bname.clone(), m.clone());
-                        self.invalidate_topic(&topic_key);
-                    }
-                }
+            result.topics_changed = self.apply_topics(req, body, register_first, incoming_version);
+        }
+        // 11. live entry, bound to the connection the registration came on
+        result.first = self.refresh_live(req, topics_in, incoming_version);
+        // 12. filter servers
+        if let TopicsInput::Body(RegisterBody {
+            filter_servers: Some(list),
+            ..
+        }) = topics_in
+        {
+            self.store_filter_servers(req, list);
+        }
+        // 13. a slave learns its master's addresses
+        if let Some((master_addr, ha_server_addr)) = self.master_of_slave(req) {
+            result.master_addr = Some(master_addr);
+            result.ha_server_addr = Some(ha_server_addr);
+        }
+        // 14. min broker id notification (sent off the loop by the caller)
+        if is_min_broker_id_changed && self.settings.notify_min_broker_id_changed {
+            result.notification = self.min_id_notification(req);
+        }
+        result
+    }
+
+    /// §5.2 step 1.
+    fn add_to_cluster(&mut self, cluster: &str, broker_name: &str) {
+        if !self
+            .clusters
+            .get(cluster)
+            .is_some_and(|s| s.contains(broker_name))
+        {
+            self.clusters
+                .entry(cluster.to_string())
+                .or_default()
+                .insert(broker_name.to_string());
+        }
+    }
+
+    /// §5.2 step 2; returns whether the broker group is new (`registerFirst`).
+    fn create_broker_if_absent(&mut self, req: &RegisterRequest<'_>) -> bool {
+        if self.brokers.contains_key(req.broker_name) {
+            return false;
+        }
+        let key: Arc<str> = Arc::from(req.broker_name);
+        let id = self.broker_names.insert(key.clone()) as BrokerId;
+        let data = BrokerData {
+            cluster: req.cluster.to_string(),
+            broker_name: req.broker_name.to_string(),
+            broker_addrs: BTreeMap::new(),
+            zone_name: None,
+            enable_acting_master: false,
+        };
+        let entry = BrokerEntry {
+            name: key.clone(),
+            id,
+            data,
+            topics: Vec::new(),
+            topic_removals: 0,
+        };
+        self.brokers.insert(key, entry);
+        true
+    }
+
+    /// The DataVersion this registration carries: the body's, or for an unchanged body the
+    /// one stored when it was applied.
+    fn incoming_version(
+        &self,
+        req: &RegisterRequest<'_>,
+        topics_in: TopicsInput<'_>,
+    ) -> DataVersion {
+        match topics_in {
+            TopicsInput::Body(body) => body.data_version,
+            TopicsInput::Unchanged => self
+                .live_id(req.cluster, req.broker_addr)
+                .map(|l| self.live[l].data_version)
+                .unwrap_or_default(),
+        }
+    }
+
+    /// §5.2 step 6: when another address, registered under this id, is live with a newer
+    /// stateVersion, this registration is refused and its live entry dropped.
+    fn fence_older_incarnation(
+        &mut self,
+        req: &RegisterRequest<'_>,
+        addr_of_id: Option<&str>,
+        incoming: DataVersion,
+    ) -> bool {
+        let Some(other) = addr_of_id.filter(|a| *a != req.broker_addr) else {
+            return false;
+        };
+        let newer = self
+            .live_id(req.cluster, other)
+            .is_some_and(|l| self.live[l].data_version.state_version > incoming.state_version);
+        if newer {
+            if let Some(l) = self.live_id(req.cluster, req.broker_addr) {
+                self.remove_live(l);
             }
         }
+        newer
+    }
 
-        // 11. live entry, bound to the connection the registration came on
-        let timeout_ms = req
+    /// §5.2 step 8; returns the address previously registered under the id.
+    fn put_broker_addr(&mut self, req: &RegisterRequest<'_>) -> Option<String> {
+        self.brokers.get_mut(req.broker_name).and_then(|b| {
+            b.data
+                .broker_addrs
+                .insert(req.broker_id, req.broker_addr.to_string())
+        })
+    }
+
+    /// §5.2 steps 9 and 10: topic configs (10 a/b) and static-topic mappings (10 c), taken
+    /// only from the master or the prime slave. Returns the queue entries changed.
+    fn apply_topics(
+        &mut self,
+        req: &RegisterRequest<'_>,
+        body: &RegisterBody,
+        register_first: bool,
+        incoming: DataVersion,
+    ) -> usize {
+        let Some(b) = self.brokers.get(req.broker_name) else {
+            return 0;
+        };
+        let is_old = req.enable_acting_master.is_none();
+        let is_master = req.broker_id == 0;
+        let is_prime_slave = !is_old && !is_master && Some(req.broker_id) == min_broker_id(&b.data);
+        if !(is_master || is_prime_slave) {
+            return 0;
+        }
+        let clear_write = is_prime_slave && b.data.enable_acting_master;
+        let stored = self
+            .live_id(req.cluster, req.broker_addr)
+            .map(|l| self.live[l].data_version);
+        let version_changed = stored != Some(incoming);
+        let changes = self.apply_topic_configs(
+            req.broker_name,
+            body,
+            register_first,
+            version_changed,
+            clear_write,
+        );
+        if version_changed || register_first {
+            self.put_queue_mappings(body);
+        }
+        changes
+    }
+
+    /// §5.2 step 10 c.
+    fn put_queue_mappings(&mut self, body: &RegisterBody) {
+        for (_, m) in &body.mappings {
+            self.queue_mappings
+                .entry(m.topic.clone())
+                .or_default()
+                .insert(m.bname.clone(), m.clone());
+            self.cache.invalidate(&m.topic);
+        }
+    }
+
+    /// §5.2 step 11: creates or refreshes the live entry of (cluster, addr), binds it to the
+    /// registration's connection and (re)arms its expiry. Returns whether it is new.
+    fn refresh_live(
+        &mut self,
+        req: &RegisterRequest<'_>,
+        topics_in: TopicsInput<'_>,
+        incoming: DataVersion,
+    ) -> bool {
+        let Some(b) = self.brokers.get(req.broker_name) else {
+            return false;
+        };
+        let (seen_topic_removals, name_key) = (b.topic_removals, b.name.clone());
+        let (live_id, first) = match self.live_id(req.cluster, req.broker_addr) {
+            Some(l) => (l, false),
+            None => {
+                let l = self.insert_live(req, name_key.clone(), incoming, seen_topic_removals);
+                (l, true)
+            }
+        };
+        let live = &mut self.live[live_id];
+        live.last_update_ms = req.now_ms;
+        live.timeout_ms = req
             .heartbeat_timeout_ms
             .unwrap_or(DEFAULT_HEARTBEAT_TIMEOUT_MS);
-        let (seen_topic_removals, name_key) = match self.brokers.get(name) {
-            Some(b) => (b.topic_removals, b.name.clone()),
-            None => return result,
-        };
-        let live_id = match self.live_id(req.cluster, addr) {
-            Some(l) => l,
-            None => {
-                result.first = true;
-                self.next_generation += 1;
-                let l = self.live.insert(LiveBroker {
-                    cluster: Arc::from(req.cluster),
-                    addr: Arc::from(addr),
-                    broker_name: name_key.clone(),
-                    last_update_ms: req.now_ms,
-                    timeout_ms,
-                    data_version: incoming_version,
-                    conn: None,
-                    ha_server_addr: String::new(),
-                    fingerprint: None,
-                    seen_topic_removals,
-                    scheduled_bucket: u64::MAX,
-                    generation: self.next_generation,
-                });
-                self.live_by_addr
-                    .entry(addr.to_string())
-                    .or_default()
-                    .push(l);
-                l
-            }
-        };
-        {
-            let live = &mut self.live[live_id];
-            live.last_update_ms = req.now_ms;
-            live.timeout_ms = timeout_ms;
-            live.data_version = incoming_version;
-            if live.broker_name != name_key {
-                live.broker_name = name_key;
-            }
-            if live.ha_server_addr != req.ha_server_addr {
-                live.ha_server_addr = req.ha_server_addr.to_string();
-            }
-            if let TopicsInput::Body(_) = topics_in {
-                live.fingerprint = Some(req.fingerprint);
-                live.seen_topic_removals = seen_topic_removals;
-            }
+        live.data_version = incoming;
+        if live.broker_name != name_key {
+            live.broker_name = name_key;
+        }
+        if live.ha_server_addr != req.ha_server_addr {
+            live.ha_server_addr = req.ha_server_addr.to_string();
+        }
+        if let TopicsInput::Body(_) = topics_in {
+            live.fingerprint = Some(req.fingerprint);
+            live.seen_topic_removals = seen_topic_removals;
         }
         self.bind_connection(live_id, req.conn);
         self.arm_expiry(live_id);
+        first
+    }
 
-        // 12. filter servers
-        if let TopicsInput::Body(body) = topics_in {
-            if let Some(list) = &body.filter_servers {
-                let key = (req.cluster.to_string(), addr.to_string());
-                let changed = if list.is_empty() {
-                    self.filter_servers.remove(&key).is_some()
-                } else if self.filter_servers.get(&key) != Some(list) {
-                    self.filter_servers.insert(key, list.clone());
-                    true
-                } else {
-                    false
-                };
-                if changed {
-                    self.invalidate_broker_topics(name);
-                }
-            }
-        }
+    fn insert_live(
+        &mut self,
+        req: &RegisterRequest<'_>,
+        broker_name: Arc<str>,
+        incoming: DataVersion,
+        seen_topic_removals: u64,
+    ) -> usize {
+        self.next_generation += 1;
+        let live_id = self.live.insert(LiveBroker {
+            cluster: Arc::from(req.cluster),
+            addr: Arc::from(req.broker_addr),
+            broker_name,
+            last_update_ms: req.now_ms,
+            timeout_ms: DEFAULT_HEARTBEAT_TIMEOUT_MS,
+            data_version: incoming,
+            conn: None,
+            ha_server_addr: String::new(),
+            fingerprint: None,
+            seen_topic_removals,
+            expiry: Expiry::Unscheduled,
+            generation: self.next_generation,
+        });
+        self.live_by_addr
+            .entry(req.broker_addr.to_string())
+            .or_default()
+            .push(live_id);
+        live_id
+    }
 
-        // 13. a slave learns its master's addresses
-        if id != 0 {
-            let master = self
-                .brokers
-                .get(name)
-                .and_then(|b| b.data.broker_addrs.get(&0).cloned());
-            if let Some(master_addr) = master {
-                if let Some(m) = self.live_id(req.cluster, &master_addr) {
-                    result.ha_server_addr = Some(self.live[m].ha_server_addr.clone());
-                    result.master_addr = Some(master_addr);
-                }
-            }
+    /// §5.2 step 12: an empty list removes the broker's filter servers.
+    fn store_filter_servers(&mut self, req: &RegisterRequest<'_>, list: &[String]) {
+        let key = (req.cluster.to_string(), req.broker_addr.to_string());
+        let changed = if list.is_empty() {
+            self.filter_servers.remove(&key).is_some()
+        } else if self.filter_servers.get(&key).map(Vec::as_slice) != Some(list) {
+            self.filter_servers.insert(key, list.to_vec());
+            true
+        } else {
+            false
+        };
+        if changed {
+            self.invalidate_broker_topics(req.broker_name);
         }
+    }
 
-        // 14. min broker id notification (sent off the loop by the caller)
-        if is_min_broker_id_changed && self.settings.notify_min_broker_id_changed {
-            if let Some(b) = self.brokers.get(name) {
-                let mut targets: Vec<String> = b
-                    .data
-                    .broker_addrs
-                    .iter()
-                    .filter(|(k, _)| **k != id)
-                    .map(|(_, v)| v.clone())
-                    .collect();
-                if b.data.broker_addrs.len() == 1 {
-                    targets = b.data.broker_addrs.values().cloned().collect();
-                }
-                result.notification = Some(MinIdNotification {
-                    targets,
-                    min_broker_id: id,
-                    min_broker_addr: addr.to_string(),
-                    offline_broker_addr: None,
-                    ha_broker_addr: Some(req.ha_server_addr.to_string()),
-                });
-            }
+    /// §5.2 step 13: for a slave, its live master's (address, HA address).
+    fn master_of_slave(&self, req: &RegisterRequest<'_>) -> Option<(String, String)> {
+        if req.broker_id == 0 {
+            return None;
         }
-        result
+        let master_addr = self
+            .brokers
+            .get(req.broker_name)?
+            .data
+            .broker_addrs
+            .get(&0)?;
+        let master = self.live_id(req.cluster, master_addr)?;
+        Some((
+            master_addr.clone(),
+            self.live[master].ha_server_addr.clone(),
+        ))
+    }
+
+    /// §5.2 step 14: the NOTIFY_MIN_BROKER_ID_CHANGE for the group's other members (or, when
+    /// the registering broker is alone, for itself).
+    fn min_id_notification(&self, req: &RegisterRequest<'_>) -> Option<MinIdNotification> {
+        let addrs = &self.brokers.get(req.broker_name)?.data.broker_addrs;
+        let targets = if addrs.len() == 1 {
+            addrs.values().cloned().collect()
+        } else {
+            addrs
+                .iter()
+                .filter(|(k, _)| **k != req.broker_id)
+                .map(|(_, v)| v.clone())
+                .collect()
+        };
+        Some(MinIdNotification {
+            targets,
+            min_broker_id: req.broker_id,
+            min_broker_addr: req.broker_addr.to_string(),
+            offline_broker_addr: None,
+            ha_broker_addr: Some(req.ha_server_addr.to_string()),
+        })
     }
 
     /// §5.2 step 10 a/b. Returns the number of queue entries added, changed or removed.
@@ -914,9 +880,7 @@ impl RouteTable {
                 let had = entry.position(broker).is_some();
                 let changed = entry.put(slot);
                 if changed {
-                    let (bytes, n) = entry.drop_cache();
-                    self.cache_bytes -= bytes;
-                    self.cache_entries -= n;
+                    self.cache.invalidate(topic);
                 }
                 (changed, !had)
             }
@@ -970,12 +934,7 @@ impl RouteTable {
             return;
         }
         if let Some(p) = previous {
-            if let Some(list) = self.live_by_conn.get_mut(&p) {
-                list.retain(|l| *l != live_id);
-                if list.is_empty() {
-                    self.live_by_conn.remove(&p);
-                }
-            }
+            detach(&mut self.live_by_conn, &p, live_id);
         }
         if let Some(c) = conn {
             self.live_by_conn.entry(c).or_default().push(live_id);
@@ -989,28 +948,22 @@ impl RouteTable {
         let bucket = self.expiry.bucket_of(deadline);
         // Heartbeats only push the deadline later: an entry already scheduled earlier
         // re-checks itself when it fires. Only an earlier deadline needs a new entry.
-        if bucket < live.scheduled_bucket {
+        let due_earlier = match live.expiry {
+            Expiry::Scheduled(scheduled) => bucket < scheduled,
+            Expiry::Unscheduled | Expiry::Reported => true,
+        };
+        if due_earlier {
             let generation = live.generation;
             let b = self.expiry.schedule(deadline, (live_id, generation));
-            self.live[live_id].scheduled_bucket = b;
+            self.live[live_id].expiry = Expiry::Scheduled(b);
         }
     }
 
     fn remove_live(&mut self, live_id: usize) -> Option<LiveBroker> {
         let live = self.live.try_remove(live_id)?;
-        if let Some(ids) = self.live_by_addr.get_mut(&*live.addr) {
-            ids.retain(|l| *l != live_id);
-            if ids.is_empty() {
-                self.live_by_addr.remove(&*live.addr);
-            }
-        }
+        detach(&mut self.live_by_addr, &*live.addr, live_id);
         if let Some(c) = live.conn {
-            if let Some(list) = self.live_by_conn.get_mut(&c) {
-                list.retain(|l| *l != live_id);
-                if list.is_empty() {
-                    self.live_by_conn.remove(&c);
-                }
-            }
+            detach(&mut self.live_by_conn, &c, live_id);
         }
         Some(live)
     }
@@ -1060,14 +1013,14 @@ impl RouteTable {
             let Some(live) = self.live.get(live_id) else {
                 continue;
             };
-            if live.generation != generation || live.scheduled_bucket != bucket {
+            if live.generation != generation || live.expiry != Expiry::Scheduled(bucket) {
                 continue; // stale bucket entry
             }
             let deadline = live.last_update_ms.saturating_add(live.timeout_ms);
             if deadline < now_ms {
                 let silent_ms = now_ms - live.last_update_ms;
                 let conn = live.conn;
-                self.live[live_id].scheduled_bucket = u64::MAX;
+                self.live[live_id].expiry = Expiry::Reported;
                 match self.unregister_request_for(live_id) {
                     Some(request) => expired.push(ExpiredBroker {
                         request,
@@ -1081,7 +1034,7 @@ impl RouteTable {
                     }
                 }
             } else {
-                self.live[live_id].scheduled_bucket = u64::MAX;
+                self.live[live_id].expiry = Expiry::Unscheduled;
                 self.arm_expiry(live_id);
             }
         }
@@ -1094,7 +1047,7 @@ impl RouteTable {
         if let Some(id) = self.live_id(cluster, addr) {
             let generation = self.live[id].generation;
             let b = self.expiry.schedule(now_ms, (id, generation));
-            self.live[id].scheduled_bucket = b;
+            self.live[id].expiry = Expiry::Scheduled(b);
         }
     }
 
@@ -1112,7 +1065,7 @@ impl RouteTable {
             live.conn = None;
             // An expired broker's unregistration is already on its way (the expiry closed
             // this connection): asking again would only fill the worker's queue.
-            if live.scheduled_bucket == u64::MAX {
+            if live.expiry == Expiry::Reported {
                 continue;
             }
             if let Some(r) = self.unregister_request_for(id) {
@@ -1122,106 +1075,135 @@ impl RouteTable {
         requests
     }
 
-    /// Applies a de-duplicated batch of unregistrations in one pass (§5.5 steps 1-6). Only
-    /// the topics of the affected broker groups are visited.
+    /// Applies a de-duplicated batch of unregistrations in one pass (§5.5): steps 1-3 per
+    /// request, then the queue entries of the groups that are gone (only their topics are
+    /// visited), the write permission of groups that lost their master, and the
+    /// notifications.
     pub fn unregister_batch(&mut self, batch: &[UnregisterRequest]) -> BatchOutcome {
         let mut outcome = BatchOutcome::default();
         let mut removed_names: Vec<Arc<str>> = Vec::new();
         let mut reduced_names: Vec<Arc<str>> = Vec::new();
         for req in batch {
-            if let Some(l) = self.live_id(&req.cluster, &req.broker_addr) {
-                self.remove_live(l);
+            // 1. live entry and filter servers
+            if self.remove_live_and_filter_servers(req) {
                 outcome.brokers_removed += 1;
             }
-            if !self.filter_servers.is_empty() {
-                let key = (req.cluster.to_string(), req.broker_addr.to_string());
-                if self.filter_servers.remove(&key).is_some() {
-                    self.invalidate_broker_topics(&req.broker_name);
-                }
-            }
-            let mut removed = false;
-            let mut changed = false;
-            if let Some(b) = self.brokers.get_mut(&*req.broker_name) {
-                let was_min = b.data.broker_addrs.keys().next() == Some(&req.broker_id);
-                let before = b.data.broker_addrs.len();
-                b.data
-                    .broker_addrs
-                    .retain(|_, a| a.as_str() != &*req.broker_addr);
-                changed = b.data.broker_addrs.len() != before;
-                if b.data.broker_addrs.is_empty() {
-                    removed = true;
-                } else if was_min && b.data.enable_acting_master {
-                    if let Some((min_id, min_addr)) = b.data.broker_addrs.iter().next() {
-                        outcome.notifications.push(MinIdNotification {
-                            targets: b.data.broker_addrs.values().cloned().collect(),
-                            min_broker_id: *min_id,
-                            min_broker_addr: min_addr.clone(),
-                            offline_broker_addr: Some(req.broker_addr.to_string()),
-                            ha_broker_addr: None,
-                        });
-                    }
-                }
-            }
-            if changed && !removed {
-                self.invalidate_broker_topics(&req.broker_name);
-            }
+            // 2. the address leaves its broker group (by address, whatever its id)
+            let removed = self.remove_broker_addr(req, &mut outcome.notifications);
+            // 3. a group left empty leaves its cluster
             if removed {
-                if let Some(set) = self.clusters.get_mut(&*req.cluster) {
-                    set.remove(&*req.broker_name);
-                    if set.is_empty() {
-                        self.clusters.remove(&*req.cluster);
-                    }
-                }
+                self.remove_from_cluster(&req.cluster, &req.broker_name);
                 removed_names.push(req.broker_name.clone());
             } else {
                 reduced_names.push(req.broker_name.clone());
             }
         }
         for name in &removed_names {
-            // The group is gone: drop it, then its queue entries topic by topic (only the
-            // topics it served, never a scan of the whole table).
-            let Some(b) = self.brokers.remove(&**name) else {
-                continue;
-            };
-            outcome.broker_groups_removed += 1;
-            // Its queue entries all go below, so its id can be handed out again.
-            self.broker_names.try_remove(b.id as usize);
-            for topic in b.topics {
-                let Some(entry) = self.topics.get_mut(&*topic) else {
-                    continue;
-                };
-                if !entry.remove(b.id) {
-                    continue;
-                }
-                let (bytes, n) = entry.drop_cache();
-                self.cache_bytes -= bytes;
-                self.cache_entries -= n;
-                if entry.queues.is_empty() {
-                    self.topics.remove(&*topic);
-                    outcome.topics_removed += 1;
-                }
-            }
+            self.remove_broker_group(name, &mut outcome);
         }
         if self.settings.support_acting_master {
             for name in &reduced_names {
-                let Some(b) = self.brokers.get(&**name) else {
-                    continue;
-                };
-                let no_master = b
-                    .data
-                    .broker_addrs
-                    .keys()
-                    .next()
-                    .is_some_and(|min| *min > 0);
-                if b.data.enable_acting_master && no_master {
-                    self.set_write_perm(name, false);
-                }
+                self.wipe_write_if_master_lost(name);
             }
         }
         if !self.settings.notify_min_broker_id_changed {
             outcome.notifications.clear();
         }
         outcome
+    }
+
+    /// §5.5 step 1; returns whether a live entry was removed.
+    fn remove_live_and_filter_servers(&mut self, req: &UnregisterRequest) -> bool {
+        let live = self.live_id(&req.cluster, &req.broker_addr);
+        if let Some(l) = live {
+            self.remove_live(l);
+        }
+        if !self.filter_servers.is_empty() {
+            let key = (req.cluster.to_string(), req.broker_addr.to_string());
+            if self.filter_servers.remove(&key).is_some() {
+                self.invalidate_broker_topics(&req.broker_name);
+            }
+        }
+        live.is_some()
+    }
+
+    /// §5.5 step 2; returns whether the group is now empty. When the group's lowest id
+    /// leaves a group with acting master on, a notification for the rest is queued.
+    fn remove_broker_addr(
+        &mut self,
+        req: &UnregisterRequest,
+        notifications: &mut Vec<MinIdNotification>,
+    ) -> bool {
+        let Some(b) = self.brokers.get_mut(&*req.broker_name) else {
+            return false;
+        };
+        let addrs = &mut b.data.broker_addrs;
+        let was_min = addrs.keys().next() == Some(&req.broker_id);
+        let before = addrs.len();
+        addrs.retain(|_, a| a.as_str() != &*req.broker_addr);
+        if addrs.is_empty() {
+            return true;
+        }
+        if was_min && b.data.enable_acting_master {
+            if let Some((min_id, min_addr)) = addrs.iter().next() {
+                notifications.push(MinIdNotification {
+                    targets: addrs.values().cloned().collect(),
+                    min_broker_id: *min_id,
+                    min_broker_addr: min_addr.clone(),
+                    offline_broker_addr: Some(req.broker_addr.to_string()),
+                    ha_broker_addr: None,
+                });
+            }
+        }
+        if addrs.len() != before {
+            self.invalidate_broker_topics(&req.broker_name);
+        }
+        false
+    }
+
+    /// §5.5 step 3.
+    fn remove_from_cluster(&mut self, cluster: &str, broker_name: &str) {
+        if let Some(set) = self.clusters.get_mut(cluster) {
+            set.remove(broker_name);
+            if set.is_empty() {
+                self.clusters.remove(cluster);
+            }
+        }
+    }
+
+    /// Drops an emptied group and its queue entries, topic by topic (only the topics it
+    /// served, never a scan of the whole table); topics left without entries go too.
+    fn remove_broker_group(&mut self, name: &str, outcome: &mut BatchOutcome) {
+        let Some(b) = self.brokers.remove(name) else {
+            return;
+        };
+        outcome.broker_groups_removed += 1;
+        // Its queue entries all go below, so its id can be handed out again.
+        self.broker_names.try_remove(b.id as usize);
+        for topic in b.topics {
+            let Some(entry) = self.topics.get_mut(&*topic) else {
+                continue;
+            };
+            if !entry.remove(b.id) {
+                continue;
+            }
+            self.cache.invalidate(&topic);
+            if entry.queues.is_empty() {
+                self.topics.remove(&*topic);
+                outcome.topics_removed += 1;
+            }
+        }
+    }
+
+    /// With acting master on, a group whose master (id 0) is gone loses write permission.
+    fn wipe_write_if_master_lost(&mut self, name: &str) {
+        let Some(b) = self.brokers.get(name) else {
+            return;
+        };
+        let no_master = min_broker_id(&b.data).is_some_and(|min| min > 0);
+        if b.data.enable_acting_master && no_master {
+            self.set_write_perm(name, false);
+        }
     }
 
     // ---------------------------------------------------------------- admin operations
@@ -1377,11 +1359,45 @@ impl RouteTable {
             .map(|b| b.data.broker_addrs.clone())
             .unwrap_or_default()
     }
+}
 
-    /// Whether a broker name is known (for admin validation and logs).
-    pub fn has_broker(&self, broker_name: &str) -> bool {
-        self.brokers.contains_key(broker_name)
+/// Removes `live_id` from the list under `key`, and the list once empty.
+fn detach<K, Q>(index: &mut HashMap<K, Vec<usize>>, key: &Q, live_id: usize)
+where
+    K: std::borrow::Borrow<Q> + std::hash::Hash + Eq,
+    Q: std::hash::Hash + Eq + ?Sized,
+{
+    if let Some(ids) = index.get_mut(key) {
+        ids.retain(|l| *l != live_id);
+        if ids.is_empty() {
+            index.remove(key);
+        }
     }
+}
+
+/// §5.2 step 3; returns whether the broker data changed.
+fn set_acting_master_and_zone(data: &mut BrokerData, req: &RegisterRequest<'_>) -> bool {
+    // A 4.x broker (no flag at all) never acts as master.
+    let acting = req.enable_acting_master == Some(true);
+    let zone = req.zone_name;
+    let changed = data.enable_acting_master != acting || data.zone_name.as_deref() != zone;
+    data.enable_acting_master = acting;
+    if data.zone_name.as_deref() != zone {
+        data.zone_name = zone.map(str::to_string);
+    }
+    changed
+}
+
+/// The lowest broker id of a group (the master's, 0, when it is registered).
+fn min_broker_id(data: &BrokerData) -> Option<i64> {
+    data.broker_addrs.keys().next().copied()
+}
+
+/// §5.2 step 5: removes `addr` from every id but `id`; returns whether it was anywhere.
+fn drop_addr_under_other_ids(data: &mut BrokerData, addr: &str, id: i64) -> bool {
+    let before = data.broker_addrs.len();
+    data.broker_addrs.retain(|k, v| !(v == addr && *k != id));
+    data.broker_addrs.len() != before
 }
 
 /// §5.7 step 6 on a route copy: for groups with acting master on, no id 0 and a
@@ -1622,7 +1638,7 @@ mod tests {
         for n in &names {
             assert!(t.route_body(n, Dialect::Standard, || None).is_some());
         }
-        assert!(t.cache_bytes <= 2000);
+        assert!(t.cache.bytes() <= 2000);
     }
 
     #[test]

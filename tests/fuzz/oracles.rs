@@ -310,8 +310,8 @@ pub fn check_register_body(data: &[u8]) {
     assert_eq!(again.data_version, decoded.data_version);
     assert_eq!(again.topics, decoded.topics);
     assert_eq!(again.mappings.len(), decoded.mappings.len());
-    let _ = model::crc32(body);
-    let _ = model::fingerprint(body);
+    let _ = rmq_namesrv::checksum::crc32(body);
+    let _ = rmq_namesrv::checksum::fingerprint(body);
 }
 
 /// The route-side body decoders (what the client and tools read): TopicRouteData in either

@@ -223,7 +223,7 @@ pub fn system_topics(cluster: &str, broker_name: &str) -> Vec<TopicConfig> {
 
 /// bodyCrc32 as a broker computes it (`UtilAll.crc32(body) & 0x7FFFFFFF`).
 pub fn body_crc32(body: &[u8]) -> String {
-    (rmq_namesrv::route::model::crc32(body) & 0x7FFF_FFFF).to_string()
+    (rmq_namesrv::checksum::crc32(body) & 0x7FFF_FFFF).to_string()
 }
 
 /// The extFields of REGISTER_BROKER as a 5.x broker sends them.

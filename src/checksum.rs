@@ -1,0 +1,197 @@
+//! Checksums over request bodies: CRC-32 and XXH64.
+//!
+//! * [`crc32`] is the IEEE CRC-32 of `java.util.zip.CRC32`; brokers send it, masked to 31 bits
+//!   (`UtilAll.crc32`), as the `bodyCrc32` header of a registration, and the name server checks
+//!   it against the body. The callers apply the mask.
+//! * [`fingerprint`] is XXH64 (seed 0): not part of the protocol, but fast enough (several GB/s)
+//!   to recognise a registration body identical to the broker's previous one, which then skips
+//!   both the CRC check and the parse.
+//!
+//! Both are implemented here rather than taken from a crate: the design card allows no runtime
+//! dependency for them, and each is a page of well-known arithmetic.
+
+/// Slice-by-16 tables for the reflected IEEE polynomial, built at compile time.
+const CRC_TABLES: [[u32; 256]; 16] = crc_tables();
+
+const fn crc_tables() -> [[u32; 256]; 16] {
+    let mut tables = [[0u32; 256]; 16];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut bit = 0;
+        while bit < 8 {
+            c = if c & 1 != 0 {
+                0xEDB8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
+            bit += 1;
+        }
+        tables[0][i] = c;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 256 {
+        let mut t = 1;
+        while t < 16 {
+            let prev = tables[t - 1][i];
+            tables[t][i] = (prev >> 8) ^ tables[0][(prev & 0xFF) as usize];
+            t += 1;
+        }
+        i += 1;
+    }
+    tables
+}
+
+/// CRC-32 (IEEE, as java.util.zip.CRC32) of `data`; callers mask with 0x7FFFFFFF as Java's
+/// UtilAll.crc32 does.
+pub fn crc32(data: &[u8]) -> u32 {
+    let t = &CRC_TABLES;
+    let mut crc = !0u32;
+    let mut blocks = data.chunks_exact(16);
+    for b in &mut blocks {
+        let Ok(block) = <&[u8; 16]>::try_from(b) else {
+            continue; // chunks_exact always yields 16 bytes
+        };
+        let w = u32::from_le_bytes([block[0], block[1], block[2], block[3]]) ^ crc;
+        crc = t[15][(w & 0xFF) as usize]
+            ^ t[14][((w >> 8) & 0xFF) as usize]
+            ^ t[13][((w >> 16) & 0xFF) as usize]
+            ^ t[12][(w >> 24) as usize]
+            ^ t[11][block[4] as usize]
+            ^ t[10][block[5] as usize]
+            ^ t[9][block[6] as usize]
+            ^ t[8][block[7] as usize]
+            ^ t[7][block[8] as usize]
+            ^ t[6][block[9] as usize]
+            ^ t[5][block[10] as usize]
+            ^ t[4][block[11] as usize]
+            ^ t[3][block[12] as usize]
+            ^ t[2][block[13] as usize]
+            ^ t[1][block[14] as usize]
+            ^ t[0][block[15] as usize];
+    }
+    for &byte in blocks.remainder() {
+        crc = (crc >> 8) ^ t[0][((crc ^ u32::from(byte)) & 0xFF) as usize];
+    }
+    !crc
+}
+
+const XXH_P1: u64 = 0x9E37_79B1_85EB_CA87;
+const XXH_P2: u64 = 0xC2B2_AE3D_27D4_EB4F;
+const XXH_P3: u64 = 0x1656_67B1_9E37_79F9;
+const XXH_P4: u64 = 0x85EB_CA77_C2B2_AE63;
+const XXH_P5: u64 = 0x27D4_EB2F_1656_67C5;
+
+fn xxh_round(acc: u64, lane: u64) -> u64 {
+    acc.wrapping_add(lane.wrapping_mul(XXH_P2))
+        .rotate_left(31)
+        .wrapping_mul(XXH_P1)
+}
+
+fn xxh_merge(acc: u64, lane_acc: u64) -> u64 {
+    (acc ^ xxh_round(0, lane_acc))
+        .wrapping_mul(XXH_P1)
+        .wrapping_add(XXH_P4)
+}
+
+fn le_u64(b: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    let n = b.len().min(8);
+    w[..n].copy_from_slice(&b[..n]);
+    u64::from_le_bytes(w)
+}
+
+/// Fast non-cryptographic 64-bit fingerprint of a body (XXH64, seed 0; several GB/s), used to
+/// recognise an unchanged registration body without re-parsing or re-checking its CRC.
+pub fn fingerprint(data: &[u8]) -> u64 {
+    let mut h;
+    let mut rest = data;
+    if data.len() >= 32 {
+        let mut v = [
+            XXH_P1.wrapping_add(XXH_P2),
+            XXH_P2,
+            0,
+            0u64.wrapping_sub(XXH_P1),
+        ];
+        let mut stripes = data.chunks_exact(32);
+        for stripe in &mut stripes {
+            for (lane, acc) in stripe.chunks_exact(8).zip(v.iter_mut()) {
+                *acc = xxh_round(*acc, le_u64(lane));
+            }
+        }
+        rest = stripes.remainder();
+        h = v[0]
+            .rotate_left(1)
+            .wrapping_add(v[1].rotate_left(7))
+            .wrapping_add(v[2].rotate_left(12))
+            .wrapping_add(v[3].rotate_left(18));
+        for acc in v {
+            h = xxh_merge(h, acc);
+        }
+    } else {
+        h = XXH_P5;
+    }
+    h = h.wrapping_add(data.len() as u64);
+    let mut words = rest.chunks_exact(8);
+    for word in &mut words {
+        h ^= xxh_round(0, le_u64(word));
+        h = h.rotate_left(27).wrapping_mul(XXH_P1).wrapping_add(XXH_P4);
+    }
+    let mut tail = words.remainder();
+    if tail.len() >= 4 {
+        let (word, after) = tail.split_at(4);
+        h ^= le_u64(word).wrapping_mul(XXH_P1);
+        h = h.rotate_left(23).wrapping_mul(XXH_P2).wrapping_add(XXH_P3);
+        tail = after;
+    }
+    for &byte in tail {
+        h ^= u64::from(byte).wrapping_mul(XXH_P5);
+        h = h.rotate_left(11).wrapping_mul(XXH_P1);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(XXH_P2);
+    h ^= h >> 29;
+    h = h.wrapping_mul(XXH_P3);
+    h ^ (h >> 32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc32_matches_known_vectors() {
+        assert_eq!(crc32(b""), 0);
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+        assert_eq!(
+            crc32(b"The quick brown fox jumps over the lazy dog"),
+            0x414F_A339
+        );
+        // Every length around the 16-byte block boundary agrees with the bytewise definition.
+        let data: Vec<u8> = (0..100u32).map(|i| (i * 37 + 11) as u8).collect();
+        for len in 0..data.len() {
+            let mut slow = !0u32;
+            for &b in &data[..len] {
+                slow ^= u32::from(b);
+                for _ in 0..8 {
+                    slow = if slow & 1 != 0 {
+                        0xEDB8_8320 ^ (slow >> 1)
+                    } else {
+                        slow >> 1
+                    };
+                }
+            }
+            assert_eq!(crc32(&data[..len]), !slow, "len {len}");
+        }
+    }
+
+    #[test]
+    fn fingerprint_is_xxh64() {
+        assert_eq!(fingerprint(b""), 0xEF46_DB37_51D8_E999);
+        assert_eq!(fingerprint(b"abc"), 0x44BC_2CF5_AD77_0999);
+        let long = vec![7u8; 1000];
+        assert_ne!(fingerprint(&long), fingerprint(&long[..999]));
+        assert_eq!(fingerprint(&long), fingerprint(&long.clone()));
+    }
+}
