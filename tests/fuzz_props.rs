@@ -627,7 +627,7 @@ fn request_frame(code: i32, st: SerializeType, ext: &[(&str, &str)], body: &[u8]
 
 fn server_frame_seeds() -> Vec<Vec<u8>> {
     let body = register_body_fixture();
-    let crc = (model::crc32(&body) & 0x7FFF_FFFF).to_string();
+    let crc = (rmq_namesrv::checksum::crc32(&body) & 0x7FFF_FFFF).to_string();
     let register_ext = [
         ("brokerName", "broker-f"),
         ("brokerAddr", "10.9.9.9:10911"),
@@ -830,7 +830,7 @@ fn structured_mutation(rng: &mut Rng, seeds: &[Vec<u8>]) -> Vec<u8> {
     }
     if code == request::REGISTER_BROKER && rng.chance(2) {
         // Keep the CRC right half the time so the body decoder is reached.
-        let crc = (model::crc32(&body) & 0x7FFF_FFFF).to_string();
+        let crc = (rmq_namesrv::checksum::crc32(&body) & 0x7FFF_FFFF).to_string();
         ext.retain(|(k, _)| k != "bodyCrc32");
         ext.push(("bodyCrc32".to_string(), crc));
     }

@@ -347,7 +347,7 @@ fn golden_4x_registration_registers_with_its_crc_and_routes_read_back_as_java_wr
     let body = capture_body();
     // The capture's CRC is the real one.
     assert_eq!(
-        (model::crc32(&body) & 0x7FFF_FFFF).to_string(),
+        (rmq_namesrv::checksum::crc32(&body) & 0x7FFF_FFFF).to_string(),
         ext_value(&ext, "bodyCrc32")
     );
     let addr = ext_value(&ext, "brokerAddr").to_string();
@@ -460,7 +460,7 @@ fn registration_without_serialize_type_and_without_mapping_fields_is_accepted() 
     );
 
     let body5 = b"{\"filterServerList\":[],\"topicConfigSerializeWrapper\":{\"dataVersion\":{\"counter\":2,\"stateVersion\":0,\"timestamp\":1700000000000},\"topicConfigTable\":{\"Fresh\":{\"attributes\":{},\"order\":false,\"perm\":6,\"readQueueNums\":2,\"topicFilterType\":\"SINGLE_TAG\",\"topicName\":\"Fresh\",\"topicSysFlag\":0,\"writeQueueNums\":2}}}}";
-    let crc = (model::crc32(body5) & 0x7FFF_FFFF).to_string();
+    let crc = (rmq_namesrv::checksum::crc32(body5) & 0x7FFF_FFFF).to_string();
     let ext5: Vec<(String, String)> = [
         ("brokerName", "broker-c"),
         ("brokerAddr", "10.0.0.9:10911"),

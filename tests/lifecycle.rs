@@ -70,7 +70,7 @@ fn a_stop_answers_the_registrations_it_queued_and_closes_every_connection_cleanl
         .collect();
     let mut bytes = Vec::new();
     model::encode_register_body_json(&body_with(1, &topics), &mut bytes);
-    let crc = (model::crc32(&bytes) & 0x7FFF_FFFF).to_string();
+    let crc = (rmq_namesrv::checksum::crc32(&bytes) & 0x7FFF_FFFF).to_string();
     let mut conns: Vec<TcpStream> = Vec::new();
     for i in 0..8 {
         let name = format!("stop-{i}");

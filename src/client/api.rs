@@ -347,7 +347,10 @@ impl Client {
     ) -> io::Result<i32> {
         let crc = options
             .body_crc32
-            .map_or_else(|| i64::from(model::crc32(body) & 0x7FFF_FFFF), i64::from)
+            .map_or_else(
+                || i64::from(crate::checksum::crc32(body) & 0x7FFF_FFFF),
+                i64::from,
+            )
             .to_string();
         let id = broker.broker_id.to_string();
         let compressed = options.compressed.to_string();

@@ -4,7 +4,7 @@
 //! field Java would.
 
 use super::header::{Fields, NameLimits, ParseError};
-use crate::route::model::{self, decode_register_body, BodyLimits, DataVersion, RegisterBody};
+use crate::route::model::{decode_register_body, BodyLimits, DataVersion, RegisterBody};
 use crate::route::table::{BodyFingerprint, ConnId, RegisterRequest, UnregisterRequest};
 use log::warn;
 
@@ -68,7 +68,7 @@ impl<'a> RegisterBroker<'a> {
             fingerprint: BodyFingerprint {
                 len: body.len(),
                 header_crc: body_crc32,
-                hash: model::fingerprint(body),
+                hash: crate::checksum::fingerprint(body),
             },
         })
     }
@@ -96,7 +96,7 @@ impl<'a> RegisterBroker<'a> {
         if self.body_crc32 == 0 {
             return None;
         }
-        let actual = i64::from(model::crc32(self.body) & 0x7FFF_FFFF);
+        let actual = i64::from(crate::checksum::crc32(self.body) & 0x7FFF_FFFF);
         (actual != self.body_crc32).then_some(actual)
     }
 

@@ -106,7 +106,7 @@ mod tests {
     use super::*;
     use crate::remoting::codes::{Kind, REQUEST_CODES};
     use crate::remoting::command::SerializeType;
-    use crate::route::model::{self, DataVersion, Dialect};
+    use crate::route::model::{DataVersion, Dialect};
     use bytes::Bytes;
 
     fn command(code: i32, ext: &[(&str, &str)], body: &[u8]) -> RemotingCommand {
@@ -320,7 +320,7 @@ mod tests {
             (Some(7), 1234, Some("z"))
         );
         assert_eq!(req.fingerprint.len, 2);
-        assert_eq!(req.fingerprint.hash, model::fingerprint(b"{}"));
+        assert_eq!(req.fingerprint.hash, crate::checksum::fingerprint(b"{}"));
 
         let long = "x".repeat(256);
         let mut ext = ALL_FIELDS[3..8].to_vec();
@@ -334,7 +334,7 @@ mod tests {
     #[test]
     fn a_registration_body_is_checked_against_its_crc_and_decoded_on_demand() {
         let body = br#"{"topicConfigSerializeWrapper":{"topicConfigTable":{"":{"topicName":""}},"dataVersion":{"counter":1,"timestamp":1}},"filterServerList":[]}"#;
-        let crc = (model::crc32(body) & 0x7FFF_FFFF).to_string();
+        let crc = (crate::checksum::crc32(body) & 0x7FFF_FFFF).to_string();
         let mut ext = ALL_FIELDS[3..8].to_vec();
         ext.push(("bodyCrc32", "12345"));
         let r = register_broker(&ext, body).unwrap();

@@ -21,9 +21,6 @@ pub use super::register_body::{
     decode_register_body, encode_register_body_compressed, encode_register_body_json, BodyLimits,
     RegisterBody, TopicConfig,
 };
-/// The checksums lived here once; callers in other branches still name them through `model`.
-/// New code uses [`crate::checksum`].
-pub use crate::checksum::{crc32, fingerprint};
 
 /// Largest long that BrowserCompatible fastjson writes as a number (2^53 - 1).
 const JS_SAFE_LONG: i64 = 9_007_199_254_740_991;

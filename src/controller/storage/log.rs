@@ -15,7 +15,7 @@
 //! to start.
 
 use super::StorageError;
-use crate::route::model::crc32;
+use crate::checksum::crc32;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::Path;

@@ -13,10 +13,10 @@
 //! thousand broker sets stay off the loop).
 
 use super::StorageError;
+use crate::checksum::crc32;
 use crate::controller::event::{Fields, ObjectWriter};
 use crate::controller::state::{BrokerIdInfo, BrokerReplicaInfo, ControllerState, SyncStateInfo};
 use crate::remoting::json::{self, ValueRef};
-use crate::route::model::crc32;
 use std::path::Path;
 
 pub const MAGIC: &[u8; 8] = b"RMQCSNP1";
