@@ -45,8 +45,8 @@ fn main() -> ExitCode {
     };
     // The controller's keys as the file and the command line set them (not the name
     // server's defaults for the keys both have).
-    let enabled = startup.config.enable_controller_in_namesrv;
-    let controller = match ControllerSetup::from_lookup(enabled, &|key| startup.given(key)) {
+    let controller = match ControllerSetup::from_config(&startup.config, &|key| startup.given(key))
+    {
         Ok(controller) => controller,
         Err(e) => {
             eprintln!("rmq-namesrv: {e}");

@@ -18,6 +18,7 @@
 //! * the stop: the drain waits for writes in flight, then the writer is joined.
 
 use super::{os_message, StartError};
+use crate::config::NamesrvConfig;
 use crate::controller::storage::Wake;
 use crate::controller::{ConnRef, Controller, ControllerConfig, Reply};
 use crate::event_loop::oneway::{self, Oneway};
@@ -60,20 +61,24 @@ impl ControllerSetup {
         ControllerSetup { config }
     }
 
-    /// With `enabled` (`enableControllerInNamesrv`), the controller's keys through `lookup`:
-    /// the keys the config file and the command line actually set, so that a key both
-    /// servers know takes the controller's default when nobody set it. Err = one line
+    /// With `enableControllerInNamesrv=true` in `namesrv`, the controller's keys through
+    /// `lookup`: the keys the config file and the command line actually set, so that a key
+    /// both servers know takes the controller's default when nobody set it. Err = one line
     /// naming the key and why.
-    pub fn from_lookup(
-        enabled: bool,
+    pub fn from_config(
+        namesrv: &NamesrvConfig,
         lookup: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Option<ControllerSetup>, String> {
-        if !enabled {
+        if !namesrv.enable_controller_in_namesrv {
             return Ok(None);
         }
-        ControllerConfig::from_lookup(lookup)
-            .map(|config| Some(ControllerSetup { config }))
-            .map_err(|e| format!("controller config: {e}"))
+        let config =
+            ControllerConfig::from_lookup(lookup).map_err(|e| format!("controller config: {e}"))?;
+        let port = config.listen_port();
+        if port != 0 && port == namesrv.listen_port {
+            return Err(same_port(port));
+        }
+        Ok(Some(ControllerSetup { config }))
     }
 
     pub fn config(&self) -> &ControllerConfig {
@@ -87,6 +92,12 @@ impl ControllerSetup {
         config.load_updates().map_err(|e| e.to_string())?;
         Ok(config.to_properties_text())
     }
+}
+
+fn same_port(port: u16) -> String {
+    format!(
+        "controller config: controllerDLegerPeers gives this node port {port}, the name server's listenPort: the controller needs a port of its own (Java's examples use 9878)"
+    )
 }
 
 /// Where a reply goes.
@@ -137,9 +148,7 @@ impl ControllerPort {
         let mut config = setup.config;
         let port = config.listen_port();
         if port != 0 && port == namesrv_addr.port() {
-            return Err(StartError::Controller(format!(
-                "controllerDLegerPeers gives this node port {port}, the name server's listenPort: the controller needs its own port (Java's examples use 9878)"
-            )));
+            return Err(StartError::Controller(same_port(port)));
         }
         let addr = super::socket_address(host, port)?;
         let local_addr = event_loop.listen(addr, LISTENER).map_err(|e| {

@@ -4,6 +4,7 @@
 //! `Option` of an empty type is always `None`; the compiler drops the calls).
 
 use super::StartError;
+use crate::config::NamesrvConfig;
 use crate::event_loop::{ConnId, Ctx, EventLoop, Handler, ListenerTag, Next, TimerId};
 use crate::remoting::command::RemotingCommand;
 use std::net::SocketAddr;
@@ -18,12 +19,12 @@ const NOT_BUILT: &str = "enableControllerInNamesrv=true: this rmq-namesrv is bui
 pub enum ControllerSetup {}
 
 impl ControllerSetup {
-    /// Refuses `enabled` with the reason; nothing to set up otherwise.
-    pub fn from_lookup(
-        enabled: bool,
+    /// Refuses `enableControllerInNamesrv=true` with the reason; nothing to set up otherwise.
+    pub fn from_config(
+        namesrv: &NamesrvConfig,
         _lookup: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Option<ControllerSetup>, String> {
-        if enabled {
+        if namesrv.enable_controller_in_namesrv {
             Err(NOT_BUILT.to_owned())
         } else {
             Ok(None)

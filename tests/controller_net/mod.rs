@@ -76,9 +76,9 @@ impl ControllerServer {
                 .find(|(k, _)| k == key)
                 .map(|(_, v)| v.clone())
         };
-        let setup = ControllerSetup::from_lookup(true, &lookup).expect("controller settings");
         let mut config = test_config(dir.path());
         config.enable_controller_in_namesrv = true;
+        let setup = ControllerSetup::from_config(&config, &lookup).expect("controller settings");
         let handle = server::start_with_controller(config, setup).expect("server starts");
         let namesrv = handle.local_addr().to_string();
         let controller = handle
