@@ -14,23 +14,22 @@
 //!   `scanInactiveMasterInterval`);
 //! * closed connections (their brokers are inactive at once) and connections of expired
 //!   brokers (closed, as Java does);
-//! * role-change notifications (1008) sent oneway from a thread of their own, like 905;
+//! * role-change notifications (1008) sent oneway from a thread of their own ([`notifier`]),
+//!   on connections kept open a while as Java's client keeps them;
 //! * the stop: the drain waits for writes in flight, then the writer is joined.
 
 use super::{os_message, StartError};
 use crate::config::NamesrvConfig;
 use crate::controller::storage::Wake;
 use crate::controller::{ConnRef, Controller, ControllerConfig, Reply};
-use crate::event_loop::oneway::{self, Oneway};
 use crate::event_loop::{ConnId, Ctx, EventLoop, Handler, ListenerTag, LoopWaker, Next, TimerId};
 use crate::remoting::command::{RemotingCommand, SerializeType};
-use crossbeam_channel::{Sender, TrySendError};
+use crossbeam_channel::TrySendError;
 use log::{error, info, warn};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 /// The controller's listener on the shared loop.
 pub(super) const LISTENER: ListenerTag = ListenerTag(1);
@@ -45,8 +44,8 @@ const SCAN_INACTIVE_MASTER_TIMER: TimerId = TimerId(13);
 /// Java starts its heartbeat-expiry scan 2 s after start, then keeps its interval.
 const FIRST_SCAN_DELAY_MS: u64 = 2_000;
 
-/// Java's `invokeOneway(brokerAddr, request, 3000)` for 1008.
-const NOTIFY_TIMEOUT: Duration = Duration::from_secs(3);
+mod notifier;
+
 /// Notifications waiting for the sending thread (one per broker of an election).
 const NOTIFY_QUEUE: usize = 4_096;
 
@@ -131,9 +130,9 @@ pub(super) struct ControllerPort {
     deadline_armed: Option<u64>,
     scan_not_active_ms: u64,
     scan_inactive_master_ms: u64,
-    notifications: Option<Sender<Oneway>>,
+    notifications: Option<notifier::Notifier>,
     next_notify_opaque: i32,
-    sender: Option<JoinHandle<()>>,
+    senders: Vec<JoinHandle<()>>,
 }
 
 impl ControllerPort {
@@ -166,8 +165,7 @@ impl ControllerPort {
         let wake: Arc<dyn Wake> = news.clone();
         let controller = Controller::open(config, Some(wake))
             .map_err(|e| StartError::Controller(e.to_string()))?;
-        let (notifications, sender) =
-            oneway::spawn_sender("controller-notify", NOTIFY_QUEUE, NOTIFY_TIMEOUT)?;
+        let (notifications, senders) = notifier::spawn(NOTIFY_QUEUE)?;
         info!("controller listening on {local_addr}");
         Ok(ControllerPort {
             controller,
@@ -179,7 +177,7 @@ impl ControllerPort {
             scan_inactive_master_ms: settings.scan_inactive_master_interval_ms.max(1),
             notifications: Some(notifications),
             next_notify_opaque: 0,
-            sender: Some(sender),
+            senders,
         })
     }
 
@@ -329,9 +327,8 @@ impl ControllerPort {
                 "controller: notifying {} of broker set master id {} (masterEpoch {})",
                 n.broker_addr, n.master_broker_id, n.master_epoch
             );
-            let message = Oneway {
-                what: "NOTIFY_BROKER_ROLE_CHANGED",
-                targets: vec![n.broker_addr],
+            let message = notifier::Notice {
+                target: n.broker_addr,
                 frame,
             };
             let why = match sender.try_send(message) {
@@ -349,7 +346,7 @@ impl ControllerPort {
         let ControllerPort {
             controller,
             notifications,
-            sender,
+            senders,
             ..
         } = self;
         let unanswered = controller.shutdown().len();
@@ -357,9 +354,9 @@ impl ControllerPort {
             warn!("controller stopped with {unanswered} request(s) unanswered");
         }
         drop(notifications);
-        if let Some(sender) = sender {
+        for sender in senders {
             if sender.join().is_err() {
-                error!("the controller's notification thread panicked");
+                error!("a controller notification thread panicked");
             }
         }
     }

@@ -480,14 +480,16 @@ impl Shared {
         }
     }
 
+    /// Frames of one connection as they come (the controller keeps its connection open and
+    /// reuses it), until it closes or the broker stops.
     fn read_notices(&self, mut stream: TcpStream) {
         stream.set_nonblocking(false).expect("blocking");
         stream
-            .set_read_timeout(Some(Duration::from_secs(5)))
+            .set_read_timeout(Some(Duration::from_millis(50)))
             .expect("timeout");
         let mut buf = BytesMut::new();
         let mut chunk = [0u8; 4096];
-        loop {
+        while !self.stop.load(Ordering::SeqCst) {
             while let Ok(Some(f)) = frame::next_frame(&mut buf, 1 << 20) {
                 let cmd = RemotingCommand::decode(f, &DecodeLimits::default()).expect("frame");
                 assert_eq!(cmd.code, 1008, "the controller sends brokers 1008 only");
@@ -495,8 +497,10 @@ impl Shared {
                 self.on_role_change(&cmd);
             }
             match stream.read(&mut chunk) {
-                Ok(0) | Err(_) => return,
+                Ok(0) => return,
                 Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(_) => return,
             }
         }
     }

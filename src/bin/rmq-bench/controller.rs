@@ -35,7 +35,7 @@ use rmq_namesrv::remoting::frame;
 use rmq_namesrv::remoting::json::{self, Value};
 use rmq_namesrv::route::model::{DataVersion, RegisterBody, TopicConfig};
 use std::collections::VecDeque;
-use std::io::Read;
+use std::io::{ErrorKind, Read};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -137,7 +137,9 @@ fn broker_addr(set: usize, id: i64) -> String {
     )
 }
 
-/// 1013 + 1003 for ids 1 and 2, heartbeats, 1002 for id 1, 1001 to {1,2}.
+/// 1013 + 1003 for ids 1 and 2, 1002 for id 1, heartbeats, 1001 to {1,2}. The heartbeats come
+/// after the election so that nobody is active then and no 1008 goes to the made-up
+/// addresses (as the controller notifies only active members).
 fn set_up(c: &mut Client, name: &str, index: usize) -> Result<Set, String> {
     let base = [("clusterName", CLUSTER), ("brokerName", name)];
     for id in [1i64, 2] {
@@ -155,6 +157,12 @@ fn set_up(c: &mut Client, name: &str, index: usize) -> Result<Set, String> {
             ("brokerAddress", addr.as_str()),
         ]);
         expect_ok(call(c, 1003, &ext, b"")?, "1003")?;
+    }
+    let mut ext = base.to_vec();
+    ext.extend([("brokerId", "1"), ("designateElect", "false")]);
+    let elected = expect_ok(call(c, 1002, &ext, b"")?, "1002")?;
+    for id in [1i64, 2] {
+        let (id_text, addr) = (id.to_string(), broker_addr(index, id));
         let mut ext = base.to_vec();
         ext.extend([
             ("brokerAddr", addr.as_str()),
@@ -163,9 +171,6 @@ fn set_up(c: &mut Client, name: &str, index: usize) -> Result<Set, String> {
         ]);
         c.oneway(904, &ext, b"").map_err(|e| format!("904: {e}"))?;
     }
-    let mut ext = base.to_vec();
-    ext.extend([("brokerId", "1"), ("designateElect", "false")]);
-    let elected = expect_ok(call(c, 1002, &ext, b"")?, "1002")?;
     let mut set = Set {
         name: name.to_string(),
         master_epoch: ext_i64(&elected, "masterEpoch").unwrap_or(0),
@@ -707,14 +712,19 @@ impl SimBroker {
         let (namesrv, name, addr) = (self.namesrv.clone(), self.name.clone(), self.addr.clone());
         self.threads.push(std::thread::spawn(move || {
             while !stop.load(Ordering::SeqCst) {
-                match listener.accept() {
-                    Ok((stream, _)) => {
-                        for cmd in read_frames(stream) {
-                            on_notice(&cmd, id, &role, &promoted, &namesrv, &name, &addr);
-                        }
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(1)),
-                }
+                let Ok((stream, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
+                };
+                // The controller keeps its connection open: frames are handled as they come,
+                // on a thread per connection.
+                let (role, promoted, stop) = (role.clone(), promoted.clone(), stop.clone());
+                let (namesrv, name, addr) = (namesrv.clone(), name.clone(), addr.clone());
+                std::thread::spawn(move || {
+                    read_frames(stream, &stop, |cmd| {
+                        on_notice(cmd, id, &role, &promoted, &namesrv, &name, &addr)
+                    })
+                });
             }
         }));
     }
@@ -773,25 +783,29 @@ fn heartbeat(controller: &Mutex<Option<Client>>, name: &str, addr: &str, id: i64
     }
 }
 
-/// Frames sent on one connection until it closes.
-fn read_frames(mut stream: std::net::TcpStream) -> Vec<RemotingCommand> {
+/// Handles each frame of one connection as it arrives, until the connection closes or `stop`.
+fn read_frames(
+    mut stream: std::net::TcpStream,
+    stop: &AtomicBool,
+    mut handle: impl FnMut(&RemotingCommand),
+) {
     let _ = stream.set_nonblocking(false);
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
     let mut buf = BytesMut::new();
     let mut chunk = [0u8; 4096];
-    while let Ok(n) = stream.read(&mut chunk) {
-        if n == 0 {
-            break;
+    while !stop.load(Ordering::SeqCst) {
+        match stream.read(&mut chunk) {
+            Ok(0) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
+            Err(_) => return,
         }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    let mut out = Vec::new();
-    while let Ok(Some(f)) = frame::next_frame(&mut buf, 1 << 20) {
-        if let Ok(cmd) = RemotingCommand::decode(f, &DecodeLimits::default()) {
-            out.push(cmd);
+        while let Ok(Some(f)) = frame::next_frame(&mut buf, 1 << 20) {
+            if let Ok(cmd) = RemotingCommand::decode(f, &DecodeLimits::default()) {
+                handle(&cmd);
+            }
         }
     }
-    out
 }
 
 /// A 1008: a higher master epoch naming this broker makes it master, registered as id 0.
