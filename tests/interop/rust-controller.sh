@@ -269,7 +269,7 @@ id_b=$(routed_id "$addr_b")
 say "a message to the master: $(remoting send "$addr_a" ControllerInteropTopic 2>&1 || true)"
 wait_for 30 "a message accepted by the master" sends_ok "$addr_a"
 
-say "SIG$signal broker a (the master), then poll the route of $broker_name every 2 ms"
+say "SIG$signal broker a (the master) at $(date +%T.%3N), then poll the route of $broker_name every 2 ms"
 t0=$(now_ms)
 failover_ms=$(remoting kill-and-time "$ns_addr" "$pid_a" "$broker_name" "$addr_b" "$signal")
 [ "$failover_ms" != timeout ] || { echo "broker b was not routed as id 0 within 120 s"; exit 1; }
