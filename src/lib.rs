@@ -34,7 +34,8 @@
 pub mod checksum;
 pub mod client;
 pub mod config;
-#[cfg(feature = "controller")]
+/// The embedded Controller: its code table in every build (the admin tool names its
+/// answers), everything else with the `controller` feature.
 pub mod controller;
 pub mod durable_file;
 pub mod event_loop;

@@ -3,7 +3,8 @@
 //!
 //! Everything an operator can get wrong is told in one line naming what failed: a bad argument
 //! (plus a pointer to `--help`), a bad value in the config file (file, line, key), a log file
-//! that cannot be opened (its path), a port that is taken (the address). Unknown keys are
+//! that cannot be opened (its path), a port that is taken (the address), an embedded
+//! Controller that cannot run (the key and why; or a build without it). Unknown keys are
 //! warnings naming the closest known key.
 
 use std::io;
@@ -16,18 +17,15 @@ use std::time::Instant;
 use log::{Level, LevelFilter};
 use rmq_namesrv::config::{self, Cli, CliError, NamesrvConfig, Startup};
 use rmq_namesrv::logging::{self, LogSettings};
-use rmq_namesrv::server::{Server, StartError, StopHandle};
+use rmq_namesrv::server::{ControllerSetup, Server, StartError, StopHandle};
 use signal_hook::consts::{SIGINT, SIGTERM};
 
 fn main() -> ExitCode {
     let started = Instant::now();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let startup = match config::parse_cli(&args) {
-        Ok(Cli::Run(startup)) => startup,
-        Ok(Cli::PrintConfig(startup)) => {
-            print_config(&startup);
-            return ExitCode::SUCCESS;
-        }
+    let (startup, print) = match config::parse_cli(&args) {
+        Ok(Cli::Run(startup)) => (startup, false),
+        Ok(Cli::PrintConfig(startup)) => (startup, true),
         Ok(Cli::Help(text)) => {
             print!("{text}");
             return ExitCode::SUCCESS;
@@ -45,12 +43,25 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The controller's keys as the file and the command line set them (not the name
+    // server's defaults for the keys both have).
+    let controller = match ControllerSetup::from_config(&startup.config, &|key| startup.given(key))
+    {
+        Ok(controller) => controller,
+        Err(e) => {
+            eprintln!("rmq-namesrv: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if print {
+        return print_config(&startup, controller.as_ref());
+    }
     start_logging(&startup.config);
     for warning in &startup.warnings {
         tell(Level::Warn, warning);
     }
     log::info!("{}", startup.config_file_note());
-    run(startup.config, started)
+    run(startup.config, controller, started)
 }
 
 fn version() -> String {
@@ -63,12 +74,31 @@ fn version() -> String {
 
 /// `-p`: warnings on stderr, then the configuration on stdout, opened by a comment saying
 /// which file was read and where runtime updates go (the output stays a properties file).
-fn print_config(startup: &Startup) {
+/// With the embedded Controller enabled, its effective settings follow as comment lines
+/// (`#controller: key=value`): as properties they would collide with the name server's keys
+/// of the same name.
+fn print_config(startup: &Startup, controller: Option<&ControllerSetup>) -> ExitCode {
     for warning in &startup.warnings {
         eprintln!("rmq-namesrv: warning: {warning}");
     }
+    let controller_text = match controller.map(ControllerSetup::describe).transpose() {
+        Ok(text) => text,
+        Err(e) => {
+            eprintln!("rmq-namesrv: controller config: {e}");
+            return ExitCode::from(2);
+        }
+    };
     println!("# {}", startup.config_file_note());
     print!("{}", startup.config.to_properties_text());
+    if let Some(text) = controller_text {
+        println!(
+            "# the embedded Controller's effective settings (enableControllerInNamesrv=true):"
+        );
+        for line in text.lines() {
+            println!("#controller: {line}");
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 /// Logs `message` and makes sure it reaches stderr too (directly when the log does not go
@@ -99,8 +129,8 @@ fn start_logging(config: &NamesrvConfig) {
     }
 }
 
-fn run(config: NamesrvConfig, started: Instant) -> ExitCode {
-    let server = match Server::bind(config) {
+fn run(config: NamesrvConfig, controller: Option<ControllerSetup>, started: Instant) -> ExitCode {
+    let server = match Server::bind_with_controller(config, controller) {
         Ok(server) => server,
         Err(e) => {
             tell(Level::Error, &start_error_message(&e));
@@ -111,8 +141,11 @@ fn run(config: NamesrvConfig, started: Instant) -> ExitCode {
         tell(Level::Error, &format!("cannot watch for signals: {e}"));
         return ExitCode::FAILURE;
     }
-    // Tools and tests read this exact line to find the port.
+    // Tools and tests read these exact lines to find the ports.
     println!("rmq-namesrv listening on {}", server.local_addr());
+    if let Some(addr) = server.controller_addr() {
+        println!("rmq-namesrv controller listening on {addr}");
+    }
     log::info!(
         "rmq-namesrv {} listening on {}, started in {} us",
         version(),

@@ -11,6 +11,7 @@
 //! line and key; an unknown key is a warning naming the closest known key, and the key is kept
 //! (Java keeps unknown keys and reports them).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::properties::{entries, PropertiesFile};
@@ -33,6 +34,11 @@ pub struct Startup {
     /// Unknown keys in the file or on the command line, each naming where it was.
     pub warnings: Vec<String>,
     pub file: ConfigFile,
+    /// Every key the file and the command line actually set, as given (the command line wins).
+    /// The embedded Controller reads its keys from here rather than from `config`, because
+    /// two of them (`scanNotActiveBrokerInterval`, `configBlackList`) are name-server keys
+    /// too, with other defaults: a key nobody set must take the Controller's own default.
+    pub given: BTreeMap<String, String>,
 }
 
 /// Why a file is the config file.
@@ -57,6 +63,11 @@ pub struct ConfigFile {
 }
 
 impl Startup {
+    /// A key's value as the file or the command line set it; None when neither did.
+    pub fn given(&self, key: &str) -> Option<String> {
+        self.given.get(key).cloned()
+    }
+
     /// One sentence for the startup log and `-p`: which file was read and where runtime
     /// updates are written.
     pub fn config_file_note(&self) -> String {
@@ -177,6 +188,7 @@ fn choose_file(args: &Args, working_dir: &Path, default_store: &str) -> (String,
 fn load_file(
     config: &mut NamesrvConfig,
     warnings: &mut Vec<String>,
+    given: &mut BTreeMap<String, String>,
     path: &str,
     required: bool,
 ) -> Result<bool, CliError> {
@@ -191,6 +203,7 @@ fn load_file(
     };
     let found = entries(&file.text).map_err(|e| CliError::Config(format!("{path}: {e}")))?;
     for entry in found {
+        given.insert(entry.key.clone(), entry.value.clone());
         match config.set(&entry.key, &entry.value) {
             SetOutcome::Applied => {}
             SetOutcome::Unknown => warnings.push(format!(
@@ -220,11 +233,13 @@ fn parse_in(args: &[String], working_dir: &Path, default_store: &str) -> Result<
     let (path, origin) = choose_file(&args, working_dir, default_store);
     let mut config = NamesrvConfig::default();
     let mut warnings = Vec::new();
+    let mut given = BTreeMap::new();
     let required = origin == FileOrigin::CommandLine;
-    let was_read = load_file(&mut config, &mut warnings, &path, required)?;
+    let was_read = load_file(&mut config, &mut warnings, &mut given, &path, required)?;
     // As mqnamesrv: the config file is where updates are written, whatever it says inside.
     config.config_store_path = path.clone();
     for (key, value) in &args.overrides {
+        given.insert(key.clone(), value.clone());
         match config.set(key, value) {
             SetOutcome::Applied => {}
             SetOutcome::Unknown => warnings.push(format!(
@@ -244,6 +259,7 @@ fn parse_in(args: &[String], working_dir: &Path, default_store: &str) -> Result<
             origin,
             was_read,
         },
+        given,
     };
     Ok(if args.print_config {
         Cli::PrintConfig(startup)
@@ -448,6 +464,23 @@ mod tests {
             s.config.get("controllerDLegerPeers").as_deref(),
             Some("n0-127.0.0.1:9878")
         );
+    }
+
+    #[test]
+    fn given_holds_only_what_the_file_and_command_line_set() {
+        let dir = TempDir::new("cli-given");
+        let file = dir.join("ns.conf");
+        fs::write(&file, "configBlackList=a\nscanInactiveMasterInterval=100\n").unwrap();
+        let path = file.to_string_lossy().into_owned();
+        let s = run(&dir, &["-c", &path, "--scanInactiveMasterInterval=200"]);
+        assert_eq!(s.given("configBlackList").as_deref(), Some("a"));
+        assert_eq!(
+            s.given("scanInactiveMasterInterval").as_deref(),
+            Some("200")
+        );
+        // A name-server default is not something anybody set.
+        assert_eq!(s.given("scanNotActiveBrokerInterval"), None);
+        assert!(s.config.get("scanNotActiveBrokerInterval").is_some());
     }
 
     #[test]

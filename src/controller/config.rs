@@ -263,11 +263,11 @@ pub fn parse_peers(text: &str) -> Result<Vec<Peer>, String> {
         let (host, port) = address
             .rsplit_once(':')
             .ok_or_else(|| format!("peer {entry:?} has no :<port>"))?;
+        // 0 = any free port, as the name server's listenPort=0: the bound port replaces it
+        // (see `set_bound_port`) before anything announces the address.
         let port: u16 = port
             .parse()
-            .ok()
-            .filter(|p| *p != 0)
-            .ok_or_else(|| format!("peer {entry:?}: {port:?} is not a port (1-65535)"))?;
+            .map_err(|_| format!("peer {entry:?}: {port:?} is not a port (0-65535)"))?;
         if id.is_empty() || host.is_empty() {
             return Err(format!("peer {entry:?} is not <id>-<host>:<port>"));
         }
@@ -395,6 +395,28 @@ impl ControllerConfig {
     /// The port the controller listens on (this node's peer entry, as Java).
     pub fn listen_port(&self) -> u16 {
         self.self_peer().port
+    }
+
+    /// After binding: this node's entry names the port actually bound (a configured port 0
+    /// resolved), so that 1005 announces an address brokers can reach and 1010 reports it.
+    pub fn set_bound_port(&mut self, port: u16) {
+        let me = &mut self.peers[self.self_index];
+        if me.port == port {
+            return;
+        }
+        let host = me
+            .address
+            .rsplit_once(':')
+            .map_or(me.address.as_str(), |(host, _)| host)
+            .to_owned();
+        me.port = port;
+        me.address = format!("{host}:{port}");
+        let text: Vec<String> = self
+            .peers
+            .iter()
+            .map(|p| format!("{}-{}", p.id, p.address))
+            .collect();
+        self.values.insert("controllerDLegerPeers", text.join(";"));
     }
 
     pub fn group(&self) -> Option<&str> {
@@ -658,7 +680,8 @@ mod tests {
         assert!(
             refused(&[("controllerDLegerPeers", "n0:9878")]).contains("is not <id>-<host>:<port>")
         );
-        assert!(refused(&[("controllerDLegerPeers", "n0-h:0")]).contains("not a port"));
+        assert!(refused(&[("controllerDLegerPeers", "n0-h:x")]).contains("not a port"));
+        assert!(refused(&[("controllerDLegerPeers", "n0-h:65536")]).contains("not a port"));
         assert!(
             refused(&[("controllerDLegerSelfId", "")]).contains("controllerDLegerSelfId is empty")
         );
@@ -682,6 +705,21 @@ mod tests {
             }]
         );
         assert!(parse_peers("n0-a:1;n0-b:2").unwrap_err().contains("twice"));
+    }
+
+    #[test]
+    fn a_port_0_entry_announces_the_bound_port_and_keeps_it_across_updates() {
+        let dir = TempDir::new("ctrl-config");
+        let mut c = config(dir.path(), &[("controllerDLegerPeers", "n0-my-host:0")]).unwrap();
+        assert_eq!(c.listen_port(), 0);
+        c.set_bound_port(41234);
+        assert_eq!(c.self_peer().address, "my-host:41234");
+        assert_eq!(c.listen_port(), 41234);
+        assert!(c
+            .to_properties_text()
+            .contains("\ncontrollerDLegerPeers=n0-my-host:41234\n"));
+        c.update(b"electMasterMaxRetryCount=2\n").unwrap();
+        assert_eq!(c.self_peer().address, "my-host:41234");
     }
 
     /// ControllerRequestProcessorTest.testProcessRequest_UpdateConfigPath, and the rules

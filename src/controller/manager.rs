@@ -4,7 +4,7 @@
 //!
 //! Inputs, all on the loop thread, time passed in: a frame from the controller port
 //! ([`Controller::handle`]), "the log writer has news" ([`Controller::on_log_completions`],
-//! after the `mio::Waker` given to [`Controller::open`] fired), timers
+//! after the waker given to [`Controller::open`] fired), timers
 //! ([`Controller::expire_requests`], [`Controller::scan_not_active_brokers`],
 //! [`Controller::scan_inactive_masters`]) and a closed connection
 //! ([`Controller::connection_closed`]). Outputs: replies for the caller's tickets (`T`: the
@@ -27,7 +27,7 @@ use super::replicas::{self, Elected};
 use super::request::{self, ControllerRequest, ElectMaster, Heartbeat, LeaderRequest};
 use super::response::Response;
 use super::state::ControllerState;
-use super::storage::{Completion, SingleNodeLog, Storage, StorageError};
+use super::storage::{Completion, SingleNodeLog, Storage, StorageError, Wake};
 use crate::remoting::codes::response::{REQUEST_CODE_NOT_SUPPORTED, SUCCESS, SYSTEM_ERROR};
 use crate::remoting::command::RemotingCommand;
 use std::collections::VecDeque;
@@ -93,7 +93,7 @@ impl<T> Controller<T> {
     /// Applies the kept runtime config updates, recovers the store and starts its writer.
     pub fn open(
         mut config: ControllerConfig,
-        waker: Option<Arc<mio::Waker>>,
+        waker: Option<Arc<dyn Wake>>,
     ) -> Result<Self, StartError> {
         config.load_updates().map_err(StartError::Config)?;
         let java_store = config

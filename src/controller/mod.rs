@@ -1,6 +1,6 @@
 //! The embedded Controller (RocketMQ 5.x, `enableControllerInNamesrv=true`): allocates
 //! broker ids, knows each broker set's master, master epoch and SyncStateSet, and elects a
-//! new master when one dies. Built only with the cargo feature `controller`.
+//! new master when one dies. Built with the cargo feature `controller`.
 //!
 //! ```text
 //! frame --(request)--> typed request --(manager)--> 904/1005/1009/1010: answered at once
@@ -22,24 +22,46 @@
 //! * [`pipeline`]: one write in flight, answered once durable (the `Durability` trait is
 //!   what a Raft group will implement); [`storage`]: event log, snapshots, recovery.
 //! * [`config`]: the Java controller keys; [`manager`]: the object the loop drives.
+//!
+//! Only [`codes`] is built without the feature: `rmq-admin` speaks to any controller (ours or
+//! Java's) and names its answers in every build.
 
-pub mod body;
 pub mod codes;
+
+#[cfg(feature = "controller")]
+pub mod body;
+#[cfg(feature = "controller")]
 pub mod config;
+#[cfg(feature = "controller")]
 pub mod elect;
+#[cfg(feature = "controller")]
 pub mod event;
+#[cfg(feature = "controller")]
 pub mod lease;
+#[cfg(feature = "controller")]
 pub mod liveness;
+#[cfg(feature = "controller")]
 pub mod manager;
+#[cfg(feature = "controller")]
 pub mod notify;
+#[cfg(feature = "controller")]
 pub mod pipeline;
+#[cfg(feature = "controller")]
 pub mod replicas;
+#[cfg(feature = "controller")]
 pub mod request;
+#[cfg(feature = "controller")]
 pub mod response;
+#[cfg(feature = "controller")]
 pub mod state;
+#[cfg(feature = "controller")]
 pub mod storage;
 
+#[cfg(feature = "controller")]
 pub use config::ControllerConfig;
+#[cfg(feature = "controller")]
 pub use liveness::ConnRef;
+#[cfg(feature = "controller")]
 pub use manager::{Controller, Reply, StartError};
+#[cfg(feature = "controller")]
 pub use response::Response;

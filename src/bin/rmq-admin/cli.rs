@@ -12,16 +12,17 @@ use crate::outcome::{EXIT_CODES_HELP, EXIT_USAGE};
 
 const DEFAULT_TIMEOUT_MS: u64 = 3000;
 
-/// One option of a command: short letter, long name, takes a value, required, help.
+/// One option of a command: short name, long name, takes a value, required, help. Short
+/// names are a letter, or two for the few `mqadmin` options spelled so (`-bn`).
 pub struct Opt {
-    pub short: char,
+    pub short: &'static str,
     pub long: &'static str,
     pub value: bool,
     pub required: bool,
     pub help: &'static str,
 }
 
-const fn opt(short: char, long: &'static str, required: bool, help: &'static str) -> Opt {
+const fn opt(short: &'static str, long: &'static str, required: bool, help: &'static str) -> Opt {
     Opt {
         short,
         long,
@@ -31,7 +32,7 @@ const fn opt(short: char, long: &'static str, required: bool, help: &'static str
     }
 }
 
-const fn flag(short: char, long: &'static str, help: &'static str) -> Opt {
+const fn flag(short: &'static str, long: &'static str, help: &'static str) -> Opt {
     Opt {
         short,
         long,
@@ -47,68 +48,72 @@ pub struct Command {
     pub opts: &'static [Opt],
 }
 
+const CONTROLLER_ADDRESS: &str =
+    "controllers, ';'-separated (their controllerDLegerPeers ports, not the name server's)";
+const CONTROLLER_ADDRESSES: &str = "controllers, ';'-separated: every one is asked";
+
 pub const COMMANDS: &[Command] = &[
     Command {
         name: "clusterList",
         about: "List clusters and their brokers (id, address, zone)",
-        opts: &[opt('c', "clusterName", false, "only this cluster")],
+        opts: &[opt("c", "clusterName", false, "only this cluster")],
     },
     Command {
         name: "brokerList",
         about: "List broker groups: master, slaves, zone, acting-master flag",
-        opts: &[opt('c', "clusterName", false, "only this cluster")],
+        opts: &[opt("c", "clusterName", false, "only this cluster")],
     },
     Command {
         name: "topicRoute",
         about: "Show the route of a topic as JSON (as mqadmin does); -l for tables",
         opts: &[
-            opt('t', "topic", true, "topic name"),
-            flag('l', "list", "brokers and queues as tables instead of JSON"),
+            opt("t", "topic", true, "topic name"),
+            flag("l", "list", "brokers and queues as tables instead of JSON"),
         ],
     },
     Command {
         name: "topicClusterList",
         about: "List the clusters that serve a topic",
-        opts: &[opt('t', "topic", true, "topic name")],
+        opts: &[opt("t", "topic", true, "topic name")],
     },
     Command {
         name: "topicList",
         about: "List all topics; with -c, per cluster",
-        opts: &[flag('c', "clusterModel", "list topics per cluster")],
+        opts: &[flag("c", "clusterModel", "list topics per cluster")],
     },
     Command {
         name: "getKvConfig",
         about: "Show a KV config item, or a whole namespace without -k",
         opts: &[
-            opt('s', "namespace", true, "namespace"),
-            opt('k', "key", false, "key"),
+            opt("s", "namespace", true, "namespace"),
+            opt("k", "key", false, "key"),
         ],
     },
     Command {
         name: "updateKvConfig",
         about: "Create or update a KV config item on every name server",
         opts: &[
-            opt('s', "namespace", true, "namespace"),
-            opt('k', "key", true, "key"),
-            opt('v', "value", true, "value"),
+            opt("s", "namespace", true, "namespace"),
+            opt("k", "key", true, "key"),
+            opt("v", "value", true, "value"),
         ],
     },
     Command {
         name: "deleteKvConfig",
         about: "Delete a KV config item on every name server",
         opts: &[
-            opt('s', "namespace", true, "namespace"),
-            opt('k', "key", true, "key"),
+            opt("s", "namespace", true, "namespace"),
+            opt("k", "key", true, "key"),
         ],
     },
     Command {
         name: "updateOrderConf",
         about: "Get, put or delete a topic's order conf (KV namespace ORDER_TOPIC_CONFIG)",
         opts: &[
-            opt('t', "topic", true, "topic name"),
-            opt('m', "method", true, "get, put or delete"),
+            opt("t", "topic", true, "topic name"),
+            opt("m", "method", true, "get, put or delete"),
             opt(
-                'v',
+                "v",
                 "orderConf",
                 false,
                 "for put: brokerName:queues;brokerName:queues",
@@ -124,32 +129,105 @@ pub const COMMANDS: &[Command] = &[
         name: "updateNamesrvConfig",
         about: "Change one configuration property on every name server",
         opts: &[
-            opt('k', "key", true, "property name"),
-            opt('v', "value", true, "property value"),
+            opt("k", "key", true, "property name"),
+            opt("v", "value", true, "property value"),
         ],
     },
     Command {
         name: "wipeWritePerm",
         about: "Wipe a broker's write permission on every name server",
-        opts: &[opt('b', "brokerName", true, "broker name")],
+        opts: &[opt("b", "brokerName", true, "broker name")],
     },
     Command {
         name: "addWritePerm",
         about: "Restore a broker's write permission on every name server",
-        opts: &[opt('b', "brokerName", true, "broker name")],
+        opts: &[opt("b", "brokerName", true, "broker name")],
     },
     Command {
         name: "deleteTopic",
         about: "Delete a topic's route on every name server (brokers are NOT touched)",
         opts: &[
-            opt('t', "topic", true, "topic name"),
-            opt('c', "clusterName", false, "only this cluster's queues"),
+            opt("t", "topic", true, "topic name"),
+            opt("c", "clusterName", false, "only this cluster's queues"),
         ],
     },
     Command {
         name: "stats",
         about: "Show each name server's statistics (rmq-namesrv extension, code 29001)",
         opts: &[],
+    },
+    Command {
+        name: "getControllerMetaData",
+        about: "Show a controller group: its peers and which one leads (needs -a, not -n)",
+        opts: &[opt("a", "controllerAddress", true, CONTROLLER_ADDRESS)],
+    },
+    Command {
+        name: "getSyncStateSet",
+        about: "Show broker sets' master, epochs and in-sync replicas, from the controller",
+        opts: &[
+            opt("a", "controllerAddress", true, CONTROLLER_ADDRESS),
+            opt("b", "brokerName", false, "this broker set"),
+            opt(
+                "c",
+                "clusterName",
+                false,
+                "every broker set of this cluster (asks -n for them)",
+            ),
+        ],
+    },
+    Command {
+        name: "electMaster",
+        about: "Make a broker its set's master (the controller elects it if it is electable)",
+        opts: &[
+            opt("a", "controllerAddress", true, CONTROLLER_ADDRESS),
+            opt("c", "clusterName", true, "the broker's cluster"),
+            opt("bn", "brokerName", true, "the broker set"),
+            opt(
+                "b",
+                "brokerId",
+                true,
+                "the controller id of the broker to make master",
+            ),
+        ],
+    },
+    Command {
+        name: "cleanBrokerMetadata",
+        about: "Remove broker ids, or a whole broker set, from the controller",
+        opts: &[
+            opt("a", "controllerAddress", true, CONTROLLER_ADDRESS),
+            opt("bn", "brokerName", true, "the broker set"),
+            opt(
+                "c",
+                "clusterName",
+                false,
+                "the set's cluster (needed unless -l)",
+            ),
+            opt(
+                "b",
+                "brokerControllerIdsToClean",
+                false,
+                "ids to remove, e.g. 1;2 (default: the whole set)",
+            ),
+            flag(
+                "l",
+                "cleanLivingBroker",
+                "remove the whole set even while brokers are alive",
+            ),
+        ],
+    },
+    Command {
+        name: "getControllerConfig",
+        about: "Show the configuration of every controller of -a",
+        opts: &[opt("a", "controllerAddress", true, CONTROLLER_ADDRESSES)],
+    },
+    Command {
+        name: "updateControllerConfig",
+        about: "Change one configuration property on every controller of -a",
+        opts: &[
+            opt("a", "controllerAddress", true, CONTROLLER_ADDRESSES),
+            opt("k", "key", true, "property name"),
+            opt("v", "value", true, "property value"),
+        ],
     },
     Command {
         name: "help",
@@ -166,7 +244,8 @@ pub fn general_usage() -> String {
     let mut s = String::from(
         "usage: rmq-admin [-n 'host:port;host:port'] [--json] [--timeout MS] <command> [options]\n\n\
          Global options:\n  \
-         -n, --namesrvAddr LIST  name servers, ';'-separated (default: $NAMESRV_ADDR)\n  \
+         -n, --namesrvAddr LIST  name servers, ';'-separated (default: $NAMESRV_ADDR);\n  \
+         \x20                       controller commands take -a <controllers> instead\n  \
          --json                  machine-readable output\n  \
          --timeout MS            connect and call timeout (default 3000)\n\n\
          Commands:\n",
@@ -198,8 +277,14 @@ pub fn command_usage(c: &Command) -> String {
     s.push_str(&format!("\n\n{}\n", c.about));
     if !c.opts.is_empty() {
         s.push_str("\nOptions:\n");
-        for o in c.opts {
-            s.push_str(&format!("  -{}, --{:14} {}\n", o.short, o.long, o.help));
+        let names: Vec<String> = c
+            .opts
+            .iter()
+            .map(|o| format!("-{}, --{}", o.short, o.long))
+            .collect();
+        let width = names.iter().map(String::len).max().unwrap_or(0).max(18);
+        for (o, name) in c.opts.iter().zip(&names) {
+            s.push_str(&format!("  {name:width$} {}\n", o.help));
         }
     }
     s
@@ -208,25 +293,25 @@ pub fn command_usage(c: &Command) -> String {
 /// The parsed command line.
 pub struct Invocation {
     pub command: &'static Command,
-    /// Option values by short letter; flags map to "true".
-    values: BTreeMap<char, String>,
+    /// Option values by short name; flags map to "true".
+    values: BTreeMap<&'static str, String>,
     pub namesrv: Option<String>,
     pub json: bool,
     pub timeout: Duration,
 }
 
 impl Invocation {
-    pub fn get(&self, short: char) -> Option<&str> {
-        self.values.get(&short).map(String::as_str)
+    pub fn get(&self, short: &str) -> Option<&str> {
+        self.values.get(short).map(String::as_str)
     }
 
     /// A value the parser already checked is present (required options).
-    pub fn req(&self, short: char) -> &str {
+    pub fn req(&self, short: &str) -> &str {
         self.get(short).unwrap_or_default()
     }
 
-    pub fn has(&self, short: char) -> bool {
-        self.values.contains_key(&short)
+    pub fn has(&self, short: &str) -> bool {
+        self.values.contains_key(short)
     }
 }
 
@@ -336,16 +421,28 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// Resolves the command's options in `rest` into values by short letter.
-    fn command_options(&mut self, c: &Command) -> Result<BTreeMap<char, String>, String> {
+    /// Resolves the command's options in `rest` into values by short name.
+    fn command_options(&mut self, c: &Command) -> Result<BTreeMap<&'static str, String>, String> {
         let mut values = BTreeMap::new();
         let mut k = 0;
         while k < self.rest.len() {
             let arg = self.rest[k];
             k += 1;
+            // A two-letter short name (`-bn`) is matched whole before `-b` with a value `n`.
+            let whole = arg
+                .strip_prefix('-')
+                .filter(|w| w.len() > 1 && !w.starts_with('-'));
+            let two_letter =
+                whole.and_then(|w| c.opts.iter().find(|o| o.short.len() > 1 && o.short == w));
             let (found, inline) = match token(arg) {
+                _ if two_letter.is_some() => (two_letter, None),
                 Token::Long(name, inline) => (c.opts.iter().find(|o| o.long == name), inline),
-                Token::Short(short, inline) => (c.opts.iter().find(|o| o.short == short), inline),
+                Token::Short(short, inline) => (
+                    c.opts
+                        .iter()
+                        .find(|o| o.short.len() == 1 && o.short.starts_with(short)),
+                    inline,
+                ),
                 Token::Word(w) => {
                     self.positional.push(w);
                     continue;
@@ -398,7 +495,7 @@ impl<'a> Parser<'a> {
             return Err(fail(format!("unexpected argument {p:?} for {}", c.name)));
         }
         for o in c.opts.iter().filter(|o| o.required) {
-            if !values.get(&o.short).is_some_and(|v| !v.trim().is_empty()) {
+            if !values.get(o.short).is_some_and(|v| !v.trim().is_empty()) {
                 return Err(fail(format!("{} needs -{} <{}>", c.name, o.short, o.long)));
             }
         }
@@ -464,17 +561,30 @@ mod tests {
             "topicRoute --topic=T2",
             "-tT2 topicRoute",
         ] {
-            assert_eq!(run(line).get('t'), Some("T2"), "{line}");
+            assert_eq!(run(line).get("t"), Some("T2"), "{line}");
         }
         let inv = run("-n127.0.0.1:9876 --json updateOrderConf -tT -mput -vb:4 --timeout=50");
         assert_eq!(inv.namesrv.as_deref(), Some("127.0.0.1:9876"));
         assert!(inv.json);
         assert_eq!(
-            (inv.req('t'), inv.req('m'), inv.req('v')),
+            (inv.req("t"), inv.req("m"), inv.req("v")),
             ("T", "put", "b:4")
         );
         assert_eq!(inv.timeout, Duration::from_millis(50));
-        assert!(run("topicRoute -t T -l").has('l'));
+        assert!(run("topicRoute -t T -l").has("l"));
+    }
+
+    #[test]
+    fn two_letter_short_names_are_matched_whole() {
+        let inv = run("electMaster -a h:1 -c C -bn broker-a -b 2");
+        assert_eq!((inv.req("bn"), inv.req("b")), ("broker-a", "2"));
+        let inv = run("cleanBrokerMetadata -a h:1 --brokerName=x -b 1;2 -l");
+        assert_eq!((inv.req("bn"), inv.req("b")), ("x", "1;2"));
+        assert!(inv.has("l"));
+        assert_eq!(
+            error("electMaster -a h:1 -c C -b 2"),
+            "electMaster needs -bn <brokerName>"
+        );
     }
 
     #[test]

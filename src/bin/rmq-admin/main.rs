@@ -1,10 +1,11 @@
 //! `rmq-admin`: look at and change name servers without a JVM. Command names and flags follow
 //! RocketMQ's `mqadmin` where it has them (`-n` name server list, `-t` topic, `-c` cluster,
-//! `-b` broker name, `-s/-k/-v` namespace/key/value), limited to the name-server side.
+//! `-b` broker name, `-s/-k/-v` namespace/key/value), for the name-server side and, with
+//! `-a`, a RocketMQ controller (the commands `mqadmin` has for it).
 //!
 //! * [`cli`]: the command table, usage texts and the argument parser;
 //! * [`peers`]: reaching the servers of `-n` (reads to one, writes to all);
-//! * [`reads`] and [`writes`]: the commands;
+//! * [`reads`] and [`writes`]: the name-server commands; [`controller`]: the controller's;
 //! * [`outcome`]: exit codes and per-address error explanations;
 //! * [`output`]: tables and JSON.
 //!
@@ -12,6 +13,7 @@
 //! Errors go to stderr, one line per failing server, each starting with its address.
 
 mod cli;
+mod controller;
 mod outcome;
 mod output;
 mod peers;
@@ -74,13 +76,16 @@ fn main() -> ExitCode {
         }
     };
     let addrs = namesrv_addrs(&inv);
-    if addrs.is_empty() {
+    let outcome = if controller::is_controller_command(inv.command.name) {
+        controller::run(&inv, addrs)
+    } else if addrs.is_empty() {
         eprintln!(
             "rmq-admin: no name server given: use -n 'host:port;host:port' or set NAMESRV_ADDR"
         );
         return ExitCode::from(EXIT_USAGE);
-    }
-    let outcome = run(&inv, &Peers::new(addrs, inv.timeout));
+    } else {
+        run(&inv, &Peers::new(addrs, inv.timeout))
+    };
     print!("{}", outcome.stdout);
     for line in &outcome.stderr {
         eprintln!("rmq-admin: {line}");

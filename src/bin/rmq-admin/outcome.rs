@@ -8,6 +8,7 @@
 //! closed connection, an answer saying it does not know the request.
 
 use rmq_namesrv::client::ClientError;
+use rmq_namesrv::controller::codes as controller_codes;
 use rmq_namesrv::remoting::codes::response;
 use std::io;
 
@@ -22,8 +23,25 @@ pub const EXIT_UNREACHABLE: u8 = 3;
 pub const EXIT_PARTIAL: u8 = 4;
 
 pub const EXIT_CODES_HELP: &str =
-    "Exit codes: 0 ok; 1 error answer, not found, or a peer that is not a name server;\n\
-     2 usage error; 3 no name server reachable; 4 partial: some name servers failed.\n";
+    "Exit codes: 0 ok; 1 error answer, not found, or a peer that is not a name server (or\n\
+     controller); 2 usage error; 3 no server reachable; 4 partial: some servers failed.\n";
+
+/// What kind of server a command talks to: it decides how failures are explained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    NameServer,
+    /// An embedded or standalone RocketMQ controller (`-a`).
+    Controller,
+}
+
+impl Role {
+    pub fn noun(self) -> &'static str {
+        match self {
+            Role::NameServer => "name server",
+            Role::Controller => "controller",
+        }
+    }
+}
 
 /// How one server failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,9 +71,12 @@ impl Failure {
         }
     }
 
-    /// Explains a client error from the server at `addr`.
-    pub fn from_client(addr: &str, e: &ClientError) -> Failure {
-        let (kind, message) = explain(e);
+    /// Explains a client error from the server at `addr`, which should be a `role`.
+    pub fn from_client_as(role: Role, addr: &str, e: &ClientError) -> Failure {
+        let (kind, message) = match role {
+            Role::NameServer => explain(e),
+            Role::Controller => explain_controller(e),
+        };
         Failure::new(addr, kind, message)
     }
 
@@ -119,6 +140,46 @@ fn explain(e: &ClientError) -> (FailureKind, String) {
     }
 }
 
+/// As [`explain`] for a controller: its own response codes are named, and a peer answering
+/// "not supported" is most likely the name server's port given instead of the controller's.
+fn explain_controller(e: &ClientError) -> (FailureKind, String) {
+    match e {
+        ClientError::Io(io) if io.kind() == io::ErrorKind::UnexpectedEof => (
+            FailureKind::NotNameServer,
+            "connection closed without an answer (not a RocketMQ controller, or one shutting \
+             down)"
+                .into(),
+        ),
+        ClientError::Decode(detail) => (
+            FailureKind::NotNameServer,
+            format!(
+                "answered something that is not a controller's answer ({detail}){}",
+                http_hint(detail)
+            ),
+        ),
+        ClientError::Response { code, remark } => {
+            let name = controller_codes::response_name(*code);
+            let remark = remark.as_deref().map(str::trim).unwrap_or_default();
+            let text = if remark.is_empty() {
+                format!("{name} ({code})")
+            } else {
+                format!("{name} ({code}): {remark}")
+            };
+            if *code == response::REQUEST_CODE_NOT_SUPPORTED {
+                return (
+                    FailureKind::NotNameServer,
+                    format!(
+                        "{text}: not a controller (a name server's port answers so: give the \
+                         controller's port, this node's entry of controllerDLegerPeers)"
+                    ),
+                );
+            }
+            (FailureKind::Refused, text)
+        }
+        ClientError::Io(_) => explain(e),
+    }
+}
+
 /// What a command produced: text for stdout, lines for stderr, an exit code.
 pub struct Outcome {
     pub stdout: String,
@@ -144,8 +205,13 @@ impl Outcome {
         }
     }
 
-    /// A read that no server of the list could answer.
+    /// A read that no name server of the list could answer.
     pub fn from_failures(failures: &[Failure]) -> Outcome {
+        Outcome::from_failures_of(Role::NameServer, failures)
+    }
+
+    /// A read that no server (a `role`) of the list could answer.
+    pub fn from_failures_of(role: Role, failures: &[Failure]) -> Outcome {
         let code = if failures.iter().all(|f| f.kind == FailureKind::Unreachable) {
             EXIT_UNREACHABLE
         } else {
@@ -154,7 +220,7 @@ impl Outcome {
         let stderr = match failures {
             [one] => vec![one.line()],
             many => {
-                let mut lines = vec![format!("no name server of {} answered:", many.len())];
+                let mut lines = vec![format!("no {} of {} answered:", role.noun(), many.len())];
                 lines.extend(many.iter().map(|f| format!("  {}", f.line())));
                 lines
             }
@@ -207,20 +273,20 @@ mod tests {
     #[test]
     fn peers_that_are_not_name_servers_are_called_so() {
         let closed = ClientError::Io(io::Error::new(io::ErrorKind::UnexpectedEof, "closed"));
-        let f = Failure::from_client("h:1", &closed);
+        let f = Failure::from_client_as(Role::NameServer, "h:1", &closed);
         assert_eq!(f.kind, FailureKind::NotNameServer);
         assert!(f
             .line()
             .starts_with("h:1: connection closed without an answer"));
         let garbage = ClientError::Decode("frame length 1213486160 (+4) exceeds 67108864".into());
-        let f = Failure::from_client("h:1", &garbage);
+        let f = Failure::from_client_as(Role::NameServer, "h:1", &garbage);
         assert!(f.message.ends_with("it speaks HTTP"), "{}", f.message);
         let unknown = ClientError::Response {
             code: response::REQUEST_CODE_NOT_SUPPORTED,
             remark: Some("request type 106 not supported".into()),
         };
         assert_eq!(
-            Failure::from_client("h:1", &unknown).kind,
+            Failure::from_client_as(Role::NameServer, "h:1", &unknown).kind,
             FailureKind::NotNameServer
         );
     }

@@ -1,4 +1,4 @@
-//! The name servers of `-n` and how a command reaches them.
+//! The name servers of `-n` (or the controllers of `-a`) and how a command reaches them.
 //!
 //! Reads go to one server: a random one first (as Java clients pick), the next of the list
 //! when it cannot be reached or is not a name server, so one stale address in a list does not
@@ -6,13 +6,14 @@
 //! name servers do not replicate. Each failure is kept with its address and explained
 //! ([`Failure`]).
 
-use crate::outcome::Failure;
+use crate::outcome::{Failure, Role};
 use rmq_namesrv::client::{Client, ClientError};
 use std::time::Duration;
 
 pub struct Peers {
     addrs: Vec<String>,
     timeout: Duration,
+    role: Role,
 }
 
 /// A start index that differs between runs (std's per-process random hash keys).
@@ -26,7 +27,24 @@ fn random_below(n: usize) -> usize {
 
 impl Peers {
     pub fn new(addrs: Vec<String>, timeout: Duration) -> Peers {
-        Peers { addrs, timeout }
+        Peers {
+            addrs,
+            timeout,
+            role: Role::NameServer,
+        }
+    }
+
+    /// Controllers (`-a`): the same reach, failures explained as a controller's.
+    pub fn controllers(addrs: Vec<String>, timeout: Duration) -> Peers {
+        Peers {
+            addrs,
+            timeout,
+            role: Role::Controller,
+        }
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// Connects to `addr` and runs `f` on the connection.
@@ -35,9 +53,10 @@ impl Peers {
         addr: &str,
         f: &mut impl FnMut(&mut Client) -> Result<T, ClientError>,
     ) -> Result<T, Failure> {
-        let mut client = Client::connect(addr, self.timeout)
-            .map_err(|e| Failure::from_client(addr, &ClientError::Io(e)))?;
-        f(&mut client).map_err(|e| Failure::from_client(addr, &e))
+        let explain = |e: &ClientError| Failure::from_client_as(self.role, addr, e);
+        let mut client =
+            Client::connect(addr, self.timeout).map_err(|e| explain(&ClientError::Io(e)))?;
+        f(&mut client).map_err(|e| explain(&e))
     }
 
     /// Runs `f` on one server, trying the next while failures say another may do better.

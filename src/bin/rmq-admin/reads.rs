@@ -30,7 +30,7 @@ fn cluster_info_filtered<'a>(
     peers: &Peers,
 ) -> Result<(ClusterInfo, Option<&'a str>), Outcome> {
     let (addr, info) = read(peers, |c| c.get_cluster_info())?;
-    let only = inv.get('c');
+    let only = inv.get("c");
     if let Some(c) = only {
         if !info.cluster_addr_table.contains_key(c) {
             return Err(Outcome::failed(format!("cluster {c} not found on {addr}")));
@@ -115,7 +115,7 @@ fn perm_text(perm: i32) -> String {
 
 /// The route of `-t`, or "not found" naming the server that said so.
 fn route_of(inv: &Invocation, peers: &Peers) -> Result<TopicRouteData, Outcome> {
-    let topic = inv.req('t');
+    let topic = inv.req("t");
     match read(peers, |c| c.get_route(topic))? {
         (_, Some(route)) => Ok(route),
         (addr, None) => Err(Outcome::failed(format!(
@@ -128,7 +128,7 @@ fn route_of(inv: &Invocation, peers: &Peers) -> Result<TopicRouteData, Outcome> 
 /// same JSON on one line.
 pub fn topic_route(inv: &Invocation, peers: &Peers) -> Result<Outcome, Outcome> {
     let route = route_of(inv, peers)?;
-    if !inv.has('l') {
+    if !inv.has("l") {
         let mut out = Vec::new();
         route.encode(Dialect::Standard, &mut out);
         let value = json::parse(&out).map_err(|e| Outcome::failed(format!("route JSON: {e}")))?;
@@ -138,7 +138,7 @@ pub fn topic_route(inv: &Invocation, peers: &Peers) -> Result<Outcome, Outcome> 
             pretty_json(&value)
         }));
     }
-    Ok(Outcome::ok(route_tables(inv.req('t'), &route)))
+    Ok(Outcome::ok(route_tables(inv.req("t"), &route)))
 }
 
 fn route_tables(topic: &str, route: &TopicRouteData) -> String {
@@ -224,7 +224,7 @@ pub fn topic_cluster_list(inv: &Invocation, peers: &Peers) -> Result<Outcome, Ou
 }
 
 pub fn topic_list(inv: &Invocation, peers: &Peers) -> Result<Outcome, Outcome> {
-    if !inv.has('c') {
+    if !inv.has("c") {
         let (_, mut topics) = read(peers, |c| c.get_all_topic_list())?;
         topics.sort();
         if inv.json {
@@ -273,8 +273,8 @@ pub fn kv_item(
 }
 
 pub fn get_kv_config(inv: &Invocation, peers: &Peers) -> Result<Outcome, Outcome> {
-    let namespace = inv.req('s');
-    if let Some(key) = inv.get('k') {
+    let namespace = inv.req("s");
+    if let Some(key) = inv.get("k") {
         return kv_item(inv, peers, namespace, key);
     }
     match read(peers, |c| c.get_kv_list(namespace))? {

@@ -63,17 +63,17 @@ fn done<T>(r: Result<T, ClientError>) -> Result<Done, ClientError> {
 }
 
 pub fn update_kv_config(inv: &Invocation, peers: &Peers) -> Outcome {
-    let (ns, k, v) = (inv.req('s'), inv.req('k'), inv.req('v'));
+    let (ns, k, v) = (inv.req("s"), inv.req("k"), inv.req("v"));
     write_all(inv, peers, None, |c| done(c.put_kv_config(ns, k, v)))
 }
 
 pub fn delete_kv_config(inv: &Invocation, peers: &Peers) -> Outcome {
-    let (ns, k) = (inv.req('s'), inv.req('k'));
+    let (ns, k) = (inv.req("s"), inv.req("k"));
     write_all(inv, peers, None, |c| done(c.delete_kv_config(ns, k)))
 }
 
 pub fn update_namesrv_config(inv: &Invocation, peers: &Peers) -> Outcome {
-    let (k, v) = (inv.req('k'), inv.req('v'));
+    let (k, v) = (inv.req("k"), inv.req("v"));
     write_all(inv, peers, None, |c| {
         done(c.update_namesrv_config(&[(k, v)]))
     })
@@ -91,7 +91,7 @@ fn perm_result(c: &mut Client, broker: &str, count: i32) -> Result<Done, ClientE
 }
 
 pub fn wipe_write_perm(inv: &Invocation, peers: &Peers) -> Outcome {
-    let b = inv.req('b');
+    let b = inv.req("b");
     write_all(inv, peers, Some(("TOPICS", "wipeTopicCount")), |c| {
         let count = c.wipe_write_perm(b)?;
         perm_result(c, b, count)
@@ -99,7 +99,7 @@ pub fn wipe_write_perm(inv: &Invocation, peers: &Peers) -> Outcome {
 }
 
 pub fn add_write_perm(inv: &Invocation, peers: &Peers) -> Outcome {
-    let b = inv.req('b');
+    let b = inv.req("b");
     write_all(inv, peers, Some(("TOPICS", "addTopicCount")), |c| {
         let count = c.add_write_perm(b)?;
         perm_result(c, b, count)
@@ -111,7 +111,7 @@ const DELETE_TOPIC_NOTE: &str = "note: only the name servers' route of the topic
      on them too (mqadmin deleteTopic does both)";
 
 pub fn delete_topic(inv: &Invocation, peers: &Peers) -> Outcome {
-    let (t, cluster) = (inv.req('t'), inv.get('c'));
+    let (t, cluster) = (inv.req("t"), inv.get("c"));
     write_all(inv, peers, None, |c| done(c.delete_topic(t, cluster))).with_note(DELETE_TOPIC_NOTE)
 }
 
@@ -145,11 +145,11 @@ fn check_order_conf(conf: &str) -> Result<(), String> {
 
 /// `mqadmin updateOrderConf`: the topic's entry of the ORDER_TOPIC_CONFIG KV namespace.
 pub fn update_order_conf(inv: &Invocation, peers: &Peers) -> Outcome {
-    let topic = inv.req('t');
-    match inv.req('m') {
+    let topic = inv.req("t");
+    match inv.req("m") {
         "get" => kv_item(inv, peers, ORDER_TOPIC_CONFIG, topic).unwrap_or_else(|e| e),
         "put" => {
-            let conf = inv.get('v').unwrap_or_default().trim();
+            let conf = inv.get("v").unwrap_or_default().trim();
             if let Err(e) = check_order_conf(conf) {
                 return usage_error(e);
             }

@@ -24,6 +24,11 @@ workloads:
               long until every route is gone (route latency measured meanwhile)
   canned      a no-work server answering every frame with a fixed SUCCESS reply: the
               generator's ceiling (run a workload against it to see the tool's own limit)
+  controller  a RocketMQ controller (--controller): N broker sets of two brokers are set
+              up, then 1012 GET_NEXT_BROKER_ID, 1003 REGISTER_BROKER (unchanged address)
+              and 1001 ALTER_SYNC_STATE_SET each run for --duration; the sets are cleaned
+              at the end. With --failover: time from a master's death to its slave's
+              registration as master visible in the routes of -n
 
 common options:
   -n, --namesrv LIST        name servers to load, ';'-separated (default: $NAMESRV_ADDR);
@@ -73,6 +78,19 @@ expire:
   --timeout-ms T            heartbeatTimeoutMillis sent with each registration (default 3000)
   --max-wait T              give up waiting for expiry after this long (default 120s)
 
+controller:
+  --controller HOST:PORT    the controller (its controllerDLegerPeers port); required
+  --brokers N               broker sets (default 1000)
+  --clients K / --depth D   connections (default 8) and requests in flight on each
+                            (default 16; each in-flight request is for another set)
+  --failover crash|hang     instead: a master and a slave register through the controller
+                            and with the name servers of -n; the master's connections
+                            close (crash) or its heartbeats stop (hang); measures until
+                            the slave is notified (1008) and routed as id 0
+  --rounds R                failover rounds (default 3)
+  --timeout-ms T            heartbeatTimeoutMills the simulated brokers send (default 10000,
+                            Java's controllerHeartBeatTimeoutMills)
+
 canned:
   -l, --listen HOST:PORT    address to listen on (default 127.0.0.1:0; the address is printed)
   --body-bytes N            body size of every reply (default 0)
@@ -86,7 +104,17 @@ pub enum Workload {
     Mixed,
     Expire,
     Canned,
+    Controller,
     Help,
+}
+
+/// How `controller --failover` ends the master.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failover {
+    /// Its connections close (kill -9): the controller sees the close at once.
+    Crash,
+    /// Its heartbeats stop, connections stay open: found by the heartbeat timeout.
+    Hang,
 }
 
 #[derive(Debug, Clone)]
@@ -121,6 +149,10 @@ pub struct Options {
     pub max_wait: Duration,
     pub listen: String,
     pub body_bytes: usize,
+    /// `controller`: the controller's address.
+    pub controller: Option<String>,
+    pub failover: Option<Failover>,
+    pub rounds: usize,
 }
 
 /// `10`, `10s`, `500ms`, `2m`.
@@ -172,6 +204,7 @@ fn workload_of(name: &str) -> Result<Workload, String> {
         "mixed" => Workload::Mixed,
         "expire" => Workload::Expire,
         "canned" => Workload::Canned,
+        "controller" => Workload::Controller,
         "help" | "-h" | "--help" => Workload::Help,
         other => return Err(format!("unknown workload {other:?}")),
     })
@@ -180,6 +213,7 @@ fn workload_of(name: &str) -> Result<Workload, String> {
 /// The options a workload starts from.
 fn defaults(workload: Workload) -> Options {
     let expire = workload == Workload::Expire;
+    let controller = workload == Workload::Controller;
     Options {
         workload,
         namesrv: Vec::new(),
@@ -193,6 +227,7 @@ fn defaults(workload: Workload) -> Options {
         brokers: match workload {
             Workload::Route => 10,
             Workload::Expire => 10_000,
+            Workload::Controller => 1_000,
             _ => 100,
         },
         topics: if expire { 10 } else { 100 },
@@ -206,14 +241,21 @@ fn defaults(workload: Workload) -> Options {
         rate: None,
         depth: None,
         op_query: false,
-        clients: if expire { 4 } else { 16 },
+        clients: match workload {
+            Workload::Expire => 4,
+            Workload::Controller => 8,
+            _ => 16,
+        },
         version: 479,
         route_rate: 10_000.0,
         topic_list: Vec::new(),
-        timeout_ms: 3_000,
+        timeout_ms: if controller { 10_000 } else { 3_000 },
         max_wait: Duration::from_secs(120),
         listen: "127.0.0.1:0".into(),
         body_bytes: 0,
+        controller: None,
+        failover: None,
+        rounds: 3,
     }
 }
 
@@ -277,12 +319,36 @@ fn set_workload(o: &mut Options, flag: &str, value: &mut ValueOf) -> Result<bool
         "--max-wait" => o.max_wait = parse_duration(&value()?)?,
         "-l" | "--listen" => o.listen = value()?,
         "--body-bytes" => o.body_bytes = number(flag, &value()?)?,
+        "--controller" => o.controller = Some(value()?.trim().to_string()),
+        "--failover" => {
+            o.failover = Some(match value()?.as_str() {
+                "crash" => Failover::Crash,
+                "hang" => Failover::Hang,
+                v => return Err(format!("--failover: crash or hang, not {v:?}")),
+            })
+        }
+        "--rounds" => o.rounds = number(flag, &value()?)?,
         _ => return Ok(false),
     }
     Ok(true)
 }
 
 fn check(o: &Options) -> Result<(), String> {
+    if o.workload == Workload::Controller {
+        if o.controller.is_none() {
+            return Err("controller needs --controller host:port (the controller's port)".into());
+        }
+        if o.failover.is_some() && o.namesrv.is_empty() {
+            return Err(
+                "controller --failover needs -n (the name servers the brokers register with)"
+                    .into(),
+            );
+        }
+        if o.brokers == 0 || o.clients == 0 || o.depth == Some(0) || o.rounds == 0 {
+            return Err("--brokers, --clients, --depth and --rounds must be at least 1".into());
+        }
+        return Ok(());
+    }
     let needs_server = !matches!(o.workload, Workload::Canned | Workload::Help);
     if needs_server && o.namesrv.is_empty() {
         return Err("no name server: give -n 'host:port;host:port' or set NAMESRV_ADDR".into());
@@ -364,6 +430,16 @@ mod tests {
         assert!(parse(&args("register"), None).is_err());
         assert!(parse(&args("register -n h:1 --bogus"), None).is_err());
         assert!(parse(&args("canned"), None).is_ok());
+        let o = parse(&args("controller --controller h:9878"), None).unwrap();
+        assert_eq!((o.brokers, o.clients, o.timeout_ms), (1_000, 8, 10_000));
+        assert!(parse(&args("controller"), None).is_err());
+        assert!(parse(&args("controller --controller h:1 --failover crash"), None).is_err());
+        let o = parse(
+            &args("controller --controller h:1 --failover hang -n n:1"),
+            None,
+        )
+        .unwrap();
+        assert_eq!(o.failover, Some(Failover::Hang));
     }
 
     #[test]

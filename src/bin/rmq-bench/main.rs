@@ -7,10 +7,12 @@
 //! * [`engine`] drives every connection from one mio thread with pipelining;
 //! * [`hist`] is the latency histogram; [`report`] prints the summary, JSON and /proc samples;
 //! * [`workloads`] composes them into register / heartbeat / route / mixed / expire;
-//! * [`canned`] is the no-work server that measures the generator's own ceiling.
+//! * [`canned`] is the no-work server that measures the generator's own ceiling;
+//! * [`controller`] loads a RocketMQ controller and times failovers (its own threads).
 
 mod args;
 mod canned;
+mod controller;
 mod engine;
 mod hist;
 mod payload;
@@ -86,6 +88,19 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Workload::Controller => {
+            let result = stop_on_signals().and_then(|stop| controller::run(&options, &stop));
+            match result {
+                Ok(text) => {
+                    println!("{}", text.trim_end());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("rmq-bench controller: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         _ => load(options),
     }
 }

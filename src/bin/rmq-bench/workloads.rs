@@ -431,6 +431,7 @@ pub fn workload_name(w: Workload) -> &'static str {
         Workload::Mixed => "mixed",
         Workload::Expire => "expire",
         Workload::Canned => "canned",
+        Workload::Controller => "controller",
         Workload::Help => "help",
     }
 }
@@ -444,7 +445,9 @@ pub fn run(o: Options, stop: Arc<AtomicBool>) -> Result<Report, String> {
         Workload::Route => route(b),
         Workload::Mixed => mixed(b),
         Workload::Expire => expire(b),
-        Workload::Canned | Workload::Help => Err("not a load workload".into()),
+        Workload::Canned | Workload::Controller | Workload::Help => {
+            Err("not a load workload of the engine".into())
+        }
     }
 }
 

@@ -30,6 +30,21 @@ use writer::{Job, Writer};
 pub const LOG_FILE: &str = "events.log";
 pub const SNAPSHOT_FILE: &str = "snapshot";
 
+/// How the writer thread tells the loop it has completions to pick up: a `mio::Waker` of the
+/// caller's poll (tests), or the event loop's own waker (the server, which also notes that the
+/// news is the controller's).
+pub trait Wake: Send + Sync {
+    fn wake(&self);
+}
+
+impl Wake for mio::Waker {
+    fn wake(&self) {
+        if let Err(e) = mio::Waker::wake(self) {
+            ::log::error!("controller log writer: cannot wake the event loop: {e}");
+        }
+    }
+}
+
 pub fn log_path(dir: &Path) -> PathBuf {
     dir.join(LOG_FILE)
 }
@@ -152,7 +167,7 @@ impl Storage {
     /// writer wakes `waker` whenever it has completions to pick up.
     pub fn open(
         dir: &Path,
-        waker: Option<Arc<mio::Waker>>,
+        waker: Option<Arc<dyn Wake>>,
     ) -> Result<(Storage, Recovered), StorageError> {
         std::fs::create_dir_all(dir).map_err(|error| StorageError::Io {
             path: dir.to_path_buf(),

@@ -4,11 +4,11 @@
 //! the thread wakes goes into one write and one fsync (group commit); a snapshot job first
 //! flushes the appends before it, then writes the snapshot file and cuts the log; a file job
 //! (a runtime config update) replaces its file. Results go
-//! back over a second channel, and the loop's `mio::Waker` (when given) is woken so the loop
+//! back over a second channel, and the loop's waker (when given) is woken so the loop
 //! picks them up. After a failed write or fsync nothing more is appended (the file's state
 //! is unknown): every later append is reported failed.
 
-use super::{log, snapshot_path, Completion, StorageError};
+use super::{log, snapshot_path, Completion, StorageError, Wake};
 use crate::controller::state::ControllerState;
 use crossbeam_channel::{Receiver, Sender};
 use std::fs::File;
@@ -43,7 +43,7 @@ pub(crate) struct Writer {
     pub(crate) file: File,
     pub(crate) jobs: Receiver<Job>,
     pub(crate) done: Sender<Completion>,
-    pub(crate) waker: Option<Arc<mio::Waker>>,
+    pub(crate) waker: Option<Arc<dyn Wake>>,
     /// Why appends stopped, once they have.
     pub(crate) broken: Option<String>,
 }
@@ -70,9 +70,7 @@ impl Writer {
             }
             self.flush(&mut appends);
             if let Some(waker) = &self.waker {
-                if let Err(e) = waker.wake() {
-                    ::log::error!("controller log writer: cannot wake the event loop: {e}");
-                }
+                waker.wake();
             }
         }
     }

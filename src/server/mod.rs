@@ -15,6 +15,9 @@
 //!   the same time budget as registrations.
 //! * **Heap trimming** after bursts, **settings refresh** after UPDATE_NAMESRV_CONFIG, the
 //!   loop's counters for the stats extension, and a `catch_unwind` around every request.
+//! * **The embedded Controller** (`enableControllerInNamesrv`, feature `controller`): its own
+//!   listener on this loop, handled in [`controller_port`]; this handler only routes that
+//!   listener's frames, closes and timers there.
 
 use crate::config::NamesrvConfig;
 use crate::event_loop::oneway;
@@ -40,8 +43,17 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub use crate::event_loop::StopHandle;
+pub use controller_port::ControllerSetup;
 
-/// The name server's listener (a controller port would be another tag on the same loop).
+#[cfg(feature = "controller")]
+mod controller_port;
+#[cfg(not(feature = "controller"))]
+#[path = "no_controller_port.rs"]
+mod controller_port;
+
+use controller_port::ControllerPort;
+
+/// The name server's listener (the controller's is `controller_port::LISTENER`).
 const NAMESRV_LISTENER: ListenerTag = ListenerTag(0);
 
 /// Marks a broker expiry scan due every `scanNotActiveBrokerInterval`.
@@ -95,6 +107,9 @@ pub enum StartError {
     },
     Io(io::Error),
     Kv(crate::kv::KvError),
+    /// The embedded Controller cannot start (its port, store or settings; or this build has
+    /// none): one line naming what failed.
+    Controller(String),
 }
 
 impl std::fmt::Display for StartError {
@@ -105,6 +120,7 @@ impl std::fmt::Display for StartError {
             }
             StartError::Io(e) => write!(f, "{e}"),
             StartError::Kv(e) => write!(f, "{e}"),
+            StartError::Controller(e) => write!(f, "{e}"),
         }
     }
 }
@@ -135,19 +151,46 @@ pub struct Server {
 }
 
 impl Server {
-    /// Loads the KV store, binds the listener and starts the helper threads.
-    pub fn bind(mut config: NamesrvConfig) -> Result<Server, StartError> {
+    /// Loads the KV store, binds the listener and starts the helper threads. A config with
+    /// `enableControllerInNamesrv=true` is refused: see [`Server::bind_with_controller`].
+    pub fn bind(config: NamesrvConfig) -> Result<Server, StartError> {
+        Server::bind_with_controller(config, None)
+    }
+
+    /// As [`Server::bind`], hosting the embedded Controller when `controller` is given (its
+    /// listener, store and threads; `enableControllerInNamesrv` is then reported true).
+    pub fn bind_with_controller(
+        mut config: NamesrvConfig,
+        controller: Option<ControllerSetup>,
+    ) -> Result<Server, StartError> {
+        if config.enable_controller_in_namesrv && controller.is_none() {
+            return Err(ControllerPort::missing_setup());
+        }
+        config.enable_controller_in_namesrv = controller.is_some();
         let kv =
             KvStore::open(std::path::Path::new(&config.kv_config_path)).map_err(StartError::Kv)?;
-        let addr = bind_address(&config)?;
+        let addr = socket_address(&config.bind_address, config.listen_port)?;
         let mut event_loop = EventLoop::new(loop_limits(&config))?;
         let local_addr = event_loop
             .listen(addr, NAMESRV_LISTENER)
             .map_err(|source| StartError::Bind { addr, source })?;
         // As Java after binding port 0: GET_NAMESRV_CONFIG reports the port actually bound.
         config.listen_port = local_addr.port();
+        let controller = match controller {
+            Some(setup) => Some(ControllerPort::bind(
+                setup,
+                &mut event_loop,
+                &config.bind_address,
+                local_addr,
+            )?),
+            None => None,
+        };
         let mut app = NameServer::new(config, kv, event_loop.waker())?;
         app.arm_scan_timer(event_loop.ctx());
+        if let Some(mut port) = controller {
+            port.arm_timers(event_loop.ctx());
+            app.controller = Some(port);
+        }
         Ok(Server {
             event_loop,
             app,
@@ -158,6 +201,11 @@ impl Server {
     /// The address actually bound (port 0 resolved).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The embedded Controller's address, when it is hosted.
+    pub fn controller_addr(&self) -> Option<SocketAddr> {
+        self.app.controller.as_ref().map(ControllerPort::local_addr)
     }
 
     pub fn stop_handle(&self) -> StopHandle {
@@ -173,9 +221,8 @@ impl Server {
     }
 }
 
-fn bind_address(config: &NamesrvConfig) -> Result<SocketAddr, StartError> {
-    let host = &config.bind_address;
-    let port = config.listen_port;
+/// `host:port` as a socket address (IPv6 hosts with or without brackets).
+fn socket_address(host: &str, port: u16) -> Result<SocketAddr, StartError> {
     format!("{host}:{port}")
         .parse()
         .or_else(|_| format!("[{host}]:{port}").parse())
@@ -190,6 +237,7 @@ fn bind_address(config: &NamesrvConfig) -> Result<SocketAddr, StartError> {
 /// A server running on its own thread (tests, embedding).
 pub struct ServerHandle {
     addr: SocketAddr,
+    controller_addr: Option<SocketAddr>,
     stop: StopHandle,
     thread: Option<JoinHandle<io::Result<()>>>,
 }
@@ -197,6 +245,11 @@ pub struct ServerHandle {
 impl ServerHandle {
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The embedded Controller's address, when it is hosted.
+    pub fn controller_addr(&self) -> Option<SocketAddr> {
+        self.controller_addr
     }
 
     /// Stops the loop and waits for it to return.
@@ -225,14 +278,24 @@ impl Drop for ServerHandle {
 
 /// Binds and runs a server on a new thread; returns once it is listening.
 pub fn start(config: NamesrvConfig) -> Result<ServerHandle, StartError> {
-    let server = Server::bind(config)?;
+    start_with_controller(config, None)
+}
+
+/// As [`start`], hosting the embedded Controller when `controller` is given.
+pub fn start_with_controller(
+    config: NamesrvConfig,
+    controller: Option<ControllerSetup>,
+) -> Result<ServerHandle, StartError> {
+    let server = Server::bind_with_controller(config, controller)?;
     let addr = server.local_addr();
+    let controller_addr = server.controller_addr();
     let stop = server.stop_handle();
     let thread = std::thread::Builder::new()
         .name("event-loop".into())
         .spawn(move || server.run())?;
     Ok(ServerHandle {
         addr,
+        controller_addr,
         stop,
         thread: Some(thread),
     })
@@ -288,6 +351,8 @@ struct PeerState {
     /// Whether a request has been decoded on this connection yet (the first one says
     /// whether the peer is a broker or a client).
     seen_request: bool,
+    /// Accepted on the controller's listener: its frames and its close are the controller's.
+    controller_port: bool,
 }
 
 /// A REGISTER_BROKER waiting for its turn.
@@ -327,6 +392,8 @@ struct NameServer {
     bytes_since_trim: usize,
     next_trim_ms: u64,
     threads: Vec<JoinHandle<()>>,
+    /// The embedded Controller, when hosted.
+    controller: Option<ControllerPort>,
 }
 
 impl NameServer {
@@ -351,6 +418,7 @@ impl NameServer {
             bytes_since_trim: 0,
             next_trim_ms: 0,
             threads: vec![batcher, sender],
+            controller: None,
         })
     }
 
@@ -362,8 +430,14 @@ impl NameServer {
     /// The processor holds the threads' senders: dropping it ends them.
     fn shutdown(self) {
         let NameServer {
-            processor, threads, ..
+            processor,
+            threads,
+            controller,
+            ..
         } = self;
+        if let Some(port) = controller {
+            port.shutdown();
+        }
         drop(processor);
         for t in threads {
             if t.join().is_err() {
@@ -558,8 +632,15 @@ impl Handler for NameServer {
         frame::next_frame(buf, self.settings.frame_max)
     }
 
-    /// New connections are scheduled as brokers' until their first request shows a client.
-    fn on_accept(&mut self, _: &mut Ctx<PeerState>, _: ConnId, _: ListenerTag) -> ReadClass {
+    /// New connections are scheduled as brokers' until their first request shows a client;
+    /// the controller's are read at once (small requests, answered by the controller).
+    fn on_accept(&mut self, ctx: &mut Ctx<PeerState>, conn: ConnId, tag: ListenerTag) -> ReadClass {
+        if tag == controller_port::LISTENER {
+            if let Some(peer) = ctx.data(conn) {
+                peer.controller_port = true;
+            }
+            return ReadClass::Interactive;
+        }
         ReadClass::Bulk
     }
 
@@ -571,6 +652,11 @@ impl Handler for NameServer {
                 return Next::Close;
             }
         };
+        if let Some(port) = self.controller.as_mut() {
+            if ctx.listener(conn) == Some(controller_port::LISTENER) {
+                return port.on_frame(ctx, conn, &cmd);
+            }
+        }
         if let Some(peer) = ctx.data(conn) {
             if !peer.seen_request {
                 peer.seen_request = true;
@@ -590,12 +676,24 @@ impl Handler for NameServer {
         self.handle_now(ctx, conn, &cmd)
     }
 
-    /// Every broker that registered over the connection is unregistered.
-    fn on_close(&mut self, _: &mut Ctx<PeerState>, conn: ConnId, _: PeerState) {
+    /// Every broker that registered over the connection is unregistered (on the controller's
+    /// port: every broker that heartbeated over it is inactive).
+    fn on_close(&mut self, ctx: &mut Ctx<PeerState>, conn: ConnId, peer: PeerState) {
+        if peer.controller_port {
+            if let Some(port) = self.controller.as_mut() {
+                port.on_close(ctx, conn);
+            }
+            return;
+        }
         self.processor.connection_closed(conn.index());
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx<PeerState>, timer: TimerId) {
+        if let Some(port) = self.controller.as_mut() {
+            if port.on_timer(ctx, timer) {
+                return;
+            }
+        }
         if timer == SCAN_TIMER {
             self.expiry.scan_due = true;
             // A quiet spell after a burst still gets its route-change summary line.
@@ -608,14 +706,19 @@ impl Handler for NameServer {
     }
 
     /// The paced work of a turn: registrations, then unregistrations (sharing one time
-    /// budget), expiry, heap trimming.
+    /// budget), expiry, heap trimming; and what the controller's log writer finished.
     fn before_sleep(&mut self, ctx: &mut Ctx<PeerState>) -> bool {
+        let controller_busy = match self.controller.as_mut() {
+            Some(port) => port.before_sleep(ctx),
+            None => false,
+        };
         let slow_work = Instant::now();
         self.run_registrations(ctx, slow_work);
         self.apply_unregistrations(slow_work);
         self.pace_expiry(ctx);
         self.trim_heap_after_bursts(ctx.now_ms());
-        !self.registrations.queue.is_empty()
+        controller_busy
+            || !self.registrations.queue.is_empty()
             || !self.unregistrations.is_empty()
             || self.expiry.in_progress
             || self.expiry.scan_due

@@ -1,0 +1,420 @@
+//! The controller commands of `mqadmin`, for any RocketMQ controller (rmq-namesrv's embedded
+//! one or Java's): `-a` names the controller addresses (`host:port;host:port`, the port from
+//! `controllerDLegerPeers`, not the name server's).
+//!
+//! As `mqadmin`: `getControllerMetaData` asks one controller (1005); `getSyncStateSet`,
+//! `electMaster` and `cleanBrokerMetadata` find the leader with 1005 and send it 1006 / 1002 /
+//! 1011; `getControllerConfig` and `updateControllerConfig` go to every address of `-a`
+//! (1010 / 1009), because each controller has its own configuration. Output follows the
+//! other commands: aligned tables, `--json`, one stderr line per failing address.
+
+use crate::cli::Invocation;
+use crate::outcome::{exit_code_of_all, Failure, Outcome, Role, EXIT_USAGE};
+use crate::output::{json_text, s, Cell, Table};
+use crate::peers::Peers;
+use rmq_namesrv::client::api::parse_properties;
+use rmq_namesrv::client::nameserver_set::parse_addr_list;
+use rmq_namesrv::client::{Client, ClientError};
+use rmq_namesrv::controller::codes::request;
+use rmq_namesrv::remoting::command::RemotingCommand;
+use rmq_namesrv::remoting::json::{self, Value};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub const COMMANDS: [&str; 6] = [
+    "getControllerMetaData",
+    "getSyncStateSet",
+    "electMaster",
+    "cleanBrokerMetadata",
+    "getControllerConfig",
+    "updateControllerConfig",
+];
+
+pub fn is_controller_command(name: &str) -> bool {
+    COMMANDS.contains(&name)
+}
+
+/// Runs a controller command (`namesrv` only for `getSyncStateSet -c`).
+pub fn run(inv: &Invocation, namesrv: Vec<String>) -> Outcome {
+    let addrs = parse_addr_list(inv.req("a"));
+    if addrs.is_empty() {
+        return usage(format!(
+            "{} needs -a 'host:port;host:port'",
+            inv.command.name
+        ));
+    }
+    let controllers = Peers::controllers(addrs, inv.timeout);
+    let result = match inv.command.name {
+        "getControllerMetaData" => metadata(inv, &controllers),
+        "getSyncStateSet" => sync_state_set(inv, &controllers, namesrv),
+        "electMaster" => elect_master(inv, &controllers),
+        "cleanBrokerMetadata" => clean_broker_metadata(inv, &controllers),
+        "getControllerConfig" => Ok(get_config(inv, &controllers)),
+        "updateControllerConfig" => Ok(update_config(inv, &controllers)),
+        other => Err(usage(format!(
+            "command {other} is not a controller command"
+        ))),
+    };
+    result.unwrap_or_else(|failed| failed)
+}
+
+fn usage(message: String) -> Outcome {
+    Outcome {
+        stdout: String::new(),
+        stderr: vec![message],
+        code: EXIT_USAGE,
+    }
+}
+
+fn millis() -> String {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+        .to_string()
+}
+
+/// Fails unless the answer is SUCCESS.
+fn success(resp: RemotingCommand) -> Result<RemotingCommand, ClientError> {
+    if resp.code == 0 {
+        Ok(resp)
+    } else {
+        Err(ClientError::Response {
+            code: resp.code,
+            remark: resp.remark,
+        })
+    }
+}
+
+/// 1005 from one controller of `-a` (the next when one cannot be reached).
+fn read_metadata(controllers: &Peers) -> Result<(String, RemotingCommand), Outcome> {
+    controllers
+        .read(|c| success(c.request(request::CONTROLLER_GET_METADATA_INFO, &[], b"")?))
+        .map_err(|failures| Outcome::from_failures_of(Role::Controller, &failures))
+}
+
+/// Runs `f` on the leader, found as `mqadmin` finds it: 1005, `controllerLeaderAddress`.
+fn on_leader<T>(
+    controllers: &Peers,
+    f: impl FnOnce(&mut Client) -> Result<T, ClientError>,
+) -> Result<(String, T), Outcome> {
+    let (asked, meta) = read_metadata(controllers)?;
+    let Some(leader) = meta
+        .ext("controllerLeaderAddress")
+        .filter(|a| !a.is_empty())
+    else {
+        return Err(Outcome::failed(format!(
+            "{asked}: the controller group has no leader now"
+        )));
+    };
+    let leader = leader.to_string();
+    let explain = |e: &ClientError| {
+        Outcome::from_failures_of(
+            Role::Controller,
+            &[Failure::from_client_as(Role::Controller, &leader, e)],
+        )
+    };
+    let mut client = Client::connect(&leader, controllers.timeout())
+        .map_err(|e| explain(&ClientError::Io(e)))?;
+    let value = f(&mut client).map_err(|e| explain(&e))?;
+    Ok((leader, value))
+}
+
+/// `getControllerMetaData`: one row per peer of the group, the leader marked.
+fn metadata(inv: &Invocation, controllers: &Peers) -> Result<Outcome, Outcome> {
+    let (_, meta) = read_metadata(controllers)?;
+    let group = meta.ext("group").map(str::to_string);
+    let leader_id = meta.ext("controllerLeaderId").unwrap_or_default();
+    let mut t = Table::new(&[
+        ("GROUP", "group"),
+        ("PEER", "peerId"),
+        ("ADDRESS", "address"),
+        ("LEADER", "leader"),
+    ]);
+    for peer in meta.ext("peers").unwrap_or_default().split(';') {
+        let Some((id, addr)) = peer.split_once(':') else {
+            continue;
+        };
+        t.push(vec![
+            group.clone().map_or(Cell::None, s),
+            s(id),
+            s(addr),
+            Cell::Bool(id == leader_id),
+        ]);
+    }
+    Ok(Outcome::ok(t.emit(inv.json)))
+}
+
+/// The broker names of `-b`, or of cluster `-c` as the name servers know it.
+fn broker_names(inv: &Invocation, namesrv: Vec<String>) -> Result<Vec<String>, Outcome> {
+    if let Some(name) = inv.get("b") {
+        return Ok(vec![name.trim().to_string()]);
+    }
+    let Some(cluster) = inv.get("c") else {
+        return Err(usage(
+            "getSyncStateSet needs -b <brokerName> or -c <clusterName>".into(),
+        ));
+    };
+    if namesrv.is_empty() {
+        return Err(usage(
+            "getSyncStateSet -c reads the cluster's brokers from the name servers: use -n or set NAMESRV_ADDR".into(),
+        ));
+    }
+    let peers = Peers::new(namesrv, inv.timeout);
+    let (addr, info) = peers
+        .read(|c| c.get_cluster_info())
+        .map_err(|failures| Outcome::from_failures(&failures))?;
+    match info.cluster_addr_table.get(cluster.trim()) {
+        Some(names) if !names.is_empty() => {
+            let mut names = names.clone();
+            names.sort();
+            Ok(names)
+        }
+        _ => Err(Outcome::failed(format!(
+            "cluster {cluster} not found on {addr}"
+        ))),
+    }
+}
+
+/// `getSyncStateSet`: one row per replica of each broker set (1006 to the leader).
+fn sync_state_set(
+    inv: &Invocation,
+    controllers: &Peers,
+    namesrv: Vec<String>,
+) -> Result<Outcome, Outcome> {
+    let names = broker_names(inv, namesrv)?;
+    let body = Value::Array(names.iter().map(|n| Value::Str(n.clone())).collect());
+    let mut body_text = Vec::new();
+    json::write_value(&mut body_text, &body);
+    let (leader, resp) = on_leader(controllers, |c| {
+        success(c.request(request::CONTROLLER_GET_SYNC_STATE_DATA, &[], &body_text)?)
+    })?;
+    let info = json::parse(&resp.body)
+        .map_err(|e| Outcome::failed(format!("{leader}: BrokerReplicasInfo body: {e}")))?;
+    let table = info
+        .get("replicasInfoTable")
+        .and_then(Value::as_object)
+        .unwrap_or(&[]);
+    let mut t = replicas_table();
+    let mut missing = Vec::new();
+    for name in &names {
+        match table.iter().find(|(k, _)| k == name) {
+            Some((_, replicas)) => push_replicas(&mut t, name, replicas),
+            None => missing.push(name.clone()),
+        }
+    }
+    let mut outcome = Outcome::ok(t.emit(inv.json));
+    if !missing.is_empty() {
+        outcome.stderr.push(format!(
+            "{leader}: no broker set {} in the controller",
+            missing.join(", ")
+        ));
+        outcome.code = crate::outcome::EXIT_FAILED;
+    }
+    Ok(outcome)
+}
+
+fn replicas_table() -> Table {
+    Table::new(&[
+        ("BROKER", "brokerName"),
+        ("BID", "brokerId"),
+        ("ADDRESS", "brokerAddress"),
+        ("ROLE", "role"),
+        ("IN_SYNC", "inSync"),
+        ("ALIVE", "alive"),
+        ("MASTER_EPOCH", "masterEpoch"),
+        ("SYNC_STATE_SET_EPOCH", "syncStateSetEpoch"),
+    ])
+}
+
+/// One broker set's `ReplicasInfo`: its in-sync replicas, then the others.
+fn push_replicas(t: &mut Table, name: &str, info: &Value) {
+    let int = |key: &str| info.get(key).and_then(Value::as_i64);
+    let master = int("masterBrokerId");
+    let (master_epoch, set_epoch) = (int("masterEpoch"), int("syncStateSetEpoch"));
+    for (list, in_sync) in [("inSyncReplicas", true), ("notInSyncReplicas", false)] {
+        let replicas = info.get(list).and_then(Value::as_array).unwrap_or(&[]);
+        for r in replicas {
+            let id = r.get("brokerId").and_then(Value::as_i64);
+            t.push(vec![
+                s(name),
+                id.map_or(Cell::None, Cell::Int),
+                r.get("brokerAddress")
+                    .and_then(Value::as_str)
+                    .map_or(Cell::None, s),
+                s(if id.is_some() && id == master {
+                    "master"
+                } else {
+                    "slave"
+                }),
+                Cell::Bool(in_sync),
+                r.get("alive")
+                    .and_then(Value::as_bool)
+                    .map_or(Cell::None, Cell::Bool),
+                master_epoch.map_or(Cell::None, Cell::Int),
+                set_epoch.map_or(Cell::None, Cell::Int),
+            ]);
+        }
+    }
+}
+
+/// `electMaster -a -c -bn -b <brokerId>`: the admin's designated election (1002 with
+/// `designateElect=true`).
+fn elect_master(inv: &Invocation, controllers: &Peers) -> Result<Outcome, Outcome> {
+    let (cluster, name, id) = (
+        inv.req("c").trim(),
+        inv.req("bn").trim(),
+        inv.req("b").trim(),
+    );
+    if id.parse::<i64>().is_err() {
+        return Err(usage(format!(
+            "electMaster -b takes the broker's controller id (a number), not {id:?}"
+        )));
+    }
+    let invoke_time = millis();
+    let ext = [
+        ("clusterName", cluster),
+        ("brokerName", name),
+        ("brokerId", id),
+        ("designateElect", "true"),
+        ("invokeTime", invoke_time.as_str()),
+    ];
+    let (_, resp) = on_leader(controllers, |c| {
+        success(c.request(request::CONTROLLER_ELECT_MASTER, &ext, b"")?)
+    })?;
+    let field = |key: &str| resp.ext(key).map_or(Cell::None, s);
+    let mut t = Table::new(&[
+        ("CLUSTER", "clusterName"),
+        ("BROKER", "brokerName"),
+        ("MASTER_ID", "masterBrokerId"),
+        ("MASTER_ADDRESS", "masterAddress"),
+        ("MASTER_EPOCH", "masterEpoch"),
+        ("SYNC_STATE_SET_EPOCH", "syncStateSetEpoch"),
+    ]);
+    let int = |key: &str| {
+        resp.ext(key)
+            .and_then(|v| v.parse().ok())
+            .map_or(Cell::None, Cell::Int)
+    };
+    t.push(vec![
+        s(cluster),
+        s(name),
+        int("masterBrokerId"),
+        field("masterAddress"),
+        int("masterEpoch"),
+        int("syncStateSetEpoch"),
+    ]);
+    Ok(Outcome::ok(t.emit(inv.json)))
+}
+
+/// `cleanBrokerMetadata -a -bn [-c] [-b 1;2;3] [-l]` (1011 to the leader).
+fn clean_broker_metadata(inv: &Invocation, controllers: &Peers) -> Result<Outcome, Outcome> {
+    let name = inv.req("bn").trim();
+    let cluster = inv.get("c").map(str::trim).filter(|c| !c.is_empty());
+    let living = inv.has("l");
+    let ids = inv.get("b").map(str::trim).filter(|i| !i.is_empty());
+    if let Some(ids) = ids {
+        if ids.split(';').any(|id| id.trim().parse::<i64>().is_err()) {
+            return Err(usage(format!(
+                "cleanBrokerMetadata -b takes controller ids separated by ';' (1;2;3), not {ids:?}"
+            )));
+        }
+    }
+    if !living && cluster.is_none() {
+        return Err(usage(
+            "cleanBrokerMetadata needs -c <clusterName> unless -l (clean living brokers) is given"
+                .into(),
+        ));
+    }
+    let invoke_time = millis();
+    let living_text = living.to_string();
+    let mut ext = vec![
+        ("brokerName", name),
+        ("isCleanLivingBroker", living_text.as_str()),
+        ("invokeTime", invoke_time.as_str()),
+    ];
+    if let Some(c) = cluster {
+        ext.push(("clusterName", c));
+    }
+    if let Some(ids) = ids {
+        ext.push(("brokerControllerIdsToClean", ids));
+    }
+    let (leader, _) = on_leader(controllers, |c| {
+        success(c.request(request::CLEAN_BROKER_DATA, &ext, b"")?)
+    })?;
+    let mut t = Table::new(&[("CONTROLLER", "controller"), ("RESULT", "result")]);
+    t.push(vec![s(leader), s("OK")]);
+    Ok(Outcome::ok(t.emit(inv.json)))
+}
+
+/// `getControllerConfig`: one section per controller of `-a`.
+fn get_config(inv: &Invocation, controllers: &Peers) -> Outcome {
+    let mut answers = Vec::new();
+    let mut failures = Vec::new();
+    for (addr, r) in controllers.each(|c| {
+        let resp = success(c.request(request::GET_CONTROLLER_CONFIG, &[], b"")?)?;
+        Ok(parse_properties(&String::from_utf8_lossy(&resp.body)))
+    }) {
+        match r {
+            Ok(entries) => answers.push((addr, entries)),
+            Err(failure) => failures.push(failure),
+        }
+    }
+    let code = exit_code_of_all(answers.len(), &failures);
+    let stdout = if inv.json {
+        let members = answers.into_iter().map(|(addr, entries)| {
+            let entries = entries
+                .into_iter()
+                .map(|(k, v)| (k, Value::Str(v)))
+                .collect();
+            (addr, Value::Object(entries))
+        });
+        json_text(&Value::Object(members.collect()))
+    } else {
+        let mut out = String::new();
+        for (addr, entries) in &answers {
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(&format!("============ {addr} ============\n"));
+            let mut t = Table::new(&[("KEY", ""), ("VALUE", "")]);
+            for (k, v) in entries {
+                t.push(vec![s(k.as_str()), s(v.as_str())]);
+            }
+            out.push_str(&t.render());
+        }
+        out
+    };
+    Outcome {
+        stdout,
+        stderr: failures.iter().map(Failure::line).collect(),
+        code,
+    }
+}
+
+/// `updateControllerConfig -a -k -v`: on every controller of `-a`, one row each.
+fn update_config(inv: &Invocation, controllers: &Peers) -> Outcome {
+    let body = format!("{}={}\n", inv.req("k").trim(), inv.req("v"));
+    let mut t = Table::new(&[("CONTROLLER", "controller"), ("RESULT", "result")]);
+    let mut failures = Vec::new();
+    let mut succeeded = 0;
+    for (addr, r) in controllers
+        .each(|c| success(c.request(request::UPDATE_CONTROLLER_CONFIG, &[], body.as_bytes())?))
+    {
+        let result = match r {
+            Ok(_) => {
+                succeeded += 1;
+                s("OK")
+            }
+            Err(failure) => {
+                let text = s(failure.message.as_str());
+                failures.push(failure);
+                text
+            }
+        };
+        t.push(vec![s(addr), result]);
+    }
+    Outcome {
+        stdout: t.emit(inv.json),
+        stderr: failures.iter().map(Failure::line).collect(),
+        code: exit_code_of_all(succeeded, &failures),
+    }
+}

@@ -1,0 +1,363 @@
+//! The embedded Controller's port (`enableControllerInNamesrv=true`, feature `controller`): a
+//! second listener on the name server's loop, on this node's port from
+//! `controllerDLegerPeers`, where brokers' `controllerAddr` points. Frames there go to the
+//! [`Controller`]; the name-server port never sees them (it answers controller codes with 3).
+//!
+//! What this module adds around the controller, which knows no sockets:
+//! * replies addressed by a [`Ticket`] (connection, opaque, serialization) written to the
+//!   connection's write buffer, whenever the controller releases them (at once for reads,
+//!   after the fsync for writes);
+//! * the log writer's news: its waker raises a flag and wakes the loop; `before_sleep` picks
+//!   up the completions only when the flag is up, so the name server's turns pay nothing;
+//! * three timers: request deadlines (5 s), the heartbeat-expiry scan (first after 2 s, then
+//!   every `scanNotActiveBrokerInterval`) and the inactive-master scan (every
+//!   `scanInactiveMasterInterval`);
+//! * closed connections (their brokers are inactive at once) and connections of expired
+//!   brokers (closed, as Java does);
+//! * role-change notifications (1008) sent oneway from a thread of their own ([`notifier`]),
+//!   on connections kept open a while as Java's client keeps them;
+//! * the stop: the drain waits for writes in flight, then the writer is joined.
+
+use super::{os_message, StartError};
+use crate::config::NamesrvConfig;
+use crate::controller::storage::Wake;
+use crate::controller::{ConnRef, Controller, ControllerConfig, Reply};
+use crate::event_loop::{ConnId, Ctx, EventLoop, Handler, ListenerTag, LoopWaker, Next, TimerId};
+use crate::remoting::command::{RemotingCommand, SerializeType};
+use crossbeam_channel::TrySendError;
+use log::{error, info, warn};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// The controller's listener on the shared loop.
+pub(super) const LISTENER: ListenerTag = ListenerTag(1);
+
+/// Request deadlines (the pipeline's 5 s wait).
+const DEADLINE_TIMER: TimerId = TimerId(11);
+/// The heartbeat-expiry scan.
+const SCAN_NOT_ACTIVE_TIMER: TimerId = TimerId(12);
+/// The inactive-master scan.
+const SCAN_INACTIVE_MASTER_TIMER: TimerId = TimerId(13);
+
+/// Java starts its heartbeat-expiry scan 2 s after start, then keeps its interval.
+const FIRST_SCAN_DELAY_MS: u64 = 2_000;
+
+mod notifier;
+
+/// Notifications waiting for the sending thread (one per broker of an election).
+const NOTIFY_QUEUE: usize = 4_096;
+
+/// The controller's settings, read at start; what `Server::bind_with_controller` hosts.
+#[derive(Debug, Clone)]
+pub struct ControllerSetup {
+    config: ControllerConfig,
+}
+
+impl ControllerSetup {
+    pub fn new(config: ControllerConfig) -> ControllerSetup {
+        ControllerSetup { config }
+    }
+
+    /// With `enableControllerInNamesrv=true` in `namesrv`, the controller's keys through
+    /// `lookup`: the keys the config file and the command line actually set, so that a key
+    /// both servers know takes the controller's default when nobody set it. Err = one line
+    /// naming the key and why.
+    pub fn from_config(
+        namesrv: &NamesrvConfig,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<ControllerSetup>, String> {
+        if !namesrv.enable_controller_in_namesrv {
+            return Ok(None);
+        }
+        let config =
+            ControllerConfig::from_lookup(lookup).map_err(|e| format!("controller config: {e}"))?;
+        let port = config.listen_port();
+        if port != 0 && port == namesrv.listen_port {
+            return Err(same_port(port));
+        }
+        Ok(Some(ControllerSetup { config }))
+    }
+
+    pub fn config(&self) -> &ControllerConfig {
+        &self.config
+    }
+
+    /// The effective settings as `key=value` lines (runtime updates kept in the store
+    /// applied), for `rmq-namesrv -p`.
+    pub fn describe(&self) -> Result<String, String> {
+        let mut config = self.config.clone();
+        config.load_updates().map_err(|e| e.to_string())?;
+        Ok(config.to_properties_text())
+    }
+}
+
+fn same_port(port: u16) -> String {
+    format!(
+        "controller config: controllerDLegerPeers gives this node port {port}, the name server's listenPort: the controller needs a port of its own (Java's examples use 9878)"
+    )
+}
+
+/// Where a reply goes.
+#[derive(Debug, Clone, Copy)]
+struct Ticket {
+    conn: ConnId,
+    opaque: i32,
+    serialize: SerializeType,
+}
+
+/// The log writer's wake-up: a flag saying the news is the controller's, then the loop.
+struct LogNews {
+    pending: AtomicBool,
+    waker: LoopWaker,
+}
+
+impl Wake for LogNews {
+    fn wake(&self) {
+        self.pending.store(true, Ordering::Release);
+        self.waker.wake();
+    }
+}
+
+/// The controller hosted on the loop.
+pub(super) struct ControllerPort {
+    controller: Controller<Ticket>,
+    local_addr: SocketAddr,
+    news: Arc<LogNews>,
+    /// Replies released by the last call (kept to reuse its allocation).
+    replies: Vec<Reply<Ticket>>,
+    deadline_armed: Option<u64>,
+    scan_not_active_ms: u64,
+    scan_inactive_master_ms: u64,
+    notifications: Option<notifier::Notifier>,
+    next_notify_opaque: i32,
+    senders: Vec<JoinHandle<()>>,
+}
+
+impl ControllerPort {
+    /// Binds the controller's port on `host` (the name server's bindAddress, as Java's clone
+    /// of its server config), recovers the store and starts the controller's threads.
+    pub(super) fn bind<H: Handler>(
+        setup: ControllerSetup,
+        event_loop: &mut EventLoop<H>,
+        host: &str,
+        namesrv_addr: SocketAddr,
+    ) -> Result<ControllerPort, StartError> {
+        let mut config = setup.config;
+        let port = config.listen_port();
+        if port != 0 && port == namesrv_addr.port() {
+            return Err(StartError::Controller(same_port(port)));
+        }
+        let addr = super::socket_address(host, port)?;
+        let local_addr = event_loop.listen(addr, LISTENER).map_err(|e| {
+            StartError::Controller(format!(
+                "cannot listen on {addr} (this node's entry of controllerDLegerPeers): {}",
+                os_message(&e)
+            ))
+        })?;
+        config.set_bound_port(local_addr.port());
+        let settings = config.settings().clone();
+        let news = Arc::new(LogNews {
+            pending: AtomicBool::new(false),
+            waker: event_loop.waker(),
+        });
+        let wake: Arc<dyn Wake> = news.clone();
+        let controller = Controller::open(config, Some(wake))
+            .map_err(|e| StartError::Controller(e.to_string()))?;
+        let (notifications, senders) = notifier::spawn(NOTIFY_QUEUE)?;
+        info!("controller listening on {local_addr}");
+        Ok(ControllerPort {
+            controller,
+            local_addr,
+            news,
+            replies: Vec::new(),
+            deadline_armed: None,
+            scan_not_active_ms: settings.scan_not_active_broker_interval_ms.max(1),
+            scan_inactive_master_ms: settings.scan_inactive_master_interval_ms.max(1),
+            notifications: Some(notifications),
+            next_notify_opaque: 0,
+            senders,
+        })
+    }
+
+    pub(super) fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// `enableControllerInNamesrv=true` reached `Server::bind` without settings.
+    pub(super) fn missing_setup() -> StartError {
+        StartError::Controller(
+            "enableControllerInNamesrv=true but no controller settings were given: start it with Server::bind_with_controller".into(),
+        )
+    }
+
+    pub(super) fn arm_timers<C>(&mut self, ctx: &mut Ctx<C>) {
+        let now = ctx.now_ms();
+        ctx.set_timer(SCAN_NOT_ACTIVE_TIMER, now + FIRST_SCAN_DELAY_MS);
+        ctx.set_timer(
+            SCAN_INACTIVE_MASTER_TIMER,
+            now + self.scan_inactive_master_ms,
+        );
+    }
+
+    /// A request on the controller port. Its answer, and any others it released, go out
+    /// when this callback returns; a panic (a bug) closes this connection only.
+    pub(super) fn on_frame<C>(
+        &mut self,
+        ctx: &mut Ctx<C>,
+        conn: ConnId,
+        cmd: &RemotingCommand,
+    ) -> Next {
+        let ticket = Ticket {
+            conn,
+            opaque: cmd.opaque,
+            serialize: cmd.serialize_type,
+        };
+        let now = ctx.now_ms();
+        let controller = &mut self.controller;
+        let replies = &mut self.replies;
+        let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let from = Some(ConnRef(conn.index() as u64));
+            controller.handle(ticket, cmd, from, now, replies);
+        }));
+        if handled.is_err() {
+            error!(
+                "BUG: controller request code {} from {:?} panicked; closing that connection",
+                cmd.code,
+                ctx.peer(conn)
+            );
+            self.replies.clear();
+            return Next::Close;
+        }
+        self.deliver(ctx);
+        Next::Continue
+    }
+
+    /// A connection on the controller port closed: the brokers that heartbeated on it are
+    /// inactive now (an inactive master starts an election).
+    pub(super) fn on_close<C>(&mut self, ctx: &mut Ctx<C>, conn: ConnId) {
+        let now = ctx.now_ms();
+        self.controller
+            .connection_closed(ConnRef(conn.index() as u64), now, &mut self.replies);
+        self.deliver(ctx);
+    }
+
+    /// Handles the controller's timers; false for a timer that is not one of them.
+    pub(super) fn on_timer<C>(&mut self, ctx: &mut Ctx<C>, timer: TimerId) -> bool {
+        let now = ctx.now_ms();
+        match timer {
+            DEADLINE_TIMER => {
+                self.deadline_armed = None;
+                self.controller.expire_requests(now, &mut self.replies);
+            }
+            SCAN_NOT_ACTIVE_TIMER => {
+                ctx.set_timer(SCAN_NOT_ACTIVE_TIMER, now + self.scan_not_active_ms);
+                let expired = self
+                    .controller
+                    .scan_not_active_brokers(now, &mut self.replies);
+                for ConnRef(index) in expired {
+                    let Some(conn) = ctx.conn_at(index as usize) else {
+                        continue;
+                    };
+                    if ctx.listener(conn) == Some(LISTENER) {
+                        ctx.close(conn, "controller: broker heartbeat expired");
+                    }
+                }
+            }
+            SCAN_INACTIVE_MASTER_TIMER => {
+                ctx.set_timer(
+                    SCAN_INACTIVE_MASTER_TIMER,
+                    now + self.scan_inactive_master_ms,
+                );
+                self.controller
+                    .scan_inactive_masters(now, &mut self.replies);
+            }
+            _ => return false,
+        }
+        self.deliver(ctx);
+        true
+    }
+
+    /// Picks up what the log writer finished, if it said so. While the loop drains for a stop,
+    /// reports work pending until every request in flight is answered.
+    pub(super) fn before_sleep<C>(&mut self, ctx: &mut Ctx<C>) -> bool {
+        if self.news.pending.swap(false, Ordering::Acquire) {
+            let now = ctx.now_ms();
+            self.controller.on_log_completions(now, &mut self.replies);
+            self.deliver(ctx);
+        }
+        ctx.is_stopping() && self.controller.pending_requests() > 0
+    }
+
+    /// Writes released replies, hands notifications to the sender and moves the deadline
+    /// timer to the pipeline's next deadline.
+    fn deliver<C>(&mut self, ctx: &mut Ctx<C>) {
+        for reply in self.replies.drain(..) {
+            let Ticket {
+                conn,
+                opaque,
+                serialize,
+            } = reply.ticket;
+            // None: the connection closed while its request waited.
+            if let Some(out) = ctx.write_buf(conn) {
+                reply.response.encode(opaque, serialize, out);
+            }
+        }
+        self.send_notifications();
+        let next = self.controller.next_deadline_ms();
+        if next != self.deadline_armed {
+            match next {
+                Some(at) => ctx.set_timer(DEADLINE_TIMER, at),
+                None => ctx.cancel_timer(DEADLINE_TIMER),
+            }
+            self.deadline_armed = next;
+        }
+    }
+
+    fn send_notifications(&mut self) {
+        let Some(sender) = &self.notifications else {
+            return;
+        };
+        for n in self.controller.take_notifications() {
+            self.next_notify_opaque = self.next_notify_opaque.wrapping_add(1);
+            let mut frame = Vec::with_capacity(256);
+            n.encode(self.next_notify_opaque, &mut frame);
+            info!(
+                "controller: notifying {} of broker set master id {} (masterEpoch {})",
+                n.broker_addr, n.master_broker_id, n.master_epoch
+            );
+            let message = notifier::Notice {
+                target: n.broker_addr,
+                frame,
+            };
+            let why = match sender.try_send(message) {
+                Ok(()) => continue,
+                Err(TrySendError::Full(_)) => "the sending queue is full",
+                Err(TrySendError::Disconnected(_)) => "the sending thread is gone",
+            };
+            warn!("controller: role-change notification dropped: {why}");
+        }
+    }
+
+    /// After the loop returned: waits for the log writer (what it made durable is applied;
+    /// nobody is left to answer), then for the notifications already queued.
+    pub(super) fn shutdown(self) {
+        let ControllerPort {
+            controller,
+            notifications,
+            senders,
+            ..
+        } = self;
+        let unanswered = controller.shutdown().len();
+        if unanswered > 0 {
+            warn!("controller stopped with {unanswered} request(s) unanswered");
+        }
+        drop(notifications);
+        for sender in senders {
+            if sender.join().is_err() {
+                error!("a controller notification thread panicked");
+            }
+        }
+    }
+}

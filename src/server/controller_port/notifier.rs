@@ -1,0 +1,239 @@
+//! The thread that sends 1008 NOTIFY_BROKER_ROLE_CHANGED to brokers, off the loop (connecting
+//! may take as long as its timeout).
+//!
+//! Unlike the fire-and-forget sender of 905 (`event_loop::oneway`), which closes each
+//! connection right after writing, this one keeps a connection per broker address open for a
+//! while and reuses it, as Java's remoting client keeps its channels: a broker may still be
+//! handling the oneway request when the connection closes, and rocketmq-rust 1.0 brokers
+//! abandon a request whose connection closed mid-way (a role change then waits for the
+//! broker's next metadata sync, seconds later). A cached connection is checked for a close by
+//! the broker before it is reused; a failed write is retried once on a new connection.
+//!
+//! A few threads share the work (Java uses a pool of three), each with its own queue and
+//! connections; a broker's notices always go to the same thread (by a hash of its address), so
+//! they keep their order and share its connection, and a broker that does not answer a connect
+//! for the whole timeout delays only the brokers hashed to the same thread.
+
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TrySendError};
+use log::{debug, warn};
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::io::{self, ErrorKind, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Java's `invokeOneway(brokerAddr, request, 3000)`: the connect and write timeout.
+const TIMEOUT: Duration = Duration::from_secs(3);
+/// How long an unused connection stays open.
+const LINGER: Duration = Duration::from_secs(30);
+/// Connections kept open at most, per thread (beyond, the oldest is closed).
+const MAX_OPEN: usize = 256;
+/// Sending threads.
+const THREADS: usize = 4;
+
+/// One frame for one broker.
+pub(in crate::server) struct Notice {
+    pub target: String,
+    pub frame: Vec<u8>,
+}
+
+/// The queues of the sending threads.
+pub(in crate::server) struct Notifier {
+    queues: Vec<Sender<Notice>>,
+}
+
+impl Notifier {
+    /// Queues `notice` on its broker's thread; gives it back when that queue is full.
+    pub(in crate::server) fn try_send(&self, notice: Notice) -> Result<(), TrySendError<Notice>> {
+        let mut hasher = DefaultHasher::new();
+        notice.target.hash(&mut hasher);
+        let i = (hasher.finish() % self.queues.len() as u64) as usize;
+        self.queues[i].try_send(notice)
+    }
+}
+
+/// Starts the threads (`capacity` notices queued in all); they end when the `Notifier` is
+/// dropped.
+pub(in crate::server) fn spawn(capacity: usize) -> io::Result<(Notifier, Vec<JoinHandle<()>>)> {
+    let mut queues = Vec::with_capacity(THREADS);
+    let mut threads = Vec::with_capacity(THREADS);
+    for i in 0..THREADS {
+        let (tx, rx) = bounded((capacity / THREADS).max(1));
+        queues.push(tx);
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("controller-notify-{i}"))
+                .spawn(move || run(rx))?,
+        );
+    }
+    Ok((Notifier { queues }, threads))
+}
+
+struct Open {
+    stream: TcpStream,
+    last_used: Instant,
+}
+
+fn run(notices: Receiver<Notice>) {
+    let mut open: HashMap<String, Open> = HashMap::new();
+    loop {
+        match notices.recv_timeout(Duration::from_secs(1)) {
+            Ok(notice) => match deliver(&mut open, &notice) {
+                Ok(()) => debug!("sent NOTIFY_BROKER_ROLE_CHANGED to {}", notice.target),
+                Err(e) => warn!(
+                    "NOTIFY_BROKER_ROLE_CHANGED to {} failed: {e}",
+                    notice.target
+                ),
+            },
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        open.retain(|_, c| c.last_used.elapsed() < LINGER);
+    }
+}
+
+/// Writes on the cached connection when it is still open, else on a new one.
+fn deliver(open: &mut HashMap<String, Open>, notice: &Notice) -> io::Result<()> {
+    if let Some(mut conn) = open.remove(&notice.target) {
+        if still_open(&mut conn.stream) && conn.stream.write_all(&notice.frame).is_ok() {
+            conn.last_used = Instant::now();
+            open.insert(notice.target.clone(), conn);
+            return Ok(());
+        }
+    }
+    let mut stream = connect(&notice.target)?;
+    stream.write_all(&notice.frame)?;
+    if open.len() >= MAX_OPEN {
+        let oldest = open
+            .iter()
+            .min_by_key(|(_, c)| c.last_used)
+            .map(|(k, _)| k.clone());
+        if let Some(k) = oldest {
+            open.remove(&k);
+        }
+    }
+    open.insert(
+        notice.target.clone(),
+        Open {
+            stream,
+            last_used: Instant::now(),
+        },
+    );
+    Ok(())
+}
+
+fn connect(target: &str) -> io::Result<TcpStream> {
+    let addr = target
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| io::Error::other("unresolvable address"))?;
+    let stream = TcpStream::connect_timeout(&addr, TIMEOUT)?;
+    stream.set_write_timeout(Some(TIMEOUT))?;
+    let _ = stream.set_nodelay(true);
+    Ok(stream)
+}
+
+/// False when the broker closed the connection (or it failed); brokers send nothing back on a
+/// oneway request, so anything readable is drained and ignored.
+fn still_open(stream: &mut TcpStream) -> bool {
+    if stream.set_nonblocking(true).is_err() {
+        return false;
+    }
+    let mut scratch = [0u8; 512];
+    let open = loop {
+        match stream.read(&mut scratch) {
+            Ok(0) => break false,
+            Ok(_) => continue,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break true,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => break false,
+        }
+    };
+    open && stream.set_nonblocking(false).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    fn read_exactly(s: &mut TcpStream, n: usize) -> Vec<u8> {
+        let mut buf = vec![0u8; n];
+        s.read_exact(&mut buf).unwrap();
+        buf
+    }
+
+    #[test]
+    fn frames_to_one_broker_share_a_connection_that_stays_open() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let target = listener.local_addr().unwrap().to_string();
+        let (tx, threads) = spawn(64).unwrap();
+        tx.try_send(Notice {
+            target: target.clone(),
+            frame: b"one".to_vec(),
+        })
+        .unwrap();
+        let (mut s, _) = listener.accept().unwrap();
+        assert_eq!(read_exactly(&mut s, 3), b"one");
+        tx.try_send(Notice {
+            target: target.clone(),
+            frame: b"two".to_vec(),
+        })
+        .unwrap();
+        assert_eq!(read_exactly(&mut s, 3), b"two", "the same connection");
+        // Still open: nothing closes it while the sender lives.
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let mut byte = [0u8; 1];
+        assert!(
+            matches!(s.read(&mut byte), Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::TimedOut)
+        );
+        drop(tx);
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_connection_the_broker_closed_is_replaced() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let target = listener.local_addr().unwrap().to_string();
+        let (tx, threads) = spawn(64).unwrap();
+        tx.try_send(Notice {
+            target: target.clone(),
+            frame: b"one".to_vec(),
+        })
+        .unwrap();
+        let (mut first, _) = listener.accept().unwrap();
+        assert_eq!(read_exactly(&mut first, 3), b"one");
+        drop(first); // the broker restarted
+                     // A write may still land in the old socket before its close is seen: notify again
+                     // until the broker gets a new connection (each notice is the latest, as the
+                     // controller's outbox keeps only the newest per broker).
+        listener.set_nonblocking(true).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut second = loop {
+            assert!(Instant::now() < deadline, "no new connection");
+            tx.try_send(Notice {
+                target: target.clone(),
+                frame: b"two".to_vec(),
+            })
+            .unwrap();
+            match listener.accept() {
+                Ok((s, _)) => break s,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                Err(e) => panic!("accept: {e}"),
+            }
+        };
+        second.set_nonblocking(false).unwrap();
+        assert_eq!(read_exactly(&mut second, 3), b"two");
+        drop(tx);
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
+}
