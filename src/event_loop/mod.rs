@@ -21,7 +21,8 @@
 //! Reading a connection means: read up to `Limits::read_budget` bytes (less when the buffer
 //! budget is nearly spent, see `budget`), cut whole frames with [`Handler::cut_frame`] and hand
 //! each to [`Handler::on_frame`], which appends its reply to the connection's write buffer
-//! ([`Ctx::write_buf`]); then flush. Above `Limits::write_high_water` unsent bytes the loop
+//! ([`Ctx::write_buf`]), until the replies of this turn reach `Limits::read_budget` bytes too
+//! (many pipelined requests for large replies must not make everyone else wait); then flush. Above `Limits::write_high_water` unsent bytes the loop
 //! stops cutting and reading that peer's frames until it drains below half; above
 //! `Limits::write_hard_cap` it closes the peer.
 //!
@@ -246,8 +247,10 @@ impl LoopWaker {
 struct FrameRun {
     cut_any: bool,
     cut_large: bool,
-    /// Stopped by a hold, backpressure or the budget rather than by a partial frame.
+    /// Stopped by a hold, backpressure or a budget rather than by a partial frame.
     stopped_by_loop: bool,
+    /// Its frames' replies took the turn's share (`Limits::read_budget` bytes).
+    replies_spent: bool,
 }
 
 /// The spare descriptor (see `EventLoop::spare_fd`); none if even that cannot be opened.
@@ -624,6 +627,10 @@ impl<H: Handler> EventLoop<H> {
         let Some(run) = self.cut_and_handle(h, id) else {
             return;
         };
+        if run.replies_spent {
+            // Its other frames wait until the others had their turn.
+            self.ctx.pending.push_back(id);
+        }
         self.frames_done(id, run);
         self.ctx.flush(id.key);
         if self
@@ -640,13 +647,21 @@ impl<H: Handler> EventLoop<H> {
     /// The frame loop of [`Self::handle_frames`]; `None` when the connection was closed.
     fn cut_and_handle(&mut self, h: &mut H, id: ConnId) -> Option<FrameRun> {
         let now = self.ctx.now_ms();
+        let reply_budget = self.ctx.limits.read_budget;
         let mut run = FrameRun::default();
+        let mut replied = 0;
         loop {
             let conn = self.ctx.get_mut(id)?;
             if conn.read_paused || conn.held || conn.parked != Parked::No {
                 run.stopped_by_loop = true;
                 return Some(run);
             }
+            if replied >= reply_budget {
+                run.stopped_by_loop = true;
+                run.replies_spent = true;
+                return Some(run);
+            }
+            let unsent_before = conn.unsent();
             let frame = match h.cut_frame(&mut conn.read_buf) {
                 Ok(Some(frame)) => frame,
                 Ok(None) => return Some(run),
@@ -673,6 +688,7 @@ impl<H: Handler> EventLoop<H> {
             let high_water = self.ctx.limits.write_high_water;
             self.ctx.account(id.key);
             let conn = self.ctx.get_mut(id)?;
+            replied += conn.unsent().saturating_sub(unsent_before);
             match next {
                 Next::Continue => {}
                 Next::Hold => conn.held = true,

@@ -26,6 +26,8 @@ struct Probe {
     closed_over_budget: AtomicUsize,
     frame_timeouts: AtomicUsize,
     accept_failures: AtomicUsize,
+    /// Payloads of the frames handled, in order.
+    order: std::sync::Mutex<Vec<Vec<u8>>>,
     stopping: AtomicBool,
     admit_bulk: AtomicBool,
     release_held: AtomicBool,
@@ -73,12 +75,18 @@ impl Handler for Echo {
 
     fn on_frame(&mut self, ctx: &mut Ctx<()>, conn: ConnId, frame: Bytes) -> Next {
         self.probe.frames.fetch_add(1, Ordering::SeqCst);
+        self.probe.order.lock().unwrap().push(frame.to_vec());
         match &frame[..] {
             b"hold" => {
                 self.held.push(conn);
                 Next::Hold
             }
             b"close" => Next::Close,
+            // A small request for a large reply.
+            b"big" => {
+                reply(ctx, conn, &[b'B'; 200_000]);
+                Next::Continue
+            }
             b"timer" => {
                 self.ticking = Some(conn);
                 ctx.set_timer(TICK, ctx.now_ms());
@@ -606,5 +614,32 @@ fn peers_not_reading_their_replies_are_closed_when_the_budget_is_spent() {
     wait_until(|| lp.probe.buffered.load(Ordering::SeqCst) <= BUDGET);
     drop(peers);
     wait_until(|| lp.probe.buffered.load(Ordering::SeqCst) == 0);
+    stop(lp);
+}
+
+#[test]
+fn a_peer_asking_for_many_large_replies_does_not_hold_the_turn() {
+    let lp = start(Limits::default());
+    lp.probe.admit_bulk.store(false, Ordering::SeqCst);
+    // Twenty small requests for 200 KB replies, then, on another connection, a small request:
+    // both wait in the bulk line, then are read in that order.
+    let mut greedy = connect(lp.bulk);
+    let bigs: Vec<u8> = (0..20).flat_map(|_| frame(b"big")).collect();
+    greedy.write_all(&bigs).unwrap();
+    wait_until(|| lp.probe.bulk_waiting.load(Ordering::SeqCst) == 1);
+    let mut small = connect(lp.bulk);
+    small.write_all(&frame(b"small")).unwrap();
+    wait_until(|| lp.probe.bulk_waiting.load(Ordering::SeqCst) == 2);
+    lp.probe.admit_bulk.store(true, Ordering::SeqCst);
+    lp.waker.wake();
+    assert_eq!(read_frame(&mut small).as_deref(), Some(&b"small"[..]));
+    for _ in 0..20 {
+        assert!(read_frame(&mut greedy).is_some_and(|r| r.len() == 200_000));
+    }
+    // The small request was handled after the greedy peer's first replies (256 KB worth), not
+    // after all twenty.
+    let order = lp.probe.order.lock().unwrap().clone();
+    let at = order.iter().position(|f| f == b"small").unwrap();
+    assert!(at <= 2, "the small request came {}th", at + 1);
     stop(lp);
 }
