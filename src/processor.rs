@@ -63,6 +63,16 @@ pub struct ServerCounters {
     pub connections: usize,
     pub bytes_in: u64,
     pub bytes_out: u64,
+    /// Bytes all connections' buffers hold now (bounded by maxBufferedBytes).
+    pub buffered_bytes: usize,
+    /// Connections refused by maxConnections, the per-address limit or the reserve.
+    pub refused_connections: u64,
+    /// Connections closed because a frame did not complete within frameReadTimeoutMillis.
+    pub frame_timeouts: u64,
+    /// Peers closed for not reading their replies while the buffer budget was spent.
+    pub closed_over_budget: u64,
+    /// `accept` failures (out of descriptors and the like).
+    pub accept_failures: u64,
 }
 
 /// What the server must do after a request besides writing the reply.
@@ -894,7 +904,7 @@ impl Processor {
     fn stats_body(&self, counters: &ServerCounters) -> Vec<u8> {
         use crate::remoting::json::{write_i64, write_key};
         let mut out = Vec::with_capacity(512);
-        let fields: [(&str, i64); 16] = [
+        let fields: [(&str, i64); 21] = [
             ("connections", counters.connections as i64),
             ("brokers", self.table.live_broker_count() as i64),
             ("brokerGroups", self.table.broker_group_count() as i64),
@@ -917,6 +927,11 @@ impl Processor {
                 "unregisterQueueFull",
                 self.stats.unregister_queue_full as i64,
             ),
+            ("bufferedBytes", counters.buffered_bytes as i64),
+            ("refusedConnections", counters.refused_connections as i64),
+            ("frameTimeouts", counters.frame_timeouts as i64),
+            ("closedOverBudget", counters.closed_over_budget as i64),
+            ("acceptFailures", counters.accept_failures as i64),
         ];
         out.push(b'{');
         for (k, v) in fields {

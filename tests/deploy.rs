@@ -72,6 +72,10 @@ const EXPECTED_KEYS: &[&str] = &[
     "maxTopicNameLength",
     "connWriteHighWater",
     "connWriteHardCap",
+    "maxBufferedBytes",
+    "frameReadTimeoutMillis",
+    "maxConnectionsPerAddress",
+    "reservedConnectionsPercent",
     "registrationBacklogLimit",
     "registrationBudgetPerIteration",
     "routeCacheMaxBytes",
@@ -163,7 +167,7 @@ fn unit_file_parses_and_has_the_required_settings() {
         || service("DynamicUser").contains(&"yes");
     assert!(runs_unprivileged, "User= (not root) or DynamicUser=yes");
     assert_eq!(service("Restart"), ["on-failure"]);
-    assert_eq!(service("LimitNOFILE"), ["65536"]);
+    assert_eq!(service("LimitNOFILE"), ["131072"]);
     assert_eq!(service("NoNewPrivileges"), ["yes"]);
     assert_eq!(service("ProtectSystem"), ["strict"]);
     assert_eq!(service("ProtectHome"), ["yes"]);
@@ -174,6 +178,27 @@ fn unit_file_parses_and_has_the_required_settings() {
             .split_whitespace()
             .any(|u| u == "network-online.target"),
         "After={after}"
+    );
+}
+
+/// The unit's descriptor limit leaves room for the example config's maxConnections, with the
+/// descriptors the server keeps free beside connections (32 + 1/32 of the limit), so the cap
+/// is not lowered at start.
+#[test]
+fn unit_descriptor_limit_fits_the_example_max_connections() {
+    let entries = parse_unit(&repo_file(UNIT_PATH)).unwrap_or_else(|e| panic!("{UNIT_PATH}: {e}"));
+    let limit: u64 = unit_values(&entries, "Service", "LimitNOFILE")[0]
+        .parse()
+        .expect("a number");
+    let properties = parse_properties(&repo_file(EXAMPLE_CONFIG_PATH)).expect("example config");
+    let max: u64 = properties
+        .iter()
+        .find(|(k, _)| k == "maxConnections")
+        .map(|(_, v)| v.parse().expect("a number"))
+        .expect("maxConnections");
+    assert!(
+        max <= limit - (32 + limit / 32),
+        "{max} connections, {limit} descriptors"
     );
 }
 

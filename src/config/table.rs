@@ -205,6 +205,17 @@ properties! {
     "connWriteHighWater" => conn_write_high_water: u32 = 4_194_304, Live, number(KIB..=GIB);
     /// Disconnect a peer whose unsent output is above this.
     "connWriteHardCap" => conn_write_hard_cap: u32 = 67_108_864, Live, number(KIB..=u32::MAX as i64);
+    /// Bytes all connections' read and write buffers may hold together; past it large partial
+    /// frames wait and peers not reading their replies are closed. Sized for a small VM.
+    "maxBufferedBytes" => max_buffered_bytes: u64 = 67_108_864, Live, number(MIB..=TIB);
+    /// ms a frame may take to arrive once its first byte is in (0 = no limit); above the
+    /// brokers' own 24 s registration timeout.
+    "frameReadTimeoutMillis" => frame_read_timeout_millis: u64 = 30_000, Live, number(0..=3_600_000);
+    /// Connections one client address may hold (0 = no limit: NAT and pods share addresses).
+    "maxConnectionsPerAddress" => max_connections_per_address: u32 = 0, Live, number(0..=10_000_000);
+    /// Share of maxConnections kept for addresses that completed a request in the last 10
+    /// minutes, so that a flood of new connections cannot lock working clients out.
+    "reservedConnectionsPercent" => reserved_connections_percent: u32 = 5, Live, number(0..=50);
     /// Pending registrations before answering SYSTEM_BUSY.
     "registrationBacklogLimit" => registration_backlog_limit: u32 = 10_000, Live, number(COUNT);
     "registrationBudgetPerIteration" => registration_budget_per_iteration: u32 = 64, Live, number(1..=1_000_000);

@@ -6,6 +6,10 @@
 //! The write buffer is a plain `Vec<u8>` with a flush position, so that a handler encodes its
 //! reply straight into it (no copy) and the loop lends a warm buffer from a small pool to a
 //! connection that has nothing pending (no allocation per reply, no memory held by idle peers).
+//!
+//! Both buffers grow with the bytes that actually arrive or are written, never with what a peer
+//! announces: a frame header claiming 16 MiB reserves nothing. What a connection holds (the
+//! capacity of both buffers) is what the loop's buffer budget counts ([`Connection::footprint`]).
 
 use super::{ListenerTag, ReadClass};
 use bytes::BytesMut;
@@ -16,6 +20,17 @@ use std::net::SocketAddr;
 /// Bytes already flushed from the front of a write buffer past which, when they make up half
 /// of it, the rest is moved to the front (a peer reading slowly must not pin all it was sent).
 const COMPACT_AFTER: usize = 64 * 1024;
+
+/// Why a connection is not read while the loop's buffer budget is spent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Parked {
+    No,
+    /// It holds a large partial frame: read again when the budget has room (it waits in the
+    /// loop's parked line).
+    Read,
+    /// It holds many unsent reply bytes: its next frames wait until it has read them.
+    Write,
+}
 
 pub(super) struct Connection<C> {
     stream: TcpStream,
@@ -28,7 +43,21 @@ pub(super) struct Connection<C> {
     /// Replies not yet written: `write_buf[written..]`.
     pub write_buf: Vec<u8>,
     written: usize,
-    pub last_active_ms: u64,
+    /// Bytes of both buffers as last counted in the loop's budget.
+    pub accounted: usize,
+    /// When the last whole frame was cut (or the connection accepted): idle time counts from
+    /// here, so a peer trickling bytes of a frame it never finishes is still idle.
+    pub last_frame_ms: u64,
+    /// When the first byte of the partial frame in `read_buf` arrived, if one is in progress
+    /// and being read (not while held or paused by the loop).
+    pub frame_started_ms: Option<u64>,
+    /// When the socket last took reply bytes, or had nothing left to take.
+    pub last_write_ms: u64,
+    /// The deadline bucket of this connection's live entry in the loop's timeouts (0 = none).
+    pub deadline_bucket: u64,
+    /// Whether a whole frame has been cut on this connection yet.
+    pub served: bool,
+    pub parked: Parked,
     pub class: ReadClass,
     /// Backpressure: the peer is not reading its replies, so its requests are not read either.
     pub read_paused: bool,
@@ -77,7 +106,13 @@ impl<C> Connection<C> {
             read_buf: BytesMut::new(),
             write_buf: Vec::new(),
             written: 0,
-            last_active_ms: now_ms,
+            accounted: 0,
+            last_frame_ms: now_ms,
+            frame_started_ms: None,
+            last_write_ms: now_ms,
+            deadline_bucket: 0,
+            served: false,
+            parked: Parked::No,
             class: ReadClass::Interactive,
             read_paused: false,
             held: false,
@@ -98,24 +133,35 @@ impl<C> Connection<C> {
         self.write_buf.len() - self.written
     }
 
+    /// Memory held by the buffers (their capacity), what the loop's budget counts.
+    pub fn footprint(&self) -> usize {
+        self.read_buf.capacity() + self.write_buf.capacity()
+    }
+
     /// Releases the read buffer once every frame in it was handled: a thousand idle broker
-    /// connections must not each keep the capacity of their last large request.
-    pub fn release_idle_read_buffer(&mut self) {
+    /// connections must not each keep the capacity of their last large request. After a large
+    /// frame was cut, a few bytes of the next one are copied out so that they do not pin the
+    /// large frame's allocation (a view into it) once the frame itself is dropped.
+    pub fn release_idle_read_buffer(&mut self, cut_large_frame: bool) {
         // Checked by emptiness, not capacity: after the last frame was split off, an empty
         // buffer with no spare capacity still shares (and pins) the whole allocation.
         if self.read_buf.is_empty() {
             self.read_buf = BytesMut::new();
+        } else if cut_large_frame {
+            self.read_buf = BytesMut::from(&self.read_buf[..]);
         }
     }
 
-    /// Reads until the socket would block, the peer closes, or `budget` bytes were read.
+    /// Reads until the socket would block, the peer closes, or `budget` bytes were read (never
+    /// more: each read asks the socket for at most what is left of the budget).
     pub fn read_available(&mut self, scratch: &mut [u8], budget: usize) -> ReadResult {
         let mut total = 0;
         loop {
             if total >= budget {
                 return ReadResult::BudgetExhausted(total);
             }
-            match self.stream.read(scratch) {
+            let want = scratch.len().min(budget - total);
+            match self.stream.read(&mut scratch[..want]) {
                 Ok(0) => return ReadResult::Closed(total),
                 Ok(n) => {
                     self.read_buf.extend_from_slice(&scratch[..n]);
@@ -126,6 +172,21 @@ impl<C> Connection<C> {
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return ReadResult::Error(e),
+            }
+        }
+    }
+
+    /// Reads and drops what the peer sent and was not read, up to `limit` bytes: a socket
+    /// closed with unread input makes the kernel send a reset, and a peer whose request was
+    /// never read (at the stop) should see a clean close instead.
+    pub fn discard_input(&mut self, scratch: &mut [u8], limit: usize) {
+        let mut total = 0;
+        while total < limit {
+            match self.stream.read(scratch) {
+                Ok(0) => return,
+                Ok(n) => total += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return,
             }
         }
     }
@@ -157,6 +218,10 @@ impl<C> Connection<C> {
         } else if self.written >= COMPACT_AFTER && self.written * 2 >= self.write_buf.len() {
             self.write_buf.drain(..self.written);
             self.written = 0;
+            // What is left of a large reply should not keep the whole reply's capacity.
+            if self.write_buf.capacity() > 4 * self.write_buf.len() {
+                self.write_buf.shrink_to(2 * self.write_buf.len());
+            }
         }
         FlushResult::Written(total)
     }

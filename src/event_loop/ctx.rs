@@ -6,7 +6,12 @@
 //! handler hears of it through `on_close` only when its current callback has returned; the
 //! loop delivers those notices before it accepts again, so a slot is never reused before the
 //! application has forgotten the connection that held it.
+//!
+//! Each connection has at most one live entry in the deadline buckets, for the earlier of its
+//! idle deadline (from its last whole frame) and its frame deadline (from the first byte of a
+//! frame still incomplete). Entries are re-checked when they fire, never moved per read.
 
+use super::admission::Peers;
 use super::connection::{Connection, FlushResult};
 use super::{ConnId, Limits, ListenerTag, LoopWaker, ReadClass, TimerId};
 use crate::timer::DeadlineBuckets;
@@ -23,14 +28,60 @@ use std::time::Instant;
 const SPARE_WRITE_BUFS: usize = 2;
 const SPARE_WRITE_BUF_MAX: usize = 64 * 1024;
 
+/// Unread input discarded per connection at the final close (beyond it, the kernel resets).
+const UNREAD_DISCARD_MAX: usize = 4 << 20;
+
+/// How often, at most, one kind of warning about peers is logged (with a count of the ones in
+/// between): an attack must not flood the log.
+const WARN_EVERY_MS: u64 = 10_000;
+
 /// What the loop counted, for the application's statistics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LoopStats {
     pub connections: usize,
     pub bytes_in: u64,
     pub bytes_out: u64,
-    /// Connections refused because `max_connections` were open.
+    /// Connections refused: `max_connections` open, the per-address limit, or only the
+    /// reserve left for recent clients.
     pub refused: u64,
+    /// Bytes all connections' read and write buffers hold now.
+    pub buffered_bytes: usize,
+    /// Times a large partial frame was left unread because the buffer budget was spent.
+    pub parked_reads: u64,
+    /// Peers closed for not reading their replies while the budget was spent.
+    pub closed_over_budget: u64,
+    /// Connections closed because a frame did not complete in time.
+    pub frame_timeouts: u64,
+    /// `accept` failures (out of descriptors and the like).
+    pub accept_failures: u64,
+}
+
+/// Lets one kind of warning through at most once per interval and counts the others.
+#[derive(Debug)]
+pub(super) struct LogGate {
+    interval_ms: u64,
+    next_ms: u64,
+    held_back: u64,
+}
+
+impl LogGate {
+    pub fn new(interval_ms: u64) -> Self {
+        LogGate {
+            interval_ms,
+            next_ms: 0,
+            held_back: 0,
+        }
+    }
+
+    /// `Some(n)` when a line may be logged now (`n` were held back since the last one).
+    pub fn ready(&mut self, now_ms: u64) -> Option<u64> {
+        if now_ms < self.next_ms {
+            self.held_back += 1;
+            return None;
+        }
+        self.next_ms = now_ms + self.interval_ms;
+        Some(std::mem::take(&mut self.held_back))
+    }
 }
 
 /// The loop's state that handlers reach through their callbacks.
@@ -43,7 +94,19 @@ pub struct Ctx<C> {
     /// The loop's clock, read once per step rather than once per frame.
     clock_ms: u64,
     pub(super) stats: LoopStats,
-    next_refusal_log_ms: u64,
+    pub(super) peers: Peers,
+    refusal_log: LogGate,
+    timeout_log: LogGate,
+    /// Bytes counted in all connections' buffers (see `budget`).
+    pub(super) buffered: usize,
+    /// The most `buffered` reached since the application last asked.
+    pub(super) buffered_peak: usize,
+    /// Connections parked by the budget, waiting for room, in the order they were parked.
+    pub(super) parked: VecDeque<ConnId>,
+    /// The one connection whose large frame is read while the budget is spent.
+    pub(super) lane: Option<ConnId>,
+    pub(super) next_stall_scan_ms: u64,
+    pub(super) budget_log: LogGate,
     /// Connections to read again this turn: new ones, ones whose read budget ran out, ones
     /// released from backpressure.
     pub(super) pending: VecDeque<ConnId>,
@@ -55,7 +118,8 @@ pub struct Ctx<C> {
     pub(super) closed: Vec<(ConnId, C)>,
     /// Named application timers (a handful: a sorted structure would cost more than a scan).
     timers: Vec<(TimerId, u64)>,
-    idle: DeadlineBuckets<ConnId>,
+    /// Idle and frame deadlines, one live entry per connection (see the module doc).
+    deadlines: DeadlineBuckets<ConnId>,
     spare_write_bufs: Vec<Vec<u8>>,
     pub(super) stopping: bool,
     waker: LoopWaker,
@@ -71,13 +135,21 @@ impl<C> Ctx<C> {
             started: Instant::now(),
             clock_ms: 0,
             stats: LoopStats::default(),
-            next_refusal_log_ms: 0,
+            peers: Peers::default(),
+            refusal_log: LogGate::new(1000),
+            timeout_log: LogGate::new(WARN_EVERY_MS),
+            buffered: 0,
+            buffered_peak: 0,
+            parked: VecDeque::new(),
+            lane: None,
+            next_stall_scan_ms: 0,
+            budget_log: LogGate::new(WARN_EVERY_MS),
             pending: VecDeque::new(),
             bulk_line: VecDeque::new(),
             dirty: Vec::new(),
             closed: Vec::new(),
             timers: Vec::new(),
-            idle: DeadlineBuckets::new(1000),
+            deadlines: DeadlineBuckets::new(1000),
             spare_write_bufs: Vec::new(),
             stopping: false,
             waker,
@@ -99,17 +171,37 @@ impl<C> Ctx<C> {
     }
 
     pub fn stats(&self) -> LoopStats {
-        self.stats
+        LoopStats {
+            buffered_bytes: self.buffered,
+            ..self.stats
+        }
     }
 
     pub fn limits(&self) -> &Limits {
         &self.limits
     }
 
-    /// New limits, effective from the next event (idle deadlines already set are re-checked
-    /// against the new value when they fire).
+    /// New limits, effective from the next event. Changed timeouts are applied to the open
+    /// connections at once (a shorter one is armed now; a longer one when the entry fires).
     pub fn set_limits(&mut self, limits: Limits) {
+        let timeouts_changed = (limits.idle_ms, limits.frame_timeout_ms)
+            != (self.limits.idle_ms, self.limits.frame_timeout_ms);
         self.limits = limits;
+        if timeouts_changed {
+            let ids: Vec<ConnId> = self
+                .conns
+                .iter()
+                .map(|(key, c)| ConnId {
+                    key,
+                    generation: c.generation,
+                })
+                .collect();
+            for id in ids {
+                if let Some(at) = self.get(id).and_then(|c| self.next_deadline(c)) {
+                    self.arm_deadline(id, at);
+                }
+            }
+        }
     }
 
     /// A handle other threads use to wake the loop (it then runs `before_sleep`).
@@ -238,7 +330,8 @@ impl<C> Ctx<C> {
 
     // ------------------------------------------------------------------ for the loop
 
-    /// Takes a new connection into the slab, or refuses it past `max_connections`.
+    /// Takes a new connection into the slab, or refuses it (see `admission`): the socket is
+    /// then closed at once.
     pub(super) fn admit(
         &mut self,
         mut stream: TcpStream,
@@ -246,23 +339,22 @@ impl<C> Ctx<C> {
         listener: ListenerTag,
         data: C,
     ) -> Option<ConnId> {
-        if self.conns.len() >= self.limits.max_connections {
+        let now = self.now_ms();
+        if let Err(refusal) = self.peers.check(peer.ip(), &self.limits, now) {
             self.stats.refused += 1;
             // One line per second at most: a connection flood must not flood the log.
-            let now = self.now_ms();
-            if now >= self.next_refusal_log_ms {
+            if self.refusal_log.ready(now).is_some() {
                 warn!(
-                    "refusing connection from {peer}: {} connections open, the limit ({} refused so far)",
-                    self.limits.max_connections, self.stats.refused
+                    "refusing connection from {peer}: {} ({} refused so far)",
+                    refusal.describe(&self.limits),
+                    self.stats.refused
                 );
-                self.next_refusal_log_ms = now + 1000;
             }
             return None;
         }
         if let Err(e) = stream.set_nodelay(true) {
             debug!("TCP_NODELAY on {peer}: {e}");
         }
-        let now = self.now_ms();
         let entry = self.conns.vacant_entry();
         let key = entry.key();
         if let Err(e) = self
@@ -278,9 +370,10 @@ impl<C> Ctx<C> {
             stream, peer, listener, generation, now, data,
         ));
         self.stats.connections = self.conns.len();
+        self.peers.opened(peer.ip());
         let id = ConnId { key, generation };
         if self.limits.idle_ms > 0 {
-            self.idle.schedule(now + self.limits.idle_ms, id);
+            self.arm_deadline(id, now + self.limits.idle_ms);
         }
         debug!("connection {key} from {peer}");
         // Data may already be waiting (edge-triggered readiness).
@@ -305,10 +398,16 @@ impl<C> Ctx<C> {
             let _ = self.registry.deregister(conn.stream_mut());
             debug!("connection {key} from {} closed: {why}", conn.peer);
             self.stats.connections = self.conns.len();
+            self.buffered -= conn.accounted;
+            self.peers
+                .closed(conn.peer.ip(), conn.served.then_some(conn.last_frame_ms));
             let id = ConnId {
                 key,
                 generation: conn.generation,
             };
+            if self.lane == Some(id) {
+                self.lane = None;
+            }
             self.closed.push((id, conn.data));
         }
     }
@@ -330,8 +429,8 @@ impl<C> Ctx<C> {
         match conn.flush() {
             FlushResult::Written(n) => {
                 self.stats.bytes_out += n as u64;
-                if n > 0 {
-                    conn.last_active_ms = now;
+                if n > 0 || conn.unsent() == 0 {
+                    conn.last_write_ms = now;
                 }
             }
             FlushResult::Error(e) => {
@@ -366,6 +465,11 @@ impl<C> Ctx<C> {
                 self.spare_write_bufs.push(buf);
             }
         }
+        self.account(key);
+        self.unpark_drained(id);
+        let Some(conn) = self.conns.get_mut(key) else {
+            return;
+        };
         let want_write = unsent > 0;
         if want_write != conn.write_interest {
             conn.write_interest = want_write;
@@ -426,45 +530,121 @@ impl<C> Ctx<C> {
         Some(self.timers.swap_remove(i).0)
     }
 
-    /// Closes connections silent for longer than `idle_ms`; re-arms the others (a deadline is
-    /// only moved when its bucket fires, never on each read or write).
-    pub(super) fn close_idle(&mut self) {
-        if self.idle.is_empty() {
-            return;
-        }
-        let now = self.now_ms();
-        let mut fired = Vec::new();
-        self.idle.pop_due(now, usize::MAX, |_, id| fired.push(id));
-        let idle_ms = self.limits.idle_ms;
-        for id in fired {
-            let Some(c) = self.get(id) else {
-                continue;
-            };
-            if idle_ms == 0 {
-                continue;
-            }
-            let deadline = c.last_active_ms + idle_ms;
-            if deadline <= now {
-                info!(
-                    "closing connection from {}: idle for {} ms (limit {idle_ms} ms)",
-                    c.peer,
-                    now - c.last_active_ms
-                );
-                self.remove(id.key, "idle");
-            } else {
-                self.idle.schedule(deadline, id);
+    /// Arms connection `id`'s deadline entry for `at_ms`, unless its live entry fires earlier
+    /// (an entry it replaces is ignored when it fires).
+    pub(super) fn arm_deadline(&mut self, id: ConnId, at_ms: u64) {
+        let bucket = self.deadlines.bucket_of(at_ms);
+        if let Some(c) = self.get_mut(id) {
+            if c.deadline_bucket == 0 || bucket < c.deadline_bucket {
+                c.deadline_bucket = bucket;
+                self.deadlines.schedule(at_ms, id);
             }
         }
     }
 
-    /// Deregisters and drops every connection (the loop is returning; no notices).
+    /// When a connection's frame must be complete, if a frame is in progress and is being
+    /// read. Not while the loop keeps it from being read: a hold, backpressure, or a bulk line
+    /// (whose wait restarts the clock); a peer parked by the budget is not exempt, or peers
+    /// that never finish their frames would keep the budget spent for good.
+    fn frame_deadline(&self, c: &Connection<C>) -> Option<u64> {
+        let timeout = self.limits.frame_timeout_ms;
+        let started = c.frame_started_ms?;
+        if timeout == 0 || c.held || c.read_paused || c.in_line {
+            return None;
+        }
+        Some(started + timeout)
+    }
+
+    fn idle_deadline(&self, c: &Connection<C>) -> Option<u64> {
+        let idle_ms = self.limits.idle_ms;
+        (idle_ms > 0).then_some(c.last_frame_ms + idle_ms)
+    }
+
+    /// The earlier of a connection's deadlines (a held or in-line frame is looked at again a
+    /// frame timeout from now).
+    fn next_deadline(&self, c: &Connection<C>) -> Option<u64> {
+        let waiting_frame = (self.limits.frame_timeout_ms > 0 && c.frame_started_ms.is_some())
+            .then_some(self.clock_ms + self.limits.frame_timeout_ms);
+        let frame = self.frame_deadline(c).or(waiting_frame);
+        match (self.idle_deadline(c), frame) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Closes connections idle for longer than `idle_ms` (counted from their last whole frame)
+    /// and those whose frame did not complete within `frame_timeout_ms`; re-arms the others.
+    pub(super) fn close_expired(&mut self) {
+        let now = self.now_ms();
+        self.peers.prune(now, self.limits.recent_window_ms);
+        if self.deadlines.is_empty() {
+            return;
+        }
+        let mut fired = Vec::new();
+        self.deadlines
+            .pop_due(now, usize::MAX, |bucket, id| fired.push((bucket, id)));
+        for (bucket, id) in fired {
+            let Some(c) = self.get_mut(id) else {
+                continue;
+            };
+            if c.deadline_bucket != bucket {
+                continue;
+            }
+            c.deadline_bucket = 0;
+            let Some(c) = self.get(id) else {
+                continue;
+            };
+            let (peer, since_frame) = (c.peer, now.saturating_sub(c.last_frame_ms));
+            // Both may have passed by the time the bucket fires: the earlier one is the reason.
+            let idle_at = self.idle_deadline(c).filter(|at| *at <= now);
+            let frame_at = self.frame_deadline(c).filter(|at| *at <= now);
+            match (idle_at, frame_at, c.frame_started_ms) {
+                (Some(idle), frame, _) if frame.map_or(true, |f| idle <= f) => {
+                    info!(
+                        "closing connection from {peer}: no whole request for {since_frame} ms (idle limit {} ms)",
+                        self.limits.idle_ms
+                    );
+                    self.remove(id.key, "idle");
+                }
+                (_, Some(_), Some(started)) => {
+                    self.frame_timed_out(id, peer, now.saturating_sub(started));
+                }
+                _ => {
+                    if let Some(at) = self.next_deadline(c) {
+                        self.arm_deadline(id, at);
+                    }
+                }
+            }
+        }
+    }
+
+    fn frame_timed_out(&mut self, id: ConnId, peer: SocketAddr, elapsed_ms: u64) {
+        self.stats.frame_timeouts += 1;
+        let buffered = self.get(id).map_or(0, |c| c.read_buf.len());
+        if let Some(more) = self.timeout_log.ready(self.now_ms()) {
+            warn!(
+                "closing connection from {peer}: a frame begun {elapsed_ms} ms ago is still incomplete ({buffered} bytes so far; frame timeout {} ms; {more} more since the last line)",
+                self.limits.frame_timeout_ms
+            );
+        }
+        self.remove(id.key, "frame timeout");
+    }
+
+    /// Deregisters and drops every connection (the loop is returning; no notices). Input never
+    /// read is discarded first (up to a bound), so that those peers see a clean close.
     pub(super) fn drop_all(&mut self) {
+        let mut scratch = vec![0u8; 64 * 1024];
         for mut conn in self.conns.drain() {
             let _ = self.registry.deregister(conn.stream_mut());
+            conn.discard_input(&mut scratch, UNREAD_DISCARD_MAX);
         }
         self.stats.connections = 0;
         self.pending.clear();
         self.bulk_line.clear();
         self.closed.clear();
+        self.parked.clear();
+        self.lane = None;
+        self.buffered = 0;
+        self.peers.clear();
     }
 }

@@ -7,20 +7,32 @@
 //!
 //! One turn of the loop:
 //! 1. poll (without sleeping when work is pending, else until the next timer, at most 1 s);
-//! 2. accept; flush writable connections; read readable *interactive* connections at once and
-//!    put readable *bulk* connections in a first-come-first-served line;
+//! 2. accept (again, on a timer, after `accept` failed); flush writable connections; read
+//!    readable *interactive* connections at once and put readable *bulk* connections in a
+//!    first-come-first-served line;
 //! 3. read connections the loop comes back to (new, budget left over, released from
-//!    backpressure or from a hold);
+//!    backpressure, from a hold or from the buffer budget);
 //! 4. read the bulk line from the front while [`Handler::may_read_bulk`] admits more;
-//! 5. fire due application timers ([`Handler::on_timer`]) and close idle connections;
+//! 5. fire due application timers ([`Handler::on_timer`]); close idle connections, frames
+//!    that took too long, and (over the buffer budget) peers that do not read their replies;
 //! 6. [`Handler::before_sleep`]: the application's paced work (its answer says whether more is
 //!    pending, so that the next poll does not sleep).
 //!
-//! Reading a connection means: read up to `Limits::read_budget` bytes, cut whole frames with
-//! [`Handler::cut_frame`] and hand each to [`Handler::on_frame`], which appends its reply to
-//! the connection's write buffer ([`Ctx::write_buf`]); then flush. Above
-//! `Limits::write_high_water` unsent bytes the loop stops cutting and reading that peer's
-//! frames until it drains below half; above `Limits::write_hard_cap` it closes the peer.
+//! Reading a connection means: read up to `Limits::read_budget` bytes (less when the buffer
+//! budget is nearly spent, see `budget`), cut whole frames with [`Handler::cut_frame`] and hand
+//! each to [`Handler::on_frame`], which appends its reply to the connection's write buffer
+//! ([`Ctx::write_buf`]), until the replies of this turn reach `Limits::read_budget` bytes too
+//! (many pipelined requests for large replies must not make everyone else wait); then flush. Above `Limits::write_high_water` unsent bytes the loop
+//! stops cutting and reading that peer's frames until it drains below half; above
+//! `Limits::write_hard_cap` it closes the peer.
+//!
+//! What peers can hold is bounded (see `admission` and `budget`): connection slots overall, per
+//! address and a reserve for clients that completed a request recently; buffered bytes of all
+//! connections together (`Limits::max_buffered`); the time a frame may take once begun
+//! (`Limits::frame_timeout_ms`); idle time, counted from the last whole frame. When `accept`
+//! fails for lack of descriptors the loop closes the waiting connections with a spare
+//! descriptor (so they are not left hanging in the kernel's queue) and tries again every
+//! `ACCEPT_RETRY_MS`: an edge-triggered listener would not report them again.
 //!
 //! Stopping ([`StopHandle::stop`]) closes the listeners, stops reading requests, keeps calling
 //! `before_sleep` while the application reports work in flight and flushes write buffers, for
@@ -31,12 +43,14 @@
 //! [`oneway::spawn_sender`] (frames delivered to other servers without waiting for them).
 //!
 //! Later: outbound connections (`connect`) will enter the same slab, with the same
-//! [`ConnId`]s, handler callbacks and buffers; a global budget of buffered bytes, per-address
-//! limits and a frame-completion timeout belong in `Ctx::admit` and the read path.
+//! [`ConnId`]s, handler callbacks and buffers.
 
+mod admission;
 mod batcher;
+mod budget;
 mod connection;
 mod ctx;
+pub mod descriptors;
 pub mod oneway;
 
 #[cfg(test)]
@@ -44,23 +58,39 @@ mod tests;
 
 pub use batcher::{spawn_batcher, Batch};
 pub use ctx::{Ctx, LoopStats};
+pub use descriptors::{descriptor_limit, raise_descriptor_limit, DescriptorLimit};
 
 use bytes::{Bytes, BytesMut};
-use connection::ReadResult;
+use connection::{Parked, ReadResult};
+use ctx::LogGate;
 use log::{debug, info, warn};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::fmt;
+use std::fs::File;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// `accept`'s "too many open files" (process) and "file table overflow" (system).
+const EMFILE: i32 = 24;
+const ENFILE: i32 = 23;
+
 const WAKER: Token = Token(usize::MAX);
 /// Listener `i` polls under `Token(FIRST_LISTENER - i)`; connections under their slab key.
 const FIRST_LISTENER: usize = usize::MAX - 1;
 const MAX_LISTENERS: usize = 64;
+
+/// How soon `accept` is tried again after it failed (out of descriptors, out of memory).
+const ACCEPT_RETRY_MS: u64 = 100;
+
+/// A frame at least this large, once cut, is not left pinned by the bytes read after it.
+const LARGE_FRAME: usize = 64 * 1024;
+
+/// `accept` failures logged at most this often (with a count of the ones in between).
+const ACCEPT_WARN_EVERY_MS: u64 = 10_000;
 
 /// A connection: its slab slot and the generation that tells it from later occupants of the
 /// slot. Anything held by a `ConnId` after its connection closed simply finds nothing.
@@ -118,9 +148,20 @@ pub struct Limits {
     pub write_high_water: usize,
     /// Unsent bytes above which a peer is disconnected.
     pub write_hard_cap: usize,
-    /// Silence after which a connection is closed; 0 = never.
+    /// Time without a whole frame after which a connection is closed; 0 = never.
     pub idle_ms: u64,
+    /// Time a frame may take to arrive once its first byte is in; 0 = no limit. Checked with a
+    /// one-second granularity.
+    pub frame_timeout_ms: u64,
+    /// Bytes all connections' read and write buffers may hold together; 0 = no budget.
+    pub max_buffered: usize,
     pub max_connections: usize,
+    /// Connections one peer address may hold; 0 = no limit.
+    pub max_per_address: usize,
+    /// Of `max_connections`, the last slots, which only addresses that completed a frame
+    /// within `recent_window_ms` (or hold a connection that did) may take.
+    pub reserved_for_recent: usize,
+    pub recent_window_ms: u64,
     /// Bulk connections that may wait in line; beyond, bulk connections the loop comes back
     /// to are read anyway ([`Ctx::bulk_line_full`]).
     pub bulk_line_limit: usize,
@@ -135,7 +176,12 @@ impl Default for Limits {
             write_high_water: 4 << 20,
             write_hard_cap: 64 << 20,
             idle_ms: 0,
+            frame_timeout_ms: 0,
+            max_buffered: 0,
             max_connections: 65_536,
+            max_per_address: 0,
+            reserved_for_recent: 0,
+            recent_window_ms: 600_000,
             bulk_line_limit: usize::MAX,
             drain_timeout: Duration::from_secs(3),
         }
@@ -196,6 +242,22 @@ impl LoopWaker {
     }
 }
 
+/// What one pass over a connection's buffered frames did.
+#[derive(Debug, Default, Clone, Copy)]
+struct FrameRun {
+    cut_any: bool,
+    cut_large: bool,
+    /// Stopped by a hold, backpressure or a budget rather than by a partial frame.
+    stopped_by_loop: bool,
+    /// Its frames' replies took the turn's share (`Limits::read_budget` bytes).
+    replies_spent: bool,
+}
+
+/// The spare descriptor (see `EventLoop::spare_fd`); none if even that cannot be opened.
+fn open_spare() -> Option<File> {
+    File::open("/dev/null").ok()
+}
+
 /// Stops a running loop from another thread: the first call drains, a second gives up the
 /// drain at once.
 #[derive(Clone)]
@@ -215,6 +277,9 @@ struct Listener {
     socket: TcpListener,
     tag: ListenerTag,
     addr: SocketAddr,
+    /// `accept` failed: when to try again (readiness will not be reported for the connections
+    /// already waiting).
+    retry_at_ms: Option<u64>,
 }
 
 /// The loop: poll, listeners, and the [`Ctx`] its handler works with.
@@ -224,6 +289,10 @@ pub struct EventLoop<H: Handler> {
     ctx: Ctx<H::Conn>,
     stops: Arc<AtomicUsize>,
     read_scratch: Vec<u8>,
+    /// A descriptor kept open to be given up when `accept` runs out of them: it lets the loop
+    /// take waiting connections off the queue and close them.
+    spare_fd: Option<File>,
+    accept_log: LogGate,
 }
 
 impl<H: Handler> EventLoop<H> {
@@ -237,6 +306,8 @@ impl<H: Handler> EventLoop<H> {
             ctx: Ctx::new(registry, limits, waker),
             stops: Arc::new(AtomicUsize::new(0)),
             read_scratch: vec![0u8; 64 * 1024],
+            spare_fd: open_spare(),
+            accept_log: LogGate::new(ACCEPT_WARN_EVERY_MS),
         })
     }
 
@@ -255,6 +326,7 @@ impl<H: Handler> EventLoop<H> {
             socket,
             tag,
             addr: bound,
+            retry_at_ms: None,
         }));
         Ok(bound)
     }
@@ -306,6 +378,7 @@ impl<H: Handler> EventLoop<H> {
             return Err(e);
         }
         self.ctx.update_clock();
+        self.retry_accepts(h);
         for event in events.iter() {
             match event.token() {
                 WAKER => {}
@@ -323,6 +396,7 @@ impl<H: Handler> EventLoop<H> {
                 }
             }
         }
+        self.ctx.resume_parked();
         self.read_pending(h);
         self.read_bulk_line(h);
         self.fire_timers(h);
@@ -336,10 +410,16 @@ impl<H: Handler> EventLoop<H> {
         if work_pending
             || !self.ctx.pending.is_empty()
             || (!self.ctx.bulk_line.is_empty() && h.may_read_bulk())
+            || self.ctx.has_resumable()
         {
             return Duration::ZERO;
         }
-        let until_timer = match self.ctx.next_timer_ms() {
+        let retry = self
+            .listeners
+            .iter()
+            .flatten()
+            .filter_map(|l| l.retry_at_ms);
+        let until_timer = match self.ctx.next_timer_ms().into_iter().chain(retry).min() {
             Some(at) => at.saturating_sub(self.ctx.update_clock()),
             None => 1000,
         };
@@ -365,11 +445,84 @@ impl<H: Handler> EventLoop<H> {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // The peer gave up while waiting: the next one may be fine.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
                 Err(e) => {
-                    // EMFILE and friends: log and try again on the next readiness event.
-                    warn!("accept on {} failed: {e}", listener.addr);
+                    self.accept_failed(index, e);
                     return;
                 }
+            }
+        }
+    }
+
+    /// `accept` failed (EMFILE and friends). Connections waiting in the kernel's queue would
+    /// never be reported again by the edge-triggered listener, so the loop retries on a timer;
+    /// when out of descriptors it first closes the waiting ones (their peers see a close at
+    /// once instead of hanging) by giving up its spare descriptor for the time it takes.
+    fn accept_failed(&mut self, index: usize, e: io::Error) {
+        self.ctx.stats.accept_failures += 1;
+        let out_of_descriptors = matches!(e.raw_os_error(), Some(EMFILE) | Some(ENFILE));
+        let shed = if out_of_descriptors {
+            self.shed_waiting(index)
+        } else {
+            0
+        };
+        let now = self.ctx.now_ms();
+        let open = self.ctx.conns.len();
+        let Some(Some(listener)) = self.listeners.get_mut(index) else {
+            return;
+        };
+        listener.retry_at_ms = Some(now + ACCEPT_RETRY_MS);
+        let Some(more) = self.accept_log.ready(now) else {
+            return;
+        };
+        let limit = descriptor_limit().map_or("unknown".to_string(), |l| l.soft.to_string());
+        warn!(
+            "accept on {} failed: {e} ({open} connections open, open-file limit {limit}); {shed} waiting connection(s) closed, trying again every {ACCEPT_RETRY_MS} ms ({more} more failures since the last line)",
+            listener.addr
+        );
+    }
+
+    /// Closes the connections waiting on listener `index` with the spare descriptor's slot;
+    /// returns how many.
+    fn shed_waiting(&mut self, index: usize) -> usize {
+        let Some(Some(listener)) = self.listeners.get(index) else {
+            return 0;
+        };
+        let Some(spare) = self.spare_fd.take() else {
+            self.spare_fd = open_spare();
+            return 0;
+        };
+        drop(spare);
+        let mut shed = 0;
+        // Bounded, so that a connection storm cannot hold the loop here.
+        while shed < 1024 {
+            match listener.socket.accept() {
+                Ok((stream, _)) => {
+                    drop(stream);
+                    shed += 1;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            }
+        }
+        self.spare_fd = open_spare();
+        shed
+    }
+
+    /// Listeners whose `accept` failed are tried again when their retry is due.
+    fn retry_accepts(&mut self, h: &mut H) {
+        let now = self.ctx.now_ms();
+        for index in 0..self.listeners.len() {
+            let due = match self.listeners.get_mut(index) {
+                Some(Some(l)) if l.retry_at_ms.is_some_and(|at| at <= now) => {
+                    l.retry_at_ms = None;
+                    true
+                }
+                _ => false,
+            };
+            if due {
+                self.accept_all(h, index);
             }
         }
     }
@@ -399,6 +552,7 @@ impl<H: Handler> EventLoop<H> {
     /// Reads waiting bulk connections, oldest first, while the handler has room.
     fn read_bulk_line(&mut self, h: &mut H) {
         let mut budget = self.ctx.bulk_line.len();
+        let now = self.ctx.now_ms();
         while budget > 0 && h.may_read_bulk() {
             budget -= 1;
             let Some(id) = self.ctx.bulk_line.pop_front() else {
@@ -406,21 +560,26 @@ impl<H: Handler> EventLoop<H> {
             };
             if let Some(c) = self.ctx.get_mut(id) {
                 c.in_line = false;
+                // The wait in line was the loop's doing, not the peer's.
+                if c.frame_started_ms.is_some() {
+                    c.frame_started_ms = Some(now);
+                }
                 self.read_and_handle(h, id);
             }
         }
     }
 
-    /// Reads what the socket has (within the budget) and handles the whole frames.
+    /// Reads what the socket has (within the read and buffer budgets) and handles the whole
+    /// frames.
     fn read_and_handle(&mut self, h: &mut H, id: ConnId) {
-        let now = self.ctx.update_clock();
+        self.ctx.update_clock();
         let line_full = self.ctx.bulk_line_full();
-        let read_budget = self.ctx.limits.read_budget;
         let Some(conn) = self.ctx.get_mut(id) else {
             return;
         };
-        // Backpressure or a hold: further bytes stay in the kernel's socket buffer.
-        if conn.read_paused || conn.held {
+        // Backpressure, a hold or the buffer budget: further bytes stay in the kernel's socket
+        // buffer.
+        if conn.read_paused || conn.held || conn.parked != Parked::No {
             return;
         }
         // No room for bulk work: the connection waits its turn, unless the line is full (then
@@ -429,17 +588,16 @@ impl<H: Handler> EventLoop<H> {
             self.ctx.join_line(id);
             return;
         }
-        let outcome = match conn.read_available(&mut self.read_scratch, read_budget) {
-            ReadResult::WouldBlock(n) => {
-                if n > 0 {
-                    conn.last_active_ms = now;
-                }
-                Some((n, false))
-            }
-            ReadResult::BudgetExhausted(n) => {
-                conn.last_active_ms = now;
-                Some((n, true))
-            }
+        let allowance = self.ctx.read_allowance(id);
+        if allowance == 0 {
+            return;
+        }
+        let Some(conn) = self.ctx.get_mut(id) else {
+            return;
+        };
+        let outcome = match conn.read_available(&mut self.read_scratch, allowance) {
+            ReadResult::WouldBlock(n) => Some((n, false)),
+            ReadResult::BudgetExhausted(n) => Some((n, true)),
             ReadResult::Closed(n) => {
                 conn.peer_closed = true;
                 Some((n, false))
@@ -455,6 +613,7 @@ impl<H: Handler> EventLoop<H> {
             return;
         };
         self.ctx.stats.bytes_in += n as u64;
+        self.ctx.account(id.key);
         if budget_exhausted {
             // Come back to it after the others had their turn.
             self.ctx.pending.push_back(id);
@@ -462,48 +621,17 @@ impl<H: Handler> EventLoop<H> {
         self.handle_frames(h, id);
     }
 
-    /// Cuts and handles every whole frame buffered on `id` (until a hold, backpressure or a
-    /// close), then flushes.
+    /// Cuts and handles every whole frame buffered on `id` (until a hold, backpressure, the
+    /// budget or a close), then flushes.
     fn handle_frames(&mut self, h: &mut H, id: ConnId) {
-        while let Some(conn) = self.ctx.get_mut(id) {
-            if conn.read_paused || conn.held {
-                break;
-            }
-            let frame = match h.cut_frame(&mut conn.read_buf) {
-                Ok(Some(frame)) => frame,
-                Ok(None) => break,
-                Err(e) => {
-                    warn!("closing connection from {}: {e}", conn.peer);
-                    // Replies to the frames before the bad one still go out, best effort.
-                    self.ctx.close(id, "bad frame");
-                    self.deliver_closes(h);
-                    return;
-                }
-            };
-            let next = h.on_frame(&mut self.ctx, id, frame);
-            if !self.ctx.closed.is_empty() {
-                self.deliver_closes(h);
-            }
-            let high_water = self.ctx.limits.write_high_water;
-            let Some(conn) = self.ctx.get_mut(id) else {
-                return;
-            };
-            match next {
-                Next::Continue => {}
-                Next::Hold => conn.held = true,
-                Next::Close => {
-                    self.ctx.close(id, "closed by the application");
-                    self.deliver_closes(h);
-                    return;
-                }
-            }
-            if conn.unsent() > high_water {
-                conn.read_paused = true;
-            }
+        let Some(run) = self.cut_and_handle(h, id) else {
+            return;
+        };
+        if run.replies_spent {
+            // Its other frames wait until the others had their turn.
+            self.ctx.pending.push_back(id);
         }
-        if let Some(conn) = self.ctx.get_mut(id) {
-            conn.release_idle_read_buffer();
-        }
+        self.frames_done(id, run);
         self.ctx.flush(id.key);
         if self
             .ctx
@@ -516,13 +644,102 @@ impl<H: Handler> EventLoop<H> {
         self.after_callback(h);
     }
 
+    /// The frame loop of [`Self::handle_frames`]; `None` when the connection was closed.
+    fn cut_and_handle(&mut self, h: &mut H, id: ConnId) -> Option<FrameRun> {
+        let now = self.ctx.now_ms();
+        let reply_budget = self.ctx.limits.read_budget;
+        let mut run = FrameRun::default();
+        let mut replied = 0;
+        loop {
+            let conn = self.ctx.get_mut(id)?;
+            if conn.read_paused || conn.held || conn.parked != Parked::No {
+                run.stopped_by_loop = true;
+                return Some(run);
+            }
+            if replied >= reply_budget {
+                run.stopped_by_loop = true;
+                run.replies_spent = true;
+                return Some(run);
+            }
+            let unsent_before = conn.unsent();
+            let frame = match h.cut_frame(&mut conn.read_buf) {
+                Ok(Some(frame)) => frame,
+                Ok(None) => return Some(run),
+                Err(e) => {
+                    warn!("closing connection from {}: {e}", conn.peer);
+                    // Replies to the frames before the bad one still go out, best effort.
+                    self.ctx.close(id, "bad frame");
+                    self.deliver_closes(h);
+                    return None;
+                }
+            };
+            run.cut_any = true;
+            run.cut_large |= frame.len() >= LARGE_FRAME;
+            conn.last_frame_ms = now;
+            if !conn.served {
+                conn.served = true;
+                let ip = conn.peer.ip();
+                self.ctx.peers.first_frame(ip);
+            }
+            let next = h.on_frame(&mut self.ctx, id, frame);
+            if !self.ctx.closed.is_empty() {
+                self.deliver_closes(h);
+            }
+            let high_water = self.ctx.limits.write_high_water;
+            self.ctx.account(id.key);
+            let conn = self.ctx.get_mut(id)?;
+            replied += conn.unsent().saturating_sub(unsent_before);
+            match next {
+                Next::Continue => {}
+                Next::Hold => conn.held = true,
+                Next::Close => {
+                    self.ctx.close(id, "closed by the application");
+                    self.deliver_closes(h);
+                    return None;
+                }
+            }
+            if conn.unsent() > high_water {
+                conn.read_paused = true;
+            } else if self.ctx.park_if_unread(id) && self.ctx.get(id).is_none() {
+                // The flush there found the socket broken.
+                self.deliver_closes(h);
+                return None;
+            }
+        }
+    }
+
+    /// After a connection's frames were handled: release or compact the read buffer, track
+    /// the partial frame left (its deadline), give up the budget's lane once it is done.
+    fn frames_done(&mut self, id: ConnId, run: FrameRun) {
+        let now = self.ctx.now_ms();
+        let frame_timeout = self.ctx.limits.frame_timeout_ms;
+        let Some(conn) = self.ctx.get_mut(id) else {
+            return;
+        };
+        conn.release_idle_read_buffer(run.cut_large);
+        let mut arm = None;
+        if conn.read_buf.is_empty() || run.stopped_by_loop {
+            conn.frame_started_ms = None;
+        } else if run.cut_any || conn.frame_started_ms.is_none() {
+            // A frame began in the bytes just read.
+            conn.frame_started_ms = Some(now);
+            arm = (frame_timeout > 0).then_some(now + frame_timeout);
+        }
+        if let Some(at) = arm {
+            self.ctx.arm_deadline(id, at);
+        }
+        self.ctx.leave_lane_if_done(id);
+        self.ctx.account(id.key);
+    }
+
     fn fire_timers(&mut self, h: &mut H) {
         let now = self.ctx.update_clock();
         while let Some(timer) = self.ctx.pop_due_timer(now) {
             h.on_timer(&mut self.ctx, timer);
             self.after_callback(h);
         }
-        self.ctx.close_idle();
+        self.ctx.close_expired();
+        self.ctx.close_stalled_writers();
         self.deliver_closes(h);
     }
 

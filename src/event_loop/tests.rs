@@ -20,6 +20,14 @@ struct Probe {
     stale_after_close: AtomicUsize,
     bulk_waiting: AtomicUsize,
     refused: AtomicUsize,
+    buffered: AtomicUsize,
+    buffered_peak: AtomicUsize,
+    parked_reads: AtomicUsize,
+    closed_over_budget: AtomicUsize,
+    frame_timeouts: AtomicUsize,
+    accept_failures: AtomicUsize,
+    /// Payloads of the frames handled, in order.
+    order: std::sync::Mutex<Vec<Vec<u8>>>,
     stopping: AtomicBool,
     admit_bulk: AtomicBool,
     release_held: AtomicBool,
@@ -67,12 +75,18 @@ impl Handler for Echo {
 
     fn on_frame(&mut self, ctx: &mut Ctx<()>, conn: ConnId, frame: Bytes) -> Next {
         self.probe.frames.fetch_add(1, Ordering::SeqCst);
+        self.probe.order.lock().unwrap().push(frame.to_vec());
         match &frame[..] {
             b"hold" => {
                 self.held.push(conn);
                 Next::Hold
             }
             b"close" => Next::Close,
+            // A small request for a large reply.
+            b"big" => {
+                reply(ctx, conn, &[b'B'; 200_000]);
+                Next::Continue
+            }
             b"timer" => {
                 self.ticking = Some(conn);
                 ctx.set_timer(TICK, ctx.now_ms());
@@ -105,8 +119,19 @@ impl Handler for Echo {
     fn before_sleep(&mut self, ctx: &mut Ctx<()>) -> bool {
         let p = &self.probe;
         p.bulk_waiting.store(ctx.bulk_waiting(), Ordering::SeqCst);
-        p.refused
-            .store(ctx.stats().refused as usize, Ordering::SeqCst);
+        let stats = ctx.stats();
+        p.refused.store(stats.refused as usize, Ordering::SeqCst);
+        p.buffered.store(stats.buffered_bytes, Ordering::SeqCst);
+        p.buffered_peak
+            .fetch_max(stats.buffered_bytes, Ordering::SeqCst);
+        p.parked_reads
+            .store(stats.parked_reads as usize, Ordering::SeqCst);
+        p.closed_over_budget
+            .store(stats.closed_over_budget as usize, Ordering::SeqCst);
+        p.frame_timeouts
+            .store(stats.frame_timeouts as usize, Ordering::SeqCst);
+        p.accept_failures
+            .store(stats.accept_failures as usize, Ordering::SeqCst);
         p.stopping.store(ctx.is_stopping(), Ordering::SeqCst);
         if p.release_held.load(Ordering::SeqCst) {
             for conn in self.held.drain(..) {
@@ -334,4 +359,287 @@ fn a_second_stop_gives_up_the_drain() {
     let echo = lp.thread.join().unwrap().unwrap();
     assert_eq!(echo.held.len(), 1, "the held request was never answered");
     assert_eq!(read_frame(&mut s), None);
+}
+
+// ------------------------------------------------------------------ what peers can hold
+
+/// A client bound to a chosen loopback address (127.0.0.x), so that tests can be several
+/// peers as far as per-address rules go.
+fn connect_from(source: [u8; 4], addr: SocketAddr) -> TcpStream {
+    use std::os::fd::FromRawFd;
+    let SocketAddr::V4(v4) = addr else {
+        panic!("IPv4 only");
+    };
+    let sockaddr = |ip: [u8; 4], port: u16| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(ip),
+        },
+        sin_zero: [0; 8],
+    };
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // Close-on-exec, as std's sockets: children spawned by tests running alongside must not
+    // inherit (and keep open) these connections.
+    // SAFETY: plain socket calls on a descriptor this function owns, with sockaddr_in values
+    // that live across each call; the descriptor is handed to TcpStream, which closes it.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket: {}", io::Error::last_os_error());
+        let stream = TcpStream::from_raw_fd(fd);
+        let local = sockaddr(source, 0);
+        let rc = libc::bind(fd, &local as *const _ as *const libc::sockaddr, len);
+        assert_eq!(rc, 0, "bind: {}", io::Error::last_os_error());
+        let remote = sockaddr(v4.ip().octets(), v4.port());
+        let rc = libc::connect(fd, &remote as *const _ as *const libc::sockaddr, len);
+        assert_eq!(rc, 0, "connect: {}", io::Error::last_os_error());
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream
+    }
+}
+
+/// Whether the server closed the connection (EOF or reset) rather than answering.
+fn refused(s: &mut TcpStream) -> bool {
+    let _ = s.write_all(&frame(b"anyone?"));
+    read_frame(s).is_none()
+}
+
+fn stop(lp: Running) {
+    lp.stop.stop();
+    lp.thread.join().unwrap().unwrap();
+}
+
+#[test]
+fn a_frame_begun_must_complete_within_the_frame_timeout() {
+    let lp = start(Limits {
+        frame_timeout_ms: 1000,
+        ..Limits::default()
+    });
+    let mut stuck = connect(lp.interactive);
+    let mut slow = connect(lp.interactive);
+    stuck.write_all(&frame(b"never finished")[..6]).unwrap();
+    // A frame completed within the limit, in two parts, is answered.
+    let whole = frame(b"in two parts");
+    slow.write_all(&whole[..5]).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    slow.write_all(&whole[5..]).unwrap();
+    assert_eq!(read_frame(&mut slow).as_deref(), Some(&b"in two parts"[..]));
+    assert_eq!(read_frame(&mut stuck), None);
+    wait_until(|| lp.probe.frame_timeouts.load(Ordering::SeqCst) == 1);
+    echo_round_trip(lp.interactive, b"still serving");
+    stop(lp);
+}
+
+#[test]
+fn idle_time_counts_from_the_last_whole_frame_not_from_trickled_bytes() {
+    let lp = start(Limits {
+        idle_ms: 1000,
+        ..Limits::default()
+    });
+    let mut s = connect(lp.interactive);
+    let mut w = s.try_clone().unwrap();
+    let trickle = std::thread::spawn(move || {
+        // One byte of a 64-byte frame every 200 ms: bytes keep coming, no frame ever ends.
+        let bytes = frame(&[b'x'; 60]);
+        for b in bytes.iter().take(60) {
+            if w.write_all(std::slice::from_ref(b)).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+    assert_eq!(read_frame(&mut s), None, "closed as idle while trickling");
+    trickle.join().unwrap();
+    stop(lp);
+}
+
+#[test]
+fn one_address_may_hold_at_most_the_per_address_limit() {
+    let lp = start(Limits {
+        max_per_address: 2,
+        ..Limits::default()
+    });
+    let mut first = connect_from([127, 0, 0, 2], lp.interactive);
+    let mut second = connect_from([127, 0, 0, 2], lp.interactive);
+    for s in [&mut first, &mut second] {
+        s.write_all(&frame(b"mine")).unwrap();
+        assert_eq!(read_frame(s).as_deref(), Some(&b"mine"[..]));
+    }
+    assert!(refused(&mut connect_from([127, 0, 0, 2], lp.interactive)));
+    // Another address is not affected.
+    let mut other = connect_from([127, 0, 0, 3], lp.interactive);
+    other.write_all(&frame(b"other")).unwrap();
+    assert_eq!(read_frame(&mut other).as_deref(), Some(&b"other"[..]));
+    assert_eq!(lp.probe.refused.load(Ordering::SeqCst), 1);
+    stop(lp);
+}
+
+#[test]
+fn the_reserved_slots_take_only_addresses_that_completed_a_frame_recently() {
+    let lp = start(Limits {
+        max_connections: 3,
+        reserved_for_recent: 1,
+        ..Limits::default()
+    });
+    // A working client completes a request and goes away.
+    let mut worker = connect_from([127, 0, 0, 3], lp.interactive);
+    worker.write_all(&frame(b"work")).unwrap();
+    assert_eq!(read_frame(&mut worker).as_deref(), Some(&b"work"[..]));
+    drop(worker);
+    wait_until(|| lp.probe.closes.load(Ordering::SeqCst) == 1);
+    // Newcomers that never finish a request take the general slots, then are refused.
+    let _a = connect_from([127, 0, 0, 2], lp.interactive);
+    let _b = connect_from([127, 0, 0, 2], lp.interactive);
+    assert!(refused(&mut connect_from([127, 0, 0, 4], lp.interactive)));
+    // The working client still gets in.
+    let mut back = connect_from([127, 0, 0, 3], lp.interactive);
+    back.write_all(&frame(b"back")).unwrap();
+    assert_eq!(read_frame(&mut back).as_deref(), Some(&b"back"[..]));
+    stop(lp);
+}
+
+/// Writes the first `send` bytes of a frame announcing `len` payload bytes, as far as the
+/// socket takes them within a second (the server may not be reading).
+fn send_partial(s: &mut TcpStream, len: usize, send: usize) {
+    s.set_write_timeout(Some(Duration::from_secs(1))).unwrap();
+    let mut bytes = (len as u32).to_be_bytes().to_vec();
+    bytes.resize(send, b'p');
+    let _ = s.write_all(&bytes);
+}
+
+#[test]
+fn large_partial_frames_wait_for_the_buffer_budget_while_small_requests_are_served() {
+    const BUDGET: usize = 1 << 20;
+    let lp = start(Limits {
+        max_buffered: BUDGET,
+        ..Limits::default()
+    });
+    let mut attackers: Vec<TcpStream> = (0..8).map(|_| connect(lp.interactive)).collect();
+    for a in attackers.iter_mut() {
+        send_partial(a, 1_000_000, 400_000);
+    }
+    wait_until(|| lp.probe.parked_reads.load(Ordering::SeqCst) > 0);
+    echo_round_trip(lp.interactive, b"small request");
+    // The budget, plus the one frame read past it (the lane), plus small reads.
+    let peak = lp.probe.buffered_peak.load(Ordering::SeqCst);
+    assert!(peak <= 2 * BUDGET + 1_000_000, "peak {peak}");
+    drop(attackers);
+    wait_until(|| lp.probe.buffered.load(Ordering::SeqCst) == 0);
+    stop(lp);
+}
+
+/// Sends one frame of `payload` from a thread and reads the echo; true when it came back whole.
+fn echo_large(addr: SocketAddr, payload: Vec<u8>) -> JoinHandle<bool> {
+    std::thread::spawn(move || {
+        let mut s = connect(addr);
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut w = s.try_clone().unwrap();
+        let bytes = frame(&payload);
+        let writer = std::thread::spawn(move || w.write_all(&bytes).is_ok());
+        let echoed = read_frame(&mut s).is_some_and(|p| p == payload);
+        writer.join().unwrap() && echoed
+    })
+}
+
+#[test]
+fn large_frames_beyond_the_budget_together_all_complete_one_at_a_time() {
+    const BUDGET: usize = 1 << 20;
+    let lp = start(Limits {
+        max_buffered: BUDGET,
+        frame_timeout_ms: 10_000,
+        ..Limits::default()
+    });
+    // Four 900 KB frames at once: more than three times the budget. Without one frame being
+    // read past the spent budget (the lane), all four would wait for each other for good.
+    let senders: Vec<_> = (0..4u8)
+        .map(|i| echo_large(lp.interactive, vec![b'a' + i; 900_000]))
+        .collect();
+    for s in senders {
+        assert!(s.join().unwrap(), "a large frame was not echoed whole");
+    }
+    assert_eq!(lp.probe.frame_timeouts.load(Ordering::SeqCst), 0);
+    stop(lp);
+}
+
+#[test]
+fn stalled_partial_frames_time_out_and_give_the_budget_back() {
+    const BUDGET: usize = 1 << 20;
+    let lp = start(Limits {
+        max_buffered: BUDGET,
+        frame_timeout_ms: 1000,
+        ..Limits::default()
+    });
+    let mut stalled: Vec<TcpStream> = (0..3).map(|_| connect(lp.interactive)).collect();
+    for s in stalled.iter_mut() {
+        send_partial(s, 1_000_000, 600_000);
+    }
+    wait_until(|| lp.probe.parked_reads.load(Ordering::SeqCst) > 0);
+    wait_until(|| lp.probe.frame_timeouts.load(Ordering::SeqCst) == 3);
+    wait_until(|| lp.probe.buffered.load(Ordering::SeqCst) == 0);
+    for s in stalled.iter_mut() {
+        assert_eq!(read_frame(s), None);
+    }
+    // Not under attack any more: a large frame goes through.
+    assert!(echo_large(lp.interactive, vec![b'L'; 900_000])
+        .join()
+        .unwrap());
+    stop(lp);
+}
+
+#[test]
+fn peers_not_reading_their_replies_are_closed_when_the_budget_is_spent() {
+    const BUDGET: usize = 1 << 20;
+    let lp = start(Limits {
+        max_buffered: BUDGET,
+        ..Limits::default()
+    });
+    // Each asks for far more than the kernel's socket buffers hold, and never reads.
+    let request: Vec<u8> = (0..100).flat_map(|_| frame(&[b'r'; 64 * 1024])).collect();
+    let writers: Vec<_> = (0..6)
+        .map(|_| {
+            let mut s = connect(lp.interactive);
+            let request = request.clone();
+            std::thread::spawn(move || {
+                s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+                let _ = s.write_all(&request);
+                s
+            })
+        })
+        .collect();
+    wait_until(|| lp.probe.closed_over_budget.load(Ordering::SeqCst) > 0);
+    echo_round_trip(lp.interactive, b"small request");
+    let peers: Vec<TcpStream> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+    wait_until(|| lp.probe.buffered.load(Ordering::SeqCst) <= BUDGET);
+    drop(peers);
+    wait_until(|| lp.probe.buffered.load(Ordering::SeqCst) == 0);
+    stop(lp);
+}
+
+#[test]
+fn a_peer_asking_for_many_large_replies_does_not_hold_the_turn() {
+    let lp = start(Limits::default());
+    lp.probe.admit_bulk.store(false, Ordering::SeqCst);
+    // Twenty small requests for 200 KB replies, then, on another connection, a small request:
+    // both wait in the bulk line, then are read in that order.
+    let mut greedy = connect(lp.bulk);
+    let bigs: Vec<u8> = (0..20).flat_map(|_| frame(b"big")).collect();
+    greedy.write_all(&bigs).unwrap();
+    wait_until(|| lp.probe.bulk_waiting.load(Ordering::SeqCst) == 1);
+    let mut small = connect(lp.bulk);
+    small.write_all(&frame(b"small")).unwrap();
+    wait_until(|| lp.probe.bulk_waiting.load(Ordering::SeqCst) == 2);
+    lp.probe.admit_bulk.store(true, Ordering::SeqCst);
+    lp.waker.wake();
+    assert_eq!(read_frame(&mut small).as_deref(), Some(&b"small"[..]));
+    for _ in 0..20 {
+        assert!(read_frame(&mut greedy).is_some_and(|r| r.len() == 200_000));
+    }
+    // The small request was handled after the greedy peer's first replies (256 KB worth), not
+    // after all twenty.
+    let order = lp.probe.order.lock().unwrap().clone();
+    let at = order.iter().position(|f| f == b"small").unwrap();
+    assert!(at <= 2, "the small request came {}th", at + 1);
+    stop(lp);
 }

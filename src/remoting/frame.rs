@@ -47,7 +47,8 @@ pub const PREFIX_LEN: usize = 8;
 
 /// Takes the next whole frame off the front of `buf`, without its 4-byte length prefix, or
 /// returns `Ok(None)` when more bytes are needed. Sizes are validated as soon as the first
-/// eight bytes are there, so an oversized length is refused before anything is buffered.
+/// eight bytes are there, so an oversized length is refused before anything is buffered, and
+/// nothing is reserved for the announced length.
 pub fn next_frame(buf: &mut BytesMut, frame_max: u32) -> Result<Option<Bytes>, FrameError> {
     if buf.len() < 4 {
         return Ok(None);
@@ -68,9 +69,8 @@ pub fn next_frame(buf: &mut BytesMut, frame_max: u32) -> Result<Option<Bytes>, F
     }
     let total = length as usize + 4;
     if buf.len() < total {
-        // Reserve for the rest of this frame once, so a large body is read without
-        // repeated regrowth.
-        buf.reserve(total - buf.len());
+        // Nothing is reserved for the announced length: the buffer grows with the bytes that
+        // actually arrive, so a peer announcing 16 MiB and sending 8 bytes holds 8 bytes.
         return Ok(None);
     }
     buf.advance(4);

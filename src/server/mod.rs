@@ -35,7 +35,7 @@ use crate::remoting::frame::{self, FrameError};
 use crate::remoting::json;
 use bytes::{Bytes, BytesMut};
 use crossbeam_channel::Receiver;
-use log::{error, warn};
+use log::{error, info, warn};
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
@@ -78,6 +78,10 @@ const REGISTRATION_BACKLOG_BYTES: usize = 256 << 20;
 /// queues are empty again (glibc keeps a burst's peak otherwise).
 const TRIM_AFTER_BYTES: usize = 4 << 20;
 
+/// Connection buffers (bytes held at once) after which, once they are down to a quarter,
+/// freed heap is handed back the same way (large frames, unread replies).
+const TRIM_AFTER_BUFFERED: usize = 2 << 20;
+
 /// Unregistrations applied per step of a large batch.
 const UNREGISTER_CHUNK: usize = 32;
 
@@ -91,6 +95,11 @@ const NOTIFY_TIMEOUT: Duration = Duration::from_millis(300);
 
 /// How long a stop may take to answer queued work and flush replies.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How recently an address must have completed a request to use the reserved connection
+/// slots (`reservedConnectionsPercent`): clients ask for routes every 30 s, brokers register
+/// every 30 s, so ten minutes covers a restart or a network blip.
+const RECENT_CLIENT_WINDOW_MS: u64 = 600_000;
 
 /// Java's remark when a request queue is full.
 const OVERLOAD_REMARK: &str = "[OVERLOAD]system busy, start flow control for a while";
@@ -170,7 +179,8 @@ impl Server {
         let kv =
             KvStore::open(std::path::Path::new(&config.kv_config_path)).map_err(StartError::Kv)?;
         let addr = socket_address(&config.bind_address, config.listen_port)?;
-        let mut event_loop = EventLoop::new(loop_limits(&config))?;
+        let descriptors = prepare_descriptors(&config);
+        let mut event_loop = EventLoop::new(loop_limits(&config, descriptors))?;
         let local_addr = event_loop
             .listen(addr, NAMESRV_LISTENER)
             .map_err(|source| StartError::Bind { addr, source })?;
@@ -186,6 +196,7 @@ impl Server {
             None => None,
         };
         let mut app = NameServer::new(config, kv, event_loop.waker())?;
+        app.descriptors = descriptors;
         app.arm_scan_timer(event_loop.ctx());
         if let Some(mut port) = controller {
             port.arm_timers(event_loop.ctx());
@@ -303,17 +314,70 @@ pub fn start_with_controller(
 
 // ---------------------------------------------------------------------- settings
 
-/// What the loop enforces, from the config (again after each config update).
-fn loop_limits(c: &NamesrvConfig) -> Limits {
+/// What the loop enforces, from the config (again after each config update) and the
+/// open-file limit (`descriptors`, the soft limit when known).
+fn loop_limits(c: &NamesrvConfig, descriptors: Option<u64>) -> Limits {
+    let max_connections = connection_cap(c.max_connections, descriptors);
     Limits {
         read_budget: READ_BUDGET,
         write_high_water: c.conn_write_high_water as usize,
         write_hard_cap: c.conn_write_hard_cap as usize,
         idle_ms: (c.server_channel_max_idle_time_seconds.max(0) as u64) * 1000,
-        max_connections: c.max_connections as usize,
+        frame_timeout_ms: c.frame_read_timeout_millis,
+        max_buffered: usize::try_from(c.max_buffered_bytes).unwrap_or(usize::MAX),
+        max_connections,
+        max_per_address: c.max_connections_per_address as usize,
+        reserved_for_recent: max_connections * c.reserved_connections_percent as usize / 100,
+        recent_window_ms: RECENT_CLIENT_WINDOW_MS,
         bulk_line_limit: c.registration_backlog_limit as usize,
         drain_timeout: DRAIN_TIMEOUT,
     }
+}
+
+/// Descriptors kept free beside the connections: the loop's own (poll, waker, listeners, a
+/// spare), the log, config and KV files, the Controller's files, connections to brokers for
+/// notifications. A fixed part and a share of the limit.
+fn descriptor_headroom(limit: u64) -> u64 {
+    32 + limit / 32
+}
+
+/// `maxConnections`, lowered to what the open-file limit leaves room for: past it `accept`
+/// would fail for every newcomer instead of refusing them cleanly.
+fn connection_cap(max_connections: u32, descriptors: Option<u64>) -> usize {
+    let fit = descriptors.map_or(u64::MAX, |limit| {
+        limit.saturating_sub(descriptor_headroom(limit)).max(1)
+    });
+    u64::from(max_connections).min(fit) as usize
+}
+
+/// The open-file limit `max_connections` needs (the inverse of [`connection_cap`]).
+fn descriptors_wanted(max_connections: u32) -> u64 {
+    (u64::from(max_connections) + 32) * 32 / 31 + 1
+}
+
+/// Raises the soft open-file limit to what `maxConnections` needs (up to the hard limit, as
+/// the JVM does for the Java name server) and warns when it is still too low; returns the
+/// soft limit, `None` when it cannot be read.
+fn prepare_descriptors(c: &NamesrvConfig) -> Option<u64> {
+    let before = event_loop::descriptor_limit()?;
+    let now = event_loop::raise_descriptor_limit(descriptors_wanted(c.max_connections))?;
+    if now.soft > before.soft {
+        info!(
+            "open-file limit raised from {} to {} for maxConnections={}",
+            before.soft, now.soft, c.max_connections
+        );
+    }
+    let cap = connection_cap(c.max_connections, Some(now.soft));
+    if cap < c.max_connections as usize {
+        warn!(
+            "maxConnections={} does not fit the open-file limit ({} descriptors, hard limit {}; {} kept for files and outbound connections): accepting at most {cap} connections; raise LimitNOFILE (systemd) or ulimit -n",
+            c.max_connections,
+            now.soft,
+            now.hard,
+            descriptor_headroom(now.soft)
+        );
+    }
+    Some(now.soft)
 }
 
 /// Settings read on every frame; refreshed after a config update.
@@ -390,7 +454,11 @@ struct NameServer {
     unregistrations: VecDeque<Unregistration>,
     expiry: ExpiryPacer,
     bytes_since_trim: usize,
+    /// The most the connections' buffers held since the last trim.
+    buffered_peak: usize,
     next_trim_ms: u64,
+    /// The soft open-file limit the connection cap is kept under.
+    descriptors: Option<u64>,
     threads: Vec<JoinHandle<()>>,
     /// The embedded Controller, when hosted.
     controller: Option<ControllerPort>,
@@ -416,7 +484,9 @@ impl NameServer {
             unregistrations: VecDeque::new(),
             expiry: ExpiryPacer::default(),
             bytes_since_trim: 0,
+            buffered_peak: 0,
             next_trim_ms: 0,
+            descriptors: None,
             threads: vec![batcher, sender],
             controller: None,
         })
@@ -517,7 +587,11 @@ impl NameServer {
     fn refresh_settings(&mut self, ctx: &mut Ctx<PeerState>) {
         let config = self.processor.config();
         self.settings = Settings::from_config(config);
-        ctx.set_limits(loop_limits(config));
+        if ctx.limits().max_connections != connection_cap(config.max_connections, self.descriptors)
+        {
+            self.descriptors = prepare_descriptors(config).or(self.descriptors);
+        }
+        ctx.set_limits(loop_limits(config, self.descriptors));
         // A shorter scan interval takes effect now, not after the old one.
         let next = ctx.now_ms() + self.settings.scan_interval_ms;
         if next < self.expiry.next_scan_ms {
@@ -605,13 +679,19 @@ impl NameServer {
         }
     }
 
-    /// After a registration burst or a mass unregistration, once the queues are back to their
-    /// usual size, hands the freed heap back to the OS (at most once a second), so RSS
-    /// follows the tables rather than the burst's peak.
-    fn trim_heap_after_bursts(&mut self, now_ms: u64) {
+    /// After a registration burst, a mass unregistration, or connections that buffered much
+    /// (large frames, unread replies), once the queues and buffers are back to their usual
+    /// size, hands the freed heap back to the OS (at most once a second), so RSS follows the
+    /// tables rather than the burst's peak.
+    fn trim_heap_after_bursts(&mut self, ctx: &mut Ctx<PeerState>) {
+        let now_ms = ctx.now_ms();
+        let buffered = ctx.stats().buffered_bytes;
+        self.buffered_peak = self.buffered_peak.max(ctx.take_buffered_peak());
+        let buffers_drained =
+            self.buffered_peak >= TRIM_AFTER_BUFFERED && buffered <= self.buffered_peak / 4;
         // During a long storm the queue never empties, so "drained to its usual read-ahead"
         // is the signal that a burst is over.
-        if self.bytes_since_trim < TRIM_AFTER_BYTES
+        if (self.bytes_since_trim < TRIM_AFTER_BYTES && !buffers_drained)
             || self.registrations.bytes > REGISTRATION_READ_AHEAD_BYTES
             || !self.unregistrations.is_empty()
             || now_ms < self.next_trim_ms
@@ -619,6 +699,7 @@ impl NameServer {
             return;
         }
         self.bytes_since_trim = 0;
+        self.buffered_peak = buffered;
         self.next_trim_ms = now_ms + 1000;
         release_free_heap();
     }
@@ -716,7 +797,7 @@ impl Handler for NameServer {
         self.run_registrations(ctx, slow_work);
         self.apply_unregistrations(slow_work);
         self.pace_expiry(ctx);
-        self.trim_heap_after_bursts(ctx.now_ms());
+        self.trim_heap_after_bursts(ctx);
         controller_busy
             || !self.registrations.queue.is_empty()
             || !self.unregistrations.is_empty()
@@ -731,6 +812,11 @@ fn server_counters(stats: LoopStats) -> ServerCounters {
         connections: stats.connections,
         bytes_in: stats.bytes_in,
         bytes_out: stats.bytes_out,
+        buffered_bytes: stats.buffered_bytes,
+        refused_connections: stats.refused,
+        frame_timeouts: stats.frame_timeouts,
+        closed_over_budget: stats.closed_over_budget,
+        accept_failures: stats.accept_failures,
     }
 }
 
@@ -781,6 +867,44 @@ fn release_free_heap() {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_connection_cap_stays_below_the_open_file_limit() {
+        // ulimit -n 64: room for 30 connections, the rest kept for files.
+        assert_eq!(connection_cap(65_536, Some(64)), 30);
+        assert_eq!(connection_cap(65_536, Some(1024)), 960);
+        assert_eq!(connection_cap(100, Some(1024)), 100);
+        assert_eq!(connection_cap(100, None), 100);
+        // What the cap asks for is enough for it, and not much more.
+        for max in [100u32, 65_536, 1_000_000] {
+            let wanted = descriptors_wanted(max);
+            assert_eq!(connection_cap(max, Some(wanted)), max as usize);
+            assert!(
+                connection_cap(max, Some(wanted - 2)) < max as usize,
+                "{max}"
+            );
+        }
+    }
+
+    #[test]
+    fn loop_limits_follow_the_config() {
+        let mut c = NamesrvConfig {
+            max_connections: 1000,
+            reserved_connections_percent: 5,
+            frame_read_timeout_millis: 1234,
+            max_buffered_bytes: 8 << 20,
+            max_connections_per_address: 7,
+            ..NamesrvConfig::default()
+        };
+        let l = loop_limits(&c, Some(1_000_000));
+        assert_eq!(l.max_connections, 1000);
+        assert_eq!(l.reserved_for_recent, 50);
+        assert_eq!((l.frame_timeout_ms, l.max_buffered), (1234, 8 << 20));
+        assert_eq!(l.max_per_address, 7);
+        // The reserve is a share of the cap actually in force.
+        c.max_connections = 65_536;
+        assert_eq!(loop_limits(&c, Some(64)).reserved_for_recent, 1);
+    }
 
     #[test]
     fn os_errors_read_as_the_os_says_them() {

@@ -1,0 +1,140 @@
+//! The process's open-file limit (`RLIMIT_NOFILE`): every connection is a descriptor, so the
+//! application reads this limit at start to keep its connection cap below it, and may raise
+//! the soft limit up to the hard one (as the JVM does by default) when its cap needs more.
+//!
+//! Read and set through `getrlimit`/`setrlimit` declared here (no `libc` crate at run time);
+//! on platforms where the layout is not known here the limit is simply unknown (`None`).
+
+use std::io;
+
+/// The soft limit (what `open`/`accept` hit) and the hard one (how far the soft one may rise).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DescriptorLimit {
+    pub soft: u64,
+    pub hard: u64,
+}
+
+#[cfg(all(
+    target_os = "linux",
+    any(
+        target_arch = "x86_64",
+        target_arch = "aarch64",
+        target_arch = "x86",
+        target_arch = "arm",
+        target_arch = "riscv64"
+    )
+))]
+mod sys {
+    use super::DescriptorLimit;
+    use std::io;
+    use std::os::raw::{c_int, c_ulong};
+
+    const RLIMIT_NOFILE: c_int = 7;
+
+    #[repr(C)]
+    struct RLimit {
+        cur: c_ulong,
+        max: c_ulong,
+    }
+
+    extern "C" {
+        fn getrlimit(resource: c_int, rlim: *mut RLimit) -> c_int;
+        fn setrlimit(resource: c_int, rlim: *const RLimit) -> c_int;
+    }
+
+    pub fn get() -> Option<DescriptorLimit> {
+        let mut r = RLimit { cur: 0, max: 0 };
+        // SAFETY: getrlimit writes one `struct rlimit` (two `rlim_t`, i.e. unsigned long on
+        // these Linux targets) into the valid, exclusively borrowed `r`.
+        let rc = unsafe { getrlimit(RLIMIT_NOFILE, &mut r) };
+        // `unsigned long` is 32 bits on the 32-bit targets: the casts are needed there.
+        #[allow(clippy::unnecessary_cast)]
+        (rc == 0).then_some(DescriptorLimit {
+            soft: r.cur as u64,
+            hard: r.max as u64,
+        })
+    }
+
+    pub fn set(limit: DescriptorLimit) -> io::Result<()> {
+        let r = RLimit {
+            cur: limit.soft as c_ulong,
+            max: limit.hard as c_ulong,
+        };
+        // SAFETY: setrlimit only reads the `struct rlimit` behind the valid pointer; it is a
+        // plain system call (async-signal-safe, so also usable between fork and exec).
+        let rc = unsafe { setrlimit(RLIMIT_NOFILE, &r) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+}
+
+#[cfg(not(all(
+    target_os = "linux",
+    any(
+        target_arch = "x86_64",
+        target_arch = "aarch64",
+        target_arch = "x86",
+        target_arch = "arm",
+        target_arch = "riscv64"
+    )
+)))]
+mod sys {
+    use super::DescriptorLimit;
+    use std::io;
+
+    pub fn get() -> Option<DescriptorLimit> {
+        None
+    }
+
+    pub fn set(_: DescriptorLimit) -> io::Result<()> {
+        Err(io::Error::other(
+            "the open-file limit cannot be set on this platform",
+        ))
+    }
+}
+
+/// The current limit, `None` when it cannot be read here.
+pub fn descriptor_limit() -> Option<DescriptorLimit> {
+    sys::get()
+}
+
+/// Sets both limits (lowering is always allowed; raising the hard one needs privileges).
+/// Async-signal-safe: may be called in a child between fork and exec.
+pub fn set_descriptor_limit(limit: DescriptorLimit) -> io::Result<()> {
+    sys::set(limit)
+}
+
+/// Raises the soft limit to `wanted` descriptors, or as near as the hard limit allows, when it
+/// is below; returns the limit now in force.
+pub fn raise_descriptor_limit(wanted: u64) -> Option<DescriptorLimit> {
+    let current = descriptor_limit()?;
+    if current.soft >= wanted {
+        return Some(current);
+    }
+    let raised = DescriptorLimit {
+        soft: wanted.min(current.hard),
+        hard: current.hard,
+    };
+    match set_descriptor_limit(raised) {
+        Ok(()) => Some(raised),
+        Err(_) => Some(current),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_limit_reads_back_and_raising_to_it_changes_nothing() {
+        let Some(now) = descriptor_limit() else {
+            return;
+        };
+        assert!(now.soft <= now.hard);
+        assert_eq!(raise_descriptor_limit(now.soft), Some(now));
+        assert_eq!(descriptor_limit(), Some(now));
+    }
+}
