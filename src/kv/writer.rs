@@ -22,7 +22,7 @@ use std::path::Path;
 use std::thread::JoinHandle;
 
 /// Jobs taken per wake-up at most (bounds one group and one answer batch).
-const MAX_BATCH: usize = 4096;
+const MAX_BATCH: usize = 1024;
 
 /// A small file write other than the KV file's, run on the writer thread; the error text
 /// names what failed.
