@@ -76,15 +76,24 @@ fn explain(what: String, source: io::Error) -> io::Error {
     io::Error::new(source.kind(), Explained { what, source })
 }
 
+/// Bytes gathered before a write: parts smaller than this are copied together, larger ones
+/// written as they are, so a file assembled from many pieces is never copied whole.
+const WRITE_CHUNK: usize = 1 << 20;
+
 /// Atomically replaces `path` with `content` and returns once it is on disk. On an error the
 /// file is as it was and no temporary file is left behind.
 pub fn replace_file(path: &Path, content: &[u8]) -> io::Result<()> {
+    replace_file_parts(path, &[content])
+}
+
+/// [`replace_file`] with the content given as consecutive parts.
+pub fn replace_file_parts(path: &Path, parts: &[&[u8]]) -> io::Result<()> {
     let dir = parent_dir(path);
     fs::create_dir_all(&dir)?;
     let bak_tmp = sibling(path, ".bak.tmp");
     let tmp = sibling(path, ".tmp");
     let result = keep_backup(path, &bak_tmp)
-        .and_then(|()| write_and_sync(&tmp, content))
+        .and_then(|()| write_and_sync(&tmp, parts))
         .and_then(|()| fs::rename(&tmp, path));
     if let Err(e) = result {
         let _ = fs::remove_file(&tmp);
@@ -108,19 +117,31 @@ fn keep_backup(path: &Path, bak_tmp: &Path) -> io::Result<()> {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
                 Err(e) => return Err(e),
             };
-            write_and_sync(bak_tmp, &previous)?;
+            write_and_sync(bak_tmp, &[&previous])?;
         }
     }
     fs::rename(bak_tmp, sibling(path, ".bak"))
 }
 
-fn write_and_sync(path: &Path, content: &[u8]) -> io::Result<()> {
+fn write_and_sync(path: &Path, parts: &[&[u8]]) -> io::Result<()> {
     let mut f = OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .open(path)?;
-    write_within_capacity(&mut f, path, content)?;
+    let mut gathered = Vec::new();
+    for part in parts {
+        if gathered.len() + part.len() > WRITE_CHUNK && !gathered.is_empty() {
+            write_within_capacity(&mut f, path, &gathered)?;
+            gathered.clear();
+        }
+        if part.len() >= WRITE_CHUNK {
+            write_within_capacity(&mut f, path, part)?;
+        } else {
+            gathered.extend_from_slice(part);
+        }
+    }
+    write_within_capacity(&mut f, path, &gathered)?;
     f.sync_all()
 }
 
@@ -181,12 +202,13 @@ impl ReservedFile {
         self.reserve_len
     }
 
-    /// Replaces the file with `content` (crash-safe, durable on return). A write that grows the
-    /// file first grows the reserve and is refused if it cannot; a write that does not grow it
-    /// and fails for want of space releases the reserve and is tried once more.
-    pub fn replace(&mut self, content: &[u8]) -> io::Result<()> {
+    /// Replaces the file with the concatenation of `parts` (crash-safe, durable on return). A
+    /// write that grows the file first grows the reserve and is refused if it cannot; a write
+    /// that does not grow it and fails for want of space releases the reserve and is tried
+    /// once more.
+    pub fn replace(&mut self, parts: &[&[u8]]) -> io::Result<()> {
         let current = fs::metadata(&self.path).map(|m| m.len()).unwrap_or(0);
-        let needed = content.len() as u64;
+        let needed: u64 = parts.iter().map(|p| p.len() as u64).sum();
         if let Err(e) = self.ensure_reserve(needed) {
             if needed > current {
                 let what = format!(
@@ -198,7 +220,7 @@ impl ReservedFile {
             }
             // A write that does not grow the file goes ahead: the old reserve still covers it.
         }
-        match replace_file(&self.path, content) {
+        match replace_file_parts(&self.path, parts) {
             // Only a write that does not grow the file may spend the reserve: the reserve must
             // stay at least as large as the file for the next delete.
             Err(e) if is_out_of_space(&e) && self.reserve_len > 0 && needed <= current => {
@@ -209,7 +231,7 @@ impl ReservedFile {
                     self.reserve_len
                 );
                 self.release_reserve();
-                replace_file(&self.path, content)?;
+                replace_file_parts(&self.path, parts)?;
                 if let Err(e) = self.ensure_reserve(needed) {
                     log::warn!(
                         "the reserve {} cannot be made again ({e}): writes that grow {} are refused \
@@ -390,10 +412,10 @@ mod tests {
         let dir = TempDir::new("durable-reserve");
         let path = dir.join("f.json");
         let mut file = ReservedFile::new(&path);
-        file.replace(&[b'a'; 1000]).unwrap();
+        file.replace(&[&[b'a'; 1000]]).unwrap();
         assert_eq!(file.reserve_len(), RESERVE_STEP);
         let big = vec![b'b'; 100_000];
-        file.replace(&big).unwrap();
+        file.replace(&[&big]).unwrap();
         assert!(file.reserve_len() >= 100_000);
         let on_disk = fs::metadata(sibling(&path, ".reserve")).unwrap().len();
         assert_eq!(on_disk, file.reserve_len());
@@ -409,15 +431,15 @@ mod tests {
         let disk_full = || simulate_disk_capacity(dir.path(), Some(dir_usage(dir.path()).unwrap()));
         let mut file = ReservedFile::new(&path);
         let mut content = vec![b'x'; 10_000];
-        file.replace(&content).unwrap();
+        file.replace(&[&content]).unwrap();
         content.resize(150_000, b'x');
-        file.replace(&content).unwrap();
+        file.replace(&[&content]).unwrap();
         disk_full();
-        let err = file.replace(&vec![b'z'; 300_000]).unwrap_err();
+        let err = file.replace(&[&vec![b'z'; 300_000]]).unwrap_err();
         assert!(is_out_of_space(&err), "{err}");
         assert!(err.to_string().contains(".reserve"), "{err}");
         content.push(b'y');
-        let err = file.replace(&content).unwrap_err();
+        let err = file.replace(&[&content]).unwrap_err();
         assert!(is_out_of_space(&err), "{err}");
         assert_eq!(fs::metadata(&path).unwrap().len(), 150_000);
         // Shrinking writes, one after the other, each find room: the first in the reserve
@@ -426,14 +448,14 @@ mod tests {
         for len in [149_000, 100_000, 99_000, 10] {
             disk_full();
             content.truncate(len);
-            file.replace(&content).unwrap();
+            file.replace(&[&content]).unwrap();
             assert_eq!(fs::read(&path).unwrap(), content);
         }
         assert_eq!(file.reserve_len(), 0, "no room to make the reserve again");
         assert!(!sibling(&path, ".tmp").exists());
         simulate_disk_capacity(dir.path(), None);
         // With space again, the reserve comes back with the next write.
-        file.replace(b"small").unwrap();
+        file.replace(&[b"small"]).unwrap();
         assert!(file.reserve_len() >= 5);
     }
 }

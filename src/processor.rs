@@ -356,9 +356,10 @@ fn kv_limits(config: &NamesrvConfig) -> KvLimits {
     }
 }
 
-/// UPDATE_NAMESRV_CONFIGs that may wait behind the one being written; more are answered
-/// SYSTEM_BUSY (each waiting one holds a connection and its body).
+/// UPDATE_NAMESRV_CONFIGs, and bytes of their bodies, that may wait behind the one being
+/// written; more are answered SYSTEM_BUSY (each waiting one holds a connection and its body).
 const MAX_WAITING_CONFIG_UPDATES: usize = 64;
+const MAX_WAITING_CONFIG_BYTES: usize = 1 << 20;
 
 /// Where a deferred answer goes.
 #[derive(Debug, Clone, Copy)]
@@ -1073,7 +1074,10 @@ impl Processor {
         let Some(ticket) = ticket else {
             return Err(reject(response::SYSTEM_ERROR, "no connection to answer"));
         };
-        if self.config_queue.len() >= MAX_WAITING_CONFIG_UPDATES {
+        let waiting_bytes: usize = self.config_queue.iter().map(|(_, t)| t.len()).sum();
+        if self.config_queue.len() >= MAX_WAITING_CONFIG_UPDATES
+            || waiting_bytes + text.len() > MAX_WAITING_CONFIG_BYTES
+        {
             return Err(reject(
                 response::SYSTEM_BUSY,
                 format!(

@@ -75,6 +75,10 @@ const EXPECTED_KEYS: &[&str] = &[
     "registrationBacklogLimit",
     "registrationBudgetPerIteration",
     "routeCacheMaxBytes",
+    "kvMaxKeyLength",
+    "kvMaxValueLength",
+    "kvMaxEntries",
+    "kvMaxTotalBytes",
     "adminAllowList",
 ];
 

@@ -7,7 +7,9 @@
 //! that one event loop does not use are accepted and reported, as Java does.
 //!
 //! An accepted change is written to the config file (`configStorePath`) before it is applied
-//! in memory, so memory and file never disagree. Only the lines of the keys whose value changed
+//! in memory, so memory and file never disagree. The server does it in three steps, so that
+//! the write happens on its writer thread: [`NamesrvConfig::plan_update`] checks (on the loop),
+//! [`ConfigPlan::persist`] writes (on the writer), then the plan's config is adopted. Only the lines of the keys whose value changed
 //! are rewritten (keys not yet in the file are appended); the operator's comments, order and
 //! blank lines stay, and nothing that came from the command line or a default is written.
 

@@ -218,21 +218,31 @@ fn table_part(body: &[u8]) -> &[u8] {
     }
 }
 
-/// The file content, `{"configTable":{"ns":{"k":"v"}}}`, from the namespaces' bodies.
-pub(super) fn encode_file(table: &Table) -> Vec<u8> {
-    let size: usize = table
-        .iter()
-        .map(|(ns, n)| ns.len() + 4 + n.body.len())
-        .sum();
-    let mut out = Vec::with_capacity(20 + size);
-    out.extend_from_slice(b"{\"configTable\":{");
-    for (i, (namespace, ns)) in table.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        json::write_key(&mut out, namespace);
-        out.extend_from_slice(table_part(&ns.body));
+/// Each namespace's `"ns":` (after a comma but for the first): what goes between the bodies.
+pub(super) fn namespace_keys(table: &Table) -> Vec<Vec<u8>> {
+    table
+        .keys()
+        .enumerate()
+        .map(|(i, namespace)| {
+            let mut key = Vec::with_capacity(namespace.len() + 4);
+            if i > 0 {
+                key.push(b',');
+            }
+            json::write_key(&mut key, namespace);
+            key
+        })
+        .collect()
+}
+
+/// The file content, `{"configTable":{"ns":{"k":"v"}}}`, as consecutive parts borrowed from
+/// the namespaces' bodies (written without copying the whole file into one buffer).
+pub(super) fn file_parts<'a>(table: &'a Table, keys: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
+    let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * table.len() + 2);
+    parts.push(b"{\"configTable\":{");
+    for (key, ns) in keys.iter().zip(table.values()) {
+        parts.push(key);
+        parts.push(table_part(&ns.body));
     }
-    out.extend_from_slice(b"}}");
-    out
+    parts.push(b"}}");
+    parts
 }

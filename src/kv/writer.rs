@@ -188,8 +188,9 @@ impl Writer {
                 new_bodies.push((namespace, body));
             }
         }
-        let content = file::encode_file(&self.mirror);
-        if let Err(e) = self.file.replace(&content) {
+        let keys = file::namespace_keys(&self.mirror);
+        let written = self.file.replace(&file::file_parts(&self.mirror, &keys));
+        if let Err(e) = written {
             for (namespace, body) in old_bodies {
                 if let Some(ns) = self.mirror.get_mut(&namespace) {
                     ns.body = body;
