@@ -707,7 +707,11 @@ impl Processor {
     }
 
     fn kv_committed(&mut self, commit: Commit, replies: &mut Vec<DeferredReply>) {
-        self.kv.apply(&commit);
+        let replaced = self.kv.apply(&commit);
+        if !replaced.is_empty() {
+            // If the writer is gone they are freed here instead.
+            let _ = self.outbox.durable.submit(Job::Discard(replaced));
+        }
         let reply = match &commit.result {
             Ok(_) => {
                 log_grouped(

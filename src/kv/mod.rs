@@ -359,21 +359,24 @@ impl KvStore {
 
     /// The writer reported a group: its changes no longer count in flight, and if it was
     /// written they become visible, with the new bodies of the namespaces they touched.
-    pub fn apply(&mut self, commit: &Commit) {
+    /// Returns the bodies they replace, for the writer to free ([`Job::Discard`]).
+    pub fn apply(&mut self, commit: &Commit) -> Vec<Bytes> {
         for (_, change) in &commit.changes {
             self.cancel(change);
         }
         let Ok(bodies) = &commit.result else {
-            return;
+            return Vec::new();
         };
         for (_, change) in &commit.changes {
             self.apply_change(change);
         }
+        let mut replaced = Vec::with_capacity(bodies.len());
         for (namespace, body) in bodies {
             if let Some(ns) = self.namespaces.get_mut(namespace) {
-                ns.body = body.clone();
+                replaced.push(std::mem::replace(&mut ns.body, body.clone()));
             }
         }
+        replaced
     }
 
     fn apply_change(&mut self, change: &Change) {

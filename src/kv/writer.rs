@@ -30,8 +30,17 @@ pub type FileWrite = Box<dyn FnOnce() -> Result<(), String> + Send>;
 
 /// What the loop asks of the writer; `id`s are the caller's, echoed in [`Done`].
 pub enum Job {
-    Change { id: u64, change: Change },
-    File { id: u64, write: FileWrite },
+    Change {
+        id: u64,
+        change: Change,
+    },
+    File {
+        id: u64,
+        write: FileWrite,
+    },
+    /// Namespace bodies the loop no longer needs, freed here: freeing a body of megabytes
+    /// hands its pages back to the OS, which can take the loop milliseconds.
+    Discard(Vec<Bytes>),
 }
 
 /// A group of changes written together (or not).
@@ -127,6 +136,7 @@ impl Writer {
                         let result = write();
                         self.send(Done::File { id, result });
                     }
+                    Job::Discard(bodies) => drop(bodies),
                 }
             }
             self.commit(group);
