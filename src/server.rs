@@ -13,6 +13,9 @@
 //!   per turn, and expired brokers' connections are closed a chunk per turn.
 //! * **Unregistrations** come back from the batching thread and are applied in chunks, within
 //!   the same time budget as registrations.
+//! * **Deferred answers.** A KV change or config update is answered once the durable writer
+//!   has it on disk: its connection is held meanwhile, and the answers are written when the
+//!   writer's wake-up brings them (`answer_durable_writes`).
 //! * **Heap trimming** after bursts, **settings refresh** after UPDATE_NAMESRV_CONFIG, the
 //!   loop's counters for the stats extension, and a `catch_unwind` around every request.
 
