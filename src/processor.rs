@@ -14,7 +14,9 @@
 
 use crate::config::{Cidr, ConfigPlan, NamesrvConfig, SerializeTypeSetting};
 use crate::event_loop::oneway::Oneway;
-use crate::kv::{Change, Commit, Done, DurableWriter, Job, KvLimits, KvRefusal, KvStore};
+use crate::kv::{
+    Change, Commit, Done, DurableWriter, Job, KvLimits, KvRefusal, KvStore, WriterGone,
+};
 use crate::remoting::codes::{self, request, response, version, FLAG_ONEWAY, FLAG_RESPONSE};
 use crate::remoting::command::{encode_frame, Header, RemotingCommand, SerializeType};
 use crate::request::{
@@ -28,7 +30,7 @@ use crate::route::table::{
     RouteTable, TopicsInput, UnregisterRequest, FLAG_UNIT, FLAG_UNIT_SUB,
 };
 use crossbeam_channel::{Sender, TrySendError};
-use log::{debug, info, warn};
+use log::{debug, error, info, warn};
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -695,15 +697,47 @@ impl Processor {
         if self.awaiting.is_empty() {
             return (replies, effects);
         }
-        while let Some(done) = self.outbox.durable.try_done() {
-            match done {
-                Done::Changes(commit) => self.kv_committed(commit, &mut replies),
-                Done::File { id, result } => {
+        loop {
+            match self.outbox.durable.try_done() {
+                Ok(Some(Done::Changes(commit))) => self.kv_committed(commit, &mut replies),
+                Ok(Some(Done::File { id, result })) => {
                     self.config_written(id, result, &mut replies, &mut effects)
+                }
+                Ok(None) => break,
+                Err(WriterGone) => {
+                    self.writer_gone(&mut replies);
+                    break;
                 }
             }
         }
         (replies, effects)
+    }
+
+    /// The writer thread ended (a bug) with requests unanswered: they (and the config updates
+    /// waiting their turn) are answered failed rather than held for ever.
+    fn writer_gone(&mut self, replies: &mut Vec<DeferredReply>) {
+        error!(
+            "BUG: the KV writer thread has ended; {} request(s) answered failed",
+            self.awaiting.len()
+        );
+        self.kv.forget_in_flight();
+        self.config_writing = false;
+        let failed = Reply::error(
+            response::SYSTEM_ERROR,
+            "persisting failed: the writer thread has ended; nothing was changed",
+        );
+        let tickets: Vec<Ticket> = std::mem::take(&mut self.awaiting)
+            .into_iter()
+            .map(|waiting| waiting.ticket)
+            .chain(
+                std::mem::take(&mut self.config_queue)
+                    .into_iter()
+                    .map(|(t, _)| t),
+            )
+            .collect();
+        for ticket in tickets {
+            replies.push(self.deferred_reply(ticket, &failed));
+        }
     }
 
     fn kv_committed(&mut self, commit: Commit, replies: &mut Vec<DeferredReply>) {

@@ -31,7 +31,7 @@ mod file;
 mod writer;
 
 pub use file::KvError;
-pub use writer::{Commit, Done, DurableWriter, FileWrite, Job};
+pub use writer::{Commit, Done, DurableWriter, FileWrite, Job, WriterGone};
 
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -355,6 +355,12 @@ impl KvStore {
         self.in_flight.growth -= change.charge.growth;
         self.in_flight.new_entries -= change.charge.new_entries;
         self.in_flight_changes -= 1;
+    }
+
+    /// The writer is gone with changes unreported: they count in flight no more (they failed).
+    pub fn forget_in_flight(&mut self) {
+        self.in_flight = Charge::default();
+        self.in_flight_changes = 0;
     }
 
     /// The writer reported a group: its changes no longer count in flight, and if it was

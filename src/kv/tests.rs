@@ -64,7 +64,7 @@ impl Harness {
     /// The writer's next report (waiting for its wake-up, not sleeping).
     fn next_done(&self) -> Done {
         loop {
-            if let Some(done) = self.writer().try_done() {
+            if let Some(done) = self.writer().try_done().expect("the writer runs") {
                 return done;
             }
             self.woken
@@ -545,4 +545,18 @@ fn non_string_values_load_as_their_text() {
         body_text(&kv, "ns").unwrap(),
         r#"{"table":{"b":"true","n":"4"}}"#
     );
+}
+
+#[test]
+fn a_writer_that_ended_is_reported_gone_and_refuses_jobs() {
+    let mut h = Harness::new("kv-gone");
+    let change = h.kv.prepare_put("ns", "k", "v").unwrap().unwrap();
+    let write: FileWrite = Box::new(|| panic!("a bug in a file job (expected by this test)"));
+    assert!(h.writer().submit(Job::File { id: 1, write }).is_ok());
+    // The thread ends with the panic; its end of the channel goes with it.
+    h.thread.take().unwrap().join().unwrap_err();
+    assert_eq!(h.writer().try_done().err(), Some(WriterGone));
+    assert!(h.writer().submit(Job::Change { id: 2, change }).is_err());
+    h.kv.forget_in_flight();
+    assert_eq!(h.kv.in_flight(), 0);
 }

@@ -16,7 +16,7 @@ use super::file::{self, Table};
 use super::{Change, Op, Text};
 use crate::durable_file::{is_out_of_space, ReservedFile};
 use bytes::Bytes;
-use crossbeam_channel::{unbounded, Receiver, Sender};
+use crossbeam_channel::{unbounded, Receiver, Sender, TryRecvError};
 use std::io;
 use std::path::Path;
 use std::thread::JoinHandle;
@@ -57,6 +57,10 @@ pub enum Done {
     File { id: u64, result: Result<(), String> },
 }
 
+/// The writer thread has ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriterGone;
+
 /// The loop's end of the writer thread.
 pub struct DurableWriter {
     jobs: Sender<Job>,
@@ -69,9 +73,14 @@ impl DurableWriter {
         self.jobs.send(job).map_err(|e| e.0)
     }
 
-    /// The next result, if one is ready.
-    pub fn try_done(&self) -> Option<Done> {
-        self.done.try_recv().ok()
+    /// The next result, if one is ready; `Err` once the thread has ended with nothing left
+    /// to report (it only ends early by a bug: whatever it had not reported is lost).
+    pub fn try_done(&self) -> Result<Option<Done>, WriterGone> {
+        match self.done.try_recv() {
+            Ok(done) => Ok(Some(done)),
+            Err(TryRecvError::Empty) => Ok(None),
+            Err(TryRecvError::Disconnected) => Err(WriterGone),
+        }
     }
 }
 
