@@ -79,6 +79,10 @@ const EXPECTED_KEYS: &[&str] = &[
     "registrationBacklogLimit",
     "registrationBudgetPerIteration",
     "routeCacheMaxBytes",
+    "kvMaxKeyLength",
+    "kvMaxValueLength",
+    "kvMaxEntries",
+    "kvMaxTotalBytes",
     "adminAllowList",
 ];
 

@@ -30,7 +30,7 @@ pub use cidr::Cidr;
 pub use cli::{parse_cli, usage, Cli, CliError, ConfigFile, FileOrigin, Startup};
 pub use properties::{edit, entries, parse_properties, Encoding, Entry, PropertiesFile};
 pub use table::{Applies, NamesrvConfig, SerializeTypeSetting, CONTROLLER_KEYS};
-pub use update::UpdateError;
+pub use update::{ConfigPlan, UpdateError};
 
 use table::{Property, PROPERTIES};
 

@@ -13,6 +13,9 @@
 //!   per turn, and expired brokers' connections are closed a chunk per turn.
 //! * **Unregistrations** come back from the batching thread and are applied in chunks, within
 //!   the same time budget as registrations.
+//! * **Deferred answers.** A KV change or config update is answered once the durable writer
+//!   has it on disk: its connection is held meanwhile, and the answers are written when the
+//!   writer's wake-up brings them (`answer_durable_writes`).
 //! * **Heap trimming** after bursts, **settings refresh** after UPDATE_NAMESRV_CONFIG, the
 //!   loop's counters for the stats extension, and a `catch_unwind` around every request.
 //! * **The embedded Controller** (`enableControllerInNamesrv`, feature `controller`): its own
@@ -467,6 +470,8 @@ struct NameServer {
 impl NameServer {
     fn new(config: NamesrvConfig, kv: KvStore, waker: LoopWaker) -> io::Result<NameServer> {
         let capacity = config.un_register_broker_queue_capacity.max(1) as usize;
+        let wake = waker.clone();
+        let (durable, kv_writer) = kv.spawn_writer("kv-writer", Box::new(move || wake.wake()))?;
         let (unregistrations, unregister_batches, batcher) =
             event_loop::spawn_batcher("unregister-worker", capacity, waker)?;
         let (notifications, sender) =
@@ -475,6 +480,7 @@ impl NameServer {
         let outbox = Outbox {
             unregistrations,
             notifications,
+            durable,
         };
         Ok(NameServer {
             processor: Processor::new(config, kv, outbox),
@@ -487,7 +493,7 @@ impl NameServer {
             buffered_peak: 0,
             next_trim_ms: 0,
             descriptors: None,
-            threads: vec![batcher, sender],
+            threads: vec![batcher, sender, kv_writer],
             controller: None,
         })
     }
@@ -534,6 +540,7 @@ impl NameServer {
             conn: Some(conn.index()),
             peer: ctx.peer(conn),
             now_ms: ctx.now_ms(),
+            reply_to: Some(conn),
         };
         let counters = server_counters(ctx.stats());
         let Some(out) = ctx.write_buf(conn) else {
@@ -549,7 +556,26 @@ impl NameServer {
         if effects.config_changed {
             self.refresh_settings(ctx);
         }
+        if effects.deferred {
+            // Answered by answer_durable_writes; later frames wait so replies keep their order.
+            return Next::Hold;
+        }
         Next::Continue
+    }
+
+    /// Answers the requests whose change the durable writer has finished (KV changes, config
+    /// updates); each answered connection may send its next frames.
+    fn answer_durable_writes(&mut self, ctx: &mut Ctx<PeerState>) {
+        let (replies, effects) = self.processor.finish_durable_writes();
+        for reply in replies {
+            if let Some(out) = ctx.write_buf(reply.conn) {
+                out.extend_from_slice(&reply.frame);
+            }
+            ctx.release(reply.conn);
+        }
+        if effects.config_changed {
+            self.refresh_settings(ctx);
+        }
     }
 
     /// A REGISTER_BROKER: queued (holding the connection's later frames), or answered
@@ -621,6 +647,7 @@ impl NameServer {
                 conn: Some(q.conn.index()),
                 peer: Some(peer),
                 now_ms: ctx.now_ms(),
+                reply_to: Some(q.conn),
             };
             let counters = server_counters(ctx.stats());
             let Some(out) = ctx.write_buf(q.conn) else {
@@ -786,9 +813,12 @@ impl Handler for NameServer {
         !self.registration_queue_full()
     }
 
-    /// The paced work of a turn: registrations, then unregistrations (sharing one time
-    /// budget), expiry, heap trimming; and what the controller's log writer finished.
+    /// The paced work of a turn: answers of durable writes, registrations, then
+    /// unregistrations (sharing one time budget), expiry, heap trimming; and what the
+    /// controller's log writer finished. Writes in flight are work pending only while stopping
+    /// (otherwise the writer's wake-up ends the poll).
     fn before_sleep(&mut self, ctx: &mut Ctx<PeerState>) -> bool {
+        self.answer_durable_writes(ctx);
         let controller_busy = match self.controller.as_mut() {
             Some(port) => port.before_sleep(ctx),
             None => false,
@@ -804,6 +834,7 @@ impl Handler for NameServer {
             || self.expiry.in_progress
             || self.expiry.scan_due
             || !self.expiry.conns_to_close.is_empty()
+            || (ctx.is_stopping() && self.processor.writes_in_flight() > 0)
     }
 }
 
