@@ -535,6 +535,8 @@ impl NameServer {
     /// usual size, hands the freed heap back to the OS (at most once a second), so RSS
     /// follows the tables rather than the burst's peak.
     fn trim_heap_after_bursts(&mut self, now_ms: u64) {
+        // What the tables freed (removed brokers and topics) counts like traffic.
+        self.bytes_since_trim += self.processor.take_freed_bytes();
         // During a long storm the queue never empties, so "drained to its usual read-ahead"
         // is the signal that a burst is over.
         if self.bytes_since_trim < TRIM_AFTER_BYTES

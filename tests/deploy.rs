@@ -70,12 +70,17 @@ const EXPECTED_KEYS: &[&str] = &[
     "maxInflatedBodyLength",
     "maxNameLength",
     "maxTopicNameLength",
+    "maxQueueNums",
+    "maxBrokers",
+    "maxTopics",
+    "maxTopicsPerBroker",
     "connWriteHighWater",
     "connWriteHardCap",
     "registrationBacklogLimit",
     "registrationBudgetPerIteration",
     "routeCacheMaxBytes",
     "adminAllowList",
+    "brokerAllowList",
 ];
 
 const UNIT_PATH: &str = "deploy/rmq-namesrv.service";
