@@ -1,7 +1,10 @@
 //! Typed request -> behaviour: one handler per [`Request`], applied to the tables, and the
 //! one place where errors (a [`ParseError`] or a handler's refusal) become response codes and
-//! Java's remarks (PROTOCOL.md §3). Before parsing, the code's row decides whether the
-//! admin allow-list applies.
+//! Java's remarks (PROTOCOL.md §3). Before parsing, the code's row decides whether an
+//! allow-list applies (`adminAllowList`, `brokerAllowList`; README "Security" has the threat
+//! model); registrations are checked against the registry's bounds before they are applied.
+//! Refusals are logged at warn, a few lines per interval and then a count, so that a flood of
+//! bad requests cannot become a flood of synchronous log writes on the loop.
 //!
 //! The processor owns the state (route table, KV store, config, counters) and runs on the
 //! loop thread. It never blocks on the network or the disk: unregistrations go to the batching
@@ -26,8 +29,9 @@ use crate::request::{
 };
 use crate::route::model::{self, BodyLimits, Dialect, TopicRouteData};
 use crate::route::table::{
-    ConnId, ExpiredBroker, MinIdNotification, RegisterResult, RemovalReason, RouteSettings,
-    RouteTable, TopicsInput, UnregisterRequest, FLAG_UNIT, FLAG_UNIT_SUB,
+    BatchOutcome, BoundExceeded, ConnId, ExpiredBroker, MinIdNotification, RegisterResult,
+    RemovalReason, RouteBounds, RouteSettings, RouteTable, Takeover, TopicsInput,
+    UnregisterRequest, FLAG_UNIT, FLAG_UNIT_SUB,
 };
 use crossbeam_channel::{Sender, TrySendError};
 use log::{debug, error, info, warn};
@@ -163,6 +167,54 @@ struct Stats {
     rejected_busy: u64,
     /// Route changes since the last summary line.
     changes: ChangeSummary,
+    /// Refused requests, bounds reached, addresses taken over: warned a few lines at a time.
+    refusals: WarnLimiter,
+    bounds_reached: WarnLimiter,
+    takeovers: WarnLimiter,
+    /// Estimated bytes the tables freed since the server last asked (heap trimming).
+    freed_bytes: usize,
+}
+
+/// Lines per interval a [`WarnLimiter`] lets through; the rest are counted.
+const WARN_LINES: u32 = 5;
+/// Estimated memory a removed topic, and a removed broker, leave behind (the heap trimming
+/// after a mass removal is triggered by these estimates).
+const FREED_PER_TOPIC: usize = 256;
+const FREED_PER_BROKER: usize = 1024;
+
+/// Warnings of one kind, at most [`WARN_LINES`] per [`CHANGE_SUMMARY_INTERVAL_MS`]; the ones
+/// past that are counted and reported in one line when the interval is over.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct WarnLimiter {
+    /// When the running interval ends; 0 when nothing was warned since the last one.
+    due_ms: u64,
+    lines: u32,
+    suppressed: u64,
+}
+
+impl WarnLimiter {
+    /// Whether this event gets a line of its own (otherwise it is counted).
+    fn admit(&mut self, now_ms: u64) -> bool {
+        if self.due_ms == 0 {
+            self.due_ms = now_ms.saturating_add(CHANGE_SUMMARY_INTERVAL_MS).max(1);
+        }
+        if self.lines < WARN_LINES {
+            self.lines += 1;
+            true
+        } else {
+            self.suppressed += 1;
+            false
+        }
+    }
+
+    /// Once the interval is over: resets, and returns how many events were not logged.
+    fn take_due(&mut self, now_ms: u64) -> Option<u64> {
+        if self.due_ms == 0 || now_ms < self.due_ms {
+            return None;
+        }
+        let done = std::mem::take(self);
+        (done.suppressed > 0).then_some(done.suppressed)
+    }
 }
 
 /// How often route changes from registrations are summarised at info.
@@ -343,6 +395,8 @@ pub struct Processor {
     config_writing: bool,
     /// When a full KV store was last warned about.
     kv_full_warned_ms: Option<u64>,
+    broker_allow_list: Vec<Cidr>,
+    bounds: RouteBounds,
     /// Brokers found expired by the scan in progress, submitted together when it ends, and
     /// their connections, closed then.
     expired_this_scan: UnregisterBatch,
@@ -389,6 +443,23 @@ struct Awaiting {
     plan: Option<Box<ConfigPlan>>,
 }
 
+fn route_bounds(config: &NamesrvConfig) -> RouteBounds {
+    RouteBounds {
+        max_brokers: config.max_brokers as usize,
+        max_topics: config.max_topics as usize,
+        max_topics_per_broker: config.max_topics_per_broker as usize,
+    }
+}
+
+/// Whether `peer` is inside `list`; an empty list lets everyone in, and so does a request
+/// with no peer address (made inside the process).
+fn allows(list: &[Cidr], peer: Option<SocketAddr>) -> bool {
+    match peer {
+        Some(p) => list.is_empty() || list.iter().any(|c| c.contains(p.ip())),
+        None => true,
+    }
+}
+
 fn body_limits(config: &NamesrvConfig) -> BodyLimits {
     let mut limits = BodyLimits::default();
     limits.json.max_depth = config.max_json_depth as usize;
@@ -419,6 +490,8 @@ impl Processor {
             kv,
             body_limits: body_limits(&config),
             admin_allow_list: config.admin_allow_list_parsed(),
+            broker_allow_list: config.broker_allow_list_parsed(),
+            bounds: route_bounds(&config),
             config,
             started: Instant::now(),
             outbox,
@@ -522,17 +595,7 @@ impl Processor {
         encode_frame(out, self.serialize_type(), &header, ext, body);
     }
 
-    fn is_admin_allowed(&self, peer: Option<SocketAddr>) -> bool {
-        if self.admin_allow_list.is_empty() {
-            return true;
-        }
-        match peer {
-            Some(p) => self.admin_allow_list.iter().any(|c| c.contains(p.ip())),
-            None => true,
-        }
-    }
-
-    /// The allow-list, then the typed request, then its handler.
+    /// The allow-lists, then the typed request, then its handler.
     fn dispatch(
         &mut self,
         ctx: &RequestContext,
@@ -540,27 +603,48 @@ impl Processor {
         cmd: &RemotingCommand,
         ticket: Option<Ticket>,
     ) -> Result<Reply, Reject> {
-        // Without an allow-list (the default) the code is not even looked up.
-        if !self.admin_allow_list.is_empty()
-            && codes::needs_admin_allow_list(cmd.code)
-            && !self.is_admin_allowed(ctx.peer)
-        {
+        self.check_allow_lists(ctx, cmd.code)?;
+        let limits = self.name_limits();
+        let request = match Request::parse(cmd, &limits) {
+            Ok(request) => request,
+            Err(e) => {
+                if !matches!(e, ParseError::NotSupported(_)) {
+                    self.warn_refused(ctx, cmd.code, &e);
+                }
+                return Err(e.into());
+            }
+        };
+        self.apply(ctx, counters, request, ticket)
+    }
+
+    /// `adminAllowList` for the admin writes, `brokerAllowList` for what brokers report about
+    /// themselves. Both are off by default, and then the code is not even looked up.
+    fn check_allow_lists(&mut self, ctx: &RequestContext, code: i32) -> Result<(), Reject> {
+        let (key, list) =
+            if !self.admin_allow_list.is_empty() && codes::needs_admin_allow_list(code) {
+                ("adminAllowList", &self.admin_allow_list)
+            } else if !self.broker_allow_list.is_empty() && codes::needs_broker_allow_list(code) {
+                ("brokerAllowList", &self.broker_allow_list)
+            } else {
+                return Ok(());
+            };
+        if allows(list, ctx.peer) {
+            return Ok(());
+        }
+        let remark = format!("request {code} is not allowed from this address ({key})");
+        self.warn_refused(ctx, code, &remark);
+        Err(reject(response::NO_PERMISSION, remark))
+    }
+
+    /// A refused request at warn, rate-limited.
+    fn warn_refused(&mut self, ctx: &RequestContext, code: i32, why: &dyn std::fmt::Display) {
+        if self.stats.refusals.admit(ctx.now_ms) {
             warn!(
-                "refused {} from {:?}: not in adminAllowList",
-                codes::request_name(cmd.code),
+                "refused {} from {:?}: {why}",
+                codes::request_name(code),
                 ctx.peer
             );
-            return Err(reject(
-                response::NO_PERMISSION,
-                format!(
-                    "request {} is not allowed from this address (adminAllowList)",
-                    cmd.code
-                ),
-            ));
         }
-        let limits = self.name_limits();
-        let request = Request::parse(cmd, &limits)?;
-        self.apply(ctx, counters, request, ticket)
     }
 
     /// One handler per typed request.
@@ -583,7 +667,7 @@ impl Processor {
             }
             Request::GetKvList(r) => self.get_kv_list(r),
             Request::RegisterBroker(r) => self.register_broker(ctx, &r),
-            Request::UnregisterBroker(r) => self.unregister_broker(r),
+            Request::UnregisterBroker(r) => self.unregister_broker(ctx, r),
             Request::BrokerHeartbeat(r) => self.broker_heartbeat(ctx, r),
             Request::QueryDataVersion(r) => self.query_data_version(ctx, r),
             Request::GetBrokerMemberGroup(r) => self.broker_member_group(r),
@@ -617,6 +701,7 @@ impl Processor {
         NameLimits {
             max_name_length: self.config.max_name_length as usize,
             max_topic_name_length: self.config.max_topic_name_length as usize,
+            max_queue_nums: self.config.max_queue_nums.min(i32::MAX as u32) as i32,
         }
     }
 
@@ -859,9 +944,21 @@ impl Processor {
                     ..Reply::error(response::SYSTEM_ERROR, "crc32 not match")
                 });
             }
-            let body = r.decode_body(&self.body_limits, &self.name_limits())?;
-            self.table.register_broker(&req, TopicsInput::Body(&body))
+            let body = r
+                .decode_body(&self.body_limits, &self.name_limits())
+                .inspect_err(|e| {
+                    let what = format!("{}: {e}", registration_of(r));
+                    self.warn_refused(ctx, request::REGISTER_BROKER, &what);
+                })?;
+            let topics = TopicsInput::Body(&body);
+            if let Err(e) = self.table.check_register_bounds(&req, topics, &self.bounds) {
+                return Err(self.bound_reached(ctx, &registration_of(r), e));
+            }
+            self.table.register_broker(&req, topics)
         };
+        if let Some(takeover) = result.taken_over.take() {
+            self.took_over(r, takeover, ctx.now_ms);
+        }
         self.log_registration(r, &result, ctx.now_ms);
         if let Some(n) = result.notification.take() {
             self.send_notification(n);
@@ -884,6 +981,47 @@ impl Processor {
             body: body.map_or(ReplyBody::None, ReplyBody::Shared),
             ..Reply::ok()
         })
+    }
+
+    /// A bound refused a registration: SYSTEM_ERROR naming the key, and a rate-limited warn.
+    fn bound_reached(
+        &mut self,
+        ctx: &RequestContext,
+        what: &dyn std::fmt::Display,
+        e: BoundExceeded,
+    ) -> Reject {
+        if self.stats.bounds_reached.admit(ctx.now_ms) {
+            warn!("refused {what} from {:?}: {e}", ctx.peer);
+        }
+        reject(response::SYSTEM_ERROR, e.to_string())
+    }
+
+    /// A registration took its address from another broker name (step 0 of the table's
+    /// registration): warned, rate-limited, naming both; notifications sent.
+    fn took_over(&mut self, r: &RegisterBroker<'_>, t: Takeover, now_ms: u64) {
+        let old = &t.previous;
+        if self.stats.takeovers.admit(now_ms) {
+            warn!(
+                "address {} ({}) taken over by broker {} id {}: it was broker {} id {}'s, now unregistered there ({} group(s), {} topic(s) removed)",
+                r.broker_addr, r.cluster, r.broker_name, r.broker_id, old.broker_name,
+                old.broker_id, t.outcome.broker_groups_removed, t.outcome.topics_removed
+            );
+        }
+        self.count_freed(&t.outcome);
+        for n in t.outcome.notifications {
+            self.send_notification(n);
+        }
+    }
+
+    fn count_freed(&mut self, outcome: &BatchOutcome) {
+        self.stats.freed_bytes += outcome.topics_removed * FREED_PER_TOPIC
+            + (outcome.brokers_removed + outcome.broker_groups_removed) * FREED_PER_BROKER;
+    }
+
+    /// Estimated bytes the tables freed since the last call: the server adds them to what
+    /// decides when freed heap goes back to the OS.
+    pub fn take_freed_bytes(&mut self) -> usize {
+        std::mem::take(&mut self.stats.freed_bytes)
     }
 
     /// New brokers and fencing at info/warn; topic changes counted into the periodic summary
@@ -923,9 +1061,27 @@ impl Processor {
         if let Some(line) = self.stats.changes.take_due(now_ms) {
             info!("{line}");
         }
+        let stats = &mut self.stats;
+        for (limiter, what) in [
+            (&mut stats.refusals, "refused request(s)"),
+            (
+                &mut stats.bounds_reached,
+                "registration(s) refused by a bound",
+            ),
+            (&mut stats.takeovers, "address takeover(s)"),
+        ] {
+            if let Some(n) = limiter.take_due(now_ms) {
+                warn!("{n} more {what} in the last interval, not logged one by one");
+            }
+        }
     }
 
-    fn unregister_broker(&mut self, r: BrokerRef<'_>) -> Result<Reply, Reject> {
+    fn unregister_broker(
+        &mut self,
+        ctx: &RequestContext,
+        r: BrokerRef<'_>,
+    ) -> Result<Reply, Reject> {
+        self.check_unregister_sender(ctx, &r)?;
         if self.submit_unregistrations(vec![(r.unregister_request(), RemovalReason::Unregister)]) {
             Ok(Reply::ok())
         } else {
@@ -934,6 +1090,31 @@ impl Processor {
                 ..Reply::ok()
             })
         }
+    }
+
+    /// With either allow-list set, a broker is unregistered only over the connection it
+    /// registered over (under the same name), or by an address in `adminAllowList`: an
+    /// address that may register may not remove other brokers. A broker that reconnected
+    /// re-registers over its new connection before it can unregister over it.
+    fn check_unregister_sender(
+        &mut self,
+        ctx: &RequestContext,
+        r: &BrokerRef<'_>,
+    ) -> Result<(), Reject> {
+        if self.admin_allow_list.is_empty() && self.broker_allow_list.is_empty() {
+            return Ok(());
+        }
+        let (cluster, addr, name) = (r.cluster, r.broker_addr, r.broker_name);
+        if self.table.registered_over(cluster, addr, name, ctx.conn)
+            || (!self.admin_allow_list.is_empty() && allows(&self.admin_allow_list, ctx.peer))
+        {
+            return Ok(());
+        }
+        let remark = format!(
+            "UNREGISTER_BROKER of {name}@{addr} ({cluster}) refused: not sent over that broker's registration connection, nor from an address in adminAllowList"
+        );
+        self.warn_refused(ctx, request::UNREGISTER_BROKER, &remark);
+        Err(reject(response::NO_PERMISSION, remark))
     }
 
     fn broker_heartbeat(
@@ -1049,6 +1230,13 @@ impl Processor {
         ctx: &RequestContext,
         r: RegisterTopic<'_>,
     ) -> Result<Reply, Reject> {
+        if let Err(e) = self
+            .table
+            .check_topic_bounds(r.topic, &r.queue_datas, &self.bounds)
+        {
+            let what = format!("REGISTER_TOPIC_IN_NAMESRV of {}", r.topic);
+            return Err(self.bound_reached(ctx, &what, e));
+        }
         if self.table.register_topic(r.topic, &r.queue_datas) {
             self.stats
                 .changes
@@ -1231,6 +1419,8 @@ impl Processor {
         self.body_limits = body_limits(&self.config);
         self.kv.set_limits(kv_limits(&self.config));
         self.admin_allow_list = self.config.admin_allow_list_parsed();
+        self.broker_allow_list = self.config.broker_allow_list_parsed();
+        self.bounds = route_bounds(&self.config);
         if before.log_level != self.config.log_level {
             if let Ok(level) = self.config.log_level.parse() {
                 crate::logging::set_level(level);
@@ -1404,6 +1594,7 @@ impl Processor {
         let requests: Vec<UnregisterRequest> = batch.iter().map(|(r, _)| r.clone()).collect();
         let outcome = self.table.unregister_batch(&requests);
         self.stats.unregistrations += requests.len() as u64;
+        self.count_freed(&outcome);
         log_grouped(
             log::Level::Info,
             "broker removed",
@@ -1493,6 +1684,14 @@ fn log_grouped(level: log::Level, what: &str, items: impl ExactSizeIterator<Item
             in_line = 0;
         }
     }
+}
+
+/// A registration as log lines name it: `registration of broker@addr (cluster)`.
+fn registration_of(r: &RegisterBroker<'_>) -> String {
+    format!(
+        "registration of {}@{} ({})",
+        r.broker_name, r.broker_addr, r.cluster
+    )
 }
 
 fn topic_not_exist(topic: &str) -> Reject {

@@ -70,6 +70,10 @@ const EXPECTED_KEYS: &[&str] = &[
     "maxInflatedBodyLength",
     "maxNameLength",
     "maxTopicNameLength",
+    "maxQueueNums",
+    "maxBrokers",
+    "maxTopics",
+    "maxTopicsPerBroker",
     "connWriteHighWater",
     "connWriteHardCap",
     "maxBufferedBytes",
@@ -84,6 +88,7 @@ const EXPECTED_KEYS: &[&str] = &[
     "kvMaxEntries",
     "kvMaxTotalBytes",
     "adminAllowList",
+    "brokerAllowList",
 ];
 
 const UNIT_PATH: &str = "deploy/rmq-namesrv.service";

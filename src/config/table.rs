@@ -201,6 +201,16 @@ properties! {
     "maxNameLength" => max_name_length: u32 = 255, Live, number(1..=65_535);
     /// TopicValidator's limit.
     "maxTopicNameLength" => max_topic_name_length: u32 = 127, Live, number(1..=65_535);
+    /// Largest readQueueNums / writeQueueNums accepted in a topic config: clients build one
+    /// queue object per queue, so 2^31 would exhaust them. Real topics have 1 to a few hundred.
+    "maxQueueNums" => max_queue_nums: u32 = 65_536, Live, number(1..=i32::MAX as i64);
+    /// Live brokers (registered cluster + address pairs): 10x a 1,000-broker cluster.
+    "maxBrokers" => max_brokers: u32 = 10_000, Live, number(COUNT);
+    /// Distinct topics in the registry: a 1,000-broker cluster whose brokers serve 1,000
+    /// topics each holds at most 1,000,000 even if no two brokers share a topic.
+    "maxTopics" => max_topics: u32 = 1_000_000, Live, number(COUNT);
+    /// Topics one broker group serves: as many as one registration may carry.
+    "maxTopicsPerBroker" => max_topics_per_broker: u32 = 100_000, Live, number(COUNT);
     /// Stop reading a peer whose unsent output is above this.
     "connWriteHighWater" => conn_write_high_water: u32 = 4_194_304, Live, number(KIB..=GIB);
     /// Disconnect a peer whose unsent output is above this.
@@ -234,6 +244,9 @@ properties! {
     "kvMaxTotalBytes" => kv_max_total_bytes: u32 = 16_777_216, Live, number(KIB..=GIB);
     /// "" = off; else comma-separated CIDRs, e.g. "127.0.0.1/32,10.0.0.0/8,::1/128".
     "adminAllowList" => admin_allow_list: String = String::new(), Live, with(parse_allow_list);
+    /// "" = off; else CIDRs (as adminAllowList) from which brokers may register, unregister,
+    /// heartbeat and ask for their data version.
+    "brokerAllowList" => broker_allow_list: String = String::new(), Live, with(parse_allow_list);
 }
 
 /// Java's `ControllerConfig` and `JraftConfig` keys, read from the same file by the embedded

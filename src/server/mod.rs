@@ -707,11 +707,13 @@ impl NameServer {
     }
 
     /// After a registration burst, a mass unregistration, or connections that buffered much
-    /// (large frames, unread replies), once the queues and buffers are back to their usual
+    /// (large frames, unread replies), or tables shrunk by removals, once the queues and buffers are back to their usual
     /// size, hands the freed heap back to the OS (at most once a second), so RSS follows the
     /// tables rather than the burst's peak.
     fn trim_heap_after_bursts(&mut self, ctx: &mut Ctx<PeerState>) {
         let now_ms = ctx.now_ms();
+        // What the tables freed (removed brokers and topics) counts like traffic.
+        self.bytes_since_trim += self.processor.take_freed_bytes();
         let buffered = ctx.stats().buffered_bytes;
         self.buffered_peak = self.buffered_peak.max(ctx.take_buffered_peak());
         let buffers_drained =
