@@ -17,6 +17,7 @@
 //! and the registry's size is bounded (`bounds`, checked before a registration is applied).
 
 use super::cache::RouteCache;
+use super::keyed_hash::KeyedState;
 use super::model::{
     BrokerData, DataVersion, Dialect, MappingInfo, QueueData, RegisterBody, TopicRouteData,
 };
@@ -109,7 +110,15 @@ struct TopicEntry {
     /// broker group -> position in `queues`, kept only for broad topics; boxed so that the
     /// others (nearly all) pay 8 bytes for it rather than 48.
     #[allow(clippy::box_collection)]
-    index: Option<Box<HashMap<BrokerId, usize>>>,
+    index: Option<Box<HashMap<BrokerId, usize, KeyedState>>>,
+}
+
+/// What [`TopicEntry::put`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Put {
+    Unchanged,
+    Replaced,
+    Added,
 }
 
 impl TopicEntry {
@@ -120,13 +129,15 @@ impl TopicEntry {
         }
     }
 
-    /// Inserts or replaces the entry of `slot`'s broker; returns whether anything changed.
-    fn put(&mut self, slot: QueueSlot) -> bool {
+    /// Inserts or replaces the entry of `slot`'s broker (only inserts it when `only_if_absent`);
+    /// says what happened.
+    fn put(&mut self, slot: QueueSlot, only_if_absent: bool) -> Put {
         match self.position(slot.broker) {
-            Some(i) if self.queues[i] == slot => false,
+            Some(_) if only_if_absent => Put::Unchanged,
+            Some(i) if self.queues[i] == slot => Put::Unchanged,
             Some(i) => {
                 self.queues[i] = slot;
-                true
+                Put::Replaced
             }
             None => {
                 let at = self.queues.len();
@@ -144,7 +155,7 @@ impl TopicEntry {
                         .collect();
                     self.index = Some(Box::new(index));
                 }
-                true
+                Put::Added
             }
         }
     }
@@ -320,8 +331,9 @@ pub struct BatchOutcome {
 /// The route registry.
 #[derive(Debug)]
 pub struct RouteTable {
-    topics: HashMap<Arc<str>, TopicEntry>,
-    brokers: HashMap<Arc<str>, BrokerEntry>,
+    /// Topic and broker names are peer-chosen: keyed hash (`keyed_hash`), fast and seeded.
+    topics: HashMap<Arc<str>, TopicEntry, KeyedState>,
+    brokers: HashMap<Arc<str>, BrokerEntry, KeyedState>,
     /// Broker group id -> name (ids are reused once a group and its queue entries are gone).
     broker_names: Slab<Arc<str>>,
     clusters: HashMap<String, BTreeSet<String>>,
@@ -340,8 +352,8 @@ pub struct RouteTable {
 impl RouteTable {
     pub fn new(settings: RouteSettings, expiry_granularity_ms: u64) -> Self {
         RouteTable {
-            topics: HashMap::new(),
-            brokers: HashMap::new(),
+            topics: HashMap::default(),
+            brokers: HashMap::default(),
             broker_names: Slab::new(),
             clusters: HashMap::new(),
             live: Slab::new(),
@@ -897,14 +909,10 @@ impl RouteTable {
                 }
             }
         }
+        // A topic already served by this group keeps its entry unless the data version moved
+        // (or this is the group's first registration); a missing one is always added.
+        let only_if_absent = !(register_first || version_changed);
         for (_, tc) in &body.topics {
-            let present = self
-                .topics
-                .get(tc.topic_name.as_str())
-                .is_some_and(|e| e.position(id).is_some());
-            if !(register_first || version_changed || !present) {
-                continue;
-            }
             let mut perm = tc.perm;
             if clear_write {
                 perm &= !PERM_WRITE;
@@ -916,43 +924,41 @@ impl RouteTable {
                 perm,
                 topic_sys_flag: tc.topic_sys_flag,
             };
-            if self.put_queue(&tc.topic_name, slot) {
+            if self.put_queue(&tc.topic_name, slot, only_if_absent) {
                 changes += 1;
             }
         }
         changes
     }
 
-    /// Puts a queue entry; returns whether anything changed.
-    fn put_queue(&mut self, topic: &str, slot: QueueSlot) -> bool {
+    /// Puts a queue entry (only when the topic has none of its broker, if `only_if_absent`);
+    /// returns whether anything changed. One lookup of the topic when it exists.
+    fn put_queue(&mut self, topic: &str, slot: QueueSlot, only_if_absent: bool) -> bool {
         let broker = slot.broker;
-        let (changed, added) = match self.topics.get_mut(topic) {
-            Some(entry) => {
-                let had = entry.position(broker).is_some();
-                let changed = entry.put(slot);
-                if changed {
+        match self.topics.get_mut(topic) {
+            Some(entry) => match entry.put(slot, only_if_absent) {
+                Put::Unchanged => return false,
+                Put::Replaced => {
                     self.cache.invalidate(topic);
+                    return true;
                 }
-                (changed, !had)
-            }
+                Put::Added => self.cache.invalidate(topic),
+            },
             None => {
                 let mut entry = TopicEntry::default();
-                entry.put(slot);
+                entry.put(slot, false);
                 self.topics.insert(Arc::from(topic), entry);
-                (true, true)
-            }
-        };
-        if added {
-            // Index the topic under its new broker (shares the table's key allocation).
-            let name = self.broker_names.get(broker as usize).cloned();
-            if let (Some((key, _)), Some(b)) = (
-                self.topics.get_key_value(topic),
-                name.and_then(|n| self.brokers.get_mut(n.as_ref())),
-            ) {
-                b.topics.push(key.clone());
             }
         }
-        changed
+        // Index the topic under its new broker (shares the table's key allocation).
+        let name = self.broker_names.get(broker as usize).cloned();
+        if let (Some((key, _)), Some(b)) = (
+            self.topics.get_key_value(topic),
+            name.and_then(|n| self.brokers.get_mut(n.as_ref())),
+        ) {
+            b.topics.push(key.clone());
+        }
+        true
     }
 
     /// Removes a broker's queue entry from a topic (dropping the topic when empty).
@@ -1348,7 +1354,7 @@ impl RouteTable {
                 perm: q.perm,
                 topic_sys_flag: q.topic_sys_flag,
             };
-            self.put_queue(topic, slot);
+            self.put_queue(topic, slot, false);
             stored = true;
         }
         stored
