@@ -1685,6 +1685,74 @@ mod tests {
             .contains("{0:\"a:1\",1:\"s:1\"}"));
     }
 
+    /// Broker `b`'s body in churn round `round`: shared topics with queue counts and perm
+    /// that move every round, plus a private topic of the round.
+    fn churned_body(b: usize, round: i64) -> RegisterBody {
+        let mut topics: Vec<(String, TopicConfig)> = (0..6)
+            .map(|i| {
+                let shift = (round + i + b as i64) % 3;
+                (
+                    format!("shared_{i}"),
+                    1 + shift as i32,
+                    [6, 2, 4][shift as usize],
+                )
+            })
+            .chain([(format!("private_{b}_{round}"), 2, 6)])
+            .map(|(name, queues, perm)| {
+                let tc = TopicConfig {
+                    topic_name: name.clone(),
+                    read_queue_nums: queues,
+                    write_queue_nums: queues + 1,
+                    perm,
+                    topic_sys_flag: 0,
+                };
+                (name, tc)
+            })
+            .collect();
+        topics.rotate_left(round as usize % 7);
+        let mut out = body(round, &[]);
+        out.topics = topics;
+        out
+    }
+
+    #[test]
+    fn churned_registrations_serve_the_same_route_bytes_as_a_fresh_table() {
+        let addrs = ["a:1", "a:2", "a:3"];
+        let names = ["b0", "b1", "b2"];
+        let mut churned = table();
+        for round in 1..=5 {
+            for b in 0..3 {
+                let r = req("c", names[b], addrs[b], 0, round as u64);
+                churned.register_broker(&r, TopicsInput::Body(&churned_body(b, round)));
+            }
+            // Fill the cache between rounds, so that stale bodies would be served if the
+            // next round failed to drop them.
+            for i in 0..6 {
+                for dialect in [Dialect::Standard, Dialect::Legacy] {
+                    churned.route_body(&format!("shared_{i}"), dialect, || None);
+                }
+            }
+        }
+        let mut fresh = table();
+        for b in 0..3 {
+            let r = req("c", names[b], addrs[b], 0, 5);
+            fresh.register_broker(&r, TopicsInput::Body(&churned_body(b, 5)));
+        }
+        for b in 0..3 {
+            for (topic, _) in churned_body(b, 5).topics {
+                for dialect in [Dialect::Standard, Dialect::Legacy] {
+                    let want = fresh.route_body(&topic, dialect, || None).unwrap();
+                    let got = churned.route_body(&topic, dialect, || None).unwrap();
+                    assert_eq!(got, want, "{topic} {dialect:?}");
+                }
+            }
+            // As in Java, topics a broker stopped reporting stay until it goes.
+            assert!(churned
+                .route_body(&format!("private_{b}_1"), Dialect::Standard, || None)
+                .is_some());
+        }
+    }
+
     #[test]
     fn cache_stays_within_its_byte_budget() {
         let mut t = RouteTable::new(
