@@ -135,7 +135,7 @@ impl RemotingCommand {
     }
 }
 
-fn empty_command(serialize_type: SerializeType) -> RemotingCommand {
+pub(super) fn empty_command(serialize_type: SerializeType) -> RemotingCommand {
     RemotingCommand {
         code: 0,
         language: 0,
@@ -158,9 +158,22 @@ fn int_field(v: ValueRef<'_>, name: &'static str) -> Result<i32, DecodeError> {
         .ok_or(DecodeError::Field(name))
 }
 
-/// Reads the header as a borrowed JSON document, so the only allocations are the parsed
-/// slots and the strings the command keeps.
 fn decode_json_header(
+    header: &[u8],
+    limits: &DecodeLimits,
+) -> Result<RemotingCommand, DecodeError> {
+    // The shape Java peers send goes straight into the command; anything else is read as a
+    // general document.
+    match super::plain_header::decode(header, limits) {
+        Some(cmd) => Ok(cmd),
+        None => decode_json_header_general(header, limits),
+    }
+}
+
+/// Any header the JSON reader accepts, with fastjson's coercions. Reads it as a borrowed
+/// JSON document, so the only allocations are the parsed slots and the strings the command
+/// keeps.
+pub(super) fn decode_json_header_general(
     header: &[u8],
     limits: &DecodeLimits,
 ) -> Result<RemotingCommand, DecodeError> {
@@ -230,7 +243,7 @@ fn decode_json_header(
 
 /// `HashMap::put` over the ext-field pairs: replaces a repeated key in place, and `None`
 /// (Java's null) removes it. Linear, as a header carries at most `max_ext_fields` pairs.
-fn put_ext(fields: &mut Vec<(String, String)>, key: &str, value: Option<String>) {
+pub(super) fn put_ext(fields: &mut Vec<(String, String)>, key: &str, value: Option<String>) {
     let existing = fields.iter().position(|(k, _)| k == key);
     match (existing, value) {
         (Some(i), Some(v)) => fields[i].1 = v,

@@ -5,3 +5,4 @@ pub mod codes;
 pub mod command;
 pub mod frame;
 pub mod json;
+mod plain_header;
