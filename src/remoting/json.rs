@@ -973,7 +973,7 @@ impl<'a> Parser<'a> {
 /// `x` is zero iff the word `(x - 0x01..) & !x & 0x80..` has its top bit set (bits above the
 /// first zero byte may be set spuriously, so only the lowest set bit counts).
 #[inline(always)]
-fn find_quote_or_backslash(bytes: &[u8], quote: u8) -> Option<usize> {
+pub(crate) fn find_quote_or_backslash(bytes: &[u8], quote: u8) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
     let quotes = ONES * u64::from(quote);

@@ -1,6 +1,6 @@
 //! The fast path of the JSON header decoder: a header in the exact shape Java's fastjson
 //! writes it (compact, double-quoted, no escapes, integers and strings only, ext fields all
-//! strings), read in one pass straight into a [`RemotingCommand`].
+//! strings), read in one pass ([`super::plain`]) straight into a [`RemotingCommand`].
 //!
 //! Heartbeats (904, 322) and route lookups are a few hundred bytes of header and almost no
 //! work, so building the general reader's tape and walking it was a third of their cost.
@@ -12,26 +12,18 @@
 
 use super::codes;
 use super::command::{empty_command, put_ext, DecodeLimits, RemotingCommand, SerializeType};
+use super::plain::PlainReader;
 
 /// Reads `header` if it has the plain shape; `None` sends it to the general decoder.
 pub(super) fn decode(header: &[u8], limits: &DecodeLimits) -> Option<RemotingCommand> {
-    // Valid UTF-8 as a whole, so every string between two ASCII quotes is text.
-    let text = std::str::from_utf8(header).ok()?;
-    let mut r = Reader {
-        text,
-        bytes: header,
-        pos: 0,
-        max_string_len: limits.json.max_string_len,
-    };
+    let mut r = PlainReader::new(header, limits.json.max_string_len)?;
     let mut cmd = empty_command(SerializeType::Json);
     r.expect(b'{')?;
     if r.eat(b'}') {
         return r.at_end().then_some(cmd);
     }
     loop {
-        let key = r.string()?;
-        r.expect(b':')?;
-        match key {
+        match r.key()? {
             "code" => cmd.code = r.int()?,
             "version" => cmd.version = r.int()?,
             "opaque" => cmd.opaque = r.int()?,
@@ -47,7 +39,7 @@ pub(super) fn decode(header: &[u8], limits: &DecodeLimits) -> Option<RemotingCom
                 let remark = r.string()?;
                 cmd.remark = (!remark.is_empty()).then(|| remark.to_owned());
             }
-            "extFields" => r.ext_fields(&mut cmd.ext_fields, limits.max_ext_fields)?,
+            "extFields" => ext_fields(&mut r, &mut cmd.ext_fields, limits.max_ext_fields)?,
             // Ignored members, as in the general decoder; only plain values are skipped here.
             _ => match r.peek()? {
                 b'"' => drop(r.string()?),
@@ -62,97 +54,33 @@ pub(super) fn decode(header: &[u8], limits: &DecodeLimits) -> Option<RemotingCom
     r.at_end().then_some(cmd)
 }
 
-struct Reader<'a> {
-    text: &'a str,
-    bytes: &'a [u8],
-    pos: usize,
-    max_string_len: usize,
-}
-
-impl<'a> Reader<'a> {
-    #[inline]
-    fn peek(&self) -> Option<u8> {
-        self.bytes.get(self.pos).copied()
+/// `{"k":"v",...}` with string values, replacing any earlier `extFields` as the general
+/// decoder does (the last repeated key wins within it).
+fn ext_fields(
+    r: &mut PlainReader<'_>,
+    fields: &mut Vec<(String, String)>,
+    max: usize,
+) -> Option<()> {
+    fields.clear();
+    r.expect(b'{')?;
+    if r.eat(b'}') {
+        return Some(());
     }
-
-    #[inline]
-    fn eat(&mut self, b: u8) -> bool {
-        let hit = self.peek() == Some(b);
-        self.pos += usize::from(hit);
-        hit
-    }
-
-    #[inline]
-    fn expect(&mut self, b: u8) -> Option<()> {
-        self.eat(b).then_some(())
-    }
-
-    fn at_end(&self) -> bool {
-        self.pos == self.bytes.len()
-    }
-
-    /// A double-quoted string without escapes.
-    #[inline]
-    fn string(&mut self) -> Option<&'a str> {
-        self.expect(b'"')?;
-        let start = self.pos;
-        let len = self.bytes.get(start..)?.iter().position(|&b| b == b'"')?;
-        let s = self.text.get(start..start + len)?;
-        if len > self.max_string_len || s.as_bytes().contains(&b'\\') {
+    let mut members = 0;
+    loop {
+        // Counted like the general decoder counts them (repeated keys included).
+        members += 1;
+        if members > max {
             return None;
         }
-        self.pos = start + len + 1;
-        Some(s)
+        let key = r.key()?;
+        let value = r.string()?;
+        put_ext(fields, key, Some(value.to_owned()));
+        if !r.eat(b',') {
+            break;
+        }
     }
-
-    /// A plain decimal int32: optional '-', then digits without a leading zero.
-    fn int(&mut self) -> Option<i32> {
-        let start = self.pos;
-        let negative = self.eat(b'-');
-        let digits_start = self.pos;
-        while let Some(b'0'..=b'9') = self.peek() {
-            self.pos += 1;
-        }
-        let digits = &self.bytes[digits_start..self.pos];
-        if digits.is_empty() || digits.len() > 10 || (digits.len() > 1 && digits[0] == b'0') {
-            return None;
-        }
-        let magnitude = digits
-            .iter()
-            .fold(0i64, |v, d| v * 10 + i64::from(d - b'0'));
-        let value = if negative { -magnitude } else { magnitude };
-        // A fraction or exponent next would make it a float: the general decoder's case.
-        if matches!(self.peek(), Some(b'.' | b'e' | b'E')) || self.pos == start {
-            return None;
-        }
-        i32::try_from(value).ok()
-    }
-
-    /// `{"k":"v",...}` with string values, replacing any earlier `extFields` as the general
-    /// decoder does (the last repeated key wins within it).
-    fn ext_fields(&mut self, fields: &mut Vec<(String, String)>, max: usize) -> Option<()> {
-        fields.clear();
-        self.expect(b'{')?;
-        if self.eat(b'}') {
-            return Some(());
-        }
-        let mut members = 0;
-        loop {
-            // Counted like the general decoder counts them (repeated keys included).
-            members += 1;
-            if members > max {
-                return None;
-            }
-            let key = self.string()?;
-            self.expect(b':')?;
-            let value = self.string()?;
-            put_ext(fields, key, Some(value.to_owned()));
-            if !self.eat(b',') {
-                break;
-            }
-        }
-        self.expect(b'}')
-    }
+    r.expect(b'}')
 }
 
 #[cfg(test)]
@@ -191,7 +119,10 @@ mod tests {
             assert!(check(h.as_bytes(), &DecodeLimits::default()), "{h}");
         }
         let cmd = decode(PLAIN[0].as_bytes(), &DecodeLimits::default()).unwrap();
-        assert_eq!((cmd.code, cmd.opaque, cmd.version, cmd.language), (904, 12, 479, 0));
+        assert_eq!(
+            (cmd.code, cmd.opaque, cmd.version, cmd.language),
+            (904, 12, 479, 0)
+        );
         assert_eq!(cmd.ext_fields.len(), 4);
     }
 
@@ -206,8 +137,8 @@ mod tests {
             ..DecodeLimits::default()
         };
         let bytes = [
-            b' ', b'"', b'\\', b'0', b'1', b'-', b'.', b'e', b',', b'}', b'{', b':', b'n',
-            b'\'', b'[', 0xC3, 0xFF,
+            b' ', b'"', b'\\', b'0', b'1', b'-', b'.', b'e', b',', b'}', b'{', b':', b'n', b'\'',
+            b'[', 0xC3, 0xFF,
         ];
         let (mut accepted, mut refused) = (0, 0);
         for h in PLAIN {

@@ -331,7 +331,8 @@ pub struct BatchOutcome {
 /// The route registry.
 #[derive(Debug)]
 pub struct RouteTable {
-    /// Topic and broker names are peer-chosen: keyed hash (`keyed_hash`), fast and seeded.
+    /// Topic and broker names (and addresses, below) are peer-chosen: keyed hash
+    /// (`keyed_hash`), fast and seeded per process.
     topics: HashMap<Arc<str>, TopicEntry, KeyedState>,
     brokers: HashMap<Arc<str>, BrokerEntry, KeyedState>,
     /// Broker group id -> name (ids are reused once a group and its queue entries are gone).
@@ -339,7 +340,7 @@ pub struct RouteTable {
     clusters: HashMap<String, BTreeSet<String>>,
     live: Slab<LiveBroker>,
     /// brokerAddr -> live slab ids (one per cluster the address registered in).
-    live_by_addr: HashMap<String, Vec<usize>>,
+    live_by_addr: HashMap<String, Vec<usize>, KeyedState>,
     live_by_conn: HashMap<ConnId, Vec<usize>>,
     filter_servers: HashMap<(String, String), Vec<String>>,
     queue_mappings: HashMap<String, BTreeMap<String, MappingInfo>>,
@@ -357,7 +358,7 @@ impl RouteTable {
             broker_names: Slab::new(),
             clusters: HashMap::new(),
             live: Slab::new(),
-            live_by_addr: HashMap::new(),
+            live_by_addr: HashMap::default(),
             live_by_conn: HashMap::new(),
             filter_servers: HashMap::new(),
             queue_mappings: HashMap::new(),
@@ -1427,10 +1428,11 @@ impl RouteTable {
 }
 
 /// Removes `live_id` from the list under `key`, and the list once empty.
-fn detach<K, Q>(index: &mut HashMap<K, Vec<usize>>, key: &Q, live_id: usize)
+fn detach<K, Q, S>(index: &mut HashMap<K, Vec<usize>, S>, key: &Q, live_id: usize)
 where
     K: std::borrow::Borrow<Q> + std::hash::Hash + Eq,
     Q: std::hash::Hash + Eq + ?Sized,
+    S: std::hash::BuildHasher,
 {
     if let Some(ids) = index.get_mut(key) {
         ids.retain(|l| *l != live_id);
