@@ -49,6 +49,11 @@ impl<'a> PlainReader<'a> {
         self.eat(b).then_some(())
     }
 
+    /// Bytes not read yet.
+    pub(crate) fn remaining(&self) -> usize {
+        self.bytes.len() - self.pos
+    }
+
     pub(crate) fn at_end(&self) -> bool {
         self.pos == self.bytes.len()
     }

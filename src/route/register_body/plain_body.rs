@@ -106,7 +106,9 @@ fn data_version(r: &mut PlainReader<'_>) -> Option<DataVersion> {
 }
 
 fn topic_table(r: &mut PlainReader<'_>, max_topics: usize) -> Option<Vec<(String, TopicConfig)>> {
-    let mut topics = Vec::new();
+    // A broker writes about 180 bytes per TopicConfig: sized once instead of doubling seven
+    // times for a hundred topics.
+    let mut topics = Vec::with_capacity((r.remaining() / 160).min(max_topics));
     r.expect(b'{')?;
     if !r.eat(b'}') {
         loop {
