@@ -163,11 +163,30 @@ impl<'a> PlainReader<'a> {
     }
 
     fn word(&mut self, word: &[u8]) -> Option<()> {
-        if self.bytes.get(self.pos..)?.starts_with(word) {
-            self.pos += word.len();
-            Some(())
-        } else {
-            None
-        }
+        self.literal(word).then_some(())
+    }
+
+    /// Consumes `lit` if the input continues with exactly these bytes: how a typed decoder
+    /// steps over the keys and fixed values of a shape it knows, without scanning them as
+    /// strings.
+    #[inline]
+    pub(crate) fn literal(&mut self, lit: &[u8]) -> bool {
+        let hit = self
+            .bytes
+            .get(self.pos..)
+            .is_some_and(|rest| rest.starts_with(lit));
+        self.pos += if hit { lit.len() } else { 0 };
+        hit
+    }
+
+    /// Where the reader is, to come back to with [`PlainReader::rewind`].
+    pub(crate) fn mark(&self) -> usize {
+        self.pos
+    }
+
+    /// Goes back to a position taken with [`PlainReader::mark`] (a typed decoder that tried
+    /// one exact layout and now reads the same value member by member).
+    pub(crate) fn rewind(&mut self, mark: usize) {
+        self.pos = mark.min(self.bytes.len());
     }
 }

@@ -2,13 +2,15 @@
 //! broker's fastjson writes it (compact, no escapes, plain ints, no static-topic mappings),
 //! read in one pass straight into a [`RegisterBody`].
 //!
-//! A changed registration of a hundred topics is 21 KB of JSON; building the general
-//! reader's tape (about 2,000 slots) and then looking each TopicConfig's fields up in it was
-//! over half of its cost. Anything outside that shape (whitespace, escapes, nulls, strings for
-//! numbers, a repeated member, mappings, a limit reached) returns `None`, and the general
-//! decoder reads the body as before, with its coercions and errors: the fast path never
-//! refuses a body, and what it accepts decodes to the same value (tests check both paths on
-//! every body it accepts).
+//! A changed registration of a hundred topics is 21 KB of JSON; building the general reader's
+//! tape (about 2,000 slots) and then looking each TopicConfig's fields up in it was over half
+//! of its cost. Each TopicConfig is first matched against the exact layout brokers write
+//! (members in alphabetical order, keys and fixed values compared as bytes, only the numbers
+//! and the topic name read); one in another layout is read member by member. Anything outside
+//! that shape (whitespace, escapes, nulls, strings for numbers, a repeated member, mappings, a
+//! limit reached) returns `None`, and the general decoder reads the body as before, with its
+//! coercions and errors: the fast path never refuses a body, and what it accepts decodes to the
+//! same value (tests check both paths on every body it accepts).
 
 use super::{BodyLimits, RegisterBody, TopicConfig, DEFAULT_PERM, DEFAULT_QUEUE_NUMS};
 use crate::remoting::plain::PlainReader;
@@ -127,8 +129,59 @@ fn topic_table(r: &mut PlainReader<'_>, max_topics: usize) -> Option<Vec<(String
     Some(dedup_last_wins(topics))
 }
 
-/// One TopicConfig; missing fields take Java's defaults, a missing topicName the map key.
+/// One TopicConfig: in the exact layout a broker writes when it can be (nearly always), else
+/// member by member.
 fn topic_config(r: &mut PlainReader<'_>, key: &str) -> Option<TopicConfig> {
+    let mark = r.mark();
+    if let Some(tc) = broker_layout(r) {
+        return Some(tc);
+    }
+    r.rewind(mark);
+    topic_config_members(r, key)
+}
+
+/// A TopicConfig exactly as fastjson writes it, members in alphabetical order:
+/// `{["attributes":{},]"order":false,"perm":6,"readQueueNums":8,"topicFilterType":"SINGLE_TAG",
+/// "topicName":"T","topicSysFlag":0,"writeQueueNums":8}` (`attributes` since 5.x, empty unless a
+/// topic has some). The keys and fixed values are compared as bytes, not scanned as strings:
+/// a hundred-topic body has a thousand of them. Anything else (another member, order, or
+/// value; attributes) returns `None` and the member loop reads the TopicConfig, to the same
+/// value when this accepts it.
+fn broker_layout(r: &mut PlainReader<'_>) -> Option<TopicConfig> {
+    let lit = |r: &mut PlainReader<'_>, bytes: &[u8]| r.literal(bytes).then_some(());
+    lit(r, b"{")?;
+    r.literal(b"\"attributes\":{},");
+    lit(r, b"\"order\":")?;
+    if !r.literal(b"false") {
+        lit(r, b"true")?;
+    }
+    lit(r, b",\"perm\":")?;
+    let perm = r.int()?;
+    lit(r, b",\"readQueueNums\":")?;
+    let read_queue_nums = r.int()?;
+    lit(r, b",\"topicFilterType\":\"")?;
+    if !r.literal(b"SINGLE_TAG\"") {
+        lit(r, b"MULTI_TAG\"")?;
+    }
+    lit(r, b",\"topicName\":")?;
+    let name = r.string()?;
+    lit(r, b",\"topicSysFlag\":")?;
+    let topic_sys_flag = r.int()?;
+    lit(r, b",\"writeQueueNums\":")?;
+    let write_queue_nums = r.int()?;
+    lit(r, b"}")?;
+    Some(TopicConfig {
+        topic_name: name.to_owned(),
+        read_queue_nums,
+        write_queue_nums,
+        perm,
+        topic_sys_flag,
+    })
+}
+
+/// One TopicConfig read member by member; missing members take Java's defaults, a missing
+/// topicName the map key.
+fn topic_config_members(r: &mut PlainReader<'_>, key: &str) -> Option<TopicConfig> {
     let mut name: Option<&str> = None;
     let mut tc = TopicConfig {
         topic_name: String::new(),
@@ -245,33 +298,105 @@ mod tests {
             b']', 0xC3,
         ];
         let (mut accepted, mut refused) = (0, 0);
-        let body = broker_body(2);
+        // A 5.x body, and one whose topics are 4.x-shaped (no attributes) with the other
+        // fixed values (order true, MULTI_TAG), so that mutations reach every literal of the
+        // broker layout.
+        let five = broker_body(2);
+        let four = String::from_utf8(five.clone())
+            .unwrap()
+            .replace(r#""attributes":{},"#, "")
+            .replace(r#""order":false"#, r#""order":true"#)
+            .replacen("SINGLE_TAG", "MULTI_TAG", 1)
+            .into_bytes();
+        for body in [five, four] {
+            for (a, r) in mutations_checked(&body, &bytes, [BodyLimits::default(), tight]) {
+                accepted += a;
+                refused += r;
+            }
+        }
+        // Both paths were exercised.
+        assert!(accepted > 1000 && refused > 10000, "{accepted} {refused}");
+    }
+
+    /// Checks every truncation, insertion of a space, deletion and replacement (by each of
+    /// `bytes`) of `body` under each limit; (accepted, refused) per limit.
+    fn mutations_checked(
+        body: &[u8],
+        bytes: &[u8],
+        limits: [BodyLimits; 2],
+    ) -> [(usize, usize); 2] {
+        let mut counts = [(0, 0); 2];
         for i in 0..=body.len() {
             let mut variants = vec![body[..i].to_vec()];
-            let mut with_space = body.clone();
+            let mut with_space = body.to_vec();
             with_space.insert(i, b' ');
             variants.push(with_space);
             if i < body.len() {
-                let mut removed = body.clone();
+                let mut removed = body.to_vec();
                 removed.remove(i);
                 variants.push(removed);
-                for b in bytes {
-                    let mut replaced = body.clone();
+                for &b in bytes {
+                    let mut replaced = body.to_vec();
                     replaced[i] = b;
                     variants.push(replaced);
                 }
             }
             for v in &variants {
-                for limits in [BodyLimits::default(), tight] {
-                    if check(v, &limits) {
-                        accepted += 1;
+                for (limits, count) in limits.iter().zip(counts.iter_mut()) {
+                    if check(v, limits) {
+                        count.0 += 1;
                     } else {
-                        refused += 1;
+                        count.1 += 1;
                     }
                 }
             }
         }
-        // Both paths were exercised.
-        assert!(accepted > 500 && refused > 5000, "{accepted} {refused}");
+        counts
+    }
+
+    #[test]
+    fn topic_configs_in_the_broker_layout_read_as_member_by_member() {
+        let read = |text: &[u8], f: fn(&mut PlainReader<'_>) -> Option<TopicConfig>| {
+            let mut r = PlainReader::new(text, 100).unwrap();
+            f(&mut r).filter(|_| r.at_end())
+        };
+        let by_members = |r: &mut PlainReader<'_>| topic_config_members(r, "K");
+        let either = |r: &mut PlainReader<'_>| topic_config(r, "K");
+        let layout: [&[u8]; 3] = [
+            br#"{"attributes":{},"order":false,"perm":6,"readQueueNums":8,"topicFilterType":"SINGLE_TAG","topicName":"T","topicSysFlag":0,"writeQueueNums":4}"#,
+            br#"{"order":true,"perm":7,"readQueueNums":16,"topicFilterType":"MULTI_TAG","topicName":"T","topicSysFlag":1,"writeQueueNums":16}"#,
+            br#"{"order":false,"perm":-1,"readQueueNums":0,"topicFilterType":"SINGLE_TAG","topicName":"","topicSysFlag":3,"writeQueueNums":2147483647}"#,
+        ];
+        for text in layout {
+            let fast = read(text, broker_layout);
+            assert!(fast.is_some(), "{}", String::from_utf8_lossy(text));
+            assert_eq!(fast, read(text, by_members));
+            assert_eq!(fast, read(text, either));
+        }
+        // Not the layout: read member by member, to the values the members say.
+        let others: [&[u8]; 5] = [
+            br#"{"attributes":{"+a":"1"},"order":false,"perm":6,"readQueueNums":8,"topicFilterType":"SINGLE_TAG","topicName":"T","topicSysFlag":0,"writeQueueNums":4}"#,
+            br#"{"perm":6,"order":false,"readQueueNums":8,"topicFilterType":"SINGLE_TAG","topicName":"T","topicSysFlag":0,"writeQueueNums":4}"#,
+            br#"{"order":false,"perm":6,"readQueueNums":8,"topicFilterType":"SINGLE_TAG","topicName":"T","topicSysFlag":0,"writeQueueNums":4,"x":1}"#,
+            br#"{"order":false,"perm":6,"readQueueNums":8,"topicFilterType":"SINGLE_TAG","topicSysFlag":0,"writeQueueNums":4}"#,
+            br#"{"order":false,"perm":6,"perm":2,"readQueueNums":8,"topicFilterType":"SINGLE_TAG","topicName":"T","topicSysFlag":0,"writeQueueNums":4}"#,
+        ];
+        for text in others {
+            assert_eq!(
+                read(text, broker_layout),
+                None,
+                "{}",
+                String::from_utf8_lossy(text)
+            );
+            let members = read(text, by_members);
+            assert!(members.is_some(), "{}", String::from_utf8_lossy(text));
+            assert_eq!(read(text, either), members);
+        }
+        let missing_name = read(others[3], either).unwrap();
+        assert_eq!(
+            (missing_name.topic_name.as_str(), missing_name.perm),
+            ("K", 6)
+        );
+        assert_eq!(read(others[4], either).unwrap().perm, 2);
     }
 }
