@@ -11,7 +11,7 @@
 //! checks both paths on every header it accepts).
 
 use super::codes;
-use super::command::{empty_command, put_ext, DecodeLimits, RemotingCommand, SerializeType};
+use super::command::{empty_command, DecodeLimits, ExtFields, RemotingCommand, SerializeType};
 use super::plain::PlainReader;
 
 /// Reads `header` if it has the plain shape; `None` sends it to the general decoder.
@@ -56,12 +56,10 @@ pub(super) fn decode(header: &[u8], limits: &DecodeLimits) -> Option<RemotingCom
 
 /// `{"k":"v",...}` with string values, replacing any earlier `extFields` as the general
 /// decoder does (the last repeated key wins within it).
-fn ext_fields(
-    r: &mut PlainReader<'_>,
-    fields: &mut Vec<(String, String)>,
-    max: usize,
-) -> Option<()> {
+fn ext_fields(r: &mut PlainReader<'_>, fields: &mut ExtFields, max: usize) -> Option<()> {
     fields.clear();
+    // The fields' text is at most what is left of the header: one allocation, no regrowth.
+    fields.reserve(8, r.remaining());
     r.expect(b'{')?;
     if r.eat(b'}') {
         return Some(());
@@ -75,7 +73,7 @@ fn ext_fields(
         }
         let key = r.key()?;
         let value = r.string()?;
-        put_ext(fields, key, Some(value.to_owned()));
+        fields.put(key, Some(value));
         if !r.eat(b',') {
             break;
         }
