@@ -64,7 +64,7 @@ fn wrapper(r: &mut PlainReader<'_>, out: &mut RegisterBody, limits: &BodyLimits)
         match r.key()? {
             "dataVersion" if !seen_version => {
                 seen_version = true;
-                out.data_version = data_version(r)?;
+                out.data_version = DataVersion::read_plain(r)?;
             }
             "topicConfigTable" if !seen_table => {
                 seen_table = true;
@@ -83,28 +83,6 @@ fn wrapper(r: &mut PlainReader<'_>, out: &mut RegisterBody, limits: &BodyLimits)
         }
     }
     r.expect(b'}')
-}
-
-fn data_version(r: &mut PlainReader<'_>) -> Option<DataVersion> {
-    let mut v = DataVersion::default();
-    r.expect(b'{')?;
-    if r.eat(b'}') {
-        return Some(v);
-    }
-    loop {
-        // A repeated field: the last one wins, as in the general decoder.
-        match r.key()? {
-            "counter" => v.counter = r.long()?,
-            "stateVersion" => v.state_version = r.long()?,
-            "timestamp" => v.timestamp = r.long()?,
-            _ => r.skip_value()?,
-        }
-        if !r.eat(b',') {
-            break;
-        }
-    }
-    r.expect(b'}')?;
-    Some(v)
 }
 
 fn topic_table(r: &mut PlainReader<'_>, max_topics: usize) -> Option<Vec<(String, TopicConfig)>> {
