@@ -47,6 +47,8 @@ pub mod notify;
 #[cfg(feature = "controller")]
 pub mod pipeline;
 #[cfg(feature = "controller")]
+pub mod raft;
+#[cfg(feature = "controller")]
 pub mod replicas;
 #[cfg(feature = "controller")]
 pub mod request;
