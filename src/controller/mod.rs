@@ -51,6 +51,8 @@ pub mod raft;
 #[cfg(feature = "controller")]
 pub mod replicas;
 #[cfg(feature = "controller")]
+pub mod replication;
+#[cfg(feature = "controller")]
 pub mod request;
 #[cfg(feature = "controller")]
 pub mod response;

@@ -371,6 +371,12 @@ pub enum Job {
         keep: Vec<Entry>,
         hard_state: HardState,
     },
+    /// Replace a small file crash-safely (runtime config updates, 1009).
+    WriteFile {
+        id: u64,
+        path: PathBuf,
+        content: Vec<u8>,
+    },
 }
 
 /// What the writer reports.
@@ -385,6 +391,8 @@ pub enum Completion {
         index: u64,
         result: Result<usize, String>,
     },
+    /// The file job `id` is done or failed.
+    FileWritten { id: u64, result: Result<(), String> },
 }
 
 /// The thread (or, in tests, the caller) that writes and fsyncs.
@@ -452,6 +460,11 @@ impl Writer {
                         self.break_with(e.clone());
                     }
                     let _ = self.done.send(Completion::Compacted { index, result });
+                }
+                Job::WriteFile { id, path, content } => {
+                    let result = crate::durable_file::replace_file(&path, &content)
+                        .map_err(|e| format!("cannot write {}: {e}", path.display()));
+                    let _ = self.done.send(Completion::FileWritten { id, result });
                 }
             }
         }
