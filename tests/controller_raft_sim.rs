@@ -184,7 +184,7 @@ impl Sim {
                 self.count("crashes");
             }
         }
-        if self.isolated.is_none_or(|(_, until)| until <= self.step) && self.rng.chance(1) {
+        if !matches!(self.isolated, Some((_, until)) if until > self.step) && self.rng.chance(1) {
             let node = self.rng.below(NODES as u64) as usize;
             self.isolated = Some((node, self.step + 10 + self.rng.below(60)));
             self.count("partitions");

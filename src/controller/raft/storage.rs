@@ -22,6 +22,9 @@
 //! raft-rs (`on_persist_ready`). In tests the same writer runs on the caller's thread
 //! ([`Persistence::Manual`]) so a simulation decides when disks finish.
 
+// protobuf 2 messages (with their unknown-field and size caches) are built field by field.
+#![allow(clippy::field_reassign_with_default)]
+
 use crate::controller::state::ControllerState;
 use crate::controller::storage::{self as single, log as records, snapshot, StorageError, Wake};
 use crossbeam_channel::{Receiver, Sender};
