@@ -680,7 +680,9 @@ mod tests {
             refused(&[("controllerDLegerSelfId", "")]).contains("controllerDLegerSelfId is empty")
         );
         assert!(refused(&[("controllerDLegerSelfId", "n1")]).contains("is not one of the ids"));
-        assert!(refused(&[("controllerDLegerPeers", "n0-a:1;n1-b:2")]).contains("single-node"));
+        // Several peers are a Raft group now.
+        let group = config(dir.path(), &[("controllerDLegerPeers", "n0-a:1;n1-b:2")]).unwrap();
+        assert_eq!(group.peers().len(), 2);
         assert!(refused(&[("enableElectUncleanMaster", "yes")])
             .contains("enableElectUncleanMaster=yes"));
         assert!(refused(&[("electMasterMaxRetryCount", "-1")]).contains("outside"));
