@@ -44,6 +44,11 @@ impl Rng {
 }
 
 fn config(dir: &Path, me: usize) -> ControllerConfig {
+    // Snapshots (and log cuts, and snapshots sent to lagging nodes) happen often.
+    config_with(dir, me, "7")
+}
+
+fn config_with(dir: &Path, me: usize, snapshot_events: &str) -> ControllerConfig {
     let root = dir.to_string_lossy().into_owned();
     let pairs = [
         ("controllerDLegerGroup", "sim"),
@@ -53,8 +58,7 @@ fn config(dir: &Path, me: usize) -> ControllerConfig {
         ),
         ("controllerDLegerSelfId", ["n0", "n1", "n2"][me]),
         ("controllerStorePath", root.as_str()),
-        // Snapshots (and log cuts, and snapshots sent to lagging nodes) happen often.
-        ("controllerSnapshotEvents", "7"),
+        ("controllerSnapshotEvents", snapshot_events),
     ];
     ControllerConfig::from_pairs(&pairs).expect("sim config")
 }
@@ -508,4 +512,98 @@ fn a_quiet_group_elects_one_leader_and_followers_answer_2007() {
         Some(["n0", "n1", "n2"][leader])
     );
     assert_eq!(r.ext_value("raftRole"), Some("FOLLOWER"));
+}
+
+/// Measurement, not a check (run by hand): 100,000 logged events (1013 on 100 broker sets x
+/// 1,000 ids) through a fault-free three-node group with the default snapshot cadence; prints
+/// the process RSS and each node's store size. `RAFT_MEASURE_DIR` puts the stores elsewhere
+/// (e.g. /dev/shm, so fsyncs do not dominate the run time).
+#[test]
+#[ignore]
+fn measure_rss_and_log_size_after_100k_events() {
+    let base = std::env::var("RAFT_MEASURE_DIR").unwrap_or_else(|_| "/tmp".into());
+    let dir = std::path::PathBuf::from(base).join(format!("raft-measure-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut nodes: Vec<Controller<u64>> = (0..NODES)
+        // The default snapshot cadence (10,000 events), not the simulation's 7.
+        .map(|i| Controller::open_simulated(config_with(&dir, i, "10000")).expect("opens"))
+        .collect();
+    let mut now = 1_000_000;
+    let pump = |nodes: &mut Vec<Controller<u64>>, now: u64, out: &mut Vec<Reply<u64>>| loop {
+        let mut moved = false;
+        for i in 0..NODES {
+            nodes[i].run_disk(now, out);
+            let mut msgs = Vec::new();
+            nodes[i].take_peer_messages(&mut msgs);
+            for (to, payload) in msgs {
+                moved = true;
+                nodes[(to - 1) as usize].on_peer_message(i as u64 + 1, &payload, now, out);
+            }
+        }
+        if !moved {
+            return;
+        }
+    };
+    let mut out = Vec::new();
+    let leader = loop {
+        now += 100;
+        for n in nodes.iter_mut() {
+            n.raft_tick(now, &mut out);
+        }
+        pump(&mut nodes, now, &mut out);
+        if let Some(i) = nodes
+            .iter()
+            .position(|c| c.group_status().is_some_and(|s| s.serving))
+        {
+            break i;
+        }
+    };
+    let started = std::time::Instant::now();
+    let mut acked = 0;
+    for set in 0..100 {
+        for id in 1..=1_000i64 {
+            let name = format!("broker-{set}");
+            let id_text = id.to_string();
+            let code = format!("127.0.0.1:{};1", 20000 + id);
+            let header = request_header(
+                1013,
+                1,
+                0,
+                &[
+                    ("clusterName", "m"),
+                    ("brokerName", &name),
+                    ("appliedBrokerId", &id_text),
+                    ("registerCheckCode", &code),
+                ],
+            );
+            let cmd = decode(&frame(&header, b""));
+            out.clear();
+            nodes[leader].handle(1, &cmd, None, now, &mut out);
+            pump(&mut nodes, now, &mut out);
+            assert_eq!(out.len(), 1, "{out:?}");
+            assert_eq!(out[0].response.code, SUCCESS, "{:?}", out[0].response);
+            acked += 1;
+        }
+        // Heartbeats so followers learn the commit index of the last entry.
+        now += 200;
+        for n in nodes.iter_mut() {
+            n.raft_tick(now, &mut out);
+        }
+        pump(&mut nodes, now, &mut out);
+    }
+    let elapsed = started.elapsed();
+    let rss = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS")).map(str::to_owned))
+        .unwrap_or_default();
+    eprintln!("{acked} events in {elapsed:?}; process (3 nodes) {rss}");
+    for i in 0..NODES {
+        let store = dir.join(format!("rmq-controller-n{i}"));
+        for f in ["raft.log", "raft.snapshot"] {
+            let len = std::fs::metadata(store.join(f)).map_or(0, |m| m.len());
+            eprintln!("node n{i}: {f} {len} bytes");
+        }
+        eprintln!("node n{i}: {:?}", nodes[i].group_status());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
