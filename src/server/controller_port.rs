@@ -73,6 +73,14 @@ impl ControllerSetup {
         }
         let config =
             ControllerConfig::from_lookup(lookup).map_err(|e| format!("controller config: {e}"))?;
+        if config.peers().len() > 1 {
+            // The controller core runs a Raft group; the peer link that carries its messages
+            // between daemons is not wired into this listener yet.
+            return Err(format!(
+                "controller config: controllerDLegerPeers lists {} peers: this daemon does not link controller peers yet; list this node alone",
+                config.peers().len()
+            ));
+        }
         let port = config.listen_port();
         if port != 0 && port == namesrv.listen_port {
             return Err(same_port(port));
@@ -145,14 +153,6 @@ impl ControllerPort {
         namesrv_addr: SocketAddr,
     ) -> Result<ControllerPort, StartError> {
         let mut config = setup.config;
-        if config.peers().len() > 1 {
-            // The controller core runs a Raft group; the peer link that carries its messages
-            // between daemons is not wired into this listener yet.
-            return Err(StartError::Controller(format!(
-                "controllerDLegerPeers lists {} peers: this daemon does not link controller peers yet; list this node alone",
-                config.peers().len()
-            )));
-        }
         let port = config.listen_port();
         if port != 0 && port == namesrv_addr.port() {
             return Err(StartError::Controller(same_port(port)));

@@ -197,12 +197,18 @@ impl RaftGroup {
 
     /// Raft's clock.
     pub fn tick(&mut self, out: &mut Vec<GroupEvent>) {
+        if self.failed.is_some() {
+            return; // a node whose disk failed takes no further part (as if stopped)
+        }
         self.node.tick();
         self.process(out);
     }
 
     /// A payload from peer `from`. Undecodable or misaddressed payloads are dropped.
     pub fn step(&mut self, from: u64, payload: &[u8], out: &mut Vec<GroupEvent>) {
+        if self.failed.is_some() {
+            return;
+        }
         if payload.len() > MAX_MESSAGE_BYTES {
             log::warn!(
                 "controller Raft: a {} byte message from node {from} dropped",
@@ -479,9 +485,8 @@ impl RaftGroup {
                 );
                 out.push(GroupEvent::Serving { term: raft.term });
             }
-            if e.data.is_empty() {
-                continue;
-            }
+            // Empty entries too: a leader's own at election, and read barriers
+            // (processReadEvent) whose answer waits for them.
             let ours = self
                 .proposal
                 .as_ref()
