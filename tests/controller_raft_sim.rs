@@ -15,7 +15,7 @@
 mod harness;
 
 use harness::{decode, frame, request_header};
-use rmq_namesrv::controller::{Controller, ControllerConfig, Reply};
+use rmq_namesrv::controller::{ConnRef, Controller, ControllerConfig, Reply};
 use rmq_namesrv::remoting::command::RemotingCommand;
 use rmq_namesrv::test_support::TempDir;
 use std::collections::{BTreeMap, HashMap};
@@ -24,6 +24,9 @@ use std::path::Path;
 const NODES: usize = 3;
 const SETS: usize = 4;
 const SUCCESS: i32 = 0;
+/// Broker ids per set that heartbeat (and so can be elected); 1013 goes on to `MAX_IDS`.
+const IDS: i64 = 3;
+const MAX_IDS: i64 = 60;
 
 /// xorshift64*: deterministic, no dependency.
 struct Rng(u64);
@@ -59,6 +62,8 @@ fn config_with(dir: &Path, me: usize, snapshot_events: &str) -> ControllerConfig
         ("controllerDLegerSelfId", ["n0", "n1", "n2"][me]),
         ("controllerStorePath", root.as_str()),
         ("controllerSnapshotEvents", snapshot_events),
+        // Any live replica may take over: elections then happen whenever a master dies.
+        ("enableElectUncleanMaster", "true"),
     ];
     ControllerConfig::from_pairs(&pairs).expect("sim config")
 }
@@ -101,6 +106,8 @@ struct Sim {
     masters: BTreeMap<(String, i32), i64>,
     /// per node, per set: the highest epoch seen in this life.
     epochs: Vec<BTreeMap<String, i32>>,
+    /// Brokers that stopped heartbeating, until the step they come back.
+    dead: BTreeMap<(String, i64), u64>,
     stats: BTreeMap<&'static str, u64>,
 }
 
@@ -128,6 +135,7 @@ impl Sim {
             acked: Vec::new(),
             masters: BTreeMap::new(),
             epochs: vec![BTreeMap::new(); NODES],
+            dead: BTreeMap::new(),
             stats: BTreeMap::new(),
         }
     }
@@ -172,6 +180,9 @@ impl Sim {
         }
         if requests && self.rng.chance(60) {
             self.request();
+        }
+        if self.step % 5 == 0 {
+            self.brokers(faults);
         }
         self.collect();
         self.check();
@@ -245,6 +256,61 @@ impl Sim {
         }
     }
 
+    /// Every 500 ms: brokers heartbeat every node (liveness is local to each), some brokers
+    /// die or come back, and every node runs its scans (only the leader elects).
+    fn brokers(&mut self, faults: bool) {
+        if faults && self.rng.chance(20) {
+            let set = set_name(self.rng.below(SETS as u64) as usize);
+            let id = 1 + self.rng.below(IDS as u64) as i64;
+            let until = self.step + 30 + self.rng.below(100);
+            self.dead.insert((set, id), until);
+            self.count("broker deaths");
+        }
+        let step = self.step;
+        self.dead.retain(|_, until| *until > step);
+        for s in 0..SETS {
+            let set = set_name(s);
+            for id in 1..=IDS {
+                if self.dead.contains_key(&(set.clone(), id)) {
+                    continue;
+                }
+                let id_text = id.to_string();
+                let addr = format!("127.0.0.1:{}", 30000 + id);
+                let header = request_header(
+                    904,
+                    1,
+                    2,
+                    &[
+                        ("clusterName", "sim"),
+                        ("brokerAddr", &addr),
+                        ("brokerName", &set),
+                        ("brokerId", &id_text),
+                        ("epoch", "0"),
+                        ("maxOffset", "0"),
+                        ("confirmOffset", "0"),
+                        ("heartbeatTimeoutMills", "1500"),
+                        ("electionPriority", "0"),
+                    ],
+                );
+                let cmd = decode(&frame(&header, b""));
+                let conn = ConnRef((s as u64) * 100 + id as u64);
+                let now = self.now;
+                for c in self.nodes.iter_mut().flatten() {
+                    c.handle(0, &cmd, Some(conn), now, &mut Vec::new());
+                }
+            }
+        }
+        for i in 0..NODES {
+            let mut out = Vec::new();
+            let now = self.now;
+            if let Some(c) = self.nodes[i].as_mut() {
+                c.scan_not_active_brokers(now, &mut out);
+                c.scan_inactive_masters(now, &mut out);
+            }
+            self.answers(out);
+        }
+    }
+
     /// A broker request to a random node: apply the next broker id of a set, or elect.
     fn request(&mut self) {
         let node = self.rng.below(NODES as u64) as usize;
@@ -257,7 +323,7 @@ impl Sim {
                     .map(|r| r.next_assign_broker_id())
             })
             .unwrap_or(1);
-        let (cmd, change) = if self.rng.chance(70) || known <= 1 {
+        let (cmd, change) = if known <= MAX_IDS && (self.rng.chance(60) || known <= 1) {
             let id = known.to_string();
             let code = format!("127.0.0.1:{};{}", 30000 + known, self.step);
             let header = request_header(
@@ -279,7 +345,7 @@ impl Sim {
                 }),
             )
         } else {
-            let id = (1 + self.rng.below((known - 1) as u64) as i64).to_string();
+            let id = (1 + self.rng.below((known - 1).min(IDS) as u64) as i64).to_string();
             let header = request_header(
                 1002,
                 1,
@@ -291,7 +357,14 @@ impl Sim {
                     ("designateElect", "false"),
                 ],
             );
-            (decode(&frame(&header, b"")), None)
+            (
+                decode(&frame(&header, b"")),
+                Some(Change::Master {
+                    set: set.clone(),
+                    epoch: 0,
+                    master: 0,
+                }),
+            )
         };
         self.send(node, &cmd, change);
     }
@@ -323,18 +396,18 @@ impl Sim {
             if r.code != SUCCESS {
                 continue;
             }
-            if let Some(change) = asked {
-                self.acked.push(change);
-            }
-            if let (Some(epoch), Some(master)) =
-                (r.ext_value("masterEpoch"), r.ext_value("masterBrokerId"))
-            {
-                let set = r.ext_value("brokerName").map(str::to_owned);
-                if let (Ok(epoch), Ok(master), Some(set)) =
-                    (epoch.parse::<i32>(), master.parse::<i64>(), set)
-                {
-                    self.acked.push(Change::Master { set, epoch, master });
+            match asked {
+                // An election's answer names the master and its epoch.
+                Some(Change::Master { set, .. }) => {
+                    let epoch = r.ext_value("masterEpoch").and_then(|e| e.parse().ok());
+                    let master = r.ext_value("masterBrokerId").and_then(|m| m.parse().ok());
+                    if let (Some(epoch), Some(master)) = (epoch, master) {
+                        self.count("elections acknowledged");
+                        self.acked.push(Change::Master { set, epoch, master });
+                    }
                 }
+                Some(change) => self.acked.push(change),
+                None => {}
             }
         }
     }
@@ -364,6 +437,8 @@ impl Sim {
                 let epoch = sync.master_epoch();
                 if let Some(master) = sync.master_broker_id() {
                     let seen = *self.masters.entry((set.clone(), epoch)).or_insert(master);
+                    self.stats
+                        .insert("masters (set, epoch)", self.masters.len() as u64);
                     assert_eq!(
                         seen, master,
                         "step {}: two masters of {set} in epoch {epoch}",
@@ -462,7 +537,11 @@ fn three_nodes_keep_every_acknowledged_change_through_loss_partitions_and_crashe
         eprintln!("seed {seed}: {stats:?}");
         // The run did what it claims: faults happened and changes got through.
         assert!(
-            stats.get("acknowledged changes").copied().unwrap_or(0) > 20,
+            stats.get("acknowledged changes").copied().unwrap_or(0) > 50,
+            "{stats:?}"
+        );
+        assert!(
+            stats.get("masters (set, epoch)").copied().unwrap_or(0) > 10,
             "{stats:?}"
         );
         assert!(stats.get("crashes").copied().unwrap_or(0) > 0, "{stats:?}");
