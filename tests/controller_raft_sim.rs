@@ -688,13 +688,13 @@ fn measure_rss_and_log_size_after_100k_events() {
         })
         .unwrap_or_default();
     eprintln!("{acked} events in {elapsed:?}; process (3 nodes) {rss}");
-    for i in 0..NODES {
+    for (i, node) in nodes.iter().enumerate() {
         let store = dir.join(format!("rmq-controller-n{i}"));
         for f in ["raft.log", "raft.snapshot"] {
             let len = std::fs::metadata(store.join(f)).map_or(0, |m| m.len());
             eprintln!("node n{i}: {f} {len} bytes");
         }
-        eprintln!("node n{i}: {:?}", nodes[i].group_status());
+        eprintln!("node n{i}: {:?}", node.group_status());
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
