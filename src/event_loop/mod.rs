@@ -56,7 +56,7 @@ pub mod descriptors;
 pub mod oneway;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use batcher::{spawn_batcher, Batch};
 pub use ctx::{Ctx, LoopStats};

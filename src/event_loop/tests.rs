@@ -421,8 +421,8 @@ fn a_second_stop_gives_up_the_drain() {
 // ------------------------------------------------------------------ what peers can hold
 
 /// A client bound to a chosen loopback address (127.0.0.x), so that tests can be several
-/// peers as far as per-address rules go.
-fn connect_from(source: [u8; 4], addr: SocketAddr) -> TcpStream {
+/// peers as far as per-address rules go (the controller's peer-link tests use it too).
+pub(crate) fn connect_from(source: [u8; 4], addr: SocketAddr) -> TcpStream {
     use std::os::fd::FromRawFd;
     let SocketAddr::V4(v4) = addr else {
         panic!("IPv4 only");

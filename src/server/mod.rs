@@ -51,7 +51,7 @@ mod controller_port;
 #[path = "no_controller_port.rs"]
 mod controller_port;
 
-use controller_port::ControllerPort;
+use controller_port::{ControllerPort, PeerConnData};
 
 /// The name server's listener (the controller's is `controller_port::LISTENER`).
 const NAMESRV_LISTENER: ListenerTag = ListenerTag(0);
@@ -415,8 +415,18 @@ struct PeerState {
     /// Whether a request has been decoded on this connection yet (the first one says
     /// whether the peer is a broker or a client).
     seen_request: bool,
-    /// Accepted on the controller's listener: its frames and its close are the controller's.
+    /// Accepted on the controller's listener, or opened by its peer link: its frames and its
+    /// close are the controller's.
     controller_port: bool,
+}
+
+impl PeerConnData for PeerState {
+    fn peer_link() -> PeerState {
+        PeerState {
+            seen_request: false,
+            controller_port: true,
+        }
+    }
 }
 
 /// A REGISTER_BROKER waiting for its turn.
@@ -734,7 +744,8 @@ impl Handler for NameServer {
             }
         };
         if let Some(port) = self.controller.as_mut() {
-            if ctx.listener(conn) == Some(controller_port::LISTENER) {
+            // The controller's listener, and the connections its peer link opened.
+            if ctx.listener(conn) != Some(NAMESRV_LISTENER) {
                 return port.on_frame(ctx, conn, &cmd);
             }
         }
@@ -755,6 +766,13 @@ impl Handler for NameServer {
             return self.admit_registration(ctx, conn, cmd);
         }
         self.handle_now(ctx, conn, &cmd)
+    }
+
+    /// Only the controller's peer link opens connections.
+    fn on_connected(&mut self, ctx: &mut Ctx<PeerState>, conn: ConnId, result: io::Result<()>) {
+        if let Some(port) = self.controller.as_mut() {
+            port.on_connected(ctx, conn, result);
+        }
     }
 
     /// Every broker that registered over the connection is unregistered (on the controller's
