@@ -17,7 +17,8 @@
 //!   loop's counters for the stats extension, and a `catch_unwind` around every request.
 //! * **The embedded Controller** (`enableControllerInNamesrv`, feature `controller`): its own
 //!   listener on this loop, handled in [`controller_port`]; this handler only routes that
-//!   listener's frames, closes and timers there.
+//!   listener's frames, closes and timers there, and those of the connections the controller's
+//!   peer link opens (every connection not on the name server's listener).
 
 use crate::config::NamesrvConfig;
 use crate::event_loop::oneway;
