@@ -332,7 +332,7 @@ impl<C> Ctx<C> {
             return;
         }
         if let Some(conn) = self.conns.get_mut(id.key) {
-            if conn.unsent() > 0 {
+            if conn.unsent() > 0 && conn.connect_deadline_ms.is_none() {
                 if let FlushResult::Written(n) = conn.flush() {
                     self.stats.bytes_out += n as u64;
                 }

@@ -85,7 +85,8 @@ const WAKER: Token = Token(usize::MAX);
 const FIRST_LISTENER: usize = usize::MAX - 1;
 const MAX_LISTENERS: usize = 64;
 /// Set in the token of an outbound connection whose connect has not completed (the slab key
-/// in the low bits; far below the listeners' and the waker's tokens).
+/// in the low bits). The waker's and the listeners' tokens have this bit set too: the turn
+/// matches them first.
 const CONNECTING: usize = 1 << (usize::BITS - 2);
 
 /// How soon `accept` is tried again after it failed (out of descriptors, out of memory).
@@ -719,8 +720,11 @@ impl<H: Handler> EventLoop<H> {
             conn.last_frame_ms = now;
             if !conn.served {
                 conn.served = true;
-                let ip = conn.peer.ip();
-                self.ctx.peers.first_frame(ip);
+                // Admission counts the peers that connect to us, not the ones we dialed.
+                if conn.listener.is_some() {
+                    let ip = conn.peer.ip();
+                    self.ctx.peers.first_frame(ip);
+                }
             }
             let next = h.on_frame(&mut self.ctx, id, frame);
             if !self.ctx.closed.is_empty() {
