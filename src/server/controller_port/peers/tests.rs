@@ -282,6 +282,30 @@ fn peers_named_by_host_name_are_resolved_off_the_loop_and_linked() {
     n2.stop();
 }
 
+#[test]
+fn a_peer_that_never_answers_the_handshake_is_dropped_and_dialed_again() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (lp, a1) = bind("127.0.0.1:0");
+    let addrs = [a1, silent.local_addr().unwrap()];
+    let node = run(lp, setup(1, &addrs));
+    node.send(2, b"queued while linking");
+    let (mut first, _) = silent.accept().unwrap();
+    first
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    // The handshake arrives, then (no answer given) the close; nothing queued was sent.
+    let cmd = read_cmd(&mut first).expect("the handshake");
+    assert_eq!((cmd.code, cmd.ext("nodeId")), (PEER_CODE, Some("1")));
+    assert!(read_cmd(&mut first).is_none());
+    let (mut second, _) = silent.accept().unwrap();
+    second
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    assert!(read_cmd(&mut second).is_some_and(|c| c.ext("group") == Some(GROUP)));
+    assert_eq!(node.status().connected, 0);
+    node.stop();
+}
+
 // ------------------------------------------------------------------ refusals
 
 /// Node 3 of a group whose node 1 is at 127.0.0.1 and node 2 at 127.0.0.2 (ports never used:
