@@ -60,9 +60,11 @@ const HANDSHAKE_TIMEOUT_MS: u64 = 3_000;
 /// Messages (and their bytes) kept for a peer while its connection is being set up.
 const QUEUE_MESSAGES: usize = 256;
 const QUEUE_BYTES: usize = 8 << 20;
-/// Unsent bytes on an established link beyond which messages to that peer are dropped (before
-/// the loop's hard cap would close the link).
+/// Unsent bytes on an established link beyond which messages to that peer are dropped (or half
+/// the loop's write hard cap, if lower: that would close the link).
 const MAX_UNSENT: usize = 16 << 20;
+/// Messages above the cap are reported at most this often.
+const OVERSIZE_WARN_EVERY_MS: u64 = 10_000;
 /// An acceptor re-resolves a peer's host after a mismatching handshake at most this often.
 const RESOLVE_AGAIN_MS: u64 = 5_000;
 
@@ -205,6 +207,7 @@ pub struct PeerLinks {
     conns: HashMap<ConnId, PeerConn>,
     resolver: Option<Resolver>,
     status: PeerStatus,
+    next_oversize_warn_ms: u64,
     rng: u64,
 }
 
@@ -249,6 +252,7 @@ impl PeerLinks {
             peers,
             conns: HashMap::new(),
             resolver,
+            next_oversize_warn_ms: 0,
             rng: seed | 1,
         })
     }
@@ -309,26 +313,36 @@ impl PeerLinks {
     /// larger than [`MAX_PAYLOAD`]): Raft sends again what was lost.
     pub fn send<C>(&mut self, ctx: &mut Ctx<C>, to: u64, payload: &[u8]) {
         if payload.len() > MAX_PAYLOAD {
-            warn!(
-                "controller peers: dropping a message of {} bytes to node {to}: above the peer payload cap of {MAX_PAYLOAD}",
-                payload.len()
-            );
             self.status.dropped += 1;
+            // Raft sends it again and again: one line per interval.
+            let now = ctx.now_ms();
+            if now >= self.next_oversize_warn_ms {
+                self.next_oversize_warn_ms = now + OVERSIZE_WARN_EVERY_MS;
+                warn!(
+                    "controller peers: dropping a message of {} bytes to node {to}: above the peer payload cap of {MAX_PAYLOAD} ({} messages dropped so far)",
+                    payload.len(),
+                    self.status.dropped
+                );
+            }
             return;
         }
+        // Below the loop's hard cap, which would close the link.
+        let max_unsent = MAX_UNSENT.min(ctx.limits().write_hard_cap / 2);
         let Some(peer) = self.peers.iter_mut().find(|p| p.id == to) else {
             debug!("controller peers: dropping a message to unknown node {to}");
             self.status.dropped += 1;
             return;
         };
         let sent = match peer.link {
-            Link::Up(conn) if ctx.unsent(conn) <= MAX_UNSENT => match ctx.write_buf(conn) {
-                Some(out) => {
-                    encode_payload(out, payload);
-                    true
+            Link::Up(conn) if ctx.unsent(conn) + payload.len() <= max_unsent => {
+                match ctx.write_buf(conn) {
+                    Some(out) => {
+                        encode_payload(out, payload);
+                        true
+                    }
+                    None => false,
                 }
-                None => false,
-            },
+            }
             Link::Resolving | Link::Connecting(_) | Link::Handshaking { .. } => {
                 peer.enqueue(payload)
             }
