@@ -65,6 +65,8 @@ const QUEUE_BYTES: usize = 8 << 20;
 const MAX_UNSENT: usize = 16 << 20;
 /// Messages above the cap are reported at most this often.
 const OVERSIZE_WARN_EVERY_MS: u64 = 10_000;
+/// Refused connections are logged at most this often (with a count of the others).
+const REFUSAL_WARN_EVERY_MS: u64 = 1_000;
 /// An acceptor re-resolves a peer's host after a mismatching handshake at most this often.
 const RESOLVE_AGAIN_MS: u64 = 5_000;
 
@@ -208,6 +210,8 @@ pub struct PeerLinks {
     resolver: Option<Resolver>,
     status: PeerStatus,
     next_oversize_warn_ms: u64,
+    next_refusal_warn_ms: u64,
+    refusals_held: u64,
     rng: u64,
 }
 
@@ -253,6 +257,8 @@ impl PeerLinks {
             conns: HashMap::new(),
             resolver,
             next_oversize_warn_ms: 0,
+            next_refusal_warn_ms: 0,
+            refusals_held: 0,
             rng: seed | 1,
         })
     }
@@ -383,13 +389,11 @@ impl PeerLinks {
                 PeerFrame::Close
             }
             _ => {
-                self.status.refused += 1;
-                warn!(
-                    "controller peers: closing the connection with {}: unexpected frame (code {}, flag {}) on a peer connection",
-                    peer_name(ctx, conn),
-                    cmd.code,
-                    cmd.flag
+                let why = format!(
+                    "unexpected frame (code {}, flag {}) on a peer connection",
+                    cmd.code, cmd.flag
                 );
+                self.refuse(ctx, conn, &why);
                 PeerFrame::Close
             }
         }
@@ -521,10 +525,19 @@ impl PeerLinks {
         Ok(peer.id)
     }
 
+    /// Counts and logs a refusal: one line per second at most, so that a flood of hostile
+    /// handshakes cannot flood the log (the lines held back are counted in the next).
     fn refuse<C>(&mut self, ctx: &Ctx<C>, conn: ConnId, why: &str) {
         self.status.refused += 1;
+        let now = ctx.now_ms();
+        if now < self.next_refusal_warn_ms {
+            self.refusals_held += 1;
+            return;
+        }
+        self.next_refusal_warn_ms = now + REFUSAL_WARN_EVERY_MS;
+        let held = std::mem::take(&mut self.refusals_held);
         warn!(
-            "controller peers: refusing the connection from {}: {why}",
+            "controller peers: refusing the connection from {}: {why} ({held} more refused since the last line)",
             peer_name(ctx, conn)
         );
     }
