@@ -170,13 +170,9 @@ impl ControllerPort {
         })?;
         config.set_bound_port(local_addr.port());
         let settings = config.settings().clone();
-        let links = PeerSetup::from_config(&config)
-            .map_err(StartError::Controller)
-            .and_then(|setup| {
-                PeerLinks::new(setup).map_err(|e| {
-                    StartError::Controller(format!("cannot start the peer resolver thread: {e}"))
-                })
-            })?;
+        let links = PeerLinks::new(PeerSetup::from_config(&config)).map_err(|e| {
+            StartError::Controller(format!("cannot start the peer resolver thread: {e}"))
+        })?;
         let news = Arc::new(LogNews {
             pending: AtomicBool::new(false),
             waker: event_loop.waker(),

@@ -3,7 +3,7 @@
 //! hands it `(to, payload)`; it hands the controller `(from, payload)`.
 //!
 //! Shape, and why:
-//! * Members are static, from `controllerDLegerPeers` (node `nK` is Raft id K+1), this node from
+//! * Members are static, from `controllerDLegerPeers` (node `nK` is Raft id K+1, see [`raft_ids`]), this node from
 //!   `controllerDLegerSelfId`, the group's name from `controllerDLegerGroup`.
 //! * Peers talk on the controller's port with one private request code ([`PEER_CODE`]), so the
 //!   links are ordinary connections of the loop (framing, budgets, idle closes, write path).
@@ -74,10 +74,32 @@ const LANGUAGE: &str = "RUST";
 const FLAG_RESPONSE: i32 = 1;
 const FLAG_ONEWAY: i32 = 2;
 
-/// The Raft id of a DLedger node id: `nK` is K+1 (Raft ids start at 1).
-pub fn raft_id(node_id: &str) -> Option<u64> {
-    let k: u64 = node_id.strip_prefix('n')?.parse().ok()?;
-    k.checked_add(1)
+/// The Raft ids of the members of `controllerDLegerPeers`, in their order: node `nK` is K+1
+/// when every id is `n<number>` and they are distinct (the documented form), otherwise each
+/// one's position + 1. Every node computes the same ids from the same list; the controller's
+/// Raft group (issue 16 part A) numbers its members by the same rule.
+pub fn raft_ids(node_ids: &[&str]) -> Vec<u64> {
+    let numbered: Option<Vec<u64>> = node_ids
+        .iter()
+        .map(|id| {
+            id.strip_prefix('n')
+                .and_then(|k| k.parse::<u64>().ok())
+                .and_then(|k| k.checked_add(1))
+        })
+        .collect();
+    match numbered {
+        Some(mut ids) => {
+            let in_order = ids.clone();
+            ids.sort_unstable();
+            ids.dedup();
+            if ids.len() == in_order.len() {
+                in_order
+            } else {
+                (1..=node_ids.len() as u64).collect()
+            }
+        }
+        None => (1..=node_ids.len() as u64).collect(),
+    }
 }
 
 /// Who this node is and who the others are.
@@ -92,33 +114,26 @@ pub struct PeerSetup {
 }
 
 impl PeerSetup {
-    /// From the controller's keys; Err names the node id that is not `n<number>` (a single
-    /// node may be named anything: it has no peers to agree with).
-    pub fn from_config(config: &ControllerConfig) -> Result<PeerSetup, String> {
+    /// From the controller's keys (ids by [`raft_ids`]).
+    pub fn from_config(config: &ControllerConfig) -> PeerSetup {
         let me = config.self_peer();
-        if config.peers().len() == 1 {
-            return Ok(PeerSetup {
-                group: config.group().unwrap_or("").to_owned(),
-                self_id: raft_id(&me.id).unwrap_or(1),
-                self_addr: me.address.clone(),
-                peers: Vec::new(),
-            });
-        }
-        let id_of = |id: &str| {
-            raft_id(id).ok_or_else(|| {
-                format!("controllerDLegerPeers: node id {id:?} is not n<number> (node nK is Raft id K+1)")
-            })
-        };
+        let node_ids: Vec<&str> = config.peers().iter().map(|p| p.id.as_str()).collect();
+        let ids = raft_ids(&node_ids);
+        let mut self_id = 1;
         let mut peers = Vec::new();
-        for p in config.peers().iter().filter(|p| p.id != me.id) {
-            peers.push((id_of(&p.id)?, p.address.clone()));
+        for (id, p) in ids.into_iter().zip(config.peers()) {
+            if p.id == me.id {
+                self_id = id;
+            } else {
+                peers.push((id, p.address.clone()));
+            }
         }
-        Ok(PeerSetup {
+        PeerSetup {
             group: config.group().unwrap_or("").to_owned(),
-            self_id: id_of(&me.id)?,
+            self_id,
             self_addr: me.address.clone(),
             peers,
-        })
+        }
     }
 }
 
