@@ -3,8 +3,9 @@
 //! hands it `(to, payload)`; it hands the controller `(from, payload)`.
 //!
 //! Shape, and why:
-//! * Members are static, from `controllerDLegerPeers` (node `nK` is Raft id K+1, see [`raft_ids`]), this node from
-//!   `controllerDLegerSelfId`, the group's name from `controllerDLegerGroup`.
+//! * Members are static, from `controllerDLegerPeers` (node `nK` is Raft id K+1, see
+//!   [`raft_ids`]), this node from `controllerDLegerSelfId`, the group's name from
+//!   `controllerDLegerGroup`.
 //! * Peers talk on the controller's port with one private request code ([`PEER_CODE`]), so the
 //!   links are ordinary connections of the loop (framing, budgets, idle closes, write path).
 //! * One connection per pair, dialed by the lower id: no duplicate to resolve, and a node that
