@@ -529,6 +529,8 @@ fn one_address_may_hold_at_most_the_per_address_limit() {
     let mut other = connect_from([127, 0, 0, 3], lp.interactive);
     other.write_all(&frame(b"other")).unwrap();
     assert_eq!(read_frame(&mut other).as_deref(), Some(&b"other"[..]));
+    // The probe is updated in before_sleep, possibly after the echo went out in the same turn.
+    wait_until(|| lp.probe.refused.load(Ordering::SeqCst) == 1);
     assert_eq!(lp.probe.refused.load(Ordering::SeqCst), 1);
     stop(lp);
 }
