@@ -13,6 +13,8 @@
 //!        --(event_loop: flush)--> socket
 //!
 //! off the loop:  processor --Outbox--> unregistration batcher --batches + Waker--> server
+//!                processor --Outbox--> durable writer (KV file, config file)
+//!                                       --results + Waker--> server --deferred replies-->
 //!                processor --Outbox--> oneway sender (905 frames to brokers)
 //! ```
 //!
@@ -27,7 +29,8 @@
 //!   become response codes.
 //! * [`route`] owns the registry tables and the per-topic cache of encoded routes.
 //! * [`checksum`] owns CRC-32 (the `bodyCrc32` check) and the XXH64 body fingerprint.
-//! * [`kv`] owns the persisted KV config; [`config`] the server's own properties.
+//! * [`kv`] owns the persisted KV config and the writer thread that makes changes durable;
+//!   [`config`] the server's own properties; [`durable_file`] crash-safe file replacement.
 //! * [`timer`] holds the deadline buckets used for idle connections and broker expiry.
 //! * [`client`] is a blocking client used by the tools and the tests.
 

@@ -1,31 +1,41 @@
 //! Typed request -> behaviour: one handler per [`Request`], applied to the tables, and the
 //! one place where errors (a [`ParseError`] or a handler's refusal) become response codes and
-//! Java's remarks (PROTOCOL.md §3). Before parsing, the code's row decides whether the
-//! admin allow-list applies.
+//! Java's remarks (PROTOCOL.md §3). Before parsing, the code's row decides whether an
+//! allow-list applies (`adminAllowList`, `brokerAllowList`; README "Security" has the threat
+//! model); registrations are checked against the registry's bounds before they are applied.
+//! Refusals are logged at warn, a few lines per interval and then a count, so that a flood of
+//! bad requests cannot become a flood of synchronous log writes on the loop.
 //!
 //! The processor owns the state (route table, KV store, config, counters) and runs on the
-//! loop thread. It never blocks on the network: unregistrations go to the batching thread and
-//! come back de-duplicated through [`Processor::apply_unregister_batch`]; 905 notifications
-//! leave as encoded frames for the sender thread (both through the [`Outbox`]).
+//! loop thread. It never blocks on the network or the disk: unregistrations go to the batching
+//! thread and come back de-duplicated through [`Processor::apply_unregister_batch`]; 905
+//! notifications leave as encoded frames for the sender thread; KV changes and config updates
+//! go to the durable writer, and their requests are answered by
+//! [`Processor::finish_durable_writes`] once the change is on disk (all through the
+//! [`Outbox`]). Such a request's handling says so in [`Effects::deferred`]: the server then
+//! holds the connection's later frames, so its answers keep their order.
 
-use crate::config::{Cidr, NamesrvConfig, SerializeTypeSetting};
+use crate::config::{Cidr, ConfigPlan, NamesrvConfig, SerializeTypeSetting};
 use crate::event_loop::oneway::Oneway;
-use crate::kv::KvStore;
+use crate::kv::{
+    Change, Commit, Done, DurableWriter, Job, KvLimits, KvRefusal, KvStore, WriterGone,
+};
 use crate::remoting::codes::{self, request, response, version, FLAG_ONEWAY, FLAG_RESPONSE};
 use crate::remoting::command::{encode_frame, Header, RemotingCommand, SerializeType};
 use crate::request::{
     BrokerHeartbeat, BrokerRef, DeleteTopic, GetBrokerMemberGroup, GetKvList, GetRouteInfo,
-    GetTopicsByCluster, KvKey, NameLimits, ParseError, PutKvConfig, QueryDataVersion,
-    RegisterBroker, RegisterTopic, Request, UpdateNamesrvConfig, WritePerm,
+    GetTopicsByCluster, KvKey, NameLimits, ParseError, QueryDataVersion, RegisterBroker,
+    RegisterTopic, Request, UpdateNamesrvConfig, WritePerm,
 };
 use crate::route::model::{self, BodyLimits, Dialect, TopicRouteData};
 use crate::route::table::{
-    ConnId, ExpiredBroker, MinIdNotification, RegisterResult, RemovalReason, RouteSettings,
-    RouteTable, TopicsInput, UnregisterRequest, FLAG_UNIT, FLAG_UNIT_SUB,
+    BatchOutcome, BoundExceeded, ConnId, ExpiredBroker, MinIdNotification, RegisterResult,
+    RemovalReason, RouteBounds, RouteSettings, RouteTable, Takeover, TopicsInput,
+    UnregisterRequest, FLAG_UNIT, FLAG_UNIT_SUB,
 };
 use crossbeam_channel::{Sender, TrySendError};
-use log::{debug, info, warn};
-use std::collections::HashMap;
+use log::{debug, error, info, warn};
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
@@ -47,6 +57,8 @@ pub struct Outbox {
     pub unregistrations: Sender<UnregisterBatch>,
     /// To the sender thread: NOTIFY_MIN_BROKER_ID_CHANGE frames.
     pub notifications: Sender<Oneway>,
+    /// To the durable writer: KV changes and config file writes (and their results back).
+    pub durable: DurableWriter,
 }
 
 /// Where a request came from and what the server around it looks like.
@@ -55,6 +67,20 @@ pub struct RequestContext {
     pub conn: Option<ConnId>,
     pub peer: Option<SocketAddr>,
     pub now_ms: u64,
+    /// Where an answer given later goes (a request whose change must be durable first).
+    pub reply_to: Option<LoopConnId>,
+}
+
+/// The loop's generation-checked connection id: a deferred answer to a closed connection
+/// finds nothing.
+pub type LoopConnId = crate::event_loop::ConnId;
+
+/// An answer given once its change is durable (or failed): the frame for the connection,
+/// empty for a oneway request. The server writes it and releases the connection.
+#[derive(Debug)]
+pub struct DeferredReply {
+    pub conn: LoopConnId,
+    pub frame: Vec<u8>,
 }
 
 /// Counters kept by the server loop, reported by the stats extension.
@@ -80,6 +106,9 @@ pub struct ServerCounters {
 pub struct Effects {
     /// UPDATE_NAMESRV_CONFIG applied: re-read timer and limit settings.
     pub config_changed: bool,
+    /// Not answered yet: the answer comes from [`Processor::finish_durable_writes`]; hold the
+    /// connection's later frames until then.
+    pub deferred: bool,
 }
 
 /// Request counts by code: a flat array for RocketMQ's range (no hashing per request), a map
@@ -138,6 +167,54 @@ struct Stats {
     rejected_busy: u64,
     /// Route changes since the last summary line.
     changes: ChangeSummary,
+    /// Refused requests, bounds reached, addresses taken over: warned a few lines at a time.
+    refusals: WarnLimiter,
+    bounds_reached: WarnLimiter,
+    takeovers: WarnLimiter,
+    /// Estimated bytes the tables freed since the server last asked (heap trimming).
+    freed_bytes: usize,
+}
+
+/// Lines per interval a [`WarnLimiter`] lets through; the rest are counted.
+const WARN_LINES: u32 = 5;
+/// Estimated memory a removed topic, and a removed broker, leave behind (the heap trimming
+/// after a mass removal is triggered by these estimates).
+const FREED_PER_TOPIC: usize = 256;
+const FREED_PER_BROKER: usize = 1024;
+
+/// Warnings of one kind, at most [`WARN_LINES`] per [`CHANGE_SUMMARY_INTERVAL_MS`]; the ones
+/// past that are counted and reported in one line when the interval is over.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct WarnLimiter {
+    /// When the running interval ends; 0 when nothing was warned since the last one.
+    due_ms: u64,
+    lines: u32,
+    suppressed: u64,
+}
+
+impl WarnLimiter {
+    /// Whether this event gets a line of its own (otherwise it is counted).
+    fn admit(&mut self, now_ms: u64) -> bool {
+        if self.due_ms == 0 {
+            self.due_ms = now_ms.saturating_add(CHANGE_SUMMARY_INTERVAL_MS).max(1);
+        }
+        if self.lines < WARN_LINES {
+            self.lines += 1;
+            true
+        } else {
+            self.suppressed += 1;
+            false
+        }
+    }
+
+    /// Once the interval is over: resets, and returns how many events were not logged.
+    fn take_due(&mut self, now_ms: u64) -> Option<u64> {
+        if self.due_ms == 0 || now_ms < self.due_ms {
+            return None;
+        }
+        let done = std::mem::take(self);
+        (done.suppressed > 0).then_some(done.suppressed)
+    }
 }
 
 /// How often route changes from registrations are summarised at info.
@@ -251,6 +328,8 @@ struct Reply {
     remark: Option<String>,
     ext: Option<Vec<(&'static str, String)>>,
     body: ReplyBody,
+    /// Answered later (see [`Effects::deferred`]); nothing is written now.
+    deferred: bool,
 }
 
 enum ReplyBody {
@@ -266,6 +345,14 @@ impl Reply {
             remark: None,
             ext: None,
             body: ReplyBody::None,
+            deferred: false,
+        }
+    }
+    /// The answer waits for the durable writer.
+    fn later() -> Self {
+        Reply {
+            deferred: true,
+            ..Reply::ok()
         }
     }
     fn with_body(body: Vec<u8>) -> Self {
@@ -299,8 +386,17 @@ pub struct Processor {
     stats: Stats,
     body_limits: BodyLimits,
     admin_allow_list: Vec<Cidr>,
-    /// ORDER_TOPIC_CONFIG as a KVTable body, by KV generation (sent with every registration).
-    order_conf_body: Option<(u64, Option<bytes::Bytes>)>,
+    /// Requests waiting for the durable writer, in the order their jobs were submitted.
+    awaiting: VecDeque<Awaiting>,
+    next_write_id: u64,
+    /// UPDATE_NAMESRV_CONFIGs waiting for the one being written (one at a time, so that each
+    /// is checked against the config the previous one made).
+    config_queue: VecDeque<(Ticket, String)>,
+    config_writing: bool,
+    /// When a full KV store was last warned about.
+    kv_full_warned_ms: Option<u64>,
+    broker_allow_list: Vec<Cidr>,
+    bounds: RouteBounds,
     /// Brokers found expired by the scan in progress, submitted together when it ends, and
     /// their connections, closed then.
     expired_this_scan: UnregisterBatch,
@@ -316,6 +412,54 @@ fn route_settings(config: &NamesrvConfig) -> RouteSettings {
     }
 }
 
+/// The KV store's limits from the config's `kvMax*` rows.
+fn kv_limits(config: &NamesrvConfig) -> KvLimits {
+    KvLimits {
+        max_key_length: config.kv_max_key_length as usize,
+        max_value_length: config.kv_max_value_length as usize,
+        max_entries: config.kv_max_entries as usize,
+        max_total_bytes: config.kv_max_total_bytes as usize,
+    }
+}
+
+/// UPDATE_NAMESRV_CONFIGs, and bytes of their bodies, that may wait behind the one being
+/// written; more are answered SYSTEM_BUSY (each waiting one holds a connection and its body).
+const MAX_WAITING_CONFIG_UPDATES: usize = 64;
+const MAX_WAITING_CONFIG_BYTES: usize = 1 << 20;
+
+/// Where a deferred answer goes.
+#[derive(Debug, Clone, Copy)]
+struct Ticket {
+    conn: LoopConnId,
+    opaque: i32,
+    oneway: bool,
+}
+
+/// A request waiting for the durable writer's job `id`.
+struct Awaiting {
+    id: u64,
+    ticket: Ticket,
+    /// For a config update: what to apply once the file is written.
+    plan: Option<Box<ConfigPlan>>,
+}
+
+fn route_bounds(config: &NamesrvConfig) -> RouteBounds {
+    RouteBounds {
+        max_brokers: config.max_brokers as usize,
+        max_topics: config.max_topics as usize,
+        max_topics_per_broker: config.max_topics_per_broker as usize,
+    }
+}
+
+/// Whether `peer` is inside `list`; an empty list lets everyone in, and so does a request
+/// with no peer address (made inside the process).
+fn allows(list: &[Cidr], peer: Option<SocketAddr>) -> bool {
+    match peer {
+        Some(p) => list.is_empty() || list.iter().any(|c| c.contains(p.ip())),
+        None => true,
+    }
+}
+
 fn body_limits(config: &NamesrvConfig) -> BodyLimits {
     let mut limits = BodyLimits::default();
     limits.json.max_depth = config.max_json_depth as usize;
@@ -326,18 +470,37 @@ fn body_limits(config: &NamesrvConfig) -> BodyLimits {
 }
 
 impl Processor {
-    pub fn new(config: NamesrvConfig, kv: KvStore, outbox: Outbox) -> Self {
+    pub fn new(config: NamesrvConfig, mut kv: KvStore, outbox: Outbox) -> Self {
         let table = RouteTable::new(route_settings(&config), 1000);
+        kv.set_limits(kv_limits(&config));
+        let (usage, limits) = (kv.usage(), kv.limits());
+        if usage.entries > limits.max_entries || usage.bytes > limits.max_total_bytes {
+            warn!(
+                "KV config {} holds {} entries and {} bytes, over kvMaxEntries {} or kvMaxTotalBytes {}: \
+                 puts that add to it are refused until entries are deleted or the limits raised",
+                kv.path().display(),
+                usage.entries,
+                usage.bytes,
+                limits.max_entries,
+                limits.max_total_bytes
+            );
+        }
         Processor {
             table,
             kv,
             body_limits: body_limits(&config),
             admin_allow_list: config.admin_allow_list_parsed(),
+            broker_allow_list: config.broker_allow_list_parsed(),
+            bounds: route_bounds(&config),
             config,
             started: Instant::now(),
             outbox,
             stats: Stats::default(),
-            order_conf_body: None,
+            awaiting: VecDeque::new(),
+            next_write_id: 0,
+            config_queue: VecDeque::new(),
+            config_writing: false,
+            kv_full_warned_ms: None,
             expired_this_scan: Vec::new(),
             expired_conns_this_scan: Vec::new(),
         }
@@ -372,7 +535,12 @@ impl Processor {
         }
         self.stats.requests_by_code.count(cmd.code);
         let mut effects = Effects::default();
-        let reply = match self.dispatch(ctx, counters, cmd, &mut effects) {
+        let ticket = ctx.reply_to.map(|conn| Ticket {
+            conn,
+            opaque: cmd.opaque,
+            oneway: cmd.is_oneway(),
+        });
+        let reply = match self.dispatch(ctx, counters, cmd, ticket) {
             Ok(r) => r,
             Err(r) => {
                 debug!(
@@ -382,7 +550,9 @@ impl Processor {
                 r.into()
             }
         };
-        if !cmd.is_oneway() {
+        if reply.deferred {
+            effects.deferred = true;
+        } else if !cmd.is_oneway() {
             self.write_reply(cmd.opaque, &reply, out);
         }
         self.log_change_summary(ctx.now_ms);
@@ -425,45 +595,56 @@ impl Processor {
         encode_frame(out, self.serialize_type(), &header, ext, body);
     }
 
-    fn is_admin_allowed(&self, peer: Option<SocketAddr>) -> bool {
-        if self.admin_allow_list.is_empty() {
-            return true;
-        }
-        match peer {
-            Some(p) => self.admin_allow_list.iter().any(|c| c.contains(p.ip())),
-            None => true,
-        }
-    }
-
-    /// The allow-list, then the typed request, then its handler.
+    /// The allow-lists, then the typed request, then its handler.
     fn dispatch(
         &mut self,
         ctx: &RequestContext,
         counters: &ServerCounters,
         cmd: &RemotingCommand,
-        effects: &mut Effects,
+        ticket: Option<Ticket>,
     ) -> Result<Reply, Reject> {
-        // Without an allow-list (the default) the code is not even looked up.
-        if !self.admin_allow_list.is_empty()
-            && codes::needs_admin_allow_list(cmd.code)
-            && !self.is_admin_allowed(ctx.peer)
-        {
+        self.check_allow_lists(ctx, cmd.code)?;
+        let limits = self.name_limits();
+        let request = match Request::parse(cmd, &limits) {
+            Ok(request) => request,
+            Err(e) => {
+                if !matches!(e, ParseError::NotSupported(_)) {
+                    self.warn_refused(ctx, cmd.code, &e);
+                }
+                return Err(e.into());
+            }
+        };
+        self.apply(ctx, counters, request, ticket)
+    }
+
+    /// `adminAllowList` for the admin writes, `brokerAllowList` for what brokers report about
+    /// themselves. Both are off by default, and then the code is not even looked up.
+    fn check_allow_lists(&mut self, ctx: &RequestContext, code: i32) -> Result<(), Reject> {
+        let (key, list) =
+            if !self.admin_allow_list.is_empty() && codes::needs_admin_allow_list(code) {
+                ("adminAllowList", &self.admin_allow_list)
+            } else if !self.broker_allow_list.is_empty() && codes::needs_broker_allow_list(code) {
+                ("brokerAllowList", &self.broker_allow_list)
+            } else {
+                return Ok(());
+            };
+        if allows(list, ctx.peer) {
+            return Ok(());
+        }
+        let remark = format!("request {code} is not allowed from this address ({key})");
+        self.warn_refused(ctx, code, &remark);
+        Err(reject(response::NO_PERMISSION, remark))
+    }
+
+    /// A refused request at warn, rate-limited.
+    fn warn_refused(&mut self, ctx: &RequestContext, code: i32, why: &dyn std::fmt::Display) {
+        if self.stats.refusals.admit(ctx.now_ms) {
             warn!(
-                "refused {} from {:?}: not in adminAllowList",
-                codes::request_name(cmd.code),
+                "refused {} from {:?}: {why}",
+                codes::request_name(code),
                 ctx.peer
             );
-            return Err(reject(
-                response::NO_PERMISSION,
-                format!(
-                    "request {} is not allowed from this address (adminAllowList)",
-                    cmd.code
-                ),
-            ));
         }
-        let limits = self.name_limits();
-        let request = Request::parse(cmd, &limits)?;
-        self.apply(ctx, counters, request, effects)
     }
 
     /// One handler per typed request.
@@ -472,15 +653,21 @@ impl Processor {
         ctx: &RequestContext,
         counters: &ServerCounters,
         request: Request<'_>,
-        effects: &mut Effects,
+        ticket: Option<Ticket>,
     ) -> Result<Reply, Reject> {
         match request {
-            Request::PutKvConfig(r) => self.put_kv_config(r),
+            Request::PutKvConfig(r) => {
+                let prepared = self.kv.prepare_put(r.namespace, r.key, r.value);
+                self.submit_kv_change(prepared, ticket, ctx.now_ms)
+            }
             Request::GetKvConfig(r) => self.get_kv_config(r),
-            Request::DeleteKvConfig(r) => self.delete_kv_config(r),
+            Request::DeleteKvConfig(r) => {
+                let prepared = self.kv.prepare_delete(r.namespace, r.key);
+                self.submit_kv_change(prepared, ticket, ctx.now_ms)
+            }
             Request::GetKvList(r) => self.get_kv_list(r),
             Request::RegisterBroker(r) => self.register_broker(ctx, &r),
-            Request::UnregisterBroker(r) => self.unregister_broker(r),
+            Request::UnregisterBroker(r) => self.unregister_broker(ctx, r),
             Request::BrokerHeartbeat(r) => self.broker_heartbeat(ctx, r),
             Request::QueryDataVersion(r) => self.query_data_version(ctx, r),
             Request::GetBrokerMemberGroup(r) => self.broker_member_group(r),
@@ -505,7 +692,7 @@ impl Processor {
             Request::GetNamesrvConfig => Ok(Reply::with_body(
                 self.config.to_properties_text().into_bytes(),
             )),
-            Request::UpdateNamesrvConfig(r) => self.update_config(r, effects),
+            Request::UpdateNamesrvConfig(r) => self.update_config(r, ticket),
             Request::Stats => Ok(Reply::with_body(self.stats_body(counters))),
         }
     }
@@ -514,41 +701,194 @@ impl Processor {
         NameLimits {
             max_name_length: self.config.max_name_length as usize,
             max_topic_name_length: self.config.max_topic_name_length as usize,
+            max_queue_nums: self.config.max_queue_nums.min(i32::MAX as u32) as i32,
         }
     }
 
     // ------------------------------------------------------------------ KV
 
-    /// PUT_KV_CONFIG: persisted before the answer.
-    fn put_kv_config(&mut self, r: PutKvConfig<'_>) -> Result<Reply, Reject> {
-        let result = self.kv.put(r.namespace, r.key, r.value);
-        self.kv_changed(result, "put", r.namespace, r.key)
-    }
-
-    /// DELETE_KV_CONFIG: persisted before the answer.
-    fn delete_kv_config(&mut self, r: KvKey<'_>) -> Result<Reply, Reject> {
-        let result = self.kv.delete(r.namespace, r.key);
-        self.kv_changed(result, "delete", r.namespace, r.key)
-    }
-
-    fn kv_changed<E: std::fmt::Display>(
+    /// PUT_KV_CONFIG and DELETE_KV_CONFIG: a change the limits allow goes to the durable
+    /// writer and is answered once it is on disk (or failed); one that changes nothing is
+    /// answered at once.
+    fn submit_kv_change(
         &mut self,
-        result: Result<(), E>,
-        verb: &str,
-        namespace: &str,
-        key: &str,
+        prepared: Result<Option<Change>, KvRefusal>,
+        ticket: Option<Ticket>,
+        now_ms: u64,
     ) -> Result<Reply, Reject> {
-        result.map_err(|e| {
-            reject(
+        let change = match prepared {
+            Ok(Some(change)) => change,
+            Ok(None) => return Ok(Reply::ok()),
+            Err(refusal) => return Err(self.kv_refused(refusal, now_ms)),
+        };
+        let Some(ticket) = ticket else {
+            // Every request the server hands over has a connection; nothing to answer later.
+            self.kv.cancel(&change);
+            return Err(reject(response::SYSTEM_ERROR, "no connection to answer"));
+        };
+        self.next_write_id += 1;
+        let id = self.next_write_id;
+        match self.outbox.durable.submit(Job::Change { id, change }) {
+            Ok(()) => {
+                self.awaiting.push_back(Awaiting {
+                    id,
+                    ticket,
+                    plan: None,
+                });
+                Ok(Reply::later())
+            }
+            Err(job) => {
+                if let Job::Change { change, .. } = job {
+                    self.kv.cancel(&change);
+                }
+                Err(reject(
+                    response::SYSTEM_ERROR,
+                    "persisting the KV config failed: its writer thread has ended",
+                ))
+            }
+        }
+    }
+
+    /// A change the KV limits refuse: `1` with the limit named, or `2` when the disk is
+    /// behind (trying again later helps). A full store is warned about every 10 s at most.
+    fn kv_refused(&mut self, refusal: KvRefusal, now_ms: u64) -> Reject {
+        let full = matches!(
+            refusal,
+            KvRefusal::TooManyEntries { .. } | KvRefusal::TooManyBytes { .. }
+        );
+        let due = match self.kv_full_warned_ms {
+            Some(at) => now_ms >= at + 10_000,
+            None => true,
+        };
+        if full && due {
+            self.kv_full_warned_ms = Some(now_ms);
+            let usage = self.kv.usage();
+            warn!(
+                "KV config {} is full ({} entries, {} bytes): {refusal}",
+                self.kv.path().display(),
+                usage.entries,
+                usage.bytes
+            );
+        }
+        let code = if refusal.is_busy() {
+            response::SYSTEM_BUSY
+        } else {
+            response::SYSTEM_ERROR
+        };
+        reject(code, refusal.to_string())
+    }
+
+    /// Requests waiting for the durable writer.
+    pub fn writes_in_flight(&self) -> usize {
+        self.awaiting.len()
+    }
+
+    /// Takes what the durable writer finished: KV changes become visible (and the routes
+    /// built from ORDER_TOPIC_CONFIG are dropped from the cache), config updates are applied,
+    /// and the waiting requests get their answers, in the order they were asked.
+    pub fn finish_durable_writes(&mut self) -> (Vec<DeferredReply>, Effects) {
+        let mut replies = Vec::new();
+        let mut effects = Effects::default();
+        if self.awaiting.is_empty() {
+            return (replies, effects);
+        }
+        loop {
+            match self.outbox.durable.try_done() {
+                Ok(Some(Done::Changes(commit))) => self.kv_committed(commit, &mut replies),
+                Ok(Some(Done::File { id, result })) => {
+                    self.config_written(id, result, &mut replies, &mut effects)
+                }
+                Ok(None) => break,
+                Err(WriterGone) => {
+                    self.writer_gone(&mut replies);
+                    break;
+                }
+            }
+        }
+        (replies, effects)
+    }
+
+    /// The writer thread ended (a bug) with requests unanswered: they (and the config updates
+    /// waiting their turn) are answered failed rather than held for ever.
+    fn writer_gone(&mut self, replies: &mut Vec<DeferredReply>) {
+        error!(
+            "BUG: the KV writer thread has ended; {} request(s) answered failed",
+            self.awaiting.len()
+        );
+        self.kv.forget_in_flight();
+        self.config_writing = false;
+        let failed = Reply::error(
+            response::SYSTEM_ERROR,
+            "persisting failed: the writer thread has ended; nothing was changed",
+        );
+        let tickets: Vec<Ticket> = std::mem::take(&mut self.awaiting)
+            .into_iter()
+            .map(|waiting| waiting.ticket)
+            .chain(
+                std::mem::take(&mut self.config_queue)
+                    .into_iter()
+                    .map(|(t, _)| t),
+            )
+            .collect();
+        for ticket in tickets {
+            replies.push(self.deferred_reply(ticket, &failed));
+        }
+    }
+
+    fn kv_committed(&mut self, commit: Commit, replies: &mut Vec<DeferredReply>) {
+        let replaced = self.kv.apply(&commit);
+        if !replaced.is_empty() {
+            // If the writer is gone they are freed here instead.
+            let _ = self.outbox.durable.submit(Job::Discard(replaced));
+        }
+        let reply = match &commit.result {
+            Ok(_) => {
+                log_grouped(
+                    log::Level::Info,
+                    "KV config",
+                    commit.changes.iter().map(|(_, c)| {
+                        let verb = if c.op == crate::kv::Op::Delete {
+                            "delete"
+                        } else {
+                            "put"
+                        };
+                        format!("{verb} {}/{}", c.namespace, c.key)
+                    }),
+                );
+                for (_, change) in &commit.changes {
+                    if &*change.namespace == ORDER_TOPIC_CONFIG {
+                        self.table.invalidate_topic(&change.key);
+                    }
+                }
+                Reply::ok()
+            }
+            Err(e) => Reply::error(
                 response::SYSTEM_ERROR,
                 format!("persisting the KV config failed: {e}"),
-            )
-        })?;
-        info!("KV config {verb} {namespace}/{key}");
-        if namespace == ORDER_TOPIC_CONFIG {
-            self.table.invalidate_topic(key);
+            ),
+        };
+        for (id, _) in &commit.changes {
+            if let Some(waiting) = self.take_awaiting(*id) {
+                replies.push(self.deferred_reply(waiting.ticket, &reply));
+            }
         }
-        Ok(Reply::ok())
+    }
+
+    /// The waiting request of job `id` (normally the front: jobs finish in order).
+    fn take_awaiting(&mut self, id: u64) -> Option<Awaiting> {
+        let at = self.awaiting.iter().position(|a| a.id == id)?;
+        self.awaiting.remove(at)
+    }
+
+    fn deferred_reply(&self, ticket: Ticket, reply: &Reply) -> DeferredReply {
+        let mut frame = Vec::new();
+        if !ticket.oneway {
+            self.write_reply(ticket.opaque, reply, &mut frame);
+        }
+        DeferredReply {
+            conn: ticket.conn,
+            frame,
+        }
     }
 
     fn get_kv_config(&mut self, r: KvKey<'_>) -> Result<Reply, Reject> {
@@ -568,28 +908,16 @@ impl Processor {
     }
 
     fn get_kv_list(&mut self, r: GetKvList<'_>) -> Result<Reply, Reject> {
-        match self.kv.encode_kv_table(r.namespace) {
-            Some(body) => Ok(Reply::with_body(body)),
+        match self.kv.namespace_body(r.namespace) {
+            Some(body) => Ok(Reply {
+                body: ReplyBody::Shared(body),
+                ..Reply::ok()
+            }),
             None => Err(reject(
                 response::QUERY_NOT_FOUND,
                 format!("No config item, Namespace: {}", r.namespace),
             )),
         }
-    }
-
-    /// The ORDER_TOPIC_CONFIG KV table returned to registering brokers, re-encoded only
-    /// when that namespace changed.
-    fn order_conf_body(&mut self) -> Option<bytes::Bytes> {
-        let generation = self.kv.generation(ORDER_TOPIC_CONFIG);
-        let fresh = matches!(&self.order_conf_body, Some((g, _)) if *g == generation);
-        if !fresh {
-            let body = self
-                .kv
-                .encode_kv_table(ORDER_TOPIC_CONFIG)
-                .map(bytes::Bytes::from);
-            self.order_conf_body = Some((generation, body));
-        }
-        self.order_conf_body.as_ref().and_then(|(_, b)| b.clone())
     }
 
     // ------------------------------------------------------------------ brokers
@@ -616,9 +944,21 @@ impl Processor {
                     ..Reply::error(response::SYSTEM_ERROR, "crc32 not match")
                 });
             }
-            let body = r.decode_body(&self.body_limits, &self.name_limits())?;
-            self.table.register_broker(&req, TopicsInput::Body(&body))
+            let body = r
+                .decode_body(&self.body_limits, &self.name_limits())
+                .inspect_err(|e| {
+                    let what = format!("{}: {e}", registration_of(r));
+                    self.warn_refused(ctx, request::REGISTER_BROKER, &what);
+                })?;
+            let topics = TopicsInput::Body(&body);
+            if let Err(e) = self.table.check_register_bounds(&req, topics, &self.bounds) {
+                return Err(self.bound_reached(ctx, &registration_of(r), e));
+            }
+            self.table.register_broker(&req, topics)
         };
+        if let Some(takeover) = result.taken_over.take() {
+            self.took_over(r, takeover, ctx.now_ms);
+        }
         self.log_registration(r, &result, ctx.now_ms);
         if let Some(n) = result.notification.take() {
             self.send_notification(n);
@@ -631,7 +971,8 @@ impl Processor {
             ext.push(("masterAddr", master));
         }
         let body = if self.config.return_order_topic_config_to_broker && !result.fenced {
-            self.order_conf_body()
+            // Encoded by the writer when the namespace last changed; shared, not copied.
+            self.kv.namespace_body(ORDER_TOPIC_CONFIG)
         } else {
             None
         };
@@ -640,6 +981,47 @@ impl Processor {
             body: body.map_or(ReplyBody::None, ReplyBody::Shared),
             ..Reply::ok()
         })
+    }
+
+    /// A bound refused a registration: SYSTEM_ERROR naming the key, and a rate-limited warn.
+    fn bound_reached(
+        &mut self,
+        ctx: &RequestContext,
+        what: &dyn std::fmt::Display,
+        e: BoundExceeded,
+    ) -> Reject {
+        if self.stats.bounds_reached.admit(ctx.now_ms) {
+            warn!("refused {what} from {:?}: {e}", ctx.peer);
+        }
+        reject(response::SYSTEM_ERROR, e.to_string())
+    }
+
+    /// A registration took its address from another broker name (step 0 of the table's
+    /// registration): warned, rate-limited, naming both; notifications sent.
+    fn took_over(&mut self, r: &RegisterBroker<'_>, t: Takeover, now_ms: u64) {
+        let old = &t.previous;
+        if self.stats.takeovers.admit(now_ms) {
+            warn!(
+                "address {} ({}) taken over by broker {} id {}: it was broker {} id {}'s, now unregistered there ({} group(s), {} topic(s) removed)",
+                r.broker_addr, r.cluster, r.broker_name, r.broker_id, old.broker_name,
+                old.broker_id, t.outcome.broker_groups_removed, t.outcome.topics_removed
+            );
+        }
+        self.count_freed(&t.outcome);
+        for n in t.outcome.notifications {
+            self.send_notification(n);
+        }
+    }
+
+    fn count_freed(&mut self, outcome: &BatchOutcome) {
+        self.stats.freed_bytes += outcome.topics_removed * FREED_PER_TOPIC
+            + (outcome.brokers_removed + outcome.broker_groups_removed) * FREED_PER_BROKER;
+    }
+
+    /// Estimated bytes the tables freed since the last call: the server adds them to what
+    /// decides when freed heap goes back to the OS.
+    pub fn take_freed_bytes(&mut self) -> usize {
+        std::mem::take(&mut self.stats.freed_bytes)
     }
 
     /// New brokers and fencing at info/warn; topic changes counted into the periodic summary
@@ -679,9 +1061,27 @@ impl Processor {
         if let Some(line) = self.stats.changes.take_due(now_ms) {
             info!("{line}");
         }
+        let stats = &mut self.stats;
+        for (limiter, what) in [
+            (&mut stats.refusals, "refused request(s)"),
+            (
+                &mut stats.bounds_reached,
+                "registration(s) refused by a bound",
+            ),
+            (&mut stats.takeovers, "address takeover(s)"),
+        ] {
+            if let Some(n) = limiter.take_due(now_ms) {
+                warn!("{n} more {what} in the last interval, not logged one by one");
+            }
+        }
     }
 
-    fn unregister_broker(&mut self, r: BrokerRef<'_>) -> Result<Reply, Reject> {
+    fn unregister_broker(
+        &mut self,
+        ctx: &RequestContext,
+        r: BrokerRef<'_>,
+    ) -> Result<Reply, Reject> {
+        self.check_unregister_sender(ctx, &r)?;
         if self.submit_unregistrations(vec![(r.unregister_request(), RemovalReason::Unregister)]) {
             Ok(Reply::ok())
         } else {
@@ -690,6 +1090,31 @@ impl Processor {
                 ..Reply::ok()
             })
         }
+    }
+
+    /// With either allow-list set, a broker is unregistered only over the connection it
+    /// registered over (under the same name), or by an address in `adminAllowList`: an
+    /// address that may register may not remove other brokers. A broker that reconnected
+    /// re-registers over its new connection before it can unregister over it.
+    fn check_unregister_sender(
+        &mut self,
+        ctx: &RequestContext,
+        r: &BrokerRef<'_>,
+    ) -> Result<(), Reject> {
+        if self.admin_allow_list.is_empty() && self.broker_allow_list.is_empty() {
+            return Ok(());
+        }
+        let (cluster, addr, name) = (r.cluster, r.broker_addr, r.broker_name);
+        if self.table.registered_over(cluster, addr, name, ctx.conn)
+            || (!self.admin_allow_list.is_empty() && allows(&self.admin_allow_list, ctx.peer))
+        {
+            return Ok(());
+        }
+        let remark = format!(
+            "UNREGISTER_BROKER of {name}@{addr} ({cluster}) refused: not sent over that broker's registration connection, nor from an address in adminAllowList"
+        );
+        self.warn_refused(ctx, request::UNREGISTER_BROKER, &remark);
+        Err(reject(response::NO_PERMISSION, remark))
     }
 
     fn broker_heartbeat(
@@ -805,6 +1230,13 @@ impl Processor {
         ctx: &RequestContext,
         r: RegisterTopic<'_>,
     ) -> Result<Reply, Reject> {
+        if let Err(e) = self
+            .table
+            .check_topic_bounds(r.topic, &r.queue_datas, &self.bounds)
+        {
+            let what = format!("REGISTER_TOPIC_IN_NAMESRV of {}", r.topic);
+            return Err(self.bound_reached(ctx, &what, e));
+        }
         if self.table.register_topic(r.topic, &r.queue_datas) {
             self.stats
                 .changes
@@ -860,28 +1292,120 @@ impl Processor {
 
     // ------------------------------------------------------------------ config
 
+    /// UPDATE_NAMESRV_CONFIG: checked against the config, written back to the config file by
+    /// the durable writer, applied and answered once the file is on disk. One at a time: a
+    /// request arriving meanwhile waits its turn (and is checked against the config the one
+    /// before it made).
     fn update_config(
         &mut self,
         r: UpdateNamesrvConfig<'_>,
-        effects: &mut Effects,
+        ticket: Option<Ticket>,
     ) -> Result<Reply, Reject> {
         let Some(text) = r.properties else {
             return Ok(Reply::ok());
         };
-        let before = self.config.clone();
-        match self.config.update(text) {
-            Ok(changed) if changed.is_empty() => Ok(Reply::ok()),
-            Ok(changed) => {
-                info!("config updated: {}", changed.join(", "));
-                self.apply_config_change(&before);
-                effects.config_changed = true;
-                Ok(Reply::ok())
-            }
+        if !self.config_writing {
+            return self.start_config_update(text, ticket);
+        }
+        let Some(ticket) = ticket else {
+            return Err(reject(response::SYSTEM_ERROR, "no connection to answer"));
+        };
+        let waiting_bytes: usize = self.config_queue.iter().map(|(_, t)| t.len()).sum();
+        if self.config_queue.len() >= MAX_WAITING_CONFIG_UPDATES
+            || waiting_bytes + text.len() > MAX_WAITING_CONFIG_BYTES
+        {
+            return Err(reject(
+                response::SYSTEM_BUSY,
+                format!(
+                    "[OVERLOAD] {} config updates are waiting for the disk; try again later",
+                    self.config_queue.len()
+                ),
+            ));
+        }
+        self.config_queue.push_back((ticket, text.to_string()));
+        Ok(Reply::later())
+    }
+
+    fn start_config_update(&mut self, text: &str, ticket: Option<Ticket>) -> Result<Reply, Reject> {
+        let plan = match self.config.plan_update(text) {
+            Ok(Some(plan)) => plan,
+            Ok(None) => return Ok(Reply::ok()),
             Err(e) => {
                 warn!("refused config update: {e}");
-                Err(reject(e.response_code(), e.remark()))
+                return Err(reject(e.response_code(), e.remark()));
             }
+        };
+        let Some(ticket) = ticket else {
+            return Err(reject(response::SYSTEM_ERROR, "no connection to answer"));
+        };
+        let persist = plan.clone();
+        self.next_write_id += 1;
+        let id = self.next_write_id;
+        let write: crate::kv::FileWrite =
+            Box::new(move || persist.persist().map_err(|e| e.remark()));
+        if self.outbox.durable.submit(Job::File { id, write }).is_err() {
+            return Err(reject(
+                response::SYSTEM_ERROR,
+                "cannot write the config file: the writer thread has ended; nothing was changed",
+            ));
         }
+        self.config_writing = true;
+        self.awaiting.push_back(Awaiting {
+            id,
+            ticket,
+            plan: Some(Box::new(plan)),
+        });
+        Ok(Reply::later())
+    }
+
+    /// The config file of update `id` is written (or not): apply and answer it, then start
+    /// the next waiting update.
+    fn config_written(
+        &mut self,
+        id: u64,
+        result: Result<(), String>,
+        replies: &mut Vec<DeferredReply>,
+        effects: &mut Effects,
+    ) {
+        let Some(Awaiting {
+            ticket,
+            plan: Some(plan),
+            ..
+        }) = self.take_awaiting(id)
+        else {
+            return;
+        };
+        self.config_writing = false;
+        let reply = match result {
+            Ok(()) => {
+                self.adopt_config(*plan, effects);
+                Reply::ok()
+            }
+            Err(remark) => {
+                warn!("config update not applied: {remark}");
+                Reply::error(response::SYSTEM_ERROR, remark)
+            }
+        };
+        replies.push(self.deferred_reply(ticket, &reply));
+        while !self.config_writing {
+            let Some((ticket, text)) = self.config_queue.pop_front() else {
+                break;
+            };
+            let reply = match self.start_config_update(&text, Some(ticket)) {
+                Ok(reply) if reply.deferred => continue,
+                Ok(reply) => reply,
+                Err(r) => r.into(),
+            };
+            replies.push(self.deferred_reply(ticket, &reply));
+        }
+    }
+
+    /// The plan's file is written: its config becomes the server's.
+    fn adopt_config(&mut self, plan: ConfigPlan, effects: &mut Effects) {
+        info!("config updated: {}", plan.changed().join(", "));
+        let before = std::mem::replace(&mut self.config, plan.next);
+        self.apply_config_change(&before);
+        effects.config_changed = true;
     }
 
     fn apply_config_change(&mut self, before: &NamesrvConfig) {
@@ -893,7 +1417,10 @@ impl Processor {
             self.table.invalidate_all();
         }
         self.body_limits = body_limits(&self.config);
+        self.kv.set_limits(kv_limits(&self.config));
         self.admin_allow_list = self.config.admin_allow_list_parsed();
+        self.broker_allow_list = self.config.broker_allow_list_parsed();
+        self.bounds = route_bounds(&self.config);
         if before.log_level != self.config.log_level {
             if let Ok(level) = self.config.log_level.parse() {
                 crate::logging::set_level(level);
@@ -1067,6 +1594,7 @@ impl Processor {
         let requests: Vec<UnregisterRequest> = batch.iter().map(|(r, _)| r.clone()).collect();
         let outcome = self.table.unregister_batch(&requests);
         self.stats.unregistrations += requests.len() as u64;
+        self.count_freed(&outcome);
         log_grouped(
             log::Level::Info,
             "broker removed",
@@ -1156,6 +1684,14 @@ fn log_grouped(level: log::Level, what: &str, items: impl ExactSizeIterator<Item
             in_line = 0;
         }
     }
+}
+
+/// A registration as log lines name it: `registration of broker@addr (cluster)`.
+fn registration_of(r: &RegisterBroker<'_>) -> String {
+    format!(
+        "registration of {}@{} ({})",
+        r.broker_name, r.broker_addr, r.cluster
+    )
 }
 
 fn topic_not_exist(topic: &str) -> Reject {

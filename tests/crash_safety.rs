@@ -1,8 +1,9 @@
 //! Crash safety of the only durable state: the KV config (kvConfigPath) and the properties
-//! file (UPDATE_NAMESRV_CONFIG's write-back). The real binary is SIGKILLed while two clients
-//! stream PUT_KV_CONFIG and UPDATE_NAMESRV_CONFIG at it; after a restart on the same files,
-//! every change that was acknowledged must be there, and both files (and their .bak copies)
-//! must parse. Several rounds, each killing at a different point of the stream.
+//! file (UPDATE_NAMESRV_CONFIG's write-back). The real binary is SIGKILLed while clients
+//! stream PUT_KV_CONFIG (three connections, so the writer thread commits several changes per
+//! write) and UPDATE_NAMESRV_CONFIG at it; after a restart on the same files, every change that
+//! was acknowledged must be there, and both files (and their .bak copies) must parse. Several
+//! rounds, each killing at a different point of the stream.
 
 #[path = "common/child.rs"]
 mod child;
@@ -54,13 +55,22 @@ struct Acked {
     config_last: Option<u64>,
 }
 
-/// Streams PUT_KV_CONFIG until the connection fails (the server was killed).
-fn kv_writer(addr: String, round: usize, acked: Arc<Mutex<Acked>>, count: Arc<AtomicUsize>) {
+/// KV writers per round; writer 0 also moves the `last` key.
+const KV_WRITERS: usize = 3;
+
+/// Streams PUT_KV_CONFIG until the connection fails (the server was killed). Writers other
+/// than 0 put only their own unique keys.
+fn kv_writer(
+    addr: String,
+    (round, writer): (usize, usize),
+    acked: Arc<Mutex<Acked>>,
+    count: Arc<AtomicUsize>,
+) {
     let Ok(mut c) = rmq_namesrv::client::Client::connect(&addr, Duration::from_secs(5)) else {
         return;
     };
     for i in 0u64.. {
-        let key = format!("k.{round}.{i}");
+        let key = format!("k.{round}.{writer}.{i}");
         let value = format!("v{i}-\u{e9}\"quoted\"\\{round}");
         let Ok(resp) = c.request(
             request::PUT_KV_CONFIG,
@@ -75,6 +85,11 @@ fn kv_writer(addr: String, round: usize, acked: Arc<Mutex<Acked>>, count: Arc<At
             "PUT_KV_CONFIG: {:?}",
             resp.remark
         );
+        if writer > 0 {
+            acked.lock().unwrap().kv.insert(key, value);
+            count.fetch_add(1, Ordering::SeqCst);
+            continue;
+        }
         let Ok(resp) = c.request(
             request::PUT_KV_CONFIG,
             &[
@@ -242,23 +257,23 @@ fn acknowledged_changes_survive_sigkill_mid_stream() {
             check_acknowledged(&server, &acked.lock().unwrap(), &files);
         }
         let count = Arc::new(AtomicUsize::new(0));
-        let writers = [
-            {
+        let mut writers: Vec<thread::JoinHandle<()>> = (0..KV_WRITERS)
+            .map(|writer| {
                 let (addr, a, n) = (server.addr.clone(), acked.clone(), count.clone());
-                thread::spawn(move || kv_writer(addr, round, a, n))
-            },
-            {
-                let (addr, a, n) = (server.addr.clone(), acked.clone(), count.clone());
-                thread::spawn(move || config_writer(addr, round, a, n))
-            },
-        ];
+                thread::spawn(move || kv_writer(addr, (round, writer), a, n))
+            })
+            .collect();
+        writers.push({
+            let (addr, a, n) = (server.addr.clone(), acked.clone(), count.clone());
+            thread::spawn(move || config_writer(addr, round, a, n))
+        });
         assert!(
             wait_until(Duration::from_secs(60), || count.load(Ordering::SeqCst)
                 >= after
                 || writers.iter().all(|w| w.is_finished())),
             "writers made no progress"
         );
-        // Both writers still have a request in flight: kill now.
+        // Every writer still has a request in flight: kill now.
         server.kill();
         for w in writers {
             w.join().expect("writer thread");

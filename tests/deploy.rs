@@ -70,6 +70,10 @@ const EXPECTED_KEYS: &[&str] = &[
     "maxInflatedBodyLength",
     "maxNameLength",
     "maxTopicNameLength",
+    "maxQueueNums",
+    "maxBrokers",
+    "maxTopics",
+    "maxTopicsPerBroker",
     "connWriteHighWater",
     "connWriteHardCap",
     "maxBufferedBytes",
@@ -79,7 +83,12 @@ const EXPECTED_KEYS: &[&str] = &[
     "registrationBacklogLimit",
     "registrationBudgetPerIteration",
     "routeCacheMaxBytes",
+    "kvMaxKeyLength",
+    "kvMaxValueLength",
+    "kvMaxEntries",
+    "kvMaxTotalBytes",
     "adminAllowList",
+    "brokerAllowList",
 ];
 
 const UNIT_PATH: &str = "deploy/rmq-namesrv.service";

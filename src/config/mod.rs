@@ -30,7 +30,7 @@ pub use cidr::Cidr;
 pub use cli::{parse_cli, usage, Cli, CliError, ConfigFile, FileOrigin, Startup};
 pub use properties::{edit, entries, parse_properties, Encoding, Entry, PropertiesFile};
 pub use table::{Applies, NamesrvConfig, SerializeTypeSetting, CONTROLLER_KEYS};
-pub use update::UpdateError;
+pub use update::{ConfigPlan, UpdateError};
 
 use table::{Property, PROPERTIES};
 
@@ -103,6 +103,15 @@ pub fn unknown_key_message(key: &str) -> String {
         }
         _ => format!("unknown key {key}"),
     }
+}
+
+/// Comma-separated CIDRs; entries that do not parse are skipped (`set` refuses them).
+fn parse_cidr_list(text: &str) -> Vec<Cidr> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .filter_map(|e| Cidr::parse(e).ok())
+        .collect()
 }
 
 impl NamesrvConfig {
@@ -203,12 +212,12 @@ impl NamesrvConfig {
     /// Admin allow list parsed (empty vec = access control off). `set` refuses invalid
     /// entries; any that got in by direct assignment are skipped here and reported by `validate`.
     pub fn admin_allow_list_parsed(&self) -> Vec<Cidr> {
-        self.admin_allow_list
-            .split(',')
-            .map(str::trim)
-            .filter(|e| !e.is_empty())
-            .filter_map(|e| Cidr::parse(e).ok())
-            .collect()
+        parse_cidr_list(&self.admin_allow_list)
+    }
+
+    /// Broker allow list parsed, as [`Self::admin_allow_list_parsed`].
+    pub fn broker_allow_list_parsed(&self) -> Vec<Cidr> {
+        parse_cidr_list(&self.broker_allow_list)
     }
 
     /// Checks every field against the rules `set` applies (useful after assigning fields

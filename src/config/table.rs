@@ -201,6 +201,16 @@ properties! {
     "maxNameLength" => max_name_length: u32 = 255, Live, number(1..=65_535);
     /// TopicValidator's limit.
     "maxTopicNameLength" => max_topic_name_length: u32 = 127, Live, number(1..=65_535);
+    /// Largest readQueueNums / writeQueueNums accepted in a topic config: clients build one
+    /// queue object per queue, so 2^31 would exhaust them. Real topics have 1 to a few hundred.
+    "maxQueueNums" => max_queue_nums: u32 = 65_536, Live, number(1..=i32::MAX as i64);
+    /// Live brokers (registered cluster + address pairs): 10x a 1,000-broker cluster.
+    "maxBrokers" => max_brokers: u32 = 10_000, Live, number(COUNT);
+    /// Distinct topics in the registry: a 1,000-broker cluster whose brokers serve 1,000
+    /// topics each holds at most 1,000,000 even if no two brokers share a topic.
+    "maxTopics" => max_topics: u32 = 1_000_000, Live, number(COUNT);
+    /// Topics one broker group serves: as many as one registration may carry.
+    "maxTopicsPerBroker" => max_topics_per_broker: u32 = 100_000, Live, number(COUNT);
     /// Stop reading a peer whose unsent output is above this.
     "connWriteHighWater" => conn_write_high_water: u32 = 4_194_304, Live, number(KIB..=GIB);
     /// Disconnect a peer whose unsent output is above this.
@@ -221,8 +231,22 @@ properties! {
     "registrationBudgetPerIteration" => registration_budget_per_iteration: u32 = 64, Live, number(1..=1_000_000);
     /// Bytes of encoded routes kept in the route cache (0 = no cache).
     "routeCacheMaxBytes" => route_cache_max_bytes: u32 = 4_194_304, Live, number(0..=u32::MAX as i64);
+    /// KV config: longest namespace or key, in bytes (topic names are at most 127; 1 KiB
+    /// leaves room for any real key and keeps the table's keys small).
+    "kvMaxKeyLength" => kv_max_key_length: u32 = 1_024, Live, number(1..=65_536);
+    /// KV config: longest value, in bytes (an ORDER_TOPIC_CONFIG value lists
+    /// `brokerName:queues` per broker group, ~25 bytes each: 16 KiB is 600 groups).
+    "kvMaxValueLength" => kv_max_value_length: u32 = 16_384, Live, number(1..=16 * MIB);
+    /// KV config: keys plus namespaces (one ORDER_TOPIC_CONFIG entry per ordered topic).
+    "kvMaxEntries" => kv_max_entries: u32 = 100_000, Live, number(1..=10_000_000);
+    /// KV config: bytes of all namespaces, keys and values; also the bound on changes
+    /// waiting for the disk. The whole file is rewritten per write, so this bounds that too.
+    "kvMaxTotalBytes" => kv_max_total_bytes: u32 = 16_777_216, Live, number(KIB..=GIB);
     /// "" = off; else comma-separated CIDRs, e.g. "127.0.0.1/32,10.0.0.0/8,::1/128".
     "adminAllowList" => admin_allow_list: String = String::new(), Live, with(parse_allow_list);
+    /// "" = off; else CIDRs (as adminAllowList) from which brokers may register, unregister,
+    /// heartbeat and ask for their data version.
+    "brokerAllowList" => broker_allow_list: String = String::new(), Live, with(parse_allow_list);
 }
 
 /// Java's `ControllerConfig` and `JraftConfig` keys, read from the same file by the embedded

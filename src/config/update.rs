@@ -7,7 +7,9 @@
 //! that one event loop does not use are accepted and reported, as Java does.
 //!
 //! An accepted change is written to the config file (`configStorePath`) before it is applied
-//! in memory, so memory and file never disagree. Only the lines of the keys whose value changed
+//! in memory, so memory and file never disagree. The server does it in three steps, so that
+//! the write happens on its writer thread: [`NamesrvConfig::plan_update`] checks (on the loop),
+//! [`ConfigPlan::persist`] writes (on the writer), then the plan's config is adopted. Only the lines of the keys whose value changed
 //! are rewritten (keys not yet in the file are appended); the operator's comments, order and
 //! blank lines stay, and nothing that came from the command line or a default is written.
 
@@ -18,6 +20,10 @@ use super::table::Applies;
 use super::NamesrvConfig;
 use super::{check_key, check_value, is_controller_key, property, unknown_key_message};
 use crate::remoting::codes::response;
+
+/// Longest value an update may set: a path or an allow-list of a few hundred ranges fits;
+/// anything longer would only grow the file and every GET_NAMESRV_CONFIG answer.
+const MAX_UPDATE_VALUE_LENGTH: usize = 4096;
 
 /// Why an update was refused; nothing of the request was applied.
 #[derive(Debug)]
@@ -75,6 +81,12 @@ fn check_one(
     value: &str,
 ) -> Result<(), String> {
     check_key(key).and_then(|()| check_value(value))?;
+    if value.len() > MAX_UPDATE_VALUE_LENGTH {
+        return Err(format!(
+            "{key}: a value of {} bytes is longer than {MAX_UPDATE_VALUE_LENGTH}",
+            value.len()
+        ));
+    }
     let Some(p) = property(key) else {
         let unchanged = current.extra.get(key).map(String::as_str) == Some(value.trim());
         return match is_controller_key(key) {
@@ -113,12 +125,55 @@ fn persist(path: &str, changes: &[(&str, &str)]) -> Result<(), UpdateError> {
         .map_err(|e| failed(e.to_string()))
 }
 
+/// A checked UPDATE_NAMESRV_CONFIG, not applied yet: its file write ([`ConfigPlan::persist`],
+/// on any thread) comes first, then the caller adopts [`ConfigPlan::next`].
+#[derive(Debug, Clone)]
+pub struct ConfigPlan {
+    /// The config once the update is applied.
+    pub next: NamesrvConfig,
+    /// The keys whose value changes, with their new value.
+    changes: Vec<(String, String)>,
+    path: String,
+}
+
+impl ConfigPlan {
+    /// The changed keys as `key=value`.
+    pub fn changed(&self) -> Vec<String> {
+        self.changes
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect()
+    }
+
+    /// Writes the changed keys to the config file (crash-safe, durable on return).
+    pub fn persist(&self) -> Result<(), UpdateError> {
+        let lines: Vec<(&str, &str)> = self
+            .changes
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        persist(&self.path, &lines)
+    }
+}
+
 impl NamesrvConfig {
     /// UPDATE_NAMESRV_CONFIG with `body` (properties text): checks every key and value, then
     /// writes the changed keys to `config_store_path` and applies them. Returns the keys whose
     /// value changed, as `key=value` (empty when the request changes nothing: then nothing is
     /// written). On any error nothing is applied or written.
     pub fn update(&mut self, body: &str) -> Result<Vec<String>, UpdateError> {
+        let Some(plan) = self.plan_update(body)? else {
+            return Ok(Vec::new());
+        };
+        plan.persist()?;
+        let changed = plan.changed();
+        *self = plan.next;
+        Ok(changed)
+    }
+
+    /// Checks an UPDATE_NAMESRV_CONFIG body against this config: the plan to write and apply,
+    /// `None` when it changes nothing, or why it is refused. Nothing is written here.
+    pub fn plan_update(&self, body: &str) -> Result<Option<ConfigPlan>, UpdateError> {
         let pairs = parse_properties(body).map_err(UpdateError::Parse)?;
         let black_list = self.black_list();
         if let Some((key, _)) = pairs.iter().find(|(k, _)| black_list.contains(k)) {
@@ -132,22 +187,23 @@ impl NamesrvConfig {
         if !problems.is_empty() {
             return Err(UpdateError::Refused(problems));
         }
-        let mut changed: Vec<(&str, String)> = Vec::new();
+        let mut changes: Vec<(String, String)> = Vec::new();
         for (key, _) in &pairs {
             let value = next.get(key).unwrap_or_default();
             if self.get(key).as_deref() != Some(value.as_str())
-                && !changed.iter().any(|(k, _)| k == key)
+                && !changes.iter().any(|(k, _)| k == key)
             {
-                changed.push((key, value));
+                changes.push((key.clone(), value));
             }
         }
-        if changed.is_empty() {
-            return Ok(Vec::new());
+        if changes.is_empty() {
+            return Ok(None);
         }
-        let lines: Vec<(&str, &str)> = changed.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        persist(&self.config_store_path, &lines)?;
-        *self = next;
-        Ok(changed.iter().map(|(k, v)| format!("{k}={v}")).collect())
+        Ok(Some(ConfigPlan {
+            next,
+            changes,
+            path: self.config_store_path.clone(),
+        }))
     }
 }
 
@@ -250,6 +306,12 @@ mod tests {
         );
         let problems = refused(&mut c, "controllerDLegerPeers=n0-127.0.0.1:9878");
         assert!(problems[0].starts_with("controllerDLegerPeers is a Controller key"));
+        let long = format!("productEnvName={}", "x".repeat(4097));
+        let problems = refused(&mut c, &long);
+        assert_eq!(
+            problems,
+            ["productEnvName: a value of 4097 bytes is longer than 4096"]
+        );
         let err = c.update("custom.key=1").unwrap_err();
         assert_eq!(err.response_code(), response::SYSTEM_ERROR);
         assert_eq!(err.remark(), "unknown key custom.key");

@@ -2,21 +2,21 @@
 //! protocol (PROTOCOL.md §2.3, §3, §6.5): the numbers every other module speaks in.
 //!
 //! Each request code is one row of [`REQUEST_CODES`]: its number, its RocketMQ name and its
-//! [`Kind`]. The `request::*` constants, [`request_name`] (logs, stats), the admin allow-list
-//! ([`needs_admin_allow_list`]) and the loop's scheduling ([`is_broker_request`]) are all read
-//! from that one list, so a new code is one line here (plus its typed request in
+//! [`Kind`]. The `request::*` constants, [`request_name`] (logs, stats), the two allow-lists
+//! ([`needs_admin_allow_list`], [`needs_broker_allow_list`]) and the loop's scheduling
+//! ([`is_broker_request`]) are all read from that one list, so a new code is one line here (plus its typed request in
 //! `crate::request` and its handler in `crate::processor`).
 
-/// Who sends a request and what it may change: decides the admin allow-list and how the loop
-/// schedules a connection.
+/// Who sends a request and what it may change: decides which allow-list applies and how the
+/// loop schedules a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// A read (routes, topic lists, cluster info, KV and config reads, stats): open to every
     /// address, scheduled as client traffic.
     Read,
     /// A broker reporting itself (registration, unregistration, heartbeat, data version): it
-    /// changes only that broker's entries and stays open to every address, since a broker must
-    /// always be able to register. Scheduled as broker traffic.
+    /// changes only that broker's entries. Open to every address unless `brokerAllowList` is
+    /// set (off by default, as Java has no such check). Scheduled as broker traffic.
     BrokerReport,
     /// An admin tool changing shared state (KV, topics, write permission, config): refused
     /// outside `adminAllowList`.
@@ -38,6 +38,11 @@ impl Kind {
     /// Refused from addresses outside `adminAllowList` (when one is set).
     pub const fn needs_admin_allow_list(self) -> bool {
         matches!(self, Kind::AdminWrite | Kind::BrokerTopicWrite)
+    }
+
+    /// Refused from addresses outside `brokerAllowList` (when one is set).
+    pub const fn needs_broker_allow_list(self) -> bool {
+        matches!(self, Kind::BrokerReport)
     }
 }
 
@@ -138,6 +143,11 @@ pub fn needs_admin_allow_list(code: i32) -> bool {
     request_row(code).is_some_and(|r| r.kind.needs_admin_allow_list())
 }
 
+/// True for codes refused from addresses outside `brokerAllowList`.
+pub fn needs_broker_allow_list(code: i32) -> bool {
+    request_row(code).is_some_and(|r| r.kind.needs_broker_allow_list())
+}
+
 /// Declares the response codes once: the `response` constants and [`response_name`].
 macro_rules! response_codes {
     ($($name:ident = $code:literal;)*) => {
@@ -228,6 +238,18 @@ mod tests {
             .collect();
         // The list README's Security section names.
         assert_eq!(gated, [100, 102, 205, 216, 217, 318, 327]);
+    }
+
+    #[test]
+    fn the_broker_allow_list_gates_exactly_what_brokers_report_about_themselves() {
+        let gated: Vec<i32> = REQUEST_CODES
+            .iter()
+            .map(|r| r.code)
+            .filter(|c| needs_broker_allow_list(*c))
+            .collect();
+        // The list README's Security section names.
+        assert_eq!(gated, [103, 104, 322, 904]);
+        assert!(!needs_broker_allow_list(request::REGISTER_TOPIC_IN_NAMESRV));
     }
 
     #[test]

@@ -87,7 +87,8 @@ impl<'a> DeleteTopic<'a> {
 }
 
 /// 217 REGISTER_TOPIC_IN_NAMESRV: the queues of the body's TopicRouteData (none when the
-/// body is empty; the rest of the route is ignored, as in Java).
+/// body is empty; the rest of the route is ignored, as in Java). Queue counts and perm are
+/// checked as a registration's topic configs are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegisterTopic<'a> {
     pub topic: &'a str,
@@ -108,6 +109,10 @@ impl<'a> RegisterTopic<'a> {
                 })?
                 .queue_datas
         };
+        for q in &queue_datas {
+            h.limits
+                .check_topic_values(topic, q.read_queue_nums, q.write_queue_nums, q.perm)?;
+        }
         Ok(RegisterTopic { topic, queue_datas })
     }
 }

@@ -6,7 +6,6 @@
 use super::header::{Fields, NameLimits, ParseError};
 use crate::route::model::{decode_register_body, BodyLimits, DataVersion, RegisterBody};
 use crate::route::table::{BodyFingerprint, ConnId, RegisterRequest, UnregisterRequest};
-use log::warn;
 
 /// 103 REGISTER_BROKER (PROTOCOL.md §4.4). The body is kept as sent: a registration whose
 /// body is byte-identical to the broker's previous one is applied without decoding it.
@@ -38,9 +37,10 @@ impl<'a> RegisterBroker<'a> {
         let cluster = h.required("clusterName")?;
         let ha_server_addr = h.required("haServerAddr")?;
         let broker_id = h.required_i64("brokerId")?;
-        h.limits.check_name("clusterName", cluster)?;
-        h.limits.check_name("brokerName", broker_name)?;
-        h.limits.check_name("brokerAddr", broker_addr)?;
+        h.limits.check_broker_name("clusterName", cluster)?;
+        h.limits.check_broker_name("brokerName", broker_name)?;
+        h.limits.check_address("brokerAddr", broker_addr)?;
+        h.limits.check_address("haServerAddr", ha_server_addr)?;
         // Java parses these leniently: an unparsable value is logged and left at its default.
         let body_crc32 = h
             .optional("bodyCrc32")
@@ -100,22 +100,23 @@ impl<'a> RegisterBroker<'a> {
         (actual != self.body_crc32).then_some(actual)
     }
 
-    /// Decodes the body (JSON, old-version or zlib) and checks the topic names it reports.
+    /// Decodes the body (JSON, old-version or zlib) and checks the topic configs it reports:
+    /// names, queue counts and perm (`rules`), so that a refused body changes nothing.
     pub fn decode_body(
         &self,
         body_limits: &BodyLimits,
         names: &NameLimits,
     ) -> Result<RegisterBody, ParseError> {
         let body = decode_register_body(self.body, self.compressed, self.version, body_limits)
-            .map_err(|e| {
-                warn!(
-                    "rejected registration of {}@{} ({}): {e}",
-                    self.broker_name, self.broker_addr, self.cluster
-                );
-                ParseError::BadRegisterBody(e.to_string())
-            })?;
+            .map_err(|e| ParseError::BadRegisterBody(e.to_string()))?;
         for (_, tc) in &body.topics {
             names.check_topic_name(&tc.topic_name)?;
+            names.check_topic_values(
+                &tc.topic_name,
+                tc.read_queue_nums,
+                tc.write_queue_nums,
+                tc.perm,
+            )?;
         }
         Ok(body)
     }

@@ -1,8 +1,10 @@
-//! Reading a request's custom header (its `extFields`) into typed values, the checks on
-//! names that every request shares, and [`ParseError`], whose text is the remark Java sends.
+//! Reading a request's custom header (its `extFields`) into typed values, the limits the
+//! checks read from the config ([`NameLimits`]), and [`ParseError`], whose text is the remark
+//! sent back (Java's, where Java has one). Refusals are logged once, rate-limited, by the
+//! processor, not here: a flood of bad requests must not become a flood of log lines.
 
+use super::rules;
 use crate::remoting::command::RemotingCommand;
-use log::warn;
 use std::fmt;
 
 /// Why a request could not be turned into a typed request. The processor answers
@@ -22,6 +24,23 @@ pub enum ParseError {
     InvalidTopic(&'static str),
     /// A topic reported by a broker is empty or longer than `maxTopicNameLength`.
     TopicNameLength { len: usize, max: usize },
+    /// A cluster or broker name that is empty.
+    EmptyName(&'static str),
+    /// A cluster or broker name with a character outside `rules::NAME_CHARS_TEXT`.
+    IllegalNameChar { field: &'static str, ch: char },
+    /// A broker or HA address that is not `host:port` (the reason says what is wrong).
+    BadAddress {
+        field: &'static str,
+        value: String,
+        reason: &'static str,
+    },
+    /// A topic config's queue count or perm out of range, named by topic and field.
+    BadTopicValue {
+        topic: String,
+        field: &'static str,
+        value: i32,
+        allowed: rules::Allowed,
+    },
     /// A body that does not decode as `what` (DataVersion, TopicRouteData).
     BadBody { what: &'static str, reason: String },
     /// A REGISTER_BROKER body that does not decode.
@@ -46,6 +65,23 @@ impl fmt::Display for ParseError {
                 f,
                 "topic name of {len} bytes is outside 1..={max} (maxTopicNameLength)"
             ),
+            ParseError::EmptyName(field) => write!(f, "{field} is empty"),
+            ParseError::IllegalNameChar { field, ch } => write!(
+                f,
+                "{field} contains {ch:?}; allowed: {}",
+                rules::NAME_CHARS_TEXT
+            ),
+            ParseError::BadAddress {
+                field,
+                value,
+                reason,
+            } => write!(f, "{field} {value:?} is not host:port: {reason}"),
+            ParseError::BadTopicValue {
+                topic,
+                field,
+                value,
+                allowed,
+            } => write!(f, "topic {topic}: {field} {value} {allowed}"),
             ParseError::BadBody { what, reason } => write!(f, "bad {what} body: {reason}"),
             ParseError::BadRegisterBody(reason) => {
                 write!(f, "register broker failed: bad body: {reason}")
@@ -57,11 +93,13 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
-/// Length limits on names (settings `maxNameLength`, `maxTopicNameLength`).
+/// The config's limits on what a request may carry (settings `maxNameLength`,
+/// `maxTopicNameLength`, `maxQueueNums`); the rules themselves are in `rules`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NameLimits {
     pub max_name_length: usize,
     pub max_topic_name_length: usize,
+    pub max_queue_nums: i32,
 }
 
 impl Default for NameLimits {
@@ -69,6 +107,7 @@ impl Default for NameLimits {
         NameLimits {
             max_name_length: 255,
             max_topic_name_length: 127,
+            max_queue_nums: 65_536,
         }
     }
 }
@@ -77,11 +116,6 @@ impl NameLimits {
     /// Cluster and broker names and addresses: Java takes any length; we bound it.
     pub(super) fn check_name(&self, field: &'static str, value: &str) -> Result<(), ParseError> {
         if value.len() > self.max_name_length {
-            warn!(
-                "rejected {field} of {} bytes (maxNameLength {})",
-                value.len(),
-                self.max_name_length
-            );
             return Err(ParseError::NameTooLong {
                 field,
                 max: self.max_name_length,
@@ -90,16 +124,47 @@ impl NameLimits {
         Ok(())
     }
 
+    /// A cluster or broker name a registration creates: bounded, non-empty, and made of
+    /// `rules::NAME_CHARS_TEXT`.
+    pub(super) fn check_broker_name(
+        &self,
+        field: &'static str,
+        value: &str,
+    ) -> Result<(), ParseError> {
+        self.check_name(field, value)?;
+        rules::check_name(field, value)
+    }
+
+    /// A broker or HA address: bounded and `host:port` ([`rules::check_address`]).
+    pub(super) fn check_address(&self, field: &'static str, value: &str) -> Result<(), ParseError> {
+        self.check_name(field, value)?;
+        rules::check_address(field, value)
+    }
+
     /// Topics reported by brokers: Java takes them as they are; we only bound their length.
     pub(super) fn check_topic_name(&self, topic: &str) -> Result<(), ParseError> {
         if topic.is_empty() || topic.len() > self.max_topic_name_length {
-            warn!("rejected registered topic name of {} bytes", topic.len());
             return Err(ParseError::TopicNameLength {
                 len: topic.len(),
                 max: self.max_topic_name_length,
             });
         }
         Ok(())
+    }
+
+    /// A topic config's queue counts and perm ([`rules::check_topic_values`]).
+    pub(super) fn check_topic_values(
+        &self,
+        topic: &str,
+        read_queue_nums: i32,
+        write_queue_nums: i32,
+        perm: i32,
+    ) -> Result<(), ParseError> {
+        rules::check_topic_values(
+            topic,
+            [read_queue_nums, write_queue_nums, perm],
+            self.max_queue_nums,
+        )
     }
 
     /// Admin calls that create or delete a topic validate its name as Java's TopicValidator.
@@ -119,10 +184,7 @@ impl NameLimits {
             None
         };
         match problem {
-            Some(remark) => {
-                warn!("rejected topic name {topic:?}: {remark}");
-                Err(ParseError::InvalidTopic(remark))
-            }
+            Some(remark) => Err(ParseError::InvalidTopic(remark)),
             None => Ok(()),
         }
     }

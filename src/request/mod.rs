@@ -4,10 +4,12 @@
 //! processor's handlers take these values and never read header fields themselves.
 //!
 //! Parsing applies every check that does not need the tables: required fields (Java's
-//! `@CFNotNull`), numbers, name lengths, topic names, and the bodies that decode the same
-//! whatever the tables hold (a registration body is decoded only when it changed, so
-//! [`RegisterBroker`] keeps it as sent). A failure is a [`ParseError`] whose text is the
-//! remark Java sends; the processor picks the response code.
+//! `@CFNotNull`), numbers, name lengths, topic names, what valid names, addresses and topic
+//! configs look like (`rules`), and the bodies that decode the same whatever the tables hold
+//! (a registration body is decoded only when it changed, so [`RegisterBroker`] keeps it as
+//! sent, and its topic configs are checked when it is decoded). A failure is a [`ParseError`]
+//! whose text is the remark (Java's, where Java has one); the processor picks the response
+//! code.
 //!
 //! Adding a request code: its row in `remoting::codes`, its struct here with a `parse`, a
 //! variant of [`Request`] with its arm in [`Request::parse`], and its
@@ -17,6 +19,7 @@ mod admin;
 mod broker;
 mod header;
 mod routes;
+mod rules;
 
 pub use admin::{
     DeleteTopic, GetKvList, KvKey, PutKvConfig, RegisterTopic, UpdateNamesrvConfig, WritePerm,
@@ -26,6 +29,7 @@ pub use broker::{
 };
 pub use header::{NameLimits, ParseError};
 pub use routes::{GetRouteInfo, GetTopicsByCluster};
+pub use rules::Allowed;
 
 use crate::remoting::codes::request as code;
 use crate::remoting::command::RemotingCommand;
@@ -130,6 +134,7 @@ mod tests {
         static LIMITS: NameLimits = NameLimits {
             max_name_length: 255,
             max_topic_name_length: 127,
+            max_queue_nums: 1024,
         };
         Request::parse(cmd, &LIMITS)
     }

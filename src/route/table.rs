@@ -11,6 +11,10 @@
 //!   30-second steady-state registration is recognised without parsing;
 //! * deadline buckets of live brokers, so that an expiry scan costs O(brokers due);
 //! * connection -> live brokers, so that a closed connection unregisters all of its brokers.
+//!
+//! Two rules Java lacks: an address belongs to one broker name per cluster (a registration at
+//! an address another name holds takes it over, step 0 of [`RouteTable::register_broker`]),
+//! and the registry's size is bounded (`bounds`, checked before a registration is applied).
 
 use super::cache::RouteCache;
 use super::model::{
@@ -21,6 +25,10 @@ use bytes::Bytes;
 use slab::Slab;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
+
+mod bounds;
+
+pub use bounds::{BoundExceeded, RouteBounds};
 
 /// Identifies the connection a request arrived on (the server's slab token).
 pub type ConnId = usize;
@@ -263,6 +271,16 @@ pub struct RegisterResult {
     pub topics_changed: usize,
     /// Refused by the state-version fence (§5.2 step 6): SUCCESS with an empty header.
     pub fenced: bool,
+    /// The address was another broker's, and was taken from it (step 0).
+    pub taken_over: Option<Takeover>,
+}
+
+/// An address taken from the broker name that held it: that broker's entry for the address
+/// was unregistered (as UNREGISTER_BROKER would), with what that removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Takeover {
+    pub previous: UnregisterRequest,
+    pub outcome: BatchOutcome,
 }
 
 /// One broker to unregister (explicitly, by expiry, or because its connection closed).
@@ -383,6 +401,21 @@ impl RouteTable {
         }
     }
 
+    /// Whether the live broker (cluster, addr) is `broker_name`'s and registered over `conn`
+    /// (the connection a broker's UNREGISTER_BROKER must come over when an allow-list is set).
+    pub fn registered_over(
+        &self,
+        cluster: &str,
+        addr: &str,
+        broker_name: &str,
+        conn: Option<ConnId>,
+    ) -> bool {
+        self.live_id(cluster, addr).is_some_and(|id| {
+            let live = &self.live[id];
+            conn.is_some() && live.conn == conn && &*live.broker_name == broker_name
+        })
+    }
+
     /// Stored DataVersion of a live broker.
     pub fn data_version(&self, cluster: &str, addr: &str) -> Option<DataVersion> {
         self.live_id(cluster, addr)
@@ -500,6 +533,8 @@ impl RouteTable {
     ) -> RegisterResult {
         let mut result = RegisterResult::default();
         let (name, addr, id) = (req.broker_name, req.broker_addr, req.broker_id);
+        // 0. (not Java's) an address belongs to one broker name per cluster
+        result.taken_over = self.take_over_address(req);
         // 1. cluster -> broker names
         self.add_to_cluster(req.cluster, name);
         // 2. broker data, created on the group's first registration
@@ -555,6 +590,22 @@ impl RouteTable {
             result.notification = self.min_id_notification(req);
         }
         result
+    }
+
+    /// Step 0: when the live entry of (cluster, addr) belongs to another broker name, that
+    /// broker's entry for the address is unregistered first, as UNREGISTER_BROKER would do it
+    /// (its live entry, its address in its group, the group and its queue entries if that was
+    /// the last address). Java only re-points the live entry, so the old group keeps routing
+    /// to an address that serves another broker, and stays forever once that one leaves.
+    fn take_over_address(&mut self, req: &RegisterRequest<'_>) -> Option<Takeover> {
+        let live = self.live_id(req.cluster, req.broker_addr)?;
+        if &*self.live[live].broker_name == req.broker_name {
+            return None;
+        }
+        // None: no group lists the address any more; the live entry is refreshed in step 11.
+        let previous = self.unregister_request_for(live)?;
+        let outcome = self.unregister_batch(std::slice::from_ref(&previous));
+        Some(Takeover { previous, outcome })
     }
 
     /// §5.2 step 1.
@@ -1109,13 +1160,20 @@ impl RouteTable {
         if !self.settings.notify_min_broker_id_changed {
             outcome.notifications.clear();
         }
+        self.shrink_if_sparse();
         outcome
     }
 
-    /// §5.5 step 1; returns whether a live entry was removed.
+    /// §5.5 step 1; returns whether a live entry was removed. A live entry (and the filter
+    /// servers) of another broker name is left alone: the address was taken over since this
+    /// request was made (an expiry or a close queued before the takeover), and the new owner
+    /// must not lose its liveness to its predecessor's unregistration.
     fn remove_live_and_filter_servers(&mut self, req: &UnregisterRequest) -> bool {
         let live = self.live_id(&req.cluster, &req.broker_addr);
         if let Some(l) = live {
+            if self.live[l].broker_name != req.broker_name {
+                return false;
+            }
             self.remove_live(l);
         }
         if !self.filter_servers.is_empty() {
@@ -1261,6 +1319,7 @@ impl RouteTable {
                 }
             }
         }
+        self.shrink_if_sparse();
         any
     }
 
@@ -1921,5 +1980,269 @@ mod tests {
         assert_eq!(n.targets, vec!["s:1".to_string()]);
         assert_eq!((n.min_broker_id, n.min_broker_addr.as_str()), (0, "m:1"));
         assert_eq!(n.ha_broker_addr.as_deref(), Some("ha:1"));
+    }
+
+    // ------------------------------------------------------------ one owner per address
+
+    #[test]
+    fn a_registration_at_another_names_address_takes_it_over_and_leaves_no_orphan() {
+        let mut t = table();
+        t.register_broker(
+            &req("c", "old", "a:1", 0, 0),
+            TopicsInput::Body(&body(1, &[("OldOnly", 6), ("Shared", 6)])),
+        );
+        t.register_broker(
+            &req("c", "peer", "p:1", 0, 0),
+            TopicsInput::Body(&body(1, &[("Shared", 6)])),
+        );
+        let r = t.register_broker(
+            &req("c", "new", "a:1", 0, 5),
+            TopicsInput::Body(&body(1, &[("NewOnly", 6)])),
+        );
+        let takeover = r.taken_over.expect("the address was old's");
+        assert_eq!(takeover.previous, unreg("c", "old", "a:1", 0));
+        assert_eq!(takeover.outcome.broker_groups_removed, 1);
+        assert_eq!(takeover.outcome.topics_removed, 1, "OldOnly");
+        assert!(r.first, "a new broker at that address");
+        // No group, queue entry, cluster member or route of the old owner survives.
+        assert!(t.broker_member_group("old").is_empty());
+        assert!(t.pickup_route("OldOnly").is_none());
+        let shared = t.pickup_route("Shared").unwrap();
+        assert_eq!(shared.queue_datas.len(), 1);
+        assert_eq!(shared.queue_datas[0].broker_name, "peer");
+        let info = t.cluster_info();
+        assert_eq!(info.cluster_addr_table["c"], vec!["new", "peer"]);
+        assert!(!info.broker_addr_table.contains_key("old"));
+        assert_eq!(t.live_broker_count(), 2);
+        // When the new owner leaves, nothing is left at the address.
+        let expired = t.expire_silent_brokers(1_000_000);
+        let requests: Vec<UnregisterRequest> = expired.into_iter().map(|e| e.request).collect();
+        t.unregister_batch(&requests);
+        assert_eq!(t.broker_group_count(), 0);
+        assert_eq!(t.topic_count(), 0);
+        assert_eq!(t.cluster_count(), 0);
+    }
+
+    #[test]
+    fn a_taken_over_group_with_other_addresses_keeps_them_and_its_topics() {
+        let mut t = table();
+        let b = body(1, &[("T", 6)]);
+        t.register_broker(&req("c", "old", "m:1", 0, 0), TopicsInput::Body(&b));
+        t.register_broker(&req("c", "old", "s:1", 1, 0), TopicsInput::Body(&b));
+        let r = t.register_broker(&req("c", "new", "s:1", 0, 0), TopicsInput::Body(&b));
+        let takeover = r.taken_over.unwrap();
+        assert_eq!(takeover.previous, unreg("c", "old", "s:1", 1));
+        assert_eq!(takeover.outcome.broker_groups_removed, 0);
+        assert_eq!(
+            t.broker_member_group("old"),
+            BTreeMap::from([(0, "m:1".to_string())])
+        );
+        let route = t.pickup_route("T").unwrap();
+        let mut groups: Vec<&str> = route
+            .broker_datas
+            .iter()
+            .map(|b| b.broker_name.as_str())
+            .collect();
+        groups.sort_unstable();
+        assert_eq!(groups, ["new", "old"]);
+    }
+
+    #[test]
+    fn an_unregistration_queued_before_a_takeover_leaves_the_new_owner_live() {
+        let mut t = table();
+        let mut old = req("c", "old", "a:1", 0, 0);
+        old.heartbeat_timeout_ms = Some(1_000);
+        t.register_broker(&old, TopicsInput::Body(&body(1, &[("T", 6)])));
+        let expired = t.expire_silent_brokers(5_000);
+        assert_eq!(expired.len(), 1, "queued for the batching thread");
+        t.register_broker(
+            &req("c", "new", "a:1", 0, 5_000),
+            TopicsInput::Body(&body(1, &[("U", 6)])),
+        );
+        // The old owner's unregistration comes back from the worker after the takeover.
+        let out = t.unregister_batch(&[expired[0].request.clone()]);
+        assert_eq!(out.brokers_removed, 0);
+        assert_eq!(t.live_broker_count(), 1);
+        assert!(t.registered_over("c", "a:1", "new", Some(1)));
+        assert!(t.pickup_route("U").is_some());
+        assert!(t.pickup_route("T").is_none());
+    }
+
+    #[test]
+    fn the_same_address_in_another_cluster_or_under_the_same_name_is_not_taken_over() {
+        let mut t = table();
+        let b = body(1, &[("T", 6)]);
+        t.register_broker(&req("c", "one", "a:1", 0, 0), TopicsInput::Body(&b));
+        let other_cluster = t.register_broker(&req("d", "two", "a:1", 0, 0), TopicsInput::Body(&b));
+        assert_eq!(other_cluster.taken_over, None);
+        let again = t.register_broker(&req("c", "one", "a:1", 0, 1), TopicsInput::Body(&b));
+        assert_eq!(again.taken_over, None);
+        assert_eq!(t.broker_group_count(), 2);
+        assert_eq!(t.live_broker_count(), 2);
+    }
+
+    #[test]
+    fn registered_over_names_the_connection_and_broker_of_a_live_entry() {
+        let mut t = table();
+        t.register_broker(
+            &req("c", "b", "a:1", 0, 0),
+            TopicsInput::Body(&body(1, &[])),
+        );
+        assert!(t.registered_over("c", "a:1", "b", Some(1)));
+        assert!(!t.registered_over("c", "a:1", "b", Some(2)));
+        assert!(!t.registered_over("c", "a:1", "b", None));
+        assert!(!t.registered_over("c", "a:1", "other", Some(1)));
+        assert!(!t.registered_over("d", "a:1", "b", Some(1)));
+        // A reconnected broker registers over its new connection, which then is its own.
+        let mut moved = req("c", "b", "a:1", 0, 1);
+        moved.conn = Some(2);
+        t.register_broker(&moved, TopicsInput::Unchanged);
+        assert!(t.registered_over("c", "a:1", "b", Some(2)));
+        assert!(!t.registered_over("c", "a:1", "b", Some(1)));
+    }
+
+    // ------------------------------------------------------------ bounds
+
+    fn bounds(max_brokers: usize, max_topics: usize, per_broker: usize) -> RouteBounds {
+        RouteBounds {
+            max_brokers,
+            max_topics,
+            max_topics_per_broker: per_broker,
+        }
+    }
+
+    #[test]
+    fn a_new_broker_address_past_max_brokers_is_refused_but_known_ones_are_not() {
+        let mut t = table();
+        let limit = bounds(2, 100, 100);
+        let empty = body(1, &[]);
+        for (name, addr) in [("b1", "a:1"), ("b2", "a:2")] {
+            let r = req("c", name, addr, 0, 0);
+            assert_eq!(
+                t.check_register_bounds(&r, TopicsInput::Body(&empty), &limit),
+                Ok(())
+            );
+            t.register_broker(&r, TopicsInput::Body(&empty));
+        }
+        let third = req("c", "b3", "a:3", 0, 0);
+        let refused = t.check_register_bounds(&third, TopicsInput::Body(&empty), &limit);
+        assert_eq!(refused, Err(BoundExceeded::Brokers { max: 2 }));
+        assert_eq!(
+            refused.unwrap_err().to_string(),
+            "maxBrokers reached: 2 brokers are registered; no new broker address until one leaves"
+        );
+        let known = req("c", "b1", "a:1", 0, 1);
+        assert_eq!(
+            t.check_register_bounds(&known, TopicsInput::Unchanged, &limit),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn only_topics_a_registration_adds_count_against_max_topics_and_per_broker() {
+        let mut t = table();
+        let limit = bounds(10, 3, 2);
+        let master = req("c", "g", "m:1", 0, 0);
+        let two = body(1, &[("A", 6), ("B", 6)]);
+        assert_eq!(
+            t.check_register_bounds(&master, TopicsInput::Body(&two), &limit),
+            Ok(())
+        );
+        t.register_broker(&master, TopicsInput::Body(&two));
+        // Re-registering the same topics adds nothing, even at the bound.
+        assert_eq!(
+            t.check_register_bounds(
+                &master,
+                TopicsInput::Body(&body(2, &[("A", 4), ("B", 4)])),
+                &limit
+            ),
+            Ok(())
+        );
+        let three = body(2, &[("A", 6), ("B", 6), ("C", 6)]);
+        assert_eq!(
+            t.check_register_bounds(&master, TopicsInput::Body(&three), &limit),
+            Err(BoundExceeded::TopicsPerBroker {
+                broker_name: "g".into(),
+                max: 2,
+                held: 2,
+                adding: 1
+            })
+        );
+        // Another group's new topics count against maxTopics (3 held at most).
+        let other = req("c", "h", "n:1", 0, 0);
+        let new_two = body(1, &[("C", 6), ("D", 6)]);
+        let refused = t.check_register_bounds(&other, TopicsInput::Body(&new_two), &limit);
+        assert_eq!(
+            refused.unwrap_err().to_string(),
+            "maxTopics reached: the registry holds 2 topics, this would add 2 (limit 3)"
+        );
+        // Taking on topics others hold already adds no topic.
+        let known = body(1, &[("A", 6), ("B", 6)]);
+        assert_eq!(
+            t.check_register_bounds(&other, TopicsInput::Body(&known), &limit),
+            Ok(())
+        );
+        // A slave's topics are not applied while the master is there: nothing to count.
+        let slave = req("c", "g", "s:1", 1, 0);
+        assert_eq!(
+            t.check_register_bounds(&slave, TopicsInput::Body(&three), &limit),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn register_topic_counts_a_new_topic_and_each_group_taking_it_on() {
+        let mut t = table();
+        let limit = bounds(10, 2, 2);
+        t.register_broker(
+            &req("c", "g", "m:1", 0, 0),
+            TopicsInput::Body(&body(1, &[("A", 6)])),
+        );
+        t.register_broker(
+            &req("c", "h", "n:1", 0, 0),
+            TopicsInput::Body(&body(1, &[("B", 6), ("C", 6)])),
+        );
+        let q = |name: &str| QueueData {
+            broker_name: name.into(),
+            read_queue_nums: 1,
+            write_queue_nums: 1,
+            perm: 6,
+            topic_sys_flag: 0,
+        };
+        assert!(matches!(
+            t.check_topic_bounds("New", &[q("g")], &limit),
+            Err(BoundExceeded::Topics { held: 3, .. })
+        ));
+        assert_eq!(t.check_topic_bounds("B", &[q("g")], &limit), Ok(()));
+        assert!(matches!(
+            t.check_topic_bounds("A", &[q("h")], &limit),
+            Err(BoundExceeded::TopicsPerBroker { held: 2, .. })
+        ));
+        assert_eq!(t.check_topic_bounds("A", &[q("g")], &limit), Ok(()));
+    }
+
+    #[test]
+    fn a_mass_removal_hands_the_topic_table_memory_back() {
+        let mut t = table();
+        let names: Vec<String> = (0..20_000).map(|i| format!("T{i}")).collect();
+        let topics: Vec<(&str, i32)> = names.iter().map(|n| (n.as_str(), 6)).collect();
+        t.register_broker(
+            &req("c", "big", "a:1", 0, 0),
+            TopicsInput::Body(&body(1, &topics)),
+        );
+        t.register_broker(
+            &req("c", "small", "b:1", 0, 0),
+            TopicsInput::Body(&body(1, &[("Kept", 6)])),
+        );
+        let full = t.topics.capacity();
+        assert!(full >= 20_001);
+        t.unregister_batch(&[unreg("c", "big", "a:1", 0)]);
+        assert_eq!(t.topic_count(), 1);
+        assert!(
+            t.topics.capacity() < 64,
+            "{} slots kept for one topic",
+            t.topics.capacity()
+        );
+        assert!(t.pickup_route("Kept").is_some());
     }
 }

@@ -16,6 +16,9 @@
 //!   brokers (closed, as Java does);
 //! * role-change notifications (1008) sent oneway from a thread of their own ([`notifier`]),
 //!   on connections kept open a while as Java's client keeps them;
+//! * the links to the other controller nodes ([`peers`]): frames with the peers' private code,
+//!   and every frame on a connection the link owns, go to it; payloads it accepts go to the
+//!   controller, the controller's outgoing messages to it;
 //! * the stop: the drain waits for writes in flight, then the writer is joined.
 
 use super::{os_message, StartError};
@@ -26,6 +29,7 @@ use crate::event_loop::{ConnId, Ctx, EventLoop, Handler, ListenerTag, LoopWaker,
 use crate::remoting::command::{RemotingCommand, SerializeType};
 use crossbeam_channel::TrySendError;
 use log::{error, info, warn};
+use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -45,6 +49,10 @@ const SCAN_INACTIVE_MASTER_TIMER: TimerId = TimerId(13);
 const FIRST_SCAN_DELAY_MS: u64 = 2_000;
 
 mod notifier;
+mod peers;
+
+pub(super) use peers::PeerConnData;
+use peers::{PeerFrame, PeerLinks, PeerSetup};
 
 /// Notifications waiting for the sending thread (one per broker of an election).
 const NOTIFY_QUEUE: usize = 4_096;
@@ -141,6 +149,10 @@ pub(super) struct ControllerPort {
     notifications: Option<notifier::Notifier>,
     next_notify_opaque: i32,
     senders: Vec<JoinHandle<()>>,
+    /// The links to the other controller nodes (none for a single node).
+    links: PeerLinks,
+    /// Messages for peers, as the controller hands them over (kept to reuse its allocation).
+    peer_outbox: Vec<(u64, Vec<u8>)>,
 }
 
 impl ControllerPort {
@@ -166,6 +178,9 @@ impl ControllerPort {
         })?;
         config.set_bound_port(local_addr.port());
         let settings = config.settings().clone();
+        let links = PeerLinks::new(PeerSetup::from_config(&config)).map_err(|e| {
+            StartError::Controller(format!("cannot start the peer resolver thread: {e}"))
+        })?;
         let news = Arc::new(LogNews {
             pending: AtomicBool::new(false),
             waker: event_loop.waker(),
@@ -186,6 +201,8 @@ impl ControllerPort {
             notifications: Some(notifications),
             next_notify_opaque: 0,
             senders,
+            links,
+            peer_outbox: Vec::new(),
         })
     }
 
@@ -200,7 +217,9 @@ impl ControllerPort {
         )
     }
 
-    pub(super) fn arm_timers<C>(&mut self, ctx: &mut Ctx<C>) {
+    /// The controller's timers, and the peer links' first dials.
+    pub(super) fn arm_timers<C: PeerConnData>(&mut self, ctx: &mut Ctx<C>) {
+        self.links.start(ctx);
         let now = ctx.now_ms();
         ctx.set_timer(SCAN_NOT_ACTIVE_TIMER, now + FIRST_SCAN_DELAY_MS);
         ctx.set_timer(
@@ -217,6 +236,9 @@ impl ControllerPort {
         conn: ConnId,
         cmd: &RemotingCommand,
     ) -> Next {
+        if cmd.code == peers::PEER_CODE || self.links.owns(conn) {
+            return self.on_peer_frame(ctx, conn, cmd);
+        }
         let ticket = Ticket {
             conn,
             opaque: cmd.opaque,
@@ -242,9 +264,48 @@ impl ControllerPort {
         Next::Continue
     }
 
+    /// A frame for the peer link (see [`peers`]).
+    fn on_peer_frame<C>(&mut self, ctx: &mut Ctx<C>, conn: ConnId, cmd: &RemotingCommand) -> Next {
+        match self.links.on_frame(ctx, conn, cmd) {
+            PeerFrame::Payload { from, payload } => {
+                self.on_peer_payload(ctx, from, &payload);
+                Next::Continue
+            }
+            PeerFrame::Handled => Next::Continue,
+            PeerFrame::Close => Next::Close,
+        }
+    }
+
+    /// A payload from an authenticated peer: the controller's Raft node takes it.
+    ///
+    /// Issue 16 part A wires the call here, then `deliver` (which also sends what the
+    /// controller has for peers):
+    /// `self.controller.on_peer_message(from, payload, ctx.now_ms(), &mut self.replies);`
+    fn on_peer_payload<C>(&mut self, ctx: &mut Ctx<C>, from: u64, payload: &[u8]) {
+        log::debug!(
+            "controller peers: {} bytes from node {from} (no Raft node to take them yet)",
+            payload.len()
+        );
+        self.deliver(ctx);
+    }
+
+    /// An outbound connection (the peer link's) was established or failed.
+    pub(super) fn on_connected<C>(
+        &mut self,
+        ctx: &mut Ctx<C>,
+        conn: ConnId,
+        result: io::Result<()>,
+    ) {
+        self.links.on_connected(ctx, conn, &result);
+    }
+
     /// A connection on the controller port closed: the brokers that heartbeated on it are
-    /// inactive now (an inactive master starts an election).
+    /// inactive now (an inactive master starts an election). A peer link's connection is the
+    /// link's alone.
     pub(super) fn on_close<C>(&mut self, ctx: &mut Ctx<C>, conn: ConnId) {
+        if self.links.on_closed(ctx, conn) {
+            return;
+        }
         let now = ctx.now_ms();
         self.controller
             .connection_closed(ConnRef(conn.index() as u64), now, &mut self.replies);
@@ -252,7 +313,10 @@ impl ControllerPort {
     }
 
     /// Handles the controller's timers; false for a timer that is not one of them.
-    pub(super) fn on_timer<C>(&mut self, ctx: &mut Ctx<C>, timer: TimerId) -> bool {
+    pub(super) fn on_timer<C: PeerConnData>(&mut self, ctx: &mut Ctx<C>, timer: TimerId) -> bool {
+        if self.links.on_timer(ctx, timer) {
+            return true;
+        }
         let now = ctx.now_ms();
         match timer {
             DEADLINE_TIMER => {
@@ -313,6 +377,7 @@ impl ControllerPort {
             }
         }
         self.send_notifications();
+        self.send_peer_messages(ctx);
         let next = self.controller.next_deadline_ms();
         if next != self.deadline_armed {
             match next {
@@ -320,6 +385,16 @@ impl ControllerPort {
                 None => ctx.cancel_timer(DEADLINE_TIMER),
             }
             self.deadline_armed = next;
+        }
+    }
+
+    /// What the controller's Raft node has for its peers goes out on the links.
+    ///
+    /// Issue 16 part A wires the call here, before the sends:
+    /// `self.controller.take_peer_messages(&mut self.peer_outbox);`
+    fn send_peer_messages<C>(&mut self, ctx: &mut Ctx<C>) {
+        if !self.peer_outbox.is_empty() {
+            self.links.send_all(ctx, &mut self.peer_outbox);
         }
     }
 
@@ -355,8 +430,10 @@ impl ControllerPort {
             controller,
             notifications,
             senders,
+            links,
             ..
         } = self;
+        links.shutdown();
         let unanswered = controller.shutdown().len();
         if unanswered > 0 {
             warn!("controller stopped with {unanswered} request(s) unanswered");

@@ -13,11 +13,15 @@
 //!   per turn, and expired brokers' connections are closed a chunk per turn.
 //! * **Unregistrations** come back from the batching thread and are applied in chunks, within
 //!   the same time budget as registrations.
+//! * **Deferred answers.** A KV change or config update is answered once the durable writer
+//!   has it on disk: its connection is held meanwhile, and the answers are written when the
+//!   writer's wake-up brings them (`answer_durable_writes`).
 //! * **Heap trimming** after bursts, **settings refresh** after UPDATE_NAMESRV_CONFIG, the
 //!   loop's counters for the stats extension, and a `catch_unwind` around every request.
 //! * **The embedded Controller** (`enableControllerInNamesrv`, feature `controller`): its own
 //!   listener on this loop, handled in [`controller_port`]; this handler only routes that
-//!   listener's frames, closes and timers there.
+//!   listener's frames, closes and timers there, and those of the connections the controller's
+//!   peer link opens (every connection not on the name server's listener).
 
 use crate::config::NamesrvConfig;
 use crate::event_loop::oneway;
@@ -51,7 +55,7 @@ mod controller_port;
 #[path = "no_controller_port.rs"]
 mod controller_port;
 
-use controller_port::ControllerPort;
+use controller_port::{ControllerPort, PeerConnData};
 
 /// The name server's listener (the controller's is `controller_port::LISTENER`).
 const NAMESRV_LISTENER: ListenerTag = ListenerTag(0);
@@ -415,8 +419,18 @@ struct PeerState {
     /// Whether a request has been decoded on this connection yet (the first one says
     /// whether the peer is a broker or a client).
     seen_request: bool,
-    /// Accepted on the controller's listener: its frames and its close are the controller's.
+    /// Accepted on the controller's listener, or opened by its peer link: its frames and its
+    /// close are the controller's.
     controller_port: bool,
+}
+
+impl PeerConnData for PeerState {
+    fn peer_link() -> PeerState {
+        PeerState {
+            seen_request: false,
+            controller_port: true,
+        }
+    }
 }
 
 /// A REGISTER_BROKER waiting for its turn.
@@ -467,6 +481,8 @@ struct NameServer {
 impl NameServer {
     fn new(config: NamesrvConfig, kv: KvStore, waker: LoopWaker) -> io::Result<NameServer> {
         let capacity = config.un_register_broker_queue_capacity.max(1) as usize;
+        let wake = waker.clone();
+        let (durable, kv_writer) = kv.spawn_writer("kv-writer", Box::new(move || wake.wake()))?;
         let (unregistrations, unregister_batches, batcher) =
             event_loop::spawn_batcher("unregister-worker", capacity, waker)?;
         let (notifications, sender) =
@@ -475,6 +491,7 @@ impl NameServer {
         let outbox = Outbox {
             unregistrations,
             notifications,
+            durable,
         };
         Ok(NameServer {
             processor: Processor::new(config, kv, outbox),
@@ -487,7 +504,7 @@ impl NameServer {
             buffered_peak: 0,
             next_trim_ms: 0,
             descriptors: None,
-            threads: vec![batcher, sender],
+            threads: vec![batcher, sender, kv_writer],
             controller: None,
         })
     }
@@ -534,6 +551,7 @@ impl NameServer {
             conn: Some(conn.index()),
             peer: ctx.peer(conn),
             now_ms: ctx.now_ms(),
+            reply_to: Some(conn),
         };
         let counters = server_counters(ctx.stats());
         let Some(out) = ctx.write_buf(conn) else {
@@ -549,7 +567,26 @@ impl NameServer {
         if effects.config_changed {
             self.refresh_settings(ctx);
         }
+        if effects.deferred {
+            // Answered by answer_durable_writes; later frames wait so replies keep their order.
+            return Next::Hold;
+        }
         Next::Continue
+    }
+
+    /// Answers the requests whose change the durable writer has finished (KV changes, config
+    /// updates); each answered connection may send its next frames.
+    fn answer_durable_writes(&mut self, ctx: &mut Ctx<PeerState>) {
+        let (replies, effects) = self.processor.finish_durable_writes();
+        for reply in replies {
+            if let Some(out) = ctx.write_buf(reply.conn) {
+                out.extend_from_slice(&reply.frame);
+            }
+            ctx.release(reply.conn);
+        }
+        if effects.config_changed {
+            self.refresh_settings(ctx);
+        }
     }
 
     /// A REGISTER_BROKER: queued (holding the connection's later frames), or answered
@@ -621,6 +658,7 @@ impl NameServer {
                 conn: Some(q.conn.index()),
                 peer: Some(peer),
                 now_ms: ctx.now_ms(),
+                reply_to: Some(q.conn),
             };
             let counters = server_counters(ctx.stats());
             let Some(out) = ctx.write_buf(q.conn) else {
@@ -680,11 +718,13 @@ impl NameServer {
     }
 
     /// After a registration burst, a mass unregistration, or connections that buffered much
-    /// (large frames, unread replies), once the queues and buffers are back to their usual
+    /// (large frames, unread replies), or tables shrunk by removals, once the queues and buffers are back to their usual
     /// size, hands the freed heap back to the OS (at most once a second), so RSS follows the
     /// tables rather than the burst's peak.
     fn trim_heap_after_bursts(&mut self, ctx: &mut Ctx<PeerState>) {
         let now_ms = ctx.now_ms();
+        // What the tables freed (removed brokers and topics) counts like traffic.
+        self.bytes_since_trim += self.processor.take_freed_bytes();
         let buffered = ctx.stats().buffered_bytes;
         self.buffered_peak = self.buffered_peak.max(ctx.take_buffered_peak());
         let buffers_drained =
@@ -734,7 +774,8 @@ impl Handler for NameServer {
             }
         };
         if let Some(port) = self.controller.as_mut() {
-            if ctx.listener(conn) == Some(controller_port::LISTENER) {
+            // The controller's listener, and the connections its peer link opened.
+            if ctx.listener(conn) != Some(NAMESRV_LISTENER) {
                 return port.on_frame(ctx, conn, &cmd);
             }
         }
@@ -755,6 +796,13 @@ impl Handler for NameServer {
             return self.admit_registration(ctx, conn, cmd);
         }
         self.handle_now(ctx, conn, &cmd)
+    }
+
+    /// Only the controller's peer link opens connections.
+    fn on_connected(&mut self, ctx: &mut Ctx<PeerState>, conn: ConnId, result: io::Result<()>) {
+        if let Some(port) = self.controller.as_mut() {
+            port.on_connected(ctx, conn, result);
+        }
     }
 
     /// Every broker that registered over the connection is unregistered (on the controller's
@@ -786,9 +834,12 @@ impl Handler for NameServer {
         !self.registration_queue_full()
     }
 
-    /// The paced work of a turn: registrations, then unregistrations (sharing one time
-    /// budget), expiry, heap trimming; and what the controller's log writer finished.
+    /// The paced work of a turn: answers of durable writes, registrations, then
+    /// unregistrations (sharing one time budget), expiry, heap trimming; and what the
+    /// controller's log writer finished. Writes in flight are work pending only while stopping
+    /// (otherwise the writer's wake-up ends the poll).
     fn before_sleep(&mut self, ctx: &mut Ctx<PeerState>) -> bool {
+        self.answer_durable_writes(ctx);
         let controller_busy = match self.controller.as_mut() {
             Some(port) => port.before_sleep(ctx),
             None => false,
@@ -804,6 +855,7 @@ impl Handler for NameServer {
             || self.expiry.in_progress
             || self.expiry.scan_due
             || !self.expiry.conns_to_close.is_empty()
+            || (ctx.is_stopping() && self.processor.writes_in_flight() > 0)
     }
 }
 

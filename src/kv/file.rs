@@ -1,0 +1,248 @@
+//! The KV file: Java's `KVConfigSerializeWrapper` shape, `{"configTable":{ns:{k:v}}}`
+//! (PROTOCOL.md §7), read strictly at start and written compact, as Java's `toJson(false)`.
+//!
+//! Each namespace is encoded once per change, as the GET_KVLIST_BY_NAMESPACE body
+//! `{"table":{...}}`; the file is assembled from the inner part of those bodies, so a write
+//! re-encodes only the namespaces that changed and the loop answers 219 with the same bytes.
+
+use super::{Entries, Namespace, Text};
+use crate::durable_file::sibling;
+use crate::remoting::json::{self, Value};
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// What every namespace body starts with; the rest but the closing brace is its table.
+const BODY_PREFIX: &[u8] = b"{\"table\":";
+
+#[derive(Debug)]
+pub enum KvError {
+    /// The file exists but could not be read.
+    Io(PathBuf, io::Error),
+    /// The file does not hold a KV config and no usable backup replaced it.
+    Corrupt {
+        path: PathBuf,
+        reason: String,
+        /// What happened with `<path>.bak`.
+        backup: String,
+    },
+}
+
+impl fmt::Display for KvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KvError::Io(path, err) => write!(f, "cannot read KV config {}: {err}", path.display()),
+            KvError::Corrupt {
+                path,
+                reason,
+                backup,
+            } => write!(
+                f,
+                "KV config {} is corrupt ({reason}) and {backup}",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for KvError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            KvError::Io(_, err) => Some(err),
+            KvError::Corrupt { .. } => None,
+        }
+    }
+}
+
+/// The namespaces as read from a file.
+pub(super) type Table = BTreeMap<Text, Namespace>;
+
+/// What reading one candidate file gave.
+enum Loaded {
+    Missing,
+    /// Present but 0 bytes (or only whitespace): Java's loader treats it as no content.
+    Empty,
+    Table(Table),
+    Corrupt(String),
+}
+
+fn load(path: &Path) -> Result<Loaded, KvError> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Loaded::Missing),
+        Err(e) => return Err(KvError::Io(path.to_path_buf(), e)),
+    };
+    if bytes.iter().all(|b| b.is_ascii_whitespace()) {
+        return Ok(Loaded::Empty);
+    }
+    Ok(match decode_file(&bytes) {
+        Ok(table) => Loaded::Table(table),
+        Err(reason) => Loaded::Corrupt(reason),
+    })
+}
+
+/// Reads `{"configTable":{ns:{k:v}}}`. A missing or null `configTable` is an empty store;
+/// anything that is not that shape is corrupt.
+fn decode_file(bytes: &[u8]) -> Result<Table, String> {
+    // The file is our own (or Java's) output, so strings may be as long as the file.
+    let limits = json::Limits {
+        max_string_len: bytes.len(),
+        ..json::Limits::default()
+    };
+    let root = json::parse_with(bytes, &limits).map_err(|e| e.to_string())?;
+    if root.as_object().is_none() {
+        return Err("top level is not a JSON object".to_string());
+    }
+    let mut table = Table::new();
+    let namespaces = match root.get("configTable") {
+        None | Some(Value::Null) => return Ok(table),
+        Some(Value::Object(namespaces)) => namespaces,
+        Some(_) => return Err("\"configTable\" is not an object".to_string()),
+    };
+    for (namespace, entries) in namespaces {
+        let entries = match entries {
+            Value::Null => continue,
+            Value::Object(entries) => entries,
+            _ => return Err(format!("namespace {namespace:?} is not an object")),
+        };
+        let mut decoded = Entries::new();
+        for (key, value) in entries {
+            // fastjson reads a non-string into a String field as its text; null means absent.
+            if !value.is_null() {
+                decoded.insert(Arc::from(key.as_str()), Arc::from(value.to_text()));
+            }
+        }
+        // A namespace repeated in the file: its entries are merged, as before.
+        let ns = table.entry(Arc::from(namespace.as_str())).or_default();
+        ns.entries.extend(decoded);
+    }
+    for ns in table.values_mut() {
+        ns.body = encode_body(&ns.entries);
+    }
+    Ok(table)
+}
+
+/// Loads the store persisted at `path`. A missing file is an empty store. A corrupt file (or
+/// an empty one while a `.bak` exists) is replaced by `<path>.bak` if that parses; otherwise
+/// this fails, so the server refuses to start rather than lose data.
+pub(super) fn open(path: &Path) -> Result<Table, KvError> {
+    let bak = sibling(path, ".bak");
+    let mut main_was_empty = false;
+    let reason = match load(path)? {
+        Loaded::Table(table) => return Ok(table),
+        Loaded::Missing => return open_backup_of_missing(path, &bak),
+        Loaded::Empty => {
+            main_was_empty = true;
+            "the file is empty".to_string()
+        }
+        Loaded::Corrupt(reason) => reason,
+    };
+    log::error!(
+        "KV config {} is unusable ({reason}); trying its backup {}",
+        path.display(),
+        bak.display()
+    );
+    let corrupt = |backup: String| KvError::Corrupt {
+        path: path.to_path_buf(),
+        reason: reason.clone(),
+        backup,
+    };
+    match load(&bak) {
+        Ok(Loaded::Table(table)) => {
+            log::warn!(
+                "KV config {} is unusable ({reason}); loaded its backup {} instead",
+                path.display(),
+                bak.display()
+            );
+            Ok(table)
+        }
+        // An empty file with nothing behind it is what Java would load as an empty store.
+        Ok(Loaded::Missing) if main_was_empty => Ok(Table::new()),
+        Ok(Loaded::Missing) => Err(corrupt(format!("there is no backup {}", bak.display()))),
+        Ok(Loaded::Empty) => Err(corrupt(format!("its backup {} is empty", bak.display()))),
+        Ok(Loaded::Corrupt(bak_reason)) => Err(corrupt(format!(
+            "its backup {} is corrupt too ({bak_reason})",
+            bak.display()
+        ))),
+        Err(e) => Err(corrupt(format!("its backup could not be read: {e}"))),
+    }
+}
+
+/// The main file is missing: Java's string2File deletes the file before renaming the new one
+/// in, so a crash there leaves only the backup.
+fn open_backup_of_missing(path: &Path, bak: &Path) -> Result<Table, KvError> {
+    match load(bak)? {
+        Loaded::Table(table) => {
+            log::warn!(
+                "KV config {} is missing; loaded its backup {}",
+                path.display(),
+                bak.display()
+            );
+            Ok(table)
+        }
+        Loaded::Missing | Loaded::Empty => Ok(Table::new()),
+        Loaded::Corrupt(bak_reason) => Err(KvError::Corrupt {
+            path: path.to_path_buf(),
+            reason: "the file is missing".to_string(),
+            backup: format!("its backup {} is corrupt too ({bak_reason})", bak.display()),
+        }),
+    }
+}
+
+/// The GET_KVLIST_BY_NAMESPACE body of one namespace, `{"table":{"k":"v",...}}`, compact with
+/// fastjson's default escaping (non-ASCII raw).
+pub(super) fn encode_body(entries: &Entries) -> Bytes {
+    let size: usize = entries.iter().map(|(k, v)| k.len() + v.len() + 6).sum();
+    let mut out = Vec::with_capacity(BODY_PREFIX.len() + size + 3);
+    out.extend_from_slice(BODY_PREFIX);
+    out.push(b'{');
+    for (i, (key, value)) in entries.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        json::write_key(&mut out, key);
+        json::write_str(&mut out, value);
+    }
+    out.extend_from_slice(b"}}");
+    Bytes::from(out)
+}
+
+/// The `{...}` table inside a namespace body.
+fn table_part(body: &[u8]) -> &[u8] {
+    match body.len() {
+        n if n > BODY_PREFIX.len() => &body[BODY_PREFIX.len()..n - 1],
+        _ => b"{}",
+    }
+}
+
+/// Each namespace's `"ns":` (after a comma but for the first): what goes between the bodies.
+pub(super) fn namespace_keys(table: &Table) -> Vec<Vec<u8>> {
+    table
+        .keys()
+        .enumerate()
+        .map(|(i, namespace)| {
+            let mut key = Vec::with_capacity(namespace.len() + 4);
+            if i > 0 {
+                key.push(b',');
+            }
+            json::write_key(&mut key, namespace);
+            key
+        })
+        .collect()
+}
+
+/// The file content, `{"configTable":{"ns":{"k":"v"}}}`, as consecutive parts borrowed from
+/// the namespaces' bodies (written without copying the whole file into one buffer).
+pub(super) fn file_parts<'a>(table: &'a Table, keys: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
+    let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * table.len() + 2);
+    parts.push(b"{\"configTable\":{");
+    for (key, ns) in keys.iter().zip(table.values()) {
+        parts.push(key);
+        parts.push(table_part(&ns.body));
+    }
+    parts.push(b"}}");
+    parts
+}

@@ -1,0 +1,440 @@
+//! The KV config store: namespace -> (key -> value), all strings, persisted to `kvConfigPath`
+//! in Java's `KVConfigSerializeWrapper` format (PROTOCOL.md §7).
+//!
+//! It backs PUT_KV_CONFIG (100), GET_KV_CONFIG (101), DELETE_KV_CONFIG (102) and
+//! GET_KVLIST_BY_NAMESPACE (219); the route code reads the `ORDER_TOPIC_CONFIG` namespace.
+//!
+//! Shaped for one event loop that must never wait for a disk:
+//! * [`KvStore`] is what the loop holds: the table as it is **on disk** (reads answer from it),
+//!   each namespace with its encoded 219 body, and the accounting of changes in flight.
+//!   A change is checked against the limits ([`KvLimits`]) and becomes a [`Change`] for the
+//!   writer; it becomes visible only when the writer reports it durable ([`KvStore::apply`]),
+//!   so nothing a client reads can be lost by a crash, and a failed write has nothing to undo
+//!   here. A client whose put is in flight cannot read before its answer (its connection is
+//!   held); other clients read the previous value until then, which is a valid order for a
+//!   request that has not been answered yet. (Java answers reads from memory at once, before
+//!   its write; a value it serves may then be lost.)
+//! * [`writer`] is the thread that writes the file, several changes per write.
+//! * [`file`] is the format: loading (strict about damage: a corrupt file falls back to
+//!   `.bak`, and if that fails too the server refuses to start rather than start empty and
+//!   make that permanent with the next write) and encoding.
+//!
+//! Limits count keys and namespaces as entries, and key, value and namespace lengths as bytes.
+//! Changes in flight count as if they succeed (a put as growth over the value on disk, a
+//! delete as nothing), so the table never passes a limit whatever the writer reports; and the
+//! bytes waiting for the writer are bounded too, so a slow disk cannot make the loop hold
+//! unbounded memory.
+//!
+//! BTreeMaps keep namespaces and keys sorted, so the file and the 219 body are stable.
+
+mod file;
+mod writer;
+
+pub use file::KvError;
+pub use writer::{Commit, Done, DurableWriter, FileWrite, Job, WriterGone};
+
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Strings of the table, shared between the loop, the writer and the changes in flight.
+pub type Text = Arc<str>;
+
+/// One namespace's entries.
+pub type Entries = BTreeMap<Text, Text>;
+
+/// One namespace: its entries and its GET_KVLIST_BY_NAMESPACE body (whose inner part is the
+/// namespace's piece of the file).
+#[derive(Debug, Clone, Default)]
+pub struct Namespace {
+    pub entries: Entries,
+    pub body: Bytes,
+}
+
+/// What the store may hold (config rows `kvMax*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvLimits {
+    /// Bytes of a namespace or a key.
+    pub max_key_length: usize,
+    /// Bytes of a value.
+    pub max_value_length: usize,
+    /// Keys plus namespaces.
+    pub max_entries: usize,
+    /// Bytes of all namespaces, keys and values; also the bound on bytes waiting for the disk.
+    pub max_total_bytes: usize,
+}
+
+impl Default for KvLimits {
+    fn default() -> Self {
+        KvLimits {
+            max_key_length: 1024,
+            max_value_length: 16 * 1024,
+            max_entries: 100_000,
+            max_total_bytes: 16 << 20,
+        }
+    }
+}
+
+/// Why a change was refused; nothing was changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KvRefusal {
+    /// A namespace, key or value longer than its limit.
+    TooLong {
+        what: &'static str,
+        len: usize,
+        limit: usize,
+        setting: &'static str,
+    },
+    /// The store holds `kvMaxEntries` entries.
+    TooManyEntries { limit: usize },
+    /// The store would pass `kvMaxTotalBytes`.
+    TooManyBytes { would_be: usize, limit: usize },
+    /// `kvMaxTotalBytes` of changes already wait for the disk: a transient overload.
+    Busy { waiting: usize, limit: usize },
+}
+
+impl KvRefusal {
+    /// Whether trying again later may succeed (answered SYSTEM_BUSY rather than an error).
+    pub fn is_busy(&self) -> bool {
+        matches!(self, KvRefusal::Busy { .. })
+    }
+}
+
+impl fmt::Display for KvRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KvRefusal::TooLong {
+                what,
+                len,
+                limit,
+                setting,
+            } => write!(
+                f,
+                "KV {what} too long: {len} bytes, the limit is {limit} ({setting})"
+            ),
+            KvRefusal::TooManyEntries { limit } => write!(
+                f,
+                "KV store full: it holds {limit} entries, the limit (kvMaxEntries; keys and \
+                 namespaces count); delete some first"
+            ),
+            KvRefusal::TooManyBytes { would_be, limit } => write!(
+                f,
+                "KV store full: this put would take it to {would_be} bytes, over the limit of \
+                 {limit} (kvMaxTotalBytes); delete some first"
+            ),
+            KvRefusal::Busy { waiting, limit } => write!(
+                f,
+                "[OVERLOAD] {waiting} bytes of KV changes are waiting for the disk (the limit \
+                 is kvMaxTotalBytes, {limit}); try again later"
+            ),
+        }
+    }
+}
+
+/// One change for the writer: a put or a delete of one key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub namespace: Text,
+    pub key: Text,
+    pub op: Op,
+    /// What it counts for while in flight.
+    charge: Charge,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    Put(Text),
+    Delete,
+}
+
+/// A change's share of the in-flight accounting, given back when it is done.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Charge {
+    /// Its size (namespace + key + value), for the bound on bytes waiting for the disk.
+    bytes: usize,
+    /// What it adds to the store's bytes if it succeeds (0 for deletes and shrinking puts).
+    growth: usize,
+    /// Keys and namespaces it creates if it succeeds.
+    new_entries: usize,
+}
+
+/// Entries and bytes (of the table on disk, or of the changes in flight).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub entries: usize,
+    pub bytes: usize,
+}
+
+/// The KV table the loop answers from, and the changes it has handed to the writer.
+#[derive(Debug)]
+pub struct KvStore {
+    path: PathBuf,
+    namespaces: BTreeMap<Text, Namespace>,
+    /// Of `namespaces`.
+    usage: Usage,
+    /// Sums of the charges of the changes in flight.
+    in_flight: Charge,
+    in_flight_changes: usize,
+    limits: KvLimits,
+}
+
+impl KvStore {
+    /// Loads the store persisted at `path` (see [`file`] for what a damaged file does).
+    pub fn open(path: &Path) -> Result<KvStore, KvError> {
+        file::open(path).map(|table| KvStore::with_table(path, table))
+    }
+
+    fn with_table(path: &Path, namespaces: BTreeMap<Text, Namespace>) -> KvStore {
+        let mut usage = Usage::default();
+        for (name, ns) in &namespaces {
+            usage.entries += 1 + ns.entries.len();
+            usage.bytes += name.len()
+                + ns.entries
+                    .iter()
+                    .map(|(k, v)| k.len() + v.len())
+                    .sum::<usize>();
+        }
+        KvStore {
+            path: path.to_path_buf(),
+            namespaces,
+            usage,
+            in_flight: Charge::default(),
+            in_flight_changes: 0,
+            limits: KvLimits::default(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Starts the writer thread for this store's file, with a copy of its table.
+    pub fn spawn_writer(
+        &self,
+        name: &str,
+        wake: Box<dyn Fn() + Send>,
+    ) -> std::io::Result<(DurableWriter, std::thread::JoinHandle<()>)> {
+        writer::spawn_writer(name, &self.path, self.namespaces.clone(), wake)
+    }
+
+    pub fn limits(&self) -> KvLimits {
+        self.limits
+    }
+
+    /// New limits apply to the next changes; what the store holds stays.
+    pub fn set_limits(&mut self, limits: KvLimits) {
+        self.limits = limits;
+    }
+
+    /// Entries and bytes on disk.
+    pub fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    /// Changes handed to the writer and not reported yet.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight_changes
+    }
+
+    pub fn get(&self, namespace: &str, key: &str) -> Option<&str> {
+        self.namespaces
+            .get(namespace)?
+            .entries
+            .get(key)
+            .map(|v| &**v)
+    }
+
+    pub fn namespace(&self, namespace: &str) -> Option<&Entries> {
+        self.namespaces.get(namespace).map(|ns| &ns.entries)
+    }
+
+    /// The GET_KVLIST_BY_NAMESPACE body, `{"table":{"k":"v",...}}`; None if the namespace
+    /// does not exist (Java answers QUERY_NOT_FOUND then).
+    pub fn namespace_body(&self, namespace: &str) -> Option<Bytes> {
+        self.namespaces.get(namespace).map(|ns| ns.body.clone())
+    }
+
+    /// Checks a put against the limits and counts it in flight. `Ok(None)`: nothing to write
+    /// (the value is already on disk and nothing is in flight), answer at once.
+    pub fn prepare_put(
+        &mut self,
+        namespace: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<Option<Change>, KvRefusal> {
+        let limits = self.limits;
+        check_len(
+            "namespace",
+            namespace,
+            limits.max_key_length,
+            "kvMaxKeyLength",
+        )?;
+        check_len("key", key, limits.max_key_length, "kvMaxKeyLength")?;
+        check_len("value", value, limits.max_value_length, "kvMaxValueLength")?;
+        let existing = self.get(namespace, key);
+        if self.in_flight_changes == 0 && existing == Some(value) {
+            return Ok(None);
+        }
+        let new_namespace = !self.namespaces.contains_key(namespace);
+        let entry_bytes = key.len() + value.len();
+        let charge = Charge {
+            bytes: namespace.len() + entry_bytes,
+            growth: entry_bytes.saturating_sub(existing.map_or(0, |v| key.len() + v.len()))
+                + if new_namespace { namespace.len() } else { 0 },
+            new_entries: usize::from(existing.is_none()) + usize::from(new_namespace),
+        };
+        if charge.new_entries > 0
+            && self.usage.entries + self.in_flight.new_entries + charge.new_entries
+                > limits.max_entries
+        {
+            return Err(KvRefusal::TooManyEntries {
+                limit: limits.max_entries,
+            });
+        }
+        let would_be = self.usage.bytes + self.in_flight.growth + charge.growth;
+        if charge.growth > 0 && would_be > limits.max_total_bytes {
+            return Err(KvRefusal::TooManyBytes {
+                would_be,
+                limit: limits.max_total_bytes,
+            });
+        }
+        self.charge(namespace, key, Op::Put(Arc::from(value)), charge)
+            .map(Some)
+    }
+
+    /// Counts a delete in flight. `Ok(None)`: there is nothing to delete and nothing in
+    /// flight, answer at once (Java answers success then too). Never refused by the size
+    /// limits: deleting is how a full store gets room again.
+    pub fn prepare_delete(
+        &mut self,
+        namespace: &str,
+        key: &str,
+    ) -> Result<Option<Change>, KvRefusal> {
+        if self.in_flight_changes == 0 && self.get(namespace, key).is_none() {
+            return Ok(None);
+        }
+        let charge = Charge {
+            bytes: namespace.len() + key.len(),
+            ..Charge::default()
+        };
+        self.charge(namespace, key, Op::Delete, charge).map(Some)
+    }
+
+    fn charge(
+        &mut self,
+        namespace: &str,
+        key: &str,
+        op: Op,
+        charge: Charge,
+    ) -> Result<Change, KvRefusal> {
+        let waiting = self.in_flight.bytes + charge.bytes;
+        // One change may always wait, however large, so that progress never stops.
+        if self.in_flight_changes > 0 && waiting > self.limits.max_total_bytes {
+            return Err(KvRefusal::Busy {
+                waiting: self.in_flight.bytes,
+                limit: self.limits.max_total_bytes,
+            });
+        }
+        self.in_flight.bytes += charge.bytes;
+        self.in_flight.growth += charge.growth;
+        self.in_flight.new_entries += charge.new_entries;
+        self.in_flight_changes += 1;
+        Ok(Change {
+            namespace: Arc::from(namespace),
+            key: Arc::from(key),
+            op,
+            charge,
+        })
+    }
+
+    /// A change that never reached the writer: it no longer counts in flight.
+    pub fn cancel(&mut self, change: &Change) {
+        self.in_flight.bytes -= change.charge.bytes;
+        self.in_flight.growth -= change.charge.growth;
+        self.in_flight.new_entries -= change.charge.new_entries;
+        self.in_flight_changes -= 1;
+    }
+
+    /// The writer is gone with changes unreported: they count in flight no more (they failed).
+    pub fn forget_in_flight(&mut self) {
+        self.in_flight = Charge::default();
+        self.in_flight_changes = 0;
+    }
+
+    /// The writer reported a group: its changes no longer count in flight, and if it was
+    /// written they become visible, with the new bodies of the namespaces they touched.
+    /// Returns the bodies they replace, for the writer to free ([`Job::Discard`]).
+    pub fn apply(&mut self, commit: &Commit) -> Vec<Bytes> {
+        for (_, change) in &commit.changes {
+            self.cancel(change);
+        }
+        let Ok(bodies) = &commit.result else {
+            return Vec::new();
+        };
+        for (_, change) in &commit.changes {
+            self.apply_change(change);
+        }
+        let mut replaced = Vec::with_capacity(bodies.len());
+        for (namespace, body) in bodies {
+            if let Some(ns) = self.namespaces.get_mut(namespace) {
+                replaced.push(std::mem::replace(&mut ns.body, body.clone()));
+            }
+        }
+        replaced
+    }
+
+    fn apply_change(&mut self, change: &Change) {
+        let Change {
+            namespace, key, op, ..
+        } = change;
+        match op {
+            Op::Put(value) => {
+                if !self.namespaces.contains_key(namespace) {
+                    self.usage.entries += 1;
+                    self.usage.bytes += namespace.len();
+                }
+                let ns = self.namespaces.entry(namespace.clone()).or_default();
+                match ns.entries.insert(key.clone(), value.clone()) {
+                    Some(old) => self.usage.bytes -= old.len(),
+                    None => {
+                        self.usage.entries += 1;
+                        self.usage.bytes += key.len();
+                    }
+                }
+                self.usage.bytes += value.len();
+            }
+            Op::Delete => {
+                let removed = self
+                    .namespaces
+                    .get_mut(namespace)
+                    .and_then(|ns| ns.entries.remove(key));
+                if let Some(old) = removed {
+                    self.usage.entries -= 1;
+                    self.usage.bytes -= key.len() + old.len();
+                }
+            }
+        }
+    }
+}
+
+fn check_len(
+    what: &'static str,
+    text: &str,
+    limit: usize,
+    setting: &'static str,
+) -> Result<(), KvRefusal> {
+    if text.len() > limit {
+        return Err(KvRefusal::TooLong {
+            what,
+            len: text.len(),
+            limit,
+            setting,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

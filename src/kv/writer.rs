@@ -1,0 +1,267 @@
+//! The durable writer: the thread beside the loop that makes KV changes durable, several at a
+//! time (group commit), and runs the other small file writes the server does (the config
+//! file's write-back) in the order they were submitted.
+//!
+//! It keeps its own copy of the KV table (the values are shared `Arc`s with the loop's, so the
+//! copy costs the maps, not the data). Every change queued when it wakes is applied to that
+//! copy; the namespaces they touched are re-encoded, the file is assembled from the
+//! namespaces' encoded bodies and written once (temp file, fsync, rename, directory fsync,
+//! through [`ReservedFile`]). Only then is the group reported durable, with the new bodies, for
+//! the loop to make visible and answer. If the write fails, the copy is put back as it was and
+//! every change of the group is reported failed; when it failed for want of space and the group
+//! had several changes, each is tried on its own, so that a delete queued behind a put still
+//! gets through on a full disk.
+
+use super::file::{self, Table};
+use super::{Change, Op, Text};
+use crate::durable_file::{is_out_of_space, ReservedFile};
+use bytes::Bytes;
+use crossbeam_channel::{unbounded, Receiver, Sender, TryRecvError};
+use std::io;
+use std::path::Path;
+use std::thread::JoinHandle;
+
+/// Jobs taken per wake-up at most (bounds one group and one answer batch).
+const MAX_BATCH: usize = 1024;
+
+/// A small file write other than the KV file's, run on the writer thread; the error text
+/// names what failed.
+pub type FileWrite = Box<dyn FnOnce() -> Result<(), String> + Send>;
+
+/// What the loop asks of the writer; `id`s are the caller's, echoed in [`Done`].
+pub enum Job {
+    Change {
+        id: u64,
+        change: Change,
+    },
+    File {
+        id: u64,
+        write: FileWrite,
+    },
+    /// Namespace bodies the loop no longer needs, freed here: freeing a body of megabytes
+    /// hands its pages back to the OS, which can take the loop milliseconds.
+    Discard(Vec<Bytes>),
+}
+
+/// A group of changes written together (or not).
+pub struct Commit {
+    pub changes: Vec<(u64, Change)>,
+    /// The new bodies of the namespaces the group changed, or why it failed (the KV file and
+    /// the error).
+    pub result: Result<Vec<(Text, Bytes)>, String>,
+}
+
+/// What the writer reports, in the order of the jobs.
+pub enum Done {
+    Changes(Commit),
+    File { id: u64, result: Result<(), String> },
+}
+
+/// The writer thread has ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriterGone;
+
+/// The loop's end of the writer thread.
+pub struct DurableWriter {
+    jobs: Sender<Job>,
+    done: Receiver<Done>,
+}
+
+impl DurableWriter {
+    /// Queues a job (never blocks); gives it back if the thread has ended.
+    pub fn submit(&self, job: Job) -> Result<(), Job> {
+        self.jobs.send(job).map_err(|e| e.0)
+    }
+
+    /// The next result, if one is ready; `Err` once the thread has ended with nothing left
+    /// to report (it only ends early by a bug: whatever it had not reported is lost).
+    pub fn try_done(&self) -> Result<Option<Done>, WriterGone> {
+        match self.done.try_recv() {
+            Ok(done) => Ok(Some(done)),
+            Err(TryRecvError::Empty) => Ok(None),
+            Err(TryRecvError::Disconnected) => Err(WriterGone),
+        }
+    }
+}
+
+/// Starts the writer for the KV file at `path`, whose content is `table` (the store's, as
+/// loaded). `wake` is called after each result is ready (the loop's waker). The thread ends
+/// when the [`DurableWriter`] is dropped, after finishing the jobs already queued.
+pub fn spawn_writer(
+    name: &str,
+    path: &Path,
+    table: Table,
+    wake: Box<dyn Fn() + Send>,
+) -> io::Result<(DurableWriter, JoinHandle<()>)> {
+    let (jobs_tx, jobs) = unbounded();
+    let (done, done_rx) = unbounded();
+    let writer = Writer {
+        file: ReservedFile::new(path),
+        mirror: table,
+        jobs,
+        done,
+        wake,
+    };
+    let thread = std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || writer.run())?;
+    Ok((
+        DurableWriter {
+            jobs: jobs_tx,
+            done: done_rx,
+        },
+        thread,
+    ))
+}
+
+struct Writer {
+    file: ReservedFile,
+    /// The table as the file holds it once the queued changes are written.
+    mirror: Table,
+    jobs: Receiver<Job>,
+    done: Sender<Done>,
+    wake: Box<dyn Fn() + Send>,
+}
+
+/// How to put one applied change back.
+struct Undo {
+    namespace: Text,
+    key: Text,
+    previous: Option<Text>,
+    created_namespace: bool,
+}
+
+impl Writer {
+    fn run(mut self) {
+        while let Ok(first) = self.jobs.recv() {
+            let mut group = Vec::new();
+            let more: Vec<Job> = self.jobs.try_iter().take(MAX_BATCH - 1).collect();
+            for job in std::iter::once(first).chain(more) {
+                match job {
+                    Job::Change { id, change } => group.push((id, change)),
+                    Job::File { id, write } => {
+                        // Jobs keep their order: the changes before this one go first.
+                        self.commit(std::mem::take(&mut group));
+                        let result = write();
+                        self.send(Done::File { id, result });
+                    }
+                    Job::Discard(bodies) => drop(bodies),
+                }
+            }
+            self.commit(group);
+        }
+    }
+
+    fn send(&self, done: Done) {
+        // The receiver is gone only when the server shut down; nobody is waiting then.
+        if self.done.send(done).is_ok() {
+            (self.wake)();
+        }
+    }
+
+    /// Writes `group` as one file write and reports it.
+    fn commit(&mut self, group: Vec<(u64, Change)>) {
+        if group.is_empty() {
+            return;
+        }
+        match self.write_group(&group) {
+            Ok(bodies) => self.send(Done::Changes(Commit {
+                changes: group,
+                result: Ok(bodies),
+            })),
+            Err(e) if group.len() > 1 && is_out_of_space(&e) => {
+                // One change that grows the file must not fail the deletes beside it.
+                for one in group {
+                    self.commit(vec![one]);
+                }
+            }
+            Err(e) => {
+                let error = format!("cannot write {}: {e}", self.file.path().display());
+                log::error!("KV config not written ({} change(s)): {error}", group.len());
+                self.send(Done::Changes(Commit {
+                    changes: group,
+                    result: Err(error),
+                }));
+            }
+        }
+    }
+
+    /// Applies the group to the copy, writes the file; on failure puts the copy back.
+    fn write_group(&mut self, group: &[(u64, Change)]) -> io::Result<Vec<(Text, Bytes)>> {
+        let undo: Vec<Undo> = group
+            .iter()
+            .map(|(_, change)| apply(&mut self.mirror, change))
+            .collect();
+        let mut touched: Vec<Text> = group.iter().map(|(_, c)| c.namespace.clone()).collect();
+        touched.sort_unstable();
+        touched.dedup();
+        let mut old_bodies = Vec::with_capacity(touched.len());
+        let mut new_bodies = Vec::with_capacity(touched.len());
+        for namespace in touched {
+            if let Some(ns) = self.mirror.get_mut(&namespace) {
+                let body = file::encode_body(&ns.entries);
+                old_bodies.push((
+                    namespace.clone(),
+                    std::mem::replace(&mut ns.body, body.clone()),
+                ));
+                new_bodies.push((namespace, body));
+            }
+        }
+        let keys = file::namespace_keys(&self.mirror);
+        let written = self.file.replace(&file::file_parts(&self.mirror, &keys));
+        if let Err(e) = written {
+            for (namespace, body) in old_bodies {
+                if let Some(ns) = self.mirror.get_mut(&namespace) {
+                    ns.body = body;
+                }
+            }
+            for u in undo.into_iter().rev() {
+                revert(&mut self.mirror, u);
+            }
+            return Err(e);
+        }
+        Ok(new_bodies)
+    }
+}
+
+/// Applies one change to `table` (Java's semantics: a delete keeps an emptied namespace and
+/// does not create a missing one) and says how to undo it.
+fn apply(table: &mut Table, change: &Change) -> Undo {
+    let mut undo = Undo {
+        namespace: change.namespace.clone(),
+        key: change.key.clone(),
+        previous: None,
+        created_namespace: false,
+    };
+    match &change.op {
+        Op::Put(value) => {
+            undo.created_namespace = !table.contains_key(&change.namespace);
+            let ns = table.entry(change.namespace.clone()).or_default();
+            undo.previous = ns.entries.insert(change.key.clone(), value.clone());
+        }
+        Op::Delete => {
+            if let Some(ns) = table.get_mut(&change.namespace) {
+                undo.previous = ns.entries.remove(&change.key);
+            }
+        }
+    }
+    undo
+}
+
+fn revert(table: &mut Table, undo: Undo) {
+    if undo.created_namespace {
+        table.remove(&undo.namespace);
+        return;
+    }
+    let Some(ns) = table.get_mut(&undo.namespace) else {
+        return;
+    };
+    match undo.previous {
+        Some(previous) => {
+            ns.entries.insert(undo.key, previous);
+        }
+        None => {
+            ns.entries.remove(&undo.key);
+        }
+    }
+}

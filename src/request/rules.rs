@@ -1,0 +1,257 @@
+//! What a valid cluster or broker name, broker address and topic config look like, checked at
+//! the wire before anything reaches the tables, so that no value a client cannot use ends up in
+//! a route. Java checks none of these: a name with a quote or an address with a comma or a NUL
+//! is stored and handed to every client, and the Go client's route parser breaks on it.
+//!
+//! The rules are drawn from what real peers send (docs/protocol.md §4.4):
+//! * names: Java's TopicValidator set (`%|a-zA-Z0-9_-`) plus `.`, because a Java broker that is
+//!   not given a `brokerName` uses its host name (`DefaultCluster`, `broker-a`, `ip-10-0-0-1.ec2`);
+//! * addresses: `host:port`, as brokers build them (`brokerIP1 + ":" + listenPort`): the host a
+//!   DNS name or IPv4 address, or an IPv6 literal (Java brackets them, `[fe80::1%eth0]`; a bare
+//!   one is also taken, since Java clients split at the last `:`), the port 1..=65535;
+//! * topic configs: queue counts in `0..=maxQueueNums`, perm made of the four permission bits
+//!   (inherit 1, write 2, read 4, priority 8).
+//!
+//! The checks cost a pass over a few short strings per registration, and three comparisons per
+//! topic of a decoded body (unchanged bodies are not decoded).
+
+use super::header::ParseError;
+use std::fmt;
+
+/// The name characters, as remarks show them.
+pub const NAME_CHARS_TEXT: &str = "A-Z a-z 0-9 and . _ - % |";
+
+/// Whether `b` may appear in a cluster or broker name.
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'%' | b'|')
+}
+
+/// A cluster or broker name: non-empty, every character from [`NAME_CHARS_TEXT`].
+pub(super) fn check_name(field: &'static str, value: &str) -> Result<(), ParseError> {
+    if value.is_empty() {
+        return Err(ParseError::EmptyName(field));
+    }
+    match value
+        .chars()
+        .find(|c| !(c.is_ascii() && is_name_byte(*c as u8)))
+    {
+        Some(ch) => Err(ParseError::IllegalNameChar { field, ch }),
+        None => Ok(()),
+    }
+}
+
+/// A broker or HA address: `host:port` as described in the module comment.
+pub(super) fn check_address(field: &'static str, value: &str) -> Result<(), ParseError> {
+    let bad = |reason| ParseError::BadAddress {
+        field,
+        value: value.to_string(),
+        reason,
+    };
+    let (host, port) = value.rsplit_once(':').ok_or_else(|| bad("no port"))?;
+    let port_ok = !port.is_empty()
+        && port.len() <= 5
+        && port.bytes().all(|b| b.is_ascii_digit())
+        && (1..=65_535).contains(&port.parse::<u32>().unwrap_or(0));
+    if !port_ok {
+        return Err(bad("the port must be 1..=65535"));
+    }
+    if host.is_empty() {
+        return Err(bad("no host"));
+    }
+    if !valid_host(host) {
+        return Err(bad(
+            "the host must be a DNS name, an IPv4 address or an IPv6 literal",
+        ));
+    }
+    Ok(())
+}
+
+fn valid_host(host: &str) -> bool {
+    let is_ipv6_byte = |b: u8| b.is_ascii_hexdigit() || b == b':' || b == b'.';
+    if let Some(inner) = host.strip_prefix('[') {
+        let Some(inner) = inner.strip_suffix(']') else {
+            return false;
+        };
+        // An optional zone: `fe80::1%eth0`.
+        let (literal, zone) = match inner.split_once('%') {
+            Some((l, z)) => (l, Some(z)),
+            None => (inner, None),
+        };
+        let zone_ok = match zone {
+            None => true,
+            Some(z) => {
+                !z.is_empty()
+                    && z.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+            }
+        };
+        return literal.contains(':') && literal.bytes().all(is_ipv6_byte) && zone_ok;
+    }
+    if host.contains(':') {
+        return host.bytes().all(is_ipv6_byte);
+    }
+    host.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+}
+
+/// What a topic config value must be, as its remark says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Allowed {
+    /// `0..=maxQueueNums`.
+    QueueNums(i32),
+    /// The four permission bits.
+    Perm,
+}
+
+impl fmt::Display for Allowed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Allowed::QueueNums(max) => write!(f, "is outside 0..={max} (maxQueueNums)"),
+            Allowed::Perm => f.write_str(
+                "is not made of the permission bits inherit 1, write 2, read 4, priority 8 (0..=15)",
+            ),
+        }
+    }
+}
+
+/// The four permission bits of `PermName`.
+const PERM_BITS: i32 = 0b1111;
+
+/// A topic config's `[readQueueNums, writeQueueNums, perm]`.
+pub(super) fn check_topic_values(
+    topic: &str,
+    [read, write, perm]: [i32; 3],
+    max_queue_nums: i32,
+) -> Result<(), ParseError> {
+    let bad = |field, value, allowed| ParseError::BadTopicValue {
+        topic: topic.to_string(),
+        field,
+        value,
+        allowed,
+    };
+    for (field, value) in [("readQueueNums", read), ("writeQueueNums", write)] {
+        if !(0..=max_queue_nums).contains(&value) {
+            return Err(bad(field, value, Allowed::QueueNums(max_queue_nums)));
+        }
+    }
+    if perm & !PERM_BITS != 0 {
+        return Err(bad("perm", perm, Allowed::Perm));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(value: &str) -> Result<(), String> {
+        check_name("brokerName", value).map_err(|e| e.to_string())
+    }
+
+    fn address(value: &str) -> Result<(), String> {
+        check_address("brokerAddr", value).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn names_real_peers_use_pass() {
+        for ok in [
+            "DefaultCluster",
+            "broker-a",
+            "broker_b",
+            "ip-10-0-0-1.ec2.internal",
+            "DEFAULT_BROKER",
+            "rocketmq-broker-0",
+            "a|b%c",
+        ] {
+            assert_eq!(name(ok), Ok(()), "{ok}");
+        }
+    }
+
+    #[test]
+    fn names_with_separators_quotes_or_control_characters_are_refused_by_field() {
+        assert_eq!(name(""), Err("brokerName is empty".into()));
+        assert_eq!(
+            name("a,b"),
+            Err("brokerName contains ','; allowed: A-Z a-z 0-9 and . _ - % |".into())
+        );
+        for bad in [
+            "a\"b", "a\0b", "a b", "a:b", "a/b", "a\\b", "brøker", "a\nb",
+        ] {
+            assert!(name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn addresses_as_java_and_rust_brokers_build_them_pass() {
+        for ok in [
+            "10.0.0.1:10911",
+            "172.21.156.94:10911",
+            "127.0.0.1:1",
+            "broker-0.broker.svc.cluster.local:10911",
+            "localhost:65535",
+            "[::1]:10911",
+            "[fe80::1%eth0]:10911",
+            "[2001:db8::10.0.0.1]:10911",
+            "2001:db8::1:10911",
+        ] {
+            assert_eq!(address(ok), Ok(()), "{ok}");
+        }
+    }
+
+    #[test]
+    fn addresses_that_break_route_parsers_are_refused_with_the_reason() {
+        assert_eq!(
+            address("10.0.0.1"),
+            Err("brokerAddr \"10.0.0.1\" is not host:port: no port".into())
+        );
+        assert_eq!(
+            address("6.6.6.6:10911,\"\0"),
+            Err(
+                "brokerAddr \"6.6.6.6:10911,\\\"\\0\" is not host:port: the port must be 1..=65535"
+                    .into()
+            )
+        );
+        assert_eq!(
+            address(":10911"),
+            Err("brokerAddr \":10911\" is not host:port: no host".into())
+        );
+        for bad in [
+            "h:0",
+            "h:65536",
+            "h:+1",
+            "h:",
+            "a,b:1",
+            "a b:1",
+            "a\"b:1",
+            "[::1:1",
+            "[]:1",
+            "[fe80::1%]:1",
+            "[fe80::1%e/0]:1",
+            "::g:1",
+            "h\0:1",
+        ] {
+            assert!(address(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn topic_values_must_fit_queue_bounds_and_the_permission_bits() {
+        let check = |values| check_topic_values("T", values, 1024).map_err(|e| e.to_string());
+        assert_eq!(check([0, 0, 0]), Ok(()));
+        assert_eq!(check([1024, 8, 15]), Ok(()));
+        assert_eq!(
+            check([-1, 8, 6]),
+            Err("topic T: readQueueNums -1 is outside 0..=1024 (maxQueueNums)".into())
+        );
+        assert_eq!(
+            check([8, i32::MAX, 6]),
+            Err("topic T: writeQueueNums 2147483647 is outside 0..=1024 (maxQueueNums)".into())
+        );
+        assert_eq!(
+            check([8, 8, 255]),
+            Err("topic T: perm 255 is not made of the permission bits inherit 1, write 2, read 4, priority 8 (0..=15)".into())
+        );
+        assert!(check([8, 8, -1]).is_err());
+        assert!(check([8, 8, 16]).is_err());
+    }
+}

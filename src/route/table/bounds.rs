@@ -1,0 +1,279 @@
+//! How big registrations may make the registry (`maxBrokers`, `maxTopics`,
+//! `maxTopicsPerBroker`), and handing the tables' memory back once a mass removal has emptied
+//! them.
+//!
+//! A bound is checked before a registration changes anything, so a refused registration
+//! leaves no trace (Java's registration keeps its early steps when a later one fails; a bound
+//! must not). What is counted is only what the registration would add: a new live broker, topics
+//! the registry does not hold yet, topics new to the broker group. A registry already above a
+//! bound (one lowered at run time) keeps serving the brokers it holds; it only stops growing.
+
+use super::{QueueData, RegisterBody, RegisterRequest, RouteTable, TopicsInput};
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::Hash;
+
+/// The bounds, from the config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteBounds {
+    pub max_brokers: usize,
+    pub max_topics: usize,
+    pub max_topics_per_broker: usize,
+}
+
+impl Default for RouteBounds {
+    fn default() -> Self {
+        RouteBounds {
+            max_brokers: 10_000,
+            max_topics: 1_000_000,
+            max_topics_per_broker: 100_000,
+        }
+    }
+}
+
+/// A registration refused because the registry would outgrow a bound. `Display` is the remark.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BoundExceeded {
+    Brokers {
+        max: usize,
+    },
+    Topics {
+        max: usize,
+        held: usize,
+        adding: usize,
+    },
+    TopicsPerBroker {
+        broker_name: String,
+        max: usize,
+        held: usize,
+        adding: usize,
+    },
+}
+
+impl BoundExceeded {
+    /// The config key of the bound.
+    pub fn key(&self) -> &'static str {
+        match self {
+            BoundExceeded::Brokers { .. } => "maxBrokers",
+            BoundExceeded::Topics { .. } => "maxTopics",
+            BoundExceeded::TopicsPerBroker { .. } => "maxTopicsPerBroker",
+        }
+    }
+}
+
+impl fmt::Display for BoundExceeded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BoundExceeded::Brokers { max } => write!(
+                f,
+                "maxBrokers reached: {max} brokers are registered; no new broker address until one leaves"
+            ),
+            BoundExceeded::Topics { max, held, adding } => write!(
+                f,
+                "maxTopics reached: the registry holds {held} topics, this would add {adding} (limit {max})"
+            ),
+            BoundExceeded::TopicsPerBroker {
+                broker_name,
+                max,
+                held,
+                adding,
+            } => write!(
+                f,
+                "maxTopicsPerBroker reached: broker {broker_name} serves {held} topics, this would add {adding} (limit {max})"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BoundExceeded {}
+
+/// Maps smaller than this many slots are never shrunk (not worth a rehash).
+const SHRINK_MIN_CAPACITY: usize = 4096;
+/// A map is shrunk once its entries fill less than 1/this of its capacity.
+const SHRINK_BELOW_FRACTION: usize = 16;
+/// ... and only while it holds at most this many entries: moving them into the smaller
+/// table rehashes each (0.15-0.35 µs apiece, measured: it dereferences the key), so this
+/// bounds the one-off loop time of a shrink to a few milliseconds, less than removing one
+/// broker group of 50,000 topics takes. A registry left with more entries keeps its capacity
+/// (of which it then uses a sixteenth or more).
+const SHRINK_MAX_MOVED: usize = 32_768;
+/// Old tables of at least this many slots are freed on a short-lived thread: returning tens
+/// of megabytes to the OS costs the kernel ~15 ms (measured for 1.8 M slots), loop time
+/// otherwise.
+const RELEASE_OFF_LOOP_CAPACITY: usize = 65_536;
+
+impl RouteTable {
+    /// Whether applying `req` would outgrow a bound. Costs a few lookups, plus one per topic of
+    /// a decoded body when the registry is within a body's size of a bound; nothing more for
+    /// an unchanged body (it adds nothing).
+    pub fn check_register_bounds(
+        &self,
+        req: &RegisterRequest<'_>,
+        topics_in: TopicsInput<'_>,
+        bounds: &RouteBounds,
+    ) -> Result<(), BoundExceeded> {
+        if self.live_id(req.cluster, req.broker_addr).is_none()
+            && self.live.len() >= bounds.max_brokers
+        {
+            return Err(BoundExceeded::Brokers {
+                max: bounds.max_brokers,
+            });
+        }
+        match topics_in {
+            TopicsInput::Body(body) if self.would_apply_topics(req) => {
+                self.check_new_topics(req.broker_name, body, bounds)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// §5.2 step 9 ahead of time: the master's and the prime slave's topics are applied.
+    fn would_apply_topics(&self, req: &RegisterRequest<'_>) -> bool {
+        if req.broker_id == 0 {
+            return true;
+        }
+        if req.enable_acting_master.is_none() {
+            return false; // a 4.x slave
+        }
+        // The lowest id once this registration is in (its address under other ids goes).
+        let lowest_other = self.brokers.get(req.broker_name).and_then(|b| {
+            b.data
+                .broker_addrs
+                .iter()
+                .filter(|(_, a)| a.as_str() != req.broker_addr)
+                .map(|(id, _)| *id)
+                .min()
+        });
+        match lowest_other {
+            None => true,
+            Some(lowest) => req.broker_id <= lowest,
+        }
+    }
+
+    fn check_new_topics(
+        &self,
+        broker_name: &str,
+        body: &RegisterBody,
+        bounds: &RouteBounds,
+    ) -> Result<(), BoundExceeded> {
+        let group = self.brokers.get(broker_name);
+        let held_by_group = group.map_or(0, |g| g.topics.len());
+        // Far from both bounds (the usual case) even a body of nothing but new topics fits:
+        // no need to look its topics up.
+        let at_most = body.topics.len();
+        if self.topics.len() + at_most <= bounds.max_topics
+            && held_by_group + at_most <= bounds.max_topics_per_broker
+        {
+            return Ok(());
+        }
+        let (mut new_topics, mut new_for_group) = (0, 0);
+        for (_, tc) in &body.topics {
+            match self.topics.get(tc.topic_name.as_str()) {
+                None => {
+                    new_topics += 1;
+                    new_for_group += 1;
+                }
+                Some(entry) => {
+                    if group.and_then(|g| entry.position(g.id)).is_none() {
+                        new_for_group += 1;
+                    }
+                }
+            }
+        }
+        self.check_growth(
+            broker_name,
+            new_topics,
+            held_by_group,
+            new_for_group,
+            bounds,
+        )
+    }
+
+    fn check_growth(
+        &self,
+        broker_name: &str,
+        new_topics: usize,
+        held_by_group: usize,
+        new_for_group: usize,
+        bounds: &RouteBounds,
+    ) -> Result<(), BoundExceeded> {
+        if new_topics > 0 && self.topics.len() + new_topics > bounds.max_topics {
+            return Err(BoundExceeded::Topics {
+                max: bounds.max_topics,
+                held: self.topics.len(),
+                adding: new_topics,
+            });
+        }
+        if new_for_group > 0 && held_by_group + new_for_group > bounds.max_topics_per_broker {
+            return Err(BoundExceeded::TopicsPerBroker {
+                broker_name: broker_name.to_string(),
+                max: bounds.max_topics_per_broker,
+                held: held_by_group,
+                adding: new_for_group,
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether REGISTER_TOPIC_IN_NAMESRV of `topic` would outgrow a bound: a new topic, or
+    /// a broker group taking on one more topic.
+    pub fn check_topic_bounds(
+        &self,
+        topic: &str,
+        queue_datas: &[QueueData],
+        bounds: &RouteBounds,
+    ) -> Result<(), BoundExceeded> {
+        let entry = self.topics.get(topic);
+        let new_topics = usize::from(entry.is_none() && !queue_datas.is_empty());
+        if new_topics > 0 && self.topics.len() >= bounds.max_topics {
+            return self.check_growth("", new_topics, 0, 0, bounds);
+        }
+        for q in queue_datas {
+            let Some(group) = self.brokers.get(q.broker_name.as_str()) else {
+                continue;
+            };
+            if entry.and_then(|e| e.position(group.id)).is_none() {
+                self.check_growth(&q.broker_name, 0, group.topics.len(), 1, bounds)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Shrinks the tables that a mass removal left mostly empty, so that their memory goes
+    /// back to the allocator (and, trimmed by the server, to the OS).
+    pub(super) fn shrink_if_sparse(&mut self) {
+        shrink_if_sparse(&mut self.topics);
+        shrink_if_sparse(&mut self.brokers);
+        shrink_if_sparse(&mut self.live_by_addr);
+        shrink_if_sparse(&mut self.live_by_conn);
+    }
+}
+
+fn shrink_if_sparse<K, V>(map: &mut HashMap<K, V>)
+where
+    K: Hash + Eq + Send + 'static,
+    V: Send + 'static,
+{
+    let capacity = map.capacity();
+    if capacity < SHRINK_MIN_CAPACITY
+        || map.len() >= capacity / SHRINK_BELOW_FRACTION
+        || map.len() > SHRINK_MAX_MOVED
+    {
+        return;
+    }
+    let mut old = std::mem::take(map);
+    // Room to grow again without an immediate rehash.
+    map.reserve(old.len() * 2);
+    map.extend(old.drain());
+    if capacity >= RELEASE_OFF_LOOP_CAPACITY {
+        release_off_loop(old);
+    }
+}
+
+/// Drops `value` (an emptied table: only its allocation is left) on a thread of its own. If
+/// no thread can be started, the closure, and with it `value`, is dropped here.
+fn release_off_loop<T: Send + 'static>(value: T) {
+    let _ = std::thread::Builder::new()
+        .name("table-release".into())
+        .spawn(move || drop(value));
+}

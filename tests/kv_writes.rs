@@ -1,0 +1,289 @@
+//! KV writes over TCP: they wait for the disk on the writer thread, not on the loop; a
+//! connection's answers keep their order; limits are refused with the setting named; a full
+//! disk still takes deletes; config updates take the same path, one at a time.
+//!
+//! A stuck disk is a FIFO where the writer's temporary file goes: opening it for writing waits
+//! until the test opens it for reading, and fsync on it fails, which makes the write fail.
+
+mod common;
+
+use common::*;
+use rmq_namesrv::client::Client;
+use rmq_namesrv::durable_file::{dir_usage, simulate_disk_capacity};
+use rmq_namesrv::remoting::codes::{request, response};
+use rmq_namesrv::remoting::command::RemotingCommand;
+use rmq_namesrv::route::model;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::thread;
+
+fn put(c: &mut Client, ns: &str, key: &str, value: &str) -> RemotingCommand {
+    c.request(
+        request::PUT_KV_CONFIG,
+        &[("namespace", ns), ("key", key), ("value", value)],
+        b"",
+    )
+    .unwrap()
+}
+
+fn delete(c: &mut Client, ns: &str, key: &str) -> RemotingCommand {
+    c.request(
+        request::DELETE_KV_CONFIG,
+        &[("namespace", ns), ("key", key)],
+        b"",
+    )
+    .unwrap()
+}
+
+fn get(c: &mut Client, ns: &str, key: &str) -> Option<String> {
+    let resp = c
+        .request(
+            request::GET_KV_CONFIG,
+            &[("namespace", ns), ("key", key)],
+            b"",
+        )
+        .unwrap();
+    match resp.code {
+        response::SUCCESS => resp.ext("value").map(str::to_string),
+        response::QUERY_NOT_FOUND => None,
+        other => panic!("GET_KV_CONFIG answered {other}: {:?}", resp.remark),
+    }
+}
+
+fn remark(resp: &RemotingCommand) -> &str {
+    resp.remark.as_deref().unwrap_or("")
+}
+
+/// A FIFO at `path`, standing in for a disk that does not answer.
+fn stuck_disk_at(path: &Path) {
+    let status = Command::new("mkfifo").arg(path).status().expect("mkfifo");
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+/// Lets the writer blocked on the FIFO go on (its write then fails at fsync).
+fn unstick(path: PathBuf) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        let _ = std::fs::read(path);
+    })
+}
+
+fn config_value(c: &mut Client, key: &str) -> String {
+    let resp = c.request(request::GET_NAMESRV_CONFIG, &[], b"").unwrap();
+    let text = String::from_utf8(resp.body.to_vec()).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")))
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn a_stuck_write_holds_up_no_one_else_and_its_failure_is_answered_with_the_file() {
+    let server = TestServer::start();
+    let mut writer = server.client();
+    let mut reader = server.client();
+    assert_eq!(put(&mut writer, "NS", "k", "v1").code, response::SUCCESS);
+    let fifo = server.dir.path().join("kvConfig.json.tmp");
+    stuck_disk_at(&fifo);
+    let opaque = writer
+        .send_request(
+            request::PUT_KV_CONFIG,
+            &[("namespace", "NS"), ("key", "k"), ("value", "v2")],
+            b"",
+        )
+        .unwrap();
+    // The same connection's next request waits behind the put.
+    let get_opaque = writer
+        .send_request(
+            request::GET_KV_CONFIG,
+            &[("namespace", "NS"), ("key", "k")],
+            b"",
+        )
+        .unwrap();
+    // While the writer waits for its disk, everyone else is served, from what is on disk.
+    assert_eq!(get(&mut reader, "NS", "k").as_deref(), Some("v1"));
+    let list = reader
+        .request(
+            request::GET_KVLIST_BY_NAMESPACE,
+            &[("namespace", "NS")],
+            b"",
+        )
+        .unwrap();
+    assert_eq!(
+        model::decode_kv_table(&list.body).unwrap(),
+        vec![("k".to_string(), "v1".to_string())]
+    );
+    assert_eq!(
+        reader
+            .request(request::GET_BROKER_CLUSTER_INFO, &[], b"")
+            .unwrap()
+            .code,
+        response::SUCCESS
+    );
+    let drained = unstick(fifo.clone());
+    let resp = writer.read_response(opaque).unwrap();
+    drained.join().unwrap();
+    assert_eq!(resp.code, response::SYSTEM_ERROR);
+    let text = remark(&resp);
+    assert!(
+        text.starts_with("persisting the KV config failed: cannot write ")
+            && text.contains("kvConfig.json"),
+        "{text}"
+    );
+    let after = writer.read_response(get_opaque).unwrap();
+    assert_eq!(
+        after.ext("value"),
+        Some("v1"),
+        "the failed put left nothing"
+    );
+    assert!(
+        !fifo.exists(),
+        "the failed write removed its temporary file"
+    );
+    assert_eq!(put(&mut writer, "NS", "k", "v3").code, response::SUCCESS);
+    assert_eq!(get(&mut reader, "NS", "k").as_deref(), Some("v3"));
+    let file = std::fs::read_to_string(server.dir.path().join("kvConfig.json")).unwrap();
+    assert_eq!(file, r#"{"configTable":{"NS":{"k":"v3"}}}"#);
+}
+
+#[test]
+fn pipelined_changes_are_answered_in_order_and_read_their_own_writes() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let ns = ("namespace", "NS");
+    let mut frames = Vec::new();
+    let requests: [(i32, Vec<(&str, &str)>); 6] = [
+        (
+            request::PUT_KV_CONFIG,
+            vec![ns, ("key", "k"), ("value", "1")],
+        ),
+        (request::GET_KV_CONFIG, vec![ns, ("key", "k")]),
+        (
+            request::PUT_KV_CONFIG,
+            vec![ns, ("key", "k"), ("value", "2")],
+        ),
+        (request::GET_KV_CONFIG, vec![ns, ("key", "k")]),
+        (request::DELETE_KV_CONFIG, vec![ns, ("key", "k")]),
+        (request::GET_KV_CONFIG, vec![ns, ("key", "k")]),
+    ];
+    for (i, (code, ext)) in requests.iter().enumerate() {
+        frames.extend(request_frame(*code, 100 + i as i32, ext, b""));
+    }
+    c.send_raw(&frames).unwrap();
+    // Each answer is read in turn; one arriving out of order would be skipped and its own
+    // read would then fail.
+    let answers: Vec<RemotingCommand> = (0..6).map(|i| c.read_response(100 + i).unwrap()).collect();
+    let codes: Vec<i32> = answers.iter().map(|a| a.code).collect();
+    assert_eq!(codes, [0, 0, 0, 0, 0, response::QUERY_NOT_FOUND]);
+    assert_eq!(answers[1].ext("value"), Some("1"));
+    assert_eq!(answers[3].ext("value"), Some("2"));
+}
+
+#[test]
+fn limits_are_refused_with_their_setting_named_and_follow_config_updates() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let long = "v".repeat(16_385);
+    let resp = put(&mut c, "NS", "k", &long);
+    assert_eq!(resp.code, response::SYSTEM_ERROR);
+    assert_eq!(
+        remark(&resp),
+        "KV value too long: 16385 bytes, the limit is 16384 (kvMaxValueLength)"
+    );
+    let resp = put(&mut c, "NS", &"k".repeat(1025), "v");
+    assert!(remark(&resp).contains("kvMaxKeyLength"), "{resp:?}");
+    let update = |c: &mut Client, body: &str| {
+        c.request(request::UPDATE_NAMESRV_CONFIG, &[], body.as_bytes())
+            .unwrap()
+            .code
+    };
+    assert_eq!(update(&mut c, "kvMaxValueLength=20000\nkvMaxEntries=2"), 0);
+    assert_eq!(put(&mut c, "NS", "k", &long).code, response::SUCCESS);
+    // The namespace and its key are the two entries allowed.
+    let resp = put(&mut c, "NS", "k2", "v");
+    assert_eq!(resp.code, response::SYSTEM_ERROR);
+    assert!(remark(&resp).contains("kvMaxEntries"), "{resp:?}");
+    // Changing an existing key adds no entry; deleting makes room.
+    assert_eq!(put(&mut c, "NS", "k", "short").code, response::SUCCESS);
+    assert_eq!(delete(&mut c, "NS", "k").code, response::SUCCESS);
+    assert_eq!(put(&mut c, "NS", "k2", "v").code, response::SUCCESS);
+    assert_eq!(update(&mut c, "kvMaxEntries=100\nkvMaxTotalBytes=1024"), 0);
+    let resp = put(&mut c, "NS", "big", &"x".repeat(1100));
+    assert!(remark(&resp).contains("kvMaxTotalBytes"), "{resp:?}");
+}
+
+#[test]
+fn on_a_full_disk_deletes_succeed_and_growing_puts_are_refused() {
+    let server = TestServer::start();
+    let dir = server.dir.path().to_path_buf();
+    let mut c = server.client();
+    let big = "x".repeat(12_000);
+    assert_eq!(put(&mut c, "NS", "a", "1").code, 0);
+    assert_eq!(put(&mut c, "NS", "big", &big).code, 0);
+    assert_eq!(put(&mut c, "NS", "c", "3").code, 0);
+    // Not one more byte fits in the directory.
+    simulate_disk_capacity(&dir, Some(dir_usage(&dir).unwrap()));
+    let resp = put(&mut c, "NS", "d", "4");
+    let grown = remark(&resp).to_string();
+    // Whatever that attempt freed is taken by someone else too.
+    simulate_disk_capacity(&dir, Some(dir_usage(&dir).unwrap()));
+    let resp_delete = delete(&mut c, "NS", "big");
+    let big_after = get(&mut c, "NS", "big");
+    simulate_disk_capacity(&dir, None);
+    assert_eq!(resp.code, response::SYSTEM_ERROR);
+    assert!(
+        grown.contains("kvConfig.json") && grown.contains("No space left"),
+        "{grown}"
+    );
+    assert_eq!(
+        resp_delete.code,
+        response::SUCCESS,
+        "{:?}",
+        resp_delete.remark
+    );
+    assert_eq!(big_after, None);
+    assert_eq!(get(&mut c, "NS", "d"), None);
+    let file = std::fs::read_to_string(dir.join("kvConfig.json")).unwrap();
+    assert_eq!(file, r#"{"configTable":{"NS":{"a":"1","c":"3"}}}"#);
+    assert_eq!(put(&mut c, "NS", "d", "4").code, 0);
+}
+
+#[test]
+fn config_updates_are_written_one_at_a_time_off_the_loop() {
+    let server = TestServer::start();
+    let (mut first, mut second, mut reader) = (server.client(), server.client(), server.client());
+    let before = config_value(&mut reader, "waitSecondsForService");
+    let fifo = server.dir.path().join("namesrv.properties.tmp");
+    stuck_disk_at(&fifo);
+    let first_opaque = first
+        .send_request(
+            request::UPDATE_NAMESRV_CONFIG,
+            &[],
+            b"waitSecondsForService=7",
+        )
+        .unwrap();
+    // The first update holds the writer; readers see the config in force, and a second
+    // update waits its turn.
+    assert_eq!(config_value(&mut reader, "waitSecondsForService"), before);
+    let second_opaque = second
+        .send_request(
+            request::UPDATE_NAMESRV_CONFIG,
+            &[],
+            b"waitSecondsForService=8",
+        )
+        .unwrap();
+    assert_eq!(config_value(&mut reader, "waitSecondsForService"), before);
+    let drained = unstick(fifo);
+    let resp = first.read_response(first_opaque).unwrap();
+    drained.join().unwrap();
+    assert_eq!(resp.code, response::SYSTEM_ERROR);
+    assert!(
+        remark(&resp).contains("namesrv.properties")
+            && remark(&resp).contains("nothing was changed"),
+        "{resp:?}"
+    );
+    let resp = second.read_response(second_opaque).unwrap();
+    assert_eq!(resp.code, response::SUCCESS, "{:?}", resp.remark);
+    assert_eq!(config_value(&mut reader, "waitSecondsForService"), "8");
+    let file = std::fs::read_to_string(server.dir.path().join("namesrv.properties")).unwrap();
+    assert_eq!(file, "waitSecondsForService=8\n");
+}
