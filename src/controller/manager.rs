@@ -7,9 +7,16 @@
 //! after the waker given to [`Controller::open`] fired), timers
 //! ([`Controller::expire_requests`], [`Controller::scan_not_active_brokers`],
 //! [`Controller::scan_inactive_masters`]) and a closed connection
-//! ([`Controller::connection_closed`]). Outputs: replies for the caller's tickets (`T`: the
-//! loop's connection + opaque + serialization), connections to close, and role-change
-//! notifications to send off the loop ([`Controller::take_notifications`]).
+//! ([`Controller::connection_closed`]); in a Raft group also Raft's tick
+//! ([`Controller::raft_tick`]) and peers' payloads ([`Controller::on_peer_message`]).
+//! Outputs: replies for the caller's tickets (`T`: the loop's connection + opaque +
+//! serialization), connections to close, role-change notifications to send off the loop
+//! ([`Controller::take_notifications`]) and payloads for peers
+//! ([`Controller::take_peer_messages`]).
+//!
+//! The durable step is the single node's log or the Raft group (module `replication`): every
+//! committed entry, from either, is applied by [`Controller`] the same way; in a group only the
+//! serving leader answers leader-only requests, elects and grants write leases.
 //!
 //! Inactive brokers become elections as in Java's `ControllerManager`: an inactive master
 //! (or a scan that finds one) starts a controller-triggered election, retried up to
