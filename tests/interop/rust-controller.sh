@@ -284,6 +284,18 @@ elif mode == "state-version":
 PY
 }
 sends_ok() { [ "$(remoting send "$1" ControllerInteropTopic 2>/dev/null | cut -d' ' -f1)" = 0 ]; }
+# The serving controller leader's index (1005 raftServing), "" when none.
+controller_leader() {
+    for i in "${!ctrl_addrs[@]}"; do
+        if [ "$(remoting meta "${ctrl_addrs[$i]}" 2>/dev/null)" = true ]; then echo "$i"; return; fi
+    done
+}
+has_controller_leader() { [ -n "$(controller_leader)" ]; }
+if [ "$controllers" = 3 ]; then
+    # A broker in controller mode gives up its start when no controller answers as leader.
+    wait_for 30 "a serving controller leader" has_controller_leader
+    say "controller leader: n$(controller_leader)"
+fi
 
 broker_conf a "$port_a"
 broker_conf b "$port_b"
@@ -307,13 +319,6 @@ id_b=$(routed_id "$addr_b")
 say "a message to the master: $(remoting send "$addr_a" ControllerInteropTopic 2>&1 || true)"
 wait_for 30 "a message accepted by the master" sends_ok "$addr_a"
 
-# The serving controller leader's index (1005 raftServing), "" when none.
-controller_leader() {
-    for i in "${!ctrl_addrs[@]}"; do
-        if [ "$(remoting meta "${ctrl_addrs[$i]}" 2>/dev/null)" = true ]; then echo "$i"; return; fi
-    done
-}
-has_controller_leader() { [ -n "$(controller_leader)" ]; }
 if [ "$controllers" = 3 ]; then
     wait_for 30 "a serving controller leader" has_controller_leader
     leader=$(controller_leader)
