@@ -108,6 +108,8 @@ struct Sim {
     epochs: Vec<BTreeMap<String, i32>>,
     /// Brokers that stopped heartbeating, until the step they come back.
     dead: BTreeMap<(String, i64), u64>,
+    /// Every answer: (ticket, code).
+    replies: Vec<(u64, i32)>,
     stats: BTreeMap<&'static str, u64>,
 }
 
@@ -136,6 +138,7 @@ impl Sim {
             masters: BTreeMap::new(),
             epochs: vec![BTreeMap::new(); NODES],
             dead: BTreeMap::new(),
+            replies: Vec::new(),
             stats: BTreeMap::new(),
         }
     }
@@ -386,6 +389,7 @@ impl Sim {
 
     fn answers(&mut self, out: Vec<Reply<u64>>) {
         for reply in out {
+            self.replies.push((reply.ticket, reply.response.code));
             let asked = self.asked.remove(&reply.ticket);
             let r = &reply.response;
             match r.code {
@@ -697,4 +701,54 @@ fn measure_rss_and_log_size_after_100k_events() {
         eprintln!("node n{i}: {:?}", node.group_status());
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_leader_cut_off_steps_down_and_answers_what_it_parked_like_java() {
+    let mut sim = Sim::new(7);
+    for _ in 0..60 {
+        sim.step(false, false);
+    }
+    let leader = (0..NODES)
+        .find(|&i| {
+            sim.nodes[i]
+                .as_ref()
+                .and_then(|c| c.group_status())
+                .is_some_and(|s| s.serving)
+        })
+        .expect("a leader");
+    // Cut the leader off, then give it two writes: the first is proposed and can never
+    // commit, the second waits behind it.
+    sim.isolated = Some((leader, u64::MAX));
+    let before = sim.next_ticket;
+    for set in ["cut-a", "cut-b"] {
+        let header = request_header(
+            1013,
+            1,
+            0,
+            &[
+                ("clusterName", "sim"),
+                ("brokerName", set),
+                ("appliedBrokerId", "1"),
+                ("registerCheckCode", "127.0.0.1:1;1"),
+            ],
+        );
+        sim.send(leader, &decode(&frame(&header, b"")), None);
+    }
+    let ours = |sim: &Sim| -> Vec<(u64, i32)> {
+        sim.replies
+            .iter()
+            .filter(|(t, _)| *t > before)
+            .copied()
+            .collect()
+    };
+    assert!(ours(&sim).is_empty(), "both parked");
+    // check_quorum: without a majority for an election timeout the leader steps down.
+    for _ in 0..40 {
+        sim.step(false, false);
+    }
+    // The write in flight: SYSTEM_ERROR (its fate is the new leader's); the queued one: 2007.
+    assert_eq!(ours(&sim), vec![(before + 1, 1), (before + 2, 2007)]);
+    let status = sim.nodes[leader].as_ref().unwrap().group_status().unwrap();
+    assert!(!status.serving);
 }
