@@ -44,6 +44,8 @@ const DEADLINE_TIMER: TimerId = TimerId(11);
 const SCAN_NOT_ACTIVE_TIMER: TimerId = TimerId(12);
 /// The inactive-master scan.
 const SCAN_INACTIVE_MASTER_TIMER: TimerId = TimerId(13);
+/// Raft's clock (a group of several controllers only).
+const RAFT_TICK_TIMER: TimerId = TimerId(15);
 
 /// Java starts its heartbeat-expiry scan 2 s after start, then keeps its interval.
 const FIRST_SCAN_DELAY_MS: u64 = 2_000;
@@ -218,6 +220,9 @@ impl ControllerPort {
             SCAN_INACTIVE_MASTER_TIMER,
             now + self.scan_inactive_master_ms,
         );
+        if self.controller.group_status().is_some() {
+            ctx.set_timer(RAFT_TICK_TIMER, now + self.controller.raft_tick_ms());
+        }
     }
 
     /// A request on the controller port. Its answer, and any others it released, go out
@@ -268,16 +273,12 @@ impl ControllerPort {
         }
     }
 
-    /// A payload from an authenticated peer: the controller's Raft node takes it.
-    ///
-    /// Issue 16 part A wires the call here, then `deliver` (which also sends what the
-    /// controller has for peers):
-    /// `self.controller.on_peer_message(from, payload, ctx.now_ms(), &mut self.replies);`
+    /// A payload from an authenticated peer: the controller's Raft node takes it (what it
+    /// releases, answers and messages, goes out in `deliver`).
     fn on_peer_payload<C>(&mut self, ctx: &mut Ctx<C>, from: u64, payload: &[u8]) {
-        log::debug!(
-            "controller peers: {} bytes from node {from} (no Raft node to take them yet)",
-            payload.len()
-        );
+        let now = ctx.now_ms();
+        self.controller
+            .on_peer_message(from, payload, now, &mut self.replies);
         self.deliver(ctx);
     }
 
@@ -328,6 +329,10 @@ impl ControllerPort {
                         ctx.close(conn, "controller: broker heartbeat expired");
                     }
                 }
+            }
+            RAFT_TICK_TIMER => {
+                ctx.set_timer(RAFT_TICK_TIMER, now + self.controller.raft_tick_ms());
+                self.controller.raft_tick(now, &mut self.replies);
             }
             SCAN_INACTIVE_MASTER_TIMER => {
                 ctx.set_timer(
@@ -381,10 +386,8 @@ impl ControllerPort {
     }
 
     /// What the controller's Raft node has for its peers goes out on the links.
-    ///
-    /// Issue 16 part A wires the call here, before the sends:
-    /// `self.controller.take_peer_messages(&mut self.peer_outbox);`
     fn send_peer_messages<C>(&mut self, ctx: &mut Ctx<C>) {
+        self.controller.take_peer_messages(&mut self.peer_outbox);
         if !self.peer_outbox.is_empty() {
             self.links.send_all(ctx, &mut self.peer_outbox);
         }
