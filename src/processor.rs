@@ -27,10 +27,10 @@ use crate::request::{
     GetTopicsByCluster, KvKey, NameLimits, ParseError, QueryDataVersion, RegisterBroker,
     RegisterTopic, Request, UpdateNamesrvConfig, WritePerm,
 };
-use crate::route::model::{self, BodyLimits, Dialect, TopicRouteData};
+use crate::route::model::{self, BodyLimits, Dialect, RegisterBody, TopicRouteData};
 use crate::route::table::{
-    BatchOutcome, BoundExceeded, ConnId, ExpiredBroker, MinIdNotification, RegisterResult,
-    RemovalReason, RouteBounds, RouteSettings, RouteTable, Takeover, TopicsInput,
+    BatchOutcome, BodyFingerprint, BoundExceeded, ConnId, ExpiredBroker, MinIdNotification,
+    RegisterResult, RemovalReason, RouteBounds, RouteSettings, RouteTable, Takeover, TopicsInput,
     UnregisterRequest, FLAG_UNIT, FLAG_UNIT_SUB,
 };
 use crossbeam_channel::{Sender, TrySendError};
@@ -99,6 +99,9 @@ pub struct ServerCounters {
     pub closed_over_budget: u64,
     /// `accept` failures (out of descriptors and the like).
     pub accept_failures: u64,
+    /// The loop's longest turn so far, in microseconds, and its turns over 2 ms.
+    pub max_turn_micros: u64,
+    pub long_turns: u64,
 }
 
 /// What the server must do after a request besides writing the reply.
@@ -109,6 +112,74 @@ pub struct Effects {
     /// Not answered yet: the answer comes from [`Processor::finish_durable_writes`]; hold the
     /// connection's later frames until then.
     pub deferred: bool,
+    /// A REGISTER_BROKER whose body changed and is to be decoded off the loop
+    /// ([`BodyWork::DecodeOffLoop`]): nothing was answered; hand it to the decode worker
+    /// ([`decode_registration`]) with this fingerprint, then back as [`BodyWork::Decoded`].
+    pub decode_off_loop: Option<BodyFingerprint>,
+}
+
+/// Where a REGISTER_BROKER body is hashed and decoded. The server decides by its size; the
+/// checks are the same wherever they run.
+#[derive(Debug)]
+pub enum BodyWork {
+    /// Everything on the loop (small bodies: the common case, no thread hop).
+    OnLoop,
+    /// Hashed on the loop (cheap at this size); a changed body is decoded off it.
+    DecodeOffLoop,
+    /// Hashed off the loop (`None`: the header did not parse there); a changed body is
+    /// decoded off it.
+    Hashed(Option<BodyFingerprint>),
+    /// Hashed, CRC-checked and decoded off the loop.
+    Decoded(Box<DecodedBody>),
+}
+
+/// A registration body as the decode worker leaves it.
+#[derive(Debug)]
+pub struct DecodedBody {
+    pub fingerprint: BodyFingerprint,
+    /// The body's actual CRC when the header's `bodyCrc32` names another (then not decoded).
+    pub crc_mismatch: Option<i64>,
+    pub body: Result<RegisterBody, ParseError>,
+}
+
+/// What the decode worker needs to check a body as the loop would (a snapshot of the
+/// config's limits, taken when the job is handed over).
+#[derive(Debug, Clone, Copy)]
+pub struct BodyChecks {
+    pub body: BodyLimits,
+    pub names: NameLimits,
+}
+
+/// Off the loop: a REGISTER_BROKER body's fingerprint (`None` when the header does not parse;
+/// the loop then answers the parse error without hashing).
+pub fn hash_registration(cmd: &RemotingCommand, checks: &BodyChecks) -> Option<BodyFingerprint> {
+    match Request::parse(cmd, &checks.names) {
+        Ok(Request::RegisterBroker(r)) => Some(r.fingerprint),
+        _ => None,
+    }
+}
+
+/// Off the loop: what the loop's registration handler would do to a changed body before
+/// touching the tables: the `bodyCrc32` check, then decoding and the topic-config checks.
+pub fn decode_registration(
+    cmd: &RemotingCommand,
+    fingerprint: BodyFingerprint,
+    checks: &BodyChecks,
+) -> DecodedBody {
+    let parsed = Request::parse_with_fingerprint(cmd, &checks.names, Some(fingerprint));
+    let (crc_mismatch, body) = match parsed {
+        Ok(Request::RegisterBroker(r)) => match r.crc_mismatch() {
+            Some(actual) => (Some(actual), Ok(RegisterBody::default())),
+            None => (None, r.decode_body(&checks.body, &checks.names)),
+        },
+        Ok(_) => (None, Err(ParseError::NotSupported(cmd.code))),
+        Err(e) => (None, Err(e)),
+    };
+    DecodedBody {
+        fingerprint,
+        crc_mismatch,
+        body,
+    }
 }
 
 /// Request counts by code: a flat array for RocketMQ's range (no hashing per request), a map
@@ -330,6 +401,8 @@ struct Reply {
     body: ReplyBody,
     /// Answered later (see [`Effects::deferred`]); nothing is written now.
     deferred: bool,
+    /// Not answered: the body goes to the decode worker first (see [`Effects::decode_off_loop`]).
+    decode_off_loop: Option<BodyFingerprint>,
 }
 
 enum ReplyBody {
@@ -346,6 +419,7 @@ impl Reply {
             ext: None,
             body: ReplyBody::None,
             deferred: false,
+            decode_off_loop: None,
         }
     }
     /// The answer waits for the durable writer.
@@ -401,6 +475,17 @@ pub struct Processor {
     /// their connections, closed then.
     expired_this_scan: UnregisterBatch,
     expired_conns_this_scan: Vec<ConnId>,
+    /// Bodies decoded off the loop and applied (see [`Processor::take_spent_bodies`]).
+    spent_bodies: Vec<RegisterBody>,
+}
+
+/// A changed registration body, or why there is none yet.
+enum ChangedBody {
+    Ready(RegisterBody),
+    /// To be decoded off the loop first.
+    OffLoop,
+    /// Refused with this answer (not an error reply of the usual shape).
+    Answer(Reply),
 }
 
 fn route_settings(config: &NamesrvConfig) -> RouteSettings {
@@ -503,6 +588,7 @@ impl Processor {
             kv_full_warned_ms: None,
             expired_this_scan: Vec::new(),
             expired_conns_this_scan: Vec::new(),
+            spent_bodies: Vec::new(),
         }
     }
 
@@ -525,6 +611,19 @@ impl Processor {
         cmd: &RemotingCommand,
         out: &mut Vec<u8>,
     ) -> Effects {
+        self.handle_with(ctx, counters, cmd, BodyWork::OnLoop, out)
+    }
+
+    /// As [`Processor::handle`], for a REGISTER_BROKER whose body is (to be) hashed or
+    /// decoded off the loop as `work` says. A body coming back decoded is not counted again.
+    pub fn handle_with(
+        &mut self,
+        ctx: &RequestContext,
+        counters: &ServerCounters,
+        cmd: &RemotingCommand,
+        work: BodyWork,
+        out: &mut Vec<u8>,
+    ) -> Effects {
         if cmd.is_response() {
             // We only send oneway requests (905), so no response is ever expected.
             debug!(
@@ -533,14 +632,16 @@ impl Processor {
             );
             return Effects::default();
         }
-        self.stats.requests_by_code.count(cmd.code);
+        if !matches!(work, BodyWork::Decoded(_)) {
+            self.stats.requests_by_code.count(cmd.code);
+        }
         let mut effects = Effects::default();
         let ticket = ctx.reply_to.map(|conn| Ticket {
             conn,
             opaque: cmd.opaque,
             oneway: cmd.is_oneway(),
         });
-        let reply = match self.dispatch(ctx, counters, cmd, ticket) {
+        let reply = match self.dispatch(ctx, counters, cmd, ticket, work) {
             Ok(r) => r,
             Err(r) => {
                 debug!(
@@ -550,6 +651,10 @@ impl Processor {
                 r.into()
             }
         };
+        if reply.decode_off_loop.is_some() {
+            effects.decode_off_loop = reply.decode_off_loop;
+            return effects;
+        }
         if reply.deferred {
             effects.deferred = true;
         } else if !cmd.is_oneway() {
@@ -602,10 +707,16 @@ impl Processor {
         counters: &ServerCounters,
         cmd: &RemotingCommand,
         ticket: Option<Ticket>,
+        work: BodyWork,
     ) -> Result<Reply, Reject> {
         self.check_allow_lists(ctx, cmd.code)?;
         let limits = self.name_limits();
-        let request = match Request::parse(cmd, &limits) {
+        let known = match &work {
+            BodyWork::Hashed(fingerprint) => *fingerprint,
+            BodyWork::Decoded(d) => Some(d.fingerprint),
+            BodyWork::OnLoop | BodyWork::DecodeOffLoop => None,
+        };
+        let request = match Request::parse_with_fingerprint(cmd, &limits, known) {
             Ok(request) => request,
             Err(e) => {
                 if !matches!(e, ParseError::NotSupported(_)) {
@@ -614,7 +725,10 @@ impl Processor {
                 return Err(e.into());
             }
         };
-        self.apply(ctx, counters, request, ticket)
+        match request {
+            Request::RegisterBroker(r) => self.register_broker(ctx, &r, work),
+            request => self.apply(ctx, counters, request, ticket),
+        }
     }
 
     /// `adminAllowList` for the admin writes, `brokerAllowList` for what brokers report about
@@ -666,7 +780,7 @@ impl Processor {
                 self.submit_kv_change(prepared, ticket, ctx.now_ms)
             }
             Request::GetKvList(r) => self.get_kv_list(r),
-            Request::RegisterBroker(r) => self.register_broker(ctx, &r),
+            Request::RegisterBroker(r) => self.register_broker(ctx, &r, BodyWork::OnLoop),
             Request::UnregisterBroker(r) => self.unregister_broker(ctx, r),
             Request::BrokerHeartbeat(r) => self.broker_heartbeat(ctx, r),
             Request::QueryDataVersion(r) => self.query_data_version(ctx, r),
@@ -926,35 +1040,37 @@ impl Processor {
         &mut self,
         ctx: &RequestContext,
         r: &RegisterBroker<'_>,
+        work: BodyWork,
     ) -> Result<Reply, Reject> {
         let req = r.table_request(ctx.conn, ctx.now_ms);
-        self.stats.registrations += 1;
+        let decoded_off_loop = matches!(work, BodyWork::Decoded(_));
+        if !decoded_off_loop {
+            self.stats.registrations += 1;
+        }
         let mut result = if self.table.is_unchanged_body(&req) {
             self.stats.registrations_unchanged += 1;
             self.table.register_broker(&req, TopicsInput::Unchanged)
         } else {
-            if let Some(actual) = r.crc_mismatch() {
-                warn!(
-                    "rejected registration of {}@{} ({}): body crc32 {actual} != header bodyCrc32 {}",
-                    r.broker_name, r.broker_addr, r.cluster, r.body_crc32
-                );
-                // Java built this response with RegisterBrokerResponseHeader: `"extFields":{}`.
-                return Ok(Reply {
-                    ext: Some(Vec::new()),
-                    ..Reply::error(response::SYSTEM_ERROR, "crc32 not match")
-                });
-            }
-            let body = r
-                .decode_body(&self.body_limits, &self.name_limits())
-                .inspect_err(|e| {
-                    let what = format!("{}: {e}", registration_of(r));
-                    self.warn_refused(ctx, request::REGISTER_BROKER, &what);
-                })?;
+            let body = match self.changed_body(ctx, r, work)? {
+                ChangedBody::Ready(body) => body,
+                ChangedBody::Answer(reply) => return Ok(reply),
+                ChangedBody::OffLoop => {
+                    return Ok(Reply {
+                        decode_off_loop: Some(r.fingerprint),
+                        ..Reply::ok()
+                    })
+                }
+            };
             let topics = TopicsInput::Body(&body);
             if let Err(e) = self.table.check_register_bounds(&req, topics, &self.bounds) {
                 return Err(self.bound_reached(ctx, &registration_of(r), e));
             }
-            self.table.register_broker(&req, topics)
+            let result = self.table.register_broker(&req, topics);
+            if decoded_off_loop {
+                // A large body's thousands of strings are freed off the loop too.
+                self.spent_bodies.push(body);
+            }
+            result
         };
         if let Some(takeover) = result.taken_over.take() {
             self.took_over(r, takeover, ctx.now_ms);
@@ -981,6 +1097,55 @@ impl Processor {
             body: body.map_or(ReplyBody::None, ReplyBody::Shared),
             ..Reply::ok()
         })
+    }
+
+    /// A changed registration body, decoded here or by the decode worker (as `work` says),
+    /// after the `bodyCrc32` check; or the answer refusing it.
+    fn changed_body(
+        &mut self,
+        ctx: &RequestContext,
+        r: &RegisterBroker<'_>,
+        work: BodyWork,
+    ) -> Result<ChangedBody, Reject> {
+        let (crc_mismatch, decoded) = match work {
+            BodyWork::DecodeOffLoop | BodyWork::Hashed(_) => return Ok(ChangedBody::OffLoop),
+            BodyWork::Decoded(d) => (d.crc_mismatch, Some(d.body)),
+            BodyWork::OnLoop => (r.crc_mismatch(), None),
+        };
+        if let Some(actual) = crc_mismatch {
+            warn!(
+                "rejected registration of {}@{} ({}): body crc32 {actual} != header bodyCrc32 {}",
+                r.broker_name, r.broker_addr, r.cluster, r.body_crc32
+            );
+            // Java built this response with RegisterBrokerResponseHeader: `"extFields":{}`.
+            return Ok(ChangedBody::Answer(Reply {
+                ext: Some(Vec::new()),
+                ..Reply::error(response::SYSTEM_ERROR, "crc32 not match")
+            }));
+        }
+        let decoded =
+            decoded.unwrap_or_else(|| r.decode_body(&self.body_limits, &self.name_limits()));
+        match decoded {
+            Ok(body) => Ok(ChangedBody::Ready(body)),
+            Err(e) => {
+                let what = format!("{}: {e}", registration_of(r));
+                self.warn_refused(ctx, request::REGISTER_BROKER, &what);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Decoded registration bodies already applied, for the server to free off the loop.
+    pub fn take_spent_bodies(&mut self) -> Vec<RegisterBody> {
+        std::mem::take(&mut self.spent_bodies)
+    }
+
+    /// The limits a body is checked against, for the decode worker.
+    pub fn body_checks(&self) -> BodyChecks {
+        BodyChecks {
+            body: self.body_limits,
+            names: self.name_limits(),
+        }
     }
 
     /// A bound refused a registration: SYSTEM_ERROR naming the key, and a rate-limited warn.
@@ -1431,7 +1596,7 @@ impl Processor {
     fn stats_body(&self, counters: &ServerCounters) -> Vec<u8> {
         use crate::remoting::json::{write_i64, write_key};
         let mut out = Vec::with_capacity(512);
-        let fields: [(&str, i64); 21] = [
+        let fields: [(&str, i64); 23] = [
             ("connections", counters.connections as i64),
             ("brokers", self.table.live_broker_count() as i64),
             ("brokerGroups", self.table.broker_group_count() as i64),
@@ -1459,6 +1624,8 @@ impl Processor {
             ("frameTimeouts", counters.frame_timeouts as i64),
             ("closedOverBudget", counters.closed_over_budget as i64),
             ("acceptFailures", counters.accept_failures as i64),
+            ("maxTurnMicros", counters.max_turn_micros as i64),
+            ("longTurns", counters.long_turns as i64),
         ];
         out.push(b'{');
         for (k, v) in fields {

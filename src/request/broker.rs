@@ -65,11 +65,9 @@ impl<'a> RegisterBroker<'a> {
             compressed: h.optional_bool("compressed").unwrap_or(false),
             version: h.cmd.version,
             body,
-            fingerprint: BodyFingerprint {
-                len: body.len(),
-                header_crc: body_crc32,
-                hash: crate::checksum::fingerprint(body),
-            },
+            fingerprint: h
+                .fingerprint
+                .unwrap_or_else(|| body_fingerprint(body, body_crc32)),
         })
     }
 
@@ -119,6 +117,16 @@ impl<'a> RegisterBroker<'a> {
             )?;
         }
         Ok(body)
+    }
+}
+
+/// What recognises an unchanged registration body: its length, the header's `bodyCrc32` and
+/// its hash (the costly part for a large body: the decode worker computes it for those).
+pub fn body_fingerprint(body: &[u8], header_crc: i64) -> BodyFingerprint {
+    BodyFingerprint {
+        len: body.len(),
+        header_crc,
+        hash: crate::checksum::fingerprint(body),
     }
 }
 

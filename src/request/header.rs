@@ -5,6 +5,7 @@
 
 use super::rules;
 use crate::remoting::command::RemotingCommand;
+use crate::route::table::BodyFingerprint;
 use std::fmt;
 
 /// Why a request could not be turned into a typed request. The processor answers
@@ -196,6 +197,8 @@ impl NameLimits {
 pub(super) struct Fields<'a> {
     pub cmd: &'a RemotingCommand,
     pub limits: &'a NameLimits,
+    /// A REGISTER_BROKER body's fingerprint when it was computed off the loop.
+    pub fingerprint: Option<BodyFingerprint>,
 }
 
 impl<'a> Fields<'a> {

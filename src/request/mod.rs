@@ -33,6 +33,7 @@ pub use rules::Allowed;
 
 use crate::remoting::codes::request as code;
 use crate::remoting::command::RemotingCommand;
+use crate::route::table::BodyFingerprint;
 use header::Fields;
 
 /// One request, by code.
@@ -68,7 +69,21 @@ impl<'a> Request<'a> {
     /// Parses `cmd` by its code. Codes the name server does not answer (unknown ones, and
     /// 905, which it only sends) are [`ParseError::NotSupported`].
     pub fn parse(cmd: &'a RemotingCommand, limits: &'a NameLimits) -> Result<Self, ParseError> {
-        let h = Fields { cmd, limits };
+        Request::parse_with_fingerprint(cmd, limits, None)
+    }
+
+    /// As [`Request::parse`], with a REGISTER_BROKER body's fingerprint already computed (by
+    /// the decode worker, so that a large body is not hashed again on the loop).
+    pub fn parse_with_fingerprint(
+        cmd: &'a RemotingCommand,
+        limits: &'a NameLimits,
+        fingerprint: Option<BodyFingerprint>,
+    ) -> Result<Self, ParseError> {
+        let h = Fields {
+            cmd,
+            limits,
+            fingerprint,
+        };
         Ok(match cmd.code {
             code::PUT_KV_CONFIG => Request::PutKvConfig(PutKvConfig::parse(h)?),
             code::GET_KV_CONFIG => Request::GetKvConfig(KvKey::parse(h)?),

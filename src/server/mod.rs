@@ -30,7 +30,8 @@ use crate::event_loop::{
 };
 use crate::kv::KvStore;
 use crate::processor::{
-    Effects, Outbox, Processor, RequestContext, ServerCounters, UnregisterBatch, Unregistration,
+    BodyWork, Effects, Outbox, Processor, RequestContext, ServerCounters, UnregisterBatch,
+    Unregistration,
 };
 use crate::remoting::codes::{is_broker_request, request, response};
 use crate::remoting::command::{DecodeLimits, RemotingCommand};
@@ -55,6 +56,9 @@ mod controller_port;
 mod controller_port;
 
 use controller_port::ControllerPort;
+use decode_worker::{DecodeWorker, Job};
+
+mod decode_worker;
 
 /// The name server's listener (the controller's is `controller_port::LISTENER`).
 const NAMESRV_LISTENER: ListenerTag = ListenerTag(0);
@@ -84,6 +88,16 @@ const TRIM_AFTER_BYTES: usize = 4 << 20;
 /// Connection buffers (bytes held at once) after which, once they are down to a quarter,
 /// freed heap is handed back the same way (large frames, unread replies).
 const TRIM_AFTER_BUFFERED: usize = 2 << 20;
+
+/// Bodies up to this length are hashed on the loop (XXH64, a fraction of a millisecond even
+/// on a slow, shared core); larger ones are hashed by the decode worker before the loop
+/// checks whether they changed. 256 KiB covers a broker with about 1,200 topics, so the
+/// steady registrations of ordinary brokers are answered on the loop without a thread hop.
+const HASH_ON_LOOP_BYTES: usize = 256 * 1024;
+
+/// How much a zlib stream may inflate (deflate's limit is about 1032:1): a compressed body is
+/// weighed by what it may become, so a small zlib bomb is inflated off the loop too.
+const MAX_INFLATE_RATIO: usize = 1032;
 
 /// Unregistrations applied per step of a large batch.
 const UNREGISTER_CHUNK: usize = 32;
@@ -390,6 +404,9 @@ struct Settings {
     decode: DecodeLimits,
     scan_interval_ms: u64,
     registration_budget: usize,
+    /// `decodeOnLoopMaxBytes`: changed registration bodies larger than this (compressed ones
+    /// weighed by [`MAX_INFLATE_RATIO`]) are decoded by the decode worker.
+    decode_on_loop_max: usize,
 }
 
 impl Settings {
@@ -406,6 +423,7 @@ impl Settings {
             },
             scan_interval_ms: c.scan_not_active_broker_interval.max(1) as u64,
             registration_budget: c.registration_budget_per_iteration.max(1) as usize,
+            decode_on_loop_max: c.decode_on_loop_max_bytes as usize,
         }
     }
 }
@@ -426,12 +444,15 @@ struct PeerState {
 struct QueuedRegistration {
     conn: ConnId,
     cmd: RemotingCommand,
+    /// What the decode worker found out about its body; `None` before it is looked at.
+    work: Option<BodyWork>,
 }
 
 /// Registrations waiting to be applied, at most one per connection.
 #[derive(Default)]
 struct RegistrationQueue {
     queue: VecDeque<QueuedRegistration>,
+    /// Body bytes of the queued registrations and of those with the decode worker.
     bytes: usize,
 }
 
@@ -463,6 +484,8 @@ struct NameServer {
     /// The soft open-file limit the connection cap is kept under.
     descriptors: Option<u64>,
     threads: Vec<JoinHandle<()>>,
+    /// Hashes and decodes large registration bodies off the loop.
+    decode: DecodeWorker,
     /// The embedded Controller, when hosted.
     controller: Option<ControllerPort>,
 }
@@ -471,11 +494,13 @@ impl NameServer {
     fn new(config: NamesrvConfig, kv: KvStore, waker: LoopWaker) -> io::Result<NameServer> {
         let capacity = config.un_register_broker_queue_capacity.max(1) as usize;
         let wake = waker.clone();
+        let waker_for_decode = waker.clone();
         let (durable, kv_writer) = kv.spawn_writer("kv-writer", Box::new(move || wake.wake()))?;
         let (unregistrations, unregister_batches, batcher) =
             event_loop::spawn_batcher("unregister-worker", capacity, waker)?;
         let (notifications, sender) =
             oneway::spawn_sender("notify-sender", capacity, NOTIFY_TIMEOUT)?;
+        let decode = DecodeWorker::spawn("decode-worker", waker_for_decode)?;
         let settings = Settings::from_config(&config);
         let outbox = Outbox {
             unregistrations,
@@ -494,6 +519,7 @@ impl NameServer {
             next_trim_ms: 0,
             descriptors: None,
             threads: vec![batcher, sender, kv_writer],
+            decode,
             controller: None,
         })
     }
@@ -508,12 +534,14 @@ impl NameServer {
         let NameServer {
             processor,
             threads,
+            decode,
             controller,
             ..
         } = self;
         if let Some(port) = controller {
             port.shutdown();
         }
+        decode.shutdown();
         drop(processor);
         for t in threads {
             if t.join().is_err() {
@@ -525,7 +553,8 @@ impl NameServer {
     /// Enough registrations are queued for this turn's budget: read no more broker traffic
     /// until some are applied.
     fn registration_queue_full(&self) -> bool {
-        self.registrations.queue.len() >= self.settings.registration_budget
+        self.registrations.queue.len() + self.decode.in_flight()
+            >= self.settings.registration_budget
             || self.registrations.bytes >= REGISTRATION_READ_AHEAD_BYTES
     }
 
@@ -546,7 +575,9 @@ impl NameServer {
         let Some(out) = ctx.write_buf(conn) else {
             return Next::Close;
         };
-        let Some(effects) = handle_guarded(&mut self.processor, &rctx, &counters, cmd, out) else {
+        let work = BodyWork::OnLoop;
+        let Some(effects) = handle_guarded(&mut self.processor, &rctx, &counters, cmd, work, out)
+        else {
             warn!(
                 "closing connection from {:?}: handling request code {} panicked",
                 rctx.peer, cmd.code
@@ -602,9 +633,11 @@ impl NameServer {
             return Next::Continue;
         }
         self.registrations.bytes += cmd.body.len();
-        self.registrations
-            .queue
-            .push_back(QueuedRegistration { conn, cmd });
+        self.registrations.queue.push_back(QueuedRegistration {
+            conn,
+            cmd,
+            work: None,
+        });
         ctx.set_read_class(conn, ReadClass::Bulk);
         Next::Hold
     }
@@ -627,7 +660,9 @@ impl NameServer {
     }
 
     /// Applies queued registrations: at least one, then until the count or time budget for
-    /// this turn is spent. Each answered connection may send its next frames.
+    /// this turn is spent. Each answered connection may send its next frames; a registration
+    /// whose body is too large to hash or decode here goes to the decode worker instead and
+    /// comes back through [`NameServer::take_decoded`].
     fn run_registrations(&mut self, ctx: &mut Ctx<PeerState>, started: Instant) {
         let mut done = 0;
         while done < self.settings.registration_budget {
@@ -640,26 +675,113 @@ impl NameServer {
             self.registrations.bytes -= q.cmd.body.len();
             self.bytes_since_trim += q.cmd.body.len();
             done += 1;
-            let Some(peer) = ctx.peer(q.conn) else {
-                continue;
-            };
-            let rctx = RequestContext {
-                conn: Some(q.conn.index()),
-                peer: Some(peer),
-                now_ms: ctx.now_ms(),
-                reply_to: Some(q.conn),
-            };
-            let counters = server_counters(ctx.stats());
-            let Some(out) = ctx.write_buf(q.conn) else {
-                continue;
-            };
-            if handle_guarded(&mut self.processor, &rctx, &counters, &q.cmd, out).is_none() {
-                ctx.close(q.conn, "registration handler panicked");
-                continue;
+            self.run_registration(ctx, q);
+        }
+        let spent = self.processor.take_spent_bodies();
+        if !spent.is_empty() {
+            // Should the worker be gone, they are freed here.
+            let _ = self.decode.submit(Job::Free(spent));
+        }
+    }
+
+    /// One registration: handed to the decode worker, or answered.
+    fn run_registration(&mut self, ctx: &mut Ctx<PeerState>, q: QueuedRegistration) {
+        let QueuedRegistration { conn, cmd, work } = q;
+        let Some(peer) = ctx.peer(conn) else {
+            return;
+        };
+        let work = match work {
+            Some(work) => work,
+            None if cmd.body.len() > HASH_ON_LOOP_BYTES => {
+                let checks = self.processor.body_checks();
+                match self.hand_over(Job::Hash { conn, cmd, checks }) {
+                    Some(Job::Hash { cmd, .. }) => return self.answer_on_loop(ctx, conn, cmd),
+                    _ => return,
+                }
             }
-            // Frames that arrived behind the registration can go now, in turn with the other
-            // waiting brokers (first come, first served).
-            ctx.release(q.conn);
+            None if self.decodes_on_loop(&cmd) => BodyWork::OnLoop,
+            None => BodyWork::DecodeOffLoop,
+        };
+        let rctx = RequestContext {
+            conn: Some(conn.index()),
+            peer: Some(peer),
+            now_ms: ctx.now_ms(),
+            reply_to: Some(conn),
+        };
+        let counters = server_counters(ctx.stats());
+        let Some(out) = ctx.write_buf(conn) else {
+            return;
+        };
+        let processor = &mut self.processor;
+        let Some(effects) = handle_guarded(processor, &rctx, &counters, &cmd, work, out) else {
+            ctx.close(conn, "registration handler panicked");
+            return;
+        };
+        if let Some(fingerprint) = effects.decode_off_loop {
+            let checks = self.processor.body_checks();
+            let job = Job::Decode {
+                conn,
+                cmd,
+                fingerprint,
+                checks,
+            };
+            if let Some(Job::Decode { cmd, .. }) = self.hand_over(job) {
+                self.answer_on_loop(ctx, conn, cmd);
+            }
+            return;
+        }
+        // Frames that arrived behind the registration can go now, in turn with the other
+        // waiting brokers (first come, first served).
+        ctx.release(conn);
+    }
+
+    /// Whether a changed body is small enough to decode on the loop.
+    fn decodes_on_loop(&self, cmd: &RemotingCommand) -> bool {
+        let compressed =
+            cmd.body.first() == Some(&0x78) || cmd.ext("compressed").is_some_and(|v| v == "true");
+        let weight = if compressed {
+            cmd.body.len().saturating_mul(MAX_INFLATE_RATIO)
+        } else {
+            cmd.body.len()
+        };
+        weight <= self.settings.decode_on_loop_max
+    }
+
+    /// Gives a registration to the decode worker (its bytes still count as queued); returns
+    /// the job when the worker is gone.
+    fn hand_over(&mut self, job: Job) -> Option<Job> {
+        let bytes = match &job {
+            Job::Hash { cmd, .. } | Job::Decode { cmd, .. } => cmd.body.len(),
+            Job::Free(_) => 0,
+        };
+        let Some(job) = self.decode.submit(job) else {
+            self.registrations.bytes += bytes;
+            return None;
+        };
+        error!("the decode worker is gone: decoding a registration on the loop");
+        Some(job)
+    }
+
+    /// The fallback when the decode worker is gone: the registration is handled here, as
+    /// before there was a worker.
+    fn answer_on_loop(&mut self, ctx: &mut Ctx<PeerState>, conn: ConnId, cmd: RemotingCommand) {
+        let q = QueuedRegistration {
+            conn,
+            cmd,
+            work: Some(BodyWork::OnLoop),
+        };
+        self.run_registration(ctx, q);
+    }
+
+    /// Registrations the decode worker is done with join the queue again, to be applied in
+    /// turn.
+    fn take_decoded(&mut self) {
+        while let Some(done) = self.decode.try_take() {
+            self.registrations.queue.push_back(QueuedRegistration {
+                conn: done.conn,
+                cmd: done.cmd,
+                work: Some(done.work),
+            });
         }
     }
 
@@ -825,6 +947,7 @@ impl Handler for NameServer {
             Some(port) => port.before_sleep(ctx),
             None => false,
         };
+        self.take_decoded();
         let slow_work = Instant::now();
         self.run_registrations(ctx, slow_work);
         self.apply_unregistrations(slow_work);
@@ -836,7 +959,8 @@ impl Handler for NameServer {
             || self.expiry.in_progress
             || self.expiry.scan_due
             || !self.expiry.conns_to_close.is_empty()
-            || (ctx.is_stopping() && self.processor.writes_in_flight() > 0)
+            || (ctx.is_stopping()
+                && (self.processor.writes_in_flight() > 0 || self.decode.in_flight() > 0))
     }
 }
 
@@ -850,6 +974,8 @@ fn server_counters(stats: LoopStats) -> ServerCounters {
         frame_timeouts: stats.frame_timeouts,
         closed_over_budget: stats.closed_over_budget,
         accept_failures: stats.accept_failures,
+        max_turn_micros: stats.max_turn_micros,
+        long_turns: stats.long_turns,
     }
 }
 
@@ -861,11 +987,12 @@ fn handle_guarded(
     ctx: &RequestContext,
     counters: &ServerCounters,
     cmd: &RemotingCommand,
+    work: BodyWork,
     out: &mut Vec<u8>,
 ) -> Option<Effects> {
     let mark = out.len();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        processor.handle(ctx, counters, cmd, out)
+        processor.handle_with(ctx, counters, cmd, work, out)
     }));
     match result {
         Ok(effects) => Some(effects),

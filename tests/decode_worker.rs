@@ -1,0 +1,193 @@
+//! Large registration bodies are hashed and decoded by the decode worker, off the loop: the
+//! same checks and answers as on the loop, replies in order, unchanged bodies still applied
+//! without decoding, and a client on another connection served while a zlib bomb or a huge
+//! JSON body is being decoded.
+
+mod common;
+
+use common::*;
+use rmq_namesrv::client::api::RegisterOptions;
+use rmq_namesrv::remoting::codes::{request, response};
+use rmq_namesrv::remoting::command::{DecodeLimits, RemotingCommand};
+use rmq_namesrv::route::model::{self, RegisterBody};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+fn json_bytes(body: &RegisterBody) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    model::encode_register_body_json(body, &mut bytes);
+    bytes
+}
+
+fn read_command(s: &mut TcpStream) -> RemotingCommand {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).expect("frame length");
+    let mut frame = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut frame).expect("frame");
+    RemotingCommand::decode(frame.into(), &DecodeLimits::default()).expect("answer decodes")
+}
+
+fn register_ext(b: &Broker) -> Vec<(&str, &str)> {
+    vec![
+        ("brokerName", b.name.as_str()),
+        ("brokerAddr", b.addr.as_str()),
+        ("clusterName", b.cluster.as_str()),
+        ("haServerAddr", b.ha.as_str()),
+        ("brokerId", "0"),
+        ("bodyCrc32", "0"),
+    ]
+}
+
+#[test]
+fn bodies_decoded_off_the_loop_are_checked_and_applied_as_on_it() {
+    // 0: every changed, non-empty body goes through the worker.
+    let server = TestServer::start_with(|c| c.decode_on_loop_max_bytes = 0);
+    let mut c = server.client();
+    let b = Broker::new("DW", "dw-a", "10.3.0.1:10911", 0);
+    let first = body_with(1, &[topic("DwA", 8, 6), topic("DwB", 8, 6)]);
+    assert_eq!(register(&mut c, &b, &first).code, response::SUCCESS);
+    assert!(route_data(&mut c, "DwA").is_some());
+    // Unchanged: recognised by its fingerprint, not decoded again.
+    assert_eq!(register(&mut c, &b, &first).code, response::SUCCESS);
+    assert_eq!(stat(&mut c, "registrationsUnchanged"), 1);
+    assert_eq!(stat(&mut c, "registrations"), 2);
+    let counted = stats(&mut c);
+    let by_code = counted.get("requests").and_then(|r| r.get("103"));
+    assert_eq!(
+        by_code.and_then(|v| v.as_i64()),
+        Some(2),
+        "counted once each"
+    );
+    // Changed, compressed: decoded by the worker too.
+    let second = body_with(2, &[topic("DwA", 8, 6), topic("DwC", 4, 6)]);
+    let compressed = RegisterOptions {
+        compressed: true,
+        ..RegisterOptions::default()
+    };
+    assert_eq!(register_with(&mut c, &b, &second, &compressed).code, 0);
+    let dw_c = route_data(&mut c, "DwC").expect("DwC registered");
+    assert_eq!(dw_c.queue_datas[0].read_queue_nums, 4);
+    // A wrong bodyCrc32 and a bad topic value are refused as on the loop, changing nothing.
+    let bad_crc = RegisterOptions {
+        body_crc32: Some(12345),
+        ..RegisterOptions::default()
+    };
+    let third = body_with(3, &[topic("DwD", 8, 6)]);
+    let resp = register_with(&mut c, &b, &third, &bad_crc);
+    assert_eq!(resp.code, response::SYSTEM_ERROR);
+    assert_eq!(resp.remark.as_deref(), Some("crc32 not match"));
+    let resp = register(&mut c, &b, &body_with(4, &[topic("DwE", 8, 255)]));
+    assert_eq!(resp.code, response::SYSTEM_ERROR);
+    assert!(resp.remark.as_deref().unwrap_or("").contains("perm 255"));
+    assert!(route_data(&mut c, "DwD").is_none());
+    assert!(route_data(&mut c, "DwE").is_none());
+    assert!(route_data(&mut c, "DwC").is_some());
+}
+
+#[test]
+fn requests_behind_a_registration_decoded_off_the_loop_are_answered_after_it() {
+    let server = TestServer::start_with(|c| c.decode_on_loop_max_bytes = 0);
+    let b = Broker::new("DW", "dw-order", "10.3.0.2:10911", 0);
+    let body = json_bytes(&body_with(1, &[topic("DwOrder", 8, 6)]));
+    let mut s = TcpStream::connect(&server.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut frames = request_frame(request::REGISTER_BROKER, 1, &register_ext(&b), &body);
+    let route = [("topic", "DwOrder")];
+    frames.extend(request_frame(
+        request::GET_ROUTEINFO_BY_TOPIC,
+        2,
+        &route,
+        b"",
+    ));
+    s.write_all(&frames).unwrap();
+    let first = read_command(&mut s);
+    assert_eq!((first.opaque, first.code), (1, response::SUCCESS));
+    // Read after the registration was applied: the route is there.
+    let second = read_command(&mut s);
+    assert_eq!((second.opaque, second.code), (2, response::SUCCESS));
+}
+
+#[test]
+fn a_body_too_large_to_hash_on_the_loop_stays_undecoded_while_unchanged() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    c.set_timeout(Duration::from_secs(60));
+    let b = Broker::new("DW", "dw-big", "10.3.0.3:10911", 0);
+    let topics: Vec<_> = (0..2_500)
+        .map(|i| topic(&format!("DwBig{i:05}"), 8, 6))
+        .collect();
+    let body = body_with(1, &topics);
+    assert!(json_bytes(&body).len() > 256 * 1024, "hashed by the worker");
+    assert_eq!(register(&mut c, &b, &body).code, response::SUCCESS);
+    assert_eq!(register(&mut c, &b, &body).code, response::SUCCESS);
+    assert_eq!(stat(&mut c, "registrationsUnchanged"), 1);
+    assert_eq!(stat(&mut c, "topics"), 2_500);
+    assert!(route_data(&mut c, "DwBig02499").is_some());
+}
+
+/// Asks for a route over its own connection until told to stop; returns the slowest answer.
+fn probe(addr: String, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Duration {
+    let mut c = rmq_namesrv::client::Client::connect(&addr, Duration::from_secs(30)).unwrap();
+    let mut worst = Duration::ZERO;
+    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        let started = Instant::now();
+        assert_eq!(route(&mut c, "Probe").code, response::SUCCESS);
+        worst = worst.max(started.elapsed());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    worst
+}
+
+#[test]
+fn a_zlib_bomb_and_a_huge_json_body_do_not_stall_a_client_on_another_connection() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let prober = Broker::new("DW", "dw-probe", "10.3.0.4:10911", 0);
+    assert_eq!(
+        register(&mut c, &prober, &body_with(1, &[topic("Probe", 8, 6)])).code,
+        0
+    );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (addr, flag) = (server.addr.clone(), stop.clone());
+    let good = std::thread::spawn(move || probe(addr, flag));
+
+    let mut attacker = server.client();
+    attacker.set_timeout(Duration::from_secs(120));
+    let evil = Broker::new("DW", "dw-evil", "10.3.0.5:10911", 0);
+    // 64 MiB of zeros: a 65 KB zlib stream that stops at maxInflatedBodyLength (16 MiB).
+    let bomb = miniz_oxide::deflate::compress_to_vec_zlib(&vec![0u8; 64 << 20], 10);
+    let compressed = RegisterOptions {
+        compressed: true,
+        ..RegisterOptions::default()
+    };
+    let resp = register_raw(&mut attacker, &evil, &bomb, &compressed);
+    assert_eq!(resp.code, response::SYSTEM_ERROR);
+    assert!(resp
+        .remark
+        .unwrap_or_default()
+        .contains("inflates beyond 16777216"));
+    // ~8 MB of JSON whose last topic is refused: decoded to the end, then refused.
+    let mut topics: Vec<_> = (0..50_000)
+        .map(|i| topic(&format!("Evil{i:06}"), 8, 6))
+        .collect();
+    topics.push(topic("EvilLast", 8, 255));
+    let huge = json_bytes(&body_with(1, &topics));
+    let resp = register_raw(&mut attacker, &evil, &huge, &RegisterOptions::default());
+    assert_eq!(resp.code, response::SYSTEM_ERROR);
+    assert!(resp.remark.unwrap_or_default().contains("perm 255"));
+
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let worst = good.join().expect("the good client was always answered");
+    // On the loop, hashing and decoding these took seconds in a debug build; off it, the
+    // good client waits for nothing but scheduling (generous: the machine is shared).
+    assert!(
+        worst < Duration::from_millis(500),
+        "slowest route answer {worst:?}"
+    );
+    assert_eq!(
+        stat(&mut c, "topics"),
+        1,
+        "nothing of the refused bodies was applied"
+    );
+}
