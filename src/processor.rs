@@ -23,11 +23,11 @@ use crate::kv::{
 use crate::remoting::codes::{self, request, response, version, FLAG_ONEWAY, FLAG_RESPONSE};
 use crate::remoting::command::{encode_frame, Header, RemotingCommand, SerializeType};
 use crate::request::{
-    BrokerHeartbeat, BrokerRef, DeleteTopic, GetBrokerMemberGroup, GetKvList, GetRouteInfo,
-    GetTopicsByCluster, KvKey, NameLimits, ParseError, QueryDataVersion, RegisterBroker,
-    RegisterTopic, Request, UpdateNamesrvConfig, WritePerm,
+    BodyDone, BrokerHeartbeat, BrokerRef, DeleteTopic, GetBrokerMemberGroup, GetKvList,
+    GetRouteInfo, GetTopicsByCluster, KvKey, NameLimits, ParseError, QueryDataVersion,
+    RegisterBroker, RegisterTopic, Request, UpdateNamesrvConfig, WritePerm,
 };
-use crate::route::model::{self, BodyLimits, Dialect, RegisterBody, TopicRouteData};
+use crate::route::model::{self, BodyLimits, Dialect, QueueData, RegisterBody, TopicRouteData};
 use crate::route::table::{
     BatchOutcome, BodyFingerprint, BoundExceeded, ConnId, ExpiredBroker, MinIdNotification,
     RegisterResult, RemovalReason, RouteBounds, RouteSettings, RouteTable, Takeover, TopicsInput,
@@ -131,6 +131,8 @@ pub enum BodyWork {
     Hashed(Option<BodyFingerprint>),
     /// Hashed, CRC-checked and decoded off the loop.
     Decoded(Box<DecodedBody>),
+    /// A REGISTER_TOPIC_IN_NAMESRV body decoded and checked off the loop: its queue datas.
+    RouteDecoded(Result<Vec<QueueData>, ParseError>),
 }
 
 /// A registration body as the decode worker leaves it.
@@ -159,6 +161,16 @@ pub fn hash_registration(cmd: &RemotingCommand, checks: &BodyChecks) -> Option<B
     }
 }
 
+/// Off the loop: a REGISTER_TOPIC_IN_NAMESRV body decoded and checked as parsing it on the
+/// loop would. A header the parse refuses gives no queue datas: the loop refuses it again.
+pub fn decode_route_body(cmd: &RemotingCommand, names: &NameLimits) -> BodyWork {
+    BodyWork::RouteDecoded(match Request::parse(cmd, names) {
+        Ok(Request::RegisterTopic(r)) => Ok(r.queue_datas),
+        Ok(_) => Ok(Vec::new()),
+        Err(e) => Err(e),
+    })
+}
+
 /// Off the loop: what the loop's registration handler would do to a changed body before
 /// touching the tables: the `bodyCrc32` check, then decoding and the topic-config checks.
 pub fn decode_registration(
@@ -166,7 +178,7 @@ pub fn decode_registration(
     fingerprint: BodyFingerprint,
     checks: &BodyChecks,
 ) -> DecodedBody {
-    let parsed = Request::parse_with_fingerprint(cmd, &checks.names, Some(fingerprint));
+    let parsed = Request::parse_after(cmd, &checks.names, BodyDone::Hashed(fingerprint));
     let (crc_mismatch, body) = match parsed {
         Ok(Request::RegisterBroker(r)) => match r.crc_mismatch() {
             Some(actual) => (Some(actual), Ok(RegisterBody::default())),
@@ -711,12 +723,15 @@ impl Processor {
     ) -> Result<Reply, Reject> {
         self.check_allow_lists(ctx, cmd.code)?;
         let limits = self.name_limits();
-        let known = match &work {
-            BodyWork::Hashed(fingerprint) => *fingerprint,
-            BodyWork::Decoded(d) => Some(d.fingerprint),
-            BodyWork::OnLoop | BodyWork::DecodeOffLoop => None,
+        let done = match &work {
+            BodyWork::Hashed(Some(fingerprint)) => BodyDone::Hashed(*fingerprint),
+            BodyWork::Decoded(d) => BodyDone::Hashed(d.fingerprint),
+            BodyWork::RouteDecoded(_) => BodyDone::Decoded,
+            BodyWork::OnLoop | BodyWork::DecodeOffLoop | BodyWork::Hashed(None) => {
+                BodyDone::Nothing
+            }
         };
-        let request = match Request::parse_with_fingerprint(cmd, &limits, known) {
+        let request = match Request::parse_after(cmd, &limits, done) {
             Ok(request) => request,
             Err(e) => {
                 if !matches!(e, ParseError::NotSupported(_)) {
@@ -725,9 +740,13 @@ impl Processor {
                 return Err(e.into());
             }
         };
-        match request {
-            Request::RegisterBroker(r) => self.register_broker(ctx, &r, work),
-            request => self.apply(ctx, counters, request, ticket),
+        match (request, work) {
+            (Request::RegisterBroker(r), work) => self.register_broker(ctx, &r, work),
+            (Request::RegisterTopic(mut r), BodyWork::RouteDecoded(decoded)) => {
+                r.queue_datas = decoded.inspect_err(|e| self.warn_refused(ctx, cmd.code, e))?;
+                self.register_topic(ctx, r)
+            }
+            (request, _) => self.apply(ctx, counters, request, ticket),
         }
     }
 
@@ -1110,7 +1129,7 @@ impl Processor {
         let (crc_mismatch, decoded) = match work {
             BodyWork::DecodeOffLoop | BodyWork::Hashed(_) => return Ok(ChangedBody::OffLoop),
             BodyWork::Decoded(d) => (d.crc_mismatch, Some(d.body)),
-            BodyWork::OnLoop => (r.crc_mismatch(), None),
+            BodyWork::OnLoop | BodyWork::RouteDecoded(_) => (r.crc_mismatch(), None),
         };
         if let Some(actual) = crc_mismatch {
             warn!(

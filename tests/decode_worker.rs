@@ -191,3 +191,107 @@ fn a_zlib_bomb_and_a_huge_json_body_do_not_stall_a_client_on_another_connection(
         "nothing of the refused bodies was applied"
     );
 }
+
+/// A TopicRouteData whose brokerDatas pad it to about `bytes`, with one queue data for
+/// broker `dw-route` with `perm`.
+fn padded_route(bytes: usize, perm: i32) -> Vec<u8> {
+    let mut out = String::from(r#"{"brokerDatas":["#);
+    let mut i = 0;
+    while out.len() < bytes {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&format!(
+            r#"{{"brokerAddrs":{{"0":"10.4.{}.{}:10911"}},"brokerName":"pad-{i}","cluster":"P"}}"#,
+            i / 250,
+            i % 250
+        ));
+        i += 1;
+    }
+    out.push_str(&format!(
+        r#"],"queueDatas":[{{"brokerName":"dw-route","perm":{perm},"readQueueNums":3,"topicSysFlag":0,"writeQueueNums":3}}]}}"#
+    ));
+    out.into_bytes()
+}
+
+#[test]
+fn a_large_topic_route_body_is_decoded_off_the_loop_and_checked_as_on_it() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let b = Broker::new("DW", "dw-route", "10.3.0.6:10911", 0);
+    assert_eq!(
+        register(&mut c, &b, &body_with(1, &[topic("Own", 8, 6)])).code,
+        0
+    );
+    let body = padded_route(512 * 1024, 6);
+    let resp = c
+        .request(
+            request::REGISTER_TOPIC_IN_NAMESRV,
+            &[("topic", "Big217")],
+            &body,
+        )
+        .unwrap();
+    assert_eq!(resp.code, response::SUCCESS, "{:?}", resp.remark);
+    let r = route_data(&mut c, "Big217").expect("registered");
+    assert_eq!(r.queue_datas[0].read_queue_nums, 3);
+    let bad = padded_route(512 * 1024, 255);
+    let resp = c
+        .request(
+            request::REGISTER_TOPIC_IN_NAMESRV,
+            &[("topic", "Bad217")],
+            &bad,
+        )
+        .unwrap();
+    assert_eq!(resp.code, response::SYSTEM_ERROR);
+    assert!(resp.remark.unwrap_or_default().contains("perm 255"));
+    assert!(route_data(&mut c, "Bad217").is_none());
+    let broken = [&body[..body.len() - 1], b"x"].concat();
+    let resp = c
+        .request(
+            request::REGISTER_TOPIC_IN_NAMESRV,
+            &[("topic", "Broken")],
+            &broken,
+        )
+        .unwrap();
+    assert_eq!(resp.code, response::SYSTEM_ERROR);
+    assert!(resp.remark.unwrap_or_default().contains("TopicRouteData"));
+}
+
+#[test]
+fn data_version_and_config_update_bodies_longer_than_any_real_one_are_refused() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let ext = [
+        ("brokerName", "dw-q"),
+        ("brokerAddr", "10.3.0.7:10911"),
+        ("clusterName", "DW"),
+        ("brokerId", "0"),
+    ];
+    let padded = format!(
+        r#"{{"counter":1,"stateVersion":0,"timestamp":1,"pad":"{}"}}"#,
+        "x".repeat(5000)
+    );
+    let resp = c
+        .request(request::QUERY_DATA_VERSION, &ext, padded.as_bytes())
+        .unwrap();
+    assert_eq!(resp.code, response::SYSTEM_ERROR);
+    assert!(resp.remark.unwrap_or_default().contains("more than 4096"));
+    let fits = br#"{"counter":1,"stateVersion":0,"timestamp":1}"#;
+    let resp = c.request(request::QUERY_DATA_VERSION, &ext, fits).unwrap();
+    assert_eq!(resp.code, response::SUCCESS);
+
+    let lines = "routeCacheMaxBytes=4194304\n".repeat(1000);
+    let resp = c
+        .request(request::UPDATE_NAMESRV_CONFIG, &[], lines.as_bytes())
+        .unwrap();
+    assert_eq!(resp.code, response::SYSTEM_ERROR);
+    assert!(resp.remark.unwrap_or_default().contains("more than 16384"));
+    let resp = c
+        .request(
+            request::UPDATE_NAMESRV_CONFIG,
+            &[],
+            b"routeCacheMaxBytes=4194304\n",
+        )
+        .unwrap();
+    assert_eq!(resp.code, response::SUCCESS, "{:?}", resp.remark);
+}

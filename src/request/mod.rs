@@ -27,13 +27,12 @@ pub use admin::{
 pub use broker::{
     BrokerHeartbeat, BrokerRef, GetBrokerMemberGroup, QueryDataVersion, RegisterBroker,
 };
-pub use header::{NameLimits, ParseError};
+pub use header::{BodyDone, NameLimits, ParseError};
 pub use routes::{GetRouteInfo, GetTopicsByCluster};
 pub use rules::Allowed;
 
 use crate::remoting::codes::request as code;
 use crate::remoting::command::RemotingCommand;
-use crate::route::table::BodyFingerprint;
 use header::Fields;
 
 /// One request, by code.
@@ -69,21 +68,17 @@ impl<'a> Request<'a> {
     /// Parses `cmd` by its code. Codes the name server does not answer (unknown ones, and
     /// 905, which it only sends) are [`ParseError::NotSupported`].
     pub fn parse(cmd: &'a RemotingCommand, limits: &'a NameLimits) -> Result<Self, ParseError> {
-        Request::parse_with_fingerprint(cmd, limits, None)
+        Request::parse_after(cmd, limits, BodyDone::Nothing)
     }
 
-    /// As [`Request::parse`], with a REGISTER_BROKER body's fingerprint already computed (by
-    /// the decode worker, so that a large body is not hashed again on the loop).
-    pub fn parse_with_fingerprint(
+    /// As [`Request::parse`], when the decode worker already did `done` with the body (so
+    /// that a large body is not hashed or decoded again on the loop).
+    pub fn parse_after(
         cmd: &'a RemotingCommand,
         limits: &'a NameLimits,
-        fingerprint: Option<BodyFingerprint>,
+        done: BodyDone,
     ) -> Result<Self, ParseError> {
-        let h = Fields {
-            cmd,
-            limits,
-            fingerprint,
-        };
+        let h = Fields { cmd, limits, done };
         Ok(match cmd.code {
             code::PUT_KV_CONFIG => Request::PutKvConfig(PutKvConfig::parse(h)?),
             code::GET_KV_CONFIG => Request::GetKvConfig(KvKey::parse(h)?),

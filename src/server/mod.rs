@@ -95,6 +95,10 @@ const TRIM_AFTER_BUFFERED: usize = 2 << 20;
 /// steady registrations of ordinary brokers are answered on the loop without a thread hop.
 const HASH_ON_LOOP_BYTES: usize = 256 * 1024;
 
+/// Body bytes of REGISTER_TOPIC_IN_NAMESRV requests that may wait for the decode worker; more
+/// are answered SYSTEM_BUSY (registrations are bounded by their own queue).
+const DECODE_BACKLOG_BYTES: usize = 64 << 20;
+
 /// How much a zlib stream may inflate (deflate's limit is about 1032:1): a compressed body is
 /// weighed by what it may become, so a small zlib bomb is inflated off the loop too.
 const MAX_INFLATE_RATIO: usize = 1032;
@@ -564,6 +568,7 @@ impl NameServer {
         ctx: &mut Ctx<PeerState>,
         conn: ConnId,
         cmd: &RemotingCommand,
+        work: BodyWork,
     ) -> Next {
         let rctx = RequestContext {
             conn: Some(conn.index()),
@@ -575,7 +580,6 @@ impl NameServer {
         let Some(out) = ctx.write_buf(conn) else {
             return Next::Close;
         };
-        let work = BodyWork::OnLoop;
         let Some(effects) = handle_guarded(&mut self.processor, &rctx, &counters, cmd, work, out)
         else {
             warn!(
@@ -750,10 +754,7 @@ impl NameServer {
     /// Gives a registration to the decode worker (its bytes still count as queued); returns
     /// the job when the worker is gone.
     fn hand_over(&mut self, job: Job) -> Option<Job> {
-        let bytes = match &job {
-            Job::Hash { cmd, .. } | Job::Decode { cmd, .. } => cmd.body.len(),
-            Job::Free(_) => 0,
-        };
+        let bytes = job.bytes();
         let Some(job) = self.decode.submit(job) else {
             self.registrations.bytes += bytes;
             return None;
@@ -773,10 +774,48 @@ impl NameServer {
         self.run_registration(ctx, q);
     }
 
+    /// A large REGISTER_TOPIC_IN_NAMESRV: its body is decoded by the worker while the
+    /// connection is held; answered SYSTEM_BUSY when too many bytes already wait there.
+    fn decode_route_off_loop(
+        &mut self,
+        ctx: &mut Ctx<PeerState>,
+        conn: ConnId,
+        cmd: RemotingCommand,
+    ) -> Next {
+        if self.decode.bytes_in_flight() + cmd.body.len() > DECODE_BACKLOG_BYTES {
+            warn!(
+                "decode worker backlog full: answering SYSTEM_BUSY to REGISTER_TOPIC_IN_NAMESRV from {:?}",
+                ctx.peer(conn)
+            );
+            if let Some(out) = ctx.write_buf(conn) {
+                self.processor
+                    .reply_error(&cmd, response::SYSTEM_BUSY, OVERLOAD_REMARK, out);
+            }
+            return Next::Continue;
+        }
+        let names = self.processor.body_checks().names;
+        match self.decode.submit(Job::Route { conn, cmd, names }) {
+            None => Next::Hold,
+            Some(Job::Route { cmd, .. }) => self.handle_now(ctx, conn, &cmd, BodyWork::OnLoop),
+            Some(_) => Next::Close,
+        }
+    }
+
     /// Registrations the decode worker is done with join the queue again, to be applied in
-    /// turn.
-    fn take_decoded(&mut self) {
+    /// turn; other requests it decoded are answered now.
+    fn take_decoded(&mut self, ctx: &mut Ctx<PeerState>) {
         while let Some(done) = self.decode.try_take() {
+            if matches!(done.work, BodyWork::RouteDecoded(_)) {
+                if ctx.peer(done.conn).is_none() {
+                    continue;
+                }
+                match self.handle_now(ctx, done.conn, &done.cmd, done.work) {
+                    Next::Continue => ctx.release(done.conn),
+                    Next::Hold => {}
+                    Next::Close => ctx.close(done.conn, "handling a decoded request failed"),
+                }
+                continue;
+            }
             self.registrations.queue.push_back(QueuedRegistration {
                 conn: done.conn,
                 cmd: done.cmd,
@@ -905,7 +944,13 @@ impl Handler for NameServer {
             // replies keep their order.
             return self.admit_registration(ctx, conn, cmd);
         }
-        self.handle_now(ctx, conn, &cmd)
+        if cmd.code == request::REGISTER_TOPIC_IN_NAMESRV
+            && !cmd.is_response()
+            && cmd.body.len() > self.settings.decode_on_loop_max
+        {
+            return self.decode_route_off_loop(ctx, conn, cmd);
+        }
+        self.handle_now(ctx, conn, &cmd, BodyWork::OnLoop)
     }
 
     /// Every broker that registered over the connection is unregistered (on the controller's
@@ -947,7 +992,7 @@ impl Handler for NameServer {
             Some(port) => port.before_sleep(ctx),
             None => false,
         };
-        self.take_decoded();
+        self.take_decoded(ctx);
         let slow_work = Instant::now();
         self.run_registrations(ctx, slow_work);
         self.apply_unregistrations(slow_work);
