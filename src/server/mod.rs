@@ -11,6 +11,9 @@
 //!   `[OVERLOAD]`, as Java's full request queue is.
 //! * **Expiry pacing.** The scan timer only marks a scan due; the scan runs a chunk of brokers
 //!   per turn, and expired brokers' connections are closed a chunk per turn.
+//! * **Large bodies** are hashed and decoded by the [`decode_worker`] (registrations over
+//!   `decodeOnLoopMaxBytes`, or over 256 KiB for the hash; large REGISTER_TOPIC_IN_NAMESRV
+//!   bodies): the connection is held, and what comes back is applied here, in turn.
 //! * **Unregistrations** come back from the batching thread and are applied in chunks, within
 //!   the same time budget as registrations.
 //! * **Deferred answers.** A KV change or config update is answered once the durable writer
