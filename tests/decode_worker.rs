@@ -9,7 +9,7 @@ use common::*;
 use rmq_namesrv::client::api::RegisterOptions;
 use rmq_namesrv::remoting::codes::{request, response};
 use rmq_namesrv::remoting::command::{DecodeLimits, RemotingCommand};
-use rmq_namesrv::route::model::{self, RegisterBody};
+use rmq_namesrv::route::model::{self, RegisterBody, TopicConfig};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -294,4 +294,159 @@ fn data_version_and_config_update_bodies_longer_than_any_real_one_are_refused() 
         )
         .unwrap();
     assert_eq!(resp.code, response::SUCCESS, "{:?}", resp.remark);
+}
+
+#[test]
+fn a_registration_applied_in_steps_is_answered_once_every_topic_is_in() {
+    let server = TestServer::start();
+    let b = Broker::new("DW", "dw-steps", "10.3.0.8:10911", 0);
+    let topics: Vec<_> = (0..3_000)
+        .map(|i| topic(&format!("Step{i:05}"), 8, 6))
+        .collect();
+    let first = json_bytes(&body_with(1, &topics));
+    let changed: Vec<_> = topics.iter().map(|t| topic(&t.topic_name, 2, 4)).collect();
+    let second = json_bytes(&body_with(2, &changed));
+    let mut s = TcpStream::connect(&server.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let route = [("topic", "Step02999")];
+    let mut frames = request_frame(request::REGISTER_BROKER, 1, &register_ext(&b), &first);
+    frames.extend(request_frame(
+        request::GET_ROUTEINFO_BY_TOPIC,
+        2,
+        &route,
+        b"",
+    ));
+    frames.extend(request_frame(
+        request::REGISTER_BROKER,
+        3,
+        &register_ext(&b),
+        &second,
+    ));
+    frames.extend(request_frame(
+        request::GET_ROUTEINFO_BY_TOPIC,
+        4,
+        &route,
+        b"",
+    ));
+    s.write_all(&frames).unwrap();
+    let answers: Vec<RemotingCommand> = (0..4).map(|_| read_command(&mut s)).collect();
+    let codes: Vec<(i32, i32)> = answers.iter().map(|a| (a.opaque, a.code)).collect();
+    assert_eq!(codes, [(1, 0), (2, 0), (3, 0), (4, 0)]);
+    let perm_of = |a: &RemotingCommand| {
+        let route = model::TopicRouteData::decode(&a.body).expect("route decodes");
+        route.queue_datas[0].perm
+    };
+    // The last topic of each registration is in when the next request is answered.
+    assert_eq!((perm_of(&answers[1]), perm_of(&answers[3])), (6, 4));
+    let mut c = server.client();
+    assert_eq!(stat(&mut c, "topics"), 3_000);
+    let first_topic = route_data(&mut c, "Step00000").expect("registered");
+    assert_eq!(first_topic.queue_datas[0].read_queue_nums, 2);
+}
+
+/// `count` topics named `{prefix}{i:05}` with the given queues and perm.
+fn numbered(prefix: &str, count: usize, queues: i32, perm: i32) -> Vec<TopicConfig> {
+    (0..count)
+        .map(|i| topic(&format!("{prefix}{i:05}"), queues, perm))
+        .collect()
+}
+
+#[test]
+fn a_registration_applied_in_steps_gives_the_routes_and_answer_of_one_applied_at_once() {
+    // 3,000 topics in one body are applied in steps (more than 1,000); the same topics in
+    // three bodies of 1,000 are each applied at once (without deleteTopicWithBrokerRegistration
+    // a body only adds and changes topics, so both end with the same registry).
+    let topics = numbered("Same", 3_000, 8, 6);
+    let b = Broker::new("DW", "dw-same", "10.3.0.9:10911", 0);
+    let stepped = TestServer::start();
+    let mut s = stepped.client();
+    s.set_timeout(Duration::from_secs(60));
+    let big = register(&mut s, &b, &body_with(1, &topics));
+    let at_once = TestServer::start();
+    let mut o = at_once.client();
+    let mut last = None;
+    for (i, part) in topics.chunks(1_000).enumerate() {
+        last = Some(register(&mut o, &b, &body_with(1 + i as i64, part)));
+    }
+    let last = last.expect("three registrations");
+    assert_eq!(big.code, response::SUCCESS, "{:?}", big.remark);
+    assert_eq!(
+        (big.code, &big.remark, &big.ext_fields, &big.body),
+        (last.code, &last.remark, &last.ext_fields, &last.body)
+    );
+    for t in &topics {
+        let (got, want) = (route(&mut s, &t.topic_name), route(&mut o, &t.topic_name));
+        assert_eq!(
+            (got.code, &got.body),
+            (want.code, &want.body),
+            "{}",
+            t.topic_name
+        );
+    }
+    assert_eq!(cluster_info(&mut s), cluster_info(&mut o));
+    let sorted = |c: &mut rmq_namesrv::client::Client| {
+        let mut all = c.get_all_topic_list().expect("topic list");
+        all.sort();
+        all
+    };
+    assert_eq!(sorted(&mut s), sorted(&mut o));
+}
+
+/// Polls the `topics` stat over `c` until it shows a registration of `adding` topics on top of
+/// `base` partly applied (true), or wholly (false: the steps went by unobserved).
+fn seen_partly_applied(c: &mut rmq_namesrv::client::Client, base: i64, adding: i64) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < deadline {
+        let now = stat(c, "topics");
+        if now > base && now < base + adding {
+            return true;
+        }
+        if now == base + adding {
+            return false;
+        }
+    }
+    false
+}
+
+#[test]
+fn clients_are_served_and_route_changes_wait_while_a_registration_applies_in_steps() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let mut admin = server.client();
+    admin.set_timeout(Duration::from_secs(120));
+    let mut broker = server.client();
+    broker.set_timeout(Duration::from_secs(120));
+    let b = Broker::new("DW", "dw-wait", "10.3.0.10:10911", 0);
+    let n = 40_000;
+    let first = json_bytes(&body_with(1, &numbered("Wait", n, 8, 6)));
+    let opaque = broker
+        .send_register_broker(&b.identity(), &first, &RegisterOptions::default())
+        .unwrap();
+    // Another client's requests are answered between the steps: it sees some topics in.
+    assert!(
+        seen_partly_applied(&mut c, 0, n as i64),
+        "a client was served while the registration applied"
+    );
+    // A route change sent meanwhile waits for the last step: the topic it deletes is put by
+    // a later step, and deleted after it.
+    let last = format!("Wait{:05}", n - 1);
+    admin.delete_topic(&last, None).expect("delete answered");
+    assert_eq!(stat(&mut c, "topics"), n as i64 - 1);
+    assert!(route_data(&mut c, &last).is_none());
+    let answer = broker.read_response(opaque).expect("registration answered");
+    assert_eq!(answer.code, response::SUCCESS, "{:?}", answer.remark);
+    // The broker's connection closes while its next registration applies: its unregistration
+    // waits for the last step, then removes every topic (none is put after it).
+    let second = json_bytes(&body_with(2, &numbered("More", n, 8, 6)));
+    broker
+        .send_register_broker(&b.identity(), &second, &RegisterOptions::default())
+        .unwrap();
+    assert!(seen_partly_applied(&mut c, n as i64 - 1, n as i64));
+    drop(broker);
+    assert!(
+        wait_until(Duration::from_secs(120), || stat(&mut c, "topics") == 0),
+        "no topic of the closed broker stays"
+    );
+    assert_eq!(stat(&mut c, "brokers"), 0);
+    assert!(cluster_info(&mut c).broker_addr_table.is_empty());
 }

@@ -16,6 +16,10 @@
 //!   bodies): the connection is held, and what comes back is applied here, in turn.
 //! * **Unregistrations** come back from the batching thread and are applied in chunks, within
 //!   the same time budget as registrations.
+//! * **Registrations applied in steps** (a body of thousands of topics): their steps run
+//!   within the same budget, a few per turn; until the last one, the route table takes no
+//!   other change: queued registrations and unregistrations stay queued, and a request that
+//!   would change routes waits with its connection held (`after_steps`). Reads are served.
 //! * **Deferred answers.** A KV change or config update is answered once the durable writer
 //!   has it on disk: its connection is held meanwhile, and the answers are written when the
 //!   writer's wake-up brings them (`answer_durable_writes`).
@@ -491,6 +495,9 @@ struct NameServer {
     /// The soft open-file limit the connection cap is kept under.
     descriptors: Option<u64>,
     threads: Vec<JoinHandle<()>>,
+    /// Requests that would change the route table while a registration is applied in steps,
+    /// in arrival order, each holding its connection; handled after the last step.
+    after_steps: VecDeque<(ConnId, RemotingCommand, BodyWork)>,
     /// Hashes and decodes large registration bodies off the loop.
     decode: DecodeWorker,
     /// The embedded Controller, when hosted.
@@ -526,6 +533,7 @@ impl NameServer {
             next_trim_ms: 0,
             descriptors: None,
             threads: vec![batcher, sender, kv_writer],
+            after_steps: VecDeque::new(),
             decode,
             controller: None,
         })
@@ -565,7 +573,8 @@ impl NameServer {
             || self.registrations.bytes >= REGISTRATION_READ_AHEAD_BYTES
     }
 
-    /// Runs one request now and writes its reply to the connection.
+    /// Runs one request now and writes its reply to the connection; one that would change
+    /// the route table under a registration applied in steps waits for its last step.
     fn handle_now(
         &mut self,
         ctx: &mut Ctx<PeerState>,
@@ -573,6 +582,10 @@ impl NameServer {
         cmd: &RemotingCommand,
         work: BodyWork,
     ) -> Next {
+        if self.processor.waits_for_topic_steps(cmd) {
+            self.after_steps.push_back((conn, cmd.clone(), work));
+            return Next::Hold;
+        }
         let rctx = RequestContext {
             conn: Some(conn.index()),
             peer: ctx.peer(conn),
@@ -671,6 +684,11 @@ impl NameServer {
     /// whose body is too large to hash or decode here goes to the decode worker instead and
     /// comes back through [`NameServer::take_decoded`].
     fn run_registrations(&mut self, ctx: &mut Ctx<PeerState>, started: Instant) {
+        // One registration applied in steps at a time: no other may change the tables under
+        // it (its broker's later registration least of all).
+        if !self.run_topic_steps(ctx, started) {
+            return;
+        }
         let mut done = 0;
         while done < self.settings.registration_budget {
             if done > 0 && started.elapsed() >= SLOW_WORK_BUDGET {
@@ -683,6 +701,9 @@ impl NameServer {
             self.bytes_since_trim += q.cmd.body.len();
             done += 1;
             self.run_registration(ctx, q);
+            if self.processor.topic_steps_pending() {
+                break;
+            }
         }
         let spent = self.processor.take_spent_bodies();
         if !spent.is_empty() {
@@ -724,6 +745,10 @@ impl NameServer {
             ctx.close(conn, "registration handler panicked");
             return;
         };
+        if effects.deferred {
+            // Applied in steps: answered by run_topic_steps.
+            return;
+        }
         if let Some(fingerprint) = effects.decode_off_loop {
             let checks = self.processor.body_checks();
             let job = Job::Decode {
@@ -740,6 +765,39 @@ impl NameServer {
         // Frames that arrived behind the registration can go now, in turn with the other
         // waiting brokers (first come, first served).
         ctx.release(conn);
+    }
+
+    /// Steps of a registration applied in steps, within the turn's slow-work budget. Once
+    /// the last is done, the registration is answered and its connection may send its next
+    /// frames, and the requests that waited for it are handled, in arrival order. Returns
+    /// whether the route table is free for other changes.
+    fn run_topic_steps(&mut self, ctx: &mut Ctx<PeerState>, started: Instant) -> bool {
+        if self.processor.topic_steps_pending() {
+            let now_ms = ctx.now_ms();
+            for answer in self
+                .processor
+                .run_topic_steps(now_ms, started, SLOW_WORK_BUDGET)
+            {
+                if let Some(out) = ctx.write_buf(answer.conn) {
+                    out.extend_from_slice(&answer.frame);
+                }
+                ctx.release(answer.conn);
+            }
+        }
+        while !self.processor.topic_steps_pending() {
+            let Some((conn, cmd, work)) = self.after_steps.pop_front() else {
+                break;
+            };
+            if ctx.peer(conn).is_none() {
+                continue;
+            }
+            match self.handle_now(ctx, conn, &cmd, work) {
+                Next::Continue => ctx.release(conn),
+                Next::Hold => {}
+                Next::Close => ctx.close(conn, "handling a held request failed"),
+            }
+        }
+        !self.processor.topic_steps_pending()
     }
 
     /// Whether a changed body is small enough to decode on the loop.
@@ -828,14 +886,16 @@ impl NameServer {
     }
 
     /// Takes batches from the batching thread and applies them in chunks, so that a mass
-    /// expiry never holds the loop for long.
+    /// expiry never holds the loop for long; none while a registration is applied in steps
+    /// (an unregistration of its broker applies after it, as if it had applied in one go, so
+    /// it leaves no topic behind).
     fn apply_unregistrations(&mut self, started: Instant) {
         while let Ok(batch) = self.unregister_batches.try_recv() {
             self.processor.record_unregister_batch(batch.len());
             self.bytes_since_trim += batch.len() * 1024;
             self.unregistrations.extend(batch);
         }
-        while !self.unregistrations.is_empty() {
+        while !self.unregistrations.is_empty() && !self.processor.topic_steps_pending() {
             let n = self.unregistrations.len().min(UNREGISTER_CHUNK);
             let chunk: UnregisterBatch = self.unregistrations.drain(..n).collect();
             self.processor.apply_unregister_batch(&chunk);
@@ -1003,6 +1063,8 @@ impl Handler for NameServer {
         self.trim_heap_after_bursts(ctx);
         controller_busy
             || !self.registrations.queue.is_empty()
+            || self.processor.topic_steps_pending()
+            || !self.after_steps.is_empty()
             || !self.unregistrations.is_empty()
             || self.expiry.in_progress
             || self.expiry.scan_due
