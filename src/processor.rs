@@ -38,8 +38,8 @@ use crate::request::{
 use crate::route::model::{self, BodyLimits, Dialect, QueueData, RegisterBody, TopicRouteData};
 use crate::route::table::{
     BatchOutcome, BodyFingerprint, BoundExceeded, ConnId, ExpiredBroker, MinIdNotification,
-    RegisterResult, RemovalReason, RouteBounds, RouteSettings, RouteTable, Takeover, TopicSteps,
-    TopicsInput, UnregisterRequest, FLAG_UNIT, FLAG_UNIT_SUB,
+    RegisterRequest, RegisterResult, RemovalReason, RouteBounds, RouteSettings, RouteTable,
+    Takeover, TopicSteps, TopicsInput, UnregisterRequest, FLAG_UNIT, FLAG_UNIT_SUB,
 };
 use crossbeam_channel::{Sender, TrySendError};
 use log::{debug, error, info, warn};
@@ -504,9 +504,10 @@ pub struct Processor {
     new_steps: Option<StepsJob>,
 }
 
-/// Registrations with more topics than this are applied in steps: putting a topic config
-/// costs about 1.6 µs on a busy core (a new topic; less for one already held), so 1,000 are
-/// about the 2 ms a request may hold the loop.
+/// Registrations with more topic work than this (topic configs to put, plus queue entries of
+/// topics no longer reported to remove) are applied in steps: putting a topic config costs
+/// about 1.6 µs on a busy core (a new topic; less for one already held), so 1,000 are about
+/// the 2 ms a request may hold the loop.
 pub const STEPPED_APPLY_TOPICS: usize = 1_000;
 
 /// Topic configs put per step (about 0.2 ms); the server runs steps until its per-turn budget
@@ -517,8 +518,6 @@ const TOPICS_PER_STEP: usize = 128;
 struct StepsJob {
     steps: TopicSteps,
     body: RegisterBody,
-    /// Queue entries removed before the first step (unreported topics).
-    removed: usize,
     /// The broker was registered before: its topic changes count in the change summary (as
     /// a one-go registration's do).
     count_changes: bool,
@@ -1141,23 +1140,7 @@ impl Processor {
             if let Err(e) = self.table.check_register_bounds(&req, topics, &self.bounds) {
                 return Err(self.bound_reached(ctx, &registration_of(r), e));
             }
-            if body.topics.len() > STEPPED_APPLY_TOPICS {
-                let (result, steps) = self.table.register_broker_in_steps(&req, &body);
-                match steps {
-                    Some(steps) => {
-                        self.new_steps = Some(self.steps_job(r, &result, steps, body));
-                    }
-                    None => self.spent_bodies.push(body),
-                }
-                result
-            } else {
-                let result = self.table.register_broker(&req, topics);
-                if decoded_off_loop {
-                    // A large body's thousands of strings are freed off the loop too.
-                    self.spent_bodies.push(body);
-                }
-                result
-            }
+            self.apply_changed_body(r, &req, body, decoded_off_loop)
         };
         if let Some(takeover) = result.taken_over.take() {
             self.took_over(r, takeover, ctx.now_ms);
@@ -1222,6 +1205,34 @@ impl Processor {
         }
     }
 
+    /// A changed body's registration: applied at once when its topic work (configs to put,
+    /// stale entries to remove) is small, else in steps ([`Processor::run_topic_steps`]).
+    fn apply_changed_body(
+        &mut self,
+        r: &RegisterBroker<'_>,
+        req: &RegisterRequest<'_>,
+        body: RegisterBody,
+        decoded_off_loop: bool,
+    ) -> RegisterResult {
+        let (mut result, steps) = self.table.register_broker_in_steps(req, &body);
+        match steps {
+            Some(steps) if steps.remaining(&body) > STEPPED_APPLY_TOPICS => {
+                self.new_steps = Some(self.steps_job(r, &result, steps, body));
+                return result;
+            }
+            Some(mut steps) => {
+                self.table.apply_topic_steps(&mut steps, &body, usize::MAX);
+                result.topics_changed = steps.changed;
+            }
+            None => {}
+        }
+        if decoded_off_loop {
+            // A large body's thousands of strings are freed off the loop too.
+            self.spent_bodies.push(body);
+        }
+        result
+    }
+
     fn steps_job(
         &self,
         r: &RegisterBroker<'_>,
@@ -1230,7 +1241,6 @@ impl Processor {
         body: RegisterBody,
     ) -> StepsJob {
         StepsJob {
-            removed: steps.changed,
             count_changes: !result.first,
             steps,
             body,
@@ -1266,14 +1276,13 @@ impl Processor {
     }
 
     fn finish_steps(&mut self, job: StepsJob, now_ms: u64, answers: &mut Vec<DeferredReply>) {
-        let put = job.steps.changed.saturating_sub(job.removed);
+        let changed = job.steps.changed;
         debug!(
-            "broker {} changed {put} topic queue entries (the last of {} steps)",
-            job.who,
-            job.body.topics.len().div_ceil(TOPICS_PER_STEP)
+            "broker {} changed {changed} topic queue entries (applied in steps)",
+            job.who
         );
-        if put > 0 && job.count_changes {
-            self.stats.changes.broker_changed(put, now_ms);
+        if changed > 0 && job.count_changes {
+            self.stats.changes.broker_changed(changed, now_ms);
         }
         answers.extend(job.reply);
         self.spent_bodies.push(job.body);

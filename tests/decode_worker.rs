@@ -450,3 +450,24 @@ fn clients_are_served_and_route_changes_wait_while_a_registration_applies_in_ste
     assert_eq!(stat(&mut c, "brokers"), 0);
     assert!(cluster_info(&mut c).broker_addr_table.is_empty());
 }
+
+#[test]
+fn a_small_body_dropping_thousands_of_topics_removes_them_in_steps() {
+    // With deleteTopicWithBrokerRegistration, a body that no longer reports 3,000 topics
+    // removes their queue entries: more than 1,000, so in steps, before its one topic is put.
+    let server = TestServer::start_with(|c| c.delete_topic_with_broker_registration = true);
+    let mut c = server.client();
+    c.set_timeout(Duration::from_secs(60));
+    let b = Broker::new("DW", "dw-drop", "10.3.0.11:10911", 0);
+    let many = numbered("Drop", 3_000, 8, 6);
+    assert_eq!(register(&mut c, &b, &body_with(1, &many)).code, 0);
+    assert_eq!(stat(&mut c, "topics"), 3_000);
+    let one = body_with(2, &[topic("Drop00007", 2, 4)]);
+    let answer = register(&mut c, &b, &one);
+    assert_eq!(answer.code, response::SUCCESS, "{:?}", answer.remark);
+    assert_eq!(stat(&mut c, "topics"), 1);
+    assert!(route_data(&mut c, "Drop00000").is_none());
+    assert!(route_data(&mut c, "Drop02999").is_none());
+    let kept = route_data(&mut c, "Drop00007").expect("still reported");
+    assert_eq!(kept.queue_datas[0].perm, 4);
+}

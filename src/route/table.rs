@@ -9,6 +9,8 @@
 //!   touches only its own topics, never the whole topic table;
 //! * per live broker, the fingerprint of the last accepted registration body, so that the
 //!   30-second steady-state registration is recognised without parsing;
+//! * the topic map in shards (`topic_map.rs`), so that growing it never rehashes more than a
+//!   shard's topics in one call;
 //! * deadline buckets of live brokers, so that an expiry scan costs O(brokers due);
 //! * connection -> live brokers, so that a closed connection unregisters all of its brokers.
 //!
@@ -28,8 +30,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 mod bounds;
+mod topic_map;
 
 pub use bounds::{BoundExceeded, RouteBounds};
+use topic_map::TopicMap;
 
 /// Identifies the connection a request arrived on (the server's slab token).
 pub type ConnId = usize;
@@ -283,10 +287,22 @@ pub struct TopicSteps {
     name: Arc<str>,
     broker: BrokerId,
     put: PutRule,
+    /// Topics the body no longer reports (`deleteTopicWithBrokerRegistration`): their queue
+    /// entry of this broker goes, before any topic config is put, as in a one-go apply.
+    stale: Vec<Arc<str>>,
+    /// Index of the next stale topic.
+    next_stale: usize,
     /// Index of the next topic config of the body.
     next: usize,
     /// Topic queue entries added, changed or removed so far.
     pub changed: usize,
+}
+
+impl TopicSteps {
+    /// Queue entries still to remove and topic configs still to put.
+    pub fn remaining(&self, body: &RegisterBody) -> usize {
+        (self.stale.len() - self.next_stale) + body.topics.len().saturating_sub(self.next)
+    }
 }
 
 /// Which of a registration's topic configs are put (§5.2 step 10 b).
@@ -344,7 +360,8 @@ pub struct BatchOutcome {
 /// The route registry.
 #[derive(Debug)]
 pub struct RouteTable {
-    topics: HashMap<Arc<str>, TopicEntry>,
+    /// Sharded, so that growing it never stalls the loop (`topic_map`).
+    topics: TopicMap<TopicEntry>,
     brokers: HashMap<Arc<str>, BrokerEntry>,
     /// Broker group id -> name (ids are reused once a group and its queue entries are gone).
     broker_names: Slab<Arc<str>>,
@@ -364,7 +381,7 @@ pub struct RouteTable {
 impl RouteTable {
     pub fn new(settings: RouteSettings, expiry_granularity_ms: u64) -> Self {
         RouteTable {
-            topics: HashMap::new(),
+            topics: TopicMap::default(),
             brokers: HashMap::new(),
             broker_names: Slab::new(),
             clusters: HashMap::new(),
@@ -570,10 +587,11 @@ impl RouteTable {
         self.register(req, TopicsInput::Body(body), true)
     }
 
-    /// Puts up to `max` more topic configs of a registration applied in steps; returns
-    /// whether it is done. Each topic's entry changes in one step, so a route shows a topic
-    /// as before the registration or as after it. A broker group removed meanwhile
-    /// (unregistered, expired) gets no more topics: done.
+    /// Removes up to `max` more stale queue entries of a registration applied in steps, then
+    /// puts topic configs with what is left of `max`; returns whether it is done. Each topic's
+    /// entry changes in one step, so a route shows a topic as before the registration or as
+    /// after it. A broker group removed meanwhile gets no more topics: done (the server lets no
+    /// other change in until the last step; this is the table's own guard).
     pub fn apply_topic_steps(
         &mut self,
         steps: &mut TopicSteps,
@@ -587,6 +605,15 @@ impl RouteTable {
         if !same_group {
             return true;
         }
+        let stale_end = steps.next_stale.saturating_add(max).min(steps.stale.len());
+        for i in steps.next_stale..stale_end {
+            let topic = steps.stale[i].clone();
+            if self.drop_queue_entry(steps.broker, &topic).0 {
+                steps.changed += 1;
+            }
+        }
+        let max = max - (stale_end - steps.next_stale);
+        steps.next_stale = stale_end;
         let end = steps.next.saturating_add(max).min(body.topics.len());
         for (_, tc) in body.topics.get(steps.next..end).unwrap_or_default() {
             if self.put_topic_config(steps.broker, tc, steps.put) {
@@ -799,10 +826,12 @@ impl RouteTable {
             .live_id(req.cluster, req.broker_addr)
             .map(|l| self.live[l].data_version);
         let version_changed = stored != Some(incoming);
-        let mut changed = 0;
-        if self.settings.delete_topic_with_broker_registration && body.mappings.is_empty() {
-            changed += self.remove_unreported_topics(&name, body);
-        }
+        let stale =
+            if self.settings.delete_topic_with_broker_registration && body.mappings.is_empty() {
+                self.take_unreported_topics(&name, body)
+            } else {
+                Vec::new()
+            };
         if version_changed || register_first {
             self.put_queue_mappings(body);
         }
@@ -813,24 +842,26 @@ impl RouteTable {
                 all: register_first || version_changed,
                 clear_write,
             },
+            stale,
+            next_stale: 0,
             next: 0,
-            changed,
+            changed: 0,
         })
     }
 
-    /// §5.2 step 10 a: the broker's topics its body no longer reports lose its queue entry.
-    fn remove_unreported_topics(&mut self, name: &Arc<str>, body: &RegisterBody) -> usize {
+    /// §5.2 step 10 a: the broker's topics its body no longer reports, taken off its topic
+    /// list now (one pass) and returned for their queue entries to go (see
+    /// [`RouteTable::drop_queue_entry`]).
+    fn take_unreported_topics(&mut self, name: &Arc<str>, body: &RegisterBody) -> Vec<Arc<str>> {
+        let Some(b) = self.brokers.get_mut(name) else {
+            return Vec::new();
+        };
         let reported: HashSet<&str> = body.topics.iter().map(|(k, _)| k.as_str()).collect();
-        let stale: Vec<Arc<str>> = self.brokers[name]
-            .topics
-            .iter()
-            .filter(|t| !reported.contains(t.as_ref()))
-            .cloned()
-            .collect();
-        stale
+        let (kept, stale): (Vec<Arc<str>>, Vec<Arc<str>>) = std::mem::take(&mut b.topics)
             .into_iter()
-            .filter(|topic| self.remove_queue(topic, name))
-            .count()
+            .partition(|t| reported.contains(t.as_ref()));
+        b.topics = kept;
+        stale
     }
 
     /// §5.2 step 10 b for one topic config: put when the rule says all, or when the broker
@@ -1025,21 +1056,30 @@ impl RouteTable {
         changed
     }
 
+    /// Removes group `id`'s queue entry from `topic`, dropping the topic once it has none;
+    /// the group's own topic list is the caller's. Returns (entry removed, topic dropped).
+    fn drop_queue_entry(&mut self, id: BrokerId, topic: &str) -> (bool, bool) {
+        let Some(entry) = self.topics.get_mut(topic) else {
+            return (false, false);
+        };
+        if !entry.remove(id) {
+            return (false, false);
+        }
+        let now_empty = entry.queues.is_empty();
+        self.cache.invalidate(topic);
+        if now_empty {
+            self.topics.remove(topic);
+        }
+        (true, now_empty)
+    }
+
     /// Removes a broker's queue entry from a topic (dropping the topic when empty).
     fn remove_queue(&mut self, topic: &str, broker_name: &str) -> bool {
         let Some(id) = self.brokers.get(broker_name).map(|b| b.id) else {
             return false;
         };
-        let Some(entry) = self.topics.get_mut(topic) else {
+        if !self.drop_queue_entry(id, topic).0 {
             return false;
-        };
-        if !entry.remove(id) {
-            return false;
-        }
-        let now_empty = entry.queues.is_empty();
-        self.invalidate_topic(topic);
-        if now_empty {
-            self.topics.remove(topic);
         }
         if let Some(b) = self.brokers.get_mut(broker_name) {
             if let Some(i) = b.topics.iter().position(|t| &**t == topic) {
@@ -1309,15 +1349,7 @@ impl RouteTable {
         // Its queue entries all go below, so its id can be handed out again.
         self.broker_names.try_remove(b.id as usize);
         for topic in b.topics {
-            let Some(entry) = self.topics.get_mut(&*topic) else {
-                continue;
-            };
-            if !entry.remove(b.id) {
-                continue;
-            }
-            self.cache.invalidate(&topic);
-            if entry.queues.is_empty() {
-                self.topics.remove(&*topic);
+            if self.drop_queue_entry(b.id, &topic).1 {
                 outcome.topics_removed += 1;
             }
         }
