@@ -9,12 +9,18 @@ and the server's `maxTurnMicros` / `longTurns` (absent in builds before they exi
 of `cargo test` (tests/decode_worker.rs holds the bounded version); run it to compare two
 binaries, one after the other, on the same machine:
 
-    tests/attack/bodies.py BIN bomb|json|register|topic217 [key=value ...]
+    tests/attack/bodies.py BIN bomb|json|register|topic217|grow|drop [key=value ...]
 
 * bomb: a compressed registration of 64 MiB of zeros (a 65 KB zlib stream), 5 times;
 * json: a 15 MiB JSON registration refused after decoding (its last topic has perm 255), 5 times;
 * register: valid 70,000-topic JSON registrations (12 MB), 3 brokers;
-* topic217: REGISTER_TOPIC_IN_NAMESRV with a 15 MiB TopicRouteData, 3 times.
+* topic217: REGISTER_TOPIC_IN_NAMESRV with a 15 MiB TopicRouteData, 3 times;
+* grow: valid 70,000-topic registrations of 4 brokers (280,000 topics), with `maxTurnMicros`
+  after each (the topic table grows past 57,344, 114,688 and 229,376 topics on the way);
+* drop: with deleteTopicWithBrokerRegistration=true, a broker of 20,000 topics re-registers
+  with one (its 19,999 other topics' queue entries go).
+
+Extra key=value arguments are passed to the server as --key=value.
 """
 
 import json
@@ -76,8 +82,32 @@ def attack_topic217(server):
             for _ in range(3)]
 
 
+def attack_grow(server):
+    out = []
+    for b in range(4):
+        body = json_body([topic_json(f"G{b}-{i:06}") for i in range(70_000)])
+        conn = Conn(server.addr, ATTACKER_IP)
+        ext = broker_ext(f"grow-{b}", f"10.6.8.{b}:10911")
+        answer = timed(conn, 103, ext, body)
+        s = registry.stats(server.addr)
+        out.append(dict(answer, topics=s.get("topics"), maxTurnMicros=s.get("maxTurnMicros")))
+        server.keep = getattr(server, "keep", []) + [conn]
+    return out
+
+
+def attack_drop(server):
+    conn = Conn(server.addr, ATTACKER_IP)
+    ext = broker_ext("drop", "10.6.9.1:10911")
+    out = [timed(conn, 103, ext, json_body([topic_json(f"D-{i:06}") for i in range(20_000)]))]
+    out[0]["maxTurnMicros"] = registry.stats(server.addr).get("maxTurnMicros")
+    out.append(timed(conn, 103, ext, json_body([topic_json("D-000007")], counter=2)))
+    out[1]["topics"] = registry.stats(server.addr).get("topics")
+    server.keep = [conn]
+    return out
+
+
 ATTACKS = {"bomb": attack_bomb, "json": attack_json, "register": attack_register,
-           "topic217": attack_topic217}
+           "topic217": attack_topic217, "grow": attack_grow, "drop": attack_drop}
 
 
 def main():
