@@ -209,6 +209,11 @@ impl ReservedFile {
     pub fn replace(&mut self, parts: &[&[u8]]) -> io::Result<()> {
         let current = fs::metadata(&self.path).map(|m| m.len()).unwrap_or(0);
         let needed: u64 = parts.iter().map(|p| p.len() as u64).sum();
+        // The reserve sits beside the file: its directory must exist before the first write
+        // (a fresh install's ~/namesrv does not).
+        let dir = parent_dir(&self.path);
+        fs::create_dir_all(&dir)
+            .map_err(|e| explain(format!("cannot create the directory {}", dir.display()), e))?;
         if let Err(e) = self.ensure_reserve(needed) {
             if needed > current {
                 let what = format!(
@@ -405,6 +410,16 @@ mod tests {
         let _ = ReservedFile::new(&path);
         assert!(!sibling(&path, ".tmp").exists());
         assert!(!sibling(&path, ".bak.tmp").exists());
+    }
+
+    #[test]
+    fn the_first_write_creates_the_directory_the_file_and_its_reserve_live_in() {
+        let dir = TempDir::new("durable-fresh");
+        let path = dir.join("namesrv").join("kvConfig.json");
+        let mut file = ReservedFile::new(&path);
+        file.replace(&[b"{}"]).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"{}");
+        assert_eq!(file.reserve_len(), RESERVE_STEP);
     }
 
     #[test]

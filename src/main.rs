@@ -10,8 +10,8 @@
 use std::io;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use log::{Level, LevelFilter};
@@ -130,6 +130,15 @@ fn start_logging(config: &NamesrvConfig) {
 }
 
 fn run(config: NamesrvConfig, controller: Option<ControllerSetup>, started: Instant) -> ExitCode {
+    // Signals are caught before the port is bound: a stop sent as soon as the port answers
+    // (a supervisor, a test) is a clean stop, not the default action's kill.
+    let signals = match catch_signals() {
+        Ok(signals) => signals,
+        Err(e) => {
+            tell(Level::Error, &format!("cannot watch for signals: {e}"));
+            return ExitCode::FAILURE;
+        }
+    };
     let server = match Server::bind_with_controller(config, controller) {
         Ok(server) => server,
         Err(e) => {
@@ -137,7 +146,7 @@ fn run(config: NamesrvConfig, controller: Option<ControllerSetup>, started: Inst
             return ExitCode::FAILURE;
         }
     };
-    if let Err(e) = watch_signals(server.stop_handle()) {
+    if let Err(e) = watch_signals(signals, server.stop_handle()) {
         tell(Level::Error, &format!("cannot watch for signals: {e}"));
         return ExitCode::FAILURE;
     }
@@ -183,18 +192,33 @@ fn start_error_message(e: &StartError) -> String {
 /// The first stop signal's name, for the final log line.
 static STOP_SIGNAL: OnceLock<&'static str> = OnceLock::new();
 
-/// The first SIGTERM or SIGINT is logged and stops the server (which finishes what is in
-/// flight and returns from `run`); a second one exits at once, from signal-hook's handler
-/// itself, with 128 + the signal number as a shell reports a signal death.
-fn watch_signals(stop: StopHandle) -> io::Result<()> {
-    let stopping = Arc::new(AtomicBool::new(false));
+/// Set by the first stop signal's handler; the handler that finds it set exits.
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
+/// Catches SIGTERM and SIGINT. The first is logged and stops the server (which finishes what
+/// is in flight and returns from `run`); a second one exits at once, from signal-hook's
+/// handler itself, with 128 + the signal number as a shell reports a signal death.
+///
+/// One atomic swap decides which signal is first: two signals can run their handlers at the
+/// same moment on two threads (both pending when the process is scheduled), and a check
+/// followed by a set would let both pass as "first".
+fn catch_signals() -> io::Result<signal_hook::iterator::Signals> {
     for signal in [SIGTERM, SIGINT] {
-        // The exit is registered before the flag so the first signal finds the flag unset.
         let status = 128 + signal;
-        signal_hook::flag::register_conditional_shutdown(signal, status, Arc::clone(&stopping))?;
-        signal_hook::flag::register(signal, Arc::clone(&stopping))?;
+        let action = move || {
+            if STOPPING.swap(true, Ordering::SeqCst) {
+                signal_hook::low_level::exit(status);
+            }
+        };
+        // SAFETY: the action only swaps an atomic and calls `_exit`, both async-signal-safe.
+        unsafe { signal_hook::low_level::register(signal, action) }?;
     }
-    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])?;
+    signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
+}
+
+/// Stops the server on the first signal [`catch_signals`] caught (also one caught before the
+/// server was bound).
+fn watch_signals(mut signals: signal_hook::iterator::Signals, stop: StopHandle) -> io::Result<()> {
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {

@@ -61,7 +61,7 @@ fn metadata_and_config_commands() {
     assert_eq!(
         ok(&out),
         format!(
-            "GROUP   PEER  ADDRESS{}  LEADER\ngroup1  n0    {a}  true\n",
+            "GROUP   PEER  ADDRESS{}  LEADER  ROLE    TERM  SEES_LEADER\ngroup1  n0    {a}  true    LEADER  -     n0\n",
             " ".repeat(a.len() - "ADDRESS".len())
         )
     );

@@ -85,10 +85,6 @@ mod with_controller {
                 "electMasterMaxRetryCount=many\n",
                 "electMasterMaxRetryCount=many",
             ),
-            (
-                "controllerDLegerPeers=n0-127.0.0.1:9878;n1-127.0.0.1:9879\n",
-                "controllerDLegerPeers",
-            ),
             ("metricsExporterType=PROM\n", "metricsExporterType=PROM"),
         ];
         for (line, named) in cases {

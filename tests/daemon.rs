@@ -785,6 +785,41 @@ fn sigterm_and_sigint_stop_cleanly_after_acknowledged_writes() {
 }
 
 #[test]
+fn a_stop_sent_as_soon_as_the_port_answers_is_a_clean_stop() {
+    // A supervisor (or a script) may stop the server the moment its port answers, before it
+    // has printed or logged that it is listening: that is still a clean stop, exit 0.
+    let dir = TempDir::new("early-stop");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let mut args = local_args(&dir);
+    args[0] = format!("--listenPort={port}");
+    let mut child = daemon_command(&dir, dir.path(), &args, &[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let answered = wait_until(Duration::from_secs(20), || {
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let mut status = None;
+    let exited = wait_until(Duration::from_secs(20), || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    if !exited {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert!(answered && exited, "answered {answered}, exited {exited}");
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{status:?}");
+}
+
+#[test]
 fn a_second_signal_exits_at_once() {
     let dir = TempDir::new("second-signal");
     let mut server = Daemon::start(&dir, dir.path(), &local_args(&dir), &[]);

@@ -9,8 +9,8 @@
 //! `ReportOnly` keys are Java settings that mean nothing to this implementation (thread
 //! pools, metrics exporters, JRaft tuning): accepted and reported, as Java does, and
 //! otherwise ignored. Settings that would promise something not done are refused outright:
-//! `controllerType=jRaft`, a metrics exporter other than DISABLE, more than one peer (the
-//! Raft group comes later).
+//! `controllerType=jRaft`, a metrics exporter other than DISABLE. Several peers make this
+//! node a member of a Raft group (module `raft`).
 //!
 //! Updates are all or nothing, like the name server's: every key and value of the request
 //! is checked first, and any black-listed key (16), unknown key, start-only key or invalid
@@ -343,12 +343,6 @@ impl ControllerConfig {
                 "controllerDLegerSelfId={self_id} is not one of the ids in controllerDLegerPeers={peers_text}"
             ))
         })?;
-        if peers.len() > 1 {
-            return Err(ConfigError(format!(
-                "controllerDLegerPeers lists {} peers: this build runs a single-node controller only (a Raft group of several comes later); list this node alone",
-                peers.len()
-            )));
-        }
         let settings = settings_of(&values);
         Ok(ControllerConfig {
             values,
@@ -686,7 +680,9 @@ mod tests {
             refused(&[("controllerDLegerSelfId", "")]).contains("controllerDLegerSelfId is empty")
         );
         assert!(refused(&[("controllerDLegerSelfId", "n1")]).contains("is not one of the ids"));
-        assert!(refused(&[("controllerDLegerPeers", "n0-a:1;n1-b:2")]).contains("single-node"));
+        // Several peers are a Raft group now.
+        let group = config(dir.path(), &[("controllerDLegerPeers", "n0-a:1;n1-b:2")]).unwrap();
+        assert_eq!(group.peers().len(), 2);
         assert!(refused(&[("enableElectUncleanMaster", "yes")])
             .contains("enableElectUncleanMaster=yes"));
         assert!(refused(&[("electMasterMaxRetryCount", "-1")]).contains("outside"));

@@ -7,9 +7,16 @@
 //! after the waker given to [`Controller::open`] fired), timers
 //! ([`Controller::expire_requests`], [`Controller::scan_not_active_brokers`],
 //! [`Controller::scan_inactive_masters`]) and a closed connection
-//! ([`Controller::connection_closed`]). Outputs: replies for the caller's tickets (`T`: the
-//! loop's connection + opaque + serialization), connections to close, and role-change
-//! notifications to send off the loop ([`Controller::take_notifications`]).
+//! ([`Controller::connection_closed`]); in a Raft group also Raft's tick
+//! ([`Controller::raft_tick`]) and peers' payloads ([`Controller::on_peer_message`]).
+//! Outputs: replies for the caller's tickets (`T`: the loop's connection + opaque +
+//! serialization), connections to close, role-change notifications to send off the loop
+//! ([`Controller::take_notifications`]) and payloads for peers
+//! ([`Controller::take_peer_messages`]).
+//!
+//! The durable step is the single node's log or the Raft group (module `replication`): every
+//! committed entry, from either, is applied by [`Controller`] the same way; in a group only the
+//! serving leader answers leader-only requests, elects and grants write leases.
 //!
 //! Inactive brokers become elections as in Java's `ControllerManager`: an inactive master
 //! (or a scan that finds one) starts a controller-triggered election, retried up to
@@ -22,8 +29,10 @@ use super::event::Event;
 use super::lease::WriteLeaseGate;
 use super::liveness::{ConnRef, InactiveBroker, Liveness};
 use super::notify::{self, NotifyOutbox, RoleChangeNotification};
-use super::pipeline::{Completed, Durability, Inputs, Origin, Pipeline};
+use super::pipeline::{Completed, Inputs, Origin, Pipeline};
+use super::raft::{GroupEvent, GroupStatus, Persistence, RaftGroup};
 use super::replicas::{self, Elected};
+use super::replication::{self, Replication};
 use super::request::{self, ControllerRequest, ElectMaster, Heartbeat, LeaderRequest};
 use super::response::Response;
 use super::state::ControllerState;
@@ -33,9 +42,6 @@ use crate::remoting::command::RemotingCommand;
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
-
-/// The single node's leader term (a Raft group will pass its term instead).
-const SINGLE_NODE_TERM: u64 = 1;
 
 /// An answer for one of the caller's requests.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,7 +76,7 @@ pub struct Controller<T> {
     state: ControllerState,
     liveness: Liveness,
     pipeline: Pipeline<Ticket<T>>,
-    log: SingleNodeLog,
+    durable: Replication,
     applied_index: u64,
     events_since_snapshot: u64,
     outbox: NotifyOutbox,
@@ -91,9 +97,24 @@ struct ConfigUpdate<T> {
 
 impl<T> Controller<T> {
     /// Applies the kept runtime config updates, recovers the store and starts its writer.
+    /// Several peers in `controllerDLegerPeers` make this node a member of a Raft group.
     pub fn open(
+        config: ControllerConfig,
+        waker: Option<Arc<dyn Wake>>,
+    ) -> Result<Self, StartError> {
+        Self::open_with(config, waker, false)
+    }
+
+    /// As [`open`](Self::open), with a Raft group's disk run by the caller
+    /// ([`run_disk`](Self::run_disk)) instead of a thread: deterministic simulations.
+    pub fn open_simulated(config: ControllerConfig) -> Result<Self, StartError> {
+        Self::open_with(config, None, true)
+    }
+
+    fn open_with(
         mut config: ControllerConfig,
         waker: Option<Arc<dyn Wake>>,
+        manual_disk: bool,
     ) -> Result<Self, StartError> {
         config.load_updates().map_err(StartError::Config)?;
         let java_store = config
@@ -106,6 +127,14 @@ impl<T> Controller<T> {
             );
         }
         let dir = config.store_dir();
+        if config.peers().len() > 1 {
+            let persistence = if manual_disk {
+                Persistence::Manual
+            } else {
+                Persistence::Thread(waker)
+            };
+            return Self::open_group(config, persistence);
+        }
         let (storage, recovered) = Storage::open(&dir, waker).map_err(StartError::Storage)?;
         log::info!(
             "controller {} on port {}: store {} recovered {} broker sets (snapshot at {}, {} log records replayed, last index {})",
@@ -122,7 +151,7 @@ impl<T> Controller<T> {
             state: recovered.state,
             liveness: Liveness::new(),
             pipeline: Pipeline::new(),
-            log: SingleNodeLog::new(storage),
+            durable: Replication::Single(SingleNodeLog::new(storage)),
             applied_index: recovered.last_index,
             events_since_snapshot: recovered.events_since_snapshot,
             outbox: NotifyOutbox::default(),
@@ -130,6 +159,157 @@ impl<T> Controller<T> {
             config_updates: VecDeque::new(),
             next_file_job: 0,
         })
+    }
+
+    /// This node as a member of the Raft group `controllerDLegerPeers` names.
+    fn open_group(config: ControllerConfig, persistence: Persistence) -> Result<Self, StartError> {
+        let dir = config.store_dir();
+        let ids = replication::raft_ids(config.peers());
+        let self_id = config
+            .peers()
+            .iter()
+            .position(|p| p.id == config.self_peer().id)
+            .map_or(0, |i| ids[i]);
+        let opened =
+            RaftGroup::open(&dir, self_id, &ids, persistence).map_err(StartError::Storage)?;
+        log::info!(
+            "controller {} (Raft node {self_id} of {:?}) on port {}: store {} holds a snapshot at {} with {} broker sets and {} log entries after it",
+            config.self_peer().id,
+            ids,
+            config.listen_port(),
+            dir.display(),
+            opened.snapshot_index,
+            opened.state.broker_names().len(),
+            opened.log_entries,
+        );
+        Ok(Controller {
+            config,
+            state: opened.state,
+            liveness: Liveness::new(),
+            pipeline: Pipeline::new(),
+            durable: Replication::Group(Box::new(opened.group)),
+            applied_index: opened.snapshot_index,
+            events_since_snapshot: 0,
+            outbox: NotifyOutbox::default(),
+            lease: WriteLeaseGate::new(),
+            config_updates: VecDeque::new(),
+            next_file_job: 0,
+        })
+    }
+
+    /// The configured peers other than this node: (Raft id, "host:port"). Empty for a
+    /// single node.
+    pub fn raft_peers(&self) -> Vec<(u64, String)> {
+        let Some(group) = self.durable.group() else {
+            return Vec::new();
+        };
+        let ids = replication::raft_ids(self.config.peers());
+        ids.into_iter()
+            .zip(self.config.peers())
+            .filter(|(id, _)| *id != group.self_id())
+            .map(|(id, p)| (id, p.address.clone()))
+            .collect()
+    }
+
+    /// Raft's tick period; the loop calls [`raft_tick`](Self::raft_tick) this often.
+    pub fn raft_tick_ms(&self) -> u64 {
+        super::raft::TICK_MS
+    }
+
+    /// This node's role, term and leader (None for a single node).
+    pub fn group_status(&self) -> Option<GroupStatus> {
+        self.durable.group().map(RaftGroup::status)
+    }
+
+    /// Raft's clock.
+    pub fn raft_tick(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
+        let mut events = Vec::new();
+        match self.durable.group_mut() {
+            Some(group) => group.tick(&mut events),
+            None => return,
+        }
+        self.after_group(events, now_ms, out);
+    }
+
+    /// A payload peer `from` sent (the link authenticated the peer); decode errors are
+    /// logged and the payload dropped.
+    pub fn on_peer_message(
+        &mut self,
+        from: u64,
+        payload: &[u8],
+        now_ms: u64,
+        out: &mut Vec<Reply<T>>,
+    ) {
+        let mut events = Vec::new();
+        match self.durable.group_mut() {
+            Some(group) => group.step(from, payload, &mut events),
+            None => return,
+        }
+        self.after_group(events, now_ms, out);
+    }
+
+    /// Payloads to send now, (to, bytes); the link drops those for unreachable peers.
+    pub fn take_peer_messages(&mut self, out: &mut Vec<(u64, Vec<u8>)>) {
+        if let Some(group) = self.durable.group_mut() {
+            group.take_messages(out);
+        }
+    }
+
+    /// Simulations ([`open_simulated`](Self::open_simulated)): the disk finishes everything
+    /// it was given, and what that releases is processed.
+    pub fn run_disk(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
+        let mut events = Vec::new();
+        match self.durable.group_mut() {
+            Some(group) => group.run_disk(&mut events),
+            None => return,
+        }
+        self.after_group(events, now_ms, out);
+    }
+
+    fn after_group(&mut self, events: Vec<GroupEvent>, now_ms: u64, out: &mut Vec<Reply<T>>) {
+        let mut done = Vec::new();
+        self.on_group_events(events, &mut done, out);
+        self.advance(now_ms, &mut done);
+        self.finish(done, now_ms, out);
+    }
+
+    fn on_group_events(
+        &mut self,
+        events: Vec<GroupEvent>,
+        done: &mut Vec<Completed<Ticket<T>>>,
+        out: &mut Vec<Reply<T>>,
+    ) {
+        for event in events {
+            match event {
+                GroupEvent::Committed {
+                    index,
+                    data,
+                    proposal,
+                } => self.on_durable(index, proposal, &data, done),
+                GroupEvent::Snapshot { index, state } => {
+                    self.state = state;
+                    self.applied_index = index;
+                    self.events_since_snapshot = 0;
+                }
+                GroupEvent::Serving { term } => {
+                    log::info!("controller: leader in term {term}; serving leader-only requests");
+                    // The next inactive-master scan (a timer) catches what happened meanwhile.
+                    self.lease.reset();
+                }
+                GroupEvent::LeadershipLost { term } => {
+                    log::warn!("controller: leadership of term {term} lost; parked requests fail");
+                    self.lease.reset();
+                    let in_flight = Response::error(
+                        SYSTEM_ERROR,
+                        format!("the controller lost its leadership (term {term}) before the change was committed"),
+                    );
+                    let queued = super::pipeline::NotServing::NotLeader.response();
+                    self.pipeline.lose_leadership(&in_flight, &queued, done);
+                }
+                GroupEvent::Failed(why) => self.fail(why, done),
+                GroupEvent::FileWritten { id, result } => self.config_written(id, result, out),
+            }
+        }
     }
 
     pub fn config(&self) -> &ControllerConfig {
@@ -235,17 +415,57 @@ impl<T> Controller<T> {
         self.liveness.on_heartbeat(hb, conn, now_ms);
         let response = Response::new(SUCCESS, Some("Heart beat success".into()));
         // Only a peer that reads the answer can use a lease (rocketmq-rust brokers).
-        if !wants_reply || self.log.failure().is_some() {
+        if !wants_reply || self.durable.serving().is_err() {
             return response;
         }
-        match self.lease.grant(hb, &self.state, SINGLE_NODE_TERM, now_ms) {
+        match self
+            .lease
+            .grant(hb, &self.state, self.durable.term(), now_ms)
+        {
             Some(body) => response.body(body),
             None => response,
         }
     }
 
-    /// 1005: this node is the group's only member, so it is the leader.
+    /// 1005: who leads. A single node is its group's only member, so it leads; a Raft member
+    /// names the leader it knows (none during an election) so brokers find it, plus its own
+    /// role and term (extra header fields Java's clients ignore).
     fn metadata(&self) -> Response {
+        let Some(status) = self.group_status() else {
+            return self.single_node_metadata();
+        };
+        let ids = replication::raft_ids(self.config.peers());
+        let leader = ids
+            .iter()
+            .zip(self.config.peers())
+            .find(|(id, _)| **id == status.leader_id && status.leader_id != 0)
+            .map(|(_, p)| p);
+        let mut fields = Vec::new();
+        if let Some(leader) = leader {
+            fields.push(("controllerLeaderAddress", leader.address.clone()));
+            fields.push(("controllerLeaderId", leader.id.clone()));
+        }
+        if let Some(group) = self.config.group() {
+            fields.push(("group", group.to_owned()));
+        }
+        fields.push(("isLeader", (status.role == "LEADER").to_string()));
+        fields.push(("peers", self.peers_text()));
+        fields.push(("raftApplied", status.applied.to_string()));
+        fields.push(("raftRole", status.role.to_owned()));
+        fields.push(("raftServing", status.serving.to_string()));
+        fields.push(("raftTerm", status.term.to_string()));
+        Response::with_header(SUCCESS, fields)
+    }
+
+    fn peers_text(&self) -> String {
+        self.config
+            .peers()
+            .iter()
+            .map(|p| format!("{}:{};", p.id, p.address))
+            .collect()
+    }
+
+    fn single_node_metadata(&self) -> Response {
         let me = self.config.self_peer();
         let peers: String = self
             .config
@@ -285,8 +505,7 @@ impl<T> Controller<T> {
                     self.next_file_job += 1;
                     let id = self.next_file_job;
                     match self
-                        .log
-                        .storage_mut()
+                        .durable
                         .write_file(id, plan.path(), plan.file_content())
                     {
                         Ok(()) => {
@@ -337,7 +556,7 @@ impl<T> Controller<T> {
         out: &mut Vec<Reply<T>>,
     ) {
         let mut done = Vec::new();
-        if let Err(not_serving) = self.log.serving() {
+        if let Err(not_serving) = self.durable.serving() {
             done.push(Completed {
                 origin,
                 response: not_serving.response(),
@@ -359,7 +578,19 @@ impl<T> Controller<T> {
             process_read_event: settings.process_read_event,
         };
         self.pipeline
-            .advance(&self.state, &inputs, &mut self.log, done);
+            .advance(&self.state, &inputs, self.durable.durability(), done);
+        // A Raft proposal becomes a Ready to persist and send; a one-voter log needs nothing.
+        let mut events = Vec::new();
+        if let Some(group) = self.durable.group_mut() {
+            group.process(&mut events);
+        }
+        if !events.is_empty() {
+            let mut out = Vec::new();
+            self.on_group_events(events, done, &mut out);
+            // Only FileWritten answers land here, and process() never yields those.
+            debug_assert!(out.is_empty());
+            self.advance(now_ms, done);
+        }
     }
 
     /// Routes completed requests: replies to callers, retries of the controller's own
@@ -423,10 +654,25 @@ impl<T> Controller<T> {
     /// answers, takes snapshots when due. Call when the waker given to `open` fired.
     pub fn on_log_completions(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
         let mut done = Vec::new();
-        while let Some(completion) = self.log.storage().try_completion() {
-            match completion {
-                Completion::FileWritten { id, result } => self.config_written(id, result, out),
-                other => self.on_completion(other, &mut done),
+        match &mut self.durable {
+            Replication::Group(group) => {
+                let mut events = Vec::new();
+                group.on_disk(&mut events);
+                self.on_group_events(events, &mut done, out);
+            }
+            Replication::Single(log) => {
+                let mut completions = Vec::new();
+                while let Some(completion) = log.storage().try_completion() {
+                    completions.push(completion);
+                }
+                for completion in completions {
+                    match completion {
+                        Completion::FileWritten { id, result } => {
+                            self.config_written(id, result, out)
+                        }
+                        other => self.on_completion(other, &mut done),
+                    }
+                }
             }
         }
         self.advance(now_ms, &mut done);
@@ -435,22 +681,7 @@ impl<T> Controller<T> {
 
     fn on_completion(&mut self, completion: Completion, done: &mut Vec<Completed<Ticket<T>>>) {
         match completion {
-            Completion::Durable { index, entry } => {
-                match self
-                    .pipeline
-                    .on_committed(Some(index), &entry, &mut self.state, done)
-                {
-                    Ok(events) => {
-                        self.applied_index = index;
-                        self.events_since_snapshot += events.len() as u64;
-                        for event in &events {
-                            log_change(event, &self.state);
-                        }
-                        self.maybe_snapshot();
-                    }
-                    Err(e) => self.fail(format!("entry {index} cannot be applied: {e}"), done),
-                }
-            }
+            Completion::Durable { index, entry } => self.on_durable(index, Some(index), &entry, done),
             Completion::Failed { index, error } => {
                 self.fail(format!("entry {index}: {error}"), done);
             }
@@ -467,12 +698,39 @@ impl<T> Controller<T> {
         }
     }
 
+    /// A committed entry (durable in the single node's log, or committed by the group):
+    /// applied, its request answered if it is this node's, a snapshot taken when due.
+    fn on_durable(
+        &mut self,
+        index: u64,
+        proposal: Option<u64>,
+        entry: &[u8],
+        done: &mut Vec<Completed<Ticket<T>>>,
+    ) {
+        match self
+            .pipeline
+            .on_committed(proposal, entry, &mut self.state, done)
+        {
+            Ok(events) => {
+                self.applied_index = index;
+                self.events_since_snapshot += events.len() as u64;
+                for event in &events {
+                    log_change(event, &self.state);
+                }
+                self.maybe_snapshot();
+            }
+            Err(e) => self.fail(format!("entry {index} cannot be applied: {e}"), done),
+        }
+    }
+
     fn fail(&mut self, why: String, done: &mut Vec<Completed<Ticket<T>>>) {
         log::error!(
             "controller: the log failed ({why}); leader-only requests are refused until restart"
         );
-        self.log.mark_failed(why);
-        if let Err(not_serving) = self.log.serving() {
+        if let Replication::Single(log) = &mut self.durable {
+            log.mark_failed(why);
+        }
+        if let Err(not_serving) = self.durable.serving() {
             self.pipeline.fail_all(&not_serving.response(), done);
         }
     }
@@ -482,11 +740,13 @@ impl<T> Controller<T> {
             return;
         }
         self.events_since_snapshot = 0;
-        if let Err(e) = self
-            .log
-            .storage_mut()
-            .snapshot(self.applied_index, &self.state)
-        {
+        let log = match &mut self.durable {
+            Replication::Group(group) => {
+                return group.snapshot(self.applied_index, &self.state);
+            }
+            Replication::Single(log) => log,
+        };
+        if let Err(e) = log.storage_mut().snapshot(self.applied_index, &self.state) {
             log::error!(
                 "controller: snapshot at index {} not taken: {e}",
                 self.applied_index
@@ -559,7 +819,11 @@ impl<T> Controller<T> {
 
     fn trigger_election(&mut self, broker_name: &str, now_ms: u64, out: &mut Vec<Reply<T>>) {
         let attempts = self.config.settings().elect_master_max_retry_count;
-        if attempts == 0 || self.pipeline.has_election_for(broker_name) {
+        // Java: only the leader elects (followers keep their liveness table only).
+        if attempts == 0
+            || self.pipeline.has_election_for(broker_name)
+            || self.durable.serving().is_err()
+        {
             return;
         }
         self.submit(
@@ -583,7 +847,17 @@ impl<T> Controller<T> {
     pub fn shutdown(mut self) -> Vec<Reply<T>> {
         let mut done = Vec::new();
         let mut out = Vec::new();
-        let completions = self.log.storage_mut().close_writer();
+        let completions = match &mut self.durable {
+            Replication::Single(log) => log.storage_mut().close_writer(),
+            Replication::Group(group) => {
+                for event in group.close() {
+                    if let GroupEvent::FileWritten { id, result } = event {
+                        self.config_written(id, result, &mut out);
+                    }
+                }
+                Vec::new()
+            }
+        };
         for completion in completions {
             match completion {
                 Completion::Durable { index, entry } => {

@@ -19,8 +19,9 @@
 //! * [`replicas`]: the leader-only requests as pure functions; [`elect`]: the elect policy.
 //! * [`liveness`]: the heartbeat table; [`notify`]: role-change notifications (1008);
 //!   [`lease`]: the write lease rocketmq-rust brokers read in 904 answers.
-//! * [`pipeline`]: one write in flight, answered once durable (the `Durability` trait is
-//!   what a Raft group will implement); [`storage`]: event log, snapshots, recovery.
+//! * [`pipeline`]: one write in flight, answered once durable (the `Durability` trait);
+//!   [`storage`]: the single node's event log, snapshots, recovery; [`raft`]: the Raft group
+//!   (raft-rs) with its own log and writer; [`replication`]: which of the two runs.
 //! * [`config`]: the Java controller keys; [`manager`]: the object the loop drives.
 //!
 //! Only [`codes`] is built without the feature: `rmq-admin` speaks to any controller (ours or
@@ -47,7 +48,11 @@ pub mod notify;
 #[cfg(feature = "controller")]
 pub mod pipeline;
 #[cfg(feature = "controller")]
+pub mod raft;
+#[cfg(feature = "controller")]
 pub mod replicas;
+#[cfg(feature = "controller")]
+pub mod replication;
 #[cfg(feature = "controller")]
 pub mod request;
 #[cfg(feature = "controller")]

@@ -296,6 +296,24 @@ impl<T> Pipeline<T> {
         }
     }
 
+    /// Leadership lost: the write in flight gets `in_flight` (its fate is the new leader's),
+    /// the requests never proposed get `queued` (2007: the caller retries at the leader).
+    pub fn lose_leadership(
+        &mut self,
+        in_flight: &Response,
+        queued: &Response,
+        out: &mut Vec<Completed<T>>,
+    ) {
+        if let Some(origin) = self.in_flight.take().and_then(|f| f.origin) {
+            out.push(Completed {
+                origin,
+                response: in_flight.clone(),
+                elected: None,
+            });
+        }
+        self.fail_all(queued, out);
+    }
+
     /// Answers everything with `response` (leadership lost, the log failed, shutdown).
     /// The write in flight is forgotten: under Raft another leader decides its fate.
     pub fn fail_all(&mut self, response: &Response, out: &mut Vec<Completed<T>>) {

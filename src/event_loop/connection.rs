@@ -35,8 +35,11 @@ pub(super) enum Parked {
 pub(super) struct Connection<C> {
     stream: TcpStream,
     pub peer: SocketAddr,
-    /// The listener it came in on.
-    pub listener: ListenerTag,
+    /// The listener it came in on; `None` for a connection the application opened
+    /// ([`super::Ctx::connect`]).
+    pub listener: Option<ListenerTag>,
+    /// An outbound connection not yet established: when its connect attempt times out.
+    pub connect_deadline_ms: Option<u64>,
     /// Distinguishes this connection from a later one reusing its slab slot.
     pub generation: u64,
     pub read_buf: BytesMut,
@@ -93,7 +96,7 @@ impl<C> Connection<C> {
     pub fn new(
         stream: TcpStream,
         peer: SocketAddr,
-        listener: ListenerTag,
+        listener: Option<ListenerTag>,
         generation: u64,
         now_ms: u64,
         data: C,
@@ -102,6 +105,7 @@ impl<C> Connection<C> {
             stream,
             peer,
             listener,
+            connect_deadline_ms: None,
             generation,
             read_buf: BytesMut::new(),
             write_buf: Vec::new(),

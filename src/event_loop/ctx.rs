@@ -13,13 +13,14 @@
 
 use super::admission::Peers;
 use super::connection::{Connection, FlushResult};
-use super::{ConnId, Limits, ListenerTag, LoopWaker, ReadClass, TimerId};
+use super::{ConnId, Limits, ListenerTag, LoopWaker, ReadClass, TimerId, CONNECTING};
 use crate::timer::DeadlineBuckets;
 use log::{debug, info, warn};
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 use slab::Slab;
 use std::collections::VecDeque;
+use std::io;
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -30,6 +31,9 @@ const SPARE_WRITE_BUF_MAX: usize = 64 * 1024;
 
 /// Unread input discarded per connection at the final close (beyond it, the kernel resets).
 const UNREAD_DISCARD_MAX: usize = 4 << 20;
+
+/// How long an outbound connection may take to be established before it counts as failed.
+pub(super) const CONNECT_TIMEOUT_MS: u64 = 3_000;
 
 /// How often, at most, one kind of warning about peers is logged (with a count of the ones in
 /// between): an attack must not flood the log.
@@ -121,6 +125,9 @@ pub struct Ctx<C> {
     dirty: Vec<usize>,
     /// Connections closed since the handler last heard, with the application's state.
     pub(super) closed: Vec<(ConnId, C)>,
+    /// Outbound connections established or failed since the handler last heard (a failed one
+    /// is in `closed` too, and heard of there after this notice).
+    pub(super) connects: Vec<(ConnId, io::Result<()>)>,
     /// Named application timers (a handful: a sorted structure would cost more than a scan).
     timers: Vec<(TimerId, u64)>,
     /// Idle and frame deadlines, one live entry per connection (see the module doc).
@@ -153,6 +160,7 @@ impl<C> Ctx<C> {
             bulk_line: VecDeque::new(),
             dirty: Vec::new(),
             closed: Vec::new(),
+            connects: Vec::new(),
             timers: Vec::new(),
             deadlines: DeadlineBuckets::new(1000),
             spare_write_bufs: Vec::new(),
@@ -243,9 +251,26 @@ impl<C> Ctx<C> {
         self.get(id).map(|c| c.peer)
     }
 
-    /// The listener a connection came in on.
+    /// The listener a connection came in on (`None` for an outbound one, or once closed).
     pub fn listener(&self, id: ConnId) -> Option<ListenerTag> {
-        self.get(id).map(|c| c.listener)
+        self.get(id).and_then(|c| c.listener)
+    }
+
+    /// Whether the connection was opened by [`Ctx::connect`] (false once closed).
+    pub fn is_outbound(&self, id: ConnId) -> bool {
+        self.get(id).is_some_and(|c| c.listener.is_none())
+    }
+
+    /// Whether the connection is open and established (an outbound one once its connect
+    /// completed; an accepted one always).
+    pub fn is_established(&self, id: ConnId) -> bool {
+        self.get(id)
+            .is_some_and(|c| c.connect_deadline_ms.is_none())
+    }
+
+    /// Reply bytes the connection has not yet sent (0 once closed).
+    pub fn unsent(&self, id: ConnId) -> usize {
+        self.get(id).map_or(0, |c| c.unsent())
     }
 
     /// The application's state for a connection.
@@ -312,7 +337,7 @@ impl<C> Ctx<C> {
             return;
         }
         if let Some(conn) = self.conns.get_mut(id.key) {
-            if conn.unsent() > 0 {
+            if conn.unsent() > 0 && conn.connect_deadline_ms.is_none() {
                 if let FlushResult::Written(n) = conn.flush() {
                     self.stats.bytes_out += n as u64;
                 }
@@ -331,6 +356,40 @@ impl<C> Ctx<C> {
 
     pub fn cancel_timer(&mut self, timer: TimerId) {
         self.timers.retain(|(t, _)| *t != timer);
+    }
+
+    /// Opens an outbound connection to `addr` (a non-blocking connect): it enters the slab as
+    /// an ordinary connection with `data`, and the handler hears [`super::Handler::on_connected`]
+    /// once it is established (then it is read, written and limited like any other) or failed
+    /// (refused, unreachable, or not established within `CONNECT_TIMEOUT_MS`; `on_close`
+    /// follows). Bytes written before then wait in its write buffer. Outbound connections do
+    /// not count against the admission limits, which are for peers that connect to us.
+    pub fn connect(&mut self, addr: SocketAddr, data: C) -> io::Result<ConnId> {
+        if self.stopping {
+            return Err(io::Error::other("the event loop is stopping"));
+        }
+        let mut stream = TcpStream::connect(addr)?;
+        let now = self.now_ms();
+        let entry = self.conns.vacant_entry();
+        let key = entry.key();
+        // Until it is established the socket polls under a token of its own (see `CONNECTING`),
+        // so that telling its events apart costs ordinary connections nothing.
+        self.registry.register(
+            &mut stream,
+            Token(key | CONNECTING),
+            Interest::READABLE | Interest::WRITABLE,
+        )?;
+        self.next_generation += 1;
+        let generation = self.next_generation;
+        let mut conn = Connection::new(stream, addr, None, generation, now, data);
+        conn.connect_deadline_ms = Some(now + CONNECT_TIMEOUT_MS);
+        conn.write_interest = true;
+        entry.insert(conn);
+        self.stats.connections = self.conns.len();
+        let id = ConnId { key, generation };
+        self.arm_deadline(id, now + CONNECT_TIMEOUT_MS);
+        debug!("connection {key} to {addr}: connecting");
+        Ok(id)
     }
 
     // ------------------------------------------------------------------ for the loop
@@ -372,7 +431,12 @@ impl<C> Ctx<C> {
         self.next_generation += 1;
         let generation = self.next_generation;
         entry.insert(Connection::new(
-            stream, peer, listener, generation, now, data,
+            stream,
+            peer,
+            Some(listener),
+            generation,
+            now,
+            data,
         ));
         self.stats.connections = self.conns.len();
         self.peers.opened(peer.ip());
@@ -404,8 +468,10 @@ impl<C> Ctx<C> {
             debug!("connection {key} from {} closed: {why}", conn.peer);
             self.stats.connections = self.conns.len();
             self.buffered -= conn.accounted;
-            self.peers
-                .closed(conn.peer.ip(), conn.served.then_some(conn.last_frame_ms));
+            if conn.listener.is_some() {
+                self.peers
+                    .closed(conn.peer.ip(), conn.served.then_some(conn.last_frame_ms));
+            }
             let id = ConnId {
                 key,
                 generation: conn.generation,
@@ -431,6 +497,10 @@ impl<C> Ctx<C> {
             return;
         };
         conn.dirty = false;
+        if conn.connect_deadline_ms.is_some() {
+            // Not established yet: its bytes wait for the connect to complete.
+            return;
+        }
         match conn.flush() {
             FlushResult::Written(n) => {
                 self.stats.bytes_out += n as u64;
@@ -510,13 +580,16 @@ impl<C> Ctx<C> {
         let waiting: Vec<usize> = self
             .conns
             .iter()
-            .filter(|(_, c)| c.unsent() > 0)
+            .filter(|(_, c)| c.unsent() > 0 && c.connect_deadline_ms.is_none())
             .map(|(k, _)| k)
             .collect();
         for key in waiting {
             self.flush(key);
         }
-        self.conns.iter().filter(|(_, c)| c.unsent() > 0).count()
+        self.conns
+            .iter()
+            .filter(|(_, c)| c.unsent() > 0 && c.connect_deadline_ms.is_none())
+            .count()
     }
 
     /// The earliest application timer deadline.
@@ -596,6 +669,10 @@ impl<C> Ctx<C> {
                 continue;
             }
             c.deadline_bucket = 0;
+            if let Some(at) = c.connect_deadline_ms {
+                self.connect_timed_out(id, at, now);
+                continue;
+            }
             let Some(c) = self.get(id) else {
                 continue;
             };
@@ -621,6 +698,67 @@ impl<C> Ctx<C> {
                 }
             }
         }
+    }
+
+    /// An outbound connection's deadline entry fired: it fails if still not established.
+    fn connect_timed_out(&mut self, id: ConnId, at: u64, now: u64) {
+        if at > now {
+            self.arm_deadline(id, at);
+            return;
+        }
+        let e = io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("not established within {CONNECT_TIMEOUT_MS} ms"),
+        );
+        self.connect_failed(id, e);
+    }
+
+    /// An outbound connection could not be established: the handler hears `on_connected` with
+    /// the error, then `on_close`.
+    pub(super) fn connect_failed(&mut self, id: ConnId, e: io::Error) {
+        debug!("connection {} to {:?}: {e}", id.key, self.peer(id));
+        self.connects.push((id, Err(e)));
+        self.remove(id.key, "connect failed");
+    }
+
+    /// An outbound connection's connect completed: from now on it is an ordinary connection
+    /// (its own token, READABLE, and WRITABLE while bytes wait).
+    pub(super) fn connect_done(&mut self, id: ConnId) {
+        let now = self.now_ms();
+        let Some(conn) = self
+            .conns
+            .get_mut(id.key)
+            .filter(|c| c.generation == id.generation)
+        else {
+            return;
+        };
+        conn.connect_deadline_ms = None;
+        conn.last_frame_ms = now;
+        conn.last_write_ms = now;
+        conn.write_interest = conn.unsent() > 0;
+        let interest = if conn.write_interest {
+            Interest::READABLE | Interest::WRITABLE
+        } else {
+            Interest::READABLE
+        };
+        let peer = conn.peer;
+        if let Err(e) = conn.stream_mut().set_nodelay(true) {
+            debug!("TCP_NODELAY on {peer}: {e}");
+        }
+        if let Err(e) = self
+            .registry
+            .reregister(conn.stream_mut(), Token(id.key), interest)
+        {
+            self.connect_failed(id, e);
+            return;
+        }
+        debug!("connection {} to {peer}: established", id.key);
+        self.connects.push((id, Ok(())));
+        if self.limits.idle_ms > 0 {
+            self.arm_deadline(id, now + self.limits.idle_ms);
+        }
+        self.pending.push_back(id);
+        self.flush(id.key);
     }
 
     fn frame_timed_out(&mut self, id: ConnId, peer: SocketAddr, elapsed_ms: u64) {

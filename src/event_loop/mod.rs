@@ -42,8 +42,10 @@
 //! messages: [`spawn_batcher`] (de-duplicated batches handed back through the waker) and
 //! [`oneway::spawn_sender`] (frames delivered to other servers without waiting for them).
 //!
-//! Later: outbound connections (`connect`) will enter the same slab, with the same
-//! [`ConnId`]s, handler callbacks and buffers.
+//! Outbound connections ([`Ctx::connect`]) enter the same slab, with the same [`ConnId`]s,
+//! buffers, limits and callbacks; the handler hears [`Handler::on_connected`] when one is
+//! established or failed. Until then the socket polls under a token with the `CONNECTING` bit,
+//! so that the turn tells its events apart by the token alone, as it does for listeners.
 
 mod admission;
 mod batcher;
@@ -54,7 +56,7 @@ pub mod descriptors;
 pub mod oneway;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use batcher::{spawn_batcher, Batch};
 pub use ctx::{Ctx, LoopStats};
@@ -82,6 +84,10 @@ const WAKER: Token = Token(usize::MAX);
 /// Listener `i` polls under `Token(FIRST_LISTENER - i)`; connections under their slab key.
 const FIRST_LISTENER: usize = usize::MAX - 1;
 const MAX_LISTENERS: usize = 64;
+/// Set in the token of an outbound connection whose connect has not completed (the slab key
+/// in the low bits). The waker's and the listeners' tokens have this bit set too: the turn
+/// matches them first.
+const CONNECTING: usize = 1 << (usize::BITS - 2);
 
 /// How soon `accept` is tried again after it failed (out of descriptors, out of memory).
 const ACCEPT_RETRY_MS: u64 = 100;
@@ -219,6 +225,11 @@ pub trait Handler {
 
     /// One frame; the reply goes to [`Ctx::write_buf`].
     fn on_frame(&mut self, ctx: &mut Ctx<Self::Conn>, conn: ConnId, frame: Bytes) -> Next;
+
+    /// An outbound connection ([`Ctx::connect`]) was established (`Ok`) or could not be
+    /// (`Err`: refused, unreachable, timed out; `on_close` follows with its data).
+    fn on_connected(&mut self, _ctx: &mut Ctx<Self::Conn>, _conn: ConnId, _result: io::Result<()>) {
+    }
 
     /// A connection closed (by the peer, an error, a limit, or the handler itself).
     fn on_close(&mut self, _ctx: &mut Ctx<Self::Conn>, _conn: ConnId, _data: Self::Conn) {}
@@ -396,6 +407,10 @@ impl<H: Handler> EventLoop<H> {
                 Token(t) if t > FIRST_LISTENER - MAX_LISTENERS => {
                     self.accept_all(h, FIRST_LISTENER - t)
                 }
+                Token(t) if t & CONNECTING != 0 => {
+                    self.finish_connect(t & !CONNECTING);
+                    self.deliver_closes(h);
+                }
                 Token(key) => {
                     if event.is_writable() {
                         self.ctx.flush(key);
@@ -540,6 +555,33 @@ impl<H: Handler> EventLoop<H> {
         }
         self.spare_fd = open_spare();
         shed
+    }
+
+    /// An event on an outbound connection still connecting: established, failed, or (a
+    /// spurious wake-up) still in progress, as mio's `TcpStream::connect` documents.
+    fn finish_connect(&mut self, key: usize) {
+        let Some(id) = self.ctx.conn_at(key) else {
+            return;
+        };
+        let Some(conn) = self.ctx.get_mut(id) else {
+            return;
+        };
+        if conn.connect_deadline_ms.is_none() {
+            return;
+        }
+        let stream = conn.stream_mut();
+        let outcome = match stream.take_error() {
+            Ok(Some(e)) | Err(e) => Err(e),
+            Ok(None) => match stream.peer_addr() {
+                Ok(_) => Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => return,
+                Err(e) => Err(e),
+            },
+        };
+        match outcome {
+            Ok(()) => self.ctx.connect_done(id),
+            Err(e) => self.ctx.connect_failed(id, e),
+        }
     }
 
     /// Listeners whose `accept` failed are tried again when their retry is due.
@@ -710,8 +752,11 @@ impl<H: Handler> EventLoop<H> {
             conn.last_frame_ms = now;
             if !conn.served {
                 conn.served = true;
-                let ip = conn.peer.ip();
-                self.ctx.peers.first_frame(ip);
+                // Admission counts the peers that connect to us, not the ones we dialed.
+                if conn.listener.is_some() {
+                    let ip = conn.peer.ip();
+                    self.ctx.peers.first_frame(ip);
+                }
             }
             let next = h.on_frame(&mut self.ctx, id, frame);
             if !self.ctx.closed.is_empty() {
@@ -782,8 +827,18 @@ impl<H: Handler> EventLoop<H> {
         self.deliver_closes(h);
     }
 
+    /// Tells the handler of connects completed and connections closed (a failed connect's
+    /// notice before its close); the callbacks may themselves write, connect or close more.
     fn deliver_closes(&mut self, h: &mut H) {
-        while let Some((id, data)) = self.ctx.closed.pop() {
+        loop {
+            if let Some((id, result)) = self.ctx.connects.pop() {
+                h.on_connected(&mut self.ctx, id, result);
+                self.ctx.flush_dirty();
+                continue;
+            }
+            let Some((id, data)) = self.ctx.closed.pop() else {
+                return;
+            };
             h.on_close(&mut self.ctx, id, data);
             self.ctx.flush_dirty();
         }

@@ -31,12 +31,45 @@ struct Probe {
     stopping: AtomicBool,
     admit_bulk: AtomicBool,
     release_held: AtomicBool,
+    /// Outbound: where `before_sleep` connects to (then writes a frame at once).
+    connect_to: std::sync::Mutex<Option<SocketAddr>>,
+    close_outbound: AtomicBool,
+    connected_ok: AtomicUsize,
+    connect_errors: AtomicUsize,
+    outbound_closes: AtomicUsize,
+    /// Frames received on the outbound connection (not echoed).
+    outbound_frames: std::sync::Mutex<Vec<Vec<u8>>>,
 }
 
 struct Echo {
     probe: Arc<Probe>,
     held: Vec<ConnId>,
     ticking: Option<ConnId>,
+    outbound: Option<ConnId>,
+}
+
+impl Echo {
+    /// The test thread's requests about the outbound connection.
+    fn outbound_requests(&mut self, ctx: &mut Ctx<()>) {
+        let target = self.probe.connect_to.lock().unwrap().take();
+        if let Some(addr) = target {
+            match ctx.connect(addr, ()) {
+                Ok(id) => {
+                    self.outbound = Some(id);
+                    // Written before the connection is established: it waits, then goes out.
+                    reply(ctx, id, b"hello from outbound");
+                }
+                Err(_) => {
+                    self.probe.connect_errors.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }
+        if self.probe.close_outbound.swap(false, Ordering::SeqCst) {
+            if let Some(id) = self.outbound {
+                ctx.close(id, "test");
+            }
+        }
+    }
 }
 
 fn reply(ctx: &mut Ctx<()>, conn: ConnId, payload: &[u8]) {
@@ -74,6 +107,14 @@ impl Handler for Echo {
     }
 
     fn on_frame(&mut self, ctx: &mut Ctx<()>, conn: ConnId, frame: Bytes) -> Next {
+        if ctx.is_outbound(conn) {
+            self.probe
+                .outbound_frames
+                .lock()
+                .unwrap()
+                .push(frame.to_vec());
+            return Next::Continue;
+        }
         self.probe.frames.fetch_add(1, Ordering::SeqCst);
         self.probe.order.lock().unwrap().push(frame.to_vec());
         match &frame[..] {
@@ -99,7 +140,21 @@ impl Handler for Echo {
         }
     }
 
+    fn on_connected(&mut self, ctx: &mut Ctx<()>, conn: ConnId, result: io::Result<()>) {
+        assert_eq!(Some(conn), self.outbound);
+        match result {
+            Ok(()) => {
+                assert!(ctx.is_established(conn));
+                self.probe.connected_ok.fetch_add(1, Ordering::SeqCst)
+            }
+            Err(_) => self.probe.connect_errors.fetch_add(1, Ordering::SeqCst),
+        };
+    }
+
     fn on_close(&mut self, ctx: &mut Ctx<()>, conn: ConnId, _: ()) {
+        if Some(conn) == self.outbound {
+            self.probe.outbound_closes.fetch_add(1, Ordering::SeqCst);
+        }
         self.probe.closes.fetch_add(1, Ordering::SeqCst);
         if ctx.write_buf(conn).is_none() && ctx.peer(conn).is_none() {
             self.probe.stale_after_close.fetch_add(1, Ordering::SeqCst);
@@ -117,6 +172,7 @@ impl Handler for Echo {
     }
 
     fn before_sleep(&mut self, ctx: &mut Ctx<()>) -> bool {
+        self.outbound_requests(ctx);
         let p = &self.probe;
         p.bulk_waiting.store(ctx.bulk_waiting(), Ordering::SeqCst);
         let stats = ctx.stats();
@@ -164,6 +220,7 @@ fn start(limits: Limits) -> Running {
         probe: probe.clone(),
         held: Vec::new(),
         ticking: None,
+        outbound: None,
     };
     let (stop, waker) = (lp.stop_handle(), lp.waker());
     let thread = std::thread::spawn(move || lp.run(echo));
@@ -364,8 +421,8 @@ fn a_second_stop_gives_up_the_drain() {
 // ------------------------------------------------------------------ what peers can hold
 
 /// A client bound to a chosen loopback address (127.0.0.x), so that tests can be several
-/// peers as far as per-address rules go.
-fn connect_from(source: [u8; 4], addr: SocketAddr) -> TcpStream {
+/// peers as far as per-address rules go (the controller's peer-link tests use it too).
+pub(crate) fn connect_from(source: [u8; 4], addr: SocketAddr) -> TcpStream {
     use std::os::fd::FromRawFd;
     let SocketAddr::V4(v4) = addr else {
         panic!("IPv4 only");
@@ -472,6 +529,8 @@ fn one_address_may_hold_at_most_the_per_address_limit() {
     let mut other = connect_from([127, 0, 0, 3], lp.interactive);
     other.write_all(&frame(b"other")).unwrap();
     assert_eq!(read_frame(&mut other).as_deref(), Some(&b"other"[..]));
+    // The probe is updated in before_sleep, possibly after the echo went out in the same turn.
+    wait_until(|| lp.probe.refused.load(Ordering::SeqCst) == 1);
     assert_eq!(lp.probe.refused.load(Ordering::SeqCst), 1);
     stop(lp);
 }
@@ -642,4 +701,44 @@ fn a_peer_asking_for_many_large_replies_does_not_hold_the_turn() {
     let at = order.iter().position(|f| f == b"small").unwrap();
     assert!(at <= 2, "the small request came {}th", at + 1);
     stop(lp);
+}
+
+#[test]
+fn an_outbound_connection_to_a_listener_of_the_same_loop_carries_frames_both_ways() {
+    let lp = start(Limits::default());
+    *lp.probe.connect_to.lock().unwrap() = Some(lp.interactive);
+    lp.waker.wake();
+    // The frame written while connecting reached the listener's side, whose echo came back.
+    wait_until(|| {
+        lp.probe.outbound_frames.lock().unwrap().as_slice() == [b"hello from outbound".to_vec()]
+    });
+    assert_eq!(lp.probe.connected_ok.load(Ordering::SeqCst), 1);
+    assert_eq!(lp.probe.frames.load(Ordering::SeqCst), 1);
+    lp.probe.close_outbound.store(true, Ordering::SeqCst);
+    lp.waker.wake();
+    // Both ends are reported closed: the outbound one by the close, the accepted one by EOF.
+    wait_until(|| lp.probe.closes.load(Ordering::SeqCst) == 2);
+    lp.stop.stop();
+    lp.thread.join().unwrap().unwrap();
+    assert_eq!(lp.probe.outbound_closes.load(Ordering::SeqCst), 1);
+    assert_eq!(lp.probe.closes.load(Ordering::SeqCst), 2);
+    assert_eq!(lp.probe.connect_errors.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn a_refused_connect_is_reported_then_closed_once() {
+    let lp = start(Limits::default());
+    let closed_port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    *lp.probe.connect_to.lock().unwrap() = Some(closed_port);
+    lp.waker.wake();
+    wait_until(|| lp.probe.outbound_closes.load(Ordering::SeqCst) == 1);
+    lp.stop.stop();
+    lp.thread.join().unwrap().unwrap();
+    assert_eq!(lp.probe.connect_errors.load(Ordering::SeqCst), 1);
+    assert_eq!(lp.probe.connected_ok.load(Ordering::SeqCst), 0);
+    assert_eq!(lp.probe.outbound_closes.load(Ordering::SeqCst), 1);
+    assert!(lp.probe.outbound_frames.lock().unwrap().is_empty());
 }

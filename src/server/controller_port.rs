@@ -16,6 +16,9 @@
 //!   brokers (closed, as Java does);
 //! * role-change notifications (1008) sent oneway from a thread of their own ([`notifier`]),
 //!   on connections kept open a while as Java's client keeps them;
+//! * the links to the other controller nodes ([`peers`]): frames with the peers' private code,
+//!   and every frame on a connection the link owns, go to it; payloads it accepts go to the
+//!   controller, the controller's outgoing messages to it;
 //! * the stop: the drain waits for writes in flight, then the writer is joined.
 
 use super::{os_message, StartError};
@@ -26,6 +29,7 @@ use crate::event_loop::{ConnId, Ctx, EventLoop, Handler, ListenerTag, LoopWaker,
 use crate::remoting::command::{RemotingCommand, SerializeType};
 use crossbeam_channel::TrySendError;
 use log::{error, info, warn};
+use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -40,11 +44,17 @@ const DEADLINE_TIMER: TimerId = TimerId(11);
 const SCAN_NOT_ACTIVE_TIMER: TimerId = TimerId(12);
 /// The inactive-master scan.
 const SCAN_INACTIVE_MASTER_TIMER: TimerId = TimerId(13);
+/// Raft's clock (a group of several controllers only).
+const RAFT_TICK_TIMER: TimerId = TimerId(15);
 
 /// Java starts its heartbeat-expiry scan 2 s after start, then keeps its interval.
 const FIRST_SCAN_DELAY_MS: u64 = 2_000;
 
 mod notifier;
+mod peers;
+
+pub(super) use peers::PeerConnData;
+use peers::{PeerFrame, PeerLinks, PeerSetup};
 
 /// Notifications waiting for the sending thread (one per broker of an election).
 const NOTIFY_QUEUE: usize = 4_096;
@@ -133,6 +143,10 @@ pub(super) struct ControllerPort {
     notifications: Option<notifier::Notifier>,
     next_notify_opaque: i32,
     senders: Vec<JoinHandle<()>>,
+    /// The links to the other controller nodes (none for a single node).
+    links: PeerLinks,
+    /// Messages for peers, as the controller hands them over (kept to reuse its allocation).
+    peer_outbox: Vec<(u64, Vec<u8>)>,
 }
 
 impl ControllerPort {
@@ -158,6 +172,9 @@ impl ControllerPort {
         })?;
         config.set_bound_port(local_addr.port());
         let settings = config.settings().clone();
+        let links = PeerLinks::new(PeerSetup::from_config(&config)).map_err(|e| {
+            StartError::Controller(format!("cannot start the peer resolver thread: {e}"))
+        })?;
         let news = Arc::new(LogNews {
             pending: AtomicBool::new(false),
             waker: event_loop.waker(),
@@ -178,6 +195,8 @@ impl ControllerPort {
             notifications: Some(notifications),
             next_notify_opaque: 0,
             senders,
+            links,
+            peer_outbox: Vec::new(),
         })
     }
 
@@ -192,13 +211,18 @@ impl ControllerPort {
         )
     }
 
-    pub(super) fn arm_timers<C>(&mut self, ctx: &mut Ctx<C>) {
+    /// The controller's timers, and the peer links' first dials.
+    pub(super) fn arm_timers<C: PeerConnData>(&mut self, ctx: &mut Ctx<C>) {
+        self.links.start(ctx);
         let now = ctx.now_ms();
         ctx.set_timer(SCAN_NOT_ACTIVE_TIMER, now + FIRST_SCAN_DELAY_MS);
         ctx.set_timer(
             SCAN_INACTIVE_MASTER_TIMER,
             now + self.scan_inactive_master_ms,
         );
+        if self.controller.group_status().is_some() {
+            ctx.set_timer(RAFT_TICK_TIMER, now + self.controller.raft_tick_ms());
+        }
     }
 
     /// A request on the controller port. Its answer, and any others it released, go out
@@ -209,6 +233,9 @@ impl ControllerPort {
         conn: ConnId,
         cmd: &RemotingCommand,
     ) -> Next {
+        if cmd.code == peers::PEER_CODE || self.links.owns(conn) {
+            return self.on_peer_frame(ctx, conn, cmd);
+        }
         let ticket = Ticket {
             conn,
             opaque: cmd.opaque,
@@ -234,9 +261,44 @@ impl ControllerPort {
         Next::Continue
     }
 
+    /// A frame for the peer link (see [`peers`]).
+    fn on_peer_frame<C>(&mut self, ctx: &mut Ctx<C>, conn: ConnId, cmd: &RemotingCommand) -> Next {
+        match self.links.on_frame(ctx, conn, cmd) {
+            PeerFrame::Payload { from, payload } => {
+                self.on_peer_payload(ctx, from, &payload);
+                Next::Continue
+            }
+            PeerFrame::Handled => Next::Continue,
+            PeerFrame::Close => Next::Close,
+        }
+    }
+
+    /// A payload from an authenticated peer: the controller's Raft node takes it (what it
+    /// releases, answers and messages, goes out in `deliver`).
+    fn on_peer_payload<C>(&mut self, ctx: &mut Ctx<C>, from: u64, payload: &[u8]) {
+        let now = ctx.now_ms();
+        self.controller
+            .on_peer_message(from, payload, now, &mut self.replies);
+        self.deliver(ctx);
+    }
+
+    /// An outbound connection (the peer link's) was established or failed.
+    pub(super) fn on_connected<C>(
+        &mut self,
+        ctx: &mut Ctx<C>,
+        conn: ConnId,
+        result: io::Result<()>,
+    ) {
+        self.links.on_connected(ctx, conn, &result);
+    }
+
     /// A connection on the controller port closed: the brokers that heartbeated on it are
-    /// inactive now (an inactive master starts an election).
+    /// inactive now (an inactive master starts an election). A peer link's connection is the
+    /// link's alone.
     pub(super) fn on_close<C>(&mut self, ctx: &mut Ctx<C>, conn: ConnId) {
+        if self.links.on_closed(ctx, conn) {
+            return;
+        }
         let now = ctx.now_ms();
         self.controller
             .connection_closed(ConnRef(conn.index() as u64), now, &mut self.replies);
@@ -244,7 +306,10 @@ impl ControllerPort {
     }
 
     /// Handles the controller's timers; false for a timer that is not one of them.
-    pub(super) fn on_timer<C>(&mut self, ctx: &mut Ctx<C>, timer: TimerId) -> bool {
+    pub(super) fn on_timer<C: PeerConnData>(&mut self, ctx: &mut Ctx<C>, timer: TimerId) -> bool {
+        if self.links.on_timer(ctx, timer) {
+            return true;
+        }
         let now = ctx.now_ms();
         match timer {
             DEADLINE_TIMER => {
@@ -264,6 +329,10 @@ impl ControllerPort {
                         ctx.close(conn, "controller: broker heartbeat expired");
                     }
                 }
+            }
+            RAFT_TICK_TIMER => {
+                ctx.set_timer(RAFT_TICK_TIMER, now + self.controller.raft_tick_ms());
+                self.controller.raft_tick(now, &mut self.replies);
             }
             SCAN_INACTIVE_MASTER_TIMER => {
                 ctx.set_timer(
@@ -305,6 +374,7 @@ impl ControllerPort {
             }
         }
         self.send_notifications();
+        self.send_peer_messages(ctx);
         let next = self.controller.next_deadline_ms();
         if next != self.deadline_armed {
             match next {
@@ -312,6 +382,14 @@ impl ControllerPort {
                 None => ctx.cancel_timer(DEADLINE_TIMER),
             }
             self.deadline_armed = next;
+        }
+    }
+
+    /// What the controller's Raft node has for its peers goes out on the links.
+    fn send_peer_messages<C>(&mut self, ctx: &mut Ctx<C>) {
+        self.controller.take_peer_messages(&mut self.peer_outbox);
+        if !self.peer_outbox.is_empty() {
+            self.links.send_all(ctx, &mut self.peer_outbox);
         }
     }
 
@@ -347,8 +425,10 @@ impl ControllerPort {
             controller,
             notifications,
             senders,
+            links,
             ..
         } = self;
+        links.shutdown();
         let unanswered = controller.shutdown().len();
         if unanswered > 0 {
             warn!("controller stopped with {unanswered} request(s) unanswered");

@@ -27,7 +27,8 @@
 //!   loop's counters for the stats extension, and a `catch_unwind` around every request.
 //! * **The embedded Controller** (`enableControllerInNamesrv`, feature `controller`): its own
 //!   listener on this loop, handled in [`controller_port`]; this handler only routes that
-//!   listener's frames, closes and timers there.
+//!   listener's frames, closes and timers there, and those of the connections the controller's
+//!   peer link opens (every connection not on the name server's listener).
 
 use crate::config::NamesrvConfig;
 use crate::event_loop::oneway;
@@ -62,7 +63,7 @@ mod controller_port;
 #[path = "no_controller_port.rs"]
 mod controller_port;
 
-use controller_port::ControllerPort;
+use controller_port::{ControllerPort, PeerConnData};
 use decode_worker::{DecodeWorker, Job};
 
 mod decode_worker;
@@ -447,8 +448,18 @@ struct PeerState {
     /// Whether a request has been decoded on this connection yet (the first one says
     /// whether the peer is a broker or a client).
     seen_request: bool,
-    /// Accepted on the controller's listener: its frames and its close are the controller's.
+    /// Accepted on the controller's listener, or opened by its peer link: its frames and its
+    /// close are the controller's.
     controller_port: bool,
+}
+
+impl PeerConnData for PeerState {
+    fn peer_link() -> PeerState {
+        PeerState {
+            seen_request: false,
+            controller_port: true,
+        }
+    }
 }
 
 /// A REGISTER_BROKER waiting for its turn.
@@ -987,7 +998,8 @@ impl Handler for NameServer {
             }
         };
         if let Some(port) = self.controller.as_mut() {
-            if ctx.listener(conn) == Some(controller_port::LISTENER) {
+            // The controller's listener, and the connections its peer link opened.
+            if ctx.listener(conn) != Some(NAMESRV_LISTENER) {
                 return port.on_frame(ctx, conn, &cmd);
             }
         }
@@ -1014,6 +1026,13 @@ impl Handler for NameServer {
             return self.decode_route_off_loop(ctx, conn, cmd);
         }
         self.handle_now(ctx, conn, &cmd, BodyWork::OnLoop)
+    }
+
+    /// Only the controller's peer link opens connections.
+    fn on_connected(&mut self, ctx: &mut Ctx<PeerState>, conn: ConnId, result: io::Result<()>) {
+        if let Some(port) = self.controller.as_mut() {
+            port.on_connected(ctx, conn, result);
+        }
     }
 
     /// Every broker that registered over the connection is unregistered (on the controller's

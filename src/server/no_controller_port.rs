@@ -7,9 +7,17 @@ use super::StartError;
 use crate::config::NamesrvConfig;
 use crate::event_loop::{ConnId, Ctx, EventLoop, Handler, ListenerTag, Next, TimerId};
 use crate::remoting::command::RemotingCommand;
+use std::io;
 use std::net::SocketAddr;
 
 pub(super) const LISTENER: ListenerTag = ListenerTag(1);
+
+/// What the application keeps for a connection the peer link opens (none in this build).
+pub(super) trait PeerConnData {
+    // Implemented by the server for both builds; only the controller's peer link calls it.
+    #[allow(dead_code)]
+    fn peer_link() -> Self;
+}
 
 /// What the start refusal says.
 const NOT_BUILT: &str = "enableControllerInNamesrv=true: this rmq-namesrv is built without the embedded Controller; build it with `cargo build --release --features controller`, or set enableControllerInNamesrv=false";
@@ -56,7 +64,7 @@ impl ControllerPort {
         match *self {}
     }
 
-    pub(super) fn arm_timers<C>(&mut self, _: &mut Ctx<C>) {
+    pub(super) fn arm_timers<C: PeerConnData>(&mut self, _: &mut Ctx<C>) {
         match *self {}
     }
 
@@ -64,11 +72,15 @@ impl ControllerPort {
         match *self {}
     }
 
+    pub(super) fn on_connected<C>(&mut self, _: &mut Ctx<C>, _: ConnId, _: io::Result<()>) {
+        match *self {}
+    }
+
     pub(super) fn on_close<C>(&mut self, _: &mut Ctx<C>, _: ConnId) {
         match *self {}
     }
 
-    pub(super) fn on_timer<C>(&mut self, _: &mut Ctx<C>, _: TimerId) -> bool {
+    pub(super) fn on_timer<C: PeerConnData>(&mut self, _: &mut Ctx<C>, _: TimerId) -> bool {
         match *self {}
     }
 

@@ -21,6 +21,11 @@
 # enableElectUncleanMaster=true (elect any alive registered broker) unless
 # RMQ_INTEROP_UNCLEAN=false, which waits for an in-sync slave (it never comes with 1.0).
 #
+# With RMQ_INTEROP_CONTROLLERS=3 the Controller is a Raft group of three rmq-namesrv processes
+# (each a name server too): the brokers get all three controller and name-server addresses,
+# and the controller group's leader is killed (SIGKILL) together with the broker master; the
+# failover is measured the same way, on a surviving name server.
+#
 # Manual, not part of .ci/run (the broker's cold build takes 30+ minutes on 2 cores). Usage:
 #     tests/interop/rust-controller.sh
 # Environment:
@@ -32,6 +37,7 @@
 #     RMQ_INTEROP_SIGNAL       KILL (default: connections close, seen at once) or STOP (a hung
 #                              master: found by the heartbeat timeout and the expiry scan)
 #     RMQ_INTEROP_SCAN_MS      the controller's scanNotActiveBrokerInterval (default 5000)
+#     RMQ_INTEROP_CONTROLLERS  1 (default) or 3: a Raft group, its leader killed with the master
 #     RMQ_INTEROP_KEEP=1       keep the work folder (logs, stores) after the run
 #     RMQ_INTEROP_STRICT=1     fail when the new master's stateVersion is not the masterEpoch
 #                              (rocketmq-rust 1.0 re-registers with the version it had)
@@ -45,6 +51,8 @@ base_port="${RMQ_INTEROP_BROKER_PORT:-30911}"
 cluster="RustControllerCluster"
 unclean="${RMQ_INTEROP_UNCLEAN:-true}"
 signal="${RMQ_INTEROP_SIGNAL:-KILL}"
+controllers="${RMQ_INTEROP_CONTROLLERS:-1}"
+case "$controllers" in 1|3) ;; *) echo "RMQ_INTEROP_CONTROLLERS must be 1 or 3"; exit 2;; esac
 broker_name="rust-ctrl-a"
 mkdir -p "$cache"
 
@@ -70,15 +78,17 @@ cp "$target/release/rmq-admin" "$work/rmq-admin"
 admin="$work/rmq-admin"
 
 # ---------------------------------------------------------------- run
-ns_pid=""
+ns_pids=()
 pids=()
 cleanup() {
     local rc=$?
     set +e
     for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-    [ -n "$ns_pid" ] && kill "$ns_pid" 2>/dev/null && wait "$ns_pid" 2>/dev/null
+    for p in "${ns_pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
     if [ "$rc" -ne 0 ]; then
-        echo "---- rmq-namesrv log (tail)"; tail -n 60 "$work/namesrv.log" 2>/dev/null
+        for f in "$work"/namesrv*.log; do
+            echo "---- $f (tail)"; tail -n 60 "$f" 2>/dev/null
+        done
         for b in a b; do
             echo "---- broker $b log (tail)"; tail -n 40 "$work/broker-$b.log" 2>/dev/null
         done
@@ -92,30 +102,55 @@ trap cleanup EXIT
 
 in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-cat >"$work/namesrv.conf" <<EOF
+namesrv_conf() { # file self-id peers store
+    cat >"$1" <<EOF
 bindAddress=127.0.0.1
 listenPort=0
-kvConfigPath=$work/kvConfig.json
+kvConfigPath=$work/kvConfig-$2.json
 logPath=
 enableControllerInNamesrv=true
 controllerDLegerGroup=interop
-controllerDLegerPeers=n0-127.0.0.1:0
-controllerDLegerSelfId=n0
-controllerStorePath=$work/controller
+controllerDLegerPeers=$3
+controllerDLegerSelfId=$2
+controllerStorePath=$4
 enableElectUncleanMaster=$unclean
 scanNotActiveBrokerInterval=${RMQ_INTEROP_SCAN_MS:-5000}
 EOF
-say "starting rmq-namesrv with the embedded Controller"
-"$work/rmq-namesrv" -c "$work/namesrv.conf" >"$work/namesrv.out" 2>"$work/namesrv.log" &
-ns_pid=$!
-ns_addr=""; ctrl_addr=""
-for _ in $(seq 1 50); do
-    ns_addr=$(sed -n 's/^rmq-namesrv listening on //p' "$work/namesrv.out")
-    ctrl_addr=$(sed -n 's/^rmq-namesrv controller listening on //p' "$work/namesrv.out")
-    [ -n "$ns_addr" ] && [ -n "$ctrl_addr" ] && break
-    sleep 0.2
-done
-[ -n "$ctrl_addr" ] || { echo "rmq-namesrv did not start"; exit 1; }
+}
+ns_addrs=(); ctrl_addrs=()
+start_namesrv() { # index conf (sets ns_pids, ns_addrs, ctrl_addrs at index)
+    "$work/rmq-namesrv" -c "$2" >"$work/namesrv-$1.out" 2>"$work/namesrv-$1.log" &
+    ns_pids[$1]=$!
+    local ns="" ctrl=""
+    for _ in $(seq 1 50); do
+        ns=$(sed -n 's/^rmq-namesrv listening on //p' "$work/namesrv-$1.out")
+        ctrl=$(sed -n 's/^rmq-namesrv controller listening on //p' "$work/namesrv-$1.out")
+        [ -n "$ns" ] && [ -n "$ctrl" ] && break
+        sleep 0.2
+    done
+    [ -n "$ctrl" ] || { echo "rmq-namesrv $1 did not start"; exit 1; }
+    ns_addrs[$1]=$ns; ctrl_addrs[$1]=$ctrl
+}
+if [ "$controllers" = 1 ]; then
+    namesrv_conf "$work/namesrv-0.conf" n0 "n0-127.0.0.1:0" "$work/controller"
+    say "starting rmq-namesrv with the embedded Controller"
+    start_namesrv 0 "$work/namesrv-0.conf"
+else
+    read -r -a cports <<<"$(python3 -c '
+import socket
+ss = [socket.socket() for _ in range(3)]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in ss))')"
+    peers="n0-127.0.0.1:${cports[0]};n1-127.0.0.1:${cports[1]};n2-127.0.0.1:${cports[2]}"
+    say "starting three rmq-namesrv, one Raft group of controllers: $peers"
+    for i in 0 1 2; do
+        namesrv_conf "$work/namesrv-$i.conf" "n$i" "$peers" "$work/controller"
+        start_namesrv "$i" "$work/namesrv-$i.conf"
+    done
+fi
+ns_addr=${ns_addrs[0]}
+ctrl_addr=$(IFS=';'; echo "${ctrl_addrs[*]}")
+ns_list=$(IFS=';'; echo "${ns_addrs[*]}")
 say "name server $ns_addr, controller $ctrl_addr"
 
 free_block() { # port: the next block of 1000 up where port-2, port, port+1 are free
@@ -140,7 +175,7 @@ brokerIP1=127.0.0.1
 brokerIP2=127.0.0.1
 listenPort=$2
 haListenPort=$(($2 + 1))
-namesrvAddr=$ns_addr
+namesrvAddr=$ns_list
 storePathRootDir=$work/store-$1
 autoCreateTopicEnable=true
 enableControllerMode=true
@@ -154,7 +189,7 @@ EOF
 last_pid=""
 start_broker() { # name (sets last_pid)
     HOME="$work/home-$1" ROCKETMQ_HOME="$work/home-$1" "$broker_bin" \
-        -c "$work/broker-$1.properties" -n "$ns_addr" >>"$work/broker-$1.log" 2>&1 &
+        -c "$work/broker-$1.properties" -n "$ns_list" >>"$work/broker-$1.log" 2>&1 &
     last_pid=$!
     pids+=("$last_pid")
 }
@@ -222,6 +257,9 @@ if mode == "send":
            "reconsumeTimes": "0", "unitMode": "false", "batch": "false"}
     h, _ = call(10, ext, b"hello from rust-controller.sh")
     print(h.get("code"), h.get("remark") or "")
+elif mode == "meta":
+    h, _ = call(1005, {})
+    print((h.get("extFields") or {}).get("raftServing", ""))
 elif mode == "kill-and-time":
     # Signal the master, then poll the route every 2 ms until the new master is id 0.
     import os, signal
@@ -246,6 +284,18 @@ elif mode == "state-version":
 PY
 }
 sends_ok() { [ "$(remoting send "$1" ControllerInteropTopic 2>/dev/null | cut -d' ' -f1)" = 0 ]; }
+# The serving controller leader's index (1005 raftServing), "" when none.
+controller_leader() {
+    for i in "${!ctrl_addrs[@]}"; do
+        if [ "$(remoting meta "${ctrl_addrs[$i]}" 2>/dev/null)" = true ]; then echo "$i"; return; fi
+    done
+}
+has_controller_leader() { [ -n "$(controller_leader)" ]; }
+if [ "$controllers" = 3 ]; then
+    # A broker in controller mode gives up its start when no controller answers as leader.
+    wait_for 30 "a serving controller leader" has_controller_leader
+    say "controller leader: n$(controller_leader)"
+fi
 
 broker_conf a "$port_a"
 broker_conf b "$port_b"
@@ -269,11 +319,27 @@ id_b=$(routed_id "$addr_b")
 say "a message to the master: $(remoting send "$addr_a" ControllerInteropTopic 2>&1 || true)"
 wait_for 30 "a message accepted by the master" sends_ok "$addr_a"
 
+if [ "$controllers" = 3 ]; then
+    wait_for 30 "a serving controller leader" has_controller_leader
+    leader=$(controller_leader)
+    survivor=$(( (leader + 1) % 3 ))
+    ns_addr=${ns_addrs[$survivor]}
+    say "SIGKILL the controller leader n$leader (${ctrl_addrs[$leader]}); the route is read from ${ns_addr}"
+    kill -9 "${ns_pids[$leader]}"
+    wait "${ns_pids[$leader]}" 2>/dev/null || true
+    unset 'ns_pids[$leader]' 'ctrl_addrs[$leader]'
+    ctrl_addr=$(IFS=';'; echo "${ctrl_addrs[*]}")
+    ctrl_t0=$(now_ms)
+fi
 say "SIG$signal broker a (the master) at $(date +%T.%3N), then poll the route of $broker_name every 2 ms"
 t0=$(now_ms)
 failover_ms=$(remoting kill-and-time "$ns_addr" "$pid_a" "$broker_name" "$addr_b" "$signal")
 [ "$failover_ms" != timeout ] || { echo "broker b was not routed as id 0 within 120 s"; exit 1; }
 say "broker b is routed as master $failover_ms ms after the kill"
+if [ "$controllers" = 3 ]; then
+    wait_for 30 "a serving controller leader among the survivors" has_controller_leader
+    say "controller leader now n$(controller_leader) (the old one was killed $(( $(now_ms) - ctrl_t0 )) ms before this line)"
+fi
 
 view=$(replicas)
 echo "$view" | sed 's/^/   /'

@@ -118,7 +118,10 @@ fn on_leader<T>(
     Ok((leader, value))
 }
 
-/// `getControllerMetaData`: one row per peer of the group, the leader marked.
+/// `getControllerMetaData`: one row per peer of the group, the leader marked, and each peer's
+/// own view (asked with 1005 at its address): its Raft role and term and the leader it
+/// knows. A peer that does not answer shows `-`; a Java controller, which reports no Raft
+/// term, shows its role from `isLeader`.
 fn metadata(inv: &Invocation, controllers: &Peers) -> Result<Outcome, Outcome> {
     let (_, meta) = read_metadata(controllers)?;
     let group = meta.ext("group").map(str::to_string);
@@ -128,16 +131,41 @@ fn metadata(inv: &Invocation, controllers: &Peers) -> Result<Outcome, Outcome> {
         ("PEER", "peerId"),
         ("ADDRESS", "address"),
         ("LEADER", "leader"),
+        ("ROLE", "role"),
+        ("TERM", "term"),
+        ("SEES_LEADER", "seesLeader"),
     ]);
     for peer in meta.ext("peers").unwrap_or_default().split(';') {
         let Some((id, addr)) = peer.split_once(':') else {
             continue;
         };
+        let own = Client::connect(addr, controllers.timeout())
+            .map_err(ClientError::Io)
+            .and_then(|mut c| {
+                success(c.request(request::CONTROLLER_GET_METADATA_INFO, &[], b"")?)
+            })
+            .ok();
+        let role = own.as_ref().and_then(|m| {
+            m.ext("raftRole").map(str::to_string).or_else(|| {
+                m.ext("isLeader")
+                    .map(|l| if l == "true" { "LEADER" } else { "FOLLOWER" }.to_string())
+            })
+        });
+        let term = own
+            .as_ref()
+            .and_then(|m| m.ext("raftTerm"))
+            .and_then(|t| t.parse::<i64>().ok());
+        let sees = own
+            .as_ref()
+            .and_then(|m| m.ext("controllerLeaderId").map(str::to_string));
         t.push(vec![
             group.clone().map_or(Cell::None, s),
             s(id),
             s(addr),
             Cell::Bool(id == leader_id),
+            role.map_or(Cell::None, Cell::Str),
+            term.map_or(Cell::None, Cell::Int),
+            sees.map_or(Cell::None, Cell::Str),
         ]);
     }
     Ok(Outcome::ok(t.emit(inv.json)))

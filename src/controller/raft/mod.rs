@@ -1,0 +1,553 @@
+//! The controller as a Raft group (issue 16): three (or more) controllers replicate the same
+//! event log with raft-rs, as Java's controllers do with DLedger.
+//!
+//! ```text
+//! loop timer --tick--> RawNode <--step-- peer payload (the link, authenticated)
+//! pipeline --propose(entry)--> RawNode --ready()--> messages --> peers (leader: at once)
+//!                                          \-----> entries + hard state --> writer thread
+//!                                                  (fsync) --waker--> on_persist_ready
+//!                                                  + follower messages released
+//!                                          \-----> committed entries --> GroupEvent::Committed
+//! ```
+//!
+//! raft-rs is a pure state machine: no threads, no clock, no I/O. [`RaftGroup`] owns the
+//! `RawNode`, its [`storage::RaftStore`] and the writer, and turns every input (a tick, a
+//! peer message, a proposal, a finished write) into [`GroupEvent`]s for the manager: entries
+//! to apply, a snapshot to install, leadership gained or lost. Leader gating follows Java's
+//! DLedger controller: a new leader serves leader-only requests only once an entry of its own
+//! term is applied (raft-rs appends the empty one itself), so its state includes everything
+//! the old leader acknowledged; every other node answers them 2007.
+//!
+//! * [`logger`]: raft-rs's slog output forwarded to `log`.
+//! * [`storage`]: raft-rs's `Storage` in memory, its files, the writer thread.
+
+pub mod logger;
+pub mod storage;
+
+use super::pipeline::{Durability, NotServing};
+use super::state::ControllerState;
+use super::storage::snapshot;
+use super::storage::StorageError;
+use protobuf::Message as _;
+use raft::eraftpb::{EntryType, Message, MessageType};
+use raft::{Config, RawNode, SnapshotStatus, StateRole};
+use std::collections::VecDeque;
+use std::path::Path;
+use storage::{Completion, Job, RaftDisk, RaftStore};
+
+pub use storage::Persistence;
+
+/// Raft's tick (the loop's timer period).
+pub const TICK_MS: u64 = 100;
+/// Ticks without a leader before a follower campaigns (randomised up to twice this).
+pub const ELECTION_TICKS: usize = 10;
+pub const HEARTBEAT_TICKS: usize = 2;
+/// A peer payload larger than this is refused before decoding.
+pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
+
+/// What the manager must act on after an input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupEvent {
+    /// A committed entry to apply; `proposal` is set when it is this node's proposal.
+    Committed {
+        index: u64,
+        data: Vec<u8>,
+        proposal: Option<u64>,
+    },
+    /// The leader's snapshot replaces the state (this node had fallen too far behind).
+    Snapshot { index: u64, state: ControllerState },
+    /// This node leads and has applied an entry of its term: it serves from now on.
+    Serving { term: u64 },
+    /// This node led and no longer does: what it had parked must be answered.
+    LeadershipLost { term: u64 },
+    /// The disk failed: the node stops (restart it).
+    Failed(String),
+    /// A file job (1009's properties file) finished.
+    FileWritten { id: u64, result: Result<(), String> },
+}
+
+/// The node's view for 1005 and the admin tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupStatus {
+    pub role: &'static str,
+    pub term: u64,
+    /// 0 when no leader is known.
+    pub leader_id: u64,
+    pub serving: bool,
+    pub commit: u64,
+    pub applied: u64,
+}
+
+struct Proposal {
+    id: u64,
+    index: u64,
+    term: u64,
+}
+
+pub struct RaftGroup {
+    node: RawNode<RaftStore>,
+    disk: RaftDisk,
+    self_id: u64,
+    /// Follower messages that may leave only after their `Ready` is on disk.
+    held: VecDeque<(u64, Vec<Message>)>,
+    /// Encoded messages for the link: (to, bytes).
+    outbox: Vec<(u64, Vec<u8>)>,
+    /// The last `Ready` handed to the writer, and the last it reported on disk.
+    sent_number: u64,
+    persisted_number: u64,
+    proposal: Option<Proposal>,
+    next_proposal: u64,
+    /// The term this node serves in (0: not serving).
+    serving_term: u64,
+    led_term: u64,
+    applied: u64,
+    failed: Option<String>,
+}
+
+/// What [`RaftGroup::open`] recovered.
+pub struct Opened {
+    pub group: RaftGroup,
+    /// The state as of the snapshot; raft-rs replays the committed entries after it.
+    pub state: ControllerState,
+    pub snapshot_index: u64,
+    pub log_entries: usize,
+}
+
+impl RaftGroup {
+    /// Opens the group's store in `dir` (node `self_id` of `voters`) and builds the node.
+    pub fn open(
+        dir: &Path,
+        self_id: u64,
+        voters: &[u64],
+        persistence: Persistence,
+    ) -> Result<Opened, StorageError> {
+        let (store, file, next_seq, recovery) = storage::recover(dir, voters)?;
+        let snapshot_index = store.snapshot_index();
+        let state = store.snapshot_state().clone();
+        let disk = RaftDisk::start(dir, file, next_seq, persistence)?;
+        let config = Config {
+            id: self_id,
+            election_tick: ELECTION_TICKS,
+            heartbeat_tick: HEARTBEAT_TICKS,
+            applied: snapshot_index,
+            max_size_per_msg: 1 << 20,
+            max_inflight_msgs: 256,
+            check_quorum: true,
+            pre_vote: true,
+            ..Config::default()
+        };
+        let logger = logger::logger().new(slog::o!("raft_id" => self_id));
+        let node = RawNode::new(&config, store, &logger).map_err(|e| StorageError::Corrupt {
+            path: dir.to_path_buf(),
+            offset: None,
+            reason: format!("the Raft state does not start: {e}"),
+        })?;
+        let group = RaftGroup {
+            node,
+            disk,
+            self_id,
+            held: VecDeque::new(),
+            outbox: Vec::new(),
+            sent_number: 0,
+            persisted_number: 0,
+            proposal: None,
+            next_proposal: 0,
+            serving_term: 0,
+            led_term: 0,
+            applied: snapshot_index,
+            failed: None,
+        };
+        Ok(Opened {
+            group,
+            state,
+            snapshot_index,
+            log_entries: recovery.entries,
+        })
+    }
+
+    pub fn self_id(&self) -> u64 {
+        self.self_id
+    }
+
+    pub fn status(&self) -> GroupStatus {
+        let raft = &self.node.raft;
+        GroupStatus {
+            role: match raft.state {
+                StateRole::Leader => "LEADER",
+                StateRole::Candidate | StateRole::PreCandidate => "CANDIDATE",
+                StateRole::Follower => "FOLLOWER",
+            },
+            term: raft.term,
+            leader_id: raft.leader_id,
+            serving: self.is_serving(),
+            commit: raft.raft_log.committed,
+            applied: self.applied,
+        }
+    }
+
+    pub fn is_serving(&self) -> bool {
+        self.failed.is_none()
+            && self.node.raft.state == StateRole::Leader
+            && self.serving_term == self.node.raft.term
+    }
+
+    pub fn failure(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
+    /// Raft's clock.
+    pub fn tick(&mut self, out: &mut Vec<GroupEvent>) {
+        if self.failed.is_some() {
+            return; // a node whose disk failed takes no further part (as if stopped)
+        }
+        self.node.tick();
+        self.process(out);
+    }
+
+    /// A payload from peer `from`. Undecodable or misaddressed payloads are dropped.
+    pub fn step(&mut self, from: u64, payload: &[u8], out: &mut Vec<GroupEvent>) {
+        if self.failed.is_some() {
+            return;
+        }
+        if payload.len() > MAX_MESSAGE_BYTES {
+            log::warn!(
+                "controller Raft: a {} byte message from node {from} dropped",
+                payload.len()
+            );
+            return;
+        }
+        let msg = match Message::parse_from_bytes(payload) {
+            Ok(msg) => msg,
+            Err(e) => {
+                log::warn!("controller Raft: undecodable message from node {from} dropped: {e}");
+                return;
+            }
+        };
+        if msg.from != from
+            || msg.to != self.self_id
+            || raft::raw_node::is_local_msg(msg.get_msg_type())
+        {
+            log::warn!(
+                "controller Raft: message {:?} from {} to {} arrived from node {from} at node {}; dropped",
+                msg.get_msg_type(),
+                msg.from,
+                msg.to,
+                self.self_id
+            );
+            return;
+        }
+        if let Err(e) = self.node.step(msg) {
+            log::debug!("controller Raft: message from node {from} not taken: {e}");
+        }
+        self.process(out);
+    }
+
+    /// Encoded messages to send now.
+    pub fn take_messages(&mut self, out: &mut Vec<(u64, Vec<u8>)>) {
+        out.append(&mut self.outbox);
+    }
+
+    /// Asks for a local snapshot at the applied `index` (the state as of it): the entries it
+    /// covers go, the writer writes it and cuts the log.
+    pub fn snapshot(&mut self, index: u64, state: &ControllerState) {
+        let meta = match self.node.mut_store().compact(index, state) {
+            Ok(meta) => meta,
+            Err(e) => {
+                log::warn!("controller Raft: snapshot not taken: {e}");
+                return;
+            }
+        };
+        let store = self.node.store();
+        let job = Job::Compact {
+            meta,
+            state: state.clone(),
+            keep: store.entries_after_snapshot().to_vec(),
+            hard_state: store.hard_state().clone(),
+        };
+        if let Err(e) = self.disk.send(job) {
+            self.failed.get_or_insert(e.to_string());
+        }
+    }
+
+    /// Picks up what the writer finished (after the waker fired, or in tests after
+    /// [`run_disk`](Self::run_disk)).
+    pub fn on_disk(&mut self, out: &mut Vec<GroupEvent>) {
+        while let Some(c) = self.disk.try_completion() {
+            match c {
+                Completion::Persisted { number } => {
+                    self.node.on_persist_ready(number);
+                    self.persisted_number = number;
+                    self.advance_applied();
+                    while self.held.front().is_some_and(|(n, _)| *n <= number) {
+                        if let Some((_, msgs)) = self.held.pop_front() {
+                            self.encode(msgs);
+                        }
+                    }
+                }
+                Completion::Failed { number, error } => {
+                    log::error!("controller Raft: Ready {number} not persisted: {error}");
+                    if self.failed.is_none() {
+                        self.failed = Some(error.clone());
+                        out.push(GroupEvent::Failed(error));
+                    }
+                }
+                Completion::Compacted { index, result } => match result {
+                    Ok(kept) => log::info!(
+                        "controller Raft: snapshot at index {index} written; log cut to {kept} entries"
+                    ),
+                    Err(e) => log::error!("controller Raft: snapshot at index {index} failed: {e}"),
+                },
+                Completion::FileWritten { id, result } => {
+                    out.push(GroupEvent::FileWritten { id, result })
+                }
+            }
+        }
+        self.process(out);
+    }
+
+    /// Manual persistence: the disk finishes everything it was given.
+    pub fn run_disk(&mut self, out: &mut Vec<GroupEvent>) {
+        self.disk.run_manual();
+        self.on_disk(out);
+    }
+
+    /// Has the writer replace `path` by `content`; a `GroupEvent::FileWritten` follows.
+    pub fn write_file(
+        &mut self,
+        id: u64,
+        path: std::path::PathBuf,
+        content: Vec<u8>,
+    ) -> Result<(), StorageError> {
+        self.disk.send(Job::WriteFile { id, path, content })
+    }
+
+    /// Stops the writer after what it was given; returns the file jobs it finished.
+    pub fn close(&mut self) -> Vec<GroupEvent> {
+        let mut files = Vec::new();
+        for c in self.disk.close() {
+            match c {
+                Completion::Failed { error, .. } => {
+                    log::error!("controller Raft: a last write failed at shutdown: {error}")
+                }
+                Completion::FileWritten { id, result } => {
+                    files.push(GroupEvent::FileWritten { id, result })
+                }
+                _ => {}
+            }
+        }
+        files
+    }
+
+    /// Drains raft-rs's `Ready`s: sends, persists, applies. Call after a proposal.
+    pub fn process(&mut self, out: &mut Vec<GroupEvent>) {
+        if self.failed.is_some() {
+            return;
+        }
+        while self.node.has_ready() {
+            let mut rd = self.node.ready();
+            if rd.ss().is_some() {
+                self.role_changed(out);
+            }
+            let leader_msgs = rd.take_messages();
+            let snapshots: Vec<u64> = leader_msgs
+                .iter()
+                .filter(|m| m.get_msg_type() == MessageType::MsgSnapshot)
+                .map(|m| m.to)
+                .collect();
+            self.encode(leader_msgs);
+            let snapshot = (!rd.snapshot().is_empty()).then(|| rd.snapshot().clone());
+            if let Some(snap) = &snapshot {
+                if let Err(why) = self.install(snap, out) {
+                    self.fail(why, out);
+                    return;
+                }
+            }
+            let entries = rd.take_entries();
+            if let Err(why) = self.node.mut_store().append(&entries) {
+                self.fail(why, out);
+                return;
+            }
+            let hard_state = rd.hs().cloned();
+            if let Some(hs) = &hard_state {
+                self.node.mut_store().set_hard_state(hs.clone());
+            }
+            self.apply(rd.take_committed_entries(), out);
+            let persisted_msgs = rd.take_persisted_messages();
+            let number = rd.number();
+            let writes = snapshot.is_some() || !entries.is_empty() || rd.must_sync();
+            if writes || self.persisted_number < self.sent_number {
+                let job = Job::Persist {
+                    number,
+                    entries,
+                    hard_state: self.node.store().hard_state().clone().into(),
+                    snapshot,
+                    sync: rd.must_sync(),
+                };
+                if let Err(e) = self.disk.send(job) {
+                    self.fail(e.to_string(), out);
+                    return;
+                }
+                self.sent_number = number;
+                if !persisted_msgs.is_empty() {
+                    self.held.push_back((number, persisted_msgs));
+                }
+                self.node.advance_append_async(rd);
+            } else {
+                // Nothing to write and nothing in flight: persisted as of now.
+                self.encode(persisted_msgs);
+                self.node.advance_append_async(rd);
+                self.node.on_persist_ready(number);
+                self.sent_number = number;
+                self.persisted_number = number;
+            }
+            self.advance_applied();
+            for to in snapshots {
+                // Sent (or lost): the leader probes again either way.
+                self.node.report_snapshot(to, SnapshotStatus::Finish);
+            }
+        }
+    }
+
+    /// Tells raft-rs how far the state machine got. A snapshot from the leader counts only
+    /// once it is on disk (raft-rs's rule: applied <= persisted).
+    fn advance_applied(&mut self) {
+        let log = &self.node.raft.raft_log;
+        let to = self.applied.min(log.committed).min(log.persisted);
+        if to > log.applied {
+            self.node.advance_apply_to(to);
+        }
+    }
+
+    fn role_changed(&mut self, out: &mut Vec<GroupEvent>) {
+        let raft = &self.node.raft;
+        log::info!(
+            "controller Raft: node {} is {:?} in term {} (leader {})",
+            self.self_id,
+            raft.state,
+            raft.term,
+            raft.leader_id
+        );
+        if raft.state == StateRole::Leader {
+            self.led_term = raft.term;
+        } else if self.led_term != 0 {
+            out.push(GroupEvent::LeadershipLost {
+                term: self.led_term,
+            });
+            self.led_term = 0;
+            self.serving_term = 0;
+            self.proposal = None;
+        }
+    }
+
+    fn install(
+        &mut self,
+        snap: &raft::eraftpb::Snapshot,
+        out: &mut Vec<GroupEvent>,
+    ) -> Result<(), String> {
+        let meta = snap.get_metadata().clone();
+        let (index, state) = snapshot::decode(&snap.data)
+            .map_err(|e| format!("the leader's snapshot does not decode: {e}"))?;
+        if index != meta.index {
+            return Err(format!(
+                "the leader's snapshot holds state as of {index} but says {}",
+                meta.index
+            ));
+        }
+        log::info!("controller Raft: installing the leader's snapshot at index {index}");
+        self.node.mut_store().apply_snapshot(meta, state.clone());
+        self.applied = index;
+        self.proposal = None;
+        out.push(GroupEvent::Snapshot { index, state });
+        Ok(())
+    }
+
+    fn apply(&mut self, entries: Vec<raft::eraftpb::Entry>, out: &mut Vec<GroupEvent>) {
+        let raft = &self.node.raft;
+        for e in entries {
+            self.applied = e.index;
+            if e.get_entry_type() != EntryType::EntryNormal {
+                log::warn!(
+                    "controller Raft: membership change at {} ignored (static membership)",
+                    e.index
+                );
+                continue;
+            }
+            if raft.state == StateRole::Leader
+                && e.term == raft.term
+                && self.serving_term != raft.term
+            {
+                self.serving_term = raft.term;
+                log::info!(
+                    "controller Raft: node {} leads term {} and serves (applied {})",
+                    self.self_id,
+                    raft.term,
+                    e.index
+                );
+                out.push(GroupEvent::Serving { term: raft.term });
+            }
+            // Empty entries too: a leader's own at election, and read barriers
+            // (processReadEvent) whose answer waits for them.
+            let ours = self
+                .proposal
+                .as_ref()
+                .is_some_and(|p| p.index == e.index && p.term == e.term);
+            let proposal = if ours {
+                self.proposal.take().map(|p| p.id)
+            } else {
+                None
+            };
+            out.push(GroupEvent::Committed {
+                index: e.index,
+                data: e.data.to_vec(),
+                proposal,
+            });
+        }
+    }
+
+    fn encode(&mut self, msgs: Vec<Message>) {
+        for m in msgs {
+            match m.write_to_bytes() {
+                Ok(bytes) => self.outbox.push((m.to, bytes)),
+                Err(e) => log::error!("controller Raft: message to node {} not encoded: {e}", m.to),
+            }
+        }
+    }
+
+    fn fail(&mut self, why: String, out: &mut Vec<GroupEvent>) {
+        log::error!("controller Raft: {why}; this node stops serving (restart it)");
+        if self.failed.is_none() {
+            self.failed = Some(why.clone());
+            out.push(GroupEvent::Failed(why));
+        }
+    }
+}
+
+impl Durability for RaftGroup {
+    fn serving(&self) -> Result<(), NotServing> {
+        if let Some(why) = &self.failed {
+            return Err(NotServing::Failed(format!(
+                "the controller's Raft log failed ({why}); restart the name server"
+            )));
+        }
+        if self.is_serving() {
+            Ok(())
+        } else {
+            Err(NotServing::NotLeader)
+        }
+    }
+
+    fn propose(&mut self, entry: Vec<u8>) -> Result<u64, NotServing> {
+        self.serving()?;
+        if let Err(e) = self.node.propose(Vec::new(), entry) {
+            log::warn!("controller Raft: proposal dropped: {e}");
+            return Err(NotServing::NotLeader);
+        }
+        self.next_proposal += 1;
+        self.proposal = Some(Proposal {
+            id: self.next_proposal,
+            index: self.node.raft.raft_log.last_index(),
+            term: self.node.raft.term,
+        });
+        Ok(self.next_proposal)
+    }
+}

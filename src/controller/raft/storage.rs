@@ -1,0 +1,882 @@
+//! The Raft group's storage: raft-rs's [`Storage`] trait over in-memory entries, and the
+//! files that make them durable, written by a thread of their own.
+//!
+//! Layout in the store directory (`<controllerStorePath>/rmq-controller-<selfId>/`):
+//!
+//! ```text
+//! raft.log       the event log's record framing (see storage::log), one record per item:
+//!                kind:u8 protobuf   kind 1 = an Entry, kind 2 = the HardState
+//! raft.snapshot  "RMQCRSN1" crc:u32 protobuf(Snapshot)   data = the controller snapshot
+//! ```
+//!
+//! The log is append-only. Reading it back replays its records in order: an entry at index
+//! `i` replaces every entry from `i` on (that is how a follower's conflicting tail is cut
+//! without rewriting the file), a hard state replaces the previous one. After each snapshot
+//! the log is rewritten (temp file, fsync, rename) to the entries after it plus the hard
+//! state, so it stays as small as the snapshot cadence.
+//!
+//! The loop never touches the disk: [`RaftStore`] is what raft-rs reads (all in memory), and
+//! every change to it is also handed, in order, to the [`Writer`] as a [`Job`]. The writer
+//! batches what is waiting into one write and at most one fsync (only when some job needs it:
+//! raft-rs's `must_sync`), then reports each job's `Ready` number persisted; the loop tells
+//! raft-rs (`on_persist_ready`). In tests the same writer runs on the caller's thread
+//! ([`Persistence::Manual`]) so a simulation decides when disks finish.
+
+// protobuf 2 messages (with their unknown-field and size caches) are built field by field.
+#![allow(clippy::field_reassign_with_default)]
+
+use crate::controller::state::ControllerState;
+use crate::controller::storage::{self as single, log as records, snapshot, StorageError, Wake};
+use crossbeam_channel::{Receiver, Sender};
+use protobuf::Message as _;
+use raft::eraftpb::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
+use raft::{GetEntriesContext, RaftState, Storage};
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+pub const LOG_FILE: &str = "raft.log";
+pub const SNAPSHOT_FILE: &str = "raft.snapshot";
+const SNAPSHOT_MAGIC: &[u8; 8] = b"RMQCRSN1";
+const KIND_ENTRY: u8 = 1;
+const KIND_HARD_STATE: u8 = 2;
+/// Jobs taken per wake-up at most.
+const MAX_BATCH: usize = 1024;
+
+/// What raft-rs reads: the hard state, the membership, the last snapshot and the entries
+/// after it. Only the loop thread touches it.
+pub struct RaftStore {
+    hard_state: HardState,
+    conf_state: ConfState,
+    /// Index and term of the last snapshot (0, 0 before the first).
+    snapshot_meta: SnapshotMetadata,
+    /// The state as of `snapshot_meta.index` (encoded only when a follower needs it).
+    snapshot_state: ControllerState,
+    /// `entries[0].index == snapshot_meta.index + 1`.
+    entries: Vec<Entry>,
+}
+
+impl RaftStore {
+    pub fn hard_state(&self) -> &HardState {
+        &self.hard_state
+    }
+
+    pub fn snapshot_index(&self) -> u64 {
+        self.snapshot_meta.index
+    }
+
+    pub fn snapshot_state(&self) -> &ControllerState {
+        &self.snapshot_state
+    }
+
+    pub fn entry_count(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn last(&self) -> u64 {
+        self.snapshot_meta.index + self.entries.len() as u64
+    }
+
+    pub fn set_hard_state(&mut self, hs: HardState) {
+        self.hard_state = hs;
+    }
+
+    /// Appends `ents`, replacing any entries from the first one's index on.
+    pub fn append(&mut self, ents: &[Entry]) -> Result<(), String> {
+        let Some(first) = ents.first() else {
+            return Ok(());
+        };
+        if first.index <= self.snapshot_meta.index || first.index > self.last() + 1 {
+            return Err(format!(
+                "entries from {} do not follow the log (snapshot {}, last {})",
+                first.index,
+                self.snapshot_meta.index,
+                self.last()
+            ));
+        }
+        let keep = (first.index - self.snapshot_meta.index - 1) as usize;
+        self.entries.truncate(keep);
+        self.entries.extend_from_slice(ents);
+        Ok(())
+    }
+
+    /// Replaces everything by a snapshot received from the leader.
+    pub fn apply_snapshot(&mut self, meta: SnapshotMetadata, state: ControllerState) {
+        self.hard_state.commit = self.hard_state.commit.max(meta.index);
+        self.hard_state.term = self.hard_state.term.max(meta.term);
+        self.conf_state = meta.get_conf_state().clone();
+        self.snapshot_meta = meta;
+        self.snapshot_state = state;
+        self.entries.clear();
+    }
+
+    /// A local snapshot at `index` (applied, so persisted): the entries it covers are
+    /// dropped. Returns the snapshot's metadata.
+    pub fn compact(
+        &mut self,
+        index: u64,
+        state: &ControllerState,
+    ) -> Result<SnapshotMetadata, String> {
+        if index <= self.snapshot_meta.index || index > self.last() {
+            return Err(format!(
+                "snapshot at {index} outside the log (snapshot {}, last {})",
+                self.snapshot_meta.index,
+                self.last()
+            ));
+        }
+        let term = self.term(index).map_err(|e| e.to_string())?;
+        let mut meta = SnapshotMetadata::default();
+        meta.index = index;
+        meta.term = term;
+        meta.set_conf_state(self.conf_state.clone());
+        self.entries
+            .drain(..(index - self.snapshot_meta.index) as usize);
+        self.snapshot_meta = meta.clone();
+        self.snapshot_state = state.clone();
+        Ok(meta)
+    }
+
+    /// The entries kept after the snapshot (for the writer's rewrite of the log).
+    pub fn entries_after_snapshot(&self) -> &[Entry] {
+        &self.entries
+    }
+}
+
+fn unavailable() -> raft::Error {
+    raft::Error::Store(raft::StorageError::Unavailable)
+}
+
+impl Storage for RaftStore {
+    fn initial_state(&self) -> raft::Result<RaftState> {
+        Ok(RaftState::new(
+            self.hard_state.clone(),
+            self.conf_state.clone(),
+        ))
+    }
+
+    fn entries(
+        &self,
+        low: u64,
+        high: u64,
+        max_size: impl Into<Option<u64>>,
+        _context: GetEntriesContext,
+    ) -> raft::Result<Vec<Entry>> {
+        if low <= self.snapshot_meta.index {
+            return Err(raft::Error::Store(raft::StorageError::Compacted));
+        }
+        if high > self.last() + 1 || low > high {
+            return Err(unavailable());
+        }
+        let offset = self.snapshot_meta.index + 1;
+        let mut ents = self.entries[(low - offset) as usize..(high - offset) as usize].to_vec();
+        raft::util::limit_size(&mut ents, max_size.into());
+        Ok(ents)
+    }
+
+    fn term(&self, idx: u64) -> raft::Result<u64> {
+        if idx == self.snapshot_meta.index {
+            return Ok(self.snapshot_meta.term);
+        }
+        if idx < self.snapshot_meta.index {
+            return Err(raft::Error::Store(raft::StorageError::Compacted));
+        }
+        let offset = self.snapshot_meta.index + 1;
+        match self.entries.get((idx - offset) as usize) {
+            Some(e) => Ok(e.term),
+            None => Err(unavailable()),
+        }
+    }
+
+    fn first_index(&self) -> raft::Result<u64> {
+        Ok(self.snapshot_meta.index + 1)
+    }
+
+    fn last_index(&self) -> raft::Result<u64> {
+        Ok(self.last())
+    }
+
+    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+        if self.snapshot_meta.index < request_index || self.snapshot_meta.index == 0 {
+            return Err(raft::Error::Store(
+                raft::StorageError::SnapshotTemporarilyUnavailable,
+            ));
+        }
+        let mut snap = Snapshot::default();
+        snap.set_metadata(self.snapshot_meta.clone());
+        snap.data = snapshot::encode(self.snapshot_meta.index, &self.snapshot_state).into();
+        Ok(snap)
+    }
+}
+
+/// What recovery found besides the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovery {
+    /// Entries read back after the snapshot.
+    pub entries: usize,
+    /// Why a torn tail was dropped, if one was.
+    pub torn_tail: Option<String>,
+}
+
+pub fn log_path(dir: &Path) -> PathBuf {
+    dir.join(LOG_FILE)
+}
+
+pub fn snapshot_path(dir: &Path) -> PathBuf {
+    dir.join(SNAPSHOT_FILE)
+}
+
+fn corrupt(path: &Path, reason: String) -> StorageError {
+    StorageError::Corrupt {
+        path: path.to_path_buf(),
+        offset: None,
+        reason,
+    }
+}
+
+/// The snapshot file's bytes.
+pub fn encode_snapshot_file(snap: &Snapshot) -> Vec<u8> {
+    let body = snap.write_to_bytes().unwrap_or_default();
+    let mut out = Vec::with_capacity(12 + body.len());
+    out.extend_from_slice(SNAPSHOT_MAGIC);
+    out.extend_from_slice(&crate::checksum::crc32(&body).to_be_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Reads the snapshot file: its metadata and the controller state in it.
+fn read_snapshot(path: &Path) -> Result<Option<(SnapshotMetadata, ControllerState)>, StorageError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => {
+            return Err(StorageError::Io {
+                path: path.to_path_buf(),
+                op: "read",
+                error,
+            })
+        }
+    };
+    if bytes.len() < 12 || &bytes[..8] != SNAPSHOT_MAGIC {
+        return Err(corrupt(path, "not a controller Raft snapshot".into()));
+    }
+    let crc = u32::from_be_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+    if crate::checksum::crc32(&bytes[12..]) != crc {
+        return Err(corrupt(path, "the snapshot fails its checksum".into()));
+    }
+    let snap = Snapshot::parse_from_bytes(&bytes[12..])
+        .map_err(|e| corrupt(path, format!("the snapshot does not decode: {e}")))?;
+    let (index, state) = snapshot::decode(&snap.data)
+        .map_err(|e| corrupt(path, format!("the controller state in it: {e}")))?;
+    if index != snap.get_metadata().index {
+        return Err(corrupt(
+            path,
+            format!(
+                "the state is as of {index} but the snapshot says {}",
+                snap.get_metadata().index
+            ),
+        ));
+    }
+    Ok(Some((snap.get_metadata().clone(), state)))
+}
+
+/// Opens (creating) the store in `dir` for a group of `voters`: reads the snapshot, replays
+/// the log over it, and returns the store and the log's append handle.
+pub fn recover(
+    dir: &Path,
+    voters: &[u64],
+) -> Result<(RaftStore, File, u64, Recovery), StorageError> {
+    std::fs::create_dir_all(dir).map_err(|error| StorageError::Io {
+        path: dir.to_path_buf(),
+        op: "create directory",
+        error,
+    })?;
+    let _ = std::fs::remove_file(crate::durable_file::sibling(&log_path(dir), ".tmp"));
+    let mut conf_state = ConfState::default();
+    conf_state.voters = voters.to_vec();
+    let mut store = RaftStore {
+        hard_state: HardState::default(),
+        conf_state,
+        snapshot_meta: SnapshotMetadata::default(),
+        snapshot_state: ControllerState::new(),
+        entries: Vec::new(),
+    };
+    if let Some((meta, state)) = read_snapshot(&snapshot_path(dir))? {
+        store.apply_snapshot(meta, state);
+    }
+    let path = log_path(dir);
+    let (file, scan) = records::open(&path)?;
+    if let Some(why) = &scan.torn {
+        log::warn!(
+            "controller Raft log {}: {why}; an append cut by a crash is dropped",
+            path.display()
+        );
+    }
+    let next_seq = scan.records.last().map_or(1, |r| r.index + 1);
+    for record in &scan.records {
+        replay(&mut store, &path, record)?;
+    }
+    if store.hard_state.commit < store.snapshot_meta.index {
+        store.hard_state.commit = store.snapshot_meta.index;
+    }
+    // A commit index past the log (its entries were cut as a torn tail) would make raft-rs
+    // panic; the leader tells this node the commit index again.
+    store.hard_state.commit = store.hard_state.commit.min(store.last());
+    let recovery = Recovery {
+        entries: store.entries.len(),
+        torn_tail: scan.torn,
+    };
+    Ok((store, file, next_seq, recovery))
+}
+
+fn replay(
+    store: &mut RaftStore,
+    path: &Path,
+    record: &records::Record,
+) -> Result<(), StorageError> {
+    let bad = |why: String| corrupt(path, format!("record {}: {why}", record.index));
+    let Some((&kind, body)) = record.entry.split_first() else {
+        return Err(bad("empty".into()));
+    };
+    match kind {
+        KIND_ENTRY => {
+            let entry = Entry::parse_from_bytes(body).map_err(|e| bad(e.to_string()))?;
+            if entry.index <= store.snapshot_meta.index {
+                return Ok(()); // covered by the snapshot (the log is cut after it)
+            }
+            store.append(std::slice::from_ref(&entry)).map_err(bad)
+        }
+        KIND_HARD_STATE => {
+            store.hard_state = HardState::parse_from_bytes(body).map_err(|e| bad(e.to_string()))?;
+            Ok(())
+        }
+        other => Err(bad(format!("unknown kind {other}"))),
+    }
+}
+
+/// A change to make durable, in the order the loop made it.
+pub enum Job {
+    /// A `Ready`'s entries and hard state (and a snapshot received from the leader).
+    Persist {
+        number: u64,
+        entries: Vec<Entry>,
+        hard_state: Option<HardState>,
+        /// A snapshot from the leader: written first, then the log restarts after it.
+        snapshot: Option<Snapshot>,
+        sync: bool,
+    },
+    /// A local snapshot: the state is encoded here, written, and the log rewritten to
+    /// `keep` + `hard_state`.
+    Compact {
+        meta: SnapshotMetadata,
+        state: ControllerState,
+        keep: Vec<Entry>,
+        hard_state: HardState,
+    },
+    /// Replace a small file crash-safely (runtime config updates, 1009).
+    WriteFile {
+        id: u64,
+        path: PathBuf,
+        content: Vec<u8>,
+    },
+}
+
+/// What the writer reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Completion {
+    /// Every `Ready` up to `number` is on disk.
+    Persisted { number: u64 },
+    /// The write failed; nothing more is persisted.
+    Failed { number: u64, error: String },
+    /// A local snapshot at `index` was written and the log cut to `kept` entries (or not).
+    Compacted {
+        index: u64,
+        result: Result<usize, String>,
+    },
+    /// The file job `id` is done or failed.
+    FileWritten { id: u64, result: Result<(), String> },
+}
+
+/// The thread (or, in tests, the caller) that writes and fsyncs.
+pub struct Writer {
+    dir: PathBuf,
+    file: File,
+    next_seq: u64,
+    buf: Vec<u8>,
+    needs_sync: bool,
+    /// `Ready` numbers written but not yet reported.
+    written: Option<u64>,
+    broken: Option<String>,
+    done: Sender<Completion>,
+}
+
+impl Writer {
+    /// Runs a batch of jobs in order; every completion goes to the loop's channel.
+    pub fn run_batch(&mut self, jobs: impl IntoIterator<Item = Job>) {
+        for job in jobs {
+            match job {
+                Job::Persist {
+                    number,
+                    entries,
+                    hard_state,
+                    snapshot,
+                    sync,
+                } => {
+                    if let Some(snap) = snapshot {
+                        self.flush();
+                        let hs = hard_state.clone().unwrap_or_default();
+                        if let Err(e) =
+                            self.install_snapshot(&encode_snapshot_file(&snap), &[], &hs)
+                        {
+                            self.break_with(e);
+                        }
+                    }
+                    for e in &entries {
+                        self.push(KIND_ENTRY, &e.write_to_bytes().unwrap_or_default());
+                    }
+                    if let Some(hs) = &hard_state {
+                        self.push(KIND_HARD_STATE, &hs.write_to_bytes().unwrap_or_default());
+                    }
+                    self.needs_sync |= sync;
+                    self.written = Some(number);
+                }
+                Job::Compact {
+                    meta,
+                    state,
+                    keep,
+                    hard_state,
+                } => {
+                    self.flush();
+                    let mut snap = Snapshot::default();
+                    snap.data = snapshot::encode(meta.index, &state).into();
+                    let index = meta.index;
+                    snap.set_metadata(meta);
+                    let result = match &self.broken {
+                        Some(why) => Err(why.clone()),
+                        None => self
+                            .install_snapshot(&encode_snapshot_file(&snap), &keep, &hard_state)
+                            .map(|()| keep.len())
+                            .map_err(|e| e.to_string()),
+                    };
+                    if let Err(e) = &result {
+                        self.break_with(e.clone());
+                    }
+                    let _ = self.done.send(Completion::Compacted { index, result });
+                }
+                Job::WriteFile { id, path, content } => {
+                    let result = crate::durable_file::replace_file(&path, &content)
+                        .map_err(|e| format!("cannot write {}: {e}", path.display()));
+                    let _ = self.done.send(Completion::FileWritten { id, result });
+                }
+            }
+        }
+        self.flush();
+    }
+
+    fn break_with(&mut self, why: String) {
+        if self.broken.is_none() {
+            log::error!(
+                "controller Raft log in {}: {why}; nothing more is persisted",
+                self.dir.display()
+            );
+            self.broken = Some(why);
+        }
+    }
+
+    fn push(&mut self, kind: u8, body: &[u8]) {
+        let mut item = Vec::with_capacity(1 + body.len());
+        item.push(kind);
+        item.extend_from_slice(body);
+        records::encode_record(self.next_seq, &item, &mut self.buf);
+        self.next_seq += 1;
+    }
+
+    /// Writes what is buffered (fsync if a job asked for it) and reports it.
+    fn flush(&mut self) {
+        let Some(number) = self.written.take() else {
+            return;
+        };
+        let result = match &self.broken {
+            Some(why) => Err(why.clone()),
+            None => self.write_buffered(),
+        };
+        self.buf.clear();
+        let completion = match result {
+            Ok(()) => Completion::Persisted { number },
+            Err(error) => {
+                self.break_with(error.clone());
+                Completion::Failed { number, error }
+            }
+        };
+        let _ = self.done.send(completion);
+    }
+
+    fn write_buffered(&mut self) -> Result<(), String> {
+        let path = log_path(&self.dir);
+        self.file
+            .write_all(&self.buf)
+            .map_err(|e| format!("{}: write failed: {e}", path.display()))?;
+        if std::mem::take(&mut self.needs_sync) {
+            self.file
+                .sync_data()
+                .map_err(|e| format!("{}: fsync failed: {e}", path.display()))?;
+        }
+        Ok(())
+    }
+
+    /// Writes the snapshot file, then replaces the log by `keep` + `hard_state`.
+    fn install_snapshot(
+        &mut self,
+        snapshot_file: &[u8],
+        keep: &[Entry],
+        hard_state: &HardState,
+    ) -> Result<(), String> {
+        let snap_path = snapshot_path(&self.dir);
+        crate::durable_file::replace_file(&snap_path, snapshot_file)
+            .map_err(|e| format!("cannot write {}: {e}", snap_path.display()))?;
+        let path = log_path(&self.dir);
+        let mut out = records::MAGIC.to_vec();
+        let mut seq = 1;
+        let mut push = |kind: u8, body: Vec<u8>| {
+            let mut item = vec![kind];
+            item.extend_from_slice(&body);
+            records::encode_record(seq, &item, &mut out);
+            seq += 1;
+        };
+        for e in keep {
+            push(KIND_ENTRY, e.write_to_bytes().unwrap_or_default());
+        }
+        push(
+            KIND_HARD_STATE,
+            hard_state.write_to_bytes().unwrap_or_default(),
+        );
+        let tmp = crate::durable_file::sibling(&path, ".tmp");
+        let write = || -> std::io::Result<File> {
+            let mut f = File::create(&tmp)?;
+            f.write_all(&out)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &path)?;
+            std::fs::OpenOptions::new().append(true).open(&path)
+        };
+        self.file = write().map_err(|e| format!("cannot rewrite {}: {e}", path.display()))?;
+        single::sync_dir(&path).map_err(|e| e.to_string())?;
+        self.next_seq = seq;
+        Ok(())
+    }
+}
+
+/// Where the writer runs.
+pub enum Persistence {
+    /// On a thread of its own that wakes the loop (the server).
+    Thread(Option<Arc<dyn Wake>>),
+    /// On the caller's thread when it calls [`RaftDisk::run_manual`] (deterministic tests).
+    Manual,
+}
+
+/// The loop's end of the writer: jobs out, completions in.
+pub struct RaftDisk {
+    jobs: Option<Sender<Job>>,
+    completions: Receiver<Completion>,
+    thread: Option<JoinHandle<()>>,
+    manual: Option<(Writer, Receiver<Job>)>,
+}
+
+impl RaftDisk {
+    /// Starts the writer for the log `file` recovered from `dir`.
+    pub fn start(
+        dir: &Path,
+        file: File,
+        next_seq: u64,
+        persistence: Persistence,
+    ) -> Result<RaftDisk, StorageError> {
+        let (job_tx, job_rx) = crossbeam_channel::unbounded();
+        let (done_tx, done_rx) = crossbeam_channel::unbounded();
+        let writer = Writer {
+            dir: dir.to_path_buf(),
+            file,
+            next_seq,
+            buf: Vec::new(),
+            needs_sync: false,
+            written: None,
+            broken: None,
+            done: done_tx,
+        };
+        let mut disk = RaftDisk {
+            jobs: Some(job_tx),
+            completions: done_rx,
+            thread: None,
+            manual: None,
+        };
+        match persistence {
+            Persistence::Manual => disk.manual = Some((writer, job_rx)),
+            Persistence::Thread(waker) => {
+                let thread = std::thread::Builder::new()
+                    .name("controller-raft-log".into())
+                    .spawn(move || run_thread(writer, job_rx, waker))
+                    .map_err(|error| StorageError::Io {
+                        path: dir.to_path_buf(),
+                        op: "start the Raft log writer thread",
+                        error,
+                    })?;
+                disk.thread = Some(thread);
+            }
+        }
+        Ok(disk)
+    }
+
+    pub fn send(&self, job: Job) -> Result<(), StorageError> {
+        let jobs = self.jobs.as_ref().ok_or(StorageError::Stopped)?;
+        jobs.send(job).map_err(|_| StorageError::Stopped)
+    }
+
+    pub fn try_completion(&self) -> Option<Completion> {
+        self.completions.try_recv().ok()
+    }
+
+    /// Manual mode: runs every job given so far (a disk that finished its work).
+    pub fn run_manual(&mut self) {
+        if let Some((writer, jobs)) = &mut self.manual {
+            let batch: Vec<Job> = jobs.try_iter().collect();
+            writer.run_batch(batch);
+        }
+    }
+
+    /// Stops the writer after the jobs it was given; returns their completions.
+    pub fn close(&mut self) -> Vec<Completion> {
+        self.run_manual();
+        self.jobs = None;
+        if let Some(thread) = self.thread.take() {
+            if thread.join().is_err() {
+                log::error!("controller Raft log writer thread panicked");
+            }
+        }
+        self.completions.try_iter().collect()
+    }
+}
+
+impl Drop for RaftDisk {
+    fn drop(&mut self) {
+        self.jobs = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn run_thread(mut writer: Writer, jobs: Receiver<Job>, waker: Option<Arc<dyn Wake>>) {
+    while let Ok(first) = jobs.recv() {
+        let batch: Vec<Job> = std::iter::once(first)
+            .chain(jobs.try_iter().take(MAX_BATCH - 1))
+            .collect();
+        writer.run_batch(batch);
+        if let Some(waker) = &waker {
+            waker.wake();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::event::Event;
+
+    fn entry(index: u64, term: u64, data: &[u8]) -> Entry {
+        let mut e = Entry::default();
+        e.index = index;
+        e.term = term;
+        e.data = data.to_vec().into();
+        e
+    }
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("rmq-raft-store-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    fn open(d: &Path) -> (RaftStore, RaftDisk) {
+        let (store, file, seq, _) = recover(d, &[1, 2, 3]).unwrap();
+        (
+            store,
+            RaftDisk::start(d, file, seq, Persistence::Manual).unwrap(),
+        )
+    }
+
+    fn persist(disk: &mut RaftDisk, number: u64, entries: Vec<Entry>, hs: Option<HardState>) {
+        disk.send(Job::Persist {
+            number,
+            entries,
+            hard_state: hs,
+            snapshot: None,
+            sync: true,
+        })
+        .unwrap();
+        disk.run_manual();
+        assert_eq!(
+            disk.try_completion(),
+            Some(Completion::Persisted { number })
+        );
+    }
+
+    fn state_with(name: &str) -> ControllerState {
+        let mut s = ControllerState::new();
+        s.apply(&Event::ApplyBrokerId {
+            cluster_name: Some("c".into()),
+            broker_name: name.into(),
+            broker_address: "127.0.0.1:10911".into(),
+            register_check_code: "code".into(),
+            new_broker_id: 1,
+        });
+        s
+    }
+
+    #[test]
+    fn the_store_serves_raft_what_it_was_given() {
+        let d = dir("serve");
+        let (mut store, _disk) = open(&d);
+        store
+            .append(&[entry(1, 1, b"a"), entry(2, 1, b"b"), entry(3, 2, b"c")])
+            .unwrap();
+        assert_eq!(store.first_index().unwrap(), 1);
+        assert_eq!(store.last_index().unwrap(), 3);
+        assert_eq!(store.term(3).unwrap(), 2);
+        assert_eq!(store.term(0).unwrap(), 0);
+        let got = store
+            .entries(2, 4, None, GetEntriesContext::empty(false))
+            .unwrap();
+        assert_eq!(got.iter().map(|e| e.index).collect::<Vec<_>>(), vec![2, 3]);
+        // A conflicting tail from a new leader replaces ours.
+        store.append(&[entry(2, 3, b"x")]).unwrap();
+        assert_eq!(store.last_index().unwrap(), 2);
+        assert_eq!(store.term(2).unwrap(), 3);
+        assert!(store.append(&[entry(9, 3, b"gap")]).is_err());
+        assert!(store
+            .entries(1, 9, None, GetEntriesContext::empty(false))
+            .is_err());
+        assert!(store.snapshot(1, 2).is_err(), "no snapshot yet");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_restart_reads_back_entries_truncations_and_the_hard_state() {
+        let d = dir("restart");
+        {
+            let (mut store, mut disk) = open(&d);
+            let first = vec![entry(1, 1, b"a"), entry(2, 1, b"b"), entry(3, 1, b"c")];
+            store.append(&first).unwrap();
+            let mut hs = HardState::default();
+            hs.term = 1;
+            hs.vote = 2;
+            hs.commit = 1;
+            persist(&mut disk, 1, first, Some(hs));
+            let again = vec![entry(3, 2, b"C"), entry(4, 2, b"d")];
+            store.append(&again).unwrap();
+            persist(&mut disk, 2, again, None);
+            disk.close();
+        }
+        let (store, _disk) = open(&d);
+        assert_eq!(store.last_index().unwrap(), 4);
+        assert_eq!(store.term(3).unwrap(), 2);
+        let e = store
+            .entries(3, 4, None, GetEntriesContext::empty(false))
+            .unwrap();
+        assert_eq!(&e[0].data[..], b"C");
+        assert_eq!(store.hard_state().vote, 2);
+        assert_eq!(store.hard_state().commit, 1);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_snapshot_cuts_the_log_and_a_restart_starts_from_it() {
+        let d = dir("snap");
+        let state = state_with("broker-a");
+        {
+            let (mut store, mut disk) = open(&d);
+            let ents: Vec<Entry> = (1..=5).map(|i| entry(i, 1, b"e")).collect();
+            store.append(&ents).unwrap();
+            let mut hs = HardState::default();
+            hs.term = 1;
+            hs.commit = 5;
+            store.set_hard_state(hs.clone());
+            persist(&mut disk, 1, ents, Some(hs.clone()));
+            let meta = store.compact(4, &state).unwrap();
+            disk.send(Job::Compact {
+                meta,
+                state: state.clone(),
+                keep: store.entries_after_snapshot().to_vec(),
+                hard_state: hs,
+            })
+            .unwrap();
+            disk.run_manual();
+            assert_eq!(
+                disk.try_completion(),
+                Some(Completion::Compacted {
+                    index: 4,
+                    result: Ok(1)
+                })
+            );
+            let snap = store.snapshot(4, 2).unwrap();
+            assert_eq!(snap.get_metadata().index, 4);
+            assert_eq!(snapshot::decode(&snap.data).unwrap().1, state);
+            persist(&mut disk, 2, vec![entry(6, 1, b"f")], None);
+            disk.close();
+        }
+        let (store, _disk) = open(&d);
+        assert_eq!(store.snapshot_index(), 4);
+        assert_eq!(store.snapshot_state(), &state);
+        assert_eq!(store.first_index().unwrap(), 5);
+        assert_eq!(store.last_index().unwrap(), 6);
+        assert_eq!(store.term(4).unwrap(), 1);
+        assert_eq!(store.hard_state().commit, 5);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_snapshot_from_the_leader_replaces_the_log() {
+        let d = dir("install");
+        let state = state_with("broker-b");
+        {
+            let (mut store, mut disk) = open(&d);
+            persist(&mut disk, 1, vec![entry(1, 1, b"old")], None);
+            let mut meta = SnapshotMetadata::default();
+            meta.index = 10;
+            meta.term = 3;
+            meta.mut_conf_state().voters = vec![1, 2, 3];
+            let mut snap = Snapshot::default();
+            snap.data = snapshot::encode(10, &state).into();
+            snap.set_metadata(meta.clone());
+            store.apply_snapshot(meta, state.clone());
+            disk.send(Job::Persist {
+                number: 2,
+                entries: vec![entry(11, 3, b"new")],
+                hard_state: Some(store.hard_state().clone()),
+                snapshot: Some(snap),
+                sync: true,
+            })
+            .unwrap();
+            disk.run_manual();
+            assert_eq!(
+                disk.try_completion(),
+                Some(Completion::Persisted { number: 2 })
+            );
+            disk.close();
+        }
+        let (store, _disk) = open(&d);
+        assert_eq!(store.snapshot_index(), 10);
+        assert_eq!(store.last_index().unwrap(), 11);
+        assert_eq!(store.hard_state().commit, 10);
+        assert_eq!(store.snapshot_state(), &state);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_damaged_snapshot_refuses_the_start_naming_the_file() {
+        let d = dir("damaged");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(snapshot_path(&d), b"RMQCRSN1\0\0\0\0garbage").unwrap();
+        let err = recover(&d, &[1, 2, 3]).err().unwrap().to_string();
+        assert!(err.contains(SNAPSHOT_FILE), "{err}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}

@@ -1,0 +1,949 @@
+//! The link between the controller nodes of a Raft group (issue 16): it carries opaque
+//! payloads from this node to the others and back, and knows nothing of Raft. The controller
+//! hands it `(to, payload)`; it hands the controller `(from, payload)`.
+//!
+//! Shape, and why:
+//! * Members are static, from `controllerDLegerPeers` (node `nK` is Raft id K+1, see
+//!   [`raft_ids`]), this node from `controllerDLegerSelfId`, the group's name from
+//!   `controllerDLegerGroup`.
+//! * Peers talk on the controller's port with one private request code ([`PEER_CODE`]), so the
+//!   links are ordinary connections of the loop (framing, budgets, idle closes, write path).
+//! * One connection per pair, dialed by the lower id: no duplicate to resolve, and a node that
+//!   restarts is redialed (it has the higher id) or redials (the lower). The higher id only
+//!   accepts; a newer connection from a peer replaces an older one (the peer restarted).
+//! * Trust comes before any payload: the dialer's first frame is a handshake naming the group,
+//!   its id and its address, accepted only from an IP the configured host of that id resolves
+//!   to, for this group, from another member; the answer names the acceptor. A payload on a
+//!   connection without a handshake closes it, so no Raft message is ever decoded from an
+//!   unauthenticated connection (protobuf 2 has an advisory for hostile input).
+//! * Host names are resolved on a small thread, never on the loop: before each dial (so a
+//!   moved peer is found on reconnect), and for accepting, at start and again when a handshake
+//!   comes from an address that does not match (at most every `RESOLVE_AGAIN_MS`).
+//! * Messages are dropped, not kept, when a peer cannot take them: Raft retransmits. A short
+//!   bounded queue covers a connection being set up; an established link is bounded by its
+//!   unsent bytes (`MAX_UNSENT`).
+
+use crate::controller::ControllerConfig;
+use crate::event_loop::{ConnId, Ctx, TimerId};
+use crate::remoting::codes::response::{SUCCESS, SYSTEM_ERROR};
+use crate::remoting::command::{encode_frame, Header, RemotingCommand, SerializeType};
+use bytes::Bytes;
+use crossbeam_channel::{unbounded, Receiver, Sender};
+use log::{debug, info, warn};
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::thread::JoinHandle;
+
+#[cfg(test)]
+mod tests;
+
+/// The peers' private request code: a handshake (a request answered by the acceptor), then
+/// payloads (oneway). RocketMQ uses no code in this range; nobody but the configured peers may
+/// use it (see the module doc).
+pub const PEER_CODE: i32 = 40_016;
+
+/// The largest payload carried. Raft's messages are small except snapshots, which travel in
+/// one message: the controller's state (broker sets, replicas, ids) is a few hundred bytes per
+/// broker set, so 4 MiB is room for thousands of broker sets, and it keeps one peer's frame
+/// well under the loop's buffer limits (`frameMaxLength` must stay above it).
+pub const MAX_PAYLOAD: usize = 4 << 20;
+
+/// The link's timer: connects due, handshakes overdue, resolutions done.
+pub const PEER_TIMER: TimerId = TimerId(14);
+const TICK_MS: u64 = 100;
+
+/// Reconnect backoff, doubled after each failure, with jitter (half to all of it).
+const BACKOFF_MIN_MS: u64 = 100;
+const BACKOFF_MAX_MS: u64 = 5_000;
+/// How long the acceptor's answer to a handshake may take.
+const HANDSHAKE_TIMEOUT_MS: u64 = 3_000;
+/// Messages (and their bytes) kept for a peer while its connection is being set up.
+const QUEUE_MESSAGES: usize = 256;
+const QUEUE_BYTES: usize = 8 << 20;
+/// Unsent bytes on an established link beyond which messages to that peer are dropped (or half
+/// the loop's write hard cap, if lower: that would close the link).
+const MAX_UNSENT: usize = 16 << 20;
+/// Messages above the cap are reported at most this often.
+const OVERSIZE_WARN_EVERY_MS: u64 = 10_000;
+/// Refused connections are logged at most this often (with a count of the others).
+const REFUSAL_WARN_EVERY_MS: u64 = 1_000;
+/// An acceptor re-resolves a peer's host after a mismatching handshake at most this often.
+const RESOLVE_AGAIN_MS: u64 = 5_000;
+
+const LANGUAGE: &str = "RUST";
+const FLAG_RESPONSE: i32 = 1;
+const FLAG_ONEWAY: i32 = 2;
+
+/// The Raft ids of the members of `controllerDLegerPeers`, in their order: node `nK` is K+1
+/// when every id is `n<number>` and they are distinct (the documented form), otherwise each
+/// one's position + 1. Every node computes the same ids from the same list; the controller's
+/// Raft group (issue 16 part A) numbers its members by the same rule.
+pub fn raft_ids(node_ids: &[&str]) -> Vec<u64> {
+    let numbered: Option<Vec<u64>> = node_ids
+        .iter()
+        .map(|id| {
+            id.strip_prefix('n')
+                .and_then(|k| k.parse::<u64>().ok())
+                .and_then(|k| k.checked_add(1))
+        })
+        .collect();
+    match numbered {
+        Some(mut ids) => {
+            let in_order = ids.clone();
+            ids.sort_unstable();
+            ids.dedup();
+            if ids.len() == in_order.len() {
+                in_order
+            } else {
+                (1..=node_ids.len() as u64).collect()
+            }
+        }
+        None => (1..=node_ids.len() as u64).collect(),
+    }
+}
+
+/// Who this node is and who the others are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerSetup {
+    pub group: String,
+    pub self_id: u64,
+    /// This node's address as the others have it in their `controllerDLegerPeers`.
+    pub self_addr: String,
+    /// The other members: Raft id and `host:port`.
+    pub peers: Vec<(u64, String)>,
+}
+
+impl PeerSetup {
+    /// From the controller's keys (ids by [`raft_ids`]).
+    pub fn from_config(config: &ControllerConfig) -> PeerSetup {
+        let me = config.self_peer();
+        let node_ids: Vec<&str> = config.peers().iter().map(|p| p.id.as_str()).collect();
+        let ids = raft_ids(&node_ids);
+        let mut self_id = 1;
+        let mut peers = Vec::new();
+        for (id, p) in ids.into_iter().zip(config.peers()) {
+            if p.id == me.id {
+                self_id = id;
+            } else {
+                peers.push((id, p.address.clone()));
+            }
+        }
+        PeerSetup {
+            group: config.group().unwrap_or("").to_owned(),
+            self_id,
+            self_addr: me.address.clone(),
+            peers,
+        }
+    }
+}
+
+/// What the application keeps for a connection the link opens (it routes that connection's
+/// frames and close back to the link).
+pub trait PeerConnData {
+    fn peer_link() -> Self;
+}
+
+/// What a frame on a peer connection came to.
+#[derive(Debug, PartialEq, Eq)]
+pub enum PeerFrame {
+    /// A payload from an authenticated peer: the controller's to handle.
+    Payload { from: u64, payload: Bytes },
+    /// A handshake or its answer, handled here.
+    Handled,
+    /// Refused: the connection is to be closed (already logged).
+    Close,
+}
+
+/// Counters for the controller's statistics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PeerStatus {
+    pub configured: usize,
+    /// Peers with an established, authenticated link (`peersConnected`).
+    pub connected: usize,
+    /// Messages dropped: peer unreachable, queue full, too large.
+    pub dropped: u64,
+    /// Handshakes refused, and payloads before a handshake.
+    pub refused: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Link {
+    /// No connection; the dialer tries again at `retry_at_ms`.
+    Down {
+        retry_at_ms: u64,
+    },
+    Resolving,
+    Connecting(ConnId),
+    Handshaking {
+        conn: ConnId,
+        since_ms: u64,
+    },
+    Up(ConnId),
+}
+
+struct Peer {
+    id: u64,
+    /// `host:port` as configured.
+    addr: String,
+    /// Literal IPs are known at once; host names are resolved off the loop.
+    literal: Option<SocketAddr>,
+    /// The IPs the configured host resolved to last (who may claim this id).
+    resolved: Vec<IpAddr>,
+    resolving: bool,
+    last_resolve_ms: Option<u64>,
+    /// This node dials that peer (its id is lower).
+    dials: bool,
+    link: Link,
+    backoff_ms: u64,
+    /// Failed attempts since the link was last up (the first is a warning, the rest debug).
+    failures: u32,
+    queue: VecDeque<Vec<u8>>,
+    queued_bytes: usize,
+}
+
+/// A connection the link knows: the peer it is with, and whether it was dialed here.
+#[derive(Debug, Clone, Copy)]
+struct PeerConn {
+    peer: u64,
+    outbound: bool,
+}
+
+/// The host-name resolver thread.
+struct Resolver {
+    requests: Option<Sender<(u64, String)>>,
+    results: Receiver<(u64, io::Result<Vec<SocketAddr>>)>,
+    thread: JoinHandle<()>,
+}
+
+/// The links of this node to the other members of its group.
+pub struct PeerLinks {
+    group: String,
+    self_id: u64,
+    self_addr: String,
+    peers: Vec<Peer>,
+    conns: HashMap<ConnId, PeerConn>,
+    resolver: Option<Resolver>,
+    status: PeerStatus,
+    next_oversize_warn_ms: u64,
+    next_refusal_warn_ms: u64,
+    refusals_held: u64,
+    rng: u64,
+}
+
+impl PeerLinks {
+    /// The links of `setup` (nothing is dialed before [`PeerLinks::start`]); starts the
+    /// resolver thread when a peer is named by host name.
+    pub fn new(setup: PeerSetup) -> io::Result<PeerLinks> {
+        let peers: Vec<Peer> = setup
+            .peers
+            .into_iter()
+            .map(|(id, addr)| Peer {
+                id,
+                literal: addr.parse().ok(),
+                resolved: Vec::new(),
+                resolving: false,
+                last_resolve_ms: None,
+                dials: setup.self_id < id,
+                link: Link::Down { retry_at_ms: 0 },
+                backoff_ms: BACKOFF_MIN_MS,
+                failures: 0,
+                queue: VecDeque::new(),
+                queued_bytes: 0,
+                addr,
+            })
+            .collect();
+        let resolver = if peers.iter().any(|p| p.literal.is_none()) {
+            Some(spawn_resolver()?)
+        } else {
+            None
+        };
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        Ok(PeerLinks {
+            status: PeerStatus {
+                configured: peers.len(),
+                ..PeerStatus::default()
+            },
+            group: setup.group,
+            self_id: setup.self_id,
+            self_addr: setup.self_addr,
+            peers,
+            conns: HashMap::new(),
+            resolver,
+            next_oversize_warn_ms: 0,
+            next_refusal_warn_ms: 0,
+            refusals_held: 0,
+            rng: seed | 1,
+        })
+    }
+
+    /// Resolves the peers' addresses and dials the ones this node dials; arms the timer.
+    pub fn start<C: PeerConnData>(&mut self, ctx: &mut Ctx<C>) {
+        if self.peers.is_empty() {
+            return;
+        }
+        let now = ctx.now_ms();
+        for i in 0..self.peers.len() {
+            self.resolve(i, now);
+        }
+        info!(
+            "controller peers: node {} of group {:?} at {}; dialing {}, accepting {}",
+            self.self_id,
+            self.group,
+            self.self_addr,
+            self.describe(true),
+            self.describe(false)
+        );
+        self.dial_due(ctx);
+        ctx.set_timer(PEER_TIMER, now + TICK_MS);
+    }
+
+    fn describe(&self, dials: bool) -> String {
+        let list: Vec<String> = self
+            .peers
+            .iter()
+            .filter(|p| p.dials == dials)
+            .map(|p| format!("{}={}", p.id, p.addr))
+            .collect();
+        if list.is_empty() {
+            "none".into()
+        } else {
+            list.join(", ")
+        }
+    }
+
+    pub fn status(&self) -> PeerStatus {
+        PeerStatus {
+            connected: self
+                .peers
+                .iter()
+                .filter(|p| matches!(p.link, Link::Up(_)))
+                .count(),
+            ..self.status
+        }
+    }
+
+    /// Whether `conn` is a connection of the link (its frames and close are the link's).
+    pub fn owns(&self, conn: ConnId) -> bool {
+        // A single node (or one with no link open) pays no hash per controller request.
+        !self.conns.is_empty() && self.conns.contains_key(&conn)
+    }
+
+    /// Sends `payload` to peer `to`, or drops it (peer unknown or unreachable, queue full,
+    /// larger than [`MAX_PAYLOAD`]): Raft sends again what was lost.
+    pub fn send<C>(&mut self, ctx: &mut Ctx<C>, to: u64, payload: &[u8]) {
+        if payload.len() > MAX_PAYLOAD {
+            self.status.dropped += 1;
+            // Raft sends it again and again: one line per interval.
+            let now = ctx.now_ms();
+            if now >= self.next_oversize_warn_ms {
+                self.next_oversize_warn_ms = now + OVERSIZE_WARN_EVERY_MS;
+                warn!(
+                    "controller peers: dropping a message of {} bytes to node {to}: above the peer payload cap of {MAX_PAYLOAD} ({} messages dropped so far)",
+                    payload.len(),
+                    self.status.dropped
+                );
+            }
+            return;
+        }
+        // Below the loop's hard cap, which would close the link.
+        let max_unsent = MAX_UNSENT.min(ctx.limits().write_hard_cap / 2);
+        let Some(peer) = self.peers.iter_mut().find(|p| p.id == to) else {
+            debug!("controller peers: dropping a message to unknown node {to}");
+            self.status.dropped += 1;
+            return;
+        };
+        let sent = match peer.link {
+            Link::Up(conn) if ctx.unsent(conn) + payload.len() <= max_unsent => {
+                match ctx.write_buf(conn) {
+                    Some(out) => {
+                        encode_payload(out, payload);
+                        true
+                    }
+                    None => false,
+                }
+            }
+            Link::Resolving | Link::Connecting(_) | Link::Handshaking { .. } => {
+                peer.enqueue(payload)
+            }
+            _ => false,
+        };
+        if !sent {
+            self.status.dropped += 1;
+        }
+    }
+
+    /// Sends every `(to, payload)` of `out`, which is left empty (its allocation kept).
+    pub fn send_all<C>(&mut self, ctx: &mut Ctx<C>, out: &mut Vec<(u64, Vec<u8>)>) {
+        for (to, payload) in out.drain(..) {
+            self.send(ctx, to, &payload);
+        }
+    }
+
+    /// A frame with [`PEER_CODE`], or any frame on a connection the link owns.
+    pub fn on_frame<C>(
+        &mut self,
+        ctx: &mut Ctx<C>,
+        conn: ConnId,
+        cmd: &RemotingCommand,
+    ) -> PeerFrame {
+        match self.conns.get(&conn).copied() {
+            Some(PeerConn {
+                outbound: true,
+                peer,
+            }) if cmd.is_response() => self.on_answer(ctx, conn, peer, cmd),
+            Some(pc) if cmd.code == PEER_CODE && cmd.is_oneway() && self.is_up(pc.peer, conn) => {
+                self.on_payload(ctx, conn, pc.peer, cmd)
+            }
+            None if cmd.code == PEER_CODE && !cmd.is_oneway() && !cmd.is_response() => {
+                self.on_handshake(ctx, conn, cmd)
+            }
+            None if cmd.code == PEER_CODE && cmd.is_oneway() => {
+                self.refuse(ctx, conn, "a peer message before a handshake");
+                PeerFrame::Close
+            }
+            _ => {
+                let why = format!(
+                    "unexpected frame (code {}, flag {}) on a peer connection",
+                    cmd.code, cmd.flag
+                );
+                self.refuse(ctx, conn, &why);
+                PeerFrame::Close
+            }
+        }
+    }
+
+    fn is_up(&self, peer: u64, conn: ConnId) -> bool {
+        self.peers
+            .iter()
+            .any(|p| p.id == peer && p.link == Link::Up(conn))
+    }
+
+    fn on_payload<C>(
+        &mut self,
+        ctx: &mut Ctx<C>,
+        conn: ConnId,
+        from: u64,
+        cmd: &RemotingCommand,
+    ) -> PeerFrame {
+        if cmd.body.len() > MAX_PAYLOAD {
+            self.status.refused += 1;
+            warn!(
+                "controller peers: closing the link with node {from} ({}): a payload of {} bytes is above the cap of {MAX_PAYLOAD}",
+                peer_name(ctx, conn),
+                cmd.body.len()
+            );
+            return PeerFrame::Close;
+        }
+        PeerFrame::Payload {
+            from,
+            payload: cmd.body.clone(),
+        }
+    }
+
+    /// The first frame of a connection from a peer: checked, answered, and the link is up.
+    fn on_handshake<C>(
+        &mut self,
+        ctx: &mut Ctx<C>,
+        conn: ConnId,
+        cmd: &RemotingCommand,
+    ) -> PeerFrame {
+        let now = ctx.now_ms();
+        let from = match self.check_handshake(ctx, conn, cmd, now) {
+            Ok(id) => id,
+            Err(why) => {
+                self.refuse(ctx, conn, &why);
+                if let Some(out) = ctx.write_buf(conn) {
+                    encode_answer(out, cmd.opaque, SYSTEM_ERROR, Some(&why), &[]);
+                }
+                return PeerFrame::Close;
+            }
+        };
+        let Some(i) = self.index_of(from) else {
+            return PeerFrame::Close;
+        };
+        if let Link::Up(old) = self.peers[i].link {
+            // The peer restarted (or its old connection is half dead): the new one wins.
+            self.conns.remove(&old);
+            ctx.close(old, "controller peer: replaced by a newer connection");
+        }
+        if let Some(out) = ctx.write_buf(conn) {
+            let id = self.self_id.to_string();
+            let ext = [("group", self.group.as_str()), ("nodeId", id.as_str())];
+            encode_answer(out, cmd.opaque, SUCCESS, None, &ext);
+        }
+        self.conns.insert(
+            conn,
+            PeerConn {
+                peer: from,
+                outbound: false,
+            },
+        );
+        self.link_up(i, conn, peer_name(ctx, conn));
+        PeerFrame::Handled
+    }
+
+    /// Who the handshake says it is, if that is believable: Err says why not.
+    fn check_handshake<C>(
+        &mut self,
+        ctx: &Ctx<C>,
+        conn: ConnId,
+        cmd: &RemotingCommand,
+        now: u64,
+    ) -> Result<u64, String> {
+        let group = cmd.ext("group").unwrap_or("");
+        if group != self.group {
+            return Err(format!(
+                "group {group:?} is not this node's {:?}",
+                self.group
+            ));
+        }
+        let claimed = cmd.ext("nodeId").and_then(|v| v.parse::<u64>().ok());
+        let Some(i) = claimed.and_then(|id| self.index_of(id)) else {
+            return Err(format!(
+                "node id {:?} is not another member of the group",
+                cmd.ext("nodeId").unwrap_or("")
+            ));
+        };
+        let peer = &self.peers[i];
+        if peer.dials {
+            return Err(format!(
+                "node {} has a higher id than this node {}: this node dials it, not the other way round",
+                peer.id, self.self_id
+            ));
+        }
+        let advertised = cmd.ext("addr").unwrap_or("");
+        if advertised != peer.addr {
+            return Err(format!(
+                "node {} says its address is {advertised:?}, controllerDLegerPeers here says {:?}",
+                peer.id, peer.addr
+            ));
+        }
+        let ip = ctx.peer(conn).map(|a| a.ip().to_canonical());
+        if !ip.is_some_and(|ip| peer.resolved.contains(&ip)) {
+            let why = format!(
+                "node {} is configured at {} ({}), not at this address",
+                peer.id,
+                peer.addr,
+                describe_ips(&peer.resolved)
+            );
+            // The peer may have moved: look again for its next attempt.
+            if peer
+                .last_resolve_ms
+                .map_or(true, |at| now >= at + RESOLVE_AGAIN_MS)
+            {
+                self.resolve(i, now);
+            }
+            return Err(why);
+        }
+        Ok(peer.id)
+    }
+
+    /// Counts and logs a refusal: one line per second at most, so that a flood of hostile
+    /// handshakes cannot flood the log (the lines held back are counted in the next).
+    fn refuse<C>(&mut self, ctx: &Ctx<C>, conn: ConnId, why: &str) {
+        self.status.refused += 1;
+        let now = ctx.now_ms();
+        if now < self.next_refusal_warn_ms {
+            self.refusals_held += 1;
+            return;
+        }
+        self.next_refusal_warn_ms = now + REFUSAL_WARN_EVERY_MS;
+        let held = std::mem::take(&mut self.refusals_held);
+        warn!(
+            "controller peers: refusing the connection from {}: {why} ({held} more refused since the last line)",
+            peer_name(ctx, conn)
+        );
+    }
+
+    /// The acceptor's answer to this node's handshake.
+    fn on_answer<C>(
+        &mut self,
+        ctx: &mut Ctx<C>,
+        conn: ConnId,
+        peer: u64,
+        cmd: &RemotingCommand,
+    ) -> PeerFrame {
+        let Some(i) = self.index_of(peer) else {
+            return PeerFrame::Close;
+        };
+        if !matches!(self.peers[i].link, Link::Handshaking { conn: c, .. } if c == conn) {
+            warn!(
+                "controller peers: closing the link with node {peer} ({}): an answer to no handshake",
+                peer_name(ctx, conn)
+            );
+            return PeerFrame::Close;
+        }
+        let expected = peer.to_string();
+        let refusal = if cmd.code != SUCCESS {
+            Some(format!(
+                "it refused the handshake: {}",
+                cmd.remark.as_deref().unwrap_or("(no reason given)")
+            ))
+        } else if cmd.ext("group") != Some(self.group.as_str())
+            || cmd.ext("nodeId") != Some(expected.as_str())
+        {
+            Some(format!(
+                "it answered as node {:?} of group {:?}",
+                cmd.ext("nodeId").unwrap_or(""),
+                cmd.ext("group").unwrap_or("")
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = refusal {
+            self.status.refused += 1;
+            warn!(
+                "controller peers: no link with node {peer} at {}: {why}",
+                self.peers[i].addr
+            );
+            return PeerFrame::Close;
+        }
+        self.link_up(i, conn, self.peers[i].addr.clone());
+        // What waited for the link goes out now, in order.
+        let p = &mut self.peers[i];
+        p.queued_bytes = 0;
+        if let Some(out) = ctx.write_buf(conn) {
+            for payload in p.queue.drain(..) {
+                encode_payload(out, &payload);
+            }
+        }
+        PeerFrame::Handled
+    }
+
+    fn link_up(&mut self, i: usize, conn: ConnId, name: String) {
+        let p = &mut self.peers[i];
+        p.link = Link::Up(conn);
+        p.backoff_ms = BACKOFF_MIN_MS;
+        p.failures = 0;
+        let id = p.id;
+        info!(
+            "controller peers: linked with node {id} ({name}), {} of {} peers connected",
+            self.status().connected,
+            self.peers.len()
+        );
+    }
+
+    /// An outbound connection was established (the handshake goes out) or failed.
+    pub fn on_connected<C>(&mut self, ctx: &mut Ctx<C>, conn: ConnId, result: &io::Result<()>) {
+        let Some(PeerConn { peer, .. }) = self.conns.get(&conn).copied() else {
+            return;
+        };
+        let Some(i) = self.index_of(peer) else {
+            return;
+        };
+        match result {
+            Ok(()) => {
+                let now = ctx.now_ms();
+                self.peers[i].link = Link::Handshaking {
+                    conn,
+                    since_ms: now,
+                };
+                if let Some(out) = ctx.write_buf(conn) {
+                    encode_handshake(out, &self.group, self.self_id, &self.self_addr);
+                }
+            }
+            Err(e) => {
+                self.attempt_failed(i, &format!("connect: {e}"));
+                // The close follows and finds the link already down.
+                self.schedule_retry(i, ctx.now_ms());
+            }
+        }
+    }
+
+    /// A connection closed; true when it was the link's.
+    pub fn on_closed<C>(&mut self, ctx: &mut Ctx<C>, conn: ConnId) -> bool {
+        let Some(PeerConn { peer, .. }) = self.conns.remove(&conn) else {
+            return false;
+        };
+        let Some(i) = self.index_of(peer) else {
+            return true;
+        };
+        let now = ctx.now_ms();
+        let link = self.peers[i].link;
+        match link {
+            Link::Up(c) if c == conn => {
+                info!(
+                    "controller peers: link with node {peer} ({}) closed",
+                    self.peers[i].addr
+                );
+                self.schedule_retry(i, now);
+            }
+            Link::Connecting(c) | Link::Handshaking { conn: c, .. } if c == conn => {
+                self.attempt_failed(i, "the connection closed during the handshake");
+                self.schedule_retry(i, now);
+            }
+            _ => {}
+        }
+        true
+    }
+
+    /// The link's timer: resolutions done, overdue handshakes, dials due. False for another
+    /// timer.
+    pub fn on_timer<C: PeerConnData>(&mut self, ctx: &mut Ctx<C>, timer: TimerId) -> bool {
+        if timer != PEER_TIMER {
+            return false;
+        }
+        let now = ctx.now_ms();
+        ctx.set_timer(PEER_TIMER, now + TICK_MS);
+        self.take_resolutions(ctx, now);
+        for p in self.peers.iter_mut() {
+            if let Link::Handshaking { conn, since_ms } = p.link {
+                if now >= since_ms + HANDSHAKE_TIMEOUT_MS {
+                    // on_closed schedules the next attempt.
+                    ctx.close(conn, "controller peer: no answer to the handshake");
+                }
+            }
+        }
+        self.dial_due(ctx);
+        true
+    }
+
+    /// Peers this node dials whose retry is due: resolved (host names) or dialed at once.
+    fn dial_due<C: PeerConnData>(&mut self, ctx: &mut Ctx<C>) {
+        let now = ctx.now_ms();
+        for i in 0..self.peers.len() {
+            let p = &mut self.peers[i];
+            let due = matches!(p.link, Link::Down { retry_at_ms } if retry_at_ms <= now);
+            if !p.dials || !due || ctx.is_stopping() {
+                continue;
+            }
+            match p.literal {
+                Some(addr) => self.dial(ctx, i, addr),
+                None => {
+                    p.link = Link::Resolving;
+                    self.resolve(i, now);
+                }
+            }
+        }
+    }
+
+    fn dial<C: PeerConnData>(&mut self, ctx: &mut Ctx<C>, i: usize, addr: SocketAddr) {
+        match ctx.connect(addr, C::peer_link()) {
+            Ok(conn) => {
+                let peer = self.peers[i].id;
+                self.peers[i].link = Link::Connecting(conn);
+                self.conns.insert(
+                    conn,
+                    PeerConn {
+                        peer,
+                        outbound: true,
+                    },
+                );
+                debug!("controller peers: dialing node {peer} at {addr}");
+            }
+            Err(e) => {
+                self.attempt_failed(i, &format!("connect to {addr}: {e}"));
+                self.schedule_retry(i, ctx.now_ms());
+            }
+        }
+    }
+
+    /// Asks for peer `i`'s addresses (a literal IP is known at once).
+    fn resolve(&mut self, i: usize, now: u64) {
+        let p = &mut self.peers[i];
+        p.last_resolve_ms = Some(now);
+        if let Some(addr) = p.literal {
+            p.resolved = vec![addr.ip().to_canonical()];
+            return;
+        }
+        if p.resolving {
+            return;
+        }
+        let sent = self
+            .resolver
+            .as_ref()
+            .and_then(|r| r.requests.as_ref())
+            .is_some_and(|tx| tx.send((p.id, p.addr.clone())).is_ok());
+        p.resolving = sent;
+    }
+
+    fn take_resolutions<C: PeerConnData>(&mut self, ctx: &mut Ctx<C>, now: u64) {
+        let Some(resolver) = &self.resolver else {
+            return;
+        };
+        let results: Vec<_> = resolver.results.try_iter().collect();
+        for (id, result) in results {
+            let Some(i) = self.index_of(id) else {
+                continue;
+            };
+            let p = &mut self.peers[i];
+            p.resolving = false;
+            let addrs = match result {
+                Ok(addrs) => addrs,
+                Err(e) => {
+                    warn!(
+                        "controller peers: cannot resolve node {id}'s address {}: {e}",
+                        p.addr
+                    );
+                    Vec::new()
+                }
+            };
+            p.resolved = addrs.iter().map(|a| a.ip().to_canonical()).collect();
+            if p.link != Link::Resolving {
+                continue;
+            }
+            // Each attempt takes the next address (a host name may resolve to some that do
+            // not answer, an IPv6 one first for instance).
+            let pick = p.failures as usize % addrs.len().max(1);
+            match addrs.get(pick) {
+                Some(addr) => self.dial(ctx, i, *addr),
+                None => {
+                    self.attempt_failed(i, "its host name resolved to no address");
+                    self.schedule_retry(i, now);
+                }
+            }
+        }
+    }
+
+    /// A connection attempt failed: the first of a streak is a warning, the rest debug (the
+    /// backoff keeps trying; a peer that is down is no news every few seconds).
+    fn attempt_failed(&mut self, i: usize, why: &str) {
+        let p = &mut self.peers[i];
+        p.failures += 1;
+        p.queue.clear();
+        p.queued_bytes = 0;
+        if p.failures == 1 {
+            warn!(
+                "controller peers: cannot link with node {} at {}: {why}; retrying with backoff up to {BACKOFF_MAX_MS} ms",
+                p.id, p.addr
+            );
+        } else {
+            debug!(
+                "controller peers: attempt {} to link with node {} at {} failed: {why}",
+                p.failures, p.id, p.addr
+            );
+        }
+    }
+
+    /// Down until the next attempt (a peer that dials us: until it does).
+    fn schedule_retry(&mut self, i: usize, now: u64) {
+        let jitter = self.next_random();
+        let p = &mut self.peers[i];
+        p.queue.clear();
+        p.queued_bytes = 0;
+        let wait = p.backoff_ms / 2 + jitter % (p.backoff_ms / 2 + 1);
+        p.link = Link::Down {
+            retry_at_ms: now + wait,
+        };
+        p.backoff_ms = (p.backoff_ms * 2).min(BACKOFF_MAX_MS);
+    }
+
+    fn next_random(&mut self) -> u64 {
+        // xorshift64: jitter only, no need for more.
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng = x;
+        x
+    }
+
+    fn index_of(&self, id: u64) -> Option<usize> {
+        self.peers.iter().position(|p| p.id == id)
+    }
+
+    /// Ends the resolver thread (the loop has returned; its connections are gone).
+    pub fn shutdown(self) {
+        if let Some(mut r) = self.resolver {
+            r.requests = None;
+            if r.thread.join().is_err() {
+                warn!("controller peers: the resolver thread panicked");
+            }
+        }
+    }
+}
+
+impl Peer {
+    /// Keeps a message for a link being set up; false when the queue is full.
+    fn enqueue(&mut self, payload: &[u8]) -> bool {
+        if self.queue.len() >= QUEUE_MESSAGES || self.queued_bytes + payload.len() > QUEUE_BYTES {
+            return false;
+        }
+        self.queued_bytes += payload.len();
+        self.queue.push_back(payload.to_vec());
+        true
+    }
+}
+
+fn peer_name<C>(ctx: &Ctx<C>, conn: ConnId) -> String {
+    ctx.peer(conn)
+        .map_or_else(|| "a closed connection".into(), |a| a.to_string())
+}
+
+fn describe_ips(ips: &[IpAddr]) -> String {
+    if ips.is_empty() {
+        return "not resolved yet".into();
+    }
+    let list: Vec<String> = ips.iter().map(IpAddr::to_string).collect();
+    list.join(", ")
+}
+
+fn spawn_resolver() -> io::Result<Resolver> {
+    let (requests, inbox) = unbounded::<(u64, String)>();
+    let (outbox, results) = unbounded();
+    let thread = std::thread::Builder::new()
+        .name("controller-peer-resolver".into())
+        .spawn(move || {
+            for (id, addr) in inbox {
+                let result = addr.to_socket_addrs().map(Iterator::collect);
+                if outbox.send((id, result)).is_err() {
+                    return;
+                }
+            }
+        })?;
+    Ok(Resolver {
+        requests: Some(requests),
+        results,
+        thread,
+    })
+}
+
+fn header(flag: i32, code: i32, opaque: i32, remark: Option<&str>) -> Header<'_> {
+    Header {
+        code,
+        language: LANGUAGE,
+        version: 0,
+        opaque,
+        flag,
+        remark,
+    }
+}
+
+/// The dialer's first frame.
+pub fn encode_handshake(out: &mut Vec<u8>, group: &str, self_id: u64, self_addr: &str) {
+    let id = self_id.to_string();
+    let ext = [
+        ("kind", "handshake"),
+        ("group", group),
+        ("nodeId", id.as_str()),
+        ("addr", self_addr),
+    ];
+    let h = header(0, PEER_CODE, 1, None);
+    encode_frame(out, SerializeType::Json, &h, Some(ext), &[]);
+}
+
+fn encode_answer(
+    out: &mut Vec<u8>,
+    opaque: i32,
+    code: i32,
+    remark: Option<&str>,
+    ext: &[(&str, &str)],
+) {
+    let h = header(FLAG_RESPONSE, code, opaque, remark);
+    encode_frame(out, SerializeType::Json, &h, Some(ext.iter().copied()), &[]);
+}
+
+/// One payload frame (oneway, no header fields).
+pub fn encode_payload(out: &mut Vec<u8>, payload: &[u8]) {
+    let h = header(FLAG_ONEWAY, PEER_CODE, 0, None);
+    encode_frame(
+        out,
+        SerializeType::Json,
+        &h,
+        None::<[(&str, &str); 0]>,
+        payload,
+    );
+}

@@ -1,0 +1,278 @@
+//! Three real `rmq-namesrv` processes as one controller group on loopback: the group elects a
+//! leader, followers answer 2007 and name the leader in 1005, a stream of writes (1013 broker
+//! ids and 1002 elections) goes to whoever leads, the leader is killed with SIGKILL in the
+//! middle of it and restarted; every acknowledged change is on the survivors' new leader, the
+//! group serves again (the time it took is printed), and the restarted node catches up.
+#![cfg(feature = "controller")]
+
+mod common;
+
+use common::{wait_until, TempDir};
+use rmq_namesrv::client::Client;
+use rmq_namesrv::remoting::command::RemotingCommand;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const NODES: usize = 3;
+
+/// Loopback ports free right now (the daemons bind them a moment later).
+fn free_ports(n: usize) -> Vec<u16> {
+    let listeners: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("a free port"))
+        .collect();
+    listeners
+        .iter()
+        .map(|l| l.local_addr().expect("addr").port())
+        .collect()
+}
+
+struct Node {
+    child: Option<Child>,
+    file: String,
+    addr: String,
+}
+
+impl Node {
+    fn start(&mut self) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_rmq-namesrv"))
+            .args(["-c", &self.file])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn rmq-namesrv");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let announced = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|l| {
+                l.strip_prefix("rmq-namesrv controller listening on ")
+                    .map(str::to_owned)
+            })
+            .expect("the controller port announced");
+        assert_eq!(announced, self.addr);
+        // Keep draining stdout so the daemon never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        self.child = Some(child);
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill(); // SIGKILL
+            let _ = child.wait();
+        }
+    }
+
+    fn metadata(&self) -> Option<RemotingCommand> {
+        self.child.as_ref()?;
+        let mut c = Client::connect(&self.addr, Duration::from_secs(1)).ok()?;
+        c.request(1005, &[], b"").ok().filter(|r| r.code == 0)
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+struct Group {
+    nodes: Vec<Node>,
+    _dir: TempDir,
+}
+
+impl Group {
+    fn start() -> Group {
+        let dir = TempDir::new("ctrl-raft");
+        let ports = free_ports(NODES);
+        let peers: Vec<String> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| format!("n{i}-127.0.0.1:{p}"))
+            .collect();
+        let mut nodes = Vec::new();
+        for (i, port) in ports.iter().enumerate() {
+            let path = dir.join(&format!("namesrv-{i}.conf"));
+            let text = format!(
+                "bindAddress=127.0.0.1\nlistenPort=0\nlogPath=\nkvConfigPath={}\n\
+                 enableControllerInNamesrv=true\ncontrollerDLegerGroup=g\n\
+                 controllerDLegerPeers={}\ncontrollerDLegerSelfId=n{i}\n\
+                 controllerStorePath={}\ncontrollerSnapshotEvents=25\n",
+                dir.join(&format!("kv-{i}.json")).display(),
+                peers.join(";"),
+                dir.join("store").display(),
+            );
+            std::fs::write(&path, text).expect("config");
+            nodes.push(Node {
+                child: None,
+                file: path.to_string_lossy().into_owned(),
+                addr: format!("127.0.0.1:{port}"),
+            });
+        }
+        for n in &mut nodes {
+            n.start();
+        }
+        Group { nodes, _dir: dir }
+    }
+
+    /// The node that leads and serves, if one does now.
+    fn serving_leader(&self) -> Option<usize> {
+        (0..NODES).find(|&i| {
+            self.nodes[i]
+                .metadata()
+                .is_some_and(|m| m.ext("raftServing") == Some("true"))
+        })
+    }
+
+    fn wait_for_leader(&self, timeout: Duration) -> Option<usize> {
+        let mut found = None;
+        wait_until(timeout, || {
+            found = self.serving_leader();
+            found.is_some()
+        });
+        found
+    }
+}
+
+/// One write, sent to whoever serves; Some(answer) once a node answered it (None: the
+/// group had no serving leader for 20 s).
+fn write(group: &Group, code: i32, ext: &[(&str, &str)]) -> Option<RemotingCommand> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        let Some(leader) = group.serving_leader() else {
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        };
+        let Ok(mut c) = Client::connect(&group.nodes[leader].addr, Duration::from_secs(6)) else {
+            continue;
+        };
+        match c.request(code, ext, b"") {
+            // 2007: leadership moved between the 1005 and the write; SYSTEM_ERROR (1): lost
+            // leadership with the write in flight. Either way: not acknowledged, try again.
+            Ok(r) if r.code == 2007 || r.code == 1 => continue,
+            Ok(r) => return Some(r),
+            Err(_) => continue,
+        }
+    }
+    None
+}
+
+fn apply_id(group: &Group, set: &str) -> bool {
+    write(
+        group,
+        1013,
+        &[
+            ("clusterName", "c"),
+            ("brokerName", set),
+            ("appliedBrokerId", "1"),
+            ("registerCheckCode", "127.0.0.1:30911;1"),
+        ],
+    )
+    .is_some_and(|r| r.code == 0)
+}
+
+fn elect(group: &Group, set: &str) -> Option<i32> {
+    let r = write(
+        group,
+        1002,
+        &[
+            ("clusterName", "c"),
+            ("brokerName", set),
+            ("brokerId", "1"),
+            ("designateElect", "false"),
+        ],
+    )?;
+    (r.code == 0).then(|| r.ext("masterEpoch").and_then(|e| e.parse().ok()))?
+}
+
+#[test]
+fn the_group_survives_sigkill_of_its_leader_with_every_acknowledged_change() {
+    let mut group = Group::start();
+    let first = group
+        .wait_for_leader(Duration::from_secs(20))
+        .expect("a leader within 20 s");
+    // Followers: 2007 for leader-only codes, 1005 names the leader.
+    let follower = (first + 1) % NODES;
+    let mut c = Client::connect(&group.nodes[follower].addr, Duration::from_secs(5)).unwrap();
+    let r = c
+        .request(1012, &[("clusterName", "c"), ("brokerName", "x")], b"")
+        .unwrap();
+    assert_eq!(r.code, 2007);
+    let meta = group.nodes[follower].metadata().unwrap();
+    assert_eq!(
+        meta.ext("controllerLeaderId"),
+        Some(format!("n{first}").as_str())
+    );
+    assert_eq!(meta.ext("isLeader"), Some("false"));
+
+    let mut acked_sets = Vec::new();
+    let mut acked_masters = Vec::new();
+    let mut killed_at = None;
+    for k in 0..120 {
+        let set = format!("set-{k}");
+        if apply_id(&group, &set) {
+            acked_sets.push(set.clone());
+            if let Some(epoch) = elect(&group, &set) {
+                acked_masters.push((set, epoch));
+            }
+        }
+        if k == 40 {
+            // kill -9 the leader in the middle of the stream.
+            let leader = group.serving_leader().expect("a leader");
+            group.nodes[leader].kill9();
+            killed_at = Some((leader, Instant::now()));
+            let next = group
+                .wait_for_leader(Duration::from_secs(20))
+                .expect("the survivors elect a leader");
+            let took = killed_at.unwrap().1.elapsed();
+            eprintln!("leader n{leader} killed; n{next} serves after {took:?}");
+            assert_ne!(next, leader);
+        }
+        if k == 80 {
+            let (old, _) = killed_at.unwrap();
+            group.nodes[old].start();
+        }
+    }
+    assert!(acked_sets.len() > 100, "{} acknowledged", acked_sets.len());
+    // Every acknowledged change is on the serving leader (a survivor or the restarted node,
+    // which can lead only with every committed entry).
+    let leader = group.wait_for_leader(Duration::from_secs(20)).unwrap();
+    let mut c = Client::connect(&group.nodes[leader].addr, Duration::from_secs(5)).unwrap();
+    for set in &acked_sets {
+        let r = c
+            .request(1012, &[("clusterName", "c"), ("brokerName", set)], b"")
+            .unwrap();
+        assert_eq!(
+            r.ext("nextBrokerId"),
+            Some("2"),
+            "{set} acknowledged, then lost"
+        );
+    }
+    for (set, epoch) in &acked_masters {
+        let r = c.request(1004, &[("brokerName", set)], b"").unwrap();
+        let now: i32 = r
+            .ext("masterEpoch")
+            .and_then(|e| e.parse().ok())
+            .unwrap_or(0);
+        assert!(
+            now >= *epoch,
+            "{set}: acknowledged epoch {epoch}, now {now}"
+        );
+    }
+    // The restarted node catches up: every node applies up to the same index.
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            let applied: Vec<Option<String>> = group
+                .nodes
+                .iter()
+                .map(|n| {
+                    n.metadata()
+                        .and_then(|m| m.ext("raftApplied").map(str::to_owned))
+                })
+                .collect();
+            applied.iter().all(Option::is_some) && applied.windows(2).all(|w| w[0] == w[1])
+        }),
+        "the restarted node caught up"
+    );
+}
