@@ -708,20 +708,24 @@ impl Processor {
             return effects;
         }
         if let Some(mut job) = self.new_steps.take() {
-            // Answered when the last step is done: success means the change was made.
             match ticket {
-                Some(ticket) => job.reply = Some(self.deferred_reply(ticket, &reply)),
+                Some(ticket) => {
+                    // Answered when the last step is done: success means the change was made.
+                    job.reply = Some(self.deferred_reply(ticket, &reply));
+                    self.topic_steps.push_back(job);
+                    effects.deferred = true;
+                    return effects;
+                }
                 None => {
+                    // No connection to answer later (an in-process caller): applied now.
                     while !self
                         .table
                         .apply_topic_steps(&mut job.steps, &job.body, usize::MAX)
                     {
                     }
+                    self.finish_steps(job, ctx.now_ms, &mut Vec::new());
                 }
             }
-            self.topic_steps.push_back(job);
-            effects.deferred = true;
-            return effects;
         }
         if reply.deferred {
             effects.deferred = true;
