@@ -22,6 +22,12 @@ fn bench(c: &mut Criterion) {
     g.bench_function("json_1000_topics", |b| {
         b.iter(|| decode_register_body(black_box(&body), false, 479, &limits).expect("decodes"))
     });
+    // One leading space takes the body off the fast path (broker-shaped JSON read in one
+    // pass) onto the general reader: the cost of any other shape.
+    let spaced = [b" ".as_slice(), &body].concat();
+    g.bench_function("json_1000_topics_general_reader", |b| {
+        b.iter(|| decode_register_body(black_box(&spaced), false, 479, &limits).expect("decodes"))
+    });
     g.bench_function("crc32_1000_topics", |b| b.iter(|| crc32(black_box(&body))));
     g.bench_function("fingerprint_1000_topics", |b| {
         b.iter(|| fingerprint(black_box(&body)))

@@ -46,8 +46,18 @@ const fn crc_tables() -> [[u32; 256]; 16] {
 /// CRC-32 (IEEE, as java.util.zip.CRC32) of `data`; callers mask with 0x7FFFFFFF as Java's
 /// UtilAll.crc32 does.
 pub fn crc32(data: &[u8]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if data.len() >= clmul::MIN_LEN && clmul::available() {
+        return !clmul::crc32_update(!0, data);
+    }
+    !crc32_update_tables(!0, data)
+}
+
+/// Advances the CRC register (pre- and post-inversion left to the caller) over `data`,
+/// sixteen bytes per step.
+fn crc32_update_tables(register: u32, data: &[u8]) -> u32 {
     let t = &CRC_TABLES;
-    let mut crc = !0u32;
+    let mut crc = register;
     let mut blocks = data.chunks_exact(16);
     for b in &mut blocks {
         let Ok(block) = <&[u8; 16]>::try_from(b) else {
@@ -74,7 +84,94 @@ pub fn crc32(data: &[u8]) -> u32 {
     for &byte in blocks.remainder() {
         crc = (crc >> 8) ^ t[0][((crc ^ u32::from(byte)) & 0xFF) as usize];
     }
-    !crc
+    crc
+}
+
+/// CRC-32 by carry-less multiplication (PCLMULQDQ), for bodies of a few hundred bytes and
+/// more: the register is folded forward 64 bytes per step in four independent 128-bit lanes
+/// (the method of Intel's "Fast CRC Computation for Generic Polynomials Using PCLMULQDQ"),
+/// then the lanes into one, and the last 16 bytes of folded state plus the tail go through
+/// the tables (cheaper than a Barrett reduction to write and check, and only ~30 bytes).
+/// About ten times fewer instructions than the tables on a 21 KB registration body.
+#[cfg(target_arch = "x86_64")]
+mod clmul {
+    use std::arch::x86_64::{
+        __m128i, _mm_clmulepi64_si128, _mm_cvtsi32_si128, _mm_loadu_si128, _mm_set_epi64x,
+        _mm_storeu_si128, _mm_xor_si128,
+    };
+
+    /// Below this, setting up the lanes costs more than it saves.
+    pub const MIN_LEN: usize = 256;
+
+    /// x^(512+32) and x^(512-32) mod P (bit-reflected, shifted): fold one lane 64 bytes on.
+    const K1: i64 = 0x1_5444_2BD4;
+    const K2: i64 = 0x1_C6E4_1596;
+    /// x^(128+32) and x^(128-32) mod P: fold 16 bytes on.
+    const K3: i64 = 0x1_7519_97D0;
+    const K4: i64 = 0x0_CCAA_009E;
+
+    pub fn available() -> bool {
+        std::arch::is_x86_feature_detected!("pclmulqdq")
+            && std::arch::is_x86_feature_detected!("sse2")
+    }
+
+    /// Advances the register over `data` (at least [`MIN_LEN`] bytes).
+    pub fn crc32_update(register: u32, data: &[u8]) -> u32 {
+        // SAFETY: callers check `available()` first; every load reads 16 bytes inside
+        // `data` (the chunks are exact).
+        unsafe { update(register, data) }
+    }
+
+    #[target_feature(enable = "pclmulqdq", enable = "sse2")]
+    unsafe fn update(register: u32, data: &[u8]) -> u32 {
+        let mut blocks = data.chunks_exact(16);
+        let mut next = || {
+            blocks
+                .next()
+                .map(|b| _mm_loadu_si128(b.as_ptr().cast::<__m128i>()))
+        };
+        let (Some(a), Some(b), Some(c), Some(d)) = (next(), next(), next(), next()) else {
+            return super::crc32_update_tables(register, data);
+        };
+        let mut lanes = [
+            _mm_xor_si128(a, _mm_cvtsi32_si128(register as i32)),
+            b,
+            c,
+            d,
+        ];
+        let k1k2 = _mm_set_epi64x(K2, K1);
+        let whole = data.len() / 16;
+        // Blocks 4.. in groups of four; the last incomplete group folds one block at a time.
+        let mut consumed = 4;
+        while consumed + 4 <= whole {
+            for lane in &mut lanes {
+                if let Some(block) = next() {
+                    *lane = fold(*lane, block, k1k2);
+                }
+            }
+            consumed += 4;
+        }
+        let k3k4 = _mm_set_epi64x(K4, K3);
+        let mut x = fold(lanes[0], lanes[1], k3k4);
+        x = fold(x, lanes[2], k3k4);
+        x = fold(x, lanes[3], k3k4);
+        while let Some(block) = next() {
+            x = fold(x, block, k3k4);
+        }
+        let mut state = [0u8; 16];
+        _mm_storeu_si128(state.as_mut_ptr().cast::<__m128i>(), x);
+        let crc = super::crc32_update_tables(0, &state);
+        super::crc32_update_tables(crc, &data[whole * 16..])
+    }
+
+    /// `x` moved on past `keys`' distance, added to `block`.
+    #[inline]
+    #[target_feature(enable = "pclmulqdq", enable = "sse2")]
+    unsafe fn fold(x: __m128i, block: __m128i, keys: __m128i) -> __m128i {
+        let low = _mm_clmulepi64_si128(x, keys, 0x00);
+        let high = _mm_clmulepi64_si128(x, keys, 0x11);
+        _mm_xor_si128(_mm_xor_si128(block, low), high)
+    }
 }
 
 const XXH_P1: u64 = 0x9E37_79B1_85EB_CA87;
@@ -183,6 +280,23 @@ mod tests {
                 }
             }
             assert_eq!(crc32(&data[..len]), !slow, "len {len}");
+        }
+    }
+
+    #[test]
+    fn crc32_of_large_inputs_agrees_with_the_tables() {
+        // Every length over the carry-less path's threshold and its 64-byte groups, and a
+        // body-sized input, against the table formulation (itself checked above).
+        let data: Vec<u8> = (0..25_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        let lengths = (0..700).chain([4095, 4096, 4097, 21_000, 21_013, 25_000]);
+        for len in lengths {
+            let tables = !crc32_update_tables(!0, &data[..len]);
+            assert_eq!(crc32(&data[..len]), tables, "len {len}");
+            // Unaligned starts too.
+            let s = &data[3..3 + len.min(data.len() - 3)];
+            assert_eq!(crc32(s), !crc32_update_tables(!0, s), "len {len} at 3");
         }
     }
 

@@ -400,7 +400,7 @@ fn answer(
     name: &str,
     addr: &str,
 ) -> Option<Reply> {
-    let ext: BTreeMap<String, String> = cmd.ext_fields.iter().cloned().collect();
+    let ext: BTreeMap<String, String> = cmd.ext_fields.to_pairs().into_iter().collect();
     let mut st = state.lock().unwrap();
     st.received.push(Received {
         code: cmd.code,

@@ -7,6 +7,11 @@
 //! reply straight into it (no copy) and the loop lends a warm buffer from a small pool to a
 //! connection that has nothing pending (no allocation per reply, no memory held by idle peers).
 //!
+//! A read buffer is likewise released once its frames were handled, into a small pool when
+//! no frame still holds its allocation, and lent to the next connection read: a broker's
+//! 21 KB registration or a client's batch of requests does not cost a fresh allocation (and
+//! its growth) on every turn.
+//!
 //! Both buffers grow with the bytes that actually arrive or are written, never with what a peer
 //! announces: a frame header claiming 16 MiB reserves nothing. What a connection holds (the
 //! capacity of both buffers) is what the loop's buffer budget counts ([`Connection::footprint`]).
@@ -20,6 +25,18 @@ use std::net::SocketAddr;
 /// Bytes already flushed from the front of a write buffer past which, when they make up half
 /// of it, the rest is moved to the front (a peer reading slowly must not pin all it was sent).
 const COMPACT_AFTER: usize = 64 * 1024;
+
+/// Whether `buf` (empty) has its whole allocation back, of at most `max` bytes: an empty view
+/// past the frames cut from it, asked for one byte more than it shows, moves back to the start
+/// of its allocation (exposing all of it) only if nothing else shares that allocation any more.
+/// Never allocates.
+fn reclaim_whole(buf: &mut BytesMut, max: usize) -> bool {
+    if !buf.is_empty() {
+        return false;
+    }
+    let wanted = buf.capacity() + 1;
+    buf.try_reclaim(wanted) && buf.capacity() <= max
+}
 
 /// Why a connection is not read while the loop's buffer budget is spent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,6 +173,13 @@ impl<C> Connection<C> {
         }
     }
 
+    /// Takes the empty read buffer away for the loop's pool when its allocation can serve
+    /// the next connection: no frame cut from it is still held anywhere, and it is at most
+    /// `max` bytes. Otherwise the buffer stays (and is released as usual).
+    pub fn take_reusable_read_buf(&mut self, max: usize) -> Option<BytesMut> {
+        reclaim_whole(&mut self.read_buf, max).then(|| std::mem::take(&mut self.read_buf))
+    }
+
     /// Reads until the socket would block, the peer closes, or `budget` bytes were read (never
     /// more: each read asks the socket for at most what is left of the budget).
     pub fn read_available(&mut self, scratch: &mut [u8], budget: usize) -> ReadResult {
@@ -234,5 +258,30 @@ impl<C> Connection<C> {
     pub fn take_empty_write_buf(&mut self) -> Vec<u8> {
         debug_assert!(self.write_buf.is_empty());
         std::mem::take(&mut self.write_buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_buffer_is_reusable_only_once_its_frames_are_gone_and_if_small() {
+        let mut buf = BytesMut::new();
+        assert!(!reclaim_whole(&mut buf, 1 << 16), "nothing to reuse");
+        buf.extend_from_slice(&[7u8; 3000]);
+        let frame = buf.split_to(3000).freeze();
+        assert!(!reclaim_whole(&mut buf, 1 << 16), "a frame still holds it");
+        drop(frame);
+        assert!(reclaim_whole(&mut buf, 1 << 16));
+        assert!(buf.capacity() >= 3000 && buf.is_empty());
+        let before = buf.as_ptr();
+        buf.extend_from_slice(&[1u8; 2000]);
+        assert_eq!(buf.as_ptr(), before, "reused, not reallocated");
+        let frame = buf.split_to(2000);
+        drop(frame);
+        assert!(!reclaim_whole(&mut buf, 1000), "larger than the pool keeps");
+        buf.extend_from_slice(b"x");
+        assert!(!reclaim_whole(&mut buf, 1 << 16), "holds a partial frame");
     }
 }

@@ -15,6 +15,7 @@ use super::admission::Peers;
 use super::connection::{Connection, FlushResult};
 use super::{ConnId, Limits, ListenerTag, LoopWaker, ReadClass, TimerId, CONNECTING};
 use crate::timer::DeadlineBuckets;
+use bytes::BytesMut;
 use log::{debug, info, warn};
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
@@ -28,6 +29,12 @@ use std::time::Instant;
 /// ordinary replies, small enough that the pool never pins a large reply's allocation.
 const SPARE_WRITE_BUFS: usize = 2;
 const SPARE_WRITE_BUF_MAX: usize = 64 * 1024;
+
+/// Read buffers kept for reuse, and the largest worth keeping: the loop reads one connection
+/// at a time, so two warm buffers serve every connection in turn; a large frame's allocation
+/// is never kept.
+const SPARE_READ_BUFS: usize = 2;
+const SPARE_READ_BUF_MAX: usize = 64 * 1024;
 
 /// Unread input discarded per connection at the final close (beyond it, the kernel resets).
 const UNREAD_DISCARD_MAX: usize = 4 << 20;
@@ -133,6 +140,7 @@ pub struct Ctx<C> {
     /// Idle and frame deadlines, one live entry per connection (see the module doc).
     deadlines: DeadlineBuckets<ConnId>,
     spare_write_bufs: Vec<Vec<u8>>,
+    spare_read_bufs: Vec<BytesMut>,
     pub(super) stopping: bool,
     waker: LoopWaker,
 }
@@ -164,6 +172,7 @@ impl<C> Ctx<C> {
             timers: Vec::new(),
             deadlines: DeadlineBuckets::new(1000),
             spare_write_bufs: Vec::new(),
+            spare_read_bufs: Vec::new(),
             stopping: false,
             waker,
         }
@@ -486,6 +495,32 @@ impl<C> Ctx<C> {
     /// Writes what the socket takes, then applies the write-side rules: close on error or
     /// past the hard cap, resume reading below half the high-water mark, keep WRITABLE
     /// interest only while bytes wait, give a drained buffer back to the pool.
+    /// Before reading `id`: a connection without a read buffer gets a warm one from the pool.
+    pub(super) fn lend_read_buf(&mut self, id: ConnId) {
+        if !self.get(id).is_some_and(|c| c.read_buf.capacity() == 0) {
+            return;
+        }
+        if let Some(buf) = self.spare_read_bufs.pop() {
+            if let Some(conn) = self.get_mut(id) {
+                conn.read_buf = buf;
+            }
+        }
+    }
+
+    /// After `id`'s frames were handled: its emptied read buffer goes back to the pool when
+    /// it can be reused (see [`Connection::take_reusable_read_buf`]).
+    pub(super) fn return_read_buf(&mut self, id: ConnId) {
+        if self.spare_read_bufs.len() >= SPARE_READ_BUFS {
+            return;
+        }
+        if let Some(buf) = self
+            .get_mut(id)
+            .and_then(|c| c.take_reusable_read_buf(SPARE_READ_BUF_MAX))
+        {
+            self.spare_read_bufs.push(buf);
+        }
+    }
+
     pub(super) fn flush(&mut self, key: usize) {
         let now = self.now_ms();
         let Limits {

@@ -666,6 +666,7 @@ impl<H: Handler> EventLoop<H> {
         if allowance == 0 {
             return;
         }
+        self.ctx.lend_read_buf(id);
         let Some(conn) = self.ctx.get_mut(id) else {
             return;
         };
@@ -790,6 +791,9 @@ impl<H: Handler> EventLoop<H> {
     fn frames_done(&mut self, id: ConnId, run: FrameRun) {
         let now = self.ctx.now_ms();
         let frame_timeout = self.ctx.limits.frame_timeout_ms;
+        if !run.cut_large {
+            self.ctx.return_read_buf(id);
+        }
         let Some(conn) = self.ctx.get_mut(id) else {
             return;
         };

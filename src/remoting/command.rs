@@ -1,8 +1,9 @@
 //! `RemotingCommand`: the decoded form of one frame, both header codecs (JSON and the
 //! ROCKETMQ binary layout, PROTOCOL.md §2) and the encoder for outgoing frames.
 //!
-//! Decoding produces owned, small values (ext fields as a short `Vec` of pairs: a request
-//! carries a handful, so a linear scan beats hashing). The body stays a zero-copy slice of
+//! Decoding produces owned, small values (ext fields as [`ExtFields`]: their text in one
+//! buffer and a short list of spans, so a request's handful of fields costs two allocations
+//! rather than two per field, and a linear scan beats hashing). The body stays a zero-copy slice of
 //! the frame. Encoding appends a whole frame to a caller's buffer; the JSON header is written
 //! in fastjson's order (alphabetical) so captures look like the Java server's.
 
@@ -87,18 +88,110 @@ pub struct RemotingCommand {
     pub opaque: i32,
     pub flag: i32,
     pub remark: Option<String>,
-    pub ext_fields: Vec<(String, String)>,
+    pub ext_fields: ExtFields,
     pub body: Bytes,
     pub serialize_type: SerializeType,
+}
+
+/// A request's ext fields (its custom header) with Java's `HashMap` semantics, in the order
+/// their keys first came: the key and value text of every pair in one buffer, the pairs as
+/// spans into it.
+#[derive(Debug, Clone, Default)]
+pub struct ExtFields {
+    text: String,
+    /// (key start, key end = value start, value end) in `text`.
+    spans: Vec<(usize, usize, usize)>,
+}
+
+impl ExtFields {
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        self.spans
+            .iter()
+            .map(|&(k, v, end)| (&self.text[k..v], &self.text[v..end]))
+    }
+
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    pub fn clear(&mut self) {
+        self.text.clear();
+        self.spans.clear();
+    }
+
+    /// Room for `pairs` more pairs of `text` bytes in all, allocated once: a decoder knows
+    /// roughly how much its header holds, and growing the buffer field by field would copy it.
+    pub fn reserve(&mut self, pairs: usize, text: usize) {
+        self.spans.reserve(pairs);
+        self.text.reserve(text);
+    }
+
+    /// `HashMap::put`: replaces a repeated key's value in place (in the order), and `None`
+    /// (Java's null) removes the key. Linear, as a header carries at most `max_ext_fields`
+    /// pairs. A replaced value's old text stays in the buffer, which so never holds more
+    /// than the header's own text.
+    pub fn put(&mut self, key: &str, value: Option<&str>) {
+        let existing = self.iter().position(|(k, _)| k == key);
+        match (existing, value) {
+            (Some(i), Some(v)) => {
+                let start = self.text.len();
+                self.text.push_str(key);
+                let mid = self.text.len();
+                self.text.push_str(v);
+                self.spans[i] = (start, mid, self.text.len());
+            }
+            (Some(i), None) => {
+                self.spans.remove(i);
+            }
+            (None, Some(v)) => {
+                let start = self.text.len();
+                self.text.push_str(key);
+                let mid = self.text.len();
+                self.text.push_str(v);
+                self.spans.push((start, mid, self.text.len()));
+            }
+            (None, None) => {}
+        }
+    }
+
+    /// The pairs as owned strings (tests, tools).
+    pub fn to_pairs(&self) -> Vec<(String, String)> {
+        self.iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
+    }
+}
+
+impl PartialEq for ExtFields {
+    fn eq(&self, other: &Self) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for ExtFields {}
+
+impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for ExtFields {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(pairs: I) -> Self {
+        let mut fields = ExtFields::default();
+        for (k, v) in pairs {
+            fields.put(k.as_ref(), Some(v.as_ref()));
+        }
+        fields
+    }
 }
 
 impl RemotingCommand {
     /// Value of one ext field (the request's custom header).
     pub fn ext(&self, key: &str) -> Option<&str> {
-        self.ext_fields
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
+        self.ext_fields.get(key)
     }
 
     pub fn is_oneway(&self) -> bool {
@@ -135,7 +228,7 @@ impl RemotingCommand {
     }
 }
 
-fn empty_command(serialize_type: SerializeType) -> RemotingCommand {
+pub(super) fn empty_command(serialize_type: SerializeType) -> RemotingCommand {
     RemotingCommand {
         code: 0,
         language: 0,
@@ -143,7 +236,7 @@ fn empty_command(serialize_type: SerializeType) -> RemotingCommand {
         opaque: 0,
         flag: 0,
         remark: None,
-        ext_fields: Vec::new(),
+        ext_fields: ExtFields::default(),
         body: Bytes::new(),
         serialize_type,
     }
@@ -158,9 +251,22 @@ fn int_field(v: ValueRef<'_>, name: &'static str) -> Result<i32, DecodeError> {
         .ok_or(DecodeError::Field(name))
 }
 
-/// Reads the header as a borrowed JSON document, so the only allocations are the parsed
-/// slots and the strings the command keeps.
 fn decode_json_header(
+    header: &[u8],
+    limits: &DecodeLimits,
+) -> Result<RemotingCommand, DecodeError> {
+    // The shape Java peers send goes straight into the command; anything else is read as a
+    // general document.
+    match super::plain_header::decode(header, limits) {
+        Some(cmd) => Ok(cmd),
+        None => decode_json_header_general(header, limits),
+    }
+}
+
+/// Any header the JSON reader accepts, with fastjson's coercions. Reads it as a borrowed
+/// JSON document, so the only allocations are the parsed slots and the strings the command
+/// keeps.
+pub(super) fn decode_json_header_general(
     header: &[u8],
     limits: &DecodeLimits,
 ) -> Result<RemotingCommand, DecodeError> {
@@ -216,30 +322,17 @@ fn decode_json_header(
                         max: limits.max_ext_fields,
                     });
                 }
-                cmd.ext_fields.reserve(fields.len());
+                // A guess at the text (the general path is not the hot one).
+                cmd.ext_fields.reserve(fields.len(), 32 * fields.len());
                 for (k, v) in fields {
                     let value = (!v.is_null()).then(|| v.to_text());
-                    put_ext(&mut cmd.ext_fields, k, value);
+                    cmd.ext_fields.put(k, value.as_deref());
                 }
             }
             _ => {}
         }
     }
     Ok(cmd)
-}
-
-/// `HashMap::put` over the ext-field pairs: replaces a repeated key in place, and `None`
-/// (Java's null) removes it. Linear, as a header carries at most `max_ext_fields` pairs.
-fn put_ext(fields: &mut Vec<(String, String)>, key: &str, value: Option<String>) {
-    let existing = fields.iter().position(|(k, _)| k == key);
-    match (existing, value) {
-        (Some(i), Some(v)) => fields[i].1 = v,
-        (Some(i), None) => {
-            fields.remove(i);
-        }
-        (None, Some(v)) => fields.push((key.to_owned(), v)),
-        (None, None) => {}
-    }
 }
 
 /// A bounds-checked reader over the binary header.
@@ -305,6 +398,8 @@ fn decode_binary_header(
         return Err(DecodeError::Binary("extFields length"));
     }
     let ext_end = c.pos + ext_len as usize;
+    // Each pair spends 6 bytes of the ext length on its two length prefixes.
+    cmd.ext_fields.reserve(0, ext_len as usize);
     if ext_end > header.len() {
         return Err(DecodeError::Binary("extFields length"));
     }
@@ -333,11 +428,8 @@ fn decode_binary_header(
         // Java turns zero-length strings into null and puts the pair into a HashMap: an
         // empty key is never looked up, an empty value removes the key, a repeat replaces it.
         if !key.is_empty() {
-            put_ext(
-                &mut cmd.ext_fields,
-                &key,
-                (!value.is_empty()).then_some(value),
-            );
+            cmd.ext_fields
+                .put(&key, (!value.is_empty()).then_some(value.as_str()));
         }
     }
     Ok(cmd)
@@ -531,7 +623,7 @@ mod tests {
             flag: cmd.flag,
             remark: cmd.remark.as_deref(),
         };
-        let ext = cmd.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        let ext = cmd.ext_fields.iter();
         encode_frame(
             &mut out,
             SerializeType::RocketMq,
@@ -575,7 +667,7 @@ mod tests {
         );
         assert_eq!(cmd.remark.as_deref(), Some(r#"{"r":1}"#));
         assert_eq!(
-            cmd.ext_fields,
+            cmd.ext_fields.to_pairs(),
             vec![
                 ("topic".to_owned(), "Té\"x".to_owned()),
                 ("n".to_owned(), "-1.5".to_owned()),
@@ -640,6 +732,27 @@ mod tests {
 
     /// Found by fuzzing (tests/fuzz, header_json): every repeated `extFields` member was
     /// appended, so a header could carry any number of pairs past maxExtFields. fastjson
+    #[test]
+    fn ext_fields_put_replaces_in_place_removes_on_null_and_compares_by_pairs() {
+        let mut f = ExtFields::default();
+        f.put("a", Some("1"));
+        f.put("b", Some("2"));
+        f.put("c", Some("3"));
+        f.put("a", Some("one"));
+        f.put("b", None);
+        f.put("zz", None);
+        assert_eq!(f.iter().collect::<Vec<_>>(), [("a", "one"), ("c", "3")]);
+        assert_eq!((f.get("a"), f.get("b"), f.len()), (Some("one"), None, 2));
+        // Same pairs, built without the replaced text: equal.
+        let g: ExtFields = [("a", "one"), ("c", "3")].into_iter().collect();
+        assert_eq!(f, g);
+        f.put("", Some(""));
+        assert_ne!(f, g);
+        assert_eq!(f.get(""), Some(""));
+        f.clear();
+        assert!(f.is_empty() && f.get("a").is_none());
+    }
+
     /// keeps the last assignment; so do we.
     #[test]
     fn repeated_ext_fields_member_keeps_the_last_and_stays_within_the_limit() {
@@ -664,7 +777,10 @@ mod tests {
         let header = br#"{"code":105,"extFields":{"topic":"A","n":"1","topic":"B","n":null}}"#;
         let cmd =
             RemotingCommand::decode(json_header_frame(header), &DecodeLimits::default()).unwrap();
-        assert_eq!(cmd.ext_fields, vec![("topic".to_string(), "B".to_string())]);
+        assert_eq!(
+            cmd.ext_fields.to_pairs(),
+            vec![("topic".to_string(), "B".to_string())]
+        );
 
         let mut out = Vec::new();
         let h = Header {
@@ -679,7 +795,10 @@ mod tests {
         encode_frame(&mut out, SerializeType::RocketMq, &h, Some(ext), b"");
         let cmd = RemotingCommand::decode(Bytes::copy_from_slice(&out[4..]), &Default::default())
             .unwrap();
-        assert_eq!(cmd.ext_fields, vec![("topic".to_string(), "B".to_string())]);
+        assert_eq!(
+            cmd.ext_fields.to_pairs(),
+            vec![("topic".to_string(), "B".to_string())]
+        );
     }
 
     #[test]

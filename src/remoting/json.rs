@@ -667,6 +667,7 @@ impl<'a> Parser<'a> {
 
     /// Reads a member key and the `:` after it. Keys may be double-quoted, single-quoted,
     /// or bare (identifiers and numbers, as fastjson writes `Map<Long,..>` keys).
+    #[inline(always)]
     fn parse_key(&mut self) -> Result<(), JsonError> {
         match self.peek() {
             Some(q @ (b'"' | b'\'')) => self.parse_string(q)?,
@@ -794,6 +795,7 @@ impl<'a> Parser<'a> {
     }
 
     /// Reads a string quoted by `quote` (the opening quote is at `self.pos`) into a slot.
+    #[inline(always)]
     fn parse_string(&mut self, quote: u8) -> Result<(), JsonError> {
         self.pos += 1;
         let start = self.pos;
@@ -823,6 +825,7 @@ impl<'a> Parser<'a> {
     }
 
     /// First index at or after `self.pos` holding `quote` or a backslash (or the input end).
+    #[inline(always)]
     fn scan_plain(&self, quote: u8) -> usize {
         let rest = &self.input[self.pos..];
         self.pos + find_quote_or_backslash(rest, quote).unwrap_or(rest.len())
@@ -969,7 +972,8 @@ impl<'a> Parser<'a> {
 /// Index of the first `quote` or backslash in `bytes`, eight bytes per step: a byte of a word
 /// `x` is zero iff the word `(x - 0x01..) & !x & 0x80..` has its top bit set (bits above the
 /// first zero byte may be set spuriously, so only the lowest set bit counts).
-fn find_quote_or_backslash(bytes: &[u8], quote: u8) -> Option<usize> {
+#[inline(always)]
+pub(crate) fn find_quote_or_backslash(bytes: &[u8], quote: u8) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
     let quotes = ONES * u64::from(quote);

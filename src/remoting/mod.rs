@@ -5,3 +5,5 @@ pub mod codes;
 pub mod command;
 pub mod frame;
 pub mod json;
+pub(crate) mod plain;
+mod plain_header;

@@ -12,8 +12,10 @@
 //! and each insertion sweeps a bounded number of those. A marker names its body by a sequence
 //! number, not just by topic and dialect: a topic cached again after an invalidation must not
 //! make its old markers look live (they would pile up, and evict the new body early). All byte
-//! and body counting happens here, in [`RouteCache::insert`] and [`RouteCache::remove`].
+//! and body counting happens here, in [`RouteCache::insert`], [`RouteCache::remove`] and
+//! [`RouteCache::invalidate`].
 
+use super::keyed_hash::KeyedState;
 use super::model::Dialect;
 use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
@@ -29,7 +31,7 @@ const STALE_SLACK: usize = 1024;
 pub struct RouteCache {
     /// Per topic with at least one body cached. Boxed: the denser table makes a hit about
     /// 10 % faster than 96-byte buckets did.
-    bodies: HashMap<Arc<str>, Box<TopicBodies>>,
+    bodies: HashMap<Arc<str>, Box<TopicBodies>, KeyedState>,
     /// Sum of the cached bodies' lengths.
     bytes: usize,
     /// Number of cached bodies.
@@ -99,8 +101,18 @@ impl RouteCache {
 
     /// Drops both bodies of `topic` (something its route is built from changed).
     pub fn invalidate(&mut self, topic: &str) {
-        self.remove(topic, Dialect::Standard);
-        self.remove(topic, Dialect::Legacy);
+        // One lookup for both dialects (a changed registration invalidates each of its
+        // topics), none while nothing is cached.
+        if self.count == 0 {
+            return;
+        }
+        let Some(bodies) = self.bodies.remove(topic) else {
+            return;
+        };
+        for body in bodies.body.iter().flatten() {
+            self.bytes -= body.len();
+            self.count -= 1;
+        }
     }
 
     /// Drops every body (a setting that shapes all routes changed).

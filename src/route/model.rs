@@ -14,6 +14,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
+use super::keyed_hash::KeyedState;
 use crate::remoting::json::{self, Members, Seq, ValueRef};
 
 /// The REGISTER_BROKER body has its own module; its items keep their `model` paths.
@@ -258,7 +259,8 @@ pub(super) fn string_list(v: ValueRef<'_>, what: &str) -> Result<Vec<String>, Mo
 /// Keeps one entry per key: the last value at the first key's position (a Java map's `put`).
 pub(super) fn dedup_last_wins<T>(entries: Vec<(String, T)>) -> Vec<(String, T)> {
     let has_duplicates = {
-        let mut seen: HashSet<&str> = HashSet::with_capacity(entries.len());
+        let mut seen: HashSet<&str, KeyedState> =
+            HashSet::with_capacity_and_hasher(entries.len(), KeyedState::default());
         entries.iter().any(|(k, _)| !seen.insert(k.as_str()))
     };
     if !has_duplicates {

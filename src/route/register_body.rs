@@ -16,6 +16,8 @@ use super::model::{
     string_list, write_str_array, DataVersion, Dialect, MappingInfo, ModelError,
 };
 
+mod plain_body;
+
 /// TopicConfig defaults (Java `TopicConfig` field initialisers).
 const DEFAULT_QUEUE_NUMS: i32 = 16;
 const DEFAULT_PERM: i32 = 6;
@@ -86,6 +88,23 @@ pub fn decode_register_body(
 }
 
 fn decode_json_body(
+    body: &[u8],
+    version: i32,
+    limits: &BodyLimits,
+) -> Result<RegisterBody, ModelError> {
+    // The shape 5.x and 4.x brokers send goes straight into the body; anything else is read
+    // as a general document.
+    if version >= V3_0_11 {
+        if let Some(decoded) = plain_body::decode(body, limits) {
+            return Ok(decoded);
+        }
+    }
+    decode_json_body_general(body, version, limits)
+}
+
+/// Any RegisterBrokerBody (or bare wrapper) the JSON reader accepts, with fastjson's
+/// coercions.
+fn decode_json_body_general(
     body: &[u8],
     version: i32,
     limits: &BodyLimits,

@@ -19,6 +19,7 @@
 //! and the registry's size is bounded (`bounds`, checked before a registration is applied).
 
 use super::cache::RouteCache;
+use super::keyed_hash::KeyedState;
 use super::model::{
     BrokerData, DataVersion, Dialect, MappingInfo, QueueData, RegisterBody, TopicConfig,
     TopicRouteData,
@@ -114,7 +115,15 @@ struct TopicEntry {
     /// broker group -> position in `queues`, kept only for broad topics; boxed so that the
     /// others (nearly all) pay 8 bytes for it rather than 48.
     #[allow(clippy::box_collection)]
-    index: Option<Box<HashMap<BrokerId, usize>>>,
+    index: Option<Box<HashMap<BrokerId, usize, KeyedState>>>,
+}
+
+/// What [`TopicEntry::put`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Put {
+    Unchanged,
+    Replaced,
+    Added,
 }
 
 impl TopicEntry {
@@ -125,13 +134,15 @@ impl TopicEntry {
         }
     }
 
-    /// Inserts or replaces the entry of `slot`'s broker; returns whether anything changed.
-    fn put(&mut self, slot: QueueSlot) -> bool {
+    /// Inserts or replaces the entry of `slot`'s broker (only inserts it when `only_if_absent`);
+    /// says what happened.
+    fn put(&mut self, slot: QueueSlot, only_if_absent: bool) -> Put {
         match self.position(slot.broker) {
-            Some(i) if self.queues[i] == slot => false,
+            Some(_) if only_if_absent => Put::Unchanged,
+            Some(i) if self.queues[i] == slot => Put::Unchanged,
             Some(i) => {
                 self.queues[i] = slot;
-                true
+                Put::Replaced
             }
             None => {
                 let at = self.queues.len();
@@ -149,7 +160,7 @@ impl TopicEntry {
                         .collect();
                     self.index = Some(Box::new(index));
                 }
-                true
+                Put::Added
             }
         }
     }
@@ -360,15 +371,17 @@ pub struct BatchOutcome {
 /// The route registry.
 #[derive(Debug)]
 pub struct RouteTable {
-    /// Sharded, so that growing it never stalls the loop (`topic_map`).
-    topics: TopicMap<TopicEntry>,
-    brokers: HashMap<Arc<str>, BrokerEntry>,
+    /// Topic and broker names (and addresses, below) are peer-chosen: keyed hash
+    /// (`keyed_hash`), fast and seeded per process. The topic map is sharded, so that growing
+    /// it never stalls the loop (`topic_map`).
+    topics: TopicMap<TopicEntry, KeyedState>,
+    brokers: HashMap<Arc<str>, BrokerEntry, KeyedState>,
     /// Broker group id -> name (ids are reused once a group and its queue entries are gone).
     broker_names: Slab<Arc<str>>,
     clusters: HashMap<String, BTreeSet<String>>,
     live: Slab<LiveBroker>,
     /// brokerAddr -> live slab ids (one per cluster the address registered in).
-    live_by_addr: HashMap<String, Vec<usize>>,
+    live_by_addr: HashMap<String, Vec<usize>, KeyedState>,
     live_by_conn: HashMap<ConnId, Vec<usize>>,
     filter_servers: HashMap<(String, String), Vec<String>>,
     queue_mappings: HashMap<String, BTreeMap<String, MappingInfo>>,
@@ -382,11 +395,11 @@ impl RouteTable {
     pub fn new(settings: RouteSettings, expiry_granularity_ms: u64) -> Self {
         RouteTable {
             topics: TopicMap::default(),
-            brokers: HashMap::new(),
+            brokers: HashMap::default(),
             broker_names: Slab::new(),
             clusters: HashMap::new(),
             live: Slab::new(),
-            live_by_addr: HashMap::new(),
+            live_by_addr: HashMap::default(),
             live_by_conn: HashMap::new(),
             filter_servers: HashMap::new(),
             queue_mappings: HashMap::new(),
@@ -867,13 +880,6 @@ impl RouteTable {
     /// §5.2 step 10 b for one topic config: put when the rule says all, or when the broker
     /// does not serve the topic yet. Returns whether anything changed.
     fn put_topic_config(&mut self, broker: BrokerId, tc: &TopicConfig, rule: PutRule) -> bool {
-        let present = self
-            .topics
-            .get(tc.topic_name.as_str())
-            .is_some_and(|e| e.position(broker).is_some());
-        if !rule.all && present {
-            return false;
-        }
         let mut perm = tc.perm;
         if rule.clear_write {
             perm &= !PERM_WRITE;
@@ -885,7 +891,7 @@ impl RouteTable {
             perm,
             topic_sys_flag: tc.topic_sys_flag,
         };
-        self.put_queue(&tc.topic_name, slot)
+        self.put_queue(&tc.topic_name, slot, !rule.all)
     }
 
     /// §5.2 step 10 c.
@@ -1024,36 +1030,36 @@ impl RouteTable {
         })
     }
 
-    /// Puts a queue entry; returns whether anything changed.
-    fn put_queue(&mut self, topic: &str, slot: QueueSlot) -> bool {
+    /// Puts a queue entry (only when the topic has none of its broker, if `only_if_absent`);
+    /// returns whether anything changed. One lookup of the topic when it exists.
+    fn put_queue(&mut self, topic: &str, slot: QueueSlot, only_if_absent: bool) -> bool {
         let broker = slot.broker;
-        let (changed, added) = match self.topics.get_mut(topic) {
-            Some(entry) => {
-                let had = entry.position(broker).is_some();
-                let changed = entry.put(slot);
-                if changed {
+        let key = match self.topics.get_mut(topic) {
+            Some(entry) => match entry.put(slot, only_if_absent) {
+                Put::Unchanged => return false,
+                Put::Replaced => {
                     self.cache.invalidate(topic);
+                    return true;
                 }
-                (changed, !had)
-            }
+                Put::Added => {
+                    self.cache.invalidate(topic);
+                    self.topics.get_key_value(topic).map(|(k, _)| k.clone())
+                }
+            },
             None => {
                 let mut entry = TopicEntry::default();
-                entry.put(slot);
-                self.topics.insert(Arc::from(topic), entry);
-                (true, true)
+                entry.put(slot, false);
+                let key: Arc<str> = Arc::from(topic);
+                self.topics.insert(key.clone(), entry);
+                Some(key)
             }
         };
-        if added {
-            // Index the topic under its new broker (shares the table's key allocation).
-            let name = self.broker_names.get(broker as usize).cloned();
-            if let (Some((key, _)), Some(b)) = (
-                self.topics.get_key_value(topic),
-                name.and_then(|n| self.brokers.get_mut(n.as_ref())),
-            ) {
-                b.topics.push(key.clone());
-            }
+        // Index the topic under its new broker (shares the table's key allocation).
+        let name = self.broker_names.get(broker as usize).cloned();
+        if let (Some(key), Some(b)) = (key, name.and_then(|n| self.brokers.get_mut(n.as_ref()))) {
+            b.topics.push(key);
         }
-        changed
+        true
     }
 
     /// Removes group `id`'s queue entry from `topic`, dropping the topic once it has none;
@@ -1450,7 +1456,7 @@ impl RouteTable {
                 perm: q.perm,
                 topic_sys_flag: q.topic_sys_flag,
             };
-            self.put_queue(topic, slot);
+            self.put_queue(topic, slot, false);
             stored = true;
         }
         stored
@@ -1523,10 +1529,11 @@ impl RouteTable {
 }
 
 /// Removes `live_id` from the list under `key`, and the list once empty.
-fn detach<K, Q>(index: &mut HashMap<K, Vec<usize>>, key: &Q, live_id: usize)
+fn detach<K, Q, S>(index: &mut HashMap<K, Vec<usize>, S>, key: &Q, live_id: usize)
 where
     K: std::borrow::Borrow<Q> + std::hash::Hash + Eq,
     Q: std::hash::Hash + Eq + ?Sized,
+    S: std::hash::BuildHasher,
 {
     if let Some(ids) = index.get_mut(key) {
         ids.retain(|l| *l != live_id);
@@ -1779,6 +1786,74 @@ mod tests {
         assert!(std::str::from_utf8(&legacy)
             .unwrap()
             .contains("{0:\"a:1\",1:\"s:1\"}"));
+    }
+
+    /// Broker `b`'s body in churn round `round`: shared topics with queue counts and perm
+    /// that move every round, plus a private topic of the round.
+    fn churned_body(b: usize, round: i64) -> RegisterBody {
+        let mut topics: Vec<(String, TopicConfig)> = (0..6)
+            .map(|i| {
+                let shift = (round + i + b as i64) % 3;
+                (
+                    format!("shared_{i}"),
+                    1 + shift as i32,
+                    [6, 2, 4][shift as usize],
+                )
+            })
+            .chain([(format!("private_{b}_{round}"), 2, 6)])
+            .map(|(name, queues, perm)| {
+                let tc = TopicConfig {
+                    topic_name: name.clone(),
+                    read_queue_nums: queues,
+                    write_queue_nums: queues + 1,
+                    perm,
+                    topic_sys_flag: 0,
+                };
+                (name, tc)
+            })
+            .collect();
+        topics.rotate_left(round as usize % 7);
+        let mut out = body(round, &[]);
+        out.topics = topics;
+        out
+    }
+
+    #[test]
+    fn churned_registrations_serve_the_same_route_bytes_as_a_fresh_table() {
+        let addrs = ["a:1", "a:2", "a:3"];
+        let names = ["b0", "b1", "b2"];
+        let mut churned = table();
+        for round in 1..=5 {
+            for b in 0..3 {
+                let r = req("c", names[b], addrs[b], 0, round as u64);
+                churned.register_broker(&r, TopicsInput::Body(&churned_body(b, round)));
+            }
+            // Fill the cache between rounds, so that stale bodies would be served if the
+            // next round failed to drop them.
+            for i in 0..6 {
+                for dialect in [Dialect::Standard, Dialect::Legacy] {
+                    churned.route_body(&format!("shared_{i}"), dialect, || None);
+                }
+            }
+        }
+        let mut fresh = table();
+        for b in 0..3 {
+            let r = req("c", names[b], addrs[b], 0, 5);
+            fresh.register_broker(&r, TopicsInput::Body(&churned_body(b, 5)));
+        }
+        for b in 0..3 {
+            for (topic, _) in churned_body(b, 5).topics {
+                for dialect in [Dialect::Standard, Dialect::Legacy] {
+                    let want = fresh.route_body(&topic, dialect, || None).unwrap();
+                    let got = churned.route_body(&topic, dialect, || None).unwrap();
+                    assert_eq!(got, want, "{topic} {dialect:?}");
+                }
+            }
+            // As in Java, topics a broker stopped reporting stay until it goes.
+            assert!(churned
+                .route_body(&format!("private_{b}_1"), Dialect::Standard, || None)
+                .is_some());
+        }
     }
 
     #[test]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Attack driver for rmq-namesrv's hardening figures (issue 14, points 1, 2 and 6).
+"""Attack driver for rmq-namesrv's hardening figures (issue 14, points 1, 2, 3 and 6).
 
 Starts a name server binary, runs one attack against it over loopback, and measures from the
 outside: the server's RSS and address space (/proc), and a good client in a separate process
@@ -7,7 +7,9 @@ that opens a fresh connection per request (so it also needs a connection slot) a
 route ten times a second. Prints one JSON object. Not part of `cargo test` (the bounded
 versions of these attacks are tests/attacks.rs); run it to compare two binaries:
 
-    tests/attack/attack.py BIN fd|bigframes|stalled|noread|trickle [--json]
+    tests/attack/attack.py BIN fd|bigframes|stalled|noread|trickle|kv [server args...]
+
+`kv` takes its size from the environment: KV_PUTS (635), KV_VALUE_KIB (60), KV_CONNS (1).
 
 The figures depend on the machine (loopback socket buffers, other load): compare binaries
 measured on the same machine, one after the other.
@@ -17,6 +19,7 @@ import json
 import os
 import resource
 import selectors
+import signal
 import socket
 import struct
 import subprocess
@@ -128,11 +131,14 @@ class Sampler(threading.Thread):
 
 
 def probe_main(host, port, seconds, topic):
-    """Child process: a fresh connection per request, 10 requests a second."""
+    """Child process: a fresh connection per request, 10 requests a second, for `seconds` or
+    until SIGTERM."""
     latencies, errors = [], 0
     end = time.time() + seconds
+    stopped = []
+    signal.signal(signal.SIGTERM, lambda *_: stopped.append(1))
     opaque = 0
-    while time.time() < end:
+    while time.time() < end and not stopped:
         started = time.time()
         opaque += 1
         try:
@@ -345,6 +351,58 @@ def attack_trickle(binary, extra):
     return {"good_client_during_attack": good}
 
 
+def attack_kv(binary, extra):
+    """KV_CONNS connections each put KV_PUTS / KV_CONNS values of KV_VALUE_KIB under new keys,
+    one at a time (each waits for its answer), while the good client asks for routes."""
+    puts = int(os.environ.get("KV_PUTS", "635"))
+    value = b"v" * (int(os.environ.get("KV_VALUE_KIB", "60")) * 1024)
+    conns = int(os.environ.get("KV_CONNS", "1"))
+    proc, addr, tmp = start_server(binary, extra)
+    broker = register(addr, ["TopicA"])
+    sampler = Sampler(proc.pid)
+    sampler.start()
+    probe = start_probe(addr, 1)
+    probe_result(probe)
+    results = [[] for _ in range(conns)]
+
+    def writer(n, out):
+        s = socket.create_connection(addr)
+        for i in range(puts // conns):
+            ext = {"namespace": "ATTACK", "key": f"k-{n}-{i:06d}", "value": value.decode()}
+            started = time.time()
+            s.sendall(frame(100, ext, opaque=i + 1))
+            header, _ = read_frame(s)
+            out.append((header.get("code"), (time.time() - started) * 1000))
+        s.close()
+
+    probe = start_probe(addr, 3600)
+    threads = [threading.Thread(target=writer, args=(n, results[n])) for n in range(conns)]
+    started = time.time()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    took = time.time() - started
+    probe.terminate()
+    during = probe_result(probe)
+    quiet = probe_result(start_probe(addr, 2))
+    sampler.stop = True
+    all_puts = [r for rs in results for r in rs]
+    codes = {}
+    for code, _ in all_puts:
+        codes[str(code)] = codes.get(str(code), 0) + 1
+    ok = [ms for code, ms in all_puts if code == 0]
+    first, last = ok[: max(1, len(ok) // 20)], ok[-max(1, len(ok) // 20):]
+    size = os.path.getsize(f"{tmp}/kv.json") if os.path.exists(f"{tmp}/kv.json") else 0
+    proc.kill()
+    return {"puts": len(all_puts), "codes": codes, "seconds": round(took, 1),
+            "put_ms_first_5pct": round(sum(first) / len(first), 1) if ok else None,
+            "put_ms_last_5pct": round(sum(last) / len(last), 1) if ok else None,
+            "kv_file_bytes": size, "peak_rss_kib": sampler.peak_rss,
+            "good_client_during": during,
+            "good_client_after": quiet}
+
+
 def main():
     if sys.argv[1] == "probe":
         probe_main(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5])
@@ -357,6 +415,7 @@ def main():
         "stalled": lambda: attack_stalled(binary, extra),
         "noread": lambda: attack_noread(binary, extra),
         "trickle": lambda: attack_trickle(binary, extra),
+        "kv": lambda: attack_kv(binary, extra),
     }[scenario]()
     print(json.dumps({"binary": binary, "scenario": scenario, **result}))
 

@@ -114,7 +114,7 @@ fn reencode_round_trip(cmd: &RemotingCommand) {
         flag: cmd.flag,
         remark: cmd.remark.as_deref(),
     };
-    let ext = cmd.ext_fields.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+    let ext = cmd.ext_fields.iter();
     let mut out = Vec::new();
     encode_frame(&mut out, cmd.serialize_type, &header, Some(ext), &cmd.body);
     let mut buf = BytesMut::from(&out[..]);
@@ -138,7 +138,7 @@ fn reencode_round_trip(cmd: &RemotingCommand) {
     }
     assert_eq!(again.remark, cmd.remark);
     // The binary codec drops pairs with an empty key or value (Java reads them as null).
-    let expected: Vec<&(String, String)> = cmd
+    let expected: Vec<(&str, &str)> = cmd
         .ext_fields
         .iter()
         .filter(|(k, v)| {
@@ -146,7 +146,7 @@ fn reencode_round_trip(cmd: &RemotingCommand) {
         })
         .collect();
     // A JSON header with a repeated ext key keeps every pair, in order, both times.
-    let got: Vec<&(String, String)> = again.ext_fields.iter().collect();
+    let got: Vec<(&str, &str)> = again.ext_fields.iter().collect();
     assert_eq!(got, expected);
 }
 

@@ -11,7 +11,7 @@
 use super::{QueueData, RegisterBody, RegisterRequest, RouteTable, TopicsInput};
 use std::collections::HashMap;
 use std::fmt;
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 
 /// The bounds, from the config.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,10 +252,11 @@ impl RouteTable {
     }
 }
 
-fn shrink_if_sparse<K, V>(map: &mut HashMap<K, V>)
+fn shrink_if_sparse<K, V, S>(map: &mut HashMap<K, V, S>)
 where
     K: Hash + Eq + Send + 'static,
     V: Send + 'static,
+    S: BuildHasher + Default + Send + 'static,
 {
     let capacity = map.capacity();
     if capacity < SHRINK_MIN_CAPACITY

@@ -1,0 +1,192 @@
+//! A strict one-pass reader for JSON in the exact shape Java's fastjson writes: compact (no
+//! whitespace), double-quoted strings without escapes, integers without fraction or exponent,
+//! `true`/`false`. It underlies the fast paths of the header decoder (`plain_header`) and of
+//! the registration body decoder (`route::register_body`): typed decoders that read the bytes
+//! straight into their structs instead of building the general reader's tape first.
+//!
+//! Every method returns `None` on anything outside that shape; a fast path then gives up and
+//! the general decoder ([`super::json`]) reads the input from the start, with its coercions,
+//! limits and error messages. So this reader never has to explain an error, only to be exact
+//! about what it accepts.
+
+/// Deepest nesting [`PlainReader::skip_value`] follows before giving up.
+const MAX_SKIP_DEPTH: usize = 4;
+
+pub(crate) struct PlainReader<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    pos: usize,
+    max_string_len: usize,
+}
+
+impl<'a> PlainReader<'a> {
+    /// A reader over `input` when it is UTF-8 (then every string between two ASCII quotes is
+    /// text); strings longer than `max_string_len` bytes are refused.
+    pub(crate) fn new(input: &'a [u8], max_string_len: usize) -> Option<Self> {
+        Some(PlainReader {
+            text: std::str::from_utf8(input).ok()?,
+            bytes: input,
+            pos: 0,
+            max_string_len,
+        })
+    }
+
+    #[inline]
+    pub(crate) fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    /// Consumes `b` if it comes next.
+    #[inline]
+    pub(crate) fn eat(&mut self, b: u8) -> bool {
+        let hit = self.peek() == Some(b);
+        self.pos += usize::from(hit);
+        hit
+    }
+
+    #[inline]
+    pub(crate) fn expect(&mut self, b: u8) -> Option<()> {
+        self.eat(b).then_some(())
+    }
+
+    /// Bytes not read yet.
+    pub(crate) fn remaining(&self) -> usize {
+        self.bytes.len() - self.pos
+    }
+
+    pub(crate) fn at_end(&self) -> bool {
+        self.pos == self.bytes.len()
+    }
+
+    /// A double-quoted string without escapes.
+    #[inline]
+    pub(crate) fn string(&mut self) -> Option<&'a str> {
+        self.expect(b'"')?;
+        let start = self.pos;
+        let rest = self.bytes.get(start..)?;
+        // The first quote or backslash: a backslash (an escape) is the general decoder's.
+        let len = super::json::find_quote_or_backslash(rest, b'"')?;
+        if rest[len] != b'"' || len > self.max_string_len {
+            return None;
+        }
+        let s = self.text.get(start..start + len)?;
+        self.pos = start + len + 1;
+        Some(s)
+    }
+
+    /// A key and its colon.
+    #[inline]
+    pub(crate) fn key(&mut self) -> Option<&'a str> {
+        let key = self.string()?;
+        self.expect(b':')?;
+        Some(key)
+    }
+
+    /// A plain decimal int64: optional '-', then digits without a leading zero.
+    pub(crate) fn long(&mut self) -> Option<i64> {
+        let negative = self.eat(b'-');
+        let start = self.pos;
+        let mut magnitude: i64 = 0;
+        while let Some(d @ b'0'..=b'9') = self.peek() {
+            magnitude = magnitude
+                .checked_mul(10)?
+                .checked_add(i64::from(d - b'0'))?;
+            self.pos += 1;
+        }
+        let digits = self.pos - start;
+        if digits == 0 || (digits > 1 && self.bytes[start] == b'0') {
+            return None;
+        }
+        // A fraction or exponent next would make it a float: the general decoder's case.
+        if matches!(self.peek(), Some(b'.' | b'e' | b'E')) {
+            return None;
+        }
+        Some(if negative { -magnitude } else { magnitude })
+    }
+
+    /// A plain decimal int32.
+    pub(crate) fn int(&mut self) -> Option<i32> {
+        i32::try_from(self.long()?).ok()
+    }
+
+    /// `["a","b",...]` of plain strings.
+    pub(crate) fn string_array(&mut self) -> Option<Vec<String>> {
+        self.expect(b'[')?;
+        let mut out = Vec::new();
+        if self.eat(b']') {
+            return Some(out);
+        }
+        loop {
+            out.push(self.string()?.to_owned());
+            if !self.eat(b',') {
+                break;
+            }
+        }
+        self.expect(b']')?;
+        Some(out)
+    }
+
+    /// Steps over one plain value (string, int, boolean, or an array or object of them,
+    /// nested at most [`MAX_SKIP_DEPTH`] deep). `null` is refused: the general decoders
+    /// often treat a null member as absent, which a skipped member cannot tell.
+    pub(crate) fn skip_value(&mut self) -> Option<()> {
+        self.skip_nested(0)
+    }
+
+    fn skip_nested(&mut self, depth: usize) -> Option<()> {
+        match self.peek()? {
+            b'"' => self.string().map(drop),
+            b't' => self.word(b"true"),
+            b'f' => self.word(b"false"),
+            b'{' | b'[' if depth < MAX_SKIP_DEPTH => {
+                let is_object = self.eat(b'{');
+                if !is_object {
+                    self.expect(b'[')?;
+                }
+                let close = if is_object { b'}' } else { b']' };
+                if self.eat(close) {
+                    return Some(());
+                }
+                loop {
+                    if is_object {
+                        self.key()?;
+                    }
+                    self.skip_nested(depth + 1)?;
+                    if !self.eat(b',') {
+                        break;
+                    }
+                }
+                self.expect(close)
+            }
+            _ => self.long().map(drop),
+        }
+    }
+
+    fn word(&mut self, word: &[u8]) -> Option<()> {
+        self.literal(word).then_some(())
+    }
+
+    /// Consumes `lit` if the input continues with exactly these bytes: how a typed decoder
+    /// steps over the keys and fixed values of a shape it knows, without scanning them as
+    /// strings.
+    #[inline]
+    pub(crate) fn literal(&mut self, lit: &[u8]) -> bool {
+        let hit = self
+            .bytes
+            .get(self.pos..)
+            .is_some_and(|rest| rest.starts_with(lit));
+        self.pos += if hit { lit.len() } else { 0 };
+        hit
+    }
+
+    /// Where the reader is, to come back to with [`PlainReader::rewind`].
+    pub(crate) fn mark(&self) -> usize {
+        self.pos
+    }
+
+    /// Goes back to a position taken with [`PlainReader::mark`] (a typed decoder that tried
+    /// one exact layout and now reads the same value member by member).
+    pub(crate) fn rewind(&mut self, mark: usize) {
+        self.pos = mark.min(self.bytes.len());
+    }
+}

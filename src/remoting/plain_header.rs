@@ -1,0 +1,174 @@
+//! The fast path of the JSON header decoder: a header in the exact shape Java's fastjson
+//! writes it (compact, double-quoted, no escapes, integers and strings only, ext fields all
+//! strings), read in one pass ([`super::plain`]) straight into a [`RemotingCommand`].
+//!
+//! Heartbeats (904, 322) and route lookups are a few hundred bytes of header and almost no
+//! work, so building the general reader's tape and walking it was a third of their cost.
+//! Anything outside that shape (whitespace, single quotes, bare keys, escapes, nulls, nested
+//! values, numbers out of range, invalid UTF-8, a limit reached) makes this return `None`, and
+//! the general decoder reads the header as before, with its coercions and its errors: the fast
+//! path never decides a header is bad, and what it accepts decodes to the same command (a test
+//! checks both paths on every header it accepts).
+
+use super::codes;
+use super::command::{empty_command, DecodeLimits, ExtFields, RemotingCommand, SerializeType};
+use super::plain::PlainReader;
+
+/// Reads `header` if it has the plain shape; `None` sends it to the general decoder.
+pub(super) fn decode(header: &[u8], limits: &DecodeLimits) -> Option<RemotingCommand> {
+    let mut r = PlainReader::new(header, limits.json.max_string_len)?;
+    let mut cmd = empty_command(SerializeType::Json);
+    r.expect(b'{')?;
+    if r.eat(b'}') {
+        return r.at_end().then_some(cmd);
+    }
+    loop {
+        match r.key()? {
+            "code" => cmd.code = r.int()?,
+            "version" => cmd.version = r.int()?,
+            "opaque" => cmd.opaque = r.int()?,
+            "flag" => cmd.flag = r.int()?,
+            "language" => {
+                let name = r.string()?;
+                cmd.language = codes::LANGUAGES
+                    .iter()
+                    .position(|l| *l == name)
+                    .map_or(255, |p| p as u8);
+            }
+            "remark" => {
+                let remark = r.string()?;
+                cmd.remark = (!remark.is_empty()).then(|| remark.to_owned());
+            }
+            "extFields" => ext_fields(&mut r, &mut cmd.ext_fields, limits.max_ext_fields)?,
+            // Ignored members, as in the general decoder; only plain values are skipped here.
+            _ => match r.peek()? {
+                b'"' => drop(r.string()?),
+                _ => drop(r.int()?),
+            },
+        }
+        if !r.eat(b',') {
+            break;
+        }
+    }
+    r.expect(b'}')?;
+    r.at_end().then_some(cmd)
+}
+
+/// `{"k":"v",...}` with string values, replacing any earlier `extFields` as the general
+/// decoder does (the last repeated key wins within it).
+fn ext_fields(r: &mut PlainReader<'_>, fields: &mut ExtFields, max: usize) -> Option<()> {
+    fields.clear();
+    // The fields' text is at most what is left of the header: one allocation, no regrowth.
+    fields.reserve(8, r.remaining());
+    r.expect(b'{')?;
+    if r.eat(b'}') {
+        return Some(());
+    }
+    let mut members = 0;
+    loop {
+        // Counted like the general decoder counts them (repeated keys included).
+        members += 1;
+        if members > max {
+            return None;
+        }
+        let key = r.key()?;
+        let value = r.string()?;
+        fields.put(key, Some(value));
+        if !r.eat(b',') {
+            break;
+        }
+    }
+    r.expect(b'}')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remoting::command::decode_json_header_general;
+
+    const PLAIN: &[&str] = &[
+        r#"{"code":904,"extFields":{"brokerName":"broker-a","brokerAddr":"10.0.0.1:10911","clusterName":"DefaultCluster","brokerId":"0"},"flag":0,"language":"JAVA","opaque":12,"serializeTypeCurrentRPC":"JSON","version":479}"#,
+        r#"{"code":105,"extFields":{"topic":"TopicTest"},"flag":0,"language":"JAVA","opaque":-5,"remark":"","serializeTypeCurrentRPC":"JSON","version":479}"#,
+        r#"{"code":0,"flag":1,"language":"RUST","opaque":2147483647,"remark":"ok","version":-2147483648}"#,
+        r#"{"code":1,"extFields":{"a":"1","a":"2","b":"é"},"extFields":{"c":"x","d":""},"code":2}"#,
+        r#"{"language":"NOPE","opaque":0,"unknown":"u","other":7}"#,
+        r#"{"extFields":{}}"#,
+        r#"{}"#,
+    ];
+
+    /// Whatever the fast path accepts, the general decoder decodes to the same command.
+    fn check(header: &[u8], limits: &DecodeLimits) -> bool {
+        let Some(fast) = decode(header, limits) else {
+            return false;
+        };
+        let general = decode_json_header_general(header, limits);
+        assert_eq!(
+            general.as_ref(),
+            Ok(&fast),
+            "{:?}",
+            String::from_utf8_lossy(header)
+        );
+        true
+    }
+
+    #[test]
+    fn java_shaped_headers_take_the_fast_path_and_decode_as_in_general() {
+        for h in PLAIN {
+            assert!(check(h.as_bytes(), &DecodeLimits::default()), "{h}");
+        }
+        let cmd = decode(PLAIN[0].as_bytes(), &DecodeLimits::default()).unwrap();
+        assert_eq!(
+            (cmd.code, cmd.opaque, cmd.version, cmd.language),
+            (904, 12, 479, 0)
+        );
+        assert_eq!(cmd.ext_fields.len(), 4);
+    }
+
+    #[test]
+    fn every_mutation_the_fast_path_accepts_decodes_the_same_in_general() {
+        let tight = DecodeLimits {
+            max_ext_fields: 1,
+            json: crate::remoting::json::Limits {
+                max_string_len: 3,
+                ..DecodeLimits::default().json
+            },
+            ..DecodeLimits::default()
+        };
+        let bytes = [
+            b' ', b'"', b'\\', b'0', b'1', b'-', b'.', b'e', b',', b'}', b'{', b':', b'n', b'\'',
+            b'[', 0xC3, 0xFF,
+        ];
+        let (mut accepted, mut refused) = (0, 0);
+        for h in PLAIN {
+            let h = h.as_bytes();
+            let mut variants: Vec<Vec<u8>> = Vec::new();
+            for i in 0..=h.len() {
+                variants.push(h[..i].to_vec());
+                let mut with_space = h.to_vec();
+                with_space.insert(i, b' ');
+                variants.push(with_space);
+                if i < h.len() {
+                    let mut removed = h.to_vec();
+                    removed.remove(i);
+                    variants.push(removed);
+                    for b in bytes {
+                        let mut replaced = h.to_vec();
+                        replaced[i] = b;
+                        variants.push(replaced);
+                    }
+                }
+            }
+            for v in &variants {
+                for limits in [DecodeLimits::default(), tight] {
+                    if check(v, &limits) {
+                        accepted += 1;
+                    } else {
+                        refused += 1;
+                    }
+                }
+            }
+        }
+        // Both paths were exercised.
+        assert!(accepted > 500 && refused > 5000, "{accepted} {refused}");
+    }
+}

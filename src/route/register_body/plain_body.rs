@@ -1,0 +1,402 @@
+//! The fast path of the JSON registration body: a RegisterBrokerBody in the exact shape a
+//! broker's fastjson writes it (compact, no escapes, plain ints, no static-topic mappings),
+//! read in one pass straight into a [`RegisterBody`].
+//!
+//! A changed registration of a hundred topics is 21 KB of JSON; building the general reader's
+//! tape (about 2,000 slots) and then looking each TopicConfig's fields up in it was over half
+//! of its cost. Each TopicConfig is first matched against the exact layout brokers write
+//! (members in alphabetical order, keys and fixed values compared as bytes, only the numbers
+//! and the topic name read); one in another layout is read member by member. Anything outside
+//! that shape (whitespace, escapes, nulls, strings for numbers, a repeated member, mappings, a
+//! limit reached) returns `None`, and the general decoder reads the body as before, with its
+//! coercions and errors: the fast path never refuses a body, and what it accepts decodes to the
+//! same value (tests check both paths on every body it accepts).
+
+use super::{BodyLimits, RegisterBody, TopicConfig, DEFAULT_PERM, DEFAULT_QUEUE_NUMS};
+use crate::remoting::plain::PlainReader;
+use crate::route::model::{dedup_last_wins, DataVersion};
+
+/// Nesting the fast path may reach (root, wrapper, table, TopicConfig, attributes, and one
+/// more inside a skipped value): below this limit the general reader decides.
+const DEPTH_NEEDED: usize = 10;
+
+/// Reads a RegisterBrokerBody (version >= V3_0_11) if it has the plain shape.
+pub(super) fn decode(body: &[u8], limits: &BodyLimits) -> Option<RegisterBody> {
+    if limits.json.max_depth < DEPTH_NEEDED {
+        return None;
+    }
+    let mut r = PlainReader::new(body, limits.json.max_string_len)?;
+    let mut decoded = RegisterBody::default();
+    let (mut seen_filter, mut seen_wrapper) = (false, false);
+    r.expect(b'{')?;
+    if !r.eat(b'}') {
+        loop {
+            match r.key()? {
+                "filterServerList" if !seen_filter => {
+                    seen_filter = true;
+                    decoded.filter_servers = Some(r.string_array()?);
+                }
+                "topicConfigSerializeWrapper" if !seen_wrapper => {
+                    seen_wrapper = true;
+                    wrapper(&mut r, &mut decoded, limits)?;
+                }
+                "filterServerList" | "topicConfigSerializeWrapper" => return None,
+                _ => r.skip_value()?,
+            }
+            if !r.eat(b',') {
+                break;
+            }
+        }
+        r.expect(b'}')?;
+    }
+    r.at_end().then_some(decoded)
+}
+
+/// The TopicConfigSerializeWrapper: dataVersion, topicConfigTable, and an empty
+/// topicQueueMappingInfoMap (a non-empty one is the general decoder's).
+fn wrapper(r: &mut PlainReader<'_>, out: &mut RegisterBody, limits: &BodyLimits) -> Option<()> {
+    let (mut seen_version, mut seen_table, mut seen_mappings) = (false, false, false);
+    r.expect(b'{')?;
+    if r.eat(b'}') {
+        return Some(());
+    }
+    loop {
+        match r.key()? {
+            "dataVersion" if !seen_version => {
+                seen_version = true;
+                out.data_version = data_version(r)?;
+            }
+            "topicConfigTable" if !seen_table => {
+                seen_table = true;
+                out.topics = topic_table(r, limits.max_topics)?;
+            }
+            "topicQueueMappingInfoMap" if !seen_mappings => {
+                seen_mappings = true;
+                r.expect(b'{')?;
+                r.expect(b'}')?;
+            }
+            "dataVersion" | "topicConfigTable" | "topicQueueMappingInfoMap" => return None,
+            _ => r.skip_value()?,
+        }
+        if !r.eat(b',') {
+            break;
+        }
+    }
+    r.expect(b'}')
+}
+
+fn data_version(r: &mut PlainReader<'_>) -> Option<DataVersion> {
+    let mut v = DataVersion::default();
+    r.expect(b'{')?;
+    if r.eat(b'}') {
+        return Some(v);
+    }
+    loop {
+        // A repeated field: the last one wins, as in the general decoder.
+        match r.key()? {
+            "counter" => v.counter = r.long()?,
+            "stateVersion" => v.state_version = r.long()?,
+            "timestamp" => v.timestamp = r.long()?,
+            _ => r.skip_value()?,
+        }
+        if !r.eat(b',') {
+            break;
+        }
+    }
+    r.expect(b'}')?;
+    Some(v)
+}
+
+fn topic_table(r: &mut PlainReader<'_>, max_topics: usize) -> Option<Vec<(String, TopicConfig)>> {
+    // A broker writes about 180 bytes per TopicConfig: sized once instead of doubling seven
+    // times for a hundred topics.
+    let mut topics = Vec::with_capacity((r.remaining() / 160).min(max_topics));
+    r.expect(b'{')?;
+    if !r.eat(b'}') {
+        loop {
+            if topics.len() == max_topics {
+                return None;
+            }
+            let key = r.key()?;
+            let config = topic_config(r, key)?;
+            topics.push((key.to_owned(), config));
+            if !r.eat(b',') {
+                break;
+            }
+        }
+        r.expect(b'}')?;
+    }
+    Some(dedup_last_wins(topics))
+}
+
+/// One TopicConfig: in the exact layout a broker writes when it can be (nearly always), else
+/// member by member.
+fn topic_config(r: &mut PlainReader<'_>, key: &str) -> Option<TopicConfig> {
+    let mark = r.mark();
+    if let Some(tc) = broker_layout(r) {
+        return Some(tc);
+    }
+    r.rewind(mark);
+    topic_config_members(r, key)
+}
+
+/// A TopicConfig exactly as fastjson writes it, members in alphabetical order:
+/// `{["attributes":{},]"order":false,"perm":6,"readQueueNums":8,"topicFilterType":"SINGLE_TAG",
+/// "topicName":"T","topicSysFlag":0,"writeQueueNums":8}` (`attributes` since 5.x, empty unless a
+/// topic has some). The keys and fixed values are compared as bytes, not scanned as strings:
+/// a hundred-topic body has a thousand of them. Anything else (another member, order, or
+/// value; attributes) returns `None` and the member loop reads the TopicConfig, to the same
+/// value when this accepts it.
+fn broker_layout(r: &mut PlainReader<'_>) -> Option<TopicConfig> {
+    let lit = |r: &mut PlainReader<'_>, bytes: &[u8]| r.literal(bytes).then_some(());
+    lit(r, b"{")?;
+    r.literal(b"\"attributes\":{},");
+    lit(r, b"\"order\":")?;
+    if !r.literal(b"false") {
+        lit(r, b"true")?;
+    }
+    lit(r, b",\"perm\":")?;
+    let perm = r.int()?;
+    lit(r, b",\"readQueueNums\":")?;
+    let read_queue_nums = r.int()?;
+    lit(r, b",\"topicFilterType\":\"")?;
+    if !r.literal(b"SINGLE_TAG\"") {
+        lit(r, b"MULTI_TAG\"")?;
+    }
+    lit(r, b",\"topicName\":")?;
+    let name = r.string()?;
+    lit(r, b",\"topicSysFlag\":")?;
+    let topic_sys_flag = r.int()?;
+    lit(r, b",\"writeQueueNums\":")?;
+    let write_queue_nums = r.int()?;
+    lit(r, b"}")?;
+    Some(TopicConfig {
+        topic_name: name.to_owned(),
+        read_queue_nums,
+        write_queue_nums,
+        perm,
+        topic_sys_flag,
+    })
+}
+
+/// One TopicConfig read member by member; missing members take Java's defaults, a missing
+/// topicName the map key.
+fn topic_config_members(r: &mut PlainReader<'_>, key: &str) -> Option<TopicConfig> {
+    let mut name: Option<&str> = None;
+    let mut tc = TopicConfig {
+        topic_name: String::new(),
+        read_queue_nums: DEFAULT_QUEUE_NUMS,
+        write_queue_nums: DEFAULT_QUEUE_NUMS,
+        perm: DEFAULT_PERM,
+        topic_sys_flag: 0,
+    };
+    r.expect(b'{')?;
+    if !r.eat(b'}') {
+        loop {
+            match r.key()? {
+                "topicName" => name = Some(r.string()?),
+                "readQueueNums" => tc.read_queue_nums = r.int()?,
+                "writeQueueNums" => tc.write_queue_nums = r.int()?,
+                "perm" => tc.perm = r.int()?,
+                "topicSysFlag" => tc.topic_sys_flag = r.int()?,
+                _ => r.skip_value()?,
+            }
+            if !r.eat(b',') {
+                break;
+            }
+        }
+        r.expect(b'}')?;
+    }
+    tc.topic_name = name.unwrap_or(key).to_owned();
+    Some(tc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{decode_json_body_general, encode_register_body_json};
+    use super::*;
+    use crate::remoting::codes::version::CURRENT;
+
+    fn topic(name: &str, queues: i32, perm: i32) -> (String, TopicConfig) {
+        let tc = TopicConfig {
+            topic_name: name.to_owned(),
+            read_queue_nums: queues,
+            write_queue_nums: queues + 1,
+            perm,
+            topic_sys_flag: 1,
+        };
+        (name.to_owned(), tc)
+    }
+
+    /// A body as a broker writes it: every TopicConfig field, filter list, mapping maps.
+    fn broker_body(topics: usize) -> Vec<u8> {
+        let body = RegisterBody {
+            data_version: DataVersion {
+                counter: 7,
+                state_version: -1,
+                timestamp: 1_700_000_000_123,
+            },
+            topics: (0..topics)
+                .map(|i| topic(&format!("T{i}"), i as i32, 6))
+                .collect(),
+            filter_servers: Some(vec!["f:1".into()]),
+            mappings: Vec::new(),
+        };
+        let mut out = Vec::new();
+        encode_register_body_json(&body, &mut out);
+        out
+    }
+
+    /// Whatever the fast path accepts, the general decoder decodes to the same body.
+    fn check(body: &[u8], limits: &BodyLimits) -> bool {
+        let Some(fast) = decode(body, limits) else {
+            return false;
+        };
+        let general = decode_json_body_general(body, CURRENT, limits);
+        assert_eq!(
+            general.as_ref().ok(),
+            Some(&fast),
+            "{:?} {general:?}",
+            String::from_utf8_lossy(body)
+        );
+        true
+    }
+
+    #[test]
+    fn broker_written_bodies_take_the_fast_path_and_decode_as_in_general() {
+        let limits = BodyLimits::default();
+        for topics in [0, 1, 116] {
+            assert!(check(&broker_body(topics), &limits), "{topics} topics");
+        }
+        let others: [&[u8]; 6] = [
+            b"{}",
+            br#"{"topicConfigSerializeWrapper":{}}"#,
+            br#"{"filterServerList":[],"x":{"y":[1,true,"z",{}]}}"#,
+            // Repeated topics: the last config at the first key's place, as a Java map.
+            br#"{"topicConfigSerializeWrapper":{"topicConfigTable":{"A":{"perm":2},"B":{},"A":{"topicName":"a2"}}}}"#,
+            // Missing fields take Java's defaults; a missing topicName the key.
+            br#"{"topicConfigSerializeWrapper":{"dataVersion":{"counter":1,"counter":2},"topicConfigTable":{"K":{"order":false}}}}"#,
+            br#"{"topicConfigSerializeWrapper":{"topicQueueMappingInfoMap":{},"topicConfigTable":{}}}"#,
+        ];
+        for body in others {
+            assert!(check(body, &limits), "{}", String::from_utf8_lossy(body));
+        }
+        let decoded = decode(&broker_body(2), &limits).unwrap();
+        assert_eq!(decoded.topics[1], topic("T1", 1, 6));
+        assert_eq!(decoded.data_version.timestamp, 1_700_000_000_123);
+    }
+
+    #[test]
+    fn every_mutation_the_fast_path_accepts_decodes_the_same_in_general() {
+        let mut tight = BodyLimits {
+            max_topics: 1,
+            ..BodyLimits::default()
+        };
+        tight.json.max_string_len = 5;
+        let bytes = [
+            b' ', b'"', b'\\', b'0', b'1', b'-', b'.', b'e', b',', b'}', b'{', b':', b'n', b'[',
+            b']', 0xC3,
+        ];
+        let (mut accepted, mut refused) = (0, 0);
+        // A 5.x body, and one whose topics are 4.x-shaped (no attributes) with the other
+        // fixed values (order true, MULTI_TAG), so that mutations reach every literal of the
+        // broker layout.
+        let five = broker_body(2);
+        let four = String::from_utf8(five.clone())
+            .unwrap()
+            .replace(r#""attributes":{},"#, "")
+            .replace(r#""order":false"#, r#""order":true"#)
+            .replacen("SINGLE_TAG", "MULTI_TAG", 1)
+            .into_bytes();
+        for body in [five, four] {
+            for (a, r) in mutations_checked(&body, &bytes, [BodyLimits::default(), tight]) {
+                accepted += a;
+                refused += r;
+            }
+        }
+        // Both paths were exercised.
+        assert!(accepted > 1000 && refused > 10000, "{accepted} {refused}");
+    }
+
+    /// Checks every truncation, insertion of a space, deletion and replacement (by each of
+    /// `bytes`) of `body` under each limit; (accepted, refused) per limit.
+    fn mutations_checked(
+        body: &[u8],
+        bytes: &[u8],
+        limits: [BodyLimits; 2],
+    ) -> [(usize, usize); 2] {
+        let mut counts = [(0, 0); 2];
+        for i in 0..=body.len() {
+            let mut variants = vec![body[..i].to_vec()];
+            let mut with_space = body.to_vec();
+            with_space.insert(i, b' ');
+            variants.push(with_space);
+            if i < body.len() {
+                let mut removed = body.to_vec();
+                removed.remove(i);
+                variants.push(removed);
+                for &b in bytes {
+                    let mut replaced = body.to_vec();
+                    replaced[i] = b;
+                    variants.push(replaced);
+                }
+            }
+            for v in &variants {
+                for (limits, count) in limits.iter().zip(counts.iter_mut()) {
+                    if check(v, limits) {
+                        count.0 += 1;
+                    } else {
+                        count.1 += 1;
+                    }
+                }
+            }
+        }
+        counts
+    }
+
+    #[test]
+    fn topic_configs_in_the_broker_layout_read_as_member_by_member() {
+        let read = |text: &[u8], f: fn(&mut PlainReader<'_>) -> Option<TopicConfig>| {
+            let mut r = PlainReader::new(text, 100).unwrap();
+            f(&mut r).filter(|_| r.at_end())
+        };
+        let by_members = |r: &mut PlainReader<'_>| topic_config_members(r, "K");
+        let either = |r: &mut PlainReader<'_>| topic_config(r, "K");
+        let layout: [&[u8]; 3] = [
+            br#"{"attributes":{},"order":false,"perm":6,"readQueueNums":8,"topicFilterType":"SINGLE_TAG","topicName":"T","topicSysFlag":0,"writeQueueNums":4}"#,
+            br#"{"order":true,"perm":7,"readQueueNums":16,"topicFilterType":"MULTI_TAG","topicName":"T","topicSysFlag":1,"writeQueueNums":16}"#,
+            br#"{"order":false,"perm":-1,"readQueueNums":0,"topicFilterType":"SINGLE_TAG","topicName":"","topicSysFlag":3,"writeQueueNums":2147483647}"#,
+        ];
+        for text in layout {
+            let fast = read(text, broker_layout);
+            assert!(fast.is_some(), "{}", String::from_utf8_lossy(text));
+            assert_eq!(fast, read(text, by_members));
+            assert_eq!(fast, read(text, either));
+        }
+        // Not the layout: read member by member, to the values the members say.
+        let others: [&[u8]; 5] = [
+            br#"{"attributes":{"+a":"1"},"order":false,"perm":6,"readQueueNums":8,"topicFilterType":"SINGLE_TAG","topicName":"T","topicSysFlag":0,"writeQueueNums":4}"#,
+            br#"{"perm":6,"order":false,"readQueueNums":8,"topicFilterType":"SINGLE_TAG","topicName":"T","topicSysFlag":0,"writeQueueNums":4}"#,
+            br#"{"order":false,"perm":6,"readQueueNums":8,"topicFilterType":"SINGLE_TAG","topicName":"T","topicSysFlag":0,"writeQueueNums":4,"x":1}"#,
+            br#"{"order":false,"perm":6,"readQueueNums":8,"topicFilterType":"SINGLE_TAG","topicSysFlag":0,"writeQueueNums":4}"#,
+            br#"{"order":false,"perm":6,"perm":2,"readQueueNums":8,"topicFilterType":"SINGLE_TAG","topicName":"T","topicSysFlag":0,"writeQueueNums":4}"#,
+        ];
+        for text in others {
+            assert_eq!(
+                read(text, broker_layout),
+                None,
+                "{}",
+                String::from_utf8_lossy(text)
+            );
+            let members = read(text, by_members);
+            assert!(members.is_some(), "{}", String::from_utf8_lossy(text));
+            assert_eq!(read(text, either), members);
+        }
+        let missing_name = read(others[3], either).unwrap();
+        assert_eq!(
+            (missing_name.topic_name.as_str(), missing_name.perm),
+            ("K", 6)
+        );
+        assert_eq!(read(others[4], either).unwrap().perm, 2);
+    }
+}
