@@ -16,6 +16,8 @@
 //!                processor --Outbox--> durable writer (KV file, config file)
 //!                                       --results + Waker--> server --deferred replies-->
 //!                processor --Outbox--> oneway sender (905 frames to brokers)
+//!                server --large bodies--> decode worker (hash, inflate, decode, check)
+//!                                          --decoded + Waker--> server --> processor
 //! ```
 //!
 //! * [`event_loop`] owns sockets, buffers, read scheduling, backpressure, timers and the clean

@@ -14,6 +14,14 @@
 //! [`Processor::finish_durable_writes`] once the change is on disk (all through the
 //! [`Outbox`]). Such a request's handling says so in [`Effects::deferred`]: the server then
 //! holds the connection's later frames, so its answers keep their order.
+//!
+//! A registration with many topics (a decoded body of more than [`STEPPED_APPLY_TOPICS`]) is
+//! applied in steps: everything but putting its topic configs at once, then the topic configs
+//! a slice per step ([`Processor::run_topic_steps`], called by the server within its per-turn
+//! budget), and it is answered after the last step ([`Effects::deferred`] again). Meanwhile the
+//! route table has one writer: requests that would change it
+//! ([`Processor::waits_for_topic_steps`]), further registrations and unregistrations wait for
+//! the last step, so the tables end as a one-go apply leaves them.
 
 use crate::config::{Cidr, ConfigPlan, NamesrvConfig, SerializeTypeSetting};
 use crate::event_loop::oneway::Oneway;
@@ -23,22 +31,22 @@ use crate::kv::{
 use crate::remoting::codes::{self, request, response, version, FLAG_ONEWAY, FLAG_RESPONSE};
 use crate::remoting::command::{encode_frame, Header, RemotingCommand, SerializeType};
 use crate::request::{
-    BrokerHeartbeat, BrokerRef, DeleteTopic, GetBrokerMemberGroup, GetKvList, GetRouteInfo,
-    GetTopicsByCluster, KvKey, NameLimits, ParseError, QueryDataVersion, RegisterBroker,
-    RegisterTopic, Request, UpdateNamesrvConfig, WritePerm,
+    BodyDone, BrokerHeartbeat, BrokerRef, DeleteTopic, GetBrokerMemberGroup, GetKvList,
+    GetRouteInfo, GetTopicsByCluster, KvKey, NameLimits, ParseError, QueryDataVersion,
+    RegisterBroker, RegisterTopic, Request, UpdateNamesrvConfig, WritePerm,
 };
-use crate::route::model::{self, BodyLimits, Dialect, TopicRouteData};
+use crate::route::model::{self, BodyLimits, Dialect, QueueData, RegisterBody, TopicRouteData};
 use crate::route::table::{
-    BatchOutcome, BoundExceeded, ConnId, ExpiredBroker, MinIdNotification, RegisterResult,
-    RemovalReason, RouteBounds, RouteSettings, RouteTable, Takeover, TopicsInput,
-    UnregisterRequest, FLAG_UNIT, FLAG_UNIT_SUB,
+    BatchOutcome, BodyFingerprint, BoundExceeded, ConnId, ExpiredBroker, MinIdNotification,
+    RegisterRequest, RegisterResult, RemovalReason, RouteBounds, RouteSettings, RouteTable,
+    Takeover, TopicSteps, TopicsInput, UnregisterRequest, FLAG_UNIT, FLAG_UNIT_SUB,
 };
 use crossbeam_channel::{Sender, TrySendError};
 use log::{debug, error, info, warn};
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The KV namespace the name server itself reads (order topic configuration).
 pub const ORDER_TOPIC_CONFIG: &str = "ORDER_TOPIC_CONFIG";
@@ -99,6 +107,9 @@ pub struct ServerCounters {
     pub closed_over_budget: u64,
     /// `accept` failures (out of descriptors and the like).
     pub accept_failures: u64,
+    /// The loop's longest turn so far, in microseconds, and its turns over 2 ms.
+    pub max_turn_micros: u64,
+    pub long_turns: u64,
 }
 
 /// What the server must do after a request besides writing the reply.
@@ -106,9 +117,90 @@ pub struct ServerCounters {
 pub struct Effects {
     /// UPDATE_NAMESRV_CONFIG applied: re-read timer and limit settings.
     pub config_changed: bool,
-    /// Not answered yet: the answer comes from [`Processor::finish_durable_writes`]; hold the
+    /// Not answered yet: the answer comes from [`Processor::finish_durable_writes`] (or, for a
+    /// registration applied in steps, from [`Processor::run_topic_steps`]); hold the
     /// connection's later frames until then.
     pub deferred: bool,
+    /// A REGISTER_BROKER whose body changed and is to be decoded off the loop
+    /// ([`BodyWork::DecodeOffLoop`]): nothing was answered; hand it to the decode worker
+    /// ([`decode_registration`]) with this fingerprint, then back as [`BodyWork::Decoded`].
+    pub decode_off_loop: Option<BodyFingerprint>,
+}
+
+/// Where a REGISTER_BROKER body is hashed and decoded. The server decides by its size; the
+/// checks are the same wherever they run.
+#[derive(Debug)]
+pub enum BodyWork {
+    /// Everything on the loop (small bodies: the common case, no thread hop).
+    OnLoop,
+    /// Hashed on the loop (cheap at this size); a changed body is decoded off it.
+    DecodeOffLoop,
+    /// Hashed off the loop (`None`: the header did not parse there); a changed body is
+    /// decoded off it.
+    Hashed(Option<BodyFingerprint>),
+    /// Hashed, CRC-checked and decoded off the loop.
+    Decoded(Box<DecodedBody>),
+    /// A REGISTER_TOPIC_IN_NAMESRV body decoded and checked off the loop: its queue datas.
+    RouteDecoded(Result<Vec<QueueData>, ParseError>),
+}
+
+/// A registration body as the decode worker leaves it.
+#[derive(Debug)]
+pub struct DecodedBody {
+    pub fingerprint: BodyFingerprint,
+    /// The body's actual CRC when the header's `bodyCrc32` names another (then not decoded).
+    pub crc_mismatch: Option<i64>,
+    pub body: Result<RegisterBody, ParseError>,
+}
+
+/// What the decode worker needs to check a body as the loop would (a snapshot of the
+/// config's limits, taken when the job is handed over).
+#[derive(Debug, Clone, Copy)]
+pub struct BodyChecks {
+    pub body: BodyLimits,
+    pub names: NameLimits,
+}
+
+/// Off the loop: a REGISTER_BROKER body's fingerprint (`None` when the header does not parse;
+/// the loop then answers the parse error without hashing).
+pub fn hash_registration(cmd: &RemotingCommand, checks: &BodyChecks) -> Option<BodyFingerprint> {
+    match Request::parse(cmd, &checks.names) {
+        Ok(Request::RegisterBroker(r)) => Some(r.fingerprint),
+        _ => None,
+    }
+}
+
+/// Off the loop: a REGISTER_TOPIC_IN_NAMESRV body decoded and checked as parsing it on the
+/// loop would. A header the parse refuses gives no queue datas: the loop refuses it again.
+pub fn decode_route_body(cmd: &RemotingCommand, names: &NameLimits) -> BodyWork {
+    BodyWork::RouteDecoded(match Request::parse(cmd, names) {
+        Ok(Request::RegisterTopic(r)) => Ok(r.queue_datas),
+        Ok(_) => Ok(Vec::new()),
+        Err(e) => Err(e),
+    })
+}
+
+/// Off the loop: what the loop's registration handler would do to a changed body before
+/// touching the tables: the `bodyCrc32` check, then decoding and the topic-config checks.
+pub fn decode_registration(
+    cmd: &RemotingCommand,
+    fingerprint: BodyFingerprint,
+    checks: &BodyChecks,
+) -> DecodedBody {
+    let parsed = Request::parse_after(cmd, &checks.names, BodyDone::Hashed(fingerprint));
+    let (crc_mismatch, body) = match parsed {
+        Ok(Request::RegisterBroker(r)) => match r.crc_mismatch() {
+            Some(actual) => (Some(actual), Ok(RegisterBody::default())),
+            None => (None, r.decode_body(&checks.body, &checks.names)),
+        },
+        Ok(_) => (None, Err(ParseError::NotSupported(cmd.code))),
+        Err(e) => (None, Err(e)),
+    };
+    DecodedBody {
+        fingerprint,
+        crc_mismatch,
+        body,
+    }
 }
 
 /// Request counts by code: a flat array for RocketMQ's range (no hashing per request), a map
@@ -330,6 +422,8 @@ struct Reply {
     body: ReplyBody,
     /// Answered later (see [`Effects::deferred`]); nothing is written now.
     deferred: bool,
+    /// Not answered: the body goes to the decode worker first (see [`Effects::decode_off_loop`]).
+    decode_off_loop: Option<BodyFingerprint>,
 }
 
 enum ReplyBody {
@@ -346,6 +440,7 @@ impl Reply {
             ext: None,
             body: ReplyBody::None,
             deferred: false,
+            decode_off_loop: None,
         }
     }
     /// The answer waits for the durable writer.
@@ -401,6 +496,43 @@ pub struct Processor {
     /// their connections, closed then.
     expired_this_scan: UnregisterBatch,
     expired_conns_this_scan: Vec<ConnId>,
+    /// Bodies decoded off the loop and applied (see [`Processor::take_spent_bodies`]).
+    spent_bodies: Vec<RegisterBody>,
+    /// Registrations whose topic configs are put in steps, oldest first; and the one the
+    /// request being handled started.
+    topic_steps: VecDeque<StepsJob>,
+    new_steps: Option<StepsJob>,
+}
+
+/// Registrations with more topic work than this (topic configs to put, plus queue entries of
+/// topics no longer reported to remove) are applied in steps: putting a topic config costs
+/// about 1.6 µs on a busy core (a new topic; less for one already held), so 1,000 are about
+/// the 2 ms a request may hold the loop.
+pub const STEPPED_APPLY_TOPICS: usize = 1_000;
+
+/// Topic configs put per step (about 0.2 ms); the server runs steps until its per-turn budget
+/// is spent.
+const TOPICS_PER_STEP: usize = 128;
+
+/// A registration being applied in steps, and its answer once done.
+struct StepsJob {
+    steps: TopicSteps,
+    body: RegisterBody,
+    /// The broker was registered before: its topic changes count in the change summary (as
+    /// a one-go registration's do).
+    count_changes: bool,
+    reply: Option<DeferredReply>,
+    /// `brokerName@brokerAddr`, for the log.
+    who: String,
+}
+
+/// A changed registration body, or why there is none yet.
+enum ChangedBody {
+    Ready(RegisterBody),
+    /// To be decoded off the loop first.
+    OffLoop,
+    /// Refused with this answer (not an error reply of the usual shape).
+    Answer(Reply),
 }
 
 fn route_settings(config: &NamesrvConfig) -> RouteSettings {
@@ -503,6 +635,9 @@ impl Processor {
             kv_full_warned_ms: None,
             expired_this_scan: Vec::new(),
             expired_conns_this_scan: Vec::new(),
+            spent_bodies: Vec::new(),
+            topic_steps: VecDeque::new(),
+            new_steps: None,
         }
     }
 
@@ -525,6 +660,19 @@ impl Processor {
         cmd: &RemotingCommand,
         out: &mut Vec<u8>,
     ) -> Effects {
+        self.handle_with(ctx, counters, cmd, BodyWork::OnLoop, out)
+    }
+
+    /// As [`Processor::handle`], for a REGISTER_BROKER whose body is (to be) hashed or
+    /// decoded off the loop as `work` says. A body coming back decoded is not counted again.
+    pub fn handle_with(
+        &mut self,
+        ctx: &RequestContext,
+        counters: &ServerCounters,
+        cmd: &RemotingCommand,
+        work: BodyWork,
+        out: &mut Vec<u8>,
+    ) -> Effects {
         if cmd.is_response() {
             // We only send oneway requests (905), so no response is ever expected.
             debug!(
@@ -533,14 +681,19 @@ impl Processor {
             );
             return Effects::default();
         }
-        self.stats.requests_by_code.count(cmd.code);
+        if !matches!(work, BodyWork::Decoded(_)) {
+            self.stats.requests_by_code.count(cmd.code);
+        }
         let mut effects = Effects::default();
+        // Only a registration handled just now may leave steps to run (not one whose handling
+        // panicked halfway).
+        self.new_steps = None;
         let ticket = ctx.reply_to.map(|conn| Ticket {
             conn,
             opaque: cmd.opaque,
             oneway: cmd.is_oneway(),
         });
-        let reply = match self.dispatch(ctx, counters, cmd, ticket) {
+        let reply = match self.dispatch(ctx, counters, cmd, ticket, work) {
             Ok(r) => r,
             Err(r) => {
                 debug!(
@@ -550,6 +703,30 @@ impl Processor {
                 r.into()
             }
         };
+        if reply.decode_off_loop.is_some() {
+            effects.decode_off_loop = reply.decode_off_loop;
+            return effects;
+        }
+        if let Some(mut job) = self.new_steps.take() {
+            match ticket {
+                Some(ticket) => {
+                    // Answered when the last step is done: success means the change was made.
+                    job.reply = Some(self.deferred_reply(ticket, &reply));
+                    self.topic_steps.push_back(job);
+                    effects.deferred = true;
+                    return effects;
+                }
+                None => {
+                    // No connection to answer later (an in-process caller): applied now.
+                    while !self
+                        .table
+                        .apply_topic_steps(&mut job.steps, &job.body, usize::MAX)
+                    {
+                    }
+                    self.finish_steps(job, ctx.now_ms, &mut Vec::new());
+                }
+            }
+        }
         if reply.deferred {
             effects.deferred = true;
         } else if !cmd.is_oneway() {
@@ -602,10 +779,19 @@ impl Processor {
         counters: &ServerCounters,
         cmd: &RemotingCommand,
         ticket: Option<Ticket>,
+        work: BodyWork,
     ) -> Result<Reply, Reject> {
         self.check_allow_lists(ctx, cmd.code)?;
         let limits = self.name_limits();
-        let request = match Request::parse(cmd, &limits) {
+        let done = match &work {
+            BodyWork::Hashed(Some(fingerprint)) => BodyDone::Hashed(*fingerprint),
+            BodyWork::Decoded(d) => BodyDone::Hashed(d.fingerprint),
+            BodyWork::RouteDecoded(_) => BodyDone::Decoded,
+            BodyWork::OnLoop | BodyWork::DecodeOffLoop | BodyWork::Hashed(None) => {
+                BodyDone::Nothing
+            }
+        };
+        let request = match Request::parse_after(cmd, &limits, done) {
             Ok(request) => request,
             Err(e) => {
                 if !matches!(e, ParseError::NotSupported(_)) {
@@ -614,7 +800,14 @@ impl Processor {
                 return Err(e.into());
             }
         };
-        self.apply(ctx, counters, request, ticket)
+        match (request, work) {
+            (Request::RegisterBroker(r), work) => self.register_broker(ctx, &r, work),
+            (Request::RegisterTopic(mut r), BodyWork::RouteDecoded(decoded)) => {
+                r.queue_datas = decoded.inspect_err(|e| self.warn_refused(ctx, cmd.code, e))?;
+                self.register_topic(ctx, r)
+            }
+            (request, _) => self.apply(ctx, counters, request, ticket),
+        }
     }
 
     /// `adminAllowList` for the admin writes, `brokerAllowList` for what brokers report about
@@ -666,7 +859,7 @@ impl Processor {
                 self.submit_kv_change(prepared, ticket, ctx.now_ms)
             }
             Request::GetKvList(r) => self.get_kv_list(r),
-            Request::RegisterBroker(r) => self.register_broker(ctx, &r),
+            Request::RegisterBroker(r) => self.register_broker(ctx, &r, BodyWork::OnLoop),
             Request::UnregisterBroker(r) => self.unregister_broker(ctx, r),
             Request::BrokerHeartbeat(r) => self.broker_heartbeat(ctx, r),
             Request::QueryDataVersion(r) => self.query_data_version(ctx, r),
@@ -926,35 +1119,32 @@ impl Processor {
         &mut self,
         ctx: &RequestContext,
         r: &RegisterBroker<'_>,
+        work: BodyWork,
     ) -> Result<Reply, Reject> {
         let req = r.table_request(ctx.conn, ctx.now_ms);
-        self.stats.registrations += 1;
+        let decoded_off_loop = matches!(work, BodyWork::Decoded(_));
+        if !decoded_off_loop {
+            self.stats.registrations += 1;
+        }
         let mut result = if self.table.is_unchanged_body(&req) {
             self.stats.registrations_unchanged += 1;
             self.table.register_broker(&req, TopicsInput::Unchanged)
         } else {
-            if let Some(actual) = r.crc_mismatch() {
-                warn!(
-                    "rejected registration of {}@{} ({}): body crc32 {actual} != header bodyCrc32 {}",
-                    r.broker_name, r.broker_addr, r.cluster, r.body_crc32
-                );
-                // Java built this response with RegisterBrokerResponseHeader: `"extFields":{}`.
-                return Ok(Reply {
-                    ext: Some(Vec::new()),
-                    ..Reply::error(response::SYSTEM_ERROR, "crc32 not match")
-                });
-            }
-            let body = r
-                .decode_body(&self.body_limits, &self.name_limits())
-                .inspect_err(|e| {
-                    let what = format!("{}: {e}", registration_of(r));
-                    self.warn_refused(ctx, request::REGISTER_BROKER, &what);
-                })?;
+            let body = match self.changed_body(ctx, r, work)? {
+                ChangedBody::Ready(body) => body,
+                ChangedBody::Answer(reply) => return Ok(reply),
+                ChangedBody::OffLoop => {
+                    return Ok(Reply {
+                        decode_off_loop: Some(r.fingerprint),
+                        ..Reply::ok()
+                    })
+                }
+            };
             let topics = TopicsInput::Body(&body);
             if let Err(e) = self.table.check_register_bounds(&req, topics, &self.bounds) {
                 return Err(self.bound_reached(ctx, &registration_of(r), e));
             }
-            self.table.register_broker(&req, topics)
+            self.apply_changed_body(r, &req, body, decoded_off_loop)
         };
         if let Some(takeover) = result.taken_over.take() {
             self.took_over(r, takeover, ctx.now_ms);
@@ -981,6 +1171,160 @@ impl Processor {
             body: body.map_or(ReplyBody::None, ReplyBody::Shared),
             ..Reply::ok()
         })
+    }
+
+    /// A changed registration body, decoded here or by the decode worker (as `work` says),
+    /// after the `bodyCrc32` check; or the answer refusing it.
+    fn changed_body(
+        &mut self,
+        ctx: &RequestContext,
+        r: &RegisterBroker<'_>,
+        work: BodyWork,
+    ) -> Result<ChangedBody, Reject> {
+        let (crc_mismatch, decoded) = match work {
+            BodyWork::DecodeOffLoop | BodyWork::Hashed(_) => return Ok(ChangedBody::OffLoop),
+            BodyWork::Decoded(d) => (d.crc_mismatch, Some(d.body)),
+            BodyWork::OnLoop | BodyWork::RouteDecoded(_) => (r.crc_mismatch(), None),
+        };
+        if let Some(actual) = crc_mismatch {
+            warn!(
+                "rejected registration of {}@{} ({}): body crc32 {actual} != header bodyCrc32 {}",
+                r.broker_name, r.broker_addr, r.cluster, r.body_crc32
+            );
+            // Java built this response with RegisterBrokerResponseHeader: `"extFields":{}`.
+            return Ok(ChangedBody::Answer(Reply {
+                ext: Some(Vec::new()),
+                ..Reply::error(response::SYSTEM_ERROR, "crc32 not match")
+            }));
+        }
+        let decoded =
+            decoded.unwrap_or_else(|| r.decode_body(&self.body_limits, &self.name_limits()));
+        match decoded {
+            Ok(body) => Ok(ChangedBody::Ready(body)),
+            Err(e) => {
+                let what = format!("{}: {e}", registration_of(r));
+                self.warn_refused(ctx, request::REGISTER_BROKER, &what);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// A changed body's registration: applied at once when its topic work (configs to put,
+    /// stale entries to remove) is small, else in steps ([`Processor::run_topic_steps`]).
+    fn apply_changed_body(
+        &mut self,
+        r: &RegisterBroker<'_>,
+        req: &RegisterRequest<'_>,
+        body: RegisterBody,
+        decoded_off_loop: bool,
+    ) -> RegisterResult {
+        let (mut result, steps) = self.table.register_broker_in_steps(req, &body);
+        match steps {
+            Some(steps) if steps.remaining(&body) > STEPPED_APPLY_TOPICS => {
+                self.new_steps = Some(self.steps_job(r, &result, steps, body));
+                return result;
+            }
+            Some(mut steps) => {
+                self.table.apply_topic_steps(&mut steps, &body, usize::MAX);
+                result.topics_changed = steps.changed;
+            }
+            None => {}
+        }
+        if decoded_off_loop {
+            // A large body's thousands of strings are freed off the loop too.
+            self.spent_bodies.push(body);
+        }
+        result
+    }
+
+    fn steps_job(
+        &self,
+        r: &RegisterBroker<'_>,
+        result: &RegisterResult,
+        steps: TopicSteps,
+        body: RegisterBody,
+    ) -> StepsJob {
+        StepsJob {
+            count_changes: !result.first,
+            steps,
+            body,
+            reply: None,
+            who: format!("{}@{}", r.broker_name, r.broker_addr),
+        }
+    }
+
+    /// Puts the topic configs of registrations applied in steps, a step at a time, until
+    /// `budget` from `started` is spent (at least one step); returns the answers of those now
+    /// complete.
+    pub fn run_topic_steps(
+        &mut self,
+        now_ms: u64,
+        started: Instant,
+        budget: Duration,
+    ) -> Vec<DeferredReply> {
+        let mut answers = Vec::new();
+        while let Some(job) = self.topic_steps.front_mut() {
+            if self
+                .table
+                .apply_topic_steps(&mut job.steps, &job.body, TOPICS_PER_STEP)
+            {
+                if let Some(job) = self.topic_steps.pop_front() {
+                    self.finish_steps(job, now_ms, &mut answers);
+                }
+            }
+            if started.elapsed() >= budget {
+                break;
+            }
+        }
+        answers
+    }
+
+    fn finish_steps(&mut self, job: StepsJob, now_ms: u64, answers: &mut Vec<DeferredReply>) {
+        let changed = job.steps.changed;
+        debug!(
+            "broker {} changed {changed} topic queue entries (applied in steps)",
+            job.who
+        );
+        if changed > 0 && job.count_changes {
+            self.stats.changes.broker_changed(changed, now_ms);
+        }
+        answers.extend(job.reply);
+        self.spent_bodies.push(job.body);
+        self.log_change_summary(now_ms);
+    }
+
+    /// A registration is being applied in steps (see [`Processor::run_topic_steps`]).
+    pub fn topic_steps_pending(&self) -> bool {
+        !self.topic_steps.is_empty()
+    }
+
+    /// Whether `cmd` must wait until the registration being applied in steps is done: it
+    /// would change the route table under it (REGISTER_BROKER and unregistrations wait in the
+    /// server's queues anyway). Reads never wait: they see each topic as before the
+    /// registration or as after it.
+    pub fn waits_for_topic_steps(&self, cmd: &RemotingCommand) -> bool {
+        self.topic_steps_pending()
+            && !cmd.is_response()
+            && matches!(
+                cmd.code,
+                request::REGISTER_TOPIC_IN_NAMESRV
+                    | request::DELETE_TOPIC_IN_NAMESRV
+                    | request::WIPE_WRITE_PERM_OF_BROKER
+                    | request::ADD_WRITE_PERM_OF_BROKER
+            )
+    }
+
+    /// Decoded registration bodies already applied, for the server to free off the loop.
+    pub fn take_spent_bodies(&mut self) -> Vec<RegisterBody> {
+        std::mem::take(&mut self.spent_bodies)
+    }
+
+    /// The limits a body is checked against, for the decode worker.
+    pub fn body_checks(&self) -> BodyChecks {
+        BodyChecks {
+            body: self.body_limits,
+            names: self.name_limits(),
+        }
     }
 
     /// A bound refused a registration: SYSTEM_ERROR naming the key, and a rate-limited warn.
@@ -1431,7 +1775,7 @@ impl Processor {
     fn stats_body(&self, counters: &ServerCounters) -> Vec<u8> {
         use crate::remoting::json::{write_i64, write_key};
         let mut out = Vec::with_capacity(512);
-        let fields: [(&str, i64); 21] = [
+        let fields: [(&str, i64); 23] = [
             ("connections", counters.connections as i64),
             ("brokers", self.table.live_broker_count() as i64),
             ("brokerGroups", self.table.broker_group_count() as i64),
@@ -1459,6 +1803,8 @@ impl Processor {
             ("frameTimeouts", counters.frame_timeouts as i64),
             ("closedOverBudget", counters.closed_over_budget as i64),
             ("acceptFailures", counters.accept_failures as i64),
+            ("maxTurnMicros", counters.max_turn_micros as i64),
+            ("longTurns", counters.long_turns as i64),
         ];
         out.push(b'{');
         for (k, v) in fields {

@@ -68,6 +68,7 @@ const EXPECTED_KEYS: &[&str] = &[
     "maxJsonStringLength",
     "maxTopicsPerRegistration",
     "maxInflatedBodyLength",
+    "decodeOnLoopMaxBytes",
     "maxNameLength",
     "maxTopicNameLength",
     "maxQueueNums",

@@ -305,7 +305,8 @@ mod tests {
         assert_eq!(c.max_json_depth, 64);
         assert_eq!(c.max_json_string_length, 65536);
         assert_eq!(c.max_topics_per_registration, 100_000);
-        assert_eq!(c.max_inflated_body_length, 67_108_864);
+        assert_eq!(c.max_inflated_body_length, 16_777_216);
+        assert_eq!(c.decode_on_loop_max_bytes, 65_536);
         assert_eq!(c.max_name_length, 255);
         assert_eq!(c.max_topic_name_length, 127);
         assert_eq!(c.conn_write_high_water, 4_194_304);

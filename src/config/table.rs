@@ -196,7 +196,15 @@ properties! {
     "maxJsonDepth" => max_json_depth: u32 = 64, Live, number(1..=1_024);
     "maxJsonStringLength" => max_json_string_length: u32 = 65_536, Live, number(1..=GIB);
     "maxTopicsPerRegistration" => max_topics_per_registration: u32 = 100_000, Live, number(COUNT);
-    "maxInflatedBodyLength" => max_inflated_body_length: u32 = 67_108_864, Live, number(KIB..=GIB);
+    /// Bytes a compressed registration body may inflate to: a 5.x broker's body inflates to
+    /// about 60 bytes per topic (a 1,000-topic broker: ~60 KB), so 16 MiB holds far more
+    /// than maxTopicsPerRegistration real topics, and as much as the largest JSON body
+    /// (frameMaxLength) could carry; a zip bomb stops there.
+    "maxInflatedBodyLength" => max_inflated_body_length: u32 = 16_777_216, Live, number(KIB..=GIB);
+    /// Changed registration bodies up to this many bytes are decoded on the loop (a fraction
+    /// of a millisecond); larger ones, and compressed ones that may inflate past it, go to
+    /// the decode worker (0: every non-empty changed body does).
+    "decodeOnLoopMaxBytes" => decode_on_loop_max_bytes: u32 = 65_536, Live, number(0..=GIB);
     /// Cluster and broker names.
     "maxNameLength" => max_name_length: u32 = 255, Live, number(1..=65_535);
     /// TopicValidator's limit.

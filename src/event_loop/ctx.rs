@@ -65,6 +65,11 @@ pub struct LoopStats {
     pub frame_timeouts: u64,
     /// `accept` failures (out of descriptors and the like).
     pub accept_failures: u64,
+    /// The longest turn so far (from the poll's return to the next poll), in microseconds:
+    /// how long the loop kept everyone else waiting at worst.
+    pub max_turn_micros: u64,
+    /// Turns longer than `LONG_TURN` (2 ms).
+    pub long_turns: u64,
 }
 
 /// Lets one kind of warning through at most once per interval and counts the others.

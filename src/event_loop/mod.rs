@@ -98,6 +98,14 @@ const LARGE_FRAME: usize = 64 * 1024;
 /// `accept` failures logged at most this often (with a count of the ones in between).
 const ACCEPT_WARN_EVERY_MS: u64 = 10_000;
 
+/// A turn longer than this is counted in `LoopStats::long_turns`: the name server's goal is
+/// that no request holds the loop for more than about 2 ms.
+const LONG_TURN: Duration = Duration::from_millis(2);
+
+/// A turn longer than this is warned about (once per `ACCEPT_WARN_EVERY_MS` at most): far
+/// above what scheduling noise on a busy machine causes, so it names real stalls.
+const STALL_WARN: Duration = Duration::from_millis(20);
+
 /// A connection: its slab slot and the generation that tells it from later occupants of the
 /// slot. Anything held by a `ConnId` after its connection closed simply finds nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -304,6 +312,7 @@ pub struct EventLoop<H: Handler> {
     /// take waiting connections off the queue and close them.
     spare_fd: Option<File>,
     accept_log: LogGate,
+    stall_log: LogGate,
 }
 
 impl<H: Handler> EventLoop<H> {
@@ -319,6 +328,7 @@ impl<H: Handler> EventLoop<H> {
             read_scratch: vec![0u8; 64 * 1024],
             spare_fd: open_spare(),
             accept_log: LogGate::new(ACCEPT_WARN_EVERY_MS),
+            stall_log: LogGate::new(ACCEPT_WARN_EVERY_MS),
         })
     }
 
@@ -388,6 +398,7 @@ impl<H: Handler> EventLoop<H> {
             }
             return Err(e);
         }
+        let began = Instant::now();
         self.ctx.update_clock();
         self.retry_accepts(h);
         for event in events.iter() {
@@ -418,7 +429,28 @@ impl<H: Handler> EventLoop<H> {
         self.ctx.update_clock();
         let more = h.before_sleep(&mut self.ctx);
         self.after_callback(h);
+        self.note_turn(began.elapsed());
         Ok(more)
+    }
+
+    /// Counts a turn's length (`max_turn_micros`, `long_turns`); a stall is warned about.
+    fn note_turn(&mut self, took: Duration) {
+        let stats = &mut self.ctx.stats;
+        let micros = took.as_micros() as u64;
+        stats.max_turn_micros = stats.max_turn_micros.max(micros);
+        if took <= LONG_TURN {
+            return;
+        }
+        stats.long_turns += 1;
+        if took > STALL_WARN {
+            if let Some(more) = self.stall_log.ready(self.ctx.now_ms()) {
+                warn!(
+                    "one event loop turn took {} ms: every peer waited that long ({more} more turns over {} ms since the last line)",
+                    took.as_millis(),
+                    STALL_WARN.as_millis()
+                );
+            }
+        }
     }
 
     fn poll_timeout(&mut self, h: &H, work_pending: bool) -> Duration {

@@ -3,7 +3,7 @@
 //! properties (318). Topic names given by an admin call are validated here, before anything
 //! is changed.
 
-use super::header::{Fields, ParseError};
+use super::header::{BodyDone, Fields, ParseError};
 use crate::route::model::{QueueData, TopicRouteData};
 
 /// 100 PUT_KV_CONFIG.
@@ -99,7 +99,7 @@ impl<'a> RegisterTopic<'a> {
     pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
         let topic = h.required("topic")?;
         h.limits.validate_topic(topic)?;
-        let queue_datas = if h.body().is_empty() {
+        let queue_datas = if h.body().is_empty() || h.done == BodyDone::Decoded {
             Vec::new()
         } else {
             TopicRouteData::decode(h.body())
@@ -123,8 +123,22 @@ pub struct UpdateNamesrvConfig<'a> {
     pub properties: Option<&'a str>,
 }
 
+/// The longest UPDATE_NAMESRV_CONFIG body: room for every key there is and two values of the
+/// longest kind (4 KiB). Checking a body costs microseconds per line, so a megabyte of lines
+/// would hold the loop for hundreds of milliseconds.
+pub const MAX_CONFIG_UPDATE_BYTES: usize = 16 * 1024;
+
 impl<'a> UpdateNamesrvConfig<'a> {
     pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
+        if h.body().len() > MAX_CONFIG_UPDATE_BYTES {
+            return Err(ParseError::BadBody {
+                what: "UPDATE_NAMESRV_CONFIG",
+                reason: format!(
+                    "{} bytes, more than {MAX_CONFIG_UPDATE_BYTES}; send fewer keys at a time",
+                    h.body().len()
+                ),
+            });
+        }
         let properties = if h.body().is_empty() {
             None
         } else {

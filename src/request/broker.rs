@@ -3,7 +3,7 @@
 //! Header fields are read in Java's order, so a request missing several names the same
 //! field Java would.
 
-use super::header::{Fields, NameLimits, ParseError};
+use super::header::{BodyDone, Fields, NameLimits, ParseError};
 use crate::route::model::{decode_register_body, BodyLimits, DataVersion, RegisterBody};
 use crate::route::table::{BodyFingerprint, ConnId, RegisterRequest, UnregisterRequest};
 
@@ -65,10 +65,9 @@ impl<'a> RegisterBroker<'a> {
             compressed: h.optional_bool("compressed").unwrap_or(false),
             version: h.cmd.version,
             body,
-            fingerprint: BodyFingerprint {
-                len: body.len(),
-                header_crc: body_crc32,
-                hash: crate::checksum::fingerprint(body),
+            fingerprint: match h.done {
+                BodyDone::Hashed(fingerprint) => fingerprint,
+                _ => body_fingerprint(body, body_crc32),
             },
         })
     }
@@ -122,6 +121,16 @@ impl<'a> RegisterBroker<'a> {
     }
 }
 
+/// What recognises an unchanged registration body: its length, the header's `bodyCrc32` and
+/// its hash (the costly part for a large body: the decode worker computes it for those).
+pub fn body_fingerprint(body: &[u8], header_crc: i64) -> BodyFingerprint {
+    BodyFingerprint {
+        len: body.len(),
+        header_crc,
+        hash: crate::checksum::fingerprint(body),
+    }
+}
+
 /// The four fields that name one broker in UNREGISTER_BROKER (104) and QUERY_DATA_VERSION.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BrokerRef<'a> {
@@ -159,9 +168,21 @@ pub struct QueryDataVersion<'a> {
     pub data_version: Option<DataVersion>,
 }
 
+/// The longest QUERY_DATA_VERSION body: a DataVersion is three numbers (under 100 bytes).
+pub const MAX_DATA_VERSION_BYTES: usize = 4096;
+
 impl<'a> QueryDataVersion<'a> {
     pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
         let broker = BrokerRef::parse(h)?;
+        if h.body().len() > MAX_DATA_VERSION_BYTES {
+            return Err(ParseError::BadBody {
+                what: "DataVersion",
+                reason: format!(
+                    "{} bytes, more than {MAX_DATA_VERSION_BYTES}",
+                    h.body().len()
+                ),
+            });
+        }
         let data_version = if h.body().is_empty() {
             None
         } else {

@@ -5,6 +5,7 @@
 
 use super::rules;
 use crate::remoting::command::RemotingCommand;
+use crate::route::table::BodyFingerprint;
 use std::fmt;
 
 /// Why a request could not be turned into a typed request. The processor answers
@@ -196,6 +197,20 @@ impl NameLimits {
 pub(super) struct Fields<'a> {
     pub cmd: &'a RemotingCommand,
     pub limits: &'a NameLimits,
+    /// What was already done with the body off the loop.
+    pub done: BodyDone,
+}
+
+/// What the decode worker already did with a request's body, so that parsing on the loop
+/// does not do it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyDone {
+    Nothing,
+    /// A REGISTER_BROKER body's fingerprint.
+    Hashed(BodyFingerprint),
+    /// A REGISTER_TOPIC_IN_NAMESRV body was decoded and checked: the parse leaves
+    /// `queue_datas` empty for the caller to fill in.
+    Decoded,
 }
 
 impl<'a> Fields<'a> {

@@ -27,7 +27,7 @@ pub use admin::{
 pub use broker::{
     BrokerHeartbeat, BrokerRef, GetBrokerMemberGroup, QueryDataVersion, RegisterBroker,
 };
-pub use header::{NameLimits, ParseError};
+pub use header::{BodyDone, NameLimits, ParseError};
 pub use routes::{GetRouteInfo, GetTopicsByCluster};
 pub use rules::Allowed;
 
@@ -68,7 +68,17 @@ impl<'a> Request<'a> {
     /// Parses `cmd` by its code. Codes the name server does not answer (unknown ones, and
     /// 905, which it only sends) are [`ParseError::NotSupported`].
     pub fn parse(cmd: &'a RemotingCommand, limits: &'a NameLimits) -> Result<Self, ParseError> {
-        let h = Fields { cmd, limits };
+        Request::parse_after(cmd, limits, BodyDone::Nothing)
+    }
+
+    /// As [`Request::parse`], when the decode worker already did `done` with the body (so
+    /// that a large body is not hashed or decoded again on the loop).
+    pub fn parse_after(
+        cmd: &'a RemotingCommand,
+        limits: &'a NameLimits,
+        done: BodyDone,
+    ) -> Result<Self, ParseError> {
+        let h = Fields { cmd, limits, done };
         Ok(match cmd.code {
             code::PUT_KV_CONFIG => Request::PutKvConfig(PutKvConfig::parse(h)?),
             code::GET_KV_CONFIG => Request::GetKvConfig(KvKey::parse(h)?),

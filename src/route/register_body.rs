@@ -55,7 +55,7 @@ impl Default for BodyLimits {
         BodyLimits {
             json: json::Limits::default(),
             max_topics: 100_000,
-            max_inflated_len: 64 << 20,
+            max_inflated_len: 16 << 20,
         }
     }
 }

@@ -9,6 +9,8 @@
 //!   touches only its own topics, never the whole topic table;
 //! * per live broker, the fingerprint of the last accepted registration body, so that the
 //!   30-second steady-state registration is recognised without parsing;
+//! * the topic map in shards (`topic_map.rs`), so that growing it never rehashes more than a
+//!   shard's topics in one call;
 //! * deadline buckets of live brokers, so that an expiry scan costs O(brokers due);
 //! * connection -> live brokers, so that a closed connection unregisters all of its brokers.
 //!
@@ -19,7 +21,8 @@
 use super::cache::RouteCache;
 use super::keyed_hash::KeyedState;
 use super::model::{
-    BrokerData, DataVersion, Dialect, MappingInfo, QueueData, RegisterBody, TopicRouteData,
+    BrokerData, DataVersion, Dialect, MappingInfo, QueueData, RegisterBody, TopicConfig,
+    TopicRouteData,
 };
 use crate::timer::DeadlineBuckets;
 use bytes::Bytes;
@@ -28,8 +31,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 mod bounds;
+mod topic_map;
 
 pub use bounds::{BoundExceeded, RouteBounds};
+use topic_map::TopicMap;
 
 /// Identifies the connection a request arrived on (the server's slab token).
 pub type ConnId = usize;
@@ -286,6 +291,41 @@ pub struct RegisterResult {
     pub taken_over: Option<Takeover>,
 }
 
+/// The topic configs of a registration still to be put (see
+/// [`RouteTable::register_broker_in_steps`]).
+#[derive(Debug, Clone)]
+pub struct TopicSteps {
+    name: Arc<str>,
+    broker: BrokerId,
+    put: PutRule,
+    /// Topics the body no longer reports (`deleteTopicWithBrokerRegistration`): their queue
+    /// entry of this broker goes, before any topic config is put, as in a one-go apply.
+    stale: Vec<Arc<str>>,
+    /// Index of the next stale topic.
+    next_stale: usize,
+    /// Index of the next topic config of the body.
+    next: usize,
+    /// Topic queue entries added, changed or removed so far.
+    pub changed: usize,
+}
+
+impl TopicSteps {
+    /// Queue entries still to remove and topic configs still to put.
+    pub fn remaining(&self, body: &RegisterBody) -> usize {
+        (self.stale.len() - self.next_stale) + body.topics.len().saturating_sub(self.next)
+    }
+}
+
+/// Which of a registration's topic configs are put (§5.2 step 10 b).
+#[derive(Debug, Clone, Copy)]
+struct PutRule {
+    /// All of them (first registration of the group, or a new DataVersion); otherwise only
+    /// topics the broker does not serve yet.
+    all: bool,
+    /// A prime slave standing in for its master: its topics are not writable.
+    clear_write: bool,
+}
+
 /// An address taken from the broker name that held it: that broker's entry for the address
 /// was unregistered (as UNREGISTER_BROKER would), with what that removed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -332,8 +372,9 @@ pub struct BatchOutcome {
 #[derive(Debug)]
 pub struct RouteTable {
     /// Topic and broker names (and addresses, below) are peer-chosen: keyed hash
-    /// (`keyed_hash`), fast and seeded per process.
-    topics: HashMap<Arc<str>, TopicEntry, KeyedState>,
+    /// (`keyed_hash`), fast and seeded per process. The topic map is sharded, so that growing
+    /// it never stalls the loop (`topic_map`).
+    topics: TopicMap<TopicEntry, KeyedState>,
     brokers: HashMap<Arc<str>, BrokerEntry, KeyedState>,
     /// Broker group id -> name (ids are reused once a group and its queue entries are gone).
     broker_names: Slab<Arc<str>>,
@@ -353,7 +394,7 @@ pub struct RouteTable {
 impl RouteTable {
     pub fn new(settings: RouteSettings, expiry_granularity_ms: u64) -> Self {
         RouteTable {
-            topics: HashMap::default(),
+            topics: TopicMap::default(),
             brokers: HashMap::default(),
             broker_names: Slab::new(),
             clusters: HashMap::new(),
@@ -544,6 +585,65 @@ impl RouteTable {
         req: &RegisterRequest<'_>,
         topics_in: TopicsInput<'_>,
     ) -> RegisterResult {
+        self.register(req, topics_in, false).0
+    }
+
+    /// [`RouteTable::register_broker`] for a body too large to apply at once: everything but
+    /// putting its topic configs is done now (removing unreported topics and static-topic
+    /// mappings included); the topic configs are then put by [`RouteTable::apply_topic_steps`],
+    /// a slice at a time. `None`: no topics to put (a slave's, a fenced registration).
+    pub fn register_broker_in_steps(
+        &mut self,
+        req: &RegisterRequest<'_>,
+        body: &RegisterBody,
+    ) -> (RegisterResult, Option<TopicSteps>) {
+        self.register(req, TopicsInput::Body(body), true)
+    }
+
+    /// Removes up to `max` more stale queue entries of a registration applied in steps, then
+    /// puts topic configs with what is left of `max`; returns whether it is done. Each topic's
+    /// entry changes in one step, so a route shows a topic as before the registration or as
+    /// after it. A broker group removed meanwhile gets no more topics: done (the server lets no
+    /// other change in until the last step; this is the table's own guard).
+    pub fn apply_topic_steps(
+        &mut self,
+        steps: &mut TopicSteps,
+        body: &RegisterBody,
+        max: usize,
+    ) -> bool {
+        let same_group = self
+            .brokers
+            .get(&*steps.name)
+            .is_some_and(|b| b.id == steps.broker);
+        if !same_group {
+            return true;
+        }
+        let stale_end = steps.next_stale.saturating_add(max).min(steps.stale.len());
+        for i in steps.next_stale..stale_end {
+            let topic = steps.stale[i].clone();
+            if self.drop_queue_entry(steps.broker, &topic).0 {
+                steps.changed += 1;
+            }
+        }
+        let max = max - (stale_end - steps.next_stale);
+        steps.next_stale = stale_end;
+        let end = steps.next.saturating_add(max).min(body.topics.len());
+        for (_, tc) in body.topics.get(steps.next..end).unwrap_or_default() {
+            if self.put_topic_config(steps.broker, tc, steps.put) {
+                steps.changed += 1;
+            }
+        }
+        steps.next = end;
+        end >= body.topics.len()
+    }
+
+    fn register(
+        &mut self,
+        req: &RegisterRequest<'_>,
+        topics_in: TopicsInput<'_>,
+        in_steps: bool,
+    ) -> (RegisterResult, Option<TopicSteps>) {
+        let mut steps = None;
         let mut result = RegisterResult::default();
         let (name, addr, id) = (req.broker_name, req.broker_addr, req.broker_id);
         // 0. (not Java's) an address belongs to one broker name per cluster
@@ -553,7 +653,7 @@ impl RouteTable {
         // 2. broker data, created on the group's first registration
         let mut register_first = self.create_broker_if_absent(req);
         let Some(b) = self.brokers.get_mut(name) else {
-            return result;
+            return (result, None);
         };
         // 3. acting-master flag and zone
         let mut broker_changed = set_acting_master_and_zone(&mut b.data, req);
@@ -569,7 +669,7 @@ impl RouteTable {
                 self.invalidate_broker_topics(name);
             }
             result.fenced = true;
-            return result;
+            return (result, None);
         }
         // 7. (Java refuses a first registration carrying exactly one topic; we do not.)
         // 8. id -> addr
@@ -581,7 +681,15 @@ impl RouteTable {
         }
         // 9./10. topic configs and static-topic mappings, from the master or the prime slave
         if let TopicsInput::Body(body) = topics_in {
-            result.topics_changed = self.apply_topics(req, body, register_first, incoming_version);
+            let plan = self.plan_topics(req, body, register_first, incoming_version);
+            if let Some(mut plan) = plan {
+                if in_steps {
+                    steps = Some(plan);
+                } else {
+                    self.apply_topic_steps(&mut plan, body, usize::MAX);
+                    result.topics_changed = plan.changed;
+                }
+            }
         }
         // 11. live entry, bound to the connection the registration came on
         result.first = self.refresh_live(req, topics_in, incoming_version);
@@ -602,7 +710,7 @@ impl RouteTable {
         if is_min_broker_id_changed && self.settings.notify_min_broker_id_changed {
             result.notification = self.min_id_notification(req);
         }
-        result
+        (result, steps)
     }
 
     /// Step 0: when the live entry of (cluster, addr) belongs to another broker name, that
@@ -708,39 +816,82 @@ impl RouteTable {
     }
 
     /// §5.2 steps 9 and 10: topic configs (10 a/b) and static-topic mappings (10 c), taken
-    /// only from the master or the prime slave. Returns the queue entries changed.
-    fn apply_topics(
+    /// only from the master or the prime slave. Removes the topics the body no longer reports
+    /// (`deleteTopicWithBrokerRegistration`) and puts the mappings now; returns what is left:
+    /// putting the topic configs (`None`: this broker's topics are not taken).
+    fn plan_topics(
         &mut self,
         req: &RegisterRequest<'_>,
         body: &RegisterBody,
         register_first: bool,
         incoming: DataVersion,
-    ) -> usize {
-        let Some(b) = self.brokers.get(req.broker_name) else {
-            return 0;
-        };
+    ) -> Option<TopicSteps> {
+        let b = self.brokers.get(req.broker_name)?;
         let is_old = req.enable_acting_master.is_none();
         let is_master = req.broker_id == 0;
         let is_prime_slave = !is_old && !is_master && Some(req.broker_id) == min_broker_id(&b.data);
         if !(is_master || is_prime_slave) {
-            return 0;
+            return None;
         }
+        let (name, broker) = (b.name.clone(), b.id);
         let clear_write = is_prime_slave && b.data.enable_acting_master;
         let stored = self
             .live_id(req.cluster, req.broker_addr)
             .map(|l| self.live[l].data_version);
         let version_changed = stored != Some(incoming);
-        let changes = self.apply_topic_configs(
-            req.broker_name,
-            body,
-            register_first,
-            version_changed,
-            clear_write,
-        );
+        let stale =
+            if self.settings.delete_topic_with_broker_registration && body.mappings.is_empty() {
+                self.take_unreported_topics(&name, body)
+            } else {
+                Vec::new()
+            };
         if version_changed || register_first {
             self.put_queue_mappings(body);
         }
-        changes
+        Some(TopicSteps {
+            name,
+            broker,
+            put: PutRule {
+                all: register_first || version_changed,
+                clear_write,
+            },
+            stale,
+            next_stale: 0,
+            next: 0,
+            changed: 0,
+        })
+    }
+
+    /// §5.2 step 10 a: the broker's topics its body no longer reports, taken off its topic
+    /// list now (one pass) and returned for their queue entries to go (see
+    /// [`RouteTable::drop_queue_entry`]).
+    fn take_unreported_topics(&mut self, name: &Arc<str>, body: &RegisterBody) -> Vec<Arc<str>> {
+        let Some(b) = self.brokers.get_mut(name) else {
+            return Vec::new();
+        };
+        let reported: HashSet<&str> = body.topics.iter().map(|(k, _)| k.as_str()).collect();
+        let (kept, stale): (Vec<Arc<str>>, Vec<Arc<str>>) = std::mem::take(&mut b.topics)
+            .into_iter()
+            .partition(|t| reported.contains(t.as_ref()));
+        b.topics = kept;
+        stale
+    }
+
+    /// §5.2 step 10 b for one topic config: put when the rule says all, or when the broker
+    /// does not serve the topic yet. Returns whether anything changed.
+    fn put_topic_config(&mut self, broker: BrokerId, tc: &TopicConfig, rule: PutRule) -> bool {
+        let mut perm = tc.perm;
+        if rule.clear_write {
+            perm &= !PERM_WRITE;
+        }
+        let slot = QueueSlot {
+            broker,
+            read_queue_nums: tc.read_queue_nums,
+            write_queue_nums: tc.write_queue_nums,
+            perm,
+            topic_sys_flag: tc.topic_sys_flag,
+        };
+        self.put_queue(&tc.topic_name, slot, !rule.all)
     }
 
     /// §5.2 step 10 c.
@@ -879,87 +1030,53 @@ impl RouteTable {
         })
     }
 
-    /// §5.2 step 10 a/b. Returns the number of queue entries added, changed or removed.
-    fn apply_topic_configs(
-        &mut self,
-        broker_name: &str,
-        body: &RegisterBody,
-        register_first: bool,
-        version_changed: bool,
-        clear_write: bool,
-    ) -> usize {
-        let Some((name, id)) = self
-            .brokers
-            .get(broker_name)
-            .map(|b| (b.name.clone(), b.id))
-        else {
-            return 0;
-        };
-        let mut changes = 0;
-        if self.settings.delete_topic_with_broker_registration && body.mappings.is_empty() {
-            let reported: HashSet<&str> = body.topics.iter().map(|(k, _)| k.as_str()).collect();
-            let stale: Vec<Arc<str>> = self.brokers[&name]
-                .topics
-                .iter()
-                .filter(|t| !reported.contains(t.as_ref()))
-                .cloned()
-                .collect();
-            for topic in stale {
-                if self.remove_queue(&topic, &name) {
-                    changes += 1;
-                }
-            }
-        }
-        // A topic already served by this group keeps its entry unless the data version moved
-        // (or this is the group's first registration); a missing one is always added.
-        let only_if_absent = !(register_first || version_changed);
-        for (_, tc) in &body.topics {
-            let mut perm = tc.perm;
-            if clear_write {
-                perm &= !PERM_WRITE;
-            }
-            let slot = QueueSlot {
-                broker: id,
-                read_queue_nums: tc.read_queue_nums,
-                write_queue_nums: tc.write_queue_nums,
-                perm,
-                topic_sys_flag: tc.topic_sys_flag,
-            };
-            if self.put_queue(&tc.topic_name, slot, only_if_absent) {
-                changes += 1;
-            }
-        }
-        changes
-    }
-
     /// Puts a queue entry (only when the topic has none of its broker, if `only_if_absent`);
     /// returns whether anything changed. One lookup of the topic when it exists.
     fn put_queue(&mut self, topic: &str, slot: QueueSlot, only_if_absent: bool) -> bool {
         let broker = slot.broker;
-        match self.topics.get_mut(topic) {
+        let key = match self.topics.get_mut(topic) {
             Some(entry) => match entry.put(slot, only_if_absent) {
                 Put::Unchanged => return false,
                 Put::Replaced => {
                     self.cache.invalidate(topic);
                     return true;
                 }
-                Put::Added => self.cache.invalidate(topic),
+                Put::Added => {
+                    self.cache.invalidate(topic);
+                    self.topics.get_key_value(topic).map(|(k, _)| k.clone())
+                }
             },
             None => {
                 let mut entry = TopicEntry::default();
                 entry.put(slot, false);
-                self.topics.insert(Arc::from(topic), entry);
+                let key: Arc<str> = Arc::from(topic);
+                self.topics.insert(key.clone(), entry);
+                Some(key)
             }
-        }
+        };
         // Index the topic under its new broker (shares the table's key allocation).
         let name = self.broker_names.get(broker as usize).cloned();
-        if let (Some((key, _)), Some(b)) = (
-            self.topics.get_key_value(topic),
-            name.and_then(|n| self.brokers.get_mut(n.as_ref())),
-        ) {
-            b.topics.push(key.clone());
+        if let (Some(key), Some(b)) = (key, name.and_then(|n| self.brokers.get_mut(n.as_ref()))) {
+            b.topics.push(key);
         }
         true
+    }
+
+    /// Removes group `id`'s queue entry from `topic`, dropping the topic once it has none;
+    /// the group's own topic list is the caller's. Returns (entry removed, topic dropped).
+    fn drop_queue_entry(&mut self, id: BrokerId, topic: &str) -> (bool, bool) {
+        let Some(entry) = self.topics.get_mut(topic) else {
+            return (false, false);
+        };
+        if !entry.remove(id) {
+            return (false, false);
+        }
+        let now_empty = entry.queues.is_empty();
+        self.cache.invalidate(topic);
+        if now_empty {
+            self.topics.remove(topic);
+        }
+        (true, now_empty)
     }
 
     /// Removes a broker's queue entry from a topic (dropping the topic when empty).
@@ -967,16 +1084,8 @@ impl RouteTable {
         let Some(id) = self.brokers.get(broker_name).map(|b| b.id) else {
             return false;
         };
-        let Some(entry) = self.topics.get_mut(topic) else {
+        if !self.drop_queue_entry(id, topic).0 {
             return false;
-        };
-        if !entry.remove(id) {
-            return false;
-        }
-        let now_empty = entry.queues.is_empty();
-        self.invalidate_topic(topic);
-        if now_empty {
-            self.topics.remove(topic);
         }
         if let Some(b) = self.brokers.get_mut(broker_name) {
             if let Some(i) = b.topics.iter().position(|t| &**t == topic) {
@@ -1246,15 +1355,7 @@ impl RouteTable {
         // Its queue entries all go below, so its id can be handed out again.
         self.broker_names.try_remove(b.id as usize);
         for topic in b.topics {
-            let Some(entry) = self.topics.get_mut(&*topic) else {
-                continue;
-            };
-            if !entry.remove(b.id) {
-                continue;
-            }
-            self.cache.invalidate(&topic);
-            if entry.queues.is_empty() {
-                self.topics.remove(&*topic);
+            if self.drop_queue_entry(b.id, &topic).1 {
                 outcome.topics_removed += 1;
             }
         }
@@ -2320,5 +2421,103 @@ mod tests {
             t.topics.capacity()
         );
         assert!(t.pickup_route("Kept").is_some());
+    }
+
+    /// Every topic's route body in both dialects (`None`: TOPIC_NOT_EXIST).
+    fn route_bytes(t: &mut RouteTable, topics: &[String]) -> Vec<(Option<Bytes>, Option<Bytes>)> {
+        topics
+            .iter()
+            .map(|n| {
+                (
+                    t.route_body(n, Dialect::Standard, || None),
+                    t.route_body(n, Dialect::Legacy, || None),
+                )
+            })
+            .collect()
+    }
+
+    /// The table a stepped and a one-go registration start from: broker `o` shares some
+    /// topics with broker `b`, and `b` serves topics its next body no longer reports.
+    fn shared_table() -> RouteTable {
+        let mut t = RouteTable::new(
+            RouteSettings {
+                delete_topic_with_broker_registration: true,
+                ..RouteSettings::default()
+            },
+            1000,
+        );
+        let shared: Vec<(&str, i32)> = vec![("Sh0", 6), ("Sh1", 6), ("Gone1", 6)];
+        t.register_broker(
+            &req("c", "o", "o:1", 0, 5),
+            TopicsInput::Body(&body(1, &shared)),
+        );
+        let mut old: Vec<(&str, i32)> = vec![("Gone0", 6), ("Gone1", 6), ("Sh0", 6)];
+        old.extend(STEP_NAMES.iter().map(|n| (*n, 6)));
+        t.register_broker(
+            &req("c", "b", "a:1", 0, 10),
+            TopicsInput::Body(&body(1, &old)),
+        );
+        t
+    }
+
+    const STEP_NAMES: [&str; 10] = ["S0", "S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S9"];
+
+    #[test]
+    fn a_registration_applied_in_steps_ends_byte_identical_to_one_at_once_and_no_topic_is_half_done(
+    ) {
+        // b's new body: its topics with perm 4, new ones, a topic shared with o; not Gone*.
+        let mut listed: Vec<(&str, i32)> = STEP_NAMES.iter().map(|n| (*n, 4)).collect();
+        listed.extend([("New0", 6), ("Sh1", 4), ("Sh0", 4), ("New1", 6)]);
+        let second = body(2, &listed);
+        let mut names: Vec<String> = listed.iter().map(|(n, _)| n.to_string()).collect();
+        names.extend(["Gone0".to_string(), "Gone1".to_string()]);
+        let mut at_once = shared_table();
+        let once =
+            at_once.register_broker(&req("c", "b", "a:1", 0, 20), TopicsInput::Body(&second));
+        let after = route_bytes(&mut at_once, &names);
+        let mut stepped = shared_table();
+        let before = route_bytes(&mut stepped, &names);
+        let (result, steps) =
+            stepped.register_broker_in_steps(&req("c", "b", "a:1", 0, 20), &second);
+        assert!(!result.first);
+        let mut steps = steps.expect("the master's topics are put");
+        let mut seen_mixed = false;
+        loop {
+            // Between steps every topic's route is wholly as before or as after.
+            let now = route_bytes(&mut stepped, &names);
+            for (i, n) in names.iter().enumerate() {
+                assert!(now[i] == before[i] || now[i] == after[i], "{n} half done");
+            }
+            seen_mixed |= now != before && now != after;
+            if stepped.apply_topic_steps(&mut steps, &second, 3) {
+                break;
+            }
+        }
+        assert!(seen_mixed, "the steps were observable");
+        assert_eq!(route_bytes(&mut stepped, &names), after);
+        assert_eq!(steps.changed, once.topics_changed);
+        let topics = |t: &RouteTable| t.topic_names().map(String::from).collect::<BTreeSet<_>>();
+        assert_eq!(topics(&stepped), topics(&at_once));
+        assert_eq!(stepped.cluster_info(), at_once.cluster_info());
+        assert_eq!(
+            stepped.data_version("c", "a:1"),
+            at_once.data_version("c", "a:1")
+        );
+    }
+
+    #[test]
+    fn steps_stop_when_the_broker_group_goes_meanwhile() {
+        let mut t = table();
+        let many = body(1, &[("G1", 6), ("G2", 6), ("G3", 6)]);
+        let (_, steps) = t.register_broker_in_steps(&req("c", "g", "a:2", 0, 10), &many);
+        let mut steps = steps.expect("topics to put");
+        assert!(!t.apply_topic_steps(&mut steps, &many, 1));
+        t.unregister_batch(&[unreg("c", "g", "a:2", 0)]);
+        assert!(
+            t.apply_topic_steps(&mut steps, &many, 1),
+            "done: nothing more to put"
+        );
+        assert_eq!(t.topic_count(), 0);
+        assert!(t.pickup_route("G3").is_none());
     }
 }

@@ -11,8 +11,15 @@
 //!   `[OVERLOAD]`, as Java's full request queue is.
 //! * **Expiry pacing.** The scan timer only marks a scan due; the scan runs a chunk of brokers
 //!   per turn, and expired brokers' connections are closed a chunk per turn.
+//! * **Large bodies** are hashed and decoded by the [`decode_worker`] (registrations over
+//!   `decodeOnLoopMaxBytes`, or over 256 KiB for the hash; large REGISTER_TOPIC_IN_NAMESRV
+//!   bodies): the connection is held, and what comes back is applied here, in turn.
 //! * **Unregistrations** come back from the batching thread and are applied in chunks, within
 //!   the same time budget as registrations.
+//! * **Registrations applied in steps** (a body of thousands of topics): their steps run
+//!   within the same budget, a few per turn; until the last one, the route table takes no
+//!   other change: queued registrations and unregistrations stay queued, and a request that
+//!   would change routes waits with its connection held (`after_steps`). Reads are served.
 //! * **Deferred answers.** A KV change or config update is answered once the durable writer
 //!   has it on disk: its connection is held meanwhile, and the answers are written when the
 //!   writer's wake-up brings them (`answer_durable_writes`).
@@ -31,7 +38,8 @@ use crate::event_loop::{
 };
 use crate::kv::KvStore;
 use crate::processor::{
-    Effects, Outbox, Processor, RequestContext, ServerCounters, UnregisterBatch, Unregistration,
+    BodyWork, Effects, Outbox, Processor, RequestContext, ServerCounters, UnregisterBatch,
+    Unregistration,
 };
 use crate::remoting::codes::{is_broker_request, request, response};
 use crate::remoting::command::{DecodeLimits, RemotingCommand};
@@ -56,6 +64,9 @@ mod controller_port;
 mod controller_port;
 
 use controller_port::{ControllerPort, PeerConnData};
+use decode_worker::{DecodeWorker, Job};
+
+mod decode_worker;
 
 /// The name server's listener (the controller's is `controller_port::LISTENER`).
 const NAMESRV_LISTENER: ListenerTag = ListenerTag(0);
@@ -85,6 +96,20 @@ const TRIM_AFTER_BYTES: usize = 4 << 20;
 /// Connection buffers (bytes held at once) after which, once they are down to a quarter,
 /// freed heap is handed back the same way (large frames, unread replies).
 const TRIM_AFTER_BUFFERED: usize = 2 << 20;
+
+/// Bodies up to this length are hashed on the loop (XXH64, a fraction of a millisecond even
+/// on a slow, shared core); larger ones are hashed by the decode worker before the loop
+/// checks whether they changed. 256 KiB covers a broker with about 1,200 topics, so the
+/// steady registrations of ordinary brokers are answered on the loop without a thread hop.
+const HASH_ON_LOOP_BYTES: usize = 256 * 1024;
+
+/// Body bytes of REGISTER_TOPIC_IN_NAMESRV requests that may wait for the decode worker; more
+/// are answered SYSTEM_BUSY (registrations are bounded by their own queue).
+const DECODE_BACKLOG_BYTES: usize = 64 << 20;
+
+/// How much a zlib stream may inflate (deflate's limit is about 1032:1): a compressed body is
+/// weighed by what it may become, so a small zlib bomb is inflated off the loop too.
+const MAX_INFLATE_RATIO: usize = 1032;
 
 /// Unregistrations applied per step of a large batch.
 const UNREGISTER_CHUNK: usize = 32;
@@ -391,6 +416,9 @@ struct Settings {
     decode: DecodeLimits,
     scan_interval_ms: u64,
     registration_budget: usize,
+    /// `decodeOnLoopMaxBytes`: changed registration bodies larger than this (compressed ones
+    /// weighed by [`MAX_INFLATE_RATIO`]) are decoded by the decode worker.
+    decode_on_loop_max: usize,
 }
 
 impl Settings {
@@ -407,6 +435,7 @@ impl Settings {
             },
             scan_interval_ms: c.scan_not_active_broker_interval.max(1) as u64,
             registration_budget: c.registration_budget_per_iteration.max(1) as usize,
+            decode_on_loop_max: c.decode_on_loop_max_bytes as usize,
         }
     }
 }
@@ -437,12 +466,15 @@ impl PeerConnData for PeerState {
 struct QueuedRegistration {
     conn: ConnId,
     cmd: RemotingCommand,
+    /// What the decode worker found out about its body; `None` before it is looked at.
+    work: Option<BodyWork>,
 }
 
 /// Registrations waiting to be applied, at most one per connection.
 #[derive(Default)]
 struct RegistrationQueue {
     queue: VecDeque<QueuedRegistration>,
+    /// Body bytes of the queued registrations and of those with the decode worker.
     bytes: usize,
 }
 
@@ -474,6 +506,11 @@ struct NameServer {
     /// The soft open-file limit the connection cap is kept under.
     descriptors: Option<u64>,
     threads: Vec<JoinHandle<()>>,
+    /// Requests that would change the route table while a registration is applied in steps,
+    /// in arrival order, each holding its connection; handled after the last step.
+    after_steps: VecDeque<(ConnId, RemotingCommand, BodyWork)>,
+    /// Hashes and decodes large registration bodies off the loop.
+    decode: DecodeWorker,
     /// The embedded Controller, when hosted.
     controller: Option<ControllerPort>,
 }
@@ -482,11 +519,13 @@ impl NameServer {
     fn new(config: NamesrvConfig, kv: KvStore, waker: LoopWaker) -> io::Result<NameServer> {
         let capacity = config.un_register_broker_queue_capacity.max(1) as usize;
         let wake = waker.clone();
+        let waker_for_decode = waker.clone();
         let (durable, kv_writer) = kv.spawn_writer("kv-writer", Box::new(move || wake.wake()))?;
         let (unregistrations, unregister_batches, batcher) =
             event_loop::spawn_batcher("unregister-worker", capacity, waker)?;
         let (notifications, sender) =
             oneway::spawn_sender("notify-sender", capacity, NOTIFY_TIMEOUT)?;
+        let decode = DecodeWorker::spawn("decode-worker", waker_for_decode)?;
         let settings = Settings::from_config(&config);
         let outbox = Outbox {
             unregistrations,
@@ -505,6 +544,8 @@ impl NameServer {
             next_trim_ms: 0,
             descriptors: None,
             threads: vec![batcher, sender, kv_writer],
+            after_steps: VecDeque::new(),
+            decode,
             controller: None,
         })
     }
@@ -519,12 +560,14 @@ impl NameServer {
         let NameServer {
             processor,
             threads,
+            decode,
             controller,
             ..
         } = self;
         if let Some(port) = controller {
             port.shutdown();
         }
+        decode.shutdown();
         drop(processor);
         for t in threads {
             if t.join().is_err() {
@@ -536,17 +579,24 @@ impl NameServer {
     /// Enough registrations are queued for this turn's budget: read no more broker traffic
     /// until some are applied.
     fn registration_queue_full(&self) -> bool {
-        self.registrations.queue.len() >= self.settings.registration_budget
+        self.registrations.queue.len() + self.decode.in_flight()
+            >= self.settings.registration_budget
             || self.registrations.bytes >= REGISTRATION_READ_AHEAD_BYTES
     }
 
-    /// Runs one request now and writes its reply to the connection.
+    /// Runs one request now and writes its reply to the connection; one that would change
+    /// the route table under a registration applied in steps waits for its last step.
     fn handle_now(
         &mut self,
         ctx: &mut Ctx<PeerState>,
         conn: ConnId,
         cmd: &RemotingCommand,
+        work: BodyWork,
     ) -> Next {
+        if self.processor.waits_for_topic_steps(cmd) {
+            self.after_steps.push_back((conn, cmd.clone(), work));
+            return Next::Hold;
+        }
         let rctx = RequestContext {
             conn: Some(conn.index()),
             peer: ctx.peer(conn),
@@ -557,7 +607,8 @@ impl NameServer {
         let Some(out) = ctx.write_buf(conn) else {
             return Next::Close;
         };
-        let Some(effects) = handle_guarded(&mut self.processor, &rctx, &counters, cmd, out) else {
+        let Some(effects) = handle_guarded(&mut self.processor, &rctx, &counters, cmd, work, out)
+        else {
             warn!(
                 "closing connection from {:?}: handling request code {} panicked",
                 rctx.peer, cmd.code
@@ -613,9 +664,11 @@ impl NameServer {
             return Next::Continue;
         }
         self.registrations.bytes += cmd.body.len();
-        self.registrations
-            .queue
-            .push_back(QueuedRegistration { conn, cmd });
+        self.registrations.queue.push_back(QueuedRegistration {
+            conn,
+            cmd,
+            work: None,
+        });
         ctx.set_read_class(conn, ReadClass::Bulk);
         Next::Hold
     }
@@ -638,8 +691,15 @@ impl NameServer {
     }
 
     /// Applies queued registrations: at least one, then until the count or time budget for
-    /// this turn is spent. Each answered connection may send its next frames.
+    /// this turn is spent. Each answered connection may send its next frames; a registration
+    /// whose body is too large to hash or decode here goes to the decode worker instead and
+    /// comes back through [`NameServer::take_decoded`].
     fn run_registrations(&mut self, ctx: &mut Ctx<PeerState>, started: Instant) {
+        // One registration applied in steps at a time: no other may change the tables under
+        // it (its broker's later registration least of all).
+        if !self.run_topic_steps(ctx, started) {
+            return;
+        }
         let mut done = 0;
         while done < self.settings.registration_budget {
             if done > 0 && started.elapsed() >= SLOW_WORK_BUDGET {
@@ -651,38 +711,202 @@ impl NameServer {
             self.registrations.bytes -= q.cmd.body.len();
             self.bytes_since_trim += q.cmd.body.len();
             done += 1;
-            let Some(peer) = ctx.peer(q.conn) else {
-                continue;
+            self.run_registration(ctx, q);
+            if self.processor.topic_steps_pending() {
+                break;
+            }
+        }
+        let spent = self.processor.take_spent_bodies();
+        if !spent.is_empty() {
+            // Should the worker be gone, they are freed here.
+            let _ = self.decode.submit(Job::Free(spent));
+        }
+    }
+
+    /// One registration: handed to the decode worker, or answered.
+    fn run_registration(&mut self, ctx: &mut Ctx<PeerState>, q: QueuedRegistration) {
+        let QueuedRegistration { conn, cmd, work } = q;
+        let Some(peer) = ctx.peer(conn) else {
+            return;
+        };
+        let work = match work {
+            Some(work) => work,
+            None if cmd.body.len() > HASH_ON_LOOP_BYTES => {
+                let checks = self.processor.body_checks();
+                match self.hand_over(Job::Hash { conn, cmd, checks }) {
+                    Some(Job::Hash { cmd, .. }) => return self.answer_on_loop(ctx, conn, cmd),
+                    _ => return,
+                }
+            }
+            None if self.decodes_on_loop(&cmd) => BodyWork::OnLoop,
+            None => BodyWork::DecodeOffLoop,
+        };
+        let rctx = RequestContext {
+            conn: Some(conn.index()),
+            peer: Some(peer),
+            now_ms: ctx.now_ms(),
+            reply_to: Some(conn),
+        };
+        let counters = server_counters(ctx.stats());
+        let Some(out) = ctx.write_buf(conn) else {
+            return;
+        };
+        let processor = &mut self.processor;
+        let Some(effects) = handle_guarded(processor, &rctx, &counters, &cmd, work, out) else {
+            ctx.close(conn, "registration handler panicked");
+            return;
+        };
+        if effects.deferred {
+            // Applied in steps: answered by run_topic_steps.
+            return;
+        }
+        if let Some(fingerprint) = effects.decode_off_loop {
+            let checks = self.processor.body_checks();
+            let job = Job::Decode {
+                conn,
+                cmd,
+                fingerprint,
+                checks,
             };
-            let rctx = RequestContext {
-                conn: Some(q.conn.index()),
-                peer: Some(peer),
-                now_ms: ctx.now_ms(),
-                reply_to: Some(q.conn),
+            if let Some(Job::Decode { cmd, .. }) = self.hand_over(job) {
+                self.answer_on_loop(ctx, conn, cmd);
+            }
+            return;
+        }
+        // Frames that arrived behind the registration can go now, in turn with the other
+        // waiting brokers (first come, first served).
+        ctx.release(conn);
+    }
+
+    /// Steps of a registration applied in steps, within the turn's slow-work budget. Once
+    /// the last is done, the registration is answered and its connection may send its next
+    /// frames, and the requests that waited for it are handled, in arrival order. Returns
+    /// whether the route table is free for other changes.
+    fn run_topic_steps(&mut self, ctx: &mut Ctx<PeerState>, started: Instant) -> bool {
+        if self.processor.topic_steps_pending() {
+            let now_ms = ctx.now_ms();
+            for answer in self
+                .processor
+                .run_topic_steps(now_ms, started, SLOW_WORK_BUDGET)
+            {
+                if let Some(out) = ctx.write_buf(answer.conn) {
+                    out.extend_from_slice(&answer.frame);
+                }
+                ctx.release(answer.conn);
+            }
+        }
+        while !self.processor.topic_steps_pending() {
+            let Some((conn, cmd, work)) = self.after_steps.pop_front() else {
+                break;
             };
-            let counters = server_counters(ctx.stats());
-            let Some(out) = ctx.write_buf(q.conn) else {
-                continue;
-            };
-            if handle_guarded(&mut self.processor, &rctx, &counters, &q.cmd, out).is_none() {
-                ctx.close(q.conn, "registration handler panicked");
+            if ctx.peer(conn).is_none() {
                 continue;
             }
-            // Frames that arrived behind the registration can go now, in turn with the other
-            // waiting brokers (first come, first served).
-            ctx.release(q.conn);
+            match self.handle_now(ctx, conn, &cmd, work) {
+                Next::Continue => ctx.release(conn),
+                Next::Hold => {}
+                Next::Close => ctx.close(conn, "handling a held request failed"),
+            }
+        }
+        !self.processor.topic_steps_pending()
+    }
+
+    /// Whether a changed body is small enough to decode on the loop.
+    fn decodes_on_loop(&self, cmd: &RemotingCommand) -> bool {
+        let compressed =
+            cmd.body.first() == Some(&0x78) || cmd.ext("compressed").is_some_and(|v| v == "true");
+        let weight = if compressed {
+            cmd.body.len().saturating_mul(MAX_INFLATE_RATIO)
+        } else {
+            cmd.body.len()
+        };
+        weight <= self.settings.decode_on_loop_max
+    }
+
+    /// Gives a registration to the decode worker (its bytes still count as queued); returns
+    /// the job when the worker is gone.
+    fn hand_over(&mut self, job: Job) -> Option<Job> {
+        let bytes = job.bytes();
+        let Some(job) = self.decode.submit(job) else {
+            self.registrations.bytes += bytes;
+            return None;
+        };
+        error!("the decode worker is gone: decoding a registration on the loop");
+        Some(job)
+    }
+
+    /// The fallback when the decode worker is gone: the registration is handled here, as
+    /// before there was a worker.
+    fn answer_on_loop(&mut self, ctx: &mut Ctx<PeerState>, conn: ConnId, cmd: RemotingCommand) {
+        let q = QueuedRegistration {
+            conn,
+            cmd,
+            work: Some(BodyWork::OnLoop),
+        };
+        self.run_registration(ctx, q);
+    }
+
+    /// A large REGISTER_TOPIC_IN_NAMESRV: its body is decoded by the worker while the
+    /// connection is held; answered SYSTEM_BUSY when too many bytes already wait there.
+    fn decode_route_off_loop(
+        &mut self,
+        ctx: &mut Ctx<PeerState>,
+        conn: ConnId,
+        cmd: RemotingCommand,
+    ) -> Next {
+        if self.decode.bytes_in_flight() + cmd.body.len() > DECODE_BACKLOG_BYTES {
+            warn!(
+                "decode worker backlog full: answering SYSTEM_BUSY to REGISTER_TOPIC_IN_NAMESRV from {:?}",
+                ctx.peer(conn)
+            );
+            if let Some(out) = ctx.write_buf(conn) {
+                self.processor
+                    .reply_error(&cmd, response::SYSTEM_BUSY, OVERLOAD_REMARK, out);
+            }
+            return Next::Continue;
+        }
+        let names = self.processor.body_checks().names;
+        match self.decode.submit(Job::Route { conn, cmd, names }) {
+            None => Next::Hold,
+            Some(Job::Route { cmd, .. }) => self.handle_now(ctx, conn, &cmd, BodyWork::OnLoop),
+            Some(_) => Next::Close,
+        }
+    }
+
+    /// Registrations the decode worker is done with join the queue again, to be applied in
+    /// turn; other requests it decoded are answered now.
+    fn take_decoded(&mut self, ctx: &mut Ctx<PeerState>) {
+        while let Some(done) = self.decode.try_take() {
+            if matches!(done.work, BodyWork::RouteDecoded(_)) {
+                if ctx.peer(done.conn).is_none() {
+                    continue;
+                }
+                match self.handle_now(ctx, done.conn, &done.cmd, done.work) {
+                    Next::Continue => ctx.release(done.conn),
+                    Next::Hold => {}
+                    Next::Close => ctx.close(done.conn, "handling a decoded request failed"),
+                }
+                continue;
+            }
+            self.registrations.queue.push_back(QueuedRegistration {
+                conn: done.conn,
+                cmd: done.cmd,
+                work: Some(done.work),
+            });
         }
     }
 
     /// Takes batches from the batching thread and applies them in chunks, so that a mass
-    /// expiry never holds the loop for long.
+    /// expiry never holds the loop for long; none while a registration is applied in steps
+    /// (an unregistration of its broker applies after it, as if it had applied in one go, so
+    /// it leaves no topic behind).
     fn apply_unregistrations(&mut self, started: Instant) {
         while let Ok(batch) = self.unregister_batches.try_recv() {
             self.processor.record_unregister_batch(batch.len());
             self.bytes_since_trim += batch.len() * 1024;
             self.unregistrations.extend(batch);
         }
-        while !self.unregistrations.is_empty() {
+        while !self.unregistrations.is_empty() && !self.processor.topic_steps_pending() {
             let n = self.unregistrations.len().min(UNREGISTER_CHUNK);
             let chunk: UnregisterBatch = self.unregistrations.drain(..n).collect();
             self.processor.apply_unregister_batch(&chunk);
@@ -795,7 +1019,13 @@ impl Handler for NameServer {
             // replies keep their order.
             return self.admit_registration(ctx, conn, cmd);
         }
-        self.handle_now(ctx, conn, &cmd)
+        if cmd.code == request::REGISTER_TOPIC_IN_NAMESRV
+            && !cmd.is_response()
+            && cmd.body.len() > self.settings.decode_on_loop_max
+        {
+            return self.decode_route_off_loop(ctx, conn, cmd);
+        }
+        self.handle_now(ctx, conn, &cmd, BodyWork::OnLoop)
     }
 
     /// Only the controller's peer link opens connections.
@@ -844,6 +1074,7 @@ impl Handler for NameServer {
             Some(port) => port.before_sleep(ctx),
             None => false,
         };
+        self.take_decoded(ctx);
         let slow_work = Instant::now();
         self.run_registrations(ctx, slow_work);
         self.apply_unregistrations(slow_work);
@@ -851,11 +1082,14 @@ impl Handler for NameServer {
         self.trim_heap_after_bursts(ctx);
         controller_busy
             || !self.registrations.queue.is_empty()
+            || self.processor.topic_steps_pending()
+            || !self.after_steps.is_empty()
             || !self.unregistrations.is_empty()
             || self.expiry.in_progress
             || self.expiry.scan_due
             || !self.expiry.conns_to_close.is_empty()
-            || (ctx.is_stopping() && self.processor.writes_in_flight() > 0)
+            || (ctx.is_stopping()
+                && (self.processor.writes_in_flight() > 0 || self.decode.in_flight() > 0))
     }
 }
 
@@ -869,6 +1103,8 @@ fn server_counters(stats: LoopStats) -> ServerCounters {
         frame_timeouts: stats.frame_timeouts,
         closed_over_budget: stats.closed_over_budget,
         accept_failures: stats.accept_failures,
+        max_turn_micros: stats.max_turn_micros,
+        long_turns: stats.long_turns,
     }
 }
 
@@ -880,11 +1116,12 @@ fn handle_guarded(
     ctx: &RequestContext,
     counters: &ServerCounters,
     cmd: &RemotingCommand,
+    work: BodyWork,
     out: &mut Vec<u8>,
 ) -> Option<Effects> {
     let mark = out.len();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        processor.handle(ctx, counters, cmd, out)
+        processor.handle_with(ctx, counters, cmd, work, out)
     }));
     match result {
         Ok(effects) => Some(effects),

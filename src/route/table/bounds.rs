@@ -242,7 +242,10 @@ impl RouteTable {
     /// Shrinks the tables that a mass removal left mostly empty, so that their memory goes
     /// back to the allocator (and, trimmed by the server, to the OS).
     pub(super) fn shrink_if_sparse(&mut self) {
-        shrink_if_sparse(&mut self.topics);
+        let (old_tables, old_capacity) = self.topics.shrink_if_sparse();
+        if old_capacity >= RELEASE_OFF_LOOP_CAPACITY {
+            release_off_loop(old_tables);
+        }
         shrink_if_sparse(&mut self.brokers);
         shrink_if_sparse(&mut self.live_by_addr);
         shrink_if_sparse(&mut self.live_by_conn);
