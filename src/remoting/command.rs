@@ -362,8 +362,13 @@ impl<'a> Cursor<'a> {
         Ok(BigEndian::read_i32(self.take(4)?))
     }
     fn string(&mut self, len: usize) -> Result<String, DecodeError> {
+        self.str(len).map(str::to_owned)
+    }
+
+    /// A string borrowed from the header (ext fields are copied into their own buffer).
+    fn str(&mut self, len: usize) -> Result<&'a str, DecodeError> {
         let b = self.take(len)?;
-        String::from_utf8(b.to_vec()).map_err(|_| DecodeError::Binary("string is not UTF-8"))
+        std::str::from_utf8(b).map_err(|_| DecodeError::Binary("string is not UTF-8"))
     }
 }
 
@@ -416,12 +421,12 @@ fn decode_binary_header(
         if key_len < 0 {
             return Err(DecodeError::Binary("negative key length"));
         }
-        let key = c.string(key_len as usize)?;
+        let key = c.str(key_len as usize)?;
         let value_len = c.i32()?;
         if value_len < 0 {
             return Err(DecodeError::Binary("negative value length"));
         }
-        let value = c.string(value_len as usize)?;
+        let value = c.str(value_len as usize)?;
         if c.pos > ext_end {
             return Err(DecodeError::Binary("extFields overrun"));
         }
@@ -429,7 +434,7 @@ fn decode_binary_header(
         // empty key is never looked up, an empty value removes the key, a repeat replaces it.
         if !key.is_empty() {
             cmd.ext_fields
-                .put(&key, (!value.is_empty()).then_some(value.as_str()));
+                .put(key, (!value.is_empty()).then_some(value));
         }
     }
     Ok(cmd)

@@ -1,8 +1,9 @@
 //! A strict one-pass reader for JSON in the exact shape Java's fastjson writes: compact (no
 //! whitespace), double-quoted strings without escapes, integers without fraction or exponent,
-//! `true`/`false`. It underlies the fast paths of the header decoder (`plain_header`) and of
-//! the registration body decoder (`route::register_body`): typed decoders that read the bytes
-//! straight into their structs instead of building the general reader's tape first.
+//! `true`/`false`. It underlies the fast paths of the header decoder (`plain_header`), of the
+//! registration body decoder (`route::register_body`) and of the DataVersion body
+//! (`route::model`, QUERY_DATA_VERSION): typed decoders that read the bytes straight into
+//! their structs instead of building the general reader's tape first.
 //!
 //! Every method returns `None` on anything outside that shape; a fast path then gives up and
 //! the general decoder ([`super::json`]) reads the input from the start, with its coercions,
@@ -177,6 +178,18 @@ impl<'a> PlainReader<'a> {
             .is_some_and(|rest| rest.starts_with(lit));
         self.pos += if hit { lit.len() } else { 0 };
         hit
+    }
+
+    /// When the input ends with `suffix`: the bytes from here up to it, leaving the reader
+    /// just before it (a typed decoder handing one trailing value to the general reader).
+    pub(crate) fn take_all_but(&mut self, suffix: &[u8]) -> Option<&'a [u8]> {
+        let end = self.bytes.len().checked_sub(suffix.len())?;
+        if end < self.pos || !self.bytes.ends_with(suffix) {
+            return None;
+        }
+        let taken = &self.bytes[self.pos..end];
+        self.pos = end;
+        Some(taken)
     }
 
     /// Where the reader is, to come back to with [`PlainReader::rewind`].

@@ -1,5 +1,8 @@
-//! The hasher of the registry's string-keyed hot tables (topics, broker groups, the route
-//! cache, the duplicate check of a registration body).
+//! The hasher of the registry's string-keyed tables that a changed registration works
+//! through (topics, broker groups, the duplicate check of a registration body). Not the route
+//! cache: a cache hit hashes one short name, and SipHash's parallel rounds finish it sooner
+//! than this hash's chain of dependent multiplies (`cargo bench --bench route_lookup`: 39 ns
+//! against 44 ns a lookup), although it takes more instructions.
 //!
 //! Their keys are chosen by peers (topic and broker names), so a fixed hash would let a peer
 //! pick names that all collide (HashDoS); std's SipHash-1-3 resists that but costs about a

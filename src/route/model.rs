@@ -16,6 +16,7 @@ use std::fmt;
 
 use super::keyed_hash::KeyedState;
 use crate::remoting::json::{self, Members, Seq, ValueRef};
+use crate::remoting::plain::PlainReader;
 
 /// The REGISTER_BROKER body has its own module; its items keep their `model` paths.
 pub use super::register_body::{
@@ -290,9 +291,43 @@ pub(super) fn dedup_last_wins<T>(entries: Vec<(String, T)>) -> Vec<(String, T)> 
 
 impl DataVersion {
     /// `{"counter":..,"stateVersion":..,"timestamp":..}`; missing fields = 0.
+    /// A QUERY_DATA_VERSION body: in fastjson's plain shape read in one pass
+    /// ([`DataVersion::read_plain`]), anything else by the general reader.
     pub fn decode(body: &[u8]) -> Result<DataVersion, ModelError> {
-        let doc = json::parse_borrowed(body, &json::Limits::default())?;
+        let limits = json::Limits::default();
+        let plain = PlainReader::new(body, limits.max_string_len).and_then(|mut r| {
+            let v = DataVersion::read_plain(&mut r)?;
+            r.at_end().then_some(v)
+        });
+        if let Some(v) = plain {
+            return Ok(v);
+        }
+        let doc = json::parse_borrowed(body, &limits)?;
         DataVersion::from_ref(doc.root())
+    }
+
+    /// A DataVersion object in the plain shape (see `remoting::plain`), to the value the
+    /// general reader gives it; `None` for anything else.
+    pub(crate) fn read_plain(r: &mut PlainReader<'_>) -> Option<DataVersion> {
+        let mut v = DataVersion::default();
+        r.expect(b'{')?;
+        if r.eat(b'}') {
+            return Some(v);
+        }
+        loop {
+            // A repeated field: the last one wins, as in the general decoder.
+            match r.key()? {
+                "counter" => v.counter = r.long()?,
+                "stateVersion" => v.state_version = r.long()?,
+                "timestamp" => v.timestamp = r.long()?,
+                _ => r.skip_value()?,
+            }
+            if !r.eat(b',') {
+                break;
+            }
+        }
+        r.expect(b'}')?;
+        Some(v)
     }
 
     pub(super) fn from_ref(v: ValueRef<'_>) -> Result<DataVersion, ModelError> {
@@ -726,6 +761,67 @@ pub mod tests {
 
     pub fn text(bytes: &[u8]) -> &str {
         std::str::from_utf8(bytes).expect("encoder output is UTF-8")
+    }
+
+    /// The general reader's answer for a DataVersion body (what `decode` did before its
+    /// fast path).
+    fn data_version_general(body: &[u8]) -> Result<DataVersion, ModelError> {
+        let doc = json::parse_borrowed(body, &json::Limits::default())?;
+        DataVersion::from_ref(doc.root())
+    }
+
+    fn data_version_plain(body: &[u8]) -> Option<DataVersion> {
+        let mut r = PlainReader::new(body, json::Limits::default().max_string_len)?;
+        DataVersion::read_plain(&mut r).filter(|_| r.at_end())
+    }
+
+    #[test]
+    fn data_version_bodies_decode_the_same_on_the_fast_path_and_in_general() {
+        let java = br#"{"counter":12,"stateVersion":-1,"timestamp":1700000000123}"#;
+        let shapes: [&[u8]; 4] = [
+            java,
+            br#"{}"#,
+            br#"{"counter":1,"counter":2,"x":[true,"y",{}]}"#,
+            br#"{"timestamp":9223372036854775807,"counter":-9223372036854775807}"#,
+        ];
+        for body in shapes {
+            let fast = data_version_plain(body);
+            assert!(fast.is_some(), "{}", text(body));
+            assert_eq!(
+                fast.as_ref().ok_or(()),
+                data_version_general(body).as_ref().map_err(drop)
+            );
+            assert_eq!(DataVersion::decode(body).ok(), fast);
+        }
+        let (mut accepted, mut refused) = (0, 0);
+        for i in 0..=java.len() {
+            let mut variants = vec![java[..i].to_vec()];
+            for b in [
+                b' ', b'"', b'\\', b'0', b'-', b'.', b'e', b',', b'}', b'n', 0xC3,
+            ] {
+                let mut inserted = java.to_vec();
+                inserted.insert(i, b);
+                variants.push(inserted);
+                if i < java.len() {
+                    let mut replaced = java.to_vec();
+                    replaced[i] = b;
+                    variants.push(replaced);
+                }
+            }
+            for v in variants {
+                // Whatever the fast path accepts, the general reader reads the same; the rest
+                // is decode's general answer.
+                match data_version_plain(&v) {
+                    Some(fast) => {
+                        accepted += 1;
+                        assert_eq!(data_version_general(&v).ok(), Some(fast), "{:?}", v);
+                    }
+                    None => refused += 1,
+                }
+                assert_eq!(DataVersion::decode(&v).ok(), data_version_general(&v).ok());
+            }
+        }
+        assert!(accepted > 20 && refused > 200, "{accepted} {refused}");
     }
 
     pub fn topic(name: &str, read: i32, write: i32, perm: i32, flag: i32) -> (String, TopicConfig) {

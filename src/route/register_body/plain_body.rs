@@ -13,8 +13,10 @@
 //! same value (tests check both paths on every body it accepts).
 
 use super::{BodyLimits, RegisterBody, TopicConfig, DEFAULT_PERM, DEFAULT_QUEUE_NUMS};
+use crate::remoting::json;
 use crate::remoting::plain::PlainReader;
 use crate::route::model::{dedup_last_wins, DataVersion};
+use crate::route::model::{mappings_from_ref, MappingInfo};
 
 /// Nesting the fast path may reach (root, wrapper, table, TopicConfig, attributes, and one
 /// more inside a skipped value): below this limit the general reader decides.
@@ -64,7 +66,7 @@ fn wrapper(r: &mut PlainReader<'_>, out: &mut RegisterBody, limits: &BodyLimits)
         match r.key()? {
             "dataVersion" if !seen_version => {
                 seen_version = true;
-                out.data_version = data_version(r)?;
+                out.data_version = DataVersion::read_plain(r)?;
             }
             "topicConfigTable" if !seen_table => {
                 seen_table = true;
@@ -72,8 +74,9 @@ fn wrapper(r: &mut PlainReader<'_>, out: &mut RegisterBody, limits: &BodyLimits)
             }
             "topicQueueMappingInfoMap" if !seen_mappings => {
                 seen_mappings = true;
-                r.expect(b'{')?;
-                r.expect(b'}')?;
+                if !r.literal(b"{}") {
+                    out.mappings = mappings_at_end(r, limits)?;
+                }
             }
             "dataVersion" | "topicConfigTable" | "topicQueueMappingInfoMap" => return None,
             _ => r.skip_value()?,
@@ -83,28 +86,6 @@ fn wrapper(r: &mut PlainReader<'_>, out: &mut RegisterBody, limits: &BodyLimits)
         }
     }
     r.expect(b'}')
-}
-
-fn data_version(r: &mut PlainReader<'_>) -> Option<DataVersion> {
-    let mut v = DataVersion::default();
-    r.expect(b'{')?;
-    if r.eat(b'}') {
-        return Some(v);
-    }
-    loop {
-        // A repeated field: the last one wins, as in the general decoder.
-        match r.key()? {
-            "counter" => v.counter = r.long()?,
-            "stateVersion" => v.state_version = r.long()?,
-            "timestamp" => v.timestamp = r.long()?,
-            _ => r.skip_value()?,
-        }
-        if !r.eat(b',') {
-            break;
-        }
-    }
-    r.expect(b'}')?;
-    Some(v)
 }
 
 fn topic_table(r: &mut PlainReader<'_>, max_topics: usize) -> Option<Vec<(String, TopicConfig)>> {
@@ -127,6 +108,26 @@ fn topic_table(r: &mut PlainReader<'_>, max_topics: usize) -> Option<Vec<(String
         r.expect(b'}')?;
     }
     Some(dedup_last_wins(topics))
+}
+
+/// A non-empty topicQueueMappingInfoMap (sent only by brokers hosting static topics). fastjson
+/// writes its `currIdMap` with bare integer keys, which the plain reader does not take, so the
+/// map is handed to the general reader, without reading the topics again: when it is the
+/// body's last member, as brokers write it (the bytes left are the map and the two closing
+/// braces), it is parsed alone, with the depth it has in the body (two levels down), and read
+/// as the general decoder reads it. Anything else (a member after it, an error) returns
+/// `None`: the general decoder then reads the whole body, with its errors.
+fn mappings_at_end(
+    r: &mut PlainReader<'_>,
+    limits: &BodyLimits,
+) -> Option<Vec<(String, MappingInfo)>> {
+    let map = r.take_all_but(b"}}")?;
+    let json_limits = json::Limits {
+        max_depth: limits.json.max_depth.checked_sub(2)?,
+        ..limits.json
+    };
+    let doc = json::parse_borrowed(map, &json_limits).ok()?;
+    mappings_from_ref(doc.root(), limits.max_topics).ok()
 }
 
 /// One TopicConfig: in the exact layout a broker writes when it can be (nearly always), else
@@ -247,6 +248,25 @@ mod tests {
         out
     }
 
+    /// A broker body of two topics with one static-topic mapping (written as fastjson does,
+    /// bare integer keys in `currIdMap`).
+    fn body_with_mapping() -> Vec<u8> {
+        let mut body: RegisterBody = decode(&broker_body(2), &BodyLimits::default()).unwrap();
+        let info = MappingInfo {
+            topic: "StaticT".into(),
+            scope: "__global__".into(),
+            total_queues: 8,
+            bname: "b-1".into(),
+            epoch: 1_700_000_000_000,
+            dirty: false,
+            curr_id_map: vec![(0, 0), (3, 1)],
+        };
+        body.mappings = vec![("StaticT".into(), info)];
+        let mut out = Vec::new();
+        encode_register_body_json(&body, &mut out);
+        out
+    }
+
     /// Whatever the fast path accepts, the general decoder decodes to the same body.
     fn check(body: &[u8], limits: &BodyLimits) -> bool {
         let Some(fast) = decode(body, limits) else {
@@ -281,6 +301,16 @@ mod tests {
         for body in others {
             assert!(check(body, &limits), "{}", String::from_utf8_lossy(body));
         }
+        // Mappings are read by the general reader from where the topics end.
+        let with_mapping = body_with_mapping();
+        assert!(check(&with_mapping, &limits));
+        let decoded = decode(&with_mapping, &limits).unwrap();
+        assert_eq!(decoded.mappings[0].1.curr_id_map, vec![(0, 0), (3, 1)]);
+        let member_after =
+            String::from_utf8(with_mapping.clone())
+                .unwrap()
+                .replacen("}}}", r#"}},"x":1}"#, 1);
+        assert!(decode(member_after.as_bytes(), &limits).is_none());
         let decoded = decode(&broker_body(2), &limits).unwrap();
         assert_eq!(decoded.topics[1], topic("T1", 1, 6));
         assert_eq!(decoded.data_version.timestamp, 1_700_000_000_123);
@@ -308,14 +338,14 @@ mod tests {
             .replace(r#""order":false"#, r#""order":true"#)
             .replacen("SINGLE_TAG", "MULTI_TAG", 1)
             .into_bytes();
-        for body in [five, four] {
+        for body in [five, four, body_with_mapping()] {
             for (a, r) in mutations_checked(&body, &bytes, [BodyLimits::default(), tight]) {
                 accepted += a;
                 refused += r;
             }
         }
         // Both paths were exercised.
-        assert!(accepted > 1000 && refused > 10000, "{accepted} {refused}");
+        assert!(accepted > 1500 && refused > 15000, "{accepted} {refused}");
     }
 
     /// Checks every truncation, insertion of a space, deletion and replacement (by each of
