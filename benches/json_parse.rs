@@ -1,4 +1,4 @@
-//! JSON read paths on the hot requests: the 1,000-topic 5.x REGISTER_BROKER body (PROTOCOL.md
+//! JSON read paths on the hot requests: the 1,000-topic 5.x REGISTER_BROKER body (docs/protocol.md
 //! §4.1) through the owned `Value` tree and the borrowed document, the full
 //! `decode_register_body`, and two typical JSON request headers.
 //!
@@ -54,7 +54,7 @@ fn json_frame(header: &[u8], body: &[u8]) -> Bytes {
     Bytes::from(frame)
 }
 
-/// REGISTER_BROKER header of a Java 5.x broker (ext set of PROTOCOL.md §4.4).
+/// REGISTER_BROKER header of a Java 5.x broker (ext set of docs/protocol.md §4.4).
 const REGISTER_HEADER: &[u8] = b"{\"code\":103,\"extFields\":{\"enableActingMaster\":\"false\",\"brokerId\":\"0\",\"bodyCrc32\":\"1794280071\",\"clusterName\":\"DefaultCluster\",\"brokerAddr\":\"172.21.156.94:10911\",\"haServerAddr\":\"172.21.156.94:10912\",\"compressed\":\"false\",\"brokerName\":\"broker-a\",\"heartbeatTimeoutMillis\":\"10000\"},\"flag\":0,\"language\":\"JAVA\",\"opaque\":4711,\"serializeTypeCurrentRPC\":\"JSON\",\"version\":475}";
 
 /// GET_ROUTEINFO_BY_TOPIC header of a Java 5.x client.

@@ -1,6 +1,6 @@
 //! Typed request -> behaviour: one handler per [`Request`], applied to the tables, and the
 //! one place where errors (a [`ParseError`] or a handler's refusal) become response codes and
-//! Java's remarks (PROTOCOL.md §3). Before parsing, the code's row decides whether an
+//! Java's remarks (docs/protocol.md §3). Before parsing, the code's row decides whether an
 //! allow-list applies (`adminAllowList`, `brokerAllowList`; README "Security" has the threat
 //! model); registrations are checked against the registry's bounds before they are applied.
 //! Refusals are logged at warn, a few lines per interval and then a count, so that a flood of
@@ -1971,7 +1971,7 @@ impl Processor {
 }
 
 /// The oneway NOTIFY_MIN_BROKER_ID_CHANGE (905) request Java's name server sends each target
-/// broker (PROTOCOL.md §3.5).
+/// broker (docs/protocol.md §3.5).
 fn min_broker_id_change_frame(n: &MinIdNotification) -> Vec<u8> {
     let min_id = n.min_broker_id.to_string();
     let mut ext: Vec<(&str, &str)> = vec![

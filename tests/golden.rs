@@ -1,5 +1,5 @@
 //! Golden bytes: the captured and reference payloads in tests/fixtures go through the
-//! real server over TCP, and the answers are compared byte for byte with what PROTOCOL.md says
+//! real server over TCP, and the answers are compared byte for byte with what docs/protocol.md says
 //! the Java 5.x NameServer returns for them (JSON header, fastjson field order, `language`
 //! JAVA, `version` 479, `flag` 1, the request's opaque; bodies in the dialect §6.1 picks).
 

@@ -698,7 +698,7 @@ fn cpp_push_consumer_resolves_topic_and_retry_topic_routes() {
 
 #[test]
 fn cpp_style_route_request_gets_a_json_legacy_answer() {
-    // Independent of the venv: the exact header bytes a C++ client sends (PROTOCOL.md §2.2),
+    // Independent of the venv: the exact header bytes a C++ client sends (docs/protocol.md §2.2),
     // with its trailing newline, get a JSON (type 0) response with a legacy route body.
     let server = TestServer::start();
     let mut ns = server.client();

@@ -1,5 +1,5 @@
 //! Typed calls over a [`Client`]: one method per request code the name server answers, each
-//! building the request header (PROTOCOL.md §3.3), checking the response code and decoding
+//! building the request header (docs/protocol.md §3.3), checking the response code and decoding
 //! the body into the model types. Errors come in three kinds because callers treat them
 //! differently: an I/O error (connect, timeout, closed connection) means "try another name
 //! server", a response error means the server answered and said no, a decode error means it

@@ -37,7 +37,7 @@ pub struct Client {
     pub serialize_type: SerializeType,
     /// `language` sent in request headers.
     pub language: String,
-    /// `version` sent in request headers (decides the route dialect, PROTOCOL.md §6.1).
+    /// `version` sent in request headers (decides the route dialect, docs/protocol.md §6.1).
     pub version: i32,
 }
 

@@ -1,5 +1,5 @@
 //! The KV file: Java's `KVConfigSerializeWrapper` shape, `{"configTable":{ns:{k:v}}}`
-//! (PROTOCOL.md §7), read strictly at start and written compact, as Java's `toJson(false)`.
+//! (docs/protocol.md §7), read strictly at start and written compact, as Java's `toJson(false)`.
 //!
 //! Each namespace is encoded once per change, as the GET_KVLIST_BY_NAMESPACE body
 //! `{"table":{...}}`; the file is assembled from the inner part of those bodies, so a write

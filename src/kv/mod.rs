@@ -1,5 +1,5 @@
 //! The KV config store: namespace -> (key -> value), all strings, persisted to `kvConfigPath`
-//! in Java's `KVConfigSerializeWrapper` format (PROTOCOL.md §7).
+//! in Java's `KVConfigSerializeWrapper` format (docs/protocol.md §7).
 //!
 //! It backs PUT_KV_CONFIG (100), GET_KV_CONFIG (101), DELETE_KV_CONFIG (102) and
 //! GET_KVLIST_BY_NAMESPACE (219); the route code reads the `ORDER_TOPIC_CONFIG` namespace.

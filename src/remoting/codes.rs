@@ -1,5 +1,5 @@
 //! Request and response codes, language codes and version ordinals of the RocketMQ remoting
-//! protocol (PROTOCOL.md §2.3, §3, §6.5): the numbers every other module speaks in.
+//! protocol (docs/protocol.md §2.3, §3, §6.5): the numbers every other module speaks in.
 //!
 //! Each request code is one row of [`REQUEST_CODES`]: its number, its RocketMQ name and its
 //! [`Kind`]. The `request::*` constants, [`request_name`] (logs, stats), the two allow-lists
@@ -151,7 +151,7 @@ pub fn needs_broker_allow_list(code: i32) -> bool {
 /// Declares the response codes once: the `response` constants and [`response_name`].
 macro_rules! response_codes {
     ($($name:ident = $code:literal;)*) => {
-        /// Response codes the name server uses (PROTOCOL.md §3.2).
+        /// Response codes the name server uses (docs/protocol.md §3.2).
         pub mod response {
             $(pub const $name: i32 = $code;)*
         }
@@ -177,7 +177,7 @@ response_codes! {
     GO_AWAY = 1500;
 }
 
-/// `MQVersion.Version` ordinals that change behaviour (PROTOCOL.md §6.5).
+/// `MQVersion.Version` ordinals that change behaviour (docs/protocol.md §6.5).
 pub mod version {
     /// Below this a registration body is a bare TopicConfigSerializeWrapper.
     pub const V3_0_11: i32 = 37;
@@ -189,7 +189,7 @@ pub mod version {
     pub const CURRENT: i32 = 479;
 }
 
-/// `LanguageCode` names by their binary code (PROTOCOL.md §2.3).
+/// `LanguageCode` names by their binary code (docs/protocol.md §2.3).
 pub const LANGUAGES: [&str; 14] = [
     "JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP",
     "OMS", "RUST", "NODE_JS",

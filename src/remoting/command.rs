@@ -1,5 +1,5 @@
 //! `RemotingCommand`: the decoded form of one frame, both header codecs (JSON and the
-//! ROCKETMQ binary layout, PROTOCOL.md §2) and the encoder for outgoing frames.
+//! ROCKETMQ binary layout, docs/protocol.md §2) and the encoder for outgoing frames.
 //!
 //! Decoding produces owned, small values (ext fields as [`ExtFields`]: their text in one
 //! buffer and a short list of spans, so a request's handful of fields costs two allocations

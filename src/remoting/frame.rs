@@ -1,4 +1,4 @@
-//! Length framing (PROTOCOL.md §1.1): cuts whole frames out of a connection's read buffer.
+//! Length framing (docs/protocol.md §1.1): cuts whole frames out of a connection's read buffer.
 //!
 //! A frame is `int32 length | int32 type<<24 | headerLength | header | body`, where `length`
 //! counts everything after itself. Only the sizes are checked here; the header is decoded by

@@ -1911,7 +1911,7 @@ mod tests {
         assert!(count >= 8, "found only {count} fixtures");
     }
 
-    /// A 5.x RegisterBrokerBody (PROTOCOL.md §4.1) with `topics` topics and a few
+    /// A 5.x RegisterBrokerBody (docs/protocol.md §4.1) with `topics` topics and a few
     /// static-topic mappings with bare integer `currIdMap` keys.
     fn synthetic_register_body(topics: usize) -> Vec<u8> {
         let mut out = Vec::new();

@@ -7,7 +7,7 @@ use super::header::{BodyDone, Fields, NameLimits, ParseError};
 use crate::route::model::{decode_register_body, BodyLimits, DataVersion, RegisterBody};
 use crate::route::table::{BodyFingerprint, ConnId, RegisterRequest, UnregisterRequest};
 
-/// 103 REGISTER_BROKER (PROTOCOL.md §4.4). The body is kept as sent: a registration whose
+/// 103 REGISTER_BROKER (docs/protocol.md §4.4). The body is kept as sent: a registration whose
 /// body is byte-identical to the broker's previous one is applied without decoding it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegisterBroker<'a> {

@@ -1,4 +1,4 @@
-//! Route data types and the body encodings of the lookup and admin requests (PROTOCOL.md §6):
+//! Route data types and the body encodings of the lookup and admin requests (docs/protocol.md §6):
 //! TopicRouteData in both dialects, ClusterInfo, topic lists, KV tables, member groups. The
 //! REGISTER_BROKER body, the one large thing peers send, is in `register_body`, which shares
 //! the field readers and writers defined here.

@@ -1,4 +1,4 @@
-//! The REGISTER_BROKER body (PROTOCOL.md §4): decoding every shape a broker sends, and the
+//! The REGISTER_BROKER body (docs/protocol.md §4): decoding every shape a broker sends, and the
 //! encoders the tests and `rmq-bench` use to send them.
 //!
 //! A body is a RegisterBrokerBody in fastjson's JSON (5.x and 4.x brokers), a bare
@@ -60,7 +60,7 @@ impl Default for BodyLimits {
     }
 }
 
-/// Decodes a REGISTER_BROKER body exactly as PROTOCOL.md §4.1/§4.2 describe:
+/// Decodes a REGISTER_BROKER body exactly as docs/protocol.md §4.1/§4.2 describe:
 /// - empty body => RegisterBody::default() (empty topics, DataVersion 0,0,0, filter_servers None);
 /// - `compressed` true, OR the body starts with 0x78 (zlib header; 5.x brokers flag compressed
 ///   bodies as uncompressed, PROTOCOL §4.2 TRAP) => zlib-inflate (bounded by max_inflated_len)

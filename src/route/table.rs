@@ -1,4 +1,4 @@
-//! The route registry tables (Java's RouteInfoManager, PROTOCOL.md §5), owned by the loop
+//! The route registry tables (Java's RouteInfoManager, docs/protocol.md §5), owned by the loop
 //! thread as plain `HashMap`s: no locks, no snapshots.
 //!
 //! Besides Java's six tables this module keeps what makes the hot paths cheap:
@@ -49,7 +49,7 @@ pub const FLAG_UNIT_SUB: i32 = 2;
 /// Java's default broker expiry when a registration carries no `heartbeatTimeoutMillis`.
 pub const DEFAULT_HEARTBEAT_TIMEOUT_MS: u64 = 120_000;
 
-/// Topic prefix excluded from the acting-master rewrite (PROTOCOL.md §5.7 step 6).
+/// Topic prefix excluded from the acting-master rewrite (docs/protocol.md §5.7 step 6).
 const SYNC_BROKER_MEMBER_PREFIX: &str = "rmq_sys_SYNC_BROKER_MEMBER_";
 
 /// Settings that change route semantics; updated at run time from the config.
@@ -265,7 +265,7 @@ pub enum TopicsInput<'a> {
     Body(&'a RegisterBody),
 }
 
-/// A NOTIFY_MIN_BROKER_ID_CHANGE to send (PROTOCOL.md §3.5), off the loop thread.
+/// A NOTIFY_MIN_BROKER_ID_CHANGE to send (docs/protocol.md §3.5), off the loop thread.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MinIdNotification {
     pub targets: Vec<String>,

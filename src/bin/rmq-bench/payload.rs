@@ -1,5 +1,5 @@
 //! Realistic registration payloads: a simulated cluster of broker groups, the topic layout
-//! they serve, and the REGISTER_BROKER bodies a 5.x broker sends for it (PROTOCOL.md §4.1,
+//! they serve, and the REGISTER_BROKER bodies a 5.x broker sends for it (docs/protocol.md §4.1,
 //! with the system topics a default 5.x broker creates for itself and correct bodyCrc32).
 //!
 //! Layout: broker `b` (a master, brokerId 0) is broker group `bench-broker-<b>` (with a run
