@@ -232,6 +232,38 @@ pub fn stats(client: &mut Client) -> rmq_namesrv::remoting::json::Value {
     rmq_namesrv::remoting::json::parse(&resp.body).expect("stats json")
 }
 
+/// PUT_KV_CONFIG; the answer as it came (tests look at codes and remarks).
+pub fn put_kv(client: &mut Client, ns: &str, key: &str, value: &str) -> RemotingCommand {
+    client
+        .request(
+            request::PUT_KV_CONFIG,
+            &[("namespace", ns), ("key", key), ("value", value)],
+            b"",
+        )
+        .expect("PUT_KV_CONFIG response")
+}
+
+/// DELETE_KV_CONFIG; the answer as it came.
+pub fn delete_kv(client: &mut Client, ns: &str, key: &str) -> RemotingCommand {
+    client
+        .request(
+            request::DELETE_KV_CONFIG,
+            &[("namespace", ns), ("key", key)],
+            b"",
+        )
+        .expect("DELETE_KV_CONFIG response")
+}
+
+/// GET_KV_CONFIG through the client library; `None` when the server has no such item.
+pub fn get_kv(client: &mut Client, ns: &str, key: &str) -> Option<String> {
+    client.get_kv_config(ns, key).expect("GET_KV_CONFIG")
+}
+
+/// A response's remark, or "" when it has none.
+pub fn remark(resp: &RemotingCommand) -> &str {
+    resp.remark.as_deref().unwrap_or("")
+}
+
 pub fn stat(client: &mut Client, key: &str) -> i64 {
     stats(client)
         .get(key)
