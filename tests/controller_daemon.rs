@@ -194,21 +194,6 @@ mod with_controller {
         assert_eq!(ns.request(1005, &[], b"").expect("answer").code, 3);
     }
 
-    /// 1013 for set `name`, as a frame.
-    fn apply_frame(opaque: i32, name: &str) -> Vec<u8> {
-        common::request_frame(
-            1013,
-            opaque,
-            &[
-                ("clusterName", "c"),
-                ("brokerName", name),
-                ("appliedBrokerId", "1"),
-                ("registerCheckCode", "10.0.0.1:30911;1"),
-            ],
-            b"",
-        )
-    }
-
     /// Keeps `window` applications in flight and collects the acknowledged ones until
     /// `until` of them were acknowledged.
     fn apply_until(c: &mut Client, round: usize, until: usize, acked: &mut Vec<String>) {
@@ -216,7 +201,8 @@ mod with_controller {
         let name = |opaque: i32| format!("set-{round}-{opaque}");
         let mut next = 1;
         for _ in 0..WINDOW {
-            c.send_raw(&apply_frame(next, &name(next))).expect("send");
+            c.send_raw(&common::apply_frame(next, &name(next)))
+                .expect("send");
             next += 1;
         }
         let mut oldest = 1;
@@ -227,7 +213,8 @@ mod with_controller {
             acked.push(name(oldest));
             seen += 1;
             oldest += 1;
-            c.send_raw(&apply_frame(next, &name(next))).expect("send");
+            c.send_raw(&common::apply_frame(next, &name(next)))
+                .expect("send");
             next += 1;
         }
     }
