@@ -140,9 +140,10 @@ impl Group {
 fn write(group: &Group, code: i32, ext: &[(&str, &str)]) -> Option<RemotingCommand> {
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
-        let Some(leader) = group.serving_leader() else {
-            std::thread::sleep(Duration::from_millis(50));
-            continue;
+        let Some(leader) =
+            group.wait_for_leader(deadline.saturating_duration_since(Instant::now()))
+        else {
+            break;
         };
         let Ok(mut c) = Client::connect(&group.nodes[leader].addr, Duration::from_secs(6)) else {
             continue;
