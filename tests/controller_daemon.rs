@@ -2,6 +2,8 @@
 //! exit code 2), `-p`, the controller port announced on stdout, and crash safety under
 //! SIGKILL (every acknowledged change is there after a restart).
 
+#[path = "common/child.rs"]
+mod child;
 mod common;
 
 use common::TempDir;
@@ -58,7 +60,6 @@ fn enabling_the_controller_in_a_build_without_it_is_refused_saying_how_to_get_it
 mod with_controller {
     use super::*;
     use rmq_namesrv::client::Client;
-    use std::io::{BufRead, BufReader};
     use std::process::Child;
     use std::time::Duration;
 
@@ -140,14 +141,7 @@ mod with_controller {
 
     impl Daemon {
         fn start(file: &str) -> Daemon {
-            let mut child = binary()
-                .args(["-c", file])
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn rmq-namesrv");
-            let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+            let (child, mut lines) = child::spawn_announcing(&["-c", file], Stdio::null());
             let mut next = |prefix: &str| -> String {
                 let line = lines.next().and_then(Result::ok).unwrap_or_default();
                 line.strip_prefix(prefix)
