@@ -2,37 +2,19 @@
 //! errors and exit codes (0 ok, 1 error answer / not found / not a name server, 2 usage,
 //! 3 unreachable, 4 partial: some servers failed), and peers that are not name servers.
 
+#[path = "common/admin_run.rs"]
+mod admin_run;
 mod common;
 mod fake_namesrv;
 
+use admin_run::{admin_env, ok, parse, Run};
 use common::*;
 use fake_namesrv::{dead_addr, Behaviour, FakeNamesrv};
 use rmq_namesrv::client::Client;
-use rmq_namesrv::remoting::json::{self, Value};
+use rmq_namesrv::remoting::json::Value;
 use rmq_namesrv::route::model::TopicRouteData;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::Command;
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn admin_env(args: &[&str], env: Option<&str>) -> Run {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rmq-admin"));
-    cmd.args(args).env_remove("NAMESRV_ADDR");
-    if let Some(list) = env {
-        cmd.env("NAMESRV_ADDR", list);
-    }
-    let out = cmd.output().expect("rmq-admin runs");
-    Run {
-        code: out.status.code().expect("exit code"),
-        stdout: String::from_utf8(out.stdout).expect("utf-8 stdout"),
-        stderr: String::from_utf8(out.stderr).expect("utf-8 stderr"),
-    }
-}
 
 /// `rmq-admin -n <list> args...`
 fn admin(list: &str, args: &[&str]) -> Run {
@@ -41,21 +23,8 @@ fn admin(list: &str, args: &[&str]) -> Run {
     admin_env(&all, None)
 }
 
-fn ok(run: &Run) -> &str {
-    assert_eq!(
-        run.code, 0,
-        "stderr: {}\nstdout: {}",
-        run.stderr, run.stdout
-    );
-    &run.stdout
-}
-
 fn lines(text: &str) -> Vec<&str> {
     text.lines().collect()
-}
-
-fn parse(text: &str) -> Value {
-    json::parse(text.as_bytes()).expect("--json output parses")
 }
 
 /// Two clusters: C1 has broker-a (master + slave), C2 has broker-b.

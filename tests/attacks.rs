@@ -138,6 +138,15 @@ fn peak(sample: &mut u64, server: &ServerProcess) {
 
 // ------------------------------------------------------------- 1. file descriptors
 
+/// Once the attackers are gone: the server's buffers drain (under 64 KiB) and its RSS comes
+/// back within 4 MiB of `idle_kib`, polled for up to 10 s.
+fn memory_returns(watcher: &mut Client, server: &ServerProcess, idle_kib: u64) -> bool {
+    wait_until(Duration::from_secs(10), || {
+        stat(watcher, "bufferedBytes") < 64 * 1024
+            && server.rss_kib().unwrap_or(u64::MAX) < idle_kib + 4 * 1024
+    })
+}
+
 #[test]
 fn with_ulimit_64_and_300_connection_attempts_the_server_keeps_accepting() {
     let dir = TempDir::new("attack-fd");
@@ -333,10 +342,7 @@ fn large_partial_frames_stay_within_the_buffer_budget_and_memory_returns() {
         "RSS grew by {grown_mib} MiB"
     );
     drop(attackers);
-    assert!(wait_until(Duration::from_secs(10), || {
-        stat(&mut watcher, "bufferedBytes") < 64 * 1024
-            && server.rss_kib().unwrap_or(u64::MAX) < idle + 4 * 1024
-    }));
+    assert!(memory_returns(&mut watcher, &server, idle));
 }
 
 #[test]
@@ -382,10 +388,7 @@ fn peers_that_never_read_large_replies_are_closed_and_memory_returns() {
     let grown_mib = rss_peak.saturating_sub(idle) / 1024;
     assert!(grown_mib < 24, "RSS grew by {grown_mib} MiB");
     drop(peers);
-    assert!(wait_until(Duration::from_secs(10), || {
-        stat(&mut watcher, "bufferedBytes") < 64 * 1024
-            && server.rss_kib().unwrap_or(u64::MAX) < idle + 4 * 1024
-    }));
+    assert!(memory_returns(&mut watcher, &server, idle));
 }
 
 // --------------------------------------------------------------- 6. slow peers

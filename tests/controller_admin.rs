@@ -3,45 +3,34 @@
 //! process against the embedded Controller, with stand-in brokers making the broker sets.
 #![cfg(feature = "controller")]
 
+#[path = "common/admin_run.rs"]
+mod admin_run;
 mod common;
 mod controller_net;
 
+use admin_run::{admin_env, ok, parse, Run};
 use common::wait_until;
 use controller_net::{BrokerOptions, ControllerServer, StandInBroker, CLUSTER};
-use rmq_namesrv::remoting::json::{self, Value};
-use std::process::Command;
+use rmq_namesrv::remoting::json::Value;
 use std::time::Duration;
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 fn admin(args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_rmq-admin"))
-        .args(args)
-        .env_remove("NAMESRV_ADDR")
-        .output()
-        .expect("rmq-admin runs");
-    Run {
-        code: out.status.code().expect("exit code"),
-        stdout: String::from_utf8(out.stdout).expect("utf-8"),
-        stderr: String::from_utf8(out.stderr).expect("utf-8"),
-    }
+    admin_env(args, None)
 }
 
-fn ok(run: &Run) -> &str {
-    assert_eq!(
-        run.code, 0,
-        "stderr: {}\nstdout: {}",
-        run.stderr, run.stdout
-    );
-    &run.stdout
-}
-
-fn parse(text: &str) -> Value {
-    json::parse(text.as_bytes()).expect("--json output parses")
+/// `electMaster -a <a> -c CLUSTER -bn broker-a -b <broker_id>`.
+fn elect_master(a: &str, broker_id: &str) -> Run {
+    admin(&[
+        "electMaster",
+        "-a",
+        a,
+        "-c",
+        CLUSTER,
+        "-bn",
+        "broker-a",
+        "-b",
+        broker_id,
+    ])
 }
 
 /// The rows of a `--json` table as (key -> value) lookups.
@@ -149,17 +138,7 @@ fn the_name_server_port_is_called_out_and_usage_is_checked() {
     let out = admin(&["getSyncStateSet", "-a", a, "-c", CLUSTER]);
     assert_eq!(out.code, 2, "-c needs name servers: {}", out.stderr);
     assert!(out.stderr.contains("-n"), "{}", out.stderr);
-    let out = admin(&[
-        "electMaster",
-        "-a",
-        a,
-        "-c",
-        CLUSTER,
-        "-bn",
-        "broker-a",
-        "-b",
-        "one",
-    ]);
+    let out = elect_master(a, "one");
     assert_eq!(out.code, 2, "{}", out.stderr);
     let out = admin(&["cleanBrokerMetadata", "-a", a, "-bn", "broker-a"]);
     assert_eq!(out.code, 2, "needs -c unless -l: {}", out.stderr);
@@ -231,17 +210,7 @@ fn sync_state_set_elect_master_and_clean_with_brokers() {
         .role()
         .is_master()));
     // Asking again: the controller's refusal, named and explained.
-    let out = admin(&[
-        "electMaster",
-        "-a",
-        a,
-        "-c",
-        CLUSTER,
-        "-bn",
-        "broker-a",
-        "-b",
-        "2",
-    ]);
+    let out = elect_master(a, "2");
     assert_eq!(out.code, 1);
     assert!(
         out.stderr.contains("CONTROLLER_MASTER_STILL_EXIST (2011)"),

@@ -2,6 +2,8 @@
 //! exit code 2), `-p`, the controller port announced on stdout, and crash safety under
 //! SIGKILL (every acknowledged change is there after a restart).
 
+#[path = "common/child.rs"]
+mod child;
 mod common;
 
 use common::TempDir;
@@ -58,7 +60,6 @@ fn enabling_the_controller_in_a_build_without_it_is_refused_saying_how_to_get_it
 mod with_controller {
     use super::*;
     use rmq_namesrv::client::Client;
-    use std::io::{BufRead, BufReader};
     use std::process::Child;
     use std::time::Duration;
 
@@ -140,14 +141,7 @@ mod with_controller {
 
     impl Daemon {
         fn start(file: &str) -> Daemon {
-            let mut child = binary()
-                .args(["-c", file])
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn rmq-namesrv");
-            let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+            let (child, mut lines) = child::spawn_announcing(&["-c", file], Stdio::null());
             let mut next = |prefix: &str| -> String {
                 let line = lines.next().and_then(Result::ok).unwrap_or_default();
                 line.strip_prefix(prefix)
@@ -194,21 +188,6 @@ mod with_controller {
         assert_eq!(ns.request(1005, &[], b"").expect("answer").code, 3);
     }
 
-    /// 1013 for set `name`, as a frame.
-    fn apply_frame(opaque: i32, name: &str) -> Vec<u8> {
-        common::request_frame(
-            1013,
-            opaque,
-            &[
-                ("clusterName", "c"),
-                ("brokerName", name),
-                ("appliedBrokerId", "1"),
-                ("registerCheckCode", "10.0.0.1:30911;1"),
-            ],
-            b"",
-        )
-    }
-
     /// Keeps `window` applications in flight and collects the acknowledged ones until
     /// `until` of them were acknowledged.
     fn apply_until(c: &mut Client, round: usize, until: usize, acked: &mut Vec<String>) {
@@ -216,7 +195,8 @@ mod with_controller {
         let name = |opaque: i32| format!("set-{round}-{opaque}");
         let mut next = 1;
         for _ in 0..WINDOW {
-            c.send_raw(&apply_frame(next, &name(next))).expect("send");
+            c.send_raw(&common::apply_frame(next, &name(next)))
+                .expect("send");
             next += 1;
         }
         let mut oldest = 1;
@@ -227,7 +207,8 @@ mod with_controller {
             acked.push(name(oldest));
             seen += 1;
             oldest += 1;
-            c.send_raw(&apply_frame(next, &name(next))).expect("send");
+            c.send_raw(&common::apply_frame(next, &name(next)))
+                .expect("send");
             next += 1;
         }
     }

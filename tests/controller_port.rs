@@ -87,21 +87,6 @@ fn config_requests_on_the_controller_port() {
     assert!(text(&mut server.controller_client()).contains("\nelectMasterMaxRetryCount=2\n"));
 }
 
-/// 1013 for a new broker set, as a whole frame.
-fn apply_frame(opaque: i32, name: &str) -> Vec<u8> {
-    common::request_frame(
-        1013,
-        opaque,
-        &[
-            ("clusterName", "c"),
-            ("brokerName", name),
-            ("appliedBrokerId", "1"),
-            ("registerCheckCode", "10.0.0.1:30911;1"),
-        ],
-        b"",
-    )
-}
-
 #[test]
 fn writes_in_flight_at_a_stop_are_answered_and_survive_the_restart() {
     const WRITES: i32 = 100;
@@ -111,7 +96,7 @@ fn writes_in_flight_at_a_stop_are_answered_and_survive_the_restart() {
     // is in the controller's pipeline, waiting for its fsync.
     let mut burst = Vec::new();
     for i in 1..=WRITES {
-        burst.extend(apply_frame(i, &format!("set-{i}")));
+        burst.extend(common::apply_frame(i, &format!("set-{i}")));
     }
     ctrl.send_raw(&burst).expect("send");
     assert_eq!(ctrl.read_response(1).expect("first answer").code, 0);

@@ -5,13 +5,14 @@
 //! group serves again (the time it took is printed), and the restarted node catches up.
 #![cfg(feature = "controller")]
 
+#[path = "common/child.rs"]
+mod child;
 mod common;
 
 use common::{wait_until, TempDir};
 use rmq_namesrv::client::Client;
 use rmq_namesrv::remoting::command::RemotingCommand;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 const NODES: usize = 3;
@@ -35,14 +36,7 @@ struct Node {
 
 impl Node {
     fn start(&mut self) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_rmq-namesrv"))
-            .args(["-c", &self.file])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn rmq-namesrv");
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let (child, mut lines) = child::spawn_announcing(&["-c", &self.file], Stdio::null());
         let announced = lines
             .by_ref()
             .map_while(Result::ok)
@@ -140,9 +134,10 @@ impl Group {
 fn write(group: &Group, code: i32, ext: &[(&str, &str)]) -> Option<RemotingCommand> {
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
-        let Some(leader) = group.serving_leader() else {
-            std::thread::sleep(Duration::from_millis(50));
-            continue;
+        let Some(leader) =
+            group.wait_for_leader(deadline.saturating_duration_since(Instant::now()))
+        else {
+            break;
         };
         let Ok(mut c) = Client::connect(&group.nodes[leader].addr, Duration::from_secs(6)) else {
             continue;

@@ -7,6 +7,7 @@ mod common;
 
 use common::*;
 use rmq_namesrv::client::api::RegisterOptions;
+use rmq_namesrv::client::Client;
 use rmq_namesrv::remoting::codes::{request, response};
 use rmq_namesrv::remoting::command::{DecodeLimits, RemotingCommand};
 use rmq_namesrv::route::model::{self, RegisterBody, TopicConfig};
@@ -205,6 +206,16 @@ fn a_zlib_bomb_and_a_huge_json_body_do_not_stall_a_client_on_another_connection(
     );
 }
 
+/// REGISTER_TOPIC_IN_NAMESRV (217) of `topic` with `body`; the answer as it came.
+fn register_topic(c: &mut Client, topic: &str, body: &[u8]) -> RemotingCommand {
+    c.request(
+        request::REGISTER_TOPIC_IN_NAMESRV,
+        &[("topic", topic)],
+        body,
+    )
+    .expect("217 response")
+}
+
 /// A TopicRouteData whose brokerDatas pad it to about `bytes`, with one queue data for
 /// broker `dw-route` with `perm`.
 fn padded_route(bytes: usize, perm: i32) -> Vec<u8> {
@@ -237,35 +248,17 @@ fn a_large_topic_route_body_is_decoded_off_the_loop_and_checked_as_on_it() {
         0
     );
     let body = padded_route(512 * 1024, 6);
-    let resp = c
-        .request(
-            request::REGISTER_TOPIC_IN_NAMESRV,
-            &[("topic", "Big217")],
-            &body,
-        )
-        .unwrap();
+    let resp = register_topic(&mut c, "Big217", &body);
     assert_eq!(resp.code, response::SUCCESS, "{:?}", resp.remark);
     let r = route_data(&mut c, "Big217").expect("registered");
     assert_eq!(r.queue_datas[0].read_queue_nums, 3);
     let bad = padded_route(512 * 1024, 255);
-    let resp = c
-        .request(
-            request::REGISTER_TOPIC_IN_NAMESRV,
-            &[("topic", "Bad217")],
-            &bad,
-        )
-        .unwrap();
+    let resp = register_topic(&mut c, "Bad217", &bad);
     assert_eq!(resp.code, response::SYSTEM_ERROR);
     assert!(resp.remark.unwrap_or_default().contains("perm 255"));
     assert!(route_data(&mut c, "Bad217").is_none());
     let broken = [&body[..body.len() - 1], b"x"].concat();
-    let resp = c
-        .request(
-            request::REGISTER_TOPIC_IN_NAMESRV,
-            &[("topic", "Broken")],
-            &broken,
-        )
-        .unwrap();
+    let resp = register_topic(&mut c, "Broken", &broken);
     assert_eq!(resp.code, response::SYSTEM_ERROR);
     assert!(resp.remark.unwrap_or_default().contains("TopicRouteData"));
 }

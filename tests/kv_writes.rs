@@ -17,43 +17,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::thread;
 
-fn put(c: &mut Client, ns: &str, key: &str, value: &str) -> RemotingCommand {
-    c.request(
-        request::PUT_KV_CONFIG,
-        &[("namespace", ns), ("key", key), ("value", value)],
-        b"",
-    )
-    .unwrap()
-}
-
-fn delete(c: &mut Client, ns: &str, key: &str) -> RemotingCommand {
-    c.request(
-        request::DELETE_KV_CONFIG,
-        &[("namespace", ns), ("key", key)],
-        b"",
-    )
-    .unwrap()
-}
-
-fn get(c: &mut Client, ns: &str, key: &str) -> Option<String> {
-    let resp = c
-        .request(
-            request::GET_KV_CONFIG,
-            &[("namespace", ns), ("key", key)],
-            b"",
-        )
-        .unwrap();
-    match resp.code {
-        response::SUCCESS => resp.ext("value").map(str::to_string),
-        response::QUERY_NOT_FOUND => None,
-        other => panic!("GET_KV_CONFIG answered {other}: {:?}", resp.remark),
-    }
-}
-
-fn remark(resp: &RemotingCommand) -> &str {
-    resp.remark.as_deref().unwrap_or("")
-}
-
 /// A FIFO at `path`, standing in for a disk that does not answer.
 fn stuck_disk_at(path: &Path) {
     let status = Command::new("mkfifo").arg(path).status().expect("mkfifo");
@@ -85,10 +48,10 @@ fn the_first_put_on_a_fresh_install_creates_the_kv_directory() {
     let kv_path = path.to_string_lossy().into_owned();
     let server = TestServer::start_with(|c| c.kv_config_path = kv_path);
     let mut c = server.client();
-    let resp = put(&mut c, "NS", "k", "v");
+    let resp = put_kv(&mut c, "NS", "k", "v");
     let _ = std::fs::remove_dir_all(&root);
     assert_eq!(resp.code, response::SUCCESS, "{}", remark(&resp));
-    assert_eq!(get(&mut c, "NS", "k").as_deref(), Some("v"));
+    assert_eq!(get_kv(&mut c, "NS", "k").as_deref(), Some("v"));
 }
 
 #[test]
@@ -96,7 +59,7 @@ fn a_stuck_write_holds_up_no_one_else_and_its_failure_is_answered_with_the_file(
     let server = TestServer::start();
     let mut writer = server.client();
     let mut reader = server.client();
-    assert_eq!(put(&mut writer, "NS", "k", "v1").code, response::SUCCESS);
+    assert_eq!(put_kv(&mut writer, "NS", "k", "v1").code, response::SUCCESS);
     let fifo = server.dir.path().join("kvConfig.json.tmp");
     stuck_disk_at(&fifo);
     let opaque = writer
@@ -115,7 +78,7 @@ fn a_stuck_write_holds_up_no_one_else_and_its_failure_is_answered_with_the_file(
         )
         .unwrap();
     // While the writer waits for its disk, everyone else is served, from what is on disk.
-    assert_eq!(get(&mut reader, "NS", "k").as_deref(), Some("v1"));
+    assert_eq!(get_kv(&mut reader, "NS", "k").as_deref(), Some("v1"));
     let list = reader
         .request(
             request::GET_KVLIST_BY_NAMESPACE,
@@ -154,8 +117,8 @@ fn a_stuck_write_holds_up_no_one_else_and_its_failure_is_answered_with_the_file(
         !fifo.exists(),
         "the failed write removed its temporary file"
     );
-    assert_eq!(put(&mut writer, "NS", "k", "v3").code, response::SUCCESS);
-    assert_eq!(get(&mut reader, "NS", "k").as_deref(), Some("v3"));
+    assert_eq!(put_kv(&mut writer, "NS", "k", "v3").code, response::SUCCESS);
+    assert_eq!(get_kv(&mut reader, "NS", "k").as_deref(), Some("v3"));
     let file = std::fs::read_to_string(server.dir.path().join("kvConfig.json")).unwrap();
     assert_eq!(file, r#"{"configTable":{"NS":{"k":"v3"}}}"#);
 }
@@ -198,13 +161,13 @@ fn limits_are_refused_with_their_setting_named_and_follow_config_updates() {
     let server = TestServer::start();
     let mut c = server.client();
     let long = "v".repeat(16_385);
-    let resp = put(&mut c, "NS", "k", &long);
+    let resp = put_kv(&mut c, "NS", "k", &long);
     assert_eq!(resp.code, response::SYSTEM_ERROR);
     assert_eq!(
         remark(&resp),
         "KV value too long: 16385 bytes, the limit is 16384 (kvMaxValueLength)"
     );
-    let resp = put(&mut c, "NS", &"k".repeat(1025), "v");
+    let resp = put_kv(&mut c, "NS", &"k".repeat(1025), "v");
     assert!(remark(&resp).contains("kvMaxKeyLength"), "{resp:?}");
     let update = |c: &mut Client, body: &str| {
         c.request(request::UPDATE_NAMESRV_CONFIG, &[], body.as_bytes())
@@ -212,17 +175,17 @@ fn limits_are_refused_with_their_setting_named_and_follow_config_updates() {
             .code
     };
     assert_eq!(update(&mut c, "kvMaxValueLength=20000\nkvMaxEntries=2"), 0);
-    assert_eq!(put(&mut c, "NS", "k", &long).code, response::SUCCESS);
+    assert_eq!(put_kv(&mut c, "NS", "k", &long).code, response::SUCCESS);
     // The namespace and its key are the two entries allowed.
-    let resp = put(&mut c, "NS", "k2", "v");
+    let resp = put_kv(&mut c, "NS", "k2", "v");
     assert_eq!(resp.code, response::SYSTEM_ERROR);
     assert!(remark(&resp).contains("kvMaxEntries"), "{resp:?}");
     // Changing an existing key adds no entry; deleting makes room.
-    assert_eq!(put(&mut c, "NS", "k", "short").code, response::SUCCESS);
-    assert_eq!(delete(&mut c, "NS", "k").code, response::SUCCESS);
-    assert_eq!(put(&mut c, "NS", "k2", "v").code, response::SUCCESS);
+    assert_eq!(put_kv(&mut c, "NS", "k", "short").code, response::SUCCESS);
+    assert_eq!(delete_kv(&mut c, "NS", "k").code, response::SUCCESS);
+    assert_eq!(put_kv(&mut c, "NS", "k2", "v").code, response::SUCCESS);
     assert_eq!(update(&mut c, "kvMaxEntries=100\nkvMaxTotalBytes=1024"), 0);
-    let resp = put(&mut c, "NS", "big", &"x".repeat(1100));
+    let resp = put_kv(&mut c, "NS", "big", &"x".repeat(1100));
     assert!(remark(&resp).contains("kvMaxTotalBytes"), "{resp:?}");
 }
 
@@ -232,17 +195,17 @@ fn on_a_full_disk_deletes_succeed_and_growing_puts_are_refused() {
     let dir = server.dir.path().to_path_buf();
     let mut c = server.client();
     let big = "x".repeat(12_000);
-    assert_eq!(put(&mut c, "NS", "a", "1").code, 0);
-    assert_eq!(put(&mut c, "NS", "big", &big).code, 0);
-    assert_eq!(put(&mut c, "NS", "c", "3").code, 0);
+    assert_eq!(put_kv(&mut c, "NS", "a", "1").code, 0);
+    assert_eq!(put_kv(&mut c, "NS", "big", &big).code, 0);
+    assert_eq!(put_kv(&mut c, "NS", "c", "3").code, 0);
     // Not one more byte fits in the directory.
     simulate_disk_capacity(&dir, Some(dir_usage(&dir).unwrap()));
-    let resp = put(&mut c, "NS", "d", "4");
+    let resp = put_kv(&mut c, "NS", "d", "4");
     let grown = remark(&resp).to_string();
     // Whatever that attempt freed is taken by someone else too.
     simulate_disk_capacity(&dir, Some(dir_usage(&dir).unwrap()));
-    let resp_delete = delete(&mut c, "NS", "big");
-    let big_after = get(&mut c, "NS", "big");
+    let resp_delete = delete_kv(&mut c, "NS", "big");
+    let big_after = get_kv(&mut c, "NS", "big");
     simulate_disk_capacity(&dir, None);
     assert_eq!(resp.code, response::SYSTEM_ERROR);
     assert!(
@@ -256,10 +219,10 @@ fn on_a_full_disk_deletes_succeed_and_growing_puts_are_refused() {
         resp_delete.remark
     );
     assert_eq!(big_after, None);
-    assert_eq!(get(&mut c, "NS", "d"), None);
+    assert_eq!(get_kv(&mut c, "NS", "d"), None);
     let file = std::fs::read_to_string(dir.join("kvConfig.json")).unwrap();
     assert_eq!(file, r#"{"configTable":{"NS":{"a":"1","c":"3"}}}"#);
-    assert_eq!(put(&mut c, "NS", "d", "4").code, 0);
+    assert_eq!(put_kv(&mut c, "NS", "d", "4").code, 0);
 }
 
 #[test]

@@ -28,46 +28,17 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from registry import frame, json_body, read_frame, topic_json  # noqa: E402  (the wire helpers)
+
 ATTACKER_IP = "127.0.0.2"  # attackers' source address; the good client uses 127.0.0.1
 
 
 # ----------------------------------------------------------------------------- wire
 
 
-def frame(code, ext=None, body=b"", opaque=1):
-    header = {"code": code, "flag": 0, "language": "JAVA", "opaque": opaque, "version": 479}
-    if ext:
-        header["extFields"] = ext
-    h = json.dumps(header, separators=(",", ":")).encode()
-    return struct.pack(">II", 4 + len(h) + len(body), len(h)) + h + body
-
-
-def read_frame(sock):
-    def exact(n):
-        buf = b""
-        while len(buf) < n:
-            chunk = sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed")
-            buf += chunk
-        return buf
-
-    length, word = struct.unpack(">II", exact(8))
-    rest = exact(length - 4)
-    hlen = word & 0xFFFFFF
-    return json.loads(rest[:hlen]), rest[hlen:]
-
-
 def register_body(topics):
-    table = {}
-    for name in topics:
-        table[name] = {"attributes": {}, "order": False, "perm": 6, "readQueueNums": 8,
-                       "topicFilterType": "SINGLE_TAG", "topicName": name, "topicSysFlag": 0,
-                       "writeQueueNums": 8}
-    version = {"counter": 1, "stateVersion": 0, "timestamp": int(time.time() * 1000)}
-    body = {"filterServerList": [], "topicConfigSerializeWrapper": {
-        "dataVersion": version, "topicConfigTable": table}}
-    return json.dumps(body, separators=(",", ":")).encode()
+    return json_body([topic_json(name) for name in topics])
 
 
 def register(addr, topics):
@@ -137,6 +108,7 @@ def probe_main(host, port, seconds, topic):
     end = time.time() + seconds
     stopped = []
     signal.signal(signal.SIGTERM, lambda *_: stopped.append(1))
+    print("ready", flush=True)  # start_probe waits for this: SIGTERM from now on gets figures
     opaque = 0
     while time.time() < end and not stopped:
         started = time.time()
@@ -164,8 +136,12 @@ def probe_main(host, port, seconds, topic):
 
 
 def start_probe(addr, seconds, topic="TopicA"):
-    return subprocess.Popen([sys.executable, __file__, "probe", addr[0], str(addr[1]),
-                             str(seconds), topic], stdout=subprocess.PIPE)
+    """The good client in a child process, returned once its SIGTERM handler is in place (a
+    SIGTERM before that would kill it without its figures)."""
+    p = subprocess.Popen([sys.executable, __file__, "probe", addr[0], str(addr[1]),
+                          str(seconds), topic], stdout=subprocess.PIPE)
+    assert p.stdout.readline() == b"ready\n", "probe did not start"
+    return p
 
 
 def probe_result(p):
@@ -181,6 +157,22 @@ def attacker_socket(addr, blocking=False):
     s.connect(addr)
     s.setblocking(blocking)
     return s
+
+
+def wind_down(proc, sampler, probe, socks, idle):
+    """The end of an RSS attack: RSS with the attackers still connected, close them, the good
+    client's figures, RSS 10 s later (is the memory given back?), stop the server."""
+    during = proc_status(proc.pid)
+    for s in socks:
+        s.close()
+    good = probe_result(probe)
+    time.sleep(10)
+    after = proc_status(proc.pid)
+    sampler.stop = True
+    proc.kill()
+    return {"idle_rss_kib": idle.get("VmRSS"), "peak_rss_kib": sampler.peak_rss,
+            "rss_during_kib": during.get("VmRSS"), "rss_10s_after_kib": after.get("VmRSS"),
+            "good_client": good}
 
 
 # ----------------------------------------------------------------------------- attacks
@@ -246,17 +238,8 @@ def attack_bigframes(binary, extra):
     probe = start_probe(addr, 14)
     time.sleep(1)
     socks, sent = push_partial_frames(addr, 200, 16 << 20, 8 << 20, 12, sampler)
-    during = proc_status(proc.pid)
-    for s, _ in socks:
-        s.close()
-    good = probe_result(probe)
-    time.sleep(10)
-    after = proc_status(proc.pid)
-    sampler.stop = True
-    proc.kill()
-    return {"idle_rss_kib": idle.get("VmRSS"), "peak_rss_kib": sampler.peak_rss,
-            "rss_during_kib": during.get("VmRSS"), "rss_10s_after_kib": after.get("VmRSS"),
-            "bytes_sent_by_attackers": sent, "good_client": good}
+    result = wind_down(proc, sampler, probe, [s for s, _ in socks], idle)
+    return {**result, "bytes_sent_by_attackers": sent}
 
 
 def attack_stalled(binary, extra):
@@ -307,17 +290,7 @@ def attack_noread(binary, extra):
             except OSError:
                 pass
         time.sleep(0.2)
-    during = proc_status(proc.pid)
-    for s in socks:
-        s.close()
-    good = probe_result(probe)
-    time.sleep(10)
-    after = proc_status(proc.pid)
-    sampler.stop = True
-    proc.kill()
-    return {"idle_rss_kib": idle.get("VmRSS"), "peak_rss_kib": sampler.peak_rss,
-            "rss_during_kib": during.get("VmRSS"), "rss_10s_after_kib": after.get("VmRSS"),
-            "good_client": good}
+    return wind_down(proc, sampler, probe, socks, idle)
 
 
 def attack_trickle(binary, extra):

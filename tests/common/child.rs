@@ -3,9 +3,23 @@
 //! `#[path = "common/child.rs"] mod child;` by the tests that need it.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::io::{BufRead, BufReader, Lines};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::Duration;
+
+/// The binary started with `args`, stdin closed, stdout piped (it announces its ports there,
+/// a line each), stderr to `stderr`; the child and its stdout's lines.
+pub fn spawn_announcing(args: &[&str], stderr: Stdio) -> (Child, Lines<BufReader<ChildStdout>>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rmq-namesrv"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("spawn rmq-namesrv");
+    let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    (child, lines)
+}
 
 /// A running server; killed (SIGKILL) and reaped when dropped.
 pub struct ServerProcess {
@@ -21,18 +35,11 @@ impl ServerProcess {
 
     /// As [`ServerProcess::spawn`], with the server's stderr (its console log) sent to `stderr`.
     pub fn spawn_with_stderr(args: &[String], stderr: Stdio) -> ServerProcess {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_rmq-namesrv"))
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .expect("spawn rmq-namesrv");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        let read = BufReader::new(stdout).read_line(&mut line);
-        let addr = match line.trim().strip_prefix("rmq-namesrv listening on ") {
-            Some(addr) if read.is_ok() => addr.to_string(),
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (mut child, mut lines) = spawn_announcing(&args, stderr);
+        let line = lines.next().and_then(Result::ok).unwrap_or_default();
+        let addr = match line.strip_prefix("rmq-namesrv listening on ") {
+            Some(addr) => addr.to_string(),
             _ => {
                 let _ = child.kill();
                 let status = child.wait();

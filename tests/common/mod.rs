@@ -30,6 +30,21 @@ pub fn test_config(dir: &Path) -> NamesrvConfig {
     }
 }
 
+/// RMQ_TEST_LOG=debug shows the server's log on stderr while debugging a test.
+pub fn init_test_log() {
+    if let Some(level) = std::env::var("RMQ_TEST_LOG")
+        .ok()
+        .and_then(|l| l.parse::<log::LevelFilter>().ok())
+    {
+        let _ = rmq_namesrv::logging::init(&rmq_namesrv::logging::LogSettings {
+            level,
+            file: None,
+            max_size: 0,
+            max_files: 0,
+        });
+    }
+}
+
 pub struct TestServer {
     pub handle: ServerHandle,
     pub dir: TempDir,
@@ -42,18 +57,7 @@ impl TestServer {
     }
 
     pub fn start_with(tweak: impl FnOnce(&mut NamesrvConfig)) -> TestServer {
-        // RMQ_TEST_LOG=debug shows the server's log on stderr while debugging a test.
-        if let Some(level) = std::env::var("RMQ_TEST_LOG")
-            .ok()
-            .and_then(|l| l.parse::<log::LevelFilter>().ok())
-        {
-            let _ = rmq_namesrv::logging::init(&rmq_namesrv::logging::LogSettings {
-                level,
-                file: None,
-                max_size: 0,
-                max_files: 0,
-            });
-        }
+        init_test_log();
         let dir = TempDir::new("srv");
         let mut config = test_config(dir.path());
         tweak(&mut config);
@@ -87,6 +91,21 @@ pub fn request_frame(code: i32, opaque: i32, ext: &[(&str, &str)], body: &[u8]) 
         body,
     );
     out
+}
+
+/// 1013 APPLY_BROKER_ID for a new broker set `name` of cluster `c`, as a whole frame.
+pub fn apply_frame(opaque: i32, name: &str) -> Vec<u8> {
+    request_frame(
+        1013,
+        opaque,
+        &[
+            ("clusterName", "c"),
+            ("brokerName", name),
+            ("appliedBrokerId", "1"),
+            ("registerCheckCode", "10.0.0.1:30911;1"),
+        ],
+        b"",
+    )
 }
 
 /// Polls `cond` every 10 ms until it holds or `timeout` passes.
@@ -230,6 +249,38 @@ pub fn stats(client: &mut Client) -> rmq_namesrv::remoting::json::Value {
         .expect("stats");
     assert_eq!(resp.code, 0);
     rmq_namesrv::remoting::json::parse(&resp.body).expect("stats json")
+}
+
+/// PUT_KV_CONFIG; the answer as it came (tests look at codes and remarks).
+pub fn put_kv(client: &mut Client, ns: &str, key: &str, value: &str) -> RemotingCommand {
+    client
+        .request(
+            request::PUT_KV_CONFIG,
+            &[("namespace", ns), ("key", key), ("value", value)],
+            b"",
+        )
+        .expect("PUT_KV_CONFIG response")
+}
+
+/// DELETE_KV_CONFIG; the answer as it came.
+pub fn delete_kv(client: &mut Client, ns: &str, key: &str) -> RemotingCommand {
+    client
+        .request(
+            request::DELETE_KV_CONFIG,
+            &[("namespace", ns), ("key", key)],
+            b"",
+        )
+        .expect("DELETE_KV_CONFIG response")
+}
+
+/// GET_KV_CONFIG through the client library; `None` when the server has no such item.
+pub fn get_kv(client: &mut Client, ns: &str, key: &str) -> Option<String> {
+    client.get_kv_config(ns, key).expect("GET_KV_CONFIG")
+}
+
+/// A response's remark, or "" when it has none.
+pub fn remark(resp: &RemotingCommand) -> &str {
+    resp.remark.as_deref().unwrap_or("")
 }
 
 pub fn stat(client: &mut Client, key: &str) -> i64 {

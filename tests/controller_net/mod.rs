@@ -12,7 +12,7 @@
 //! Needs `mod common;` beside it in the test crate.
 #![allow(dead_code)]
 
-use crate::common::{test_config, wait_until, TempDir};
+use crate::common::{init_test_log, test_config, wait_until, TempDir};
 use bytes::BytesMut;
 use rmq_namesrv::client::api::{BrokerIdentity, RegisterOptions};
 use rmq_namesrv::client::Client;
@@ -50,17 +50,7 @@ impl ControllerServer {
 
     /// Starts over the store of an earlier server (same directory).
     pub fn start_in(dir: TempDir, extra: &[(&str, &str)]) -> ControllerServer {
-        if let Some(level) = std::env::var("RMQ_TEST_LOG")
-            .ok()
-            .and_then(|l| l.parse::<log::LevelFilter>().ok())
-        {
-            let _ = rmq_namesrv::logging::init(&rmq_namesrv::logging::LogSettings {
-                level,
-                file: None,
-                max_size: 0,
-                max_files: 0,
-            });
-        }
+        init_test_log();
         let store = dir.path().join("controller").to_string_lossy().into_owned();
         let mut pairs: Vec<(String, String)> = vec![
             ("controllerDLegerGroup".into(), "group1".into()),
