@@ -42,14 +42,12 @@ fn config_value(c: &mut Client, key: &str) -> String {
 #[test]
 fn the_first_put_on_a_fresh_install_creates_the_kv_directory() {
     // A fresh HOME has no ~/namesrv: the first put creates it (and the file and its reserve).
-    let root = std::env::temp_dir().join(format!("rmq-kv-fresh-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    let path = root.join("namesrv").join("kvConfig.json");
+    let home = TempDir::new("kv-fresh");
+    let path = home.join("namesrv").join("kvConfig.json");
     let kv_path = path.to_string_lossy().into_owned();
     let server = TestServer::start_with(|c| c.kv_config_path = kv_path);
     let mut c = server.client();
     let resp = put_kv(&mut c, "NS", "k", "v");
-    let _ = std::fs::remove_dir_all(&root);
     assert_eq!(resp.code, response::SUCCESS, "{}", remark(&resp));
     assert_eq!(get_kv(&mut c, "NS", "k").as_deref(), Some("v"));
 }
