@@ -223,12 +223,7 @@ impl<T> Controller<T> {
 
     /// Raft's clock.
     pub fn raft_tick(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
-        let mut events = Vec::new();
-        match self.durable.group_mut() {
-            Some(group) => group.tick(&mut events),
-            None => return,
-        }
-        self.after_group(events, now_ms, out);
+        self.drive_group(now_ms, out, |group, events| group.tick(events));
     }
 
     /// A payload peer `from` sent (the link authenticated the peer); decode errors are
@@ -240,12 +235,9 @@ impl<T> Controller<T> {
         now_ms: u64,
         out: &mut Vec<Reply<T>>,
     ) {
-        let mut events = Vec::new();
-        match self.durable.group_mut() {
-            Some(group) => group.step(from, payload, &mut events),
-            None => return,
-        }
-        self.after_group(events, now_ms, out);
+        self.drive_group(now_ms, out, |group, events| {
+            group.step(from, payload, events)
+        });
     }
 
     /// Payloads to send now, (to, bytes); the link drops those for unreachable peers.
@@ -258,15 +250,22 @@ impl<T> Controller<T> {
     /// Simulations ([`open_simulated`](Self::open_simulated)): the disk finishes everything
     /// it was given, and what that releases is processed.
     pub fn run_disk(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
-        let mut events = Vec::new();
-        match self.durable.group_mut() {
-            Some(group) => group.run_disk(&mut events),
-            None => return,
-        }
-        self.after_group(events, now_ms, out);
+        self.drive_group(now_ms, out, |group, events| group.run_disk(events));
     }
 
-    fn after_group(&mut self, events: Vec<GroupEvent>, now_ms: u64, out: &mut Vec<Reply<T>>) {
+    /// Runs `input` on the Raft group (nothing for a single node), then processes the events
+    /// it produced.
+    fn drive_group(
+        &mut self,
+        now_ms: u64,
+        out: &mut Vec<Reply<T>>,
+        input: impl FnOnce(&mut RaftGroup, &mut Vec<GroupEvent>),
+    ) {
+        let Some(group) = self.durable.group_mut() else {
+            return;
+        };
+        let mut events = Vec::new();
+        input(group, &mut events);
         let mut done = Vec::new();
         self.on_group_events(events, &mut done, out);
         self.advance(now_ms, &mut done);
