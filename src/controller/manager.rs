@@ -165,11 +165,7 @@ impl<T> Controller<T> {
     fn open_group(config: ControllerConfig, persistence: Persistence) -> Result<Self, StartError> {
         let dir = config.store_dir();
         let ids = replication::raft_ids(config.peers());
-        let self_id = config
-            .peers()
-            .iter()
-            .position(|p| p.id == config.self_peer().id)
-            .map_or(0, |i| ids[i]);
+        let self_id = ids[config.self_index()];
         let opened =
             RaftGroup::open(&dir, self_id, &ids, persistence).map_err(StartError::Storage)?;
         log::info!(

@@ -90,21 +90,19 @@ pub struct PeerSetup {
 impl PeerSetup {
     /// From the controller's keys (ids by [`raft_ids`], the rule the Raft group numbers by).
     pub fn from_config(config: &ControllerConfig) -> PeerSetup {
-        let me = config.self_peer();
         let ids = raft_ids(config.peers());
-        let mut self_id = 1;
-        let mut peers = Vec::new();
-        for (id, p) in ids.into_iter().zip(config.peers()) {
-            if p.id == me.id {
-                self_id = id;
-            } else {
-                peers.push((id, p.address.clone()));
-            }
-        }
+        let me = config.self_index();
+        let peers = ids
+            .iter()
+            .zip(config.peers())
+            .enumerate()
+            .filter(|&(i, _)| i != me)
+            .map(|(_, (&id, p))| (id, p.address.clone()))
+            .collect();
         PeerSetup {
             group: config.group().unwrap_or("").to_owned(),
-            self_id,
-            self_addr: me.address.clone(),
+            self_id: ids[me],
+            self_addr: config.self_peer().address.clone(),
             peers,
         }
     }
