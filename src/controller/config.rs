@@ -386,6 +386,12 @@ impl ControllerConfig {
         &self.peers[self.self_index]
     }
 
+    /// Where this node's entry is in `controllerDLegerPeers` (so its Raft id is that entry of
+    /// `replication::raft_ids(peers())`).
+    pub fn self_index(&self) -> usize {
+        self.self_index
+    }
+
     /// The port the controller listens on (this node's peer entry, as Java).
     pub fn listen_port(&self) -> u16 {
         self.self_peer().port

@@ -165,11 +165,7 @@ impl<T> Controller<T> {
     fn open_group(config: ControllerConfig, persistence: Persistence) -> Result<Self, StartError> {
         let dir = config.store_dir();
         let ids = replication::raft_ids(config.peers());
-        let self_id = config
-            .peers()
-            .iter()
-            .position(|p| p.id == config.self_peer().id)
-            .map_or(0, |i| ids[i]);
+        let self_id = ids[config.self_index()];
         let opened =
             RaftGroup::open(&dir, self_id, &ids, persistence).map_err(StartError::Storage)?;
         log::info!(
@@ -223,12 +219,7 @@ impl<T> Controller<T> {
 
     /// Raft's clock.
     pub fn raft_tick(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
-        let mut events = Vec::new();
-        match self.durable.group_mut() {
-            Some(group) => group.tick(&mut events),
-            None => return,
-        }
-        self.after_group(events, now_ms, out);
+        self.drive_group(now_ms, out, |group, events| group.tick(events));
     }
 
     /// A payload peer `from` sent (the link authenticated the peer); decode errors are
@@ -240,12 +231,9 @@ impl<T> Controller<T> {
         now_ms: u64,
         out: &mut Vec<Reply<T>>,
     ) {
-        let mut events = Vec::new();
-        match self.durable.group_mut() {
-            Some(group) => group.step(from, payload, &mut events),
-            None => return,
-        }
-        self.after_group(events, now_ms, out);
+        self.drive_group(now_ms, out, |group, events| {
+            group.step(from, payload, events)
+        });
     }
 
     /// Payloads to send now, (to, bytes); the link drops those for unreachable peers.
@@ -258,15 +246,22 @@ impl<T> Controller<T> {
     /// Simulations ([`open_simulated`](Self::open_simulated)): the disk finishes everything
     /// it was given, and what that releases is processed.
     pub fn run_disk(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
-        let mut events = Vec::new();
-        match self.durable.group_mut() {
-            Some(group) => group.run_disk(&mut events),
-            None => return,
-        }
-        self.after_group(events, now_ms, out);
+        self.drive_group(now_ms, out, |group, events| group.run_disk(events));
     }
 
-    fn after_group(&mut self, events: Vec<GroupEvent>, now_ms: u64, out: &mut Vec<Reply<T>>) {
+    /// Runs `input` on the Raft group (nothing for a single node), then processes the events
+    /// it produced.
+    fn drive_group(
+        &mut self,
+        now_ms: u64,
+        out: &mut Vec<Reply<T>>,
+        input: impl FnOnce(&mut RaftGroup, &mut Vec<GroupEvent>),
+    ) {
+        let Some(group) = self.durable.group_mut() else {
+            return;
+        };
+        let mut events = Vec::new();
+        input(group, &mut events);
         let mut done = Vec::new();
         self.on_group_events(events, &mut done, out);
         self.advance(now_ms, &mut done);

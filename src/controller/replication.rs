@@ -73,8 +73,9 @@ impl Replication {
 }
 
 /// The Raft ids of `peers`, in order: `nK` is K+1 when every peer is named `n<number>` (the
-/// documented form); otherwise a peer's position + 1. Every node computes the same ids from
-/// the same `controllerDLegerPeers`.
+/// documented form, and the numbers are distinct); otherwise a peer's position + 1. Every node
+/// computes the same ids from the same `controllerDLegerPeers`; the peer link
+/// (`server::controller_port::peers`) addresses the members by these ids too.
 pub fn raft_ids(peers: &[Peer]) -> Vec<u64> {
     let numbered: Option<Vec<u64>> = peers
         .iter()
@@ -116,5 +117,13 @@ mod tests {
         assert_eq!(raft_ids(&peers(&["n2", "n0", "n1"])), vec![3, 1, 2]);
         assert_eq!(raft_ids(&peers(&["a", "b", "c"])), vec![1, 2, 3]);
         assert_eq!(raft_ids(&peers(&["n0", "n0x", "n2"])), vec![1, 2, 3]);
+        assert_eq!(raft_ids(&peers(&["n2", "n0", "n7"])), vec![3, 1, 8]);
+        assert_eq!(raft_ids(&peers(&["a", "n1", "n2"])), vec![1, 2, 3]);
+        assert_eq!(raft_ids(&peers(&["x", "y"])), vec![1, 2]);
+        assert_eq!(
+            raft_ids(&peers(&["n1", "n01"])),
+            vec![1, 2],
+            "the same number twice"
+        );
     }
 }

@@ -10,7 +10,7 @@
 
 use crate::cli::Invocation;
 use crate::outcome::{exit_code_of_all, Failure, Outcome, Role, EXIT_USAGE};
-use crate::output::{json_text, s, Cell, Table};
+use crate::output::{s, Cell, Table};
 use crate::peers::Peers;
 use rmq_namesrv::client::api::parse_properties;
 use rmq_namesrv::client::nameserver_set::parse_addr_list;
@@ -375,47 +375,10 @@ fn clean_broker_metadata(inv: &Invocation, controllers: &Peers) -> Result<Outcom
 
 /// `getControllerConfig`: one section per controller of `-a`.
 fn get_config(inv: &Invocation, controllers: &Peers) -> Outcome {
-    let mut answers = Vec::new();
-    let mut failures = Vec::new();
-    for (addr, r) in controllers.each(|c| {
+    crate::reads::config_sections(inv, controllers, |c| {
         let resp = success(c.request(request::GET_CONTROLLER_CONFIG, &[], b"")?)?;
         Ok(parse_properties(&String::from_utf8_lossy(&resp.body)))
-    }) {
-        match r {
-            Ok(entries) => answers.push((addr, entries)),
-            Err(failure) => failures.push(failure),
-        }
-    }
-    let code = exit_code_of_all(answers.len(), &failures);
-    let stdout = if inv.json {
-        let members = answers.into_iter().map(|(addr, entries)| {
-            let entries = entries
-                .into_iter()
-                .map(|(k, v)| (k, Value::Str(v)))
-                .collect();
-            (addr, Value::Object(entries))
-        });
-        json_text(&Value::Object(members.collect()))
-    } else {
-        let mut out = String::new();
-        for (addr, entries) in &answers {
-            if !out.is_empty() {
-                out.push('\n');
-            }
-            out.push_str(&format!("============ {addr} ============\n"));
-            let mut t = Table::new(&[("KEY", ""), ("VALUE", "")]);
-            for (k, v) in entries {
-                t.push(vec![s(k.as_str()), s(v.as_str())]);
-            }
-            out.push_str(&t.render());
-        }
-        out
-    };
-    Outcome {
-        stdout,
-        stderr: failures.iter().map(Failure::line).collect(),
-        code,
-    }
+    })
 }
 
 /// `updateControllerConfig -a -k -v`: on every controller of `-a`, one row each.

@@ -323,7 +323,18 @@ fn per_server<T>(answers: &[(String, T)], section: impl Fn(&T) -> String) -> Str
 }
 
 pub fn get_namesrv_config(inv: &Invocation, peers: &Peers) -> Outcome {
-    let (answers, failures, code) = ask_all(peers, |c| c.get_namesrv_config());
+    config_sections(inv, peers, |c| c.get_namesrv_config())
+}
+
+/// A configuration read from every server of `peers` (`ask` gets one server's key/value
+/// pairs): one KEY/VALUE section per server, or one JSON object per server with `--json`.
+/// Name servers (`getNamesrvConfig`) and controllers (`getControllerConfig`) answer alike.
+pub fn config_sections(
+    inv: &Invocation,
+    peers: &Peers,
+    ask: impl FnMut(&mut Client) -> Result<Vec<(String, String)>, ClientError>,
+) -> Outcome {
+    let (answers, failures, code) = ask_all(peers, ask);
     let stdout = if inv.json {
         let members = answers.into_iter().map(|(addr, entries)| {
             let entries = entries

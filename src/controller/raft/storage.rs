@@ -247,16 +247,8 @@ pub fn encode_snapshot_file(snap: &Snapshot) -> Vec<u8> {
 
 /// Reads the snapshot file: its metadata and the controller state in it.
 fn read_snapshot(path: &Path) -> Result<Option<(SnapshotMetadata, ControllerState)>, StorageError> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => {
-            return Err(StorageError::Io {
-                path: path.to_path_buf(),
-                op: "read",
-                error,
-            })
-        }
+    let Some(bytes) = snapshot::read_bytes(path)? else {
+        return Ok(None);
     };
     if bytes.len() < 12 || &bytes[..8] != SNAPSHOT_MAGIC {
         return Err(corrupt(path, "not a controller Raft snapshot".into()));

@@ -108,16 +108,8 @@ fn write_sync_state(out: &mut Vec<u8>, info: &SyncStateInfo) {
 
 /// Reads the snapshot at `path`: None when there is none yet.
 pub fn read(path: &Path) -> Result<Option<(u64, ControllerState)>, StorageError> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => {
-            return Err(StorageError::Io {
-                path: path.to_path_buf(),
-                op: "read",
-                error,
-            })
-        }
+    let Some(bytes) = read_bytes(path)? else {
+        return Ok(None);
     };
     decode(&bytes)
         .map(Some)
@@ -126,6 +118,20 @@ pub fn read(path: &Path) -> Result<Option<(u64, ControllerState)>, StorageError>
             offset: None,
             reason,
         })
+}
+
+/// The bytes of the snapshot file at `path`, None when there is none yet (the single node's
+/// snapshot here and the Raft group's share this).
+pub fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>, StorageError> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(StorageError::Io {
+            path: path.to_path_buf(),
+            op: "read",
+            error,
+        }),
+    }
 }
 
 /// Reads a snapshot file's bytes.

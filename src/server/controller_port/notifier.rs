@@ -165,23 +165,37 @@ mod tests {
         buf
     }
 
-    #[test]
-    fn frames_to_one_broker_share_a_connection_that_stays_open() {
+    /// A listener playing the broker, its address, and a started notifier.
+    fn broker_and_notifier() -> (TcpListener, String, Notifier, Vec<JoinHandle<()>>) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let target = listener.local_addr().unwrap().to_string();
         let (tx, threads) = spawn(64).unwrap();
+        (listener, target, tx, threads)
+    }
+
+    fn notify(tx: &Notifier, target: &str, frame: &[u8]) {
         tx.try_send(Notice {
-            target: target.clone(),
-            frame: b"one".to_vec(),
+            target: target.to_owned(),
+            frame: frame.to_vec(),
         })
         .unwrap();
+    }
+
+    /// Drops the notifier and waits for its threads to end.
+    fn stop(tx: Notifier, threads: Vec<JoinHandle<()>>) {
+        drop(tx);
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
+
+    #[test]
+    fn frames_to_one_broker_share_a_connection_that_stays_open() {
+        let (listener, target, tx, threads) = broker_and_notifier();
+        notify(&tx, &target, b"one");
         let (mut s, _) = listener.accept().unwrap();
         assert_eq!(read_exactly(&mut s, 3), b"one");
-        tx.try_send(Notice {
-            target: target.clone(),
-            frame: b"two".to_vec(),
-        })
-        .unwrap();
+        notify(&tx, &target, b"two");
         assert_eq!(read_exactly(&mut s, 3), b"two", "the same connection");
         // Still open: nothing closes it while the sender lives.
         s.set_read_timeout(Some(Duration::from_millis(200)))
@@ -190,37 +204,24 @@ mod tests {
         assert!(
             matches!(s.read(&mut byte), Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::TimedOut)
         );
-        drop(tx);
-        for t in threads {
-            t.join().unwrap();
-        }
+        stop(tx, threads);
     }
 
     #[test]
     fn a_connection_the_broker_closed_is_replaced() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let target = listener.local_addr().unwrap().to_string();
-        let (tx, threads) = spawn(64).unwrap();
-        tx.try_send(Notice {
-            target: target.clone(),
-            frame: b"one".to_vec(),
-        })
-        .unwrap();
+        let (listener, target, tx, threads) = broker_and_notifier();
+        notify(&tx, &target, b"one");
         let (mut first, _) = listener.accept().unwrap();
         assert_eq!(read_exactly(&mut first, 3), b"one");
-        drop(first); // the broker restarted
-                     // A write may still land in the old socket before its close is seen: notify again
-                     // until the broker gets a new connection (each notice is the latest, as the
-                     // controller's outbox keeps only the newest per broker).
+        // The broker restarted. A write may still land in the old socket before its close is
+        // seen: notify again until the broker gets a new connection (each notice is the
+        // latest, as the controller's outbox keeps only the newest per broker).
+        drop(first);
         listener.set_nonblocking(true).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut second = loop {
             assert!(Instant::now() < deadline, "no new connection");
-            tx.try_send(Notice {
-                target: target.clone(),
-                frame: b"two".to_vec(),
-            })
-            .unwrap();
+            notify(&tx, &target, b"two");
             match listener.accept() {
                 Ok((s, _)) => break s,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
@@ -231,9 +232,6 @@ mod tests {
         };
         second.set_nonblocking(false).unwrap();
         assert_eq!(read_exactly(&mut second, 3), b"two");
-        drop(tx);
-        for t in threads {
-            t.join().unwrap();
-        }
+        stop(tx, threads);
     }
 }

@@ -23,6 +23,7 @@
 //!   bounded queue covers a connection being set up; an established link is bounded by its
 //!   unsent bytes (`MAX_UNSENT`).
 
+use crate::controller::replication::raft_ids;
 use crate::controller::ControllerConfig;
 use crate::event_loop::{ConnId, Ctx, TimerId};
 use crate::remoting::codes::response::{SUCCESS, SYSTEM_ERROR};
@@ -75,34 +76,6 @@ const LANGUAGE: &str = "RUST";
 const FLAG_RESPONSE: i32 = 1;
 const FLAG_ONEWAY: i32 = 2;
 
-/// The Raft ids of the members of `controllerDLegerPeers`, in their order: node `nK` is K+1
-/// when every id is `n<number>` and they are distinct (the documented form), otherwise each
-/// one's position + 1. Every node computes the same ids from the same list; the controller's
-/// Raft group (issue 16 part A) numbers its members by the same rule.
-pub fn raft_ids(node_ids: &[&str]) -> Vec<u64> {
-    let numbered: Option<Vec<u64>> = node_ids
-        .iter()
-        .map(|id| {
-            id.strip_prefix('n')
-                .and_then(|k| k.parse::<u64>().ok())
-                .and_then(|k| k.checked_add(1))
-        })
-        .collect();
-    match numbered {
-        Some(mut ids) => {
-            let in_order = ids.clone();
-            ids.sort_unstable();
-            ids.dedup();
-            if ids.len() == in_order.len() {
-                in_order
-            } else {
-                (1..=node_ids.len() as u64).collect()
-            }
-        }
-        None => (1..=node_ids.len() as u64).collect(),
-    }
-}
-
 /// Who this node is and who the others are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerSetup {
@@ -115,24 +88,21 @@ pub struct PeerSetup {
 }
 
 impl PeerSetup {
-    /// From the controller's keys (ids by [`raft_ids`]).
+    /// From the controller's keys (ids by [`raft_ids`], the rule the Raft group numbers by).
     pub fn from_config(config: &ControllerConfig) -> PeerSetup {
-        let me = config.self_peer();
-        let node_ids: Vec<&str> = config.peers().iter().map(|p| p.id.as_str()).collect();
-        let ids = raft_ids(&node_ids);
-        let mut self_id = 1;
-        let mut peers = Vec::new();
-        for (id, p) in ids.into_iter().zip(config.peers()) {
-            if p.id == me.id {
-                self_id = id;
-            } else {
-                peers.push((id, p.address.clone()));
-            }
-        }
+        let ids = raft_ids(config.peers());
+        let me = config.self_index();
+        let peers = ids
+            .iter()
+            .zip(config.peers())
+            .enumerate()
+            .filter(|&(i, _)| i != me)
+            .map(|(_, (&id, p))| (id, p.address.clone()))
+            .collect();
         PeerSetup {
             group: config.group().unwrap_or("").to_owned(),
-            self_id,
-            self_addr: me.address.clone(),
+            self_id: ids[me],
+            self_addr: config.self_peer().address.clone(),
             peers,
         }
     }

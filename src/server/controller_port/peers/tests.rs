@@ -412,15 +412,6 @@ fn a_payload_before_a_handshake_closes_the_connection() {
 // ------------------------------------------------------------------ setup
 
 #[test]
-fn node_nk_is_raft_id_k_plus_one_else_the_position_counts() {
-    assert_eq!(raft_ids(&["n0", "n1", "n2"]), [1, 2, 3]);
-    assert_eq!(raft_ids(&["n2", "n0", "n7"]), [3, 1, 8]);
-    assert_eq!(raft_ids(&["a", "n1", "n2"]), [1, 2, 3]);
-    assert_eq!(raft_ids(&["x", "y"]), [1, 2]);
-    assert_eq!(raft_ids(&["n1", "n01"]), [1, 2], "the same number twice");
-}
-
-#[test]
 fn a_single_node_has_no_peers_whatever_its_id() {
     let config = ControllerConfig::from_pairs(&[
         ("controllerDLegerPeers", "a-127.0.0.1:9878"),
