@@ -193,20 +193,6 @@ impl<T> Controller<T> {
         })
     }
 
-    /// The configured peers other than this node: (Raft id, "host:port"). Empty for a
-    /// single node.
-    pub fn raft_peers(&self) -> Vec<(u64, String)> {
-        let Some(group) = self.durable.group() else {
-            return Vec::new();
-        };
-        let ids = replication::raft_ids(self.config.peers());
-        ids.into_iter()
-            .zip(self.config.peers())
-            .filter(|(id, _)| *id != group.self_id())
-            .map(|(id, p)| (id, p.address.clone()))
-            .collect()
-    }
-
     /// Raft's tick period; the loop calls [`raft_tick`](Self::raft_tick) this often.
     pub fn raft_tick_ms(&self) -> u64 {
         super::raft::TICK_MS
