@@ -111,6 +111,28 @@ impl<'a> PlainReader<'a> {
     }
 
     /// `["a","b",...]` of plain strings.
+    /// An object `{"k":v,...}`, its braces and commas read here once for every decoder:
+    /// `member` reads the value after each key (keys in order, repeats included) and refuses
+    /// it, and with it the object, by returning `None`.
+    #[inline]
+    pub(crate) fn members(
+        &mut self,
+        mut member: impl FnMut(&mut Self, &'a str) -> Option<()>,
+    ) -> Option<()> {
+        self.expect(b'{')?;
+        if self.eat(b'}') {
+            return Some(());
+        }
+        loop {
+            let key = self.key()?;
+            member(self, key)?;
+            if !self.eat(b',') {
+                break;
+            }
+        }
+        self.expect(b'}')
+    }
+
     pub(crate) fn string_array(&mut self) -> Option<Vec<String>> {
         self.expect(b'[')?;
         let mut out = Vec::new();
