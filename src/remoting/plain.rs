@@ -225,3 +225,28 @@ impl<'a> PlainReader<'a> {
         self.pos = mark.min(self.bytes.len());
     }
 }
+
+/// Every truncation, insertion of a space, deletion and replacement (by each of `bytes`) of
+/// `input`: the fast paths' tests check on each that both decoders agree.
+#[cfg(test)]
+pub(crate) fn mutations<'s>(
+    input: &'s [u8],
+    bytes: &'s [u8],
+) -> impl Iterator<Item = Vec<u8>> + 's {
+    (0..=input.len()).flat_map(move |i| {
+        let mut with_space = input.to_vec();
+        with_space.insert(i, b' ');
+        let mut variants = vec![input[..i].to_vec(), with_space];
+        if i < input.len() {
+            let mut removed = input.to_vec();
+            removed.remove(i);
+            variants.push(removed);
+            variants.extend(bytes.iter().map(|&b| {
+                let mut replaced = input.to_vec();
+                replaced[i] = b;
+                replaced
+            }));
+        }
+        variants
+    })
+}

@@ -119,26 +119,9 @@ mod tests {
         let (mut accepted, mut refused) = (0, 0);
         for h in PLAIN {
             let h = h.as_bytes();
-            let mut variants: Vec<Vec<u8>> = Vec::new();
-            for i in 0..=h.len() {
-                variants.push(h[..i].to_vec());
-                let mut with_space = h.to_vec();
-                with_space.insert(i, b' ');
-                variants.push(with_space);
-                if i < h.len() {
-                    let mut removed = h.to_vec();
-                    removed.remove(i);
-                    variants.push(removed);
-                    for b in bytes {
-                        let mut replaced = h.to_vec();
-                        replaced[i] = b;
-                        variants.push(replaced);
-                    }
-                }
-            }
-            for v in &variants {
+            for v in crate::remoting::plain::mutations(h, &bytes) {
                 for limits in [DecodeLimits::default(), tight] {
-                    if check(v, &limits) {
+                    if check(&v, &limits) {
                         accepted += 1;
                     } else {
                         refused += 1;

@@ -322,36 +322,20 @@ mod tests {
         assert!(accepted > 1500 && refused > 15000, "{accepted} {refused}");
     }
 
-    /// Checks every truncation, insertion of a space, deletion and replacement (by each of
-    /// `bytes`) of `body` under each limit; (accepted, refused) per limit.
+    /// Checks every mutation of `body` ([`crate::remoting::plain::mutations`]) under each
+    /// limit; (accepted, refused) per limit.
     fn mutations_checked(
         body: &[u8],
         bytes: &[u8],
         limits: [BodyLimits; 2],
     ) -> [(usize, usize); 2] {
         let mut counts = [(0, 0); 2];
-        for i in 0..=body.len() {
-            let mut variants = vec![body[..i].to_vec()];
-            let mut with_space = body.to_vec();
-            with_space.insert(i, b' ');
-            variants.push(with_space);
-            if i < body.len() {
-                let mut removed = body.to_vec();
-                removed.remove(i);
-                variants.push(removed);
-                for &b in bytes {
-                    let mut replaced = body.to_vec();
-                    replaced[i] = b;
-                    variants.push(replaced);
-                }
-            }
-            for v in &variants {
-                for (limits, count) in limits.iter().zip(counts.iter_mut()) {
-                    if check(v, limits) {
-                        count.0 += 1;
-                    } else {
-                        count.1 += 1;
-                    }
+        for v in crate::remoting::plain::mutations(body, bytes) {
+            for (limits, count) in limits.iter().zip(counts.iter_mut()) {
+                if check(&v, limits) {
+                    count.0 += 1;
+                } else {
+                    count.1 += 1;
                 }
             }
         }
