@@ -492,9 +492,6 @@ impl<C> Ctx<C> {
         }
     }
 
-    /// Writes what the socket takes, then applies the write-side rules: close on error or
-    /// past the hard cap, resume reading below half the high-water mark, keep WRITABLE
-    /// interest only while bytes wait, give a drained buffer back to the pool.
     /// Before reading `id`: a connection without a read buffer gets a warm one from the pool.
     pub(super) fn lend_read_buf(&mut self, id: ConnId) {
         if !self.get(id).is_some_and(|c| c.read_buf.capacity() == 0) {
@@ -521,6 +518,9 @@ impl<C> Ctx<C> {
         }
     }
 
+    /// Writes what the socket takes, then applies the write-side rules: close on error or
+    /// past the hard cap, resume reading below half the high-water mark, keep WRITABLE
+    /// interest only while bytes wait, give a drained buffer back to the pool.
     pub(super) fn flush(&mut self, key: usize) {
         let now = self.now_ms();
         let Limits {

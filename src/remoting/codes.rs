@@ -195,13 +195,14 @@ pub const LANGUAGES: [&str; 14] = [
     "OMS", "RUST", "NODE_JS",
 ];
 
+/// Binary code of a language name, `None` for a name not in [`LANGUAGES`].
+pub fn language_by_name(name: &str) -> Option<u8> {
+    LANGUAGES.iter().position(|l| *l == name).map(|p| p as u8)
+}
+
 /// Binary code of a language name; unknown names map to OTHER's code like a lenient peer would.
 pub fn language_code(name: &str) -> u8 {
-    LANGUAGES
-        .iter()
-        .position(|l| *l == name)
-        .map(|p| p as u8)
-        .unwrap_or(7)
+    language_by_name(name).unwrap_or(7)
 }
 
 /// Flag bits of `RemotingCommand.flag`.

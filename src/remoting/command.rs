@@ -287,11 +287,7 @@ pub(super) fn decode_json_header_general(
                 cmd.language = if v.is_null() {
                     255
                 } else if let Some(name) = v.as_str() {
-                    codes::LANGUAGES
-                        .iter()
-                        .position(|l| *l == name)
-                        .map(|p| p as u8)
-                        .unwrap_or(255)
+                    codes::language_by_name(name).unwrap_or(255)
                 } else {
                     // fastjson also accepts the ordinal; out of range throws.
                     match v.as_i64() {

@@ -111,6 +111,28 @@ impl<'a> PlainReader<'a> {
     }
 
     /// `["a","b",...]` of plain strings.
+    /// An object `{"k":v,...}`, its braces and commas read here once for every decoder:
+    /// `member` reads the value after each key (keys in order, repeats included) and refuses
+    /// it, and with it the object, by returning `None`.
+    #[inline]
+    pub(crate) fn members(
+        &mut self,
+        mut member: impl FnMut(&mut Self, &'a str) -> Option<()>,
+    ) -> Option<()> {
+        self.expect(b'{')?;
+        if self.eat(b'}') {
+            return Some(());
+        }
+        loop {
+            let key = self.key()?;
+            member(self, key)?;
+            if !self.eat(b',') {
+                break;
+            }
+        }
+        self.expect(b'}')
+    }
+
     pub(crate) fn string_array(&mut self) -> Option<Vec<String>> {
         self.expect(b'[')?;
         let mut out = Vec::new();
@@ -202,4 +224,29 @@ impl<'a> PlainReader<'a> {
     pub(crate) fn rewind(&mut self, mark: usize) {
         self.pos = mark.min(self.bytes.len());
     }
+}
+
+/// Every truncation, insertion of a space, deletion and replacement (by each of `bytes`) of
+/// `input`: the fast paths' tests check on each that both decoders agree.
+#[cfg(test)]
+pub(crate) fn mutations<'s>(
+    input: &'s [u8],
+    bytes: &'s [u8],
+) -> impl Iterator<Item = Vec<u8>> + 's {
+    (0..=input.len()).flat_map(move |i| {
+        let mut with_space = input.to_vec();
+        with_space.insert(i, b' ');
+        let mut variants = vec![input[..i].to_vec(), with_space];
+        if i < input.len() {
+            let mut removed = input.to_vec();
+            removed.remove(i);
+            variants.push(removed);
+            variants.extend(bytes.iter().map(|&b| {
+                let mut replaced = input.to_vec();
+                replaced[i] = b;
+                replaced
+            }));
+        }
+        variants
+    })
 }

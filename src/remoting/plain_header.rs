@@ -18,39 +18,26 @@ use super::plain::PlainReader;
 pub(super) fn decode(header: &[u8], limits: &DecodeLimits) -> Option<RemotingCommand> {
     let mut r = PlainReader::new(header, limits.json.max_string_len)?;
     let mut cmd = empty_command(SerializeType::Json);
-    r.expect(b'{')?;
-    if r.eat(b'}') {
-        return r.at_end().then_some(cmd);
-    }
-    loop {
-        match r.key()? {
+    r.members(|r, key| {
+        match key {
             "code" => cmd.code = r.int()?,
             "version" => cmd.version = r.int()?,
             "opaque" => cmd.opaque = r.int()?,
             "flag" => cmd.flag = r.int()?,
-            "language" => {
-                let name = r.string()?;
-                cmd.language = codes::LANGUAGES
-                    .iter()
-                    .position(|l| *l == name)
-                    .map_or(255, |p| p as u8);
-            }
+            "language" => cmd.language = codes::language_by_name(r.string()?).unwrap_or(255),
             "remark" => {
                 let remark = r.string()?;
                 cmd.remark = (!remark.is_empty()).then(|| remark.to_owned());
             }
-            "extFields" => ext_fields(&mut r, &mut cmd.ext_fields, limits.max_ext_fields)?,
+            "extFields" => ext_fields(r, &mut cmd.ext_fields, limits.max_ext_fields)?,
             // Ignored members, as in the general decoder; only plain values are skipped here.
             _ => match r.peek()? {
                 b'"' => drop(r.string()?),
                 _ => drop(r.int()?),
             },
         }
-        if !r.eat(b',') {
-            break;
-        }
-    }
-    r.expect(b'}')?;
+        Some(())
+    })?;
     r.at_end().then_some(cmd)
 }
 
@@ -60,25 +47,16 @@ fn ext_fields(r: &mut PlainReader<'_>, fields: &mut ExtFields, max: usize) -> Op
     fields.clear();
     // The fields' text is at most what is left of the header: one allocation, no regrowth.
     fields.reserve(8, r.remaining());
-    r.expect(b'{')?;
-    if r.eat(b'}') {
-        return Some(());
-    }
     let mut members = 0;
-    loop {
+    r.members(|r, key| {
         // Counted like the general decoder counts them (repeated keys included).
         members += 1;
         if members > max {
             return None;
         }
-        let key = r.key()?;
-        let value = r.string()?;
-        fields.put(key, Some(value));
-        if !r.eat(b',') {
-            break;
-        }
-    }
-    r.expect(b'}')
+        fields.put(key, Some(r.string()?));
+        Some(())
+    })
 }
 
 #[cfg(test)]
@@ -141,26 +119,9 @@ mod tests {
         let (mut accepted, mut refused) = (0, 0);
         for h in PLAIN {
             let h = h.as_bytes();
-            let mut variants: Vec<Vec<u8>> = Vec::new();
-            for i in 0..=h.len() {
-                variants.push(h[..i].to_vec());
-                let mut with_space = h.to_vec();
-                with_space.insert(i, b' ');
-                variants.push(with_space);
-                if i < h.len() {
-                    let mut removed = h.to_vec();
-                    removed.remove(i);
-                    variants.push(removed);
-                    for b in bytes {
-                        let mut replaced = h.to_vec();
-                        replaced[i] = b;
-                        variants.push(replaced);
-                    }
-                }
-            }
-            for v in &variants {
+            for v in crate::remoting::plain::mutations(h, &bytes) {
                 for limits in [DecodeLimits::default(), tight] {
-                    if check(v, &limits) {
+                    if check(&v, &limits) {
                         accepted += 1;
                     } else {
                         refused += 1;

@@ -310,23 +310,16 @@ impl DataVersion {
     /// general reader gives it; `None` for anything else.
     pub(crate) fn read_plain(r: &mut PlainReader<'_>) -> Option<DataVersion> {
         let mut v = DataVersion::default();
-        r.expect(b'{')?;
-        if r.eat(b'}') {
-            return Some(v);
-        }
-        loop {
+        r.members(|r, key| {
             // A repeated field: the last one wins, as in the general decoder.
-            match r.key()? {
+            match key {
                 "counter" => v.counter = r.long()?,
                 "stateVersion" => v.state_version = r.long()?,
                 "timestamp" => v.timestamp = r.long()?,
                 _ => r.skip_value()?,
             }
-            if !r.eat(b',') {
-                break;
-            }
-        }
-        r.expect(b'}')?;
+            Some(())
+        })?;
         Some(v)
     }
 

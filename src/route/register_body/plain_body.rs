@@ -30,27 +30,21 @@ pub(super) fn decode(body: &[u8], limits: &BodyLimits) -> Option<RegisterBody> {
     let mut r = PlainReader::new(body, limits.json.max_string_len)?;
     let mut decoded = RegisterBody::default();
     let (mut seen_filter, mut seen_wrapper) = (false, false);
-    r.expect(b'{')?;
-    if !r.eat(b'}') {
-        loop {
-            match r.key()? {
-                "filterServerList" if !seen_filter => {
-                    seen_filter = true;
-                    decoded.filter_servers = Some(r.string_array()?);
-                }
-                "topicConfigSerializeWrapper" if !seen_wrapper => {
-                    seen_wrapper = true;
-                    wrapper(&mut r, &mut decoded, limits)?;
-                }
-                "filterServerList" | "topicConfigSerializeWrapper" => return None,
-                _ => r.skip_value()?,
+    r.members(|r, key| {
+        match key {
+            "filterServerList" if !seen_filter => {
+                seen_filter = true;
+                decoded.filter_servers = Some(r.string_array()?);
             }
-            if !r.eat(b',') {
-                break;
+            "topicConfigSerializeWrapper" if !seen_wrapper => {
+                seen_wrapper = true;
+                wrapper(r, &mut decoded, limits)?;
             }
+            "filterServerList" | "topicConfigSerializeWrapper" => return None,
+            _ => r.skip_value()?,
         }
-        r.expect(b'}')?;
-    }
+        Some(())
+    })?;
     r.at_end().then_some(decoded)
 }
 
@@ -58,12 +52,8 @@ pub(super) fn decode(body: &[u8], limits: &BodyLimits) -> Option<RegisterBody> {
 /// topicQueueMappingInfoMap (a non-empty one is the general decoder's).
 fn wrapper(r: &mut PlainReader<'_>, out: &mut RegisterBody, limits: &BodyLimits) -> Option<()> {
     let (mut seen_version, mut seen_table, mut seen_mappings) = (false, false, false);
-    r.expect(b'{')?;
-    if r.eat(b'}') {
-        return Some(());
-    }
-    loop {
-        match r.key()? {
+    r.members(|r, key| {
+        match key {
             "dataVersion" if !seen_version => {
                 seen_version = true;
                 out.data_version = DataVersion::read_plain(r)?;
@@ -81,32 +71,22 @@ fn wrapper(r: &mut PlainReader<'_>, out: &mut RegisterBody, limits: &BodyLimits)
             "dataVersion" | "topicConfigTable" | "topicQueueMappingInfoMap" => return None,
             _ => r.skip_value()?,
         }
-        if !r.eat(b',') {
-            break;
-        }
-    }
-    r.expect(b'}')
+        Some(())
+    })
 }
 
 fn topic_table(r: &mut PlainReader<'_>, max_topics: usize) -> Option<Vec<(String, TopicConfig)>> {
     // A broker writes about 180 bytes per TopicConfig: sized once instead of doubling seven
     // times for a hundred topics.
     let mut topics = Vec::with_capacity((r.remaining() / 160).min(max_topics));
-    r.expect(b'{')?;
-    if !r.eat(b'}') {
-        loop {
-            if topics.len() == max_topics {
-                return None;
-            }
-            let key = r.key()?;
-            let config = topic_config(r, key)?;
-            topics.push((key.to_owned(), config));
-            if !r.eat(b',') {
-                break;
-            }
+    r.members(|r, key| {
+        if topics.len() == max_topics {
+            return None;
         }
-        r.expect(b'}')?;
-    }
+        let config = topic_config(r, key)?;
+        topics.push((key.to_owned(), config));
+        Some(())
+    })?;
     Some(dedup_last_wins(topics))
 }
 
@@ -191,23 +171,17 @@ fn topic_config_members(r: &mut PlainReader<'_>, key: &str) -> Option<TopicConfi
         perm: DEFAULT_PERM,
         topic_sys_flag: 0,
     };
-    r.expect(b'{')?;
-    if !r.eat(b'}') {
-        loop {
-            match r.key()? {
-                "topicName" => name = Some(r.string()?),
-                "readQueueNums" => tc.read_queue_nums = r.int()?,
-                "writeQueueNums" => tc.write_queue_nums = r.int()?,
-                "perm" => tc.perm = r.int()?,
-                "topicSysFlag" => tc.topic_sys_flag = r.int()?,
-                _ => r.skip_value()?,
-            }
-            if !r.eat(b',') {
-                break;
-            }
+    r.members(|r, member| {
+        match member {
+            "topicName" => name = Some(r.string()?),
+            "readQueueNums" => tc.read_queue_nums = r.int()?,
+            "writeQueueNums" => tc.write_queue_nums = r.int()?,
+            "perm" => tc.perm = r.int()?,
+            "topicSysFlag" => tc.topic_sys_flag = r.int()?,
+            _ => r.skip_value()?,
         }
-        r.expect(b'}')?;
-    }
+        Some(())
+    })?;
     tc.topic_name = name.unwrap_or(key).to_owned();
     Some(tc)
 }
@@ -348,36 +322,20 @@ mod tests {
         assert!(accepted > 1500 && refused > 15000, "{accepted} {refused}");
     }
 
-    /// Checks every truncation, insertion of a space, deletion and replacement (by each of
-    /// `bytes`) of `body` under each limit; (accepted, refused) per limit.
+    /// Checks every mutation of `body` ([`crate::remoting::plain::mutations`]) under each
+    /// limit; (accepted, refused) per limit.
     fn mutations_checked(
         body: &[u8],
         bytes: &[u8],
         limits: [BodyLimits; 2],
     ) -> [(usize, usize); 2] {
         let mut counts = [(0, 0); 2];
-        for i in 0..=body.len() {
-            let mut variants = vec![body[..i].to_vec()];
-            let mut with_space = body.to_vec();
-            with_space.insert(i, b' ');
-            variants.push(with_space);
-            if i < body.len() {
-                let mut removed = body.to_vec();
-                removed.remove(i);
-                variants.push(removed);
-                for &b in bytes {
-                    let mut replaced = body.to_vec();
-                    replaced[i] = b;
-                    variants.push(replaced);
-                }
-            }
-            for v in &variants {
-                for (limits, count) in limits.iter().zip(counts.iter_mut()) {
-                    if check(v, limits) {
-                        count.0 += 1;
-                    } else {
-                        count.1 += 1;
-                    }
+        for v in crate::remoting::plain::mutations(body, bytes) {
+            for (limits, count) in limits.iter().zip(counts.iter_mut()) {
+                if check(&v, limits) {
+                    count.0 += 1;
+                } else {
+                    count.1 += 1;
                 }
             }
         }
