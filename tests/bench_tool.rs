@@ -421,7 +421,9 @@ fn text_report_shows_min_and_p95_and_never_calls_the_server_other_load() {
     let pid = std::process::id().to_string();
     let v = bench(&args("route", &server, &["--clients", "2", "--pid", &pid]));
     let m = v.get("machine").expect("machine");
-    assert!(number(m, "server_cores") >= 0.0 && number(m, "other_cores") >= 0.0);
+    // The server served the whole run in this process: it used some CPU; other processes may
+    // have used none.
+    assert!(number(m, "server_cores") > 0.0 && number(m, "other_cores") >= 0.0);
 }
 
 #[test]
