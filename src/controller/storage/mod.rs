@@ -362,10 +362,6 @@ impl SingleNodeLog {
     pub fn failure(&self) -> Option<&str> {
         self.failed.as_deref()
     }
-
-    pub fn into_storage(self) -> Storage {
-        self.storage
-    }
 }
 
 impl Durability for SingleNodeLog {
