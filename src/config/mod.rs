@@ -28,7 +28,9 @@ use std::sync::OnceLock;
 
 pub use cidr::Cidr;
 pub use cli::{parse_cli, usage, Cli, CliError, ConfigFile, FileOrigin, Startup};
-pub use properties::{edit, entries, parse_properties, Encoding, Entry, PropertiesFile};
+pub use properties::{
+    edit, entries, parse_properties, sorted_lines, Encoding, Entry, PropertiesFile,
+};
 pub use table::{Applies, NamesrvConfig, SerializeTypeSetting, CONTROLLER_KEYS};
 pub use update::{ConfigPlan, UpdateError};
 
@@ -179,14 +181,7 @@ impl NamesrvConfig {
         for p in PROPERTIES {
             all.insert(p.key, (p.get)(self));
         }
-        let mut text = String::new();
-        for (key, value) in all {
-            text.push_str(key);
-            text.push('=');
-            text.push_str(&value);
-            text.push('\n');
-        }
-        text
+        properties::sorted_lines(all)
     }
 
     /// configBlackList split on ';' (trimmed, empty dropped) plus the hard-coded

@@ -472,14 +472,7 @@ impl ControllerConfig {
             "configStorePath",
             self.config_store_path().to_string_lossy().into_owned(),
         );
-        let mut text = String::new();
-        for (key, value) in all {
-            text.push_str(key);
-            text.push('=');
-            text.push_str(&value);
-            text.push('\n');
-        }
-        text
+        crate::config::sorted_lines(all)
     }
 
     /// Checks an UPDATE_CONTROLLER_CONFIG body (Java properties text) without applying it.

@@ -72,22 +72,10 @@ fn millis() -> String {
         .to_string()
 }
 
-/// Fails unless the answer is SUCCESS.
-fn success(resp: RemotingCommand) -> Result<RemotingCommand, ClientError> {
-    if resp.code == 0 {
-        Ok(resp)
-    } else {
-        Err(ClientError::Response {
-            code: resp.code,
-            remark: resp.remark,
-        })
-    }
-}
-
 /// 1005 from one controller of `-a` (the next when one cannot be reached).
 fn read_metadata(controllers: &Peers) -> Result<(String, RemotingCommand), Outcome> {
     controllers
-        .read(|c| success(c.request(request::CONTROLLER_GET_METADATA_INFO, &[], b"")?))
+        .read(|c| c.call_ok(request::CONTROLLER_GET_METADATA_INFO, &[], b""))
         .map_err(|failures| Outcome::from_failures_of(Role::Controller, &failures))
 }
 
@@ -141,9 +129,7 @@ fn metadata(inv: &Invocation, controllers: &Peers) -> Result<Outcome, Outcome> {
         };
         let own = Client::connect(addr, controllers.timeout())
             .map_err(ClientError::Io)
-            .and_then(|mut c| {
-                success(c.request(request::CONTROLLER_GET_METADATA_INFO, &[], b"")?)
-            })
+            .and_then(|mut c| c.call_ok(request::CONTROLLER_GET_METADATA_INFO, &[], b""))
             .ok();
         let role = own.as_ref().and_then(|m| {
             m.ext("raftRole").map(str::to_string).or_else(|| {
@@ -213,7 +199,7 @@ fn sync_state_set(
     let mut body_text = Vec::new();
     json::write_value(&mut body_text, &body);
     let (leader, resp) = on_leader(controllers, |c| {
-        success(c.request(request::CONTROLLER_GET_SYNC_STATE_DATA, &[], &body_text)?)
+        c.call_ok(request::CONTROLLER_GET_SYNC_STATE_DATA, &[], &body_text)
     })?;
     let info = json::parse(&resp.body)
         .map_err(|e| Outcome::failed(format!("{leader}: BrokerReplicasInfo body: {e}")))?;
@@ -306,7 +292,7 @@ fn elect_master(inv: &Invocation, controllers: &Peers) -> Result<Outcome, Outcom
         ("invokeTime", invoke_time.as_str()),
     ];
     let (_, resp) = on_leader(controllers, |c| {
-        success(c.request(request::CONTROLLER_ELECT_MASTER, &ext, b"")?)
+        c.call_ok(request::CONTROLLER_ELECT_MASTER, &ext, b"")
     })?;
     let field = |key: &str| resp.ext(key).map_or(Cell::None, s);
     let mut t = Table::new(&[
@@ -366,7 +352,7 @@ fn clean_broker_metadata(inv: &Invocation, controllers: &Peers) -> Result<Outcom
         ext.push(("brokerControllerIdsToClean", ids));
     }
     let (leader, _) = on_leader(controllers, |c| {
-        success(c.request(request::CLEAN_BROKER_DATA, &ext, b"")?)
+        c.call_ok(request::CLEAN_BROKER_DATA, &ext, b"")
     })?;
     let mut t = Table::new(&[("CONTROLLER", "controller"), ("RESULT", "result")]);
     t.push(vec![s(leader), s("OK")]);
@@ -376,7 +362,7 @@ fn clean_broker_metadata(inv: &Invocation, controllers: &Peers) -> Result<Outcom
 /// `getControllerConfig`: one section per controller of `-a`.
 fn get_config(inv: &Invocation, controllers: &Peers) -> Outcome {
     crate::reads::config_sections(inv, controllers, |c| {
-        let resp = success(c.request(request::GET_CONTROLLER_CONFIG, &[], b"")?)?;
+        let resp = c.call_ok(request::GET_CONTROLLER_CONFIG, &[], b"")?;
         Ok(parse_properties(&String::from_utf8_lossy(&resp.body)))
     })
 }
@@ -387,8 +373,8 @@ fn update_config(inv: &Invocation, controllers: &Peers) -> Outcome {
     let mut t = Table::new(&[("CONTROLLER", "controller"), ("RESULT", "result")]);
     let mut failures = Vec::new();
     let mut succeeded = 0;
-    for (addr, r) in controllers
-        .each(|c| success(c.request(request::UPDATE_CONTROLLER_CONFIG, &[], body.as_bytes())?))
+    for (addr, r) in
+        controllers.each(|c| c.call_ok(request::UPDATE_CONTROLLER_CONFIG, &[], body.as_bytes()))
     {
         let result = match r {
             Ok(_) => {
