@@ -55,6 +55,18 @@ fn is_controller_key(key: &str) -> bool {
     CONTROLLER_KEYS.contains(&key)
 }
 
+/// The keys no runtime update may set: `always`, then the `;`-separated entries of a
+/// `configBlackList` value (trimmed, empty and repeated ones dropped).
+pub fn black_list(always: &[&str], configured: &str) -> Vec<String> {
+    let mut list: Vec<String> = always.iter().map(|k| k.to_string()).collect();
+    for entry in configured.split(';').map(str::trim) {
+        if !entry.is_empty() && !list.iter().any(|k| k == entry) {
+            list.push(entry.to_string());
+        }
+    }
+    list
+}
+
 /// A key that `to_properties_text` can write and `parse_properties` reads back unchanged.
 fn check_key(key: &str) -> Result<(), String> {
     let bad_char = |c: char| c.is_whitespace() || c.is_control() || matches!(c, '=' | ':' | '\\');
@@ -187,21 +199,13 @@ impl NamesrvConfig {
     /// configBlackList split on ';' (trimmed, empty dropped) plus the hard-coded
     /// configBlackList, configStorePath, kvConfigPath, rocketmqHome.
     pub fn black_list(&self) -> Vec<String> {
-        let mut list: Vec<String> = [
+        let always = [
             "configBlackList",
             "configStorePath",
             "kvConfigPath",
             "rocketmqHome",
-        ]
-        .iter()
-        .map(|k| k.to_string())
-        .collect();
-        for entry in self.config_black_list.split(';').map(str::trim) {
-            if !entry.is_empty() && !list.iter().any(|k| k == entry) {
-                list.push(entry.to_string());
-            }
-        }
-        list
+        ];
+        black_list(&always, &self.config_black_list)
     }
 
     /// Admin allow list parsed (empty vec = access control off). `set` refuses invalid

@@ -445,18 +445,8 @@ impl ControllerConfig {
 
     /// Keys no update may set.
     pub fn black_list(&self) -> Vec<String> {
-        let mut list: Vec<String> = ALWAYS_BLACK_LISTED.iter().map(|k| k.to_string()).collect();
-        for entry in self
-            .get("configBlackList")
-            .unwrap_or_default()
-            .split(';')
-            .map(str::trim)
-        {
-            if !entry.is_empty() && !list.iter().any(|k| k == entry) {
-                list.push(entry.to_owned());
-            }
-        }
-        list
+        let configured = self.get("configBlackList").unwrap_or_default();
+        crate::config::black_list(&ALWAYS_BLACK_LISTED, configured)
     }
 
     /// GET_CONTROLLER_CONFIG's body: `key=value` lines sorted by key (unset text keys left
@@ -589,12 +579,7 @@ impl PlannedUpdate {
         let mut text = String::from(
             "# Written by UPDATE_CONTROLLER_CONFIG; applied over the -c config file at start.\n# Delete a line to go back to the config file's value.\n",
         );
-        for (key, value) in &self.next.updated {
-            text.push_str(key);
-            text.push('=');
-            text.push_str(value);
-            text.push('\n');
-        }
+        text.push_str(&crate::config::sorted_lines(self.next.updated.clone()));
         text.into_bytes()
     }
 

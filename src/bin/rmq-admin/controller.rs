@@ -59,9 +59,8 @@ pub fn run(inv: &Invocation, namesrv: Vec<String>) -> Outcome {
 
 fn usage(message: String) -> Outcome {
     Outcome {
-        stdout: String::new(),
-        stderr: vec![message],
         code: EXIT_USAGE,
+        ..Outcome::failed(message)
     }
 }
 
