@@ -48,6 +48,13 @@ pub struct Command {
     pub opts: &'static [Opt],
 }
 
+impl Command {
+    /// The controller's commands are the ones that take `-a` (the controllers to ask).
+    pub fn is_controller(&self) -> bool {
+        self.opts.iter().any(|o| o.short == "a")
+    }
+}
+
 const fn cmd(name: &'static str, about: &'static str, opts: &'static [Opt]) -> Command {
     Command { name, about, opts }
 }

@@ -9,7 +9,7 @@
 //! other commands: aligned tables, `--json`, one stderr line per failing address.
 
 use crate::cli::Invocation;
-use crate::outcome::{exit_code_of_all, Failure, Outcome, Role, EXIT_USAGE};
+use crate::outcome::{exit_code_of_all, Failure, Outcome, Role};
 use crate::output::{s, Cell, Table};
 use crate::peers::Peers;
 use rmq_namesrv::client::api::parse_properties;
@@ -20,24 +20,11 @@ use rmq_namesrv::remoting::command::RemotingCommand;
 use rmq_namesrv::remoting::json::{self, Value};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-pub const COMMANDS: [&str; 6] = [
-    "getControllerMetaData",
-    "getSyncStateSet",
-    "electMaster",
-    "cleanBrokerMetadata",
-    "getControllerConfig",
-    "updateControllerConfig",
-];
-
-pub fn is_controller_command(name: &str) -> bool {
-    COMMANDS.contains(&name)
-}
-
 /// Runs a controller command (`namesrv` only for `getSyncStateSet -c`).
 pub fn run(inv: &Invocation, namesrv: Vec<String>) -> Outcome {
     let addrs = parse_addr_list(inv.req("a"));
     if addrs.is_empty() {
-        return usage(format!(
+        return Outcome::usage(format!(
             "{} needs -a 'host:port;host:port'",
             inv.command.name
         ));
@@ -50,18 +37,11 @@ pub fn run(inv: &Invocation, namesrv: Vec<String>) -> Outcome {
         "cleanBrokerMetadata" => clean_broker_metadata(inv, &controllers),
         "getControllerConfig" => Ok(get_config(inv, &controllers)),
         "updateControllerConfig" => Ok(update_config(inv, &controllers)),
-        other => Err(usage(format!(
+        other => Err(Outcome::usage(format!(
             "command {other} is not a controller command"
         ))),
     };
     result.unwrap_or_else(|failed| failed)
-}
-
-fn usage(message: String) -> Outcome {
-    Outcome {
-        code: EXIT_USAGE,
-        ..Outcome::failed(message)
-    }
 }
 
 fn millis() -> String {
@@ -162,12 +142,12 @@ fn broker_names(inv: &Invocation, namesrv: Vec<String>) -> Result<Vec<String>, O
         return Ok(vec![name.trim().to_string()]);
     }
     let Some(cluster) = inv.get("c") else {
-        return Err(usage(
+        return Err(Outcome::usage(
             "getSyncStateSet needs -b <brokerName> or -c <clusterName>".into(),
         ));
     };
     if namesrv.is_empty() {
-        return Err(usage(
+        return Err(Outcome::usage(
             "getSyncStateSet -c reads the cluster's brokers from the name servers: use -n or set NAMESRV_ADDR".into(),
         ));
     }
@@ -278,7 +258,7 @@ fn elect_master(inv: &Invocation, controllers: &Peers) -> Result<Outcome, Outcom
         inv.req("b").trim(),
     );
     if id.parse::<i64>().is_err() {
-        return Err(usage(format!(
+        return Err(Outcome::usage(format!(
             "electMaster -b takes the broker's controller id (a number), not {id:?}"
         )));
     }
@@ -326,13 +306,13 @@ fn clean_broker_metadata(inv: &Invocation, controllers: &Peers) -> Result<Outcom
     let ids = inv.get("b").map(str::trim).filter(|i| !i.is_empty());
     if let Some(ids) = ids {
         if ids.split(';').any(|id| id.trim().parse::<i64>().is_err()) {
-            return Err(usage(format!(
+            return Err(Outcome::usage(format!(
                 "cleanBrokerMetadata -b takes controller ids separated by ';' (1;2;3), not {ids:?}"
             )));
         }
     }
     if !living && cluster.is_none() {
-        return Err(usage(
+        return Err(Outcome::usage(
             "cleanBrokerMetadata needs -c <clusterName> unless -l (clean living brokers) is given"
                 .into(),
         ));
