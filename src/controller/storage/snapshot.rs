@@ -42,20 +42,20 @@ pub fn encode_state(state: &ControllerState) -> Vec<u8> {
     let mut w = ObjectWriter::new(&mut out);
     let mut infos: Vec<&BrokerReplicaInfo> = state.replica_infos().collect();
     infos.sort_unstable_by(|a, b| a.broker_name.cmp(&b.broker_name));
-    let mut list = Seq::array(w.key("replicaInfoTable"));
-    for info in infos {
-        write_replica_info(list.item(), info);
-    }
-    list.end();
+    write_list(w.key("replicaInfoTable"), infos, write_replica_info);
     let mut infos: Vec<&SyncStateInfo> = state.sync_states().collect();
     infos.sort_unstable_by(|a, b| a.broker_name.cmp(&b.broker_name));
-    let mut list = Seq::array(w.key("syncStateSetInfoTable"));
-    for info in infos {
-        write_sync_state(list.item(), info);
-    }
-    list.end();
+    write_list(w.key("syncStateSetInfoTable"), infos, write_sync_state);
     w.finish();
     out
+}
+
+fn write_list<T>(out: &mut Vec<u8>, items: Vec<&T>, write: fn(&mut Vec<u8>, &T)) {
+    let mut list = Seq::array(out);
+    for item in items {
+        write(list.item(), item);
+    }
+    list.end();
 }
 
 fn write_replica_info(out: &mut Vec<u8>, info: &BrokerReplicaInfo) {
