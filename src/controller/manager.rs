@@ -146,32 +146,19 @@ impl<T> Controller<T> {
             recovered.replayed,
             recovered.last_index
         );
-        let durable = Replication::Single(SingleNodeLog::new(storage));
-        let mut controller = Self::with(config, recovered.state, durable, recovered.last_index);
-        controller.events_since_snapshot = recovered.events_since_snapshot;
-        Ok(controller)
-    }
-
-    /// A controller resuming from `state`, applied up to `applied_index`.
-    fn with(
-        config: ControllerConfig,
-        state: ControllerState,
-        durable: Replication,
-        applied_index: u64,
-    ) -> Self {
-        Controller {
+        Ok(Controller {
             config,
-            state,
+            state: recovered.state,
             liveness: Liveness::new(),
             pipeline: Pipeline::new(),
-            durable,
-            applied_index,
-            events_since_snapshot: 0,
+            durable: Replication::Single(SingleNodeLog::new(storage)),
+            applied_index: recovered.last_index,
+            events_since_snapshot: recovered.events_since_snapshot,
             outbox: NotifyOutbox::default(),
             lease: WriteLeaseGate::new(),
             config_updates: VecDeque::new(),
             next_file_job: 0,
-        }
+        })
     }
 
     /// This node as a member of the Raft group `controllerDLegerPeers` names.
@@ -191,13 +178,19 @@ impl<T> Controller<T> {
             opened.state.broker_names().len(),
             opened.log_entries,
         );
-        let durable = Replication::Group(Box::new(opened.group));
-        Ok(Self::with(
+        Ok(Controller {
             config,
-            opened.state,
-            durable,
-            opened.snapshot_index,
-        ))
+            state: opened.state,
+            liveness: Liveness::new(),
+            pipeline: Pipeline::new(),
+            durable: Replication::Group(Box::new(opened.group)),
+            applied_index: opened.snapshot_index,
+            events_since_snapshot: 0,
+            outbox: NotifyOutbox::default(),
+            lease: WriteLeaseGate::new(),
+            config_updates: VecDeque::new(),
+            next_file_job: 0,
+        })
     }
 
     /// Raft's tick period; the loop calls [`raft_tick`](Self::raft_tick) this often.
