@@ -31,7 +31,7 @@ pub use cli::{parse_cli, usage, Cli, CliError, ConfigFile, FileOrigin, Startup};
 pub use properties::{
     edit, entries, parse_properties, sorted_lines, Encoding, Entry, PropertiesFile,
 };
-pub use table::{Applies, NamesrvConfig, SerializeTypeSetting, CONTROLLER_KEYS};
+pub use table::{under_home, Applies, NamesrvConfig, SerializeTypeSetting, CONTROLLER_KEYS};
 pub use update::{ConfigPlan, UpdateError};
 
 use table::{Property, PROPERTIES};

@@ -283,13 +283,6 @@ pub fn parse_peers(text: &str) -> Result<Vec<Peer>, String> {
     Ok(peers)
 }
 
-fn home_dir() -> PathBuf {
-    match std::env::var("HOME") {
-        Ok(home) if !home.is_empty() => PathBuf::from(home),
-        _ => PathBuf::from("."),
-    }
-}
-
 impl ControllerConfig {
     /// Reads every controller key through `lookup` (e.g. the name server config's remembered
     /// `-c` file keys) and checks the result. Keys `lookup` does not know keep their default.
@@ -427,7 +420,7 @@ impl ControllerConfig {
     pub fn store_path(&self) -> PathBuf {
         match self.get("controllerStorePath") {
             Some(path) => PathBuf::from(path),
-            None => home_dir().join("DLedgerController"),
+            None => PathBuf::from(crate::config::under_home("DLedgerController")),
         }
     }
 
