@@ -7,7 +7,8 @@
 //! is unchanged (then it is applied without decoding, as on the loop), and applies what comes
 //! back. The worker only runs pure functions of the request
 //! ([`processor::hash_registration`], [`processor::decode_registration`]) with the limits the
-//! loop handed over, and frees applied bodies (thousands of strings each). Large
+//! loop handed over, and frees applied bodies (thousands of strings each; a few thousand of
+//! those strings are kept for the next bodies it decodes, `DecodeScratch`). Large
 //! REGISTER_TOPIC_IN_NAMESRV bodies (a TopicRouteData: 15 MB take 200 ms) are decoded and
 //! checked here too, and answered by the loop. Results come back
 //! through a channel and the loop's waker; the registration's connection stays held
@@ -17,7 +18,7 @@ use crate::event_loop::{ConnId, LoopWaker};
 use crate::processor::{self, BodyChecks, BodyWork};
 use crate::remoting::command::RemotingCommand;
 use crate::request::NameLimits;
-use crate::route::model::RegisterBody;
+use crate::route::model::{DecodeScratch, RegisterBody};
 use crate::route::table::BodyFingerprint;
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use log::error;
@@ -143,8 +144,10 @@ impl DecodeWorker {
 }
 
 fn run(jobs: Receiver<Job>, finished: Sender<Finished>, waker: LoopWaker) {
+    // The strings of the bodies the loop hands back, for the next bodies decoded here.
+    let mut scratch = DecodeScratch::default();
     while let Ok(job) = jobs.recv() {
-        let Some(done) = work(job) else {
+        let Some(done) = work(job, &mut scratch) else {
             continue;
         };
         if finished.send(done).is_err() {
@@ -155,10 +158,12 @@ fn run(jobs: Receiver<Job>, finished: Sender<Finished>, waker: LoopWaker) {
 }
 
 /// One job. A panic (a bug, never expected) in a decoder fails that registration only.
-fn work(job: Job) -> Option<Finished> {
+fn work(job: Job, scratch: &mut DecodeScratch) -> Option<Finished> {
     match job {
         Job::Free(bodies) => {
-            drop(bodies);
+            for body in bodies {
+                scratch.recycle(body);
+            }
             None
         }
         Job::Route { conn, cmd, names } => {
@@ -189,7 +194,7 @@ fn work(job: Job) -> Option<Finished> {
             checks,
         } => {
             let decoded = catch_unwind(AssertUnwindSafe(|| {
-                processor::decode_registration(&cmd, fingerprint, &checks)
+                processor::decode_registration(&cmd, fingerprint, &checks, scratch)
             }))
             .unwrap_or_else(|_| {
                 error!("BUG: decoding a registration body panicked; refusing that registration");
