@@ -99,7 +99,7 @@ fn topic_table(
         if topics.len() == max_topics {
             return None;
         }
-        let (name, mut config) = topic_config(r)?;
+        let (name, mut config) = topic_config(r, key)?;
         config.topic_name = scratch.string(name.unwrap_or(key));
         topics.push((scratch.string(key), config));
         Some(())
@@ -133,9 +133,9 @@ type Unnamed<'a> = (Option<&'a str>, TopicConfig);
 
 /// One TopicConfig: in the exact layout a broker writes when it can be (nearly always), else
 /// member by member.
-fn topic_config<'a>(r: &mut PlainReader<'a>) -> Option<Unnamed<'a>> {
+fn topic_config<'a>(r: &mut PlainReader<'a>, key: &'a str) -> Option<Unnamed<'a>> {
     let mark = r.mark();
-    if let Some(tc) = broker_layout(r) {
+    if let Some(tc) = broker_layout(r, key) {
         return Some(tc);
     }
     r.rewind(mark);
@@ -148,8 +148,9 @@ fn topic_config<'a>(r: &mut PlainReader<'a>) -> Option<Unnamed<'a>> {
 /// topic has some). The keys and fixed values are compared as bytes, not scanned as strings:
 /// a hundred-topic body has a thousand of them. Anything else (another member, order, or
 /// value; attributes) returns `None` and the member loop reads the TopicConfig, to the same
-/// value when this accepts it.
-fn broker_layout<'a>(r: &mut PlainReader<'a>) -> Option<Unnamed<'a>> {
+/// value when this accepts it. The topicName is first compared with the map `key` (a broker
+/// writes the same name twice), and only scanned when it differs.
+fn broker_layout<'a>(r: &mut PlainReader<'a>, key: &'a str) -> Option<Unnamed<'a>> {
     let lit = |r: &mut PlainReader<'_>, bytes: &[u8]| r.literal(bytes).then_some(());
     lit(r, b"{")?;
     r.literal(b"\"attributes\":{},");
@@ -166,7 +167,7 @@ fn broker_layout<'a>(r: &mut PlainReader<'a>) -> Option<Unnamed<'a>> {
         lit(r, b"MULTI_TAG\"")?;
     }
     lit(r, b",\"topicName\":")?;
-    let name = r.string()?;
+    let name = if r.quoted(key) { key } else { r.string()? };
     lit(r, b",\"topicSysFlag\":")?;
     let topic_sys_flag = r.int()?;
     lit(r, b",\"writeQueueNums\":")?;
@@ -383,15 +384,24 @@ mod tests {
             let mut r = PlainReader::new(text, 100).unwrap();
             named(f(&mut r)).filter(|_| r.at_end())
         };
+        fn layout_k<'a>(r: &mut PlainReader<'a>) -> Option<Unnamed<'a>> {
+            broker_layout(r, "K")
+        }
+        fn either_k<'a>(r: &mut PlainReader<'a>) -> Option<Unnamed<'a>> {
+            topic_config(r, "K")
+        }
         let by_members = topic_config_members;
-        let either = topic_config;
-        let layout: [&[u8]; 3] = [
+        let either = either_k;
+        // The topicName the key ("K"), another name, a name starting with the key, an empty one.
+        let layout: [&[u8]; 5] = [
+            br#"{"order":false,"perm":6,"readQueueNums":8,"topicFilterType":"SINGLE_TAG","topicName":"K","topicSysFlag":0,"writeQueueNums":4}"#,
+            br#"{"order":false,"perm":6,"readQueueNums":8,"topicFilterType":"SINGLE_TAG","topicName":"KK","topicSysFlag":0,"writeQueueNums":4}"#,
             br#"{"attributes":{},"order":false,"perm":6,"readQueueNums":8,"topicFilterType":"SINGLE_TAG","topicName":"T","topicSysFlag":0,"writeQueueNums":4}"#,
             br#"{"order":true,"perm":7,"readQueueNums":16,"topicFilterType":"MULTI_TAG","topicName":"T","topicSysFlag":1,"writeQueueNums":16}"#,
             br#"{"order":false,"perm":-1,"readQueueNums":0,"topicFilterType":"SINGLE_TAG","topicName":"","topicSysFlag":3,"writeQueueNums":2147483647}"#,
         ];
         for text in layout {
-            let fast = read(text, broker_layout);
+            let fast = read(text, layout_k);
             assert!(fast.is_some(), "{}", String::from_utf8_lossy(text));
             assert_eq!(fast, read(text, by_members));
             assert_eq!(fast, read(text, either));
@@ -406,7 +416,7 @@ mod tests {
         ];
         for text in others {
             assert_eq!(
-                read(text, broker_layout),
+                read(text, layout_k),
                 None,
                 "{}",
                 String::from_utf8_lossy(text)
