@@ -1328,6 +1328,12 @@ impl Processor {
             )
     }
 
+    /// Frees the topic-name strings kept for the next changed bodies (before the server hands
+    /// freed heap back to the OS: kept strings would keep their pages).
+    pub fn release_decode_scratch(&mut self) {
+        self.scratch.release();
+    }
+
     /// Decoded registration bodies already applied, for the server to free off the loop.
     pub fn take_spent_bodies(&mut self) -> Vec<RegisterBody> {
         std::mem::take(&mut self.spent_bodies)

@@ -7,8 +7,7 @@
 //! is unchanged (then it is applied without decoding, as on the loop), and applies what comes
 //! back. The worker only runs pure functions of the request
 //! ([`processor::hash_registration`], [`processor::decode_registration`]) with the limits the
-//! loop handed over, and frees applied bodies (thousands of strings each; a few thousand of
-//! those strings are kept for the next bodies it decodes, `DecodeScratch`). Large
+//! loop handed over, and frees applied bodies (thousands of strings each). Large
 //! REGISTER_TOPIC_IN_NAMESRV bodies (a TopicRouteData: 15 MB take 200 ms) are decoded and
 //! checked here too, and answered by the loop. Results come back
 //! through a channel and the loop's waker; the registration's connection stays held
@@ -144,7 +143,9 @@ impl DecodeWorker {
 }
 
 fn run(jobs: Receiver<Job>, finished: Sender<Finished>, waker: LoopWaker) {
-    // The strings of the bodies the loop hands back, for the next bodies decoded here.
+    // Its duplicate-key set is kept; its string pool stays empty: the bodies the loop hands
+    // back are freed, not pooled (they are the large ones, and a pool of their strings
+    // would pin heap pages the loop's trims could otherwise return).
     let mut scratch = DecodeScratch::default();
     while let Ok(job) = jobs.recv() {
         let Some(done) = work(job, &mut scratch) else {
@@ -161,9 +162,7 @@ fn run(jobs: Receiver<Job>, finished: Sender<Finished>, waker: LoopWaker) {
 fn work(job: Job, scratch: &mut DecodeScratch) -> Option<Finished> {
     match job {
         Job::Free(bodies) => {
-            for body in bodies {
-                scratch.recycle(body);
-            }
+            drop(bodies);
             None
         }
         Job::Route { conn, cmd, names } => {
