@@ -93,17 +93,19 @@ fn topic_table(
     scratch: &mut DecodeScratch,
 ) -> Option<Vec<(String, TopicConfig)>> {
     // A broker writes about 180 bytes per TopicConfig: sized once instead of doubling seven
-    // times for a hundred topics.
-    let mut topics = Vec::with_capacity((r.remaining() / 160).min(max_topics));
+    // times for a hundred topics (the kept list of a body applied before, when there is one).
+    let mut topics = scratch.topics((r.remaining() / 160).min(max_topics));
+    let mut n = 0;
     r.members(|r, key| {
-        if topics.len() == max_topics {
+        if n == max_topics {
             return None;
         }
-        let (name, mut config) = topic_config(r, key)?;
-        config.topic_name = scratch.string(name.unwrap_or(key));
-        topics.push((scratch.string(key), config));
+        let (name, config) = topic_config(r, key)?;
+        DecodeScratch::put(&mut topics, n, key, name.unwrap_or(key), config);
+        n += 1;
         Some(())
     })?;
+    topics.truncate(n);
     Some(scratch.dedup_topics(topics))
 }
 
