@@ -6,7 +6,9 @@ mod support;
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use rmq_namesrv::checksum::{crc32, fingerprint};
-use rmq_namesrv::route::model::{decode_register_body, BodyLimits};
+use rmq_namesrv::route::model::{
+    decode_register_body, decode_register_body_reusing, BodyLimits, DecodeScratch,
+};
 use support::payload::Layout;
 
 fn bench(c: &mut Criterion) {
@@ -21,6 +23,16 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Bytes(body.len() as u64));
     g.bench_function("json_1000_topics", |b| {
         b.iter(|| decode_register_body(black_box(&body), false, 479, &limits).expect("decodes"))
+    });
+    // As the server decodes changed bodies: into the strings of the body applied before.
+    let mut scratch = DecodeScratch::default();
+    g.bench_function("json_1000_topics_reusing_strings", |b| {
+        b.iter(|| {
+            let decoded =
+                decode_register_body_reusing(black_box(&body), false, 479, &limits, &mut scratch)
+                    .expect("decodes");
+            scratch.recycle(decoded);
+        })
     });
     // One leading space takes the body off the fast path (broker-shaped JSON read in one
     // pass) onto the general reader: the cost of any other shape.

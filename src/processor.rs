@@ -35,7 +35,9 @@ use crate::request::{
     GetRouteInfo, GetTopicsByCluster, KvKey, NameLimits, ParseError, QueryDataVersion,
     RegisterBroker, RegisterTopic, Request, UpdateNamesrvConfig, WritePerm,
 };
-use crate::route::model::{self, BodyLimits, Dialect, QueueData, RegisterBody, TopicRouteData};
+use crate::route::model::{
+    self, BodyLimits, DecodeScratch, Dialect, QueueData, RegisterBody, TopicRouteData,
+};
 use crate::route::table::{
     BatchOutcome, BodyFingerprint, BoundExceeded, ConnId, ExpiredBroker, MinIdNotification,
     RegisterRequest, RegisterResult, RemovalReason, RouteBounds, RouteSettings, RouteTable,
@@ -181,17 +183,19 @@ pub fn decode_route_body(cmd: &RemotingCommand, names: &NameLimits) -> BodyWork 
 }
 
 /// Off the loop: what the loop's registration handler would do to a changed body before
-/// touching the tables: the `bodyCrc32` check, then decoding and the topic-config checks.
+/// touching the tables: the `bodyCrc32` check, then decoding (into `scratch`'s strings) and
+/// the topic-config checks.
 pub fn decode_registration(
     cmd: &RemotingCommand,
     fingerprint: BodyFingerprint,
     checks: &BodyChecks,
+    scratch: &mut DecodeScratch,
 ) -> DecodedBody {
     let parsed = Request::parse_after(cmd, &checks.names, BodyDone::Hashed(fingerprint));
     let (crc_mismatch, body) = match parsed {
         Ok(Request::RegisterBroker(r)) => match r.crc_mismatch() {
             Some(actual) => (Some(actual), Ok(RegisterBody::default())),
-            None => (None, r.decode_body(&checks.body, &checks.names)),
+            None => (None, r.decode_body(&checks.body, &checks.names, scratch)),
         },
         Ok(_) => (None, Err(ParseError::NotSupported(cmd.code))),
         Err(e) => (None, Err(e)),
@@ -498,6 +502,8 @@ pub struct Processor {
     expired_conns_this_scan: Vec<ConnId>,
     /// Bodies decoded off the loop and applied (see [`Processor::take_spent_bodies`]).
     spent_bodies: Vec<RegisterBody>,
+    /// Strings of the changed bodies applied on the loop, for the next ones decoded here.
+    scratch: DecodeScratch,
     /// Registrations whose topic configs are put in steps, oldest first; and the one the
     /// request being handled started.
     topic_steps: VecDeque<StepsJob>,
@@ -636,6 +642,7 @@ impl Processor {
             expired_this_scan: Vec::new(),
             expired_conns_this_scan: Vec::new(),
             spent_bodies: Vec::new(),
+            scratch: DecodeScratch::default(),
             topic_steps: VecDeque::new(),
             new_steps: None,
         }
@@ -1197,8 +1204,13 @@ impl Processor {
                 ..Reply::error(response::SYSTEM_ERROR, "crc32 not match")
             }));
         }
-        let decoded =
-            decoded.unwrap_or_else(|| r.decode_body(&self.body_limits, &self.name_limits()));
+        let decoded = match decoded {
+            Some(decoded) => decoded,
+            None => {
+                let names = self.name_limits();
+                r.decode_body(&self.body_limits, &names, &mut self.scratch)
+            }
+        };
         match decoded {
             Ok(body) => Ok(ChangedBody::Ready(body)),
             Err(e) => {
@@ -1233,6 +1245,8 @@ impl Processor {
         if decoded_off_loop {
             // A large body's thousands of strings are freed off the loop too.
             self.spent_bodies.push(body);
+        } else {
+            self.scratch.recycle(body);
         }
         result
     }
@@ -1312,6 +1326,12 @@ impl Processor {
                     | request::WIPE_WRITE_PERM_OF_BROKER
                     | request::ADD_WRITE_PERM_OF_BROKER
             )
+    }
+
+    /// Frees the topic-name strings kept for the next changed bodies (before the server hands
+    /// freed heap back to the OS: kept strings would keep their pages).
+    pub fn release_decode_scratch(&mut self) {
+        self.scratch.release();
     }
 
     /// Decoded registration bodies already applied, for the server to free off the loop.

@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use rmq_namesrv::remoting::codes::{request, response};
 use rmq_namesrv::remoting::json;
-use rmq_namesrv::route::model::{self, DataVersion, MappingInfo};
+use rmq_namesrv::route::model::{self, DataVersion, MappingInfo, TopicConfig};
 use rmq_namesrv::test_support::fixture;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -599,6 +599,56 @@ fn unchanged_registrations_skip_parsing_but_keep_semantics() {
     .unwrap();
     register(&mut c, &b, &body);
     assert_eq!(route_data(&mut c, "T").unwrap().queue_datas[0].perm, 4);
+}
+
+/// Changed bodies of other sizes from two brokers, one after another: each is decoded into
+/// the topic list of the body applied before it (the other broker's, longer or shorter, with
+/// names longer or shorter than the strings they land in), and every route shows the queues
+/// the last body of each broker named.
+#[test]
+fn changed_bodies_of_every_size_after_one_another_route_as_sent() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let brokers = [
+        Broker::new("c", "g1", "10.0.0.1:10911", 0),
+        Broker::new("c", "g2", "10.0.0.2:10911", 0),
+    ];
+    let mut last: [Vec<TopicConfig>; 2] = Default::default();
+    for round in 0..6usize {
+        for (i, b) in brokers.iter().enumerate() {
+            let n = [3, 12, 1, 7, 20, 2][(round + i) % 6];
+            let topics: Vec<TopicConfig> = (0..n)
+                .map(|t| {
+                    let name = if t % 2 == 0 {
+                        format!("T{t}")
+                    } else {
+                        format!("topic-with-a-longer-name-{t}-{}", "x".repeat(round))
+                    };
+                    topic(&name, (1 + round + i) as i32, 6)
+                })
+                .collect();
+            let resp = register(&mut c, b, &body_with(round as i64 + 1, &topics));
+            assert_eq!(resp.code, 0, "{}", remark(&resp));
+            last[i] = topics;
+        }
+    }
+    for (b, topics) in brokers.iter().zip(&last) {
+        for tc in topics {
+            let route = route_data(&mut c, &tc.topic_name).expect("routed");
+            let q = route
+                .queue_datas
+                .iter()
+                .find(|q| q.broker_name == b.name)
+                .expect("a queue entry of the broker");
+            assert_eq!(
+                (q.read_queue_nums, q.write_queue_nums),
+                (tc.read_queue_nums, tc.write_queue_nums),
+                "{} {}",
+                b.name,
+                tc.topic_name
+            );
+        }
+    }
 }
 
 #[test]

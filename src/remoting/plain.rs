@@ -75,6 +75,21 @@ impl<'a> PlainReader<'a> {
         Some(s)
     }
 
+    /// Consumes the string `s`, quoted, if it comes next. `s` must be a string this reader
+    /// returned (so it holds no quote or backslash and is within the length limit): then this
+    /// reads what [`PlainReader::string`] would, comparing bytes instead of scanning for the
+    /// closing quote.
+    #[inline]
+    pub(crate) fn quoted(&mut self, s: &str) -> bool {
+        let n = s.len();
+        let hit = self
+            .bytes
+            .get(self.pos..self.pos + n + 2)
+            .is_some_and(|w| w[0] == b'"' && w[n + 1] == b'"' && &w[1..=n] == s.as_bytes());
+        self.pos += if hit { n + 2 } else { 0 };
+        hit
+    }
+
     /// A key and its colon.
     #[inline]
     pub(crate) fn key(&mut self) -> Option<&'a str> {

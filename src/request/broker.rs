@@ -4,7 +4,9 @@
 //! field Java would.
 
 use super::header::{BodyDone, Fields, NameLimits, ParseError};
-use crate::route::model::{decode_register_body, BodyLimits, DataVersion, RegisterBody};
+use crate::route::model::{
+    decode_register_body_reusing, BodyLimits, DataVersion, DecodeScratch, RegisterBody,
+};
 use crate::route::table::{BodyFingerprint, ConnId, RegisterRequest, UnregisterRequest};
 
 /// 103 REGISTER_BROKER (docs/protocol.md §4.4). The body is kept as sent: a registration whose
@@ -100,14 +102,18 @@ impl<'a> RegisterBroker<'a> {
     }
 
     /// Decodes the body (JSON, old-version or zlib) and checks the topic configs it reports:
-    /// names, queue counts and perm (`rules`), so that a refused body changes nothing.
+    /// names, queue counts and perm (`rules`), so that a refused body changes nothing. Topic
+    /// names go into strings `scratch` kept from applied bodies.
     pub fn decode_body(
         &self,
         body_limits: &BodyLimits,
         names: &NameLimits,
+        scratch: &mut DecodeScratch,
     ) -> Result<RegisterBody, ParseError> {
-        let body = decode_register_body(self.body, self.compressed, self.version, body_limits)
-            .map_err(|e| ParseError::BadRegisterBody(e.to_string()))?;
+        let (body, compressed) = (self.body, self.compressed);
+        let body =
+            decode_register_body_reusing(body, compressed, self.version, body_limits, scratch)
+                .map_err(|e| ParseError::BadRegisterBody(e.to_string()))?;
         for (_, tc) in &body.topics {
             names.check_topic_name(&tc.topic_name)?;
             names.check_topic_values(

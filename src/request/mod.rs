@@ -359,13 +359,15 @@ mod tests {
         let r = register_broker(&ext, body).unwrap();
         assert_eq!(r.crc_mismatch(), None);
         let limits = NameLimits::default();
-        let decoded = r.decode_body(&Default::default(), &limits);
+        let decoded = r.decode_body(&Default::default(), &limits, &mut Default::default());
         assert_eq!(
             decoded.unwrap_err().to_string(),
             "topic name of 0 bytes is outside 1..=127 (maxTopicNameLength)"
         );
         let r = register_broker(&ALL_FIELDS[3..8], b"not json").unwrap();
-        let err = r.decode_body(&Default::default(), &limits).unwrap_err();
+        let err = r
+            .decode_body(&Default::default(), &limits, &mut Default::default())
+            .unwrap_err();
         assert!(
             err.to_string()
                 .starts_with("register broker failed: bad body: "),

@@ -20,8 +20,8 @@ use crate::remoting::plain::PlainReader;
 
 /// The REGISTER_BROKER body has its own module; its items keep their `model` paths.
 pub use super::register_body::{
-    decode_register_body, encode_register_body_compressed, encode_register_body_json, BodyLimits,
-    RegisterBody, TopicConfig,
+    decode_register_body, decode_register_body_reusing, encode_register_body_compressed,
+    encode_register_body_json, BodyLimits, DecodeScratch, RegisterBody, TopicConfig,
 };
 
 /// Largest long that BrowserCompatible fastjson writes as a number (2^53 - 1).

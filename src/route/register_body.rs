@@ -17,6 +17,9 @@ use super::model::{
 };
 
 mod plain_body;
+mod scratch;
+
+pub use scratch::DecodeScratch;
 
 /// TopicConfig defaults (Java `TopicConfig` field initialisers).
 const DEFAULT_QUEUE_NUMS: i32 = 16;
@@ -77,13 +80,31 @@ pub fn decode_register_body(
     version: i32,
     limits: &BodyLimits,
 ) -> Result<RegisterBody, ModelError> {
+    decode_register_body_reusing(
+        body,
+        compressed,
+        version,
+        limits,
+        &mut DecodeScratch::default(),
+    )
+}
+
+/// [`decode_register_body`] writing the topic names into strings `scratch` kept from bodies
+/// applied before (hand the body back with [`DecodeScratch::recycle`] once applied).
+pub fn decode_register_body_reusing(
+    body: &[u8],
+    compressed: bool,
+    version: i32,
+    limits: &BodyLimits,
+    scratch: &mut DecodeScratch,
+) -> Result<RegisterBody, ModelError> {
     if version < 0 {
         return err(format!("invalid version {version}"));
     }
     match body.first() {
         None => Ok(RegisterBody::default()),
         Some(&first) if compressed || first == 0x78 => decode_compressed(body, version, limits),
-        Some(_) => decode_json_body(body, version, limits),
+        Some(_) => decode_json_body(body, version, limits, scratch),
     }
 }
 
@@ -91,11 +112,12 @@ fn decode_json_body(
     body: &[u8],
     version: i32,
     limits: &BodyLimits,
+    scratch: &mut DecodeScratch,
 ) -> Result<RegisterBody, ModelError> {
     // The shape 5.x and 4.x brokers send goes straight into the body; anything else is read
     // as a general document.
     if version >= V3_0_11 {
-        if let Some(decoded) = plain_body::decode(body, limits) {
+        if let Some(decoded) = plain_body::decode(body, limits, scratch) {
             return Ok(decoded);
         }
     }
@@ -435,6 +457,40 @@ mod tests {
         r#""currIdMap":{0:0,1:1},"dirty":false,"epoch":1700000000000,"scope":"__global__","#,
         r#""topic":"StaticT","totalQueues":8}}}}"#
     );
+
+    /// Bodies decoded into the recycled strings of the bodies before them (names longer and
+    /// shorter than the strings they land in, a topicName differing from its key, a repeated
+    /// key) decode exactly as with nothing kept.
+    #[test]
+    fn decoding_into_recycled_strings_gives_the_same_bodies() {
+        let bodies: Vec<String> = [
+            (r#""a":{"topicName":"a","perm":6},"bb":{"topicName":"bb"}"#),
+            (r#""a-much-longer-topic-name":{"topicName":"x","perm":2},"c":{}"#),
+            (r#""k":{"perm":4},"k":{"topicName":"k2"},"a":{"topicName":"a"}"#),
+            (r#""z":{"order":false,"perm":6,"readQueueNums":1,"topicFilterType":"SINGLE_TAG","topicName":"z","topicSysFlag":0,"writeQueueNums":1}"#),
+        ]
+        .iter()
+        .map(|table| format!(r#"{{"topicConfigSerializeWrapper":{{"topicConfigTable":{{{table}}}}}}}"#))
+        .collect();
+        let limits = BodyLimits::default();
+        let mut scratch = DecodeScratch::default();
+        for round in 0..3 {
+            for text in &bodies {
+                let fresh = decode_register_body(text.as_bytes(), false, 479, &limits).unwrap();
+                let reused = decode_register_body_reusing(
+                    text.as_bytes(),
+                    false,
+                    479,
+                    &limits,
+                    &mut scratch,
+                )
+                .unwrap();
+                assert_eq!(reused, fresh, "round {round}: {text}");
+                scratch.recycle(reused);
+            }
+        }
+        assert!(scratch.pooled() > 0);
+    }
 
     fn body_5x_expected() -> RegisterBody {
         RegisterBody {

@@ -17,7 +17,7 @@ use crate::event_loop::{ConnId, LoopWaker};
 use crate::processor::{self, BodyChecks, BodyWork};
 use crate::remoting::command::RemotingCommand;
 use crate::request::NameLimits;
-use crate::route::model::RegisterBody;
+use crate::route::model::{DecodeScratch, RegisterBody};
 use crate::route::table::BodyFingerprint;
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use log::error;
@@ -143,8 +143,12 @@ impl DecodeWorker {
 }
 
 fn run(jobs: Receiver<Job>, finished: Sender<Finished>, waker: LoopWaker) {
+    // Its duplicate-key set is kept; its string pool stays empty: the bodies the loop hands
+    // back are freed, not pooled (they are the large ones, and a pool of their strings
+    // would pin heap pages the loop's trims could otherwise return).
+    let mut scratch = DecodeScratch::default();
     while let Ok(job) = jobs.recv() {
-        let Some(done) = work(job) else {
+        let Some(done) = work(job, &mut scratch) else {
             continue;
         };
         if finished.send(done).is_err() {
@@ -155,7 +159,7 @@ fn run(jobs: Receiver<Job>, finished: Sender<Finished>, waker: LoopWaker) {
 }
 
 /// One job. A panic (a bug, never expected) in a decoder fails that registration only.
-fn work(job: Job) -> Option<Finished> {
+fn work(job: Job, scratch: &mut DecodeScratch) -> Option<Finished> {
     match job {
         Job::Free(bodies) => {
             drop(bodies);
@@ -189,7 +193,7 @@ fn work(job: Job) -> Option<Finished> {
             checks,
         } => {
             let decoded = catch_unwind(AssertUnwindSafe(|| {
-                processor::decode_registration(&cmd, fingerprint, &checks)
+                processor::decode_registration(&cmd, fingerprint, &checks, scratch)
             }))
             .unwrap_or_else(|_| {
                 error!("BUG: decoding a registration body panicked; refusing that registration");

@@ -965,6 +965,7 @@ impl NameServer {
         self.bytes_since_trim = 0;
         self.buffered_peak = buffered;
         self.next_trim_ms = now_ms + 1000;
+        self.processor.release_decode_scratch();
         release_free_heap();
     }
 }

@@ -12,18 +12,25 @@
 //! coercions and errors: the fast path never refuses a body, and what it accepts decodes to the
 //! same value (tests check both paths on every body it accepts).
 
-use super::{BodyLimits, RegisterBody, TopicConfig, DEFAULT_PERM, DEFAULT_QUEUE_NUMS};
+use super::{
+    BodyLimits, DecodeScratch, RegisterBody, TopicConfig, DEFAULT_PERM, DEFAULT_QUEUE_NUMS,
+};
 use crate::remoting::json;
 use crate::remoting::plain::PlainReader;
-use crate::route::model::{dedup_last_wins, DataVersion};
+use crate::route::model::DataVersion;
 use crate::route::model::{mappings_from_ref, MappingInfo};
 
 /// Nesting the fast path may reach (root, wrapper, table, TopicConfig, attributes, and one
 /// more inside a skipped value): below this limit the general reader decides.
 const DEPTH_NEEDED: usize = 10;
 
-/// Reads a RegisterBrokerBody (version >= V3_0_11) if it has the plain shape.
-pub(super) fn decode(body: &[u8], limits: &BodyLimits) -> Option<RegisterBody> {
+/// Reads a RegisterBrokerBody (version >= V3_0_11) if it has the plain shape; its topic names
+/// go into strings `scratch` kept.
+pub(super) fn decode(
+    body: &[u8],
+    limits: &BodyLimits,
+    scratch: &mut DecodeScratch,
+) -> Option<RegisterBody> {
     if limits.json.max_depth < DEPTH_NEEDED {
         return None;
     }
@@ -38,7 +45,7 @@ pub(super) fn decode(body: &[u8], limits: &BodyLimits) -> Option<RegisterBody> {
             }
             "topicConfigSerializeWrapper" if !seen_wrapper => {
                 seen_wrapper = true;
-                wrapper(r, &mut decoded, limits)?;
+                wrapper(r, &mut decoded, limits, scratch)?;
             }
             "filterServerList" | "topicConfigSerializeWrapper" => return None,
             _ => r.skip_value()?,
@@ -50,7 +57,12 @@ pub(super) fn decode(body: &[u8], limits: &BodyLimits) -> Option<RegisterBody> {
 
 /// The TopicConfigSerializeWrapper: dataVersion, topicConfigTable, and an empty
 /// topicQueueMappingInfoMap (a non-empty one is the general decoder's).
-fn wrapper(r: &mut PlainReader<'_>, out: &mut RegisterBody, limits: &BodyLimits) -> Option<()> {
+fn wrapper(
+    r: &mut PlainReader<'_>,
+    out: &mut RegisterBody,
+    limits: &BodyLimits,
+    scratch: &mut DecodeScratch,
+) -> Option<()> {
     let (mut seen_version, mut seen_table, mut seen_mappings) = (false, false, false);
     r.members(|r, key| {
         match key {
@@ -60,7 +72,7 @@ fn wrapper(r: &mut PlainReader<'_>, out: &mut RegisterBody, limits: &BodyLimits)
             }
             "topicConfigTable" if !seen_table => {
                 seen_table = true;
-                out.topics = topic_table(r, limits.max_topics)?;
+                out.topics = topic_table(r, limits.max_topics, scratch)?;
             }
             "topicQueueMappingInfoMap" if !seen_mappings => {
                 seen_mappings = true;
@@ -75,19 +87,26 @@ fn wrapper(r: &mut PlainReader<'_>, out: &mut RegisterBody, limits: &BodyLimits)
     })
 }
 
-fn topic_table(r: &mut PlainReader<'_>, max_topics: usize) -> Option<Vec<(String, TopicConfig)>> {
+fn topic_table(
+    r: &mut PlainReader<'_>,
+    max_topics: usize,
+    scratch: &mut DecodeScratch,
+) -> Option<Vec<(String, TopicConfig)>> {
     // A broker writes about 180 bytes per TopicConfig: sized once instead of doubling seven
-    // times for a hundred topics.
-    let mut topics = Vec::with_capacity((r.remaining() / 160).min(max_topics));
+    // times for a hundred topics (the kept list of a body applied before, when there is one).
+    let mut topics = scratch.topics((r.remaining() / 160).min(max_topics));
+    let mut n = 0;
     r.members(|r, key| {
-        if topics.len() == max_topics {
+        if n == max_topics {
             return None;
         }
-        let config = topic_config(r, key)?;
-        topics.push((key.to_owned(), config));
+        let (name, config) = topic_config(r, key)?;
+        DecodeScratch::put(&mut topics, n, key, name.unwrap_or(key), config);
+        n += 1;
         Some(())
     })?;
-    Some(dedup_last_wins(topics))
+    topics.truncate(n);
+    Some(scratch.dedup_topics(topics))
 }
 
 /// A non-empty topicQueueMappingInfoMap (sent only by brokers hosting static topics). fastjson
@@ -110,15 +129,19 @@ fn mappings_at_end(
     mappings_from_ref(doc.root(), limits.max_topics).ok()
 }
 
+/// A TopicConfig without its name (left empty: the caller owns the strings), and the name
+/// when the config has one.
+type Unnamed<'a> = (Option<&'a str>, TopicConfig);
+
 /// One TopicConfig: in the exact layout a broker writes when it can be (nearly always), else
 /// member by member.
-fn topic_config(r: &mut PlainReader<'_>, key: &str) -> Option<TopicConfig> {
+fn topic_config<'a>(r: &mut PlainReader<'a>, key: &'a str) -> Option<Unnamed<'a>> {
     let mark = r.mark();
-    if let Some(tc) = broker_layout(r) {
+    if let Some(tc) = broker_layout(r, key) {
         return Some(tc);
     }
     r.rewind(mark);
-    topic_config_members(r, key)
+    topic_config_members(r)
 }
 
 /// A TopicConfig exactly as fastjson writes it, members in alphabetical order:
@@ -127,8 +150,9 @@ fn topic_config(r: &mut PlainReader<'_>, key: &str) -> Option<TopicConfig> {
 /// topic has some). The keys and fixed values are compared as bytes, not scanned as strings:
 /// a hundred-topic body has a thousand of them. Anything else (another member, order, or
 /// value; attributes) returns `None` and the member loop reads the TopicConfig, to the same
-/// value when this accepts it.
-fn broker_layout(r: &mut PlainReader<'_>) -> Option<TopicConfig> {
+/// value when this accepts it. The topicName is first compared with the map `key` (a broker
+/// writes the same name twice), and only scanned when it differs.
+fn broker_layout<'a>(r: &mut PlainReader<'a>, key: &'a str) -> Option<Unnamed<'a>> {
     let lit = |r: &mut PlainReader<'_>, bytes: &[u8]| r.literal(bytes).then_some(());
     lit(r, b"{")?;
     r.literal(b"\"attributes\":{},");
@@ -145,24 +169,25 @@ fn broker_layout(r: &mut PlainReader<'_>) -> Option<TopicConfig> {
         lit(r, b"MULTI_TAG\"")?;
     }
     lit(r, b",\"topicName\":")?;
-    let name = r.string()?;
+    let name = if r.quoted(key) { key } else { r.string()? };
     lit(r, b",\"topicSysFlag\":")?;
     let topic_sys_flag = r.int()?;
     lit(r, b",\"writeQueueNums\":")?;
     let write_queue_nums = r.int()?;
     lit(r, b"}")?;
-    Some(TopicConfig {
-        topic_name: name.to_owned(),
+    let tc = TopicConfig {
+        topic_name: String::new(),
         read_queue_nums,
         write_queue_nums,
         perm,
         topic_sys_flag,
-    })
+    };
+    Some((Some(name), tc))
 }
 
-/// One TopicConfig read member by member; missing members take Java's defaults, a missing
-/// topicName the map key.
-fn topic_config_members(r: &mut PlainReader<'_>, key: &str) -> Option<TopicConfig> {
+/// One TopicConfig read member by member; missing members take Java's defaults (a missing
+/// topicName is the caller's: it takes the map key).
+fn topic_config_members<'a>(r: &mut PlainReader<'a>) -> Option<Unnamed<'a>> {
     let mut name: Option<&str> = None;
     let mut tc = TopicConfig {
         topic_name: String::new(),
@@ -182,8 +207,7 @@ fn topic_config_members(r: &mut PlainReader<'_>, key: &str) -> Option<TopicConfi
         }
         Some(())
     })?;
-    tc.topic_name = name.unwrap_or(key).to_owned();
-    Some(tc)
+    Some((name, tc))
 }
 
 #[cfg(test)]
@@ -191,6 +215,20 @@ mod tests {
     use super::super::{decode_json_body_general, encode_register_body_json};
     use super::*;
     use crate::remoting::codes::version::CURRENT;
+
+    /// The fast path with a scratch of its own.
+    fn fast(body: &[u8], limits: &BodyLimits) -> Option<RegisterBody> {
+        decode(body, limits, &mut DecodeScratch::default())
+    }
+
+    /// A TopicConfig read by `f`, named as the decoder names it (its topicName, else the key
+    /// "K").
+    fn named(read: Option<Unnamed<'_>>) -> Option<TopicConfig> {
+        read.map(|(name, tc)| TopicConfig {
+            topic_name: name.unwrap_or("K").to_owned(),
+            ..tc
+        })
+    }
 
     fn topic(name: &str, queues: i32, perm: i32) -> (String, TopicConfig) {
         let tc = TopicConfig {
@@ -225,7 +263,7 @@ mod tests {
     /// A broker body of two topics with one static-topic mapping (written as fastjson does,
     /// bare integer keys in `currIdMap`).
     fn body_with_mapping() -> Vec<u8> {
-        let mut body: RegisterBody = decode(&broker_body(2), &BodyLimits::default()).unwrap();
+        let mut body: RegisterBody = fast(&broker_body(2), &BodyLimits::default()).unwrap();
         let info = MappingInfo {
             topic: "StaticT".into(),
             scope: "__global__".into(),
@@ -243,7 +281,7 @@ mod tests {
 
     /// Whatever the fast path accepts, the general decoder decodes to the same body.
     fn check(body: &[u8], limits: &BodyLimits) -> bool {
-        let Some(fast) = decode(body, limits) else {
+        let Some(fast) = fast(body, limits) else {
             return false;
         };
         let general = decode_json_body_general(body, CURRENT, limits);
@@ -278,14 +316,14 @@ mod tests {
         // Mappings are read by the general reader from where the topics end.
         let with_mapping = body_with_mapping();
         assert!(check(&with_mapping, &limits));
-        let decoded = decode(&with_mapping, &limits).unwrap();
+        let decoded = fast(&with_mapping, &limits).unwrap();
         assert_eq!(decoded.mappings[0].1.curr_id_map, vec![(0, 0), (3, 1)]);
         let member_after =
             String::from_utf8(with_mapping.clone())
                 .unwrap()
                 .replacen("}}}", r#"}},"x":1}"#, 1);
-        assert!(decode(member_after.as_bytes(), &limits).is_none());
-        let decoded = decode(&broker_body(2), &limits).unwrap();
+        assert!(fast(member_after.as_bytes(), &limits).is_none());
+        let decoded = fast(&broker_body(2), &limits).unwrap();
         assert_eq!(decoded.topics[1], topic("T1", 1, 6));
         assert_eq!(decoded.data_version.timestamp, 1_700_000_000_123);
     }
@@ -344,19 +382,28 @@ mod tests {
 
     #[test]
     fn topic_configs_in_the_broker_layout_read_as_member_by_member() {
-        let read = |text: &[u8], f: fn(&mut PlainReader<'_>) -> Option<TopicConfig>| {
+        let read = |text: &[u8], f: for<'a> fn(&mut PlainReader<'a>) -> Option<Unnamed<'a>>| {
             let mut r = PlainReader::new(text, 100).unwrap();
-            f(&mut r).filter(|_| r.at_end())
+            named(f(&mut r)).filter(|_| r.at_end())
         };
-        let by_members = |r: &mut PlainReader<'_>| topic_config_members(r, "K");
-        let either = |r: &mut PlainReader<'_>| topic_config(r, "K");
-        let layout: [&[u8]; 3] = [
+        fn layout_k<'a>(r: &mut PlainReader<'a>) -> Option<Unnamed<'a>> {
+            broker_layout(r, "K")
+        }
+        fn either_k<'a>(r: &mut PlainReader<'a>) -> Option<Unnamed<'a>> {
+            topic_config(r, "K")
+        }
+        let by_members = topic_config_members;
+        let either = either_k;
+        // The topicName the key ("K"), another name, a name starting with the key, an empty one.
+        let layout: [&[u8]; 5] = [
+            br#"{"order":false,"perm":6,"readQueueNums":8,"topicFilterType":"SINGLE_TAG","topicName":"K","topicSysFlag":0,"writeQueueNums":4}"#,
+            br#"{"order":false,"perm":6,"readQueueNums":8,"topicFilterType":"SINGLE_TAG","topicName":"KK","topicSysFlag":0,"writeQueueNums":4}"#,
             br#"{"attributes":{},"order":false,"perm":6,"readQueueNums":8,"topicFilterType":"SINGLE_TAG","topicName":"T","topicSysFlag":0,"writeQueueNums":4}"#,
             br#"{"order":true,"perm":7,"readQueueNums":16,"topicFilterType":"MULTI_TAG","topicName":"T","topicSysFlag":1,"writeQueueNums":16}"#,
             br#"{"order":false,"perm":-1,"readQueueNums":0,"topicFilterType":"SINGLE_TAG","topicName":"","topicSysFlag":3,"writeQueueNums":2147483647}"#,
         ];
         for text in layout {
-            let fast = read(text, broker_layout);
+            let fast = read(text, layout_k);
             assert!(fast.is_some(), "{}", String::from_utf8_lossy(text));
             assert_eq!(fast, read(text, by_members));
             assert_eq!(fast, read(text, either));
@@ -371,7 +418,7 @@ mod tests {
         ];
         for text in others {
             assert_eq!(
-                read(text, broker_layout),
+                read(text, layout_k),
                 None,
                 "{}",
                 String::from_utf8_lossy(text)
