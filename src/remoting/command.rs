@@ -14,6 +14,8 @@ use byteorder::{BigEndian, ByteOrder};
 use bytes::Bytes;
 use std::fmt;
 
+pub use super::ext_fields::ExtFields;
+
 /// Header serialization of a frame (top byte of the second word).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SerializeType {
@@ -93,101 +95,6 @@ pub struct RemotingCommand {
     pub serialize_type: SerializeType,
 }
 
-/// A request's ext fields (its custom header) with Java's `HashMap` semantics, in the order
-/// their keys first came: the key and value text of every pair in one buffer, the pairs as
-/// spans into it.
-#[derive(Debug, Clone, Default)]
-pub struct ExtFields {
-    text: String,
-    /// (key start, key end = value start, value end) in `text`.
-    spans: Vec<(usize, usize, usize)>,
-}
-
-impl ExtFields {
-    pub fn get(&self, key: &str) -> Option<&str> {
-        self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
-        self.spans
-            .iter()
-            .map(|&(k, v, end)| (&self.text[k..v], &self.text[v..end]))
-    }
-
-    pub fn len(&self) -> usize {
-        self.spans.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.spans.is_empty()
-    }
-
-    pub fn clear(&mut self) {
-        self.text.clear();
-        self.spans.clear();
-    }
-
-    /// Room for `pairs` more pairs of `text` bytes in all, allocated once: a decoder knows
-    /// roughly how much its header holds, and growing the buffer field by field would copy it.
-    pub fn reserve(&mut self, pairs: usize, text: usize) {
-        self.spans.reserve(pairs);
-        self.text.reserve(text);
-    }
-
-    /// `HashMap::put`: replaces a repeated key's value in place (in the order), and `None`
-    /// (Java's null) removes the key. Linear, as a header carries at most `max_ext_fields`
-    /// pairs. A replaced value's old text stays in the buffer, which so never holds more
-    /// than the header's own text.
-    pub fn put(&mut self, key: &str, value: Option<&str>) {
-        let existing = self.iter().position(|(k, _)| k == key);
-        match (existing, value) {
-            (Some(i), Some(v)) => {
-                let start = self.text.len();
-                self.text.push_str(key);
-                let mid = self.text.len();
-                self.text.push_str(v);
-                self.spans[i] = (start, mid, self.text.len());
-            }
-            (Some(i), None) => {
-                self.spans.remove(i);
-            }
-            (None, Some(v)) => {
-                let start = self.text.len();
-                self.text.push_str(key);
-                let mid = self.text.len();
-                self.text.push_str(v);
-                self.spans.push((start, mid, self.text.len()));
-            }
-            (None, None) => {}
-        }
-    }
-
-    /// The pairs as owned strings (tests, tools).
-    pub fn to_pairs(&self) -> Vec<(String, String)> {
-        self.iter()
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect()
-    }
-}
-
-impl PartialEq for ExtFields {
-    fn eq(&self, other: &Self) -> bool {
-        self.iter().eq(other.iter())
-    }
-}
-
-impl Eq for ExtFields {}
-
-impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for ExtFields {
-    fn from_iter<I: IntoIterator<Item = (K, V)>>(pairs: I) -> Self {
-        let mut fields = ExtFields::default();
-        for (k, v) in pairs {
-            fields.put(k.as_ref(), Some(v.as_ref()));
-        }
-        fields
-    }
-}
-
 impl RemotingCommand {
     /// Value of one ext field (the request's custom header).
     pub fn ext(&self, key: &str) -> Option<&str> {
@@ -217,11 +124,11 @@ impl RemotingCommand {
                 max: limits.max_header_len,
             });
         }
-        let header = &frame[4..4 + header_len];
+        let header = frame.slice(4..4 + header_len);
         let mut cmd = if serialize_type == 0 {
-            decode_json_header(header, limits)?
+            decode_json_header(&header, limits)?
         } else {
-            decode_binary_header(header, limits)?
+            decode_binary_header(&header, limits)?
         };
         cmd.body = frame.slice(4 + header_len..);
         Ok(cmd)
@@ -252,7 +159,7 @@ fn int_field(v: ValueRef<'_>, name: &'static str) -> Result<i32, DecodeError> {
 }
 
 fn decode_json_header(
-    header: &[u8],
+    header: &Bytes,
     limits: &DecodeLimits,
 ) -> Result<RemotingCommand, DecodeError> {
     // The shape Java peers send goes straight into the command; anything else is read as a

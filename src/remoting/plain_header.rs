@@ -13,9 +13,10 @@
 use super::codes;
 use super::command::{empty_command, DecodeLimits, ExtFields, RemotingCommand, SerializeType};
 use super::plain::PlainReader;
+use bytes::Bytes;
 
 /// Reads `header` if it has the plain shape; `None` sends it to the general decoder.
-pub(super) fn decode(header: &[u8], limits: &DecodeLimits) -> Option<RemotingCommand> {
+pub(super) fn decode(header: &Bytes, limits: &DecodeLimits) -> Option<RemotingCommand> {
     let mut r = PlainReader::new(header, limits.json.max_string_len)?;
     let mut cmd = empty_command(SerializeType::Json);
     r.members(|r, key| {
@@ -29,7 +30,10 @@ pub(super) fn decode(header: &[u8], limits: &DecodeLimits) -> Option<RemotingCom
                 let remark = r.string()?;
                 cmd.remark = (!remark.is_empty()).then(|| remark.to_owned());
             }
-            "extFields" => ext_fields(r, &mut cmd.ext_fields, limits.max_ext_fields)?,
+            "extFields" => {
+                cmd.ext_fields = ExtFields::sharing(header.clone(), r.text())?;
+                ext_fields(r, &mut cmd.ext_fields, limits.max_ext_fields)?
+            }
             // Ignored members, as in the general decoder; only plain values are skipped here.
             _ => match r.peek()? {
                 b'"' => drop(r.string()?),
@@ -42,21 +46,29 @@ pub(super) fn decode(header: &[u8], limits: &DecodeLimits) -> Option<RemotingCom
 }
 
 /// `{"k":"v",...}` with string values, replacing any earlier `extFields` as the general
-/// decoder does (the last repeated key wins within it).
+/// decoder does (the last repeated key wins within it). The pairs stay in the header's bytes
+/// (`fields` shares them): plain strings read as they are written.
 fn ext_fields(r: &mut PlainReader<'_>, fields: &mut ExtFields, max: usize) -> Option<()> {
-    fields.clear();
-    // The fields' text is at most what is left of the header: one allocation, no regrowth.
-    fields.reserve(8, r.remaining());
+    r.expect(b'{')?;
+    if r.eat(b'}') {
+        return Some(());
+    }
     let mut members = 0;
-    r.members(|r, key| {
+    loop {
         // Counted like the general decoder counts them (repeated keys included).
         members += 1;
         if members > max {
             return None;
         }
-        fields.put(key, Some(r.string()?));
-        Some(())
-    })
+        let key = r.string_span()?;
+        r.expect(b':')?;
+        let value = r.string_span()?;
+        fields.put_span(key, value);
+        if !r.eat(b',') {
+            break;
+        }
+    }
+    r.expect(b'}')
 }
 
 #[cfg(test)]
@@ -76,7 +88,7 @@ mod tests {
 
     /// Whatever the fast path accepts, the general decoder decodes to the same command.
     fn check(header: &[u8], limits: &DecodeLimits) -> bool {
-        let Some(fast) = decode(header, limits) else {
+        let Some(fast) = decode(&Bytes::copy_from_slice(header), limits) else {
             return false;
         };
         let general = decode_json_header_general(header, limits);
@@ -94,7 +106,8 @@ mod tests {
         for h in PLAIN {
             assert!(check(h.as_bytes(), &DecodeLimits::default()), "{h}");
         }
-        let cmd = decode(PLAIN[0].as_bytes(), &DecodeLimits::default()).unwrap();
+        let header = Bytes::from_static(PLAIN[0].as_bytes());
+        let cmd = decode(&header, &DecodeLimits::default()).unwrap();
         assert_eq!(
             (cmd.code, cmd.opaque, cmd.version, cmd.language),
             (904, 12, 479, 0)
