@@ -64,13 +64,17 @@ impl ExtFields {
         }
     }
 
-    fn bytes(&self, range: [u32; 2]) -> &[u8] {
-        let bytes = match &self.shared {
+    /// The text the spans point into.
+    fn text(&self) -> &[u8] {
+        match &self.shared {
             Some(b) => b,
             None => self.owned.as_bytes(),
-        };
-        bytes
-            .get(range[0] as usize..range[1] as usize)
+        }
+    }
+
+    fn bytes(&self, range: [u32; 2]) -> &[u8] {
+        let text = self.text();
+        text.get(range[0] as usize..range[1] as usize)
             .unwrap_or_default()
     }
 
@@ -89,7 +93,12 @@ impl ExtFields {
     }
 
     fn position(&self, key: &[u8]) -> Option<usize> {
-        self.spans().iter().position(|s| self.bytes(s.0) == key)
+        let text = self.text();
+        self.spans().iter().position(|s| {
+            // Lengths first: most keys of a header differ in length.
+            let (start, end) = (s.0[0] as usize, s.0[1] as usize);
+            end.saturating_sub(start) == key.len() && text.get(start..end) == Some(key)
+        })
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {

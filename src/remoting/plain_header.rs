@@ -18,6 +18,10 @@ use bytes::Bytes;
 /// Reads `header` if it has the plain shape; `None` sends it to the general decoder.
 pub(super) fn decode(header: &Bytes, limits: &DecodeLimits) -> Option<RemotingCommand> {
     let mut r = PlainReader::new(header, limits.json.max_string_len)?;
+    if let Some(cmd) = java_layout(&mut r, header, limits) {
+        return Some(cmd);
+    }
+    r.rewind(0);
     let mut cmd = empty_command(SerializeType::Json);
     r.members(|r, key| {
         match key {
@@ -42,6 +46,38 @@ pub(super) fn decode(header: &Bytes, limits: &DecodeLimits) -> Option<RemotingCo
         }
         Some(())
     })?;
+    r.at_end().then_some(cmd)
+}
+
+/// The header exactly as Java's fastjson writes a request's (members in alphabetical order,
+/// `remark` only when set): literals for the keys, so no key is scanned or matched. Anything
+/// else is `None`, and the member loop of [`decode`] reads it from the start.
+fn java_layout(
+    r: &mut PlainReader<'_>,
+    header: &Bytes,
+    limits: &DecodeLimits,
+) -> Option<RemotingCommand> {
+    let mut cmd = empty_command(SerializeType::Json);
+    r.literal(b"{\"code\":").then_some(())?;
+    cmd.code = r.int()?;
+    if r.literal(b",\"extFields\":") {
+        cmd.ext_fields = ExtFields::sharing(header.clone(), r.text())?;
+        ext_fields(r, &mut cmd.ext_fields, limits.max_ext_fields)?;
+    }
+    r.literal(b",\"flag\":").then_some(())?;
+    cmd.flag = r.int()?;
+    r.literal(b",\"language\":").then_some(())?;
+    cmd.language = codes::language_by_name(r.string()?).unwrap_or(255);
+    r.literal(b",\"opaque\":").then_some(())?;
+    cmd.opaque = r.int()?;
+    if r.literal(b",\"remark\":") {
+        let remark = r.string()?;
+        cmd.remark = (!remark.is_empty()).then(|| remark.to_owned());
+    }
+    r.literal(b",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":")
+        .then_some(())?;
+    cmd.version = r.int()?;
+    r.expect(b'}')?;
     r.at_end().then_some(cmd)
 }
 
@@ -113,6 +149,24 @@ mod tests {
             (904, 12, 479, 0)
         );
         assert_eq!(cmd.ext_fields.len(), 4);
+    }
+
+    #[test]
+    fn java_written_headers_take_the_layout_path_and_others_the_member_loop() {
+        let limits = DecodeLimits::default();
+        let layout = |h: &str| {
+            let header = Bytes::copy_from_slice(h.as_bytes());
+            let mut r = PlainReader::new(&header, limits.json.max_string_len).unwrap();
+            java_layout(&mut r, &header, &limits)
+        };
+        for h in &PLAIN[..2] {
+            let header = Bytes::copy_from_slice(h.as_bytes());
+            assert_eq!(layout(h), decode(&header, &limits), "{h}");
+            assert!(layout(h).is_some(), "{h}");
+        }
+        for h in &PLAIN[2..] {
+            assert!(layout(h).is_none(), "{h}");
+        }
     }
 
     #[test]
