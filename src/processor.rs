@@ -480,11 +480,12 @@ fn encode_reply(serialize_type: SerializeType, opaque: i32, reply: &Reply, out: 
     encode_frame(out, serialize_type, &header, ext, body);
 }
 
-/// The frames of the replies sent most (heartbeats, QUERY_DATA_VERSION), encoded once per
+/// The frames of the replies sent most (heartbeats, QUERY_DATA_VERSION, routes), encoded once per
 /// header codec: a reply is then a copy and the opaque's digits, the same bytes as encoding
 /// it field by field.
 struct ReplyTemplates {
-    /// SUCCESS without remark, ext fields or body; per [`SerializeType`] (JSON, ROCKETMQ).
+    /// SUCCESS without remark or ext fields (any body: route lookups, cluster info...); per
+    /// [`SerializeType`] (JSON, ROCKETMQ).
     ok: [FrameTemplate; 2],
     /// SUCCESS with `changed` false and true.
     changed: [[FrameTemplate; 2]; 2],
@@ -522,8 +523,14 @@ impl ReplyTemplates {
             return false;
         };
         match &reply.body {
+            ReplyBody::None => template.write(out, opaque),
+            ReplyBody::Owned(b) => {
+                template.write_with_body(out, opaque, |o| o.extend_from_slice(b))
+            }
+            ReplyBody::Shared(b) => {
+                template.write_with_body(out, opaque, |o| o.extend_from_slice(b))
+            }
             ReplyBody::DataVersion(v) => template.write_with_body(out, opaque, |o| v.encode(o)),
-            _ => template.write(out, opaque),
         }
         true
     }
@@ -534,12 +541,10 @@ impl ReplyTemplates {
             return None;
         }
         let t = serialize_type as usize;
-        match (&reply.ext, &reply.body) {
-            (ReplyExt::None, ReplyBody::None) => Some(&self.ok[t]),
-            (ReplyExt::Changed(c), ReplyBody::None | ReplyBody::DataVersion(_)) => {
-                Some(&self.changed[usize::from(*c)][t])
-            }
-            _ => None,
+        match &reply.ext {
+            ReplyExt::None => Some(&self.ok[t]),
+            ReplyExt::Changed(c) => Some(&self.changed[usize::from(*c)][t]),
+            ReplyExt::Pairs(_) => None,
         }
     }
 }
@@ -2186,6 +2191,11 @@ mod tests {
             };
             [
                 Reply::ok(),
+                Reply::with_body(b"{\"a\":1}".to_vec()),
+                Reply {
+                    body: ReplyBody::Shared(bytes::Bytes::from_static(&[7u8; 300])),
+                    ..Reply::ok()
+                },
                 changed(false, ReplyBody::DataVersion(dv)),
                 changed(true, ReplyBody::DataVersion(dv)),
                 changed(true, ReplyBody::None),
