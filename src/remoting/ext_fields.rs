@@ -18,6 +18,15 @@ const INLINE_PAIRS: usize = 10;
 /// One pair: key `[key.0, key.1)` and value `[value.0, value.1)` in the text.
 type Span = ([u32; 2], [u32; 2]);
 
+/// A span inline: the same four offsets in 16 bits (headers are a few hundred bytes), so the
+/// command that carries the fields stays small to move.
+type Short = [u16; 4];
+
+fn short(s: Span) -> Option<Short> {
+    let [a, b, c, d] = [s.0[0], s.0[1], s.1[0], s.1[1]].map(u16::try_from);
+    Some([a.ok()?, b.ok()?, c.ok()?, d.ok()?])
+}
+
 /// A request's ext fields, in the order their keys first came.
 #[derive(Clone)]
 pub struct ExtFields {
@@ -26,9 +35,11 @@ pub struct ExtFields {
     shared: Option<Bytes>,
     /// Copies of the pairs otherwise (the general and binary decoders, changes, tools).
     owned: String,
-    inline: [Span; INLINE_PAIRS],
-    /// Pairs in `inline` (when `spill` is empty), else in `spill`.
-    len: usize,
+    /// The first pairs while every offset fits 16 bits; `len` of them.
+    inline: [Short; INLINE_PAIRS],
+    len: u8,
+    /// All pairs, once there are more than fit inline or an offset does not (then `len` is
+    /// 0, and `spill` is what counts).
     spill: Vec<Span>,
 }
 
@@ -37,7 +48,7 @@ impl Default for ExtFields {
         ExtFields {
             shared: None,
             owned: String::new(),
-            inline: [([0; 2], [0; 2]); INLINE_PAIRS],
+            inline: [[0; 4]; INLINE_PAIRS],
             len: 0,
             spill: Vec::new(),
         }
@@ -56,12 +67,25 @@ impl ExtFields {
         })
     }
 
-    fn spans(&self) -> &[Span] {
+    fn count(&self) -> usize {
         if self.spill.is_empty() {
-            &self.inline[..self.len]
+            usize::from(self.len)
         } else {
-            &self.spill
+            self.spill.len()
         }
+    }
+
+    fn span(&self, i: usize) -> Span {
+        if self.spill.is_empty() {
+            let s = self.inline[i];
+            ([s[0].into(), s[1].into()], [s[2].into(), s[3].into()])
+        } else {
+            self.spill[i]
+        }
+    }
+
+    fn spans(&self) -> impl Iterator<Item = Span> + '_ {
+        (0..self.count()).map(|i| self.span(i))
     }
 
     /// The text the spans point into.
@@ -70,12 +94,6 @@ impl ExtFields {
             Some(b) => b,
             None => self.owned.as_bytes(),
         }
-    }
-
-    fn bytes(&self, range: [u32; 2]) -> &[u8] {
-        let text = self.text();
-        text.get(range[0] as usize..range[1] as usize)
-            .unwrap_or_default()
     }
 
     fn str(&self, range: [u32; 2]) -> &str {
@@ -94,7 +112,7 @@ impl ExtFields {
 
     fn position(&self, key: &[u8]) -> Option<usize> {
         let text = self.text();
-        self.spans().iter().position(|s| {
+        self.spans().position(|s| {
             // Lengths first: most keys of a header differ in length.
             let (start, end) = (s.0[0] as usize, s.0[1] as usize);
             end.saturating_sub(start) == key.len() && text.get(start..end) == Some(key)
@@ -102,16 +120,16 @@ impl ExtFields {
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
-        let span = self.spans()[self.position(key.as_bytes())?];
+        let span = self.span(self.position(key.as_bytes())?);
         Some(self.str(span.1))
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
-        self.spans().iter().map(|s| (self.str(s.0), self.str(s.1)))
+        self.spans().map(|s| (self.str(s.0), self.str(s.1)))
     }
 
     pub fn len(&self) -> usize {
-        self.spans().len()
+        self.count()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -128,8 +146,8 @@ impl ExtFields {
     /// Room for `pairs` more pairs of `text` bytes in all, allocated once: a decoder knows
     /// roughly how much its header holds, and growing the buffer field by field would copy it.
     pub fn reserve(&mut self, pairs: usize, text: usize) {
-        if self.len + pairs > INLINE_PAIRS {
-            self.spill.reserve(self.len + pairs);
+        if self.count() + pairs > INLINE_PAIRS {
+            self.spill.reserve(self.count() + pairs);
         }
         self.owned().reserve(text);
     }
@@ -146,29 +164,42 @@ impl ExtFields {
         &mut self.owned
     }
 
-    fn push(&mut self, span: Span) {
-        if self.spill.is_empty() && self.len < INLINE_PAIRS {
-            self.inline[self.len] = span;
-            self.len += 1;
-            return;
-        }
+    /// Moves the inline pairs to `spill` (which then holds them all).
+    fn spill_all(&mut self) {
         if self.spill.is_empty() {
-            self.spill.extend_from_slice(&self.inline[..self.len]);
+            let spans: Vec<Span> = self.spans().collect();
+            self.spill = spans;
+            self.len = 0;
         }
+    }
+
+    fn push(&mut self, span: Span) {
+        let len = usize::from(self.len);
+        if self.spill.is_empty() && len < INLINE_PAIRS {
+            if let Some(s) = short(span) {
+                self.inline[len] = s;
+                self.len += 1;
+                return;
+            }
+        }
+        self.spill_all();
         self.spill.push(span);
     }
 
     fn set(&mut self, i: usize, span: Span) {
         if self.spill.is_empty() {
-            self.inline[i] = span;
-        } else {
-            self.spill[i] = span;
+            if let Some(s) = short(span) {
+                self.inline[i] = s;
+                return;
+            }
+            self.spill_all();
         }
+        self.spill[i] = span;
     }
 
     fn remove(&mut self, i: usize) {
         if self.spill.is_empty() {
-            self.inline.copy_within(i + 1..self.len, i);
+            self.inline.copy_within(i + 1..usize::from(self.len), i);
             self.len -= 1;
         } else {
             self.spill.remove(i);
@@ -195,11 +226,7 @@ impl ExtFields {
             return;
         }
         let key_bytes = &shared[key.0..key.1];
-        match self
-            .spans()
-            .iter()
-            .position(|s| self.bytes(s.0) == key_bytes)
-        {
+        match self.position(key_bytes) {
             Some(i) => self.set(i, span),
             None => self.push(span),
         }
@@ -302,6 +329,27 @@ mod tests {
             f.clear();
             assert!(f.is_empty() && f.get("a").is_none());
         }
+    }
+
+    #[test]
+    fn offsets_past_16_bits_spill_and_emptied_spills_count_zero() {
+        let long = "v".repeat(70_000);
+        let mut f = ExtFields::default();
+        f.put("a", Some("1"));
+        f.put("b", Some(&long));
+        f.put("c", Some("3"));
+        assert_eq!(f.len(), 3);
+        assert_eq!(f.get("b"), Some(long.as_str()));
+        assert_eq!(f.get("c"), Some("3"));
+        for k in ["a", "b", "c"] {
+            f.put(k, None);
+        }
+        assert!(f.is_empty() && f.iter().next().is_none());
+        f.put("d", Some("4"));
+        assert_eq!(f.to_pairs(), [("d".to_string(), "4".to_string())]);
+        let header = format!("{{\"k\":\"{long}\",\"z\":\"1\"}}");
+        let s = shared(&header, &[("k", &long), ("z", "1")]);
+        assert_eq!((s.get("k"), s.get("z")), (Some(long.as_str()), Some("1")));
     }
 
     #[test]
