@@ -171,22 +171,24 @@ impl Log for Logger {
         let thread = std::thread::current();
         let thread = thread.name().unwrap_or("-");
         line.clear();
+        if file.is_some() || self.console == Console::Plain {
+            line.push_str(clock.stamp(SystemTime::now()));
+            line.push(' ');
+        }
+        let body_at = line.len();
         // Writing into a String cannot fail.
         let _ = writeln!(line, "{} {thread} - {}", record.level(), record.args());
-        let body = line.as_str();
-        let stamp = if file.is_some() || self.console == Console::Plain {
-            clock.stamp(SystemTime::now())
-        } else {
-            ""
-        };
         if let Some(file) = file {
-            file.write_line_parts(&[stamp.as_bytes(), b" ", body.as_bytes()]);
+            file.write_line(line.as_bytes());
         }
         let mut stderr = io::stderr().lock();
         let _ = match self.console {
             Console::Off => Ok(()),
-            Console::Plain => write!(stderr, "{stamp} {body}"),
-            Console::Journal => write!(stderr, "<{}>{body}", syslog_priority(record.level())),
+            Console::Plain => stderr.write_all(line.as_bytes()),
+            Console::Journal => {
+                let priority = syslog_priority(record.level());
+                write!(stderr, "<{priority}>{}", &line[body_at..])
+            }
         };
     }
 
@@ -302,19 +304,8 @@ mod local_time {
         // SAFETY: tzset takes no arguments; POSIX asks for it before localtime_r.
         TZSET.call_once(|| unsafe { tzset() });
         let time: c_long = secs;
-        let mut tm = Tm {
-            tm_sec: 0,
-            tm_min: 0,
-            tm_hour: 0,
-            tm_mday: 0,
-            tm_mon: 0,
-            tm_year: 0,
-            tm_wday: 0,
-            tm_yday: 0,
-            tm_isdst: 0,
-            tm_gmtoff: 0,
-            tm_zone: std::ptr::null(),
-        };
+        // SAFETY: every field of `Tm` is an integer or a raw pointer, for which zero is valid.
+        let mut tm: Tm = unsafe { std::mem::zeroed() };
         // SAFETY: both pointers are valid for the call and `tm` has C's layout; localtime_r is
         // reentrant (it writes only into `tm`) and returns null on failure.
         let result = unsafe { localtime_r(&time, &mut tm) };
@@ -340,7 +331,8 @@ mod local_time {
     }
 }
 
-/// A log file that rotates by size, only at line boundaries, and never fails a write.
+/// A log file that rotates by size, only between the whole lines it is given, and never fails
+/// a write.
 #[derive(Debug)]
 pub struct RotatingFile {
     path: PathBuf,
@@ -350,8 +342,6 @@ pub struct RotatingFile {
     file: Option<File>,
     /// Bytes in the live file, counted from its length at open.
     size: u64,
-    /// Bytes of the line being assembled (everything after the last `\n` seen).
-    partial_line: Vec<u8>,
     /// A failure has been reported and no write has succeeded since.
     failure_reported: bool,
 }
@@ -359,55 +349,40 @@ pub struct RotatingFile {
 impl RotatingFile {
     /// Opens (appending) or creates `path`, creating its parent directories.
     pub fn open(path: &Path, max_size: u64, max_files: u32) -> io::Result<Self> {
-        let file = open_append(path)?;
-        let size = file.metadata()?.len();
-        Ok(RotatingFile {
+        let mut log = RotatingFile {
             path: path.to_path_buf(),
             max_size,
             max_files,
-            file: Some(file),
-            size,
-            partial_line: Vec::new(),
+            file: None,
+            size: 0,
             failure_reported: false,
-        })
+        };
+        log.reopen()?;
+        Ok(log)
     }
 
-    /// Writes one line given in parts (the logger's time stamp and the rest) as a whole.
-    fn write_line_parts(&mut self, parts: &[&[u8]]) {
-        if parts.len() == 1 {
-            return self.write_line(parts[0]);
-        }
-        let mut whole = std::mem::take(&mut self.partial_line);
-        let held = whole.len();
-        for part in parts {
-            whole.extend_from_slice(part);
-        }
-        self.write_line(&whole[held..]);
-        whole.truncate(held);
-        self.partial_line = whole;
+    /// Opens the live file again and counts its length.
+    fn reopen(&mut self) -> io::Result<()> {
+        self.file = None;
+        let file = open_append(&self.path)?;
+        self.size = file.metadata()?.len();
+        self.file = Some(file);
+        Ok(())
     }
 
-    /// Writes one whole line (or a final unterminated fragment), rotating first if the
-    /// line would push a non-empty file past `max_size`.
-    fn write_line(&mut self, line: &[u8]) {
+    /// Writes one whole line (failures are reported on stderr: the logger has no one to hand
+    /// them to), rotating first if the line would push a non-empty file past `max_size`.
+    pub fn write_line(&mut self, line: &[u8]) {
         let line_len = line.len() as u64;
         if self.max_size > 0 && self.size > 0 && self.size.saturating_add(line_len) > self.max_size
         {
             self.rotate();
         }
         if self.file.is_none() {
-            match open_append(&self.path).and_then(|f| Ok((f.metadata()?.len(), f))) {
-                Ok((size, file)) => {
-                    self.size = size;
-                    self.file = Some(file);
-                }
-                Err(e) => {
-                    self.report_failure(&format!(
-                        "cannot open {}: {e}; dropping log lines",
-                        self.path.display()
-                    ));
-                    return;
-                }
+            if let Err(e) = self.reopen() {
+                let path = self.path.display();
+                return self
+                    .report_failure(&format!("cannot open {path}: {e}; dropping log lines"));
             }
         }
         let Some(file) = self.file.as_mut() else {
@@ -426,10 +401,8 @@ impl RotatingFile {
                 if let Ok(meta) = file.metadata() {
                     self.size = meta.len();
                 }
-                self.report_failure(&format!(
-                    "cannot write {}: {e}; dropping log lines",
-                    self.path.display()
-                ));
+                let path = self.path.display();
+                self.report_failure(&format!("cannot write {path}: {e}; dropping log lines"));
             }
         }
     }
@@ -438,36 +411,31 @@ impl RotatingFile {
     /// `path.1` and starts a new one. On failure the current file is kept.
     fn rotate(&mut self) {
         if let Err(e) = self.shift_old_files() {
-            self.report_failure(&format!(
-                "cannot rotate {}: {e}; continuing in the current file",
-                self.path.display()
+            let path = self.path.display();
+            return self.report_failure(&format!(
+                "cannot rotate {path}: {e}; continuing in the current file"
             ));
-            return;
         }
-        match open_append(&self.path).and_then(|f| Ok((f.metadata()?.len(), f))) {
-            Ok((size, file)) => {
-                self.size = size;
-                self.file = Some(file);
-            }
-            Err(e) => {
-                // The old handle now points at `path.1`; writing on into it would be undone
-                // by the next shift, so drop lines until the open succeeds.
-                self.file = None;
-                self.report_failure(&format!(
-                    "cannot reopen {}: {e}; dropping log lines",
-                    self.path.display()
-                ));
-            }
+        // On failure the file stays closed: the old handle now points at `path.1`, and writing
+        // on into it would be undone by the next shift, so lines are dropped until an open works.
+        if let Err(e) = self.reopen() {
+            let path = self.path.display();
+            self.report_failure(&format!("cannot reopen {path}: {e}; dropping log lines"));
         }
     }
 
     fn shift_old_files(&self) -> io::Result<()> {
+        let absent_is_fine = |result: io::Result<()>| match result {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        };
         if self.max_files == 0 {
-            return remove_if_present(&self.path);
+            return absent_is_fine(fs::remove_file(&self.path));
         }
-        remove_if_present(&numbered(&self.path, self.max_files))?;
+        absent_is_fine(fs::remove_file(numbered(&self.path, self.max_files)))?;
         for n in (1..self.max_files).rev() {
-            rename_if_present(&numbered(&self.path, n), &numbered(&self.path, n + 1))?;
+            let from = numbered(&self.path, n);
+            absent_is_fine(fs::rename(from, numbered(&self.path, n + 1)))?;
         }
         fs::rename(&self.path, numbered(&self.path, 1))
     }
@@ -476,45 +444,6 @@ impl RotatingFile {
         if !self.failure_reported {
             self.failure_reported = true;
             eprintln!("rmq-namesrv: log file: {message}");
-        }
-    }
-}
-
-impl Write for RotatingFile {
-    /// Always accepts every byte: failures are handled (and reported) inside, because the
-    /// logger has no one to hand them to.
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let mut rest = buf;
-        while let Some(end) = rest.iter().position(|&b| b == b'\n') {
-            let (line, tail) = rest.split_at(end + 1);
-            if self.partial_line.is_empty() {
-                self.write_line(line);
-            } else {
-                let mut whole = std::mem::take(&mut self.partial_line);
-                whole.extend_from_slice(line);
-                self.write_line(&whole);
-                // Keep the allocation for the next line.
-                whole.clear();
-                self.partial_line = whole;
-            }
-            rest = tail;
-        }
-        self.partial_line.extend_from_slice(rest);
-        Ok(buf.len())
-    }
-
-    /// Complete lines are already in the file (unbuffered); a partial line stays held so it
-    /// cannot be split by a later rotation.
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Drop for RotatingFile {
-    fn drop(&mut self) {
-        if !self.partial_line.is_empty() {
-            let fragment = std::mem::take(&mut self.partial_line);
-            self.write_line(&fragment);
         }
     }
 }
@@ -533,24 +462,14 @@ fn numbered(path: &Path, n: u32) -> PathBuf {
     PathBuf::from(name)
 }
 
-fn remove_if_present(path: &Path) -> io::Result<()> {
-    match fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    }
-}
-
-fn rename_if_present(from: &Path, to: &Path) -> io::Result<()> {
-    match fs::rename(from, to) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::test_support::TempDir;
+
+    fn put(log: &mut RotatingFile, line: &str) {
+        log.write_line(format!("{line}\n").as_bytes());
+    }
 
     fn read(path: &Path) -> String {
         fs::read_to_string(path).unwrap_or_default()
@@ -596,27 +515,12 @@ mod tests {
     }
 
     #[test]
-    fn a_line_in_parts_is_one_line_in_the_file() {
-        let dir = TempDir::new("parts");
-        let path = dir.join("namesrv.log");
-        let mut log = RotatingFile::open(&path, 0, 1).expect("open");
-        write!(log, "held ").expect("write");
-        log.write_line_parts(&[b"2026-01-01 00:00:00,000", b" ", b"INFO main - hi\n"]);
-        writeln!(log, "rest").expect("write");
-        drop(log);
-        assert_eq!(
-            read(&path),
-            "2026-01-01 00:00:00,000 INFO main - hi\nheld rest\n"
-        );
-    }
-
-    #[test]
     fn rotation_keeps_at_most_max_files_and_newest_lines_stay_live() {
         let dir = TempDir::new("keep");
         let path = dir.join("nested/logs/namesrv.log");
         let mut log = RotatingFile::open(&path, 100, 3).expect("open");
         for i in 0..200 {
-            writeln!(log, "line {i:04} padding padding").expect("write");
+            put(&mut log, &format!("line {i:04} padding padding"));
         }
         drop(log);
 
@@ -645,16 +549,15 @@ mod tests {
     }
 
     #[test]
-    fn a_line_written_in_pieces_is_never_split_across_files() {
+    fn lines_are_never_split_across_files_and_read_back_in_order() {
         let dir = TempDir::new("pieces");
         let path = dir.join("namesrv.log");
         let mut log = RotatingFile::open(&path, 200, 50).expect("open");
         for i in 0..120 {
-            // A writer may hand a line over in several writes.
-            write!(log, "2024-01-01T00:00:00.000Z ").expect("write");
-            write!(log, "INFO  ").expect("write");
-            write!(log, "rmq_namesrv: ").expect("write");
-            writeln!(log, "message {i}").expect("write");
+            put(
+                &mut log,
+                &format!("2024-01-01T00:00:00.000Z INFO  rmq_namesrv: message {i}"),
+            );
         }
         drop(log);
 
@@ -684,9 +587,9 @@ mod tests {
         let dir = TempDir::new("long");
         let path = dir.join("namesrv.log");
         let mut log = RotatingFile::open(&path, 10, 2).expect("open");
-        writeln!(log, "short").expect("write");
-        writeln!(log, "a line far longer than ten bytes").expect("write");
-        writeln!(log, "tail").expect("write");
+        put(&mut log, "short");
+        put(&mut log, "a line far longer than ten bytes");
+        put(&mut log, "tail");
         drop(log);
         assert_eq!(read(&numbered(&path, 2)), "short\n");
         assert_eq!(
@@ -702,7 +605,7 @@ mod tests {
         let path = dir.join("namesrv.log");
         fs::write(&path, "0123456789\n").expect("seed");
         let mut log = RotatingFile::open(&path, 15, 1).expect("open");
-        writeln!(log, "abcdefgh").expect("write");
+        put(&mut log, "abcdefgh");
         drop(log);
         assert_eq!(read(&numbered(&path, 1)), "0123456789\n");
         assert_eq!(read(&path), "abcdefgh\n");
@@ -713,8 +616,8 @@ mod tests {
         let dir = TempDir::new("zero");
         let path = dir.join("namesrv.log");
         let mut log = RotatingFile::open(&path, 8, 0).expect("open");
-        writeln!(log, "first").expect("write");
-        writeln!(log, "second").expect("write");
+        put(&mut log, "first");
+        put(&mut log, "second");
         drop(log);
         assert_eq!(read(&path), "second\n");
         assert!(!numbered(&path, 1).exists());
@@ -727,8 +630,8 @@ mod tests {
         // A directory where namesrv.log.1 should go makes the rename fail.
         fs::create_dir_all(numbered(&path, 1).join("occupied")).expect("blocker");
         let mut log = RotatingFile::open(&path, 8, 1).expect("open");
-        writeln!(log, "first").expect("write");
-        writeln!(log, "second").expect("write");
+        put(&mut log, "first");
+        put(&mut log, "second");
         drop(log);
         assert_eq!(read(&path), "first\nsecond\n");
     }

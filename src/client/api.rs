@@ -257,8 +257,13 @@ impl Client {
         Ok(self.request(code, ext, body)?)
     }
 
+    /// A request whose answer must be SUCCESS: any other code is a [`ClientError::Response`].
+    pub fn call_ok(&mut self, code: i32, ext: &[(&str, &str)], body: &[u8]) -> CallResult {
+        success(self.call(code, ext, body)?)
+    }
+
     fn topic_list(&mut self, code: i32, ext: &[(&str, &str)]) -> Result<TopicList, ClientError> {
-        let resp = success(self.call(code, ext, b"")?)?;
+        let resp = self.call_ok(code, ext, b"")?;
         let (topics, broker_addr) = model::decode_topic_list(&resp.body)?;
         Ok(TopicList {
             topics,
@@ -274,7 +279,7 @@ impl Client {
         value: &str,
     ) -> Result<(), ClientError> {
         let ext = [("namespace", namespace), ("key", key), ("value", value)];
-        success(self.call(request::PUT_KV_CONFIG, &ext, b"")?).map(drop)
+        self.call_ok(request::PUT_KV_CONFIG, &ext, b"").map(drop)
     }
 
     /// 101 GET_KV_CONFIG; `None` when the server has no such item (QUERY_NOT_FOUND).
@@ -295,7 +300,7 @@ impl Client {
     /// 102 DELETE_KV_CONFIG (succeeds whether or not the key existed).
     pub fn delete_kv_config(&mut self, namespace: &str, key: &str) -> Result<(), ClientError> {
         let ext = [("namespace", namespace), ("key", key)];
-        success(self.call(request::DELETE_KV_CONFIG, &ext, b"")?).map(drop)
+        self.call_ok(request::DELETE_KV_CONFIG, &ext, b"").map(drop)
     }
 
     /// 103 REGISTER_BROKER, JSON body or compressed, with a correct `bodyCrc32`.
@@ -379,7 +384,8 @@ impl Client {
     pub fn unregister_broker(&mut self, broker: &BrokerIdentity) -> Result<(), ClientError> {
         let id = broker.broker_id.to_string();
         let ext = broker.header_fields(&id);
-        success(self.call(request::UNREGISTER_BROKER, &ext, b"")?).map(drop)
+        self.call_ok(request::UNREGISTER_BROKER, &ext, b"")
+            .map(drop)
     }
 
     /// 105 GET_ROUTEINFO_BY_TOPIC; `None` when the topic does not exist.
@@ -394,14 +400,14 @@ impl Client {
 
     /// 106 GET_BROKER_CLUSTER_INFO.
     pub fn get_cluster_info(&mut self) -> Result<ClusterInfo, ClientError> {
-        let resp = success(self.call(request::GET_BROKER_CLUSTER_INFO, &[], b"")?)?;
+        let resp = self.call_ok(request::GET_BROKER_CLUSTER_INFO, &[], b"")?;
         Ok(ClusterInfo::decode(&resp.body)?)
     }
 
     /// 205 WIPE_WRITE_PERM_OF_BROKER; the number of topics whose write permission was wiped.
     pub fn wipe_write_perm(&mut self, broker_name: &str) -> Result<i32, ClientError> {
         let ext = [("brokerName", broker_name)];
-        let resp = success(self.call(request::WIPE_WRITE_PERM_OF_BROKER, &ext, b"")?)?;
+        let resp = self.call_ok(request::WIPE_WRITE_PERM_OF_BROKER, &ext, b"")?;
         count_field(&resp, "wipeTopicCount")
     }
 
@@ -418,7 +424,8 @@ impl Client {
         if let Some(c) = cluster {
             ext.push(("clusterName", c));
         }
-        success(self.call(request::DELETE_TOPIC_IN_NAMESRV, &ext, b"")?).map(drop)
+        self.call_ok(request::DELETE_TOPIC_IN_NAMESRV, &ext, b"")
+            .map(drop)
     }
 
     /// 217 REGISTER_TOPIC_IN_NAMESRV (the server answers success even when it stored nothing).
@@ -433,11 +440,11 @@ impl Client {
         };
         let mut body = Vec::new();
         route.encode(model::Dialect::Standard, &mut body);
-        success(self.call(
+        self.call_ok(
             request::REGISTER_TOPIC_IN_NAMESRV,
             &[("topic", topic)],
             &body,
-        )?)
+        )
         .map(drop)
     }
 
@@ -498,12 +505,13 @@ impl Client {
             body.push_str(v);
             body.push('\n');
         }
-        success(self.call(request::UPDATE_NAMESRV_CONFIG, &[], body.as_bytes())?).map(drop)
+        self.call_ok(request::UPDATE_NAMESRV_CONFIG, &[], body.as_bytes())
+            .map(drop)
     }
 
     /// 319 GET_NAMESRV_CONFIG as (key, value) pairs in the server's order.
     pub fn get_namesrv_config(&mut self) -> Result<Vec<(String, String)>, ClientError> {
-        let resp = success(self.call(request::GET_NAMESRV_CONFIG, &[], b"")?)?;
+        let resp = self.call_ok(request::GET_NAMESRV_CONFIG, &[], b"")?;
         let text = std::str::from_utf8(&resp.body)
             .map_err(|_| ClientError::Decode("config body is not UTF-8".into()))?;
         Ok(parse_properties(text))
@@ -521,7 +529,7 @@ impl Client {
         if let Some(v) = version {
             v.encode(&mut body);
         }
-        let resp = success(self.call(request::QUERY_DATA_VERSION, &ext, &body)?)?;
+        let resp = self.call_ok(request::QUERY_DATA_VERSION, &ext, &body)?;
         let changed = match resp.ext("changed") {
             Some(c) => c.eq_ignore_ascii_case("true"),
             None => return Err(ClientError::Decode("response lacks changed".into())),
@@ -537,7 +545,7 @@ impl Client {
     /// 327 ADD_WRITE_PERM_OF_BROKER; the number of topics whose permission was restored.
     pub fn add_write_perm(&mut self, broker_name: &str) -> Result<i32, ClientError> {
         let ext = [("brokerName", broker_name)];
-        let resp = success(self.call(request::ADD_WRITE_PERM_OF_BROKER, &ext, b"")?)?;
+        let resp = self.call_ok(request::ADD_WRITE_PERM_OF_BROKER, &ext, b"")?;
         count_field(&resp, "addTopicCount")
     }
 
@@ -548,7 +556,7 @@ impl Client {
         broker_name: &str,
     ) -> Result<BrokerMemberGroup, ClientError> {
         let ext = [("clusterName", cluster), ("brokerName", broker_name)];
-        let resp = success(self.call(request::GET_BROKER_MEMBER_GROUP, &ext, b"")?)?;
+        let resp = self.call_ok(request::GET_BROKER_MEMBER_GROUP, &ext, b"")?;
         let v = json::parse(&resp.body)?;
         let group = v.get("brokerMemberGroup").unwrap_or(&Value::Null);
         let text = |k: &str| {
@@ -582,13 +590,13 @@ impl Client {
     pub fn broker_heartbeat(&mut self, broker: &BrokerIdentity) -> Result<(), ClientError> {
         let id = broker.broker_id.to_string();
         let ext = broker.header_fields(&id);
-        success(self.call(request::BROKER_HEARTBEAT, &ext, b"")?).map(drop)
+        self.call_ok(request::BROKER_HEARTBEAT, &ext, b"").map(drop)
     }
 
     /// The rmq-namesrv stats extension ([`request::RMQ_NAMESRV_STATS`]). Other name servers
     /// answer `Response { code: REQUEST_CODE_NOT_SUPPORTED }`.
     pub fn stats(&mut self) -> Result<NamesrvStats, ClientError> {
-        let resp = success(self.call(request::RMQ_NAMESRV_STATS, &[], b"")?)?;
+        let resp = self.call_ok(request::RMQ_NAMESRV_STATS, &[], b"")?;
         NamesrvStats::decode(&resp.body)
     }
 }

@@ -331,15 +331,4 @@ impl NameServerSet {
             format!("no name server reachable ({})", failures.join("; ")),
         )))
     }
-
-    /// Runs `f` on every server in list order (writes such as updateKvConfig must reach all
-    /// of them: they do not replicate). One result per address.
-    pub fn call_all<T>(
-        &mut self,
-        mut f: impl FnMut(&mut Client) -> Result<T, ClientError>,
-    ) -> Vec<(String, Result<T, ClientError>)> {
-        (0..self.addrs.len())
-            .map(|i| (self.addrs[i].clone(), self.attempt(i, &mut f)))
-            .collect()
-    }
 }

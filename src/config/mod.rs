@@ -28,8 +28,10 @@ use std::sync::OnceLock;
 
 pub use cidr::Cidr;
 pub use cli::{parse_cli, usage, Cli, CliError, ConfigFile, FileOrigin, Startup};
-pub use properties::{edit, entries, parse_properties, Encoding, Entry, PropertiesFile};
-pub use table::{Applies, NamesrvConfig, SerializeTypeSetting, CONTROLLER_KEYS};
+pub use properties::{
+    edit, entries, parse_properties, sorted_lines, Encoding, Entry, PropertiesFile,
+};
+pub use table::{under_home, Applies, NamesrvConfig, SerializeTypeSetting, CONTROLLER_KEYS};
 pub use update::{ConfigPlan, UpdateError};
 
 use table::{Property, PROPERTIES};
@@ -51,6 +53,18 @@ fn property(key: &str) -> Option<&'static Property> {
 
 fn is_controller_key(key: &str) -> bool {
     CONTROLLER_KEYS.contains(&key)
+}
+
+/// The keys no runtime update may set: `always`, then the `;`-separated entries of a
+/// `configBlackList` value (trimmed, empty and repeated ones dropped).
+pub fn black_list(always: &[&str], configured: &str) -> Vec<String> {
+    let mut list: Vec<String> = always.iter().map(|k| k.to_string()).collect();
+    for entry in configured.split(';').map(str::trim) {
+        if !entry.is_empty() && !list.iter().any(|k| k == entry) {
+            list.push(entry.to_string());
+        }
+    }
+    list
 }
 
 /// A key that `to_properties_text` can write and `parse_properties` reads back unchanged.
@@ -179,34 +193,19 @@ impl NamesrvConfig {
         for p in PROPERTIES {
             all.insert(p.key, (p.get)(self));
         }
-        let mut text = String::new();
-        for (key, value) in all {
-            text.push_str(key);
-            text.push('=');
-            text.push_str(&value);
-            text.push('\n');
-        }
-        text
+        properties::sorted_lines(all)
     }
 
     /// configBlackList split on ';' (trimmed, empty dropped) plus the hard-coded
     /// configBlackList, configStorePath, kvConfigPath, rocketmqHome.
     pub fn black_list(&self) -> Vec<String> {
-        let mut list: Vec<String> = [
+        let always = [
             "configBlackList",
             "configStorePath",
             "kvConfigPath",
             "rocketmqHome",
-        ]
-        .iter()
-        .map(|k| k.to_string())
-        .collect();
-        for entry in self.config_black_list.split(';').map(str::trim) {
-            if !entry.is_empty() && !list.iter().any(|k| k == entry) {
-                list.push(entry.to_string());
-            }
-        }
-        list
+        ];
+        black_list(&always, &self.config_black_list)
     }
 
     /// Admin allow list parsed (empty vec = access control off). `set` refuses invalid

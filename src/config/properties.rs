@@ -248,6 +248,13 @@ pub fn entries(text: &str) -> Result<Vec<Entry>, String> {
     Ok(out)
 }
 
+/// `key=value\n` lines in key order, unescaped, as Java writes GET_*_CONFIG bodies.
+pub fn sorted_lines(all: std::collections::BTreeMap<&str, String>) -> String {
+    all.into_iter()
+        .map(|(key, value)| format!("{key}={value}\n"))
+        .collect()
+}
+
 /// `java.util.Properties.load` over text: the (key, value) pairs in file order.
 pub fn parse_properties(text: &str) -> Result<Vec<(String, String)>, String> {
     Ok(entries(text)?

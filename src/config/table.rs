@@ -293,7 +293,7 @@ pub const CONTROLLER_KEYS: &[&str] = &[
 ];
 
 /// `$HOME/<rest>`; "." stands for an unset `$HOME` so the defaults stay relative, not at `/`.
-pub(super) fn under_home(rest: &str) -> String {
+pub fn under_home(rest: &str) -> String {
     match std::env::var("HOME") {
         Ok(home) if !home.is_empty() => format!("{home}/{rest}"),
         _ => format!("./{rest}"),

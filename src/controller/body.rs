@@ -37,19 +37,14 @@ pub fn elect_master(group: Option<&BrokerReplicaInfo>, set: &BTreeSet<i64>) -> V
 /// `BrokerMemberGroup {brokerAddrs, brokerName, cluster}` of a broker set.
 fn member_group(out: &mut Vec<u8>, info: &BrokerReplicaInfo) {
     let mut w = ObjectWriter::new(out);
-    {
-        let out = w.key("brokerAddrs");
-        out.push(b'{');
-        for (i, (id, broker)) in info.brokers().iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            json::write_i64(out, *id);
-            out.push(b':');
-            json::write_str(out, &broker.address);
-        }
-        out.push(b'}');
+    let mut addrs = json::Seq::object(w.key("brokerAddrs"));
+    for (id, broker) in info.brokers() {
+        let out = addrs.item();
+        json::write_i64(out, *id);
+        out.push(b':');
+        json::write_str(out, &broker.address);
     }
+    addrs.end();
     w.str("brokerName", info.broker_name());
     w.opt_str("cluster", info.cluster_name());
     w.finish();
@@ -80,14 +75,11 @@ pub struct ReplicasInfo<'a> {
 pub fn broker_replicas_info(sets: &[ReplicasInfo<'_>]) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + sets.len() * 320);
     let mut w = ObjectWriter::new(&mut out);
-    {
-        let out = w.key("replicasInfoTable");
-        let mut table = ObjectWriter::new(out);
-        for set in sets {
-            replicas_info(table.key(set.broker_name), set);
-        }
-        table.finish();
+    let mut table = json::Seq::object(w.key("replicasInfoTable"));
+    for set in sets {
+        replicas_info(table.key(set.broker_name), set);
     }
+    table.end();
     w.finish();
     out
 }
@@ -106,19 +98,16 @@ fn replicas_info(out: &mut Vec<u8>, set: &ReplicasInfo<'_>) {
 }
 
 fn replica_list(out: &mut Vec<u8>, replicas: &[ReplicaIdentity<'_>]) {
-    out.push(b'[');
-    for (i, r) in replicas.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        let mut w = ObjectWriter::new(out);
+    let mut list = json::Seq::array(out);
+    for r in replicas {
+        let mut w = ObjectWriter::new(list.item());
         w.bool("alive", r.alive);
         w.str("brokerAddress", r.broker_address);
         w.int("brokerId", r.broker_id);
         w.str("brokerName", r.broker_name);
         w.finish();
     }
-    out.push(b']');
+    list.end();
 }
 
 #[cfg(test)]

@@ -283,13 +283,6 @@ pub fn parse_peers(text: &str) -> Result<Vec<Peer>, String> {
     Ok(peers)
 }
 
-fn home_dir() -> PathBuf {
-    match std::env::var("HOME") {
-        Ok(home) if !home.is_empty() => PathBuf::from(home),
-        _ => PathBuf::from("."),
-    }
-}
-
 impl ControllerConfig {
     /// Reads every controller key through `lookup` (e.g. the name server config's remembered
     /// `-c` file keys) and checks the result. Keys `lookup` does not know keep their default.
@@ -427,7 +420,7 @@ impl ControllerConfig {
     pub fn store_path(&self) -> PathBuf {
         match self.get("controllerStorePath") {
             Some(path) => PathBuf::from(path),
-            None => home_dir().join("DLedgerController"),
+            None => PathBuf::from(crate::config::under_home("DLedgerController")),
         }
     }
 
@@ -445,18 +438,8 @@ impl ControllerConfig {
 
     /// Keys no update may set.
     pub fn black_list(&self) -> Vec<String> {
-        let mut list: Vec<String> = ALWAYS_BLACK_LISTED.iter().map(|k| k.to_string()).collect();
-        for entry in self
-            .get("configBlackList")
-            .unwrap_or_default()
-            .split(';')
-            .map(str::trim)
-        {
-            if !entry.is_empty() && !list.iter().any(|k| k == entry) {
-                list.push(entry.to_owned());
-            }
-        }
-        list
+        let configured = self.get("configBlackList").unwrap_or_default();
+        crate::config::black_list(&ALWAYS_BLACK_LISTED, configured)
     }
 
     /// GET_CONTROLLER_CONFIG's body: `key=value` lines sorted by key (unset text keys left
@@ -472,14 +455,7 @@ impl ControllerConfig {
             "configStorePath",
             self.config_store_path().to_string_lossy().into_owned(),
         );
-        let mut text = String::new();
-        for (key, value) in all {
-            text.push_str(key);
-            text.push('=');
-            text.push_str(&value);
-            text.push('\n');
-        }
-        text
+        crate::config::sorted_lines(all)
     }
 
     /// Checks an UPDATE_CONTROLLER_CONFIG body (Java properties text) without applying it.
@@ -596,12 +572,7 @@ impl PlannedUpdate {
         let mut text = String::from(
             "# Written by UPDATE_CONTROLLER_CONFIG; applied over the -c config file at start.\n# Delete a line to go back to the config file's value.\n",
         );
-        for (key, value) in &self.next.updated {
-            text.push_str(key);
-            text.push('=');
-            text.push_str(value);
-            text.push('\n');
-        }
+        text.push_str(&crate::config::sorted_lines(self.next.updated.clone()));
         text.into_bytes()
     }
 

@@ -276,25 +276,17 @@ pub fn decode_entry(entry: &[u8]) -> Result<Vec<Event>, EventError> {
     Ok(events)
 }
 
-/// Writes `{"a":..,"b":..}` one member at a time, in the order called (alphabetical).
-pub(crate) struct ObjectWriter<'a> {
-    out: &'a mut Vec<u8>,
-    first: bool,
-}
+/// Writes `{"a":..,"b":..}` one member at a time, in the order called (alphabetical): typed
+/// members over the library's [`json::Seq`].
+pub(crate) struct ObjectWriter<'a>(json::Seq<'a>);
 
 impl<'a> ObjectWriter<'a> {
     pub(crate) fn new(out: &'a mut Vec<u8>) -> Self {
-        out.push(b'{');
-        ObjectWriter { out, first: true }
+        ObjectWriter(json::Seq::object(out))
     }
 
     pub(crate) fn key(&mut self, key: &str) -> &mut Vec<u8> {
-        if !self.first {
-            self.out.push(b',');
-        }
-        self.first = false;
-        json::write_key(self.out, key);
-        self.out
+        self.0.key(key)
     }
 
     pub(crate) fn str(&mut self, key: &str, value: &str) {
@@ -320,20 +312,17 @@ impl<'a> ObjectWriter<'a> {
     }
 
     pub(crate) fn finish(self) {
-        self.out.push(b'}');
+        self.0.end();
     }
 }
 
 /// `[1,2,3]`.
 pub(crate) fn write_ids<'i>(out: &mut Vec<u8>, ids: impl IntoIterator<Item = &'i i64>) {
-    out.push(b'[');
-    for (i, id) in ids.into_iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        json::write_i64(out, *id);
+    let mut array = json::Seq::array(out);
+    for id in ids {
+        json::write_i64(array.item(), *id);
     }
-    out.push(b']');
+    array.end();
 }
 
 /// Typed member access with errors that name the member.

@@ -146,16 +146,6 @@ impl LeaderRequest {
             LeaderRequest::ApplyBrokerId(_) => code::CONTROLLER_APPLY_BROKER_ID,
         }
     }
-
-    /// Whether Java routes it as a write (its result's events go to the log).
-    pub fn is_write(&self) -> bool {
-        !matches!(
-            self,
-            LeaderRequest::GetReplicaInfo { .. }
-                | LeaderRequest::GetSyncStateData { .. }
-                | LeaderRequest::GetNextBrokerId { .. }
-        )
-    }
 }
 
 /// Everything the controller port serves.

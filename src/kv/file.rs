@@ -198,15 +198,12 @@ pub(super) fn encode_body(entries: &Entries) -> Bytes {
     let size: usize = entries.iter().map(|(k, v)| k.len() + v.len() + 6).sum();
     let mut out = Vec::with_capacity(BODY_PREFIX.len() + size + 3);
     out.extend_from_slice(BODY_PREFIX);
-    out.push(b'{');
-    for (i, (key, value)) in entries.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        json::write_key(&mut out, key);
-        json::write_str(&mut out, value);
+    let mut table = json::Seq::object(&mut out);
+    for (key, value) in entries.iter() {
+        json::write_str(table.key(key), value);
     }
-    out.extend_from_slice(b"}}");
+    table.end();
+    out.push(b'}');
     Bytes::from(out)
 }
 

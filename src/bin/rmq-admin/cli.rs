@@ -48,192 +48,103 @@ pub struct Command {
     pub opts: &'static [Opt],
 }
 
+impl Command {
+    /// The controller's commands are the ones that take `-a` (the controllers to ask).
+    pub fn is_controller(&self) -> bool {
+        self.opts.iter().any(|o| o.short == "a")
+    }
+}
+
+const fn cmd(name: &'static str, about: &'static str, opts: &'static [Opt]) -> Command {
+    Command { name, about, opts }
+}
+
 const CONTROLLER_ADDRESS: &str =
     "controllers, ';'-separated (their controllerDLegerPeers ports, not the name server's)";
 const CONTROLLER_ADDRESSES: &str = "controllers, ';'-separated: every one is asked";
 
+#[rustfmt::skip]
 pub const COMMANDS: &[Command] = &[
-    Command {
-        name: "clusterList",
-        about: "List clusters and their brokers (id, address, zone)",
-        opts: &[opt("c", "clusterName", false, "only this cluster")],
-    },
-    Command {
-        name: "brokerList",
-        about: "List broker groups: master, slaves, zone, acting-master flag",
-        opts: &[opt("c", "clusterName", false, "only this cluster")],
-    },
-    Command {
-        name: "topicRoute",
-        about: "Show the route of a topic as JSON (as mqadmin does); -l for tables",
-        opts: &[
-            opt("t", "topic", true, "topic name"),
-            flag("l", "list", "brokers and queues as tables instead of JSON"),
-        ],
-    },
-    Command {
-        name: "topicClusterList",
-        about: "List the clusters that serve a topic",
-        opts: &[opt("t", "topic", true, "topic name")],
-    },
-    Command {
-        name: "topicList",
-        about: "List all topics; with -c, per cluster",
-        opts: &[flag("c", "clusterModel", "list topics per cluster")],
-    },
-    Command {
-        name: "getKvConfig",
-        about: "Show a KV config item, or a whole namespace without -k",
-        opts: &[
-            opt("s", "namespace", true, "namespace"),
-            opt("k", "key", false, "key"),
-        ],
-    },
-    Command {
-        name: "updateKvConfig",
-        about: "Create or update a KV config item on every name server",
-        opts: &[
-            opt("s", "namespace", true, "namespace"),
-            opt("k", "key", true, "key"),
-            opt("v", "value", true, "value"),
-        ],
-    },
-    Command {
-        name: "deleteKvConfig",
-        about: "Delete a KV config item on every name server",
-        opts: &[
-            opt("s", "namespace", true, "namespace"),
-            opt("k", "key", true, "key"),
-        ],
-    },
-    Command {
-        name: "updateOrderConf",
-        about: "Get, put or delete a topic's order conf (KV namespace ORDER_TOPIC_CONFIG)",
-        opts: &[
-            opt("t", "topic", true, "topic name"),
-            opt("m", "method", true, "get, put or delete"),
-            opt(
-                "v",
-                "orderConf",
-                false,
-                "for put: brokerName:queues;brokerName:queues",
-            ),
-        ],
-    },
-    Command {
-        name: "getNamesrvConfig",
-        about: "Show the configuration of every name server",
-        opts: &[],
-    },
-    Command {
-        name: "updateNamesrvConfig",
-        about: "Change one configuration property on every name server",
-        opts: &[
-            opt("k", "key", true, "property name"),
-            opt("v", "value", true, "property value"),
-        ],
-    },
-    Command {
-        name: "wipeWritePerm",
-        about: "Wipe a broker's write permission on every name server",
-        opts: &[opt("b", "brokerName", true, "broker name")],
-    },
-    Command {
-        name: "addWritePerm",
-        about: "Restore a broker's write permission on every name server",
-        opts: &[opt("b", "brokerName", true, "broker name")],
-    },
-    Command {
-        name: "deleteTopic",
-        about: "Delete a topic's route on every name server (brokers are NOT touched)",
-        opts: &[
-            opt("t", "topic", true, "topic name"),
-            opt("c", "clusterName", false, "only this cluster's queues"),
-        ],
-    },
-    Command {
-        name: "stats",
-        about: "Show each name server's statistics (rmq-namesrv extension, code 29001)",
-        opts: &[],
-    },
-    Command {
-        name: "getControllerMetaData",
-        about: "Show a controller group: its peers and which one leads (needs -a, not -n)",
-        opts: &[opt("a", "controllerAddress", true, CONTROLLER_ADDRESS)],
-    },
-    Command {
-        name: "getSyncStateSet",
-        about: "Show broker sets' master, epochs and in-sync replicas, from the controller",
-        opts: &[
-            opt("a", "controllerAddress", true, CONTROLLER_ADDRESS),
-            opt("b", "brokerName", false, "this broker set"),
-            opt(
-                "c",
-                "clusterName",
-                false,
-                "every broker set of this cluster (asks -n for them)",
-            ),
-        ],
-    },
-    Command {
-        name: "electMaster",
-        about: "Make a broker its set's master (the controller elects it if it is electable)",
-        opts: &[
-            opt("a", "controllerAddress", true, CONTROLLER_ADDRESS),
-            opt("c", "clusterName", true, "the broker's cluster"),
-            opt("bn", "brokerName", true, "the broker set"),
-            opt(
-                "b",
-                "brokerId",
-                true,
-                "the controller id of the broker to make master",
-            ),
-        ],
-    },
-    Command {
-        name: "cleanBrokerMetadata",
-        about: "Remove broker ids, or a whole broker set, from the controller",
-        opts: &[
-            opt("a", "controllerAddress", true, CONTROLLER_ADDRESS),
-            opt("bn", "brokerName", true, "the broker set"),
-            opt(
-                "c",
-                "clusterName",
-                false,
-                "the set's cluster (needed unless -l)",
-            ),
-            opt(
-                "b",
-                "brokerControllerIdsToClean",
-                false,
-                "ids to remove, e.g. 1;2 (default: the whole set)",
-            ),
-            flag(
-                "l",
-                "cleanLivingBroker",
-                "remove the whole set even while brokers are alive",
-            ),
-        ],
-    },
-    Command {
-        name: "getControllerConfig",
-        about: "Show the configuration of every controller of -a",
-        opts: &[opt("a", "controllerAddress", true, CONTROLLER_ADDRESSES)],
-    },
-    Command {
-        name: "updateControllerConfig",
-        about: "Change one configuration property on every controller of -a",
-        opts: &[
-            opt("a", "controllerAddress", true, CONTROLLER_ADDRESSES),
-            opt("k", "key", true, "property name"),
-            opt("v", "value", true, "property value"),
-        ],
-    },
-    Command {
-        name: "help",
-        about: "List the commands, or show one command's options",
-        opts: &[],
-    },
+    cmd("clusterList", "List clusters and their brokers (id, address, zone)", &[
+        opt("c", "clusterName", false, "only this cluster"),
+    ]),
+    cmd("brokerList", "List broker groups: master, slaves, zone, acting-master flag", &[
+        opt("c", "clusterName", false, "only this cluster"),
+    ]),
+    cmd("topicRoute", "Show the route of a topic as JSON (as mqadmin does); -l for tables", &[
+        opt("t", "topic", true, "topic name"),
+        flag("l", "list", "brokers and queues as tables instead of JSON"),
+    ]),
+    cmd("topicClusterList", "List the clusters that serve a topic", &[
+        opt("t", "topic", true, "topic name"),
+    ]),
+    cmd("topicList", "List all topics; with -c, per cluster", &[
+        flag("c", "clusterModel", "list topics per cluster"),
+    ]),
+    cmd("getKvConfig", "Show a KV config item, or a whole namespace without -k", &[
+        opt("s", "namespace", true, "namespace"),
+        opt("k", "key", false, "key"),
+    ]),
+    cmd("updateKvConfig", "Create or update a KV config item on every name server", &[
+        opt("s", "namespace", true, "namespace"),
+        opt("k", "key", true, "key"),
+        opt("v", "value", true, "value"),
+    ]),
+    cmd("deleteKvConfig", "Delete a KV config item on every name server", &[
+        opt("s", "namespace", true, "namespace"),
+        opt("k", "key", true, "key"),
+    ]),
+    cmd("updateOrderConf", "Get, put or delete a topic's order conf (KV namespace ORDER_TOPIC_CONFIG)", &[
+        opt("t", "topic", true, "topic name"),
+        opt("m", "method", true, "get, put or delete"),
+        opt("v", "orderConf", false, "for put: brokerName:queues;brokerName:queues"),
+    ]),
+    cmd("getNamesrvConfig", "Show the configuration of every name server", &[]),
+    cmd("updateNamesrvConfig", "Change one configuration property on every name server", &[
+        opt("k", "key", true, "property name"),
+        opt("v", "value", true, "property value"),
+    ]),
+    cmd("wipeWritePerm", "Wipe a broker's write permission on every name server", &[
+        opt("b", "brokerName", true, "broker name"),
+    ]),
+    cmd("addWritePerm", "Restore a broker's write permission on every name server", &[
+        opt("b", "brokerName", true, "broker name"),
+    ]),
+    cmd("deleteTopic", "Delete a topic's route on every name server (brokers are NOT touched)", &[
+        opt("t", "topic", true, "topic name"),
+        opt("c", "clusterName", false, "only this cluster's queues"),
+    ]),
+    cmd("stats", "Show each name server's statistics (rmq-namesrv extension, code 29001)", &[]),
+    cmd("getControllerMetaData", "Show a controller group: its peers and which one leads (needs -a, not -n)", &[
+        opt("a", "controllerAddress", true, CONTROLLER_ADDRESS),
+    ]),
+    cmd("getSyncStateSet", "Show broker sets' master, epochs and in-sync replicas, from the controller", &[
+        opt("a", "controllerAddress", true, CONTROLLER_ADDRESS),
+        opt("b", "brokerName", false, "this broker set"),
+        opt("c", "clusterName", false, "every broker set of this cluster (asks -n for them)"),
+    ]),
+    cmd("electMaster", "Make a broker its set's master (the controller elects it if it is electable)", &[
+        opt("a", "controllerAddress", true, CONTROLLER_ADDRESS),
+        opt("c", "clusterName", true, "the broker's cluster"),
+        opt("bn", "brokerName", true, "the broker set"),
+        opt("b", "brokerId", true, "the controller id of the broker to make master"),
+    ]),
+    cmd("cleanBrokerMetadata", "Remove broker ids, or a whole broker set, from the controller", &[
+        opt("a", "controllerAddress", true, CONTROLLER_ADDRESS),
+        opt("bn", "brokerName", true, "the broker set"),
+        opt("c", "clusterName", false, "the set's cluster (needed unless -l)"),
+        opt("b", "brokerControllerIdsToClean", false, "ids to remove, e.g. 1;2 (default: the whole set)"),
+        flag("l", "cleanLivingBroker", "remove the whole set even while brokers are alive"),
+    ]),
+    cmd("getControllerConfig", "Show the configuration of every controller of -a", &[
+        opt("a", "controllerAddress", true, CONTROLLER_ADDRESSES),
+    ]),
+    cmd("updateControllerConfig", "Change one configuration property on every controller of -a", &[
+        opt("a", "controllerAddress", true, CONTROLLER_ADDRESSES),
+        opt("k", "key", true, "property name"),
+        opt("v", "value", true, "property value"),
+    ]),
+    cmd("help", "List the commands, or show one command's options", &[]),
 ];
 
 pub fn find_command(name: &str) -> Option<&'static Command> {

@@ -9,7 +9,7 @@
 //! other commands: aligned tables, `--json`, one stderr line per failing address.
 
 use crate::cli::Invocation;
-use crate::outcome::{exit_code_of_all, Failure, Outcome, Role, EXIT_USAGE};
+use crate::outcome::{exit_code_of_all, Failure, Outcome, Role};
 use crate::output::{s, Cell, Table};
 use crate::peers::Peers;
 use rmq_namesrv::client::api::parse_properties;
@@ -20,24 +20,11 @@ use rmq_namesrv::remoting::command::RemotingCommand;
 use rmq_namesrv::remoting::json::{self, Value};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-pub const COMMANDS: [&str; 6] = [
-    "getControllerMetaData",
-    "getSyncStateSet",
-    "electMaster",
-    "cleanBrokerMetadata",
-    "getControllerConfig",
-    "updateControllerConfig",
-];
-
-pub fn is_controller_command(name: &str) -> bool {
-    COMMANDS.contains(&name)
-}
-
 /// Runs a controller command (`namesrv` only for `getSyncStateSet -c`).
 pub fn run(inv: &Invocation, namesrv: Vec<String>) -> Outcome {
     let addrs = parse_addr_list(inv.req("a"));
     if addrs.is_empty() {
-        return usage(format!(
+        return Outcome::usage(format!(
             "{} needs -a 'host:port;host:port'",
             inv.command.name
         ));
@@ -50,19 +37,11 @@ pub fn run(inv: &Invocation, namesrv: Vec<String>) -> Outcome {
         "cleanBrokerMetadata" => clean_broker_metadata(inv, &controllers),
         "getControllerConfig" => Ok(get_config(inv, &controllers)),
         "updateControllerConfig" => Ok(update_config(inv, &controllers)),
-        other => Err(usage(format!(
+        other => Err(Outcome::usage(format!(
             "command {other} is not a controller command"
         ))),
     };
     result.unwrap_or_else(|failed| failed)
-}
-
-fn usage(message: String) -> Outcome {
-    Outcome {
-        stdout: String::new(),
-        stderr: vec![message],
-        code: EXIT_USAGE,
-    }
 }
 
 fn millis() -> String {
@@ -72,22 +51,10 @@ fn millis() -> String {
         .to_string()
 }
 
-/// Fails unless the answer is SUCCESS.
-fn success(resp: RemotingCommand) -> Result<RemotingCommand, ClientError> {
-    if resp.code == 0 {
-        Ok(resp)
-    } else {
-        Err(ClientError::Response {
-            code: resp.code,
-            remark: resp.remark,
-        })
-    }
-}
-
 /// 1005 from one controller of `-a` (the next when one cannot be reached).
 fn read_metadata(controllers: &Peers) -> Result<(String, RemotingCommand), Outcome> {
     controllers
-        .read(|c| success(c.request(request::CONTROLLER_GET_METADATA_INFO, &[], b"")?))
+        .read(|c| c.call_ok(request::CONTROLLER_GET_METADATA_INFO, &[], b""))
         .map_err(|failures| Outcome::from_failures_of(Role::Controller, &failures))
 }
 
@@ -141,9 +108,7 @@ fn metadata(inv: &Invocation, controllers: &Peers) -> Result<Outcome, Outcome> {
         };
         let own = Client::connect(addr, controllers.timeout())
             .map_err(ClientError::Io)
-            .and_then(|mut c| {
-                success(c.request(request::CONTROLLER_GET_METADATA_INFO, &[], b"")?)
-            })
+            .and_then(|mut c| c.call_ok(request::CONTROLLER_GET_METADATA_INFO, &[], b""))
             .ok();
         let role = own.as_ref().and_then(|m| {
             m.ext("raftRole").map(str::to_string).or_else(|| {
@@ -177,12 +142,12 @@ fn broker_names(inv: &Invocation, namesrv: Vec<String>) -> Result<Vec<String>, O
         return Ok(vec![name.trim().to_string()]);
     }
     let Some(cluster) = inv.get("c") else {
-        return Err(usage(
+        return Err(Outcome::usage(
             "getSyncStateSet needs -b <brokerName> or -c <clusterName>".into(),
         ));
     };
     if namesrv.is_empty() {
-        return Err(usage(
+        return Err(Outcome::usage(
             "getSyncStateSet -c reads the cluster's brokers from the name servers: use -n or set NAMESRV_ADDR".into(),
         ));
     }
@@ -213,7 +178,7 @@ fn sync_state_set(
     let mut body_text = Vec::new();
     json::write_value(&mut body_text, &body);
     let (leader, resp) = on_leader(controllers, |c| {
-        success(c.request(request::CONTROLLER_GET_SYNC_STATE_DATA, &[], &body_text)?)
+        c.call_ok(request::CONTROLLER_GET_SYNC_STATE_DATA, &[], &body_text)
     })?;
     let info = json::parse(&resp.body)
         .map_err(|e| Outcome::failed(format!("{leader}: BrokerReplicasInfo body: {e}")))?;
@@ -293,7 +258,7 @@ fn elect_master(inv: &Invocation, controllers: &Peers) -> Result<Outcome, Outcom
         inv.req("b").trim(),
     );
     if id.parse::<i64>().is_err() {
-        return Err(usage(format!(
+        return Err(Outcome::usage(format!(
             "electMaster -b takes the broker's controller id (a number), not {id:?}"
         )));
     }
@@ -306,7 +271,7 @@ fn elect_master(inv: &Invocation, controllers: &Peers) -> Result<Outcome, Outcom
         ("invokeTime", invoke_time.as_str()),
     ];
     let (_, resp) = on_leader(controllers, |c| {
-        success(c.request(request::CONTROLLER_ELECT_MASTER, &ext, b"")?)
+        c.call_ok(request::CONTROLLER_ELECT_MASTER, &ext, b"")
     })?;
     let field = |key: &str| resp.ext(key).map_or(Cell::None, s);
     let mut t = Table::new(&[
@@ -341,13 +306,13 @@ fn clean_broker_metadata(inv: &Invocation, controllers: &Peers) -> Result<Outcom
     let ids = inv.get("b").map(str::trim).filter(|i| !i.is_empty());
     if let Some(ids) = ids {
         if ids.split(';').any(|id| id.trim().parse::<i64>().is_err()) {
-            return Err(usage(format!(
+            return Err(Outcome::usage(format!(
                 "cleanBrokerMetadata -b takes controller ids separated by ';' (1;2;3), not {ids:?}"
             )));
         }
     }
     if !living && cluster.is_none() {
-        return Err(usage(
+        return Err(Outcome::usage(
             "cleanBrokerMetadata needs -c <clusterName> unless -l (clean living brokers) is given"
                 .into(),
         ));
@@ -366,7 +331,7 @@ fn clean_broker_metadata(inv: &Invocation, controllers: &Peers) -> Result<Outcom
         ext.push(("brokerControllerIdsToClean", ids));
     }
     let (leader, _) = on_leader(controllers, |c| {
-        success(c.request(request::CLEAN_BROKER_DATA, &ext, b"")?)
+        c.call_ok(request::CLEAN_BROKER_DATA, &ext, b"")
     })?;
     let mut t = Table::new(&[("CONTROLLER", "controller"), ("RESULT", "result")]);
     t.push(vec![s(leader), s("OK")]);
@@ -376,7 +341,7 @@ fn clean_broker_metadata(inv: &Invocation, controllers: &Peers) -> Result<Outcom
 /// `getControllerConfig`: one section per controller of `-a`.
 fn get_config(inv: &Invocation, controllers: &Peers) -> Outcome {
     crate::reads::config_sections(inv, controllers, |c| {
-        let resp = success(c.request(request::GET_CONTROLLER_CONFIG, &[], b"")?)?;
+        let resp = c.call_ok(request::GET_CONTROLLER_CONFIG, &[], b"")?;
         Ok(parse_properties(&String::from_utf8_lossy(&resp.body)))
     })
 }
@@ -387,8 +352,8 @@ fn update_config(inv: &Invocation, controllers: &Peers) -> Outcome {
     let mut t = Table::new(&[("CONTROLLER", "controller"), ("RESULT", "result")]);
     let mut failures = Vec::new();
     let mut succeeded = 0;
-    for (addr, r) in controllers
-        .each(|c| success(c.request(request::UPDATE_CONTROLLER_CONFIG, &[], body.as_bytes())?))
+    for (addr, r) in
+        controllers.each(|c| c.call_ok(request::UPDATE_CONTROLLER_CONFIG, &[], body.as_bytes()))
     {
         let result = match r {
             Ok(_) => {

@@ -43,11 +43,9 @@ fn run(inv: &Invocation, peers: &Peers) -> Outcome {
         "wipeWritePerm" => Ok(writes::wipe_write_perm(inv, peers)),
         "addWritePerm" => Ok(writes::add_write_perm(inv, peers)),
         "deleteTopic" => Ok(writes::delete_topic(inv, peers)),
-        other => Err(Outcome {
-            stdout: String::new(),
-            stderr: vec![format!("command {other} is not implemented")],
-            code: EXIT_USAGE,
-        }),
+        other => Err(Outcome::usage(format!(
+            "command {other} is not implemented"
+        ))),
     };
     result.unwrap_or_else(|failed| failed)
 }
@@ -76,7 +74,7 @@ fn main() -> ExitCode {
         }
     };
     let addrs = namesrv_addrs(&inv);
-    let outcome = if controller::is_controller_command(inv.command.name) {
+    let outcome = if inv.command.is_controller() {
         controller::run(&inv, addrs)
     } else if addrs.is_empty() {
         eprintln!(

@@ -205,6 +205,14 @@ impl Outcome {
         }
     }
 
+    /// A command line that asks for something impossible: one error line, exit 2.
+    pub fn usage(message: String) -> Outcome {
+        Outcome {
+            code: EXIT_USAGE,
+            ..Outcome::failed(message)
+        }
+    }
+
     /// A read that no name server of the list could answer.
     pub fn from_failures(failures: &[Failure]) -> Outcome {
         Outcome::from_failures_of(Role::NameServer, failures)

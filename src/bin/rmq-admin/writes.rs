@@ -3,7 +3,7 @@
 //! whether all, some or none of them did it ([`exit_code_of_all`]).
 
 use crate::cli::Invocation;
-use crate::outcome::{exit_code_of_all, Failure, FailureKind, Outcome, EXIT_USAGE};
+use crate::outcome::{exit_code_of_all, Failure, FailureKind, Outcome};
 use crate::output::{s, Cell, Table};
 use crate::peers::Peers;
 use crate::reads::{kv_item, ORDER_TOPIC_CONFIG};
@@ -115,14 +115,6 @@ pub fn delete_topic(inv: &Invocation, peers: &Peers) -> Outcome {
     write_all(inv, peers, None, |c| done(c.delete_topic(t, cluster))).with_note(DELETE_TOPIC_NOTE)
 }
 
-fn usage_error(message: String) -> Outcome {
-    Outcome {
-        stdout: String::new(),
-        stderr: vec![message],
-        code: EXIT_USAGE,
-    }
-}
-
 /// Checks `brokerName:queues;brokerName:queues`, the form producers parse (a malformed conf
 /// breaks every producer of the topic).
 fn check_order_conf(conf: &str) -> Result<(), String> {
@@ -151,7 +143,7 @@ pub fn update_order_conf(inv: &Invocation, peers: &Peers) -> Outcome {
         "put" => {
             let conf = inv.get("v").unwrap_or_default().trim();
             if let Err(e) = check_order_conf(conf) {
-                return usage_error(e);
+                return Outcome::usage(e);
             }
             write_all(inv, peers, None, |c| {
                 done(c.put_kv_config(ORDER_TOPIC_CONFIG, topic, conf))
@@ -160,7 +152,7 @@ pub fn update_order_conf(inv: &Invocation, peers: &Peers) -> Outcome {
         "delete" => write_all(inv, peers, None, |c| {
             done(c.delete_kv_config(ORDER_TOPIC_CONFIG, topic))
         }),
-        other => usage_error(format!(
+        other => Outcome::usage(format!(
             "updateOrderConf -m takes get, put or delete, not {other:?}"
         )),
     }

@@ -298,10 +298,7 @@ fn drive(
                 stats.ops += 1;
                 let code = req.answer(set, &resp);
                 if code != 0 {
-                    match stats.errors.iter_mut().find(|(c, _)| *c == code) {
-                        Some((_, n)) => *n += 1,
-                        None => stats.errors.push((code, 1)),
-                    }
+                    count_error(&mut stats.errors, code, 1);
                 }
             }
             Err(e) => {
@@ -309,6 +306,14 @@ fn drive(
                 return stats;
             }
         }
+    }
+}
+
+/// Adds `n` answers with error `code` to the per-code counts.
+fn count_error(errors: &mut Vec<(i32, u64)>, code: i32, n: u64) {
+    match errors.iter_mut().find(|(c, _)| *c == code) {
+        Some((_, m)) => *m += n,
+        None => errors.push((code, n)),
     }
 }
 
@@ -339,7 +344,7 @@ fn phase(
 ) -> PhaseResult {
     let k = o.clients.min(o.brokers).max(1);
     let depth = o.depth.unwrap_or(16);
-    let cpu_before = o.pid.and_then(|p| sample_proc(&p.to_string()));
+    let cpu_before = server_sample(o);
     let started = Instant::now();
     let until = started + o.duration;
     let results: Vec<ConnStats> = std::thread::scope(|scope| {
@@ -356,7 +361,7 @@ fn phase(
             .collect()
     });
     let wall = started.elapsed();
-    let cpu_after = o.pid.and_then(|p| sample_proc(&p.to_string()));
+    let cpu_after = server_sample(o);
     let mut result = PhaseResult {
         name,
         ops: 0,
@@ -370,10 +375,7 @@ fn phase(
         result.ops += r.ops;
         result.hist.merge(&r.hist);
         for (code, n) in r.errors {
-            match result.errors.iter_mut().find(|(c, _)| *c == code) {
-                Some((_, m)) => *m += n,
-                None => result.errors.push((code, n)),
-            }
+            count_error(&mut result.errors, code, n);
         }
         result.failures.extend(r.failure);
     }
@@ -408,12 +410,13 @@ fn register_frames(sets: &[Set]) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn rss_of(o: &Options) -> Option<ProcSample> {
+/// The server's RSS and CPU time now (`--pid` only).
+fn server_sample(o: &Options) -> Option<ProcSample> {
     o.pid.and_then(|p| sample_proc(&p.to_string()))
 }
 
 fn throughput(o: &Options, addr: &str, stop: &AtomicBool) -> Result<String, String> {
-    let idle = rss_of(o);
+    let idle = server_sample(o);
     let mut c =
         Client::connect(addr, CALL_TIMEOUT).map_err(|e| format!("connect to {addr}: {e}"))?;
     let names = set_names(o);
@@ -426,7 +429,7 @@ fn throughput(o: &Options, addr: &str, stop: &AtomicBool) -> Result<String, Stri
         sets.push(set_up(&mut c, name, i).map_err(|e| format!("setting up {name}: {e}"))?);
     }
     let setup = started.elapsed();
-    let loaded = rss_of(o);
+    let loaded = server_sample(o);
     let next_ids = Arc::new(next_id_frames(&sets));
     let registers = Arc::new(register_frames(&sets));
     let mut phases = vec![
@@ -441,7 +444,7 @@ fn throughput(o: &Options, addr: &str, stop: &AtomicBool) -> Result<String, Stri
     phases.push(phase(o, addr, "1001 ALTER_SYNC_STATE_SET", stop, |_| {
         Box::new(Alter(sets.clone()))
     }));
-    let end = rss_of(o);
+    let end = server_sample(o);
     let cleaned = clean_up(&mut c, &names);
     Ok(throughput_report(
         o,

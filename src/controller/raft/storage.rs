@@ -71,10 +71,6 @@ impl RaftStore {
         &self.snapshot_state
     }
 
-    pub fn entry_count(&self) -> usize {
-        self.entries.len()
-    }
-
     fn last(&self) -> u64 {
         self.snapshot_meta.index + self.entries.len() as u64
     }

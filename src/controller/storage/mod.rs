@@ -174,13 +174,9 @@ impl Storage {
             op: "create directory",
             error,
         })?;
-        for (file, suffix) in [
-            (log_path(dir), ".tmp"),
-            (snapshot_path(dir), ".tmp"),
-            (snapshot_path(dir), ".bak.tmp"),
-        ] {
+        for file in [log_path(dir), snapshot_path(dir)] {
             // Left by a crash during a replace; the real file is intact.
-            let _ = std::fs::remove_file(crate::durable_file::sibling(&file, suffix));
+            crate::durable_file::remove_stale_temps(&file);
         }
         let (snapshot_index, mut state) = snapshot::read(&snapshot_path(dir))?.unwrap_or_default();
         let log_path = log_path(dir);
@@ -361,10 +357,6 @@ impl SingleNodeLog {
 
     pub fn failure(&self) -> Option<&str> {
         self.failed.as_deref()
-    }
-
-    pub fn into_storage(self) -> Storage {
-        self.storage
     }
 }
 

@@ -16,7 +16,7 @@ use super::StorageError;
 use crate::checksum::crc32;
 use crate::controller::event::{Fields, ObjectWriter};
 use crate::controller::state::{BrokerIdInfo, BrokerReplicaInfo, ControllerState, SyncStateInfo};
-use crate::remoting::json::{self, ValueRef};
+use crate::remoting::json::{self, Seq, ValueRef};
 use std::path::Path;
 
 pub const MAGIC: &[u8; 8] = b"RMQCSNP1";
@@ -40,54 +40,36 @@ pub fn encode(index: u64, state: &ControllerState) -> Vec<u8> {
 pub fn encode_state(state: &ControllerState) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + state.replica_infos().count() * 256);
     let mut w = ObjectWriter::new(&mut out);
-    {
-        let out = w.key("replicaInfoTable");
-        let mut infos: Vec<&BrokerReplicaInfo> = state.replica_infos().collect();
-        infos.sort_unstable_by(|a, b| a.broker_name.cmp(&b.broker_name));
-        out.push(b'[');
-        for (i, info) in infos.into_iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_replica_info(out, info);
-        }
-        out.push(b']');
-    }
-    {
-        let out = w.key("syncStateSetInfoTable");
-        let mut infos: Vec<&SyncStateInfo> = state.sync_states().collect();
-        infos.sort_unstable_by(|a, b| a.broker_name.cmp(&b.broker_name));
-        out.push(b'[');
-        for (i, info) in infos.into_iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_sync_state(out, info);
-        }
-        out.push(b']');
-    }
+    let mut infos: Vec<&BrokerReplicaInfo> = state.replica_infos().collect();
+    infos.sort_unstable_by(|a, b| a.broker_name.cmp(&b.broker_name));
+    write_list(w.key("replicaInfoTable"), infos, write_replica_info);
+    let mut infos: Vec<&SyncStateInfo> = state.sync_states().collect();
+    infos.sort_unstable_by(|a, b| a.broker_name.cmp(&b.broker_name));
+    write_list(w.key("syncStateSetInfoTable"), infos, write_sync_state);
     w.finish();
     out
+}
+
+fn write_list<T>(out: &mut Vec<u8>, items: Vec<&T>, write: fn(&mut Vec<u8>, &T)) {
+    let mut list = Seq::array(out);
+    for item in items {
+        write(list.item(), item);
+    }
+    list.end();
 }
 
 fn write_replica_info(out: &mut Vec<u8>, info: &BrokerReplicaInfo) {
     let mut w = ObjectWriter::new(out);
     w.str("brokerName", &info.broker_name);
-    {
-        let out = w.key("brokers");
-        out.push(b'[');
-        for (i, (id, b)) in info.brokers.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            let mut b_w = ObjectWriter::new(out);
-            b_w.str("brokerAddress", &b.address);
-            b_w.int("brokerId", *id);
-            b_w.str("registerCheckCode", &b.register_check_code);
-            b_w.finish();
-        }
-        out.push(b']');
+    let mut brokers = Seq::array(w.key("brokers"));
+    for (id, b) in &info.brokers {
+        let mut b_w = ObjectWriter::new(brokers.item());
+        b_w.str("brokerAddress", &b.address);
+        b_w.int("brokerId", *id);
+        b_w.str("registerCheckCode", &b.register_check_code);
+        b_w.finish();
     }
+    brokers.end();
     w.opt_str("clusterName", info.cluster_name.as_deref());
     w.int("nextAssignBrokerId", info.next_assign_broker_id);
     w.finish();

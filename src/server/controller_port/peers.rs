@@ -615,11 +615,8 @@ impl PeerLinks {
                     encode_handshake(out, &self.group, self.self_id, &self.self_addr);
                 }
             }
-            Err(e) => {
-                self.attempt_failed(i, &format!("connect: {e}"));
-                // The close follows and finds the link already down.
-                self.schedule_retry(i, ctx.now_ms());
-            }
+            // The close follows and finds the link already down.
+            Err(e) => self.attempt_failed(i, &format!("connect: {e}"), ctx.now_ms()),
         }
     }
 
@@ -642,8 +639,7 @@ impl PeerLinks {
                 self.schedule_retry(i, now);
             }
             Link::Connecting(c) | Link::Handshaking { conn: c, .. } if c == conn => {
-                self.attempt_failed(i, "the connection closed during the handshake");
-                self.schedule_retry(i, now);
+                self.attempt_failed(i, "the connection closed during the handshake", now);
             }
             _ => {}
         }
@@ -705,8 +701,7 @@ impl PeerLinks {
                 debug!("controller peers: dialing node {peer} at {addr}");
             }
             Err(e) => {
-                self.attempt_failed(i, &format!("connect to {addr}: {e}"));
-                self.schedule_retry(i, ctx.now_ms());
+                self.attempt_failed(i, &format!("connect to {addr}: {e}"), ctx.now_ms());
             }
         }
     }
@@ -761,20 +756,18 @@ impl PeerLinks {
             match addrs.get(pick) {
                 Some(addr) => self.dial(ctx, i, *addr),
                 None => {
-                    self.attempt_failed(i, "its host name resolved to no address");
-                    self.schedule_retry(i, now);
+                    self.attempt_failed(i, "its host name resolved to no address", now);
                 }
             }
         }
     }
 
     /// A connection attempt failed: the first of a streak is a warning, the rest debug (the
-    /// backoff keeps trying; a peer that is down is no news every few seconds).
-    fn attempt_failed(&mut self, i: usize, why: &str) {
+    /// backoff keeps trying; a peer that is down is no news every few seconds). The next
+    /// attempt is scheduled.
+    fn attempt_failed(&mut self, i: usize, why: &str, now: u64) {
         let p = &mut self.peers[i];
         p.failures += 1;
-        p.queue.clear();
-        p.queued_bytes = 0;
         if p.failures == 1 {
             warn!(
                 "controller peers: cannot link with node {} at {}: {why}; retrying with backoff up to {BACKOFF_MAX_MS} ms",
@@ -786,6 +779,7 @@ impl PeerLinks {
                 p.failures, p.id, p.addr
             );
         }
+        self.schedule_retry(i, now);
     }
 
     /// Down until the next attempt (a peer that dials us: until it does).
