@@ -124,11 +124,12 @@ impl RemotingCommand {
                 max: limits.max_header_len,
             });
         }
-        let header = frame.slice(4..4 + header_len);
+        // Only a JSON header's ext fields take a reference to the frame (`frame.slice`).
+        let header = 4..4 + header_len;
         let mut cmd = if serialize_type == 0 {
-            decode_json_header(&header, limits)?
+            decode_json_header(&frame, header, limits)?
         } else {
-            decode_binary_header(&header, limits)?
+            decode_binary_header(&frame[header], limits)?
         };
         cmd.body = frame.slice(4 + header_len..);
         Ok(cmd)
@@ -159,14 +160,15 @@ fn int_field(v: ValueRef<'_>, name: &'static str) -> Result<i32, DecodeError> {
 }
 
 fn decode_json_header(
-    header: &Bytes,
+    frame: &Bytes,
+    header: std::ops::Range<usize>,
     limits: &DecodeLimits,
 ) -> Result<RemotingCommand, DecodeError> {
     // The shape Java peers send goes straight into the command; anything else is read as a
     // general document.
-    match super::plain_header::decode(header, limits) {
+    match super::plain_header::decode(frame, header.clone(), limits) {
         Some(cmd) => Ok(cmd),
-        None => decode_json_header_general(header, limits),
+        None => decode_json_header_general(&frame[header], limits),
     }
 }
 

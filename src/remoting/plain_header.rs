@@ -14,11 +14,18 @@ use super::codes;
 use super::command::{empty_command, DecodeLimits, ExtFields, RemotingCommand, SerializeType};
 use super::plain::PlainReader;
 use bytes::Bytes;
+use std::ops::Range;
 
 /// Reads `header` if it has the plain shape; `None` sends it to the general decoder.
-pub(super) fn decode(header: &Bytes, limits: &DecodeLimits) -> Option<RemotingCommand> {
+/// The header is `frame[at]`; ext fields keep a slice of the frame (a reference count).
+pub(super) fn decode(
+    frame: &Bytes,
+    at: Range<usize>,
+    limits: &DecodeLimits,
+) -> Option<RemotingCommand> {
+    let header = frame.get(at.clone())?;
     let mut r = PlainReader::new(header, limits.json.max_string_len)?;
-    if let Some(cmd) = java_layout(&mut r, header, limits) {
+    if let Some(cmd) = java_layout(&mut r, frame, &at, limits) {
         return Some(cmd);
     }
     r.rewind(0);
@@ -35,7 +42,7 @@ pub(super) fn decode(header: &Bytes, limits: &DecodeLimits) -> Option<RemotingCo
                 cmd.remark = (!remark.is_empty()).then(|| remark.to_owned());
             }
             "extFields" => {
-                cmd.ext_fields = ExtFields::sharing(header.clone(), r.text())?;
+                cmd.ext_fields = ExtFields::sharing(frame.slice(at.clone()), r.text())?;
                 ext_fields(r, &mut cmd.ext_fields, limits.max_ext_fields)?
             }
             // Ignored members, as in the general decoder; only plain values are skipped here.
@@ -54,14 +61,15 @@ pub(super) fn decode(header: &Bytes, limits: &DecodeLimits) -> Option<RemotingCo
 /// else is `None`, and the member loop of [`decode`] reads it from the start.
 fn java_layout(
     r: &mut PlainReader<'_>,
-    header: &Bytes,
+    frame: &Bytes,
+    at: &Range<usize>,
     limits: &DecodeLimits,
 ) -> Option<RemotingCommand> {
     let mut cmd = empty_command(SerializeType::Json);
     r.literal(b"{\"code\":").then_some(())?;
     cmd.code = r.int()?;
     if r.literal(b",\"extFields\":") {
-        cmd.ext_fields = ExtFields::sharing(header.clone(), r.text())?;
+        cmd.ext_fields = ExtFields::sharing(frame.slice(at.clone()), r.text())?;
         ext_fields(r, &mut cmd.ext_fields, limits.max_ext_fields)?;
     }
     r.literal(b",\"flag\":").then_some(())?;
@@ -124,7 +132,7 @@ mod tests {
 
     /// Whatever the fast path accepts, the general decoder decodes to the same command.
     fn check(header: &[u8], limits: &DecodeLimits) -> bool {
-        let Some(fast) = decode(&Bytes::copy_from_slice(header), limits) else {
+        let Some(fast) = decode(&Bytes::copy_from_slice(header), 0..header.len(), limits) else {
             return false;
         };
         let general = decode_json_header_general(header, limits);
@@ -143,7 +151,7 @@ mod tests {
             assert!(check(h.as_bytes(), &DecodeLimits::default()), "{h}");
         }
         let header = Bytes::from_static(PLAIN[0].as_bytes());
-        let cmd = decode(&header, &DecodeLimits::default()).unwrap();
+        let cmd = decode(&header, 0..header.len(), &DecodeLimits::default()).unwrap();
         assert_eq!(
             (cmd.code, cmd.opaque, cmd.version, cmd.language),
             (904, 12, 479, 0)
@@ -157,11 +165,11 @@ mod tests {
         let layout = |h: &str| {
             let header = Bytes::copy_from_slice(h.as_bytes());
             let mut r = PlainReader::new(&header, limits.json.max_string_len).unwrap();
-            java_layout(&mut r, &header, &limits)
+            java_layout(&mut r, &header, &(0..header.len()), &limits)
         };
         for h in &PLAIN[..2] {
             let header = Bytes::copy_from_slice(h.as_bytes());
-            assert_eq!(layout(h), decode(&header, &limits), "{h}");
+            assert_eq!(layout(h), decode(&header, 0..h.len(), &limits), "{h}");
             assert!(layout(h).is_some(), "{h}");
         }
         for h in &PLAIN[2..] {
