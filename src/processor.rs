@@ -29,14 +29,16 @@ use crate::kv::{
     Change, Commit, Done, DurableWriter, Job, KvLimits, KvRefusal, KvStore, WriterGone,
 };
 use crate::remoting::codes::{self, request, response, version, FLAG_ONEWAY, FLAG_RESPONSE};
-use crate::remoting::command::{encode_frame, Header, RemotingCommand, SerializeType};
+use crate::remoting::command::{
+    encode_frame, FrameTemplate, Header, RemotingCommand, SerializeType,
+};
 use crate::request::{
     BodyDone, BrokerHeartbeat, BrokerRef, DeleteTopic, GetBrokerMemberGroup, GetKvList,
     GetRouteInfo, GetTopicsByCluster, KvKey, NameLimits, ParseError, QueryDataVersion,
     RegisterBroker, RegisterTopic, Request, UpdateNamesrvConfig, WritePerm,
 };
 use crate::route::model::{
-    self, BodyLimits, DecodeScratch, Dialect, QueueData, RegisterBody, TopicRouteData,
+    self, BodyLimits, DataVersion, DecodeScratch, Dialect, QueueData, RegisterBody, TopicRouteData,
 };
 use crate::route::table::{
     BatchOutcome, BodyFingerprint, BoundExceeded, ConnId, ExpiredBroker, MinIdNotification,
@@ -422,7 +424,7 @@ impl From<ParseError> for Reject {
 struct Reply {
     code: i32,
     remark: Option<String>,
-    ext: Option<Vec<(&'static str, String)>>,
+    ext: ReplyExt,
     body: ReplyBody,
     /// Answered later (see [`Effects::deferred`]); nothing is written now.
     deferred: bool,
@@ -430,10 +432,123 @@ struct Reply {
     decode_off_loop: Option<BodyFingerprint>,
 }
 
+/// A reply's `extFields`.
+enum ReplyExt {
+    /// No `extFields` member (Java's handlers without a custom response header).
+    None,
+    Pairs(Vec<(&'static str, String)>),
+    /// QUERY_DATA_VERSION's `{"changed":"true|false"}`, written from a template.
+    Changed(bool),
+}
+
 enum ReplyBody {
     None,
     Owned(Vec<u8>),
     Shared(bytes::Bytes),
+    /// Encoded straight into the output (QUERY_DATA_VERSION's stored version).
+    DataVersion(DataVersion),
+}
+
+/// A reply encoded field by field (what the templates hold, for the replies they cover).
+fn encode_reply(serialize_type: SerializeType, opaque: i32, reply: &Reply, out: &mut Vec<u8>) {
+    let header = Header {
+        code: reply.code,
+        language: "JAVA",
+        version: version::CURRENT,
+        opaque,
+        flag: FLAG_RESPONSE,
+        remark: reply.remark.as_deref(),
+    };
+    let mut encoded = Vec::new();
+    let body: &[u8] = match &reply.body {
+        ReplyBody::None => &[],
+        ReplyBody::Owned(v) => v,
+        ReplyBody::Shared(b) => b,
+        ReplyBody::DataVersion(v) => {
+            v.encode(&mut encoded);
+            &encoded
+        }
+    };
+    // One encoder call (one instance of it) for every kind of ext fields.
+    let (pairs, changed): (&[(&str, String)], _) = match &reply.ext {
+        ReplyExt::None => (&[], None),
+        ReplyExt::Pairs(pairs) => (pairs, None),
+        ReplyExt::Changed(c) => (&[], Some(if *c { "true" } else { "false" })),
+    };
+    let ext = (!matches!(reply.ext, ReplyExt::None)).then(|| {
+        let pairs = pairs.iter().map(|(k, v)| (*k, v.as_str()));
+        pairs.chain(changed.map(|v| ("changed", v)))
+    });
+    encode_frame(out, serialize_type, &header, ext, body);
+}
+
+/// The frames of the replies sent most (heartbeats, QUERY_DATA_VERSION, routes), encoded once per
+/// header codec: a reply is then a copy and the opaque's digits, the same bytes as encoding
+/// it field by field.
+struct ReplyTemplates {
+    /// SUCCESS without remark or ext fields (any body: route lookups, cluster info...); per
+    /// [`SerializeType`] (JSON, ROCKETMQ).
+    ok: [FrameTemplate; 2],
+    /// SUCCESS with `changed` false and true.
+    changed: [[FrameTemplate; 2]; 2],
+}
+
+impl ReplyTemplates {
+    fn new() -> Self {
+        let header = Header {
+            code: response::SUCCESS,
+            language: "JAVA",
+            version: version::CURRENT,
+            opaque: 0,
+            flag: FLAG_RESPONSE,
+            remark: None,
+        };
+        let no_ext: Option<[(&str, &str); 0]> = None;
+        let types = [SerializeType::Json, SerializeType::RocketMq];
+        let changed =
+            |value: &str| types.map(|t| FrameTemplate::new(t, &header, Some([("changed", value)])));
+        ReplyTemplates {
+            ok: types.map(|t| FrameTemplate::new(t, &header, no_ext)),
+            changed: [changed("false"), changed("true")],
+        }
+    }
+
+    /// Writes `reply` from its template; false when it has none.
+    fn write(
+        &self,
+        serialize_type: SerializeType,
+        opaque: i32,
+        reply: &Reply,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let Some(template) = self.of(reply, serialize_type) else {
+            return false;
+        };
+        match &reply.body {
+            ReplyBody::None => template.write(out, opaque),
+            ReplyBody::Owned(b) => {
+                template.write_with_body(out, opaque, |o| o.extend_from_slice(b))
+            }
+            ReplyBody::Shared(b) => {
+                template.write_with_body(out, opaque, |o| o.extend_from_slice(b))
+            }
+            ReplyBody::DataVersion(v) => template.write_with_body(out, opaque, |o| v.encode(o)),
+        }
+        true
+    }
+
+    /// The template for `reply`, if it has one.
+    fn of(&self, reply: &Reply, serialize_type: SerializeType) -> Option<&FrameTemplate> {
+        if reply.code != response::SUCCESS || reply.remark.is_some() {
+            return None;
+        }
+        let t = serialize_type as usize;
+        match &reply.ext {
+            ReplyExt::None => Some(&self.ok[t]),
+            ReplyExt::Changed(c) => Some(&self.changed[usize::from(*c)][t]),
+            ReplyExt::Pairs(_) => None,
+        }
+    }
 }
 
 impl Reply {
@@ -441,7 +556,7 @@ impl Reply {
         Reply {
             code: response::SUCCESS,
             remark: None,
-            ext: None,
+            ext: ReplyExt::None,
             body: ReplyBody::None,
             deferred: false,
             decode_off_loop: None,
@@ -508,6 +623,7 @@ pub struct Processor {
     /// request being handled started.
     topic_steps: VecDeque<StepsJob>,
     new_steps: Option<StepsJob>,
+    templates: ReplyTemplates,
 }
 
 /// Registrations with more topic work than this (topic configs to put, plus queue entries of
@@ -645,6 +761,7 @@ impl Processor {
             scratch: DecodeScratch::default(),
             topic_steps: VecDeque::new(),
             new_steps: None,
+            templates: ReplyTemplates::new(),
         }
     }
 
@@ -759,24 +876,10 @@ impl Processor {
     }
 
     fn write_reply(&self, opaque: i32, reply: &Reply, out: &mut Vec<u8>) {
-        let header = Header {
-            code: reply.code,
-            language: "JAVA",
-            version: version::CURRENT,
-            opaque,
-            flag: FLAG_RESPONSE,
-            remark: reply.remark.as_deref(),
-        };
-        let body: &[u8] = match &reply.body {
-            ReplyBody::None => &[],
-            ReplyBody::Owned(v) => v,
-            ReplyBody::Shared(b) => b,
-        };
-        let ext = reply
-            .ext
-            .as_ref()
-            .map(|e| e.iter().map(|(k, v)| (*k, v.as_str())));
-        encode_frame(out, self.serialize_type(), &header, ext, body);
+        let serialize_type = self.serialize_type();
+        if !self.templates.write(serialize_type, opaque, reply, out) {
+            encode_reply(serialize_type, opaque, reply, out);
+        }
     }
 
     /// The allow-lists, then the typed request, then its handler.
@@ -1094,11 +1197,11 @@ impl Processor {
     fn get_kv_config(&mut self, r: KvKey<'_>) -> Result<Reply, Reject> {
         match self.kv.get(r.namespace, r.key) {
             Some(v) => Ok(Reply {
-                ext: Some(vec![("value", v.to_string())]),
+                ext: ReplyExt::Pairs(vec![("value", v.to_string())]),
                 ..Reply::ok()
             }),
             None => Ok(Reply {
-                ext: Some(Vec::new()),
+                ext: ReplyExt::Pairs(Vec::new()),
                 ..Reply::error(
                     response::QUERY_NOT_FOUND,
                     format!("No config item, Namespace: {} Key: {}", r.namespace, r.key),
@@ -1174,7 +1277,7 @@ impl Processor {
             None
         };
         Ok(Reply {
-            ext: Some(ext),
+            ext: ReplyExt::Pairs(ext),
             body: body.map_or(ReplyBody::None, ReplyBody::Shared),
             ..Reply::ok()
         })
@@ -1200,7 +1303,7 @@ impl Processor {
             );
             // Java built this response with RegisterBrokerResponseHeader: `"extFields":{}`.
             return Ok(ChangedBody::Answer(Reply {
-                ext: Some(Vec::new()),
+                ext: ReplyExt::Pairs(Vec::new()),
                 ..Reply::error(response::SYSTEM_ERROR, "crc32 not match")
             }));
         }
@@ -1502,16 +1605,11 @@ impl Processor {
             _ => true,
         };
         self.table.heartbeat(cluster, addr, ctx.now_ms);
-        let mut reply = Reply {
-            ext: Some(vec![("changed", changed.to_string())]),
+        Ok(Reply {
+            ext: ReplyExt::Changed(changed),
+            body: stored.map_or(ReplyBody::None, ReplyBody::DataVersion),
             ..Reply::ok()
-        };
-        if let Some(s) = stored {
-            let mut body = Vec::with_capacity(64);
-            s.encode(&mut body);
-            reply.body = ReplyBody::Owned(body);
-        }
-        Ok(reply)
+        })
     }
 
     fn broker_member_group(&mut self, r: GetBrokerMemberGroup<'_>) -> Result<Reply, Reject> {
@@ -1571,7 +1669,7 @@ impl Processor {
             r.broker_name
         );
         Ok(Reply {
-            ext: Some(vec![(key, count.to_string())]),
+            ext: ReplyExt::Pairs(vec![(key, count.to_string())]),
             ..Reply::ok()
         })
     }
@@ -2095,6 +2193,46 @@ pub fn filter_by_zone(route: &mut TopicRouteData, zone: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn templated_replies_are_the_bytes_of_encoded_ones() {
+        let dv = DataVersion {
+            counter: 7,
+            state_version: -2,
+            timestamp: 1_700_000_000_123,
+        };
+        let replies = || {
+            let changed = |c, body| Reply {
+                ext: ReplyExt::Changed(c),
+                body,
+                ..Reply::ok()
+            };
+            [
+                Reply::ok(),
+                Reply::with_body(b"{\"a\":1}".to_vec()),
+                Reply {
+                    body: ReplyBody::Shared(bytes::Bytes::from_static(&[7u8; 300])),
+                    ..Reply::ok()
+                },
+                changed(false, ReplyBody::DataVersion(dv)),
+                changed(true, ReplyBody::DataVersion(dv)),
+                changed(true, ReplyBody::None),
+            ]
+        };
+        let templates = ReplyTemplates::new();
+        for serialize_type in [SerializeType::Json, SerializeType::RocketMq] {
+            for reply in replies() {
+                for opaque in [0, 42, -7, i32::MIN, i32::MAX] {
+                    let (mut templated, mut encoded) = (vec![1u8], vec![1u8]);
+                    assert!(templates.write(serialize_type, opaque, &reply, &mut templated));
+                    encode_reply(serialize_type, opaque, &reply, &mut encoded);
+                    assert_eq!(templated, encoded);
+                }
+            }
+            let error = Reply::error(response::SYSTEM_ERROR, "x");
+            assert!(!templates.write(serialize_type, 1, &error, &mut Vec::new()));
+        }
+    }
 
     #[test]
     fn route_changes_are_summarised_once_per_interval() {

@@ -14,6 +14,8 @@ use byteorder::{BigEndian, ByteOrder};
 use bytes::Bytes;
 use std::fmt;
 
+pub use super::ext_fields::ExtFields;
+
 /// Header serialization of a frame (top byte of the second word).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SerializeType {
@@ -93,101 +95,6 @@ pub struct RemotingCommand {
     pub serialize_type: SerializeType,
 }
 
-/// A request's ext fields (its custom header) with Java's `HashMap` semantics, in the order
-/// their keys first came: the key and value text of every pair in one buffer, the pairs as
-/// spans into it.
-#[derive(Debug, Clone, Default)]
-pub struct ExtFields {
-    text: String,
-    /// (key start, key end = value start, value end) in `text`.
-    spans: Vec<(usize, usize, usize)>,
-}
-
-impl ExtFields {
-    pub fn get(&self, key: &str) -> Option<&str> {
-        self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
-        self.spans
-            .iter()
-            .map(|&(k, v, end)| (&self.text[k..v], &self.text[v..end]))
-    }
-
-    pub fn len(&self) -> usize {
-        self.spans.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.spans.is_empty()
-    }
-
-    pub fn clear(&mut self) {
-        self.text.clear();
-        self.spans.clear();
-    }
-
-    /// Room for `pairs` more pairs of `text` bytes in all, allocated once: a decoder knows
-    /// roughly how much its header holds, and growing the buffer field by field would copy it.
-    pub fn reserve(&mut self, pairs: usize, text: usize) {
-        self.spans.reserve(pairs);
-        self.text.reserve(text);
-    }
-
-    /// `HashMap::put`: replaces a repeated key's value in place (in the order), and `None`
-    /// (Java's null) removes the key. Linear, as a header carries at most `max_ext_fields`
-    /// pairs. A replaced value's old text stays in the buffer, which so never holds more
-    /// than the header's own text.
-    pub fn put(&mut self, key: &str, value: Option<&str>) {
-        let existing = self.iter().position(|(k, _)| k == key);
-        match (existing, value) {
-            (Some(i), Some(v)) => {
-                let start = self.text.len();
-                self.text.push_str(key);
-                let mid = self.text.len();
-                self.text.push_str(v);
-                self.spans[i] = (start, mid, self.text.len());
-            }
-            (Some(i), None) => {
-                self.spans.remove(i);
-            }
-            (None, Some(v)) => {
-                let start = self.text.len();
-                self.text.push_str(key);
-                let mid = self.text.len();
-                self.text.push_str(v);
-                self.spans.push((start, mid, self.text.len()));
-            }
-            (None, None) => {}
-        }
-    }
-
-    /// The pairs as owned strings (tests, tools).
-    pub fn to_pairs(&self) -> Vec<(String, String)> {
-        self.iter()
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect()
-    }
-}
-
-impl PartialEq for ExtFields {
-    fn eq(&self, other: &Self) -> bool {
-        self.iter().eq(other.iter())
-    }
-}
-
-impl Eq for ExtFields {}
-
-impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for ExtFields {
-    fn from_iter<I: IntoIterator<Item = (K, V)>>(pairs: I) -> Self {
-        let mut fields = ExtFields::default();
-        for (k, v) in pairs {
-            fields.put(k.as_ref(), Some(v.as_ref()));
-        }
-        fields
-    }
-}
-
 impl RemotingCommand {
     /// Value of one ext field (the request's custom header).
     pub fn ext(&self, key: &str) -> Option<&str> {
@@ -217,11 +124,12 @@ impl RemotingCommand {
                 max: limits.max_header_len,
             });
         }
-        let header = &frame[4..4 + header_len];
+        // Only a JSON header's ext fields take a reference to the frame (`frame.slice`).
+        let header = 4..4 + header_len;
         let mut cmd = if serialize_type == 0 {
-            decode_json_header(header, limits)?
+            decode_json_header(&frame, header, limits)?
         } else {
-            decode_binary_header(header, limits)?
+            decode_binary_header(&frame[header], limits)?
         };
         cmd.body = frame.slice(4 + header_len..);
         Ok(cmd)
@@ -252,14 +160,15 @@ fn int_field(v: ValueRef<'_>, name: &'static str) -> Result<i32, DecodeError> {
 }
 
 fn decode_json_header(
-    header: &[u8],
+    frame: &Bytes,
+    header: std::ops::Range<usize>,
     limits: &DecodeLimits,
 ) -> Result<RemotingCommand, DecodeError> {
     // The shape Java peers send goes straight into the command; anything else is read as a
     // general document.
-    match super::plain_header::decode(header, limits) {
+    match super::plain_header::decode(frame, header.clone(), limits) {
         Some(cmd) => Ok(cmd),
-        None => decode_json_header_general(header, limits),
+        None => decode_json_header_general(&frame[header], limits),
     }
 }
 
@@ -472,6 +381,88 @@ pub fn encode_frame<'e, I>(
     BigEndian::write_u32(&mut out[start..start + 4], length);
     let word = ((serialize_type as u32) << 24) | (header_len as u32 & 0x00FF_FFFF);
     BigEndian::write_u32(&mut out[start + 4..start + 8], word);
+}
+
+/// A reply frame encoded once, written again per request with that request's opaque: what
+/// differs between two answers to the same kind of request (a heartbeat's SUCCESS, a
+/// QUERY_DATA_VERSION's `changed`) is only the opaque and the body, so the header need not be
+/// encoded field by field every time. The bytes are those [`encode_frame`] writes.
+#[derive(Debug, Clone)]
+pub struct FrameTemplate {
+    serialize_type: SerializeType,
+    /// The frame up to the opaque (JSON: up to its digits; ROCKETMQ: the whole header, the
+    /// opaque at a fixed offset), encoded with opaque 0.
+    head: Vec<u8>,
+    /// JSON: the header after the opaque's digits.
+    tail: Vec<u8>,
+}
+
+/// Where the opaque is in a ROCKETMQ frame: after the two length words, the code (2 bytes),
+/// the language (1) and the version (2).
+const BINARY_OPAQUE_AT: usize = 13;
+
+impl FrameTemplate {
+    /// The frame of `header` (its opaque ignored) and `ext`, without a body.
+    pub fn new<'e, I>(serialize_type: SerializeType, header: &Header<'_>, ext: Option<I>) -> Self
+    where
+        I: IntoIterator<Item = (&'e str, &'e str)>,
+    {
+        let mut head = Vec::new();
+        let zero = Header {
+            opaque: 0,
+            ..*header
+        };
+        encode_frame(&mut head, serialize_type, &zero, ext, &[]);
+        let mut tail = Vec::new();
+        if serialize_type == SerializeType::Json {
+            // Members come in a fixed order and strings are escaped, so the header's own
+            // `,"opaque":0,` occurs once and nowhere inside a string.
+            let needle = b",\"opaque\":0,";
+            let digit = head
+                .windows(needle.len())
+                .position(|w| w == needle)
+                .map_or(head.len(), |at| at + needle.len() - 2);
+            tail = head.split_off(digit.min(head.len()));
+            // The digit "0" itself is written per reply.
+            tail.drain(..1.min(tail.len()));
+        }
+        FrameTemplate {
+            serialize_type,
+            head,
+            tail,
+        }
+    }
+
+    /// Appends the frame with `opaque` and an empty body.
+    pub fn write(&self, out: &mut Vec<u8>, opaque: i32) {
+        self.write_with_body(out, opaque, |_| {});
+    }
+
+    /// Appends the frame with `opaque`, its body written by `body` (appending to `out`).
+    pub fn write_with_body(&self, out: &mut Vec<u8>, opaque: i32, body: impl FnOnce(&mut Vec<u8>)) {
+        let start = out.len();
+        out.extend_from_slice(&self.head);
+        match self.serialize_type {
+            SerializeType::RocketMq => {
+                let at = start + BINARY_OPAQUE_AT;
+                if let Some(slot) = out.get_mut(at..at + 4) {
+                    slot.copy_from_slice(&opaque.to_be_bytes());
+                }
+            }
+            SerializeType::Json => {
+                json::write_i64(out, i64::from(opaque));
+                out.extend_from_slice(&self.tail);
+            }
+        }
+        let header_end = out.len();
+        body(out);
+        // The two length words, as encode_frame writes them.
+        let length = (out.len() - start - 4) as u32;
+        BigEndian::write_u32(&mut out[start..start + 4], length);
+        let header_len = (header_end - start - 8) as u32 & 0x00FF_FFFF;
+        let word = ((self.serialize_type as u32) << 24) | header_len;
+        BigEndian::write_u32(&mut out[start + 4..start + 8], word);
+    }
 }
 
 fn encode_json_header<'e, I>(out: &mut Vec<u8>, h: &Header<'_>, ext: Option<I>)
@@ -694,6 +685,52 @@ mod tests {
             decode_header(header.as_bytes()),
             Err(DecodeError::TooManyExtFields { max: 256 })
         );
+    }
+
+    #[test]
+    fn templates_write_the_bytes_encode_frame_writes() {
+        let exts: [Option<Vec<(&str, &str)>>; 4] = [
+            None,
+            Some(vec![]),
+            Some(vec![("changed", "false")]),
+            Some(vec![("opaque", "0"), ("q\"", ",\"opaque\":0,")]),
+        ];
+        let bodies: [&[u8]; 3] = [b"", b"{\"counter\":1}", &[0u8; 300]];
+        for serialize_type in [SerializeType::Json, SerializeType::RocketMq] {
+            for ext in &exts {
+                for remark in [None, Some("a \"remark\" with ,\"opaque\":0,")] {
+                    let header = |opaque| Header {
+                        code: 0,
+                        language: "JAVA",
+                        version: 479,
+                        opaque,
+                        flag: 1,
+                        remark,
+                    };
+                    let t = FrameTemplate::new(serialize_type, &header(99), ext.clone());
+                    for opaque in [0, 7, -3, 10, -10, 1_000_000_042, i32::MIN, i32::MAX] {
+                        for body in bodies {
+                            let mut want = vec![9u8];
+                            encode_frame(
+                                &mut want,
+                                serialize_type,
+                                &header(opaque),
+                                ext.clone(),
+                                body,
+                            );
+                            let mut got = vec![9u8];
+                            t.write_with_body(&mut got, opaque, |out| out.extend_from_slice(body));
+                            assert_eq!(got, want, "{serialize_type:?} {ext:?} {remark:?} {opaque}");
+                        }
+                        let mut want = Vec::new();
+                        encode_frame(&mut want, serialize_type, &header(opaque), ext.clone(), b"");
+                        let mut got = Vec::new();
+                        t.write(&mut got, opaque);
+                        assert_eq!(got, want);
+                    }
+                }
+            }
+        }
     }
 
     #[test]

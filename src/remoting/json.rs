@@ -1243,21 +1243,38 @@ pub fn write_key(out: &mut Vec<u8>, key: &str) {
     out.push(b':');
 }
 
-/// Decimal text of `v`, without allocating.
+/// "00" to "99": two digits per step of [`write_i64`].
+const DIGIT_PAIRS: &[u8; 200] = b"\
+0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// Decimal text of `v`, without allocating (two digits per division: numbers are most of a
+/// heartbeat's reply and of a DataVersion).
 pub fn write_i64(out: &mut Vec<u8>, v: i64) {
+    // i64::MIN: 19 digits and the sign.
     let mut buf = [0u8; 20];
     let mut n = v.unsigned_abs();
     let mut i = buf.len();
-    loop {
+    while n >= 100 {
+        let pair = (n % 100) as usize * 2;
+        n /= 100;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    }
+    if n >= 10 {
+        let pair = n as usize * 2;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    } else {
         i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+        buf[i] = b'0' + n as u8;
     }
     if v < 0 {
-        out.push(b'-');
+        i -= 1;
+        buf[i] = b'-';
     }
     out.extend_from_slice(&buf[i..]);
 }
@@ -1631,6 +1648,39 @@ mod tests {
         assert_eq!(v.get("a"), Some(&Value::Int(3)));
         assert_eq!(v.get("c"), None);
         assert_eq!(Value::Int(1).get("a"), None);
+    }
+
+    #[test]
+    fn write_i64_writes_what_display_writes() {
+        let mut values = vec![
+            0,
+            1,
+            9,
+            10,
+            99,
+            100,
+            101,
+            999,
+            1000,
+            i64::MIN,
+            i64::MAX,
+            -1,
+            -10,
+        ];
+        let mut x: i64 = 1;
+        while let Some(next) = x.checked_mul(7) {
+            values.extend([x, x - 1, x + 1, -x, 1 - x]);
+            x = next;
+        }
+        for p in 1..19 {
+            let ten = 10i64.pow(p);
+            values.extend([ten, ten - 1, ten + 1, -ten, 1 - ten]);
+        }
+        for v in values {
+            let mut out = vec![b'x'];
+            write_i64(&mut out, v);
+            assert_eq!(out, format!("x{v}").into_bytes());
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 pub mod codes;
 pub mod command;
+mod ext_fields;
 pub mod frame;
 pub mod json;
 pub(crate) mod plain;

@@ -32,6 +32,11 @@ impl<'a> PlainReader<'a> {
         })
     }
 
+    /// The whole input, as the UTF-8 text it was checked to be.
+    pub(crate) fn text(&self) -> &'a str {
+        self.text
+    }
+
     #[inline]
     pub(crate) fn peek(&self) -> Option<u8> {
         self.bytes.get(self.pos).copied()
@@ -62,6 +67,14 @@ impl<'a> PlainReader<'a> {
     /// A double-quoted string without escapes.
     #[inline]
     pub(crate) fn string(&mut self) -> Option<&'a str> {
+        let (start, end) = self.string_span()?;
+        self.text.get(start..end)
+    }
+
+    /// Where the text of a double-quoted string without escapes lies in the input (between
+    /// two ASCII quotes of UTF-8 input, so always text).
+    #[inline]
+    pub(crate) fn string_span(&mut self) -> Option<(usize, usize)> {
         self.expect(b'"')?;
         let start = self.pos;
         let rest = self.bytes.get(start..)?;
@@ -70,9 +83,8 @@ impl<'a> PlainReader<'a> {
         if rest[len] != b'"' || len > self.max_string_len {
             return None;
         }
-        let s = self.text.get(start..start + len)?;
         self.pos = start + len + 1;
-        Some(s)
+        Some((start, start + len))
     }
 
     /// Consumes the string `s`, quoted, if it comes next. `s` must be a string this reader

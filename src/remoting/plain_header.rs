@@ -13,10 +13,22 @@
 use super::codes;
 use super::command::{empty_command, DecodeLimits, ExtFields, RemotingCommand, SerializeType};
 use super::plain::PlainReader;
+use bytes::Bytes;
+use std::ops::Range;
 
 /// Reads `header` if it has the plain shape; `None` sends it to the general decoder.
-pub(super) fn decode(header: &[u8], limits: &DecodeLimits) -> Option<RemotingCommand> {
+/// The header is `frame[at]`; ext fields keep a slice of the frame (a reference count).
+pub(super) fn decode(
+    frame: &Bytes,
+    at: Range<usize>,
+    limits: &DecodeLimits,
+) -> Option<RemotingCommand> {
+    let header = frame.get(at.clone())?;
     let mut r = PlainReader::new(header, limits.json.max_string_len)?;
+    if let Some(cmd) = java_layout(&mut r, frame, &at, limits) {
+        return Some(cmd);
+    }
+    r.rewind(0);
     let mut cmd = empty_command(SerializeType::Json);
     r.members(|r, key| {
         match key {
@@ -29,7 +41,10 @@ pub(super) fn decode(header: &[u8], limits: &DecodeLimits) -> Option<RemotingCom
                 let remark = r.string()?;
                 cmd.remark = (!remark.is_empty()).then(|| remark.to_owned());
             }
-            "extFields" => ext_fields(r, &mut cmd.ext_fields, limits.max_ext_fields)?,
+            "extFields" => {
+                cmd.ext_fields = ExtFields::sharing(frame.slice(at.clone()), r.text())?;
+                ext_fields(r, &mut cmd.ext_fields, limits.max_ext_fields)?
+            }
             // Ignored members, as in the general decoder; only plain values are skipped here.
             _ => match r.peek()? {
                 b'"' => drop(r.string()?),
@@ -41,22 +56,63 @@ pub(super) fn decode(header: &[u8], limits: &DecodeLimits) -> Option<RemotingCom
     r.at_end().then_some(cmd)
 }
 
+/// The header exactly as Java's fastjson writes a request's (members in alphabetical order,
+/// `remark` only when set): literals for the keys, so no key is scanned or matched. Anything
+/// else is `None`, and the member loop of [`decode`] reads it from the start.
+fn java_layout(
+    r: &mut PlainReader<'_>,
+    frame: &Bytes,
+    at: &Range<usize>,
+    limits: &DecodeLimits,
+) -> Option<RemotingCommand> {
+    let mut cmd = empty_command(SerializeType::Json);
+    r.literal(b"{\"code\":").then_some(())?;
+    cmd.code = r.int()?;
+    if r.literal(b",\"extFields\":") {
+        cmd.ext_fields = ExtFields::sharing(frame.slice(at.clone()), r.text())?;
+        ext_fields(r, &mut cmd.ext_fields, limits.max_ext_fields)?;
+    }
+    r.literal(b",\"flag\":").then_some(())?;
+    cmd.flag = r.int()?;
+    r.literal(b",\"language\":").then_some(())?;
+    cmd.language = codes::language_by_name(r.string()?).unwrap_or(255);
+    r.literal(b",\"opaque\":").then_some(())?;
+    cmd.opaque = r.int()?;
+    if r.literal(b",\"remark\":") {
+        let remark = r.string()?;
+        cmd.remark = (!remark.is_empty()).then(|| remark.to_owned());
+    }
+    r.literal(b",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":")
+        .then_some(())?;
+    cmd.version = r.int()?;
+    r.expect(b'}')?;
+    r.at_end().then_some(cmd)
+}
+
 /// `{"k":"v",...}` with string values, replacing any earlier `extFields` as the general
-/// decoder does (the last repeated key wins within it).
+/// decoder does (the last repeated key wins within it). The pairs stay in the header's bytes
+/// (`fields` shares them): plain strings read as they are written.
 fn ext_fields(r: &mut PlainReader<'_>, fields: &mut ExtFields, max: usize) -> Option<()> {
-    fields.clear();
-    // The fields' text is at most what is left of the header: one allocation, no regrowth.
-    fields.reserve(8, r.remaining());
+    r.expect(b'{')?;
+    if r.eat(b'}') {
+        return Some(());
+    }
     let mut members = 0;
-    r.members(|r, key| {
+    loop {
         // Counted like the general decoder counts them (repeated keys included).
         members += 1;
         if members > max {
             return None;
         }
-        fields.put(key, Some(r.string()?));
-        Some(())
-    })
+        let key = r.string_span()?;
+        r.expect(b':')?;
+        let value = r.string_span()?;
+        fields.put_span(key, value);
+        if !r.eat(b',') {
+            break;
+        }
+    }
+    r.expect(b'}')
 }
 
 #[cfg(test)]
@@ -76,7 +132,7 @@ mod tests {
 
     /// Whatever the fast path accepts, the general decoder decodes to the same command.
     fn check(header: &[u8], limits: &DecodeLimits) -> bool {
-        let Some(fast) = decode(header, limits) else {
+        let Some(fast) = decode(&Bytes::copy_from_slice(header), 0..header.len(), limits) else {
             return false;
         };
         let general = decode_json_header_general(header, limits);
@@ -94,12 +150,31 @@ mod tests {
         for h in PLAIN {
             assert!(check(h.as_bytes(), &DecodeLimits::default()), "{h}");
         }
-        let cmd = decode(PLAIN[0].as_bytes(), &DecodeLimits::default()).unwrap();
+        let header = Bytes::from_static(PLAIN[0].as_bytes());
+        let cmd = decode(&header, 0..header.len(), &DecodeLimits::default()).unwrap();
         assert_eq!(
             (cmd.code, cmd.opaque, cmd.version, cmd.language),
             (904, 12, 479, 0)
         );
         assert_eq!(cmd.ext_fields.len(), 4);
+    }
+
+    #[test]
+    fn java_written_headers_take_the_layout_path_and_others_the_member_loop() {
+        let limits = DecodeLimits::default();
+        let layout = |h: &str| {
+            let header = Bytes::copy_from_slice(h.as_bytes());
+            let mut r = PlainReader::new(&header, limits.json.max_string_len).unwrap();
+            java_layout(&mut r, &header, &(0..header.len()), &limits)
+        };
+        for h in &PLAIN[..2] {
+            let header = Bytes::copy_from_slice(h.as_bytes());
+            assert_eq!(layout(h), decode(&header, 0..h.len(), &limits), "{h}");
+            assert!(layout(h).is_some(), "{h}");
+        }
+        for h in &PLAIN[2..] {
+            assert!(layout(h).is_none(), "{h}");
+        }
     }
 
     #[test]

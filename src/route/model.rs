@@ -309,6 +309,11 @@ impl DataVersion {
     /// A DataVersion object in the plain shape (see `remoting::plain`), to the value the
     /// general reader gives it; `None` for anything else.
     pub(crate) fn read_plain(r: &mut PlainReader<'_>) -> Option<DataVersion> {
+        let mark = r.mark();
+        if let Some(v) = DataVersion::read_java_layout(r) {
+            return Some(v);
+        }
+        r.rewind(mark);
         let mut v = DataVersion::default();
         r.members(|r, key| {
             // A repeated field: the last one wins, as in the general decoder.
@@ -320,6 +325,20 @@ impl DataVersion {
             }
             Some(())
         })?;
+        Some(v)
+    }
+
+    /// The object exactly as fastjson writes it (its members in alphabetical order): literals
+    /// and three numbers, no key lookups. Anything else: `None`, and the member loop reads it.
+    fn read_java_layout(r: &mut PlainReader<'_>) -> Option<DataVersion> {
+        let mut v = DataVersion::default();
+        r.literal(b"{\"counter\":").then_some(())?;
+        v.counter = r.long()?;
+        r.literal(b",\"stateVersion\":").then_some(())?;
+        v.state_version = r.long()?;
+        r.literal(b",\"timestamp\":").then_some(())?;
+        v.timestamp = r.long()?;
+        r.expect(b'}')?;
         Some(v)
     }
 
@@ -336,12 +355,15 @@ impl DataVersion {
     }
 
     /// `{"counter":3,"stateVersion":0,"timestamp":1700000000000}`
+    /// Written in one go (a QUERY_DATA_VERSION reply carries one per heartbeat).
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let mut o = Seq::object(out);
-        json::write_i64(o.field("counter"), self.counter);
-        json::write_i64(o.field("stateVersion"), self.state_version);
-        json::write_i64(o.field("timestamp"), self.timestamp);
-        o.end();
+        out.extend_from_slice(b"{\"counter\":");
+        json::write_i64(out, self.counter);
+        out.extend_from_slice(b",\"stateVersion\":");
+        json::write_i64(out, self.state_version);
+        out.extend_from_slice(b",\"timestamp\":");
+        json::write_i64(out, self.timestamp);
+        out.push(b'}');
     }
 }
 
@@ -766,6 +788,31 @@ pub mod tests {
     fn data_version_plain(body: &[u8]) -> Option<DataVersion> {
         let mut r = PlainReader::new(body, json::Limits::default().max_string_len)?;
         DataVersion::read_plain(&mut r).filter(|_| r.at_end())
+    }
+
+    #[test]
+    fn data_version_encodes_as_the_object_writer_does() {
+        for (counter, state_version, timestamp) in [
+            (3, 0, 1_700_000_000_000),
+            (-1, i64::MIN, i64::MAX),
+            (0, 0, 0),
+        ] {
+            let v = DataVersion {
+                counter,
+                state_version,
+                timestamp,
+            };
+            let mut want = Vec::new();
+            let mut o = Seq::object(&mut want);
+            json::write_i64(o.field("counter"), counter);
+            json::write_i64(o.field("stateVersion"), state_version);
+            json::write_i64(o.field("timestamp"), timestamp);
+            o.end();
+            let mut got = Vec::new();
+            v.encode(&mut got);
+            assert_eq!(text(&got), text(&want));
+            assert_eq!(DataVersion::decode(&got).ok(), Some(v));
+        }
     }
 
     #[test]
