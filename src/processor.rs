@@ -449,6 +449,18 @@ enum ReplyBody {
     DataVersion(DataVersion),
 }
 
+impl ReplyBody {
+    /// The body's bytes when it holds them (empty for `None`; `DataVersion` is encoded by
+    /// its writer instead).
+    fn bytes(&self) -> &[u8] {
+        match self {
+            ReplyBody::Owned(v) => v,
+            ReplyBody::Shared(b) => b,
+            ReplyBody::None | ReplyBody::DataVersion(_) => &[],
+        }
+    }
+}
+
 /// A reply encoded field by field (what the templates hold, for the replies they cover).
 fn encode_reply(serialize_type: SerializeType, opaque: i32, reply: &Reply, out: &mut Vec<u8>) {
     let header = Header {
@@ -460,14 +472,12 @@ fn encode_reply(serialize_type: SerializeType, opaque: i32, reply: &Reply, out: 
         remark: reply.remark.as_deref(),
     };
     let mut encoded = Vec::new();
-    let body: &[u8] = match &reply.body {
-        ReplyBody::None => &[],
-        ReplyBody::Owned(v) => v,
-        ReplyBody::Shared(b) => b,
+    let body = match &reply.body {
         ReplyBody::DataVersion(v) => {
             v.encode(&mut encoded);
             &encoded
         }
+        other => other.bytes(),
     };
     // One encoder call (one instance of it) for every kind of ext fields.
     let (pairs, changed): (&[(&str, String)], _) = match &reply.ext {
@@ -525,14 +535,8 @@ impl ReplyTemplates {
             return false;
         };
         match &reply.body {
-            ReplyBody::None => template.write(out, opaque),
-            ReplyBody::Owned(b) => {
-                template.write_with_body(out, opaque, |o| o.extend_from_slice(b))
-            }
-            ReplyBody::Shared(b) => {
-                template.write_with_body(out, opaque, |o| o.extend_from_slice(b))
-            }
             ReplyBody::DataVersion(v) => template.write_with_body(out, opaque, |o| v.encode(o)),
+            other => template.write_with_body(out, opaque, |o| o.extend_from_slice(other.bytes())),
         }
         true
     }
