@@ -1603,12 +1603,16 @@ impl Processor {
         r: QueryDataVersion<'_>,
     ) -> Result<Reply, Reject> {
         let (cluster, addr) = (r.broker.cluster, r.broker.broker_addr);
-        let stored = self.table.data_version(cluster, addr);
-        let changed = match (stored, r.data_version) {
-            (Some(s), Some(v)) => s != v,
-            _ => true,
-        };
-        self.table.heartbeat(cluster, addr, ctx.now_ms);
+        let answered = self
+            .table
+            .query_data_version(cluster, addr, ctx.now_ms, |stored| {
+                let changed = match (stored, r.data_version) {
+                    (Some(s), Some(v)) => *s != v,
+                    _ => true,
+                };
+                Ok::<_, std::convert::Infallible>((changed, stored.copied()))
+            });
+        let Ok((changed, stored)) = answered;
         Ok(Reply {
             ext: ReplyExt::Changed(changed),
             body: stored.map_or(ReplyBody::None, ReplyBody::DataVersion),

@@ -476,7 +476,29 @@ impl RouteTable {
             .map(|id| self.live[id].data_version)
     }
 
-    /// Refreshes a live broker's timestamp (BROKER_HEARTBEAT, QUERY_DATA_VERSION). O(1).
+    /// QUERY_DATA_VERSION in one lookup of (cluster, addr): `answer` gets the live broker's
+    /// stored DataVersion (`None` for a broker not live), and when it returns `Ok` the broker's
+    /// timestamp is refreshed as [`RouteTable::heartbeat`] does; a refused query (`Err`: a
+    /// body that does not decode) refreshes nothing. O(1).
+    pub fn query_data_version<R, E>(
+        &mut self,
+        cluster: &str,
+        addr: &str,
+        now_ms: u64,
+        answer: impl FnOnce(Option<&DataVersion>) -> Result<R, E>,
+    ) -> Result<R, E> {
+        let id = self.live_id(cluster, addr);
+        match id.and_then(|id| self.live.get_mut(id)) {
+            Some(live) => {
+                let answered = answer(Some(&live.data_version))?;
+                live.last_update_ms = now_ms;
+                Ok(answered)
+            }
+            None => answer(None),
+        }
+    }
+
+    /// Refreshes a live broker's timestamp (BROKER_HEARTBEAT). O(1).
     pub fn heartbeat(&mut self, cluster: &str, addr: &str, now_ms: u64) -> bool {
         match self.live_id(cluster, addr) {
             Some(id) => {
