@@ -38,7 +38,7 @@ use crate::request::{
     RegisterBroker, RegisterTopic, Request, UpdateNamesrvConfig, WritePerm,
 };
 use crate::route::model::{
-    self, BodyLimits, DataVersion, DecodeScratch, Dialect, QueueData, RegisterBody, TopicRouteData,
+    self, BodyLimits, DecodeScratch, Dialect, QueueData, RegisterBody, TopicRouteData,
 };
 use crate::route::table::{
     BatchOutcome, BodyFingerprint, BoundExceeded, ConnId, ExpiredBroker, MinIdNotification,
@@ -445,24 +445,32 @@ enum ReplyBody {
     None,
     Owned(Vec<u8>),
     Shared(bytes::Bytes),
-    /// Encoded straight into the output (QUERY_DATA_VERSION's stored version).
-    DataVersion(DataVersion),
+    /// The processor's `reply_text` (QUERY_DATA_VERSION's stored version, encoded once to be
+    /// compared with the request's and sent).
+    Text,
 }
 
 impl ReplyBody {
-    /// The body's bytes when it holds them (empty for `None`; `DataVersion` is encoded by
-    /// its writer instead).
-    fn bytes(&self) -> &[u8] {
+    /// The body's bytes: its own, or `text` (the processor's `reply_text`) for `Text`.
+    fn bytes<'a>(&'a self, text: &'a [u8]) -> &'a [u8] {
         match self {
             ReplyBody::Owned(v) => v,
             ReplyBody::Shared(b) => b,
-            ReplyBody::None | ReplyBody::DataVersion(_) => &[],
+            ReplyBody::Text => text,
+            ReplyBody::None => &[],
         }
     }
 }
 
-/// A reply encoded field by field (what the templates hold, for the replies they cover).
-fn encode_reply(serialize_type: SerializeType, opaque: i32, reply: &Reply, out: &mut Vec<u8>) {
+/// A reply encoded field by field (what the templates hold, for the replies they cover), with
+/// `body` (the reply's, resolved by [`ReplyBody::bytes`]).
+fn encode_reply(
+    serialize_type: SerializeType,
+    opaque: i32,
+    reply: &Reply,
+    body: &[u8],
+    out: &mut Vec<u8>,
+) {
     let header = Header {
         code: reply.code,
         language: "JAVA",
@@ -470,14 +478,6 @@ fn encode_reply(serialize_type: SerializeType, opaque: i32, reply: &Reply, out: 
         opaque,
         flag: FLAG_RESPONSE,
         remark: reply.remark.as_deref(),
-    };
-    let mut encoded = Vec::new();
-    let body = match &reply.body {
-        ReplyBody::DataVersion(v) => {
-            v.encode(&mut encoded);
-            &encoded
-        }
-        other => other.bytes(),
     };
     // One encoder call (one instance of it) for every kind of ext fields.
     let (pairs, changed): (&[(&str, String)], _) = match &reply.ext {
@@ -523,21 +523,19 @@ impl ReplyTemplates {
         }
     }
 
-    /// Writes `reply` from its template; false when it has none.
+    /// Writes `reply` with `body` from its template; false when it has none.
     fn write(
         &self,
         serialize_type: SerializeType,
         opaque: i32,
         reply: &Reply,
+        body: &[u8],
         out: &mut Vec<u8>,
     ) -> bool {
         let Some(template) = self.of(reply, serialize_type) else {
             return false;
         };
-        match &reply.body {
-            ReplyBody::DataVersion(v) => template.write_with_body(out, opaque, |o| v.encode(o)),
-            other => template.write_with_body(out, opaque, |o| o.extend_from_slice(other.bytes())),
-        }
+        template.write_with_body(out, opaque, |o| o.extend_from_slice(body));
         true
     }
 
@@ -628,6 +626,9 @@ pub struct Processor {
     topic_steps: VecDeque<StepsJob>,
     new_steps: Option<StepsJob>,
     templates: ReplyTemplates,
+    /// A reply body written by its handler and copied into the reply just after
+    /// ([`ReplyBody::Text`]); kept, so that writing it allocates nothing.
+    reply_text: Vec<u8>,
 }
 
 /// Registrations with more topic work than this (topic configs to put, plus queue entries of
@@ -766,6 +767,7 @@ impl Processor {
             topic_steps: VecDeque::new(),
             new_steps: None,
             templates: ReplyTemplates::new(),
+            reply_text: Vec::new(),
         }
     }
 
@@ -881,8 +883,12 @@ impl Processor {
 
     fn write_reply(&self, opaque: i32, reply: &Reply, out: &mut Vec<u8>) {
         let serialize_type = self.serialize_type();
-        if !self.templates.write(serialize_type, opaque, reply, out) {
-            encode_reply(serialize_type, opaque, reply, out);
+        let body = reply.body.bytes(&self.reply_text);
+        if !self
+            .templates
+            .write(serialize_type, opaque, reply, body, out)
+        {
+            encode_reply(serialize_type, opaque, reply, body, out);
         }
     }
 
@@ -1603,19 +1609,23 @@ impl Processor {
         r: QueryDataVersion<'_>,
     ) -> Result<Reply, Reject> {
         let (cluster, addr) = (r.broker.cluster, r.broker.broker_addr);
+        let text = &mut self.reply_text;
         let answered = self
             .table
-            .query_data_version(cluster, addr, ctx.now_ms, |stored| {
-                let changed = match (stored, r.data_version) {
-                    (Some(s), Some(v)) => *s != v,
-                    _ => true,
-                };
-                Ok::<_, std::convert::Infallible>((changed, stored.copied()))
-            });
-        let Ok((changed, stored)) = answered;
+            .query_data_version(cluster, addr, ctx.now_ms, |stored| r.changed(stored, text));
+        let changed = answered.map_err(|e| {
+            self.warn_refused(ctx, request::QUERY_DATA_VERSION, &e);
+            Reject::from(e)
+        })?;
+        // The stored version's text (none for a broker not live), written once by `changed`.
+        let body = if self.reply_text.is_empty() {
+            ReplyBody::None
+        } else {
+            ReplyBody::Text
+        };
         Ok(Reply {
             ext: ReplyExt::Changed(changed),
-            body: stored.map_or(ReplyBody::None, ReplyBody::DataVersion),
+            body,
             ..Reply::ok()
         })
     }
@@ -2201,6 +2211,7 @@ pub fn filter_by_zone(route: &mut TopicRouteData, zone: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::route::model::DataVersion;
 
     #[test]
     fn templated_replies_are_the_bytes_of_encoded_ones() {
@@ -2222,23 +2233,26 @@ mod tests {
                     body: ReplyBody::Shared(bytes::Bytes::from_static(&[7u8; 300])),
                     ..Reply::ok()
                 },
-                changed(false, ReplyBody::DataVersion(dv)),
-                changed(true, ReplyBody::DataVersion(dv)),
+                changed(false, ReplyBody::Text),
+                changed(true, ReplyBody::Text),
                 changed(true, ReplyBody::None),
             ]
         };
+        let mut text = Vec::new();
+        dv.encode(&mut text);
         let templates = ReplyTemplates::new();
         for serialize_type in [SerializeType::Json, SerializeType::RocketMq] {
             for reply in replies() {
                 for opaque in [0, 42, -7, i32::MIN, i32::MAX] {
                     let (mut templated, mut encoded) = (vec![1u8], vec![1u8]);
-                    assert!(templates.write(serialize_type, opaque, &reply, &mut templated));
-                    encode_reply(serialize_type, opaque, &reply, &mut encoded);
+                    let body = reply.body.bytes(&text);
+                    assert!(templates.write(serialize_type, opaque, &reply, body, &mut templated));
+                    encode_reply(serialize_type, opaque, &reply, body, &mut encoded);
                     assert_eq!(templated, encoded);
                 }
             }
             let error = Reply::error(response::SYSTEM_ERROR, "x");
-            assert!(!templates.write(serialize_type, 1, &error, &mut Vec::new()));
+            assert!(!templates.write(serialize_type, 1, &error, &[], &mut Vec::new()));
         }
     }
 
