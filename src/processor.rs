@@ -445,32 +445,21 @@ enum ReplyBody {
     None,
     Owned(Vec<u8>),
     Shared(bytes::Bytes),
-    /// The processor's `reply_text` (QUERY_DATA_VERSION's stored version, encoded once to be
-    /// compared with the request's and sent).
-    Text,
 }
 
 impl ReplyBody {
-    /// The body's bytes: its own, or `text` (the processor's `reply_text`) for `Text`.
-    fn bytes<'a>(&'a self, text: &'a [u8]) -> &'a [u8] {
+    /// The body's bytes (empty for `None`).
+    fn bytes(&self) -> &[u8] {
         match self {
             ReplyBody::Owned(v) => v,
             ReplyBody::Shared(b) => b,
-            ReplyBody::Text => text,
             ReplyBody::None => &[],
         }
     }
 }
 
-/// A reply encoded field by field (what the templates hold, for the replies they cover), with
-/// `body` (the reply's, resolved by [`ReplyBody::bytes`]).
-fn encode_reply(
-    serialize_type: SerializeType,
-    opaque: i32,
-    reply: &Reply,
-    body: &[u8],
-    out: &mut Vec<u8>,
-) {
+/// A reply encoded field by field (what the templates hold, for the replies they cover).
+fn encode_reply(serialize_type: SerializeType, opaque: i32, reply: &Reply, out: &mut Vec<u8>) {
     let header = Header {
         code: reply.code,
         language: "JAVA",
@@ -479,6 +468,7 @@ fn encode_reply(
         flag: FLAG_RESPONSE,
         remark: reply.remark.as_deref(),
     };
+    let body = reply.body.bytes();
     // One encoder call (one instance of it) for every kind of ext fields.
     let (pairs, changed): (&[(&str, String)], _) = match &reply.ext {
         ReplyExt::None => (&[], None),
@@ -523,19 +513,18 @@ impl ReplyTemplates {
         }
     }
 
-    /// Writes `reply` with `body` from its template; false when it has none.
+    /// Writes `reply` from its template; false when it has none.
     fn write(
         &self,
         serialize_type: SerializeType,
         opaque: i32,
         reply: &Reply,
-        body: &[u8],
         out: &mut Vec<u8>,
     ) -> bool {
         let Some(template) = self.of(reply, serialize_type) else {
             return false;
         };
-        template.write_with_body(out, opaque, |o| o.extend_from_slice(body));
+        template.write_with_body(out, opaque, |o| o.extend_from_slice(reply.body.bytes()));
         true
     }
 
@@ -626,9 +615,6 @@ pub struct Processor {
     topic_steps: VecDeque<StepsJob>,
     new_steps: Option<StepsJob>,
     templates: ReplyTemplates,
-    /// A reply body written by its handler and copied into the reply just after
-    /// ([`ReplyBody::Text`]); kept, so that writing it allocates nothing.
-    reply_text: Vec<u8>,
 }
 
 /// Registrations with more topic work than this (topic configs to put, plus queue entries of
@@ -767,7 +753,6 @@ impl Processor {
             topic_steps: VecDeque::new(),
             new_steps: None,
             templates: ReplyTemplates::new(),
-            reply_text: Vec::new(),
         }
     }
 
@@ -883,12 +868,8 @@ impl Processor {
 
     fn write_reply(&self, opaque: i32, reply: &Reply, out: &mut Vec<u8>) {
         let serialize_type = self.serialize_type();
-        let body = reply.body.bytes(&self.reply_text);
-        if !self
-            .templates
-            .write(serialize_type, opaque, reply, body, out)
-        {
-            encode_reply(serialize_type, opaque, reply, body, out);
+        if !self.templates.write(serialize_type, opaque, reply, out) {
+            encode_reply(serialize_type, opaque, reply, out);
         }
     }
 
@@ -1609,23 +1590,20 @@ impl Processor {
         r: QueryDataVersion<'_>,
     ) -> Result<Reply, Reject> {
         let (cluster, addr) = (r.broker.cluster, r.broker.broker_addr);
-        let text = &mut self.reply_text;
         let answered = self
             .table
-            .query_data_version(cluster, addr, ctx.now_ms, |stored| r.changed(stored, text));
-        let changed = answered.map_err(|e| {
+            .query_data_version(cluster, addr, ctx.now_ms, |stored| {
+                let changed = r.changed(stored.map(|(version, text)| (version, &text[..])))?;
+                Ok((changed, stored.map(|(_, text)| text.clone())))
+            });
+        let (changed, text) = answered.map_err(|e: ParseError| {
             self.warn_refused(ctx, request::QUERY_DATA_VERSION, &e);
             Reject::from(e)
         })?;
-        // The stored version's text (none for a broker not live), written once by `changed`.
-        let body = if self.reply_text.is_empty() {
-            ReplyBody::None
-        } else {
-            ReplyBody::Text
-        };
         Ok(Reply {
             ext: ReplyExt::Changed(changed),
-            body,
+            // The stored version's text (none for a broker not live), shared with the table.
+            body: text.map_or(ReplyBody::None, ReplyBody::Shared),
             ..Reply::ok()
         })
     }
@@ -2220,6 +2198,9 @@ mod tests {
             state_version: -2,
             timestamp: 1_700_000_000_123,
         };
+        let mut text = Vec::new();
+        dv.encode(&mut text);
+        let text = bytes::Bytes::from(text);
         let replies = || {
             let changed = |c, body| Reply {
                 ext: ReplyExt::Changed(c),
@@ -2233,26 +2214,23 @@ mod tests {
                     body: ReplyBody::Shared(bytes::Bytes::from_static(&[7u8; 300])),
                     ..Reply::ok()
                 },
-                changed(false, ReplyBody::Text),
-                changed(true, ReplyBody::Text),
+                changed(false, ReplyBody::Shared(text.clone())),
+                changed(true, ReplyBody::Shared(text.clone())),
                 changed(true, ReplyBody::None),
             ]
         };
-        let mut text = Vec::new();
-        dv.encode(&mut text);
         let templates = ReplyTemplates::new();
         for serialize_type in [SerializeType::Json, SerializeType::RocketMq] {
             for reply in replies() {
                 for opaque in [0, 42, -7, i32::MIN, i32::MAX] {
                     let (mut templated, mut encoded) = (vec![1u8], vec![1u8]);
-                    let body = reply.body.bytes(&text);
-                    assert!(templates.write(serialize_type, opaque, &reply, body, &mut templated));
-                    encode_reply(serialize_type, opaque, &reply, body, &mut encoded);
+                    assert!(templates.write(serialize_type, opaque, &reply, &mut templated));
+                    encode_reply(serialize_type, opaque, &reply, &mut encoded);
                     assert_eq!(templated, encoded);
                 }
             }
             let error = Reply::error(response::SYSTEM_ERROR, "x");
-            assert!(!templates.write(serialize_type, 1, &error, &[], &mut Vec::new()));
+            assert!(!templates.write(serialize_type, 1, &error, &mut Vec::new()));
         }
     }
 

@@ -396,7 +396,7 @@ mod tests {
         let cmd = command(code::QUERY_DATA_VERSION, ALL_FIELDS, b"[");
         match parse(&cmd) {
             Ok(Request::QueryDataVersion(q)) => {
-                let refused = q.changed(None, &mut Vec::new()).expect_err("refused");
+                let refused = q.changed(None).expect_err("refused");
                 assert!(refused.to_string().starts_with("bad DataVersion body: "));
             }
             other => panic!("{other:?}"),
