@@ -165,17 +165,17 @@ fn broker_layout<'a>(r: &mut PlainReader<'a>, key: &'a str) -> Option<Unnamed<'a
     if !r.literal(b"false,\"perm\":") {
         lit(r, b"true,\"perm\":")?;
     }
-    let perm = r.int()?;
+    let perm = r.int_inline()?;
     lit(r, b",\"readQueueNums\":")?;
-    let read_queue_nums = r.int()?;
+    let read_queue_nums = r.int_inline()?;
     if !r.literal(b",\"topicFilterType\":\"SINGLE_TAG\",\"topicName\":") {
         lit(r, b",\"topicFilterType\":\"MULTI_TAG\",\"topicName\":")?;
     }
     let name = if r.quoted(key) { key } else { r.string()? };
     lit(r, b",\"topicSysFlag\":")?;
-    let topic_sys_flag = r.int()?;
+    let topic_sys_flag = r.int_inline()?;
     lit(r, b",\"writeQueueNums\":")?;
-    let write_queue_nums = r.int()?;
+    let write_queue_nums = r.int_inline()?;
     lit(r, b"}")?;
     let tc = TopicConfig {
         topic_name: String::new(),
