@@ -178,6 +178,13 @@ impl<'a> PlainReader<'a> {
     #[inline(always)]
     pub(crate) fn int_inline(&mut self) -> Option<i32> {
         let rest = self.bytes.get(self.pos..)?;
+        // One digit and then no other, no fraction or exponent: most numbers of a TopicConfig.
+        if let [d @ b'0'..=b'9', next, ..] = *rest {
+            if !matches!(next, b'0'..=b'9' | b'.' | b'e' | b'E') {
+                self.pos += 1;
+                return Some(i32::from(d - b'0'));
+            }
+        }
         let negative = rest.first() == Some(&b'-');
         let digits = rest.get(usize::from(negative)..)?;
         let (mut n, mut magnitude) = (0, 0u64);
@@ -289,7 +296,7 @@ impl<'a> PlainReader<'a> {
     /// steps over the keys and fixed values of a shape it knows, without scanning them as
     /// strings. `lit` is an array, so the comparison has a constant length and compiles to
     /// a few word loads instead of a `memcmp` call.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn literal<const N: usize>(&mut self, lit: &[u8; N]) -> bool {
         let hit = self
             .bytes

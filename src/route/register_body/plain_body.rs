@@ -150,12 +150,13 @@ fn topic_config<'a>(r: &mut PlainReader<'a>, key: &'a str) -> Option<Unnamed<'a>
 /// `{["attributes":{},]"order":false,"perm":6,"readQueueNums":8,"topicFilterType":"SINGLE_TAG",
 /// "topicName":"T","topicSysFlag":0,"writeQueueNums":8}` (`attributes` since 5.x, empty unless a
 /// topic has some). The keys and fixed values are compared as bytes, not scanned as strings:
-/// a hundred-topic body has a thousand of them; those between two values are one literal
+/// a hundred-topic body has a thousand of them; those between two values are one or two literals
 /// (compared a word at a time). Anything else (another member, order, or value; attributes)
 /// returns `None` and the member loop reads the TopicConfig, to the same value when this
 /// accepts it. The topicName is first compared with the map `key` (a broker writes the same
 /// name twice), and only scanned when it differs.
 fn broker_layout<'a>(r: &mut PlainReader<'a>, key: &'a str) -> Option<Unnamed<'a>> {
+    #[inline(always)]
     fn lit<const N: usize>(r: &mut PlainReader<'_>, bytes: &[u8; N]) -> Option<()> {
         r.literal(bytes).then_some(())
     }
@@ -168,8 +169,10 @@ fn broker_layout<'a>(r: &mut PlainReader<'a>, key: &'a str) -> Option<Unnamed<'a
     let perm = r.int_inline()?;
     lit(r, b",\"readQueueNums\":")?;
     let read_queue_nums = r.int_inline()?;
-    if !r.literal(b",\"topicFilterType\":\"SINGLE_TAG\",\"topicName\":") {
-        lit(r, b",\"topicFilterType\":\"MULTI_TAG\",\"topicName\":")?;
+    // Two literals of at most 32 bytes: compared inline, where a longer one calls memcmp.
+    lit(r, b",\"topicFilterType\":\"")?;
+    if !r.literal(b"SINGLE_TAG\",\"topicName\":") {
+        lit(r, b"MULTI_TAG\",\"topicName\":")?;
     }
     let name = if r.quoted(key) { key } else { r.string()? };
     lit(r, b",\"topicSysFlag\":")?;
