@@ -11,6 +11,9 @@
 //!   30-second steady-state registration is recognised without parsing;
 //! * the topic map in shards (`topic_map.rs`), so that growing it never rehashes more than a
 //!   shard's topics in one call;
+//! * per broker group, the stamp of the last change of its queue entries, and per live broker
+//!   the digests of the topic configs its last changed registration put (`applied.rs`), so
+//!   that the next one skips those still in place without looking them up;
 //! * deadline buckets of live brokers, so that an expiry scan costs O(brokers due);
 //! * connection -> live brokers, so that a closed connection unregisters all of its brokers.
 //!
