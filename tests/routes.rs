@@ -845,3 +845,51 @@ fn a_new_lower_broker_id_is_notified_to_the_group_off_the_loop() {
     assert_eq!(cmd.ext("minBrokerAddr"), Some("10.0.0.1:10911"));
     assert_eq!(cmd.ext("haBrokerAddr"), Some("10.0.0.1:10912"));
 }
+
+/// A changed registration skips the topic configs its previous body put, unless something
+/// else wrote the group's queue entries since: after a write-permission wipe, a
+/// REGISTER_TOPIC with other queue counts, a topic delete (each on its own), the next body
+/// with a new dataVersion and the same configs puts them all back (as Java's re-put of every
+/// config does); for a body applied at once and for one large enough to be applied in steps.
+#[test]
+fn a_changed_registration_after_admin_writes_puts_every_topic_config_again() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    for (n, addr) in [(5usize, "10.0.0.1:10911"), (1_500, "10.0.0.2:10911")] {
+        let b = Broker::new("c", &format!("g{n}"), addr, 0);
+        let name = |i: usize| format!("g{n}-T{i}");
+        let topics: Vec<TopicConfig> = (0..n).map(|i| topic(&name(i), 4, 6)).collect();
+        assert_eq!(register(&mut c, &b, &body_with(1, &topics)).code, 0);
+        let q = model::QueueData {
+            broker_name: b.name.clone(),
+            read_queue_nums: 8,
+            write_queue_nums: 8,
+            perm: 6,
+            topic_sys_flag: 0,
+        };
+        let writes: [&dyn Fn(&mut rmq_namesrv::client::Client); 4] = [
+            &|c| assert_eq!(c.wipe_write_perm(&b.name).unwrap(), n as i32),
+            &|c| {
+                c.register_topic(&name(1), std::slice::from_ref(&q))
+                    .unwrap()
+            },
+            &|c| c.delete_topic(&name(2), None).unwrap(),
+            &|_| {}, // none: the configs are skipped, and still as sent
+        ];
+        for (counter, write) in (2..).zip(writes) {
+            write(&mut c);
+            let resp = register(&mut c, &b, &body_with(counter, &topics));
+            assert_eq!(resp.code, 0, "{}", remark(&resp));
+            for i in [0, 1, 2, n - 1] {
+                let route = route_data(&mut c, &name(i)).expect("routed");
+                let q = &route.queue_datas[0];
+                assert_eq!(
+                    (q.read_queue_nums, q.write_queue_nums, q.perm),
+                    (4, 4, 6),
+                    "{} after registration {counter}",
+                    name(i)
+                );
+            }
+        }
+    }
+}

@@ -13,27 +13,46 @@
 /// Deepest nesting [`PlainReader::skip_value`] follows before giving up.
 const MAX_SKIP_DEPTH: usize = 4;
 
+/// Digits of the largest int32 (2147483647).
+const MAX_INT_DIGITS: usize = 10;
+
 pub(crate) struct PlainReader<'a> {
-    text: &'a str,
+    /// The whole input when it was checked as UTF-8 up front ([`PlainReader::new`]).
+    text: Option<&'a str>,
     bytes: &'a [u8],
     pos: usize,
     max_string_len: usize,
 }
 
 impl<'a> PlainReader<'a> {
-    /// A reader over `input` when it is UTF-8 (then every string between two ASCII quotes is
-    /// text); strings longer than `max_string_len` bytes are refused.
+    /// A reader over `input` when it is UTF-8 as a whole (for a decoder that keeps the text,
+    /// [`PlainReader::text`]); strings longer than `max_string_len` bytes are refused.
     pub(crate) fn new(input: &'a [u8], max_string_len: usize) -> Option<Self> {
+        let text = std::str::from_utf8(input).ok()?;
         Some(PlainReader {
-            text: std::str::from_utf8(input).ok()?,
-            bytes: input,
-            pos: 0,
-            max_string_len,
+            text: Some(text),
+            ..PlainReader::checking_strings(input, max_string_len)
         })
     }
 
-    /// The whole input, as the UTF-8 text it was checked to be.
-    pub(crate) fn text(&self) -> &'a str {
+    /// A reader over `input` that checks only the strings it reads as UTF-8, not the whole
+    /// input up front. Every byte such a reader accepts is either ASCII structure (braces,
+    /// commas, digits, [`PlainReader::literal`]s) or inside a string it checked, so whatever
+    /// a decoder accepts through it is UTF-8 as a whole, as the general reader requires (a
+    /// multi-byte sequence cannot straddle an ASCII quote). Bytes a decoder takes out raw
+    /// ([`PlainReader::take_all_but`]) are the checks of whoever reads them.
+    pub(crate) fn checking_strings(input: &'a [u8], max_string_len: usize) -> Self {
+        PlainReader {
+            text: None,
+            bytes: input,
+            pos: 0,
+            max_string_len,
+        }
+    }
+
+    /// The whole input, as the UTF-8 text it was checked to be (`None` for a reader made by
+    /// [`PlainReader::checking_strings`]).
+    pub(crate) fn text(&self) -> Option<&'a str> {
         self.text
     }
 
@@ -64,17 +83,32 @@ impl<'a> PlainReader<'a> {
         self.pos == self.bytes.len()
     }
 
-    /// A double-quoted string without escapes.
-    #[inline]
+    /// A double-quoted string without escapes, checked as UTF-8 (an ASCII one by the scan
+    /// that finds its end).
+    #[inline(always)]
     pub(crate) fn string(&mut self) -> Option<&'a str> {
-        let (start, end) = self.string_span()?;
-        self.text.get(start..end)
+        self.expect(b'"')?;
+        let start = self.pos;
+        let (len, ascii) = scan_string(self.bytes.get(start..)?)?;
+        if len > self.max_string_len {
+            return None;
+        }
+        self.pos = start + len + 1;
+        let raw = &self.bytes[start..start + len];
+        if ascii {
+            // SAFETY: every byte of `raw` is below 0x80 (checked by `scan_string`), and ASCII
+            // is UTF-8.
+            return Some(unsafe { std::str::from_utf8_unchecked(raw) });
+        }
+        std::str::from_utf8(raw).ok()
     }
 
-    /// Where the text of a double-quoted string without escapes lies in the input (between
-    /// two ASCII quotes of UTF-8 input, so always text).
+    /// Where the text of a double-quoted string without escapes lies in the input, for a
+    /// reader made by [`PlainReader::new`] (the input checked as a whole, so the bytes between
+    /// two ASCII quotes are text); `None` for one that checks strings as it reads them.
     #[inline]
     pub(crate) fn string_span(&mut self) -> Option<(usize, usize)> {
+        self.text?;
         self.expect(b'"')?;
         let start = self.pos;
         let rest = self.bytes.get(start..)?;
@@ -132,9 +166,51 @@ impl<'a> PlainReader<'a> {
         Some(if negative { -magnitude } else { magnitude })
     }
 
-    /// A plain decimal int32.
+    /// A plain decimal int32 (what [`PlainReader::long`] reads, when it fits).
+    #[inline]
     pub(crate) fn int(&mut self) -> Option<i32> {
-        i32::try_from(self.long()?).ok()
+        self.int_inline()
+    }
+
+    /// [`PlainReader::int`] inlined, for a decoder reading many in a row (the four of each
+    /// TopicConfig): at most ten digits fit, so they are summed in a u64 without overflow
+    /// checks, and the reader moves only when the number is taken.
+    #[inline(always)]
+    pub(crate) fn int_inline(&mut self) -> Option<i32> {
+        let rest = self.bytes.get(self.pos..)?;
+        // One digit and then no other, no fraction or exponent: most numbers of a TopicConfig.
+        if let [d @ b'0'..=b'9', next, ..] = *rest {
+            if !matches!(next, b'0'..=b'9' | b'.' | b'e' | b'E') {
+                self.pos += 1;
+                return Some(i32::from(d - b'0'));
+            }
+        }
+        let negative = rest.first() == Some(&b'-');
+        let digits = rest.get(usize::from(negative)..)?;
+        let (mut n, mut magnitude) = (0, 0u64);
+        while let Some(&b) = digits.get(n) {
+            let d = b.wrapping_sub(b'0');
+            if d > 9 {
+                break;
+            }
+            // Eleven digits without a leading zero are past i32.
+            if n == MAX_INT_DIGITS {
+                return None;
+            }
+            magnitude = magnitude * 10 + u64::from(d);
+            n += 1;
+        }
+        // A fraction or an exponent would make it a float: the general decoder's case.
+        if n == 0
+            || (n > 1 && digits[0] == b'0')
+            || matches!(digits.get(n), Some(b'.' | b'e' | b'E'))
+        {
+            return None;
+        }
+        let magnitude = magnitude as i64; // below 10^10
+        let value = i32::try_from(if negative { -magnitude } else { magnitude }).ok()?;
+        self.pos += usize::from(negative) + n;
+        Some(value)
     }
 
     /// `["a","b",...]` of plain strings.
@@ -212,20 +288,22 @@ impl<'a> PlainReader<'a> {
         }
     }
 
-    fn word(&mut self, word: &[u8]) -> Option<()> {
+    fn word<const N: usize>(&mut self, word: &[u8; N]) -> Option<()> {
         self.literal(word).then_some(())
     }
 
     /// Consumes `lit` if the input continues with exactly these bytes: how a typed decoder
     /// steps over the keys and fixed values of a shape it knows, without scanning them as
-    /// strings.
-    #[inline]
-    pub(crate) fn literal(&mut self, lit: &[u8]) -> bool {
+    /// strings. `lit` is an array, so the comparison has a constant length and compiles to
+    /// a few word loads instead of a `memcmp` call.
+    #[inline(always)]
+    pub(crate) fn literal<const N: usize>(&mut self, lit: &[u8; N]) -> bool {
         let hit = self
             .bytes
             .get(self.pos..)
-            .is_some_and(|rest| rest.starts_with(lit));
-        self.pos += if hit { lit.len() } else { 0 };
+            .and_then(|rest| rest.first_chunk::<N>())
+            .is_some_and(|next| next == lit);
+        self.pos += if hit { N } else { 0 };
         hit
     }
 
@@ -253,6 +331,85 @@ impl<'a> PlainReader<'a> {
     }
 }
 
+/// The length of the string `rest` starts with (up to its closing quote) and whether its
+/// bytes are all ASCII; `None` when a backslash (an escape: the general decoder's) or the end
+/// of the input comes first. Sixteen bytes a step where SSE2 is (every x86_64: a topic name
+/// takes one or two), then eight.
+#[inline(always)]
+fn scan_string(rest: &[u8]) -> Option<(usize, bool)> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{
+            _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
+        };
+        let mut at = 0;
+        // The high bits of the bytes before the end, one bit a byte: all clear for ASCII.
+        let mut high = 0u32;
+        while rest.len() - at >= 16 {
+            // SAFETY: the 16 bytes loaded are in `rest` (checked above); SSE2 is part of the
+            // x86_64 baseline.
+            let (hits, highs) = unsafe {
+                let v = _mm_loadu_si128(rest.as_ptr().add(at).cast());
+                let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
+                let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+                (
+                    _mm_movemask_epi8(_mm_or_si128(quote, backslash)) as u32,
+                    _mm_movemask_epi8(v) as u32,
+                )
+            };
+            if hits != 0 {
+                let i = hits.trailing_zeros();
+                let len = at + i as usize;
+                high |= highs & ((1 << i) - 1);
+                return (rest[len] == b'"').then_some((len, high == 0));
+            }
+            high |= highs;
+            at += 16;
+        }
+        let (len, ascii) = scan_words(&rest[at..])?;
+        Some((at + len, ascii && high == 0))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    scan_words(rest)
+}
+
+/// [`scan_string`] eight bytes at a time.
+#[inline(always)]
+fn scan_words(rest: &[u8]) -> Option<(usize, bool)> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let quotes = ONES * u64::from(b'"');
+    let backslashes = ONES * u64::from(b'\\');
+    // The high bits of every byte before the end: all clear for ASCII.
+    let mut high = 0u64;
+    let mut words = rest.chunks_exact(8);
+    for (i, word) in (&mut words).enumerate() {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(word);
+        let word = u64::from_le_bytes(bytes);
+        let (q, b) = (word ^ quotes, word ^ backslashes);
+        // The lowest flag marks the first quote or backslash (a flag above it may be false).
+        let hits = ((q.wrapping_sub(ONES) & !q) | (b.wrapping_sub(ONES) & !b)) & HIGHS;
+        if hits != 0 {
+            let at = hits.trailing_zeros();
+            // The bytes below the hit byte (its own high bit is clear: a quote or backslash).
+            high |= word & ((1u64 << at) - 1);
+            let len = 8 * i + (at / 8) as usize;
+            let closing = (word >> (at - 7)) as u8 == b'"';
+            return closing.then_some((len, high & HIGHS == 0));
+        }
+        high |= word;
+    }
+    let offset = rest.len() - words.remainder().len();
+    for (i, &b) in words.remainder().iter().enumerate() {
+        if b == b'"' || b == b'\\' {
+            return (b == b'"').then_some((offset + i, high & HIGHS == 0));
+        }
+        high |= u64::from(b);
+    }
+    None
+}
+
 /// Every truncation, insertion of a space, deletion and replacement (by each of `bytes`) of
 /// `input`: the fast paths' tests check on each that both decoders agree.
 #[cfg(test)]
@@ -276,4 +433,123 @@ pub(crate) fn mutations<'s>(
         }
         variants
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `scan_string` must find, byte by byte.
+    fn scan_reference(rest: &[u8]) -> Option<(usize, bool)> {
+        let end = rest.iter().position(|&b| b == b'"' || b == b'\\')?;
+        (rest[end] == b'"').then_some((end, rest[..end].is_ascii()))
+    }
+
+    #[test]
+    fn string_scan_finds_the_closing_quote_and_non_ascii_bytes_at_every_offset() {
+        // The special byte at every place of the first two 16-byte blocks, of the words
+        // after them and of the tail.
+        for len in 0..45 {
+            let base = vec![b'a'; len];
+            assert_eq!(scan_string(&base), None, "{len}");
+            assert_eq!(scan_words(&base), None, "{len}");
+            for at in 0..len {
+                for special in [b'"', b'\\', 0x80, 0xC3, 0xFF, 0x7F, b'"' | 0x80, b'\\' + 1] {
+                    let mut bytes = base.clone();
+                    bytes[at] = special;
+                    // And a closing quote after it, or not.
+                    for closed in [false, true] {
+                        if closed {
+                            bytes.push(b'"');
+                        }
+                        let expected = scan_reference(&bytes);
+                        assert_eq!(scan_string(&bytes), expected, "{bytes:?}");
+                        assert_eq!(scan_words(&bytes), expected, "{bytes:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// `int` as it was written first: a checked int64, then the int32 range.
+    fn int_reference(text: &[u8]) -> Option<(i32, usize)> {
+        let mut r = PlainReader::checking_strings(text, 100);
+        let v = i32::try_from(r.long()?).ok()?;
+        Some((v, r.mark()))
+    }
+
+    #[test]
+    fn int_reads_what_the_checked_long_reads_within_i32() {
+        let cases: [&[u8]; 24] = [
+            b"0",
+            b"-0",
+            b"7,",
+            b"-7}",
+            b"00",
+            b"01",
+            b"-01",
+            b"-",
+            b"",
+            b"x",
+            b"1.5",
+            b"1e3",
+            b"1E3",
+            b"2147483647",
+            b"2147483648",
+            b"-2147483648",
+            b"-2147483649",
+            b"9999999999",
+            b"10000000000",
+            b"4294967296",
+            b"99999999999999999999999",
+            b"--1",
+            b"12a",
+            b"1234567890,",
+        ];
+        for text in cases {
+            let mut r = PlainReader::checking_strings(text, 100);
+            let fast = r.int().map(|v| (v, r.mark()));
+            assert_eq!(
+                fast,
+                int_reference(text),
+                "{}",
+                String::from_utf8_lossy(text)
+            );
+        }
+    }
+
+    #[test]
+    fn strings_are_checked_as_utf8_where_they_are_read() {
+        fn read(text: &[u8]) -> Option<&str> {
+            PlainReader::checking_strings(text, 8).string()
+        }
+        assert_eq!(read(b"\"abc\""), Some("abc"));
+        assert_eq!(read("\"t\u{e9}\"".as_bytes()), Some("t\u{e9}"));
+        assert_eq!(read(b"\"t\xC3\""), None);
+        assert_eq!(read(b"\"\xFF\""), None);
+        assert_eq!(read(b"\"a\\\"b\""), None);
+        assert_eq!(read(b"\"a\\u0041\""), None);
+        assert_eq!(read(b"\"123456789\""), None);
+        assert_eq!(read(b"\"abc"), None);
+        // A reader made by `new` keeps the text; one that checks strings has none to give.
+        assert_eq!(
+            PlainReader::new(b"{}", 8).and_then(|r| r.text()),
+            Some("{}")
+        );
+        assert_eq!(PlainReader::checking_strings(b"{}", 8).text(), None);
+        assert_eq!(
+            PlainReader::checking_strings(b"\"a\"", 8).string_span(),
+            None
+        );
+    }
+
+    #[test]
+    fn literals_match_whole_arrays_only() {
+        let mut r = PlainReader::checking_strings(b",\"perm\":6", 8);
+        assert!(!r.literal(b",\"perm\":6,"));
+        assert!(!r.literal(b",\"perl\""));
+        assert!(r.literal(b",\"perm\":"));
+        assert_eq!(r.int(), Some(6));
+        assert!(r.at_end());
+    }
 }

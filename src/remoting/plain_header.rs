@@ -42,7 +42,7 @@ pub(super) fn decode(
                 cmd.remark = (!remark.is_empty()).then(|| remark.to_owned());
             }
             "extFields" => {
-                cmd.ext_fields = ExtFields::sharing(frame.slice(at.clone()), r.text())?;
+                cmd.ext_fields = ExtFields::sharing(frame.slice(at.clone()), r.text()?)?;
                 ext_fields(r, &mut cmd.ext_fields, limits.max_ext_fields)?
             }
             // Ignored members, as in the general decoder; only plain values are skipped here.
@@ -69,7 +69,7 @@ fn java_layout(
     r.literal(b"{\"code\":").then_some(())?;
     cmd.code = r.int()?;
     if r.literal(b",\"extFields\":") {
-        cmd.ext_fields = ExtFields::sharing(frame.slice(at.clone()), r.text())?;
+        cmd.ext_fields = ExtFields::sharing(frame.slice(at.clone()), r.text()?)?;
         ext_fields(r, &mut cmd.ext_fields, limits.max_ext_fields)?;
     }
     r.literal(b",\"flag\":").then_some(())?;

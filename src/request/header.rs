@@ -154,6 +154,7 @@ impl NameLimits {
     }
 
     /// A topic config's queue counts and perm ([`rules::check_topic_values`]).
+    #[inline]
     pub(super) fn check_topic_values(
         &self,
         topic: &str,

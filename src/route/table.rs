@@ -11,6 +11,9 @@
 //!   30-second steady-state registration is recognised without parsing;
 //! * the topic map in shards (`topic_map.rs`), so that growing it never rehashes more than a
 //!   shard's topics in one call;
+//! * per broker group, the stamp of the last change of its queue entries, and per live broker
+//!   the digests of the topic configs its last changed registration put (`applied.rs`), so
+//!   that the next one skips those still in place without looking them up;
 //! * deadline buckets of live brokers, so that an expiry scan costs O(brokers due);
 //! * connection -> live brokers, so that a closed connection unregisters all of its brokers.
 //!
@@ -30,8 +33,11 @@ use slab::Slab;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
+mod applied;
 mod bounds;
 mod topic_map;
+
+use applied::AppliedTopics;
 
 pub use bounds::{BoundExceeded, RouteBounds};
 use topic_map::TopicMap;
@@ -213,6 +219,8 @@ struct LiveBroker {
     ha_server_addr: String,
     /// (body length, header bodyCrc32, body fingerprint) of the last fully applied body.
     fingerprint: Option<BodyFingerprint>,
+    /// What its last complete apply with rule "all" put (`applied`), for the next one to skip.
+    applied: AppliedTopics,
     /// `BrokerEntry::topic_removals` when the body was last applied.
     seen_topic_removals: u64,
     /// Where this entry stands in the deadline buckets.
@@ -307,6 +315,21 @@ pub struct TopicSteps {
     next: usize,
     /// Topic queue entries added, changed or removed so far.
     pub changed: usize,
+    /// Digests of the configs the registering broker put at its last apply with rule "all",
+    /// valid while the group's stamp is `stamp` (empty: nothing to skip).
+    skip: Box<[u64]>,
+    /// Where in `skip` the next config is expected.
+    cursor: usize,
+    /// The digests of this apply, for the live entry's next record (`None`: not recorded,
+    /// as rule "all" does not apply or the body names a topic twice).
+    record: Option<Vec<u64>>,
+    /// The group's stamp after the last step (someone else's write in between voids `skip`
+    /// and `record`).
+    stamp: u64,
+    /// The live entry (slab id, generation) the record goes to when the last step is done.
+    live: Option<(usize, u64)>,
+    /// Topic configs skipped so far as already put (`skip`).
+    skipped: usize,
 }
 
 impl TopicSteps {
@@ -387,6 +410,13 @@ pub struct RouteTable {
     queue_mappings: HashMap<String, BTreeMap<String, MappingInfo>>,
     expiry: DeadlineBuckets<(usize, u64)>,
     next_generation: u64,
+    /// Per broker group id: the table-wide write clock's value at the last change of any of
+    /// the group's queue entries, by any path (see `applied`). Never reused: a new group gets
+    /// a fresh value.
+    slot_stamps: Vec<u64>,
+    write_clock: u64,
+    /// Keys of the digests of `applied`.
+    digest_keys: KeyedState,
     cache: RouteCache,
     /// QUERY_DATA_VERSION's reply body per live slab id: the stored DataVersion it was
     /// encoded from and its text ([`RouteTable::query_data_version`]).
@@ -408,6 +438,9 @@ impl RouteTable {
             queue_mappings: HashMap::new(),
             expiry: DeadlineBuckets::new(expiry_granularity_ms),
             next_generation: 0,
+            slot_stamps: Vec::new(),
+            write_clock: 0,
+            digest_keys: KeyedState::default(),
             cache: RouteCache::default(),
             data_version_texts: Vec::new(),
             settings,
@@ -660,6 +693,12 @@ impl RouteTable {
         if !same_group {
             return true;
         }
+        if self.slots_stamp(steps.broker) != steps.stamp {
+            // Someone else wrote the group's entries since the last step: nothing recorded
+            // about them holds any more.
+            steps.skip = Box::default();
+            steps.record = None;
+        }
         let stale_end = steps.next_stale.saturating_add(max).min(steps.stale.len());
         for i in steps.next_stale..stale_end {
             let topic = steps.stale[i].clone();
@@ -671,12 +710,55 @@ impl RouteTable {
         steps.next_stale = stale_end;
         let end = steps.next.saturating_add(max).min(body.topics.len());
         for (_, tc) in body.topics.get(steps.next..end).unwrap_or_default() {
-            if self.put_topic_config(steps.broker, tc, steps.put) {
+            if self.put_topic_config(steps, tc) {
                 steps.changed += 1;
             }
         }
         steps.next = end;
-        end >= body.topics.len()
+        steps.stamp = self.slots_stamp(steps.broker);
+        let done = end >= body.topics.len();
+        if done {
+            self.store_applied(steps);
+        }
+        done
+    }
+
+    /// The stamp of group `id`'s queue entries (see `slot_stamps`).
+    fn slots_stamp(&self, id: BrokerId) -> u64 {
+        self.slot_stamps.get(id as usize).copied().unwrap_or(0)
+    }
+
+    /// Gives group `id`'s queue entries a fresh stamp: every change of them calls this, so
+    /// that no record of what they held (`applied`) outlives the change.
+    fn touch_slots(&mut self, id: BrokerId) {
+        self.write_clock += 1;
+        let i = id as usize;
+        if self.slot_stamps.len() <= i {
+            self.slot_stamps.resize(i + 1, 0);
+        }
+        self.slot_stamps[i] = self.write_clock;
+    }
+
+    /// Hands a complete apply's digests to the live entry that registered them, once it is
+    /// known (`steps.live`), as long as the group's entries are still as the apply left them.
+    fn store_applied(&mut self, steps: &mut TopicSteps) {
+        let Some((live_id, generation)) = steps.live else {
+            return;
+        };
+        let Some(record) = steps.record.take() else {
+            return;
+        };
+        if self.slots_stamp(steps.broker) != steps.stamp {
+            return;
+        }
+        if let Some(live) = self.live.get_mut(live_id) {
+            if live.generation == generation {
+                live.applied = AppliedTopics {
+                    stamp: steps.stamp,
+                    digests: record.into_boxed_slice(),
+                };
+            }
+        }
     }
 
     fn register(
@@ -722,6 +804,7 @@ impl RouteTable {
             self.invalidate_broker_topics(name);
         }
         // 9./10. topic configs and static-topic mappings, from the master or the prime slave
+        let mut applied = None;
         if let TopicsInput::Body(body) = topics_in {
             let plan = self.plan_topics(req, body, register_first, incoming_version);
             if let Some(mut plan) = plan {
@@ -730,11 +813,13 @@ impl RouteTable {
                 } else {
                     self.apply_topic_steps(&mut plan, body, usize::MAX);
                     result.topics_changed = plan.changed;
+                    applied = Some(plan);
                 }
             }
         }
         // 11. live entry, bound to the connection the registration came on
         result.first = self.refresh_live(req, topics_in, incoming_version);
+        self.bind_topic_record(req, steps.as_mut(), applied);
         // 12. filter servers
         if let TopicsInput::Body(RegisterBody {
             filter_servers: Some(list),
@@ -753,6 +838,29 @@ impl RouteTable {
             result.notification = self.min_id_notification(req);
         }
         (result, steps)
+    }
+
+    /// Tells the topic configs' plan which live entry its record goes to (step 11 may just have
+    /// created it): when the last step is done, or now for a plan applied at once.
+    fn bind_topic_record(
+        &mut self,
+        req: &RegisterRequest<'_>,
+        steps: Option<&mut TopicSteps>,
+        applied: Option<TopicSteps>,
+    ) {
+        if steps.is_none() && applied.is_none() {
+            return;
+        }
+        let live = self
+            .live_id(req.cluster, req.broker_addr)
+            .map(|l| (l, self.live[l].generation));
+        if let Some(s) = steps {
+            s.live = live;
+        }
+        if let Some(mut plan) = applied {
+            plan.live = live;
+            self.store_applied(&mut plan);
+        }
     }
 
     /// Step 0: when the live entry of (cluster, addr) belongs to another broker name, that
@@ -792,6 +900,8 @@ impl RouteTable {
         }
         let key: Arc<str> = Arc::from(req.broker_name);
         let id = self.broker_names.insert(key.clone()) as BrokerId;
+        // A fresh stamp: no record made for an earlier group under this id matches it.
+        self.touch_slots(id);
         let data = BrokerData {
             cluster: req.cluster.to_string(),
             broker_name: req.broker_name.to_string(),
@@ -877,10 +987,24 @@ impl RouteTable {
         }
         let (name, broker) = (b.name.clone(), b.id);
         let clear_write = is_prime_slave && b.data.enable_acting_master;
-        let stored = self
-            .live_id(req.cluster, req.broker_addr)
-            .map(|l| self.live[l].data_version);
+        let live = self.live_id(req.cluster, req.broker_addr);
+        let stored = live.map(|l| self.live[l].data_version);
         let version_changed = stored != Some(incoming);
+        let all = register_first || version_changed;
+        // The last record goes in any case: a put-if-absent apply leaves entries the record
+        // knows nothing of (and this apply makes the next one).
+        let previous = live
+            .map(|l| std::mem::take(&mut self.live[l].applied))
+            .unwrap_or_default();
+        let stamp = self.slots_stamp(broker);
+        // Skipping is sound only when each topic is put once: a body whose map keys and
+        // topic names differ may name a topic twice (Java puts both; the last one stays).
+        let once = all && body.topics.iter().all(|(k, tc)| *k == tc.topic_name);
+        let skip = if once && previous.stamp == stamp {
+            previous.digests
+        } else {
+            Box::default()
+        };
         let stale =
             if self.settings.delete_topic_with_broker_registration && body.mappings.is_empty() {
                 self.take_unreported_topics(&name, body)
@@ -893,14 +1017,17 @@ impl RouteTable {
         Some(TopicSteps {
             name,
             broker,
-            put: PutRule {
-                all: register_first || version_changed,
-                clear_write,
-            },
+            put: PutRule { all, clear_write },
             stale,
             next_stale: 0,
             next: 0,
             changed: 0,
+            skip,
+            cursor: 0,
+            record: once.then(|| Vec::with_capacity(body.topics.len())),
+            stamp,
+            live: None,
+            skipped: 0,
         })
     }
 
@@ -920,19 +1047,36 @@ impl RouteTable {
     }
 
     /// §5.2 step 10 b for one topic config: put when the rule says all, or when the broker
-    /// does not serve the topic yet. Returns whether anything changed.
-    fn put_topic_config(&mut self, broker: BrokerId, tc: &TopicConfig, rule: PutRule) -> bool {
+    /// does not serve the topic yet; skipped without a lookup when the broker's last apply
+    /// put exactly this and nothing changed the group's entries since (`applied`). Returns
+    /// whether anything changed.
+    fn put_topic_config(&mut self, steps: &mut TopicSteps, tc: &TopicConfig) -> bool {
+        let rule = steps.put;
         let mut perm = tc.perm;
         if rule.clear_write {
             perm &= !PERM_WRITE;
         }
         let slot = QueueSlot {
-            broker,
+            broker: steps.broker,
             read_queue_nums: tc.read_queue_nums,
             write_queue_nums: tc.write_queue_nums,
             perm,
             topic_sys_flag: tc.topic_sys_flag,
         };
+        if let Some(record) = steps.record.as_mut() {
+            let fields = [
+                slot.read_queue_nums,
+                slot.write_queue_nums,
+                slot.perm,
+                slot.topic_sys_flag,
+            ];
+            let d = applied::digest(&self.digest_keys, &tc.topic_name, fields);
+            record.push(d);
+            if applied::take_match(&steps.skip, &mut steps.cursor, d) {
+                steps.skipped += 1;
+                return false;
+            }
+        }
         self.put_queue(&tc.topic_name, slot, !rule.all)
     }
 
@@ -1005,6 +1149,7 @@ impl RouteTable {
             conn: None,
             ha_server_addr: String::new(),
             fingerprint: None,
+            applied: AppliedTopics::default(),
             seen_topic_removals,
             expiry: Expiry::Unscheduled,
             generation: self.next_generation,
@@ -1081,6 +1226,7 @@ impl RouteTable {
                 Put::Unchanged => return false,
                 Put::Replaced => {
                     self.cache.invalidate(topic);
+                    self.touch_slots(broker);
                     return true;
                 }
                 Put::Added => {
@@ -1096,6 +1242,7 @@ impl RouteTable {
                 Some(key)
             }
         };
+        self.touch_slots(broker);
         // Index the topic under its new broker (shares the table's key allocation).
         let name = self.broker_names.get(broker as usize).cloned();
         if let (Some(key), Some(b)) = (key, name.and_then(|n| self.brokers.get_mut(n.as_ref()))) {
@@ -1114,6 +1261,7 @@ impl RouteTable {
             return (false, false);
         }
         let now_empty = entry.queues.is_empty();
+        self.touch_slots(id);
         self.cache.invalidate(topic);
         if now_empty {
             self.topics.remove(topic);
@@ -1440,6 +1588,9 @@ impl RouteTable {
                 self.invalidate_topic(&topic);
             }
         }
+        if count > 0 {
+            self.touch_slots(id);
+        }
         count
     }
 
@@ -1643,6 +1794,8 @@ fn apply_acting_master_rewrite(route: &mut TopicRouteData) {
 mod tests {
     use super::*;
     use crate::route::model::TopicConfig;
+
+    mod skip;
 
     fn fp(hash: u64) -> BodyFingerprint {
         BodyFingerprint {

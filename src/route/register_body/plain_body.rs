@@ -34,7 +34,9 @@ pub(super) fn decode(
     if limits.json.max_depth < DEPTH_NEEDED {
         return None;
     }
-    let mut r = PlainReader::new(body, limits.json.max_string_len)?;
+    // No UTF-8 pass over the whole body: the reader checks the strings it reads, and the rest
+    // of what it accepts is ASCII structure.
+    let mut r = PlainReader::checking_strings(body, limits.json.max_string_len);
     let mut decoded = RegisterBody::default();
     let (mut seen_filter, mut seen_wrapper) = (false, false);
     r.members(|r, key| {
@@ -148,32 +150,35 @@ fn topic_config<'a>(r: &mut PlainReader<'a>, key: &'a str) -> Option<Unnamed<'a>
 /// `{["attributes":{},]"order":false,"perm":6,"readQueueNums":8,"topicFilterType":"SINGLE_TAG",
 /// "topicName":"T","topicSysFlag":0,"writeQueueNums":8}` (`attributes` since 5.x, empty unless a
 /// topic has some). The keys and fixed values are compared as bytes, not scanned as strings:
-/// a hundred-topic body has a thousand of them. Anything else (another member, order, or
-/// value; attributes) returns `None` and the member loop reads the TopicConfig, to the same
-/// value when this accepts it. The topicName is first compared with the map `key` (a broker
-/// writes the same name twice), and only scanned when it differs.
+/// a hundred-topic body has a thousand of them; those between two values are one or two literals
+/// (compared a word at a time). Anything else (another member, order, or value; attributes)
+/// returns `None` and the member loop reads the TopicConfig, to the same value when this
+/// accepts it. The topicName is first compared with the map `key` (a broker writes the same
+/// name twice), and only scanned when it differs.
 fn broker_layout<'a>(r: &mut PlainReader<'a>, key: &'a str) -> Option<Unnamed<'a>> {
-    let lit = |r: &mut PlainReader<'_>, bytes: &[u8]| r.literal(bytes).then_some(());
-    lit(r, b"{")?;
-    r.literal(b"\"attributes\":{},");
-    lit(r, b"\"order\":")?;
-    if !r.literal(b"false") {
-        lit(r, b"true")?;
+    #[inline(always)]
+    fn lit<const N: usize>(r: &mut PlainReader<'_>, bytes: &[u8; N]) -> Option<()> {
+        r.literal(bytes).then_some(())
     }
-    lit(r, b",\"perm\":")?;
-    let perm = r.int()?;
+    if !r.literal(b"{\"attributes\":{},\"order\":") {
+        lit(r, b"{\"order\":")?;
+    }
+    if !r.literal(b"false,\"perm\":") {
+        lit(r, b"true,\"perm\":")?;
+    }
+    let perm = r.int_inline()?;
     lit(r, b",\"readQueueNums\":")?;
-    let read_queue_nums = r.int()?;
+    let read_queue_nums = r.int_inline()?;
+    // Two literals of at most 32 bytes: compared inline, where a longer one calls memcmp.
     lit(r, b",\"topicFilterType\":\"")?;
-    if !r.literal(b"SINGLE_TAG\"") {
-        lit(r, b"MULTI_TAG\"")?;
+    if !r.literal(b"SINGLE_TAG\",\"topicName\":") {
+        lit(r, b"MULTI_TAG\",\"topicName\":")?;
     }
-    lit(r, b",\"topicName\":")?;
     let name = if r.quoted(key) { key } else { r.string()? };
     lit(r, b",\"topicSysFlag\":")?;
-    let topic_sys_flag = r.int()?;
+    let topic_sys_flag = r.int_inline()?;
     lit(r, b",\"writeQueueNums\":")?;
-    let write_queue_nums = r.int()?;
+    let write_queue_nums = r.int_inline()?;
     lit(r, b"}")?;
     let tc = TopicConfig {
         topic_name: String::new(),
@@ -358,6 +363,106 @@ mod tests {
         }
         // Both paths were exercised.
         assert!(accepted > 1500 && refused > 15000, "{accepted} {refused}");
+    }
+
+    #[test]
+    fn near_misses_of_the_broker_layout_are_refused_or_decode_as_in_general() {
+        // Every byte of a 5.x and a 4.x body one off either way, with its lowest bit flipped,
+        // with its high bit set, and as 0xFF: a field name or fixed value off by one byte,
+        // a non-ASCII byte in a name, a digit that is none.
+        let five = broker_body(2);
+        let four = String::from_utf8(five.clone())
+            .unwrap()
+            .replace(r#""attributes":{},"#, "")
+            .replace(r#""order":false"#, r#""order":true"#)
+            .replace("SINGLE_TAG", "MULTI_TAG")
+            .into_bytes();
+        let limits = BodyLimits::default();
+        let mut accepted = 0;
+        for body in [five, four] {
+            assert!(check(&body, &limits));
+            for i in 0..body.len() {
+                let b = body[i];
+                for changed in [b.wrapping_add(1), b.wrapping_sub(1), b ^ 1, b | 0x80, 0xFF] {
+                    let mut v = body.clone();
+                    v[i] = changed;
+                    accepted += usize::from(check(&v, &limits));
+                }
+            }
+        }
+        // Digits and names changed within the shape are still read here.
+        assert!(accepted > 100, "{accepted}");
+    }
+
+    #[test]
+    fn names_with_escapes_or_bad_utf8_and_numbers_past_i32_are_not_read_here() {
+        let limits = BodyLimits::default();
+        let body = String::from_utf8(broker_body(1)).unwrap();
+        let refused = [
+            // Escapes in a key, a topicName, the filter list, an unknown member.
+            body.replacen(r#""T0":{"#, r#""T\u0030":{"#, 1),
+            body.replacen(r#""topicName":"T0""#, r#""topicName":"T\/0""#, 1),
+            body.replacen(r#"["f:1"]"#, r#"["f:1\]"#, 1),
+            body.replacen(r#"["f:1"]"#, r#"["f\,"1"]"#, 1),
+            body.replacen(
+                r#""topicName":"T0""#,
+                r#""topicName":"T\,"topicName":"T0""#,
+                1,
+            ),
+            body.replacen(
+                r#"{"filterServerList""#,
+                r#"{"x":"\"","filterServerList""#,
+                1,
+            ),
+            // Numbers past i32, or not plain ints.
+            body.replacen(r#""perm":6"#, r#""perm":2147483648"#, 1),
+            body.replacen(r#""perm":6"#, r#""perm":-2147483649"#, 1),
+            body.replacen(r#""perm":6"#, r#""perm":99999999999"#, 1),
+            body.replacen(r#""perm":6"#, r#""perm":06"#, 1),
+            body.replacen(r#""perm":6"#, r#""perm":6.0"#, 1),
+            body.replacen(r#""perm":6"#, r#""perm":6e0"#, 1),
+            body.replacen(r#""perm":6"#, r#""perm":-"#, 1),
+        ];
+        for text in &refused {
+            assert!(fast(text.as_bytes(), &limits).is_none(), "{text}");
+        }
+        // The bounds of i32 and a non-ASCII name are read here, as in general.
+        let taken = [
+            body.replacen(r#""perm":6"#, r#""perm":2147483647"#, 1),
+            body.replacen(r#""perm":6"#, r#""perm":-2147483648"#, 1),
+            body.replace(r#""T0""#, "\"T\u{e9}\""),
+            body.replacen(r#""topicName":"T0""#, "\"topicName\":\"\u{1F600}\"", 1),
+        ];
+        for text in &taken {
+            assert!(check(text.as_bytes(), &limits), "{text}");
+        }
+        // Invalid UTF-8 anywhere (a key, a name, a skipped member) is the general decoder's
+        // error, not read here.
+        let bytes = body.into_bytes();
+        let at = |needle: &[u8]| {
+            bytes
+                .windows(needle.len())
+                .position(|w| w == needle)
+                .unwrap()
+        };
+        for (needle, offset) in [
+            (&b"\"T0\":{"[..], 2),
+            (b"\"topicName\":\"T0\"", 14),
+            (b"f:1", 1),
+        ] {
+            for bad in [0x80, 0xC3, 0xFF] {
+                let mut v = bytes.clone();
+                v[at(needle) + offset] = bad;
+                assert!(fast(&v, &limits).is_none());
+                assert!(decode_json_body_general(&v, CURRENT, &limits).is_err());
+            }
+        }
+        // In a member the fast path skips.
+        let skipped = [&b"{\"x\":[\"a\xFF\"],"[..], &bytes[1..]].concat();
+        assert!(fast(&skipped, &limits).is_none());
+        assert!(decode_json_body_general(&skipped, CURRENT, &limits).is_err());
+        let skipped = [&b"{\"x\":[\"a\xC3\xA9\"],"[..], &bytes[1..]].concat();
+        assert!(check(&skipped, &limits));
     }
 
     /// Checks every mutation of `body` ([`crate::remoting::plain::mutations`]) under each

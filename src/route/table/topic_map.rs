@@ -10,14 +10,22 @@
 //! so the most one insert rehashes is one shard: about 4,000 topics at `maxTopics` (one
 //! million), under a millisecond.
 //!
-//! The shard is picked by bits 40..48 of the same hash the shard's own table uses, which a
-//! table's bucket index (its low bits, for tables of fewer than 2^40 buckets) and its control
-//! bytes (the top 7 bits) never read, so the topics of one shard spread over its table as
-//! well as over an unsharded one. The cost is one more hash of the name per lookup.
+//! The shard is picked by bits 40..48 of the name's hash, which a table's bucket index (its low
+//! bits, for tables of fewer than 2^40 buckets) and its control bytes (the top 7 bits) never
+//! read, so the topics of one shard spread over its table as well as over an unsharded one.
+//!
+//! One keyed hash per lookup: the name is hashed once, by the map's hasher (keyed per
+//! process, so peers who choose topic names cannot choose collisions: see
+//! `route::keyed_hash`), and that hash both picks the shard and is the shard table's hash.
+//! A stored key keeps its hash ([`TopicKey`]); a lookup by `&str` goes through a borrowed view
+//! of the same shape ([`Lookup`]), and the shards' hasher ([`PassThrough`]) hands the stored
+//! hash on. So growing a shard rehashes without reading any name behind its `Arc`, for
+//! 8 bytes more per topic.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::fmt;
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Arc;
 
 /// Number of shards: at `maxTopics` (1,000,000) a shard holds about 4,000 topics.
@@ -31,21 +39,132 @@ const SHARD_SHIFT: u32 = 40;
 /// is always freed).
 const SHRINK_BELOW_FRACTION: usize = 16;
 
+/// A topic name stored with its hash (by the map's keyed hasher).
+#[derive(Clone)]
+pub struct TopicKey {
+    hash: u64,
+    name: Arc<str>,
+}
+
+/// What a shard compares and hashes: a stored [`TopicKey`] or a name being looked up with its
+/// hash ([`Probe`]), without making a key (an `Arc`) for the lookup.
+trait Lookup {
+    fn hash(&self) -> u64;
+    fn name(&self) -> &str;
+}
+
+impl Lookup for TopicKey {
+    fn hash(&self) -> u64 {
+        self.hash
+    }
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// A name being looked up, with its hash.
+struct Probe<'a> {
+    hash: u64,
+    name: &'a str,
+}
+
+impl Lookup for Probe<'_> {
+    fn hash(&self) -> u64 {
+        self.hash
+    }
+    fn name(&self) -> &str {
+        self.name
+    }
+}
+
+impl<'a> Borrow<dyn Lookup + 'a> for TopicKey {
+    fn borrow(&self) -> &(dyn Lookup + 'a) {
+        self
+    }
+}
+
+/// Equal names have equal hashes (one hasher per map), so the hash is compared first: most
+/// unequal names differ there.
+impl PartialEq for dyn Lookup + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash() == other.hash() && self.name() == other.name()
+    }
+}
+
+impl Eq for dyn Lookup + '_ {}
+
+impl Hash for dyn Lookup + '_ {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(Lookup::hash(self));
+    }
+}
+
+/// The same equality and hash as the view it borrows as (`HashMap`'s rule for `Borrow`).
+impl PartialEq for TopicKey {
+    fn eq(&self, other: &Self) -> bool {
+        (self as &dyn Lookup) == (other as &dyn Lookup)
+    }
+}
+
+impl Eq for TopicKey {}
+
+impl Hash for TopicKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        Hash::hash(self as &dyn Lookup, state);
+    }
+}
+
+/// The shards' hasher: the one `u64` a key hashes as is the hash (already keyed and mixed).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PassThrough;
+
+/// See [`PassThrough`].
+#[derive(Debug, Default)]
+pub struct PassThroughHasher(u64);
+
+impl BuildHasher for PassThrough {
+    type Hasher = PassThroughHasher;
+
+    fn build_hasher(&self) -> PassThroughHasher {
+        PassThroughHasher(0)
+    }
+}
+
+impl Hasher for PassThroughHasher {
+    #[inline]
+    fn write_u64(&mut self, hash: u64) {
+        self.0 = hash;
+    }
+
+    /// Only `write_u64` is used (keys hash as their stored hash); anything else is folded in
+    /// rather than lost.
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// One shard's table.
+pub type Shard<V> = HashMap<TopicKey, V, PassThrough>;
+
 /// Topic name -> `V`, in [`SHARDS`] maps.
 pub struct TopicMap<V, S = std::collections::hash_map::RandomState> {
     hasher: S,
-    shards: Box<[HashMap<Arc<str>, V, S>]>,
+    shards: Box<[Shard<V>]>,
     len: usize,
 }
 
-impl<V, S: BuildHasher + Clone + Default> Default for TopicMap<V, S> {
+impl<V, S: BuildHasher + Default> Default for TopicMap<V, S> {
     fn default() -> Self {
-        let hasher = S::default();
-        let shards = (0..SHARDS)
-            .map(|_| HashMap::with_hasher(hasher.clone()))
-            .collect();
+        let shards = (0..SHARDS).map(|_| Shard::default()).collect();
         TopicMap {
-            hasher,
+            hasher: S::default(),
             shards,
             len: 0,
         }
@@ -59,12 +178,17 @@ impl<V, S> fmt::Debug for TopicMap<V, S> {
 }
 
 impl<V, S: BuildHasher> TopicMap<V, S> {
-    fn shard_of(&self, topic: &str) -> usize {
-        (self.hasher.hash_one(topic) >> SHARD_SHIFT) as usize % SHARDS
+    /// The name's shard and its lookup view: the one hash of a lookup.
+    #[inline]
+    fn probe<'a>(&self, topic: &'a str) -> (usize, Probe<'a>) {
+        let hash = self.hasher.hash_one(topic);
+        let shard = (hash >> SHARD_SHIFT) as usize % SHARDS;
+        (shard, Probe { hash, name: topic })
     }
 
-    fn shard(&self, topic: &str) -> &HashMap<Arc<str>, V, S> {
-        &self.shards[self.shard_of(topic)]
+    #[cfg(test)]
+    fn shard_of(&self, topic: &str) -> usize {
+        self.probe(topic).0
     }
 
     pub fn len(&self) -> usize {
@@ -72,25 +196,29 @@ impl<V, S: BuildHasher> TopicMap<V, S> {
     }
 
     pub fn get(&self, topic: &str) -> Option<&V> {
-        self.shard(topic).get(topic)
+        let (at, probe) = self.probe(topic);
+        self.shards[at].get(&probe as &dyn Lookup)
     }
 
     pub fn get_mut(&mut self, topic: &str) -> Option<&mut V> {
-        let at = self.shard_of(topic);
-        self.shards[at].get_mut(topic)
+        let (at, probe) = self.probe(topic);
+        self.shards[at].get_mut(&probe as &dyn Lookup)
     }
 
     pub fn get_key_value(&self, topic: &str) -> Option<(&Arc<str>, &V)> {
-        self.shard(topic).get_key_value(topic)
+        let (at, probe) = self.probe(topic);
+        let (key, value) = self.shards[at].get_key_value(&probe as &dyn Lookup)?;
+        Some((&key.name, value))
     }
 
     pub fn contains_key(&self, topic: &str) -> bool {
-        self.shard(topic).contains_key(topic)
+        let (at, probe) = self.probe(topic);
+        self.shards[at].contains_key(&probe as &dyn Lookup)
     }
 
     pub fn insert(&mut self, topic: Arc<str>, value: V) -> Option<V> {
-        let at = self.shard_of(&topic);
-        let old = self.shards[at].insert(topic, value);
+        let (at, Probe { hash, .. }) = self.probe(&topic);
+        let old = self.shards[at].insert(TopicKey { hash, name: topic }, value);
         if old.is_none() {
             self.len += 1;
         }
@@ -98,8 +226,8 @@ impl<V, S: BuildHasher> TopicMap<V, S> {
     }
 
     pub fn remove(&mut self, topic: &str) -> Option<V> {
-        let at = self.shard_of(topic);
-        let old = self.shards[at].remove(topic);
+        let (at, probe) = self.probe(topic);
+        let old = self.shards[at].remove(&probe as &dyn Lookup);
         if old.is_some() {
             self.len -= 1;
         }
@@ -108,7 +236,9 @@ impl<V, S: BuildHasher> TopicMap<V, S> {
 
     /// Every topic, shard by shard (no particular order, as a `HashMap`'s).
     pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &V)> {
-        self.shards.iter().flat_map(|s| s.iter())
+        self.shards
+            .iter()
+            .flat_map(|s| s.iter().map(|(k, v)| (&k.name, v)))
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &Arc<str>> {
@@ -125,17 +255,14 @@ impl<V, S: BuildHasher> TopicMap<V, S> {
     /// holds; each moves at most a sixteenth of its capacity). Returns their old tables, now
     /// empty, for the caller to free (freeing many megabytes costs the kernel milliseconds);
     /// with the sum of their capacities.
-    pub fn shrink_if_sparse(&mut self) -> (Vec<HashMap<Arc<str>, V, S>>, usize)
-    where
-        S: Clone,
-    {
+    pub fn shrink_if_sparse(&mut self) -> (Vec<Shard<V>>, usize) {
         let mut old_tables = Vec::new();
         let mut old_capacity = 0;
         for shard in self.shards.iter_mut() {
             if shard.len() * SHRINK_BELOW_FRACTION >= shard.capacity() {
                 continue;
             }
-            let mut old = std::mem::replace(shard, HashMap::with_hasher(self.hasher.clone()));
+            let mut old = std::mem::take(shard);
             shard.reserve(old.len() * 2);
             shard.extend(old.drain());
             old_capacity += old.capacity();
@@ -172,6 +299,56 @@ mod tests {
         keys.sort_unstable();
         keys.dedup();
         assert_eq!(keys.len(), 4_999);
+    }
+
+    /// Every name hashes alike: the worst a peer could do without the process key.
+    #[derive(Clone, Copy, Default)]
+    struct Colliding;
+
+    impl BuildHasher for Colliding {
+        type Hasher = Colliding;
+
+        fn build_hasher(&self) -> Colliding {
+            Colliding
+        }
+    }
+
+    impl Hasher for Colliding {
+        fn write(&mut self, _: &[u8]) {}
+        fn finish(&self) -> u64 {
+            0x1234_5678_9ABC_DEF0
+        }
+    }
+
+    #[test]
+    fn one_keyed_hash_picks_the_shard_and_places_the_name_in_it() {
+        let mut m: TopicMap<u32, crate::route::keyed_hash::KeyedState> = TopicMap::default();
+        let keyed = crate::route::keyed_hash::KeyedState::default();
+        for i in 0..1_000u32 {
+            m.insert(Arc::from(format!("T{i}").as_str()), i);
+        }
+        for (at, shard) in m.shards.iter().enumerate() {
+            for key in shard.keys() {
+                // The stored hash is the process-keyed hash of the name, and the shard the
+                // one its bits pick.
+                assert_eq!(key.hash, keyed.hash_one(&*key.name));
+                assert_eq!(m.shard_of(&key.name), at);
+                assert_eq!(shard.hasher().hash_one(key), key.hash);
+            }
+        }
+        // Names with one hash (all in one shard, one probe chain) stay apart by their text.
+        let mut c: TopicMap<u32, Colliding> = TopicMap::default();
+        for i in 0..300u32 {
+            assert_eq!(c.insert(Arc::from(format!("C{i}").as_str()), i), None);
+        }
+        assert_eq!(c.shards.iter().filter(|s| !s.is_empty()).count(), 1);
+        for i in 0..300u32 {
+            assert_eq!(c.get(&format!("C{i}")), Some(&i));
+        }
+        assert_eq!(c.get("C300"), None);
+        assert_eq!(c.remove("C7"), Some(7));
+        assert!(!c.contains_key("C7") && c.contains_key("C8"));
+        assert_eq!(c.len(), 299);
     }
 
     #[test]
