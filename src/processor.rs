@@ -38,7 +38,7 @@ use crate::request::{
     RegisterBroker, RegisterTopic, Request, UpdateNamesrvConfig, WritePerm,
 };
 use crate::route::model::{
-    self, BodyLimits, DataVersion, DecodeScratch, Dialect, QueueData, RegisterBody, TopicRouteData,
+    self, BodyLimits, DecodeScratch, Dialect, QueueData, RegisterBody, TopicRouteData,
 };
 use crate::route::table::{
     BatchOutcome, BodyFingerprint, BoundExceeded, ConnId, ExpiredBroker, MinIdNotification,
@@ -445,18 +445,15 @@ enum ReplyBody {
     None,
     Owned(Vec<u8>),
     Shared(bytes::Bytes),
-    /// Encoded straight into the output (QUERY_DATA_VERSION's stored version).
-    DataVersion(DataVersion),
 }
 
 impl ReplyBody {
-    /// The body's bytes when it holds them (empty for `None`; `DataVersion` is encoded by
-    /// its writer instead).
+    /// The body's bytes (empty for `None`).
     fn bytes(&self) -> &[u8] {
         match self {
             ReplyBody::Owned(v) => v,
             ReplyBody::Shared(b) => b,
-            ReplyBody::None | ReplyBody::DataVersion(_) => &[],
+            ReplyBody::None => &[],
         }
     }
 }
@@ -471,14 +468,7 @@ fn encode_reply(serialize_type: SerializeType, opaque: i32, reply: &Reply, out: 
         flag: FLAG_RESPONSE,
         remark: reply.remark.as_deref(),
     };
-    let mut encoded = Vec::new();
-    let body = match &reply.body {
-        ReplyBody::DataVersion(v) => {
-            v.encode(&mut encoded);
-            &encoded
-        }
-        other => other.bytes(),
-    };
+    let body = reply.body.bytes();
     // One encoder call (one instance of it) for every kind of ext fields.
     let (pairs, changed): (&[(&str, String)], _) = match &reply.ext {
         ReplyExt::None => (&[], None),
@@ -534,10 +524,7 @@ impl ReplyTemplates {
         let Some(template) = self.of(reply, serialize_type) else {
             return false;
         };
-        match &reply.body {
-            ReplyBody::DataVersion(v) => template.write_with_body(out, opaque, |o| v.encode(o)),
-            other => template.write_with_body(out, opaque, |o| o.extend_from_slice(other.bytes())),
-        }
+        template.write_with_body(out, opaque, |o| o.extend_from_slice(reply.body.bytes()));
         true
     }
 
@@ -1603,15 +1590,20 @@ impl Processor {
         r: QueryDataVersion<'_>,
     ) -> Result<Reply, Reject> {
         let (cluster, addr) = (r.broker.cluster, r.broker.broker_addr);
-        let stored = self.table.data_version(cluster, addr);
-        let changed = match (stored, r.data_version) {
-            (Some(s), Some(v)) => s != v,
-            _ => true,
-        };
-        self.table.heartbeat(cluster, addr, ctx.now_ms);
+        let answered = self
+            .table
+            .query_data_version(cluster, addr, ctx.now_ms, |stored| {
+                let changed = r.changed(stored.map(|(version, text)| (version, &text[..])))?;
+                Ok((changed, stored.map(|(_, text)| text.clone())))
+            });
+        let (changed, text) = answered.map_err(|e: ParseError| {
+            self.warn_refused(ctx, request::QUERY_DATA_VERSION, &e);
+            Reject::from(e)
+        })?;
         Ok(Reply {
             ext: ReplyExt::Changed(changed),
-            body: stored.map_or(ReplyBody::None, ReplyBody::DataVersion),
+            // The stored version's text (none for a broker not live), shared with the table.
+            body: text.map_or(ReplyBody::None, ReplyBody::Shared),
             ..Reply::ok()
         })
     }
@@ -2197,6 +2189,7 @@ pub fn filter_by_zone(route: &mut TopicRouteData, zone: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::route::model::DataVersion;
 
     #[test]
     fn templated_replies_are_the_bytes_of_encoded_ones() {
@@ -2205,6 +2198,9 @@ mod tests {
             state_version: -2,
             timestamp: 1_700_000_000_123,
         };
+        let mut text = Vec::new();
+        dv.encode(&mut text);
+        let text = bytes::Bytes::from(text);
         let replies = || {
             let changed = |c, body| Reply {
                 ext: ReplyExt::Changed(c),
@@ -2218,8 +2214,8 @@ mod tests {
                     body: ReplyBody::Shared(bytes::Bytes::from_static(&[7u8; 300])),
                     ..Reply::ok()
                 },
-                changed(false, ReplyBody::DataVersion(dv)),
-                changed(true, ReplyBody::DataVersion(dv)),
+                changed(false, ReplyBody::Shared(text.clone())),
+                changed(true, ReplyBody::Shared(text.clone())),
                 changed(true, ReplyBody::None),
             ]
         };

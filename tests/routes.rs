@@ -572,6 +572,23 @@ fn query_data_version_reports_changes_and_refreshes() {
         .unwrap();
     assert_eq!(resp.ext("changed"), Some("true"));
     assert!(resp.body.is_empty());
+    // The same version in another layout is the same version; a body that is not a
+    // DataVersion is refused, for a known broker as for an unknown one.
+    let reordered = br#"{"timestamp":1700000000007,"stateVersion":0,"counter":7}"#;
+    let resp = c
+        .request(request::QUERY_DATA_VERSION, &ext, reordered)
+        .unwrap();
+    assert_eq!(resp.ext("changed"), Some("false"));
+    assert_eq!(DataVersion::decode(&resp.body).unwrap(), same);
+    for who in [&ext, &unknown] {
+        let resp = c.request(request::QUERY_DATA_VERSION, who, b"[").unwrap();
+        assert_eq!(resp.code, 1, "{:?}", resp.remark);
+        assert!(resp
+            .remark
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("bad DataVersion body"));
+    }
 }
 
 #[test]

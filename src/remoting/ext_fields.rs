@@ -27,6 +27,11 @@ fn short(s: Span) -> Option<Short> {
     Some([a.ok()?, b.ok()?, c.ok()?, d.ok()?])
 }
 
+/// A key length's bit in [`ExtFields::key_lens`].
+fn key_len_bit(len: usize) -> u32 {
+    1 << (len % 32)
+}
+
 /// A request's ext fields, in the order their keys first came.
 #[derive(Clone)]
 pub struct ExtFields {
@@ -38,6 +43,10 @@ pub struct ExtFields {
     /// The first pairs while every offset fits 16 bits; `len` of them.
     inline: [Short; INLINE_PAIRS],
     len: u8,
+    /// Bit `n % 32` set for the length `n` of every key added since the last `clear`: a key
+    /// whose bit is clear is not here, known without a scan (the duplicate check of every
+    /// pair the header decoder adds, and absent optional fields). Removals leave their bit.
+    key_lens: u32,
     /// All pairs, once there are more than fit inline or an offset does not (then `len` is
     /// 0, and `spill` is what counts).
     spill: Vec<Span>,
@@ -50,6 +59,7 @@ impl Default for ExtFields {
             owned: String::new(),
             inline: [[0; 4]; INLINE_PAIRS],
             len: 0,
+            key_lens: 0,
             spill: Vec::new(),
         }
     }
@@ -111,6 +121,9 @@ impl ExtFields {
     }
 
     fn position(&self, key: &[u8]) -> Option<usize> {
+        if self.key_lens & key_len_bit(key.len()) == 0 {
+            return None;
+        }
         let text = self.text();
         self.spans().position(|s| {
             // Lengths first: most keys of a header differ in length.
@@ -140,6 +153,7 @@ impl ExtFields {
     pub fn clear(&mut self) {
         self.owned.clear();
         self.len = 0;
+        self.key_lens = 0;
         self.spill.clear();
     }
 
@@ -174,6 +188,7 @@ impl ExtFields {
     }
 
     fn push(&mut self, span: Span) {
+        self.key_lens |= key_len_bit(span.0[1].saturating_sub(span.0[0]) as usize);
         let len = usize::from(self.len);
         if self.spill.is_empty() && len < INLINE_PAIRS {
             if let Some(s) = short(span) {
@@ -302,6 +317,27 @@ mod tests {
             f.put_span((k0, k0 + k.len()), (v0, v0 + v.len()));
         }
         f
+    }
+
+    /// The key-length bits only ever skip keys that are absent: lengths that share a bit
+    /// (1 and 33), removed and re-added keys, and a cleared set.
+    #[test]
+    fn key_length_bits_never_hide_a_key() {
+        let long = "k".repeat(33);
+        let mut f: ExtFields = [("a", "1"), (long.as_str(), "2")].into_iter().collect();
+        assert_eq!(
+            (f.get("a"), f.get(&long), f.get("b")),
+            (Some("1"), Some("2"), None)
+        );
+        assert_eq!(f.get(&"k".repeat(32)), None);
+        f.put("a", None);
+        assert_eq!((f.get("a"), f.get(&long)), (None, Some("2")));
+        f.put("b", Some("3"));
+        assert_eq!(f.get("b"), Some("3"));
+        f.clear();
+        assert_eq!((f.get("b"), f.get(&long)), (None, None));
+        f.put("b", Some("4"));
+        assert_eq!(f.get("b"), Some("4"));
     }
 
     #[test]

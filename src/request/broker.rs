@@ -167,11 +167,14 @@ impl<'a> BrokerRef<'a> {
     }
 }
 
-/// 322 QUERY_DATA_VERSION: the broker's DataVersion, if it sent one.
+/// 322 QUERY_DATA_VERSION: the broker and the DataVersion it holds, as it sent it (JSON; empty
+/// when it sent none). The body is read by [`QueryDataVersion::changed`], against the version
+/// stored for the broker: a broker asking about the version it registered sends that
+/// version's exact bytes, which are then compared, not decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueryDataVersion<'a> {
     pub broker: BrokerRef<'a>,
-    pub data_version: Option<DataVersion>,
+    body: &'a [u8],
 }
 
 /// The longest QUERY_DATA_VERSION body: a DataVersion is three numbers (under 100 bytes).
@@ -189,19 +192,47 @@ impl<'a> QueryDataVersion<'a> {
                 ),
             });
         }
-        let data_version = if h.body().is_empty() {
-            None
-        } else {
-            Some(
-                DataVersion::decode(h.body()).map_err(|e| ParseError::BadBody {
-                    what: "DataVersion",
-                    reason: e.to_string(),
-                })?,
-            )
-        };
         Ok(QueryDataVersion {
             broker,
-            data_version,
+            body: h.body(),
+        })
+    }
+
+    /// The DataVersion the broker sent, if it sent one; a body that does not decode is
+    /// refused ([`ParseError::BadBody`]).
+    pub fn data_version(&self) -> Result<Option<DataVersion>, ParseError> {
+        if self.body.is_empty() {
+            return Ok(None);
+        }
+        DataVersion::decode(self.body)
+            .map(Some)
+            .map_err(|e| ParseError::BadBody {
+                what: "DataVersion",
+                reason: e.to_string(),
+            })
+    }
+
+    /// Java's `changed`: false only when the broker is live (`stored` is its DataVersion and
+    /// that version's text, as [`DataVersion::encode`] writes it) and sent a DataVersion
+    /// equal to it.
+    ///
+    /// A body with exactly the stored text is that version (decoding what `encode` wrote
+    /// gives the value back), so it is answered without decoding; any other body (another
+    /// version, another layout, an unknown broker) is decoded as
+    /// [`QueryDataVersion::data_version`] does, and refused if it does not decode, whether or
+    /// not the broker is known.
+    pub fn changed(&self, stored: Option<(&DataVersion, &[u8])>) -> Result<bool, ParseError> {
+        match stored {
+            Some((_, text)) if self.body == text => Ok(false),
+            _ => self.changed_by_value(stored.map(|(version, _)| version)),
+        }
+    }
+
+    /// [`QueryDataVersion::changed`] by decoding the body, always.
+    fn changed_by_value(&self, stored: Option<&DataVersion>) -> Result<bool, ParseError> {
+        Ok(match (stored, self.data_version()?) {
+            (Some(s), Some(v)) => *s != v,
+            _ => true,
         })
     }
 }
@@ -237,5 +268,113 @@ impl<'a> GetBrokerMemberGroup<'a> {
             cluster: h.required("clusterName")?,
             broker_name: h.required("brokerName")?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remoting::command::{RemotingCommand, SerializeType};
+
+    fn query(body: &[u8]) -> RemotingCommand {
+        RemotingCommand {
+            code: 322,
+            language: 0,
+            version: 479,
+            opaque: 1,
+            flag: 0,
+            remark: None,
+            ext_fields: [
+                ("brokerName", "b"),
+                ("brokerAddr", "10.0.0.1:10911"),
+                ("clusterName", "c"),
+                ("brokerId", "0"),
+            ]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+            body: bytes::Bytes::copy_from_slice(body),
+            serialize_type: SerializeType::Json,
+        }
+    }
+
+    /// The byte comparison answers exactly as decoding and comparing values does: for each
+    /// body (the stored version's own bytes, other versions, other layouts of the same
+    /// version, odd and broken JSON, none) and each stored version (none: an unknown broker),
+    /// the same `changed` and the same refusal.
+    #[test]
+    fn comparing_bytes_answers_as_decoding_does() {
+        let v = |counter, state_version, timestamp| DataVersion {
+            counter,
+            state_version,
+            timestamp,
+        };
+        let versions = [
+            v(7, 0, 1_700_000_000_007),
+            v(8, 0, 1_700_000_000_007),
+            v(0, 0, 0),
+            v(-1, i64::MIN, i64::MAX),
+        ];
+        let mut bodies: Vec<Vec<u8>> = versions
+            .iter()
+            .map(|d| {
+                let mut b = Vec::new();
+                d.encode(&mut b);
+                b
+            })
+            .collect();
+        for odd in [
+            &br#"{"timestamp":1700000000007,"counter":7,"stateVersion":0}"#[..],
+            br#"{ "counter" : 7 , "stateVersion" : 0 , "timestamp" : 1700000000007 }"#,
+            br#"{"counter":7,"timestamp":1700000000007}"#,
+            br#"{"counter":7,"stateVersion":0,"timestamp":1700000000007,"extra":[1]}"#,
+            br#"{"counter":6,"counter":7,"stateVersion":0,"timestamp":1700000000007}"#,
+            br#"{"counter":"7","stateVersion":0,"timestamp":1700000000007}"#,
+            br#"{"counter":7.0,"stateVersion":0,"timestamp":1700000000007}"#,
+            br#"{"counter":7,"stateVersion":0,"timestamp":1700000000007} "#,
+            br#"{"counter":7,"stateVersion":0,"timestamp":1700000000007}x"#,
+            br#"{"counter":7,"stateVersion":0,"timestamp":17000000000070}"#,
+            br#"{"counter":07,"stateVersion":0,"timestamp":1700000000007}"#,
+            br#"{"counter":-0,"stateVersion":0,"timestamp":0}"#,
+            br#"{}"#,
+            br#"{"#,
+            br#"[]"#,
+            br#"null"#,
+            br#"7"#,
+            b" ",
+            b"\xff",
+            b"",
+        ] {
+            bodies.push(odd.to_vec());
+        }
+        let limits = NameLimits::default();
+        let (mut fast_path, mut refused) = (0, 0);
+        for body in &bodies {
+            let cmd = query(body);
+            let h = Fields {
+                cmd: &cmd,
+                limits: &limits,
+                done: BodyDone::Nothing,
+            };
+            let q = QueryDataVersion::parse(h).expect("header");
+            for stored in versions.iter().map(Some).chain([None]) {
+                let mut text = Vec::new();
+                if let Some(s) = stored {
+                    s.encode(&mut text);
+                }
+                let answer = q.changed(stored.map(|s| (s, text.as_slice())));
+                assert_eq!(
+                    answer,
+                    q.changed_by_value(stored),
+                    "{stored:?} {:?}",
+                    String::from_utf8_lossy(body)
+                );
+                fast_path += usize::from(answer == Ok(false) && stored.is_some() && body == &text);
+                refused += usize::from(answer.is_err());
+            }
+        }
+        // Both paths ran: each stored version met its own bytes, and broken bodies were refused.
+        assert_eq!(fast_path, versions.len());
+        assert!(refused > 0);
     }
 }

@@ -225,12 +225,10 @@ impl<'a> Fields<'a> {
 
     pub fn required_i64(&self, field: &'static str) -> Result<i64, ParseError> {
         let text = self.required(field)?;
-        text.trim()
-            .parse::<i64>()
-            .map_err(|_| ParseError::NotANumber {
-                field,
-                value: text.to_string(),
-            })
+        parse_i64_field(text).ok_or_else(|| ParseError::NotANumber {
+            field,
+            value: text.to_string(),
+        })
     }
 
     /// Java's Boolean parsing: "true" in any case is true, anything else false.
@@ -241,5 +239,61 @@ impl<'a> Fields<'a> {
 
     pub fn body(&self) -> &'a [u8] {
         &self.cmd.body
+    }
+}
+
+/// A numeric header field: trimmed, then read as an i64. A field of plain digits short enough
+/// not to overflow (what Java writes for a broker id) is read directly, without the general
+/// path's Unicode trim and sign handling; it gives the same value.
+fn parse_i64_field(text: &str) -> Option<i64> {
+    if (1..=18).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_digit()) {
+        return Some(
+            text.bytes()
+                .fold(0, |n: i64, b| n * 10 + i64::from(b - b'0')),
+        );
+    }
+    text.trim().parse::<i64>().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The digits-only path reads what trimming and parsing reads.
+    #[test]
+    fn numeric_fields_read_as_trim_and_parse_do() {
+        let mut inputs: Vec<String> = [
+            "0",
+            "7",
+            "007",
+            "-1",
+            "+1",
+            " 1",
+            "1 ",
+            "\u{a0}2",
+            "",
+            " ",
+            "1a",
+            "0x1",
+            "1.0",
+            "999999999999999999",
+            "9999999999999999999",
+            "9223372036854775807",
+            "9223372036854775808",
+            "-9223372036854775808",
+            "٣",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        inputs.extend((0..40).map(|n| "9".repeat(n)));
+        inputs.extend((0..20).map(|n| format!("1{}", "0".repeat(n))));
+        for text in &inputs {
+            assert_eq!(
+                parse_i64_field(text),
+                text.trim().parse::<i64>().ok(),
+                "{text:?}"
+            );
+        }
     }
 }

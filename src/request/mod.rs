@@ -387,13 +387,20 @@ mod tests {
         let cmd = command(code::QUERY_DATA_VERSION, ALL_FIELDS, &body);
         match parse(&cmd) {
             Ok(Request::QueryDataVersion(q)) => {
-                assert_eq!(q.data_version, Some(v));
+                assert_eq!(q.data_version(), Ok(Some(v)));
                 assert_eq!(q.broker.broker_addr, "10.0.0.1:10911");
             }
             other => panic!("{other:?}"),
         }
+        // The body is decoded by the handler, against the stored version (`changed`).
         let cmd = command(code::QUERY_DATA_VERSION, ALL_FIELDS, b"[");
-        assert!(remark(&cmd).starts_with("bad DataVersion body: "));
+        match parse(&cmd) {
+            Ok(Request::QueryDataVersion(q)) => {
+                let refused = q.changed(None).expect_err("refused");
+                assert!(refused.to_string().starts_with("bad DataVersion body: "));
+            }
+            other => panic!("{other:?}"),
+        }
 
         let route = br#"{"queueDatas":[{"brokerName":"b","readQueueNums":2,"writeQueueNums":2,"perm":6,"topicSysFlag":0}]}"#;
         let cmd = command(code::REGISTER_TOPIC_IN_NAMESRV, &[("topic", "T")], route);

@@ -418,6 +418,9 @@ pub struct RouteTable {
     /// Keys of the digests of `applied`.
     digest_keys: KeyedState,
     cache: RouteCache,
+    /// QUERY_DATA_VERSION's reply body per live slab id: the stored DataVersion it was
+    /// encoded from and its text ([`RouteTable::query_data_version`]).
+    data_version_texts: Vec<Option<(DataVersion, Bytes)>>,
     pub settings: RouteSettings,
 }
 
@@ -439,6 +442,7 @@ impl RouteTable {
             write_clock: 0,
             digest_keys: KeyedState::default(),
             cache: RouteCache::default(),
+            data_version_texts: Vec::new(),
             settings,
         }
     }
@@ -509,7 +513,45 @@ impl RouteTable {
             .map(|id| self.live[id].data_version)
     }
 
-    /// Refreshes a live broker's timestamp (BROKER_HEARTBEAT, QUERY_DATA_VERSION). O(1).
+    /// QUERY_DATA_VERSION in one lookup of (cluster, addr): `answer` gets the live broker's
+    /// stored DataVersion and its text as [`DataVersion::encode`] writes it (`None` for a
+    /// broker not live), and when it returns `Ok` the broker's timestamp is refreshed as
+    /// [`RouteTable::heartbeat`] does; a refused query (`Err`: a body that does not decode)
+    /// refreshes nothing. O(1).
+    ///
+    /// The text is kept per live slab id with the version it was encoded from, and encoded
+    /// again only when the stored version is another one (a registration changed it, or the
+    /// id now holds another broker): a broker asks about the same version every 30 s, and
+    /// encoding it was the larger part of what the reply added to a heartbeat's work.
+    pub fn query_data_version<R, E>(
+        &mut self,
+        cluster: &str,
+        addr: &str,
+        now_ms: u64,
+        answer: impl FnOnce(Option<(&DataVersion, &Bytes)>) -> Result<R, E>,
+    ) -> Result<R, E> {
+        let id = self.live_id(cluster, addr);
+        let Some((id, live)) = id.and_then(|id| Some((id, self.live.get_mut(id)?))) else {
+            return answer(None);
+        };
+        if self.data_version_texts.len() <= id {
+            self.data_version_texts.resize(id + 1, None);
+        }
+        let slot = &mut self.data_version_texts[id];
+        let text = match slot {
+            Some((version, text)) if *version == live.data_version => text,
+            _ => {
+                let mut text = Vec::with_capacity(64);
+                live.data_version.encode(&mut text);
+                &slot.insert((live.data_version, Bytes::from(text))).1
+            }
+        };
+        let answered = answer(Some((&live.data_version, text)))?;
+        live.last_update_ms = now_ms;
+        Ok(answered)
+    }
+
+    /// Refreshes a live broker's timestamp (BROKER_HEARTBEAT). O(1).
     pub fn heartbeat(&mut self, cluster: &str, addr: &str, now_ms: u64) -> bool {
         match self.live_id(cluster, addr) {
             Some(id) => {
@@ -2053,6 +2095,51 @@ mod tests {
             1,
             "re-armed after a failed submit"
         );
+    }
+
+    /// What `query_data_version` hands out: the live broker's stored version and its text,
+    /// encoded anew after a registration changed the version and for another broker taking
+    /// over a freed slab id; nothing (and no refresh) for a broker not live; a refused answer
+    /// refreshes nothing.
+    #[test]
+    fn query_data_version_gives_the_stored_version_and_its_current_text() {
+        let mut t = table();
+        let mut r = req("c", "b", "a:1", 0, 0);
+        r.heartbeat_timeout_ms = Some(10_000);
+        let seen = |t: &mut RouteTable, addr: &str, now_ms| {
+            let answered = t.query_data_version("c", addr, now_ms, |stored| {
+                Ok::<_, ()>(stored.map(|(v, text)| (*v, text.clone())))
+            });
+            answered.expect("answered")
+        };
+        let text = |v: DataVersion| {
+            let mut out = Vec::new();
+            v.encode(&mut out);
+            Bytes::from(out)
+        };
+        for counter in [1, 1, 2, 2] {
+            t.register_broker(&r, TopicsInput::Body(&body(counter, &[("T", 6)])));
+            let v = body(counter, &[]).data_version;
+            assert_eq!(seen(&mut t, "a:1", 0), Some((v, text(v))));
+        }
+        assert_eq!(seen(&mut t, "nope:1", 0), None);
+        // Refused: no refresh, so the broker expires on its old deadline.
+        assert_eq!(
+            t.query_data_version("c", "a:1", 9_000, |_| Err::<(), _>(())),
+            Err(())
+        );
+        assert_eq!(t.expire_silent_brokers(12_000).len(), 1);
+        // The freed id now holds another broker, with its own version.
+        t.unregister_batch(&[unreg("c", "b", "a:1", 0)]);
+        let other = req("c", "d", "a:2", 0, 0);
+        t.register_broker(&other, TopicsInput::Body(&body(7, &[("T", 6)])));
+        let v = body(7, &[]).data_version;
+        assert_eq!(seen(&mut t, "a:2", 0), Some((v, text(v))));
+        // Answered: refreshed, as a heartbeat does.
+        let mut t = table();
+        t.register_broker(&r, TopicsInput::Body(&body(1, &[("T", 6)])));
+        assert!(seen(&mut t, "a:1", 9_000).is_some());
+        assert!(t.expire_silent_brokers(12_000).is_empty());
     }
 
     #[test]
