@@ -507,7 +507,9 @@ impl RouteTable {
         })
     }
 
-    /// Stored DataVersion of a live broker.
+    /// Stored DataVersion of a live broker (the tables' tests read it; QUERY_DATA_VERSION
+    /// goes through [`RouteTable::query_data_version`]).
+    #[cfg(test)]
     pub fn data_version(&self, cluster: &str, addr: &str) -> Option<DataVersion> {
         self.live_id(cluster, addr)
             .map(|id| self.live[id].data_version)
