@@ -821,7 +821,7 @@ impl RouteTable {
         }
         // 11. live entry, bound to the connection the registration came on
         result.first = self.refresh_live(req, topics_in, incoming_version);
-        self.bind_topic_record(req, steps.as_mut(), applied);
+        self.bind_topic_record(req, steps.as_mut(), applied, result.first, topics_in);
         // 12. filter servers
         if let TopicsInput::Body(RegisterBody {
             filter_servers: Some(list),
@@ -844,18 +844,27 @@ impl RouteTable {
 
     /// Tells the topic configs' plan which live entry its record goes to (step 11 may just have
     /// created it): when the last step is done, or now for a plan applied at once.
+    ///
+    /// Records are kept only between changed registrations, where they pay: none for a live
+    /// entry's first registration (most are followed by unchanged ones), and an unchanged
+    /// registration drops the one there is. So a fleet registering unchanged bodies, the
+    /// common case, holds no digests at all.
     fn bind_topic_record(
         &mut self,
         req: &RegisterRequest<'_>,
         steps: Option<&mut TopicSteps>,
         applied: Option<TopicSteps>,
+        first: bool,
+        topics_in: TopicsInput<'_>,
     ) {
-        if steps.is_none() && applied.is_none() {
+        let live_id = self.live_id(req.cluster, req.broker_addr);
+        if let (TopicsInput::Unchanged, Some(l)) = (topics_in, live_id) {
+            self.live[l].applied = AppliedTopics::default();
+        }
+        if first || (steps.is_none() && applied.is_none()) {
             return;
         }
-        let live = self
-            .live_id(req.cluster, req.broker_addr)
-            .map(|l| (l, self.live[l].generation));
+        let live = live_id.map(|l| (l, self.live[l].generation));
         if let Some(s) = steps {
             s.live = live;
         }

@@ -8,8 +8,10 @@
 //! looks the topic up in a table of tens of thousands (a cache miss on the bucket, a compare
 //! of the name) only to find its entry unchanged.
 //!
-//! The record is one 64-bit digest per topic config put (8 bytes a topic per live master or
-//! prime slave) and the group's write stamp after that apply. The table gives every change of
+//! The record is one 64-bit digest per topic config put (8 bytes a topic) and the group's
+//! write stamp after that apply. It is kept only between changed registrations, where it
+//! pays: a live entry's first registration makes none, and an unchanged registration drops
+//! it, so a fleet in its steady state (unchanged bodies every 30 s) holds no digests. The table gives every change of
 //! a group's queue entries, by any path, a fresh value of one table-wide clock
 //! (`RouteTable::slot_stamps`); while the group's stamp still equals the recorded one, every
 //! entry still holds what the record says, and a config whose digest is recorded would put

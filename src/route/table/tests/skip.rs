@@ -16,6 +16,18 @@ fn register_counting(
     (steps.skipped, steps.changed)
 }
 
+/// Registers `b` as a live broker's second registration (a first one with an older
+/// dataVersion and the same configs before it): a live entry's first registration keeps no
+/// record, so this is how a test gets one.
+fn register_recorded(t: &mut RouteTable, r: &RegisterRequest<'_>, b: &RegisterBody) {
+    let mut older = b.clone();
+    older.data_version.counter -= 100;
+    t.register_broker(r, TopicsInput::Body(&older));
+    t.register_broker(r, TopicsInput::Body(b));
+    let live = t.live_id(r.cluster, r.broker_addr).expect("registered");
+    assert!(!t.live[live].applied.digests.is_empty(), "recorded");
+}
+
 /// Group `group`'s queue entry of `topic`: (read, write, perm, sysFlag).
 fn entry(t: &RouteTable, topic: &str, group: &str) -> Option<(i32, i32, i32, i32)> {
     let route = t.pickup_route(topic)?;
@@ -75,7 +87,7 @@ fn deleting_table() -> RouteTable {
 fn identical_configs_of_a_changed_registration_are_skipped_and_the_rest_put() {
     let mut t = table();
     let v1 = body(1, &[("A", 6), ("B", 6), ("C", 6), ("D", 6)]);
-    t.register_broker(&req("c", "b", "m:1", 0, 1), TopicsInput::Body(&v1));
+    register_recorded(&mut t, &req("c", "b", "m:1", 0, 1), &v1);
     // B changed, X inserted, C no longer reported (it stays: no deleteTopicWithBrokerRegistration).
     let v2 = body(2, &[("A", 6), ("B", 4), ("X", 6), ("D", 6)]);
     assert_eq!(
@@ -105,7 +117,7 @@ fn reordered_dropped_and_readded_topics_end_as_sent() {
     let mut t = deleting_table();
     let all = names(20);
     let v1 = body_of(1, &all, 6);
-    t.register_broker(&req("c", "b", "m:1", 0, 1), TopicsInput::Body(&v1));
+    register_recorded(&mut t, &req("c", "b", "m:1", 0, 1), &v1);
     // Reversed: most configs are out of the record's order and put (unchanged); right anyway.
     let mut reversed = all.clone();
     reversed.reverse();
@@ -141,7 +153,7 @@ fn after_foreign_write(
     let v1 = body_of(1, &all, perm);
     let mut r1 = req("c", "b", "m:1", 0, 1);
     r1.enable_acting_master = Some(acting);
-    t.register_broker(&r1, TopicsInput::Body(&v1));
+    register_recorded(&mut t, &r1, &v1);
     write(&mut t, &v1);
     let v2 = body_of(2, &all, perm);
     let mut r2 = req("c", "b", "m:1", 0, 2);
@@ -259,7 +271,7 @@ fn a_master_writing_voids_a_prime_slaves_record() {
         r
     };
     // The slave stands in for its absent master: its topics are not writable.
-    t.register_broker(&slave(1, true), TopicsInput::Body(&body_of(1, &all, 6)));
+    register_recorded(&mut t, &slave(1, true), &body_of(1, &all, 6));
     assert_eq!(entry(&t, "T0", "b"), Some((4, 4, 4, 0)));
     let mut master = req("c", "b", "m:1", 0, 2);
     master.enable_acting_master = Some(true);
@@ -289,10 +301,7 @@ fn a_group_removed_and_recreated_under_the_same_id_is_put_in_full() {
 fn a_write_between_two_steps_voids_the_skip_and_the_record() {
     let mut t = table();
     let all = names(10);
-    t.register_broker(
-        &req("c", "b", "m:1", 0, 1),
-        TopicsInput::Body(&body_of(1, &all, 6)),
-    );
+    register_recorded(&mut t, &req("c", "b", "m:1", 0, 1), &body_of(1, &all, 6));
     let v2 = body_of(2, &all, 6);
     let (_, steps) = t.register_broker_in_steps(&req("c", "b", "m:1", 0, 2), &v2);
     let mut steps = steps.unwrap();
@@ -345,7 +354,7 @@ fn a_body_naming_a_topic_twice_is_neither_skipped_nor_recorded() {
 fn a_put_if_absent_apply_drops_the_record() {
     let mut t = table();
     let v1 = body_of(1, &names(5), 6);
-    t.register_broker(&req("c", "b", "m:1", 0, 1), TopicsInput::Body(&v1));
+    register_recorded(&mut t, &req("c", "b", "m:1", 0, 1), &v1);
     let live = t.live_id("c", "m:1").unwrap();
     assert_eq!(t.live[live].applied.digests.len(), 5);
     // The same dataVersion in another body: only absent topics are put, nothing recorded.
@@ -357,4 +366,23 @@ fn a_put_if_absent_apply_drops_the_record() {
         0
     );
     assert_eq!(t.live[live].applied.digests.len(), 5);
+}
+
+#[test]
+fn records_are_kept_only_between_changed_registrations() {
+    let mut t = table();
+    let r = req("c", "b", "m:1", 0, 1);
+    let live = |t: &RouteTable| t.live_id("c", "m:1").unwrap();
+    // A live entry's first registration: nothing recorded (most are followed by unchanged ones).
+    t.register_broker(&r, TopicsInput::Body(&body_of(1, &names(5), 6)));
+    assert!(t.live[live(&t)].applied.digests.is_empty());
+    // A changed one records what it put ...
+    t.register_broker(&r, TopicsInput::Body(&body_of(2, &names(5), 6)));
+    assert_eq!(t.live[live(&t)].applied.digests.len(), 5);
+    // ... and an unchanged one drops it: a fleet in its steady state holds no digests.
+    t.register_broker(&r, TopicsInput::Unchanged);
+    assert!(t.live[live(&t)].applied.digests.is_empty());
+    let v3 = body_of(3, &names(5), 6);
+    assert_eq!(register_counting(&mut t, &r, &v3).0, 0, "nothing to skip");
+    assert_as_sent(&t, "b", &v3, false);
 }
