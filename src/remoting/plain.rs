@@ -334,7 +334,7 @@ impl<'a> PlainReader<'a> {
 /// The length of the string `rest` starts with (up to its closing quote) and whether its
 /// bytes are all ASCII; `None` when a backslash (an escape: the general decoder's) or the end
 /// of the input comes first. Sixteen bytes a step where SSE2 is (every x86_64: a topic name
-/// takes one or two), then eight.
+/// takes one or two), then as the JSON reader scans ([`scan_rest`]).
 #[inline(always)]
 fn scan_string(rest: &[u8]) -> Option<(usize, bool)> {
     #[cfg(target_arch = "x86_64")]
@@ -366,48 +366,20 @@ fn scan_string(rest: &[u8]) -> Option<(usize, bool)> {
             high |= highs;
             at += 16;
         }
-        let (len, ascii) = scan_words(&rest[at..])?;
-        Some((at + len, ascii && high == 0))
+        let (len, ascii) = scan_rest(rest, at)?;
+        Some((len, ascii && high == 0))
     }
     #[cfg(not(target_arch = "x86_64"))]
-    scan_words(rest)
+    scan_rest(rest, 0)
 }
 
-/// [`scan_string`] eight bytes at a time.
+/// [`scan_string`] from `at` on: the first quote or backslash found as the JSON reader finds
+/// it ([`find_quote_or_backslash`](super::json::find_quote_or_backslash), eight bytes a step),
+/// then the bytes before it checked as ASCII.
 #[inline(always)]
-fn scan_words(rest: &[u8]) -> Option<(usize, bool)> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let quotes = ONES * u64::from(b'"');
-    let backslashes = ONES * u64::from(b'\\');
-    // The high bits of every byte before the end: all clear for ASCII.
-    let mut high = 0u64;
-    let mut words = rest.chunks_exact(8);
-    for (i, word) in (&mut words).enumerate() {
-        let mut bytes = [0u8; 8];
-        bytes.copy_from_slice(word);
-        let word = u64::from_le_bytes(bytes);
-        let (q, b) = (word ^ quotes, word ^ backslashes);
-        // The lowest flag marks the first quote or backslash (a flag above it may be false).
-        let hits = ((q.wrapping_sub(ONES) & !q) | (b.wrapping_sub(ONES) & !b)) & HIGHS;
-        if hits != 0 {
-            let at = hits.trailing_zeros();
-            // The bytes below the hit byte (its own high bit is clear: a quote or backslash).
-            high |= word & ((1u64 << at) - 1);
-            let len = 8 * i + (at / 8) as usize;
-            let closing = (word >> (at - 7)) as u8 == b'"';
-            return closing.then_some((len, high & HIGHS == 0));
-        }
-        high |= word;
-    }
-    let offset = rest.len() - words.remainder().len();
-    for (i, &b) in words.remainder().iter().enumerate() {
-        if b == b'"' || b == b'\\' {
-            return (b == b'"').then_some((offset + i, high & HIGHS == 0));
-        }
-        high |= u64::from(b);
-    }
-    None
+fn scan_rest(rest: &[u8], at: usize) -> Option<(usize, bool)> {
+    let len = at + super::json::find_quote_or_backslash(rest.get(at..)?, b'"')?;
+    (rest[len] == b'"').then(|| (len, rest[at..len].is_ascii()))
 }
 
 /// Every truncation, insertion of a space, deletion and replacement (by each of `bytes`) of
@@ -452,7 +424,7 @@ mod tests {
         for len in 0..45 {
             let base = vec![b'a'; len];
             assert_eq!(scan_string(&base), None, "{len}");
-            assert_eq!(scan_words(&base), None, "{len}");
+            assert_eq!(scan_rest(&base, 0), None, "{len}");
             for at in 0..len {
                 for special in [b'"', b'\\', 0x80, 0xC3, 0xFF, 0x7F, b'"' | 0x80, b'\\' + 1] {
                     let mut bytes = base.clone();
@@ -464,7 +436,7 @@ mod tests {
                         }
                         let expected = scan_reference(&bytes);
                         assert_eq!(scan_string(&bytes), expected, "{bytes:?}");
-                        assert_eq!(scan_words(&bytes), expected, "{bytes:?}");
+                        assert_eq!(scan_rest(&bytes, 0), expected, "{bytes:?}");
                     }
                 }
             }
