@@ -200,10 +200,6 @@ struct BrokerEntry {
     /// A plain vector (no duplicates by construction): a hash set of a hundred names costs
     /// twice the memory, and lookups by topic here are rare (admin deletes).
     topics: Vec<Arc<str>>,
-    /// Bumped whenever one of this broker's queue entries is removed by someone else
-    /// (an admin delete): the next registration must then be applied in full, as Java's
-    /// per-topic "changed" rule re-adds missing topics even with an unchanged dataVersion.
-    topic_removals: u64,
 }
 
 #[derive(Debug)]
@@ -221,8 +217,11 @@ struct LiveBroker {
     fingerprint: Option<BodyFingerprint>,
     /// What its last complete apply with rule "all" put (`applied`), for the next one to skip.
     applied: AppliedTopics,
-    /// `BrokerEntry::topic_removals` when the body was last applied.
-    seen_topic_removals: u64,
+    /// The group's write stamp (`RouteTable::slot_stamps`) when the body was last applied: a
+    /// byte-identical body is taken as unchanged only while no one has written the group's
+    /// queue entries since (Java's per-topic "changed" rule re-adds a topic an admin delete
+    /// removed, even with an unchanged dataVersion).
+    seen_stamp: u64,
     /// Where this entry stands in the deadline buckets.
     expiry: Expiry,
     generation: u64,
@@ -326,7 +325,8 @@ pub struct TopicSteps {
     /// The group's stamp after the last step (someone else's write in between voids `skip`
     /// and `record`).
     stamp: u64,
-    /// The live entry (slab id, generation) the record goes to when the last step is done.
+    /// The live entry (slab id, generation) told when the last step is done: its stamp of the
+    /// applied body, and the record if there is one (`None`: nothing to tell).
     live: Option<(usize, u64)>,
     /// Topic configs skipped so far as already put (`skip`).
     skipped: usize,
@@ -486,7 +486,7 @@ impl RouteTable {
         match self.brokers.get(req.broker_name) {
             Some(b) => {
                 b.data.broker_addrs.get(&req.broker_id).map(String::as_str) == Some(req.broker_addr)
-                    && b.topic_removals == live.seen_topic_removals
+                    && self.slots_stamp(b.id) == live.seen_stamp
             }
             None => false,
         }
@@ -697,9 +697,11 @@ impl RouteTable {
         }
         if self.slots_stamp(steps.broker) != steps.stamp {
             // Someone else wrote the group's entries since the last step: nothing recorded
-            // about them holds any more.
+            // about them holds any more, and this apply is not the body's whole effect (the
+            // next registration is parsed, whatever its bytes).
             steps.skip = Box::default();
             steps.record = None;
+            steps.live = None;
         }
         let stale_end = steps.next_stale.saturating_add(max).min(steps.stale.len());
         for i in steps.next_stale..stale_end {
@@ -747,19 +749,23 @@ impl RouteTable {
         let Some((live_id, generation)) = steps.live else {
             return;
         };
-        let Some(record) = steps.record.take() else {
-            return;
-        };
         if self.slots_stamp(steps.broker) != steps.stamp {
             return;
         }
-        if let Some(live) = self.live.get_mut(live_id) {
-            if live.generation == generation {
-                live.applied = AppliedTopics {
-                    stamp: steps.stamp,
-                    digests: record.into_boxed_slice(),
-                };
-            }
+        let Some(live) = self.live.get_mut(live_id) else {
+            return;
+        };
+        if live.generation != generation {
+            return;
+        }
+        // The body is applied: the same bytes again are unchanged while no one else writes
+        // the group's entries (an apply in steps wrote them after step 11 took the stamp).
+        live.seen_stamp = steps.stamp;
+        if let Some(record) = steps.record.take() {
+            live.applied = AppliedTopics {
+                stamp: steps.stamp,
+                digests: record.into_boxed_slice(),
+            };
         }
     }
 
@@ -861,15 +867,14 @@ impl RouteTable {
         if let (TopicsInput::Unchanged, Some(l)) = (topics_in, live_id) {
             self.live[l].applied = AppliedTopics::default();
         }
-        if first || (steps.is_none() && applied.is_none()) {
-            return;
-        }
         let live = live_id.map(|l| (l, self.live[l].generation));
         if let Some(s) = steps {
             s.live = live;
+            s.record = s.record.take().filter(|_| !first);
         }
         if let Some(mut plan) = applied {
             plan.live = live;
+            plan.record = plan.record.take().filter(|_| !first);
             self.store_applied(&mut plan);
         }
     }
@@ -925,7 +930,6 @@ impl RouteTable {
             id,
             data,
             topics: Vec::new(),
-            topic_removals: 0,
         };
         self.brokers.insert(key, entry);
         true
@@ -1113,11 +1117,11 @@ impl RouteTable {
         let Some(b) = self.brokers.get(req.broker_name) else {
             return false;
         };
-        let (seen_topic_removals, name_key) = (b.topic_removals, b.name.clone());
+        let (seen_stamp, name_key) = (self.slots_stamp(b.id), b.name.clone());
         let (live_id, first) = match self.live_id(req.cluster, req.broker_addr) {
             Some(l) => (l, false),
             None => {
-                let l = self.insert_live(req, name_key.clone(), incoming, seen_topic_removals);
+                let l = self.insert_live(req, name_key.clone(), incoming, seen_stamp);
                 (l, true)
             }
         };
@@ -1135,7 +1139,7 @@ impl RouteTable {
         }
         if let TopicsInput::Body(_) = topics_in {
             live.fingerprint = Some(req.fingerprint);
-            live.seen_topic_removals = seen_topic_removals;
+            live.seen_stamp = seen_stamp;
         }
         self.bind_connection(live_id, req.conn);
         self.arm_expiry(live_id);
@@ -1147,7 +1151,7 @@ impl RouteTable {
         req: &RegisterRequest<'_>,
         broker_name: Arc<str>,
         incoming: DataVersion,
-        seen_topic_removals: u64,
+        seen_stamp: u64,
     ) -> usize {
         self.next_generation += 1;
         let live_id = self.live.insert(LiveBroker {
@@ -1161,7 +1165,7 @@ impl RouteTable {
             ha_server_addr: String::new(),
             fingerprint: None,
             applied: AppliedTopics::default(),
-            seen_topic_removals,
+            seen_stamp,
             expiry: Expiry::Unscheduled,
             generation: self.next_generation,
         });
@@ -1624,12 +1628,7 @@ impl RouteTable {
         };
         let mut any = false;
         for name in names {
-            if self.remove_queue(topic, &name) {
-                any = true;
-                if let Some(b) = self.brokers.get_mut(name.as_str()) {
-                    b.topic_removals += 1;
-                }
-            }
+            any |= self.remove_queue(topic, &name);
         }
         self.shrink_if_sparse();
         any
