@@ -217,6 +217,9 @@ struct LiveBroker {
     fingerprint: Option<BodyFingerprint>,
     /// What its last complete apply with rule "all" put (`applied`), for the next one to skip.
     applied: AppliedTopics,
+    /// QUERY_DATA_VERSION's reply body: the stored DataVersion it was encoded from and its
+    /// text ([`RouteTable::query_data_version`]).
+    version_text: Option<(DataVersion, Bytes)>,
     /// The group's write stamp (`RouteTable::slot_stamps`) when the body was last applied: a
     /// byte-identical body is taken as unchanged only while no one has written the group's
     /// queue entries since (Java's per-topic "changed" rule re-adds a topic an admin delete
@@ -418,9 +421,6 @@ pub struct RouteTable {
     /// Keys of the digests of `applied`.
     digest_keys: KeyedState,
     cache: RouteCache,
-    /// QUERY_DATA_VERSION's reply body per live slab id: the stored DataVersion it was
-    /// encoded from and its text ([`RouteTable::query_data_version`]).
-    data_version_texts: Vec<Option<(DataVersion, Bytes)>>,
     pub settings: RouteSettings,
 }
 
@@ -442,7 +442,6 @@ impl RouteTable {
             write_clock: 0,
             digest_keys: KeyedState::default(),
             cache: RouteCache::default(),
-            data_version_texts: Vec::new(),
             settings,
         }
     }
@@ -521,10 +520,10 @@ impl RouteTable {
     /// [`RouteTable::heartbeat`] does; a refused query (`Err`: a body that does not decode)
     /// refreshes nothing. O(1).
     ///
-    /// The text is kept per live slab id with the version it was encoded from, and encoded
-    /// again only when the stored version is another one (a registration changed it, or the
-    /// id now holds another broker): a broker asks about the same version every 30 s, and
-    /// encoding it was the larger part of what the reply added to a heartbeat's work.
+    /// The text is kept in the live entry with the version it was encoded from, and encoded
+    /// again only when the stored version is another one (a registration changed it): a
+    /// broker asks about the same version every 30 s, and encoding it was the larger part of
+    /// what the reply added to a heartbeat's work.
     pub fn query_data_version<R, E>(
         &mut self,
         cluster: &str,
@@ -533,19 +532,18 @@ impl RouteTable {
         answer: impl FnOnce(Option<(&DataVersion, &Bytes)>) -> Result<R, E>,
     ) -> Result<R, E> {
         let id = self.live_id(cluster, addr);
-        let Some((id, live)) = id.and_then(|id| Some((id, self.live.get_mut(id)?))) else {
+        let Some(live) = id.and_then(|id| self.live.get_mut(id)) else {
             return answer(None);
         };
-        if self.data_version_texts.len() <= id {
-            self.data_version_texts.resize(id + 1, None);
-        }
-        let slot = &mut self.data_version_texts[id];
-        let text = match slot {
+        let text = match &mut live.version_text {
             Some((version, text)) if *version == live.data_version => text,
             _ => {
                 let mut text = Vec::with_capacity(64);
                 live.data_version.encode(&mut text);
-                &slot.insert((live.data_version, Bytes::from(text))).1
+                &live
+                    .version_text
+                    .insert((live.data_version, Bytes::from(text)))
+                    .1
             }
         };
         let answered = answer(Some((&live.data_version, text)))?;
@@ -1165,6 +1163,7 @@ impl RouteTable {
             ha_server_addr: String::new(),
             fingerprint: None,
             applied: AppliedTopics::default(),
+            version_text: None,
             seen_stamp,
             expiry: Expiry::Unscheduled,
             generation: self.next_generation,
