@@ -242,12 +242,32 @@ mod aes_hash {
     }
 
     pub fn hash(keys: &[u64; 4], data: &[u8]) -> u64 {
-        // SAFETY: callers check `available()` first; every load reads 16 bytes of a 64-byte
-        // group of `data` or of the local padded tail.
-        unsafe { hash_aes(keys, data) }
+        // SAFETY: callers check `available()` first, and AVX is checked here; every load
+        // reads 16 bytes of a 64-byte group of `data` or of the local padded tail.
+        unsafe {
+            if std::arch::is_x86_feature_detected!("avx") {
+                hash_avx(keys, data)
+            } else {
+                hash_sse(keys, data)
+            }
+        }
+    }
+
+    /// With AVX the rounds take their input block straight from memory (no separate load):
+    /// 8 instructions per 64 bytes instead of 12. The same rounds, so the same value.
+    #[target_feature(enable = "aes", enable = "sse2", enable = "avx")]
+    pub(super) unsafe fn hash_avx(keys: &[u64; 4], data: &[u8]) -> u64 {
+        hash_aes(keys, data)
     }
 
     #[target_feature(enable = "aes", enable = "sse2")]
+    pub(super) unsafe fn hash_sse(keys: &[u64; 4], data: &[u8]) -> u64 {
+        hash_aes(keys, data)
+    }
+
+    /// The rounds, compiled into each of the two callers above with their features (hence
+    /// always inlined; called elsewhere, its intrinsics would not be).
+    #[inline(always)]
     unsafe fn hash_aes(keys: &[u64; 4], data: &[u8]) -> u64 {
         let load = |block: &[u8]| _mm_loadu_si128(block.as_ptr().cast::<__m128i>());
         let k0 = _mm_set_epi64x(keys[1] as i64, keys[0] as i64);
@@ -500,5 +520,26 @@ mod tests {
         }
         let keys = process_keys();
         assert_ne!(xxh64(&data, keys[0]), xxh64(&data, keys[0] ^ 1));
+    }
+
+    /// The AES fingerprint compiled with and without AVX is one function.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn both_aes_paths_give_the_same_fingerprint() {
+        if !aes_hash::available() || !std::arch::is_x86_feature_detected!("avx") {
+            return;
+        }
+        let keys = process_keys();
+        let data: Vec<u8> = (0..1_000u32).map(|i| (i * 13 + i / 7) as u8).collect();
+        for start in 0..4 {
+            for len in (0..=300).chain([999 - start]) {
+                let s = &data[start..start + len];
+                // SAFETY: AES and AVX were checked above.
+                let (sse, avx) =
+                    unsafe { (aes_hash::hash_sse(keys, s), aes_hash::hash_avx(keys, s)) };
+                assert_eq!(sse, avx, "{start}+{len}");
+                assert_eq!(fingerprint(s), avx);
+            }
+        }
     }
 }
