@@ -14,9 +14,10 @@
 //! through a copy. A connection holding no bytes is lent the loop's [`ReadArena`] (64 KiB,
 //! read into from its front) and gives back what is left of it once its frames were handled:
 //! the frames cut from it share its allocation, and the next connection reads on after them,
-//! so a broker's 21 KB registration or a client's batch of requests costs neither an
-//! allocation nor a copy; the arena starts again from its front (or, while frames cut from it
-//! are still held, in a fresh allocation) when less than 32 KiB is left. A partial frame left
+//! so a broker's 21 KB registration or a client's batch of requests costs no copy and, most of
+//! the time, no allocation; the arena starts again from its front (or, while frames cut from
+//! it are still held, in a fresh allocation) when less than 32 KiB is left. While lent, its
+//! room counts in the connection's footprint (below) like any buffer. A partial frame left
 //! when the arena is given back is copied into a buffer of its own (it is a few bytes, or a
 //! frame arriving in pieces), so that a slow peer never holds the arena. A partial frame that
 //! needs more room than its buffer has grows by at most what it already holds (at least
@@ -33,13 +34,13 @@ use std::io::{self, Read, Write};
 use std::mem::MaybeUninit;
 use std::net::SocketAddr;
 
-/// Spare room of a connection's buffer below which it is not read into as it is (unless the
-/// read may take no more than that anyway): it grows, or, holding nothing, becomes a view of
-/// the arena.
+/// Spare room of a read buffer below which it grows before a read (unless the read may take
+/// no more than that anyway), and the least it grows by.
 pub(super) const MIN_ROOM: usize = 4 * 1024;
 
-/// Size of a fresh arena, and the room below which the arena is renewed (reclaimed from its
-/// start when no view of it is left, else replaced) before a read that may take more.
+/// Size of a fresh arena, and the room below which it is renewed before it is lent for a read
+/// that may take more (started again from its front when no frame cut from it is left, else
+/// replaced by a fresh allocation).
 const ARENA_SIZE: usize = 64 * 1024;
 const ARENA_RENEW_BELOW: usize = 32 * 1024;
 
@@ -107,29 +108,61 @@ pub(super) struct Connection<C> {
     pub data: C,
 }
 
+/// At most this many arena allocations are alive at a time (the current one and those that
+/// frames still queued hold): 2 MiB. Past it, a connection holding no bytes reads into a
+/// buffer of its own, as a partial frame does, until an arena is free again.
+const MAX_ARENAS: usize = 32;
+
 /// The loop's memory for reads by connections that hold no bytes, lent to one connection at a
 /// time (see the module comment). Its length is always 0 while the loop holds it.
 pub(super) struct ReadArena {
     buf: BytesMut,
+    /// One handle per arena allocation alive, at its end (empty, so it keeps the allocation
+    /// alive and nothing else): the only handle left once every frame cut from the allocation
+    /// and the arena itself are gone, which is how a free allocation is told from a held one.
+    allocations: Vec<BytesMut>,
 }
 
 impl ReadArena {
     pub fn new() -> Self {
         ReadArena {
-            buf: BytesMut::with_capacity(ARENA_SIZE),
+            buf: BytesMut::new(),
+            allocations: Vec::new(),
         }
     }
 
     /// Takes the arena away to read at most `max` bytes into, with enough room for them or at
-    /// least [`ARENA_RENEW_BELOW`] (started again from the front of its allocation when no
-    /// frame cut from it is left, else in a fresh one).
+    /// least [`ARENA_RENEW_BELOW`]; an empty buffer if no arena can be had.
     fn lend(&mut self, max: usize) -> BytesMut {
         debug_assert!(self.buf.is_empty());
-        if self.buf.capacity() < ARENA_RENEW_BELOW.min(max) && !self.buf.try_reclaim(ARENA_SIZE) {
-            // Frames cut from the old allocation keep it alive until they are dropped.
-            self.buf = BytesMut::with_capacity(ARENA_SIZE);
+        if self.buf.capacity() < ARENA_RENEW_BELOW.min(max) {
+            self.renew();
         }
         std::mem::take(&mut self.buf)
+    }
+
+    /// Replaces the arena: by an allocation no frame holds any more (started again from its
+    /// front; other free ones are dropped), else by a fresh one unless [`MAX_ARENAS`] are held.
+    fn renew(&mut self) {
+        self.buf = BytesMut::new();
+        let mut free = None;
+        self.allocations.retain_mut(|end| {
+            // Succeeds only for the allocation's last handle: it then spans all of it.
+            if !end.try_reclaim(ARENA_SIZE) {
+                return true;
+            }
+            if free.is_none() {
+                free = Some(std::mem::take(end));
+            }
+            false
+        });
+        let mut next = match free {
+            Some(buf) => buf,
+            None if self.allocations.len() < MAX_ARENAS => BytesMut::with_capacity(ARENA_SIZE),
+            None => return,
+        };
+        self.allocations.push(next.split_off(next.capacity()));
+        self.buf = next;
     }
 
     /// Bytes of the arena's allocation not yet read into.
@@ -371,6 +404,7 @@ impl<C> Connection<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
     use std::net::{TcpListener, TcpStream as StdStream};
 
     /// A connection over loopback (the server side, non-blocking) and the peer's socket.
@@ -442,10 +476,14 @@ mod tests {
         let (mut conn, mut peer) = pair();
         let (mut other, mut other_peer) = pair();
         let mut arena = ReadArena::new();
-        let start = arena.buf.as_ptr();
         peer.write_all(&bytes(3_000, 2)).unwrap();
         read_up_to(&mut conn, &mut arena, 3_000);
-        assert_eq!(conn.read_buf.as_ptr(), start, "read where the arena starts");
+        let start = conn.read_buf.as_ptr();
+        assert_eq!(
+            conn.read_buf.capacity(),
+            ARENA_SIZE,
+            "read at the arena's front"
+        );
         let frame = conn.read_buf.split_to(3_000).freeze();
         conn.release_read_buffer(&mut arena, false);
         assert_eq!(conn.read_buf.capacity(), 0, "the arena went back");
@@ -499,10 +537,9 @@ mod tests {
     fn a_connection_that_grew_out_of_the_arena_does_not_give_it_back() {
         let (mut conn, mut peer) = pair();
         let mut arena = ReadArena::new();
-        let start = arena.buf.as_ptr();
         peer.write_all(&bytes(80_000, 5)).unwrap();
         read_up_to(&mut conn, &mut arena, 80_000);
-        assert_ne!(conn.read_buf.as_ptr(), start);
+        assert!(!conn.read_buf_in_arena);
         conn.release_read_buffer(&mut arena, false);
         assert_eq!(conn.read_buf.len(), 80_000, "its own buffer, kept");
         assert_eq!(arena.room(), 0, "left with the bytes it held");
@@ -513,31 +550,63 @@ mod tests {
         assert_eq!(other.read_buf.capacity(), ARENA_SIZE);
     }
 
+    /// Reads `len` fresh bytes into `conn` (holding none) and cuts them as one frame.
+    fn read_frame(
+        conn: &mut Connection<()>,
+        peer: &mut StdStream,
+        arena: &mut ReadArena,
+        len: usize,
+    ) -> (Bytes, *const u8) {
+        peer.write_all(&bytes(len, len as u8)).unwrap();
+        read_up_to(conn, arena, len);
+        let at = conn.read_buf.as_ptr();
+        let frame = conn.read_buf.split_to(len).freeze();
+        conn.release_read_buffer(arena, false);
+        assert_eq!(&frame[..], &bytes(len, len as u8)[..]);
+        (frame, at)
+    }
+
     #[test]
     fn the_arena_starts_over_in_place_once_no_frame_cut_from_it_is_left() {
         let (mut conn, mut peer) = pair();
         let mut arena = ReadArena::new();
-        let first = arena.buf.as_ptr();
-        peer.write_all(&bytes(40_000, 7)).unwrap();
-        read_up_to(&mut conn, &mut arena, 40_000);
-        let frame = conn.read_buf.split_to(40_000).freeze();
-        conn.release_read_buffer(&mut arena, false);
+        let (frame, first) = read_frame(&mut conn, &mut peer, &mut arena, 40_000);
         // Its room is below the renewal mark; while a frame holds it, a new arena is taken.
-        peer.write_all(&bytes(100, 8)).unwrap();
-        read_up_to(&mut conn, &mut arena, 100);
-        let second = conn.read_buf.as_ptr();
+        let (small, second) = read_frame(&mut conn, &mut peer, &mut arena, 100);
         assert_ne!(second, first);
-        let _ = conn.read_buf.split_to(100);
+        assert_eq!(arena.allocations.len(), 2);
+        drop((frame, small));
+        // Filled past the mark again: the first allocation free, it starts over at its front;
+        // the second one, free too, is let go.
+        let _ = read_frame(&mut conn, &mut peer, &mut arena, 40_000);
+        let (_, third) = read_frame(&mut conn, &mut peer, &mut arena, 10);
+        assert_eq!(third, first);
+        assert_eq!(arena.allocations.len(), 1);
+    }
+
+    #[test]
+    fn arenas_held_by_frames_are_bounded_and_past_the_bound_reads_copy() {
+        let (mut conn, mut peer) = pair();
+        let mut arena = ReadArena::new();
+        // Each frame leaves its arena below the renewal mark and holds it.
+        let mut held: Vec<Bytes> = (0..MAX_ARENAS)
+            .map(|_| read_frame(&mut conn, &mut peer, &mut arena, 40_000).0)
+            .collect();
+        assert_eq!(arena.allocations.len(), MAX_ARENAS);
+        peer.write_all(&bytes(10_000, 1)).unwrap();
+        read_up_to(&mut conn, &mut arena, 10_000);
+        assert!(
+            !conn.read_buf_in_arena,
+            "no arena to lend: a buffer of its own"
+        );
+        assert!(conn.read_buf.capacity() <= 16 * 1024);
+        assert_eq!(&conn.read_buf[..], &bytes(10_000, 1)[..]);
+        assert_eq!(arena.allocations.len(), MAX_ARENAS);
+        let _ = conn.read_buf.split_to(10_000);
         conn.release_read_buffer(&mut arena, false);
-        drop(frame);
-        // Frames of the second one gone too: filled past the mark, it starts over in place.
-        peer.write_all(&bytes(40_000, 9)).unwrap();
-        read_up_to(&mut conn, &mut arena, 40_000);
-        let _ = conn.read_buf.split_to(40_000);
-        conn.release_read_buffer(&mut arena, false);
-        peer.write_all(&bytes(10, 10)).unwrap();
-        read_up_to(&mut conn, &mut arena, 10);
-        assert_eq!(conn.read_buf.as_ptr(), second);
-        assert_eq!(&conn.read_buf[..], &bytes(10, 10)[..]);
+        // One frame let go: its allocation is lent again.
+        let freed = held.swap_remove(5).as_ptr();
+        let (_, at) = read_frame(&mut conn, &mut peer, &mut arena, 100);
+        assert_eq!(at, freed);
     }
 }
