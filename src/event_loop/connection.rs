@@ -16,8 +16,10 @@
 //! the frames cut from it share its allocation, and the next connection reads on after them,
 //! so a broker's 21 KB registration or a client's batch of requests costs no copy and, most of
 //! the time, no allocation; the arena starts again from its front (or, while frames cut from
-//! it are still held, in a fresh allocation) when less than 32 KiB is left. While lent, its
-//! room counts in the connection's footprint (below) like any buffer. A partial frame left
+//! it are still held, in a fresh allocation) when less than 32 KiB is left. At most
+//! [`MAX_ARENAS`] allocations are alive at a time (held by queued frames); past that a read
+//! goes into a buffer of its own, as below, until one is free. While lent, the arena's room
+//! counts in the connection's footprint (below) like any buffer. A partial frame left
 //! when the arena is given back is copied into a buffer of its own (it is a few bytes, or a
 //! frame arriving in pieces), so that a slow peer never holds the arena. A partial frame that
 //! needs more room than its buffer has grows by at most what it already holds (at least
