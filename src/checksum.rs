@@ -102,7 +102,9 @@ fn crc32_update_tables(register: u32, data: &[u8]) -> u32 {
 /// (the method of Intel's "Fast CRC Computation for Generic Polynomials Using PCLMULQDQ"),
 /// then the lanes into one, and the last 16 bytes of folded state plus the tail go through
 /// the tables (cheaper than a Barrett reduction to write and check, and only ~30 bytes).
-/// About ten times fewer instructions than the tables on a 21 KB registration body.
+/// Where the CPU has AVX the same code is compiled to its three-operand forms, which need no
+/// register copies and take the input straight from memory: 19 instructions per 64 bytes
+/// instead of 35 (0.3 a byte; the tables take about 2.4).
 #[cfg(target_arch = "x86_64")]
 mod clmul {
     use std::arch::x86_64::{
@@ -113,12 +115,28 @@ mod clmul {
     /// Below this, setting up the lanes costs more than it saves.
     pub const MIN_LEN: usize = 256;
 
-    /// x^(512+32) and x^(512-32) mod P (bit-reflected, shifted): fold one lane 64 bytes on.
-    const K1: i64 = 0x1_5444_2BD4;
-    const K2: i64 = 0x1_C6E4_1596;
-    /// x^(128+32) and x^(128-32) mod P: fold 16 bytes on.
-    const K3: i64 = 0x1_7519_97D0;
-    const K4: i64 = 0x0_CCAA_009E;
+    /// The multiplier that moves a 64-bit half of a lane `distance` bits on: x^(distance ± 32)
+    /// mod P, bit-reflected (as the register is) and shifted one bit left (a reflected
+    /// carry-less product comes out one bit short).
+    const fn fold_key(exponent: u32) -> i64 {
+        let mut r: u64 = 1;
+        let mut i = 0;
+        while i < exponent {
+            r <<= 1;
+            if r & (1 << 32) != 0 {
+                r ^= 0x1_04C1_1DB7; // P, the IEEE polynomial, most significant bit first
+            }
+            i += 1;
+        }
+        ((r as u32).reverse_bits() as i64) << 1
+    }
+
+    /// Fold one lane 64 bytes (512 bits) on.
+    const K1: i64 = fold_key(512 + 32);
+    const K2: i64 = fold_key(512 - 32);
+    /// Fold 16 bytes (128 bits) on.
+    const K3: i64 = fold_key(128 + 32);
+    const K4: i64 = fold_key(128 - 32);
 
     pub fn available() -> bool {
         std::arch::is_x86_feature_detected!("pclmulqdq")
@@ -127,12 +145,30 @@ mod clmul {
 
     /// Advances the register over `data` (at least [`MIN_LEN`] bytes).
     pub fn crc32_update(register: u32, data: &[u8]) -> u32 {
-        // SAFETY: callers check `available()` first; every load reads 16 bytes inside
-        // `data` (the chunks are exact).
-        unsafe { update(register, data) }
+        // SAFETY: callers check `available()` first, and AVX is checked here; every load
+        // reads 16 bytes inside `data` (the chunks are exact).
+        unsafe {
+            if std::arch::is_x86_feature_detected!("avx") {
+                update_avx(register, data)
+            } else {
+                update_sse(register, data)
+            }
+        }
+    }
+
+    #[target_feature(enable = "pclmulqdq", enable = "sse2", enable = "avx")]
+    pub(super) unsafe fn update_avx(register: u32, data: &[u8]) -> u32 {
+        update(register, data)
     }
 
     #[target_feature(enable = "pclmulqdq", enable = "sse2")]
+    pub(super) unsafe fn update_sse(register: u32, data: &[u8]) -> u32 {
+        update(register, data)
+    }
+
+    /// The folding itself, compiled into each of the two callers above with their features
+    /// (hence always inlined; called elsewhere, its intrinsics would not be).
+    #[inline(always)]
     unsafe fn update(register: u32, data: &[u8]) -> u32 {
         // Every load reads 16 bytes of a 64-byte group or of a 16-byte block.
         let load = |block: &[u8]| _mm_loadu_si128(block.as_ptr().cast::<__m128i>());
@@ -169,12 +205,21 @@ mod clmul {
     }
 
     /// `x` moved on past `keys`' distance, added to `block`.
-    #[inline]
-    #[target_feature(enable = "pclmulqdq", enable = "sse2")]
+    #[inline(always)]
     unsafe fn fold(x: __m128i, block: __m128i, keys: __m128i) -> __m128i {
         let low = _mm_clmulepi64_si128(x, keys, 0x00);
         let high = _mm_clmulepi64_si128(x, keys, 0x11);
         _mm_xor_si128(_mm_xor_si128(block, low), high)
+    }
+
+    #[cfg(test)]
+    #[test]
+    fn the_fold_keys_are_the_published_ones() {
+        // As printed in Intel's paper (and every implementation of it) for the IEEE CRC-32.
+        assert_eq!(K1, 0x1_5444_2BD4);
+        assert_eq!(K2, 0x1_C6E4_1596);
+        assert_eq!(K3, 0x1_7519_97D0);
+        assert_eq!(K4, 0x0_CCAA_009E);
     }
 }
 
@@ -197,12 +242,32 @@ mod aes_hash {
     }
 
     pub fn hash(keys: &[u64; 4], data: &[u8]) -> u64 {
-        // SAFETY: callers check `available()` first; every load reads 16 bytes of a 64-byte
-        // group of `data` or of the local padded tail.
-        unsafe { hash_aes(keys, data) }
+        // SAFETY: callers check `available()` first, and AVX is checked here; every load
+        // reads 16 bytes of a 64-byte group of `data` or of the local padded tail.
+        unsafe {
+            if std::arch::is_x86_feature_detected!("avx") {
+                hash_avx(keys, data)
+            } else {
+                hash_sse(keys, data)
+            }
+        }
+    }
+
+    /// With AVX the rounds take their input block straight from memory (no separate load):
+    /// 8 instructions per 64 bytes instead of 12. The same rounds, so the same value.
+    #[target_feature(enable = "aes", enable = "sse2", enable = "avx")]
+    pub(super) unsafe fn hash_avx(keys: &[u64; 4], data: &[u8]) -> u64 {
+        hash_aes(keys, data)
     }
 
     #[target_feature(enable = "aes", enable = "sse2")]
+    pub(super) unsafe fn hash_sse(keys: &[u64; 4], data: &[u8]) -> u64 {
+        hash_aes(keys, data)
+    }
+
+    /// The rounds, compiled into each of the two callers above with their features (hence
+    /// always inlined; called elsewhere, its intrinsics would not be).
+    #[inline(always)]
     unsafe fn hash_aes(keys: &[u64; 4], data: &[u8]) -> u64 {
         let load = |block: &[u8]| _mm_loadu_si128(block.as_ptr().cast::<__m128i>());
         let k0 = _mm_set_epi64x(keys[1] as i64, keys[0] as i64);
@@ -389,6 +454,35 @@ mod tests {
         }
     }
 
+    /// Both compilations of the carry-less path (with and without AVX, as the CPU allows)
+    /// against the tables, at every length up to 300 and every alignment within 8 bytes.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn both_carry_less_paths_agree_with_the_tables_at_every_length_and_alignment() {
+        if !clmul::available() {
+            return;
+        }
+        let data: Vec<u8> = (0..400u32)
+            .map(|i| (i.wrapping_mul(2_246_822_519) >> 11) as u8)
+            .collect();
+        for start in 0..8 {
+            for len in 0..=300 {
+                let s = &data[start..start + len];
+                let tables = crc32_update_tables(!0, s);
+                // SAFETY: the features each path needs were checked.
+                assert_eq!(
+                    unsafe { clmul::update_sse(!0, s) },
+                    tables,
+                    "sse {start}+{len}"
+                );
+                if std::arch::is_x86_feature_detected!("avx") {
+                    let avx = unsafe { clmul::update_avx(!0, s) };
+                    assert_eq!(avx, tables, "avx {start}+{len}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn the_fallback_is_xxh64() {
         assert_eq!(xxh64(b"", 0), 0xEF46_DB37_51D8_E999);
@@ -426,5 +520,26 @@ mod tests {
         }
         let keys = process_keys();
         assert_ne!(xxh64(&data, keys[0]), xxh64(&data, keys[0] ^ 1));
+    }
+
+    /// The AES fingerprint compiled with and without AVX is one function.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn both_aes_paths_give_the_same_fingerprint() {
+        if !aes_hash::available() || !std::arch::is_x86_feature_detected!("avx") {
+            return;
+        }
+        let keys = process_keys();
+        let data: Vec<u8> = (0..1_000u32).map(|i| (i * 13 + i / 7) as u8).collect();
+        for start in 0..4 {
+            for len in (0..=300).chain([999 - start]) {
+                let s = &data[start..start + len];
+                // SAFETY: AES and AVX were checked above.
+                let (sse, avx) =
+                    unsafe { (aes_hash::hash_sse(keys, s), aes_hash::hash_avx(keys, s)) };
+                assert_eq!(sse, avx, "{start}+{len}");
+                assert_eq!(fingerprint(s), avx);
+            }
+        }
     }
 }

@@ -7,10 +7,23 @@
 //! reply straight into it (no copy) and the loop lends a warm buffer from a small pool to a
 //! connection that has nothing pending (no allocation per reply, no memory held by idle peers).
 //!
-//! A read buffer is likewise released once its frames were handled, into a small pool when
-//! no frame still holds its allocation, and lent to the next connection read: a broker's
-//! 21 KB registration or a client's batch of requests does not cost a fresh allocation (and
-//! its growth) on every turn.
+//! A read buffer is released once its frames were handled: a thousand idle connections must
+//! not each keep the capacity of their last large request.
+//!
+//! Bytes are read from the socket straight into the memory the frames are cut from, never
+//! through a copy. A connection holding no bytes is lent the loop's [`ReadArena`] (64 KiB,
+//! read into from its front) and gives back what is left of it once its frames were handled:
+//! the frames cut from it share its allocation, and the next connection reads on after them,
+//! so a broker's 21 KB registration or a client's batch of requests costs no copy and, most of
+//! the time, no allocation; the arena starts again from its front (or, while frames cut from
+//! it are still held, in a fresh allocation) when less than 32 KiB is left. At most
+//! [`MAX_ARENAS`] allocations are alive at a time (held by queued frames); past that a read
+//! goes into a buffer of its own, as below, until one is free. While lent, the arena's room
+//! counts in the connection's footprint (below) like any buffer. A partial frame left
+//! when the arena is given back is copied into a buffer of its own (it is a few bytes, or a
+//! frame arriving in pieces), so that a slow peer never holds the arena. A partial frame that
+//! needs more room than its buffer has grows by at most what it already holds (at least
+//! [`MIN_ROOM`]), in a buffer of its own.
 //!
 //! Both buffers grow with the bytes that actually arrive or are written, never with what a peer
 //! announces: a frame header claiming 16 MiB reserves nothing. What a connection holds (the
@@ -20,23 +33,22 @@ use super::{ListenerTag, ReadClass};
 use bytes::BytesMut;
 use mio::net::TcpStream;
 use std::io::{self, Read, Write};
+use std::mem::MaybeUninit;
 use std::net::SocketAddr;
+
+/// Spare room of a read buffer below which it grows before a read (unless the read may take
+/// no more than that anyway), and the least it grows by.
+pub(super) const MIN_ROOM: usize = 4 * 1024;
+
+/// Size of a fresh arena, and the room below which it is renewed before it is lent for a read
+/// that may take more (started again from its front when no frame cut from it is left, else
+/// replaced by a fresh allocation).
+const ARENA_SIZE: usize = 64 * 1024;
+const ARENA_RENEW_BELOW: usize = 32 * 1024;
 
 /// Bytes already flushed from the front of a write buffer past which, when they make up half
 /// of it, the rest is moved to the front (a peer reading slowly must not pin all it was sent).
 const COMPACT_AFTER: usize = 64 * 1024;
-
-/// Whether `buf` (empty) has its whole allocation back, of at most `max` bytes: an empty view
-/// past the frames cut from it, asked for one byte more than it shows, moves back to the start
-/// of its allocation (exposing all of it) only if nothing else shares that allocation any more.
-/// Never allocates.
-fn reclaim_whole(buf: &mut BytesMut, max: usize) -> bool {
-    if !buf.is_empty() {
-        return false;
-    }
-    let wanted = buf.capacity() + 1;
-    buf.try_reclaim(wanted) && buf.capacity() <= max
-}
 
 /// Why a connection is not read while the loop's buffer budget is spent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +72,9 @@ pub(super) struct Connection<C> {
     /// Distinguishes this connection from a later one reusing its slab slot.
     pub generation: u64,
     pub read_buf: BytesMut,
+    /// `read_buf` is the loop's read arena, lent for this read (given back once its frames
+    /// were handled, never kept).
+    read_buf_in_arena: bool,
     /// Replies not yet written: `write_buf[written..]`.
     pub write_buf: Vec<u8>,
     written: usize,
@@ -95,6 +110,110 @@ pub(super) struct Connection<C> {
     pub data: C,
 }
 
+/// At most this many arena allocations are alive at a time (the current one and those that
+/// frames still queued hold): 2 MiB. Past it, a connection holding no bytes reads into a
+/// buffer of its own, as a partial frame does, until an arena is free again.
+const MAX_ARENAS: usize = 32;
+
+/// The loop's memory for reads by connections that hold no bytes, lent to one connection at a
+/// time (see the module comment). Its length is always 0 while the loop holds it.
+pub(super) struct ReadArena {
+    buf: BytesMut,
+    /// One handle per arena allocation alive, at its end (empty, so it keeps the allocation
+    /// alive and nothing else): the only handle left once every frame cut from the allocation
+    /// and the arena itself are gone, which is how a free allocation is told from a held one.
+    allocations: Vec<BytesMut>,
+}
+
+impl ReadArena {
+    pub fn new() -> Self {
+        ReadArena {
+            buf: BytesMut::new(),
+            allocations: Vec::new(),
+        }
+    }
+
+    /// Takes the arena away to read at most `max` bytes into, with enough room for them or at
+    /// least [`ARENA_RENEW_BELOW`]; an empty buffer if no arena can be had.
+    fn lend(&mut self, max: usize) -> BytesMut {
+        debug_assert!(self.buf.is_empty());
+        if self.buf.capacity() < ARENA_RENEW_BELOW.min(max) {
+            self.renew();
+        }
+        std::mem::take(&mut self.buf)
+    }
+
+    /// Replaces the arena: by an allocation no frame holds any more (started again from its
+    /// front; other free ones are dropped), else by a fresh one unless [`MAX_ARENAS`] are held.
+    fn renew(&mut self) {
+        self.buf = BytesMut::new();
+        let mut free = None;
+        self.allocations.retain_mut(|end| {
+            // Succeeds only for the allocation's last handle: it then spans all of it.
+            if !end.try_reclaim(ARENA_SIZE) {
+                return true;
+            }
+            if free.is_none() {
+                free = Some(std::mem::take(end));
+            }
+            false
+        });
+        let mut next = match free {
+            Some(buf) => buf,
+            None if self.allocations.len() < MAX_ARENAS => BytesMut::with_capacity(ARENA_SIZE),
+            None => return,
+        };
+        self.allocations.push(next.split_off(next.capacity()));
+        self.buf = next;
+    }
+
+    /// Bytes of the arena's allocation not yet read into.
+    #[cfg(test)]
+    fn room(&self) -> usize {
+        self.buf.capacity()
+    }
+}
+
+/// Reads from `stream` into `buf`'s spare room, at most `max` bytes, which then count in
+/// `buf`'s length. Reading no byte (the peer closed) leaves `buf` as it was.
+fn read_into_spare(stream: &mut TcpStream, buf: &mut BytesMut, max: usize) -> io::Result<usize> {
+    let spare = buf.spare_capacity_mut();
+    let want = spare.len().min(max);
+    let spare: *mut [MaybeUninit<u8>] = &mut spare[..want];
+    // SAFETY: `want` bytes of `buf`'s allocation, owned by `buf` and borrowed here alone. They
+    // may be uninitialised, which a `&mut [u8]` must not expose to a reader of it; the one
+    // user is `TcpStream::read` (mio's, which is std's), which hands the pointer to recv(2):
+    // the kernel only writes into it, nothing reads it (std's own `read_buf` for sockets
+    // reads into uninitialised memory the same way). Safe Rust has no stable way to read a
+    // socket into spare capacity; the alternative, zeroing it, is a write of every byte per
+    // read, what this path exists to avoid.
+    let dst = unsafe { &mut *(spare as *mut [u8]) };
+    let n = stream.read(dst)?;
+    assert!(
+        n <= want,
+        "read reported more bytes than it was given room for"
+    );
+    // SAFETY: the first `n` bytes of the spare room were written by the read just above, and
+    // `n <= want <=` the spare room, so the new length is within the capacity.
+    unsafe { buf.set_len(buf.len() + n) };
+    Ok(n)
+}
+
+/// Gives `buf` (holding a partial frame) room to read at most `max` more bytes into: as much
+/// again as it holds, at least [`MIN_ROOM`], at most `max`; in place when it owns its
+/// allocation and that has the room (the partial frame moved to its front), else in a new
+/// allocation of exactly that size, the partial frame copied into it. A view of the arena
+/// always moves to its own allocation (the arena's room is not the connection's to keep).
+fn grow(buf: &mut BytesMut, max: usize, in_arena: bool) {
+    let additional = buf.len().max(MIN_ROOM).min(max);
+    if !in_arena && buf.try_reclaim(additional) {
+        return;
+    }
+    let mut grown = BytesMut::with_capacity(buf.len() + additional);
+    grown.extend_from_slice(buf);
+    *buf = grown;
+}
+
 /// Outcome of draining the socket; the numbers are bytes read.
 pub(super) enum ReadResult {
     WouldBlock(usize),
@@ -125,6 +244,7 @@ impl<C> Connection<C> {
             connect_deadline_ms: None,
             generation,
             read_buf: BytesMut::new(),
+            read_buf_in_arena: false,
             write_buf: Vec::new(),
             written: 0,
             accounted: 0,
@@ -159,11 +279,33 @@ impl<C> Connection<C> {
         self.read_buf.capacity() + self.write_buf.capacity()
     }
 
-    /// Releases the read buffer once every frame in it was handled: a thousand idle broker
-    /// connections must not each keep the capacity of their last large request. After a large
-    /// frame was cut, a few bytes of the next one are copied out so that they do not pin the
-    /// large frame's allocation (a view into it) once the frame itself is dropped.
-    pub fn release_idle_read_buffer(&mut self, cut_large_frame: bool) {
+    /// Lends `arena` to this connection for a read of at most `max` bytes, if it holds no
+    /// bytes of its own (a connection holding a partial frame reads on into its own buffer).
+    pub fn borrow_arena(&mut self, arena: &mut ReadArena, max: usize) {
+        if self.read_buf.is_empty() && !self.read_buf_in_arena {
+            self.read_buf = arena.lend(max);
+            self.read_buf_in_arena = true;
+        }
+    }
+
+    /// Once every frame in the read buffer was handled: gives the arena back if it was lent
+    /// (a partial frame left in it copied out first), else releases an emptied buffer. After a
+    /// large frame was cut, a partial frame is copied out too, so that it does not pin the
+    /// large frame's allocation (a view into it, whose capacity is all the budget counts)
+    /// once the frame itself is dropped.
+    pub fn release_read_buffer(&mut self, arena: &mut ReadArena, cut_large_frame: bool) {
+        if std::mem::take(&mut self.read_buf_in_arena) {
+            let own = if self.read_buf.is_empty() {
+                BytesMut::new()
+            } else {
+                let own = BytesMut::from(&self.read_buf[..]);
+                // No frame holds those bytes: the arena may read over them.
+                self.read_buf.clear();
+                own
+            };
+            arena.buf = std::mem::replace(&mut self.read_buf, own);
+            return;
+        }
         // Checked by emptiness, not capacity: after the last frame was split off, an empty
         // buffer with no spare capacity still shares (and pins) the whole allocation.
         if self.read_buf.is_empty() {
@@ -173,28 +315,17 @@ impl<C> Connection<C> {
         }
     }
 
-    /// Takes the empty read buffer away for the loop's pool when its allocation can serve
-    /// the next connection: no frame cut from it is still held anywhere, and it is at most
-    /// `max` bytes. Otherwise the buffer stays (and is released as usual).
-    pub fn take_reusable_read_buf(&mut self, max: usize) -> Option<BytesMut> {
-        reclaim_whole(&mut self.read_buf, max).then(|| std::mem::take(&mut self.read_buf))
-    }
-
     /// Reads until the socket would block, the peer closes, or `budget` bytes were read (never
     /// more: each read asks the socket for at most what is left of the budget).
-    pub fn read_available(&mut self, scratch: &mut [u8], budget: usize) -> ReadResult {
+    pub fn read_available(&mut self, budget: usize) -> ReadResult {
         let mut total = 0;
         loop {
             if total >= budget {
                 return ReadResult::BudgetExhausted(total);
             }
-            let want = scratch.len().min(budget - total);
-            match self.stream.read(&mut scratch[..want]) {
+            match self.read_once(budget - total) {
                 Ok(0) => return ReadResult::Closed(total),
-                Ok(n) => {
-                    self.read_buf.extend_from_slice(&scratch[..n]);
-                    total += n;
-                }
+                Ok(n) => total += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     return ReadResult::WouldBlock(total)
                 }
@@ -202,6 +333,17 @@ impl<C> Connection<C> {
                 Err(e) => return ReadResult::Error(e),
             }
         }
+    }
+
+    /// One read of at most `max` bytes (at least 1), straight into the buffer the frames are
+    /// cut from, which grows first if it has too little room (see the module comment).
+    fn read_once(&mut self, max: usize) -> io::Result<usize> {
+        if self.read_buf.capacity() - self.read_buf.len() < max.min(MIN_ROOM) {
+            grow(&mut self.read_buf, max, self.read_buf_in_arena);
+            // The arena (a lent one grew out of it) stays with the frames cut from it.
+            self.read_buf_in_arena = false;
+        }
+        read_into_spare(&mut self.stream, &mut self.read_buf, max)
     }
 
     /// Reads and drops what the peer sent and was not read, up to `limit` bytes: a socket
@@ -264,24 +406,209 @@ impl<C> Connection<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
+    use std::net::{TcpListener, TcpStream as StdStream};
+
+    /// A connection over loopback (the server side, non-blocking) and the peer's socket.
+    fn pair() -> (Connection<()>, StdStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let peer = StdStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, addr) = listener.accept().unwrap();
+        server.set_nonblocking(true).unwrap();
+        let conn = Connection::new(TcpStream::from_std(server), addr, None, 0, 0, ());
+        (conn, peer)
+    }
+
+    /// Reads with `budget` until at least one byte came (the peer's bytes may take a moment
+    /// to arrive), as the loop does: the arena lent first; the bytes read and whether the
+    /// budget stopped it.
+    fn read_some(conn: &mut Connection<()>, arena: &mut ReadArena, budget: usize) -> (usize, bool) {
+        for _ in 0..100_000 {
+            conn.borrow_arena(arena, budget);
+            match conn.read_available(budget) {
+                ReadResult::WouldBlock(0) => std::thread::yield_now(),
+                ReadResult::WouldBlock(n) | ReadResult::Closed(n) => return (n, false),
+                ReadResult::BudgetExhausted(n) => return (n, true),
+                ReadResult::Error(e) => panic!("read: {e}"),
+            }
+        }
+        panic!("the peer's bytes never arrived");
+    }
+
+    /// Reads until `conn` holds `len` bytes, with no budget to speak of.
+    fn read_up_to(conn: &mut Connection<()>, arena: &mut ReadArena, len: usize) {
+        while conn.read_buf.len() < len {
+            read_some(conn, arena, 1 << 20);
+        }
+        assert_eq!(conn.read_buf.len(), len, "more bytes than were sent");
+    }
+
+    fn bytes(len: usize, seed: u8) -> Vec<u8> {
+        (0..len)
+            .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+            .collect()
+    }
 
     #[test]
-    fn a_read_buffer_is_reusable_only_once_its_frames_are_gone_and_if_small() {
-        let mut buf = BytesMut::new();
-        assert!(!reclaim_whole(&mut buf, 1 << 16), "nothing to reuse");
-        buf.extend_from_slice(&[7u8; 3000]);
-        let frame = buf.split_to(3000).freeze();
-        assert!(!reclaim_whole(&mut buf, 1 << 16), "a frame still holds it");
+    fn reads_never_take_more_than_the_budget_and_keep_every_byte_in_order() {
+        let (mut conn, mut peer) = pair();
+        let mut arena = ReadArena::new();
+        let sent = bytes(100_000, 1);
+        peer.write_all(&sent).unwrap();
+        assert_eq!(read_some(&mut conn, &mut arena, 1), (1, true));
+        let (n, stopped) = read_some(&mut conn, &mut arena, 2_999);
+        assert!(n <= 2_999 && conn.read_buf.len() == 1 + n);
+        assert!(stopped || n < 2_999);
+        // Past the arena's room: the buffer grows out of it.
+        read_up_to(&mut conn, &mut arena, sent.len());
+        assert_eq!(&conn.read_buf[..], &sent[..]);
+        drop(peer);
+        loop {
+            match conn.read_available(1 << 20) {
+                ReadResult::Closed(0) => break,
+                ReadResult::WouldBlock(0) => std::thread::yield_now(),
+                _ => panic!("no more bytes were sent"),
+            }
+        }
+        assert_eq!(&conn.read_buf[..], &sent[..], "a close changes nothing");
+    }
+
+    #[test]
+    fn frames_read_into_the_arena_share_it_and_the_next_connection_reads_on_after_them() {
+        let (mut conn, mut peer) = pair();
+        let (mut other, mut other_peer) = pair();
+        let mut arena = ReadArena::new();
+        peer.write_all(&bytes(3_000, 2)).unwrap();
+        read_up_to(&mut conn, &mut arena, 3_000);
+        let start = conn.read_buf.as_ptr();
+        assert_eq!(
+            conn.read_buf.capacity(),
+            ARENA_SIZE,
+            "read at the arena's front"
+        );
+        let frame = conn.read_buf.split_to(3_000).freeze();
+        conn.release_read_buffer(&mut arena, false);
+        assert_eq!(conn.read_buf.capacity(), 0, "the arena went back");
+        assert_eq!(arena.room(), ARENA_SIZE - 3_000);
+        // The frame still holds the front; the next read goes on after it.
+        other_peer.write_all(&bytes(5_000, 3)).unwrap();
+        read_up_to(&mut other, &mut arena, 5_000);
+        assert_eq!(other.read_buf.as_ptr(), start.wrapping_add(3_000));
+        assert_eq!(&frame[..], &bytes(3_000, 2)[..]);
+        assert_eq!(&other.read_buf[..], &bytes(5_000, 3)[..]);
+    }
+
+    #[test]
+    fn a_partial_frame_leaves_the_arena_and_grows_by_at_most_what_it_holds() {
+        let (mut conn, mut peer) = pair();
+        let mut arena = ReadArena::new();
+        let sent = bytes(20_000, 4);
+        peer.write_all(&sent[..9_000]).unwrap();
+        read_up_to(&mut conn, &mut arena, 9_000);
+        let frame = conn.read_buf.split_to(1_000).freeze();
+        conn.release_read_buffer(&mut arena, false);
+        assert_eq!(conn.read_buf.capacity(), 8_000, "copied out, exactly");
+        assert_eq!(
+            arena.room(),
+            ARENA_SIZE - 1_000,
+            "read on over the partial frame"
+        );
         drop(frame);
-        assert!(reclaim_whole(&mut buf, 1 << 16));
-        assert!(buf.capacity() >= 3000 && buf.is_empty());
-        let before = buf.as_ptr();
-        buf.extend_from_slice(&[1u8; 2000]);
-        assert_eq!(buf.as_ptr(), before, "reused, not reallocated");
-        let frame = buf.split_to(2000);
-        drop(frame);
-        assert!(!reclaim_whole(&mut buf, 1000), "larger than the pool keeps");
-        buf.extend_from_slice(b"x");
-        assert!(!reclaim_whole(&mut buf, 1 << 16), "holds a partial frame");
+        peer.write_all(&sent[9_000..]).unwrap();
+        read_up_to(&mut conn, &mut arena, 19_000);
+        assert_eq!(&conn.read_buf[..], &sent[1_000..]);
+        // 8,000 held: room for as much again, then 16,000 held: as much again.
+        assert!(
+            conn.read_buf.capacity() <= 32_000,
+            "{}",
+            conn.read_buf.capacity()
+        );
+        assert_eq!(
+            arena.room(),
+            ARENA_SIZE - 1_000,
+            "the arena was not lent again"
+        );
+        // A budget smaller than the doubling caps the growth.
+        let mut own = BytesMut::from(&sent[..10_000]);
+        grow(&mut own, 100, false);
+        assert_eq!(own.capacity(), 10_100);
+        assert_eq!(&own[..], &sent[..10_000]);
+    }
+
+    #[test]
+    fn a_connection_that_grew_out_of_the_arena_does_not_give_it_back() {
+        let (mut conn, mut peer) = pair();
+        let mut arena = ReadArena::new();
+        peer.write_all(&bytes(80_000, 5)).unwrap();
+        read_up_to(&mut conn, &mut arena, 80_000);
+        assert!(!conn.read_buf_in_arena);
+        conn.release_read_buffer(&mut arena, false);
+        assert_eq!(conn.read_buf.len(), 80_000, "its own buffer, kept");
+        assert_eq!(arena.room(), 0, "left with the bytes it held");
+        // The next lend takes a fresh allocation.
+        let (mut other, mut other_peer) = pair();
+        other_peer.write_all(&bytes(10, 6)).unwrap();
+        read_up_to(&mut other, &mut arena, 10);
+        assert_eq!(other.read_buf.capacity(), ARENA_SIZE);
+    }
+
+    /// Reads `len` fresh bytes into `conn` (holding none) and cuts them as one frame.
+    fn read_frame(
+        conn: &mut Connection<()>,
+        peer: &mut StdStream,
+        arena: &mut ReadArena,
+        len: usize,
+    ) -> (Bytes, *const u8) {
+        peer.write_all(&bytes(len, len as u8)).unwrap();
+        read_up_to(conn, arena, len);
+        let at = conn.read_buf.as_ptr();
+        let frame = conn.read_buf.split_to(len).freeze();
+        conn.release_read_buffer(arena, false);
+        assert_eq!(&frame[..], &bytes(len, len as u8)[..]);
+        (frame, at)
+    }
+
+    #[test]
+    fn the_arena_starts_over_in_place_once_no_frame_cut_from_it_is_left() {
+        let (mut conn, mut peer) = pair();
+        let mut arena = ReadArena::new();
+        let (frame, first) = read_frame(&mut conn, &mut peer, &mut arena, 40_000);
+        // Its room is below the renewal mark; while a frame holds it, a new arena is taken.
+        let (small, second) = read_frame(&mut conn, &mut peer, &mut arena, 100);
+        assert_ne!(second, first);
+        assert_eq!(arena.allocations.len(), 2);
+        drop((frame, small));
+        // Filled past the mark again: the first allocation free, it starts over at its front;
+        // the second one, free too, is let go.
+        let _ = read_frame(&mut conn, &mut peer, &mut arena, 40_000);
+        let (_, third) = read_frame(&mut conn, &mut peer, &mut arena, 10);
+        assert_eq!(third, first);
+        assert_eq!(arena.allocations.len(), 1);
+    }
+
+    #[test]
+    fn arenas_held_by_frames_are_bounded_and_past_the_bound_reads_copy() {
+        let (mut conn, mut peer) = pair();
+        let mut arena = ReadArena::new();
+        // Each frame leaves its arena below the renewal mark and holds it.
+        let mut held: Vec<Bytes> = (0..MAX_ARENAS)
+            .map(|_| read_frame(&mut conn, &mut peer, &mut arena, 40_000).0)
+            .collect();
+        assert_eq!(arena.allocations.len(), MAX_ARENAS);
+        peer.write_all(&bytes(10_000, 1)).unwrap();
+        read_up_to(&mut conn, &mut arena, 10_000);
+        assert!(
+            !conn.read_buf_in_arena,
+            "no arena to lend: a buffer of its own"
+        );
+        assert!(conn.read_buf.capacity() <= 16 * 1024);
+        assert_eq!(&conn.read_buf[..], &bytes(10_000, 1)[..]);
+        assert_eq!(arena.allocations.len(), MAX_ARENAS);
+        let _ = conn.read_buf.split_to(10_000);
+        conn.release_read_buffer(&mut arena, false);
+        // One frame let go: its allocation is lent again.
+        let freed = held.swap_remove(5).as_ptr();
+        let (_, at) = read_frame(&mut conn, &mut peer, &mut arena, 100);
+        assert_eq!(at, freed);
     }
 }

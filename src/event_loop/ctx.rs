@@ -12,10 +12,9 @@
 //! frame still incomplete). Entries are re-checked when they fire, never moved per read.
 
 use super::admission::Peers;
-use super::connection::{Connection, FlushResult};
+use super::connection::{Connection, FlushResult, ReadArena};
 use super::{ConnId, Limits, ListenerTag, LoopWaker, ReadClass, TimerId, CONNECTING};
 use crate::timer::DeadlineBuckets;
-use bytes::BytesMut;
 use log::{debug, info, warn};
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
@@ -29,12 +28,6 @@ use std::time::Instant;
 /// ordinary replies, small enough that the pool never pins a large reply's allocation.
 const SPARE_WRITE_BUFS: usize = 2;
 const SPARE_WRITE_BUF_MAX: usize = 64 * 1024;
-
-/// Read buffers kept for reuse, and the largest worth keeping: the loop reads one connection
-/// at a time, so two warm buffers serve every connection in turn; a large frame's allocation
-/// is never kept.
-const SPARE_READ_BUFS: usize = 2;
-const SPARE_READ_BUF_MAX: usize = 64 * 1024;
 
 /// Unread input discarded per connection at the final close (beyond it, the kernel resets).
 const UNREAD_DISCARD_MAX: usize = 4 << 20;
@@ -140,7 +133,8 @@ pub struct Ctx<C> {
     /// Idle and frame deadlines, one live entry per connection (see the module doc).
     deadlines: DeadlineBuckets<ConnId>,
     spare_write_bufs: Vec<Vec<u8>>,
-    spare_read_bufs: Vec<BytesMut>,
+    /// Lent to the connection being read when it holds no bytes (see `connection`).
+    read_arena: ReadArena,
     pub(super) stopping: bool,
     waker: LoopWaker,
 }
@@ -172,7 +166,7 @@ impl<C> Ctx<C> {
             timers: Vec::new(),
             deadlines: DeadlineBuckets::new(1000),
             spare_write_bufs: Vec::new(),
-            spare_read_bufs: Vec::new(),
+            read_arena: ReadArena::new(),
             stopping: false,
             waker,
         }
@@ -492,29 +486,21 @@ impl<C> Ctx<C> {
         }
     }
 
-    /// Before reading `id`: a connection without a read buffer gets a warm one from the pool.
-    pub(super) fn lend_read_buf(&mut self, id: ConnId) {
-        if !self.get(id).is_some_and(|c| c.read_buf.capacity() == 0) {
-            return;
-        }
-        if let Some(buf) = self.spare_read_bufs.pop() {
-            if let Some(conn) = self.get_mut(id) {
-                conn.read_buf = buf;
-            }
+    /// Before reading at most `max` bytes from `id`: a connection holding no bytes is lent
+    /// the read arena.
+    pub(super) fn lend_read_buf(&mut self, id: ConnId, max: usize) {
+        let conn = self.conns.get_mut(id.key);
+        if let Some(conn) = conn.filter(|c| c.generation == id.generation) {
+            conn.borrow_arena(&mut self.read_arena, max);
         }
     }
 
-    /// After `id`'s frames were handled: its emptied read buffer goes back to the pool when
-    /// it can be reused (see [`Connection::take_reusable_read_buf`]).
-    pub(super) fn return_read_buf(&mut self, id: ConnId) {
-        if self.spare_read_bufs.len() >= SPARE_READ_BUFS {
-            return;
-        }
-        if let Some(buf) = self
-            .get_mut(id)
-            .and_then(|c| c.take_reusable_read_buf(SPARE_READ_BUF_MAX))
-        {
-            self.spare_read_bufs.push(buf);
+    /// After `id`'s frames were handled: the arena comes back, or an emptied buffer is
+    /// released (see [`Connection::release_read_buffer`]).
+    pub(super) fn release_read_buf(&mut self, id: ConnId, cut_large: bool) {
+        let conn = self.conns.get_mut(id.key);
+        if let Some(conn) = conn.filter(|c| c.generation == id.generation) {
+            conn.release_read_buffer(&mut self.read_arena, cut_large);
         }
     }
 

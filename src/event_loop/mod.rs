@@ -307,7 +307,6 @@ pub struct EventLoop<H: Handler> {
     listeners: Vec<Option<Listener>>,
     ctx: Ctx<H::Conn>,
     stops: Arc<AtomicUsize>,
-    read_scratch: Vec<u8>,
     /// A descriptor kept open to be given up when `accept` runs out of them: it lets the loop
     /// take waiting connections off the queue and close them.
     spare_fd: Option<File>,
@@ -325,7 +324,6 @@ impl<H: Handler> EventLoop<H> {
             listeners: Vec::new(),
             ctx: Ctx::new(registry, limits, waker),
             stops: Arc::new(AtomicUsize::new(0)),
-            read_scratch: vec![0u8; 64 * 1024],
             spare_fd: open_spare(),
             accept_log: LogGate::new(ACCEPT_WARN_EVERY_MS),
             stall_log: LogGate::new(ACCEPT_WARN_EVERY_MS),
@@ -666,11 +664,11 @@ impl<H: Handler> EventLoop<H> {
         if allowance == 0 {
             return;
         }
-        self.ctx.lend_read_buf(id);
+        self.ctx.lend_read_buf(id, allowance);
         let Some(conn) = self.ctx.get_mut(id) else {
             return;
         };
-        let outcome = match conn.read_available(&mut self.read_scratch, allowance) {
+        let outcome = match conn.read_available(allowance) {
             ReadResult::WouldBlock(n) => Some((n, false)),
             ReadResult::BudgetExhausted(n) => Some((n, true)),
             ReadResult::Closed(n) => {
@@ -791,13 +789,10 @@ impl<H: Handler> EventLoop<H> {
     fn frames_done(&mut self, id: ConnId, run: FrameRun) {
         let now = self.ctx.now_ms();
         let frame_timeout = self.ctx.limits.frame_timeout_ms;
-        if !run.cut_large {
-            self.ctx.return_read_buf(id);
-        }
+        self.ctx.release_read_buf(id, run.cut_large);
         let Some(conn) = self.ctx.get_mut(id) else {
             return;
         };
-        conn.release_idle_read_buffer(run.cut_large);
         let mut arm = None;
         if conn.read_buf.is_empty() || run.stopped_by_loop {
             conn.frame_started_ms = None;

@@ -293,6 +293,46 @@ fn pipelined_frames_are_answered_in_order_on_every_listener() {
 }
 
 #[test]
+fn frames_split_anywhere_between_reads_come_back_whole() {
+    let lp = start(Limits::default());
+    let sizes = [10usize, 3_000, 50_000, 20, 70_000, 5, 64 * 1024];
+    let payloads: Vec<Vec<u8>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| (0..n).map(|j| (j * 7 + i) as u8).collect())
+        .collect();
+    let mut stream = Vec::new();
+    let mut ends = Vec::new();
+    for p in &payloads {
+        stream.extend(frame(p));
+        ends.push(stream.len());
+    }
+    // Each write stops inside a frame (in its length prefix or in its payload); the echoes of
+    // the frames it completed are read back before the next write, so the server has read
+    // (and holds) the partial frame that follows them.
+    let mut cuts: Vec<usize> = ends.iter().flat_map(|&e| [e + 2, e + 3_001]).collect();
+    cuts.retain(|&c| c < stream.len());
+    cuts.push(stream.len());
+    cuts.sort_unstable();
+    cuts.dedup();
+    for addr in [lp.interactive, lp.bulk] {
+        let mut s = connect(addr);
+        let (mut from, mut echoed) = (0, 0);
+        for &cut in &cuts {
+            s.write_all(&stream[from..cut]).unwrap();
+            from = cut;
+            while echoed < ends.len() && ends[echoed] <= cut {
+                let back = read_frame(&mut s).unwrap();
+                assert!(back == payloads[echoed], "frame {echoed} came back changed");
+                echoed += 1;
+            }
+        }
+        assert_eq!(echoed, payloads.len());
+    }
+    stop(lp);
+}
+
+#[test]
 fn a_held_connection_keeps_its_later_frames_until_released() {
     let lp = start(Limits::default());
     let mut s = connect(lp.interactive);
