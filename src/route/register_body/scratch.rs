@@ -14,7 +14,6 @@
 
 use super::{dedup_last_wins, RegisterBody, TopicConfig};
 use crate::route::keyed_hash::KeyedState;
-use std::collections::HashSet;
 use std::hash::BuildHasher;
 
 /// Largest topic list kept (a few thousand strings).
@@ -23,6 +22,48 @@ pub const MAX_POOLED: usize = 2_048;
 /// A list with a longer string is freed rather than kept (topic names are at most 127 bytes
 /// by default).
 pub const MAX_POOLED_CAPACITY: usize = 256;
+
+/// A set of 64-bit keyed hashes, open addressing with linear probing: the repeat check of a
+/// body's keys (a hundred inserts) without hashing each hash again as a `HashSet` does, in a
+/// table kept between bodies. The hashes are keyed per process, so a peer cannot choose keys
+/// that cluster; a set sized for a huge body is not kept for the small ones after it.
+#[derive(Debug, Default)]
+struct SeenHashes {
+    slots: Vec<u64>,
+    mask: usize,
+}
+
+impl SeenHashes {
+    /// Empties the set, sized for `n` hashes (at most half full).
+    fn reset(&mut self, n: usize) {
+        let size = n.saturating_mul(2).next_power_of_two().max(16);
+        if self.slots.len() < size || self.slots.len() > size.max(4 * MAX_POOLED) {
+            self.slots = vec![0; size];
+        } else {
+            self.slots[..size].fill(0);
+        }
+        self.mask = size - 1;
+    }
+
+    /// Adds `h`; false when it was there already.
+    #[inline]
+    fn insert(&mut self, h: u64) -> bool {
+        // 0 marks an empty slot: the lowest bit is set on every hash stored.
+        let h = h | 1;
+        let mut i = (h >> 32) as usize & self.mask;
+        loop {
+            match self.slots.get(i).copied() {
+                Some(0) => {
+                    self.slots[i] = h;
+                    return true;
+                }
+                Some(x) if x == h => return false,
+                Some(_) => i = (i + 1) & self.mask,
+                None => return false,
+            }
+        }
+    }
+}
 
 /// One decoded topic: its map key and its config.
 type Topic = (String, TopicConfig);
@@ -33,7 +74,7 @@ pub struct DecodeScratch {
     /// The topic list of the body applied last (its strings to be overwritten).
     kept: Vec<Topic>,
     /// Keyed hashes of the keys of the body being decoded.
-    keys: HashSet<u64, KeyedState>,
+    keys: SeenHashes,
     hasher: KeyedState,
 }
 
@@ -102,12 +143,7 @@ impl DecodeScratch {
         &mut self,
         topics: Vec<(String, TopicConfig)>,
     ) -> Vec<(String, TopicConfig)> {
-        self.keys.clear();
-        // A set sized for a huge body is not kept for the small ones after it.
-        if self.keys.capacity() > 4 * MAX_POOLED {
-            self.keys.shrink_to(MAX_POOLED);
-        }
-        self.keys.reserve(topics.len());
+        self.keys.reset(topics.len());
         let hasher = self.hasher;
         let repeated = topics
             .iter()
@@ -177,6 +213,26 @@ mod tests {
         assert_eq!(scratch.pooled(), 3);
         scratch.release();
         assert_eq!(scratch.pooled(), 0);
+    }
+
+    #[test]
+    fn the_hash_set_finds_every_repeat_and_is_emptied_by_a_reset() {
+        let mut set = SeenHashes::default();
+        for n in [0usize, 1, 100, 3_000, 10] {
+            set.reset(n);
+            // Hashes that share their probe start (the high half) and differ in the low bit.
+            for i in 0..n as u64 {
+                assert!(set.insert(i << 1), "{n} {i}");
+            }
+            for i in 0..n as u64 {
+                assert!(!set.insert(i << 1 | 1), "{n} {i}: same but for the low bit");
+            }
+            assert!(n == 0 || !set.insert(0));
+        }
+        assert!(
+            set.slots.len() <= 4 * MAX_POOLED,
+            "a huge body's table is not kept"
+        );
     }
 
     #[test]
