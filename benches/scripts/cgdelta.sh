@@ -10,17 +10,13 @@ source "$(dirname "$0")/lib.sh"
 bin=$1; wl=$2; d1=${3:-3}; d2=${4:-9}
 [ -n "$bin" ] && [ -n "$wl" ] || { sed -n 2,8p "$0"; exit 2; }
 run() {
-  local d=$1 dir addr=
+  local d=$1 dir addr
   dir=$(mktemp -d "$WORK/cg.XXXX")
   valgrind --tool=callgrind --callgrind-out-file="$dir/cg.out" "$B/$bin" --listenPort=0 \
     --logPath="$dir/ns.log" --kvConfigPath="$dir/kv.json" > "$dir/out.txt" 2>&1 &
   local pid=$!
-  for _ in $(seq 400); do
-    addr=$(grep -o 'listening on [0-9.:]*' "$dir/out.txt" | head -1 | awk '{print $3}')
-    [ -n "$addr" ] && break
-    sleep 0.05
-  done
-  "$B/rmq-bench" $wl -n "${addr/0.0.0.0/127.0.0.1}" -d "$d" --json --quiet > "$dir/r.json" 2>/dev/null
+  addr=$(listen_addr "$dir/out.txt") || { echo "cgdelta: $bin did not start" >&2; exit 1; }
+  "$B/rmq-bench" $wl -n "$addr" -d "$d" --json --quiet > "$dir/r.json" 2>/dev/null
   kill -TERM $pid; wait $pid
   local ir ops
   ir=$(grep -E '^(summary|totals):' "$dir/cg.out" | head -1 | awk '{print $2}')

@@ -12,7 +12,7 @@ mkdir -p "$WORK"
 # start_server NAME [CANNED_BODY_BYTES]: a fresh server on an ephemeral port, its own log
 # and KV files; prints "PID ADDR".
 start_server() {
-  local name=$1 dir addr=
+  local name=$1 dir addr
   dir=$(mktemp -d "$WORK/run.XXXX")
   if [ "$name" = canned ]; then
     "$B/rmq-bench" canned --body-bytes "${2:-0}" > "$dir/out.txt" 2>&1 &
@@ -21,11 +21,19 @@ start_server() {
       > "$dir/out.txt" 2>&1 &
   fi
   local pid=$!
-  for _ in $(seq 200); do
-    addr=$(grep -o 'listening on [0-9.:]*' "$dir/out.txt" | head -1 | awk '{print $3}')
-    [ -n "$addr" ] && break
+  addr=$(listen_addr "$dir/out.txt") ||
+    { echo "start_server: $name did not start (see $dir/out.txt)" >&2; return 1; }
+  echo "$pid $addr"
+}
+
+# listen_addr OUTFILE: waits (up to 20 s) for a server's "listening on ADDR" line in OUTFILE
+# and prints ADDR, with 0.0.0.0 made 127.0.0.1; fails if none came.
+listen_addr() {
+  local addr=
+  for _ in $(seq 400); do
+    addr=$(grep -o 'listening on [0-9.:]*' "$1" | head -1 | awk '{print $3}')
+    [ -n "$addr" ] && { echo "${addr/0.0.0.0/127.0.0.1}"; return 0; }
     sleep 0.05
   done
-  [ -n "$addr" ] || { echo "start_server: $name did not start (see $dir/out.txt)" >&2; return 1; }
-  echo "$pid ${addr/0.0.0.0/127.0.0.1}"
+  return 1
 }
