@@ -166,17 +166,12 @@ impl<'a> PlainReader<'a> {
         Some(if negative { -magnitude } else { magnitude })
     }
 
-    /// A plain decimal int32 (what [`PlainReader::long`] reads, when it fits).
-    #[inline]
-    pub(crate) fn int(&mut self) -> Option<i32> {
-        self.int_inline()
-    }
-
-    /// [`PlainReader::int`] inlined, for a decoder reading many in a row (the four of each
-    /// TopicConfig): at most ten digits fit, so they are summed in a u64 without overflow
-    /// checks, and the reader moves only when the number is taken.
+    /// A plain decimal int32 (what [`PlainReader::long`] reads, when it fits). Always inlined:
+    /// decoders read many in a row (the four of each TopicConfig, a header's code, flag,
+    /// opaque and version). At most ten digits fit, so they are summed in a u64 without
+    /// overflow checks, and the reader moves only when the number is taken.
     #[inline(always)]
-    pub(crate) fn int_inline(&mut self) -> Option<i32> {
+    pub(crate) fn int(&mut self) -> Option<i32> {
         let rest = self.bytes.get(self.pos..)?;
         // One digit and then no other, no fraction or exponent: most numbers of a TopicConfig.
         if let [d @ b'0'..=b'9', next, ..] = *rest {

@@ -166,9 +166,9 @@ fn broker_layout<'a>(r: &mut PlainReader<'a>, key: &'a str) -> Option<Unnamed<'a
     if !r.literal(b"false,\"perm\":") {
         lit(r, b"true,\"perm\":")?;
     }
-    let perm = r.int_inline()?;
+    let perm = r.int()?;
     lit(r, b",\"readQueueNums\":")?;
-    let read_queue_nums = r.int_inline()?;
+    let read_queue_nums = r.int()?;
     // Two literals of at most 32 bytes: compared inline, where a longer one calls memcmp.
     lit(r, b",\"topicFilterType\":\"")?;
     if !r.literal(b"SINGLE_TAG\",\"topicName\":") {
@@ -176,9 +176,9 @@ fn broker_layout<'a>(r: &mut PlainReader<'a>, key: &'a str) -> Option<Unnamed<'a
     }
     let name = if r.quoted(key) { key } else { r.string()? };
     lit(r, b",\"topicSysFlag\":")?;
-    let topic_sys_flag = r.int_inline()?;
+    let topic_sys_flag = r.int()?;
     lit(r, b",\"writeQueueNums\":")?;
-    let write_queue_nums = r.int_inline()?;
+    let write_queue_nums = r.int()?;
     lit(r, b"}")?;
     let tc = TopicConfig {
         topic_name: String::new(),
