@@ -1,15 +1,17 @@
 //! KV writes over TCP: they wait for the disk on the writer thread, not on the loop; a
 //! connection's answers keep their order; limits are refused with the setting named; a full
-//! disk still takes deletes; config updates take the same path, one at a time.
+//! disk (a real one: a small tmpfs in a mount namespace) refuses writes with the reason and
+//! takes them again once space returns; config updates take the same path, one at a time.
 //!
 //! A stuck disk is a FIFO where the writer's temporary file goes: opening it for writing waits
 //! until the test opens it for reading, and fsync on it fails, which makes the write fail.
 
+#[path = "common/child.rs"]
+mod child;
 mod common;
 
 use common::*;
 use rmq_namesrv::client::Client;
-use rmq_namesrv::durable_file::{dir_usage, simulate_disk_capacity};
 use rmq_namesrv::remoting::codes::{request, response};
 use rmq_namesrv::remoting::command::RemotingCommand;
 use rmq_namesrv::route::model;
@@ -41,7 +43,7 @@ fn config_value(c: &mut Client, key: &str) -> String {
 
 #[test]
 fn the_first_put_on_a_fresh_install_creates_the_kv_directory() {
-    // A fresh HOME has no ~/namesrv: the first put creates it (and the file and its reserve).
+    // A fresh HOME has no ~/namesrv: the first put creates it and the file.
     let home = TempDir::new("kv-fresh");
     let path = home.join("namesrv").join("kvConfig.json");
     let kv_path = path.to_string_lossy().into_owned();
@@ -187,40 +189,59 @@ fn limits_are_refused_with_their_setting_named_and_follow_config_updates() {
     assert!(remark(&resp).contains("kvMaxTotalBytes"), "{resp:?}");
 }
 
+/// The real binary in a mount namespace of its own whose `dir` is a 256 KiB tmpfs: a disk that
+/// really fills up. The test reaches that directory through `/proc/PID/root`.
+fn server_on_a_small_disk(dir: &Path) -> (child::ServerProcess, PathBuf) {
+    let script = format!(
+        "mount -t tmpfs -o size=256k tmpfs {dir} && exec {bin} --listenPort=0 --bindAddress=127.0.0.1 \
+         --kvConfigPath={dir}/kvConfig.json --configStorePath={dir}/namesrv.properties --logPath=",
+        dir = dir.display(),
+        bin = env!("CARGO_BIN_EXE_rmq-namesrv"),
+    );
+    let server = child::ServerProcess::spawn_command(
+        Command::new("unshare").args(["-Urm", "sh", "-c", &script]),
+    );
+    let seen = PathBuf::from(format!("/proc/{}/root{}", server.pid(), dir.display()));
+    (server, seen)
+}
+
+/// Writes zeros into `path` until the disk is full.
+fn fill_disk(path: &Path) {
+    use std::io::Write;
+    let mut f = std::fs::File::create(path).unwrap();
+    let chunk = [0u8; 4096];
+    loop {
+        match f.write_all(&chunk) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(28) => return,
+            Err(e) => panic!("filling {}: {e}", path.display()),
+        }
+    }
+}
+
 #[test]
-fn on_a_full_disk_deletes_succeed_and_growing_puts_are_refused() {
-    let server = TestServer::start();
-    let dir = server.dir.path().to_path_buf();
+fn on_a_full_disk_puts_are_refused_with_the_reason_and_succeed_once_space_returns() {
+    let dir = rmq_namesrv::test_support::TempDir::new("kv-full-disk");
+    let (server, seen) = server_on_a_small_disk(dir.path());
     let mut c = server.client();
-    let big = "x".repeat(12_000);
     assert_eq!(put_kv(&mut c, "NS", "a", "1").code, 0);
-    assert_eq!(put_kv(&mut c, "NS", "big", &big).code, 0);
-    assert_eq!(put_kv(&mut c, "NS", "c", "3").code, 0);
-    // Not one more byte fits in the directory.
-    simulate_disk_capacity(&dir, Some(dir_usage(&dir).unwrap()));
-    let resp = put_kv(&mut c, "NS", "d", "4");
-    let grown = remark(&resp).to_string();
-    // Whatever that attempt freed is taken by someone else too.
-    simulate_disk_capacity(&dir, Some(dir_usage(&dir).unwrap()));
-    let resp_delete = delete_kv(&mut c, "NS", "big");
-    let big_after = get_kv(&mut c, "NS", "big");
-    simulate_disk_capacity(&dir, None);
-    assert_eq!(resp.code, response::SYSTEM_ERROR);
+    let filler = seen.join("filler");
+    fill_disk(&filler);
+    let resp = put_kv(&mut c, "NS", "b", &"x".repeat(8_000));
+    assert_eq!(resp.code, response::SYSTEM_ERROR, "{resp:?}");
+    let why = remark(&resp);
     assert!(
-        grown.contains("kvConfig.json") && grown.contains("No space left"),
-        "{grown}"
+        why.contains("kvConfig.json") && why.contains("No space left"),
+        "{why}"
     );
-    assert_eq!(
-        resp_delete.code,
-        response::SUCCESS,
-        "{:?}",
-        resp_delete.remark
-    );
-    assert_eq!(big_after, None);
-    assert_eq!(get_kv(&mut c, "NS", "d"), None);
-    let file = std::fs::read_to_string(dir.join("kvConfig.json")).unwrap();
-    assert_eq!(file, r#"{"configTable":{"NS":{"a":"1","c":"3"}}}"#);
-    assert_eq!(put_kv(&mut c, "NS", "d", "4").code, 0);
+    // Nothing changed: not in memory, not on disk; reads keep working.
+    assert_eq!(get_kv(&mut c, "NS", "b"), None);
+    assert_eq!(get_kv(&mut c, "NS", "a").as_deref(), Some("1"));
+    let file = std::fs::read_to_string(seen.join("kvConfig.json")).unwrap();
+    assert_eq!(file, r#"{"configTable":{"NS":{"a":"1"}}}"#);
+    std::fs::remove_file(&filler).unwrap();
+    assert_eq!(put_kv(&mut c, "NS", "b", "2").code, 0);
+    assert_eq!(get_kv(&mut c, "NS", "b").as_deref(), Some("2"));
 }
 
 #[test]

@@ -1,5 +1,5 @@
 use super::*;
-use crate::durable_file::{dir_usage, sibling, simulate_disk_capacity};
+use crate::durable_file::sibling;
 use crate::test_support::{fixture_path, TempDir};
 use std::fs;
 use std::sync::mpsc;
@@ -7,7 +7,8 @@ use std::time::Duration;
 
 /// A store with its writer thread, driven the way the processor drives it.
 struct Harness {
-    dir: TempDir,
+    /// Removed when the harness is dropped.
+    _dir: TempDir,
     file: PathBuf,
     kv: KvStore,
     writer: Option<DurableWriter>,
@@ -36,7 +37,7 @@ impl Harness {
         });
         let (writer, thread) = kv.spawn_writer("kv-test-writer", wake).unwrap();
         Harness {
-            dir,
+            _dir: dir,
             file,
             kv,
             writer: Some(writer),
@@ -403,36 +404,6 @@ fn bytes_waiting_for_the_disk_are_bounded_but_one_change_may_always_wait() {
     h.kv.cancel(&first.unwrap());
     assert_eq!(h.kv.in_flight(), 0);
     assert!(h.kv.prepare_put("ns", "k", &"x".repeat(90)).is_ok());
-}
-
-#[test]
-fn on_a_full_disk_a_delete_queued_with_a_growing_put_still_succeeds() {
-    let mut h = Harness::new("kv-full");
-    let big = "x".repeat(10_000);
-    h.put("ns", "small", "1").unwrap();
-    h.put("ns", "big", &big).unwrap();
-    h.put("ns", "other", "2").unwrap();
-    let dir = h.dir.path().to_path_buf();
-    simulate_disk_capacity(&dir, Some(dir_usage(&dir).unwrap()));
-    let release = h.block_writer();
-    let put = h.kv.prepare_put("ns", "more", &big).unwrap().unwrap();
-    h.submit(put);
-    let delete = h.kv.prepare_delete("ns", "big").unwrap().unwrap();
-    h.submit(delete);
-    drop(release);
-    let _ = h.next_done();
-    let first = h.next_commit();
-    let second = h.next_commit();
-    simulate_disk_capacity(&dir, None);
-    let error = first.result.expect_err("the put finds no room");
-    assert!(error.contains("kvConfig.json"), "{error}");
-    assert!(second.result.is_ok(), "{:?}", second.result.err());
-    assert_eq!(h.kv.get("ns", "big"), None);
-    assert_eq!(h.kv.get("ns", "more"), None);
-    assert_eq!(
-        fs::read_to_string(h.file()).unwrap(),
-        "{\"configTable\":{\"ns\":{\"other\":\"2\",\"small\":\"1\"}}}"
-    );
 }
 
 #[test]

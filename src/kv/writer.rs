@@ -5,20 +5,18 @@
 //! It keeps its own copy of the KV table (the values are shared `Arc`s with the loop's, so the
 //! copy costs the maps, not the data). Every change queued when it wakes is applied to that
 //! copy; the namespaces they touched are re-encoded, the file is assembled from the
-//! namespaces' encoded bodies and written once (temp file, fsync, rename, directory fsync,
-//! through [`ReservedFile`]). Only then is the group reported durable, with the new bodies, for
+//! namespaces' encoded bodies and written once (temp file, fsync, rename, directory fsync, by
+//! [`crate::durable_file`]). Only then is the group reported durable, with the new bodies, for
 //! the loop to make visible and answer. If the write fails, the copy is put back as it was and
-//! every change of the group is reported failed; when it failed for want of space and the group
-//! had several changes, each is tried on its own, so that a delete queued behind a put still
-//! gets through on a full disk.
+//! every change of the group is reported failed, with the OS's reason.
 
 use super::file::{self, Table};
 use super::{Change, Op, Text};
-use crate::durable_file::{is_out_of_space, ReservedFile};
+use crate::durable_file::{remove_stale_temps, replace_file_parts};
 use bytes::Bytes;
 use crossbeam_channel::{unbounded, Receiver, Sender, TryRecvError};
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 
 /// Jobs taken per wake-up at most (bounds one group and one answer batch).
@@ -95,8 +93,9 @@ pub fn spawn_writer(
 ) -> io::Result<(DurableWriter, JoinHandle<()>)> {
     let (jobs_tx, jobs) = unbounded();
     let (done, done_rx) = unbounded();
+    remove_stale_temps(path);
     let writer = Writer {
-        file: ReservedFile::new(path),
+        path: path.to_path_buf(),
         mirror: table,
         jobs,
         done,
@@ -115,7 +114,7 @@ pub fn spawn_writer(
 }
 
 struct Writer {
-    file: ReservedFile,
+    path: PathBuf,
     /// The table as the file holds it once the queued changes are written.
     mirror: Table,
     jobs: Receiver<Job>,
@@ -169,14 +168,8 @@ impl Writer {
                 changes: group,
                 result: Ok(bodies),
             })),
-            Err(e) if group.len() > 1 && is_out_of_space(&e) => {
-                // One change that grows the file must not fail the deletes beside it.
-                for one in group {
-                    self.commit(vec![one]);
-                }
-            }
             Err(e) => {
-                let error = format!("cannot write {}: {e}", self.file.path().display());
+                let error = format!("cannot write {}: {e}", self.path.display());
                 log::error!("KV config not written ({} change(s)): {error}", group.len());
                 self.send(Done::Changes(Commit {
                     changes: group,
@@ -208,7 +201,7 @@ impl Writer {
             }
         }
         let keys = file::namespace_keys(&self.mirror);
-        let written = self.file.replace(&file::file_parts(&self.mirror, &keys));
+        let written = replace_file_parts(&self.path, &file::file_parts(&self.mirror, &keys));
         if let Err(e) = written {
             for (namespace, body) in old_bodies {
                 if let Some(ns) = self.mirror.get_mut(&namespace) {

@@ -36,7 +36,24 @@ impl ServerProcess {
     /// As [`ServerProcess::spawn`], with the server's stderr (its console log) sent to `stderr`.
     pub fn spawn_with_stderr(args: &[String], stderr: Stdio) -> ServerProcess {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let (mut child, mut lines) = spawn_announcing(&args, stderr);
+        let (child, lines) = spawn_announcing(&args, stderr);
+        Self::announced(child, lines)
+    }
+
+    /// A command that ends by exec-ing the binary (a wrapper such as `unshare`), stdout piped.
+    pub fn spawn_command(command: &mut Command) -> ServerProcess {
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn the server's command");
+        let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        Self::announced(child, lines)
+    }
+
+    /// Waits for the "rmq-namesrv listening on ADDR" line of a started server.
+    fn announced(mut child: Child, mut lines: Lines<BufReader<ChildStdout>>) -> ServerProcess {
         let line = lines.next().and_then(Result::ok).unwrap_or_default();
         let addr = match line.strip_prefix("rmq-namesrv listening on ") {
             Some(addr) => addr.to_string(),
