@@ -1143,14 +1143,11 @@ fn handle_guarded(
 /// Returns freed heap memory to the OS (glibc keeps it in its free lists otherwise).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn release_free_heap() {
-    extern "C" {
-        fn malloc_trim(pad: usize) -> i32;
-    }
     // SAFETY: glibc's malloc_trim(size_t) has no preconditions: it only walks the allocator's
     // own free lists (under the allocator's locks) and releases whole free pages; it never
     // touches memory that is still allocated.
     unsafe {
-        malloc_trim(0);
+        libc::malloc_trim(0);
     }
 }
 
@@ -1172,16 +1169,11 @@ const HEAP_MMAP_THRESHOLD: i32 = 4 << 20;
 /// both settings.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn keep_freed_heap_until_trim() -> bool {
-    const M_TRIM_THRESHOLD: i32 = -1;
-    const M_MMAP_THRESHOLD: i32 = -3;
-    extern "C" {
-        fn mallopt(param: i32, value: i32) -> i32;
-    }
     // SAFETY: glibc's mallopt(int, int) only sets allocator parameters (under its lock); it
     // returns 1 on success, 0 for an unknown parameter or a value out of range.
     unsafe {
-        mallopt(M_TRIM_THRESHOLD, HEAP_TRIM_THRESHOLD) == 1
-            && mallopt(M_MMAP_THRESHOLD, HEAP_MMAP_THRESHOLD) == 1
+        libc::mallopt(libc::M_TRIM_THRESHOLD, HEAP_TRIM_THRESHOLD) == 1
+            && libc::mallopt(libc::M_MMAP_THRESHOLD, HEAP_MMAP_THRESHOLD) == 1
     }
 }
 
