@@ -97,7 +97,7 @@ const TRIM_AFTER_BYTES: usize = 4 << 20;
 /// freed heap is handed back the same way (large frames, unread replies).
 const TRIM_AFTER_BUFFERED: usize = 2 << 20;
 
-/// Bodies up to this length are hashed on the loop (XXH64, a fraction of a millisecond even
+/// Bodies up to this length are hashed on the loop (a fraction of a millisecond even
 /// on a slow, shared core); larger ones are hashed by the decode worker before the loop
 /// checks whether they changed. 256 KiB covers a broker with about 1,200 topics, so the
 /// steady registrations of ordinary brokers are answered on the loop without a thread hop.
