@@ -10,8 +10,13 @@
 //!   length and `bodyCrc32`, is taken as unchanged and that broker keeps its previous topics:
 //!   a broker fooling itself (it could resend its previous body as well); no other peer's
 //!   state is compared with it. By chance that is 2^-64 per registration.
+//!
+//! The fingerprint is foldhash's (quality variant), not std's SipHash-1-3: it runs on every
+//! registration, the steady 30 s ones included, and SipHash over a 21 KB body costs about
+//! 53,000 instructions, foldhash about 9,000 (re-measure: `benches/scripts/cgdelta.sh` with
+//! `register`, or `cargo bench --bench register_body_parse -- fingerprint`).
 
-use std::collections::hash_map::RandomState;
+use foldhash::quality::RandomState;
 use std::hash::BuildHasher;
 use std::sync::OnceLock;
 
@@ -21,10 +26,10 @@ pub fn crc32(data: &[u8]) -> u32 {
     crc32fast::hash(data)
 }
 
-/// The process's fingerprint key, drawn once from std's random source.
+/// The process's fingerprint key, drawn once (foldhash seeds it from std's random source).
 fn process_key() -> &'static RandomState {
     static KEY: OnceLock<RandomState> = OnceLock::new();
-    KEY.get_or_init(RandomState::new)
+    KEY.get_or_init(RandomState::default)
 }
 
 /// Keyed 64-bit fingerprint of a body (see the module comment), used to recognise an
