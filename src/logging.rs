@@ -269,50 +269,39 @@ fn utc_civil(secs: i64) -> Civil {
     }
 }
 
-/// Local time through the C library (no time crate in the daemon). Only where `time_t` is a
-/// 64-bit C `long` (64-bit Unix), so the declarations below match the C ones; elsewhere UTC.
-#[cfg(all(unix, target_pointer_width = "64"))]
+/// Local time through the C library's `localtime_r` (no time crate in the daemon).
+#[cfg(unix)]
 mod local_time {
     use super::{utc_civil, Civil};
-    use std::os::raw::{c_char, c_int, c_long};
     use std::sync::Once;
 
-    /// C's `struct tm` as glibc, musl and the BSDs define it (the two trailing fields are
-    /// extensions all of them have).
-    #[repr(C)]
-    struct Tm {
-        tm_sec: c_int,
-        tm_min: c_int,
-        tm_hour: c_int,
-        tm_mday: c_int,
-        tm_mon: c_int,
-        tm_year: c_int,
-        tm_wday: c_int,
-        tm_yday: c_int,
-        tm_isdst: c_int,
-        tm_gmtoff: c_long,
-        tm_zone: *const c_char,
-    }
-
-    extern "C" {
-        fn localtime_r(time: *const c_long, result: *mut Tm) -> *mut Tm;
-        fn tzset();
+    /// A `struct tm` of zeros.
+    fn zeroed_tm() -> libc::tm {
+        // SAFETY: `struct tm` holds integers and (on some platforms) a raw pointer, for which
+        // zero is valid.
+        unsafe { std::mem::zeroed() }
     }
 
     pub(super) fn civil(secs: i64) -> Civil {
         static TZSET: Once = Once::new();
-        // SAFETY: tzset takes no arguments; POSIX asks for it before localtime_r.
-        TZSET.call_once(|| unsafe { tzset() });
-        let time: c_long = secs;
-        // SAFETY: every field of `Tm` is an integer or a raw pointer, for which zero is valid.
-        let mut tm: Tm = unsafe { std::mem::zeroed() };
-        // SAFETY: both pointers are valid for the call and `tm` has C's layout; localtime_r is
-        // reentrant (it writes only into `tm`) and returns null on failure.
-        let result = unsafe { localtime_r(&time, &mut tm) };
+        // POSIX asks for tzset() before localtime_r; `libc` does not declare tzset, but mktime
+        // is specified to set the time zone as tzset does (its result is not needed).
+        // SAFETY: mktime reads and normalises the valid, exclusively borrowed `struct tm`.
+        TZSET.call_once(|| unsafe {
+            libc::mktime(&mut zeroed_tm());
+        });
+        // A time past a 32-bit `time_t` (where it is one) is shown in UTC.
+        let Some(time) = libc::time_t::try_from(secs).ok() else {
+            return utc_civil(secs);
+        };
+        let mut tm = zeroed_tm();
+        // SAFETY: both pointers are valid for the call; localtime_r is reentrant (it writes
+        // only into `tm`) and returns null on failure.
+        let result = unsafe { libc::localtime_r(&time, &mut tm) };
         if result.is_null() {
             return utc_civil(secs);
         }
-        let field = |v: c_int| u32::try_from(v).unwrap_or(0);
+        let field = |v: libc::c_int| u32::try_from(v).unwrap_or(0);
         Civil {
             year: i64::from(tm.tm_year) + 1900,
             month: field(tm.tm_mon) + 1,
@@ -324,7 +313,7 @@ mod local_time {
     }
 }
 
-#[cfg(not(all(unix, target_pointer_width = "64")))]
+#[cfg(not(unix))]
 mod local_time {
     pub(super) fn civil(secs: i64) -> super::Civil {
         super::utc_civil(secs)
@@ -490,6 +479,34 @@ mod tests {
         assert_eq!(utc_civil(1_796_065_803), at(2026, 11, 30, 19, 10, 3));
         assert_eq!(utc_civil(-1), at(1969, 12, 31, 23, 59, 59));
         assert_eq!(utc_civil(4_102_444_800), at(2100, 1, 1, 0, 0, 0));
+    }
+
+    /// Whatever the machine's time zone, local time is UTC moved by less than a day, with the
+    /// same seconds (no zone offset has seconds since 1972), and is UTC itself under TZ=UTC.
+    #[test]
+    fn local_time_is_utc_shifted_by_the_zone() {
+        let days = |c: &Civil| {
+            let (y, m) = if c.month <= 2 {
+                (c.year - 1, c.month + 9)
+            } else {
+                (c.year, c.month - 3)
+            };
+            365 * y + y / 4 - y / 100 + y / 400 + i64::from((153 * m + 2) / 5 + c.day)
+        };
+        let seconds = |c: &Civil| {
+            days(c) * 86_400
+                + i64::from(c.hour) * 3_600
+                + i64::from(c.minute) * 60
+                + i64::from(c.second)
+        };
+        for secs in [86_400 * 365 * 3, 951_782_400, 1_796_065_803] {
+            let (local, utc) = (local_time::civil(secs), utc_civil(secs));
+            assert_eq!(local.second, utc.second, "{secs}");
+            assert!((seconds(&local) - seconds(&utc)).abs() < 86_400, "{secs}");
+        }
+        if std::env::var("TZ").is_ok_and(|tz| tz == "UTC" || tz == "UTC0") {
+            assert_eq!(local_time::civil(1_796_065_803), utc_civil(1_796_065_803));
+        }
     }
 
     #[test]

@@ -41,9 +41,9 @@ use crate::route::model::{
     self, BodyLimits, DecodeScratch, Dialect, QueueData, RegisterBody, TopicRouteData,
 };
 use crate::route::table::{
-    BatchOutcome, BodyFingerprint, BoundExceeded, ConnId, ExpiredBroker, MinIdNotification,
-    RegisterRequest, RegisterResult, RemovalReason, RouteBounds, RouteSettings, RouteTable,
-    Takeover, TopicSteps, TopicsInput, UnregisterRequest, FLAG_UNIT, FLAG_UNIT_SUB,
+    BodyFingerprint, BoundExceeded, ConnId, ExpiredBroker, MinIdNotification, RegisterRequest,
+    RegisterResult, RemovalReason, RouteBounds, RouteSettings, RouteTable, Takeover, TopicSteps,
+    TopicsInput, UnregisterRequest, FLAG_UNIT, FLAG_UNIT_SUB,
 };
 use crossbeam_channel::{Sender, TrySendError};
 use log::{debug, error, info, warn};
@@ -269,16 +269,10 @@ struct Stats {
     refusals: WarnLimiter,
     bounds_reached: WarnLimiter,
     takeovers: WarnLimiter,
-    /// Estimated bytes the tables freed since the server last asked (heap trimming).
-    freed_bytes: usize,
 }
 
 /// Lines per interval a [`WarnLimiter`] lets through; the rest are counted.
 const WARN_LINES: u32 = 5;
-/// Estimated memory a removed topic, and a removed broker, leave behind (the heap trimming
-/// after a mass removal is triggered by these estimates).
-const FREED_PER_TOPIC: usize = 256;
-const FREED_PER_BROKER: usize = 1024;
 
 /// Warnings of one kind, at most [`WARN_LINES`] per [`CHANGE_SUMMARY_INTERVAL_MS`]; the ones
 /// past that are counted and reported in one line when the interval is over.
@@ -1422,12 +1416,6 @@ impl Processor {
             )
     }
 
-    /// Frees the topic-name strings kept for the next changed bodies (before the server hands
-    /// freed heap back to the OS: kept strings would keep their pages).
-    pub fn release_decode_scratch(&mut self) {
-        self.scratch.release();
-    }
-
     /// Decoded registration bodies already applied, for the server to free off the loop.
     pub fn take_spent_bodies(&mut self) -> Vec<RegisterBody> {
         std::mem::take(&mut self.spent_bodies)
@@ -1465,21 +1453,9 @@ impl Processor {
                 old.broker_id, t.outcome.broker_groups_removed, t.outcome.topics_removed
             );
         }
-        self.count_freed(&t.outcome);
         for n in t.outcome.notifications {
             self.send_notification(n);
         }
-    }
-
-    fn count_freed(&mut self, outcome: &BatchOutcome) {
-        self.stats.freed_bytes += outcome.topics_removed * FREED_PER_TOPIC
-            + (outcome.brokers_removed + outcome.broker_groups_removed) * FREED_PER_BROKER;
-    }
-
-    /// Estimated bytes the tables freed since the last call: the server adds them to what
-    /// decides when freed heap goes back to the OS.
-    pub fn take_freed_bytes(&mut self) -> usize {
-        std::mem::take(&mut self.stats.freed_bytes)
     }
 
     /// New brokers and fencing at info/warn; topic changes counted into the periodic summary
@@ -2054,7 +2030,6 @@ impl Processor {
         let requests: Vec<UnregisterRequest> = batch.iter().map(|(r, _)| r.clone()).collect();
         let outcome = self.table.unregister_batch(&requests);
         self.stats.unregistrations += requests.len() as u64;
-        self.count_freed(&outcome);
         log_grouped(
             log::Level::Info,
             "broker removed",

@@ -47,14 +47,7 @@ impl<C> Ctx<C> {
             let now = c.footprint();
             self.buffered = self.buffered - c.accounted + now;
             c.accounted = now;
-            self.buffered_peak = self.buffered_peak.max(self.buffered);
         }
-    }
-
-    /// The most the connections' buffers held since the last call (the sum can rise and fall
-    /// within one turn); the application uses it to hand memory back after a burst.
-    pub fn take_buffered_peak(&mut self) -> usize {
-        std::mem::replace(&mut self.buffered_peak, self.buffered)
     }
 
     pub(super) fn over_budget(&self) -> bool {

@@ -25,6 +25,13 @@
 //! needs more room than its buffer has grows by at most what it already holds (at least
 //! [`MIN_ROOM`]), in a buffer of its own.
 //!
+//! Why not the simpler read through a scratch array and a copy into the connection's buffer
+//! (safe code, no arena): it costs heartbeat, QUERY_DATA_VERSION and route requests little
+//! (1-3 % more instructions), but a 21 KB registration is then copied once more, and steady
+//! registrations fell from 0.80 to 0.61 of `rmq-bench canned` in one interleaved run (server
+//! CPU 7.7-9.7 against 11.5-15.8 µs per registration). Re-measure with
+//! `benches/scripts/ab.sh OUT 5 "canned BUILD-A BUILD-B" steady`.
+//!
 //! Both buffers grow with the bytes that actually arrive or are written, never with what a peer
 //! announces: a frame header claiming 16 MiB reserves nothing. What a connection holds (the
 //! capacity of both buffers) is what the loop's buffer budget counts ([`Connection::footprint`]).

@@ -108,8 +108,6 @@ pub struct Ctx<C> {
     timeout_log: LogGate,
     /// Bytes counted in all connections' buffers (see `budget`).
     pub(super) buffered: usize,
-    /// The most `buffered` reached since the application last asked.
-    pub(super) buffered_peak: usize,
     /// Connections parked by the budget, waiting for room, in the order they were parked.
     pub(super) parked: VecDeque<ConnId>,
     /// The one connection whose large frame is read while the budget is spent.
@@ -153,7 +151,6 @@ impl<C> Ctx<C> {
             refusal_log: LogGate::new(1000),
             timeout_log: LogGate::new(WARN_EVERY_MS),
             buffered: 0,
-            buffered_peak: 0,
             parked: VecDeque::new(),
             lane: None,
             next_stall_scan_ms: 0,

@@ -2,8 +2,7 @@
 //! application reads this limit at start to keep its connection cap below it, and may raise
 //! the soft limit up to the hard one (as the JVM does by default) when its cap needs more.
 //!
-//! Read and set through `getrlimit`/`setrlimit` declared here (no `libc` crate at run time);
-//! on platforms where the layout is not known here the limit is simply unknown (`None`).
+//! Read and set through `libc`'s `getrlimit`/`setrlimit`.
 
 use std::io;
 
@@ -14,55 +13,35 @@ pub struct DescriptorLimit {
     pub hard: u64,
 }
 
-#[cfg(all(
-    target_os = "linux",
-    any(
-        target_arch = "x86_64",
-        target_arch = "aarch64",
-        target_arch = "x86",
-        target_arch = "arm",
-        target_arch = "riscv64"
-    )
-))]
+#[cfg(unix)]
 mod sys {
     use super::DescriptorLimit;
     use std::io;
-    use std::os::raw::{c_int, c_ulong};
-
-    const RLIMIT_NOFILE: c_int = 7;
-
-    #[repr(C)]
-    struct RLimit {
-        cur: c_ulong,
-        max: c_ulong,
-    }
-
-    extern "C" {
-        fn getrlimit(resource: c_int, rlim: *mut RLimit) -> c_int;
-        fn setrlimit(resource: c_int, rlim: *const RLimit) -> c_int;
-    }
 
     pub fn get() -> Option<DescriptorLimit> {
-        let mut r = RLimit { cur: 0, max: 0 };
-        // SAFETY: getrlimit writes one `struct rlimit` (two `rlim_t`, i.e. unsigned long on
-        // these Linux targets) into the valid, exclusively borrowed `r`.
-        let rc = unsafe { getrlimit(RLIMIT_NOFILE, &mut r) };
-        // `unsigned long` is 32 bits on the 32-bit targets: the casts are needed there.
+        let mut r = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes one `struct rlimit` into the valid, exclusively borrowed `r`.
+        let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) };
+        // `rlim_t` is 32 bits on some targets: the casts are needed there.
         #[allow(clippy::unnecessary_cast)]
         (rc == 0).then_some(DescriptorLimit {
-            soft: r.cur as u64,
-            hard: r.max as u64,
+            soft: r.rlim_cur as u64,
+            hard: r.rlim_max as u64,
         })
     }
 
     pub fn set(limit: DescriptorLimit) -> io::Result<()> {
-        let r = RLimit {
-            cur: limit.soft as c_ulong,
-            max: limit.hard as c_ulong,
+        let clamp = |v: u64| libc::rlim_t::try_from(v).unwrap_or(libc::RLIM_INFINITY);
+        let r = libc::rlimit {
+            rlim_cur: clamp(limit.soft),
+            rlim_max: clamp(limit.hard),
         };
         // SAFETY: setrlimit only reads the `struct rlimit` behind the valid pointer; it is a
         // plain system call (async-signal-safe, so also usable between fork and exec).
-        let rc = unsafe { setrlimit(RLIMIT_NOFILE, &r) };
+        let rc = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) };
         if rc == 0 {
             Ok(())
         } else {
@@ -71,16 +50,7 @@ mod sys {
     }
 }
 
-#[cfg(not(all(
-    target_os = "linux",
-    any(
-        target_arch = "x86_64",
-        target_arch = "aarch64",
-        target_arch = "x86",
-        target_arch = "arm",
-        target_arch = "riscv64"
-    )
-)))]
+#[cfg(not(unix))]
 mod sys {
     use super::DescriptorLimit;
     use std::io;

@@ -29,9 +29,7 @@ const STALE_SLACK: usize = 1024;
 #[derive(Debug, Default)]
 pub struct RouteCache {
     /// Per topic with at least one body cached. Boxed: the denser table makes a hit about
-    /// 10 % faster than 96-byte buckets did. std's SipHash: keys are peer-named topics, and
-    /// for one short name per lookup it is faster than the registry's keyed hash (see
-    /// `keyed_hash`).
+    /// 10 % faster than 96-byte buckets did. std's SipHash: keys are peer-named topics.
     bodies: HashMap<Arc<str>, Box<TopicBodies>>,
     /// Sum of the cached bodies' lengths.
     bytes: usize,

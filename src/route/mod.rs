@@ -3,7 +3,6 @@
 //! cache of encoded route bodies (`cache`).
 
 mod cache;
-mod keyed_hash;
 pub mod model;
 mod register_body;
 pub mod table;

@@ -14,7 +14,6 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
-use super::keyed_hash::KeyedState;
 use crate::remoting::json::{self, Members, Seq, ValueRef};
 use crate::remoting::plain::PlainReader;
 
@@ -260,8 +259,9 @@ pub(super) fn string_list(v: ValueRef<'_>, what: &str) -> Result<Vec<String>, Mo
 /// Keeps one entry per key: the last value at the first key's position (a Java map's `put`).
 pub(super) fn dedup_last_wins<T>(entries: Vec<(String, T)>) -> Vec<(String, T)> {
     let has_duplicates = {
-        let mut seen: HashSet<&str, KeyedState> =
-            HashSet::with_capacity_and_hasher(entries.len(), KeyedState::default());
+        // Keys are peer-chosen: keyed, and foldhash's hash as the route table's (see there).
+        let mut seen: HashSet<&str, foldhash::fast::RandomState> =
+            HashSet::with_capacity_and_hasher(entries.len(), Default::default());
         entries.iter().any(|(k, _)| !seen.insert(k.as_str()))
     };
     if !has_duplicates {

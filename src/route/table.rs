@@ -22,13 +22,13 @@
 //! and the registry's size is bounded (`bounds`, checked before a registration is applied).
 
 use super::cache::RouteCache;
-use super::keyed_hash::KeyedState;
 use super::model::{
     BrokerData, DataVersion, Dialect, MappingInfo, QueueData, RegisterBody, TopicConfig,
     TopicRouteData,
 };
 use crate::timer::DeadlineBuckets;
 use bytes::Bytes;
+use foldhash::fast::RandomState;
 use slab::Slab;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -121,7 +121,7 @@ struct TopicEntry {
     /// broker group -> position in `queues`, kept only for broad topics; boxed so that the
     /// others (nearly all) pay 8 bytes for it rather than 48.
     #[allow(clippy::box_collection)]
-    index: Option<Box<HashMap<BrokerId, usize, KeyedState>>>,
+    index: Option<Box<HashMap<BrokerId, usize, RandomState>>>,
 }
 
 /// What [`TopicEntry::put`] did.
@@ -397,17 +397,19 @@ pub struct BatchOutcome {
 /// The route registry.
 #[derive(Debug)]
 pub struct RouteTable {
-    /// Topic and broker names (and addresses, below) are peer-chosen: keyed hash
-    /// (`keyed_hash`), fast and seeded per process. The topic map is sharded, so that growing
-    /// it never stalls the loop (`topic_map`).
-    topics: TopicMap<TopicEntry, KeyedState>,
-    brokers: HashMap<Arc<str>, BrokerEntry, KeyedState>,
+    /// Topic and broker names (and addresses, below) are peer-chosen: a keyed hash, foldhash's
+    /// (its keys drawn per map). A changed registration looks up each of its topics several
+    /// times; with std's SipHash instead it took 47 % more instructions (re-measure:
+    /// `benches/scripts/cgdelta.sh BUILD "register --churn"`). The topic map is sharded, so
+    /// that growing it never stalls the loop (`topic_map`).
+    topics: TopicMap<TopicEntry, RandomState>,
+    brokers: HashMap<Arc<str>, BrokerEntry, RandomState>,
     /// Broker group id -> name (ids are reused once a group and its queue entries are gone).
     broker_names: Slab<Arc<str>>,
     clusters: HashMap<String, BTreeSet<String>>,
     live: Slab<LiveBroker>,
     /// brokerAddr -> live slab ids (one per cluster the address registered in).
-    live_by_addr: HashMap<String, Vec<usize>, KeyedState>,
+    live_by_addr: HashMap<String, Vec<usize>, RandomState>,
     live_by_conn: HashMap<ConnId, Vec<usize>>,
     filter_servers: HashMap<(String, String), Vec<String>>,
     queue_mappings: HashMap<String, BTreeMap<String, MappingInfo>>,
@@ -419,7 +421,7 @@ pub struct RouteTable {
     slot_stamps: Vec<u64>,
     write_clock: u64,
     /// Keys of the digests of `applied`.
-    digest_keys: KeyedState,
+    digest_keys: foldhash::quality::RandomState,
     cache: RouteCache,
     pub settings: RouteSettings,
 }
@@ -440,7 +442,7 @@ impl RouteTable {
             next_generation: 0,
             slot_stamps: Vec::new(),
             write_clock: 0,
-            digest_keys: KeyedState::default(),
+            digest_keys: Default::default(),
             cache: RouteCache::default(),
             settings,
         }

@@ -89,15 +89,13 @@ const REGISTRATION_READ_AHEAD_BYTES: usize = 256 * 1024;
 /// Bytes of queued registration frames beyond which new ones are answered SYSTEM_BUSY.
 const REGISTRATION_BACKLOG_BYTES: usize = 256 << 20;
 
-/// Bytes of registration traffic after which freed heap is handed back to the OS once the
-/// queues are empty again (glibc keeps a burst's peak otherwise).
-const TRIM_AFTER_BYTES: usize = 4 << 20;
+/// Bytes read and written after which freed heap is handed back to the OS once the queues are
+/// empty again: glibc keeps a burst's peak otherwise (RSS after a load suite of churn, steady,
+/// heartbeat, 322 and route runs: 5.0 MiB with, 6.4-6.7 MiB without; re-measure with
+/// `rmq-bench ... --pid` and `ps -o rss` after the runs).
+const TRIM_AFTER_BYTES: u64 = 4 << 20;
 
-/// Connection buffers (bytes held at once) after which, once they are down to a quarter,
-/// freed heap is handed back the same way (large frames, unread replies).
-const TRIM_AFTER_BUFFERED: usize = 2 << 20;
-
-/// Bodies up to this length are hashed on the loop (XXH64, a fraction of a millisecond even
+/// Bodies up to this length are hashed on the loop (a fraction of a millisecond even
 /// on a slow, shared core); larger ones are hashed by the decode worker before the loop
 /// checks whether they changed. 256 KiB covers a broker with about 1,200 topics, so the
 /// steady registrations of ordinary brokers are answered on the loop without a thread hop.
@@ -255,9 +253,6 @@ impl Server {
     /// Runs the loop until stopped; returns once replies in flight were sent (within the
     /// drain timeout) and the helper threads have ended.
     pub fn run(self) -> io::Result<()> {
-        if !keep_freed_heap_until_trim() {
-            warn!("glibc refused the heap trim/mmap thresholds (mallopt): registration storms will page-fault more");
-        }
         let app = self.event_loop.run(self.app)?;
         app.shutdown();
         Ok(())
@@ -502,9 +497,10 @@ struct NameServer {
     unregister_batches: Receiver<UnregisterBatch>,
     unregistrations: VecDeque<Unregistration>,
     expiry: ExpiryPacer,
-    bytes_since_trim: usize,
-    /// The most the connections' buffers held since the last trim.
-    buffered_peak: usize,
+    /// Bytes the loop had read and written at the last heap trim, whether brokers were removed
+    /// since, and when the next trim may run.
+    trimmed_at_bytes: u64,
+    removed_since_trim: bool,
     next_trim_ms: u64,
     /// The soft open-file limit the connection cap is kept under.
     descriptors: Option<u64>,
@@ -542,8 +538,8 @@ impl NameServer {
             unregister_batches,
             unregistrations: VecDeque::new(),
             expiry: ExpiryPacer::default(),
-            bytes_since_trim: 0,
-            buffered_peak: 0,
+            trimmed_at_bytes: 0,
+            removed_since_trim: false,
             next_trim_ms: 0,
             descriptors: None,
             threads: vec![batcher, sender, kv_writer],
@@ -712,7 +708,6 @@ impl NameServer {
                 break;
             };
             self.registrations.bytes -= q.cmd.body.len();
-            self.bytes_since_trim += q.cmd.body.len();
             done += 1;
             self.run_registration(ctx, q);
             if self.processor.topic_steps_pending() {
@@ -906,7 +901,7 @@ impl NameServer {
     fn apply_unregistrations(&mut self, started: Instant) {
         while let Ok(batch) = self.unregister_batches.try_recv() {
             self.processor.record_unregister_batch(batch.len());
-            self.bytes_since_trim += batch.len() * 1024;
+            self.removed_since_trim = true;
             self.unregistrations.extend(batch);
         }
         while !self.unregistrations.is_empty() && !self.processor.topic_steps_pending() {
@@ -944,31 +939,24 @@ impl NameServer {
         }
     }
 
-    /// After a registration burst, a mass unregistration, or connections that buffered much
-    /// (large frames, unread replies), or tables shrunk by removals, once the queues and buffers are back to their usual
-    /// size, hands the freed heap back to the OS (at most once a second), so RSS follows the
-    /// tables rather than the burst's peak.
-    fn trim_heap_after_bursts(&mut self, ctx: &mut Ctx<PeerState>) {
+    /// After a burst (traffic or removed brokers), once the registration queue is back to its
+    /// usual read-ahead (in a long storm it never empties) and no unregistration waits, hands
+    /// the freed heap back to the OS, at most once a second, so that RSS follows the tables
+    /// rather than the burst's peak.
+    fn trim_heap_after_bursts(&mut self, ctx: &Ctx<PeerState>) {
+        let stats = ctx.stats();
+        let moved = stats.bytes_in + stats.bytes_out;
         let now_ms = ctx.now_ms();
-        // What the tables freed (removed brokers and topics) counts like traffic.
-        self.bytes_since_trim += self.processor.take_freed_bytes();
-        let buffered = ctx.stats().buffered_bytes;
-        self.buffered_peak = self.buffered_peak.max(ctx.take_buffered_peak());
-        let buffers_drained =
-            self.buffered_peak >= TRIM_AFTER_BUFFERED && buffered <= self.buffered_peak / 4;
-        // During a long storm the queue never empties, so "drained to its usual read-ahead"
-        // is the signal that a burst is over.
-        if (self.bytes_since_trim < TRIM_AFTER_BYTES && !buffers_drained)
+        if (moved - self.trimmed_at_bytes < TRIM_AFTER_BYTES && !self.removed_since_trim)
             || self.registrations.bytes > REGISTRATION_READ_AHEAD_BYTES
             || !self.unregistrations.is_empty()
             || now_ms < self.next_trim_ms
         {
             return;
         }
-        self.bytes_since_trim = 0;
-        self.buffered_peak = buffered;
+        self.trimmed_at_bytes = moved;
+        self.removed_since_trim = false;
         self.next_trim_ms = now_ms + 1000;
-        self.processor.release_decode_scratch();
         release_free_heap();
     }
 }
@@ -1143,52 +1131,16 @@ fn handle_guarded(
 /// Returns freed heap memory to the OS (glibc keeps it in its free lists otherwise).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn release_free_heap() {
-    extern "C" {
-        fn malloc_trim(pad: usize) -> i32;
-    }
     // SAFETY: glibc's malloc_trim(size_t) has no preconditions: it only walks the allocator's
     // own free lists (under the allocator's locks) and releases whole free pages; it never
     // touches memory that is still allocated.
     unsafe {
-        malloc_trim(0);
+        libc::malloc_trim(0);
     }
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn release_free_heap() {}
-
-/// glibc's `M_TRIM_THRESHOLD`: free memory at the top of the heap kept before `free` shrinks it.
-const HEAP_TRIM_THRESHOLD: i32 = 32 << 20;
-/// glibc's `M_MMAP_THRESHOLD`: allocations from this size up get their own mapping.
-const HEAP_MMAP_THRESHOLD: i32 = 4 << 20;
-
-/// Makes glibc keep freed heap until [`release_free_heap`] hands it back. By default `free`
-/// shrinks the heap whenever 128 KiB or more are free at its top, so under a registration
-/// storm every 21 KB frame buffer is taken from fresh pages and faulted in again:
-/// ~690k page faults in a 5 s steady `rmq-bench register` run, 50-57k registrations/s; with
-/// these thresholds 800 faults and 89-92k/s, RSS the same (5.2-5.6 MiB), since the loop
-/// still trims after bursts (at most once a second). Allocations of 4 MiB and more (huge
-/// bodies) keep their own mappings, returned at once when freed. Returns whether glibc took
-/// both settings.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn keep_freed_heap_until_trim() -> bool {
-    const M_TRIM_THRESHOLD: i32 = -1;
-    const M_MMAP_THRESHOLD: i32 = -3;
-    extern "C" {
-        fn mallopt(param: i32, value: i32) -> i32;
-    }
-    // SAFETY: glibc's mallopt(int, int) only sets allocator parameters (under its lock); it
-    // returns 1 on success, 0 for an unknown parameter or a value out of range.
-    unsafe {
-        mallopt(M_TRIM_THRESHOLD, HEAP_TRIM_THRESHOLD) == 1
-            && mallopt(M_MMAP_THRESHOLD, HEAP_MMAP_THRESHOLD) == 1
-    }
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn keep_freed_heap_until_trim() -> bool {
-    true
-}
 
 #[cfg(test)]
 mod tests {

@@ -108,7 +108,7 @@ fn topic_table(
         Some(())
     })?;
     topics.truncate(n);
-    Some(scratch.dedup_topics(topics))
+    Some(super::dedup_last_wins(topics))
 }
 
 /// A non-empty topicQueueMappingInfoMap (sent only by brokers hosting static topics). fastjson

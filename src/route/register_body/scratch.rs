@@ -1,6 +1,5 @@
 //! What the decoder of changed registration bodies keeps from one body to the next: the topic
-//! list of the body applied last, whose strings the next body's names are written into, and
-//! the set its duplicate-key check fills.
+//! list of the body applied last, whose strings the next body's names are written into.
 //!
 //! A changed body of a hundred topics owns about 270 strings (each TopicConfig's map key and
 //! its topicName); allocating them and freeing them after the apply was a fifth of a changed
@@ -8,13 +7,9 @@
 //! processor hands the body it applied back here, and the next decode overwrites its entries
 //! in place: no allocation while the names fit the capacities already there. Bounded: a list
 //! of more than [`MAX_POOLED`] topics, or with a string of more than [`MAX_POOLED_CAPACITY`]
-//! bytes, is not kept; and the server frees the kept list ([`DecodeScratch::release`]) before
-//! it hands freed heap back to the OS, since strings kept all over the heap would keep their
-//! pages (measured: RSS after a churn run stayed 0.1-0.35 MiB above main's without it).
+//! bytes, is not kept.
 
-use super::{dedup_last_wins, RegisterBody, TopicConfig};
-use crate::route::keyed_hash::KeyedState;
-use std::hash::BuildHasher;
+use super::{RegisterBody, TopicConfig};
 
 /// Largest topic list kept (a few thousand strings).
 pub const MAX_POOLED: usize = 2_048;
@@ -22,48 +17,6 @@ pub const MAX_POOLED: usize = 2_048;
 /// A list with a longer string is freed rather than kept (topic names are at most 127 bytes
 /// by default).
 pub const MAX_POOLED_CAPACITY: usize = 256;
-
-/// A set of 64-bit keyed hashes, open addressing with linear probing: the repeat check of a
-/// body's keys (a hundred inserts) without hashing each hash again as a `HashSet` does, in a
-/// table kept between bodies. The hashes are keyed per process, so a peer cannot choose keys
-/// that cluster; a set sized for a huge body is not kept for the small ones after it.
-#[derive(Debug, Default)]
-struct SeenHashes {
-    slots: Vec<u64>,
-    mask: usize,
-}
-
-impl SeenHashes {
-    /// Empties the set, sized for `n` hashes (at most half full).
-    fn reset(&mut self, n: usize) {
-        let size = n.saturating_mul(2).next_power_of_two().max(16);
-        if self.slots.len() < size || self.slots.len() > size.max(4 * MAX_POOLED) {
-            self.slots = vec![0; size];
-        } else {
-            self.slots[..size].fill(0);
-        }
-        self.mask = size - 1;
-    }
-
-    /// Adds `h`; false when it was there already.
-    #[inline]
-    fn insert(&mut self, h: u64) -> bool {
-        // 0 marks an empty slot: the lowest bit is set on every hash stored.
-        let h = h | 1;
-        let mut i = (h >> 32) as usize & self.mask;
-        loop {
-            match self.slots.get(i).copied() {
-                Some(0) => {
-                    self.slots[i] = h;
-                    return true;
-                }
-                Some(x) if x == h => return false,
-                Some(_) => i = (i + 1) & self.mask,
-                None => return false,
-            }
-        }
-    }
-}
 
 /// One decoded topic: its map key and its config.
 type Topic = (String, TopicConfig);
@@ -73,9 +26,6 @@ type Topic = (String, TopicConfig);
 pub struct DecodeScratch {
     /// The topic list of the body applied last (its strings to be overwritten).
     kept: Vec<Topic>,
-    /// Keyed hashes of the keys of the body being decoded.
-    keys: SeenHashes,
-    hasher: KeyedState,
 }
 
 impl DecodeScratch {
@@ -125,34 +75,9 @@ impl DecodeScratch {
         }
     }
 
-    /// Frees the kept topic list (the duplicate-key set is kept: one allocation).
-    pub fn release(&mut self) {
-        self.kept = Vec::new();
-    }
-
     /// Topics (strings to overwrite) kept now.
     pub fn pooled(&self) -> usize {
         self.kept.len()
-    }
-
-    /// The topics with repeated keys resolved as a Java map does (the last config at the first
-    /// key's place). The check hashes each key into a set kept between bodies; only when two
-    /// hashes are equal (a repeated key, or a 64-bit collision of the process-keyed hash) does
-    /// the exact, allocating resolution run, so a collision costs time, never correctness.
-    pub(super) fn dedup_topics(
-        &mut self,
-        topics: Vec<(String, TopicConfig)>,
-    ) -> Vec<(String, TopicConfig)> {
-        self.keys.reset(topics.len());
-        let hasher = self.hasher;
-        let repeated = topics
-            .iter()
-            .any(|(key, _)| !self.keys.insert(hasher.hash_one(key.as_str())));
-        if repeated {
-            dedup_last_wins(topics)
-        } else {
-            topics
-        }
     }
 }
 
@@ -211,39 +136,5 @@ mod tests {
         assert_eq!(scratch.pooled(), 0);
         scratch.recycle(body(topics));
         assert_eq!(scratch.pooled(), 3);
-        scratch.release();
-        assert_eq!(scratch.pooled(), 0);
-    }
-
-    #[test]
-    fn the_hash_set_finds_every_repeat_and_is_emptied_by_a_reset() {
-        let mut set = SeenHashes::default();
-        for n in [0usize, 1, 100, 3_000, 10] {
-            set.reset(n);
-            // Hashes that share their probe start (the high half) and differ in the low bit.
-            for i in 0..n as u64 {
-                assert!(set.insert(i << 1), "{n} {i}");
-            }
-            for i in 0..n as u64 {
-                assert!(!set.insert(i << 1 | 1), "{n} {i}: same but for the low bit");
-            }
-            assert!(n == 0 || !set.insert(0));
-        }
-        assert!(
-            set.slots.len() <= 4 * MAX_POOLED,
-            "a huge body's table is not kept"
-        );
-    }
-
-    #[test]
-    fn repeated_keys_resolve_as_a_java_map_and_distinct_ones_stay_as_they_are() {
-        let mut scratch = DecodeScratch::default();
-        let distinct = vec![config("A", 6), config("B", 6), config("C", 6)];
-        assert_eq!(scratch.dedup_topics(distinct.clone()), distinct);
-        let repeated = vec![config("A", 6), config("B", 6), config("A", 2)];
-        let resolved = scratch.dedup_topics(repeated);
-        assert_eq!(resolved, vec![config("A", 2), config("B", 6)]);
-        // The set is emptied between bodies: the same keys in the next body are no repeat.
-        assert_eq!(scratch.dedup_topics(distinct.clone()), distinct);
     }
 }

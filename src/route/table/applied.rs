@@ -18,13 +18,13 @@
 //! exactly what is there already: it is skipped. A group removed and recreated under the same
 //! id gets a fresh stamp on creation, so an old record never matches it.
 //!
-//! The digest is a keyed hash ([`KeyedState`], keys drawn per process) of the topic name and
-//! the queue entry the config puts (read and write queue counts, the permission after the
-//! prime slave's write bit is cleared, the sysFlag). Its keys are secret, so a peer cannot
+//! The digest is a keyed hash (foldhash's [`RandomState`], keys drawn per table) of the topic
+//! name and the queue entry the config puts (read and write queue counts, the permission after
+//! the prime slave's write bit is cleared, the sysFlag). Its keys are secret, so a peer cannot
 //! prepare two configs with one digest; and a chance collision (2^-64 per compare) could only
 //! leave this group's own entry of one topic at its previous value until its next change.
 
-use super::super::keyed_hash::KeyedState;
+use foldhash::quality::RandomState;
 use std::hash::{BuildHasher, Hasher};
 
 /// How far past the expected position a digest is looked for. Bodies keep their topics in
@@ -42,7 +42,7 @@ pub(super) struct AppliedTopics {
 }
 
 /// Digest of one topic config as the queue entry it puts (see the module comment).
-pub(super) fn digest(keys: &KeyedState, topic: &str, entry: [i32; 4]) -> u64 {
+pub(super) fn digest(keys: &RandomState, topic: &str, entry: [i32; 4]) -> u64 {
     let mut h = keys.build_hasher();
     h.write(topic.as_bytes());
     let pair = |a: i32, b: i32| (u64::from(a as u32) << 32) | u64::from(b as u32);
@@ -72,7 +72,7 @@ mod tests {
 
     #[test]
     fn digests_differ_in_every_field_and_in_the_name() {
-        let k = KeyedState::default();
+        let k = RandomState::default();
         let base = digest(&k, "T", [4, 4, 6, 0]);
         assert_eq!(base, digest(&k, "T", [4, 4, 6, 0]));
         for other in [

@@ -15,9 +15,8 @@
 //! read, so the topics of one shard spread over its table as well as over an unsharded one.
 //!
 //! One keyed hash per lookup: the name is hashed once, by the map's hasher (keyed per
-//! process, so peers who choose topic names cannot choose collisions: see
-//! `route::keyed_hash`), and that hash both picks the shard and is the shard table's hash. A
-//! lookup by `&str` goes through a borrowed view ([`Lookup`]) that hands the hash it already
+//! process, so peers who choose topic names cannot choose collisions), and that hash both
+//! picks the shard and is the shard table's hash. A lookup by `&str` goes through a borrowed view ([`Lookup`]) that hands the hash it already
 //! has to the shard's hasher ([`NameHash`]); a stored key ([`TopicKey`]) is the name alone, no
 //! hash kept (16 bytes, the `Arc<str>`), and hashes its name through the same hasher, with the
 //! map's keys, to the same value. A stored key is hashed only when its shard grows or shrinks:
@@ -367,16 +366,16 @@ mod tests {
 
     #[test]
     fn one_keyed_hash_picks_the_shard_and_places_the_name_in_it() {
-        let mut m: TopicMap<u32, crate::route::keyed_hash::KeyedState> = TopicMap::default();
-        let keyed = crate::route::keyed_hash::KeyedState::default();
+        let mut m: TopicMap<u32> = TopicMap::default();
         for i in 0..1_000u32 {
             m.insert(Arc::from(format!("T{i}").as_str()), i);
         }
         for (at, shard) in m.shards.iter().enumerate() {
             for key in shard.keys() {
-                // A stored key hashes in its shard as the process-keyed hash of its name (what
-                // a `KeyedState` map would compute), and the shard is the one its bits pick.
-                assert_eq!(shard.hasher().hash_one(key), keyed.hash_one(&*key.name));
+                // A stored key hashes in its shard as the map's keyed hash of its name (what a
+                // plain map with the map's hasher would compute), and the shard is the one
+                // its bits pick.
+                assert_eq!(shard.hasher().hash_one(key), m.hasher.hash_one(&*key.name));
                 assert_eq!(m.shard_of(&key.name), at);
             }
         }
@@ -398,7 +397,7 @@ mod tests {
     #[test]
     fn topics_spread_over_the_shards_and_growth_stays_within_one() {
         // With the hasher the topic table uses.
-        let mut m: TopicMap<(), crate::route::keyed_hash::KeyedState> = TopicMap::default();
+        let mut m: TopicMap<(), foldhash::fast::RandomState> = TopicMap::default();
         let mut largest_growth = 0;
         for i in 0..100_000u32 {
             let name = format!("Topic-{i:06}");
@@ -448,9 +447,9 @@ mod tests {
 
     #[test]
     fn a_stored_key_hashes_as_a_lookup_of_its_name() {
-        // The topic table's hasher (process keys), and std's, whose `Default` draws new keys
-        // each call: the shards hash with the map's copy, never a fresh one.
-        stored_keys_hash_as_probes::<crate::route::keyed_hash::KeyedState>();
+        // The topic table's hasher and std's; the `Default` of each draws new keys each call:
+        // the shards hash with the map's copy, never a fresh one.
+        stored_keys_hash_as_probes::<foldhash::fast::RandomState>();
         stored_keys_hash_as_probes::<std::collections::hash_map::RandomState>();
     }
 
