@@ -18,6 +18,7 @@ use crate::remoting::command::{
     encode_frame, DecodeLimits, Header, RemotingCommand, SerializeType,
 };
 use crate::remoting::frame;
+use crate::request::{Encoded, Request};
 use bytes::BytesMut;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -81,11 +82,11 @@ impl Client {
         self.timeout = timeout;
     }
 
-    fn encode(
+    fn encode<'e>(
         &mut self,
         code: i32,
         flag: i32,
-        ext: &[(&str, &str)],
+        ext: impl IntoIterator<Item = (&'e str, &'e str)>,
         body: &[u8],
     ) -> (i32, Vec<u8>) {
         let opaque = self.next_opaque;
@@ -99,14 +100,28 @@ impl Client {
             flag,
             remark: None,
         };
-        encode_frame(
-            &mut out,
-            self.serialize_type,
-            &header,
-            Some(ext.iter().copied()),
-            body,
-        );
+        encode_frame(&mut out, self.serialize_type, &header, Some(ext), body);
         (opaque, out)
+    }
+
+    /// Sends a typed request, written at this client's `version`, and waits for its answer.
+    pub fn send(&mut self, request: &Request<'_>) -> io::Result<RemotingCommand> {
+        let opaque = self.send_encoded(&request.encode(self.version))?;
+        self.read_response(opaque)
+    }
+
+    /// Sends an encoded request without waiting; returns the opaque to pass to
+    /// [`read_response`](Self::read_response).
+    pub fn send_encoded(&mut self, request: &Encoded<'_>) -> io::Result<i32> {
+        let (opaque, frame) = self.encode(request.code, 0, request.pairs(), &request.body);
+        self.send_raw(&frame)?;
+        Ok(opaque)
+    }
+
+    /// Sends an encoded request oneway (no answer expected), as brokers send heartbeats.
+    pub fn oneway_encoded(&mut self, request: &Encoded<'_>) -> io::Result<()> {
+        let (_, frame) = self.encode(request.code, FLAG_ONEWAY, request.pairs(), &request.body);
+        self.send_raw(&frame)
     }
 
     /// Sends a request and waits for the response carrying its opaque.
@@ -128,14 +143,14 @@ impl Client {
         ext: &[(&str, &str)],
         body: &[u8],
     ) -> io::Result<i32> {
-        let (opaque, frame) = self.encode(code, 0, ext, body);
+        let (opaque, frame) = self.encode(code, 0, ext.iter().copied(), body);
         self.send_raw(&frame)?;
         Ok(opaque)
     }
 
     /// Sends a oneway request (no response expected).
     pub fn oneway(&mut self, code: i32, ext: &[(&str, &str)], body: &[u8]) -> io::Result<()> {
-        let (_, frame) = self.encode(code, FLAG_ONEWAY, ext, body);
+        let (_, frame) = self.encode(code, FLAG_ONEWAY, ext.iter().copied(), body);
         self.send_raw(&frame)
     }
 
