@@ -106,7 +106,13 @@ impl Client {
 
     /// Sends a typed request, written at this client's `version`, and waits for its answer.
     pub fn send(&mut self, request: &Request<'_>) -> io::Result<RemotingCommand> {
-        let opaque = self.send_encoded(&request.encode(self.version))?;
+        self.request_encoded(&request.encode(self.version))
+    }
+
+    /// Sends an encoded request (of any server: a name server or a controller) and waits for
+    /// its answer.
+    pub fn request_encoded(&mut self, request: &Encoded<'_>) -> io::Result<RemotingCommand> {
+        let opaque = self.send_encoded(request)?;
         self.read_response(opaque)
     }
 

@@ -12,11 +12,11 @@
 
 use crate::args::{Options, Workload};
 use crate::engine::{Engine, NoWatch, PhaseResult, PhaseSpec, Until, Watch};
-use crate::payload::{register_ext, Layout};
+use crate::payload::{registration, Layout, BROKER_VERSION};
 use crate::report::{sample_machine, sample_proc, Param, ProcDelta, ProcSample, Report};
 use crate::wire::Template;
-use rmq_namesrv::remoting::codes::request;
 use rmq_namesrv::remoting::command::SerializeType;
+use rmq_namesrv::request::{BrokerHeartbeat, BrokerRef, GetRouteInfo, QueryDataVersion, Request};
 use rmq_namesrv::route::model::DataVersion;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::rc::Rc;
@@ -24,8 +24,6 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// `version` brokers put in their request headers (a 5.3.3 broker).
-const BROKER_VERSION: i32 = 479;
 /// Ample time for setup registrations and for draining.
 const SETUP_LIMIT: Duration = Duration::from_secs(600);
 const DRAIN: Duration = Duration::from_secs(10);
@@ -166,8 +164,9 @@ impl Bench {
         Ok(())
     }
 
-    fn template(&self, code: i32, version: i32, ext: &[(&str, &str)], body: &[u8]) -> Template {
-        Template::new(self.st, code, version, &self.o.language, ext, body)
+    /// `request`'s frame in a command of `version`.
+    fn template(&self, request: &Request<'_>, version: i32) -> Template {
+        Template::new(self.st, &request.encode(version), version, &self.o.language)
     }
 
     fn broker_conns(&self) -> usize {
@@ -189,10 +188,9 @@ impl Bench {
             let mut ids = Vec::with_capacity(variants + 1);
             for v in 0..=variants {
                 let body = self.layout.register_body(b, v);
-                let ext = register_ext(&self.layout, b, &body, timeout_ms);
-                let ext: Vec<(&str, &str)> =
-                    ext.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-                let t = self.template(request::REGISTER_BROKER, BROKER_VERSION, &ext, &body);
+                let id = self.layout.broker(b);
+                let register = registration(&self.layout, &id, &body, timeout_ms);
+                let t = self.template(&Request::RegisterBroker(register), BROKER_VERSION);
                 ids.push(self.engine.add_template(t));
             }
             out.push(ids);
@@ -294,8 +292,8 @@ impl Bench {
         let mut per_server = Vec::with_capacity(self.addrs.len());
         for _ in 0..self.addrs.len() {
             let ids = topics.iter().map(|t| {
-                let ext = [("topic", t.as_str())];
-                let tmpl = self.template(request::GET_ROUTEINFO_BY_TOPIC, version, &ext, b"");
+                let lookup = Request::GetRouteInfo(GetRouteInfo::new(t, version));
+                let tmpl = self.template(&lookup, version);
                 self.engine.add_template(tmpl)
             });
             per_server.push(ids.collect());
@@ -498,25 +496,33 @@ fn heartbeat(mut b: Bench) -> Result<Report, String> {
     let mut beats = Vec::with_capacity(b.o.brokers);
     for i in 0..b.o.brokers {
         let id = b.layout.broker(i);
-        let ext = [
-            ("brokerName", id.name.as_str()),
-            ("brokerAddr", id.addr.as_str()),
-            ("clusterName", b.layout.cluster.as_str()),
-            ("brokerId", "0"),
-        ];
-        let t = if b.o.op_query {
-            // The dataVersion of the steady body: the server answers changed=false.
+        let broker = BrokerRef {
+            broker_name: &id.name,
+            broker_addr: &id.addr,
+            cluster: &b.layout.cluster,
+            broker_id: 0,
+        };
+        // The dataVersion of the steady body: the server answers changed=false.
+        let mut body = Vec::new();
+        if b.o.op_query {
             let dv = DataVersion {
                 counter: 1,
                 state_version: 0,
                 timestamp: 1_700_000_000_000 + (i as i64) * 1000,
             };
-            let mut body = Vec::new();
             dv.encode(&mut body);
-            b.template(request::QUERY_DATA_VERSION, BROKER_VERSION, &ext, &body)
+        }
+        let request = if b.o.op_query {
+            Request::QueryDataVersion(QueryDataVersion::new(broker, &body))
         } else {
-            b.template(request::BROKER_HEARTBEAT, BROKER_VERSION, &ext, b"")
+            Request::BrokerHeartbeat(BrokerHeartbeat {
+                cluster: broker.cluster,
+                broker_addr: broker.broker_addr,
+                broker_name: broker.broker_name,
+                broker_id: Some(broker.broker_id),
+            })
         };
+        let t = b.template(&request, BROKER_VERSION);
         beats.push(vec![b.engine.add_template(t)]);
     }
     let plans: Vec<Rc<[u32]>> = (0..b.broker_conns())
