@@ -12,9 +12,9 @@ use crate::remoting::command::RemotingCommand;
 use crate::remoting::json::{self, Value};
 use crate::request::reply::{DataVersionReply, KvValueReply, PermReply, RegisterBrokerReply};
 use crate::request::{
-    body_fingerprint, BrokerHeartbeat, BrokerRef, DeleteTopic, GetBrokerMemberGroup, GetKvList,
-    GetRouteInfo, GetTopicsByCluster, KvKey, PutKvConfig, QueryDataVersion, RegisterBroker,
-    RegisterTopic, Request, UpdateNamesrvConfig, WritePerm,
+    body_fingerprint, BrokerHeartbeat, BrokerRef, DeleteTopic, Encoded, GetBrokerMemberGroup,
+    GetKvList, GetRouteInfo, GetTopicsByCluster, KvKey, PutKvConfig, QueryDataVersion,
+    RegisterBroker, RegisterTopic, Request, UpdateNamesrvConfig, WritePerm,
 };
 use crate::route::model::{
     self, ClusterInfo, DataVersion, QueueData, RegisterBody, TopicRouteData,
@@ -309,6 +309,11 @@ impl Client {
     /// [`ClientError::Response`].
     pub fn send_ok(&mut self, request: &Request<'_>) -> CallResult {
         success(self.call(request)?)
+    }
+
+    /// An encoded request (a controller's, say) whose answer must be SUCCESS.
+    pub fn request_ok(&mut self, request: &Encoded<'_>) -> CallResult {
+        success(self.request_encoded(request)?)
     }
 
     /// A raw request whose answer must be SUCCESS (for codes this library has no type for,
