@@ -35,14 +35,18 @@ pub fn run(inv: &Invocation, namesrv: Vec<String>) -> Outcome {
             inv.command.name
         ));
     }
-    let controllers = Peers::controllers(addrs, inv.timeout);
+    let mut controllers = match Peers::of(inv, addrs, Role::Controller) {
+        Ok(peers) => peers,
+        Err(usage) => return usage,
+    };
+    let controllers = &mut controllers;
     let result = match inv.command.name {
-        "getControllerMetaData" => metadata(inv, &controllers),
-        "getSyncStateSet" => sync_state_set(inv, &controllers, namesrv),
-        "electMaster" => elect_master(inv, &controllers),
-        "cleanBrokerMetadata" => clean_broker_metadata(inv, &controllers),
-        "getControllerConfig" => Ok(get_config(inv, &controllers)),
-        "updateControllerConfig" => Ok(update_config(inv, &controllers)),
+        "getControllerMetaData" => metadata(inv, controllers),
+        "getSyncStateSet" => sync_state_set(inv, controllers, namesrv),
+        "electMaster" => elect_master(inv, controllers),
+        "cleanBrokerMetadata" => clean_broker_metadata(inv, controllers),
+        "getControllerConfig" => Ok(get_config(inv, controllers)),
+        "updateControllerConfig" => Ok(update_config(inv, controllers)),
         other => Err(Outcome::usage(format!(
             "command {other} is not a controller command"
         ))),
@@ -71,7 +75,7 @@ fn ask(
 }
 
 /// 1005 from one controller of `-a` (the next when one cannot be reached).
-fn read_metadata(controllers: &Peers) -> Result<(String, RemotingCommand), Outcome> {
+fn read_metadata(controllers: &mut Peers) -> Result<(String, RemotingCommand), Outcome> {
     controllers
         .read(|c| ask(c, &ControllerRequest::GetMetadata, false))
         .map_err(|failures| Outcome::from_failures_of(Role::Controller, &failures))
@@ -79,7 +83,7 @@ fn read_metadata(controllers: &Peers) -> Result<(String, RemotingCommand), Outco
 
 /// Runs `f` on the leader, found as `mqadmin` finds it: 1005, `controllerLeaderAddress`.
 fn on_leader<T>(
-    controllers: &Peers,
+    controllers: &mut Peers,
     f: impl FnOnce(&mut Client) -> Result<T, ClientError>,
 ) -> Result<(String, T), Outcome> {
     let (asked, meta) = read_metadata(controllers)?;
@@ -108,7 +112,7 @@ fn on_leader<T>(
 /// own view (asked with 1005 at its address): its Raft role and term and the leader it
 /// knows. A peer that does not answer shows `-`; a Java controller, which reports no Raft
 /// term, shows its role from `isLeader`.
-fn metadata(inv: &Invocation, controllers: &Peers) -> Result<Outcome, Outcome> {
+fn metadata(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, Outcome> {
     let (_, meta) = read_metadata(controllers)?;
     let group = meta.ext(GROUP).map(str::to_string);
     let leader_id = meta.ext(CONTROLLER_LEADER_ID).unwrap_or_default();
@@ -170,7 +174,7 @@ fn broker_names(inv: &Invocation, namesrv: Vec<String>) -> Result<Vec<String>, O
             "getSyncStateSet -c reads the cluster's brokers from the name servers: use -n or set NAMESRV_ADDR".into(),
         ));
     }
-    let peers = Peers::new(namesrv, inv.timeout);
+    let mut peers = Peers::of(inv, namesrv, Role::NameServer)?;
     let (addr, info) = peers
         .read(|c| c.get_cluster_info())
         .map_err(|failures| Outcome::from_failures(&failures))?;
@@ -189,7 +193,7 @@ fn broker_names(inv: &Invocation, namesrv: Vec<String>) -> Result<Vec<String>, O
 /// `getSyncStateSet`: one row per replica of each broker set (1006 to the leader).
 fn sync_state_set(
     inv: &Invocation,
-    controllers: &Peers,
+    controllers: &mut Peers,
     namesrv: Vec<String>,
 ) -> Result<Outcome, Outcome> {
     let names = broker_names(inv, namesrv)?;
@@ -268,7 +272,7 @@ fn push_replicas(t: &mut Table, name: &str, info: &Value) {
 
 /// `electMaster -a -c -bn -b <brokerId>`: the admin's designated election (1002 with
 /// `designateElect=true`).
-fn elect_master(inv: &Invocation, controllers: &Peers) -> Result<Outcome, Outcome> {
+fn elect_master(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, Outcome> {
     let (cluster, name, id) = (
         inv.req("c").trim(),
         inv.req("bn").trim(),
@@ -313,7 +317,7 @@ fn elect_master(inv: &Invocation, controllers: &Peers) -> Result<Outcome, Outcom
 }
 
 /// `cleanBrokerMetadata -a -bn [-c] [-b 1;2;3] [-l]` (1011 to the leader).
-fn clean_broker_metadata(inv: &Invocation, controllers: &Peers) -> Result<Outcome, Outcome> {
+fn clean_broker_metadata(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, Outcome> {
     let name = inv.req("bn").trim();
     let cluster = inv.get("c").map(str::trim).filter(|c| !c.is_empty());
     let living = inv.has("l");
@@ -344,7 +348,7 @@ fn clean_broker_metadata(inv: &Invocation, controllers: &Peers) -> Result<Outcom
 }
 
 /// `getControllerConfig`: one section per controller of `-a`.
-fn get_config(inv: &Invocation, controllers: &Peers) -> Outcome {
+fn get_config(inv: &Invocation, controllers: &mut Peers) -> Outcome {
     crate::reads::config_sections(inv, controllers, |c| {
         let resp = ask(c, &ControllerRequest::GetConfig, false)?;
         Ok(parse_properties(&String::from_utf8_lossy(&resp.body)))
@@ -352,7 +356,7 @@ fn get_config(inv: &Invocation, controllers: &Peers) -> Outcome {
 }
 
 /// `updateControllerConfig -a -k -v`: on every controller of `-a`, one row each.
-fn update_config(inv: &Invocation, controllers: &Peers) -> Outcome {
+fn update_config(inv: &Invocation, controllers: &mut Peers) -> Outcome {
     let update = ControllerRequest::UpdateConfig {
         body: Some(format!("{}={}\n", inv.req("k").trim(), inv.req("v")).into_bytes()),
     };
