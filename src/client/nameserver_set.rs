@@ -415,6 +415,22 @@ impl NameServerSet {
         Err(failures)
     }
 
+    /// Runs `f` on server `i` of the list, whatever the strategy, without failover (a tool
+    /// watching one server).
+    pub fn call_at<T>(
+        &mut self,
+        i: usize,
+        f: impl FnMut(&mut Client) -> Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
+        if i >= self.addrs.len() {
+            return Err(ClientError::Io(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("no server {i} in a list of {}", self.addrs.len()),
+            )));
+        }
+        self.attempt(i, f)
+    }
+
     /// Runs `f` on every server, in list order (what writes and `--all` reads do): one
     /// result per server, whatever the strategy.
     pub fn call_each<T>(

@@ -7,13 +7,14 @@
 //! connection closes, so closing them would empty the routes under the clients' feet.
 //!
 //! With several name servers (`-n 'a;b'`) every simulated broker registers with each of them,
-//! as real brokers do, and route clients are dealt out over them. After Ctrl-C no further
-//! phase starts and the report holds what was measured until then.
+//! as real brokers do, and route clients are spread over them by `--strategy` ([`Picker`]).
+//! After Ctrl-C no further phase starts and the report holds what was measured until then.
 
 use crate::args::{Options, Workload};
 use crate::engine::{Engine, NoWatch, PhaseResult, PhaseSpec, Until, Watch};
 use crate::payload::{registration, Layout, BROKER_VERSION};
 use crate::report::{sample_machine, sample_proc, Param, ProcDelta, ProcSample, Report};
+use crate::servers::Picker;
 use crate::wire::Template;
 use rmq_namesrv::remoting::command::SerializeType;
 use rmq_namesrv::request::{BrokerHeartbeat, BrokerRef, GetRouteInfo, QueryDataVersion, Request};
@@ -301,27 +302,37 @@ impl Bench {
         per_server
     }
 
-    /// Opens `--clients` route clients, client `i` on name server `i % servers`.
+    /// Opens `--clients` route clients on the name servers `--strategy` picks; returns the
+    /// class and the number of clients on each server.
     fn open_clients(
         &mut self,
         name: &str,
         rate: Option<f64>,
         depth: usize,
         routes: &[Vec<u32>],
-    ) -> Result<usize, String> {
+    ) -> Result<(usize, Vec<usize>), String> {
         let class = self.engine.add_class(name, rate);
         let plans: Vec<Rc<[u32]>> = routes.iter().map(|r| r.clone().into()).collect();
+        let mut picker = Picker::new(&self.o.namesrv, self.o.strategy)?;
+        let mut per_server = vec![0; self.addrs.len()];
         let k = self.o.clients;
         for i in 0..k {
-            let s = i % self.addrs.len();
+            let s = picker.next()?;
             // Spread the clients' starting points over the topic list.
             let start = i * routes[s].len() / k;
             let addr = self.addrs[s];
             self.engine
                 .connect(addr, class, plans[s].clone(), start, depth)
                 .map_err(|e| format!("connect to {addr}: {e}"))?;
+            picker.opened(s)?;
+            per_server[s] += 1;
         }
-        Ok(class)
+        if self.addrs.len() > 1 {
+            let counts: Vec<String> = per_server.iter().map(usize::to_string).collect();
+            self.param("strategy", self.o.strategy.name());
+            self.param("clients_per_server", counts.join(","));
+        }
+        Ok((class, per_server))
     }
 
     fn timed(&mut self, name: &str, classes: Vec<usize>, main: bool) {
@@ -556,7 +567,7 @@ fn route(mut b: Bench) -> Result<Report, String> {
         b.setup(class)?;
     }
     let routes = b.route_templates();
-    let class = b.open_clients("route", b.o.rate, depth, &routes)?;
+    let (class, _) = b.open_clients("route", b.o.rate, depth, &routes)?;
     b.timed("main", vec![class], true);
     Ok(b.finish(Vec::new()))
 }
@@ -580,7 +591,7 @@ fn mixed(mut b: Bench) -> Result<Report, String> {
         b.use_churn_plans(storm, &regs);
     }
     let routes = b.route_templates();
-    let lookups = b.open_clients("route", Some(b.o.route_rate), depth, &routes)?;
+    let (lookups, _) = b.open_clients("route", Some(b.o.route_rate), depth, &routes)?;
     b.timed("quiet", vec![lookups], false);
     b.timed("storm", vec![lookups, storm], true);
     Ok(b.finish(Vec::new()))
@@ -592,6 +603,8 @@ struct ExpiryWatch {
     /// Template id -> entry index, for the probe class's templates.
     first_template: u32,
     alive: Vec<bool>,
+    /// Entries watched (those of servers with a probing client).
+    watched: usize,
     remaining: usize,
     first_gone: Option<Instant>,
     all_gone: Option<Instant>,
@@ -616,7 +629,7 @@ impl Watch for ExpiryWatch {
         self.remaining == 0
     }
     fn progress(&self) -> String {
-        format!("  routes left {}/{}", self.remaining, self.alive.len())
+        format!("  routes left {}/{}", self.remaining, self.watched)
     }
 }
 
@@ -638,12 +651,19 @@ fn expire(mut b: Bench) -> Result<Report, String> {
         .map(|p| p.ended)
         .unwrap_or_else(Instant::now);
     let routes = b.route_templates();
-    let watched: usize = routes.iter().map(Vec::len).sum();
-    let probe = b.open_clients("route", Some(b.o.route_rate), depth, &routes)?;
+    let (probe, per_server) = b.open_clients("route", Some(b.o.route_rate), depth, &routes)?;
     b.engine.classes[probe].expected_codes = vec![17];
+    // Only the routes of servers that have a probing client are watched.
+    let alive: Vec<bool> = routes
+        .iter()
+        .zip(&per_server)
+        .flat_map(|(r, clients)| std::iter::repeat(*clients > 0).take(r.len()))
+        .collect();
+    let watched = alive.iter().filter(|a| **a).count();
     let mut watch = ExpiryWatch {
         first_template: routes.first().and_then(|r| r.first()).copied().unwrap_or(0),
-        alive: vec![true; watched],
+        alive,
+        watched,
         remaining: watched,
         first_gone: None,
         all_gone: None,

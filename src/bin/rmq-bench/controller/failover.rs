@@ -8,6 +8,7 @@ use super::{
     next_broker_id, register_broker, set_names, CALL_TIMEOUT, CLUSTER,
 };
 use crate::args::{Failover, Options};
+use crate::servers::Picker;
 use bytes::BytesMut;
 use rmq_namesrv::client::api::{BrokerIdentity, RegisterOptions};
 use rmq_namesrv::client::Client;
@@ -317,7 +318,7 @@ fn register_all(
     Ok(())
 }
 
-/// Whether the first name server routes `addr` as id 0 of `name`.
+/// Whether the name server of `c` routes `addr` as id 0 of `name`.
 fn routed_as_master(c: &mut Client, name: &str, addr: &str) -> bool {
     match c.get_route(&failover_topic(name)) {
         Ok(Some(route)) => route
@@ -344,7 +345,9 @@ fn failover_round(
     let master = SimBroker::start(o, controller, &name)?;
     let slave = SimBroker::start(o, controller, &name)?;
     master.widen(slave.id)?;
-    let mut ns = Client::connect(&o.namesrv[0], CALL_TIMEOUT).map_err(|e| e.to_string())?;
+    // The name server whose route is watched, as --strategy picks a client's.
+    let watched = &o.namesrv[Picker::new(&o.namesrv, o.strategy)?.next()?];
+    let mut ns = Client::connect(watched, CALL_TIMEOUT).map_err(|e| e.to_string())?;
     let died = Instant::now();
     match mode {
         Failover::Crash => master.kill(),
