@@ -1,11 +1,14 @@
 //! A blocking RocketMQ remoting client: what the tools (`rmq-admin`, `rmq-bench` setup) and
 //! the integration tests use to talk to a name server. One TCP connection, requests
 //! matched to responses by opaque, JSON or ROCKETMQ headers, a timeout on every call.
+//! Requests are the server's own typed requests (`crate::request`), encoded by them.
 //!
-//! * this module: [`Client`], the connection and raw request/response exchange;
+//! * this module: [`Client`], the connection and the request/response exchange (typed,
+//!   encoded or raw);
 //! * [`api`]: typed calls, one per request code the name server answers, and [`ClientError`];
 //! * [`nameserver_set`]: [`NameServerSet`], several independent name servers behind one
-//!   call, with selection [`Strategy`]s and failover.
+//!   call, with selection [`Strategy`]s and failover; `rmq-admin` and `rmq-bench` pick their
+//!   servers with it (`--strategy`).
 
 pub mod api;
 pub mod nameserver_set;

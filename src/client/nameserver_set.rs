@@ -9,6 +9,12 @@
 //! of the strategy's order until every server was tried; an error *answer* (topic not found,
 //! no permission) is returned as is, because another server would most likely say the same.
 //!
+//! Tools decide more themselves: [`NameServerSet::call_until`] lets the caller say which errors
+//! move on (`rmq-admin` also passes over peers that are not name servers),
+//! [`NameServerSet::call_each`] asks every server (writes, `--all`), and
+//! [`NameServerSet::choose`] names the next server without a call (`rmq-bench` opens its own
+//! connections). [`Strategy::parse`] reads the `--strategy` names both tools take.
+//!
 //! Randomness (the random start, tie-breaking in least-loaded ranking) comes from a small
 //! seeded generator so that tests can predict the order ([`NameServerSet::with_seed`]).
 

@@ -280,14 +280,6 @@ impl<'a> Encoded<'a> {
         self.fields.push((field, Cow::Owned(value.to_string())));
     }
 
-    /// The field's value, if it was written (senders read back what they sent, e.g. a CRC).
-    pub fn get(&self, field: &str) -> Option<&str> {
-        self.fields
-            .iter()
-            .find(|(k, _)| *k == field)
-            .map(|(_, v)| v.as_ref())
-    }
-
     /// The fields as `encode_frame` and `Client` take them.
     pub fn pairs(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
         self.fields.iter().map(|(k, v)| (*k, v.as_ref()))
