@@ -116,14 +116,16 @@ impl BrokerIdentity {
         }
     }
 
-    /// Its 904 heartbeat.
-    pub fn heartbeat(&self) -> BrokerHeartbeat<'_> {
-        BrokerHeartbeat {
+    /// Its 904 heartbeat, with its `brokerId` as brokers send it.
+    pub fn heartbeat(&self) -> Encoded<'_> {
+        let beat = BrokerHeartbeat {
             cluster: &self.cluster,
             broker_addr: &self.broker_addr,
             broker_name: &self.broker_name,
-            broker_id: Some(self.broker_id),
-        }
+        };
+        let mut e = Encoded::new(Request::BrokerHeartbeat(beat).code());
+        beat.encode_as_broker(&mut e, self.broker_id);
+        e
     }
 
     /// Its registration with `body` (already encoded, and compressed if `options` says so),
@@ -607,8 +609,7 @@ impl Client {
 
     /// 904 BROKER_HEARTBEAT, sent as a request so the caller learns it arrived.
     pub fn broker_heartbeat(&mut self, broker: &BrokerIdentity) -> Result<(), ClientError> {
-        self.send_ok(&Request::BrokerHeartbeat(broker.heartbeat()))
-            .map(drop)
+        self.request_ok(&broker.heartbeat()).map(drop)
     }
 
     /// The rmq-namesrv stats extension ([`RMQ_NAMESRV_STATS`](crate::remoting::codes::request::RMQ_NAMESRV_STATS)). Other name servers

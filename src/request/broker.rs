@@ -285,9 +285,6 @@ pub struct BrokerHeartbeat<'a> {
     pub cluster: &'a str,
     pub broker_addr: &'a str,
     pub broker_name: &'a str,
-    /// Sent by brokers, not needed by the name server: read leniently (a value that is not a
-    /// number is `None`, not an error).
-    pub broker_id: Option<i64>,
 }
 
 impl<'a> BrokerHeartbeat<'a> {
@@ -296,18 +293,21 @@ impl<'a> BrokerHeartbeat<'a> {
             cluster: h.required(CLUSTER_NAME)?,
             broker_addr: h.required(BROKER_ADDR)?,
             broker_name: h.required(BROKER_NAME)?,
-            broker_id: h.optional(BROKER_ID).and_then(|v| v.trim().parse().ok()),
         })
     }
 
-    /// In the order brokers write it (brokerName, brokerAddr, clusterName, brokerId).
+    /// In the order brokers write it (brokerName, brokerAddr, clusterName).
     pub fn encode(&self, e: &mut Encoded<'a>) {
         e.put(BROKER_NAME, self.broker_name);
         e.put(BROKER_ADDR, self.broker_addr);
         e.put(CLUSTER_NAME, self.cluster);
-        if let Some(id) = self.broker_id {
-            e.put_value(BROKER_ID, id);
-        }
+    }
+
+    /// As a broker sends it: [`encode`](Self::encode) and its `brokerId`, which the name
+    /// server does not read (reading it would cost every heartbeat a lookup).
+    pub fn encode_as_broker(&self, e: &mut Encoded<'a>, broker_id: i64) {
+        self.encode(e);
+        e.put_value(BROKER_ID, broker_id);
     }
 }
 

@@ -335,7 +335,6 @@ mod tests {
                 cluster: "c",
                 broker_addr: "10.0.0.1:10911",
                 broker_name: "broker-a",
-                broker_id: Some(0),
             }),
             Request::Stats,
         ]
@@ -343,7 +342,12 @@ mod tests {
 
     /// `request` encoded into a whole frame of `version`, sent through the frame decoder.
     fn over_the_wire(request: &Request<'_>, version: i32, st: SerializeType) -> RemotingCommand {
-        let frame = request.encode(version).frame(st, "JAVA", version, 7, 0);
+        decoded(&request.encode(version), version, st)
+    }
+
+    /// `encoded` as a whole frame of `version`, sent through the frame decoder.
+    fn decoded(encoded: &Encoded<'_>, version: i32, st: SerializeType) -> RemotingCommand {
+        let frame = encoded.frame(st, "JAVA", version, 7, 0);
         RemotingCommand::decode(
             Bytes::copy_from_slice(&frame[4..]),
             &crate::remoting::command::DecodeLimits::default(),
@@ -412,12 +416,6 @@ mod tests {
                 },
                 b"",
             )),
-            Request::BrokerHeartbeat(BrokerHeartbeat {
-                cluster: "c",
-                broker_addr: "a:1",
-                broker_name: "b",
-                broker_id: None,
-            }),
         ];
         for request in &sparse {
             let cmd = over_the_wire(request, 317, SerializeType::Json);
@@ -479,14 +477,19 @@ mod tests {
                 "__ZONE_NAME"
             ]
         );
-        let beat = Request::BrokerHeartbeat(BrokerHeartbeat {
+        let beat = BrokerHeartbeat {
             cluster: "c",
             broker_addr: "a:1",
             broker_name: "b",
-            broker_id: Some(0),
-        });
+        };
+        let mut as_broker = Encoded::new(code::BROKER_HEARTBEAT);
+        beat.encode_as_broker(&mut as_broker, 0);
         assert_eq!(
-            beat.encode(479).pairs().collect::<Vec<_>>(),
+            parse(&decoded(&as_broker, 479, SerializeType::Json)),
+            Ok(Request::BrokerHeartbeat(beat))
+        );
+        assert_eq!(
+            as_broker.pairs().collect::<Vec<_>>(),
             [
                 ("brokerName", "b"),
                 ("brokerAddr", "a:1"),

@@ -17,7 +17,9 @@ use crate::report::{sample_machine, sample_proc, Param, ProcDelta, ProcSample, R
 use crate::servers::Picker;
 use crate::wire::Template;
 use rmq_namesrv::remoting::command::SerializeType;
-use rmq_namesrv::request::{BrokerHeartbeat, BrokerRef, GetRouteInfo, QueryDataVersion, Request};
+use rmq_namesrv::request::{
+    BrokerHeartbeat, BrokerRef, Encoded, GetRouteInfo, QueryDataVersion, Request,
+};
 use rmq_namesrv::route::model::DataVersion;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::rc::Rc;
@@ -167,7 +169,12 @@ impl Bench {
 
     /// `request`'s frame in a command of `version`.
     fn template(&self, request: &Request<'_>, version: i32) -> Template {
-        Template::new(self.st, &request.encode(version), version, &self.o.language)
+        self.template_of(&request.encode(version), version)
+    }
+
+    /// An encoded request's frame in a command of `version`.
+    fn template_of(&self, request: &Encoded<'_>, version: i32) -> Template {
+        Template::new(self.st, request, version, &self.o.language)
     }
 
     fn broker_conns(&self) -> usize {
@@ -524,16 +531,18 @@ fn heartbeat(mut b: Bench) -> Result<Report, String> {
             dv.encode(&mut body);
         }
         let request = if b.o.op_query {
-            Request::QueryDataVersion(QueryDataVersion::new(broker, &body))
+            Request::QueryDataVersion(QueryDataVersion::new(broker, &body)).encode(BROKER_VERSION)
         } else {
-            Request::BrokerHeartbeat(BrokerHeartbeat {
+            let beat = BrokerHeartbeat {
                 cluster: broker.cluster,
                 broker_addr: broker.broker_addr,
                 broker_name: broker.broker_name,
-                broker_id: Some(broker.broker_id),
-            })
+            };
+            let mut e = Encoded::new(Request::BrokerHeartbeat(beat).code());
+            beat.encode_as_broker(&mut e, broker.broker_id);
+            e
         };
-        let t = b.template(&request, BROKER_VERSION);
+        let t = b.template_of(&request, BROKER_VERSION);
         beats.push(vec![b.engine.add_template(t)]);
     }
     let plans: Vec<Rc<[u32]>> = (0..b.broker_conns())
