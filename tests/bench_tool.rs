@@ -516,3 +516,124 @@ fn a_name_server_list_gets_every_broker_and_shares_the_route_clients() {
         Some(a.addr.as_str())
     );
 }
+
+/// Route lookups (105) `server` has served.
+fn lookups(server: &TestServer) -> f64 {
+    let served = common::stats(&mut server.client());
+    match served.get("requests").and_then(|r| r.get("105")) {
+        Some(Value::Int(n)) => *n as f64,
+        _ => 0.0,
+    }
+}
+
+/// A route run with four clients over `list` and `extra` options.
+fn route_over(list: &str, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "route",
+        "-n",
+        list,
+        "--brokers",
+        "2",
+        "--topics",
+        "2",
+        "--clients",
+        "4",
+        "-d",
+        "0.5",
+    ];
+    args.extend_from_slice(extra);
+    let v = bench(&args);
+    assert_clean(&v, "main", "route");
+    v
+}
+
+fn clients_per_server(v: &Value) -> String {
+    let params = v.get("params").expect("params");
+    params
+        .get("clients_per_server")
+        .and_then(Value::as_str)
+        .expect("clients_per_server")
+        .to_string()
+}
+
+#[test]
+fn route_clients_pick_their_name_server_by_strategy() {
+    let a = TestServer::start();
+    let b = TestServer::start();
+    let list = format!("{};{}", a.addr, b.addr);
+
+    // The default deals them out in turn, as before the option existed.
+    let v = route_over(&list, &[]);
+    assert_eq!(clients_per_server(&v), "2,2");
+    let params = v.get("params").expect("params");
+    assert_eq!(
+        params.get("strategy").and_then(Value::as_str),
+        Some("round-robin")
+    );
+
+    // Pinned: every lookup goes to b.
+    let before_a = lookups(&a);
+    let v = route_over(&list, &["--strategy", &format!("pinned:{}", b.addr)]);
+    assert_eq!(clients_per_server(&v), "0,4");
+    assert_eq!(lookups(&a), before_a, "no lookup may reach a");
+
+    // Random: every client somewhere.
+    let v = route_over(&list, &["--strategy", "random"]);
+    let counts: Vec<usize> = clients_per_server(&v)
+        .split(',')
+        .map(|n| n.parse().expect("a count"))
+        .collect();
+    assert_eq!(counts.iter().sum::<usize>(), 4);
+
+    // Fewest: with a holding ten more connections, all four (and b's four) fit below it.
+    let _busy: Vec<_> = (0..10).map(|_| a.client()).collect();
+    assert!(wait_until(Duration::from_secs(10), || {
+        common::stats(&mut a.client())
+            .get("connections")
+            .and_then(Value::as_i64)
+            .is_some_and(|n| n >= 11)
+    }));
+    let v = route_over(&list, &["--strategy", "fewest"]);
+    assert_eq!(clients_per_server(&v), "0,4");
+
+    // A strategy that does not fit the list is a usage error (exit 2).
+    let out = Command::new(BENCH)
+        .args(["route", "-n", &list, "--strategy", "pinned:2"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn expire_watches_the_routes_of_the_servers_its_clients_use() {
+    let a = TestServer::start_with(|c| c.scan_not_active_broker_interval = 100);
+    let b = TestServer::start_with(|c| c.scan_not_active_broker_interval = 100);
+    let list = format!("{};{}", a.addr, b.addr);
+    let v = bench(&[
+        "expire",
+        "-n",
+        &list,
+        "--brokers",
+        "10",
+        "--topics",
+        "2",
+        "--timeout-ms",
+        "300",
+        "--route-rate",
+        "2000",
+        "--strategy",
+        "pinned:1",
+        "--max-wait",
+        "60s",
+    ]);
+    let results = v.get("results").expect("results");
+    // The topics of one server (10 brokers x 2 topics, each shared by 2 brokers), not both.
+    assert_eq!(
+        number(results.get("routes_watched").expect("watched"), "value"),
+        10.0
+    );
+    assert_eq!(
+        number(results.get("routes_left").expect("left"), "value"),
+        0.0
+    );
+}

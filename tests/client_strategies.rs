@@ -1,6 +1,8 @@
 //! NameServerSet over real servers: the order each selection strategy tries them in (with a
 //! fixed seed), failover when a server is down or hung, and least-loaded ranking by the stats
-//! extension, including name servers that do not have it.
+//! extension, including name servers that do not have it; the strategy names the tools take,
+//! calls that decide themselves when to move on (`call_until`), calls to every server
+//! (`call_each`) and choosing a server without a call (`choose`, for rmq-bench).
 
 mod common;
 mod fake_namesrv;
@@ -316,4 +318,118 @@ fn equal_loads_are_ordered_by_the_seed() {
         firsts[order[0]] += 1;
     }
     assert!(firsts.iter().all(|n| *n > 0), "ties spread: {firsts:?}");
+}
+
+#[test]
+fn strategies_parse_from_the_names_the_tools_take() {
+    let addrs: Vec<String> = vec!["h1:1".into(), "h2:2".into()];
+    let parse = |t: &str| Strategy::parse(t, &addrs);
+    assert_eq!(parse("random"), Ok(Strategy::RandomStartRoundRobin));
+    assert_eq!(parse("round-robin"), Ok(Strategy::RoundRobin));
+    assert_eq!(
+        parse("fewest"),
+        Ok(Strategy::LeastLoaded {
+            refresh: Duration::ZERO
+        })
+    );
+    assert_eq!(parse("pinned:1"), Ok(Strategy::Pinned(1)));
+    assert_eq!(parse(" pinned:h1:1 "), Ok(Strategy::Pinned(0)));
+    assert!(parse("pinned:2").is_err());
+    assert!(parse("pinned:h3:3").is_err());
+    assert!(parse("nearest").unwrap_err().contains("random|pinned:N"));
+    for s in [
+        Strategy::RandomStartRoundRobin,
+        Strategy::RoundRobin,
+        Strategy::Pinned(1),
+    ] {
+        assert_eq!(parse(&s.name()), Ok(s));
+    }
+}
+
+#[test]
+fn call_until_moves_on_as_the_caller_says_and_keeps_every_failure() {
+    let live = TestServer::start();
+    let fake = FakeNamesrv::start(Behaviour::NoStats);
+    let dead = dead_addr();
+    let addrs = [dead.as_str(), fake.addr.as_str(), live.addr.as_str()];
+
+    // `call` stops at the fake's error answer (code 3); moving on for it reaches the live one.
+    let mut s = set(&addrs, Strategy::RoundRobin, 0);
+    match s.call(|c| c.stats()) {
+        Err(ClientError::Response { code: 3, .. }) => {}
+        other => panic!("expected the fake's answer, got {other:?}"),
+    }
+    let mut s = set(&addrs, Strategy::RoundRobin, 0);
+    let stats = s
+        .call_until(|c| c.stats(), |_| true)
+        .expect("the live server");
+    assert!(stats.connections >= 1);
+    assert_eq!(s.last_addr(), Some(live.addr.as_str()));
+
+    // Nobody answers: each failure with its server, in the order tried.
+    let mut s = set(&addrs[..2], Strategy::RoundRobin, 0);
+    let failures = s
+        .call_until(|c| c.stats(), |_| true)
+        .expect_err("no stats anywhere");
+    assert_eq!(failures.len(), 2);
+    assert!(matches!(failures[0], (0, ClientError::Io(_))));
+    assert!(matches!(
+        failures[1],
+        (1, ClientError::Response { code: 3, .. })
+    ));
+    // Stopped by the caller: the refusal is last.
+    let mut s = set(&[&fake.addr, &live.addr], Strategy::RoundRobin, 0);
+    let failures = s
+        .call_until(|c| c.stats(), ClientError::is_failover)
+        .expect_err("stops at the fake");
+    assert!(matches!(
+        failures[..],
+        [(0, ClientError::Response { code: 3, .. })]
+    ));
+}
+
+#[test]
+fn call_each_asks_every_server_in_list_order_whatever_the_strategy() {
+    let a = TestServer::start();
+    let b = TestServer::start();
+    let dead = dead_addr();
+    a.client().put_kv_config("NS", "who", "a").expect("put");
+    b.client().put_kv_config("NS", "who", "b").expect("put");
+    let mut s = set(&[&b.addr, &dead, &a.addr], Strategy::Pinned(0), 0);
+    let results = s.call_each(|c| c.get_kv_config("NS", "who"));
+    assert_eq!(results.len(), 3);
+    assert!(matches!(&results[0], (0, Ok(Some(v))) if v == "b"));
+    assert!(matches!(&results[1], (1, Err(ClientError::Io(_)))));
+    assert!(matches!(&results[2], (2, Ok(Some(v))) if v == "a"));
+}
+
+#[test]
+fn choose_picks_as_the_strategy_says_without_a_call() {
+    let servers: Vec<TestServer> = (0..3).map(|_| TestServer::start()).collect();
+    let addrs: Vec<&str> = servers.iter().map(|s| s.addr.as_str()).collect();
+    let mut s = set(&addrs, Strategy::RoundRobin, 0);
+    let picks: Vec<usize> = (0..5).map(|_| s.choose()).collect();
+    assert_eq!(picks, [0, 1, 2, 0, 1]);
+    let mut s = set(&addrs, Strategy::Pinned(2), 0);
+    assert_eq!((s.choose(), s.choose()), (2, 2));
+    // Random: the seed's start, then the same server (Java's clients stay on theirs).
+    let mut s = set(&addrs, Strategy::RandomStartRoundRobin, 9);
+    let start = set(&addrs, Strategy::RandomStartRoundRobin, 9).next_order()[0];
+    assert_eq!((s.choose(), s.choose()), (start, start));
+    // Fewest: the least loaded, ranked afresh each time.
+    let mut probe = servers[0].client();
+    let _busy = load(&servers[0], &mut probe, 5);
+    let mut probe1 = servers[1].client();
+    let _busy1 = load(&servers[1], &mut probe1, 5);
+    let mut s = set(
+        &addrs,
+        Strategy::LeastLoaded {
+            refresh: Duration::ZERO,
+        },
+        0,
+    );
+    assert_eq!(s.choose(), 2);
+    let mut probe2 = servers[2].client();
+    let _busy2 = load(&servers[2], &mut probe2, 20);
+    assert_ne!(s.choose(), 2);
 }

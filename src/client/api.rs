@@ -6,10 +6,16 @@
 //! answered something we cannot read.
 
 use super::Client;
+use crate::remoting::codes::response;
 pub use crate::remoting::codes::response_name;
-use crate::remoting::codes::{request, response};
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::json::{self, Value};
+use crate::request::reply::{DataVersionReply, KvValueReply, PermReply, RegisterBrokerReply};
+use crate::request::{
+    body_fingerprint, BrokerHeartbeat, BrokerRef, DeleteTopic, Encoded, GetBrokerMemberGroup,
+    GetKvList, GetRouteInfo, GetTopicsByCluster, KvKey, PutKvConfig, QueryDataVersion,
+    RegisterBroker, RegisterTopic, Request, UpdateNamesrvConfig, WritePerm,
+};
 use crate::route::model::{
     self, ClusterInfo, DataVersion, QueueData, RegisterBody, TopicRouteData,
 };
@@ -100,15 +106,59 @@ pub struct BrokerIdentity {
 }
 
 impl BrokerIdentity {
-    /// The four header fields that name a broker in 104, 322 and 904 (`id` is the
-    /// caller's `broker_id.to_string()`, kept alive by the caller).
-    fn header_fields<'a>(&'a self, id: &'a str) -> [(&'a str, &'a str); 4] {
-        [
-            ("brokerName", &self.broker_name),
-            ("brokerAddr", &self.broker_addr),
-            ("clusterName", &self.cluster),
-            ("brokerId", id),
-        ]
+    /// The broker as 104 and 322 name it.
+    pub fn broker_ref(&self) -> BrokerRef<'_> {
+        BrokerRef {
+            broker_name: &self.broker_name,
+            broker_addr: &self.broker_addr,
+            cluster: &self.cluster,
+            broker_id: self.broker_id,
+        }
+    }
+
+    /// Its 904 heartbeat, with its `brokerId` as brokers send it.
+    pub fn heartbeat(&self) -> Encoded<'_> {
+        let beat = BrokerHeartbeat {
+            cluster: &self.cluster,
+            broker_addr: &self.broker_addr,
+            broker_name: &self.broker_name,
+        };
+        let mut e = Encoded::new(Request::BrokerHeartbeat(beat).code());
+        beat.encode_as_broker(&mut e, self.broker_id);
+        e
+    }
+
+    /// Its registration with `body` (already encoded, and compressed if `options` says so),
+    /// in a command of `version`. `bodyCrc32` is the body's own unless `options` names
+    /// another.
+    pub fn registration<'a>(
+        &'a self,
+        body: &'a [u8],
+        options: &'a RegisterOptions,
+        version: i32,
+    ) -> RegisterBroker<'a> {
+        let crc = options.body_crc32.map_or_else(
+            || i64::from(crate::checksum::crc32(body) & 0x7FFF_FFFF),
+            i64::from,
+        );
+        RegisterBroker {
+            cluster: &self.cluster,
+            broker_addr: &self.broker_addr,
+            broker_name: &self.broker_name,
+            broker_id: self.broker_id,
+            ha_server_addr: &self.ha_server_addr,
+            zone_name: options.zone_name.as_deref(),
+            // Java leaves a non-positive timeout out of account; so does the server.
+            heartbeat_timeout_ms: options
+                .heartbeat_timeout_millis
+                .and_then(|t| u64::try_from(t).ok()),
+            enable_acting_master: Some(options.enable_acting_master),
+            body_crc32: crc,
+            compressed: options.compressed,
+            version,
+            body,
+            fingerprint: body_fingerprint(body, crc),
+        }
     }
 }
 
@@ -149,7 +199,7 @@ pub struct BrokerMemberGroup {
     pub broker_addrs: BTreeMap<i64, String>,
 }
 
-/// The stats extension's answer (code [`request::RMQ_NAMESRV_STATS`]). Missing fields read 0
+/// The stats extension's answer (code [`RMQ_NAMESRV_STATS`](crate::remoting::codes::request::RMQ_NAMESRV_STATS)). Missing fields read 0
 /// so that an older server still decodes; fields this client does not know are kept in
 /// [`values`](Self::values).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -246,24 +296,36 @@ fn success(resp: RemotingCommand) -> Result<RemotingCommand, ClientError> {
     }
 }
 
-fn count_field(resp: &RemotingCommand, key: &str) -> Result<i32, ClientError> {
-    resp.ext(key)
-        .and_then(|v| v.trim().parse().ok())
-        .ok_or_else(|| ClientError::Decode(format!("response lacks a numeric {key}")))
+/// The topic count of a write-permission answer (`enable`: an add, else a wipe).
+fn perm_count(resp: &RemotingCommand, enable: bool) -> Result<i32, ClientError> {
+    PermReply::parse(resp, enable)
+        .ok_or_else(|| ClientError::Decode("response lacks a numeric topic count".into()))
 }
 
 impl Client {
-    fn call(&mut self, code: i32, ext: &[(&str, &str)], body: &[u8]) -> CallResult {
-        Ok(self.request(code, ext, body)?)
+    fn call(&mut self, request: &Request<'_>) -> CallResult {
+        Ok(self.send(request)?)
     }
 
-    /// A request whose answer must be SUCCESS: any other code is a [`ClientError::Response`].
+    /// A typed request whose answer must be SUCCESS: any other code is a
+    /// [`ClientError::Response`].
+    pub fn send_ok(&mut self, request: &Request<'_>) -> CallResult {
+        success(self.call(request)?)
+    }
+
+    /// An encoded request (a controller's, say) whose answer must be SUCCESS.
+    pub fn request_ok(&mut self, request: &Encoded<'_>) -> CallResult {
+        success(self.request_encoded(request)?)
+    }
+
+    /// A raw request whose answer must be SUCCESS (for codes this library has no type for,
+    /// such as the controller's).
     pub fn call_ok(&mut self, code: i32, ext: &[(&str, &str)], body: &[u8]) -> CallResult {
-        success(self.call(code, ext, body)?)
+        success(self.request(code, ext, body)?)
     }
 
-    fn topic_list(&mut self, code: i32, ext: &[(&str, &str)]) -> Result<TopicList, ClientError> {
-        let resp = self.call_ok(code, ext, b"")?;
+    fn topic_list(&mut self, request: &Request<'_>) -> Result<TopicList, ClientError> {
+        let resp = self.send_ok(request)?;
         let (topics, broker_addr) = model::decode_topic_list(&resp.body)?;
         Ok(TopicList {
             topics,
@@ -278,8 +340,12 @@ impl Client {
         key: &str,
         value: &str,
     ) -> Result<(), ClientError> {
-        let ext = [("namespace", namespace), ("key", key), ("value", value)];
-        self.call_ok(request::PUT_KV_CONFIG, &ext, b"").map(drop)
+        let put = PutKvConfig {
+            namespace,
+            key,
+            value,
+        };
+        self.send_ok(&Request::PutKvConfig(put)).map(drop)
     }
 
     /// 101 GET_KV_CONFIG; `None` when the server has no such item (QUERY_NOT_FOUND).
@@ -288,19 +354,18 @@ impl Client {
         namespace: &str,
         key: &str,
     ) -> Result<Option<String>, ClientError> {
-        let ext = [("namespace", namespace), ("key", key)];
-        let resp = self.call(request::GET_KV_CONFIG, &ext, b"")?;
+        let resp = self.call(&Request::GetKvConfig(KvKey { namespace, key }))?;
         if resp.code == response::QUERY_NOT_FOUND {
             return Ok(None);
         }
         let resp = success(resp)?;
-        Ok(Some(resp.ext("value").unwrap_or_default().to_string()))
+        Ok(Some(KvValueReply::parse(&resp).to_string()))
     }
 
     /// 102 DELETE_KV_CONFIG (succeeds whether or not the key existed).
     pub fn delete_kv_config(&mut self, namespace: &str, key: &str) -> Result<(), ClientError> {
-        let ext = [("namespace", namespace), ("key", key)];
-        self.call_ok(request::DELETE_KV_CONFIG, &ext, b"").map(drop)
+        self.send_ok(&Request::DeleteKvConfig(KvKey { namespace, key }))
+            .map(drop)
     }
 
     /// 103 REGISTER_BROKER, JSON body or compressed, with a correct `bodyCrc32`.
@@ -323,9 +388,10 @@ impl Client {
         } else {
             model::decode_kv_table(&resp.body)?
         };
+        let reply = RegisterBrokerReply::parse(&resp);
         Ok(RegisterResult {
-            master_addr: resp.ext("masterAddr").map(str::to_string),
-            ha_server_addr: resp.ext("haServerAddr").map(str::to_string),
+            master_addr: reply.master_addr,
+            ha_server_addr: reply.ha_server_addr,
             order_topic_conf,
         })
     }
@@ -350,47 +416,20 @@ impl Client {
         body: &[u8],
         options: &RegisterOptions,
     ) -> io::Result<i32> {
-        let crc = options
-            .body_crc32
-            .map_or_else(
-                || i64::from(crate::checksum::crc32(body) & 0x7FFF_FFFF),
-                i64::from,
-            )
-            .to_string();
-        let id = broker.broker_id.to_string();
-        let compressed = options.compressed.to_string();
-        let acting = options.enable_acting_master.to_string();
-        let timeout = options.heartbeat_timeout_millis.map(|t| t.to_string());
-        let mut ext: Vec<(&str, &str)> = vec![
-            ("brokerName", &broker.broker_name),
-            ("brokerAddr", &broker.broker_addr),
-            ("clusterName", &broker.cluster),
-            ("haServerAddr", &broker.ha_server_addr),
-            ("brokerId", &id),
-            ("enableActingMaster", &acting),
-            ("compressed", &compressed),
-            ("bodyCrc32", &crc),
-        ];
-        if let Some(t) = &timeout {
-            ext.push(("heartbeatTimeoutMillis", t));
-        }
-        if let Some(z) = &options.zone_name {
-            ext.push(("__ZONE_NAME", z));
-        }
-        self.send_request(request::REGISTER_BROKER, &ext, body)
+        let register = broker.registration(body, options, self.version);
+        self.send_encoded(&Request::RegisterBroker(register).encode(self.version))
     }
 
     /// 104 UNREGISTER_BROKER (queued by the server; success does not mean "already gone").
     pub fn unregister_broker(&mut self, broker: &BrokerIdentity) -> Result<(), ClientError> {
-        let id = broker.broker_id.to_string();
-        let ext = broker.header_fields(&id);
-        self.call_ok(request::UNREGISTER_BROKER, &ext, b"")
+        self.send_ok(&Request::UnregisterBroker(broker.broker_ref()))
             .map(drop)
     }
 
     /// 105 GET_ROUTEINFO_BY_TOPIC; `None` when the topic does not exist.
     pub fn get_route(&mut self, topic: &str) -> Result<Option<TopicRouteData>, ClientError> {
-        let resp = self.call(request::GET_ROUTEINFO_BY_TOPIC, &[("topic", topic)], b"")?;
+        let lookup = GetRouteInfo::new(topic, self.version);
+        let resp = self.call(&Request::GetRouteInfo(lookup))?;
         if resp.code == response::TOPIC_NOT_EXIST {
             return Ok(None);
         }
@@ -400,31 +439,24 @@ impl Client {
 
     /// 106 GET_BROKER_CLUSTER_INFO.
     pub fn get_cluster_info(&mut self) -> Result<ClusterInfo, ClientError> {
-        let resp = self.call_ok(request::GET_BROKER_CLUSTER_INFO, &[], b"")?;
+        let resp = self.send_ok(&Request::GetBrokerClusterInfo)?;
         Ok(ClusterInfo::decode(&resp.body)?)
     }
 
     /// 205 WIPE_WRITE_PERM_OF_BROKER; the number of topics whose write permission was wiped.
     pub fn wipe_write_perm(&mut self, broker_name: &str) -> Result<i32, ClientError> {
-        let ext = [("brokerName", broker_name)];
-        let resp = self.call_ok(request::WIPE_WRITE_PERM_OF_BROKER, &ext, b"")?;
-        count_field(&resp, "wipeTopicCount")
+        let resp = self.send_ok(&Request::WipeWritePerm(WritePerm { broker_name }))?;
+        perm_count(&resp, false)
     }
 
     /// 206 GET_ALL_TOPIC_LIST_FROM_NAMESERVER.
     pub fn get_all_topic_list(&mut self) -> Result<Vec<String>, ClientError> {
-        Ok(self
-            .topic_list(request::GET_ALL_TOPIC_LIST_FROM_NAMESERVER, &[])?
-            .topics)
+        Ok(self.topic_list(&Request::GetAllTopicList)?.topics)
     }
 
     /// 216 DELETE_TOPIC_IN_NAMESRV; with a cluster only that cluster's queues are removed.
     pub fn delete_topic(&mut self, topic: &str, cluster: Option<&str>) -> Result<(), ClientError> {
-        let mut ext = vec![("topic", topic)];
-        if let Some(c) = cluster {
-            ext.push(("clusterName", c));
-        }
-        self.call_ok(request::DELETE_TOPIC_IN_NAMESRV, &ext, b"")
+        self.send_ok(&Request::DeleteTopic(DeleteTopic { topic, cluster }))
             .map(drop)
     }
 
@@ -434,18 +466,11 @@ impl Client {
         topic: &str,
         queue_datas: &[QueueData],
     ) -> Result<(), ClientError> {
-        let route = TopicRouteData {
+        let register = RegisterTopic {
+            topic,
             queue_datas: queue_datas.to_vec(),
-            ..TopicRouteData::default()
         };
-        let mut body = Vec::new();
-        route.encode(model::Dialect::Standard, &mut body);
-        self.call_ok(
-            request::REGISTER_TOPIC_IN_NAMESRV,
-            &[("topic", topic)],
-            &body,
-        )
-        .map(drop)
+        self.send_ok(&Request::RegisterTopic(register)).map(drop)
     }
 
     /// 219 GET_KVLIST_BY_NAMESPACE; `None` for an unknown namespace.
@@ -453,11 +478,7 @@ impl Client {
         &mut self,
         namespace: &str,
     ) -> Result<Option<Vec<(String, String)>>, ClientError> {
-        let resp = self.call(
-            request::GET_KVLIST_BY_NAMESPACE,
-            &[("namespace", namespace)],
-            b"",
-        )?;
+        let resp = self.call(&Request::GetKvList(GetKvList { namespace }))?;
         if resp.code == response::QUERY_NOT_FOUND {
             return Ok(None);
         }
@@ -467,32 +488,29 @@ impl Client {
 
     /// 224 GET_TOPICS_BY_CLUSTER.
     pub fn get_topics_by_cluster(&mut self, cluster: &str) -> Result<Vec<String>, ClientError> {
-        Ok(self
-            .topic_list(request::GET_TOPICS_BY_CLUSTER, &[("cluster", cluster)])?
-            .topics)
+        let request = Request::GetTopicsByCluster(GetTopicsByCluster::new(cluster));
+        Ok(self.topic_list(&request)?.topics)
     }
 
     /// 304 GET_SYSTEM_TOPIC_LIST_FROM_NS (cluster and broker names plus a broker address).
     pub fn get_system_topic_list(&mut self) -> Result<TopicList, ClientError> {
-        self.topic_list(request::GET_SYSTEM_TOPIC_LIST_FROM_NS, &[])
+        self.topic_list(&Request::GetSystemTopicList)
     }
 
     /// 311 GET_UNIT_TOPIC_LIST.
     pub fn get_unit_topic_list(&mut self) -> Result<Vec<String>, ClientError> {
-        Ok(self.topic_list(request::GET_UNIT_TOPIC_LIST, &[])?.topics)
+        Ok(self.topic_list(&Request::GetUnitTopicList)?.topics)
     }
 
     /// 312 GET_HAS_UNIT_SUB_TOPIC_LIST.
     pub fn get_has_unit_sub_topic_list(&mut self) -> Result<Vec<String>, ClientError> {
-        Ok(self
-            .topic_list(request::GET_HAS_UNIT_SUB_TOPIC_LIST, &[])?
-            .topics)
+        Ok(self.topic_list(&Request::GetHasUnitSubTopicList)?.topics)
     }
 
     /// 313 GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST.
     pub fn get_has_unit_sub_ununit_topic_list(&mut self) -> Result<Vec<String>, ClientError> {
         Ok(self
-            .topic_list(request::GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST, &[])?
+            .topic_list(&Request::GetHasUnitSubUnunitTopicList)?
             .topics)
     }
 
@@ -505,13 +523,16 @@ impl Client {
             body.push_str(v);
             body.push('\n');
         }
-        self.call_ok(request::UPDATE_NAMESRV_CONFIG, &[], body.as_bytes())
+        let update = UpdateNamesrvConfig {
+            properties: (!body.is_empty()).then_some(body.as_str()),
+        };
+        self.send_ok(&Request::UpdateNamesrvConfig(update))
             .map(drop)
     }
 
     /// 319 GET_NAMESRV_CONFIG as (key, value) pairs in the server's order.
     pub fn get_namesrv_config(&mut self) -> Result<Vec<(String, String)>, ClientError> {
-        let resp = self.call_ok(request::GET_NAMESRV_CONFIG, &[], b"")?;
+        let resp = self.send_ok(&Request::GetNamesrvConfig)?;
         let text = std::str::from_utf8(&resp.body)
             .map_err(|_| ClientError::Decode("config body is not UTF-8".into()))?;
         Ok(parse_properties(text))
@@ -523,16 +544,14 @@ impl Client {
         broker: &BrokerIdentity,
         version: Option<&DataVersion>,
     ) -> Result<(bool, Option<DataVersion>), ClientError> {
-        let id = broker.broker_id.to_string();
-        let ext = broker.header_fields(&id);
         let mut body = Vec::new();
         if let Some(v) = version {
             v.encode(&mut body);
         }
-        let resp = self.call_ok(request::QUERY_DATA_VERSION, &ext, &body)?;
-        let changed = match resp.ext("changed") {
-            Some(c) => c.eq_ignore_ascii_case("true"),
-            None => return Err(ClientError::Decode("response lacks changed".into())),
+        let query = QueryDataVersion::new(broker.broker_ref(), &body);
+        let resp = self.send_ok(&Request::QueryDataVersion(query))?;
+        let Some(changed) = DataVersionReply::parse(&resp) else {
+            return Err(ClientError::Decode("response lacks changed".into()));
         };
         let stored = if resp.body.is_empty() {
             None
@@ -544,9 +563,8 @@ impl Client {
 
     /// 327 ADD_WRITE_PERM_OF_BROKER; the number of topics whose permission was restored.
     pub fn add_write_perm(&mut self, broker_name: &str) -> Result<i32, ClientError> {
-        let ext = [("brokerName", broker_name)];
-        let resp = self.call_ok(request::ADD_WRITE_PERM_OF_BROKER, &ext, b"")?;
-        count_field(&resp, "addTopicCount")
+        let resp = self.send_ok(&Request::AddWritePerm(WritePerm { broker_name }))?;
+        perm_count(&resp, true)
     }
 
     /// 901 GET_BROKER_MEMBER_GROUP.
@@ -555,8 +573,11 @@ impl Client {
         cluster: &str,
         broker_name: &str,
     ) -> Result<BrokerMemberGroup, ClientError> {
-        let ext = [("clusterName", cluster), ("brokerName", broker_name)];
-        let resp = self.call_ok(request::GET_BROKER_MEMBER_GROUP, &ext, b"")?;
+        let group = GetBrokerMemberGroup {
+            cluster,
+            broker_name,
+        };
+        let resp = self.send_ok(&Request::GetBrokerMemberGroup(group))?;
         let v = json::parse(&resp.body)?;
         let group = v.get("brokerMemberGroup").unwrap_or(&Value::Null);
         let text = |k: &str| {
@@ -588,15 +609,13 @@ impl Client {
 
     /// 904 BROKER_HEARTBEAT, sent as a request so the caller learns it arrived.
     pub fn broker_heartbeat(&mut self, broker: &BrokerIdentity) -> Result<(), ClientError> {
-        let id = broker.broker_id.to_string();
-        let ext = broker.header_fields(&id);
-        self.call_ok(request::BROKER_HEARTBEAT, &ext, b"").map(drop)
+        self.request_ok(&broker.heartbeat()).map(drop)
     }
 
-    /// The rmq-namesrv stats extension ([`request::RMQ_NAMESRV_STATS`]). Other name servers
+    /// The rmq-namesrv stats extension ([`RMQ_NAMESRV_STATS`](crate::remoting::codes::request::RMQ_NAMESRV_STATS)). Other name servers
     /// answer `Response { code: REQUEST_CODE_NOT_SUPPORTED }`.
     pub fn stats(&mut self) -> Result<NamesrvStats, ClientError> {
-        let resp = self.call_ok(request::RMQ_NAMESRV_STATS, &[], b"")?;
+        let resp = self.send_ok(&Request::Stats)?;
         NamesrvStats::decode(&resp.body)
     }
 }

@@ -1,11 +1,14 @@
 //! A blocking RocketMQ remoting client: what the tools (`rmq-admin`, `rmq-bench` setup) and
 //! the integration tests use to talk to a name server. One TCP connection, requests
 //! matched to responses by opaque, JSON or ROCKETMQ headers, a timeout on every call.
+//! Requests are the server's own typed requests (`crate::request`), encoded by them.
 //!
-//! * this module: [`Client`], the connection and raw request/response exchange;
+//! * this module: [`Client`], the connection and the request/response exchange (typed,
+//!   encoded or raw);
 //! * [`api`]: typed calls, one per request code the name server answers, and [`ClientError`];
 //! * [`nameserver_set`]: [`NameServerSet`], several independent name servers behind one
-//!   call, with selection [`Strategy`]s and failover.
+//!   call, with selection [`Strategy`]s and failover; `rmq-admin` and `rmq-bench` pick their
+//!   servers with it (`--strategy`).
 
 pub mod api;
 pub mod nameserver_set;
@@ -18,6 +21,7 @@ use crate::remoting::command::{
     encode_frame, DecodeLimits, Header, RemotingCommand, SerializeType,
 };
 use crate::remoting::frame;
+use crate::request::{Encoded, Request};
 use bytes::BytesMut;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -81,11 +85,11 @@ impl Client {
         self.timeout = timeout;
     }
 
-    fn encode(
+    fn encode<'e>(
         &mut self,
         code: i32,
         flag: i32,
-        ext: &[(&str, &str)],
+        ext: impl IntoIterator<Item = (&'e str, &'e str)>,
         body: &[u8],
     ) -> (i32, Vec<u8>) {
         let opaque = self.next_opaque;
@@ -99,14 +103,34 @@ impl Client {
             flag,
             remark: None,
         };
-        encode_frame(
-            &mut out,
-            self.serialize_type,
-            &header,
-            Some(ext.iter().copied()),
-            body,
-        );
+        encode_frame(&mut out, self.serialize_type, &header, Some(ext), body);
         (opaque, out)
+    }
+
+    /// Sends a typed request, written at this client's `version`, and waits for its answer.
+    pub fn send(&mut self, request: &Request<'_>) -> io::Result<RemotingCommand> {
+        self.request_encoded(&request.encode(self.version))
+    }
+
+    /// Sends an encoded request (of any server: a name server or a controller) and waits for
+    /// its answer.
+    pub fn request_encoded(&mut self, request: &Encoded<'_>) -> io::Result<RemotingCommand> {
+        let opaque = self.send_encoded(request)?;
+        self.read_response(opaque)
+    }
+
+    /// Sends an encoded request without waiting; returns the opaque to pass to
+    /// [`read_response`](Self::read_response).
+    pub fn send_encoded(&mut self, request: &Encoded<'_>) -> io::Result<i32> {
+        let (opaque, frame) = self.encode(request.code, 0, request.pairs(), &request.body);
+        self.send_raw(&frame)?;
+        Ok(opaque)
+    }
+
+    /// Sends an encoded request oneway (no answer expected), as brokers send heartbeats.
+    pub fn oneway_encoded(&mut self, request: &Encoded<'_>) -> io::Result<()> {
+        let (_, frame) = self.encode(request.code, FLAG_ONEWAY, request.pairs(), &request.body);
+        self.send_raw(&frame)
     }
 
     /// Sends a request and waits for the response carrying its opaque.
@@ -128,14 +152,14 @@ impl Client {
         ext: &[(&str, &str)],
         body: &[u8],
     ) -> io::Result<i32> {
-        let (opaque, frame) = self.encode(code, 0, ext, body);
+        let (opaque, frame) = self.encode(code, 0, ext.iter().copied(), body);
         self.send_raw(&frame)?;
         Ok(opaque)
     }
 
     /// Sends a oneway request (no response expected).
     pub fn oneway(&mut self, code: i32, ext: &[(&str, &str)], body: &[u8]) -> io::Result<()> {
-        let (_, frame) = self.encode(code, FLAG_ONEWAY, ext, body);
+        let (_, frame) = self.encode(code, FLAG_ONEWAY, ext.iter().copied(), body);
         self.send_raw(&frame)
     }
 

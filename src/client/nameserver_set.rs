@@ -9,6 +9,12 @@
 //! of the strategy's order until every server was tried; an error *answer* (topic not found,
 //! no permission) is returned as is, because another server would most likely say the same.
 //!
+//! Tools decide more themselves: [`NameServerSet::call_until`] lets the caller say which errors
+//! move on (`rmq-admin` also passes over peers that are not name servers),
+//! [`NameServerSet::call_each`] asks every server (writes, `--all`), and
+//! [`NameServerSet::choose`] names the next server without a call (`rmq-bench` opens its own
+//! connections). [`Strategy::parse`] reads the `--strategy` names both tools take.
+//!
 //! Randomness (the random start, tie-breaking in least-loaded ranking) comes from a small
 //! seeded generator so that tests can predict the order ([`NameServerSet::with_seed`]).
 
@@ -33,6 +39,58 @@ pub enum Strategy {
     /// that answered, unreachable servers last; ties are broken randomly. The ranking is
     /// redone when a call had to fail over and when it is older than `refresh`.
     LeastLoaded { refresh: Duration },
+}
+
+/// The `--strategy` values `rmq-admin` and `rmq-bench` take, for their help texts.
+pub const STRATEGY_NAMES: &str = "random|pinned:N|pinned:HOST:PORT|round-robin|fewest";
+
+impl Strategy {
+    /// Reads a strategy as the tools take it (`--strategy`): `random` (Java's random start,
+    /// then round robin on failure), `pinned:N` (the server at index N of `addrs`, counted
+    /// from 0) or `pinned:HOST:PORT` (that server of `addrs`), `round-robin`, `fewest`
+    /// (fewest connections, ranked afresh for every choice).
+    pub fn parse(text: &str, addrs: &[String]) -> Result<Strategy, String> {
+        let text = text.trim();
+        Ok(match text {
+            "random" => Strategy::RandomStartRoundRobin,
+            "round-robin" => Strategy::RoundRobin,
+            "fewest" => Strategy::LeastLoaded {
+                refresh: Duration::ZERO,
+            },
+            _ => {
+                let Some(which) = text.strip_prefix("pinned:") else {
+                    return Err(format!(
+                        "unknown strategy {text:?}: use one of {STRATEGY_NAMES}"
+                    ));
+                };
+                let index = match which.parse::<usize>() {
+                    Ok(i) => Some(i),
+                    Err(_) => addrs.iter().position(|a| a == which),
+                };
+                match index {
+                    Some(i) if i < addrs.len() => Strategy::Pinned(i),
+                    _ => {
+                        return Err(format!(
+                            "pinned:{which} names no server of the list ({}): give an index \
+                             from 0 to {} or one of its addresses",
+                            addrs.join(";"),
+                            addrs.len().saturating_sub(1)
+                        ))
+                    }
+                }
+            }
+        })
+    }
+
+    /// The name [`Strategy::parse`] reads (`pinned:N` with the index).
+    pub fn name(&self) -> String {
+        match self {
+            Strategy::RandomStartRoundRobin => "random".into(),
+            Strategy::Pinned(i) => format!("pinned:{i}"),
+            Strategy::RoundRobin => "round-robin".into(),
+            Strategy::LeastLoaded { .. } => "fewest".into(),
+        }
+    }
 }
 
 /// How one server did in the last least-loaded ranking (exposed for tools and tests).
@@ -299,19 +357,50 @@ impl NameServerSet {
     /// every server failed, the error is an `Io` naming each address and its error.
     pub fn call<T>(
         &mut self,
-        mut f: impl FnMut(&mut Client) -> Result<T, ClientError>,
+        f: impl FnMut(&mut Client) -> Result<T, ClientError>,
     ) -> Result<T, ClientError> {
+        let mut failures = match self.call_until(f, ClientError::is_failover) {
+            Ok(v) => return Ok(v),
+            Err(failures) => failures,
+        };
+        // A server answered no: that answer, not a list of the unreachable ones before it.
+        if failures.last().is_some_and(|(_, e)| !e.is_failover()) {
+            if let Some((_, e)) = failures.pop() {
+                return Err(e);
+            }
+        }
+        let last_kind = failures
+            .iter()
+            .rev()
+            .find_map(|(_, e)| match e {
+                ClientError::Io(io) => Some(io.kind()),
+                _ => None,
+            })
+            .unwrap_or(io::ErrorKind::Other);
+        let text: Vec<String> = failures
+            .iter()
+            .map(|(i, e)| format!("{}: {e}", self.addrs[*i]))
+            .collect();
+        Err(ClientError::Io(io::Error::new(
+            last_kind,
+            format!("no name server reachable ({})", text.join("; ")),
+        )))
+    }
+
+    /// As [`call`](Self::call), with the caller deciding which errors move on to the next
+    /// server (`try_next`; `call` moves on after transport errors and GO_AWAY). When no server
+    /// gave a value: every error met, with its server's index, in the order tried; the last
+    /// is the one that stopped the call when `try_next` refused it.
+    pub fn call_until<T>(
+        &mut self,
+        mut f: impl FnMut(&mut Client) -> Result<T, ClientError>,
+        try_next: impl Fn(&ClientError) -> bool,
+    ) -> Result<T, Vec<(usize, ClientError)>> {
         let order = self.order(true);
-        let mut failures: Vec<String> = Vec::new();
-        let mut last_kind = io::ErrorKind::Other;
+        let mut failures = Vec::new();
         for (attempt, &i) in order.iter().enumerate() {
             match self.attempt(i, &mut f) {
-                Err(e) if e.is_failover() => {
-                    if let ClientError::Io(io) = &e {
-                        last_kind = io.kind();
-                    }
-                    failures.push(format!("{}: {e}", self.addrs[i]));
-                }
+                Err(e) if try_next(&e) => failures.push((i, e)),
                 result => {
                     self.last_used = Some(i);
                     match self.strategy {
@@ -319,16 +408,50 @@ impl NameServerSet {
                         Strategy::LeastLoaded { .. } if attempt > 0 => self.ranked_at = None,
                         _ => {}
                     }
-                    return result;
+                    return result.map_err(|e| {
+                        failures.push((i, e));
+                        failures
+                    });
                 }
             }
         }
         if matches!(self.strategy, Strategy::LeastLoaded { .. }) {
             self.ranked_at = None;
         }
-        Err(ClientError::Io(io::Error::new(
-            last_kind,
-            format!("no name server reachable ({})", failures.join("; ")),
-        )))
+        Err(failures)
+    }
+
+    /// Runs `f` on server `i` of the list, whatever the strategy, without failover (a tool
+    /// watching one server).
+    pub fn call_at<T>(
+        &mut self,
+        i: usize,
+        f: impl FnMut(&mut Client) -> Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
+        if i >= self.addrs.len() {
+            return Err(ClientError::Io(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("no server {i} in a list of {}", self.addrs.len()),
+            )));
+        }
+        self.attempt(i, f)
+    }
+
+    /// Runs `f` on every server, in list order (what writes and `--all` reads do): one
+    /// result per server, whatever the strategy.
+    pub fn call_each<T>(
+        &mut self,
+        mut f: impl FnMut(&mut Client) -> Result<T, ClientError>,
+    ) -> Vec<(usize, Result<T, ClientError>)> {
+        (0..self.addrs.len())
+            .map(|i| (i, self.attempt(i, &mut f)))
+            .collect()
+    }
+
+    /// The server the strategy gives the next call, counted as a call (round robin moves on),
+    /// without talking to it (least-loaded ranks, which asks every server for its stats). For
+    /// tools that open their own connections, such as `rmq-bench`'s route clients.
+    pub fn choose(&mut self) -> usize {
+        self.order(true).first().copied().unwrap_or(0)
     }
 }

@@ -24,8 +24,9 @@
 //!   (raft-rs) with its own log and writer; [`replication`]: which of the two runs.
 //! * [`config`]: the Java controller keys; [`manager`]: the object the loop drives.
 //!
-//! Only [`codes`] is built without the feature: `rmq-admin` speaks to any controller (ours or
-//! Java's) and names its answers in every build.
+//! Only [`codes`], [`request`] and [`response`] are built without the feature: `rmq-admin` and
+//! `rmq-bench` speak to any controller (ours or Java's), write its requests with the types
+//! the controller parses, and name its answers in every build.
 
 pub mod codes;
 
@@ -53,9 +54,7 @@ pub mod raft;
 pub mod replicas;
 #[cfg(feature = "controller")]
 pub mod replication;
-#[cfg(feature = "controller")]
 pub mod request;
-#[cfg(feature = "controller")]
 pub mod response;
 #[cfg(feature = "controller")]
 pub mod state;

@@ -3,8 +3,9 @@
 //! properties (318). Topic names given by an admin call are validated here, before anything
 //! is changed.
 
-use super::header::{BodyDone, Fields, ParseError};
-use crate::route::model::{QueueData, TopicRouteData};
+use super::field::{BROKER_NAME, CLUSTER_NAME, KEY, NAMESPACE, TOPIC, VALUE};
+use super::header::{BodyDone, Encoded, Fields, ParseError};
+use crate::route::model::{Dialect, QueueData, TopicRouteData};
 
 /// 100 PUT_KV_CONFIG.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,10 +18,16 @@ pub struct PutKvConfig<'a> {
 impl<'a> PutKvConfig<'a> {
     pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
         Ok(PutKvConfig {
-            namespace: h.required("namespace")?,
-            key: h.required("key")?,
-            value: h.required("value")?,
+            namespace: h.required(NAMESPACE)?,
+            key: h.required(KEY)?,
+            value: h.required(VALUE)?,
         })
+    }
+
+    pub fn encode(&self, e: &mut Encoded<'a>) {
+        e.put(NAMESPACE, self.namespace);
+        e.put(KEY, self.key);
+        e.put(VALUE, self.value);
     }
 }
 
@@ -34,9 +41,14 @@ pub struct KvKey<'a> {
 impl<'a> KvKey<'a> {
     pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
         Ok(KvKey {
-            namespace: h.required("namespace")?,
-            key: h.required("key")?,
+            namespace: h.required(NAMESPACE)?,
+            key: h.required(KEY)?,
         })
+    }
+
+    pub fn encode(&self, e: &mut Encoded<'a>) {
+        e.put(NAMESPACE, self.namespace);
+        e.put(KEY, self.key);
     }
 }
 
@@ -49,8 +61,12 @@ pub struct GetKvList<'a> {
 impl<'a> GetKvList<'a> {
     pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
         Ok(GetKvList {
-            namespace: h.required("namespace")?,
+            namespace: h.required(NAMESPACE)?,
         })
+    }
+
+    pub fn encode(&self, e: &mut Encoded<'a>) {
+        e.put(NAMESPACE, self.namespace);
     }
 }
 
@@ -63,8 +79,12 @@ pub struct WritePerm<'a> {
 impl<'a> WritePerm<'a> {
     pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
         Ok(WritePerm {
-            broker_name: h.required("brokerName")?,
+            broker_name: h.required(BROKER_NAME)?,
         })
+    }
+
+    pub fn encode(&self, e: &mut Encoded<'a>) {
+        e.put(BROKER_NAME, self.broker_name);
     }
 }
 
@@ -77,12 +97,17 @@ pub struct DeleteTopic<'a> {
 
 impl<'a> DeleteTopic<'a> {
     pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
-        let topic = h.required("topic")?;
+        let topic = h.required(TOPIC)?;
         h.limits.validate_topic(topic)?;
         Ok(DeleteTopic {
             topic,
-            cluster: h.optional("clusterName"),
+            cluster: h.optional(CLUSTER_NAME),
         })
+    }
+
+    pub fn encode(&self, e: &mut Encoded<'a>) {
+        e.put(TOPIC, self.topic);
+        e.put_opt(CLUSTER_NAME, self.cluster);
     }
 }
 
@@ -97,7 +122,7 @@ pub struct RegisterTopic<'a> {
 
 impl<'a> RegisterTopic<'a> {
     pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
-        let topic = h.required("topic")?;
+        let topic = h.required(TOPIC)?;
         h.limits.validate_topic(topic)?;
         let queue_datas = if h.body().is_empty() || h.done == BodyDone::Decoded {
             Vec::new()
@@ -114,6 +139,18 @@ impl<'a> RegisterTopic<'a> {
                 .check_topic_values(topic, q.read_queue_nums, q.write_queue_nums, q.perm)?;
         }
         Ok(RegisterTopic { topic, queue_datas })
+    }
+
+    /// The queues as the body's TopicRouteData (standard JSON; the other members empty).
+    pub fn encode(&self, e: &mut Encoded<'a>) {
+        e.put(TOPIC, self.topic);
+        let route = TopicRouteData {
+            queue_datas: self.queue_datas.clone(),
+            ..TopicRouteData::default()
+        };
+        let mut body = Vec::new();
+        route.encode(Dialect::Standard, &mut body);
+        e.body = body.into();
     }
 }
 
@@ -145,5 +182,9 @@ impl<'a> UpdateNamesrvConfig<'a> {
             Some(std::str::from_utf8(h.body()).map_err(|_| ParseError::NotProperties)?)
         };
         Ok(UpdateNamesrvConfig { properties })
+    }
+
+    pub fn encode(&self, e: &mut Encoded<'a>) {
+        e.body = self.properties.unwrap_or_default().as_bytes().into();
     }
 }

@@ -3,7 +3,11 @@
 //! Header fields are read in Java's order, so a request missing several names the same
 //! field Java would.
 
-use super::header::{BodyDone, Fields, NameLimits, ParseError};
+use super::field::{
+    BODY_CRC32, BROKER_ADDR, BROKER_ID, BROKER_NAME, CLUSTER_NAME, COMPRESSED,
+    ENABLE_ACTING_MASTER, HA_SERVER_ADDR, HEARTBEAT_TIMEOUT_MILLIS, ZONE_NAME,
+};
+use super::header::{BodyDone, Encoded, Fields, NameLimits, ParseError};
 use crate::route::model::{
     decode_register_body_reusing, BodyLimits, DataVersion, DecodeScratch, RegisterBody,
 };
@@ -34,22 +38,22 @@ pub struct RegisterBroker<'a> {
 
 impl<'a> RegisterBroker<'a> {
     pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
-        let broker_name = h.required("brokerName")?;
-        let broker_addr = h.required("brokerAddr")?;
-        let cluster = h.required("clusterName")?;
-        let ha_server_addr = h.required("haServerAddr")?;
-        let broker_id = h.required_i64("brokerId")?;
-        h.limits.check_broker_name("clusterName", cluster)?;
-        h.limits.check_broker_name("brokerName", broker_name)?;
-        h.limits.check_address("brokerAddr", broker_addr)?;
-        h.limits.check_address("haServerAddr", ha_server_addr)?;
+        let broker_name = h.required(BROKER_NAME)?;
+        let broker_addr = h.required(BROKER_ADDR)?;
+        let cluster = h.required(CLUSTER_NAME)?;
+        let ha_server_addr = h.required(HA_SERVER_ADDR)?;
+        let broker_id = h.required_i64(BROKER_ID)?;
+        h.limits.check_broker_name(CLUSTER_NAME, cluster)?;
+        h.limits.check_broker_name(BROKER_NAME, broker_name)?;
+        h.limits.check_address(BROKER_ADDR, broker_addr)?;
+        h.limits.check_address(HA_SERVER_ADDR, ha_server_addr)?;
         // Java parses these leniently: an unparsable value is logged and left at its default.
         let body_crc32 = h
-            .optional("bodyCrc32")
+            .optional(BODY_CRC32)
             .and_then(|v| v.trim().parse::<i32>().ok())
             .map_or(0, i64::from);
         let heartbeat_timeout_ms = h
-            .optional("heartbeatTimeoutMillis")
+            .optional(HEARTBEAT_TIMEOUT_MILLIS)
             .and_then(|v| v.trim().parse::<i64>().ok())
             .filter(|v| *v > 0)
             .map(|v| v as u64);
@@ -60,11 +64,11 @@ impl<'a> RegisterBroker<'a> {
             broker_name,
             broker_id,
             ha_server_addr,
-            zone_name: h.optional("__ZONE_NAME"),
+            zone_name: h.optional(ZONE_NAME),
             heartbeat_timeout_ms,
-            enable_acting_master: h.optional_bool("enableActingMaster"),
+            enable_acting_master: h.optional_bool(ENABLE_ACTING_MASTER),
             body_crc32,
-            compressed: h.optional_bool("compressed").unwrap_or(false),
+            compressed: h.optional_bool(COMPRESSED).unwrap_or(false),
             version: h.cmd.version,
             body,
             fingerprint: match h.done {
@@ -72,6 +76,26 @@ impl<'a> RegisterBroker<'a> {
                 _ => body_fingerprint(body, body_crc32),
             },
         })
+    }
+
+    /// The header and body as a broker sends them (`version` is the command's, set by the
+    /// sender; `fingerprint` is not sent). `enableActingMaster` is left out for a 4.x broker.
+    pub fn encode(&self, e: &mut Encoded<'a>) {
+        e.put(BROKER_NAME, self.broker_name);
+        e.put(BROKER_ADDR, self.broker_addr);
+        e.put(CLUSTER_NAME, self.cluster);
+        e.put(HA_SERVER_ADDR, self.ha_server_addr);
+        e.put_value(BROKER_ID, self.broker_id);
+        if let Some(acting) = self.enable_acting_master {
+            e.put_value(ENABLE_ACTING_MASTER, acting);
+        }
+        e.put_value(COMPRESSED, self.compressed);
+        e.put_value(BODY_CRC32, self.body_crc32);
+        if let Some(t) = self.heartbeat_timeout_ms {
+            e.put_value(HEARTBEAT_TIMEOUT_MILLIS, t);
+        }
+        e.put_opt(ZONE_NAME, self.zone_name);
+        e.body = self.body.into();
     }
 
     /// The registration as the route table takes it.
@@ -149,11 +173,18 @@ pub struct BrokerRef<'a> {
 impl<'a> BrokerRef<'a> {
     pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
         Ok(BrokerRef {
-            broker_name: h.required("brokerName")?,
-            broker_addr: h.required("brokerAddr")?,
-            cluster: h.required("clusterName")?,
-            broker_id: h.required_i64("brokerId")?,
+            broker_name: h.required(BROKER_NAME)?,
+            broker_addr: h.required(BROKER_ADDR)?,
+            cluster: h.required(CLUSTER_NAME)?,
+            broker_id: h.required_i64(BROKER_ID)?,
         })
+    }
+
+    pub fn encode(&self, e: &mut Encoded<'a>) {
+        e.put(BROKER_NAME, self.broker_name);
+        e.put(BROKER_ADDR, self.broker_addr);
+        e.put(CLUSTER_NAME, self.cluster);
+        e.put_value(BROKER_ID, self.broker_id);
     }
 
     /// UNREGISTER_BROKER as the worker and the route table take it (owned: it is queued).
@@ -181,6 +212,17 @@ pub struct QueryDataVersion<'a> {
 pub const MAX_DATA_VERSION_BYTES: usize = 4096;
 
 impl<'a> QueryDataVersion<'a> {
+    /// A query to send: `body` is the DataVersion as [`DataVersion::encode`] writes it, or
+    /// empty.
+    pub fn new(broker: BrokerRef<'a>, body: &'a [u8]) -> Self {
+        QueryDataVersion { broker, body }
+    }
+
+    pub fn encode(&self, e: &mut Encoded<'a>) {
+        self.broker.encode(e);
+        e.body = self.body.into();
+    }
+
     pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
         let broker = BrokerRef::parse(h)?;
         if h.body().len() > MAX_DATA_VERSION_BYTES {
@@ -248,10 +290,24 @@ pub struct BrokerHeartbeat<'a> {
 impl<'a> BrokerHeartbeat<'a> {
     pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
         Ok(BrokerHeartbeat {
-            cluster: h.required("clusterName")?,
-            broker_addr: h.required("brokerAddr")?,
-            broker_name: h.required("brokerName")?,
+            cluster: h.required(CLUSTER_NAME)?,
+            broker_addr: h.required(BROKER_ADDR)?,
+            broker_name: h.required(BROKER_NAME)?,
         })
+    }
+
+    /// In the order brokers write it (brokerName, brokerAddr, clusterName).
+    pub fn encode(&self, e: &mut Encoded<'a>) {
+        e.put(BROKER_NAME, self.broker_name);
+        e.put(BROKER_ADDR, self.broker_addr);
+        e.put(CLUSTER_NAME, self.cluster);
+    }
+
+    /// As a broker sends it: [`encode`](Self::encode) and its `brokerId`, which the name
+    /// server does not read (reading it would cost every heartbeat a lookup).
+    pub fn encode_as_broker(&self, e: &mut Encoded<'a>, broker_id: i64) {
+        self.encode(e);
+        e.put_value(BROKER_ID, broker_id);
     }
 }
 
@@ -265,9 +321,14 @@ pub struct GetBrokerMemberGroup<'a> {
 impl<'a> GetBrokerMemberGroup<'a> {
     pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
         Ok(GetBrokerMemberGroup {
-            cluster: h.required("clusterName")?,
-            broker_name: h.required("brokerName")?,
+            cluster: h.required(CLUSTER_NAME)?,
+            broker_name: h.required(BROKER_NAME)?,
         })
+    }
+
+    pub fn encode(&self, e: &mut Encoded<'a>) {
+        e.put(CLUSTER_NAME, self.cluster);
+        e.put(BROKER_NAME, self.broker_name);
     }
 }
 

@@ -1,11 +1,13 @@
-//! Reading a request's custom header (its `extFields`) into typed values, the limits the
-//! checks read from the config ([`NameLimits`]), and [`ParseError`], whose text is the remark
-//! sent back (Java's, where Java has one). Refusals are logged once, rate-limited, by the
-//! processor, not here: a flood of bad requests must not become a flood of log lines.
+//! Reading a request's custom header (its `extFields`) into typed values ([`Fields`]) and
+//! writing one ([`Encoded`]), the limits the checks read from the config ([`NameLimits`]),
+//! and [`ParseError`], whose text is the remark sent back (Java's, where Java has one).
+//! Refusals are logged once, rate-limited, by the processor, not here: a flood of bad
+//! requests must not become a flood of log lines.
 
 use super::rules;
-use crate::remoting::command::RemotingCommand;
+use crate::remoting::command::{encode_frame, Header, RemotingCommand, SerializeType};
 use crate::route::table::BodyFingerprint;
+use std::borrow::Cow;
 use std::fmt;
 
 /// Why a request could not be turned into a typed request. The processor answers
@@ -239,6 +241,76 @@ impl<'a> Fields<'a> {
 
     pub fn body(&self) -> &'a [u8] {
         &self.cmd.body
+    }
+}
+
+/// A request as a sender writes it: its code, its custom header's fields in the order they
+/// are written, and its body. The typed requests' `encode` methods fill it (the only place a
+/// client, `rmq-admin` or `rmq-bench` gets header field names from); the command's
+/// `version`, `language` and `opaque` are the sender's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Encoded<'a> {
+    pub code: i32,
+    pub fields: Vec<(&'static str, Cow<'a, str>)>,
+    pub body: Cow<'a, [u8]>,
+}
+
+impl<'a> Encoded<'a> {
+    /// A request of `code` with no fields and no body yet.
+    pub fn new(code: i32) -> Self {
+        Encoded {
+            code,
+            fields: Vec::new(),
+            body: Cow::Borrowed(&[]),
+        }
+    }
+
+    pub fn put(&mut self, field: &'static str, value: &'a str) {
+        self.fields.push((field, Cow::Borrowed(value)));
+    }
+
+    pub fn put_opt(&mut self, field: &'static str, value: Option<&'a str>) {
+        if let Some(v) = value {
+            self.put(field, v);
+        }
+    }
+
+    /// A number or a flag, written as Java's `String.valueOf` writes it.
+    pub fn put_value(&mut self, field: &'static str, value: impl fmt::Display) {
+        self.fields.push((field, Cow::Owned(value.to_string())));
+    }
+
+    /// The fields as `encode_frame` and `Client` take them.
+    pub fn pairs(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        self.fields.iter().map(|(k, v)| (*k, v.as_ref()))
+    }
+
+    /// The whole frame (length prefix included) with these header values.
+    pub fn frame(
+        &self,
+        serialize_type: SerializeType,
+        language: &str,
+        version: i32,
+        opaque: i32,
+        flag: i32,
+    ) -> Vec<u8> {
+        let mut out = Vec::with_capacity(128 + self.body.len());
+        let header = Header {
+            code: self.code,
+            language,
+            version,
+            opaque,
+            flag,
+            remark: None,
+        };
+        encode_frame(
+            &mut out,
+            serialize_type,
+            &header,
+            Some(self.pairs()),
+            &self.body,
+        );
+        out
     }
 }
 

@@ -11,13 +11,21 @@
 //! whose text is the remark (Java's, where Java has one); the processor picks the response
 //! code.
 //!
-//! Adding a request code: its row in `remoting::codes`, its struct here with a `parse`, a
-//! variant of [`Request`] with its arm in [`Request::parse`], and its
-//! handler in the processor (whose dispatch matches every variant, so the compiler asks).
+//! The same types are what senders build: each has an `encode` next to its `parse`, and
+//! [`Request::encode`] turns a request into its code, header fields and body ([`Encoded`]),
+//! which is how the client library, `rmq-admin` and `rmq-bench` write requests. Field names
+//! are written once, in [`field`]; the answers' headers are in [`reply`].
+//!
+//! Adding a request code: its row in `remoting::codes`, its struct here with a `parse` and an
+//! `encode`, a variant of [`Request`] with its arms in [`Request::parse`], [`Request::code`]
+//! and [`Request::encode`], and its handler in the processor (whose dispatch matches every
+//! variant, so the compiler asks).
 
 mod admin;
 mod broker;
+pub mod field;
 mod header;
+pub mod reply;
 mod routes;
 mod rules;
 
@@ -25,9 +33,10 @@ pub use admin::{
     DeleteTopic, GetKvList, KvKey, PutKvConfig, RegisterTopic, UpdateNamesrvConfig, WritePerm,
 };
 pub use broker::{
-    BrokerHeartbeat, BrokerRef, GetBrokerMemberGroup, QueryDataVersion, RegisterBroker,
+    body_fingerprint, BrokerHeartbeat, BrokerRef, GetBrokerMemberGroup, QueryDataVersion,
+    RegisterBroker,
 };
-pub use header::{BodyDone, NameLimits, ParseError};
+pub use header::{BodyDone, Encoded, NameLimits, ParseError};
 pub use routes::{GetRouteInfo, GetTopicsByCluster};
 pub use rules::Allowed;
 
@@ -113,6 +122,68 @@ impl<'a> Request<'a> {
             other => return Err(ParseError::NotSupported(other)),
         })
     }
+
+    /// The request code this request is sent as.
+    pub fn code(&self) -> i32 {
+        match self {
+            Request::PutKvConfig(_) => code::PUT_KV_CONFIG,
+            Request::GetKvConfig(_) => code::GET_KV_CONFIG,
+            Request::DeleteKvConfig(_) => code::DELETE_KV_CONFIG,
+            Request::RegisterBroker(_) => code::REGISTER_BROKER,
+            Request::UnregisterBroker(_) => code::UNREGISTER_BROKER,
+            Request::GetRouteInfo(_) => code::GET_ROUTEINFO_BY_TOPIC,
+            Request::GetBrokerClusterInfo => code::GET_BROKER_CLUSTER_INFO,
+            Request::WipeWritePerm(_) => code::WIPE_WRITE_PERM_OF_BROKER,
+            Request::GetAllTopicList => code::GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
+            Request::DeleteTopic(_) => code::DELETE_TOPIC_IN_NAMESRV,
+            Request::RegisterTopic(_) => code::REGISTER_TOPIC_IN_NAMESRV,
+            Request::GetKvList(_) => code::GET_KVLIST_BY_NAMESPACE,
+            Request::GetTopicsByCluster(_) => code::GET_TOPICS_BY_CLUSTER,
+            Request::GetSystemTopicList => code::GET_SYSTEM_TOPIC_LIST_FROM_NS,
+            Request::GetUnitTopicList => code::GET_UNIT_TOPIC_LIST,
+            Request::GetHasUnitSubTopicList => code::GET_HAS_UNIT_SUB_TOPIC_LIST,
+            Request::GetHasUnitSubUnunitTopicList => code::GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST,
+            Request::UpdateNamesrvConfig(_) => code::UPDATE_NAMESRV_CONFIG,
+            Request::GetNamesrvConfig => code::GET_NAMESRV_CONFIG,
+            Request::QueryDataVersion(_) => code::QUERY_DATA_VERSION,
+            Request::AddWritePerm(_) => code::ADD_WRITE_PERM_OF_BROKER,
+            Request::GetBrokerMemberGroup(_) => code::GET_BROKER_MEMBER_GROUP,
+            Request::BrokerHeartbeat(_) => code::BROKER_HEARTBEAT,
+            Request::Stats => code::RMQ_NAMESRV_STATS,
+        }
+    }
+
+    /// The request as a sender writes it in a command of `version` (which decides the route
+    /// dialect, see [`GetRouteInfo::encode`]): [`Request::parse`] of that command gives this
+    /// request back.
+    pub fn encode(&self, version: i32) -> Encoded<'a> {
+        let mut e = Encoded::new(self.code());
+        match self {
+            Request::PutKvConfig(r) => r.encode(&mut e),
+            Request::GetKvConfig(r) | Request::DeleteKvConfig(r) => r.encode(&mut e),
+            Request::RegisterBroker(r) => r.encode(&mut e),
+            Request::UnregisterBroker(r) => r.encode(&mut e),
+            Request::GetRouteInfo(r) => r.encode(&mut e, version),
+            Request::WipeWritePerm(r) | Request::AddWritePerm(r) => r.encode(&mut e),
+            Request::DeleteTopic(r) => r.encode(&mut e),
+            Request::RegisterTopic(r) => r.encode(&mut e),
+            Request::GetKvList(r) => r.encode(&mut e),
+            Request::GetTopicsByCluster(r) => r.encode(&mut e),
+            Request::UpdateNamesrvConfig(r) => r.encode(&mut e),
+            Request::QueryDataVersion(r) => r.encode(&mut e),
+            Request::GetBrokerMemberGroup(r) => r.encode(&mut e),
+            Request::BrokerHeartbeat(r) => r.encode(&mut e),
+            Request::GetBrokerClusterInfo
+            | Request::GetAllTopicList
+            | Request::GetSystemTopicList
+            | Request::GetUnitTopicList
+            | Request::GetHasUnitSubTopicList
+            | Request::GetHasUnitSubUnunitTopicList
+            | Request::GetNamesrvConfig
+            | Request::Stats => {}
+        }
+        e
+    }
 }
 
 #[cfg(test)]
@@ -153,36 +224,6 @@ mod tests {
         parse(cmd).expect_err("refused").to_string()
     }
 
-    /// The request code a request was parsed from (checks the arms of `Request::parse`).
-    fn code_of(request: &Request<'_>) -> i32 {
-        match request {
-            Request::PutKvConfig(_) => code::PUT_KV_CONFIG,
-            Request::GetKvConfig(_) => code::GET_KV_CONFIG,
-            Request::DeleteKvConfig(_) => code::DELETE_KV_CONFIG,
-            Request::RegisterBroker(_) => code::REGISTER_BROKER,
-            Request::UnregisterBroker(_) => code::UNREGISTER_BROKER,
-            Request::GetRouteInfo(_) => code::GET_ROUTEINFO_BY_TOPIC,
-            Request::GetBrokerClusterInfo => code::GET_BROKER_CLUSTER_INFO,
-            Request::WipeWritePerm(_) => code::WIPE_WRITE_PERM_OF_BROKER,
-            Request::GetAllTopicList => code::GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
-            Request::DeleteTopic(_) => code::DELETE_TOPIC_IN_NAMESRV,
-            Request::RegisterTopic(_) => code::REGISTER_TOPIC_IN_NAMESRV,
-            Request::GetKvList(_) => code::GET_KVLIST_BY_NAMESPACE,
-            Request::GetTopicsByCluster(_) => code::GET_TOPICS_BY_CLUSTER,
-            Request::GetSystemTopicList => code::GET_SYSTEM_TOPIC_LIST_FROM_NS,
-            Request::GetUnitTopicList => code::GET_UNIT_TOPIC_LIST,
-            Request::GetHasUnitSubTopicList => code::GET_HAS_UNIT_SUB_TOPIC_LIST,
-            Request::GetHasUnitSubUnunitTopicList => code::GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST,
-            Request::UpdateNamesrvConfig(_) => code::UPDATE_NAMESRV_CONFIG,
-            Request::GetNamesrvConfig => code::GET_NAMESRV_CONFIG,
-            Request::QueryDataVersion(_) => code::QUERY_DATA_VERSION,
-            Request::AddWritePerm(_) => code::ADD_WRITE_PERM_OF_BROKER,
-            Request::GetBrokerMemberGroup(_) => code::GET_BROKER_MEMBER_GROUP,
-            Request::BrokerHeartbeat(_) => code::BROKER_HEARTBEAT,
-            Request::Stats => code::RMQ_NAMESRV_STATS,
-        }
-    }
-
     /// Every header field any request reads, with valid values.
     const ALL_FIELDS: &[(&str, &str)] = &[
         ("namespace", "NS"),
@@ -204,10 +245,258 @@ mod tests {
             match (row.kind, parse(&cmd)) {
                 (Kind::Outgoing, Err(ParseError::NotSupported(c))) => assert_eq!(c, row.code),
                 (Kind::Outgoing, other) => panic!("{} is only sent: {other:?}", row.name),
-                (_, Ok(request)) => assert_eq!(code_of(&request), row.code, "{}", row.name),
+                (_, Ok(request)) => assert_eq!(request.code(), row.code, "{}", row.name),
                 (_, Err(e)) => panic!("{} does not parse: {e}", row.name),
             }
         }
+    }
+
+    /// One request of every code, with every optional field set (`dv` is a DataVersion body).
+    fn one_of_each<'a>(register_body: &'a [u8], dv: &'a [u8]) -> Vec<Request<'a>> {
+        let broker = BrokerRef {
+            broker_name: "broker-a",
+            broker_addr: "10.0.0.1:10911",
+            cluster: "c",
+            broker_id: 2,
+        };
+        let kv = KvKey {
+            namespace: "NS",
+            key: "k",
+        };
+        let register = RegisterBroker {
+            cluster: "c",
+            broker_addr: "10.0.0.1:10911",
+            broker_name: "broker-a",
+            broker_id: 1,
+            ha_server_addr: "10.0.0.1:10912",
+            zone_name: Some("z1"),
+            heartbeat_timeout_ms: Some(30_000),
+            enable_acting_master: Some(true),
+            body_crc32: 12345,
+            compressed: true,
+            version: 479,
+            body: register_body,
+            fingerprint: broker::body_fingerprint(register_body, 12345),
+        };
+        let queue = crate::route::model::QueueData {
+            broker_name: "broker-a".into(),
+            read_queue_nums: 4,
+            write_queue_nums: 4,
+            perm: 6,
+            topic_sys_flag: 0,
+        };
+        vec![
+            Request::PutKvConfig(PutKvConfig {
+                namespace: "NS",
+                key: "k",
+                value: "v=1;x",
+            }),
+            Request::GetKvConfig(kv),
+            Request::DeleteKvConfig(kv),
+            Request::RegisterBroker(register),
+            Request::UnregisterBroker(broker),
+            Request::GetRouteInfo(GetRouteInfo {
+                topic: "T",
+                dialect: Dialect::Standard,
+                zone: Some("z1"),
+            }),
+            Request::GetBrokerClusterInfo,
+            Request::WipeWritePerm(WritePerm {
+                broker_name: "broker-a",
+            }),
+            Request::GetAllTopicList,
+            Request::DeleteTopic(DeleteTopic {
+                topic: "T",
+                cluster: Some("c"),
+            }),
+            Request::RegisterTopic(RegisterTopic {
+                topic: "T",
+                queue_datas: vec![queue],
+            }),
+            Request::GetKvList(GetKvList { namespace: "NS" }),
+            Request::GetTopicsByCluster(GetTopicsByCluster::new("c")),
+            Request::GetSystemTopicList,
+            Request::GetUnitTopicList,
+            Request::GetHasUnitSubTopicList,
+            Request::GetHasUnitSubUnunitTopicList,
+            Request::UpdateNamesrvConfig(UpdateNamesrvConfig {
+                properties: Some("a=1\nb=2\n"),
+            }),
+            Request::GetNamesrvConfig,
+            Request::QueryDataVersion(QueryDataVersion::new(broker, dv)),
+            Request::AddWritePerm(WritePerm {
+                broker_name: "broker-b",
+            }),
+            Request::GetBrokerMemberGroup(GetBrokerMemberGroup {
+                cluster: "c",
+                broker_name: "broker-a",
+            }),
+            Request::BrokerHeartbeat(BrokerHeartbeat {
+                cluster: "c",
+                broker_addr: "10.0.0.1:10911",
+                broker_name: "broker-a",
+            }),
+            Request::Stats,
+        ]
+    }
+
+    /// `request` encoded into a whole frame of `version`, sent through the frame decoder.
+    fn over_the_wire(request: &Request<'_>, version: i32, st: SerializeType) -> RemotingCommand {
+        decoded(&request.encode(version), version, st)
+    }
+
+    /// `encoded` as a whole frame of `version`, sent through the frame decoder.
+    fn decoded(encoded: &Encoded<'_>, version: i32, st: SerializeType) -> RemotingCommand {
+        let frame = encoded.frame(st, "JAVA", version, 7, 0);
+        RemotingCommand::decode(
+            Bytes::copy_from_slice(&frame[4..]),
+            &crate::remoting::command::DecodeLimits::default(),
+        )
+        .expect("an encoded request decodes")
+    }
+
+    #[test]
+    fn every_request_encodes_to_a_frame_that_parses_back_to_it() {
+        let mut dv = Vec::new();
+        DataVersion {
+            counter: 3,
+            state_version: 1,
+            timestamp: 9,
+        }
+        .encode(&mut dv);
+        let requests = one_of_each(b"{\"compressed\":\"opaque to the header\"}", &dv);
+        // One of each answered code of the table.
+        let mut codes: Vec<i32> = requests.iter().map(Request::code).collect();
+        let mut answered: Vec<i32> = REQUEST_CODES
+            .iter()
+            .filter(|r| r.kind != Kind::Outgoing)
+            .map(|r| r.code)
+            .collect();
+        codes.sort_unstable();
+        answered.sort_unstable();
+        assert_eq!(codes, answered);
+        for st in [SerializeType::Json, SerializeType::RocketMq] {
+            for request in &requests {
+                let cmd = over_the_wire(request, 479, st);
+                assert_eq!(cmd.code, request.code());
+                assert_eq!(parse(&cmd).as_ref(), Ok(request), "{st:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn optional_fields_left_out_parse_back_as_absent() {
+        let sparse = [
+            Request::RegisterBroker(RegisterBroker {
+                cluster: "c",
+                broker_addr: "10.0.0.1:10911",
+                broker_name: "broker-a",
+                broker_id: 0,
+                ha_server_addr: "10.0.0.1:10912",
+                zone_name: None,
+                heartbeat_timeout_ms: None,
+                enable_acting_master: None,
+                body_crc32: 0,
+                compressed: false,
+                version: 317,
+                body: b"",
+                fingerprint: broker::body_fingerprint(b"", 0),
+            }),
+            Request::DeleteTopic(DeleteTopic {
+                topic: "T",
+                cluster: None,
+            }),
+            Request::UpdateNamesrvConfig(UpdateNamesrvConfig { properties: None }),
+            Request::QueryDataVersion(QueryDataVersion::new(
+                BrokerRef {
+                    broker_name: "b",
+                    broker_addr: "a:1",
+                    cluster: "c",
+                    broker_id: 0,
+                },
+                b"",
+            )),
+        ];
+        for request in &sparse {
+            let cmd = over_the_wire(request, 317, SerializeType::Json);
+            assert_eq!(parse(&cmd).as_ref(), Ok(request));
+        }
+    }
+
+    #[test]
+    fn route_lookups_round_trip_in_each_dialect_the_version_allows() {
+        let lookups = [
+            (479, GetRouteInfo::new("T", 479)),
+            (317, GetRouteInfo::new("T", 317)),
+            // A legacy-version peer asking for standard JSON.
+            (
+                317,
+                GetRouteInfo {
+                    dialect: Dialect::Standard,
+                    ..GetRouteInfo::new("T", 317)
+                },
+            ),
+        ];
+        assert_eq!(lookups[1].1.dialect, Dialect::Legacy);
+        for (version, lookup) in lookups {
+            let request = Request::GetRouteInfo(lookup);
+            let cmd = over_the_wire(&request, version, SerializeType::Json);
+            assert_eq!(parse(&cmd), Ok(request));
+        }
+        // What a 4.9.4+ client sends: the topic alone, as before.
+        let plain = Request::GetRouteInfo(GetRouteInfo::new("T", 479)).encode(479);
+        assert_eq!(plain.pairs().collect::<Vec<_>>(), [("topic", "T")]);
+    }
+
+    /// Field order and spelling as the client and rmq-bench have always sent them.
+    #[test]
+    fn hot_requests_keep_their_wire_fields_in_order() {
+        let body = b"{}";
+        let register = one_of_each(body, b"")
+            .into_iter()
+            .find(|r| r.code() == code::REGISTER_BROKER)
+            .expect("a registration");
+        let names: Vec<&str> = register
+            .encode(479)
+            .fields
+            .iter()
+            .map(|(k, _)| *k)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "brokerName",
+                "brokerAddr",
+                "clusterName",
+                "haServerAddr",
+                "brokerId",
+                "enableActingMaster",
+                "compressed",
+                "bodyCrc32",
+                "heartbeatTimeoutMillis",
+                "__ZONE_NAME"
+            ]
+        );
+        let beat = BrokerHeartbeat {
+            cluster: "c",
+            broker_addr: "a:1",
+            broker_name: "b",
+        };
+        let mut as_broker = Encoded::new(code::BROKER_HEARTBEAT);
+        beat.encode_as_broker(&mut as_broker, 0);
+        assert_eq!(
+            parse(&decoded(&as_broker, 479, SerializeType::Json)),
+            Ok(Request::BrokerHeartbeat(beat))
+        );
+        assert_eq!(
+            as_broker.pairs().collect::<Vec<_>>(),
+            [
+                ("brokerName", "b"),
+                ("brokerAddr", "a:1"),
+                ("clusterName", "c"),
+                ("brokerId", "0")
+            ]
+        );
     }
 
     #[test]

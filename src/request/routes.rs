@@ -2,7 +2,8 @@
 //! (105, the hottest request) and GET_TOPICS_BY_CLUSTER (224). The other topic-list reads
 //! carry no header.
 
-use super::header::{Fields, ParseError};
+use super::field::{ACCEPT_STANDARD_JSON_ONLY, CLUSTER, TOPIC, ZONE_MODE, ZONE_NAME};
+use super::header::{Encoded, Fields, ParseError};
 use crate::remoting::codes::version;
 use crate::route::model::Dialect;
 
@@ -20,11 +21,11 @@ pub struct GetRouteInfo<'a> {
 
 impl<'a> GetRouteInfo<'a> {
     pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
-        let topic = h.required("topic")?;
+        let topic = h.required(TOPIC)?;
         let standard = h.cmd.version >= version::V4_9_4
-            || h.optional_bool("acceptStandardJsonOnly").unwrap_or(false);
-        let zone = if h.optional_bool("__ZONE_MODE").unwrap_or(false) {
-            h.optional("__ZONE_NAME").filter(|z| !z.trim().is_empty())
+            || h.optional_bool(ACCEPT_STANDARD_JSON_ONLY).unwrap_or(false);
+        let zone = if h.optional_bool(ZONE_MODE).unwrap_or(false) {
+            h.optional(ZONE_NAME).filter(|z| !z.trim().is_empty())
         } else {
             None
         };
@@ -38,6 +39,34 @@ impl<'a> GetRouteInfo<'a> {
             zone,
         })
     }
+
+    /// A lookup of `topic` in the dialect a peer of `version` gets without asking.
+    pub fn new(topic: &'a str, version: i32) -> Self {
+        GetRouteInfo {
+            topic,
+            dialect: if version >= version::V4_9_4 {
+                Dialect::Standard
+            } else {
+                Dialect::Legacy
+            },
+            zone: None,
+        }
+    }
+
+    /// The topic, and the zone as ZoneRouteRPCHook sends it, for a command of `version` (the
+    /// sender's). The dialect is the version's unless the standard one is asked for with an
+    /// older version (`acceptStandardJsonOnly`); the legacy dialect cannot be asked for with
+    /// a 4.9.4+ version.
+    pub fn encode(&self, e: &mut Encoded<'a>, version: i32) {
+        e.put(TOPIC, self.topic);
+        if self.dialect == Dialect::Standard && version < version::V4_9_4 {
+            e.put_value(ACCEPT_STANDARD_JSON_ONLY, true);
+        }
+        if let Some(zone) = self.zone {
+            e.put(ZONE_NAME, zone);
+            e.put_value(ZONE_MODE, true);
+        }
+    }
 }
 
 /// 224 GET_TOPICS_BY_CLUSTER. Java checks `enableTopicList` before it reads this header, so
@@ -50,12 +79,23 @@ pub struct GetTopicsByCluster<'a> {
 impl<'a> GetTopicsByCluster<'a> {
     pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
         Ok(GetTopicsByCluster {
-            cluster: h.optional("cluster"),
+            cluster: h.optional(CLUSTER),
         })
+    }
+
+    /// A request for `cluster`'s topics.
+    pub fn new(cluster: &'a str) -> Self {
+        GetTopicsByCluster {
+            cluster: Some(cluster),
+        }
+    }
+
+    pub fn encode(&self, e: &mut Encoded<'a>) {
+        e.put_opt(CLUSTER, self.cluster);
     }
 
     /// The required `cluster` field.
     pub fn cluster(&self) -> Result<&'a str, ParseError> {
-        self.cluster.ok_or(ParseError::MissingField("cluster"))
+        self.cluster.ok_or(ParseError::MissingField(CLUSTER))
     }
 }

@@ -2,8 +2,9 @@
 //! usage texts, and a hand-written parser (the runtime dependencies are fixed).
 //!
 //! Options are accepted in the forms `mqadmin` (Apache commons-cli) accepts: `-t T`, `-tT`,
-//! `--topic T`, `--topic=T`, anywhere after the program name. Global options (`-n`, `--json`,
-//! `--timeout`, `-h`) are recognised first; the rest are resolved once the command is known.
+//! `--topic T`, `--topic=T`, anywhere after the program name. Global options (`-n`,
+//! `--strategy`, `--all`, `--json`, `--timeout`, `-h`) are recognised first; the rest are
+//! resolved once the command is known.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -151,15 +152,35 @@ pub fn find_command(name: &str) -> Option<&'static Command> {
     COMMANDS.iter().find(|c| c.name.eq_ignore_ascii_case(name))
 }
 
+/// The global options' part of the usage text.
+pub const GLOBAL_OPTIONS_HELP: &str = "\
+Global options:
+  -n, --namesrvAddr LIST  name servers, ';'-separated (default: $NAMESRV_ADDR);
+                          controller commands take -a <controllers> instead
+  --strategy S            which server a read asks; writes always go to every server:
+                            random       a random one of the list, the next one when it
+                                         cannot be reached (the default: what Java's mqadmin
+                                         does, its client starts at a random name server)
+                            pinned:N     the N-th of the list (counted from 0), or
+                                         pinned:HOST:PORT; never another one
+                            round-robin  the first of the list, the next one when it cannot
+                                         be reached
+                            fewest       the one with the fewest client connections (asks
+                                         each server's stats, code 29001; servers without it
+                                         come after those that answer)
+                          with -a, the same for the controller a read asks
+  --all                   reads ask every name server and show the answers side by side:
+                          one row per server, '*' (JSON \"differs\": true) on rows that not
+                          every server has; exit 5 when the answers differ. Commands that
+                          already go to every server ignore it; controller commands refuse it
+  --json                  machine-readable output
+  --timeout MS            connect and call timeout (default 3000)
+";
+
 pub fn general_usage() -> String {
-    let mut s = String::from(
-        "usage: rmq-admin [-n 'host:port;host:port'] [--json] [--timeout MS] <command> [options]\n\n\
-         Global options:\n  \
-         -n, --namesrvAddr LIST  name servers, ';'-separated (default: $NAMESRV_ADDR);\n  \
-         \x20                       controller commands take -a <controllers> instead\n  \
-         --json                  machine-readable output\n  \
-         --timeout MS            connect and call timeout (default 3000)\n\n\
-         Commands:\n",
+    let mut s = format!(
+        "usage: rmq-admin [-n 'host:port;host:port'] [--strategy S | --all] [--json] \
+         [--timeout MS] <command> [options]\n\n{GLOBAL_OPTIONS_HELP}\nCommands:\n"
     );
     let width = COMMANDS.iter().map(|c| c.name.len()).max().unwrap_or(0);
     for c in COMMANDS {
@@ -207,6 +228,10 @@ pub struct Invocation {
     /// Option values by short name; flags map to "true".
     values: BTreeMap<&'static str, String>,
     pub namesrv: Option<String>,
+    /// `--strategy`, as given (resolved against the address list by the caller).
+    pub strategy: Option<String>,
+    /// `--all`: reads ask every server and compare.
+    pub all: bool,
     pub json: bool,
     pub timeout: Duration,
 }
@@ -277,6 +302,8 @@ fn token(arg: &str) -> Token<'_> {
 #[derive(Default)]
 struct Parser<'a> {
     namesrv: Option<String>,
+    strategy: Option<String>,
+    all: bool,
     json: bool,
     timeout_ms: Option<u64>,
     help: bool,
@@ -311,6 +338,15 @@ impl<'a> Parser<'a> {
                 self.timeout_ms =
                     Some(ms.ok_or_else(|| format!("--timeout needs milliseconds > 0, got {v:?}"))?);
                 Ok(next)
+            }
+            Token::Long("strategy", inline) => {
+                let (v, next) = value(inline, "--strategy")?;
+                self.strategy = Some(v);
+                Ok(next)
+            }
+            Token::Long("all", None) => {
+                self.all = true;
+                Ok(i + 1)
             }
             Token::Long("json", None) => {
                 self.json = true;
@@ -410,10 +446,23 @@ impl<'a> Parser<'a> {
                 return Err(fail(format!("{} needs -{} <{}>", c.name, o.short, o.long)));
             }
         }
+        if self.all && self.strategy.is_some() {
+            return Err(fail(
+                "--all asks every server; --strategy picks one: give one of them".into(),
+            ));
+        }
+        if self.all && c.is_controller() {
+            return Err(fail(format!(
+                "--all is for name-server reads; {} asks the controllers of -a",
+                c.name
+            )));
+        }
         Ok(Parsed::Run(Invocation {
             command: c,
             values,
             namesrv: self.namesrv,
+            strategy: self.strategy,
+            all: self.all,
             json: self.json,
             timeout: Duration::from_millis(self.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)),
         }))
@@ -496,6 +545,21 @@ mod tests {
             error("electMaster -a h:1 -c C -b 2"),
             "electMaster needs -bn <brokerName>"
         );
+    }
+
+    #[test]
+    fn strategy_and_all_are_global_options() {
+        let inv = run("--strategy pinned:1 topicRoute -t T");
+        assert_eq!(inv.strategy.as_deref(), Some("pinned:1"));
+        assert!(!inv.all);
+        let inv = run("clusterList --all");
+        assert!(inv.all && inv.strategy.is_none());
+        assert_eq!(
+            run("--strategy=fewest stats").strategy.as_deref(),
+            Some("fewest")
+        );
+        assert!(error("--all --strategy random clusterList").contains("give one of them"));
+        assert!(error("--all getControllerMetaData -a h:1").contains("controllers of -a"));
     }
 
     #[test]

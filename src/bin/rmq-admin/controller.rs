@@ -15,7 +15,13 @@ use crate::peers::Peers;
 use rmq_namesrv::client::api::parse_properties;
 use rmq_namesrv::client::nameserver_set::parse_addr_list;
 use rmq_namesrv::client::{Client, ClientError};
-use rmq_namesrv::controller::codes::request;
+use rmq_namesrv::controller::request::field::{
+    CONTROLLER_LEADER_ADDRESS, CONTROLLER_LEADER_ID, GROUP, INVOKE_TIME, IS_LEADER, MASTER_ADDRESS,
+    MASTER_BROKER_ID, MASTER_EPOCH, PEERS, RAFT_ROLE, RAFT_TERM, SYNC_STATE_SET_EPOCH,
+};
+use rmq_namesrv::controller::request::{
+    CleanBrokerData, ControllerRequest, ElectMaster, ElectTrigger, LeaderRequest,
+};
 use rmq_namesrv::remoting::command::RemotingCommand;
 use rmq_namesrv::remoting::json::{self, Value};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -29,14 +35,18 @@ pub fn run(inv: &Invocation, namesrv: Vec<String>) -> Outcome {
             inv.command.name
         ));
     }
-    let controllers = Peers::controllers(addrs, inv.timeout);
+    let mut controllers = match Peers::of(inv, addrs, Role::Controller) {
+        Ok(peers) => peers,
+        Err(usage) => return usage,
+    };
+    let controllers = &mut controllers;
     let result = match inv.command.name {
-        "getControllerMetaData" => metadata(inv, &controllers),
-        "getSyncStateSet" => sync_state_set(inv, &controllers, namesrv),
-        "electMaster" => elect_master(inv, &controllers),
-        "cleanBrokerMetadata" => clean_broker_metadata(inv, &controllers),
-        "getControllerConfig" => Ok(get_config(inv, &controllers)),
-        "updateControllerConfig" => Ok(update_config(inv, &controllers)),
+        "getControllerMetaData" => metadata(inv, controllers),
+        "getSyncStateSet" => sync_state_set(inv, controllers, namesrv),
+        "electMaster" => elect_master(inv, controllers),
+        "cleanBrokerMetadata" => clean_broker_metadata(inv, controllers),
+        "getControllerConfig" => Ok(get_config(inv, controllers)),
+        "updateControllerConfig" => Ok(update_config(inv, controllers)),
         other => Err(Outcome::usage(format!(
             "command {other} is not a controller command"
         ))),
@@ -44,28 +54,41 @@ pub fn run(inv: &Invocation, namesrv: Vec<String>) -> Outcome {
     result.unwrap_or_else(|failed| failed)
 }
 
-fn millis() -> String {
+fn millis() -> u128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis())
-        .to_string()
+}
+
+/// `request`, whose answer must be SUCCESS; admin requests carry `mqadmin`'s `invokeTime`
+/// when `invoked` is set.
+fn ask(
+    c: &mut Client,
+    request: &ControllerRequest,
+    invoked: bool,
+) -> Result<RemotingCommand, ClientError> {
+    let mut encoded = request.encode();
+    if invoked {
+        encoded.put_value(INVOKE_TIME, millis());
+    }
+    c.request_ok(&encoded)
 }
 
 /// 1005 from one controller of `-a` (the next when one cannot be reached).
-fn read_metadata(controllers: &Peers) -> Result<(String, RemotingCommand), Outcome> {
+fn read_metadata(controllers: &mut Peers) -> Result<(String, RemotingCommand), Outcome> {
     controllers
-        .read(|c| c.call_ok(request::CONTROLLER_GET_METADATA_INFO, &[], b""))
+        .read(|c| ask(c, &ControllerRequest::GetMetadata, false))
         .map_err(|failures| Outcome::from_failures_of(Role::Controller, &failures))
 }
 
 /// Runs `f` on the leader, found as `mqadmin` finds it: 1005, `controllerLeaderAddress`.
 fn on_leader<T>(
-    controllers: &Peers,
+    controllers: &mut Peers,
     f: impl FnOnce(&mut Client) -> Result<T, ClientError>,
 ) -> Result<(String, T), Outcome> {
     let (asked, meta) = read_metadata(controllers)?;
     let Some(leader) = meta
-        .ext("controllerLeaderAddress")
+        .ext(CONTROLLER_LEADER_ADDRESS)
         .filter(|a| !a.is_empty())
     else {
         return Err(Outcome::failed(format!(
@@ -89,10 +112,10 @@ fn on_leader<T>(
 /// own view (asked with 1005 at its address): its Raft role and term and the leader it
 /// knows. A peer that does not answer shows `-`; a Java controller, which reports no Raft
 /// term, shows its role from `isLeader`.
-fn metadata(inv: &Invocation, controllers: &Peers) -> Result<Outcome, Outcome> {
+fn metadata(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, Outcome> {
     let (_, meta) = read_metadata(controllers)?;
-    let group = meta.ext("group").map(str::to_string);
-    let leader_id = meta.ext("controllerLeaderId").unwrap_or_default();
+    let group = meta.ext(GROUP).map(str::to_string);
+    let leader_id = meta.ext(CONTROLLER_LEADER_ID).unwrap_or_default();
     let mut t = Table::new(&[
         ("GROUP", "group"),
         ("PEER", "peerId"),
@@ -102,27 +125,27 @@ fn metadata(inv: &Invocation, controllers: &Peers) -> Result<Outcome, Outcome> {
         ("TERM", "term"),
         ("SEES_LEADER", "seesLeader"),
     ]);
-    for peer in meta.ext("peers").unwrap_or_default().split(';') {
+    for peer in meta.ext(PEERS).unwrap_or_default().split(';') {
         let Some((id, addr)) = peer.split_once(':') else {
             continue;
         };
         let own = Client::connect(addr, controllers.timeout())
             .map_err(ClientError::Io)
-            .and_then(|mut c| c.call_ok(request::CONTROLLER_GET_METADATA_INFO, &[], b""))
+            .and_then(|mut c| ask(&mut c, &ControllerRequest::GetMetadata, false))
             .ok();
         let role = own.as_ref().and_then(|m| {
-            m.ext("raftRole").map(str::to_string).or_else(|| {
-                m.ext("isLeader")
+            m.ext(RAFT_ROLE).map(str::to_string).or_else(|| {
+                m.ext(IS_LEADER)
                     .map(|l| if l == "true" { "LEADER" } else { "FOLLOWER" }.to_string())
             })
         });
         let term = own
             .as_ref()
-            .and_then(|m| m.ext("raftTerm"))
+            .and_then(|m| m.ext(RAFT_TERM))
             .and_then(|t| t.parse::<i64>().ok());
         let sees = own
             .as_ref()
-            .and_then(|m| m.ext("controllerLeaderId").map(str::to_string));
+            .and_then(|m| m.ext(CONTROLLER_LEADER_ID).map(str::to_string));
         t.push(vec![
             group.clone().map_or(Cell::None, s),
             s(id),
@@ -151,7 +174,7 @@ fn broker_names(inv: &Invocation, namesrv: Vec<String>) -> Result<Vec<String>, O
             "getSyncStateSet -c reads the cluster's brokers from the name servers: use -n or set NAMESRV_ADDR".into(),
         ));
     }
-    let peers = Peers::new(namesrv, inv.timeout);
+    let mut peers = Peers::of(inv, namesrv, Role::NameServer)?;
     let (addr, info) = peers
         .read(|c| c.get_cluster_info())
         .map_err(|failures| Outcome::from_failures(&failures))?;
@@ -170,16 +193,14 @@ fn broker_names(inv: &Invocation, namesrv: Vec<String>) -> Result<Vec<String>, O
 /// `getSyncStateSet`: one row per replica of each broker set (1006 to the leader).
 fn sync_state_set(
     inv: &Invocation,
-    controllers: &Peers,
+    controllers: &mut Peers,
     namesrv: Vec<String>,
 ) -> Result<Outcome, Outcome> {
     let names = broker_names(inv, namesrv)?;
-    let body = Value::Array(names.iter().map(|n| Value::Str(n.clone())).collect());
-    let mut body_text = Vec::new();
-    json::write_value(&mut body_text, &body);
-    let (leader, resp) = on_leader(controllers, |c| {
-        c.call_ok(request::CONTROLLER_GET_SYNC_STATE_DATA, &[], &body_text)
-    })?;
+    let request = ControllerRequest::Leader(LeaderRequest::GetSyncStateData {
+        broker_names: names.clone(),
+    });
+    let (leader, resp) = on_leader(controllers, |c| ask(c, &request, false))?;
     let info = json::parse(&resp.body)
         .map_err(|e| Outcome::failed(format!("{leader}: BrokerReplicasInfo body: {e}")))?;
     let table = info
@@ -251,28 +272,25 @@ fn push_replicas(t: &mut Table, name: &str, info: &Value) {
 
 /// `electMaster -a -c -bn -b <brokerId>`: the admin's designated election (1002 with
 /// `designateElect=true`).
-fn elect_master(inv: &Invocation, controllers: &Peers) -> Result<Outcome, Outcome> {
+fn elect_master(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, Outcome> {
     let (cluster, name, id) = (
         inv.req("c").trim(),
         inv.req("bn").trim(),
         inv.req("b").trim(),
     );
-    if id.parse::<i64>().is_err() {
+    let Ok(broker_id) = id.parse::<i64>() else {
         return Err(Outcome::usage(format!(
             "electMaster -b takes the broker's controller id (a number), not {id:?}"
         )));
-    }
-    let invoke_time = millis();
-    let ext = [
-        ("clusterName", cluster),
-        ("brokerName", name),
-        ("brokerId", id),
-        ("designateElect", "true"),
-        ("invokeTime", invoke_time.as_str()),
-    ];
-    let (_, resp) = on_leader(controllers, |c| {
-        c.call_ok(request::CONTROLLER_ELECT_MASTER, &ext, b"")
-    })?;
+    };
+    let elect = ControllerRequest::Leader(LeaderRequest::ElectMaster(ElectMaster {
+        cluster_name: cluster.to_string(),
+        broker_name: name.to_string(),
+        broker_id,
+        designate_elect: true,
+        trigger: ElectTrigger::Request,
+    }));
+    let (_, resp) = on_leader(controllers, |c| ask(c, &elect, true))?;
     let field = |key: &str| resp.ext(key).map_or(Cell::None, s);
     let mut t = Table::new(&[
         ("CLUSTER", "clusterName"),
@@ -290,16 +308,16 @@ fn elect_master(inv: &Invocation, controllers: &Peers) -> Result<Outcome, Outcom
     t.push(vec![
         s(cluster),
         s(name),
-        int("masterBrokerId"),
-        field("masterAddress"),
-        int("masterEpoch"),
-        int("syncStateSetEpoch"),
+        int(MASTER_BROKER_ID),
+        field(MASTER_ADDRESS),
+        int(MASTER_EPOCH),
+        int(SYNC_STATE_SET_EPOCH),
     ]);
     Ok(Outcome::ok(t.emit(inv.json)))
 }
 
 /// `cleanBrokerMetadata -a -bn [-c] [-b 1;2;3] [-l]` (1011 to the leader).
-fn clean_broker_metadata(inv: &Invocation, controllers: &Peers) -> Result<Outcome, Outcome> {
+fn clean_broker_metadata(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, Outcome> {
     let name = inv.req("bn").trim();
     let cluster = inv.get("c").map(str::trim).filter(|c| !c.is_empty());
     let living = inv.has("l");
@@ -317,44 +335,35 @@ fn clean_broker_metadata(inv: &Invocation, controllers: &Peers) -> Result<Outcom
                 .into(),
         ));
     }
-    let invoke_time = millis();
-    let living_text = living.to_string();
-    let mut ext = vec![
-        ("brokerName", name),
-        ("isCleanLivingBroker", living_text.as_str()),
-        ("invokeTime", invoke_time.as_str()),
-    ];
-    if let Some(c) = cluster {
-        ext.push(("clusterName", c));
-    }
-    if let Some(ids) = ids {
-        ext.push(("brokerControllerIdsToClean", ids));
-    }
-    let (leader, _) = on_leader(controllers, |c| {
-        c.call_ok(request::CLEAN_BROKER_DATA, &ext, b"")
-    })?;
+    let clean = ControllerRequest::Leader(LeaderRequest::CleanBrokerData(CleanBrokerData {
+        cluster_name: cluster.map(str::to_string),
+        broker_name: Some(name.to_string()),
+        broker_controller_ids_to_clean: ids.map(str::to_string),
+        is_clean_living_broker: living,
+    }));
+    let (leader, _) = on_leader(controllers, |c| ask(c, &clean, true))?;
     let mut t = Table::new(&[("CONTROLLER", "controller"), ("RESULT", "result")]);
     t.push(vec![s(leader), s("OK")]);
     Ok(Outcome::ok(t.emit(inv.json)))
 }
 
 /// `getControllerConfig`: one section per controller of `-a`.
-fn get_config(inv: &Invocation, controllers: &Peers) -> Outcome {
+fn get_config(inv: &Invocation, controllers: &mut Peers) -> Outcome {
     crate::reads::config_sections(inv, controllers, |c| {
-        let resp = c.call_ok(request::GET_CONTROLLER_CONFIG, &[], b"")?;
+        let resp = ask(c, &ControllerRequest::GetConfig, false)?;
         Ok(parse_properties(&String::from_utf8_lossy(&resp.body)))
     })
 }
 
 /// `updateControllerConfig -a -k -v`: on every controller of `-a`, one row each.
-fn update_config(inv: &Invocation, controllers: &Peers) -> Outcome {
-    let body = format!("{}={}\n", inv.req("k").trim(), inv.req("v"));
+fn update_config(inv: &Invocation, controllers: &mut Peers) -> Outcome {
+    let update = ControllerRequest::UpdateConfig {
+        body: Some(format!("{}={}\n", inv.req("k").trim(), inv.req("v")).into_bytes()),
+    };
     let mut t = Table::new(&[("CONTROLLER", "controller"), ("RESULT", "result")]);
     let mut failures = Vec::new();
     let mut succeeded = 0;
-    for (addr, r) in
-        controllers.each(|c| c.call_ok(request::UPDATE_CONTROLLER_CONFIG, &[], body.as_bytes()))
-    {
+    for (addr, r) in controllers.each(|c| ask(c, &update, false)) {
         let result = match r {
             Ok(_) => {
                 succeeded += 1;

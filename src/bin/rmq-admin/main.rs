@@ -4,8 +4,10 @@
 //! `-a`, a RocketMQ controller (the commands `mqadmin` has for it).
 //!
 //! * [`cli`]: the command table, usage texts and the argument parser;
-//! * [`peers`]: reaching the servers of `-n` (reads to one, writes to all);
+//! * [`peers`]: reaching the servers of `-n` (reads to one picked by `--strategy`, or to all
+//!   with `--all`; writes to all);
 //! * [`reads`] and [`writes`]: the name-server commands; [`controller`]: the controller's;
+//! * [`compare`]: `--all`, every server's answer side by side;
 //! * [`outcome`]: exit codes and per-address error explanations;
 //! * [`output`]: tables and JSON.
 //!
@@ -13,6 +15,7 @@
 //! Errors go to stderr, one line per failing server, each starting with its address.
 
 mod cli;
+mod compare;
 mod controller;
 mod outcome;
 mod output;
@@ -21,12 +24,12 @@ mod reads;
 mod writes;
 
 use cli::{Invocation, Parsed};
-use outcome::{Outcome, EXIT_USAGE};
+use outcome::{Outcome, Role, EXIT_USAGE};
 use peers::Peers;
 use rmq_namesrv::client::nameserver_set::parse_addr_list;
 use std::process::ExitCode;
 
-fn run(inv: &Invocation, peers: &Peers) -> Outcome {
+fn run(inv: &Invocation, peers: &mut Peers) -> Outcome {
     let result = match inv.command.name {
         "clusterList" => reads::cluster_list(inv, peers),
         "brokerList" => reads::broker_list(inv, peers),
@@ -82,7 +85,10 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(EXIT_USAGE);
     } else {
-        run(&inv, &Peers::new(addrs, inv.timeout))
+        match Peers::of(&inv, addrs, Role::NameServer) {
+            Ok(mut peers) => run(&inv, &mut peers),
+            Err(usage) => usage,
+        }
     };
     print!("{}", outcome.stdout);
     for line in &outcome.stderr {

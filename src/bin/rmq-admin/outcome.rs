@@ -21,10 +21,13 @@ pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_UNREACHABLE: u8 = 3;
 /// A write (or a per-server read) succeeded on some name servers and failed on others.
 pub const EXIT_PARTIAL: u8 = 4;
+/// `--all`: the name servers that answered do not all answer the same.
+pub const EXIT_DISAGREE: u8 = 5;
 
 pub const EXIT_CODES_HELP: &str =
     "Exit codes: 0 ok; 1 error answer, not found, or a peer that is not a name server (or\n\
-     controller); 2 usage error; 3 no server reachable; 4 partial: some servers failed.\n";
+     controller); 2 usage error; 3 no server reachable; 4 partial: some servers failed;\n\
+     5 --all: the name servers' answers differ (before 4 when both are true).\n";
 
 /// What kind of server a command talks to: it decides how failures are explained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

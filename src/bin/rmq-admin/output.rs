@@ -4,12 +4,15 @@
 use rmq_namesrv::remoting::json::{self, Value};
 
 /// A table cell; the type decides how it is written in JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cell {
     Str(String),
     Int(i64),
     Bool(bool),
     /// Written as "-" in a table and null in JSON.
     None,
+    /// A marker: "*" (or nothing) in a table, a boolean in JSON.
+    Mark(bool),
 }
 
 impl Cell {
@@ -19,6 +22,7 @@ impl Cell {
             Cell::Int(i) => i.to_string(),
             Cell::Bool(b) => b.to_string(),
             Cell::None => "-".to_string(),
+            Cell::Mark(on) => if *on { "*" } else { "" }.to_string(),
         }
     }
 
@@ -26,7 +30,7 @@ impl Cell {
         match self {
             Cell::Str(s) => Value::Str(s.clone()),
             Cell::Int(i) => Value::Int(*i),
-            Cell::Bool(b) => Value::Bool(*b),
+            Cell::Bool(b) | Cell::Mark(b) => Value::Bool(*b),
             Cell::None => Value::Null,
         }
     }
@@ -41,6 +45,7 @@ pub fn opt_cell(v: Option<&String>) -> Cell {
 }
 
 /// Columns: (table header, JSON key).
+#[derive(Debug, Clone)]
 pub struct Table {
     columns: Vec<(&'static str, &'static str)>,
     rows: Vec<Vec<Cell>>,
@@ -56,6 +61,14 @@ impl Table {
 
     pub fn push(&mut self, row: Vec<Cell>) {
         self.rows.push(row);
+    }
+
+    pub fn columns(&self) -> &[(&'static str, &'static str)] {
+        &self.columns
+    }
+
+    pub fn rows(&self) -> &[Vec<Cell>] {
+        &self.rows
     }
 
     /// Left-aligned columns two spaces apart, no trailing spaces.

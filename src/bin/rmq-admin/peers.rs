@@ -1,92 +1,92 @@
-//! The name servers of `-n` (or the controllers of `-a`) and how a command reaches them.
+//! The name servers of `-n` (or the controllers of `-a`) and how a command reaches them,
+//! through the library's `NameServerSet`.
 //!
-//! Reads go to one server: a random one first (as Java clients pick), the next of the list
-//! when it cannot be reached or is not a name server, so one stale address in a list does not
-//! break reads. Writes go to every server in list order, one fresh connection each, because
-//! name servers do not replicate. Each failure is kept with its address and explained
-//! ([`Failure`]).
+//! Reads go to one server, picked by `--strategy` (default `random`: a random start, as Java's
+//! clients and `mqadmin` pick, see the usage text), moving on to the next server of the
+//! strategy's order when one cannot be reached or is not a name server, so one stale address
+//! in a list does not break reads (`pinned` never moves on). With `--all` a read goes to every
+//! server instead ([`Peers::each`]) and the answers are compared (`compare`). Writes always go
+//! to every server in list order, because name servers do not replicate. Each failure is kept
+//! with its address and explained ([`Failure`]).
 
-use crate::outcome::{Failure, Role};
-use rmq_namesrv::client::{Client, ClientError};
+use crate::cli::Invocation;
+use crate::outcome::{Failure, Outcome, Role};
+use rmq_namesrv::client::{Client, ClientError, NameServerSet, Strategy};
 use std::time::Duration;
 
 pub struct Peers {
-    addrs: Vec<String>,
+    set: NameServerSet,
     timeout: Duration,
     role: Role,
 }
 
-/// A start index that differs between runs (std's per-process random hash keys).
-fn random_below(n: usize) -> usize {
-    use std::collections::hash_map::RandomState;
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = RandomState::new().build_hasher();
-    h.write_u32(std::process::id());
-    (h.finish() % n.max(1) as u64) as usize
-}
-
 impl Peers {
-    pub fn new(addrs: Vec<String>, timeout: Duration) -> Peers {
-        Peers {
-            addrs,
-            timeout,
-            role: Role::NameServer,
-        }
+    /// The servers `addrs`, reached as `role`, reads picked by `strategy`. Fails on an empty
+    /// list.
+    pub fn new(
+        addrs: Vec<String>,
+        timeout: Duration,
+        strategy: Strategy,
+        role: Role,
+    ) -> Result<Peers, String> {
+        let mut set = NameServerSet::new(addrs, strategy).map_err(|e| e.to_string())?;
+        set.set_timeout(timeout);
+        Ok(Peers { set, timeout, role })
     }
 
-    /// Controllers (`-a`): the same reach, failures explained as a controller's.
-    pub fn controllers(addrs: Vec<String>, timeout: Duration) -> Peers {
-        Peers {
-            addrs,
-            timeout,
-            role: Role::Controller,
-        }
+    /// The servers `addrs` of a command line, reached as `role`, reads picked by its
+    /// `--strategy` (random when none is given); a strategy that does not fit the list is a
+    /// usage error.
+    pub fn of(inv: &Invocation, addrs: Vec<String>, role: Role) -> Result<Peers, Outcome> {
+        let strategy = match &inv.strategy {
+            Some(text) => Strategy::parse(text, &addrs).map_err(Outcome::usage)?,
+            None => Strategy::RandomStartRoundRobin,
+        };
+        Peers::new(addrs, inv.timeout, strategy, role).map_err(Outcome::usage)
     }
 
     pub fn timeout(&self) -> Duration {
         self.timeout
     }
 
-    /// Connects to `addr` and runs `f` on the connection.
-    fn on<T>(
-        &self,
-        addr: &str,
-        f: &mut impl FnMut(&mut Client) -> Result<T, ClientError>,
-    ) -> Result<T, Failure> {
-        let explain = |e: &ClientError| Failure::from_client_as(self.role, addr, e);
-        let mut client =
-            Client::connect(addr, self.timeout).map_err(|e| explain(&ClientError::Io(e)))?;
-        f(&mut client).map_err(|e| explain(&e))
+    fn explain(&self, i: usize, e: &ClientError) -> Failure {
+        Failure::from_client_as(self.role, &self.set.addrs()[i], e)
     }
 
     /// Runs `f` on one server, trying the next while failures say another may do better.
-    /// Returns the address that answered with the value, or every failure.
+    /// Returns the address that answered with the value, or the failures (only the last when
+    /// a server refused: its answer is the one that counts).
     pub fn read<T>(
-        &self,
-        mut f: impl FnMut(&mut Client) -> Result<T, ClientError>,
+        &mut self,
+        f: impl FnMut(&mut Client) -> Result<T, ClientError>,
     ) -> Result<(String, T), Vec<Failure>> {
-        let n = self.addrs.len();
-        let start = random_below(n);
-        let mut failures = Vec::new();
-        for k in 0..n {
-            let addr = &self.addrs[(start + k) % n];
-            match self.on(addr, &mut f) {
-                Ok(v) => return Ok((addr.clone(), v)),
-                Err(failure) if failure.try_next() => failures.push(failure),
-                Err(failure) => return Err(vec![failure]),
+        let role = self.role;
+        let try_next = |e: &ClientError| Failure::from_client_as(role, "", e).try_next();
+        match self.set.call_until(f, try_next) {
+            Ok(v) => Ok((self.set.last_addr().unwrap_or_default().to_string(), v)),
+            Err(errors) => {
+                let mut failures: Vec<Failure> =
+                    errors.iter().map(|(i, e)| self.explain(*i, e)).collect();
+                if failures.last().is_some_and(|f| !f.try_next()) {
+                    failures.drain(..failures.len() - 1);
+                }
+                Err(failures)
             }
         }
-        Err(failures)
     }
 
     /// Runs `f` on every server in list order: one result per address.
     pub fn each<T>(
-        &self,
-        mut f: impl FnMut(&mut Client) -> Result<T, ClientError>,
+        &mut self,
+        f: impl FnMut(&mut Client) -> Result<T, ClientError>,
     ) -> Vec<(String, Result<T, Failure>)> {
-        self.addrs
-            .iter()
-            .map(|addr| (addr.clone(), self.on(addr, &mut f)))
+        let results = self.set.call_each(f);
+        results
+            .into_iter()
+            .map(|(i, r)| {
+                let addr = self.set.addrs()[i].clone();
+                (addr, r.map_err(|e| self.explain(i, &e)))
+            })
             .collect()
     }
 }

@@ -1,7 +1,12 @@
-//! Commands that look: each asks one name server (see [`Peers::read`]), except
-//! `getNamesrvConfig` and `stats`, which show every server because each has its own.
+//! Commands that look: each asks one name server picked by `--strategy` (see
+//! [`Peers::read`]), or with `--all` every one, compared ([`compare::read_all`]); except
+//! `getNamesrvConfig` and `stats`, which always show every server because each has its own.
+//!
+//! Each read is an `ask` (the client call), the output without `--all`, and the tables its
+//! answer makes for `--all` (the same columns as its own table, where it prints one).
 
 use crate::cli::Invocation;
+use crate::compare::{self, Answer};
 use crate::outcome::{exit_code_of_all, Failure, Outcome};
 use crate::output::{json_text, opt_cell, pretty_json, s, Cell, Table};
 use crate::peers::Peers;
@@ -14,9 +19,10 @@ use rmq_namesrv::route::model::{ClusterInfo, Dialect, TopicRouteData};
 /// The KV namespace of order confs (Java's `NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG`).
 pub const ORDER_TOPIC_CONFIG: &str = "ORDER_TOPIC_CONFIG";
 
-/// One answer from any server of the list, or the outcome that explains why there is none.
+/// One answer from the server the strategy picks, or the outcome that explains why there is
+/// none.
 fn read<T>(
-    peers: &Peers,
+    peers: &mut Peers,
     f: impl FnMut(&mut Client) -> Result<T, ClientError>,
 ) -> Result<(String, T), Outcome> {
     peers
@@ -24,23 +30,41 @@ fn read<T>(
         .map_err(|failures| Outcome::from_failures(&failures))
 }
 
-/// Cluster info and the `-c` cluster filter, checked to name a known cluster.
-fn cluster_info_filtered<'a>(
-    inv: &'a Invocation,
-    peers: &Peers,
-) -> Result<(ClusterInfo, Option<&'a str>), Outcome> {
-    let (addr, info) = read(peers, |c| c.get_cluster_info())?;
-    let only = inv.get("c");
-    if let Some(c) = only {
-        if !info.cluster_addr_table.contains_key(c) {
-            return Err(Outcome::failed(format!("cluster {c} not found on {addr}")));
-        }
-    }
-    Ok((info, only))
+/// Whether `info` knows cluster `only` (any cluster when `None`).
+fn knows_cluster(info: &ClusterInfo, only: Option<&str>) -> bool {
+    only.map_or(true, |c| info.cluster_addr_table.contains_key(c))
 }
 
-pub fn cluster_list(inv: &Invocation, peers: &Peers) -> Result<Outcome, Outcome> {
-    let (info, only) = cluster_info_filtered(inv, peers)?;
+/// A table of the cluster info (`-c`: of one cluster), or with `--all` every server's.
+fn cluster_read(
+    inv: &Invocation,
+    peers: &mut Peers,
+    table: fn(&ClusterInfo, Option<&str>) -> Table,
+) -> Result<Outcome, Outcome> {
+    let only = inv.get("c");
+    if inv.all {
+        let what = format!("cluster {}", only.unwrap_or_default());
+        return Ok(compare::read_all(
+            inv,
+            peers,
+            &what,
+            None,
+            |c| c.get_cluster_info(),
+            |info| Answer {
+                found: knows_cluster(info, only),
+                ..Answer::table("clusters", table(info, only))
+            },
+        ));
+    }
+    let (addr, info) = read(peers, |c| c.get_cluster_info())?;
+    if !knows_cluster(&info, only) {
+        let c = only.unwrap_or_default();
+        return Err(Outcome::failed(format!("cluster {c} not found on {addr}")));
+    }
+    Ok(Outcome::ok(table(&info, only).emit(inv.json)))
+}
+
+fn cluster_table(info: &ClusterInfo, only: Option<&str>) -> Table {
     let mut t = Table::new(&[
         ("CLUSTER", "cluster"),
         ("BROKER", "brokerName"),
@@ -66,11 +90,14 @@ pub fn cluster_list(inv: &Invocation, peers: &Peers) -> Result<Outcome, Outcome>
             }
         }
     }
-    Ok(Outcome::ok(t.emit(inv.json)))
+    t
 }
 
-pub fn broker_list(inv: &Invocation, peers: &Peers) -> Result<Outcome, Outcome> {
-    let (info, only) = cluster_info_filtered(inv, peers)?;
+pub fn cluster_list(inv: &Invocation, peers: &mut Peers) -> Result<Outcome, Outcome> {
+    cluster_read(inv, peers, cluster_table)
+}
+
+fn broker_table(info: &ClusterInfo, only: Option<&str>) -> Table {
     let mut t = Table::new(&[
         ("BROKER", "brokerName"),
         ("CLUSTER", "cluster"),
@@ -102,7 +129,11 @@ pub fn broker_list(inv: &Invocation, peers: &Peers) -> Result<Outcome, Outcome> 
             Cell::Bool(b.enable_acting_master),
         ]);
     }
-    Ok(Outcome::ok(t.emit(inv.json)))
+    t
+}
+
+pub fn broker_list(inv: &Invocation, peers: &mut Peers) -> Result<Outcome, Outcome> {
+    cluster_read(inv, peers, broker_table)
 }
 
 fn perm_text(perm: i32) -> String {
@@ -114,7 +145,7 @@ fn perm_text(perm: i32) -> String {
 }
 
 /// The route of `-t`, or "not found" naming the server that said so.
-fn route_of(inv: &Invocation, peers: &Peers) -> Result<TopicRouteData, Outcome> {
+fn route_of(inv: &Invocation, peers: &mut Peers) -> Result<TopicRouteData, Outcome> {
     let topic = inv.req("t");
     match read(peers, |c| c.get_route(topic))? {
         (_, Some(route)) => Ok(route),
@@ -124,9 +155,34 @@ fn route_of(inv: &Invocation, peers: &Peers) -> Result<TopicRouteData, Outcome> 
     }
 }
 
+/// Every server's route of `-t`, as `tables` of it.
+fn routes_compared(
+    inv: &Invocation,
+    peers: &mut Peers,
+    title: Option<&str>,
+    tables: impl Fn(&TopicRouteData) -> Vec<(&'static str, Table)>,
+) -> Outcome {
+    let topic = inv.req("t");
+    compare::read_all(
+        inv,
+        peers,
+        &format!("topic {topic}"),
+        title,
+        |c| c.get_route(topic),
+        |route| Answer {
+            sections: tables(route.as_ref().unwrap_or(&TopicRouteData::default())),
+            found: route.is_some(),
+        },
+    )
+}
+
 /// `mqadmin topicRoute` prints the route as indented JSON; `-l` gives tables, `--json` the
-/// same JSON on one line.
-pub fn topic_route(inv: &Invocation, peers: &Peers) -> Result<Outcome, Outcome> {
+/// same JSON on one line. With `--all`: the tables of `-l`, per server.
+pub fn topic_route(inv: &Invocation, peers: &mut Peers) -> Result<Outcome, Outcome> {
+    if inv.all {
+        let title = format!("Topic: {}", inv.req("t"));
+        return Ok(routes_compared(inv, peers, Some(&title), route_sections));
+    }
     let route = route_of(inv, peers)?;
     if !inv.has("l") {
         let mut out = Vec::new();
@@ -141,13 +197,16 @@ pub fn topic_route(inv: &Invocation, peers: &Peers) -> Result<Outcome, Outcome> 
     Ok(Outcome::ok(route_tables(inv.req("t"), &route)))
 }
 
-fn route_tables(topic: &str, route: &TopicRouteData) -> String {
+/// The route as tables: its brokers, its queues, its filter servers and its order conf (the
+/// last two only where the route has them, except with `--all`, where every server's answer
+/// has the same sections).
+fn route_sections(route: &TopicRouteData) -> Vec<(&'static str, Table)> {
     let mut brokers = Table::new(&[
-        ("BROKER", ""),
-        ("CLUSTER", ""),
-        ("BID", ""),
-        ("ADDRESS", ""),
-        ("ZONE", ""),
+        ("BROKER", "brokerName"),
+        ("CLUSTER", "cluster"),
+        ("BID", "brokerId"),
+        ("ADDRESS", "brokerAddr"),
+        ("ZONE", "zoneName"),
     ]);
     for b in &route.broker_datas {
         for (id, addr) in &b.broker_addrs {
@@ -161,11 +220,11 @@ fn route_tables(topic: &str, route: &TopicRouteData) -> String {
         }
     }
     let mut queues = Table::new(&[
-        ("BROKER", ""),
-        ("READ_QUEUES", ""),
-        ("WRITE_QUEUES", ""),
-        ("PERM", ""),
-        ("SYS_FLAG", ""),
+        ("BROKER", "brokerName"),
+        ("READ_QUEUES", "readQueueNums"),
+        ("WRITE_QUEUES", "writeQueueNums"),
+        ("PERM", "perm"),
+        ("SYS_FLAG", "topicSysFlag"),
     ]);
     for q in &route.queue_datas {
         queues.push(vec![
@@ -176,37 +235,55 @@ fn route_tables(topic: &str, route: &TopicRouteData) -> String {
             Cell::Int(q.topic_sys_flag.into()),
         ]);
     }
+    let mut conf = Table::new(&[("ORDER_TOPIC_CONF", "orderTopicConf")]);
+    if let Some(c) = &route.order_topic_conf {
+        conf.push(vec![s(c.as_str())]);
+    }
+    vec![
+        ("brokers", brokers),
+        ("queues", queues),
+        ("filterServers", filter_servers(route)),
+        ("orderTopicConf", conf),
+    ]
+}
+
+fn route_tables(topic: &str, route: &TopicRouteData) -> String {
     let mut out = format!("Topic: {topic}\n");
     if let Some(conf) = &route.order_topic_conf {
         out.push_str(&format!("Order topic conf: {conf}\n"));
     }
-    let tables = [Some(brokers), Some(queues), filter_servers(route)];
-    for table in tables.iter().flatten() {
-        out.push('\n');
-        out.push_str(&table.render());
+    for (name, table) in route_sections(route) {
+        let shown = match name {
+            "brokers" | "queues" => true,
+            "filterServers" => !table.rows().is_empty(),
+            _ => false,
+        };
+        if shown {
+            out.push('\n');
+            out.push_str(&table.render());
+        }
     }
     out
 }
 
-/// The filter servers per broker address, when there are any.
-fn filter_servers(route: &TopicRouteData) -> Option<Table> {
-    let mut t = Table::new(&[("BROKER_ADDRESS", ""), ("FILTER_SERVERS", "")]);
-    let mut any = false;
+/// The filter servers per broker address (no rows when there are none).
+fn filter_servers(route: &TopicRouteData) -> Table {
+    let mut t = Table::new(&[
+        ("BROKER_ADDRESS", "brokerAddr"),
+        ("FILTER_SERVERS", "filterServers"),
+    ]);
     for (addr, servers) in route
         .filter_server_table
         .iter()
         .filter(|(_, v)| !v.is_empty())
     {
         t.push(vec![s(addr.as_str()), s(servers.join(","))]);
-        any = true;
     }
-    any.then_some(t)
+    t
 }
 
-/// The clusters whose brokers serve the topic, one per line (`mqadmin topicClusterList`
-/// looks at the first broker only; this lists all).
-pub fn topic_cluster_list(inv: &Invocation, peers: &Peers) -> Result<Outcome, Outcome> {
-    let route = route_of(inv, peers)?;
+/// The clusters whose brokers serve the topic.
+fn route_clusters(route: &TopicRouteData) -> Vec<String> {
     let mut clusters: Vec<String> = route
         .broker_datas
         .iter()
@@ -214,51 +291,117 @@ pub fn topic_cluster_list(inv: &Invocation, peers: &Peers) -> Result<Outcome, Ou
         .collect();
     clusters.sort();
     clusters.dedup();
-    if inv.json {
-        let list = clusters.into_iter().map(Value::Str).collect();
-        return Ok(Outcome::ok(json_text(&Value::Array(list))));
-    }
-    Ok(Outcome::ok(
-        clusters.iter().map(|c| format!("{c}\n")).collect(),
-    ))
+    clusters
 }
 
-pub fn topic_list(inv: &Invocation, peers: &Peers) -> Result<Outcome, Outcome> {
-    if !inv.has("c") {
-        let (_, mut topics) = read(peers, |c| c.get_all_topic_list())?;
-        topics.sort();
-        if inv.json {
-            let list = topics.into_iter().map(Value::Str).collect();
-            return Ok(Outcome::ok(json_text(&Value::Array(list))));
-        }
-        return Ok(Outcome::ok(
-            topics.iter().map(|t| format!("{t}\n")).collect(),
-        ));
+/// One column of names: a line each, or a JSON array.
+fn names_out(inv: &Invocation, names: Vec<String>) -> Outcome {
+    if inv.json {
+        let list = names.into_iter().map(Value::Str).collect();
+        return Outcome::ok(json_text(&Value::Array(list)));
     }
-    let (_, rows) = read(peers, |c| {
-        let info = c.get_cluster_info()?;
-        let mut rows = Vec::new();
-        for cluster in info.cluster_addr_table.keys() {
-            let mut topics = c.get_topics_by_cluster(cluster)?;
-            topics.sort();
-            rows.extend(topics.into_iter().map(|t| (cluster.clone(), t)));
-        }
-        Ok(rows)
-    })?;
+    Outcome::ok(names.iter().map(|n| format!("{n}\n")).collect())
+}
+
+/// One column of names as a table (for `--all`).
+fn names_table(header: &'static str, key: &'static str, names: &[String]) -> Table {
+    let mut t = Table::new(&[(header, key)]);
+    for n in names {
+        t.push(vec![s(n.as_str())]);
+    }
+    t
+}
+
+/// The clusters whose brokers serve the topic, one per line (`mqadmin topicClusterList`
+/// looks at the first broker only; this lists all).
+pub fn topic_cluster_list(inv: &Invocation, peers: &mut Peers) -> Result<Outcome, Outcome> {
+    if inv.all {
+        return Ok(routes_compared(inv, peers, None, |route| {
+            vec![(
+                "clusters",
+                names_table("CLUSTER", "cluster", &route_clusters(route)),
+            )]
+        }));
+    }
+    let route = route_of(inv, peers)?;
+    Ok(names_out(inv, route_clusters(&route)))
+}
+
+/// Every topic of every cluster the server knows, as (cluster, topic) rows.
+fn topics_by_cluster(c: &mut Client) -> Result<Vec<(String, String)>, ClientError> {
+    let info = c.get_cluster_info()?;
+    let mut rows = Vec::new();
+    for cluster in info.cluster_addr_table.keys() {
+        let mut topics = c.get_topics_by_cluster(cluster)?;
+        topics.sort();
+        rows.extend(topics.into_iter().map(|t| (cluster.clone(), t)));
+    }
+    Ok(rows)
+}
+
+fn cluster_topics_table(rows: &[(String, String)]) -> Table {
     let mut t = Table::new(&[("CLUSTER", "cluster"), ("TOPIC", "topic")]);
     for (cluster, topic) in rows {
-        t.push(vec![s(cluster), s(topic)]);
+        t.push(vec![s(cluster.as_str()), s(topic.as_str())]);
     }
-    Ok(Outcome::ok(t.emit(inv.json)))
+    t
 }
 
-/// One KV item: its value alone (or a JSON object with `--json`).
+fn sorted(mut topics: Vec<String>) -> Vec<String> {
+    topics.sort();
+    topics
+}
+
+pub fn topic_list(inv: &Invocation, peers: &mut Peers) -> Result<Outcome, Outcome> {
+    match (inv.has("c"), inv.all) {
+        (false, false) => {
+            let (_, topics) = read(peers, |c| c.get_all_topic_list())?;
+            Ok(names_out(inv, sorted(topics)))
+        }
+        (false, true) => Ok(compare::read_all(
+            inv,
+            peers,
+            "",
+            None,
+            |c| c.get_all_topic_list().map(sorted),
+            |topics| Answer::table("topics", names_table("TOPIC", "topic", topics)),
+        )),
+        (true, false) => {
+            let (_, rows) = read(peers, topics_by_cluster)?;
+            Ok(Outcome::ok(cluster_topics_table(&rows).emit(inv.json)))
+        }
+        (true, true) => Ok(compare::read_all(
+            inv,
+            peers,
+            "",
+            None,
+            topics_by_cluster,
+            |rows| Answer::table("topics", cluster_topics_table(rows)),
+        )),
+    }
+}
+
+/// One KV item: its value alone (or a JSON object with `--json`); with `--all` a VALUE table
+/// per server.
 pub fn kv_item(
     inv: &Invocation,
-    peers: &Peers,
+    peers: &mut Peers,
     namespace: &str,
     key: &str,
 ) -> Result<Outcome, Outcome> {
+    if inv.all {
+        return Ok(compare::read_all(
+            inv,
+            peers,
+            &format!("KV config item {namespace}/{key}"),
+            None,
+            |c| c.get_kv_config(namespace, key),
+            |value| Answer {
+                found: value.is_some(),
+                ..Answer::table("value", names_table("VALUE", "value", value.as_slice()))
+            },
+        ));
+    }
     match read(peers, |c| c.get_kv_config(namespace, key))? {
         (_, Some(v)) if inv.json => Ok(Outcome::ok(json_text(&Value::Object(vec![
             ("namespace".into(), Value::Str(namespace.into())),
@@ -272,20 +415,36 @@ pub fn kv_item(
     }
 }
 
-pub fn get_kv_config(inv: &Invocation, peers: &Peers) -> Result<Outcome, Outcome> {
+fn kv_table(entries: &[(String, String)]) -> Table {
+    let mut entries = entries.to_vec();
+    entries.sort();
+    let mut t = Table::new(&[("KEY", "key"), ("VALUE", "value")]);
+    for (k, v) in entries {
+        t.push(vec![s(k), s(v)]);
+    }
+    t
+}
+
+pub fn get_kv_config(inv: &Invocation, peers: &mut Peers) -> Result<Outcome, Outcome> {
     let namespace = inv.req("s");
     if let Some(key) = inv.get("k") {
         return kv_item(inv, peers, namespace, key);
     }
+    if inv.all {
+        return Ok(compare::read_all(
+            inv,
+            peers,
+            &format!("KV config namespace {namespace}"),
+            None,
+            |c| c.get_kv_list(namespace),
+            |entries| Answer {
+                found: entries.is_some(),
+                ..Answer::table("kv", kv_table(entries.as_deref().unwrap_or_default()))
+            },
+        ));
+    }
     match read(peers, |c| c.get_kv_list(namespace))? {
-        (_, Some(mut entries)) => {
-            entries.sort();
-            let mut t = Table::new(&[("KEY", "key"), ("VALUE", "value")]);
-            for (k, v) in entries {
-                t.push(vec![s(k), s(v)]);
-            }
-            Ok(Outcome::ok(t.emit(inv.json)))
-        }
+        (_, Some(entries)) => Ok(Outcome::ok(kv_table(&entries).emit(inv.json))),
         (addr, None) => Err(Outcome::failed(format!(
             "no KV config namespace {namespace} on {addr}"
         ))),
@@ -294,7 +453,7 @@ pub fn get_kv_config(inv: &Invocation, peers: &Peers) -> Result<Outcome, Outcome
 
 /// Asks every server; the answers, the failures explained, and the exit code.
 fn ask_all<T>(
-    peers: &Peers,
+    peers: &mut Peers,
     f: impl FnMut(&mut Client) -> Result<T, ClientError>,
 ) -> (Vec<(String, T)>, Vec<Failure>, u8) {
     let mut answers = Vec::new();
@@ -322,7 +481,7 @@ fn per_server<T>(answers: &[(String, T)], section: impl Fn(&T) -> String) -> Str
     out
 }
 
-pub fn get_namesrv_config(inv: &Invocation, peers: &Peers) -> Outcome {
+pub fn get_namesrv_config(inv: &Invocation, peers: &mut Peers) -> Outcome {
     config_sections(inv, peers, |c| c.get_namesrv_config())
 }
 
@@ -331,7 +490,7 @@ pub fn get_namesrv_config(inv: &Invocation, peers: &Peers) -> Outcome {
 /// Name servers (`getNamesrvConfig`) and controllers (`getControllerConfig`) answer alike.
 pub fn config_sections(
     inv: &Invocation,
-    peers: &Peers,
+    peers: &mut Peers,
     ask: impl FnMut(&mut Client) -> Result<Vec<(String, String)>, ClientError>,
 ) -> Outcome {
     let (answers, failures, code) = ask_all(peers, ask);
@@ -390,7 +549,7 @@ fn stats_text(st: &NamesrvStats) -> String {
     format!("{}\n{}", t.render(), r.render())
 }
 
-pub fn stats(inv: &Invocation, peers: &Peers) -> Outcome {
+pub fn stats(inv: &Invocation, peers: &mut Peers) -> Outcome {
     let (answers, failures, code) = ask_all(peers, |c| c.stats());
     let stdout = if inv.json {
         let members = answers

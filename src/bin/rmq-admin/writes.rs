@@ -20,7 +20,7 @@ pub enum Done {
 /// Sends a write to every server and tabulates the results.
 fn write_all(
     inv: &Invocation,
-    peers: &Peers,
+    peers: &mut Peers,
     count_column: Option<(&'static str, &'static str)>,
     f: impl FnMut(&mut Client) -> Result<Done, ClientError>,
 ) -> Outcome {
@@ -62,17 +62,17 @@ fn done<T>(r: Result<T, ClientError>) -> Result<Done, ClientError> {
     r.map(|_| Done::Ok(None))
 }
 
-pub fn update_kv_config(inv: &Invocation, peers: &Peers) -> Outcome {
+pub fn update_kv_config(inv: &Invocation, peers: &mut Peers) -> Outcome {
     let (ns, k, v) = (inv.req("s"), inv.req("k"), inv.req("v"));
     write_all(inv, peers, None, |c| done(c.put_kv_config(ns, k, v)))
 }
 
-pub fn delete_kv_config(inv: &Invocation, peers: &Peers) -> Outcome {
+pub fn delete_kv_config(inv: &Invocation, peers: &mut Peers) -> Outcome {
     let (ns, k) = (inv.req("s"), inv.req("k"));
     write_all(inv, peers, None, |c| done(c.delete_kv_config(ns, k)))
 }
 
-pub fn update_namesrv_config(inv: &Invocation, peers: &Peers) -> Outcome {
+pub fn update_namesrv_config(inv: &Invocation, peers: &mut Peers) -> Outcome {
     let (k, v) = (inv.req("k"), inv.req("v"));
     write_all(inv, peers, None, |c| {
         done(c.update_namesrv_config(&[(k, v)]))
@@ -90,7 +90,7 @@ fn perm_result(c: &mut Client, broker: &str, count: i32) -> Result<Done, ClientE
     Ok(Done::Ok(Some(count.into())))
 }
 
-pub fn wipe_write_perm(inv: &Invocation, peers: &Peers) -> Outcome {
+pub fn wipe_write_perm(inv: &Invocation, peers: &mut Peers) -> Outcome {
     let b = inv.req("b");
     write_all(inv, peers, Some(("TOPICS", "wipeTopicCount")), |c| {
         let count = c.wipe_write_perm(b)?;
@@ -98,7 +98,7 @@ pub fn wipe_write_perm(inv: &Invocation, peers: &Peers) -> Outcome {
     })
 }
 
-pub fn add_write_perm(inv: &Invocation, peers: &Peers) -> Outcome {
+pub fn add_write_perm(inv: &Invocation, peers: &mut Peers) -> Outcome {
     let b = inv.req("b");
     write_all(inv, peers, Some(("TOPICS", "addTopicCount")), |c| {
         let count = c.add_write_perm(b)?;
@@ -110,7 +110,7 @@ const DELETE_TOPIC_NOTE: &str = "note: only the name servers' route of the topic
      brokers still have it and register it again with their next heartbeat unless it is deleted \
      on them too (mqadmin deleteTopic does both)";
 
-pub fn delete_topic(inv: &Invocation, peers: &Peers) -> Outcome {
+pub fn delete_topic(inv: &Invocation, peers: &mut Peers) -> Outcome {
     let (t, cluster) = (inv.req("t"), inv.get("c"));
     write_all(inv, peers, None, |c| done(c.delete_topic(t, cluster))).with_note(DELETE_TOPIC_NOTE)
 }
@@ -136,7 +136,7 @@ fn check_order_conf(conf: &str) -> Result<(), String> {
 }
 
 /// `mqadmin updateOrderConf`: the topic's entry of the ORDER_TOPIC_CONFIG KV namespace.
-pub fn update_order_conf(inv: &Invocation, peers: &Peers) -> Outcome {
+pub fn update_order_conf(inv: &Invocation, peers: &mut Peers) -> Outcome {
     let topic = inv.req("t");
     match inv.req("m") {
         "get" => kv_item(inv, peers, ORDER_TOPIC_CONFIG, topic).unwrap_or_else(|e| e),

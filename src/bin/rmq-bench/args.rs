@@ -4,6 +4,7 @@
 //! RocketMQ tool does, and defaults to `$NAMESRV_ADDR`.
 
 use rmq_namesrv::client::nameserver_set::parse_addr_list;
+use rmq_namesrv::client::Strategy;
 use std::time::Duration;
 
 pub const USAGE: &str = "\
@@ -33,7 +34,16 @@ workloads:
 common options:
   -n, --namesrv LIST        name servers to load, ';'-separated (default: $NAMESRV_ADDR);
                             simulated brokers register with every one, route clients
-                            are spread over them
+                            are spread over them by --strategy
+  --strategy S              which name server each route client uses (route, mixed,
+                            expire; and the one controller --failover watches):
+                              round-robin   client i on server i mod n (the default)
+                              random        each client on a random one, as each Java
+                                            client picks its own
+                              pinned:N      every client on the N-th (from 0), or
+                                            pinned:HOST:PORT
+                              fewest        each client, as it is opened, on the server
+                                            with the fewest connections (stats extension)
   -d, --duration T          timed phase length: 10, 10s, 500ms (default 10s); Ctrl-C
                             ends a run early and prints the results so far (exit 130)
   --json                    print the result as one JSON object on stdout
@@ -122,6 +132,9 @@ pub struct Options {
     pub workload: Workload,
     /// The name servers of `-n` (or `$NAMESRV_ADDR`).
     pub namesrv: Vec<String>,
+    /// How route clients pick their name server (`--strategy`, checked against `namesrv`).
+    pub strategy: Strategy,
+    strategy_text: Option<String>,
     pub duration: Duration,
     pub json: bool,
     pub quiet: bool,
@@ -217,6 +230,8 @@ fn defaults(workload: Workload) -> Options {
     Options {
         workload,
         namesrv: Vec::new(),
+        strategy: Strategy::RoundRobin,
+        strategy_text: None,
         duration: Duration::from_secs(10),
         json: false,
         quiet: false,
@@ -266,6 +281,7 @@ type ValueOf<'a> = dyn FnMut() -> Result<String, String> + 'a;
 fn set_common(o: &mut Options, flag: &str, value: &mut ValueOf) -> Result<bool, String> {
     match flag {
         "-n" | "--namesrv" => o.namesrv = parse_addr_list(&value()?),
+        "--strategy" => o.strategy_text = Some(value()?),
         "-d" | "--duration" => o.duration = parse_duration(&value()?)?,
         "--json" => o.json = true,
         "--quiet" | "-q" => o.quiet = true,
@@ -390,6 +406,9 @@ pub fn parse(args: &[String], env_namesrv: Option<&str>) -> Result<Options, Stri
             return Err(format!("unknown option {flag:?}"));
         }
     }
+    if let Some(text) = &o.strategy_text {
+        o.strategy = Strategy::parse(text, &o.namesrv).map_err(|e| format!("--strategy: {e}"))?;
+    }
     check(&o)?;
     Ok(o)
 }
@@ -440,6 +459,18 @@ mod tests {
         )
         .unwrap();
         assert_eq!(o.failover, Some(Failover::Hang));
+    }
+
+    #[test]
+    fn strategies_are_read_against_the_name_server_list() {
+        let o = parse(&args("route -n a:1;b:2"), None).unwrap();
+        assert_eq!(o.strategy, Strategy::RoundRobin);
+        let o = parse(&args("route -n a:1;b:2 --strategy pinned:b:2"), None).unwrap();
+        assert_eq!(o.strategy, Strategy::Pinned(1));
+        let o = parse(&args("route --strategy=random -n a:1"), None).unwrap();
+        assert_eq!(o.strategy, Strategy::RandomStartRoundRobin);
+        assert!(parse(&args("route -n a:1 --strategy pinned:1"), None).is_err());
+        assert!(parse(&args("route -n a:1 --strategy nearest"), None).is_err());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! * [`wire`] prepares request frames once and reads response headers without allocating;
 //! * [`engine`] drives every connection from one mio thread with pipelining;
 //! * [`hist`] is the latency histogram; [`report`] prints the summary, JSON and /proc samples;
+//! * [`servers`] picks each route client's name server (`--strategy`);
 //! * [`workloads`] composes them into register / heartbeat / route / mixed / expire;
 //! * [`canned`] is the no-work server that measures the generator's own ceiling;
 //! * [`controller`] loads a RocketMQ controller and times failovers (its own threads).
@@ -17,6 +18,7 @@ mod engine;
 mod hist;
 mod payload;
 mod report;
+mod servers;
 mod wire;
 mod workloads;
 

@@ -7,16 +7,19 @@
 //! connection closes, so closing them would empty the routes under the clients' feet.
 //!
 //! With several name servers (`-n 'a;b'`) every simulated broker registers with each of them,
-//! as real brokers do, and route clients are dealt out over them. After Ctrl-C no further
-//! phase starts and the report holds what was measured until then.
+//! as real brokers do, and route clients are spread over them by `--strategy` ([`Picker`]).
+//! After Ctrl-C no further phase starts and the report holds what was measured until then.
 
 use crate::args::{Options, Workload};
 use crate::engine::{Engine, NoWatch, PhaseResult, PhaseSpec, Until, Watch};
-use crate::payload::{register_ext, Layout};
+use crate::payload::{registration, Layout, BROKER_VERSION};
 use crate::report::{sample_machine, sample_proc, Param, ProcDelta, ProcSample, Report};
+use crate::servers::Picker;
 use crate::wire::Template;
-use rmq_namesrv::remoting::codes::request;
 use rmq_namesrv::remoting::command::SerializeType;
+use rmq_namesrv::request::{
+    BrokerHeartbeat, BrokerRef, Encoded, GetRouteInfo, QueryDataVersion, Request,
+};
 use rmq_namesrv::route::model::DataVersion;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::rc::Rc;
@@ -24,8 +27,6 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// `version` brokers put in their request headers (a 5.3.3 broker).
-const BROKER_VERSION: i32 = 479;
 /// Ample time for setup registrations and for draining.
 const SETUP_LIMIT: Duration = Duration::from_secs(600);
 const DRAIN: Duration = Duration::from_secs(10);
@@ -166,8 +167,14 @@ impl Bench {
         Ok(())
     }
 
-    fn template(&self, code: i32, version: i32, ext: &[(&str, &str)], body: &[u8]) -> Template {
-        Template::new(self.st, code, version, &self.o.language, ext, body)
+    /// `request`'s frame in a command of `version`.
+    fn template(&self, request: &Request<'_>, version: i32) -> Template {
+        self.template_of(&request.encode(version), version)
+    }
+
+    /// An encoded request's frame in a command of `version`.
+    fn template_of(&self, request: &Encoded<'_>, version: i32) -> Template {
+        Template::new(self.st, request, version, &self.o.language)
     }
 
     fn broker_conns(&self) -> usize {
@@ -189,10 +196,9 @@ impl Bench {
             let mut ids = Vec::with_capacity(variants + 1);
             for v in 0..=variants {
                 let body = self.layout.register_body(b, v);
-                let ext = register_ext(&self.layout, b, &body, timeout_ms);
-                let ext: Vec<(&str, &str)> =
-                    ext.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-                let t = self.template(request::REGISTER_BROKER, BROKER_VERSION, &ext, &body);
+                let id = self.layout.broker(b);
+                let register = registration(&self.layout, &id, &body, timeout_ms);
+                let t = self.template(&Request::RegisterBroker(register), BROKER_VERSION);
                 ids.push(self.engine.add_template(t));
             }
             out.push(ids);
@@ -294,8 +300,8 @@ impl Bench {
         let mut per_server = Vec::with_capacity(self.addrs.len());
         for _ in 0..self.addrs.len() {
             let ids = topics.iter().map(|t| {
-                let ext = [("topic", t.as_str())];
-                let tmpl = self.template(request::GET_ROUTEINFO_BY_TOPIC, version, &ext, b"");
+                let lookup = Request::GetRouteInfo(GetRouteInfo::new(t, version));
+                let tmpl = self.template(&lookup, version);
                 self.engine.add_template(tmpl)
             });
             per_server.push(ids.collect());
@@ -303,27 +309,37 @@ impl Bench {
         per_server
     }
 
-    /// Opens `--clients` route clients, client `i` on name server `i % servers`.
+    /// Opens `--clients` route clients on the name servers `--strategy` picks; returns the
+    /// class and the number of clients on each server.
     fn open_clients(
         &mut self,
         name: &str,
         rate: Option<f64>,
         depth: usize,
         routes: &[Vec<u32>],
-    ) -> Result<usize, String> {
+    ) -> Result<(usize, Vec<usize>), String> {
         let class = self.engine.add_class(name, rate);
         let plans: Vec<Rc<[u32]>> = routes.iter().map(|r| r.clone().into()).collect();
+        let mut picker = Picker::new(&self.o.namesrv, self.o.strategy)?;
+        let mut per_server = vec![0; self.addrs.len()];
         let k = self.o.clients;
         for i in 0..k {
-            let s = i % self.addrs.len();
+            let s = picker.next()?;
             // Spread the clients' starting points over the topic list.
             let start = i * routes[s].len() / k;
             let addr = self.addrs[s];
             self.engine
                 .connect(addr, class, plans[s].clone(), start, depth)
                 .map_err(|e| format!("connect to {addr}: {e}"))?;
+            picker.opened(s)?;
+            per_server[s] += 1;
         }
-        Ok(class)
+        if self.addrs.len() > 1 {
+            let counts: Vec<String> = per_server.iter().map(usize::to_string).collect();
+            self.param("strategy", self.o.strategy.name());
+            self.param("clients_per_server", counts.join(","));
+        }
+        Ok((class, per_server))
     }
 
     fn timed(&mut self, name: &str, classes: Vec<usize>, main: bool) {
@@ -498,25 +514,35 @@ fn heartbeat(mut b: Bench) -> Result<Report, String> {
     let mut beats = Vec::with_capacity(b.o.brokers);
     for i in 0..b.o.brokers {
         let id = b.layout.broker(i);
-        let ext = [
-            ("brokerName", id.name.as_str()),
-            ("brokerAddr", id.addr.as_str()),
-            ("clusterName", b.layout.cluster.as_str()),
-            ("brokerId", "0"),
-        ];
-        let t = if b.o.op_query {
-            // The dataVersion of the steady body: the server answers changed=false.
+        let broker = BrokerRef {
+            broker_name: &id.name,
+            broker_addr: &id.addr,
+            cluster: &b.layout.cluster,
+            broker_id: 0,
+        };
+        // The dataVersion of the steady body: the server answers changed=false.
+        let mut body = Vec::new();
+        if b.o.op_query {
             let dv = DataVersion {
                 counter: 1,
                 state_version: 0,
                 timestamp: 1_700_000_000_000 + (i as i64) * 1000,
             };
-            let mut body = Vec::new();
             dv.encode(&mut body);
-            b.template(request::QUERY_DATA_VERSION, BROKER_VERSION, &ext, &body)
+        }
+        let request = if b.o.op_query {
+            Request::QueryDataVersion(QueryDataVersion::new(broker, &body)).encode(BROKER_VERSION)
         } else {
-            b.template(request::BROKER_HEARTBEAT, BROKER_VERSION, &ext, b"")
+            let beat = BrokerHeartbeat {
+                cluster: broker.cluster,
+                broker_addr: broker.broker_addr,
+                broker_name: broker.broker_name,
+            };
+            let mut e = Encoded::new(Request::BrokerHeartbeat(beat).code());
+            beat.encode_as_broker(&mut e, broker.broker_id);
+            e
         };
+        let t = b.template_of(&request, BROKER_VERSION);
         beats.push(vec![b.engine.add_template(t)]);
     }
     let plans: Vec<Rc<[u32]>> = (0..b.broker_conns())
@@ -550,7 +576,7 @@ fn route(mut b: Bench) -> Result<Report, String> {
         b.setup(class)?;
     }
     let routes = b.route_templates();
-    let class = b.open_clients("route", b.o.rate, depth, &routes)?;
+    let (class, _) = b.open_clients("route", b.o.rate, depth, &routes)?;
     b.timed("main", vec![class], true);
     Ok(b.finish(Vec::new()))
 }
@@ -574,7 +600,7 @@ fn mixed(mut b: Bench) -> Result<Report, String> {
         b.use_churn_plans(storm, &regs);
     }
     let routes = b.route_templates();
-    let lookups = b.open_clients("route", Some(b.o.route_rate), depth, &routes)?;
+    let (lookups, _) = b.open_clients("route", Some(b.o.route_rate), depth, &routes)?;
     b.timed("quiet", vec![lookups], false);
     b.timed("storm", vec![lookups, storm], true);
     Ok(b.finish(Vec::new()))
@@ -586,6 +612,8 @@ struct ExpiryWatch {
     /// Template id -> entry index, for the probe class's templates.
     first_template: u32,
     alive: Vec<bool>,
+    /// Entries watched (those of servers with a probing client).
+    watched: usize,
     remaining: usize,
     first_gone: Option<Instant>,
     all_gone: Option<Instant>,
@@ -610,7 +638,7 @@ impl Watch for ExpiryWatch {
         self.remaining == 0
     }
     fn progress(&self) -> String {
-        format!("  routes left {}/{}", self.remaining, self.alive.len())
+        format!("  routes left {}/{}", self.remaining, self.watched)
     }
 }
 
@@ -632,12 +660,19 @@ fn expire(mut b: Bench) -> Result<Report, String> {
         .map(|p| p.ended)
         .unwrap_or_else(Instant::now);
     let routes = b.route_templates();
-    let watched: usize = routes.iter().map(Vec::len).sum();
-    let probe = b.open_clients("route", Some(b.o.route_rate), depth, &routes)?;
+    let (probe, per_server) = b.open_clients("route", Some(b.o.route_rate), depth, &routes)?;
     b.engine.classes[probe].expected_codes = vec![17];
+    // Only the routes of servers that have a probing client are watched.
+    let alive: Vec<bool> = routes
+        .iter()
+        .zip(&per_server)
+        .flat_map(|(r, clients)| std::iter::repeat(*clients > 0).take(r.len()))
+        .collect();
+    let watched = alive.iter().filter(|a| **a).count();
     let mut watch = ExpiryWatch {
         first_template: routes.first().and_then(|r| r.first()).copied().unwrap_or(0),
-        alive: vec![true; watched],
+        alive,
+        watched,
         remaining: watched,
         first_gone: None,
         all_gone: None,

@@ -1,0 +1,158 @@
+//! `--all`: a read asked of every name server of `-n`, the answers side by side.
+//!
+//! Name servers do not replicate: a server that missed a write or a broker's registration
+//! answers differently from the others, and a read that asks one server cannot tell. Each
+//! server's answer becomes the command's tables ([`Answer`]); the output has one row per
+//! server and answer row, the server in a `NAMESRV` column, rows that are equal on several
+//! servers next to each other, and a `*` in the `DIFF` column (JSON `"differs": true`) on
+//! every row that not all answering servers have. A server with no rows where others have
+//! some is shown by one row of `-`. The exit code is 5 when the answers differ.
+
+use crate::cli::Invocation;
+use crate::outcome::{exit_code_of_all, Failure, Outcome, EXIT_DISAGREE, EXIT_FAILED};
+use crate::output::{json_text, s, Cell, Table};
+use crate::peers::Peers;
+use rmq_namesrv::client::{Client, ClientError};
+use rmq_namesrv::remoting::json::Value;
+
+/// One server's answer to a read, as named tables.
+pub struct Answer {
+    pub sections: Vec<(&'static str, Table)>,
+    /// Whether the thing asked for exists there (a topic, a KV item): when no server has it,
+    /// the read fails as it does without `--all`.
+    pub found: bool,
+}
+
+impl Answer {
+    /// An answer with one table, found.
+    pub fn table(name: &'static str, table: Table) -> Answer {
+        Answer {
+            sections: vec![(name, table)],
+            found: true,
+        }
+    }
+}
+
+/// A section merged over the servers, and whether they differ in it.
+struct Merged {
+    name: &'static str,
+    table: Table,
+    differs: bool,
+}
+
+/// Merges section `k` of every server's answer (all answers come from the same command, so
+/// they have the same sections and columns).
+fn merge(answers: &[(String, Answer)], k: usize) -> Merged {
+    let (name, first) = &answers[0].1.sections[k];
+    let mut columns = vec![("DIFF", "differs"), ("NAMESRV", "namesrv")];
+    columns.extend_from_slice(first.columns());
+    // Distinct rows in order of first appearance, with the servers that have each.
+    let mut distinct: Vec<(&Vec<Cell>, Vec<&str>)> = Vec::new();
+    for (addr, answer) in answers {
+        for row in answer.sections[k].1.rows() {
+            match distinct.iter_mut().find(|(r, _)| *r == row) {
+                Some((_, holders)) => holders.push(addr),
+                None => distinct.push((row, vec![addr])),
+            }
+        }
+    }
+    let mut table = Table::new(&columns);
+    let mut differs = false;
+    for (row, holders) in &distinct {
+        let partial = holders.len() < answers.len();
+        differs |= partial;
+        for addr in holders {
+            let mut cells = vec![Cell::Mark(partial), s(*addr)];
+            cells.extend(row.iter().cloned());
+            table.push(cells);
+        }
+    }
+    if !distinct.is_empty() {
+        for (addr, answer) in answers {
+            if answer.sections[k].1.rows().is_empty() {
+                let mut cells = vec![Cell::Mark(true), s(addr.as_str())];
+                cells.extend(first.columns().iter().map(|_| Cell::None));
+                table.push(cells);
+            }
+        }
+    }
+    Merged {
+        name,
+        table,
+        differs,
+    }
+}
+
+fn render(inv: &Invocation, title: Option<&str>, merged: &[Merged]) -> String {
+    if inv.json {
+        return match merged {
+            [one] => json_text(&one.table.to_json()),
+            many => json_text(&Value::Object(
+                many.iter()
+                    .map(|m| (m.name.to_string(), m.table.to_json()))
+                    .collect(),
+            )),
+        };
+    }
+    let mut out = title.map(|t| format!("{t}\n\n")).unwrap_or_default();
+    for (k, m) in merged.iter().enumerate() {
+        if k > 0 {
+            out.push('\n');
+        }
+        out.push_str(&m.table.render());
+    }
+    out
+}
+
+/// Asks every server with `ask`, turns each answer into tables with `answer_of`, and shows
+/// them merged. `what` names the thing asked for ("topic T") when no server has it; `title`
+/// heads the text output.
+pub fn read_all<T>(
+    inv: &Invocation,
+    peers: &mut Peers,
+    what: &str,
+    title: Option<&str>,
+    ask: impl FnMut(&mut Client) -> Result<T, ClientError>,
+    answer_of: impl Fn(&T) -> Answer,
+) -> Outcome {
+    let mut answers = Vec::new();
+    let mut failures = Vec::new();
+    for (addr, r) in peers.each(ask) {
+        match r {
+            Ok(v) => answers.push((addr, answer_of(&v))),
+            Err(failure) => failures.push(failure),
+        }
+    }
+    let mut stderr: Vec<String> = failures.iter().map(Failure::line).collect();
+    if answers.is_empty() {
+        return Outcome::from_failures(&failures);
+    }
+    if answers.iter().all(|(_, a)| !a.found) {
+        stderr.push(format!(
+            "{what} not found on any of the {} name servers that answered",
+            answers.len()
+        ));
+        return Outcome {
+            stdout: String::new(),
+            stderr,
+            code: EXIT_FAILED,
+        };
+    }
+    let sections = answers[0].1.sections.len();
+    let merged: Vec<Merged> = (0..sections).map(|k| merge(&answers, k)).collect();
+    let differs = answers.len() > 1 && merged.iter().any(|m| m.differs);
+    let code = if differs {
+        stderr.push(format!(
+            "the name servers disagree: rows marked * are not on all {} that answered",
+            answers.len()
+        ));
+        EXIT_DISAGREE
+    } else {
+        exit_code_of_all(answers.len(), &failures)
+    };
+    Outcome {
+        stdout: render(inv, title, &merged),
+        stderr,
+        code,
+    }
+}

@@ -1,0 +1,439 @@
+//! The failover run (`--failover crash|hang`): per round, a master and a slave register
+//! through the controller and with the name servers of `-n` as RocketMQ 5 brokers do; the
+//! master then dies (its connections close) or hangs (its heartbeats stop), and the time until
+//! the slave receives 1008 and until a name server routes it as id 0 is measured.
+
+use super::{
+    apply_broker_id, call, call_ok, clean_broker_data, elect_master, ext_i64, heartbeat, millis,
+    next_broker_id, register_broker, set_names, CALL_TIMEOUT, CLUSTER,
+};
+use crate::args::{Failover, Options};
+use crate::servers::Picker;
+use bytes::BytesMut;
+use rmq_namesrv::client::api::{BrokerIdentity, RegisterOptions};
+use rmq_namesrv::client::Client;
+use rmq_namesrv::controller::request::field::{
+    MASTER_BROKER_ID, MASTER_EPOCH, NEXT_BROKER_ID, SYNC_STATE_SET_EPOCH,
+};
+use rmq_namesrv::controller::request::{
+    AlterSyncStateSet, ControllerRequest, LeaderRequest, SyncStateSetBody,
+};
+use rmq_namesrv::remoting::command::{DecodeLimits, RemotingCommand};
+use rmq_namesrv::remoting::frame;
+use rmq_namesrv::remoting::json::{self, Value};
+use rmq_namesrv::route::model::{DataVersion, RegisterBody, TopicConfig};
+use std::io::{ErrorKind, Read};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The topic the failover brokers register with the name servers.
+fn failover_topic(set: &str) -> String {
+    format!("{set}-topic")
+}
+
+/// A controller-mode broker reduced to what failover needs: its controller conversation, its
+/// name-server registrations, heartbeats, and a listener for 1008.
+struct SimBroker {
+    name: String,
+    addr: String,
+    id: i64,
+    controller: Arc<Mutex<Option<Client>>>,
+    /// One connection per name server, kept open as brokers do: a name server drops the
+    /// registrations of a connection that closes.
+    namesrv: Arc<Mutex<Vec<Client>>>,
+    /// (master id, master epoch, sync-state-set epoch).
+    role: Arc<Mutex<(i64, i64, i64)>>,
+    /// When a 1008 making this broker master arrived, and when its registration as master
+    /// was answered by every name server.
+    promoted: Arc<Mutex<(Option<Instant>, Option<Instant>)>>,
+    heartbeating: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl SimBroker {
+    fn start(o: &Options, controller: &str, name: &str) -> Result<SimBroker, String> {
+        let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("listen: {e}"))?;
+        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| e.to_string())?
+            .to_string();
+        let mut c = Client::connect(controller, CALL_TIMEOUT)
+            .map_err(|e| format!("connect to {controller}: {e}"))?;
+        let next = call_ok(&mut c, &next_broker_id(name))?;
+        let id = ext_i64(&next, NEXT_BROKER_ID).ok_or("1012 without nextBrokerId")?;
+        call_ok(&mut c, &apply_broker_id(name, id, &addr))?;
+        let registered = call_ok(&mut c, &register_broker(name, id, &addr))?;
+        let mut namesrv = Vec::new();
+        for ns in &o.namesrv {
+            let conn = Client::connect(ns, CALL_TIMEOUT);
+            namesrv.push(conn.map_err(|e| format!("connect to {ns}: {e}"))?);
+        }
+        let mut b = SimBroker {
+            name: name.to_string(),
+            addr,
+            id,
+            controller: Arc::new(Mutex::new(Some(c))),
+            namesrv: Arc::new(Mutex::new(namesrv)),
+            role: Arc::new(Mutex::new((0, 0, 0))),
+            promoted: Arc::new(Mutex::new((None, None))),
+            heartbeating: Arc::new(AtomicBool::new(true)),
+            stop: Arc::new(AtomicBool::new(false)),
+            threads: Vec::new(),
+        };
+        b.adopt(&registered);
+        send_heartbeat(&b.controller, name, &b.addr, id, o.timeout_ms);
+        if b.role.lock().map(|r| r.0).unwrap_or(0) == 0 {
+            let elected = b.with_controller(|c| call(c, &elect_master(name, id)))?;
+            b.adopt(&elected);
+        }
+        let role = *b.role.lock().map_err(|_| "poisoned")?;
+        register_all(
+            &b.namesrv,
+            name,
+            &b.addr,
+            if role.0 == id { 0 } else { id },
+            role.1,
+        )?;
+        b.spawn_threads(listener, o.timeout_ms);
+        Ok(b)
+    }
+
+    fn with_controller<T>(
+        &self,
+        f: impl FnOnce(&mut Client) -> Result<T, String>,
+    ) -> Result<T, String> {
+        let mut guard = self.controller.lock().map_err(|_| "poisoned")?;
+        f(guard.as_mut().ok_or("no controller connection")?)
+    }
+
+    fn adopt(&self, resp: &RemotingCommand) {
+        if let (Some(master), Ok(mut role)) = (ext_i64(resp, MASTER_BROKER_ID), self.role.lock()) {
+            *role = (
+                master,
+                ext_i64(resp, MASTER_EPOCH).unwrap_or(0),
+                ext_i64(resp, SYNC_STATE_SET_EPOCH).unwrap_or(0),
+            );
+        }
+    }
+
+    fn spawn_threads(&mut self, listener: TcpListener, timeout_ms: u64) {
+        let (controller, name, addr, id) = (
+            self.controller.clone(),
+            self.name.clone(),
+            self.addr.clone(),
+            self.id,
+        );
+        let (beat, stop) = (self.heartbeating.clone(), self.stop.clone());
+        self.threads.push(std::thread::spawn(move || {
+            // Java brokers heartbeat every second (brokerHeartbeatInterval).
+            while !stop.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1000));
+                if beat.load(Ordering::SeqCst) {
+                    send_heartbeat(&controller, &name, &addr, id, timeout_ms);
+                }
+            }
+        }));
+        let (role, promoted, stop) = (self.role.clone(), self.promoted.clone(), self.stop.clone());
+        let (namesrv, name, addr) = (self.namesrv.clone(), self.name.clone(), self.addr.clone());
+        self.threads.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                let Ok((stream, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
+                };
+                // The controller keeps its connection open: frames are handled as they come,
+                // on a thread per connection.
+                let (role, promoted, stop) = (role.clone(), promoted.clone(), stop.clone());
+                let (namesrv, name, addr) = (namesrv.clone(), name.clone(), addr.clone());
+                std::thread::spawn(move || {
+                    read_frames(stream, &stop, |cmd| {
+                        on_notice(cmd, id, &role, &promoted, &namesrv, &name, &addr)
+                    })
+                });
+            }
+        }));
+    }
+
+    /// As the master: 1001 to {1, 2}.
+    fn widen(&self, other: i64) -> Result<(), String> {
+        let (master, epoch, set_epoch) = *self.role.lock().map_err(|_| "poisoned")?;
+        let alter =
+            ControllerRequest::Leader(LeaderRequest::AlterSyncStateSet(AlterSyncStateSet {
+                broker_name: Some(self.name.clone()),
+                master_broker_id: Some(master),
+                master_epoch: i32::try_from(epoch).ok(),
+                body: Some(SyncStateSetBody {
+                    sync_state_set: Some([master, other].into_iter().collect()),
+                    sync_state_set_epoch: i32::try_from(set_epoch).unwrap_or(0),
+                }),
+            }));
+        self.with_controller(|c| call_ok(c, &alter))?;
+        Ok(())
+    }
+
+    /// kill -9: every connection closes at once, nothing more is sent (the threads notice
+    /// the stop flag later; dropping the broker waits for them).
+    fn kill(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Ok(mut c) = self.controller.lock() {
+            c.take();
+        }
+        if let Ok(mut ns) = self.namesrv.lock() {
+            ns.clear();
+        }
+    }
+}
+
+impl Drop for SimBroker {
+    fn drop(&mut self) {
+        self.kill();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// One oneway 904 on the broker's controller connection.
+fn send_heartbeat(
+    controller: &Mutex<Option<Client>>,
+    name: &str,
+    addr: &str,
+    id: i64,
+    timeout_ms: u64,
+) {
+    let beat = heartbeat(name, addr, id, timeout_ms);
+    if let Ok(mut guard) = controller.lock() {
+        if let Some(c) = guard.as_mut() {
+            let _ = c.oneway_encoded(&beat.encode());
+        }
+    }
+}
+
+/// Handles each frame of one connection as it arrives, until the connection closes or `stop`.
+fn read_frames(
+    mut stream: std::net::TcpStream,
+    stop: &AtomicBool,
+    mut handle: impl FnMut(&RemotingCommand),
+) {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
+    let mut buf = BytesMut::new();
+    let mut chunk = [0u8; 4096];
+    while !stop.load(Ordering::SeqCst) {
+        match stream.read(&mut chunk) {
+            Ok(0) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
+            Err(_) => return,
+        }
+        while let Ok(Some(f)) = frame::next_frame(&mut buf, 1 << 20) {
+            if let Ok(cmd) = RemotingCommand::decode(f, &DecodeLimits::default()) {
+                handle(&cmd);
+            }
+        }
+    }
+}
+
+/// A 1008: a higher master epoch naming this broker makes it master, registered as id 0.
+fn on_notice(
+    cmd: &RemotingCommand,
+    id: i64,
+    role: &Mutex<(i64, i64, i64)>,
+    promoted: &Mutex<(Option<Instant>, Option<Instant>)>,
+    namesrv: &Mutex<Vec<Client>>,
+    name: &str,
+    addr: &str,
+) {
+    let (Some(master), Some(epoch)) = (ext_i64(cmd, MASTER_BROKER_ID), ext_i64(cmd, MASTER_EPOCH))
+    else {
+        return;
+    };
+    let Ok(mut r) = role.lock() else {
+        return;
+    };
+    if cmd.code != 1008 || epoch <= r.1 {
+        return;
+    }
+    *r = (
+        master,
+        epoch,
+        ext_i64(cmd, SYNC_STATE_SET_EPOCH).unwrap_or(r.2),
+    );
+    drop(r);
+    if master != id {
+        return;
+    }
+    let notified = Instant::now();
+    if register_all(namesrv, name, addr, 0, epoch).is_ok() {
+        if let Ok(mut p) = promoted.lock() {
+            *p = (Some(notified), Some(Instant::now()));
+        }
+    }
+}
+
+/// REGISTER_BROKER to every name server, `stateVersion = masterEpoch`.
+fn register_all(
+    namesrv: &Mutex<Vec<Client>>,
+    name: &str,
+    addr: &str,
+    broker_id: i64,
+    master_epoch: i64,
+) -> Result<(), String> {
+    let topic = failover_topic(name);
+    let body = RegisterBody {
+        data_version: DataVersion {
+            counter: millis() as i64,
+            state_version: master_epoch,
+            timestamp: millis() as i64,
+        },
+        topics: vec![(
+            topic.clone(),
+            TopicConfig {
+                topic_name: topic,
+                read_queue_nums: 4,
+                write_queue_nums: 4,
+                perm: 6,
+                topic_sys_flag: 0,
+            },
+        )],
+        filter_servers: Some(Vec::new()),
+        mappings: Vec::new(),
+    };
+    let identity = BrokerIdentity {
+        cluster: CLUSTER.to_string(),
+        broker_name: name.to_string(),
+        broker_addr: addr.to_string(),
+        broker_id,
+        ha_server_addr: addr.to_string(),
+    };
+    let mut conns = namesrv.lock().map_err(|_| "poisoned")?;
+    for c in conns.iter_mut() {
+        c.register_broker(&identity, &body, &RegisterOptions::default())
+            .map_err(|e| format!("REGISTER_BROKER to {}: {e}", c.peer()))?;
+    }
+    Ok(())
+}
+
+/// Whether the name server of `c` routes `addr` as id 0 of `name`.
+fn routed_as_master(c: &mut Client, name: &str, addr: &str) -> bool {
+    match c.get_route(&failover_topic(name)) {
+        Ok(Some(route)) => route
+            .broker_datas
+            .iter()
+            .any(|b| b.broker_name == name && b.broker_addrs.get(&0).is_some_and(|a| a == addr)),
+        _ => false,
+    }
+}
+
+/// One round's times, from the master's death.
+struct Round {
+    notified: Duration,
+    routed: Duration,
+}
+
+fn failover_round(
+    o: &Options,
+    controller: &str,
+    mode: Failover,
+    round: usize,
+) -> Result<Round, String> {
+    let name = format!("{}-failover-{round}", set_names(o)[0]);
+    let master = SimBroker::start(o, controller, &name)?;
+    let slave = SimBroker::start(o, controller, &name)?;
+    master.widen(slave.id)?;
+    // The name server whose route is watched, as --strategy picks a client's.
+    let watched = &o.namesrv[Picker::new(&o.namesrv, o.strategy)?.next()?];
+    let mut ns = Client::connect(watched, CALL_TIMEOUT).map_err(|e| e.to_string())?;
+    let died = Instant::now();
+    match mode {
+        Failover::Crash => master.kill(),
+        Failover::Hang => master.heartbeating.store(false, Ordering::SeqCst),
+    }
+    let deadline = died + o.max_wait;
+    let routed = loop {
+        if routed_as_master(&mut ns, &name, &slave.addr) {
+            break died.elapsed();
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "round {round}: the slave was not routed as master within {:?}",
+                o.max_wait
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let notified = slave
+        .promoted
+        .lock()
+        .ok()
+        .and_then(|p| p.0)
+        .map_or(routed, |t| t - died);
+    drop(slave);
+    drop(master);
+    let mut c = Client::connect(controller, CALL_TIMEOUT).map_err(|e| e.to_string())?;
+    let _ = call(&mut c, &clean_broker_data(&name));
+    Ok(Round { notified, routed })
+}
+
+pub fn run(
+    o: &Options,
+    controller: &str,
+    mode: Failover,
+    stop: &AtomicBool,
+) -> Result<String, String> {
+    let mut rounds = Vec::new();
+    for round in 0..o.rounds {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        rounds.push(failover_round(o, controller, mode, round)?);
+    }
+    let mode_name = match mode {
+        Failover::Crash => "crash (connections closed)",
+        Failover::Hang => "hang (heartbeats stopped)",
+    };
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    if o.json {
+        let list = rounds.iter().map(|r| {
+            Value::Object(vec![
+                (
+                    "notified_ms".into(),
+                    Value::Str(format!("{:.1}", ms(r.notified))),
+                ),
+                (
+                    "routed_ms".into(),
+                    Value::Str(format!("{:.1}", ms(r.routed))),
+                ),
+            ])
+        });
+        let doc = Value::Object(vec![
+            ("workload".into(), Value::Str("controller-failover".into())),
+            ("mode".into(), Value::Str(mode_name.into())),
+            (
+                "heartbeat_timeout_ms".into(),
+                Value::Int(o.timeout_ms as i64),
+            ),
+            ("rounds".into(), Value::Array(list.collect())),
+        ]);
+        let mut out = Vec::new();
+        json::write_value(&mut out, &doc);
+        return Ok(String::from_utf8_lossy(&out).into_owned());
+    }
+    let mut out = format!(
+        "failover on controller {controller}, name servers {}: master {mode_name}, brokers' heartbeatTimeoutMills {} ms\n",
+        o.namesrv.join(";"),
+        o.timeout_ms
+    );
+    out += &format!(
+        "{:<6} {:>14} {:>22}\n",
+        "round", "notified (ms)", "routed as master (ms)"
+    );
+    for (i, r) in rounds.iter().enumerate() {
+        out += &format!("{:<6} {:>14.1} {:>22.1}\n", i, ms(r.notified), ms(r.routed));
+    }
+    Ok(out)
+}

@@ -1,0 +1,79 @@
+//! Which name server each route client uses (`--strategy`), chosen through the library's
+//! `NameServerSet`, as a fleet of clients would choose: round-robin deals them out in turn
+//! (client i on server i mod n, the default); random gives every client its own random start,
+//! as each Java client process picks one; pinned puts them all on one server; fewest ranks
+//! the servers by their connection count (the stats extension) before each client is opened,
+//! and waits until the chosen server counts the new connection so that the next choice sees
+//! it. Simulated brokers are not chosen: they register with every name server.
+
+use rmq_namesrv::client::nameserver_set::Load;
+use rmq_namesrv::client::{NameServerSet, Strategy};
+use std::time::{Duration, Instant};
+
+/// How long `fewest` waits for a server to count a connection just opened.
+const COUNTED_WITHIN: Duration = Duration::from_secs(5);
+
+pub struct Picker {
+    addrs: Vec<String>,
+    strategy: Strategy,
+    /// One set for every client (all strategies but random, where each client has its own).
+    shared: NameServerSet,
+}
+
+impl Picker {
+    pub fn new(addrs: &[String], strategy: Strategy) -> Result<Picker, String> {
+        let shared = NameServerSet::new(addrs.to_vec(), strategy).map_err(|e| e.to_string())?;
+        Ok(Picker {
+            addrs: addrs.to_vec(),
+            strategy,
+            shared,
+        })
+    }
+
+    /// The server (index into the list) of the next client.
+    pub fn next(&mut self) -> Result<usize, String> {
+        if self.strategy == Strategy::RandomStartRoundRobin {
+            let mut own =
+                NameServerSet::new(self.addrs.clone(), self.strategy).map_err(|e| e.to_string())?;
+            return Ok(own.choose());
+        }
+        Ok(self.shared.choose())
+    }
+
+    /// Called once a client's connection to server `s` is open: under `fewest`, waits until
+    /// `s` counts it (a server without the stats extension is not waited for).
+    pub fn opened(&mut self, s: usize) -> Result<(), String> {
+        if !matches!(self.strategy, Strategy::LeastLoaded { .. }) {
+            return Ok(());
+        }
+        let addr = &self.addrs[s];
+        let Some(before) = self
+            .shared
+            .ranking()
+            .iter()
+            .find_map(|(a, load)| match load {
+                Load::Connections(n) if *a == addr.as_str() => Some(*n),
+                _ => None,
+            })
+        else {
+            return Ok(());
+        };
+        let deadline = Instant::now() + COUNTED_WITHIN;
+        loop {
+            let now = self
+                .shared
+                .call_at(s, |c| c.stats())
+                .map(|st| st.connections);
+            if now.as_ref().is_ok_and(|n| *n > before) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "{addr} did not count a new client connection within {COUNTED_WITHIN:?} \
+                     ({before} before, now {now:?})"
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
