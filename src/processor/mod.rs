@@ -1,0 +1,525 @@
+//! Typed request -> behaviour: one handler per [`Request`], applied to the tables, and the
+//! one place where errors (a [`ParseError`] or a handler's refusal, [`Reject`]) become
+//! response codes and Java's remarks (docs/protocol.md §3). Before parsing, the code's row
+//! decides whether an allow-list applies (`adminAllowList`, `brokerAllowList`; README
+//! "Security" has the threat model); registrations are checked against the registry's bounds
+//! before they are applied. Refusals are logged at warn, a few lines per interval and then a
+//! count, so that a flood of bad requests cannot become a flood of synchronous log writes on
+//! the loop.
+//!
+//! The processor owns the state (route table, KV store, config, counters) and runs on the
+//! loop thread. It never blocks on the network or the disk: unregistrations go to the batching
+//! thread and come back de-duplicated through [`Processor::apply_unregister_batch`]; 905
+//! notifications leave as encoded frames for the sender thread; KV changes and config updates
+//! go to the durable writer, and their requests are answered by
+//! [`Processor::finish_durable_writes`] once the change is on disk (all through the
+//! [`Outbox`]). Such a request's handling says so in [`Effects::deferred`]: the server then
+//! holds the connection's later frames, so its answers keep their order.
+//!
+//! A registration with many topics (a decoded body of more than [`STEPPED_APPLY_TOPICS`]) is
+//! applied in steps: everything but putting its topic configs at once, then the topic configs
+//! a slice per step ([`Processor::run_topic_steps`], called by the server within its per-turn
+//! budget), and it is answered after the last step ([`Effects::deferred`] again). Meanwhile the
+//! route table has one writer: requests that would change it
+//! ([`Processor::waits_for_topic_steps`]), further registrations and unregistrations wait for
+//! the last step, so the tables end as a one-go apply leaves them.
+//!
+//! One file per area, mirroring `crate::request`: [`kv`](self::kv) (KV config), `broker`
+//! (registration, heartbeat, data version, member group), `removal` (unregistrations, expiry,
+//! closed connections), `routes` (route lookups, topic lists, cluster info), `admin` (write
+//! permission, topic delete and register, stats), `config` (the server's properties), beside
+//! `reply` (answers and their templates), `durable` (answers given once the disk has a change)
+//! and `stats` (counters and rate-limited log lines). Adding a request code: one row in
+//! `remoting::codes`, one typed request in `crate::request`, one arm in
+//! [`Processor::apply`] (an exhaustive match: the compiler finds a missing handler).
+
+use crate::config::{Cidr, NamesrvConfig, SerializeTypeSetting};
+use crate::event_loop::oneway::Oneway;
+use crate::kv::{DurableWriter, KvStore};
+use crate::remoting::codes::{self, response};
+use crate::remoting::command::{RemotingCommand, SerializeType};
+use crate::request::{BodyDone, NameLimits, ParseError, Request};
+use crate::route::model::{BodyLimits, DecodeScratch, RegisterBody};
+use crate::route::table::{
+    BodyFingerprint, ConnId, RemovalReason, RouteBounds, RouteTable, UnregisterRequest, FLAG_UNIT,
+    FLAG_UNIT_SUB,
+};
+use crossbeam_channel::Sender;
+use log::{debug, warn};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+/// The KV namespace the name server itself reads (order topic configuration).
+pub const ORDER_TOPIC_CONFIG: &str = "ORDER_TOPIC_CONFIG";
+
+/// A broker to unregister, and why it goes.
+pub type Unregistration = (UnregisterRequest, RemovalReason);
+
+/// Unregistrations as the batching thread takes them and hands them back (de-duplicated by
+/// request).
+pub type UnregisterBatch = Vec<Unregistration>;
+
+/// Where the processor sends work that must not run on the loop: plain messages over bounded
+/// channels (a full queue is logged and counted, never waited for).
+pub struct Outbox {
+    /// To the batching thread (capacity `unRegisterBrokerQueueCapacity` messages).
+    pub unregistrations: Sender<UnregisterBatch>,
+    /// To the sender thread: NOTIFY_MIN_BROKER_ID_CHANGE frames.
+    pub notifications: Sender<Oneway>,
+    /// To the durable writer: KV changes and config file writes (and their results back).
+    pub durable: DurableWriter,
+}
+
+/// Where a request came from and what the server around it looks like.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestContext {
+    pub conn: Option<ConnId>,
+    pub peer: Option<SocketAddr>,
+    pub now_ms: u64,
+    /// Where an answer given later goes (a request whose change must be durable first).
+    pub reply_to: Option<LoopConnId>,
+}
+
+/// The loop's generation-checked connection id: a deferred answer to a closed connection
+/// finds nothing.
+pub type LoopConnId = crate::event_loop::ConnId;
+
+/// An answer given once its change is durable (or failed): the frame for the connection,
+/// empty for a oneway request. The server writes it and releases the connection.
+#[derive(Debug)]
+pub struct DeferredReply {
+    pub conn: LoopConnId,
+    pub frame: Vec<u8>,
+}
+
+/// Counters kept by the server loop, reported by the stats extension.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ServerCounters {
+    pub connections: usize,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// Bytes all connections' buffers hold now (bounded by maxBufferedBytes).
+    pub buffered_bytes: usize,
+    /// Connections refused by maxConnections, the per-address limit or the reserve.
+    pub refused_connections: u64,
+    /// Connections closed because a frame did not complete within frameReadTimeoutMillis.
+    pub frame_timeouts: u64,
+    /// Peers closed for not reading their replies while the buffer budget was spent.
+    pub closed_over_budget: u64,
+    /// `accept` failures (out of descriptors and the like).
+    pub accept_failures: u64,
+    /// The loop's longest turn so far, in microseconds, and its turns over 2 ms.
+    pub max_turn_micros: u64,
+    pub long_turns: u64,
+}
+
+/// What the server must do after a request besides writing the reply.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Effects {
+    /// UPDATE_NAMESRV_CONFIG applied: re-read timer and limit settings.
+    pub config_changed: bool,
+    /// Not answered yet: the answer comes from [`Processor::finish_durable_writes`] (or, for a
+    /// registration applied in steps, from [`Processor::run_topic_steps`]); hold the
+    /// connection's later frames until then.
+    pub deferred: bool,
+    /// A REGISTER_BROKER whose body changed and is to be decoded off the loop
+    /// ([`BodyWork::DecodeOffLoop`]): nothing was answered; hand it to the decode worker
+    /// ([`decode_registration`]) with this fingerprint, then back as [`BodyWork::Decoded`].
+    pub decode_off_loop: Option<BodyFingerprint>,
+}
+
+/// An error that becomes a response code and remark.
+struct Reject {
+    code: i32,
+    remark: String,
+}
+
+fn reject(code: i32, remark: impl Into<String>) -> Reject {
+    Reject {
+        code,
+        remark: remark.into(),
+    }
+}
+
+/// Parse errors are answered REQUEST_CODE_NOT_SUPPORTED (unknown code) or SYSTEM_ERROR, with
+/// the error's text as the remark, as Java's.
+impl From<ParseError> for Reject {
+    fn from(e: ParseError) -> Self {
+        let code = match e {
+            ParseError::NotSupported(_) => response::REQUEST_CODE_NOT_SUPPORTED,
+            _ => response::SYSTEM_ERROR,
+        };
+        reject(code, e.to_string())
+    }
+}
+
+/// The name server's state and request handling.
+pub struct Processor {
+    pub table: RouteTable,
+    kv: KvStore,
+    config: NamesrvConfig,
+    started: Instant,
+    outbox: Outbox,
+    stats: Stats,
+    body_limits: BodyLimits,
+    admin_allow_list: Vec<Cidr>,
+    /// Requests waiting for the durable writer, in the order their jobs were submitted.
+    awaiting: VecDeque<Awaiting>,
+    next_write_id: u64,
+    /// UPDATE_NAMESRV_CONFIGs waiting for the one being written (one at a time, so that each
+    /// is checked against the config the previous one made).
+    config_queue: VecDeque<(Ticket, String)>,
+    config_writing: bool,
+    /// When a full KV store was last warned about.
+    kv_full_warned_ms: Option<u64>,
+    broker_allow_list: Vec<Cidr>,
+    bounds: RouteBounds,
+    /// Brokers found expired by the scan in progress, submitted together when it ends, and
+    /// their connections, closed then.
+    expired_this_scan: UnregisterBatch,
+    expired_conns_this_scan: Vec<ConnId>,
+    /// Bodies decoded off the loop and applied (see [`Processor::take_spent_bodies`]).
+    spent_bodies: Vec<RegisterBody>,
+    /// Strings of the changed bodies applied on the loop, for the next ones decoded here.
+    scratch: DecodeScratch,
+    /// Registrations whose topic configs are put in steps, oldest first; and the one the
+    /// request being handled started.
+    topic_steps: VecDeque<StepsJob>,
+    new_steps: Option<StepsJob>,
+    templates: ReplyTemplates,
+}
+
+/// Where a deferred answer goes.
+#[derive(Debug, Clone, Copy)]
+struct Ticket {
+    conn: LoopConnId,
+    opaque: i32,
+    oneway: bool,
+}
+
+/// Whether `peer` is inside `list`; an empty list lets everyone in, and so does a request
+/// with no peer address (made inside the process).
+fn allows(list: &[Cidr], peer: Option<SocketAddr>) -> bool {
+    match peer {
+        Some(p) => list.is_empty() || list.iter().any(|c| c.contains(p.ip())),
+        None => true,
+    }
+}
+
+impl Processor {
+    pub fn new(config: NamesrvConfig, mut kv: KvStore, outbox: Outbox) -> Self {
+        let table = RouteTable::new(route_settings(&config), 1000);
+        kv.set_limits(kv_limits(&config));
+        let (usage, limits) = (kv.usage(), kv.limits());
+        if usage.entries > limits.max_entries || usage.bytes > limits.max_total_bytes {
+            warn!(
+                "KV config {} holds {} entries and {} bytes, over kvMaxEntries {} or kvMaxTotalBytes {}: \
+                 puts that add to it are refused until entries are deleted or the limits raised",
+                kv.path().display(),
+                usage.entries,
+                usage.bytes,
+                limits.max_entries,
+                limits.max_total_bytes
+            );
+        }
+        Processor {
+            table,
+            kv,
+            body_limits: body_limits(&config),
+            admin_allow_list: config.admin_allow_list_parsed(),
+            broker_allow_list: config.broker_allow_list_parsed(),
+            bounds: route_bounds(&config),
+            config,
+            started: Instant::now(),
+            outbox,
+            stats: Stats::default(),
+            awaiting: VecDeque::new(),
+            next_write_id: 0,
+            config_queue: VecDeque::new(),
+            config_writing: false,
+            kv_full_warned_ms: None,
+            expired_this_scan: Vec::new(),
+            expired_conns_this_scan: Vec::new(),
+            spent_bodies: Vec::new(),
+            scratch: DecodeScratch::default(),
+            topic_steps: VecDeque::new(),
+            new_steps: None,
+            templates: ReplyTemplates::new(),
+        }
+    }
+
+    pub fn config(&self) -> &NamesrvConfig {
+        &self.config
+    }
+
+    fn serialize_type(&self) -> SerializeType {
+        match self.config.serialize_type {
+            SerializeTypeSetting::Json => SerializeType::Json,
+            SerializeTypeSetting::RocketMq => SerializeType::RocketMq,
+        }
+    }
+
+    /// Handles one request and appends its response frame (if any) to `out`.
+    pub fn handle(
+        &mut self,
+        ctx: &RequestContext,
+        counters: &ServerCounters,
+        cmd: &RemotingCommand,
+        out: &mut Vec<u8>,
+    ) -> Effects {
+        self.handle_with(ctx, counters, cmd, BodyWork::OnLoop, out)
+    }
+
+    /// As [`Processor::handle`], for a REGISTER_BROKER whose body is (to be) hashed or
+    /// decoded off the loop as `work` says. A body coming back decoded is not counted again.
+    pub fn handle_with(
+        &mut self,
+        ctx: &RequestContext,
+        counters: &ServerCounters,
+        cmd: &RemotingCommand,
+        work: BodyWork,
+        out: &mut Vec<u8>,
+    ) -> Effects {
+        if cmd.is_response() {
+            // We only send oneway requests (905), so no response is ever expected.
+            debug!(
+                "dropping unexpected response frame (opaque {}) from {:?}",
+                cmd.opaque, ctx.peer
+            );
+            return Effects::default();
+        }
+        if !matches!(work, BodyWork::Decoded(_)) {
+            self.stats.requests_by_code.count(cmd.code);
+        }
+        let mut effects = Effects::default();
+        // Only a registration handled just now may leave steps to run (not one whose handling
+        // panicked halfway).
+        self.new_steps = None;
+        let ticket = ctx.reply_to.map(|conn| Ticket {
+            conn,
+            opaque: cmd.opaque,
+            oneway: cmd.is_oneway(),
+        });
+        let reply = match self.dispatch(ctx, counters, cmd, ticket, work) {
+            Ok(r) => r,
+            Err(r) => {
+                debug!(
+                    "request {} from {:?} answered {}: {}",
+                    cmd.code, ctx.peer, r.code, r.remark
+                );
+                r.into()
+            }
+        };
+        if reply.decode_off_loop.is_some() {
+            effects.decode_off_loop = reply.decode_off_loop;
+            return effects;
+        }
+        if let Some(mut job) = self.new_steps.take() {
+            match ticket {
+                Some(ticket) => {
+                    // Answered when the last step is done: success means the change was made.
+                    job.reply = Some(self.deferred_reply(ticket, &reply));
+                    self.topic_steps.push_back(job);
+                    effects.deferred = true;
+                    return effects;
+                }
+                None => {
+                    // No connection to answer later (an in-process caller): applied now.
+                    while !self
+                        .table
+                        .apply_topic_steps(&mut job.steps, &job.body, usize::MAX)
+                    {
+                    }
+                    self.finish_steps(job, ctx.now_ms, &mut Vec::new());
+                }
+            }
+        }
+        if reply.deferred {
+            effects.deferred = true;
+        } else if !cmd.is_oneway() {
+            self.write_reply(cmd.opaque, &reply, out);
+        }
+        self.log_change_summary(ctx.now_ms);
+        effects
+    }
+
+    /// Answers `cmd` with an error without handling it (the loop's overload path).
+    pub fn reply_error(
+        &mut self,
+        cmd: &RemotingCommand,
+        code: i32,
+        remark: &str,
+        out: &mut Vec<u8>,
+    ) {
+        self.stats.requests_by_code.count(cmd.code);
+        self.stats.rejected_busy += 1;
+        if !cmd.is_oneway() {
+            self.write_reply(cmd.opaque, &Reply::error(code, remark), out);
+        }
+    }
+
+    fn write_reply(&self, opaque: i32, reply: &Reply, out: &mut Vec<u8>) {
+        let serialize_type = self.serialize_type();
+        if !self.templates.write(serialize_type, opaque, reply, out) {
+            encode_reply(serialize_type, opaque, reply, out);
+        }
+    }
+
+    /// The allow-lists, then the typed request, then its handler.
+    fn dispatch(
+        &mut self,
+        ctx: &RequestContext,
+        counters: &ServerCounters,
+        cmd: &RemotingCommand,
+        ticket: Option<Ticket>,
+        work: BodyWork,
+    ) -> Result<Reply, Reject> {
+        self.check_allow_lists(ctx, cmd.code)?;
+        let limits = self.name_limits();
+        let done = match &work {
+            BodyWork::Hashed(Some(fingerprint)) => BodyDone::Hashed(*fingerprint),
+            BodyWork::Decoded(d) => BodyDone::Hashed(d.fingerprint),
+            BodyWork::RouteDecoded(_) => BodyDone::Decoded,
+            BodyWork::OnLoop | BodyWork::DecodeOffLoop | BodyWork::Hashed(None) => {
+                BodyDone::Nothing
+            }
+        };
+        let request = match Request::parse_after(cmd, &limits, done) {
+            Ok(request) => request,
+            Err(e) => {
+                if !matches!(e, ParseError::NotSupported(_)) {
+                    self.warn_refused(ctx, cmd.code, &e);
+                }
+                return Err(e.into());
+            }
+        };
+        match (request, work) {
+            (Request::RegisterBroker(r), work) => self.register_broker(ctx, &r, work),
+            (Request::RegisterTopic(mut r), BodyWork::RouteDecoded(decoded)) => {
+                r.queue_datas = decoded.inspect_err(|e| self.warn_refused(ctx, cmd.code, e))?;
+                self.register_topic(ctx, r)
+            }
+            (request, _) => self.apply(ctx, counters, request, ticket),
+        }
+    }
+
+    /// `adminAllowList` for the admin writes, `brokerAllowList` for what brokers report about
+    /// themselves. Both are off by default, and then the code is not even looked up.
+    fn check_allow_lists(&mut self, ctx: &RequestContext, code: i32) -> Result<(), Reject> {
+        let (key, list) =
+            if !self.admin_allow_list.is_empty() && codes::needs_admin_allow_list(code) {
+                ("adminAllowList", &self.admin_allow_list)
+            } else if !self.broker_allow_list.is_empty() && codes::needs_broker_allow_list(code) {
+                ("brokerAllowList", &self.broker_allow_list)
+            } else {
+                return Ok(());
+            };
+        if allows(list, ctx.peer) {
+            return Ok(());
+        }
+        let remark = format!("request {code} is not allowed from this address ({key})");
+        self.warn_refused(ctx, code, &remark);
+        Err(reject(response::NO_PERMISSION, remark))
+    }
+
+    /// A refused request at warn, rate-limited.
+    fn warn_refused(&mut self, ctx: &RequestContext, code: i32, why: &dyn std::fmt::Display) {
+        if self.stats.refusals.admit(ctx.now_ms) {
+            warn!(
+                "refused {} from {:?}: {why}",
+                codes::request_name(code),
+                ctx.peer
+            );
+        }
+    }
+
+    /// One handler per typed request.
+    fn apply(
+        &mut self,
+        ctx: &RequestContext,
+        counters: &ServerCounters,
+        request: Request<'_>,
+        ticket: Option<Ticket>,
+    ) -> Result<Reply, Reject> {
+        match request {
+            Request::PutKvConfig(r) => {
+                let prepared = self.kv.prepare_put(r.namespace, r.key, r.value);
+                self.submit_kv_change(prepared, ticket, ctx.now_ms)
+            }
+            Request::GetKvConfig(r) => self.get_kv_config(r),
+            Request::DeleteKvConfig(r) => {
+                let prepared = self.kv.prepare_delete(r.namespace, r.key);
+                self.submit_kv_change(prepared, ticket, ctx.now_ms)
+            }
+            Request::GetKvList(r) => self.get_kv_list(r),
+            Request::RegisterBroker(r) => self.register_broker(ctx, &r, BodyWork::OnLoop),
+            Request::UnregisterBroker(r) => self.unregister_broker(ctx, r),
+            Request::BrokerHeartbeat(r) => self.broker_heartbeat(ctx, r),
+            Request::QueryDataVersion(r) => self.query_data_version(ctx, r),
+            Request::GetBrokerMemberGroup(r) => self.broker_member_group(r),
+            Request::GetRouteInfo(r) => self.route_info(r),
+            Request::GetBrokerClusterInfo => {
+                let mut body = Vec::with_capacity(256);
+                self.table.cluster_info().encode(&mut body);
+                Ok(Reply::with_body(body))
+            }
+            Request::WipeWritePerm(r) => self.write_perm(r, false),
+            Request::AddWritePerm(r) => self.write_perm(r, true),
+            Request::GetAllTopicList => self.all_topic_list(),
+            Request::DeleteTopic(r) => self.delete_topic(r),
+            Request::RegisterTopic(r) => self.register_topic(ctx, r),
+            Request::GetTopicsByCluster(r) => self.topics_by_cluster(r),
+            Request::GetSystemTopicList => self.system_topic_list(),
+            Request::GetUnitTopicList => self.unit_topics(|f| f & FLAG_UNIT != 0),
+            Request::GetHasUnitSubTopicList => self.unit_topics(|f| f & FLAG_UNIT_SUB != 0),
+            Request::GetHasUnitSubUnunitTopicList => {
+                self.unit_topics(|f| f & FLAG_UNIT_SUB != 0 && f & FLAG_UNIT == 0)
+            }
+            Request::GetNamesrvConfig => Ok(Reply::with_body(
+                self.config.to_properties_text().into_bytes(),
+            )),
+            Request::UpdateNamesrvConfig(r) => self.update_config(r, ticket),
+            Request::Stats => Ok(Reply::with_body(self.stats_body(counters))),
+        }
+    }
+
+    fn name_limits(&self) -> NameLimits {
+        NameLimits {
+            max_name_length: self.config.max_name_length as usize,
+            max_topic_name_length: self.config.max_topic_name_length as usize,
+            max_queue_nums: self.config.max_queue_nums.min(i32::MAX as u32) as i32,
+        }
+    }
+
+    fn deferred_reply(&self, ticket: Ticket, reply: &Reply) -> DeferredReply {
+        let mut frame = Vec::new();
+        if !ticket.oneway {
+            self.write_reply(ticket.opaque, reply, &mut frame);
+        }
+        DeferredReply {
+            conn: ticket.conn,
+            frame,
+        }
+    }
+}
+
+use broker::StepsJob;
+pub use broker::{
+    decode_registration, decode_route_body, hash_registration, BodyChecks, BodyWork, DecodedBody,
+    STEPPED_APPLY_TOPICS,
+};
+use config::{body_limits, kv_limits, route_bounds, route_settings};
+use durable::Awaiting;
+use reply::{encode_reply, Reply, ReplyBody, ReplyExt, ReplyTemplates};
+use stats::{log_grouped, Stats};
+
+mod admin;
+mod broker;
+mod config;
+mod durable;
+mod kv;
+mod removal;
+mod reply;
+mod routes;
+mod stats;
