@@ -1,12 +1,12 @@
 //! Admin writes to the registry (write permission, DELETE_TOPIC_IN_NAMESRV,
 //! REGISTER_TOPIC_IN_NAMESRV) and the stats extension's body.
 
-use super::{Processor, Reject, Reply, ReplyExt, RequestContext, ServerCounters};
+use super::{Processor, Refusal, Reply, ReplyExt, RequestContext, ServerCounters};
 use crate::request::{DeleteTopic, RegisterTopic, WritePerm};
 use log::{debug, info};
 
 impl Processor {
-    pub(super) fn write_perm(&mut self, r: WritePerm<'_>, enable: bool) -> Result<Reply, Reject> {
+    pub(super) fn write_perm(&mut self, r: WritePerm<'_>, enable: bool) -> Result<Reply, Refusal> {
         let count = self.table.set_write_perm(r.broker_name, enable);
         let (key, verb) = if enable {
             ("addTopicCount", "added")
@@ -23,7 +23,7 @@ impl Processor {
         })
     }
 
-    pub(super) fn delete_topic(&mut self, r: DeleteTopic<'_>) -> Result<Reply, Reject> {
+    pub(super) fn delete_topic(&mut self, r: DeleteTopic<'_>) -> Result<Reply, Refusal> {
         if self.table.delete_topic(r.topic, r.cluster) {
             info!(
                 "topic {} deleted (cluster {:?})",
@@ -40,7 +40,7 @@ impl Processor {
         &mut self,
         ctx: &RequestContext,
         r: RegisterTopic<'_>,
-    ) -> Result<Reply, Reject> {
+    ) -> Result<Reply, Refusal> {
         if let Err(e) = self
             .table
             .check_topic_bounds(r.topic, &r.queue_datas, &self.bounds)
@@ -61,7 +61,12 @@ impl Processor {
         Ok(Reply::ok())
     }
 
-    pub(super) fn stats_body(&self, counters: &ServerCounters) -> Vec<u8> {
+    /// RMQ_NAMESRV_STATS: the counters as one JSON object.
+    pub(super) fn stats(&mut self, counters: &ServerCounters) -> Result<Reply, Refusal> {
+        Ok(Reply::with_body(self.stats_body(counters)))
+    }
+
+    fn stats_body(&self, counters: &ServerCounters) -> Vec<u8> {
         use crate::remoting::json::{write_i64, write_key};
         let mut out = Vec::with_capacity(512);
         let fields: [(&str, i64); 23] = [

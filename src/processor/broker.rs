@@ -3,10 +3,10 @@
 //! UNREGISTER_BROKER and GET_BROKER_MEMBER_GROUP.
 
 use super::{
-    allows, reject, DeferredReply, Processor, Reject, Reply, ReplyBody, ReplyExt, RequestContext,
+    allows, DeferredReply, Processor, Refusal, Reply, ReplyBody, ReplyExt, RequestContext,
     ORDER_TOPIC_CONFIG,
 };
-use crate::remoting::codes::{request, response};
+use crate::remoting::codes::request;
 use crate::remoting::command::RemotingCommand;
 use crate::request::{
     BodyDone, BrokerHeartbeat, BrokerRef, GetBrokerMemberGroup, NameLimits, ParseError,
@@ -126,8 +126,6 @@ pub(super) enum ChangedBody {
     Ready(RegisterBody),
     /// To be decoded off the loop first.
     OffLoop,
-    /// Refused with this answer (not an error reply of the usual shape).
-    Answer(Reply),
 }
 
 impl Processor {
@@ -136,7 +134,7 @@ impl Processor {
         ctx: &RequestContext,
         r: &RegisterBroker<'_>,
         work: BodyWork,
-    ) -> Result<Reply, Reject> {
+    ) -> Result<Reply, Refusal> {
         let req = r.table_request(ctx.conn, ctx.now_ms);
         let decoded_off_loop = matches!(work, BodyWork::Decoded(_));
         if !decoded_off_loop {
@@ -148,7 +146,6 @@ impl Processor {
         } else {
             let body = match self.changed_body(ctx, r, work)? {
                 ChangedBody::Ready(body) => body,
-                ChangedBody::Answer(reply) => return Ok(reply),
                 ChangedBody::OffLoop => {
                     return Ok(Reply {
                         decode_off_loop: Some(r.fingerprint),
@@ -196,7 +193,7 @@ impl Processor {
         ctx: &RequestContext,
         r: &RegisterBroker<'_>,
         work: BodyWork,
-    ) -> Result<ChangedBody, Reject> {
+    ) -> Result<ChangedBody, Refusal> {
         let (crc_mismatch, decoded) = match work {
             BodyWork::DecodeOffLoop | BodyWork::Hashed(_) => return Ok(ChangedBody::OffLoop),
             BodyWork::Decoded(d) => (d.crc_mismatch, Some(d.body)),
@@ -207,11 +204,7 @@ impl Processor {
                 "rejected registration of {}@{} ({}): body crc32 {actual} != header bodyCrc32 {}",
                 r.broker_name, r.broker_addr, r.cluster, r.body_crc32
             );
-            // Java built this response with RegisterBrokerResponseHeader: `"extFields":{}`.
-            return Ok(ChangedBody::Answer(Reply {
-                ext: ReplyExt::Pairs(Vec::new()),
-                ..Reply::error(response::SYSTEM_ERROR, "crc32 not match")
-            }));
+            return Err(Refusal::CrcMismatch);
         }
         let decoded = match decoded {
             Some(decoded) => decoded,
@@ -225,7 +218,7 @@ impl Processor {
             Err(e) => {
                 let what = format!("{}: {e}", registration_of(r));
                 self.warn_refused(ctx, request::REGISTER_BROKER, &what);
-                Err(e.into())
+                Err(Refusal::Parse(e))
             }
         }
     }
@@ -367,11 +360,11 @@ impl Processor {
         ctx: &RequestContext,
         what: &dyn std::fmt::Display,
         e: BoundExceeded,
-    ) -> Reject {
+    ) -> Refusal {
         if self.stats.bounds_reached.admit(ctx.now_ms) {
             warn!("refused {what} from {:?}: {e}", ctx.peer);
         }
-        reject(response::SYSTEM_ERROR, e.to_string())
+        Refusal::Bound(e)
     }
 
     /// A registration took its address from another broker name (step 0 of the table's
@@ -425,15 +418,12 @@ impl Processor {
         &mut self,
         ctx: &RequestContext,
         r: BrokerRef<'_>,
-    ) -> Result<Reply, Reject> {
+    ) -> Result<Reply, Refusal> {
         self.check_unregister_sender(ctx, &r)?;
         if self.submit_unregistrations(vec![(r.unregister_request(), RemovalReason::Unregister)]) {
             Ok(Reply::ok())
         } else {
-            Ok(Reply {
-                code: response::SYSTEM_ERROR,
-                ..Reply::ok()
-            })
+            Err(Refusal::UnregisterQueueFull)
         }
     }
 
@@ -445,7 +435,7 @@ impl Processor {
         &mut self,
         ctx: &RequestContext,
         r: &BrokerRef<'_>,
-    ) -> Result<(), Reject> {
+    ) -> Result<(), Refusal> {
         if self.admin_allow_list.is_empty() && self.broker_allow_list.is_empty() {
             return Ok(());
         }
@@ -455,18 +445,18 @@ impl Processor {
         {
             return Ok(());
         }
-        let remark = format!(
-            "UNREGISTER_BROKER of {name}@{addr} ({cluster}) refused: not sent over that broker's registration connection, nor from an address in adminAllowList"
-        );
-        self.warn_refused(ctx, request::UNREGISTER_BROKER, &remark);
-        Err(reject(response::NO_PERMISSION, remark))
+        let refusal = Refusal::UnregisterNotAllowed {
+            broker: format!("{name}@{addr} ({cluster})"),
+        };
+        self.warn_refused(ctx, request::UNREGISTER_BROKER, &refusal);
+        Err(refusal)
     }
 
     pub(super) fn broker_heartbeat(
         &mut self,
         ctx: &RequestContext,
         r: BrokerHeartbeat<'_>,
-    ) -> Result<Reply, Reject> {
+    ) -> Result<Reply, Refusal> {
         self.table.heartbeat(r.cluster, r.broker_addr, ctx.now_ms);
         Ok(Reply::ok())
     }
@@ -475,7 +465,7 @@ impl Processor {
         &mut self,
         ctx: &RequestContext,
         r: QueryDataVersion<'_>,
-    ) -> Result<Reply, Reject> {
+    ) -> Result<Reply, Refusal> {
         let (cluster, addr) = (r.broker.cluster, r.broker.broker_addr);
         let answered = self
             .table
@@ -485,7 +475,7 @@ impl Processor {
             });
         let (changed, text) = answered.map_err(|e: ParseError| {
             self.warn_refused(ctx, request::QUERY_DATA_VERSION, &e);
-            Reject::from(e)
+            Refusal::Parse(e)
         })?;
         Ok(Reply {
             ext: ReplyExt::Changed(changed),
@@ -498,7 +488,7 @@ impl Processor {
     pub(super) fn broker_member_group(
         &mut self,
         r: GetBrokerMemberGroup<'_>,
-    ) -> Result<Reply, Reject> {
+    ) -> Result<Reply, Refusal> {
         let addrs = self.table.broker_member_group(r.broker_name);
         let mut body = Vec::new();
         model::encode_member_group(r.cluster, r.broker_name, &addrs, &mut body);

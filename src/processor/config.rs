@@ -2,10 +2,9 @@
 //! written to the config file by the durable writer, one at a time, applied once on disk), and
 //! the settings each part of the processor derives from the config.
 
-use super::{reject, Awaiting, DeferredReply, Effects, Processor, Reject, Reply, Ticket};
+use super::{Awaiting, DeferredReply, Effects, Processor, Refusal, Reply, Ticket};
 use crate::config::{ConfigPlan, NamesrvConfig};
 use crate::kv::{Job, KvLimits};
-use crate::remoting::codes::response;
 use crate::request::UpdateNamesrvConfig;
 use crate::route::model::BodyLimits;
 use crate::route::table::{RouteBounds, RouteSettings};
@@ -54,6 +53,12 @@ pub(super) fn body_limits(config: &NamesrvConfig) -> BodyLimits {
 }
 
 impl Processor {
+    /// GET_NAMESRV_CONFIG: the properties in force, as text.
+    pub(super) fn get_config(&mut self) -> Result<Reply, Refusal> {
+        let text = self.config.to_properties_text();
+        Ok(Reply::with_body(text.into_bytes()))
+    }
+
     /// UPDATE_NAMESRV_CONFIG: checked against the config, written back to the config file by
     /// the durable writer, applied and answered once the file is on disk. One at a time: a
     /// request arriving meanwhile waits its turn (and is checked against the config the one
@@ -62,7 +67,7 @@ impl Processor {
         &mut self,
         r: UpdateNamesrvConfig<'_>,
         ticket: Option<Ticket>,
-    ) -> Result<Reply, Reject> {
+    ) -> Result<Reply, Refusal> {
         let Some(text) = r.properties else {
             return Ok(Reply::ok());
         };
@@ -70,35 +75,35 @@ impl Processor {
             return self.start_config_update(text, ticket);
         }
         let Some(ticket) = ticket else {
-            return Err(reject(response::SYSTEM_ERROR, "no connection to answer"));
+            return Err(Refusal::NoConnection);
         };
         let waiting_bytes: usize = self.config_queue.iter().map(|(_, t)| t.len()).sum();
         if self.config_queue.len() >= MAX_WAITING_CONFIG_UPDATES
             || waiting_bytes + text.len() > MAX_WAITING_CONFIG_BYTES
         {
-            return Err(reject(
-                response::SYSTEM_BUSY,
-                format!(
-                    "[OVERLOAD] {} config updates are waiting for the disk; try again later",
-                    self.config_queue.len()
-                ),
-            ));
+            return Err(Refusal::ConfigBacklog {
+                waiting: self.config_queue.len(),
+            });
         }
         self.config_queue.push_back((ticket, text.to_string()));
         Ok(Reply::later())
     }
 
-    fn start_config_update(&mut self, text: &str, ticket: Option<Ticket>) -> Result<Reply, Reject> {
+    fn start_config_update(
+        &mut self,
+        text: &str,
+        ticket: Option<Ticket>,
+    ) -> Result<Reply, Refusal> {
         let plan = match self.config.plan_update(text) {
             Ok(Some(plan)) => plan,
             Ok(None) => return Ok(Reply::ok()),
             Err(e) => {
                 warn!("refused config update: {e}");
-                return Err(reject(e.response_code(), e.remark()));
+                return Err(Refusal::Config(e));
             }
         };
         let Some(ticket) = ticket else {
-            return Err(reject(response::SYSTEM_ERROR, "no connection to answer"));
+            return Err(Refusal::NoConnection);
         };
         let persist = plan.clone();
         self.next_write_id += 1;
@@ -106,10 +111,7 @@ impl Processor {
         let write: crate::kv::FileWrite =
             Box::new(move || persist.persist().map_err(|e| e.remark()));
         if self.outbox.durable.submit(Job::File { id, write }).is_err() {
-            return Err(reject(
-                response::SYSTEM_ERROR,
-                "cannot write the config file: the writer thread has ended; nothing was changed",
-            ));
+            return Err(Refusal::ConfigWriterGone);
         }
         self.config_writing = true;
         self.awaiting.push_back(Awaiting {
@@ -145,7 +147,7 @@ impl Processor {
             }
             Err(remark) => {
                 warn!("config update not applied: {remark}");
-                Reply::error(response::SYSTEM_ERROR, remark)
+                Refusal::ConfigNotWritten(remark).reply()
             }
         };
         replies.push(self.deferred_reply(ticket, &reply));
@@ -156,7 +158,7 @@ impl Processor {
             let reply = match self.start_config_update(&text, Some(ticket)) {
                 Ok(reply) if reply.deferred => continue,
                 Ok(reply) => reply,
-                Err(r) => r.into(),
+                Err(r) => r.reply(),
             };
             replies.push(self.deferred_reply(ticket, &reply));
         }

@@ -1,10 +1,9 @@
 //! Requests answered once their change is on disk (KV changes, config updates): the durable
 //! writer's results are taken in order and turned into the waiting requests' answers.
 
-use super::{DeferredReply, Effects, Processor, Reply, Ticket};
+use super::{DeferredReply, Effects, Processor, Refusal, Ticket};
 use crate::config::ConfigPlan;
 use crate::kv::{Done, WriterGone};
-use crate::remoting::codes::response;
 use log::error;
 
 /// A request waiting for the durable writer's job `id`.
@@ -55,10 +54,7 @@ impl Processor {
         );
         self.kv.forget_in_flight();
         self.config_writing = false;
-        let failed = Reply::error(
-            response::SYSTEM_ERROR,
-            "persisting failed: the writer thread has ended; nothing was changed",
-        );
+        let failed = Refusal::WriterGone.reply();
         let tickets: Vec<Ticket> = std::mem::take(&mut self.awaiting)
             .into_iter()
             .map(|waiting| waiting.ticket)

@@ -3,24 +3,43 @@
 //! from the store.
 
 use super::{
-    log_grouped, reject, Awaiting, DeferredReply, Processor, Reject, Reply, ReplyBody, ReplyExt,
-    Ticket, ORDER_TOPIC_CONFIG,
+    log_grouped, Awaiting, DeferredReply, Processor, Refusal, Reply, ReplyBody, ReplyExt,
+    RequestContext, Ticket, ORDER_TOPIC_CONFIG,
 };
 use crate::kv::{Change, Commit, Job, KvRefusal};
-use crate::remoting::codes::response;
-use crate::request::{GetKvList, KvKey};
+use crate::request::{GetKvList, KvKey, PutKvConfig};
 use log::warn;
 
 impl Processor {
+    pub(super) fn put_kv_config(
+        &mut self,
+        ctx: &RequestContext,
+        r: PutKvConfig<'_>,
+        ticket: Option<Ticket>,
+    ) -> Result<Reply, Refusal> {
+        let prepared = self.kv.prepare_put(r.namespace, r.key, r.value);
+        self.submit_kv_change(prepared, ticket, ctx.now_ms)
+    }
+
+    pub(super) fn delete_kv_config(
+        &mut self,
+        ctx: &RequestContext,
+        r: KvKey<'_>,
+        ticket: Option<Ticket>,
+    ) -> Result<Reply, Refusal> {
+        let prepared = self.kv.prepare_delete(r.namespace, r.key);
+        self.submit_kv_change(prepared, ticket, ctx.now_ms)
+    }
+
     /// PUT_KV_CONFIG and DELETE_KV_CONFIG: a change the limits allow goes to the durable
     /// writer and is answered once it is on disk (or failed); one that changes nothing is
     /// answered at once.
-    pub(super) fn submit_kv_change(
+    fn submit_kv_change(
         &mut self,
         prepared: Result<Option<Change>, KvRefusal>,
         ticket: Option<Ticket>,
         now_ms: u64,
-    ) -> Result<Reply, Reject> {
+    ) -> Result<Reply, Refusal> {
         let change = match prepared {
             Ok(Some(change)) => change,
             Ok(None) => return Ok(Reply::ok()),
@@ -29,7 +48,7 @@ impl Processor {
         let Some(ticket) = ticket else {
             // Every request the server hands over has a connection; nothing to answer later.
             self.kv.cancel(&change);
-            return Err(reject(response::SYSTEM_ERROR, "no connection to answer"));
+            return Err(Refusal::NoConnection);
         };
         self.next_write_id += 1;
         let id = self.next_write_id;
@@ -46,17 +65,14 @@ impl Processor {
                 if let Job::Change { change, .. } = job {
                     self.kv.cancel(&change);
                 }
-                Err(reject(
-                    response::SYSTEM_ERROR,
-                    "persisting the KV config failed: its writer thread has ended",
-                ))
+                Err(Refusal::KvWriterGone)
             }
         }
     }
 
     /// A change the KV limits refuse: `1` with the limit named, or `2` when the disk is
     /// behind (trying again later helps). A full store is warned about every 10 s at most.
-    fn kv_refused(&mut self, refusal: KvRefusal, now_ms: u64) -> Reject {
+    fn kv_refused(&mut self, refusal: KvRefusal, now_ms: u64) -> Refusal {
         let full = matches!(
             refusal,
             KvRefusal::TooManyEntries { .. } | KvRefusal::TooManyBytes { .. }
@@ -75,12 +91,7 @@ impl Processor {
                 usage.bytes
             );
         }
-        let code = if refusal.is_busy() {
-            response::SYSTEM_BUSY
-        } else {
-            response::SYSTEM_ERROR
-        };
-        reject(code, refusal.to_string())
+        Refusal::Kv(refusal)
     }
 
     pub(super) fn kv_committed(&mut self, commit: Commit, replies: &mut Vec<DeferredReply>) {
@@ -110,10 +121,7 @@ impl Processor {
                 }
                 Reply::ok()
             }
-            Err(e) => Reply::error(
-                response::SYSTEM_ERROR,
-                format!("persisting the KV config failed: {e}"),
-            ),
+            Err(e) => Refusal::KvNotPersisted(e.to_string()).reply(),
         };
         for (id, _) in &commit.changes {
             if let Some(waiting) = self.take_awaiting(*id) {
@@ -122,32 +130,26 @@ impl Processor {
         }
     }
 
-    pub(super) fn get_kv_config(&mut self, r: KvKey<'_>) -> Result<Reply, Reject> {
+    pub(super) fn get_kv_config(&mut self, r: KvKey<'_>) -> Result<Reply, Refusal> {
         match self.kv.get(r.namespace, r.key) {
             Some(v) => Ok(Reply {
                 ext: ReplyExt::Pairs(vec![("value", v.to_string())]),
                 ..Reply::ok()
             }),
-            None => Ok(Reply {
-                ext: ReplyExt::Pairs(Vec::new()),
-                ..Reply::error(
-                    response::QUERY_NOT_FOUND,
-                    format!("No config item, Namespace: {} Key: {}", r.namespace, r.key),
-                )
+            None => Err(Refusal::NoKvItem {
+                namespace: r.namespace.to_string(),
+                key: r.key.to_string(),
             }),
         }
     }
 
-    pub(super) fn get_kv_list(&mut self, r: GetKvList<'_>) -> Result<Reply, Reject> {
+    pub(super) fn get_kv_list(&mut self, r: GetKvList<'_>) -> Result<Reply, Refusal> {
         match self.kv.namespace_body(r.namespace) {
             Some(body) => Ok(Reply {
                 body: ReplyBody::Shared(body),
                 ..Reply::ok()
             }),
-            None => Err(reject(
-                response::QUERY_NOT_FOUND,
-                format!("No config item, Namespace: {}", r.namespace),
-            )),
+            None => Err(Refusal::NoKvNamespace(r.namespace.to_string())),
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Typed request -> behaviour: one handler per [`Request`], applied to the tables, and the
-//! one place where errors (a [`ParseError`] or a handler's refusal, [`Reject`]) become
+//! one place where errors (a [`ParseError`] or a handler's refusal, [`Refusal`]) become
 //! response codes and Java's remarks (docs/protocol.md §3). Before parsing, the code's row
 //! decides whether an allow-list applies (`adminAllowList`, `brokerAllowList`; README
 //! "Security" has the threat model); registrations are checked against the registry's bounds
@@ -33,16 +33,16 @@
 //! `remoting::codes`, one typed request in `crate::request`, one arm in
 //! [`Processor::apply`] (an exhaustive match: the compiler finds a missing handler).
 
-use crate::config::{Cidr, NamesrvConfig, SerializeTypeSetting};
+use crate::config::{Cidr, NamesrvConfig, SerializeTypeSetting, UpdateError};
 use crate::event_loop::oneway::Oneway;
-use crate::kv::{DurableWriter, KvStore};
+use crate::kv::{DurableWriter, KvRefusal, KvStore};
 use crate::remoting::codes::{self, response};
 use crate::remoting::command::{RemotingCommand, SerializeType};
 use crate::request::{BodyDone, NameLimits, ParseError, Request};
 use crate::route::model::{BodyLimits, DecodeScratch, RegisterBody};
 use crate::route::table::{
-    BodyFingerprint, ConnId, RemovalReason, RouteBounds, RouteTable, UnregisterRequest, FLAG_UNIT,
-    FLAG_UNIT_SUB,
+    BodyFingerprint, BoundExceeded, ConnId, RemovalReason, RouteBounds, RouteTable,
+    UnregisterRequest, FLAG_UNIT, FLAG_UNIT_SUB,
 };
 use crossbeam_channel::Sender;
 use log::{debug, warn};
@@ -129,28 +129,156 @@ pub struct Effects {
     pub decode_off_loop: Option<BodyFingerprint>,
 }
 
-/// An error that becomes a response code and remark.
-struct Reject {
-    code: i32,
-    remark: String,
+/// Java's remark when a request queue is full.
+const OVERLOAD_REMARK: &str = "[OVERLOAD]system busy, start flow control for a while";
+
+/// Why a request is refused, or failed after it was taken: each handler names its reason,
+/// and [`Refusal::reply`] is the one place where a reason becomes a response code and remark
+/// (Java's, where Java has one).
+#[derive(Debug)]
+enum Refusal {
+    /// The request does not parse: REQUEST_CODE_NOT_SUPPORTED for a code not answered here,
+    /// SYSTEM_ERROR with the error's text otherwise.
+    Parse(ParseError),
+    /// The peer is outside the allow-list `list` that gates request `code`.
+    NotAllowed {
+        code: i32,
+        list: &'static str,
+    },
+    /// With an allow-list set, an UNREGISTER_BROKER of `broker` (`name@addr (cluster)`) not
+    /// sent over that broker's registration connection, nor from an admin address.
+    UnregisterNotAllowed {
+        broker: String,
+    },
+    /// A registry bound (`maxBrokers`, `maxTopics`, `maxTopicsPerBroker`).
+    Bound(BoundExceeded),
+    /// A registration body whose CRC is not its header's `bodyCrc32`.
+    CrcMismatch,
+    /// The unregistration queue is full (Java answers SYSTEM_ERROR without a remark).
+    UnregisterQueueFull,
+    /// A request queue of the server is full.
+    Overloaded,
+    /// Routes asked before `waitSecondsForService` has passed.
+    NotReady,
+    /// A topic list the config turns off (`enableTopicList`, `enableAllTopicList`).
+    ListDisabled,
+    TopicNotExist(String),
+    NoKvItem {
+        namespace: String,
+        key: String,
+    },
+    NoKvNamespace(String),
+    /// A KV change its limits refuse (SYSTEM_BUSY when the disk is behind).
+    Kv(KvRefusal),
+    /// A config update refused by its checks.
+    Config(UpdateError),
+    /// Config updates waiting for the disk are at their limit.
+    ConfigBacklog {
+        waiting: usize,
+    },
+    /// A change that must be answered later, asked with no connection to answer.
+    NoConnection,
+    /// The durable writer's thread has ended (a bug): nothing was changed.
+    KvWriterGone,
+    ConfigWriterGone,
+    WriterGone,
+    /// The durable writer could not write a KV change (the error) or a config file (the
+    /// remark).
+    KvNotPersisted(String),
+    ConfigNotWritten(String),
 }
 
-fn reject(code: i32, remark: impl Into<String>) -> Reject {
-    Reject {
-        code,
-        remark: remark.into(),
+impl Refusal {
+    /// The response code (with [`Refusal::reply`], the one place where refusals become codes).
+    fn code(&self) -> i32 {
+        use response::{
+            NO_PERMISSION, QUERY_NOT_FOUND, REQUEST_CODE_NOT_SUPPORTED, SYSTEM_BUSY, SYSTEM_ERROR,
+            TOPIC_NOT_EXIST,
+        };
+        match self {
+            Refusal::Parse(ParseError::NotSupported(_)) => REQUEST_CODE_NOT_SUPPORTED,
+            Refusal::NotAllowed { .. } | Refusal::UnregisterNotAllowed { .. } => NO_PERMISSION,
+            Refusal::Overloaded | Refusal::ConfigBacklog { .. } => SYSTEM_BUSY,
+            Refusal::Kv(refusal) if refusal.is_busy() => SYSTEM_BUSY,
+            Refusal::TopicNotExist(_) => TOPIC_NOT_EXIST,
+            Refusal::NoKvItem { .. } | Refusal::NoKvNamespace(_) => QUERY_NOT_FOUND,
+            Refusal::Config(e) => e.response_code(),
+            _ => SYSTEM_ERROR,
+        }
+    }
+
+    /// The answer: the code and the remark ([`Display`](std::fmt::Display)), in the shape
+    /// Java's answer has.
+    fn reply(self) -> Reply {
+        match self {
+            // Java answers without a remark.
+            Refusal::UnregisterQueueFull => Reply {
+                code: self.code(),
+                ..Reply::ok()
+            },
+            // Java built these with a response header: `"extFields":{}`.
+            Refusal::CrcMismatch | Refusal::NoKvItem { .. } => Reply {
+                ext: ReplyExt::Pairs(Vec::new()),
+                ..Reply::error(self.code(), self.to_string())
+            },
+            _ => Reply::error(self.code(), self.to_string()),
+        }
     }
 }
 
-/// Parse errors are answered REQUEST_CODE_NOT_SUPPORTED (unknown code) or SYSTEM_ERROR, with
-/// the error's text as the remark, as Java's.
-impl From<ParseError> for Reject {
+/// The remark.
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Parse(e) => write!(f, "{e}"),
+            Refusal::NotAllowed { code, list } => {
+                write!(f, "request {code} is not allowed from this address ({list})")
+            }
+            Refusal::UnregisterNotAllowed { broker } => write!(
+                f,
+                "UNREGISTER_BROKER of {broker} refused: not sent over that broker's registration connection, nor from an address in adminAllowList"
+            ),
+            Refusal::Bound(e) => write!(f, "{e}"),
+            Refusal::CrcMismatch => f.write_str("crc32 not match"),
+            Refusal::UnregisterQueueFull => f.write_str("the unregistration queue is full"),
+            Refusal::Overloaded => f.write_str(OVERLOAD_REMARK),
+            Refusal::NotReady => f.write_str("name server not ready"),
+            Refusal::ListDisabled => f.write_str("disable"),
+            Refusal::TopicNotExist(topic) => write!(
+                f,
+                "No topic route info in name server for the topic: {topic}\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
+            ),
+            Refusal::NoKvItem { namespace, key } => {
+                write!(f, "No config item, Namespace: {namespace} Key: {key}")
+            }
+            Refusal::NoKvNamespace(namespace) => {
+                write!(f, "No config item, Namespace: {namespace}")
+            }
+            Refusal::Kv(refusal) => write!(f, "{refusal}"),
+            Refusal::Config(e) => f.write_str(&e.remark()),
+            Refusal::ConfigBacklog { waiting } => write!(
+                f,
+                "[OVERLOAD] {waiting} config updates are waiting for the disk; try again later"
+            ),
+            Refusal::NoConnection => f.write_str("no connection to answer"),
+            Refusal::KvWriterGone => {
+                f.write_str("persisting the KV config failed: its writer thread has ended")
+            }
+            Refusal::ConfigWriterGone => f.write_str(
+                "cannot write the config file: the writer thread has ended; nothing was changed",
+            ),
+            Refusal::WriterGone => {
+                f.write_str("persisting failed: the writer thread has ended; nothing was changed")
+            }
+            Refusal::KvNotPersisted(e) => write!(f, "persisting the KV config failed: {e}"),
+            Refusal::ConfigNotWritten(remark) => f.write_str(remark),
+        }
+    }
+}
+
+impl From<ParseError> for Refusal {
     fn from(e: ParseError) -> Self {
-        let code = match e {
-            ParseError::NotSupported(_) => response::REQUEST_CODE_NOT_SUPPORTED,
-            _ => response::SYSTEM_ERROR,
-        };
-        reject(code, e.to_string())
+        Refusal::Parse(e)
     }
 }
 
@@ -303,12 +431,16 @@ impl Processor {
         });
         let reply = match self.dispatch(ctx, counters, cmd, ticket, work) {
             Ok(r) => r,
-            Err(r) => {
+            Err(refusal) => {
+                let reply = refusal.reply();
                 debug!(
                     "request {} from {:?} answered {}: {}",
-                    cmd.code, ctx.peer, r.code, r.remark
+                    cmd.code,
+                    ctx.peer,
+                    reply.code,
+                    reply.remark.as_deref().unwrap_or("")
                 );
-                r.into()
+                reply
             }
         };
         if reply.decode_off_loop.is_some() {
@@ -344,18 +476,13 @@ impl Processor {
         effects
     }
 
-    /// Answers `cmd` with an error without handling it (the loop's overload path).
-    pub fn reply_error(
-        &mut self,
-        cmd: &RemotingCommand,
-        code: i32,
-        remark: &str,
-        out: &mut Vec<u8>,
-    ) {
+    /// Answers `cmd` SYSTEM_BUSY without handling it (the loop's overload path: a queue in
+    /// front of the processor is full).
+    pub fn reply_overloaded(&mut self, cmd: &RemotingCommand, out: &mut Vec<u8>) {
         self.stats.requests_by_code.count(cmd.code);
         self.stats.rejected_busy += 1;
         if !cmd.is_oneway() {
-            self.write_reply(cmd.opaque, &Reply::error(code, remark), out);
+            self.write_reply(cmd.opaque, &Refusal::Overloaded.reply(), out);
         }
     }
 
@@ -374,7 +501,7 @@ impl Processor {
         cmd: &RemotingCommand,
         ticket: Option<Ticket>,
         work: BodyWork,
-    ) -> Result<Reply, Reject> {
+    ) -> Result<Reply, Refusal> {
         self.check_allow_lists(ctx, cmd.code)?;
         let limits = self.name_limits();
         let done = match &work {
@@ -391,7 +518,7 @@ impl Processor {
                 if !matches!(e, ParseError::NotSupported(_)) {
                     self.warn_refused(ctx, cmd.code, &e);
                 }
-                return Err(e.into());
+                return Err(Refusal::Parse(e));
             }
         };
         match (request, work) {
@@ -406,7 +533,7 @@ impl Processor {
 
     /// `adminAllowList` for the admin writes, `brokerAllowList` for what brokers report about
     /// themselves. Both are off by default, and then the code is not even looked up.
-    fn check_allow_lists(&mut self, ctx: &RequestContext, code: i32) -> Result<(), Reject> {
+    fn check_allow_lists(&mut self, ctx: &RequestContext, code: i32) -> Result<(), Refusal> {
         let (key, list) =
             if !self.admin_allow_list.is_empty() && codes::needs_admin_allow_list(code) {
                 ("adminAllowList", &self.admin_allow_list)
@@ -418,9 +545,9 @@ impl Processor {
         if allows(list, ctx.peer) {
             return Ok(());
         }
-        let remark = format!("request {code} is not allowed from this address ({key})");
-        self.warn_refused(ctx, code, &remark);
-        Err(reject(response::NO_PERMISSION, remark))
+        let refusal = Refusal::NotAllowed { code, list: key };
+        self.warn_refused(ctx, code, &refusal);
+        Err(refusal)
     }
 
     /// A refused request at warn, rate-limited.
@@ -441,17 +568,11 @@ impl Processor {
         counters: &ServerCounters,
         request: Request<'_>,
         ticket: Option<Ticket>,
-    ) -> Result<Reply, Reject> {
+    ) -> Result<Reply, Refusal> {
         match request {
-            Request::PutKvConfig(r) => {
-                let prepared = self.kv.prepare_put(r.namespace, r.key, r.value);
-                self.submit_kv_change(prepared, ticket, ctx.now_ms)
-            }
+            Request::PutKvConfig(r) => self.put_kv_config(ctx, r, ticket),
             Request::GetKvConfig(r) => self.get_kv_config(r),
-            Request::DeleteKvConfig(r) => {
-                let prepared = self.kv.prepare_delete(r.namespace, r.key);
-                self.submit_kv_change(prepared, ticket, ctx.now_ms)
-            }
+            Request::DeleteKvConfig(r) => self.delete_kv_config(ctx, r, ticket),
             Request::GetKvList(r) => self.get_kv_list(r),
             Request::RegisterBroker(r) => self.register_broker(ctx, &r, BodyWork::OnLoop),
             Request::UnregisterBroker(r) => self.unregister_broker(ctx, r),
@@ -459,11 +580,7 @@ impl Processor {
             Request::QueryDataVersion(r) => self.query_data_version(ctx, r),
             Request::GetBrokerMemberGroup(r) => self.broker_member_group(r),
             Request::GetRouteInfo(r) => self.route_info(r),
-            Request::GetBrokerClusterInfo => {
-                let mut body = Vec::with_capacity(256);
-                self.table.cluster_info().encode(&mut body);
-                Ok(Reply::with_body(body))
-            }
+            Request::GetBrokerClusterInfo => self.cluster_info(),
             Request::WipeWritePerm(r) => self.write_perm(r, false),
             Request::AddWritePerm(r) => self.write_perm(r, true),
             Request::GetAllTopicList => self.all_topic_list(),
@@ -476,11 +593,9 @@ impl Processor {
             Request::GetHasUnitSubUnunitTopicList => {
                 self.unit_topics(|f| f & FLAG_UNIT_SUB != 0 && f & FLAG_UNIT == 0)
             }
-            Request::GetNamesrvConfig => Ok(Reply::with_body(
-                self.config.to_properties_text().into_bytes(),
-            )),
+            Request::GetNamesrvConfig => self.get_config(),
             Request::UpdateNamesrvConfig(r) => self.update_config(r, ticket),
-            Request::Stats => Ok(Reply::with_body(self.stats_body(counters))),
+            Request::Stats => self.stats(counters),
         }
     }
 
@@ -523,3 +638,6 @@ mod removal;
 mod reply;
 mod routes;
 mod stats;
+
+#[cfg(test)]
+mod tests;

@@ -1,7 +1,6 @@
 //! Answers under construction ([`Reply`]) and how they become frames: field by field, or
 //! from a template for the replies sent most (heartbeats, QUERY_DATA_VERSION, routes).
 
-use super::Reject;
 use crate::remoting::codes::{response, version, FLAG_RESPONSE};
 use crate::remoting::command::{encode_frame, FrameTemplate, Header, SerializeType};
 use crate::route::table::BodyFingerprint;
@@ -167,12 +166,6 @@ impl Reply {
             remark: Some(remark.into()),
             ..Reply::ok()
         }
-    }
-}
-
-impl From<Reject> for Reply {
-    fn from(r: Reject) -> Self {
-        Reply::error(r.code, r.remark)
     }
 }
 

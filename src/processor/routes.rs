@@ -1,18 +1,24 @@
 //! Reads of the registry: GET_ROUTEINFO_BY_TOPIC (cached bodies, zone filtering), the topic
 //! lists and cluster info.
 
-use super::{reject, Processor, Reject, Reply, ReplyBody, ORDER_TOPIC_CONFIG};
-use crate::remoting::codes::response;
+use super::{Processor, Refusal, Reply, ReplyBody, ORDER_TOPIC_CONFIG};
 use crate::request::{GetRouteInfo, GetTopicsByCluster};
 use crate::route::model;
 use crate::route::model::{Dialect, TopicRouteData};
 
 impl Processor {
-    pub(super) fn route_info(&mut self, r: GetRouteInfo<'_>) -> Result<Reply, Reject> {
+    /// GET_BROKER_CLUSTER_INFO.
+    pub(super) fn cluster_info(&mut self) -> Result<Reply, Refusal> {
+        let mut body = Vec::with_capacity(256);
+        self.table.cluster_info().encode(&mut body);
+        Ok(Reply::with_body(body))
+    }
+
+    pub(super) fn route_info(&mut self, r: GetRouteInfo<'_>) -> Result<Reply, Refusal> {
         if self.config.need_wait_for_service
             && self.started.elapsed().as_secs() < self.config.wait_seconds_for_service.max(0) as u64
         {
-            return Err(reject(response::SYSTEM_ERROR, "name server not ready"));
+            return Err(Refusal::NotReady);
         }
         let topic = r.topic;
         let order_enabled = self.config.order_message_enable;
@@ -27,7 +33,7 @@ impl Processor {
         if let Some(zone) = r.zone {
             // Zone-filtered answers are built per request and always legacy (§5.8).
             let Some(mut route) = self.table.pickup_route(topic) else {
-                return Err(topic_not_exist(topic));
+                return Err(Refusal::TopicNotExist(topic.to_string()));
             };
             route.order_topic_conf = order_conf();
             filter_by_zone(&mut route, zone);
@@ -40,22 +46,25 @@ impl Processor {
                 body: ReplyBody::Shared(bytes),
                 ..Reply::ok()
             }),
-            None => Err(topic_not_exist(topic)),
+            None => Err(Refusal::TopicNotExist(topic.to_string())),
         }
     }
 
-    pub(super) fn all_topic_list(&mut self) -> Result<Reply, Reject> {
+    pub(super) fn all_topic_list(&mut self) -> Result<Reply, Refusal> {
         if !self.config.enable_all_topic_list {
-            return Err(reject(response::SYSTEM_ERROR, "disable"));
+            return Err(Refusal::ListDisabled);
         }
         let mut body = Vec::new();
         model::encode_topic_list(self.table.topic_names(), None, &mut body);
         Ok(Reply::with_body(body))
     }
 
-    pub(super) fn topics_by_cluster(&mut self, r: GetTopicsByCluster<'_>) -> Result<Reply, Reject> {
+    pub(super) fn topics_by_cluster(
+        &mut self,
+        r: GetTopicsByCluster<'_>,
+    ) -> Result<Reply, Refusal> {
         if !self.config.enable_topic_list {
-            return Err(reject(response::SYSTEM_ERROR, "disable"));
+            return Err(Refusal::ListDisabled);
         }
         let topics = self.table.topics_of_cluster(r.cluster()?);
         let mut body = Vec::new();
@@ -63,7 +72,7 @@ impl Processor {
         Ok(Reply::with_body(body))
     }
 
-    pub(super) fn system_topic_list(&mut self) -> Result<Reply, Reject> {
+    pub(super) fn system_topic_list(&mut self) -> Result<Reply, Refusal> {
         let (topics, addr) = self.table.system_topics();
         let mut body = Vec::new();
         model::encode_topic_list(
@@ -74,24 +83,15 @@ impl Processor {
         Ok(Reply::with_body(body))
     }
 
-    pub(super) fn unit_topics(&mut self, pred: impl Fn(i32) -> bool) -> Result<Reply, Reject> {
+    pub(super) fn unit_topics(&mut self, pred: impl Fn(i32) -> bool) -> Result<Reply, Refusal> {
         if !self.config.enable_topic_list {
-            return Err(reject(response::SYSTEM_ERROR, "disable"));
+            return Err(Refusal::ListDisabled);
         }
         let topics = self.table.topics_with_flag(pred);
         let mut body = Vec::new();
         model::encode_topic_list(topics.into_iter(), None, &mut body);
         Ok(Reply::with_body(body))
     }
-}
-
-pub(super) fn topic_not_exist(topic: &str) -> Reject {
-    reject(
-        response::TOPIC_NOT_EXIST,
-        format!(
-            "No topic route info in name server for the topic: {topic}\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
-        ),
-    )
 }
 
 /// ZoneRouteRPCHook (§5.8): keep brokers without a master or in the requested zone.

@@ -41,7 +41,7 @@ use crate::processor::{
     BodyWork, Effects, Outbox, Processor, RequestContext, ServerCounters, UnregisterBatch,
     Unregistration,
 };
-use crate::remoting::codes::{is_broker_request, request, response};
+use crate::remoting::codes::{is_broker_request, request};
 use crate::remoting::command::{DecodeLimits, RemotingCommand};
 use crate::remoting::frame::{self, FrameError};
 use crate::remoting::json;
@@ -129,9 +129,6 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
 /// slots (`reservedConnectionsPercent`): clients ask for routes every 30 s, brokers register
 /// every 30 s, so ten minutes covers a restart or a network blip.
 const RECENT_CLIENT_WINDOW_MS: u64 = 600_000;
-
-/// Java's remark when a request queue is full.
-const OVERLOAD_REMARK: &str = "[OVERLOAD]system busy, start flow control for a while";
 
 // ---------------------------------------------------------------------- public API
 
@@ -661,8 +658,7 @@ impl NameServer {
                 ctx.peer(conn)
             );
             if let Some(out) = ctx.write_buf(conn) {
-                self.processor
-                    .reply_error(&cmd, response::SYSTEM_BUSY, OVERLOAD_REMARK, out);
+                self.processor.reply_overloaded(&cmd, out);
             }
             return Next::Continue;
         }
@@ -863,8 +859,7 @@ impl NameServer {
                 ctx.peer(conn)
             );
             if let Some(out) = ctx.write_buf(conn) {
-                self.processor
-                    .reply_error(&cmd, response::SYSTEM_BUSY, OVERLOAD_REMARK, out);
+                self.processor.reply_overloaded(&cmd, out);
             }
             return Next::Continue;
         }
