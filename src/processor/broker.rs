@@ -319,22 +319,6 @@ impl Processor {
         !self.topic_steps.is_empty()
     }
 
-    /// Whether `cmd` must wait until the registration being applied in steps is done: it
-    /// would change the route table under it (REGISTER_BROKER and unregistrations wait in the
-    /// server's queues anyway). Reads never wait: they see each topic as before the
-    /// registration or as after it.
-    pub fn waits_for_topic_steps(&self, cmd: &RemotingCommand) -> bool {
-        self.topic_steps_pending()
-            && !cmd.is_response()
-            && matches!(
-                cmd.code,
-                request::REGISTER_TOPIC_IN_NAMESRV
-                    | request::DELETE_TOPIC_IN_NAMESRV
-                    | request::WIPE_WRITE_PERM_OF_BROKER
-                    | request::ADD_WRITE_PERM_OF_BROKER
-            )
-    }
-
     /// Frees the topic-name strings kept for the next changed bodies (before the server hands
     /// freed heap back to the OS: kept strings would keep their pages).
     pub fn release_decode_scratch(&mut self) {

@@ -20,9 +20,9 @@
 //! applied in steps: everything but putting its topic configs at once, then the topic configs
 //! a slice per step ([`Processor::run_topic_steps`], called by the server within its per-turn
 //! budget), and it is answered after the last step ([`Effects::deferred`] again). Meanwhile the
-//! route table has one writer: requests that would change it
-//! ([`Processor::waits_for_topic_steps`]), further registrations and unregistrations wait for
-//! the last step, so the tables end as a one-go apply leaves them.
+//! route table has one writer: the server holds every request whose code row says it writes
+//! routes (`remoting::codes::writes_routes`), and further registrations and unregistrations
+//! wait for the last step, so the tables end as a one-go apply leaves them.
 //!
 //! One file per area, mirroring `crate::request`: [`kv`](self::kv) (KV config), `broker`
 //! (registration, heartbeat, data version, member group), `removal` (unregistrations, expiry,

@@ -35,3 +35,141 @@ fn refusals_are_answered_with_javas_codes_and_shapes() {
     assert_eq!(overloaded.code, response::SYSTEM_BUSY);
     assert_eq!(overloaded.remark.as_deref(), Some(OVERLOAD_REMARK));
 }
+
+/// A processor with its threads' channels, as the server builds it.
+struct Harness {
+    processor: Processor,
+    unregistrations: crossbeam_channel::Receiver<UnregisterBatch>,
+    _dir: crate::test_support::TempDir,
+}
+
+fn harness() -> Harness {
+    let dir = crate::test_support::TempDir::new("processor");
+    let kv = KvStore::open(&dir.join("kv.json")).expect("kv store");
+    let (durable, _writer) = kv
+        .spawn_writer("kv-writer", Box::new(|| {}))
+        .expect("writer");
+    let (unregistrations_tx, unregistrations) = crossbeam_channel::bounded(16);
+    let (notifications, _) = crossbeam_channel::bounded(16);
+    let outbox = Outbox {
+        unregistrations: unregistrations_tx,
+        notifications,
+        durable,
+    };
+    Harness {
+        processor: Processor::new(NamesrvConfig::default(), kv, outbox),
+        unregistrations,
+        _dir: dir,
+    }
+}
+
+fn command(code: i32, ext: &[(&str, &str)], body: &str) -> RemotingCommand {
+    RemotingCommand {
+        code,
+        language: 0,
+        version: 479,
+        opaque: 1,
+        flag: 0,
+        remark: None,
+        ext_fields: ext
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        body: bytes::Bytes::copy_from_slice(body.as_bytes()),
+        serialize_type: SerializeType::Json,
+    }
+}
+
+/// A registration body: dataVersion `counter`, topics (name, perm).
+fn register_body(counter: i64, topics: &[(&str, i32)]) -> String {
+    let table: Vec<String> = topics
+        .iter()
+        .map(|(name, perm)| {
+            format!(
+                r#""{name}":{{"topicName":"{name}","readQueueNums":4,"writeQueueNums":4,"perm":{perm},"topicSysFlag":0}}"#
+            )
+        })
+        .collect();
+    format!(
+        r#"{{"topicConfigSerializeWrapper":{{"topicConfigTable":{{{}}},"dataVersion":{{"counter":{counter},"stateVersion":0,"timestamp":{counter}}}}},"filterServerList":[]}}"#,
+        table.join(",")
+    )
+}
+
+/// Every header field any request reads, naming the broker and topic the harness holds.
+const FIELDS: &[(&str, &str)] = &[
+    ("brokerName", "b"),
+    ("brokerAddr", "10.0.0.1:10911"),
+    ("clusterName", "c"),
+    ("haServerAddr", "10.0.0.1:10912"),
+    ("brokerId", "0"),
+    ("topic", "T1"),
+    ("cluster", "c"),
+    ("namespace", "NS"),
+    ("key", "k"),
+    ("value", "v"),
+];
+
+/// Everything a client can read of the route table: cluster info, every topic's route, and
+/// how many brokers are live.
+fn routes_seen(table: &RouteTable) -> Vec<u8> {
+    let mut out = Vec::new();
+    table.cluster_info().encode(&mut out);
+    let mut topics: Vec<&str> = table.topic_names().collect();
+    topics.sort_unstable();
+    for topic in topics {
+        out.extend_from_slice(topic.as_bytes());
+        if let Some(route) = table.pickup_route(topic) {
+            route.encode(crate::route::model::Dialect::Standard, &mut out);
+        }
+    }
+    out.extend_from_slice(&table.live_broker_count().to_le_bytes());
+    out
+}
+
+/// Each request code is sent, with fields and a body that would change something, to a
+/// processor holding one broker; the codes whose handling changed what clients read of the
+/// routes (directly, or through the unregistration batches it queued) are exactly the rows
+/// that say `writes_routes`, which the server's ordering rule reads.
+#[test]
+fn the_codes_whose_handlers_change_routes_are_the_rows_that_say_so() {
+    let ctx = RequestContext {
+        conn: Some(1),
+        peer: None,
+        now_ms: 1_000,
+        reply_to: None,
+    };
+    let counters = ServerCounters::default();
+    let mut changed_routes = Vec::new();
+    for row in codes::REQUEST_CODES {
+        let mut h = harness();
+        let first = register_body(1, &[("T1", 6), ("T2", 4)]);
+        let register = command(codes::request::REGISTER_BROKER, FIELDS, &first);
+        h.processor
+            .handle(&ctx, &counters, &register, &mut Vec::new());
+        assert_eq!(h.processor.table.topic_count(), 2);
+        let body = match row.code {
+            codes::request::REGISTER_BROKER => register_body(2, &[("T3", 6)]),
+            codes::request::REGISTER_TOPIC_IN_NAMESRV => {
+                r#"{"queueDatas":[{"brokerName":"b","readQueueNums":1,"writeQueueNums":1,"perm":6,"topicSysFlag":0}]}"#.to_string()
+            }
+            _ => String::new(),
+        };
+        let before = routes_seen(&h.processor.table);
+        let cmd = command(row.code, FIELDS, &body);
+        h.processor.handle(&ctx, &counters, &cmd, &mut Vec::new());
+        while let Ok(batch) = h.unregistrations.try_recv() {
+            h.processor.apply_unregister_batch(&batch);
+        }
+        if routes_seen(&h.processor.table) != before {
+            changed_routes.push(row.code);
+        }
+    }
+    let marked: Vec<i32> = codes::REQUEST_CODES
+        .iter()
+        .filter(|r| r.writes_routes)
+        .map(|r| r.code)
+        .collect();
+    assert_eq!(changed_routes, marked);
+    assert_eq!(marked, [103, 104, 205, 216, 217, 327]);
+}

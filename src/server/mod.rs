@@ -41,7 +41,7 @@ use crate::processor::{
     BodyWork, Effects, Outbox, Processor, RequestContext, ServerCounters, UnregisterBatch,
     Unregistration,
 };
-use crate::remoting::codes::{is_broker_request, request};
+use crate::remoting::codes::{self, is_broker_request, request};
 use crate::remoting::command::{DecodeLimits, RemotingCommand};
 use crate::remoting::frame::{self, FrameError};
 use crate::remoting::json;
@@ -584,6 +584,15 @@ impl NameServer {
             || self.registrations.bytes >= REGISTRATION_READ_AHEAD_BYTES
     }
 
+    /// Whether `cmd` must wait for the last step of the registration being applied in
+    /// steps: the one ordering rule of route changes. A request whose code row says it writes
+    /// routes ([`codes::writes_routes`]) would change the tables under that registration
+    /// (REGISTER_BROKER and the unregistration batches wait in their own queues as well).
+    /// Reads never wait: they see each topic as before the registration or as after it.
+    fn waits_for_topic_steps(&self, cmd: &RemotingCommand) -> bool {
+        self.processor.topic_steps_pending() && !cmd.is_response() && codes::writes_routes(cmd.code)
+    }
+
     /// Runs one request now and writes its reply to the connection; one that would change
     /// the route table under a registration applied in steps waits for its last step.
     fn handle_now(
@@ -593,7 +602,7 @@ impl NameServer {
         cmd: &RemotingCommand,
         work: BodyWork,
     ) -> Next {
-        if self.processor.waits_for_topic_steps(cmd) {
+        if self.waits_for_topic_steps(cmd) {
             self.after_steps.push_back((conn, cmd.clone(), work));
             return Next::Hold;
         }
