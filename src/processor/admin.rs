@@ -1,7 +1,10 @@
 //! Admin writes to the registry (write permission, DELETE_TOPIC_IN_NAMESRV,
 //! REGISTER_TOPIC_IN_NAMESRV) and the stats extension's body.
 
-use super::{Processor, Refusal, Reply, ReplyExt, RequestContext, ServerCounters};
+use super::{
+    BodyWork, Decoded, Processor, Refusal, Reply, ReplyExt, RequestContext, ServerCounters,
+};
+use crate::remoting::codes::request;
 use crate::request::{DeleteTopic, RegisterTopic, WritePerm};
 use log::{debug, info};
 
@@ -36,11 +39,28 @@ impl Processor {
 
     /// REGISTER_TOPIC_IN_NAMESRV: brokers with `enableSingleTopicRegister` send one per topic,
     /// so each is logged at debug and counted into the periodic summary.
+    /// A large body was decoded by the decode worker (`work`).
     pub(super) fn register_topic(
         &mut self,
         ctx: &RequestContext,
-        r: RegisterTopic<'_>,
+        mut r: RegisterTopic<'_>,
+        work: BodyWork,
     ) -> Result<Reply, Refusal> {
+        if let BodyWork::OffLoop(decoded) = work {
+            let queue_datas = match *decoded {
+                Decoded::TopicRoute(queue_datas) => queue_datas,
+                Decoded::Failed(e) => Err(e),
+                // The header parsed here but not there (the limits changed in between): sent
+                // again with the limits in force.
+                Decoded::Registration { .. } | Decoded::Header => {
+                    return Ok(Reply::off_loop(self.decode_job(None)))
+                }
+            };
+            r.queue_datas = queue_datas.map_err(|e| {
+                self.warn_refused(ctx, request::REGISTER_TOPIC_IN_NAMESRV, &e);
+                Refusal::Parse(e)
+            })?;
+        }
         if let Err(e) = self
             .table
             .check_topic_bounds(r.topic, &r.queue_datas, &self.bounds)

@@ -16,18 +16,17 @@
 //! [`Outbox`]). Such a request's handling says so in [`Effects::deferred`]: the server then
 //! holds the connection's later frames, so its answers keep their order.
 //!
-//! A registration with many topics (a decoded body of more than [`STEPPED_APPLY_TOPICS`]) is
-//! applied in steps: everything but putting its topic configs at once, then the topic configs
-//! a slice per step ([`Processor::run_topic_steps`], called by the server within its per-turn
-//! budget), and it is answered after the last step ([`Effects::deferred`] again). Meanwhile the
-//! route table has one writer: the server holds every request whose code row says it writes
-//! routes (`remoting::codes::writes_routes`), and further registrations and unregistrations
-//! wait for the last step, so the tables end as a one-go apply leaves them.
+//! A request with a large body (REGISTER_BROKER, REGISTER_TOPIC_IN_NAMESRV) is handled in two
+//! halves around the decode worker (`off_loop`, [`Effects::off_loop`]); a registration with
+//! much topic work is applied in steps and answered after the last one (`register`,
+//! [`Processor::run_topic_steps`], [`Effects::deferred`] again). Meanwhile the server holds
+//! every request whose code row says it writes routes (`remoting::codes::writes_routes`).
 //!
-//! One file per area, mirroring `crate::request`: [`kv`](self::kv) (KV config), `broker`
-//! (registration, heartbeat, data version, member group), `removal` (unregistrations, expiry,
-//! closed connections), `routes` (route lookups, topic lists, cluster info), `admin` (write
-//! permission, topic delete and register, stats), `config` (the server's properties), beside
+//! One file per area, mirroring `crate::request`: `kv` (KV config), `register` (the
+//! registration pipeline), `broker` (heartbeat, data version, unregistration, member group),
+//! `removal` (unregistration batches, expiry, closed connections), `routes` (route lookups,
+//! topic lists, cluster info), `admin` (write permission, topic delete and register, stats),
+//! `config` (the server's properties), beside `off_loop` (large bodies and the decode worker),
 //! `reply` (answers and their templates), `durable` (answers given once the disk has a change)
 //! and `stats` (counters and rate-limited log lines). Adding a request code: one row in
 //! `remoting::codes`, one typed request in `crate::request`, one arm in
@@ -41,8 +40,8 @@ use crate::remoting::command::{RemotingCommand, SerializeType};
 use crate::request::{BodyDone, NameLimits, ParseError, Request};
 use crate::route::model::{BodyLimits, DecodeScratch, RegisterBody};
 use crate::route::table::{
-    BodyFingerprint, BoundExceeded, ConnId, RemovalReason, RouteBounds, RouteTable,
-    UnregisterRequest, FLAG_UNIT, FLAG_UNIT_SUB,
+    BoundExceeded, ConnId, RemovalReason, RouteBounds, RouteTable, UnregisterRequest, FLAG_UNIT,
+    FLAG_UNIT_SUB,
 };
 use crossbeam_channel::Sender;
 use log::{debug, warn};
@@ -115,7 +114,7 @@ pub struct ServerCounters {
 }
 
 /// What the server must do after a request besides writing the reply.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Effects {
     /// UPDATE_NAMESRV_CONFIG applied: re-read timer and limit settings.
     pub config_changed: bool,
@@ -123,10 +122,10 @@ pub struct Effects {
     /// registration applied in steps, from [`Processor::run_topic_steps`]); hold the
     /// connection's later frames until then.
     pub deferred: bool,
-    /// A REGISTER_BROKER whose body changed and is to be decoded off the loop
-    /// ([`BodyWork::DecodeOffLoop`]): nothing was answered; hand it to the decode worker
-    /// ([`decode_registration`]) with this fingerprint, then back as [`BodyWork::Decoded`].
-    pub decode_off_loop: Option<BodyFingerprint>,
+    /// A body too large for the loop: nothing was done nor answered; hand the request and
+    /// this job to the decode worker ([`decode_off_loop`]), then handle it again with what
+    /// comes back ([`BodyWork::OffLoop`]), holding the connection's later frames meanwhile.
+    pub off_loop: Option<DecodeJob>,
 }
 
 /// Java's remark when a request queue is full.
@@ -399,8 +398,8 @@ impl Processor {
         self.handle_with(ctx, counters, cmd, BodyWork::OnLoop, out)
     }
 
-    /// As [`Processor::handle`], for a REGISTER_BROKER whose body is (to be) hashed or
-    /// decoded off the loop as `work` says. A body coming back decoded is not counted again.
+    /// As [`Processor::handle`], for a request whose body the decode worker has decoded
+    /// (`work`). A request is counted when it is answered, not when it goes off the loop.
     pub fn handle_with(
         &mut self,
         ctx: &RequestContext,
@@ -416,9 +415,6 @@ impl Processor {
                 cmd.opaque, ctx.peer
             );
             return Effects::default();
-        }
-        if !matches!(work, BodyWork::Decoded(_)) {
-            self.stats.requests_by_code.count(cmd.code);
         }
         let mut effects = Effects::default();
         // Only a registration handled just now may leave steps to run (not one whose handling
@@ -443,10 +439,11 @@ impl Processor {
                 reply
             }
         };
-        if reply.decode_off_loop.is_some() {
-            effects.decode_off_loop = reply.decode_off_loop;
+        if reply.off_loop.is_some() {
+            effects.off_loop = reply.off_loop;
             return effects;
         }
+        self.stats.requests_by_code.count(cmd.code);
         if let Some(mut job) = self.new_steps.take() {
             match ticket {
                 Some(ticket) => {
@@ -493,7 +490,8 @@ impl Processor {
         }
     }
 
-    /// The allow-lists, then the typed request, then its handler.
+    /// The allow-lists, then (unless it goes off the loop first) the typed request, then its
+    /// handler.
     fn dispatch(
         &mut self,
         ctx: &RequestContext,
@@ -503,31 +501,25 @@ impl Processor {
         work: BodyWork,
     ) -> Result<Reply, Refusal> {
         self.check_allow_lists(ctx, cmd.code)?;
-        let limits = self.name_limits();
-        let done = match &work {
-            BodyWork::Hashed(Some(fingerprint)) => BodyDone::Hashed(*fingerprint),
-            BodyWork::Decoded(d) => BodyDone::Hashed(d.fingerprint),
-            BodyWork::RouteDecoded(_) => BodyDone::Decoded,
-            BodyWork::OnLoop | BodyWork::DecodeOffLoop | BodyWork::Hashed(None) => {
-                BodyDone::Nothing
+        if let BodyWork::OnLoop = work {
+            if let Some(job) = self.off_loop_job(cmd) {
+                return Ok(Reply::off_loop(job));
             }
+        }
+        let limits = self.name_limits();
+        // A body the worker has seen is never decoded on the loop.
+        let done = match &work {
+            BodyWork::OffLoop(_) => BodyDone::Decoded,
+            BodyWork::OnLoop => BodyDone::Nothing,
         };
-        let request = match Request::parse_after(cmd, &limits, done) {
-            Ok(request) => request,
+        match Request::parse_after(cmd, &limits, done) {
+            Ok(request) => self.apply(ctx, counters, request, ticket, work),
             Err(e) => {
                 if !matches!(e, ParseError::NotSupported(_)) {
                     self.warn_refused(ctx, cmd.code, &e);
                 }
-                return Err(Refusal::Parse(e));
+                Err(Refusal::Parse(e))
             }
-        };
-        match (request, work) {
-            (Request::RegisterBroker(r), work) => self.register_broker(ctx, &r, work),
-            (Request::RegisterTopic(mut r), BodyWork::RouteDecoded(decoded)) => {
-                r.queue_datas = decoded.inspect_err(|e| self.warn_refused(ctx, cmd.code, e))?;
-                self.register_topic(ctx, r)
-            }
-            (request, _) => self.apply(ctx, counters, request, ticket),
         }
     }
 
@@ -561,20 +553,22 @@ impl Processor {
         }
     }
 
-    /// One handler per typed request.
+    /// One handler per typed request (`work`: what the decode worker made of its body, for
+    /// the two requests with large bodies).
     fn apply(
         &mut self,
         ctx: &RequestContext,
         counters: &ServerCounters,
         request: Request<'_>,
         ticket: Option<Ticket>,
+        work: BodyWork,
     ) -> Result<Reply, Refusal> {
         match request {
             Request::PutKvConfig(r) => self.put_kv_config(ctx, r, ticket),
             Request::GetKvConfig(r) => self.get_kv_config(r),
             Request::DeleteKvConfig(r) => self.delete_kv_config(ctx, r, ticket),
             Request::GetKvList(r) => self.get_kv_list(r),
-            Request::RegisterBroker(r) => self.register_broker(ctx, &r, BodyWork::OnLoop),
+            Request::RegisterBroker(r) => self.register_broker(ctx, &r, work),
             Request::UnregisterBroker(r) => self.unregister_broker(ctx, r),
             Request::BrokerHeartbeat(r) => self.broker_heartbeat(ctx, r),
             Request::QueryDataVersion(r) => self.query_data_version(ctx, r),
@@ -585,7 +579,7 @@ impl Processor {
             Request::AddWritePerm(r) => self.write_perm(r, true),
             Request::GetAllTopicList => self.all_topic_list(),
             Request::DeleteTopic(r) => self.delete_topic(r),
-            Request::RegisterTopic(r) => self.register_topic(ctx, r),
+            Request::RegisterTopic(r) => self.register_topic(ctx, r, work),
             Request::GetTopicsByCluster(r) => self.topics_by_cluster(r),
             Request::GetSystemTopicList => self.system_topic_list(),
             Request::GetUnitTopicList => self.unit_topics(|f| f & FLAG_UNIT != 0),
@@ -619,13 +613,11 @@ impl Processor {
     }
 }
 
-use broker::StepsJob;
-pub use broker::{
-    decode_registration, decode_route_body, hash_registration, BodyChecks, BodyWork, DecodedBody,
-    STEPPED_APPLY_TOPICS,
-};
 use config::{body_limits, kv_limits, route_bounds, route_settings};
 use durable::Awaiting;
+pub use off_loop::{body_weight, decode_off_loop, BodyWork, DecodeJob, Decoded};
+use register::StepsJob;
+pub use register::STEPPED_APPLY_TOPICS;
 use reply::{encode_reply, Reply, ReplyBody, ReplyExt, ReplyTemplates};
 use stats::{log_grouped, Stats};
 
@@ -634,6 +626,8 @@ mod broker;
 mod config;
 mod durable;
 mod kv;
+mod off_loop;
+mod register;
 mod removal;
 mod reply;
 mod routes;

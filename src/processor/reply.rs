@@ -1,9 +1,9 @@
 //! Answers under construction ([`Reply`]) and how they become frames: field by field, or
 //! from a template for the replies sent most (heartbeats, QUERY_DATA_VERSION, routes).
 
+use super::DecodeJob;
 use crate::remoting::codes::{response, version, FLAG_RESPONSE};
 use crate::remoting::command::{encode_frame, FrameTemplate, Header, SerializeType};
-use crate::route::table::BodyFingerprint;
 
 /// Reply under construction.
 pub(super) struct Reply {
@@ -13,8 +13,8 @@ pub(super) struct Reply {
     pub(super) body: ReplyBody,
     /// Answered later (see [`Effects::deferred`]); nothing is written now.
     pub(super) deferred: bool,
-    /// Not answered: the body goes to the decode worker first (see [`Effects::decode_off_loop`]).
-    pub(super) decode_off_loop: Option<BodyFingerprint>,
+    /// Not answered: the body goes to the decode worker first (see [`Effects::off_loop`]).
+    pub(super) off_loop: Option<DecodeJob>,
 }
 
 /// A reply's `extFields`.
@@ -144,13 +144,20 @@ impl Reply {
             ext: ReplyExt::None,
             body: ReplyBody::None,
             deferred: false,
-            decode_off_loop: None,
+            off_loop: None,
         }
     }
     /// The answer waits for the durable writer.
     pub(super) fn later() -> Self {
         Reply {
             deferred: true,
+            ..Reply::ok()
+        }
+    }
+    /// Nothing done yet: the body goes to the decode worker first.
+    pub(super) fn off_loop(job: DecodeJob) -> Self {
+        Reply {
+            off_loop: Some(job),
             ..Reply::ok()
         }
     }

@@ -44,6 +44,10 @@ struct Harness {
 }
 
 fn harness() -> Harness {
+    harness_with(NamesrvConfig::default())
+}
+
+fn harness_with(config: NamesrvConfig) -> Harness {
     let dir = crate::test_support::TempDir::new("processor");
     let kv = KvStore::open(&dir.join("kv.json")).expect("kv store");
     let (durable, _writer) = kv
@@ -57,7 +61,7 @@ fn harness() -> Harness {
         durable,
     };
     Harness {
-        processor: Processor::new(NamesrvConfig::default(), kv, outbox),
+        processor: Processor::new(config, kv, outbox),
         unregistrations,
         _dir: dir,
     }
@@ -172,4 +176,170 @@ fn the_codes_whose_handlers_change_routes_are_the_rows_that_say_so() {
         .collect();
     assert_eq!(changed_routes, marked);
     assert_eq!(marked, [103, 104, 205, 216, 217, 327]);
+}
+
+const CTX: RequestContext = RequestContext {
+    conn: Some(1),
+    peer: None,
+    now_ms: 1_000,
+    reply_to: None,
+};
+
+/// A processor whose bodies over 1 KiB are decoded off the loop.
+fn small_loop() -> Harness {
+    harness_with(NamesrvConfig {
+        decode_on_loop_max_bytes: 1024,
+        ..NamesrvConfig::default()
+    })
+}
+
+/// `n` topics named `{prefix}{i}`, perm 6.
+fn numbered(prefix: &str, n: usize) -> Vec<(String, i32)> {
+    (0..n).map(|i| (format!("{prefix}{i}"), 6)).collect()
+}
+
+fn body_of(counter: i64, topics: &[(String, i32)]) -> String {
+    let topics: Vec<(&str, i32)> = topics.iter().map(|(n, p)| (n.as_str(), *p)).collect();
+    register_body(counter, &topics)
+}
+
+/// Handles `cmd` as the server does: a body sent off the loop is decoded (here, as the
+/// worker would) and handled again; returns the reply bytes and how often it went off.
+fn handle_through_the_worker(h: &mut Harness, cmd: &RemotingCommand) -> (Vec<u8>, usize) {
+    let counters = ServerCounters::default();
+    let (mut out, mut trips) = (Vec::new(), 0);
+    let mut work = BodyWork::OnLoop;
+    loop {
+        let effects = h
+            .processor
+            .handle_with(&CTX, &counters, cmd, work, &mut out);
+        let Some(job) = effects.off_loop else {
+            return (out, trips);
+        };
+        assert!(out.is_empty(), "nothing answered before the worker's part");
+        trips += 1;
+        let decoded = decode_off_loop(cmd, &job, &mut Default::default());
+        work = BodyWork::OffLoop(Box::new(decoded));
+    }
+}
+
+#[test]
+fn a_small_changed_body_is_decoded_and_applied_on_the_loop_in_one_go() {
+    let mut h = small_loop();
+    let body = body_of(1, &numbered("S", 5));
+    assert!(body.len() <= 1024);
+    let cmd = command(codes::request::REGISTER_BROKER, FIELDS, &body);
+    let (out, trips) = handle_through_the_worker(&mut h, &cmd);
+    assert_eq!(trips, 0);
+    assert!(!out.is_empty(), "answered at once");
+    assert_eq!(h.processor.table.topic_count(), 5);
+}
+
+#[test]
+fn a_large_body_goes_to_the_worker_before_anything_is_parsed_or_counted() {
+    let mut h = small_loop();
+    let body = body_of(1, &numbered("L", 50));
+    assert!(body.len() > 1024);
+    let cmd = command(codes::request::REGISTER_BROKER, FIELDS, &body);
+    let counters = ServerCounters::default();
+    let mut out = Vec::new();
+    let effects = h
+        .processor
+        .handle_with(&CTX, &counters, &cmd, BodyWork::OnLoop, &mut out);
+    let job = effects.off_loop.expect("sent off the loop");
+    assert_eq!(job.unchanged, None, "a broker not registered yet");
+    assert!(out.is_empty());
+    assert_eq!(h.processor.table.topic_count(), 0);
+    assert_eq!(h.processor.stats.registrations, 0);
+    let decoded = decode_off_loop(&cmd, &job, &mut Default::default());
+    assert!(matches!(
+        decoded,
+        Decoded::Registration {
+            body: Some(Ok(_)),
+            ..
+        }
+    ));
+    let work = BodyWork::OffLoop(Box::new(decoded));
+    let effects = h
+        .processor
+        .handle_with(&CTX, &counters, &cmd, work, &mut out);
+    assert!(effects.off_loop.is_none() && !out.is_empty());
+    assert_eq!(h.processor.table.topic_count(), 50);
+    assert_eq!(h.processor.stats.registrations, 1);
+}
+
+#[test]
+fn the_worker_does_not_decode_the_body_a_broker_registered_last() {
+    let mut h = small_loop();
+    let body = body_of(1, &numbered("L", 50));
+    let cmd = command(codes::request::REGISTER_BROKER, FIELDS, &body);
+    assert_eq!(handle_through_the_worker(&mut h, &cmd).1, 1);
+    let job = h.processor.off_loop_job(&cmd).expect("large");
+    assert!(job.unchanged.is_some());
+    let decoded = decode_off_loop(&cmd, &job, &mut Default::default());
+    assert!(matches!(decoded, Decoded::Registration { body: None, .. }));
+    assert_eq!(handle_through_the_worker(&mut h, &cmd).1, 1);
+    assert_eq!(h.processor.stats.registrations_unchanged, 1);
+}
+
+#[test]
+fn a_body_the_worker_skipped_goes_back_when_a_write_came_in_between() {
+    let mut h = small_loop();
+    let body = body_of(1, &numbered("L", 50));
+    let cmd = command(codes::request::REGISTER_BROKER, FIELDS, &body);
+    handle_through_the_worker(&mut h, &cmd);
+    // The worker skips the body as unchanged; meanwhile an admin deletes one of its topics.
+    let job = h.processor.off_loop_job(&cmd).expect("large");
+    let skipped = decode_off_loop(&cmd, &job, &mut Default::default());
+    let delete = command(
+        codes::request::DELETE_TOPIC_IN_NAMESRV,
+        &[("topic", "L7")],
+        "",
+    );
+    let counters = ServerCounters::default();
+    h.processor
+        .handle(&CTX, &counters, &delete, &mut Vec::new());
+    assert_eq!(h.processor.table.topic_count(), 49);
+    let mut out = Vec::new();
+    let work = BodyWork::OffLoop(Box::new(skipped));
+    let effects = h
+        .processor
+        .handle_with(&CTX, &counters, &cmd, work, &mut out);
+    let again = effects.off_loop.expect("decoded after all");
+    assert_eq!(again.unchanged, None);
+    let work = BodyWork::OffLoop(Box::new(decode_off_loop(
+        &cmd,
+        &again,
+        &mut Default::default(),
+    )));
+    h.processor
+        .handle_with(&CTX, &counters, &cmd, work, &mut out);
+    // As Java: the registration puts back what the admin deleted.
+    assert_eq!(h.processor.table.topic_count(), 50);
+    assert_eq!(h.processor.stats.registrations, 2);
+    assert_eq!(h.processor.stats.registrations_unchanged, 0);
+}
+
+#[test]
+fn a_large_topic_route_body_goes_to_the_worker_too() {
+    let mut h = small_loop();
+    let register = command(
+        codes::request::REGISTER_BROKER,
+        FIELDS,
+        &register_body(1, &[]),
+    );
+    handle_through_the_worker(&mut h, &register);
+    let pad = "x".repeat(2048);
+    let body = format!(
+        r#"{{"pad":"{pad}","queueDatas":[{{"brokerName":"b","readQueueNums":1,"writeQueueNums":1,"perm":6,"topicSysFlag":0}}]}}"#
+    );
+    let cmd = command(
+        codes::request::REGISTER_TOPIC_IN_NAMESRV,
+        &[("topic", "R")],
+        &body,
+    );
+    let (out, trips) = handle_through_the_worker(&mut h, &cmd);
+    assert_eq!(trips, 1);
+    assert!(!out.is_empty());
+    assert!(h.processor.table.pickup_route("R").is_some());
 }

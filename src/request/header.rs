@@ -5,7 +5,6 @@
 
 use super::rules;
 use crate::remoting::command::RemotingCommand;
-use crate::route::table::BodyFingerprint;
 use std::fmt;
 
 /// Why a request could not be turned into a typed request. The processor answers
@@ -207,8 +206,6 @@ pub(super) struct Fields<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BodyDone {
     Nothing,
-    /// A REGISTER_BROKER body's fingerprint.
-    Hashed(BodyFingerprint),
     /// A REGISTER_TOPIC_IN_NAMESRV body was decoded and checked: the parse leaves
     /// `queue_datas` empty for the caller to fill in.
     Decoded,

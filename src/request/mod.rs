@@ -325,7 +325,7 @@ mod tests {
         assert_eq!((r.body_crc32, r.heartbeat_timeout_ms), (0, None));
         assert_eq!((r.enable_acting_master, r.compressed), (Some(true), false));
         assert_eq!(r.crc_mismatch(), None);
-        let req = r.table_request(Some(7), 1234);
+        let req = r.table_request(Some(7), 1234, r.fingerprint());
         assert_eq!(
             (req.cluster, req.broker_name, req.broker_id),
             ("c", "broker-a", 0)

@@ -11,9 +11,8 @@
 //!   30-second steady-state registration is recognised without parsing;
 //! * the topic map in shards (`topic_map.rs`), so that growing it never rehashes more than a
 //!   shard's topics in one call;
-//! * per broker group, the stamp of the last change of its queue entries, and per live broker
-//!   the digests of the topic configs its last changed registration put (`applied.rs`), so
-//!   that the next one skips those still in place without looking them up;
+//! * per broker group, the stamp of the last change of its queue entries, so that a
+//!   byte-identical body counts as unchanged only while no one else has written them since;
 //! * deadline buckets of live brokers, so that an expiry scan costs O(brokers due);
 //! * connection -> live brokers, so that a closed connection unregisters all of its brokers.
 //!
@@ -33,11 +32,8 @@ use slab::Slab;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-mod applied;
 mod bounds;
 mod topic_map;
-
-use applied::AppliedTopics;
 
 pub use bounds::{BoundExceeded, RouteBounds};
 use topic_map::TopicMap;
@@ -215,8 +211,6 @@ struct LiveBroker {
     ha_server_addr: String,
     /// (body length, header bodyCrc32, body fingerprint) of the last fully applied body.
     fingerprint: Option<BodyFingerprint>,
-    /// What its last complete apply with rule "all" put (`applied`), for the next one to skip.
-    applied: AppliedTopics,
     /// QUERY_DATA_VERSION's reply body: the stored DataVersion it was encoded from and its
     /// text ([`RouteTable::query_data_version`]).
     version_text: Option<(DataVersion, Bytes)>,
@@ -317,22 +311,12 @@ pub struct TopicSteps {
     next: usize,
     /// Topic queue entries added, changed or removed so far.
     pub changed: usize,
-    /// Digests of the configs the registering broker put at its last apply with rule "all",
-    /// valid while the group's stamp is `stamp` (empty: nothing to skip).
-    skip: Box<[u64]>,
-    /// Where in `skip` the next config is expected.
-    cursor: usize,
-    /// The digests of this apply, for the live entry's next record (`None`: not recorded,
-    /// as rule "all" does not apply or the body names a topic twice).
-    record: Option<Vec<u64>>,
-    /// The group's stamp after the last step (someone else's write in between voids `skip`
-    /// and `record`).
+    /// The group's stamp after the last step: another value means someone else wrote the
+    /// group's entries in between.
     stamp: u64,
-    /// The live entry (slab id, generation) told when the last step is done: its stamp of the
-    /// applied body, and the record if there is one (`None`: nothing to tell).
+    /// The live entry (slab id, generation) that registered the body, told when the last
+    /// step is done that its body is wholly applied (`None`: nothing to tell).
     live: Option<(usize, u64)>,
-    /// Topic configs skipped so far as already put (`skip`).
-    skipped: usize,
 }
 
 impl TopicSteps {
@@ -414,12 +398,10 @@ pub struct RouteTable {
     expiry: DeadlineBuckets<(usize, u64)>,
     next_generation: u64,
     /// Per broker group id: the table-wide write clock's value at the last change of any of
-    /// the group's queue entries, by any path (see `applied`). Never reused: a new group gets
-    /// a fresh value.
+    /// the group's queue entries, by any path (see [`RouteTable::is_unchanged_body`]). Never
+    /// reused: a new group gets a fresh value.
     slot_stamps: Vec<u64>,
     write_clock: u64,
-    /// Keys of the digests of `applied`.
-    digest_keys: KeyedState,
     cache: RouteCache,
     pub settings: RouteSettings,
 }
@@ -440,7 +422,6 @@ impl RouteTable {
             next_generation: 0,
             slot_stamps: Vec::new(),
             write_clock: 0,
-            digest_keys: KeyedState::default(),
             cache: RouteCache::default(),
             settings,
         }
@@ -472,23 +453,32 @@ impl RouteTable {
         self.brokers.len()
     }
 
+    /// The fingerprint of the body last applied for this broker, while a byte-identical body
+    /// would count as unchanged: the broker is live at that address under that id, and no one
+    /// else has written its group's queue entries since (Java's per-topic "changed" rule puts
+    /// back a topic an admin delete removed, even under an unchanged dataVersion, and
+    /// `deleteTopicWithBrokerRegistration` removes what REGISTER_TOPIC_IN_NAMESRV added).
+    pub fn unchanged_fingerprint(
+        &self,
+        cluster: &str,
+        addr: &str,
+        broker_name: &str,
+        broker_id: i64,
+    ) -> Option<BodyFingerprint> {
+        let live = &self.live[self.live_id(cluster, addr)?];
+        let b = self.brokers.get(broker_name)?;
+        let same_broker = b.data.broker_addrs.get(&broker_id).map(String::as_str) == Some(addr);
+        (same_broker && self.slots_stamp(b.id) == live.seen_stamp)
+            .then_some(live.fingerprint)
+            .flatten()
+    }
+
     /// True if the registration's body is exactly the one last applied for this broker, and
     /// nothing since then requires a full re-apply: the registration can skip parsing.
     pub fn is_unchanged_body(&self, req: &RegisterRequest<'_>) -> bool {
-        let Some(id) = self.live_id(req.cluster, req.broker_addr) else {
-            return false;
-        };
-        let live = &self.live[id];
-        if live.fingerprint.as_ref() != Some(&req.fingerprint) {
-            return false;
-        }
-        match self.brokers.get(req.broker_name) {
-            Some(b) => {
-                b.data.broker_addrs.get(&req.broker_id).map(String::as_str) == Some(req.broker_addr)
-                    && self.slots_stamp(b.id) == live.seen_stamp
-            }
-            None => false,
-        }
+        let (cluster, addr) = (req.cluster, req.broker_addr);
+        self.unchanged_fingerprint(cluster, addr, req.broker_name, req.broker_id)
+            == Some(req.fingerprint)
     }
 
     /// Whether the live broker (cluster, addr) is `broker_name`'s and registered over `conn`
@@ -694,11 +684,8 @@ impl RouteTable {
             return true;
         }
         if self.slots_stamp(steps.broker) != steps.stamp {
-            // Someone else wrote the group's entries since the last step: nothing recorded
-            // about them holds any more, and this apply is not the body's whole effect (the
-            // next registration is parsed, whatever its bytes).
-            steps.skip = Box::default();
-            steps.record = None;
+            // Someone else wrote the group's entries since the last step: this apply is not
+            // the body's whole effect (the next registration is parsed, whatever its bytes).
             steps.live = None;
         }
         let stale_end = steps.next_stale.saturating_add(max).min(steps.stale.len());
@@ -720,7 +707,7 @@ impl RouteTable {
         steps.stamp = self.slots_stamp(steps.broker);
         let done = end >= body.topics.len();
         if done {
-            self.store_applied(steps);
+            self.mark_applied(steps);
         }
         done
     }
@@ -731,7 +718,7 @@ impl RouteTable {
     }
 
     /// Gives group `id`'s queue entries a fresh stamp: every change of them calls this, so
-    /// that no record of what they held (`applied`) outlives the change.
+    /// that a body applied before the change no longer counts as unchanged.
     fn touch_slots(&mut self, id: BrokerId) {
         self.write_clock += 1;
         let i = id as usize;
@@ -741,29 +728,20 @@ impl RouteTable {
         self.slot_stamps[i] = self.write_clock;
     }
 
-    /// Hands a complete apply's digests to the live entry that registered them, once it is
-    /// known (`steps.live`), as long as the group's entries are still as the apply left them.
-    fn store_applied(&mut self, steps: &mut TopicSteps) {
+    /// Tells the live entry that registered a body applied in steps, once the last step is
+    /// done, that the body is wholly applied: the same bytes again are then unchanged (as
+    /// long as no one else writes the group's entries).
+    fn mark_applied(&mut self, steps: &TopicSteps) {
         let Some((live_id, generation)) = steps.live else {
             return;
         };
         if self.slots_stamp(steps.broker) != steps.stamp {
             return;
         }
-        let Some(live) = self.live.get_mut(live_id) else {
-            return;
-        };
-        if live.generation != generation {
-            return;
-        }
-        // The body is applied: the same bytes again are unchanged while no one else writes
-        // the group's entries (an apply in steps wrote them after step 11 took the stamp).
-        live.seen_stamp = steps.stamp;
-        if let Some(record) = steps.record.take() {
-            live.applied = AppliedTopics {
-                stamp: steps.stamp,
-                digests: record.into_boxed_slice(),
-            };
+        if let Some(live) = self.live.get_mut(live_id) {
+            if live.generation == generation {
+                live.seen_stamp = steps.stamp;
+            }
         }
     }
 
@@ -810,7 +788,6 @@ impl RouteTable {
             self.invalidate_broker_topics(name);
         }
         // 9./10. topic configs and static-topic mappings, from the master or the prime slave
-        let mut applied = None;
         if let TopicsInput::Body(body) = topics_in {
             let plan = self.plan_topics(req, body, register_first, incoming_version);
             if let Some(mut plan) = plan {
@@ -819,13 +796,16 @@ impl RouteTable {
                 } else {
                     self.apply_topic_steps(&mut plan, body, usize::MAX);
                     result.topics_changed = plan.changed;
-                    applied = Some(plan);
                 }
             }
         }
         // 11. live entry, bound to the connection the registration came on
         result.first = self.refresh_live(req, topics_in, incoming_version);
-        self.bind_topic_record(req, steps.as_mut(), applied, result.first, topics_in);
+        if let Some(steps) = steps.as_mut() {
+            // The steps still to come tell it when the body is wholly applied.
+            let live = self.live_id(req.cluster, req.broker_addr);
+            steps.live = live.map(|l| (l, self.live[l].generation));
+        }
         // 12. filter servers
         if let TopicsInput::Body(RegisterBody {
             filter_servers: Some(list),
@@ -844,37 +824,6 @@ impl RouteTable {
             result.notification = self.min_id_notification(req);
         }
         (result, steps)
-    }
-
-    /// Tells the topic configs' plan which live entry its record goes to (step 11 may just have
-    /// created it): when the last step is done, or now for a plan applied at once.
-    ///
-    /// Records are kept only between changed registrations, where they pay: none for a live
-    /// entry's first registration (most are followed by unchanged ones), and an unchanged
-    /// registration drops the one there is. So a fleet registering unchanged bodies, the
-    /// common case, holds no digests at all.
-    fn bind_topic_record(
-        &mut self,
-        req: &RegisterRequest<'_>,
-        steps: Option<&mut TopicSteps>,
-        applied: Option<TopicSteps>,
-        first: bool,
-        topics_in: TopicsInput<'_>,
-    ) {
-        let live_id = self.live_id(req.cluster, req.broker_addr);
-        if let (TopicsInput::Unchanged, Some(l)) = (topics_in, live_id) {
-            self.live[l].applied = AppliedTopics::default();
-        }
-        let live = live_id.map(|l| (l, self.live[l].generation));
-        if let Some(s) = steps {
-            s.live = live;
-            s.record = s.record.take().filter(|_| !first);
-        }
-        if let Some(mut plan) = applied {
-            plan.live = live;
-            plan.record = plan.record.take().filter(|_| !first);
-            self.store_applied(&mut plan);
-        }
     }
 
     /// Step 0: when the live entry of (cluster, addr) belongs to another broker name, that
@@ -1004,20 +953,6 @@ impl RouteTable {
         let stored = live.map(|l| self.live[l].data_version);
         let version_changed = stored != Some(incoming);
         let all = register_first || version_changed;
-        // The last record goes in any case: a put-if-absent apply leaves entries the record
-        // knows nothing of (and this apply makes the next one).
-        let previous = live
-            .map(|l| std::mem::take(&mut self.live[l].applied))
-            .unwrap_or_default();
-        let stamp = self.slots_stamp(broker);
-        // Skipping is sound only when each topic is put once: a body whose map keys and
-        // topic names differ may name a topic twice (Java puts both; the last one stays).
-        let once = all && body.topics.iter().all(|(k, tc)| *k == tc.topic_name);
-        let skip = if once && previous.stamp == stamp {
-            previous.digests
-        } else {
-            Box::default()
-        };
         let stale =
             if self.settings.delete_topic_with_broker_registration && body.mappings.is_empty() {
                 self.take_unreported_topics(&name, body)
@@ -1035,12 +970,8 @@ impl RouteTable {
             next_stale: 0,
             next: 0,
             changed: 0,
-            skip,
-            cursor: 0,
-            record: once.then(|| Vec::with_capacity(body.topics.len())),
-            stamp,
+            stamp: self.slots_stamp(broker),
             live: None,
-            skipped: 0,
         })
     }
 
@@ -1060,10 +991,8 @@ impl RouteTable {
     }
 
     /// §5.2 step 10 b for one topic config: put when the rule says all, or when the broker
-    /// does not serve the topic yet; skipped without a lookup when the broker's last apply
-    /// put exactly this and nothing changed the group's entries since (`applied`). Returns
-    /// whether anything changed.
-    fn put_topic_config(&mut self, steps: &mut TopicSteps, tc: &TopicConfig) -> bool {
+    /// does not serve the topic yet. Returns whether anything changed.
+    fn put_topic_config(&mut self, steps: &TopicSteps, tc: &TopicConfig) -> bool {
         let rule = steps.put;
         let mut perm = tc.perm;
         if rule.clear_write {
@@ -1076,20 +1005,6 @@ impl RouteTable {
             perm,
             topic_sys_flag: tc.topic_sys_flag,
         };
-        if let Some(record) = steps.record.as_mut() {
-            let fields = [
-                slot.read_queue_nums,
-                slot.write_queue_nums,
-                slot.perm,
-                slot.topic_sys_flag,
-            ];
-            let d = applied::digest(&self.digest_keys, &tc.topic_name, fields);
-            record.push(d);
-            if applied::take_match(&steps.skip, &mut steps.cursor, d) {
-                steps.skipped += 1;
-                return false;
-            }
-        }
         self.put_queue(&tc.topic_name, slot, !rule.all)
     }
 
@@ -1162,7 +1077,6 @@ impl RouteTable {
             conn: None,
             ha_server_addr: String::new(),
             fingerprint: None,
-            applied: AppliedTopics::default(),
             version_text: None,
             seen_stamp,
             expiry: Expiry::Unscheduled,
@@ -1803,8 +1717,6 @@ fn apply_acting_master_rewrite(route: &mut TopicRouteData) {
 mod tests {
     use super::*;
     use crate::route::model::TopicConfig;
-
-    mod skip;
 
     fn fp(hash: u64) -> BodyFingerprint {
         BodyFingerprint {
@@ -2752,6 +2664,87 @@ mod tests {
             stepped.data_version("c", "a:1"),
             at_once.data_version("c", "a:1")
         );
+    }
+
+    /// Registers `b` in steps of two topic configs, with `between` run after the first step.
+    fn register_in_steps(
+        t: &mut RouteTable,
+        r: &RegisterRequest<'_>,
+        b: &RegisterBody,
+        between: impl FnOnce(&mut RouteTable),
+    ) {
+        let (_, steps) = t.register_broker_in_steps(r, b);
+        let mut steps = steps.expect("the topics are put");
+        assert!(!t.apply_topic_steps(&mut steps, b, 2));
+        between(t);
+        while !t.apply_topic_steps(&mut steps, b, 2) {}
+    }
+
+    #[test]
+    fn the_same_bytes_are_unchanged_once_their_last_step_is_applied() {
+        let mut t = table();
+        let b = body(1, &[("A", 6), ("B", 6), ("C", 6), ("D", 6), ("E", 6)]);
+        let r = req("c", "b", "m:1", 0, 1);
+        register_in_steps(&mut t, &r, &b, |t| {
+            // Not wholly applied yet: the same bytes now would be parsed.
+            assert!(!t.is_unchanged_body(&req("c", "b", "m:1", 0, 1)));
+        });
+        assert!(t.is_unchanged_body(&r));
+        assert_eq!(t.unchanged_fingerprint("c", "m:1", "b", 0), Some(fp(1)));
+        // Another id at that address, another name, another address: not this broker's body.
+        assert_eq!(t.unchanged_fingerprint("c", "m:1", "b", 1), None);
+        assert_eq!(t.unchanged_fingerprint("c", "m:1", "x", 0), None);
+        assert_eq!(t.unchanged_fingerprint("c", "m:2", "b", 0), None);
+    }
+
+    #[test]
+    fn a_write_between_two_steps_leaves_the_same_bytes_to_be_parsed_again() {
+        let mut t = table();
+        let b = body(1, &[("A", 6), ("B", 6), ("C", 6), ("D", 6), ("E", 6)]);
+        register_in_steps(&mut t, &req("c", "b", "m:1", 0, 1), &b, |t| {
+            assert_eq!(t.set_write_perm("b", false), 2);
+        });
+        // Not the body's whole effect: the same bytes again are parsed and applied.
+        assert!(!t.is_unchanged_body(&req("c", "b", "m:1", 0, 1)));
+        // As Java would leave it: the first two wiped after their put, the rest put after it.
+        let perm = |t: &RouteTable, topic| t.pickup_route(topic).unwrap().queue_datas[0].perm;
+        assert_eq!((perm(&t, "B"), perm(&t, "C")), (4, 6));
+    }
+
+    #[test]
+    fn any_other_writer_of_the_groups_entries_makes_the_next_same_body_changed() {
+        let b = body(1, &[("A", 6), ("B", 6)]);
+        let writes: [fn(&mut RouteTable); 4] = [
+            |t| assert!(t.delete_topic("A", None)),
+            |t| assert_eq!(t.set_write_perm("b", false), 2),
+            |t| {
+                let q = QueueData {
+                    broker_name: "b".into(),
+                    read_queue_nums: 8,
+                    write_queue_nums: 8,
+                    perm: 6,
+                    topic_sys_flag: 0,
+                };
+                assert!(t.register_topic("X", &[q]));
+            },
+            // Another address of the group (a restarted master) puts other configs.
+            |t| {
+                let other = body(7, &[("A", 4)]);
+                t.register_broker(&req("c", "b", "m:2", 0, 5), TopicsInput::Body(&other));
+            },
+        ];
+        for write in writes {
+            let mut t = table();
+            let r = req("c", "b", "m:1", 0, 1);
+            t.register_broker(&r, TopicsInput::Body(&b));
+            assert!(t.is_unchanged_body(&r));
+            write(&mut t);
+            assert!(!t.is_unchanged_body(&r));
+            // Applied again (the same dataVersion: only absent topics are put), it is
+            // unchanged again.
+            t.register_broker(&r, TopicsInput::Body(&b));
+            assert!(t.is_unchanged_body(&r));
+        }
     }
 
     #[test]

@@ -11,15 +11,16 @@
 //!   `[OVERLOAD]`, as Java's full request queue is.
 //! * **Expiry pacing.** The scan timer only marks a scan due; the scan runs a chunk of brokers
 //!   per turn, and expired brokers' connections are closed a chunk per turn.
-//! * **Large bodies** are hashed and decoded by the [`decode_worker`] (registrations over
-//!   `decodeOnLoopMaxBytes`, or over 256 KiB for the hash; large REGISTER_TOPIC_IN_NAMESRV
-//!   bodies): the connection is held, and what comes back is applied here, in turn.
+//! * **Large bodies** (REGISTER_BROKER, REGISTER_TOPIC_IN_NAMESRV past `decodeOnLoopMaxBytes`,
+//!   as the processor says) are hashed and decoded by the [`decode_worker`]: the connection
+//!   is held, and the request is handled again when the body comes back, in turn.
 //! * **Unregistrations** come back from the batching thread and are applied in chunks, within
 //!   the same time budget as registrations.
 //! * **Registrations applied in steps** (a body of thousands of topics): their steps run
 //!   within the same budget, a few per turn; until the last one, the route table takes no
-//!   other change: queued registrations and unregistrations stay queued, and a request that
-//!   would change routes waits with its connection held (`after_steps`). Reads are served.
+//!   other change: queued registrations and unregistrations stay queued, and a request whose
+//!   code row says it writes routes waits with its connection held (`after_steps`, the one
+//!   ordering rule: [`NameServer::waits_for_topic_steps`]). Reads are served.
 //! * **Deferred answers.** A KV change or config update is answered once the durable writer
 //!   has it on disk: its connection is held meanwhile, and the answers are written when the
 //!   writer's wake-up brings them (`answer_durable_writes`).
@@ -38,13 +39,14 @@ use crate::event_loop::{
 };
 use crate::kv::KvStore;
 use crate::processor::{
-    BodyWork, Effects, Outbox, Processor, RequestContext, ServerCounters, UnregisterBatch,
-    Unregistration,
+    BodyWork, DecodeJob, Decoded, Effects, Outbox, Processor, RequestContext, ServerCounters,
+    UnregisterBatch, Unregistration,
 };
 use crate::remoting::codes::{self, is_broker_request, request};
 use crate::remoting::command::{DecodeLimits, RemotingCommand};
 use crate::remoting::frame::{self, FrameError};
 use crate::remoting::json;
+use crate::route::model::DecodeScratch;
 use bytes::{Bytes, BytesMut};
 use crossbeam_channel::Receiver;
 use log::{error, info, warn};
@@ -64,7 +66,7 @@ mod controller_port;
 mod controller_port;
 
 use controller_port::{ControllerPort, PeerConnData};
-use decode_worker::{DecodeWorker, Job};
+use decode_worker::DecodeWorker;
 
 mod decode_worker;
 
@@ -97,19 +99,9 @@ const TRIM_AFTER_BYTES: usize = 4 << 20;
 /// freed heap is handed back the same way (large frames, unread replies).
 const TRIM_AFTER_BUFFERED: usize = 2 << 20;
 
-/// Bodies up to this length are hashed on the loop (XXH64, a fraction of a millisecond even
-/// on a slow, shared core); larger ones are hashed by the decode worker before the loop
-/// checks whether they changed. 256 KiB covers a broker with about 1,200 topics, so the
-/// steady registrations of ordinary brokers are answered on the loop without a thread hop.
-const HASH_ON_LOOP_BYTES: usize = 256 * 1024;
-
 /// Body bytes of REGISTER_TOPIC_IN_NAMESRV requests that may wait for the decode worker; more
 /// are answered SYSTEM_BUSY (registrations are bounded by their own queue).
 const DECODE_BACKLOG_BYTES: usize = 64 << 20;
-
-/// How much a zlib stream may inflate (deflate's limit is about 1032:1): a compressed body is
-/// weighed by what it may become, so a small zlib bomb is inflated off the loop too.
-const MAX_INFLATE_RATIO: usize = 1032;
 
 /// Unregistrations applied per step of a large batch.
 const UNREGISTER_CHUNK: usize = 32;
@@ -416,9 +408,6 @@ struct Settings {
     decode: DecodeLimits,
     scan_interval_ms: u64,
     registration_budget: usize,
-    /// `decodeOnLoopMaxBytes`: changed registration bodies larger than this (compressed ones
-    /// weighed by [`MAX_INFLATE_RATIO`]) are decoded by the decode worker.
-    decode_on_loop_max: usize,
 }
 
 impl Settings {
@@ -435,7 +424,6 @@ impl Settings {
             },
             scan_interval_ms: c.scan_not_active_broker_interval.max(1) as u64,
             registration_budget: c.registration_budget_per_iteration.max(1) as usize,
-            decode_on_loop_max: c.decode_on_loop_max_bytes as usize,
         }
     }
 }
@@ -466,8 +454,8 @@ impl PeerConnData for PeerState {
 struct QueuedRegistration {
     conn: ConnId,
     cmd: RemotingCommand,
-    /// What the decode worker found out about its body; `None` before it is looked at.
-    work: Option<BodyWork>,
+    /// What the decode worker made of its body, once it has been there.
+    work: BodyWork,
 }
 
 /// Registrations waiting to be applied, at most one per connection.
@@ -627,11 +615,48 @@ impl NameServer {
         if effects.config_changed {
             self.refresh_settings(ctx);
         }
+        if let Some(job) = effects.off_loop {
+            return self.decode_off_loop(ctx, conn, cmd.clone(), job);
+        }
         if effects.deferred {
             // Answered by answer_durable_writes; later frames wait so replies keep their order.
             return Next::Hold;
         }
         Next::Continue
+    }
+
+    /// A request other than a registration whose body is too large for the loop: decoded by
+    /// the worker while the connection is held, then handled again ([`NameServer::take_decoded`]);
+    /// answered SYSTEM_BUSY when too many bytes already wait there (registrations are bounded
+    /// by their own queue).
+    fn decode_off_loop(
+        &mut self,
+        ctx: &mut Ctx<PeerState>,
+        conn: ConnId,
+        cmd: RemotingCommand,
+        job: DecodeJob,
+    ) -> Next {
+        if self.decode.bytes_in_flight() + cmd.body.len() > DECODE_BACKLOG_BYTES {
+            warn!(
+                "decode worker backlog full: answering SYSTEM_BUSY to request {} from {:?}",
+                cmd.code,
+                ctx.peer(conn)
+            );
+            if let Some(out) = ctx.write_buf(conn) {
+                self.processor.reply_overloaded(&cmd, out);
+            }
+            return Next::Continue;
+        }
+        match self
+            .decode
+            .decode(decode_worker::Request { conn, cmd, job })
+        {
+            None => Next::Hold,
+            Some(back) => {
+                let decoded = decode_here(&back);
+                self.handle_now(ctx, conn, &back.cmd, BodyWork::OffLoop(Box::new(decoded)))
+            }
+        }
     }
 
     /// Answers the requests whose change the durable writer has finished (KV changes, config
@@ -675,7 +700,7 @@ impl NameServer {
         self.registrations.queue.push_back(QueuedRegistration {
             conn,
             cmd,
-            work: None,
+            work: BodyWork::OnLoop,
         });
         ctx.set_read_class(conn, ReadClass::Bulk);
         Next::Hold
@@ -726,28 +751,16 @@ impl NameServer {
         }
         let spent = self.processor.take_spent_bodies();
         if !spent.is_empty() {
-            // Should the worker be gone, they are freed here.
-            let _ = self.decode.submit(Job::Free(spent));
+            self.decode.free(spent);
         }
     }
 
-    /// One registration: handed to the decode worker, or answered.
+    /// One registration: answered, or handed to the decode worker (its bytes still count as
+    /// queued) to come back through [`NameServer::take_decoded`].
     fn run_registration(&mut self, ctx: &mut Ctx<PeerState>, q: QueuedRegistration) {
         let QueuedRegistration { conn, cmd, work } = q;
         let Some(peer) = ctx.peer(conn) else {
             return;
-        };
-        let work = match work {
-            Some(work) => work,
-            None if cmd.body.len() > HASH_ON_LOOP_BYTES => {
-                let checks = self.processor.body_checks();
-                match self.hand_over(Job::Hash { conn, cmd, checks }) {
-                    Some(Job::Hash { cmd, .. }) => return self.answer_on_loop(ctx, conn, cmd),
-                    _ => return,
-                }
-            }
-            None if self.decodes_on_loop(&cmd) => BodyWork::OnLoop,
-            None => BodyWork::DecodeOffLoop,
         };
         let rctx = RequestContext {
             conn: Some(conn.index()),
@@ -764,21 +777,23 @@ impl NameServer {
             ctx.close(conn, "registration handler panicked");
             return;
         };
-        if effects.deferred {
-            // Applied in steps: answered by run_topic_steps.
+        if let Some(job) = effects.off_loop {
+            let bytes = cmd.body.len();
+            match self
+                .decode
+                .decode(decode_worker::Request { conn, cmd, job })
+            {
+                None => self.registrations.bytes += bytes,
+                Some(back) => {
+                    let work = BodyWork::OffLoop(Box::new(decode_here(&back)));
+                    let (cmd, conn) = (back.cmd, back.conn);
+                    self.run_registration(ctx, QueuedRegistration { conn, cmd, work });
+                }
+            }
             return;
         }
-        if let Some(fingerprint) = effects.decode_off_loop {
-            let checks = self.processor.body_checks();
-            let job = Job::Decode {
-                conn,
-                cmd,
-                fingerprint,
-                checks,
-            };
-            if let Some(Job::Decode { cmd, .. }) = self.hand_over(job) {
-                self.answer_on_loop(ctx, conn, cmd);
-            }
+        if effects.deferred {
+            // Applied in steps: answered by run_topic_steps.
             return;
         }
         // Frames that arrived behind the registration can go now, in turn with the other
@@ -819,87 +834,27 @@ impl NameServer {
         !self.processor.topic_steps_pending()
     }
 
-    /// Whether a changed body is small enough to decode on the loop.
-    fn decodes_on_loop(&self, cmd: &RemotingCommand) -> bool {
-        let compressed =
-            cmd.body.first() == Some(&0x78) || cmd.ext("compressed").is_some_and(|v| v == "true");
-        let weight = if compressed {
-            cmd.body.len().saturating_mul(MAX_INFLATE_RATIO)
-        } else {
-            cmd.body.len()
-        };
-        weight <= self.settings.decode_on_loop_max
-    }
-
-    /// Gives a registration to the decode worker (its bytes still count as queued); returns
-    /// the job when the worker is gone.
-    fn hand_over(&mut self, job: Job) -> Option<Job> {
-        let bytes = job.bytes();
-        let Some(job) = self.decode.submit(job) else {
-            self.registrations.bytes += bytes;
-            return None;
-        };
-        error!("the decode worker is gone: decoding a registration on the loop");
-        Some(job)
-    }
-
-    /// The fallback when the decode worker is gone: the registration is handled here, as
-    /// before there was a worker.
-    fn answer_on_loop(&mut self, ctx: &mut Ctx<PeerState>, conn: ConnId, cmd: RemotingCommand) {
-        let q = QueuedRegistration {
-            conn,
-            cmd,
-            work: Some(BodyWork::OnLoop),
-        };
-        self.run_registration(ctx, q);
-    }
-
-    /// A large REGISTER_TOPIC_IN_NAMESRV: its body is decoded by the worker while the
-    /// connection is held; answered SYSTEM_BUSY when too many bytes already wait there.
-    fn decode_route_off_loop(
-        &mut self,
-        ctx: &mut Ctx<PeerState>,
-        conn: ConnId,
-        cmd: RemotingCommand,
-    ) -> Next {
-        if self.decode.bytes_in_flight() + cmd.body.len() > DECODE_BACKLOG_BYTES {
-            warn!(
-                "decode worker backlog full: answering SYSTEM_BUSY to REGISTER_TOPIC_IN_NAMESRV from {:?}",
-                ctx.peer(conn)
-            );
-            if let Some(out) = ctx.write_buf(conn) {
-                self.processor.reply_overloaded(&cmd, out);
-            }
-            return Next::Continue;
-        }
-        let names = self.processor.body_checks().names;
-        match self.decode.submit(Job::Route { conn, cmd, names }) {
-            None => Next::Hold,
-            Some(Job::Route { cmd, .. }) => self.handle_now(ctx, conn, &cmd, BodyWork::OnLoop),
-            Some(_) => Next::Close,
-        }
-    }
-
     /// Registrations the decode worker is done with join the queue again, to be applied in
-    /// turn; other requests it decoded are answered now.
+    /// turn; other requests it decoded are handled now.
     fn take_decoded(&mut self, ctx: &mut Ctx<PeerState>) {
         while let Some(done) = self.decode.try_take() {
-            if matches!(done.work, BodyWork::RouteDecoded(_)) {
-                if ctx.peer(done.conn).is_none() {
-                    continue;
-                }
-                match self.handle_now(ctx, done.conn, &done.cmd, done.work) {
-                    Next::Continue => ctx.release(done.conn),
-                    Next::Hold => {}
-                    Next::Close => ctx.close(done.conn, "handling a decoded request failed"),
-                }
+            let work = BodyWork::OffLoop(Box::new(done.decoded));
+            if done.cmd.code == request::REGISTER_BROKER {
+                self.registrations.queue.push_back(QueuedRegistration {
+                    conn: done.conn,
+                    cmd: done.cmd,
+                    work,
+                });
                 continue;
             }
-            self.registrations.queue.push_back(QueuedRegistration {
-                conn: done.conn,
-                cmd: done.cmd,
-                work: Some(done.work),
-            });
+            if ctx.peer(done.conn).is_none() {
+                continue;
+            }
+            match self.handle_now(ctx, done.conn, &done.cmd, work) {
+                Next::Continue => ctx.release(done.conn),
+                Next::Hold => {}
+                Next::Close => ctx.close(done.conn, "handling a decoded request failed"),
+            }
         }
     }
 
@@ -1027,12 +982,6 @@ impl Handler for NameServer {
             // replies keep their order.
             return self.admit_registration(ctx, conn, cmd);
         }
-        if cmd.code == request::REGISTER_TOPIC_IN_NAMESRV
-            && !cmd.is_response()
-            && cmd.body.len() > self.settings.decode_on_loop_max
-        {
-            return self.decode_route_off_loop(ctx, conn, cmd);
-        }
         self.handle_now(ctx, conn, &cmd, BodyWork::OnLoop)
     }
 
@@ -1142,6 +1091,17 @@ fn handle_guarded(
             None
         }
     }
+}
+
+/// What the decode worker would make of a job, made here: the fallback when the worker is gone
+/// (it ended after a panic), so that large bodies are still answered.
+fn decode_here(request: &decode_worker::Request) -> Decoded {
+    let (cmd, job) = (&request.cmd, &request.job);
+    error!(
+        "the decode worker is gone: decoding request {} on the loop",
+        cmd.code
+    );
+    decode_worker::decode_guarded(cmd, job, &mut DecodeScratch::default())
 }
 
 /// Returns freed heap memory to the OS (glibc keeps it in its free lists otherwise).
