@@ -26,8 +26,12 @@ use std::thread::JoinHandle;
 pub enum Job {
     /// Hash and decode a request's body.
     Decode(Box<Request>),
-    /// Free bodies the loop has applied.
-    Free(Vec<RegisterBody>),
+    /// Free what the loop is done with: applied bodies (thousands of strings each) and
+    /// requests whose large bodies came back from here (freeing megabytes is an unmap).
+    Free {
+        bodies: Vec<RegisterBody>,
+        requests: Vec<RemotingCommand>,
+    },
 }
 
 /// A request whose body is to be decoded.
@@ -88,16 +92,17 @@ impl DecodeWorker {
             }
             Err(e) => match e.into_inner() {
                 Job::Decode(request) => Some(*request),
-                Job::Free(_) => None,
+                Job::Free { .. } => None,
             },
         }
     }
 
-    /// Hands applied bodies over to be freed (here, should the thread be gone).
-    pub fn free(&mut self, bodies: Vec<RegisterBody>) {
+    /// Hands applied bodies and handled large requests over to be freed (here, should the
+    /// thread be gone).
+    pub fn free(&mut self, bodies: Vec<RegisterBody>, requests: Vec<RemotingCommand>) {
         if let Some(jobs) = self.jobs.as_ref() {
             // Should the thread be gone, they come back in the error and are freed here.
-            let _ = jobs.send(Job::Free(bodies));
+            let _ = jobs.send(Job::Free { bodies, requests });
         }
     }
 
@@ -136,8 +141,8 @@ fn run(jobs: Receiver<Job>, finished: Sender<Finished>, waker: LoopWaker) {
     while let Ok(job) = jobs.recv() {
         let Request { conn, cmd, job } = match job {
             Job::Decode(request) => *request,
-            Job::Free(bodies) => {
-                drop(bodies);
+            Job::Free { bodies, requests } => {
+                drop((bodies, requests));
                 continue;
             }
         };

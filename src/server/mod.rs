@@ -497,8 +497,10 @@ struct NameServer {
     /// Requests that would change the route table while a registration is applied in steps,
     /// in arrival order, each holding its connection; handled after the last step.
     after_steps: VecDeque<(ConnId, RemotingCommand, BodyWork)>,
-    /// Hashes and decodes large registration bodies off the loop.
+    /// Hashes and decodes large bodies off the loop.
     decode: DecodeWorker,
+    /// Requests whose large bodies were handled this turn, freed by the decode worker.
+    handled_off_loop: Vec<RemotingCommand>,
     /// The embedded Controller, when hosted.
     controller: Option<ControllerPort>,
 }
@@ -534,6 +536,7 @@ impl NameServer {
             threads: vec![batcher, sender, kv_writer],
             after_steps: VecDeque::new(),
             decode,
+            handled_off_loop: Vec::new(),
             controller: None,
         })
     }
@@ -749,9 +752,14 @@ impl NameServer {
                 break;
             }
         }
+    }
+
+    /// Applied registration bodies and handled large requests are freed by the decode worker.
+    fn free_off_loop(&mut self) {
         let spent = self.processor.take_spent_bodies();
-        if !spent.is_empty() {
-            self.decode.free(spent);
+        let requests = std::mem::take(&mut self.handled_off_loop);
+        if !spent.is_empty() || !requests.is_empty() {
+            self.decode.free(spent, requests);
         }
     }
 
@@ -759,6 +767,7 @@ impl NameServer {
     /// queued) to come back through [`NameServer::take_decoded`].
     fn run_registration(&mut self, ctx: &mut Ctx<PeerState>, q: QueuedRegistration) {
         let QueuedRegistration { conn, cmd, work } = q;
+        let large = matches!(work, BodyWork::OffLoop(_));
         let Some(peer) = ctx.peer(conn) else {
             return;
         };
@@ -791,6 +800,9 @@ impl NameServer {
                 }
             }
             return;
+        }
+        if large {
+            self.handled_off_loop.push(cmd);
         }
         if effects.deferred {
             // Applied in steps: answered by run_topic_steps.
@@ -855,6 +867,7 @@ impl NameServer {
                 Next::Hold => {}
                 Next::Close => ctx.close(done.conn, "handling a decoded request failed"),
             }
+            self.handled_off_loop.push(done.cmd);
         }
     }
 
@@ -1034,6 +1047,7 @@ impl Handler for NameServer {
         self.take_decoded(ctx);
         let slow_work = Instant::now();
         self.run_registrations(ctx, slow_work);
+        self.free_off_loop();
         self.apply_unregistrations(slow_work);
         self.pace_expiry(ctx);
         self.trim_heap_after_bursts(ctx);
