@@ -30,26 +30,28 @@
 //!   listener on this loop, handled in [`controller_port`]; this handler only routes that
 //!   listener's frames, closes and timers there, and those of the connections the controller's
 //!   peer link opens (every connection not on the name server's listener).
+//!
+//! Files: `admission` (the registration queue and the steps), `pacing` (unregistrations and
+//! expiry), `off_loop` (the decode worker's requests), `settings` (the loop's limits and the
+//! settings read per frame); this one holds the server's API, the handler and heap trimming.
 
 use crate::config::NamesrvConfig;
 use crate::event_loop::oneway;
 use crate::event_loop::{
-    self, ConnId, Ctx, EventLoop, Handler, Limits, ListenerTag, LoopStats, LoopWaker, Next,
-    ReadClass, TimerId,
+    self, ConnId, Ctx, EventLoop, Handler, ListenerTag, LoopStats, LoopWaker, Next, ReadClass,
+    TimerId,
 };
 use crate::kv::KvStore;
 use crate::processor::{
-    BodyWork, DecodeJob, Decoded, Effects, Outbox, Processor, RequestContext, ServerCounters,
-    UnregisterBatch, Unregistration,
+    BodyWork, Effects, Outbox, Processor, RequestContext, ServerCounters, UnregisterBatch,
+    Unregistration,
 };
 use crate::remoting::codes::{self, is_broker_request, request};
-use crate::remoting::command::{DecodeLimits, RemotingCommand};
+use crate::remoting::command::RemotingCommand;
 use crate::remoting::frame::{self, FrameError};
-use crate::remoting::json;
-use crate::route::model::DecodeScratch;
 use bytes::{Bytes, BytesMut};
 use crossbeam_channel::Receiver;
-use log::{error, info, warn};
+use log::{error, warn};
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
@@ -65,10 +67,17 @@ mod controller_port;
 #[path = "no_controller_port.rs"]
 mod controller_port;
 
+use admission::{RegistrationQueue, REGISTRATION_READ_AHEAD_BYTES};
 use controller_port::{ControllerPort, PeerConnData};
 use decode_worker::DecodeWorker;
+use pacing::ExpiryPacer;
+use settings::{connection_cap, loop_limits, prepare_descriptors, Settings};
 
+mod admission;
 mod decode_worker;
+mod off_loop;
+mod pacing;
+mod settings;
 
 /// The name server's listener (the controller's is `controller_port::LISTENER`).
 const NAMESRV_LISTENER: ListenerTag = ListenerTag(0);
@@ -76,20 +85,10 @@ const NAMESRV_LISTENER: ListenerTag = ListenerTag(0);
 /// Marks a broker expiry scan due every `scanNotActiveBrokerInterval`.
 const SCAN_TIMER: TimerId = TimerId(0);
 
-/// Bytes read from one connection per turn before others get theirs.
-const READ_BUDGET: usize = 256 * 1024;
-
 /// Time per turn spent on queued registrations and unregistrations (together) before the
 /// loop goes back to answering reads: keeps route lookups fast during storms and mass
 /// expiry. At least one queued item is always handled, so progress never stops.
 const SLOW_WORK_BUDGET: Duration = Duration::from_micros(300);
-
-/// Queued registration bytes beyond which broker connections are not read this turn (about
-/// a dozen 100-topic registrations: what one turn's budget applies).
-const REGISTRATION_READ_AHEAD_BYTES: usize = 256 * 1024;
-
-/// Bytes of queued registration frames beyond which new ones are answered SYSTEM_BUSY.
-const REGISTRATION_BACKLOG_BYTES: usize = 256 << 20;
 
 /// Bytes of registration traffic after which freed heap is handed back to the OS once the
 /// queues are empty again (glibc keeps a burst's peak otherwise).
@@ -99,28 +98,8 @@ const TRIM_AFTER_BYTES: usize = 4 << 20;
 /// freed heap is handed back the same way (large frames, unread replies).
 const TRIM_AFTER_BUFFERED: usize = 2 << 20;
 
-/// Body bytes of REGISTER_TOPIC_IN_NAMESRV requests that may wait for the decode worker; more
-/// are answered SYSTEM_BUSY (registrations are bounded by their own queue).
-const DECODE_BACKLOG_BYTES: usize = 64 << 20;
-
-/// Unregistrations applied per step of a large batch.
-const UNREGISTER_CHUNK: usize = 32;
-
-/// Expiry entries examined per turn during a mass expiry, and expired brokers' connections
-/// closed per turn (each close is a syscall or two; ten thousand at once would stall
-/// everyone else).
-const EXPIRY_CHUNK: usize = 64;
-
 /// How long one NOTIFY_MIN_BROKER_ID_CHANGE attempt may take.
 const NOTIFY_TIMEOUT: Duration = Duration::from_millis(300);
-
-/// How long a stop may take to answer queued work and flush replies.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// How recently an address must have completed a request to use the reserved connection
-/// slots (`reservedConnectionsPercent`): clients ask for routes every 30 s, brokers register
-/// every 30 s, so ten minutes covers a restart or a network blip.
-const RECENT_CLIENT_WINDOW_MS: u64 = 600_000;
 
 // ---------------------------------------------------------------------- public API
 
@@ -333,101 +312,6 @@ pub fn start_with_controller(
     })
 }
 
-// ---------------------------------------------------------------------- settings
-
-/// What the loop enforces, from the config (again after each config update) and the
-/// open-file limit (`descriptors`, the soft limit when known).
-fn loop_limits(c: &NamesrvConfig, descriptors: Option<u64>) -> Limits {
-    let max_connections = connection_cap(c.max_connections, descriptors);
-    Limits {
-        read_budget: READ_BUDGET,
-        write_high_water: c.conn_write_high_water as usize,
-        write_hard_cap: c.conn_write_hard_cap as usize,
-        idle_ms: (c.server_channel_max_idle_time_seconds.max(0) as u64) * 1000,
-        frame_timeout_ms: c.frame_read_timeout_millis,
-        max_buffered: usize::try_from(c.max_buffered_bytes).unwrap_or(usize::MAX),
-        max_connections,
-        max_per_address: c.max_connections_per_address as usize,
-        reserved_for_recent: max_connections * c.reserved_connections_percent as usize / 100,
-        recent_window_ms: RECENT_CLIENT_WINDOW_MS,
-        bulk_line_limit: c.registration_backlog_limit as usize,
-        drain_timeout: DRAIN_TIMEOUT,
-    }
-}
-
-/// Descriptors kept free beside the connections: the loop's own (poll, waker, listeners, a
-/// spare), the log, config and KV files, the Controller's files, connections to brokers for
-/// notifications. A fixed part and a share of the limit.
-fn descriptor_headroom(limit: u64) -> u64 {
-    32 + limit / 32
-}
-
-/// `maxConnections`, lowered to what the open-file limit leaves room for: past it `accept`
-/// would fail for every newcomer instead of refusing them cleanly.
-fn connection_cap(max_connections: u32, descriptors: Option<u64>) -> usize {
-    let fit = descriptors.map_or(u64::MAX, |limit| {
-        limit.saturating_sub(descriptor_headroom(limit)).max(1)
-    });
-    u64::from(max_connections).min(fit) as usize
-}
-
-/// The open-file limit `max_connections` needs (the inverse of [`connection_cap`]).
-fn descriptors_wanted(max_connections: u32) -> u64 {
-    (u64::from(max_connections) + 32) * 32 / 31 + 1
-}
-
-/// Raises the soft open-file limit to what `maxConnections` needs (up to the hard limit, as
-/// the JVM does for the Java name server) and warns when it is still too low; returns the
-/// soft limit, `None` when it cannot be read.
-fn prepare_descriptors(c: &NamesrvConfig) -> Option<u64> {
-    let before = event_loop::descriptor_limit()?;
-    let now = event_loop::raise_descriptor_limit(descriptors_wanted(c.max_connections))?;
-    if now.soft > before.soft {
-        info!(
-            "open-file limit raised from {} to {} for maxConnections={}",
-            before.soft, now.soft, c.max_connections
-        );
-    }
-    let cap = connection_cap(c.max_connections, Some(now.soft));
-    if cap < c.max_connections as usize {
-        warn!(
-            "maxConnections={} does not fit the open-file limit ({} descriptors, hard limit {}; {} kept for files and outbound connections): accepting at most {cap} connections; raise LimitNOFILE (systemd) or ulimit -n",
-            c.max_connections,
-            now.soft,
-            now.hard,
-            descriptor_headroom(now.soft)
-        );
-    }
-    Some(now.soft)
-}
-
-/// Settings read on every frame; refreshed after a config update.
-#[derive(Debug, Clone, Copy)]
-struct Settings {
-    frame_max: u32,
-    decode: DecodeLimits,
-    scan_interval_ms: u64,
-    registration_budget: usize,
-}
-
-impl Settings {
-    fn from_config(c: &NamesrvConfig) -> Self {
-        Settings {
-            frame_max: c.frame_max_length,
-            decode: DecodeLimits {
-                max_header_len: c.max_header_length as usize,
-                max_ext_fields: c.max_ext_fields as usize,
-                json: json::Limits {
-                    max_depth: c.max_json_depth as usize,
-                    max_string_len: c.max_json_string_length as usize,
-                },
-            },
-            scan_interval_ms: c.scan_not_active_broker_interval.max(1) as u64,
-            registration_budget: c.registration_budget_per_iteration.max(1) as usize,
-        }
-    }
-}
-
 // ---------------------------------------------------------------------- the handler
 
 /// What the name server remembers per connection.
@@ -448,34 +332,6 @@ impl PeerConnData for PeerState {
             controller_port: true,
         }
     }
-}
-
-/// A REGISTER_BROKER waiting for its turn.
-struct QueuedRegistration {
-    conn: ConnId,
-    cmd: RemotingCommand,
-    /// What the decode worker made of its body, once it has been there.
-    work: BodyWork,
-}
-
-/// Registrations waiting to be applied, at most one per connection.
-#[derive(Default)]
-struct RegistrationQueue {
-    queue: VecDeque<QueuedRegistration>,
-    /// Body bytes of the queued registrations and of those with the decode worker.
-    bytes: usize,
-}
-
-/// Where a mass expiry stands.
-#[derive(Default)]
-struct ExpiryPacer {
-    next_scan_ms: u64,
-    /// The scan timer fired; a scan starts when the one in progress (if any) is done.
-    scan_due: bool,
-    /// A scan found more due brokers than one turn handles.
-    in_progress: bool,
-    /// Connections of expired brokers waiting to be closed.
-    conns_to_close: VecDeque<ConnId>,
 }
 
 /// The name server as the loop's handler.
@@ -567,14 +423,6 @@ impl NameServer {
         }
     }
 
-    /// Enough registrations are queued for this turn's budget: read no more broker traffic
-    /// until some are applied.
-    fn registration_queue_full(&self) -> bool {
-        self.registrations.queue.len() + self.decode.in_flight()
-            >= self.settings.registration_budget
-            || self.registrations.bytes >= REGISTRATION_READ_AHEAD_BYTES
-    }
-
     /// Whether `cmd` must wait for the last step of the registration being applied in
     /// steps: the one ordering rule of route changes. A request whose code row says it writes
     /// routes ([`codes::writes_routes`]) would change the tables under that registration
@@ -628,40 +476,6 @@ impl NameServer {
         Next::Continue
     }
 
-    /// A request other than a registration whose body is too large for the loop: decoded by
-    /// the worker while the connection is held, then handled again ([`NameServer::take_decoded`]);
-    /// answered SYSTEM_BUSY when too many bytes already wait there (registrations are bounded
-    /// by their own queue).
-    fn decode_off_loop(
-        &mut self,
-        ctx: &mut Ctx<PeerState>,
-        conn: ConnId,
-        cmd: RemotingCommand,
-        job: DecodeJob,
-    ) -> Next {
-        if self.decode.bytes_in_flight() + cmd.body.len() > DECODE_BACKLOG_BYTES {
-            warn!(
-                "decode worker backlog full: answering SYSTEM_BUSY to request {} from {:?}",
-                cmd.code,
-                ctx.peer(conn)
-            );
-            if let Some(out) = ctx.write_buf(conn) {
-                self.processor.reply_overloaded(&cmd, out);
-            }
-            return Next::Continue;
-        }
-        match self
-            .decode
-            .decode(decode_worker::Request { conn, cmd, job })
-        {
-            None => Next::Hold,
-            Some(back) => {
-                let decoded = decode_here(&back);
-                self.handle_now(ctx, conn, &back.cmd, BodyWork::OffLoop(Box::new(decoded)))
-            }
-        }
-    }
-
     /// Answers the requests whose change the durable writer has finished (KV changes, config
     /// updates); each answered connection may send its next frames.
     fn answer_durable_writes(&mut self, ctx: &mut Ctx<PeerState>) {
@@ -675,38 +489,6 @@ impl NameServer {
         if effects.config_changed {
             self.refresh_settings(ctx);
         }
-    }
-
-    /// A REGISTER_BROKER: queued (holding the connection's later frames), or answered
-    /// SYSTEM_BUSY when too much is waiting.
-    fn admit_registration(
-        &mut self,
-        ctx: &mut Ctx<PeerState>,
-        conn: ConnId,
-        cmd: RemotingCommand,
-    ) -> Next {
-        // The queue is full and more peers than `registrationBacklogLimit` wait behind it:
-        // registrations read now are refused rather than queued.
-        let shedding = self.registration_queue_full() && ctx.bulk_line_full();
-        if shedding || self.registrations.bytes + cmd.body.len() > REGISTRATION_BACKLOG_BYTES {
-            warn!(
-                "registration backlog full ({} queued): answering SYSTEM_BUSY to {:?}",
-                self.registrations.queue.len(),
-                ctx.peer(conn)
-            );
-            if let Some(out) = ctx.write_buf(conn) {
-                self.processor.reply_overloaded(&cmd, out);
-            }
-            return Next::Continue;
-        }
-        self.registrations.bytes += cmd.body.len();
-        self.registrations.queue.push_back(QueuedRegistration {
-            conn,
-            cmd,
-            work: BodyWork::OnLoop,
-        });
-        ctx.set_read_class(conn, ReadClass::Bulk);
-        Next::Hold
     }
 
     /// After UPDATE_NAMESRV_CONFIG: new limits for the loop, new settings here.
@@ -723,196 +505,6 @@ impl NameServer {
         if next < self.expiry.next_scan_ms {
             self.expiry.next_scan_ms = next;
             ctx.set_timer(SCAN_TIMER, next);
-        }
-    }
-
-    /// Applies queued registrations: at least one, then until the count or time budget for
-    /// this turn is spent. Each answered connection may send its next frames; a registration
-    /// whose body is too large to hash or decode here goes to the decode worker instead and
-    /// comes back through [`NameServer::take_decoded`].
-    fn run_registrations(&mut self, ctx: &mut Ctx<PeerState>, started: Instant) {
-        // One registration applied in steps at a time: no other may change the tables under
-        // it (its broker's later registration least of all).
-        if !self.run_topic_steps(ctx, started) {
-            return;
-        }
-        let mut done = 0;
-        while done < self.settings.registration_budget {
-            if done > 0 && started.elapsed() >= SLOW_WORK_BUDGET {
-                break;
-            }
-            let Some(q) = self.registrations.queue.pop_front() else {
-                break;
-            };
-            self.registrations.bytes -= q.cmd.body.len();
-            self.bytes_since_trim += q.cmd.body.len();
-            done += 1;
-            self.run_registration(ctx, q);
-            if self.processor.topic_steps_pending() {
-                break;
-            }
-        }
-    }
-
-    /// Applied registration bodies and handled large requests are freed by the decode worker.
-    fn free_off_loop(&mut self) {
-        let spent = self.processor.take_spent_bodies();
-        let requests = std::mem::take(&mut self.handled_off_loop);
-        if !spent.is_empty() || !requests.is_empty() {
-            self.decode.free(spent, requests);
-        }
-    }
-
-    /// One registration: answered, or handed to the decode worker (its bytes still count as
-    /// queued) to come back through [`NameServer::take_decoded`].
-    fn run_registration(&mut self, ctx: &mut Ctx<PeerState>, q: QueuedRegistration) {
-        let QueuedRegistration { conn, cmd, work } = q;
-        let large = matches!(work, BodyWork::OffLoop(_));
-        let Some(peer) = ctx.peer(conn) else {
-            return;
-        };
-        let rctx = RequestContext {
-            conn: Some(conn.index()),
-            peer: Some(peer),
-            now_ms: ctx.now_ms(),
-            reply_to: Some(conn),
-        };
-        let counters = server_counters(ctx.stats());
-        let Some(out) = ctx.write_buf(conn) else {
-            return;
-        };
-        let processor = &mut self.processor;
-        let Some(effects) = handle_guarded(processor, &rctx, &counters, &cmd, work, out) else {
-            ctx.close(conn, "registration handler panicked");
-            return;
-        };
-        if let Some(job) = effects.off_loop {
-            let bytes = cmd.body.len();
-            match self
-                .decode
-                .decode(decode_worker::Request { conn, cmd, job })
-            {
-                None => self.registrations.bytes += bytes,
-                Some(back) => {
-                    let work = BodyWork::OffLoop(Box::new(decode_here(&back)));
-                    let (cmd, conn) = (back.cmd, back.conn);
-                    self.run_registration(ctx, QueuedRegistration { conn, cmd, work });
-                }
-            }
-            return;
-        }
-        if large {
-            self.handled_off_loop.push(cmd);
-        }
-        if effects.deferred {
-            // Applied in steps: answered by run_topic_steps.
-            return;
-        }
-        // Frames that arrived behind the registration can go now, in turn with the other
-        // waiting brokers (first come, first served).
-        ctx.release(conn);
-    }
-
-    /// Steps of a registration applied in steps, within the turn's slow-work budget. Once
-    /// the last is done, the registration is answered and its connection may send its next
-    /// frames, and the requests that waited for it are handled, in arrival order. Returns
-    /// whether the route table is free for other changes.
-    fn run_topic_steps(&mut self, ctx: &mut Ctx<PeerState>, started: Instant) -> bool {
-        if self.processor.topic_steps_pending() {
-            let now_ms = ctx.now_ms();
-            for answer in self
-                .processor
-                .run_topic_steps(now_ms, started, SLOW_WORK_BUDGET)
-            {
-                if let Some(out) = ctx.write_buf(answer.conn) {
-                    out.extend_from_slice(&answer.frame);
-                }
-                ctx.release(answer.conn);
-            }
-        }
-        while !self.processor.topic_steps_pending() {
-            let Some((conn, cmd, work)) = self.after_steps.pop_front() else {
-                break;
-            };
-            if ctx.peer(conn).is_none() {
-                continue;
-            }
-            match self.handle_now(ctx, conn, &cmd, work) {
-                Next::Continue => ctx.release(conn),
-                Next::Hold => {}
-                Next::Close => ctx.close(conn, "handling a held request failed"),
-            }
-        }
-        !self.processor.topic_steps_pending()
-    }
-
-    /// Registrations the decode worker is done with join the queue again, to be applied in
-    /// turn; other requests it decoded are handled now.
-    fn take_decoded(&mut self, ctx: &mut Ctx<PeerState>) {
-        while let Some(done) = self.decode.try_take() {
-            let work = BodyWork::OffLoop(Box::new(done.decoded));
-            if done.cmd.code == request::REGISTER_BROKER {
-                self.registrations.queue.push_back(QueuedRegistration {
-                    conn: done.conn,
-                    cmd: done.cmd,
-                    work,
-                });
-                continue;
-            }
-            if ctx.peer(done.conn).is_none() {
-                continue;
-            }
-            match self.handle_now(ctx, done.conn, &done.cmd, work) {
-                Next::Continue => ctx.release(done.conn),
-                Next::Hold => {}
-                Next::Close => ctx.close(done.conn, "handling a decoded request failed"),
-            }
-            self.handled_off_loop.push(done.cmd);
-        }
-    }
-
-    /// Takes batches from the batching thread and applies them in chunks, so that a mass
-    /// expiry never holds the loop for long; none while a registration is applied in steps
-    /// (an unregistration of its broker applies after it, as if it had applied in one go, so
-    /// it leaves no topic behind).
-    fn apply_unregistrations(&mut self, started: Instant) {
-        while let Ok(batch) = self.unregister_batches.try_recv() {
-            self.processor.record_unregister_batch(batch.len());
-            self.bytes_since_trim += batch.len() * 1024;
-            self.unregistrations.extend(batch);
-        }
-        while !self.unregistrations.is_empty() && !self.processor.topic_steps_pending() {
-            let n = self.unregistrations.len().min(UNREGISTER_CHUNK);
-            let chunk: UnregisterBatch = self.unregistrations.drain(..n).collect();
-            self.processor.apply_unregister_batch(&chunk);
-            if started.elapsed() >= SLOW_WORK_BUDGET {
-                break;
-            }
-        }
-    }
-
-    /// A due scan runs a chunk of brokers per turn; when it ends, the expired brokers'
-    /// connections are closed, a chunk per turn.
-    fn pace_expiry(&mut self, ctx: &mut Ctx<PeerState>) {
-        let now = ctx.now_ms();
-        let expiry = &mut self.expiry;
-        if expiry.scan_due || expiry.in_progress {
-            if !expiry.in_progress {
-                expiry.scan_due = false;
-                expiry.next_scan_ms = now + self.settings.scan_interval_ms;
-                ctx.set_timer(SCAN_TIMER, expiry.next_scan_ms);
-            }
-            let (to_close, more) = self.processor.expire_silent_brokers(now, EXPIRY_CHUNK);
-            expiry.in_progress = more;
-            expiry
-                .conns_to_close
-                .extend(to_close.into_iter().filter_map(|index| ctx.conn_at(index)));
-        }
-        for _ in 0..EXPIRY_CHUNK {
-            let Some(conn) = expiry.conns_to_close.pop_front() else {
-                break;
-            };
-            ctx.close(conn, "broker expired");
         }
     }
 
@@ -1107,17 +699,6 @@ fn handle_guarded(
     }
 }
 
-/// What the decode worker would make of a job, made here: the fallback when the worker is gone
-/// (it ended after a panic), so that large bodies are still answered.
-fn decode_here(request: &decode_worker::Request) -> Decoded {
-    let (cmd, job) = (&request.cmd, &request.job);
-    error!(
-        "the decode worker is gone: decoding request {} on the loop",
-        cmd.code
-    );
-    decode_worker::decode_guarded(cmd, job, &mut DecodeScratch::default())
-}
-
 /// Returns freed heap memory to the OS (glibc keeps it in its free lists otherwise).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn release_free_heap() {
@@ -1171,44 +752,6 @@ fn keep_freed_heap_until_trim() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_connection_cap_stays_below_the_open_file_limit() {
-        // ulimit -n 64: room for 30 connections, the rest kept for files.
-        assert_eq!(connection_cap(65_536, Some(64)), 30);
-        assert_eq!(connection_cap(65_536, Some(1024)), 960);
-        assert_eq!(connection_cap(100, Some(1024)), 100);
-        assert_eq!(connection_cap(100, None), 100);
-        // What the cap asks for is enough for it, and not much more.
-        for max in [100u32, 65_536, 1_000_000] {
-            let wanted = descriptors_wanted(max);
-            assert_eq!(connection_cap(max, Some(wanted)), max as usize);
-            assert!(
-                connection_cap(max, Some(wanted - 2)) < max as usize,
-                "{max}"
-            );
-        }
-    }
-
-    #[test]
-    fn loop_limits_follow_the_config() {
-        let mut c = NamesrvConfig {
-            max_connections: 1000,
-            reserved_connections_percent: 5,
-            frame_read_timeout_millis: 1234,
-            max_buffered_bytes: 8 << 20,
-            max_connections_per_address: 7,
-            ..NamesrvConfig::default()
-        };
-        let l = loop_limits(&c, Some(1_000_000));
-        assert_eq!(l.max_connections, 1000);
-        assert_eq!(l.reserved_for_recent, 50);
-        assert_eq!((l.frame_timeout_ms, l.max_buffered), (1234, 8 << 20));
-        assert_eq!(l.max_per_address, 7);
-        // The reserve is a share of the cap actually in force.
-        c.max_connections = 65_536;
-        assert_eq!(loop_limits(&c, Some(64)).reserved_for_recent, 1);
-    }
 
     #[test]
     fn os_errors_read_as_the_os_says_them() {
