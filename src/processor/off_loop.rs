@@ -122,7 +122,12 @@ impl Processor {
     /// `None`: it is handled on the loop. A header that does not parse is refused here,
     /// before any work on its body.
     pub(super) fn off_loop_job(&self, cmd: &RemotingCommand) -> Option<DecodeJob> {
-        if body_weight(cmd) <= self.config.decode_on_loop_max_bytes as usize {
+        // The two requests whose bodies decode_off_loop decodes; the others' are bounded.
+        let large_body_code = matches!(
+            cmd.code,
+            request::REGISTER_BROKER | request::REGISTER_TOPIC_IN_NAMESRV
+        );
+        if !large_body_code || body_weight(cmd) <= self.config.decode_on_loop_max_bytes as usize {
             return None;
         }
         let names = self.name_limits();
