@@ -502,7 +502,7 @@ impl Processor {
     ) -> Result<Reply, Refusal> {
         self.check_allow_lists(ctx, cmd.code)?;
         if let BodyWork::OnLoop = work {
-            if let Some(job) = self.off_loop_job(cmd) {
+            if let Some(job) = self.off_loop_before_parse(cmd) {
                 return Ok(Reply::off_loop(job));
             }
         }

@@ -1,6 +1,8 @@
 //! Large bodies leave the loop: the one way a request body too large to hash or decode within
 //! the loop's ~2 ms (REGISTER_BROKER, REGISTER_TOPIC_IN_NAMESRV) is handled. Its handling
-//! stops before anything is parsed or hashed and says so ([`Effects::off_loop`]); the server
+//! stops before the body is hashed or decoded (a registration's after its header is parsed,
+//! a REGISTER_TOPIC_IN_NAMESRV's before, since its parse decodes the body) and says so
+//! ([`Effects::off_loop`]); the server
 //! hands the request and a [`DecodeJob`] to the decode worker, which runs [`decode_off_loop`]
 //! (a pure function of the request and the limits handed over); the request is then handled
 //! again with what came back ([`BodyWork::OffLoop`]), in its turn and under the same ordering
@@ -17,7 +19,7 @@
 use super::{Processor, Refusal};
 use crate::remoting::codes::request;
 use crate::remoting::command::RemotingCommand;
-use crate::request::{BodyDone, NameLimits, ParseError, RegisterBroker, Request};
+use crate::request::{NameLimits, ParseError, RegisterBroker, Request};
 use crate::route::model::{BodyLimits, DecodeScratch, QueueData, RegisterBody};
 use crate::route::table::BodyFingerprint;
 
@@ -70,14 +72,13 @@ pub struct DecodeJob {
     pub unchanged: Option<BodyFingerprint>,
 }
 
-/// The bytes a body stands for: its length, or for a compressed one what it may inflate to.
-pub fn body_weight(cmd: &RemotingCommand) -> usize {
-    let compressed =
-        cmd.body.first() == Some(&0x78) || cmd.ext("compressed").is_some_and(|v| v == "true");
-    if compressed {
-        cmd.body.len().saturating_mul(MAX_INFLATE_RATIO)
+/// The bytes a body stands for: its length, or for a compressed one (by its header, or by
+/// zlib's first byte) what it may inflate to.
+pub fn body_weight(body: &[u8], compressed: bool) -> usize {
+    if compressed || body.first() == Some(&0x78) {
+        body.len().saturating_mul(MAX_INFLATE_RATIO)
     } else {
-        cmd.body.len()
+        body.len()
     }
 }
 
@@ -118,30 +119,18 @@ pub(super) fn decode_checked(
 }
 
 impl Processor {
-    /// The decode worker's job for `cmd` when its body is large (see the module comment);
-    /// `None`: it is handled on the loop. A header that does not parse is refused here,
-    /// before any work on its body.
-    pub(super) fn off_loop_job(&self, cmd: &RemotingCommand) -> Option<DecodeJob> {
-        // The two requests whose bodies decode_off_loop decodes; the others' are bounded.
-        let large_body_code = matches!(
-            cmd.code,
-            request::REGISTER_BROKER | request::REGISTER_TOPIC_IN_NAMESRV
-        );
-        if !large_body_code || body_weight(cmd) <= self.config.decode_on_loop_max_bytes as usize {
-            return None;
-        }
-        let names = self.name_limits();
-        let unchanged = match Request::parse_after(cmd, &names, BodyDone::Decoded) {
-            Ok(Request::RegisterBroker(r)) => self.table.unchanged_fingerprint(
-                r.cluster,
-                r.broker_addr,
-                r.broker_name,
-                r.broker_id,
-            ),
-            Ok(Request::RegisterTopic(_)) => None,
-            Ok(_) | Err(_) => return None,
-        };
-        Some(self.decode_job(unchanged))
+    /// Whether a body of this weight is too large for the loop (`decodeOnLoopMaxBytes`).
+    pub(super) fn too_large_for_the_loop(&self, weight: usize) -> bool {
+        weight > self.config.decode_on_loop_max_bytes as usize
+    }
+
+    /// A REGISTER_TOPIC_IN_NAMESRV body is decoded by its parse, so whether it goes to the
+    /// decode worker is decided before: its job, or `None` to handle it here. (A
+    /// registration's parse leaves its body alone: `register` decides after it.)
+    pub(super) fn off_loop_before_parse(&self, cmd: &RemotingCommand) -> Option<DecodeJob> {
+        let large = cmd.code == request::REGISTER_TOPIC_IN_NAMESRV
+            && self.too_large_for_the_loop(body_weight(&cmd.body, false));
+        large.then(|| self.decode_job(None))
     }
 
     /// A job for the decode worker with the limits in force.

@@ -20,7 +20,7 @@
 //!    `writes_routes`), so the tables end as a one-go apply leaves them; reads see each topic
 //!    as before the registration or as after it.
 
-use super::off_loop::{decode_checked, BodyRefused, BodyWork, Decoded};
+use super::off_loop::{body_weight, decode_checked, BodyRefused, BodyWork, Decoded};
 use super::ORDER_TOPIC_CONFIG;
 use super::{DeferredReply, Processor, Refusal, Reply, ReplyBody, ReplyExt, RequestContext};
 use crate::request::RegisterBroker;
@@ -72,6 +72,13 @@ impl Processor {
         work: BodyWork,
     ) -> Result<Reply, Refusal> {
         let (fingerprint, body) = match work {
+            BodyWork::OnLoop if self.too_large_for_the_loop(body_weight(r.body, r.compressed)) => {
+                // Hashed (and decoded, unless it is the broker's last body) by the worker.
+                let (cluster, addr, name, id) =
+                    (r.cluster, r.broker_addr, r.broker_name, r.broker_id);
+                let unchanged = self.table.unchanged_fingerprint(cluster, addr, name, id);
+                return Ok(Reply::off_loop(self.decode_job(unchanged)));
+            }
             BodyWork::OnLoop => (r.fingerprint(), Body::Here),
             BodyWork::OffLoop(decoded) => match *decoded {
                 Decoded::Registration {

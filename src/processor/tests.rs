@@ -223,6 +223,15 @@ fn handle_through_the_worker(h: &mut Harness, cmd: &RemotingCommand) -> (Vec<u8>
     }
 }
 
+/// The decode worker's job for `cmd`, which is handled no further.
+fn off_loop_job(h: &mut Harness, cmd: &RemotingCommand) -> DecodeJob {
+    let counters = ServerCounters::default();
+    let effects = h
+        .processor
+        .handle_with(&CTX, &counters, cmd, BodyWork::OnLoop, &mut Vec::new());
+    effects.off_loop.expect("a large body")
+}
+
 #[test]
 fn a_small_changed_body_is_decoded_and_applied_on_the_loop_in_one_go() {
     let mut h = small_loop();
@@ -236,7 +245,7 @@ fn a_small_changed_body_is_decoded_and_applied_on_the_loop_in_one_go() {
 }
 
 #[test]
-fn a_large_body_goes_to_the_worker_before_anything_is_parsed_or_counted() {
+fn a_large_body_goes_to_the_worker_before_it_is_hashed_or_counted() {
     let mut h = small_loop();
     let body = body_of(1, &numbered("L", 50));
     assert!(body.len() > 1024);
@@ -274,7 +283,7 @@ fn the_worker_does_not_decode_the_body_a_broker_registered_last() {
     let body = body_of(1, &numbered("L", 50));
     let cmd = command(codes::request::REGISTER_BROKER, FIELDS, &body);
     assert_eq!(handle_through_the_worker(&mut h, &cmd).1, 1);
-    let job = h.processor.off_loop_job(&cmd).expect("large");
+    let job = off_loop_job(&mut h, &cmd);
     assert!(job.unchanged.is_some());
     let decoded = decode_off_loop(&cmd, &job, &mut Default::default());
     assert!(matches!(decoded, Decoded::Registration { body: None, .. }));
@@ -289,7 +298,7 @@ fn a_body_the_worker_skipped_goes_back_when_a_write_came_in_between() {
     let cmd = command(codes::request::REGISTER_BROKER, FIELDS, &body);
     handle_through_the_worker(&mut h, &cmd);
     // The worker skips the body as unchanged; meanwhile an admin deletes one of its topics.
-    let job = h.processor.off_loop_job(&cmd).expect("large");
+    let job = off_loop_job(&mut h, &cmd);
     let skipped = decode_off_loop(&cmd, &job, &mut Default::default());
     let delete = command(
         codes::request::DELETE_TOPIC_IN_NAMESRV,
