@@ -98,16 +98,11 @@ impl Processor {
             },
         };
         let req = r.table_request(ctx.conn, ctx.now_ms, fingerprint);
-        let unchanged = self.table.is_unchanged_body(&req);
-        if !unchanged && matches!(body, Body::Skipped) {
-            // Another write made it a changed body since the job was made: decoded after all.
-            return Ok(Reply::off_loop(self.decode_job(None)));
-        }
-        self.stats.registrations += 1;
-        let mut result = if unchanged {
+        let mut result = if self.table.is_unchanged_body(&req) {
             if let Body::Decoded(Ok(body)) = body {
                 self.spent_bodies.push(body);
             }
+            self.stats.registrations += 1;
             self.stats.registrations_unchanged += 1;
             self.table.register_broker(&req, TopicsInput::Unchanged)
         } else {
@@ -118,8 +113,11 @@ impl Processor {
                     (decode_checked(r, &limits, &names, &mut self.scratch), false)
                 }
                 Body::Decoded(decoded) => (decoded, true),
-                Body::Skipped => unreachable!("sent to the decode worker above"),
+                // Another write made it a changed body since the job was made: decoded after
+                // all (and counted then).
+                Body::Skipped => return Ok(Reply::off_loop(self.decode_job(None))),
             };
+            self.stats.registrations += 1;
             let body = decoded.map_err(|refused| self.body_refused(ctx, r, refused))?;
             if let Err(e) =
                 self.table
