@@ -1,7 +1,8 @@
-//! Large registration bodies are hashed and decoded by the decode worker, off the loop: the
-//! same checks and answers as on the loop, replies in order, unchanged bodies still applied
-//! without decoding, and a client on another connection served while a zlib bomb or a huge
-//! JSON body is being decoded.
+//! The registration pipeline over TCP: unchanged bodies applied without being parsed, on the
+//! loop or off it; large bodies hashed and decoded by the decode worker with the same checks
+//! and answers as on the loop, replies in order, and a client on another connection served
+//! while a zlib bomb or a huge JSON body is decoded; registrations with thousands of topics
+//! applied in steps while clients are served and other route writes wait.
 
 mod common;
 
@@ -87,6 +88,31 @@ fn bodies_decoded_off_the_loop_are_checked_and_applied_as_on_it() {
 }
 
 #[test]
+fn an_unchanged_body_is_applied_without_being_parsed_on_the_loop_or_off_it() {
+    // decodeOnLoopMaxBytes: 1 MiB keeps this body on the loop, 0 sends it to the worker.
+    for on_loop_max in [1 << 20, 0] {
+        let server = TestServer::start_with(|c| c.decode_on_loop_max_bytes = on_loop_max);
+        let mut c = server.client();
+        let b = Broker::new("DW", "dw-same", "10.3.0.12:10911", 0);
+        let three = [topic("U1", 8, 6), topic("U2", 8, 6), topic("U3", 8, 6)];
+        assert_eq!(register(&mut c, &b, &body_with(1, &three)).code, 0);
+        // A body of three topics is refused from now on, if it is parsed.
+        let fewer = b"maxTopicsPerRegistration=2";
+        let resp = c
+            .request(request::UPDATE_NAMESRV_CONFIG, &[], fewer)
+            .unwrap();
+        assert_eq!(resp.code, response::SUCCESS, "{:?}", resp.remark);
+        let again = register(&mut c, &b, &body_with(1, &three));
+        assert_eq!(again.code, response::SUCCESS, "{:?}", again.remark);
+        assert_eq!(stat(&mut c, "registrationsUnchanged"), 1);
+        // The same topics under a new dataVersion are another body: parsed, and refused.
+        let changed = register(&mut c, &b, &body_with(2, &three));
+        assert_eq!(changed.code, response::SYSTEM_ERROR, "{on_loop_max}");
+        assert_eq!(stat(&mut c, "topics"), 3);
+    }
+}
+
+#[test]
 fn requests_behind_a_registration_decoded_off_the_loop_are_answered_after_it() {
     let server = TestServer::start_with(|c| c.decode_on_loop_max_bytes = 0);
     let b = Broker::new("DW", "dw-order", "10.3.0.2:10911", 0);
@@ -110,7 +136,7 @@ fn requests_behind_a_registration_decoded_off_the_loop_are_answered_after_it() {
 }
 
 #[test]
-fn a_body_too_large_to_hash_on_the_loop_stays_undecoded_while_unchanged() {
+fn a_large_body_is_hashed_off_the_loop_and_not_decoded_while_unchanged() {
     let server = TestServer::start();
     let mut c = server.client();
     c.set_timeout(Duration::from_secs(60));
@@ -119,7 +145,7 @@ fn a_body_too_large_to_hash_on_the_loop_stays_undecoded_while_unchanged() {
         .map(|i| topic(&format!("DwBig{i:05}"), 8, 6))
         .collect();
     let body = body_with(1, &topics);
-    assert!(json_bytes(&body).len() > 256 * 1024, "hashed by the worker");
+    assert!(json_bytes(&body).len() > 64 * 1024, "hashed by the worker");
     assert_eq!(register(&mut c, &b, &body).code, response::SUCCESS);
     assert_eq!(register(&mut c, &b, &body).code, response::SUCCESS);
     assert_eq!(stat(&mut c, "registrationsUnchanged"), 1);

@@ -12,9 +12,9 @@ use crate::remoting::command::RemotingCommand;
 use crate::remoting::json::{self, Value};
 use crate::request::reply::{DataVersionReply, KvValueReply, PermReply, RegisterBrokerReply};
 use crate::request::{
-    body_fingerprint, BrokerHeartbeat, BrokerRef, DeleteTopic, Encoded, GetBrokerMemberGroup,
-    GetKvList, GetRouteInfo, GetTopicsByCluster, KvKey, PutKvConfig, QueryDataVersion,
-    RegisterBroker, RegisterTopic, Request, UpdateNamesrvConfig, WritePerm,
+    BrokerHeartbeat, BrokerRef, DeleteTopic, Encoded, GetBrokerMemberGroup, GetKvList,
+    GetRouteInfo, GetTopicsByCluster, KvKey, PutKvConfig, QueryDataVersion, RegisterBroker,
+    RegisterTopic, Request, UpdateNamesrvConfig, WritePerm,
 };
 use crate::route::model::{
     self, ClusterInfo, DataVersion, QueueData, RegisterBody, TopicRouteData,
@@ -157,7 +157,6 @@ impl BrokerIdentity {
             compressed: options.compressed,
             version,
             body,
-            fingerprint: body_fingerprint(body, crc),
         }
     }
 }

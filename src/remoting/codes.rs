@@ -1,11 +1,12 @@
 //! Request and response codes, language codes and version ordinals of the RocketMQ remoting
 //! protocol (docs/protocol.md §2.3, §3, §6.5): the numbers every other module speaks in.
 //!
-//! Each request code is one row of [`REQUEST_CODES`]: its number, its RocketMQ name and its
-//! [`Kind`]. The `request::*` constants, [`request_name`] (logs, stats), the two allow-lists
-//! ([`needs_admin_allow_list`], [`needs_broker_allow_list`]) and the loop's scheduling
-//! ([`is_broker_request`]) are all read from that one list, so a new code is one line here (plus its typed request in
-//! `crate::request` and its handler in `crate::processor`).
+//! Each request code is one row of [`REQUEST_CODES`]: its number, its RocketMQ name, its
+//! [`Kind`] and whether it changes routes. The `request::*` constants, [`request_name`] (logs,
+//! stats), the two allow-lists ([`needs_admin_allow_list`], [`needs_broker_allow_list`]), the
+//! loop's scheduling ([`is_broker_request`]) and the server's ordering of route changes
+//! ([`writes_routes`]) are all read from that one list, so a new code is one line here (plus
+//! its typed request in `crate::request` and its handler in `crate::processor`).
 
 /// Who sends a request and what it may change: decides which allow-list applies and how the
 /// loop schedules a connection.
@@ -46,18 +47,23 @@ impl Kind {
     }
 }
 
-/// One request code: number, RocketMQ name, kind.
+/// One request code: number, RocketMQ name, kind, and whether it changes routes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CodeRow {
     pub code: i32,
     pub name: &'static str,
     pub kind: Kind,
+    /// Its handling changes the route table (queue entries, broker data, live brokers), at
+    /// once or through the unregistration batches: the server orders such requests behind a
+    /// registration being applied in steps, so that the tables end as if it had been applied
+    /// at once. Marked `routes` in [`REQUEST_CODES`].
+    pub writes_routes: bool,
 }
 
 /// Declares the request codes once: the `request` constants and the [`REQUEST_CODES`] rows
 /// both come from the same line.
 macro_rules! request_codes {
-    ($($(#[$doc:meta])* $name:ident = $code:literal, $kind:ident;)*) => {
+    ($($(#[$doc:meta])* $name:ident = $code:literal, $kind:ident $(, $routes:ident)?;)*) => {
         /// Request codes the name server answers, plus the one it sends (905) and our stats
         /// extension.
         pub mod request {
@@ -66,23 +72,30 @@ macro_rules! request_codes {
 
         /// Every request code the name server knows, ascending by code.
         pub const REQUEST_CODES: &[CodeRow] = &[
-            $(CodeRow { code: $code, name: stringify!($name), kind: Kind::$kind },)*
+            $(CodeRow {
+                code: $code,
+                name: stringify!($name),
+                kind: Kind::$kind,
+                writes_routes: request_codes!(@routes $($routes)?),
+            },)*
         ];
     };
+    (@routes routes) => { true };
+    (@routes) => { false };
 }
 
 request_codes! {
     PUT_KV_CONFIG = 100, AdminWrite;
     GET_KV_CONFIG = 101, Read;
     DELETE_KV_CONFIG = 102, AdminWrite;
-    REGISTER_BROKER = 103, BrokerReport;
-    UNREGISTER_BROKER = 104, BrokerReport;
+    REGISTER_BROKER = 103, BrokerReport, routes;
+    UNREGISTER_BROKER = 104, BrokerReport, routes;
     GET_ROUTEINFO_BY_TOPIC = 105, Read;
     GET_BROKER_CLUSTER_INFO = 106, Read;
-    WIPE_WRITE_PERM_OF_BROKER = 205, AdminWrite;
+    WIPE_WRITE_PERM_OF_BROKER = 205, AdminWrite, routes;
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206, Read;
-    DELETE_TOPIC_IN_NAMESRV = 216, AdminWrite;
-    REGISTER_TOPIC_IN_NAMESRV = 217, BrokerTopicWrite;
+    DELETE_TOPIC_IN_NAMESRV = 216, AdminWrite, routes;
+    REGISTER_TOPIC_IN_NAMESRV = 217, BrokerTopicWrite, routes;
     GET_KVLIST_BY_NAMESPACE = 219, Read;
     GET_TOPICS_BY_CLUSTER = 224, Read;
     GET_SYSTEM_TOPIC_LIST_FROM_NS = 304, Read;
@@ -92,7 +105,7 @@ request_codes! {
     UPDATE_NAMESRV_CONFIG = 318, AdminWrite;
     GET_NAMESRV_CONFIG = 319, Read;
     QUERY_DATA_VERSION = 322, BrokerReport;
-    ADD_WRITE_PERM_OF_BROKER = 327, AdminWrite;
+    ADD_WRITE_PERM_OF_BROKER = 327, AdminWrite, routes;
     GET_BROKER_MEMBER_GROUP = 901, Read;
     BROKER_HEARTBEAT = 904, BrokerReport;
     NOTIFY_MIN_BROKER_ID_CHANGE = 905, Outgoing;
@@ -136,6 +149,11 @@ pub fn request_name(code: i32) -> &'static str {
 /// the loop schedules a connection that opens with one as a broker's.
 pub fn is_broker_request(code: i32) -> bool {
     request_row(code).is_some_and(|r| r.kind.from_brokers())
+}
+
+/// True for codes whose handling changes the route table ([`CodeRow::writes_routes`]).
+pub fn writes_routes(code: i32) -> bool {
+    request_row(code).is_some_and(|r| r.writes_routes)
 }
 
 /// True for codes refused from addresses outside `adminAllowList`.
@@ -262,6 +280,19 @@ mod tests {
             .collect();
         assert_eq!(broker, [103, 104, 217, 322, 904]);
         assert!(!is_broker_request(12_345));
+    }
+
+    #[test]
+    fn route_writers_are_registration_unregistration_and_the_admin_route_changes() {
+        let writers: Vec<i32> = REQUEST_CODES
+            .iter()
+            .map(|r| r.code)
+            .filter(|c| writes_routes(*c))
+            .collect();
+        // processor::tests derives the same list from what each handler does.
+        assert_eq!(writers, [103, 104, 205, 216, 217, 327]);
+        assert!(!writes_routes(request::GET_ROUTEINFO_BY_TOPIC));
+        assert!(!writes_routes(12_345));
     }
 
     #[test]

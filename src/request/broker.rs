@@ -7,14 +7,16 @@ use super::field::{
     BODY_CRC32, BROKER_ADDR, BROKER_ID, BROKER_NAME, CLUSTER_NAME, COMPRESSED,
     ENABLE_ACTING_MASTER, HA_SERVER_ADDR, HEARTBEAT_TIMEOUT_MILLIS, ZONE_NAME,
 };
-use super::header::{BodyDone, Encoded, Fields, NameLimits, ParseError};
+use super::header::{Encoded, Fields, NameLimits, ParseError};
 use crate::route::model::{
     decode_register_body_reusing, BodyLimits, DataVersion, DecodeScratch, RegisterBody,
 };
 use crate::route::table::{BodyFingerprint, ConnId, RegisterRequest, UnregisterRequest};
 
-/// 103 REGISTER_BROKER (docs/protocol.md §4.4). The body is kept as sent: a registration whose
-/// body is byte-identical to the broker's previous one is applied without decoding it.
+/// 103 REGISTER_BROKER (docs/protocol.md §4.4). The body is kept as sent, neither hashed nor
+/// decoded: a registration whose body is byte-identical to the broker's previous one
+/// ([`RegisterBroker::fingerprint`]) is applied without decoding it, and a large body is hashed
+/// and decoded off the loop.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegisterBroker<'a> {
     pub cluster: &'a str,
@@ -32,8 +34,6 @@ pub struct RegisterBroker<'a> {
     /// The request's `version`: decides the body layout.
     pub version: i32,
     pub body: &'a [u8],
-    /// Identifies the body, to recognise an unchanged one without decoding it.
-    pub fingerprint: BodyFingerprint,
 }
 
 impl<'a> RegisterBroker<'a> {
@@ -71,15 +71,11 @@ impl<'a> RegisterBroker<'a> {
             compressed: h.optional_bool(COMPRESSED).unwrap_or(false),
             version: h.cmd.version,
             body,
-            fingerprint: match h.done {
-                BodyDone::Hashed(fingerprint) => fingerprint,
-                _ => body_fingerprint(body, body_crc32),
-            },
         })
     }
 
     /// The header and body as a broker sends them (`version` is the command's, set by the
-    /// sender; `fingerprint` is not sent). `enableActingMaster` is left out for a 4.x broker.
+    /// sender). `enableActingMaster` is left out for a 4.x broker.
     pub fn encode(&self, e: &mut Encoded<'a>) {
         e.put(BROKER_NAME, self.broker_name);
         e.put(BROKER_ADDR, self.broker_addr);
@@ -98,8 +94,19 @@ impl<'a> RegisterBroker<'a> {
         e.body = self.body.into();
     }
 
-    /// The registration as the route table takes it.
-    pub fn table_request(&self, conn: Option<ConnId>, now_ms: u64) -> RegisterRequest<'a> {
+    /// Identifies the body, to recognise an unchanged one without decoding it (hashing a
+    /// large body is work for the decode worker, not the loop).
+    pub fn fingerprint(&self) -> BodyFingerprint {
+        body_fingerprint(self.body, self.body_crc32)
+    }
+
+    /// The registration as the route table takes it, with its body's `fingerprint`.
+    pub fn table_request(
+        &self,
+        conn: Option<ConnId>,
+        now_ms: u64,
+        fingerprint: BodyFingerprint,
+    ) -> RegisterRequest<'a> {
         RegisterRequest {
             cluster: self.cluster,
             broker_addr: self.broker_addr,
@@ -111,7 +118,7 @@ impl<'a> RegisterBroker<'a> {
             enable_acting_master: self.enable_acting_master,
             conn,
             now_ms,
-            fingerprint: self.fingerprint,
+            fingerprint,
         }
     }
 
@@ -336,6 +343,7 @@ impl<'a> GetBrokerMemberGroup<'a> {
 mod tests {
     use super::*;
     use crate::remoting::command::{RemotingCommand, SerializeType};
+    use crate::request::BodyDone;
 
     fn query(body: &[u8]) -> RemotingCommand {
         RemotingCommand {

@@ -6,7 +6,6 @@
 
 use super::rules;
 use crate::remoting::command::{encode_frame, Header, RemotingCommand, SerializeType};
-use crate::route::table::BodyFingerprint;
 use std::borrow::Cow;
 use std::fmt;
 
@@ -209,8 +208,6 @@ pub(super) struct Fields<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BodyDone {
     Nothing,
-    /// A REGISTER_BROKER body's fingerprint.
-    Hashed(BodyFingerprint),
     /// A REGISTER_TOPIC_IN_NAMESRV body was decoded and checked: the parse leaves
     /// `queue_datas` empty for the caller to fill in.
     Decoded,

@@ -276,7 +276,6 @@ mod tests {
             compressed: true,
             version: 479,
             body: register_body,
-            fingerprint: broker::body_fingerprint(register_body, 12345),
         };
         let queue = crate::route::model::QueueData {
             broker_name: "broker-a".into(),
@@ -400,7 +399,6 @@ mod tests {
                 compressed: false,
                 version: 317,
                 body: b"",
-                fingerprint: broker::body_fingerprint(b"", 0),
             }),
             Request::DeleteTopic(DeleteTopic {
                 topic: "T",
@@ -614,7 +612,7 @@ mod tests {
         assert_eq!((r.body_crc32, r.heartbeat_timeout_ms), (0, None));
         assert_eq!((r.enable_acting_master, r.compressed), (Some(true), false));
         assert_eq!(r.crc_mismatch(), None);
-        let req = r.table_request(Some(7), 1234);
+        let req = r.table_request(Some(7), 1234, r.fingerprint());
         assert_eq!(
             (req.cluster, req.broker_name, req.broker_id),
             ("c", "broker-a", 0)

@@ -1,24 +1,21 @@
-//! The decode worker: a thread beside the loop that hashes and decodes large REGISTER_BROKER
-//! bodies, so that no single registration holds the loop (a 16 MiB JSON body takes 100+ ms
-//! to decode, a zlib bomb tens of ms to inflate, a 16 MiB body tens of ms just to hash).
+//! The decode worker: a thread beside the loop that hashes and decodes large request bodies
+//! (REGISTER_BROKER, REGISTER_TOPIC_IN_NAMESRV), so that no single request holds the loop (a
+//! 16 MiB JSON body takes 100+ ms to decode, a zlib bomb tens of ms to inflate, a 16 MiB body
+//! a few ms just to hash: `cargo bench --bench register_body_parse` gives the rates).
 //!
-//! The loop keeps everything that touches the tables: it decides by size what comes here
-//! (small bodies never do: no thread hop for the common case), checks whether a hashed body
-//! is unchanged (then it is applied without decoding, as on the loop), and applies what comes
-//! back. The worker only runs pure functions of the request
-//! ([`processor::hash_registration`], [`processor::decode_registration`]) with the limits the
-//! loop handed over, and frees applied bodies (thousands of strings each). Large
-//! REGISTER_TOPIC_IN_NAMESRV bodies (a TopicRouteData: 15 MB take 200 ms) are decoded and
-//! checked here too, and answered by the loop. Results come back
-//! through a channel and the loop's waker; the registration's connection stays held
-//! meanwhile, so its replies keep their order.
+//! The loop keeps everything that touches the tables: the processor says which requests come
+//! here (`Effects::off_loop`: small bodies never do, so the common case takes no thread hop),
+//! and handles what comes back in turn. The worker only runs
+//! [`processor::decode_off_loop`], a pure function of the request and the limits handed over,
+//! and frees applied registration bodies (thousands of strings each). Results come back
+//! through a channel and the loop's waker; the request's connection stays held meanwhile, so
+//! its replies keep their order.
 
 use crate::event_loop::{ConnId, LoopWaker};
-use crate::processor::{self, BodyChecks, BodyWork};
+use crate::processor::{self, DecodeJob, Decoded};
 use crate::remoting::command::RemotingCommand;
-use crate::request::NameLimits;
+use crate::request::ParseError;
 use crate::route::model::{DecodeScratch, RegisterBody};
-use crate::route::table::BodyFingerprint;
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use log::error;
 use std::io;
@@ -27,46 +24,28 @@ use std::thread::JoinHandle;
 
 /// What the loop hands over.
 pub enum Job {
-    /// Hash the body (it is too large to hash on the loop).
-    Hash {
-        conn: ConnId,
-        cmd: RemotingCommand,
-        checks: BodyChecks,
+    /// Hash and decode a request's body.
+    Decode(Box<Request>),
+    /// Free what the loop is done with: applied bodies (thousands of strings each) and
+    /// requests whose large bodies came back from here (freeing megabytes is an unmap).
+    Free {
+        bodies: Vec<RegisterBody>,
+        requests: Vec<RemotingCommand>,
     },
-    /// Check and decode a changed body.
-    Decode {
-        conn: ConnId,
-        cmd: RemotingCommand,
-        fingerprint: BodyFingerprint,
-        checks: BodyChecks,
-    },
-    /// Decode and check a REGISTER_TOPIC_IN_NAMESRV body.
-    Route {
-        conn: ConnId,
-        cmd: RemotingCommand,
-        names: NameLimits,
-    },
-    /// Free bodies the loop has applied.
-    Free(Vec<RegisterBody>),
 }
 
-impl Job {
-    /// Body bytes the job holds.
-    pub fn bytes(&self) -> usize {
-        match self {
-            Job::Hash { cmd, .. } | Job::Decode { cmd, .. } | Job::Route { cmd, .. } => {
-                cmd.body.len()
-            }
-            Job::Free(_) => 0,
-        }
-    }
+/// A request whose body is to be decoded.
+pub struct Request {
+    pub conn: ConnId,
+    pub cmd: RemotingCommand,
+    pub job: DecodeJob,
 }
 
-/// A registration coming back, with what the worker found out about its body.
+/// A request coming back, with what the worker made of its body.
 pub struct Finished {
     pub conn: ConnId,
     pub cmd: RemotingCommand,
-    pub work: BodyWork,
+    pub decoded: Decoded,
 }
 
 /// The loop's end of the worker.
@@ -80,9 +59,10 @@ pub struct DecodeWorker {
 }
 
 impl DecodeWorker {
-    /// Starts the thread; it wakes the loop when a registration is ready.
+    /// Starts the thread; it wakes the loop when a request is ready.
     pub fn spawn(name: &str, waker: LoopWaker) -> io::Result<DecodeWorker> {
-        // Unbounded: the server bounds what it hands over (registration queue bytes).
+        // Unbounded: the server bounds what it hands over (registration queue bytes, the
+        // decode backlog of other requests).
         let (jobs, job_rx) = unbounded();
         let (done_tx, finished) = unbounded();
         let thread = std::thread::Builder::new()
@@ -97,25 +77,36 @@ impl DecodeWorker {
         })
     }
 
-    /// Hands a job over; gives it back when the thread is gone (it ended after a panic), for
-    /// the loop to handle itself.
-    pub fn submit(&mut self, job: Job) -> Option<Job> {
-        let counts = !matches!(job, Job::Free(_));
-        let bytes = job.bytes();
+    /// Hands a request over to be decoded; gives it back when the thread is gone (it ended
+    /// after a panic), for the loop to decode itself.
+    pub fn decode(&mut self, request: Request) -> Option<Request> {
+        let bytes = request.cmd.body.len();
         let Some(jobs) = self.jobs.as_ref() else {
-            return Some(job);
+            return Some(request);
         };
-        match jobs.send(job) {
+        match jobs.send(Job::Decode(Box::new(request))) {
             Ok(()) => {
-                self.in_flight += usize::from(counts);
+                self.in_flight += 1;
                 self.bytes_in_flight += bytes;
                 None
             }
-            Err(e) => Some(e.into_inner()),
+            Err(e) => match e.into_inner() {
+                Job::Decode(request) => Some(*request),
+                Job::Free { .. } => None,
+            },
         }
     }
 
-    /// A registration the worker is done with, if any.
+    /// Hands applied bodies and handled large requests over to be freed (here, should the
+    /// thread be gone).
+    pub fn free(&mut self, bodies: Vec<RegisterBody>, requests: Vec<RemotingCommand>) {
+        if let Some(jobs) = self.jobs.as_ref() {
+            // Should the thread be gone, they come back in the error and are freed here.
+            let _ = jobs.send(Job::Free { bodies, requests });
+        }
+    }
+
+    /// A request the worker is done with, if any.
     pub fn try_take(&mut self) -> Option<Finished> {
         let finished = self.finished.try_recv().ok()?;
         self.in_flight -= 1;
@@ -148,65 +139,39 @@ fn run(jobs: Receiver<Job>, finished: Sender<Finished>, waker: LoopWaker) {
     // would pin heap pages the loop's trims could otherwise return).
     let mut scratch = DecodeScratch::default();
     while let Ok(job) = jobs.recv() {
-        let Some(done) = work(job, &mut scratch) else {
-            continue;
+        let Request { conn, cmd, job } = match job {
+            Job::Decode(request) => *request,
+            Job::Free { bodies, requests } => {
+                drop((bodies, requests));
+                continue;
+            }
         };
-        if finished.send(done).is_err() {
+        let decoded = decode_guarded(&cmd, &job, &mut scratch);
+        if finished.send(Finished { conn, cmd, decoded }).is_err() {
             return;
         }
         waker.wake();
     }
 }
 
-/// One job. A panic (a bug, never expected) in a decoder fails that registration only.
-fn work(job: Job, scratch: &mut DecodeScratch) -> Option<Finished> {
-    match job {
-        Job::Free(bodies) => {
-            drop(bodies);
-            None
-        }
-        Job::Route { conn, cmd, names } => {
-            let work = catch_unwind(AssertUnwindSafe(|| {
-                processor::decode_route_body(&cmd, &names)
-            }))
-            .unwrap_or_else(|_| {
-                error!("BUG: decoding a TopicRouteData body panicked; refusing that request");
-                BodyWork::RouteDecoded(Err(crate::request::ParseError::BadBody {
-                    what: "TopicRouteData",
-                    reason: "the body could not be decoded (internal error)".into(),
-                }))
-            });
-            Some(Finished { conn, cmd, work })
-        }
-        Job::Hash { conn, cmd, checks } => {
-            let hashed = catch_unwind(AssertUnwindSafe(|| {
-                processor::hash_registration(&cmd, &checks)
-            }));
-            // After a panic the loop hashes it itself: hashing has no decoder behind it.
-            let work = hashed.map_or(BodyWork::DecodeOffLoop, BodyWork::Hashed);
-            Some(Finished { conn, cmd, work })
-        }
-        Job::Decode {
-            conn,
-            cmd,
-            fingerprint,
-            checks,
-        } => {
-            let decoded = catch_unwind(AssertUnwindSafe(|| {
-                processor::decode_registration(&cmd, fingerprint, &checks, scratch)
-            }))
-            .unwrap_or_else(|_| {
-                error!("BUG: decoding a registration body panicked; refusing that registration");
-                processor::DecodedBody {
-                    fingerprint,
-                    crc_mismatch: None,
-                    body: Err(crate::request::ParseError::BadRegisterBody(
-                        "the body could not be decoded (internal error)".into(),
-                    )),
-                }
-            });
-            let work = BodyWork::Decoded(Box::new(decoded));
-            Some(Finished { conn, cmd, work })
-        }
-    }
+/// [`processor::decode_off_loop`]; a panic (a bug, never expected) in a decoder refuses
+/// that request only. The loop calls it too when the worker is gone.
+pub fn decode_guarded(
+    cmd: &RemotingCommand,
+    job: &DecodeJob,
+    scratch: &mut DecodeScratch,
+) -> Decoded {
+    catch_unwind(AssertUnwindSafe(|| {
+        processor::decode_off_loop(cmd, job, scratch)
+    }))
+    .unwrap_or_else(|_| {
+        error!(
+            "BUG: decoding a body of request {} panicked; refusing it",
+            cmd.code
+        );
+        Decoded::Failed(ParseError::BadBody {
+            what: "request",
+            reason: "the body could not be decoded (internal error)".into(),
+        })
+    })
 }

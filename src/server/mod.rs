@@ -11,15 +11,16 @@
 //!   `[OVERLOAD]`, as Java's full request queue is.
 //! * **Expiry pacing.** The scan timer only marks a scan due; the scan runs a chunk of brokers
 //!   per turn, and expired brokers' connections are closed a chunk per turn.
-//! * **Large bodies** are hashed and decoded by the [`decode_worker`] (registrations over
-//!   `decodeOnLoopMaxBytes`, or over 256 KiB for the hash; large REGISTER_TOPIC_IN_NAMESRV
-//!   bodies): the connection is held, and what comes back is applied here, in turn.
+//! * **Large bodies** (REGISTER_BROKER, REGISTER_TOPIC_IN_NAMESRV past `decodeOnLoopMaxBytes`,
+//!   as the processor says) are hashed and decoded by the [`decode_worker`]: the connection
+//!   is held, and the request is handled again when the body comes back, in turn.
 //! * **Unregistrations** come back from the batching thread and are applied in chunks, within
 //!   the same time budget as registrations.
 //! * **Registrations applied in steps** (a body of thousands of topics): their steps run
 //!   within the same budget, a few per turn; until the last one, the route table takes no
-//!   other change: queued registrations and unregistrations stay queued, and a request that
-//!   would change routes waits with its connection held (`after_steps`). Reads are served.
+//!   other change: queued registrations and unregistrations stay queued, and a request whose
+//!   code row says it writes routes waits with its connection held (`after_steps`, the one
+//!   ordering rule: [`NameServer::waits_for_topic_steps`]). Reads are served.
 //! * **Deferred answers.** A KV change or config update is answered once the durable writer
 //!   has it on disk: its connection is held meanwhile, and the answers are written when the
 //!   writer's wake-up brings them (`answer_durable_writes`).
@@ -29,25 +30,28 @@
 //!   listener on this loop, handled in [`controller_port`]; this handler only routes that
 //!   listener's frames, closes and timers there, and those of the connections the controller's
 //!   peer link opens (every connection not on the name server's listener).
+//!
+//! Files: `admission` (the registration queue and the steps), `pacing` (unregistrations and
+//! expiry), `off_loop` (the decode worker's requests), `settings` (the loop's limits and the
+//! settings read per frame); this one holds the server's API, the handler and heap trimming.
 
 use crate::config::NamesrvConfig;
 use crate::event_loop::oneway;
 use crate::event_loop::{
-    self, ConnId, Ctx, EventLoop, Handler, Limits, ListenerTag, LoopStats, LoopWaker, Next,
-    ReadClass, TimerId,
+    self, ConnId, Ctx, EventLoop, Handler, ListenerTag, LoopStats, LoopWaker, Next, ReadClass,
+    TimerId,
 };
 use crate::kv::KvStore;
 use crate::processor::{
     BodyWork, Effects, Outbox, Processor, RequestContext, ServerCounters, UnregisterBatch,
     Unregistration,
 };
-use crate::remoting::codes::{is_broker_request, request, response};
-use crate::remoting::command::{DecodeLimits, RemotingCommand};
+use crate::remoting::codes::{self, is_broker_request, request};
+use crate::remoting::command::RemotingCommand;
 use crate::remoting::frame::{self, FrameError};
-use crate::remoting::json;
 use bytes::{Bytes, BytesMut};
 use crossbeam_channel::Receiver;
-use log::{error, info, warn};
+use log::{error, warn};
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
@@ -63,10 +67,17 @@ mod controller_port;
 #[path = "no_controller_port.rs"]
 mod controller_port;
 
+use admission::{RegistrationQueue, REGISTRATION_READ_AHEAD_BYTES};
 use controller_port::{ControllerPort, PeerConnData};
-use decode_worker::{DecodeWorker, Job};
+use decode_worker::DecodeWorker;
+use pacing::ExpiryPacer;
+use settings::{connection_cap, loop_limits, prepare_descriptors, Settings};
 
+mod admission;
 mod decode_worker;
+mod off_loop;
+mod pacing;
+mod settings;
 
 /// The name server's listener (the controller's is `controller_port::LISTENER`).
 const NAMESRV_LISTENER: ListenerTag = ListenerTag(0);
@@ -74,20 +85,10 @@ const NAMESRV_LISTENER: ListenerTag = ListenerTag(0);
 /// Marks a broker expiry scan due every `scanNotActiveBrokerInterval`.
 const SCAN_TIMER: TimerId = TimerId(0);
 
-/// Bytes read from one connection per turn before others get theirs.
-const READ_BUDGET: usize = 256 * 1024;
-
 /// Time per turn spent on queued registrations and unregistrations (together) before the
 /// loop goes back to answering reads: keeps route lookups fast during storms and mass
 /// expiry. At least one queued item is always handled, so progress never stops.
 const SLOW_WORK_BUDGET: Duration = Duration::from_micros(300);
-
-/// Queued registration bytes beyond which broker connections are not read this turn (about
-/// a dozen 100-topic registrations: what one turn's budget applies).
-const REGISTRATION_READ_AHEAD_BYTES: usize = 256 * 1024;
-
-/// Bytes of queued registration frames beyond which new ones are answered SYSTEM_BUSY.
-const REGISTRATION_BACKLOG_BYTES: usize = 256 << 20;
 
 /// Bytes read and written after which freed heap is handed back to the OS once the queues are
 /// empty again: glibc keeps a burst's peak otherwise (RSS after a load suite of churn, steady,
@@ -95,41 +96,8 @@ const REGISTRATION_BACKLOG_BYTES: usize = 256 << 20;
 /// `rmq-bench ... --pid` and `ps -o rss` after the runs).
 const TRIM_AFTER_BYTES: u64 = 4 << 20;
 
-/// Bodies up to this length are hashed on the loop (a fraction of a millisecond even
-/// on a slow, shared core); larger ones are hashed by the decode worker before the loop
-/// checks whether they changed. 256 KiB covers a broker with about 1,200 topics, so the
-/// steady registrations of ordinary brokers are answered on the loop without a thread hop.
-const HASH_ON_LOOP_BYTES: usize = 256 * 1024;
-
-/// Body bytes of REGISTER_TOPIC_IN_NAMESRV requests that may wait for the decode worker; more
-/// are answered SYSTEM_BUSY (registrations are bounded by their own queue).
-const DECODE_BACKLOG_BYTES: usize = 64 << 20;
-
-/// How much a zlib stream may inflate (deflate's limit is about 1032:1): a compressed body is
-/// weighed by what it may become, so a small zlib bomb is inflated off the loop too.
-const MAX_INFLATE_RATIO: usize = 1032;
-
-/// Unregistrations applied per step of a large batch.
-const UNREGISTER_CHUNK: usize = 32;
-
-/// Expiry entries examined per turn during a mass expiry, and expired brokers' connections
-/// closed per turn (each close is a syscall or two; ten thousand at once would stall
-/// everyone else).
-const EXPIRY_CHUNK: usize = 64;
-
 /// How long one NOTIFY_MIN_BROKER_ID_CHANGE attempt may take.
 const NOTIFY_TIMEOUT: Duration = Duration::from_millis(300);
-
-/// How long a stop may take to answer queued work and flush replies.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// How recently an address must have completed a request to use the reserved connection
-/// slots (`reservedConnectionsPercent`): clients ask for routes every 30 s, brokers register
-/// every 30 s, so ten minutes covers a restart or a network blip.
-const RECENT_CLIENT_WINDOW_MS: u64 = 600_000;
-
-/// Java's remark when a request queue is full.
-const OVERLOAD_REMARK: &str = "[OVERLOAD]system busy, start flow control for a while";
 
 // ---------------------------------------------------------------------- public API
 
@@ -339,105 +307,6 @@ pub fn start_with_controller(
     })
 }
 
-// ---------------------------------------------------------------------- settings
-
-/// What the loop enforces, from the config (again after each config update) and the
-/// open-file limit (`descriptors`, the soft limit when known).
-fn loop_limits(c: &NamesrvConfig, descriptors: Option<u64>) -> Limits {
-    let max_connections = connection_cap(c.max_connections, descriptors);
-    Limits {
-        read_budget: READ_BUDGET,
-        write_high_water: c.conn_write_high_water as usize,
-        write_hard_cap: c.conn_write_hard_cap as usize,
-        idle_ms: (c.server_channel_max_idle_time_seconds.max(0) as u64) * 1000,
-        frame_timeout_ms: c.frame_read_timeout_millis,
-        max_buffered: usize::try_from(c.max_buffered_bytes).unwrap_or(usize::MAX),
-        max_connections,
-        max_per_address: c.max_connections_per_address as usize,
-        reserved_for_recent: max_connections * c.reserved_connections_percent as usize / 100,
-        recent_window_ms: RECENT_CLIENT_WINDOW_MS,
-        bulk_line_limit: c.registration_backlog_limit as usize,
-        drain_timeout: DRAIN_TIMEOUT,
-    }
-}
-
-/// Descriptors kept free beside the connections: the loop's own (poll, waker, listeners, a
-/// spare), the log, config and KV files, the Controller's files, connections to brokers for
-/// notifications. A fixed part and a share of the limit.
-fn descriptor_headroom(limit: u64) -> u64 {
-    32 + limit / 32
-}
-
-/// `maxConnections`, lowered to what the open-file limit leaves room for: past it `accept`
-/// would fail for every newcomer instead of refusing them cleanly.
-fn connection_cap(max_connections: u32, descriptors: Option<u64>) -> usize {
-    let fit = descriptors.map_or(u64::MAX, |limit| {
-        limit.saturating_sub(descriptor_headroom(limit)).max(1)
-    });
-    u64::from(max_connections).min(fit) as usize
-}
-
-/// The open-file limit `max_connections` needs (the inverse of [`connection_cap`]).
-fn descriptors_wanted(max_connections: u32) -> u64 {
-    (u64::from(max_connections) + 32) * 32 / 31 + 1
-}
-
-/// Raises the soft open-file limit to what `maxConnections` needs (up to the hard limit, as
-/// the JVM does for the Java name server) and warns when it is still too low; returns the
-/// soft limit, `None` when it cannot be read.
-fn prepare_descriptors(c: &NamesrvConfig) -> Option<u64> {
-    let before = event_loop::descriptor_limit()?;
-    let now = event_loop::raise_descriptor_limit(descriptors_wanted(c.max_connections))?;
-    if now.soft > before.soft {
-        info!(
-            "open-file limit raised from {} to {} for maxConnections={}",
-            before.soft, now.soft, c.max_connections
-        );
-    }
-    let cap = connection_cap(c.max_connections, Some(now.soft));
-    if cap < c.max_connections as usize {
-        warn!(
-            "maxConnections={} does not fit the open-file limit ({} descriptors, hard limit {}; {} kept for files and outbound connections): accepting at most {cap} connections; raise LimitNOFILE (systemd) or ulimit -n",
-            c.max_connections,
-            now.soft,
-            now.hard,
-            descriptor_headroom(now.soft)
-        );
-    }
-    Some(now.soft)
-}
-
-/// Settings read on every frame; refreshed after a config update.
-#[derive(Debug, Clone, Copy)]
-struct Settings {
-    frame_max: u32,
-    decode: DecodeLimits,
-    scan_interval_ms: u64,
-    registration_budget: usize,
-    /// `decodeOnLoopMaxBytes`: changed registration bodies larger than this (compressed ones
-    /// weighed by [`MAX_INFLATE_RATIO`]) are decoded by the decode worker.
-    decode_on_loop_max: usize,
-}
-
-impl Settings {
-    fn from_config(c: &NamesrvConfig) -> Self {
-        Settings {
-            frame_max: c.frame_max_length,
-            decode: DecodeLimits {
-                max_header_len: c.max_header_length as usize,
-                max_ext_fields: c.max_ext_fields as usize,
-                json: json::Limits {
-                    max_depth: c.max_json_depth as usize,
-                    max_string_len: c.max_json_string_length as usize,
-                },
-            },
-            scan_interval_ms: c.scan_not_active_broker_interval.max(1) as u64,
-            registration_budget: c.registration_budget_per_iteration.max(1) as usize,
-            decode_on_loop_max: c.decode_on_loop_max_bytes as usize,
-        }
-    }
-}
-
 // ---------------------------------------------------------------------- the handler
 
 /// What the name server remembers per connection.
@@ -460,34 +329,6 @@ impl PeerConnData for PeerState {
     }
 }
 
-/// A REGISTER_BROKER waiting for its turn.
-struct QueuedRegistration {
-    conn: ConnId,
-    cmd: RemotingCommand,
-    /// What the decode worker found out about its body; `None` before it is looked at.
-    work: Option<BodyWork>,
-}
-
-/// Registrations waiting to be applied, at most one per connection.
-#[derive(Default)]
-struct RegistrationQueue {
-    queue: VecDeque<QueuedRegistration>,
-    /// Body bytes of the queued registrations and of those with the decode worker.
-    bytes: usize,
-}
-
-/// Where a mass expiry stands.
-#[derive(Default)]
-struct ExpiryPacer {
-    next_scan_ms: u64,
-    /// The scan timer fired; a scan starts when the one in progress (if any) is done.
-    scan_due: bool,
-    /// A scan found more due brokers than one turn handles.
-    in_progress: bool,
-    /// Connections of expired brokers waiting to be closed.
-    conns_to_close: VecDeque<ConnId>,
-}
-
 /// The name server as the loop's handler.
 struct NameServer {
     processor: Processor,
@@ -508,8 +349,10 @@ struct NameServer {
     /// Requests that would change the route table while a registration is applied in steps,
     /// in arrival order, each holding its connection; handled after the last step.
     after_steps: VecDeque<(ConnId, RemotingCommand, BodyWork)>,
-    /// Hashes and decodes large registration bodies off the loop.
+    /// Hashes and decodes large bodies off the loop.
     decode: DecodeWorker,
+    /// Requests whose large bodies were handled this turn, freed by the decode worker.
+    handled_off_loop: Vec<RemotingCommand>,
     /// The embedded Controller, when hosted.
     controller: Option<ControllerPort>,
 }
@@ -545,6 +388,7 @@ impl NameServer {
             threads: vec![batcher, sender, kv_writer],
             after_steps: VecDeque::new(),
             decode,
+            handled_off_loop: Vec::new(),
             controller: None,
         })
     }
@@ -575,12 +419,13 @@ impl NameServer {
         }
     }
 
-    /// Enough registrations are queued for this turn's budget: read no more broker traffic
-    /// until some are applied.
-    fn registration_queue_full(&self) -> bool {
-        self.registrations.queue.len() + self.decode.in_flight()
-            >= self.settings.registration_budget
-            || self.registrations.bytes >= REGISTRATION_READ_AHEAD_BYTES
+    /// Whether `cmd` must wait for the last step of the registration being applied in
+    /// steps: the one ordering rule of route changes. A request whose code row says it writes
+    /// routes ([`codes::writes_routes`]) would change the tables under that registration
+    /// (REGISTER_BROKER and the unregistration batches wait in their own queues as well).
+    /// Reads never wait: they see each topic as before the registration or as after it.
+    fn waits_for_topic_steps(&self, cmd: &RemotingCommand) -> bool {
+        self.processor.topic_steps_pending() && !cmd.is_response() && codes::writes_routes(cmd.code)
     }
 
     /// Runs one request now and writes its reply to the connection; one that would change
@@ -592,7 +437,7 @@ impl NameServer {
         cmd: &RemotingCommand,
         work: BodyWork,
     ) -> Next {
-        if self.processor.waits_for_topic_steps(cmd) {
+        if self.waits_for_topic_steps(cmd) {
             self.after_steps.push_back((conn, cmd.clone(), work));
             return Next::Hold;
         }
@@ -617,6 +462,9 @@ impl NameServer {
         if effects.config_changed {
             self.refresh_settings(ctx);
         }
+        if let Some(job) = effects.off_loop {
+            return self.decode_off_loop(ctx, conn, cmd.clone(), job);
+        }
         if effects.deferred {
             // Answered by answer_durable_writes; later frames wait so replies keep their order.
             return Next::Hold;
@@ -639,39 +487,6 @@ impl NameServer {
         }
     }
 
-    /// A REGISTER_BROKER: queued (holding the connection's later frames), or answered
-    /// SYSTEM_BUSY when too much is waiting.
-    fn admit_registration(
-        &mut self,
-        ctx: &mut Ctx<PeerState>,
-        conn: ConnId,
-        cmd: RemotingCommand,
-    ) -> Next {
-        // The queue is full and more peers than `registrationBacklogLimit` wait behind it:
-        // registrations read now are refused rather than queued.
-        let shedding = self.registration_queue_full() && ctx.bulk_line_full();
-        if shedding || self.registrations.bytes + cmd.body.len() > REGISTRATION_BACKLOG_BYTES {
-            warn!(
-                "registration backlog full ({} queued): answering SYSTEM_BUSY to {:?}",
-                self.registrations.queue.len(),
-                ctx.peer(conn)
-            );
-            if let Some(out) = ctx.write_buf(conn) {
-                self.processor
-                    .reply_error(&cmd, response::SYSTEM_BUSY, OVERLOAD_REMARK, out);
-            }
-            return Next::Continue;
-        }
-        self.registrations.bytes += cmd.body.len();
-        self.registrations.queue.push_back(QueuedRegistration {
-            conn,
-            cmd,
-            work: None,
-        });
-        ctx.set_read_class(conn, ReadClass::Bulk);
-        Next::Hold
-    }
-
     /// After UPDATE_NAMESRV_CONFIG: new limits for the loop, new settings here.
     fn refresh_settings(&mut self, ctx: &mut Ctx<PeerState>) {
         let config = self.processor.config();
@@ -686,256 +501,6 @@ impl NameServer {
         if next < self.expiry.next_scan_ms {
             self.expiry.next_scan_ms = next;
             ctx.set_timer(SCAN_TIMER, next);
-        }
-    }
-
-    /// Applies queued registrations: at least one, then until the count or time budget for
-    /// this turn is spent. Each answered connection may send its next frames; a registration
-    /// whose body is too large to hash or decode here goes to the decode worker instead and
-    /// comes back through [`NameServer::take_decoded`].
-    fn run_registrations(&mut self, ctx: &mut Ctx<PeerState>, started: Instant) {
-        // One registration applied in steps at a time: no other may change the tables under
-        // it (its broker's later registration least of all).
-        if !self.run_topic_steps(ctx, started) {
-            return;
-        }
-        let mut done = 0;
-        while done < self.settings.registration_budget {
-            if done > 0 && started.elapsed() >= SLOW_WORK_BUDGET {
-                break;
-            }
-            let Some(q) = self.registrations.queue.pop_front() else {
-                break;
-            };
-            self.registrations.bytes -= q.cmd.body.len();
-            done += 1;
-            self.run_registration(ctx, q);
-            if self.processor.topic_steps_pending() {
-                break;
-            }
-        }
-        let spent = self.processor.take_spent_bodies();
-        if !spent.is_empty() {
-            // Should the worker be gone, they are freed here.
-            let _ = self.decode.submit(Job::Free(spent));
-        }
-    }
-
-    /// One registration: handed to the decode worker, or answered.
-    fn run_registration(&mut self, ctx: &mut Ctx<PeerState>, q: QueuedRegistration) {
-        let QueuedRegistration { conn, cmd, work } = q;
-        let Some(peer) = ctx.peer(conn) else {
-            return;
-        };
-        let work = match work {
-            Some(work) => work,
-            None if cmd.body.len() > HASH_ON_LOOP_BYTES => {
-                let checks = self.processor.body_checks();
-                match self.hand_over(Job::Hash { conn, cmd, checks }) {
-                    Some(Job::Hash { cmd, .. }) => return self.answer_on_loop(ctx, conn, cmd),
-                    _ => return,
-                }
-            }
-            None if self.decodes_on_loop(&cmd) => BodyWork::OnLoop,
-            None => BodyWork::DecodeOffLoop,
-        };
-        let rctx = RequestContext {
-            conn: Some(conn.index()),
-            peer: Some(peer),
-            now_ms: ctx.now_ms(),
-            reply_to: Some(conn),
-        };
-        let counters = server_counters(ctx.stats());
-        let Some(out) = ctx.write_buf(conn) else {
-            return;
-        };
-        let processor = &mut self.processor;
-        let Some(effects) = handle_guarded(processor, &rctx, &counters, &cmd, work, out) else {
-            ctx.close(conn, "registration handler panicked");
-            return;
-        };
-        if effects.deferred {
-            // Applied in steps: answered by run_topic_steps.
-            return;
-        }
-        if let Some(fingerprint) = effects.decode_off_loop {
-            let checks = self.processor.body_checks();
-            let job = Job::Decode {
-                conn,
-                cmd,
-                fingerprint,
-                checks,
-            };
-            if let Some(Job::Decode { cmd, .. }) = self.hand_over(job) {
-                self.answer_on_loop(ctx, conn, cmd);
-            }
-            return;
-        }
-        // Frames that arrived behind the registration can go now, in turn with the other
-        // waiting brokers (first come, first served).
-        ctx.release(conn);
-    }
-
-    /// Steps of a registration applied in steps, within the turn's slow-work budget. Once
-    /// the last is done, the registration is answered and its connection may send its next
-    /// frames, and the requests that waited for it are handled, in arrival order. Returns
-    /// whether the route table is free for other changes.
-    fn run_topic_steps(&mut self, ctx: &mut Ctx<PeerState>, started: Instant) -> bool {
-        if self.processor.topic_steps_pending() {
-            let now_ms = ctx.now_ms();
-            for answer in self
-                .processor
-                .run_topic_steps(now_ms, started, SLOW_WORK_BUDGET)
-            {
-                if let Some(out) = ctx.write_buf(answer.conn) {
-                    out.extend_from_slice(&answer.frame);
-                }
-                ctx.release(answer.conn);
-            }
-        }
-        while !self.processor.topic_steps_pending() {
-            let Some((conn, cmd, work)) = self.after_steps.pop_front() else {
-                break;
-            };
-            if ctx.peer(conn).is_none() {
-                continue;
-            }
-            match self.handle_now(ctx, conn, &cmd, work) {
-                Next::Continue => ctx.release(conn),
-                Next::Hold => {}
-                Next::Close => ctx.close(conn, "handling a held request failed"),
-            }
-        }
-        !self.processor.topic_steps_pending()
-    }
-
-    /// Whether a changed body is small enough to decode on the loop.
-    fn decodes_on_loop(&self, cmd: &RemotingCommand) -> bool {
-        let compressed =
-            cmd.body.first() == Some(&0x78) || cmd.ext("compressed").is_some_and(|v| v == "true");
-        let weight = if compressed {
-            cmd.body.len().saturating_mul(MAX_INFLATE_RATIO)
-        } else {
-            cmd.body.len()
-        };
-        weight <= self.settings.decode_on_loop_max
-    }
-
-    /// Gives a registration to the decode worker (its bytes still count as queued); returns
-    /// the job when the worker is gone.
-    fn hand_over(&mut self, job: Job) -> Option<Job> {
-        let bytes = job.bytes();
-        let Some(job) = self.decode.submit(job) else {
-            self.registrations.bytes += bytes;
-            return None;
-        };
-        error!("the decode worker is gone: decoding a registration on the loop");
-        Some(job)
-    }
-
-    /// The fallback when the decode worker is gone: the registration is handled here, as
-    /// before there was a worker.
-    fn answer_on_loop(&mut self, ctx: &mut Ctx<PeerState>, conn: ConnId, cmd: RemotingCommand) {
-        let q = QueuedRegistration {
-            conn,
-            cmd,
-            work: Some(BodyWork::OnLoop),
-        };
-        self.run_registration(ctx, q);
-    }
-
-    /// A large REGISTER_TOPIC_IN_NAMESRV: its body is decoded by the worker while the
-    /// connection is held; answered SYSTEM_BUSY when too many bytes already wait there.
-    fn decode_route_off_loop(
-        &mut self,
-        ctx: &mut Ctx<PeerState>,
-        conn: ConnId,
-        cmd: RemotingCommand,
-    ) -> Next {
-        if self.decode.bytes_in_flight() + cmd.body.len() > DECODE_BACKLOG_BYTES {
-            warn!(
-                "decode worker backlog full: answering SYSTEM_BUSY to REGISTER_TOPIC_IN_NAMESRV from {:?}",
-                ctx.peer(conn)
-            );
-            if let Some(out) = ctx.write_buf(conn) {
-                self.processor
-                    .reply_error(&cmd, response::SYSTEM_BUSY, OVERLOAD_REMARK, out);
-            }
-            return Next::Continue;
-        }
-        let names = self.processor.body_checks().names;
-        match self.decode.submit(Job::Route { conn, cmd, names }) {
-            None => Next::Hold,
-            Some(Job::Route { cmd, .. }) => self.handle_now(ctx, conn, &cmd, BodyWork::OnLoop),
-            Some(_) => Next::Close,
-        }
-    }
-
-    /// Registrations the decode worker is done with join the queue again, to be applied in
-    /// turn; other requests it decoded are answered now.
-    fn take_decoded(&mut self, ctx: &mut Ctx<PeerState>) {
-        while let Some(done) = self.decode.try_take() {
-            if matches!(done.work, BodyWork::RouteDecoded(_)) {
-                if ctx.peer(done.conn).is_none() {
-                    continue;
-                }
-                match self.handle_now(ctx, done.conn, &done.cmd, done.work) {
-                    Next::Continue => ctx.release(done.conn),
-                    Next::Hold => {}
-                    Next::Close => ctx.close(done.conn, "handling a decoded request failed"),
-                }
-                continue;
-            }
-            self.registrations.queue.push_back(QueuedRegistration {
-                conn: done.conn,
-                cmd: done.cmd,
-                work: Some(done.work),
-            });
-        }
-    }
-
-    /// Takes batches from the batching thread and applies them in chunks, so that a mass
-    /// expiry never holds the loop for long; none while a registration is applied in steps
-    /// (an unregistration of its broker applies after it, as if it had applied in one go, so
-    /// it leaves no topic behind).
-    fn apply_unregistrations(&mut self, started: Instant) {
-        while let Ok(batch) = self.unregister_batches.try_recv() {
-            self.processor.record_unregister_batch(batch.len());
-            self.removed_since_trim = true;
-            self.unregistrations.extend(batch);
-        }
-        while !self.unregistrations.is_empty() && !self.processor.topic_steps_pending() {
-            let n = self.unregistrations.len().min(UNREGISTER_CHUNK);
-            let chunk: UnregisterBatch = self.unregistrations.drain(..n).collect();
-            self.processor.apply_unregister_batch(&chunk);
-            if started.elapsed() >= SLOW_WORK_BUDGET {
-                break;
-            }
-        }
-    }
-
-    /// A due scan runs a chunk of brokers per turn; when it ends, the expired brokers'
-    /// connections are closed, a chunk per turn.
-    fn pace_expiry(&mut self, ctx: &mut Ctx<PeerState>) {
-        let now = ctx.now_ms();
-        let expiry = &mut self.expiry;
-        if expiry.scan_due || expiry.in_progress {
-            if !expiry.in_progress {
-                expiry.scan_due = false;
-                expiry.next_scan_ms = now + self.settings.scan_interval_ms;
-                ctx.set_timer(SCAN_TIMER, expiry.next_scan_ms);
-            }
-            let (to_close, more) = self.processor.expire_silent_brokers(now, EXPIRY_CHUNK);
-            expiry.in_progress = more;
-            expiry
-                .conns_to_close
-                .extend(to_close.into_iter().filter_map(|index| ctx.conn_at(index)));
-        }
-        for _ in 0..EXPIRY_CHUNK {
-            let Some(conn) = expiry.conns_to_close.pop_front() else {
-                break;
-            };
-            ctx.close(conn, "broker expired");
         }
     }
 
@@ -1011,12 +576,6 @@ impl Handler for NameServer {
             // replies keep their order.
             return self.admit_registration(ctx, conn, cmd);
         }
-        if cmd.code == request::REGISTER_TOPIC_IN_NAMESRV
-            && !cmd.is_response()
-            && cmd.body.len() > self.settings.decode_on_loop_max
-        {
-            return self.decode_route_off_loop(ctx, conn, cmd);
-        }
         self.handle_now(ctx, conn, &cmd, BodyWork::OnLoop)
     }
 
@@ -1069,6 +628,7 @@ impl Handler for NameServer {
         self.take_decoded(ctx);
         let slow_work = Instant::now();
         self.run_registrations(ctx, slow_work);
+        self.free_off_loop();
         self.apply_unregistrations(slow_work);
         self.pace_expiry(ctx);
         self.trim_heap_after_bursts(ctx);
@@ -1145,44 +705,6 @@ fn release_free_heap() {}
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_connection_cap_stays_below_the_open_file_limit() {
-        // ulimit -n 64: room for 30 connections, the rest kept for files.
-        assert_eq!(connection_cap(65_536, Some(64)), 30);
-        assert_eq!(connection_cap(65_536, Some(1024)), 960);
-        assert_eq!(connection_cap(100, Some(1024)), 100);
-        assert_eq!(connection_cap(100, None), 100);
-        // What the cap asks for is enough for it, and not much more.
-        for max in [100u32, 65_536, 1_000_000] {
-            let wanted = descriptors_wanted(max);
-            assert_eq!(connection_cap(max, Some(wanted)), max as usize);
-            assert!(
-                connection_cap(max, Some(wanted - 2)) < max as usize,
-                "{max}"
-            );
-        }
-    }
-
-    #[test]
-    fn loop_limits_follow_the_config() {
-        let mut c = NamesrvConfig {
-            max_connections: 1000,
-            reserved_connections_percent: 5,
-            frame_read_timeout_millis: 1234,
-            max_buffered_bytes: 8 << 20,
-            max_connections_per_address: 7,
-            ..NamesrvConfig::default()
-        };
-        let l = loop_limits(&c, Some(1_000_000));
-        assert_eq!(l.max_connections, 1000);
-        assert_eq!(l.reserved_for_recent, 50);
-        assert_eq!((l.frame_timeout_ms, l.max_buffered), (1234, 8 << 20));
-        assert_eq!(l.max_per_address, 7);
-        // The reserve is a share of the cap actually in force.
-        c.max_connections = 65_536;
-        assert_eq!(loop_limits(&c, Some(64)).reserved_for_recent, 1);
-    }
 
     #[test]
     fn os_errors_read_as_the_os_says_them() {

@@ -13,7 +13,7 @@
 //!
 //! The benches include this file too, so it depends only on the library.
 
-use rmq_namesrv::request::{body_fingerprint, RegisterBroker, Request};
+use rmq_namesrv::request::{RegisterBroker, Request};
 use rmq_namesrv::route::model::{
     encode_register_body_json, DataVersion, RegisterBody, TopicConfig,
 };
@@ -252,7 +252,6 @@ pub fn registration<'a>(
         compressed: false,
         version: BROKER_VERSION,
         body,
-        fingerprint: body_fingerprint(body, crc),
     }
 }
 

@@ -1,0 +1,93 @@
+//! What brokers send about themselves, besides REGISTER_BROKER (`register`):
+//! BROKER_HEARTBEAT, QUERY_DATA_VERSION, UNREGISTER_BROKER and GET_BROKER_MEMBER_GROUP.
+
+use super::{allows, Processor, Refusal, Reply, ReplyBody, ReplyExt, RequestContext};
+use crate::remoting::codes::request;
+use crate::request::{
+    BrokerHeartbeat, BrokerRef, GetBrokerMemberGroup, ParseError, QueryDataVersion,
+};
+use crate::route::model;
+use crate::route::table::RemovalReason;
+
+impl Processor {
+    pub(super) fn unregister_broker(
+        &mut self,
+        ctx: &RequestContext,
+        r: BrokerRef<'_>,
+    ) -> Result<Reply, Refusal> {
+        self.check_unregister_sender(ctx, &r)?;
+        if self.submit_unregistrations(vec![(r.unregister_request(), RemovalReason::Unregister)]) {
+            Ok(Reply::ok())
+        } else {
+            Err(Refusal::UnregisterQueueFull)
+        }
+    }
+
+    /// With either allow-list set, a broker is unregistered only over the connection it
+    /// registered over (under the same name), or by an address in `adminAllowList`: an
+    /// address that may register may not remove other brokers. A broker that reconnected
+    /// re-registers over its new connection before it can unregister over it.
+    fn check_unregister_sender(
+        &mut self,
+        ctx: &RequestContext,
+        r: &BrokerRef<'_>,
+    ) -> Result<(), Refusal> {
+        if self.admin_allow_list.is_empty() && self.broker_allow_list.is_empty() {
+            return Ok(());
+        }
+        let (cluster, addr, name) = (r.cluster, r.broker_addr, r.broker_name);
+        if self.table.registered_over(cluster, addr, name, ctx.conn)
+            || (!self.admin_allow_list.is_empty() && allows(&self.admin_allow_list, ctx.peer))
+        {
+            return Ok(());
+        }
+        let refusal = Refusal::UnregisterNotAllowed {
+            broker: format!("{name}@{addr} ({cluster})"),
+        };
+        self.warn_refused(ctx, request::UNREGISTER_BROKER, &refusal);
+        Err(refusal)
+    }
+
+    pub(super) fn broker_heartbeat(
+        &mut self,
+        ctx: &RequestContext,
+        r: BrokerHeartbeat<'_>,
+    ) -> Result<Reply, Refusal> {
+        self.table.heartbeat(r.cluster, r.broker_addr, ctx.now_ms);
+        Ok(Reply::ok())
+    }
+
+    pub(super) fn query_data_version(
+        &mut self,
+        ctx: &RequestContext,
+        r: QueryDataVersion<'_>,
+    ) -> Result<Reply, Refusal> {
+        let (cluster, addr) = (r.broker.cluster, r.broker.broker_addr);
+        let answered = self
+            .table
+            .query_data_version(cluster, addr, ctx.now_ms, |stored| {
+                let changed = r.changed(stored.map(|(version, text)| (version, &text[..])))?;
+                Ok((changed, stored.map(|(_, text)| text.clone())))
+            });
+        let (changed, text) = answered.map_err(|e: ParseError| {
+            self.warn_refused(ctx, request::QUERY_DATA_VERSION, &e);
+            Refusal::Parse(e)
+        })?;
+        Ok(Reply {
+            ext: ReplyExt::Changed(changed),
+            // The stored version's text (none for a broker not live), shared with the table.
+            body: text.map_or(ReplyBody::None, ReplyBody::Shared),
+            ..Reply::ok()
+        })
+    }
+
+    pub(super) fn broker_member_group(
+        &mut self,
+        r: GetBrokerMemberGroup<'_>,
+    ) -> Result<Reply, Refusal> {
+        let addrs = self.table.broker_member_group(r.broker_name);
+        let mut body = Vec::new();
+        model::encode_member_group(r.cluster, r.broker_name, &addrs, &mut body);
+        Ok(Reply::with_body(body))
+    }
+}

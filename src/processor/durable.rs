@@ -1,0 +1,77 @@
+//! Requests answered once their change is on disk (KV changes, config updates): the durable
+//! writer's results are taken in order and turned into the waiting requests' answers.
+
+use super::{DeferredReply, Effects, Processor, Refusal, Ticket};
+use crate::config::ConfigPlan;
+use crate::kv::{Done, WriterGone};
+use log::error;
+
+/// A request waiting for the durable writer's job `id`.
+pub(super) struct Awaiting {
+    pub(super) id: u64,
+    pub(super) ticket: Ticket,
+    /// For a config update: what to apply once the file is written.
+    pub(super) plan: Option<Box<ConfigPlan>>,
+}
+
+impl Processor {
+    /// Requests waiting for the durable writer.
+    pub fn writes_in_flight(&self) -> usize {
+        self.awaiting.len()
+    }
+
+    /// Takes what the durable writer finished: KV changes become visible (and the routes
+    /// built from ORDER_TOPIC_CONFIG are dropped from the cache), config updates are applied,
+    /// and the waiting requests get their answers, in the order they were asked.
+    pub fn finish_durable_writes(&mut self) -> (Vec<DeferredReply>, Effects) {
+        let mut replies = Vec::new();
+        let mut effects = Effects::default();
+        if self.awaiting.is_empty() {
+            return (replies, effects);
+        }
+        loop {
+            match self.outbox.durable.try_done() {
+                Ok(Some(Done::Changes(commit))) => self.kv_committed(commit, &mut replies),
+                Ok(Some(Done::File { id, result })) => {
+                    self.config_written(id, result, &mut replies, &mut effects)
+                }
+                Ok(None) => break,
+                Err(WriterGone) => {
+                    self.writer_gone(&mut replies);
+                    break;
+                }
+            }
+        }
+        (replies, effects)
+    }
+
+    /// The writer thread ended (a bug) with requests unanswered: they (and the config updates
+    /// waiting their turn) are answered failed rather than held for ever.
+    fn writer_gone(&mut self, replies: &mut Vec<DeferredReply>) {
+        error!(
+            "BUG: the KV writer thread has ended; {} request(s) answered failed",
+            self.awaiting.len()
+        );
+        self.kv.forget_in_flight();
+        self.config_writing = false;
+        let failed = Refusal::WriterGone.reply();
+        let tickets: Vec<Ticket> = std::mem::take(&mut self.awaiting)
+            .into_iter()
+            .map(|waiting| waiting.ticket)
+            .chain(
+                std::mem::take(&mut self.config_queue)
+                    .into_iter()
+                    .map(|(t, _)| t),
+            )
+            .collect();
+        for ticket in tickets {
+            replies.push(self.deferred_reply(ticket, &failed));
+        }
+    }
+
+    /// The waiting request of job `id` (normally the front: jobs finish in order).
+    pub(super) fn take_awaiting(&mut self, id: u64) -> Option<Awaiting> {
+        let at = self.awaiting.iter().position(|a| a.id == id)?;
+        self.awaiting.remove(at)
+    }
+}

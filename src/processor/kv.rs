@@ -1,0 +1,155 @@
+//! KV config requests: PUT_KV_CONFIG and DELETE_KV_CONFIG go to the durable writer and are
+//! answered once on disk (`durable`); GET_KV_CONFIG and GET_KVLIST_BY_NAMESPACE are answered
+//! from the store.
+
+use super::{
+    log_grouped, Awaiting, DeferredReply, Processor, Refusal, Reply, ReplyBody, ReplyExt,
+    RequestContext, Ticket, ORDER_TOPIC_CONFIG,
+};
+use crate::kv::{Change, Commit, Job, KvRefusal};
+use crate::request::{GetKvList, KvKey, PutKvConfig};
+use log::warn;
+
+impl Processor {
+    pub(super) fn put_kv_config(
+        &mut self,
+        ctx: &RequestContext,
+        r: PutKvConfig<'_>,
+        ticket: Option<Ticket>,
+    ) -> Result<Reply, Refusal> {
+        let prepared = self.kv.prepare_put(r.namespace, r.key, r.value);
+        self.submit_kv_change(prepared, ticket, ctx.now_ms)
+    }
+
+    pub(super) fn delete_kv_config(
+        &mut self,
+        ctx: &RequestContext,
+        r: KvKey<'_>,
+        ticket: Option<Ticket>,
+    ) -> Result<Reply, Refusal> {
+        let prepared = self.kv.prepare_delete(r.namespace, r.key);
+        self.submit_kv_change(prepared, ticket, ctx.now_ms)
+    }
+
+    /// PUT_KV_CONFIG and DELETE_KV_CONFIG: a change the limits allow goes to the durable
+    /// writer and is answered once it is on disk (or failed); one that changes nothing is
+    /// answered at once.
+    fn submit_kv_change(
+        &mut self,
+        prepared: Result<Option<Change>, KvRefusal>,
+        ticket: Option<Ticket>,
+        now_ms: u64,
+    ) -> Result<Reply, Refusal> {
+        let change = match prepared {
+            Ok(Some(change)) => change,
+            Ok(None) => return Ok(Reply::ok()),
+            Err(refusal) => return Err(self.kv_refused(refusal, now_ms)),
+        };
+        let Some(ticket) = ticket else {
+            // Every request the server hands over has a connection; nothing to answer later.
+            self.kv.cancel(&change);
+            return Err(Refusal::NoConnection);
+        };
+        self.next_write_id += 1;
+        let id = self.next_write_id;
+        match self.outbox.durable.submit(Job::Change { id, change }) {
+            Ok(()) => {
+                self.awaiting.push_back(Awaiting {
+                    id,
+                    ticket,
+                    plan: None,
+                });
+                Ok(Reply::later())
+            }
+            Err(job) => {
+                if let Job::Change { change, .. } = job {
+                    self.kv.cancel(&change);
+                }
+                Err(Refusal::KvWriterGone)
+            }
+        }
+    }
+
+    /// A change the KV limits refuse: `1` with the limit named, or `2` when the disk is
+    /// behind (trying again later helps). A full store is warned about every 10 s at most.
+    fn kv_refused(&mut self, refusal: KvRefusal, now_ms: u64) -> Refusal {
+        let full = matches!(
+            refusal,
+            KvRefusal::TooManyEntries { .. } | KvRefusal::TooManyBytes { .. }
+        );
+        let due = match self.kv_full_warned_ms {
+            Some(at) => now_ms >= at + 10_000,
+            None => true,
+        };
+        if full && due {
+            self.kv_full_warned_ms = Some(now_ms);
+            let usage = self.kv.usage();
+            warn!(
+                "KV config {} is full ({} entries, {} bytes): {refusal}",
+                self.kv.path().display(),
+                usage.entries,
+                usage.bytes
+            );
+        }
+        Refusal::Kv(refusal)
+    }
+
+    pub(super) fn kv_committed(&mut self, commit: Commit, replies: &mut Vec<DeferredReply>) {
+        let replaced = self.kv.apply(&commit);
+        if !replaced.is_empty() {
+            // If the writer is gone they are freed here instead.
+            let _ = self.outbox.durable.submit(Job::Discard(replaced));
+        }
+        let reply = match &commit.result {
+            Ok(_) => {
+                log_grouped(
+                    log::Level::Info,
+                    "KV config",
+                    commit.changes.iter().map(|(_, c)| {
+                        let verb = if c.op == crate::kv::Op::Delete {
+                            "delete"
+                        } else {
+                            "put"
+                        };
+                        format!("{verb} {}/{}", c.namespace, c.key)
+                    }),
+                );
+                for (_, change) in &commit.changes {
+                    if &*change.namespace == ORDER_TOPIC_CONFIG {
+                        self.table.invalidate_topic(&change.key);
+                    }
+                }
+                Reply::ok()
+            }
+            Err(e) => Refusal::KvNotPersisted(e.to_string()).reply(),
+        };
+        for (id, _) in &commit.changes {
+            if let Some(waiting) = self.take_awaiting(*id) {
+                replies.push(self.deferred_reply(waiting.ticket, &reply));
+            }
+        }
+    }
+
+    pub(super) fn get_kv_config(&mut self, r: KvKey<'_>) -> Result<Reply, Refusal> {
+        match self.kv.get(r.namespace, r.key) {
+            Some(v) => Ok(Reply {
+                ext: ReplyExt::Pairs(vec![("value", v.to_string())]),
+                ..Reply::ok()
+            }),
+            None => Err(Refusal::NoKvItem {
+                namespace: r.namespace.to_string(),
+                key: r.key.to_string(),
+            }),
+        }
+    }
+
+    pub(super) fn get_kv_list(&mut self, r: GetKvList<'_>) -> Result<Reply, Refusal> {
+        match self.kv.namespace_body(r.namespace) {
+            Some(body) => Ok(Reply {
+                body: ReplyBody::Shared(body),
+                ..Reply::ok()
+            }),
+            None => Err(Refusal::NoKvNamespace(r.namespace.to_string())),
+        }
+    }
+}

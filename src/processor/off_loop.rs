@@ -1,0 +1,170 @@
+//! Large bodies leave the loop: the one way a request body too large to hash or decode within
+//! the loop's ~2 ms (REGISTER_BROKER, REGISTER_TOPIC_IN_NAMESRV) is handled. Its handling
+//! stops before the body is hashed or decoded (a registration's after its header is parsed,
+//! a REGISTER_TOPIC_IN_NAMESRV's before, since its parse decodes the body) and says so
+//! ([`Effects::off_loop`]); the server
+//! hands the request and a [`DecodeJob`] to the decode worker, which runs [`decode_off_loop`]
+//! (a pure function of the request and the limits handed over); the request is then handled
+//! again with what came back ([`BodyWork::OffLoop`]), in its turn and under the same ordering
+//! rule as any other route write. Small bodies, the common case, never take the thread hop.
+//!
+//! A body is large when its weight passes `decodeOnLoopMaxBytes` (see [`body_weight`]). For a
+//! REGISTER_BROKER the worker first hashes the body: when it is the body the broker registered
+//! last ([`DecodeJob::unchanged`], the table's answer when the job was made), it is not
+//! decoded at all, so a large broker's 30-second re-registration costs the worker a hash and
+//! the loop a refresh.
+//!
+//! [`Effects::off_loop`]: super::Effects::off_loop
+
+use super::{Processor, Refusal};
+use crate::remoting::codes::request;
+use crate::remoting::command::RemotingCommand;
+use crate::request::{NameLimits, ParseError, RegisterBroker, Request};
+use crate::route::model::{BodyLimits, DecodeScratch, QueueData, RegisterBody};
+use crate::route::table::BodyFingerprint;
+
+/// How much a zlib stream may inflate (deflate's limit is about 1032:1): a compressed body is
+/// weighed by what it may become, so a small zlib bomb is inflated off the loop too.
+const MAX_INFLATE_RATIO: usize = 1032;
+
+/// What is known of a request's body when it is handled.
+#[derive(Debug)]
+pub enum BodyWork {
+    /// Nothing yet: a small body is hashed and decoded here, a large one is sent off.
+    OnLoop,
+    /// What the decode worker made of it.
+    OffLoop(Box<Decoded>),
+}
+
+/// A request body as the decode worker leaves it.
+#[derive(Debug)]
+pub enum Decoded {
+    /// A REGISTER_BROKER body: its fingerprint and, unless it is the body the broker
+    /// registered last, the body checked against its `bodyCrc32` and decoded.
+    Registration {
+        fingerprint: BodyFingerprint,
+        body: Option<Result<RegisterBody, BodyRefused>>,
+    },
+    /// A REGISTER_TOPIC_IN_NAMESRV body: its queue datas, checked.
+    TopicRoute(Result<Vec<QueueData>, ParseError>),
+    /// The header did not parse there: the loop parses it again and answers the error.
+    Header,
+    /// Decoding failed there for a reason of the worker's own (a bug): refused with this.
+    Failed(ParseError),
+}
+
+/// Why a registration body was refused before it touched the tables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BodyRefused {
+    /// The body's CRC (`actual`) is not the header's `bodyCrc32`.
+    Crc { actual: i64 },
+    /// It does not decode, or a topic config fails its checks.
+    Bad(ParseError),
+}
+
+/// What the decode worker needs for one request: the limits it checks the body against (a
+/// snapshot of the config's, taken when the job is made) and, for a registration, the
+/// fingerprint of the body its broker registered last, which it need not decode.
+#[derive(Debug, Clone, Copy)]
+pub struct DecodeJob {
+    pub body: BodyLimits,
+    pub names: NameLimits,
+    pub unchanged: Option<BodyFingerprint>,
+}
+
+/// The bytes a body stands for: its length, or for a compressed one (by its header, or by
+/// zlib's first byte) what it may inflate to.
+pub fn body_weight(body: &[u8], compressed: bool) -> usize {
+    if compressed || body.first() == Some(&0x78) {
+        body.len().saturating_mul(MAX_INFLATE_RATIO)
+    } else {
+        body.len()
+    }
+}
+
+/// Off the loop: the worker's side of [`DecodeJob`]: the same checks, in the same order, as
+/// handling the request on the loop makes.
+pub fn decode_off_loop(
+    cmd: &RemotingCommand,
+    job: &DecodeJob,
+    scratch: &mut DecodeScratch,
+) -> Decoded {
+    match Request::parse(cmd, &job.names) {
+        Ok(Request::RegisterBroker(r)) => {
+            let fingerprint = r.fingerprint();
+            let body = (job.unchanged != Some(fingerprint))
+                .then(|| decode_checked(&r, &job.body, &job.names, scratch));
+            Decoded::Registration { fingerprint, body }
+        }
+        Ok(Request::RegisterTopic(r)) => Decoded::TopicRoute(Ok(r.queue_datas)),
+        Err(e) if cmd.code == request::REGISTER_TOPIC_IN_NAMESRV => Decoded::TopicRoute(Err(e)),
+        Ok(_) | Err(_) => Decoded::Header,
+    }
+}
+
+/// A registration body checked against its `bodyCrc32`, then decoded (its topic names into
+/// `scratch`'s strings) and its topic configs checked: what a changed body goes through
+/// before it touches the tables, on the loop or off it.
+pub(super) fn decode_checked(
+    r: &RegisterBroker<'_>,
+    body: &BodyLimits,
+    names: &NameLimits,
+    scratch: &mut DecodeScratch,
+) -> Result<RegisterBody, BodyRefused> {
+    if let Some(actual) = r.crc_mismatch() {
+        return Err(BodyRefused::Crc { actual });
+    }
+    r.decode_body(body, names, scratch)
+        .map_err(BodyRefused::Bad)
+}
+
+impl Processor {
+    /// Whether a body of this weight is too large for the loop (`decodeOnLoopMaxBytes`).
+    pub(super) fn too_large_for_the_loop(&self, weight: usize) -> bool {
+        weight > self.config.decode_on_loop_max_bytes as usize
+    }
+
+    /// A REGISTER_TOPIC_IN_NAMESRV body is decoded by its parse, so whether it goes to the
+    /// decode worker is decided before: its job, or `None` to handle it here. (A
+    /// registration's parse leaves its body alone: `register` decides after it.)
+    pub(super) fn off_loop_before_parse(&self, cmd: &RemotingCommand) -> Option<DecodeJob> {
+        let large = cmd.code == request::REGISTER_TOPIC_IN_NAMESRV
+            && self.too_large_for_the_loop(body_weight(&cmd.body, false));
+        large.then(|| self.decode_job(None))
+    }
+
+    /// A job for the decode worker with the limits in force.
+    pub(super) fn decode_job(&self, unchanged: Option<BodyFingerprint>) -> DecodeJob {
+        DecodeJob {
+            body: self.body_limits,
+            names: self.name_limits(),
+            unchanged,
+        }
+    }
+
+    /// A registration body refused before it touched the tables: warned (rate-limited) and
+    /// answered.
+    pub(super) fn body_refused(
+        &mut self,
+        ctx: &super::RequestContext,
+        r: &RegisterBroker<'_>,
+        refused: BodyRefused,
+    ) -> Refusal {
+        match refused {
+            BodyRefused::Crc { actual } => {
+                let what = format!(
+                    "{}: body crc32 {actual} != header bodyCrc32 {}",
+                    super::register::registration_of(r),
+                    r.body_crc32
+                );
+                self.warn_refused(ctx, request::REGISTER_BROKER, &what);
+                Refusal::CrcMismatch
+            }
+            BodyRefused::Bad(e) => {
+                let what = format!("{}: {e}", super::register::registration_of(r));
+                self.warn_refused(ctx, request::REGISTER_BROKER, &what);
+                Refusal::Parse(e)
+            }
+        }
+    }
+}

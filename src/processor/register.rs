@@ -1,0 +1,320 @@
+//! REGISTER_BROKER, the one registration pipeline. In order:
+//!
+//! 1. **Unchanged check in front.** The body's fingerprint (its length, the header's
+//!    `bodyCrc32` and the server's own hash) is compared with the one the broker's last body
+//!    was applied with; the same bytes, with no other writer of the broker group's queue
+//!    entries since, refresh the broker without being parsed. This is the 30-second
+//!    re-registration of a steady cluster, so it stays cheap.
+//! 2. **A changed body is decoded** (after its `bodyCrc32` check) and its topic configs
+//!    checked, then the registry's bounds: a refused body changes nothing.
+//! 3. **Applied**, in one of two ways:
+//!    * a small body (by weight, `decodeOnLoopMaxBytes`) is hashed, decoded and applied on
+//!      the loop in one go;
+//!    * a large one is hashed (and, unless unchanged, decoded) by the decode worker
+//!      (`off_loop`), then applied in bounded steps.
+//!
+//!    Either way, a registration whose topic work (configs to put, queue entries of topics
+//!    it no longer reports to remove) passes [`STEPPED_APPLY_TOPICS`] is applied in steps
+//!    ([`Processor::run_topic_steps`], within the server's per-turn budget) and answered after
+//!    the last one. Meanwhile the server holds every other route write (the code table's
+//!    `writes_routes`), so the tables end as a one-go apply leaves them; reads see each topic
+//!    as before the registration or as after it.
+
+use super::off_loop::{body_weight, decode_checked, BodyRefused, BodyWork, Decoded};
+use super::ORDER_TOPIC_CONFIG;
+use super::{DeferredReply, Processor, Refusal, Reply, ReplyBody, ReplyExt, RequestContext};
+use crate::request::RegisterBroker;
+use crate::route::model::RegisterBody;
+use crate::route::table::{
+    BoundExceeded, RegisterRequest, RegisterResult, Takeover, TopicSteps, TopicsInput,
+};
+use log::{debug, info, warn};
+use std::time::{Duration, Instant};
+
+/// Registrations with more topic work than this (topic configs to put, plus queue entries of
+/// topics no longer reported to remove) are applied in steps: putting a topic config costs
+/// about 1.6 µs on a busy core (a new topic; less for one already held), so 1,000 are about
+/// the 2 ms a request may hold the loop. Re-measure with `cargo bench --bench register_apply`
+/// (churn_100_topics: 100 topic configs put per iteration).
+pub const STEPPED_APPLY_TOPICS: usize = 1_000;
+
+/// Topic configs put per step (about 0.2 ms); the server runs steps until its per-turn budget
+/// is spent.
+const TOPICS_PER_STEP: usize = 128;
+
+/// A registration being applied in steps, and its answer once done.
+pub(super) struct StepsJob {
+    pub(super) steps: TopicSteps,
+    pub(super) body: RegisterBody,
+    /// The broker was registered before: its topic changes count in the change summary (as
+    /// a one-go registration's do).
+    count_changes: bool,
+    pub(super) reply: Option<DeferredReply>,
+    /// `brokerName@brokerAddr`, for the log.
+    who: String,
+}
+
+/// Where a registration's body stands once its fingerprint is known.
+enum Body {
+    /// Not decoded yet: decoded here if it changed (a small body).
+    Here,
+    /// Decoded (or refused) by the decode worker.
+    Decoded(Result<RegisterBody, BodyRefused>),
+    /// Not decoded by the worker, as it was the body applied last when the job was made.
+    Skipped,
+}
+
+impl Processor {
+    pub(super) fn register_broker(
+        &mut self,
+        ctx: &RequestContext,
+        r: &RegisterBroker<'_>,
+        work: BodyWork,
+    ) -> Result<Reply, Refusal> {
+        let (fingerprint, body) = match work {
+            BodyWork::OnLoop if self.too_large_for_the_loop(body_weight(r.body, r.compressed)) => {
+                // Hashed (and decoded, unless it is the broker's last body) by the worker.
+                let (cluster, addr, name, id) =
+                    (r.cluster, r.broker_addr, r.broker_name, r.broker_id);
+                let unchanged = self.table.unchanged_fingerprint(cluster, addr, name, id);
+                return Ok(Reply::off_loop(self.decode_job(unchanged)));
+            }
+            BodyWork::OnLoop => (r.fingerprint(), Body::Here),
+            BodyWork::OffLoop(decoded) => match *decoded {
+                Decoded::Registration {
+                    fingerprint,
+                    body: Some(body),
+                } => (fingerprint, Body::Decoded(body)),
+                Decoded::Registration {
+                    fingerprint,
+                    body: None,
+                } => (fingerprint, Body::Skipped),
+                Decoded::Failed(e) => return Err(self.body_refused(ctx, r, BodyRefused::Bad(e))),
+                // The header parsed here but not there (the limits changed in between): sent
+                // again with the limits in force.
+                Decoded::TopicRoute(_) | Decoded::Header => {
+                    return Ok(Reply::off_loop(self.decode_job(None)))
+                }
+            },
+        };
+        let req = r.table_request(ctx.conn, ctx.now_ms, fingerprint);
+        let mut result = if self.table.is_unchanged_body(&req) {
+            if let Body::Decoded(Ok(body)) = body {
+                self.spent_bodies.push(body);
+            }
+            self.stats.registrations += 1;
+            self.stats.registrations_unchanged += 1;
+            self.table.register_broker(&req, TopicsInput::Unchanged)
+        } else {
+            let (decoded, off_loop) = match body {
+                Body::Here => {
+                    let names = self.name_limits();
+                    let limits = self.body_limits;
+                    (decode_checked(r, &limits, &names, &mut self.scratch), false)
+                }
+                Body::Decoded(decoded) => (decoded, true),
+                // Another write made it a changed body since the job was made: decoded after
+                // all (and counted then).
+                Body::Skipped => return Ok(Reply::off_loop(self.decode_job(None))),
+            };
+            self.stats.registrations += 1;
+            let body = decoded.map_err(|refused| self.body_refused(ctx, r, refused))?;
+            if let Err(e) =
+                self.table
+                    .check_register_bounds(&req, TopicsInput::Body(&body), &self.bounds)
+            {
+                return Err(self.bound_reached(ctx, &registration_of(r), e));
+            }
+            self.apply_changed_body(r, &req, body, off_loop)
+        };
+        if let Some(takeover) = result.taken_over.take() {
+            self.took_over(r, takeover, ctx.now_ms);
+        }
+        self.log_registration(r, &result, ctx.now_ms);
+        if let Some(n) = result.notification.take() {
+            self.send_notification(n);
+        }
+        Ok(self.registration_reply(result))
+    }
+
+    /// SUCCESS with the master's addresses for a slave, and the ORDER_TOPIC_CONFIG table
+    /// when `returnOrderTopicConfigToBroker` (not to a fenced broker).
+    fn registration_reply(&self, result: RegisterResult) -> Reply {
+        let mut ext = Vec::new();
+        if let Some(ha) = result.ha_server_addr {
+            ext.push(("haServerAddr", ha));
+        }
+        if let Some(master) = result.master_addr {
+            ext.push(("masterAddr", master));
+        }
+        let body = if self.config.return_order_topic_config_to_broker && !result.fenced {
+            // Encoded by the writer when the namespace last changed; shared, not copied.
+            self.kv.namespace_body(ORDER_TOPIC_CONFIG)
+        } else {
+            None
+        };
+        Reply {
+            ext: ReplyExt::Pairs(ext),
+            body: body.map_or(ReplyBody::None, ReplyBody::Shared),
+            ..Reply::ok()
+        }
+    }
+
+    /// A changed body's registration: applied at once when its topic work (configs to put,
+    /// stale entries to remove) is small, else in steps ([`Processor::run_topic_steps`]).
+    fn apply_changed_body(
+        &mut self,
+        r: &RegisterBroker<'_>,
+        req: &RegisterRequest<'_>,
+        body: RegisterBody,
+        decoded_off_loop: bool,
+    ) -> RegisterResult {
+        let (mut result, steps) = self.table.register_broker_in_steps(req, &body);
+        match steps {
+            Some(steps) if steps.remaining(&body) > STEPPED_APPLY_TOPICS => {
+                self.new_steps = Some(StepsJob {
+                    count_changes: !result.first,
+                    steps,
+                    body,
+                    reply: None,
+                    who: format!("{}@{}", r.broker_name, r.broker_addr),
+                });
+                return result;
+            }
+            Some(mut steps) => {
+                self.table.apply_topic_steps(&mut steps, &body, usize::MAX);
+                result.topics_changed = steps.changed;
+            }
+            None => {}
+        }
+        if decoded_off_loop {
+            // A large body's thousands of strings are freed off the loop too.
+            self.spent_bodies.push(body);
+        } else {
+            self.scratch.recycle(body);
+        }
+        result
+    }
+
+    /// Puts the topic configs of registrations applied in steps, a step at a time, until
+    /// `budget` from `started` is spent (at least one step); returns the answers of those now
+    /// complete.
+    pub fn run_topic_steps(
+        &mut self,
+        now_ms: u64,
+        started: Instant,
+        budget: Duration,
+    ) -> Vec<DeferredReply> {
+        let mut answers = Vec::new();
+        while let Some(job) = self.topic_steps.front_mut() {
+            if self
+                .table
+                .apply_topic_steps(&mut job.steps, &job.body, TOPICS_PER_STEP)
+            {
+                if let Some(job) = self.topic_steps.pop_front() {
+                    self.finish_steps(job, now_ms, &mut answers);
+                }
+            }
+            if started.elapsed() >= budget {
+                break;
+            }
+        }
+        answers
+    }
+
+    pub(super) fn finish_steps(
+        &mut self,
+        job: StepsJob,
+        now_ms: u64,
+        answers: &mut Vec<DeferredReply>,
+    ) {
+        let changed = job.steps.changed;
+        debug!(
+            "broker {} changed {changed} topic queue entries (applied in steps)",
+            job.who
+        );
+        if changed > 0 && job.count_changes {
+            self.stats.changes.broker_changed(changed, now_ms);
+        }
+        answers.extend(job.reply);
+        self.spent_bodies.push(job.body);
+        self.log_change_summary(now_ms);
+    }
+
+    /// A registration is being applied in steps (see [`Processor::run_topic_steps`]).
+    pub fn topic_steps_pending(&self) -> bool {
+        !self.topic_steps.is_empty()
+    }
+
+    /// Decoded registration bodies already applied, for the server to free off the loop.
+    pub fn take_spent_bodies(&mut self) -> Vec<RegisterBody> {
+        std::mem::take(&mut self.spent_bodies)
+    }
+
+    /// A bound refused a registration: SYSTEM_ERROR naming the key, and a rate-limited warn.
+    pub(super) fn bound_reached(
+        &mut self,
+        ctx: &RequestContext,
+        what: &dyn std::fmt::Display,
+        e: BoundExceeded,
+    ) -> Refusal {
+        if self.stats.bounds_reached.admit(ctx.now_ms) {
+            warn!("refused {what} from {:?}: {e}", ctx.peer);
+        }
+        Refusal::Bound(e)
+    }
+
+    /// A registration took its address from another broker name (step 0 of the table's
+    /// registration): warned, rate-limited, naming both; notifications sent.
+    fn took_over(&mut self, r: &RegisterBroker<'_>, t: Takeover, now_ms: u64) {
+        let old = &t.previous;
+        if self.stats.takeovers.admit(now_ms) {
+            warn!(
+                "address {} ({}) taken over by broker {} id {}: it was broker {} id {}'s, now unregistered there ({} group(s), {} topic(s) removed)",
+                r.broker_addr, r.cluster, r.broker_name, r.broker_id, old.broker_name,
+                old.broker_id, t.outcome.broker_groups_removed, t.outcome.topics_removed
+            );
+        }
+        for n in t.outcome.notifications {
+            self.send_notification(n);
+        }
+    }
+
+    /// New brokers and fencing at info/warn; topic changes counted into the periodic summary
+    /// (and logged at debug), since a churning cluster changes topics on every registration.
+    fn log_registration(&mut self, r: &RegisterBroker<'_>, result: &RegisterResult, now_ms: u64) {
+        let (name, addr, id, cluster) = (r.broker_name, r.broker_addr, r.broker_id, r.cluster);
+        if result.fenced {
+            warn!(
+                "registration of {name}@{addr} id {id} ({cluster}) fenced: a newer stateVersion holds that id"
+            );
+        } else if result.first {
+            if self.stats.changes.new_broker(now_ms) {
+                info!(
+                    "new broker registered: {name}@{addr} id {id} cluster {cluster} ha {}",
+                    r.ha_server_addr
+                );
+            } else {
+                debug!("new broker registered: {name}@{addr} id {id} cluster {cluster}");
+            }
+        } else if result.topics_changed > 0 {
+            self.stats
+                .changes
+                .broker_changed(result.topics_changed, now_ms);
+            debug!(
+                "broker {name}@{addr} changed {} topic queue entries",
+                result.topics_changed
+            );
+        } else {
+            debug!("broker {name}@{addr} refreshed");
+        }
+    }
+}
+
+/// A registration as log lines name it: `registration of broker@addr (cluster)`.
+pub(super) fn registration_of(r: &RegisterBroker<'_>) -> String {
+    format!(
+        "registration of {}@{} ({})",
+        r.broker_name, r.broker_addr, r.cluster
+    )
+}

@@ -1,0 +1,190 @@
+//! Brokers leaving: unregistrations (explicit, by expiry, by a closed connection) queued for
+//! the batching thread and applied when it hands them back, and the NOTIFY_MIN_BROKER_ID_CHANGE
+//! frames their removal (or a registration) sends.
+
+use super::{log_grouped, Processor, UnregisterBatch, Unregistration};
+use crate::event_loop::oneway::Oneway;
+use crate::remoting::codes::{request, version, FLAG_ONEWAY};
+use crate::remoting::command::{encode_frame, Header, SerializeType};
+use crate::route::table::{
+    ConnId, ExpiredBroker, MinIdNotification, RemovalReason, UnregisterRequest,
+};
+use crossbeam_channel::TrySendError;
+use log::{info, warn};
+use std::sync::Arc;
+
+impl Processor {
+    /// Hands a NOTIFY_MIN_BROKER_ID_CHANGE to the sender thread (connecting to brokers is
+    /// slow work that must stay off the loop).
+    pub(super) fn send_notification(&mut self, n: MinIdNotification) {
+        let message = Oneway {
+            what: "NOTIFY_MIN_BROKER_ID_CHANGE",
+            frame: min_broker_id_change_frame(&n),
+            targets: n.targets,
+        };
+        if let Err(e) = self.outbox.notifications.try_send(message) {
+            warn!("NOTIFY_MIN_BROKER_ID_CHANGE dropped: sender queue {e}");
+        }
+    }
+
+    /// Queues unregistrations for the batching thread; returns false (and logs) when its
+    /// queue is full.
+    pub fn submit_unregistrations(&mut self, batch: UnregisterBatch) -> bool {
+        if batch.is_empty() {
+            return true;
+        }
+        match self.outbox.unregistrations.try_send(batch) {
+            Ok(()) => true,
+            Err(TrySendError::Full(b)) => {
+                self.stats.unregister_queue_full += 1;
+                warn!(
+                    "unregistration queue full (unRegisterBrokerQueueCapacity {}): {} request(s) not queued",
+                    self.config.un_register_broker_queue_capacity,
+                    b.len()
+                );
+                false
+            }
+            Err(TrySendError::Disconnected(_)) => {
+                warn!("unregistration worker unavailable: its thread has ended");
+                false
+            }
+        }
+    }
+
+    /// The scan tick: silent brokers are expired, their connections reported for closing,
+    /// and their unregistrations queued as one batch.
+    /// At most `limit` deadline entries are examined; the flag says whether more are due.
+    pub fn expire_silent_brokers(&mut self, now_ms: u64, limit: usize) -> (Vec<ConnId>, bool) {
+        let (expired, more): (Vec<ExpiredBroker>, bool) =
+            self.table.expire_silent_brokers_limited(now_ms, limit);
+        log_grouped(
+            log::Level::Warn,
+            "broker expired",
+            expired.iter().map(|e| {
+                format!(
+                    "{}@{} ({}) silent for {} ms",
+                    e.request.broker_name, e.request.broker_addr, e.request.cluster, e.silent_ms
+                )
+            }),
+        );
+        for e in &expired {
+            if let Some(c) = e.conn {
+                self.expired_conns_this_scan.push(c);
+            }
+            self.expired_this_scan.push((
+                e.request.clone(),
+                RemovalReason::Expired {
+                    silent_ms: e.silent_ms,
+                },
+            ));
+        }
+        self.stats.expiries += expired.len() as u64;
+        // One scan, however many iterations it is spread over, hands the worker one batch,
+        // and only then are the expired brokers' connections closed (closing earlier would
+        // unregister the other brokers of a shared connection in a batch of their own).
+        if more {
+            return (Vec::new(), true);
+        }
+        let mut conns = std::mem::take(&mut self.expired_conns_this_scan);
+        if !self.expired_this_scan.is_empty() {
+            let batch = std::mem::take(&mut self.expired_this_scan);
+            let keys: Vec<(Arc<str>, Arc<str>)> = batch
+                .iter()
+                .map(|(r, _)| (r.cluster.clone(), r.broker_addr.clone()))
+                .collect();
+            if !self.submit_unregistrations(batch) {
+                for (cluster, addr) in keys {
+                    self.table.rearm(&cluster, &addr, now_ms);
+                }
+            }
+        }
+        conns.sort_unstable();
+        conns.dedup();
+        (conns, more)
+    }
+
+    /// A connection closed: unregister every broker that registered over it.
+    pub fn connection_closed(&mut self, conn: ConnId) {
+        let requests = self.table.connection_closed(conn);
+        if requests.is_empty() {
+            return;
+        }
+        let batch = requests
+            .into_iter()
+            .map(|r| (r, RemovalReason::ConnectionClosed))
+            .collect();
+        self.submit_unregistrations(batch);
+    }
+
+    /// Counts a de-duplicated batch handed back by the worker (applied in chunks).
+    pub fn record_unregister_batch(&mut self, len: usize) {
+        self.stats.unregister_batches += 1;
+        self.stats.largest_batch = self.stats.largest_batch.max(len);
+    }
+
+    /// Applies (a chunk of) a batch handed back by the worker.
+    pub fn apply_unregister_batch(&mut self, batch: &[Unregistration]) {
+        let requests: Vec<UnregisterRequest> = batch.iter().map(|(r, _)| r.clone()).collect();
+        let outcome = self.table.unregister_batch(&requests);
+        self.stats.unregistrations += requests.len() as u64;
+        log_grouped(
+            log::Level::Info,
+            "broker removed",
+            batch.iter().map(|(r, reason)| {
+                let why = match reason {
+                    RemovalReason::Unregister => "unregistered".to_string(),
+                    RemovalReason::Expired { silent_ms } => format!("expired after {silent_ms} ms"),
+                    RemovalReason::ConnectionClosed => "connection closed".to_string(),
+                };
+                format!(
+                    "{}@{} id {} cluster {} ({why})",
+                    r.broker_name, r.broker_addr, r.broker_id, r.cluster
+                )
+            }),
+        );
+        if outcome.topics_removed > 0 || outcome.broker_groups_removed > 0 {
+            info!(
+                "unregistration batch of {}: {} broker group(s) and {} topic(s) removed",
+                requests.len(),
+                outcome.broker_groups_removed,
+                outcome.topics_removed
+            );
+        }
+        for n in outcome.notifications {
+            self.send_notification(n);
+        }
+    }
+}
+
+/// The oneway NOTIFY_MIN_BROKER_ID_CHANGE (905) request Java's name server sends each target
+/// broker (docs/protocol.md §3.5).
+pub(super) fn min_broker_id_change_frame(n: &MinIdNotification) -> Vec<u8> {
+    let min_id = n.min_broker_id.to_string();
+    let mut ext: Vec<(&str, &str)> = vec![
+        ("minBrokerId", min_id.as_str()),
+        ("minBrokerAddr", n.min_broker_addr.as_str()),
+    ];
+    if let Some(a) = &n.offline_broker_addr {
+        ext.push(("offlineBrokerAddr", a));
+    }
+    if let Some(a) = &n.ha_broker_addr {
+        ext.push(("haBrokerAddr", a));
+    }
+    let header = Header {
+        code: request::NOTIFY_MIN_BROKER_ID_CHANGE,
+        language: "JAVA",
+        version: version::CURRENT,
+        opaque: 0,
+        flag: FLAG_ONEWAY,
+        remark: None,
+    };
+    let mut frame = Vec::new();
+    encode_frame(
+        &mut frame,
+        SerializeType::Json,
+        &header,
+        Some(ext.iter().copied()),
+        &[],
+    );
+    frame
+}

@@ -1,0 +1,226 @@
+//! Answers under construction ([`Reply`]) and how they become frames: field by field, or
+//! from a template for the replies sent most (heartbeats, QUERY_DATA_VERSION, routes).
+
+use super::DecodeJob;
+use crate::remoting::codes::{response, version, FLAG_RESPONSE};
+use crate::remoting::command::{encode_frame, FrameTemplate, Header, SerializeType};
+
+/// Reply under construction.
+pub(super) struct Reply {
+    pub(super) code: i32,
+    pub(super) remark: Option<String>,
+    pub(super) ext: ReplyExt,
+    pub(super) body: ReplyBody,
+    /// Answered later (see [`Effects::deferred`]); nothing is written now.
+    pub(super) deferred: bool,
+    /// Not answered: the body goes to the decode worker first (see [`Effects::off_loop`]).
+    pub(super) off_loop: Option<DecodeJob>,
+}
+
+/// A reply's `extFields`.
+pub(super) enum ReplyExt {
+    /// No `extFields` member (Java's handlers without a custom response header).
+    None,
+    Pairs(Vec<(&'static str, String)>),
+    /// QUERY_DATA_VERSION's `{"changed":"true|false"}`, written from a template.
+    Changed(bool),
+}
+
+pub(super) enum ReplyBody {
+    None,
+    Owned(Vec<u8>),
+    Shared(bytes::Bytes),
+}
+
+impl ReplyBody {
+    /// The body's bytes (empty for `None`).
+    pub(super) fn bytes(&self) -> &[u8] {
+        match self {
+            ReplyBody::Owned(v) => v,
+            ReplyBody::Shared(b) => b,
+            ReplyBody::None => &[],
+        }
+    }
+}
+
+/// A reply encoded field by field (what the templates hold, for the replies they cover).
+pub(super) fn encode_reply(
+    serialize_type: SerializeType,
+    opaque: i32,
+    reply: &Reply,
+    out: &mut Vec<u8>,
+) {
+    let header = Header {
+        code: reply.code,
+        language: "JAVA",
+        version: version::CURRENT,
+        opaque,
+        flag: FLAG_RESPONSE,
+        remark: reply.remark.as_deref(),
+    };
+    let body = reply.body.bytes();
+    // One encoder call (one instance of it) for every kind of ext fields.
+    let (pairs, changed): (&[(&str, String)], _) = match &reply.ext {
+        ReplyExt::None => (&[], None),
+        ReplyExt::Pairs(pairs) => (pairs, None),
+        ReplyExt::Changed(c) => (&[], Some(if *c { "true" } else { "false" })),
+    };
+    let ext = (!matches!(reply.ext, ReplyExt::None)).then(|| {
+        let pairs = pairs.iter().map(|(k, v)| (*k, v.as_str()));
+        pairs.chain(changed.map(|v| ("changed", v)))
+    });
+    encode_frame(out, serialize_type, &header, ext, body);
+}
+
+/// The frames of the replies sent most (heartbeats, QUERY_DATA_VERSION, routes), encoded once per
+/// header codec: a reply is then a copy and the opaque's digits, the same bytes as encoding
+/// it field by field.
+pub(super) struct ReplyTemplates {
+    /// SUCCESS without remark or ext fields (any body: route lookups, cluster info...); per
+    /// [`SerializeType`] (JSON, ROCKETMQ).
+    pub(super) ok: [FrameTemplate; 2],
+    /// SUCCESS with `changed` false and true.
+    pub(super) changed: [[FrameTemplate; 2]; 2],
+}
+
+impl ReplyTemplates {
+    pub(super) fn new() -> Self {
+        let header = Header {
+            code: response::SUCCESS,
+            language: "JAVA",
+            version: version::CURRENT,
+            opaque: 0,
+            flag: FLAG_RESPONSE,
+            remark: None,
+        };
+        let no_ext: Option<[(&str, &str); 0]> = None;
+        let types = [SerializeType::Json, SerializeType::RocketMq];
+        let changed =
+            |value: &str| types.map(|t| FrameTemplate::new(t, &header, Some([("changed", value)])));
+        ReplyTemplates {
+            ok: types.map(|t| FrameTemplate::new(t, &header, no_ext)),
+            changed: [changed("false"), changed("true")],
+        }
+    }
+
+    /// Writes `reply` from its template; false when it has none.
+    pub(super) fn write(
+        &self,
+        serialize_type: SerializeType,
+        opaque: i32,
+        reply: &Reply,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let Some(template) = self.of(reply, serialize_type) else {
+            return false;
+        };
+        template.write_with_body(out, opaque, |o| o.extend_from_slice(reply.body.bytes()));
+        true
+    }
+
+    /// The template for `reply`, if it has one.
+    pub(super) fn of(
+        &self,
+        reply: &Reply,
+        serialize_type: SerializeType,
+    ) -> Option<&FrameTemplate> {
+        if reply.code != response::SUCCESS || reply.remark.is_some() {
+            return None;
+        }
+        let t = serialize_type as usize;
+        match &reply.ext {
+            ReplyExt::None => Some(&self.ok[t]),
+            ReplyExt::Changed(c) => Some(&self.changed[usize::from(*c)][t]),
+            ReplyExt::Pairs(_) => None,
+        }
+    }
+}
+
+impl Reply {
+    pub(super) fn ok() -> Self {
+        Reply {
+            code: response::SUCCESS,
+            remark: None,
+            ext: ReplyExt::None,
+            body: ReplyBody::None,
+            deferred: false,
+            off_loop: None,
+        }
+    }
+    /// The answer waits for the durable writer.
+    pub(super) fn later() -> Self {
+        Reply {
+            deferred: true,
+            ..Reply::ok()
+        }
+    }
+    /// Nothing done yet: the body goes to the decode worker first.
+    pub(super) fn off_loop(job: DecodeJob) -> Self {
+        Reply {
+            off_loop: Some(job),
+            ..Reply::ok()
+        }
+    }
+    pub(super) fn with_body(body: Vec<u8>) -> Self {
+        Reply {
+            body: ReplyBody::Owned(body),
+            ..Reply::ok()
+        }
+    }
+    pub(super) fn error(code: i32, remark: impl Into<String>) -> Self {
+        Reply {
+            code,
+            remark: Some(remark.into()),
+            ..Reply::ok()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::route::model::DataVersion;
+
+    #[test]
+    fn templated_replies_are_the_bytes_of_encoded_ones() {
+        let dv = DataVersion {
+            counter: 7,
+            state_version: -2,
+            timestamp: 1_700_000_000_123,
+        };
+        let mut text = Vec::new();
+        dv.encode(&mut text);
+        let text = bytes::Bytes::from(text);
+        let replies = || {
+            let changed = |c, body| Reply {
+                ext: ReplyExt::Changed(c),
+                body,
+                ..Reply::ok()
+            };
+            [
+                Reply::ok(),
+                Reply::with_body(b"{\"a\":1}".to_vec()),
+                Reply {
+                    body: ReplyBody::Shared(bytes::Bytes::from_static(&[7u8; 300])),
+                    ..Reply::ok()
+                },
+                changed(false, ReplyBody::Shared(text.clone())),
+                changed(true, ReplyBody::Shared(text.clone())),
+                changed(true, ReplyBody::None),
+            ]
+        };
+        let templates = ReplyTemplates::new();
+        for serialize_type in [SerializeType::Json, SerializeType::RocketMq] {
+            for reply in replies() {
+                for opaque in [0, 42, -7, i32::MIN, i32::MAX] {
+                    let (mut templated, mut encoded) = (vec![1u8], vec![1u8]);
+                    assert!(templates.write(serialize_type, opaque, &reply, &mut templated));
+                    encode_reply(serialize_type, opaque, &reply, &mut encoded);
+                    assert_eq!(templated, encoded);
+                }
+            }
+            let error = Reply::error(response::SYSTEM_ERROR, "x");
+            assert!(!templates.write(serialize_type, 1, &error, &mut Vec::new()));
+        }
+    }
+}

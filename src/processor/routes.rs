@@ -1,0 +1,118 @@
+//! Reads of the registry: GET_ROUTEINFO_BY_TOPIC (cached bodies, zone filtering), the topic
+//! lists and cluster info.
+
+use super::{Processor, Refusal, Reply, ReplyBody, ORDER_TOPIC_CONFIG};
+use crate::request::{GetRouteInfo, GetTopicsByCluster};
+use crate::route::model;
+use crate::route::model::{Dialect, TopicRouteData};
+
+impl Processor {
+    /// GET_BROKER_CLUSTER_INFO.
+    pub(super) fn cluster_info(&mut self) -> Result<Reply, Refusal> {
+        let mut body = Vec::with_capacity(256);
+        self.table.cluster_info().encode(&mut body);
+        Ok(Reply::with_body(body))
+    }
+
+    pub(super) fn route_info(&mut self, r: GetRouteInfo<'_>) -> Result<Reply, Refusal> {
+        if self.config.need_wait_for_service
+            && self.started.elapsed().as_secs() < self.config.wait_seconds_for_service.max(0) as u64
+        {
+            return Err(Refusal::NotReady);
+        }
+        let topic = r.topic;
+        let order_enabled = self.config.order_message_enable;
+        let kv = &self.kv;
+        let order_conf = || {
+            if order_enabled {
+                kv.get(ORDER_TOPIC_CONFIG, topic).map(str::to_string)
+            } else {
+                None
+            }
+        };
+        if let Some(zone) = r.zone {
+            // Zone-filtered answers are built per request and always legacy (§5.8).
+            let Some(mut route) = self.table.pickup_route(topic) else {
+                return Err(Refusal::TopicNotExist(topic.to_string()));
+            };
+            route.order_topic_conf = order_conf();
+            filter_by_zone(&mut route, zone);
+            let mut body = Vec::new();
+            route.encode(Dialect::Legacy, &mut body);
+            return Ok(Reply::with_body(body));
+        }
+        match self.table.route_body(topic, r.dialect, order_conf) {
+            Some(bytes) => Ok(Reply {
+                body: ReplyBody::Shared(bytes),
+                ..Reply::ok()
+            }),
+            None => Err(Refusal::TopicNotExist(topic.to_string())),
+        }
+    }
+
+    pub(super) fn all_topic_list(&mut self) -> Result<Reply, Refusal> {
+        if !self.config.enable_all_topic_list {
+            return Err(Refusal::ListDisabled);
+        }
+        let mut body = Vec::new();
+        model::encode_topic_list(self.table.topic_names(), None, &mut body);
+        Ok(Reply::with_body(body))
+    }
+
+    pub(super) fn topics_by_cluster(
+        &mut self,
+        r: GetTopicsByCluster<'_>,
+    ) -> Result<Reply, Refusal> {
+        if !self.config.enable_topic_list {
+            return Err(Refusal::ListDisabled);
+        }
+        let topics = self.table.topics_of_cluster(r.cluster()?);
+        let mut body = Vec::new();
+        model::encode_topic_list(topics.iter().map(String::as_str), None, &mut body);
+        Ok(Reply::with_body(body))
+    }
+
+    pub(super) fn system_topic_list(&mut self) -> Result<Reply, Refusal> {
+        let (topics, addr) = self.table.system_topics();
+        let mut body = Vec::new();
+        model::encode_topic_list(
+            topics.iter().map(String::as_str),
+            addr.as_deref(),
+            &mut body,
+        );
+        Ok(Reply::with_body(body))
+    }
+
+    pub(super) fn unit_topics(&mut self, pred: impl Fn(i32) -> bool) -> Result<Reply, Refusal> {
+        if !self.config.enable_topic_list {
+            return Err(Refusal::ListDisabled);
+        }
+        let topics = self.table.topics_with_flag(pred);
+        let mut body = Vec::new();
+        model::encode_topic_list(topics.into_iter(), None, &mut body);
+        Ok(Reply::with_body(body))
+    }
+}
+
+/// ZoneRouteRPCHook (§5.8): keep brokers without a master or in the requested zone.
+pub fn filter_by_zone(route: &mut TopicRouteData, zone: &str) {
+    let mut removed_addrs = Vec::new();
+    let mut removed_names = Vec::new();
+    route.broker_datas.retain(|b| {
+        let keep = !b.broker_addrs.contains_key(&0)
+            || b.zone_name
+                .as_deref()
+                .is_some_and(|z| z.eq_ignore_ascii_case(zone));
+        if !keep {
+            removed_names.push(b.broker_name.clone());
+            removed_addrs.extend(b.broker_addrs.values().cloned());
+        }
+        keep
+    });
+    route
+        .queue_datas
+        .retain(|q| !removed_names.contains(&q.broker_name));
+    for a in removed_addrs {
+        route.filter_server_table.remove(&a);
+    }
+}

@@ -1,0 +1,279 @@
+//! What the processor counts (requests by code, registrations, removals; the stats
+//! extension reports them) and how it logs under load: refusals and other warnings a few
+//! lines per interval, then a count; route changes summarised once per interval.
+
+use super::Processor;
+use log::{info, warn};
+use std::collections::HashMap;
+
+/// Request counts by code: a flat array for RocketMQ's range (no hashing per request), a map
+/// for anything else a peer may send.
+#[derive(Debug)]
+pub(super) struct RequestCounts {
+    pub(super) low: Vec<u64>,
+    pub(super) other: HashMap<i32, u64>,
+}
+
+impl Default for RequestCounts {
+    fn default() -> Self {
+        RequestCounts {
+            low: vec![0; 1024],
+            other: HashMap::new(),
+        }
+    }
+}
+
+impl RequestCounts {
+    pub(super) fn count(&mut self, code: i32) {
+        match usize::try_from(code).ok().and_then(|c| self.low.get_mut(c)) {
+            Some(n) => *n += 1,
+            // Unknown codes from hostile peers must not grow this map without bound.
+            None if self.other.len() < 1024 || self.other.contains_key(&code) => {
+                *self.other.entry(code).or_insert(0) += 1
+            }
+            None => {}
+        }
+    }
+
+    pub(super) fn sorted(&self) -> Vec<(i32, u64)> {
+        let mut v: Vec<(i32, u64)> = self
+            .low
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(c, n)| (c as i32, *n))
+            .chain(self.other.iter().map(|(c, n)| (*c, *n)))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Stats {
+    pub(super) requests_by_code: RequestCounts,
+    pub(super) registrations: u64,
+    pub(super) registrations_unchanged: u64,
+    pub(super) expiries: u64,
+    pub(super) unregistrations: u64,
+    pub(super) unregister_batches: u64,
+    pub(super) largest_batch: usize,
+    pub(super) unregister_queue_full: u64,
+    pub(super) rejected_busy: u64,
+    /// Route changes since the last summary line.
+    pub(super) changes: ChangeSummary,
+    /// Refused requests, bounds reached, addresses taken over: warned a few lines at a time.
+    pub(super) refusals: WarnLimiter,
+    pub(super) bounds_reached: WarnLimiter,
+    pub(super) takeovers: WarnLimiter,
+}
+
+/// Lines per interval a [`WarnLimiter`] lets through; the rest are counted.
+pub(super) const WARN_LINES: u32 = 5;
+
+/// Warnings of one kind, at most [`WARN_LINES`] per [`CHANGE_SUMMARY_INTERVAL_MS`]; the ones
+/// past that are counted and reported in one line when the interval is over.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct WarnLimiter {
+    /// When the running interval ends; 0 when nothing was warned since the last one.
+    pub(super) due_ms: u64,
+    pub(super) lines: u32,
+    pub(super) suppressed: u64,
+}
+
+impl WarnLimiter {
+    /// Whether this event gets a line of its own (otherwise it is counted).
+    pub(super) fn admit(&mut self, now_ms: u64) -> bool {
+        if self.due_ms == 0 {
+            self.due_ms = now_ms.saturating_add(CHANGE_SUMMARY_INTERVAL_MS).max(1);
+        }
+        if self.lines < WARN_LINES {
+            self.lines += 1;
+            true
+        } else {
+            self.suppressed += 1;
+            false
+        }
+    }
+
+    /// Once the interval is over: resets, and returns how many events were not logged.
+    pub(super) fn take_due(&mut self, now_ms: u64) -> Option<u64> {
+        if self.due_ms == 0 || now_ms < self.due_ms {
+            return None;
+        }
+        let done = std::mem::take(self);
+        (done.suppressed > 0).then_some(done.suppressed)
+    }
+}
+
+/// How often route changes from registrations are summarised at info.
+pub(super) const CHANGE_SUMMARY_INTERVAL_MS: u64 = 10_000;
+
+/// "new broker registered" lines logged one by one per interval; beyond that they are
+/// counted into the summary (a cluster start registers thousands at once).
+pub(super) const NEW_BROKER_LINES: u32 = 10;
+
+/// Route changes made by registrations and REGISTER_TOPIC_IN_NAMESRV, counted between info
+/// lines instead of logged one line per request.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct ChangeSummary {
+    /// When the running interval ends; 0 when nothing happened since the last line.
+    pub(super) due_ms: u64,
+    pub(super) new_brokers_logged: u32,
+    pub(super) new_brokers_unlogged: u64,
+    pub(super) brokers_changed: u64,
+    pub(super) queue_entries_changed: u64,
+    pub(super) topics_registered: u64,
+    pub(super) queue_entries_registered: u64,
+}
+
+impl ChangeSummary {
+    pub(super) fn start(&mut self, now_ms: u64) {
+        if self.due_ms == 0 {
+            self.due_ms = now_ms.saturating_add(CHANGE_SUMMARY_INTERVAL_MS).max(1);
+        }
+    }
+
+    /// Counts a first registration; true while it should still get a line of its own.
+    pub(super) fn new_broker(&mut self, now_ms: u64) -> bool {
+        self.start(now_ms);
+        if self.new_brokers_logged < NEW_BROKER_LINES {
+            self.new_brokers_logged += 1;
+            true
+        } else {
+            self.new_brokers_unlogged += 1;
+            false
+        }
+    }
+
+    pub(super) fn broker_changed(&mut self, queue_entries: usize, now_ms: u64) {
+        self.start(now_ms);
+        self.brokers_changed += 1;
+        self.queue_entries_changed += queue_entries as u64;
+    }
+
+    pub(super) fn topic_registered(&mut self, queue_entries: usize, now_ms: u64) {
+        self.start(now_ms);
+        self.topics_registered += 1;
+        self.queue_entries_registered += queue_entries as u64;
+    }
+
+    /// The summary line once the interval is over (and resets), if anything was counted.
+    pub(super) fn take_due(&mut self, now_ms: u64) -> Option<String> {
+        if self.due_ms == 0 || now_ms < self.due_ms {
+            return None;
+        }
+        let done = std::mem::take(self);
+        let mut parts = Vec::new();
+        if done.brokers_changed > 0 {
+            parts.push(format!(
+                "{} registration(s) changed {} topic queue entries",
+                done.brokers_changed, done.queue_entries_changed
+            ));
+        }
+        if done.topics_registered > 0 {
+            parts.push(format!(
+                "{} topic(s) registered by REGISTER_TOPIC_IN_NAMESRV with {} queue entries",
+                done.topics_registered, done.queue_entries_registered
+            ));
+        }
+        if done.new_brokers_unlogged > 0 {
+            parts.push(format!(
+                "{} more new broker(s) registered (listed at debug)",
+                done.new_brokers_unlogged
+            ));
+        }
+        (!parts.is_empty()).then(|| format!("route changes: {}", parts.join("; ")))
+    }
+}
+
+impl Processor {
+    /// Logs the route-change summary if its interval is over. Called after every request;
+    /// the server may also call it from its scan tick so that a quiet spell after a burst
+    /// does not hold the line back.
+    pub fn log_change_summary(&mut self, now_ms: u64) {
+        if let Some(line) = self.stats.changes.take_due(now_ms) {
+            info!("{line}");
+        }
+        let stats = &mut self.stats;
+        for (limiter, what) in [
+            (&mut stats.refusals, "refused request(s)"),
+            (
+                &mut stats.bounds_reached,
+                "registration(s) refused by a bound",
+            ),
+            (&mut stats.takeovers, "address takeover(s)"),
+        ] {
+            if let Some(n) = limiter.take_due(now_ms) {
+                warn!("{n} more {what} in the last interval, not logged one by one");
+            }
+        }
+    }
+}
+
+/// Logs one line per item, or lines of up to 100 items when there are many (a mass expiry
+/// of ten thousand brokers must not cost ten thousand synchronous log writes on the loop).
+pub(super) fn log_grouped(
+    level: log::Level,
+    what: &str,
+    items: impl ExactSizeIterator<Item = String>,
+) {
+    if !log::log_enabled!(level) {
+        return;
+    }
+    let total = items.len();
+    if total <= 10 {
+        for item in items {
+            log::log!(level, "{what}: {item}");
+        }
+        return;
+    }
+    let mut line = String::new();
+    let mut in_line = 0;
+    for (i, item) in items.enumerate() {
+        if in_line > 0 {
+            line.push_str("; ");
+        }
+        line.push_str(&item);
+        in_line += 1;
+        if in_line == 100 || i + 1 == total {
+            log::log!(level, "{what} ({} of {total}): {line}", i + 1);
+            line.clear();
+            in_line = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn route_changes_are_summarised_once_per_interval() {
+        let mut s = ChangeSummary::default();
+        assert_eq!(s.take_due(1_000_000), None, "nothing happened");
+        s.broker_changed(3, 1_000);
+        s.broker_changed(2, 5_000);
+        s.topic_registered(4, 6_000);
+        assert_eq!(s.take_due(10_999), None, "the interval is not over");
+        assert_eq!(
+            s.take_due(11_000).as_deref(),
+            Some("route changes: 2 registration(s) changed 5 topic queue entries; 1 topic(s) registered by REGISTER_TOPIC_IN_NAMESRV with 4 queue entries")
+        );
+        assert_eq!(s, ChangeSummary::default());
+        assert_eq!(s.take_due(100_000), None);
+    }
+
+    #[test]
+    fn the_first_new_brokers_of_an_interval_get_their_own_line_and_the_rest_a_count() {
+        let mut s = ChangeSummary::default();
+        let own_line = (0..25).filter(|_| s.new_broker(0)).count();
+        assert_eq!(own_line, NEW_BROKER_LINES as usize);
+        assert_eq!(
+            s.take_due(CHANGE_SUMMARY_INTERVAL_MS).as_deref(),
+            Some("route changes: 15 more new broker(s) registered (listed at debug)")
+        );
+        assert!(s.new_broker(20_000), "a new interval logs again");
+        assert_eq!(s.take_due(30_000), None, "nothing left to summarise");
+    }
+}

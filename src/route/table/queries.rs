@@ -1,0 +1,175 @@
+//! Reads of the registry: topic routes (Java's pickupTopicRouteData, docs/protocol.md §5.7,
+//! and the cached encoded bodies), topic lists, cluster info and broker member groups.
+
+use super::super::model::{Dialect, TopicRouteData};
+use super::{RouteTable, PERM_WRITE};
+use bytes::Bytes;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Topic prefix excluded from the acting-master rewrite (docs/protocol.md §5.7 step 6).
+pub(super) const SYNC_BROKER_MEMBER_PREFIX: &str = "rmq_sys_SYNC_BROKER_MEMBER_";
+
+impl RouteTable {
+    /// Topic route body in `dialect`, from cache or built and cached. `order_topic_conf`
+    /// supplies the ORDER_TOPIC_CONFIG value when orderMessageEnable is on (asked only on a
+    /// cache miss). `None` = TOPIC_NOT_EXIST.
+    pub fn route_body(
+        &mut self,
+        topic: &str,
+        dialect: Dialect,
+        order_topic_conf: impl FnOnce() -> Option<String>,
+    ) -> Option<Bytes> {
+        // Only existing topics are cached: every removal of a topic invalidates it.
+        if let Some(body) = self.cache.get(topic, dialect) {
+            return Some(body.clone());
+        }
+        let mut route = self.pickup_route(topic)?;
+        route.order_topic_conf = order_topic_conf();
+        let mut out = Vec::with_capacity(256);
+        route.encode(dialect, &mut out);
+        let body = Bytes::from(out);
+        let key = self.topics.get_key_value(topic)?.0.clone();
+        let budget = self.settings.cache_max_bytes;
+        self.cache.insert(key, dialect, body.clone(), budget);
+        Some(body)
+    }
+
+    /// Java's pickupTopicRouteData (§5.7), without orderTopicConf. `None` when the topic is
+    /// unknown or none of its brokers is known (never an empty `brokerDatas`).
+    pub fn pickup_route(&self, topic: &str) -> Option<TopicRouteData> {
+        let entry = self.topics.get(topic)?;
+        let mut route = TopicRouteData {
+            queue_datas: entry
+                .queues
+                .iter()
+                .map(|q| q.to_queue_data(&self.broker_names))
+                .collect(),
+            ..TopicRouteData::default()
+        };
+        for q in &entry.queues {
+            let Some(b) = self
+                .broker_names
+                .get(q.broker as usize)
+                .and_then(|name| self.brokers.get(name.as_ref()))
+            else {
+                continue;
+            };
+            if !self.filter_servers.is_empty() {
+                for addr in b.data.broker_addrs.values() {
+                    if let Some(list) = self
+                        .filter_servers
+                        .get(&(b.data.cluster.clone(), addr.clone()))
+                    {
+                        route.filter_server_table.insert(addr.clone(), list.clone());
+                    }
+                }
+            }
+            route.broker_datas.push(b.data.clone());
+        }
+        if route.broker_datas.is_empty() {
+            return None;
+        }
+        if let Some(m) = self.queue_mappings.get(topic) {
+            route.topic_queue_mapping_by_broker =
+                Some(m.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
+        }
+        if self.settings.support_acting_master && !topic.starts_with(SYNC_BROKER_MEMBER_PREFIX) {
+            apply_acting_master_rewrite(&mut route);
+        }
+        Some(route)
+    }
+
+    /// Every topic name (206).
+    pub fn topic_names(&self) -> impl Iterator<Item = &str> {
+        self.topics.keys().map(|k| k.as_ref())
+    }
+
+    /// Topics having a queue entry for any broker of `cluster` (224).
+    pub fn topics_of_cluster(&self, cluster: &str) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        if let Some(names) = self.clusters.get(cluster) {
+            for name in names {
+                if let Some(b) = self.brokers.get(name.as_str()) {
+                    out.extend(b.topics.iter().map(|t| t.to_string()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Topics whose first queue entry's sysFlag passes `pred` (311/312/313, §5.13).
+    pub fn topics_with_flag(&self, pred: impl Fn(i32) -> bool) -> Vec<&str> {
+        self.topics
+            .iter()
+            .filter(|(_, e)| e.queues.first().is_some_and(|q| pred(q.topic_sys_flag)))
+            .map(|(k, _)| k.as_ref())
+            .collect()
+    }
+
+    /// System topic list (304): every cluster and broker name, and some broker address.
+    pub fn system_topics(&self) -> (Vec<String>, Option<String>) {
+        let mut names = BTreeSet::new();
+        for (cluster, brokers) in &self.clusters {
+            names.insert(cluster.clone());
+            names.extend(brokers.iter().cloned());
+        }
+        let addr = self
+            .brokers
+            .values()
+            .find_map(|b| b.data.broker_addrs.values().next().cloned());
+        (names.into_iter().collect(), addr)
+    }
+
+    /// brokerAddrTable and clusterAddrTable (106).
+    pub fn cluster_info(&self) -> super::super::model::ClusterInfo {
+        super::super::model::ClusterInfo {
+            broker_addr_table: self
+                .brokers
+                .values()
+                .map(|b| (b.data.broker_name.clone(), b.data.clone()))
+                .collect(),
+            cluster_addr_table: self
+                .clusters
+                .iter()
+                .map(|(c, names)| (c.clone(), names.iter().cloned().collect()))
+                .collect(),
+        }
+    }
+
+    /// Broker group member addresses (901); empty when unknown.
+    pub fn broker_member_group(&self, broker_name: &str) -> BTreeMap<i64, String> {
+        self.brokers
+            .get(broker_name)
+            .map(|b| b.data.broker_addrs.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// §5.7 step 6 on a route copy: for groups with acting master on, no id 0 and a
+/// non-writeable queue entry, the lowest-id address is presented as the master.
+pub(super) fn apply_acting_master_rewrite(route: &mut TopicRouteData) {
+    let needs = route
+        .broker_datas
+        .iter()
+        .any(|b| !b.broker_addrs.is_empty() && !b.broker_addrs.contains_key(&0));
+    if !needs {
+        return;
+    }
+    for b in route.broker_datas.iter_mut() {
+        if b.broker_addrs.is_empty() || b.broker_addrs.contains_key(&0) || !b.enable_acting_master {
+            continue;
+        }
+        let writeable = route
+            .queue_datas
+            .iter()
+            .find(|q| q.broker_name == b.broker_name)
+            .map(|q| q.perm & PERM_WRITE != 0);
+        if writeable == Some(false) {
+            if let Some((&min_id, _)) = b.broker_addrs.iter().next() {
+                if let Some(addr) = b.broker_addrs.remove(&min_id) {
+                    b.broker_addrs.insert(0, addr);
+                }
+            }
+        }
+    }
+}

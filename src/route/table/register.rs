@@ -1,0 +1,660 @@
+//! A registration's apply (Java's registerBroker, docs/protocol.md §5.2), its numbered steps
+//! in Java's order: at once, or with its topic configs put in steps ([`TopicSteps`]); and the
+//! unchanged check that lets a byte-identical body skip parsing.
+
+use super::super::model::{BrokerData, DataVersion, RegisterBody, TopicConfig};
+use super::{
+    BatchOutcome, BrokerEntry, BrokerId, ConnId, Expiry, LiveBroker, QueueSlot, RouteTable,
+    UnregisterRequest, DEFAULT_HEARTBEAT_TIMEOUT_MS, PERM_WRITE,
+};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+/// Identity of a registration body, compared to recognise an unchanged one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyFingerprint {
+    pub len: usize,
+    pub header_crc: i64,
+    pub hash: u64,
+}
+
+/// Header fields of a REGISTER_BROKER request.
+#[derive(Debug, Clone)]
+pub struct RegisterRequest<'a> {
+    pub cluster: &'a str,
+    pub broker_addr: &'a str,
+    pub broker_name: &'a str,
+    pub broker_id: i64,
+    pub ha_server_addr: &'a str,
+    pub zone_name: Option<&'a str>,
+    pub heartbeat_timeout_ms: Option<u64>,
+    /// `None` marks a 4.x broker.
+    pub enable_acting_master: Option<bool>,
+    pub conn: Option<ConnId>,
+    pub now_ms: u64,
+    pub fingerprint: BodyFingerprint,
+}
+
+/// The topic part of a registration.
+#[derive(Debug, Clone, Copy)]
+pub enum TopicsInput<'a> {
+    /// The body is byte-identical to the last one applied for this broker.
+    Unchanged,
+    Body(&'a RegisterBody),
+}
+
+/// A NOTIFY_MIN_BROKER_ID_CHANGE to send (docs/protocol.md §3.5), off the loop thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MinIdNotification {
+    pub targets: Vec<String>,
+    pub min_broker_id: i64,
+    pub min_broker_addr: String,
+    pub offline_broker_addr: Option<String>,
+    pub ha_broker_addr: Option<String>,
+}
+
+/// What a registration produced.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RegisterResult {
+    pub ha_server_addr: Option<String>,
+    pub master_addr: Option<String>,
+    pub notification: Option<MinIdNotification>,
+    /// First registration of this (cluster, addr): log at info.
+    pub first: bool,
+    /// Topic queue entries added, changed or removed: log at info.
+    pub topics_changed: usize,
+    /// Refused by the state-version fence (§5.2 step 6): SUCCESS with an empty header.
+    pub fenced: bool,
+    /// The address was another broker's, and was taken from it (step 0).
+    pub taken_over: Option<Takeover>,
+}
+
+/// The topic configs of a registration still to be put (see
+/// [`RouteTable::register_broker_in_steps`]).
+#[derive(Debug, Clone)]
+pub struct TopicSteps {
+    name: Arc<str>,
+    broker: BrokerId,
+    put: PutRule,
+    /// Topics the body no longer reports (`deleteTopicWithBrokerRegistration`): their queue
+    /// entry of this broker goes, before any topic config is put, as in a one-go apply.
+    stale: Vec<Arc<str>>,
+    /// Index of the next stale topic.
+    next_stale: usize,
+    /// Index of the next topic config of the body.
+    next: usize,
+    /// Topic queue entries added, changed or removed so far.
+    pub changed: usize,
+    /// The group's stamp after the last step: another value means someone else wrote the
+    /// group's entries in between.
+    stamp: u64,
+    /// The live entry (slab id, generation) that registered the body, told when the last
+    /// step is done that its body is wholly applied (`None`: nothing to tell).
+    live: Option<(usize, u64)>,
+}
+
+impl TopicSteps {
+    /// Queue entries still to remove and topic configs still to put.
+    pub fn remaining(&self, body: &RegisterBody) -> usize {
+        (self.stale.len() - self.next_stale) + body.topics.len().saturating_sub(self.next)
+    }
+}
+
+/// Which of a registration's topic configs are put (§5.2 step 10 b).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PutRule {
+    /// All of them (first registration of the group, or a new DataVersion); otherwise only
+    /// topics the broker does not serve yet.
+    pub(super) all: bool,
+    /// A prime slave standing in for its master: its topics are not writable.
+    pub(super) clear_write: bool,
+}
+
+/// An address taken from the broker name that held it: that broker's entry for the address
+/// was unregistered (as UNREGISTER_BROKER would), with what that removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Takeover {
+    pub previous: UnregisterRequest,
+    pub outcome: BatchOutcome,
+}
+
+impl RouteTable {
+    /// The fingerprint of the body last applied for this broker, while a byte-identical body
+    /// would count as unchanged: the broker is live at that address under that id, and no one
+    /// else has written its group's queue entries since (Java's per-topic "changed" rule puts
+    /// back a topic an admin delete removed, even under an unchanged dataVersion, and
+    /// `deleteTopicWithBrokerRegistration` removes what REGISTER_TOPIC_IN_NAMESRV added).
+    pub fn unchanged_fingerprint(
+        &self,
+        cluster: &str,
+        addr: &str,
+        broker_name: &str,
+        broker_id: i64,
+    ) -> Option<BodyFingerprint> {
+        let live = &self.live[self.live_id(cluster, addr)?];
+        let b = self.brokers.get(broker_name)?;
+        let same_broker = b.data.broker_addrs.get(&broker_id).map(String::as_str) == Some(addr);
+        (same_broker && self.slots_stamp(b.id) == live.seen_stamp)
+            .then_some(live.fingerprint)
+            .flatten()
+    }
+
+    /// True if the registration's body is exactly the one last applied for this broker, and
+    /// nothing since then requires a full re-apply: the registration can skip parsing.
+    pub fn is_unchanged_body(&self, req: &RegisterRequest<'_>) -> bool {
+        let (cluster, addr) = (req.cluster, req.broker_addr);
+        self.unchanged_fingerprint(cluster, addr, req.broker_name, req.broker_id)
+            == Some(req.fingerprint)
+    }
+
+    /// Java's registerBroker (§5.2): its numbered steps, in its order, minus the bugs listed in
+    /// the README. Side effects of earlier steps stay when a later one returns, as in Java.
+    pub fn register_broker(
+        &mut self,
+        req: &RegisterRequest<'_>,
+        topics_in: TopicsInput<'_>,
+    ) -> RegisterResult {
+        self.register(req, topics_in, false).0
+    }
+
+    /// [`RouteTable::register_broker`] for a body too large to apply at once: everything but
+    /// putting its topic configs is done now (removing unreported topics and static-topic
+    /// mappings included); the topic configs are then put by [`RouteTable::apply_topic_steps`],
+    /// a slice at a time. `None`: no topics to put (a slave's, a fenced registration).
+    pub fn register_broker_in_steps(
+        &mut self,
+        req: &RegisterRequest<'_>,
+        body: &RegisterBody,
+    ) -> (RegisterResult, Option<TopicSteps>) {
+        self.register(req, TopicsInput::Body(body), true)
+    }
+
+    /// Removes up to `max` more stale queue entries of a registration applied in steps, then
+    /// puts topic configs with what is left of `max`; returns whether it is done. Each topic's
+    /// entry changes in one step, so a route shows a topic as before the registration or as
+    /// after it. A broker group removed meanwhile gets no more topics: done (the server lets no
+    /// other change in until the last step; this is the table's own guard).
+    pub fn apply_topic_steps(
+        &mut self,
+        steps: &mut TopicSteps,
+        body: &RegisterBody,
+        max: usize,
+    ) -> bool {
+        let same_group = self
+            .brokers
+            .get(&*steps.name)
+            .is_some_and(|b| b.id == steps.broker);
+        if !same_group {
+            return true;
+        }
+        if self.slots_stamp(steps.broker) != steps.stamp {
+            // Someone else wrote the group's entries since the last step: this apply is not
+            // the body's whole effect (the next registration is parsed, whatever its bytes).
+            steps.live = None;
+        }
+        let stale_end = steps.next_stale.saturating_add(max).min(steps.stale.len());
+        for i in steps.next_stale..stale_end {
+            let topic = steps.stale[i].clone();
+            if self.drop_queue_entry(steps.broker, &topic).0 {
+                steps.changed += 1;
+            }
+        }
+        let max = max - (stale_end - steps.next_stale);
+        steps.next_stale = stale_end;
+        let end = steps.next.saturating_add(max).min(body.topics.len());
+        for (_, tc) in body.topics.get(steps.next..end).unwrap_or_default() {
+            if self.put_topic_config(steps, tc) {
+                steps.changed += 1;
+            }
+        }
+        steps.next = end;
+        steps.stamp = self.slots_stamp(steps.broker);
+        let done = end >= body.topics.len();
+        if done {
+            self.mark_applied(steps);
+        }
+        done
+    }
+
+    /// Tells the live entry that registered a body applied in steps, once the last step is
+    /// done, that the body is wholly applied: the same bytes again are then unchanged (as
+    /// long as no one else writes the group's entries).
+    fn mark_applied(&mut self, steps: &TopicSteps) {
+        let Some((live_id, generation)) = steps.live else {
+            return;
+        };
+        if self.slots_stamp(steps.broker) != steps.stamp {
+            return;
+        }
+        if let Some(live) = self.live.get_mut(live_id) {
+            if live.generation == generation {
+                live.seen_stamp = steps.stamp;
+            }
+        }
+    }
+
+    fn register(
+        &mut self,
+        req: &RegisterRequest<'_>,
+        topics_in: TopicsInput<'_>,
+        in_steps: bool,
+    ) -> (RegisterResult, Option<TopicSteps>) {
+        let mut steps = None;
+        let mut result = RegisterResult::default();
+        let (name, addr, id) = (req.broker_name, req.broker_addr, req.broker_id);
+        // 0. (not Java's) an address belongs to one broker name per cluster
+        result.taken_over = self.take_over_address(req);
+        // 1. cluster -> broker names
+        self.add_to_cluster(req.cluster, name);
+        // 2. broker data, created on the group's first registration
+        let mut register_first = self.create_broker_if_absent(req);
+        let Some(b) = self.brokers.get_mut(name) else {
+            return (result, None);
+        };
+        // 3. acting-master flag and zone
+        let mut broker_changed = set_acting_master_and_zone(&mut b.data, req);
+        // 4. minimum id before this registration
+        let is_min_broker_id_changed = id < min_broker_id(&b.data).unwrap_or(0);
+        // 5. slave <-> master switch: an address lives under one id only
+        broker_changed |= drop_addr_under_other_ids(&mut b.data, addr, id);
+        // 6. state-version fence: an older incarnation may not replace a newer one
+        let addr_of_id = b.data.broker_addrs.get(&id).cloned();
+        let incoming_version = self.incoming_version(req, topics_in);
+        if self.fence_older_incarnation(req, addr_of_id.as_deref(), incoming_version) {
+            if broker_changed {
+                self.invalidate_broker_topics(name);
+            }
+            result.fenced = true;
+            return (result, None);
+        }
+        // 7. (Java refuses a first registration carrying exactly one topic; we do not.)
+        // 8. id -> addr
+        let old_addr = self.put_broker_addr(req);
+        broker_changed |= old_addr.as_deref() != Some(addr);
+        register_first |= old_addr.is_none();
+        if broker_changed {
+            self.invalidate_broker_topics(name);
+        }
+        // 9./10. topic configs and static-topic mappings, from the master or the prime slave
+        if let TopicsInput::Body(body) = topics_in {
+            let plan = self.plan_topics(req, body, register_first, incoming_version);
+            if let Some(mut plan) = plan {
+                if in_steps {
+                    steps = Some(plan);
+                } else {
+                    self.apply_topic_steps(&mut plan, body, usize::MAX);
+                    result.topics_changed = plan.changed;
+                }
+            }
+        }
+        // 11. live entry, bound to the connection the registration came on
+        result.first = self.refresh_live(req, topics_in, incoming_version);
+        if let Some(steps) = steps.as_mut() {
+            // The steps still to come tell it when the body is wholly applied.
+            let live = self.live_id(req.cluster, req.broker_addr);
+            steps.live = live.map(|l| (l, self.live[l].generation));
+        }
+        // 12. filter servers
+        if let TopicsInput::Body(RegisterBody {
+            filter_servers: Some(list),
+            ..
+        }) = topics_in
+        {
+            self.store_filter_servers(req, list);
+        }
+        // 13. a slave learns its master's addresses
+        if let Some((master_addr, ha_server_addr)) = self.master_of_slave(req) {
+            result.master_addr = Some(master_addr);
+            result.ha_server_addr = Some(ha_server_addr);
+        }
+        // 14. min broker id notification (sent off the loop by the caller)
+        if is_min_broker_id_changed && self.settings.notify_min_broker_id_changed {
+            result.notification = self.min_id_notification(req);
+        }
+        (result, steps)
+    }
+
+    /// Step 0: when the live entry of (cluster, addr) belongs to another broker name, that
+    /// broker's entry for the address is unregistered first, as UNREGISTER_BROKER would do it
+    /// (its live entry, its address in its group, the group and its queue entries if that was
+    /// the last address). Java only re-points the live entry, so the old group keeps routing
+    /// to an address that serves another broker, and stays forever once that one leaves.
+    fn take_over_address(&mut self, req: &RegisterRequest<'_>) -> Option<Takeover> {
+        let live = self.live_id(req.cluster, req.broker_addr)?;
+        if &*self.live[live].broker_name == req.broker_name {
+            return None;
+        }
+        // None: no group lists the address any more; the live entry is refreshed in step 11.
+        let previous = self.unregister_request_for(live)?;
+        let outcome = self.unregister_batch(std::slice::from_ref(&previous));
+        Some(Takeover { previous, outcome })
+    }
+
+    /// §5.2 step 1.
+    fn add_to_cluster(&mut self, cluster: &str, broker_name: &str) {
+        if !self
+            .clusters
+            .get(cluster)
+            .is_some_and(|s| s.contains(broker_name))
+        {
+            self.clusters
+                .entry(cluster.to_string())
+                .or_default()
+                .insert(broker_name.to_string());
+        }
+    }
+
+    /// §5.2 step 2; returns whether the broker group is new (`registerFirst`).
+    fn create_broker_if_absent(&mut self, req: &RegisterRequest<'_>) -> bool {
+        if self.brokers.contains_key(req.broker_name) {
+            return false;
+        }
+        let key: Arc<str> = Arc::from(req.broker_name);
+        let id = self.broker_names.insert(key.clone()) as BrokerId;
+        // A fresh stamp: no record made for an earlier group under this id matches it.
+        self.touch_slots(id);
+        let data = BrokerData {
+            cluster: req.cluster.to_string(),
+            broker_name: req.broker_name.to_string(),
+            broker_addrs: BTreeMap::new(),
+            zone_name: None,
+            enable_acting_master: false,
+        };
+        let entry = BrokerEntry {
+            name: key.clone(),
+            id,
+            data,
+            topics: Vec::new(),
+        };
+        self.brokers.insert(key, entry);
+        true
+    }
+
+    /// The DataVersion this registration carries: the body's, or for an unchanged body the
+    /// one stored when it was applied.
+    fn incoming_version(
+        &self,
+        req: &RegisterRequest<'_>,
+        topics_in: TopicsInput<'_>,
+    ) -> DataVersion {
+        match topics_in {
+            TopicsInput::Body(body) => body.data_version,
+            TopicsInput::Unchanged => self
+                .live_id(req.cluster, req.broker_addr)
+                .map(|l| self.live[l].data_version)
+                .unwrap_or_default(),
+        }
+    }
+
+    /// §5.2 step 6: when another address, registered under this id, is live with a newer
+    /// stateVersion, this registration is refused and its live entry dropped.
+    fn fence_older_incarnation(
+        &mut self,
+        req: &RegisterRequest<'_>,
+        addr_of_id: Option<&str>,
+        incoming: DataVersion,
+    ) -> bool {
+        let Some(other) = addr_of_id.filter(|a| *a != req.broker_addr) else {
+            return false;
+        };
+        let newer = self
+            .live_id(req.cluster, other)
+            .is_some_and(|l| self.live[l].data_version.state_version > incoming.state_version);
+        if newer {
+            if let Some(l) = self.live_id(req.cluster, req.broker_addr) {
+                self.remove_live(l);
+            }
+        }
+        newer
+    }
+
+    /// §5.2 step 8; returns the address previously registered under the id.
+    fn put_broker_addr(&mut self, req: &RegisterRequest<'_>) -> Option<String> {
+        self.brokers.get_mut(req.broker_name).and_then(|b| {
+            b.data
+                .broker_addrs
+                .insert(req.broker_id, req.broker_addr.to_string())
+        })
+    }
+
+    /// §5.2 steps 9 and 10: topic configs (10 a/b) and static-topic mappings (10 c), taken
+    /// only from the master or the prime slave. Removes the topics the body no longer reports
+    /// (`deleteTopicWithBrokerRegistration`) and puts the mappings now; returns what is left:
+    /// putting the topic configs (`None`: this broker's topics are not taken).
+    fn plan_topics(
+        &mut self,
+        req: &RegisterRequest<'_>,
+        body: &RegisterBody,
+        register_first: bool,
+        incoming: DataVersion,
+    ) -> Option<TopicSteps> {
+        let b = self.brokers.get(req.broker_name)?;
+        let is_old = req.enable_acting_master.is_none();
+        let is_master = req.broker_id == 0;
+        let is_prime_slave = !is_old && !is_master && Some(req.broker_id) == min_broker_id(&b.data);
+        if !(is_master || is_prime_slave) {
+            return None;
+        }
+        let (name, broker) = (b.name.clone(), b.id);
+        let clear_write = is_prime_slave && b.data.enable_acting_master;
+        let live = self.live_id(req.cluster, req.broker_addr);
+        let stored = live.map(|l| self.live[l].data_version);
+        let version_changed = stored != Some(incoming);
+        let all = register_first || version_changed;
+        let stale =
+            if self.settings.delete_topic_with_broker_registration && body.mappings.is_empty() {
+                self.take_unreported_topics(&name, body)
+            } else {
+                Vec::new()
+            };
+        if version_changed || register_first {
+            self.put_queue_mappings(body);
+        }
+        Some(TopicSteps {
+            name,
+            broker,
+            put: PutRule { all, clear_write },
+            stale,
+            next_stale: 0,
+            next: 0,
+            changed: 0,
+            stamp: self.slots_stamp(broker),
+            live: None,
+        })
+    }
+
+    /// §5.2 step 10 a: the broker's topics its body no longer reports, taken off its topic
+    /// list now (one pass) and returned for their queue entries to go (see
+    /// [`RouteTable::drop_queue_entry`]).
+    fn take_unreported_topics(&mut self, name: &Arc<str>, body: &RegisterBody) -> Vec<Arc<str>> {
+        let Some(b) = self.brokers.get_mut(name) else {
+            return Vec::new();
+        };
+        let reported: HashSet<&str> = body.topics.iter().map(|(k, _)| k.as_str()).collect();
+        let (kept, stale): (Vec<Arc<str>>, Vec<Arc<str>>) = std::mem::take(&mut b.topics)
+            .into_iter()
+            .partition(|t| reported.contains(t.as_ref()));
+        b.topics = kept;
+        stale
+    }
+
+    /// §5.2 step 10 b for one topic config: put when the rule says all, or when the broker
+    /// does not serve the topic yet. Returns whether anything changed.
+    fn put_topic_config(&mut self, steps: &TopicSteps, tc: &TopicConfig) -> bool {
+        let rule = steps.put;
+        let mut perm = tc.perm;
+        if rule.clear_write {
+            perm &= !PERM_WRITE;
+        }
+        let slot = QueueSlot {
+            broker: steps.broker,
+            read_queue_nums: tc.read_queue_nums,
+            write_queue_nums: tc.write_queue_nums,
+            perm,
+            topic_sys_flag: tc.topic_sys_flag,
+        };
+        self.put_queue(&tc.topic_name, slot, !rule.all)
+    }
+
+    /// §5.2 step 10 c.
+    fn put_queue_mappings(&mut self, body: &RegisterBody) {
+        for (_, m) in &body.mappings {
+            self.queue_mappings
+                .entry(m.topic.clone())
+                .or_default()
+                .insert(m.bname.clone(), m.clone());
+            self.cache.invalidate(&m.topic);
+        }
+    }
+
+    /// §5.2 step 11: creates or refreshes the live entry of (cluster, addr), binds it to the
+    /// registration's connection and (re)arms its expiry. Returns whether it is new.
+    fn refresh_live(
+        &mut self,
+        req: &RegisterRequest<'_>,
+        topics_in: TopicsInput<'_>,
+        incoming: DataVersion,
+    ) -> bool {
+        let Some(b) = self.brokers.get(req.broker_name) else {
+            return false;
+        };
+        let (seen_stamp, name_key) = (self.slots_stamp(b.id), b.name.clone());
+        let (live_id, first) = match self.live_id(req.cluster, req.broker_addr) {
+            Some(l) => (l, false),
+            None => {
+                let l = self.insert_live(req, name_key.clone(), incoming, seen_stamp);
+                (l, true)
+            }
+        };
+        let live = &mut self.live[live_id];
+        live.last_update_ms = req.now_ms;
+        live.timeout_ms = req
+            .heartbeat_timeout_ms
+            .unwrap_or(DEFAULT_HEARTBEAT_TIMEOUT_MS);
+        live.data_version = incoming;
+        if live.broker_name != name_key {
+            live.broker_name = name_key;
+        }
+        if live.ha_server_addr != req.ha_server_addr {
+            live.ha_server_addr = req.ha_server_addr.to_string();
+        }
+        if let TopicsInput::Body(_) = topics_in {
+            live.fingerprint = Some(req.fingerprint);
+            live.seen_stamp = seen_stamp;
+        }
+        self.bind_connection(live_id, req.conn);
+        self.arm_expiry(live_id);
+        first
+    }
+
+    fn insert_live(
+        &mut self,
+        req: &RegisterRequest<'_>,
+        broker_name: Arc<str>,
+        incoming: DataVersion,
+        seen_stamp: u64,
+    ) -> usize {
+        self.next_generation += 1;
+        let live_id = self.live.insert(LiveBroker {
+            cluster: Arc::from(req.cluster),
+            addr: Arc::from(req.broker_addr),
+            broker_name,
+            last_update_ms: req.now_ms,
+            timeout_ms: DEFAULT_HEARTBEAT_TIMEOUT_MS,
+            data_version: incoming,
+            conn: None,
+            ha_server_addr: String::new(),
+            fingerprint: None,
+            version_text: None,
+            seen_stamp,
+            expiry: Expiry::Unscheduled,
+            generation: self.next_generation,
+        });
+        self.live_by_addr
+            .entry(req.broker_addr.to_string())
+            .or_default()
+            .push(live_id);
+        live_id
+    }
+
+    /// §5.2 step 12: an empty list removes the broker's filter servers.
+    fn store_filter_servers(&mut self, req: &RegisterRequest<'_>, list: &[String]) {
+        let key = (req.cluster.to_string(), req.broker_addr.to_string());
+        let changed = if list.is_empty() {
+            self.filter_servers.remove(&key).is_some()
+        } else if self.filter_servers.get(&key).map(Vec::as_slice) != Some(list) {
+            self.filter_servers.insert(key, list.to_vec());
+            true
+        } else {
+            false
+        };
+        if changed {
+            self.invalidate_broker_topics(req.broker_name);
+        }
+    }
+
+    /// §5.2 step 13: for a slave, its live master's (address, HA address).
+    fn master_of_slave(&self, req: &RegisterRequest<'_>) -> Option<(String, String)> {
+        if req.broker_id == 0 {
+            return None;
+        }
+        let master_addr = self
+            .brokers
+            .get(req.broker_name)?
+            .data
+            .broker_addrs
+            .get(&0)?;
+        let master = self.live_id(req.cluster, master_addr)?;
+        Some((
+            master_addr.clone(),
+            self.live[master].ha_server_addr.clone(),
+        ))
+    }
+
+    /// §5.2 step 14: the NOTIFY_MIN_BROKER_ID_CHANGE for the group's other members (or, when
+    /// the registering broker is alone, for itself).
+    fn min_id_notification(&self, req: &RegisterRequest<'_>) -> Option<MinIdNotification> {
+        let addrs = &self.brokers.get(req.broker_name)?.data.broker_addrs;
+        let targets = if addrs.len() == 1 {
+            addrs.values().cloned().collect()
+        } else {
+            addrs
+                .iter()
+                .filter(|(k, _)| **k != req.broker_id)
+                .map(|(_, v)| v.clone())
+                .collect()
+        };
+        Some(MinIdNotification {
+            targets,
+            min_broker_id: req.broker_id,
+            min_broker_addr: req.broker_addr.to_string(),
+            offline_broker_addr: None,
+            ha_broker_addr: Some(req.ha_server_addr.to_string()),
+        })
+    }
+}
+
+/// §5.2 step 3; returns whether the broker data changed.
+pub(super) fn set_acting_master_and_zone(data: &mut BrokerData, req: &RegisterRequest<'_>) -> bool {
+    // A 4.x broker (no flag at all) never acts as master.
+    let acting = req.enable_acting_master == Some(true);
+    let zone = req.zone_name;
+    let changed = data.enable_acting_master != acting || data.zone_name.as_deref() != zone;
+    data.enable_acting_master = acting;
+    if data.zone_name.as_deref() != zone {
+        data.zone_name = zone.map(str::to_string);
+    }
+    changed
+}
+
+/// The lowest broker id of a group (the master's, 0, when it is registered).
+pub(super) fn min_broker_id(data: &BrokerData) -> Option<i64> {
+    data.broker_addrs.keys().next().copied()
+}
+
+/// §5.2 step 5: removes `addr` from every id but `id`; returns whether it was anywhere.
+pub(super) fn drop_addr_under_other_ids(data: &mut BrokerData, addr: &str, id: i64) -> bool {
+    let before = data.broker_addrs.len();
+    data.broker_addrs.retain(|k, v| !(v == addr && *k != id));
+    data.broker_addrs.len() != before
+}

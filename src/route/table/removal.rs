@@ -1,0 +1,278 @@
+//! Brokers leaving: the expiry scan (deadline buckets, O(brokers due)), closed connections,
+//! and unregistration batches (Java's unregisterBroker, docs/protocol.md §5.5), which drop
+//! emptied groups and their queue entries topic by topic.
+
+use super::register::min_broker_id;
+use super::{ConnId, Expiry, MinIdNotification, RouteTable};
+use std::sync::Arc;
+
+/// One broker to unregister (explicitly, by expiry, or because its connection closed).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct UnregisterRequest {
+    pub cluster: Arc<str>,
+    pub broker_addr: Arc<str>,
+    pub broker_name: Arc<str>,
+    pub broker_id: i64,
+}
+
+/// Why a broker is being removed; carried with the request for the log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemovalReason {
+    Unregister,
+    Expired { silent_ms: u64 },
+    ConnectionClosed,
+}
+
+/// A broker found silent by [`RouteTable::expire_silent_brokers`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpiredBroker {
+    pub request: UnregisterRequest,
+    pub silent_ms: u64,
+    pub conn: Option<ConnId>,
+}
+
+/// What one unregistration batch did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BatchOutcome {
+    pub brokers_removed: usize,
+    pub broker_groups_removed: usize,
+    pub topics_removed: usize,
+    pub notifications: Vec<MinIdNotification>,
+}
+
+impl RouteTable {
+    /// The unregistration request Java's onChannelDestroy would submit for a live entry:
+    /// brokerName and id are resolved through the broker table (§5.4).
+    pub(super) fn unregister_request_for(&self, live_id: usize) -> Option<UnregisterRequest> {
+        let live = self.live.get(live_id)?;
+        let b = self.brokers.get(live.broker_name.as_ref())?;
+        if *b.data.cluster != *live.cluster {
+            return None;
+        }
+        b.data
+            .broker_addrs
+            .iter()
+            .find(|(_, a)| a.as_str() == &*live.addr)
+            .map(|(id, _)| UnregisterRequest {
+                cluster: live.cluster.clone(),
+                broker_addr: live.addr.clone(),
+                broker_name: b.name.clone(),
+                broker_id: *id,
+            })
+    }
+
+    /// Finds live brokers whose deadline has passed. Costs O(entries whose bucket fired).
+    /// The live entries stay until the unregistration batch is applied (as in Java); they
+    /// are not rescheduled, so each is reported once unless `rearm_after_failed_submit`.
+    pub fn expire_silent_brokers(&mut self, now_ms: u64) -> Vec<ExpiredBroker> {
+        self.expire_silent_brokers_limited(now_ms, usize::MAX).0
+    }
+
+    /// Like [`RouteTable::expire_silent_brokers`], looking at no more than `limit` bucket
+    /// entries; the flag says whether due entries remain for another call.
+    pub fn expire_silent_brokers_limited(
+        &mut self,
+        now_ms: u64,
+        limit: usize,
+    ) -> (Vec<ExpiredBroker>, bool) {
+        let mut fired = Vec::new();
+        let more = self
+            .expiry
+            .pop_due(now_ms, limit, |bucket, key| fired.push((bucket, key)));
+        let mut expired = Vec::new();
+        for (bucket, (live_id, generation)) in fired {
+            let Some(live) = self.live.get(live_id) else {
+                continue;
+            };
+            if live.generation != generation || live.expiry != Expiry::Scheduled(bucket) {
+                continue; // stale bucket entry
+            }
+            let deadline = live.last_update_ms.saturating_add(live.timeout_ms);
+            if deadline < now_ms {
+                let silent_ms = now_ms - live.last_update_ms;
+                let conn = live.conn;
+                self.live[live_id].expiry = Expiry::Reported;
+                match self.unregister_request_for(live_id) {
+                    Some(request) => expired.push(ExpiredBroker {
+                        request,
+                        silent_ms,
+                        conn,
+                    }),
+                    None => {
+                        // No broker data names this address any more: nothing routes to
+                        // it, so the stale live entry can simply go.
+                        self.remove_live(live_id);
+                    }
+                }
+            } else {
+                self.live[live_id].expiry = Expiry::Unscheduled;
+                self.arm_expiry(live_id);
+            }
+        }
+        (expired, more)
+    }
+
+    /// Puts an expired broker back in the deadline buckets when its unregistration could not be queued,
+    /// so that the next scan tries again.
+    pub fn rearm(&mut self, cluster: &str, addr: &str, now_ms: u64) {
+        if let Some(id) = self.live_id(cluster, addr) {
+            let generation = self.live[id].generation;
+            let b = self.expiry.schedule(now_ms, (id, generation));
+            self.live[id].expiry = Expiry::Scheduled(b);
+        }
+    }
+
+    /// Unregistration requests for every broker whose registering connection is `conn`
+    /// (Java's onChannelDestroy, for all of them rather than only the first).
+    pub fn connection_closed(&mut self, conn: ConnId) -> Vec<UnregisterRequest> {
+        let Some(ids) = self.live_by_conn.remove(&conn) else {
+            return Vec::new();
+        };
+        let mut requests = Vec::new();
+        for id in ids {
+            let Some(live) = self.live.get_mut(id) else {
+                continue;
+            };
+            live.conn = None;
+            // An expired broker's unregistration is already on its way (the expiry closed
+            // this connection): asking again would only fill the worker's queue.
+            if live.expiry == Expiry::Reported {
+                continue;
+            }
+            if let Some(r) = self.unregister_request_for(id) {
+                requests.push(r);
+            }
+        }
+        requests
+    }
+
+    /// Applies a de-duplicated batch of unregistrations in one pass (§5.5): steps 1-3 per
+    /// request, then the queue entries of the groups that are gone (only their topics are
+    /// visited), the write permission of groups that lost their master, and the
+    /// notifications.
+    pub fn unregister_batch(&mut self, batch: &[UnregisterRequest]) -> BatchOutcome {
+        let mut outcome = BatchOutcome::default();
+        let mut removed_names: Vec<Arc<str>> = Vec::new();
+        let mut reduced_names: Vec<Arc<str>> = Vec::new();
+        for req in batch {
+            // 1. live entry and filter servers
+            if self.remove_live_and_filter_servers(req) {
+                outcome.brokers_removed += 1;
+            }
+            // 2. the address leaves its broker group (by address, whatever its id)
+            let removed = self.remove_broker_addr(req, &mut outcome.notifications);
+            // 3. a group left empty leaves its cluster
+            if removed {
+                self.remove_from_cluster(&req.cluster, &req.broker_name);
+                removed_names.push(req.broker_name.clone());
+            } else {
+                reduced_names.push(req.broker_name.clone());
+            }
+        }
+        for name in &removed_names {
+            self.remove_broker_group(name, &mut outcome);
+        }
+        if self.settings.support_acting_master {
+            for name in &reduced_names {
+                self.wipe_write_if_master_lost(name);
+            }
+        }
+        if !self.settings.notify_min_broker_id_changed {
+            outcome.notifications.clear();
+        }
+        self.shrink_if_sparse();
+        outcome
+    }
+
+    /// §5.5 step 1; returns whether a live entry was removed. A live entry (and the filter
+    /// servers) of another broker name is left alone: the address was taken over since this
+    /// request was made (an expiry or a close queued before the takeover), and the new owner
+    /// must not lose its liveness to its predecessor's unregistration.
+    fn remove_live_and_filter_servers(&mut self, req: &UnregisterRequest) -> bool {
+        let live = self.live_id(&req.cluster, &req.broker_addr);
+        if let Some(l) = live {
+            if self.live[l].broker_name != req.broker_name {
+                return false;
+            }
+            self.remove_live(l);
+        }
+        if !self.filter_servers.is_empty() {
+            let key = (req.cluster.to_string(), req.broker_addr.to_string());
+            if self.filter_servers.remove(&key).is_some() {
+                self.invalidate_broker_topics(&req.broker_name);
+            }
+        }
+        live.is_some()
+    }
+
+    /// §5.5 step 2; returns whether the group is now empty. When the group's lowest id
+    /// leaves a group with acting master on, a notification for the rest is queued.
+    fn remove_broker_addr(
+        &mut self,
+        req: &UnregisterRequest,
+        notifications: &mut Vec<MinIdNotification>,
+    ) -> bool {
+        let Some(b) = self.brokers.get_mut(&*req.broker_name) else {
+            return false;
+        };
+        let addrs = &mut b.data.broker_addrs;
+        let was_min = addrs.keys().next() == Some(&req.broker_id);
+        let before = addrs.len();
+        addrs.retain(|_, a| a.as_str() != &*req.broker_addr);
+        if addrs.is_empty() {
+            return true;
+        }
+        if was_min && b.data.enable_acting_master {
+            if let Some((min_id, min_addr)) = addrs.iter().next() {
+                notifications.push(MinIdNotification {
+                    targets: addrs.values().cloned().collect(),
+                    min_broker_id: *min_id,
+                    min_broker_addr: min_addr.clone(),
+                    offline_broker_addr: Some(req.broker_addr.to_string()),
+                    ha_broker_addr: None,
+                });
+            }
+        }
+        if addrs.len() != before {
+            self.invalidate_broker_topics(&req.broker_name);
+        }
+        false
+    }
+
+    /// §5.5 step 3.
+    fn remove_from_cluster(&mut self, cluster: &str, broker_name: &str) {
+        if let Some(set) = self.clusters.get_mut(cluster) {
+            set.remove(broker_name);
+            if set.is_empty() {
+                self.clusters.remove(cluster);
+            }
+        }
+    }
+
+    /// Drops an emptied group and its queue entries, topic by topic (only the topics it
+    /// served, never a scan of the whole table); topics left without entries go too.
+    fn remove_broker_group(&mut self, name: &str, outcome: &mut BatchOutcome) {
+        let Some(b) = self.brokers.remove(name) else {
+            return;
+        };
+        outcome.broker_groups_removed += 1;
+        // Its queue entries all go below, so its id can be handed out again.
+        self.broker_names.try_remove(b.id as usize);
+        for topic in b.topics {
+            if self.drop_queue_entry(b.id, &topic).1 {
+                outcome.topics_removed += 1;
+            }
+        }
+    }
+
+    /// With acting master on, a group whose master (id 0) is gone loses write permission.
+    fn wipe_write_if_master_lost(&mut self, name: &str) {
+        let Some(b) = self.brokers.get(name) else {
+            return;
+        };
+        let no_master = min_broker_id(&b.data).is_some_and(|min| min > 0);
+        if b.data.enable_acting_master && no_master {
+            self.set_write_perm(name, false);
+        }
+    }
+}

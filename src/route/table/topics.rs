@@ -1,0 +1,220 @@
+//! Topics and broker groups: a topic's queue entries (one per broker group, a small id rather
+//! than a name), the broker groups (Java's brokerAddrTable, plus the topics each serves), and
+//! the queue-entry writes every path goes through, which also keep each group's write stamp
+//! (see [`RouteTable::is_unchanged_body`]).
+
+use super::super::model::{BrokerData, QueueData};
+use super::RouteTable;
+use foldhash::fast::RandomState;
+use slab::Slab;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Small id of a broker group (its slot in `RouteTable::broker_names`).
+pub(super) type BrokerId = u32;
+
+/// One broker group's queues in one topic: 20 bytes. The broker group is a small id rather
+/// than its name, since a registry holds a hundred thousand of these.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct QueueSlot {
+    pub(super) broker: BrokerId,
+    pub(super) read_queue_nums: i32,
+    pub(super) write_queue_nums: i32,
+    pub(super) perm: i32,
+    pub(super) topic_sys_flag: i32,
+}
+
+impl QueueSlot {
+    pub(super) fn to_queue_data(&self, names: &Slab<Arc<str>>) -> QueueData {
+        QueueData {
+            broker_name: names
+                .get(self.broker as usize)
+                .map(|n| n.to_string())
+                .unwrap_or_default(),
+            read_queue_nums: self.read_queue_nums,
+            write_queue_nums: self.write_queue_nums,
+            perm: self.perm,
+            topic_sys_flag: self.topic_sys_flag,
+        }
+    }
+}
+
+/// Topics served by more broker groups than this get a name -> position index, so that
+/// inserting or removing one group stays O(1) even for the system topics every broker
+/// registers (TBW102, SELF_TEST_TOPIC, ...), which hold one entry per broker group.
+pub(super) const QUEUE_INDEX_THRESHOLD: usize = 16;
+
+#[derive(Debug, Default)]
+pub(super) struct TopicEntry {
+    /// One entry per broker group, in no particular order (Java's is hash order). Sized
+    /// exactly: most topics have one or two broker groups.
+    pub(super) queues: Vec<QueueSlot>,
+    /// broker group -> position in `queues`, kept only for broad topics; boxed so that the
+    /// others (nearly all) pay 8 bytes for it rather than 48.
+    #[allow(clippy::box_collection)]
+    pub(super) index: Option<Box<HashMap<BrokerId, usize, RandomState>>>,
+}
+
+/// What [`TopicEntry::put`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Put {
+    Unchanged,
+    Replaced,
+    Added,
+}
+
+impl TopicEntry {
+    pub(super) fn position(&self, broker: BrokerId) -> Option<usize> {
+        match &self.index {
+            Some(index) => index.get(&broker).copied(),
+            None => self.queues.iter().position(|q| q.broker == broker),
+        }
+    }
+
+    /// Inserts or replaces the entry of `slot`'s broker (only inserts it when `only_if_absent`);
+    /// says what happened.
+    fn put(&mut self, slot: QueueSlot, only_if_absent: bool) -> Put {
+        match self.position(slot.broker) {
+            Some(_) if only_if_absent => Put::Unchanged,
+            Some(i) if self.queues[i] == slot => Put::Unchanged,
+            Some(i) => {
+                self.queues[i] = slot;
+                Put::Replaced
+            }
+            None => {
+                let at = self.queues.len();
+                if let Some(index) = self.index.as_mut() {
+                    index.insert(slot.broker, at);
+                }
+                self.queues.reserve_exact(1);
+                self.queues.push(slot);
+                if self.index.is_none() && self.queues.len() > QUEUE_INDEX_THRESHOLD {
+                    let index = self
+                        .queues
+                        .iter()
+                        .enumerate()
+                        .map(|(i, q)| (q.broker, i))
+                        .collect();
+                    self.index = Some(Box::new(index));
+                }
+                Put::Added
+            }
+        }
+    }
+
+    /// Removes a broker's entry in O(1) (swap with the last); returns whether it existed.
+    fn remove(&mut self, broker: BrokerId) -> bool {
+        let Some(i) = self.position(broker) else {
+            return false;
+        };
+        self.queues.swap_remove(i);
+        let moved = self.queues.get(i).map(|q| q.broker);
+        if self.queues.len() <= QUEUE_INDEX_THRESHOLD / 2 {
+            self.index = None;
+        } else if let Some(index) = self.index.as_mut() {
+            index.remove(&broker);
+            if let Some(m) = moved {
+                index.insert(m, i);
+            }
+        }
+        true
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct BrokerEntry {
+    pub(super) name: Arc<str>,
+    /// This group's id in queue entries.
+    pub(super) id: BrokerId,
+    pub(super) data: BrokerData,
+    /// Topics that hold a queue entry for this broker name.
+    /// A plain vector (no duplicates by construction): a hash set of a hundred names costs
+    /// twice the memory, and lookups by topic here are rare (admin deletes).
+    pub(super) topics: Vec<Arc<str>>,
+}
+
+impl RouteTable {
+    /// The stamp of group `id`'s queue entries (see `slot_stamps`).
+    pub(super) fn slots_stamp(&self, id: BrokerId) -> u64 {
+        self.slot_stamps.get(id as usize).copied().unwrap_or(0)
+    }
+
+    /// Gives group `id`'s queue entries a fresh stamp: every change of them calls this, so
+    /// that a body applied before the change no longer counts as unchanged.
+    pub(super) fn touch_slots(&mut self, id: BrokerId) {
+        self.write_clock += 1;
+        let i = id as usize;
+        if self.slot_stamps.len() <= i {
+            self.slot_stamps.resize(i + 1, 0);
+        }
+        self.slot_stamps[i] = self.write_clock;
+    }
+
+    /// Puts a queue entry (only when the topic has none of its broker, if `only_if_absent`);
+    /// returns whether anything changed. One lookup of the topic when it exists.
+    pub(super) fn put_queue(&mut self, topic: &str, slot: QueueSlot, only_if_absent: bool) -> bool {
+        let broker = slot.broker;
+        let key = match self.topics.get_mut(topic) {
+            Some(entry) => match entry.put(slot, only_if_absent) {
+                Put::Unchanged => return false,
+                Put::Replaced => {
+                    self.cache.invalidate(topic);
+                    self.touch_slots(broker);
+                    return true;
+                }
+                Put::Added => {
+                    self.cache.invalidate(topic);
+                    self.topics.get_key_value(topic).map(|(k, _)| k.clone())
+                }
+            },
+            None => {
+                let mut entry = TopicEntry::default();
+                entry.put(slot, false);
+                let key: Arc<str> = Arc::from(topic);
+                self.topics.insert(key.clone(), entry);
+                Some(key)
+            }
+        };
+        self.touch_slots(broker);
+        // Index the topic under its new broker (shares the table's key allocation).
+        let name = self.broker_names.get(broker as usize).cloned();
+        if let (Some(key), Some(b)) = (key, name.and_then(|n| self.brokers.get_mut(n.as_ref()))) {
+            b.topics.push(key);
+        }
+        true
+    }
+
+    /// Removes group `id`'s queue entry from `topic`, dropping the topic once it has none;
+    /// the group's own topic list is the caller's. Returns (entry removed, topic dropped).
+    pub(super) fn drop_queue_entry(&mut self, id: BrokerId, topic: &str) -> (bool, bool) {
+        let Some(entry) = self.topics.get_mut(topic) else {
+            return (false, false);
+        };
+        if !entry.remove(id) {
+            return (false, false);
+        }
+        let now_empty = entry.queues.is_empty();
+        self.touch_slots(id);
+        self.cache.invalidate(topic);
+        if now_empty {
+            self.topics.remove(topic);
+        }
+        (true, now_empty)
+    }
+
+    /// Removes a broker's queue entry from a topic (dropping the topic when empty).
+    pub(super) fn remove_queue(&mut self, topic: &str, broker_name: &str) -> bool {
+        let Some(id) = self.brokers.get(broker_name).map(|b| b.id) else {
+            return false;
+        };
+        if !self.drop_queue_entry(id, topic).0 {
+            return false;
+        }
+        if let Some(b) = self.brokers.get_mut(broker_name) {
+            if let Some(i) = b.topics.iter().position(|t| &**t == topic) {
+                b.topics.swap_remove(i);
+            }
+        }
+        true
+    }
+}
