@@ -234,7 +234,7 @@ fn check(row: &Row, value: &str) -> Result<String, String> {
         }
         ControllerType => {
             if value.eq_ignore_ascii_case("jRaft") {
-                return Err("jRaft is not supported: this controller is the DLedger kind (single node now, a Raft group later); use controllerType=DLedger".into());
+                return Err("jRaft is not supported: this controller is the DLedger kind (a Raft group of the controllerDLegerPeers); use controllerType=DLedger".into());
             }
             if !value.eq_ignore_ascii_case("DLedger") {
                 return Err(format!("{value:?} is not a controller type (DLedger)"));
@@ -380,7 +380,7 @@ impl ControllerConfig {
     }
 
     /// Where this node's entry is in `controllerDLegerPeers` (so its Raft id is that entry of
-    /// `replication::raft_ids(peers())`).
+    /// `raft::raft_ids(peers())`).
     pub fn self_index(&self) -> usize {
         self.self_index
     }

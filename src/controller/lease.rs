@@ -51,7 +51,7 @@ impl WriteLeaseGate {
     }
 
     /// The grant body for this heartbeat, if it earns one. `term` identifies the leader's
-    /// reign (a constant for a single node; the Raft term later).
+    /// reign (the Raft term).
     pub fn grant(
         &mut self,
         hb: &Heartbeat,

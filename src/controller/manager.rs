@@ -14,9 +14,9 @@
 //! ([`Controller::take_notifications`]) and payloads for peers
 //! ([`Controller::take_peer_messages`]).
 //!
-//! The durable step is the single node's log or the Raft group (module `replication`): every
-//! committed entry, from either, is applied by [`Controller`] the same way; in a group only the
-//! serving leader answers leader-only requests, elects and grants write leases.
+//! The durable step is the Raft group (module `raft`), of one node or several: every
+//! committed entry is applied by [`Controller`] the same way, and only the serving leader
+//! answers leader-only requests, elects and grants write leases.
 //!
 //! Inactive brokers become elections as in Java's `ControllerManager`: an inactive master
 //! (or a scan that finds one) starts a controller-triggered election, retried up to
@@ -29,19 +29,22 @@ use super::event::Event;
 use super::lease::WriteLeaseGate;
 use super::liveness::{ConnRef, InactiveBroker, Liveness};
 use super::notify::{self, NotifyOutbox, RoleChangeNotification};
-use super::pipeline::{Completed, Inputs, Origin, Pipeline};
-use super::raft::{GroupEvent, GroupStatus, Persistence, RaftGroup};
+use super::pipeline::{Completed, Durability, Inputs, Origin, Pipeline};
+use super::raft::records::StorageError;
+use super::raft::{self, GroupEvent, GroupStatus, Persistence, RaftGroup, Wake};
 use super::replicas::{self, Elected};
-use super::replication::{self, Replication};
 use super::request::{self, ControllerRequest, ElectMaster, Heartbeat, LeaderRequest};
 use super::response::Response;
 use super::state::ControllerState;
-use super::storage::{Completion, SingleNodeLog, Storage, StorageError, Wake};
 use crate::remoting::codes::response::{REQUEST_CODE_NOT_SUPPORTED, SUCCESS, SYSTEM_ERROR};
 use crate::remoting::command::RemotingCommand;
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a group of one may take to serve at start: its first entry's fsync.
+const START_SERVING_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// An answer for one of the caller's requests.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,7 +79,7 @@ pub struct Controller<T> {
     state: ControllerState,
     liveness: Liveness,
     pipeline: Pipeline<Ticket<T>>,
-    durable: Replication,
+    group: Box<RaftGroup>,
     applied_index: u64,
     events_since_snapshot: u64,
     outbox: NotifyOutbox,
@@ -126,45 +129,14 @@ impl<T> Controller<T> {
                 java_store.display()
             );
         }
+        let persistence = if manual_disk {
+            Persistence::Manual
+        } else {
+            Persistence::Thread(waker)
+        };
+        let started = Instant::now();
         let dir = config.store_dir();
-        if config.peers().len() > 1 {
-            let persistence = if manual_disk {
-                Persistence::Manual
-            } else {
-                Persistence::Thread(waker)
-            };
-            return Self::open_group(config, persistence);
-        }
-        let (storage, recovered) = Storage::open(&dir, waker).map_err(StartError::Storage)?;
-        log::info!(
-            "controller {} on port {}: store {} recovered {} broker sets (snapshot at {}, {} log records replayed, last index {})",
-            config.self_peer().id,
-            config.listen_port(),
-            dir.display(),
-            recovered.state.broker_names().len(),
-            recovered.snapshot_index,
-            recovered.replayed,
-            recovered.last_index
-        );
-        Ok(Controller {
-            config,
-            state: recovered.state,
-            liveness: Liveness::new(),
-            pipeline: Pipeline::new(),
-            durable: Replication::Single(SingleNodeLog::new(storage)),
-            applied_index: recovered.last_index,
-            events_since_snapshot: recovered.events_since_snapshot,
-            outbox: NotifyOutbox::default(),
-            lease: WriteLeaseGate::new(),
-            config_updates: VecDeque::new(),
-            next_file_job: 0,
-        })
-    }
-
-    /// This node as a member of the Raft group `controllerDLegerPeers` names.
-    fn open_group(config: ControllerConfig, persistence: Persistence) -> Result<Self, StartError> {
-        let dir = config.store_dir();
-        let ids = replication::raft_ids(config.peers());
+        let ids = raft::raft_ids(config.peers());
         let self_id = ids[config.self_index()];
         let opened =
             RaftGroup::open(&dir, self_id, &ids, persistence).map_err(StartError::Storage)?;
@@ -178,19 +150,51 @@ impl<T> Controller<T> {
             opened.state.broker_names().len(),
             opened.log_entries,
         );
-        Ok(Controller {
+        let mut controller = Controller {
             config,
             state: opened.state,
             liveness: Liveness::new(),
             pipeline: Pipeline::new(),
-            durable: Replication::Group(Box::new(opened.group)),
+            group: Box::new(opened.group),
             applied_index: opened.snapshot_index,
             events_since_snapshot: 0,
             outbox: NotifyOutbox::default(),
             lease: WriteLeaseGate::new(),
             config_updates: VecDeque::new(),
             next_file_job: 0,
-        })
+        };
+        if controller.group.is_alone() {
+            controller.serve_alone(started)?;
+        }
+        Ok(controller)
+    }
+
+    /// A group of one: campaigns, and waits until its first entry is on disk and applied (so
+    /// the caller gets a controller that serves, as a node of a group gets one that follows).
+    fn serve_alone(&mut self, started: Instant) -> Result<(), StartError> {
+        let mut out = Vec::new();
+        self.drive_group(0, &mut out, |group, events| group.lead_alone(events));
+        while !self.group.is_serving() {
+            if let Some(why) = self.group.failure() {
+                return Err(StartError::Storage(StorageError::Corrupt {
+                    path: self.config.store_dir(),
+                    offset: None,
+                    reason: format!("the controller cannot start serving: {why}"),
+                }));
+            }
+            if started.elapsed() > START_SERVING_TIMEOUT {
+                return Err(StartError::Storage(StorageError::Corrupt {
+                    path: self.config.store_dir(),
+                    offset: None,
+                    reason: "the first write did not reach the disk within 10 s".into(),
+                }));
+            }
+            self.drive_group(0, &mut out, |group, events| {
+                group.wait_disk(Duration::from_millis(100), events)
+            });
+        }
+        debug_assert!(out.is_empty(), "nobody asked anything yet: {}", out.len());
+        Ok(())
     }
 
     /// Raft's tick period; the loop calls [`raft_tick`](Self::raft_tick) this often.
@@ -198,9 +202,9 @@ impl<T> Controller<T> {
         super::raft::TICK_MS
     }
 
-    /// This node's role, term and leader (None for a single node).
-    pub fn group_status(&self) -> Option<GroupStatus> {
-        self.durable.group().map(RaftGroup::status)
+    /// This node's role, term and leader.
+    pub fn group_status(&self) -> GroupStatus {
+        self.group.status()
     }
 
     /// Raft's clock.
@@ -224,9 +228,7 @@ impl<T> Controller<T> {
 
     /// Payloads to send now, (to, bytes); the link drops those for unreachable peers.
     pub fn take_peer_messages(&mut self, out: &mut Vec<(u64, Vec<u8>)>) {
-        if let Some(group) = self.durable.group_mut() {
-            group.take_messages(out);
-        }
+        self.group.take_messages(out);
     }
 
     /// Simulations ([`open_simulated`](Self::open_simulated)): the disk finishes everything
@@ -235,19 +237,15 @@ impl<T> Controller<T> {
         self.drive_group(now_ms, out, |group, events| group.run_disk(events));
     }
 
-    /// Runs `input` on the Raft group (nothing for a single node), then processes the events
-    /// it produced.
+    /// Runs `input` on the Raft group, then processes the events it produced.
     fn drive_group(
         &mut self,
         now_ms: u64,
         out: &mut Vec<Reply<T>>,
         input: impl FnOnce(&mut RaftGroup, &mut Vec<GroupEvent>),
     ) {
-        let Some(group) = self.durable.group_mut() else {
-            return;
-        };
         let mut events = Vec::new();
-        input(group, &mut events);
+        input(&mut self.group, &mut events);
         let mut done = Vec::new();
         self.on_group_events(events, &mut done, out);
         self.advance(now_ms, &mut done);
@@ -396,26 +394,27 @@ impl<T> Controller<T> {
         self.liveness.on_heartbeat(hb, conn, now_ms);
         let response = Response::new(SUCCESS, Some("Heart beat success".into()));
         // Only a peer that reads the answer can use a lease (rocketmq-rust brokers).
-        if !wants_reply || self.durable.serving().is_err() {
+        if !wants_reply || self.group.serving().is_err() {
             return response;
         }
         match self
             .lease
-            .grant(hb, &self.state, self.durable.term(), now_ms)
+            .grant(hb, &self.state, self.group.status().term, now_ms)
         {
             Some(body) => response.body(body),
             None => response,
         }
     }
 
-    /// 1005: who leads. A single node is its group's only member, so it leads; a Raft member
-    /// names the leader it knows (none during an election) so brokers find it, plus its own
-    /// role and term (extra header fields Java's clients ignore).
+    /// 1005: who leads. A single node answers as Java's does (it leads its group of one); a
+    /// member of several names the leader it knows (none during an election) so brokers find
+    /// it, plus its own role and term (extra header fields Java's clients ignore).
     fn metadata(&self) -> Response {
-        let Some(status) = self.group_status() else {
+        if self.group.is_alone() {
             return self.single_node_metadata();
-        };
-        let ids = replication::raft_ids(self.config.peers());
+        }
+        let status = self.group_status();
+        let ids = raft::raft_ids(self.config.peers());
         let leader = ids
             .iter()
             .zip(self.config.peers())
@@ -448,12 +447,6 @@ impl<T> Controller<T> {
 
     fn single_node_metadata(&self) -> Response {
         let me = self.config.self_peer();
-        let peers: String = self
-            .config
-            .peers()
-            .iter()
-            .map(|p| format!("{}:{};", p.id, p.address))
-            .collect();
         let mut fields = vec![
             ("controllerLeaderAddress", me.address.clone()),
             ("controllerLeaderId", me.id.clone()),
@@ -462,7 +455,7 @@ impl<T> Controller<T> {
             fields.push(("group", group.to_owned()));
         }
         fields.push(("isLeader", "true".to_owned()));
-        fields.push(("peers", peers));
+        fields.push(("peers", self.peers_text()));
         Response::with_header(SUCCESS, fields)
     }
 
@@ -485,10 +478,7 @@ impl<T> Controller<T> {
                 Ok(plan) => {
                     self.next_file_job += 1;
                     let id = self.next_file_job;
-                    match self
-                        .durable
-                        .write_file(id, plan.path(), plan.file_content())
-                    {
+                    match self.group.write_file(id, plan.path(), plan.file_content()) {
                         Ok(()) => {
                             update.writing = Some((id, plan));
                             self.config_updates.push_front(update);
@@ -537,7 +527,7 @@ impl<T> Controller<T> {
         out: &mut Vec<Reply<T>>,
     ) {
         let mut done = Vec::new();
-        if let Err(not_serving) = self.durable.serving() {
+        if let Err(not_serving) = self.group.serving() {
             done.push(Completed {
                 origin,
                 response: not_serving.response(),
@@ -559,12 +549,10 @@ impl<T> Controller<T> {
             process_read_event: settings.process_read_event,
         };
         self.pipeline
-            .advance(&self.state, &inputs, self.durable.durability(), done);
-        // A Raft proposal becomes a Ready to persist and send; a one-voter log needs nothing.
+            .advance(&self.state, &inputs, self.group.as_mut(), done);
+        // A proposal becomes a Ready to persist and send.
         let mut events = Vec::new();
-        if let Some(group) = self.durable.group_mut() {
-            group.process(&mut events);
-        }
+        self.group.process(&mut events);
         if !events.is_empty() {
             let mut out = Vec::new();
             self.on_group_events(events, done, &mut out);
@@ -631,56 +619,19 @@ impl<T> Controller<T> {
         }
     }
 
-    /// Picks up what the log writer finished: applies durable entries, releases their
+    /// Picks up what the log writer finished: applies committed entries, releases their
     /// answers, takes snapshots when due. Call when the waker given to `open` fired.
     pub fn on_log_completions(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
         let mut done = Vec::new();
-        match &mut self.durable {
-            Replication::Group(group) => {
-                let mut events = Vec::new();
-                group.on_disk(&mut events);
-                self.on_group_events(events, &mut done, out);
-            }
-            Replication::Single(log) => {
-                let mut completions = Vec::new();
-                while let Some(completion) = log.storage().try_completion() {
-                    completions.push(completion);
-                }
-                for completion in completions {
-                    match completion {
-                        Completion::FileWritten { id, result } => {
-                            self.config_written(id, result, out)
-                        }
-                        other => self.on_completion(other, &mut done),
-                    }
-                }
-            }
-        }
+        let mut events = Vec::new();
+        self.group.on_disk(&mut events);
+        self.on_group_events(events, &mut done, out);
         self.advance(now_ms, &mut done);
         self.finish(done, now_ms, out);
     }
 
-    fn on_completion(&mut self, completion: Completion, done: &mut Vec<Completed<Ticket<T>>>) {
-        match completion {
-            Completion::Durable { index, entry } => self.on_durable(index, Some(index), &entry, done),
-            Completion::Failed { index, error } => {
-                self.fail(format!("entry {index}: {error}"), done);
-            }
-            // Handled by the caller (it answers a 1009, not a pipeline request).
-            Completion::FileWritten { .. } => {}
-            Completion::Snapshot { index, result } => match result {
-                Ok(kept) => log::info!(
-                    "controller: snapshot at index {index} written; log cut to {kept} records"
-                ),
-                Err(e) => log::error!(
-                    "controller: snapshot at index {index} failed: {e}; the log keeps growing until one succeeds"
-                ),
-            },
-        }
-    }
-
-    /// A committed entry (durable in the single node's log, or committed by the group):
-    /// applied, its request answered if it is this node's, a snapshot taken when due.
+    /// A committed entry: applied, its request answered if it is this node's, a snapshot
+    /// taken when due.
     fn on_durable(
         &mut self,
         index: u64,
@@ -708,10 +659,8 @@ impl<T> Controller<T> {
         log::error!(
             "controller: the log failed ({why}); leader-only requests are refused until restart"
         );
-        if let Replication::Single(log) = &mut self.durable {
-            log.mark_failed(why);
-        }
-        if let Err(not_serving) = self.durable.serving() {
+        self.group.mark_failed(why);
+        if let Err(not_serving) = self.group.serving() {
             self.pipeline.fail_all(&not_serving.response(), done);
         }
     }
@@ -721,18 +670,7 @@ impl<T> Controller<T> {
             return;
         }
         self.events_since_snapshot = 0;
-        let log = match &mut self.durable {
-            Replication::Group(group) => {
-                return group.snapshot(self.applied_index, &self.state);
-            }
-            Replication::Single(log) => log,
-        };
-        if let Err(e) = log.storage_mut().snapshot(self.applied_index, &self.state) {
-            log::error!(
-                "controller: snapshot at index {} not taken: {e}",
-                self.applied_index
-            );
-        }
+        self.group.snapshot(self.applied_index, &self.state);
     }
 
     /// Answers requests that waited longer than 5 s.
@@ -803,7 +741,7 @@ impl<T> Controller<T> {
         // Java: only the leader elects (followers keep their liveness table only).
         if attempts == 0
             || self.pipeline.has_election_for(broker_name)
-            || self.durable.serving().is_err()
+            || self.group.serving().is_err()
         {
             return;
         }
@@ -828,29 +766,9 @@ impl<T> Controller<T> {
     pub fn shutdown(mut self) -> Vec<Reply<T>> {
         let mut done = Vec::new();
         let mut out = Vec::new();
-        let completions = match &mut self.durable {
-            Replication::Single(log) => log.storage_mut().close_writer(),
-            Replication::Group(group) => {
-                for event in group.close() {
-                    if let GroupEvent::FileWritten { id, result } = event {
-                        self.config_written(id, result, &mut out);
-                    }
-                }
-                Vec::new()
-            }
-        };
-        for completion in completions {
-            match completion {
-                Completion::Durable { index, entry } => {
-                    if let Err(e) =
-                        self.pipeline
-                            .on_committed(Some(index), &entry, &mut self.state, &mut done)
-                    {
-                        log::error!("controller: entry {index} cannot be applied at shutdown: {e}");
-                    }
-                }
-                Completion::FileWritten { id, result } => self.config_written(id, result, &mut out),
-                _ => {}
+        for event in self.group.close() {
+            if let GroupEvent::FileWritten { id, result } = event {
+                self.config_written(id, result, &mut out);
             }
         }
         let stopping = Response::error(SYSTEM_ERROR, "the controller is shutting down");

@@ -8,11 +8,10 @@
 //! the previous one may still be unapplied). Requests waiting longer than 5 s are answered
 //! with SYSTEM_ERROR, as Java's processor does when its wait times out.
 //!
-//! The durable step is the [`Durability`] trait: for the single node it is "append to the
-//! log file and fsync" on a writer thread; for a Raft group it becomes "propose and wait for
-//! commit". Either way the pipeline sees the same two calls, `propose` and
-//! [`Pipeline::on_committed`], and every committed entry (its own or, under Raft, anyone's)
-//! is applied through the same decode + [`ControllerState::apply`].
+//! The durable step is the [`Durability`] trait: the Raft group's "propose and wait for
+//! commit" (module `raft`; a single node is a group of one). The pipeline sees two calls,
+//! `propose` and [`Pipeline::on_committed`], and every committed entry (its own or another
+//! leader's) is applied through the same decode + [`ControllerState::apply`].
 
 use super::codes::response as rc;
 use super::event::{decode_entry, encode_entry, Event, EventError};
@@ -51,7 +50,7 @@ impl NotServing {
     }
 }
 
-/// Makes entries durable: the single node's log, later a Raft group.
+/// Makes entries durable: the Raft group (tests may stand in for it).
 pub trait Durability {
     /// Whether leader-only requests may be served now.
     fn serving(&self) -> Result<(), NotServing>;

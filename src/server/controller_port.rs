@@ -23,7 +23,7 @@
 
 use super::{os_message, StartError};
 use crate::config::NamesrvConfig;
-use crate::controller::storage::Wake;
+use crate::controller::Wake;
 use crate::controller::{ConnRef, Controller, ControllerConfig, Reply};
 use crate::event_loop::{ConnId, Ctx, EventLoop, Handler, ListenerTag, LoopWaker, Next, TimerId};
 use crate::remoting::command::{RemotingCommand, SerializeType};
@@ -44,7 +44,7 @@ const DEADLINE_TIMER: TimerId = TimerId(11);
 const SCAN_NOT_ACTIVE_TIMER: TimerId = TimerId(12);
 /// The inactive-master scan.
 const SCAN_INACTIVE_MASTER_TIMER: TimerId = TimerId(13);
-/// Raft's clock (a group of several controllers only).
+/// Raft's clock.
 const RAFT_TICK_TIMER: TimerId = TimerId(15);
 
 /// Java starts its heartbeat-expiry scan 2 s after start, then keeps its interval.
@@ -220,9 +220,7 @@ impl ControllerPort {
             SCAN_INACTIVE_MASTER_TIMER,
             now + self.scan_inactive_master_ms,
         );
-        if self.controller.group_status().is_some() {
-            ctx.set_timer(RAFT_TICK_TIMER, now + self.controller.raft_tick_ms());
-        }
+        ctx.set_timer(RAFT_TICK_TIMER, now + self.controller.raft_tick_ms());
     }
 
     /// A request on the controller port. Its answer, and any others it released, go out

@@ -1,5 +1,7 @@
-//! The controller as a Raft group (issue 16): three (or more) controllers replicate the same
-//! event log with raft-rs, as Java's controllers do with DLedger.
+//! The controller's durable step: a Raft group (raft-rs) of the controllers that
+//! `controllerDLegerPeers` names, as Java's controllers form a DLedger group. Three (or more)
+//! controllers replicate the same event log; a single controller is a group of one, on the
+//! same storage, whose entries commit when its own disk has them.
 //!
 //! ```text
 //! loop timer --tick--> RawNode <--step-- peer payload (the link, authenticated)
@@ -18,24 +20,30 @@
 //! term is applied (raft-rs appends the empty one itself), so its state includes everything
 //! the old leader acknowledged; every other node answers them 2007.
 //!
+//! A group of one campaigns as soon as it opens ([`RaftGroup::lead_alone`]): with no peer to
+//! wait for it wins at once, and serves after one fsync of its first entry.
+//!
 //! * [`logger`]: raft-rs's slog output forwarded to `log`.
+//! * [`records`]: the log file's record framing and the store's errors.
 //! * [`storage`]: raft-rs's `Storage` in memory, its files, the writer thread.
 
 pub mod logger;
+pub mod records;
 pub mod storage;
 
+use super::config::Peer;
 use super::pipeline::{Durability, NotServing};
+use super::snapshot;
 use super::state::ControllerState;
-use super::storage::snapshot;
-use super::storage::StorageError;
 use protobuf::Message as _;
 use raft::eraftpb::{EntryType, Message, MessageType};
 use raft::{Config, RawNode, SnapshotStatus, StateRole};
+use records::StorageError;
 use std::collections::VecDeque;
 use std::path::Path;
 use storage::{Completion, Job, RaftDisk, RaftStore};
 
-pub use storage::Persistence;
+pub use storage::{Persistence, Wake};
 
 /// Raft's tick (the loop's timer period).
 pub const TICK_MS: u64 = 100;
@@ -102,6 +110,8 @@ pub struct RaftGroup {
     led_term: u64,
     applied: u64,
     failed: Option<String>,
+    /// The group is this node alone: it campaigns by itself and commits what its disk has.
+    alone: bool,
 }
 
 /// What [`RaftGroup::open`] recovered.
@@ -111,6 +121,8 @@ pub struct Opened {
     pub state: ControllerState,
     pub snapshot_index: u64,
     pub log_entries: usize,
+    /// Why a torn tail of the log was dropped, if one was.
+    pub torn_tail: Option<String>,
 }
 
 impl RaftGroup {
@@ -156,13 +168,35 @@ impl RaftGroup {
             led_term: 0,
             applied: snapshot_index,
             failed: None,
+            alone: voters == [self_id],
         };
         Ok(Opened {
             group,
             state,
             snapshot_index,
             log_entries: recovery.entries,
+            torn_tail: recovery.torn_tail,
         })
+    }
+
+    /// A group of one (this node is its only voter) does not wait for an election timeout:
+    /// it campaigns now and wins at once; it serves once its first entry is on disk.
+    pub fn lead_alone(&mut self, out: &mut Vec<GroupEvent>) {
+        if !self.alone || self.failed.is_some() || self.node.raft.state == StateRole::Leader {
+            return;
+        }
+        if let Err(e) = self.node.campaign() {
+            log::warn!(
+                "controller Raft: node {} cannot campaign: {e}",
+                self.self_id
+            );
+        }
+        self.process(out);
+    }
+
+    /// Whether this node is the group's only voter.
+    pub fn is_alone(&self) -> bool {
+        self.alone
     }
 
     pub fn self_id(&self) -> u64 {
@@ -273,42 +307,67 @@ impl RaftGroup {
     /// [`run_disk`](Self::run_disk)).
     pub fn on_disk(&mut self, out: &mut Vec<GroupEvent>) {
         while let Some(c) = self.disk.try_completion() {
-            match c {
-                Completion::Persisted { number } => {
-                    self.node.on_persist_ready(number);
-                    self.persisted_number = number;
-                    self.advance_applied();
-                    while self.held.front().is_some_and(|(n, _)| *n <= number) {
-                        if let Some((_, msgs)) = self.held.pop_front() {
-                            self.encode(msgs);
-                        }
-                    }
-                }
-                Completion::Failed { number, error } => {
-                    log::error!("controller Raft: Ready {number} not persisted: {error}");
-                    if self.failed.is_none() {
-                        self.failed = Some(error.clone());
-                        out.push(GroupEvent::Failed(error));
-                    }
-                }
-                Completion::Compacted { index, result } => match result {
-                    Ok(kept) => log::info!(
-                        "controller Raft: snapshot at index {index} written; log cut to {kept} entries"
-                    ),
-                    Err(e) => log::error!("controller Raft: snapshot at index {index} failed: {e}"),
-                },
-                Completion::FileWritten { id, result } => {
-                    out.push(GroupEvent::FileWritten { id, result })
-                }
-            }
+            self.on_completion(c, out);
         }
         self.process(out);
+    }
+
+    /// As [`on_disk`](Self::on_disk), first waiting up to `timeout` for the writer to finish
+    /// something (the start of a group of one, which serves only once its disk has its first
+    /// entry). Manual persistence runs the disk instead.
+    pub fn wait_disk(&mut self, timeout: std::time::Duration, out: &mut Vec<GroupEvent>) {
+        if self.disk.is_manual() {
+            return self.run_disk(out);
+        }
+        if let Some(c) = self.disk.wait_completion(timeout) {
+            self.on_completion(c, out);
+        }
+        self.on_disk(out);
+    }
+
+    fn on_completion(&mut self, c: Completion, out: &mut Vec<GroupEvent>) {
+        match c {
+            Completion::Persisted { number } => {
+                self.node.on_persist_ready(number);
+                self.persisted_number = number;
+                self.advance_applied();
+                while self.held.front().is_some_and(|(n, _)| *n <= number) {
+                    if let Some((_, msgs)) = self.held.pop_front() {
+                        self.encode(msgs);
+                    }
+                }
+            }
+            Completion::Failed { number, error } => {
+                log::error!("controller Raft: Ready {number} not persisted: {error}");
+                if self.failed.is_none() {
+                    self.failed = Some(error.clone());
+                    out.push(GroupEvent::Failed(error));
+                }
+            }
+            Completion::Compacted { index, result } => match result {
+                Ok(kept) => log::info!(
+                    "controller Raft: snapshot at index {index} written; log cut to {kept} entries"
+                ),
+                Err(e) => log::error!("controller Raft: snapshot at index {index} failed: {e}"),
+            },
+            Completion::FileWritten { id, result } => {
+                out.push(GroupEvent::FileWritten { id, result })
+            }
+        }
     }
 
     /// Manual persistence: the disk finishes everything it was given.
     pub fn run_disk(&mut self, out: &mut Vec<GroupEvent>) {
         self.disk.run_manual();
         self.on_disk(out);
+    }
+
+    /// Stops serving for good (an entry that cannot be applied): as a failed disk.
+    pub fn mark_failed(&mut self, why: String) {
+        if self.failed.is_none() {
+            log::error!("controller Raft: {why}; this node stops serving (restart it)");
+            self.failed = Some(why);
+        }
     }
 
     /// Has the writer replace `path` by `content`; a `GroupEvent::FileWritten` follows.
@@ -549,5 +608,62 @@ impl Durability for RaftGroup {
             term: self.node.raft.term,
         });
         Ok(self.next_proposal)
+    }
+}
+
+/// The Raft ids of `peers`, in order: `nK` is K+1 when every peer is named `n<number>` (the
+/// documented form, and the numbers are distinct); otherwise a peer's position + 1. Every node
+/// computes the same ids from the same `controllerDLegerPeers`; the peer link
+/// (`server::controller_port::peers`) addresses the members by these ids too.
+pub fn raft_ids(peers: &[Peer]) -> Vec<u64> {
+    let numbered: Option<Vec<u64>> = peers
+        .iter()
+        .map(|p| {
+            p.id.strip_prefix('n')
+                .and_then(|k| k.parse::<u64>().ok())
+                .and_then(|k| k.checked_add(1))
+        })
+        .collect();
+    match numbered {
+        Some(ids) if distinct(&ids) => ids,
+        _ => (1..=peers.len() as u64).collect(),
+    }
+}
+
+fn distinct(ids: &[u64]) -> bool {
+    let mut sorted = ids.to_vec();
+    sorted.sort_unstable();
+    sorted.windows(2).all(|w| w[0] != w[1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peers(ids: &[&str]) -> Vec<Peer> {
+        ids.iter()
+            .map(|id| Peer {
+                id: (*id).into(),
+                address: "127.0.0.1:9878".into(),
+                port: 9878,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn node_k_is_raft_id_k_plus_one_and_other_names_go_by_position() {
+        assert_eq!(raft_ids(&peers(&["n0", "n1", "n2"])), vec![1, 2, 3]);
+        assert_eq!(raft_ids(&peers(&["n2", "n0", "n1"])), vec![3, 1, 2]);
+        assert_eq!(raft_ids(&peers(&["a", "b", "c"])), vec![1, 2, 3]);
+        assert_eq!(raft_ids(&peers(&["n0", "n0x", "n2"])), vec![1, 2, 3]);
+        assert_eq!(raft_ids(&peers(&["n2", "n0", "n7"])), vec![3, 1, 8]);
+        assert_eq!(raft_ids(&peers(&["a", "n1", "n2"])), vec![1, 2, 3]);
+        assert_eq!(raft_ids(&peers(&["x", "y"])), vec![1, 2]);
+        assert_eq!(
+            raft_ids(&peers(&["n1", "n01"])),
+            vec![1, 2],
+            "the same number twice"
+        );
+        assert_eq!(raft_ids(&peers(&["n0"])), vec![1], "a single node");
     }
 }

@@ -4,9 +4,10 @@
 //! Layout in the store directory (`<controllerStorePath>/rmq-controller-<selfId>/`):
 //!
 //! ```text
-//! raft.log       the event log's record framing (see storage::log), one record per item:
-//!                kind:u8 protobuf   kind 1 = an Entry, kind 2 = the HardState
+//! raft.log       records (module `records`: magic, then length, CRC, sequence number), one
+//!                per item: kind:u8 protobuf   kind 1 = an Entry, kind 2 = the HardState
 //! raft.snapshot  "RMQCRSN1" crc:u32 protobuf(Snapshot)   data = the controller snapshot
+//!                (module `snapshot`)
 //! ```
 //!
 //! The log is append-only. Reading it back replays its records in order: an entry at index
@@ -25,8 +26,9 @@
 // protobuf 2 messages (with their unknown-field and size caches) are built field by field.
 #![allow(clippy::field_reassign_with_default)]
 
+use super::records::{self, StorageError};
+use crate::controller::snapshot;
 use crate::controller::state::ControllerState;
-use crate::controller::storage::{self as single, log as records, snapshot, StorageError, Wake};
 use crossbeam_channel::{Receiver, Sender};
 use protobuf::Message as _;
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
@@ -44,6 +46,21 @@ const KIND_ENTRY: u8 = 1;
 const KIND_HARD_STATE: u8 = 2;
 /// Jobs taken per wake-up at most.
 const MAX_BATCH: usize = 1024;
+
+/// How the writer thread tells the loop it has completions to pick up: a `mio::Waker` of the
+/// caller's poll (tests), or the event loop's own waker (the server, which also notes that the
+/// news is the controller's).
+pub trait Wake: Send + Sync {
+    fn wake(&self);
+}
+
+impl Wake for mio::Waker {
+    fn wake(&self) {
+        if let Err(e) = mio::Waker::wake(self) {
+            log::error!("controller log writer: cannot wake the event loop: {e}");
+        }
+    }
+}
 
 /// What raft-rs reads: the hard state, the membership, the last snapshot and the entries
 /// after it. Only the loop thread touches it.
@@ -243,8 +260,16 @@ pub fn encode_snapshot_file(snap: &Snapshot) -> Vec<u8> {
 
 /// Reads the snapshot file: its metadata and the controller state in it.
 fn read_snapshot(path: &Path) -> Result<Option<(SnapshotMetadata, ControllerState)>, StorageError> {
-    let Some(bytes) = snapshot::read_bytes(path)? else {
-        return Ok(None);
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => {
+            return Err(StorageError::Io {
+                path: path.to_path_buf(),
+                op: "read",
+                error,
+            })
+        }
     };
     if bytes.len() < 12 || &bytes[..8] != SNAPSHOT_MAGIC {
         return Err(corrupt(path, "not a controller Raft snapshot".into()));
@@ -281,6 +306,8 @@ pub fn recover(
         error,
     })?;
     let _ = std::fs::remove_file(crate::durable_file::sibling(&log_path(dir), ".tmp"));
+    // Left by a crash during a replace; the real file is intact.
+    crate::durable_file::remove_stale_temps(&snapshot_path(dir));
     let mut conf_state = ConfState::default();
     conf_state.voters = voters.to_vec();
     let mut store = RaftStore {
@@ -301,7 +328,7 @@ pub fn recover(
             path.display()
         );
     }
-    let next_seq = scan.records.last().map_or(1, |r| r.index + 1);
+    let next_seq = scan.records.last().map_or(1, |r| r.seq + 1);
     for record in &scan.records {
         replay(&mut store, &path, record)?;
     }
@@ -323,8 +350,8 @@ fn replay(
     path: &Path,
     record: &records::Record,
 ) -> Result<(), StorageError> {
-    let bad = |why: String| corrupt(path, format!("record {}: {why}", record.index));
-    let Some((&kind, body)) = record.entry.split_first() else {
+    let bad = |why: String| corrupt(path, format!("record {}: {why}", record.seq));
+    let Some((&kind, body)) = record.item.split_first() else {
         return Err(bad("empty".into()));
     };
     match kind {
@@ -548,7 +575,7 @@ impl Writer {
             std::fs::OpenOptions::new().append(true).open(&path)
         };
         self.file = write().map_err(|e| format!("cannot rewrite {}: {e}", path.display()))?;
-        single::sync_dir(&path).map_err(|e| e.to_string())?;
+        records::sync_dir(&path).map_err(|e| e.to_string())?;
         self.next_seq = seq;
         Ok(())
     }
@@ -620,6 +647,16 @@ impl RaftDisk {
 
     pub fn try_completion(&self) -> Option<Completion> {
         self.completions.try_recv().ok()
+    }
+
+    /// The next completion, waiting up to `timeout` for it.
+    pub fn wait_completion(&self, timeout: std::time::Duration) -> Option<Completion> {
+        self.completions.recv_timeout(timeout).ok()
+    }
+
+    /// Whether the caller runs the writer ([`Persistence::Manual`]).
+    pub fn is_manual(&self) -> bool {
+        self.manual.is_some()
     }
 
     /// Manual mode: runs every job given so far (a disk that finished its work).
