@@ -212,6 +212,8 @@ struct LiveBroker {
     timeout_ms: u64,
     data_version: DataVersion,
     conn: Option<ConnId>,
+    /// The connection of its latest registration has closed: its unregistration is queued.
+    connection_closed: bool,
     ha_server_addr: String,
     /// (body length, header bodyCrc32, body fingerprint) of the last fully applied body.
     fingerprint: Option<BodyFingerprint>,
@@ -950,7 +952,10 @@ impl RouteTable {
     }
 
     /// §5.2 step 6: when another address, registered under this id, is live with a newer
-    /// stateVersion, this registration is refused and its live entry dropped.
+    /// stateVersion, this registration is refused and its live entry dropped. A live entry
+    /// whose connection has closed does not count: its removal is queued and applies before
+    /// anything that arrives after the close (Java queues the same removal; its batch thread
+    /// takes it at once, so a registration that follows a close finds it gone).
     fn fence_older_incarnation(
         &mut self,
         req: &RegisterRequest<'_>,
@@ -960,9 +965,10 @@ impl RouteTable {
         let Some(other) = addr_of_id.filter(|a| *a != req.broker_addr) else {
             return false;
         };
-        let newer = self
-            .live_id(req.cluster, other)
-            .is_some_and(|l| self.live[l].data_version.state_version > incoming.state_version);
+        let newer = self.live_id(req.cluster, other).is_some_and(|l| {
+            !self.live[l].connection_closed
+                && self.live[l].data_version.state_version > incoming.state_version
+        });
         if newer {
             if let Some(l) = self.live_id(req.cluster, req.broker_addr) {
                 self.remove_live(l);
@@ -1140,6 +1146,7 @@ impl RouteTable {
             live.seen_stamp = seen_stamp;
         }
         self.bind_connection(live_id, req.conn);
+        self.live[live_id].connection_closed = false;
         self.arm_expiry(live_id);
         first
     }
@@ -1160,6 +1167,7 @@ impl RouteTable {
             timeout_ms: DEFAULT_HEARTBEAT_TIMEOUT_MS,
             data_version: incoming,
             conn: None,
+            connection_closed: false,
             ha_server_addr: String::new(),
             fingerprint: None,
             applied: AppliedTopics::default(),
@@ -1434,6 +1442,7 @@ impl RouteTable {
                 continue;
             };
             live.conn = None;
+            live.connection_closed = true;
             // An expired broker's unregistration is already on its way (the expiry closed
             // this connection): asking again would only fill the worker's queue.
             if live.expiry == Expiry::Reported {
@@ -1947,6 +1956,40 @@ mod tests {
         assert_eq!(
             t.broker_member_group("b").get(&0).map(String::as_str),
             Some("new:1")
+        );
+    }
+
+    /// A new master registers right after the old one's connection closed, before the
+    /// queued removal applies: the closed entry does not fence it, and the removal that
+    /// follows takes only the old address.
+    #[test]
+    fn a_closed_connection_does_not_fence_the_next_master() {
+        let mut t = table();
+        let mut old = body(1, &[("T", 6)]);
+        old.data_version.state_version = 2;
+        t.register_broker(&req("c", "b", "old:1", 0, 0), TopicsInput::Body(&old));
+        let removals = t.connection_closed(1);
+        assert_eq!(removals.len(), 1);
+        let mut new_master = req("c", "b", "new:1", 0, 0);
+        new_master.conn = Some(2);
+        let r = t.register_broker(&new_master, TopicsInput::Body(&body(1, &[("T", 6)])));
+        assert!(!r.fenced, "stateVersion 0 after a closed stateVersion 2");
+        t.unregister_batch(&removals);
+        assert_eq!(
+            t.broker_member_group("b").get(&0).map(String::as_str),
+            Some("new:1")
+        );
+        // An open connection still fences (the rule is Java's).
+        let mut stale = req("c", "b", "stale:1", 0, 0);
+        stale.conn = Some(3);
+        let mut newer = body(2, &[("T", 6)]);
+        newer.data_version.state_version = 3;
+        let mut again = new_master.clone();
+        again.now_ms = 1;
+        t.register_broker(&again, TopicsInput::Body(&newer));
+        assert!(
+            t.register_broker(&stale, TopicsInput::Body(&body(1, &[("T", 6)])))
+                .fenced
         );
     }
 
