@@ -548,8 +548,12 @@ impl<T> Controller<T> {
             enable_elect_unclean_master: settings.enable_elect_unclean_master,
             process_read_event: settings.process_read_event,
         };
+        let proposed = self.group.proposals();
         self.pipeline
             .advance(&self.state, &inputs, self.group.as_mut(), done);
+        if self.group.proposals() == proposed {
+            return; // reads and refusals: nothing for Raft to do
+        }
         // A proposal becomes a Ready to persist and send.
         let mut events = Vec::new();
         self.group.process(&mut events);

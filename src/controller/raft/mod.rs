@@ -133,9 +133,13 @@ impl RaftGroup {
         voters: &[u64],
         persistence: Persistence,
     ) -> Result<Opened, StorageError> {
-        let (store, file, next_seq, recovery) = storage::recover(dir, voters)?;
+        let (mut store, file, next_seq, recovery) = storage::recover(dir, voters)?;
         let snapshot_index = store.snapshot_index();
-        let state = store.snapshot_state().clone();
+        let state = if voters == [self_id] {
+            store.take_snapshot_state()
+        } else {
+            store.snapshot_state().clone()
+        };
         let disk = RaftDisk::start(dir, file, next_seq, persistence)?;
         let config = Config {
             id: self_id,
@@ -192,6 +196,11 @@ impl RaftGroup {
             );
         }
         self.process(out);
+    }
+
+    /// How many proposals this node made (a change says a `Ready` may be waiting).
+    pub fn proposals(&self) -> u64 {
+        self.next_proposal
     }
 
     /// Whether this node is the group's only voter.
@@ -474,6 +483,9 @@ impl RaftGroup {
         let to = self.applied.min(log.committed).min(log.persisted);
         if to > log.applied {
             self.node.advance_apply_to(to);
+            if self.alone {
+                self.node.mut_store().forget_applied(to);
+            }
         }
     }
 
