@@ -273,6 +273,7 @@ pub const CONTROLLER_KEYS: &[&str] = &[
     "enableElectUncleanMaster",
     "processReadEvent",
     "notifyBrokerRoleChanged",
+    "controllerSnapshotEvents",
     "metricsExporterType",
     "metricsGrpcExporterTarget",
     "metricsGrpcExporterHeader",

@@ -606,6 +606,22 @@ mod tests {
         ControllerConfig::from_pairs(&borrowed)
     }
 
+    /// The name server's config reads the same file: a key the controller applies must not be
+    /// warned about there as unknown.
+    #[test]
+    fn every_controller_key_is_known_to_the_name_servers_config() {
+        let mut namesrv = crate::config::NamesrvConfig::default();
+        for row in ROWS {
+            let outcome = namesrv.set(row.key, row.default);
+            assert_ne!(
+                outcome,
+                crate::config::SetOutcome::Unknown,
+                "{} is applied by the controller but unknown to the name server",
+                row.key
+            );
+        }
+    }
+
     #[test]
     fn defaults_and_the_derived_values() {
         let dir = TempDir::new("ctrl-config");
