@@ -87,7 +87,7 @@ fn acknowledged_changes_survive_sigkill() {
         }
         let _ = child.wait();
         let config = harness::config(dir.path(), &[]);
-        let recovered = rmq_namesrv::controller::Controller::<i32>::open(config, None)
+        let recovered = rmq_namesrv::controller::Controller::<i32>::open(config, None, 0)
             .unwrap_or_else(|e| panic!("round {round}: the store does not open: {e}"));
         for name in &acked {
             assert!(

@@ -87,7 +87,7 @@ fn entry_index(mut bytes: &[u8]) -> Option<u64> {
 
 fn open_error(node: &Node) -> String {
     let config = harness::config(&node.dir, &[]);
-    match Controller::<i32>::open(config, None) {
+    match Controller::<i32>::open(config, None, 0) {
         Ok(_) => panic!("the start was not refused"),
         Err(StartError::Storage(e)) => {
             assert!(matches!(e, StorageError::Corrupt { .. }), "{e:?}");

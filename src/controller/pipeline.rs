@@ -98,6 +98,8 @@ struct Waiting<T> {
 struct InFlight<T> {
     /// None once the answer went out as a timeout; the entry still gets applied.
     origin: Option<Origin<T>>,
+    /// The broker sets whose master the entry changes.
+    elects: Vec<String>,
     proposal: u64,
     response: Response,
     elected: Option<Elected>,
@@ -141,6 +143,13 @@ impl<T> Pipeline<T> {
                 .as_ref()
                 .and_then(|f| f.origin.as_ref())
                 .is_some_and(is_it)
+    }
+
+    /// Whether the entry in flight changes `broker_name`'s master.
+    pub fn electing(&self, broker_name: &str) -> bool {
+        self.in_flight
+            .as_ref()
+            .is_some_and(|f| f.elects.iter().any(|n| n == broker_name))
     }
 
     /// The earliest deadline of a waiting request (for the owner's timer).
@@ -216,10 +225,17 @@ impl<T> Pipeline<T> {
                 });
                 continue;
             }
+            let elects = outcome
+                .events
+                .iter()
+                .filter(|e| matches!(e, Event::ElectMaster { .. }))
+                .map(|e| e.broker_name().to_owned())
+                .collect();
             match durability.propose(encode_entry(&outcome.events)) {
                 Ok(proposal) => {
                     self.in_flight = Some(InFlight {
                         origin: Some(head.origin),
+                        elects,
                         proposal,
                         response: outcome.response,
                         elected: outcome.elected,

@@ -13,7 +13,9 @@
 
 use crate::checksum::crc32;
 use crate::controller::event::{Fields, ObjectWriter};
-use crate::controller::state::{BrokerIdInfo, BrokerReplicaInfo, ControllerState, SyncStateInfo};
+use crate::controller::state::{
+    BrokerIdInfo, BrokerReplicaInfo, ControllerState, Stamp, SyncStateInfo,
+};
 use crate::remoting::json::{self, Seq, ValueRef};
 
 pub const MAGIC: &[u8; 8] = b"RMQCSNP1";
@@ -78,6 +80,10 @@ fn write_sync_state(out: &mut Vec<u8>, info: &SyncStateInfo) {
     w.opt_str("clusterName", info.cluster_name.as_deref());
     if let Some(master) = info.master_broker_id {
         w.int("masterBrokerId", master);
+    }
+    if let Some(stamp) = info.master_stamp {
+        w.int("masterElectedBy", stamp.node as i64);
+        w.int("masterElectedMs", stamp.wall_ms as i64);
     }
     w.int("masterEpoch", i64::from(info.master_epoch));
     w.ids("syncStateSet", &info.sync_state_set);
@@ -156,6 +162,14 @@ fn read_sync_state(v: ValueRef<'_>) -> Result<SyncStateInfo, String> {
         f.string("brokerName").map_err(|e| e.0)?,
     );
     info.master_broker_id = f.opt_int("masterBrokerId").map_err(|e| e.0)?;
+    let by = f.opt_int("masterElectedBy").map_err(|e| e.0)?;
+    let at = f.opt_int("masterElectedMs").map_err(|e| e.0)?;
+    if let (Some(node), Some(wall_ms)) = (by, at) {
+        info.master_stamp = Some(Stamp {
+            node: node as u64,
+            wall_ms: wall_ms as u64,
+        });
+    }
     info.master_epoch = f.int32("masterEpoch").map_err(|e| e.0)?;
     info.sync_state_set_epoch = f.int32("syncStateSetEpoch").map_err(|e| e.0)?;
     info.sync_state_set = f
@@ -186,6 +200,13 @@ mod tests {
             new_master_elected: true,
             new_master_broker_id: Some(2),
         });
+        state.set_master_stamp(
+            "a",
+            Stamp {
+                node: 3,
+                wall_ms: 1_700_000_000_123,
+            },
+        );
         state
     }
 

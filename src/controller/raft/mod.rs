@@ -34,13 +34,15 @@ pub mod storage;
 use super::config::Peer;
 use super::pipeline::{Durability, NotServing};
 use super::snapshot;
-use super::state::ControllerState;
+use super::state::{ControllerState, Stamp};
 use protobuf::Message as _;
 use raft::eraftpb::{EntryType, Message, MessageType};
 use raft::{Config, RawNode, SnapshotStatus, StateRole};
 use records::StorageError;
 use std::collections::VecDeque;
 use std::path::Path;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
 use storage::{Completion, Job, RaftDisk, RaftStore};
 
 pub use storage::{Persistence, Wake};
@@ -53,6 +55,18 @@ pub const HEARTBEAT_TICKS: usize = 2;
 /// A peer payload larger than this is refused before decoding.
 pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
 
+/// The wall clock each proposal is stamped with (ms since the epoch); simulations pass theirs.
+pub type WallClock = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+/// The system's wall clock.
+pub fn system_wall_clock() -> WallClock {
+    Arc::new(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+    })
+}
+
 /// What the manager must act on after an input.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GroupEvent {
@@ -61,6 +75,8 @@ pub enum GroupEvent {
         index: u64,
         data: Vec<u8>,
         proposal: Option<u64>,
+        /// Who proposed it and when (None for raft-rs's own empty entries).
+        stamp: Option<Stamp>,
     },
     /// The leader's snapshot replaces the state (this node had fallen too far behind).
     Snapshot { index: u64, state: ControllerState },
@@ -112,6 +128,7 @@ pub struct RaftGroup {
     failed: Option<String>,
     /// The group is this node alone: it campaigns by itself and commits what its disk has.
     alone: bool,
+    wall: WallClock,
 }
 
 /// What [`RaftGroup::open`] recovered.
@@ -132,6 +149,7 @@ impl RaftGroup {
         self_id: u64,
         voters: &[u64],
         persistence: Persistence,
+        wall: WallClock,
     ) -> Result<Opened, StorageError> {
         let (mut store, file, next_seq, recovery) = storage::recover(dir, voters)?;
         let snapshot_index = store.snapshot_index();
@@ -173,6 +191,7 @@ impl RaftGroup {
             applied: snapshot_index,
             failed: None,
             alone: voters == [self_id],
+            wall,
         };
         Ok(Opened {
             group,
@@ -571,6 +590,7 @@ impl RaftGroup {
                 index: e.index,
                 data: e.data.to_vec(),
                 proposal,
+                stamp: Stamp::decode(&e.context),
             });
         }
     }
@@ -609,7 +629,11 @@ impl Durability for RaftGroup {
 
     fn propose(&mut self, entry: Vec<u8>) -> Result<u64, NotServing> {
         self.serving()?;
-        if let Err(e) = self.node.propose(Vec::new(), entry) {
+        let stamp = Stamp {
+            node: self.self_id,
+            wall_ms: (self.wall)(),
+        };
+        if let Err(e) = self.node.propose(stamp.encode(), entry) {
             log::warn!("controller Raft: proposal dropped: {e}");
             return Err(NotServing::NotLeader);
         }

@@ -18,33 +18,30 @@
 //! committed entry is applied by [`Controller`] the same way, and only the serving leader
 //! answers leader-only requests, elects and grants write leases.
 //!
-//! Inactive brokers become elections as in Java's `ControllerManager`: an inactive master
-//! (or a scan that finds one) starts a controller-triggered election, retried up to
-//! `electMasterMaxRetryCount` times until one succeeds; a successful election, from
-//! anywhere, notifies the set's active members when `notifyBrokerRoleChanged` is on.
+//! Inactive masters become elections (module `elections`); a successful election, from
+//! anywhere, notifies the set's active members when `notifyBrokerRoleChanged` is on. Opening
+//! (recovery, the silent replay, a group of one's first election) is module `start`.
+
+mod elections;
+mod start;
 
 use super::codes::response as rc;
 use super::config::{ConfigError, ControllerConfig, PlannedUpdate};
 use super::event::Event;
 use super::lease::WriteLeaseGate;
-use super::liveness::{ConnRef, InactiveBroker, Liveness};
+use super::liveness::{ConnRef, Liveness};
 use super::notify::{self, NotifyOutbox, RoleChangeNotification};
 use super::pipeline::{Completed, Durability, Inputs, Origin, Pipeline};
 use super::raft::records::StorageError;
-use super::raft::{self, GroupEvent, GroupStatus, Persistence, RaftGroup, Wake};
-use super::replicas::{self, Elected};
+use super::raft::{self, GroupEvent, GroupStatus, RaftGroup, WallClock};
+use super::replicas::Elected;
 use super::request::{self, ControllerRequest, ElectMaster, Heartbeat, LeaderRequest};
 use super::response::Response;
-use super::state::ControllerState;
+use super::state::{ControllerState, Stamp};
 use crate::remoting::codes::response::{REQUEST_CODE_NOT_SUPPORTED, SUCCESS, SYSTEM_ERROR};
 use crate::remoting::command::RemotingCommand;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-/// How long a group of one may take to serve at start: its first entry's fsync.
-const START_SERVING_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// An answer for one of the caller's requests.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,6 +85,15 @@ pub struct Controller<T> {
     /// its file to be written by the log writer.
     config_updates: VecDeque<ConfigUpdate<T>>,
     next_file_job: u64,
+    /// Counts of the replay at start; None once it is over (changes are logged from then).
+    replay: Option<start::Replay>,
+    wall: WallClock,
+    /// Masters seen dying while this node did not serve (see `elections`).
+    inactive_masters: BTreeMap<String, elections::DeadMaster>,
+    /// When this node last began to serve (None while it does not), and whether the checks
+    /// a new leader makes are done.
+    serving_since: Option<u64>,
+    serving_checked: bool,
 }
 
 /// A 1009 waiting its turn, or its file write.
@@ -99,104 +105,6 @@ struct ConfigUpdate<T> {
 }
 
 impl<T> Controller<T> {
-    /// Applies the kept runtime config updates, recovers the store and starts its writer.
-    /// Several peers in `controllerDLegerPeers` make this node a member of a Raft group.
-    pub fn open(
-        config: ControllerConfig,
-        waker: Option<Arc<dyn Wake>>,
-    ) -> Result<Self, StartError> {
-        Self::open_with(config, waker, false)
-    }
-
-    /// As [`open`](Self::open), with a Raft group's disk run by the caller
-    /// ([`run_disk`](Self::run_disk)) instead of a thread: deterministic simulations.
-    pub fn open_simulated(config: ControllerConfig) -> Result<Self, StartError> {
-        Self::open_with(config, None, true)
-    }
-
-    fn open_with(
-        mut config: ControllerConfig,
-        waker: Option<Arc<dyn Wake>>,
-        manual_disk: bool,
-    ) -> Result<Self, StartError> {
-        config.load_updates().map_err(StartError::Config)?;
-        let java_store = config
-            .store_path()
-            .join(format!("dledger-{}", config.self_peer().id));
-        if java_store.exists() {
-            log::warn!(
-                "controller: {} holds a Java DLedger controller store; its state is not imported (brokers re-apply for ids)",
-                java_store.display()
-            );
-        }
-        let persistence = if manual_disk {
-            Persistence::Manual
-        } else {
-            Persistence::Thread(waker)
-        };
-        let started = Instant::now();
-        let dir = config.store_dir();
-        let ids = raft::raft_ids(config.peers());
-        let self_id = ids[config.self_index()];
-        let opened =
-            RaftGroup::open(&dir, self_id, &ids, persistence).map_err(StartError::Storage)?;
-        log::info!(
-            "controller {} (Raft node {self_id} of {:?}) on port {}: store {} holds a snapshot at {} with {} broker sets and {} log entries after it",
-            config.self_peer().id,
-            ids,
-            config.listen_port(),
-            dir.display(),
-            opened.snapshot_index,
-            opened.state.broker_names().len(),
-            opened.log_entries,
-        );
-        let mut controller = Controller {
-            config,
-            state: opened.state,
-            liveness: Liveness::new(),
-            pipeline: Pipeline::new(),
-            group: Box::new(opened.group),
-            applied_index: opened.snapshot_index,
-            events_since_snapshot: 0,
-            outbox: NotifyOutbox::default(),
-            lease: WriteLeaseGate::new(),
-            config_updates: VecDeque::new(),
-            next_file_job: 0,
-        };
-        if controller.group.is_alone() {
-            controller.serve_alone(started)?;
-        }
-        Ok(controller)
-    }
-
-    /// A group of one: campaigns, and waits until its first entry is on disk and applied (so
-    /// the caller gets a controller that serves, as a node of a group gets one that follows).
-    fn serve_alone(&mut self, started: Instant) -> Result<(), StartError> {
-        let mut out = Vec::new();
-        self.drive_group(0, &mut out, |group, events| group.lead_alone(events));
-        while !self.group.is_serving() {
-            if let Some(why) = self.group.failure() {
-                return Err(StartError::Storage(StorageError::Corrupt {
-                    path: self.config.store_dir(),
-                    offset: None,
-                    reason: format!("the controller cannot start serving: {why}"),
-                }));
-            }
-            if started.elapsed() > START_SERVING_TIMEOUT {
-                return Err(StartError::Storage(StorageError::Corrupt {
-                    path: self.config.store_dir(),
-                    offset: None,
-                    reason: "the first write did not reach the disk within 10 s".into(),
-                }));
-            }
-            self.drive_group(0, &mut out, |group, events| {
-                group.wait_disk(Duration::from_millis(100), events)
-            });
-        }
-        debug_assert!(out.is_empty(), "nobody asked anything yet: {}", out.len());
-        Ok(())
-    }
-
     /// Raft's tick period; the loop calls [`raft_tick`](Self::raft_tick) this often.
     pub fn raft_tick_ms(&self) -> u64 {
         super::raft::TICK_MS
@@ -247,7 +155,7 @@ impl<T> Controller<T> {
         let mut events = Vec::new();
         input(&mut self.group, &mut events);
         let mut done = Vec::new();
-        self.on_group_events(events, &mut done, out);
+        self.on_group_events(events, &mut done, out, now_ms);
         self.advance(now_ms, &mut done);
         self.finish(done, now_ms, out);
     }
@@ -257,6 +165,7 @@ impl<T> Controller<T> {
         events: Vec<GroupEvent>,
         done: &mut Vec<Completed<Ticket<T>>>,
         out: &mut Vec<Reply<T>>,
+        now_ms: u64,
     ) {
         for event in events {
             match event {
@@ -264,20 +173,23 @@ impl<T> Controller<T> {
                     index,
                     data,
                     proposal,
-                } => self.on_durable(index, proposal, &data, done),
+                    stamp,
+                } => self.on_durable(index, proposal, stamp, &data, done, now_ms),
                 GroupEvent::Snapshot { index, state } => {
                     self.state = state;
                     self.applied_index = index;
                     self.events_since_snapshot = 0;
+                    self.lease.observe_all(&self.state, now_ms);
                 }
                 GroupEvent::Serving { term } => {
                     log::info!("controller: leader in term {term}; serving leader-only requests");
-                    // The next inactive-master scan (a timer) catches what happened meanwhile.
-                    self.lease.reset();
+                    self.serving_since = Some(now_ms);
+                    // Checked once the events are handled (`finish`).
+                    self.serving_checked = false;
                 }
                 GroupEvent::LeadershipLost { term } => {
                     log::warn!("controller: leadership of term {term} lost; parked requests fail");
-                    self.lease.reset();
+                    self.serving_since = None;
                     let in_flight = Response::error(
                         SYSTEM_ERROR,
                         format!("the controller lost its leadership (term {term}) before the change was committed"),
@@ -312,6 +224,24 @@ impl<T> Controller<T> {
     /// config updates waiting for their file.
     pub fn pending_requests(&self) -> usize {
         self.pipeline.len() + self.config_updates.len()
+    }
+
+    /// The name server is stopping: a member of a group of several answers its leader-only
+    /// requests now (`SYSTEM_ERROR`, as Java's timeout would), since a write in flight commits
+    /// only with its peers' acknowledgements, which a stopping loop no longer reads (its fate
+    /// is the next leader's). A group of one keeps them: its own disk finishes them.
+    pub fn stop_waiting_for_peers(&mut self, out: &mut Vec<Reply<T>>) {
+        if self.group.is_alone() {
+            return;
+        }
+        let stopping = Response::error(SYSTEM_ERROR, "the controller is shutting down");
+        let mut done = Vec::new();
+        self.pipeline.fail_all(&stopping, &mut done);
+        for c in done {
+            if let Origin::Client((ticket, wants_reply)) = c.origin {
+                reply(out, ticket, wants_reply, c.response);
+            }
+        }
     }
 
     /// When [`expire_requests`](Self::expire_requests) next has something to do.
@@ -397,9 +327,13 @@ impl<T> Controller<T> {
         if !wants_reply || self.group.serving().is_err() {
             return response;
         }
+        let electing = hb
+            .broker_name
+            .as_deref()
+            .is_some_and(|name| self.pipeline.electing(name));
         match self
             .lease
-            .grant(hb, &self.state, self.group.status().term, now_ms)
+            .grant(hb, &self.state, self.group.status().term, now_ms, electing)
         {
             Some(body) => response.body(body),
             None => response,
@@ -559,7 +493,7 @@ impl<T> Controller<T> {
         self.group.process(&mut events);
         if !events.is_empty() {
             let mut out = Vec::new();
-            self.on_group_events(events, done, &mut out);
+            self.on_group_events(events, done, &mut out, now_ms);
             // Only FileWritten answers land here, and process() never yields those.
             debug_assert!(out.is_empty());
             self.advance(now_ms, done);
@@ -574,6 +508,10 @@ impl<T> Controller<T> {
         now_ms: u64,
         out: &mut Vec<Reply<T>>,
     ) {
+        if self.serving_since.is_some() && !self.serving_checked {
+            self.serving_checked = true;
+            self.on_serving(now_ms, out);
+        }
         while !done.is_empty() {
             let mut more = Vec::new();
             for c in done {
@@ -629,34 +567,46 @@ impl<T> Controller<T> {
         let mut done = Vec::new();
         let mut events = Vec::new();
         self.group.on_disk(&mut events);
-        self.on_group_events(events, &mut done, out);
+        self.on_group_events(events, &mut done, out, now_ms);
         self.advance(now_ms, &mut done);
         self.finish(done, now_ms, out);
     }
 
-    /// A committed entry: applied, its request answered if it is this node's, a snapshot
-    /// taken when due.
+    /// A committed entry: applied (with who proposed each election), its request answered if
+    /// it is this node's, the write leases told of new masters, a snapshot taken when due.
     fn on_durable(
         &mut self,
         index: u64,
         proposal: Option<u64>,
+        stamp: Option<Stamp>,
         entry: &[u8],
         done: &mut Vec<Completed<Ticket<T>>>,
+        now_ms: u64,
     ) {
-        match self
+        let events = match self
             .pipeline
             .on_committed(proposal, entry, &mut self.state, done)
         {
-            Ok(events) => {
-                self.applied_index = index;
-                self.events_since_snapshot += events.len() as u64;
-                for event in &events {
-                    log_change(event, &self.state);
-                }
-                self.maybe_snapshot();
+            Ok(events) => events,
+            Err(e) => return self.fail(format!("entry {index} cannot be applied: {e}"), done),
+        };
+        self.applied_index = index;
+        self.events_since_snapshot += events.len() as u64;
+        for event in &events {
+            let name = event.broker_name();
+            if let (Event::ElectMaster { .. }, Some(stamp)) = (event, stamp) {
+                self.state.set_master_stamp(name, stamp);
             }
-            Err(e) => self.fail(format!("entry {index} cannot be applied: {e}"), done),
+            self.lease.observe(name, &self.state, now_ms);
+            match &mut self.replay {
+                Some(replay) => replay.events += 1,
+                None => log_change(event, &self.state),
+            }
         }
+        if let Some(replay) = &mut self.replay {
+            replay.entries += 1;
+        }
+        self.maybe_snapshot();
     }
 
     fn fail(&mut self, why: String, done: &mut Vec<Completed<Ticket<T>>>) {
@@ -682,82 +632,6 @@ impl<T> Controller<T> {
         let mut done = Vec::new();
         self.pipeline.expire(now_ms, &mut done);
         self.finish(done, now_ms, out);
-    }
-
-    /// The heartbeat-expiry scan (every `scanNotActiveBrokerInterval`): silent brokers are
-    /// dropped, an inactive master is replaced. Returns the connections to close.
-    pub fn scan_not_active_brokers(
-        &mut self,
-        now_ms: u64,
-        out: &mut Vec<Reply<T>>,
-    ) -> Vec<ConnRef> {
-        let gone = self.liveness.scan_not_active(now_ms);
-        let conns = gone.iter().filter_map(|b| b.conn).collect();
-        for broker in &gone {
-            log::warn!(
-                "controller: broker {} id {} (cluster {}) stopped heartbeating",
-                broker.broker_name,
-                broker.broker_id,
-                broker.cluster_name.as_deref().unwrap_or("?")
-            );
-        }
-        self.brokers_inactive(&gone, now_ms, out);
-        conns
-    }
-
-    /// A connection on the controller port closed: its brokers are inactive now.
-    pub fn connection_closed(&mut self, conn: ConnRef, now_ms: u64, out: &mut Vec<Reply<T>>) {
-        let gone = self.liveness.connection_closed(conn);
-        for broker in &gone {
-            log::info!(
-                "controller: broker {} id {} disconnected",
-                broker.broker_name,
-                broker.broker_id
-            );
-        }
-        self.brokers_inactive(&gone, now_ms, out);
-    }
-
-    /// Java's `onBrokerInactive`: only the master's loss starts an election.
-    fn brokers_inactive(&mut self, gone: &[InactiveBroker], now_ms: u64, out: &mut Vec<Reply<T>>) {
-        for broker in gone {
-            let is_master = self
-                .state
-                .sync_state(&broker.broker_name)
-                .is_some_and(|s| s.master_broker_id() == Some(broker.broker_id));
-            if is_master {
-                self.trigger_election(&broker.broker_name, now_ms, out);
-            }
-        }
-    }
-
-    /// The inactive-master scan (every `scanInactiveMasterInterval`): a set whose master is
-    /// inactive while another member is alive gets an election.
-    pub fn scan_inactive_masters(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
-        for name in replicas::scan_need_reelect(&self.state, &self.liveness, now_ms) {
-            log::info!("controller: master of broker set {name} is inactive; electing another");
-            self.trigger_election(&name, now_ms, out);
-        }
-    }
-
-    fn trigger_election(&mut self, broker_name: &str, now_ms: u64, out: &mut Vec<Reply<T>>) {
-        let attempts = self.config.settings().elect_master_max_retry_count;
-        // Java: only the leader elects (followers keep their liveness table only).
-        if attempts == 0
-            || self.pipeline.has_election_for(broker_name)
-            || self.group.serving().is_err()
-        {
-            return;
-        }
-        self.submit(
-            Origin::Election {
-                broker_name: broker_name.to_owned(),
-                attempts_left: attempts,
-            },
-            LeaderRequest::ElectMaster(ElectMaster::controller_trigger(broker_name)),
-            now_ms,
-            out,
-        );
     }
 
     /// Role-change notifications to send (newest per broker address).
