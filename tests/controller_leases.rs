@@ -1,9 +1,9 @@
 //! Controller failover that rocketmq-rust 1.0 brokers can rely on, with stand-in brokers that
 //! heartbeat and hold write leases as theirs do (tests/controller_net): a master that keeps
-//! its role takes writes again within one lease interval after the controller leader is
-//! killed (three real processes) or a single-node controller restarts; a killed group member
-//! restarts and catches up; a group member's stop does not wait for peers it can no longer
-//! hear.
+//! its role is never fenced, and holds a new lease within one lease interval, after the
+//! controller leader is killed (three real processes) or a single-node controller restarts;
+//! a killed group member restarts and catches up; a group member's stop does not wait for
+//! peers it can no longer hear.
 #![cfg(feature = "controller")]
 
 #[path = "common/child.rs"]
@@ -52,6 +52,7 @@ fn a_single_node_restart_leaves_the_master_writing_within_one_lease_interval() {
     let server = ControllerServer::start(&[("controllerDLegerPeers", &peers)]);
     let (a, b) = master_with_a_lease(&server.endpoints());
     let (before, role) = (a.lease_generation(), a.role());
+    let stopped = Instant::now();
     let dir = server.stop();
     let server = ControllerServer::start_in(dir, &[("controllerDLegerPeers", &peers)]);
     // A single node serves as soon as it is open.
@@ -64,6 +65,11 @@ fn a_single_node_restart_leaves_the_master_writing_within_one_lease_interval() {
     });
     eprintln!("single node restarted: the master's next lease {took:?} after it served");
     assert!(a.can_write());
+    assert_eq!(
+        a.fenced_after(stopped),
+        0,
+        "an answer without a lease fenced the master"
+    );
     assert_eq!(a.role(), role, "the master kept its role");
     assert!(!b.role().is_master());
     assert!(a.refused_grants().is_empty(), "{:?}", a.refused_grants());
@@ -85,6 +91,7 @@ fn a_leader_only_kill_leaves_the_master_writing_and_the_killed_node_catches_up()
     };
     let (a, b) = master_with_a_lease(&at);
     let (before, role) = (a.lease_generation(), a.role());
+    let killed = Instant::now();
     group.kill9(leader);
     let new_leader = group
         .wait_for_leader(Duration::from_secs(30))
@@ -99,6 +106,11 @@ fn a_leader_only_kill_leaves_the_master_writing_and_the_killed_node_catches_up()
     });
     eprintln!("leader killed: the master's next lease {took:?} after the new leader served");
     assert!(a.can_write());
+    assert_eq!(
+        a.fenced_after(killed),
+        0,
+        "an answer without a lease fenced the master"
+    );
     assert_eq!(a.role(), role, "the master kept its role");
     assert!(!b.role().is_master());
     assert!(a.refused_grants().is_empty(), "{:?}", a.refused_grants());

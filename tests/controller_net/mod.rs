@@ -14,7 +14,8 @@
 //! again among the controllers when it stops answering as one), and a master takes writes
 //! only while it holds a write lease from an answer. Its lease store keeps the highest
 //! generation it accepted and refuses any grant not above it, or for another authority
-//! (broker id, master epoch), as rocketmq-rust's does.
+//! (broker id, master epoch), and a heartbeat answer that installs no lease fences its writes
+//! until one does, as rocketmq-rust's does.
 //!
 //! Needs `mod common;` beside it in the test crate.
 #![allow(dead_code)]
@@ -229,9 +230,22 @@ pub struct LeaseStore {
     pub accepted: Vec<(Instant, i64)>,
     /// Grants refused: (generation, why).
     pub refused: Vec<(i64, String)>,
+    /// When an answered heartbeat installed no lease while one was held (writes fenced).
+    pub fenced: Vec<Instant>,
 }
 
 impl LeaseStore {
+    /// An answered heartbeat: its grant, if any, is offered; none taken fences writes.
+    fn answered(&mut self, body: &[u8], role: &Role, sent: Instant) {
+        let taken = self.accepted.len();
+        if !body.is_empty() {
+            self.offer(body, role, sent);
+        }
+        if self.accepted.len() == taken && self.held.take().is_some() {
+            self.fenced.push(Instant::now());
+        }
+    }
+
     /// rocketmq-rust 1.0's checks: the margin at least 1 s and below the duration, the
     /// authority its own, and a generation above any it accepted before.
     fn offer(&mut self, body: &[u8], role: &Role, sent: Instant) {
@@ -379,6 +393,12 @@ impl StandInBroker {
     /// Grants refused by the lease store: (generation, why).
     pub fn refused_grants(&self) -> Vec<(i64, String)> {
         self.shared.leases.lock().unwrap().refused.clone()
+    }
+
+    /// How many times its writes were fenced (a heartbeat answer without a lease) after `since`.
+    pub fn fenced_after(&self, since: Instant) -> usize {
+        let leases = self.shared.leases.lock().unwrap();
+        leases.fenced.iter().filter(|at| **at > since).count()
     }
 
     /// When the first grant above `generation` was accepted, if one was.
@@ -581,8 +601,8 @@ impl Shared {
             answer
         };
         if let Some(Ok(resp)) = answer {
-            if resp.code == 0 && !resp.body.is_empty() {
-                self.leases.lock().unwrap().offer(&resp.body, role, sent);
+            if resp.code == 0 {
+                self.leases.lock().unwrap().answered(&resp.body, role, sent);
             }
         }
     }
