@@ -269,7 +269,11 @@ mod with_controller {
         let second = Daemon::start_logging(&args, console("second"));
         let mut c = second.controller_client();
         let resp = c
-            .request(1012, &[("clusterName", "c"), ("brokerName", &acked[0])], b"")
+            .request(
+                1012,
+                &[("clusterName", "c"), ("brokerName", &acked[0])],
+                b"",
+            )
             .expect("1012");
         assert_eq!(resp.ext("nextBrokerId"), Some("2"), "recovered");
         drop(second);
