@@ -1,16 +1,16 @@
-//! Crash safety of the controller log: a child process (this test binary, re-run with an
-//! environment variable) streams broker-id applications at a controller and prints each one
-//! the controller acknowledged; the parent SIGKILLs it at a different point in each round,
-//! then recovers the store: every acknowledged change must be there and the store must open
-//! (a torn last record is fine, anything else is not). Small snapshot intervals make the
-//! kills land in snapshots and log cuts too.
+//! Crash safety of the controller's store (a single node: a Raft group of one): a child
+//! process (this test binary, re-run with an environment variable) streams broker-id
+//! applications at a controller and prints each one the controller acknowledged; the parent
+//! SIGKILLs it at a different point in each round, then opens a controller on the store:
+//! every acknowledged change must be there and the store must open (a torn last record is
+//! fine, anything else is not). Small snapshot intervals make the kills land in snapshots and
+//! log cuts too.
 #![cfg(feature = "controller")]
 
 #[path = "controller_harness/mod.rs"]
 mod harness;
 
 use harness::Node;
-use rmq_namesrv::controller::storage::Storage;
 use rmq_namesrv::test_support::TempDir;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -86,17 +86,17 @@ fn acknowledged_changes_survive_sigkill() {
             }
         }
         let _ = child.wait();
-        let store_dir = harness::config(dir.path(), &[]).store_dir();
-        let (store, recovered) = Storage::open(&store_dir, None)
+        let config = harness::config(dir.path(), &[]);
+        let recovered = rmq_namesrv::controller::Controller::<i32>::open(config, None, 0)
             .unwrap_or_else(|e| panic!("round {round}: the store does not open: {e}"));
         for name in &acked {
             assert!(
-                recovered.state.contains_broker_set(name),
-                "round {round}: acknowledged {name} lost (last index {})",
-                recovered.last_index
+                recovered.state().contains_broker_set(name),
+                "round {round}: acknowledged {name} lost (applied index {})",
+                recovered.applied_index()
             );
         }
-        drop(store);
+        assert!(recovered.shutdown().is_empty());
     }
     assert!(acked.len() >= (0..ROUNDS).map(|r| 15 + r * 23).sum::<usize>());
 }

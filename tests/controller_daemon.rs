@@ -141,7 +141,12 @@ mod with_controller {
 
     impl Daemon {
         fn start(file: &str) -> Daemon {
-            let (child, mut lines) = child::spawn_announcing(&["-c", file], Stdio::null());
+            Daemon::start_logging(&["-c", file], Stdio::null())
+        }
+
+        /// With these arguments, its console log (stderr) going to `log`.
+        fn start_logging(args: &[&str], log: Stdio) -> Daemon {
+            let (child, mut lines) = child::spawn_announcing(args, log);
             let mut next = |prefix: &str| -> String {
                 let line = lines.next().and_then(Result::ok).unwrap_or_default();
                 line.strip_prefix(prefix)
@@ -238,5 +243,47 @@ mod with_controller {
                 "{name} was acknowledged, then lost"
             );
         }
+    }
+
+    /// A restart replays the store without logging its history again (one summary line),
+    /// and a controller key set in the file and on the command line is not called unknown.
+    #[test]
+    fn a_restart_replays_silently_and_applied_keys_are_not_called_unknown() {
+        let dir = TempDir::new("ctrl-daemon-replay");
+        let file = controller_file(&dir, "controllerSnapshotEvents=1000\n");
+        let args = ["-c", file.as_str(), "--controllerSnapshotEvents=1000"];
+        let log_of = |life: &str| dir.join(&format!("console-{life}.log"));
+        let console = |life: &str| {
+            Stdio::from(std::fs::File::create(log_of(life)).expect("console log file"))
+        };
+        let mut first = Daemon::start_logging(&args, console("first"));
+        let mut c = first.controller_client();
+        let mut acked = Vec::new();
+        apply_until(&mut c, 0, 30, &mut acked);
+        first.kill();
+        let first_log = std::fs::read_to_string(log_of("first")).expect("first log");
+        assert!(
+            first_log.matches("gives id 1 to").count() >= 30,
+            "each change is logged once when it happens"
+        );
+        let second = Daemon::start_logging(&args, console("second"));
+        let mut c = second.controller_client();
+        let resp = c
+            .request(
+                1012,
+                &[("clusterName", "c"), ("brokerName", &acked[0])],
+                b"",
+            )
+            .expect("1012");
+        assert_eq!(resp.ext("nextBrokerId"), Some("2"), "recovered");
+        drop(second);
+        let log = std::fs::read_to_string(log_of("second")).expect("second log");
+        assert!(!log.contains("gives id"), "the replay is silent:\n{log}");
+        assert_eq!(
+            log.matches("broker sets recovered from").count(),
+            1,
+            "one summary line:\n{log}"
+        );
+        assert!(!log.contains("unknown key"), "{log}");
     }
 }

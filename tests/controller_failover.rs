@@ -97,6 +97,7 @@ fn a_silent_master_is_replaced_after_its_heartbeat_timeout() {
     let options = BrokerOptions {
         heartbeat_timeout_ms: 600,
         heartbeat_interval: Duration::from_millis(100),
+        ..BrokerOptions::default()
     };
     let (a, b) = two_brokers(&server, options);
     a.hang();

@@ -878,7 +878,7 @@ fn broker_heartbeat_904_with_a_write_lease_for_rocketmq_rust_masters() {
     );
     node.now += 12_000;
     check(&mut node, 904, &master, b"", &resp(0, None, Some("Heart beat success")),
-        "{\"brokerId\":1,\"generation\":1,\"leaseDurationMillis\":10000,\"masterEpoch\":1,\"safetyMarginMillis\":2000}");
+        "{\"brokerId\":1,\"generation\":1000000001,\"leaseDurationMillis\":10000,\"masterEpoch\":1,\"safetyMarginMillis\":2000}");
     check(
         &mut node,
         904,
@@ -888,5 +888,5 @@ fn broker_heartbeat_904_with_a_write_lease_for_rocketmq_rust_masters() {
         "",
     );
     check(&mut node, 904, &master, b"", &resp(0, None, Some("Heart beat success")),
-        "{\"brokerId\":1,\"generation\":2,\"leaseDurationMillis\":10000,\"masterEpoch\":1,\"safetyMarginMillis\":2000}");
+        "{\"brokerId\":1,\"generation\":1000000002,\"leaseDurationMillis\":10000,\"masterEpoch\":1,\"safetyMarginMillis\":2000}");
 }

@@ -7,6 +7,10 @@
 //! * at most one master per broker set per master epoch, across all nodes and all time;
 //! * a node's master epochs never go backwards (within one life of the node);
 //! * a serving leader's state holds every change acknowledged so far;
+//! * write leases (brokers heartbeat as rocketmq-rust 1.0 does, reading grants): a grant from
+//!   a leader at least as new as the one whose grant a broker holds is always above it (the
+//!   broker's lease store never refuses a newer leader), and no two brokers of a set hold
+//!   leases for different authorities at the same time;
 //! * at the end, with the network healed, every node holds every acknowledged change and
 //!   all nodes hold the same state.
 #![cfg(feature = "controller")]
@@ -15,11 +19,15 @@
 mod harness;
 
 use harness::{decode, frame, request_header};
+use rmq_namesrv::controller::raft::WallClock;
 use rmq_namesrv::controller::{ConnRef, Controller, ControllerConfig, Reply};
 use rmq_namesrv::remoting::command::RemotingCommand;
+use rmq_namesrv::remoting::json;
 use rmq_namesrv::test_support::TempDir;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 const NODES: usize = 3;
 const SETS: usize = 4;
@@ -68,6 +76,15 @@ fn config_with(dir: &Path, me: usize, snapshot_events: &str) -> ControllerConfig
     ControllerConfig::from_pairs(&pairs).expect("sim config")
 }
 
+fn wall_clock(wall: &Arc<AtomicU64>) -> WallClock {
+    let wall = wall.clone();
+    Arc::new(move || wall.load(Ordering::SeqCst))
+}
+
+fn open(dir: &Path, me: usize, now: u64, wall: &Arc<AtomicU64>) -> Controller<u64> {
+    Controller::open_simulated(config(dir, me), now, wall_clock(wall)).expect("opens")
+}
+
 /// What a request changes once acknowledged.
 #[derive(Debug, Clone)]
 enum Change {
@@ -80,6 +97,27 @@ enum Change {
         epoch: i32,
         master: i64,
     },
+}
+
+/// The simulation's wall clock (ms since the epoch) at its start.
+const WALL_EPOCH_MS: u64 = 1_700_000_000_000;
+/// How long a broker takes writes after it sent the heartbeat a grant answered: the lease
+/// less its safety margin (rocketmq-rust 1.0's rule).
+const LEASE_VALID_MS: u64 = 10_000 - 2_000;
+
+/// A broker's lease store, and what it held.
+#[derive(Debug, Default, Clone)]
+struct LeaseStore {
+    /// (term of the granting leader, generation) of the last grant taken.
+    last: Option<(u64, i64)>,
+}
+
+/// A lease taken: whose, for which master epoch, until when.
+#[derive(Debug, Clone)]
+struct Held {
+    broker: i64,
+    epoch: i64,
+    until: u64,
 }
 
 struct Packet {
@@ -111,6 +149,13 @@ struct Sim {
     /// Every answer: (ticket, code).
     replies: Vec<(u64, i32)>,
     stats: BTreeMap<&'static str, u64>,
+    wall: Arc<AtomicU64>,
+    /// Per (set, broker id): its lease store.
+    leases: BTreeMap<(String, i64), LeaseStore>,
+    /// Per set: the leases taken, for the overlap check.
+    held: BTreeMap<String, Vec<Held>>,
+    /// Whether the nodes' scans run (with the heartbeats, every 500 ms).
+    scans: bool,
 }
 
 fn set_name(i: usize) -> String {
@@ -120,8 +165,10 @@ fn set_name(i: usize) -> String {
 impl Sim {
     fn new(seed: u64) -> Sim {
         let dir = TempDir::new(&format!("raft-sim-{seed}"));
+        let now = 1_000_000;
+        let wall = Arc::new(AtomicU64::new(WALL_EPOCH_MS + now));
         let nodes = (0..NODES)
-            .map(|i| Some(Controller::open_simulated(config(dir.path(), i)).expect("opens")))
+            .map(|i| Some(open(dir.path(), i, now, &wall)))
             .collect();
         Sim {
             rng: Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),
@@ -131,7 +178,7 @@ impl Sim {
             isolated: None,
             net: Vec::new(),
             step: 0,
-            now: 1_000_000,
+            now,
             next_ticket: 0,
             asked: HashMap::new(),
             acked: Vec::new(),
@@ -140,6 +187,10 @@ impl Sim {
             dead: BTreeMap::new(),
             replies: Vec::new(),
             stats: BTreeMap::new(),
+            wall,
+            leases: BTreeMap::new(),
+            held: BTreeMap::new(),
+            scans: true,
         }
     }
 
@@ -155,6 +206,7 @@ impl Sim {
     fn step(&mut self, faults: bool, requests: bool) {
         self.step += 1;
         self.now += 100;
+        self.wall.store(WALL_EPOCH_MS + self.now, Ordering::SeqCst);
         if faults {
             self.faults();
         }
@@ -212,8 +264,7 @@ impl Sim {
     fn revive(&mut self) {
         for i in 0..NODES {
             if self.nodes[i].is_none() && self.down_until[i] <= self.step {
-                self.nodes[i] =
-                    Some(Controller::open_simulated(config(self.dir.path(), i)).expect("reopens"));
+                self.nodes[i] = Some(open(self.dir.path(), i, self.now, &self.wall));
                 self.epochs[i].clear();
                 self.count("restarts");
             }
@@ -279,29 +330,45 @@ impl Sim {
                 }
                 let id_text = id.to_string();
                 let addr = format!("127.0.0.1:{}", 30000 + id);
+                // The master epoch this broker believes it leads in (0: not a master).
+                let epoch = self.believed_epoch(&set, id).to_string();
                 let header = request_header(
                     904,
                     1,
-                    2,
+                    0,
                     &[
                         ("clusterName", "sim"),
                         ("brokerAddr", &addr),
                         ("brokerName", &set),
                         ("brokerId", &id_text),
-                        ("epoch", "0"),
+                        ("epoch", &epoch),
                         ("maxOffset", "0"),
                         ("confirmOffset", "0"),
                         ("heartbeatTimeoutMills", "1500"),
                         ("electionPriority", "0"),
+                        ("storeReady", "true"),
                     ],
                 );
                 let cmd = decode(&frame(&header, b""));
                 let conn = ConnRef((s as u64) * 100 + id as u64);
                 let now = self.now;
+                let mut grants = Vec::new();
                 for c in self.nodes.iter_mut().flatten() {
-                    c.handle(0, &cmd, Some(conn), now, &mut Vec::new());
+                    let term = c.group_status().term;
+                    let mut out = Vec::new();
+                    c.handle(0, &cmd, Some(conn), now, &mut out);
+                    grants.extend(
+                        out.into_iter()
+                            .filter_map(|r| Some((term, r.response.body?))),
+                    );
+                }
+                for (term, body) in grants {
+                    self.on_grant(&set, id, term, &body);
                 }
             }
+        }
+        if !self.scans {
+            return;
         }
         for i in 0..NODES {
             let mut out = Vec::new();
@@ -312,6 +379,66 @@ impl Sim {
             }
             self.answers(out);
         }
+    }
+
+    /// The master epoch broker `id` of `set` believes it leads in: the highest epoch in which
+    /// any live node's state names it master (as it learns from answers and 1008), else 0.
+    fn believed_epoch(&self, set: &str, id: i64) -> i32 {
+        self.nodes
+            .iter()
+            .flatten()
+            .filter_map(|c| c.state().sync_state(set))
+            .filter(|s| s.master_broker_id() == Some(id))
+            .map(|s| s.master_epoch())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// A grant in a heartbeat answer from a node leading in `term`, offered to the broker's
+    /// lease store as rocketmq-rust 1.0's takes it (only a generation above the last).
+    fn on_grant(&mut self, set: &str, id: i64, term: u64, body: &[u8]) {
+        let doc = json::parse(body).expect("a grant is JSON");
+        let int = |k: &str| {
+            doc.get(k)
+                .and_then(json::Value::as_i64)
+                .expect("grant field")
+        };
+        let (broker, epoch, generation) = (int("brokerId"), int("masterEpoch"), int("generation"));
+        assert_eq!(broker, id, "step {}: a grant for another broker", self.step);
+        self.count("lease grants");
+        let store = self.leases.entry((set.to_owned(), id)).or_default();
+        if let Some((last_term, last)) = store.last {
+            if term >= last_term {
+                assert!(
+                    generation > last,
+                    "step {}: {set} id {id} holds generation {last} (term {last_term}); a grant from term {term} has {generation}",
+                    self.step
+                );
+            }
+            if generation <= last {
+                self.count("lease grants refused (older leader)");
+                return;
+            }
+        }
+        store.last = Some((term, generation));
+        let now = self.now;
+        let held = self.held.entry(set.to_owned()).or_default();
+        held.retain(|h| h.until > now);
+        for h in held.iter() {
+            assert!(
+                (h.broker, h.epoch) == (broker, epoch),
+                "step {}: {set}: id {broker} epoch {epoch} got a lease while id {} epoch {} holds one until {}",
+                self.step,
+                h.broker,
+                h.epoch,
+                h.until
+            );
+        }
+        held.push(Held {
+            broker,
+            epoch,
+            until: now + LEASE_VALID_MS,
+        });
     }
 
     /// A broker request to a random node: apply the next broker id of a set, or elect.
@@ -456,7 +583,7 @@ impl Sim {
                     self.step
                 );
             }
-            let serving = c.group_status().is_some_and(|s| s.serving);
+            let serving = c.group_status().serving;
             if serving {
                 for change in &self.acked {
                     assert!(
@@ -498,7 +625,7 @@ fn run(seed: u64, steps: u64) -> BTreeMap<&'static str, u64> {
         .nodes
         .iter()
         .flatten()
-        .filter(|c| c.group_status().is_some_and(|s| s.serving))
+        .filter(|c| c.group_status().serving)
         .count();
     assert_eq!(leaders, 1, "seed {seed}: one serving leader after healing");
     let states: Vec<_> = sim
@@ -557,6 +684,10 @@ fn three_nodes_keep_every_acknowledged_change_through_loss_partitions_and_crashe
             stats.get("messages lost").copied().unwrap_or(0) > 0,
             "{stats:?}"
         );
+        assert!(
+            stats.get("lease grants").copied().unwrap_or(0) > 100,
+            "{stats:?}"
+        );
     }
 }
 
@@ -570,7 +701,7 @@ fn a_quiet_group_elects_one_leader_and_followers_answer_2007() {
         .nodes
         .iter()
         .flatten()
-        .map(|c| c.group_status().expect("a group member"))
+        .map(|c| c.group_status())
         .collect();
     let leader = statuses.iter().position(|s| s.serving).expect("a leader");
     let term = statuses[leader].term;
@@ -617,7 +748,11 @@ fn measure_rss_and_log_size_after_100k_events() {
     let _ = std::fs::remove_dir_all(&dir);
     let mut nodes: Vec<Controller<u64>> = (0..NODES)
         // The default snapshot cadence (10,000 events), not the simulation's 7.
-        .map(|i| Controller::open_simulated(config_with(&dir, i, "10000")).expect("opens"))
+        .map(|i| {
+            let wall = Arc::new(AtomicU64::new(WALL_EPOCH_MS));
+            Controller::open_simulated(config_with(&dir, i, "10000"), 0, wall_clock(&wall))
+                .expect("opens")
+        })
         .collect();
     let mut now = 1_000_000;
     let pump = |nodes: &mut Vec<Controller<u64>>, now: u64, out: &mut Vec<Reply<u64>>| loop {
@@ -642,10 +777,7 @@ fn measure_rss_and_log_size_after_100k_events() {
             n.raft_tick(now, &mut out);
         }
         pump(&mut nodes, now, &mut out);
-        if let Some(i) = nodes
-            .iter()
-            .position(|c| c.group_status().is_some_and(|s| s.serving))
-        {
+        if let Some(i) = nodes.iter().position(|c| c.group_status().serving) {
             break i;
         }
     };
@@ -713,8 +845,7 @@ fn a_leader_cut_off_steps_down_and_answers_what_it_parked_like_java() {
         .find(|&i| {
             sim.nodes[i]
                 .as_ref()
-                .and_then(|c| c.group_status())
-                .is_some_and(|s| s.serving)
+                .is_some_and(|c| c.group_status().serving)
         })
         .expect("a leader");
     // Cut the leader off, then give it two writes: the first is proposed and can never
@@ -749,6 +880,112 @@ fn a_leader_cut_off_steps_down_and_answers_what_it_parked_like_java() {
     }
     // The write in flight: SYSTEM_ERROR (its fate is the new leader's); the queued one: 2007.
     assert_eq!(ours(&sim), vec![(before + 1, 1), (before + 2, 2007)]);
-    let status = sim.nodes[leader].as_ref().unwrap().group_status().unwrap();
+    let status = sim.nodes[leader].as_ref().unwrap().group_status();
     assert!(!status.serving);
+}
+
+/// Sends `code` with `ext` to node `node` and steps (no faults, no random requests) until it
+/// is answered; returns the answer's code.
+fn ask(sim: &mut Sim, node: usize, code: i32, ext: &[(&str, &str)]) -> i32 {
+    let before = sim.replies.len();
+    let ticket = sim.next_ticket + 1;
+    sim.send(
+        node,
+        &decode(&frame(&request_header(code, 1, 0, ext), b"")),
+        None,
+    );
+    for _ in 0..50 {
+        if let Some((_, code)) = sim.replies[before..].iter().find(|(t, _)| *t == ticket) {
+            return *code;
+        }
+        sim.step(false, false);
+    }
+    panic!("request {code} to node {node} was not answered");
+}
+
+fn serving_leader(sim: &Sim) -> Option<usize> {
+    (0..NODES).find(|&i| {
+        sim.nodes[i]
+            .as_ref()
+            .is_some_and(|c| c.group_status().serving)
+    })
+}
+
+/// The master of a set dies (its connection closes) while the leader is dead and no node
+/// serves: the node that comes to lead elects another master as soon as it serves, with no
+/// inactive-master scan running at all.
+#[test]
+fn a_master_death_seen_while_no_leader_serves_is_acted_on_at_once() {
+    let mut sim = Sim::new(11);
+    sim.scans = false;
+    for _ in 0..60 {
+        sim.step(false, false);
+    }
+    let leader = serving_leader(&sim).expect("a leader");
+    let set = set_name(0);
+    for id in ["1", "2"] {
+        let check = format!("127.0.0.1:{};1", 30000 + id.parse::<i64>().unwrap());
+        let ext = [
+            ("clusterName", "sim"),
+            ("brokerName", set.as_str()),
+            ("appliedBrokerId", id),
+            ("registerCheckCode", check.as_str()),
+        ];
+        assert_eq!(ask(&mut sim, leader, 1013, &ext), SUCCESS);
+    }
+    let ext = [
+        ("clusterName", "sim"),
+        ("brokerName", set.as_str()),
+        ("brokerId", "1"),
+        ("designateElect", "false"),
+    ];
+    assert_eq!(ask(&mut sim, leader, 1002, &ext), SUCCESS);
+    for _ in 0..20 {
+        sim.step(false, false);
+    }
+    let master = |sim: &Sim, i: usize| {
+        let sync = sim.nodes[i].as_ref()?.state().sync_state(&set)?;
+        Some((sync.master_broker_id(), sync.master_epoch()))
+    };
+    let followers: Vec<usize> = (0..NODES).filter(|&i| i != leader).collect();
+    assert!(followers
+        .iter()
+        .all(|&i| master(&sim, i) == Some((Some(1), 1))));
+    // The leader dies; then the master: its heartbeats stop and its connection closes at
+    // both followers, neither of which serves.
+    sim.nodes[leader] = None;
+    sim.down_until[leader] = u64::MAX;
+    sim.dead.insert((set.clone(), 1), u64::MAX);
+    let now = sim.now;
+    for &i in &followers {
+        let c = sim.nodes[i].as_mut().unwrap();
+        assert!(!c.group_status().serving);
+        let mut out = Vec::new();
+        c.connection_closed(ConnRef(1), now, &mut out);
+        assert!(out.is_empty());
+    }
+    let mut served = None;
+    for step in 0..200 {
+        sim.step(false, false);
+        if served.is_none() {
+            served = serving_leader(&sim).map(|i| (i, step));
+        }
+        let Some((new_leader, at)) = served else {
+            continue;
+        };
+        if let Some((Some(m), epoch)) = master(&sim, new_leader) {
+            if m != 1 {
+                assert_eq!(epoch, 2);
+                assert!(step - at <= 10, "elected {} steps after serving", step - at);
+                return;
+            }
+        }
+    }
+    panic!(
+        "no new master: serving {served:?}, masters {:?}",
+        followers
+            .iter()
+            .map(|&i| master(&sim, i))
+            .collect::<Vec<_>>()
+    );
 }

@@ -278,6 +278,7 @@ pub const CONTROLLER_KEYS: &[&str] = &[
     "enableElectUncleanMaster",
     "processReadEvent",
     "notifyBrokerRoleChanged",
+    "controllerSnapshotEvents",
     "metricsExporterType",
     "metricsGrpcExporterTarget",
     "metricsGrpcExporterHeader",

@@ -234,7 +234,7 @@ fn check(row: &Row, value: &str) -> Result<String, String> {
         }
         ControllerType => {
             if value.eq_ignore_ascii_case("jRaft") {
-                return Err("jRaft is not supported: this controller is the DLedger kind (single node now, a Raft group later); use controllerType=DLedger".into());
+                return Err("jRaft is not supported: this controller is the DLedger kind (a Raft group of the controllerDLegerPeers); use controllerType=DLedger".into());
             }
             if !value.eq_ignore_ascii_case("DLedger") {
                 return Err(format!("{value:?} is not a controller type (DLedger)"));
@@ -380,7 +380,7 @@ impl ControllerConfig {
     }
 
     /// Where this node's entry is in `controllerDLegerPeers` (so its Raft id is that entry of
-    /// `replication::raft_ids(peers())`).
+    /// `raft::raft_ids(peers())`).
     pub fn self_index(&self) -> usize {
         self.self_index
     }
@@ -604,6 +604,22 @@ mod tests {
         pairs.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
         let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
         ControllerConfig::from_pairs(&borrowed)
+    }
+
+    /// The name server's config reads the same file: a key the controller applies must not be
+    /// warned about there as unknown.
+    #[test]
+    fn every_controller_key_is_known_to_the_name_servers_config() {
+        let mut namesrv = crate::config::NamesrvConfig::default();
+        for row in ROWS {
+            let outcome = namesrv.set(row.key, row.default);
+            assert_ne!(
+                outcome,
+                crate::config::SetOutcome::Unknown,
+                "{} is applied by the controller but unknown to the name server",
+                row.key
+            );
+        }
     }
 
     #[test]

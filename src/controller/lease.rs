@@ -3,11 +3,21 @@
 //!
 //! A rocketmq-rust 1.0 master fences its own writes unless a heartbeat answer carries
 //! `{"brokerId":..,"generation":..,"leaseDurationMillis":10000,"masterEpoch":..,"safetyMarginMillis":2000}`
-//! for its current authority (its broker id and master epoch). A grant is given only to the
-//! committed master of its set, when it reports `storeReady=true` and the master epoch as its
-//! own epoch; and only after the same leader has seen the same authority for lease + margin
-//! (12 s), so a lease the previous master may still hold has run out before a new one starts.
-//! `generation` counts grants per broker set.
+//! for its current authority (its broker id and master epoch), and its lease store refuses a
+//! grant whose generation is not above the last one it took. So:
+//!
+//! * **Generations grow across leaders and restarts**: `term × GRANTS_PER_TERM + n`, where
+//!   `n` counts this leader's grants to the set. A later leader, or this node after a
+//!   restart, leads in a higher Raft term (the term is on disk before the first grant in it).
+//! * **A grant waits out any other authority's lease**: only the committed master of its set
+//!   gets one (reporting `storeReady=true` and the master epoch as its epoch), and only once
+//!   this node has known that authority for lease + margin (12 s). Grants to the authority
+//!   before it stopped when its change was proposed (none are given while an election of the
+//!   set is in flight) or, on another leader, before this node applied the change, so they
+//!   have all run out by then. A node learns an authority when it applies the change, as a
+//!   follower too, so a new leader grants at once to a master that kept its role; after a
+//!   restart, a change this node proposed itself counts from its stamp (the entry's wall
+//!   clock), any other from the start.
 
 use super::event::ObjectWriter;
 use super::request::Heartbeat;
@@ -16,8 +26,11 @@ use std::collections::HashMap;
 
 pub const LEASE_DURATION_MS: u64 = 10_000;
 pub const SAFETY_MARGIN_MS: u64 = 2_000;
-/// How long an authority must be stable under one leader before its first grant.
+/// How long this node must have known an authority before its first grant.
 pub const HANDOVER_WAIT_MS: u64 = LEASE_DURATION_MS + SAFETY_MARGIN_MS;
+/// Grants one leader gives one broker set within a term at most (31 years of one grant a
+/// second); the generation is `term × GRANTS_PER_TERM + n`.
+pub const GRANTS_PER_TERM: u64 = 1_000_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Authority {
@@ -25,19 +38,28 @@ struct Authority {
     master_epoch: i32,
 }
 
-#[derive(Debug)]
-struct SetGate {
-    authority: Authority,
-    since_ms: u64,
-    generation: u64,
+fn authority_of(state: &ControllerState, name: &str) -> Option<Authority> {
+    let sync = state.sync_state(name)?;
+    Some(Authority {
+        broker_id: sync.master_broker_id()?,
+        master_epoch: sync.master_epoch(),
+    })
 }
 
-/// Per leader term: since when each broker set has had its current authority.
+#[derive(Debug)]
+struct Known {
+    authority: Authority,
+    /// On the caller's clock; before its zero when learnt before this process started.
+    since_ms: i64,
+}
+
+/// Since when this node has known each set's authority, and the grants of the term.
 #[derive(Debug, Default)]
 pub struct WriteLeaseGate {
-    term: Option<u64>,
-    leader_since_ms: u64,
-    sets: HashMap<String, SetGate>,
+    known: HashMap<String, Known>,
+    /// The term `grants` count in.
+    term: u64,
+    grants: HashMap<String, u64>,
 }
 
 impl WriteLeaseGate {
@@ -45,69 +67,99 @@ impl WriteLeaseGate {
         WriteLeaseGate::default()
     }
 
-    /// This node stopped being leader: every wait starts over.
-    pub fn reset(&mut self) {
-        *self = WriteLeaseGate::default();
+    /// `name`'s authority in the applied state, learnt at `since_ms` if it changed.
+    pub fn observe(&mut self, name: &str, state: &ControllerState, since_ms: u64) {
+        let Some(authority) = authority_of(state, name) else {
+            self.known.remove(name);
+            return;
+        };
+        match self.known.get_mut(name) {
+            Some(k) if k.authority == authority => {}
+            Some(k) => {
+                k.authority = authority;
+                k.since_ms = clock(since_ms);
+            }
+            None => {
+                self.known.insert(
+                    name.to_owned(),
+                    Known {
+                        authority,
+                        since_ms: clock(since_ms),
+                    },
+                );
+            }
+        }
     }
 
-    /// The grant body for this heartbeat, if it earns one. `term` identifies the leader's
-    /// reign (a constant for a single node; the Raft term later).
+    /// Every set's authority in `state` (a replaced state: recovery, a leader's snapshot);
+    /// sets gone from it are forgotten.
+    pub fn observe_all(&mut self, state: &ControllerState, since_ms: u64) {
+        self.known
+            .retain(|name, _| authority_of(state, name).is_some());
+        for sync in state.sync_states() {
+            self.observe(sync.broker_name(), state, since_ms);
+        }
+    }
+
+    /// Moves `name`'s "known since" back by `age_ms` from `now_ms` (a restart: the change was
+    /// proposed that long ago, by this node's clock), never forward.
+    pub fn backdate(&mut self, name: &str, now_ms: u64, age_ms: u64) {
+        if let Some(k) = self.known.get_mut(name) {
+            k.since_ms = k.since_ms.min(clock(now_ms).saturating_sub(clock(age_ms)));
+        }
+    }
+
+    /// The grant body for this heartbeat, if it earns one. `term`: the Raft term this node
+    /// leads in; `electing`: an election of the heartbeat's set is in flight.
     pub fn grant(
         &mut self,
         hb: &Heartbeat,
         state: &ControllerState,
         term: u64,
         now_ms: u64,
+        electing: bool,
     ) -> Option<Vec<u8>> {
-        if self.term != Some(term) {
-            self.term = Some(term);
-            self.leader_since_ms = now_ms;
-            self.sets.clear();
+        if self.term != term {
+            self.term = term;
+            self.grants.clear();
         }
         let name = hb.broker_name.as_deref()?;
-        let (replica, sync) = state.broker_set(name)?;
-        let master = sync.master_broker_id()?;
-        let authority = Authority {
-            broker_id: master,
-            master_epoch: sync.master_epoch(),
-        };
-        if !self.sets.contains_key(name) {
-            self.sets.insert(
-                name.to_owned(),
-                SetGate {
-                    authority,
-                    since_ms: now_ms,
-                    generation: 0,
-                },
-            );
-        }
-        let gate = self.sets.get_mut(name)?;
-        if gate.authority != authority {
-            gate.authority = authority;
-            gate.since_ms = now_ms;
-        }
+        let (replica, _) = state.broker_set(name)?;
+        let authority = authority_of(state, name)?;
         let eligible = hb.store_ready == Some(true)
-            && hb.broker_id == Some(master)
+            && hb.broker_id == Some(authority.broker_id)
             && hb.epoch == Some(authority.master_epoch)
             && authority.master_epoch > 0
             && hb.cluster_name.as_deref() == replica.cluster_name()
-            && replica.contains(master);
-        let waited = now_ms.saturating_sub(self.leader_since_ms) >= HANDOVER_WAIT_MS
-            && now_ms.saturating_sub(gate.since_ms) >= HANDOVER_WAIT_MS;
-        if !eligible || !waited {
+            && replica.contains(authority.broker_id);
+        // Not yet observed (should not happen: every apply observes): learnt now.
+        self.observe(name, state, now_ms);
+        let known = self.known.get(name)?;
+        let known_for = clock(now_ms).saturating_sub(known.since_ms);
+        if !eligible || electing || known_for < clock(HANDOVER_WAIT_MS) {
             return None;
         }
-        gate.generation += 1;
+        let count = self.grants.entry(name.to_owned()).or_insert(0);
+        if *count + 1 >= GRANTS_PER_TERM {
+            log::error!("controller: broker set {name} had {GRANTS_PER_TERM} write leases in term {term}; none more until a new term (restart this node)");
+            return None;
+        }
+        *count += 1;
+        let generation = term.checked_mul(GRANTS_PER_TERM)? + *count;
         let mut out = Vec::with_capacity(128);
         let mut w = ObjectWriter::new(&mut out);
         w.int("brokerId", authority.broker_id);
-        w.int("generation", gate.generation as i64);
+        w.int("generation", i64::try_from(generation).ok()?);
         w.int("leaseDurationMillis", LEASE_DURATION_MS as i64);
         w.int("masterEpoch", i64::from(authority.master_epoch));
         w.int("safetyMarginMillis", SAFETY_MARGIN_MS as i64);
         w.finish();
         Some(out)
     }
+}
+
+fn clock(ms: u64) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]
@@ -147,47 +199,82 @@ mod tests {
         }
     }
 
+    fn generation(body: Option<Vec<u8>>) -> u64 {
+        let text = String::from_utf8(body.expect("a grant")).unwrap();
+        let digits: String = text
+            .split("\"generation\":")
+            .nth(1)
+            .unwrap()
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().unwrap()
+    }
+
     #[test]
     fn only_the_committed_master_gets_a_lease_and_only_after_the_handover_wait() {
         let state = state_with_master(1, 1);
         let mut gate = WriteLeaseGate::new();
-        assert_eq!(gate.grant(&hb(1, 1, true), &state, 1, 0), None);
+        gate.observe("b", &state, 0);
+        assert_eq!(gate.grant(&hb(1, 1, true), &state, 1, 0, false), None);
         assert_eq!(
-            gate.grant(&hb(1, 1, true), &state, 1, HANDOVER_WAIT_MS - 1),
+            gate.grant(&hb(1, 1, true), &state, 1, HANDOVER_WAIT_MS - 1, false),
             None
         );
         let body = gate
-            .grant(&hb(1, 1, true), &state, 1, HANDOVER_WAIT_MS)
+            .grant(&hb(1, 1, true), &state, 1, HANDOVER_WAIT_MS, false)
             .unwrap();
         assert_eq!(
             String::from_utf8(body).unwrap(),
-            "{\"brokerId\":1,\"generation\":1,\"leaseDurationMillis\":10000,\"masterEpoch\":1,\"safetyMarginMillis\":2000}"
+            "{\"brokerId\":1,\"generation\":1000000001,\"leaseDurationMillis\":10000,\"masterEpoch\":1,\"safetyMarginMillis\":2000}"
         );
-        let again = gate
-            .grant(&hb(1, 1, true), &state, 1, HANDOVER_WAIT_MS + 1000)
-            .unwrap();
-        assert!(String::from_utf8(again)
-            .unwrap()
-            .contains("\"generation\":2"));
-        // Not the master, a stale epoch, or a store that is not ready: nothing.
-        assert_eq!(gate.grant(&hb(2, 1, true), &state, 1, 20_000), None);
-        assert_eq!(gate.grant(&hb(1, 0, true), &state, 1, 20_000), None);
-        assert_eq!(gate.grant(&hb(1, 1, false), &state, 1, 20_000), None);
+        let again = gate.grant(&hb(1, 1, true), &state, 1, HANDOVER_WAIT_MS + 1000, false);
+        assert_eq!(generation(again), 1_000_000_002);
+        // Not the master, a stale epoch, a store that is not ready, or an election in flight.
+        assert_eq!(gate.grant(&hb(2, 1, true), &state, 1, 20_000, false), None);
+        assert_eq!(gate.grant(&hb(1, 0, true), &state, 1, 20_000, false), None);
+        assert_eq!(gate.grant(&hb(1, 1, false), &state, 1, 20_000, false), None);
+        assert_eq!(gate.grant(&hb(1, 1, true), &state, 1, 20_000, true), None);
     }
 
     #[test]
-    fn a_new_master_or_a_new_leader_restarts_the_wait() {
+    fn a_new_master_waits_and_a_new_term_counts_above_the_old_one() {
         let mut gate = WriteLeaseGate::new();
         let first = state_with_master(1, 1);
-        assert!(gate.grant(&hb(1, 1, true), &first, 1, 0).is_none());
-        assert!(gate.grant(&hb(1, 1, true), &first, 1, 12_000).is_some());
+        gate.observe("b", &first, 0);
+        let g1 = generation(gate.grant(&hb(1, 1, true), &first, 7, 12_000, false));
+        // A new master: the wait starts when this node learns it.
         let second = state_with_master(2, 2);
-        assert!(gate.grant(&hb(2, 2, true), &second, 1, 12_000).is_none());
-        assert!(gate.grant(&hb(2, 2, true), &second, 1, 23_999).is_none());
-        assert!(gate.grant(&hb(2, 2, true), &second, 1, 24_000).is_some());
-        assert!(
-            gate.grant(&hb(2, 2, true), &second, 2, 24_000).is_none(),
-            "new term"
-        );
+        gate.observe("b", &second, 12_000);
+        assert!(gate
+            .grant(&hb(2, 2, true), &second, 7, 23_999, false)
+            .is_none());
+        let g2 = generation(gate.grant(&hb(2, 2, true), &second, 7, 24_000, false));
+        // A new leader (term 8) that knew the authority long enough grants at once, above
+        // every generation of term 7.
+        let g3 = generation(gate.grant(&hb(2, 2, true), &second, 8, 24_001, false));
+        assert!(g1 < g2 && g2 < g3, "{g1} {g2} {g3}");
+        assert_eq!(g3, 8 * GRANTS_PER_TERM + 1);
+    }
+
+    #[test]
+    fn a_restart_counts_a_known_authority_from_its_stamp() {
+        let state = state_with_master(1, 1);
+        let mut gate = WriteLeaseGate::new();
+        gate.observe("b", &state, 50_000);
+        gate.backdate("b", 50_000, 20_000);
+        assert!(gate
+            .grant(&hb(1, 1, true), &state, 2, 42_000, false)
+            .is_some());
+        // Never forward.
+        gate.backdate("b", 50_000, 0);
+        assert!(gate
+            .grant(&hb(1, 1, true), &state, 2, 42_001, false)
+            .is_some());
+        // A process whose clock starts at 0: learnt 30 s before it started.
+        let mut gate = WriteLeaseGate::new();
+        gate.observe("b", &state, 0);
+        gate.backdate("b", 0, 30_000);
+        assert!(gate.grant(&hb(1, 1, true), &state, 3, 100, false).is_some());
     }
 }

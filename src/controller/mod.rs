@@ -6,8 +6,8 @@
 //! frame --(request)--> typed request --(manager)--> 904/1005/1009/1010: answered at once
 //!                                             \--> leader-only: pipeline (one FIFO)
 //!     head computed on the applied state --(replicas, elect)--> response + events
-//!     events --(event: Java's encoding)--> log entry --(storage: append + fsync, writer
-//!     thread)--> durable --(state::apply)--> state --> the answer is released
+//!     events --(event: Java's encoding)--> log entry --(raft: propose, persisted by the
+//!     writer thread, committed)--> --(state::apply)--> state --> the answer is released
 //! liveness (heartbeats, closed connections, scans) --(manager)--> elections --> notify
 //! ```
 //!
@@ -19,9 +19,9 @@
 //! * [`replicas`]: the leader-only requests as pure functions; [`elect`]: the elect policy.
 //! * [`liveness`]: the heartbeat table; [`notify`]: role-change notifications (1008);
 //!   [`lease`]: the write lease rocketmq-rust brokers read in 904 answers.
-//! * [`pipeline`]: one write in flight, answered once durable (the `Durability` trait);
-//!   [`storage`]: the single node's event log, snapshots, recovery; [`raft`]: the Raft group
-//!   (raft-rs) with its own log and writer; [`replication`]: which of the two runs.
+//! * [`pipeline`]: one write in flight, answered once committed (the `Durability` trait);
+//!   [`raft`]: the Raft group (raft-rs) of one node or several, its log, recovery and
+//!   writer thread; [`snapshot`]: the whole-state snapshot it stores and sends.
 //! * [`config`]: the Java controller keys; [`manager`]: the object the loop drives.
 //!
 //! Only [`codes`], [`request`] and [`response`] are built without the feature: `rmq-admin` and
@@ -52,14 +52,12 @@ pub mod pipeline;
 pub mod raft;
 #[cfg(feature = "controller")]
 pub mod replicas;
-#[cfg(feature = "controller")]
-pub mod replication;
 pub mod request;
 pub mod response;
 #[cfg(feature = "controller")]
-pub mod state;
+pub mod snapshot;
 #[cfg(feature = "controller")]
-pub mod storage;
+pub mod state;
 
 #[cfg(feature = "controller")]
 pub use config::ControllerConfig;
@@ -67,5 +65,7 @@ pub use config::ControllerConfig;
 pub use liveness::ConnRef;
 #[cfg(feature = "controller")]
 pub use manager::{Controller, Reply, StartError};
+#[cfg(feature = "controller")]
+pub use raft::Wake;
 #[cfg(feature = "controller")]
 pub use response::Response;

@@ -8,11 +8,10 @@
 //! the previous one may still be unapplied). Requests waiting longer than 5 s are answered
 //! with SYSTEM_ERROR, as Java's processor does when its wait times out.
 //!
-//! The durable step is the [`Durability`] trait: for the single node it is "append to the
-//! log file and fsync" on a writer thread; for a Raft group it becomes "propose and wait for
-//! commit". Either way the pipeline sees the same two calls, `propose` and
-//! [`Pipeline::on_committed`], and every committed entry (its own or, under Raft, anyone's)
-//! is applied through the same decode + [`ControllerState::apply`].
+//! The durable step is the [`Durability`] trait: the Raft group's "propose and wait for
+//! commit" (module `raft`; a single node is a group of one). The pipeline sees two calls,
+//! `propose` and [`Pipeline::on_committed`], and every committed entry (its own or another
+//! leader's) is applied through the same decode + [`ControllerState::apply`].
 
 use super::codes::response as rc;
 use super::event::{decode_entry, encode_entry, Event, EventError};
@@ -51,7 +50,7 @@ impl NotServing {
     }
 }
 
-/// Makes entries durable: the single node's log, later a Raft group.
+/// Makes entries durable: the Raft group (tests may stand in for it).
 pub trait Durability {
     /// Whether leader-only requests may be served now.
     fn serving(&self) -> Result<(), NotServing>;
@@ -99,6 +98,8 @@ struct Waiting<T> {
 struct InFlight<T> {
     /// None once the answer went out as a timeout; the entry still gets applied.
     origin: Option<Origin<T>>,
+    /// The broker sets whose master the entry changes.
+    elects: Vec<String>,
     proposal: u64,
     response: Response,
     elected: Option<Elected>,
@@ -142,6 +143,13 @@ impl<T> Pipeline<T> {
                 .as_ref()
                 .and_then(|f| f.origin.as_ref())
                 .is_some_and(is_it)
+    }
+
+    /// Whether the entry in flight changes `broker_name`'s master.
+    pub fn electing(&self, broker_name: &str) -> bool {
+        self.in_flight
+            .as_ref()
+            .is_some_and(|f| f.elects.iter().any(|n| n == broker_name))
     }
 
     /// The earliest deadline of a waiting request (for the owner's timer).
@@ -217,10 +225,17 @@ impl<T> Pipeline<T> {
                 });
                 continue;
             }
+            let elects = outcome
+                .events
+                .iter()
+                .filter(|e| matches!(e, Event::ElectMaster { .. }))
+                .map(|e| e.broker_name().to_owned())
+                .collect();
             match durability.propose(encode_entry(&outcome.events)) {
                 Ok(proposal) => {
                     self.in_flight = Some(InFlight {
                         origin: Some(head.origin),
+                        elects,
                         proposal,
                         response: outcome.response,
                         elected: outcome.elected,

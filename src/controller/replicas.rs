@@ -611,8 +611,15 @@ fn apply_broker_id(r: &ApplyBrokerId, view: &View<'_>) -> Outcome {
 
 /// Java's `scanNeedReelectBrokerSets`: the broker sets whose master is inactive while at
 /// least one of their ids is active (sorted by name). A set with no live member is left
-/// alone: electing would only record "no master" again.
-pub fn scan_need_reelect(state: &ControllerState, liveness: &Liveness, now_ms: u64) -> Vec<String> {
+/// alone: electing would only record "no master" again. With `unheard_is_inactive` false, a
+/// master this node has no heartbeat of at all is not counted inactive (a new leader, before
+/// brokers that heartbeat only the leader found it).
+pub fn scan_need_reelect(
+    state: &ControllerState,
+    liveness: &Liveness,
+    now_ms: u64,
+    unheard_is_inactive: bool,
+) -> Vec<String> {
     let mut names: Vec<String> = state
         .sync_states()
         .filter(|sync| {
@@ -620,7 +627,9 @@ pub fn scan_need_reelect(state: &ControllerState, liveness: &Liveness, now_ms: u
                 return false;
             };
             let (cluster, name) = (sync.cluster_name(), sync.broker_name());
-            !liveness.is_active(cluster, name, master, now_ms)
+            let heard = liveness.get(cluster, name, master).is_some();
+            (heard || unheard_is_inactive)
+                && !liveness.is_active(cluster, name, master, now_ms)
                 && state.replica_info(name).is_some_and(|r| {
                     r.brokers()
                         .keys()

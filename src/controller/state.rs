@@ -102,6 +102,37 @@ pub struct SyncStateInfo {
     pub(crate) sync_state_set_epoch: i32,
     pub(crate) sync_state_set: BTreeSet<i64>,
     pub(crate) master_broker_id: Option<i64>,
+    /// Who proposed the current master's election, and when by that node's clock (not
+    /// Java's: the write lease's handover wait survives a restart of the node that took it).
+    pub(crate) master_stamp: Option<Stamp>,
+}
+
+/// The Raft node that proposed an entry and its wall clock then (ms since the epoch): every
+/// entry carries one in its Raft context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    pub node: u64,
+    pub wall_ms: u64,
+}
+
+impl Stamp {
+    /// The Raft entry context: node and wall clock, 8 bytes each, big endian.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(16);
+        out.extend_from_slice(&self.node.to_be_bytes());
+        out.extend_from_slice(&self.wall_ms.to_be_bytes());
+        out
+    }
+
+    /// None for an entry without one (raft-rs's own, or an older version's).
+    pub fn decode(context: &[u8]) -> Option<Stamp> {
+        let node: [u8; 8] = context.get(..8)?.try_into().ok()?;
+        let wall: [u8; 8] = context.get(8..16)?.try_into().ok()?;
+        Some(Stamp {
+            node: u64::from_be_bytes(node),
+            wall_ms: u64::from_be_bytes(wall),
+        })
+    }
 }
 
 impl SyncStateInfo {
@@ -113,6 +144,7 @@ impl SyncStateInfo {
             sync_state_set_epoch: 0,
             sync_state_set: BTreeSet::new(),
             master_broker_id: None,
+            master_stamp: None,
         }
     }
 
@@ -140,6 +172,11 @@ impl SyncStateInfo {
         self.master_broker_id
     }
 
+    /// Who elected the current master and when (see [`Stamp`]).
+    pub fn master_stamp(&self) -> Option<Stamp> {
+        self.master_stamp
+    }
+
     /// No master was ever elected for this set (Java's `isFirstTimeForElect`).
     pub fn is_first_time_for_elect(&self) -> bool {
         self.master_epoch == 0
@@ -147,6 +184,7 @@ impl SyncStateInfo {
 
     fn update_master(&mut self, master: Option<i64>) {
         self.master_broker_id = master;
+        self.master_stamp = None;
         self.master_epoch = self.master_epoch.wrapping_add(1);
     }
 
@@ -225,6 +263,13 @@ impl ControllerState {
             .chain(self.sync_table.keys())
             .map(|k| &**k)
             .collect()
+    }
+
+    /// Records who proposed the election just applied to `broker_name` (its entry's stamp).
+    pub fn set_master_stamp(&mut self, broker_name: &str, stamp: Stamp) {
+        if let Some(info) = self.sync_mut(broker_name) {
+            info.master_stamp = Some(stamp);
+        }
     }
 
     /// Applies one logged event (Java's `ReplicasInfoManager.applyEvent`).

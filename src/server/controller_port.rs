@@ -19,11 +19,13 @@
 //! * the links to the other controller nodes ([`peers`]): frames with the peers' private code,
 //!   and every frame on a connection the link owns, go to it; payloads it accepts go to the
 //!   controller, the controller's outgoing messages to it;
-//! * the stop: the drain waits for writes in flight, then the writer is joined.
+//! * the stop: the drain waits for a single node's writes in flight (a group member answers
+//!   its own at once: their commit needs peers the drain no longer reads), then the writer
+//!   is joined.
 
 use super::{os_message, StartError};
 use crate::config::NamesrvConfig;
-use crate::controller::storage::Wake;
+use crate::controller::Wake;
 use crate::controller::{ConnRef, Controller, ControllerConfig, Reply};
 use crate::event_loop::{ConnId, Ctx, EventLoop, Handler, ListenerTag, LoopWaker, Next, TimerId};
 use crate::remoting::command::{RemotingCommand, SerializeType};
@@ -44,7 +46,7 @@ const DEADLINE_TIMER: TimerId = TimerId(11);
 const SCAN_NOT_ACTIVE_TIMER: TimerId = TimerId(12);
 /// The inactive-master scan.
 const SCAN_INACTIVE_MASTER_TIMER: TimerId = TimerId(13);
-/// Raft's clock (a group of several controllers only).
+/// Raft's clock.
 const RAFT_TICK_TIMER: TimerId = TimerId(15);
 
 /// Java starts its heartbeat-expiry scan 2 s after start, then keeps its interval.
@@ -147,6 +149,8 @@ pub(super) struct ControllerPort {
     links: PeerLinks,
     /// Messages for peers, as the controller hands them over (kept to reuse its allocation).
     peer_outbox: Vec<(u64, Vec<u8>)>,
+    /// The loop has begun to stop (what waits for peers was answered).
+    stopping: bool,
 }
 
 impl ControllerPort {
@@ -180,7 +184,8 @@ impl ControllerPort {
             waker: event_loop.waker(),
         });
         let wake: Arc<dyn Wake> = news.clone();
-        let controller = Controller::open(config, Some(wake))
+        let now = event_loop.ctx().now_ms();
+        let controller = Controller::open(config, Some(wake), now)
             .map_err(|e| StartError::Controller(e.to_string()))?;
         let (notifications, senders) = notifier::spawn(NOTIFY_QUEUE)?;
         info!("controller listening on {local_addr}");
@@ -197,6 +202,7 @@ impl ControllerPort {
             senders,
             links,
             peer_outbox: Vec::new(),
+            stopping: false,
         })
     }
 
@@ -220,9 +226,7 @@ impl ControllerPort {
             SCAN_INACTIVE_MASTER_TIMER,
             now + self.scan_inactive_master_ms,
         );
-        if self.controller.group_status().is_some() {
-            ctx.set_timer(RAFT_TICK_TIMER, now + self.controller.raft_tick_ms());
-        }
+        ctx.set_timer(RAFT_TICK_TIMER, now + self.controller.raft_tick_ms());
     }
 
     /// A request on the controller port. Its answer, and any others it released, go out
@@ -354,6 +358,13 @@ impl ControllerPort {
         if self.news.pending.swap(false, Ordering::Acquire) {
             let now = ctx.now_ms();
             self.controller.on_log_completions(now, &mut self.replies);
+            self.deliver(ctx);
+        }
+        if ctx.is_stopping() && !self.stopping {
+            // The drain reads no peer's acknowledgement: waiting for one would only run out
+            // the drain's time and end it with a warning.
+            self.stopping = true;
+            self.controller.stop_waiting_for_peers(&mut self.replies);
             self.deliver(ctx);
         }
         ctx.is_stopping() && self.controller.pending_requests() > 0

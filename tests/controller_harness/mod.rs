@@ -104,8 +104,9 @@ impl Node {
 
     fn start(&mut self) {
         let config = config(&self.dir, &self.settings);
-        self.controller =
-            Some(Controller::open(config, Some(self.waker.clone())).expect("controller opens"));
+        self.controller = Some(
+            Controller::open(config, Some(self.waker.clone()), self.now).expect("controller opens"),
+        );
     }
 
     pub fn c(&mut self) -> &mut Controller<i32> {

@@ -9,6 +9,14 @@
 //! listener on the broker's own address takes 1008 NOTIFY_BROKER_ROLE_CHANGED and, for a
 //! higher master epoch, changes role and registers with the name server again.
 //!
+//! With [`BrokerOptions::write_leases`] it behaves as a rocketmq-rust 1.0 broker toward the
+//! controller: heartbeats are requests carrying `storeReady=true`, sent to the leader (found
+//! again among the controllers when it stops answering as one), and a master takes writes
+//! only while it holds a write lease from an answer. Its lease store keeps the highest
+//! generation it accepted and refuses any grant not above it, or for another authority
+//! (broker id, master epoch), and a heartbeat answer that installs no lease fences its writes
+//! until one does, as rocketmq-rust's does.
+//!
 //! Needs `mod common;` beside it in the test crate.
 #![allow(dead_code)]
 
@@ -18,6 +26,7 @@ use rmq_namesrv::client::api::{BrokerIdentity, RegisterOptions};
 use rmq_namesrv::client::Client;
 use rmq_namesrv::remoting::command::{DecodeLimits, RemotingCommand};
 use rmq_namesrv::remoting::frame;
+use rmq_namesrv::remoting::json;
 use rmq_namesrv::route::model::{DataVersion, RegisterBody, TopicConfig};
 use rmq_namesrv::server::{self, ControllerSetup, ServerHandle};
 use std::io::{ErrorKind, Read};
@@ -25,7 +34,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub const CLUSTER: &str = "ControllerCluster";
 /// The topic every stand-in broker registers with the name server.
@@ -80,6 +89,14 @@ impl ControllerServer {
             dir,
             namesrv,
             controller,
+        }
+    }
+
+    /// Where brokers find this server: its name server and its controller.
+    pub fn endpoints(&self) -> Endpoints {
+        Endpoints {
+            namesrv: self.namesrv.clone(),
+            controllers: vec![self.controller.clone()],
         }
     }
 
@@ -155,6 +172,14 @@ pub struct Notice {
     pub master_addr: Option<String>,
 }
 
+/// Where a broker finds its name server and its controllers (`controllerAddr`, several for
+/// a group).
+#[derive(Debug, Clone)]
+pub struct Endpoints {
+    pub namesrv: String,
+    pub controllers: Vec<String>,
+}
+
 /// Broker settings a test may change.
 #[derive(Debug, Clone)]
 pub struct BrokerOptions {
@@ -162,6 +187,8 @@ pub struct BrokerOptions {
     pub heartbeat_timeout_ms: i64,
     /// `brokerHeartbeatInterval`.
     pub heartbeat_interval: Duration,
+    /// As rocketmq-rust 1.0: heartbeats are requests and a master writes only under a lease.
+    pub write_leases: bool,
 }
 
 impl Default for BrokerOptions {
@@ -169,7 +196,97 @@ impl Default for BrokerOptions {
         BrokerOptions {
             heartbeat_timeout_ms: 10_000,
             heartbeat_interval: Duration::from_millis(200),
+            write_leases: false,
         }
+    }
+}
+
+impl BrokerOptions {
+    /// A rocketmq-rust 1.0 broker (see [`BrokerOptions::write_leases`]).
+    pub fn rocketmq_rust() -> Self {
+        BrokerOptions {
+            write_leases: true,
+            ..BrokerOptions::default()
+        }
+    }
+}
+
+/// A write lease as the broker holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lease {
+    pub broker_id: i64,
+    pub master_epoch: i64,
+    pub generation: i64,
+    /// Until when writes are taken: the grant's duration less its margin, counted from when
+    /// the heartbeat was sent (rocketmq-rust 1.0's rule).
+    pub valid_until: Instant,
+}
+
+/// The broker's lease store: what it holds, and every grant it saw.
+#[derive(Debug, Default)]
+pub struct LeaseStore {
+    pub held: Option<Lease>,
+    /// (when, generation) of each grant accepted.
+    pub accepted: Vec<(Instant, i64)>,
+    /// Grants refused: (generation, why).
+    pub refused: Vec<(i64, String)>,
+    /// When an answered heartbeat installed no lease while one was held (writes fenced).
+    pub fenced: Vec<Instant>,
+}
+
+impl LeaseStore {
+    /// An answered heartbeat: its grant, if any, is offered; none taken fences writes.
+    fn answered(&mut self, body: &[u8], role: &Role, sent: Instant) {
+        let taken = self.accepted.len();
+        if !body.is_empty() {
+            self.offer(body, role, sent);
+        }
+        if self.accepted.len() == taken && self.held.take().is_some() {
+            self.fenced.push(Instant::now());
+        }
+    }
+
+    /// rocketmq-rust 1.0's checks: the margin at least 1 s and below the duration, the
+    /// authority its own, and a generation above any it accepted before.
+    fn offer(&mut self, body: &[u8], role: &Role, sent: Instant) {
+        let Ok(doc) = json::parse(body) else {
+            self.refused.push((-1, "not JSON".into()));
+            return;
+        };
+        let int = |key: &str| doc.get(key).and_then(json::Value::as_i64);
+        let (Some(broker_id), Some(epoch), Some(generation), Some(duration), Some(margin)) = (
+            int("brokerId"),
+            int("masterEpoch"),
+            int("generation"),
+            int("leaseDurationMillis"),
+            int("safetyMarginMillis"),
+        ) else {
+            self.refused
+                .push((-1, "a grant without all its fields".into()));
+            return;
+        };
+        let last = self.accepted.last().map_or(i64::MIN, |(_, g)| *g);
+        let why = if margin < 1_000 || duration <= margin {
+            Some("unsafe margin")
+        } else if broker_id != role.controller_id || epoch != role.master_epoch {
+            Some("another authority")
+        } else if generation <= last {
+            Some("generation not above the last")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            self.refused.push((generation, why.into()));
+            return;
+        }
+        let valid_until = sent + Duration::from_millis((duration - margin) as u64);
+        self.accepted.push((Instant::now(), generation));
+        self.held = Some(Lease {
+            broker_id,
+            master_epoch: epoch,
+            generation,
+            valid_until,
+        });
     }
 }
 
@@ -182,6 +299,8 @@ struct Shared {
     /// The connection to the controller leader (requests and heartbeats share it, as a Java
     /// broker's remoting client shares one channel per address).
     controller: Mutex<Option<Client>>,
+    controllers: Vec<String>,
+    leases: Mutex<LeaseStore>,
     namesrv_addr: String,
     namesrv: Mutex<Option<Client>>,
     role: Mutex<Role>,
@@ -200,6 +319,11 @@ impl StandInBroker {
     /// Runs the start sequence; returns once the broker has a role and is registered with
     /// the name server.
     pub fn start(server: &ControllerServer, name: &str, options: BrokerOptions) -> StandInBroker {
+        StandInBroker::start_with(&server.endpoints(), name, options)
+    }
+
+    /// As [`StandInBroker::start`], for any name server and controllers.
+    pub fn start_with(at: &Endpoints, name: &str, options: BrokerOptions) -> StandInBroker {
         let listener = TcpListener::bind("127.0.0.1:0").expect("broker listener");
         listener.set_nonblocking(true).expect("nonblocking");
         let addr = listener.local_addr().expect("address").to_string();
@@ -210,13 +334,18 @@ impl StandInBroker {
             stop: AtomicBool::new(false),
             heartbeating: AtomicBool::new(true),
             controller: Mutex::new(None),
-            namesrv_addr: server.namesrv.clone(),
-            namesrv: Mutex::new(Some(server.namesrv_client())),
+            controllers: at.controllers.clone(),
+            leases: Mutex::new(LeaseStore::default()),
+            namesrv_addr: at.namesrv.clone(),
+            namesrv: Mutex::new(Some(
+                Client::connect(&at.namesrv, Duration::from_secs(10))
+                    .expect("connect to name server"),
+            )),
             role: Mutex::new(Role::default()),
             notices: Mutex::new(Vec::new()),
             registrations: Mutex::new(0),
         });
-        let leader = discover_leader(&server.controller);
+        let leader = discover_leader(&at.controllers).expect("a controller leader");
         *shared.controller.lock().unwrap() =
             Some(Client::connect(&leader, Duration::from_secs(10)).expect("connect to leader"));
         shared.register_with_controller();
@@ -241,6 +370,45 @@ impl StandInBroker {
 
     pub fn notices(&self) -> Vec<Notice> {
         self.shared.notices.lock().unwrap().clone()
+    }
+
+    /// Whether it takes writes now: a master holding an unexpired lease for its authority.
+    pub fn can_write(&self) -> bool {
+        let role = self.role();
+        let leases = self.shared.leases.lock().unwrap();
+        role.is_master()
+            && leases.held.as_ref().is_some_and(|l| {
+                l.valid_until > Instant::now()
+                    && l.broker_id == role.controller_id
+                    && l.master_epoch == role.master_epoch
+            })
+    }
+
+    /// The generation of the lease held (0: none yet).
+    pub fn lease_generation(&self) -> i64 {
+        let leases = self.shared.leases.lock().unwrap();
+        leases.held.as_ref().map_or(0, |l| l.generation)
+    }
+
+    /// Grants refused by the lease store: (generation, why).
+    pub fn refused_grants(&self) -> Vec<(i64, String)> {
+        self.shared.leases.lock().unwrap().refused.clone()
+    }
+
+    /// How many times its writes were fenced (a heartbeat answer without a lease) after `since`.
+    pub fn fenced_after(&self, since: Instant) -> usize {
+        let leases = self.shared.leases.lock().unwrap();
+        leases.fenced.iter().filter(|at| **at > since).count()
+    }
+
+    /// When the first grant above `generation` was accepted, if one was.
+    pub fn accepted_after(&self, generation: i64) -> Option<Instant> {
+        let leases = self.shared.leases.lock().unwrap();
+        leases
+            .accepted
+            .iter()
+            .find(|(_, g)| *g > generation)
+            .map(|(at, _)| *at)
     }
 
     /// As a master whose HA connections show `ids` caught up: 1001 with the new set.
@@ -299,14 +467,16 @@ impl Drop for StandInBroker {
     }
 }
 
-/// 1005 to the configured controller address: the leader's address.
-fn discover_leader(controller: &str) -> String {
-    let mut c = Client::connect(controller, Duration::from_secs(10)).expect("connect");
-    let resp = c.request(1005, &[], b"").expect("1005");
-    ok(&resp, "1005");
-    resp.ext("controllerLeaderAddress")
-        .expect("a leader address")
-        .to_string()
+/// 1005 to each configured controller address: the first leader address one names (a
+/// broker's `controllerAddr` may list several).
+fn discover_leader(controllers: &[String]) -> Option<String> {
+    controllers.iter().find_map(|addr| {
+        let mut c = Client::connect(addr, Duration::from_secs(1)).ok()?;
+        let resp = c.request(1005, &[], b"").ok()?;
+        (resp.code == 0)
+            .then(|| resp.ext("controllerLeaderAddress").map(str::to_string))
+            .flatten()
+    })
 }
 
 impl Shared {
@@ -375,9 +545,14 @@ impl Shared {
         adopt(&mut self.role.lock().unwrap(), &resp);
     }
 
-    /// One oneway 904, as Java brokers send it.
+    /// One 904: oneway as Java brokers send it, or as a request reading the lease in the
+    /// answer (rocketmq-rust), finding the leader again when the connection fails or the
+    /// node answers 2007.
     fn heartbeat(&self) {
         let role = self.role.lock().unwrap().clone();
+        if self.options.write_leases {
+            return self.heartbeat_for_lease(&role);
+        }
         let [cluster, name] = self.cluster_and_name();
         let ext = [
             (cluster.0, cluster.1.as_str()),
@@ -395,6 +570,40 @@ impl Shared {
         if let Some(client) = self.controller.lock().unwrap().as_mut() {
             // A failure shows as the controller's view of this broker, which tests check.
             let _ = client.oneway(904, &ext, b"");
+        }
+    }
+
+    fn heartbeat_for_lease(&self, role: &Role) {
+        let [cluster, name] = self.cluster_and_name();
+        let id = role.controller_id.to_string();
+        let epoch = role.master_epoch.to_string();
+        let timeout = self.options.heartbeat_timeout_ms.to_string();
+        let ext = [
+            (cluster.0, cluster.1.as_str()),
+            ("brokerAddr", &self.addr),
+            (name.0, name.1.as_str()),
+            ("brokerId", &id),
+            ("epoch", &epoch),
+            ("maxOffset", "100"),
+            ("confirmOffset", "100"),
+            ("heartbeatTimeoutMills", &timeout),
+            ("storeReady", "true"),
+        ];
+        let sent = Instant::now();
+        let answer = {
+            let mut guard = self.controller.lock().unwrap();
+            let answer = guard.as_mut().map(|c| c.request(904, &ext, b""));
+            if !matches!(&answer, Some(Ok(r)) if r.code == 0) {
+                // Gone, or no longer the leader: the next heartbeat goes to the one named now.
+                *guard = discover_leader(&self.controllers)
+                    .and_then(|a| Client::connect(&a, Duration::from_secs(1)).ok());
+            }
+            answer
+        };
+        if let Some(Ok(resp)) = answer {
+            if resp.code == 0 {
+                self.leases.lock().unwrap().answered(&resp.body, role, sent);
+            }
         }
     }
 

@@ -1,5 +1,7 @@
-//! The controller as a Raft group (issue 16): three (or more) controllers replicate the same
-//! event log with raft-rs, as Java's controllers do with DLedger.
+//! The controller's durable step: a Raft group (raft-rs) of the controllers that
+//! `controllerDLegerPeers` names, as Java's controllers form a DLedger group. Three (or more)
+//! controllers replicate the same event log; a single controller is a group of one, on the
+//! same storage, whose entries commit when its own disk has them.
 //!
 //! ```text
 //! loop timer --tick--> RawNode <--step-- peer payload (the link, authenticated)
@@ -18,24 +20,32 @@
 //! term is applied (raft-rs appends the empty one itself), so its state includes everything
 //! the old leader acknowledged; every other node answers them 2007.
 //!
+//! A group of one campaigns as soon as it opens ([`RaftGroup::lead_alone`]): with no peer to
+//! wait for it wins at once, and serves after one fsync of its first entry.
+//!
 //! * [`logger`]: raft-rs's slog output forwarded to `log`.
+//! * [`records`]: the log file's record framing and the store's errors.
 //! * [`storage`]: raft-rs's `Storage` in memory, its files, the writer thread.
 
 pub mod logger;
+pub mod records;
 pub mod storage;
 
+use super::config::Peer;
 use super::pipeline::{Durability, NotServing};
-use super::state::ControllerState;
-use super::storage::snapshot;
-use super::storage::StorageError;
+use super::snapshot;
+use super::state::{ControllerState, Stamp};
 use protobuf::Message as _;
 use raft::eraftpb::{EntryType, Message, MessageType};
 use raft::{Config, RawNode, SnapshotStatus, StateRole};
+use records::StorageError;
 use std::collections::VecDeque;
 use std::path::Path;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
 use storage::{Completion, Job, RaftDisk, RaftStore};
 
-pub use storage::Persistence;
+pub use storage::{Persistence, Wake};
 
 /// Raft's tick (the loop's timer period).
 pub const TICK_MS: u64 = 100;
@@ -45,6 +55,18 @@ pub const HEARTBEAT_TICKS: usize = 2;
 /// A peer payload larger than this is refused before decoding.
 pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
 
+/// The wall clock each proposal is stamped with (ms since the epoch); simulations pass theirs.
+pub type WallClock = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+/// The system's wall clock.
+pub fn system_wall_clock() -> WallClock {
+    Arc::new(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+    })
+}
+
 /// What the manager must act on after an input.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GroupEvent {
@@ -53,6 +75,8 @@ pub enum GroupEvent {
         index: u64,
         data: Vec<u8>,
         proposal: Option<u64>,
+        /// Who proposed it and when (None for raft-rs's own empty entries).
+        stamp: Option<Stamp>,
     },
     /// The leader's snapshot replaces the state (this node had fallen too far behind).
     Snapshot { index: u64, state: ControllerState },
@@ -102,6 +126,9 @@ pub struct RaftGroup {
     led_term: u64,
     applied: u64,
     failed: Option<String>,
+    /// The group is this node alone: it campaigns by itself and commits what its disk has.
+    alone: bool,
+    wall: WallClock,
 }
 
 /// What [`RaftGroup::open`] recovered.
@@ -111,6 +138,8 @@ pub struct Opened {
     pub state: ControllerState,
     pub snapshot_index: u64,
     pub log_entries: usize,
+    /// Why a torn tail of the log was dropped, if one was.
+    pub torn_tail: Option<String>,
 }
 
 impl RaftGroup {
@@ -120,10 +149,15 @@ impl RaftGroup {
         self_id: u64,
         voters: &[u64],
         persistence: Persistence,
+        wall: WallClock,
     ) -> Result<Opened, StorageError> {
-        let (store, file, next_seq, recovery) = storage::recover(dir, voters)?;
+        let (mut store, file, next_seq, recovery) = storage::recover(dir, voters)?;
         let snapshot_index = store.snapshot_index();
-        let state = store.snapshot_state().clone();
+        let state = if voters == [self_id] {
+            store.take_snapshot_state()
+        } else {
+            store.snapshot_state().clone()
+        };
         let disk = RaftDisk::start(dir, file, next_seq, persistence)?;
         let config = Config {
             id: self_id,
@@ -156,13 +190,41 @@ impl RaftGroup {
             led_term: 0,
             applied: snapshot_index,
             failed: None,
+            alone: voters == [self_id],
+            wall,
         };
         Ok(Opened {
             group,
             state,
             snapshot_index,
             log_entries: recovery.entries,
+            torn_tail: recovery.torn_tail,
         })
+    }
+
+    /// A group of one (this node is its only voter) does not wait for an election timeout:
+    /// it campaigns now and wins at once; it serves once its first entry is on disk.
+    pub fn lead_alone(&mut self, out: &mut Vec<GroupEvent>) {
+        if !self.alone || self.failed.is_some() || self.node.raft.state == StateRole::Leader {
+            return;
+        }
+        if let Err(e) = self.node.campaign() {
+            log::warn!(
+                "controller Raft: node {} cannot campaign: {e}",
+                self.self_id
+            );
+        }
+        self.process(out);
+    }
+
+    /// How many proposals this node made (a change says a `Ready` may be waiting).
+    pub fn proposals(&self) -> u64 {
+        self.next_proposal
+    }
+
+    /// Whether this node is the group's only voter.
+    pub fn is_alone(&self) -> bool {
+        self.alone
     }
 
     pub fn self_id(&self) -> u64 {
@@ -273,42 +335,67 @@ impl RaftGroup {
     /// [`run_disk`](Self::run_disk)).
     pub fn on_disk(&mut self, out: &mut Vec<GroupEvent>) {
         while let Some(c) = self.disk.try_completion() {
-            match c {
-                Completion::Persisted { number } => {
-                    self.node.on_persist_ready(number);
-                    self.persisted_number = number;
-                    self.advance_applied();
-                    while self.held.front().is_some_and(|(n, _)| *n <= number) {
-                        if let Some((_, msgs)) = self.held.pop_front() {
-                            self.encode(msgs);
-                        }
-                    }
-                }
-                Completion::Failed { number, error } => {
-                    log::error!("controller Raft: Ready {number} not persisted: {error}");
-                    if self.failed.is_none() {
-                        self.failed = Some(error.clone());
-                        out.push(GroupEvent::Failed(error));
-                    }
-                }
-                Completion::Compacted { index, result } => match result {
-                    Ok(kept) => log::info!(
-                        "controller Raft: snapshot at index {index} written; log cut to {kept} entries"
-                    ),
-                    Err(e) => log::error!("controller Raft: snapshot at index {index} failed: {e}"),
-                },
-                Completion::FileWritten { id, result } => {
-                    out.push(GroupEvent::FileWritten { id, result })
-                }
-            }
+            self.on_completion(c, out);
         }
         self.process(out);
+    }
+
+    /// As [`on_disk`](Self::on_disk), first waiting up to `timeout` for the writer to finish
+    /// something (the start of a group of one, which serves only once its disk has its first
+    /// entry). Manual persistence runs the disk instead.
+    pub fn wait_disk(&mut self, timeout: std::time::Duration, out: &mut Vec<GroupEvent>) {
+        if self.disk.is_manual() {
+            return self.run_disk(out);
+        }
+        if let Some(c) = self.disk.wait_completion(timeout) {
+            self.on_completion(c, out);
+        }
+        self.on_disk(out);
+    }
+
+    fn on_completion(&mut self, c: Completion, out: &mut Vec<GroupEvent>) {
+        match c {
+            Completion::Persisted { number } => {
+                self.node.on_persist_ready(number);
+                self.persisted_number = number;
+                self.advance_applied();
+                while self.held.front().is_some_and(|(n, _)| *n <= number) {
+                    if let Some((_, msgs)) = self.held.pop_front() {
+                        self.encode(msgs);
+                    }
+                }
+            }
+            Completion::Failed { number, error } => {
+                log::error!("controller Raft: Ready {number} not persisted: {error}");
+                if self.failed.is_none() {
+                    self.failed = Some(error.clone());
+                    out.push(GroupEvent::Failed(error));
+                }
+            }
+            Completion::Compacted { index, result } => match result {
+                Ok(kept) => log::info!(
+                    "controller Raft: snapshot at index {index} written; log cut to {kept} entries"
+                ),
+                Err(e) => log::error!("controller Raft: snapshot at index {index} failed: {e}"),
+            },
+            Completion::FileWritten { id, result } => {
+                out.push(GroupEvent::FileWritten { id, result })
+            }
+        }
     }
 
     /// Manual persistence: the disk finishes everything it was given.
     pub fn run_disk(&mut self, out: &mut Vec<GroupEvent>) {
         self.disk.run_manual();
         self.on_disk(out);
+    }
+
+    /// Stops serving for good (an entry that cannot be applied): as a failed disk.
+    pub fn mark_failed(&mut self, why: String) {
+        if self.failed.is_none() {
+            log::error!("controller Raft: {why}; this node stops serving (restart it)");
+            self.failed = Some(why);
+        }
     }
 
     /// Has the writer replace `path` by `content`; a `GroupEvent::FileWritten` follows.
@@ -415,6 +502,9 @@ impl RaftGroup {
         let to = self.applied.min(log.committed).min(log.persisted);
         if to > log.applied {
             self.node.advance_apply_to(to);
+            if self.alone {
+                self.node.mut_store().forget_applied(to);
+            }
         }
     }
 
@@ -500,6 +590,7 @@ impl RaftGroup {
                 index: e.index,
                 data: e.data.to_vec(),
                 proposal,
+                stamp: Stamp::decode(&e.context),
             });
         }
     }
@@ -538,7 +629,11 @@ impl Durability for RaftGroup {
 
     fn propose(&mut self, entry: Vec<u8>) -> Result<u64, NotServing> {
         self.serving()?;
-        if let Err(e) = self.node.propose(Vec::new(), entry) {
+        let stamp = Stamp {
+            node: self.self_id,
+            wall_ms: (self.wall)(),
+        };
+        if let Err(e) = self.node.propose(stamp.encode(), entry) {
             log::warn!("controller Raft: proposal dropped: {e}");
             return Err(NotServing::NotLeader);
         }
@@ -549,5 +644,62 @@ impl Durability for RaftGroup {
             term: self.node.raft.term,
         });
         Ok(self.next_proposal)
+    }
+}
+
+/// The Raft ids of `peers`, in order: `nK` is K+1 when every peer is named `n<number>` (the
+/// documented form, and the numbers are distinct); otherwise a peer's position + 1. Every node
+/// computes the same ids from the same `controllerDLegerPeers`; the peer link
+/// (`server::controller_port::peers`) addresses the members by these ids too.
+pub fn raft_ids(peers: &[Peer]) -> Vec<u64> {
+    let numbered: Option<Vec<u64>> = peers
+        .iter()
+        .map(|p| {
+            p.id.strip_prefix('n')
+                .and_then(|k| k.parse::<u64>().ok())
+                .and_then(|k| k.checked_add(1))
+        })
+        .collect();
+    match numbered {
+        Some(ids) if distinct(&ids) => ids,
+        _ => (1..=peers.len() as u64).collect(),
+    }
+}
+
+fn distinct(ids: &[u64]) -> bool {
+    let mut sorted = ids.to_vec();
+    sorted.sort_unstable();
+    sorted.windows(2).all(|w| w[0] != w[1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peers(ids: &[&str]) -> Vec<Peer> {
+        ids.iter()
+            .map(|id| Peer {
+                id: (*id).into(),
+                address: "127.0.0.1:9878".into(),
+                port: 9878,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn node_k_is_raft_id_k_plus_one_and_other_names_go_by_position() {
+        assert_eq!(raft_ids(&peers(&["n0", "n1", "n2"])), vec![1, 2, 3]);
+        assert_eq!(raft_ids(&peers(&["n2", "n0", "n1"])), vec![3, 1, 2]);
+        assert_eq!(raft_ids(&peers(&["a", "b", "c"])), vec![1, 2, 3]);
+        assert_eq!(raft_ids(&peers(&["n0", "n0x", "n2"])), vec![1, 2, 3]);
+        assert_eq!(raft_ids(&peers(&["n2", "n0", "n7"])), vec![3, 1, 8]);
+        assert_eq!(raft_ids(&peers(&["a", "n1", "n2"])), vec![1, 2, 3]);
+        assert_eq!(raft_ids(&peers(&["x", "y"])), vec![1, 2]);
+        assert_eq!(
+            raft_ids(&peers(&["n1", "n01"])),
+            vec![1, 2],
+            "the same number twice"
+        );
+        assert_eq!(raft_ids(&peers(&["n0"])), vec![1], "a single node");
     }
 }

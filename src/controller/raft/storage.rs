@@ -4,9 +4,10 @@
 //! Layout in the store directory (`<controllerStorePath>/rmq-controller-<selfId>/`):
 //!
 //! ```text
-//! raft.log       the event log's record framing (see storage::log), one record per item:
-//!                kind:u8 protobuf   kind 1 = an Entry, kind 2 = the HardState
+//! raft.log       records (module `records`: magic, then length, CRC, sequence number), one
+//!                per item: kind:u8 protobuf   kind 1 = an Entry, kind 2 = the HardState
 //! raft.snapshot  "RMQCRSN1" crc:u32 protobuf(Snapshot)   data = the controller snapshot
+//!                (module `snapshot`)
 //! ```
 //!
 //! The log is append-only. Reading it back replays its records in order: an entry at index
@@ -25,8 +26,9 @@
 // protobuf 2 messages (with their unknown-field and size caches) are built field by field.
 #![allow(clippy::field_reassign_with_default)]
 
+use super::records::{self, StorageError};
+use crate::controller::snapshot;
 use crate::controller::state::ControllerState;
-use crate::controller::storage::{self as single, log as records, snapshot, StorageError, Wake};
 use crossbeam_channel::{Receiver, Sender};
 use protobuf::Message as _;
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
@@ -45,6 +47,21 @@ const KIND_HARD_STATE: u8 = 2;
 /// Jobs taken per wake-up at most.
 const MAX_BATCH: usize = 1024;
 
+/// How the writer thread tells the loop it has completions to pick up: a `mio::Waker` of the
+/// caller's poll (tests), or the event loop's own waker (the server, which also notes that the
+/// news is the controller's).
+pub trait Wake: Send + Sync {
+    fn wake(&self);
+}
+
+impl Wake for mio::Waker {
+    fn wake(&self) {
+        if let Err(e) = mio::Waker::wake(self) {
+            log::error!("controller log writer: cannot wake the event loop: {e}");
+        }
+    }
+}
+
 /// What raft-rs reads: the hard state, the membership, the last snapshot and the entries
 /// after it. Only the loop thread touches it.
 pub struct RaftStore {
@@ -52,9 +69,14 @@ pub struct RaftStore {
     conf_state: ConfState,
     /// Index and term of the last snapshot (0, 0 before the first).
     snapshot_meta: SnapshotMetadata,
-    /// The state as of `snapshot_meta.index` (encoded only when a follower needs it).
+    /// The state as of `snapshot_meta.index` (encoded only when a follower needs it; a
+    /// group of one keeps none).
     snapshot_state: ControllerState,
-    /// `entries[0].index == snapshot_meta.index + 1`.
+    keeps_snapshot_state: bool,
+    /// Index and term of the entry before `entries[0]`: the snapshot's, or for a group of
+    /// one a later applied entry (nobody will ask for the applied ones again, and they are
+    /// in the file for a restart).
+    offset: (u64, u64),
     entries: Vec<Entry>,
 }
 
@@ -72,7 +94,7 @@ impl RaftStore {
     }
 
     fn last(&self) -> u64 {
-        self.snapshot_meta.index + self.entries.len() as u64
+        self.offset.0 + self.entries.len() as u64
     }
 
     pub fn set_hard_state(&mut self, hs: HardState) {
@@ -84,7 +106,7 @@ impl RaftStore {
         let Some(first) = ents.first() else {
             return Ok(());
         };
-        if first.index <= self.snapshot_meta.index || first.index > self.last() + 1 {
+        if first.index <= self.offset.0 || first.index > self.last() + 1 {
             return Err(format!(
                 "entries from {} do not follow the log (snapshot {}, last {})",
                 first.index,
@@ -92,7 +114,7 @@ impl RaftStore {
                 self.last()
             ));
         }
-        let keep = (first.index - self.snapshot_meta.index - 1) as usize;
+        let keep = (first.index - self.offset.0 - 1) as usize;
         self.entries.truncate(keep);
         self.entries.extend_from_slice(ents);
         Ok(())
@@ -103,6 +125,7 @@ impl RaftStore {
         self.hard_state.commit = self.hard_state.commit.max(meta.index);
         self.hard_state.term = self.hard_state.term.max(meta.term);
         self.conf_state = meta.get_conf_state().clone();
+        self.offset = (meta.index, meta.term);
         self.snapshot_meta = meta;
         self.snapshot_state = state;
         self.entries.clear();
@@ -127,11 +150,35 @@ impl RaftStore {
         meta.index = index;
         meta.term = term;
         meta.set_conf_state(self.conf_state.clone());
-        self.entries
-            .drain(..(index - self.snapshot_meta.index) as usize);
+        self.forget_to(index, term);
         self.snapshot_meta = meta.clone();
-        self.snapshot_state = state.clone();
+        if self.keeps_snapshot_state {
+            self.snapshot_state = state.clone();
+        }
         Ok(meta)
+    }
+
+    /// A group of one has no follower to send a snapshot to: the state as of the last one
+    /// (a copy the live state's changes would otherwise keep apart) is dropped, now and at
+    /// every later snapshot. Returns what was kept.
+    pub fn take_snapshot_state(&mut self) -> ControllerState {
+        self.keeps_snapshot_state = false;
+        std::mem::take(&mut self.snapshot_state)
+    }
+
+    /// A group of one drops the entries it applied up to `index` from memory (the file
+    /// keeps them until the next snapshot): without followers, nothing reads them again.
+    pub fn forget_applied(&mut self, index: u64) {
+        if let Ok(term) = self.term(index) {
+            self.forget_to(index, term);
+        }
+    }
+
+    fn forget_to(&mut self, index: u64, term: u64) {
+        if index > self.offset.0 && index <= self.last() {
+            self.entries.drain(..(index - self.offset.0) as usize);
+            self.offset = (index, term);
+        }
     }
 
     /// The entries kept after the snapshot (for the writer's rewrite of the log).
@@ -159,26 +206,26 @@ impl Storage for RaftStore {
         max_size: impl Into<Option<u64>>,
         _context: GetEntriesContext,
     ) -> raft::Result<Vec<Entry>> {
-        if low <= self.snapshot_meta.index {
+        if low <= self.offset.0 {
             return Err(raft::Error::Store(raft::StorageError::Compacted));
         }
         if high > self.last() + 1 || low > high {
             return Err(unavailable());
         }
-        let offset = self.snapshot_meta.index + 1;
+        let offset = self.offset.0 + 1;
         let mut ents = self.entries[(low - offset) as usize..(high - offset) as usize].to_vec();
         raft::util::limit_size(&mut ents, max_size.into());
         Ok(ents)
     }
 
     fn term(&self, idx: u64) -> raft::Result<u64> {
-        if idx == self.snapshot_meta.index {
-            return Ok(self.snapshot_meta.term);
+        if idx == self.offset.0 {
+            return Ok(self.offset.1);
         }
-        if idx < self.snapshot_meta.index {
+        if idx < self.offset.0 {
             return Err(raft::Error::Store(raft::StorageError::Compacted));
         }
-        let offset = self.snapshot_meta.index + 1;
+        let offset = self.offset.0 + 1;
         match self.entries.get((idx - offset) as usize) {
             Some(e) => Ok(e.term),
             None => Err(unavailable()),
@@ -186,7 +233,7 @@ impl Storage for RaftStore {
     }
 
     fn first_index(&self) -> raft::Result<u64> {
-        Ok(self.snapshot_meta.index + 1)
+        Ok(self.offset.0 + 1)
     }
 
     fn last_index(&self) -> raft::Result<u64> {
@@ -243,8 +290,16 @@ pub fn encode_snapshot_file(snap: &Snapshot) -> Vec<u8> {
 
 /// Reads the snapshot file: its metadata and the controller state in it.
 fn read_snapshot(path: &Path) -> Result<Option<(SnapshotMetadata, ControllerState)>, StorageError> {
-    let Some(bytes) = snapshot::read_bytes(path)? else {
-        return Ok(None);
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => {
+            return Err(StorageError::Io {
+                path: path.to_path_buf(),
+                op: "read",
+                error,
+            })
+        }
     };
     if bytes.len() < 12 || &bytes[..8] != SNAPSHOT_MAGIC {
         return Err(corrupt(path, "not a controller Raft snapshot".into()));
@@ -281,13 +336,17 @@ pub fn recover(
         error,
     })?;
     let _ = std::fs::remove_file(crate::durable_file::sibling(&log_path(dir), ".tmp"));
+    // Left by a crash during a replace; the real file is intact.
+    crate::durable_file::remove_stale_temps(&snapshot_path(dir));
     let mut conf_state = ConfState::default();
     conf_state.voters = voters.to_vec();
     let mut store = RaftStore {
         hard_state: HardState::default(),
         conf_state,
         snapshot_meta: SnapshotMetadata::default(),
+        offset: (0, 0),
         snapshot_state: ControllerState::new(),
+        keeps_snapshot_state: true,
         entries: Vec::new(),
     };
     if let Some((meta, state)) = read_snapshot(&snapshot_path(dir))? {
@@ -301,7 +360,7 @@ pub fn recover(
             path.display()
         );
     }
-    let next_seq = scan.records.last().map_or(1, |r| r.index + 1);
+    let next_seq = scan.records.last().map_or(1, |r| r.seq + 1);
     for record in &scan.records {
         replay(&mut store, &path, record)?;
     }
@@ -323,8 +382,8 @@ fn replay(
     path: &Path,
     record: &records::Record,
 ) -> Result<(), StorageError> {
-    let bad = |why: String| corrupt(path, format!("record {}: {why}", record.index));
-    let Some((&kind, body)) = record.entry.split_first() else {
+    let bad = |why: String| corrupt(path, format!("record {}: {why}", record.seq));
+    let Some((&kind, body)) = record.item.split_first() else {
         return Err(bad("empty".into()));
     };
     match kind {
@@ -548,7 +607,7 @@ impl Writer {
             std::fs::OpenOptions::new().append(true).open(&path)
         };
         self.file = write().map_err(|e| format!("cannot rewrite {}: {e}", path.display()))?;
-        single::sync_dir(&path).map_err(|e| e.to_string())?;
+        records::sync_dir(&path).map_err(|e| e.to_string())?;
         self.next_seq = seq;
         Ok(())
     }
@@ -620,6 +679,16 @@ impl RaftDisk {
 
     pub fn try_completion(&self) -> Option<Completion> {
         self.completions.try_recv().ok()
+    }
+
+    /// The next completion, waiting up to `timeout` for it.
+    pub fn wait_completion(&self, timeout: std::time::Duration) -> Option<Completion> {
+        self.completions.recv_timeout(timeout).ok()
+    }
+
+    /// Whether the caller runs the writer ([`Persistence::Manual`]).
+    pub fn is_manual(&self) -> bool {
+        self.manual.is_some()
     }
 
     /// Manual mode: runs every job given so far (a disk that finished its work).
@@ -743,6 +812,28 @@ mod tests {
             .entries(1, 9, None, GetEntriesContext::empty(false))
             .is_err());
         assert!(store.snapshot(1, 2).is_err(), "no snapshot yet");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_group_of_one_forgets_applied_entries_but_not_their_terms() {
+        let d = dir("forget");
+        let (mut store, mut disk) = open(&d);
+        let ents: Vec<Entry> = (1..=5).map(|i| entry(i, 1 + i / 4, b"e")).collect();
+        store.append(&ents).unwrap();
+        store.forget_applied(3);
+        assert_eq!(store.first_index().unwrap(), 4);
+        assert_eq!(store.term(3).unwrap(), 1);
+        assert_eq!(store.term(4).unwrap(), 2);
+        assert!(store
+            .entries(3, 5, None, GetEntriesContext::empty(false))
+            .is_err());
+        assert_eq!(store.last_index().unwrap(), 5);
+        // A snapshot at a later applied index still keeps what follows it.
+        let meta = store.compact(4, &state_with("broker-f")).unwrap();
+        assert_eq!((meta.index, meta.term), (4, 2));
+        assert_eq!(store.entries_after_snapshot().len(), 1);
+        disk.close();
         std::fs::remove_dir_all(&d).unwrap();
     }
 

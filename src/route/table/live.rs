@@ -17,6 +17,8 @@ pub(super) struct LiveBroker {
     pub(super) timeout_ms: u64,
     pub(super) data_version: DataVersion,
     pub(super) conn: Option<ConnId>,
+    /// The connection of its latest registration has closed: its unregistration is queued.
+    pub(super) connection_closed: bool,
     pub(super) ha_server_addr: String,
     /// (body length, header bodyCrc32, body fingerprint) of the last fully applied body.
     pub(super) fingerprint: Option<BodyFingerprint>,

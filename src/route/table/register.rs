@@ -387,7 +387,10 @@ impl RouteTable {
     }
 
     /// §5.2 step 6: when another address, registered under this id, is live with a newer
-    /// stateVersion, this registration is refused and its live entry dropped.
+    /// stateVersion, this registration is refused and its live entry dropped. A live entry
+    /// whose connection has closed does not count: its removal is queued and applies before
+    /// anything that arrives after the close (Java queues the same removal; its batch thread
+    /// takes it at once, so a registration that follows a close finds it gone).
     fn fence_older_incarnation(
         &mut self,
         req: &RegisterRequest<'_>,
@@ -397,9 +400,10 @@ impl RouteTable {
         let Some(other) = addr_of_id.filter(|a| *a != req.broker_addr) else {
             return false;
         };
-        let newer = self
-            .live_id(req.cluster, other)
-            .is_some_and(|l| self.live[l].data_version.state_version > incoming.state_version);
+        let newer = self.live_id(req.cluster, other).is_some_and(|l| {
+            !self.live[l].connection_closed
+                && self.live[l].data_version.state_version > incoming.state_version
+        });
         if newer {
             if let Some(l) = self.live_id(req.cluster, req.broker_addr) {
                 self.remove_live(l);
@@ -543,6 +547,7 @@ impl RouteTable {
             live.seen_stamp = seen_stamp;
         }
         self.bind_connection(live_id, req.conn);
+        self.live[live_id].connection_closed = false;
         self.arm_expiry(live_id);
         first
     }
@@ -563,6 +568,7 @@ impl RouteTable {
             timeout_ms: DEFAULT_HEARTBEAT_TIMEOUT_MS,
             data_version: incoming,
             conn: None,
+            connection_closed: false,
             ha_server_addr: String::new(),
             fingerprint: None,
             version_text: None,

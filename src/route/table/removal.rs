@@ -134,6 +134,7 @@ impl RouteTable {
                 continue;
             };
             live.conn = None;
+            live.connection_closed = true;
             // An expired broker's unregistration is already on its way (the expiry closed
             // this connection): asking again would only fill the worker's queue.
             if live.expiry == Expiry::Reported {

@@ -1043,3 +1043,37 @@ fn steps_stop_when_the_broker_group_goes_meanwhile() {
     assert_eq!(t.topic_count(), 0);
     assert!(t.pickup_route("G3").is_none());
 }
+
+/// A new master registers right after the old one's connection closed, before the
+/// queued removal applies: the closed entry does not fence it, and the removal that
+/// follows takes only the old address.
+#[test]
+fn a_closed_connection_does_not_fence_the_next_master() {
+    let mut t = table();
+    let mut old = body(1, &[("T", 6)]);
+    old.data_version.state_version = 2;
+    t.register_broker(&req("c", "b", "old:1", 0, 0), TopicsInput::Body(&old));
+    let removals = t.connection_closed(1);
+    assert_eq!(removals.len(), 1);
+    let mut new_master = req("c", "b", "new:1", 0, 0);
+    new_master.conn = Some(2);
+    let r = t.register_broker(&new_master, TopicsInput::Body(&body(1, &[("T", 6)])));
+    assert!(!r.fenced, "stateVersion 0 after a closed stateVersion 2");
+    t.unregister_batch(&removals);
+    assert_eq!(
+        t.broker_member_group("b").get(&0).map(String::as_str),
+        Some("new:1")
+    );
+    // An open connection still fences (the rule is Java's).
+    let mut stale = req("c", "b", "stale:1", 0, 0);
+    stale.conn = Some(3);
+    let mut newer = body(2, &[("T", 6)]);
+    newer.data_version.state_version = 3;
+    let mut again = new_master.clone();
+    again.now_ms = 1;
+    t.register_broker(&again, TopicsInput::Body(&newer));
+    assert!(
+        t.register_broker(&stale, TopicsInput::Body(&body(1, &[("T", 6)])))
+            .fenced
+    );
+}

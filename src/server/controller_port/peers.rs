@@ -23,7 +23,7 @@
 //!   bounded queue covers a connection being set up; an established link is bounded by its
 //!   unsent bytes (`MAX_UNSENT`).
 
-use crate::controller::replication::raft_ids;
+use crate::controller::raft::raft_ids;
 use crate::controller::ControllerConfig;
 use crate::event_loop::{ConnId, Ctx, TimerId};
 use crate::remoting::codes::response::{SUCCESS, SYSTEM_ERROR};

@@ -1,46 +1,117 @@
-//! The event log file: a magic header, then one record per committed entry.
+//! The record framing of the controller's Raft log file (`raft.log`), and the errors that
+//! name a store file.
 //!
 //! ```text
 //! file   = "RMQCLOG1" record*
-//! record = length:u32 crc:u32 index:u64 entry[length]     (big endian)
-//! crc    = CRC-32 of index and entry
+//! record = length:u32 crc:u32 seq:u64 item[length]     (big endian)
+//! crc    = CRC-32 of seq and item
 //! ```
 //!
-//! Indexes are consecutive. A crash can only damage the end of the file (appends only), so
-//! reading back distinguishes a *torn tail* (the last record runs past the end, fails its
-//! CRC while nothing but zeros follow, or the header itself is cut short): dropped, with a
-//! warning, and the file cut back to the last good record; from *corruption* (a bad record
-//! followed by more data, indexes out of order, a wrong magic): an error naming the file and
-//! the byte offset, because silently dropping acknowledged changes is worse than refusing
-//! to start.
+//! Sequence numbers are consecutive. A crash can only damage the end of the file (appends
+//! only), so reading back distinguishes a *torn tail* (the last record runs past the end,
+//! fails its CRC while nothing but zeros follow, or the header itself is cut short): dropped,
+//! with a warning, and the file cut back to the last good record; from *corruption* (a bad
+//! record followed by more data, sequence numbers out of order, a wrong magic): an error
+//! naming the file and the byte offset, because silently dropping acknowledged changes is
+//! worse than refusing to start.
 
-use super::StorageError;
 use crate::checksum::crc32;
+use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// Why the store cannot be used; every variant names the file.
+#[derive(Debug)]
+pub enum StorageError {
+    Io {
+        path: PathBuf,
+        op: &'static str,
+        error: std::io::Error,
+    },
+    Corrupt {
+        path: PathBuf,
+        offset: Option<u64>,
+        reason: String,
+    },
+    /// The writer thread is gone (after shutdown).
+    Stopped,
+}
+
+impl fmt::Display for StorageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StorageError::Io { path, op, error } => {
+                write!(
+                    f,
+                    "controller store {}: {op} failed: {error}",
+                    path.display()
+                )
+            }
+            StorageError::Corrupt {
+                path,
+                offset: Some(offset),
+                reason,
+            } => write!(
+                f,
+                "controller store {} is damaged at byte {offset}: {reason}",
+                path.display()
+            ),
+            StorageError::Corrupt { path, reason, .. } => {
+                write!(
+                    f,
+                    "controller store {} is damaged: {reason}",
+                    path.display()
+                )
+            }
+            StorageError::Stopped => f.write_str("the controller log writer has stopped"),
+        }
+    }
+}
+
+impl std::error::Error for StorageError {}
+
+/// fsync of the directory holding `path` (makes a create or rename durable).
+pub fn sync_dir(path: &Path) -> Result<(), StorageError> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    match File::open(dir) {
+        // Not every platform can fsync a directory; where it cannot, there is nothing to do.
+        Ok(d) => {
+            let _ = d.sync_all();
+            Ok(())
+        }
+        Err(error) => Err(StorageError::Io {
+            path: dir.to_path_buf(),
+            op: "open directory",
+            error,
+        }),
+    }
+}
 
 pub const MAGIC: &[u8; 8] = b"RMQCLOG1";
 pub const RECORD_HEADER_LEN: usize = 16;
-/// Entries are a request's events, a few hundred bytes; anything this large is damage.
+/// Items are a Raft entry or hard state, a few hundred bytes; anything this large is damage.
 pub const MAX_ENTRY_LEN: usize = 64 << 20;
 
 /// Appends one record to `out`.
-pub fn encode_record(index: u64, entry: &[u8], out: &mut Vec<u8>) {
-    let mut crc_input = Vec::with_capacity(8 + entry.len());
-    crc_input.extend_from_slice(&index.to_be_bytes());
-    crc_input.extend_from_slice(entry);
-    out.extend_from_slice(&(entry.len() as u32).to_be_bytes());
+pub fn encode_record(seq: u64, item: &[u8], out: &mut Vec<u8>) {
+    let mut crc_input = Vec::with_capacity(8 + item.len());
+    crc_input.extend_from_slice(&seq.to_be_bytes());
+    crc_input.extend_from_slice(item);
+    out.extend_from_slice(&(item.len() as u32).to_be_bytes());
     out.extend_from_slice(&crc32(&crc_input).to_be_bytes());
-    out.extend_from_slice(&index.to_be_bytes());
-    out.extend_from_slice(entry);
+    out.extend_from_slice(&seq.to_be_bytes());
+    out.extend_from_slice(item);
 }
 
 /// One record read back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
-    pub index: u64,
-    pub entry: Vec<u8>,
+    pub seq: u64,
+    pub item: Vec<u8>,
 }
 
 /// What reading the file gave.
@@ -73,14 +144,14 @@ pub fn scan(path: &Path, bytes: &[u8]) -> Result<Scan, StorageError> {
         return Err(corrupt(
             path,
             0,
-            "not a controller event log (bad magic)".into(),
+            "not a controller Raft log (bad magic)".into(),
         ));
     }
     if &bytes[..MAGIC.len()] != MAGIC {
         return Err(corrupt(
             path,
             0,
-            "not a controller event log (bad magic)".into(),
+            "not a controller Raft log (bad magic)".into(),
         ));
     }
     let mut scan = Scan {
@@ -102,7 +173,7 @@ pub fn scan(path: &Path, bytes: &[u8]) -> Result<Scan, StorageError> {
         }
         let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
         let crc = u32::from_be_bytes([rest[4], rest[5], rest[6], rest[7]]);
-        let index = u64::from_be_bytes([
+        let seq = u64::from_be_bytes([
             rest[8], rest[9], rest[10], rest[11], rest[12], rest[13], rest[14], rest[15],
         ]);
         if len > MAX_ENTRY_LEN || rest.len() < RECORD_HEADER_LEN + len {
@@ -119,21 +190,21 @@ pub fn scan(path: &Path, bytes: &[u8]) -> Result<Scan, StorageError> {
             return Err(corrupt(
                 path,
                 pos,
-                format!("record {index} fails its checksum and more records follow"),
+                format!("record {seq} fails its checksum and more records follow"),
             ));
         }
         if let Some(prev) = scan.records.last() {
-            if index != prev.index + 1 {
+            if seq != prev.seq + 1 {
                 return Err(corrupt(
                     path,
                     pos,
-                    format!("record {index} follows record {}", prev.index),
+                    format!("record {seq} follows record {}", prev.seq),
                 ));
             }
         }
         scan.records.push(Record {
-            index,
-            entry: rest[RECORD_HEADER_LEN..end].to_vec(),
+            seq,
+            item: rest[RECORD_HEADER_LEN..end].to_vec(),
         });
         pos += end;
         scan.valid_len = pos as u64;
@@ -171,7 +242,7 @@ pub fn open(path: &Path) -> Result<(File, Scan), StorageError> {
             .map_err(io(path, "create"))?;
         f.write_all(MAGIC).map_err(io(path, "write"))?;
         f.sync_all().map_err(io(path, "fsync"))?;
-        super::sync_dir(path)?;
+        sync_dir(path)?;
     } else if scan.valid_len < bytes.len() as u64 {
         let f = OpenOptions::new()
             .write(true)
@@ -185,34 +256,6 @@ pub fn open(path: &Path) -> Result<(File, Scan), StorageError> {
         .open(path)
         .map_err(io(path, "open"))?;
     Ok((f, scan))
-}
-
-/// Replaces the log at `path` by one holding only the records after `index` (those are
-/// already in a snapshot), crash-safely: temp file, fsync, rename, fsync the directory.
-/// Returns the new append handle.
-pub fn keep_after(path: &Path, index: u64) -> Result<(File, usize), StorageError> {
-    let bytes = std::fs::read(path).map_err(io(path, "read"))?;
-    let scan = scan(path, &bytes)?;
-    let mut out = Vec::with_capacity(MAGIC.len());
-    out.extend_from_slice(MAGIC);
-    let mut kept = 0;
-    for r in scan.records.iter().filter(|r| r.index > index) {
-        encode_record(r.index, &r.entry, &mut out);
-        kept += 1;
-    }
-    let tmp = crate::durable_file::sibling(path, ".tmp");
-    {
-        let mut f = File::create(&tmp).map_err(io(&tmp, "create"))?;
-        f.write_all(&out).map_err(io(&tmp, "write"))?;
-        f.sync_all().map_err(io(&tmp, "fsync"))?;
-    }
-    std::fs::rename(&tmp, path).map_err(io(path, "rename"))?;
-    super::sync_dir(path)?;
-    let f = OpenOptions::new()
-        .append(true)
-        .open(path)
-        .map_err(io(path, "open"))?;
-    Ok((f, kept))
 }
 
 #[cfg(test)]
@@ -232,10 +275,10 @@ mod tests {
         let bytes = file_with(&[(1, b"a"), (2, b""), (3, b"ccc")]);
         let s = scan(Path::new("x"), &bytes).unwrap();
         assert_eq!(
-            s.records.iter().map(|r| r.index).collect::<Vec<_>>(),
+            s.records.iter().map(|r| r.seq).collect::<Vec<_>>(),
             vec![1, 2, 3]
         );
-        assert_eq!(s.records[2].entry, b"ccc");
+        assert_eq!(s.records[2].item, b"ccc");
         assert_eq!(s.valid_len, bytes.len() as u64);
         assert!(s.torn.is_none());
     }
@@ -266,10 +309,10 @@ mod tests {
     fn damage_before_the_end_is_corruption_naming_the_file_and_offset() {
         let mut bytes = file_with(&[(1, b"first"), (2, b"second")]);
         bytes[MAGIC.len() + RECORD_HEADER_LEN] ^= 0x01;
-        let err = scan(Path::new("/data/events.log"), &bytes)
+        let err = scan(Path::new("/data/raft.log"), &bytes)
             .unwrap_err()
             .to_string();
-        assert!(err.contains("/data/events.log"), "{err}");
+        assert!(err.contains("/data/raft.log"), "{err}");
         assert!(err.contains("byte 8"), "{err}");
         let gap = file_with(&[(1, b"a"), (3, b"c")]);
         assert!(scan(Path::new("x"), &gap)

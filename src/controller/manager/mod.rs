@@ -14,34 +14,34 @@
 //! ([`Controller::take_notifications`]) and payloads for peers
 //! ([`Controller::take_peer_messages`]).
 //!
-//! The durable step is the single node's log or the Raft group (module `replication`): every
-//! committed entry, from either, is applied by [`Controller`] the same way; in a group only the
-//! serving leader answers leader-only requests, elects and grants write leases.
+//! The durable step is the Raft group (module `raft`), of one node or several: every
+//! committed entry is applied by [`Controller`] the same way, and only the serving leader
+//! answers leader-only requests, elects and grants write leases.
 //!
-//! Inactive brokers become elections as in Java's `ControllerManager`: an inactive master
-//! (or a scan that finds one) starts a controller-triggered election, retried up to
-//! `electMasterMaxRetryCount` times until one succeeds; a successful election, from
-//! anywhere, notifies the set's active members when `notifyBrokerRoleChanged` is on.
+//! Inactive masters become elections (module `elections`); a successful election, from
+//! anywhere, notifies the set's active members when `notifyBrokerRoleChanged` is on. Opening
+//! (recovery, the silent replay, a group of one's first election) is module `start`.
+
+mod elections;
+mod start;
 
 use super::codes::response as rc;
 use super::config::{ConfigError, ControllerConfig, PlannedUpdate};
 use super::event::Event;
 use super::lease::WriteLeaseGate;
-use super::liveness::{ConnRef, InactiveBroker, Liveness};
+use super::liveness::{ConnRef, Liveness};
 use super::notify::{self, NotifyOutbox, RoleChangeNotification};
-use super::pipeline::{Completed, Inputs, Origin, Pipeline};
-use super::raft::{GroupEvent, GroupStatus, Persistence, RaftGroup};
-use super::replicas::{self, Elected};
-use super::replication::{self, Replication};
+use super::pipeline::{Completed, Durability, Inputs, Origin, Pipeline};
+use super::raft::records::StorageError;
+use super::raft::{self, GroupEvent, GroupStatus, RaftGroup, WallClock};
+use super::replicas::Elected;
 use super::request::{self, ControllerRequest, ElectMaster, Heartbeat, LeaderRequest};
 use super::response::Response;
-use super::state::ControllerState;
-use super::storage::{Completion, SingleNodeLog, Storage, StorageError, Wake};
+use super::state::{ControllerState, Stamp};
 use crate::remoting::codes::response::{REQUEST_CODE_NOT_SUPPORTED, SUCCESS, SYSTEM_ERROR};
 use crate::remoting::command::RemotingCommand;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
-use std::sync::Arc;
 
 /// An answer for one of the caller's requests.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,7 +76,7 @@ pub struct Controller<T> {
     state: ControllerState,
     liveness: Liveness,
     pipeline: Pipeline<Ticket<T>>,
-    durable: Replication,
+    group: Box<RaftGroup>,
     applied_index: u64,
     events_since_snapshot: u64,
     outbox: NotifyOutbox,
@@ -85,6 +85,15 @@ pub struct Controller<T> {
     /// its file to be written by the log writer.
     config_updates: VecDeque<ConfigUpdate<T>>,
     next_file_job: u64,
+    /// Counts of the replay at start; None once it is over (changes are logged from then).
+    replay: Option<start::Replay>,
+    wall: WallClock,
+    /// Masters seen dying while this node did not serve (see `elections`).
+    inactive_masters: BTreeMap<String, elections::DeadMaster>,
+    /// When this node last began to serve (None while it does not), and whether the checks
+    /// a new leader makes are done.
+    serving_since: Option<u64>,
+    serving_checked: bool,
 }
 
 /// A 1009 waiting its turn, or its file write.
@@ -96,111 +105,14 @@ struct ConfigUpdate<T> {
 }
 
 impl<T> Controller<T> {
-    /// Applies the kept runtime config updates, recovers the store and starts its writer.
-    /// Several peers in `controllerDLegerPeers` make this node a member of a Raft group.
-    pub fn open(
-        config: ControllerConfig,
-        waker: Option<Arc<dyn Wake>>,
-    ) -> Result<Self, StartError> {
-        Self::open_with(config, waker, false)
-    }
-
-    /// As [`open`](Self::open), with a Raft group's disk run by the caller
-    /// ([`run_disk`](Self::run_disk)) instead of a thread: deterministic simulations.
-    pub fn open_simulated(config: ControllerConfig) -> Result<Self, StartError> {
-        Self::open_with(config, None, true)
-    }
-
-    fn open_with(
-        mut config: ControllerConfig,
-        waker: Option<Arc<dyn Wake>>,
-        manual_disk: bool,
-    ) -> Result<Self, StartError> {
-        config.load_updates().map_err(StartError::Config)?;
-        let java_store = config
-            .store_path()
-            .join(format!("dledger-{}", config.self_peer().id));
-        if java_store.exists() {
-            log::warn!(
-                "controller: {} holds a Java DLedger controller store; its state is not imported (brokers re-apply for ids)",
-                java_store.display()
-            );
-        }
-        let dir = config.store_dir();
-        if config.peers().len() > 1 {
-            let persistence = if manual_disk {
-                Persistence::Manual
-            } else {
-                Persistence::Thread(waker)
-            };
-            return Self::open_group(config, persistence);
-        }
-        let (storage, recovered) = Storage::open(&dir, waker).map_err(StartError::Storage)?;
-        log::info!(
-            "controller {} on port {}: store {} recovered {} broker sets (snapshot at {}, {} log records replayed, last index {})",
-            config.self_peer().id,
-            config.listen_port(),
-            dir.display(),
-            recovered.state.broker_names().len(),
-            recovered.snapshot_index,
-            recovered.replayed,
-            recovered.last_index
-        );
-        Ok(Controller {
-            config,
-            state: recovered.state,
-            liveness: Liveness::new(),
-            pipeline: Pipeline::new(),
-            durable: Replication::Single(SingleNodeLog::new(storage)),
-            applied_index: recovered.last_index,
-            events_since_snapshot: recovered.events_since_snapshot,
-            outbox: NotifyOutbox::default(),
-            lease: WriteLeaseGate::new(),
-            config_updates: VecDeque::new(),
-            next_file_job: 0,
-        })
-    }
-
-    /// This node as a member of the Raft group `controllerDLegerPeers` names.
-    fn open_group(config: ControllerConfig, persistence: Persistence) -> Result<Self, StartError> {
-        let dir = config.store_dir();
-        let ids = replication::raft_ids(config.peers());
-        let self_id = ids[config.self_index()];
-        let opened =
-            RaftGroup::open(&dir, self_id, &ids, persistence).map_err(StartError::Storage)?;
-        log::info!(
-            "controller {} (Raft node {self_id} of {:?}) on port {}: store {} holds a snapshot at {} with {} broker sets and {} log entries after it",
-            config.self_peer().id,
-            ids,
-            config.listen_port(),
-            dir.display(),
-            opened.snapshot_index,
-            opened.state.broker_names().len(),
-            opened.log_entries,
-        );
-        Ok(Controller {
-            config,
-            state: opened.state,
-            liveness: Liveness::new(),
-            pipeline: Pipeline::new(),
-            durable: Replication::Group(Box::new(opened.group)),
-            applied_index: opened.snapshot_index,
-            events_since_snapshot: 0,
-            outbox: NotifyOutbox::default(),
-            lease: WriteLeaseGate::new(),
-            config_updates: VecDeque::new(),
-            next_file_job: 0,
-        })
-    }
-
     /// Raft's tick period; the loop calls [`raft_tick`](Self::raft_tick) this often.
     pub fn raft_tick_ms(&self) -> u64 {
         super::raft::TICK_MS
     }
 
-    /// This node's role, term and leader (None for a single node).
-    pub fn group_status(&self) -> Option<GroupStatus> {
-        self.durable.group().map(RaftGroup::status)
+    /// This node's role, term and leader.
+    pub fn group_status(&self) -> GroupStatus {
+        self.group.status()
     }
 
     /// Raft's clock.
@@ -224,9 +136,7 @@ impl<T> Controller<T> {
 
     /// Payloads to send now, (to, bytes); the link drops those for unreachable peers.
     pub fn take_peer_messages(&mut self, out: &mut Vec<(u64, Vec<u8>)>) {
-        if let Some(group) = self.durable.group_mut() {
-            group.take_messages(out);
-        }
+        self.group.take_messages(out);
     }
 
     /// Simulations ([`open_simulated`](Self::open_simulated)): the disk finishes everything
@@ -235,21 +145,17 @@ impl<T> Controller<T> {
         self.drive_group(now_ms, out, |group, events| group.run_disk(events));
     }
 
-    /// Runs `input` on the Raft group (nothing for a single node), then processes the events
-    /// it produced.
+    /// Runs `input` on the Raft group, then processes the events it produced.
     fn drive_group(
         &mut self,
         now_ms: u64,
         out: &mut Vec<Reply<T>>,
         input: impl FnOnce(&mut RaftGroup, &mut Vec<GroupEvent>),
     ) {
-        let Some(group) = self.durable.group_mut() else {
-            return;
-        };
         let mut events = Vec::new();
-        input(group, &mut events);
+        input(&mut self.group, &mut events);
         let mut done = Vec::new();
-        self.on_group_events(events, &mut done, out);
+        self.on_group_events(events, &mut done, out, now_ms);
         self.advance(now_ms, &mut done);
         self.finish(done, now_ms, out);
     }
@@ -259,6 +165,7 @@ impl<T> Controller<T> {
         events: Vec<GroupEvent>,
         done: &mut Vec<Completed<Ticket<T>>>,
         out: &mut Vec<Reply<T>>,
+        now_ms: u64,
     ) {
         for event in events {
             match event {
@@ -266,20 +173,23 @@ impl<T> Controller<T> {
                     index,
                     data,
                     proposal,
-                } => self.on_durable(index, proposal, &data, done),
+                    stamp,
+                } => self.on_durable(index, proposal, stamp, &data, done, now_ms),
                 GroupEvent::Snapshot { index, state } => {
                     self.state = state;
                     self.applied_index = index;
                     self.events_since_snapshot = 0;
+                    self.lease.observe_all(&self.state, now_ms);
                 }
                 GroupEvent::Serving { term } => {
                     log::info!("controller: leader in term {term}; serving leader-only requests");
-                    // The next inactive-master scan (a timer) catches what happened meanwhile.
-                    self.lease.reset();
+                    self.serving_since = Some(now_ms);
+                    // Checked once the events are handled (`finish`).
+                    self.serving_checked = false;
                 }
                 GroupEvent::LeadershipLost { term } => {
                     log::warn!("controller: leadership of term {term} lost; parked requests fail");
-                    self.lease.reset();
+                    self.serving_since = None;
                     let in_flight = Response::error(
                         SYSTEM_ERROR,
                         format!("the controller lost its leadership (term {term}) before the change was committed"),
@@ -314,6 +224,24 @@ impl<T> Controller<T> {
     /// config updates waiting for their file.
     pub fn pending_requests(&self) -> usize {
         self.pipeline.len() + self.config_updates.len()
+    }
+
+    /// The name server is stopping: a member of a group of several answers its leader-only
+    /// requests now (`SYSTEM_ERROR`, as Java's timeout would), since a write in flight commits
+    /// only with its peers' acknowledgements, which a stopping loop no longer reads (its fate
+    /// is the next leader's). A group of one keeps them: its own disk finishes them.
+    pub fn stop_waiting_for_peers(&mut self, out: &mut Vec<Reply<T>>) {
+        if self.group.is_alone() {
+            return;
+        }
+        let stopping = Response::error(SYSTEM_ERROR, "the controller is shutting down");
+        let mut done = Vec::new();
+        self.pipeline.fail_all(&stopping, &mut done);
+        for c in done {
+            if let Origin::Client((ticket, wants_reply)) = c.origin {
+                reply(out, ticket, wants_reply, c.response);
+            }
+        }
     }
 
     /// When [`expire_requests`](Self::expire_requests) next has something to do.
@@ -396,26 +324,31 @@ impl<T> Controller<T> {
         self.liveness.on_heartbeat(hb, conn, now_ms);
         let response = Response::new(SUCCESS, Some("Heart beat success".into()));
         // Only a peer that reads the answer can use a lease (rocketmq-rust brokers).
-        if !wants_reply || self.durable.serving().is_err() {
+        if !wants_reply || self.group.serving().is_err() {
             return response;
         }
+        let electing = hb
+            .broker_name
+            .as_deref()
+            .is_some_and(|name| self.pipeline.electing(name));
         match self
             .lease
-            .grant(hb, &self.state, self.durable.term(), now_ms)
+            .grant(hb, &self.state, self.group.status().term, now_ms, electing)
         {
             Some(body) => response.body(body),
             None => response,
         }
     }
 
-    /// 1005: who leads. A single node is its group's only member, so it leads; a Raft member
-    /// names the leader it knows (none during an election) so brokers find it, plus its own
-    /// role and term (extra header fields Java's clients ignore).
+    /// 1005: who leads. A single node answers as Java's does (it leads its group of one); a
+    /// member of several names the leader it knows (none during an election) so brokers find
+    /// it, plus its own role and term (extra header fields Java's clients ignore).
     fn metadata(&self) -> Response {
-        let Some(status) = self.group_status() else {
+        if self.group.is_alone() {
             return self.single_node_metadata();
-        };
-        let ids = replication::raft_ids(self.config.peers());
+        }
+        let status = self.group_status();
+        let ids = raft::raft_ids(self.config.peers());
         let leader = ids
             .iter()
             .zip(self.config.peers())
@@ -448,12 +381,6 @@ impl<T> Controller<T> {
 
     fn single_node_metadata(&self) -> Response {
         let me = self.config.self_peer();
-        let peers: String = self
-            .config
-            .peers()
-            .iter()
-            .map(|p| format!("{}:{};", p.id, p.address))
-            .collect();
         let mut fields = vec![
             ("controllerLeaderAddress", me.address.clone()),
             ("controllerLeaderId", me.id.clone()),
@@ -462,7 +389,7 @@ impl<T> Controller<T> {
             fields.push(("group", group.to_owned()));
         }
         fields.push(("isLeader", "true".to_owned()));
-        fields.push(("peers", peers));
+        fields.push(("peers", self.peers_text()));
         Response::with_header(SUCCESS, fields)
     }
 
@@ -485,10 +412,7 @@ impl<T> Controller<T> {
                 Ok(plan) => {
                     self.next_file_job += 1;
                     let id = self.next_file_job;
-                    match self
-                        .durable
-                        .write_file(id, plan.path(), plan.file_content())
-                    {
+                    match self.group.write_file(id, plan.path(), plan.file_content()) {
                         Ok(()) => {
                             update.writing = Some((id, plan));
                             self.config_updates.push_front(update);
@@ -537,7 +461,7 @@ impl<T> Controller<T> {
         out: &mut Vec<Reply<T>>,
     ) {
         let mut done = Vec::new();
-        if let Err(not_serving) = self.durable.serving() {
+        if let Err(not_serving) = self.group.serving() {
             done.push(Completed {
                 origin,
                 response: not_serving.response(),
@@ -558,16 +482,18 @@ impl<T> Controller<T> {
             enable_elect_unclean_master: settings.enable_elect_unclean_master,
             process_read_event: settings.process_read_event,
         };
+        let proposed = self.group.proposals();
         self.pipeline
-            .advance(&self.state, &inputs, self.durable.durability(), done);
-        // A Raft proposal becomes a Ready to persist and send; a one-voter log needs nothing.
-        let mut events = Vec::new();
-        if let Some(group) = self.durable.group_mut() {
-            group.process(&mut events);
+            .advance(&self.state, &inputs, self.group.as_mut(), done);
+        if self.group.proposals() == proposed {
+            return; // reads and refusals: nothing for Raft to do
         }
+        // A proposal becomes a Ready to persist and send.
+        let mut events = Vec::new();
+        self.group.process(&mut events);
         if !events.is_empty() {
             let mut out = Vec::new();
-            self.on_group_events(events, done, &mut out);
+            self.on_group_events(events, done, &mut out, now_ms);
             // Only FileWritten answers land here, and process() never yields those.
             debug_assert!(out.is_empty());
             self.advance(now_ms, done);
@@ -582,6 +508,10 @@ impl<T> Controller<T> {
         now_ms: u64,
         out: &mut Vec<Reply<T>>,
     ) {
+        if self.serving_since.is_some() && !self.serving_checked {
+            self.serving_checked = true;
+            self.on_serving(now_ms, out);
+        }
         while !done.is_empty() {
             let mut more = Vec::new();
             for c in done {
@@ -631,87 +561,60 @@ impl<T> Controller<T> {
         }
     }
 
-    /// Picks up what the log writer finished: applies durable entries, releases their
+    /// Picks up what the log writer finished: applies committed entries, releases their
     /// answers, takes snapshots when due. Call when the waker given to `open` fired.
     pub fn on_log_completions(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
         let mut done = Vec::new();
-        match &mut self.durable {
-            Replication::Group(group) => {
-                let mut events = Vec::new();
-                group.on_disk(&mut events);
-                self.on_group_events(events, &mut done, out);
-            }
-            Replication::Single(log) => {
-                let mut completions = Vec::new();
-                while let Some(completion) = log.storage().try_completion() {
-                    completions.push(completion);
-                }
-                for completion in completions {
-                    match completion {
-                        Completion::FileWritten { id, result } => {
-                            self.config_written(id, result, out)
-                        }
-                        other => self.on_completion(other, &mut done),
-                    }
-                }
-            }
-        }
+        let mut events = Vec::new();
+        self.group.on_disk(&mut events);
+        self.on_group_events(events, &mut done, out, now_ms);
         self.advance(now_ms, &mut done);
         self.finish(done, now_ms, out);
     }
 
-    fn on_completion(&mut self, completion: Completion, done: &mut Vec<Completed<Ticket<T>>>) {
-        match completion {
-            Completion::Durable { index, entry } => self.on_durable(index, Some(index), &entry, done),
-            Completion::Failed { index, error } => {
-                self.fail(format!("entry {index}: {error}"), done);
-            }
-            // Handled by the caller (it answers a 1009, not a pipeline request).
-            Completion::FileWritten { .. } => {}
-            Completion::Snapshot { index, result } => match result {
-                Ok(kept) => log::info!(
-                    "controller: snapshot at index {index} written; log cut to {kept} records"
-                ),
-                Err(e) => log::error!(
-                    "controller: snapshot at index {index} failed: {e}; the log keeps growing until one succeeds"
-                ),
-            },
-        }
-    }
-
-    /// A committed entry (durable in the single node's log, or committed by the group):
-    /// applied, its request answered if it is this node's, a snapshot taken when due.
+    /// A committed entry: applied (with who proposed each election), its request answered if
+    /// it is this node's, the write leases told of new masters, a snapshot taken when due.
     fn on_durable(
         &mut self,
         index: u64,
         proposal: Option<u64>,
+        stamp: Option<Stamp>,
         entry: &[u8],
         done: &mut Vec<Completed<Ticket<T>>>,
+        now_ms: u64,
     ) {
-        match self
+        let events = match self
             .pipeline
             .on_committed(proposal, entry, &mut self.state, done)
         {
-            Ok(events) => {
-                self.applied_index = index;
-                self.events_since_snapshot += events.len() as u64;
-                for event in &events {
-                    log_change(event, &self.state);
-                }
-                self.maybe_snapshot();
+            Ok(events) => events,
+            Err(e) => return self.fail(format!("entry {index} cannot be applied: {e}"), done),
+        };
+        self.applied_index = index;
+        self.events_since_snapshot += events.len() as u64;
+        for event in &events {
+            let name = event.broker_name();
+            if let (Event::ElectMaster { .. }, Some(stamp)) = (event, stamp) {
+                self.state.set_master_stamp(name, stamp);
             }
-            Err(e) => self.fail(format!("entry {index} cannot be applied: {e}"), done),
+            self.lease.observe(name, &self.state, now_ms);
+            match &mut self.replay {
+                Some(replay) => replay.events += 1,
+                None => log_change(event, &self.state),
+            }
         }
+        if let Some(replay) = &mut self.replay {
+            replay.entries += 1;
+        }
+        self.maybe_snapshot();
     }
 
     fn fail(&mut self, why: String, done: &mut Vec<Completed<Ticket<T>>>) {
         log::error!(
             "controller: the log failed ({why}); leader-only requests are refused until restart"
         );
-        if let Replication::Single(log) = &mut self.durable {
-            log.mark_failed(why);
-        }
-        if let Err(not_serving) = self.durable.serving() {
+        self.group.mark_failed(why);
+        if let Err(not_serving) = self.group.serving() {
             self.pipeline.fail_all(&not_serving.response(), done);
         }
     }
@@ -721,18 +624,7 @@ impl<T> Controller<T> {
             return;
         }
         self.events_since_snapshot = 0;
-        let log = match &mut self.durable {
-            Replication::Group(group) => {
-                return group.snapshot(self.applied_index, &self.state);
-            }
-            Replication::Single(log) => log,
-        };
-        if let Err(e) = log.storage_mut().snapshot(self.applied_index, &self.state) {
-            log::error!(
-                "controller: snapshot at index {} not taken: {e}",
-                self.applied_index
-            );
-        }
+        self.group.snapshot(self.applied_index, &self.state);
     }
 
     /// Answers requests that waited longer than 5 s.
@@ -740,82 +632,6 @@ impl<T> Controller<T> {
         let mut done = Vec::new();
         self.pipeline.expire(now_ms, &mut done);
         self.finish(done, now_ms, out);
-    }
-
-    /// The heartbeat-expiry scan (every `scanNotActiveBrokerInterval`): silent brokers are
-    /// dropped, an inactive master is replaced. Returns the connections to close.
-    pub fn scan_not_active_brokers(
-        &mut self,
-        now_ms: u64,
-        out: &mut Vec<Reply<T>>,
-    ) -> Vec<ConnRef> {
-        let gone = self.liveness.scan_not_active(now_ms);
-        let conns = gone.iter().filter_map(|b| b.conn).collect();
-        for broker in &gone {
-            log::warn!(
-                "controller: broker {} id {} (cluster {}) stopped heartbeating",
-                broker.broker_name,
-                broker.broker_id,
-                broker.cluster_name.as_deref().unwrap_or("?")
-            );
-        }
-        self.brokers_inactive(&gone, now_ms, out);
-        conns
-    }
-
-    /// A connection on the controller port closed: its brokers are inactive now.
-    pub fn connection_closed(&mut self, conn: ConnRef, now_ms: u64, out: &mut Vec<Reply<T>>) {
-        let gone = self.liveness.connection_closed(conn);
-        for broker in &gone {
-            log::info!(
-                "controller: broker {} id {} disconnected",
-                broker.broker_name,
-                broker.broker_id
-            );
-        }
-        self.brokers_inactive(&gone, now_ms, out);
-    }
-
-    /// Java's `onBrokerInactive`: only the master's loss starts an election.
-    fn brokers_inactive(&mut self, gone: &[InactiveBroker], now_ms: u64, out: &mut Vec<Reply<T>>) {
-        for broker in gone {
-            let is_master = self
-                .state
-                .sync_state(&broker.broker_name)
-                .is_some_and(|s| s.master_broker_id() == Some(broker.broker_id));
-            if is_master {
-                self.trigger_election(&broker.broker_name, now_ms, out);
-            }
-        }
-    }
-
-    /// The inactive-master scan (every `scanInactiveMasterInterval`): a set whose master is
-    /// inactive while another member is alive gets an election.
-    pub fn scan_inactive_masters(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
-        for name in replicas::scan_need_reelect(&self.state, &self.liveness, now_ms) {
-            log::info!("controller: master of broker set {name} is inactive; electing another");
-            self.trigger_election(&name, now_ms, out);
-        }
-    }
-
-    fn trigger_election(&mut self, broker_name: &str, now_ms: u64, out: &mut Vec<Reply<T>>) {
-        let attempts = self.config.settings().elect_master_max_retry_count;
-        // Java: only the leader elects (followers keep their liveness table only).
-        if attempts == 0
-            || self.pipeline.has_election_for(broker_name)
-            || self.durable.serving().is_err()
-        {
-            return;
-        }
-        self.submit(
-            Origin::Election {
-                broker_name: broker_name.to_owned(),
-                attempts_left: attempts,
-            },
-            LeaderRequest::ElectMaster(ElectMaster::controller_trigger(broker_name)),
-            now_ms,
-            out,
-        );
     }
 
     /// Role-change notifications to send (newest per broker address).
@@ -828,29 +644,9 @@ impl<T> Controller<T> {
     pub fn shutdown(mut self) -> Vec<Reply<T>> {
         let mut done = Vec::new();
         let mut out = Vec::new();
-        let completions = match &mut self.durable {
-            Replication::Single(log) => log.storage_mut().close_writer(),
-            Replication::Group(group) => {
-                for event in group.close() {
-                    if let GroupEvent::FileWritten { id, result } = event {
-                        self.config_written(id, result, &mut out);
-                    }
-                }
-                Vec::new()
-            }
-        };
-        for completion in completions {
-            match completion {
-                Completion::Durable { index, entry } => {
-                    if let Err(e) =
-                        self.pipeline
-                            .on_committed(Some(index), &entry, &mut self.state, &mut done)
-                    {
-                        log::error!("controller: entry {index} cannot be applied at shutdown: {e}");
-                    }
-                }
-                Completion::FileWritten { id, result } => self.config_written(id, result, &mut out),
-                _ => {}
+        for event in self.group.close() {
+            if let GroupEvent::FileWritten { id, result } = event {
+                self.config_written(id, result, &mut out);
             }
         }
         let stopping = Response::error(SYSTEM_ERROR, "the controller is shutting down");

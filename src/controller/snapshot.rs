@@ -1,28 +1,27 @@
 //! The whole-state snapshot: both tables as JSON, with the index of the last entry they
 //! include, so the log before it can be dropped (Java's DLedger controller never snapshots;
-//! its log grows forever).
+//! its log grows forever). It is the data of a Raft snapshot (`raft.snapshot`, and what a
+//! leader sends a follower that fell too far behind).
 //!
 //! ```text
-//! file = "RMQCSNP1" index:u64 crc:u32 json        (big endian; crc = CRC-32 of index and json)
+//! data = "RMQCSNP1" index:u64 crc:u32 json        (big endian; crc = CRC-32 of index and json)
 //! json = {"replicaInfoTable":[...],"syncStateSetInfoTable":[...]}   (sorted by brokerName)
 //! ```
 //!
-//! The file is replaced atomically (temp file, fsync, rename), so it is never torn; one that
-//! does not read back is corruption and refuses the start. It is encoded on the log writer's
-//! thread from a copy-on-write clone of the state (a few hundred microseconds of JSON per
-//! thousand broker sets stay off the loop).
+//! It is encoded on the Raft log writer's thread from a copy-on-write clone of the state (a
+//! few hundred microseconds of JSON per thousand broker sets stay off the loop).
 
-use super::StorageError;
 use crate::checksum::crc32;
 use crate::controller::event::{Fields, ObjectWriter};
-use crate::controller::state::{BrokerIdInfo, BrokerReplicaInfo, ControllerState, SyncStateInfo};
+use crate::controller::state::{
+    BrokerIdInfo, BrokerReplicaInfo, ControllerState, Stamp, SyncStateInfo,
+};
 use crate::remoting::json::{self, Seq, ValueRef};
-use std::path::Path;
 
 pub const MAGIC: &[u8; 8] = b"RMQCSNP1";
 const HEADER_LEN: usize = 20;
 
-/// The snapshot file's bytes for `state` as of log index `index`.
+/// The snapshot data for `state` as of log index `index`.
 pub fn encode(index: u64, state: &ControllerState) -> Vec<u8> {
     let json = encode_state(state);
     let mut crc_input = Vec::with_capacity(8 + json.len());
@@ -37,7 +36,7 @@ pub fn encode(index: u64, state: &ControllerState) -> Vec<u8> {
 }
 
 /// Both tables as JSON, sorted by brokerName (equal states give equal bytes).
-pub fn encode_state(state: &ControllerState) -> Vec<u8> {
+fn encode_state(state: &ControllerState) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + state.replica_infos().count() * 256);
     let mut w = ObjectWriter::new(&mut out);
     let mut infos: Vec<&BrokerReplicaInfo> = state.replica_infos().collect();
@@ -82,41 +81,17 @@ fn write_sync_state(out: &mut Vec<u8>, info: &SyncStateInfo) {
     if let Some(master) = info.master_broker_id {
         w.int("masterBrokerId", master);
     }
+    if let Some(stamp) = info.master_stamp {
+        w.int("masterElectedBy", stamp.node as i64);
+        w.int("masterElectedMs", stamp.wall_ms as i64);
+    }
     w.int("masterEpoch", i64::from(info.master_epoch));
     w.ids("syncStateSet", &info.sync_state_set);
     w.int("syncStateSetEpoch", i64::from(info.sync_state_set_epoch));
     w.finish();
 }
 
-/// Reads the snapshot at `path`: None when there is none yet.
-pub fn read(path: &Path) -> Result<Option<(u64, ControllerState)>, StorageError> {
-    let Some(bytes) = read_bytes(path)? else {
-        return Ok(None);
-    };
-    decode(&bytes)
-        .map(Some)
-        .map_err(|reason| StorageError::Corrupt {
-            path: path.to_path_buf(),
-            offset: None,
-            reason,
-        })
-}
-
-/// The bytes of the snapshot file at `path`, None when there is none yet (the single node's
-/// snapshot here and the Raft group's share this).
-pub fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>, StorageError> {
-    match std::fs::read(path) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(error) => Err(StorageError::Io {
-            path: path.to_path_buf(),
-            op: "read",
-            error,
-        }),
-    }
-}
-
-/// Reads a snapshot file's bytes.
+/// Reads snapshot data: the index it is as of, and the state.
 pub fn decode(bytes: &[u8]) -> Result<(u64, ControllerState), String> {
     if bytes.len() < HEADER_LEN || &bytes[..MAGIC.len()] != MAGIC {
         return Err("not a controller snapshot (bad magic or too short)".into());
@@ -136,7 +111,7 @@ pub fn decode(bytes: &[u8]) -> Result<(u64, ControllerState), String> {
 }
 
 /// Reads the JSON written by [`encode_state`].
-pub fn decode_state(json_bytes: &[u8]) -> Result<ControllerState, String> {
+fn decode_state(json_bytes: &[u8]) -> Result<ControllerState, String> {
     let limits = json::Limits {
         max_depth: 8,
         max_string_len: json_bytes.len().max(1),
@@ -187,6 +162,14 @@ fn read_sync_state(v: ValueRef<'_>) -> Result<SyncStateInfo, String> {
         f.string("brokerName").map_err(|e| e.0)?,
     );
     info.master_broker_id = f.opt_int("masterBrokerId").map_err(|e| e.0)?;
+    let by = f.opt_int("masterElectedBy").map_err(|e| e.0)?;
+    let at = f.opt_int("masterElectedMs").map_err(|e| e.0)?;
+    if let (Some(node), Some(wall_ms)) = (by, at) {
+        info.master_stamp = Some(Stamp {
+            node: node as u64,
+            wall_ms: wall_ms as u64,
+        });
+    }
     info.master_epoch = f.int32("masterEpoch").map_err(|e| e.0)?;
     info.sync_state_set_epoch = f.int32("syncStateSetEpoch").map_err(|e| e.0)?;
     info.sync_state_set = f
@@ -217,6 +200,13 @@ mod tests {
             new_master_elected: true,
             new_master_broker_id: Some(2),
         });
+        state.set_master_stamp(
+            "a",
+            Stamp {
+                node: 3,
+                wall_ms: 1_700_000_000_123,
+            },
+        );
         state
     }
 

@@ -1,0 +1,161 @@
+//! Opening a controller: the runtime config updates kept in the store, the Raft group's
+//! recovery, and the replay of the committed entries it holds, silent but for one summary
+//! line (a restart does not log every change of the store's history again). A group of one
+//! then campaigns and serves before `open` returns.
+
+use super::{Controller, StartError};
+use crate::controller::config::ControllerConfig;
+use crate::controller::lease::WriteLeaseGate;
+use crate::controller::liveness::Liveness;
+use crate::controller::notify::NotifyOutbox;
+use crate::controller::pipeline::Pipeline;
+use crate::controller::raft::records::StorageError;
+use crate::controller::raft::{self, Persistence, RaftGroup, Wake, WallClock};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a group of one may take to serve at start: its first entry's fsync.
+const START_SERVING_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the replay at start counts for its summary line.
+#[derive(Debug, Default)]
+pub(super) struct Replay {
+    pub(super) entries: u64,
+    pub(super) events: u64,
+}
+
+impl<T> Controller<T> {
+    /// Applies the kept runtime config updates, recovers the store and starts its writer.
+    /// Several peers in `controllerDLegerPeers` make this node a member of a Raft group; one
+    /// makes it a group of one, which serves when this returns. `now_ms` is the caller's
+    /// clock (the one it passes to every other call).
+    pub fn open(
+        config: ControllerConfig,
+        waker: Option<Arc<dyn Wake>>,
+        now_ms: u64,
+    ) -> Result<Self, StartError> {
+        Self::open_with(
+            config,
+            Persistence::Thread(waker),
+            now_ms,
+            raft::system_wall_clock(),
+        )
+    }
+
+    /// As [`open`](Self::open), with the disk run by the caller ([`run_disk`](Self::run_disk))
+    /// instead of a thread and the caller's wall clock: deterministic simulations.
+    pub fn open_simulated(
+        config: ControllerConfig,
+        now_ms: u64,
+        wall: WallClock,
+    ) -> Result<Self, StartError> {
+        Self::open_with(config, Persistence::Manual, now_ms, wall)
+    }
+
+    fn open_with(
+        mut config: ControllerConfig,
+        persistence: Persistence,
+        now_ms: u64,
+        wall: WallClock,
+    ) -> Result<Self, StartError> {
+        let started = Instant::now();
+        config.load_updates().map_err(StartError::Config)?;
+        let java_store = config
+            .store_path()
+            .join(format!("dledger-{}", config.self_peer().id));
+        if java_store.exists() {
+            log::warn!(
+                "controller: {} holds a Java DLedger controller store; its state is not imported (brokers re-apply for ids)",
+                java_store.display()
+            );
+        }
+        let dir = config.store_dir();
+        let ids = raft::raft_ids(config.peers());
+        let self_id = ids[config.self_index()];
+        let opened = RaftGroup::open(&dir, self_id, &ids, persistence, wall.clone())
+            .map_err(StartError::Storage)?;
+        let mut controller = Controller {
+            config,
+            state: opened.state,
+            liveness: Liveness::new(),
+            pipeline: Pipeline::new(),
+            group: Box::new(opened.group),
+            applied_index: opened.snapshot_index,
+            events_since_snapshot: 0,
+            outbox: NotifyOutbox::default(),
+            lease: WriteLeaseGate::new(),
+            config_updates: VecDeque::new(),
+            next_file_job: 0,
+            replay: Some(Replay::default()),
+            wall,
+            inactive_masters: BTreeMap::new(),
+            serving_since: None,
+            serving_checked: true,
+        };
+        let mut out = Vec::new();
+        // The committed entries the log holds (raft-rs hands them over on the first pass).
+        controller.drive_group(now_ms, &mut out, |group, events| group.process(events));
+        if controller.group.is_alone() {
+            controller.serve_alone(started, now_ms)?;
+        }
+        debug_assert!(out.is_empty(), "nobody asked anything yet: {}", out.len());
+        controller.end_replay(opened.snapshot_index, started, now_ms);
+        Ok(controller)
+    }
+
+    /// A group of one: campaigns, and waits until its first entry is on disk and applied (so
+    /// the caller gets a controller that serves, as a node of a group gets one that follows).
+    fn serve_alone(&mut self, started: Instant, now_ms: u64) -> Result<(), StartError> {
+        let mut out = Vec::new();
+        self.drive_group(now_ms, &mut out, |group, events| group.lead_alone(events));
+        while !self.group.is_serving() {
+            let why = match self.group.failure() {
+                Some(why) => format!("the controller cannot start serving: {why}"),
+                None if started.elapsed() > START_SERVING_TIMEOUT => {
+                    "the first write did not reach the disk within 10 s".into()
+                }
+                None => {
+                    self.drive_group(now_ms, &mut out, |group, events| {
+                        group.wait_disk(Duration::from_millis(100), events)
+                    });
+                    continue;
+                }
+            };
+            return Err(StartError::Storage(StorageError::Corrupt {
+                path: self.config.store_dir(),
+                offset: None,
+                reason: why,
+            }));
+        }
+        Ok(())
+    }
+
+    /// The replay is over: one summary line, and the write leases' waits counted from when
+    /// this node itself proposed its masters' elections (its wall clock then), not from now.
+    fn end_replay(&mut self, snapshot_index: u64, started: Instant, now_ms: u64) {
+        let replay = self.replay.take().unwrap_or_default();
+        let self_id = self.group.self_id();
+        let wall_now = (self.wall)();
+        self.lease.observe_all(&self.state, now_ms);
+        for sync in self.state.sync_states() {
+            let Some(stamp) = sync.master_stamp().filter(|s| s.node == self_id) else {
+                continue;
+            };
+            // A clock set back since then counts as no time passed.
+            let age = wall_now.saturating_sub(stamp.wall_ms);
+            self.lease.backdate(sync.broker_name(), now_ms, age);
+        }
+        log::info!(
+            "controller {} (Raft node {self_id} of {:?}) on port {}: {} broker sets recovered from {} (snapshot at index {snapshot_index}, {} entries with {} events replayed) in {} ms",
+            self.config.self_peer().id,
+            raft::raft_ids(self.config.peers()),
+            self.config.listen_port(),
+            self.state.broker_names().len(),
+            self.config.store_dir().display(),
+            replay.entries,
+            replay.events,
+            started.elapsed().as_millis(),
+        );
+    }
+}
