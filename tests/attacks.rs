@@ -1,4 +1,4 @@
-//! The attacks of issue 14 (points 1, 2 and 6), each reproduced over TCP against the real
+//! Attacks on the name server port, each reproduced over TCP against the real
 //! server, bounded in time and count: running out of file descriptors, many large partial
 //! frames, peers that ask for large replies and never read them, and trickling peers that
 //! hold every connection slot. Each test checks that a good client is still served and that

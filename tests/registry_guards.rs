@@ -1,4 +1,4 @@
-//! The registry's guards over real TCP (issue 14, points 4, 5, 8 and 9): who may touch a
+//! The registry's guards over real TCP: who may touch a
 //! broker (`brokerAllowList`, and unregistration only by the broker's own connection when an
 //! allow-list is set), the registry's bounds, the values refused at the wire, and one broker
 //! name per address.

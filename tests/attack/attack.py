@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Attack driver for rmq-namesrv's hardening figures (issue 14, points 1, 2, 3 and 6).
+"""Attack driver for rmq-namesrv's hardening figures (descriptors, partial frames, unread replies, trickling peers).
 
 Starts a name server binary, runs one attack against it over loopback, and measures from the
 outside: the server's RSS and address space (/proc), and a good client in a separate process

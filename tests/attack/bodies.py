@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Attack driver for large request bodies (issue 14, point 7: no request holds the loop).
+"""Attack driver for large request bodies (no request holds the loop).
 
 Starts a name server binary and sends it, from one attacker connection, one kind of large
 body a few times (each waits for its answer), while a good client in a separate process asks

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Attack driver for the registry's guards (issue 14, points 4, 5, 8 and 9).
+"""Attack driver for the registry's guards.
 
 Starts a name server binary, runs one attack against it over loopback, and measures from the
 outside: the server's RSS (/proc), what the attack's requests were answered, what the routes
