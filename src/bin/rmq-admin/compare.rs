@@ -125,7 +125,7 @@ pub fn read_all<T>(
     }
     let mut stderr: Vec<String> = failures.iter().map(Failure::line).collect();
     if answers.is_empty() {
-        return Outcome::from_failures(&failures);
+        return Outcome::from_failures(peers.role, &failures);
     }
     if answers.iter().all(|(_, a)| !a.found) {
         stderr.push(format!(

@@ -9,7 +9,7 @@
 
 use rmq_namesrv::client::ClientError;
 use rmq_namesrv::controller::codes as controller_codes;
-use rmq_namesrv::remoting::codes::response;
+use rmq_namesrv::remoting::codes::{response, response_name};
 use std::io;
 
 pub const EXIT_OK: u8 = 0;
@@ -44,6 +44,14 @@ impl Role {
             Role::Controller => "controller",
         }
     }
+
+    /// The column that names the server in a table of one row per server.
+    pub fn column(self) -> (&'static str, &'static str) {
+        match self {
+            Role::NameServer => ("NAMESRV", "namesrv"),
+            Role::Controller => ("CONTROLLER", "controller"),
+        }
+    }
 }
 
 /// How one server failed.
@@ -76,10 +84,7 @@ impl Failure {
 
     /// Explains a client error from the server at `addr`, which should be a `role`.
     pub fn from_client_as(role: Role, addr: &str, e: &ClientError) -> Failure {
-        let (kind, message) = match role {
-            Role::NameServer => explain(e),
-            Role::Controller => explain_controller(e),
-        };
+        let (kind, message) = explain(role, e);
         Failure::new(addr, kind, message)
     }
 
@@ -94,25 +99,6 @@ impl Failure {
     }
 }
 
-fn explain_io(e: &io::Error) -> (FailureKind, String) {
-    match e.kind() {
-        io::ErrorKind::UnexpectedEof => (
-            FailureKind::NotNameServer,
-            "connection closed without an answer (not a RocketMQ name server, or one shutting \
-             down)"
-                .into(),
-        ),
-        io::ErrorKind::ConnectionRefused => (
-            FailureKind::Unreachable,
-            "connection refused (nothing listens there)".into(),
-        ),
-        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => {
-            (FailureKind::Unreachable, format!("no answer: {e}"))
-        }
-        _ => (FailureKind::Unreachable, e.to_string()),
-    }
-}
-
 /// "HTTP" read as a frame length is 1213486160: say so, it is the common wrong port.
 fn http_hint(detail: &str) -> &'static str {
     if detail.contains("1213486160") {
@@ -122,64 +108,66 @@ fn http_hint(detail: &str) -> &'static str {
     }
 }
 
-fn explain(e: &ClientError) -> (FailureKind, String) {
+/// What `e` from a peer that should be a `role` says about that peer. A controller's own
+/// response codes are named; a peer answering "not supported" is most likely a broker (for a
+/// name server) or the name server's port given instead of the controller's.
+fn explain(role: Role, e: &ClientError) -> (FailureKind, String) {
+    let noun = role.noun();
     match e {
-        ClientError::Io(io) => explain_io(io),
-        ClientError::Decode(detail) => (
-            FailureKind::NotNameServer,
-            format!(
-                "answered something that is not a name server's answer ({detail}){}",
-                http_hint(detail)
+        ClientError::Io(io) => match io.kind() {
+            io::ErrorKind::UnexpectedEof => (
+                FailureKind::NotNameServer,
+                format!(
+                    "connection closed without an answer (not a RocketMQ {noun}, or one shutting \
+                     down)"
+                ),
             ),
-        ),
-        ClientError::Response { code, .. } if *code == response::REQUEST_CODE_NOT_SUPPORTED => (
-            FailureKind::NotNameServer,
-            format!("{e}: not a name server (a broker answers so), or one without this request"),
-        ),
-        ClientError::Response { code, .. } if *code == response::GO_AWAY => {
-            (FailureKind::Unreachable, format!("{e} (shutting down)"))
-        }
-        ClientError::Response { .. } => (FailureKind::Refused, e.to_string()),
-    }
-}
-
-/// As [`explain`] for a controller: its own response codes are named, and a peer answering
-/// "not supported" is most likely the name server's port given instead of the controller's.
-fn explain_controller(e: &ClientError) -> (FailureKind, String) {
-    match e {
-        ClientError::Io(io) if io.kind() == io::ErrorKind::UnexpectedEof => (
-            FailureKind::NotNameServer,
-            "connection closed without an answer (not a RocketMQ controller, or one shutting \
-             down)"
-                .into(),
-        ),
+            io::ErrorKind::ConnectionRefused => (
+                FailureKind::Unreachable,
+                "connection refused (nothing listens there)".into(),
+            ),
+            io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => {
+                (FailureKind::Unreachable, format!("no answer: {io}"))
+            }
+            _ => (FailureKind::Unreachable, io.to_string()),
+        },
         ClientError::Decode(detail) => (
             FailureKind::NotNameServer,
             format!(
-                "answered something that is not a controller's answer ({detail}){}",
+                "answered something that is not a {noun}'s answer ({detail}){}",
                 http_hint(detail)
             ),
         ),
         ClientError::Response { code, remark } => {
-            let name = controller_codes::response_name(*code);
-            let remark = remark.as_deref().map(str::trim).unwrap_or_default();
-            let text = if remark.is_empty() {
-                format!("{name} ({code})")
-            } else {
-                format!("{name} ({code}): {remark}")
+            let name = match role {
+                Role::NameServer => response_name(*code),
+                Role::Controller => controller_codes::response_name(*code),
             };
-            if *code == response::REQUEST_CODE_NOT_SUPPORTED {
-                return (
+            let mut text = format!("{name} ({code})");
+            if let Some(r) = remark.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
+                text = format!("{text}: {r}");
+            }
+            match (*code, role) {
+                (response::REQUEST_CODE_NOT_SUPPORTED, Role::NameServer) => (
+                    FailureKind::NotNameServer,
+                    format!(
+                        "{text}: not a name server (a broker answers so), or one without this \
+                         request"
+                    ),
+                ),
+                (response::REQUEST_CODE_NOT_SUPPORTED, Role::Controller) => (
                     FailureKind::NotNameServer,
                     format!(
                         "{text}: not a controller (a name server's port answers so: give the \
                          controller's port, this node's entry of controllerDLegerPeers)"
                     ),
-                );
+                ),
+                (response::GO_AWAY, Role::NameServer) => {
+                    (FailureKind::Unreachable, format!("{text} (shutting down)"))
+                }
+                _ => (FailureKind::Refused, text),
             }
-            (FailureKind::Refused, text)
         }
-        ClientError::Io(_) => explain(e),
     }
 }
 
@@ -216,13 +204,8 @@ impl Outcome {
         }
     }
 
-    /// A read that no name server of the list could answer.
-    pub fn from_failures(failures: &[Failure]) -> Outcome {
-        Outcome::from_failures_of(Role::NameServer, failures)
-    }
-
     /// A read that no server (a `role`) of the list could answer.
-    pub fn from_failures_of(role: Role, failures: &[Failure]) -> Outcome {
+    pub fn from_failures(role: Role, failures: &[Failure]) -> Outcome {
         let code = if failures.iter().all(|f| f.kind == FailureKind::Unreachable) {
             EXIT_UNREACHABLE
         } else {

@@ -17,23 +17,10 @@ use std::time::Duration;
 pub struct Peers {
     set: NameServerSet,
     timeout: Duration,
-    role: Role,
+    pub role: Role,
 }
 
 impl Peers {
-    /// The servers `addrs`, reached as `role`, reads picked by `strategy`. Fails on an empty
-    /// list.
-    pub fn new(
-        addrs: Vec<String>,
-        timeout: Duration,
-        strategy: Strategy,
-        role: Role,
-    ) -> Result<Peers, String> {
-        let mut set = NameServerSet::new(addrs, strategy).map_err(|e| e.to_string())?;
-        set.set_timeout(timeout);
-        Ok(Peers { set, timeout, role })
-    }
-
     /// The servers `addrs` of a command line, reached as `role`, reads picked by its
     /// `--strategy` (random when none is given); a strategy that does not fit the list is a
     /// usage error.
@@ -42,7 +29,14 @@ impl Peers {
             Some(text) => Strategy::parse(text, &addrs).map_err(Outcome::usage)?,
             None => Strategy::RandomStartRoundRobin,
         };
-        Peers::new(addrs, inv.timeout, strategy, role).map_err(Outcome::usage)
+        let mut set =
+            NameServerSet::new(addrs, strategy).map_err(|e| Outcome::usage(e.to_string()))?;
+        set.set_timeout(inv.timeout);
+        Ok(Peers {
+            set,
+            timeout: inv.timeout,
+            role,
+        })
     }
 
     pub fn timeout(&self) -> Duration {
@@ -54,12 +48,12 @@ impl Peers {
     }
 
     /// Runs `f` on one server, trying the next while failures say another may do better.
-    /// Returns the address that answered with the value, or the failures (only the last when
-    /// a server refused: its answer is the one that counts).
+    /// Returns the address that answered with the value, or the outcome that explains the
+    /// failures (only the last when a server refused: its answer is the one that counts).
     pub fn read<T>(
         &mut self,
         f: impl FnMut(&mut Client) -> Result<T, ClientError>,
-    ) -> Result<(String, T), Vec<Failure>> {
+    ) -> Result<(String, T), Outcome> {
         let role = self.role;
         let try_next = |e: &ClientError| Failure::from_client_as(role, "", e).try_next();
         match self.set.call_until(f, try_next) {
@@ -70,11 +64,10 @@ impl Peers {
                 if failures.last().is_some_and(|f| !f.try_next()) {
                     failures.drain(..failures.len() - 1);
                 }
-                Err(failures)
+                Err(Outcome::from_failures(role, &failures))
             }
         }
     }
-
     /// Runs `f` on every server in list order: one result per address.
     pub fn each<T>(
         &mut self,
