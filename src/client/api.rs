@@ -198,29 +198,14 @@ pub struct BrokerMemberGroup {
     pub broker_addrs: BTreeMap<i64, String>,
 }
 
-/// The stats extension's answer (code [`RMQ_NAMESRV_STATS`](crate::remoting::codes::request::RMQ_NAMESRV_STATS)). Missing fields read 0
-/// so that an older server still decodes; fields this client does not know are kept in
-/// [`values`](Self::values).
+/// The stats extension's answer (code
+/// [`RMQ_NAMESRV_STATS`](crate::remoting::codes::request::RMQ_NAMESRV_STATS)): its counters by
+/// wire name (docs/admin.md lists them), so that a newer server's are kept too.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NamesrvStats {
+    /// Client connections (0 if absent): what the least-loaded strategy ranks by.
     pub connections: i64,
-    pub brokers: i64,
-    pub broker_groups: i64,
-    pub topics: i64,
-    pub clusters: i64,
-    pub uptime_millis: i64,
-    pub registrations: i64,
-    pub registrations_unchanged: i64,
-    pub expiries: i64,
-    pub unregistrations: i64,
-    pub unregister_batches: i64,
-    pub largest_unregister_batch: i64,
-    pub bytes_in: i64,
-    pub bytes_out: i64,
-    pub rejected_busy: i64,
-    pub unregister_queue_full: i64,
-    /// Every integer member of the body with its wire name, in the server's order (the fields
-    /// above and any a newer server adds).
+    /// Every integer member of the body with its wire name, in the server's order.
     pub values: Vec<(String, i64)>,
     /// (request code, requests served), ascending by code.
     pub requests: Vec<(i32, i64)>,
@@ -232,8 +217,7 @@ impl NamesrvStats {
         let Some(members) = v.as_object() else {
             return Err(ClientError::Decode("stats body is not an object".into()));
         };
-        let num = |k: &str| v.get(k).and_then(Value::as_i64).unwrap_or(0);
-        let values = members
+        let values: Vec<(String, i64)> = members
             .iter()
             .filter_map(|(k, n)| match n {
                 Value::Int(n) => Some((k.clone(), *n)),
@@ -248,26 +232,19 @@ impl NamesrvStats {
             .filter_map(|(code, n)| Some((code.parse().ok()?, n.as_i64()?)))
             .collect();
         requests.sort_unstable();
-        Ok(NamesrvStats {
-            connections: num("connections"),
-            brokers: num("brokers"),
-            broker_groups: num("brokerGroups"),
-            topics: num("topics"),
-            clusters: num("clusters"),
-            uptime_millis: num("uptimeMillis"),
-            registrations: num("registrations"),
-            registrations_unchanged: num("registrationsUnchanged"),
-            expiries: num("expiries"),
-            unregistrations: num("unregistrations"),
-            unregister_batches: num("unregisterBatches"),
-            largest_unregister_batch: num("largestUnregisterBatch"),
-            bytes_in: num("bytesIn"),
-            bytes_out: num("bytesOut"),
-            rejected_busy: num("rejectedBusy"),
-            unregister_queue_full: num("unregisterQueueFull"),
+        let mut stats = NamesrvStats {
+            connections: 0,
             values,
             requests,
-        })
+        };
+        stats.connections = stats.value("connections");
+        Ok(stats)
+    }
+
+    /// The counter `name` (as the wire names it, e.g. `brokers`), 0 when the server has none.
+    pub fn value(&self, name: &str) -> i64 {
+        let found = self.values.iter().find(|(k, _)| k == name);
+        found.map_or(0, |(_, n)| *n)
     }
 }
 
@@ -295,21 +272,32 @@ fn success(resp: RemotingCommand) -> Result<RemotingCommand, ClientError> {
     }
 }
 
-/// The topic count of a write-permission answer (`enable`: an add, else a wipe).
-fn perm_count(resp: &RemotingCommand, enable: bool) -> Result<i32, ClientError> {
-    PermReply::parse(resp, enable)
-        .ok_or_else(|| ClientError::Decode("response lacks a numeric topic count".into()))
-}
-
 impl Client {
-    fn call(&mut self, request: &Request<'_>) -> CallResult {
-        Ok(self.send(request)?)
-    }
-
     /// A typed request whose answer must be SUCCESS: any other code is a
     /// [`ClientError::Response`].
     pub fn send_ok(&mut self, request: &Request<'_>) -> CallResult {
-        success(self.call(request)?)
+        success(self.send(request)?)
+    }
+
+    /// As [`send_ok`](Self::send_ok), with `None` when the server answers `absent` (the
+    /// code that says the thing asked for does not exist).
+    fn send_found(
+        &mut self,
+        request: &Request<'_>,
+        absent: i32,
+    ) -> Result<Option<RemotingCommand>, ClientError> {
+        let resp = self.send(request)?;
+        if resp.code == absent {
+            return Ok(None);
+        }
+        success(resp).map(Some)
+    }
+
+    /// 205 and 327: the number of topics whose write permission was wiped or restored.
+    fn write_perm(&mut self, request: &Request<'_>, enable: bool) -> Result<i32, ClientError> {
+        let resp = self.send_ok(request)?;
+        PermReply::parse(&resp, enable)
+            .ok_or_else(|| ClientError::Decode("response lacks a numeric topic count".into()))
     }
 
     /// An encoded request (a controller's, say) whose answer must be SUCCESS.
@@ -353,12 +341,9 @@ impl Client {
         namespace: &str,
         key: &str,
     ) -> Result<Option<String>, ClientError> {
-        let resp = self.call(&Request::GetKvConfig(KvKey { namespace, key }))?;
-        if resp.code == response::QUERY_NOT_FOUND {
-            return Ok(None);
-        }
-        let resp = success(resp)?;
-        Ok(Some(KvValueReply::parse(&resp).to_string()))
+        let get = Request::GetKvConfig(KvKey { namespace, key });
+        let resp = self.send_found(&get, response::QUERY_NOT_FOUND)?;
+        Ok(resp.map(|r| KvValueReply::parse(&r).to_string()))
     }
 
     /// 102 DELETE_KV_CONFIG (succeeds whether or not the key existed).
@@ -428,12 +413,8 @@ impl Client {
     /// 105 GET_ROUTEINFO_BY_TOPIC; `None` when the topic does not exist.
     pub fn get_route(&mut self, topic: &str) -> Result<Option<TopicRouteData>, ClientError> {
         let lookup = GetRouteInfo::new(topic, self.version);
-        let resp = self.call(&Request::GetRouteInfo(lookup))?;
-        if resp.code == response::TOPIC_NOT_EXIST {
-            return Ok(None);
-        }
-        let resp = success(resp)?;
-        Ok(Some(TopicRouteData::decode(&resp.body)?))
+        let resp = self.send_found(&Request::GetRouteInfo(lookup), response::TOPIC_NOT_EXIST)?;
+        Ok(resp.map(|r| TopicRouteData::decode(&r.body)).transpose()?)
     }
 
     /// 106 GET_BROKER_CLUSTER_INFO.
@@ -444,8 +425,7 @@ impl Client {
 
     /// 205 WIPE_WRITE_PERM_OF_BROKER; the number of topics whose write permission was wiped.
     pub fn wipe_write_perm(&mut self, broker_name: &str) -> Result<i32, ClientError> {
-        let resp = self.send_ok(&Request::WipeWritePerm(WritePerm { broker_name }))?;
-        perm_count(&resp, false)
+        self.write_perm(&Request::WipeWritePerm(WritePerm { broker_name }), false)
     }
 
     /// 206 GET_ALL_TOPIC_LIST_FROM_NAMESERVER.
@@ -477,12 +457,9 @@ impl Client {
         &mut self,
         namespace: &str,
     ) -> Result<Option<Vec<(String, String)>>, ClientError> {
-        let resp = self.call(&Request::GetKvList(GetKvList { namespace }))?;
-        if resp.code == response::QUERY_NOT_FOUND {
-            return Ok(None);
-        }
-        let resp = success(resp)?;
-        Ok(Some(model::decode_kv_table(&resp.body)?))
+        let list = Request::GetKvList(GetKvList { namespace });
+        let resp = self.send_found(&list, response::QUERY_NOT_FOUND)?;
+        Ok(resp.map(|r| model::decode_kv_table(&r.body)).transpose()?)
     }
 
     /// 224 GET_TOPICS_BY_CLUSTER.
@@ -562,8 +539,7 @@ impl Client {
 
     /// 327 ADD_WRITE_PERM_OF_BROKER; the number of topics whose permission was restored.
     pub fn add_write_perm(&mut self, broker_name: &str) -> Result<i32, ClientError> {
-        let resp = self.send_ok(&Request::AddWritePerm(WritePerm { broker_name }))?;
-        perm_count(&resp, true)
+        self.write_perm(&Request::AddWritePerm(WritePerm { broker_name }), true)
     }
 
     /// 901 GET_BROKER_MEMBER_GROUP.

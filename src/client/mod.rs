@@ -223,31 +223,13 @@ impl Client {
         }
     }
 
-    /// True once the server has closed this connection (reads EOF within `wait`).
+    /// True once the server has closed this connection (reads EOF, or a reset, within
+    /// `wait`; frames that arrive meanwhile are dropped).
     pub fn is_closed_by_peer(&mut self, wait: Duration) -> bool {
         let deadline = Instant::now() + wait;
         loop {
-            let now = Instant::now();
-            if now >= deadline {
-                return false;
-            }
-            if self.stream.set_read_timeout(Some(deadline - now)).is_err() {
-                return true;
-            }
-            let mut chunk = [0u8; 4096];
-            match self.stream.read(&mut chunk) {
-                Ok(0) => return true,
-                Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    return false
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return true,
+            if let Err(e) = self.read_frame_until(deadline) {
+                return e.kind() != io::ErrorKind::TimedOut;
             }
         }
     }

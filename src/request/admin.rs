@@ -135,8 +135,8 @@ impl<'a> RegisterTopic<'a> {
                 .queue_datas
         };
         for q in &queue_datas {
-            h.limits
-                .check_topic_values(topic, q.read_queue_nums, q.write_queue_nums, q.perm)?;
+            let values = [q.read_queue_nums, q.write_queue_nums, q.perm];
+            h.limits.check_topic_values(topic, values)?;
         }
         Ok(RegisterTopic { topic, queue_datas })
     }

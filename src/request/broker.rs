@@ -147,12 +147,8 @@ impl<'a> RegisterBroker<'a> {
                 .map_err(|e| ParseError::BadRegisterBody(e.to_string()))?;
         for (_, tc) in &body.topics {
             names.check_topic_name(&tc.topic_name)?;
-            names.check_topic_values(
-                &tc.topic_name,
-                tc.read_queue_nums,
-                tc.write_queue_nums,
-                tc.perm,
-            )?;
+            let values = [tc.read_queue_nums, tc.write_queue_nums, tc.perm];
+            names.check_topic_values(&tc.topic_name, values)?;
         }
         Ok(body)
     }

@@ -96,7 +96,7 @@ impl fmt::Display for ParseError {
 impl std::error::Error for ParseError {}
 
 /// The config's limits on what a request may carry (settings `maxNameLength`,
-/// `maxTopicNameLength`, `maxQueueNums`); the rules themselves are in `rules`.
+/// `maxTopicNameLength`, `maxQueueNums`); the checks that read them are in `rules`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NameLimits {
     pub max_name_length: usize,
@@ -110,85 +110,6 @@ impl Default for NameLimits {
             max_name_length: 255,
             max_topic_name_length: 127,
             max_queue_nums: 65_536,
-        }
-    }
-}
-
-impl NameLimits {
-    /// Cluster and broker names and addresses: Java takes any length; we bound it.
-    pub(super) fn check_name(&self, field: &'static str, value: &str) -> Result<(), ParseError> {
-        if value.len() > self.max_name_length {
-            return Err(ParseError::NameTooLong {
-                field,
-                max: self.max_name_length,
-            });
-        }
-        Ok(())
-    }
-
-    /// A cluster or broker name a registration creates: bounded, non-empty, and made of
-    /// `rules::NAME_CHARS_TEXT`.
-    pub(super) fn check_broker_name(
-        &self,
-        field: &'static str,
-        value: &str,
-    ) -> Result<(), ParseError> {
-        self.check_name(field, value)?;
-        rules::check_name(field, value)
-    }
-
-    /// A broker or HA address: bounded and `host:port` ([`rules::check_address`]).
-    pub(super) fn check_address(&self, field: &'static str, value: &str) -> Result<(), ParseError> {
-        self.check_name(field, value)?;
-        rules::check_address(field, value)
-    }
-
-    /// Topics reported by brokers: Java takes them as they are; we only bound their length.
-    pub(super) fn check_topic_name(&self, topic: &str) -> Result<(), ParseError> {
-        if topic.is_empty() || topic.len() > self.max_topic_name_length {
-            return Err(ParseError::TopicNameLength {
-                len: topic.len(),
-                max: self.max_topic_name_length,
-            });
-        }
-        Ok(())
-    }
-
-    /// A topic config's queue counts and perm ([`rules::check_topic_values`]).
-    #[inline]
-    pub(super) fn check_topic_values(
-        &self,
-        topic: &str,
-        read_queue_nums: i32,
-        write_queue_nums: i32,
-        perm: i32,
-    ) -> Result<(), ParseError> {
-        rules::check_topic_values(
-            topic,
-            [read_queue_nums, write_queue_nums, perm],
-            self.max_queue_nums,
-        )
-    }
-
-    /// Admin calls that create or delete a topic validate its name as Java's TopicValidator.
-    pub(super) fn validate_topic(&self, topic: &str) -> Result<(), ParseError> {
-        let problem = if topic.trim().is_empty() {
-            Some("The specified topic is blank.")
-        } else if !topic
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
-        {
-            Some(
-                "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
-            )
-        } else if topic.len() > self.max_topic_name_length {
-            Some("The specified topic is longer than topic max length.")
-        } else {
-            None
-        };
-        match problem {
-            Some(remark) => Err(ParseError::InvalidTopic(remark)),
-            None => Ok(()),
         }
     }
 }
