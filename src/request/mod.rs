@@ -17,9 +17,8 @@
 //! are written once, in [`field`]; the answers' headers are in [`reply`].
 //!
 //! Adding a request code: its row in `remoting::codes`, its struct here with a `parse` and an
-//! `encode`, a variant of [`Request`] with its arms in [`Request::parse`], [`Request::code`]
-//! and [`Request::encode`], and its handler in the processor (whose dispatch matches every
-//! variant, so the compiler asks).
+//! `encode`, its row in the `requests!` table and its arm in [`Request::encode`], and its
+//! handler in the processor (whose dispatch matches every variant, so the compiler asks).
 
 mod admin;
 mod broker;
@@ -44,33 +43,68 @@ use crate::remoting::codes::request as code;
 use crate::remoting::command::RemotingCommand;
 use header::Fields;
 
-/// One request, by code.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Request<'a> {
-    PutKvConfig(PutKvConfig<'a>),
-    GetKvConfig(KvKey<'a>),
-    DeleteKvConfig(KvKey<'a>),
-    RegisterBroker(RegisterBroker<'a>),
-    UnregisterBroker(BrokerRef<'a>),
-    GetRouteInfo(GetRouteInfo<'a>),
-    GetBrokerClusterInfo,
-    WipeWritePerm(WritePerm<'a>),
-    GetAllTopicList,
-    DeleteTopic(DeleteTopic<'a>),
-    RegisterTopic(RegisterTopic<'a>),
-    GetKvList(GetKvList<'a>),
-    GetTopicsByCluster(GetTopicsByCluster<'a>),
-    GetSystemTopicList,
-    GetUnitTopicList,
-    GetHasUnitSubTopicList,
-    GetHasUnitSubUnunitTopicList,
-    UpdateNamesrvConfig(UpdateNamesrvConfig<'a>),
-    GetNamesrvConfig,
-    QueryDataVersion(QueryDataVersion<'a>),
-    AddWritePerm(WritePerm<'a>),
-    GetBrokerMemberGroup(GetBrokerMemberGroup<'a>),
-    BrokerHeartbeat(BrokerHeartbeat<'a>),
-    Stats,
+/// The requests, one row each: its code, its variant of [`Request`] and the typed request
+/// the variant holds (whose `parse` reads it). The macro writes the enum, [`Request::parse_after`]
+/// and [`Request::code`] from the rows.
+macro_rules! requests {
+    ($($code:ident => $variant:ident $(($typed:ident))?,)*) => {
+        /// One request, by code.
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub enum Request<'a> {
+            $($variant $(($typed<'a>))?,)*
+        }
+
+        impl<'a> Request<'a> {
+            /// As [`Request::parse`], when the decode worker already did `done` with the body
+            /// (so that a large body is not hashed or decoded again on the loop).
+            pub fn parse_after(
+                cmd: &'a RemotingCommand,
+                limits: &'a NameLimits,
+                done: BodyDone,
+            ) -> Result<Self, ParseError> {
+                let h = Fields { cmd, limits, done };
+                Ok(match cmd.code {
+                    $(code::$code => Request::$variant $(($typed::parse(h)?))?,)*
+                    other => return Err(ParseError::NotSupported(other)),
+                })
+            }
+
+            /// The request code this request is sent as.
+            pub fn code(&self) -> i32 {
+                match self {
+                    $(Request::$variant $((requests!(@any $typed)))? => code::$code,)*
+                }
+            }
+        }
+    };
+    (@any $typed:ident) => { _ };
+}
+
+requests! {
+    PUT_KV_CONFIG => PutKvConfig(PutKvConfig),
+    GET_KV_CONFIG => GetKvConfig(KvKey),
+    DELETE_KV_CONFIG => DeleteKvConfig(KvKey),
+    REGISTER_BROKER => RegisterBroker(RegisterBroker),
+    UNREGISTER_BROKER => UnregisterBroker(BrokerRef),
+    GET_ROUTEINFO_BY_TOPIC => GetRouteInfo(GetRouteInfo),
+    GET_BROKER_CLUSTER_INFO => GetBrokerClusterInfo,
+    WIPE_WRITE_PERM_OF_BROKER => WipeWritePerm(WritePerm),
+    GET_ALL_TOPIC_LIST_FROM_NAMESERVER => GetAllTopicList,
+    DELETE_TOPIC_IN_NAMESRV => DeleteTopic(DeleteTopic),
+    REGISTER_TOPIC_IN_NAMESRV => RegisterTopic(RegisterTopic),
+    GET_KVLIST_BY_NAMESPACE => GetKvList(GetKvList),
+    GET_TOPICS_BY_CLUSTER => GetTopicsByCluster(GetTopicsByCluster),
+    GET_SYSTEM_TOPIC_LIST_FROM_NS => GetSystemTopicList,
+    GET_UNIT_TOPIC_LIST => GetUnitTopicList,
+    GET_HAS_UNIT_SUB_TOPIC_LIST => GetHasUnitSubTopicList,
+    GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST => GetHasUnitSubUnunitTopicList,
+    UPDATE_NAMESRV_CONFIG => UpdateNamesrvConfig(UpdateNamesrvConfig),
+    GET_NAMESRV_CONFIG => GetNamesrvConfig,
+    QUERY_DATA_VERSION => QueryDataVersion(QueryDataVersion),
+    ADD_WRITE_PERM_OF_BROKER => AddWritePerm(WritePerm),
+    GET_BROKER_MEMBER_GROUP => GetBrokerMemberGroup(GetBrokerMemberGroup),
+    BROKER_HEARTBEAT => BrokerHeartbeat(BrokerHeartbeat),
+    RMQ_NAMESRV_STATS => Stats,
 }
 
 impl<'a> Request<'a> {
@@ -78,79 +112,6 @@ impl<'a> Request<'a> {
     /// 905, which it only sends) are [`ParseError::NotSupported`].
     pub fn parse(cmd: &'a RemotingCommand, limits: &'a NameLimits) -> Result<Self, ParseError> {
         Request::parse_after(cmd, limits, BodyDone::Nothing)
-    }
-
-    /// As [`Request::parse`], when the decode worker already did `done` with the body (so
-    /// that a large body is not hashed or decoded again on the loop).
-    pub fn parse_after(
-        cmd: &'a RemotingCommand,
-        limits: &'a NameLimits,
-        done: BodyDone,
-    ) -> Result<Self, ParseError> {
-        let h = Fields { cmd, limits, done };
-        Ok(match cmd.code {
-            code::PUT_KV_CONFIG => Request::PutKvConfig(PutKvConfig::parse(h)?),
-            code::GET_KV_CONFIG => Request::GetKvConfig(KvKey::parse(h)?),
-            code::DELETE_KV_CONFIG => Request::DeleteKvConfig(KvKey::parse(h)?),
-            code::REGISTER_BROKER => Request::RegisterBroker(RegisterBroker::parse(h)?),
-            code::UNREGISTER_BROKER => Request::UnregisterBroker(BrokerRef::parse(h)?),
-            code::GET_ROUTEINFO_BY_TOPIC => Request::GetRouteInfo(GetRouteInfo::parse(h)?),
-            code::GET_BROKER_CLUSTER_INFO => Request::GetBrokerClusterInfo,
-            code::WIPE_WRITE_PERM_OF_BROKER => Request::WipeWritePerm(WritePerm::parse(h)?),
-            code::GET_ALL_TOPIC_LIST_FROM_NAMESERVER => Request::GetAllTopicList,
-            code::DELETE_TOPIC_IN_NAMESRV => Request::DeleteTopic(DeleteTopic::parse(h)?),
-            code::REGISTER_TOPIC_IN_NAMESRV => Request::RegisterTopic(RegisterTopic::parse(h)?),
-            code::GET_KVLIST_BY_NAMESPACE => Request::GetKvList(GetKvList::parse(h)?),
-            code::GET_TOPICS_BY_CLUSTER => {
-                Request::GetTopicsByCluster(GetTopicsByCluster::parse(h)?)
-            }
-            code::GET_SYSTEM_TOPIC_LIST_FROM_NS => Request::GetSystemTopicList,
-            code::GET_UNIT_TOPIC_LIST => Request::GetUnitTopicList,
-            code::GET_HAS_UNIT_SUB_TOPIC_LIST => Request::GetHasUnitSubTopicList,
-            code::GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST => Request::GetHasUnitSubUnunitTopicList,
-            code::UPDATE_NAMESRV_CONFIG => {
-                Request::UpdateNamesrvConfig(UpdateNamesrvConfig::parse(h)?)
-            }
-            code::GET_NAMESRV_CONFIG => Request::GetNamesrvConfig,
-            code::QUERY_DATA_VERSION => Request::QueryDataVersion(QueryDataVersion::parse(h)?),
-            code::ADD_WRITE_PERM_OF_BROKER => Request::AddWritePerm(WritePerm::parse(h)?),
-            code::GET_BROKER_MEMBER_GROUP => {
-                Request::GetBrokerMemberGroup(GetBrokerMemberGroup::parse(h)?)
-            }
-            code::BROKER_HEARTBEAT => Request::BrokerHeartbeat(BrokerHeartbeat::parse(h)?),
-            code::RMQ_NAMESRV_STATS => Request::Stats,
-            other => return Err(ParseError::NotSupported(other)),
-        })
-    }
-
-    /// The request code this request is sent as.
-    pub fn code(&self) -> i32 {
-        match self {
-            Request::PutKvConfig(_) => code::PUT_KV_CONFIG,
-            Request::GetKvConfig(_) => code::GET_KV_CONFIG,
-            Request::DeleteKvConfig(_) => code::DELETE_KV_CONFIG,
-            Request::RegisterBroker(_) => code::REGISTER_BROKER,
-            Request::UnregisterBroker(_) => code::UNREGISTER_BROKER,
-            Request::GetRouteInfo(_) => code::GET_ROUTEINFO_BY_TOPIC,
-            Request::GetBrokerClusterInfo => code::GET_BROKER_CLUSTER_INFO,
-            Request::WipeWritePerm(_) => code::WIPE_WRITE_PERM_OF_BROKER,
-            Request::GetAllTopicList => code::GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
-            Request::DeleteTopic(_) => code::DELETE_TOPIC_IN_NAMESRV,
-            Request::RegisterTopic(_) => code::REGISTER_TOPIC_IN_NAMESRV,
-            Request::GetKvList(_) => code::GET_KVLIST_BY_NAMESPACE,
-            Request::GetTopicsByCluster(_) => code::GET_TOPICS_BY_CLUSTER,
-            Request::GetSystemTopicList => code::GET_SYSTEM_TOPIC_LIST_FROM_NS,
-            Request::GetUnitTopicList => code::GET_UNIT_TOPIC_LIST,
-            Request::GetHasUnitSubTopicList => code::GET_HAS_UNIT_SUB_TOPIC_LIST,
-            Request::GetHasUnitSubUnunitTopicList => code::GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST,
-            Request::UpdateNamesrvConfig(_) => code::UPDATE_NAMESRV_CONFIG,
-            Request::GetNamesrvConfig => code::GET_NAMESRV_CONFIG,
-            Request::QueryDataVersion(_) => code::QUERY_DATA_VERSION,
-            Request::AddWritePerm(_) => code::ADD_WRITE_PERM_OF_BROKER,
-            Request::GetBrokerMemberGroup(_) => code::GET_BROKER_MEMBER_GROUP,
-            Request::BrokerHeartbeat(_) => code::BROKER_HEARTBEAT,
-            Request::Stats => code::RMQ_NAMESRV_STATS,
-        }
     }
 
     /// The request as a sender writes it in a command of `version` (which decides the route
