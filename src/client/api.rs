@@ -311,7 +311,9 @@ impl Client {
         success(self.request(code, ext, body)?)
     }
 
-    fn topic_list(&mut self, request: &Request<'_>) -> Result<TopicList, ClientError> {
+    /// A request answered with a TopicList: 206, 224, 304 (whose answer also names a broker
+    /// address), 311, 312, 313.
+    pub fn topic_list(&mut self, request: &Request<'_>) -> Result<TopicList, ClientError> {
         let resp = self.send_ok(request)?;
         let (topics, broker_addr) = model::decode_topic_list(&resp.body)?;
         Ok(TopicList {
@@ -466,28 +468,6 @@ impl Client {
     pub fn get_topics_by_cluster(&mut self, cluster: &str) -> Result<Vec<String>, ClientError> {
         let request = Request::GetTopicsByCluster(GetTopicsByCluster::new(cluster));
         Ok(self.topic_list(&request)?.topics)
-    }
-
-    /// 304 GET_SYSTEM_TOPIC_LIST_FROM_NS (cluster and broker names plus a broker address).
-    pub fn get_system_topic_list(&mut self) -> Result<TopicList, ClientError> {
-        self.topic_list(&Request::GetSystemTopicList)
-    }
-
-    /// 311 GET_UNIT_TOPIC_LIST.
-    pub fn get_unit_topic_list(&mut self) -> Result<Vec<String>, ClientError> {
-        Ok(self.topic_list(&Request::GetUnitTopicList)?.topics)
-    }
-
-    /// 312 GET_HAS_UNIT_SUB_TOPIC_LIST.
-    pub fn get_has_unit_sub_topic_list(&mut self) -> Result<Vec<String>, ClientError> {
-        Ok(self.topic_list(&Request::GetHasUnitSubTopicList)?.topics)
-    }
-
-    /// 313 GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST.
-    pub fn get_has_unit_sub_ununit_topic_list(&mut self) -> Result<Vec<String>, ClientError> {
-        Ok(self
-            .topic_list(&Request::GetHasUnitSubUnunitTopicList)?
-            .topics)
     }
 
     /// 318 UPDATE_NAMESRV_CONFIG with `key=value` lines.

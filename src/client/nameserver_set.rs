@@ -125,16 +125,10 @@ impl Rng {
 /// A seed that differs between processes and calls (std's per-process random hash keys plus
 /// the clock), for sets that do not need a predictable order.
 fn fresh_seed() -> u64 {
-    use std::collections::hash_map::RandomState;
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = RandomState::new().build_hasher();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    h.write_u128(nanos);
-    h.write_u32(std::process::id());
-    h.finish()
+    use std::hash::BuildHasher;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    let nanos = now.map_or(0, |d| d.as_nanos());
+    std::collections::hash_map::RandomState::new().hash_one((nanos, std::process::id()))
 }
 
 /// Splits `host:port;host:port` (also accepts `,` and whitespace) into addresses.
