@@ -115,14 +115,11 @@ pub fn read_all<T>(
     ask: impl FnMut(&mut Client) -> Result<T, ClientError>,
     answer_of: impl Fn(&T) -> Answer,
 ) -> Outcome {
-    let mut answers = Vec::new();
-    let mut failures = Vec::new();
-    for (addr, r) in peers.each(ask) {
-        match r {
-            Ok(v) => answers.push((addr, answer_of(&v))),
-            Err(failure) => failures.push(failure),
-        }
-    }
+    let (answers, failures) = peers.ask_all(ask);
+    let answers: Vec<(String, Answer)> = answers
+        .into_iter()
+        .map(|(addr, v)| (addr, answer_of(&v)))
+        .collect();
     let mut stderr: Vec<String> = failures.iter().map(Failure::line).collect();
     if answers.is_empty() {
         return Outcome::from_failures(peers.role, &failures);

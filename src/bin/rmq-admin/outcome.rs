@@ -206,11 +206,6 @@ impl Outcome {
 
     /// A read that no server (a `role`) of the list could answer.
     pub fn from_failures(role: Role, failures: &[Failure]) -> Outcome {
-        let code = if failures.iter().all(|f| f.kind == FailureKind::Unreachable) {
-            EXIT_UNREACHABLE
-        } else {
-            EXIT_FAILED
-        };
         let stderr = match failures {
             [one] => vec![one.line()],
             many => {
@@ -222,13 +217,8 @@ impl Outcome {
         Outcome {
             stdout: String::new(),
             stderr,
-            code,
+            code: exit_code_of_all(0, failures),
         }
-    }
-
-    pub fn with_note(mut self, note: &str) -> Outcome {
-        self.stderr.push(note.to_string());
-        self
     }
 }
 

@@ -82,4 +82,19 @@ impl Peers {
             })
             .collect()
     }
+
+    /// Runs `f` on every server in list order: the answers by address, and the failures.
+    pub fn ask_all<T>(
+        &mut self,
+        f: impl FnMut(&mut Client) -> Result<T, ClientError>,
+    ) -> (Vec<(String, T)>, Vec<Failure>) {
+        let (mut answers, mut failures) = (Vec::new(), Vec::new());
+        for (addr, r) in self.each(f) {
+            match r {
+                Ok(v) => answers.push((addr, v)),
+                Err(failure) => failures.push(failure),
+            }
+        }
+        (answers, failures)
+    }
 }

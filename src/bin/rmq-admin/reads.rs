@@ -414,14 +414,7 @@ fn each_server<T>(
     json: impl Fn(&T) -> Value,
     text: impl Fn(&T) -> String,
 ) -> Ran {
-    let mut answers = Vec::new();
-    let mut failures = Vec::new();
-    for (addr, r) in peers.each(ask) {
-        match r {
-            Ok(v) => answers.push((addr, v)),
-            Err(failure) => failures.push(failure),
-        }
-    }
+    let (answers, failures) = peers.ask_all(ask);
     let stdout = if inv.json {
         let members = answers.iter().map(|(addr, v)| (addr.clone(), json(v)));
         json_text(&Value::Object(members.collect()))

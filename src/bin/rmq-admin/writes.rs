@@ -120,8 +120,9 @@ const DELETE_TOPIC_NOTE: &str = "note: only the name servers' route of the topic
 
 pub fn delete_topic(inv: &Invocation, peers: &mut Peers) -> Written {
     let (t, cluster) = (inv.req("t"), inv.get("c"));
-    let written = write_all(inv, peers, None, |c| done(c.delete_topic(t, cluster)))?;
-    Ok(written.with_note(DELETE_TOPIC_NOTE))
+    let mut written = write_all(inv, peers, None, |c| done(c.delete_topic(t, cluster)))?;
+    written.stderr.push(DELETE_TOPIC_NOTE.into());
+    Ok(written)
 }
 
 /// Checks `brokerName:queues;brokerName:queues`, the form producers parse (a malformed conf
