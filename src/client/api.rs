@@ -1,5 +1,5 @@
-//! Typed calls over a [`Client`]: one method per request code the name server answers, each
-//! building the request header (docs/protocol.md §3.3), checking the response code and decoding
+//! Typed calls over a [`Client`] for the requests the tools make (others go through
+//! [`Client::send_ok`] with a typed request), each building the request header (docs/protocol.md §3.3), checking the response code and decoding
 //! the body into the model types. Errors come in three kinds because callers treat them
 //! differently: an I/O error (connect, timeout, closed connection) means "try another name
 //! server", a response error means the server answered and said no, a decode error means it
@@ -10,16 +10,12 @@ use crate::remoting::codes::response;
 pub use crate::remoting::codes::response_name;
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::json::{self, Value};
-use crate::request::reply::{DataVersionReply, KvValueReply, PermReply, RegisterBrokerReply};
+use crate::request::reply::{KvValueReply, PermReply, RegisterBrokerReply};
 use crate::request::{
-    BrokerHeartbeat, BrokerRef, DeleteTopic, Encoded, GetBrokerMemberGroup, GetKvList,
-    GetRouteInfo, GetTopicsByCluster, KvKey, PutKvConfig, QueryDataVersion, RegisterBroker,
-    RegisterTopic, Request, UpdateNamesrvConfig, WritePerm,
+    BrokerHeartbeat, BrokerRef, DeleteTopic, Encoded, GetKvList, GetRouteInfo, GetTopicsByCluster,
+    KvKey, PutKvConfig, RegisterBroker, Request, UpdateNamesrvConfig, WritePerm,
 };
-use crate::route::model::{
-    self, ClusterInfo, DataVersion, QueueData, RegisterBody, TopicRouteData,
-};
-use std::collections::BTreeMap;
+use crate::route::model::{self, ClusterInfo, RegisterBody, TopicRouteData};
 use std::fmt;
 use std::io;
 
@@ -190,14 +186,6 @@ pub struct TopicList {
     pub broker_addr: Option<String>,
 }
 
-/// GET_BROKER_MEMBER_GROUP's answer.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct BrokerMemberGroup {
-    pub cluster: String,
-    pub broker_name: String,
-    pub broker_addrs: BTreeMap<i64, String>,
-}
-
 /// The stats extension's answer (code
 /// [`RMQ_NAMESRV_STATS`](crate::remoting::codes::request::RMQ_NAMESRV_STATS)): its counters by
 /// wire name (docs/admin.md lists them), so that a newer server's are kept too.
@@ -305,12 +293,6 @@ impl Client {
         success(self.request_encoded(request)?)
     }
 
-    /// A raw request whose answer must be SUCCESS (for codes this library has no type for,
-    /// such as the controller's).
-    pub fn call_ok(&mut self, code: i32, ext: &[(&str, &str)], body: &[u8]) -> CallResult {
-        success(self.request(code, ext, body)?)
-    }
-
     /// A request answered with a TopicList: 206, 224, 304 (whose answer also names a broker
     /// address), 311, 312, 313.
     pub fn topic_list(&mut self, request: &Request<'_>) -> Result<TopicList, ClientError> {
@@ -368,7 +350,8 @@ impl Client {
             model::encode_register_body_json(body, &mut out);
             out
         };
-        let resp = success(self.register_broker_bytes(broker, &bytes, options)?)?;
+        let register = broker.registration(&bytes, options, self.version);
+        let resp = self.send_ok(&Request::RegisterBroker(register))?;
         let order_topic_conf = if resp.body.is_empty() {
             Vec::new()
         } else {
@@ -380,36 +363,6 @@ impl Client {
             ha_server_addr: reply.ha_server_addr,
             order_topic_conf,
         })
-    }
-
-    /// 103 REGISTER_BROKER with a body already encoded (and compressed if `options` says
-    /// so); the answer as it came, whatever its code.
-    pub fn register_broker_bytes(
-        &mut self,
-        broker: &BrokerIdentity,
-        body: &[u8],
-        options: &RegisterOptions,
-    ) -> Result<RemotingCommand, ClientError> {
-        let opaque = self.send_register_broker(broker, body, options)?;
-        Ok(self.read_response(opaque)?)
-    }
-
-    /// 103 REGISTER_BROKER with a body already encoded, without waiting for the answer:
-    /// returns the opaque to pass to [`Client::read_response`].
-    pub fn send_register_broker(
-        &mut self,
-        broker: &BrokerIdentity,
-        body: &[u8],
-        options: &RegisterOptions,
-    ) -> io::Result<i32> {
-        let register = broker.registration(body, options, self.version);
-        self.send_encoded(&Request::RegisterBroker(register).encode(self.version))
-    }
-
-    /// 104 UNREGISTER_BROKER (queued by the server; success does not mean "already gone").
-    pub fn unregister_broker(&mut self, broker: &BrokerIdentity) -> Result<(), ClientError> {
-        self.send_ok(&Request::UnregisterBroker(broker.broker_ref()))
-            .map(drop)
     }
 
     /// 105 GET_ROUTEINFO_BY_TOPIC; `None` when the topic does not exist.
@@ -439,19 +392,6 @@ impl Client {
     pub fn delete_topic(&mut self, topic: &str, cluster: Option<&str>) -> Result<(), ClientError> {
         self.send_ok(&Request::DeleteTopic(DeleteTopic { topic, cluster }))
             .map(drop)
-    }
-
-    /// 217 REGISTER_TOPIC_IN_NAMESRV (the server answers success even when it stored nothing).
-    pub fn register_topic(
-        &mut self,
-        topic: &str,
-        queue_datas: &[QueueData],
-    ) -> Result<(), ClientError> {
-        let register = RegisterTopic {
-            topic,
-            queue_datas: queue_datas.to_vec(),
-        };
-        self.send_ok(&Request::RegisterTopic(register)).map(drop)
     }
 
     /// 219 GET_KVLIST_BY_NAMESPACE; `None` for an unknown namespace.
@@ -494,77 +434,9 @@ impl Client {
         Ok(parse_properties(text))
     }
 
-    /// 322 QUERY_DATA_VERSION: (changed, the server's stored DataVersion if it knows the broker).
-    pub fn query_data_version(
-        &mut self,
-        broker: &BrokerIdentity,
-        version: Option<&DataVersion>,
-    ) -> Result<(bool, Option<DataVersion>), ClientError> {
-        let mut body = Vec::new();
-        if let Some(v) = version {
-            v.encode(&mut body);
-        }
-        let query = QueryDataVersion::new(broker.broker_ref(), &body);
-        let resp = self.send_ok(&Request::QueryDataVersion(query))?;
-        let Some(changed) = DataVersionReply::parse(&resp) else {
-            return Err(ClientError::Decode("response lacks changed".into()));
-        };
-        let stored = if resp.body.is_empty() {
-            None
-        } else {
-            Some(DataVersion::decode(&resp.body)?)
-        };
-        Ok((changed, stored))
-    }
-
     /// 327 ADD_WRITE_PERM_OF_BROKER; the number of topics whose permission was restored.
     pub fn add_write_perm(&mut self, broker_name: &str) -> Result<i32, ClientError> {
         self.write_perm(&Request::AddWritePerm(WritePerm { broker_name }), true)
-    }
-
-    /// 901 GET_BROKER_MEMBER_GROUP.
-    pub fn get_broker_member_group(
-        &mut self,
-        cluster: &str,
-        broker_name: &str,
-    ) -> Result<BrokerMemberGroup, ClientError> {
-        let group = GetBrokerMemberGroup {
-            cluster,
-            broker_name,
-        };
-        let resp = self.send_ok(&Request::GetBrokerMemberGroup(group))?;
-        let v = json::parse(&resp.body)?;
-        let group = v.get("brokerMemberGroup").unwrap_or(&Value::Null);
-        let text = |k: &str| {
-            group
-                .get(k)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        };
-        let mut broker_addrs = BTreeMap::new();
-        for (id, addr) in group
-            .get("brokerAddrs")
-            .and_then(Value::as_object)
-            .unwrap_or(&[])
-        {
-            let id: i64 = id
-                .parse()
-                .map_err(|_| ClientError::Decode(format!("bad broker id {id:?}")))?;
-            if let Some(a) = addr.as_str() {
-                broker_addrs.insert(id, a.to_string());
-            }
-        }
-        Ok(BrokerMemberGroup {
-            cluster: text("cluster"),
-            broker_name: text("brokerName"),
-            broker_addrs,
-        })
-    }
-
-    /// 904 BROKER_HEARTBEAT, sent as a request so the caller learns it arrived.
-    pub fn broker_heartbeat(&mut self, broker: &BrokerIdentity) -> Result<(), ClientError> {
-        self.request_ok(&broker.heartbeat()).map(drop)
     }
 
     /// The rmq-namesrv stats extension ([`RMQ_NAMESRV_STATS`](crate::remoting::codes::request::RMQ_NAMESRV_STATS)). Other name servers

@@ -5,7 +5,7 @@
 //!
 //! * this module: [`Client`], the connection and the request/response exchange (typed,
 //!   encoded or raw);
-//! * [`api`]: typed calls, one per request code the name server answers, and [`ClientError`];
+//! * [`api`]: typed calls for the requests the tools make, and [`ClientError`];
 //! * [`nameserver_set`]: [`NameServerSet`], several independent name servers behind one
 //!   call, with selection [`Strategy`]s and failover; `rmq-admin` and `rmq-bench` pick their
 //!   servers with it (`--strategy`).

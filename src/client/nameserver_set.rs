@@ -4,14 +4,10 @@
 //! reached.
 //!
 //! RocketMQ scales name servers by running several that never talk to each other; spreading
-//! clients across them is the clients' job, so it lives here. A call that fails with a
-//! transport error (connect, timeout, closed connection) or GO_AWAY moves on to the next server
-//! of the strategy's order until every server was tried; an error *answer* (topic not found,
-//! no permission) is returned as is, because another server would most likely say the same.
-//!
-//! Tools decide more themselves: [`NameServerSet::call_until`] lets the caller say which errors
-//! move on (`rmq-admin` also passes over peers that are not name servers),
-//! [`NameServerSet::call_each`] asks every server (writes, `--all`), and
+//! clients across them is the clients' job, so it lives here. [`NameServerSet::call_until`]
+//! moves on to the next server of the strategy's order after the errors the caller names
+//! (transport errors and GO_AWAY for any client; `rmq-admin` also passes over peers that are
+//! not name servers), [`NameServerSet::call_each`] asks every server (writes, `--all`), and
 //! [`NameServerSet::choose`] names the next server without a call (`rmq-bench` opens its own
 //! connections). [`Strategy::parse`] reads the `--strategy` names both tools take.
 //!
@@ -347,42 +343,9 @@ impl NameServerSet {
         }
     }
 
-    /// Runs `f` on one server chosen by the strategy, failing over on transport errors. When
-    /// every server failed, the error is an `Io` naming each address and its error.
-    pub fn call<T>(
-        &mut self,
-        f: impl FnMut(&mut Client) -> Result<T, ClientError>,
-    ) -> Result<T, ClientError> {
-        let mut failures = match self.call_until(f, ClientError::is_failover) {
-            Ok(v) => return Ok(v),
-            Err(failures) => failures,
-        };
-        // A server answered no: that answer, not a list of the unreachable ones before it.
-        if failures.last().is_some_and(|(_, e)| !e.is_failover()) {
-            if let Some((_, e)) = failures.pop() {
-                return Err(e);
-            }
-        }
-        let last_kind = failures
-            .iter()
-            .rev()
-            .find_map(|(_, e)| match e {
-                ClientError::Io(io) => Some(io.kind()),
-                _ => None,
-            })
-            .unwrap_or(io::ErrorKind::Other);
-        let text: Vec<String> = failures
-            .iter()
-            .map(|(i, e)| format!("{}: {e}", self.addrs[*i]))
-            .collect();
-        Err(ClientError::Io(io::Error::new(
-            last_kind,
-            format!("no name server reachable ({})", text.join("; ")),
-        )))
-    }
-
-    /// As [`call`](Self::call), with the caller deciding which errors move on to the next
-    /// server (`try_next`; `call` moves on after transport errors and GO_AWAY). When no server
+    /// Runs `f` on one server chosen by the strategy, moving on to the next server in the
+    /// strategy's order after the errors `try_next` accepts (a client of several name servers
+    /// moves on after [`ClientError::is_failover`] ones). When no server
     /// gave a value: every error met, with its server's index, in the order tried; the last
     /// is the one that stopped the call when `try_next` refused it.
     pub fn call_until<T>(
