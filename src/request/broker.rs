@@ -314,25 +314,9 @@ impl<'a> BrokerHeartbeat<'a> {
     }
 }
 
-/// 901 GET_BROKER_MEMBER_GROUP.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GetBrokerMemberGroup<'a> {
-    pub cluster: &'a str,
-    pub broker_name: &'a str,
-}
-
-impl<'a> GetBrokerMemberGroup<'a> {
-    pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
-        Ok(GetBrokerMemberGroup {
-            cluster: h.required(CLUSTER_NAME)?,
-            broker_name: h.required(BROKER_NAME)?,
-        })
-    }
-
-    pub fn encode(&self, e: &mut Encoded<'a>) {
-        e.put(CLUSTER_NAME, self.cluster);
-        e.put(BROKER_NAME, self.broker_name);
-    }
+text_request! {
+    /// 901 GET_BROKER_MEMBER_GROUP.
+    GetBrokerMemberGroup { cluster: CLUSTER_NAME, broker_name: BROKER_NAME }
 }
 
 #[cfg(test)]

@@ -17,8 +17,30 @@
 //! are written once, in [`field`]; the answers' headers are in [`reply`].
 //!
 //! Adding a request code: its row in `remoting::codes`, its struct here with a `parse` and an
-//! `encode`, its row in the `requests!` table and its arm in [`Request::encode`], and its
+//! `encode` (both from `text_request!` when its header is required text fields only), its row in the `requests!` table and its arm in [`Request::encode`], and its
 //! handler in the processor (whose dispatch matches every variant, so the compiler asks).
+
+/// A request whose header is required text fields only: the struct, its `parse` and its
+/// `encode` from one list of (member, field name), read and written in the listed order.
+macro_rules! text_request {
+    ($(#[$doc:meta])* $name:ident { $($member:ident: $field:ident),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct $name<'a> {
+            $(pub $member: &'a str,)+
+        }
+
+        impl<'a> $name<'a> {
+            pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
+                Ok($name { $($member: h.required($field)?,)+ })
+            }
+
+            pub fn encode(&self, e: &mut Encoded<'a>) {
+                $(e.put($field, self.$member);)+
+            }
+        }
+    };
+}
 
 mod admin;
 mod broker;
