@@ -9,7 +9,7 @@
 //! some is shown by one row of `-`. The exit code is 5 when the answers differ.
 
 use crate::cli::Invocation;
-use crate::outcome::{exit_code_of_all, Failure, Outcome, EXIT_DISAGREE, EXIT_FAILED};
+use crate::outcome::{Outcome, EXIT_DISAGREE, EXIT_FAILED};
 use crate::output::{json_text, s, Cell, Table};
 use crate::peers::Peers;
 use rmq_namesrv::client::{Client, ClientError};
@@ -116,40 +116,31 @@ pub fn read_all<T>(
     answer_of: impl Fn(&T) -> Answer,
 ) -> Outcome {
     let (answers, failures) = peers.ask_all(ask);
+    if answers.is_empty() {
+        return Outcome::from_failures(peers.role, &failures);
+    }
     let answers: Vec<(String, Answer)> = answers
         .into_iter()
         .map(|(addr, v)| (addr, answer_of(&v)))
         .collect();
-    let mut stderr: Vec<String> = failures.iter().map(Failure::line).collect();
-    if answers.is_empty() {
-        return Outcome::from_failures(peers.role, &failures);
-    }
+    let mut outcome = Outcome::of_all(String::new(), answers.len(), &failures);
     if answers.iter().all(|(_, a)| !a.found) {
-        stderr.push(format!(
+        outcome.stderr.push(format!(
             "{what} not found on any of the {} name servers that answered",
             answers.len()
         ));
-        return Outcome {
-            stdout: String::new(),
-            stderr,
-            code: EXIT_FAILED,
-        };
+        outcome.code = EXIT_FAILED;
+        return outcome;
     }
     let sections = answers[0].1.sections.len();
     let merged: Vec<Merged> = (0..sections).map(|k| merge(&answers, k)).collect();
-    let differs = answers.len() > 1 && merged.iter().any(|m| m.differs);
-    let code = if differs {
-        stderr.push(format!(
+    if answers.len() > 1 && merged.iter().any(|m| m.differs) {
+        outcome.stderr.push(format!(
             "the name servers disagree: rows marked * are not on all {} that answered",
             answers.len()
         ));
-        EXIT_DISAGREE
-    } else {
-        exit_code_of_all(answers.len(), &failures)
-    };
-    Outcome {
-        stdout: render(inv, title, &merged),
-        stderr,
-        code,
+        outcome.code = EXIT_DISAGREE;
     }
+    outcome.stdout = render(inv, title, &merged);
+    outcome
 }

@@ -310,8 +310,8 @@ pub fn clean_broker_metadata(
         is_clean_living_broker: living,
     }));
     let (leader, _) = on_leader(controllers, |c| ask(c, &clean, true))?;
-    let mut t = Table::new(&[("CONTROLLER", "controller"), ("RESULT", "result")]);
-    t.push(vec![s(leader), s("OK")]);
+    let columns = [("CONTROLLER", "controller"), ("RESULT", "result")];
+    let t = Table::with_rows(&columns, [vec![s(leader), s("OK")]]);
     Ok(Outcome::ok(t.emit(inv.json)))
 }
 

@@ -204,6 +204,16 @@ impl Outcome {
         }
     }
 
+    /// What a command sent to every server produced: `stdout`, a line per failure, and the
+    /// exit code of `succeeded` successes and those failures.
+    pub fn of_all(stdout: String, succeeded: usize, failures: &[Failure]) -> Outcome {
+        Outcome {
+            stdout,
+            stderr: failures.iter().map(Failure::line).collect(),
+            code: exit_code_of_all(succeeded, failures),
+        }
+    }
+
     /// A read that no server (a `role`) of the list could answer.
     pub fn from_failures(role: Role, failures: &[Failure]) -> Outcome {
         let stderr = match failures {

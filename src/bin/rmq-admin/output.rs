@@ -59,6 +59,16 @@ impl Table {
         }
     }
 
+    pub fn with_rows(
+        columns: &[(&'static str, &'static str)],
+        rows: impl IntoIterator<Item = Vec<Cell>>,
+    ) -> Table {
+        Table {
+            columns: columns.to_vec(),
+            rows: rows.into_iter().collect(),
+        }
+    }
+
     pub fn push(&mut self, row: Vec<Cell>) {
         self.rows.push(row);
     }

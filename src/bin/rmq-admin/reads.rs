@@ -7,7 +7,7 @@
 
 use crate::cli::Invocation;
 use crate::compare::{self, Answer};
-use crate::outcome::{exit_code_of_all, Failure, Outcome};
+use crate::outcome::Outcome;
 use crate::output::{json_text, opt_cell, pretty_json, s, Cell, Table};
 use crate::peers::Peers;
 use rmq_namesrv::client::api::NamesrvStats;
@@ -292,11 +292,10 @@ fn names_table<'a>(
     key: &'static str,
     names: impl IntoIterator<Item = &'a String>,
 ) -> Table {
-    let mut t = Table::new(&[(header, key)]);
-    for n in names {
-        t.push(vec![s(n.as_str())]);
-    }
-    t
+    Table::with_rows(
+        &[(header, key)],
+        names.into_iter().map(|n| vec![s(n.as_str())]),
+    )
 }
 
 /// The clusters whose brokers serve the topic, one per line (`mqadmin topicClusterList`
@@ -324,11 +323,8 @@ fn topics_by_cluster(c: &mut Client) -> Result<Vec<(String, String)>, ClientErro
 }
 
 fn cluster_topics_table(rows: &[(String, String)]) -> Table {
-    let mut t = Table::new(&[("CLUSTER", "cluster"), ("TOPIC", "topic")]);
-    for (cluster, topic) in rows {
-        t.push(vec![s(cluster.as_str()), s(topic.as_str())]);
-    }
-    t
+    let rows = rows.iter().map(|(c, t)| vec![s(c.as_str()), s(t.as_str())]);
+    Table::with_rows(&[("CLUSTER", "cluster"), ("TOPIC", "topic")], rows)
 }
 
 pub fn topic_list(inv: &Invocation, peers: &mut Peers) -> Ran {
@@ -375,11 +371,8 @@ pub fn kv_item(inv: &Invocation, peers: &mut Peers, namespace: &str, key: &str) 
 fn kv_table(entries: &[(String, String)]) -> Table {
     let mut entries = entries.to_vec();
     entries.sort();
-    let mut t = Table::new(&[("KEY", "key"), ("VALUE", "value")]);
-    for (k, v) in entries {
-        t.push(vec![s(k), s(v)]);
-    }
-    t
+    let rows = entries.into_iter().map(|(k, v)| vec![s(k), s(v)]);
+    Table::with_rows(&[("KEY", "key"), ("VALUE", "value")], rows)
 }
 
 pub fn get_kv_config(inv: &Invocation, peers: &mut Peers) -> Ran {
@@ -425,11 +418,7 @@ fn each_server<T>(
             .collect();
         sections.join("\n")
     };
-    Ok(Outcome {
-        stdout,
-        stderr: failures.iter().map(Failure::line).collect(),
-        code: exit_code_of_all(answers.len(), &failures),
-    })
+    Ok(Outcome::of_all(stdout, answers.len(), &failures))
 }
 
 pub fn get_namesrv_config(inv: &Invocation, peers: &mut Peers) -> Ran {
@@ -451,11 +440,10 @@ pub fn config_sections(
         Value::Object(members.collect())
     };
     let text = |entries: &Vec<(String, String)>| {
-        let mut t = Table::new(&[("KEY", ""), ("VALUE", "")]);
-        for (k, v) in entries {
-            t.push(vec![s(k.as_str()), s(v.as_str())]);
-        }
-        t.render()
+        let rows = entries
+            .iter()
+            .map(|(k, v)| vec![s(k.as_str()), s(v.as_str())]);
+        Table::with_rows(&[("KEY", ""), ("VALUE", "")], rows).render()
     };
     each_server(inv, peers, ask, json, text)
 }
@@ -475,18 +463,16 @@ fn stats_json(st: &NamesrvStats) -> Value {
 }
 
 fn stats_text(st: &NamesrvStats) -> String {
-    let mut t = Table::new(&[("STAT", ""), ("VALUE", "")]);
-    for (k, v) in &st.values {
-        t.push(vec![s(k.as_str()), Cell::Int(*v)]);
-    }
-    let mut r = Table::new(&[("CODE", ""), ("REQUEST", ""), ("SERVED", "")]);
-    for (code, n) in &st.requests {
-        r.push(vec![
-            Cell::Int((*code).into()),
-            s(request_name(*code)),
-            Cell::Int(*n),
-        ]);
-    }
+    let values = st
+        .values
+        .iter()
+        .map(|(k, v)| vec![s(k.as_str()), Cell::Int(*v)]);
+    let t = Table::with_rows(&[("STAT", ""), ("VALUE", "")], values);
+    let requests = st.requests.iter().map(|(code, n)| {
+        let name = s(request_name(*code));
+        vec![Cell::Int((*code).into()), name, Cell::Int(*n)]
+    });
+    let r = Table::with_rows(&[("CODE", ""), ("REQUEST", ""), ("SERVED", "")], requests);
     format!("{}\n{}", t.render(), r.render())
 }
 

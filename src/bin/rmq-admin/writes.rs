@@ -1,9 +1,9 @@
 //! Commands that change name servers. Each goes to every server of `-n` (they do not
 //! replicate) and prints one row per server: OK, or what went wrong there. The exit code says
-//! whether all, some or none of them did it ([`exit_code_of_all`]).
+//! whether all, some or none of them did it ([`Outcome::of_all`]).
 
 use crate::cli::Invocation;
-use crate::outcome::{exit_code_of_all, Failure, FailureKind, Outcome};
+use crate::outcome::{Failure, FailureKind, Outcome};
 use crate::output::{s, Cell, Table};
 use crate::peers::Peers;
 use crate::reads::{kv_item, ORDER_TOPIC_CONFIG};
@@ -53,11 +53,7 @@ pub fn write_all(
         }
         t.push(row);
     }
-    Ok(Outcome {
-        stdout: t.emit(inv.json),
-        stderr: failures.iter().map(Failure::line).collect(),
-        code: exit_code_of_all(succeeded, &failures),
-    })
+    Ok(Outcome::of_all(t.emit(inv.json), succeeded, &failures))
 }
 
 pub fn done<T>(r: Result<T, ClientError>) -> Result<Done, ClientError> {
