@@ -36,13 +36,15 @@ pub enum ParseError {
         value: String,
         reason: &'static str,
     },
-    /// A topic config's queue count or perm out of range, named by topic and field.
-    BadTopicValue {
+    /// A topic config's queue count outside `0..=maxQueueNums`.
+    BadQueueNums {
         topic: String,
         field: &'static str,
         value: i32,
-        allowed: rules::Allowed,
+        max: i32,
     },
+    /// A topic config's perm not made of the four permission bits.
+    BadPerm { topic: String, perm: i32 },
     /// A body that does not decode as `what` (DataVersion, TopicRouteData).
     BadBody { what: &'static str, reason: String },
     /// A REGISTER_BROKER body that does not decode.
@@ -78,12 +80,20 @@ impl fmt::Display for ParseError {
                 value,
                 reason,
             } => write!(f, "{field} {value:?} is not host:port: {reason}"),
-            ParseError::BadTopicValue {
+            ParseError::BadQueueNums {
                 topic,
                 field,
                 value,
-                allowed,
-            } => write!(f, "topic {topic}: {field} {value} {allowed}"),
+                max,
+            } => write!(
+                f,
+                "topic {topic}: {field} {value} is outside 0..={max} (maxQueueNums)"
+            ),
+            ParseError::BadPerm { topic, perm } => write!(
+                f,
+                "topic {topic}: perm {perm} is not made of the permission bits inherit 1, write 2, \
+                 read 4, priority 8 (0..=15)"
+            ),
             ParseError::BadBody { what, reason } => write!(f, "bad {what} body: {reason}"),
             ParseError::BadRegisterBody(reason) => {
                 write!(f, "register broker failed: bad body: {reason}")

@@ -59,7 +59,6 @@ pub use broker::{
 };
 pub use header::{BodyDone, Encoded, NameLimits, ParseError};
 pub use routes::{GetRouteInfo, GetTopicsByCluster};
-pub use rules::Allowed;
 
 use crate::remoting::codes::request as code;
 use crate::remoting::command::RemotingCommand;

@@ -16,7 +16,6 @@
 //! topic of a decoded body (unchanged bodies are not decoded).
 
 use super::header::{NameLimits, ParseError};
-use std::fmt;
 
 /// The name characters, as remarks show them.
 pub const NAME_CHARS_TEXT: &str = "A-Z a-z 0-9 and . _ - % |";
@@ -101,20 +100,21 @@ impl NameLimits {
         topic: &str,
         [read, write, perm]: [i32; 3],
     ) -> Result<(), ParseError> {
-        let bad = |field, value, allowed| ParseError::BadTopicValue {
-            topic: topic.to_string(),
-            field,
-            value,
-            allowed,
-        };
         let max = self.max_queue_nums;
         for (field, value) in [("readQueueNums", read), ("writeQueueNums", write)] {
             if !(0..=max).contains(&value) {
-                return Err(bad(field, value, Allowed::QueueNums(max)));
+                let topic = topic.to_string();
+                return Err(ParseError::BadQueueNums {
+                    topic,
+                    field,
+                    value,
+                    max,
+                });
             }
         }
         if perm & !PERM_BITS != 0 {
-            return Err(bad("perm", perm, Allowed::Perm));
+            let topic = topic.to_string();
+            return Err(ParseError::BadPerm { topic, perm });
         }
         Ok(())
     }
@@ -168,26 +168,6 @@ fn valid_host(host: &str) -> bool {
     }
     host.bytes()
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
-}
-
-/// What a topic config value must be, as its remark says it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Allowed {
-    /// `0..=maxQueueNums`.
-    QueueNums(i32),
-    /// The four permission bits.
-    Perm,
-}
-
-impl fmt::Display for Allowed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Allowed::QueueNums(max) => write!(f, "is outside 0..={max} (maxQueueNums)"),
-            Allowed::Perm => f.write_str(
-                "is not made of the permission bits inherit 1, write 2, read 4, priority 8 (0..=15)",
-            ),
-        }
-    }
 }
 
 #[cfg(test)]
