@@ -412,13 +412,7 @@ impl Client {
 
     /// 318 UPDATE_NAMESRV_CONFIG with `key=value` lines.
     pub fn update_namesrv_config(&mut self, entries: &[(&str, &str)]) -> Result<(), ClientError> {
-        let mut body = String::new();
-        for (k, v) in entries {
-            body.push_str(k);
-            body.push('=');
-            body.push_str(v);
-            body.push('\n');
-        }
+        let body: String = entries.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
         let update = UpdateNamesrvConfig {
             properties: (!body.is_empty()).then_some(body.as_str()),
         };
