@@ -194,11 +194,6 @@ impl NameServerSet {
         })
     }
 
-    /// Parses `host:port;host:port` and builds a set.
-    pub fn from_list(list: &str, strategy: Strategy) -> io::Result<NameServerSet> {
-        Self::new(parse_addr_list(list), strategy)
-    }
-
     /// Connect and per-call timeout (default 3 s, RocketMQ's default for admin calls).
     pub fn set_timeout(&mut self, timeout: Duration) {
         self.timeout = timeout;

@@ -3,7 +3,8 @@
 #![allow(dead_code)]
 
 use rmq_namesrv::client::api::BrokerIdentity;
-use rmq_namesrv::client::{Client, ClientError, NameServerSet};
+use rmq_namesrv::client::nameserver_set::parse_addr_list;
+use rmq_namesrv::client::{Client, ClientError, NameServerSet, Strategy};
 use rmq_namesrv::config::NamesrvConfig;
 use rmq_namesrv::remoting::codes::{request, response};
 use rmq_namesrv::remoting::command::RemotingCommand;
@@ -439,7 +440,10 @@ pub struct BrokerMemberGroup {
 /// `NameServerSet::call_until` moving on after transport errors and GO_AWAY, as a client of
 /// several name servers would: an error answer is returned as is; when every server failed,
 /// the error is an `Io` naming each address and its error.
-pub trait NameServerSetExt {
+pub trait NameServerSetExt: Sized {
+    /// A set over `host:port;host:port`.
+    fn from_list(list: &str, strategy: Strategy) -> std::io::Result<Self>;
+
     fn call<T>(
         &mut self,
         f: impl FnMut(&mut Client) -> Result<T, ClientError>,
@@ -447,6 +451,10 @@ pub trait NameServerSetExt {
 }
 
 impl NameServerSetExt for NameServerSet {
+    fn from_list(list: &str, strategy: Strategy) -> std::io::Result<Self> {
+        NameServerSet::new(parse_addr_list(list), strategy)
+    }
+
     fn call<T>(
         &mut self,
         f: impl FnMut(&mut Client) -> Result<T, ClientError>,
