@@ -1,9 +1,7 @@
-//! Typed calls over a [`Client`] for the requests the tools make (others go through
-//! [`Client::send_ok`] with a typed request), each building the request header (docs/protocol.md §3.3), checking the response code and decoding
-//! the body into the model types. Errors come in three kinds because callers treat them
-//! differently: an I/O error (connect, timeout, closed connection) means "try another name
-//! server", a response error means the server answered and said no, a decode error means it
-//! answered something we cannot read.
+//! Typed calls over a [`Client`] for the requests the tools make, decoding bodies into the
+//! model types. [`ClientError`] has three kinds because callers treat them differently: I/O
+//! means "try another name server", a response means the server said no, a decode error means
+//! it answered something we cannot read.
 
 use super::Client;
 use crate::remoting::codes::response;
@@ -19,14 +17,10 @@ use crate::route::model::{self, ClusterInfo, RegisterBody, TopicRouteData};
 use std::fmt;
 use std::io;
 
-/// Why a typed call failed.
 #[derive(Debug)]
 pub enum ClientError {
-    /// Connecting, writing or reading failed, or the call timed out: the server may be down.
     Io(io::Error),
-    /// The server answered with a non-success code.
     Response { code: i32, remark: Option<String> },
-    /// The server answered success but the frame or body could not be decoded.
     Decode(String),
 }
 
@@ -41,7 +35,6 @@ impl ClientError {
         }
     }
 
-    /// The response code, when the server answered with an error.
     pub fn response_code(&self) -> Option<i32> {
         match self {
             ClientError::Response { code, .. } => Some(*code),
@@ -124,9 +117,8 @@ impl BrokerIdentity {
         e
     }
 
-    /// Its registration with `body` (already encoded, and compressed if `options` says so),
-    /// in a command of `version`. `bodyCrc32` is the body's own unless `options` names
-    /// another.
+    /// Its registration with `body` (already encoded, and compressed if `options` says so);
+    /// `bodyCrc32` is the body's own unless `options` names another.
     pub fn registration<'a>(
         &'a self,
         body: &'a [u8],
@@ -186,9 +178,8 @@ pub struct TopicList {
     pub broker_addr: Option<String>,
 }
 
-/// The stats extension's answer (code
-/// [`RMQ_NAMESRV_STATS`](crate::remoting::codes::request::RMQ_NAMESRV_STATS)): its counters by
-/// wire name (docs/admin.md lists them), so that a newer server's are kept too.
+/// The stats extension's answer: its counters by wire name (docs/admin.md lists them), so that
+/// a newer server's are kept too.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NamesrvStats {
     /// Client connections (0 if absent): what the least-loaded strategy ranks by.
@@ -248,7 +239,6 @@ pub fn parse_properties(text: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Fails unless the response code is SUCCESS.
 fn success(resp: RemotingCommand) -> Result<RemotingCommand, ClientError> {
     if resp.code == response::SUCCESS {
         Ok(resp)
@@ -304,7 +294,6 @@ impl Client {
         })
     }
 
-    /// 100 PUT_KV_CONFIG.
     pub fn put_kv_config(
         &mut self,
         namespace: &str,
@@ -372,7 +361,6 @@ impl Client {
         Ok(resp.map(|r| TopicRouteData::decode(&r.body)).transpose()?)
     }
 
-    /// 106 GET_BROKER_CLUSTER_INFO.
     pub fn get_cluster_info(&mut self) -> Result<ClusterInfo, ClientError> {
         let resp = self.send_ok(&Request::GetBrokerClusterInfo)?;
         Ok(ClusterInfo::decode(&resp.body)?)
@@ -383,7 +371,6 @@ impl Client {
         self.write_perm(&Request::WipeWritePerm(WritePerm { broker_name }), false)
     }
 
-    /// 206 GET_ALL_TOPIC_LIST_FROM_NAMESERVER.
     pub fn get_all_topic_list(&mut self) -> Result<Vec<String>, ClientError> {
         Ok(self.topic_list(&Request::GetAllTopicList)?.topics)
     }
@@ -404,7 +391,6 @@ impl Client {
         Ok(resp.map(|r| model::decode_kv_table(&r.body)).transpose()?)
     }
 
-    /// 224 GET_TOPICS_BY_CLUSTER.
     pub fn get_topics_by_cluster(&mut self, cluster: &str) -> Result<Vec<String>, ClientError> {
         let request = Request::GetTopicsByCluster(GetTopicsByCluster::new(cluster));
         Ok(self.topic_list(&request)?.topics)
@@ -433,8 +419,7 @@ impl Client {
         self.write_perm(&Request::AddWritePerm(WritePerm { broker_name }), true)
     }
 
-    /// The rmq-namesrv stats extension ([`RMQ_NAMESRV_STATS`](crate::remoting::codes::request::RMQ_NAMESRV_STATS)). Other name servers
-    /// answer `Response { code: REQUEST_CODE_NOT_SUPPORTED }`.
+    /// The rmq-namesrv stats extension; other name servers answer REQUEST_CODE_NOT_SUPPORTED.
     pub fn stats(&mut self) -> Result<NamesrvStats, ClientError> {
         let resp = self.send_ok(&Request::Stats)?;
         NamesrvStats::decode(&resp.body)

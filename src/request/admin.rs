@@ -1,7 +1,5 @@
-//! What admin tools send to change or read the name server's own state: the KV config
-//! (100, 101, 102, 219), topics (216, 217), write permission (205, 327) and the server's
-//! properties (318). Topic names given by an admin call are validated here, before anything
-//! is changed.
+//! What admin tools send to change or read the name server's own state (KV config, topics,
+//! write permission, properties). Topic names are validated here, before anything changes.
 
 use super::field::{BROKER_NAME, CLUSTER_NAME, KEY, NAMESPACE, TOPIC, VALUE};
 use super::header::{BodyDone, Encoded, Fields, ParseError};

@@ -1,17 +1,14 @@
-//! Reading a request's custom header (its `extFields`) into typed values ([`Fields`]) and
-//! writing one ([`Encoded`]), the limits the checks read from the config ([`NameLimits`]),
-//! and [`ParseError`], whose text is the remark sent back (Java's, where Java has one).
-//! Refusals are logged once, rate-limited, by the processor, not here: a flood of bad
-//! requests must not become a flood of log lines.
+//! Reading a request's custom header (`extFields`) into typed values ([`Fields`]), writing one
+//! ([`Encoded`]), and [`ParseError`], whose text is the remark (Java's, where Java has one).
+//! Refusals are logged by the processor, rate-limited, so that bad requests cannot flood the log.
 
 use super::rules;
 use crate::remoting::command::{encode_frame, Header, RemotingCommand, SerializeType};
 use std::borrow::Cow;
 use std::fmt;
 
-/// Why a request could not be turned into a typed request. The processor answers
-/// [`ParseError::NotSupported`] with REQUEST_CODE_NOT_SUPPORTED and everything else with
-/// SYSTEM_ERROR; `Display` is the remark.
+/// The processor answers [`ParseError::NotSupported`] with REQUEST_CODE_NOT_SUPPORTED and
+/// everything else with SYSTEM_ERROR; `Display` is the remark.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ParseError {
     /// The name server does not answer this code.
@@ -105,8 +102,7 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
-/// The config's limits on what a request may carry (settings `maxNameLength`,
-/// `maxTopicNameLength`, `maxQueueNums`); the checks that read them are in `rules`.
+/// Settings `maxNameLength`, `maxTopicNameLength`, `maxQueueNums`, as `rules` reads them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NameLimits {
     pub max_name_length: usize,
@@ -124,18 +120,14 @@ impl Default for NameLimits {
     }
 }
 
-/// A command's header fields, read as the typed requests need them. Everything borrows from
-/// the command.
 #[derive(Clone, Copy)]
 pub(super) struct Fields<'a> {
     pub cmd: &'a RemotingCommand,
     pub limits: &'a NameLimits,
-    /// What was already done with the body off the loop.
     pub done: BodyDone,
 }
 
-/// What the decode worker already did with a request's body, so that parsing on the loop
-/// does not do it again.
+/// What the decode worker already did with a request's body, so that the loop does not redo it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BodyDone {
     Nothing,
@@ -172,10 +164,8 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// A request as a sender writes it: its code, its custom header's fields in the order they
-/// are written, and its body. The typed requests' `encode` methods fill it (the only place a
-/// client, `rmq-admin` or `rmq-bench` gets header field names from); the command's
-/// `version`, `language` and `opaque` are the sender's.
+/// A request as a sender writes it: code, header fields in written order, body. Filled by the
+/// typed requests' `encode`; `version`, `language` and `opaque` are the sender's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Encoded<'a> {
     pub code: i32,
@@ -184,7 +174,6 @@ pub struct Encoded<'a> {
 }
 
 impl<'a> Encoded<'a> {
-    /// A request of `code` with no fields and no body yet.
     pub fn new(code: i32) -> Self {
         Encoded {
             code,
@@ -208,7 +197,6 @@ impl<'a> Encoded<'a> {
         self.fields.push((field, Cow::Owned(value.to_string())));
     }
 
-    /// The fields as `encode_frame` and `Client` take them.
     pub fn pairs(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
         self.fields.iter().map(|(k, v)| (*k, v.as_ref()))
     }
@@ -242,9 +230,8 @@ impl<'a> Encoded<'a> {
     }
 }
 
-/// A numeric header field: trimmed, then read as an i64. A field of plain digits short enough
-/// not to overflow (what Java writes for a broker id) is read directly, without the general
-/// path's Unicode trim and sign handling; it gives the same value.
+/// Trimmed, then read as an i64. Plain digits short enough not to overflow (what Java writes)
+/// skip the general path's Unicode trim and sign handling; the value is the same.
 fn parse_i64_field(text: &str) -> Option<i64> {
     if (1..=18).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_digit()) {
         return Some(

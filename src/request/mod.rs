@@ -1,24 +1,13 @@
 //! Typed requests: every request the name server answers, parsed once from its
-//! [`RemotingCommand`] into a value that borrows the header's strings and the body (nothing
-//! is copied), the way mini-redis parses a frame into a `Get` before applying it. The
-//! processor's handlers take these values and never read header fields themselves.
+//! [`RemotingCommand`] into a value borrowing the header's strings and the body, as mini-redis
+//! parses a frame into a `Get`. Parsing applies every check that does not need the tables
+//! (`rules`); a failure is a [`ParseError`] whose text is the remark, and the processor picks
+//! the code. Each type has an `encode` next to its `parse`, which is how the client and the
+//! tools write requests, so a field name ([`field`]) is written once.
 //!
-//! Parsing applies every check that does not need the tables: required fields (Java's
-//! `@CFNotNull`), numbers, name lengths, topic names, what valid names, addresses and topic
-//! configs look like (`rules`), and the bodies that decode the same whatever the tables hold
-//! (a registration body is decoded only when it changed, so [`RegisterBroker`] keeps it as
-//! sent, and its topic configs are checked when it is decoded). A failure is a [`ParseError`]
-//! whose text is the remark (Java's, where Java has one); the processor picks the response
-//! code.
-//!
-//! The same types are what senders build: each has an `encode` next to its `parse`, and
-//! [`Request::encode`] turns a request into its code, header fields and body ([`Encoded`]),
-//! which is how the client library, `rmq-admin` and `rmq-bench` write requests. Field names
-//! are written once, in [`field`]; the answers' headers are in [`reply`].
-//!
-//! Adding a request code: its row in `remoting::codes`, its struct here with a `parse` and an
-//! `encode` (both from `text_request!` when its header is required text fields only), its row in the `requests!` table and its arm in [`Request::encode`], and its
-//! handler in the processor (whose dispatch matches every variant, so the compiler asks).
+//! Adding a request code: its row in `remoting::codes`, its struct here (`text_request!` when
+//! the header is required text only), its row in `requests!` and its arm in
+//! [`Request::encode`], and its handler in the processor (the compiler asks for it).
 
 /// A request whose header is required text fields only: the struct, its `parse` and its
 /// `encode` from one list of (member, field name), read and written in the listed order.
@@ -64,9 +53,8 @@ use crate::remoting::codes::request as code;
 use crate::remoting::command::RemotingCommand;
 use header::Fields;
 
-/// The requests, one row each: its code, its variant of [`Request`] and the typed request
-/// the variant holds (whose `parse` reads it). The macro writes the enum, [`Request::parse_after`]
-/// and [`Request::code`] from the rows.
+/// One row per request (code, variant, typed request): writes the enum,
+/// [`Request::parse_after`] and [`Request::code`].
 macro_rules! requests {
     ($($code:ident => $variant:ident $(($typed:ident))?,)*) => {
         /// One request, by code.
@@ -76,8 +64,7 @@ macro_rules! requests {
         }
 
         impl<'a> Request<'a> {
-            /// As [`Request::parse`], when the decode worker already did `done` with the body
-            /// (so that a large body is not hashed or decoded again on the loop).
+            /// As [`Request::parse`], when the decode worker already did `done` with the body.
             pub fn parse_after(
                 cmd: &'a RemotingCommand,
                 limits: &'a NameLimits,
@@ -90,7 +77,6 @@ macro_rules! requests {
                 })
             }
 
-            /// The request code this request is sent as.
             pub fn code(&self) -> i32 {
                 match self {
                     $(Request::$variant $((requests!(@any $typed)))? => code::$code,)*
@@ -135,9 +121,8 @@ impl<'a> Request<'a> {
         Request::parse_after(cmd, limits, BodyDone::Nothing)
     }
 
-    /// The request as a sender writes it in a command of `version` (which decides the route
-    /// dialect, see [`GetRouteInfo::encode`]): [`Request::parse`] of that command gives this
-    /// request back.
+    /// The request as a sender writes it at `version` (the route dialect); [`Request::parse`]
+    /// gives it back.
     pub fn encode(&self, version: i32) -> Encoded<'a> {
         let mut e = Encoded::new(self.code());
         match self {

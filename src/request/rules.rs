@@ -1,26 +1,19 @@
 //! What a valid cluster or broker name, broker address and topic config look like, checked at
-//! the wire before anything reaches the tables, so that no value a client cannot use ends up in
-//! a route. Java checks none of these: a name with a quote or an address with a comma or a NUL
-//! is stored and handed to every client, and the Go client's route parser breaks on it.
-//!
-//! The rules are drawn from what real peers send (docs/protocol.md §4.4):
-//! * names: Java's TopicValidator set (`%|a-zA-Z0-9_-`) plus `.`, because a Java broker that is
-//!   not given a `brokerName` uses its host name (`DefaultCluster`, `broker-a`, `ip-10-0-0-1.ec2`);
-//! * addresses: `host:port`, as brokers build them (`brokerIP1 + ":" + listenPort`): the host a
-//!   DNS name or IPv4 address, or an IPv6 literal (Java brackets them, `[fe80::1%eth0]`; a bare
-//!   one is also taken, since Java clients split at the last `:`), the port 1..=65535;
-//! * topic configs: queue counts in `0..=maxQueueNums`, perm made of the four permission bits
-//!   (inherit 1, write 2, read 4, priority 8).
-//!
-//! The checks cost a pass over a few short strings per registration, and three comparisons per
-//! topic of a decoded body (unchanged bodies are not decoded).
+//! the wire so that no value a client cannot use ends up in a route (Java checks none: a quote
+//! in a name or a comma in an address breaks the Go client's route parser). Drawn from what
+//! real peers send (docs/protocol.md §4.4):
+//! * names: Java's TopicValidator set (`%|a-zA-Z0-9_-`) plus `.`, because a Java broker without
+//!   a `brokerName` uses its host name (`ip-10-0-0-1.ec2`);
+//! * addresses: `host:port` (`brokerIP1 + ":" + listenPort`), the host a DNS name, IPv4, or an
+//!   IPv6 literal, bracketed or bare (Java clients split at the last `:`), the port 1..=65535;
+//! * topic configs: queue counts in `0..=maxQueueNums`, perm made of the four permission bits.
 
 use super::header::{NameLimits, ParseError};
 
 /// The name characters, as remarks show them.
 pub const NAME_CHARS_TEXT: &str = "A-Z a-z 0-9 and . _ - % |";
 
-/// The four permission bits of `PermName`.
+/// `PermName`'s bits: inherit 1, write 2, read 4, priority 8.
 const PERM_BITS: i32 = 0b1111;
 
 impl NameLimits {
@@ -35,8 +28,6 @@ impl NameLimits {
         Ok(())
     }
 
-    /// A cluster or broker name a registration creates: bounded, non-empty, every character
-    /// from [`NAME_CHARS_TEXT`].
     pub(super) fn check_broker_name(
         &self,
         field: &'static str,
@@ -92,8 +83,7 @@ impl NameLimits {
         Ok(())
     }
 
-    /// A topic config's `[readQueueNums, writeQueueNums, perm]` (inlined: a changed
-    /// registration checks every topic's).
+    /// `[readQueueNums, writeQueueNums, perm]`; inlined: a changed registration checks each.
     #[inline]
     pub(super) fn check_topic_values(
         &self,

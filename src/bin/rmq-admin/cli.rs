@@ -1,11 +1,7 @@
-//! The command line: the table of commands (one row each: name, options as `mqadmin` names
-//! them, what runs it), the usage texts, and a hand-written parser (the runtime dependencies
-//! are fixed).
-//!
-//! Options are accepted in the forms `mqadmin` (Apache commons-cli) accepts: `-t T`, `-tT`,
-//! `--topic T`, `--topic=T`, anywhere after the program name. Global options (`-n`,
-//! `--strategy`, `--all`, `--json`, `--timeout`, `-h`) are recognised first; the rest are
-//! resolved once the command is known.
+//! The command line: the table of commands, the usage texts, and a hand-written parser (the
+//! runtime dependencies are fixed) taking the forms `mqadmin`'s commons-cli takes (`-t T`,
+//! `-tT`, `--topic T`, `--topic=T`). Global options are recognised first, the rest once the
+//! command is known.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -16,9 +12,8 @@ use crate::{controller, reads, writes};
 
 const DEFAULT_TIMEOUT_MS: u64 = 3000;
 
-/// One option of a command: short name, long name, takes a value, required, help. Short
-/// names are a letter, or two for the few `mqadmin` options spelled so (`-bn`); the global
-/// options `--strategy`, `--all`, `--json` and `--timeout` have none.
+/// One option of a command. Short names are a letter, or two where `mqadmin` has them (`-bn`);
+/// some global options have none.
 pub struct Opt {
     pub short: &'static str,
     pub long: &'static str,
@@ -196,7 +191,6 @@ const GLOBAL_OPTS: &[Opt] = &[
     flag("h", "help", ""),
 ];
 
-/// The global options' part of the usage text.
 pub const GLOBAL_OPTIONS_HELP: &str = "\
 Global options:
   -n, --namesrvAddr LIST  name servers, ';'-separated (default: $NAMESRV_ADDR);
@@ -266,13 +260,12 @@ pub fn command_usage(c: &Command) -> String {
     s
 }
 
-/// The parsed command line.
 pub struct Invocation {
     pub command: &'static Command,
     /// Option values by short name; flags map to "true".
     values: BTreeMap<&'static str, String>,
     pub namesrv: Option<String>,
-    /// `--strategy`, as given (resolved against the address list by the caller).
+    /// Resolved against the address list by the caller.
     pub strategy: Option<String>,
     /// `--all`: reads ask every server and compare.
     pub all: bool,
@@ -300,7 +293,6 @@ pub enum Parsed {
     Help(String),
 }
 
-/// A usage error: the message and the usage text that goes with it.
 pub struct UsageError {
     pub message: String,
     pub command: Option<&'static Command>,
@@ -367,8 +359,7 @@ fn take_value(
     }
 }
 
-/// Resolves `args` against `opts`: the values by short name, and the words that are no
-/// option's value.
+/// The values by short name, and the words that are no option's value.
 fn command_options<'a>(
     c: &Command,
     args: &[&'a str],

@@ -1,12 +1,7 @@
-//! `--all`: a read asked of every name server of `-n`, the answers side by side.
-//!
-//! Name servers do not replicate: a server that missed a write or a broker's registration
-//! answers differently from the others, and a read that asks one server cannot tell. Each
-//! server's answer becomes the command's tables ([`Answer`]); the output has one row per
-//! server and answer row, the server in a `NAMESRV` column, rows that are equal on several
-//! servers next to each other, and a `*` in the `DIFF` column (JSON `"differs": true`) on
-//! every row that not all answering servers have. A server with no rows where others have
-//! some is shown by one row of `-`. The exit code is 5 when the answers differ.
+//! `--all`: a read asked of every name server of `-n`, the answers side by side, so that a
+//! server that missed a write or a registration shows. One row per server and answer row,
+//! equal rows next to each other, `*` in `DIFF` on rows not every server has, one row of `-`
+//! for a server with no rows; exit code 5 when the answers differ.
 
 use crate::cli::Invocation;
 use crate::outcome::{Outcome, EXIT_DISAGREE, EXIT_FAILED};
@@ -15,7 +10,6 @@ use crate::peers::Peers;
 use rmq_namesrv::client::{Client, ClientError};
 use rmq_namesrv::remoting::json::Value;
 
-/// One server's answer to a read, as named tables.
 pub struct Answer {
     pub sections: Vec<(&'static str, Table)>,
     /// Whether the thing asked for exists there (a topic, a KV item): when no server has it,
@@ -24,7 +18,6 @@ pub struct Answer {
 }
 
 impl Answer {
-    /// An answer with one table, found.
     pub fn table(name: &'static str, table: Table) -> Answer {
         Answer {
             sections: vec![(name, table)],
@@ -40,8 +33,7 @@ struct Merged {
     differs: bool,
 }
 
-/// Merges section `k` of every server's answer (all answers come from the same command, so
-/// they have the same sections and columns).
+/// Merges section `k` of every server's answer (same command, so same sections and columns).
 fn merge(answers: &[(String, Answer)], k: usize) -> Merged {
     let (name, first) = &answers[0].1.sections[k];
     let mut columns = vec![("DIFF", "differs"), ("NAMESRV", "namesrv")];
@@ -104,9 +96,7 @@ fn render(inv: &Invocation, title: Option<&str>, merged: &[Merged]) -> String {
     out
 }
 
-/// Asks every server with `ask`, turns each answer into tables with `answer_of`, and shows
-/// them merged. `what` names the thing asked for ("topic T") when no server has it; `title`
-/// heads the text output.
+/// `what` names the thing asked for ("topic T") when no server has it; `title` heads the text.
 pub fn read_all<T>(
     inv: &Invocation,
     peers: &mut Peers,

@@ -1,12 +1,7 @@
-//! The controller commands of `mqadmin`, for any RocketMQ controller (rmq-namesrv's embedded
-//! one or Java's): `-a` names the controller addresses (`host:port;host:port`, the port from
-//! `controllerDLegerPeers`, not the name server's).
-//!
-//! As `mqadmin`: `getControllerMetaData` asks one controller (1005); `getSyncStateSet`,
-//! `electMaster` and `cleanBrokerMetadata` find the leader with 1005 and send it 1006 / 1002 /
-//! 1011; `getControllerConfig` and `updateControllerConfig` go to every address of `-a`
-//! (1010 / 1009), because each controller has its own configuration. Output follows the
-//! other commands: aligned tables, `--json`, one stderr line per failing address.
+//! The controller commands of `mqadmin`, for any RocketMQ controller (embedded or Java's);
+//! `-a` names the controllers (the port from `controllerDLegerPeers`). As in `mqadmin`, most
+//! go to the leader found with 1005; the config commands go to every address, because each
+//! controller has its own configuration.
 
 use crate::cli::Invocation;
 use crate::outcome::{Failure, Outcome, Role};
@@ -46,7 +41,6 @@ fn ask(
     c.request_ok(&encoded)
 }
 
-/// 1005 from one controller of `-a` (the next when one cannot be reached).
 fn read_metadata(controllers: &mut Peers) -> Result<(String, RemotingCommand), Outcome> {
     controllers.read(|c| ask(c, &ControllerRequest::GetMetadata, false))
 }
@@ -235,8 +229,7 @@ fn push_replicas(t: &mut Table, name: &str, info: &Value) {
     }
 }
 
-/// `electMaster -a -c -bn -b <brokerId>`: the admin's designated election (1002 with
-/// `designateElect=true`).
+/// The admin's designated election (1002 with `designateElect=true`).
 pub fn elect_master(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, Outcome> {
     let (cluster, name, id) = (
         inv.req("c").trim(),
@@ -281,7 +274,6 @@ pub fn elect_master(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome
     Ok(Outcome::ok(t.emit(inv.json)))
 }
 
-/// `cleanBrokerMetadata -a -bn [-c] [-b 1;2;3] [-l]` (1011 to the leader).
 pub fn clean_broker_metadata(
     inv: &Invocation,
     controllers: &mut Peers,
@@ -315,7 +307,6 @@ pub fn clean_broker_metadata(
     Ok(Outcome::ok(t.emit(inv.json)))
 }
 
-/// `getControllerConfig`: one section per controller of `-a`.
 pub fn get_config(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, Outcome> {
     crate::reads::config_sections(inv, controllers, |c| {
         let resp = ask(c, &ControllerRequest::GetConfig, false)?;
@@ -323,7 +314,6 @@ pub fn get_config(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, 
     })
 }
 
-/// `updateControllerConfig -a -k -v`: on every controller of `-a`, one row each.
 pub fn update_config(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, Outcome> {
     let update = ControllerRequest::UpdateConfig {
         body: Some(format!("{}={}\n", inv.req("k").trim(), inv.req("v")).into_bytes()),

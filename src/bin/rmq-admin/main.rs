@@ -1,18 +1,7 @@
-//! `rmq-admin`: look at and change name servers without a JVM. Command names and flags follow
-//! RocketMQ's `mqadmin` where it has them (`-n` name server list, `-t` topic, `-c` cluster,
-//! `-b` broker name, `-s/-k/-v` namespace/key/value), for the name-server side and, with
-//! `-a`, a RocketMQ controller (the commands `mqadmin` has for it).
-//!
-//! * [`cli`]: the command table, usage texts and the argument parser;
-//! * [`peers`]: reaching the servers of `-n` (reads to one picked by `--strategy`, or to all
-//!   with `--all`; writes to all);
-//! * [`reads`] and [`writes`]: the name-server commands; [`controller`]: the controller's;
-//! * [`compare`]: `--all`, every server's answer side by side;
-//! * [`outcome`]: exit codes and per-address error explanations;
-//! * [`output`]: tables and JSON.
-//!
-//! Output is an aligned table (JSON where `mqadmin` prints JSON), or JSON with `--json`.
-//! Errors go to stderr, one line per failing server, each starting with its address.
+//! `rmq-admin`: look at and change name servers (and, with `-a`, a RocketMQ controller)
+//! without a JVM. Command names and flags follow RocketMQ's `mqadmin` where it has them.
+//! Output is an aligned table, or JSON with `--json`; errors go to stderr, one line per
+//! failing server, each starting with its address.
 
 mod cli;
 mod compare;

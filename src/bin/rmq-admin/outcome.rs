@@ -1,11 +1,6 @@
-//! What a command's result means for the operator: exit codes, and errors explained per
-//! address.
-//!
-//! Name servers do not replicate, so every write goes to each server of `-n` and a write can
-//! succeed on some and fail on others; that case has its own exit code instead of hiding
-//! behind "error" or "unreachable". A peer that is not a name server (an HTTP server, a
-//! broker, a wrong port) is named with what it did wrong: bytes that are no RocketMQ frame, a
-//! closed connection, an answer saying it does not know the request.
+//! Exit codes, and errors explained per address. A write that succeeded on some servers has
+//! its own exit code; a peer that is not a name server (an HTTP server, a broker, a wrong
+//! port) is named with what it did wrong.
 
 use rmq_namesrv::client::ClientError;
 use rmq_namesrv::controller::codes as controller_codes;
@@ -45,7 +40,6 @@ impl Role {
         }
     }
 
-    /// The column that names the server in a table of one row per server.
     pub fn column(self) -> (&'static str, &'static str) {
         match self {
             Role::NameServer => ("NAMESRV", "namesrv"),
@@ -54,10 +48,8 @@ impl Role {
     }
 }
 
-/// How one server failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailureKind {
-    /// Nothing answered: connection refused or reset, timeout, unknown host.
     Unreachable,
     /// Something answered, but not what a name server answers.
     NotNameServer,
@@ -65,7 +57,6 @@ pub enum FailureKind {
     Refused,
 }
 
-/// One server's failure, explained.
 #[derive(Debug, Clone)]
 pub struct Failure {
     pub addr: String,
@@ -88,7 +79,6 @@ impl Failure {
         Failure::new(addr, kind, message)
     }
 
-    /// `addr: message`, the form every error line takes.
     pub fn line(&self) -> String {
         format!("{}: {}", self.addr, self.message)
     }
@@ -171,7 +161,6 @@ fn explain(role: Role, e: &ClientError) -> (FailureKind, String) {
     }
 }
 
-/// What a command produced: text for stdout, lines for stderr, an exit code.
 pub struct Outcome {
     pub stdout: String,
     pub stderr: Vec<String>,
@@ -187,7 +176,6 @@ impl Outcome {
         }
     }
 
-    /// Nothing on stdout, one error line, exit 1.
     pub fn failed(message: String) -> Outcome {
         Outcome {
             stdout: String::new(),
@@ -196,7 +184,6 @@ impl Outcome {
         }
     }
 
-    /// A command line that asks for something impossible: one error line, exit 2.
     pub fn usage(message: String) -> Outcome {
         Outcome {
             code: EXIT_USAGE,
@@ -204,8 +191,7 @@ impl Outcome {
         }
     }
 
-    /// What a command sent to every server produced: `stdout`, a line per failure, and the
-    /// exit code of `succeeded` successes and those failures.
+    /// A command sent to every server: a line per failure, and the exit code of them all.
     pub fn of_all(stdout: String, succeeded: usize, failures: &[Failure]) -> Outcome {
         Outcome {
             stdout,
@@ -214,7 +200,6 @@ impl Outcome {
         }
     }
 
-    /// A read that no server (a `role`) of the list could answer.
     pub fn from_failures(role: Role, failures: &[Failure]) -> Outcome {
         let stderr = match failures {
             [one] => vec![one.line()],
@@ -232,7 +217,6 @@ impl Outcome {
     }
 }
 
-/// Exit code of a command sent to every server: `succeeded` of them did it, `failures` did not.
 pub fn exit_code_of_all(succeeded: usize, failures: &[Failure]) -> u8 {
     match (succeeded, failures.is_empty()) {
         (_, true) => EXIT_OK,

@@ -142,7 +142,6 @@ fn aligned_line<'a>(cells: impl Iterator<Item = &'a str>, widths: &[usize]) -> S
     out
 }
 
-/// Compact JSON and a newline.
 pub fn json_text(v: &Value) -> String {
     let mut out = Vec::new();
     json::write_value(&mut out, v);

@@ -1,13 +1,7 @@
-//! The name servers of `-n` (or the controllers of `-a`) and how a command reaches them,
-//! through the library's `NameServerSet`.
-//!
-//! Reads go to one server, picked by `--strategy` (default `random`: a random start, as Java's
-//! clients and `mqadmin` pick, see the usage text), moving on to the next server of the
-//! strategy's order when one cannot be reached or is not a name server, so one stale address
-//! in a list does not break reads (`pinned` never moves on). With `--all` a read goes to every
-//! server instead ([`Peers::each`]) and the answers are compared (`compare`). Writes always go
-//! to every server in list order, because name servers do not replicate. Each failure is kept
-//! with its address and explained ([`Failure`]).
+//! The name servers of `-n` (or the controllers of `-a`) and how a command reaches them.
+//! Reads go to one server picked by `--strategy`, moving on when one cannot be reached or is
+//! not a name server, so that one stale address does not break reads. Writes go to every
+//! server, because name servers do not replicate.
 
 use crate::cli::Invocation;
 use crate::outcome::{Failure, Outcome, Role};
@@ -21,9 +15,7 @@ pub struct Peers {
 }
 
 impl Peers {
-    /// The servers `addrs` of a command line, reached as `role`, reads picked by its
-    /// `--strategy` (random when none is given); a strategy that does not fit the list is a
-    /// usage error.
+    /// A strategy that does not fit the list is a usage error.
     pub fn of(inv: &Invocation, addrs: Vec<String>, role: Role) -> Result<Peers, Outcome> {
         let strategy = match &inv.strategy {
             Some(text) => Strategy::parse(text, &addrs).map_err(Outcome::usage)?,
@@ -47,9 +39,8 @@ impl Peers {
         Failure::from_client_as(self.role, &self.set.addrs()[i], e)
     }
 
-    /// Runs `f` on one server, trying the next while failures say another may do better.
-    /// Returns the address that answered with the value, or the outcome that explains the
-    /// failures (only the last when a server refused: its answer is the one that counts).
+    /// The address that answered, or the outcome explaining the failures (only the last when
+    /// a server refused: its answer is the one that counts).
     pub fn read<T>(
         &mut self,
         f: impl FnMut(&mut Client) -> Result<T, ClientError>,
@@ -68,7 +59,6 @@ impl Peers {
             }
         }
     }
-    /// Runs `f` on every server in list order: one result per address.
     pub fn each<T>(
         &mut self,
         f: impl FnMut(&mut Client) -> Result<T, ClientError>,

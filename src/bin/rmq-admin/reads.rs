@@ -1,9 +1,6 @@
-//! Commands that look: each asks one name server picked by `--strategy` (see
-//! [`Peers::read`]), or with `--all` every one, compared ([`compare::read_all`]); except
-//! `getNamesrvConfig` and `stats`, which always show every server because each has its own.
-//!
-//! Each read is an `ask` (the client call), the tables its answer makes for `--all` (the same
-//! columns as its own table, where it prints one), and its output without `--all`.
+//! Commands that look: each is an `ask` (the client call), the tables its answer makes for
+//! `--all`, and its output without. `getNamesrvConfig` and `stats` always show every server,
+//! because each has its own.
 
 use crate::cli::Invocation;
 use crate::compare::{self, Answer};
@@ -22,9 +19,8 @@ pub const ORDER_TOPIC_CONFIG: &str = "ORDER_TOPIC_CONFIG";
 /// `Err` is the command's outcome, decided early (a failure, or the comparison of `--all`).
 type Ran = Result<Outcome, Outcome>;
 
-/// Without `--all`: the answer of the server the strategy picks, and its address. With
-/// `--all`: every server's answer as tables (`answer_of`), compared, as the outcome; `what`
-/// names the thing asked for when no server has it, `title` heads the text.
+/// The answer of the server the strategy picks, and its address; with `--all`, the
+/// comparison as the outcome.
 fn ask_one<T>(
     inv: &Invocation,
     peers: &mut Peers,
@@ -43,7 +39,6 @@ fn knows_cluster(info: &ClusterInfo, only: Option<&str>) -> bool {
     only.map_or(true, |c| info.cluster_addr_table.contains_key(c))
 }
 
-/// A table of the cluster info (`-c`: of one cluster).
 fn cluster_read(
     inv: &Invocation,
     peers: &mut Peers,
@@ -144,8 +139,7 @@ fn perm_text(perm: i32) -> String {
     [bit(4, 'R'), bit(2, 'W'), bit(1, 'X')].iter().collect()
 }
 
-/// The route of `-t` (with `--all`, every server's as `tables` of it), or "not found" naming
-/// the server that said so.
+/// "Not found" names the server that said so.
 fn route_read(
     inv: &Invocation,
     peers: &mut Peers,
@@ -184,9 +178,8 @@ pub fn topic_route(inv: &Invocation, peers: &mut Peers) -> Ran {
     }))
 }
 
-/// The route as tables: its brokers, its queues, its filter servers and its order conf (the
-/// last two only where the route has them, except with `--all`, where every server's answer
-/// has the same sections).
+/// Filter servers and order conf only where the route has them, except with `--all` (every
+/// answer has the same sections).
 fn route_sections(route: &TopicRouteData) -> Vec<(&'static str, Table)> {
     let mut brokers = Table::new(&[
         ("BROKER", "brokerName"),
@@ -244,8 +237,6 @@ fn route_sections(route: &TopicRouteData) -> Vec<(&'static str, Table)> {
     ]
 }
 
-/// `-l`: the title, the order conf if any, the brokers, the queues and the filter servers if
-/// any.
 fn route_tables(title: &str, route: &TopicRouteData) -> String {
     let mut out = format!("{title}\n");
     if let Some(conf) = &route.order_topic_conf {
@@ -286,7 +277,6 @@ fn names_out(inv: &Invocation, names: Vec<String>) -> Outcome {
     Outcome::ok(names.iter().map(|n| format!("{n}\n")).collect())
 }
 
-/// One column of names as a table (for `--all`).
 fn names_table<'a>(
     header: &'static str,
     key: &'static str,
@@ -310,7 +300,6 @@ pub fn topic_cluster_list(inv: &Invocation, peers: &mut Peers) -> Ran {
     Ok(names_out(inv, route_clusters(&route)))
 }
 
-/// Every topic of every cluster the server knows, as (cluster, topic) rows.
 fn topics_by_cluster(c: &mut Client) -> Result<Vec<(String, String)>, ClientError> {
     let info = c.get_cluster_info()?;
     let mut rows = Vec::new();
@@ -343,8 +332,6 @@ pub fn topic_list(inv: &Invocation, peers: &mut Peers) -> Ran {
     Ok(names_out(inv, topics))
 }
 
-/// One KV item: its value alone (or a JSON object with `--json`); with `--all` a VALUE table
-/// per server.
 pub fn kv_item(inv: &Invocation, peers: &mut Peers, namespace: &str, key: &str) -> Ran {
     let what = format!("KV config item {namespace}/{key}");
     let answer = |value: &Option<String>| Answer {
@@ -397,9 +384,8 @@ pub fn get_kv_config(inv: &Invocation, peers: &mut Peers) -> Ran {
     }
 }
 
-/// A read of every server's own state (`ask`): one section per server, headed
-/// `============ addr ============` (`text`), or with `--json` one JSON object keyed by
-/// address (`json`).
+/// A read of every server's own state: one section per server, or with `--json` one JSON
+/// object keyed by address.
 fn each_server<T>(
     inv: &Invocation,
     peers: &mut Peers,
@@ -425,9 +411,7 @@ pub fn get_namesrv_config(inv: &Invocation, peers: &mut Peers) -> Ran {
     config_sections(inv, peers, |c| c.get_namesrv_config())
 }
 
-/// A configuration read from every server of `peers` (`ask` gets one server's key/value
-/// pairs): one KEY/VALUE section per server, or one JSON object per server with `--json`.
-/// Name servers (`getNamesrvConfig`) and controllers (`getControllerConfig`) answer alike.
+/// A configuration read from every server (`getNamesrvConfig`, `getControllerConfig`).
 pub fn config_sections(
     inv: &Invocation,
     peers: &mut Peers,

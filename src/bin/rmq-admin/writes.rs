@@ -1,6 +1,5 @@
-//! Commands that change name servers. Each goes to every server of `-n` (they do not
-//! replicate) and prints one row per server: OK, or what went wrong there. The exit code says
-//! whether all, some or none of them did it ([`Outcome::of_all`]).
+//! Commands that change name servers: each goes to every server of `-n` and prints one row
+//! per server, OK or what went wrong there.
 
 use crate::cli::Invocation;
 use crate::outcome::{Failure, FailureKind, Outcome};
@@ -9,7 +8,6 @@ use crate::peers::Peers;
 use crate::reads::{kv_item, ORDER_TOPIC_CONFIG};
 use rmq_namesrv::client::{Client, ClientError};
 
-/// What one server did with a write.
 pub enum Done {
     /// Done; with a count for the commands that report one (topics touched).
     Ok(Option<i64>),
@@ -19,7 +17,6 @@ pub enum Done {
 
 type Written = Result<Outcome, Outcome>;
 
-/// Sends a write to every server (name servers or controllers) and tabulates the results.
 pub fn write_all(
     inv: &Invocation,
     peers: &mut Peers,
