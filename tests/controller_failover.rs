@@ -7,7 +7,7 @@
 mod common;
 mod controller_net;
 
-use common::wait_until;
+use common::{wait_until, ClientExt};
 use controller_net::{
     routed, wait_for_master_route, BrokerOptions, ControllerServer, Notice, StandInBroker, CLUSTER,
 };

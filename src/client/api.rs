@@ -1,36 +1,26 @@
-//! Typed calls over a [`Client`]: one method per request code the name server answers, each
-//! building the request header (docs/protocol.md §3.3), checking the response code and decoding
-//! the body into the model types. Errors come in three kinds because callers treat them
-//! differently: an I/O error (connect, timeout, closed connection) means "try another name
-//! server", a response error means the server answered and said no, a decode error means it
-//! answered something we cannot read.
+//! Typed calls over a [`Client`] for the requests the tools make, decoding bodies into the
+//! model types. [`ClientError`] has three kinds because callers treat them differently: I/O
+//! means "try another name server", a response means the server said no, a decode error means
+//! it answered something we cannot read.
 
 use super::Client;
 use crate::remoting::codes::response;
 pub use crate::remoting::codes::response_name;
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::json::{self, Value};
-use crate::request::reply::{DataVersionReply, KvValueReply, PermReply, RegisterBrokerReply};
+use crate::request::reply::{KvValueReply, PermReply, RegisterBrokerReply};
 use crate::request::{
-    BrokerHeartbeat, BrokerRef, DeleteTopic, Encoded, GetBrokerMemberGroup, GetKvList,
-    GetRouteInfo, GetTopicsByCluster, KvKey, PutKvConfig, QueryDataVersion, RegisterBroker,
-    RegisterTopic, Request, UpdateNamesrvConfig, WritePerm,
+    BrokerHeartbeat, BrokerRef, DeleteTopic, Encoded, GetKvList, GetRouteInfo, GetTopicsByCluster,
+    KvKey, PutKvConfig, RegisterBroker, Request, UpdateNamesrvConfig, WritePerm,
 };
-use crate::route::model::{
-    self, ClusterInfo, DataVersion, QueueData, RegisterBody, TopicRouteData,
-};
-use std::collections::BTreeMap;
+use crate::route::model::{self, ClusterInfo, RegisterBody, TopicRouteData};
 use std::fmt;
 use std::io;
 
-/// Why a typed call failed.
 #[derive(Debug)]
 pub enum ClientError {
-    /// Connecting, writing or reading failed, or the call timed out: the server may be down.
     Io(io::Error),
-    /// The server answered with a non-success code.
     Response { code: i32, remark: Option<String> },
-    /// The server answered success but the frame or body could not be decoded.
     Decode(String),
 }
 
@@ -45,7 +35,6 @@ impl ClientError {
         }
     }
 
-    /// The response code, when the server answered with an error.
     pub fn response_code(&self) -> Option<i32> {
         match self {
             ClientError::Response { code, .. } => Some(*code),
@@ -128,9 +117,8 @@ impl BrokerIdentity {
         e
     }
 
-    /// Its registration with `body` (already encoded, and compressed if `options` says so),
-    /// in a command of `version`. `bodyCrc32` is the body's own unless `options` names
-    /// another.
+    /// Its registration with `body` (already encoded, and compressed if `options` says so);
+    /// `bodyCrc32` is the body's own unless `options` names another.
     pub fn registration<'a>(
         &'a self,
         body: &'a [u8],
@@ -190,37 +178,13 @@ pub struct TopicList {
     pub broker_addr: Option<String>,
 }
 
-/// GET_BROKER_MEMBER_GROUP's answer.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct BrokerMemberGroup {
-    pub cluster: String,
-    pub broker_name: String,
-    pub broker_addrs: BTreeMap<i64, String>,
-}
-
-/// The stats extension's answer (code [`RMQ_NAMESRV_STATS`](crate::remoting::codes::request::RMQ_NAMESRV_STATS)). Missing fields read 0
-/// so that an older server still decodes; fields this client does not know are kept in
-/// [`values`](Self::values).
+/// The stats extension's answer: its counters by wire name (docs/admin.md lists them), so that
+/// a newer server's are kept too.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NamesrvStats {
+    /// Client connections (0 if absent): what the least-loaded strategy ranks by.
     pub connections: i64,
-    pub brokers: i64,
-    pub broker_groups: i64,
-    pub topics: i64,
-    pub clusters: i64,
-    pub uptime_millis: i64,
-    pub registrations: i64,
-    pub registrations_unchanged: i64,
-    pub expiries: i64,
-    pub unregistrations: i64,
-    pub unregister_batches: i64,
-    pub largest_unregister_batch: i64,
-    pub bytes_in: i64,
-    pub bytes_out: i64,
-    pub rejected_busy: i64,
-    pub unregister_queue_full: i64,
-    /// Every integer member of the body with its wire name, in the server's order (the fields
-    /// above and any a newer server adds).
+    /// Every integer member of the body with its wire name, in the server's order.
     pub values: Vec<(String, i64)>,
     /// (request code, requests served), ascending by code.
     pub requests: Vec<(i32, i64)>,
@@ -232,8 +196,7 @@ impl NamesrvStats {
         let Some(members) = v.as_object() else {
             return Err(ClientError::Decode("stats body is not an object".into()));
         };
-        let num = |k: &str| v.get(k).and_then(Value::as_i64).unwrap_or(0);
-        let values = members
+        let values: Vec<(String, i64)> = members
             .iter()
             .filter_map(|(k, n)| match n {
                 Value::Int(n) => Some((k.clone(), *n)),
@@ -248,26 +211,19 @@ impl NamesrvStats {
             .filter_map(|(code, n)| Some((code.parse().ok()?, n.as_i64()?)))
             .collect();
         requests.sort_unstable();
-        Ok(NamesrvStats {
-            connections: num("connections"),
-            brokers: num("brokers"),
-            broker_groups: num("brokerGroups"),
-            topics: num("topics"),
-            clusters: num("clusters"),
-            uptime_millis: num("uptimeMillis"),
-            registrations: num("registrations"),
-            registrations_unchanged: num("registrationsUnchanged"),
-            expiries: num("expiries"),
-            unregistrations: num("unregistrations"),
-            unregister_batches: num("unregisterBatches"),
-            largest_unregister_batch: num("largestUnregisterBatch"),
-            bytes_in: num("bytesIn"),
-            bytes_out: num("bytesOut"),
-            rejected_busy: num("rejectedBusy"),
-            unregister_queue_full: num("unregisterQueueFull"),
+        let mut stats = NamesrvStats {
+            connections: 0,
             values,
             requests,
-        })
+        };
+        stats.connections = stats.value("connections");
+        Ok(stats)
+    }
+
+    /// The counter `name` (as the wire names it, e.g. `brokers`), 0 when the server has none.
+    pub fn value(&self, name: &str) -> i64 {
+        let found = self.values.iter().find(|(k, _)| k == name);
+        found.map_or(0, |(_, n)| *n)
     }
 }
 
@@ -283,7 +239,6 @@ pub fn parse_properties(text: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Fails unless the response code is SUCCESS.
 fn success(resp: RemotingCommand) -> Result<RemotingCommand, ClientError> {
     if resp.code == response::SUCCESS {
         Ok(resp)
@@ -295,21 +250,32 @@ fn success(resp: RemotingCommand) -> Result<RemotingCommand, ClientError> {
     }
 }
 
-/// The topic count of a write-permission answer (`enable`: an add, else a wipe).
-fn perm_count(resp: &RemotingCommand, enable: bool) -> Result<i32, ClientError> {
-    PermReply::parse(resp, enable)
-        .ok_or_else(|| ClientError::Decode("response lacks a numeric topic count".into()))
-}
-
 impl Client {
-    fn call(&mut self, request: &Request<'_>) -> CallResult {
-        Ok(self.send(request)?)
-    }
-
     /// A typed request whose answer must be SUCCESS: any other code is a
     /// [`ClientError::Response`].
     pub fn send_ok(&mut self, request: &Request<'_>) -> CallResult {
-        success(self.call(request)?)
+        success(self.send(request)?)
+    }
+
+    /// As [`send_ok`](Self::send_ok), with `None` when the server answers `absent` (the
+    /// code that says the thing asked for does not exist).
+    fn send_found(
+        &mut self,
+        request: &Request<'_>,
+        absent: i32,
+    ) -> Result<Option<RemotingCommand>, ClientError> {
+        let resp = self.send(request)?;
+        if resp.code == absent {
+            return Ok(None);
+        }
+        success(resp).map(Some)
+    }
+
+    /// 205 and 327: the number of topics whose write permission was wiped or restored.
+    fn write_perm(&mut self, request: &Request<'_>, enable: bool) -> Result<i32, ClientError> {
+        let resp = self.send_ok(request)?;
+        PermReply::parse(&resp, enable)
+            .ok_or_else(|| ClientError::Decode("response lacks a numeric topic count".into()))
     }
 
     /// An encoded request (a controller's, say) whose answer must be SUCCESS.
@@ -317,13 +283,9 @@ impl Client {
         success(self.request_encoded(request)?)
     }
 
-    /// A raw request whose answer must be SUCCESS (for codes this library has no type for,
-    /// such as the controller's).
-    pub fn call_ok(&mut self, code: i32, ext: &[(&str, &str)], body: &[u8]) -> CallResult {
-        success(self.request(code, ext, body)?)
-    }
-
-    fn topic_list(&mut self, request: &Request<'_>) -> Result<TopicList, ClientError> {
+    /// A request answered with a TopicList: 206, 224, 304 (whose answer also names a broker
+    /// address), 311, 312, 313.
+    pub fn topic_list(&mut self, request: &Request<'_>) -> Result<TopicList, ClientError> {
         let resp = self.send_ok(request)?;
         let (topics, broker_addr) = model::decode_topic_list(&resp.body)?;
         Ok(TopicList {
@@ -332,7 +294,6 @@ impl Client {
         })
     }
 
-    /// 100 PUT_KV_CONFIG.
     pub fn put_kv_config(
         &mut self,
         namespace: &str,
@@ -353,12 +314,9 @@ impl Client {
         namespace: &str,
         key: &str,
     ) -> Result<Option<String>, ClientError> {
-        let resp = self.call(&Request::GetKvConfig(KvKey { namespace, key }))?;
-        if resp.code == response::QUERY_NOT_FOUND {
-            return Ok(None);
-        }
-        let resp = success(resp)?;
-        Ok(Some(KvValueReply::parse(&resp).to_string()))
+        let get = Request::GetKvConfig(KvKey { namespace, key });
+        let resp = self.send_found(&get, response::QUERY_NOT_FOUND)?;
+        Ok(resp.map(|r| KvValueReply::parse(&r).to_string()))
     }
 
     /// 102 DELETE_KV_CONFIG (succeeds whether or not the key existed).
@@ -381,7 +339,8 @@ impl Client {
             model::encode_register_body_json(body, &mut out);
             out
         };
-        let resp = success(self.register_broker_bytes(broker, &bytes, options)?)?;
+        let register = broker.registration(&bytes, options, self.version);
+        let resp = self.send_ok(&Request::RegisterBroker(register))?;
         let order_topic_conf = if resp.body.is_empty() {
             Vec::new()
         } else {
@@ -395,48 +354,13 @@ impl Client {
         })
     }
 
-    /// 103 REGISTER_BROKER with a body already encoded (and compressed if `options` says
-    /// so); the answer as it came, whatever its code.
-    pub fn register_broker_bytes(
-        &mut self,
-        broker: &BrokerIdentity,
-        body: &[u8],
-        options: &RegisterOptions,
-    ) -> Result<RemotingCommand, ClientError> {
-        let opaque = self.send_register_broker(broker, body, options)?;
-        Ok(self.read_response(opaque)?)
-    }
-
-    /// 103 REGISTER_BROKER with a body already encoded, without waiting for the answer:
-    /// returns the opaque to pass to [`Client::read_response`].
-    pub fn send_register_broker(
-        &mut self,
-        broker: &BrokerIdentity,
-        body: &[u8],
-        options: &RegisterOptions,
-    ) -> io::Result<i32> {
-        let register = broker.registration(body, options, self.version);
-        self.send_encoded(&Request::RegisterBroker(register).encode(self.version))
-    }
-
-    /// 104 UNREGISTER_BROKER (queued by the server; success does not mean "already gone").
-    pub fn unregister_broker(&mut self, broker: &BrokerIdentity) -> Result<(), ClientError> {
-        self.send_ok(&Request::UnregisterBroker(broker.broker_ref()))
-            .map(drop)
-    }
-
     /// 105 GET_ROUTEINFO_BY_TOPIC; `None` when the topic does not exist.
     pub fn get_route(&mut self, topic: &str) -> Result<Option<TopicRouteData>, ClientError> {
         let lookup = GetRouteInfo::new(topic, self.version);
-        let resp = self.call(&Request::GetRouteInfo(lookup))?;
-        if resp.code == response::TOPIC_NOT_EXIST {
-            return Ok(None);
-        }
-        let resp = success(resp)?;
-        Ok(Some(TopicRouteData::decode(&resp.body)?))
+        let resp = self.send_found(&Request::GetRouteInfo(lookup), response::TOPIC_NOT_EXIST)?;
+        Ok(resp.map(|r| TopicRouteData::decode(&r.body)).transpose()?)
     }
 
-    /// 106 GET_BROKER_CLUSTER_INFO.
     pub fn get_cluster_info(&mut self) -> Result<ClusterInfo, ClientError> {
         let resp = self.send_ok(&Request::GetBrokerClusterInfo)?;
         Ok(ClusterInfo::decode(&resp.body)?)
@@ -444,11 +368,9 @@ impl Client {
 
     /// 205 WIPE_WRITE_PERM_OF_BROKER; the number of topics whose write permission was wiped.
     pub fn wipe_write_perm(&mut self, broker_name: &str) -> Result<i32, ClientError> {
-        let resp = self.send_ok(&Request::WipeWritePerm(WritePerm { broker_name }))?;
-        perm_count(&resp, false)
+        self.write_perm(&Request::WipeWritePerm(WritePerm { broker_name }), false)
     }
 
-    /// 206 GET_ALL_TOPIC_LIST_FROM_NAMESERVER.
     pub fn get_all_topic_list(&mut self) -> Result<Vec<String>, ClientError> {
         Ok(self.topic_list(&Request::GetAllTopicList)?.topics)
     }
@@ -459,69 +381,24 @@ impl Client {
             .map(drop)
     }
 
-    /// 217 REGISTER_TOPIC_IN_NAMESRV (the server answers success even when it stored nothing).
-    pub fn register_topic(
-        &mut self,
-        topic: &str,
-        queue_datas: &[QueueData],
-    ) -> Result<(), ClientError> {
-        let register = RegisterTopic {
-            topic,
-            queue_datas: queue_datas.to_vec(),
-        };
-        self.send_ok(&Request::RegisterTopic(register)).map(drop)
-    }
-
     /// 219 GET_KVLIST_BY_NAMESPACE; `None` for an unknown namespace.
     pub fn get_kv_list(
         &mut self,
         namespace: &str,
     ) -> Result<Option<Vec<(String, String)>>, ClientError> {
-        let resp = self.call(&Request::GetKvList(GetKvList { namespace }))?;
-        if resp.code == response::QUERY_NOT_FOUND {
-            return Ok(None);
-        }
-        let resp = success(resp)?;
-        Ok(Some(model::decode_kv_table(&resp.body)?))
+        let list = Request::GetKvList(GetKvList { namespace });
+        let resp = self.send_found(&list, response::QUERY_NOT_FOUND)?;
+        Ok(resp.map(|r| model::decode_kv_table(&r.body)).transpose()?)
     }
 
-    /// 224 GET_TOPICS_BY_CLUSTER.
     pub fn get_topics_by_cluster(&mut self, cluster: &str) -> Result<Vec<String>, ClientError> {
         let request = Request::GetTopicsByCluster(GetTopicsByCluster::new(cluster));
         Ok(self.topic_list(&request)?.topics)
     }
 
-    /// 304 GET_SYSTEM_TOPIC_LIST_FROM_NS (cluster and broker names plus a broker address).
-    pub fn get_system_topic_list(&mut self) -> Result<TopicList, ClientError> {
-        self.topic_list(&Request::GetSystemTopicList)
-    }
-
-    /// 311 GET_UNIT_TOPIC_LIST.
-    pub fn get_unit_topic_list(&mut self) -> Result<Vec<String>, ClientError> {
-        Ok(self.topic_list(&Request::GetUnitTopicList)?.topics)
-    }
-
-    /// 312 GET_HAS_UNIT_SUB_TOPIC_LIST.
-    pub fn get_has_unit_sub_topic_list(&mut self) -> Result<Vec<String>, ClientError> {
-        Ok(self.topic_list(&Request::GetHasUnitSubTopicList)?.topics)
-    }
-
-    /// 313 GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST.
-    pub fn get_has_unit_sub_ununit_topic_list(&mut self) -> Result<Vec<String>, ClientError> {
-        Ok(self
-            .topic_list(&Request::GetHasUnitSubUnunitTopicList)?
-            .topics)
-    }
-
     /// 318 UPDATE_NAMESRV_CONFIG with `key=value` lines.
     pub fn update_namesrv_config(&mut self, entries: &[(&str, &str)]) -> Result<(), ClientError> {
-        let mut body = String::new();
-        for (k, v) in entries {
-            body.push_str(k);
-            body.push('=');
-            body.push_str(v);
-            body.push('\n');
-        }
+        let body: String = entries.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
         let update = UpdateNamesrvConfig {
             properties: (!body.is_empty()).then_some(body.as_str()),
         };
@@ -537,82 +414,12 @@ impl Client {
         Ok(parse_properties(text))
     }
 
-    /// 322 QUERY_DATA_VERSION: (changed, the server's stored DataVersion if it knows the broker).
-    pub fn query_data_version(
-        &mut self,
-        broker: &BrokerIdentity,
-        version: Option<&DataVersion>,
-    ) -> Result<(bool, Option<DataVersion>), ClientError> {
-        let mut body = Vec::new();
-        if let Some(v) = version {
-            v.encode(&mut body);
-        }
-        let query = QueryDataVersion::new(broker.broker_ref(), &body);
-        let resp = self.send_ok(&Request::QueryDataVersion(query))?;
-        let Some(changed) = DataVersionReply::parse(&resp) else {
-            return Err(ClientError::Decode("response lacks changed".into()));
-        };
-        let stored = if resp.body.is_empty() {
-            None
-        } else {
-            Some(DataVersion::decode(&resp.body)?)
-        };
-        Ok((changed, stored))
-    }
-
     /// 327 ADD_WRITE_PERM_OF_BROKER; the number of topics whose permission was restored.
     pub fn add_write_perm(&mut self, broker_name: &str) -> Result<i32, ClientError> {
-        let resp = self.send_ok(&Request::AddWritePerm(WritePerm { broker_name }))?;
-        perm_count(&resp, true)
+        self.write_perm(&Request::AddWritePerm(WritePerm { broker_name }), true)
     }
 
-    /// 901 GET_BROKER_MEMBER_GROUP.
-    pub fn get_broker_member_group(
-        &mut self,
-        cluster: &str,
-        broker_name: &str,
-    ) -> Result<BrokerMemberGroup, ClientError> {
-        let group = GetBrokerMemberGroup {
-            cluster,
-            broker_name,
-        };
-        let resp = self.send_ok(&Request::GetBrokerMemberGroup(group))?;
-        let v = json::parse(&resp.body)?;
-        let group = v.get("brokerMemberGroup").unwrap_or(&Value::Null);
-        let text = |k: &str| {
-            group
-                .get(k)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        };
-        let mut broker_addrs = BTreeMap::new();
-        for (id, addr) in group
-            .get("brokerAddrs")
-            .and_then(Value::as_object)
-            .unwrap_or(&[])
-        {
-            let id: i64 = id
-                .parse()
-                .map_err(|_| ClientError::Decode(format!("bad broker id {id:?}")))?;
-            if let Some(a) = addr.as_str() {
-                broker_addrs.insert(id, a.to_string());
-            }
-        }
-        Ok(BrokerMemberGroup {
-            cluster: text("cluster"),
-            broker_name: text("brokerName"),
-            broker_addrs,
-        })
-    }
-
-    /// 904 BROKER_HEARTBEAT, sent as a request so the caller learns it arrived.
-    pub fn broker_heartbeat(&mut self, broker: &BrokerIdentity) -> Result<(), ClientError> {
-        self.request_ok(&broker.heartbeat()).map(drop)
-    }
-
-    /// The rmq-namesrv stats extension ([`RMQ_NAMESRV_STATS`](crate::remoting::codes::request::RMQ_NAMESRV_STATS)). Other name servers
-    /// answer `Response { code: REQUEST_CODE_NOT_SUPPORTED }`.
+    /// The rmq-namesrv stats extension; other name servers answer REQUEST_CODE_NOT_SUPPORTED.
     pub fn stats(&mut self) -> Result<NamesrvStats, ClientError> {
         let resp = self.send_ok(&Request::Stats)?;
         NamesrvStats::decode(&resp.body)

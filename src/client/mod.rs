@@ -1,14 +1,7 @@
-//! A blocking RocketMQ remoting client: what the tools (`rmq-admin`, `rmq-bench` setup) and
-//! the integration tests use to talk to a name server. One TCP connection, requests
-//! matched to responses by opaque, JSON or ROCKETMQ headers, a timeout on every call.
-//! Requests are the server's own typed requests (`crate::request`), encoded by them.
-//!
-//! * this module: [`Client`], the connection and the request/response exchange (typed,
-//!   encoded or raw);
-//! * [`api`]: typed calls, one per request code the name server answers, and [`ClientError`];
-//! * [`nameserver_set`]: [`NameServerSet`], several independent name servers behind one
-//!   call, with selection [`Strategy`]s and failover; `rmq-admin` and `rmq-bench` pick their
-//!   servers with it (`--strategy`).
+//! A blocking RocketMQ remoting client for the tools and the integration tests: one TCP
+//! connection, responses matched by opaque, a timeout on every call. Requests are the server's
+//! own typed requests (`crate::request`), so a field name is written once. [`api`] holds the
+//! typed calls, [`nameserver_set`] the choice among several name servers.
 
 pub mod api;
 pub mod nameserver_set;
@@ -30,18 +23,15 @@ use std::time::{Duration, Instant};
 /// Largest response frame the client accepts.
 const CLIENT_FRAME_MAX: u32 = 64 << 20;
 
-/// A blocking connection to one name server.
 pub struct Client {
     stream: TcpStream,
     peer: SocketAddr,
     timeout: Duration,
     next_opaque: i32,
     read_buf: BytesMut,
-    /// Header serialization used for requests.
     pub serialize_type: SerializeType,
-    /// `language` sent in request headers.
     pub language: String,
-    /// `version` sent in request headers (decides the route dialect, docs/protocol.md §6.1).
+    /// Decides the route dialect (docs/protocol.md §6.1).
     pub version: i32,
 }
 
@@ -112,15 +102,13 @@ impl Client {
         self.request_encoded(&request.encode(self.version))
     }
 
-    /// Sends an encoded request (of any server: a name server or a controller) and waits for
-    /// its answer.
+    /// Sends an encoded request (to a name server or a controller) and waits for its answer.
     pub fn request_encoded(&mut self, request: &Encoded<'_>) -> io::Result<RemotingCommand> {
         let opaque = self.send_encoded(request)?;
         self.read_response(opaque)
     }
 
-    /// Sends an encoded request without waiting; returns the opaque to pass to
-    /// [`read_response`](Self::read_response).
+    /// Returns the opaque to pass to [`read_response`](Self::read_response).
     pub fn send_encoded(&mut self, request: &Encoded<'_>) -> io::Result<i32> {
         let (opaque, frame) = self.encode(request.code, 0, request.pairs(), &request.body);
         self.send_raw(&frame)?;
@@ -133,7 +121,6 @@ impl Client {
         self.send_raw(&frame)
     }
 
-    /// Sends a request and waits for the response carrying its opaque.
     pub fn request(
         &mut self,
         code: i32,
@@ -144,8 +131,7 @@ impl Client {
         self.read_response(opaque)
     }
 
-    /// Sends a request without waiting; returns the opaque to pass to
-    /// [`read_response`](Self::read_response) (tests pipeline requests this way).
+    /// Returns the opaque to pass to [`read_response`](Self::read_response).
     pub fn send_request(
         &mut self,
         code: i32,
@@ -157,7 +143,6 @@ impl Client {
         Ok(opaque)
     }
 
-    /// Sends a oneway request (no response expected).
     pub fn oneway(&mut self, code: i32, ext: &[(&str, &str)], body: &[u8]) -> io::Result<()> {
         let (_, frame) = self.encode(code, FLAG_ONEWAY, ext.iter().copied(), body);
         self.send_raw(&frame)
@@ -223,31 +208,13 @@ impl Client {
         }
     }
 
-    /// True once the server has closed this connection (reads EOF within `wait`).
+    /// True once the server has closed this connection (reads EOF, or a reset, within
+    /// `wait`; frames that arrive meanwhile are dropped).
     pub fn is_closed_by_peer(&mut self, wait: Duration) -> bool {
         let deadline = Instant::now() + wait;
         loop {
-            let now = Instant::now();
-            if now >= deadline {
-                return false;
-            }
-            if self.stream.set_read_timeout(Some(deadline - now)).is_err() {
-                return true;
-            }
-            let mut chunk = [0u8; 4096];
-            match self.stream.read(&mut chunk) {
-                Ok(0) => return true,
-                Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    return false
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return true,
+            if let Err(e) = self.read_frame_until(deadline) {
+                return e.kind() != io::ErrorKind::TimedOut;
             }
         }
     }

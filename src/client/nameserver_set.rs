@@ -1,22 +1,7 @@
-//! `NameServerSet`: a list of independent name servers (`host:port;host:port`, RocketMQ's
-//! `namesrvAddr` convention), one cached [`Client`] per address, and a [`Strategy`] that decides
-//! which server a call goes to and in which order the others are tried when it cannot be
-//! reached.
-//!
-//! RocketMQ scales name servers by running several that never talk to each other; spreading
-//! clients across them is the clients' job, so it lives here. A call that fails with a
-//! transport error (connect, timeout, closed connection) or GO_AWAY moves on to the next server
-//! of the strategy's order until every server was tried; an error *answer* (topic not found,
-//! no permission) is returned as is, because another server would most likely say the same.
-//!
-//! Tools decide more themselves: [`NameServerSet::call_until`] lets the caller say which errors
-//! move on (`rmq-admin` also passes over peers that are not name servers),
-//! [`NameServerSet::call_each`] asks every server (writes, `--all`), and
-//! [`NameServerSet::choose`] names the next server without a call (`rmq-bench` opens its own
-//! connections). [`Strategy::parse`] reads the `--strategy` names both tools take.
-//!
-//! Randomness (the random start, tie-breaking in least-loaded ranking) comes from a small
-//! seeded generator so that tests can predict the order ([`NameServerSet::with_seed`]).
+//! `NameServerSet`: independent name servers (RocketMQ's `host:port;host:port` `namesrvAddr`),
+//! one cached [`Client`] per address, and a [`Strategy`] that orders them for a call.
+//! RocketMQ name servers never talk to each other, so spreading clients across them is the
+//! clients' job. Randomness comes from a seeded generator so that tests can predict the order.
 
 use super::api::ClientError;
 use super::Client;
@@ -45,10 +30,8 @@ pub enum Strategy {
 pub const STRATEGY_NAMES: &str = "random|pinned:N|pinned:HOST:PORT|round-robin|fewest";
 
 impl Strategy {
-    /// Reads a strategy as the tools take it (`--strategy`): `random` (Java's random start,
-    /// then round robin on failure), `pinned:N` (the server at index N of `addrs`, counted
-    /// from 0) or `pinned:HOST:PORT` (that server of `addrs`), `round-robin`, `fewest`
-    /// (fewest connections, ranked afresh for every choice).
+    /// Reads `--strategy`: `pinned:N` counts from 0 into `addrs`, `pinned:HOST:PORT` names one
+    /// of them; `fewest` ranks afresh for every choice.
     pub fn parse(text: &str, addrs: &[String]) -> Result<Strategy, String> {
         let text = text.trim();
         Ok(match text {
@@ -96,11 +79,9 @@ impl Strategy {
 /// How one server did in the last least-loaded ranking (exposed for tools and tests).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Load {
-    /// The server answered the stats extension with this connection count.
     Connections(i64),
     /// The server answered, but not the stats extension (code given).
     NoStats(i32),
-    /// The server could not be reached or its answer could not be read.
     Unreachable,
 }
 
@@ -122,19 +103,12 @@ impl Rng {
     }
 }
 
-/// A seed that differs between processes and calls (std's per-process random hash keys plus
-/// the clock), for sets that do not need a predictable order.
+/// A seed that differs between processes and calls (std's random hash keys plus the clock).
 fn fresh_seed() -> u64 {
-    use std::collections::hash_map::RandomState;
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = RandomState::new().build_hasher();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    h.write_u128(nanos);
-    h.write_u32(std::process::id());
-    h.finish()
+    use std::hash::BuildHasher;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    let nanos = now.map_or(0, |d| d.as_nanos());
+    std::collections::hash_map::RandomState::new().hash_one((nanos, std::process::id()))
 }
 
 /// Splits `host:port;host:port` (also accepts `,` and whitespace) into addresses.
@@ -163,8 +137,7 @@ pub struct NameServerSet {
 }
 
 impl NameServerSet {
-    /// A set over `addrs` with a random seed. Fails on an empty list or a pinned index out of
-    /// range.
+    /// Fails on an empty list or a pinned index out of range.
     pub fn new(addrs: Vec<String>, strategy: Strategy) -> io::Result<NameServerSet> {
         Self::with_seed(addrs, strategy, fresh_seed())
     }
@@ -204,11 +177,6 @@ impl NameServerSet {
         })
     }
 
-    /// Parses `host:port;host:port` and builds a set.
-    pub fn from_list(list: &str, strategy: Strategy) -> io::Result<NameServerSet> {
-        Self::new(parse_addr_list(list), strategy)
-    }
-
     /// Connect and per-call timeout (default 3 s, RocketMQ's default for admin calls).
     pub fn set_timeout(&mut self, timeout: Duration) {
         self.timeout = timeout;
@@ -238,9 +206,8 @@ impl NameServerSet {
             .collect()
     }
 
-    /// The order in which the next call would try the servers, as indices into
-    /// [`addrs`](Self::addrs), without making a call. May rank (and so talk to the servers)
-    /// under LeastLoaded; fixes the random start under RandomStartRoundRobin.
+    /// The indices the next call would try, in order. May rank (and so talk to the servers)
+    /// under LeastLoaded.
     pub fn next_order(&mut self) -> Vec<usize> {
         self.order(false)
     }
@@ -285,7 +252,6 @@ impl NameServerSet {
         }
     }
 
-    /// Asks every server for its stats and orders them (LeastLoaded).
     fn rank(&mut self) {
         let n = self.addrs.len();
         // A random permutation first, then a stable sort: equal loads are tried in random
@@ -353,44 +319,9 @@ impl NameServerSet {
         }
     }
 
-    /// Runs `f` on one server chosen by the strategy, failing over on transport errors. When
-    /// every server failed, the error is an `Io` naming each address and its error.
-    pub fn call<T>(
-        &mut self,
-        f: impl FnMut(&mut Client) -> Result<T, ClientError>,
-    ) -> Result<T, ClientError> {
-        let mut failures = match self.call_until(f, ClientError::is_failover) {
-            Ok(v) => return Ok(v),
-            Err(failures) => failures,
-        };
-        // A server answered no: that answer, not a list of the unreachable ones before it.
-        if failures.last().is_some_and(|(_, e)| !e.is_failover()) {
-            if let Some((_, e)) = failures.pop() {
-                return Err(e);
-            }
-        }
-        let last_kind = failures
-            .iter()
-            .rev()
-            .find_map(|(_, e)| match e {
-                ClientError::Io(io) => Some(io.kind()),
-                _ => None,
-            })
-            .unwrap_or(io::ErrorKind::Other);
-        let text: Vec<String> = failures
-            .iter()
-            .map(|(i, e)| format!("{}: {e}", self.addrs[*i]))
-            .collect();
-        Err(ClientError::Io(io::Error::new(
-            last_kind,
-            format!("no name server reachable ({})", text.join("; ")),
-        )))
-    }
-
-    /// As [`call`](Self::call), with the caller deciding which errors move on to the next
-    /// server (`try_next`; `call` moves on after transport errors and GO_AWAY). When no server
-    /// gave a value: every error met, with its server's index, in the order tried; the last
-    /// is the one that stopped the call when `try_next` refused it.
+    /// Runs `f` on the strategy's server, moving on after the errors `try_next` accepts
+    /// (usually [`ClientError::is_failover`]). Fails with every error met, by server index, in
+    /// the order tried.
     pub fn call_until<T>(
         &mut self,
         mut f: impl FnMut(&mut Client) -> Result<T, ClientError>,
@@ -421,8 +352,7 @@ impl NameServerSet {
         Err(failures)
     }
 
-    /// Runs `f` on server `i` of the list, whatever the strategy, without failover (a tool
-    /// watching one server).
+    /// Runs `f` on server `i`, whatever the strategy, without failover.
     pub fn call_at<T>(
         &mut self,
         i: usize,
@@ -437,8 +367,7 @@ impl NameServerSet {
         self.attempt(i, f)
     }
 
-    /// Runs `f` on every server, in list order (what writes and `--all` reads do): one
-    /// result per server, whatever the strategy.
+    /// Runs `f` on every server, in list order (writes and `--all` reads).
     pub fn call_each<T>(
         &mut self,
         mut f: impl FnMut(&mut Client) -> Result<T, ClientError>,
@@ -448,9 +377,8 @@ impl NameServerSet {
             .collect()
     }
 
-    /// The server the strategy gives the next call, counted as a call (round robin moves on),
-    /// without talking to it (least-loaded ranks, which asks every server for its stats). For
-    /// tools that open their own connections, such as `rmq-bench`'s route clients.
+    /// The server for the next call, counted as a call, for tools that open their own
+    /// connections (`rmq-bench`).
     pub fn choose(&mut self) -> usize {
         self.order(true).first().copied().unwrap_or(0)
     }

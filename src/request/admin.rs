@@ -1,91 +1,28 @@
-//! What admin tools send to change or read the name server's own state: the KV config
-//! (100, 101, 102, 219), topics (216, 217), write permission (205, 327) and the server's
-//! properties (318). Topic names given by an admin call are validated here, before anything
-//! is changed.
+//! What admin tools send to change or read the name server's own state (KV config, topics,
+//! write permission, properties). Topic names are validated here, before anything changes.
 
 use super::field::{BROKER_NAME, CLUSTER_NAME, KEY, NAMESPACE, TOPIC, VALUE};
 use super::header::{BodyDone, Encoded, Fields, ParseError};
 use crate::route::model::{Dialect, QueueData, TopicRouteData};
 
-/// 100 PUT_KV_CONFIG.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PutKvConfig<'a> {
-    pub namespace: &'a str,
-    pub key: &'a str,
-    pub value: &'a str,
+text_request! {
+    /// 100 PUT_KV_CONFIG.
+    PutKvConfig { namespace: NAMESPACE, key: KEY, value: VALUE }
 }
 
-impl<'a> PutKvConfig<'a> {
-    pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
-        Ok(PutKvConfig {
-            namespace: h.required(NAMESPACE)?,
-            key: h.required(KEY)?,
-            value: h.required(VALUE)?,
-        })
-    }
-
-    pub fn encode(&self, e: &mut Encoded<'a>) {
-        e.put(NAMESPACE, self.namespace);
-        e.put(KEY, self.key);
-        e.put(VALUE, self.value);
-    }
+text_request! {
+    /// 101 GET_KV_CONFIG and 102 DELETE_KV_CONFIG: one KV item.
+    KvKey { namespace: NAMESPACE, key: KEY }
 }
 
-/// 101 GET_KV_CONFIG and 102 DELETE_KV_CONFIG: one KV item.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KvKey<'a> {
-    pub namespace: &'a str,
-    pub key: &'a str,
+text_request! {
+    /// 219 GET_KVLIST_BY_NAMESPACE.
+    GetKvList { namespace: NAMESPACE }
 }
 
-impl<'a> KvKey<'a> {
-    pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
-        Ok(KvKey {
-            namespace: h.required(NAMESPACE)?,
-            key: h.required(KEY)?,
-        })
-    }
-
-    pub fn encode(&self, e: &mut Encoded<'a>) {
-        e.put(NAMESPACE, self.namespace);
-        e.put(KEY, self.key);
-    }
-}
-
-/// 219 GET_KVLIST_BY_NAMESPACE.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GetKvList<'a> {
-    pub namespace: &'a str,
-}
-
-impl<'a> GetKvList<'a> {
-    pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
-        Ok(GetKvList {
-            namespace: h.required(NAMESPACE)?,
-        })
-    }
-
-    pub fn encode(&self, e: &mut Encoded<'a>) {
-        e.put(NAMESPACE, self.namespace);
-    }
-}
-
-/// 205 WIPE_WRITE_PERM_OF_BROKER and 327 ADD_WRITE_PERM_OF_BROKER.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WritePerm<'a> {
-    pub broker_name: &'a str,
-}
-
-impl<'a> WritePerm<'a> {
-    pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
-        Ok(WritePerm {
-            broker_name: h.required(BROKER_NAME)?,
-        })
-    }
-
-    pub fn encode(&self, e: &mut Encoded<'a>) {
-        e.put(BROKER_NAME, self.broker_name);
-    }
+text_request! {
+    /// 205 WIPE_WRITE_PERM_OF_BROKER and 327 ADD_WRITE_PERM_OF_BROKER.
+    WritePerm { broker_name: BROKER_NAME }
 }
 
 /// 216 DELETE_TOPIC_IN_NAMESRV; without a cluster the topic goes everywhere.
@@ -135,8 +72,8 @@ impl<'a> RegisterTopic<'a> {
                 .queue_datas
         };
         for q in &queue_datas {
-            h.limits
-                .check_topic_values(topic, q.read_queue_nums, q.write_queue_nums, q.perm)?;
+            let values = [q.read_queue_nums, q.write_queue_nums, q.perm];
+            h.limits.check_topic_values(topic, values)?;
         }
         Ok(RegisterTopic { topic, queue_datas })
     }

@@ -13,10 +13,8 @@ use crate::route::model::{
 };
 use crate::route::table::{BodyFingerprint, ConnId, RegisterRequest, UnregisterRequest};
 
-/// 103 REGISTER_BROKER (docs/protocol.md §4.4). The body is kept as sent, neither hashed nor
-/// decoded: a registration whose body is byte-identical to the broker's previous one
-/// ([`RegisterBroker::fingerprint`]) is applied without decoding it, and a large body is hashed
-/// and decoded off the loop.
+/// 103 REGISTER_BROKER (docs/protocol.md §4.4). The body is kept as sent: one identical to the
+/// broker's previous one ([`RegisterBroker::fingerprint`]) is applied without decoding it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegisterBroker<'a> {
     pub cluster: &'a str,
@@ -94,13 +92,10 @@ impl<'a> RegisterBroker<'a> {
         e.body = self.body.into();
     }
 
-    /// Identifies the body, to recognise an unchanged one without decoding it (hashing a
-    /// large body is work for the decode worker, not the loop).
     pub fn fingerprint(&self) -> BodyFingerprint {
         body_fingerprint(self.body, self.body_crc32)
     }
 
-    /// The registration as the route table takes it, with its body's `fingerprint`.
     pub fn table_request(
         &self,
         conn: Option<ConnId>,
@@ -132,9 +127,8 @@ impl<'a> RegisterBroker<'a> {
         (actual != self.body_crc32).then_some(actual)
     }
 
-    /// Decodes the body (JSON, old-version or zlib) and checks the topic configs it reports:
-    /// names, queue counts and perm (`rules`), so that a refused body changes nothing. Topic
-    /// names go into strings `scratch` kept from applied bodies.
+    /// Decodes the body and checks its topic configs (`rules`), so that a refused body changes
+    /// nothing. Topic names reuse strings `scratch` kept from applied bodies.
     pub fn decode_body(
         &self,
         body_limits: &BodyLimits,
@@ -147,12 +141,8 @@ impl<'a> RegisterBroker<'a> {
                 .map_err(|e| ParseError::BadRegisterBody(e.to_string()))?;
         for (_, tc) in &body.topics {
             names.check_topic_name(&tc.topic_name)?;
-            names.check_topic_values(
-                &tc.topic_name,
-                tc.read_queue_nums,
-                tc.write_queue_nums,
-                tc.perm,
-            )?;
+            let values = [tc.read_queue_nums, tc.write_queue_nums, tc.perm];
+            names.check_topic_values(&tc.topic_name, values)?;
         }
         Ok(body)
     }
@@ -205,10 +195,7 @@ impl<'a> BrokerRef<'a> {
     }
 }
 
-/// 322 QUERY_DATA_VERSION: the broker and the DataVersion it holds, as it sent it (JSON; empty
-/// when it sent none). The body is read by [`QueryDataVersion::changed`], against the version
-/// stored for the broker: a broker asking about the version it registered sends that
-/// version's exact bytes, which are then compared, not decoded.
+/// 322 QUERY_DATA_VERSION: the broker and the DataVersion it holds, as sent (JSON, or empty).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueryDataVersion<'a> {
     pub broker: BrokerRef<'a>,
@@ -219,8 +206,7 @@ pub struct QueryDataVersion<'a> {
 pub const MAX_DATA_VERSION_BYTES: usize = 4096;
 
 impl<'a> QueryDataVersion<'a> {
-    /// A query to send: `body` is the DataVersion as [`DataVersion::encode`] writes it, or
-    /// empty.
+    /// `body` is the DataVersion as [`DataVersion::encode`] writes it, or empty.
     pub fn new(broker: BrokerRef<'a>, body: &'a [u8]) -> Self {
         QueryDataVersion { broker, body }
     }
@@ -247,8 +233,7 @@ impl<'a> QueryDataVersion<'a> {
         })
     }
 
-    /// The DataVersion the broker sent, if it sent one; a body that does not decode is
-    /// refused ([`ParseError::BadBody`]).
+    /// A body that does not decode is refused ([`ParseError::BadBody`]).
     pub fn data_version(&self) -> Result<Option<DataVersion>, ParseError> {
         if self.body.is_empty() {
             return Ok(None);
@@ -261,15 +246,10 @@ impl<'a> QueryDataVersion<'a> {
             })
     }
 
-    /// Java's `changed`: false only when the broker is live (`stored` is its DataVersion and
-    /// that version's text, as [`DataVersion::encode`] writes it) and sent a DataVersion
-    /// equal to it.
-    ///
-    /// A body with exactly the stored text is that version (decoding what `encode` wrote
-    /// gives the value back), so it is answered without decoding; any other body (another
-    /// version, another layout, an unknown broker) is decoded as
-    /// [`QueryDataVersion::data_version`] does, and refused if it does not decode, whether or
-    /// not the broker is known.
+    /// Java's `changed`: false only when the broker is live (`stored`: its DataVersion and that
+    /// version's encoded text) and sent an equal DataVersion. A broker asking about the version
+    /// it registered sends the stored text, which is compared, not decoded (decoding it gives
+    /// the stored value back); any other body is decoded, and refused if it does not decode.
     pub fn changed(&self, stored: Option<(&DataVersion, &[u8])>) -> Result<bool, ParseError> {
         match stored {
             Some((_, text)) if self.body == text => Ok(false),
@@ -277,7 +257,6 @@ impl<'a> QueryDataVersion<'a> {
         }
     }
 
-    /// [`QueryDataVersion::changed`] by decoding the body, always.
     fn changed_by_value(&self, stored: Option<&DataVersion>) -> Result<bool, ParseError> {
         Ok(match (stored, self.data_version()?) {
             (Some(s), Some(v)) => *s != v,
@@ -318,25 +297,9 @@ impl<'a> BrokerHeartbeat<'a> {
     }
 }
 
-/// 901 GET_BROKER_MEMBER_GROUP.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GetBrokerMemberGroup<'a> {
-    pub cluster: &'a str,
-    pub broker_name: &'a str,
-}
-
-impl<'a> GetBrokerMemberGroup<'a> {
-    pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
-        Ok(GetBrokerMemberGroup {
-            cluster: h.required(CLUSTER_NAME)?,
-            broker_name: h.required(BROKER_NAME)?,
-        })
-    }
-
-    pub fn encode(&self, e: &mut Encoded<'a>) {
-        e.put(CLUSTER_NAME, self.cluster);
-        e.put(BROKER_NAME, self.broker_name);
-    }
+text_request! {
+    /// 901 GET_BROKER_MEMBER_GROUP.
+    GetBrokerMemberGroup { cluster: CLUSTER_NAME, broker_name: BROKER_NAME }
 }
 
 #[cfg(test)]

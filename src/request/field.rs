@@ -1,8 +1,6 @@
-//! The name server's header field names (`extFields` keys), each written once: the typed
-//! requests read and write them, the answers' headers ([`super::reply`]) too, and the client,
-//! `rmq-admin` and `rmq-bench` reach them only through those types. Names are Java's
-//! (`RegisterBrokerRequestHeader` and friends); a misspelt one would be a silent protocol break,
-//! which the wire tests (tests/golden.rs, the request round trips) catch.
+//! The header field names (`extFields` keys), each written once and reached by everyone else
+//! through the typed requests and replies. Names are Java's; a misspelt one would be a silent
+//! protocol break, which tests/golden.rs and the request round trips catch.
 
 // Naming a broker (103, 104, 322, 904, 901, 205/327, 216).
 pub const BROKER_NAME: &str = "brokerName";

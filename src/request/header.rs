@@ -1,17 +1,14 @@
-//! Reading a request's custom header (its `extFields`) into typed values ([`Fields`]) and
-//! writing one ([`Encoded`]), the limits the checks read from the config ([`NameLimits`]),
-//! and [`ParseError`], whose text is the remark sent back (Java's, where Java has one).
-//! Refusals are logged once, rate-limited, by the processor, not here: a flood of bad
-//! requests must not become a flood of log lines.
+//! Reading a request's custom header (`extFields`) into typed values ([`Fields`]), writing one
+//! ([`Encoded`]), and [`ParseError`], whose text is the remark (Java's, where Java has one).
+//! Refusals are logged by the processor, rate-limited, so that bad requests cannot flood the log.
 
 use super::rules;
 use crate::remoting::command::{encode_frame, Header, RemotingCommand, SerializeType};
 use std::borrow::Cow;
 use std::fmt;
 
-/// Why a request could not be turned into a typed request. The processor answers
-/// [`ParseError::NotSupported`] with REQUEST_CODE_NOT_SUPPORTED and everything else with
-/// SYSTEM_ERROR; `Display` is the remark.
+/// The processor answers [`ParseError::NotSupported`] with REQUEST_CODE_NOT_SUPPORTED and
+/// everything else with SYSTEM_ERROR; `Display` is the remark.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ParseError {
     /// The name server does not answer this code.
@@ -36,13 +33,15 @@ pub enum ParseError {
         value: String,
         reason: &'static str,
     },
-    /// A topic config's queue count or perm out of range, named by topic and field.
-    BadTopicValue {
+    /// A topic config's queue count outside `0..=maxQueueNums`.
+    BadQueueNums {
         topic: String,
         field: &'static str,
         value: i32,
-        allowed: rules::Allowed,
+        max: i32,
     },
+    /// A topic config's perm not made of the four permission bits.
+    BadPerm { topic: String, perm: i32 },
     /// A body that does not decode as `what` (DataVersion, TopicRouteData).
     BadBody { what: &'static str, reason: String },
     /// A REGISTER_BROKER body that does not decode.
@@ -78,12 +77,20 @@ impl fmt::Display for ParseError {
                 value,
                 reason,
             } => write!(f, "{field} {value:?} is not host:port: {reason}"),
-            ParseError::BadTopicValue {
+            ParseError::BadQueueNums {
                 topic,
                 field,
                 value,
-                allowed,
-            } => write!(f, "topic {topic}: {field} {value} {allowed}"),
+                max,
+            } => write!(
+                f,
+                "topic {topic}: {field} {value} is outside 0..={max} (maxQueueNums)"
+            ),
+            ParseError::BadPerm { topic, perm } => write!(
+                f,
+                "topic {topic}: perm {perm} is not made of the permission bits inherit 1, write 2, \
+                 read 4, priority 8 (0..=15)"
+            ),
             ParseError::BadBody { what, reason } => write!(f, "bad {what} body: {reason}"),
             ParseError::BadRegisterBody(reason) => {
                 write!(f, "register broker failed: bad body: {reason}")
@@ -95,8 +102,7 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
-/// The config's limits on what a request may carry (settings `maxNameLength`,
-/// `maxTopicNameLength`, `maxQueueNums`); the rules themselves are in `rules`.
+/// Settings `maxNameLength`, `maxTopicNameLength`, `maxQueueNums`, as `rules` reads them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NameLimits {
     pub max_name_length: usize,
@@ -114,97 +120,14 @@ impl Default for NameLimits {
     }
 }
 
-impl NameLimits {
-    /// Cluster and broker names and addresses: Java takes any length; we bound it.
-    pub(super) fn check_name(&self, field: &'static str, value: &str) -> Result<(), ParseError> {
-        if value.len() > self.max_name_length {
-            return Err(ParseError::NameTooLong {
-                field,
-                max: self.max_name_length,
-            });
-        }
-        Ok(())
-    }
-
-    /// A cluster or broker name a registration creates: bounded, non-empty, and made of
-    /// `rules::NAME_CHARS_TEXT`.
-    pub(super) fn check_broker_name(
-        &self,
-        field: &'static str,
-        value: &str,
-    ) -> Result<(), ParseError> {
-        self.check_name(field, value)?;
-        rules::check_name(field, value)
-    }
-
-    /// A broker or HA address: bounded and `host:port` ([`rules::check_address`]).
-    pub(super) fn check_address(&self, field: &'static str, value: &str) -> Result<(), ParseError> {
-        self.check_name(field, value)?;
-        rules::check_address(field, value)
-    }
-
-    /// Topics reported by brokers: Java takes them as they are; we only bound their length.
-    pub(super) fn check_topic_name(&self, topic: &str) -> Result<(), ParseError> {
-        if topic.is_empty() || topic.len() > self.max_topic_name_length {
-            return Err(ParseError::TopicNameLength {
-                len: topic.len(),
-                max: self.max_topic_name_length,
-            });
-        }
-        Ok(())
-    }
-
-    /// A topic config's queue counts and perm ([`rules::check_topic_values`]).
-    #[inline]
-    pub(super) fn check_topic_values(
-        &self,
-        topic: &str,
-        read_queue_nums: i32,
-        write_queue_nums: i32,
-        perm: i32,
-    ) -> Result<(), ParseError> {
-        rules::check_topic_values(
-            topic,
-            [read_queue_nums, write_queue_nums, perm],
-            self.max_queue_nums,
-        )
-    }
-
-    /// Admin calls that create or delete a topic validate its name as Java's TopicValidator.
-    pub(super) fn validate_topic(&self, topic: &str) -> Result<(), ParseError> {
-        let problem = if topic.trim().is_empty() {
-            Some("The specified topic is blank.")
-        } else if !topic
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
-        {
-            Some(
-                "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
-            )
-        } else if topic.len() > self.max_topic_name_length {
-            Some("The specified topic is longer than topic max length.")
-        } else {
-            None
-        };
-        match problem {
-            Some(remark) => Err(ParseError::InvalidTopic(remark)),
-            None => Ok(()),
-        }
-    }
-}
-
-/// A command's header fields, read as the typed requests need them. Everything borrows from
-/// the command.
 #[derive(Clone, Copy)]
 pub(super) struct Fields<'a> {
     pub cmd: &'a RemotingCommand,
     pub limits: &'a NameLimits,
-    /// What was already done with the body off the loop.
     pub done: BodyDone,
 }
 
-/// What the decode worker already did with a request's body, so that parsing on the loop
-/// does not do it again.
+/// What the decode worker already did with a request's body, so that the loop does not redo it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BodyDone {
     Nothing,
@@ -241,10 +164,8 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// A request as a sender writes it: its code, its custom header's fields in the order they
-/// are written, and its body. The typed requests' `encode` methods fill it (the only place a
-/// client, `rmq-admin` or `rmq-bench` gets header field names from); the command's
-/// `version`, `language` and `opaque` are the sender's.
+/// A request as a sender writes it: code, header fields in written order, body. Filled by the
+/// typed requests' `encode`; `version`, `language` and `opaque` are the sender's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Encoded<'a> {
     pub code: i32,
@@ -253,7 +174,6 @@ pub struct Encoded<'a> {
 }
 
 impl<'a> Encoded<'a> {
-    /// A request of `code` with no fields and no body yet.
     pub fn new(code: i32) -> Self {
         Encoded {
             code,
@@ -277,7 +197,6 @@ impl<'a> Encoded<'a> {
         self.fields.push((field, Cow::Owned(value.to_string())));
     }
 
-    /// The fields as `encode_frame` and `Client` take them.
     pub fn pairs(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
         self.fields.iter().map(|(k, v)| (*k, v.as_ref()))
     }
@@ -311,9 +230,8 @@ impl<'a> Encoded<'a> {
     }
 }
 
-/// A numeric header field: trimmed, then read as an i64. A field of plain digits short enough
-/// not to overflow (what Java writes for a broker id) is read directly, without the general
-/// path's Unicode trim and sign handling; it gives the same value.
+/// Trimmed, then read as an i64. Plain digits short enough not to overflow (what Java writes)
+/// skip the general path's Unicode trim and sign handling; the value is the same.
 fn parse_i64_field(text: &str) -> Option<i64> {
     if (1..=18).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_digit()) {
         return Some(

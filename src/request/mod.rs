@@ -1,25 +1,35 @@
 //! Typed requests: every request the name server answers, parsed once from its
-//! [`RemotingCommand`] into a value that borrows the header's strings and the body (nothing
-//! is copied), the way mini-redis parses a frame into a `Get` before applying it. The
-//! processor's handlers take these values and never read header fields themselves.
+//! [`RemotingCommand`] into a value borrowing the header's strings and the body, as mini-redis
+//! parses a frame into a `Get`. Parsing applies every check that does not need the tables
+//! (`rules`); a failure is a [`ParseError`] whose text is the remark, and the processor picks
+//! the code. Each type has an `encode` next to its `parse`, which is how the client and the
+//! tools write requests, so a field name ([`field`]) is written once.
 //!
-//! Parsing applies every check that does not need the tables: required fields (Java's
-//! `@CFNotNull`), numbers, name lengths, topic names, what valid names, addresses and topic
-//! configs look like (`rules`), and the bodies that decode the same whatever the tables hold
-//! (a registration body is decoded only when it changed, so [`RegisterBroker`] keeps it as
-//! sent, and its topic configs are checked when it is decoded). A failure is a [`ParseError`]
-//! whose text is the remark (Java's, where Java has one); the processor picks the response
-//! code.
-//!
-//! The same types are what senders build: each has an `encode` next to its `parse`, and
-//! [`Request::encode`] turns a request into its code, header fields and body ([`Encoded`]),
-//! which is how the client library, `rmq-admin` and `rmq-bench` write requests. Field names
-//! are written once, in [`field`]; the answers' headers are in [`reply`].
-//!
-//! Adding a request code: its row in `remoting::codes`, its struct here with a `parse` and an
-//! `encode`, a variant of [`Request`] with its arms in [`Request::parse`], [`Request::code`]
-//! and [`Request::encode`], and its handler in the processor (whose dispatch matches every
-//! variant, so the compiler asks).
+//! Adding a request code: its row in `remoting::codes`, its struct here (`text_request!` when
+//! the header is required text only), its row in `requests!` and its arm in
+//! [`Request::encode`], and its handler in the processor (the compiler asks for it).
+
+/// A request whose header is required text fields only: the struct, its `parse` and its
+/// `encode` from one list of (member, field name), read and written in the listed order.
+macro_rules! text_request {
+    ($(#[$doc:meta])* $name:ident { $($member:ident: $field:ident),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct $name<'a> {
+            $(pub $member: &'a str,)+
+        }
+
+        impl<'a> $name<'a> {
+            pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
+                Ok($name { $($member: h.required($field)?,)+ })
+            }
+
+            pub fn encode(&self, e: &mut Encoded<'a>) {
+                $(e.put($field, self.$member);)+
+            }
+        }
+    };
+}
 
 mod admin;
 mod broker;
@@ -38,39 +48,70 @@ pub use broker::{
 };
 pub use header::{BodyDone, Encoded, NameLimits, ParseError};
 pub use routes::{GetRouteInfo, GetTopicsByCluster};
-pub use rules::Allowed;
 
 use crate::remoting::codes::request as code;
 use crate::remoting::command::RemotingCommand;
 use header::Fields;
 
-/// One request, by code.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Request<'a> {
-    PutKvConfig(PutKvConfig<'a>),
-    GetKvConfig(KvKey<'a>),
-    DeleteKvConfig(KvKey<'a>),
-    RegisterBroker(RegisterBroker<'a>),
-    UnregisterBroker(BrokerRef<'a>),
-    GetRouteInfo(GetRouteInfo<'a>),
-    GetBrokerClusterInfo,
-    WipeWritePerm(WritePerm<'a>),
-    GetAllTopicList,
-    DeleteTopic(DeleteTopic<'a>),
-    RegisterTopic(RegisterTopic<'a>),
-    GetKvList(GetKvList<'a>),
-    GetTopicsByCluster(GetTopicsByCluster<'a>),
-    GetSystemTopicList,
-    GetUnitTopicList,
-    GetHasUnitSubTopicList,
-    GetHasUnitSubUnunitTopicList,
-    UpdateNamesrvConfig(UpdateNamesrvConfig<'a>),
-    GetNamesrvConfig,
-    QueryDataVersion(QueryDataVersion<'a>),
-    AddWritePerm(WritePerm<'a>),
-    GetBrokerMemberGroup(GetBrokerMemberGroup<'a>),
-    BrokerHeartbeat(BrokerHeartbeat<'a>),
-    Stats,
+/// One row per request (code, variant, typed request): writes the enum,
+/// [`Request::parse_after`] and [`Request::code`].
+macro_rules! requests {
+    ($($code:ident => $variant:ident $(($typed:ident))?,)*) => {
+        /// One request, by code.
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub enum Request<'a> {
+            $($variant $(($typed<'a>))?,)*
+        }
+
+        impl<'a> Request<'a> {
+            /// As [`Request::parse`], when the decode worker already did `done` with the body.
+            pub fn parse_after(
+                cmd: &'a RemotingCommand,
+                limits: &'a NameLimits,
+                done: BodyDone,
+            ) -> Result<Self, ParseError> {
+                let h = Fields { cmd, limits, done };
+                Ok(match cmd.code {
+                    $(code::$code => Request::$variant $(($typed::parse(h)?))?,)*
+                    other => return Err(ParseError::NotSupported(other)),
+                })
+            }
+
+            pub fn code(&self) -> i32 {
+                match self {
+                    $(Request::$variant $((requests!(@any $typed)))? => code::$code,)*
+                }
+            }
+        }
+    };
+    (@any $typed:ident) => { _ };
+}
+
+requests! {
+    PUT_KV_CONFIG => PutKvConfig(PutKvConfig),
+    GET_KV_CONFIG => GetKvConfig(KvKey),
+    DELETE_KV_CONFIG => DeleteKvConfig(KvKey),
+    REGISTER_BROKER => RegisterBroker(RegisterBroker),
+    UNREGISTER_BROKER => UnregisterBroker(BrokerRef),
+    GET_ROUTEINFO_BY_TOPIC => GetRouteInfo(GetRouteInfo),
+    GET_BROKER_CLUSTER_INFO => GetBrokerClusterInfo,
+    WIPE_WRITE_PERM_OF_BROKER => WipeWritePerm(WritePerm),
+    GET_ALL_TOPIC_LIST_FROM_NAMESERVER => GetAllTopicList,
+    DELETE_TOPIC_IN_NAMESRV => DeleteTopic(DeleteTopic),
+    REGISTER_TOPIC_IN_NAMESRV => RegisterTopic(RegisterTopic),
+    GET_KVLIST_BY_NAMESPACE => GetKvList(GetKvList),
+    GET_TOPICS_BY_CLUSTER => GetTopicsByCluster(GetTopicsByCluster),
+    GET_SYSTEM_TOPIC_LIST_FROM_NS => GetSystemTopicList,
+    GET_UNIT_TOPIC_LIST => GetUnitTopicList,
+    GET_HAS_UNIT_SUB_TOPIC_LIST => GetHasUnitSubTopicList,
+    GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST => GetHasUnitSubUnunitTopicList,
+    UPDATE_NAMESRV_CONFIG => UpdateNamesrvConfig(UpdateNamesrvConfig),
+    GET_NAMESRV_CONFIG => GetNamesrvConfig,
+    QUERY_DATA_VERSION => QueryDataVersion(QueryDataVersion),
+    ADD_WRITE_PERM_OF_BROKER => AddWritePerm(WritePerm),
+    GET_BROKER_MEMBER_GROUP => GetBrokerMemberGroup(GetBrokerMemberGroup),
+    BROKER_HEARTBEAT => BrokerHeartbeat(BrokerHeartbeat),
+    RMQ_NAMESRV_STATS => Stats,
 }
 
 impl<'a> Request<'a> {
@@ -80,82 +121,8 @@ impl<'a> Request<'a> {
         Request::parse_after(cmd, limits, BodyDone::Nothing)
     }
 
-    /// As [`Request::parse`], when the decode worker already did `done` with the body (so
-    /// that a large body is not hashed or decoded again on the loop).
-    pub fn parse_after(
-        cmd: &'a RemotingCommand,
-        limits: &'a NameLimits,
-        done: BodyDone,
-    ) -> Result<Self, ParseError> {
-        let h = Fields { cmd, limits, done };
-        Ok(match cmd.code {
-            code::PUT_KV_CONFIG => Request::PutKvConfig(PutKvConfig::parse(h)?),
-            code::GET_KV_CONFIG => Request::GetKvConfig(KvKey::parse(h)?),
-            code::DELETE_KV_CONFIG => Request::DeleteKvConfig(KvKey::parse(h)?),
-            code::REGISTER_BROKER => Request::RegisterBroker(RegisterBroker::parse(h)?),
-            code::UNREGISTER_BROKER => Request::UnregisterBroker(BrokerRef::parse(h)?),
-            code::GET_ROUTEINFO_BY_TOPIC => Request::GetRouteInfo(GetRouteInfo::parse(h)?),
-            code::GET_BROKER_CLUSTER_INFO => Request::GetBrokerClusterInfo,
-            code::WIPE_WRITE_PERM_OF_BROKER => Request::WipeWritePerm(WritePerm::parse(h)?),
-            code::GET_ALL_TOPIC_LIST_FROM_NAMESERVER => Request::GetAllTopicList,
-            code::DELETE_TOPIC_IN_NAMESRV => Request::DeleteTopic(DeleteTopic::parse(h)?),
-            code::REGISTER_TOPIC_IN_NAMESRV => Request::RegisterTopic(RegisterTopic::parse(h)?),
-            code::GET_KVLIST_BY_NAMESPACE => Request::GetKvList(GetKvList::parse(h)?),
-            code::GET_TOPICS_BY_CLUSTER => {
-                Request::GetTopicsByCluster(GetTopicsByCluster::parse(h)?)
-            }
-            code::GET_SYSTEM_TOPIC_LIST_FROM_NS => Request::GetSystemTopicList,
-            code::GET_UNIT_TOPIC_LIST => Request::GetUnitTopicList,
-            code::GET_HAS_UNIT_SUB_TOPIC_LIST => Request::GetHasUnitSubTopicList,
-            code::GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST => Request::GetHasUnitSubUnunitTopicList,
-            code::UPDATE_NAMESRV_CONFIG => {
-                Request::UpdateNamesrvConfig(UpdateNamesrvConfig::parse(h)?)
-            }
-            code::GET_NAMESRV_CONFIG => Request::GetNamesrvConfig,
-            code::QUERY_DATA_VERSION => Request::QueryDataVersion(QueryDataVersion::parse(h)?),
-            code::ADD_WRITE_PERM_OF_BROKER => Request::AddWritePerm(WritePerm::parse(h)?),
-            code::GET_BROKER_MEMBER_GROUP => {
-                Request::GetBrokerMemberGroup(GetBrokerMemberGroup::parse(h)?)
-            }
-            code::BROKER_HEARTBEAT => Request::BrokerHeartbeat(BrokerHeartbeat::parse(h)?),
-            code::RMQ_NAMESRV_STATS => Request::Stats,
-            other => return Err(ParseError::NotSupported(other)),
-        })
-    }
-
-    /// The request code this request is sent as.
-    pub fn code(&self) -> i32 {
-        match self {
-            Request::PutKvConfig(_) => code::PUT_KV_CONFIG,
-            Request::GetKvConfig(_) => code::GET_KV_CONFIG,
-            Request::DeleteKvConfig(_) => code::DELETE_KV_CONFIG,
-            Request::RegisterBroker(_) => code::REGISTER_BROKER,
-            Request::UnregisterBroker(_) => code::UNREGISTER_BROKER,
-            Request::GetRouteInfo(_) => code::GET_ROUTEINFO_BY_TOPIC,
-            Request::GetBrokerClusterInfo => code::GET_BROKER_CLUSTER_INFO,
-            Request::WipeWritePerm(_) => code::WIPE_WRITE_PERM_OF_BROKER,
-            Request::GetAllTopicList => code::GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
-            Request::DeleteTopic(_) => code::DELETE_TOPIC_IN_NAMESRV,
-            Request::RegisterTopic(_) => code::REGISTER_TOPIC_IN_NAMESRV,
-            Request::GetKvList(_) => code::GET_KVLIST_BY_NAMESPACE,
-            Request::GetTopicsByCluster(_) => code::GET_TOPICS_BY_CLUSTER,
-            Request::GetSystemTopicList => code::GET_SYSTEM_TOPIC_LIST_FROM_NS,
-            Request::GetUnitTopicList => code::GET_UNIT_TOPIC_LIST,
-            Request::GetHasUnitSubTopicList => code::GET_HAS_UNIT_SUB_TOPIC_LIST,
-            Request::GetHasUnitSubUnunitTopicList => code::GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST,
-            Request::UpdateNamesrvConfig(_) => code::UPDATE_NAMESRV_CONFIG,
-            Request::GetNamesrvConfig => code::GET_NAMESRV_CONFIG,
-            Request::QueryDataVersion(_) => code::QUERY_DATA_VERSION,
-            Request::AddWritePerm(_) => code::ADD_WRITE_PERM_OF_BROKER,
-            Request::GetBrokerMemberGroup(_) => code::GET_BROKER_MEMBER_GROUP,
-            Request::BrokerHeartbeat(_) => code::BROKER_HEARTBEAT,
-            Request::Stats => code::RMQ_NAMESRV_STATS,
-        }
-    }
-
-    /// The request as a sender writes it in a command of `version` (which decides the route
-    /// dialect, see [`GetRouteInfo::encode`]): [`Request::parse`] of that command gives this
-    /// request back.
+    /// The request as a sender writes it at `version` (the route dialect); [`Request::parse`]
+    /// gives it back.
     pub fn encode(&self, version: i32) -> Encoded<'a> {
         let mut e = Encoded::new(self.code());
         match self {

@@ -1,8 +1,5 @@
-//! The custom headers of the name server's answers that carry one, defined once for the
-//! server that writes them and the clients that read them: REGISTER_BROKER's master and HA
-//! addresses, GET_KV_CONFIG's value, QUERY_DATA_VERSION's `changed`, and the topic counts of
-//! WIPE/ADD_WRITE_PERM_OF_BROKER. `encode` gives the pairs in the form the processor's replies
-//! take; `parse` reads them from a response.
+//! The custom headers of the name server's answers, defined once for the server that writes
+//! them (`encode`) and the clients that read them (`parse`).
 
 use super::field::{
     ADD_TOPIC_COUNT, CHANGED, HA_SERVER_ADDR, MASTER_ADDR, VALUE, WIPE_TOPIC_COUNT,
@@ -69,7 +66,6 @@ impl DataVersionReply {
         }
     }
 
-    /// `changed`, `None` when the answer lacks it.
     pub fn parse(resp: &RemotingCommand) -> Option<bool> {
         resp.ext(CHANGED).map(|c| c.eq_ignore_ascii_case("true"))
     }
@@ -99,8 +95,7 @@ impl PermReply {
         vec![(Self::field(enable), count.to_string())]
     }
 
-    /// The count of an answer to a wipe (`enable` false) or an add; `None` when it lacks a
-    /// numeric one.
+    /// The count of a wipe's (`enable` false) or an add's answer.
     pub fn parse(resp: &RemotingCommand, enable: bool) -> Option<i32> {
         resp.ext(Self::field(enable))
             .and_then(|v| v.trim().parse().ok())

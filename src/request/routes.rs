@@ -1,6 +1,5 @@
-//! What producers, consumers and tools ask about routes and topics: GET_ROUTEINFO_BY_TOPIC
-//! (105, the hottest request) and GET_TOPICS_BY_CLUSTER (224). The other topic-list reads
-//! carry no header.
+//! GET_ROUTEINFO_BY_TOPIC (105, the hottest request) and GET_TOPICS_BY_CLUSTER (224); the other
+//! topic-list reads carry no header.
 
 use super::field::{ACCEPT_STANDARD_JSON_ONLY, CLUSTER, TOPIC, ZONE_MODE, ZONE_NAME};
 use super::header::{Encoded, Fields, ParseError};
@@ -53,10 +52,8 @@ impl<'a> GetRouteInfo<'a> {
         }
     }
 
-    /// The topic, and the zone as ZoneRouteRPCHook sends it, for a command of `version` (the
-    /// sender's). The dialect is the version's unless the standard one is asked for with an
-    /// older version (`acceptStandardJsonOnly`); the legacy dialect cannot be asked for with
-    /// a 4.9.4+ version.
+    /// For a command of `version`: an older version asks for the standard dialect with
+    /// `acceptStandardJsonOnly`; a 4.9.4+ one cannot ask for the legacy dialect.
     pub fn encode(&self, e: &mut Encoded<'a>, version: i32) {
         e.put(TOPIC, self.topic);
         if self.dialect == Dialect::Standard && version < version::V4_9_4 {
@@ -83,7 +80,6 @@ impl<'a> GetTopicsByCluster<'a> {
         })
     }
 
-    /// A request for `cluster`'s topics.
     pub fn new(cluster: &'a str) -> Self {
         GetTopicsByCluster {
             cluster: Some(cluster),
@@ -94,7 +90,6 @@ impl<'a> GetTopicsByCluster<'a> {
         e.put_opt(CLUSTER, self.cluster);
     }
 
-    /// The required `cluster` field.
     pub fn cluster(&self) -> Result<&'a str, ParseError> {
         self.cluster.ok_or(ParseError::MissingField(CLUSTER))
     }

@@ -1,69 +1,135 @@
 //! What a valid cluster or broker name, broker address and topic config look like, checked at
-//! the wire before anything reaches the tables, so that no value a client cannot use ends up in
-//! a route. Java checks none of these: a name with a quote or an address with a comma or a NUL
-//! is stored and handed to every client, and the Go client's route parser breaks on it.
-//!
-//! The rules are drawn from what real peers send (docs/protocol.md §4.4):
-//! * names: Java's TopicValidator set (`%|a-zA-Z0-9_-`) plus `.`, because a Java broker that is
-//!   not given a `brokerName` uses its host name (`DefaultCluster`, `broker-a`, `ip-10-0-0-1.ec2`);
-//! * addresses: `host:port`, as brokers build them (`brokerIP1 + ":" + listenPort`): the host a
-//!   DNS name or IPv4 address, or an IPv6 literal (Java brackets them, `[fe80::1%eth0]`; a bare
-//!   one is also taken, since Java clients split at the last `:`), the port 1..=65535;
-//! * topic configs: queue counts in `0..=maxQueueNums`, perm made of the four permission bits
-//!   (inherit 1, write 2, read 4, priority 8).
-//!
-//! The checks cost a pass over a few short strings per registration, and three comparisons per
-//! topic of a decoded body (unchanged bodies are not decoded).
+//! the wire so that no value a client cannot use ends up in a route (Java checks none: a quote
+//! in a name or a comma in an address breaks the Go client's route parser). Drawn from what
+//! real peers send (docs/protocol.md §4.4):
+//! * names: Java's TopicValidator set (`%|a-zA-Z0-9_-`) plus `.`, because a Java broker without
+//!   a `brokerName` uses its host name (`ip-10-0-0-1.ec2`);
+//! * addresses: `host:port` (`brokerIP1 + ":" + listenPort`), the host a DNS name, IPv4, or an
+//!   IPv6 literal, bracketed or bare (Java clients split at the last `:`), the port 1..=65535;
+//! * topic configs: queue counts in `0..=maxQueueNums`, perm made of the four permission bits.
 
-use super::header::ParseError;
-use std::fmt;
+use super::header::{NameLimits, ParseError};
 
 /// The name characters, as remarks show them.
 pub const NAME_CHARS_TEXT: &str = "A-Z a-z 0-9 and . _ - % |";
 
-/// Whether `b` may appear in a cluster or broker name.
-fn is_name_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'%' | b'|')
-}
+/// `PermName`'s bits: inherit 1, write 2, read 4, priority 8.
+const PERM_BITS: i32 = 0b1111;
 
-/// A cluster or broker name: non-empty, every character from [`NAME_CHARS_TEXT`].
-pub(super) fn check_name(field: &'static str, value: &str) -> Result<(), ParseError> {
-    if value.is_empty() {
-        return Err(ParseError::EmptyName(field));
+impl NameLimits {
+    /// Cluster and broker names and addresses: Java takes any length; we bound it.
+    fn check_length(&self, field: &'static str, value: &str) -> Result<(), ParseError> {
+        if value.len() > self.max_name_length {
+            return Err(ParseError::NameTooLong {
+                field,
+                max: self.max_name_length,
+            });
+        }
+        Ok(())
     }
-    match value
-        .chars()
-        .find(|c| !(c.is_ascii() && is_name_byte(*c as u8)))
-    {
-        Some(ch) => Err(ParseError::IllegalNameChar { field, ch }),
-        None => Ok(()),
-    }
-}
 
-/// A broker or HA address: `host:port` as described in the module comment.
-pub(super) fn check_address(field: &'static str, value: &str) -> Result<(), ParseError> {
-    let bad = |reason| ParseError::BadAddress {
-        field,
-        value: value.to_string(),
-        reason,
-    };
-    let (host, port) = value.rsplit_once(':').ok_or_else(|| bad("no port"))?;
-    let port_ok = !port.is_empty()
-        && port.len() <= 5
-        && port.bytes().all(|b| b.is_ascii_digit())
-        && (1..=65_535).contains(&port.parse::<u32>().unwrap_or(0));
-    if !port_ok {
-        return Err(bad("the port must be 1..=65535"));
+    pub(super) fn check_broker_name(
+        &self,
+        field: &'static str,
+        value: &str,
+    ) -> Result<(), ParseError> {
+        self.check_length(field, value)?;
+        if value.is_empty() {
+            return Err(ParseError::EmptyName(field));
+        }
+        let is_name_char =
+            |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '%' | '|');
+        match value.chars().find(|c| !is_name_char(*c)) {
+            Some(ch) => Err(ParseError::IllegalNameChar { field, ch }),
+            None => Ok(()),
+        }
     }
-    if host.is_empty() {
-        return Err(bad("no host"));
+
+    /// A broker or HA address: bounded, and `host:port` as described in the module comment.
+    pub(super) fn check_address(&self, field: &'static str, value: &str) -> Result<(), ParseError> {
+        self.check_length(field, value)?;
+        let bad = |reason| ParseError::BadAddress {
+            field,
+            value: value.to_string(),
+            reason,
+        };
+        let (host, port) = value.rsplit_once(':').ok_or_else(|| bad("no port"))?;
+        let port_ok = !port.is_empty()
+            && port.len() <= 5
+            && port.bytes().all(|b| b.is_ascii_digit())
+            && (1..=65_535).contains(&port.parse::<u32>().unwrap_or(0));
+        if !port_ok {
+            return Err(bad("the port must be 1..=65535"));
+        }
+        if host.is_empty() {
+            return Err(bad("no host"));
+        }
+        if !valid_host(host) {
+            return Err(bad(
+                "the host must be a DNS name, an IPv4 address or an IPv6 literal",
+            ));
+        }
+        Ok(())
     }
-    if !valid_host(host) {
-        return Err(bad(
-            "the host must be a DNS name, an IPv4 address or an IPv6 literal",
-        ));
+
+    /// Topics reported by brokers: Java takes them as they are; we only bound their length.
+    pub(super) fn check_topic_name(&self, topic: &str) -> Result<(), ParseError> {
+        if topic.is_empty() || topic.len() > self.max_topic_name_length {
+            return Err(ParseError::TopicNameLength {
+                len: topic.len(),
+                max: self.max_topic_name_length,
+            });
+        }
+        Ok(())
     }
-    Ok(())
+
+    /// `[readQueueNums, writeQueueNums, perm]`; inlined: a changed registration checks each.
+    #[inline]
+    pub(super) fn check_topic_values(
+        &self,
+        topic: &str,
+        [read, write, perm]: [i32; 3],
+    ) -> Result<(), ParseError> {
+        let max = self.max_queue_nums;
+        for (field, value) in [("readQueueNums", read), ("writeQueueNums", write)] {
+            if !(0..=max).contains(&value) {
+                let topic = topic.to_string();
+                return Err(ParseError::BadQueueNums {
+                    topic,
+                    field,
+                    value,
+                    max,
+                });
+            }
+        }
+        if perm & !PERM_BITS != 0 {
+            let topic = topic.to_string();
+            return Err(ParseError::BadPerm { topic, perm });
+        }
+        Ok(())
+    }
+
+    /// Admin calls that create or delete a topic validate its name as Java's TopicValidator.
+    pub(super) fn validate_topic(&self, topic: &str) -> Result<(), ParseError> {
+        let problem = if topic.trim().is_empty() {
+            Some("The specified topic is blank.")
+        } else if !topic
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
+        {
+            Some(
+                "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
+            )
+        } else if topic.len() > self.max_topic_name_length {
+            Some("The specified topic is longer than topic max length.")
+        } else {
+            None
+        };
+        match problem {
+            Some(remark) => Err(ParseError::InvalidTopic(remark)),
+            None => Ok(()),
+        }
+    }
 }
 
 fn valid_host(host: &str) -> bool {
@@ -94,64 +160,22 @@ fn valid_host(host: &str) -> bool {
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
 }
 
-/// What a topic config value must be, as its remark says it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Allowed {
-    /// `0..=maxQueueNums`.
-    QueueNums(i32),
-    /// The four permission bits.
-    Perm,
-}
-
-impl fmt::Display for Allowed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Allowed::QueueNums(max) => write!(f, "is outside 0..={max} (maxQueueNums)"),
-            Allowed::Perm => f.write_str(
-                "is not made of the permission bits inherit 1, write 2, read 4, priority 8 (0..=15)",
-            ),
-        }
-    }
-}
-
-/// The four permission bits of `PermName`.
-const PERM_BITS: i32 = 0b1111;
-
-/// A topic config's `[readQueueNums, writeQueueNums, perm]` (inlined: a changed registration
-/// checks every topic's).
-#[inline]
-pub(super) fn check_topic_values(
-    topic: &str,
-    [read, write, perm]: [i32; 3],
-    max_queue_nums: i32,
-) -> Result<(), ParseError> {
-    let bad = |field, value, allowed| ParseError::BadTopicValue {
-        topic: topic.to_string(),
-        field,
-        value,
-        allowed,
-    };
-    for (field, value) in [("readQueueNums", read), ("writeQueueNums", write)] {
-        if !(0..=max_queue_nums).contains(&value) {
-            return Err(bad(field, value, Allowed::QueueNums(max_queue_nums)));
-        }
-    }
-    if perm & !PERM_BITS != 0 {
-        return Err(bad("perm", perm, Allowed::Perm));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn name(value: &str) -> Result<(), String> {
-        check_name("brokerName", value).map_err(|e| e.to_string())
+        let limits = NameLimits::default();
+        limits
+            .check_broker_name("brokerName", value)
+            .map_err(|e| e.to_string())
     }
 
     fn address(value: &str) -> Result<(), String> {
-        check_address("brokerAddr", value).map_err(|e| e.to_string())
+        let limits = NameLimits::default();
+        limits
+            .check_address("brokerAddr", value)
+            .map_err(|e| e.to_string())
     }
 
     #[test]
@@ -238,7 +262,15 @@ mod tests {
 
     #[test]
     fn topic_values_must_fit_queue_bounds_and_the_permission_bits() {
-        let check = |values| check_topic_values("T", values, 1024).map_err(|e| e.to_string());
+        let limits = NameLimits {
+            max_queue_nums: 1024,
+            ..NameLimits::default()
+        };
+        let check = |values| {
+            limits
+                .check_topic_values("T", values)
+                .map_err(|e| e.to_string())
+        };
         assert_eq!(check([0, 0, 0]), Ok(()));
         assert_eq!(check([1024, 8, 15]), Ok(()));
         assert_eq!(

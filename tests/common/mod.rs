@@ -3,12 +3,17 @@
 #![allow(dead_code)]
 
 use rmq_namesrv::client::api::BrokerIdentity;
-use rmq_namesrv::client::Client;
+use rmq_namesrv::client::nameserver_set::parse_addr_list;
+use rmq_namesrv::client::{Client, ClientError, NameServerSet, Strategy};
 use rmq_namesrv::config::NamesrvConfig;
-use rmq_namesrv::remoting::codes::request;
+use rmq_namesrv::remoting::codes::{request, response};
 use rmq_namesrv::remoting::command::RemotingCommand;
-use rmq_namesrv::route::model::{self, DataVersion, RegisterBody, TopicConfig};
+use rmq_namesrv::remoting::json;
+use rmq_namesrv::request::reply::DataVersionReply;
+use rmq_namesrv::request::{GetBrokerMemberGroup, QueryDataVersion, RegisterTopic, Request};
+use rmq_namesrv::route::model::{self, DataVersion, QueueData, RegisterBody, TopicConfig};
 use rmq_namesrv::server::{self, ServerHandle};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -288,4 +293,196 @@ pub fn stat(client: &mut Client, key: &str) -> i64 {
         .get(key)
         .and_then(|v| v.as_i64())
         .unwrap_or(-1)
+}
+
+/// Typed calls only the tests make (the tools never send them), on the library's public
+/// `Client::send_ok` and typed requests.
+pub trait ClientExt {
+    fn client(&mut self) -> &mut Client;
+
+    /// A raw request whose answer must be SUCCESS.
+    fn call_ok(
+        &mut self,
+        code: i32,
+        ext: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<RemotingCommand, ClientError> {
+        let resp = self.client().request(code, ext, body)?;
+        if resp.code == response::SUCCESS {
+            return Ok(resp);
+        }
+        Err(ClientError::Response {
+            code: resp.code,
+            remark: resp.remark,
+        })
+    }
+
+    /// 103 REGISTER_BROKER with a body already encoded, without waiting for the answer:
+    /// returns the opaque to pass to `Client::read_response`.
+    fn send_register_broker(
+        &mut self,
+        broker: &BrokerIdentity,
+        body: &[u8],
+        options: &RegisterOptions,
+    ) -> std::io::Result<i32> {
+        let c = self.client();
+        let register = broker.registration(body, options, c.version);
+        c.send_encoded(&Request::RegisterBroker(register).encode(c.version))
+    }
+
+    /// 103 REGISTER_BROKER with a body already encoded; the answer whatever its code.
+    fn register_broker_bytes(
+        &mut self,
+        broker: &BrokerIdentity,
+        body: &[u8],
+        options: &RegisterOptions,
+    ) -> Result<RemotingCommand, ClientError> {
+        let opaque = self.send_register_broker(broker, body, options)?;
+        Ok(self.client().read_response(opaque)?)
+    }
+
+    /// 104 UNREGISTER_BROKER (queued by the server; success does not mean "already gone").
+    fn unregister_broker(&mut self, broker: &BrokerIdentity) -> Result<(), ClientError> {
+        let unregister = Request::UnregisterBroker(broker.broker_ref());
+        self.client().send_ok(&unregister).map(drop)
+    }
+
+    /// 217 REGISTER_TOPIC_IN_NAMESRV (the server answers success even when it stored nothing).
+    fn register_topic(
+        &mut self,
+        topic: &str,
+        queue_datas: &[QueueData],
+    ) -> Result<(), ClientError> {
+        let register = RegisterTopic {
+            topic,
+            queue_datas: queue_datas.to_vec(),
+        };
+        self.client()
+            .send_ok(&Request::RegisterTopic(register))
+            .map(drop)
+    }
+
+    /// 322 QUERY_DATA_VERSION: (changed, the server's stored DataVersion if it knows the broker).
+    fn query_data_version(
+        &mut self,
+        broker: &BrokerIdentity,
+        version: Option<&DataVersion>,
+    ) -> Result<(bool, Option<DataVersion>), ClientError> {
+        let mut body = Vec::new();
+        if let Some(v) = version {
+            v.encode(&mut body);
+        }
+        let query = QueryDataVersion::new(broker.broker_ref(), &body);
+        let resp = self.client().send_ok(&Request::QueryDataVersion(query))?;
+        let Some(changed) = DataVersionReply::parse(&resp) else {
+            return Err(ClientError::Decode("response lacks changed".into()));
+        };
+        let stored = (!resp.body.is_empty())
+            .then(|| DataVersion::decode(&resp.body))
+            .transpose()
+            .map_err(|e| ClientError::Decode(e.0))?;
+        Ok((changed, stored))
+    }
+
+    /// 901 GET_BROKER_MEMBER_GROUP.
+    fn get_broker_member_group(
+        &mut self,
+        cluster: &str,
+        broker_name: &str,
+    ) -> Result<BrokerMemberGroup, ClientError> {
+        let group = GetBrokerMemberGroup {
+            cluster,
+            broker_name,
+        };
+        let resp = self
+            .client()
+            .send_ok(&Request::GetBrokerMemberGroup(group))?;
+        let v = json::parse(&resp.body).map_err(|e| ClientError::Decode(e.to_string()))?;
+        let group = v.get("brokerMemberGroup").unwrap_or(&json::Value::Null);
+        let text = |k: &str| group.get(k).and_then(json::Value::as_str).unwrap_or("");
+        let mut broker_addrs = BTreeMap::new();
+        let addrs = group.get("brokerAddrs").and_then(json::Value::as_object);
+        for (id, addr) in addrs.unwrap_or(&[]) {
+            let id: i64 = id
+                .parse()
+                .map_err(|_| ClientError::Decode(format!("bad broker id {id:?}")))?;
+            if let Some(a) = addr.as_str() {
+                broker_addrs.insert(id, a.to_string());
+            }
+        }
+        Ok(BrokerMemberGroup {
+            cluster: text("cluster").to_string(),
+            broker_name: text("brokerName").to_string(),
+            broker_addrs,
+        })
+    }
+
+    /// 904 BROKER_HEARTBEAT, sent as a request so the caller learns it arrived.
+    fn broker_heartbeat(&mut self, broker: &BrokerIdentity) -> Result<(), ClientError> {
+        self.client().request_ok(&broker.heartbeat()).map(drop)
+    }
+}
+
+impl ClientExt for Client {
+    fn client(&mut self) -> &mut Client {
+        self
+    }
+}
+
+/// GET_BROKER_MEMBER_GROUP's answer.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BrokerMemberGroup {
+    pub cluster: String,
+    pub broker_name: String,
+    pub broker_addrs: BTreeMap<i64, String>,
+}
+
+/// `NameServerSet::call_until` moving on after transport errors and GO_AWAY, as a client of
+/// several name servers would: an error answer is returned as is; when every server failed,
+/// the error is an `Io` naming each address and its error.
+pub trait NameServerSetExt: Sized {
+    /// A set over `host:port;host:port`.
+    fn from_list(list: &str, strategy: Strategy) -> std::io::Result<Self>;
+
+    fn call<T>(
+        &mut self,
+        f: impl FnMut(&mut Client) -> Result<T, ClientError>,
+    ) -> Result<T, ClientError>;
+}
+
+impl NameServerSetExt for NameServerSet {
+    fn from_list(list: &str, strategy: Strategy) -> std::io::Result<Self> {
+        NameServerSet::new(parse_addr_list(list), strategy)
+    }
+
+    fn call<T>(
+        &mut self,
+        f: impl FnMut(&mut Client) -> Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
+        let mut failures = match self.call_until(f, ClientError::is_failover) {
+            Ok(v) => return Ok(v),
+            Err(failures) => failures,
+        };
+        if failures.last().is_some_and(|(_, e)| !e.is_failover()) {
+            if let Some((_, e)) = failures.pop() {
+                return Err(e);
+            }
+        }
+        let last_kind = failures
+            .iter()
+            .rev()
+            .find_map(|(_, e)| match e {
+                ClientError::Io(io) => Some(io.kind()),
+                _ => None,
+            })
+            .unwrap_or(std::io::ErrorKind::Other);
+        let text: Vec<String> = failures
+            .iter()
+            .map(|(i, e)| format!("{}: {e}", self.addrs()[*i]))
+            .collect();
+        Err(ClientError::Io(std::io::Error::new(
+            last_kind,
+            format!("no name server reachable ({})", text.join("; ")),
+        )))
+    }
 }

@@ -1,20 +1,19 @@
-//! The command line: the table of commands and their options (named as in `mqadmin`), the
-//! usage texts, and a hand-written parser (the runtime dependencies are fixed).
-//!
-//! Options are accepted in the forms `mqadmin` (Apache commons-cli) accepts: `-t T`, `-tT`,
-//! `--topic T`, `--topic=T`, anywhere after the program name. Global options (`-n`,
-//! `--strategy`, `--all`, `--json`, `--timeout`, `-h`) are recognised first; the rest are
-//! resolved once the command is known.
+//! The command line: the table of commands, the usage texts, and a hand-written parser (the
+//! runtime dependencies are fixed) taking the forms `mqadmin`'s commons-cli takes (`-t T`,
+//! `-tT`, `--topic T`, `--topic=T`). Global options are recognised first, the rest once the
+//! command is known.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::outcome::{EXIT_CODES_HELP, EXIT_USAGE};
+use crate::outcome::{Outcome, EXIT_CODES_HELP};
+use crate::peers::Peers;
+use crate::{controller, reads, writes};
 
 const DEFAULT_TIMEOUT_MS: u64 = 3000;
 
-/// One option of a command: short name, long name, takes a value, required, help. Short
-/// names are a letter, or two for the few `mqadmin` options spelled so (`-bn`).
+/// One option of a command. Short names are a letter, or two where `mqadmin` has them (`-bn`);
+/// some global options have none.
 pub struct Opt {
     pub short: &'static str,
     pub long: &'static str,
@@ -43,9 +42,24 @@ const fn flag(short: &'static str, long: &'static str, help: &'static str) -> Op
     }
 }
 
+impl Opt {
+    /// How messages name the option: `-t`, or `--timeout` for one without a short name.
+    fn name(&self) -> String {
+        if self.short.is_empty() {
+            format!("--{}", self.long)
+        } else {
+            format!("-{}", self.short)
+        }
+    }
+}
+
+/// What runs a command, against the servers of `-n` (or, for a controller command, `-a`).
+pub type Runner = fn(&Invocation, &mut Peers) -> Result<Outcome, Outcome>;
+
 pub struct Command {
     pub name: &'static str,
     pub about: &'static str,
+    pub run: Runner,
     pub opts: &'static [Opt],
 }
 
@@ -56,103 +70,127 @@ impl Command {
     }
 }
 
-const fn cmd(name: &'static str, about: &'static str, opts: &'static [Opt]) -> Command {
-    Command { name, about, opts }
+const fn cmd(
+    name: &'static str,
+    about: &'static str,
+    run: Runner,
+    opts: &'static [Opt],
+) -> Command {
+    Command {
+        name,
+        about,
+        run,
+        opts,
+    }
 }
 
 const CONTROLLER_ADDRESS: &str =
     "controllers, ';'-separated (their controllerDLegerPeers ports, not the name server's)";
 const CONTROLLER_ADDRESSES: &str = "controllers, ';'-separated: every one is asked";
 
+/// `help` is answered by the parser, before any server is asked.
+fn no_run(_: &Invocation, _: &mut Peers) -> Result<Outcome, Outcome> {
+    Ok(Outcome::ok(general_usage()))
+}
+
 #[rustfmt::skip]
 pub const COMMANDS: &[Command] = &[
-    cmd("clusterList", "List clusters and their brokers (id, address, zone)", &[
+    cmd("clusterList", "List clusters and their brokers (id, address, zone)", reads::cluster_list, &[
         opt("c", "clusterName", false, "only this cluster"),
     ]),
-    cmd("brokerList", "List broker groups: master, slaves, zone, acting-master flag", &[
+    cmd("brokerList", "List broker groups: master, slaves, zone, acting-master flag", reads::broker_list, &[
         opt("c", "clusterName", false, "only this cluster"),
     ]),
-    cmd("topicRoute", "Show the route of a topic as JSON (as mqadmin does); -l for tables", &[
+    cmd("topicRoute", "Show the route of a topic as JSON (as mqadmin does); -l for tables", reads::topic_route, &[
         opt("t", "topic", true, "topic name"),
         flag("l", "list", "brokers and queues as tables instead of JSON"),
     ]),
-    cmd("topicClusterList", "List the clusters that serve a topic", &[
+    cmd("topicClusterList", "List the clusters that serve a topic", reads::topic_cluster_list, &[
         opt("t", "topic", true, "topic name"),
     ]),
-    cmd("topicList", "List all topics; with -c, per cluster", &[
+    cmd("topicList", "List all topics; with -c, per cluster", reads::topic_list, &[
         flag("c", "clusterModel", "list topics per cluster"),
     ]),
-    cmd("getKvConfig", "Show a KV config item, or a whole namespace without -k", &[
+    cmd("getKvConfig", "Show a KV config item, or a whole namespace without -k", reads::get_kv_config, &[
         opt("s", "namespace", true, "namespace"),
         opt("k", "key", false, "key"),
     ]),
-    cmd("updateKvConfig", "Create or update a KV config item on every name server", &[
+    cmd("updateKvConfig", "Create or update a KV config item on every name server", writes::update_kv_config, &[
         opt("s", "namespace", true, "namespace"),
         opt("k", "key", true, "key"),
         opt("v", "value", true, "value"),
     ]),
-    cmd("deleteKvConfig", "Delete a KV config item on every name server", &[
+    cmd("deleteKvConfig", "Delete a KV config item on every name server", writes::delete_kv_config, &[
         opt("s", "namespace", true, "namespace"),
         opt("k", "key", true, "key"),
     ]),
-    cmd("updateOrderConf", "Get, put or delete a topic's order conf (KV namespace ORDER_TOPIC_CONFIG)", &[
+    cmd("updateOrderConf", "Get, put or delete a topic's order conf (KV namespace ORDER_TOPIC_CONFIG)", writes::update_order_conf, &[
         opt("t", "topic", true, "topic name"),
         opt("m", "method", true, "get, put or delete"),
         opt("v", "orderConf", false, "for put: brokerName:queues;brokerName:queues"),
     ]),
-    cmd("getNamesrvConfig", "Show the configuration of every name server", &[]),
-    cmd("updateNamesrvConfig", "Change one configuration property on every name server", &[
+    cmd("getNamesrvConfig", "Show the configuration of every name server", reads::get_namesrv_config, &[]),
+    cmd("updateNamesrvConfig", "Change one configuration property on every name server", writes::update_namesrv_config, &[
         opt("k", "key", true, "property name"),
         opt("v", "value", true, "property value"),
     ]),
-    cmd("wipeWritePerm", "Wipe a broker's write permission on every name server", &[
+    cmd("wipeWritePerm", "Wipe a broker's write permission on every name server", writes::wipe_write_perm, &[
         opt("b", "brokerName", true, "broker name"),
     ]),
-    cmd("addWritePerm", "Restore a broker's write permission on every name server", &[
+    cmd("addWritePerm", "Restore a broker's write permission on every name server", writes::add_write_perm, &[
         opt("b", "brokerName", true, "broker name"),
     ]),
-    cmd("deleteTopic", "Delete a topic's route on every name server (brokers are NOT touched)", &[
+    cmd("deleteTopic", "Delete a topic's route on every name server (brokers are NOT touched)", writes::delete_topic, &[
         opt("t", "topic", true, "topic name"),
         opt("c", "clusterName", false, "only this cluster's queues"),
     ]),
-    cmd("stats", "Show each name server's statistics (rmq-namesrv extension, code 29001)", &[]),
-    cmd("getControllerMetaData", "Show a controller group: its peers and which one leads (needs -a, not -n)", &[
+    cmd("stats", "Show each name server's statistics (rmq-namesrv extension, code 29001)", reads::stats, &[]),
+    cmd("getControllerMetaData", "Show a controller group: its peers and which one leads (needs -a, not -n)", controller::metadata, &[
         opt("a", "controllerAddress", true, CONTROLLER_ADDRESS),
     ]),
-    cmd("getSyncStateSet", "Show broker sets' master, epochs and in-sync replicas, from the controller", &[
+    cmd("getSyncStateSet", "Show broker sets' master, epochs and in-sync replicas, from the controller", controller::sync_state_set, &[
         opt("a", "controllerAddress", true, CONTROLLER_ADDRESS),
         opt("b", "brokerName", false, "this broker set"),
         opt("c", "clusterName", false, "every broker set of this cluster (asks -n for them)"),
     ]),
-    cmd("electMaster", "Make a broker its set's master (the controller elects it if it is electable)", &[
+    cmd("electMaster", "Make a broker its set's master (the controller elects it if it is electable)", controller::elect_master, &[
         opt("a", "controllerAddress", true, CONTROLLER_ADDRESS),
         opt("c", "clusterName", true, "the broker's cluster"),
         opt("bn", "brokerName", true, "the broker set"),
         opt("b", "brokerId", true, "the controller id of the broker to make master"),
     ]),
-    cmd("cleanBrokerMetadata", "Remove broker ids, or a whole broker set, from the controller", &[
+    cmd("cleanBrokerMetadata", "Remove broker ids, or a whole broker set, from the controller", controller::clean_broker_metadata, &[
         opt("a", "controllerAddress", true, CONTROLLER_ADDRESS),
         opt("bn", "brokerName", true, "the broker set"),
         opt("c", "clusterName", false, "the set's cluster (needed unless -l)"),
         opt("b", "brokerControllerIdsToClean", false, "ids to remove, e.g. 1;2 (default: the whole set)"),
         flag("l", "cleanLivingBroker", "remove the whole set even while brokers are alive"),
     ]),
-    cmd("getControllerConfig", "Show the configuration of every controller of -a", &[
+    cmd("getControllerConfig", "Show the configuration of every controller of -a", controller::get_config, &[
         opt("a", "controllerAddress", true, CONTROLLER_ADDRESSES),
     ]),
-    cmd("updateControllerConfig", "Change one configuration property on every controller of -a", &[
+    cmd("updateControllerConfig", "Change one configuration property on every controller of -a", controller::update_config, &[
         opt("a", "controllerAddress", true, CONTROLLER_ADDRESSES),
         opt("k", "key", true, "property name"),
         opt("v", "value", true, "property value"),
     ]),
-    cmd("help", "List the commands, or show one command's options", &[]),
+    cmd("help", "List the commands, or show one command's options", no_run, &[]),
 ];
 
 pub fn find_command(name: &str) -> Option<&'static Command> {
     COMMANDS.iter().find(|c| c.name.eq_ignore_ascii_case(name))
 }
 
-/// The global options' part of the usage text.
+/// The options every command takes (described by [`GLOBAL_OPTIONS_HELP`]).
+const GLOBAL_OPTS: &[Opt] = &[
+    opt("n", "namesrvAddr", false, ""),
+    opt("", "strategy", false, ""),
+    flag("", "all", ""),
+    flag("", "json", ""),
+    opt("", "timeout", false, ""),
+    flag("h", "help", ""),
+];
+
 pub const GLOBAL_OPTIONS_HELP: &str = "\
 Global options:
   -n, --namesrvAddr LIST  name servers, ';'-separated (default: $NAMESRV_ADDR);
@@ -222,13 +260,12 @@ pub fn command_usage(c: &Command) -> String {
     s
 }
 
-/// The parsed command line.
 pub struct Invocation {
     pub command: &'static Command,
     /// Option values by short name; flags map to "true".
     values: BTreeMap<&'static str, String>,
     pub namesrv: Option<String>,
-    /// `--strategy`, as given (resolved against the address list by the caller).
+    /// Resolved against the address list by the caller.
     pub strategy: Option<String>,
     /// `--all`: reads ask every server and compare.
     pub all: bool,
@@ -256,239 +293,169 @@ pub enum Parsed {
     Help(String),
 }
 
-/// A usage error: the message and the usage text that goes with it.
 pub struct UsageError {
     pub message: String,
     pub command: Option<&'static Command>,
 }
 
 impl UsageError {
-    pub fn code(&self) -> u8 {
-        EXIT_USAGE
-    }
-
     pub fn usage(&self) -> String {
-        match self.command {
-            Some(c) if c.name != "help" => command_usage(c),
-            _ => general_usage(),
-        }
+        usage_of(self.command)
     }
 }
 
-/// One argument split into option name and attached value: `--topic=T`, `-tT`.
-enum Token<'a> {
-    Long(&'a str, Option<&'a str>),
-    Short(char, Option<&'a str>),
-    Word(&'a str),
+fn usage_of(command: Option<&Command>) -> String {
+    match command {
+        Some(c) if c.name != "help" => command_usage(c),
+        _ => general_usage(),
+    }
 }
 
-fn token(arg: &str) -> Token<'_> {
+fn is_option(arg: &str) -> bool {
+    arg.len() > 1 && arg.starts_with('-')
+}
+
+/// The option of `opts` that `arg` names, with its attached value (`--topic=T`, `-tT`). A
+/// two-letter short name (`-bn`) is matched whole before `-b` with a value `n`.
+fn find_opt<'a>(opts: &'static [Opt], arg: &'a str) -> Option<(&'static Opt, Option<&'a str>)> {
     if let Some(long) = arg.strip_prefix("--").filter(|l| !l.is_empty()) {
-        return match long.split_once('=') {
-            Some((name, value)) => Token::Long(name, Some(value)),
-            None => Token::Long(long, None),
+        let (name, inline) = match long.split_once('=') {
+            Some((name, value)) => (name, Some(value)),
+            None => (long, None),
         };
+        return opts.iter().find(|o| o.long == name).map(|o| (o, inline));
     }
-    let mut chars = arg.chars();
-    match (chars.next(), chars.next()) {
-        (Some('-'), Some(short)) => {
-            let rest = chars.as_str();
-            Token::Short(short, (!rest.is_empty()).then_some(rest))
+    let short = arg.strip_prefix('-')?;
+    if let Some(o) = opts.iter().find(|o| o.short.len() > 1 && o.short == short) {
+        return Some((o, None));
+    }
+    let mut chars = short.chars();
+    let letter = chars.next()?;
+    let rest = chars.as_str();
+    opts.iter()
+        .find(|o| o.short.len() == 1 && o.short.starts_with(letter))
+        .map(|o| (o, (!rest.is_empty()).then_some(rest)))
+}
+
+/// The value of option `o`, given as `arg`: attached (`inline`), else the argument at `*next`.
+fn take_value(
+    o: &Opt,
+    arg: &str,
+    inline: Option<&str>,
+    args: &[&str],
+    next: &mut usize,
+) -> Result<String, String> {
+    match (o.value, inline) {
+        (false, None) => Ok("true".into()),
+        (false, Some(_)) => Err(format!("{} takes no value: {arg}", o.name())),
+        (true, Some(v)) => Ok(v.into()),
+        (true, None) => {
+            let v = args
+                .get(*next)
+                .ok_or_else(|| format!("{} needs a value", o.name()))?;
+            *next += 1;
+            Ok(v.to_string())
         }
-        _ => Token::Word(arg),
     }
 }
 
-#[derive(Default)]
-struct Parser<'a> {
-    namesrv: Option<String>,
-    strategy: Option<String>,
-    all: bool,
-    json: bool,
-    timeout_ms: Option<u64>,
-    help: bool,
-    command: Option<&'static Command>,
-    /// Command options and their values, resolved once the command is known.
-    rest: Vec<&'a str>,
-    positional: Vec<&'a str>,
-}
-
-impl<'a> Parser<'a> {
-    /// Handles `args[i]` (and its value), returns the index of the next argument.
-    fn global(&mut self, args: &'a [String], i: usize) -> Result<usize, String> {
-        let arg = args[i].as_str();
-        let value = |inline: Option<&'a str>, name: &str| -> Result<(String, usize), String> {
-            match inline {
-                Some(v) => Ok((v.to_string(), i + 1)),
-                None => args
-                    .get(i + 1)
-                    .map(|v| (v.clone(), i + 2))
-                    .ok_or_else(|| format!("{name} needs a value")),
+/// The values by short name, and the words that are no option's value.
+fn command_options<'a>(
+    c: &Command,
+    args: &[&'a str],
+) -> Result<(BTreeMap<&'static str, String>, Vec<&'a str>), String> {
+    let (mut values, mut words) = (BTreeMap::new(), Vec::new());
+    let mut k = 0;
+    while k < args.len() {
+        let arg = args[k];
+        k += 1;
+        match find_opt(c.opts, arg) {
+            Some((o, inline)) => {
+                values.insert(o.short, take_value(o, arg, inline, args, &mut k)?);
             }
-        };
-        match token(arg) {
-            Token::Short('n', inline) | Token::Long("namesrvAddr", inline) => {
-                let (v, next) = value(inline, "-n")?;
-                self.namesrv = Some(v);
-                Ok(next)
-            }
-            Token::Long("timeout", inline) => {
-                let (v, next) = value(inline, "--timeout")?;
-                let ms = v.trim().parse().ok().filter(|ms| *ms > 0);
-                self.timeout_ms =
-                    Some(ms.ok_or_else(|| format!("--timeout needs milliseconds > 0, got {v:?}"))?);
-                Ok(next)
-            }
-            Token::Long("strategy", inline) => {
-                let (v, next) = value(inline, "--strategy")?;
-                self.strategy = Some(v);
-                Ok(next)
-            }
-            Token::Long("all", None) => {
-                self.all = true;
-                Ok(i + 1)
-            }
-            Token::Long("json", None) => {
-                self.json = true;
-                Ok(i + 1)
-            }
-            Token::Short('h', None) | Token::Long("help", None) => {
-                self.help = true;
-                Ok(i + 1)
-            }
-            Token::Word(w) if self.command.is_none() && w != "-" => {
-                let c = find_command(w).ok_or_else(|| format!("unknown command {w:?}"))?;
-                self.command = Some(c);
-                Ok(i + 1)
-            }
-            _ => {
-                self.rest.push(arg);
-                Ok(i + 1)
-            }
+            None if is_option(arg) => return Err(format!("unknown option {arg} for {}", c.name)),
+            None => words.push(arg),
         }
     }
-
-    /// Resolves the command's options in `rest` into values by short name.
-    fn command_options(&mut self, c: &Command) -> Result<BTreeMap<&'static str, String>, String> {
-        let mut values = BTreeMap::new();
-        let mut k = 0;
-        while k < self.rest.len() {
-            let arg = self.rest[k];
-            k += 1;
-            // A two-letter short name (`-bn`) is matched whole before `-b` with a value `n`.
-            let whole = arg
-                .strip_prefix('-')
-                .filter(|w| w.len() > 1 && !w.starts_with('-'));
-            let two_letter =
-                whole.and_then(|w| c.opts.iter().find(|o| o.short.len() > 1 && o.short == w));
-            let (found, inline) = match token(arg) {
-                _ if two_letter.is_some() => (two_letter, None),
-                Token::Long(name, inline) => (c.opts.iter().find(|o| o.long == name), inline),
-                Token::Short(short, inline) => (
-                    c.opts
-                        .iter()
-                        .find(|o| o.short.len() == 1 && o.short.starts_with(short)),
-                    inline,
-                ),
-                Token::Word(w) => {
-                    self.positional.push(w);
-                    continue;
-                }
-            };
-            let Some(o) = found else {
-                return Err(format!("unknown option {arg} for {}", c.name));
-            };
-            let value = match (o.value, inline) {
-                (false, None) => "true".to_string(),
-                (false, Some(_)) => return Err(format!("-{} takes no value: {arg}", o.short)),
-                (true, Some(v)) => v.to_string(),
-                (true, None) => {
-                    let v = self
-                        .rest
-                        .get(k)
-                        .ok_or_else(|| format!("-{} needs a value", o.short))?;
-                    k += 1;
-                    v.to_string()
-                }
-            };
-            values.insert(o.short, value);
-        }
-        Ok(values)
-    }
-
-    fn finish(mut self) -> Result<Parsed, UsageError> {
-        let command = self.command;
-        let fail = |message: String| UsageError { message, command };
-        let Some(c) = command else {
-            if self.help {
-                return Ok(Parsed::Help(general_usage()));
-            }
-            return Err(fail("no command given".into()));
-        };
-        if self.help {
-            return Ok(Parsed::Help(
-                UsageError {
-                    message: String::new(),
-                    command,
-                }
-                .usage(),
-            ));
-        }
-        let values = self.command_options(c).map_err(fail)?;
-        if c.name == "help" {
-            return help_for(self.positional.first().copied()).map_err(fail);
-        }
-        if let Some(p) = self.positional.first() {
-            return Err(fail(format!("unexpected argument {p:?} for {}", c.name)));
-        }
-        for o in c.opts.iter().filter(|o| o.required) {
-            if !values.get(o.short).is_some_and(|v| !v.trim().is_empty()) {
-                return Err(fail(format!("{} needs -{} <{}>", c.name, o.short, o.long)));
-            }
-        }
-        if self.all && self.strategy.is_some() {
-            return Err(fail(
-                "--all asks every server; --strategy picks one: give one of them".into(),
-            ));
-        }
-        if self.all && c.is_controller() {
-            return Err(fail(format!(
-                "--all is for name-server reads; {} asks the controllers of -a",
-                c.name
-            )));
-        }
-        Ok(Parsed::Run(Invocation {
-            command: c,
-            values,
-            namesrv: self.namesrv,
-            strategy: self.strategy,
-            all: self.all,
-            json: self.json,
-            timeout: Duration::from_millis(self.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)),
-        }))
-    }
-}
-
-fn help_for(name: Option<&str>) -> Result<Parsed, String> {
-    match name {
-        None => Ok(Parsed::Help(general_usage())),
-        Some(name) => match find_command(name) {
-            Some(c) => Ok(Parsed::Help(command_usage(c))),
-            None => Err(format!("unknown command {name:?}")),
-        },
-    }
+    Ok((values, words))
 }
 
 pub fn parse(args: &[String]) -> Result<Parsed, UsageError> {
-    let mut p = Parser::default();
-    let mut i = 0;
-    while i < args.len() {
-        i = p.global(args, i).map_err(|message| UsageError {
-            message,
-            command: p.command,
-        })?;
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (mut globals, mut command, mut rest) = (BTreeMap::new(), None, Vec::new());
+    let mut k = 0;
+    while k < args.len() {
+        let arg = args[k];
+        k += 1;
+        let fail = move |message| UsageError { message, command };
+        if let Some((o, inline)) = find_opt(GLOBAL_OPTS, arg) {
+            let value = take_value(o, arg, inline, &args, &mut k).map_err(fail)?;
+            globals.insert(o.long, value);
+        } else if command.is_none() && !is_option(arg) {
+            let found = find_command(arg).ok_or_else(|| format!("unknown command {arg:?}"));
+            command = Some(found.map_err(fail)?);
+        } else {
+            rest.push(arg);
+        }
     }
-    p.finish()
+    let fail = |message: String| UsageError { message, command };
+    let timeout = match globals.remove("timeout") {
+        None => DEFAULT_TIMEOUT_MS,
+        Some(v) => v
+            .trim()
+            .parse()
+            .ok()
+            .filter(|ms| *ms > 0)
+            .ok_or_else(|| fail(format!("--timeout needs milliseconds > 0, got {v:?}")))?,
+    };
+    let Some(c) = command else {
+        if globals.contains_key("help") {
+            return Ok(Parsed::Help(general_usage()));
+        }
+        return Err(fail("no command given".into()));
+    };
+    if globals.contains_key("help") {
+        return Ok(Parsed::Help(usage_of(command)));
+    }
+    let (values, words) = command_options(c, &rest).map_err(fail)?;
+    if c.name == "help" {
+        return match words.first() {
+            None => Ok(Parsed::Help(general_usage())),
+            Some(name) => match find_command(name) {
+                Some(c) => Ok(Parsed::Help(command_usage(c))),
+                None => Err(fail(format!("unknown command {name:?}"))),
+            },
+        };
+    }
+    if let Some(p) = words.first() {
+        return Err(fail(format!("unexpected argument {p:?} for {}", c.name)));
+    }
+    for o in c.opts.iter().filter(|o| o.required) {
+        if !values.get(o.short).is_some_and(|v| !v.trim().is_empty()) {
+            return Err(fail(format!("{} needs -{} <{}>", c.name, o.short, o.long)));
+        }
+    }
+    let all = globals.contains_key("all");
+    if all && globals.contains_key("strategy") {
+        return Err(fail(
+            "--all asks every server; --strategy picks one: give one of them".into(),
+        ));
+    }
+    if all && c.is_controller() {
+        return Err(fail(format!(
+            "--all is for name-server reads; {} asks the controllers of -a",
+            c.name
+        )));
+    }
+    Ok(Parsed::Run(Invocation {
+        command: c,
+        values,
+        namesrv: globals.remove("namesrvAddr"),
+        strategy: globals.remove("strategy"),
+        all,
+        json: globals.contains_key("json"),
+        timeout: Duration::from_millis(timeout),
+    }))
 }
 
 #[cfg(test)]

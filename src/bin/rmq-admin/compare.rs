@@ -1,21 +1,15 @@
-//! `--all`: a read asked of every name server of `-n`, the answers side by side.
-//!
-//! Name servers do not replicate: a server that missed a write or a broker's registration
-//! answers differently from the others, and a read that asks one server cannot tell. Each
-//! server's answer becomes the command's tables ([`Answer`]); the output has one row per
-//! server and answer row, the server in a `NAMESRV` column, rows that are equal on several
-//! servers next to each other, and a `*` in the `DIFF` column (JSON `"differs": true`) on
-//! every row that not all answering servers have. A server with no rows where others have
-//! some is shown by one row of `-`. The exit code is 5 when the answers differ.
+//! `--all`: a read asked of every name server of `-n`, the answers side by side, so that a
+//! server that missed a write or a registration shows. One row per server and answer row,
+//! equal rows next to each other, `*` in `DIFF` on rows not every server has, one row of `-`
+//! for a server with no rows; exit code 5 when the answers differ.
 
 use crate::cli::Invocation;
-use crate::outcome::{exit_code_of_all, Failure, Outcome, EXIT_DISAGREE, EXIT_FAILED};
+use crate::outcome::{Outcome, EXIT_DISAGREE, EXIT_FAILED};
 use crate::output::{json_text, s, Cell, Table};
 use crate::peers::Peers;
 use rmq_namesrv::client::{Client, ClientError};
 use rmq_namesrv::remoting::json::Value;
 
-/// One server's answer to a read, as named tables.
 pub struct Answer {
     pub sections: Vec<(&'static str, Table)>,
     /// Whether the thing asked for exists there (a topic, a KV item): when no server has it,
@@ -24,7 +18,6 @@ pub struct Answer {
 }
 
 impl Answer {
-    /// An answer with one table, found.
     pub fn table(name: &'static str, table: Table) -> Answer {
         Answer {
             sections: vec![(name, table)],
@@ -40,8 +33,7 @@ struct Merged {
     differs: bool,
 }
 
-/// Merges section `k` of every server's answer (all answers come from the same command, so
-/// they have the same sections and columns).
+/// Merges section `k` of every server's answer (same command, so same sections and columns).
 fn merge(answers: &[(String, Answer)], k: usize) -> Merged {
     let (name, first) = &answers[0].1.sections[k];
     let mut columns = vec![("DIFF", "differs"), ("NAMESRV", "namesrv")];
@@ -104,9 +96,7 @@ fn render(inv: &Invocation, title: Option<&str>, merged: &[Merged]) -> String {
     out
 }
 
-/// Asks every server with `ask`, turns each answer into tables with `answer_of`, and shows
-/// them merged. `what` names the thing asked for ("topic T") when no server has it; `title`
-/// heads the text output.
+/// `what` names the thing asked for ("topic T") when no server has it; `title` heads the text.
 pub fn read_all<T>(
     inv: &Invocation,
     peers: &mut Peers,
@@ -115,44 +105,32 @@ pub fn read_all<T>(
     ask: impl FnMut(&mut Client) -> Result<T, ClientError>,
     answer_of: impl Fn(&T) -> Answer,
 ) -> Outcome {
-    let mut answers = Vec::new();
-    let mut failures = Vec::new();
-    for (addr, r) in peers.each(ask) {
-        match r {
-            Ok(v) => answers.push((addr, answer_of(&v))),
-            Err(failure) => failures.push(failure),
-        }
-    }
-    let mut stderr: Vec<String> = failures.iter().map(Failure::line).collect();
+    let (answers, failures) = peers.ask_all(ask);
     if answers.is_empty() {
-        return Outcome::from_failures(&failures);
+        return Outcome::from_failures(peers.role, &failures);
     }
+    let answers: Vec<(String, Answer)> = answers
+        .into_iter()
+        .map(|(addr, v)| (addr, answer_of(&v)))
+        .collect();
+    let mut outcome = Outcome::of_all(String::new(), answers.len(), &failures);
     if answers.iter().all(|(_, a)| !a.found) {
-        stderr.push(format!(
+        outcome.stderr.push(format!(
             "{what} not found on any of the {} name servers that answered",
             answers.len()
         ));
-        return Outcome {
-            stdout: String::new(),
-            stderr,
-            code: EXIT_FAILED,
-        };
+        outcome.code = EXIT_FAILED;
+        return outcome;
     }
     let sections = answers[0].1.sections.len();
     let merged: Vec<Merged> = (0..sections).map(|k| merge(&answers, k)).collect();
-    let differs = answers.len() > 1 && merged.iter().any(|m| m.differs);
-    let code = if differs {
-        stderr.push(format!(
+    if answers.len() > 1 && merged.iter().any(|m| m.differs) {
+        outcome.stderr.push(format!(
             "the name servers disagree: rows marked * are not on all {} that answered",
             answers.len()
         ));
-        EXIT_DISAGREE
-    } else {
-        exit_code_of_all(answers.len(), &failures)
-    };
-    Outcome {
-        stdout: render(inv, title, &merged),
-        stderr,
-        code,
+        outcome.code = EXIT_DISAGREE;
     }
+    outcome.stdout = render(inv, title, &merged);
+    outcome
 }

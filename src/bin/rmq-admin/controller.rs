@@ -1,19 +1,14 @@
-//! The controller commands of `mqadmin`, for any RocketMQ controller (rmq-namesrv's embedded
-//! one or Java's): `-a` names the controller addresses (`host:port;host:port`, the port from
-//! `controllerDLegerPeers`, not the name server's).
-//!
-//! As `mqadmin`: `getControllerMetaData` asks one controller (1005); `getSyncStateSet`,
-//! `electMaster` and `cleanBrokerMetadata` find the leader with 1005 and send it 1006 / 1002 /
-//! 1011; `getControllerConfig` and `updateControllerConfig` go to every address of `-a`
-//! (1010 / 1009), because each controller has its own configuration. Output follows the
-//! other commands: aligned tables, `--json`, one stderr line per failing address.
+//! The controller commands of `mqadmin`, for any RocketMQ controller (embedded or Java's);
+//! `-a` names the controllers (the port from `controllerDLegerPeers`). As in `mqadmin`, most
+//! go to the leader found with 1005; the config commands go to every address, because each
+//! controller has its own configuration.
 
 use crate::cli::Invocation;
-use crate::outcome::{exit_code_of_all, Failure, Outcome, Role};
+use crate::outcome::{Failure, Outcome, Role};
 use crate::output::{s, Cell, Table};
 use crate::peers::Peers;
+use crate::writes::{done, write_all};
 use rmq_namesrv::client::api::parse_properties;
-use rmq_namesrv::client::nameserver_set::parse_addr_list;
 use rmq_namesrv::client::{Client, ClientError};
 use rmq_namesrv::controller::request::field::{
     CONTROLLER_LEADER_ADDRESS, CONTROLLER_LEADER_ID, GROUP, INVOKE_TIME, IS_LEADER, MASTER_ADDRESS,
@@ -25,34 +20,6 @@ use rmq_namesrv::controller::request::{
 use rmq_namesrv::remoting::command::RemotingCommand;
 use rmq_namesrv::remoting::json::{self, Value};
 use std::time::{SystemTime, UNIX_EPOCH};
-
-/// Runs a controller command (`namesrv` only for `getSyncStateSet -c`).
-pub fn run(inv: &Invocation, namesrv: Vec<String>) -> Outcome {
-    let addrs = parse_addr_list(inv.req("a"));
-    if addrs.is_empty() {
-        return Outcome::usage(format!(
-            "{} needs -a 'host:port;host:port'",
-            inv.command.name
-        ));
-    }
-    let mut controllers = match Peers::of(inv, addrs, Role::Controller) {
-        Ok(peers) => peers,
-        Err(usage) => return usage,
-    };
-    let controllers = &mut controllers;
-    let result = match inv.command.name {
-        "getControllerMetaData" => metadata(inv, controllers),
-        "getSyncStateSet" => sync_state_set(inv, controllers, namesrv),
-        "electMaster" => elect_master(inv, controllers),
-        "cleanBrokerMetadata" => clean_broker_metadata(inv, controllers),
-        "getControllerConfig" => Ok(get_config(inv, controllers)),
-        "updateControllerConfig" => Ok(update_config(inv, controllers)),
-        other => Err(Outcome::usage(format!(
-            "command {other} is not a controller command"
-        ))),
-    };
-    result.unwrap_or_else(|failed| failed)
-}
 
 fn millis() -> u128 {
     SystemTime::now()
@@ -74,11 +41,8 @@ fn ask(
     c.request_ok(&encoded)
 }
 
-/// 1005 from one controller of `-a` (the next when one cannot be reached).
 fn read_metadata(controllers: &mut Peers) -> Result<(String, RemotingCommand), Outcome> {
-    controllers
-        .read(|c| ask(c, &ControllerRequest::GetMetadata, false))
-        .map_err(|failures| Outcome::from_failures_of(Role::Controller, &failures))
+    controllers.read(|c| ask(c, &ControllerRequest::GetMetadata, false))
 }
 
 /// Runs `f` on the leader, found as `mqadmin` finds it: 1005, `controllerLeaderAddress`.
@@ -97,7 +61,7 @@ fn on_leader<T>(
     };
     let leader = leader.to_string();
     let explain = |e: &ClientError| {
-        Outcome::from_failures_of(
+        Outcome::from_failures(
             Role::Controller,
             &[Failure::from_client_as(Role::Controller, &leader, e)],
         )
@@ -112,7 +76,7 @@ fn on_leader<T>(
 /// own view (asked with 1005 at its address): its Raft role and term and the leader it
 /// knows. A peer that does not answer shows `-`; a Java controller, which reports no Raft
 /// term, shows its role from `isLeader`.
-fn metadata(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, Outcome> {
+pub fn metadata(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, Outcome> {
     let (_, meta) = read_metadata(controllers)?;
     let group = meta.ext(GROUP).map(str::to_string);
     let leader_id = meta.ext(CONTROLLER_LEADER_ID).unwrap_or_default();
@@ -159,8 +123,8 @@ fn metadata(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, Outcom
     Ok(Outcome::ok(t.emit(inv.json)))
 }
 
-/// The broker names of `-b`, or of cluster `-c` as the name servers know it.
-fn broker_names(inv: &Invocation, namesrv: Vec<String>) -> Result<Vec<String>, Outcome> {
+/// The broker names of `-b`, or of cluster `-c` as the name servers of `-n` know it.
+fn broker_names(inv: &Invocation) -> Result<Vec<String>, Outcome> {
     if let Some(name) = inv.get("b") {
         return Ok(vec![name.trim().to_string()]);
     }
@@ -169,15 +133,14 @@ fn broker_names(inv: &Invocation, namesrv: Vec<String>) -> Result<Vec<String>, O
             "getSyncStateSet needs -b <brokerName> or -c <clusterName>".into(),
         ));
     };
+    let namesrv = crate::namesrv_addrs(inv);
     if namesrv.is_empty() {
         return Err(Outcome::usage(
             "getSyncStateSet -c reads the cluster's brokers from the name servers: use -n or set NAMESRV_ADDR".into(),
         ));
     }
     let mut peers = Peers::of(inv, namesrv, Role::NameServer)?;
-    let (addr, info) = peers
-        .read(|c| c.get_cluster_info())
-        .map_err(|failures| Outcome::from_failures(&failures))?;
+    let (addr, info) = peers.read(|c| c.get_cluster_info())?;
     match info.cluster_addr_table.get(cluster.trim()) {
         Some(names) if !names.is_empty() => {
             let mut names = names.clone();
@@ -191,12 +154,8 @@ fn broker_names(inv: &Invocation, namesrv: Vec<String>) -> Result<Vec<String>, O
 }
 
 /// `getSyncStateSet`: one row per replica of each broker set (1006 to the leader).
-fn sync_state_set(
-    inv: &Invocation,
-    controllers: &mut Peers,
-    namesrv: Vec<String>,
-) -> Result<Outcome, Outcome> {
-    let names = broker_names(inv, namesrv)?;
+pub fn sync_state_set(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, Outcome> {
+    let names = broker_names(inv)?;
     let request = ControllerRequest::Leader(LeaderRequest::GetSyncStateData {
         broker_names: names.clone(),
     });
@@ -270,9 +229,8 @@ fn push_replicas(t: &mut Table, name: &str, info: &Value) {
     }
 }
 
-/// `electMaster -a -c -bn -b <brokerId>`: the admin's designated election (1002 with
-/// `designateElect=true`).
-fn elect_master(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, Outcome> {
+/// The admin's designated election (1002 with `designateElect=true`).
+pub fn elect_master(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, Outcome> {
     let (cluster, name, id) = (
         inv.req("c").trim(),
         inv.req("bn").trim(),
@@ -316,8 +274,10 @@ fn elect_master(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, Ou
     Ok(Outcome::ok(t.emit(inv.json)))
 }
 
-/// `cleanBrokerMetadata -a -bn [-c] [-b 1;2;3] [-l]` (1011 to the leader).
-fn clean_broker_metadata(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, Outcome> {
+pub fn clean_broker_metadata(
+    inv: &Invocation,
+    controllers: &mut Peers,
+) -> Result<Outcome, Outcome> {
     let name = inv.req("bn").trim();
     let cluster = inv.get("c").map(str::trim).filter(|c| !c.is_empty());
     let living = inv.has("l");
@@ -342,44 +302,21 @@ fn clean_broker_metadata(inv: &Invocation, controllers: &mut Peers) -> Result<Ou
         is_clean_living_broker: living,
     }));
     let (leader, _) = on_leader(controllers, |c| ask(c, &clean, true))?;
-    let mut t = Table::new(&[("CONTROLLER", "controller"), ("RESULT", "result")]);
-    t.push(vec![s(leader), s("OK")]);
+    let columns = [("CONTROLLER", "controller"), ("RESULT", "result")];
+    let t = Table::with_rows(&columns, [vec![s(leader), s("OK")]]);
     Ok(Outcome::ok(t.emit(inv.json)))
 }
 
-/// `getControllerConfig`: one section per controller of `-a`.
-fn get_config(inv: &Invocation, controllers: &mut Peers) -> Outcome {
+pub fn get_config(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, Outcome> {
     crate::reads::config_sections(inv, controllers, |c| {
         let resp = ask(c, &ControllerRequest::GetConfig, false)?;
         Ok(parse_properties(&String::from_utf8_lossy(&resp.body)))
     })
 }
 
-/// `updateControllerConfig -a -k -v`: on every controller of `-a`, one row each.
-fn update_config(inv: &Invocation, controllers: &mut Peers) -> Outcome {
+pub fn update_config(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, Outcome> {
     let update = ControllerRequest::UpdateConfig {
         body: Some(format!("{}={}\n", inv.req("k").trim(), inv.req("v")).into_bytes()),
     };
-    let mut t = Table::new(&[("CONTROLLER", "controller"), ("RESULT", "result")]);
-    let mut failures = Vec::new();
-    let mut succeeded = 0;
-    for (addr, r) in controllers.each(|c| ask(c, &update, false)) {
-        let result = match r {
-            Ok(_) => {
-                succeeded += 1;
-                s("OK")
-            }
-            Err(failure) => {
-                let text = s(failure.message.as_str());
-                failures.push(failure);
-                text
-            }
-        };
-        t.push(vec![s(addr), result]);
-    }
-    Outcome {
-        stdout: t.emit(inv.json),
-        stderr: failures.iter().map(Failure::line).collect(),
-        code: exit_code_of_all(succeeded, &failures),
-    }
+    write_all(inv, controllers, None, |c| done(ask(c, &update, false)))
 }

@@ -1,18 +1,7 @@
-//! `rmq-admin`: look at and change name servers without a JVM. Command names and flags follow
-//! RocketMQ's `mqadmin` where it has them (`-n` name server list, `-t` topic, `-c` cluster,
-//! `-b` broker name, `-s/-k/-v` namespace/key/value), for the name-server side and, with
-//! `-a`, a RocketMQ controller (the commands `mqadmin` has for it).
-//!
-//! * [`cli`]: the command table, usage texts and the argument parser;
-//! * [`peers`]: reaching the servers of `-n` (reads to one picked by `--strategy`, or to all
-//!   with `--all`; writes to all);
-//! * [`reads`] and [`writes`]: the name-server commands; [`controller`]: the controller's;
-//! * [`compare`]: `--all`, every server's answer side by side;
-//! * [`outcome`]: exit codes and per-address error explanations;
-//! * [`output`]: tables and JSON.
-//!
-//! Output is an aligned table (JSON where `mqadmin` prints JSON), or JSON with `--json`.
-//! Errors go to stderr, one line per failing server, each starting with its address.
+//! `rmq-admin`: look at and change name servers (and, with `-a`, a RocketMQ controller)
+//! without a JVM. Command names and flags follow RocketMQ's `mqadmin` where it has them.
+//! Output is an aligned table, or JSON with `--json`; errors go to stderr, one line per
+//! failing server, each starting with its address.
 
 mod cli;
 mod compare;
@@ -29,32 +18,8 @@ use peers::Peers;
 use rmq_namesrv::client::nameserver_set::parse_addr_list;
 use std::process::ExitCode;
 
-fn run(inv: &Invocation, peers: &mut Peers) -> Outcome {
-    let result = match inv.command.name {
-        "clusterList" => reads::cluster_list(inv, peers),
-        "brokerList" => reads::broker_list(inv, peers),
-        "topicRoute" => reads::topic_route(inv, peers),
-        "topicClusterList" => reads::topic_cluster_list(inv, peers),
-        "topicList" => reads::topic_list(inv, peers),
-        "getKvConfig" => reads::get_kv_config(inv, peers),
-        "getNamesrvConfig" => Ok(reads::get_namesrv_config(inv, peers)),
-        "stats" => Ok(reads::stats(inv, peers)),
-        "updateKvConfig" => Ok(writes::update_kv_config(inv, peers)),
-        "deleteKvConfig" => Ok(writes::delete_kv_config(inv, peers)),
-        "updateOrderConf" => Ok(writes::update_order_conf(inv, peers)),
-        "updateNamesrvConfig" => Ok(writes::update_namesrv_config(inv, peers)),
-        "wipeWritePerm" => Ok(writes::wipe_write_perm(inv, peers)),
-        "addWritePerm" => Ok(writes::add_write_perm(inv, peers)),
-        "deleteTopic" => Ok(writes::delete_topic(inv, peers)),
-        other => Err(Outcome::usage(format!(
-            "command {other} is not implemented"
-        ))),
-    };
-    result.unwrap_or_else(|failed| failed)
-}
-
 /// The `-n` list, else `$NAMESRV_ADDR`.
-fn namesrv_addrs(inv: &Invocation) -> Vec<String> {
+pub fn namesrv_addrs(inv: &Invocation) -> Vec<String> {
     let list = inv
         .namesrv
         .clone()
@@ -73,20 +38,21 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             eprintln!("rmq-admin: {}\n\n{}", e.message, e.usage());
-            return ExitCode::from(e.code());
+            return ExitCode::from(EXIT_USAGE);
         }
     };
-    let addrs = namesrv_addrs(&inv);
-    let outcome = if inv.command.is_controller() {
-        controller::run(&inv, addrs)
-    } else if addrs.is_empty() {
-        eprintln!(
-            "rmq-admin: no name server given: use -n 'host:port;host:port' or set NAMESRV_ADDR"
-        );
-        return ExitCode::from(EXIT_USAGE);
+    let (role, addrs, missing) = if inv.command.is_controller() {
+        let needs = format!("{} needs -a 'host:port;host:port'", inv.command.name);
+        (Role::Controller, parse_addr_list(inv.req("a")), needs)
     } else {
-        match Peers::of(&inv, addrs, Role::NameServer) {
-            Ok(mut peers) => run(&inv, &mut peers),
+        let needs = "no name server given: use -n 'host:port;host:port' or set NAMESRV_ADDR";
+        (Role::NameServer, namesrv_addrs(&inv), needs.to_string())
+    };
+    let outcome = if addrs.is_empty() {
+        Outcome::usage(missing)
+    } else {
+        match Peers::of(&inv, addrs, role) {
+            Ok(mut peers) => (inv.command.run)(&inv, &mut peers).unwrap_or_else(|failed| failed),
             Err(usage) => usage,
         }
     };

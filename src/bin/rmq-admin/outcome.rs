@@ -1,15 +1,10 @@
-//! What a command's result means for the operator: exit codes, and errors explained per
-//! address.
-//!
-//! Name servers do not replicate, so every write goes to each server of `-n` and a write can
-//! succeed on some and fail on others; that case has its own exit code instead of hiding
-//! behind "error" or "unreachable". A peer that is not a name server (an HTTP server, a
-//! broker, a wrong port) is named with what it did wrong: bytes that are no RocketMQ frame, a
-//! closed connection, an answer saying it does not know the request.
+//! Exit codes, and errors explained per address. A write that succeeded on some servers has
+//! its own exit code; a peer that is not a name server (an HTTP server, a broker, a wrong
+//! port) is named with what it did wrong.
 
 use rmq_namesrv::client::ClientError;
 use rmq_namesrv::controller::codes as controller_codes;
-use rmq_namesrv::remoting::codes::response;
+use rmq_namesrv::remoting::codes::{response, response_name};
 use std::io;
 
 pub const EXIT_OK: u8 = 0;
@@ -44,12 +39,17 @@ impl Role {
             Role::Controller => "controller",
         }
     }
+
+    pub fn column(self) -> (&'static str, &'static str) {
+        match self {
+            Role::NameServer => ("NAMESRV", "namesrv"),
+            Role::Controller => ("CONTROLLER", "controller"),
+        }
+    }
 }
 
-/// How one server failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailureKind {
-    /// Nothing answered: connection refused or reset, timeout, unknown host.
     Unreachable,
     /// Something answered, but not what a name server answers.
     NotNameServer,
@@ -57,7 +57,6 @@ pub enum FailureKind {
     Refused,
 }
 
-/// One server's failure, explained.
 #[derive(Debug, Clone)]
 pub struct Failure {
     pub addr: String,
@@ -76,14 +75,10 @@ impl Failure {
 
     /// Explains a client error from the server at `addr`, which should be a `role`.
     pub fn from_client_as(role: Role, addr: &str, e: &ClientError) -> Failure {
-        let (kind, message) = match role {
-            Role::NameServer => explain(e),
-            Role::Controller => explain_controller(e),
-        };
+        let (kind, message) = explain(role, e);
         Failure::new(addr, kind, message)
     }
 
-    /// `addr: message`, the form every error line takes.
     pub fn line(&self) -> String {
         format!("{}: {}", self.addr, self.message)
     }
@@ -91,25 +86,6 @@ impl Failure {
     /// True when asking another server of the list makes sense (for reads).
     pub fn try_next(&self) -> bool {
         self.kind != FailureKind::Refused
-    }
-}
-
-fn explain_io(e: &io::Error) -> (FailureKind, String) {
-    match e.kind() {
-        io::ErrorKind::UnexpectedEof => (
-            FailureKind::NotNameServer,
-            "connection closed without an answer (not a RocketMQ name server, or one shutting \
-             down)"
-                .into(),
-        ),
-        io::ErrorKind::ConnectionRefused => (
-            FailureKind::Unreachable,
-            "connection refused (nothing listens there)".into(),
-        ),
-        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => {
-            (FailureKind::Unreachable, format!("no answer: {e}"))
-        }
-        _ => (FailureKind::Unreachable, e.to_string()),
     }
 }
 
@@ -122,68 +98,69 @@ fn http_hint(detail: &str) -> &'static str {
     }
 }
 
-fn explain(e: &ClientError) -> (FailureKind, String) {
+/// What `e` from a peer that should be a `role` says about that peer. A controller's own
+/// response codes are named; a peer answering "not supported" is most likely a broker (for a
+/// name server) or the name server's port given instead of the controller's.
+fn explain(role: Role, e: &ClientError) -> (FailureKind, String) {
+    let noun = role.noun();
     match e {
-        ClientError::Io(io) => explain_io(io),
-        ClientError::Decode(detail) => (
-            FailureKind::NotNameServer,
-            format!(
-                "answered something that is not a name server's answer ({detail}){}",
-                http_hint(detail)
+        ClientError::Io(io) => match io.kind() {
+            io::ErrorKind::UnexpectedEof => (
+                FailureKind::NotNameServer,
+                format!(
+                    "connection closed without an answer (not a RocketMQ {noun}, or one shutting \
+                     down)"
+                ),
             ),
-        ),
-        ClientError::Response { code, .. } if *code == response::REQUEST_CODE_NOT_SUPPORTED => (
-            FailureKind::NotNameServer,
-            format!("{e}: not a name server (a broker answers so), or one without this request"),
-        ),
-        ClientError::Response { code, .. } if *code == response::GO_AWAY => {
-            (FailureKind::Unreachable, format!("{e} (shutting down)"))
-        }
-        ClientError::Response { .. } => (FailureKind::Refused, e.to_string()),
-    }
-}
-
-/// As [`explain`] for a controller: its own response codes are named, and a peer answering
-/// "not supported" is most likely the name server's port given instead of the controller's.
-fn explain_controller(e: &ClientError) -> (FailureKind, String) {
-    match e {
-        ClientError::Io(io) if io.kind() == io::ErrorKind::UnexpectedEof => (
-            FailureKind::NotNameServer,
-            "connection closed without an answer (not a RocketMQ controller, or one shutting \
-             down)"
-                .into(),
-        ),
+            io::ErrorKind::ConnectionRefused => (
+                FailureKind::Unreachable,
+                "connection refused (nothing listens there)".into(),
+            ),
+            io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => {
+                (FailureKind::Unreachable, format!("no answer: {io}"))
+            }
+            _ => (FailureKind::Unreachable, io.to_string()),
+        },
         ClientError::Decode(detail) => (
             FailureKind::NotNameServer,
             format!(
-                "answered something that is not a controller's answer ({detail}){}",
+                "answered something that is not a {noun}'s answer ({detail}){}",
                 http_hint(detail)
             ),
         ),
         ClientError::Response { code, remark } => {
-            let name = controller_codes::response_name(*code);
-            let remark = remark.as_deref().map(str::trim).unwrap_or_default();
-            let text = if remark.is_empty() {
-                format!("{name} ({code})")
-            } else {
-                format!("{name} ({code}): {remark}")
+            let name = match role {
+                Role::NameServer => response_name(*code),
+                Role::Controller => controller_codes::response_name(*code),
             };
-            if *code == response::REQUEST_CODE_NOT_SUPPORTED {
-                return (
+            let mut text = format!("{name} ({code})");
+            if let Some(r) = remark.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
+                text = format!("{text}: {r}");
+            }
+            match (*code, role) {
+                (response::REQUEST_CODE_NOT_SUPPORTED, Role::NameServer) => (
+                    FailureKind::NotNameServer,
+                    format!(
+                        "{text}: not a name server (a broker answers so), or one without this \
+                         request"
+                    ),
+                ),
+                (response::REQUEST_CODE_NOT_SUPPORTED, Role::Controller) => (
                     FailureKind::NotNameServer,
                     format!(
                         "{text}: not a controller (a name server's port answers so: give the \
                          controller's port, this node's entry of controllerDLegerPeers)"
                     ),
-                );
+                ),
+                (response::GO_AWAY, Role::NameServer) => {
+                    (FailureKind::Unreachable, format!("{text} (shutting down)"))
+                }
+                _ => (FailureKind::Refused, text),
             }
-            (FailureKind::Refused, text)
         }
-        ClientError::Io(_) => explain(e),
     }
 }
 
-/// What a command produced: text for stdout, lines for stderr, an exit code.
 pub struct Outcome {
     pub stdout: String,
     pub stderr: Vec<String>,
@@ -199,7 +176,6 @@ impl Outcome {
         }
     }
 
-    /// Nothing on stdout, one error line, exit 1.
     pub fn failed(message: String) -> Outcome {
         Outcome {
             stdout: String::new(),
@@ -208,7 +184,6 @@ impl Outcome {
         }
     }
 
-    /// A command line that asks for something impossible: one error line, exit 2.
     pub fn usage(message: String) -> Outcome {
         Outcome {
             code: EXIT_USAGE,
@@ -216,18 +191,16 @@ impl Outcome {
         }
     }
 
-    /// A read that no name server of the list could answer.
-    pub fn from_failures(failures: &[Failure]) -> Outcome {
-        Outcome::from_failures_of(Role::NameServer, failures)
+    /// A command sent to every server: a line per failure, and the exit code of them all.
+    pub fn of_all(stdout: String, succeeded: usize, failures: &[Failure]) -> Outcome {
+        Outcome {
+            stdout,
+            stderr: failures.iter().map(Failure::line).collect(),
+            code: exit_code_of_all(succeeded, failures),
+        }
     }
 
-    /// A read that no server (a `role`) of the list could answer.
-    pub fn from_failures_of(role: Role, failures: &[Failure]) -> Outcome {
-        let code = if failures.iter().all(|f| f.kind == FailureKind::Unreachable) {
-            EXIT_UNREACHABLE
-        } else {
-            EXIT_FAILED
-        };
+    pub fn from_failures(role: Role, failures: &[Failure]) -> Outcome {
         let stderr = match failures {
             [one] => vec![one.line()],
             many => {
@@ -239,17 +212,11 @@ impl Outcome {
         Outcome {
             stdout: String::new(),
             stderr,
-            code,
+            code: exit_code_of_all(0, failures),
         }
-    }
-
-    pub fn with_note(mut self, note: &str) -> Outcome {
-        self.stderr.push(note.to_string());
-        self
     }
 }
 
-/// Exit code of a command sent to every server: `succeeded` of them did it, `failures` did not.
 pub fn exit_code_of_all(succeeded: usize, failures: &[Failure]) -> u8 {
     match (succeeded, failures.is_empty()) {
         (_, true) => EXIT_OK,

@@ -59,6 +59,16 @@ impl Table {
         }
     }
 
+    pub fn with_rows(
+        columns: &[(&'static str, &'static str)],
+        rows: impl IntoIterator<Item = Vec<Cell>>,
+    ) -> Table {
+        Table {
+            columns: columns.to_vec(),
+            rows: rows.into_iter().collect(),
+        }
+    }
+
     pub fn push(&mut self, row: Vec<Cell>) {
         self.rows.push(row);
     }
@@ -132,7 +142,6 @@ fn aligned_line<'a>(cells: impl Iterator<Item = &'a str>, widths: &[usize]) -> S
     out
 }
 
-/// Compact JSON and a newline.
 pub fn json_text(v: &Value) -> String {
     let mut out = Vec::new();
     json::write_value(&mut out, v);

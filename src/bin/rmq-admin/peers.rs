@@ -1,13 +1,7 @@
-//! The name servers of `-n` (or the controllers of `-a`) and how a command reaches them,
-//! through the library's `NameServerSet`.
-//!
-//! Reads go to one server, picked by `--strategy` (default `random`: a random start, as Java's
-//! clients and `mqadmin` pick, see the usage text), moving on to the next server of the
-//! strategy's order when one cannot be reached or is not a name server, so one stale address
-//! in a list does not break reads (`pinned` never moves on). With `--all` a read goes to every
-//! server instead ([`Peers::each`]) and the answers are compared (`compare`). Writes always go
-//! to every server in list order, because name servers do not replicate. Each failure is kept
-//! with its address and explained ([`Failure`]).
+//! The name servers of `-n` (or the controllers of `-a`) and how a command reaches them.
+//! Reads go to one server picked by `--strategy`, moving on when one cannot be reached or is
+//! not a name server, so that one stale address does not break reads. Writes go to every
+//! server, because name servers do not replicate.
 
 use crate::cli::Invocation;
 use crate::outcome::{Failure, Outcome, Role};
@@ -17,32 +11,24 @@ use std::time::Duration;
 pub struct Peers {
     set: NameServerSet,
     timeout: Duration,
-    role: Role,
+    pub role: Role,
 }
 
 impl Peers {
-    /// The servers `addrs`, reached as `role`, reads picked by `strategy`. Fails on an empty
-    /// list.
-    pub fn new(
-        addrs: Vec<String>,
-        timeout: Duration,
-        strategy: Strategy,
-        role: Role,
-    ) -> Result<Peers, String> {
-        let mut set = NameServerSet::new(addrs, strategy).map_err(|e| e.to_string())?;
-        set.set_timeout(timeout);
-        Ok(Peers { set, timeout, role })
-    }
-
-    /// The servers `addrs` of a command line, reached as `role`, reads picked by its
-    /// `--strategy` (random when none is given); a strategy that does not fit the list is a
-    /// usage error.
+    /// A strategy that does not fit the list is a usage error.
     pub fn of(inv: &Invocation, addrs: Vec<String>, role: Role) -> Result<Peers, Outcome> {
         let strategy = match &inv.strategy {
             Some(text) => Strategy::parse(text, &addrs).map_err(Outcome::usage)?,
             None => Strategy::RandomStartRoundRobin,
         };
-        Peers::new(addrs, inv.timeout, strategy, role).map_err(Outcome::usage)
+        let mut set =
+            NameServerSet::new(addrs, strategy).map_err(|e| Outcome::usage(e.to_string()))?;
+        set.set_timeout(inv.timeout);
+        Ok(Peers {
+            set,
+            timeout: inv.timeout,
+            role,
+        })
     }
 
     pub fn timeout(&self) -> Duration {
@@ -53,13 +39,12 @@ impl Peers {
         Failure::from_client_as(self.role, &self.set.addrs()[i], e)
     }
 
-    /// Runs `f` on one server, trying the next while failures say another may do better.
-    /// Returns the address that answered with the value, or the failures (only the last when
+    /// The address that answered, or the outcome explaining the failures (only the last when
     /// a server refused: its answer is the one that counts).
     pub fn read<T>(
         &mut self,
         f: impl FnMut(&mut Client) -> Result<T, ClientError>,
-    ) -> Result<(String, T), Vec<Failure>> {
+    ) -> Result<(String, T), Outcome> {
         let role = self.role;
         let try_next = |e: &ClientError| Failure::from_client_as(role, "", e).try_next();
         match self.set.call_until(f, try_next) {
@@ -70,12 +55,10 @@ impl Peers {
                 if failures.last().is_some_and(|f| !f.try_next()) {
                     failures.drain(..failures.len() - 1);
                 }
-                Err(failures)
+                Err(Outcome::from_failures(role, &failures))
             }
         }
     }
-
-    /// Runs `f` on every server in list order: one result per address.
     pub fn each<T>(
         &mut self,
         f: impl FnMut(&mut Client) -> Result<T, ClientError>,
@@ -88,5 +71,20 @@ impl Peers {
                 (addr, r.map_err(|e| self.explain(i, &e)))
             })
             .collect()
+    }
+
+    /// Runs `f` on every server in list order: the answers by address, and the failures.
+    pub fn ask_all<T>(
+        &mut self,
+        f: impl FnMut(&mut Client) -> Result<T, ClientError>,
+    ) -> (Vec<(String, T)>, Vec<Failure>) {
+        let (mut answers, mut failures) = (Vec::new(), Vec::new());
+        for (addr, r) in self.each(f) {
+            match r {
+                Ok(v) => answers.push((addr, v)),
+                Err(failure) => failures.push(failure),
+            }
+        }
+        (answers, failures)
     }
 }

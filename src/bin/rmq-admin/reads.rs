@@ -1,13 +1,10 @@
-//! Commands that look: each asks one name server picked by `--strategy` (see
-//! [`Peers::read`]), or with `--all` every one, compared ([`compare::read_all`]); except
-//! `getNamesrvConfig` and `stats`, which always show every server because each has its own.
-//!
-//! Each read is an `ask` (the client call), the output without `--all`, and the tables its
-//! answer makes for `--all` (the same columns as its own table, where it prints one).
+//! Commands that look: each is an `ask` (the client call), the tables its answer makes for
+//! `--all`, and its output without. `getNamesrvConfig` and `stats` always show every server,
+//! because each has its own.
 
 use crate::cli::Invocation;
 use crate::compare::{self, Answer};
-use crate::outcome::{exit_code_of_all, Failure, Outcome};
+use crate::outcome::Outcome;
 use crate::output::{json_text, opt_cell, pretty_json, s, Cell, Table};
 use crate::peers::Peers;
 use rmq_namesrv::client::api::NamesrvStats;
@@ -19,15 +16,22 @@ use rmq_namesrv::route::model::{ClusterInfo, Dialect, TopicRouteData};
 /// The KV namespace of order confs (Java's `NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG`).
 pub const ORDER_TOPIC_CONFIG: &str = "ORDER_TOPIC_CONFIG";
 
-/// One answer from the server the strategy picks, or the outcome that explains why there is
-/// none.
-fn read<T>(
+/// `Err` is the command's outcome, decided early (a failure, or the comparison of `--all`).
+type Ran = Result<Outcome, Outcome>;
+
+/// The answer of the server the strategy picks, and its address; with `--all`, the
+/// comparison as the outcome.
+fn ask_one<T>(
+    inv: &Invocation,
     peers: &mut Peers,
-    f: impl FnMut(&mut Client) -> Result<T, ClientError>,
+    (what, title): (&str, Option<&str>),
+    ask: impl FnMut(&mut Client) -> Result<T, ClientError>,
+    answer_of: impl Fn(&T) -> Answer,
 ) -> Result<(String, T), Outcome> {
-    peers
-        .read(f)
-        .map_err(|failures| Outcome::from_failures(&failures))
+    if inv.all {
+        return Err(compare::read_all(inv, peers, what, title, ask, answer_of));
+    }
+    peers.read(ask)
 }
 
 /// Whether `info` knows cluster `only` (any cluster when `None`).
@@ -35,31 +39,25 @@ fn knows_cluster(info: &ClusterInfo, only: Option<&str>) -> bool {
     only.map_or(true, |c| info.cluster_addr_table.contains_key(c))
 }
 
-/// A table of the cluster info (`-c`: of one cluster), or with `--all` every server's.
 fn cluster_read(
     inv: &Invocation,
     peers: &mut Peers,
     table: fn(&ClusterInfo, Option<&str>) -> Table,
-) -> Result<Outcome, Outcome> {
+) -> Ran {
     let only = inv.get("c");
-    if inv.all {
-        let what = format!("cluster {}", only.unwrap_or_default());
-        return Ok(compare::read_all(
-            inv,
-            peers,
-            &what,
-            None,
-            |c| c.get_cluster_info(),
-            |info| Answer {
-                found: knows_cluster(info, only),
-                ..Answer::table("clusters", table(info, only))
-            },
-        ));
-    }
-    let (addr, info) = read(peers, |c| c.get_cluster_info())?;
+    let what = format!("cluster {}", only.unwrap_or_default());
+    let (addr, info) = ask_one(
+        inv,
+        peers,
+        (&what, None),
+        |c| c.get_cluster_info(),
+        |info| Answer {
+            found: knows_cluster(info, only),
+            ..Answer::table("clusters", table(info, only))
+        },
+    )?;
     if !knows_cluster(&info, only) {
-        let c = only.unwrap_or_default();
-        return Err(Outcome::failed(format!("cluster {c} not found on {addr}")));
+        return Err(Outcome::failed(format!("{what} not found on {addr}")));
     }
     Ok(Outcome::ok(table(&info, only).emit(inv.json)))
 }
@@ -93,7 +91,7 @@ fn cluster_table(info: &ClusterInfo, only: Option<&str>) -> Table {
     t
 }
 
-pub fn cluster_list(inv: &Invocation, peers: &mut Peers) -> Result<Outcome, Outcome> {
+pub fn cluster_list(inv: &Invocation, peers: &mut Peers) -> Ran {
     cluster_read(inv, peers, cluster_table)
 }
 
@@ -132,74 +130,56 @@ fn broker_table(info: &ClusterInfo, only: Option<&str>) -> Table {
     t
 }
 
-pub fn broker_list(inv: &Invocation, peers: &mut Peers) -> Result<Outcome, Outcome> {
+pub fn broker_list(inv: &Invocation, peers: &mut Peers) -> Ran {
     cluster_read(inv, peers, broker_table)
 }
 
 fn perm_text(perm: i32) -> String {
-    let mut s = String::new();
-    s.push(if perm & 4 != 0 { 'R' } else { '-' });
-    s.push(if perm & 2 != 0 { 'W' } else { '-' });
-    s.push(if perm & 1 != 0 { 'X' } else { '-' });
-    s
+    let bit = |mask, c| if perm & mask != 0 { c } else { '-' };
+    [bit(4, 'R'), bit(2, 'W'), bit(1, 'X')].iter().collect()
 }
 
-/// The route of `-t`, or "not found" naming the server that said so.
-fn route_of(inv: &Invocation, peers: &mut Peers) -> Result<TopicRouteData, Outcome> {
-    let topic = inv.req("t");
-    match read(peers, |c| c.get_route(topic))? {
-        (_, Some(route)) => Ok(route),
-        (addr, None) => Err(Outcome::failed(format!(
-            "topic {topic} not found (no route on {addr})"
-        ))),
-    }
-}
-
-/// Every server's route of `-t`, as `tables` of it.
-fn routes_compared(
+/// "Not found" names the server that said so.
+fn route_read(
     inv: &Invocation,
     peers: &mut Peers,
     title: Option<&str>,
     tables: impl Fn(&TopicRouteData) -> Vec<(&'static str, Table)>,
-) -> Outcome {
+) -> Result<TopicRouteData, Outcome> {
     let topic = inv.req("t");
-    compare::read_all(
-        inv,
-        peers,
-        &format!("topic {topic}"),
-        title,
-        |c| c.get_route(topic),
-        |route| Answer {
-            sections: tables(route.as_ref().unwrap_or(&TopicRouteData::default())),
-            found: route.is_some(),
-        },
-    )
+    let what = format!("topic {topic}");
+    let answer = |route: &Option<TopicRouteData>| Answer {
+        sections: tables(route.as_ref().unwrap_or(&TopicRouteData::default())),
+        found: route.is_some(),
+    };
+    match ask_one(inv, peers, (&what, title), |c| c.get_route(topic), answer)? {
+        (_, Some(route)) => Ok(route),
+        (addr, None) => Err(Outcome::failed(format!(
+            "{what} not found (no route on {addr})"
+        ))),
+    }
 }
 
 /// `mqadmin topicRoute` prints the route as indented JSON; `-l` gives tables, `--json` the
 /// same JSON on one line. With `--all`: the tables of `-l`, per server.
-pub fn topic_route(inv: &Invocation, peers: &mut Peers) -> Result<Outcome, Outcome> {
-    if inv.all {
-        let title = format!("Topic: {}", inv.req("t"));
-        return Ok(routes_compared(inv, peers, Some(&title), route_sections));
+pub fn topic_route(inv: &Invocation, peers: &mut Peers) -> Ran {
+    let title = format!("Topic: {}", inv.req("t"));
+    let route = route_read(inv, peers, Some(&title), route_sections)?;
+    if inv.has("l") {
+        return Ok(Outcome::ok(route_tables(&title, &route)));
     }
-    let route = route_of(inv, peers)?;
-    if !inv.has("l") {
-        let mut out = Vec::new();
-        route.encode(Dialect::Standard, &mut out);
-        let value = json::parse(&out).map_err(|e| Outcome::failed(format!("route JSON: {e}")))?;
-        return Ok(Outcome::ok(if inv.json {
-            json_text(&value)
-        } else {
-            pretty_json(&value)
-        }));
-    }
-    Ok(Outcome::ok(route_tables(inv.req("t"), &route)))
+    let mut out = Vec::new();
+    route.encode(Dialect::Standard, &mut out);
+    let value = json::parse(&out).map_err(|e| Outcome::failed(format!("route JSON: {e}")))?;
+    Ok(Outcome::ok(if inv.json {
+        json_text(&value)
+    } else {
+        pretty_json(&value)
+    }))
 }
 
-/// The route as tables: its brokers, its queues, its filter servers and its order conf (the
-/// last two only where the route has them, except with `--all`, where every server's answer
-/// has the same sections).
+/// Filter servers and order conf only where the route has them, except with `--all` (every
+/// answer has the same sections).
 fn route_sections(route: &TopicRouteData) -> Vec<(&'static str, Table)> {
     let mut brokers = Table::new(&[
         ("BROKER", "brokerName"),
@@ -235,20 +215,30 @@ fn route_sections(route: &TopicRouteData) -> Vec<(&'static str, Table)> {
             Cell::Int(q.topic_sys_flag.into()),
         ]);
     }
-    let mut conf = Table::new(&[("ORDER_TOPIC_CONF", "orderTopicConf")]);
-    if let Some(c) = &route.order_topic_conf {
-        conf.push(vec![s(c.as_str())]);
+    let mut filters = Table::new(&[
+        ("BROKER_ADDRESS", "brokerAddr"),
+        ("FILTER_SERVERS", "filterServers"),
+    ]);
+    for (addr, servers) in &route.filter_server_table {
+        if !servers.is_empty() {
+            filters.push(vec![s(addr.as_str()), s(servers.join(","))]);
+        }
     }
+    let conf = names_table(
+        "ORDER_TOPIC_CONF",
+        "orderTopicConf",
+        &route.order_topic_conf,
+    );
     vec![
         ("brokers", brokers),
         ("queues", queues),
-        ("filterServers", filter_servers(route)),
+        ("filterServers", filters),
         ("orderTopicConf", conf),
     ]
 }
 
-fn route_tables(topic: &str, route: &TopicRouteData) -> String {
-    let mut out = format!("Topic: {topic}\n");
+fn route_tables(title: &str, route: &TopicRouteData) -> String {
+    let mut out = format!("{title}\n");
     if let Some(conf) = &route.order_topic_conf {
         out.push_str(&format!("Order topic conf: {conf}\n"));
     }
@@ -264,22 +254,6 @@ fn route_tables(topic: &str, route: &TopicRouteData) -> String {
         }
     }
     out
-}
-
-/// The filter servers per broker address (no rows when there are none).
-fn filter_servers(route: &TopicRouteData) -> Table {
-    let mut t = Table::new(&[
-        ("BROKER_ADDRESS", "brokerAddr"),
-        ("FILTER_SERVERS", "filterServers"),
-    ]);
-    for (addr, servers) in route
-        .filter_server_table
-        .iter()
-        .filter(|(_, v)| !v.is_empty())
-    {
-        t.push(vec![s(addr.as_str()), s(servers.join(","))]);
-    }
-    t
 }
 
 /// The clusters whose brokers serve the topic.
@@ -303,31 +277,29 @@ fn names_out(inv: &Invocation, names: Vec<String>) -> Outcome {
     Outcome::ok(names.iter().map(|n| format!("{n}\n")).collect())
 }
 
-/// One column of names as a table (for `--all`).
-fn names_table(header: &'static str, key: &'static str, names: &[String]) -> Table {
-    let mut t = Table::new(&[(header, key)]);
-    for n in names {
-        t.push(vec![s(n.as_str())]);
-    }
-    t
+fn names_table<'a>(
+    header: &'static str,
+    key: &'static str,
+    names: impl IntoIterator<Item = &'a String>,
+) -> Table {
+    Table::with_rows(
+        &[(header, key)],
+        names.into_iter().map(|n| vec![s(n.as_str())]),
+    )
 }
 
 /// The clusters whose brokers serve the topic, one per line (`mqadmin topicClusterList`
 /// looks at the first broker only; this lists all).
-pub fn topic_cluster_list(inv: &Invocation, peers: &mut Peers) -> Result<Outcome, Outcome> {
-    if inv.all {
-        return Ok(routes_compared(inv, peers, None, |route| {
-            vec![(
-                "clusters",
-                names_table("CLUSTER", "cluster", &route_clusters(route)),
-            )]
-        }));
-    }
-    let route = route_of(inv, peers)?;
+pub fn topic_cluster_list(inv: &Invocation, peers: &mut Peers) -> Ran {
+    let route = route_read(inv, peers, None, |route| {
+        vec![(
+            "clusters",
+            names_table("CLUSTER", "cluster", &route_clusters(route)),
+        )]
+    })?;
     Ok(names_out(inv, route_clusters(&route)))
 }
 
-/// Every topic of every cluster the server knows, as (cluster, topic) rows.
 fn topics_by_cluster(c: &mut Client) -> Result<Vec<(String, String)>, ClientError> {
     let info = c.get_cluster_info()?;
     let mut rows = Vec::new();
@@ -340,183 +312,124 @@ fn topics_by_cluster(c: &mut Client) -> Result<Vec<(String, String)>, ClientErro
 }
 
 fn cluster_topics_table(rows: &[(String, String)]) -> Table {
-    let mut t = Table::new(&[("CLUSTER", "cluster"), ("TOPIC", "topic")]);
-    for (cluster, topic) in rows {
-        t.push(vec![s(cluster.as_str()), s(topic.as_str())]);
-    }
-    t
+    let rows = rows.iter().map(|(c, t)| vec![s(c.as_str()), s(t.as_str())]);
+    Table::with_rows(&[("CLUSTER", "cluster"), ("TOPIC", "topic")], rows)
 }
 
-fn sorted(mut topics: Vec<String>) -> Vec<String> {
-    topics.sort();
-    topics
+pub fn topic_list(inv: &Invocation, peers: &mut Peers) -> Ran {
+    if inv.has("c") {
+        let answer = |rows: &Vec<_>| Answer::table("topics", cluster_topics_table(rows));
+        let (_, rows) = ask_one(inv, peers, ("", None), topics_by_cluster, answer)?;
+        return Ok(Outcome::ok(cluster_topics_table(&rows).emit(inv.json)));
+    }
+    let sorted = |c: &mut Client| {
+        let mut topics = c.get_all_topic_list()?;
+        topics.sort();
+        Ok(topics)
+    };
+    let answer = |topics: &Vec<_>| Answer::table("topics", names_table("TOPIC", "topic", topics));
+    let (_, topics) = ask_one(inv, peers, ("", None), sorted, answer)?;
+    Ok(names_out(inv, topics))
 }
 
-pub fn topic_list(inv: &Invocation, peers: &mut Peers) -> Result<Outcome, Outcome> {
-    match (inv.has("c"), inv.all) {
-        (false, false) => {
-            let (_, topics) = read(peers, |c| c.get_all_topic_list())?;
-            Ok(names_out(inv, sorted(topics)))
-        }
-        (false, true) => Ok(compare::read_all(
-            inv,
-            peers,
-            "",
-            None,
-            |c| c.get_all_topic_list().map(sorted),
-            |topics| Answer::table("topics", names_table("TOPIC", "topic", topics)),
-        )),
-        (true, false) => {
-            let (_, rows) = read(peers, topics_by_cluster)?;
-            Ok(Outcome::ok(cluster_topics_table(&rows).emit(inv.json)))
-        }
-        (true, true) => Ok(compare::read_all(
-            inv,
-            peers,
-            "",
-            None,
-            topics_by_cluster,
-            |rows| Answer::table("topics", cluster_topics_table(rows)),
-        )),
-    }
-}
-
-/// One KV item: its value alone (or a JSON object with `--json`); with `--all` a VALUE table
-/// per server.
-pub fn kv_item(
-    inv: &Invocation,
-    peers: &mut Peers,
-    namespace: &str,
-    key: &str,
-) -> Result<Outcome, Outcome> {
-    if inv.all {
-        return Ok(compare::read_all(
-            inv,
-            peers,
-            &format!("KV config item {namespace}/{key}"),
-            None,
-            |c| c.get_kv_config(namespace, key),
-            |value| Answer {
-                found: value.is_some(),
-                ..Answer::table("value", names_table("VALUE", "value", value.as_slice()))
-            },
-        ));
-    }
-    match read(peers, |c| c.get_kv_config(namespace, key))? {
+pub fn kv_item(inv: &Invocation, peers: &mut Peers, namespace: &str, key: &str) -> Ran {
+    let what = format!("KV config item {namespace}/{key}");
+    let answer = |value: &Option<String>| Answer {
+        found: value.is_some(),
+        ..Answer::table("value", names_table("VALUE", "value", value))
+    };
+    match ask_one(
+        inv,
+        peers,
+        (&what, None),
+        |c| c.get_kv_config(namespace, key),
+        answer,
+    )? {
         (_, Some(v)) if inv.json => Ok(Outcome::ok(json_text(&Value::Object(vec![
             ("namespace".into(), Value::Str(namespace.into())),
             ("key".into(), Value::Str(key.into())),
             ("value".into(), Value::Str(v)),
         ])))),
         (_, Some(v)) => Ok(Outcome::ok(format!("{v}\n"))),
-        (addr, None) => Err(Outcome::failed(format!(
-            "no KV config item {namespace}/{key} on {addr}"
-        ))),
+        (addr, None) => Err(Outcome::failed(format!("no {what} on {addr}"))),
     }
 }
 
 fn kv_table(entries: &[(String, String)]) -> Table {
     let mut entries = entries.to_vec();
     entries.sort();
-    let mut t = Table::new(&[("KEY", "key"), ("VALUE", "value")]);
-    for (k, v) in entries {
-        t.push(vec![s(k), s(v)]);
-    }
-    t
+    let rows = entries.into_iter().map(|(k, v)| vec![s(k), s(v)]);
+    Table::with_rows(&[("KEY", "key"), ("VALUE", "value")], rows)
 }
 
-pub fn get_kv_config(inv: &Invocation, peers: &mut Peers) -> Result<Outcome, Outcome> {
+pub fn get_kv_config(inv: &Invocation, peers: &mut Peers) -> Ran {
     let namespace = inv.req("s");
     if let Some(key) = inv.get("k") {
         return kv_item(inv, peers, namespace, key);
     }
-    if inv.all {
-        return Ok(compare::read_all(
-            inv,
-            peers,
-            &format!("KV config namespace {namespace}"),
-            None,
-            |c| c.get_kv_list(namespace),
-            |entries| Answer {
-                found: entries.is_some(),
-                ..Answer::table("kv", kv_table(entries.as_deref().unwrap_or_default()))
-            },
-        ));
-    }
-    match read(peers, |c| c.get_kv_list(namespace))? {
+    let what = format!("KV config namespace {namespace}");
+    let answer = |entries: &Option<Vec<_>>| Answer {
+        found: entries.is_some(),
+        ..Answer::table("kv", kv_table(entries.as_deref().unwrap_or_default()))
+    };
+    match ask_one(
+        inv,
+        peers,
+        (&what, None),
+        |c| c.get_kv_list(namespace),
+        answer,
+    )? {
         (_, Some(entries)) => Ok(Outcome::ok(kv_table(&entries).emit(inv.json))),
-        (addr, None) => Err(Outcome::failed(format!(
-            "no KV config namespace {namespace} on {addr}"
-        ))),
+        (addr, None) => Err(Outcome::failed(format!("no {what} on {addr}"))),
     }
 }
 
-/// Asks every server; the answers, the failures explained, and the exit code.
-fn ask_all<T>(
+/// A read of every server's own state: one section per server, or with `--json` one JSON
+/// object keyed by address.
+fn each_server<T>(
+    inv: &Invocation,
     peers: &mut Peers,
-    f: impl FnMut(&mut Client) -> Result<T, ClientError>,
-) -> (Vec<(String, T)>, Vec<Failure>, u8) {
-    let mut answers = Vec::new();
-    let mut failures = Vec::new();
-    for (addr, r) in peers.each(f) {
-        match r {
-            Ok(v) => answers.push((addr, v)),
-            Err(failure) => failures.push(failure),
-        }
-    }
-    let code = exit_code_of_all(answers.len(), &failures);
-    (answers, failures, code)
+    ask: impl FnMut(&mut Client) -> Result<T, ClientError>,
+    json: impl Fn(&T) -> Value,
+    text: impl Fn(&T) -> String,
+) -> Ran {
+    let (answers, failures) = peers.ask_all(ask);
+    let stdout = if inv.json {
+        let members = answers.iter().map(|(addr, v)| (addr.clone(), json(v)));
+        json_text(&Value::Object(members.collect()))
+    } else {
+        let sections: Vec<String> = answers
+            .iter()
+            .map(|(addr, v)| format!("============ {addr} ============\n{}", text(v)))
+            .collect();
+        sections.join("\n")
+    };
+    Ok(Outcome::of_all(stdout, answers.len(), &failures))
 }
 
-/// One section per server: `============ addr ============` and its tables.
-fn per_server<T>(answers: &[(String, T)], section: impl Fn(&T) -> String) -> String {
-    let mut out = String::new();
-    for (addr, v) in answers {
-        if !out.is_empty() {
-            out.push('\n');
-        }
-        out.push_str(&format!("============ {addr} ============\n"));
-        out.push_str(&section(v));
-    }
-    out
-}
-
-pub fn get_namesrv_config(inv: &Invocation, peers: &mut Peers) -> Outcome {
+pub fn get_namesrv_config(inv: &Invocation, peers: &mut Peers) -> Ran {
     config_sections(inv, peers, |c| c.get_namesrv_config())
 }
 
-/// A configuration read from every server of `peers` (`ask` gets one server's key/value
-/// pairs): one KEY/VALUE section per server, or one JSON object per server with `--json`.
-/// Name servers (`getNamesrvConfig`) and controllers (`getControllerConfig`) answer alike.
+/// A configuration read from every server (`getNamesrvConfig`, `getControllerConfig`).
 pub fn config_sections(
     inv: &Invocation,
     peers: &mut Peers,
     ask: impl FnMut(&mut Client) -> Result<Vec<(String, String)>, ClientError>,
-) -> Outcome {
-    let (answers, failures, code) = ask_all(peers, ask);
-    let stdout = if inv.json {
-        let members = answers.into_iter().map(|(addr, entries)| {
-            let entries = entries
-                .into_iter()
-                .map(|(k, v)| (k, Value::Str(v)))
-                .collect();
-            (addr, Value::Object(entries))
-        });
-        json_text(&Value::Object(members.collect()))
-    } else {
-        per_server(&answers, |entries| {
-            let mut t = Table::new(&[("KEY", ""), ("VALUE", "")]);
-            for (k, v) in entries {
-                t.push(vec![s(k.as_str()), s(v.as_str())]);
-            }
-            t.render()
-        })
+) -> Ran {
+    let json = |entries: &Vec<(String, String)>| {
+        let members = entries
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::Str(v.clone())));
+        Value::Object(members.collect())
     };
-    Outcome {
-        stdout,
-        stderr: failures.iter().map(Failure::line).collect(),
-        code,
-    }
+    let text = |entries: &Vec<(String, String)>| {
+        let rows = entries
+            .iter()
+            .map(|(k, v)| vec![s(k.as_str()), s(v.as_str())]);
+        Table::with_rows(&[("KEY", ""), ("VALUE", "")], rows).render()
+    };
+    each_server(inv, peers, ask, json, text)
 }
 
 fn stats_json(st: &NamesrvStats) -> Value {
@@ -534,34 +447,19 @@ fn stats_json(st: &NamesrvStats) -> Value {
 }
 
 fn stats_text(st: &NamesrvStats) -> String {
-    let mut t = Table::new(&[("STAT", ""), ("VALUE", "")]);
-    for (k, v) in &st.values {
-        t.push(vec![s(k.as_str()), Cell::Int(*v)]);
-    }
-    let mut r = Table::new(&[("CODE", ""), ("REQUEST", ""), ("SERVED", "")]);
-    for (code, n) in &st.requests {
-        r.push(vec![
-            Cell::Int((*code).into()),
-            s(request_name(*code)),
-            Cell::Int(*n),
-        ]);
-    }
+    let values = st
+        .values
+        .iter()
+        .map(|(k, v)| vec![s(k.as_str()), Cell::Int(*v)]);
+    let t = Table::with_rows(&[("STAT", ""), ("VALUE", "")], values);
+    let requests = st.requests.iter().map(|(code, n)| {
+        let name = s(request_name(*code));
+        vec![Cell::Int((*code).into()), name, Cell::Int(*n)]
+    });
+    let r = Table::with_rows(&[("CODE", ""), ("REQUEST", ""), ("SERVED", "")], requests);
     format!("{}\n{}", t.render(), r.render())
 }
 
-pub fn stats(inv: &Invocation, peers: &mut Peers) -> Outcome {
-    let (answers, failures, code) = ask_all(peers, |c| c.stats());
-    let stdout = if inv.json {
-        let members = answers
-            .iter()
-            .map(|(addr, st)| (addr.clone(), stats_json(st)));
-        json_text(&Value::Object(members.collect()))
-    } else {
-        per_server(&answers, stats_text)
-    };
-    Outcome {
-        stdout,
-        stderr: failures.iter().map(Failure::line).collect(),
-        code,
-    }
+pub fn stats(inv: &Invocation, peers: &mut Peers) -> Ran {
+    each_server(inv, peers, |c| c.stats(), stats_json, stats_text)
 }

@@ -1,15 +1,13 @@
-//! Commands that change name servers. Each goes to every server of `-n` (they do not
-//! replicate) and prints one row per server: OK, or what went wrong there. The exit code says
-//! whether all, some or none of them did it ([`exit_code_of_all`]).
+//! Commands that change name servers: each goes to every server of `-n` and prints one row
+//! per server, OK or what went wrong there.
 
 use crate::cli::Invocation;
-use crate::outcome::{exit_code_of_all, Failure, FailureKind, Outcome};
+use crate::outcome::{Failure, FailureKind, Outcome};
 use crate::output::{s, Cell, Table};
 use crate::peers::Peers;
 use crate::reads::{kv_item, ORDER_TOPIC_CONFIG};
 use rmq_namesrv::client::{Client, ClientError};
 
-/// What one server did with a write.
 pub enum Done {
     /// Done; with a count for the commands that report one (topics touched).
     Ok(Option<i64>),
@@ -17,14 +15,15 @@ pub enum Done {
     Refused(String),
 }
 
-/// Sends a write to every server and tabulates the results.
-fn write_all(
+type Written = Result<Outcome, Outcome>;
+
+pub fn write_all(
     inv: &Invocation,
     peers: &mut Peers,
     count_column: Option<(&'static str, &'static str)>,
     f: impl FnMut(&mut Client) -> Result<Done, ClientError>,
-) -> Outcome {
-    let mut columns = vec![("NAMESRV", "namesrv"), ("RESULT", "result")];
+) -> Written {
+    let mut columns = vec![peers.role.column(), ("RESULT", "result")];
     columns.extend(count_column);
     let mut t = Table::new(&columns);
     let mut failures = Vec::new();
@@ -51,68 +50,72 @@ fn write_all(
         }
         t.push(row);
     }
-    Outcome {
-        stdout: t.emit(inv.json),
-        stderr: failures.iter().map(Failure::line).collect(),
-        code: exit_code_of_all(succeeded, &failures),
-    }
+    Ok(Outcome::of_all(t.emit(inv.json), succeeded, &failures))
 }
 
-fn done<T>(r: Result<T, ClientError>) -> Result<Done, ClientError> {
+pub fn done<T>(r: Result<T, ClientError>) -> Result<Done, ClientError> {
     r.map(|_| Done::Ok(None))
 }
 
-pub fn update_kv_config(inv: &Invocation, peers: &mut Peers) -> Outcome {
+pub fn update_kv_config(inv: &Invocation, peers: &mut Peers) -> Written {
     let (ns, k, v) = (inv.req("s"), inv.req("k"), inv.req("v"));
     write_all(inv, peers, None, |c| done(c.put_kv_config(ns, k, v)))
 }
 
-pub fn delete_kv_config(inv: &Invocation, peers: &mut Peers) -> Outcome {
+pub fn delete_kv_config(inv: &Invocation, peers: &mut Peers) -> Written {
     let (ns, k) = (inv.req("s"), inv.req("k"));
     write_all(inv, peers, None, |c| done(c.delete_kv_config(ns, k)))
 }
 
-pub fn update_namesrv_config(inv: &Invocation, peers: &mut Peers) -> Outcome {
+pub fn update_namesrv_config(inv: &Invocation, peers: &mut Peers) -> Written {
     let (k, v) = (inv.req("k"), inv.req("v"));
     write_all(inv, peers, None, |c| {
         done(c.update_namesrv_config(&[(k, v)]))
     })
 }
 
-/// A permission change touched `count` topics of `broker`; none and the server does not know
-/// the broker means the name was wrong (the server itself answers success and 0).
-fn perm_result(c: &mut Client, broker: &str, count: i32) -> Result<Done, ClientError> {
-    if count == 0 && !c.get_cluster_info()?.broker_addr_table.contains_key(broker) {
-        return Ok(Done::Refused(format!(
-            "no broker named {broker} is registered here"
-        )));
-    }
-    Ok(Done::Ok(Some(count.into())))
-}
-
-pub fn wipe_write_perm(inv: &Invocation, peers: &mut Peers) -> Outcome {
-    let b = inv.req("b");
-    write_all(inv, peers, Some(("TOPICS", "wipeTopicCount")), |c| {
-        let count = c.wipe_write_perm(b)?;
-        perm_result(c, b, count)
+/// Wipes (`wipe`) or restores a broker's write permission. A change that touched no topic
+/// where the server does not know the broker means the name was wrong (the server itself
+/// answers success and 0).
+fn write_perm(inv: &Invocation, peers: &mut Peers, wipe: bool) -> Written {
+    let broker = inv.req("b");
+    let column = if wipe {
+        ("TOPICS", "wipeTopicCount")
+    } else {
+        ("TOPICS", "addTopicCount")
+    };
+    write_all(inv, peers, Some(column), |c| {
+        let count = if wipe {
+            c.wipe_write_perm(broker)?
+        } else {
+            c.add_write_perm(broker)?
+        };
+        if count == 0 && !c.get_cluster_info()?.broker_addr_table.contains_key(broker) {
+            return Ok(Done::Refused(format!(
+                "no broker named {broker} is registered here"
+            )));
+        }
+        Ok(Done::Ok(Some(count.into())))
     })
 }
 
-pub fn add_write_perm(inv: &Invocation, peers: &mut Peers) -> Outcome {
-    let b = inv.req("b");
-    write_all(inv, peers, Some(("TOPICS", "addTopicCount")), |c| {
-        let count = c.add_write_perm(b)?;
-        perm_result(c, b, count)
-    })
+pub fn wipe_write_perm(inv: &Invocation, peers: &mut Peers) -> Written {
+    write_perm(inv, peers, true)
+}
+
+pub fn add_write_perm(inv: &Invocation, peers: &mut Peers) -> Written {
+    write_perm(inv, peers, false)
 }
 
 const DELETE_TOPIC_NOTE: &str = "note: only the name servers' route of the topic was deleted; the \
      brokers still have it and register it again with their next heartbeat unless it is deleted \
      on them too (mqadmin deleteTopic does both)";
 
-pub fn delete_topic(inv: &Invocation, peers: &mut Peers) -> Outcome {
+pub fn delete_topic(inv: &Invocation, peers: &mut Peers) -> Written {
     let (t, cluster) = (inv.req("t"), inv.get("c"));
-    write_all(inv, peers, None, |c| done(c.delete_topic(t, cluster))).with_note(DELETE_TOPIC_NOTE)
+    let mut written = write_all(inv, peers, None, |c| done(c.delete_topic(t, cluster)))?;
+    written.stderr.push(DELETE_TOPIC_NOTE.into());
+    Ok(written)
 }
 
 /// Checks `brokerName:queues;brokerName:queues`, the form producers parse (a malformed conf
@@ -136,15 +139,13 @@ fn check_order_conf(conf: &str) -> Result<(), String> {
 }
 
 /// `mqadmin updateOrderConf`: the topic's entry of the ORDER_TOPIC_CONFIG KV namespace.
-pub fn update_order_conf(inv: &Invocation, peers: &mut Peers) -> Outcome {
+pub fn update_order_conf(inv: &Invocation, peers: &mut Peers) -> Written {
     let topic = inv.req("t");
     match inv.req("m") {
-        "get" => kv_item(inv, peers, ORDER_TOPIC_CONFIG, topic).unwrap_or_else(|e| e),
+        "get" => kv_item(inv, peers, ORDER_TOPIC_CONFIG, topic),
         "put" => {
             let conf = inv.get("v").unwrap_or_default().trim();
-            if let Err(e) = check_order_conf(conf) {
-                return Outcome::usage(e);
-            }
+            check_order_conf(conf).map_err(Outcome::usage)?;
             write_all(inv, peers, None, |c| {
                 done(c.put_kv_config(ORDER_TOPIC_CONFIG, topic, conf))
             })
@@ -152,9 +153,9 @@ pub fn update_order_conf(inv: &Invocation, peers: &mut Peers) -> Outcome {
         "delete" => write_all(inv, peers, None, |c| {
             done(c.delete_kv_config(ORDER_TOPIC_CONFIG, topic))
         }),
-        other => Outcome::usage(format!(
+        other => Err(Outcome::usage(format!(
             "updateOrderConf -m takes get, put or delete, not {other:?}"
-        )),
+        ))),
     }
 }
 
