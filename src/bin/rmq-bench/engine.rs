@@ -1,8 +1,9 @@
 //! The load engine: one thread, one mio `Poll`, many non-blocking connections, each keeping
-//! up to `depth` requests in flight (pipelining). Frames come from templates prepared before
-//! the timed loop and are only copied and stamped with an opaque on the hot path; responses
-//! are matched by opaque through a per-connection ring, so a server that answers out of order
-//! (Java's thread pools do) is measured correctly.
+//! up to `depth` requests in flight (pipelining). Frames come from the library's
+//! `FrameTemplate`s prepared before the timed loop, written with an opaque on the hot path;
+//! response headers are read by the library's decoder and matched to their request by opaque
+//! ([`InFlight`]), so a server that answers out of order (Java's thread pools do) is measured
+//! correctly.
 //!
 //! Connections belong to classes (e.g. "register", "route"); each class has its own
 //! histogram, counters and optional target rate. A rate-limited class is open-loop: request
@@ -16,9 +17,12 @@
 //! or when the stop flag is raised (Ctrl-C); then sending stops and in-flight requests drain.
 
 use crate::hist::Histogram;
-use crate::wire::{scan_head, Template, OPAQUE_BASE, SEQ_WRAP};
+use bytes::Bytes;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
+use rmq_namesrv::remoting::command::SerializeType;
+use rmq_namesrv::remoting::command::{DecodeLimits, FrameTemplate, Header, RemotingCommand};
+use rmq_namesrv::request::Encoded;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -82,12 +86,109 @@ pub struct Class {
     last_tick_hist: Histogram,
 }
 
+/// One request frame: the library's header template and the request's body.
+pub struct Template {
+    head: FrameTemplate,
+    body: Vec<u8>,
+}
+
+impl Template {
+    pub fn new(st: SerializeType, request: &Encoded<'_>, version: i32, language: &str) -> Self {
+        let header = Header {
+            code: request.code,
+            language,
+            version,
+            opaque: 0,
+            flag: 0,
+            remark: None,
+        };
+        Template {
+            head: FrameTemplate::new(st, &header, Some(request.pairs())),
+            body: request.body.to_vec(),
+        }
+    }
+
+    fn write_to(&self, out: &mut Vec<u8>, opaque: i32) {
+        self.head
+            .write_with_body(out, opaque, |out| out.extend_from_slice(&self.body));
+    }
+}
+
 #[derive(Clone, Copy, Default)]
 struct Slot {
-    seq: u32,
+    opaque: i32,
     live: bool,
     template: u32,
     start_ns: u64,
+}
+
+/// The requests in flight on one connection, found by their opaque: one slot per request
+/// the depth allows, the opaque carrying its slot's index in its low bits and a send count
+/// above them, so an answer finds its request whatever the order of answers, and a stray or
+/// repeated answer finds nothing.
+struct InFlight {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    index_bits: u32,
+    sent: u32,
+}
+
+impl InFlight {
+    fn new(depth: usize) -> InFlight {
+        let depth = depth.max(1);
+        InFlight {
+            slots: vec![Slot::default(); depth],
+            free: (0..depth as u32).rev().collect(),
+            index_bits: depth.next_power_of_two().trailing_zeros(),
+            sent: 0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    fn is_full(&self) -> bool {
+        self.free.is_empty()
+    }
+
+    /// Takes a free slot for a request of `template`; returns the opaque to send it with.
+    fn insert(&mut self, template: u32, start_ns: u64) -> Option<i32> {
+        let i = self.free.pop()?;
+        self.sent = self.sent.wrapping_add(1);
+        let opaque = ((self.sent << self.index_bits) | i) & i32::MAX as u32;
+        self.slots[i as usize] = Slot {
+            opaque: opaque as i32,
+            live: true,
+            template,
+            start_ns,
+        };
+        Some(opaque as i32)
+    }
+
+    /// The request `opaque` answers, if it is in flight.
+    fn take(&mut self, opaque: i32) -> Option<Slot> {
+        let i = opaque as u32 & ((1u32 << self.index_bits) - 1);
+        let slot = self.slots.get_mut(i as usize)?;
+        if !slot.live || slot.opaque != opaque {
+            return None;
+        }
+        slot.live = false;
+        self.free.push(i);
+        Some(*slot)
+    }
+
+    /// Forgets every request in flight; returns how many there were.
+    fn clear(&mut self) -> usize {
+        let n = self.len();
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            if slot.live {
+                slot.live = false;
+                self.free.push(i as u32);
+            }
+        }
+        n
+    }
 }
 
 struct Conn {
@@ -97,11 +198,7 @@ struct Conn {
     plan: Rc<[u32]>,
     cursor: usize,
     sent_in_phase: usize,
-    depth: usize,
-    in_flight: usize,
-    next_seq: u32,
-    slots: Vec<Slot>,
-    mask: u32,
+    in_flight: InFlight,
     out: Vec<u8>,
     out_pos: usize,
     inb: Vec<u8>,
@@ -135,7 +232,14 @@ pub struct PhaseSpec {
 
 /// Observes responses during a phase (the expire workload watches routes disappear).
 pub trait Watch {
-    fn on_response(&mut self, _class: usize, _template: u32, _code: i32, _now: Instant) {}
+    fn on_response(
+        &mut self,
+        _class: usize,
+        _template: u32,
+        _answer: &RemotingCommand,
+        _now: Instant,
+    ) {
+    }
     fn finished(&self) -> bool {
         false
     }
@@ -183,6 +287,14 @@ struct PhaseClock {
 }
 
 const READ_CHUNK: usize = 64 * 1024;
+
+/// The header of a response frame (without its length prefix), decoded by the library; only
+/// the header is copied, the body is not read.
+fn response_head(frame: &[u8]) -> Option<RemotingCommand> {
+    let word = u32::from_be_bytes(frame.get(..4)?.try_into().ok()?);
+    let header = frame.get(..4 + (word & 0x00FF_FFFF) as usize)?;
+    RemotingCommand::decode(Bytes::copy_from_slice(header), &DecodeLimits::default()).ok()
+}
 
 impl Engine {
     pub fn new(progress: bool, stop: Arc<AtomicBool>) -> io::Result<Engine> {
@@ -246,8 +358,6 @@ impl Engine {
             Token(idx),
             Interest::READABLE | Interest::WRITABLE,
         )?;
-        let depth = depth.max(1);
-        let ring = depth.next_power_of_two();
         let len = plan.len().max(1);
         self.conns.push(Conn {
             stream,
@@ -255,11 +365,7 @@ impl Engine {
             plan,
             cursor: start % len,
             sent_in_phase: 0,
-            depth,
-            in_flight: 0,
-            next_seq: 0,
-            slots: vec![Slot::default(); ring],
-            mask: (ring - 1) as u32,
+            in_flight: InFlight::new(depth),
             out: Vec::with_capacity(64 * 1024),
             out_pos: 0,
             inb: vec![0; READ_CHUNK * 2],
@@ -297,23 +403,16 @@ impl Engine {
             c.cursor = 0;
         }
         c.sent_in_phase += 1;
-        let seq = c.next_seq;
-        c.next_seq = (c.next_seq + 1) % SEQ_WRAP;
-        self.templates[tid as usize].write_to(&mut c.out, seq);
-        c.slots[(seq & c.mask) as usize] = Slot {
-            seq,
-            live: true,
-            template: tid,
-            start_ns,
-        };
-        c.in_flight += 1;
+        if let Some(opaque) = c.in_flight.insert(tid, start_ns) {
+            self.templates[tid as usize].write_to(&mut c.out, opaque);
+        }
     }
 
     fn can_send(&self, ci: usize, once: bool) -> bool {
         let c = &self.conns[ci];
         c.open
             && c.active
-            && c.in_flight < c.depth
+            && !c.in_flight.is_full()
             && !c.plan.is_empty()
             && (!once || c.sent_in_phase < c.plan.len())
     }
@@ -364,11 +463,7 @@ impl Engine {
         }
         c.open = false;
         let _ = self.poll.registry().deregister(&mut c.stream);
-        let lost = c.in_flight as u64;
-        c.in_flight = 0;
-        for s in c.slots.iter_mut() {
-            s.live = false;
-        }
+        let lost = c.in_flight.clear() as u64;
         let class = &mut self.classes[c.class];
         if !class.closes_expected || lost > 0 {
             class.stats.closed += 1;
@@ -438,23 +533,19 @@ impl Engine {
             if avail < 4 + len {
                 break;
             }
-            let frame = &b[4..4 + len];
+            let head = response_head(&b[4..4 + len]);
             c.in_start += 4 + len;
-            let Some(head) = scan_head(frame) else {
+            let Some(head) = head else {
                 class.stats.bad_frames += 1;
                 continue;
             };
-            if head.flag & 1 == 0 {
+            if !head.is_response() {
                 continue; // a request from the server (e.g. NOTIFY_MIN_BROKER_ID_CHANGE)
             }
-            let seq = (head.opaque as u32).wrapping_sub(OPAQUE_BASE as u32);
-            let slot = &mut c.slots[(seq & c.mask) as usize];
-            if !slot.live || slot.seq != seq {
+            let Some(slot) = c.in_flight.take(head.opaque) else {
                 class.stats.bad_frames += 1;
                 continue;
-            }
-            slot.live = false;
-            c.in_flight -= 1;
+            };
             class.stats.ops += 1;
             class
                 .stats
@@ -468,13 +559,13 @@ impl Engine {
                 }
             }
             let now = *now_instant.get_or_insert_with(Instant::now);
-            watch.on_response(c.class, slot.template, head.code, now);
+            watch.on_response(c.class, slot.template, &head, now);
         }
         if c.in_start == c.in_end {
             c.in_start = 0;
             c.in_end = 0;
         }
-        if c.in_flight < c.depth {
+        if !c.in_flight.is_full() {
             self.dirty.push(ci);
         }
     }
@@ -542,7 +633,7 @@ impl Engine {
         classes
             .iter()
             .flat_map(|&k| self.classes[k].conns.iter())
-            .map(|&ci| self.conns[ci].in_flight)
+            .map(|&ci| self.conns[ci].in_flight.len())
             .sum()
     }
 
@@ -695,13 +786,7 @@ impl Engine {
     fn count_unanswered(&mut self, all: &[usize]) {
         for &ci in all {
             let c = &mut self.conns[ci];
-            if c.in_flight > 0 {
-                self.classes[c.class].stats.lost += c.in_flight as u64;
-                c.in_flight = 0;
-                for s in c.slots.iter_mut() {
-                    s.live = false;
-                }
-            }
+            self.classes[c.class].stats.lost += c.in_flight.clear() as u64;
         }
     }
 
@@ -753,5 +838,130 @@ impl Engine {
                 .collect(),
             interrupted: self.stopped(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmq_namesrv::remoting::command::encode_frame;
+    use rmq_namesrv::remoting::frame::next_frame;
+    use rmq_namesrv::request::field;
+    use std::net::TcpListener;
+
+    fn decode(frame: &[u8]) -> RemotingCommand {
+        RemotingCommand::decode(Bytes::copy_from_slice(frame), &DecodeLimits::default()).unwrap()
+    }
+
+    #[test]
+    fn templates_write_frames_that_decode_with_their_opaque() {
+        // A field value that looks like the opaque must not be taken for it.
+        let mut request = Encoded::new(105);
+        request.put(field::TOPIC, ",\"opaque\":0,");
+        request.body = b",\"opaque\":0,".as_slice().into();
+        for st in [SerializeType::Json, SerializeType::RocketMq] {
+            let t = Template::new(st, &request, 479, "JAVA");
+            for opaque in [0, 7, 123_456_789, i32::MAX] {
+                let mut out = vec![9u8; 3];
+                t.write_to(&mut out, opaque);
+                let cmd = decode(&out[7..]);
+                assert_eq!((cmd.code, cmd.opaque), (105, opaque));
+                assert_eq!(cmd.ext(field::TOPIC), Some(",\"opaque\":0,"));
+                assert_eq!(&cmd.body[..], b",\"opaque\":0,");
+                assert_eq!(response_head(&out[7..]).map(|h| h.opaque), Some(opaque));
+            }
+        }
+    }
+
+    #[test]
+    fn answers_find_their_request_in_any_order() {
+        let mut f = InFlight::new(3);
+        let a = f.insert(10, 1).unwrap();
+        let b = f.insert(11, 2).unwrap();
+        let c = f.insert(12, 3).unwrap();
+        assert!(f.is_full() && f.insert(13, 4).is_none());
+        assert_eq!(f.take(c).map(|s| s.template), Some(12));
+        assert!(f.take(c).is_none(), "an answer is taken once");
+        let d = f.insert(13, 5).unwrap();
+        assert_ne!(d, c, "a reused slot gets a new opaque");
+        assert!(f.take(c).is_none());
+        assert_eq!(f.take(a).map(|s| s.template), Some(10));
+        assert_eq!(f.take(d).map(|s| (s.template, s.start_ns)), Some((13, 5)));
+        assert_eq!(f.len(), 1);
+        assert_eq!(f.clear(), 1);
+        assert!(f.take(b).is_none());
+        assert_eq!(f.len(), 0);
+    }
+
+    fn answer(out: &mut Vec<u8>, request: &RemotingCommand) {
+        let header = Header {
+            code: 0,
+            language: "JAVA",
+            version: 479,
+            opaque: request.opaque,
+            flag: 1,
+            remark: None,
+        };
+        let no_ext: [(&str, &str); 0] = [];
+        encode_frame(out, request.serialize_type, &header, Some(no_ext), b"");
+    }
+
+    /// Answers `total` requests, holding one back until six later ones are answered (or the
+    /// last one came), then the next one, and so on.
+    fn reordering_server(total: usize) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let (mut buf, mut chunk) = (bytes::BytesMut::new(), [0u8; 4096]);
+            let (mut held, mut seen) = (None, 0);
+            while let Ok(n @ 1..) = s.read(&mut chunk) {
+                buf.extend_from_slice(&chunk[..n]);
+                let mut out = Vec::new();
+                while let Ok(Some(f)) = next_frame(&mut buf, 1 << 20) {
+                    let request = RemotingCommand::decode(f, &DecodeLimits::default()).unwrap();
+                    seen += 1;
+                    if held.is_none() && seen < total {
+                        held = Some((request, 0));
+                        continue;
+                    }
+                    answer(&mut out, &request);
+                    if let Some((h, later)) = &mut held {
+                        *later += 1;
+                        if *later == 6 || seen == total {
+                            answer(&mut out, h);
+                            held = None;
+                        }
+                    }
+                }
+                s.write_all(&out).unwrap();
+            }
+        });
+        addr
+    }
+
+    #[test]
+    fn a_server_answering_out_of_order_is_measured_without_errors() {
+        let mut engine = Engine::new(false, Arc::new(AtomicBool::new(false))).unwrap();
+        let t = engine.add_template(Template::new(
+            SerializeType::Json,
+            &Encoded::new(105),
+            479,
+            "JAVA",
+        ));
+        let class = engine.add_class("route", None);
+        engine
+            .connect(reordering_server(40), class, vec![t; 40].into(), 0, 4)
+            .unwrap();
+        let spec = PhaseSpec {
+            name: "main".into(),
+            classes: vec![class],
+            until: Until::PlanSent,
+            limit: Duration::from_secs(20),
+            drain: Duration::from_secs(5),
+        };
+        let result = engine.run_phase(&spec, &mut NoWatch);
+        let stats = &result.classes[0].1;
+        assert_eq!((stats.ops, stats.errors()), (40, 0));
     }
 }

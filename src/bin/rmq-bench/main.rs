@@ -3,8 +3,8 @@
 //!
 //! * [`args`] parses the command line by hand;
 //! * [`payload`] builds realistic 5.x registration bodies for a simulated cluster;
-//! * [`wire`] prepares request frames once and reads response headers without allocating;
-//! * [`engine`] drives every connection from one mio thread with pipelining;
+//! * [`engine`] drives every connection from one mio thread with pipelining, its frames
+//!   encoded and decoded by the library;
 //! * [`hist`] is the latency histogram; [`report`] prints the summary, JSON and /proc samples;
 //! * [`servers`] picks each route client's name server (`--strategy`);
 //! * [`workloads`] composes them into register / heartbeat / route / mixed / expire;
@@ -19,7 +19,6 @@ mod hist;
 mod payload;
 mod report;
 mod servers;
-mod wire;
 mod workloads;
 
 use args::Workload;

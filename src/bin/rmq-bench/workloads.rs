@@ -11,12 +11,11 @@
 //! After Ctrl-C no further phase starts and the report holds what was measured until then.
 
 use crate::args::{Options, Workload};
-use crate::engine::{Engine, NoWatch, PhaseResult, PhaseSpec, Until, Watch};
+use crate::engine::{Engine, NoWatch, PhaseResult, PhaseSpec, Template, Until, Watch};
 use crate::payload::{registration, Layout, BROKER_VERSION};
 use crate::report::{sample_machine, sample_proc, Param, ProcDelta, ProcSample, Report};
 use crate::servers::Picker;
-use crate::wire::Template;
-use rmq_namesrv::remoting::command::SerializeType;
+use rmq_namesrv::remoting::command::{RemotingCommand, SerializeType};
 use rmq_namesrv::request::{
     BrokerHeartbeat, BrokerRef, Encoded, GetRouteInfo, QueryDataVersion, Request,
 };
@@ -620,12 +619,18 @@ struct ExpiryWatch {
 }
 
 impl Watch for ExpiryWatch {
-    fn on_response(&mut self, _class: usize, template: u32, code: i32, now: Instant) {
+    fn on_response(
+        &mut self,
+        _class: usize,
+        template: u32,
+        answer: &RemotingCommand,
+        now: Instant,
+    ) {
         let Some(i) = template.checked_sub(self.first_template) else {
             return;
         };
         let i = i as usize;
-        if code == 17 && i < self.alive.len() && self.alive[i] {
+        if answer.code == 17 && i < self.alive.len() && self.alive[i] {
             self.alive[i] = false;
             self.remaining -= 1;
             self.first_gone.get_or_insert(now);
