@@ -247,6 +247,12 @@ pub trait Watch {
     fn progress(&self) -> String {
         String::new()
     }
+    /// Writes the request planned as `template` itself, for requests that depend on earlier
+    /// answers (the controller's 1001 carries the epoch the last one announced); false: the
+    /// template's frame is sent.
+    fn write_request(&mut self, _template: u32, _opaque: i32, _out: &mut Vec<u8>) -> bool {
+        false
+    }
 }
 
 /// A watch that watches nothing.
@@ -395,7 +401,7 @@ impl Engine {
 
     /// Queues one request on connection `ci`, latency counted from `start_ns`.
     #[inline]
-    fn send_one(&mut self, ci: usize, start_ns: u64) {
+    fn send_one(&mut self, ci: usize, start_ns: u64, watch: &mut dyn Watch) {
         let c = &mut self.conns[ci];
         let tid = c.plan[c.cursor];
         c.cursor += 1;
@@ -404,7 +410,9 @@ impl Engine {
         }
         c.sent_in_phase += 1;
         if let Some(opaque) = c.in_flight.insert(tid, start_ns) {
-            self.templates[tid as usize].write_to(&mut c.out, opaque);
+            if !watch.write_request(tid, opaque, &mut c.out) {
+                self.templates[tid as usize].write_to(&mut c.out, opaque);
+            }
         }
     }
 
@@ -418,7 +426,7 @@ impl Engine {
     }
 
     /// Fills an unlimited connection up to its depth and writes.
-    fn fill(&mut self, ci: usize, once: bool) {
+    fn fill(&mut self, ci: usize, once: bool, watch: &mut dyn Watch) {
         if self.classes[self.conns[ci].class].rate.is_some() {
             return;
         }
@@ -427,7 +435,7 @@ impl Engine {
         }
         let now = self.now_ns();
         while self.can_send(ci, once) {
-            self.send_one(ci, now);
+            self.send_one(ci, now, watch);
         }
         self.flush(ci);
     }
@@ -571,7 +579,7 @@ impl Engine {
     }
 
     /// Sends what rate-limited classes owe by now.
-    fn pace(&mut self, classes: &[usize], once: bool) {
+    fn pace(&mut self, classes: &[usize], once: bool, watch: &mut dyn Watch) {
         let now = self.now_ns();
         for &k in classes {
             let Some(rate) = self.classes[k].rate else {
@@ -604,7 +612,7 @@ impl Engine {
                     None => now,
                 };
                 class.next_due_ns += interval;
-                self.send_one(ci, start);
+                self.send_one(ci, start, watch);
                 self.dirty.push(ci);
             }
             let class = &mut self.classes[k];
@@ -683,7 +691,7 @@ impl Engine {
     }
 
     /// Resets the classes' statistics, activates their connections and fills them.
-    fn begin_phase(&mut self, classes: &[usize], once: bool) -> Vec<usize> {
+    fn begin_phase(&mut self, classes: &[usize], once: bool, watch: &mut dyn Watch) -> Vec<usize> {
         let start_ns = self.now_ns();
         for &k in classes {
             let c = &mut self.classes[k];
@@ -700,7 +708,7 @@ impl Engine {
             .flat_map(|&k| self.classes[k].conns.clone())
             .collect();
         for &ci in &all {
-            self.fill(ci, once);
+            self.fill(ci, once, watch);
         }
         all
     }
@@ -723,14 +731,14 @@ impl Engine {
     }
 
     /// Sends what is due and refills the connections that have room.
-    fn send_due(&mut self, classes: &[usize], once: bool, sending: bool) {
+    fn send_due(&mut self, classes: &[usize], once: bool, sending: bool, watch: &mut dyn Watch) {
         if sending {
-            self.pace(classes, once);
+            self.pace(classes, once, watch);
         }
         let dirty = std::mem::take(&mut self.dirty);
         for &ci in &dirty {
             if sending {
-                self.fill(ci, once);
+                self.fill(ci, once, watch);
             }
             self.flush(ci);
         }
@@ -795,7 +803,7 @@ impl Engine {
         let classes = spec.classes.clone();
         let once = matches!(spec.until, Until::PlanSent);
         let started = Instant::now();
-        let all = self.begin_phase(&classes, once);
+        let all = self.begin_phase(&classes, once, watch);
         let mut clock = PhaseClock {
             started,
             hard_end: started + spec.limit,
@@ -813,7 +821,7 @@ impl Engine {
                     break;
                 }
             }
-            self.send_due(&classes, once, clock.draining.is_none());
+            self.send_due(&classes, once, clock.draining.is_none(), watch);
             if now >= clock.next_tick {
                 if self.progress {
                     let t = (now - started).as_secs_f64();

@@ -87,7 +87,7 @@ impl Histogram {
         self.sum += u128::from(v);
     }
 
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg(test)]
     pub fn merge(&mut self, other: &Histogram) {
         for (a, b) in self.counts.iter_mut().zip(&other.counts) {
             *a += *b;
@@ -98,7 +98,7 @@ impl Histogram {
         self.sum += other.sum;
     }
 
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg(test)]
     pub fn count(&self) -> u64 {
         self.total
     }

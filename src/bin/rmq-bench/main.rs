@@ -90,7 +90,7 @@ fn main() -> ExitCode {
             }
         },
         Workload::Controller => {
-            let result = stop_on_signals().and_then(|stop| controller::run(&options, &stop));
+            let result = stop_on_signals().and_then(|stop| controller::run(&options, stop));
             match result {
                 Ok(text) => {
                     println!("{}", text.trim_end());

@@ -97,7 +97,7 @@ struct Bench {
     params: Vec<(String, Param)>,
 }
 
-fn resolve(addr: &str) -> Result<SocketAddr, String> {
+pub fn resolve(addr: &str) -> Result<SocketAddr, String> {
     addr.to_socket_addrs()
         .map_err(|e| format!("cannot resolve {addr}: {e}"))?
         .next()

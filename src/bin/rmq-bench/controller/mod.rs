@@ -18,11 +18,9 @@
 //! slave receives 1008 and until the name server routes it as id 0 is measured.
 //!
 //! Requests are the controller's own typed requests (`controller::request`), encoded by the
-//! library. This workload uses blocking connections on threads, not the engine: 1001 is
-//! stateful per set, and failover needs listeners and role changes. Frames are decoded with
-//! the library's decoder, so the generator costs more per request than the engine's
-//! workloads: compare with the server's CPU (`--pid`) before calling a number the server's
-//! ceiling.
+//! library. The timed phases run on the [`crate::engine`] (1001's frames are written per
+//! request, from the epochs the set's last answer announced); the set-up, the clean-up and
+//! failover use blocking connections (failover needs listeners and role changes).
 
 mod failover;
 mod report;
@@ -39,6 +37,7 @@ use rmq_namesrv::remoting::codes::version;
 use rmq_namesrv::remoting::command::{RemotingCommand, SerializeType};
 use rmq_namesrv::request::Encoded;
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const CLUSTER: &str = "ControllerBench";
@@ -159,10 +158,10 @@ fn server_sample(o: &Options) -> Option<ProcSample> {
 }
 
 /// Runs the workload; returns the text (or JSON) to print.
-pub fn run(o: &Options, stop: &AtomicBool) -> Result<String, String> {
+pub fn run(o: &Options, stop: Arc<AtomicBool>) -> Result<String, String> {
     let controller = o.controller.clone().unwrap_or_default();
     match o.failover {
-        Some(mode) => failover::run(o, &controller, mode, stop),
+        Some(mode) => failover::run(o, &controller, mode, &stop),
         None => throughput::run(o, &controller, stop),
     }
 }

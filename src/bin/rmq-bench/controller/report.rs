@@ -15,6 +15,10 @@ fn errors_text(errors: &[(i32, u64)]) -> String {
     list.join(", ")
 }
 
+fn us(ns: u64) -> u64 {
+    ns / 1000
+}
+
 /// The throughput run's text (or JSON) report: one row per phase, the server's RSS.
 pub(super) fn throughput(
     o: &Options,
@@ -50,16 +54,23 @@ pub(super) fn throughput(
         out += &format!(
             "{:<28} {:>11} {:>10} {:>8} {:>8} {:>9} {:>11}  {}\n",
             p.name,
-            thousands(p.ops),
+            thousands(p.stats.ops),
             thousands(p.ops_per_s() as u64),
-            p.hist.percentile(50.0),
-            p.hist.percentile(99.0),
-            p.hist.max(),
+            us(p.stats.hist.percentile(50.0)),
+            us(p.stats.hist.percentile(99.0)),
+            us(p.stats.hist.max()),
             cpu,
-            errors_text(&p.errors)
+            errors_text(&p.stats.errors_by_code)
         );
-        for f in &p.failures {
-            out += &format!("  connection failed: {f}\n");
+        let st = &p.stats;
+        for (what, n) in [
+            ("connections closed", st.closed),
+            ("unanswered", st.lost),
+            ("bad frames", st.bad_frames),
+        ] {
+            if n > 0 {
+                out += &format!("  {what}: {n}\n");
+            }
         }
     }
     if let [Some(idle), Some(loaded), Some(end)] = rss {
@@ -90,18 +101,18 @@ fn throughput_json(
     let phase_values = phases.iter().map(|p| {
         Value::Object(vec![
             ("request".into(), Value::Str(p.name.into())),
-            ("ops".into(), int(p.ops)),
+            ("ops".into(), int(p.stats.ops)),
             ("ops_per_s".into(), int(p.ops_per_s() as u64)),
-            ("p50_us".into(), int(p.hist.percentile(50.0))),
-            ("p99_us".into(), int(p.hist.percentile(99.0))),
-            ("max_us".into(), int(p.hist.max())),
+            ("p50_us".into(), int(us(p.stats.hist.percentile(50.0)))),
+            ("p99_us".into(), int(us(p.stats.hist.percentile(99.0)))),
+            ("max_us".into(), int(us(p.stats.hist.max()))),
             (
                 "server_cpu_s".into(),
                 p.server_cpu_s
                     .map_or(Value::Null, |s| Value::Str(format!("{s:.2}"))),
             ),
-            ("errors".into(), int(p.errors.iter().map(|(_, n)| n).sum())),
-            ("failed_connections".into(), int(p.failures.len() as u64)),
+            ("errors".into(), int(p.stats.errors() - p.stats.closed)),
+            ("failed_connections".into(), int(p.stats.closed)),
         ])
     });
     let rss_kib = |s: Option<ProcSample>| s.map_or(Value::Null, |s| int(s.rss_kib));

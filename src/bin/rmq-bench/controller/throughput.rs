@@ -9,7 +9,8 @@ use super::{
     CALL_TIMEOUT,
 };
 use crate::args::Options;
-use crate::hist::Histogram;
+use crate::engine::{ClassStats, Engine, NoWatch, PhaseSpec, Template, Until, Watch};
+use crate::workloads::resolve;
 use rmq_namesrv::client::Client;
 use rmq_namesrv::controller::request::field::{
     INVOKE_TIME, MASTER_EPOCH, NEW_SYNC_STATE_SET_EPOCH, SYNC_STATE_SET_EPOCH,
@@ -17,8 +18,9 @@ use rmq_namesrv::controller::request::field::{
 use rmq_namesrv::controller::request::{
     AlterSyncStateSet, ControllerRequest, LeaderRequest, SyncStateSetBody,
 };
-use rmq_namesrv::remoting::command::RemotingCommand;
-use std::collections::VecDeque;
+use rmq_namesrv::remoting::codes::version;
+use rmq_namesrv::remoting::command::{RemotingCommand, SerializeType};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -107,203 +109,111 @@ fn alter(c: &mut Client, set: &Set) -> Result<RemotingCommand, String> {
     c.read_response(7).map_err(|e| format!("1001: {e}"))
 }
 
-/// What a phase sends for a set and how it takes the answer.
-trait PhaseRequest: Send {
-    fn frame(&mut self, set: usize, opaque: i32, out: &mut Vec<u8>);
-    /// The answer's code when it is an error (0 = fine).
-    fn answer(&mut self, set: usize, resp: &RemotingCommand) -> i32;
+/// The 1001 phase: each set's request carries the epochs its last answer announced. Sets
+/// are planned as their 1012 template ids (`first` is set 0's).
+struct Alter {
+    sets: Vec<Set>,
+    first: u32,
 }
 
-/// Frames that never change (1012, 1003), encoded once with the set's index as opaque.
-struct Fixed(Arc<Vec<Vec<u8>>>);
-
-impl PhaseRequest for Fixed {
-    fn frame(&mut self, set: usize, _opaque: i32, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.0[set]);
-    }
-    fn answer(&mut self, _: usize, resp: &RemotingCommand) -> i32 {
-        resp.code
+impl Alter {
+    fn set(&self, template: u32) -> Option<usize> {
+        let i = template.checked_sub(self.first)? as usize;
+        (i < self.sets.len()).then_some(i)
     }
 }
 
-/// 1001 back and forth, epochs tracked per set.
-struct Alter(Vec<Set>);
-
-impl PhaseRequest for Alter {
-    fn frame(&mut self, set: usize, opaque: i32, out: &mut Vec<u8>) {
-        out.extend(alter_frame(&self.0[set], opaque));
-    }
-    fn answer(&mut self, set: usize, resp: &RemotingCommand) -> i32 {
-        if resp.code != 0 {
-            return resp.code;
-        }
-        let s = &mut self.0[set];
-        s.sync_state_set_epoch = new_epoch(resp);
-        s.wide = !s.wide;
-        0
-    }
-}
-
-/// What one connection measured in a phase.
-#[derive(Default)]
-struct ConnStats {
-    ops: u64,
-    errors: Vec<(i32, u64)>,
-    hist: Histogram,
-    failure: Option<String>,
-}
-
-/// Keeps `depth` requests (for distinct sets) in flight on one connection until `until`.
-fn drive(
-    addr: &str,
-    sets: &[usize],
-    depth: usize,
-    until: Instant,
-    stop: &AtomicBool,
-    req: &mut dyn PhaseRequest,
-) -> ConnStats {
-    let mut stats = ConnStats::default();
-    let mut c = match Client::connect(addr, CALL_TIMEOUT) {
-        Ok(c) => c,
-        Err(e) => {
-            stats.failure = Some(format!("connect to {addr}: {e}"));
-            return stats;
-        }
-    };
-    let window = depth.min(sets.len()).max(1);
-    let mut in_flight: VecDeque<(usize, Instant)> = VecDeque::with_capacity(window);
-    let mut next = 0usize;
-    let mut buf = Vec::with_capacity(window * 256);
-    loop {
-        let sending = Instant::now() < until && !stop.load(Ordering::Relaxed);
-        buf.clear();
-        while sending && in_flight.len() < window {
-            let set = sets[next % sets.len()];
-            next += 1;
-            req.frame(set, set as i32, &mut buf);
-            in_flight.push_back((set, Instant::now()));
-        }
-        if !buf.is_empty() {
-            if let Err(e) = c.send_raw(&buf) {
-                stats.failure = Some(format!("send: {e}"));
-                return stats;
-            }
-        }
-        let Some((set, sent)) = in_flight.pop_front() else {
-            return stats;
+impl Watch for Alter {
+    fn write_request(&mut self, template: u32, opaque: i32, out: &mut Vec<u8>) -> bool {
+        let Some(i) = self.set(template) else {
+            return false;
         };
-        match c.read_response(set as i32) {
-            Ok(resp) => {
-                stats.hist.record(sent.elapsed().as_micros() as u64);
-                stats.ops += 1;
-                let code = req.answer(set, &resp);
-                if code != 0 {
-                    count_error(&mut stats.errors, code, 1);
-                }
-            }
-            Err(e) => {
-                stats.failure = Some(format!("answer: {e}"));
-                return stats;
-            }
-        }
+        out.extend(alter_frame(&self.sets[i], opaque));
+        true
     }
-}
 
-/// Adds `n` answers with error `code` to the per-code counts.
-fn count_error(errors: &mut Vec<(i32, u64)>, code: i32, n: u64) {
-    match errors.iter_mut().find(|(c, _)| *c == code) {
-        Some((_, m)) => *m += n,
-        None => errors.push((code, n)),
+    fn on_response(&mut self, _: usize, template: u32, answer: &RemotingCommand, _: Instant) {
+        if let (Some(i), 0) = (self.set(template), answer.code) {
+            let s = &mut self.sets[i];
+            s.sync_state_set_epoch = new_epoch(answer);
+            s.wide = !s.wide;
+        }
     }
 }
 
 /// One phase's result.
 pub(super) struct PhaseResult {
     pub name: &'static str,
-    pub ops: u64,
     pub wall: Duration,
-    pub hist: Histogram,
-    pub errors: Vec<(i32, u64)>,
-    pub failures: Vec<String>,
+    pub stats: ClassStats,
     pub server_cpu_s: Option<f64>,
 }
 
 impl PhaseResult {
     pub fn ops_per_s(&self) -> f64 {
-        self.ops as f64 / self.wall.as_secs_f64().max(1e-9)
+        self.stats.ops as f64 / self.wall.as_secs_f64().max(1e-9)
     }
 }
 
-/// Runs `make(connection)`'s requests on every connection for the duration.
+/// The request of every set, encoded once (1012 and 1003 never change).
+fn templates(
+    engine: &mut Engine,
+    sets: &[Set],
+    request: impl Fn(usize, &Set) -> ControllerRequest,
+) -> Rc<[u32]> {
+    let ids = sets.iter().enumerate().map(|(i, s)| {
+        let t = Template::new(
+            SerializeType::Json,
+            &request(i, s).encode(),
+            version::CURRENT,
+            "JAVA",
+        );
+        engine.add_template(t)
+    });
+    ids.collect::<Vec<_>>().into()
+}
+
+/// Runs `plan` (one template per set) on every connection of `class` for the duration:
+/// connection `c` takes sets `c`, `c + k`, ... so that its requests in flight are for
+/// distinct sets.
 fn phase(
     o: &Options,
-    addr: &str,
+    engine: &mut Engine,
+    class: usize,
     name: &'static str,
-    stop: &AtomicBool,
-    make: impl Fn(usize) -> Box<dyn PhaseRequest>,
+    plan: &[u32],
+    watch: &mut dyn Watch,
 ) -> PhaseResult {
     let k = o.clients.min(o.brokers).max(1);
-    let depth = o.depth.unwrap_or(16);
-    let cpu_before = server_sample(o);
-    let started = Instant::now();
-    let until = started + o.duration;
-    let results: Vec<ConnStats> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..k)
-            .map(|c| {
-                let sets: Vec<usize> = (c..o.brokers).step_by(k).collect();
-                let mut req = make(c);
-                scope.spawn(move || drive(addr, &sets, depth, until, stop, req.as_mut()))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_default())
-            .collect()
+    engine.replan(class, |c| {
+        let own: Vec<u32> = plan.iter().skip(c).step_by(k).copied().collect();
+        (own.into(), 0)
     });
-    let wall = started.elapsed();
-    let cpu_after = server_sample(o);
-    let mut result = PhaseResult {
-        name,
-        ops: 0,
-        wall,
-        hist: Histogram::new(),
-        errors: Vec::new(),
-        failures: Vec::new(),
-        server_cpu_s: cpu_before.zip(cpu_after).map(|(b, a)| a.cpu_s - b.cpu_s),
+    engine.classes[class].name = name.into();
+    let spec = PhaseSpec {
+        name: name.into(),
+        classes: vec![class],
+        until: Until::Elapsed(o.duration),
+        limit: o.duration + Duration::from_secs(1),
+        drain: CALL_TIMEOUT,
     };
-    for r in results {
-        result.ops += r.ops;
-        result.hist.merge(&r.hist);
-        for (code, n) in r.errors {
-            count_error(&mut result.errors, code, n);
-        }
-        result.failures.extend(r.failure);
+    let cpu_before = server_sample(o);
+    let result = engine.run_phase(&spec, watch);
+    let cpu_after = server_sample(o);
+    PhaseResult {
+        name,
+        wall: result.elapsed,
+        stats: result
+            .classes
+            .into_iter()
+            .next()
+            .map(|(_, s)| s)
+            .unwrap_or_default(),
+        server_cpu_s: cpu_before.zip(cpu_after).map(|(b, a)| a.cpu_s - b.cpu_s),
     }
-    result
 }
 
-/// 1012 frames, one per set (opaque = the set's index).
-fn next_id_frames(sets: &[Set]) -> Vec<Vec<u8>> {
-    sets.iter()
-        .enumerate()
-        .map(|(i, s)| frame_of(&next_broker_id(&s.name).encode(), i as i32))
-        .collect()
-}
-
-/// 1003 frames of broker 2 of each set, at its registered address (nothing to log).
-fn register_frames(sets: &[Set]) -> Vec<Vec<u8>> {
-    sets.iter()
-        .enumerate()
-        .map(|(i, s)| {
-            frame_of(
-                &register_broker(&s.name, 2, &broker_addr(i, 2)).encode(),
-                i as i32,
-            )
-        })
-        .collect()
-}
-
-pub fn run(o: &Options, addr: &str, stop: &AtomicBool) -> Result<String, String> {
+pub fn run(o: &Options, addr: &str, stop: Arc<AtomicBool>) -> Result<String, String> {
     let idle = server_sample(o);
     let mut c =
         Client::connect(addr, CALL_TIMEOUT).map_err(|e| format!("connect to {addr}: {e}"))?;
@@ -318,20 +228,50 @@ pub fn run(o: &Options, addr: &str, stop: &AtomicBool) -> Result<String, String>
     }
     let setup = started.elapsed();
     let loaded = server_sample(o);
-    let next_ids = Arc::new(next_id_frames(&sets));
-    let registers = Arc::new(register_frames(&sets));
-    let mut phases = vec![
-        phase(o, addr, "1012 GET_NEXT_BROKER_ID", stop, |_| {
-            Box::new(Fixed(next_ids.clone()))
-        }),
-        phase(o, addr, "1003 REGISTER_BROKER", stop, |_| {
-            Box::new(Fixed(registers.clone()))
-        }),
+    let mut engine = Engine::new(!o.quiet, stop).map_err(|e| format!("poll: {e}"))?;
+    let next_ids = templates(&mut engine, &sets, |_, s| next_broker_id(&s.name));
+    let registers = templates(&mut engine, &sets, |i, s| {
+        register_broker(&s.name, 2, &broker_addr(i, 2))
+    });
+    let class = engine.add_class("controller", None);
+    let k = o.clients.min(o.brokers).max(1);
+    let depth = o.depth.unwrap_or(16).min(o.brokers.div_ceil(k));
+    let target = resolve(addr)?;
+    for _ in 0..k {
+        engine
+            .connect(target, class, next_ids.clone(), 0, depth)
+            .map_err(|e| format!("connect to {addr}: {e}"))?;
+    }
+    let mut alter = Alter {
+        first: next_ids.first().copied().unwrap_or(0),
+        sets,
+    };
+    let phases = [
+        phase(
+            o,
+            &mut engine,
+            class,
+            "1012 GET_NEXT_BROKER_ID",
+            &next_ids,
+            &mut NoWatch,
+        ),
+        phase(
+            o,
+            &mut engine,
+            class,
+            "1003 REGISTER_BROKER",
+            &registers,
+            &mut NoWatch,
+        ),
+        phase(
+            o,
+            &mut engine,
+            class,
+            "1001 ALTER_SYNC_STATE_SET",
+            &next_ids,
+            &mut alter,
+        ),
     ];
-    // Each connection tracks the epochs of its own sets (in its own copy of the list).
-    phases.push(phase(o, addr, "1001 ALTER_SYNC_STATE_SET", stop, |_| {
-        Box::new(Alter(sets.clone()))
-    }));
     let end = server_sample(o);
     let cleaned = clean_up(&mut c, &names);
     Ok(report::throughput(
