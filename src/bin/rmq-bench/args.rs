@@ -13,7 +13,7 @@ wire protocol.
 
 usage: rmq-bench <workload> -n 'host:port[;host:port...]' [options]
        rmq-bench canned [-l host:port] [--body-bytes N]
-       rmq-bench help
+       rmq-bench help | --version
 
 workloads:
   register    N simulated brokers re-register (steady: identical body, the 30 s heartbeat
@@ -116,6 +116,27 @@ pub enum Workload {
     Canned,
     Controller,
     Help,
+    Version,
+}
+
+/// Each workload's name on the command line and in reports.
+const WORKLOADS: [(&str, Workload); 7] = [
+    ("register", Workload::Register),
+    ("heartbeat", Workload::Heartbeat),
+    ("route", Workload::Route),
+    ("mixed", Workload::Mixed),
+    ("expire", Workload::Expire),
+    ("canned", Workload::Canned),
+    ("controller", Workload::Controller),
+];
+
+impl Workload {
+    pub fn name(self) -> &'static str {
+        WORKLOADS
+            .iter()
+            .find(|(_, w)| *w == self)
+            .map_or("help", |(name, _)| name)
+    }
 }
 
 /// How `controller --failover` ends the master.
@@ -210,17 +231,15 @@ fn number<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
 }
 
 fn workload_of(name: &str) -> Result<Workload, String> {
-    Ok(match name {
-        "register" => Workload::Register,
-        "heartbeat" => Workload::Heartbeat,
-        "route" => Workload::Route,
-        "mixed" => Workload::Mixed,
-        "expire" => Workload::Expire,
-        "canned" => Workload::Canned,
-        "controller" => Workload::Controller,
-        "help" | "-h" | "--help" => Workload::Help,
-        other => return Err(format!("unknown workload {other:?}")),
-    })
+    match name {
+        "help" | "-h" | "--help" => Ok(Workload::Help),
+        "version" | "-V" | "--version" => Ok(Workload::Version),
+        _ => WORKLOADS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, w)| *w)
+            .ok_or_else(|| format!("unknown workload {name:?}")),
+    }
 }
 
 /// The options a workload starts from.
@@ -365,7 +384,10 @@ fn check(o: &Options) -> Result<(), String> {
         }
         return Ok(());
     }
-    let needs_server = !matches!(o.workload, Workload::Canned | Workload::Help);
+    let needs_server = !matches!(
+        o.workload,
+        Workload::Canned | Workload::Help | Workload::Version
+    );
     if needs_server && o.namesrv.is_empty() {
         return Err("no name server: give -n 'host:port;host:port' or set NAMESRV_ADDR".into());
     }

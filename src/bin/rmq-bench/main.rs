@@ -82,6 +82,10 @@ fn main() -> ExitCode {
             print!("{}", args::USAGE);
             ExitCode::SUCCESS
         }
+        Workload::Version => {
+            println!("rmq-bench {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
         Workload::Canned => match canned::serve(&options.listen, options.body_bytes) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

@@ -170,7 +170,7 @@ pub struct Report {
     pub server: Option<(u32, ProcDelta)>,
     pub generator: Option<ProcDelta>,
     /// Workload-specific results (name, value, unit).
-    pub extra: Vec<(String, f64, String)>,
+    pub extra: Vec<(String, Param, String)>,
     /// Whole-machine CPU use during the headline phase, in % of all cores (other load on
     /// the machine shows here).
     pub machine_busy_pct: Option<f64>,
@@ -230,7 +230,11 @@ impl Report {
             }
         }
         for (name, v, unit) in &self.extra {
-            let _ = writeln!(s, "{name}: {v:.3} {unit}");
+            let v = match v {
+                Param::Num(x) => format!("{x:.3}"),
+                v => v.text(),
+            };
+            let _ = writeln!(s, "{name}: {v} {unit}");
         }
         for f in &self.failures {
             let _ = writeln!(s, "FAILED: {f}");
@@ -313,9 +317,13 @@ impl Report {
         if !self.extra.is_empty() {
             s.push_str(",\"results\":{");
             for (i, (k, v, unit)) in self.extra.iter().enumerate() {
+                let v = match v {
+                    Param::Num(x) if x.is_finite() => format!("{x:.6}"),
+                    v => v.json(),
+                };
                 let _ = write!(
                     s,
-                    "{}{}:{{\"value\":{v:.6},\"unit\":{}}}",
+                    "{}{}:{{\"value\":{v},\"unit\":{}}}",
                     comma(i),
                     q(k),
                     q(unit)

@@ -12,14 +12,12 @@
 
 use crate::args::{Options, Workload};
 use crate::engine::{Engine, NoWatch, PhaseResult, PhaseSpec, Template, Until, Watch};
-use crate::payload::{registration, Layout, BROKER_VERSION};
+use crate::payload::{Layout, BROKER_VERSION};
 use crate::report::{sample_machine, sample_proc, Param, ProcDelta, ProcSample, Report};
 use crate::servers::Picker;
+use rmq_namesrv::client::api::RegisterOptions;
 use rmq_namesrv::remoting::command::{RemotingCommand, SerializeType};
-use rmq_namesrv::request::{
-    BrokerHeartbeat, BrokerRef, Encoded, GetRouteInfo, QueryDataVersion, Request,
-};
-use rmq_namesrv::route::model::DataVersion;
+use rmq_namesrv::request::{Encoded, GetRouteInfo, QueryDataVersion, Request};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
@@ -190,13 +188,17 @@ impl Bench {
 
     /// Registration templates of every broker: `[broker][variant]`, variant 0 = steady.
     fn register_templates(&mut self, variants: usize, timeout_ms: Option<u64>) -> Vec<Vec<u32>> {
+        let options = RegisterOptions {
+            heartbeat_timeout_millis: timeout_ms.and_then(|t| i64::try_from(t).ok()),
+            ..RegisterOptions::default()
+        };
         let mut out = Vec::with_capacity(self.o.brokers);
         for b in 0..self.o.brokers {
             let mut ids = Vec::with_capacity(variants + 1);
             for v in 0..=variants {
                 let body = self.layout.register_body(b, v);
                 let id = self.layout.broker(b);
-                let register = registration(&self.layout, &id, &body, timeout_ms);
+                let register = id.registration(&body, &options, BROKER_VERSION);
                 let t = self.template(&Request::RegisterBroker(register), BROKER_VERSION);
                 ids.push(self.engine.add_template(t));
             }
@@ -267,7 +269,7 @@ impl Bench {
             return Err(format!(
                 "setup registration of {} brokers failed:\n{}",
                 self.o.brokers,
-                self.partial_report().text()
+                self.report(Vec::new()).text()
             ));
         }
         Ok(())
@@ -384,37 +386,26 @@ impl Bench {
         self.phases.push(result);
     }
 
-    fn partial_report(&self) -> Report {
+    /// The report of the phases run so far; `extra` are the workload's own results.
+    fn report(&self, extra: Vec<(String, Param, String)>) -> Report {
         Report {
-            workload: workload_name(self.o.workload).into(),
+            workload: self.o.workload.name().into(),
             target: self.o.namesrv.join(";"),
             params: self.params.clone(),
             phases: self.phases.clone(),
-            main_phase: 0,
-            server: None,
-            generator: None,
-            extra: Vec::new(),
-            machine_busy_pct: None,
-            failures: Vec::new(),
-            interrupted: self.engine.stopped(),
-        }
-    }
-
-    fn finish(mut self, extra: Vec<(String, f64, String)>) -> Report {
-        let main_phase = self.phases.len().saturating_sub(1);
-        let mut report = Report {
-            workload: workload_name(self.o.workload).into(),
-            target: self.o.namesrv.join(";"),
-            params: std::mem::take(&mut self.params),
-            phases: std::mem::take(&mut self.phases),
-            main_phase,
+            main_phase: self.phases.len().saturating_sub(1),
             server: None,
             generator: None,
             extra,
             machine_busy_pct: None,
             failures: Vec::new(),
             interrupted: self.engine.stopped(),
-        };
+        }
+    }
+
+    /// The report of the whole run, with the /proc samples.
+    fn finish(&self, extra: Vec<(String, Param, String)>) -> Report {
+        let mut report = self.report(extra);
         self.sampler.finish(&mut report);
         report
     }
@@ -438,19 +429,6 @@ impl Bench {
     }
 }
 
-pub fn workload_name(w: Workload) -> &'static str {
-    match w {
-        Workload::Register => "register",
-        Workload::Heartbeat => "heartbeat",
-        Workload::Route => "route",
-        Workload::Mixed => "mixed",
-        Workload::Expire => "expire",
-        Workload::Canned => "canned",
-        Workload::Controller => "controller",
-        Workload::Help => "help",
-    }
-}
-
 /// Runs the workload of `o`; raising `stop` ends it early with the results so far.
 pub fn run(o: Options, stop: Arc<AtomicBool>) -> Result<Report, String> {
     let b = Bench::new(o, stop)?;
@@ -460,9 +438,7 @@ pub fn run(o: Options, stop: Arc<AtomicBool>) -> Result<Report, String> {
         Workload::Route => route(b),
         Workload::Mixed => mixed(b),
         Workload::Expire => expire(b),
-        Workload::Canned | Workload::Controller | Workload::Help => {
-            Err("not a load workload of the engine".into())
-        }
+        _ => Err("not a load workload of the engine".into()),
     }
 }
 
@@ -513,33 +489,14 @@ fn heartbeat(mut b: Bench) -> Result<Report, String> {
     let mut beats = Vec::with_capacity(b.o.brokers);
     for i in 0..b.o.brokers {
         let id = b.layout.broker(i);
-        let broker = BrokerRef {
-            broker_name: &id.name,
-            broker_addr: &id.addr,
-            cluster: &b.layout.cluster,
-            broker_id: 0,
-        };
         // The dataVersion of the steady body: the server answers changed=false.
         let mut body = Vec::new();
-        if b.o.op_query {
-            let dv = DataVersion {
-                counter: 1,
-                state_version: 0,
-                timestamp: 1_700_000_000_000 + (i as i64) * 1000,
-            };
-            dv.encode(&mut body);
-        }
         let request = if b.o.op_query {
-            Request::QueryDataVersion(QueryDataVersion::new(broker, &body)).encode(BROKER_VERSION)
+            b.layout.data_version(i, 0).encode(&mut body);
+            Request::QueryDataVersion(QueryDataVersion::new(id.broker_ref(), &body))
+                .encode(BROKER_VERSION)
         } else {
-            let beat = BrokerHeartbeat {
-                cluster: broker.cluster,
-                broker_addr: broker.broker_addr,
-                broker_name: broker.broker_name,
-            };
-            let mut e = Encoded::new(Request::BrokerHeartbeat(beat).code());
-            beat.encode_as_broker(&mut e, broker.broker_id);
-            e
+            id.heartbeat()
         };
         let t = b.template_of(&request, BROKER_VERSION);
         beats.push(vec![b.engine.add_template(t)]);
@@ -686,30 +643,19 @@ fn expire(mut b: Bench) -> Result<Report, String> {
     let secs = |t: Option<Instant>| t.map_or(-1.0, |t| (t - stopped).as_secs_f64());
     let all_gone = secs(watch.all_gone);
     let mut extra = vec![
-        (
-            "routes_watched".to_string(),
-            watched as f64,
-            "topics".into(),
-        ),
-        (
-            "routes_left".to_string(),
-            watch.remaining as f64,
-            "topics".into(),
-        ),
-        (
-            "first_route_gone_after".to_string(),
-            secs(watch.first_gone),
-            "s".into(),
-        ),
-        ("all_routes_gone_after".to_string(), all_gone, "s".into()),
+        ("routes_watched", Param::from(watched), "topics"),
+        ("routes_left", watch.remaining.into(), "topics"),
+        ("first_route_gone_after", secs(watch.first_gone).into(), "s"),
+        ("all_routes_gone_after", all_gone.into(), "s"),
     ];
     if watch.all_gone.is_some() {
-        extra.push((
-            "expiry_lag_beyond_timeout".to_string(),
-            all_gone - b.o.timeout_ms as f64 / 1000.0,
-            "s".into(),
-        ));
+        let lag = all_gone - b.o.timeout_ms as f64 / 1000.0;
+        extra.push(("expiry_lag_beyond_timeout", lag.into(), "s"));
     }
+    let extra = extra
+        .into_iter()
+        .map(|(name, v, unit)| (name.to_string(), v, unit.to_string()))
+        .collect();
     let left = watch.remaining;
     let mut report = b.finish(extra);
     if left > 0 && !report.interrupted {
