@@ -17,11 +17,13 @@
 //! or when the stop flag is raised (Ctrl-C); then sending stops and in-flight requests drain.
 
 use crate::hist::Histogram;
-use bytes::Bytes;
+use bytes::BytesMut;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
-use rmq_namesrv::remoting::command::SerializeType;
-use rmq_namesrv::remoting::command::{DecodeLimits, FrameTemplate, Header, RemotingCommand};
+use rmq_namesrv::remoting::command::{
+    DecodeLimits, FrameTemplate, Header, RemotingCommand, SerializeType,
+};
+use rmq_namesrv::remoting::frame::next_frame;
 use rmq_namesrv::request::Encoded;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
@@ -201,9 +203,7 @@ struct Conn {
     in_flight: InFlight,
     out: Vec<u8>,
     out_pos: usize,
-    inb: Vec<u8>,
-    in_start: usize,
-    in_end: usize,
+    inb: BytesMut,
     open: bool,
     active: bool,
 }
@@ -280,6 +280,8 @@ pub struct Engine {
     epoch: Instant,
     pub progress: bool,
     dirty: Vec<usize>,
+    /// Every read lands here first, then in its connection's buffer.
+    read_chunk: Vec<u8>,
     /// Raised from outside (a signal handler) to end the current phase early.
     stop: Arc<AtomicBool>,
 }
@@ -290,16 +292,6 @@ struct PhaseClock {
     hard_end: Instant,
     next_tick: Instant,
     draining: Option<Instant>,
-}
-
-const READ_CHUNK: usize = 64 * 1024;
-
-/// The header of a response frame (without its length prefix), decoded by the library; only
-/// the header is copied, the body is not read.
-fn response_head(frame: &[u8]) -> Option<RemotingCommand> {
-    let word = u32::from_be_bytes(frame.get(..4)?.try_into().ok()?);
-    let header = frame.get(..4 + (word & 0x00FF_FFFF) as usize)?;
-    RemotingCommand::decode(Bytes::copy_from_slice(header), &DecodeLimits::default()).ok()
 }
 
 impl Engine {
@@ -313,6 +305,7 @@ impl Engine {
             epoch: Instant::now(),
             progress,
             dirty: Vec::new(),
+            read_chunk: vec![0; 64 * 1024],
             stop,
         })
     }
@@ -374,9 +367,7 @@ impl Engine {
             in_flight: InFlight::new(depth),
             out: Vec::with_capacity(64 * 1024),
             out_pos: 0,
-            inb: vec![0; READ_CHUNK * 2],
-            in_start: 0,
-            in_end: 0,
+            inb: BytesMut::new(),
             open: true,
             active: false,
         });
@@ -486,33 +477,20 @@ impl Engine {
             if !c.open {
                 return;
             }
-            if c.inb.len() - c.in_end < READ_CHUNK / 2 {
-                if c.in_start > 0 {
-                    c.inb.copy_within(c.in_start..c.in_end, 0);
-                    c.in_end -= c.in_start;
-                    c.in_start = 0;
-                }
-                if c.inb.len() - c.in_end < READ_CHUNK / 2 {
-                    let grown = c.inb.len() * 2;
-                    c.inb.resize(grown, 0);
-                }
-            }
-            let end = c.in_end;
-            match c.stream.read(&mut c.inb[end..]) {
+            match c.stream.read(&mut self.read_chunk) {
                 Ok(0) => {
                     self.handle_frames(ci, watch);
                     self.close(ci);
                     return;
                 }
                 Ok(n) => {
-                    let short = end + n < c.inb.len();
-                    c.in_end += n;
+                    c.inb.extend_from_slice(&self.read_chunk[..n]);
                     self.classes[c.class].stats.bytes_rx += n as u64;
                     self.handle_frames(ci, watch);
                     // A short read emptied the socket; data arriving later raises a new
                     // edge, so the read that would only say WouldBlock can be skipped (one
                     // syscall per response saved at depth 1).
-                    if short {
+                    if n < self.read_chunk.len() {
                         return;
                     }
                 }
@@ -526,24 +504,22 @@ impl Engine {
         }
     }
 
+    /// Takes every whole response frame read on connection `ci` to its request.
     fn handle_frames(&mut self, ci: usize, watch: &mut dyn Watch) {
         let now_ns = self.now_ns();
         let mut now_instant: Option<Instant> = None;
         let c = &mut self.conns[ci];
         let class = &mut self.classes[c.class];
         loop {
-            let avail = c.in_end - c.in_start;
-            if avail < 4 {
-                break;
-            }
-            let b = &c.inb[c.in_start..c.in_end];
-            let len = u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize;
-            if avail < 4 + len {
-                break;
-            }
-            let head = response_head(&b[4..4 + len]);
-            c.in_start += 4 + len;
-            let Some(head) = head else {
+            let frame = match next_frame(&mut c.inb, u32::MAX) {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break,
+                Err(_) => {
+                    class.stats.bad_frames += 1;
+                    return self.close(ci);
+                }
+            };
+            let Ok(head) = RemotingCommand::decode(frame, &DecodeLimits::default()) else {
                 class.stats.bad_frames += 1;
                 continue;
             };
@@ -568,10 +544,6 @@ impl Engine {
             }
             let now = *now_instant.get_or_insert_with(Instant::now);
             watch.on_response(c.class, slot.template, &head, now);
-        }
-        if c.in_start == c.in_end {
-            c.in_start = 0;
-            c.in_end = 0;
         }
         if !c.in_flight.is_full() {
             self.dirty.push(ci);
@@ -852,8 +824,8 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
     use rmq_namesrv::remoting::command::encode_frame;
-    use rmq_namesrv::remoting::frame::next_frame;
     use rmq_namesrv::request::field;
     use std::net::TcpListener;
 
@@ -876,7 +848,6 @@ mod tests {
                 assert_eq!((cmd.code, cmd.opaque), (105, opaque));
                 assert_eq!(cmd.ext(field::TOPIC), Some(",\"opaque\":0,"));
                 assert_eq!(&cmd.body[..], b",\"opaque\":0,");
-                assert_eq!(response_head(&out[7..]).map(|h| h.opaque), Some(opaque));
             }
         }
     }
