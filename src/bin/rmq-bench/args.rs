@@ -296,8 +296,8 @@ fn defaults(workload: Workload) -> Options {
 /// Gives an option its value on demand (inline `--flag=value` or the next argument).
 type ValueOf<'a> = dyn FnMut() -> Result<String, String> + 'a;
 
-/// Options every workload reads and the cluster layout. `Ok(false)`: not one of these.
-fn set_common(o: &mut Options, flag: &str, value: &mut ValueOf) -> Result<bool, String> {
+/// Sets option `flag`; `Ok(false)`: unknown option.
+fn set(o: &mut Options, flag: &str, value: &mut ValueOf) -> Result<bool, String> {
     match flag {
         "-n" | "--namesrv" => o.namesrv = parse_addr_list(&value()?),
         "--strategy" => o.strategy_text = Some(value()?),
@@ -321,14 +321,6 @@ fn set_common(o: &mut Options, flag: &str, value: &mut ValueOf) -> Result<bool, 
         "--queues" => o.queues = number(flag, &value()?)?,
         "--cluster" => o.cluster = value()?,
         "--conns" => o.conns = Some(number(flag, &value()?)?),
-        _ => return Ok(false),
-    }
-    Ok(true)
-}
-
-/// Options of particular workloads. `Ok(false)`: unknown option.
-fn set_workload(o: &mut Options, flag: &str, value: &mut ValueOf) -> Result<bool, String> {
-    match flag {
         "--churn" => o.churn = true,
         "--variants" => o.variants = number(flag, &value()?)?,
         "--rate" => o.rate = Some(parse_rate(&value()?)?),
@@ -424,7 +416,7 @@ pub fn parse(args: &[String], env_namesrv: Option<&str>) -> Result<Options, Stri
                     .ok_or_else(|| format!("{flag} needs a value")),
             }
         };
-        if !set_common(&mut o, flag, &mut value)? && !set_workload(&mut o, flag, &mut value)? {
+        if !set(&mut o, flag, &mut value)? {
             return Err(format!("unknown option {flag:?}"));
         }
     }

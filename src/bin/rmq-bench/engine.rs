@@ -54,10 +54,17 @@ pub struct ClassStats {
 
 impl ClassStats {
     pub fn errors(&self) -> u64 {
-        self.errors_by_code.iter().map(|(_, n)| n).sum::<u64>()
-            + self.closed
-            + self.lost
-            + self.bad_frames
+        let failures = self.failures().iter().map(|(_, _, n)| n).sum::<u64>();
+        self.errors_by_code.iter().map(|(_, n)| n).sum::<u64>() + failures
+    }
+
+    /// The errors that are not answers: (text label, JSON key, count).
+    pub fn failures(&self) -> [(&'static str, &'static str, u64); 3] {
+        [
+            ("connections closed", "connections_closed", self.closed),
+            ("unanswered", "unanswered", self.lost),
+            ("bad frames", "bad_frames", self.bad_frames),
+        ]
     }
 }
 

@@ -2,6 +2,7 @@
 //! (`--pid`) and of the generator itself (so a run shows whether the tool was the bottleneck).
 
 use crate::engine::{ClassStats, PhaseResult};
+use crate::hist::Histogram;
 use std::fmt::Write as _;
 
 /// Linux USER_HZ, the unit of utime/stime in /proc/PID/stat on every mainstream architecture.
@@ -122,23 +123,17 @@ impl Param {
     }
 }
 
-impl From<usize> for Param {
-    fn from(n: usize) -> Param {
-        Param::Int(i64::try_from(n).unwrap_or(i64::MAX))
-    }
+/// Integers become `Param::Int`.
+macro_rules! int_params {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Param {
+            fn from(n: $t) -> Param {
+                Param::Int(i64::try_from(n).unwrap_or(i64::MAX))
+            }
+        }
+    )*};
 }
-
-impl From<u64> for Param {
-    fn from(n: u64) -> Param {
-        Param::Int(i64::try_from(n).unwrap_or(i64::MAX))
-    }
-}
-
-impl From<i32> for Param {
-    fn from(n: i32) -> Param {
-        Param::Int(n.into())
-    }
-}
+int_params!(usize, u64, i32);
 
 impl From<f64> for Param {
     fn from(x: f64) -> Param {
@@ -423,40 +418,46 @@ impl MachineLoad {
     }
 }
 
+/// A class's latency figures in microseconds: (text label, JSON key, value), mean last.
+fn latency_us(h: &Histogram) -> [(&'static str, &'static str, f64); 8] {
+    let p = |q: f64| us(h.percentile(q));
+    [
+        ("min", "min", us(h.min())),
+        ("p50", "p50", p(50.0)),
+        ("p90", "p90", p(90.0)),
+        ("p95", "p95", p(95.0)),
+        ("p99", "p99", p(99.0)),
+        ("p99.9", "p999", p(99.9)),
+        ("max", "max", us(h.max())),
+        ("mean", "mean", h.mean() / 1000.0),
+    ]
+}
+
 /// Three lines per class: throughput, latency, errors.
 fn class_text(name: &str, st: &ClassStats, phase: &PhaseResult) -> String {
     let secs = phase.elapsed.as_secs_f64().max(1e-9);
-    let h = &st.hist;
     let mut s = format!(
-        "  {:<9} {:>12} ops/s  ({} ops)  tx {:.1} MB/s  rx {:.1} MB/s\n",
+        "  {:<9} {:>12} ops/s  ({} ops)  tx {:.1} MB/s  rx {:.1} MB/s\n  {:<9} latency us:",
         name,
         thousands(rate(st.ops, phase) as u64),
         thousands(st.ops),
         st.bytes_tx as f64 / 1e6 / secs,
         st.bytes_rx as f64 / 1e6 / secs,
-    );
-    let _ = writeln!(
-        s,
-        "  {:<9} latency us: min {:.0}  p50 {:.0}  p90 {:.0}  p95 {:.0}  p99 {:.0}  p99.9 {:.0}  max {:.0}  (mean {:.0})",
         "",
-        us(h.min()),
-        us(h.percentile(50.0)),
-        us(h.percentile(90.0)),
-        us(h.percentile(95.0)),
-        us(h.percentile(99.0)),
-        us(h.percentile(99.9)),
-        us(h.max()),
-        h.mean() / 1000.0,
     );
+    for (label, _, v) in latency_us(&st.hist) {
+        match label {
+            "mean" => write!(s, "  ({label} {v:.0})"),
+            "min" => write!(s, " {label} {v:.0}"),
+            _ => write!(s, "  {label} {v:.0}"),
+        }
+        .ok();
+    }
     let mut errs = format!("errors {}", st.errors());
     for (code, n) in &st.errors_by_code {
         let _ = write!(errs, ", code {code}: {n}");
     }
-    for (what, n) in [
-        ("connections closed", st.closed),
-        ("unanswered", st.lost),
-        ("bad frames", st.bad_frames),
-    ] {
+    for (what, _, n) in st.failures() {
         if n > 0 {
             let _ = write!(errs, ", {what}: {n}");
         }
@@ -464,7 +465,7 @@ fn class_text(name: &str, st: &ClassStats, phase: &PhaseResult) -> String {
     for (code, n) in &st.expected_by_code {
         let _ = write!(errs, " (expected code {code}: {n})");
     }
-    let _ = writeln!(s, "  {:<9} {errs}", "");
+    let _ = writeln!(s, "\n  {:<9} {errs}", "");
     s
 }
 
@@ -493,13 +494,12 @@ fn q(v: &str) -> String {
 
 fn class_json(name: &str, st: &ClassStats, p: &PhaseResult) -> String {
     let secs = p.elapsed.as_secs_f64().max(1e-9);
-    let h = &st.hist;
     let codes = |list: &[(i32, u64)]| -> String {
         let parts: Vec<String> = list.iter().map(|(c, n)| format!("\"{c}\":{n}")).collect();
         format!("{{{}}}", parts.join(","))
     };
-    format!(
-        "{{\"name\":{},\"ops\":{},\"ops_per_s\":{:.1},\"tx_mb_per_s\":{:.3},\"rx_mb_per_s\":{:.3},\"errors\":{},\"errors_by_code\":{},\"expected_by_code\":{},\"connections_closed\":{},\"unanswered\":{},\"bad_frames\":{},\"latency_us\":{{\"min\":{:.1},\"mean\":{:.1},\"p50\":{:.1},\"p90\":{:.1},\"p95\":{:.1},\"p99\":{:.1},\"p999\":{:.1},\"max\":{:.1}}}}}",
+    let mut s = format!(
+        "{{\"name\":{},\"ops\":{},\"ops_per_s\":{:.1},\"tx_mb_per_s\":{:.3},\"rx_mb_per_s\":{:.3},\"errors\":{},\"errors_by_code\":{},\"expected_by_code\":{}",
         q(name),
         st.ops,
         st.ops as f64 / secs,
@@ -508,18 +508,16 @@ fn class_json(name: &str, st: &ClassStats, p: &PhaseResult) -> String {
         st.errors(),
         codes(&st.errors_by_code),
         codes(&st.expected_by_code),
-        st.closed,
-        st.lost,
-        st.bad_frames,
-        us(h.min()),
-        h.mean() / 1000.0,
-        us(h.percentile(50.0)),
-        us(h.percentile(90.0)),
-        us(h.percentile(95.0)),
-        us(h.percentile(99.0)),
-        us(h.percentile(99.9)),
-        us(h.max()),
-    )
+    );
+    for (_, key, n) in st.failures() {
+        let _ = write!(s, ",\"{key}\":{n}");
+    }
+    s.push_str(",\"latency_us\":{");
+    for (i, (_, key, v)) in latency_us(&st.hist).iter().enumerate() {
+        let _ = write!(s, "{}\"{key}\":{v:.1}", comma(i));
+    }
+    s.push_str("}}");
+    s
 }
 
 #[cfg(test)]

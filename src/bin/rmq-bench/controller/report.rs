@@ -62,12 +62,7 @@ pub(super) fn throughput(
             cpu,
             errors_text(&p.stats.errors_by_code)
         );
-        let st = &p.stats;
-        for (what, n) in [
-            ("connections closed", st.closed),
-            ("unanswered", st.lost),
-            ("bad frames", st.bad_frames),
-        ] {
+        for (what, _, n) in p.stats.failures() {
             if n > 0 {
                 out += &format!("  {what}: {n}\n");
             }
