@@ -127,36 +127,33 @@ impl Histogram {
     /// histogram (the progress line's "last second"), to bucket precision. 0 when none.
     pub fn percentile_since(&self, earlier: &Histogram, p: f64) -> u64 {
         let n = self.total.saturating_sub(earlier.total);
-        if n == 0 {
-            return 0;
-        }
-        let rank = nearest_rank(p, n);
-        let mut seen = 0u64;
-        for (i, (now, then)) in self.counts.iter().zip(&earlier.counts).enumerate() {
-            seen += now.saturating_sub(*then);
-            if seen >= rank {
-                return highest_in(i).min(self.max);
-            }
-        }
-        self.max
+        let new = self.counts.iter().zip(&earlier.counts);
+        nearest(new.map(|(now, then)| now.saturating_sub(*then)), p, n).min(self.max)
     }
 
     /// Nearest-rank percentile (`p` in 0..=100): the smallest recorded value such that at
     /// least `p` % of the samples are at or below it, to bucket precision. 0 when empty.
     pub fn percentile(&self, p: f64) -> u64 {
-        if self.total == 0 {
-            return 0;
-        }
-        let rank = nearest_rank(p, self.total);
-        let mut seen = 0u64;
-        for (i, c) in self.counts.iter().enumerate() {
-            seen += c;
-            if seen >= rank {
-                return highest_in(i).min(self.max).max(self.min);
-            }
-        }
-        self.max
+        let v = nearest(self.counts.iter().copied(), p, self.total);
+        v.min(self.max).max(self.min())
     }
+}
+
+/// The highest value of the bucket holding the nearest-rank `p` percentile of `n` samples
+/// counted by `counts`; 0 when `n` is 0.
+fn nearest(counts: impl Iterator<Item = u64>, p: f64, n: u64) -> u64 {
+    if n == 0 {
+        return 0;
+    }
+    let rank = nearest_rank(p, n);
+    let mut seen = 0u64;
+    for (i, c) in counts.enumerate() {
+        seen += c;
+        if seen >= rank {
+            return highest_in(i);
+        }
+    }
+    u64::MAX
 }
 
 #[cfg(test)]

@@ -220,28 +220,6 @@ impl Bench {
         plan.into()
     }
 
-    /// Opens the broker connections (class `name`, depth `depth`) with steady plans: the
-    /// same set to every name server, so the `i`-th connection of the class serves broker
-    /// connection `i % broker_conns()`.
-    fn open_brokers(
-        &mut self,
-        name: &str,
-        rate: Option<f64>,
-        depth: usize,
-        regs: &[Vec<u32>],
-    ) -> Result<usize, String> {
-        let class = self.engine.add_class(name, rate);
-        for addr in self.addrs.clone() {
-            for c in 0..self.broker_conns() {
-                let plan = self.broker_plan(c, regs, &[0]);
-                self.engine
-                    .connect(addr, class, plan, 0, depth)
-                    .map_err(|e| format!("connect to {addr}: {e}"))?;
-            }
-        }
-        Ok(class)
-    }
-
     /// Gives broker connections new plans, `plans[c]` for broker connection `c`.
     fn replan_brokers(&mut self, class: usize, plans: &[Rc<[u32]>]) {
         let n = plans.len().max(1);
@@ -275,13 +253,34 @@ impl Bench {
         Ok(())
     }
 
-    /// Switches broker connections to their churn plans (variants 1..=V).
-    fn use_churn_plans(&mut self, class: usize, regs: &[Vec<u32>]) {
-        let variants: Vec<usize> = (1..=self.o.variants).collect();
-        let plans: Vec<Rc<[u32]>> = (0..self.broker_conns())
-            .map(|c| self.broker_plan(c, regs, &variants))
-            .collect();
-        self.replan_brokers(class, &plans);
+    /// Opens the broker connections (class "register"), registers every broker once (phase
+    /// `setup`) and, with `churn`, switches them to the churned bodies (variants 1..=V).
+    fn registered_brokers(
+        &mut self,
+        rate: Option<f64>,
+        depth: usize,
+        churn: bool,
+        timeout_ms: Option<u64>,
+    ) -> Result<usize, String> {
+        let variants: Vec<usize> = (1..=self.o.variants).filter(|_| churn).collect();
+        let regs = self.register_templates(variants.len(), timeout_ms);
+        let class = self.engine.add_class("register", rate);
+        for addr in self.addrs.clone() {
+            for c in 0..self.broker_conns() {
+                let plan = self.broker_plan(c, &regs, &[0]);
+                self.engine
+                    .connect(addr, class, plan, 0, depth)
+                    .map_err(|e| format!("connect to {addr}: {e}"))?;
+            }
+        }
+        self.setup(class)?;
+        if churn {
+            let plans: Vec<Rc<[u32]>> = (0..self.broker_conns())
+                .map(|c| self.broker_plan(c, &regs, &variants))
+                .collect();
+            self.replan_brokers(class, &plans);
+        }
+        Ok(class)
     }
 
     /// The topics route clients look up: the user topics, or `--topic`.
@@ -451,18 +450,12 @@ fn register(mut b: Bench) -> Result<Report, String> {
     if let Some(r) = b.o.rate {
         b.param("rate_per_s", r);
     }
-    let variants = if b.o.churn { b.o.variants } else { 0 };
-    let regs = b.register_templates(variants, None);
     let body_bytes: usize = (0..b.o.brokers)
         .map(|i| b.layout.register_body(i, 0).len())
         .sum::<usize>()
         / b.o.brokers.max(1);
     b.param("body_bytes", body_bytes);
-    let class = b.open_brokers("register", b.o.rate, depth, &regs)?;
-    b.setup(class)?;
-    if b.o.churn {
-        b.use_churn_plans(class, &regs);
-    }
+    let class = b.registered_brokers(b.o.rate, depth, b.o.churn, None)?;
     b.timed("main", vec![class], true);
     Ok(b.finish(Vec::new()))
 }
@@ -480,9 +473,7 @@ fn heartbeat(mut b: Bench) -> Result<Report, String> {
     };
     b.param("op", op);
     b.param("depth", depth);
-    let regs = b.register_templates(0, None);
-    let class = b.open_brokers("register", b.o.rate, depth, &regs)?;
-    b.setup(class)?;
+    let class = b.registered_brokers(b.o.rate, depth, false, None)?;
     // The same connections now send heartbeats: report them under that name.
     b.engine.classes[class].name = if b.o.op_query { "query" } else { "heartbeat" }.into();
     // One heartbeat frame per broker, as that broker would send it.
@@ -527,9 +518,7 @@ fn route(mut b: Bench) -> Result<Report, String> {
         },
     );
     if with_brokers {
-        let regs = b.register_templates(0, None);
-        let class = b.open_brokers("register", None, 1, &regs)?;
-        b.setup(class)?;
+        b.registered_brokers(None, 1, false, None)?;
     }
     let routes = b.route_templates();
     let (class, _) = b.open_clients("route", b.o.rate, depth, &routes)?;
@@ -548,13 +537,7 @@ fn mixed(mut b: Bench) -> Result<Report, String> {
     if let Some(r) = b.o.rate {
         b.param("storm_rate_per_s", r);
     }
-    let variants = if b.o.churn { b.o.variants } else { 0 };
-    let regs = b.register_templates(variants, None);
-    let storm = b.open_brokers("register", b.o.rate, 1, &regs)?;
-    b.setup(storm)?;
-    if b.o.churn {
-        b.use_churn_plans(storm, &regs);
-    }
+    let storm = b.registered_brokers(b.o.rate, 1, b.o.churn, None)?;
     let routes = b.route_templates();
     let (lookups, _) = b.open_clients("route", Some(b.o.route_rate), depth, &routes)?;
     b.timed("quiet", vec![lookups], false);
@@ -612,10 +595,8 @@ fn expire(mut b: Bench) -> Result<Report, String> {
     b.param("heartbeat_timeout_ms", b.o.timeout_ms);
     b.param("clients", b.o.clients);
     b.param("route_rate_per_s", b.o.route_rate);
-    let regs = b.register_templates(0, Some(b.o.timeout_ms));
-    let brokers = b.open_brokers("register", None, 1, &regs)?;
+    let brokers = b.registered_brokers(None, 1, false, Some(b.o.timeout_ms))?;
     b.engine.classes[brokers].closes_expected = true;
-    b.setup(brokers)?;
     let stopped = b
         .phases
         .last()
