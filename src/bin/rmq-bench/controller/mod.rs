@@ -1,25 +1,9 @@
 //! `rmq-bench controller`: load on a RocketMQ controller (rmq-namesrv's embedded one, or any
-//! other), over the real wire protocol, and the failover time seen by brokers.
-//!
-//! Throughput ([`throughput`]): N broker sets of two brokers are set up through the controller
-//! (ids applied, both registered, heartbeats with a long timeout so both stay alive, id 1
-//! elected, both in the SyncStateSet), then three timed phases run one after the other, each
-//! on `--clients` connections keeping `--depth` requests in flight (every in-flight request of
-//! a connection is for a different set, so 1001's epochs can be tracked per set):
-//! 1012 GET_NEXT_BROKER_ID (a read), 1003 REGISTER_BROKER with an unchanged address (nothing
-//! to log) and 1001 ALTER_SYNC_STATE_SET alternating {1,2} and {1} (one logged event, one
-//! fsync each). The sets are cleaned (1011) at the end. `--pid` samples the server's RSS
-//! before the setup, after it and at the end, and its CPU time per phase. [`report`] prints
-//! the result.
-//!
-//! Failover ([`failover`], `--failover crash|hang`): per round, a master and a slave register
-//! through the controller and with the name servers of `-n` as RocketMQ 5 brokers do; the
-//! master then dies (its connections close) or hangs (heartbeats stop); the time until the
-//! slave receives 1008 and until the name server routes it as id 0 is measured.
+//! other), over the real wire protocol ([`throughput`], printed by [`report`]), and the
+//! failover time seen by brokers ([`failover`]).
 //!
 //! Requests are the controller's own typed requests (`controller::request`), encoded by the
-//! library. The timed phases run on the [`crate::engine`] (1001's frames are written per
-//! request, from the epochs the set's last answer announced); the set-up, the clean-up and
+//! library. The timed phases run on the [`crate::engine`]; the set-up, the clean-up and
 //! failover use blocking connections (failover needs listeners and role changes).
 
 mod failover;

@@ -1,7 +1,12 @@
-//! The throughput run: N broker sets set up through the controller, then 1012, 1003 and
-//! 1001 timed one after the other on `--clients` connections with `--depth` requests in
-//! flight on each (every in-flight request of a connection for a different set, so 1001's
-//! epochs can be tracked per set), and the sets cleaned at the end.
+//! The throughput run: N broker sets of two brokers are set up through the controller (ids
+//! applied, both registered, heartbeats with a long timeout so both stay alive, id 1 elected,
+//! both in the SyncStateSet), then three phases are timed one after the other on `--clients`
+//! connections with `--depth` requests in flight: 1012 GET_NEXT_BROKER_ID (a read), 1003
+//! REGISTER_BROKER with an unchanged address (nothing to log) and 1001 ALTER_SYNC_STATE_SET
+//! alternating {1,2} and {1} (one logged event, one fsync each). A connection's requests in
+//! flight are for distinct sets, so 1001's epochs can be tracked per set. The sets are
+//! cleaned (1011) at the end. `--pid` samples the server's RSS before the setup, after it and
+//! at the end, and its CPU time per phase.
 
 use super::{
     apply_broker_id, call_ok, clean_broker_data, elect_master, expect_ok, ext_i64, frame_of,
