@@ -89,10 +89,8 @@ pub struct Class {
     next_due_ns: f64,
     blocked_since_ns: Option<u64>,
     pub stats: ClassStats,
-    last_tick_ops: u64,
-    last_tick_errors: u64,
-    /// The histogram at the last progress line: the difference is the last second's.
-    last_tick_hist: Histogram,
+    /// The statistics at the last progress line: the difference is the last second's.
+    last_tick: ClassStats,
 }
 
 /// One request frame: the library's header template and the request's body.
@@ -338,9 +336,7 @@ impl Engine {
             next_due_ns: 0.0,
             blocked_since_ns: None,
             stats: ClassStats::default(),
-            last_tick_ops: 0,
-            last_tick_errors: 0,
-            last_tick_hist: Histogram::default(),
+            last_tick: ClassStats::default(),
         });
         self.classes.len() - 1
     }
@@ -652,12 +648,11 @@ impl Engine {
         let mut line = format!("[{phase} {t:6.1}s]");
         for &k in classes {
             let c = &mut self.classes[k];
-            let ops = c.stats.ops - c.last_tick_ops;
-            let errors = c.stats.errors() - c.last_tick_errors;
-            let p99_us = c.stats.hist.percentile_since(&c.last_tick_hist, 99.0) as f64 / 1000.0;
-            c.last_tick_ops = c.stats.ops;
-            c.last_tick_errors = c.stats.errors();
-            c.last_tick_hist.clone_from(&c.stats.hist);
+            let (now, then) = (&c.stats, &c.last_tick);
+            let ops = now.ops - then.ops;
+            let errors = now.errors() - then.errors();
+            let p99_us = now.hist.percentile_since(&then.hist, 99.0) as f64 / 1000.0;
+            c.last_tick.clone_from(&c.stats);
             line.push_str(&format!(
                 "  {} {} ops/s, p99 {p99_us:.0} us, {} errors",
                 c.name,
@@ -677,9 +672,7 @@ impl Engine {
             c.stats = ClassStats::default();
             c.next_due_ns = start_ns as f64;
             c.blocked_since_ns = None;
-            c.last_tick_ops = 0;
-            c.last_tick_errors = 0;
-            c.last_tick_hist = Histogram::default();
+            c.last_tick = ClassStats::default();
         }
         self.set_active(classes, true);
         let all: Vec<usize> = classes

@@ -28,13 +28,11 @@ use std::time::{Duration, Instant};
 const SETUP_LIMIT: Duration = Duration::from_secs(600);
 const DRAIN: Duration = Duration::from_secs(10);
 
-/// /proc samples of the server and of this process at the start, at the beginning of the
-/// headline phase and at its end.
+/// /proc samples (the server's with `--pid`, this process's, the machine's busy and total
+/// jiffies) at the start, at the beginning of the headline phase and at its end.
 struct Sampler {
     pid: Option<u32>,
-    server: [ProcSample; 3],
-    me: [ProcSample; 3],
-    machine: [(u64, u64); 3],
+    marks: [(ProcSample, ProcSample, (u64, u64)); 3],
     main_wall: Duration,
 }
 
@@ -42,9 +40,7 @@ impl Sampler {
     fn new(pid: Option<u32>) -> Sampler {
         let mut s = Sampler {
             pid,
-            server: [ProcSample::default(); 3],
-            me: [ProcSample::default(); 3],
-            machine: [(0, 0); 3],
+            marks: Default::default(),
             main_wall: Duration::ZERO,
         };
         s.mark(0);
@@ -52,31 +48,27 @@ impl Sampler {
     }
 
     fn mark(&mut self, i: usize) {
-        if let Some(pid) = self.pid {
-            self.server[i] = sample_proc(&pid.to_string()).unwrap_or_default();
-        }
-        self.me[i] = sample_proc("self").unwrap_or_default();
-        self.machine[i] = sample_machine().unwrap_or_default();
-    }
-
-    fn delta(samples: &[ProcSample; 3], wall: Duration) -> ProcDelta {
-        ProcDelta {
-            before: samples[0],
-            main_begin: samples[1],
-            after: samples[2],
-            wall_s: wall.as_secs_f64(),
-        }
+        let server = self.pid.and_then(|pid| sample_proc(&pid.to_string()));
+        let me = sample_proc("self").unwrap_or_default();
+        self.marks[i] = (
+            server.unwrap_or_default(),
+            me,
+            sample_machine().unwrap_or_default(),
+        );
     }
 
     fn finish(&self, report: &mut Report) {
-        if let Some(pid) = self.pid {
-            report.server = Some((pid, Self::delta(&self.server, self.main_wall)));
-        }
-        report.generator = Some(Self::delta(&self.me, self.main_wall));
-        let (busy, total) = (
-            self.machine[2].0.saturating_sub(self.machine[1].0),
-            self.machine[2].1.saturating_sub(self.machine[1].1),
-        );
+        let [start, begin, end] = self.marks;
+        let delta = |of: fn(&(ProcSample, ProcSample, (u64, u64))) -> ProcSample| ProcDelta {
+            before: of(&start),
+            main_begin: of(&begin),
+            after: of(&end),
+            wall_s: self.main_wall.as_secs_f64(),
+        };
+        report.server = self.pid.map(|pid| (pid, delta(|m| m.0)));
+        report.generator = Some(delta(|m| m.1));
+        let busy = end.2 .0.saturating_sub(begin.2 .0);
+        let total = end.2 .1.saturating_sub(begin.2 .1);
         if total > 0 {
             report.machine_busy_pct = Some(100.0 * busy as f64 / total as f64);
         }
