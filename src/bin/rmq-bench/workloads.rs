@@ -28,11 +28,13 @@ use std::time::{Duration, Instant};
 const SETUP_LIMIT: Duration = Duration::from_secs(600);
 const DRAIN: Duration = Duration::from_secs(10);
 
-/// /proc samples (the server's with `--pid`, this process's, the machine's busy and total
-/// jiffies) at the start, at the beginning of the headline phase and at its end.
+/// The server's sample (with `--pid`), this process's, the machine's busy and total jiffies.
+type Mark = (ProcSample, ProcSample, (u64, u64));
+
+/// /proc samples at the start, at the beginning of the headline phase and at its end.
 struct Sampler {
     pid: Option<u32>,
-    marks: [(ProcSample, ProcSample, (u64, u64)); 3],
+    marks: [Mark; 3],
     main_wall: Duration,
 }
 
@@ -59,7 +61,7 @@ impl Sampler {
 
     fn finish(&self, report: &mut Report) {
         let [start, begin, end] = self.marks;
-        let delta = |of: fn(&(ProcSample, ProcSample, (u64, u64))) -> ProcSample| ProcDelta {
+        let delta = |of: fn(&Mark) -> ProcSample| ProcDelta {
             before: of(&start),
             main_begin: of(&begin),
             after: of(&end),
