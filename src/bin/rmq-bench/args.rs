@@ -3,6 +3,7 @@
 //! workload and are filled in by [`parse`]). `-n` takes a `;`-separated list, as every
 //! RocketMQ tool does, and defaults to `$NAMESRV_ADDR`.
 
+use crate::payload::Layout;
 use rmq_namesrv::client::nameserver_set::parse_addr_list;
 use rmq_namesrv::client::Strategy;
 use std::time::Duration;
@@ -162,13 +163,9 @@ pub struct Options {
     pub pid: Option<u32>,
     pub binary_header: bool,
     pub language: String,
-    pub tag: String,
-    pub brokers: usize,
-    pub topics: usize,
-    pub shared_by: usize,
-    pub groups: usize,
-    pub queues: i32,
-    pub cluster: String,
+    /// The simulated cluster (`--brokers`, `--topics`, ..., `--tag`); `controller` reads
+    /// `brokers` (its broker sets) and `run_tag`.
+    pub layout: Layout,
     pub conns: Option<usize>,
     pub churn: bool,
     pub variants: usize,
@@ -257,18 +254,16 @@ fn defaults(workload: Workload) -> Options {
         pid: None,
         binary_header: false,
         language: "JAVA".into(),
-        tag: String::new(),
-        brokers: match workload {
-            Workload::Route => 10,
-            Workload::Expire => 10_000,
-            Workload::Controller => 1_000,
-            _ => 100,
+        layout: Layout {
+            brokers: match workload {
+                Workload::Route => 10,
+                Workload::Expire => 10_000,
+                Workload::Controller => 1_000,
+                _ => 100,
+            },
+            topics: if expire { 10 } else { 100 },
+            ..Layout::default()
         },
-        topics: if expire { 10 } else { 100 },
-        shared_by: 2,
-        groups: 4,
-        queues: 8,
-        cluster: "BenchCluster".into(),
         conns: None,
         churn: false,
         variants: 4,
@@ -313,13 +308,13 @@ fn set(o: &mut Options, flag: &str, value: &mut ValueOf) -> Result<bool, String>
             }
         }
         "--language" => o.language = value()?,
-        "--tag" => o.tag = value()?,
-        "--brokers" => o.brokers = number(flag, &value()?)?,
-        "--topics" => o.topics = number(flag, &value()?)?,
-        "--topics-shared-by" => o.shared_by = number(flag, &value()?)?,
-        "--groups" => o.groups = number(flag, &value()?)?,
-        "--queues" => o.queues = number(flag, &value()?)?,
-        "--cluster" => o.cluster = value()?,
+        "--tag" => o.layout.run_tag = value()?,
+        "--brokers" => o.layout.brokers = number(flag, &value()?)?,
+        "--topics" => o.layout.topics = number(flag, &value()?)?,
+        "--topics-shared-by" => o.layout.shared_by = number(flag, &value()?)?,
+        "--groups" => o.layout.groups = number(flag, &value()?)?,
+        "--queues" => o.layout.queues = number(flag, &value()?)?,
+        "--cluster" => o.layout.cluster = value()?,
         "--conns" => o.conns = Some(number(flag, &value()?)?),
         "--churn" => o.churn = true,
         "--variants" => o.variants = number(flag, &value()?)?,
@@ -371,7 +366,7 @@ fn check(o: &Options) -> Result<(), String> {
                     .into(),
             );
         }
-        if o.brokers == 0 || o.clients == 0 || o.depth == Some(0) || o.rounds == 0 {
+        if o.layout.brokers == 0 || o.clients == 0 || o.depth == Some(0) || o.rounds == 0 {
             return Err("--brokers, --clients, --depth and --rounds must be at least 1".into());
         }
         return Ok(());
@@ -383,7 +378,7 @@ fn check(o: &Options) -> Result<(), String> {
     if needs_server && o.namesrv.is_empty() {
         return Err("no name server: give -n 'host:port;host:port' or set NAMESRV_ADDR".into());
     }
-    if o.brokers == 0 && o.topic_list.is_empty() && needs_server {
+    if o.layout.brokers == 0 && o.topic_list.is_empty() && needs_server {
         return Err("--brokers must be at least 1".into());
     }
     if o.conns == Some(0) || o.depth == Some(0) || o.clients == 0 || o.variants == 0 {
@@ -454,17 +449,20 @@ mod tests {
         )
         .unwrap();
         assert_eq!(o.workload, Workload::Route);
-        assert_eq!(o.brokers, 10);
+        assert_eq!(o.layout.brokers, 10);
         assert_eq!(o.depth, Some(4));
         assert_eq!(o.version, 317);
         assert_eq!(o.duration, Duration::from_secs(1));
         let o = parse(&args("expire -n h:1"), None).unwrap();
-        assert_eq!((o.brokers, o.topics, o.clients), (10_000, 10, 4));
+        assert_eq!((o.layout.brokers, o.layout.topics, o.clients), (10_000, 10, 4));
         assert!(parse(&args("register"), None).is_err());
         assert!(parse(&args("register -n h:1 --bogus"), None).is_err());
         assert!(parse(&args("canned"), None).is_ok());
         let o = parse(&args("controller --controller h:9878"), None).unwrap();
-        assert_eq!((o.brokers, o.clients, o.timeout_ms), (1_000, 8, 10_000));
+        assert_eq!(
+            (o.layout.brokers, o.clients, o.timeout_ms),
+            (1_000, 8, 10_000)
+        );
         assert!(parse(&args("controller"), None).is_err());
         assert!(parse(&args("controller --controller h:1 --failover crash"), None).is_err());
         let o = parse(

@@ -12,7 +12,7 @@
 
 use crate::args::{Options, Workload};
 use crate::engine::{Engine, NoWatch, PhaseResult, PhaseSpec, Template, Until, Watch};
-use crate::payload::{Layout, BROKER_VERSION};
+use crate::payload::BROKER_VERSION;
 use crate::report::{sample_machine, sample_proc, Param, ProcDelta, ProcSample, Report};
 use crate::servers::Picker;
 use rmq_namesrv::client::api::RegisterOptions;
@@ -81,7 +81,6 @@ struct Bench {
     o: Options,
     /// The name servers, in `-n` order.
     addrs: Vec<SocketAddr>,
-    layout: Layout,
     engine: Engine,
     st: SerializeType,
     phases: Vec<PhaseResult>,
@@ -110,16 +109,6 @@ impl Bench {
             .iter()
             .map(|a| resolve(a))
             .collect::<Result<Vec<_>, _>>()?;
-        let layout = Layout {
-            cluster: o.cluster.clone(),
-            brokers: o.brokers,
-            topics: o.topics,
-            shared_by: o.shared_by,
-            groups: o.groups,
-            queues: o.queues,
-            run_tag: o.tag.clone(),
-            ..Layout::default()
-        };
         let engine = Engine::new(!o.quiet, stop).map_err(|e| format!("poll: {e}"))?;
         let st = if o.binary_header {
             SerializeType::RocketMq
@@ -130,7 +119,6 @@ impl Bench {
         Ok(Bench {
             o,
             addrs,
-            layout,
             engine,
             st,
             phases: Vec::new(),
@@ -171,13 +159,15 @@ impl Bench {
     fn broker_conns(&self) -> usize {
         self.o
             .conns
-            .unwrap_or(self.o.brokers)
-            .clamp(1, self.o.brokers.max(1))
+            .unwrap_or(self.o.layout.brokers)
+            .clamp(1, self.o.layout.brokers.max(1))
     }
 
     /// Brokers served by broker connection `c` (brokers are dealt out round robin).
     fn brokers_of_conn(&self, c: usize) -> Vec<usize> {
-        (c..self.o.brokers).step_by(self.broker_conns()).collect()
+        (c..self.o.layout.brokers)
+            .step_by(self.broker_conns())
+            .collect()
     }
 
     /// Registration templates of every broker: `[broker][variant]`, variant 0 = steady.
@@ -186,12 +176,12 @@ impl Bench {
             heartbeat_timeout_millis: timeout_ms.and_then(|t| i64::try_from(t).ok()),
             ..RegisterOptions::default()
         };
-        let mut out = Vec::with_capacity(self.o.brokers);
-        for b in 0..self.o.brokers {
+        let mut out = Vec::with_capacity(self.o.layout.brokers);
+        for b in 0..self.o.layout.brokers {
             let mut ids = Vec::with_capacity(variants + 1);
             for v in 0..=variants {
-                let body = self.layout.register_body(b, v);
-                let id = self.layout.broker(b);
+                let body = self.o.layout.register_body(b, v);
+                let id = self.o.layout.broker(b);
                 let register = id.registration(&body, &options, BROKER_VERSION);
                 let t = self.template(&Request::RegisterBroker(register), BROKER_VERSION);
                 ids.push(self.engine.add_template(t));
@@ -232,7 +222,7 @@ impl Bench {
         let saved_rate = self.engine.classes[class].rate.take();
         let result = self.engine.run_phase(&spec, &mut NoWatch);
         self.engine.classes[class].rate = saved_rate;
-        let expected = (self.o.brokers * self.addrs.len()) as u64;
+        let expected = (self.o.layout.brokers * self.addrs.len()) as u64;
         let ok = result.classes.iter().all(|(_, s)| s.errors() == 0)
             && result.classes.iter().map(|(_, s)| s.ops).sum::<u64>() >= expected;
         self.phases.push(result);
@@ -240,7 +230,7 @@ impl Bench {
         if !ok && !self.engine.stopped() {
             return Err(format!(
                 "setup registration of {} brokers failed:\n{}",
-                self.o.brokers,
+                self.o.layout.brokers,
                 self.report(Vec::new()).text()
             ));
         }
@@ -280,7 +270,7 @@ impl Bench {
     /// The topics route clients look up: the user topics, or `--topic`.
     fn lookup_topics(&self) -> Vec<String> {
         if self.o.topic_list.is_empty() {
-            self.layout.all_user_topics()
+            self.o.layout.all_user_topics()
         } else {
             self.o.topic_list.clone()
         }
@@ -405,13 +395,13 @@ impl Bench {
 
     fn layout_params(&mut self) {
         if self.o.topic_list.is_empty() {
-            self.param("brokers", self.o.brokers);
-            self.param("topics_per_broker", self.o.topics);
-            self.param("topics_shared_by", self.o.shared_by);
+            self.param("brokers", self.o.layout.brokers);
+            self.param("topics_per_broker", self.o.layout.topics);
+            self.param("topics_shared_by", self.o.layout.shared_by);
             self.param("broker_conns", self.broker_conns());
-            if !self.o.tag.is_empty() {
-                self.param("tag", self.o.tag.clone());
-                self.param("broker_addrs", self.layout.address_range());
+            if !self.o.layout.run_tag.is_empty() {
+                self.param("tag", self.o.layout.run_tag.clone());
+                self.param("broker_addrs", self.o.layout.address_range());
             }
         } else {
             self.param("topics", self.o.topic_list.len());
@@ -444,10 +434,10 @@ fn register(mut b: Bench) -> Result<Report, String> {
     if let Some(r) = b.o.rate {
         b.param("rate_per_s", r);
     }
-    let body_bytes: usize = (0..b.o.brokers)
-        .map(|i| b.layout.register_body(i, 0).len())
+    let body_bytes: usize = (0..b.o.layout.brokers)
+        .map(|i| b.o.layout.register_body(i, 0).len())
         .sum::<usize>()
-        / b.o.brokers.max(1);
+        / b.o.layout.brokers.max(1);
     b.param("body_bytes", body_bytes);
     let class = b.registered_brokers(b.o.rate, depth, b.o.churn, None)?;
     b.timed("main", vec![class], true);
@@ -471,13 +461,13 @@ fn heartbeat(mut b: Bench) -> Result<Report, String> {
     // The same connections now send heartbeats: report them under that name.
     b.engine.classes[class].name = if b.o.op_query { "query" } else { "heartbeat" }.into();
     // One heartbeat frame per broker, as that broker would send it.
-    let mut beats = Vec::with_capacity(b.o.brokers);
-    for i in 0..b.o.brokers {
-        let id = b.layout.broker(i);
+    let mut beats = Vec::with_capacity(b.o.layout.brokers);
+    for i in 0..b.o.layout.brokers {
+        let id = b.o.layout.broker(i);
         // The dataVersion of the steady body: the server answers changed=false.
         let mut body = Vec::new();
         let request = if b.o.op_query {
-            b.layout.data_version(i, 0).encode(&mut body);
+            b.o.layout.data_version(i, 0).encode(&mut body);
             Request::QueryDataVersion(QueryDataVersion::new(id.broker_ref(), &body))
                 .encode(BROKER_VERSION)
         } else {

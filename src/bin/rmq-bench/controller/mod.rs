@@ -1,13 +1,12 @@
 //! `rmq-bench controller`: load on a RocketMQ controller (rmq-namesrv's embedded one, or any
-//! other), over the real wire protocol ([`throughput`], printed by [`report`]), and the
-//! failover time seen by brokers ([`failover`]).
+//! other), over the real wire protocol ([`throughput`]), and the failover time seen by
+//! brokers ([`failover`]).
 //!
 //! Requests are the controller's own typed requests (`controller::request`), encoded by the
 //! library. The timed phases run on the [`crate::engine`]; the set-up, the clean-up and
 //! failover use blocking connections (failover needs listeners and role changes).
 
 mod failover;
-mod report;
 mod throughput;
 
 use crate::args::Options;
@@ -128,12 +127,14 @@ fn clean_broker_data(name: &str) -> ControllerRequest {
 
 /// The broker-set names of a run: `cb-<tag>-<i>`, the tag `--tag` or one of this process.
 fn set_names(o: &Options) -> Vec<String> {
-    let tag = if o.tag.is_empty() {
+    let tag = if o.layout.run_tag.is_empty() {
         format!("{}-{}", std::process::id(), millis() % 1_000_000)
     } else {
-        o.tag.clone()
+        o.layout.run_tag.clone()
     };
-    (0..o.brokers).map(|i| format!("cb-{tag}-{i}")).collect()
+    (0..o.layout.brokers)
+        .map(|i| format!("cb-{tag}-{i}"))
+        .collect()
 }
 
 /// The server's RSS and CPU time now (`--pid` only).

@@ -10,11 +10,11 @@
 
 use super::{
     apply_broker_id, call_ok, clean_broker_data, elect_master, expect_ok, ext_i64, frame_of,
-    heartbeat, millis, next_broker_id, register_broker, report, server_sample, set_names,
-    CALL_TIMEOUT,
+    heartbeat, millis, next_broker_id, register_broker, server_sample, set_names, CALL_TIMEOUT,
 };
 use crate::args::Options;
 use crate::engine::{ClassStats, Engine, NoWatch, PhaseSpec, Template, Until, Watch};
+use crate::report::{thousands, ProcSample};
 use crate::workloads::resolve;
 use rmq_namesrv::client::Client;
 use rmq_namesrv::controller::request::field::{
@@ -25,6 +25,7 @@ use rmq_namesrv::controller::request::{
 };
 use rmq_namesrv::remoting::codes::version;
 use rmq_namesrv::remoting::command::{RemotingCommand, SerializeType};
+use rmq_namesrv::remoting::json::{self, Value};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -147,15 +148,15 @@ impl Watch for Alter {
 }
 
 /// One phase's result.
-pub(super) struct PhaseResult {
-    pub name: &'static str,
-    pub wall: Duration,
-    pub stats: ClassStats,
-    pub server_cpu_s: Option<f64>,
+struct PhaseResult {
+    name: &'static str,
+    wall: Duration,
+    stats: ClassStats,
+    server_cpu_s: Option<f64>,
 }
 
 impl PhaseResult {
-    pub fn ops_per_s(&self) -> f64 {
+    fn ops_per_s(&self) -> f64 {
         self.stats.ops as f64 / self.wall.as_secs_f64().max(1e-9)
     }
 }
@@ -189,7 +190,7 @@ fn phase(
     plan: &[u32],
     watch: &mut dyn Watch,
 ) -> PhaseResult {
-    let k = o.clients.min(o.brokers).max(1);
+    let k = o.clients.min(o.layout.brokers).max(1);
     engine.replan(class, |c| {
         let own: Vec<u32> = plan.iter().skip(c).step_by(k).copied().collect();
         (own.into(), 0)
@@ -239,8 +240,8 @@ pub fn run(o: &Options, addr: &str, stop: Arc<AtomicBool>) -> Result<String, Str
         register_broker(&s.name, 2, &broker_addr(i, 2))
     });
     let class = engine.add_class("controller", None);
-    let k = o.clients.min(o.brokers).max(1);
-    let depth = o.depth.unwrap_or(16).min(o.brokers.div_ceil(k));
+    let k = o.clients.min(o.layout.brokers).max(1);
+    let depth = o.depth.unwrap_or(16).min(o.layout.brokers.div_ceil(k));
     let target = resolve(addr)?;
     for _ in 0..k {
         engine
@@ -279,7 +280,7 @@ pub fn run(o: &Options, addr: &str, stop: Arc<AtomicBool>) -> Result<String, Str
     ];
     let end = server_sample(o);
     let cleaned = clean_up(&mut c, &names);
-    Ok(report::throughput(
+    Ok(report(
         o,
         addr,
         setup,
@@ -295,4 +296,125 @@ fn clean_up(c: &mut Client, names: &[String]) -> Result<(), String> {
         call_ok(c, &clean_broker_data(name))?;
     }
     Ok(())
+}
+
+fn errors_text(errors: &[(i32, u64)]) -> String {
+    let list: Vec<String> = errors
+        .iter()
+        .map(|(c, n)| format!("{n} x code {c}"))
+        .collect();
+    list.join(", ")
+}
+
+fn us(ns: u64) -> u64 {
+    ns / 1000
+}
+
+/// The text (or JSON) report: one row per phase (ops/s, latency, the server's CPU, errors
+/// by code), the server's RSS.
+fn report(
+    o: &Options,
+    addr: &str,
+    setup: Duration,
+    phases: &[PhaseResult],
+    rss: [Option<ProcSample>; 3],
+    cleaned: Result<(), String>,
+) -> String {
+    if o.json {
+        return report_json(o, addr, setup, phases, rss, cleaned);
+    }
+    let mut out = format!(
+        "controller {addr}: {} broker sets x 2 brokers, {} connections x depth {}, {:.1} s per phase\n",
+        o.layout.brokers,
+        o.clients.min(o.layout.brokers).max(1),
+        o.depth.unwrap_or(16),
+        o.duration.as_secs_f64()
+    );
+    out += &format!(
+        "setup: {:.1} s ({} writes)\n\n",
+        setup.as_secs_f64(),
+        o.layout.brokers * 5
+    );
+    out += &format!(
+        "{:<28} {:>11} {:>10} {:>8} {:>8} {:>9} {:>11}  errors\n",
+        "request", "ops", "ops/s", "p50 us", "p99 us", "max us", "server cpu"
+    );
+    for p in phases {
+        let cpu = p.server_cpu_s.map_or("-".to_string(), |s| {
+            format!("{:.0}%", 100.0 * s / p.wall.as_secs_f64().max(1e-9))
+        });
+        out += &format!(
+            "{:<28} {:>11} {:>10} {:>8} {:>8} {:>9} {:>11}  {}\n",
+            p.name,
+            thousands(p.stats.ops),
+            thousands(p.ops_per_s() as u64),
+            us(p.stats.hist.percentile(50.0)),
+            us(p.stats.hist.percentile(99.0)),
+            us(p.stats.hist.max()),
+            cpu,
+            errors_text(&p.stats.errors_by_code)
+        );
+        for (what, _, n) in p.stats.failures() {
+            if n > 0 {
+                out += &format!("  {what}: {n}\n");
+            }
+        }
+    }
+    if let [Some(idle), Some(loaded), Some(end)] = rss {
+        out += &format!(
+            "\nserver RSS: {} KiB idle, {} KiB with the {} sets, {} KiB at the end (peak {} KiB)\n",
+            thousands(idle.rss_kib),
+            thousands(loaded.rss_kib),
+            o.layout.brokers,
+            thousands(end.rss_kib),
+            thousands(end.hwm_kib)
+        );
+    }
+    if let Err(e) = cleaned {
+        out += &format!("cleaning the sets failed: {e}\n");
+    }
+    out
+}
+
+fn report_json(
+    o: &Options,
+    addr: &str,
+    setup: Duration,
+    phases: &[PhaseResult],
+    rss: [Option<ProcSample>; 3],
+    cleaned: Result<(), String>,
+) -> String {
+    let int = |n: u64| Value::Int(n as i64);
+    let phase_values = phases.iter().map(|p| {
+        Value::Object(vec![
+            ("request".into(), Value::Str(p.name.into())),
+            ("ops".into(), int(p.stats.ops)),
+            ("ops_per_s".into(), int(p.ops_per_s() as u64)),
+            ("p50_us".into(), int(us(p.stats.hist.percentile(50.0)))),
+            ("p99_us".into(), int(us(p.stats.hist.percentile(99.0)))),
+            ("max_us".into(), int(us(p.stats.hist.max()))),
+            (
+                "server_cpu_s".into(),
+                p.server_cpu_s
+                    .map_or(Value::Null, |s| Value::Str(format!("{s:.2}"))),
+            ),
+            ("errors".into(), int(p.stats.errors() - p.stats.closed)),
+            ("failed_connections".into(), int(p.stats.closed)),
+        ])
+    });
+    let rss_kib = |s: Option<ProcSample>| s.map_or(Value::Null, |s| int(s.rss_kib));
+    let doc = Value::Object(vec![
+        ("workload".into(), Value::Str("controller".into())),
+        ("target".into(), Value::Str(addr.into())),
+        ("broker_sets".into(), int(o.layout.brokers as u64)),
+        ("setup_ms".into(), int(setup.as_millis() as u64)),
+        ("phases".into(), Value::Array(phase_values.collect())),
+        ("server_rss_kib_idle".into(), rss_kib(rss[0])),
+        ("server_rss_kib_loaded".into(), rss_kib(rss[1])),
+        ("server_rss_kib_end".into(), rss_kib(rss[2])),
+        ("cleaned".into(), Value::Bool(cleaned.is_ok())),
+    ]);
+    let mut out = Vec::new();
+    json::write_value(&mut out, &doc);
+    String::from_utf8_lossy(&out).into_owned()
 }
