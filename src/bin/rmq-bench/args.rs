@@ -9,101 +9,77 @@ use rmq_namesrv::client::Strategy;
 use std::time::Duration;
 
 pub const USAGE: &str = "\
-rmq-bench: load generator for RocketMQ name servers (any implementation), over the real
-wire protocol.
+rmq-bench: load generator for RocketMQ name servers, over the real wire protocol.
 
 usage: rmq-bench <workload> -n 'host:port[;host:port...]' [options]
        rmq-bench canned [-l host:port] [--body-bytes N]
        rmq-bench help | --version
 
 workloads:
-  register    N simulated brokers re-register (steady: identical body, the 30 s heartbeat
-              case; --churn: dataVersion and topics change every time)
+  register    N simulated brokers re-register (steady body, or --churn)
   heartbeat   registered brokers loop BROKER_HEARTBEAT (904) or QUERY_DATA_VERSION (322)
   route       K clients loop GET_ROUTEINFO_BY_TOPIC over the registered topics
   mixed       route lookups at a fixed rate, first quiet, then during a registration storm
   expire      register N brokers with a short heartbeat timeout, go silent, and time how
               long until every route is gone (route latency measured meanwhile)
-  canned      a no-work server answering every frame with a fixed SUCCESS reply: the
-              generator's ceiling (run a workload against it to see the tool's own limit)
-  controller  a RocketMQ controller (--controller): N broker sets of two brokers are set
-              up, then 1012 GET_NEXT_BROKER_ID, 1003 REGISTER_BROKER (unchanged address)
-              and 1001 ALTER_SYNC_STATE_SET each run for --duration; the sets are cleaned
-              at the end. With --failover: time from a master's death to its slave's
-              registration as master visible in the routes of -n
+  canned      a no-work server answering every frame with SUCCESS: the generator's ceiling
+  controller  load a RocketMQ controller (--controller) with N broker sets: 1012, 1003 and
+              1001 each for --duration; or, with --failover, time a master's failover
 
 common options:
-  -n, --namesrv LIST        name servers to load, ';'-separated (default: $NAMESRV_ADDR);
-                            simulated brokers register with every one, route clients
-                            are spread over them by --strategy
-  --strategy S              which name server each route client uses (route, mixed,
-                            expire; and the one controller --failover watches):
-                              round-robin   client i on server i mod n (the default)
-                              random        each client on a random one, as each Java
-                                            client picks its own
-                              pinned:N      every client on the N-th (from 0), or
-                                            pinned:HOST:PORT
-                              fewest        each client, as it is opened, on the server
-                                            with the fewest connections (stats extension)
-  -d, --duration T          timed phase length: 10, 10s, 500ms (default 10s); Ctrl-C
-                            ends a run early and prints the results so far (exit 130)
-  --json                    print the result as one JSON object on stdout
+  -n, --namesrv LIST        name servers, ';'-separated (default: $NAMESRV_ADDR); brokers
+                            register with every one, route clients per --strategy
+  --strategy S              route clients' name server: round-robin (default), random,
+                            pinned:N or pinned:HOST:PORT, fewest (stats extension)
+  -d, --duration T          timed phase: 10, 10s, 500ms (default 10s); Ctrl-C ends the
+                            run and prints the results so far (exit 130)
+  --json                    print the result as one JSON object
   --quiet                   no progress line on stderr
-  --pid PID                 sample the server's RSS and CPU time from /proc before/after
-                            (without it, the server's CPU is not told from other load)
-  --header json|rocketmq    request header codec (default json, as Java peers send)
+  --pid PID                 sample the server's RSS and CPU time from /proc
+  --header json|rocketmq    request header codec (default json)
   --language NAME           header language (default JAVA)
-  --tag TEXT                names this fleet: part of its broker names, and its own block of
-                            broker addresses (same tag, same addresses every run), so fleets
-                            with different tags can share one server (default: none,
-                            addresses 10.0.0.0:10911 upwards)
+  --tag TEXT                names this fleet: its broker names and its own block of broker
+                            addresses, so tagged fleets can share one server
 
 cluster layout (register, heartbeat, route, mixed, expire):
-  --brokers N               simulated brokers, each a broker group master (default 100;
-                            route 10, expire 10000)
+  --brokers N               simulated broker masters (default 100; route 10, expire 10000)
   --topics M                user topics per broker (default 100; expire 10)
   --topics-shared-by S      broker groups serving each topic (default 2)
   --groups G                consumer groups (%RETRY% topics) per broker (default 4)
   --queues Q                queues per topic (default 8)
   --cluster NAME            cluster name (default BenchCluster)
-  --conns C                 broker connections; brokers are spread over them (default:
-                            one per broker, as real brokers do)
+  --conns C                 broker connections (default: one per broker)
 
 register / heartbeat / mixed storm:
   --churn                   change dataVersion and topics on every registration
   --variants V              distinct bodies per broker cycled by --churn (default 4)
-  --rate R                  target ops/s for the brokers: 500 or 1000/30s (default: full speed)
-  --depth D                 requests in flight per connection (default 1 for registering
-                            brokers, 8 for heartbeats, 16 for route clients, 4 in expire)
-  --op heartbeat|query      heartbeat workload request: BROKER_HEARTBEAT 904 or
-                            QUERY_DATA_VERSION 322 (default heartbeat)
+  --rate R                  brokers' ops/s: 500 or 1000/30s (default: full speed)
+  --depth D                 requests in flight per connection (default: registering 1,
+                            heartbeat 8, route clients 16, expire 4)
+  --op heartbeat|query      heartbeat workload request: 904 or 322 (default heartbeat)
 
 route / mixed / expire:
   --clients K               route client connections (default 16; expire 4)
-  --version V               request header version; >= 401 asks for the standard JSON
-                            dialect, lower (e.g. 317, a Go client) for the legacy one (default 479)
+  --version V               header version; >= 401 standard JSON routes, lower (317) the
+                            legacy dialect (default 479)
   --route-rate R            route lookups per second in mixed/expire (default 10000)
   --topic T[,T...]          look up these existing topics instead of registering brokers
 
 expire:
-  --timeout-ms T            heartbeatTimeoutMillis sent with each registration (default 3000)
+  --timeout-ms T            heartbeatTimeoutMillis of each registration (default 3000)
   --max-wait T              give up waiting for expiry after this long (default 120s)
 
 controller:
-  --controller HOST:PORT    the controller (its controllerDLegerPeers port); required
+  --controller HOST:PORT    the controller; required
   --brokers N               broker sets (default 1000)
-  --clients K / --depth D   connections (default 8) and requests in flight on each
-                            (default 16; each in-flight request is for another set)
-  --failover crash|hang     instead: a master and a slave register through the controller
-                            and with the name servers of -n; the master's connections
-                            close (crash) or its heartbeats stop (hang); measures until
-                            the slave is notified (1008) and routed as id 0
+  --clients K / --depth D   connections (default 8) and requests in flight (default 16)
+  --failover crash|hang     the master's connections close or its heartbeats stop;
+                            measures until the slave is notified (1008) and routed as id 0
   --rounds R                failover rounds (default 3)
-  --timeout-ms T            heartbeatTimeoutMills the simulated brokers send (default 10000,
-                            Java's controllerHeartBeatTimeoutMills)
+  --timeout-ms T            brokers' heartbeat timeout (default 10000)
 
 canned:
-  -l, --listen HOST:PORT    address to listen on (default 127.0.0.1:0; the address is printed)
+  -l, --listen HOST:PORT    address to listen on (default 127.0.0.1:0, printed)
   --body-bytes N            body size of every reply (default 0)
 ";
 
@@ -454,7 +430,10 @@ mod tests {
         assert_eq!(o.version, 317);
         assert_eq!(o.duration, Duration::from_secs(1));
         let o = parse(&args("expire -n h:1"), None).unwrap();
-        assert_eq!((o.layout.brokers, o.layout.topics, o.clients), (10_000, 10, 4));
+        assert_eq!(
+            (o.layout.brokers, o.layout.topics, o.clients),
+            (10_000, 10, 4)
+        );
         assert!(parse(&args("register"), None).is_err());
         assert!(parse(&args("register -n h:1 --bogus"), None).is_err());
         assert!(parse(&args("canned"), None).is_ok());

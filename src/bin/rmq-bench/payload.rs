@@ -23,7 +23,7 @@ pub const BROKER_VERSION: i32 = 479;
 
 /// `PermName` bits.
 const PERM_INHERIT: i32 = 1;
-const PERM_RW: i32 = 6;
+pub const PERM_RW: i32 = 6;
 const PERM_RWX: i32 = 7;
 
 /// Shape of the simulated cluster.
@@ -196,7 +196,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-fn topic(name: &str, queues: i32, perm: i32) -> TopicConfig {
+pub fn topic(name: &str, queues: i32, perm: i32) -> TopicConfig {
     TopicConfig {
         topic_name: name.to_string(),
         read_queue_nums: queues,

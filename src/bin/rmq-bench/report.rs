@@ -3,6 +3,7 @@
 
 use crate::engine::{ClassStats, PhaseResult};
 use crate::hist::Histogram;
+use rmq_namesrv::remoting::json::{self, Value};
 use std::fmt::Write as _;
 
 /// Linux USER_HZ, the unit of utime/stime in /proc/PID/stat on every mainstream architecture.
@@ -487,8 +488,12 @@ fn comma(i: usize) -> &'static str {
 }
 
 fn q(v: &str) -> String {
+    json_text(&Value::Str(v.into()))
+}
+
+pub fn json_text(v: &Value) -> String {
     let mut out = Vec::new();
-    rmq_namesrv::remoting::json::write_str(&mut out, v);
+    json::write_value(&mut out, v);
     String::from_utf8_lossy(&out).into_owned()
 }
 

@@ -146,13 +146,7 @@ impl Bench {
         Ok(())
     }
 
-    /// `request`'s frame in a command of `version`.
-    fn template(&self, request: &Request<'_>, version: i32) -> Template {
-        self.template_of(&request.encode(version), version)
-    }
-
-    /// An encoded request's frame in a command of `version`.
-    fn template_of(&self, request: &Encoded<'_>, version: i32) -> Template {
+    fn template(&self, request: &Encoded<'_>, version: i32) -> Template {
         Template::new(self.st, request, version, &self.o.language)
     }
 
@@ -183,7 +177,8 @@ impl Bench {
                 let body = self.o.layout.register_body(b, v);
                 let id = self.o.layout.broker(b);
                 let register = id.registration(&body, &options, BROKER_VERSION);
-                let t = self.template(&Request::RegisterBroker(register), BROKER_VERSION);
+                let request = Request::RegisterBroker(register).encode(BROKER_VERSION);
+                let t = self.template(&request, BROKER_VERSION);
                 ids.push(self.engine.add_template(t));
             }
             out.push(ids);
@@ -204,7 +199,6 @@ impl Bench {
         plan.into()
     }
 
-    /// Gives broker connections new plans, `plans[c]` for broker connection `c`.
     fn replan_brokers(&mut self, class: usize, plans: &[Rc<[u32]>]) {
         let n = plans.len().max(1);
         self.engine.replan(class, |i| (plans[i % n].clone(), 0));
@@ -267,7 +261,6 @@ impl Bench {
         Ok(class)
     }
 
-    /// The topics route clients look up: the user topics, or `--topic`.
     fn lookup_topics(&self) -> Vec<String> {
         if self.o.topic_list.is_empty() {
             self.o.layout.all_user_topics()
@@ -285,7 +278,7 @@ impl Bench {
         for _ in 0..self.addrs.len() {
             let ids = topics.iter().map(|t| {
                 let lookup = Request::GetRouteInfo(GetRouteInfo::new(t, version));
-                let tmpl = self.template(&lookup, version);
+                let tmpl = self.template(&lookup.encode(version), version);
                 self.engine.add_template(tmpl)
             });
             per_server.push(ids.collect());
@@ -450,17 +443,15 @@ fn heartbeat(mut b: Bench) -> Result<Report, String> {
     // they do, and at depth 1 the syscall round trip bounds both sides equally.
     let depth = b.o.depth.unwrap_or(8);
     b.layout_params();
-    let op = if b.o.op_query {
-        "QUERY_DATA_VERSION"
+    let (op, class_name) = if b.o.op_query {
+        ("QUERY_DATA_VERSION", "query")
     } else {
-        "BROKER_HEARTBEAT"
+        ("BROKER_HEARTBEAT", "heartbeat")
     };
     b.param("op", op);
     b.param("depth", depth);
     let class = b.registered_brokers(b.o.rate, depth, false, None)?;
-    // The same connections now send heartbeats: report them under that name.
-    b.engine.classes[class].name = if b.o.op_query { "query" } else { "heartbeat" }.into();
-    // One heartbeat frame per broker, as that broker would send it.
+    b.engine.classes[class].name = class_name.into();
     let mut beats = Vec::with_capacity(b.o.layout.brokers);
     for i in 0..b.o.layout.brokers {
         let id = b.o.layout.broker(i);
@@ -473,7 +464,7 @@ fn heartbeat(mut b: Bench) -> Result<Report, String> {
         } else {
             id.heartbeat()
         };
-        let t = b.template_of(&request, BROKER_VERSION);
+        let t = b.template(&request, BROKER_VERSION);
         beats.push(vec![b.engine.add_template(t)]);
     }
     let plans: Vec<Rc<[u32]>> = (0..b.broker_conns())
@@ -493,14 +484,12 @@ fn route(mut b: Bench) -> Result<Report, String> {
     b.param("clients", b.o.clients);
     b.param("depth", depth);
     b.param("version", b.o.version);
-    b.param(
-        "dialect",
-        if b.o.version >= 401 {
-            "standard"
-        } else {
-            "legacy"
-        },
-    );
+    let dialect = if b.o.version >= 401 {
+        "standard"
+    } else {
+        "legacy"
+    };
+    b.param("dialect", dialect);
     if with_brokers {
         b.registered_brokers(None, 1, false, None)?;
     }

@@ -8,6 +8,8 @@ use super::{
     next_broker_id, register_broker, set_names, CALL_TIMEOUT, CLUSTER,
 };
 use crate::args::{Failover, Options};
+use crate::payload::{topic, PERM_RW};
+use crate::report::json_text;
 use crate::servers::Picker;
 use bytes::BytesMut;
 use rmq_namesrv::client::api::{BrokerIdentity, RegisterOptions};
@@ -20,8 +22,8 @@ use rmq_namesrv::controller::request::{
 };
 use rmq_namesrv::remoting::command::{DecodeLimits, RemotingCommand};
 use rmq_namesrv::remoting::frame;
-use rmq_namesrv::remoting::json::{self, Value};
-use rmq_namesrv::route::model::{DataVersion, RegisterBody, TopicConfig};
+use rmq_namesrv::remoting::json::Value;
+use rmq_namesrv::route::model::{DataVersion, RegisterBody};
 use std::io::{ErrorKind, Read};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -227,23 +229,14 @@ impl Broker {
 
     /// REGISTER_BROKER to every name server, `stateVersion = masterEpoch`.
     fn register_all(&self, broker_id: i64, master_epoch: i64) -> Result<(), String> {
-        let topic = failover_topic(&self.name);
+        let name = failover_topic(&self.name);
         let body = RegisterBody {
             data_version: DataVersion {
                 counter: millis() as i64,
                 state_version: master_epoch,
                 timestamp: millis() as i64,
             },
-            topics: vec![(
-                topic.clone(),
-                TopicConfig {
-                    topic_name: topic,
-                    read_queue_nums: 4,
-                    write_queue_nums: 4,
-                    perm: 6,
-                    topic_sys_flag: 0,
-                },
-            )],
+            topics: vec![(name.clone(), topic(&name, 4, PERM_RW))],
             filter_servers: Some(Vec::new()),
             mappings: Vec::new(),
         };
@@ -390,9 +383,7 @@ pub fn run(
             ),
             ("rounds".into(), Value::Array(list.collect())),
         ]);
-        let mut out = Vec::new();
-        json::write_value(&mut out, &doc);
-        return Ok(String::from_utf8_lossy(&out).into_owned());
+        return Ok(json_text(&doc));
     }
     let mut out = format!(
         "failover on controller {controller}, name servers {}: master {mode_name}, brokers' heartbeatTimeoutMills {} ms\n",

@@ -14,7 +14,7 @@ use super::{
 };
 use crate::args::Options;
 use crate::engine::{ClassStats, Engine, NoWatch, PhaseSpec, Template, Until, Watch};
-use crate::report::{thousands, ProcSample};
+use crate::report::{json_text, thousands, ProcSample};
 use crate::workloads::resolve;
 use rmq_namesrv::client::Client;
 use rmq_namesrv::controller::request::field::{
@@ -25,7 +25,7 @@ use rmq_namesrv::controller::request::{
 };
 use rmq_namesrv::remoting::codes::version;
 use rmq_namesrv::remoting::command::{RemotingCommand, SerializeType};
-use rmq_namesrv::remoting::json::{self, Value};
+use rmq_namesrv::remoting::json::Value;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -414,7 +414,5 @@ fn report_json(
         ("server_rss_kib_end".into(), rss_kib(rss[2])),
         ("cleaned".into(), Value::Bool(cleaned.is_ok())),
     ]);
-    let mut out = Vec::new();
-    json::write_value(&mut out, &doc);
-    String::from_utf8_lossy(&out).into_owned()
+    json_text(&doc)
 }
