@@ -32,7 +32,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Statistics of one class in one phase.
 #[derive(Clone, Default)]
 pub struct ClassStats {
     pub ops: u64,
@@ -213,10 +212,8 @@ struct Conn {
     active: bool,
 }
 
-/// How a phase ends.
 #[derive(Clone, Copy, Debug)]
 pub enum Until {
-    /// After this long.
     Elapsed(Duration),
     /// When every active connection has sent each request of its plan once.
     PlanSent,
@@ -224,7 +221,6 @@ pub enum Until {
     Watch,
 }
 
-/// A phase to run.
 pub struct PhaseSpec {
     pub name: String,
     pub classes: Vec<usize>,
@@ -260,11 +256,9 @@ pub trait Watch {
     }
 }
 
-/// A watch that watches nothing.
 pub struct NoWatch;
 impl Watch for NoWatch {}
 
-/// The outcome of one phase.
 #[derive(Clone)]
 pub struct PhaseResult {
     pub name: String,

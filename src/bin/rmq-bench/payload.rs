@@ -4,12 +4,10 @@
 //!
 //! Layout: broker `b` (a master, brokerId 0) is broker group `bench-broker-<b>` (with a run
 //! tag: `bench-broker-<tag>-<b>`). Broker addresses are fake (nothing connects to them) but
-//! are what a name server keys liveness on, so each fleet needs its own: see
-//! [`Layout::broker`]. User topics
-//! are dealt out in blocks of `topics` per group, and `shared_by` consecutive groups serve the
-//! same block, so by default every topic has two broker groups in its route, as in a cluster
-//! that spreads each topic over two masters. Consumer groups' `%RETRY%` topics follow the same
-//! layout.
+//! are what a name server keys liveness on, so each fleet needs its own ([`Layout::broker`]).
+//! User topics are dealt out in blocks of `topics` per group, and `shared_by` consecutive
+//! groups serve the same block, so by default every topic has two broker groups in its route.
+//! Consumer groups' `%RETRY%` topics follow the same layout.
 //!
 //! The benches include this file too, so it depends only on the library.
 
@@ -26,7 +24,6 @@ const PERM_INHERIT: i32 = 1;
 pub const PERM_RW: i32 = 6;
 const PERM_RWX: i32 = 7;
 
-/// Shape of the simulated cluster.
 #[derive(Debug, Clone)]
 pub struct Layout {
     pub cluster: String,

@@ -22,7 +22,6 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
-/// One sample of a process from /proc.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ProcSample {
     pub rss_kib: u64,
@@ -68,7 +67,6 @@ pub fn sample_machine() -> Option<(u64, u64)> {
     Some((total - idle, total))
 }
 
-/// Number of CPUs the machine has online.
 pub fn cpu_count() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
@@ -124,7 +122,6 @@ impl Param {
     }
 }
 
-/// Integers become `Param::Int`.
 macro_rules! int_params {
     ($($t:ty),*) => {$(
         impl From<$t> for Param {
@@ -154,7 +151,7 @@ impl From<&str> for Param {
     }
 }
 
-/// Everything one run produced.
+#[derive(Default)]
 pub struct Report {
     pub workload: String,
     pub target: String,
@@ -166,7 +163,7 @@ pub struct Report {
     pub server: Option<(u32, ProcDelta)>,
     pub generator: Option<ProcDelta>,
     /// Workload-specific results (name, value, unit).
-    pub extra: Vec<(String, Param, String)>,
+    pub extra: Vec<(&'static str, Param, &'static str)>,
     /// Whole-machine CPU use during the headline phase, in % of all cores (other load on
     /// the machine shows here).
     pub machine_busy_pct: Option<f64>,

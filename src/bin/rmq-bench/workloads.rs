@@ -132,8 +132,8 @@ impl Bench {
     }
 
     /// Checks the open-files limit for `broker_conns` connections per name server plus
-    /// `clients` route clients.
-    fn check_fds(&self, broker_conns: usize, clients: usize) -> Result<(), String> {
+    /// `clients` route clients, and records the cluster's parameters.
+    fn begin(&mut self, broker_conns: usize, clients: usize) -> Result<(), String> {
         let conns = broker_conns * self.addrs.len() + clients;
         if let Some(limit) = open_files_limit() {
             if conns + 32 > limit {
@@ -143,6 +143,7 @@ impl Bench {
                 ));
             }
         }
+        self.layout_params();
         Ok(())
     }
 
@@ -225,7 +226,7 @@ impl Bench {
             return Err(format!(
                 "setup registration of {} brokers failed:\n{}",
                 self.o.layout.brokers,
-                self.report(Vec::new()).text()
+                self.report().text()
             ));
         }
         Ok(())
@@ -362,26 +363,22 @@ impl Bench {
         self.phases.push(result);
     }
 
-    /// The report of the phases run so far; `extra` are the workload's own results.
-    fn report(&self, extra: Vec<(String, Param, String)>) -> Report {
+    /// The report of the phases run so far.
+    fn report(&self) -> Report {
         Report {
             workload: self.o.workload.name().into(),
             target: self.o.namesrv.join(";"),
             params: self.params.clone(),
             phases: self.phases.clone(),
             main_phase: self.phases.len().saturating_sub(1),
-            server: None,
-            generator: None,
-            extra,
-            machine_busy_pct: None,
-            failures: Vec::new(),
             interrupted: self.engine.stopped(),
+            ..Report::default()
         }
     }
 
     /// The report of the whole run, with the /proc samples.
-    fn finish(&self, extra: Vec<(String, Param, String)>) -> Report {
-        let mut report = self.report(extra);
+    fn finish(&self) -> Report {
+        let mut report = self.report();
         self.sampler.finish(&mut report);
         report
     }
@@ -419,9 +416,8 @@ pub fn run(o: Options, stop: Arc<AtomicBool>) -> Result<Report, String> {
 }
 
 fn register(mut b: Bench) -> Result<Report, String> {
-    b.check_fds(b.broker_conns(), 0)?;
+    b.begin(b.broker_conns(), 0)?;
     let depth = b.o.depth.unwrap_or(1);
-    b.layout_params();
     b.param("mode", if b.o.churn { "churn" } else { "steady" });
     b.param("depth", depth);
     if let Some(r) = b.o.rate {
@@ -434,15 +430,14 @@ fn register(mut b: Bench) -> Result<Report, String> {
     b.param("body_bytes", body_bytes);
     let class = b.registered_brokers(b.o.rate, depth, b.o.churn, None)?;
     b.timed("main", vec![class], true);
-    Ok(b.finish(Vec::new()))
+    Ok(b.finish())
 }
 
 fn heartbeat(mut b: Bench) -> Result<Report, String> {
-    b.check_fds(b.broker_conns(), 0)?;
+    b.begin(b.broker_conns(), 0)?;
     // Brokers send heartbeats oneway and never wait for an answer: pipelining is what
     // they do, and at depth 1 the syscall round trip bounds both sides equally.
     let depth = b.o.depth.unwrap_or(8);
-    b.layout_params();
     let (op, class_name) = if b.o.op_query {
         ("QUERY_DATA_VERSION", "query")
     } else {
@@ -472,15 +467,14 @@ fn heartbeat(mut b: Bench) -> Result<Report, String> {
         .collect();
     b.replan_brokers(class, &plans);
     b.timed("main", vec![class], true);
-    Ok(b.finish(Vec::new()))
+    Ok(b.finish())
 }
 
 fn route(mut b: Bench) -> Result<Report, String> {
     let with_brokers = b.o.topic_list.is_empty();
     let broker_conns = if with_brokers { b.broker_conns() } else { 0 };
-    b.check_fds(broker_conns, b.o.clients)?;
+    b.begin(broker_conns, b.o.clients)?;
     let depth = b.o.depth.unwrap_or(16);
-    b.layout_params();
     b.param("clients", b.o.clients);
     b.param("depth", depth);
     b.param("version", b.o.version);
@@ -496,13 +490,12 @@ fn route(mut b: Bench) -> Result<Report, String> {
     let routes = b.route_templates();
     let (class, _) = b.open_clients("route", b.o.rate, depth, &routes)?;
     b.timed("main", vec![class], true);
-    Ok(b.finish(Vec::new()))
+    Ok(b.finish())
 }
 
 fn mixed(mut b: Bench) -> Result<Report, String> {
-    b.check_fds(b.broker_conns(), b.o.clients)?;
+    b.begin(b.broker_conns(), b.o.clients)?;
     let depth = b.o.depth.unwrap_or(16);
-    b.layout_params();
     b.param("clients", b.o.clients);
     b.param("route_rate_per_s", b.o.route_rate);
     b.param("version", b.o.version);
@@ -515,7 +508,7 @@ fn mixed(mut b: Bench) -> Result<Report, String> {
     let (lookups, _) = b.open_clients("route", Some(b.o.route_rate), depth, &routes)?;
     b.timed("quiet", vec![lookups], false);
     b.timed("storm", vec![lookups, storm], true);
-    Ok(b.finish(Vec::new()))
+    Ok(b.finish())
 }
 
 /// Watches user topics disappear from routes, on every name server: one entry per
@@ -562,9 +555,8 @@ impl Watch for ExpiryWatch {
 
 fn expire(mut b: Bench) -> Result<Report, String> {
     b.o.topic_list.clear();
-    b.check_fds(b.broker_conns(), b.o.clients)?;
+    b.begin(b.broker_conns(), b.o.clients)?;
     let depth = b.o.depth.unwrap_or(4);
-    b.layout_params();
     b.param("heartbeat_timeout_ms", b.o.timeout_ms);
     b.param("clients", b.o.clients);
     b.param("route_rate_per_s", b.o.route_rate);
@@ -606,12 +598,9 @@ fn expire(mut b: Bench) -> Result<Report, String> {
         let lag = all_gone - b.o.timeout_ms as f64 / 1000.0;
         extra.push(("expiry_lag_beyond_timeout", lag.into(), "s"));
     }
-    let extra = extra
-        .into_iter()
-        .map(|(name, v, unit)| (name.to_string(), v, unit.to_string()))
-        .collect();
     let left = watch.remaining;
-    let mut report = b.finish(extra);
+    let mut report = b.finish();
+    report.extra = extra;
     if left > 0 && !report.interrupted {
         // Routes that never went away are the failure this workload exists to catch.
         report

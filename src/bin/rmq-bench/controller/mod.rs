@@ -57,7 +57,6 @@ fn call_ok(c: &mut Client, request: &ControllerRequest) -> Result<RemotingComman
     expect_ok(call(c, request)?, &request.code().to_string())
 }
 
-/// A numeric field of an answer's header.
 fn ext_i64(resp: &RemotingCommand, key: &str) -> Option<i64> {
     resp.ext(key).and_then(|v| v.parse().ok())
 }
@@ -142,7 +141,6 @@ fn server_sample(o: &Options) -> Option<ProcSample> {
     o.pid.and_then(|p| sample_proc(&p.to_string()))
 }
 
-/// Runs the workload; returns the text (or JSON) to print.
 pub fn run(o: &Options, stop: Arc<AtomicBool>) -> Result<String, String> {
     let controller = o.controller.clone().unwrap_or_default();
     match o.failover {

@@ -147,7 +147,6 @@ impl Watch for Alter {
     }
 }
 
-/// One phase's result.
 struct PhaseResult {
     name: &'static str,
     wall: Duration,
