@@ -14,14 +14,15 @@ use rmq_namesrv::remoting::frame::{self, FrameError};
 use std::io;
 use std::net::SocketAddr;
 
-/// The SUCCESS reply in each header codec (JSON, ROCKETMQ), written with a request's opaque.
-struct Replies {
+/// The loop's handler: every request frame gets the SUCCESS reply, in its header codec (JSON,
+/// ROCKETMQ), with its opaque.
+struct Canned {
     templates: [FrameTemplate; 2],
     body: Vec<u8>,
 }
 
-impl Replies {
-    fn new(body_bytes: usize) -> Replies {
+impl Canned {
+    fn new(body_bytes: usize) -> Canned {
         let header = Header {
             code: 0,
             language: "JAVA",
@@ -32,7 +33,7 @@ impl Replies {
         };
         let no_ext: [(&str, &str); 0] = [];
         let types = [SerializeType::Json, SerializeType::RocketMq];
-        Replies {
+        Canned {
             templates: types.map(|t| FrameTemplate::new(t, &header, Some(no_ext))),
             body: vec![b'x'; body_bytes],
         }
@@ -42,11 +43,6 @@ impl Replies {
         self.templates[st as usize]
             .write_with_body(out, opaque, |out| out.extend_from_slice(&self.body));
     }
-}
-
-/// The loop's handler: every request frame gets the canned reply.
-struct Canned {
-    replies: Replies,
 }
 
 impl Handler for Canned {
@@ -64,7 +60,7 @@ impl Handler for Canned {
         if !request.is_oneway() {
             if let Some(out) = ctx.write_buf(conn) {
                 let st = request.serialize_type;
-                self.replies.write(out, st, request.opaque);
+                self.write(out, st, request.opaque);
             }
         }
         Next::Continue
@@ -85,8 +81,7 @@ pub fn serve(listen: &str, body_bytes: usize) -> io::Result<()> {
     let mut event_loop = EventLoop::new(limits)?;
     let bound = event_loop.listen(addr, ListenerTag(0))?;
     println!("canned listening on {bound}");
-    let replies = Replies::new(body_bytes);
-    event_loop.run(Canned { replies })?;
+    event_loop.run(Canned::new(body_bytes))?;
     Ok(())
 }
 
@@ -96,7 +91,7 @@ mod tests {
 
     #[test]
     fn canned_replies_decode_with_the_request_opaque() {
-        let r = Replies::new(5);
+        let r = Canned::new(5);
         for st in [SerializeType::Json, SerializeType::RocketMq] {
             for opaque in [0, 7, -3, 1_000_000_042, i32::MIN, i32::MAX] {
                 let mut out = Vec::new();

@@ -87,22 +87,6 @@ impl Histogram {
         self.sum += u128::from(v);
     }
 
-    #[cfg(test)]
-    pub fn merge(&mut self, other: &Histogram) {
-        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
-            *a += *b;
-        }
-        self.total += other.total;
-        self.min = self.min.min(other.min);
-        self.max = self.max.max(other.max);
-        self.sum += other.sum;
-    }
-
-    #[cfg(test)]
-    pub fn count(&self) -> u64 {
-        self.total
-    }
-
     pub fn min(&self) -> u64 {
         if self.total == 0 {
             0
@@ -159,6 +143,22 @@ fn nearest(counts: impl Iterator<Item = u64>, p: f64, n: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Histogram {
+        fn merge(&mut self, other: &Histogram) {
+            for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+                *a += *b;
+            }
+            self.total += other.total;
+            self.min = self.min.min(other.min);
+            self.max = self.max.max(other.max);
+            self.sum += other.sum;
+        }
+
+        fn count(&self) -> u64 {
+            self.total
+        }
+    }
 
     #[test]
     fn every_value_maps_into_a_bucket_whose_bounds_contain_it() {

@@ -44,6 +44,11 @@ struct Set {
     wide: bool,
 }
 
+/// `--clients`, at most one per set.
+fn connections(o: &Options) -> usize {
+    o.clients.min(o.layout.brokers).max(1)
+}
+
 /// A made-up address per broker (the controller only stores it; nobody connects).
 fn broker_addr(set: usize, id: i64) -> String {
     let port = 30901 + 10 * id;
@@ -189,7 +194,7 @@ fn phase(
     plan: &[u32],
     watch: &mut dyn Watch,
 ) -> PhaseResult {
-    let k = o.clients.min(o.layout.brokers).max(1);
+    let k = connections(o);
     engine.replan(class, |c| {
         let own: Vec<u32> = plan.iter().skip(c).step_by(k).copied().collect();
         (own.into(), 0)
@@ -239,7 +244,7 @@ pub fn run(o: &Options, addr: &str, stop: Arc<AtomicBool>) -> Result<String, Str
         register_broker(&s.name, 2, &broker_addr(i, 2))
     });
     let class = engine.add_class("controller", None);
-    let k = o.clients.min(o.layout.brokers).max(1);
+    let k = connections(o);
     let depth = o.depth.unwrap_or(16).min(o.layout.brokers.div_ceil(k));
     let target = resolve(addr)?;
     for _ in 0..k {
@@ -251,32 +256,12 @@ pub fn run(o: &Options, addr: &str, stop: Arc<AtomicBool>) -> Result<String, Str
         first: next_ids.first().copied().unwrap_or(0),
         sets,
     };
-    let phases = [
-        phase(
-            o,
-            &mut engine,
-            class,
-            "1012 GET_NEXT_BROKER_ID",
-            &next_ids,
-            &mut NoWatch,
-        ),
-        phase(
-            o,
-            &mut engine,
-            class,
-            "1003 REGISTER_BROKER",
-            &registers,
-            &mut NoWatch,
-        ),
-        phase(
-            o,
-            &mut engine,
-            class,
-            "1001 ALTER_SYNC_STATE_SET",
-            &next_ids,
-            &mut alter,
-        ),
+    let runs: [(&'static str, &[u32], &mut dyn Watch); 3] = [
+        ("1012 GET_NEXT_BROKER_ID", &next_ids, &mut NoWatch),
+        ("1003 REGISTER_BROKER", &registers, &mut NoWatch),
+        ("1001 ALTER_SYNC_STATE_SET", &next_ids, &mut alter),
     ];
+    let phases = runs.map(|(name, plan, watch)| phase(o, &mut engine, class, name, plan, watch));
     let end = server_sample(o);
     let cleaned = clean_up(&mut c, &names);
     Ok(report(
@@ -325,7 +310,7 @@ fn report(
     let mut out = format!(
         "controller {addr}: {} broker sets x 2 brokers, {} connections x depth {}, {:.1} s per phase\n",
         o.layout.brokers,
-        o.clients.min(o.layout.brokers).max(1),
+        connections(o),
         o.depth.unwrap_or(16),
         o.duration.as_secs_f64()
     );
