@@ -165,15 +165,12 @@ pub struct Options {
 /// `10`, `10s`, `500ms`, `2m`.
 pub fn parse_duration(v: &str) -> Result<Duration, String> {
     let v = v.trim();
-    let (num, mult) = if let Some(n) = v.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = v.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = v.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (v, 1.0)
-    };
+    // "ms" before "s" and "m".
+    let units = [("ms", 0.001), ("s", 1.0), ("m", 60.0)];
+    let (num, mult) = units
+        .iter()
+        .find_map(|(unit, mult)| Some((v.strip_suffix(unit)?, *mult)))
+        .unwrap_or((v, 1.0));
     let x: f64 = num
         .trim()
         .parse()

@@ -200,9 +200,13 @@ impl Bench {
         plan.into()
     }
 
-    fn replan_brokers(&mut self, class: usize, plans: &[Rc<[u32]>]) {
-        let n = plans.len().max(1);
-        self.engine.replan(class, |i| (plans[i % n].clone(), 0));
+    /// Gives every broker connection the plan [`Self::broker_plan`] makes of `per_broker`.
+    fn replan_brokers(&mut self, class: usize, per_broker: &[Vec<u32>], variants: &[usize]) {
+        let plans: Vec<Rc<[u32]>> = (0..self.broker_conns())
+            .map(|c| self.broker_plan(c, per_broker, variants))
+            .collect();
+        self.engine
+            .replan(class, |i| (plans[i % plans.len()].clone(), 0));
     }
 
     /// Registers every broker once (phase `setup`); any failure aborts the run.
@@ -254,10 +258,7 @@ impl Bench {
         }
         self.setup(class)?;
         if churn {
-            let plans: Vec<Rc<[u32]>> = (0..self.broker_conns())
-                .map(|c| self.broker_plan(c, &regs, &variants))
-                .collect();
-            self.replan_brokers(class, &plans);
+            self.replan_brokers(class, &regs, &variants);
         }
         Ok(class)
     }
@@ -462,10 +463,7 @@ fn heartbeat(mut b: Bench) -> Result<Report, String> {
         let t = b.template(&request, BROKER_VERSION);
         beats.push(vec![b.engine.add_template(t)]);
     }
-    let plans: Vec<Rc<[u32]>> = (0..b.broker_conns())
-        .map(|c| b.broker_plan(c, &beats, &[0]))
-        .collect();
-    b.replan_brokers(class, &plans);
+    b.replan_brokers(class, &beats, &[0]);
     b.timed("main", vec![class], true);
     Ok(b.finish())
 }
