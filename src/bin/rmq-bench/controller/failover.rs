@@ -360,18 +360,13 @@ pub fn run(
         Failover::Crash => "crash (connections closed)",
         Failover::Hang => "hang (heartbeats stopped)",
     };
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1000.0);
     if o.json {
         let list = rounds.iter().map(|r| {
+            let (notified, routed) = (Value::Str(ms(r.notified)), Value::Str(ms(r.routed)));
             Value::Object(vec![
-                (
-                    "notified_ms".into(),
-                    Value::Str(format!("{:.1}", ms(r.notified))),
-                ),
-                (
-                    "routed_ms".into(),
-                    Value::Str(format!("{:.1}", ms(r.routed))),
-                ),
+                ("notified_ms".into(), notified),
+                ("routed_ms".into(), routed),
             ])
         });
         let doc = Value::Object(vec![
@@ -395,7 +390,7 @@ pub fn run(
         "round", "notified (ms)", "routed as master (ms)"
     );
     for (i, r) in rounds.iter().enumerate() {
-        out += &format!("{:<6} {:>14.1} {:>22.1}\n", i, ms(r.notified), ms(r.routed));
+        out += &format!("{:<6} {:>14} {:>22}\n", i, ms(r.notified), ms(r.routed));
     }
     Ok(out)
 }
