@@ -282,14 +282,6 @@ fn clean_up(c: &mut Client, names: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-fn errors_text(errors: &[(i32, u64)]) -> String {
-    let list: Vec<String> = errors
-        .iter()
-        .map(|(c, n)| format!("{n} x code {c}"))
-        .collect();
-    list.join(", ")
-}
-
 fn us(ns: u64) -> u64 {
     ns / 1000
 }
@@ -324,6 +316,8 @@ fn report(
         "request", "ops", "ops/s", "p50 us", "p99 us", "max us", "server cpu"
     );
     for p in phases {
+        let errors = p.stats.errors_by_code.iter();
+        let errors: Vec<String> = errors.map(|(c, n)| format!("{n} x code {c}")).collect();
         let cpu = p.server_cpu_s.map_or("-".to_string(), |s| {
             format!("{:.0}%", 100.0 * s / p.wall.as_secs_f64().max(1e-9))
         });
@@ -336,7 +330,7 @@ fn report(
             us(p.stats.hist.percentile(99.0)),
             us(p.stats.hist.max()),
             cpu,
-            errors_text(&p.stats.errors_by_code)
+            errors.join(", ")
         );
         for (what, _, n) in p.stats.failures() {
             if n > 0 {
