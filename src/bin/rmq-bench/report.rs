@@ -112,12 +112,11 @@ impl Param {
         }
     }
 
-    fn json(&self) -> String {
+    fn json(&self) -> Value {
         match self {
-            Param::Int(n) => n.to_string(),
-            Param::Num(x) if x.is_finite() => format!("{x:.3}"),
-            Param::Num(_) => "null".into(),
-            Param::Text(t) => q(t),
+            Param::Int(n) => Value::Int(*n),
+            Param::Num(x) => num(*x, 3),
+            Param::Text(t) => Value::Str(t.clone()),
         }
     }
 }
@@ -271,89 +270,67 @@ impl Report {
     }
 
     pub fn json(&self) -> String {
-        let mut s = String::from("{");
-        let _ = write!(
-            s,
-            "\"workload\":{},\"target\":{},\"errors\":{},\"ops_per_s\":{:.1},\"interrupted\":{},\"params\":{{",
-            q(&self.workload),
-            q(&self.target),
-            self.total_errors(),
-            self.headline_ops_per_s(),
-            self.interrupted
-        );
-        for (i, (k, v)) in self.params.iter().enumerate() {
-            let _ = write!(s, "{}{}:{}", comma(i), q(k), v.json());
-        }
-        s.push_str("},\"phases\":[");
-        for (i, p) in self.phases.iter().enumerate() {
-            let _ = write!(
-                s,
-                "{}{{\"name\":{},\"seconds\":{:.3},\"interrupted\":{},\"classes\":[",
-                comma(i),
-                q(&p.name),
-                p.elapsed.as_secs_f64(),
-                p.interrupted
-            );
-            for (j, (name, st)) in p.classes.iter().enumerate() {
-                let _ = write!(s, "{}{}", comma(j), class_json(name, st, p));
-            }
-            s.push_str("]}");
-        }
-        s.push(']');
-        self.json_results(&mut s);
-        self.json_processes(&mut s);
-        s.push('}');
-        s
-    }
-
-    fn json_results(&self, s: &mut String) {
+        let params = self.params.iter().map(|(k, v)| (k.clone(), v.json()));
+        let phases = self.phases.iter().map(|p| {
+            let classes = p.classes.iter().map(|(name, st)| class_json(name, st, p));
+            obj(vec![
+                ("name", Value::Str(p.name.clone())),
+                ("seconds", num(p.elapsed.as_secs_f64(), 3)),
+                ("interrupted", Value::Bool(p.interrupted)),
+                ("classes", Value::Array(classes.collect())),
+            ])
+        });
+        let mut doc = vec![
+            ("workload", Value::Str(self.workload.clone())),
+            ("target", Value::Str(self.target.clone())),
+            ("errors", int(self.total_errors())),
+            ("ops_per_s", num(self.headline_ops_per_s(), 1)),
+            ("interrupted", Value::Bool(self.interrupted)),
+            ("params", Value::Object(params.collect())),
+            ("phases", Value::Array(phases.collect())),
+        ];
         if !self.extra.is_empty() {
-            s.push_str(",\"results\":{");
-            for (i, (k, v, unit)) in self.extra.iter().enumerate() {
+            let results = self.extra.iter().map(|(k, v, unit)| {
                 let v = match v {
-                    Param::Num(x) if x.is_finite() => format!("{x:.6}"),
+                    Param::Num(x) => num(*x, 6),
                     v => v.json(),
                 };
-                let _ = write!(
-                    s,
-                    "{}{}:{{\"value\":{v},\"unit\":{}}}",
-                    comma(i),
-                    q(k),
-                    q(unit)
-                );
-            }
-            s.push('}');
+                let unit = Value::Str(unit.to_string());
+                (k.to_string(), obj(vec![("value", v), ("unit", unit)]))
+            });
+            doc.push(("results", Value::Object(results.collect())));
         }
         if !self.failures.is_empty() {
-            let list: Vec<String> = self.failures.iter().map(|f| q(f)).collect();
-            let _ = write!(s, ",\"failures\":[{}]", list.join(","));
+            let list = self.failures.iter().map(|f| Value::Str(f.clone()));
+            doc.push(("failures", Value::Array(list.collect())));
         }
-    }
-
-    fn json_processes(&self, s: &mut String) {
         if let Some((pid, d)) = &self.server {
-            let _ = write!(
-                s,
-                ",\"server\":{{\"pid\":{pid},\"rss_before_kib\":{},\"rss_after_kib\":{},\"rss_peak_kib\":{},\"cpu_s\":{:.3},\"cpu_pct\":{:.1}}}",
-                d.before.rss_kib,
-                d.after.rss_kib,
-                d.after.hwm_kib,
-                d.cpu_s(),
-                d.cpu_pct()
-            );
+            doc.push((
+                "server",
+                obj(vec![
+                    ("pid", int(u64::from(*pid))),
+                    ("rss_before_kib", int(d.before.rss_kib)),
+                    ("rss_after_kib", int(d.after.rss_kib)),
+                    ("rss_peak_kib", int(d.after.hwm_kib)),
+                    ("cpu_s", num(d.cpu_s(), 3)),
+                    ("cpu_pct", num(d.cpu_pct(), 1)),
+                ]),
+            ));
         }
         if let Some(m) = self.machine() {
-            s.push_str(&m.json());
+            doc.push(("machine", m.json()));
         }
         if let Some(d) = &self.generator {
-            let _ = write!(
-                s,
-                ",\"generator\":{{\"cpu_s\":{:.3},\"cpu_pct\":{:.1},\"wall_s\":{:.3}}}",
-                d.cpu_s(),
-                d.cpu_pct(),
-                d.wall_s
-            );
+            doc.push((
+                "generator",
+                obj(vec![
+                    ("cpu_s", num(d.cpu_s(), 3)),
+                    ("cpu_pct", num(d.cpu_pct(), 1)),
+                    ("wall_s", num(d.wall_s, 3)),
+                ]),
+            ));
         }
+        json_text(&obj(doc))
     }
 }
 
@@ -401,18 +378,21 @@ impl MachineLoad {
         }
     }
 
-    fn json(&self) -> String {
-        let split = match self.server_cores {
-            Some(server) => format!(
-                "\"server_cores\":{server:.3},\"other_cores\":{:.3}",
-                self.rest()
-            ),
-            None => format!("\"server_and_other_cores\":{:.3}", self.rest()),
-        };
-        format!(
-            ",\"machine\":{{\"cpus\":{},\"busy_pct\":{:.1},\"busy_cores\":{:.3},\"generator_cores\":{:.3},{split}}}",
-            self.cpus, self.busy_pct, self.busy_cores, self.generator_cores
-        )
+    fn json(&self) -> Value {
+        let mut fields = vec![
+            ("cpus", int(self.cpus as u64)),
+            ("busy_pct", num(self.busy_pct, 1)),
+            ("busy_cores", num(self.busy_cores, 3)),
+            ("generator_cores", num(self.generator_cores, 3)),
+        ];
+        match self.server_cores {
+            Some(server) => fields.extend([
+                ("server_cores", num(server, 3)),
+                ("other_cores", num(self.rest(), 3)),
+            ]),
+            None => fields.push(("server_and_other_cores", num(self.rest(), 3))),
+        }
+        obj(fields)
     }
 }
 
@@ -476,16 +456,18 @@ fn rate(ops: u64, p: &PhaseResult) -> f64 {
     }
 }
 
-fn comma(i: usize) -> &'static str {
-    if i == 0 {
-        ""
-    } else {
-        ","
-    }
+/// `x` rounded to `places` decimals (the JSON writer prints the shortest form).
+fn num(x: f64, places: i32) -> Value {
+    let scale = 10f64.powi(places);
+    Value::Float((x * scale).round() / scale)
 }
 
-fn q(v: &str) -> String {
-    json_text(&Value::Str(v.into()))
+fn int(n: u64) -> Value {
+    Value::Int(i64::try_from(n).unwrap_or(i64::MAX))
+}
+
+fn obj(fields: Vec<(&str, Value)>) -> Value {
+    Value::Object(fields.into_iter().map(|(k, v)| (k.into(), v)).collect())
 }
 
 pub fn json_text(v: &Value) -> String {
@@ -494,32 +476,25 @@ pub fn json_text(v: &Value) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn class_json(name: &str, st: &ClassStats, p: &PhaseResult) -> String {
+fn class_json(name: &str, st: &ClassStats, p: &PhaseResult) -> Value {
     let secs = p.elapsed.as_secs_f64().max(1e-9);
-    let codes = |list: &[(i32, u64)]| -> String {
-        let parts: Vec<String> = list.iter().map(|(c, n)| format!("\"{c}\":{n}")).collect();
-        format!("{{{}}}", parts.join(","))
+    let codes = |list: &[(i32, u64)]| {
+        Value::Object(list.iter().map(|(c, n)| (c.to_string(), int(*n))).collect())
     };
-    let mut s = format!(
-        "{{\"name\":{},\"ops\":{},\"ops_per_s\":{:.1},\"tx_mb_per_s\":{:.3},\"rx_mb_per_s\":{:.3},\"errors\":{},\"errors_by_code\":{},\"expected_by_code\":{}",
-        q(name),
-        st.ops,
-        st.ops as f64 / secs,
-        st.bytes_tx as f64 / 1e6 / secs,
-        st.bytes_rx as f64 / 1e6 / secs,
-        st.errors(),
-        codes(&st.errors_by_code),
-        codes(&st.expected_by_code),
-    );
-    for (_, key, n) in st.failures() {
-        let _ = write!(s, ",\"{key}\":{n}");
-    }
-    s.push_str(",\"latency_us\":{");
-    for (i, (_, key, v)) in latency_us(&st.hist).iter().enumerate() {
-        let _ = write!(s, "{}\"{key}\":{v:.1}", comma(i));
-    }
-    s.push_str("}}");
-    s
+    let mut fields = vec![
+        ("name", Value::Str(name.into())),
+        ("ops", int(st.ops)),
+        ("ops_per_s", num(st.ops as f64 / secs, 1)),
+        ("tx_mb_per_s", num(st.bytes_tx as f64 / 1e6 / secs, 3)),
+        ("rx_mb_per_s", num(st.bytes_rx as f64 / 1e6 / secs, 3)),
+        ("errors", int(st.errors())),
+        ("errors_by_code", codes(&st.errors_by_code)),
+        ("expected_by_code", codes(&st.expected_by_code)),
+    ];
+    fields.extend(st.failures().map(|(_, key, n)| (key, int(n))));
+    let latency = latency_us(&st.hist).map(|(_, key, v)| (key, num(v, 1)));
+    fields.push(("latency_us", obj(latency.to_vec())));
+    obj(fields)
 }
 
 #[cfg(test)]
