@@ -233,14 +233,8 @@ pub struct PhaseSpec {
 
 /// Observes responses during a phase (the expire workload watches routes disappear).
 pub trait Watch {
-    fn on_response(
-        &mut self,
-        _class: usize,
-        _template: u32,
-        _answer: &RemotingCommand,
-        _now: Instant,
-    ) {
-    }
+    /// An answer to a request of (class, template), received at `now`.
+    fn on_response(&mut self, _: usize, _: u32, _answer: &RemotingCommand, _now: Instant) {}
     fn finished(&self) -> bool {
         false
     }

@@ -67,10 +67,6 @@ pub fn sample_machine() -> Option<(u64, u64)> {
     Some((total - idle, total))
 }
 
-pub fn cpu_count() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
 /// Before/after samples of one process over the measured phases.
 #[derive(Debug, Clone, Copy)]
 pub struct ProcDelta {
@@ -260,10 +256,11 @@ impl Report {
     /// How the machine's busy cores split between server, generator and the rest.
     fn machine(&self) -> Option<MachineLoad> {
         let busy_pct = self.machine_busy_pct?;
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         Some(MachineLoad {
-            cpus: cpu_count(),
+            cpus,
             busy_pct,
-            busy_cores: busy_pct / 100.0 * cpu_count() as f64,
+            busy_cores: busy_pct / 100.0 * cpus as f64,
             server_cores: self.server.map(|(_, d)| d.cpu_pct() / 100.0),
             generator_cores: self.generator.map_or(0.0, |d| d.cpu_pct() / 100.0),
         })

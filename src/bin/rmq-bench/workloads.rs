@@ -523,13 +523,7 @@ struct ExpiryWatch {
 }
 
 impl Watch for ExpiryWatch {
-    fn on_response(
-        &mut self,
-        _class: usize,
-        template: u32,
-        answer: &RemotingCommand,
-        now: Instant,
-    ) {
+    fn on_response(&mut self, _: usize, template: u32, answer: &RemotingCommand, now: Instant) {
         let Some(i) = template.checked_sub(self.first_template) else {
             return;
         };
