@@ -19,6 +19,8 @@ use rmq_namesrv::route::model::{
 /// `version` brokers put in their request headers (a 5.3.3 broker).
 pub const BROKER_VERSION: i32 = 479;
 
+const TOPIC_PREFIX: &str = "BenchTopic_";
+
 /// `PermName` bits.
 const PERM_INHERIT: i32 = 1;
 pub const PERM_RW: i32 = 6;
@@ -35,7 +37,6 @@ pub struct Layout {
     /// Consumer groups (`%RETRY%` topics) per broker.
     pub groups: usize,
     pub queues: i32,
-    pub topic_prefix: String,
     /// Names a fleet: part of broker names, and it picks the fleet's block of addresses.
     pub run_tag: String,
 }
@@ -49,7 +50,6 @@ impl Default for Layout {
             shared_by: 2,
             groups: 4,
             queues: 8,
-            topic_prefix: "BenchTopic_".into(),
             run_tag: String::new(),
         }
     }
@@ -108,7 +108,7 @@ impl Layout {
     }
 
     pub fn topic_name(&self, t: usize) -> String {
-        format!("{}{t:06}", self.topic_prefix)
+        format!("{TOPIC_PREFIX}{t:06}")
     }
 
     /// User topics served by broker `b`.
@@ -140,10 +140,7 @@ impl Layout {
             // changes the queue count of some others.
             if variant > 0 && i % 10 == variant % 10 {
                 out.push(topic(
-                    &format!(
-                        "{}churn_{}_{i}_{variant}",
-                        self.topic_prefix, id.broker_name
-                    ),
+                    &format!("{TOPIC_PREFIX}churn_{}_{i}_{variant}", id.broker_name),
                     self.queues,
                     PERM_RW,
                 ));

@@ -273,7 +273,7 @@ impl Bench {
 
     /// Route templates in lookup order, one list per name server (equal bytes, distinct ids:
     /// a watch can tell which server answered). The ids are consecutive, server by server.
-    fn route_templates(&mut self) -> Vec<Vec<u32>> {
+    fn route_templates(&mut self) -> Vec<Rc<[u32]>> {
         let topics = self.lookup_topics();
         let version = self.o.version;
         let mut per_server = Vec::with_capacity(self.addrs.len());
@@ -283,7 +283,7 @@ impl Bench {
                 let tmpl = self.template(&lookup.encode(version), version);
                 self.engine.add_template(tmpl)
             });
-            per_server.push(ids.collect());
+            per_server.push(ids.collect::<Vec<_>>().into());
         }
         per_server
     }
@@ -295,10 +295,9 @@ impl Bench {
         name: &str,
         rate: Option<f64>,
         depth: usize,
-        routes: &[Vec<u32>],
+        routes: &[Rc<[u32]>],
     ) -> Result<(usize, Vec<usize>), String> {
         let class = self.engine.add_class(name, rate);
-        let plans: Vec<Rc<[u32]>> = routes.iter().map(|r| r.clone().into()).collect();
         let mut picker = Picker::new(&self.o.namesrv, self.o.strategy)?;
         let mut per_server = vec![0; self.addrs.len()];
         let k = self.o.clients;
@@ -308,7 +307,7 @@ impl Bench {
             let start = i * routes[s].len() / k;
             let addr = self.addrs[s];
             self.engine
-                .connect(addr, class, plans[s].clone(), start, depth)
+                .connect(addr, class, routes[s].clone(), start, depth)
                 .map_err(|e| format!("connect to {addr}: {e}"))?;
             picker.opened(s)?;
             per_server[s] += 1;
