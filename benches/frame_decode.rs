@@ -5,11 +5,13 @@ mod support;
 
 use bytes::{Bytes, BytesMut};
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use rmq_namesrv::client::api::RegisterOptions;
 use rmq_namesrv::remoting::command::{
     encode_frame, DecodeLimits, Header, RemotingCommand, SerializeType,
 };
 use rmq_namesrv::remoting::frame::next_frame;
-use support::payload::{register_ext, Layout};
+use rmq_namesrv::request::Request;
+use support::payload::Layout;
 
 fn frame(st: SerializeType, code: i32, ext: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
@@ -29,8 +31,9 @@ fn bench(c: &mut Criterion) {
     let limits = DecodeLimits::default();
     let layout = Layout::default();
     let body = layout.register_body(0, 0);
-    let ext = register_ext(&layout, 0, &body, None);
-    let ext: Vec<(&str, &str)> = ext.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let (id, options) = (layout.broker(0), RegisterOptions::default());
+    let register = Request::RegisterBroker(id.registration(&body, &options, 479)).encode(479);
+    let ext: Vec<(&str, &str)> = register.pairs().collect();
     let cases = [
         (
             "route_request_json",

@@ -5,8 +5,9 @@
 #[path = "../../src/bin/rmq-bench/payload.rs"]
 pub mod payload;
 
-use payload::{BrokerId, Layout};
+use payload::Layout;
 use rmq_namesrv::checksum;
+use rmq_namesrv::client::api::BrokerIdentity;
 use rmq_namesrv::route::model::{decode_register_body, BodyLimits, RegisterBody};
 use rmq_namesrv::route::table::{
     BodyFingerprint, RegisterRequest, RouteSettings, RouteTable, TopicsInput,
@@ -15,7 +16,7 @@ use rmq_namesrv::route::table::{
 /// One simulated broker with its encoded and decoded bodies (`[0]` steady, then churn
 /// variants).
 pub struct SimBroker {
-    pub id: BrokerId,
+    pub id: BrokerIdentity,
     pub bodies: Vec<Vec<u8>>,
     pub decoded: Vec<RegisterBody>,
     pub fingerprints: Vec<BodyFingerprint>,
@@ -60,10 +61,10 @@ pub fn request<'a>(
 ) -> RegisterRequest<'a> {
     RegisterRequest {
         cluster,
-        broker_addr: &broker.id.addr,
-        broker_name: &broker.id.name,
+        broker_addr: &broker.id.broker_addr,
+        broker_name: &broker.id.broker_name,
         broker_id: 0,
-        ha_server_addr: &broker.id.ha_addr,
+        ha_server_addr: &broker.id.ha_server_addr,
         zone_name: None,
         heartbeat_timeout_ms,
         enable_acting_master: Some(false),

@@ -3,106 +3,83 @@
 //! workload and are filled in by [`parse`]). `-n` takes a `;`-separated list, as every
 //! RocketMQ tool does, and defaults to `$NAMESRV_ADDR`.
 
+use crate::payload::Layout;
 use rmq_namesrv::client::nameserver_set::parse_addr_list;
 use rmq_namesrv::client::Strategy;
 use std::time::Duration;
 
 pub const USAGE: &str = "\
-rmq-bench: load generator for RocketMQ name servers (any implementation), over the real
-wire protocol.
+rmq-bench: load generator for RocketMQ name servers, over the real wire protocol.
 
 usage: rmq-bench <workload> -n 'host:port[;host:port...]' [options]
        rmq-bench canned [-l host:port] [--body-bytes N]
-       rmq-bench help
+       rmq-bench help | --version
 
 workloads:
-  register    N simulated brokers re-register (steady: identical body, the 30 s heartbeat
-              case; --churn: dataVersion and topics change every time)
+  register    N simulated brokers re-register (steady body, or --churn)
   heartbeat   registered brokers loop BROKER_HEARTBEAT (904) or QUERY_DATA_VERSION (322)
   route       K clients loop GET_ROUTEINFO_BY_TOPIC over the registered topics
   mixed       route lookups at a fixed rate, first quiet, then during a registration storm
   expire      register N brokers with a short heartbeat timeout, go silent, and time how
               long until every route is gone (route latency measured meanwhile)
-  canned      a no-work server answering every frame with a fixed SUCCESS reply: the
-              generator's ceiling (run a workload against it to see the tool's own limit)
-  controller  a RocketMQ controller (--controller): N broker sets of two brokers are set
-              up, then 1012 GET_NEXT_BROKER_ID, 1003 REGISTER_BROKER (unchanged address)
-              and 1001 ALTER_SYNC_STATE_SET each run for --duration; the sets are cleaned
-              at the end. With --failover: time from a master's death to its slave's
-              registration as master visible in the routes of -n
+  canned      a no-work server answering every frame with SUCCESS: the generator's ceiling
+  controller  load a RocketMQ controller (--controller) with N broker sets: 1012, 1003 and
+              1001 each for --duration; or, with --failover, time a master's failover
 
 common options:
-  -n, --namesrv LIST        name servers to load, ';'-separated (default: $NAMESRV_ADDR);
-                            simulated brokers register with every one, route clients
-                            are spread over them by --strategy
-  --strategy S              which name server each route client uses (route, mixed,
-                            expire; and the one controller --failover watches):
-                              round-robin   client i on server i mod n (the default)
-                              random        each client on a random one, as each Java
-                                            client picks its own
-                              pinned:N      every client on the N-th (from 0), or
-                                            pinned:HOST:PORT
-                              fewest        each client, as it is opened, on the server
-                                            with the fewest connections (stats extension)
-  -d, --duration T          timed phase length: 10, 10s, 500ms (default 10s); Ctrl-C
-                            ends a run early and prints the results so far (exit 130)
-  --json                    print the result as one JSON object on stdout
+  -n, --namesrv LIST        name servers, ';'-separated (default: $NAMESRV_ADDR); brokers
+                            register with every one, route clients per --strategy
+  --strategy S              route clients' name server: round-robin (default), random,
+                            pinned:N or pinned:HOST:PORT, fewest (stats extension)
+  -d, --duration T          timed phase: 10, 10s, 500ms (default 10s); Ctrl-C ends the
+                            run and prints the results so far (exit 130)
+  --json                    print the result as one JSON object
   --quiet                   no progress line on stderr
-  --pid PID                 sample the server's RSS and CPU time from /proc before/after
-                            (without it, the server's CPU is not told from other load)
-  --header json|rocketmq    request header codec (default json, as Java peers send)
+  --pid PID                 sample the server's RSS and CPU time from /proc
+  --header json|rocketmq    request header codec (default json)
   --language NAME           header language (default JAVA)
-  --tag TEXT                names this fleet: part of its broker names, and its own block of
-                            broker addresses (same tag, same addresses every run), so fleets
-                            with different tags can share one server (default: none,
-                            addresses 10.0.0.0:10911 upwards)
+  --tag TEXT                names this fleet: its broker names and its own block of broker
+                            addresses, so tagged fleets can share one server
 
 cluster layout (register, heartbeat, route, mixed, expire):
-  --brokers N               simulated brokers, each a broker group master (default 100;
-                            route 10, expire 10000)
+  --brokers N               simulated broker masters (default 100; route 10, expire 10000)
   --topics M                user topics per broker (default 100; expire 10)
   --topics-shared-by S      broker groups serving each topic (default 2)
   --groups G                consumer groups (%RETRY% topics) per broker (default 4)
   --queues Q                queues per topic (default 8)
   --cluster NAME            cluster name (default BenchCluster)
-  --conns C                 broker connections; brokers are spread over them (default:
-                            one per broker, as real brokers do)
+  --conns C                 broker connections (default: one per broker)
 
 register / heartbeat / mixed storm:
   --churn                   change dataVersion and topics on every registration
   --variants V              distinct bodies per broker cycled by --churn (default 4)
-  --rate R                  target ops/s for the brokers: 500 or 1000/30s (default: full speed)
-  --depth D                 requests in flight per connection (default 1 for registering
-                            brokers, 8 for heartbeats, 16 for route clients, 4 in expire)
-  --op heartbeat|query      heartbeat workload request: BROKER_HEARTBEAT 904 or
-                            QUERY_DATA_VERSION 322 (default heartbeat)
+  --rate R                  brokers' ops/s: 500 or 1000/30s (default: full speed)
+  --depth D                 requests in flight per connection (default: registering 1,
+                            heartbeat 8, route clients 16, expire 4)
+  --op heartbeat|query      heartbeat workload request: 904 or 322 (default heartbeat)
 
 route / mixed / expire:
   --clients K               route client connections (default 16; expire 4)
-  --version V               request header version; >= 401 asks for the standard JSON
-                            dialect, lower (e.g. 317, a Go client) for the legacy one (default 479)
+  --version V               header version; >= 401 standard JSON routes, lower (317) the
+                            legacy dialect (default 479)
   --route-rate R            route lookups per second in mixed/expire (default 10000)
   --topic T[,T...]          look up these existing topics instead of registering brokers
 
 expire:
-  --timeout-ms T            heartbeatTimeoutMillis sent with each registration (default 3000)
+  --timeout-ms T            heartbeatTimeoutMillis of each registration (default 3000)
   --max-wait T              give up waiting for expiry after this long (default 120s)
 
 controller:
-  --controller HOST:PORT    the controller (its controllerDLegerPeers port); required
+  --controller HOST:PORT    the controller; required
   --brokers N               broker sets (default 1000)
-  --clients K / --depth D   connections (default 8) and requests in flight on each
-                            (default 16; each in-flight request is for another set)
-  --failover crash|hang     instead: a master and a slave register through the controller
-                            and with the name servers of -n; the master's connections
-                            close (crash) or its heartbeats stop (hang); measures until
-                            the slave is notified (1008) and routed as id 0
+  --clients K / --depth D   connections (default 8) and requests in flight (default 16)
+  --failover crash|hang     the master's connections close or its heartbeats stop;
+                            measures until the slave is notified (1008) and routed as id 0
   --rounds R                failover rounds (default 3)
-  --timeout-ms T            heartbeatTimeoutMills the simulated brokers send (default 10000,
-                            Java's controllerHeartBeatTimeoutMills)
+  --timeout-ms T            brokers' heartbeat timeout (default 10000)
 
 canned:
-  -l, --listen HOST:PORT    address to listen on (default 127.0.0.1:0; the address is printed)
+  -l, --listen HOST:PORT    address to listen on (default 127.0.0.1:0, printed)
   --body-bytes N            body size of every reply (default 0)
 ";
 
@@ -116,6 +93,27 @@ pub enum Workload {
     Canned,
     Controller,
     Help,
+    Version,
+}
+
+/// Each workload's name on the command line and in reports.
+const WORKLOADS: [(&str, Workload); 7] = [
+    ("register", Workload::Register),
+    ("heartbeat", Workload::Heartbeat),
+    ("route", Workload::Route),
+    ("mixed", Workload::Mixed),
+    ("expire", Workload::Expire),
+    ("canned", Workload::Canned),
+    ("controller", Workload::Controller),
+];
+
+impl Workload {
+    pub fn name(self) -> &'static str {
+        WORKLOADS
+            .iter()
+            .find(|(_, w)| *w == self)
+            .map_or("help", |(name, _)| name)
+    }
 }
 
 /// How `controller --failover` ends the master.
@@ -141,13 +139,9 @@ pub struct Options {
     pub pid: Option<u32>,
     pub binary_header: bool,
     pub language: String,
-    pub tag: String,
-    pub brokers: usize,
-    pub topics: usize,
-    pub shared_by: usize,
-    pub groups: usize,
-    pub queues: i32,
-    pub cluster: String,
+    /// The simulated cluster (`--brokers`, `--topics`, ..., `--tag`); `controller` reads
+    /// `brokers` (its broker sets) and `run_tag`.
+    pub layout: Layout,
     pub conns: Option<usize>,
     pub churn: bool,
     pub variants: usize,
@@ -171,15 +165,12 @@ pub struct Options {
 /// `10`, `10s`, `500ms`, `2m`.
 pub fn parse_duration(v: &str) -> Result<Duration, String> {
     let v = v.trim();
-    let (num, mult) = if let Some(n) = v.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = v.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = v.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (v, 1.0)
-    };
+    // "ms" before "s" and "m".
+    let units = [("ms", 0.001), ("s", 1.0), ("m", 60.0)];
+    let (num, mult) = units
+        .iter()
+        .find_map(|(unit, mult)| Some((v.strip_suffix(unit)?, *mult)))
+        .unwrap_or((v, 1.0));
     let x: f64 = num
         .trim()
         .parse()
@@ -210,17 +201,15 @@ fn number<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
 }
 
 fn workload_of(name: &str) -> Result<Workload, String> {
-    Ok(match name {
-        "register" => Workload::Register,
-        "heartbeat" => Workload::Heartbeat,
-        "route" => Workload::Route,
-        "mixed" => Workload::Mixed,
-        "expire" => Workload::Expire,
-        "canned" => Workload::Canned,
-        "controller" => Workload::Controller,
-        "help" | "-h" | "--help" => Workload::Help,
-        other => return Err(format!("unknown workload {other:?}")),
-    })
+    match name {
+        "help" | "-h" | "--help" => Ok(Workload::Help),
+        "version" | "-V" | "--version" => Ok(Workload::Version),
+        _ => WORKLOADS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, w)| *w)
+            .ok_or_else(|| format!("unknown workload {name:?}")),
+    }
 }
 
 /// The options a workload starts from.
@@ -238,18 +227,16 @@ fn defaults(workload: Workload) -> Options {
         pid: None,
         binary_header: false,
         language: "JAVA".into(),
-        tag: String::new(),
-        brokers: match workload {
-            Workload::Route => 10,
-            Workload::Expire => 10_000,
-            Workload::Controller => 1_000,
-            _ => 100,
+        layout: Layout {
+            brokers: match workload {
+                Workload::Route => 10,
+                Workload::Expire => 10_000,
+                Workload::Controller => 1_000,
+                _ => 100,
+            },
+            topics: if expire { 10 } else { 100 },
+            ..Layout::default()
         },
-        topics: if expire { 10 } else { 100 },
-        shared_by: 2,
-        groups: 4,
-        queues: 8,
-        cluster: "BenchCluster".into(),
         conns: None,
         churn: false,
         variants: 4,
@@ -277,8 +264,8 @@ fn defaults(workload: Workload) -> Options {
 /// Gives an option its value on demand (inline `--flag=value` or the next argument).
 type ValueOf<'a> = dyn FnMut() -> Result<String, String> + 'a;
 
-/// Options every workload reads and the cluster layout. `Ok(false)`: not one of these.
-fn set_common(o: &mut Options, flag: &str, value: &mut ValueOf) -> Result<bool, String> {
+/// Sets option `flag`; `Ok(false)`: unknown option.
+fn set(o: &mut Options, flag: &str, value: &mut ValueOf) -> Result<bool, String> {
     match flag {
         "-n" | "--namesrv" => o.namesrv = parse_addr_list(&value()?),
         "--strategy" => o.strategy_text = Some(value()?),
@@ -294,22 +281,14 @@ fn set_common(o: &mut Options, flag: &str, value: &mut ValueOf) -> Result<bool, 
             }
         }
         "--language" => o.language = value()?,
-        "--tag" => o.tag = value()?,
-        "--brokers" => o.brokers = number(flag, &value()?)?,
-        "--topics" => o.topics = number(flag, &value()?)?,
-        "--topics-shared-by" => o.shared_by = number(flag, &value()?)?,
-        "--groups" => o.groups = number(flag, &value()?)?,
-        "--queues" => o.queues = number(flag, &value()?)?,
-        "--cluster" => o.cluster = value()?,
+        "--tag" => o.layout.run_tag = value()?,
+        "--brokers" => o.layout.brokers = number(flag, &value()?)?,
+        "--topics" => o.layout.topics = number(flag, &value()?)?,
+        "--topics-shared-by" => o.layout.shared_by = number(flag, &value()?)?,
+        "--groups" => o.layout.groups = number(flag, &value()?)?,
+        "--queues" => o.layout.queues = number(flag, &value()?)?,
+        "--cluster" => o.layout.cluster = value()?,
         "--conns" => o.conns = Some(number(flag, &value()?)?),
-        _ => return Ok(false),
-    }
-    Ok(true)
-}
-
-/// Options of particular workloads. `Ok(false)`: unknown option.
-fn set_workload(o: &mut Options, flag: &str, value: &mut ValueOf) -> Result<bool, String> {
-    match flag {
         "--churn" => o.churn = true,
         "--variants" => o.variants = number(flag, &value()?)?,
         "--rate" => o.rate = Some(parse_rate(&value()?)?),
@@ -360,16 +339,19 @@ fn check(o: &Options) -> Result<(), String> {
                     .into(),
             );
         }
-        if o.brokers == 0 || o.clients == 0 || o.depth == Some(0) || o.rounds == 0 {
+        if o.layout.brokers == 0 || o.clients == 0 || o.depth == Some(0) || o.rounds == 0 {
             return Err("--brokers, --clients, --depth and --rounds must be at least 1".into());
         }
         return Ok(());
     }
-    let needs_server = !matches!(o.workload, Workload::Canned | Workload::Help);
+    let needs_server = !matches!(
+        o.workload,
+        Workload::Canned | Workload::Help | Workload::Version
+    );
     if needs_server && o.namesrv.is_empty() {
         return Err("no name server: give -n 'host:port;host:port' or set NAMESRV_ADDR".into());
     }
-    if o.brokers == 0 && o.topic_list.is_empty() && needs_server {
+    if o.layout.brokers == 0 && o.topic_list.is_empty() && needs_server {
         return Err("--brokers must be at least 1".into());
     }
     if o.conns == Some(0) || o.depth == Some(0) || o.clients == 0 || o.variants == 0 {
@@ -402,7 +384,7 @@ pub fn parse(args: &[String], env_namesrv: Option<&str>) -> Result<Options, Stri
                     .ok_or_else(|| format!("{flag} needs a value")),
             }
         };
-        if !set_common(&mut o, flag, &mut value)? && !set_workload(&mut o, flag, &mut value)? {
+        if !set(&mut o, flag, &mut value)? {
             return Err(format!("unknown option {flag:?}"));
         }
     }
@@ -440,17 +422,23 @@ mod tests {
         )
         .unwrap();
         assert_eq!(o.workload, Workload::Route);
-        assert_eq!(o.brokers, 10);
+        assert_eq!(o.layout.brokers, 10);
         assert_eq!(o.depth, Some(4));
         assert_eq!(o.version, 317);
         assert_eq!(o.duration, Duration::from_secs(1));
         let o = parse(&args("expire -n h:1"), None).unwrap();
-        assert_eq!((o.brokers, o.topics, o.clients), (10_000, 10, 4));
+        assert_eq!(
+            (o.layout.brokers, o.layout.topics, o.clients),
+            (10_000, 10, 4)
+        );
         assert!(parse(&args("register"), None).is_err());
         assert!(parse(&args("register -n h:1 --bogus"), None).is_err());
         assert!(parse(&args("canned"), None).is_ok());
         let o = parse(&args("controller --controller h:9878"), None).unwrap();
-        assert_eq!((o.brokers, o.clients, o.timeout_ms), (1_000, 8, 10_000));
+        assert_eq!(
+            (o.layout.brokers, o.clients, o.timeout_ms),
+            (1_000, 8, 10_000)
+        );
         assert!(parse(&args("controller"), None).is_err());
         assert!(parse(&args("controller --controller h:1 --failover crash"), None).is_err());
         let o = parse(

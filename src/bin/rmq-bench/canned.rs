@@ -5,27 +5,24 @@
 //! together on this machine: if `rmq-bench route` reaches far more ops/s here than against a
 //! name server, the name server's request handling, not the tool or the loop, set the number.
 
-use crate::wire::scan_head;
 use bytes::{Bytes, BytesMut};
 use rmq_namesrv::event_loop::{ConnId, Ctx, EventLoop, Handler, Limits, ListenerTag, Next};
-use rmq_namesrv::remoting::command::{encode_frame, Header, SerializeType};
+use rmq_namesrv::remoting::command::{
+    DecodeLimits, FrameTemplate, Header, RemotingCommand, SerializeType,
+};
 use rmq_namesrv::remoting::frame::{self, FrameError};
 use std::io;
 use std::net::SocketAddr;
 
-/// The two reply frames, split around the opaque so that a reply is two copies and a
-/// handful of digits.
-struct Replies {
-    /// JSON: bytes before the opaque digits and after them (length prefix patched per reply).
-    json_head: Vec<u8>,
-    json_tail: Vec<u8>,
-    /// ROCKETMQ binary: whole frame, opaque at offset 13.
-    binary: Vec<u8>,
+/// The loop's handler: every request frame gets the SUCCESS reply, in its header codec (JSON,
+/// ROCKETMQ), with its opaque.
+struct Canned {
+    templates: [FrameTemplate; 2],
+    body: Vec<u8>,
 }
 
-impl Replies {
-    fn new(body_bytes: usize) -> Replies {
-        let body = vec![b'x'; body_bytes];
+impl Canned {
+    fn new(body_bytes: usize) -> Canned {
         let header = Header {
             code: 0,
             language: "JAVA",
@@ -34,73 +31,18 @@ impl Replies {
             flag: 1,
             remark: None,
         };
-        let mut json = Vec::new();
         let no_ext: [(&str, &str); 0] = [];
-        encode_frame(&mut json, SerializeType::Json, &header, Some(no_ext), &body);
-        let needle = b"\"opaque\":0";
-        let at = json
-            .windows(needle.len())
-            .position(|w| w == needle)
-            .map_or(json.len(), |p| p + needle.len() - 1);
-        let json_tail = json.split_off(at + 1);
-        json.truncate(at);
-        let mut binary = Vec::new();
-        encode_frame(
-            &mut binary,
-            SerializeType::RocketMq,
-            &header,
-            Some(no_ext),
-            &body,
-        );
-        Replies {
-            json_head: json,
-            json_tail,
-            binary,
+        let types = [SerializeType::Json, SerializeType::RocketMq];
+        Canned {
+            templates: types.map(|t| FrameTemplate::new(t, &header, Some(no_ext))),
+            body: vec![b'x'; body_bytes],
         }
     }
 
-    fn write(&self, out: &mut Vec<u8>, binary: bool, opaque: i32) {
-        if binary {
-            let start = out.len();
-            out.extend_from_slice(&self.binary);
-            out[start + 13..start + 17].copy_from_slice(&opaque.to_be_bytes());
-            return;
-        }
-        let start = out.len();
-        out.extend_from_slice(&self.json_head);
-        let mut digits = [0u8; 11];
-        let mut n = i64::from(opaque).unsigned_abs();
-        let mut i = digits.len();
-        loop {
-            i -= 1;
-            digits[i] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        if opaque < 0 {
-            i -= 1;
-            digits[i] = b'-';
-        }
-        let digits_len = digits.len() - i;
-        out.extend_from_slice(&digits[i..]);
-        out.extend_from_slice(&self.json_tail);
-        // Frame length and header length both grew by the digits written in place of "0".
-        let grow = digits_len - 1;
-        let patch = |out: &mut Vec<u8>, at: usize, mask: u32| {
-            let v = u32::from_be_bytes([out[at], out[at + 1], out[at + 2], out[at + 3]]);
-            let nv = (v & !mask) | ((v & mask) + grow as u32);
-            out[at..at + 4].copy_from_slice(&nv.to_be_bytes());
-        };
-        patch(out, start, u32::MAX);
-        patch(out, start + 4, 0x00FF_FFFF);
+    fn write(&self, out: &mut Vec<u8>, st: SerializeType, opaque: i32) {
+        self.templates[st as usize]
+            .write_with_body(out, opaque, |out| out.extend_from_slice(&self.body));
     }
-}
-
-/// The loop's handler: every request frame gets the canned reply.
-struct Canned {
-    replies: Replies,
 }
 
 impl Handler for Canned {
@@ -112,13 +54,13 @@ impl Handler for Canned {
     }
 
     fn on_frame(&mut self, ctx: &mut Ctx<()>, conn: ConnId, frame: Bytes) -> Next {
-        let Some(head) = scan_head(&frame) else {
+        let Ok(request) = RemotingCommand::decode(frame, &DecodeLimits::default()) else {
             return Next::Close;
         };
-        if head.flag & 2 == 0 {
+        if !request.is_oneway() {
             if let Some(out) = ctx.write_buf(conn) {
-                let binary = frame.first().is_some_and(|t| *t == 1);
-                self.replies.write(out, binary, head.opaque);
+                let st = request.serialize_type;
+                self.write(out, st, request.opaque);
             }
         }
         Next::Continue
@@ -139,24 +81,21 @@ pub fn serve(listen: &str, body_bytes: usize) -> io::Result<()> {
     let mut event_loop = EventLoop::new(limits)?;
     let bound = event_loop.listen(addr, ListenerTag(0))?;
     println!("canned listening on {bound}");
-    let replies = Replies::new(body_bytes);
-    event_loop.run(Canned { replies })?;
+    event_loop.run(Canned::new(body_bytes))?;
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::Bytes;
-    use rmq_namesrv::remoting::command::{DecodeLimits, RemotingCommand};
 
     #[test]
     fn canned_replies_decode_with_the_request_opaque() {
-        let r = Replies::new(5);
-        for binary in [false, true] {
+        let r = Canned::new(5);
+        for st in [SerializeType::Json, SerializeType::RocketMq] {
             for opaque in [0, 7, -3, 1_000_000_042, i32::MIN, i32::MAX] {
                 let mut out = Vec::new();
-                r.write(&mut out, binary, opaque);
+                r.write(&mut out, st, opaque);
                 let len = u32::from_be_bytes([out[0], out[1], out[2], out[3]]) as usize;
                 assert_eq!(len + 4, out.len());
                 let cmd = RemotingCommand::decode(

@@ -1,8 +1,9 @@
 //! The load engine: one thread, one mio `Poll`, many non-blocking connections, each keeping
-//! up to `depth` requests in flight (pipelining). Frames come from templates prepared before
-//! the timed loop and are only copied and stamped with an opaque on the hot path; responses
-//! are matched by opaque through a per-connection ring, so a server that answers out of order
-//! (Java's thread pools do) is measured correctly.
+//! up to `depth` requests in flight (pipelining). Frames come from the library's
+//! `FrameTemplate`s prepared before the timed loop, written with an opaque on the hot path;
+//! response headers are read by the library's decoder and matched to their request by opaque
+//! ([`InFlight`]), so a server that answers out of order (Java's thread pools do) is measured
+//! correctly.
 //!
 //! Connections belong to classes (e.g. "register", "route"); each class has its own
 //! histogram, counters and optional target rate. A rate-limited class is open-loop: request
@@ -16,9 +17,14 @@
 //! or when the stop flag is raised (Ctrl-C); then sending stops and in-flight requests drain.
 
 use crate::hist::Histogram;
-use crate::wire::{scan_head, Template, OPAQUE_BASE, SEQ_WRAP};
+use bytes::BytesMut;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
+use rmq_namesrv::remoting::command::{
+    DecodeLimits, FrameTemplate, Header, RemotingCommand, SerializeType,
+};
+use rmq_namesrv::remoting::frame::next_frame;
+use rmq_namesrv::request::Encoded;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -26,7 +32,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Statistics of one class in one phase.
 #[derive(Clone, Default)]
 pub struct ClassStats {
     pub ops: u64,
@@ -48,10 +53,17 @@ pub struct ClassStats {
 
 impl ClassStats {
     pub fn errors(&self) -> u64 {
-        self.errors_by_code.iter().map(|(_, n)| n).sum::<u64>()
-            + self.closed
-            + self.lost
-            + self.bad_frames
+        let failures = self.failures().iter().map(|(_, _, n)| n).sum::<u64>();
+        self.errors_by_code.iter().map(|(_, n)| n).sum::<u64>() + failures
+    }
+
+    /// The errors that are not answers: (text label, JSON key, count).
+    pub fn failures(&self) -> [(&'static str, &'static str, u64); 3] {
+        [
+            ("connections closed", "connections_closed", self.closed),
+            ("unanswered", "unanswered", self.lost),
+            ("bad frames", "bad_frames", self.bad_frames),
+        ]
     }
 }
 
@@ -76,18 +88,113 @@ pub struct Class {
     next_due_ns: f64,
     blocked_since_ns: Option<u64>,
     pub stats: ClassStats,
-    last_tick_ops: u64,
-    last_tick_errors: u64,
-    /// The histogram at the last progress line: the difference is the last second's.
-    last_tick_hist: Histogram,
+    /// The statistics at the last progress line: the difference is the last second's.
+    last_tick: ClassStats,
+}
+
+/// One request frame: the library's header template and the request's body.
+pub struct Template {
+    head: FrameTemplate,
+    body: Vec<u8>,
+}
+
+impl Template {
+    pub fn new(st: SerializeType, request: &Encoded<'_>, version: i32, language: &str) -> Self {
+        let header = Header {
+            code: request.code,
+            language,
+            version,
+            opaque: 0,
+            flag: 0,
+            remark: None,
+        };
+        Template {
+            head: FrameTemplate::new(st, &header, Some(request.pairs())),
+            body: request.body.to_vec(),
+        }
+    }
+
+    fn write_to(&self, out: &mut Vec<u8>, opaque: i32) {
+        self.head
+            .write_with_body(out, opaque, |out| out.extend_from_slice(&self.body));
+    }
 }
 
 #[derive(Clone, Copy, Default)]
 struct Slot {
-    seq: u32,
+    opaque: i32,
     live: bool,
     template: u32,
     start_ns: u64,
+}
+
+/// The requests in flight on one connection, found by their opaque: one slot per request
+/// the depth allows, the opaque carrying its slot's index in its low bits and a send count
+/// above them, so an answer finds its request whatever the order of answers, and a stray or
+/// repeated answer finds nothing.
+struct InFlight {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    index_bits: u32,
+    sent: u32,
+}
+
+impl InFlight {
+    fn new(depth: usize) -> InFlight {
+        let depth = depth.max(1);
+        InFlight {
+            slots: vec![Slot::default(); depth],
+            free: (0..depth as u32).rev().collect(),
+            index_bits: depth.next_power_of_two().trailing_zeros(),
+            sent: 0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    fn is_full(&self) -> bool {
+        self.free.is_empty()
+    }
+
+    /// Takes a free slot for a request of `template`; returns the opaque to send it with.
+    fn insert(&mut self, template: u32, start_ns: u64) -> Option<i32> {
+        let i = self.free.pop()?;
+        self.sent = self.sent.wrapping_add(1);
+        let opaque = ((self.sent << self.index_bits) | i) & i32::MAX as u32;
+        self.slots[i as usize] = Slot {
+            opaque: opaque as i32,
+            live: true,
+            template,
+            start_ns,
+        };
+        Some(opaque as i32)
+    }
+
+    /// The request `opaque` answers, if it is in flight.
+    fn take(&mut self, opaque: i32) -> Option<Slot> {
+        let i = opaque as u32 & ((1u32 << self.index_bits) - 1);
+        let slot = self.slots.get_mut(i as usize)?;
+        if !slot.live || slot.opaque != opaque {
+            return None;
+        }
+        slot.live = false;
+        self.free.push(i);
+        Some(*slot)
+    }
+
+    /// Forgets every request in flight; returns how many there were.
+    fn clear(&mut self) -> usize {
+        let n = self.len();
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            if slot.live {
+                slot.live = false;
+                self.free.push(i as u32);
+            }
+        }
+        n
+    }
 }
 
 struct Conn {
@@ -97,24 +204,16 @@ struct Conn {
     plan: Rc<[u32]>,
     cursor: usize,
     sent_in_phase: usize,
-    depth: usize,
-    in_flight: usize,
-    next_seq: u32,
-    slots: Vec<Slot>,
-    mask: u32,
+    in_flight: InFlight,
     out: Vec<u8>,
     out_pos: usize,
-    inb: Vec<u8>,
-    in_start: usize,
-    in_end: usize,
+    inb: BytesMut,
     open: bool,
     active: bool,
 }
 
-/// How a phase ends.
 #[derive(Clone, Copy, Debug)]
 pub enum Until {
-    /// After this long.
     Elapsed(Duration),
     /// When every active connection has sent each request of its plan once.
     PlanSent,
@@ -122,7 +221,6 @@ pub enum Until {
     Watch,
 }
 
-/// A phase to run.
 pub struct PhaseSpec {
     pub name: String,
     pub classes: Vec<usize>,
@@ -135,7 +233,8 @@ pub struct PhaseSpec {
 
 /// Observes responses during a phase (the expire workload watches routes disappear).
 pub trait Watch {
-    fn on_response(&mut self, _class: usize, _template: u32, _code: i32, _now: Instant) {}
+    /// An answer to a request of (class, template), received at `now`.
+    fn on_response(&mut self, _: usize, _: u32, _answer: &RemotingCommand, _now: Instant) {}
     fn finished(&self) -> bool {
         false
     }
@@ -143,13 +242,17 @@ pub trait Watch {
     fn progress(&self) -> String {
         String::new()
     }
+    /// Writes the request planned as `template` itself, for requests that depend on earlier
+    /// answers (the controller's 1001 carries the epoch the last one announced); false: the
+    /// template's frame is sent.
+    fn write_request(&mut self, _template: u32, _opaque: i32, _out: &mut Vec<u8>) -> bool {
+        false
+    }
 }
 
-/// A watch that watches nothing.
 pub struct NoWatch;
 impl Watch for NoWatch {}
 
-/// The outcome of one phase.
 #[derive(Clone)]
 pub struct PhaseResult {
     pub name: String,
@@ -170,6 +273,8 @@ pub struct Engine {
     epoch: Instant,
     pub progress: bool,
     dirty: Vec<usize>,
+    /// Every read lands here first, then in its connection's buffer.
+    read_chunk: Vec<u8>,
     /// Raised from outside (a signal handler) to end the current phase early.
     stop: Arc<AtomicBool>,
 }
@@ -182,8 +287,6 @@ struct PhaseClock {
     draining: Option<Instant>,
 }
 
-const READ_CHUNK: usize = 64 * 1024;
-
 impl Engine {
     pub fn new(progress: bool, stop: Arc<AtomicBool>) -> io::Result<Engine> {
         Ok(Engine {
@@ -195,6 +298,7 @@ impl Engine {
             epoch: Instant::now(),
             progress,
             dirty: Vec::new(),
+            read_chunk: vec![0; 64 * 1024],
             stop,
         })
     }
@@ -220,9 +324,7 @@ impl Engine {
             next_due_ns: 0.0,
             blocked_since_ns: None,
             stats: ClassStats::default(),
-            last_tick_ops: 0,
-            last_tick_errors: 0,
-            last_tick_hist: Histogram::default(),
+            last_tick: ClassStats::default(),
         });
         self.classes.len() - 1
     }
@@ -246,8 +348,6 @@ impl Engine {
             Token(idx),
             Interest::READABLE | Interest::WRITABLE,
         )?;
-        let depth = depth.max(1);
-        let ring = depth.next_power_of_two();
         let len = plan.len().max(1);
         self.conns.push(Conn {
             stream,
@@ -255,16 +355,10 @@ impl Engine {
             plan,
             cursor: start % len,
             sent_in_phase: 0,
-            depth,
-            in_flight: 0,
-            next_seq: 0,
-            slots: vec![Slot::default(); ring],
-            mask: (ring - 1) as u32,
+            in_flight: InFlight::new(depth),
             out: Vec::with_capacity(64 * 1024),
             out_pos: 0,
-            inb: vec![0; READ_CHUNK * 2],
-            in_start: 0,
-            in_end: 0,
+            inb: BytesMut::new(),
             open: true,
             active: false,
         });
@@ -289,7 +383,7 @@ impl Engine {
 
     /// Queues one request on connection `ci`, latency counted from `start_ns`.
     #[inline]
-    fn send_one(&mut self, ci: usize, start_ns: u64) {
+    fn send_one(&mut self, ci: usize, start_ns: u64, watch: &mut dyn Watch) {
         let c = &mut self.conns[ci];
         let tid = c.plan[c.cursor];
         c.cursor += 1;
@@ -297,29 +391,24 @@ impl Engine {
             c.cursor = 0;
         }
         c.sent_in_phase += 1;
-        let seq = c.next_seq;
-        c.next_seq = (c.next_seq + 1) % SEQ_WRAP;
-        self.templates[tid as usize].write_to(&mut c.out, seq);
-        c.slots[(seq & c.mask) as usize] = Slot {
-            seq,
-            live: true,
-            template: tid,
-            start_ns,
-        };
-        c.in_flight += 1;
+        if let Some(opaque) = c.in_flight.insert(tid, start_ns) {
+            if !watch.write_request(tid, opaque, &mut c.out) {
+                self.templates[tid as usize].write_to(&mut c.out, opaque);
+            }
+        }
     }
 
     fn can_send(&self, ci: usize, once: bool) -> bool {
         let c = &self.conns[ci];
         c.open
             && c.active
-            && c.in_flight < c.depth
+            && !c.in_flight.is_full()
             && !c.plan.is_empty()
             && (!once || c.sent_in_phase < c.plan.len())
     }
 
     /// Fills an unlimited connection up to its depth and writes.
-    fn fill(&mut self, ci: usize, once: bool) {
+    fn fill(&mut self, ci: usize, once: bool, watch: &mut dyn Watch) {
         if self.classes[self.conns[ci].class].rate.is_some() {
             return;
         }
@@ -328,7 +417,7 @@ impl Engine {
         }
         let now = self.now_ns();
         while self.can_send(ci, once) {
-            self.send_one(ci, now);
+            self.send_one(ci, now, watch);
         }
         self.flush(ci);
     }
@@ -364,11 +453,7 @@ impl Engine {
         }
         c.open = false;
         let _ = self.poll.registry().deregister(&mut c.stream);
-        let lost = c.in_flight as u64;
-        c.in_flight = 0;
-        for s in c.slots.iter_mut() {
-            s.live = false;
-        }
+        let lost = c.in_flight.clear() as u64;
         let class = &mut self.classes[c.class];
         if !class.closes_expected || lost > 0 {
             class.stats.closed += 1;
@@ -383,33 +468,20 @@ impl Engine {
             if !c.open {
                 return;
             }
-            if c.inb.len() - c.in_end < READ_CHUNK / 2 {
-                if c.in_start > 0 {
-                    c.inb.copy_within(c.in_start..c.in_end, 0);
-                    c.in_end -= c.in_start;
-                    c.in_start = 0;
-                }
-                if c.inb.len() - c.in_end < READ_CHUNK / 2 {
-                    let grown = c.inb.len() * 2;
-                    c.inb.resize(grown, 0);
-                }
-            }
-            let end = c.in_end;
-            match c.stream.read(&mut c.inb[end..]) {
+            match c.stream.read(&mut self.read_chunk) {
                 Ok(0) => {
                     self.handle_frames(ci, watch);
                     self.close(ci);
                     return;
                 }
                 Ok(n) => {
-                    let short = end + n < c.inb.len();
-                    c.in_end += n;
+                    c.inb.extend_from_slice(&self.read_chunk[..n]);
                     self.classes[c.class].stats.bytes_rx += n as u64;
                     self.handle_frames(ci, watch);
                     // A short read emptied the socket; data arriving later raises a new
                     // edge, so the read that would only say WouldBlock can be skipped (one
                     // syscall per response saved at depth 1).
-                    if short {
+                    if n < self.read_chunk.len() {
                         return;
                     }
                 }
@@ -423,38 +495,32 @@ impl Engine {
         }
     }
 
+    /// Takes every whole response frame read on connection `ci` to its request.
     fn handle_frames(&mut self, ci: usize, watch: &mut dyn Watch) {
         let now_ns = self.now_ns();
         let mut now_instant: Option<Instant> = None;
         let c = &mut self.conns[ci];
         let class = &mut self.classes[c.class];
         loop {
-            let avail = c.in_end - c.in_start;
-            if avail < 4 {
-                break;
-            }
-            let b = &c.inb[c.in_start..c.in_end];
-            let len = u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize;
-            if avail < 4 + len {
-                break;
-            }
-            let frame = &b[4..4 + len];
-            c.in_start += 4 + len;
-            let Some(head) = scan_head(frame) else {
+            let frame = match next_frame(&mut c.inb, u32::MAX) {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break,
+                Err(_) => {
+                    class.stats.bad_frames += 1;
+                    return self.close(ci);
+                }
+            };
+            let Ok(head) = RemotingCommand::decode(frame, &DecodeLimits::default()) else {
                 class.stats.bad_frames += 1;
                 continue;
             };
-            if head.flag & 1 == 0 {
+            if !head.is_response() {
                 continue; // a request from the server (e.g. NOTIFY_MIN_BROKER_ID_CHANGE)
             }
-            let seq = (head.opaque as u32).wrapping_sub(OPAQUE_BASE as u32);
-            let slot = &mut c.slots[(seq & c.mask) as usize];
-            if !slot.live || slot.seq != seq {
+            let Some(slot) = c.in_flight.take(head.opaque) else {
                 class.stats.bad_frames += 1;
                 continue;
-            }
-            slot.live = false;
-            c.in_flight -= 1;
+            };
             class.stats.ops += 1;
             class
                 .stats
@@ -468,19 +534,15 @@ impl Engine {
                 }
             }
             let now = *now_instant.get_or_insert_with(Instant::now);
-            watch.on_response(c.class, slot.template, head.code, now);
+            watch.on_response(c.class, slot.template, &head, now);
         }
-        if c.in_start == c.in_end {
-            c.in_start = 0;
-            c.in_end = 0;
-        }
-        if c.in_flight < c.depth {
+        if !c.in_flight.is_full() {
             self.dirty.push(ci);
         }
     }
 
     /// Sends what rate-limited classes owe by now.
-    fn pace(&mut self, classes: &[usize], once: bool) {
+    fn pace(&mut self, classes: &[usize], once: bool, watch: &mut dyn Watch) {
         let now = self.now_ns();
         for &k in classes {
             let Some(rate) = self.classes[k].rate else {
@@ -513,7 +575,7 @@ impl Engine {
                     None => now,
                 };
                 class.next_due_ns += interval;
-                self.send_one(ci, start);
+                self.send_one(ci, start, watch);
                 self.dirty.push(ci);
             }
             let class = &mut self.classes[k];
@@ -542,7 +604,7 @@ impl Engine {
         classes
             .iter()
             .flat_map(|&k| self.classes[k].conns.iter())
-            .map(|&ci| self.conns[ci].in_flight)
+            .map(|&ci| self.conns[ci].in_flight.len())
             .sum()
     }
 
@@ -574,12 +636,11 @@ impl Engine {
         let mut line = format!("[{phase} {t:6.1}s]");
         for &k in classes {
             let c = &mut self.classes[k];
-            let ops = c.stats.ops - c.last_tick_ops;
-            let errors = c.stats.errors() - c.last_tick_errors;
-            let p99_us = c.stats.hist.percentile_since(&c.last_tick_hist, 99.0) as f64 / 1000.0;
-            c.last_tick_ops = c.stats.ops;
-            c.last_tick_errors = c.stats.errors();
-            c.last_tick_hist.clone_from(&c.stats.hist);
+            let (now, then) = (&c.stats, &c.last_tick);
+            let ops = now.ops - then.ops;
+            let errors = now.errors() - then.errors();
+            let p99_us = now.hist.percentile_since(&then.hist, 99.0) as f64 / 1000.0;
+            c.last_tick.clone_from(&c.stats);
             line.push_str(&format!(
                 "  {} {} ops/s, p99 {p99_us:.0} us, {} errors",
                 c.name,
@@ -592,16 +653,14 @@ impl Engine {
     }
 
     /// Resets the classes' statistics, activates their connections and fills them.
-    fn begin_phase(&mut self, classes: &[usize], once: bool) -> Vec<usize> {
+    fn begin_phase(&mut self, classes: &[usize], once: bool, watch: &mut dyn Watch) -> Vec<usize> {
         let start_ns = self.now_ns();
         for &k in classes {
             let c = &mut self.classes[k];
             c.stats = ClassStats::default();
             c.next_due_ns = start_ns as f64;
             c.blocked_since_ns = None;
-            c.last_tick_ops = 0;
-            c.last_tick_errors = 0;
-            c.last_tick_hist = Histogram::default();
+            c.last_tick = ClassStats::default();
         }
         self.set_active(classes, true);
         let all: Vec<usize> = classes
@@ -609,7 +668,7 @@ impl Engine {
             .flat_map(|&k| self.classes[k].conns.clone())
             .collect();
         for &ci in &all {
-            self.fill(ci, once);
+            self.fill(ci, once, watch);
         }
         all
     }
@@ -632,14 +691,14 @@ impl Engine {
     }
 
     /// Sends what is due and refills the connections that have room.
-    fn send_due(&mut self, classes: &[usize], once: bool, sending: bool) {
+    fn send_due(&mut self, classes: &[usize], once: bool, sending: bool, watch: &mut dyn Watch) {
         if sending {
-            self.pace(classes, once);
+            self.pace(classes, once, watch);
         }
         let dirty = std::mem::take(&mut self.dirty);
         for &ci in &dirty {
             if sending {
-                self.fill(ci, once);
+                self.fill(ci, once, watch);
             }
             self.flush(ci);
         }
@@ -695,13 +754,7 @@ impl Engine {
     fn count_unanswered(&mut self, all: &[usize]) {
         for &ci in all {
             let c = &mut self.conns[ci];
-            if c.in_flight > 0 {
-                self.classes[c.class].stats.lost += c.in_flight as u64;
-                c.in_flight = 0;
-                for s in c.slots.iter_mut() {
-                    s.live = false;
-                }
-            }
+            self.classes[c.class].stats.lost += c.in_flight.clear() as u64;
         }
     }
 
@@ -710,7 +763,7 @@ impl Engine {
         let classes = spec.classes.clone();
         let once = matches!(spec.until, Until::PlanSent);
         let started = Instant::now();
-        let all = self.begin_phase(&classes, once);
+        let all = self.begin_phase(&classes, once, watch);
         let mut clock = PhaseClock {
             started,
             hard_end: started + spec.limit,
@@ -728,7 +781,7 @@ impl Engine {
                     break;
                 }
             }
-            self.send_due(&classes, once, clock.draining.is_none());
+            self.send_due(&classes, once, clock.draining.is_none(), watch);
             if now >= clock.next_tick {
                 if self.progress {
                     let t = (now - started).as_secs_f64();
@@ -753,5 +806,129 @@ impl Engine {
                 .collect(),
             interrupted: self.stopped(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use rmq_namesrv::remoting::command::encode_frame;
+    use rmq_namesrv::request::field;
+    use std::net::TcpListener;
+
+    fn decode(frame: &[u8]) -> RemotingCommand {
+        RemotingCommand::decode(Bytes::copy_from_slice(frame), &DecodeLimits::default()).unwrap()
+    }
+
+    #[test]
+    fn templates_write_frames_that_decode_with_their_opaque() {
+        // A field value that looks like the opaque must not be taken for it.
+        let mut request = Encoded::new(105);
+        request.put(field::TOPIC, ",\"opaque\":0,");
+        request.body = b",\"opaque\":0,".as_slice().into();
+        for st in [SerializeType::Json, SerializeType::RocketMq] {
+            let t = Template::new(st, &request, 479, "JAVA");
+            for opaque in [0, 7, 123_456_789, i32::MAX] {
+                let mut out = vec![9u8; 3];
+                t.write_to(&mut out, opaque);
+                let cmd = decode(&out[7..]);
+                assert_eq!((cmd.code, cmd.opaque), (105, opaque));
+                assert_eq!(cmd.ext(field::TOPIC), Some(",\"opaque\":0,"));
+                assert_eq!(&cmd.body[..], b",\"opaque\":0,");
+            }
+        }
+    }
+
+    #[test]
+    fn answers_find_their_request_in_any_order() {
+        let mut f = InFlight::new(3);
+        let a = f.insert(10, 1).unwrap();
+        let b = f.insert(11, 2).unwrap();
+        let c = f.insert(12, 3).unwrap();
+        assert!(f.is_full() && f.insert(13, 4).is_none());
+        assert_eq!(f.take(c).map(|s| s.template), Some(12));
+        assert!(f.take(c).is_none(), "an answer is taken once");
+        let d = f.insert(13, 5).unwrap();
+        assert_ne!(d, c, "a reused slot gets a new opaque");
+        assert!(f.take(c).is_none());
+        assert_eq!(f.take(a).map(|s| s.template), Some(10));
+        assert_eq!(f.take(d).map(|s| (s.template, s.start_ns)), Some((13, 5)));
+        assert_eq!(f.len(), 1);
+        assert_eq!(f.clear(), 1);
+        assert!(f.take(b).is_none());
+        assert_eq!(f.len(), 0);
+    }
+
+    fn answer(out: &mut Vec<u8>, request: &RemotingCommand) {
+        let header = Header {
+            code: 0,
+            language: "JAVA",
+            version: 479,
+            opaque: request.opaque,
+            flag: 1,
+            remark: None,
+        };
+        let no_ext: [(&str, &str); 0] = [];
+        encode_frame(out, request.serialize_type, &header, Some(no_ext), b"");
+    }
+
+    /// Answers `total` requests, holding one back until six later ones are answered (or the
+    /// last one came), then the next one, and so on.
+    fn reordering_server(total: usize) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let (mut buf, mut chunk) = (bytes::BytesMut::new(), [0u8; 4096]);
+            let (mut held, mut seen) = (None, 0);
+            while let Ok(n @ 1..) = s.read(&mut chunk) {
+                buf.extend_from_slice(&chunk[..n]);
+                let mut out = Vec::new();
+                while let Ok(Some(f)) = next_frame(&mut buf, 1 << 20) {
+                    let request = RemotingCommand::decode(f, &DecodeLimits::default()).unwrap();
+                    seen += 1;
+                    if held.is_none() && seen < total {
+                        held = Some((request, 0));
+                        continue;
+                    }
+                    answer(&mut out, &request);
+                    if let Some((h, later)) = &mut held {
+                        *later += 1;
+                        if *later == 6 || seen == total {
+                            answer(&mut out, h);
+                            held = None;
+                        }
+                    }
+                }
+                s.write_all(&out).unwrap();
+            }
+        });
+        addr
+    }
+
+    #[test]
+    fn a_server_answering_out_of_order_is_measured_without_errors() {
+        let mut engine = Engine::new(false, Arc::new(AtomicBool::new(false))).unwrap();
+        let t = engine.add_template(Template::new(
+            SerializeType::Json,
+            &Encoded::new(105),
+            479,
+            "JAVA",
+        ));
+        let class = engine.add_class("route", None);
+        engine
+            .connect(reordering_server(40), class, vec![t; 40].into(), 0, 4)
+            .unwrap();
+        let spec = PhaseSpec {
+            name: "main".into(),
+            classes: vec![class],
+            until: Until::PlanSent,
+            limit: Duration::from_secs(20),
+            drain: Duration::from_secs(5),
+        };
+        let result = engine.run_phase(&spec, &mut NoWatch);
+        let stats = &result.classes[0].1;
+        assert_eq!((stats.ops, stats.errors()), (40, 0));
     }
 }

@@ -13,10 +13,8 @@ const SUB_BITS: u32 = 10;
 const SUB_HALF: u64 = 1 << SUB_BITS; // 1024
 const LINEAR: u64 = 2 * SUB_HALF; // values below 2048 are exact
 
-fn bucket_count() -> usize {
-    // Exponents 11..=39 of the highest set bit each add SUB_HALF buckets.
-    (LINEAR + (40 - (SUB_BITS + 1)) as u64 * SUB_HALF) as usize
-}
+/// Exponents 11..=39 of the highest set bit each add SUB_HALF buckets.
+const BUCKETS: usize = (LINEAR + (40 - (SUB_BITS + 1)) as u64 * SUB_HALF) as usize;
 
 /// Index of the bucket holding `v`.
 fn index_of(v: u64) -> usize {
@@ -61,21 +59,17 @@ pub struct Histogram {
 
 impl Default for Histogram {
     fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Histogram {
-    pub fn new() -> Self {
         Histogram {
-            counts: vec![0; bucket_count()],
+            counts: vec![0; BUCKETS],
             total: 0,
             min: u64::MAX,
             max: 0,
             sum: 0,
         }
     }
+}
 
+impl Histogram {
     /// O(1): one shift, one add.
     #[inline]
     pub fn record(&mut self, v: u64) {
@@ -85,22 +79,6 @@ impl Histogram {
         self.min = self.min.min(v);
         self.max = self.max.max(v);
         self.sum += u128::from(v);
-    }
-
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub fn merge(&mut self, other: &Histogram) {
-        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
-            *a += *b;
-        }
-        self.total += other.total;
-        self.min = self.min.min(other.min);
-        self.max = self.max.max(other.max);
-        self.sum += other.sum;
-    }
-
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub fn count(&self) -> u64 {
-        self.total
     }
 
     pub fn min(&self) -> u64 {
@@ -127,41 +105,54 @@ impl Histogram {
     /// histogram (the progress line's "last second"), to bucket precision. 0 when none.
     pub fn percentile_since(&self, earlier: &Histogram, p: f64) -> u64 {
         let n = self.total.saturating_sub(earlier.total);
-        if n == 0 {
-            return 0;
-        }
-        let rank = nearest_rank(p, n);
-        let mut seen = 0u64;
-        for (i, (now, then)) in self.counts.iter().zip(&earlier.counts).enumerate() {
-            seen += now.saturating_sub(*then);
-            if seen >= rank {
-                return highest_in(i).min(self.max);
-            }
-        }
-        self.max
+        let new = self.counts.iter().zip(&earlier.counts);
+        nearest(new.map(|(now, then)| now.saturating_sub(*then)), p, n).min(self.max)
     }
 
     /// Nearest-rank percentile (`p` in 0..=100): the smallest recorded value such that at
     /// least `p` % of the samples are at or below it, to bucket precision. 0 when empty.
     pub fn percentile(&self, p: f64) -> u64 {
-        if self.total == 0 {
-            return 0;
-        }
-        let rank = nearest_rank(p, self.total);
-        let mut seen = 0u64;
-        for (i, c) in self.counts.iter().enumerate() {
-            seen += c;
-            if seen >= rank {
-                return highest_in(i).min(self.max).max(self.min);
-            }
-        }
-        self.max
+        let v = nearest(self.counts.iter().copied(), p, self.total);
+        v.min(self.max).max(self.min())
     }
+}
+
+/// The highest value of the bucket holding the nearest-rank `p` percentile of `n` samples
+/// counted by `counts`; 0 when `n` is 0.
+fn nearest(counts: impl Iterator<Item = u64>, p: f64, n: u64) -> u64 {
+    if n == 0 {
+        return 0;
+    }
+    let rank = nearest_rank(p, n);
+    let mut seen = 0u64;
+    for (i, c) in counts.enumerate() {
+        seen += c;
+        if seen >= rank {
+            return highest_in(i);
+        }
+    }
+    u64::MAX
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Histogram {
+        fn merge(&mut self, other: &Histogram) {
+            for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+                *a += *b;
+            }
+            self.total += other.total;
+            self.min = self.min.min(other.min);
+            self.max = self.max.max(other.max);
+            self.sum += other.sum;
+        }
+
+        fn count(&self) -> u64 {
+            self.total
+        }
+    }
 
     #[test]
     fn every_value_maps_into_a_bucket_whose_bounds_contain_it() {
@@ -169,7 +160,7 @@ mod tests {
         while v < MAX_TRACKABLE {
             for x in [v - 1, v, v + 1, v + v / 3] {
                 let i = index_of(x);
-                assert!(i < bucket_count(), "{x}");
+                assert!(i < BUCKETS, "{x}");
                 assert!(highest_in(i) >= x, "{x} above its bucket");
                 if i > 0 {
                     assert!(highest_in(i - 1) < x, "{x} fits an earlier bucket");
@@ -177,7 +168,7 @@ mod tests {
             }
             v *= 2;
         }
-        assert_eq!(index_of(MAX_TRACKABLE), bucket_count() - 1);
+        assert_eq!(index_of(MAX_TRACKABLE), BUCKETS - 1);
     }
 
     #[test]
@@ -192,7 +183,7 @@ mod tests {
 
     #[test]
     fn small_values_are_exact() {
-        let mut h = Histogram::new();
+        let mut h = Histogram::default();
         for v in 1..=100u64 {
             h.record(v);
         }
@@ -211,7 +202,7 @@ mod tests {
     #[test]
     fn percentiles_of_a_skewed_latency_set_match_nearest_rank() {
         // 990 fast requests at 100 us, 9 at 5 ms, one outlier at 250 ms.
-        let mut h = Histogram::new();
+        let mut h = Histogram::default();
         for _ in 0..990 {
             h.record(100_000);
         }
@@ -233,7 +224,7 @@ mod tests {
         // Deterministic pseudo-random samples spanning 1 us .. 100 ms.
         let mut x = 0x2545_F491_4F6C_DD1Du64;
         let mut samples = Vec::new();
-        let mut h = Histogram::new();
+        let mut h = Histogram::default();
         for _ in 0..100_000 {
             x ^= x << 13;
             x ^= x >> 7;
@@ -258,9 +249,9 @@ mod tests {
 
     #[test]
     fn merged_histograms_equal_one_that_saw_everything() {
-        let mut a = Histogram::new();
-        let mut b = Histogram::new();
-        let mut all = Histogram::new();
+        let mut a = Histogram::default();
+        let mut b = Histogram::default();
+        let mut all = Histogram::default();
         for v in 0..5_000u64 {
             let x = v * 37 + 11;
             if v % 3 == 0 {
@@ -281,7 +272,7 @@ mod tests {
 
     #[test]
     fn percentile_since_sees_only_the_newer_samples() {
-        let mut h = Histogram::new();
+        let mut h = Histogram::default();
         for v in 0..1000 {
             h.record(1_000_000 + v); // about 1 ms
         }
@@ -297,7 +288,7 @@ mod tests {
 
     #[test]
     fn empty_histogram_reports_zeros() {
-        let h = Histogram::new();
+        let h = Histogram::default();
         assert_eq!(h.percentile(99.0), 0);
         assert_eq!(h.min(), 0);
         assert_eq!(h.max(), 0);

@@ -3,8 +3,8 @@
 //!
 //! * [`args`] parses the command line by hand;
 //! * [`payload`] builds realistic 5.x registration bodies for a simulated cluster;
-//! * [`wire`] prepares request frames once and reads response headers without allocating;
-//! * [`engine`] drives every connection from one mio thread with pipelining;
+//! * [`engine`] drives every connection from one mio thread with pipelining, its frames
+//!   encoded and decoded by the library;
 //! * [`hist`] is the latency histogram; [`report`] prints the summary, JSON and /proc samples;
 //! * [`servers`] picks each route client's name server (`--strategy`);
 //! * [`workloads`] composes them into register / heartbeat / route / mixed / expire;
@@ -19,7 +19,6 @@ mod hist;
 mod payload;
 mod report;
 mod servers;
-mod wire;
 mod workloads;
 
 use args::Workload;
@@ -78,31 +77,25 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let failed = |what: &str, e: String| {
+        eprintln!("rmq-bench {what}: {e}");
+        ExitCode::FAILURE
+    };
     match options.workload {
-        Workload::Help => {
-            print!("{}", args::USAGE);
-            ExitCode::SUCCESS
-        }
-        Workload::Canned => match canned::serve(&options.listen, options.body_bytes) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("rmq-bench canned: {e}");
-                ExitCode::FAILURE
+        Workload::Help => print!("{}", args::USAGE),
+        Workload::Version => println!("rmq-bench {}", env!("CARGO_PKG_VERSION")),
+        Workload::Canned => {
+            if let Err(e) = canned::serve(&options.listen, options.body_bytes) {
+                return failed("canned", e.to_string());
             }
-        },
+        }
         Workload::Controller => {
-            let result = stop_on_signals().and_then(|stop| controller::run(&options, &stop));
-            match result {
-                Ok(text) => {
-                    println!("{}", text.trim_end());
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("rmq-bench controller: {e}");
-                    ExitCode::FAILURE
-                }
+            match stop_on_signals().and_then(|stop| controller::run(&options, stop)) {
+                Ok(text) => println!("{}", text.trim_end()),
+                Err(e) => return failed("controller", e),
             }
         }
-        _ => load(options),
+        _ => return load(options),
     }
+    ExitCode::SUCCESS
 }

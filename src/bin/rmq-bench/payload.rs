@@ -4,16 +4,14 @@
 //!
 //! Layout: broker `b` (a master, brokerId 0) is broker group `bench-broker-<b>` (with a run
 //! tag: `bench-broker-<tag>-<b>`). Broker addresses are fake (nothing connects to them) but
-//! are what a name server keys liveness on, so each fleet needs its own: see
-//! [`Layout::broker`]. User topics
-//! are dealt out in blocks of `topics` per group, and `shared_by` consecutive groups serve the
-//! same block, so by default every topic has two broker groups in its route, as in a cluster
-//! that spreads each topic over two masters. Consumer groups' `%RETRY%` topics follow the same
-//! layout.
+//! are what a name server keys liveness on, so each fleet needs its own ([`Layout::broker`]).
+//! User topics are dealt out in blocks of `topics` per group, and `shared_by` consecutive
+//! groups serve the same block, so by default every topic has two broker groups in its route.
+//! Consumer groups' `%RETRY%` topics follow the same layout.
 //!
 //! The benches include this file too, so it depends only on the library.
 
-use rmq_namesrv::request::{RegisterBroker, Request};
+use rmq_namesrv::client::api::BrokerIdentity;
 use rmq_namesrv::route::model::{
     encode_register_body_json, DataVersion, RegisterBody, TopicConfig,
 };
@@ -21,12 +19,13 @@ use rmq_namesrv::route::model::{
 /// `version` brokers put in their request headers (a 5.3.3 broker).
 pub const BROKER_VERSION: i32 = 479;
 
+const TOPIC_PREFIX: &str = "BenchTopic_";
+
 /// `PermName` bits.
 const PERM_INHERIT: i32 = 1;
-const PERM_RW: i32 = 6;
+pub const PERM_RW: i32 = 6;
 const PERM_RWX: i32 = 7;
 
-/// Shape of the simulated cluster.
 #[derive(Debug, Clone)]
 pub struct Layout {
     pub cluster: String,
@@ -38,7 +37,6 @@ pub struct Layout {
     /// Consumer groups (`%RETRY%` topics) per broker.
     pub groups: usize,
     pub queues: i32,
-    pub topic_prefix: String,
     /// Names a fleet: part of broker names, and it picks the fleet's block of addresses.
     pub run_tag: String,
 }
@@ -52,18 +50,9 @@ impl Default for Layout {
             shared_by: 2,
             groups: 4,
             queues: 8,
-            topic_prefix: "BenchTopic_".into(),
             run_tag: String::new(),
         }
     }
-}
-
-/// Identity of one simulated broker.
-#[derive(Debug, Clone)]
-pub struct BrokerId {
-    pub name: String,
-    pub addr: String,
-    pub ha_addr: String,
 }
 
 impl Layout {
@@ -87,7 +76,8 @@ impl Layout {
         ((h >> 32) as u32 & 0x00FF_FFFF, port)
     }
 
-    pub fn broker(&self, b: usize) -> BrokerId {
+    /// Broker `b`, a master (brokerId 0).
+    pub fn broker(&self, b: usize) -> BrokerIdentity {
         let (base, port) = self.fleet_base();
         let n = base.wrapping_add(b as u32) & 0x00FF_FFFF;
         let (x, y, z) = ((n >> 16) & 0xFF, (n >> 8) & 0xFF, n & 0xFF);
@@ -96,17 +86,19 @@ impl Layout {
         } else {
             format!("{}-", self.run_tag)
         };
-        BrokerId {
-            name: format!("bench-broker-{tag}{b}"),
-            addr: format!("10.{x}.{y}.{z}:{port}"),
-            ha_addr: format!("10.{x}.{y}.{z}:{}", port + 1),
+        BrokerIdentity {
+            cluster: self.cluster.clone(),
+            broker_name: format!("bench-broker-{tag}{b}"),
+            broker_addr: format!("10.{x}.{y}.{z}:{port}"),
+            broker_id: 0,
+            ha_server_addr: format!("10.{x}.{y}.{z}:{}", port + 1),
         }
     }
 
     /// The first and last broker address of the fleet, for the report.
     pub fn address_range(&self) -> String {
-        let first = self.broker(0).addr;
-        let last = self.broker(self.brokers.saturating_sub(1)).addr;
+        let first = self.broker(0).broker_addr;
+        let last = self.broker(self.brokers.saturating_sub(1)).broker_addr;
         format!("{first}..{last}")
     }
 
@@ -116,7 +108,7 @@ impl Layout {
     }
 
     pub fn topic_name(&self, t: usize) -> String {
-        format!("{}{t:06}", self.topic_prefix)
+        format!("{TOPIC_PREFIX}{t:06}")
     }
 
     /// User topics served by broker `b`.
@@ -137,7 +129,7 @@ impl Layout {
     /// a few user topics are replaced and queue counts differ.
     pub fn topic_table(&self, b: usize, variant: usize) -> Vec<TopicConfig> {
         let id = self.broker(b);
-        let mut out = system_topics(&self.cluster, &id.name);
+        let mut out = system_topics(&self.cluster, &id.broker_name);
         let start = self.block_start(b);
         for g in 0..self.groups {
             let group = (start / self.topics.max(1)) * self.groups + g;
@@ -148,7 +140,7 @@ impl Layout {
             // changes the queue count of some others.
             if variant > 0 && i % 10 == variant % 10 {
                 out.push(topic(
-                    &format!("{}churn_{}_{i}_{variant}", self.topic_prefix, id.name),
+                    &format!("{TOPIC_PREFIX}churn_{}_{i}_{variant}", id.broker_name),
                     self.queues,
                     PERM_RW,
                 ));
@@ -164,15 +156,20 @@ impl Layout {
         out
     }
 
+    /// The dataVersion of broker `b`'s registration number `variant`.
+    pub fn data_version(&self, b: usize, variant: usize) -> DataVersion {
+        DataVersion {
+            counter: 1 + variant as i64,
+            state_version: 0,
+            timestamp: 1_700_000_000_000 + (b as i64) * 1000 + variant as i64,
+        }
+    }
+
     /// The encoded body of broker `b`'s registration number `variant`.
     pub fn register_body(&self, b: usize, variant: usize) -> Vec<u8> {
         let topics = self.topic_table(b, variant);
         let body = RegisterBody {
-            data_version: DataVersion {
-                counter: 1 + variant as i64,
-                state_version: 0,
-                timestamp: 1_700_000_000_000 + (b as i64) * 1000 + variant as i64,
-            },
+            data_version: self.data_version(b, variant),
             topics: topics
                 .into_iter()
                 .map(|t| (t.topic_name.clone(), t))
@@ -193,7 +190,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-fn topic(name: &str, queues: i32, perm: i32) -> TopicConfig {
+pub fn topic(name: &str, queues: i32, perm: i32) -> TopicConfig {
     TopicConfig {
         topic_name: name.to_string(),
         read_queue_nums: queues,
@@ -225,59 +222,10 @@ pub fn system_topics(cluster: &str, broker_name: &str) -> Vec<TopicConfig> {
     ]
 }
 
-/// bodyCrc32 as a broker computes it (`UtilAll.crc32(body) & 0x7FFFFFFF`).
-pub fn body_crc32(body: &[u8]) -> i64 {
-    i64::from(rmq_namesrv::checksum::crc32(body) & 0x7FFF_FFFF)
-}
-
-/// Broker `id`'s REGISTER_BROKER with `body`, as a 5.x master sends it (version
-/// [`BROKER_VERSION`]).
-pub fn registration<'a>(
-    layout: &'a Layout,
-    id: &'a BrokerId,
-    body: &'a [u8],
-    heartbeat_timeout_ms: Option<u64>,
-) -> RegisterBroker<'a> {
-    let crc = body_crc32(body);
-    RegisterBroker {
-        cluster: &layout.cluster,
-        broker_addr: &id.addr,
-        broker_name: &id.name,
-        broker_id: 0,
-        ha_server_addr: &id.ha_addr,
-        zone_name: None,
-        heartbeat_timeout_ms,
-        enable_acting_master: Some(false),
-        body_crc32: crc,
-        compressed: false,
-        version: BROKER_VERSION,
-        body,
-    }
-}
-
-/// The extFields of broker `b`'s REGISTER_BROKER with `body`, as a 5.x broker sends them
-/// (for the header-decoding micro benchmark, which includes this file).
-#[allow(dead_code)]
-pub fn register_ext(
-    layout: &Layout,
-    b: usize,
-    body: &[u8],
-    heartbeat_timeout_ms: Option<u64>,
-) -> Vec<(String, String)> {
-    let id = layout.broker(b);
-    let request = Request::RegisterBroker(registration(layout, &id, body, heartbeat_timeout_ms));
-    let encoded = request.encode(BROKER_VERSION);
-    encoded
-        .pairs()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-#[cfg(test)]
 #[allow(unused_imports)] // the benches include this file with cfg(test) but without #[test]s
+#[cfg(test)]
 mod tests {
     use super::*;
-    use rmq_namesrv::request::field;
     use rmq_namesrv::route::model::{decode_register_body, BodyLimits};
 
     #[test]
@@ -310,17 +258,17 @@ mod tests {
     #[test]
     fn untagged_fleets_keep_their_addresses() {
         let l = fleet("", 300);
-        assert_eq!(l.broker(0).addr, "10.0.0.0:10911");
-        assert_eq!(l.broker(0).ha_addr, "10.0.0.0:10912");
-        assert_eq!(l.broker(257).addr, "10.0.1.1:10911");
-        assert_eq!(l.broker(257).name, "bench-broker-257");
+        assert_eq!(l.broker(0).broker_addr, "10.0.0.0:10911");
+        assert_eq!(l.broker(0).ha_server_addr, "10.0.0.0:10912");
+        assert_eq!(l.broker(257).broker_addr, "10.0.1.1:10911");
+        assert_eq!(l.broker(257).broker_name, "bench-broker-257");
     }
 
     #[test]
     fn tagged_fleets_get_their_own_addresses_stable_across_runs() {
         let addrs = |tag: &str| -> std::collections::HashSet<String> {
             let l = fleet(tag, 10_000);
-            (0..l.brokers).map(|b| l.broker(b).addr).collect()
+            (0..l.brokers).map(|b| l.broker(b).broker_addr).collect()
         };
         let steady = addrs("steady");
         assert_eq!(steady.len(), 10_000, "a fleet's addresses are distinct");
@@ -334,8 +282,11 @@ mod tests {
         // Pinned: changing the scheme would silently move every tagged fleet.
         assert_eq!(fnv1a(b"steady"), 0xd12d_c290_37eb_c7f3);
         let b = fleet("steady", 1).broker(0);
-        assert_eq!(b.name, "bench-broker-steady-0");
-        assert_eq!(b.addr.rsplit_once(':').map(|(_, p)| p), Some("52678"));
+        assert_eq!(b.broker_name, "bench-broker-steady-0");
+        assert_eq!(
+            b.broker_addr.rsplit_once(':').map(|(_, p)| p),
+            Some("52678")
+        );
     }
 
     #[test]
@@ -356,8 +307,5 @@ mod tests {
         assert!(a.topics.iter().any(|(k, _)| k == "bench-broker-1"));
         assert_ne!(a.data_version, b.data_version);
         assert_ne!(a.topics, b.topics);
-        let ext = register_ext(&layout, 1, &steady, None);
-        let crc = &ext.iter().find(|(k, _)| k == field::BODY_CRC32).unwrap().1;
-        assert_eq!(*crc, body_crc32(&steady).to_string());
     }
 }

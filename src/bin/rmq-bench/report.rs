@@ -2,6 +2,8 @@
 //! (`--pid`) and of the generator itself (so a run shows whether the tool was the bottleneck).
 
 use crate::engine::{ClassStats, PhaseResult};
+use crate::hist::Histogram;
+use rmq_namesrv::remoting::json::{self, Value};
 use std::fmt::Write as _;
 
 /// Linux USER_HZ, the unit of utime/stime in /proc/PID/stat on every mainstream architecture.
@@ -20,7 +22,6 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
-/// One sample of a process from /proc.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ProcSample {
     pub rss_kib: u64,
@@ -66,11 +67,6 @@ pub fn sample_machine() -> Option<(u64, u64)> {
     Some((total - idle, total))
 }
 
-/// Number of CPUs the machine has online.
-pub fn cpu_count() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
 /// Before/after samples of one process over the measured phases.
 #[derive(Debug, Clone, Copy)]
 pub struct ProcDelta {
@@ -112,33 +108,25 @@ impl Param {
         }
     }
 
-    fn json(&self) -> String {
+    fn json(&self) -> Value {
         match self {
-            Param::Int(n) => n.to_string(),
-            Param::Num(x) if x.is_finite() => format!("{x:.3}"),
-            Param::Num(_) => "null".into(),
-            Param::Text(t) => q(t),
+            Param::Int(n) => Value::Int(*n),
+            Param::Num(x) => num(*x, 3),
+            Param::Text(t) => Value::Str(t.clone()),
         }
     }
 }
 
-impl From<usize> for Param {
-    fn from(n: usize) -> Param {
-        Param::Int(i64::try_from(n).unwrap_or(i64::MAX))
-    }
+macro_rules! int_params {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Param {
+            fn from(n: $t) -> Param {
+                Param::Int(i64::try_from(n).unwrap_or(i64::MAX))
+            }
+        }
+    )*};
 }
-
-impl From<u64> for Param {
-    fn from(n: u64) -> Param {
-        Param::Int(i64::try_from(n).unwrap_or(i64::MAX))
-    }
-}
-
-impl From<i32> for Param {
-    fn from(n: i32) -> Param {
-        Param::Int(n.into())
-    }
-}
+int_params!(usize, u64, i32);
 
 impl From<f64> for Param {
     fn from(x: f64) -> Param {
@@ -158,7 +146,7 @@ impl From<&str> for Param {
     }
 }
 
-/// Everything one run produced.
+#[derive(Default)]
 pub struct Report {
     pub workload: String,
     pub target: String,
@@ -170,7 +158,7 @@ pub struct Report {
     pub server: Option<(u32, ProcDelta)>,
     pub generator: Option<ProcDelta>,
     /// Workload-specific results (name, value, unit).
-    pub extra: Vec<(String, f64, String)>,
+    pub extra: Vec<(&'static str, Param, &'static str)>,
     /// Whole-machine CPU use during the headline phase, in % of all cores (other load on
     /// the machine shows here).
     pub machine_busy_pct: Option<f64>,
@@ -230,7 +218,11 @@ impl Report {
             }
         }
         for (name, v, unit) in &self.extra {
-            let _ = writeln!(s, "{name}: {v:.3} {unit}");
+            let v = match v {
+                Param::Num(x) => format!("{x:.3}"),
+                v => v.text(),
+            };
+            let _ = writeln!(s, "{name}: {v} {unit}");
         }
         for f in &self.failures {
             let _ = writeln!(s, "FAILED: {f}");
@@ -264,95 +256,78 @@ impl Report {
     /// How the machine's busy cores split between server, generator and the rest.
     fn machine(&self) -> Option<MachineLoad> {
         let busy_pct = self.machine_busy_pct?;
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         Some(MachineLoad {
-            cpus: cpu_count(),
+            cpus,
             busy_pct,
-            busy_cores: busy_pct / 100.0 * cpu_count() as f64,
+            busy_cores: busy_pct / 100.0 * cpus as f64,
             server_cores: self.server.map(|(_, d)| d.cpu_pct() / 100.0),
             generator_cores: self.generator.map_or(0.0, |d| d.cpu_pct() / 100.0),
         })
     }
 
     pub fn json(&self) -> String {
-        let mut s = String::from("{");
-        let _ = write!(
-            s,
-            "\"workload\":{},\"target\":{},\"errors\":{},\"ops_per_s\":{:.1},\"interrupted\":{},\"params\":{{",
-            q(&self.workload),
-            q(&self.target),
-            self.total_errors(),
-            self.headline_ops_per_s(),
-            self.interrupted
-        );
-        for (i, (k, v)) in self.params.iter().enumerate() {
-            let _ = write!(s, "{}{}:{}", comma(i), q(k), v.json());
-        }
-        s.push_str("},\"phases\":[");
-        for (i, p) in self.phases.iter().enumerate() {
-            let _ = write!(
-                s,
-                "{}{{\"name\":{},\"seconds\":{:.3},\"interrupted\":{},\"classes\":[",
-                comma(i),
-                q(&p.name),
-                p.elapsed.as_secs_f64(),
-                p.interrupted
-            );
-            for (j, (name, st)) in p.classes.iter().enumerate() {
-                let _ = write!(s, "{}{}", comma(j), class_json(name, st, p));
-            }
-            s.push_str("]}");
-        }
-        s.push(']');
-        self.json_results(&mut s);
-        self.json_processes(&mut s);
-        s.push('}');
-        s
-    }
-
-    fn json_results(&self, s: &mut String) {
+        let params = self.params.iter().map(|(k, v)| (k.clone(), v.json()));
+        let phases = self.phases.iter().map(|p| {
+            let classes = p.classes.iter().map(|(name, st)| class_json(name, st, p));
+            obj(vec![
+                ("name", Value::Str(p.name.clone())),
+                ("seconds", num(p.elapsed.as_secs_f64(), 3)),
+                ("interrupted", Value::Bool(p.interrupted)),
+                ("classes", Value::Array(classes.collect())),
+            ])
+        });
+        let mut doc = vec![
+            ("workload", Value::Str(self.workload.clone())),
+            ("target", Value::Str(self.target.clone())),
+            ("errors", int(self.total_errors())),
+            ("ops_per_s", num(self.headline_ops_per_s(), 1)),
+            ("interrupted", Value::Bool(self.interrupted)),
+            ("params", Value::Object(params.collect())),
+            ("phases", Value::Array(phases.collect())),
+        ];
         if !self.extra.is_empty() {
-            s.push_str(",\"results\":{");
-            for (i, (k, v, unit)) in self.extra.iter().enumerate() {
-                let _ = write!(
-                    s,
-                    "{}{}:{{\"value\":{v:.6},\"unit\":{}}}",
-                    comma(i),
-                    q(k),
-                    q(unit)
-                );
-            }
-            s.push('}');
+            let results = self.extra.iter().map(|(k, v, unit)| {
+                let v = match v {
+                    Param::Num(x) => num(*x, 6),
+                    v => v.json(),
+                };
+                let unit = Value::Str(unit.to_string());
+                (k.to_string(), obj(vec![("value", v), ("unit", unit)]))
+            });
+            doc.push(("results", Value::Object(results.collect())));
         }
         if !self.failures.is_empty() {
-            let list: Vec<String> = self.failures.iter().map(|f| q(f)).collect();
-            let _ = write!(s, ",\"failures\":[{}]", list.join(","));
+            let list = self.failures.iter().map(|f| Value::Str(f.clone()));
+            doc.push(("failures", Value::Array(list.collect())));
         }
-    }
-
-    fn json_processes(&self, s: &mut String) {
         if let Some((pid, d)) = &self.server {
-            let _ = write!(
-                s,
-                ",\"server\":{{\"pid\":{pid},\"rss_before_kib\":{},\"rss_after_kib\":{},\"rss_peak_kib\":{},\"cpu_s\":{:.3},\"cpu_pct\":{:.1}}}",
-                d.before.rss_kib,
-                d.after.rss_kib,
-                d.after.hwm_kib,
-                d.cpu_s(),
-                d.cpu_pct()
-            );
+            doc.push((
+                "server",
+                obj(vec![
+                    ("pid", int(u64::from(*pid))),
+                    ("rss_before_kib", int(d.before.rss_kib)),
+                    ("rss_after_kib", int(d.after.rss_kib)),
+                    ("rss_peak_kib", int(d.after.hwm_kib)),
+                    ("cpu_s", num(d.cpu_s(), 3)),
+                    ("cpu_pct", num(d.cpu_pct(), 1)),
+                ]),
+            ));
         }
         if let Some(m) = self.machine() {
-            s.push_str(&m.json());
+            doc.push(("machine", m.json()));
         }
         if let Some(d) = &self.generator {
-            let _ = write!(
-                s,
-                ",\"generator\":{{\"cpu_s\":{:.3},\"cpu_pct\":{:.1},\"wall_s\":{:.3}}}",
-                d.cpu_s(),
-                d.cpu_pct(),
-                d.wall_s
-            );
+            doc.push((
+                "generator",
+                obj(vec![
+                    ("cpu_s", num(d.cpu_s(), 3)),
+                    ("cpu_pct", num(d.cpu_pct(), 1)),
+                    ("wall_s", num(d.wall_s, 3)),
+                ]),
+            ));
         }
+        json_text(&obj(doc))
     }
 }
 
@@ -400,55 +375,64 @@ impl MachineLoad {
         }
     }
 
-    fn json(&self) -> String {
-        let split = match self.server_cores {
-            Some(server) => format!(
-                "\"server_cores\":{server:.3},\"other_cores\":{:.3}",
-                self.rest()
-            ),
-            None => format!("\"server_and_other_cores\":{:.3}", self.rest()),
-        };
-        format!(
-            ",\"machine\":{{\"cpus\":{},\"busy_pct\":{:.1},\"busy_cores\":{:.3},\"generator_cores\":{:.3},{split}}}",
-            self.cpus, self.busy_pct, self.busy_cores, self.generator_cores
-        )
+    fn json(&self) -> Value {
+        let mut fields = vec![
+            ("cpus", int(self.cpus as u64)),
+            ("busy_pct", num(self.busy_pct, 1)),
+            ("busy_cores", num(self.busy_cores, 3)),
+            ("generator_cores", num(self.generator_cores, 3)),
+        ];
+        match self.server_cores {
+            Some(server) => fields.extend([
+                ("server_cores", num(server, 3)),
+                ("other_cores", num(self.rest(), 3)),
+            ]),
+            None => fields.push(("server_and_other_cores", num(self.rest(), 3))),
+        }
+        obj(fields)
     }
+}
+
+/// A class's latency figures in microseconds: (text label, JSON key, value), mean last.
+fn latency_us(h: &Histogram) -> [(&'static str, &'static str, f64); 8] {
+    let p = |q: f64| us(h.percentile(q));
+    [
+        ("min", "min", us(h.min())),
+        ("p50", "p50", p(50.0)),
+        ("p90", "p90", p(90.0)),
+        ("p95", "p95", p(95.0)),
+        ("p99", "p99", p(99.0)),
+        ("p99.9", "p999", p(99.9)),
+        ("max", "max", us(h.max())),
+        ("mean", "mean", h.mean() / 1000.0),
+    ]
 }
 
 /// Three lines per class: throughput, latency, errors.
 fn class_text(name: &str, st: &ClassStats, phase: &PhaseResult) -> String {
     let secs = phase.elapsed.as_secs_f64().max(1e-9);
-    let h = &st.hist;
     let mut s = format!(
-        "  {:<9} {:>12} ops/s  ({} ops)  tx {:.1} MB/s  rx {:.1} MB/s\n",
+        "  {:<9} {:>12} ops/s  ({} ops)  tx {:.1} MB/s  rx {:.1} MB/s\n  {:<9} latency us:",
         name,
         thousands(rate(st.ops, phase) as u64),
         thousands(st.ops),
         st.bytes_tx as f64 / 1e6 / secs,
         st.bytes_rx as f64 / 1e6 / secs,
-    );
-    let _ = writeln!(
-        s,
-        "  {:<9} latency us: min {:.0}  p50 {:.0}  p90 {:.0}  p95 {:.0}  p99 {:.0}  p99.9 {:.0}  max {:.0}  (mean {:.0})",
         "",
-        us(h.min()),
-        us(h.percentile(50.0)),
-        us(h.percentile(90.0)),
-        us(h.percentile(95.0)),
-        us(h.percentile(99.0)),
-        us(h.percentile(99.9)),
-        us(h.max()),
-        h.mean() / 1000.0,
     );
+    for (label, _, v) in latency_us(&st.hist) {
+        match label {
+            "mean" => write!(s, "  ({label} {v:.0})"),
+            "min" => write!(s, " {label} {v:.0}"),
+            _ => write!(s, "  {label} {v:.0}"),
+        }
+        .ok();
+    }
     let mut errs = format!("errors {}", st.errors());
     for (code, n) in &st.errors_by_code {
         let _ = write!(errs, ", code {code}: {n}");
     }
-    for (what, n) in [
-        ("connections closed", st.closed),
-        ("unanswered", st.lost),
-        ("bad frames", st.bad_frames),
-    ] {
+    for (what, _, n) in st.failures() {
         if n > 0 {
             let _ = write!(errs, ", {what}: {n}");
         }
@@ -456,7 +440,7 @@ fn class_text(name: &str, st: &ClassStats, phase: &PhaseResult) -> String {
     for (code, n) in &st.expected_by_code {
         let _ = write!(errs, " (expected code {code}: {n})");
     }
-    let _ = writeln!(s, "  {:<9} {errs}", "");
+    let _ = writeln!(s, "\n  {:<9} {errs}", "");
     s
 }
 
@@ -469,49 +453,45 @@ fn rate(ops: u64, p: &PhaseResult) -> f64 {
     }
 }
 
-fn comma(i: usize) -> &'static str {
-    if i == 0 {
-        ""
-    } else {
-        ","
-    }
+/// `x` rounded to `places` decimals (the JSON writer prints the shortest form).
+fn num(x: f64, places: i32) -> Value {
+    let scale = 10f64.powi(places);
+    Value::Float((x * scale).round() / scale)
 }
 
-fn q(v: &str) -> String {
+fn int(n: u64) -> Value {
+    Value::Int(i64::try_from(n).unwrap_or(i64::MAX))
+}
+
+fn obj(fields: Vec<(&str, Value)>) -> Value {
+    Value::Object(fields.into_iter().map(|(k, v)| (k.into(), v)).collect())
+}
+
+pub fn json_text(v: &Value) -> String {
     let mut out = Vec::new();
-    rmq_namesrv::remoting::json::write_str(&mut out, v);
+    json::write_value(&mut out, v);
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn class_json(name: &str, st: &ClassStats, p: &PhaseResult) -> String {
+fn class_json(name: &str, st: &ClassStats, p: &PhaseResult) -> Value {
     let secs = p.elapsed.as_secs_f64().max(1e-9);
-    let h = &st.hist;
-    let codes = |list: &[(i32, u64)]| -> String {
-        let parts: Vec<String> = list.iter().map(|(c, n)| format!("\"{c}\":{n}")).collect();
-        format!("{{{}}}", parts.join(","))
+    let codes = |list: &[(i32, u64)]| {
+        Value::Object(list.iter().map(|(c, n)| (c.to_string(), int(*n))).collect())
     };
-    format!(
-        "{{\"name\":{},\"ops\":{},\"ops_per_s\":{:.1},\"tx_mb_per_s\":{:.3},\"rx_mb_per_s\":{:.3},\"errors\":{},\"errors_by_code\":{},\"expected_by_code\":{},\"connections_closed\":{},\"unanswered\":{},\"bad_frames\":{},\"latency_us\":{{\"min\":{:.1},\"mean\":{:.1},\"p50\":{:.1},\"p90\":{:.1},\"p95\":{:.1},\"p99\":{:.1},\"p999\":{:.1},\"max\":{:.1}}}}}",
-        q(name),
-        st.ops,
-        st.ops as f64 / secs,
-        st.bytes_tx as f64 / 1e6 / secs,
-        st.bytes_rx as f64 / 1e6 / secs,
-        st.errors(),
-        codes(&st.errors_by_code),
-        codes(&st.expected_by_code),
-        st.closed,
-        st.lost,
-        st.bad_frames,
-        us(h.min()),
-        h.mean() / 1000.0,
-        us(h.percentile(50.0)),
-        us(h.percentile(90.0)),
-        us(h.percentile(95.0)),
-        us(h.percentile(99.0)),
-        us(h.percentile(99.9)),
-        us(h.max()),
-    )
+    let mut fields = vec![
+        ("name", Value::Str(name.into())),
+        ("ops", int(st.ops)),
+        ("ops_per_s", num(st.ops as f64 / secs, 1)),
+        ("tx_mb_per_s", num(st.bytes_tx as f64 / 1e6 / secs, 3)),
+        ("rx_mb_per_s", num(st.bytes_rx as f64 / 1e6 / secs, 3)),
+        ("errors", int(st.errors())),
+        ("errors_by_code", codes(&st.errors_by_code)),
+        ("expected_by_code", codes(&st.expected_by_code)),
+    ];
+    fields.extend(st.failures().map(|(_, key, n)| (key, int(n))));
+    let latency = latency_us(&st.hist).map(|(_, key, v)| (key, num(v, 1)));
+    fields.push(("latency_us", obj(latency.to_vec())));
+    obj(fields)
 }
 
 #[cfg(test)]

@@ -11,16 +11,13 @@
 //! After Ctrl-C no further phase starts and the report holds what was measured until then.
 
 use crate::args::{Options, Workload};
-use crate::engine::{Engine, NoWatch, PhaseResult, PhaseSpec, Until, Watch};
-use crate::payload::{registration, Layout, BROKER_VERSION};
+use crate::engine::{Engine, NoWatch, PhaseResult, PhaseSpec, Template, Until, Watch};
+use crate::payload::BROKER_VERSION;
 use crate::report::{sample_machine, sample_proc, Param, ProcDelta, ProcSample, Report};
 use crate::servers::Picker;
-use crate::wire::Template;
-use rmq_namesrv::remoting::command::SerializeType;
-use rmq_namesrv::request::{
-    BrokerHeartbeat, BrokerRef, Encoded, GetRouteInfo, QueryDataVersion, Request,
-};
-use rmq_namesrv::route::model::DataVersion;
+use rmq_namesrv::client::api::RegisterOptions;
+use rmq_namesrv::remoting::command::{RemotingCommand, SerializeType};
+use rmq_namesrv::request::{Encoded, GetRouteInfo, QueryDataVersion, Request};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
@@ -31,13 +28,13 @@ use std::time::{Duration, Instant};
 const SETUP_LIMIT: Duration = Duration::from_secs(600);
 const DRAIN: Duration = Duration::from_secs(10);
 
-/// /proc samples of the server and of this process at the start, at the beginning of the
-/// headline phase and at its end.
+/// The server's sample (with `--pid`), this process's, the machine's busy and total jiffies.
+type Mark = (ProcSample, ProcSample, (u64, u64));
+
+/// /proc samples at the start, at the beginning of the headline phase and at its end.
 struct Sampler {
     pid: Option<u32>,
-    server: [ProcSample; 3],
-    me: [ProcSample; 3],
-    machine: [(u64, u64); 3],
+    marks: [Mark; 3],
     main_wall: Duration,
 }
 
@@ -45,9 +42,7 @@ impl Sampler {
     fn new(pid: Option<u32>) -> Sampler {
         let mut s = Sampler {
             pid,
-            server: [ProcSample::default(); 3],
-            me: [ProcSample::default(); 3],
-            machine: [(0, 0); 3],
+            marks: Default::default(),
             main_wall: Duration::ZERO,
         };
         s.mark(0);
@@ -55,31 +50,27 @@ impl Sampler {
     }
 
     fn mark(&mut self, i: usize) {
-        if let Some(pid) = self.pid {
-            self.server[i] = sample_proc(&pid.to_string()).unwrap_or_default();
-        }
-        self.me[i] = sample_proc("self").unwrap_or_default();
-        self.machine[i] = sample_machine().unwrap_or_default();
-    }
-
-    fn delta(samples: &[ProcSample; 3], wall: Duration) -> ProcDelta {
-        ProcDelta {
-            before: samples[0],
-            main_begin: samples[1],
-            after: samples[2],
-            wall_s: wall.as_secs_f64(),
-        }
+        let server = self.pid.and_then(|pid| sample_proc(&pid.to_string()));
+        let me = sample_proc("self").unwrap_or_default();
+        self.marks[i] = (
+            server.unwrap_or_default(),
+            me,
+            sample_machine().unwrap_or_default(),
+        );
     }
 
     fn finish(&self, report: &mut Report) {
-        if let Some(pid) = self.pid {
-            report.server = Some((pid, Self::delta(&self.server, self.main_wall)));
-        }
-        report.generator = Some(Self::delta(&self.me, self.main_wall));
-        let (busy, total) = (
-            self.machine[2].0.saturating_sub(self.machine[1].0),
-            self.machine[2].1.saturating_sub(self.machine[1].1),
-        );
+        let [start, begin, end] = self.marks;
+        let delta = |of: fn(&Mark) -> ProcSample| ProcDelta {
+            before: of(&start),
+            main_begin: of(&begin),
+            after: of(&end),
+            wall_s: self.main_wall.as_secs_f64(),
+        };
+        report.server = self.pid.map(|pid| (pid, delta(|m| m.0)));
+        report.generator = Some(delta(|m| m.1));
+        let busy = end.2 .0.saturating_sub(begin.2 .0);
+        let total = end.2 .1.saturating_sub(begin.2 .1);
         if total > 0 {
             report.machine_busy_pct = Some(100.0 * busy as f64 / total as f64);
         }
@@ -90,7 +81,6 @@ struct Bench {
     o: Options,
     /// The name servers, in `-n` order.
     addrs: Vec<SocketAddr>,
-    layout: Layout,
     engine: Engine,
     st: SerializeType,
     phases: Vec<PhaseResult>,
@@ -98,7 +88,7 @@ struct Bench {
     params: Vec<(String, Param)>,
 }
 
-fn resolve(addr: &str) -> Result<SocketAddr, String> {
+pub fn resolve(addr: &str) -> Result<SocketAddr, String> {
     addr.to_socket_addrs()
         .map_err(|e| format!("cannot resolve {addr}: {e}"))?
         .next()
@@ -119,16 +109,6 @@ impl Bench {
             .iter()
             .map(|a| resolve(a))
             .collect::<Result<Vec<_>, _>>()?;
-        let layout = Layout {
-            cluster: o.cluster.clone(),
-            brokers: o.brokers,
-            topics: o.topics,
-            shared_by: o.shared_by,
-            groups: o.groups,
-            queues: o.queues,
-            run_tag: o.tag.clone(),
-            ..Layout::default()
-        };
         let engine = Engine::new(!o.quiet, stop).map_err(|e| format!("poll: {e}"))?;
         let st = if o.binary_header {
             SerializeType::RocketMq
@@ -139,7 +119,6 @@ impl Bench {
         Ok(Bench {
             o,
             addrs,
-            layout,
             engine,
             st,
             phases: Vec::new(),
@@ -153,8 +132,8 @@ impl Bench {
     }
 
     /// Checks the open-files limit for `broker_conns` connections per name server plus
-    /// `clients` route clients.
-    fn check_fds(&self, broker_conns: usize, clients: usize) -> Result<(), String> {
+    /// `clients` route clients, and records the cluster's parameters.
+    fn begin(&mut self, broker_conns: usize, clients: usize) -> Result<(), String> {
         let conns = broker_conns * self.addrs.len() + clients;
         if let Some(limit) = open_files_limit() {
             if conns + 32 > limit {
@@ -164,41 +143,43 @@ impl Bench {
                 ));
             }
         }
+        self.layout_params();
         Ok(())
     }
 
-    /// `request`'s frame in a command of `version`.
-    fn template(&self, request: &Request<'_>, version: i32) -> Template {
-        self.template_of(&request.encode(version), version)
-    }
-
-    /// An encoded request's frame in a command of `version`.
-    fn template_of(&self, request: &Encoded<'_>, version: i32) -> Template {
+    fn template(&self, request: &Encoded<'_>, version: i32) -> Template {
         Template::new(self.st, request, version, &self.o.language)
     }
 
     fn broker_conns(&self) -> usize {
         self.o
             .conns
-            .unwrap_or(self.o.brokers)
-            .clamp(1, self.o.brokers.max(1))
+            .unwrap_or(self.o.layout.brokers)
+            .clamp(1, self.o.layout.brokers.max(1))
     }
 
     /// Brokers served by broker connection `c` (brokers are dealt out round robin).
     fn brokers_of_conn(&self, c: usize) -> Vec<usize> {
-        (c..self.o.brokers).step_by(self.broker_conns()).collect()
+        (c..self.o.layout.brokers)
+            .step_by(self.broker_conns())
+            .collect()
     }
 
     /// Registration templates of every broker: `[broker][variant]`, variant 0 = steady.
     fn register_templates(&mut self, variants: usize, timeout_ms: Option<u64>) -> Vec<Vec<u32>> {
-        let mut out = Vec::with_capacity(self.o.brokers);
-        for b in 0..self.o.brokers {
+        let options = RegisterOptions {
+            heartbeat_timeout_millis: timeout_ms.and_then(|t| i64::try_from(t).ok()),
+            ..RegisterOptions::default()
+        };
+        let mut out = Vec::with_capacity(self.o.layout.brokers);
+        for b in 0..self.o.layout.brokers {
             let mut ids = Vec::with_capacity(variants + 1);
             for v in 0..=variants {
-                let body = self.layout.register_body(b, v);
-                let id = self.layout.broker(b);
-                let register = registration(&self.layout, &id, &body, timeout_ms);
-                let t = self.template(&Request::RegisterBroker(register), BROKER_VERSION);
+                let body = self.o.layout.register_body(b, v);
+                let id = self.o.layout.broker(b);
+                let register = id.registration(&body, &options, BROKER_VERSION);
+                let request = Request::RegisterBroker(register).encode(BROKER_VERSION);
+                let t = self.template(&request, BROKER_VERSION);
                 ids.push(self.engine.add_template(t));
             }
             out.push(ids);
@@ -219,32 +200,13 @@ impl Bench {
         plan.into()
     }
 
-    /// Opens the broker connections (class `name`, depth `depth`) with steady plans: the
-    /// same set to every name server, so the `i`-th connection of the class serves broker
-    /// connection `i % broker_conns()`.
-    fn open_brokers(
-        &mut self,
-        name: &str,
-        rate: Option<f64>,
-        depth: usize,
-        regs: &[Vec<u32>],
-    ) -> Result<usize, String> {
-        let class = self.engine.add_class(name, rate);
-        for addr in self.addrs.clone() {
-            for c in 0..self.broker_conns() {
-                let plan = self.broker_plan(c, regs, &[0]);
-                self.engine
-                    .connect(addr, class, plan, 0, depth)
-                    .map_err(|e| format!("connect to {addr}: {e}"))?;
-            }
-        }
-        Ok(class)
-    }
-
-    /// Gives broker connections new plans, `plans[c]` for broker connection `c`.
-    fn replan_brokers(&mut self, class: usize, plans: &[Rc<[u32]>]) {
-        let n = plans.len().max(1);
-        self.engine.replan(class, |i| (plans[i % n].clone(), 0));
+    /// Gives every broker connection the plan [`Self::broker_plan`] makes of `per_broker`.
+    fn replan_brokers(&mut self, class: usize, per_broker: &[Vec<u32>], variants: &[usize]) {
+        let plans: Vec<Rc<[u32]>> = (0..self.broker_conns())
+            .map(|c| self.broker_plan(c, per_broker, variants))
+            .collect();
+        self.engine
+            .replan(class, |i| (plans[i % plans.len()].clone(), 0));
     }
 
     /// Registers every broker once (phase `setup`); any failure aborts the run.
@@ -259,7 +221,7 @@ impl Bench {
         let saved_rate = self.engine.classes[class].rate.take();
         let result = self.engine.run_phase(&spec, &mut NoWatch);
         self.engine.classes[class].rate = saved_rate;
-        let expected = (self.o.brokers * self.addrs.len()) as u64;
+        let expected = (self.o.layout.brokers * self.addrs.len()) as u64;
         let ok = result.classes.iter().all(|(_, s)| s.errors() == 0)
             && result.classes.iter().map(|(_, s)| s.ops).sum::<u64>() >= expected;
         self.phases.push(result);
@@ -267,26 +229,43 @@ impl Bench {
         if !ok && !self.engine.stopped() {
             return Err(format!(
                 "setup registration of {} brokers failed:\n{}",
-                self.o.brokers,
-                self.partial_report().text()
+                self.o.layout.brokers,
+                self.report().text()
             ));
         }
         Ok(())
     }
 
-    /// Switches broker connections to their churn plans (variants 1..=V).
-    fn use_churn_plans(&mut self, class: usize, regs: &[Vec<u32>]) {
-        let variants: Vec<usize> = (1..=self.o.variants).collect();
-        let plans: Vec<Rc<[u32]>> = (0..self.broker_conns())
-            .map(|c| self.broker_plan(c, regs, &variants))
-            .collect();
-        self.replan_brokers(class, &plans);
+    /// Opens the broker connections (class "register"), registers every broker once (phase
+    /// `setup`) and, with `churn`, switches them to the churned bodies (variants 1..=V).
+    fn registered_brokers(
+        &mut self,
+        rate: Option<f64>,
+        depth: usize,
+        churn: bool,
+        timeout_ms: Option<u64>,
+    ) -> Result<usize, String> {
+        let variants: Vec<usize> = (1..=self.o.variants).filter(|_| churn).collect();
+        let regs = self.register_templates(variants.len(), timeout_ms);
+        let class = self.engine.add_class("register", rate);
+        for addr in self.addrs.clone() {
+            for c in 0..self.broker_conns() {
+                let plan = self.broker_plan(c, &regs, &[0]);
+                self.engine
+                    .connect(addr, class, plan, 0, depth)
+                    .map_err(|e| format!("connect to {addr}: {e}"))?;
+            }
+        }
+        self.setup(class)?;
+        if churn {
+            self.replan_brokers(class, &regs, &variants);
+        }
+        Ok(class)
     }
 
-    /// The topics route clients look up: the user topics, or `--topic`.
     fn lookup_topics(&self) -> Vec<String> {
         if self.o.topic_list.is_empty() {
-            self.layout.all_user_topics()
+            self.o.layout.all_user_topics()
         } else {
             self.o.topic_list.clone()
         }
@@ -294,17 +273,17 @@ impl Bench {
 
     /// Route templates in lookup order, one list per name server (equal bytes, distinct ids:
     /// a watch can tell which server answered). The ids are consecutive, server by server.
-    fn route_templates(&mut self) -> Vec<Vec<u32>> {
+    fn route_templates(&mut self) -> Vec<Rc<[u32]>> {
         let topics = self.lookup_topics();
         let version = self.o.version;
         let mut per_server = Vec::with_capacity(self.addrs.len());
         for _ in 0..self.addrs.len() {
             let ids = topics.iter().map(|t| {
                 let lookup = Request::GetRouteInfo(GetRouteInfo::new(t, version));
-                let tmpl = self.template(&lookup, version);
+                let tmpl = self.template(&lookup.encode(version), version);
                 self.engine.add_template(tmpl)
             });
-            per_server.push(ids.collect());
+            per_server.push(ids.collect::<Vec<_>>().into());
         }
         per_server
     }
@@ -316,10 +295,9 @@ impl Bench {
         name: &str,
         rate: Option<f64>,
         depth: usize,
-        routes: &[Vec<u32>],
+        routes: &[Rc<[u32]>],
     ) -> Result<(usize, Vec<usize>), String> {
         let class = self.engine.add_class(name, rate);
-        let plans: Vec<Rc<[u32]>> = routes.iter().map(|r| r.clone().into()).collect();
         let mut picker = Picker::new(&self.o.namesrv, self.o.strategy)?;
         let mut per_server = vec![0; self.addrs.len()];
         let k = self.o.clients;
@@ -329,7 +307,7 @@ impl Bench {
             let start = i * routes[s].len() / k;
             let addr = self.addrs[s];
             self.engine
-                .connect(addr, class, plans[s].clone(), start, depth)
+                .connect(addr, class, routes[s].clone(), start, depth)
                 .map_err(|e| format!("connect to {addr}: {e}"))?;
             picker.opened(s)?;
             per_server[s] += 1;
@@ -385,50 +363,35 @@ impl Bench {
         self.phases.push(result);
     }
 
-    fn partial_report(&self) -> Report {
+    /// The report of the phases run so far.
+    fn report(&self) -> Report {
         Report {
-            workload: workload_name(self.o.workload).into(),
+            workload: self.o.workload.name().into(),
             target: self.o.namesrv.join(";"),
             params: self.params.clone(),
             phases: self.phases.clone(),
-            main_phase: 0,
-            server: None,
-            generator: None,
-            extra: Vec::new(),
-            machine_busy_pct: None,
-            failures: Vec::new(),
+            main_phase: self.phases.len().saturating_sub(1),
             interrupted: self.engine.stopped(),
+            ..Report::default()
         }
     }
 
-    fn finish(mut self, extra: Vec<(String, f64, String)>) -> Report {
-        let main_phase = self.phases.len().saturating_sub(1);
-        let mut report = Report {
-            workload: workload_name(self.o.workload).into(),
-            target: self.o.namesrv.join(";"),
-            params: std::mem::take(&mut self.params),
-            phases: std::mem::take(&mut self.phases),
-            main_phase,
-            server: None,
-            generator: None,
-            extra,
-            machine_busy_pct: None,
-            failures: Vec::new(),
-            interrupted: self.engine.stopped(),
-        };
+    /// The report of the whole run, with the /proc samples.
+    fn finish(&self) -> Report {
+        let mut report = self.report();
         self.sampler.finish(&mut report);
         report
     }
 
     fn layout_params(&mut self) {
         if self.o.topic_list.is_empty() {
-            self.param("brokers", self.o.brokers);
-            self.param("topics_per_broker", self.o.topics);
-            self.param("topics_shared_by", self.o.shared_by);
+            self.param("brokers", self.o.layout.brokers);
+            self.param("topics_per_broker", self.o.layout.topics);
+            self.param("topics_shared_by", self.o.layout.shared_by);
             self.param("broker_conns", self.broker_conns());
-            if !self.o.tag.is_empty() {
-                self.param("tag", self.o.tag.clone());
-                self.param("broker_addrs", self.layout.address_range());
+            if !self.o.layout.run_tag.is_empty() {
+                self.param("tag", self.o.layout.run_tag.clone());
+                self.param("broker_addrs", self.o.layout.address_range());
             }
         } else {
             self.param("topics", self.o.topic_list.len());
@@ -436,19 +399,6 @@ impl Bench {
         if self.addrs.len() > 1 {
             self.param("name_servers", self.addrs.len());
         }
-    }
-}
-
-pub fn workload_name(w: Workload) -> &'static str {
-    match w {
-        Workload::Register => "register",
-        Workload::Heartbeat => "heartbeat",
-        Workload::Route => "route",
-        Workload::Mixed => "mixed",
-        Workload::Expire => "expire",
-        Workload::Canned => "canned",
-        Workload::Controller => "controller",
-        Workload::Help => "help",
     }
 }
 
@@ -461,130 +411,88 @@ pub fn run(o: Options, stop: Arc<AtomicBool>) -> Result<Report, String> {
         Workload::Route => route(b),
         Workload::Mixed => mixed(b),
         Workload::Expire => expire(b),
-        Workload::Canned | Workload::Controller | Workload::Help => {
-            Err("not a load workload of the engine".into())
-        }
+        _ => Err("not a load workload of the engine".into()),
     }
 }
 
 fn register(mut b: Bench) -> Result<Report, String> {
-    b.check_fds(b.broker_conns(), 0)?;
+    b.begin(b.broker_conns(), 0)?;
     let depth = b.o.depth.unwrap_or(1);
-    b.layout_params();
     b.param("mode", if b.o.churn { "churn" } else { "steady" });
     b.param("depth", depth);
     if let Some(r) = b.o.rate {
         b.param("rate_per_s", r);
     }
-    let variants = if b.o.churn { b.o.variants } else { 0 };
-    let regs = b.register_templates(variants, None);
-    let body_bytes: usize = (0..b.o.brokers)
-        .map(|i| b.layout.register_body(i, 0).len())
+    let body_bytes: usize = (0..b.o.layout.brokers)
+        .map(|i| b.o.layout.register_body(i, 0).len())
         .sum::<usize>()
-        / b.o.brokers.max(1);
+        / b.o.layout.brokers.max(1);
     b.param("body_bytes", body_bytes);
-    let class = b.open_brokers("register", b.o.rate, depth, &regs)?;
-    b.setup(class)?;
-    if b.o.churn {
-        b.use_churn_plans(class, &regs);
-    }
+    let class = b.registered_brokers(b.o.rate, depth, b.o.churn, None)?;
     b.timed("main", vec![class], true);
-    Ok(b.finish(Vec::new()))
+    Ok(b.finish())
 }
 
 fn heartbeat(mut b: Bench) -> Result<Report, String> {
-    b.check_fds(b.broker_conns(), 0)?;
+    b.begin(b.broker_conns(), 0)?;
     // Brokers send heartbeats oneway and never wait for an answer: pipelining is what
     // they do, and at depth 1 the syscall round trip bounds both sides equally.
     let depth = b.o.depth.unwrap_or(8);
-    b.layout_params();
-    let op = if b.o.op_query {
-        "QUERY_DATA_VERSION"
+    let (op, class_name) = if b.o.op_query {
+        ("QUERY_DATA_VERSION", "query")
     } else {
-        "BROKER_HEARTBEAT"
+        ("BROKER_HEARTBEAT", "heartbeat")
     };
     b.param("op", op);
     b.param("depth", depth);
-    let regs = b.register_templates(0, None);
-    let class = b.open_brokers("register", b.o.rate, depth, &regs)?;
-    b.setup(class)?;
-    // The same connections now send heartbeats: report them under that name.
-    b.engine.classes[class].name = if b.o.op_query { "query" } else { "heartbeat" }.into();
-    // One heartbeat frame per broker, as that broker would send it.
-    let mut beats = Vec::with_capacity(b.o.brokers);
-    for i in 0..b.o.brokers {
-        let id = b.layout.broker(i);
-        let broker = BrokerRef {
-            broker_name: &id.name,
-            broker_addr: &id.addr,
-            cluster: &b.layout.cluster,
-            broker_id: 0,
-        };
+    let class = b.registered_brokers(b.o.rate, depth, false, None)?;
+    b.engine.classes[class].name = class_name.into();
+    let mut beats = Vec::with_capacity(b.o.layout.brokers);
+    for i in 0..b.o.layout.brokers {
+        let id = b.o.layout.broker(i);
         // The dataVersion of the steady body: the server answers changed=false.
         let mut body = Vec::new();
-        if b.o.op_query {
-            let dv = DataVersion {
-                counter: 1,
-                state_version: 0,
-                timestamp: 1_700_000_000_000 + (i as i64) * 1000,
-            };
-            dv.encode(&mut body);
-        }
         let request = if b.o.op_query {
-            Request::QueryDataVersion(QueryDataVersion::new(broker, &body)).encode(BROKER_VERSION)
+            b.o.layout.data_version(i, 0).encode(&mut body);
+            Request::QueryDataVersion(QueryDataVersion::new(id.broker_ref(), &body))
+                .encode(BROKER_VERSION)
         } else {
-            let beat = BrokerHeartbeat {
-                cluster: broker.cluster,
-                broker_addr: broker.broker_addr,
-                broker_name: broker.broker_name,
-            };
-            let mut e = Encoded::new(Request::BrokerHeartbeat(beat).code());
-            beat.encode_as_broker(&mut e, broker.broker_id);
-            e
+            id.heartbeat()
         };
-        let t = b.template_of(&request, BROKER_VERSION);
+        let t = b.template(&request, BROKER_VERSION);
         beats.push(vec![b.engine.add_template(t)]);
     }
-    let plans: Vec<Rc<[u32]>> = (0..b.broker_conns())
-        .map(|c| b.broker_plan(c, &beats, &[0]))
-        .collect();
-    b.replan_brokers(class, &plans);
+    b.replan_brokers(class, &beats, &[0]);
     b.timed("main", vec![class], true);
-    Ok(b.finish(Vec::new()))
+    Ok(b.finish())
 }
 
 fn route(mut b: Bench) -> Result<Report, String> {
     let with_brokers = b.o.topic_list.is_empty();
     let broker_conns = if with_brokers { b.broker_conns() } else { 0 };
-    b.check_fds(broker_conns, b.o.clients)?;
+    b.begin(broker_conns, b.o.clients)?;
     let depth = b.o.depth.unwrap_or(16);
-    b.layout_params();
     b.param("clients", b.o.clients);
     b.param("depth", depth);
     b.param("version", b.o.version);
-    b.param(
-        "dialect",
-        if b.o.version >= 401 {
-            "standard"
-        } else {
-            "legacy"
-        },
-    );
+    let dialect = if b.o.version >= 401 {
+        "standard"
+    } else {
+        "legacy"
+    };
+    b.param("dialect", dialect);
     if with_brokers {
-        let regs = b.register_templates(0, None);
-        let class = b.open_brokers("register", None, 1, &regs)?;
-        b.setup(class)?;
+        b.registered_brokers(None, 1, false, None)?;
     }
     let routes = b.route_templates();
     let (class, _) = b.open_clients("route", b.o.rate, depth, &routes)?;
     b.timed("main", vec![class], true);
-    Ok(b.finish(Vec::new()))
+    Ok(b.finish())
 }
 
 fn mixed(mut b: Bench) -> Result<Report, String> {
-    b.check_fds(b.broker_conns(), b.o.clients)?;
+    b.begin(b.broker_conns(), b.o.clients)?;
     let depth = b.o.depth.unwrap_or(16);
-    b.layout_params();
     b.param("clients", b.o.clients);
     b.param("route_rate_per_s", b.o.route_rate);
     b.param("version", b.o.version);
@@ -592,18 +500,12 @@ fn mixed(mut b: Bench) -> Result<Report, String> {
     if let Some(r) = b.o.rate {
         b.param("storm_rate_per_s", r);
     }
-    let variants = if b.o.churn { b.o.variants } else { 0 };
-    let regs = b.register_templates(variants, None);
-    let storm = b.open_brokers("register", b.o.rate, 1, &regs)?;
-    b.setup(storm)?;
-    if b.o.churn {
-        b.use_churn_plans(storm, &regs);
-    }
+    let storm = b.registered_brokers(b.o.rate, 1, b.o.churn, None)?;
     let routes = b.route_templates();
     let (lookups, _) = b.open_clients("route", Some(b.o.route_rate), depth, &routes)?;
     b.timed("quiet", vec![lookups], false);
     b.timed("storm", vec![lookups, storm], true);
-    Ok(b.finish(Vec::new()))
+    Ok(b.finish())
 }
 
 /// Watches user topics disappear from routes, on every name server: one entry per
@@ -620,12 +522,12 @@ struct ExpiryWatch {
 }
 
 impl Watch for ExpiryWatch {
-    fn on_response(&mut self, _class: usize, template: u32, code: i32, now: Instant) {
+    fn on_response(&mut self, _: usize, template: u32, answer: &RemotingCommand, now: Instant) {
         let Some(i) = template.checked_sub(self.first_template) else {
             return;
         };
         let i = i as usize;
-        if code == 17 && i < self.alive.len() && self.alive[i] {
+        if answer.code == 17 && i < self.alive.len() && self.alive[i] {
             self.alive[i] = false;
             self.remaining -= 1;
             self.first_gone.get_or_insert(now);
@@ -644,16 +546,13 @@ impl Watch for ExpiryWatch {
 
 fn expire(mut b: Bench) -> Result<Report, String> {
     b.o.topic_list.clear();
-    b.check_fds(b.broker_conns(), b.o.clients)?;
+    b.begin(b.broker_conns(), b.o.clients)?;
     let depth = b.o.depth.unwrap_or(4);
-    b.layout_params();
     b.param("heartbeat_timeout_ms", b.o.timeout_ms);
     b.param("clients", b.o.clients);
     b.param("route_rate_per_s", b.o.route_rate);
-    let regs = b.register_templates(0, Some(b.o.timeout_ms));
-    let brokers = b.open_brokers("register", None, 1, &regs)?;
+    let brokers = b.registered_brokers(None, 1, false, Some(b.o.timeout_ms))?;
     b.engine.classes[brokers].closes_expected = true;
-    b.setup(brokers)?;
     let stopped = b
         .phases
         .last()
@@ -681,32 +580,18 @@ fn expire(mut b: Bench) -> Result<Report, String> {
     let secs = |t: Option<Instant>| t.map_or(-1.0, |t| (t - stopped).as_secs_f64());
     let all_gone = secs(watch.all_gone);
     let mut extra = vec![
-        (
-            "routes_watched".to_string(),
-            watched as f64,
-            "topics".into(),
-        ),
-        (
-            "routes_left".to_string(),
-            watch.remaining as f64,
-            "topics".into(),
-        ),
-        (
-            "first_route_gone_after".to_string(),
-            secs(watch.first_gone),
-            "s".into(),
-        ),
-        ("all_routes_gone_after".to_string(), all_gone, "s".into()),
+        ("routes_watched", Param::from(watched), "topics"),
+        ("routes_left", watch.remaining.into(), "topics"),
+        ("first_route_gone_after", secs(watch.first_gone).into(), "s"),
+        ("all_routes_gone_after", all_gone.into(), "s"),
     ];
     if watch.all_gone.is_some() {
-        extra.push((
-            "expiry_lag_beyond_timeout".to_string(),
-            all_gone - b.o.timeout_ms as f64 / 1000.0,
-            "s".into(),
-        ));
+        let lag = all_gone - b.o.timeout_ms as f64 / 1000.0;
+        extra.push(("expiry_lag_beyond_timeout", lag.into(), "s"));
     }
     let left = watch.remaining;
-    let mut report = b.finish(extra);
+    let mut report = b.finish();
+    report.extra = extra;
     if left > 0 && !report.interrupted {
         // Routes that never went away are the failure this workload exists to catch.
         report

@@ -8,6 +8,8 @@ use super::{
     next_broker_id, register_broker, set_names, CALL_TIMEOUT, CLUSTER,
 };
 use crate::args::{Failover, Options};
+use crate::payload::{topic, PERM_RW};
+use crate::report::json_text;
 use crate::servers::Picker;
 use bytes::BytesMut;
 use rmq_namesrv::client::api::{BrokerIdentity, RegisterOptions};
@@ -20,8 +22,8 @@ use rmq_namesrv::controller::request::{
 };
 use rmq_namesrv::remoting::command::{DecodeLimits, RemotingCommand};
 use rmq_namesrv::remoting::frame;
-use rmq_namesrv::remoting::json::{self, Value};
-use rmq_namesrv::route::model::{DataVersion, RegisterBody, TopicConfig};
+use rmq_namesrv::remoting::json::Value;
+use rmq_namesrv::route::model::{DataVersion, RegisterBody};
 use std::io::{ErrorKind, Read};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,21 +38,27 @@ fn failover_topic(set: &str) -> String {
 /// A controller-mode broker reduced to what failover needs: its controller conversation, its
 /// name-server registrations, heartbeats, and a listener for 1008.
 struct SimBroker {
+    b: Arc<Broker>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// What a simulated broker's threads share.
+struct Broker {
     name: String,
     addr: String,
     id: i64,
-    controller: Arc<Mutex<Option<Client>>>,
+    timeout_ms: u64,
+    controller: Mutex<Option<Client>>,
     /// One connection per name server, kept open as brokers do: a name server drops the
     /// registrations of a connection that closes.
-    namesrv: Arc<Mutex<Vec<Client>>>,
+    namesrv: Mutex<Vec<Client>>,
     /// (master id, master epoch, sync-state-set epoch).
-    role: Arc<Mutex<(i64, i64, i64)>>,
-    /// When a 1008 making this broker master arrived, and when its registration as master
-    /// was answered by every name server.
-    promoted: Arc<Mutex<(Option<Instant>, Option<Instant>)>>,
-    heartbeating: Arc<AtomicBool>,
-    stop: Arc<AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<()>>,
+    role: Mutex<(i64, i64, i64)>,
+    /// When a 1008 making this broker master arrived (and its registration as master was
+    /// answered by every name server).
+    promoted: Mutex<Option<Instant>>,
+    heartbeating: AtomicBool,
+    stop: AtomicBool,
 }
 
 impl SimBroker {
@@ -72,34 +80,77 @@ impl SimBroker {
             let conn = Client::connect(ns, CALL_TIMEOUT);
             namesrv.push(conn.map_err(|e| format!("connect to {ns}: {e}"))?);
         }
-        let mut b = SimBroker {
+        let b = Arc::new(Broker {
             name: name.to_string(),
             addr,
             id,
-            controller: Arc::new(Mutex::new(Some(c))),
-            namesrv: Arc::new(Mutex::new(namesrv)),
-            role: Arc::new(Mutex::new((0, 0, 0))),
-            promoted: Arc::new(Mutex::new((None, None))),
-            heartbeating: Arc::new(AtomicBool::new(true)),
-            stop: Arc::new(AtomicBool::new(false)),
-            threads: Vec::new(),
-        };
+            timeout_ms: o.timeout_ms,
+            controller: Mutex::new(Some(c)),
+            namesrv: Mutex::new(namesrv),
+            role: Mutex::new((0, 0, 0)),
+            promoted: Mutex::new(None),
+            heartbeating: AtomicBool::new(true),
+            stop: AtomicBool::new(false),
+        });
         b.adopt(&registered);
-        send_heartbeat(&b.controller, name, &b.addr, id, o.timeout_ms);
-        if b.role.lock().map(|r| r.0).unwrap_or(0) == 0 {
+        b.heartbeat();
+        if b.role()?.0 == 0 {
             let elected = b.with_controller(|c| call(c, &elect_master(name, id)))?;
             b.adopt(&elected);
         }
-        let role = *b.role.lock().map_err(|_| "poisoned")?;
-        register_all(
-            &b.namesrv,
-            name,
-            &b.addr,
-            if role.0 == id { 0 } else { id },
-            role.1,
-        )?;
-        b.spawn_threads(listener, o.timeout_ms);
-        Ok(b)
+        let (master, epoch, _) = b.role()?;
+        b.register_all(if master == id { 0 } else { id }, epoch)?;
+        let beats = Arc::clone(&b);
+        let notices = Arc::clone(&b);
+        let threads = vec![
+            std::thread::spawn(move || beats.heartbeat_every_second()),
+            std::thread::spawn(move || notices.serve(listener)),
+        ];
+        Ok(SimBroker { b, threads })
+    }
+
+    /// As the master: 1001 to {1, 2}.
+    fn widen(&self, other: i64) -> Result<(), String> {
+        let (master, epoch, set_epoch) = self.b.role()?;
+        let alter =
+            ControllerRequest::Leader(LeaderRequest::AlterSyncStateSet(AlterSyncStateSet {
+                broker_name: Some(self.b.name.clone()),
+                master_broker_id: Some(master),
+                master_epoch: i32::try_from(epoch).ok(),
+                body: Some(SyncStateSetBody {
+                    sync_state_set: Some([master, other].into_iter().collect()),
+                    sync_state_set_epoch: i32::try_from(set_epoch).unwrap_or(0),
+                }),
+            }));
+        self.b.with_controller(|c| call_ok(c, &alter))?;
+        Ok(())
+    }
+
+    /// kill -9: every connection closes at once, nothing more is sent (the threads notice
+    /// the stop flag later; dropping the broker waits for them).
+    fn kill(&self) {
+        self.b.stop.store(true, Ordering::SeqCst);
+        if let Ok(mut c) = self.b.controller.lock() {
+            c.take();
+        }
+        if let Ok(mut ns) = self.b.namesrv.lock() {
+            ns.clear();
+        }
+    }
+}
+
+impl Drop for SimBroker {
+    fn drop(&mut self) {
+        self.kill();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Broker {
+    fn role(&self) -> Result<(i64, i64, i64), String> {
+        Ok(*self.role.lock().map_err(|_| "poisoned")?)
     }
 
     fn with_controller<T>(
@@ -120,96 +171,88 @@ impl SimBroker {
         }
     }
 
-    fn spawn_threads(&mut self, listener: TcpListener, timeout_ms: u64) {
-        let (controller, name, addr, id) = (
-            self.controller.clone(),
-            self.name.clone(),
-            self.addr.clone(),
-            self.id,
+    /// One oneway 904 on the controller connection.
+    fn heartbeat(&self) {
+        let beat = heartbeat(&self.name, &self.addr, self.id, self.timeout_ms);
+        let _ =
+            self.with_controller(|c| c.oneway_encoded(&beat.encode()).map_err(|e| e.to_string()));
+    }
+
+    /// Java brokers heartbeat every second (brokerHeartbeatInterval).
+    fn heartbeat_every_second(&self) {
+        while !self.stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(1000));
+            if self.heartbeating.load(Ordering::SeqCst) {
+                self.heartbeat();
+            }
+        }
+    }
+
+    /// Takes the controller's connections (it keeps each open) and handles their frames.
+    fn serve(self: Arc<Self>, listener: TcpListener) {
+        while !self.stop.load(Ordering::SeqCst) {
+            let Ok((stream, _)) = listener.accept() else {
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            };
+            let b = Arc::clone(&self);
+            std::thread::spawn(move || read_frames(stream, &b.stop, |cmd| b.on_notice(cmd)));
+        }
+    }
+
+    /// A 1008: a higher master epoch naming this broker makes it master, registered as id 0.
+    fn on_notice(&self, cmd: &RemotingCommand) {
+        let (Some(master), Some(epoch)) =
+            (ext_i64(cmd, MASTER_BROKER_ID), ext_i64(cmd, MASTER_EPOCH))
+        else {
+            return;
+        };
+        let Ok(mut r) = self.role.lock() else {
+            return;
+        };
+        if cmd.code != 1008 || epoch <= r.1 {
+            return;
+        }
+        *r = (
+            master,
+            epoch,
+            ext_i64(cmd, SYNC_STATE_SET_EPOCH).unwrap_or(r.2),
         );
-        let (beat, stop) = (self.heartbeating.clone(), self.stop.clone());
-        self.threads.push(std::thread::spawn(move || {
-            // Java brokers heartbeat every second (brokerHeartbeatInterval).
-            while !stop.load(Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_millis(1000));
-                if beat.load(Ordering::SeqCst) {
-                    send_heartbeat(&controller, &name, &addr, id, timeout_ms);
-                }
+        drop(r);
+        let notified = Instant::now();
+        if master == self.id && self.register_all(0, epoch).is_ok() {
+            if let Ok(mut p) = self.promoted.lock() {
+                *p = Some(notified);
             }
-        }));
-        let (role, promoted, stop) = (self.role.clone(), self.promoted.clone(), self.stop.clone());
-        let (namesrv, name, addr) = (self.namesrv.clone(), self.name.clone(), self.addr.clone());
-        self.threads.push(std::thread::spawn(move || {
-            while !stop.load(Ordering::SeqCst) {
-                let Ok((stream, _)) = listener.accept() else {
-                    std::thread::sleep(Duration::from_millis(1));
-                    continue;
-                };
-                // The controller keeps its connection open: frames are handled as they come,
-                // on a thread per connection.
-                let (role, promoted, stop) = (role.clone(), promoted.clone(), stop.clone());
-                let (namesrv, name, addr) = (namesrv.clone(), name.clone(), addr.clone());
-                std::thread::spawn(move || {
-                    read_frames(stream, &stop, |cmd| {
-                        on_notice(cmd, id, &role, &promoted, &namesrv, &name, &addr)
-                    })
-                });
-            }
-        }));
+        }
     }
 
-    /// As the master: 1001 to {1, 2}.
-    fn widen(&self, other: i64) -> Result<(), String> {
-        let (master, epoch, set_epoch) = *self.role.lock().map_err(|_| "poisoned")?;
-        let alter =
-            ControllerRequest::Leader(LeaderRequest::AlterSyncStateSet(AlterSyncStateSet {
-                broker_name: Some(self.name.clone()),
-                master_broker_id: Some(master),
-                master_epoch: i32::try_from(epoch).ok(),
-                body: Some(SyncStateSetBody {
-                    sync_state_set: Some([master, other].into_iter().collect()),
-                    sync_state_set_epoch: i32::try_from(set_epoch).unwrap_or(0),
-                }),
-            }));
-        self.with_controller(|c| call_ok(c, &alter))?;
+    /// REGISTER_BROKER to every name server, `stateVersion = masterEpoch`.
+    fn register_all(&self, broker_id: i64, master_epoch: i64) -> Result<(), String> {
+        let name = failover_topic(&self.name);
+        let body = RegisterBody {
+            data_version: DataVersion {
+                counter: millis() as i64,
+                state_version: master_epoch,
+                timestamp: millis() as i64,
+            },
+            topics: vec![(name.clone(), topic(&name, 4, PERM_RW))],
+            filter_servers: Some(Vec::new()),
+            mappings: Vec::new(),
+        };
+        let identity = BrokerIdentity {
+            cluster: CLUSTER.to_string(),
+            broker_name: self.name.clone(),
+            broker_addr: self.addr.clone(),
+            broker_id,
+            ha_server_addr: self.addr.clone(),
+        };
+        let mut conns = self.namesrv.lock().map_err(|_| "poisoned")?;
+        for c in conns.iter_mut() {
+            c.register_broker(&identity, &body, &RegisterOptions::default())
+                .map_err(|e| format!("REGISTER_BROKER to {}: {e}", c.peer()))?;
+        }
         Ok(())
-    }
-
-    /// kill -9: every connection closes at once, nothing more is sent (the threads notice
-    /// the stop flag later; dropping the broker waits for them).
-    fn kill(&self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Ok(mut c) = self.controller.lock() {
-            c.take();
-        }
-        if let Ok(mut ns) = self.namesrv.lock() {
-            ns.clear();
-        }
-    }
-}
-
-impl Drop for SimBroker {
-    fn drop(&mut self) {
-        self.kill();
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-    }
-}
-
-/// One oneway 904 on the broker's controller connection.
-fn send_heartbeat(
-    controller: &Mutex<Option<Client>>,
-    name: &str,
-    addr: &str,
-    id: i64,
-    timeout_ms: u64,
-) {
-    let beat = heartbeat(name, addr, id, timeout_ms);
-    if let Ok(mut guard) = controller.lock() {
-        if let Some(c) = guard.as_mut() {
-            let _ = c.oneway_encoded(&beat.encode());
-        }
     }
 }
 
@@ -238,86 +281,6 @@ fn read_frames(
     }
 }
 
-/// A 1008: a higher master epoch naming this broker makes it master, registered as id 0.
-fn on_notice(
-    cmd: &RemotingCommand,
-    id: i64,
-    role: &Mutex<(i64, i64, i64)>,
-    promoted: &Mutex<(Option<Instant>, Option<Instant>)>,
-    namesrv: &Mutex<Vec<Client>>,
-    name: &str,
-    addr: &str,
-) {
-    let (Some(master), Some(epoch)) = (ext_i64(cmd, MASTER_BROKER_ID), ext_i64(cmd, MASTER_EPOCH))
-    else {
-        return;
-    };
-    let Ok(mut r) = role.lock() else {
-        return;
-    };
-    if cmd.code != 1008 || epoch <= r.1 {
-        return;
-    }
-    *r = (
-        master,
-        epoch,
-        ext_i64(cmd, SYNC_STATE_SET_EPOCH).unwrap_or(r.2),
-    );
-    drop(r);
-    if master != id {
-        return;
-    }
-    let notified = Instant::now();
-    if register_all(namesrv, name, addr, 0, epoch).is_ok() {
-        if let Ok(mut p) = promoted.lock() {
-            *p = (Some(notified), Some(Instant::now()));
-        }
-    }
-}
-
-/// REGISTER_BROKER to every name server, `stateVersion = masterEpoch`.
-fn register_all(
-    namesrv: &Mutex<Vec<Client>>,
-    name: &str,
-    addr: &str,
-    broker_id: i64,
-    master_epoch: i64,
-) -> Result<(), String> {
-    let topic = failover_topic(name);
-    let body = RegisterBody {
-        data_version: DataVersion {
-            counter: millis() as i64,
-            state_version: master_epoch,
-            timestamp: millis() as i64,
-        },
-        topics: vec![(
-            topic.clone(),
-            TopicConfig {
-                topic_name: topic,
-                read_queue_nums: 4,
-                write_queue_nums: 4,
-                perm: 6,
-                topic_sys_flag: 0,
-            },
-        )],
-        filter_servers: Some(Vec::new()),
-        mappings: Vec::new(),
-    };
-    let identity = BrokerIdentity {
-        cluster: CLUSTER.to_string(),
-        broker_name: name.to_string(),
-        broker_addr: addr.to_string(),
-        broker_id,
-        ha_server_addr: addr.to_string(),
-    };
-    let mut conns = namesrv.lock().map_err(|_| "poisoned")?;
-    for c in conns.iter_mut() {
-        c.register_broker(&identity, &body, &RegisterOptions::default())
-            .map_err(|e| format!("REGISTER_BROKER to {}: {e}", c.peer()))?;
-    }
-    Ok(())
-}
-
 /// Whether the name server of `c` routes `addr` as id 0 of `name`.
 fn routed_as_master(c: &mut Client, name: &str, addr: &str) -> bool {
     match c.get_route(&failover_topic(name)) {
@@ -344,18 +307,18 @@ fn failover_round(
     let name = format!("{}-failover-{round}", set_names(o)[0]);
     let master = SimBroker::start(o, controller, &name)?;
     let slave = SimBroker::start(o, controller, &name)?;
-    master.widen(slave.id)?;
+    master.widen(slave.b.id)?;
     // The name server whose route is watched, as --strategy picks a client's.
     let watched = &o.namesrv[Picker::new(&o.namesrv, o.strategy)?.next()?];
     let mut ns = Client::connect(watched, CALL_TIMEOUT).map_err(|e| e.to_string())?;
     let died = Instant::now();
     match mode {
         Failover::Crash => master.kill(),
-        Failover::Hang => master.heartbeating.store(false, Ordering::SeqCst),
+        Failover::Hang => master.b.heartbeating.store(false, Ordering::SeqCst),
     }
     let deadline = died + o.max_wait;
     let routed = loop {
-        if routed_as_master(&mut ns, &name, &slave.addr) {
+        if routed_as_master(&mut ns, &name, &slave.b.addr) {
             break died.elapsed();
         }
         if Instant::now() > deadline {
@@ -367,10 +330,11 @@ fn failover_round(
         std::thread::sleep(Duration::from_millis(1));
     };
     let notified = slave
+        .b
         .promoted
         .lock()
         .ok()
-        .and_then(|p| p.0)
+        .and_then(|p| *p)
         .map_or(routed, |t| t - died);
     drop(slave);
     drop(master);
@@ -396,18 +360,13 @@ pub fn run(
         Failover::Crash => "crash (connections closed)",
         Failover::Hang => "hang (heartbeats stopped)",
     };
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1000.0);
     if o.json {
         let list = rounds.iter().map(|r| {
+            let (notified, routed) = (Value::Str(ms(r.notified)), Value::Str(ms(r.routed)));
             Value::Object(vec![
-                (
-                    "notified_ms".into(),
-                    Value::Str(format!("{:.1}", ms(r.notified))),
-                ),
-                (
-                    "routed_ms".into(),
-                    Value::Str(format!("{:.1}", ms(r.routed))),
-                ),
+                ("notified_ms".into(), notified),
+                ("routed_ms".into(), routed),
             ])
         });
         let doc = Value::Object(vec![
@@ -419,9 +378,7 @@ pub fn run(
             ),
             ("rounds".into(), Value::Array(list.collect())),
         ]);
-        let mut out = Vec::new();
-        json::write_value(&mut out, &doc);
-        return Ok(String::from_utf8_lossy(&out).into_owned());
+        return Ok(json_text(&doc));
     }
     let mut out = format!(
         "failover on controller {controller}, name servers {}: master {mode_name}, brokers' heartbeatTimeoutMills {} ms\n",
@@ -433,7 +390,7 @@ pub fn run(
         "round", "notified (ms)", "routed as master (ms)"
     );
     for (i, r) in rounds.iter().enumerate() {
-        out += &format!("{:<6} {:>14.1} {:>22.1}\n", i, ms(r.notified), ms(r.routed));
+        out += &format!("{:<6} {:>14} {:>22}\n", i, ms(r.notified), ms(r.routed));
     }
     Ok(out)
 }

@@ -1,31 +1,12 @@
 //! `rmq-bench controller`: load on a RocketMQ controller (rmq-namesrv's embedded one, or any
-//! other), over the real wire protocol, and the failover time seen by brokers.
-//!
-//! Throughput ([`throughput`]): N broker sets of two brokers are set up through the controller
-//! (ids applied, both registered, heartbeats with a long timeout so both stay alive, id 1
-//! elected, both in the SyncStateSet), then three timed phases run one after the other, each
-//! on `--clients` connections keeping `--depth` requests in flight (every in-flight request of
-//! a connection is for a different set, so 1001's epochs can be tracked per set):
-//! 1012 GET_NEXT_BROKER_ID (a read), 1003 REGISTER_BROKER with an unchanged address (nothing
-//! to log) and 1001 ALTER_SYNC_STATE_SET alternating {1,2} and {1} (one logged event, one
-//! fsync each). The sets are cleaned (1011) at the end. `--pid` samples the server's RSS
-//! before the setup, after it and at the end, and its CPU time per phase. [`report`] prints
-//! the result.
-//!
-//! Failover ([`failover`], `--failover crash|hang`): per round, a master and a slave register
-//! through the controller and with the name servers of `-n` as RocketMQ 5 brokers do; the
-//! master then dies (its connections close) or hangs (heartbeats stop); the time until the
-//! slave receives 1008 and until the name server routes it as id 0 is measured.
+//! other), over the real wire protocol ([`throughput`]), and the failover time seen by
+//! brokers ([`failover`]).
 //!
 //! Requests are the controller's own typed requests (`controller::request`), encoded by the
-//! library. This workload uses blocking connections on threads, not the engine: 1001 is
-//! stateful per set, and failover needs listeners and role changes. Frames are decoded with
-//! the library's decoder, so the generator costs more per request than the engine's
-//! workloads: compare with the server's CPU (`--pid`) before calling a number the server's
-//! ceiling.
+//! library. The timed phases run on the [`crate::engine`]; the set-up, the clean-up and
+//! failover use blocking connections (failover needs listeners and role changes).
 
 mod failover;
-mod report;
 mod throughput;
 
 use crate::args::Options;
@@ -39,6 +20,7 @@ use rmq_namesrv::remoting::codes::version;
 use rmq_namesrv::remoting::command::{RemotingCommand, SerializeType};
 use rmq_namesrv::request::Encoded;
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const CLUSTER: &str = "ControllerBench";
@@ -75,7 +57,6 @@ fn call_ok(c: &mut Client, request: &ControllerRequest) -> Result<RemotingComman
     expect_ok(call(c, request)?, &request.code().to_string())
 }
 
-/// A numeric field of an answer's header.
 fn ext_i64(resp: &RemotingCommand, key: &str) -> Option<i64> {
     resp.ext(key).and_then(|v| v.parse().ok())
 }
@@ -145,12 +126,14 @@ fn clean_broker_data(name: &str) -> ControllerRequest {
 
 /// The broker-set names of a run: `cb-<tag>-<i>`, the tag `--tag` or one of this process.
 fn set_names(o: &Options) -> Vec<String> {
-    let tag = if o.tag.is_empty() {
+    let tag = if o.layout.run_tag.is_empty() {
         format!("{}-{}", std::process::id(), millis() % 1_000_000)
     } else {
-        o.tag.clone()
+        o.layout.run_tag.clone()
     };
-    (0..o.brokers).map(|i| format!("cb-{tag}-{i}")).collect()
+    (0..o.layout.brokers)
+        .map(|i| format!("cb-{tag}-{i}"))
+        .collect()
 }
 
 /// The server's RSS and CPU time now (`--pid` only).
@@ -158,11 +141,10 @@ fn server_sample(o: &Options) -> Option<ProcSample> {
     o.pid.and_then(|p| sample_proc(&p.to_string()))
 }
 
-/// Runs the workload; returns the text (or JSON) to print.
-pub fn run(o: &Options, stop: &AtomicBool) -> Result<String, String> {
+pub fn run(o: &Options, stop: Arc<AtomicBool>) -> Result<String, String> {
     let controller = o.controller.clone().unwrap_or_default();
     match o.failover {
-        Some(mode) => failover::run(o, &controller, mode, stop),
+        Some(mode) => failover::run(o, &controller, mode, &stop),
         None => throughput::run(o, &controller, stop),
     }
 }

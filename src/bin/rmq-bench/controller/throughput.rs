@@ -1,15 +1,21 @@
-//! The throughput run: N broker sets set up through the controller, then 1012, 1003 and
-//! 1001 timed one after the other on `--clients` connections with `--depth` requests in
-//! flight on each (every in-flight request of a connection for a different set, so 1001's
-//! epochs can be tracked per set), and the sets cleaned at the end.
+//! The throughput run: N broker sets of two brokers are set up through the controller (ids
+//! applied, both registered, heartbeats with a long timeout so both stay alive, id 1 elected,
+//! both in the SyncStateSet), then three phases are timed one after the other on `--clients`
+//! connections with `--depth` requests in flight: 1012 GET_NEXT_BROKER_ID (a read), 1003
+//! REGISTER_BROKER with an unchanged address (nothing to log) and 1001 ALTER_SYNC_STATE_SET
+//! alternating {1,2} and {1} (one logged event, one fsync each). A connection's requests in
+//! flight are for distinct sets, so 1001's epochs can be tracked per set. The sets are
+//! cleaned (1011) at the end. `--pid` samples the server's RSS before the setup, after it and
+//! at the end, and its CPU time per phase.
 
 use super::{
     apply_broker_id, call_ok, clean_broker_data, elect_master, expect_ok, ext_i64, frame_of,
-    heartbeat, millis, next_broker_id, register_broker, report, server_sample, set_names,
-    CALL_TIMEOUT,
+    heartbeat, millis, next_broker_id, register_broker, server_sample, set_names, CALL_TIMEOUT,
 };
 use crate::args::Options;
-use crate::hist::Histogram;
+use crate::engine::{ClassStats, Engine, NoWatch, PhaseSpec, Template, Until, Watch};
+use crate::report::{json_text, thousands, ProcSample};
+use crate::workloads::resolve;
 use rmq_namesrv::client::Client;
 use rmq_namesrv::controller::request::field::{
     INVOKE_TIME, MASTER_EPOCH, NEW_SYNC_STATE_SET_EPOCH, SYNC_STATE_SET_EPOCH,
@@ -17,8 +23,10 @@ use rmq_namesrv::controller::request::field::{
 use rmq_namesrv::controller::request::{
     AlterSyncStateSet, ControllerRequest, LeaderRequest, SyncStateSetBody,
 };
-use rmq_namesrv::remoting::command::RemotingCommand;
-use std::collections::VecDeque;
+use rmq_namesrv::remoting::codes::version;
+use rmq_namesrv::remoting::command::{RemotingCommand, SerializeType};
+use rmq_namesrv::remoting::json::Value;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,6 +42,11 @@ struct Set {
     sync_state_set_epoch: i32,
     /// Whether the set is {1,2} now (else {1}).
     wide: bool,
+}
+
+/// `--clients`, at most one per set.
+fn connections(o: &Options) -> usize {
+    o.clients.min(o.layout.brokers).max(1)
 }
 
 /// A made-up address per broker (the controller only stores it; nobody connects).
@@ -107,203 +120,110 @@ fn alter(c: &mut Client, set: &Set) -> Result<RemotingCommand, String> {
     c.read_response(7).map_err(|e| format!("1001: {e}"))
 }
 
-/// What a phase sends for a set and how it takes the answer.
-trait PhaseRequest: Send {
-    fn frame(&mut self, set: usize, opaque: i32, out: &mut Vec<u8>);
-    /// The answer's code when it is an error (0 = fine).
-    fn answer(&mut self, set: usize, resp: &RemotingCommand) -> i32;
+/// The 1001 phase: each set's request carries the epochs its last answer announced. Sets
+/// are planned as their 1012 template ids (`first` is set 0's).
+struct Alter {
+    sets: Vec<Set>,
+    first: u32,
 }
 
-/// Frames that never change (1012, 1003), encoded once with the set's index as opaque.
-struct Fixed(Arc<Vec<Vec<u8>>>);
-
-impl PhaseRequest for Fixed {
-    fn frame(&mut self, set: usize, _opaque: i32, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.0[set]);
-    }
-    fn answer(&mut self, _: usize, resp: &RemotingCommand) -> i32 {
-        resp.code
+impl Alter {
+    fn set(&self, template: u32) -> Option<usize> {
+        let i = template.checked_sub(self.first)? as usize;
+        (i < self.sets.len()).then_some(i)
     }
 }
 
-/// 1001 back and forth, epochs tracked per set.
-struct Alter(Vec<Set>);
-
-impl PhaseRequest for Alter {
-    fn frame(&mut self, set: usize, opaque: i32, out: &mut Vec<u8>) {
-        out.extend(alter_frame(&self.0[set], opaque));
-    }
-    fn answer(&mut self, set: usize, resp: &RemotingCommand) -> i32 {
-        if resp.code != 0 {
-            return resp.code;
-        }
-        let s = &mut self.0[set];
-        s.sync_state_set_epoch = new_epoch(resp);
-        s.wide = !s.wide;
-        0
-    }
-}
-
-/// What one connection measured in a phase.
-#[derive(Default)]
-struct ConnStats {
-    ops: u64,
-    errors: Vec<(i32, u64)>,
-    hist: Histogram,
-    failure: Option<String>,
-}
-
-/// Keeps `depth` requests (for distinct sets) in flight on one connection until `until`.
-fn drive(
-    addr: &str,
-    sets: &[usize],
-    depth: usize,
-    until: Instant,
-    stop: &AtomicBool,
-    req: &mut dyn PhaseRequest,
-) -> ConnStats {
-    let mut stats = ConnStats::default();
-    let mut c = match Client::connect(addr, CALL_TIMEOUT) {
-        Ok(c) => c,
-        Err(e) => {
-            stats.failure = Some(format!("connect to {addr}: {e}"));
-            return stats;
-        }
-    };
-    let window = depth.min(sets.len()).max(1);
-    let mut in_flight: VecDeque<(usize, Instant)> = VecDeque::with_capacity(window);
-    let mut next = 0usize;
-    let mut buf = Vec::with_capacity(window * 256);
-    loop {
-        let sending = Instant::now() < until && !stop.load(Ordering::Relaxed);
-        buf.clear();
-        while sending && in_flight.len() < window {
-            let set = sets[next % sets.len()];
-            next += 1;
-            req.frame(set, set as i32, &mut buf);
-            in_flight.push_back((set, Instant::now()));
-        }
-        if !buf.is_empty() {
-            if let Err(e) = c.send_raw(&buf) {
-                stats.failure = Some(format!("send: {e}"));
-                return stats;
-            }
-        }
-        let Some((set, sent)) = in_flight.pop_front() else {
-            return stats;
+impl Watch for Alter {
+    fn write_request(&mut self, template: u32, opaque: i32, out: &mut Vec<u8>) -> bool {
+        let Some(i) = self.set(template) else {
+            return false;
         };
-        match c.read_response(set as i32) {
-            Ok(resp) => {
-                stats.hist.record(sent.elapsed().as_micros() as u64);
-                stats.ops += 1;
-                let code = req.answer(set, &resp);
-                if code != 0 {
-                    count_error(&mut stats.errors, code, 1);
-                }
-            }
-            Err(e) => {
-                stats.failure = Some(format!("answer: {e}"));
-                return stats;
-            }
+        out.extend(alter_frame(&self.sets[i], opaque));
+        true
+    }
+
+    fn on_response(&mut self, _: usize, template: u32, answer: &RemotingCommand, _: Instant) {
+        if let (Some(i), 0) = (self.set(template), answer.code) {
+            let s = &mut self.sets[i];
+            s.sync_state_set_epoch = new_epoch(answer);
+            s.wide = !s.wide;
         }
     }
 }
 
-/// Adds `n` answers with error `code` to the per-code counts.
-fn count_error(errors: &mut Vec<(i32, u64)>, code: i32, n: u64) {
-    match errors.iter_mut().find(|(c, _)| *c == code) {
-        Some((_, m)) => *m += n,
-        None => errors.push((code, n)),
-    }
-}
-
-/// One phase's result.
-pub(super) struct PhaseResult {
-    pub name: &'static str,
-    pub ops: u64,
-    pub wall: Duration,
-    pub hist: Histogram,
-    pub errors: Vec<(i32, u64)>,
-    pub failures: Vec<String>,
-    pub server_cpu_s: Option<f64>,
+struct PhaseResult {
+    name: &'static str,
+    wall: Duration,
+    stats: ClassStats,
+    server_cpu_s: Option<f64>,
 }
 
 impl PhaseResult {
-    pub fn ops_per_s(&self) -> f64 {
-        self.ops as f64 / self.wall.as_secs_f64().max(1e-9)
+    fn ops_per_s(&self) -> f64 {
+        self.stats.ops as f64 / self.wall.as_secs_f64().max(1e-9)
     }
 }
 
-/// Runs `make(connection)`'s requests on every connection for the duration.
+/// The request of every set, encoded once (1012 and 1003 never change).
+fn templates(
+    engine: &mut Engine,
+    sets: &[Set],
+    request: impl Fn(usize, &Set) -> ControllerRequest,
+) -> Rc<[u32]> {
+    let ids = sets.iter().enumerate().map(|(i, s)| {
+        let t = Template::new(
+            SerializeType::Json,
+            &request(i, s).encode(),
+            version::CURRENT,
+            "JAVA",
+        );
+        engine.add_template(t)
+    });
+    ids.collect::<Vec<_>>().into()
+}
+
+/// Runs `plan` (one template per set) on every connection of `class` for the duration:
+/// connection `c` takes sets `c`, `c + k`, ... so that its requests in flight are for
+/// distinct sets.
 fn phase(
     o: &Options,
-    addr: &str,
+    engine: &mut Engine,
+    class: usize,
     name: &'static str,
-    stop: &AtomicBool,
-    make: impl Fn(usize) -> Box<dyn PhaseRequest>,
+    plan: &[u32],
+    watch: &mut dyn Watch,
 ) -> PhaseResult {
-    let k = o.clients.min(o.brokers).max(1);
-    let depth = o.depth.unwrap_or(16);
-    let cpu_before = server_sample(o);
-    let started = Instant::now();
-    let until = started + o.duration;
-    let results: Vec<ConnStats> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..k)
-            .map(|c| {
-                let sets: Vec<usize> = (c..o.brokers).step_by(k).collect();
-                let mut req = make(c);
-                scope.spawn(move || drive(addr, &sets, depth, until, stop, req.as_mut()))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_default())
-            .collect()
+    let k = connections(o);
+    engine.replan(class, |c| {
+        let own: Vec<u32> = plan.iter().skip(c).step_by(k).copied().collect();
+        (own.into(), 0)
     });
-    let wall = started.elapsed();
-    let cpu_after = server_sample(o);
-    let mut result = PhaseResult {
-        name,
-        ops: 0,
-        wall,
-        hist: Histogram::new(),
-        errors: Vec::new(),
-        failures: Vec::new(),
-        server_cpu_s: cpu_before.zip(cpu_after).map(|(b, a)| a.cpu_s - b.cpu_s),
+    engine.classes[class].name = name.into();
+    let spec = PhaseSpec {
+        name: name.into(),
+        classes: vec![class],
+        until: Until::Elapsed(o.duration),
+        limit: o.duration + Duration::from_secs(1),
+        drain: CALL_TIMEOUT,
     };
-    for r in results {
-        result.ops += r.ops;
-        result.hist.merge(&r.hist);
-        for (code, n) in r.errors {
-            count_error(&mut result.errors, code, n);
-        }
-        result.failures.extend(r.failure);
+    let cpu_before = server_sample(o);
+    let result = engine.run_phase(&spec, watch);
+    let cpu_after = server_sample(o);
+    PhaseResult {
+        name,
+        wall: result.elapsed,
+        stats: result
+            .classes
+            .into_iter()
+            .next()
+            .map(|(_, s)| s)
+            .unwrap_or_default(),
+        server_cpu_s: cpu_before.zip(cpu_after).map(|(b, a)| a.cpu_s - b.cpu_s),
     }
-    result
 }
 
-/// 1012 frames, one per set (opaque = the set's index).
-fn next_id_frames(sets: &[Set]) -> Vec<Vec<u8>> {
-    sets.iter()
-        .enumerate()
-        .map(|(i, s)| frame_of(&next_broker_id(&s.name).encode(), i as i32))
-        .collect()
-}
-
-/// 1003 frames of broker 2 of each set, at its registered address (nothing to log).
-fn register_frames(sets: &[Set]) -> Vec<Vec<u8>> {
-    sets.iter()
-        .enumerate()
-        .map(|(i, s)| {
-            frame_of(
-                &register_broker(&s.name, 2, &broker_addr(i, 2)).encode(),
-                i as i32,
-            )
-        })
-        .collect()
-}
-
-pub fn run(o: &Options, addr: &str, stop: &AtomicBool) -> Result<String, String> {
+pub fn run(o: &Options, addr: &str, stop: Arc<AtomicBool>) -> Result<String, String> {
     let idle = server_sample(o);
     let mut c =
         Client::connect(addr, CALL_TIMEOUT).map_err(|e| format!("connect to {addr}: {e}"))?;
@@ -318,23 +238,33 @@ pub fn run(o: &Options, addr: &str, stop: &AtomicBool) -> Result<String, String>
     }
     let setup = started.elapsed();
     let loaded = server_sample(o);
-    let next_ids = Arc::new(next_id_frames(&sets));
-    let registers = Arc::new(register_frames(&sets));
-    let mut phases = vec![
-        phase(o, addr, "1012 GET_NEXT_BROKER_ID", stop, |_| {
-            Box::new(Fixed(next_ids.clone()))
-        }),
-        phase(o, addr, "1003 REGISTER_BROKER", stop, |_| {
-            Box::new(Fixed(registers.clone()))
-        }),
+    let mut engine = Engine::new(!o.quiet, stop).map_err(|e| format!("poll: {e}"))?;
+    let next_ids = templates(&mut engine, &sets, |_, s| next_broker_id(&s.name));
+    let registers = templates(&mut engine, &sets, |i, s| {
+        register_broker(&s.name, 2, &broker_addr(i, 2))
+    });
+    let class = engine.add_class("controller", None);
+    let k = connections(o);
+    let depth = o.depth.unwrap_or(16).min(o.layout.brokers.div_ceil(k));
+    let target = resolve(addr)?;
+    for _ in 0..k {
+        engine
+            .connect(target, class, next_ids.clone(), 0, depth)
+            .map_err(|e| format!("connect to {addr}: {e}"))?;
+    }
+    let mut alter = Alter {
+        first: next_ids.first().copied().unwrap_or(0),
+        sets,
+    };
+    let runs: [(&'static str, &[u32], &mut dyn Watch); 3] = [
+        ("1012 GET_NEXT_BROKER_ID", &next_ids, &mut NoWatch),
+        ("1003 REGISTER_BROKER", &registers, &mut NoWatch),
+        ("1001 ALTER_SYNC_STATE_SET", &next_ids, &mut alter),
     ];
-    // Each connection tracks the epochs of its own sets (in its own copy of the list).
-    phases.push(phase(o, addr, "1001 ALTER_SYNC_STATE_SET", stop, |_| {
-        Box::new(Alter(sets.clone()))
-    }));
+    let phases = runs.map(|(name, plan, watch)| phase(o, &mut engine, class, name, plan, watch));
     let end = server_sample(o);
     let cleaned = clean_up(&mut c, &names);
-    Ok(report::throughput(
+    Ok(report(
         o,
         addr,
         setup,
@@ -350,4 +280,117 @@ fn clean_up(c: &mut Client, names: &[String]) -> Result<(), String> {
         call_ok(c, &clean_broker_data(name))?;
     }
     Ok(())
+}
+
+fn us(ns: u64) -> u64 {
+    ns / 1000
+}
+
+/// The text (or JSON) report: one row per phase (ops/s, latency, the server's CPU, errors
+/// by code), the server's RSS.
+fn report(
+    o: &Options,
+    addr: &str,
+    setup: Duration,
+    phases: &[PhaseResult],
+    rss: [Option<ProcSample>; 3],
+    cleaned: Result<(), String>,
+) -> String {
+    if o.json {
+        return report_json(o, addr, setup, phases, rss, cleaned);
+    }
+    let mut out = format!(
+        "controller {addr}: {} broker sets x 2 brokers, {} connections x depth {}, {:.1} s per phase\n",
+        o.layout.brokers,
+        connections(o),
+        o.depth.unwrap_or(16),
+        o.duration.as_secs_f64()
+    );
+    out += &format!(
+        "setup: {:.1} s ({} writes)\n\n",
+        setup.as_secs_f64(),
+        o.layout.brokers * 5
+    );
+    out += &format!(
+        "{:<28} {:>11} {:>10} {:>8} {:>8} {:>9} {:>11}  errors\n",
+        "request", "ops", "ops/s", "p50 us", "p99 us", "max us", "server cpu"
+    );
+    for p in phases {
+        let errors = p.stats.errors_by_code.iter();
+        let errors: Vec<String> = errors.map(|(c, n)| format!("{n} x code {c}")).collect();
+        let cpu = p.server_cpu_s.map_or("-".to_string(), |s| {
+            format!("{:.0}%", 100.0 * s / p.wall.as_secs_f64().max(1e-9))
+        });
+        out += &format!(
+            "{:<28} {:>11} {:>10} {:>8} {:>8} {:>9} {:>11}  {}\n",
+            p.name,
+            thousands(p.stats.ops),
+            thousands(p.ops_per_s() as u64),
+            us(p.stats.hist.percentile(50.0)),
+            us(p.stats.hist.percentile(99.0)),
+            us(p.stats.hist.max()),
+            cpu,
+            errors.join(", ")
+        );
+        for (what, _, n) in p.stats.failures() {
+            if n > 0 {
+                out += &format!("  {what}: {n}\n");
+            }
+        }
+    }
+    if let [Some(idle), Some(loaded), Some(end)] = rss {
+        out += &format!(
+            "\nserver RSS: {} KiB idle, {} KiB with the {} sets, {} KiB at the end (peak {} KiB)\n",
+            thousands(idle.rss_kib),
+            thousands(loaded.rss_kib),
+            o.layout.brokers,
+            thousands(end.rss_kib),
+            thousands(end.hwm_kib)
+        );
+    }
+    if let Err(e) = cleaned {
+        out += &format!("cleaning the sets failed: {e}\n");
+    }
+    out
+}
+
+fn report_json(
+    o: &Options,
+    addr: &str,
+    setup: Duration,
+    phases: &[PhaseResult],
+    rss: [Option<ProcSample>; 3],
+    cleaned: Result<(), String>,
+) -> String {
+    let int = |n: u64| Value::Int(n as i64);
+    let phase_values = phases.iter().map(|p| {
+        Value::Object(vec![
+            ("request".into(), Value::Str(p.name.into())),
+            ("ops".into(), int(p.stats.ops)),
+            ("ops_per_s".into(), int(p.ops_per_s() as u64)),
+            ("p50_us".into(), int(us(p.stats.hist.percentile(50.0)))),
+            ("p99_us".into(), int(us(p.stats.hist.percentile(99.0)))),
+            ("max_us".into(), int(us(p.stats.hist.max()))),
+            (
+                "server_cpu_s".into(),
+                p.server_cpu_s
+                    .map_or(Value::Null, |s| Value::Str(format!("{s:.2}"))),
+            ),
+            ("errors".into(), int(p.stats.errors() - p.stats.closed)),
+            ("failed_connections".into(), int(p.stats.closed)),
+        ])
+    });
+    let rss_kib = |s: Option<ProcSample>| s.map_or(Value::Null, |s| int(s.rss_kib));
+    let doc = Value::Object(vec![
+        ("workload".into(), Value::Str("controller".into())),
+        ("target".into(), Value::Str(addr.into())),
+        ("broker_sets".into(), int(o.layout.brokers as u64)),
+        ("setup_ms".into(), int(setup.as_millis() as u64)),
+        ("phases".into(), Value::Array(phase_values.collect())),
+        ("server_rss_kib_idle".into(), rss_kib(rss[0])),
+        ("server_rss_kib_loaded".into(), rss_kib(rss[1])),
+        ("server_rss_kib_end".into(), rss_kib(rss[2])),
+        ("cleaned".into(), Value::Bool(cleaned.is_ok())),
+    ]);
+    json_text(&doc)
 }
