@@ -1,7 +1,7 @@
 //! What brokers send about themselves, besides REGISTER_BROKER (`register`):
 //! BROKER_HEARTBEAT, QUERY_DATA_VERSION, UNREGISTER_BROKER and GET_BROKER_MEMBER_GROUP.
 
-use super::{allows, Processor, Refusal, Reply, ReplyBody, ReplyExt, RequestContext};
+use super::{allows, Processor, Refusal, Reply, ReplyExt, RequestContext};
 use crate::remoting::codes::request;
 use crate::request::{
     BrokerHeartbeat, BrokerRef, GetBrokerMemberGroup, ParseError, QueryDataVersion,
@@ -73,11 +73,10 @@ impl Processor {
             self.warn_refused(ctx, request::QUERY_DATA_VERSION, &e);
             Refusal::Parse(e)
         })?;
+        // The stored version's text (none for a broker not live), shared with the table.
         Ok(Reply {
             ext: ReplyExt::Changed(changed),
-            // The stored version's text (none for a broker not live), shared with the table.
-            body: text.map_or(ReplyBody::None, ReplyBody::Shared),
-            ..Reply::ok()
+            ..Reply::shared(text)
         })
     }
 
@@ -86,8 +85,8 @@ impl Processor {
         r: GetBrokerMemberGroup<'_>,
     ) -> Result<Reply, Refusal> {
         let addrs = self.table.broker_member_group(r.broker_name);
-        let mut body = Vec::new();
-        model::encode_member_group(r.cluster, r.broker_name, &addrs, &mut body);
-        Ok(Reply::with_body(body))
+        Ok(Reply::encoded(|out| {
+            model::encode_member_group(r.cluster, r.broker_name, &addrs, out)
+        }))
     }
 }

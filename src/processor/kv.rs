@@ -3,10 +3,11 @@
 //! from the store.
 
 use super::{
-    log_grouped, Awaiting, DeferredReply, Processor, Refusal, Reply, ReplyBody, ReplyExt,
-    RequestContext, Ticket, ORDER_TOPIC_CONFIG,
+    log_grouped, Awaiting, DeferredReply, Processor, Refusal, Reply, ReplyExt, RequestContext,
+    Ticket, ORDER_TOPIC_CONFIG,
 };
 use crate::kv::{Change, Commit, Job, KvRefusal};
+use crate::request::reply::KvValueReply;
 use crate::request::{GetKvList, KvKey, PutKvConfig};
 use log::warn;
 
@@ -133,7 +134,7 @@ impl Processor {
     pub(super) fn get_kv_config(&mut self, r: KvKey<'_>) -> Result<Reply, Refusal> {
         match self.kv.get(r.namespace, r.key) {
             Some(v) => Ok(Reply {
-                ext: ReplyExt::Pairs(vec![("value", v.to_string())]),
+                ext: ReplyExt::Pairs(KvValueReply::encode(v)),
                 ..Reply::ok()
             }),
             None => Err(Refusal::NoKvItem {
@@ -145,10 +146,7 @@ impl Processor {
 
     pub(super) fn get_kv_list(&mut self, r: GetKvList<'_>) -> Result<Reply, Refusal> {
         match self.kv.namespace_body(r.namespace) {
-            Some(body) => Ok(Reply {
-                body: ReplyBody::Shared(body),
-                ..Reply::ok()
-            }),
+            Some(body) => Ok(Reply::shared(Some(body))),
             None => Err(Refusal::NoKvNamespace(r.namespace.to_string())),
         }
     }

@@ -34,6 +34,7 @@
 
 use crate::config::{Cidr, NamesrvConfig, SerializeTypeSetting, UpdateError};
 use crate::event_loop::oneway::Oneway;
+use crate::event_loop::LoopStats;
 use crate::kv::{DurableWriter, KvRefusal, KvStore};
 use crate::remoting::codes::{self, response};
 use crate::remoting::command::{RemotingCommand, SerializeType};
@@ -90,27 +91,6 @@ pub type LoopConnId = crate::event_loop::ConnId;
 pub struct DeferredReply {
     pub conn: LoopConnId,
     pub frame: Vec<u8>,
-}
-
-/// Counters kept by the server loop, reported by the stats extension.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ServerCounters {
-    pub connections: usize,
-    pub bytes_in: u64,
-    pub bytes_out: u64,
-    /// Bytes all connections' buffers hold now (bounded by maxBufferedBytes).
-    pub buffered_bytes: usize,
-    /// Connections refused by maxConnections, the per-address limit or the reserve.
-    pub refused_connections: u64,
-    /// Connections closed because a frame did not complete within frameReadTimeoutMillis.
-    pub frame_timeouts: u64,
-    /// Peers closed for not reading their replies while the buffer budget was spent.
-    pub closed_over_budget: u64,
-    /// `accept` failures (out of descriptors and the like).
-    pub accept_failures: u64,
-    /// The loop's longest turn so far, in microseconds, and its turns over 2 ms.
-    pub max_turn_micros: u64,
-    pub long_turns: u64,
 }
 
 /// What the server must do after a request besides writing the reply.
@@ -391,7 +371,7 @@ impl Processor {
     pub fn handle(
         &mut self,
         ctx: &RequestContext,
-        counters: &ServerCounters,
+        counters: &LoopStats,
         cmd: &RemotingCommand,
         out: &mut Vec<u8>,
     ) -> Effects {
@@ -403,7 +383,7 @@ impl Processor {
     pub fn handle_with(
         &mut self,
         ctx: &RequestContext,
-        counters: &ServerCounters,
+        counters: &LoopStats,
         cmd: &RemotingCommand,
         work: BodyWork,
         out: &mut Vec<u8>,
@@ -495,7 +475,7 @@ impl Processor {
     fn dispatch(
         &mut self,
         ctx: &RequestContext,
-        counters: &ServerCounters,
+        counters: &LoopStats,
         cmd: &RemotingCommand,
         ticket: Option<Ticket>,
         work: BodyWork,
@@ -558,7 +538,7 @@ impl Processor {
     fn apply(
         &mut self,
         ctx: &RequestContext,
-        counters: &ServerCounters,
+        counters: &LoopStats,
         request: Request<'_>,
         ticket: Option<Ticket>,
         work: BodyWork,
@@ -618,7 +598,7 @@ use durable::Awaiting;
 pub use off_loop::{body_weight, decode_off_loop, BodyWork, DecodeJob, Decoded};
 use register::StepsJob;
 pub use register::STEPPED_APPLY_TOPICS;
-use reply::{encode_reply, Reply, ReplyBody, ReplyExt, ReplyTemplates};
+use reply::{encode_reply, Reply, ReplyExt, ReplyTemplates};
 use stats::{log_grouped, Stats};
 
 mod admin;

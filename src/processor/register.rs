@@ -22,7 +22,8 @@
 
 use super::off_loop::{body_weight, decode_checked, BodyRefused, BodyWork, Decoded};
 use super::ORDER_TOPIC_CONFIG;
-use super::{DeferredReply, Processor, Refusal, Reply, ReplyBody, ReplyExt, RequestContext};
+use super::{DeferredReply, Processor, Refusal, Reply, ReplyExt, RequestContext};
+use crate::request::reply::RegisterBrokerReply;
 use crate::request::RegisterBroker;
 use crate::route::model::RegisterBody;
 use crate::route::table::{
@@ -140,23 +141,17 @@ impl Processor {
     /// SUCCESS with the master's addresses for a slave, and the ORDER_TOPIC_CONFIG table
     /// when `returnOrderTopicConfigToBroker` (not to a fenced broker).
     fn registration_reply(&self, result: RegisterResult) -> Reply {
-        let mut ext = Vec::new();
-        if let Some(ha) = result.ha_server_addr {
-            ext.push(("haServerAddr", ha));
-        }
-        if let Some(master) = result.master_addr {
-            ext.push(("masterAddr", master));
-        }
-        let body = if self.config.return_order_topic_config_to_broker && !result.fenced {
-            // Encoded by the writer when the namespace last changed; shared, not copied.
-            self.kv.namespace_body(ORDER_TOPIC_CONFIG)
-        } else {
-            None
+        let header = RegisterBrokerReply {
+            ha_server_addr: result.ha_server_addr,
+            master_addr: result.master_addr,
         };
+        // Encoded by the writer when the namespace last changed; shared, not copied.
+        let body = (self.config.return_order_topic_config_to_broker && !result.fenced)
+            .then(|| self.kv.namespace_body(ORDER_TOPIC_CONFIG))
+            .flatten();
         Reply {
-            ext: ReplyExt::Pairs(ext),
-            body: body.map_or(ReplyBody::None, ReplyBody::Shared),
-            ..Reply::ok()
+            ext: ReplyExt::Pairs(header.encode()),
+            ..Reply::shared(body)
         }
     }
 

@@ -5,9 +5,7 @@
 //! runs its steps here too, and holds the other route writes until its last one.
 
 use super::off_loop::decode_here;
-use super::{
-    decode_worker, handle_guarded, server_counters, NameServer, PeerState, SLOW_WORK_BUDGET,
-};
+use super::{decode_worker, handle_guarded, NameServer, PeerState, SLOW_WORK_BUDGET};
 use crate::event_loop::{ConnId, Ctx, Next, ReadClass};
 use crate::processor::{BodyWork, RequestContext};
 use crate::remoting::command::RemotingCommand;
@@ -120,7 +118,7 @@ impl NameServer {
             now_ms: ctx.now_ms(),
             reply_to: Some(conn),
         };
-        let counters = server_counters(ctx.stats());
+        let counters = ctx.stats();
         let Some(out) = ctx.write_buf(conn) else {
             return;
         };

@@ -43,8 +43,7 @@ use crate::event_loop::{
 };
 use crate::kv::KvStore;
 use crate::processor::{
-    BodyWork, Effects, Outbox, Processor, RequestContext, ServerCounters, UnregisterBatch,
-    Unregistration,
+    BodyWork, Effects, Outbox, Processor, RequestContext, UnregisterBatch, Unregistration,
 };
 use crate::remoting::codes::{self, is_broker_request, request};
 use crate::remoting::command::RemotingCommand;
@@ -447,7 +446,7 @@ impl NameServer {
             now_ms: ctx.now_ms(),
             reply_to: Some(conn),
         };
-        let counters = server_counters(ctx.stats());
+        let counters = ctx.stats();
         let Some(out) = ctx.write_buf(conn) else {
             return Next::Close;
         };
@@ -645,28 +644,13 @@ impl Handler for NameServer {
     }
 }
 
-fn server_counters(stats: LoopStats) -> ServerCounters {
-    ServerCounters {
-        connections: stats.connections,
-        bytes_in: stats.bytes_in,
-        bytes_out: stats.bytes_out,
-        buffered_bytes: stats.buffered_bytes,
-        refused_connections: stats.refused,
-        frame_timeouts: stats.frame_timeouts,
-        closed_over_budget: stats.closed_over_budget,
-        accept_failures: stats.accept_failures,
-        max_turn_micros: stats.max_turn_micros,
-        long_turns: stats.long_turns,
-    }
-}
-
 /// Runs the processor on one request, containing a panic (a bug, never expected) to that
 /// request: it is logged and the caller closes the connection, and the server keeps serving
 /// everyone else.
 fn handle_guarded(
     processor: &mut Processor,
     ctx: &RequestContext,
-    counters: &ServerCounters,
+    counters: &LoopStats,
     cmd: &RemotingCommand,
     work: BodyWork,
     out: &mut Vec<u8>,
