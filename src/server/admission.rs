@@ -4,7 +4,6 @@
 //! backlog limits it is answered SYSTEM_BUSY `[OVERLOAD]`. A registration applied in steps
 //! runs its steps here too, and holds the other route writes until its last one.
 
-use super::off_loop::decode_here;
 use super::{decode_worker, handle_guarded, NameServer, PeerState, SLOW_WORK_BUDGET};
 use crate::event_loop::{ConnId, Ctx, Next, ReadClass};
 use crate::processor::{BodyWork, RequestContext};
@@ -128,18 +127,10 @@ impl NameServer {
             return;
         };
         if let Some(job) = effects.off_loop {
-            let bytes = cmd.body.len();
-            match self
-                .decode
-                .decode(decode_worker::Request { conn, cmd, job })
-            {
-                None => self.registrations.bytes += bytes,
-                Some(back) => {
-                    let work = BodyWork::OffLoop(Box::new(decode_here(&back)));
-                    let (cmd, conn) = (back.cmd, back.conn);
-                    self.run_registration(ctx, QueuedRegistration { conn, cmd, work });
-                }
-            }
+            // Its bytes still count as queued until it comes back.
+            self.registrations.bytes += cmd.body.len();
+            self.decode
+                .decode(decode_worker::Request { conn, cmd, job });
             return;
         }
         if large {

@@ -1,39 +1,17 @@
 //! The name server on top of the event loop: the [`Handler`] that turns frames into
 //! `RemotingCommand`s for the [`Processor`], and the pacing that keeps one loop fair.
 //!
-//! What lives here rather than in the loop or the processor:
-//! * **Admission of registrations.** REGISTER_BROKER is the expensive request: it waits in a
-//!   queue (one per connection, whose later frames are held so replies keep their order) and
-//!   is applied in `before_sleep`, after the cheap requests of the turn, within a budget of
-//!   registrations and time. Connections that may carry registrations are read as the loop's
-//!   *bulk* class: after clients, first come first served, while the queue has room. Past
-//!   `registrationBacklogLimit` waiting peers a registration is answered SYSTEM_BUSY
-//!   `[OVERLOAD]`, as Java's full request queue is.
-//! * **Expiry pacing.** The scan timer only marks a scan due; the scan runs a chunk of brokers
-//!   per turn, and expired brokers' connections are closed a chunk per turn.
-//! * **Large bodies** (REGISTER_BROKER, REGISTER_TOPIC_IN_NAMESRV past `decodeOnLoopMaxBytes`,
-//!   as the processor says) are hashed and decoded by the [`decode_worker`]: the connection
-//!   is held, and the request is handled again when the body comes back, in turn.
-//! * **Unregistrations** come back from the batching thread and are applied in chunks, within
-//!   the same time budget as registrations.
-//! * **Registrations applied in steps** (a body of thousands of topics): their steps run
-//!   within the same budget, a few per turn; until the last one, the route table takes no
-//!   other change: queued registrations and unregistrations stay queued, and a request whose
-//!   code row says it writes routes waits with its connection held (`after_steps`, the one
-//!   ordering rule: [`NameServer::waits_for_topic_steps`]). Reads are served.
-//! * **Deferred answers.** A KV change or config update is answered once the durable writer
-//!   has it on disk: its connection is held meanwhile, and the answers are written when the
-//!   writer's wake-up brings them (`answer_durable_writes`).
-//! * **Heap trimming** after bursts, **settings refresh** after UPDATE_NAMESRV_CONFIG, the
-//!   loop's counters for the stats extension, and a `catch_unwind` around every request.
-//! * **The embedded Controller** (`enableControllerInNamesrv`, feature `controller`): its own
-//!   listener on this loop, handled in [`controller_port`]; this handler only routes that
-//!   listener's frames, closes and timers there, and those of the connections the controller's
-//!   peer link opens (every connection not on the name server's listener).
-//!
-//! Files: `admission` (the registration queue and the steps), `pacing` (unregistrations and
-//! expiry), `off_loop` (the decode worker's requests), `settings` (the loop's limits and the
-//! settings read per frame); this one holds the server's API, the handler and heap trimming.
+//! * `admission`: REGISTER_BROKER waits in a queue (its connection's later frames held) and
+//!   is applied in `before_sleep` within a budget of count and time; past
+//!   `registrationBacklogLimit` it is answered SYSTEM_BUSY `[OVERLOAD]`, as Java's full queue
+//!   is. A registration applied in steps runs its steps there; until the last one, a request
+//!   whose code row says it writes routes waits ([`NameServer::waits_for_topic_steps`]).
+//! * `pacing`: unregistration batches and the expiry scan, a chunk per turn.
+//! * `decode_worker`: large bodies are hashed and decoded off the loop, the connection held.
+//! * Deferred answers (KV changes, config updates) are written once the durable writer has
+//!   them on disk; `settings` are refreshed after UPDATE_NAMESRV_CONFIG.
+//! * The embedded Controller (feature `controller`) has its own listener on this loop,
+//!   handled in `controller_port`; this handler routes that listener's events there.
 
 use crate::config::NamesrvConfig;
 use crate::event_loop::oneway;
@@ -74,7 +52,6 @@ use settings::{connection_cap, loop_limits, prepare_descriptors, Settings};
 
 mod admission;
 mod decode_worker;
-mod off_loop;
 mod pacing;
 mod settings;
 
@@ -84,9 +61,8 @@ const NAMESRV_LISTENER: ListenerTag = ListenerTag(0);
 /// Marks a broker expiry scan due every `scanNotActiveBrokerInterval`.
 const SCAN_TIMER: TimerId = TimerId(0);
 
-/// Time per turn spent on queued registrations and unregistrations (together) before the
-/// loop goes back to answering reads: keeps route lookups fast during storms and mass
-/// expiry. At least one queued item is always handled, so progress never stops.
+/// Time per turn for queued registrations and unregistrations together (at least one item),
+/// so that route lookups stay fast during storms and mass expiry.
 const SLOW_WORK_BUDGET: Duration = Duration::from_micros(300);
 
 /// Bytes read and written after which freed heap is handed back to the OS once the queues are
@@ -97,8 +73,6 @@ const TRIM_AFTER_BYTES: u64 = 4 << 20;
 
 /// How long one NOTIFY_MIN_BROKER_ID_CHANGE attempt may take.
 const NOTIFY_TIMEOUT: Duration = Duration::from_millis(300);
-
-// ---------------------------------------------------------------------- public API
 
 /// Why the server could not start.
 #[derive(Debug)]
@@ -154,14 +128,12 @@ pub struct Server {
 }
 
 impl Server {
-    /// Loads the KV store, binds the listener and starts the helper threads. A config with
-    /// `enableControllerInNamesrv=true` is refused: see [`Server::bind_with_controller`].
+    /// Loads the KV store, binds the listener and starts the helper threads.
     pub fn bind(config: NamesrvConfig) -> Result<Server, StartError> {
         Server::bind_with_controller(config, None)
     }
 
-    /// As [`Server::bind`], hosting the embedded Controller when `controller` is given (its
-    /// listener, store and threads; `enableControllerInNamesrv` is then reported true).
+    /// As [`Server::bind`], hosting the embedded Controller when `controller` is given.
     pub fn bind_with_controller(
         mut config: NamesrvConfig,
         controller: Option<ControllerSetup>,
@@ -217,8 +189,7 @@ impl Server {
         self.event_loop.stop_handle()
     }
 
-    /// Runs the loop until stopped; returns once replies in flight were sent (within the
-    /// drain timeout) and the helper threads have ended.
+    /// Runs the loop until stopped and the helper threads have ended.
     pub fn run(self) -> io::Result<()> {
         let app = self.event_loop.run(self.app)?;
         app.shutdown();
@@ -252,7 +223,6 @@ impl ServerHandle {
         self.addr
     }
 
-    /// The embedded Controller's address, when it is hosted.
     pub fn controller_addr(&self) -> Option<SocketAddr> {
         self.controller_addr
     }
@@ -306,16 +276,12 @@ pub fn start_with_controller(
     })
 }
 
-// ---------------------------------------------------------------------- the handler
-
 /// What the name server remembers per connection.
 #[derive(Debug, Default)]
 struct PeerState {
-    /// Whether a request has been decoded on this connection yet (the first one says
-    /// whether the peer is a broker or a client).
+    /// Whether a request came yet (the first says whether the peer is a broker).
     seen_request: bool,
-    /// Accepted on the controller's listener, or opened by its peer link: its frames and its
-    /// close are the controller's.
+    /// Accepted on the controller's listener, or opened by its peer link.
     controller_port: bool,
 }
 
@@ -337,16 +303,14 @@ struct NameServer {
     unregister_batches: Receiver<UnregisterBatch>,
     unregistrations: VecDeque<Unregistration>,
     expiry: ExpiryPacer,
-    /// Bytes the loop had read and written at the last heap trim, whether brokers were removed
-    /// since, and when the next trim may run.
+    /// Bytes moved at the last heap trim, brokers removed since, when the next may run.
     trimmed_at_bytes: u64,
     removed_since_trim: bool,
     next_trim_ms: u64,
     /// The soft open-file limit the connection cap is kept under.
     descriptors: Option<u64>,
     threads: Vec<JoinHandle<()>>,
-    /// Requests that would change the route table while a registration is applied in steps,
-    /// in arrival order, each holding its connection; handled after the last step.
+    /// Route writes held while a registration is applied in steps, in arrival order.
     after_steps: VecDeque<(ConnId, RemotingCommand, BodyWork)>,
     /// Hashes and decodes large bodies off the loop.
     decode: DecodeWorker,
@@ -418,17 +382,14 @@ impl NameServer {
         }
     }
 
-    /// Whether `cmd` must wait for the last step of the registration being applied in
-    /// steps: the one ordering rule of route changes. A request whose code row says it writes
-    /// routes ([`codes::writes_routes`]) would change the tables under that registration
-    /// (REGISTER_BROKER and the unregistration batches wait in their own queues as well).
-    /// Reads never wait: they see each topic as before the registration or as after it.
+    /// The one ordering rule of route changes: while a registration is applied in steps, a
+    /// request whose code row says it writes routes ([`codes::writes_routes`]) waits for its
+    /// last step. Reads never wait: they see each topic as before or as after it.
     fn waits_for_topic_steps(&self, cmd: &RemotingCommand) -> bool {
         self.processor.topic_steps_pending() && !cmd.is_response() && codes::writes_routes(cmd.code)
     }
 
-    /// Runs one request now and writes its reply to the connection; one that would change
-    /// the route table under a registration applied in steps waits for its last step.
+    /// Runs one request now and writes its reply (or holds it: see `waits_for_topic_steps`).
     fn handle_now(
         &mut self,
         ctx: &mut Ctx<PeerState>,
@@ -471,8 +432,7 @@ impl NameServer {
         Next::Continue
     }
 
-    /// Answers the requests whose change the durable writer has finished (KV changes, config
-    /// updates); each answered connection may send its next frames.
+    /// Answers the requests whose change the durable writer has finished.
     fn answer_durable_writes(&mut self, ctx: &mut Ctx<PeerState>) {
         let (replies, effects) = self.processor.finish_durable_writes();
         for reply in replies {
@@ -503,9 +463,8 @@ impl NameServer {
         }
     }
 
-    /// After a burst (traffic or removed brokers), once the registration queue is back to its
-    /// usual read-ahead (in a long storm it never empties) and no unregistration waits, hands
-    /// the freed heap back to the OS, at most once a second, so that RSS follows the tables
+    /// After a burst (traffic or removed brokers), once the queues are back to their usual
+    /// size, hands freed heap back to the OS (at most once a second): RSS follows the tables
     /// rather than the burst's peak.
     fn trim_heap_after_bursts(&mut self, ctx: &Ctx<PeerState>) {
         let stats = ctx.stats();
@@ -514,6 +473,7 @@ impl NameServer {
         if (moved - self.trimmed_at_bytes < TRIM_AFTER_BYTES && !self.removed_since_trim)
             || self.registrations.bytes > REGISTRATION_READ_AHEAD_BYTES
             || !self.unregistrations.is_empty()
+            || self.decode.ready_here()
             || now_ms < self.next_trim_ms
         {
             return;
@@ -533,8 +493,7 @@ impl Handler for NameServer {
         frame::next_frame(buf, self.settings.frame_max)
     }
 
-    /// New connections are scheduled as brokers' until their first request shows a client;
-    /// the controller's are read at once (small requests, answered by the controller).
+    /// Connections are read as brokers' until their first request shows a client.
     fn on_accept(&mut self, ctx: &mut Ctx<PeerState>, conn: ConnId, tag: ListenerTag) -> ReadClass {
         if tag == controller_port::LISTENER {
             if let Some(peer) = ctx.data(conn) {
@@ -571,8 +530,6 @@ impl Handler for NameServer {
             }
         }
         if cmd.code == request::REGISTER_BROKER && !cmd.is_response() {
-            // Answered in before_sleep; this connection's later frames wait so that its
-            // replies keep their order.
             return self.admit_registration(ctx, conn, cmd);
         }
         self.handle_now(ctx, conn, &cmd, BodyWork::OnLoop)
@@ -585,8 +542,7 @@ impl Handler for NameServer {
         }
     }
 
-    /// Every broker that registered over the connection is unregistered (on the controller's
-    /// port: every broker that heartbeated over it is inactive).
+    /// Every broker that registered over the connection is unregistered.
     fn on_close(&mut self, ctx: &mut Ctx<PeerState>, conn: ConnId, peer: PeerState) {
         if peer.controller_port {
             if let Some(port) = self.controller.as_mut() {
@@ -614,10 +570,8 @@ impl Handler for NameServer {
         !self.registration_queue_full()
     }
 
-    /// The paced work of a turn: answers of durable writes, registrations, then
-    /// unregistrations (sharing one time budget), expiry, heap trimming; and what the
-    /// controller's log writer finished. Writes in flight are work pending only while stopping
-    /// (otherwise the writer's wake-up ends the poll).
+    /// The paced work of a turn: durable answers, registrations and unregistrations (one
+    /// time budget), expiry, heap trimming. Writes in flight count only while stopping.
     fn before_sleep(&mut self, ctx: &mut Ctx<PeerState>) -> bool {
         self.answer_durable_writes(ctx);
         let controller_busy = match self.controller.as_mut() {
@@ -644,9 +598,8 @@ impl Handler for NameServer {
     }
 }
 
-/// Runs the processor on one request, containing a panic (a bug, never expected) to that
-/// request: it is logged and the caller closes the connection, and the server keeps serving
-/// everyone else.
+/// Runs the processor on one request; a panic (a bug) is logged and closes that connection
+/// only.
 fn handle_guarded(
     processor: &mut Processor,
     ctx: &RequestContext,
