@@ -1,36 +1,21 @@
 //! Typed request -> behaviour: one handler per [`Request`], applied to the tables, and the
 //! one place where errors (a [`ParseError`] or a handler's refusal, [`Refusal`]) become
 //! response codes and Java's remarks (docs/protocol.md §3). Before parsing, the code's row
-//! decides whether an allow-list applies (`adminAllowList`, `brokerAllowList`; README
-//! "Security" has the threat model); registrations are checked against the registry's bounds
-//! before they are applied. Refusals are logged at warn, a few lines per interval and then a
-//! count, so that a flood of bad requests cannot become a flood of synchronous log writes on
-//! the loop.
+//! decides whether an allow-list applies (docs/operations.md#security). Refusals are logged
+//! at warn, a few lines per interval and then a count.
 //!
 //! The processor owns the state (route table, KV store, config, counters) and runs on the
-//! loop thread. It never blocks on the network or the disk: unregistrations go to the batching
-//! thread and come back de-duplicated through [`Processor::apply_unregister_batch`]; 905
-//! notifications leave as encoded frames for the sender thread; KV changes and config updates
-//! go to the durable writer, and their requests are answered by
-//! [`Processor::finish_durable_writes`] once the change is on disk (all through the
-//! [`Outbox`]). Such a request's handling says so in [`Effects::deferred`]: the server then
-//! holds the connection's later frames, so its answers keep their order.
+//! loop thread, never blocking on the network or the disk: unregistrations go to the batching
+//! thread, 905 notifications to the sender thread, KV changes and config updates to the
+//! durable writer (all through the [`Outbox`]); a request answered once its change is on disk
+//! says so in [`Effects::deferred`], and the server holds the connection's later frames.
+//! Large bodies are decoded off the loop (`off_loop`, [`Effects::off_loop`]) and large
+//! registrations applied in steps (`register`).
 //!
-//! A request with a large body (REGISTER_BROKER, REGISTER_TOPIC_IN_NAMESRV) is handled in two
-//! halves around the decode worker (`off_loop`, [`Effects::off_loop`]); a registration with
-//! much topic work is applied in steps and answered after the last one (`register`,
-//! [`Processor::run_topic_steps`], [`Effects::deferred`] again). Meanwhile the server holds
-//! every request whose code row says it writes routes (`remoting::codes::writes_routes`).
-//!
-//! One file per area, mirroring `crate::request`: `kv` (KV config), `register` (the
-//! registration pipeline), `broker` (heartbeat, data version, unregistration, member group),
-//! `removal` (unregistration batches, expiry, closed connections), `routes` (route lookups,
-//! topic lists, cluster info), `admin` (write permission, topic delete and register, stats),
-//! `config` (the server's properties), beside `off_loop` (large bodies and the decode worker),
-//! `reply` (answers and their templates), `durable` (answers given once the disk has a change)
-//! and `stats` (counters and rate-limited log lines). Adding a request code: one row in
-//! `remoting::codes`, one typed request in `crate::request`, one arm in
-//! [`Processor::apply`] (an exhaustive match: the compiler finds a missing handler).
+//! One file per area, mirroring `crate::request`: `kv`, `register`, `broker`, `removal`,
+//! `routes`, `admin`, `config`; beside `off_loop`, `reply`, `durable` and `stats`. Adding a
+//! request code: one row in `remoting::codes`, one typed request in `crate::request`, one arm
+//! in [`Processor::apply`] (an exhaustive match: the compiler finds a missing handler).
 
 use crate::config::{Cidr, NamesrvConfig, SerializeTypeSetting, UpdateError};
 use crate::event_loop::oneway::Oneway;
@@ -56,12 +41,11 @@ pub const ORDER_TOPIC_CONFIG: &str = "ORDER_TOPIC_CONFIG";
 /// A broker to unregister, and why it goes.
 pub type Unregistration = (UnregisterRequest, RemovalReason);
 
-/// Unregistrations as the batching thread takes them and hands them back (de-duplicated by
-/// request).
+/// Unregistrations as the batching thread takes them and hands them back (de-duplicated).
 pub type UnregisterBatch = Vec<Unregistration>;
 
-/// Where the processor sends work that must not run on the loop: plain messages over bounded
-/// channels (a full queue is logged and counted, never waited for).
+/// Where work that must not run on the loop goes: bounded channels (a full queue is logged
+/// and counted, never waited for).
 pub struct Outbox {
     /// To the batching thread (capacity `unRegisterBrokerQueueCapacity` messages).
     pub unregistrations: Sender<UnregisterBatch>,
@@ -85,8 +69,7 @@ pub struct RequestContext {
 /// finds nothing.
 pub type LoopConnId = crate::event_loop::ConnId;
 
-/// An answer given once its change is durable (or failed): the frame for the connection,
-/// empty for a oneway request. The server writes it and releases the connection.
+/// An answer given later: the frame for the connection (empty for a oneway request).
 #[derive(Debug)]
 pub struct DeferredReply {
     pub conn: LoopConnId,
@@ -98,34 +81,28 @@ pub struct DeferredReply {
 pub struct Effects {
     /// UPDATE_NAMESRV_CONFIG applied: re-read timer and limit settings.
     pub config_changed: bool,
-    /// Not answered yet: the answer comes from [`Processor::finish_durable_writes`] (or, for a
-    /// registration applied in steps, from [`Processor::run_topic_steps`]); hold the
-    /// connection's later frames until then.
+    /// Answered later, by [`Processor::finish_durable_writes`] or
+    /// [`Processor::run_topic_steps`]: hold the connection's later frames until then.
     pub deferred: bool,
-    /// A body too large for the loop: nothing was done nor answered; hand the request and
-    /// this job to the decode worker ([`decode_off_loop`]), then handle it again with what
-    /// comes back ([`BodyWork::OffLoop`]), holding the connection's later frames meanwhile.
+    /// A body too large for the loop: nothing was done; hand the request and this job to the
+    /// decode worker ([`decode_off_loop`]), then handle it again ([`BodyWork::OffLoop`]).
     pub off_loop: Option<DecodeJob>,
 }
 
 /// Java's remark when a request queue is full.
 const OVERLOAD_REMARK: &str = "[OVERLOAD]system busy, start flow control for a while";
 
-/// Why a request is refused, or failed after it was taken: each handler names its reason,
-/// and [`Refusal::reply`] is the one place where a reason becomes a response code and remark
-/// (Java's, where Java has one).
+/// Why a request is refused or failed; [`Refusal::reply`] is the one place where a reason
+/// becomes a response code and remark (Java's, where Java has one).
 #[derive(Debug)]
 enum Refusal {
-    /// The request does not parse: REQUEST_CODE_NOT_SUPPORTED for a code not answered here,
-    /// SYSTEM_ERROR with the error's text otherwise.
     Parse(ParseError),
     /// The peer is outside the allow-list `list` that gates request `code`.
     NotAllowed {
         code: i32,
         list: &'static str,
     },
-    /// With an allow-list set, an UNREGISTER_BROKER of `broker` (`name@addr (cluster)`) not
-    /// sent over that broker's registration connection, nor from an admin address.
+    /// An UNREGISTER_BROKER of `broker` (`name@addr (cluster)`) from the wrong sender.
     UnregisterNotAllowed {
         broker: String,
     },
@@ -161,14 +138,13 @@ enum Refusal {
     KvWriterGone,
     ConfigWriterGone,
     WriterGone,
-    /// The durable writer could not write a KV change (the error) or a config file (the
-    /// remark).
+    /// The durable writer could not write a KV change or a config file.
     KvNotPersisted(String),
     ConfigNotWritten(String),
 }
 
 impl Refusal {
-    /// The response code (with [`Refusal::reply`], the one place where refusals become codes).
+    /// The response code.
     fn code(&self) -> i32 {
         use response::{
             NO_PERMISSION, QUERY_NOT_FOUND, REQUEST_CODE_NOT_SUPPORTED, SYSTEM_BUSY, SYSTEM_ERROR,
@@ -186,8 +162,7 @@ impl Refusal {
         }
     }
 
-    /// The answer: the code and the remark ([`Display`](std::fmt::Display)), in the shape
-    /// Java's answer has.
+    /// The answer: the code and the remark ([`Display`](std::fmt::Display)), shaped as Java's.
     fn reply(self) -> Reply {
         match self {
             // Java answers without a remark.
@@ -274,24 +249,22 @@ pub struct Processor {
     /// Requests waiting for the durable writer, in the order their jobs were submitted.
     awaiting: VecDeque<Awaiting>,
     next_write_id: u64,
-    /// UPDATE_NAMESRV_CONFIGs waiting for the one being written (one at a time, so that each
-    /// is checked against the config the previous one made).
+    /// UPDATE_NAMESRV_CONFIGs waiting for the one being written (each is checked against the
+    /// config the previous one made).
     config_queue: VecDeque<(Ticket, String)>,
     config_writing: bool,
     /// When a full KV store was last warned about.
     kv_full_warned_ms: Option<u64>,
     broker_allow_list: Vec<Cidr>,
     bounds: RouteBounds,
-    /// Brokers found expired by the scan in progress, submitted together when it ends, and
-    /// their connections, closed then.
+    /// Brokers found expired by the scan in progress, and their connections.
     expired_this_scan: UnregisterBatch,
     expired_conns_this_scan: Vec<ConnId>,
     /// Bodies decoded off the loop and applied (see [`Processor::take_spent_bodies`]).
     spent_bodies: Vec<RegisterBody>,
     /// Strings of the changed bodies applied on the loop, for the next ones decoded here.
     scratch: DecodeScratch,
-    /// Registrations whose topic configs are put in steps, oldest first; and the one the
-    /// request being handled started.
+    /// Registrations applied in steps, oldest first; and the one started by this request.
     topic_steps: VecDeque<StepsJob>,
     new_steps: Option<StepsJob>,
     templates: ReplyTemplates,
@@ -305,8 +278,7 @@ struct Ticket {
     oneway: bool,
 }
 
-/// Whether `peer` is inside `list`; an empty list lets everyone in, and so does a request
-/// with no peer address (made inside the process).
+/// Whether `peer` is inside `list` (an empty list, or no peer: in-process, lets it in).
 fn allows(list: &[Cidr], peer: Option<SocketAddr>) -> bool {
     match peer {
         Some(p) => list.is_empty() || list.iter().any(|c| c.contains(p.ip())),
@@ -389,7 +361,6 @@ impl Processor {
         out: &mut Vec<u8>,
     ) -> Effects {
         if cmd.is_response() {
-            // We only send oneway requests (905), so no response is ever expected.
             debug!(
                 "dropping unexpected response frame (opaque {}) from {:?}",
                 cmd.opaque, ctx.peer
@@ -397,8 +368,6 @@ impl Processor {
             return Effects::default();
         }
         let mut effects = Effects::default();
-        // Only a registration handled just now may leave steps to run (not one whose handling
-        // panicked halfway).
         self.new_steps = None;
         let ticket = ctx.reply_to.map(|conn| Ticket {
             conn,
@@ -453,8 +422,7 @@ impl Processor {
         effects
     }
 
-    /// Answers `cmd` SYSTEM_BUSY without handling it (the loop's overload path: a queue in
-    /// front of the processor is full).
+    /// Answers `cmd` SYSTEM_BUSY without handling it (a queue in front is full).
     pub fn reply_overloaded(&mut self, cmd: &RemotingCommand, out: &mut Vec<u8>) {
         self.stats.requests_by_code.count(cmd.code);
         self.stats.rejected_busy += 1;
@@ -470,8 +438,7 @@ impl Processor {
         }
     }
 
-    /// The allow-lists, then (unless it goes off the loop first) the typed request, then its
-    /// handler.
+    /// The allow-lists, the typed request (unless it goes off the loop first), its handler.
     fn dispatch(
         &mut self,
         ctx: &RequestContext,
@@ -503,8 +470,8 @@ impl Processor {
         }
     }
 
-    /// `adminAllowList` for the admin writes, `brokerAllowList` for what brokers report about
-    /// themselves. Both are off by default, and then the code is not even looked up.
+    /// `adminAllowList` for admin writes, `brokerAllowList` for what brokers report (both off
+    /// by default, and then the code is not even looked up).
     fn check_allow_lists(&mut self, ctx: &RequestContext, code: i32) -> Result<(), Refusal> {
         let (key, list) =
             if !self.admin_allow_list.is_empty() && codes::needs_admin_allow_list(code) {
@@ -533,8 +500,7 @@ impl Processor {
         }
     }
 
-    /// One handler per typed request (`work`: what the decode worker made of its body, for
-    /// the two requests with large bodies).
+    /// One handler per typed request (`work`: what the decode worker made of a large body).
     fn apply(
         &mut self,
         ctx: &RequestContext,

@@ -1,18 +1,9 @@
-//! Large bodies leave the loop: the one way a request body too large to hash or decode within
-//! the loop's ~2 ms (REGISTER_BROKER, REGISTER_TOPIC_IN_NAMESRV) is handled. Its handling
-//! stops before the body is hashed or decoded (a registration's after its header is parsed,
-//! a REGISTER_TOPIC_IN_NAMESRV's before, since its parse decodes the body) and says so
-//! ([`Effects::off_loop`]); the server
-//! hands the request and a [`DecodeJob`] to the decode worker, which runs [`decode_off_loop`]
-//! (a pure function of the request and the limits handed over); the request is then handled
-//! again with what came back ([`BodyWork::OffLoop`]), in its turn and under the same ordering
-//! rule as any other route write. Small bodies, the common case, never take the thread hop.
-//!
-//! A body is large when its weight passes `decodeOnLoopMaxBytes` (see [`body_weight`]). For a
-//! REGISTER_BROKER the worker first hashes the body: when it is the body the broker registered
-//! last ([`DecodeJob::unchanged`], the table's answer when the job was made), it is not
-//! decoded at all, so a large broker's 30-second re-registration costs the worker a hash and
-//! the loop a refresh.
+//! Large bodies leave the loop: a REGISTER_BROKER or REGISTER_TOPIC_IN_NAMESRV whose body's
+//! weight ([`body_weight`]) passes `decodeOnLoopMaxBytes` stops before the body is hashed or
+//! decoded and says so ([`Effects::off_loop`]); the decode worker runs [`decode_off_loop`] (a
+//! pure function of the request and the limits handed over), and the request is handled
+//! again with what came back ([`BodyWork::OffLoop`]), in turn. A registration whose body is
+//! the one its broker registered last ([`DecodeJob::unchanged`]) is hashed but not decoded.
 //!
 //! [`Effects::off_loop`]: super::Effects::off_loop
 
@@ -30,7 +21,7 @@ const MAX_INFLATE_RATIO: usize = 1032;
 /// What is known of a request's body when it is handled.
 #[derive(Debug)]
 pub enum BodyWork {
-    /// Nothing yet: a small body is hashed and decoded here, a large one is sent off.
+    /// Nothing yet: a small body is decoded here, a large one sent off.
     OnLoop,
     /// What the decode worker made of it.
     OffLoop(Box<Decoded>),
@@ -39,8 +30,7 @@ pub enum BodyWork {
 /// A request body as the decode worker leaves it.
 #[derive(Debug)]
 pub enum Decoded {
-    /// A REGISTER_BROKER body: its fingerprint and, unless it is the body the broker
-    /// registered last, the body checked against its `bodyCrc32` and decoded.
+    /// A REGISTER_BROKER body: its fingerprint and, unless unchanged, the checked body.
     Registration {
         fingerprint: BodyFingerprint,
         body: Option<Result<RegisterBody, BodyRefused>>,
@@ -49,7 +39,7 @@ pub enum Decoded {
     TopicRoute(Result<Vec<QueueData>, ParseError>),
     /// The header did not parse there: the loop parses it again and answers the error.
     Header,
-    /// Decoding failed there for a reason of the worker's own (a bug): refused with this.
+    /// Decoding failed there (a bug): refused with this.
     Failed(ParseError),
 }
 
@@ -62,9 +52,8 @@ pub enum BodyRefused {
     Bad(ParseError),
 }
 
-/// What the decode worker needs for one request: the limits it checks the body against (a
-/// snapshot of the config's, taken when the job is made) and, for a registration, the
-/// fingerprint of the body its broker registered last, which it need not decode.
+/// What the decode worker needs: the limits in force when the job was made and, for a
+/// registration, the fingerprint of its broker's last body (not decoded again).
 #[derive(Debug, Clone, Copy)]
 pub struct DecodeJob {
     pub body: BodyLimits,
@@ -82,8 +71,7 @@ pub fn body_weight(body: &[u8], compressed: bool) -> usize {
     }
 }
 
-/// Off the loop: the worker's side of [`DecodeJob`]: the same checks, in the same order, as
-/// handling the request on the loop makes.
+/// The worker's side of [`DecodeJob`]: the checks the loop makes, in the same order.
 pub fn decode_off_loop(
     cmd: &RemotingCommand,
     job: &DecodeJob,
@@ -102,9 +90,8 @@ pub fn decode_off_loop(
     }
 }
 
-/// A registration body checked against its `bodyCrc32`, then decoded (its topic names into
-/// `scratch`'s strings) and its topic configs checked: what a changed body goes through
-/// before it touches the tables, on the loop or off it.
+/// A changed registration body, on the loop or off it: checked against its `bodyCrc32`,
+/// decoded (its topic names into `scratch`'s strings), its topic configs checked.
 pub(super) fn decode_checked(
     r: &RegisterBroker<'_>,
     body: &BodyLimits,
@@ -124,9 +111,8 @@ impl Processor {
         weight > self.config.decode_on_loop_max_bytes as usize
     }
 
-    /// A REGISTER_TOPIC_IN_NAMESRV body is decoded by its parse, so whether it goes to the
-    /// decode worker is decided before: its job, or `None` to handle it here. (A
-    /// registration's parse leaves its body alone: `register` decides after it.)
+    /// A REGISTER_TOPIC_IN_NAMESRV body is decoded by its parse, so whether it goes off the
+    /// loop is decided before (a registration's, in `register`, after).
     pub(super) fn off_loop_before_parse(&self, cmd: &RemotingCommand) -> Option<DecodeJob> {
         let large = cmd.code == request::REGISTER_TOPIC_IN_NAMESRV
             && self.too_large_for_the_loop(body_weight(&cmd.body, false));
@@ -142,8 +128,7 @@ impl Processor {
         }
     }
 
-    /// A registration body refused before it touched the tables: warned (rate-limited) and
-    /// answered.
+    /// A registration body refused before it touched the tables: warned (rate-limited).
     pub(super) fn body_refused(
         &mut self,
         ctx: &super::RequestContext,

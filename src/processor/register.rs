@@ -1,24 +1,17 @@
-//! REGISTER_BROKER, the one registration pipeline. In order:
+//! REGISTER_BROKER, the one registration pipeline:
 //!
-//! 1. **Unchanged check in front.** The body's fingerprint (its length, the header's
-//!    `bodyCrc32` and the server's own hash) is compared with the one the broker's last body
-//!    was applied with; the same bytes, with no other writer of the broker group's queue
-//!    entries since, refresh the broker without being parsed. This is the 30-second
-//!    re-registration of a steady cluster, so it stays cheap.
-//! 2. **A changed body is decoded** (after its `bodyCrc32` check) and its topic configs
-//!    checked, then the registry's bounds: a refused body changes nothing.
-//! 3. **Applied**, in one of two ways:
-//!    * a small body (by weight, `decodeOnLoopMaxBytes`) is hashed, decoded and applied on
-//!      the loop in one go;
-//!    * a large one is hashed (and, unless unchanged, decoded) by the decode worker
-//!      (`off_loop`), then applied in bounded steps.
-//!
-//!    Either way, a registration whose topic work (configs to put, queue entries of topics
-//!    it no longer reports to remove) passes [`STEPPED_APPLY_TOPICS`] is applied in steps
-//!    ([`Processor::run_topic_steps`], within the server's per-turn budget) and answered after
-//!    the last one. Meanwhile the server holds every other route write (the code table's
-//!    `writes_routes`), so the tables end as a one-go apply leaves them; reads see each topic
-//!    as before the registration or as after it.
+//! 1. **Unchanged check.** The body's fingerprint (length, header `bodyCrc32`, the server's
+//!    own hash) equals the one the broker's last body was applied with, and no other writer
+//!    touched the group's queue entries since: the broker is refreshed without parsing (the
+//!    30-second re-registration of a steady cluster).
+//! 2. **Decode.** A changed body is checked against its `bodyCrc32`, decoded, its topic
+//!    configs checked, then the registry's bounds: a refused body changes nothing. A small
+//!    body (by weight, `decodeOnLoopMaxBytes`) is decoded on the loop, a large one by the
+//!    decode worker (`off_loop`).
+//! 3. **Apply.** At once, or, past [`STEPPED_APPLY_TOPICS`] of topic work, in steps
+//!    ([`Processor::run_topic_steps`]) answered after the last one; meanwhile the server holds
+//!    every route write (the code table's `writes_routes`), and reads see each topic as before
+//!    or as after the registration.
 
 use super::off_loop::{body_weight, decode_checked, BodyRefused, BodyWork, Decoded};
 use super::ORDER_TOPIC_CONFIG;
@@ -39,16 +32,14 @@ use std::time::{Duration, Instant};
 /// (churn_100_topics: 100 topic configs put per iteration).
 pub const STEPPED_APPLY_TOPICS: usize = 1_000;
 
-/// Topic configs put per step (about 0.2 ms); the server runs steps until its per-turn budget
-/// is spent.
+/// Topic configs put per step (about 0.2 ms); steps run until the turn's budget is spent.
 const TOPICS_PER_STEP: usize = 128;
 
 /// A registration being applied in steps, and its answer once done.
 pub(super) struct StepsJob {
     pub(super) steps: TopicSteps,
     pub(super) body: RegisterBody,
-    /// The broker was registered before: its topic changes count in the change summary (as
-    /// a one-go registration's do).
+    /// The broker was registered before: its topic changes count in the change summary.
     count_changes: bool,
     pub(super) reply: Option<DeferredReply>,
     /// `brokerName@brokerAddr`, for the log.
@@ -61,7 +52,7 @@ enum Body {
     Here,
     /// Decoded (or refused) by the decode worker.
     Decoded(Result<RegisterBody, BodyRefused>),
-    /// Not decoded by the worker, as it was the body applied last when the job was made.
+    /// Not decoded by the worker: it was the body applied last when the job was made.
     Skipped,
 }
 
@@ -74,7 +65,6 @@ impl Processor {
     ) -> Result<Reply, Refusal> {
         let (fingerprint, body) = match work {
             BodyWork::OnLoop if self.too_large_for_the_loop(body_weight(r.body, r.compressed)) => {
-                // Hashed (and decoded, unless it is the broker's last body) by the worker.
                 let (cluster, addr, name, id) =
                     (r.cluster, r.broker_addr, r.broker_name, r.broker_id);
                 let unchanged = self.table.unchanged_fingerprint(cluster, addr, name, id);
@@ -138,8 +128,8 @@ impl Processor {
         Ok(self.registration_reply(result))
     }
 
-    /// SUCCESS with the master's addresses for a slave, and the ORDER_TOPIC_CONFIG table
-    /// when `returnOrderTopicConfigToBroker` (not to a fenced broker).
+    /// SUCCESS with a slave's master addresses, and ORDER_TOPIC_CONFIG when
+    /// `returnOrderTopicConfigToBroker` (not to a fenced broker).
     fn registration_reply(&self, result: RegisterResult) -> Reply {
         let header = RegisterBrokerReply {
             ha_server_addr: result.ha_server_addr,
@@ -155,8 +145,7 @@ impl Processor {
         }
     }
 
-    /// A changed body's registration: applied at once when its topic work (configs to put,
-    /// stale entries to remove) is small, else in steps ([`Processor::run_topic_steps`]).
+    /// A changed body: applied at once when its topic work is small, else in steps.
     fn apply_changed_body(
         &mut self,
         r: &RegisterBroker<'_>,
@@ -191,9 +180,8 @@ impl Processor {
         result
     }
 
-    /// Puts the topic configs of registrations applied in steps, a step at a time, until
-    /// `budget` from `started` is spent (at least one step); returns the answers of those now
-    /// complete.
+    /// Runs steps of registrations applied in steps until `budget` from `started` is spent
+    /// (at least one); returns the answers of those now complete.
     pub fn run_topic_steps(
         &mut self,
         now_ms: u64,
@@ -259,8 +247,7 @@ impl Processor {
         Refusal::Bound(e)
     }
 
-    /// A registration took its address from another broker name (step 0 of the table's
-    /// registration): warned, rate-limited, naming both; notifications sent.
+    /// A registration took its address from another broker name: warned (rate-limited).
     fn took_over(&mut self, r: &RegisterBroker<'_>, t: Takeover, now_ms: u64) {
         let old = &t.previous;
         if self.stats.takeovers.admit(now_ms) {
@@ -276,7 +263,7 @@ impl Processor {
     }
 
     /// New brokers and fencing at info/warn; topic changes counted into the periodic summary
-    /// (and logged at debug), since a churning cluster changes topics on every registration.
+    /// (a churning cluster changes topics on every registration).
     fn log_registration(&mut self, r: &RegisterBroker<'_>, result: &RegisterResult, now_ms: u64) {
         let (name, addr, id, cluster) = (r.broker_name, r.broker_addr, r.broker_id, r.cluster);
         if result.fenced {

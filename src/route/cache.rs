@@ -1,19 +1,10 @@
 //! The cache of encoded GET_ROUTEINFO_BY_TOPIC bodies: per topic, one body per key-quoting
-//! dialect, within a byte budget (`routeCacheMaxBytes`).
+//! dialect, within `routeCacheMaxBytes`. The route table invalidates a topic whenever
+//! something its route is built from changes; a hit is a reference-count increment.
 //!
-//! Route lookups are most of a name server's traffic, and a topic's route changes rarely, so
-//! the encoded body is kept until something it is built from changes; the route table calls
-//! [`RouteCache::invalidate`] for every topic it touches, so the cache never decides freshness
-//! itself. Bodies are `Bytes`: a hit is a reference-count increment, and the reply shares the
-//! cached buffer.
-//!
-//! Past the budget, the oldest bodies go first. The caching order is a queue of markers, one
-//! per body cached; an invalidation does not search it, so it leaves a stale marker behind,
-//! and each insertion sweeps a bounded number of those. A marker names its body by a sequence
-//! number, not just by topic and dialect: a topic cached again after an invalidation must not
-//! make its old markers look live (they would pile up, and evict the new body early). All byte
-//! and body counting happens here, in [`RouteCache::insert`], [`RouteCache::remove`] and
-//! [`RouteCache::invalidate`].
+//! Past the budget, the oldest bodies go first: a queue of markers, one per body cached,
+//! which invalidations leave stale (each insertion sweeps a few). A marker names its body by a
+//! sequence number, so a topic cached again does not revive its old markers.
 
 use super::model::Dialect;
 use bytes::Bytes;
@@ -28,18 +19,16 @@ const STALE_SLACK: usize = 1024;
 /// Encoded route bodies by topic; see the module documentation.
 #[derive(Debug, Default)]
 pub struct RouteCache {
-    /// Per topic with at least one body cached. Boxed: the denser table makes a hit about
-    /// 10 % faster than 96-byte buckets did. std's SipHash: keys are peer-named topics.
+    /// Per topic with a body cached (boxed: a denser table, hits 10 % faster).
     bodies: HashMap<Arc<str>, Box<TopicBodies>>,
     /// Sum of the cached bodies' lengths.
     bytes: usize,
     /// Number of cached bodies.
     count: usize,
-    /// One marker per body in the order they were cached (oldest first), including the stale
-    /// markers of bodies removed since.
+    /// One marker per body cached, oldest first (stale ones included).
     order: VecDeque<Marker>,
-    /// Sequence number of the next body cached. 32 bits keep a marker at 24 bytes; wrapping
-    /// is harmless, since a marker is swept or popped long before 2^32 more bodies are cached.
+    /// Sequence number of the next body cached (wrapping is harmless: markers are swept long
+    /// before).
     next_seq: u32,
 }
 
@@ -100,8 +89,6 @@ impl RouteCache {
 
     /// Drops both bodies of `topic` (something its route is built from changed).
     pub fn invalidate(&mut self, topic: &str) {
-        // One lookup for both dialects (a changed registration invalidates each of its
-        // topics), none while nothing is cached.
         if self.count == 0 {
             return;
         }
@@ -149,8 +136,7 @@ impl RouteCache {
         }
     }
 
-    /// Keeps the order queue within twice the live bodies plus some slack: markers whose body
-    /// is gone are dropped, live ones move to the back (their relative order is kept).
+    /// Keeps the order queue within twice the live bodies plus some slack.
     fn sweep_stale_markers(&mut self) {
         for _ in 0..SWEEP_PER_INSERT {
             if self.order.len() <= 2 * self.count + STALE_SLACK {

@@ -1,31 +1,15 @@
 //! The route registry tables (Java's RouteInfoManager, docs/protocol.md §5), owned by the loop
-//! thread as plain `HashMap`s: no locks, no snapshots.
+//! thread as plain `HashMap`s: no locks, no snapshots. Beside Java's six tables it keeps what
+//! makes the hot paths cheap: the route cache (dropped per topic when its route changes), per
+//! broker group its topics and the stamp of its queue entries' last change, per live broker
+//! its last body's fingerprint (the unchanged check), the topic map in shards (`topic_map`),
+//! deadline buckets (expiry costs O(brokers due)) and connection -> live brokers.
 //!
-//! Besides Java's six tables this module keeps what makes the hot paths cheap:
-//! * the route cache (`cache.rs`): per topic, the encoded route bodies for both key-quoting
-//!   dialects; this module drops them precisely when something that topic's route is built
-//!   from changes (see [`RouteTable::invalidate_topic`]);
-//! * per broker name, the set of topics it serves, so that a broker's change or removal
-//!   touches only its own topics, never the whole topic table;
-//! * per live broker, the fingerprint of the last accepted registration body, so that the
-//!   30-second steady-state registration is recognised without parsing;
-//! * the topic map in shards (`topic_map.rs`), so that growing it never rehashes more than a
-//!   shard's topics in one call;
-//! * per broker group, the stamp of the last change of its queue entries, so that a
-//!   byte-identical body counts as unchanged only while no one else has written them since;
-//! * deadline buckets of live brokers, so that an expiry scan costs O(brokers due);
-//! * connection -> live brokers, so that a closed connection unregisters all of its brokers.
+//! Two rules Java lacks: an address belongs to one broker name per cluster (step 0 of
+//! [`RouteTable::register_broker`]), and the registry's size is bounded (`bounds`).
 //!
-//! Two rules Java lacks: an address belongs to one broker name per cluster (a registration at
-//! an address another name holds takes it over, step 0 of [`RouteTable::register_broker`]),
-//! and the registry's size is bounded (`bounds`, checked before a registration is applied).
-//!
-//! One file per concern: `topics` (topic entries, broker groups, and the queue-entry writes
-//! every path goes through), `live` (live brokers: heartbeats, QUERY_DATA_VERSION,
-//! connections, deadlines), `register` (a registration's apply, at once or in steps),
-//! `removal` (expiry, closed connections, unregistration batches), `queries` (routes, topic
-//! lists, cluster info), `admin` (write permission, topic delete and register), beside
-//! `bounds` and `topic_map`. This file holds the tables themselves.
+//! Files: `topics` (queue-entry writes), `live` (heartbeats, QUERY_DATA_VERSION, deadlines),
+//! `register`, `removal`, `queries`, `admin`, `bounds`, `topic_map`.
 
 use super::cache::RouteCache;
 use super::model::{MappingInfo, QueueData, RegisterBody};
@@ -92,11 +76,8 @@ impl Default for RouteSettings {
 /// The route registry.
 #[derive(Debug)]
 pub struct RouteTable {
-    /// Topic and broker names (and addresses, below) are peer-chosen: a keyed hash, foldhash's
-    /// (its keys drawn per map). A changed registration looks up each of its topics several
-    /// times; with std's SipHash instead it took 47 % more instructions (re-measure:
-    /// `benches/scripts/cgdelta.sh BUILD "register --churn"`). The topic map is sharded, so
-    /// that growing it never stalls the loop (`topic_map`).
+    /// Peer-chosen names: foldhash keyed per map (std's SipHash took 47 % more instructions
+    /// per changed registration; re-measure: `benches/scripts/cgdelta.sh BUILD "register --churn"`).
     topics: TopicMap<TopicEntry, RandomState>,
     brokers: HashMap<Arc<str>, BrokerEntry, RandomState>,
     /// Broker group id -> name (ids are reused once a group and its queue entries are gone).
@@ -110,9 +91,8 @@ pub struct RouteTable {
     queue_mappings: HashMap<String, BTreeMap<String, MappingInfo>>,
     expiry: DeadlineBuckets<(usize, u64)>,
     next_generation: u64,
-    /// Per broker group id: the table-wide write clock's value at the last change of any of
-    /// the group's queue entries, by any path (see [`RouteTable::is_unchanged_body`]). Never
-    /// reused: a new group gets a fresh value.
+    /// Per broker group id: the write clock at the last change of its queue entries, by any
+    /// path (see [`RouteTable::is_unchanged_body`]).
     slot_stamps: Vec<u64>,
     write_clock: u64,
     cache: RouteCache,

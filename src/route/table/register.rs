@@ -69,27 +69,24 @@ pub struct RegisterResult {
     pub taken_over: Option<Takeover>,
 }
 
-/// The topic configs of a registration still to be put (see
-/// [`RouteTable::register_broker_in_steps`]).
+/// The topic work of a registration still to do ([`RouteTable::register_broker_in_steps`]).
 #[derive(Debug, Clone)]
 pub struct TopicSteps {
     name: Arc<str>,
     broker: BrokerId,
     put: PutRule,
     /// Topics the body no longer reports (`deleteTopicWithBrokerRegistration`): their queue
-    /// entry of this broker goes, before any topic config is put, as in a one-go apply.
+    /// entries of this broker go first.
     stale: Vec<Arc<str>>,
-    /// Index of the next stale topic.
+    /// The next stale topic and the next topic config of the body.
     next_stale: usize,
-    /// Index of the next topic config of the body.
     next: usize,
     /// Topic queue entries added, changed or removed so far.
     pub changed: usize,
-    /// The group's stamp after the last step: another value means someone else wrote the
-    /// group's entries in between.
+    /// The group's stamp after the last step (another: someone else wrote in between).
     stamp: u64,
-    /// The live entry (slab id, generation) that registered the body, told when the last
-    /// step is done that its body is wholly applied (`None`: nothing to tell).
+    /// The live entry (slab id, generation) told after the last step that its body is wholly
+    /// applied.
     live: Option<(usize, u64)>,
 }
 
@@ -103,15 +100,13 @@ impl TopicSteps {
 /// Which of a registration's topic configs are put (§5.2 step 10 b).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct PutRule {
-    /// All of them (first registration of the group, or a new DataVersion); otherwise only
-    /// topics the broker does not serve yet.
+    /// All of them (a new group or DataVersion), or only topics the broker lacks.
     pub(super) all: bool,
     /// A prime slave standing in for its master: its topics are not writable.
     pub(super) clear_write: bool,
 }
 
-/// An address taken from the broker name that held it: that broker's entry for the address
-/// was unregistered (as UNREGISTER_BROKER would), with what that removed.
+/// An address taken from the broker name that held it (unregistered there, with this outcome).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Takeover {
     pub previous: UnregisterRequest,
@@ -119,11 +114,10 @@ pub struct Takeover {
 }
 
 impl RouteTable {
-    /// The fingerprint of the body last applied for this broker, while a byte-identical body
-    /// would count as unchanged: the broker is live at that address under that id, and no one
-    /// else has written its group's queue entries since (Java's per-topic "changed" rule puts
-    /// back a topic an admin delete removed, even under an unchanged dataVersion, and
-    /// `deleteTopicWithBrokerRegistration` removes what REGISTER_TOPIC_IN_NAMESRV added).
+    /// The fingerprint of the body last applied for this broker, while the same bytes count as
+    /// unchanged: live at that address under that id, and no one else has written the group's
+    /// queue entries since (Java's per-topic "changed" rule puts back what an admin delete
+    /// removed, even under an unchanged dataVersion).
     pub fn unchanged_fingerprint(
         &self,
         cluster: &str,
@@ -139,8 +133,7 @@ impl RouteTable {
             .flatten()
     }
 
-    /// True if the registration's body is exactly the one last applied for this broker, and
-    /// nothing since then requires a full re-apply: the registration can skip parsing.
+    /// Whether the registration may skip parsing (see [`RouteTable::unchanged_fingerprint`]).
     pub fn is_unchanged_body(&self, req: &RegisterRequest<'_>) -> bool {
         let (cluster, addr) = (req.cluster, req.broker_addr);
         self.unchanged_fingerprint(cluster, addr, req.broker_name, req.broker_id)
@@ -148,7 +141,8 @@ impl RouteTable {
     }
 
     /// Java's registerBroker (§5.2): its numbered steps, in its order, minus the bugs listed in
-    /// the README. Side effects of earlier steps stay when a later one returns, as in Java.
+    /// docs/compatibility.md#differences-from-java. Earlier steps' effects stay when a later
+    /// one returns, as in Java.
     pub fn register_broker(
         &mut self,
         req: &RegisterRequest<'_>,
@@ -157,10 +151,8 @@ impl RouteTable {
         self.register(req, topics_in, false).0
     }
 
-    /// [`RouteTable::register_broker`] for a body too large to apply at once: everything but
-    /// putting its topic configs is done now (removing unreported topics and static-topic
-    /// mappings included); the topic configs are then put by [`RouteTable::apply_topic_steps`],
-    /// a slice at a time. `None`: no topics to put (a slave's, a fenced registration).
+    /// [`RouteTable::register_broker`] but for the topic work, left to
+    /// [`RouteTable::apply_topic_steps`]. `None`: no topics to put (a slave, a fenced one).
     pub fn register_broker_in_steps(
         &mut self,
         req: &RegisterRequest<'_>,
@@ -169,11 +161,9 @@ impl RouteTable {
         self.register(req, TopicsInput::Body(body), true)
     }
 
-    /// Removes up to `max` more stale queue entries of a registration applied in steps, then
-    /// puts topic configs with what is left of `max`; returns whether it is done. Each topic's
-    /// entry changes in one step, so a route shows a topic as before the registration or as
-    /// after it. A broker group removed meanwhile gets no more topics: done (the server lets no
-    /// other change in until the last step; this is the table's own guard).
+    /// Removes up to `max` stale queue entries, then puts topic configs with what is left of
+    /// `max`; returns whether it is done. Each topic changes in one step. A group removed
+    /// meanwhile gets no more topics (the table's own guard; the server lets no writer in).
     pub fn apply_topic_steps(
         &mut self,
         steps: &mut TopicSteps,
@@ -188,8 +178,7 @@ impl RouteTable {
             return true;
         }
         if self.slots_stamp(steps.broker) != steps.stamp {
-            // Someone else wrote the group's entries since the last step: this apply is not
-            // the body's whole effect (the next registration is parsed, whatever its bytes).
+            // Someone else wrote the group's entries: the next registration is parsed.
             steps.live = None;
         }
         let stale_end = steps.next_stale.saturating_add(max).min(steps.stale.len());
@@ -216,9 +205,7 @@ impl RouteTable {
         done
     }
 
-    /// Tells the live entry that registered a body applied in steps, once the last step is
-    /// done, that the body is wholly applied: the same bytes again are then unchanged (as
-    /// long as no one else writes the group's entries).
+    /// After the last step: the same bytes again count as unchanged.
     fn mark_applied(&mut self, steps: &TopicSteps) {
         let Some((live_id, generation)) = steps.live else {
             return;
@@ -315,10 +302,8 @@ impl RouteTable {
     }
 
     /// Step 0: when the live entry of (cluster, addr) belongs to another broker name, that
-    /// broker's entry for the address is unregistered first, as UNREGISTER_BROKER would do it
-    /// (its live entry, its address in its group, the group and its queue entries if that was
-    /// the last address). Java only re-points the live entry, so the old group keeps routing
-    /// to an address that serves another broker, and stays forever once that one leaves.
+    /// broker's entry for the address is unregistered first. Java only re-points the live
+    /// entry, so the old group keeps routing to an address that serves another broker.
     fn take_over_address(&mut self, req: &RegisterRequest<'_>) -> Option<Takeover> {
         let live = self.live_id(req.cluster, req.broker_addr)?;
         if &*self.live[live].broker_name == req.broker_name {
@@ -370,8 +355,7 @@ impl RouteTable {
         true
     }
 
-    /// The DataVersion this registration carries: the body's, or for an unchanged body the
-    /// one stored when it was applied.
+    /// The registration's DataVersion: the body's, or the stored one for an unchanged body.
     fn incoming_version(
         &self,
         req: &RegisterRequest<'_>,
@@ -386,11 +370,9 @@ impl RouteTable {
         }
     }
 
-    /// §5.2 step 6: when another address, registered under this id, is live with a newer
-    /// stateVersion, this registration is refused and its live entry dropped. A live entry
-    /// whose connection has closed does not count: its removal is queued and applies before
-    /// anything that arrives after the close (Java queues the same removal; its batch thread
-    /// takes it at once, so a registration that follows a close finds it gone).
+    /// §5.2 step 6: when another address under this id is live with a newer stateVersion,
+    /// this registration is refused and its live entry dropped. One whose connection closed
+    /// does not count (its removal is queued; Java's batch thread takes it at once).
     fn fence_older_incarnation(
         &mut self,
         req: &RegisterRequest<'_>,
@@ -421,10 +403,9 @@ impl RouteTable {
         })
     }
 
-    /// §5.2 steps 9 and 10: topic configs (10 a/b) and static-topic mappings (10 c), taken
-    /// only from the master or the prime slave. Removes the topics the body no longer reports
-    /// (`deleteTopicWithBrokerRegistration`) and puts the mappings now; returns what is left:
-    /// putting the topic configs (`None`: this broker's topics are not taken).
+    /// §5.2 steps 9 and 10, from the master or the prime slave only: takes the unreported
+    /// topics off the group's list and puts the mappings (10 c) now; returns the rest of the
+    /// work (`None`: this broker's topics are not taken).
     fn plan_topics(
         &mut self,
         req: &RegisterRequest<'_>,
@@ -467,9 +448,7 @@ impl RouteTable {
         })
     }
 
-    /// §5.2 step 10 a: the broker's topics its body no longer reports, taken off its topic
-    /// list now (one pass) and returned for their queue entries to go (see
-    /// [`RouteTable::drop_queue_entry`]).
+    /// §5.2 step 10 a: the broker's topics its body no longer reports, taken off its list.
     fn take_unreported_topics(&mut self, name: &Arc<str>, body: &RegisterBody) -> Vec<Arc<str>> {
         let Some(b) = self.brokers.get_mut(name) else {
             return Vec::new();
@@ -482,8 +461,7 @@ impl RouteTable {
         stale
     }
 
-    /// §5.2 step 10 b for one topic config: put when the rule says all, or when the broker
-    /// does not serve the topic yet. Returns whether anything changed.
+    /// §5.2 step 10 b for one topic config; returns whether anything changed.
     fn put_topic_config(&mut self, steps: &TopicSteps, tc: &TopicConfig) -> bool {
         let rule = steps.put;
         let mut perm = tc.perm;
@@ -511,8 +489,8 @@ impl RouteTable {
         }
     }
 
-    /// §5.2 step 11: creates or refreshes the live entry of (cluster, addr), binds it to the
-    /// registration's connection and (re)arms its expiry. Returns whether it is new.
+    /// §5.2 step 11: creates or refreshes the live entry, binds its connection, arms its
+    /// expiry. Returns whether it is new.
     fn refresh_live(
         &mut self,
         req: &RegisterRequest<'_>,
@@ -617,8 +595,7 @@ impl RouteTable {
         ))
     }
 
-    /// §5.2 step 14: the NOTIFY_MIN_BROKER_ID_CHANGE for the group's other members (or, when
-    /// the registering broker is alone, for itself).
+    /// §5.2 step 14: NOTIFY_MIN_BROKER_ID_CHANGE for the group's others (or a lone broker).
     fn min_id_notification(&self, req: &RegisterRequest<'_>) -> Option<MinIdNotification> {
         let addrs = &self.brokers.get(req.broker_name)?.data.broker_addrs;
         let targets = if addrs.len() == 1 {

@@ -1,28 +1,12 @@
-//! The topic table's map (topic name -> entry), split into shards so that it never grows or
-//! shrinks by more than a shard at once.
+//! The topic table's map (topic name -> entry), split into [`SHARDS`] maps so that it never
+//! grows or shrinks by more than a shard at once: an unsharded `HashMap` past 114,688 topics
+//! rehashes them all in one insert (26 ms measured; a quarter second at a million).
 //!
-//! A `HashMap` grows by moving every entry into a table twice the size, all in one call: past
-//! 114,688 topics the next insert rehashes them all, 26 ms of loop time measured (each rehash
-//! reads the topic name behind its `Arc`: a cache miss per topic), and at a million topics
-//! about a quarter of a second. Registrations are applied in steps to keep every turn of the
-//! loop short, so the map must not undo that: here it is [`SHARDS`] maps, a topic's shard
-//! chosen by bits of its hash, and each grows (and, after mass removals, shrinks) on its own,
-//! so the most one insert rehashes is one shard: about 4,000 topics at `maxTopics` (one
-//! million), under a millisecond.
-//!
-//! The shard is picked by bits 40..48 of the name's hash, which a table's bucket index (its low
-//! bits, for tables of fewer than 2^40 buckets) and its control bytes (the top 7 bits) never
-//! read, so the topics of one shard spread over its table as well as over an unsharded one.
-//!
-//! One keyed hash per lookup: the name is hashed once, by the map's hasher (keyed per
-//! process, so peers who choose topic names cannot choose collisions), and that hash both
-//! picks the shard and is the shard table's hash. A lookup by `&str` goes through a borrowed view ([`Lookup`]) that hands the hash it already
-//! has to the shard's hasher ([`NameHash`]); a stored key ([`TopicKey`]) is the name alone, no
-//! hash kept (16 bytes, the `Arc<str>`), and hashes its name through the same hasher, with the
-//! map's keys, to the same value. A stored key is hashed only when its shard grows or shrinks:
-//! that reads and hashes the names of one shard (a cache miss and a few multiplies each,
-//! about 4,000 names at `maxTopics`: 0.3 ms measured for 3,600, against 0.03 to 0.15 ms when
-//! keys kept their hash), never the whole map.
+//! One keyed hash per lookup: the name is hashed once by the map's hasher (keyed per process,
+//! so peers cannot choose collisions); bits 40..48 of it pick the shard (bits a table's bucket
+//! index and control bytes never read) and the whole is the shard table's hash, handed over
+//! by a borrowed view ([`Lookup`], [`NameHash`]). A stored key ([`TopicKey`]) is the name
+//! alone and hashes to the same value, so only a shard's growth rehashes names.
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
@@ -36,20 +20,16 @@ pub const SHARDS: usize = 256;
 /// Where the shard bits start in the hash (see the module comment).
 const SHARD_SHIFT: u32 = 40;
 
-/// A shard is shrunk once its entries fill less than 1/this of its capacity (as `HashMap`
-/// reports it: what it takes without growing, so an emptied shard, whatever its tombstones,
-/// is always freed).
+/// A shard is shrunk once its entries fill less than 1/this of its capacity.
 const SHRINK_BELOW_FRACTION: usize = 16;
 
-/// A stored topic name: no hash kept (a shard recomputes it when it grows; see the module
-/// comment).
+/// A stored topic name: no hash kept (a shard recomputes it when it grows).
 #[derive(Clone)]
 pub struct TopicKey {
     name: Arc<str>,
 }
 
-/// What a shard compares and hashes: a stored [`TopicKey`] or a name being looked up with its
-/// hash ([`Probe`]), without making a key (an `Arc`) for the lookup.
+/// What a shard compares and hashes: a stored [`TopicKey`] or a [`Probe`] (no `Arc` made).
 trait Lookup {
     fn name(&self) -> &str;
     /// The hash already computed, if any (a probe's); a stored key has none.
@@ -86,8 +66,6 @@ impl<'a> Borrow<dyn Lookup + 'a> for TopicKey {
     }
 }
 
-/// Names compared: the shard table compares only entries whose 7 hash bits in its control
-/// bytes match, so few unequal names get here.
 impl PartialEq for dyn Lookup + '_ {
     fn eq(&self, other: &Self) -> bool {
         self.name() == other.name()
@@ -96,8 +74,7 @@ impl PartialEq for dyn Lookup + '_ {
 
 impl Eq for dyn Lookup + '_ {}
 
-/// A probe hands its hash on as one `u64` ([`NameHash`] takes it as the hash); a stored key
-/// writes its name as [`hash_name`] does, which the shard's hasher feeds to the map's.
+/// A probe hands its hash on as one `u64`; a stored key writes its name as [`hash_name`] does.
 impl Hash for dyn Lookup + '_ {
     fn hash<H: Hasher>(&self, state: &mut H) {
         match self.known_hash() {
@@ -122,16 +99,13 @@ impl Hash for TopicKey {
     }
 }
 
-/// How a name is written into a hasher, by a lookup and by a stored key alike (as `str`'s
-/// `Hash` writes it: the bytes, then a byte no UTF-8 text holds).
+/// How a name is written into a hasher (as `str`'s `Hash` writes it).
 #[inline]
 fn write_name<H: Hasher>(name: &str, state: &mut H) {
     state.write(name.as_bytes());
     state.write_u8(0xFF);
 }
 
-/// The map's hash of a name: the one a lookup computes, and the one a stored key hashes to in
-/// its shard.
 #[inline]
 fn hash_name<S: BuildHasher>(hasher: &S, name: &str) -> u64 {
     let mut state = hasher.build_hasher();
@@ -139,8 +113,7 @@ fn hash_name<S: BuildHasher>(hasher: &S, name: &str) -> u64 {
     state.finish()
 }
 
-/// The shards' hasher: a copy of the map's (same keys), so that a stored key's name hashes as
-/// the map hashes it; a probe's `u64` is taken as the hash, already keyed and mixed.
+/// The shards' hasher: a copy of the map's (same keys); a probe's `u64` is taken as the hash.
 #[derive(Debug, Clone, Default)]
 pub struct NameHash<S>(S);
 
@@ -199,8 +172,7 @@ pub struct TopicMap<V, S = std::collections::hash_map::RandomState> {
     len: usize,
 }
 
-/// Every shard hashes with a copy of the map's hasher: one set of keys per map, whatever
-/// `S::default()` returns on another call (std's `RandomState` draws new keys each time).
+/// Every shard hashes with a copy of the map's hasher (one set of keys per map).
 impl<V, S: BuildHasher + Default + Clone> Default for TopicMap<V, S> {
     fn default() -> Self {
         let hasher = S::default();
@@ -295,10 +267,8 @@ impl<V, S: BuildHasher + Clone> TopicMap<V, S> {
         self.shards.iter().map(HashMap::capacity).sum()
     }
 
-    /// Shrinks the shards a mass removal left mostly empty (each keeps room for twice what it
-    /// holds; each moves at most a sixteenth of its capacity). Returns their old tables, now
-    /// empty, for the caller to free (freeing many megabytes costs the kernel milliseconds);
-    /// with the sum of their capacities.
+    /// Shrinks the shards a mass removal left mostly empty; returns their old (empty) tables
+    /// for the caller to free, and the sum of their capacities.
     pub fn shrink_if_sparse(&mut self) -> (Vec<Shard<V, S>>, usize) {
         let mut old_tables = Vec::new();
         let mut old_capacity = 0;

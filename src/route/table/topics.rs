@@ -1,7 +1,6 @@
-//! Topics and broker groups: a topic's queue entries (one per broker group, a small id rather
-//! than a name), the broker groups (Java's brokerAddrTable, plus the topics each serves), and
-//! the queue-entry writes every path goes through, which also keep each group's write stamp
-//! (see [`RouteTable::is_unchanged_body`]).
+//! Topics and broker groups: a topic's queue entries (one per group, by small id), the
+//! groups (Java's brokerAddrTable, plus the topics each serves), and the queue-entry writes
+//! every path goes through, which keep each group's write stamp.
 
 use super::super::model::{BrokerData, QueueData};
 use super::RouteTable;
@@ -13,8 +12,7 @@ use std::sync::Arc;
 /// Small id of a broker group (its slot in `RouteTable::broker_names`).
 pub(super) type BrokerId = u32;
 
-/// One broker group's queues in one topic: 20 bytes. The broker group is a small id rather
-/// than its name, since a registry holds a hundred thousand of these.
+/// One broker group's queues in one topic (20 bytes: the group is a small id, not a name).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct QueueSlot {
     pub(super) broker: BrokerId,
@@ -39,18 +37,15 @@ impl QueueSlot {
     }
 }
 
-/// Topics served by more broker groups than this get a name -> position index, so that
-/// inserting or removing one group stays O(1) even for the system topics every broker
-/// registers (TBW102, SELF_TEST_TOPIC, ...), which hold one entry per broker group.
+/// Topics served by more broker groups than this (the system topics every broker registers)
+/// get a group -> position index, so that a change stays O(1).
 pub(super) const QUEUE_INDEX_THRESHOLD: usize = 16;
 
 #[derive(Debug, Default)]
 pub(super) struct TopicEntry {
-    /// One entry per broker group, in no particular order (Java's is hash order). Sized
-    /// exactly: most topics have one or two broker groups.
+    /// One entry per broker group, in no particular order (sized exactly).
     pub(super) queues: Vec<QueueSlot>,
-    /// broker group -> position in `queues`, kept only for broad topics; boxed so that the
-    /// others (nearly all) pay 8 bytes for it rather than 48.
+    /// Group -> position in `queues`, for broad topics only (boxed: 8 bytes for the others).
     #[allow(clippy::box_collection)]
     pub(super) index: Option<Box<HashMap<BrokerId, usize, RandomState>>>,
 }
@@ -127,9 +122,7 @@ pub(super) struct BrokerEntry {
     /// This group's id in queue entries.
     pub(super) id: BrokerId,
     pub(super) data: BrokerData,
-    /// Topics that hold a queue entry for this broker name.
-    /// A plain vector (no duplicates by construction): a hash set of a hundred names costs
-    /// twice the memory, and lookups by topic here are rare (admin deletes).
+    /// Topics that hold a queue entry for this group (a vector: half a set's memory).
     pub(super) topics: Vec<Arc<str>>,
 }
 
@@ -139,8 +132,7 @@ impl RouteTable {
         self.slot_stamps.get(id as usize).copied().unwrap_or(0)
     }
 
-    /// Gives group `id`'s queue entries a fresh stamp: every change of them calls this, so
-    /// that a body applied before the change no longer counts as unchanged.
+    /// Gives group `id`'s queue entries a fresh stamp (every change of them calls this).
     pub(super) fn touch_slots(&mut self, id: BrokerId) {
         self.write_clock += 1;
         let i = id as usize;
@@ -150,8 +142,8 @@ impl RouteTable {
         self.slot_stamps[i] = self.write_clock;
     }
 
-    /// Puts a queue entry (only when the topic has none of its broker, if `only_if_absent`);
-    /// returns whether anything changed. One lookup of the topic when it exists.
+    /// Puts a queue entry (only when the topic has none of its group, if `only_if_absent`);
+    /// returns whether anything changed.
     pub(super) fn put_queue(&mut self, topic: &str, slot: QueueSlot, only_if_absent: bool) -> bool {
         let broker = slot.broker;
         let key = match self.topics.get_mut(topic) {
