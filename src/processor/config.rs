@@ -29,8 +29,8 @@ pub(super) fn kv_limits(config: &NamesrvConfig) -> KvLimits {
     }
 }
 
-/// UPDATE_NAMESRV_CONFIGs, and bytes of their bodies, that may wait behind the one being
-/// written; more are answered SYSTEM_BUSY (each waiting one holds a connection and its body).
+/// UPDATE_NAMESRV_CONFIGs, and their bytes, that may wait behind the one being written; more
+/// are answered SYSTEM_BUSY.
 pub(super) const MAX_WAITING_CONFIG_UPDATES: usize = 64;
 
 pub(super) const MAX_WAITING_CONFIG_BYTES: usize = 1 << 20;
@@ -59,10 +59,8 @@ impl Processor {
         Ok(Reply::with_body(text.into_bytes()))
     }
 
-    /// UPDATE_NAMESRV_CONFIG: checked against the config, written back to the config file by
-    /// the durable writer, applied and answered once the file is on disk. One at a time: a
-    /// request arriving meanwhile waits its turn (and is checked against the config the one
-    /// before it made).
+    /// UPDATE_NAMESRV_CONFIG: checked, written to the config file by the durable writer,
+    /// applied and answered once on disk; one at a time.
     pub(super) fn update_config(
         &mut self,
         r: UpdateNamesrvConfig<'_>,
@@ -122,8 +120,7 @@ impl Processor {
         Ok(Reply::later())
     }
 
-    /// The config file of update `id` is written (or not): apply and answer it, then start
-    /// the next waiting update.
+    /// Update `id`'s file is written (or not): apply and answer it, then start the next.
     pub(super) fn config_written(
         &mut self,
         id: u64,

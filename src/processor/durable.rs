@@ -20,9 +20,8 @@ impl Processor {
         self.awaiting.len()
     }
 
-    /// Takes what the durable writer finished: KV changes become visible (and the routes
-    /// built from ORDER_TOPIC_CONFIG are dropped from the cache), config updates are applied,
-    /// and the waiting requests get their answers, in the order they were asked.
+    /// Takes what the durable writer finished: KV changes become visible, config updates are
+    /// applied, and the waiting requests get their answers in order.
     pub fn finish_durable_writes(&mut self) -> (Vec<DeferredReply>, Effects) {
         let mut replies = Vec::new();
         let mut effects = Effects::default();
@@ -45,8 +44,7 @@ impl Processor {
         (replies, effects)
     }
 
-    /// The writer thread ended (a bug) with requests unanswered: they (and the config updates
-    /// waiting their turn) are answered failed rather than held for ever.
+    /// The writer thread ended (a bug): waiting requests are answered failed.
     fn writer_gone(&mut self, replies: &mut Vec<DeferredReply>) {
         error!(
             "BUG: the KV writer thread has ended; {} request(s) answered failed",

@@ -32,9 +32,7 @@ impl Processor {
         self.submit_kv_change(prepared, ticket, ctx.now_ms)
     }
 
-    /// PUT_KV_CONFIG and DELETE_KV_CONFIG: a change the limits allow goes to the durable
-    /// writer and is answered once it is on disk (or failed); one that changes nothing is
-    /// answered at once.
+    /// A change the limits allow goes to the durable writer, answered once on disk.
     fn submit_kv_change(
         &mut self,
         prepared: Result<Option<Change>, KvRefusal>,
@@ -47,7 +45,6 @@ impl Processor {
             Err(refusal) => return Err(self.kv_refused(refusal, now_ms)),
         };
         let Some(ticket) = ticket else {
-            // Every request the server hands over has a connection; nothing to answer later.
             self.kv.cancel(&change);
             return Err(Refusal::NoConnection);
         };
@@ -71,8 +68,7 @@ impl Processor {
         }
     }
 
-    /// A change the KV limits refuse: `1` with the limit named, or `2` when the disk is
-    /// behind (trying again later helps). A full store is warned about every 10 s at most.
+    /// A change the KV limits refuse; a full store is warned about every 10 s at most.
     fn kv_refused(&mut self, refusal: KvRefusal, now_ms: u64) -> Refusal {
         let full = matches!(
             refusal,
@@ -98,7 +94,6 @@ impl Processor {
     pub(super) fn kv_committed(&mut self, commit: Commit, replies: &mut Vec<DeferredReply>) {
         let replaced = self.kv.apply(&commit);
         if !replaced.is_empty() {
-            // If the writer is gone they are freed here instead.
             let _ = self.outbox.durable.submit(Job::Discard(replaced));
         }
         let reply = match &commit.result {

@@ -97,7 +97,6 @@ const OVERLOAD_REMARK: &str = "[OVERLOAD]system busy, start flow control for a w
 #[derive(Debug)]
 enum Refusal {
     Parse(ParseError),
-    /// The peer is outside the allow-list `list` that gates request `code`.
     NotAllowed {
         code: i32,
         list: &'static str,
@@ -106,17 +105,12 @@ enum Refusal {
     UnregisterNotAllowed {
         broker: String,
     },
-    /// A registry bound (`maxBrokers`, `maxTopics`, `maxTopicsPerBroker`).
     Bound(BoundExceeded),
-    /// A registration body whose CRC is not its header's `bodyCrc32`.
     CrcMismatch,
-    /// The unregistration queue is full (Java answers SYSTEM_ERROR without a remark).
+    /// Java answers SYSTEM_ERROR without a remark.
     UnregisterQueueFull,
-    /// A request queue of the server is full.
     Overloaded,
-    /// Routes asked before `waitSecondsForService` has passed.
     NotReady,
-    /// A topic list the config turns off (`enableTopicList`, `enableAllTopicList`).
     ListDisabled,
     TopicNotExist(String),
     NoKvItem {
@@ -124,17 +118,13 @@ enum Refusal {
         key: String,
     },
     NoKvNamespace(String),
-    /// A KV change its limits refuse (SYSTEM_BUSY when the disk is behind).
     Kv(KvRefusal),
-    /// A config update refused by its checks.
     Config(UpdateError),
-    /// Config updates waiting for the disk are at their limit.
     ConfigBacklog {
         waiting: usize,
     },
-    /// A change that must be answered later, asked with no connection to answer.
     NoConnection,
-    /// The durable writer's thread has ended (a bug): nothing was changed.
+    /// The durable writer's thread has ended (a bug).
     KvWriterGone,
     ConfigWriterGone,
     WriterGone,
@@ -340,6 +330,7 @@ impl Processor {
     }
 
     /// Handles one request and appends its response frame (if any) to `out`.
+    #[cfg(test)]
     pub fn handle(
         &mut self,
         ctx: &RequestContext,
@@ -350,8 +341,8 @@ impl Processor {
         self.handle_with(ctx, counters, cmd, BodyWork::OnLoop, out)
     }
 
-    /// As [`Processor::handle`], for a request whose body the decode worker has decoded
-    /// (`work`). A request is counted when it is answered, not when it goes off the loop.
+    /// Handles one request (`work`: what the decode worker made of its body) and appends its
+    /// response frame (if any) to `out`. Counted when answered, not when sent off the loop.
     pub fn handle_with(
         &mut self,
         ctx: &RequestContext,

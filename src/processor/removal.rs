@@ -14,8 +14,7 @@ use log::{info, warn};
 use std::sync::Arc;
 
 impl Processor {
-    /// Hands a NOTIFY_MIN_BROKER_ID_CHANGE to the sender thread (connecting to brokers is
-    /// slow work that must stay off the loop).
+    /// Hands a NOTIFY_MIN_BROKER_ID_CHANGE to the sender thread.
     pub(super) fn send_notification(&mut self, n: MinIdNotification) {
         let message = Oneway {
             what: "NOTIFY_MIN_BROKER_ID_CHANGE",
@@ -51,9 +50,10 @@ impl Processor {
         }
     }
 
-    /// The scan tick: silent brokers are expired, their connections reported for closing,
-    /// and their unregistrations queued as one batch.
-    /// At most `limit` deadline entries are examined; the flag says whether more are due.
+    /// A step of the expiry scan (`limit` deadline entries at most; the flag: more are due).
+    /// When the scan ends, its brokers' unregistrations are queued as one batch and their
+    /// connections returned for closing (closing earlier would unregister the other brokers
+    /// of a shared connection in a batch of their own).
     pub fn expire_silent_brokers(&mut self, now_ms: u64, limit: usize) -> (Vec<ConnId>, bool) {
         let (expired, more): (Vec<ExpiredBroker>, bool) =
             self.table.expire_silent_brokers_limited(now_ms, limit);
@@ -79,9 +79,6 @@ impl Processor {
             ));
         }
         self.stats.expiries += expired.len() as u64;
-        // One scan, however many iterations it is spread over, hands the worker one batch,
-        // and only then are the expired brokers' connections closed (closing earlier would
-        // unregister the other brokers of a shared connection in a batch of their own).
         if more {
             return (Vec::new(), true);
         }

@@ -44,46 +44,43 @@ impl Processor {
     }
 
     pub(super) fn all_topic_list(&mut self) -> Result<Reply, Refusal> {
-        if !self.config.enable_all_topic_list {
-            return Err(Refusal::ListDisabled);
-        }
-        let topics = self.table.topic_names();
-        Ok(Reply::encoded(|out| {
-            model::encode_topic_list(topics, None, out)
-        }))
+        list_enabled(self.config.enable_all_topic_list)?;
+        Ok(topic_list(self.table.topic_names(), None))
     }
 
     pub(super) fn topics_by_cluster(
         &mut self,
         r: GetTopicsByCluster<'_>,
     ) -> Result<Reply, Refusal> {
-        if !self.config.enable_topic_list {
-            return Err(Refusal::ListDisabled);
-        }
+        list_enabled(self.config.enable_topic_list)?;
         let topics = self.table.topics_of_cluster(r.cluster()?);
-        let topics = topics.iter().map(String::as_str);
-        Ok(Reply::encoded(|out| {
-            model::encode_topic_list(topics, None, out)
-        }))
+        Ok(topic_list(topics.iter().map(String::as_str), None))
     }
 
     pub(super) fn system_topic_list(&mut self) -> Result<Reply, Refusal> {
         let (topics, addr) = self.table.system_topics();
-        let topics = topics.iter().map(String::as_str);
-        Ok(Reply::encoded(|out| {
-            model::encode_topic_list(topics, addr.as_deref(), out)
-        }))
+        Ok(topic_list(
+            topics.iter().map(String::as_str),
+            addr.as_deref(),
+        ))
     }
 
     pub(super) fn unit_topics(&mut self, pred: impl Fn(i32) -> bool) -> Result<Reply, Refusal> {
-        if !self.config.enable_topic_list {
-            return Err(Refusal::ListDisabled);
-        }
-        let topics = self.table.topics_with_flag(pred);
-        Ok(Reply::encoded(|out| {
-            model::encode_topic_list(topics.into_iter(), None, out)
-        }))
+        list_enabled(self.config.enable_topic_list)?;
+        Ok(topic_list(
+            self.table.topics_with_flag(pred).into_iter(),
+            None,
+        ))
     }
+}
+
+/// `enableTopicList`, `enableAllTopicList`.
+fn list_enabled(enabled: bool) -> Result<(), Refusal> {
+    enabled.then_some(()).ok_or(Refusal::ListDisabled)
+}
+
+fn topic_list<'a>(topics: impl Iterator<Item = &'a str>, broker_addr: Option<&str>) -> Reply {
+    Reply::encoded(|out| model::encode_topic_list(topics, broker_addr, out))
 }
 
 /// ZoneRouteRPCHook (§5.8): keep brokers without a master or in the requested zone.

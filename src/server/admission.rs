@@ -1,8 +1,7 @@
-//! Admission of registrations: REGISTER_BROKER waits in a queue (one per connection, whose
-//! later frames are held so replies keep their order) and is applied in `before_sleep`, after
-//! the cheap requests of the turn, within a budget of registrations and time; past the
-//! backlog limits it is answered SYSTEM_BUSY `[OVERLOAD]`. A registration applied in steps
-//! runs its steps here too, and holds the other route writes until its last one.
+//! Admission of registrations: REGISTER_BROKER waits in a queue (its connection's later
+//! frames held) and is applied in `before_sleep` within a budget of count and time; past the
+//! backlog limits it is answered SYSTEM_BUSY `[OVERLOAD]`. Steps of a registration applied in
+//! steps run here too, and hold the other route writes until the last one.
 
 use super::{decode_worker, handle_guarded, NameServer, PeerState, SLOW_WORK_BUDGET};
 use crate::event_loop::{ConnId, Ctx, Next, ReadClass};
@@ -36,8 +35,7 @@ pub(super) struct RegistrationQueue {
 }
 
 impl NameServer {
-    /// Enough registrations are queued for this turn's budget: read no more broker traffic
-    /// until some are applied.
+    /// Enough registrations are queued for this turn: read no more broker traffic.
     pub(super) fn registration_queue_full(&self) -> bool {
         self.registrations.queue.len() + self.decode.in_flight()
             >= self.settings.registration_budget
@@ -52,8 +50,7 @@ impl NameServer {
         conn: ConnId,
         cmd: RemotingCommand,
     ) -> Next {
-        // The queue is full and more peers than `registrationBacklogLimit` wait behind it:
-        // registrations read now are refused rather than queued.
+        // More peers than `registrationBacklogLimit` wait behind a full queue.
         let shedding = self.registration_queue_full() && ctx.bulk_line_full();
         if shedding || self.registrations.bytes + cmd.body.len() > REGISTRATION_BACKLOG_BYTES {
             warn!(
@@ -76,13 +73,9 @@ impl NameServer {
         Next::Hold
     }
 
-    /// Applies queued registrations: at least one, then until the count or time budget for
-    /// this turn is spent. Each answered connection may send its next frames; a registration
-    /// whose body is too large to hash or decode here goes to the decode worker instead and
-    /// comes back through [`NameServer::take_decoded`].
+    /// Applies queued registrations: at least one, then until the turn's budget is spent.
     pub(super) fn run_registrations(&mut self, ctx: &mut Ctx<PeerState>, started: Instant) {
-        // One registration applied in steps at a time: no other may change the tables under
-        // it (its broker's later registration least of all).
+        // One registration applied in steps at a time.
         if !self.run_topic_steps(ctx, started) {
             return;
         }
@@ -103,8 +96,7 @@ impl NameServer {
         }
     }
 
-    /// One registration: answered, or handed to the decode worker (its bytes still count as
-    /// queued) to come back through [`NameServer::take_decoded`].
+    /// One registration: answered, or handed to the decode worker.
     fn run_registration(&mut self, ctx: &mut Ctx<PeerState>, q: QueuedRegistration) {
         let QueuedRegistration { conn, cmd, work } = q;
         let large = matches!(work, BodyWork::OffLoop(_));
@@ -140,15 +132,11 @@ impl NameServer {
             // Applied in steps: answered by run_topic_steps.
             return;
         }
-        // Frames that arrived behind the registration can go now, in turn with the other
-        // waiting brokers (first come, first served).
         ctx.release(conn);
     }
 
-    /// Steps of a registration applied in steps, within the turn's slow-work budget. Once
-    /// the last is done, the registration is answered and its connection may send its next
-    /// frames, and the requests that waited for it are handled, in arrival order. Returns
-    /// whether the route table is free for other changes.
+    /// Steps of a registration applied in steps, within the turn's budget; after the last,
+    /// the requests that waited are handled in order. Returns whether the table is free.
     fn run_topic_steps(&mut self, ctx: &mut Ctx<PeerState>, started: Instant) -> bool {
         if self.processor.topic_steps_pending() {
             let now_ms = ctx.now_ms();

@@ -128,12 +128,8 @@ pub struct Server {
 }
 
 impl Server {
-    /// Loads the KV store, binds the listener and starts the helper threads.
-    pub fn bind(config: NamesrvConfig) -> Result<Server, StartError> {
-        Server::bind_with_controller(config, None)
-    }
-
-    /// As [`Server::bind`], hosting the embedded Controller when `controller` is given.
+    /// Loads the KV store, binds the listener and starts the helper threads, hosting the
+    /// embedded Controller when `controller` is given.
     pub fn bind_with_controller(
         mut config: NamesrvConfig,
         controller: Option<ControllerSetup>,

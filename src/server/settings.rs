@@ -1,6 +1,5 @@
-//! What the server reads from the config for the loop and itself: the loop's limits (with
-//! `maxConnections` kept under the open-file limit, raised as far as allowed) and the settings
-//! read on every frame; both refreshed after UPDATE_NAMESRV_CONFIG.
+//! The loop's limits (`maxConnections` kept under the open-file limit, raised as far as
+//! allowed) and the settings read per frame, from the config; refreshed after updates.
 
 use crate::config::NamesrvConfig;
 use crate::event_loop;
@@ -17,12 +16,10 @@ pub(super) const READ_BUDGET: usize = 256 * 1024;
 pub(super) const DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// How recently an address must have completed a request to use the reserved connection
-/// slots (`reservedConnectionsPercent`): clients ask for routes every 30 s, brokers register
-/// every 30 s, so ten minutes covers a restart or a network blip.
+/// slots: clients and brokers ask every 30 s; ten minutes covers a restart.
 pub(super) const RECENT_CLIENT_WINDOW_MS: u64 = 600_000;
 
-/// What the loop enforces, from the config (again after each config update) and the
-/// open-file limit (`descriptors`, the soft limit when known).
+/// What the loop enforces, from the config and the soft open-file limit.
 pub(super) fn loop_limits(c: &NamesrvConfig, descriptors: Option<u64>) -> Limits {
     let max_connections = connection_cap(c.max_connections, descriptors);
     Limits {
@@ -41,9 +38,7 @@ pub(super) fn loop_limits(c: &NamesrvConfig, descriptors: Option<u64>) -> Limits
     }
 }
 
-/// Descriptors kept free beside the connections: the loop's own (poll, waker, listeners, a
-/// spare), the log, config and KV files, the Controller's files, connections to brokers for
-/// notifications. A fixed part and a share of the limit.
+/// Descriptors kept free beside the connections (the loop's own, files, notifications).
 pub(super) fn descriptor_headroom(limit: u64) -> u64 {
     32 + limit / 32
 }
@@ -63,8 +58,7 @@ pub(super) fn descriptors_wanted(max_connections: u32) -> u64 {
 }
 
 /// Raises the soft open-file limit to what `maxConnections` needs (up to the hard limit, as
-/// the JVM does for the Java name server) and warns when it is still too low; returns the
-/// soft limit, `None` when it cannot be read.
+/// the JVM does) and warns when still too low; returns the soft limit.
 pub(super) fn prepare_descriptors(c: &NamesrvConfig) -> Option<u64> {
     let before = event_loop::descriptor_limit()?;
     let now = event_loop::raise_descriptor_limit(descriptors_wanted(c.max_connections))?;

@@ -5,6 +5,7 @@
 //! trace. Only what it would add counts (a new live broker, new topics, topics new to the
 //! group): a registry above a bound lowered at run time keeps serving; it only stops growing.
 
+use super::topic_map::shrink_sparse;
 use super::{QueueData, RegisterBody, RegisterRequest, RouteTable, TopicsInput};
 use std::collections::HashMap;
 use std::fmt;
@@ -86,9 +87,8 @@ impl std::error::Error for BoundExceeded {}
 
 /// Maps smaller than this many slots are never shrunk (not worth a rehash).
 const SHRINK_MIN_CAPACITY: usize = 4096;
-/// A map is shrunk once its entries fill less than 1/this of its capacity.
-const SHRINK_BELOW_FRACTION: usize = 16;
-/// ... and only while it holds at most this many entries: each moved entry is rehashed
+/// A sparse map (see `topic_map::shrink_sparse`) is shrunk only while it holds at most this
+/// many entries: each moved entry is rehashed
 /// (0.15-0.35 µs), so a shrink costs the loop a few milliseconds at most.
 const SHRINK_MAX_MOVED: usize = 32_768;
 /// Old tables of at least this many slots are freed on a short-lived thread (returning tens
@@ -246,21 +246,16 @@ fn shrink_if_sparse<K, V, S>(map: &mut HashMap<K, V, S>)
 where
     K: Hash + Eq + Send + 'static,
     V: Send + 'static,
-    S: BuildHasher + Default + Send + 'static,
+    S: BuildHasher + Clone + Send + 'static,
 {
     let capacity = map.capacity();
-    if capacity < SHRINK_MIN_CAPACITY
-        || map.len() >= capacity / SHRINK_BELOW_FRACTION
-        || map.len() > SHRINK_MAX_MOVED
-    {
+    if capacity < SHRINK_MIN_CAPACITY || map.len() > SHRINK_MAX_MOVED {
         return;
     }
-    let mut old = std::mem::take(map);
-    // Room to grow again without an immediate rehash.
-    map.reserve(old.len() * 2);
-    map.extend(old.drain());
-    if capacity >= RELEASE_OFF_LOOP_CAPACITY {
-        release_off_loop(old);
+    if let Some(old) = shrink_sparse(map) {
+        if capacity >= RELEASE_OFF_LOOP_CAPACITY {
+            release_off_loop(old);
+        }
     }
 }
 

@@ -20,9 +20,6 @@ pub const SHARDS: usize = 256;
 /// Where the shard bits start in the hash (see the module comment).
 const SHARD_SHIFT: u32 = 40;
 
-/// A shard is shrunk once its entries fill less than 1/this of its capacity.
-const SHRINK_BELOW_FRACTION: usize = 16;
-
 /// A stored topic name: no hash kept (a shard recomputes it when it grows).
 #[derive(Clone)]
 pub struct TopicKey {
@@ -273,17 +270,30 @@ impl<V, S: BuildHasher + Clone> TopicMap<V, S> {
         let mut old_tables = Vec::new();
         let mut old_capacity = 0;
         for shard in self.shards.iter_mut() {
-            if shard.len() * SHRINK_BELOW_FRACTION >= shard.capacity() {
-                continue;
+            if let Some(old) = shrink_sparse(shard) {
+                old_capacity += old.capacity();
+                old_tables.push(old);
             }
-            let fresh = HashMap::with_capacity_and_hasher(shard.len() * 2, shard.hasher().clone());
-            let mut old = std::mem::replace(shard, fresh);
-            shard.extend(old.drain());
-            old_capacity += old.capacity();
-            old_tables.push(old);
         }
         (old_tables, old_capacity)
     }
+}
+
+/// A map is shrunk once its entries fill less than 1/this of its capacity.
+const SHRINK_BELOW_FRACTION: usize = 16;
+
+/// Moves a map whose entries fill less than 1/[`SHRINK_BELOW_FRACTION`] of it into a table
+/// with room for twice its entries; returns the old (empty) table.
+pub(super) fn shrink_sparse<K: Hash + Eq, V, S: BuildHasher + Clone>(
+    map: &mut HashMap<K, V, S>,
+) -> Option<HashMap<K, V, S>> {
+    if map.len() * SHRINK_BELOW_FRACTION >= map.capacity() {
+        return None;
+    }
+    let fresh = HashMap::with_capacity_and_hasher(map.len() * 2, map.hasher().clone());
+    let mut old = std::mem::replace(map, fresh);
+    map.extend(old.drain());
+    Some(old)
 }
 
 #[cfg(test)]
