@@ -10,47 +10,11 @@ use crate::route::model::BodyLimits;
 use crate::route::table::{RouteBounds, RouteSettings};
 use log::{info, warn};
 
-pub(super) fn route_settings(config: &NamesrvConfig) -> RouteSettings {
-    RouteSettings {
-        support_acting_master: config.support_acting_master,
-        delete_topic_with_broker_registration: config.delete_topic_with_broker_registration,
-        notify_min_broker_id_changed: config.notify_min_broker_id_changed,
-        cache_max_bytes: config.route_cache_max_bytes as usize,
-    }
-}
-
-/// The KV store's limits from the config's `kvMax*` rows.
-pub(super) fn kv_limits(config: &NamesrvConfig) -> KvLimits {
-    KvLimits {
-        max_key_length: config.kv_max_key_length as usize,
-        max_value_length: config.kv_max_value_length as usize,
-        max_entries: config.kv_max_entries as usize,
-        max_total_bytes: config.kv_max_total_bytes as usize,
-    }
-}
-
 /// UPDATE_NAMESRV_CONFIGs, and their bytes, that may wait behind the one being written; more
 /// are answered SYSTEM_BUSY.
 pub(super) const MAX_WAITING_CONFIG_UPDATES: usize = 64;
 
 pub(super) const MAX_WAITING_CONFIG_BYTES: usize = 1 << 20;
-
-pub(super) fn route_bounds(config: &NamesrvConfig) -> RouteBounds {
-    RouteBounds {
-        max_brokers: config.max_brokers as usize,
-        max_topics: config.max_topics as usize,
-        max_topics_per_broker: config.max_topics_per_broker as usize,
-    }
-}
-
-pub(super) fn body_limits(config: &NamesrvConfig) -> BodyLimits {
-    let mut limits = BodyLimits::default();
-    limits.json.max_depth = config.max_json_depth as usize;
-    limits.json.max_string_len = config.max_json_string_length as usize;
-    limits.max_topics = config.max_topics_per_registration as usize;
-    limits.max_inflated_len = config.max_inflated_body_length as usize;
-    limits
-}
 
 impl Processor {
     /// GET_NAMESRV_CONFIG: the properties in force, as text.
@@ -170,22 +134,47 @@ impl Processor {
     }
 
     fn apply_config_change(&mut self, before: &NamesrvConfig) {
-        let settings = route_settings(&self.config);
-        let routes_differ = settings != self.table.settings
-            || before.order_message_enable != self.config.order_message_enable;
-        self.table.settings = settings;
-        if routes_differ {
+        let settings = self.table.settings;
+        self.derive_settings();
+        if settings != self.table.settings
+            || before.order_message_enable != self.config.order_message_enable
+        {
             self.table.invalidate_all();
         }
-        self.body_limits = body_limits(&self.config);
-        self.kv.set_limits(kv_limits(&self.config));
-        self.admin_allow_list = self.config.admin_allow_list_parsed();
-        self.broker_allow_list = self.config.broker_allow_list_parsed();
-        self.bounds = route_bounds(&self.config);
         if before.log_level != self.config.log_level {
             if let Ok(level) = self.config.log_level.parse() {
                 crate::logging::set_level(level);
             }
         }
+    }
+
+    /// What the processor and the tables take from the config (again after each update).
+    pub(super) fn derive_settings(&mut self) {
+        let c = &self.config;
+        self.table.settings = RouteSettings {
+            support_acting_master: c.support_acting_master,
+            delete_topic_with_broker_registration: c.delete_topic_with_broker_registration,
+            notify_min_broker_id_changed: c.notify_min_broker_id_changed,
+            cache_max_bytes: c.route_cache_max_bytes as usize,
+        };
+        self.kv.set_limits(KvLimits {
+            max_key_length: c.kv_max_key_length as usize,
+            max_value_length: c.kv_max_value_length as usize,
+            max_entries: c.kv_max_entries as usize,
+            max_total_bytes: c.kv_max_total_bytes as usize,
+        });
+        self.bounds = RouteBounds {
+            max_brokers: c.max_brokers as usize,
+            max_topics: c.max_topics as usize,
+            max_topics_per_broker: c.max_topics_per_broker as usize,
+        };
+        let mut limits = BodyLimits::default();
+        limits.json.max_depth = c.max_json_depth as usize;
+        limits.json.max_string_len = c.max_json_string_length as usize;
+        limits.max_topics = c.max_topics_per_registration as usize;
+        limits.max_inflated_len = c.max_inflated_body_length as usize;
+        self.body_limits = limits;
+        self.admin_allow_list = c.admin_allow_list_parsed();
+        self.broker_allow_list = c.broker_allow_list_parsed();
     }
 }

@@ -26,8 +26,8 @@ use crate::remoting::command::{RemotingCommand, SerializeType};
 use crate::request::{BodyDone, NameLimits, ParseError, Request};
 use crate::route::model::{BodyLimits, DecodeScratch, RegisterBody};
 use crate::route::table::{
-    BoundExceeded, ConnId, RemovalReason, RouteBounds, RouteTable, UnregisterRequest, FLAG_UNIT,
-    FLAG_UNIT_SUB,
+    BoundExceeded, ConnId, RemovalReason, RouteBounds, RouteSettings, RouteTable,
+    UnregisterRequest, FLAG_UNIT, FLAG_UNIT_SUB,
 };
 use crossbeam_channel::Sender;
 use log::{debug, warn};
@@ -277,28 +277,14 @@ fn allows(list: &[Cidr], peer: Option<SocketAddr>) -> bool {
 }
 
 impl Processor {
-    pub fn new(config: NamesrvConfig, mut kv: KvStore, outbox: Outbox) -> Self {
-        let table = RouteTable::new(route_settings(&config), 1000);
-        kv.set_limits(kv_limits(&config));
-        let (usage, limits) = (kv.usage(), kv.limits());
-        if usage.entries > limits.max_entries || usage.bytes > limits.max_total_bytes {
-            warn!(
-                "KV config {} holds {} entries and {} bytes, over kvMaxEntries {} or kvMaxTotalBytes {}: \
-                 puts that add to it are refused until entries are deleted or the limits raised",
-                kv.path().display(),
-                usage.entries,
-                usage.bytes,
-                limits.max_entries,
-                limits.max_total_bytes
-            );
-        }
-        Processor {
-            table,
+    pub fn new(config: NamesrvConfig, kv: KvStore, outbox: Outbox) -> Self {
+        let mut processor = Processor {
+            table: RouteTable::new(RouteSettings::default(), 1000),
             kv,
-            body_limits: body_limits(&config),
-            admin_allow_list: config.admin_allow_list_parsed(),
-            broker_allow_list: config.broker_allow_list_parsed(),
-            bounds: route_bounds(&config),
+            body_limits: BodyLimits::default(),
+            admin_allow_list: Vec::new(),
+            broker_allow_list: Vec::new(),
+            bounds: RouteBounds::default(),
             config,
             started: Instant::now(),
             outbox,
@@ -315,7 +301,22 @@ impl Processor {
             topic_steps: VecDeque::new(),
             new_steps: None,
             templates: ReplyTemplates::new(),
+        };
+        processor.derive_settings();
+        let kv = &processor.kv;
+        let (usage, limits) = (kv.usage(), kv.limits());
+        if usage.entries > limits.max_entries || usage.bytes > limits.max_total_bytes {
+            warn!(
+                "KV config {} holds {} entries and {} bytes, over kvMaxEntries {} or kvMaxTotalBytes {}: \
+                 puts that add to it are refused until entries are deleted or the limits raised",
+                kv.path().display(),
+                usage.entries,
+                usage.bytes,
+                limits.max_entries,
+                limits.max_total_bytes
+            );
         }
+        processor
     }
 
     pub fn config(&self) -> &NamesrvConfig {
@@ -550,7 +551,6 @@ impl Processor {
     }
 }
 
-use config::{body_limits, kv_limits, route_bounds, route_settings};
 use durable::Awaiting;
 pub use off_loop::{body_weight, decode_off_loop, BodyWork, DecodeJob, Decoded};
 use register::StepsJob;
