@@ -6,13 +6,14 @@ use super::DecodeJob;
 use crate::remoting::codes::{response, version, FLAG_RESPONSE};
 use crate::remoting::command::{encode_frame, FrameTemplate, Header, SerializeType};
 use crate::request::reply::{DataVersionReply, ReplyFields};
+use bytes::Bytes;
 
 /// Reply under construction.
 pub(super) struct Reply {
     pub(super) code: i32,
     pub(super) remark: Option<String>,
     pub(super) ext: ReplyExt,
-    pub(super) body: ReplyBody,
+    pub(super) body: Bytes,
     /// Answered later (see [`Effects::deferred`]); nothing is written now.
     pub(super) deferred: bool,
     /// Not answered: the body goes to the decode worker first (see [`Effects::off_loop`]).
@@ -26,22 +27,6 @@ pub(super) enum ReplyExt {
     Pairs(ReplyFields),
     /// QUERY_DATA_VERSION's `changed`, written from a template.
     Changed(bool),
-}
-
-pub(super) enum ReplyBody {
-    None,
-    Owned(Vec<u8>),
-    Shared(bytes::Bytes),
-}
-
-impl ReplyBody {
-    pub(super) fn bytes(&self) -> &[u8] {
-        match self {
-            ReplyBody::Owned(v) => v,
-            ReplyBody::Shared(b) => b,
-            ReplyBody::None => &[],
-        }
-    }
 }
 
 fn header(code: i32, remark: Option<&str>) -> Header<'_> {
@@ -76,7 +61,7 @@ pub(super) fn encode_reply(
         let pairs = pairs.iter().map(|(k, v)| (*k, v.as_str()));
         pairs.chain(changed.map(|v| (DataVersionReply::FIELD, v)))
     });
-    encode_frame(out, serialize_type, &header, ext, reply.body.bytes());
+    encode_frame(out, serialize_type, &header, ext, &reply.body);
 }
 
 /// The frames of the replies sent most, encoded once per header codec (index: the
@@ -121,7 +106,7 @@ impl ReplyTemplates {
             ReplyExt::Changed(c) => &self.changed[usize::from(*c)][t],
             ReplyExt::Pairs(_) => return false,
         };
-        template.write_with_body(out, opaque, |o| o.extend_from_slice(reply.body.bytes()));
+        template.write_with_body(out, opaque, |o| o.extend_from_slice(&reply.body));
         true
     }
 }
@@ -132,7 +117,7 @@ impl Reply {
             code: response::SUCCESS,
             remark: None,
             ext: ReplyExt::None,
-            body: ReplyBody::None,
+            body: Bytes::new(),
             deferred: false,
             off_loop: None,
         }
@@ -153,7 +138,7 @@ impl Reply {
     }
     pub(super) fn with_body(body: Vec<u8>) -> Self {
         Reply {
-            body: ReplyBody::Owned(body),
+            body: Bytes::from(body),
             ..Reply::ok()
         }
     }
@@ -163,9 +148,9 @@ impl Reply {
         encode(&mut body);
         Reply::with_body(body)
     }
-    pub(super) fn shared(body: Option<bytes::Bytes>) -> Self {
+    pub(super) fn shared(body: Option<Bytes>) -> Self {
         Reply {
-            body: body.map_or(ReplyBody::None, ReplyBody::Shared),
+            body: body.unwrap_or_default(),
             ..Reply::ok()
         }
     }
@@ -192,7 +177,7 @@ mod tests {
         };
         let mut text = Vec::new();
         dv.encode(&mut text);
-        let text = bytes::Bytes::from(text);
+        let text = Bytes::from(text);
         let replies = || {
             let changed = |c, body| Reply {
                 ext: ReplyExt::Changed(c),
@@ -203,12 +188,12 @@ mod tests {
                 Reply::ok(),
                 Reply::with_body(b"{\"a\":1}".to_vec()),
                 Reply {
-                    body: ReplyBody::Shared(bytes::Bytes::from_static(&[7u8; 300])),
+                    body: Bytes::from_static(&[7u8; 300]),
                     ..Reply::ok()
                 },
-                changed(false, ReplyBody::Shared(text.clone())),
-                changed(true, ReplyBody::Shared(text.clone())),
-                changed(true, ReplyBody::None),
+                changed(false, text.clone()),
+                changed(true, text.clone()),
+                changed(true, Bytes::new()),
             ]
         };
         let templates = ReplyTemplates::new();

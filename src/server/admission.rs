@@ -3,9 +3,9 @@
 //! backlog limits it is answered SYSTEM_BUSY `[OVERLOAD]`. Steps of a registration applied in
 //! steps run here too, and hold the other route writes until the last one.
 
-use super::{decode_worker, handle_guarded, NameServer, PeerState, SLOW_WORK_BUDGET};
+use super::{decode_worker, NameServer, PeerState, SLOW_WORK_BUDGET};
 use crate::event_loop::{ConnId, Ctx, Next, ReadClass};
-use crate::processor::{BodyWork, RequestContext};
+use crate::processor::BodyWork;
 use crate::remoting::command::RemotingCommand;
 use log::warn;
 use std::collections::VecDeque;
@@ -100,21 +100,10 @@ impl NameServer {
     fn run_registration(&mut self, ctx: &mut Ctx<PeerState>, q: QueuedRegistration) {
         let QueuedRegistration { conn, cmd, work } = q;
         let large = matches!(work, BodyWork::OffLoop(_));
-        let Some(peer) = ctx.peer(conn) else {
+        if ctx.peer(conn).is_none() {
             return;
-        };
-        let rctx = RequestContext {
-            conn: Some(conn.index()),
-            peer: Some(peer),
-            now_ms: ctx.now_ms(),
-            reply_to: Some(conn),
-        };
-        let counters = ctx.stats();
-        let Some(out) = ctx.write_buf(conn) else {
-            return;
-        };
-        let processor = &mut self.processor;
-        let Some(effects) = handle_guarded(processor, &rctx, &counters, &cmd, work, out) else {
+        }
+        let Some(effects) = self.run_guarded(ctx, conn, &cmd, work) else {
             ctx.close(conn, "registration handler panicked");
             return;
         };
@@ -140,15 +129,10 @@ impl NameServer {
     fn run_topic_steps(&mut self, ctx: &mut Ctx<PeerState>, started: Instant) -> bool {
         if self.processor.topic_steps_pending() {
             let now_ms = ctx.now_ms();
-            for answer in self
+            let answers = self
                 .processor
-                .run_topic_steps(now_ms, started, SLOW_WORK_BUDGET)
-            {
-                if let Some(out) = ctx.write_buf(answer.conn) {
-                    out.extend_from_slice(&answer.frame);
-                }
-                ctx.release(answer.conn);
-            }
+                .run_topic_steps(now_ms, started, SLOW_WORK_BUDGET);
+            NameServer::deliver(ctx, answers);
         }
         while !self.processor.topic_steps_pending() {
             let Some((conn, cmd, work)) = self.after_steps.pop_front() else {

@@ -16,12 +16,12 @@
 use crate::config::NamesrvConfig;
 use crate::event_loop::oneway;
 use crate::event_loop::{
-    self, ConnId, Ctx, EventLoop, Handler, ListenerTag, LoopStats, LoopWaker, Next, ReadClass,
-    TimerId,
+    self, ConnId, Ctx, EventLoop, Handler, ListenerTag, LoopWaker, Next, ReadClass, TimerId,
 };
 use crate::kv::KvStore;
 use crate::processor::{
-    BodyWork, Effects, Outbox, Processor, RequestContext, UnregisterBatch, Unregistration,
+    BodyWork, DeferredReply, Effects, Outbox, Processor, RequestContext, UnregisterBatch,
+    Unregistration,
 };
 use crate::remoting::codes::{self, is_broker_request, request};
 use crate::remoting::command::RemotingCommand;
@@ -397,22 +397,7 @@ impl NameServer {
             self.after_steps.push_back((conn, cmd.clone(), work));
             return Next::Hold;
         }
-        let rctx = RequestContext {
-            conn: Some(conn.index()),
-            peer: ctx.peer(conn),
-            now_ms: ctx.now_ms(),
-            reply_to: Some(conn),
-        };
-        let counters = ctx.stats();
-        let Some(out) = ctx.write_buf(conn) else {
-            return Next::Close;
-        };
-        let Some(effects) = handle_guarded(&mut self.processor, &rctx, &counters, cmd, work, out)
-        else {
-            warn!(
-                "closing connection from {:?}: handling request code {} panicked",
-                rctx.peer, cmd.code
-            );
+        let Some(effects) = self.run_guarded(ctx, conn, cmd, work) else {
             return Next::Close;
         };
         if effects.config_changed {
@@ -428,15 +413,51 @@ impl NameServer {
         Next::Continue
     }
 
-    /// Answers the requests whose change the durable writer has finished.
-    fn answer_durable_writes(&mut self, ctx: &mut Ctx<PeerState>) {
-        let (replies, effects) = self.processor.finish_durable_writes();
+    /// Runs the processor on one request, its reply written to `conn`. `None`: the connection
+    /// is gone, or the handling panicked (a bug: logged, and the caller closes the connection).
+    fn run_guarded(
+        &mut self,
+        ctx: &mut Ctx<PeerState>,
+        conn: ConnId,
+        cmd: &RemotingCommand,
+        work: BodyWork,
+    ) -> Option<Effects> {
+        let rctx = RequestContext {
+            conn: Some(conn.index()),
+            peer: ctx.peer(conn),
+            now_ms: ctx.now_ms(),
+            reply_to: Some(conn),
+        };
+        let counters = ctx.stats();
+        let out = ctx.write_buf(conn)?;
+        let (mark, processor) = (out.len(), &mut self.processor);
+        let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            processor.handle_with(&rctx, &counters, cmd, work, out)
+        }));
+        if handled.is_err() {
+            out.truncate(mark);
+            error!(
+                "BUG: request code {} from {:?} panicked; closing that connection",
+                cmd.code, rctx.peer
+            );
+        }
+        handled.ok()
+    }
+
+    /// Writes answers given later; each answered connection may send its next frames.
+    fn deliver(ctx: &mut Ctx<PeerState>, replies: Vec<DeferredReply>) {
         for reply in replies {
             if let Some(out) = ctx.write_buf(reply.conn) {
                 out.extend_from_slice(&reply.frame);
             }
             ctx.release(reply.conn);
         }
+    }
+
+    /// Answers the requests whose change the durable writer has finished.
+    fn answer_durable_writes(&mut self, ctx: &mut Ctx<PeerState>) {
+        let (replies, effects) = self.processor.finish_durable_writes();
+        NameServer::deliver(ctx, replies);
         if effects.config_changed {
             self.refresh_settings(ctx);
         }
@@ -591,33 +612,6 @@ impl Handler for NameServer {
             || !self.expiry.conns_to_close.is_empty()
             || (ctx.is_stopping()
                 && (self.processor.writes_in_flight() > 0 || self.decode.in_flight() > 0))
-    }
-}
-
-/// Runs the processor on one request; a panic (a bug) is logged and closes that connection
-/// only.
-fn handle_guarded(
-    processor: &mut Processor,
-    ctx: &RequestContext,
-    counters: &LoopStats,
-    cmd: &RemotingCommand,
-    work: BodyWork,
-    out: &mut Vec<u8>,
-) -> Option<Effects> {
-    let mark = out.len();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        processor.handle_with(ctx, counters, cmd, work, out)
-    }));
-    match result {
-        Ok(effects) => Some(effects),
-        Err(_) => {
-            out.truncate(mark);
-            error!(
-                "BUG: request code {} from {:?} panicked; closing that connection",
-                cmd.code, ctx.peer
-            );
-            None
-        }
     }
 }
 
