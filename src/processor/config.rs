@@ -68,20 +68,14 @@ impl Processor {
             return Err(Refusal::NoConnection);
         };
         let persist = plan.clone();
-        self.next_write_id += 1;
-        let id = self.next_write_id;
         let write: crate::kv::FileWrite =
             Box::new(move || persist.persist().map_err(|e| e.remark()));
-        if self.outbox.durable.submit(Job::File { id, write }).is_err() {
-            return Err(Refusal::ConfigWriterGone);
-        }
+        let job = |id| Job::File { id, write };
+        let reply = self
+            .submit_durable(job, ticket, Some(Box::new(plan)))
+            .map_err(|_| Refusal::ConfigWriterGone)?;
         self.config_writing = true;
-        self.awaiting.push_back(Awaiting {
-            id,
-            ticket,
-            plan: Some(Box::new(plan)),
-        });
-        Ok(Reply::later())
+        Ok(reply)
     }
 
     /// Update `id`'s file is written (or not): apply and answer it, then start the next.

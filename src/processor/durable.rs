@@ -1,9 +1,9 @@
 //! Requests answered once their change is on disk (KV changes, config updates): the durable
 //! writer's results are taken in order and turned into the waiting requests' answers.
 
-use super::{DeferredReply, Effects, Processor, Refusal, Ticket};
+use super::{DeferredReply, Effects, Processor, Refusal, Reply, Ticket};
 use crate::config::ConfigPlan;
-use crate::kv::{Done, WriterGone};
+use crate::kv::{Done, Job, WriterGone};
 use log::error;
 
 /// A request waiting for the durable writer's job `id`.
@@ -65,6 +65,21 @@ impl Processor {
         for ticket in tickets {
             replies.push(self.deferred_reply(ticket, &failed));
         }
+    }
+
+    /// Hands the job made with a fresh id to the durable writer; `ticket` is answered when it
+    /// is done (the job comes back when the writer is gone).
+    pub(super) fn submit_durable(
+        &mut self,
+        job: impl FnOnce(u64) -> Job,
+        ticket: Ticket,
+        plan: Option<Box<ConfigPlan>>,
+    ) -> Result<Reply, Job> {
+        self.next_write_id += 1;
+        let id = self.next_write_id;
+        self.outbox.durable.submit(job(id))?;
+        self.awaiting.push_back(Awaiting { id, ticket, plan });
+        Ok(Reply::later())
     }
 
     /// The waiting request of job `id` (normally the front: jobs finish in order).

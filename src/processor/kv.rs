@@ -3,8 +3,8 @@
 //! from the store.
 
 use super::{
-    log_grouped, Awaiting, DeferredReply, Processor, Refusal, Reply, ReplyExt, RequestContext,
-    Ticket, ORDER_TOPIC_CONFIG,
+    log_grouped, DeferredReply, Processor, Refusal, Reply, ReplyExt, RequestContext, Ticket,
+    ORDER_TOPIC_CONFIG,
 };
 use crate::kv::{Change, Commit, Job, KvRefusal};
 use crate::request::reply::KvValueReply;
@@ -48,24 +48,13 @@ impl Processor {
             self.kv.cancel(&change);
             return Err(Refusal::NoConnection);
         };
-        self.next_write_id += 1;
-        let id = self.next_write_id;
-        match self.outbox.durable.submit(Job::Change { id, change }) {
-            Ok(()) => {
-                self.awaiting.push_back(Awaiting {
-                    id,
-                    ticket,
-                    plan: None,
-                });
-                Ok(Reply::later())
+        let submitted = self.submit_durable(|id| Job::Change { id, change }, ticket, None);
+        submitted.map_err(|job| {
+            if let Job::Change { change, .. } = job {
+                self.kv.cancel(&change);
             }
-            Err(job) => {
-                if let Job::Change { change, .. } = job {
-                    self.kv.cancel(&change);
-                }
-                Err(Refusal::KvWriterGone)
-            }
-        }
+            Refusal::KvWriterGone
+        })
     }
 
     /// A change the KV limits refuse; a full store is warned about every 10 s at most.
