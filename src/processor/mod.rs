@@ -1,21 +1,13 @@
 //! Typed request -> behaviour: one handler per [`Request`], applied to the tables, and the
-//! one place where errors (a [`ParseError`] or a handler's refusal, [`Refusal`]) become
-//! response codes and Java's remarks (docs/protocol.md §3). Before parsing, the code's row
-//! decides whether an allow-list applies (docs/operations.md#security). Refusals are logged
-//! at warn, a few lines per interval and then a count.
+//! one place where errors ([`ParseError`], [`Refusal`]) become response codes and Java's
+//! remarks (docs/protocol.md §3). Refusals are logged at warn, rate-limited.
 //!
 //! The processor owns the state (route table, KV store, config, counters) and runs on the
-//! loop thread, never blocking on the network or the disk: unregistrations go to the batching
-//! thread, 905 notifications to the sender thread, KV changes and config updates to the
-//! durable writer (all through the [`Outbox`]); a request answered once its change is on disk
-//! says so in [`Effects::deferred`], and the server holds the connection's later frames.
-//! Large bodies are decoded off the loop (`off_loop`, [`Effects::off_loop`]) and large
-//! registrations applied in steps (`register`).
-//!
-//! One file per area, mirroring `crate::request`: `kv`, `register`, `broker`, `removal`,
-//! `routes`, `admin`, `config`; beside `off_loop`, `reply`, `durable` and `stats`. Adding a
-//! request code: one row in `remoting::codes`, one typed request in `crate::request`, one arm
-//! in [`Processor::apply`] (an exhaustive match: the compiler finds a missing handler).
+//! loop thread, never blocking on the network or the disk: unregistrations, 905 notifications
+//! and durable writes go to threads through the [`Outbox`]; an answer given once a change is
+//! on disk is in [`Effects::deferred`]. One file per area, mirroring `crate::request`; a new
+//! request code needs a row in `remoting::codes`, a typed request and an arm in
+//! [`Processor::apply`] (an exhaustive match).
 
 use crate::config::{Cidr, NamesrvConfig, SerializeTypeSetting, UpdateError};
 use crate::event_loop::oneway::Oneway;
@@ -35,27 +27,20 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-/// The KV namespace the name server itself reads (order topic configuration).
 pub const ORDER_TOPIC_CONFIG: &str = "ORDER_TOPIC_CONFIG";
 
-/// A broker to unregister, and why it goes.
 pub type Unregistration = (UnregisterRequest, RemovalReason);
 
-/// Unregistrations as the batching thread takes them and hands them back (de-duplicated).
 pub type UnregisterBatch = Vec<Unregistration>;
 
 /// Where work that must not run on the loop goes: bounded channels (a full queue is logged
 /// and counted, never waited for).
 pub struct Outbox {
-    /// To the batching thread (capacity `unRegisterBrokerQueueCapacity` messages).
     pub unregistrations: Sender<UnregisterBatch>,
-    /// To the sender thread: NOTIFY_MIN_BROKER_ID_CHANGE frames.
     pub notifications: Sender<Oneway>,
-    /// To the durable writer: KV changes and config file writes (and their results back).
     pub durable: DurableWriter,
 }
 
-/// Where a request came from and what the server around it looks like.
 #[derive(Debug, Clone, Copy)]
 pub struct RequestContext {
     pub conn: Option<ConnId>,
@@ -89,7 +74,6 @@ pub struct Effects {
     pub off_loop: Option<DecodeJob>,
 }
 
-/// Java's remark when a request queue is full.
 const OVERLOAD_REMARK: &str = "[OVERLOAD]system busy, start flow control for a while";
 
 /// Why a request is refused or failed; [`Refusal::reply`] is the one place where a reason
@@ -134,7 +118,6 @@ enum Refusal {
 }
 
 impl Refusal {
-    /// The response code.
     fn code(&self) -> i32 {
         use response::{
             NO_PERMISSION, QUERY_NOT_FOUND, REQUEST_CODE_NOT_SUPPORTED, SYSTEM_BUSY, SYSTEM_ERROR,
@@ -170,7 +153,6 @@ impl Refusal {
     }
 }
 
-/// The remark.
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -226,7 +208,6 @@ impl From<ParseError> for Refusal {
     }
 }
 
-/// The name server's state and request handling.
 pub struct Processor {
     pub table: RouteTable,
     kv: KvStore,
@@ -260,7 +241,6 @@ pub struct Processor {
     templates: ReplyTemplates,
 }
 
-/// Where a deferred answer goes.
 #[derive(Debug, Clone, Copy)]
 struct Ticket {
     conn: LoopConnId,
@@ -330,7 +310,6 @@ impl Processor {
         }
     }
 
-    /// Handles one request and appends its response frame (if any) to `out`.
     #[cfg(test)]
     pub fn handle(
         &mut self,
@@ -414,7 +393,6 @@ impl Processor {
         effects
     }
 
-    /// Answers `cmd` SYSTEM_BUSY without handling it (a queue in front is full).
     pub fn reply_overloaded(&mut self, cmd: &RemotingCommand, out: &mut Vec<u8>) {
         self.stats.requests_by_code.count(cmd.code);
         self.stats.rejected_busy += 1;
@@ -481,7 +459,6 @@ impl Processor {
         Err(refusal)
     }
 
-    /// A refused request at warn, rate-limited.
     fn warn_refused(&mut self, ctx: &RequestContext, code: i32, why: &dyn std::fmt::Display) {
         if self.stats.refusals.admit(ctx.now_ms) {
             warn!(

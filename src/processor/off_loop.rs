@@ -1,9 +1,7 @@
 //! Large bodies leave the loop: a REGISTER_BROKER or REGISTER_TOPIC_IN_NAMESRV whose body's
-//! weight ([`body_weight`]) passes `decodeOnLoopMaxBytes` stops before the body is hashed or
-//! decoded and says so ([`Effects::off_loop`]); the decode worker runs [`decode_off_loop`] (a
-//! pure function of the request and the limits handed over), and the request is handled
-//! again with what came back ([`BodyWork::OffLoop`]), in turn. A registration whose body is
-//! the one its broker registered last ([`DecodeJob::unchanged`]) is hashed but not decoded.
+//! weight ([`body_weight`]) passes `decodeOnLoopMaxBytes` is sent, undecoded, to the decode
+//! worker ([`Effects::off_loop`]), which runs [`decode_off_loop`]; the request is then handled
+//! again with what came back ([`BodyWork::OffLoop`]).
 //!
 //! [`Effects::off_loop`]: super::Effects::off_loop
 
@@ -18,7 +16,6 @@ use crate::route::table::BodyFingerprint;
 /// weighed by what it may become, so a small zlib bomb is inflated off the loop too.
 const MAX_INFLATE_RATIO: usize = 1032;
 
-/// What is known of a request's body when it is handled.
 #[derive(Debug)]
 pub enum BodyWork {
     /// Nothing yet: a small body is decoded here, a large one sent off.
@@ -27,7 +24,6 @@ pub enum BodyWork {
     OffLoop(Box<Decoded>),
 }
 
-/// A request body as the decode worker leaves it.
 #[derive(Debug)]
 pub enum Decoded {
     /// A REGISTER_BROKER body: its fingerprint and, unless unchanged, the checked body.
@@ -43,7 +39,6 @@ pub enum Decoded {
     Failed(ParseError),
 }
 
-/// Why a registration body was refused before it touched the tables.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BodyRefused {
     /// The body's CRC (`actual`) is not the header's `bodyCrc32`.
@@ -106,7 +101,6 @@ pub(super) fn decode_checked(
 }
 
 impl Processor {
-    /// Whether a body of this weight is too large for the loop (`decodeOnLoopMaxBytes`).
     pub(super) fn too_large_for_the_loop(&self, weight: usize) -> bool {
         weight > self.config.decode_on_loop_max_bytes as usize
     }
@@ -119,7 +113,6 @@ impl Processor {
         large.then(|| self.decode_job(None))
     }
 
-    /// A job for the decode worker with the limits in force.
     pub(super) fn decode_job(&self, unchanged: Option<BodyFingerprint>) -> DecodeJob {
         DecodeJob {
             body: self.body_limits,
@@ -128,7 +121,6 @@ impl Processor {
         }
     }
 
-    /// A registration body refused before it touched the tables: warned (rate-limited).
     pub(super) fn body_refused(
         &mut self,
         ctx: &super::RequestContext,

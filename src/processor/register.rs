@@ -2,16 +2,12 @@
 //!
 //! 1. **Unchanged check.** The body's fingerprint (length, header `bodyCrc32`, the server's
 //!    own hash) equals the one the broker's last body was applied with, and no other writer
-//!    touched the group's queue entries since: the broker is refreshed without parsing (the
-//!    30-second re-registration of a steady cluster).
-//! 2. **Decode.** A changed body is checked against its `bodyCrc32`, decoded, its topic
-//!    configs checked, then the registry's bounds: a refused body changes nothing. A small
-//!    body (by weight, `decodeOnLoopMaxBytes`) is decoded on the loop, a large one by the
-//!    decode worker (`off_loop`).
-//! 3. **Apply.** At once, or, past [`STEPPED_APPLY_TOPICS`] of topic work, in steps
-//!    ([`Processor::run_topic_steps`]) answered after the last one; meanwhile the server holds
-//!    every route write (the code table's `writes_routes`), and reads see each topic as before
-//!    or as after the registration.
+//!    touched the group's queue entries since: the broker is refreshed without parsing.
+//! 2. **Decode.** A changed body is checked, decoded and bounded (a refused body changes
+//!    nothing): on the loop when small (`decodeOnLoopMaxBytes`), else by the decode worker.
+//! 3. **Apply.** At once, or past [`STEPPED_APPLY_TOPICS`] in steps
+//!    ([`Processor::run_topic_steps`]), answered after the last one; meanwhile the server holds
+//!    every route write (the code table's `writes_routes`).
 
 use super::off_loop::{body_weight, decode_checked, BodyRefused, BodyWork, Decoded};
 use super::ORDER_TOPIC_CONFIG;
@@ -35,18 +31,15 @@ pub const STEPPED_APPLY_TOPICS: usize = 1_000;
 /// Topic configs put per step (about 0.2 ms); steps run until the turn's budget is spent.
 const TOPICS_PER_STEP: usize = 128;
 
-/// A registration being applied in steps, and its answer once done.
 pub(super) struct StepsJob {
     pub(super) steps: TopicSteps,
     pub(super) body: RegisterBody,
     /// The broker was registered before: its topic changes count in the change summary.
     count_changes: bool,
     pub(super) reply: Option<DeferredReply>,
-    /// `brokerName@brokerAddr`, for the log.
     who: String,
 }
 
-/// Where a registration's body stands once its fingerprint is known.
 enum Body {
     /// Not decoded yet: decoded here if it changed (a small body).
     Here,
@@ -81,8 +74,7 @@ impl Processor {
                     body: None,
                 } => (fingerprint, Body::Skipped),
                 Decoded::Failed(e) => return Err(self.body_refused(ctx, r, BodyRefused::Bad(e))),
-                // The header parsed here but not there (the limits changed in between): sent
-                // again with the limits in force.
+                // The header parsed here but not there (the limits changed in between).
                 Decoded::TopicRoute(_) | Decoded::Header => {
                     return Ok(Reply::off_loop(self.decode_job(None)))
                 }
@@ -104,8 +96,7 @@ impl Processor {
                     (decode_checked(r, &limits, &names, &mut self.scratch), false)
                 }
                 Body::Decoded(decoded) => (decoded, true),
-                // Another write made it a changed body since the job was made: decoded after
-                // all (and counted then).
+                // Another write made it a changed body since the job was made.
                 Body::Skipped => return Ok(Reply::off_loop(self.decode_job(None))),
             };
             self.stats.registrations += 1;
@@ -145,7 +136,6 @@ impl Processor {
         }
     }
 
-    /// A changed body: applied at once when its topic work is small, else in steps.
     fn apply_changed_body(
         &mut self,
         r: &RegisterBroker<'_>,
@@ -224,12 +214,10 @@ impl Processor {
         self.log_change_summary(now_ms);
     }
 
-    /// A registration is being applied in steps (see [`Processor::run_topic_steps`]).
     pub fn topic_steps_pending(&self) -> bool {
         !self.topic_steps.is_empty()
     }
 
-    /// Decoded registration bodies already applied, for the server to free off the loop.
     pub fn take_spent_bodies(&mut self) -> Vec<RegisterBody> {
         std::mem::take(&mut self.spent_bodies)
     }
@@ -262,8 +250,7 @@ impl Processor {
         }
     }
 
-    /// New brokers and fencing at info/warn; topic changes counted into the periodic summary
-    /// (a churning cluster changes topics on every registration).
+    /// New brokers and fencing at info/warn; topic changes counted into the periodic summary.
     fn log_registration(&mut self, r: &RegisterBroker<'_>, result: &RegisterResult, now_ms: u64) {
         let (name, addr, id, cluster) = (r.broker_name, r.broker_addr, r.broker_id, r.cluster);
         if result.fenced {
@@ -293,7 +280,6 @@ impl Processor {
     }
 }
 
-/// A registration as log lines name it: `registration of broker@addr (cluster)`.
 pub(super) fn registration_of(r: &RegisterBroker<'_>) -> String {
     format!(
         "registration of {}@{} ({})",

@@ -1,15 +1,9 @@
 //! The route registry tables (Java's RouteInfoManager, docs/protocol.md §5), owned by the loop
 //! thread as plain `HashMap`s: no locks, no snapshots. Beside Java's six tables it keeps what
-//! makes the hot paths cheap: the route cache (dropped per topic when its route changes), per
-//! broker group its topics and the stamp of its queue entries' last change, per live broker
-//! its last body's fingerprint (the unchanged check), the topic map in shards (`topic_map`),
-//! deadline buckets (expiry costs O(brokers due)) and connection -> live brokers.
-//!
-//! Two rules Java lacks: an address belongs to one broker name per cluster (step 0 of
-//! [`RouteTable::register_broker`]), and the registry's size is bounded (`bounds`).
-//!
-//! Files: `topics` (queue-entry writes), `live` (heartbeats, QUERY_DATA_VERSION, deadlines),
-//! `register`, `removal`, `queries`, `admin`, `bounds`, `topic_map`.
+//! makes the hot paths cheap: the route cache, per broker group its topics and the stamp of
+//! its queue entries' last change, per live broker its last body's fingerprint, the topic map
+//! in shards, deadline buckets and connection -> live brokers. Two rules Java lacks: an
+//! address belongs to one broker name per cluster, and the registry's size is bounded.
 
 use super::cache::RouteCache;
 use super::model::{MappingInfo, QueueData, RegisterBody};
@@ -38,7 +32,6 @@ pub use removal::{BatchOutcome, ExpiredBroker, RemovalReason, UnregisterRequest}
 use topic_map::TopicMap;
 use topics::{BrokerEntry, BrokerId, QueueSlot, TopicEntry};
 
-/// Identifies the connection a request arrived on (the server's slab token).
 pub type ConnId = usize;
 
 /// `PermName` bits.
@@ -52,7 +45,6 @@ pub const FLAG_UNIT_SUB: i32 = 2;
 /// Java's default broker expiry when a registration carries no `heartbeatTimeoutMillis`.
 pub const DEFAULT_HEARTBEAT_TIMEOUT_MS: u64 = 120_000;
 
-/// Settings that change route semantics; updated at run time from the config.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RouteSettings {
     pub support_acting_master: bool,
@@ -73,7 +65,6 @@ impl Default for RouteSettings {
     }
 }
 
-/// The route registry.
 #[derive(Debug)]
 pub struct RouteTable {
     /// Peer-chosen names: foldhash keyed per map (std's SipHash took 47 % more instructions
@@ -144,7 +135,6 @@ impl RouteTable {
         self.brokers.len()
     }
 
-    /// Drops the cached route bodies of one topic.
     pub fn invalidate_topic(&mut self, topic: &str) {
         self.cache.invalidate(topic);
     }
@@ -163,7 +153,6 @@ impl RouteTable {
     }
 }
 
-/// Removes `live_id` from the list under `key`, and the list once empty.
 fn detach<K, Q, S>(index: &mut HashMap<K, Vec<usize>, S>, key: &Q, live_id: usize)
 where
     K: std::borrow::Borrow<Q> + std::hash::Hash + Eq,

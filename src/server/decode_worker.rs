@@ -1,13 +1,8 @@
 //! The decode worker: a thread beside the loop that hashes and decodes large request bodies
-//! (REGISTER_BROKER, REGISTER_TOPIC_IN_NAMESRV past `decodeOnLoopMaxBytes`), so that no single
-//! request holds the loop (a 16 MiB JSON body takes 100+ ms to decode, a zlib bomb tens of ms
-//! to inflate: `cargo bench --bench register_body_parse` gives the rates).
-//!
-//! The processor says which requests come here (`Effects::off_loop`); the worker only runs
-//! [`processor::decode_off_loop`], a pure function of the request and the limits handed over,
-//! and frees what the loop is done with (applied bodies, large requests). The request's
-//! connection stays held meanwhile, and what comes back is handled in turn (registrations
-//! through their queue).
+//! past `decodeOnLoopMaxBytes`, so that no single request holds the loop (a 16 MiB JSON body
+//! takes 100+ ms to decode: `cargo bench --bench register_body_parse` gives the rates). It
+//! runs [`processor::decode_off_loop`], a pure function of the request and the limits handed
+//! over, and frees what the loop is done with. The connection stays held meanwhile.
 
 use super::admission::QueuedRegistration;
 use super::{NameServer, PeerState};
@@ -28,28 +23,24 @@ use std::thread::JoinHandle;
 /// are answered SYSTEM_BUSY (registrations are bounded by their own queue).
 const DECODE_BACKLOG_BYTES: usize = 64 << 20;
 
-/// What the loop hands over.
 enum Job {
     Decode(Box<Request>),
     /// Free what the loop is done with (thousands of strings, or megabytes to unmap).
     Free(Box<dyn Send>),
 }
 
-/// A request whose body is to be decoded.
 pub struct Request {
     pub conn: ConnId,
     pub cmd: RemotingCommand,
     pub job: DecodeJob,
 }
 
-/// A request coming back, with what the worker made of its body.
 pub struct Finished {
     pub conn: ConnId,
     pub cmd: RemotingCommand,
     pub decoded: Decoded,
 }
 
-/// The loop's end of the worker.
 pub struct DecodeWorker {
     jobs: Option<Sender<Job>>,
     finished: Receiver<Finished>,
@@ -62,7 +53,6 @@ pub struct DecodeWorker {
 }
 
 impl DecodeWorker {
-    /// Starts the thread; it wakes the loop when a request is ready.
     pub fn spawn(name: &str, waker: LoopWaker) -> io::Result<DecodeWorker> {
         // Unbounded: the server bounds what it hands over.
         let (jobs, job_rx) = unbounded();
@@ -80,7 +70,6 @@ impl DecodeWorker {
         })
     }
 
-    /// Hands a request over; it comes back through [`DecodeWorker::try_take`].
     pub fn decode(&mut self, request: Request) {
         self.in_flight += 1;
         self.bytes_in_flight += request.cmd.body.len();
@@ -111,7 +100,6 @@ impl DecodeWorker {
         }
     }
 
-    /// A request the worker is done with, if any.
     pub fn try_take(&mut self) -> Option<Finished> {
         let finished = match self.decoded_here.pop_front() {
             Some(f) => f,
@@ -131,7 +119,6 @@ impl DecodeWorker {
         !self.decoded_here.is_empty()
     }
 
-    /// Ends the thread once it has finished what it holds.
     pub fn shutdown(mut self) {
         self.jobs = None;
         if let Some(thread) = self.thread.take() {
@@ -181,9 +168,8 @@ fn decode_guarded(cmd: &RemotingCommand, job: &DecodeJob, scratch: &mut DecodeSc
 }
 
 impl NameServer {
-    /// A request other than a registration whose body is too large for the loop: decoded by
-    /// the worker while the connection is held, then handled again ([`NameServer::take_decoded`]);
-    /// answered SYSTEM_BUSY when too many bytes already wait there.
+    /// A non-registration request whose body is too large for the loop: decoded by the worker
+    /// while the connection is held (SYSTEM_BUSY when too many bytes already wait there).
     pub(super) fn decode_off_loop(
         &mut self,
         ctx: &mut Ctx<PeerState>,
@@ -206,7 +192,6 @@ impl NameServer {
         Next::Hold
     }
 
-    /// Applied registration bodies and handled large requests are freed by the decode worker.
     pub(super) fn free_off_loop(&mut self) {
         let spent = self.processor.take_spent_bodies();
         let requests = std::mem::take(&mut self.handled_off_loop);

@@ -1,17 +1,9 @@
 //! The name server on top of the event loop: the [`Handler`] that turns frames into
-//! `RemotingCommand`s for the [`Processor`], and the pacing that keeps one loop fair.
-//!
-//! * `admission`: REGISTER_BROKER waits in a queue (its connection's later frames held) and
-//!   is applied in `before_sleep` within a budget of count and time; past
-//!   `registrationBacklogLimit` it is answered SYSTEM_BUSY `[OVERLOAD]`, as Java's full queue
-//!   is. A registration applied in steps runs its steps there; until the last one, a request
-//!   whose code row says it writes routes waits ([`NameServer::waits_for_topic_steps`]).
-//! * `pacing`: unregistration batches and the expiry scan, a chunk per turn.
-//! * `decode_worker`: large bodies are hashed and decoded off the loop, the connection held.
-//! * Deferred answers (KV changes, config updates) are written once the durable writer has
-//!   them on disk; `settings` are refreshed after UPDATE_NAMESRV_CONFIG.
-//! * The embedded Controller (feature `controller`) has its own listener on this loop,
-//!   handled in `controller_port`; this handler routes that listener's events there.
+//! `RemotingCommand`s for the [`Processor`], and the pacing that keeps one loop fair:
+//! registrations wait in a queue applied within a budget per turn (`admission`),
+//! unregistrations and the expiry scan go a chunk per turn (`pacing`), large bodies are
+//! decoded off the loop (`decode_worker`). The embedded Controller's listener (feature
+//! `controller`) shares the loop; its events go to `controller_port`.
 
 use crate::config::NamesrvConfig;
 use crate::event_loop::oneway;
@@ -55,10 +47,8 @@ mod decode_worker;
 mod pacing;
 mod settings;
 
-/// The name server's listener (the controller's is `controller_port::LISTENER`).
 const NAMESRV_LISTENER: ListenerTag = ListenerTag(0);
 
-/// Marks a broker expiry scan due every `scanNotActiveBrokerInterval`.
 const SCAN_TIMER: TimerId = TimerId(0);
 
 /// Time per turn for queued registrations and unregistrations together (at least one item),
@@ -66,15 +56,12 @@ const SCAN_TIMER: TimerId = TimerId(0);
 const SLOW_WORK_BUDGET: Duration = Duration::from_micros(300);
 
 /// Bytes read and written after which freed heap is handed back to the OS once the queues are
-/// empty again: glibc keeps a burst's peak otherwise (RSS after a load suite of churn, steady,
-/// heartbeat, 322 and route runs: 5.0 MiB with, 6.4-6.7 MiB without; re-measure with
+/// empty again (RSS after a load suite: 5.0 MiB with, 6.4-6.7 MiB without; re-measure with
 /// `rmq-bench ... --pid` and `ps -o rss` after the runs).
 const TRIM_AFTER_BYTES: u64 = 4 << 20;
 
-/// How long one NOTIFY_MIN_BROKER_ID_CHANGE attempt may take.
 const NOTIFY_TIMEOUT: Duration = Duration::from_millis(300);
 
-/// Why the server could not start.
 #[derive(Debug)]
 pub enum StartError {
     /// The listening socket could not be bound (port in use, address not local, ...).
@@ -120,7 +107,6 @@ fn os_message(e: &io::Error) -> String {
     }
 }
 
-/// A bound, not yet running name server.
 pub struct Server {
     event_loop: EventLoop<NameServer>,
     app: NameServer,
@@ -176,7 +162,6 @@ impl Server {
         self.local_addr
     }
 
-    /// The embedded Controller's address, when it is hosted.
     pub fn controller_addr(&self) -> Option<SocketAddr> {
         self.app.controller.as_ref().map(ControllerPort::local_addr)
     }
@@ -185,7 +170,6 @@ impl Server {
         self.event_loop.stop_handle()
     }
 
-    /// Runs the loop until stopped and the helper threads have ended.
     pub fn run(self) -> io::Result<()> {
         let app = self.event_loop.run(self.app)?;
         app.shutdown();
@@ -223,7 +207,6 @@ impl ServerHandle {
         self.controller_addr
     }
 
-    /// Stops the loop and waits for it to return.
     pub fn stop(mut self) -> io::Result<()> {
         self.stop_and_join()
     }
@@ -252,7 +235,6 @@ pub fn start(config: NamesrvConfig) -> Result<ServerHandle, StartError> {
     start_with_controller(config, None)
 }
 
-/// As [`start`], hosting the embedded Controller when `controller` is given.
 pub fn start_with_controller(
     config: NamesrvConfig,
     controller: Option<ControllerSetup>,
@@ -272,7 +254,6 @@ pub fn start_with_controller(
     })
 }
 
-/// What the name server remembers per connection.
 #[derive(Debug, Default)]
 struct PeerState {
     /// Whether a request came yet (the first says whether the peer is a broker).
@@ -290,7 +271,6 @@ impl PeerConnData for PeerState {
     }
 }
 
-/// The name server as the loop's handler.
 struct NameServer {
     processor: Processor,
     settings: Settings,
@@ -308,11 +288,8 @@ struct NameServer {
     threads: Vec<JoinHandle<()>>,
     /// Route writes held while a registration is applied in steps, in arrival order.
     after_steps: VecDeque<(ConnId, RemotingCommand, BodyWork)>,
-    /// Hashes and decodes large bodies off the loop.
     decode: DecodeWorker,
-    /// Requests whose large bodies were handled this turn, freed by the decode worker.
     handled_off_loop: Vec<RemotingCommand>,
-    /// The embedded Controller, when hosted.
     controller: Option<ControllerPort>,
 }
 
@@ -357,7 +334,6 @@ impl NameServer {
         ctx.set_timer(SCAN_TIMER, self.expiry.next_scan_ms);
     }
 
-    /// The processor holds the threads' senders: dropping it ends them.
     fn shutdown(self) {
         let NameServer {
             processor,
@@ -385,7 +361,7 @@ impl NameServer {
         self.processor.topic_steps_pending() && !cmd.is_response() && codes::writes_routes(cmd.code)
     }
 
-    /// Runs one request now and writes its reply (or holds it: see `waits_for_topic_steps`).
+    /// Runs one request now and writes its reply (or holds it behind the steps in progress).
     fn handle_now(
         &mut self,
         ctx: &mut Ctx<PeerState>,
@@ -444,7 +420,6 @@ impl NameServer {
         handled.ok()
     }
 
-    /// Writes answers given later; each answered connection may send its next frames.
     fn deliver(ctx: &mut Ctx<PeerState>, replies: Vec<DeferredReply>) {
         for reply in replies {
             if let Some(out) = ctx.write_buf(reply.conn) {
@@ -454,7 +429,6 @@ impl NameServer {
         }
     }
 
-    /// Answers the requests whose change the durable writer has finished.
     fn answer_durable_writes(&mut self, ctx: &mut Ctx<PeerState>) {
         let (replies, effects) = self.processor.finish_durable_writes();
         NameServer::deliver(ctx, replies);
@@ -480,9 +454,8 @@ impl NameServer {
         }
     }
 
-    /// After a burst (traffic or removed brokers), once the queues are back to their usual
-    /// size, hands freed heap back to the OS (at most once a second): RSS follows the tables
-    /// rather than the burst's peak.
+    /// After a burst, once the queues are back to their usual size, hands freed heap back to the
+    /// OS (at most once a second).
     fn trim_heap_after_bursts(&mut self, ctx: &Ctx<PeerState>) {
         let stats = ctx.stats();
         let moved = stats.bytes_in + stats.bytes_out;
@@ -552,7 +525,6 @@ impl Handler for NameServer {
         self.handle_now(ctx, conn, &cmd, BodyWork::OnLoop)
     }
 
-    /// Only the controller's peer link opens connections.
     fn on_connected(&mut self, ctx: &mut Ctx<PeerState>, conn: ConnId, result: io::Result<()>) {
         if let Some(port) = self.controller.as_mut() {
             port.on_connected(ctx, conn, result);
@@ -615,7 +587,6 @@ impl Handler for NameServer {
     }
 }
 
-/// Returns freed heap memory to the OS (glibc keeps it in its free lists otherwise).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn release_free_heap() {
     // SAFETY: glibc's malloc_trim(size_t) has no preconditions: it only walks the allocator's

@@ -10,7 +10,6 @@ use super::{
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
-/// Identity of a registration body, compared to recognise an unchanged one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BodyFingerprint {
     pub len: usize,
@@ -18,7 +17,6 @@ pub struct BodyFingerprint {
     pub hash: u64,
 }
 
-/// Header fields of a REGISTER_BROKER request.
 #[derive(Debug, Clone)]
 pub struct RegisterRequest<'a> {
     pub cluster: &'a str,
@@ -35,7 +33,6 @@ pub struct RegisterRequest<'a> {
     pub fingerprint: BodyFingerprint,
 }
 
-/// The topic part of a registration.
 #[derive(Debug, Clone, Copy)]
 pub enum TopicsInput<'a> {
     /// The body is byte-identical to the last one applied for this broker.
@@ -53,7 +50,6 @@ pub struct MinIdNotification {
     pub ha_broker_addr: Option<String>,
 }
 
-/// What a registration produced.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RegisterResult {
     pub ha_server_addr: Option<String>,
@@ -69,7 +65,6 @@ pub struct RegisterResult {
     pub taken_over: Option<Takeover>,
 }
 
-/// The topic work of a registration still to do ([`RouteTable::register_broker_in_steps`]).
 #[derive(Debug, Clone)]
 pub struct TopicSteps {
     name: Arc<str>,
@@ -97,7 +92,6 @@ impl TopicSteps {
     }
 }
 
-/// Which of a registration's topic configs are put (§5.2 step 10 b).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct PutRule {
     /// All of them (a new group or DataVersion), or only topics the broker lacks.
@@ -106,7 +100,6 @@ pub(super) struct PutRule {
     pub(super) clear_write: bool,
 }
 
-/// An address taken from the broker name that held it (unregistered there, with this outcome).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Takeover {
     pub previous: UnregisterRequest,
@@ -133,7 +126,6 @@ impl RouteTable {
             .flatten()
     }
 
-    /// Whether the registration may skip parsing (see [`RouteTable::unchanged_fingerprint`]).
     pub fn is_unchanged_body(&self, req: &RegisterRequest<'_>) -> bool {
         let (cluster, addr) = (req.cluster, req.broker_addr);
         self.unchanged_fingerprint(cluster, addr, req.broker_name, req.broker_id)
@@ -152,7 +144,7 @@ impl RouteTable {
     }
 
     /// [`RouteTable::register_broker`] but for the topic work, left to
-    /// [`RouteTable::apply_topic_steps`]. `None`: no topics to put (a slave, a fenced one).
+    /// [`RouteTable::apply_topic_steps`] (`None`: no topics to put).
     pub fn register_broker_in_steps(
         &mut self,
         req: &RegisterRequest<'_>,
@@ -205,7 +197,6 @@ impl RouteTable {
         done
     }
 
-    /// After the last step: the same bytes again count as unchanged.
     fn mark_applied(&mut self, steps: &TopicSteps) {
         let Some((live_id, generation)) = steps.live else {
             return;
@@ -315,7 +306,6 @@ impl RouteTable {
         Some(Takeover { previous, outcome })
     }
 
-    /// §5.2 step 1.
     fn add_to_cluster(&mut self, cluster: &str, broker_name: &str) {
         if !self
             .clusters
@@ -329,7 +319,6 @@ impl RouteTable {
         }
     }
 
-    /// §5.2 step 2; returns whether the broker group is new (`registerFirst`).
     fn create_broker_if_absent(&mut self, req: &RegisterRequest<'_>) -> bool {
         if self.brokers.contains_key(req.broker_name) {
             return false;
@@ -355,7 +344,6 @@ impl RouteTable {
         true
     }
 
-    /// The registration's DataVersion: the body's, or the stored one for an unchanged body.
     fn incoming_version(
         &self,
         req: &RegisterRequest<'_>,
@@ -394,7 +382,6 @@ impl RouteTable {
         newer
     }
 
-    /// §5.2 step 8; returns the address previously registered under the id.
     fn put_broker_addr(&mut self, req: &RegisterRequest<'_>) -> Option<String> {
         self.brokers.get_mut(req.broker_name).and_then(|b| {
             b.data
@@ -478,7 +465,6 @@ impl RouteTable {
         self.put_queue(&tc.topic_name, slot, !rule.all)
     }
 
-    /// §5.2 step 10 c.
     fn put_queue_mappings(&mut self, body: &RegisterBody) {
         for (_, m) in &body.mappings {
             self.queue_mappings
@@ -561,7 +547,6 @@ impl RouteTable {
         live_id
     }
 
-    /// §5.2 step 12: an empty list removes the broker's filter servers.
     fn store_filter_servers(&mut self, req: &RegisterRequest<'_>, list: &[String]) {
         let key = (req.cluster.to_string(), req.broker_addr.to_string());
         let changed = if list.is_empty() {
@@ -577,7 +562,6 @@ impl RouteTable {
         }
     }
 
-    /// §5.2 step 13: for a slave, its live master's (address, HA address).
     fn master_of_slave(&self, req: &RegisterRequest<'_>) -> Option<(String, String)> {
         if req.broker_id == 0 {
             return None;
@@ -595,7 +579,6 @@ impl RouteTable {
         ))
     }
 
-    /// §5.2 step 14: NOTIFY_MIN_BROKER_ID_CHANGE for the group's others (or a lone broker).
     fn min_id_notification(&self, req: &RegisterRequest<'_>) -> Option<MinIdNotification> {
         let addrs = &self.brokers.get(req.broker_name)?.data.broker_addrs;
         let targets = if addrs.len() == 1 {
@@ -617,7 +600,6 @@ impl RouteTable {
     }
 }
 
-/// §5.2 step 3; returns whether the broker data changed.
 pub(super) fn set_acting_master_and_zone(data: &mut BrokerData, req: &RegisterRequest<'_>) -> bool {
     // A 4.x broker (no flag at all) never acts as master.
     let acting = req.enable_acting_master == Some(true);
@@ -630,7 +612,6 @@ pub(super) fn set_acting_master_and_zone(data: &mut BrokerData, req: &RegisterRe
     changed
 }
 
-/// The lowest broker id of a group (the master's, 0, when it is registered).
 pub(super) fn min_broker_id(data: &BrokerData) -> Option<i64> {
     data.broker_addrs.keys().next().copied()
 }

@@ -5,7 +5,6 @@ use super::register::min_broker_id;
 use super::{ConnId, Expiry, MinIdNotification, RouteTable};
 use std::sync::Arc;
 
-/// One broker to unregister (explicitly, by expiry, or because its connection closed).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct UnregisterRequest {
     pub cluster: Arc<str>,
@@ -14,7 +13,6 @@ pub struct UnregisterRequest {
     pub broker_id: i64,
 }
 
-/// Why a broker is being removed; carried with the request for the log line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RemovalReason {
     Unregister,
@@ -22,7 +20,6 @@ pub enum RemovalReason {
     ConnectionClosed,
 }
 
-/// A broker found silent by [`RouteTable::expire_silent_brokers`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExpiredBroker {
     pub request: UnregisterRequest,
@@ -30,7 +27,6 @@ pub struct ExpiredBroker {
     pub conn: Option<ConnId>,
 }
 
-/// What one unregistration batch did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BatchOutcome {
     pub brokers_removed: usize,
@@ -108,7 +104,6 @@ impl RouteTable {
         (expired, more)
     }
 
-    /// Reschedules an expired broker whose unregistration could not be queued.
     pub fn rearm(&mut self, cluster: &str, addr: &str, now_ms: u64) {
         if let Some(id) = self.live_id(cluster, addr) {
             let generation = self.live[id].generation;
@@ -230,7 +225,6 @@ impl RouteTable {
         false
     }
 
-    /// §5.5 step 3.
     fn remove_from_cluster(&mut self, cluster: &str, broker_name: &str) {
         if let Some(set) = self.clusters.get_mut(cluster) {
             set.remove(broker_name);
@@ -240,7 +234,6 @@ impl RouteTable {
         }
     }
 
-    /// Drops an emptied group and its queue entries (only its topics are visited).
     fn remove_broker_group(&mut self, name: &str, outcome: &mut BatchOutcome) {
         let Some(b) = self.brokers.remove(name) else {
             return;

@@ -1,12 +1,11 @@
 //! The topic table's map (topic name -> entry), split into [`SHARDS`] maps so that it never
 //! grows or shrinks by more than a shard at once: an unsharded `HashMap` past 114,688 topics
-//! rehashes them all in one insert (26 ms measured; a quarter second at a million).
+//! rehashes them all in one insert (26 ms measured).
 //!
-//! One keyed hash per lookup: the name is hashed once by the map's hasher (keyed per process,
-//! so peers cannot choose collisions); bits 40..48 of it pick the shard (bits a table's bucket
-//! index and control bytes never read) and the whole is the shard table's hash, handed over
-//! by a borrowed view ([`Lookup`], [`NameHash`]). A stored key ([`TopicKey`]) is the name
-//! alone and hashes to the same value, so only a shard's growth rehashes names.
+//! One keyed hash per lookup (keyed per process, so peers cannot choose collisions): bits
+//! 40..48 pick the shard (bits a table's bucket index and control bytes never read), and the
+//! whole is the shard table's hash, handed over by a borrowed view ([`Lookup`]). A stored key
+//! ([`TopicKey`]) is the name alone and hashes to the same value.
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
@@ -20,7 +19,6 @@ pub const SHARDS: usize = 256;
 /// Where the shard bits start in the hash (see the module comment).
 const SHARD_SHIFT: u32 = 40;
 
-/// A stored topic name: no hash kept (a shard recomputes it when it grows).
 #[derive(Clone)]
 pub struct TopicKey {
     name: Arc<str>,
@@ -42,7 +40,6 @@ impl Lookup for TopicKey {
     }
 }
 
-/// A name being looked up, with its hash.
 struct Probe<'a> {
     hash: u64,
     name: &'a str,
@@ -96,7 +93,6 @@ impl Hash for TopicKey {
     }
 }
 
-/// How a name is written into a hasher (as `str`'s `Hash` writes it).
 #[inline]
 fn write_name<H: Hasher>(name: &str, state: &mut H) {
     state.write(name.as_bytes());
@@ -114,7 +110,6 @@ fn hash_name<S: BuildHasher>(hasher: &S, name: &str) -> u64 {
 #[derive(Debug, Clone, Default)]
 pub struct NameHash<S>(S);
 
-/// See [`NameHash`].
 pub struct NameHasher<H> {
     name: H,
     known: Option<u64>,
@@ -159,10 +154,8 @@ impl<H: Hasher> Hasher for NameHasher<H> {
     }
 }
 
-/// One shard's table.
 pub type Shard<V, S> = HashMap<TopicKey, V, NameHash<S>>;
 
-/// Topic name -> `V`, in [`SHARDS`] maps.
 pub struct TopicMap<V, S = std::collections::hash_map::RandomState> {
     hasher: S,
     shards: Box<[Shard<V, S>]>,
@@ -247,7 +240,6 @@ impl<V, S: BuildHasher + Clone> TopicMap<V, S> {
         old
     }
 
-    /// Every topic, shard by shard (no particular order, as a `HashMap`'s).
     pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &V)> {
         self.shards
             .iter()
@@ -258,7 +250,6 @@ impl<V, S: BuildHasher + Clone> TopicMap<V, S> {
         self.iter().map(|(k, _)| k)
     }
 
-    /// Entries the shards hold room for, together.
     #[cfg(test)]
     pub fn capacity(&self) -> usize {
         self.shards.iter().map(HashMap::capacity).sum()
@@ -282,8 +273,8 @@ impl<V, S: BuildHasher + Clone> TopicMap<V, S> {
 /// A map is shrunk once its entries fill less than 1/this of its capacity.
 const SHRINK_BELOW_FRACTION: usize = 16;
 
-/// Moves a map whose entries fill less than 1/[`SHRINK_BELOW_FRACTION`] of it into a table
-/// with room for twice its entries; returns the old (empty) table.
+/// Moves a map filled less than 1/[`SHRINK_BELOW_FRACTION`] into a table with room for twice
+/// its entries; returns the old (empty) table.
 pub(super) fn shrink_sparse<K: Hash + Eq, V, S: BuildHasher + Clone>(
     map: &mut HashMap<K, V, S>,
 ) -> Option<HashMap<K, V, S>> {
@@ -352,9 +343,8 @@ mod tests {
         }
         for (at, shard) in m.shards.iter().enumerate() {
             for key in shard.keys() {
-                // A stored key hashes in its shard as the map's keyed hash of its name (what a
-                // plain map with the map's hasher would compute), and the shard is the one
-                // its bits pick.
+                // A stored key hashes as the map's keyed hash of its name, in the shard its
+                // bits pick.
                 assert_eq!(shard.hasher().hash_one(key), m.hasher.hash_one(&*key.name));
                 assert_eq!(m.shard_of(&key.name), at);
             }
