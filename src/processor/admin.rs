@@ -52,8 +52,7 @@ impl Processor {
             let queue_datas = match *decoded {
                 Decoded::TopicRoute(queue_datas) => queue_datas,
                 Decoded::Failed(e) => Err(e),
-                // The header parsed here but not there (the limits changed in between): sent
-                // again with the limits in force.
+                // The header parsed here but not there (the limits changed in between).
                 Decoded::Registration { .. } | Decoded::Header => {
                     return Ok(Reply::off_loop(self.decode_job(None)))
                 }
@@ -83,7 +82,6 @@ impl Processor {
         Ok(Reply::ok())
     }
 
-    /// RMQ_NAMESRV_STATS: the counters as one JSON object.
     pub(super) fn stats(&mut self, counters: &LoopStats) -> Result<Reply, Refusal> {
         Ok(Reply::with_body(self.stats_body(counters)))
     }

@@ -17,14 +17,12 @@ pub(super) const MAX_WAITING_CONFIG_UPDATES: usize = 64;
 pub(super) const MAX_WAITING_CONFIG_BYTES: usize = 1 << 20;
 
 impl Processor {
-    /// GET_NAMESRV_CONFIG: the properties in force, as text.
     pub(super) fn get_config(&mut self) -> Result<Reply, Refusal> {
         let text = self.config.to_properties_text();
         Ok(Reply::with_body(text.into_bytes()))
     }
 
-    /// UPDATE_NAMESRV_CONFIG: checked, written to the config file by the durable writer,
-    /// applied and answered once on disk; one at a time.
+    /// UPDATE_NAMESRV_CONFIG: applied and answered once on disk; one at a time.
     pub(super) fn update_config(
         &mut self,
         r: UpdateNamesrvConfig<'_>,
@@ -119,7 +117,6 @@ impl Processor {
         }
     }
 
-    /// The plan's file is written: its config becomes the server's.
     fn adopt_config(&mut self, plan: ConfigPlan, effects: &mut Effects) {
         info!("config updated: {}", plan.changed().join(", "));
         let before = std::mem::replace(&mut self.config, plan.next);

@@ -6,7 +6,6 @@ use crate::config::ConfigPlan;
 use crate::kv::{Done, Job, WriterGone};
 use log::error;
 
-/// A request waiting for the durable writer's job `id`.
 pub(super) struct Awaiting {
     pub(super) id: u64,
     pub(super) ticket: Ticket,
@@ -15,7 +14,6 @@ pub(super) struct Awaiting {
 }
 
 impl Processor {
-    /// Requests waiting for the durable writer.
     pub fn writes_in_flight(&self) -> usize {
         self.awaiting.len()
     }
@@ -44,7 +42,6 @@ impl Processor {
         (replies, effects)
     }
 
-    /// The writer thread ended (a bug): waiting requests are answered failed.
     fn writer_gone(&mut self, replies: &mut Vec<DeferredReply>) {
         error!(
             "BUG: the KV writer thread has ended; {} request(s) answered failed",

@@ -14,7 +14,6 @@ use log::{info, warn};
 use std::sync::Arc;
 
 impl Processor {
-    /// Hands a NOTIFY_MIN_BROKER_ID_CHANGE to the sender thread.
     pub(super) fn send_notification(&mut self, n: MinIdNotification) {
         let message = Oneway {
             what: "NOTIFY_MIN_BROKER_ID_CHANGE",
@@ -100,7 +99,6 @@ impl Processor {
         (conns, more)
     }
 
-    /// A connection closed: unregister every broker that registered over it.
     pub fn connection_closed(&mut self, conn: ConnId) {
         let requests = self.table.connection_closed(conn);
         if requests.is_empty() {
@@ -113,13 +111,11 @@ impl Processor {
         self.submit_unregistrations(batch);
     }
 
-    /// Counts a de-duplicated batch handed back by the worker (applied in chunks).
     pub fn record_unregister_batch(&mut self, len: usize) {
         self.stats.unregister_batches += 1;
         self.stats.largest_batch = self.stats.largest_batch.max(len);
     }
 
-    /// Applies (a chunk of) a batch handed back by the worker.
     pub fn apply_unregister_batch(&mut self, batch: &[Unregistration]) {
         let requests: Vec<UnregisterRequest> = batch.iter().map(|(r, _)| r.clone()).collect();
         let outcome = self.table.unregister_batch(&requests);

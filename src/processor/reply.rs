@@ -8,7 +8,6 @@ use crate::remoting::command::{encode_frame, FrameTemplate, Header, SerializeTyp
 use crate::request::reply::{DataVersionReply, ReplyFields};
 use bytes::Bytes;
 
-/// Reply under construction.
 pub(super) struct Reply {
     pub(super) code: i32,
     pub(super) remark: Option<String>,
@@ -20,7 +19,6 @@ pub(super) struct Reply {
     pub(super) off_loop: Option<DecodeJob>,
 }
 
-/// A reply's `extFields`.
 pub(super) enum ReplyExt {
     /// No `extFields` member (Java's handlers without a custom response header).
     None,
@@ -51,7 +49,6 @@ pub(super) fn encode_reply(
         opaque,
         ..header(reply.code, reply.remark.as_deref())
     };
-    // One encoder call (one instance of it) for every kind of ext fields.
     let (pairs, changed): (&[(&str, String)], _) = match &reply.ext {
         ReplyExt::None => (&[], None),
         ReplyExt::Pairs(pairs) => (pairs, None),
@@ -89,7 +86,6 @@ impl ReplyTemplates {
         }
     }
 
-    /// Writes `reply` from its template; false when it has none.
     pub(super) fn write(
         &self,
         serialize_type: SerializeType,
@@ -122,14 +118,12 @@ impl Reply {
             off_loop: None,
         }
     }
-    /// The answer waits for the durable writer.
     pub(super) fn later() -> Self {
         Reply {
             deferred: true,
             ..Reply::ok()
         }
     }
-    /// Nothing done yet: the body goes to the decode worker first.
     pub(super) fn off_loop(job: DecodeJob) -> Self {
         Reply {
             off_loop: Some(job),

@@ -7,7 +7,6 @@ use crate::route::model;
 use crate::route::model::{Dialect, TopicRouteData};
 
 impl Processor {
-    /// GET_BROKER_CLUSTER_INFO.
     pub(super) fn cluster_info(&mut self) -> Result<Reply, Refusal> {
         Ok(Reply::encoded(|out| self.table.cluster_info().encode(out)))
     }
@@ -74,7 +73,6 @@ impl Processor {
     }
 }
 
-/// `enableTopicList`, `enableAllTopicList`.
 fn list_enabled(enabled: bool) -> Result<(), Refusal> {
     enabled.then_some(()).ok_or(Refusal::ListDisabled)
 }

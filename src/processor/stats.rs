@@ -77,7 +77,6 @@ const WARN_LINES: u32 = 5;
 /// counted into the summary (a cluster start registers thousands at once).
 pub(super) const NEW_BROKER_LINES: u32 = 10;
 
-/// When the running interval ends; 0 while nothing happened since the last one.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct Interval(u64);
 
@@ -103,7 +102,6 @@ pub(super) struct WarnLimiter {
 }
 
 impl WarnLimiter {
-    /// Whether this event gets a line of its own (otherwise it is counted).
     pub(super) fn admit(&mut self, now_ms: u64) -> bool {
         self.interval.start(now_ms);
         self.lines = self.lines.saturating_add(1);
@@ -111,7 +109,6 @@ impl WarnLimiter {
         self.lines <= WARN_LINES
     }
 
-    /// Once the interval is over: resets, and returns how many events were not logged.
     fn take_due(&mut self, now_ms: u64) -> Option<u64> {
         if !self.interval.over(now_ms) {
             return None;
@@ -121,8 +118,7 @@ impl WarnLimiter {
     }
 }
 
-/// Route changes made by registrations and REGISTER_TOPIC_IN_NAMESRV, counted between info
-/// lines instead of logged one line per request.
+/// Route changes by registrations and REGISTER_TOPIC_IN_NAMESRV, counted between info lines.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct ChangeSummary {
     interval: Interval,
@@ -159,7 +155,6 @@ impl ChangeSummary {
         self.queue_entries_registered += queue_entries as u64;
     }
 
-    /// The summary line once the interval is over (and resets), if anything was counted.
     pub(super) fn take_due(&mut self, now_ms: u64) -> Option<String> {
         if !self.interval.over(now_ms) {
             return None;
@@ -194,8 +189,7 @@ impl ChangeSummary {
 
 impl Processor {
     /// Logs the route-change summary and the counts of warnings held back, once their
-    /// interval is over. Called after every request and from the scan tick (so that a quiet
-    /// spell after a burst does not hold the line back).
+    /// interval is over (also from the scan tick, so a quiet spell does not hold them back).
     pub fn log_change_summary(&mut self, now_ms: u64) {
         if let Some(line) = self.stats.changes.take_due(now_ms) {
             info!("{line}");
@@ -215,7 +209,6 @@ impl Processor {
         }
     }
 
-    /// RMQ_NAMESRV_STATS's body: the counters as one JSON object.
     pub(super) fn stats_body(&self, l: &LoopStats) -> Vec<u8> {
         let (t, s) = (&self.table, &self.stats);
         let fields: [(&str, u64); 23] = [

@@ -18,7 +18,6 @@ pub(super) const REGISTRATION_READ_AHEAD_BYTES: usize = 256 * 1024;
 /// Bytes of queued registration frames beyond which new ones are answered SYSTEM_BUSY.
 pub(super) const REGISTRATION_BACKLOG_BYTES: usize = 256 << 20;
 
-/// A REGISTER_BROKER waiting for its turn.
 pub(super) struct QueuedRegistration {
     pub(super) conn: ConnId,
     pub(super) cmd: RemotingCommand,
@@ -26,7 +25,6 @@ pub(super) struct QueuedRegistration {
     pub(super) work: BodyWork,
 }
 
-/// Registrations waiting to be applied, at most one per connection.
 #[derive(Default)]
 pub(super) struct RegistrationQueue {
     pub(super) queue: VecDeque<QueuedRegistration>,
@@ -42,8 +40,7 @@ impl NameServer {
             || self.registrations.bytes >= REGISTRATION_READ_AHEAD_BYTES
     }
 
-    /// A REGISTER_BROKER: queued (holding the connection's later frames), or answered
-    /// SYSTEM_BUSY when too much is waiting.
+    /// A REGISTER_BROKER: queued (holding the connection's later frames), or SYSTEM_BUSY.
     pub(super) fn admit_registration(
         &mut self,
         ctx: &mut Ctx<PeerState>,
@@ -96,7 +93,6 @@ impl NameServer {
         }
     }
 
-    /// One registration: answered, or handed to the decode worker.
     fn run_registration(&mut self, ctx: &mut Ctx<PeerState>, q: QueuedRegistration) {
         let QueuedRegistration { conn, cmd, work } = q;
         let large = matches!(work, BodyWork::OffLoop(_));

@@ -13,7 +13,6 @@ pub(super) const UNREGISTER_CHUNK: usize = 32;
 /// Expiry entries examined, and expired brokers' connections closed, per turn.
 pub(super) const EXPIRY_CHUNK: usize = 64;
 
-/// Where a mass expiry stands.
 #[derive(Default)]
 pub(super) struct ExpiryPacer {
     pub(super) next_scan_ms: u64,
@@ -21,7 +20,6 @@ pub(super) struct ExpiryPacer {
     pub(super) scan_due: bool,
     /// A scan found more due brokers than one turn handles.
     pub(super) in_progress: bool,
-    /// Connections of expired brokers waiting to be closed.
     pub(super) conns_to_close: VecDeque<ConnId>,
 }
 

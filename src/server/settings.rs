@@ -19,7 +19,6 @@ pub(super) const DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
 /// slots: clients and brokers ask every 30 s; ten minutes covers a restart.
 pub(super) const RECENT_CLIENT_WINDOW_MS: u64 = 600_000;
 
-/// What the loop enforces, from the config and the soft open-file limit.
 pub(super) fn loop_limits(c: &NamesrvConfig, descriptors: Option<u64>) -> Limits {
     let max_connections = connection_cap(c.max_connections, descriptors);
     Limits {
@@ -81,7 +80,6 @@ pub(super) fn prepare_descriptors(c: &NamesrvConfig) -> Option<u64> {
     Some(now.soft)
 }
 
-/// Settings read on every frame; refreshed after a config update.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Settings {
     pub(super) frame_max: u32,
@@ -114,12 +112,10 @@ mod tests {
 
     #[test]
     fn the_connection_cap_stays_below_the_open_file_limit() {
-        // ulimit -n 64: room for 30 connections, the rest kept for files.
         assert_eq!(connection_cap(65_536, Some(64)), 30);
         assert_eq!(connection_cap(65_536, Some(1024)), 960);
         assert_eq!(connection_cap(100, Some(1024)), 100);
         assert_eq!(connection_cap(100, None), 100);
-        // What the cap asks for is enough for it, and not much more.
         for max in [100u32, 65_536, 1_000_000] {
             let wanted = descriptors_wanted(max);
             assert_eq!(connection_cap(max, Some(wanted)), max as usize);
@@ -145,7 +141,6 @@ mod tests {
         assert_eq!(l.reserved_for_recent, 50);
         assert_eq!((l.frame_timeout_ms, l.max_buffered), (1234, 8 << 20));
         assert_eq!(l.max_per_address, 7);
-        // The reserve is a share of the cap actually in force.
         c.max_connections = 65_536;
         assert_eq!(loop_limits(&c, Some(64)).reserved_for_recent, 1);
     }

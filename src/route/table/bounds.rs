@@ -11,7 +11,6 @@ use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
 
-/// The bounds, from the config.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RouteBounds {
     pub max_brokers: usize,
@@ -49,7 +48,6 @@ pub enum BoundExceeded {
 }
 
 impl BoundExceeded {
-    /// The config key of the bound.
     pub fn key(&self) -> &'static str {
         match self {
             BoundExceeded::Brokers { .. } => "maxBrokers",
@@ -87,9 +85,8 @@ impl std::error::Error for BoundExceeded {}
 
 /// Maps smaller than this many slots are never shrunk (not worth a rehash).
 const SHRINK_MIN_CAPACITY: usize = 4096;
-/// A sparse map (see `topic_map::shrink_sparse`) is shrunk only while it holds at most this
-/// many entries: each moved entry is rehashed
-/// (0.15-0.35 µs), so a shrink costs the loop a few milliseconds at most.
+/// A sparse map is shrunk only while it holds at most this many entries: each moved entry is
+/// rehashed (0.15-0.35 µs), so a shrink costs the loop a few milliseconds at most.
 const SHRINK_MAX_MOVED: usize = 32_768;
 /// Old tables of at least this many slots are freed on a short-lived thread (returning tens
 /// of megabytes to the OS costs the kernel ~15 ms for 1.8 M slots).
@@ -230,7 +227,6 @@ impl RouteTable {
         Ok(())
     }
 
-    /// Shrinks the tables that a mass removal left mostly empty.
     pub(super) fn shrink_if_sparse(&mut self) {
         let (old_tables, old_capacity) = self.topics.shrink_if_sparse();
         if old_capacity >= RELEASE_OFF_LOOP_CAPACITY {

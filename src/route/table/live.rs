@@ -27,12 +27,10 @@ pub(super) struct LiveBroker {
     /// The group's write stamp when the body was last applied (see
     /// [`RouteTable::unchanged_fingerprint`]).
     pub(super) seen_stamp: u64,
-    /// Where this entry stands in the deadline buckets.
     pub(super) expiry: Expiry,
     pub(super) generation: u64,
 }
 
-/// A live broker's place in the expiry schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Expiry {
     /// In no bucket: just registered, or its bucket fired while it was still alive.
@@ -58,7 +56,6 @@ impl RouteTable {
         })
     }
 
-    /// Stored DataVersion of a live broker.
     #[cfg(test)]
     pub fn data_version(&self, cluster: &str, addr: &str) -> Option<DataVersion> {
         self.live_id(cluster, addr)
@@ -95,7 +92,7 @@ impl RouteTable {
         Ok(answered)
     }
 
-    /// Refreshes a live broker's timestamp (BROKER_HEARTBEAT). O(1).
+    /// Refreshes a live broker's timestamp (BROKER_HEARTBEAT).
     pub fn heartbeat(&mut self, cluster: &str, addr: &str, now_ms: u64) -> bool {
         match self.live_id(cluster, addr) {
             Some(id) => {

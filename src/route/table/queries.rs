@@ -79,12 +79,10 @@ impl RouteTable {
         Some(route)
     }
 
-    /// Every topic name (206).
     pub fn topic_names(&self) -> impl Iterator<Item = &str> {
         self.topics.keys().map(|k| k.as_ref())
     }
 
-    /// Topics having a queue entry for any broker of `cluster` (224).
     pub fn topics_of_cluster(&self, cluster: &str) -> BTreeSet<String> {
         let mut out = BTreeSet::new();
         if let Some(names) = self.clusters.get(cluster) {
@@ -120,7 +118,6 @@ impl RouteTable {
         (names.into_iter().collect(), addr)
     }
 
-    /// brokerAddrTable and clusterAddrTable (106).
     pub fn cluster_info(&self) -> super::super::model::ClusterInfo {
         super::super::model::ClusterInfo {
             broker_addr_table: self
@@ -136,7 +133,6 @@ impl RouteTable {
         }
     }
 
-    /// Broker group member addresses (901); empty when unknown.
     pub fn broker_member_group(&self, broker_name: &str) -> BTreeMap<i64, String> {
         self.brokers
             .get(broker_name)

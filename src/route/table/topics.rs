@@ -43,14 +43,12 @@ pub(super) const QUEUE_INDEX_THRESHOLD: usize = 16;
 
 #[derive(Debug, Default)]
 pub(super) struct TopicEntry {
-    /// One entry per broker group, in no particular order (sized exactly).
     pub(super) queues: Vec<QueueSlot>,
     /// Group -> position in `queues`, for broad topics only (boxed: 8 bytes for the others).
     #[allow(clippy::box_collection)]
     pub(super) index: Option<Box<HashMap<BrokerId, usize, RandomState>>>,
 }
 
-/// What [`TopicEntry::put`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Put {
     Unchanged,
@@ -119,7 +117,6 @@ impl TopicEntry {
 #[derive(Debug)]
 pub(super) struct BrokerEntry {
     pub(super) name: Arc<str>,
-    /// This group's id in queue entries.
     pub(super) id: BrokerId,
     pub(super) data: BrokerData,
     /// Topics that hold a queue entry for this group (a vector: half a set's memory).
@@ -127,12 +124,10 @@ pub(super) struct BrokerEntry {
 }
 
 impl RouteTable {
-    /// The stamp of group `id`'s queue entries (see `slot_stamps`).
     pub(super) fn slots_stamp(&self, id: BrokerId) -> u64 {
         self.slot_stamps.get(id as usize).copied().unwrap_or(0)
     }
 
-    /// Gives group `id`'s queue entries a fresh stamp (every change of them calls this).
     pub(super) fn touch_slots(&mut self, id: BrokerId) {
         self.write_clock += 1;
         let i = id as usize;
@@ -168,7 +163,6 @@ impl RouteTable {
             }
         };
         self.touch_slots(broker);
-        // Index the topic under its new broker (shares the table's key allocation).
         let name = self.broker_names.get(broker as usize).cloned();
         if let (Some(key), Some(b)) = (key, name.and_then(|n| self.brokers.get_mut(n.as_ref()))) {
             b.topics.push(key);
@@ -194,7 +188,6 @@ impl RouteTable {
         (true, now_empty)
     }
 
-    /// Removes a broker's queue entry from a topic (dropping the topic when empty).
     pub(super) fn remove_queue(&mut self, topic: &str, broker_name: &str) -> bool {
         let Some(id) = self.brokers.get(broker_name).map(|b| b.id) else {
             return false;
