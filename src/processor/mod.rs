@@ -108,11 +108,9 @@ enum Refusal {
         waiting: usize,
     },
     NoConnection,
-    /// The durable writer's thread has ended (a bug).
     KvWriterGone,
     ConfigWriterGone,
     WriterGone,
-    /// The durable writer could not write a KV change or a config file.
     KvNotPersisted(String),
     ConfigNotWritten(String),
 }
@@ -224,7 +222,6 @@ pub struct Processor {
     /// config the previous one made).
     config_queue: VecDeque<(Ticket, String)>,
     config_writing: bool,
-    /// When a full KV store was last warned about.
     kv_full_warned_ms: Option<u64>,
     broker_allow_list: Vec<Cidr>,
     bounds: RouteBounds,

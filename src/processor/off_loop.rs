@@ -20,7 +20,6 @@ const MAX_INFLATE_RATIO: usize = 1032;
 pub enum BodyWork {
     /// Nothing yet: a small body is decoded here, a large one sent off.
     OnLoop,
-    /// What the decode worker made of it.
     OffLoop(Box<Decoded>),
 }
 
@@ -41,8 +40,9 @@ pub enum Decoded {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BodyRefused {
-    /// The body's CRC (`actual`) is not the header's `bodyCrc32`.
-    Crc { actual: i64 },
+    Crc {
+        actual: i64,
+    },
     /// It does not decode, or a topic config fails its checks.
     Bad(ParseError),
 }

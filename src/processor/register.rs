@@ -43,7 +43,6 @@ pub(super) struct StepsJob {
 enum Body {
     /// Not decoded yet: decoded here if it changed (a small body).
     Here,
-    /// Decoded (or refused) by the decode worker.
     Decoded(Result<RegisterBody, BodyRefused>),
     /// Not decoded by the worker: it was the body applied last when the job was made.
     Skipped,

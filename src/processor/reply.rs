@@ -23,7 +23,6 @@ pub(super) enum ReplyExt {
     /// No `extFields` member (Java's handlers without a custom response header).
     None,
     Pairs(ReplyFields),
-    /// QUERY_DATA_VERSION's `changed`, written from a template.
     Changed(bool),
 }
 
@@ -67,7 +66,6 @@ pub(super) fn encode_reply(
 pub(super) struct ReplyTemplates {
     /// SUCCESS without remark or ext fields (any body: route lookups, cluster info...).
     ok: [FrameTemplate; 2],
-    /// SUCCESS with `changed` false and true.
     changed: [[FrameTemplate; 2]; 2],
 }
 

@@ -59,7 +59,6 @@ pub(super) struct Stats {
     pub(super) largest_batch: usize,
     pub(super) unregister_queue_full: u64,
     pub(super) rejected_busy: u64,
-    /// Route changes since the last summary line.
     pub(super) changes: ChangeSummary,
     /// Refused requests, bounds reached, addresses taken over: warned a few lines at a time.
     pub(super) refusals: WarnLimiter,

@@ -50,7 +50,6 @@ pub struct RouteSettings {
     pub support_acting_master: bool,
     pub delete_topic_with_broker_registration: bool,
     pub notify_min_broker_id_changed: bool,
-    /// Upper bound on the bytes held by the route cache; past it the oldest entries go.
     pub cache_max_bytes: usize,
 }
 

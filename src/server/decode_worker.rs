@@ -47,7 +47,6 @@ pub struct DecodeWorker {
     /// Decoded on the loop because the thread is gone (it ended after a panic).
     decoded_here: VecDeque<Finished>,
     thread: Option<JoinHandle<()>>,
-    /// Requests handed over and not yet taken back, and their body bytes.
     in_flight: usize,
     bytes_in_flight: usize,
 }

@@ -157,7 +157,6 @@ impl Server {
         })
     }
 
-    /// The address actually bound (port 0 resolved).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
@@ -283,7 +282,6 @@ struct NameServer {
     trimmed_at_bytes: u64,
     removed_since_trim: bool,
     next_trim_ms: u64,
-    /// The soft open-file limit the connection cap is kept under.
     descriptors: Option<u64>,
     threads: Vec<JoinHandle<()>>,
     /// Route writes held while a registration is applied in steps, in arrival order.

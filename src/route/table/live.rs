@@ -20,7 +20,6 @@ pub(super) struct LiveBroker {
     /// The connection of its latest registration has closed: its unregistration is queued.
     pub(super) connection_closed: bool,
     pub(super) ha_server_addr: String,
-    /// The fingerprint of the last fully applied body.
     pub(super) fingerprint: Option<BodyFingerprint>,
     /// QUERY_DATA_VERSION's reply body and the DataVersion it was encoded from.
     pub(super) version_text: Option<(DataVersion, Bytes)>,
@@ -92,7 +91,6 @@ impl RouteTable {
         Ok(answered)
     }
 
-    /// Refreshes a live broker's timestamp (BROKER_HEARTBEAT).
     pub fn heartbeat(&mut self, cluster: &str, addr: &str, now_ms: u64) -> bool {
         match self.live_id(cluster, addr) {
             Some(id) => {

@@ -76,7 +76,6 @@ pub struct TopicSteps {
     /// The next stale topic and the next topic config of the body.
     next_stale: usize,
     next: usize,
-    /// Topic queue entries added, changed or removed so far.
     pub changed: usize,
     /// The group's stamp after the last step (another: someone else wrote in between).
     stamp: u64,
@@ -86,7 +85,6 @@ pub struct TopicSteps {
 }
 
 impl TopicSteps {
-    /// Queue entries still to remove and topic configs still to put.
     pub fn remaining(&self, body: &RegisterBody) -> usize {
         (self.stale.len() - self.next_stale) + body.topics.len().saturating_sub(self.next)
     }
