@@ -41,7 +41,6 @@ impl Processor {
 
     /// REGISTER_TOPIC_IN_NAMESRV: brokers with `enableSingleTopicRegister` send one per topic,
     /// so each is logged at debug and counted into the periodic summary.
-    /// A large body was decoded by the decode worker (`work`).
     pub(super) fn register_topic(
         &mut self,
         ctx: &RequestContext,

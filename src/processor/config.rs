@@ -1,6 +1,5 @@
-//! The server's own properties: GET_NAMESRV_CONFIG's text, UPDATE_NAMESRV_CONFIG (checked,
-//! written to the config file by the durable writer, one at a time, applied once on disk), and
-//! the settings each part of the processor derives from the config.
+//! GET_NAMESRV_CONFIG, UPDATE_NAMESRV_CONFIG (written by the durable writer one at a time,
+//! applied once on disk), and the settings the processor derives from the config.
 
 use super::{Awaiting, DeferredReply, Effects, Processor, Refusal, Reply, Ticket};
 use crate::config::{ConfigPlan, NamesrvConfig};
@@ -10,8 +9,7 @@ use crate::route::model::BodyLimits;
 use crate::route::table::{RouteBounds, RouteSettings};
 use log::{info, warn};
 
-/// UPDATE_NAMESRV_CONFIGs, and their bytes, that may wait behind the one being written; more
-/// are answered SYSTEM_BUSY.
+/// UPDATE_NAMESRV_CONFIGs, and their bytes, that may wait behind the one being written.
 pub(super) const MAX_WAITING_CONFIG_UPDATES: usize = 64;
 
 pub(super) const MAX_WAITING_CONFIG_BYTES: usize = 1 << 20;
@@ -22,7 +20,6 @@ impl Processor {
         Ok(Reply::with_body(text.into_bytes()))
     }
 
-    /// UPDATE_NAMESRV_CONFIG: applied and answered once on disk; one at a time.
     pub(super) fn update_config(
         &mut self,
         r: UpdateNamesrvConfig<'_>,

@@ -18,8 +18,7 @@ impl Processor {
         self.awaiting.len()
     }
 
-    /// Takes what the durable writer finished: KV changes become visible, config updates are
-    /// applied, and the waiting requests get their answers in order.
+    /// Takes what the durable writer finished and answers the waiting requests in order.
     pub fn finish_durable_writes(&mut self) -> (Vec<DeferredReply>, Effects) {
         let mut replies = Vec::new();
         let mut effects = Effects::default();
@@ -64,8 +63,7 @@ impl Processor {
         }
     }
 
-    /// Hands the job made with a fresh id to the durable writer; `ticket` is answered when it
-    /// is done (the job comes back when the writer is gone).
+    /// Hands the job made with a fresh id to the durable writer; `ticket` is answered when done.
     pub(super) fn submit_durable(
         &mut self,
         job: impl FnOnce(u64) -> Job,

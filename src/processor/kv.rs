@@ -1,6 +1,4 @@
-//! KV config requests: PUT_KV_CONFIG and DELETE_KV_CONFIG go to the durable writer and are
-//! answered once on disk (`durable`); GET_KV_CONFIG and GET_KVLIST_BY_NAMESPACE are answered
-//! from the store.
+//! KV config requests: changes are answered once on disk (`durable`), reads from the store.
 
 use super::{
     log_grouped, DeferredReply, Processor, Refusal, Reply, ReplyExt, RequestContext, Ticket,
@@ -32,7 +30,6 @@ impl Processor {
         self.submit_kv_change(prepared, ticket, ctx.now_ms)
     }
 
-    /// A change the limits allow goes to the durable writer, answered once on disk.
     fn submit_kv_change(
         &mut self,
         prepared: Result<Option<Change>, KvRefusal>,

@@ -33,8 +33,7 @@ pub type Unregistration = (UnregisterRequest, RemovalReason);
 
 pub type UnregisterBatch = Vec<Unregistration>;
 
-/// Where work that must not run on the loop goes: bounded channels (a full queue is logged
-/// and counted, never waited for).
+/// Work that must not run on the loop: bounded channels (a full one is logged, never waited for).
 pub struct Outbox {
     pub unregistrations: Sender<UnregisterBatch>,
     pub notifications: Sender<Oneway>,
@@ -50,8 +49,7 @@ pub struct RequestContext {
     pub reply_to: Option<LoopConnId>,
 }
 
-/// The loop's generation-checked connection id: a deferred answer to a closed connection
-/// finds nothing.
+/// Generation-checked: a deferred answer to a closed connection finds nothing.
 pub type LoopConnId = crate::event_loop::ConnId;
 
 /// An answer given later: the frame for the connection (empty for a oneway request).
@@ -66,18 +64,15 @@ pub struct DeferredReply {
 pub struct Effects {
     /// UPDATE_NAMESRV_CONFIG applied: re-read timer and limit settings.
     pub config_changed: bool,
-    /// Answered later, by [`Processor::finish_durable_writes`] or
-    /// [`Processor::run_topic_steps`]: hold the connection's later frames until then.
+    /// Answered later: hold the connection's later frames until then.
     pub deferred: bool,
-    /// A body too large for the loop: nothing was done; hand the request and this job to the
-    /// decode worker ([`decode_off_loop`]), then handle it again ([`BodyWork::OffLoop`]).
+    /// A body too large for the loop: nothing was done; hand it to the decode worker.
     pub off_loop: Option<DecodeJob>,
 }
 
 const OVERLOAD_REMARK: &str = "[OVERLOAD]system busy, start flow control for a while";
 
-/// Why a request is refused or failed; [`Refusal::reply`] is the one place where a reason
-/// becomes a response code and remark (Java's, where Java has one).
+/// Why a request is refused or failed; [`Refusal::reply`] makes Java's code and remark of it.
 #[derive(Debug)]
 enum Refusal {
     Parse(ParseError),
@@ -133,7 +128,6 @@ impl Refusal {
         }
     }
 
-    /// The answer: the code and the remark ([`Display`](std::fmt::Display)), shaped as Java's.
     fn reply(self) -> Reply {
         match self {
             // Java answers without a remark.
@@ -215,11 +209,9 @@ pub struct Processor {
     stats: Stats,
     body_limits: BodyLimits,
     admin_allow_list: Vec<Cidr>,
-    /// Requests waiting for the durable writer, in the order their jobs were submitted.
     awaiting: VecDeque<Awaiting>,
     next_write_id: u64,
-    /// UPDATE_NAMESRV_CONFIGs waiting for the one being written (each is checked against the
-    /// config the previous one made).
+    /// UPDATE_NAMESRV_CONFIGs waiting for the one being written.
     config_queue: VecDeque<(Ticket, String)>,
     config_writing: bool,
     kv_full_warned_ms: Option<u64>,
@@ -318,8 +310,7 @@ impl Processor {
         self.handle_with(ctx, counters, cmd, BodyWork::OnLoop, out)
     }
 
-    /// Handles one request (`work`: what the decode worker made of its body) and appends its
-    /// response frame (if any) to `out`. Counted when answered, not when sent off the loop.
+    /// Handles one request and appends its response frame (if any) to `out`.
     pub fn handle_with(
         &mut self,
         ctx: &RequestContext,
@@ -437,8 +428,7 @@ impl Processor {
         }
     }
 
-    /// `adminAllowList` for admin writes, `brokerAllowList` for what brokers report (both off
-    /// by default, and then the code is not even looked up).
+    /// `adminAllowList` for admin writes, `brokerAllowList` for what brokers report.
     fn check_allow_lists(&mut self, ctx: &RequestContext, code: i32) -> Result<(), Refusal> {
         let (key, list) =
             if !self.admin_allow_list.is_empty() && codes::needs_admin_allow_list(code) {
@@ -466,7 +456,6 @@ impl Processor {
         }
     }
 
-    /// One handler per typed request (`work`: what the decode worker made of a large body).
     fn apply(
         &mut self,
         ctx: &RequestContext,

@@ -1,9 +1,6 @@
-//! Large bodies leave the loop: a REGISTER_BROKER or REGISTER_TOPIC_IN_NAMESRV whose body's
-//! weight ([`body_weight`]) passes `decodeOnLoopMaxBytes` is sent, undecoded, to the decode
-//! worker ([`Effects::off_loop`]), which runs [`decode_off_loop`]; the request is then handled
-//! again with what came back ([`BodyWork::OffLoop`]).
-//!
-//! [`Effects::off_loop`]: super::Effects::off_loop
+//! Large bodies leave the loop: a body whose weight ([`body_weight`]) passes
+//! `decodeOnLoopMaxBytes` goes undecoded to the decode worker, which runs [`decode_off_loop`];
+//! the request is then handled again with what came back ([`BodyWork::OffLoop`]).
 
 use super::{Processor, Refusal};
 use crate::remoting::codes::request;
@@ -47,8 +44,8 @@ pub enum BodyRefused {
     Bad(ParseError),
 }
 
-/// What the decode worker needs: the limits in force when the job was made and, for a
-/// registration, the fingerprint of its broker's last body (not decoded again).
+/// The limits in force when the job was made and, for a registration, the fingerprint of its
+/// broker's last body (not decoded again).
 #[derive(Debug, Clone, Copy)]
 pub struct DecodeJob {
     pub body: BodyLimits,
@@ -56,8 +53,7 @@ pub struct DecodeJob {
     pub unchanged: Option<BodyFingerprint>,
 }
 
-/// The bytes a body stands for: its length, or for a compressed one (by its header, or by
-/// zlib's first byte) what it may inflate to.
+/// The bytes a body stands for: its length, or for a compressed one what it may inflate to.
 pub fn body_weight(body: &[u8], compressed: bool) -> usize {
     if compressed || body.first() == Some(&0x78) {
         body.len().saturating_mul(MAX_INFLATE_RATIO)
@@ -85,8 +81,7 @@ pub fn decode_off_loop(
     }
 }
 
-/// A changed registration body, on the loop or off it: checked against its `bodyCrc32`,
-/// decoded (its topic names into `scratch`'s strings), its topic configs checked.
+/// A changed registration body, on the loop or off it: CRC, decode, topic config checks.
 pub(super) fn decode_checked(
     r: &RegisterBroker<'_>,
     body: &BodyLimits,
@@ -105,8 +100,7 @@ impl Processor {
         weight > self.config.decode_on_loop_max_bytes as usize
     }
 
-    /// A REGISTER_TOPIC_IN_NAMESRV body is decoded by its parse, so whether it goes off the
-    /// loop is decided before (a registration's, in `register`, after).
+    /// A REGISTER_TOPIC_IN_NAMESRV body is decoded by its parse: whether it goes is decided before.
     pub(super) fn off_loop_before_parse(&self, cmd: &RemotingCommand) -> Option<DecodeJob> {
         let large = cmd.code == request::REGISTER_TOPIC_IN_NAMESRV
             && self.too_large_for_the_loop(body_weight(&cmd.body, false));

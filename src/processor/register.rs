@@ -21,11 +21,9 @@ use crate::route::table::{
 use log::{debug, info, warn};
 use std::time::{Duration, Instant};
 
-/// Registrations with more topic work than this (topic configs to put, plus queue entries of
-/// topics no longer reported to remove) are applied in steps: putting a topic config costs
-/// about 1.6 µs on a busy core (a new topic; less for one already held), so 1,000 are about
-/// the 2 ms a request may hold the loop. Re-measure with `cargo bench --bench register_apply`
-/// (churn_100_topics: 100 topic configs put per iteration).
+/// Registrations with more topic work than this (configs to put, stale entries to remove) are
+/// applied in steps: a new topic config costs about 1.6 µs on a busy core, so 1,000 are about
+/// the 2 ms a request may hold the loop (`cargo bench --bench register_apply`, churn_100_topics).
 pub const STEPPED_APPLY_TOPICS: usize = 1_000;
 
 /// Topic configs put per step (about 0.2 ms); steps run until the turn's budget is spent.
@@ -118,8 +116,7 @@ impl Processor {
         Ok(self.registration_reply(result))
     }
 
-    /// SUCCESS with a slave's master addresses, and ORDER_TOPIC_CONFIG when
-    /// `returnOrderTopicConfigToBroker` (not to a fenced broker).
+    /// SUCCESS with a slave's master addresses, and ORDER_TOPIC_CONFIG unless fenced.
     fn registration_reply(&self, result: RegisterResult) -> Reply {
         let header = RegisterBrokerReply {
             ha_server_addr: result.ha_server_addr,
@@ -169,8 +166,7 @@ impl Processor {
         result
     }
 
-    /// Runs steps of registrations applied in steps until `budget` from `started` is spent
-    /// (at least one); returns the answers of those now complete.
+    /// Runs at least one step, then until `budget` is spent; returns the answers now complete.
     pub fn run_topic_steps(
         &mut self,
         now_ms: u64,

@@ -1,6 +1,5 @@
-//! Brokers leaving: unregistrations (explicit, by expiry, by a closed connection) queued for
-//! the batching thread and applied when it hands them back, and the NOTIFY_MIN_BROKER_ID_CHANGE
-//! frames their removal (or a registration) sends.
+//! Brokers leaving: unregistrations queued for the batching thread and applied when it hands
+//! them back, and the NOTIFY_MIN_BROKER_ID_CHANGE frames a removal or registration sends.
 
 use super::{log_grouped, Processor, UnregisterBatch, Unregistration};
 use crate::event_loop::oneway::Oneway;
@@ -25,8 +24,7 @@ impl Processor {
         }
     }
 
-    /// Queues unregistrations for the batching thread; returns false (and logs) when its
-    /// queue is full.
+    /// Queues unregistrations for the batching thread; false (logged) when its queue is full.
     pub fn submit_unregistrations(&mut self, batch: UnregisterBatch) -> bool {
         if batch.is_empty() {
             return true;
@@ -49,10 +47,9 @@ impl Processor {
         }
     }
 
-    /// A step of the expiry scan (`limit` deadline entries at most; the flag: more are due).
-    /// When the scan ends, its brokers' unregistrations are queued as one batch and their
-    /// connections returned for closing (closing earlier would unregister the other brokers
-    /// of a shared connection in a batch of their own).
+    /// A step of the expiry scan. When it ends, its unregistrations are queued as one batch and
+    /// the connections returned for closing (earlier, a shared connection's close would
+    /// unregister its other brokers in a batch of their own).
     pub fn expire_silent_brokers(&mut self, now_ms: u64, limit: usize) -> (Vec<ConnId>, bool) {
         let (expired, more): (Vec<ExpiredBroker>, bool) =
             self.table.expire_silent_brokers_limited(now_ms, limit);

@@ -61,8 +61,7 @@ pub(super) fn encode_reply(
 }
 
 /// The frames of the replies sent most, encoded once per header codec (index: the
-/// [`SerializeType`]): a reply is then a copy and the opaque's digits, the same bytes as
-/// encoding it field by field.
+/// [`SerializeType`]): a reply is then a copy and the opaque's digits.
 pub(super) struct ReplyTemplates {
     /// SUCCESS without remark or ext fields (any body: route lookups, cluster info...).
     ok: [FrameTemplate; 2],
@@ -134,7 +133,6 @@ impl Reply {
             ..Reply::ok()
         }
     }
-    /// SUCCESS with the body `encode` writes.
     pub(super) fn encoded(encode: impl FnOnce(&mut Vec<u8>)) -> Self {
         let mut body = Vec::with_capacity(256);
         encode(&mut body);

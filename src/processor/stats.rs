@@ -8,8 +8,7 @@ use crate::remoting::json::{write_i64, write_key};
 use log::{info, warn};
 use std::collections::HashMap;
 
-/// Request counts by code: a flat array for RocketMQ's range (no hashing per request), a map
-/// for anything else a peer may send.
+/// Request counts by code: an array for RocketMQ's range, a map for anything else.
 #[derive(Debug)]
 pub(super) struct RequestCounts {
     low: Vec<u64>,
@@ -72,8 +71,8 @@ pub(super) const CHANGE_SUMMARY_INTERVAL_MS: u64 = 10_000;
 /// Lines per interval a [`WarnLimiter`] lets through; the rest are counted.
 const WARN_LINES: u32 = 5;
 
-/// "new broker registered" lines logged one by one per interval; beyond that they are
-/// counted into the summary (a cluster start registers thousands at once).
+/// "new broker registered" lines per interval; the rest are counted (a cluster start
+/// registers thousands at once).
 pub(super) const NEW_BROKER_LINES: u32 = 10;
 
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -91,8 +90,7 @@ impl Interval {
     }
 }
 
-/// Warnings of one kind, at most [`WARN_LINES`] per interval; the ones past that are counted
-/// and reported in one line when the interval is over.
+/// Warnings of one kind, at most [`WARN_LINES`] per interval, then a count.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct WarnLimiter {
     interval: Interval,

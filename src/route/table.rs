@@ -81,8 +81,7 @@ pub struct RouteTable {
     queue_mappings: HashMap<String, BTreeMap<String, MappingInfo>>,
     expiry: DeadlineBuckets<(usize, u64)>,
     next_generation: u64,
-    /// Per broker group id: the write clock at the last change of its queue entries, by any
-    /// path (see [`RouteTable::is_unchanged_body`]).
+    /// Per broker group id: the write clock at the last change of its queue entries.
     slot_stamps: Vec<u64>,
     write_clock: u64,
     cache: RouteCache,

@@ -1,7 +1,5 @@
-//! Admission of registrations: REGISTER_BROKER waits in a queue (its connection's later
-//! frames held) and is applied in `before_sleep` within a budget of count and time; past the
-//! backlog limits it is answered SYSTEM_BUSY `[OVERLOAD]`. Steps of a registration applied in
-//! steps run here too, and hold the other route writes until the last one.
+//! Admission of registrations: the queue applied in `before_sleep` within a budget, SYSTEM_BUSY
+//! `[OVERLOAD]` past the backlog limits, and the steps of a registration applied in steps.
 
 use super::{decode_worker, NameServer, PeerState, SLOW_WORK_BUDGET};
 use crate::event_loop::{ConnId, Ctx, Next, ReadClass};
@@ -120,8 +118,8 @@ impl NameServer {
         ctx.release(conn);
     }
 
-    /// Steps of a registration applied in steps, within the turn's budget; after the last,
-    /// the requests that waited are handled in order. Returns whether the table is free.
+    /// Steps within the turn's budget; after the last, the requests that waited are handled
+    /// in order. Returns whether the table is free.
     fn run_topic_steps(&mut self, ctx: &mut Ctx<PeerState>, started: Instant) -> bool {
         if self.processor.topic_steps_pending() {
             let now_ms = ctx.now_ms();

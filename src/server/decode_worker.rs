@@ -91,8 +91,7 @@ impl DecodeWorker {
         self.decoded_here.push_back(Finished { conn, cmd, decoded });
     }
 
-    /// Hands applied bodies and handled large requests over to be freed (here, should the
-    /// thread be gone: they come back in the error).
+    /// Hands applied bodies and handled large requests over to be freed.
     pub fn free(&mut self, bodies: Vec<RegisterBody>, requests: Vec<RemotingCommand>) {
         if let Some(jobs) = self.jobs.as_ref() {
             let _ = jobs.send(Job::Free(Box::new((bodies, requests))));
@@ -129,8 +128,7 @@ impl DecodeWorker {
 }
 
 fn run(jobs: Receiver<Job>, finished: Sender<Finished>, waker: LoopWaker) {
-    // Its string pool stays empty: the bodies the loop hands back are freed, not pooled (a
-    // pool of the large ones' strings would pin heap pages).
+    // Its string pool stays empty: a pool of large bodies' strings would pin heap pages.
     let mut scratch = DecodeScratch::default();
     while let Ok(job) = jobs.recv() {
         let request = match job {
@@ -199,8 +197,7 @@ impl NameServer {
         }
     }
 
-    /// Registrations the decode worker is done with join the queue again, to be applied in
-    /// turn; other requests it decoded are handled now.
+    /// Registrations come back to the queue; other requests are handled now.
     pub(super) fn take_decoded(&mut self, ctx: &mut Ctx<PeerState>) {
         while let Some(done) = self.decode.try_take() {
             let work = BodyWork::OffLoop(Box::new(done.decoded));

@@ -51,8 +51,7 @@ const NAMESRV_LISTENER: ListenerTag = ListenerTag(0);
 
 const SCAN_TIMER: TimerId = TimerId(0);
 
-/// Time per turn for queued registrations and unregistrations together (at least one item),
-/// so that route lookups stay fast during storms and mass expiry.
+/// Time per turn for queued registrations and unregistrations together (at least one item).
 const SLOW_WORK_BUDGET: Duration = Duration::from_micros(300);
 
 /// Bytes read and written after which freed heap is handed back to the OS once the queues are
@@ -64,15 +63,13 @@ const NOTIFY_TIMEOUT: Duration = Duration::from_millis(300);
 
 #[derive(Debug)]
 pub enum StartError {
-    /// The listening socket could not be bound (port in use, address not local, ...).
     Bind {
         addr: SocketAddr,
         source: io::Error,
     },
     Io(io::Error),
     Kv(crate::kv::KvError),
-    /// The embedded Controller cannot start (its port, store or settings; or this build has
-    /// none): one line naming what failed.
+    /// The embedded Controller cannot start: one line naming what failed.
     Controller(String),
 }
 
@@ -114,8 +111,7 @@ pub struct Server {
 }
 
 impl Server {
-    /// Loads the KV store, binds the listener and starts the helper threads, hosting the
-    /// embedded Controller when `controller` is given.
+    /// Loads the KV store, binds the listener(s) and starts the helper threads.
     pub fn bind_with_controller(
         mut config: NamesrvConfig,
         controller: Option<ControllerSetup>,
@@ -353,8 +349,7 @@ impl NameServer {
     }
 
     /// The one ordering rule of route changes: while a registration is applied in steps, a
-    /// request whose code row says it writes routes ([`codes::writes_routes`]) waits for its
-    /// last step. Reads never wait: they see each topic as before or as after it.
+    /// request whose code row [`codes::writes_routes`] waits for its last step.
     fn waits_for_topic_steps(&self, cmd: &RemotingCommand) -> bool {
         self.processor.topic_steps_pending() && !cmd.is_response() && codes::writes_routes(cmd.code)
     }
@@ -388,7 +383,7 @@ impl NameServer {
     }
 
     /// Runs the processor on one request, its reply written to `conn`. `None`: the connection
-    /// is gone, or the handling panicked (a bug: logged, and the caller closes the connection).
+    /// is gone, or the handling panicked (logged; the caller closes the connection).
     fn run_guarded(
         &mut self,
         ctx: &mut Ctx<PeerState>,
@@ -557,8 +552,7 @@ impl Handler for NameServer {
         !self.registration_queue_full()
     }
 
-    /// The paced work of a turn: durable answers, registrations and unregistrations (one
-    /// time budget), expiry, heap trimming. Writes in flight count only while stopping.
+    /// The paced work of a turn. Writes in flight count only while stopping.
     fn before_sleep(&mut self, ctx: &mut Ctx<PeerState>) -> bool {
         self.answer_durable_writes(ctx);
         let controller_busy = match self.controller.as_mut() {
@@ -587,9 +581,8 @@ impl Handler for NameServer {
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn release_free_heap() {
-    // SAFETY: glibc's malloc_trim(size_t) has no preconditions: it only walks the allocator's
-    // own free lists (under the allocator's locks) and releases whole free pages; it never
-    // touches memory that is still allocated.
+    // SAFETY: glibc's malloc_trim has no preconditions: it only releases whole free pages of
+    // the allocator's own free lists (under its locks).
     unsafe {
         libc::malloc_trim(0);
     }

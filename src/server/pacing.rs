@@ -25,7 +25,7 @@ pub(super) struct ExpiryPacer {
 
 impl NameServer {
     /// Applies the batching thread's batches in chunks; none while a registration is applied
-    /// in steps (so that an unregistration of its broker leaves no topic behind).
+    /// in steps (an unregistration of its broker would leave topics behind).
     pub(super) fn apply_unregistrations(&mut self, started: Instant) {
         while let Ok(batch) = self.unregister_batches.try_recv() {
             self.processor.record_unregister_batch(batch.len());

@@ -42,8 +42,8 @@ pub(super) fn descriptor_headroom(limit: u64) -> u64 {
     32 + limit / 32
 }
 
-/// `maxConnections`, lowered to what the open-file limit leaves room for: past it `accept`
-/// would fail for every newcomer instead of refusing them cleanly.
+/// `maxConnections`, lowered to what the open-file limit leaves room for (past it `accept`
+/// fails instead of refusing cleanly).
 pub(super) fn connection_cap(max_connections: u32, descriptors: Option<u64>) -> usize {
     let fit = descriptors.map_or(u64::MAX, |limit| {
         limit.saturating_sub(descriptor_headroom(limit)).max(1)

@@ -93,8 +93,7 @@ const SHRINK_MAX_MOVED: usize = 32_768;
 const RELEASE_OFF_LOOP_CAPACITY: usize = 65_536;
 
 impl RouteTable {
-    /// Whether applying `req` would outgrow a bound: a few lookups, plus one per topic of the
-    /// body when the registry is within a body's size of a bound.
+    /// Whether applying `req` would outgrow a bound (per topic only near a bound).
     pub fn check_register_bounds(
         &self,
         req: &RegisterRequest<'_>,
@@ -203,8 +202,7 @@ impl RouteTable {
         Ok(())
     }
 
-    /// Whether REGISTER_TOPIC_IN_NAMESRV of `topic` would outgrow a bound: a new topic, or
-    /// a broker group taking on one more topic.
+    /// Whether REGISTER_TOPIC_IN_NAMESRV of `topic` would outgrow a bound.
     pub fn check_topic_bounds(
         &self,
         topic: &str,

@@ -23,8 +23,7 @@ pub(super) struct LiveBroker {
     pub(super) fingerprint: Option<BodyFingerprint>,
     /// QUERY_DATA_VERSION's reply body and the DataVersion it was encoded from.
     pub(super) version_text: Option<(DataVersion, Bytes)>,
-    /// The group's write stamp when the body was last applied (see
-    /// [`RouteTable::unchanged_fingerprint`]).
+    /// The group's write stamp when the body was last applied.
     pub(super) seen_stamp: u64,
     pub(super) expiry: Expiry,
     pub(super) generation: u64,
@@ -61,9 +60,8 @@ impl RouteTable {
             .map(|id| self.live[id].data_version)
     }
 
-    /// QUERY_DATA_VERSION in one lookup: `answer` gets the live broker's stored DataVersion
-    /// and its encoded text (`None` for a broker not live); on `Ok` the broker is refreshed as
-    /// by a heartbeat. The text is encoded again only when the stored version changed.
+    /// QUERY_DATA_VERSION in one lookup: `answer` gets the stored DataVersion and its encoded
+    /// text (re-encoded only when it changed; `None`: not live); on `Ok`, as a heartbeat.
     pub fn query_data_version<R, E>(
         &mut self,
         cluster: &str,

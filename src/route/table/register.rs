@@ -70,8 +70,7 @@ pub struct TopicSteps {
     name: Arc<str>,
     broker: BrokerId,
     put: PutRule,
-    /// Topics the body no longer reports (`deleteTopicWithBrokerRegistration`): their queue
-    /// entries of this broker go first.
+    /// Topics the body no longer reports: their queue entries of this broker go first.
     stale: Vec<Arc<str>>,
     /// The next stale topic and the next topic config of the body.
     next_stale: usize,
@@ -79,8 +78,7 @@ pub struct TopicSteps {
     pub changed: usize,
     /// The group's stamp after the last step (another: someone else wrote in between).
     stamp: u64,
-    /// The live entry (slab id, generation) told after the last step that its body is wholly
-    /// applied.
+    /// The live entry (slab id, generation) marked wholly applied after the last step.
     live: Option<(usize, u64)>,
 }
 
@@ -106,9 +104,8 @@ pub struct Takeover {
 
 impl RouteTable {
     /// The fingerprint of the body last applied for this broker, while the same bytes count as
-    /// unchanged: live at that address under that id, and no one else has written the group's
-    /// queue entries since (Java's per-topic "changed" rule puts back what an admin delete
-    /// removed, even under an unchanged dataVersion).
+    /// unchanged: live at that address under that id, and no other writer of the group's queue
+    /// entries since (Java puts back what an admin delete removed, even if nothing changed).
     pub fn unchanged_fingerprint(
         &self,
         cluster: &str,
@@ -130,9 +127,8 @@ impl RouteTable {
             == Some(req.fingerprint)
     }
 
-    /// Java's registerBroker (§5.2): its numbered steps, in its order, minus the bugs listed in
-    /// docs/compatibility.md#differences-from-java. Earlier steps' effects stay when a later
-    /// one returns, as in Java.
+    /// Java's registerBroker (§5.2) step by step, without the bugs in
+    /// docs/compatibility.md#differences-from-java; earlier steps stay when a later one returns.
     pub fn register_broker(
         &mut self,
         req: &RegisterRequest<'_>,
@@ -152,8 +148,7 @@ impl RouteTable {
     }
 
     /// Removes up to `max` stale queue entries, then puts topic configs with what is left of
-    /// `max`; returns whether it is done. Each topic changes in one step. A group removed
-    /// meanwhile gets no more topics (the table's own guard; the server lets no writer in).
+    /// `max`; returns whether it is done. A group removed meanwhile gets no more topics.
     pub fn apply_topic_steps(
         &mut self,
         steps: &mut TopicSteps,
@@ -290,9 +285,8 @@ impl RouteTable {
         (result, steps)
     }
 
-    /// Step 0: when the live entry of (cluster, addr) belongs to another broker name, that
-    /// broker's entry for the address is unregistered first. Java only re-points the live
-    /// entry, so the old group keeps routing to an address that serves another broker.
+    /// Step 0: another broker name's entry for (cluster, addr) is unregistered first (Java only
+    /// re-points the live entry, and the old group keeps routing to another broker's address).
     fn take_over_address(&mut self, req: &RegisterRequest<'_>) -> Option<Takeover> {
         let live = self.live_id(req.cluster, req.broker_addr)?;
         if &*self.live[live].broker_name == req.broker_name {
@@ -356,9 +350,8 @@ impl RouteTable {
         }
     }
 
-    /// §5.2 step 6: when another address under this id is live with a newer stateVersion,
-    /// this registration is refused and its live entry dropped. One whose connection closed
-    /// does not count (its removal is queued; Java's batch thread takes it at once).
+    /// §5.2 step 6: refused, its live entry dropped, when another address under this id is live
+    /// with a newer stateVersion (not one whose connection closed: Java removes it at once).
     fn fence_older_incarnation(
         &mut self,
         req: &RegisterRequest<'_>,
@@ -388,9 +381,8 @@ impl RouteTable {
         })
     }
 
-    /// §5.2 steps 9 and 10, from the master or the prime slave only: takes the unreported
-    /// topics off the group's list and puts the mappings (10 c) now; returns the rest of the
-    /// work (`None`: this broker's topics are not taken).
+    /// §5.2 steps 9 and 10 (master or prime slave only): unreported topics and mappings now;
+    /// returns the topic configs still to put (`None`: this broker's topics are not taken).
     fn plan_topics(
         &mut self,
         req: &RegisterRequest<'_>,
@@ -473,8 +465,7 @@ impl RouteTable {
         }
     }
 
-    /// §5.2 step 11: creates or refreshes the live entry, binds its connection, arms its
-    /// expiry. Returns whether it is new.
+    /// §5.2 step 11: creates or refreshes the live entry and arms its expiry; true when new.
     fn refresh_live(
         &mut self,
         req: &RegisterRequest<'_>,

@@ -61,8 +61,7 @@ impl RouteTable {
         self.expire_silent_brokers_limited(now_ms, usize::MAX).0
     }
 
-    /// As [`RouteTable::expire_silent_brokers`], looking at `limit` bucket entries at most;
-    /// the flag says whether more are due.
+    /// At most `limit` bucket entries of [`RouteTable::expire_silent_brokers`]; true: more due.
     pub fn expire_silent_brokers_limited(
         &mut self,
         now_ms: u64,
@@ -136,8 +135,7 @@ impl RouteTable {
         requests
     }
 
-    /// Applies a de-duplicated batch of unregistrations (§5.5): steps 1-3 per request, then
-    /// the queue entries of the groups gone, write permission of groups without master.
+    /// Applies a de-duplicated batch of unregistrations (§5.5).
     pub fn unregister_batch(&mut self, batch: &[UnregisterRequest]) -> BatchOutcome {
         let mut outcome = BatchOutcome::default();
         let mut removed_names: Vec<Arc<str>> = Vec::new();
@@ -172,8 +170,7 @@ impl RouteTable {
         outcome
     }
 
-    /// §5.5 step 1; returns whether a live entry was removed. One of another broker name is
-    /// left alone: the address was taken over since this request was made.
+    /// §5.5 step 1; true when removed (not another broker name's: it took the address since).
     fn remove_live_and_filter_servers(&mut self, req: &UnregisterRequest) -> bool {
         let live = self.live_id(&req.cluster, &req.broker_addr);
         if let Some(l) = live {
@@ -191,8 +188,7 @@ impl RouteTable {
         live.is_some()
     }
 
-    /// §5.5 step 2; returns whether the group is now empty. When the group's lowest id
-    /// leaves a group with acting master on, a notification for the rest is queued.
+    /// §5.5 step 2; returns whether the group is now empty.
     fn remove_broker_addr(
         &mut self,
         req: &UnregisterRequest,

@@ -37,8 +37,7 @@ impl QueueSlot {
     }
 }
 
-/// Topics served by more broker groups than this (the system topics every broker registers)
-/// get a group -> position index, so that a change stays O(1).
+/// Topics served by more broker groups than this (system topics) get a group index: O(1).
 pub(super) const QUEUE_INDEX_THRESHOLD: usize = 16;
 
 #[derive(Debug, Default)]
@@ -64,8 +63,7 @@ impl TopicEntry {
         }
     }
 
-    /// Inserts or replaces the entry of `slot`'s broker (only inserts it when `only_if_absent`);
-    /// says what happened.
+    /// Inserts or replaces (if not `only_if_absent`) the entry of `slot`'s broker.
     fn put(&mut self, slot: QueueSlot, only_if_absent: bool) -> Put {
         match self.position(slot.broker) {
             Some(_) if only_if_absent => Put::Unchanged,
@@ -137,8 +135,7 @@ impl RouteTable {
         self.slot_stamps[i] = self.write_clock;
     }
 
-    /// Puts a queue entry (only when the topic has none of its group, if `only_if_absent`);
-    /// returns whether anything changed.
+    /// Puts a queue entry (if `only_if_absent`, when none of its group); true on change.
     pub(super) fn put_queue(&mut self, topic: &str, slot: QueueSlot, only_if_absent: bool) -> bool {
         let broker = slot.broker;
         let key = match self.topics.get_mut(topic) {
@@ -170,8 +167,8 @@ impl RouteTable {
         true
     }
 
-    /// Removes group `id`'s queue entry from `topic`, dropping the topic once it has none;
-    /// the group's own topic list is the caller's. Returns (entry removed, topic dropped).
+    /// Removes group `id`'s entry from `topic` (not from the group's list); returns (entry
+    /// removed, topic dropped).
     pub(super) fn drop_queue_entry(&mut self, id: BrokerId, topic: &str) -> (bool, bool) {
         let Some(entry) = self.topics.get_mut(topic) else {
             return (false, false);
