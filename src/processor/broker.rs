@@ -23,10 +23,8 @@ impl Processor {
         }
     }
 
-    /// With either allow-list set, a broker is unregistered only over the connection it
-    /// registered over (under the same name), or by an address in `adminAllowList`: an
-    /// address that may register may not remove other brokers. A broker that reconnected
-    /// re-registers over its new connection before it can unregister over it.
+    /// With either allow-list set, only the broker's registration connection (a reconnected
+    /// broker registers again first) or an `adminAllowList` address may unregister it.
     fn check_unregister_sender(
         &mut self,
         ctx: &RequestContext,

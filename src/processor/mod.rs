@@ -1,7 +1,5 @@
-//! Typed request -> behaviour: one handler per [`Request`], applied to the tables, and the
-//! one place where errors ([`ParseError`], [`Refusal`]) become response codes and Java's
-//! remarks (docs/protocol.md §3). Refusals are logged at warn, rate-limited.
-//!
+//! Typed request -> behaviour: one handler per [`Request`], and the one place where errors
+//! ([`ParseError`], [`Refusal`]) become Java's response codes and remarks (docs/protocol.md §3).
 //! The processor owns the state (route table, KV store, config, counters) and runs on the
 //! loop thread, never blocking on the network or the disk: unregistrations, 905 notifications
 //! and durable writes go to threads through the [`Outbox`]; an answer given once a change is
@@ -59,7 +57,6 @@ pub struct DeferredReply {
     pub frame: Vec<u8>,
 }
 
-/// What the server must do after a request besides writing the reply.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Effects {
     /// UPDATE_NAMESRV_CONFIG applied: re-read timer and limit settings.
@@ -217,10 +214,8 @@ pub struct Processor {
     kv_full_warned_ms: Option<u64>,
     broker_allow_list: Vec<Cidr>,
     bounds: RouteBounds,
-    /// Brokers found expired by the scan in progress, and their connections.
     expired_this_scan: UnregisterBatch,
     expired_conns_this_scan: Vec<ConnId>,
-    /// Bodies decoded off the loop and applied (see [`Processor::take_spent_bodies`]).
     spent_bodies: Vec<RegisterBody>,
     /// Strings of the changed bodies applied on the loop, for the next ones decoded here.
     scratch: DecodeScratch,

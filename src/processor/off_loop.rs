@@ -22,12 +22,10 @@ pub enum BodyWork {
 
 #[derive(Debug)]
 pub enum Decoded {
-    /// A REGISTER_BROKER body: its fingerprint and, unless unchanged, the checked body.
     Registration {
         fingerprint: BodyFingerprint,
         body: Option<Result<RegisterBody, BodyRefused>>,
     },
-    /// A REGISTER_TOPIC_IN_NAMESRV body: its queue datas, checked.
     TopicRoute(Result<Vec<QueueData>, ParseError>),
     /// The header did not parse there: the loop parses it again and answers the error.
     Header,
@@ -37,10 +35,7 @@ pub enum Decoded {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BodyRefused {
-    Crc {
-        actual: i64,
-    },
-    /// It does not decode, or a topic config fails its checks.
+    Crc { actual: i64 },
     Bad(ParseError),
 }
 

@@ -1,5 +1,4 @@
 //! REGISTER_BROKER, the one registration pipeline:
-//!
 //! 1. **Unchanged check.** The body's fingerprint (length, header `bodyCrc32`, the server's
 //!    own hash) equals the one the broker's last body was applied with, and no other writer
 //!    touched the group's queue entries since: the broker is refreshed without parsing.

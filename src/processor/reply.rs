@@ -13,9 +13,7 @@ pub(super) struct Reply {
     pub(super) remark: Option<String>,
     pub(super) ext: ReplyExt,
     pub(super) body: Bytes,
-    /// Answered later (see [`Effects::deferred`]); nothing is written now.
     pub(super) deferred: bool,
-    /// Not answered: the body goes to the decode worker first (see [`Effects::off_loop`]).
     pub(super) off_loop: Option<DecodeJob>,
 }
 

@@ -59,7 +59,6 @@ pub(super) struct Stats {
     pub(super) unregister_queue_full: u64,
     pub(super) rejected_busy: u64,
     pub(super) changes: ChangeSummary,
-    /// Refused requests, bounds reached, addresses taken over: warned a few lines at a time.
     pub(super) refusals: WarnLimiter,
     pub(super) bounds_reached: WarnLimiter,
     pub(super) takeovers: WarnLimiter,

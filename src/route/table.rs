@@ -137,7 +137,6 @@ impl RouteTable {
         self.cache.invalidate(topic);
     }
 
-    /// Drops every cached route (settings that affect all routes changed).
     pub fn invalidate_all(&mut self) {
         self.cache.clear();
     }

@@ -19,7 +19,6 @@ pub(super) const REGISTRATION_BACKLOG_BYTES: usize = 256 << 20;
 pub(super) struct QueuedRegistration {
     pub(super) conn: ConnId,
     pub(super) cmd: RemotingCommand,
-    /// What the decode worker made of its body, once it has been there.
     pub(super) work: BodyWork,
 }
 

@@ -94,8 +94,7 @@ impl From<io::Error> for StartError {
     }
 }
 
-/// An OS error's message without Rust's ` (os error N)` suffix: what operators know from
-/// other servers (`Address already in use`).
+/// An OS error's message without Rust's ` (os error N)` suffix (`Address already in use`).
 fn os_message(e: &io::Error) -> String {
     let text = e.to_string();
     match (e.raw_os_error(), text.rfind(" (os error ")) {
@@ -270,7 +269,6 @@ struct NameServer {
     processor: Processor,
     settings: Settings,
     registrations: RegistrationQueue,
-    /// Batches handed back by the batching thread, and their items not yet applied.
     unregister_batches: Receiver<UnregisterBatch>,
     unregistrations: VecDeque<Unregistration>,
     expiry: ExpiryPacer,
@@ -430,7 +428,6 @@ impl NameServer {
         }
     }
 
-    /// After UPDATE_NAMESRV_CONFIG: new limits for the loop, new settings here.
     fn refresh_settings(&mut self, ctx: &mut Ctx<PeerState>) {
         let config = self.processor.config();
         self.settings = Settings::from_config(config);
@@ -524,7 +521,6 @@ impl Handler for NameServer {
         }
     }
 
-    /// Every broker that registered over the connection is unregistered.
     fn on_close(&mut self, ctx: &mut Ctx<PeerState>, conn: ConnId, peer: PeerState) {
         if peer.controller_port {
             if let Some(port) = self.controller.as_mut() {

@@ -51,7 +51,7 @@ pub(super) fn connection_cap(max_connections: u32, descriptors: Option<u64>) -> 
     u64::from(max_connections).min(fit) as usize
 }
 
-/// The open-file limit `max_connections` needs (the inverse of [`connection_cap`]).
+/// The inverse of [`connection_cap`].
 pub(super) fn descriptors_wanted(max_connections: u32) -> u64 {
     (u64::from(max_connections) + 32) * 32 / 31 + 1
 }

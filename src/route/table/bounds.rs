@@ -1,9 +1,7 @@
 //! How big registrations may make the registry (`maxBrokers`, `maxTopics`,
-//! `maxTopicsPerBroker`), and handing the tables' memory back after a mass removal.
-//!
-//! A bound is checked before a registration changes anything, so a refused one leaves no
-//! trace. Only what it would add counts (a new live broker, new topics, topics new to the
-//! group): a registry above a bound lowered at run time keeps serving; it only stops growing.
+//! `maxTopicsPerBroker`), and handing the tables' memory back after a mass removal. A bound is
+//! checked before a registration changes anything, and only what it would add counts: a
+//! registry above a bound lowered at run time keeps serving; it only stops growing.
 
 use super::topic_map::shrink_sparse;
 use super::{QueueData, RegisterBody, RegisterRequest, RouteTable, TopicsInput};

@@ -11,7 +11,6 @@ use std::sync::Arc;
 pub(super) struct LiveBroker {
     pub(super) cluster: Arc<str>,
     pub(super) addr: Arc<str>,
-    /// Broker name of the latest registration from this address.
     pub(super) broker_name: Arc<str>,
     pub(super) last_update_ms: u64,
     pub(super) timeout_ms: u64,
@@ -40,7 +39,6 @@ pub(super) enum Expiry {
 }
 
 impl RouteTable {
-    /// Whether the live broker (cluster, addr) is `broker_name`'s and registered over `conn`.
     pub fn registered_over(
         &self,
         cluster: &str,

@@ -55,13 +55,10 @@ pub struct RegisterResult {
     pub ha_server_addr: Option<String>,
     pub master_addr: Option<String>,
     pub notification: Option<MinIdNotification>,
-    /// First registration of this (cluster, addr): log at info.
     pub first: bool,
-    /// Topic queue entries added, changed or removed: log at info.
     pub topics_changed: usize,
     /// Refused by the state-version fence (§5.2 step 6): SUCCESS with an empty header.
     pub fenced: bool,
-    /// The address was another broker's, and was taken from it (step 0).
     pub taken_over: Option<Takeover>,
 }
 
@@ -72,7 +69,6 @@ pub struct TopicSteps {
     put: PutRule,
     /// Topics the body no longer reports: their queue entries of this broker go first.
     stale: Vec<Arc<str>>,
-    /// The next stale topic and the next topic config of the body.
     next_stale: usize,
     next: usize,
     pub changed: usize,

@@ -111,8 +111,7 @@ impl RouteTable {
         }
     }
 
-    /// Unregistration requests for every broker whose registering connection is `conn`
-    /// (Java's onChannelDestroy, for all of them rather than only the first).
+    /// Java's onChannelDestroy, for every broker registered over `conn` (not only the first).
     pub fn connection_closed(&mut self, conn: ConnId) -> Vec<UnregisterRequest> {
         let Some(ids) = self.live_by_conn.remove(&conn) else {
             return Vec::new();
@@ -244,7 +243,6 @@ impl RouteTable {
         }
     }
 
-    /// With acting master on, a group whose master (id 0) is gone loses write permission.
     fn wipe_write_if_master_lost(&mut self, name: &str) {
         let Some(b) = self.brokers.get(name) else {
             return;

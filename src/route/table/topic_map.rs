@@ -1,11 +1,8 @@
 //! The topic table's map (topic name -> entry), split into [`SHARDS`] maps so that it never
 //! grows or shrinks by more than a shard at once: an unsharded `HashMap` past 114,688 topics
-//! rehashes them all in one insert (26 ms measured).
-//!
-//! One keyed hash per lookup (keyed per process, so peers cannot choose collisions): bits
-//! 40..48 pick the shard (bits a table's bucket index and control bytes never read), and the
-//! whole is the shard table's hash, handed over by a borrowed view ([`Lookup`]). A stored key
-//! ([`TopicKey`]) is the name alone and hashes to the same value.
+//! rehashes them all in one insert (26 ms measured). One keyed hash per lookup: bits 40..48
+//! pick the shard (bits a table's bucket index and control bytes never read), and the whole
+//! is the shard table's hash, handed over by a borrowed view ([`Lookup`]).
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
@@ -16,7 +13,6 @@ use std::sync::Arc;
 /// Number of shards: at `maxTopics` (1,000,000) a shard holds about 4,000 topics.
 pub const SHARDS: usize = 256;
 
-/// Where the shard bits start in the hash (see the module comment).
 const SHARD_SHIFT: u32 = 40;
 
 #[derive(Clone)]
@@ -128,13 +124,11 @@ impl<S: BuildHasher> BuildHasher for NameHash<S> {
 }
 
 impl<H: Hasher> Hasher for NameHasher<H> {
-    /// Only a probe writes a `u64`: its hash.
     #[inline]
     fn write_u64(&mut self, hash: u64) {
         self.known = Some(hash);
     }
 
-    /// A stored key's name (see [`write_name`]), into the map's hasher.
     #[inline]
     fn write(&mut self, bytes: &[u8]) {
         self.name.write(bytes);
@@ -162,7 +156,6 @@ pub struct TopicMap<V, S = std::collections::hash_map::RandomState> {
     len: usize,
 }
 
-/// Every shard hashes with a copy of the map's hasher (one set of keys per map).
 impl<V, S: BuildHasher + Default + Clone> Default for TopicMap<V, S> {
     fn default() -> Self {
         let hasher = S::default();
@@ -256,7 +249,7 @@ impl<V, S: BuildHasher + Clone> TopicMap<V, S> {
     }
 
     /// Shrinks the shards a mass removal left mostly empty; returns their old (empty) tables
-    /// for the caller to free, and the sum of their capacities.
+    /// and the sum of their capacities.
     pub fn shrink_if_sparse(&mut self) -> (Vec<Shard<V, S>>, usize) {
         let mut old_tables = Vec::new();
         let mut old_capacity = 0;
@@ -270,7 +263,6 @@ impl<V, S: BuildHasher + Clone> TopicMap<V, S> {
     }
 }
 
-/// A map is shrunk once its entries fill less than 1/this of its capacity.
 const SHRINK_BELOW_FRACTION: usize = 16;
 
 /// Moves a map filled less than 1/[`SHRINK_BELOW_FRACTION`] into a table with room for twice

@@ -93,7 +93,7 @@ impl TopicEntry {
         }
     }
 
-    /// Removes a broker's entry in O(1) (swap with the last); returns whether it existed.
+    /// Removes a broker's entry (swap with the last).
     fn remove(&mut self, broker: BrokerId) -> bool {
         let Some(i) = self.position(broker) else {
             return false;
