@@ -1,7 +1,7 @@
 //! What brokers send about themselves, besides REGISTER_BROKER (`register`):
 //! BROKER_HEARTBEAT, QUERY_DATA_VERSION, UNREGISTER_BROKER and GET_BROKER_MEMBER_GROUP.
 
-use super::{allows, Processor, Refusal, Reply, ReplyBody, ReplyExt, RequestContext};
+use super::{allows, Processor, Refusal, Reply, ReplyExt, RequestContext};
 use crate::remoting::codes::request;
 use crate::request::{
     BrokerHeartbeat, BrokerRef, GetBrokerMemberGroup, ParseError, QueryDataVersion,
@@ -23,10 +23,8 @@ impl Processor {
         }
     }
 
-    /// With either allow-list set, a broker is unregistered only over the connection it
-    /// registered over (under the same name), or by an address in `adminAllowList`: an
-    /// address that may register may not remove other brokers. A broker that reconnected
-    /// re-registers over its new connection before it can unregister over it.
+    /// With either allow-list set, only the broker's registration connection (a reconnected
+    /// broker registers again first) or an `adminAllowList` address may unregister it.
     fn check_unregister_sender(
         &mut self,
         ctx: &RequestContext,
@@ -73,11 +71,10 @@ impl Processor {
             self.warn_refused(ctx, request::QUERY_DATA_VERSION, &e);
             Refusal::Parse(e)
         })?;
+        // The stored version's text (none for a broker not live), shared with the table.
         Ok(Reply {
             ext: ReplyExt::Changed(changed),
-            // The stored version's text (none for a broker not live), shared with the table.
-            body: text.map_or(ReplyBody::None, ReplyBody::Shared),
-            ..Reply::ok()
+            ..Reply::shared(text)
         })
     }
 
@@ -86,8 +83,8 @@ impl Processor {
         r: GetBrokerMemberGroup<'_>,
     ) -> Result<Reply, Refusal> {
         let addrs = self.table.broker_member_group(r.broker_name);
-        let mut body = Vec::new();
-        model::encode_member_group(r.cluster, r.broker_name, &addrs, &mut body);
-        Ok(Reply::with_body(body))
+        Ok(Reply::encoded(|out| {
+            model::encode_member_group(r.cluster, r.broker_name, &addrs, out)
+        }))
     }
 }

@@ -1,6 +1,5 @@
-//! The server's own properties: GET_NAMESRV_CONFIG's text, UPDATE_NAMESRV_CONFIG (checked,
-//! written to the config file by the durable writer, one at a time, applied once on disk), and
-//! the settings each part of the processor derives from the config.
+//! GET_NAMESRV_CONFIG, UPDATE_NAMESRV_CONFIG (written by the durable writer one at a time,
+//! applied once on disk), and the settings the processor derives from the config.
 
 use super::{Awaiting, DeferredReply, Effects, Processor, Refusal, Reply, Ticket};
 use crate::config::{ConfigPlan, NamesrvConfig};
@@ -10,59 +9,17 @@ use crate::route::model::BodyLimits;
 use crate::route::table::{RouteBounds, RouteSettings};
 use log::{info, warn};
 
-pub(super) fn route_settings(config: &NamesrvConfig) -> RouteSettings {
-    RouteSettings {
-        support_acting_master: config.support_acting_master,
-        delete_topic_with_broker_registration: config.delete_topic_with_broker_registration,
-        notify_min_broker_id_changed: config.notify_min_broker_id_changed,
-        cache_max_bytes: config.route_cache_max_bytes as usize,
-    }
-}
-
-/// The KV store's limits from the config's `kvMax*` rows.
-pub(super) fn kv_limits(config: &NamesrvConfig) -> KvLimits {
-    KvLimits {
-        max_key_length: config.kv_max_key_length as usize,
-        max_value_length: config.kv_max_value_length as usize,
-        max_entries: config.kv_max_entries as usize,
-        max_total_bytes: config.kv_max_total_bytes as usize,
-    }
-}
-
-/// UPDATE_NAMESRV_CONFIGs, and bytes of their bodies, that may wait behind the one being
-/// written; more are answered SYSTEM_BUSY (each waiting one holds a connection and its body).
+/// UPDATE_NAMESRV_CONFIGs, and their bytes, that may wait behind the one being written.
 pub(super) const MAX_WAITING_CONFIG_UPDATES: usize = 64;
 
 pub(super) const MAX_WAITING_CONFIG_BYTES: usize = 1 << 20;
 
-pub(super) fn route_bounds(config: &NamesrvConfig) -> RouteBounds {
-    RouteBounds {
-        max_brokers: config.max_brokers as usize,
-        max_topics: config.max_topics as usize,
-        max_topics_per_broker: config.max_topics_per_broker as usize,
-    }
-}
-
-pub(super) fn body_limits(config: &NamesrvConfig) -> BodyLimits {
-    let mut limits = BodyLimits::default();
-    limits.json.max_depth = config.max_json_depth as usize;
-    limits.json.max_string_len = config.max_json_string_length as usize;
-    limits.max_topics = config.max_topics_per_registration as usize;
-    limits.max_inflated_len = config.max_inflated_body_length as usize;
-    limits
-}
-
 impl Processor {
-    /// GET_NAMESRV_CONFIG: the properties in force, as text.
     pub(super) fn get_config(&mut self) -> Result<Reply, Refusal> {
         let text = self.config.to_properties_text();
         Ok(Reply::with_body(text.into_bytes()))
     }
 
-    /// UPDATE_NAMESRV_CONFIG: checked against the config, written back to the config file by
-    /// the durable writer, applied and answered once the file is on disk. One at a time: a
-    /// request arriving meanwhile waits its turn (and is checked against the config the one
-    /// before it made).
     pub(super) fn update_config(
         &mut self,
         r: UpdateNamesrvConfig<'_>,
@@ -106,24 +63,17 @@ impl Processor {
             return Err(Refusal::NoConnection);
         };
         let persist = plan.clone();
-        self.next_write_id += 1;
-        let id = self.next_write_id;
         let write: crate::kv::FileWrite =
             Box::new(move || persist.persist().map_err(|e| e.remark()));
-        if self.outbox.durable.submit(Job::File { id, write }).is_err() {
-            return Err(Refusal::ConfigWriterGone);
-        }
+        let job = |id| Job::File { id, write };
+        let reply = self
+            .submit_durable(job, ticket, Some(Box::new(plan)))
+            .map_err(|_| Refusal::ConfigWriterGone)?;
         self.config_writing = true;
-        self.awaiting.push_back(Awaiting {
-            id,
-            ticket,
-            plan: Some(Box::new(plan)),
-        });
-        Ok(Reply::later())
+        Ok(reply)
     }
 
-    /// The config file of update `id` is written (or not): apply and answer it, then start
-    /// the next waiting update.
+    /// Update `id`'s file is written (or not): apply and answer it, then start the next.
     pub(super) fn config_written(
         &mut self,
         id: u64,
@@ -164,7 +114,6 @@ impl Processor {
         }
     }
 
-    /// The plan's file is written: its config becomes the server's.
     fn adopt_config(&mut self, plan: ConfigPlan, effects: &mut Effects) {
         info!("config updated: {}", plan.changed().join(", "));
         let before = std::mem::replace(&mut self.config, plan.next);
@@ -173,22 +122,47 @@ impl Processor {
     }
 
     fn apply_config_change(&mut self, before: &NamesrvConfig) {
-        let settings = route_settings(&self.config);
-        let routes_differ = settings != self.table.settings
-            || before.order_message_enable != self.config.order_message_enable;
-        self.table.settings = settings;
-        if routes_differ {
+        let settings = self.table.settings;
+        self.derive_settings();
+        if settings != self.table.settings
+            || before.order_message_enable != self.config.order_message_enable
+        {
             self.table.invalidate_all();
         }
-        self.body_limits = body_limits(&self.config);
-        self.kv.set_limits(kv_limits(&self.config));
-        self.admin_allow_list = self.config.admin_allow_list_parsed();
-        self.broker_allow_list = self.config.broker_allow_list_parsed();
-        self.bounds = route_bounds(&self.config);
         if before.log_level != self.config.log_level {
             if let Ok(level) = self.config.log_level.parse() {
                 crate::logging::set_level(level);
             }
         }
+    }
+
+    /// What the processor and the tables take from the config (again after each update).
+    pub(super) fn derive_settings(&mut self) {
+        let c = &self.config;
+        self.table.settings = RouteSettings {
+            support_acting_master: c.support_acting_master,
+            delete_topic_with_broker_registration: c.delete_topic_with_broker_registration,
+            notify_min_broker_id_changed: c.notify_min_broker_id_changed,
+            cache_max_bytes: c.route_cache_max_bytes as usize,
+        };
+        self.kv.set_limits(KvLimits {
+            max_key_length: c.kv_max_key_length as usize,
+            max_value_length: c.kv_max_value_length as usize,
+            max_entries: c.kv_max_entries as usize,
+            max_total_bytes: c.kv_max_total_bytes as usize,
+        });
+        self.bounds = RouteBounds {
+            max_brokers: c.max_brokers as usize,
+            max_topics: c.max_topics as usize,
+            max_topics_per_broker: c.max_topics_per_broker as usize,
+        };
+        let mut limits = BodyLimits::default();
+        limits.json.max_depth = c.max_json_depth as usize;
+        limits.json.max_string_len = c.max_json_string_length as usize;
+        limits.max_topics = c.max_topics_per_registration as usize;
+        limits.max_inflated_len = c.max_inflated_body_length as usize;
+        self.body_limits = limits;
+        self.admin_allow_list = c.admin_allow_list_parsed();
+        self.broker_allow_list = c.broker_allow_list_parsed();
     }
 }

@@ -1,12 +1,11 @@
 //! Requests answered once their change is on disk (KV changes, config updates): the durable
 //! writer's results are taken in order and turned into the waiting requests' answers.
 
-use super::{DeferredReply, Effects, Processor, Refusal, Ticket};
+use super::{DeferredReply, Effects, Processor, Refusal, Reply, Ticket};
 use crate::config::ConfigPlan;
-use crate::kv::{Done, WriterGone};
+use crate::kv::{Done, Job, WriterGone};
 use log::error;
 
-/// A request waiting for the durable writer's job `id`.
 pub(super) struct Awaiting {
     pub(super) id: u64,
     pub(super) ticket: Ticket,
@@ -15,14 +14,11 @@ pub(super) struct Awaiting {
 }
 
 impl Processor {
-    /// Requests waiting for the durable writer.
     pub fn writes_in_flight(&self) -> usize {
         self.awaiting.len()
     }
 
-    /// Takes what the durable writer finished: KV changes become visible (and the routes
-    /// built from ORDER_TOPIC_CONFIG are dropped from the cache), config updates are applied,
-    /// and the waiting requests get their answers, in the order they were asked.
+    /// Takes what the durable writer finished and answers the waiting requests in order.
     pub fn finish_durable_writes(&mut self) -> (Vec<DeferredReply>, Effects) {
         let mut replies = Vec::new();
         let mut effects = Effects::default();
@@ -45,8 +41,6 @@ impl Processor {
         (replies, effects)
     }
 
-    /// The writer thread ended (a bug) with requests unanswered: they (and the config updates
-    /// waiting their turn) are answered failed rather than held for ever.
     fn writer_gone(&mut self, replies: &mut Vec<DeferredReply>) {
         error!(
             "BUG: the KV writer thread has ended; {} request(s) answered failed",
@@ -67,6 +61,20 @@ impl Processor {
         for ticket in tickets {
             replies.push(self.deferred_reply(ticket, &failed));
         }
+    }
+
+    /// Hands the job made with a fresh id to the durable writer; `ticket` is answered when done.
+    pub(super) fn submit_durable(
+        &mut self,
+        job: impl FnOnce(u64) -> Job,
+        ticket: Ticket,
+        plan: Option<Box<ConfigPlan>>,
+    ) -> Result<Reply, Job> {
+        self.next_write_id += 1;
+        let id = self.next_write_id;
+        self.outbox.durable.submit(job(id))?;
+        self.awaiting.push_back(Awaiting { id, ticket, plan });
+        Ok(Reply::later())
     }
 
     /// The waiting request of job `id` (normally the front: jobs finish in order).

@@ -1,12 +1,11 @@
-//! KV config requests: PUT_KV_CONFIG and DELETE_KV_CONFIG go to the durable writer and are
-//! answered once on disk (`durable`); GET_KV_CONFIG and GET_KVLIST_BY_NAMESPACE are answered
-//! from the store.
+//! KV config requests: changes are answered once on disk (`durable`), reads from the store.
 
 use super::{
-    log_grouped, Awaiting, DeferredReply, Processor, Refusal, Reply, ReplyBody, ReplyExt,
-    RequestContext, Ticket, ORDER_TOPIC_CONFIG,
+    log_grouped, DeferredReply, Processor, Refusal, Reply, ReplyExt, RequestContext, Ticket,
+    ORDER_TOPIC_CONFIG,
 };
 use crate::kv::{Change, Commit, Job, KvRefusal};
+use crate::request::reply::KvValueReply;
 use crate::request::{GetKvList, KvKey, PutKvConfig};
 use log::warn;
 
@@ -31,9 +30,6 @@ impl Processor {
         self.submit_kv_change(prepared, ticket, ctx.now_ms)
     }
 
-    /// PUT_KV_CONFIG and DELETE_KV_CONFIG: a change the limits allow goes to the durable
-    /// writer and is answered once it is on disk (or failed); one that changes nothing is
-    /// answered at once.
     fn submit_kv_change(
         &mut self,
         prepared: Result<Option<Change>, KvRefusal>,
@@ -46,32 +42,19 @@ impl Processor {
             Err(refusal) => return Err(self.kv_refused(refusal, now_ms)),
         };
         let Some(ticket) = ticket else {
-            // Every request the server hands over has a connection; nothing to answer later.
             self.kv.cancel(&change);
             return Err(Refusal::NoConnection);
         };
-        self.next_write_id += 1;
-        let id = self.next_write_id;
-        match self.outbox.durable.submit(Job::Change { id, change }) {
-            Ok(()) => {
-                self.awaiting.push_back(Awaiting {
-                    id,
-                    ticket,
-                    plan: None,
-                });
-                Ok(Reply::later())
+        let submitted = self.submit_durable(|id| Job::Change { id, change }, ticket, None);
+        submitted.map_err(|job| {
+            if let Job::Change { change, .. } = job {
+                self.kv.cancel(&change);
             }
-            Err(job) => {
-                if let Job::Change { change, .. } = job {
-                    self.kv.cancel(&change);
-                }
-                Err(Refusal::KvWriterGone)
-            }
-        }
+            Refusal::KvWriterGone
+        })
     }
 
-    /// A change the KV limits refuse: `1` with the limit named, or `2` when the disk is
-    /// behind (trying again later helps). A full store is warned about every 10 s at most.
+    /// A change the KV limits refuse; a full store is warned about every 10 s at most.
     fn kv_refused(&mut self, refusal: KvRefusal, now_ms: u64) -> Refusal {
         let full = matches!(
             refusal,
@@ -97,7 +80,6 @@ impl Processor {
     pub(super) fn kv_committed(&mut self, commit: Commit, replies: &mut Vec<DeferredReply>) {
         let replaced = self.kv.apply(&commit);
         if !replaced.is_empty() {
-            // If the writer is gone they are freed here instead.
             let _ = self.outbox.durable.submit(Job::Discard(replaced));
         }
         let reply = match &commit.result {
@@ -133,7 +115,7 @@ impl Processor {
     pub(super) fn get_kv_config(&mut self, r: KvKey<'_>) -> Result<Reply, Refusal> {
         match self.kv.get(r.namespace, r.key) {
             Some(v) => Ok(Reply {
-                ext: ReplyExt::Pairs(vec![("value", v.to_string())]),
+                ext: ReplyExt::Pairs(KvValueReply::encode(v)),
                 ..Reply::ok()
             }),
             None => Err(Refusal::NoKvItem {
@@ -145,10 +127,7 @@ impl Processor {
 
     pub(super) fn get_kv_list(&mut self, r: GetKvList<'_>) -> Result<Reply, Refusal> {
         match self.kv.namespace_body(r.namespace) {
-            Some(body) => Ok(Reply {
-                body: ReplyBody::Shared(body),
-                ..Reply::ok()
-            }),
+            Some(body) => Ok(Reply::shared(Some(body))),
             None => Err(Refusal::NoKvNamespace(r.namespace.to_string())),
         }
     }

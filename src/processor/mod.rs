@@ -1,47 +1,23 @@
-//! Typed request -> behaviour: one handler per [`Request`], applied to the tables, and the
-//! one place where errors (a [`ParseError`] or a handler's refusal, [`Refusal`]) become
-//! response codes and Java's remarks (docs/protocol.md §3). Before parsing, the code's row
-//! decides whether an allow-list applies (`adminAllowList`, `brokerAllowList`; README
-//! "Security" has the threat model); registrations are checked against the registry's bounds
-//! before they are applied. Refusals are logged at warn, a few lines per interval and then a
-//! count, so that a flood of bad requests cannot become a flood of synchronous log writes on
-//! the loop.
-//!
+//! Typed request -> behaviour: one handler per [`Request`], and the one place where errors
+//! ([`ParseError`], [`Refusal`]) become Java's response codes and remarks (docs/protocol.md §3).
 //! The processor owns the state (route table, KV store, config, counters) and runs on the
-//! loop thread. It never blocks on the network or the disk: unregistrations go to the batching
-//! thread and come back de-duplicated through [`Processor::apply_unregister_batch`]; 905
-//! notifications leave as encoded frames for the sender thread; KV changes and config updates
-//! go to the durable writer, and their requests are answered by
-//! [`Processor::finish_durable_writes`] once the change is on disk (all through the
-//! [`Outbox`]). Such a request's handling says so in [`Effects::deferred`]: the server then
-//! holds the connection's later frames, so its answers keep their order.
-//!
-//! A request with a large body (REGISTER_BROKER, REGISTER_TOPIC_IN_NAMESRV) is handled in two
-//! halves around the decode worker (`off_loop`, [`Effects::off_loop`]); a registration with
-//! much topic work is applied in steps and answered after the last one (`register`,
-//! [`Processor::run_topic_steps`], [`Effects::deferred`] again). Meanwhile the server holds
-//! every request whose code row says it writes routes (`remoting::codes::writes_routes`).
-//!
-//! One file per area, mirroring `crate::request`: `kv` (KV config), `register` (the
-//! registration pipeline), `broker` (heartbeat, data version, unregistration, member group),
-//! `removal` (unregistration batches, expiry, closed connections), `routes` (route lookups,
-//! topic lists, cluster info), `admin` (write permission, topic delete and register, stats),
-//! `config` (the server's properties), beside `off_loop` (large bodies and the decode worker),
-//! `reply` (answers and their templates), `durable` (answers given once the disk has a change)
-//! and `stats` (counters and rate-limited log lines). Adding a request code: one row in
-//! `remoting::codes`, one typed request in `crate::request`, one arm in
-//! [`Processor::apply`] (an exhaustive match: the compiler finds a missing handler).
+//! loop thread, never blocking on the network or the disk: unregistrations, 905 notifications
+//! and durable writes go to threads through the [`Outbox`]; an answer given once a change is
+//! on disk is in [`Effects::deferred`]. One file per area, mirroring `crate::request`; a new
+//! request code needs a row in `remoting::codes`, a typed request and an arm in
+//! [`Processor::apply`] (an exhaustive match).
 
 use crate::config::{Cidr, NamesrvConfig, SerializeTypeSetting, UpdateError};
 use crate::event_loop::oneway::Oneway;
+use crate::event_loop::LoopStats;
 use crate::kv::{DurableWriter, KvRefusal, KvStore};
 use crate::remoting::codes::{self, response};
 use crate::remoting::command::{RemotingCommand, SerializeType};
 use crate::request::{BodyDone, NameLimits, ParseError, Request};
 use crate::route::model::{BodyLimits, DecodeScratch, RegisterBody};
 use crate::route::table::{
-    BoundExceeded, ConnId, RemovalReason, RouteBounds, RouteTable, UnregisterRequest, FLAG_UNIT,
-    FLAG_UNIT_SUB,
+    BoundExceeded, ConnId, RemovalReason, RouteBounds, RouteSettings, RouteTable,
+    UnregisterRequest, FLAG_UNIT, FLAG_UNIT_SUB,
 };
 use crossbeam_channel::Sender;
 use log::{debug, warn};
@@ -49,28 +25,19 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-/// The KV namespace the name server itself reads (order topic configuration).
 pub const ORDER_TOPIC_CONFIG: &str = "ORDER_TOPIC_CONFIG";
 
-/// A broker to unregister, and why it goes.
 pub type Unregistration = (UnregisterRequest, RemovalReason);
 
-/// Unregistrations as the batching thread takes them and hands them back (de-duplicated by
-/// request).
 pub type UnregisterBatch = Vec<Unregistration>;
 
-/// Where the processor sends work that must not run on the loop: plain messages over bounded
-/// channels (a full queue is logged and counted, never waited for).
+/// Work that must not run on the loop: bounded channels (a full one is logged, never waited for).
 pub struct Outbox {
-    /// To the batching thread (capacity `unRegisterBrokerQueueCapacity` messages).
     pub unregistrations: Sender<UnregisterBatch>,
-    /// To the sender thread: NOTIFY_MIN_BROKER_ID_CHANGE frames.
     pub notifications: Sender<Oneway>,
-    /// To the durable writer: KV changes and config file writes (and their results back).
     pub durable: DurableWriter,
 }
 
-/// Where a request came from and what the server around it looks like.
 #[derive(Debug, Clone, Copy)]
 pub struct RequestContext {
     pub conn: Option<ConnId>,
@@ -80,86 +47,46 @@ pub struct RequestContext {
     pub reply_to: Option<LoopConnId>,
 }
 
-/// The loop's generation-checked connection id: a deferred answer to a closed connection
-/// finds nothing.
+/// Generation-checked: a deferred answer to a closed connection finds nothing.
 pub type LoopConnId = crate::event_loop::ConnId;
 
-/// An answer given once its change is durable (or failed): the frame for the connection,
-/// empty for a oneway request. The server writes it and releases the connection.
+/// An answer given later: the frame for the connection (empty for a oneway request).
 #[derive(Debug)]
 pub struct DeferredReply {
     pub conn: LoopConnId,
     pub frame: Vec<u8>,
 }
 
-/// Counters kept by the server loop, reported by the stats extension.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ServerCounters {
-    pub connections: usize,
-    pub bytes_in: u64,
-    pub bytes_out: u64,
-    /// Bytes all connections' buffers hold now (bounded by maxBufferedBytes).
-    pub buffered_bytes: usize,
-    /// Connections refused by maxConnections, the per-address limit or the reserve.
-    pub refused_connections: u64,
-    /// Connections closed because a frame did not complete within frameReadTimeoutMillis.
-    pub frame_timeouts: u64,
-    /// Peers closed for not reading their replies while the buffer budget was spent.
-    pub closed_over_budget: u64,
-    /// `accept` failures (out of descriptors and the like).
-    pub accept_failures: u64,
-    /// The loop's longest turn so far, in microseconds, and its turns over 2 ms.
-    pub max_turn_micros: u64,
-    pub long_turns: u64,
-}
-
-/// What the server must do after a request besides writing the reply.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Effects {
     /// UPDATE_NAMESRV_CONFIG applied: re-read timer and limit settings.
     pub config_changed: bool,
-    /// Not answered yet: the answer comes from [`Processor::finish_durable_writes`] (or, for a
-    /// registration applied in steps, from [`Processor::run_topic_steps`]); hold the
-    /// connection's later frames until then.
+    /// Answered later: hold the connection's later frames until then.
     pub deferred: bool,
-    /// A body too large for the loop: nothing was done nor answered; hand the request and
-    /// this job to the decode worker ([`decode_off_loop`]), then handle it again with what
-    /// comes back ([`BodyWork::OffLoop`]), holding the connection's later frames meanwhile.
+    /// A body too large for the loop: nothing was done; hand it to the decode worker.
     pub off_loop: Option<DecodeJob>,
 }
 
-/// Java's remark when a request queue is full.
 const OVERLOAD_REMARK: &str = "[OVERLOAD]system busy, start flow control for a while";
 
-/// Why a request is refused, or failed after it was taken: each handler names its reason,
-/// and [`Refusal::reply`] is the one place where a reason becomes a response code and remark
-/// (Java's, where Java has one).
+/// Why a request is refused or failed; [`Refusal::reply`] makes Java's code and remark of it.
 #[derive(Debug)]
 enum Refusal {
-    /// The request does not parse: REQUEST_CODE_NOT_SUPPORTED for a code not answered here,
-    /// SYSTEM_ERROR with the error's text otherwise.
     Parse(ParseError),
-    /// The peer is outside the allow-list `list` that gates request `code`.
     NotAllowed {
         code: i32,
         list: &'static str,
     },
-    /// With an allow-list set, an UNREGISTER_BROKER of `broker` (`name@addr (cluster)`) not
-    /// sent over that broker's registration connection, nor from an admin address.
+    /// An UNREGISTER_BROKER of `broker` (`name@addr (cluster)`) from the wrong sender.
     UnregisterNotAllowed {
         broker: String,
     },
-    /// A registry bound (`maxBrokers`, `maxTopics`, `maxTopicsPerBroker`).
     Bound(BoundExceeded),
-    /// A registration body whose CRC is not its header's `bodyCrc32`.
     CrcMismatch,
-    /// The unregistration queue is full (Java answers SYSTEM_ERROR without a remark).
+    /// Java answers SYSTEM_ERROR without a remark.
     UnregisterQueueFull,
-    /// A request queue of the server is full.
     Overloaded,
-    /// Routes asked before `waitSecondsForService` has passed.
     NotReady,
-    /// A topic list the config turns off (`enableTopicList`, `enableAllTopicList`).
     ListDisabled,
     TopicNotExist(String),
     NoKvItem {
@@ -167,28 +94,20 @@ enum Refusal {
         key: String,
     },
     NoKvNamespace(String),
-    /// A KV change its limits refuse (SYSTEM_BUSY when the disk is behind).
     Kv(KvRefusal),
-    /// A config update refused by its checks.
     Config(UpdateError),
-    /// Config updates waiting for the disk are at their limit.
     ConfigBacklog {
         waiting: usize,
     },
-    /// A change that must be answered later, asked with no connection to answer.
     NoConnection,
-    /// The durable writer's thread has ended (a bug): nothing was changed.
     KvWriterGone,
     ConfigWriterGone,
     WriterGone,
-    /// The durable writer could not write a KV change (the error) or a config file (the
-    /// remark).
     KvNotPersisted(String),
     ConfigNotWritten(String),
 }
 
 impl Refusal {
-    /// The response code (with [`Refusal::reply`], the one place where refusals become codes).
     fn code(&self) -> i32 {
         use response::{
             NO_PERMISSION, QUERY_NOT_FOUND, REQUEST_CODE_NOT_SUPPORTED, SYSTEM_BUSY, SYSTEM_ERROR,
@@ -206,8 +125,6 @@ impl Refusal {
         }
     }
 
-    /// The answer: the code and the remark ([`Display`](std::fmt::Display)), in the shape
-    /// Java's answer has.
     fn reply(self) -> Reply {
         match self {
             // Java answers without a remark.
@@ -225,7 +142,6 @@ impl Refusal {
     }
 }
 
-/// The remark.
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -281,7 +197,6 @@ impl From<ParseError> for Refusal {
     }
 }
 
-/// The name server's state and request handling.
 pub struct Processor {
     pub table: RouteTable,
     kv: KvStore,
@@ -291,33 +206,25 @@ pub struct Processor {
     stats: Stats,
     body_limits: BodyLimits,
     admin_allow_list: Vec<Cidr>,
-    /// Requests waiting for the durable writer, in the order their jobs were submitted.
     awaiting: VecDeque<Awaiting>,
     next_write_id: u64,
-    /// UPDATE_NAMESRV_CONFIGs waiting for the one being written (one at a time, so that each
-    /// is checked against the config the previous one made).
+    /// UPDATE_NAMESRV_CONFIGs waiting for the one being written.
     config_queue: VecDeque<(Ticket, String)>,
     config_writing: bool,
-    /// When a full KV store was last warned about.
     kv_full_warned_ms: Option<u64>,
     broker_allow_list: Vec<Cidr>,
     bounds: RouteBounds,
-    /// Brokers found expired by the scan in progress, submitted together when it ends, and
-    /// their connections, closed then.
     expired_this_scan: UnregisterBatch,
     expired_conns_this_scan: Vec<ConnId>,
-    /// Bodies decoded off the loop and applied (see [`Processor::take_spent_bodies`]).
     spent_bodies: Vec<RegisterBody>,
     /// Strings of the changed bodies applied on the loop, for the next ones decoded here.
     scratch: DecodeScratch,
-    /// Registrations whose topic configs are put in steps, oldest first; and the one the
-    /// request being handled started.
+    /// Registrations applied in steps, oldest first; and the one started by this request.
     topic_steps: VecDeque<StepsJob>,
     new_steps: Option<StepsJob>,
     templates: ReplyTemplates,
 }
 
-/// Where a deferred answer goes.
 #[derive(Debug, Clone, Copy)]
 struct Ticket {
     conn: LoopConnId,
@@ -325,8 +232,7 @@ struct Ticket {
     oneway: bool,
 }
 
-/// Whether `peer` is inside `list`; an empty list lets everyone in, and so does a request
-/// with no peer address (made inside the process).
+/// Whether `peer` is inside `list` (an empty list, or no peer: in-process, lets it in).
 fn allows(list: &[Cidr], peer: Option<SocketAddr>) -> bool {
     match peer {
         Some(p) => list.is_empty() || list.iter().any(|c| c.contains(p.ip())),
@@ -335,28 +241,14 @@ fn allows(list: &[Cidr], peer: Option<SocketAddr>) -> bool {
 }
 
 impl Processor {
-    pub fn new(config: NamesrvConfig, mut kv: KvStore, outbox: Outbox) -> Self {
-        let table = RouteTable::new(route_settings(&config), 1000);
-        kv.set_limits(kv_limits(&config));
-        let (usage, limits) = (kv.usage(), kv.limits());
-        if usage.entries > limits.max_entries || usage.bytes > limits.max_total_bytes {
-            warn!(
-                "KV config {} holds {} entries and {} bytes, over kvMaxEntries {} or kvMaxTotalBytes {}: \
-                 puts that add to it are refused until entries are deleted or the limits raised",
-                kv.path().display(),
-                usage.entries,
-                usage.bytes,
-                limits.max_entries,
-                limits.max_total_bytes
-            );
-        }
-        Processor {
-            table,
+    pub fn new(config: NamesrvConfig, kv: KvStore, outbox: Outbox) -> Self {
+        let mut processor = Processor {
+            table: RouteTable::new(RouteSettings::default(), 1000),
             kv,
-            body_limits: body_limits(&config),
-            admin_allow_list: config.admin_allow_list_parsed(),
-            broker_allow_list: config.broker_allow_list_parsed(),
-            bounds: route_bounds(&config),
+            body_limits: BodyLimits::default(),
+            admin_allow_list: Vec::new(),
+            broker_allow_list: Vec::new(),
+            bounds: RouteBounds::default(),
             config,
             started: Instant::now(),
             outbox,
@@ -373,7 +265,22 @@ impl Processor {
             topic_steps: VecDeque::new(),
             new_steps: None,
             templates: ReplyTemplates::new(),
+        };
+        processor.derive_settings();
+        let kv = &processor.kv;
+        let (usage, limits) = (kv.usage(), kv.limits());
+        if usage.entries > limits.max_entries || usage.bytes > limits.max_total_bytes {
+            warn!(
+                "KV config {} holds {} entries and {} bytes, over kvMaxEntries {} or kvMaxTotalBytes {}: \
+                 puts that add to it are refused until entries are deleted or the limits raised",
+                kv.path().display(),
+                usage.entries,
+                usage.bytes,
+                limits.max_entries,
+                limits.max_total_bytes
+            );
         }
+        processor
     }
 
     pub fn config(&self) -> &NamesrvConfig {
@@ -387,29 +294,27 @@ impl Processor {
         }
     }
 
-    /// Handles one request and appends its response frame (if any) to `out`.
+    #[cfg(test)]
     pub fn handle(
         &mut self,
         ctx: &RequestContext,
-        counters: &ServerCounters,
+        counters: &LoopStats,
         cmd: &RemotingCommand,
         out: &mut Vec<u8>,
     ) -> Effects {
         self.handle_with(ctx, counters, cmd, BodyWork::OnLoop, out)
     }
 
-    /// As [`Processor::handle`], for a request whose body the decode worker has decoded
-    /// (`work`). A request is counted when it is answered, not when it goes off the loop.
+    /// Handles one request and appends its response frame (if any) to `out`.
     pub fn handle_with(
         &mut self,
         ctx: &RequestContext,
-        counters: &ServerCounters,
+        counters: &LoopStats,
         cmd: &RemotingCommand,
         work: BodyWork,
         out: &mut Vec<u8>,
     ) -> Effects {
         if cmd.is_response() {
-            // We only send oneway requests (905), so no response is ever expected.
             debug!(
                 "dropping unexpected response frame (opaque {}) from {:?}",
                 cmd.opaque, ctx.peer
@@ -417,8 +322,6 @@ impl Processor {
             return Effects::default();
         }
         let mut effects = Effects::default();
-        // Only a registration handled just now may leave steps to run (not one whose handling
-        // panicked halfway).
         self.new_steps = None;
         let ticket = ctx.reply_to.map(|conn| Ticket {
             conn,
@@ -473,8 +376,6 @@ impl Processor {
         effects
     }
 
-    /// Answers `cmd` SYSTEM_BUSY without handling it (the loop's overload path: a queue in
-    /// front of the processor is full).
     pub fn reply_overloaded(&mut self, cmd: &RemotingCommand, out: &mut Vec<u8>) {
         self.stats.requests_by_code.count(cmd.code);
         self.stats.rejected_busy += 1;
@@ -490,12 +391,11 @@ impl Processor {
         }
     }
 
-    /// The allow-lists, then (unless it goes off the loop first) the typed request, then its
-    /// handler.
+    /// The allow-lists, the typed request (unless it goes off the loop first), its handler.
     fn dispatch(
         &mut self,
         ctx: &RequestContext,
-        counters: &ServerCounters,
+        counters: &LoopStats,
         cmd: &RemotingCommand,
         ticket: Option<Ticket>,
         work: BodyWork,
@@ -523,8 +423,7 @@ impl Processor {
         }
     }
 
-    /// `adminAllowList` for the admin writes, `brokerAllowList` for what brokers report about
-    /// themselves. Both are off by default, and then the code is not even looked up.
+    /// `adminAllowList` for admin writes, `brokerAllowList` for what brokers report.
     fn check_allow_lists(&mut self, ctx: &RequestContext, code: i32) -> Result<(), Refusal> {
         let (key, list) =
             if !self.admin_allow_list.is_empty() && codes::needs_admin_allow_list(code) {
@@ -542,7 +441,6 @@ impl Processor {
         Err(refusal)
     }
 
-    /// A refused request at warn, rate-limited.
     fn warn_refused(&mut self, ctx: &RequestContext, code: i32, why: &dyn std::fmt::Display) {
         if self.stats.refusals.admit(ctx.now_ms) {
             warn!(
@@ -553,12 +451,10 @@ impl Processor {
         }
     }
 
-    /// One handler per typed request (`work`: what the decode worker made of its body, for
-    /// the two requests with large bodies).
     fn apply(
         &mut self,
         ctx: &RequestContext,
-        counters: &ServerCounters,
+        counters: &LoopStats,
         request: Request<'_>,
         ticket: Option<Ticket>,
         work: BodyWork,
@@ -613,12 +509,11 @@ impl Processor {
     }
 }
 
-use config::{body_limits, kv_limits, route_bounds, route_settings};
 use durable::Awaiting;
 pub use off_loop::{body_weight, decode_off_loop, BodyWork, DecodeJob, Decoded};
 use register::StepsJob;
 pub use register::STEPPED_APPLY_TOPICS;
-use reply::{encode_reply, Reply, ReplyBody, ReplyExt, ReplyTemplates};
+use reply::{encode_reply, Reply, ReplyExt, ReplyTemplates};
 use stats::{log_grouped, Stats};
 
 mod admin;

@@ -1,20 +1,6 @@
-//! Large bodies leave the loop: the one way a request body too large to hash or decode within
-//! the loop's ~2 ms (REGISTER_BROKER, REGISTER_TOPIC_IN_NAMESRV) is handled. Its handling
-//! stops before the body is hashed or decoded (a registration's after its header is parsed,
-//! a REGISTER_TOPIC_IN_NAMESRV's before, since its parse decodes the body) and says so
-//! ([`Effects::off_loop`]); the server
-//! hands the request and a [`DecodeJob`] to the decode worker, which runs [`decode_off_loop`]
-//! (a pure function of the request and the limits handed over); the request is then handled
-//! again with what came back ([`BodyWork::OffLoop`]), in its turn and under the same ordering
-//! rule as any other route write. Small bodies, the common case, never take the thread hop.
-//!
-//! A body is large when its weight passes `decodeOnLoopMaxBytes` (see [`body_weight`]). For a
-//! REGISTER_BROKER the worker first hashes the body: when it is the body the broker registered
-//! last ([`DecodeJob::unchanged`], the table's answer when the job was made), it is not
-//! decoded at all, so a large broker's 30-second re-registration costs the worker a hash and
-//! the loop a refresh.
-//!
-//! [`Effects::off_loop`]: super::Effects::off_loop
+//! Large bodies leave the loop: a body whose weight ([`body_weight`]) passes
+//! `decodeOnLoopMaxBytes` goes undecoded to the decode worker, which runs [`decode_off_loop`];
+//! the request is then handled again with what came back ([`BodyWork::OffLoop`]).
 
 use super::{Processor, Refusal};
 use crate::remoting::codes::request;
@@ -27,44 +13,34 @@ use crate::route::table::BodyFingerprint;
 /// weighed by what it may become, so a small zlib bomb is inflated off the loop too.
 const MAX_INFLATE_RATIO: usize = 1032;
 
-/// What is known of a request's body when it is handled.
 #[derive(Debug)]
 pub enum BodyWork {
-    /// Nothing yet: a small body is hashed and decoded here, a large one is sent off.
+    /// Nothing yet: a small body is decoded here, a large one sent off.
     OnLoop,
-    /// What the decode worker made of it.
     OffLoop(Box<Decoded>),
 }
 
-/// A request body as the decode worker leaves it.
 #[derive(Debug)]
 pub enum Decoded {
-    /// A REGISTER_BROKER body: its fingerprint and, unless it is the body the broker
-    /// registered last, the body checked against its `bodyCrc32` and decoded.
     Registration {
         fingerprint: BodyFingerprint,
         body: Option<Result<RegisterBody, BodyRefused>>,
     },
-    /// A REGISTER_TOPIC_IN_NAMESRV body: its queue datas, checked.
     TopicRoute(Result<Vec<QueueData>, ParseError>),
     /// The header did not parse there: the loop parses it again and answers the error.
     Header,
-    /// Decoding failed there for a reason of the worker's own (a bug): refused with this.
+    /// Decoding failed there (a bug): refused with this.
     Failed(ParseError),
 }
 
-/// Why a registration body was refused before it touched the tables.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BodyRefused {
-    /// The body's CRC (`actual`) is not the header's `bodyCrc32`.
     Crc { actual: i64 },
-    /// It does not decode, or a topic config fails its checks.
     Bad(ParseError),
 }
 
-/// What the decode worker needs for one request: the limits it checks the body against (a
-/// snapshot of the config's, taken when the job is made) and, for a registration, the
-/// fingerprint of the body its broker registered last, which it need not decode.
+/// The limits in force when the job was made and, for a registration, the fingerprint of its
+/// broker's last body (not decoded again).
 #[derive(Debug, Clone, Copy)]
 pub struct DecodeJob {
     pub body: BodyLimits,
@@ -72,8 +48,7 @@ pub struct DecodeJob {
     pub unchanged: Option<BodyFingerprint>,
 }
 
-/// The bytes a body stands for: its length, or for a compressed one (by its header, or by
-/// zlib's first byte) what it may inflate to.
+/// The bytes a body stands for: its length, or for a compressed one what it may inflate to.
 pub fn body_weight(body: &[u8], compressed: bool) -> usize {
     if compressed || body.first() == Some(&0x78) {
         body.len().saturating_mul(MAX_INFLATE_RATIO)
@@ -82,8 +57,7 @@ pub fn body_weight(body: &[u8], compressed: bool) -> usize {
     }
 }
 
-/// Off the loop: the worker's side of [`DecodeJob`]: the same checks, in the same order, as
-/// handling the request on the loop makes.
+/// The worker's side of [`DecodeJob`]: the checks the loop makes, in the same order.
 pub fn decode_off_loop(
     cmd: &RemotingCommand,
     job: &DecodeJob,
@@ -102,9 +76,7 @@ pub fn decode_off_loop(
     }
 }
 
-/// A registration body checked against its `bodyCrc32`, then decoded (its topic names into
-/// `scratch`'s strings) and its topic configs checked: what a changed body goes through
-/// before it touches the tables, on the loop or off it.
+/// A changed registration body, on the loop or off it: CRC, decode, topic config checks.
 pub(super) fn decode_checked(
     r: &RegisterBroker<'_>,
     body: &BodyLimits,
@@ -119,21 +91,17 @@ pub(super) fn decode_checked(
 }
 
 impl Processor {
-    /// Whether a body of this weight is too large for the loop (`decodeOnLoopMaxBytes`).
     pub(super) fn too_large_for_the_loop(&self, weight: usize) -> bool {
         weight > self.config.decode_on_loop_max_bytes as usize
     }
 
-    /// A REGISTER_TOPIC_IN_NAMESRV body is decoded by its parse, so whether it goes to the
-    /// decode worker is decided before: its job, or `None` to handle it here. (A
-    /// registration's parse leaves its body alone: `register` decides after it.)
+    /// A REGISTER_TOPIC_IN_NAMESRV body is decoded by its parse: whether it goes is decided before.
     pub(super) fn off_loop_before_parse(&self, cmd: &RemotingCommand) -> Option<DecodeJob> {
         let large = cmd.code == request::REGISTER_TOPIC_IN_NAMESRV
             && self.too_large_for_the_loop(body_weight(&cmd.body, false));
         large.then(|| self.decode_job(None))
     }
 
-    /// A job for the decode worker with the limits in force.
     pub(super) fn decode_job(&self, unchanged: Option<BodyFingerprint>) -> DecodeJob {
         DecodeJob {
             body: self.body_limits,
@@ -142,8 +110,6 @@ impl Processor {
         }
     }
 
-    /// A registration body refused before it touched the tables: warned (rate-limited) and
-    /// answered.
     pub(super) fn body_refused(
         &mut self,
         ctx: &super::RequestContext,

@@ -1,28 +1,17 @@
-//! REGISTER_BROKER, the one registration pipeline. In order:
-//!
-//! 1. **Unchanged check in front.** The body's fingerprint (its length, the header's
-//!    `bodyCrc32` and the server's own hash) is compared with the one the broker's last body
-//!    was applied with; the same bytes, with no other writer of the broker group's queue
-//!    entries since, refresh the broker without being parsed. This is the 30-second
-//!    re-registration of a steady cluster, so it stays cheap.
-//! 2. **A changed body is decoded** (after its `bodyCrc32` check) and its topic configs
-//!    checked, then the registry's bounds: a refused body changes nothing.
-//! 3. **Applied**, in one of two ways:
-//!    * a small body (by weight, `decodeOnLoopMaxBytes`) is hashed, decoded and applied on
-//!      the loop in one go;
-//!    * a large one is hashed (and, unless unchanged, decoded) by the decode worker
-//!      (`off_loop`), then applied in bounded steps.
-//!
-//!    Either way, a registration whose topic work (configs to put, queue entries of topics
-//!    it no longer reports to remove) passes [`STEPPED_APPLY_TOPICS`] is applied in steps
-//!    ([`Processor::run_topic_steps`], within the server's per-turn budget) and answered after
-//!    the last one. Meanwhile the server holds every other route write (the code table's
-//!    `writes_routes`), so the tables end as a one-go apply leaves them; reads see each topic
-//!    as before the registration or as after it.
+//! REGISTER_BROKER, the one registration pipeline:
+//! 1. **Unchanged check.** The body's fingerprint (length, header `bodyCrc32`, the server's
+//!    own hash) equals the one the broker's last body was applied with, and no other writer
+//!    touched the group's queue entries since: the broker is refreshed without parsing.
+//! 2. **Decode.** A changed body is checked, decoded and bounded (a refused body changes
+//!    nothing): on the loop when small (`decodeOnLoopMaxBytes`), else by the decode worker.
+//! 3. **Apply.** At once, or past [`STEPPED_APPLY_TOPICS`] in steps
+//!    ([`Processor::run_topic_steps`]), answered after the last one; meanwhile the server holds
+//!    every route write (the code table's `writes_routes`).
 
 use super::off_loop::{body_weight, decode_checked, BodyRefused, BodyWork, Decoded};
 use super::ORDER_TOPIC_CONFIG;
-use super::{DeferredReply, Processor, Refusal, Reply, ReplyBody, ReplyExt, RequestContext};
+use super::{DeferredReply, Processor, Refusal, Reply, ReplyExt, RequestContext};
+use crate::request::reply::RegisterBrokerReply;
 use crate::request::RegisterBroker;
 use crate::route::model::RegisterBody;
 use crate::route::table::{
@@ -31,36 +20,28 @@ use crate::route::table::{
 use log::{debug, info, warn};
 use std::time::{Duration, Instant};
 
-/// Registrations with more topic work than this (topic configs to put, plus queue entries of
-/// topics no longer reported to remove) are applied in steps: putting a topic config costs
-/// about 1.6 µs on a busy core (a new topic; less for one already held), so 1,000 are about
-/// the 2 ms a request may hold the loop. Re-measure with `cargo bench --bench register_apply`
-/// (churn_100_topics: 100 topic configs put per iteration).
+/// Registrations with more topic work than this (configs to put, stale entries to remove) are
+/// applied in steps: a new topic config costs about 1.6 µs on a busy core, so 1,000 are about
+/// the 2 ms a request may hold the loop (`cargo bench --bench register_apply`, churn_100_topics).
 pub const STEPPED_APPLY_TOPICS: usize = 1_000;
 
-/// Topic configs put per step (about 0.2 ms); the server runs steps until its per-turn budget
-/// is spent.
+/// Topic configs put per step (about 0.2 ms); steps run until the turn's budget is spent.
 const TOPICS_PER_STEP: usize = 128;
 
-/// A registration being applied in steps, and its answer once done.
 pub(super) struct StepsJob {
     pub(super) steps: TopicSteps,
     pub(super) body: RegisterBody,
-    /// The broker was registered before: its topic changes count in the change summary (as
-    /// a one-go registration's do).
+    /// The broker was registered before: its topic changes count in the change summary.
     count_changes: bool,
     pub(super) reply: Option<DeferredReply>,
-    /// `brokerName@brokerAddr`, for the log.
     who: String,
 }
 
-/// Where a registration's body stands once its fingerprint is known.
 enum Body {
     /// Not decoded yet: decoded here if it changed (a small body).
     Here,
-    /// Decoded (or refused) by the decode worker.
     Decoded(Result<RegisterBody, BodyRefused>),
-    /// Not decoded by the worker, as it was the body applied last when the job was made.
+    /// Not decoded by the worker: it was the body applied last when the job was made.
     Skipped,
 }
 
@@ -73,7 +54,6 @@ impl Processor {
     ) -> Result<Reply, Refusal> {
         let (fingerprint, body) = match work {
             BodyWork::OnLoop if self.too_large_for_the_loop(body_weight(r.body, r.compressed)) => {
-                // Hashed (and decoded, unless it is the broker's last body) by the worker.
                 let (cluster, addr, name, id) =
                     (r.cluster, r.broker_addr, r.broker_name, r.broker_id);
                 let unchanged = self.table.unchanged_fingerprint(cluster, addr, name, id);
@@ -90,8 +70,7 @@ impl Processor {
                     body: None,
                 } => (fingerprint, Body::Skipped),
                 Decoded::Failed(e) => return Err(self.body_refused(ctx, r, BodyRefused::Bad(e))),
-                // The header parsed here but not there (the limits changed in between): sent
-                // again with the limits in force.
+                // The header parsed here but not there (the limits changed in between).
                 Decoded::TopicRoute(_) | Decoded::Header => {
                     return Ok(Reply::off_loop(self.decode_job(None)))
                 }
@@ -113,8 +92,7 @@ impl Processor {
                     (decode_checked(r, &limits, &names, &mut self.scratch), false)
                 }
                 Body::Decoded(decoded) => (decoded, true),
-                // Another write made it a changed body since the job was made: decoded after
-                // all (and counted then).
+                // Another write made it a changed body since the job was made.
                 Body::Skipped => return Ok(Reply::off_loop(self.decode_job(None))),
             };
             self.stats.registrations += 1;
@@ -137,31 +115,22 @@ impl Processor {
         Ok(self.registration_reply(result))
     }
 
-    /// SUCCESS with the master's addresses for a slave, and the ORDER_TOPIC_CONFIG table
-    /// when `returnOrderTopicConfigToBroker` (not to a fenced broker).
+    /// SUCCESS with a slave's master addresses, and ORDER_TOPIC_CONFIG unless fenced.
     fn registration_reply(&self, result: RegisterResult) -> Reply {
-        let mut ext = Vec::new();
-        if let Some(ha) = result.ha_server_addr {
-            ext.push(("haServerAddr", ha));
-        }
-        if let Some(master) = result.master_addr {
-            ext.push(("masterAddr", master));
-        }
-        let body = if self.config.return_order_topic_config_to_broker && !result.fenced {
-            // Encoded by the writer when the namespace last changed; shared, not copied.
-            self.kv.namespace_body(ORDER_TOPIC_CONFIG)
-        } else {
-            None
+        let header = RegisterBrokerReply {
+            ha_server_addr: result.ha_server_addr,
+            master_addr: result.master_addr,
         };
+        // Encoded by the writer when the namespace last changed; shared, not copied.
+        let body = (self.config.return_order_topic_config_to_broker && !result.fenced)
+            .then(|| self.kv.namespace_body(ORDER_TOPIC_CONFIG))
+            .flatten();
         Reply {
-            ext: ReplyExt::Pairs(ext),
-            body: body.map_or(ReplyBody::None, ReplyBody::Shared),
-            ..Reply::ok()
+            ext: ReplyExt::Pairs(header.encode()),
+            ..Reply::shared(body)
         }
     }
 
-    /// A changed body's registration: applied at once when its topic work (configs to put,
-    /// stale entries to remove) is small, else in steps ([`Processor::run_topic_steps`]).
     fn apply_changed_body(
         &mut self,
         r: &RegisterBroker<'_>,
@@ -196,9 +165,7 @@ impl Processor {
         result
     }
 
-    /// Puts the topic configs of registrations applied in steps, a step at a time, until
-    /// `budget` from `started` is spent (at least one step); returns the answers of those now
-    /// complete.
+    /// Runs at least one step, then until `budget` is spent; returns the answers now complete.
     pub fn run_topic_steps(
         &mut self,
         now_ms: u64,
@@ -241,12 +208,10 @@ impl Processor {
         self.log_change_summary(now_ms);
     }
 
-    /// A registration is being applied in steps (see [`Processor::run_topic_steps`]).
     pub fn topic_steps_pending(&self) -> bool {
         !self.topic_steps.is_empty()
     }
 
-    /// Decoded registration bodies already applied, for the server to free off the loop.
     pub fn take_spent_bodies(&mut self) -> Vec<RegisterBody> {
         std::mem::take(&mut self.spent_bodies)
     }
@@ -264,8 +229,7 @@ impl Processor {
         Refusal::Bound(e)
     }
 
-    /// A registration took its address from another broker name (step 0 of the table's
-    /// registration): warned, rate-limited, naming both; notifications sent.
+    /// A registration took its address from another broker name: warned (rate-limited).
     fn took_over(&mut self, r: &RegisterBroker<'_>, t: Takeover, now_ms: u64) {
         let old = &t.previous;
         if self.stats.takeovers.admit(now_ms) {
@@ -280,8 +244,7 @@ impl Processor {
         }
     }
 
-    /// New brokers and fencing at info/warn; topic changes counted into the periodic summary
-    /// (and logged at debug), since a churning cluster changes topics on every registration.
+    /// New brokers and fencing at info/warn; topic changes counted into the periodic summary.
     fn log_registration(&mut self, r: &RegisterBroker<'_>, result: &RegisterResult, now_ms: u64) {
         let (name, addr, id, cluster) = (r.broker_name, r.broker_addr, r.broker_id, r.cluster);
         if result.fenced {
@@ -311,7 +274,6 @@ impl Processor {
     }
 }
 
-/// A registration as log lines name it: `registration of broker@addr (cluster)`.
 pub(super) fn registration_of(r: &RegisterBroker<'_>) -> String {
     format!(
         "registration of {}@{} ({})",

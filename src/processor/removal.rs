@@ -1,6 +1,5 @@
-//! Brokers leaving: unregistrations (explicit, by expiry, by a closed connection) queued for
-//! the batching thread and applied when it hands them back, and the NOTIFY_MIN_BROKER_ID_CHANGE
-//! frames their removal (or a registration) sends.
+//! Brokers leaving: unregistrations queued for the batching thread and applied when it hands
+//! them back, and the NOTIFY_MIN_BROKER_ID_CHANGE frames a removal or registration sends.
 
 use super::{log_grouped, Processor, UnregisterBatch, Unregistration};
 use crate::event_loop::oneway::Oneway;
@@ -14,8 +13,6 @@ use log::{info, warn};
 use std::sync::Arc;
 
 impl Processor {
-    /// Hands a NOTIFY_MIN_BROKER_ID_CHANGE to the sender thread (connecting to brokers is
-    /// slow work that must stay off the loop).
     pub(super) fn send_notification(&mut self, n: MinIdNotification) {
         let message = Oneway {
             what: "NOTIFY_MIN_BROKER_ID_CHANGE",
@@ -27,8 +24,7 @@ impl Processor {
         }
     }
 
-    /// Queues unregistrations for the batching thread; returns false (and logs) when its
-    /// queue is full.
+    /// Queues unregistrations for the batching thread; false (logged) when its queue is full.
     pub fn submit_unregistrations(&mut self, batch: UnregisterBatch) -> bool {
         if batch.is_empty() {
             return true;
@@ -51,9 +47,9 @@ impl Processor {
         }
     }
 
-    /// The scan tick: silent brokers are expired, their connections reported for closing,
-    /// and their unregistrations queued as one batch.
-    /// At most `limit` deadline entries are examined; the flag says whether more are due.
+    /// A step of the expiry scan. When it ends, its unregistrations are queued as one batch and
+    /// the connections returned for closing (earlier, a shared connection's close would
+    /// unregister its other brokers in a batch of their own).
     pub fn expire_silent_brokers(&mut self, now_ms: u64, limit: usize) -> (Vec<ConnId>, bool) {
         let (expired, more): (Vec<ExpiredBroker>, bool) =
             self.table.expire_silent_brokers_limited(now_ms, limit);
@@ -79,9 +75,6 @@ impl Processor {
             ));
         }
         self.stats.expiries += expired.len() as u64;
-        // One scan, however many iterations it is spread over, hands the worker one batch,
-        // and only then are the expired brokers' connections closed (closing earlier would
-        // unregister the other brokers of a shared connection in a batch of their own).
         if more {
             return (Vec::new(), true);
         }
@@ -103,7 +96,6 @@ impl Processor {
         (conns, more)
     }
 
-    /// A connection closed: unregister every broker that registered over it.
     pub fn connection_closed(&mut self, conn: ConnId) {
         let requests = self.table.connection_closed(conn);
         if requests.is_empty() {
@@ -116,13 +108,11 @@ impl Processor {
         self.submit_unregistrations(batch);
     }
 
-    /// Counts a de-duplicated batch handed back by the worker (applied in chunks).
     pub fn record_unregister_batch(&mut self, len: usize) {
         self.stats.unregister_batches += 1;
         self.stats.largest_batch = self.stats.largest_batch.max(len);
     }
 
-    /// Applies (a chunk of) a batch handed back by the worker.
     pub fn apply_unregister_batch(&mut self, batch: &[Unregistration]) {
         let requests: Vec<UnregisterRequest> = batch.iter().map(|(r, _)| r.clone()).collect();
         let outcome = self.table.unregister_batch(&requests);

@@ -1,45 +1,37 @@
 //! Answers under construction ([`Reply`]) and how they become frames: field by field, or
-//! from a template for the replies sent most (heartbeats, QUERY_DATA_VERSION, routes).
+//! from a template for the replies sent most (heartbeats, QUERY_DATA_VERSION, routes). The
+//! header fields come from `request::reply`, shared with the clients that read them.
 
 use super::DecodeJob;
 use crate::remoting::codes::{response, version, FLAG_RESPONSE};
 use crate::remoting::command::{encode_frame, FrameTemplate, Header, SerializeType};
+use crate::request::reply::{DataVersionReply, ReplyFields};
+use bytes::Bytes;
 
-/// Reply under construction.
 pub(super) struct Reply {
     pub(super) code: i32,
     pub(super) remark: Option<String>,
     pub(super) ext: ReplyExt,
-    pub(super) body: ReplyBody,
-    /// Answered later (see [`Effects::deferred`]); nothing is written now.
+    pub(super) body: Bytes,
     pub(super) deferred: bool,
-    /// Not answered: the body goes to the decode worker first (see [`Effects::off_loop`]).
     pub(super) off_loop: Option<DecodeJob>,
 }
 
-/// A reply's `extFields`.
 pub(super) enum ReplyExt {
     /// No `extFields` member (Java's handlers without a custom response header).
     None,
-    Pairs(Vec<(&'static str, String)>),
-    /// QUERY_DATA_VERSION's `{"changed":"true|false"}`, written from a template.
+    Pairs(ReplyFields),
     Changed(bool),
 }
 
-pub(super) enum ReplyBody {
-    None,
-    Owned(Vec<u8>),
-    Shared(bytes::Bytes),
-}
-
-impl ReplyBody {
-    /// The body's bytes (empty for `None`).
-    pub(super) fn bytes(&self) -> &[u8] {
-        match self {
-            ReplyBody::Owned(v) => v,
-            ReplyBody::Shared(b) => b,
-            ReplyBody::None => &[],
-        }
+fn header(code: i32, remark: Option<&str>) -> Header<'_> {
+    Header {
+        code,
+        language: "JAVA",
+        version: version::CURRENT,
+        opaque: 0,
+        flag: FLAG_RESPONSE,
+        remark,
     }
 }
 
@@ -51,59 +43,44 @@ pub(super) fn encode_reply(
     out: &mut Vec<u8>,
 ) {
     let header = Header {
-        code: reply.code,
-        language: "JAVA",
-        version: version::CURRENT,
         opaque,
-        flag: FLAG_RESPONSE,
-        remark: reply.remark.as_deref(),
+        ..header(reply.code, reply.remark.as_deref())
     };
-    let body = reply.body.bytes();
-    // One encoder call (one instance of it) for every kind of ext fields.
     let (pairs, changed): (&[(&str, String)], _) = match &reply.ext {
         ReplyExt::None => (&[], None),
         ReplyExt::Pairs(pairs) => (pairs, None),
-        ReplyExt::Changed(c) => (&[], Some(if *c { "true" } else { "false" })),
+        ReplyExt::Changed(c) => (&[], Some(DataVersionReply::value(*c))),
     };
     let ext = (!matches!(reply.ext, ReplyExt::None)).then(|| {
         let pairs = pairs.iter().map(|(k, v)| (*k, v.as_str()));
-        pairs.chain(changed.map(|v| ("changed", v)))
+        pairs.chain(changed.map(|v| (DataVersionReply::FIELD, v)))
     });
-    encode_frame(out, serialize_type, &header, ext, body);
+    encode_frame(out, serialize_type, &header, ext, &reply.body);
 }
 
-/// The frames of the replies sent most (heartbeats, QUERY_DATA_VERSION, routes), encoded once per
-/// header codec: a reply is then a copy and the opaque's digits, the same bytes as encoding
-/// it field by field.
+/// The frames of the replies sent most, encoded once per header codec (index: the
+/// [`SerializeType`]): a reply is then a copy and the opaque's digits.
 pub(super) struct ReplyTemplates {
-    /// SUCCESS without remark or ext fields (any body: route lookups, cluster info...); per
-    /// [`SerializeType`] (JSON, ROCKETMQ).
-    pub(super) ok: [FrameTemplate; 2],
-    /// SUCCESS with `changed` false and true.
-    pub(super) changed: [[FrameTemplate; 2]; 2],
+    /// SUCCESS without remark or ext fields (any body: route lookups, cluster info...).
+    ok: [FrameTemplate; 2],
+    changed: [[FrameTemplate; 2]; 2],
 }
 
 impl ReplyTemplates {
     pub(super) fn new() -> Self {
-        let header = Header {
-            code: response::SUCCESS,
-            language: "JAVA",
-            version: version::CURRENT,
-            opaque: 0,
-            flag: FLAG_RESPONSE,
-            remark: None,
-        };
+        let header = header(response::SUCCESS, None);
         let no_ext: Option<[(&str, &str); 0]> = None;
         let types = [SerializeType::Json, SerializeType::RocketMq];
-        let changed =
-            |value: &str| types.map(|t| FrameTemplate::new(t, &header, Some([("changed", value)])));
+        let changed = |c| {
+            let ext = [(DataVersionReply::FIELD, DataVersionReply::value(c))];
+            types.map(|t| FrameTemplate::new(t, &header, Some(ext)))
+        };
         ReplyTemplates {
             ok: types.map(|t| FrameTemplate::new(t, &header, no_ext)),
-            changed: [changed("false"), changed("true")],
+            changed: [changed(false), changed(true)],
         }
     }
 
-    /// Writes `reply` from its template; false when it has none.
     pub(super) fn write(
         &self,
         serialize_type: SerializeType,
@@ -111,28 +88,17 @@ impl ReplyTemplates {
         reply: &Reply,
         out: &mut Vec<u8>,
     ) -> bool {
-        let Some(template) = self.of(reply, serialize_type) else {
-            return false;
-        };
-        template.write_with_body(out, opaque, |o| o.extend_from_slice(reply.body.bytes()));
-        true
-    }
-
-    /// The template for `reply`, if it has one.
-    pub(super) fn of(
-        &self,
-        reply: &Reply,
-        serialize_type: SerializeType,
-    ) -> Option<&FrameTemplate> {
         if reply.code != response::SUCCESS || reply.remark.is_some() {
-            return None;
+            return false;
         }
         let t = serialize_type as usize;
-        match &reply.ext {
-            ReplyExt::None => Some(&self.ok[t]),
-            ReplyExt::Changed(c) => Some(&self.changed[usize::from(*c)][t]),
-            ReplyExt::Pairs(_) => None,
-        }
+        let template = match &reply.ext {
+            ReplyExt::None => &self.ok[t],
+            ReplyExt::Changed(c) => &self.changed[usize::from(*c)][t],
+            ReplyExt::Pairs(_) => return false,
+        };
+        template.write_with_body(out, opaque, |o| o.extend_from_slice(&reply.body));
+        true
     }
 }
 
@@ -142,19 +108,17 @@ impl Reply {
             code: response::SUCCESS,
             remark: None,
             ext: ReplyExt::None,
-            body: ReplyBody::None,
+            body: Bytes::new(),
             deferred: false,
             off_loop: None,
         }
     }
-    /// The answer waits for the durable writer.
     pub(super) fn later() -> Self {
         Reply {
             deferred: true,
             ..Reply::ok()
         }
     }
-    /// Nothing done yet: the body goes to the decode worker first.
     pub(super) fn off_loop(job: DecodeJob) -> Self {
         Reply {
             off_loop: Some(job),
@@ -163,7 +127,18 @@ impl Reply {
     }
     pub(super) fn with_body(body: Vec<u8>) -> Self {
         Reply {
-            body: ReplyBody::Owned(body),
+            body: Bytes::from(body),
+            ..Reply::ok()
+        }
+    }
+    pub(super) fn encoded(encode: impl FnOnce(&mut Vec<u8>)) -> Self {
+        let mut body = Vec::with_capacity(256);
+        encode(&mut body);
+        Reply::with_body(body)
+    }
+    pub(super) fn shared(body: Option<Bytes>) -> Self {
+        Reply {
+            body: body.unwrap_or_default(),
             ..Reply::ok()
         }
     }
@@ -190,7 +165,7 @@ mod tests {
         };
         let mut text = Vec::new();
         dv.encode(&mut text);
-        let text = bytes::Bytes::from(text);
+        let text = Bytes::from(text);
         let replies = || {
             let changed = |c, body| Reply {
                 ext: ReplyExt::Changed(c),
@@ -201,12 +176,12 @@ mod tests {
                 Reply::ok(),
                 Reply::with_body(b"{\"a\":1}".to_vec()),
                 Reply {
-                    body: ReplyBody::Shared(bytes::Bytes::from_static(&[7u8; 300])),
+                    body: Bytes::from_static(&[7u8; 300]),
                     ..Reply::ok()
                 },
-                changed(false, ReplyBody::Shared(text.clone())),
-                changed(true, ReplyBody::Shared(text.clone())),
-                changed(true, ReplyBody::None),
+                changed(false, text.clone()),
+                changed(true, text.clone()),
+                changed(true, Bytes::new()),
             ]
         };
         let templates = ReplyTemplates::new();

@@ -1,17 +1,14 @@
 //! Reads of the registry: GET_ROUTEINFO_BY_TOPIC (cached bodies, zone filtering), the topic
 //! lists and cluster info.
 
-use super::{Processor, Refusal, Reply, ReplyBody, ORDER_TOPIC_CONFIG};
+use super::{Processor, Refusal, Reply, ORDER_TOPIC_CONFIG};
 use crate::request::{GetRouteInfo, GetTopicsByCluster};
 use crate::route::model;
 use crate::route::model::{Dialect, TopicRouteData};
 
 impl Processor {
-    /// GET_BROKER_CLUSTER_INFO.
     pub(super) fn cluster_info(&mut self) -> Result<Reply, Refusal> {
-        let mut body = Vec::with_capacity(256);
-        self.table.cluster_info().encode(&mut body);
-        Ok(Reply::with_body(body))
+        Ok(Reply::encoded(|out| self.table.cluster_info().encode(out)))
     }
 
     pub(super) fn route_info(&mut self, r: GetRouteInfo<'_>) -> Result<Reply, Refusal> {
@@ -37,61 +34,51 @@ impl Processor {
             };
             route.order_topic_conf = order_conf();
             filter_by_zone(&mut route, zone);
-            let mut body = Vec::new();
-            route.encode(Dialect::Legacy, &mut body);
-            return Ok(Reply::with_body(body));
+            return Ok(Reply::encoded(|out| route.encode(Dialect::Legacy, out)));
         }
         match self.table.route_body(topic, r.dialect, order_conf) {
-            Some(bytes) => Ok(Reply {
-                body: ReplyBody::Shared(bytes),
-                ..Reply::ok()
-            }),
+            Some(bytes) => Ok(Reply::shared(Some(bytes))),
             None => Err(Refusal::TopicNotExist(topic.to_string())),
         }
     }
 
     pub(super) fn all_topic_list(&mut self) -> Result<Reply, Refusal> {
-        if !self.config.enable_all_topic_list {
-            return Err(Refusal::ListDisabled);
-        }
-        let mut body = Vec::new();
-        model::encode_topic_list(self.table.topic_names(), None, &mut body);
-        Ok(Reply::with_body(body))
+        list_enabled(self.config.enable_all_topic_list)?;
+        Ok(topic_list(self.table.topic_names(), None))
     }
 
     pub(super) fn topics_by_cluster(
         &mut self,
         r: GetTopicsByCluster<'_>,
     ) -> Result<Reply, Refusal> {
-        if !self.config.enable_topic_list {
-            return Err(Refusal::ListDisabled);
-        }
+        list_enabled(self.config.enable_topic_list)?;
         let topics = self.table.topics_of_cluster(r.cluster()?);
-        let mut body = Vec::new();
-        model::encode_topic_list(topics.iter().map(String::as_str), None, &mut body);
-        Ok(Reply::with_body(body))
+        Ok(topic_list(topics.iter().map(String::as_str), None))
     }
 
     pub(super) fn system_topic_list(&mut self) -> Result<Reply, Refusal> {
         let (topics, addr) = self.table.system_topics();
-        let mut body = Vec::new();
-        model::encode_topic_list(
+        Ok(topic_list(
             topics.iter().map(String::as_str),
             addr.as_deref(),
-            &mut body,
-        );
-        Ok(Reply::with_body(body))
+        ))
     }
 
     pub(super) fn unit_topics(&mut self, pred: impl Fn(i32) -> bool) -> Result<Reply, Refusal> {
-        if !self.config.enable_topic_list {
-            return Err(Refusal::ListDisabled);
-        }
-        let topics = self.table.topics_with_flag(pred);
-        let mut body = Vec::new();
-        model::encode_topic_list(topics.into_iter(), None, &mut body);
-        Ok(Reply::with_body(body))
+        list_enabled(self.config.enable_topic_list)?;
+        Ok(topic_list(
+            self.table.topics_with_flag(pred).into_iter(),
+            None,
+        ))
     }
+}
+
+fn list_enabled(enabled: bool) -> Result<(), Refusal> {
+    enabled.then_some(()).ok_or(Refusal::ListDisabled)
+}
+
+fn topic_list<'a>(topics: impl Iterator<Item = &'a str>, broker_addr: Option<&str>) -> Reply {
+    Reply::encoded(|out| model::encode_topic_list(topics, broker_addr, out))
 }
 
 /// ZoneRouteRPCHook (§5.8): keep brokers without a master or in the requested zone.

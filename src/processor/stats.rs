@@ -1,17 +1,18 @@
-//! What the processor counts (requests by code, registrations, removals; the stats
-//! extension reports them) and how it logs under load: refusals and other warnings a few
-//! lines per interval, then a count; route changes summarised once per interval.
+//! What the processor counts (requests by code, registrations, removals: the stats
+//! extension's body) and how it logs under load: refusals and other warnings a few lines per
+//! interval, then a count; route changes summarised once per interval.
 
 use super::Processor;
+use crate::event_loop::LoopStats;
+use crate::remoting::json::{write_i64, write_key};
 use log::{info, warn};
 use std::collections::HashMap;
 
-/// Request counts by code: a flat array for RocketMQ's range (no hashing per request), a map
-/// for anything else a peer may send.
+/// Request counts by code: an array for RocketMQ's range, a map for anything else.
 #[derive(Debug)]
 pub(super) struct RequestCounts {
-    pub(super) low: Vec<u64>,
-    pub(super) other: HashMap<i32, u64>,
+    low: Vec<u64>,
+    other: HashMap<i32, u64>,
 }
 
 impl Default for RequestCounts {
@@ -35,13 +36,10 @@ impl RequestCounts {
         }
     }
 
-    pub(super) fn sorted(&self) -> Vec<(i32, u64)> {
-        let mut v: Vec<(i32, u64)> = self
-            .low
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| **n > 0)
-            .map(|(c, n)| (c as i32, *n))
+    fn sorted(&self) -> Vec<(i32, u64)> {
+        let low = self.low.iter().enumerate().map(|(c, n)| (c as i32, *n));
+        let mut v: Vec<(i32, u64)> = low
+            .filter(|(_, n)| *n > 0)
             .chain(self.other.iter().map(|(c, n)| (*c, *n)))
             .collect();
         v.sort_unstable();
@@ -60,45 +58,55 @@ pub(super) struct Stats {
     pub(super) largest_batch: usize,
     pub(super) unregister_queue_full: u64,
     pub(super) rejected_busy: u64,
-    /// Route changes since the last summary line.
     pub(super) changes: ChangeSummary,
-    /// Refused requests, bounds reached, addresses taken over: warned a few lines at a time.
     pub(super) refusals: WarnLimiter,
     pub(super) bounds_reached: WarnLimiter,
     pub(super) takeovers: WarnLimiter,
 }
 
+/// How often route changes are summarised, and warnings of one kind counted, at most.
+pub(super) const CHANGE_SUMMARY_INTERVAL_MS: u64 = 10_000;
+
 /// Lines per interval a [`WarnLimiter`] lets through; the rest are counted.
-pub(super) const WARN_LINES: u32 = 5;
+const WARN_LINES: u32 = 5;
 
-/// Warnings of one kind, at most [`WARN_LINES`] per [`CHANGE_SUMMARY_INTERVAL_MS`]; the ones
-/// past that are counted and reported in one line when the interval is over.
+/// "new broker registered" lines per interval; the rest are counted (a cluster start
+/// registers thousands at once).
+pub(super) const NEW_BROKER_LINES: u32 = 10;
+
 #[derive(Debug, Default, PartialEq, Eq)]
-pub(super) struct WarnLimiter {
-    /// When the running interval ends; 0 when nothing was warned since the last one.
-    pub(super) due_ms: u64,
-    pub(super) lines: u32,
-    pub(super) suppressed: u64,
-}
+pub(super) struct Interval(u64);
 
-impl WarnLimiter {
-    /// Whether this event gets a line of its own (otherwise it is counted).
-    pub(super) fn admit(&mut self, now_ms: u64) -> bool {
-        if self.due_ms == 0 {
-            self.due_ms = now_ms.saturating_add(CHANGE_SUMMARY_INTERVAL_MS).max(1);
-        }
-        if self.lines < WARN_LINES {
-            self.lines += 1;
-            true
-        } else {
-            self.suppressed += 1;
-            false
+impl Interval {
+    fn start(&mut self, now_ms: u64) {
+        if self.0 == 0 {
+            self.0 = now_ms.saturating_add(CHANGE_SUMMARY_INTERVAL_MS).max(1);
         }
     }
 
-    /// Once the interval is over: resets, and returns how many events were not logged.
-    pub(super) fn take_due(&mut self, now_ms: u64) -> Option<u64> {
-        if self.due_ms == 0 || now_ms < self.due_ms {
+    fn over(&self, now_ms: u64) -> bool {
+        self.0 != 0 && now_ms >= self.0
+    }
+}
+
+/// Warnings of one kind, at most [`WARN_LINES`] per interval, then a count.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct WarnLimiter {
+    interval: Interval,
+    lines: u32,
+    suppressed: u64,
+}
+
+impl WarnLimiter {
+    pub(super) fn admit(&mut self, now_ms: u64) -> bool {
+        self.interval.start(now_ms);
+        self.lines = self.lines.saturating_add(1);
+        self.suppressed += u64::from(self.lines > WARN_LINES);
+        self.lines <= WARN_LINES
+    }
+
+    fn take_due(&mut self, now_ms: u64) -> Option<u64> {
+        if !self.interval.over(now_ms) {
             return None;
         }
         let done = std::mem::take(self);
@@ -106,91 +114,78 @@ impl WarnLimiter {
     }
 }
 
-/// How often route changes from registrations are summarised at info.
-pub(super) const CHANGE_SUMMARY_INTERVAL_MS: u64 = 10_000;
-
-/// "new broker registered" lines logged one by one per interval; beyond that they are
-/// counted into the summary (a cluster start registers thousands at once).
-pub(super) const NEW_BROKER_LINES: u32 = 10;
-
-/// Route changes made by registrations and REGISTER_TOPIC_IN_NAMESRV, counted between info
-/// lines instead of logged one line per request.
+/// Route changes by registrations and REGISTER_TOPIC_IN_NAMESRV, counted between info lines.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct ChangeSummary {
-    /// When the running interval ends; 0 when nothing happened since the last line.
-    pub(super) due_ms: u64,
-    pub(super) new_brokers_logged: u32,
-    pub(super) new_brokers_unlogged: u64,
-    pub(super) brokers_changed: u64,
-    pub(super) queue_entries_changed: u64,
-    pub(super) topics_registered: u64,
-    pub(super) queue_entries_registered: u64,
+    interval: Interval,
+    new_brokers_logged: u32,
+    new_brokers_unlogged: u64,
+    brokers_changed: u64,
+    queue_entries_changed: u64,
+    topics_registered: u64,
+    queue_entries_registered: u64,
 }
 
 impl ChangeSummary {
-    pub(super) fn start(&mut self, now_ms: u64) {
-        if self.due_ms == 0 {
-            self.due_ms = now_ms.saturating_add(CHANGE_SUMMARY_INTERVAL_MS).max(1);
-        }
-    }
-
     /// Counts a first registration; true while it should still get a line of its own.
     pub(super) fn new_broker(&mut self, now_ms: u64) -> bool {
-        self.start(now_ms);
-        if self.new_brokers_logged < NEW_BROKER_LINES {
+        self.interval.start(now_ms);
+        let own_line = self.new_brokers_logged < NEW_BROKER_LINES;
+        if own_line {
             self.new_brokers_logged += 1;
-            true
         } else {
             self.new_brokers_unlogged += 1;
-            false
         }
+        own_line
     }
 
     pub(super) fn broker_changed(&mut self, queue_entries: usize, now_ms: u64) {
-        self.start(now_ms);
+        self.interval.start(now_ms);
         self.brokers_changed += 1;
         self.queue_entries_changed += queue_entries as u64;
     }
 
     pub(super) fn topic_registered(&mut self, queue_entries: usize, now_ms: u64) {
-        self.start(now_ms);
+        self.interval.start(now_ms);
         self.topics_registered += 1;
         self.queue_entries_registered += queue_entries as u64;
     }
 
-    /// The summary line once the interval is over (and resets), if anything was counted.
     pub(super) fn take_due(&mut self, now_ms: u64) -> Option<String> {
-        if self.due_ms == 0 || now_ms < self.due_ms {
+        if !self.interval.over(now_ms) {
             return None;
         }
-        let done = std::mem::take(self);
-        let mut parts = Vec::new();
-        if done.brokers_changed > 0 {
-            parts.push(format!(
-                "{} registration(s) changed {} topic queue entries",
-                done.brokers_changed, done.queue_entries_changed
-            ));
-        }
-        if done.topics_registered > 0 {
-            parts.push(format!(
-                "{} topic(s) registered by REGISTER_TOPIC_IN_NAMESRV with {} queue entries",
-                done.topics_registered, done.queue_entries_registered
-            ));
-        }
-        if done.new_brokers_unlogged > 0 {
-            parts.push(format!(
-                "{} more new broker(s) registered (listed at debug)",
-                done.new_brokers_unlogged
-            ));
-        }
+        let d = std::mem::take(self);
+        let parts: Vec<String> = [
+            (d.brokers_changed > 0).then(|| {
+                format!(
+                    "{} registration(s) changed {} topic queue entries",
+                    d.brokers_changed, d.queue_entries_changed
+                )
+            }),
+            (d.topics_registered > 0).then(|| {
+                format!(
+                    "{} topic(s) registered by REGISTER_TOPIC_IN_NAMESRV with {} queue entries",
+                    d.topics_registered, d.queue_entries_registered
+                )
+            }),
+            (d.new_brokers_unlogged > 0).then(|| {
+                format!(
+                    "{} more new broker(s) registered (listed at debug)",
+                    d.new_brokers_unlogged
+                )
+            }),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         (!parts.is_empty()).then(|| format!("route changes: {}", parts.join("; ")))
     }
 }
 
 impl Processor {
-    /// Logs the route-change summary if its interval is over. Called after every request;
-    /// the server may also call it from its scan tick so that a quiet spell after a burst
-    /// does not hold the line back.
+    /// Logs the route-change summary and the counts of warnings held back, once their
+    /// interval is over (also from the scan tick, so a quiet spell does not hold them back).
     pub fn log_change_summary(&mut self, now_ms: u64) {
         if let Some(line) = self.stats.changes.take_due(now_ms) {
             info!("{line}");
@@ -208,6 +203,53 @@ impl Processor {
                 warn!("{n} more {what} in the last interval, not logged one by one");
             }
         }
+    }
+
+    pub(super) fn stats_body(&self, l: &LoopStats) -> Vec<u8> {
+        let (t, s) = (&self.table, &self.stats);
+        let fields: [(&str, u64); 23] = [
+            ("connections", l.connections as u64),
+            ("brokers", t.live_broker_count() as u64),
+            ("brokerGroups", t.broker_group_count() as u64),
+            ("topics", t.topic_count() as u64),
+            ("clusters", t.cluster_count() as u64),
+            ("uptimeMillis", self.started.elapsed().as_millis() as u64),
+            ("registrations", s.registrations),
+            ("registrationsUnchanged", s.registrations_unchanged),
+            ("expiries", s.expiries),
+            ("unregistrations", s.unregistrations),
+            ("unregisterBatches", s.unregister_batches),
+            ("largestUnregisterBatch", s.largest_batch as u64),
+            ("bytesIn", l.bytes_in),
+            ("bytesOut", l.bytes_out),
+            ("rejectedBusy", s.rejected_busy),
+            ("unregisterQueueFull", s.unregister_queue_full),
+            ("bufferedBytes", l.buffered_bytes as u64),
+            ("refusedConnections", l.refused),
+            ("frameTimeouts", l.frame_timeouts),
+            ("closedOverBudget", l.closed_over_budget),
+            ("acceptFailures", l.accept_failures),
+            ("maxTurnMicros", l.max_turn_micros),
+            ("longTurns", l.long_turns),
+        ];
+        let mut out = Vec::with_capacity(512);
+        out.push(b'{');
+        for (k, v) in fields {
+            write_key(&mut out, k);
+            write_i64(&mut out, v as i64);
+            out.push(b',');
+        }
+        write_key(&mut out, "requests");
+        out.push(b'{');
+        for (i, (code, n)) in s.requests_by_code.sorted().into_iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_key(&mut out, &code.to_string());
+            write_i64(&mut out, n as i64);
+        }
+        out.extend_from_slice(b"}}");
+        out
     }
 }
 
@@ -228,19 +270,10 @@ pub(super) fn log_grouped(
         }
         return;
     }
-    let mut line = String::new();
-    let mut in_line = 0;
-    for (i, item) in items.enumerate() {
-        if in_line > 0 {
-            line.push_str("; ");
-        }
-        line.push_str(&item);
-        in_line += 1;
-        if in_line == 100 || i + 1 == total {
-            log::log!(level, "{what} ({} of {total}): {line}", i + 1);
-            line.clear();
-            in_line = 0;
-        }
+    let items: Vec<String> = items.collect();
+    for (n, chunk) in items.chunks(100).enumerate() {
+        let shown = n * 100 + chunk.len();
+        log::log!(level, "{what} ({shown} of {total}): {}", chunk.join("; "));
     }
 }
 

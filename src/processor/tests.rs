@@ -143,7 +143,7 @@ fn the_codes_whose_handlers_change_routes_are_the_rows_that_say_so() {
         now_ms: 1_000,
         reply_to: None,
     };
-    let counters = ServerCounters::default();
+    let counters = crate::event_loop::LoopStats::default();
     let mut changed_routes = Vec::new();
     for row in codes::REQUEST_CODES {
         let mut h = harness();
@@ -206,7 +206,7 @@ fn body_of(counter: i64, topics: &[(String, i32)]) -> String {
 /// Handles `cmd` as the server does: a body sent off the loop is decoded (here, as the
 /// worker would) and handled again; returns the reply bytes and how often it went off.
 fn handle_through_the_worker(h: &mut Harness, cmd: &RemotingCommand) -> (Vec<u8>, usize) {
-    let counters = ServerCounters::default();
+    let counters = crate::event_loop::LoopStats::default();
     let (mut out, mut trips) = (Vec::new(), 0);
     let mut work = BodyWork::OnLoop;
     loop {
@@ -225,7 +225,7 @@ fn handle_through_the_worker(h: &mut Harness, cmd: &RemotingCommand) -> (Vec<u8>
 
 /// The decode worker's job for `cmd`, which is handled no further.
 fn off_loop_job(h: &mut Harness, cmd: &RemotingCommand) -> DecodeJob {
-    let counters = ServerCounters::default();
+    let counters = crate::event_loop::LoopStats::default();
     let effects = h
         .processor
         .handle_with(&CTX, &counters, cmd, BodyWork::OnLoop, &mut Vec::new());
@@ -250,7 +250,7 @@ fn a_large_body_goes_to_the_worker_before_it_is_hashed_or_counted() {
     let body = body_of(1, &numbered("L", 50));
     assert!(body.len() > 1024);
     let cmd = command(codes::request::REGISTER_BROKER, FIELDS, &body);
-    let counters = ServerCounters::default();
+    let counters = crate::event_loop::LoopStats::default();
     let mut out = Vec::new();
     let effects = h
         .processor
@@ -305,7 +305,7 @@ fn a_body_the_worker_skipped_goes_back_when_a_write_came_in_between() {
         &[("topic", "L7")],
         "",
     );
-    let counters = ServerCounters::default();
+    let counters = crate::event_loop::LoopStats::default();
     h.processor
         .handle(&CTX, &counters, &delete, &mut Vec::new());
     assert_eq!(h.processor.table.topic_count(), 49);

@@ -1,60 +1,30 @@
 //! The cache of encoded GET_ROUTEINFO_BY_TOPIC bodies: per topic, one body per key-quoting
-//! dialect, within a byte budget (`routeCacheMaxBytes`).
-//!
-//! Route lookups are most of a name server's traffic, and a topic's route changes rarely, so
-//! the encoded body is kept until something it is built from changes; the route table calls
-//! [`RouteCache::invalidate`] for every topic it touches, so the cache never decides freshness
-//! itself. Bodies are `Bytes`: a hit is a reference-count increment, and the reply shares the
-//! cached buffer.
-//!
-//! Past the budget, the oldest bodies go first. The caching order is a queue of markers, one
-//! per body cached; an invalidation does not search it, so it leaves a stale marker behind,
-//! and each insertion sweeps a bounded number of those. A marker names its body by a sequence
-//! number, not just by topic and dialect: a topic cached again after an invalidation must not
-//! make its old markers look live (they would pile up, and evict the new body early). All byte
-//! and body counting happens here, in [`RouteCache::insert`], [`RouteCache::remove`] and
-//! [`RouteCache::invalidate`].
+//! dialect, within `routeCacheMaxBytes`. The route table invalidates a topic whenever
+//! something its route is built from changes; a hit is a reference-count increment.
+//! Past the budget, the oldest bodies go first: each body has a sequence number, and `order`
+//! maps the numbers of the cached bodies, oldest first, to their topics.
 
 use super::model::Dialect;
 use bytes::Bytes;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-/// Stale markers swept per insertion at most, so that no single lookup pays for a full pass.
-const SWEEP_PER_INSERT: usize = 256;
-/// Stale markers tolerated beyond twice the live ones before sweeping starts.
-const STALE_SLACK: usize = 1024;
-
-/// Encoded route bodies by topic; see the module documentation.
 #[derive(Debug, Default)]
 pub struct RouteCache {
-    /// Per topic with at least one body cached. Boxed: the denser table makes a hit about
-    /// 10 % faster than 96-byte buckets did. std's SipHash: keys are peer-named topics.
+    /// Per topic with a body cached (boxed: a denser table, hits 10 % faster).
     bodies: HashMap<Arc<str>, Box<TopicBodies>>,
     /// Sum of the cached bodies' lengths.
     bytes: usize,
-    /// Number of cached bodies.
-    count: usize,
-    /// One marker per body in the order they were cached (oldest first), including the stale
-    /// markers of bodies removed since.
-    order: VecDeque<Marker>,
-    /// Sequence number of the next body cached. 32 bits keep a marker at 24 bytes; wrapping
-    /// is harmless, since a marker is swept or popped long before 2^32 more bodies are cached.
-    next_seq: u32,
+    /// The cached bodies by sequence number, oldest first.
+    order: BTreeMap<u64, (Arc<str>, Dialect)>,
+    next_seq: u64,
 }
 
-/// A topic's [standard, legacy] bodies and their sequence numbers (72 bytes).
+/// A topic's [standard, legacy] bodies and their sequence numbers.
 #[derive(Debug, Default)]
 struct TopicBodies {
     body: [Option<Bytes>; 2],
-    seq: [u32; 2],
-}
-
-#[derive(Debug)]
-struct Marker {
-    topic: Arc<str>,
-    dialect: Dialect,
-    seq: u32,
+    seq: [u64; 2],
 }
 
 fn slot(dialect: Dialect) -> usize {
@@ -65,17 +35,8 @@ fn slot(dialect: Dialect) -> usize {
 }
 
 impl RouteCache {
-    /// The cached body of `topic` in `dialect`.
     pub fn get(&self, topic: &str, dialect: Dialect) -> Option<&Bytes> {
         self.bodies.get(topic)?.body[slot(dialect)].as_ref()
-    }
-
-    /// Whether the body a marker was queued for is still cached.
-    fn is_live(&self, marker: &Marker) -> bool {
-        let i = slot(marker.dialect);
-        self.bodies
-            .get(&marker.topic)
-            .is_some_and(|t| t.body[i].is_some() && t.seq[i] == marker.seq)
     }
 
     /// Caches `body` (replacing any body of the same topic and dialect), then evicts the
@@ -83,34 +44,33 @@ impl RouteCache {
     pub fn insert(&mut self, topic: Arc<str>, dialect: Dialect, body: Bytes, max_bytes: usize) {
         self.remove(&topic, dialect);
         let seq = self.next_seq;
-        self.next_seq = self.next_seq.wrapping_add(1);
+        self.next_seq += 1;
         self.bytes += body.len();
-        self.count += 1;
         let bodies = self.bodies.entry(topic.clone()).or_default();
         bodies.body[slot(dialect)] = Some(body);
         bodies.seq[slot(dialect)] = seq;
-        self.order.push_back(Marker {
-            topic,
-            dialect,
-            seq,
-        });
-        self.evict_to(max_bytes);
-        self.sweep_stale_markers();
+        self.order.insert(seq, (topic, dialect));
+        while self.bytes > max_bytes {
+            let Some((_, (topic, dialect))) = self.order.pop_first() else {
+                break;
+            };
+            self.remove(&topic, dialect);
+        }
     }
 
     /// Drops both bodies of `topic` (something its route is built from changed).
     pub fn invalidate(&mut self, topic: &str) {
-        // One lookup for both dialects (a changed registration invalidates each of its
-        // topics), none while nothing is cached.
-        if self.count == 0 {
+        if self.order.is_empty() {
             return;
         }
         let Some(bodies) = self.bodies.remove(topic) else {
             return;
         };
-        for body in bodies.body.iter().flatten() {
-            self.bytes -= body.len();
-            self.count -= 1;
+        for (body, seq) in bodies.body.iter().zip(bodies.seq) {
+            if let Some(body) = body {
+                self.bytes -= body.len();
+                self.order.remove(&seq);
+            }
         }
     }
 
@@ -119,7 +79,6 @@ impl RouteCache {
         *self = RouteCache::default();
     }
 
-    /// Bytes held by the cached bodies.
     #[cfg(test)]
     pub fn bytes(&self) -> usize {
         self.bytes
@@ -129,39 +88,13 @@ impl RouteCache {
         let Some(bodies) = self.bodies.get_mut(topic) else {
             return;
         };
-        if let Some(body) = bodies.body[slot(dialect)].take() {
+        let i = slot(dialect);
+        if let Some(body) = bodies.body[i].take() {
             self.bytes -= body.len();
-            self.count -= 1;
+            self.order.remove(&bodies.seq[i]);
         }
         if bodies.body.iter().all(Option::is_none) {
             self.bodies.remove(topic);
-        }
-    }
-
-    fn evict_to(&mut self, max_bytes: usize) {
-        while self.bytes > max_bytes {
-            let Some(marker) = self.order.pop_front() else {
-                break;
-            };
-            if self.is_live(&marker) {
-                self.remove(&marker.topic, marker.dialect);
-            }
-        }
-    }
-
-    /// Keeps the order queue within twice the live bodies plus some slack: markers whose body
-    /// is gone are dropped, live ones move to the back (their relative order is kept).
-    fn sweep_stale_markers(&mut self) {
-        for _ in 0..SWEEP_PER_INSERT {
-            if self.order.len() <= 2 * self.count + STALE_SLACK {
-                break;
-            }
-            let Some(marker) = self.order.pop_front() else {
-                break;
-            };
-            if self.is_live(&marker) {
-                self.order.push_back(marker);
-            }
         }
     }
 }
@@ -187,15 +120,7 @@ mod tests {
         assert_eq!(cache.bytes(), 11);
         cache.invalidate("T");
         assert!(cache.get("T", Dialect::Legacy).is_none());
-        assert_eq!((cache.bytes(), cache.count), (0, 0));
-        assert!(cache.bodies.is_empty());
-    }
-
-    #[test]
-    fn per_topic_and_per_marker_overhead_stays_small() {
-        // Both are paid per cached topic; old layouts held 112 and 24 bytes.
-        assert_eq!(std::mem::size_of::<TopicBodies>(), 72);
-        assert_eq!(std::mem::size_of::<Marker>(), 24);
+        assert_eq!(cache.bytes(), 0);
     }
 
     #[test]
@@ -210,23 +135,21 @@ mod tests {
         assert_eq!(cache.bytes(), 20);
         // A budget of 0 caches nothing.
         cache.insert("D".into(), Dialect::Legacy, body(1), 0);
-        assert_eq!((cache.bytes(), cache.count), (0, 0));
+        assert_eq!(cache.bytes(), 0);
+        assert!(cache.get("B", Dialect::Standard).is_none());
     }
 
     #[test]
-    fn invalidated_bodies_leave_a_bounded_number_of_stale_markers() {
+    fn a_topic_cached_again_is_the_newest_and_churn_holds_no_memory() {
         let mut cache = RouteCache::default();
         cache.insert("kept".into(), Dialect::Standard, body(1), usize::MAX);
         for _ in 0..10_000 {
             cache.insert("churn".into(), Dialect::Standard, body(1), usize::MAX);
             cache.invalidate("churn");
         }
-        // Bounded as of the last insertion, when "churn" was still cached.
-        assert!(cache.order.len() <= 2 * (cache.count + 1) + STALE_SLACK);
-        // Cached again, "churn" does not revive its old markers: eviction passes over them
-        // and takes the older body, which kept its place ahead of the new one.
-        cache.insert("churn".into(), Dialect::Standard, body(1), usize::MAX);
-        cache.evict_to(1);
+        assert_eq!(cache.bodies.len() + cache.order.len(), 2);
+        // Cached again, "churn" is newer than "kept", which goes first.
+        cache.insert("churn".into(), Dialect::Standard, body(1), 1);
         assert!(cache.get("kept", Dialect::Standard).is_none());
         assert!(cache.get("churn", Dialect::Standard).is_some());
     }

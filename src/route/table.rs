@@ -1,31 +1,9 @@
 //! The route registry tables (Java's RouteInfoManager, docs/protocol.md §5), owned by the loop
-//! thread as plain `HashMap`s: no locks, no snapshots.
-//!
-//! Besides Java's six tables this module keeps what makes the hot paths cheap:
-//! * the route cache (`cache.rs`): per topic, the encoded route bodies for both key-quoting
-//!   dialects; this module drops them precisely when something that topic's route is built
-//!   from changes (see [`RouteTable::invalidate_topic`]);
-//! * per broker name, the set of topics it serves, so that a broker's change or removal
-//!   touches only its own topics, never the whole topic table;
-//! * per live broker, the fingerprint of the last accepted registration body, so that the
-//!   30-second steady-state registration is recognised without parsing;
-//! * the topic map in shards (`topic_map.rs`), so that growing it never rehashes more than a
-//!   shard's topics in one call;
-//! * per broker group, the stamp of the last change of its queue entries, so that a
-//!   byte-identical body counts as unchanged only while no one else has written them since;
-//! * deadline buckets of live brokers, so that an expiry scan costs O(brokers due);
-//! * connection -> live brokers, so that a closed connection unregisters all of its brokers.
-//!
-//! Two rules Java lacks: an address belongs to one broker name per cluster (a registration at
-//! an address another name holds takes it over, step 0 of [`RouteTable::register_broker`]),
-//! and the registry's size is bounded (`bounds`, checked before a registration is applied).
-//!
-//! One file per concern: `topics` (topic entries, broker groups, and the queue-entry writes
-//! every path goes through), `live` (live brokers: heartbeats, QUERY_DATA_VERSION,
-//! connections, deadlines), `register` (a registration's apply, at once or in steps),
-//! `removal` (expiry, closed connections, unregistration batches), `queries` (routes, topic
-//! lists, cluster info), `admin` (write permission, topic delete and register), beside
-//! `bounds` and `topic_map`. This file holds the tables themselves.
+//! thread as plain `HashMap`s: no locks, no snapshots. Beside Java's six tables it keeps what
+//! makes the hot paths cheap: the route cache, per broker group its topics and the stamp of
+//! its queue entries' last change, per live broker its last body's fingerprint, the topic map
+//! in shards, deadline buckets and connection -> live brokers. Two rules Java lacks: an
+//! address belongs to one broker name per cluster, and the registry's size is bounded.
 
 use super::cache::RouteCache;
 use super::model::{MappingInfo, QueueData, RegisterBody};
@@ -54,7 +32,6 @@ pub use removal::{BatchOutcome, ExpiredBroker, RemovalReason, UnregisterRequest}
 use topic_map::TopicMap;
 use topics::{BrokerEntry, BrokerId, QueueSlot, TopicEntry};
 
-/// Identifies the connection a request arrived on (the server's slab token).
 pub type ConnId = usize;
 
 /// `PermName` bits.
@@ -68,13 +45,11 @@ pub const FLAG_UNIT_SUB: i32 = 2;
 /// Java's default broker expiry when a registration carries no `heartbeatTimeoutMillis`.
 pub const DEFAULT_HEARTBEAT_TIMEOUT_MS: u64 = 120_000;
 
-/// Settings that change route semantics; updated at run time from the config.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RouteSettings {
     pub support_acting_master: bool,
     pub delete_topic_with_broker_registration: bool,
     pub notify_min_broker_id_changed: bool,
-    /// Upper bound on the bytes held by the route cache; past it the oldest entries go.
     pub cache_max_bytes: usize,
 }
 
@@ -89,14 +64,10 @@ impl Default for RouteSettings {
     }
 }
 
-/// The route registry.
 #[derive(Debug)]
 pub struct RouteTable {
-    /// Topic and broker names (and addresses, below) are peer-chosen: a keyed hash, foldhash's
-    /// (its keys drawn per map). A changed registration looks up each of its topics several
-    /// times; with std's SipHash instead it took 47 % more instructions (re-measure:
-    /// `benches/scripts/cgdelta.sh BUILD "register --churn"`). The topic map is sharded, so
-    /// that growing it never stalls the loop (`topic_map`).
+    /// Peer-chosen names: foldhash keyed per map (std's SipHash took 47 % more instructions
+    /// per changed registration; re-measure: `benches/scripts/cgdelta.sh BUILD "register --churn"`).
     topics: TopicMap<TopicEntry, RandomState>,
     brokers: HashMap<Arc<str>, BrokerEntry, RandomState>,
     /// Broker group id -> name (ids are reused once a group and its queue entries are gone).
@@ -110,9 +81,7 @@ pub struct RouteTable {
     queue_mappings: HashMap<String, BTreeMap<String, MappingInfo>>,
     expiry: DeadlineBuckets<(usize, u64)>,
     next_generation: u64,
-    /// Per broker group id: the table-wide write clock's value at the last change of any of
-    /// the group's queue entries, by any path (see [`RouteTable::is_unchanged_body`]). Never
-    /// reused: a new group gets a fresh value.
+    /// Per broker group id: the write clock at the last change of its queue entries.
     slot_stamps: Vec<u64>,
     write_clock: u64,
     cache: RouteCache,
@@ -164,12 +133,10 @@ impl RouteTable {
         self.brokers.len()
     }
 
-    /// Drops the cached route bodies of one topic.
     pub fn invalidate_topic(&mut self, topic: &str) {
         self.cache.invalidate(topic);
     }
 
-    /// Drops every cached route (settings that affect all routes changed).
     pub fn invalidate_all(&mut self) {
         self.cache.clear();
     }
@@ -183,7 +150,6 @@ impl RouteTable {
     }
 }
 
-/// Removes `live_id` from the list under `key`, and the list once empty.
 fn detach<K, Q, S>(index: &mut HashMap<K, Vec<usize>, S>, key: &Q, live_id: usize)
 where
     K: std::borrow::Borrow<Q> + std::hash::Hash + Eq,

@@ -1,15 +1,9 @@
-//! Admission of registrations: REGISTER_BROKER waits in a queue (one per connection, whose
-//! later frames are held so replies keep their order) and is applied in `before_sleep`, after
-//! the cheap requests of the turn, within a budget of registrations and time; past the
-//! backlog limits it is answered SYSTEM_BUSY `[OVERLOAD]`. A registration applied in steps
-//! runs its steps here too, and holds the other route writes until its last one.
+//! Admission of registrations: the queue applied in `before_sleep` within a budget, SYSTEM_BUSY
+//! `[OVERLOAD]` past the backlog limits, and the steps of a registration applied in steps.
 
-use super::off_loop::decode_here;
-use super::{
-    decode_worker, handle_guarded, server_counters, NameServer, PeerState, SLOW_WORK_BUDGET,
-};
+use super::{decode_worker, NameServer, PeerState, SLOW_WORK_BUDGET};
 use crate::event_loop::{ConnId, Ctx, Next, ReadClass};
-use crate::processor::{BodyWork, RequestContext};
+use crate::processor::BodyWork;
 use crate::remoting::command::RemotingCommand;
 use log::warn;
 use std::collections::VecDeque;
@@ -22,15 +16,12 @@ pub(super) const REGISTRATION_READ_AHEAD_BYTES: usize = 256 * 1024;
 /// Bytes of queued registration frames beyond which new ones are answered SYSTEM_BUSY.
 pub(super) const REGISTRATION_BACKLOG_BYTES: usize = 256 << 20;
 
-/// A REGISTER_BROKER waiting for its turn.
 pub(super) struct QueuedRegistration {
     pub(super) conn: ConnId,
     pub(super) cmd: RemotingCommand,
-    /// What the decode worker made of its body, once it has been there.
     pub(super) work: BodyWork,
 }
 
-/// Registrations waiting to be applied, at most one per connection.
 #[derive(Default)]
 pub(super) struct RegistrationQueue {
     pub(super) queue: VecDeque<QueuedRegistration>,
@@ -39,24 +30,21 @@ pub(super) struct RegistrationQueue {
 }
 
 impl NameServer {
-    /// Enough registrations are queued for this turn's budget: read no more broker traffic
-    /// until some are applied.
+    /// Enough registrations are queued for this turn: read no more broker traffic.
     pub(super) fn registration_queue_full(&self) -> bool {
         self.registrations.queue.len() + self.decode.in_flight()
             >= self.settings.registration_budget
             || self.registrations.bytes >= REGISTRATION_READ_AHEAD_BYTES
     }
 
-    /// A REGISTER_BROKER: queued (holding the connection's later frames), or answered
-    /// SYSTEM_BUSY when too much is waiting.
+    /// A REGISTER_BROKER: queued (holding the connection's later frames), or SYSTEM_BUSY.
     pub(super) fn admit_registration(
         &mut self,
         ctx: &mut Ctx<PeerState>,
         conn: ConnId,
         cmd: RemotingCommand,
     ) -> Next {
-        // The queue is full and more peers than `registrationBacklogLimit` wait behind it:
-        // registrations read now are refused rather than queued.
+        // More peers than `registrationBacklogLimit` wait behind a full queue.
         let shedding = self.registration_queue_full() && ctx.bulk_line_full();
         if shedding || self.registrations.bytes + cmd.body.len() > REGISTRATION_BACKLOG_BYTES {
             warn!(
@@ -79,13 +67,9 @@ impl NameServer {
         Next::Hold
     }
 
-    /// Applies queued registrations: at least one, then until the count or time budget for
-    /// this turn is spent. Each answered connection may send its next frames; a registration
-    /// whose body is too large to hash or decode here goes to the decode worker instead and
-    /// comes back through [`NameServer::take_decoded`].
+    /// Applies queued registrations: at least one, then until the turn's budget is spent.
     pub(super) fn run_registrations(&mut self, ctx: &mut Ctx<PeerState>, started: Instant) {
-        // One registration applied in steps at a time: no other may change the tables under
-        // it (its broker's later registration least of all).
+        // One registration applied in steps at a time.
         if !self.run_topic_steps(ctx, started) {
             return;
         }
@@ -106,42 +90,21 @@ impl NameServer {
         }
     }
 
-    /// One registration: answered, or handed to the decode worker (its bytes still count as
-    /// queued) to come back through [`NameServer::take_decoded`].
     fn run_registration(&mut self, ctx: &mut Ctx<PeerState>, q: QueuedRegistration) {
         let QueuedRegistration { conn, cmd, work } = q;
         let large = matches!(work, BodyWork::OffLoop(_));
-        let Some(peer) = ctx.peer(conn) else {
+        if ctx.peer(conn).is_none() {
             return;
-        };
-        let rctx = RequestContext {
-            conn: Some(conn.index()),
-            peer: Some(peer),
-            now_ms: ctx.now_ms(),
-            reply_to: Some(conn),
-        };
-        let counters = server_counters(ctx.stats());
-        let Some(out) = ctx.write_buf(conn) else {
-            return;
-        };
-        let processor = &mut self.processor;
-        let Some(effects) = handle_guarded(processor, &rctx, &counters, &cmd, work, out) else {
+        }
+        let Some(effects) = self.run_guarded(ctx, conn, &cmd, work) else {
             ctx.close(conn, "registration handler panicked");
             return;
         };
         if let Some(job) = effects.off_loop {
-            let bytes = cmd.body.len();
-            match self
-                .decode
-                .decode(decode_worker::Request { conn, cmd, job })
-            {
-                None => self.registrations.bytes += bytes,
-                Some(back) => {
-                    let work = BodyWork::OffLoop(Box::new(decode_here(&back)));
-                    let (cmd, conn) = (back.cmd, back.conn);
-                    self.run_registration(ctx, QueuedRegistration { conn, cmd, work });
-                }
-            }
+            // Its bytes still count as queued until it comes back.
+            self.registrations.bytes += cmd.body.len();
+            self.decode
+                .decode(decode_worker::Request { conn, cmd, job });
             return;
         }
         if large {
@@ -151,27 +114,18 @@ impl NameServer {
             // Applied in steps: answered by run_topic_steps.
             return;
         }
-        // Frames that arrived behind the registration can go now, in turn with the other
-        // waiting brokers (first come, first served).
         ctx.release(conn);
     }
 
-    /// Steps of a registration applied in steps, within the turn's slow-work budget. Once
-    /// the last is done, the registration is answered and its connection may send its next
-    /// frames, and the requests that waited for it are handled, in arrival order. Returns
-    /// whether the route table is free for other changes.
+    /// Steps within the turn's budget; after the last, the requests that waited are handled
+    /// in order. Returns whether the table is free.
     fn run_topic_steps(&mut self, ctx: &mut Ctx<PeerState>, started: Instant) -> bool {
         if self.processor.topic_steps_pending() {
             let now_ms = ctx.now_ms();
-            for answer in self
+            let answers = self
                 .processor
-                .run_topic_steps(now_ms, started, SLOW_WORK_BUDGET)
-            {
-                if let Some(out) = ctx.write_buf(answer.conn) {
-                    out.extend_from_slice(&answer.frame);
-                }
-                ctx.release(answer.conn);
-            }
+                .run_topic_steps(now_ms, started, SLOW_WORK_BUDGET);
+            NameServer::deliver(ctx, answers);
         }
         while !self.processor.topic_steps_pending() {
             let Some((conn, cmd, work)) = self.after_steps.pop_front() else {

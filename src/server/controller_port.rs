@@ -210,7 +210,7 @@ impl ControllerPort {
         self.local_addr
     }
 
-    /// `enableControllerInNamesrv=true` reached `Server::bind` without settings.
+    /// `enableControllerInNamesrv=true` reached `Server::bind_with_controller` without settings.
     pub(super) fn missing_setup() -> StartError {
         StartError::Controller(
             "enableControllerInNamesrv=true but no controller settings were given: start it with Server::bind_with_controller".into(),

@@ -1,68 +1,59 @@
 //! The decode worker: a thread beside the loop that hashes and decodes large request bodies
-//! (REGISTER_BROKER, REGISTER_TOPIC_IN_NAMESRV), so that no single request holds the loop (a
-//! 16 MiB JSON body takes 100+ ms to decode, a zlib bomb tens of ms to inflate, a 16 MiB body
-//! a few ms just to hash: `cargo bench --bench register_body_parse` gives the rates).
-//!
-//! The loop keeps everything that touches the tables: the processor says which requests come
-//! here (`Effects::off_loop`: small bodies never do, so the common case takes no thread hop),
-//! and handles what comes back in turn. The worker only runs
-//! [`processor::decode_off_loop`], a pure function of the request and the limits handed over,
-//! and frees applied registration bodies (thousands of strings each). Results come back
-//! through a channel and the loop's waker; the request's connection stays held meanwhile, so
-//! its replies keep their order.
+//! past `decodeOnLoopMaxBytes`, so that no single request holds the loop (a 16 MiB JSON body
+//! takes 100+ ms to decode: `cargo bench --bench register_body_parse` gives the rates). It
+//! runs [`processor::decode_off_loop`], a pure function of the request and the limits handed
+//! over, and frees what the loop is done with. The connection stays held meanwhile.
 
-use crate::event_loop::{ConnId, LoopWaker};
-use crate::processor::{self, DecodeJob, Decoded};
+use super::admission::QueuedRegistration;
+use super::{NameServer, PeerState};
+use crate::event_loop::{ConnId, Ctx, LoopWaker, Next};
+use crate::processor::{self, BodyWork, DecodeJob, Decoded};
+use crate::remoting::codes::request;
 use crate::remoting::command::RemotingCommand;
 use crate::request::ParseError;
 use crate::route::model::{DecodeScratch, RegisterBody};
 use crossbeam_channel::{unbounded, Receiver, Sender};
-use log::error;
+use log::{error, warn};
+use std::collections::VecDeque;
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::thread::JoinHandle;
 
-/// What the loop hands over.
-pub enum Job {
-    /// Hash and decode a request's body.
+/// Body bytes of REGISTER_TOPIC_IN_NAMESRV requests that may wait for the decode worker; more
+/// are answered SYSTEM_BUSY (registrations are bounded by their own queue).
+const DECODE_BACKLOG_BYTES: usize = 64 << 20;
+
+enum Job {
     Decode(Box<Request>),
-    /// Free what the loop is done with: applied bodies (thousands of strings each) and
-    /// requests whose large bodies came back from here (freeing megabytes is an unmap).
-    Free {
-        bodies: Vec<RegisterBody>,
-        requests: Vec<RemotingCommand>,
-    },
+    /// Free what the loop is done with (thousands of strings, or megabytes to unmap).
+    Free(Box<dyn Send>),
 }
 
-/// A request whose body is to be decoded.
 pub struct Request {
     pub conn: ConnId,
     pub cmd: RemotingCommand,
     pub job: DecodeJob,
 }
 
-/// A request coming back, with what the worker made of its body.
 pub struct Finished {
     pub conn: ConnId,
     pub cmd: RemotingCommand,
     pub decoded: Decoded,
 }
 
-/// The loop's end of the worker.
 pub struct DecodeWorker {
     jobs: Option<Sender<Job>>,
     finished: Receiver<Finished>,
+    /// Decoded on the loop because the thread is gone (it ended after a panic).
+    decoded_here: VecDeque<Finished>,
     thread: Option<JoinHandle<()>>,
-    /// Requests handed over and not yet taken back, and their body bytes.
     in_flight: usize,
     bytes_in_flight: usize,
 }
 
 impl DecodeWorker {
-    /// Starts the thread; it wakes the loop when a request is ready.
     pub fn spawn(name: &str, waker: LoopWaker) -> io::Result<DecodeWorker> {
-        // Unbounded: the server bounds what it hands over (registration queue bytes, the
-        // decode backlog of other requests).
+        // Unbounded: the server bounds what it hands over.
         let (jobs, job_rx) = unbounded();
         let (done_tx, finished) = unbounded();
         let thread = std::thread::Builder::new()
@@ -71,44 +62,47 @@ impl DecodeWorker {
         Ok(DecodeWorker {
             jobs: Some(jobs),
             finished,
+            decoded_here: VecDeque::new(),
             thread: Some(thread),
             in_flight: 0,
             bytes_in_flight: 0,
         })
     }
 
-    /// Hands a request over to be decoded; gives it back when the thread is gone (it ended
-    /// after a panic), for the loop to decode itself.
-    pub fn decode(&mut self, request: Request) -> Option<Request> {
-        let bytes = request.cmd.body.len();
-        let Some(jobs) = self.jobs.as_ref() else {
-            return Some(request);
-        };
-        match jobs.send(Job::Decode(Box::new(request))) {
-            Ok(()) => {
-                self.in_flight += 1;
-                self.bytes_in_flight += bytes;
-                None
-            }
-            Err(e) => match e.into_inner() {
-                Job::Decode(request) => Some(*request),
-                Job::Free { .. } => None,
+    pub fn decode(&mut self, request: Request) {
+        self.in_flight += 1;
+        self.bytes_in_flight += request.cmd.body.len();
+        let request = match &self.jobs {
+            Some(jobs) => match jobs.send(Job::Decode(Box::new(request))) {
+                Ok(()) => return,
+                Err(e) => match e.into_inner() {
+                    Job::Decode(request) => *request,
+                    Job::Free(_) => return,
+                },
             },
-        }
+            None => request,
+        };
+        let Request { conn, cmd, job } = request;
+        error!(
+            "the decode worker is gone: decoding request {} on the loop",
+            cmd.code
+        );
+        let decoded = decode_guarded(&cmd, &job, &mut DecodeScratch::default());
+        self.decoded_here.push_back(Finished { conn, cmd, decoded });
     }
 
-    /// Hands applied bodies and handled large requests over to be freed (here, should the
-    /// thread be gone).
+    /// Hands applied bodies and handled large requests over to be freed.
     pub fn free(&mut self, bodies: Vec<RegisterBody>, requests: Vec<RemotingCommand>) {
         if let Some(jobs) = self.jobs.as_ref() {
-            // Should the thread be gone, they come back in the error and are freed here.
-            let _ = jobs.send(Job::Free { bodies, requests });
+            let _ = jobs.send(Job::Free(Box::new((bodies, requests))));
         }
     }
 
-    /// A request the worker is done with, if any.
     pub fn try_take(&mut self) -> Option<Finished> {
-        let finished = self.finished.try_recv().ok()?;
+        let finished = match self.decoded_here.pop_front() {
+            Some(f) => f,
+            None => self.finished.try_recv().ok()?,
+        };
         self.in_flight -= 1;
         self.bytes_in_flight -= finished.cmd.body.len();
         Some(finished)
@@ -118,11 +112,11 @@ impl DecodeWorker {
         self.in_flight
     }
 
-    pub fn bytes_in_flight(&self) -> usize {
-        self.bytes_in_flight
+    /// Whether a request decoded on the loop waits to be taken (no wake-up will come).
+    pub fn ready_here(&self) -> bool {
+        !self.decoded_here.is_empty()
     }
 
-    /// Ends the thread once it has finished what it holds.
     pub fn shutdown(mut self) {
         self.jobs = None;
         if let Some(thread) = self.thread.take() {
@@ -134,18 +128,17 @@ impl DecodeWorker {
 }
 
 fn run(jobs: Receiver<Job>, finished: Sender<Finished>, waker: LoopWaker) {
-    // Its duplicate-key set is kept; its string pool stays empty: the bodies the loop hands
-    // back are freed, not pooled (they are the large ones, and a pool of their strings
-    // would pin heap pages the loop's trims could otherwise return).
+    // Its string pool stays empty: a pool of large bodies' strings would pin heap pages.
     let mut scratch = DecodeScratch::default();
     while let Ok(job) = jobs.recv() {
-        let Request { conn, cmd, job } = match job {
-            Job::Decode(request) => *request,
-            Job::Free { bodies, requests } => {
-                drop((bodies, requests));
+        let request = match job {
+            Job::Decode(request) => request,
+            Job::Free(spent) => {
+                drop(spent);
                 continue;
             }
         };
+        let Request { conn, cmd, job } = *request;
         let decoded = decode_guarded(&cmd, &job, &mut scratch);
         if finished.send(Finished { conn, cmd, decoded }).is_err() {
             return;
@@ -154,13 +147,8 @@ fn run(jobs: Receiver<Job>, finished: Sender<Finished>, waker: LoopWaker) {
     }
 }
 
-/// [`processor::decode_off_loop`]; a panic (a bug, never expected) in a decoder refuses
-/// that request only. The loop calls it too when the worker is gone.
-pub fn decode_guarded(
-    cmd: &RemotingCommand,
-    job: &DecodeJob,
-    scratch: &mut DecodeScratch,
-) -> Decoded {
+/// [`processor::decode_off_loop`]; a panic (a bug) in a decoder refuses that request only.
+fn decode_guarded(cmd: &RemotingCommand, job: &DecodeJob, scratch: &mut DecodeScratch) -> Decoded {
     catch_unwind(AssertUnwindSafe(|| {
         processor::decode_off_loop(cmd, job, scratch)
     }))
@@ -174,4 +162,62 @@ pub fn decode_guarded(
             reason: "the body could not be decoded (internal error)".into(),
         })
     })
+}
+
+impl NameServer {
+    /// A non-registration request whose body is too large for the loop: decoded by the worker
+    /// while the connection is held (SYSTEM_BUSY when too many bytes already wait there).
+    pub(super) fn decode_off_loop(
+        &mut self,
+        ctx: &mut Ctx<PeerState>,
+        conn: ConnId,
+        cmd: RemotingCommand,
+        job: DecodeJob,
+    ) -> Next {
+        if self.decode.bytes_in_flight + cmd.body.len() > DECODE_BACKLOG_BYTES {
+            warn!(
+                "decode worker backlog full: answering SYSTEM_BUSY to request {} from {:?}",
+                cmd.code,
+                ctx.peer(conn)
+            );
+            if let Some(out) = ctx.write_buf(conn) {
+                self.processor.reply_overloaded(&cmd, out);
+            }
+            return Next::Continue;
+        }
+        self.decode.decode(Request { conn, cmd, job });
+        Next::Hold
+    }
+
+    pub(super) fn free_off_loop(&mut self) {
+        let spent = self.processor.take_spent_bodies();
+        let requests = std::mem::take(&mut self.handled_off_loop);
+        if !spent.is_empty() || !requests.is_empty() {
+            self.decode.free(spent, requests);
+        }
+    }
+
+    /// Registrations come back to the queue; other requests are handled now.
+    pub(super) fn take_decoded(&mut self, ctx: &mut Ctx<PeerState>) {
+        while let Some(done) = self.decode.try_take() {
+            let work = BodyWork::OffLoop(Box::new(done.decoded));
+            if done.cmd.code == request::REGISTER_BROKER {
+                self.registrations.queue.push_back(QueuedRegistration {
+                    conn: done.conn,
+                    cmd: done.cmd,
+                    work,
+                });
+                continue;
+            }
+            if ctx.peer(done.conn).is_none() {
+                continue;
+            }
+            match self.handle_now(ctx, done.conn, &done.cmd, work) {
+                Next::Continue => ctx.release(done.conn),
+                Next::Hold => {}
+                Next::Close => ctx.close(done.conn, "handling a decoded request failed"),
+            }
+            self.handled_off_loop.push(done.cmd);
+        }
+    }
 }

@@ -1,49 +1,18 @@
 //! The name server on top of the event loop: the [`Handler`] that turns frames into
-//! `RemotingCommand`s for the [`Processor`], and the pacing that keeps one loop fair.
-//!
-//! What lives here rather than in the loop or the processor:
-//! * **Admission of registrations.** REGISTER_BROKER is the expensive request: it waits in a
-//!   queue (one per connection, whose later frames are held so replies keep their order) and
-//!   is applied in `before_sleep`, after the cheap requests of the turn, within a budget of
-//!   registrations and time. Connections that may carry registrations are read as the loop's
-//!   *bulk* class: after clients, first come first served, while the queue has room. Past
-//!   `registrationBacklogLimit` waiting peers a registration is answered SYSTEM_BUSY
-//!   `[OVERLOAD]`, as Java's full request queue is.
-//! * **Expiry pacing.** The scan timer only marks a scan due; the scan runs a chunk of brokers
-//!   per turn, and expired brokers' connections are closed a chunk per turn.
-//! * **Large bodies** (REGISTER_BROKER, REGISTER_TOPIC_IN_NAMESRV past `decodeOnLoopMaxBytes`,
-//!   as the processor says) are hashed and decoded by the [`decode_worker`]: the connection
-//!   is held, and the request is handled again when the body comes back, in turn.
-//! * **Unregistrations** come back from the batching thread and are applied in chunks, within
-//!   the same time budget as registrations.
-//! * **Registrations applied in steps** (a body of thousands of topics): their steps run
-//!   within the same budget, a few per turn; until the last one, the route table takes no
-//!   other change: queued registrations and unregistrations stay queued, and a request whose
-//!   code row says it writes routes waits with its connection held (`after_steps`, the one
-//!   ordering rule: [`NameServer::waits_for_topic_steps`]). Reads are served.
-//! * **Deferred answers.** A KV change or config update is answered once the durable writer
-//!   has it on disk: its connection is held meanwhile, and the answers are written when the
-//!   writer's wake-up brings them (`answer_durable_writes`).
-//! * **Heap trimming** after bursts, **settings refresh** after UPDATE_NAMESRV_CONFIG, the
-//!   loop's counters for the stats extension, and a `catch_unwind` around every request.
-//! * **The embedded Controller** (`enableControllerInNamesrv`, feature `controller`): its own
-//!   listener on this loop, handled in [`controller_port`]; this handler only routes that
-//!   listener's frames, closes and timers there, and those of the connections the controller's
-//!   peer link opens (every connection not on the name server's listener).
-//!
-//! Files: `admission` (the registration queue and the steps), `pacing` (unregistrations and
-//! expiry), `off_loop` (the decode worker's requests), `settings` (the loop's limits and the
-//! settings read per frame); this one holds the server's API, the handler and heap trimming.
+//! `RemotingCommand`s for the [`Processor`], and the pacing that keeps one loop fair:
+//! registrations wait in a queue applied within a budget per turn (`admission`),
+//! unregistrations and the expiry scan go a chunk per turn (`pacing`), large bodies are
+//! decoded off the loop (`decode_worker`). The embedded Controller's listener (feature
+//! `controller`) shares the loop; its events go to `controller_port`.
 
 use crate::config::NamesrvConfig;
 use crate::event_loop::oneway;
 use crate::event_loop::{
-    self, ConnId, Ctx, EventLoop, Handler, ListenerTag, LoopStats, LoopWaker, Next, ReadClass,
-    TimerId,
+    self, ConnId, Ctx, EventLoop, Handler, ListenerTag, LoopWaker, Next, ReadClass, TimerId,
 };
 use crate::kv::KvStore;
 use crate::processor::{
-    BodyWork, Effects, Outbox, Processor, RequestContext, ServerCounters, UnregisterBatch,
+    BodyWork, DeferredReply, Effects, Outbox, Processor, RequestContext, UnregisterBatch,
     Unregistration,
 };
 use crate::remoting::codes::{self, is_broker_request, request};
@@ -75,44 +44,32 @@ use settings::{connection_cap, loop_limits, prepare_descriptors, Settings};
 
 mod admission;
 mod decode_worker;
-mod off_loop;
 mod pacing;
 mod settings;
 
-/// The name server's listener (the controller's is `controller_port::LISTENER`).
 const NAMESRV_LISTENER: ListenerTag = ListenerTag(0);
 
-/// Marks a broker expiry scan due every `scanNotActiveBrokerInterval`.
 const SCAN_TIMER: TimerId = TimerId(0);
 
-/// Time per turn spent on queued registrations and unregistrations (together) before the
-/// loop goes back to answering reads: keeps route lookups fast during storms and mass
-/// expiry. At least one queued item is always handled, so progress never stops.
+/// Time per turn for queued registrations and unregistrations together (at least one item).
 const SLOW_WORK_BUDGET: Duration = Duration::from_micros(300);
 
 /// Bytes read and written after which freed heap is handed back to the OS once the queues are
-/// empty again: glibc keeps a burst's peak otherwise (RSS after a load suite of churn, steady,
-/// heartbeat, 322 and route runs: 5.0 MiB with, 6.4-6.7 MiB without; re-measure with
+/// empty again (RSS after a load suite: 5.0 MiB with, 6.4-6.7 MiB without; re-measure with
 /// `rmq-bench ... --pid` and `ps -o rss` after the runs).
 const TRIM_AFTER_BYTES: u64 = 4 << 20;
 
-/// How long one NOTIFY_MIN_BROKER_ID_CHANGE attempt may take.
 const NOTIFY_TIMEOUT: Duration = Duration::from_millis(300);
 
-// ---------------------------------------------------------------------- public API
-
-/// Why the server could not start.
 #[derive(Debug)]
 pub enum StartError {
-    /// The listening socket could not be bound (port in use, address not local, ...).
     Bind {
         addr: SocketAddr,
         source: io::Error,
     },
     Io(io::Error),
     Kv(crate::kv::KvError),
-    /// The embedded Controller cannot start (its port, store or settings; or this build has
-    /// none): one line naming what failed.
+    /// The embedded Controller cannot start: one line naming what failed.
     Controller(String),
 }
 
@@ -137,8 +94,7 @@ impl From<io::Error> for StartError {
     }
 }
 
-/// An OS error's message without Rust's ` (os error N)` suffix: what operators know from
-/// other servers (`Address already in use`).
+/// An OS error's message without Rust's ` (os error N)` suffix (`Address already in use`).
 fn os_message(e: &io::Error) -> String {
     let text = e.to_string();
     match (e.raw_os_error(), text.rfind(" (os error ")) {
@@ -147,7 +103,6 @@ fn os_message(e: &io::Error) -> String {
     }
 }
 
-/// A bound, not yet running name server.
 pub struct Server {
     event_loop: EventLoop<NameServer>,
     app: NameServer,
@@ -155,14 +110,7 @@ pub struct Server {
 }
 
 impl Server {
-    /// Loads the KV store, binds the listener and starts the helper threads. A config with
-    /// `enableControllerInNamesrv=true` is refused: see [`Server::bind_with_controller`].
-    pub fn bind(config: NamesrvConfig) -> Result<Server, StartError> {
-        Server::bind_with_controller(config, None)
-    }
-
-    /// As [`Server::bind`], hosting the embedded Controller when `controller` is given (its
-    /// listener, store and threads; `enableControllerInNamesrv` is then reported true).
+    /// Loads the KV store, binds the listener(s) and starts the helper threads.
     pub fn bind_with_controller(
         mut config: NamesrvConfig,
         controller: Option<ControllerSetup>,
@@ -204,12 +152,10 @@ impl Server {
         })
     }
 
-    /// The address actually bound (port 0 resolved).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
 
-    /// The embedded Controller's address, when it is hosted.
     pub fn controller_addr(&self) -> Option<SocketAddr> {
         self.app.controller.as_ref().map(ControllerPort::local_addr)
     }
@@ -218,8 +164,6 @@ impl Server {
         self.event_loop.stop_handle()
     }
 
-    /// Runs the loop until stopped; returns once replies in flight were sent (within the
-    /// drain timeout) and the helper threads have ended.
     pub fn run(self) -> io::Result<()> {
         let app = self.event_loop.run(self.app)?;
         app.shutdown();
@@ -253,12 +197,10 @@ impl ServerHandle {
         self.addr
     }
 
-    /// The embedded Controller's address, when it is hosted.
     pub fn controller_addr(&self) -> Option<SocketAddr> {
         self.controller_addr
     }
 
-    /// Stops the loop and waits for it to return.
     pub fn stop(mut self) -> io::Result<()> {
         self.stop_and_join()
     }
@@ -287,7 +229,6 @@ pub fn start(config: NamesrvConfig) -> Result<ServerHandle, StartError> {
     start_with_controller(config, None)
 }
 
-/// As [`start`], hosting the embedded Controller when `controller` is given.
 pub fn start_with_controller(
     config: NamesrvConfig,
     controller: Option<ControllerSetup>,
@@ -307,16 +248,11 @@ pub fn start_with_controller(
     })
 }
 
-// ---------------------------------------------------------------------- the handler
-
-/// What the name server remembers per connection.
 #[derive(Debug, Default)]
 struct PeerState {
-    /// Whether a request has been decoded on this connection yet (the first one says
-    /// whether the peer is a broker or a client).
+    /// Whether a request came yet (the first says whether the peer is a broker).
     seen_request: bool,
-    /// Accepted on the controller's listener, or opened by its peer link: its frames and its
-    /// close are the controller's.
+    /// Accepted on the controller's listener, or opened by its peer link.
     controller_port: bool,
 }
 
@@ -329,31 +265,23 @@ impl PeerConnData for PeerState {
     }
 }
 
-/// The name server as the loop's handler.
 struct NameServer {
     processor: Processor,
     settings: Settings,
     registrations: RegistrationQueue,
-    /// Batches handed back by the batching thread, and their items not yet applied.
     unregister_batches: Receiver<UnregisterBatch>,
     unregistrations: VecDeque<Unregistration>,
     expiry: ExpiryPacer,
-    /// Bytes the loop had read and written at the last heap trim, whether brokers were removed
-    /// since, and when the next trim may run.
+    /// Bytes moved at the last heap trim, brokers removed since, when the next may run.
     trimmed_at_bytes: u64,
     removed_since_trim: bool,
     next_trim_ms: u64,
-    /// The soft open-file limit the connection cap is kept under.
     descriptors: Option<u64>,
     threads: Vec<JoinHandle<()>>,
-    /// Requests that would change the route table while a registration is applied in steps,
-    /// in arrival order, each holding its connection; handled after the last step.
+    /// Route writes held while a registration is applied in steps, in arrival order.
     after_steps: VecDeque<(ConnId, RemotingCommand, BodyWork)>,
-    /// Hashes and decodes large bodies off the loop.
     decode: DecodeWorker,
-    /// Requests whose large bodies were handled this turn, freed by the decode worker.
     handled_off_loop: Vec<RemotingCommand>,
-    /// The embedded Controller, when hosted.
     controller: Option<ControllerPort>,
 }
 
@@ -398,7 +326,6 @@ impl NameServer {
         ctx.set_timer(SCAN_TIMER, self.expiry.next_scan_ms);
     }
 
-    /// The processor holds the threads' senders: dropping it ends them.
     fn shutdown(self) {
         let NameServer {
             processor,
@@ -419,17 +346,13 @@ impl NameServer {
         }
     }
 
-    /// Whether `cmd` must wait for the last step of the registration being applied in
-    /// steps: the one ordering rule of route changes. A request whose code row says it writes
-    /// routes ([`codes::writes_routes`]) would change the tables under that registration
-    /// (REGISTER_BROKER and the unregistration batches wait in their own queues as well).
-    /// Reads never wait: they see each topic as before the registration or as after it.
+    /// The one ordering rule of route changes: while a registration is applied in steps, a
+    /// request whose code row [`codes::writes_routes`] waits for its last step.
     fn waits_for_topic_steps(&self, cmd: &RemotingCommand) -> bool {
         self.processor.topic_steps_pending() && !cmd.is_response() && codes::writes_routes(cmd.code)
     }
 
-    /// Runs one request now and writes its reply to the connection; one that would change
-    /// the route table under a registration applied in steps waits for its last step.
+    /// Runs one request now and writes its reply (or holds it behind the steps in progress).
     fn handle_now(
         &mut self,
         ctx: &mut Ctx<PeerState>,
@@ -441,22 +364,7 @@ impl NameServer {
             self.after_steps.push_back((conn, cmd.clone(), work));
             return Next::Hold;
         }
-        let rctx = RequestContext {
-            conn: Some(conn.index()),
-            peer: ctx.peer(conn),
-            now_ms: ctx.now_ms(),
-            reply_to: Some(conn),
-        };
-        let counters = server_counters(ctx.stats());
-        let Some(out) = ctx.write_buf(conn) else {
-            return Next::Close;
-        };
-        let Some(effects) = handle_guarded(&mut self.processor, &rctx, &counters, cmd, work, out)
-        else {
-            warn!(
-                "closing connection from {:?}: handling request code {} panicked",
-                rctx.peer, cmd.code
-            );
+        let Some(effects) = self.run_guarded(ctx, conn, cmd, work) else {
             return Next::Close;
         };
         if effects.config_changed {
@@ -472,22 +380,54 @@ impl NameServer {
         Next::Continue
     }
 
-    /// Answers the requests whose change the durable writer has finished (KV changes, config
-    /// updates); each answered connection may send its next frames.
-    fn answer_durable_writes(&mut self, ctx: &mut Ctx<PeerState>) {
-        let (replies, effects) = self.processor.finish_durable_writes();
+    /// Runs the processor on one request, its reply written to `conn`. `None`: the connection
+    /// is gone, or the handling panicked (logged; the caller closes the connection).
+    fn run_guarded(
+        &mut self,
+        ctx: &mut Ctx<PeerState>,
+        conn: ConnId,
+        cmd: &RemotingCommand,
+        work: BodyWork,
+    ) -> Option<Effects> {
+        let rctx = RequestContext {
+            conn: Some(conn.index()),
+            peer: ctx.peer(conn),
+            now_ms: ctx.now_ms(),
+            reply_to: Some(conn),
+        };
+        let counters = ctx.stats();
+        let out = ctx.write_buf(conn)?;
+        let (mark, processor) = (out.len(), &mut self.processor);
+        let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            processor.handle_with(&rctx, &counters, cmd, work, out)
+        }));
+        if handled.is_err() {
+            out.truncate(mark);
+            error!(
+                "BUG: request code {} from {:?} panicked; closing that connection",
+                cmd.code, rctx.peer
+            );
+        }
+        handled.ok()
+    }
+
+    fn deliver(ctx: &mut Ctx<PeerState>, replies: Vec<DeferredReply>) {
         for reply in replies {
             if let Some(out) = ctx.write_buf(reply.conn) {
                 out.extend_from_slice(&reply.frame);
             }
             ctx.release(reply.conn);
         }
+    }
+
+    fn answer_durable_writes(&mut self, ctx: &mut Ctx<PeerState>) {
+        let (replies, effects) = self.processor.finish_durable_writes();
+        NameServer::deliver(ctx, replies);
         if effects.config_changed {
             self.refresh_settings(ctx);
         }
     }
 
-    /// After UPDATE_NAMESRV_CONFIG: new limits for the loop, new settings here.
     fn refresh_settings(&mut self, ctx: &mut Ctx<PeerState>) {
         let config = self.processor.config();
         self.settings = Settings::from_config(config);
@@ -504,10 +444,8 @@ impl NameServer {
         }
     }
 
-    /// After a burst (traffic or removed brokers), once the registration queue is back to its
-    /// usual read-ahead (in a long storm it never empties) and no unregistration waits, hands
-    /// the freed heap back to the OS, at most once a second, so that RSS follows the tables
-    /// rather than the burst's peak.
+    /// After a burst, once the queues are back to their usual size, hands freed heap back to the
+    /// OS (at most once a second).
     fn trim_heap_after_bursts(&mut self, ctx: &Ctx<PeerState>) {
         let stats = ctx.stats();
         let moved = stats.bytes_in + stats.bytes_out;
@@ -515,6 +453,7 @@ impl NameServer {
         if (moved - self.trimmed_at_bytes < TRIM_AFTER_BYTES && !self.removed_since_trim)
             || self.registrations.bytes > REGISTRATION_READ_AHEAD_BYTES
             || !self.unregistrations.is_empty()
+            || self.decode.ready_here()
             || now_ms < self.next_trim_ms
         {
             return;
@@ -534,8 +473,7 @@ impl Handler for NameServer {
         frame::next_frame(buf, self.settings.frame_max)
     }
 
-    /// New connections are scheduled as brokers' until their first request shows a client;
-    /// the controller's are read at once (small requests, answered by the controller).
+    /// Connections are read as brokers' until their first request shows a client.
     fn on_accept(&mut self, ctx: &mut Ctx<PeerState>, conn: ConnId, tag: ListenerTag) -> ReadClass {
         if tag == controller_port::LISTENER {
             if let Some(peer) = ctx.data(conn) {
@@ -572,22 +510,17 @@ impl Handler for NameServer {
             }
         }
         if cmd.code == request::REGISTER_BROKER && !cmd.is_response() {
-            // Answered in before_sleep; this connection's later frames wait so that its
-            // replies keep their order.
             return self.admit_registration(ctx, conn, cmd);
         }
         self.handle_now(ctx, conn, &cmd, BodyWork::OnLoop)
     }
 
-    /// Only the controller's peer link opens connections.
     fn on_connected(&mut self, ctx: &mut Ctx<PeerState>, conn: ConnId, result: io::Result<()>) {
         if let Some(port) = self.controller.as_mut() {
             port.on_connected(ctx, conn, result);
         }
     }
 
-    /// Every broker that registered over the connection is unregistered (on the controller's
-    /// port: every broker that heartbeated over it is inactive).
     fn on_close(&mut self, ctx: &mut Ctx<PeerState>, conn: ConnId, peer: PeerState) {
         if peer.controller_port {
             if let Some(port) = self.controller.as_mut() {
@@ -615,10 +548,7 @@ impl Handler for NameServer {
         !self.registration_queue_full()
     }
 
-    /// The paced work of a turn: answers of durable writes, registrations, then
-    /// unregistrations (sharing one time budget), expiry, heap trimming; and what the
-    /// controller's log writer finished. Writes in flight are work pending only while stopping
-    /// (otherwise the writer's wake-up ends the poll).
+    /// The paced work of a turn. Writes in flight count only while stopping.
     fn before_sleep(&mut self, ctx: &mut Ctx<PeerState>) -> bool {
         self.answer_durable_writes(ctx);
         let controller_busy = match self.controller.as_mut() {
@@ -645,55 +575,10 @@ impl Handler for NameServer {
     }
 }
 
-fn server_counters(stats: LoopStats) -> ServerCounters {
-    ServerCounters {
-        connections: stats.connections,
-        bytes_in: stats.bytes_in,
-        bytes_out: stats.bytes_out,
-        buffered_bytes: stats.buffered_bytes,
-        refused_connections: stats.refused,
-        frame_timeouts: stats.frame_timeouts,
-        closed_over_budget: stats.closed_over_budget,
-        accept_failures: stats.accept_failures,
-        max_turn_micros: stats.max_turn_micros,
-        long_turns: stats.long_turns,
-    }
-}
-
-/// Runs the processor on one request, containing a panic (a bug, never expected) to that
-/// request: it is logged and the caller closes the connection, and the server keeps serving
-/// everyone else.
-fn handle_guarded(
-    processor: &mut Processor,
-    ctx: &RequestContext,
-    counters: &ServerCounters,
-    cmd: &RemotingCommand,
-    work: BodyWork,
-    out: &mut Vec<u8>,
-) -> Option<Effects> {
-    let mark = out.len();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        processor.handle_with(ctx, counters, cmd, work, out)
-    }));
-    match result {
-        Ok(effects) => Some(effects),
-        Err(_) => {
-            out.truncate(mark);
-            error!(
-                "BUG: request code {} from {:?} panicked; closing that connection",
-                cmd.code, ctx.peer
-            );
-            None
-        }
-    }
-}
-
-/// Returns freed heap memory to the OS (glibc keeps it in its free lists otherwise).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn release_free_heap() {
-    // SAFETY: glibc's malloc_trim(size_t) has no preconditions: it only walks the allocator's
-    // own free lists (under the allocator's locks) and releases whole free pages; it never
-    // touches memory that is still allocated.
+    // SAFETY: glibc's malloc_trim has no preconditions: it only releases whole free pages of
+    // the allocator's own free lists (under its locks).
     unsafe {
         libc::malloc_trim(0);
     }

@@ -1,6 +1,5 @@
-//! Pacing of the slow work that removes brokers: unregistration batches applied in chunks
-//! within the turn's time budget, and the expiry scan a chunk of brokers per turn (their
-//! connections closed a chunk per turn), so that a mass expiry never stalls the loop.
+//! Pacing of the work that removes brokers: unregistration batches and the expiry scan (and
+//! its connection closes) a chunk per turn, so that a mass expiry never stalls the loop.
 
 use super::{NameServer, PeerState, SCAN_TIMER, SLOW_WORK_BUDGET};
 use crate::event_loop::{ConnId, Ctx};
@@ -11,12 +10,9 @@ use std::time::Instant;
 /// Unregistrations applied per step of a large batch.
 pub(super) const UNREGISTER_CHUNK: usize = 32;
 
-/// Expiry entries examined per turn during a mass expiry, and expired brokers' connections
-/// closed per turn (each close is a syscall or two; ten thousand at once would stall
-/// everyone else).
+/// Expiry entries examined, and expired brokers' connections closed, per turn.
 pub(super) const EXPIRY_CHUNK: usize = 64;
 
-/// Where a mass expiry stands.
 #[derive(Default)]
 pub(super) struct ExpiryPacer {
     pub(super) next_scan_ms: u64,
@@ -24,15 +20,12 @@ pub(super) struct ExpiryPacer {
     pub(super) scan_due: bool,
     /// A scan found more due brokers than one turn handles.
     pub(super) in_progress: bool,
-    /// Connections of expired brokers waiting to be closed.
     pub(super) conns_to_close: VecDeque<ConnId>,
 }
 
 impl NameServer {
-    /// Takes batches from the batching thread and applies them in chunks, so that a mass
-    /// expiry never holds the loop for long; none while a registration is applied in steps
-    /// (an unregistration of its broker applies after it, as if it had applied in one go, so
-    /// it leaves no topic behind).
+    /// Applies the batching thread's batches in chunks; none while a registration is applied
+    /// in steps (an unregistration of its broker would leave topics behind).
     pub(super) fn apply_unregistrations(&mut self, started: Instant) {
         while let Ok(batch) = self.unregister_batches.try_recv() {
             self.processor.record_unregister_batch(batch.len());
@@ -49,8 +42,7 @@ impl NameServer {
         }
     }
 
-    /// A due scan runs a chunk of brokers per turn; when it ends, the expired brokers'
-    /// connections are closed, a chunk per turn.
+    /// A due scan runs a chunk of brokers per turn, then closes their connections likewise.
     pub(super) fn pace_expiry(&mut self, ctx: &mut Ctx<PeerState>) {
         let now = ctx.now_ms();
         let expiry = &mut self.expiry;

@@ -1,6 +1,5 @@
-//! What the server reads from the config for the loop and itself: the loop's limits (with
-//! `maxConnections` kept under the open-file limit, raised as far as allowed) and the settings
-//! read on every frame; both refreshed after UPDATE_NAMESRV_CONFIG.
+//! The loop's limits (`maxConnections` kept under the open-file limit, raised as far as
+//! allowed) and the settings read per frame, from the config; refreshed after updates.
 
 use crate::config::NamesrvConfig;
 use crate::event_loop;
@@ -17,12 +16,9 @@ pub(super) const READ_BUDGET: usize = 256 * 1024;
 pub(super) const DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// How recently an address must have completed a request to use the reserved connection
-/// slots (`reservedConnectionsPercent`): clients ask for routes every 30 s, brokers register
-/// every 30 s, so ten minutes covers a restart or a network blip.
+/// slots: clients and brokers ask every 30 s; ten minutes covers a restart.
 pub(super) const RECENT_CLIENT_WINDOW_MS: u64 = 600_000;
 
-/// What the loop enforces, from the config (again after each config update) and the
-/// open-file limit (`descriptors`, the soft limit when known).
 pub(super) fn loop_limits(c: &NamesrvConfig, descriptors: Option<u64>) -> Limits {
     let max_connections = connection_cap(c.max_connections, descriptors);
     Limits {
@@ -41,15 +37,13 @@ pub(super) fn loop_limits(c: &NamesrvConfig, descriptors: Option<u64>) -> Limits
     }
 }
 
-/// Descriptors kept free beside the connections: the loop's own (poll, waker, listeners, a
-/// spare), the log, config and KV files, the Controller's files, connections to brokers for
-/// notifications. A fixed part and a share of the limit.
+/// Descriptors kept free beside the connections (the loop's own, files, notifications).
 pub(super) fn descriptor_headroom(limit: u64) -> u64 {
     32 + limit / 32
 }
 
-/// `maxConnections`, lowered to what the open-file limit leaves room for: past it `accept`
-/// would fail for every newcomer instead of refusing them cleanly.
+/// `maxConnections`, lowered to what the open-file limit leaves room for (past it `accept`
+/// fails instead of refusing cleanly).
 pub(super) fn connection_cap(max_connections: u32, descriptors: Option<u64>) -> usize {
     let fit = descriptors.map_or(u64::MAX, |limit| {
         limit.saturating_sub(descriptor_headroom(limit)).max(1)
@@ -57,14 +51,13 @@ pub(super) fn connection_cap(max_connections: u32, descriptors: Option<u64>) -> 
     u64::from(max_connections).min(fit) as usize
 }
 
-/// The open-file limit `max_connections` needs (the inverse of [`connection_cap`]).
+/// The inverse of [`connection_cap`].
 pub(super) fn descriptors_wanted(max_connections: u32) -> u64 {
     (u64::from(max_connections) + 32) * 32 / 31 + 1
 }
 
 /// Raises the soft open-file limit to what `maxConnections` needs (up to the hard limit, as
-/// the JVM does for the Java name server) and warns when it is still too low; returns the
-/// soft limit, `None` when it cannot be read.
+/// the JVM does) and warns when still too low; returns the soft limit.
 pub(super) fn prepare_descriptors(c: &NamesrvConfig) -> Option<u64> {
     let before = event_loop::descriptor_limit()?;
     let now = event_loop::raise_descriptor_limit(descriptors_wanted(c.max_connections))?;
@@ -87,7 +80,6 @@ pub(super) fn prepare_descriptors(c: &NamesrvConfig) -> Option<u64> {
     Some(now.soft)
 }
 
-/// Settings read on every frame; refreshed after a config update.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Settings {
     pub(super) frame_max: u32,
@@ -120,12 +112,10 @@ mod tests {
 
     #[test]
     fn the_connection_cap_stays_below_the_open_file_limit() {
-        // ulimit -n 64: room for 30 connections, the rest kept for files.
         assert_eq!(connection_cap(65_536, Some(64)), 30);
         assert_eq!(connection_cap(65_536, Some(1024)), 960);
         assert_eq!(connection_cap(100, Some(1024)), 100);
         assert_eq!(connection_cap(100, None), 100);
-        // What the cap asks for is enough for it, and not much more.
         for max in [100u32, 65_536, 1_000_000] {
             let wanted = descriptors_wanted(max);
             assert_eq!(connection_cap(max, Some(wanted)), max as usize);
@@ -151,7 +141,6 @@ mod tests {
         assert_eq!(l.reserved_for_recent, 50);
         assert_eq!((l.frame_timeout_ms, l.max_buffered), (1234, 8 << 20));
         assert_eq!(l.max_per_address, 7);
-        // The reserve is a share of the cap actually in force.
         c.max_connections = 65_536;
         assert_eq!(loop_limits(&c, Some(64)).reserved_for_recent, 1);
     }

@@ -1,19 +1,14 @@
 //! How big registrations may make the registry (`maxBrokers`, `maxTopics`,
-//! `maxTopicsPerBroker`), and handing the tables' memory back once a mass removal has emptied
-//! them.
-//!
-//! A bound is checked before a registration changes anything, so a refused registration
-//! leaves no trace (Java's registration keeps its early steps when a later one fails; a bound
-//! must not). What is counted is only what the registration would add: a new live broker, topics
-//! the registry does not hold yet, topics new to the broker group. A registry already above a
-//! bound (one lowered at run time) keeps serving the brokers it holds; it only stops growing.
+//! `maxTopicsPerBroker`), and handing the tables' memory back after a mass removal. A bound is
+//! checked before a registration changes anything, and only what it would add counts: a
+//! registry above a bound lowered at run time keeps serving; it only stops growing.
 
+use super::topic_map::shrink_sparse;
 use super::{QueueData, RegisterBody, RegisterRequest, RouteTable, TopicsInput};
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
 
-/// The bounds, from the config.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RouteBounds {
     pub max_brokers: usize,
@@ -51,7 +46,6 @@ pub enum BoundExceeded {
 }
 
 impl BoundExceeded {
-    /// The config key of the bound.
     pub fn key(&self) -> &'static str {
         match self {
             BoundExceeded::Brokers { .. } => "maxBrokers",
@@ -89,23 +83,15 @@ impl std::error::Error for BoundExceeded {}
 
 /// Maps smaller than this many slots are never shrunk (not worth a rehash).
 const SHRINK_MIN_CAPACITY: usize = 4096;
-/// A map is shrunk once its entries fill less than 1/this of its capacity.
-const SHRINK_BELOW_FRACTION: usize = 16;
-/// ... and only while it holds at most this many entries: moving them into the smaller
-/// table rehashes each (0.15-0.35 µs apiece, measured: it dereferences the key), so this
-/// bounds the one-off loop time of a shrink to a few milliseconds, less than removing one
-/// broker group of 50,000 topics takes. A registry left with more entries keeps its capacity
-/// (of which it then uses a sixteenth or more).
+/// A sparse map is shrunk only while it holds at most this many entries: each moved entry is
+/// rehashed (0.15-0.35 µs), so a shrink costs the loop a few milliseconds at most.
 const SHRINK_MAX_MOVED: usize = 32_768;
-/// Old tables of at least this many slots are freed on a short-lived thread: returning tens
-/// of megabytes to the OS costs the kernel ~15 ms (measured for 1.8 M slots), loop time
-/// otherwise.
+/// Old tables of at least this many slots are freed on a short-lived thread (returning tens
+/// of megabytes to the OS costs the kernel ~15 ms for 1.8 M slots).
 const RELEASE_OFF_LOOP_CAPACITY: usize = 65_536;
 
 impl RouteTable {
-    /// Whether applying `req` would outgrow a bound. Costs a few lookups, plus one per topic of
-    /// a decoded body when the registry is within a body's size of a bound; nothing more for
-    /// an unchanged body (it adds nothing).
+    /// Whether applying `req` would outgrow a bound (per topic only near a bound).
     pub fn check_register_bounds(
         &self,
         req: &RegisterRequest<'_>,
@@ -158,8 +144,7 @@ impl RouteTable {
     ) -> Result<(), BoundExceeded> {
         let group = self.brokers.get(broker_name);
         let held_by_group = group.map_or(0, |g| g.topics.len());
-        // Far from both bounds (the usual case) even a body of nothing but new topics fits:
-        // no need to look its topics up.
+        // Far from both bounds (the usual case) even a body of new topics fits.
         let at_most = body.topics.len();
         if self.topics.len() + at_most <= bounds.max_topics
             && held_by_group + at_most <= bounds.max_topics_per_broker
@@ -215,8 +200,7 @@ impl RouteTable {
         Ok(())
     }
 
-    /// Whether REGISTER_TOPIC_IN_NAMESRV of `topic` would outgrow a bound: a new topic, or
-    /// a broker group taking on one more topic.
+    /// Whether REGISTER_TOPIC_IN_NAMESRV of `topic` would outgrow a bound.
     pub fn check_topic_bounds(
         &self,
         topic: &str,
@@ -239,8 +223,6 @@ impl RouteTable {
         Ok(())
     }
 
-    /// Shrinks the tables that a mass removal left mostly empty, so that their memory goes
-    /// back to the allocator (and, trimmed by the server, to the OS).
     pub(super) fn shrink_if_sparse(&mut self) {
         let (old_tables, old_capacity) = self.topics.shrink_if_sparse();
         if old_capacity >= RELEASE_OFF_LOOP_CAPACITY {
@@ -256,26 +238,20 @@ fn shrink_if_sparse<K, V, S>(map: &mut HashMap<K, V, S>)
 where
     K: Hash + Eq + Send + 'static,
     V: Send + 'static,
-    S: BuildHasher + Default + Send + 'static,
+    S: BuildHasher + Clone + Send + 'static,
 {
     let capacity = map.capacity();
-    if capacity < SHRINK_MIN_CAPACITY
-        || map.len() >= capacity / SHRINK_BELOW_FRACTION
-        || map.len() > SHRINK_MAX_MOVED
-    {
+    if capacity < SHRINK_MIN_CAPACITY || map.len() > SHRINK_MAX_MOVED {
         return;
     }
-    let mut old = std::mem::take(map);
-    // Room to grow again without an immediate rehash.
-    map.reserve(old.len() * 2);
-    map.extend(old.drain());
-    if capacity >= RELEASE_OFF_LOOP_CAPACITY {
-        release_off_loop(old);
+    if let Some(old) = shrink_sparse(map) {
+        if capacity >= RELEASE_OFF_LOOP_CAPACITY {
+            release_off_loop(old);
+        }
     }
 }
 
-/// Drops `value` (an emptied table: only its allocation is left) on a thread of its own. If
-/// no thread can be started, the closure, and with it `value`, is dropped here.
+/// Drops `value` (an emptied table) on a thread of its own (here, if none can start).
 fn release_off_loop<T: Send + 'static>(value: T) {
     let _ = std::thread::Builder::new()
         .name("table-release".into())

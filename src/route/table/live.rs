@@ -1,6 +1,6 @@
 //! Live brokers (Java's brokerLiveTable): one entry per registered (cluster, address), with
 //! its DataVersion, deadline and connection; heartbeats and QUERY_DATA_VERSION refresh it in
-//! one lookup, and its place in the deadline buckets and the connection index is kept here.
+//! one lookup.
 
 use super::super::model::DataVersion;
 use super::{detach, BodyFingerprint, ConnId, RouteTable};
@@ -11,7 +11,6 @@ use std::sync::Arc;
 pub(super) struct LiveBroker {
     pub(super) cluster: Arc<str>,
     pub(super) addr: Arc<str>,
-    /// Broker name of the latest registration from this address.
     pub(super) broker_name: Arc<str>,
     pub(super) last_update_ms: u64,
     pub(super) timeout_ms: u64,
@@ -20,36 +19,26 @@ pub(super) struct LiveBroker {
     /// The connection of its latest registration has closed: its unregistration is queued.
     pub(super) connection_closed: bool,
     pub(super) ha_server_addr: String,
-    /// (body length, header bodyCrc32, body fingerprint) of the last fully applied body.
     pub(super) fingerprint: Option<BodyFingerprint>,
-    /// QUERY_DATA_VERSION's reply body: the stored DataVersion it was encoded from and its
-    /// text ([`RouteTable::query_data_version`]).
+    /// QUERY_DATA_VERSION's reply body and the DataVersion it was encoded from.
     pub(super) version_text: Option<(DataVersion, Bytes)>,
-    /// The group's write stamp (`RouteTable::slot_stamps`) when the body was last applied: a
-    /// byte-identical body is taken as unchanged only while no one has written the group's
-    /// queue entries since (Java's per-topic "changed" rule re-adds a topic an admin delete
-    /// removed, even with an unchanged dataVersion).
+    /// The group's write stamp when the body was last applied.
     pub(super) seen_stamp: u64,
-    /// Where this entry stands in the deadline buckets.
     pub(super) expiry: Expiry,
     pub(super) generation: u64,
 }
 
-/// A live broker's place in the expiry schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Expiry {
     /// In no bucket: just registered, or its bucket fired while it was still alive.
     Unscheduled,
     /// In this bucket; its entries in other buckets are stale.
     Scheduled(u64),
-    /// Found silent and reported: its unregistration is on its way, so it is not rescheduled
-    /// (unless it registers again, or the unregistration could not be queued).
+    /// Found silent: its unregistration is on its way (not rescheduled).
     Reported,
 }
 
 impl RouteTable {
-    /// Whether the live broker (cluster, addr) is `broker_name`'s and registered over `conn`
-    /// (the connection a broker's UNREGISTER_BROKER must come over when an allow-list is set).
     pub fn registered_over(
         &self,
         cluster: &str,
@@ -63,24 +52,14 @@ impl RouteTable {
         })
     }
 
-    /// Stored DataVersion of a live broker (the tables' tests read it; QUERY_DATA_VERSION
-    /// goes through [`RouteTable::query_data_version`]).
     #[cfg(test)]
     pub fn data_version(&self, cluster: &str, addr: &str) -> Option<DataVersion> {
         self.live_id(cluster, addr)
             .map(|id| self.live[id].data_version)
     }
 
-    /// QUERY_DATA_VERSION in one lookup of (cluster, addr): `answer` gets the live broker's
-    /// stored DataVersion and its text as [`DataVersion::encode`] writes it (`None` for a
-    /// broker not live), and when it returns `Ok` the broker's timestamp is refreshed as
-    /// [`RouteTable::heartbeat`] does; a refused query (`Err`: a body that does not decode)
-    /// refreshes nothing. O(1).
-    ///
-    /// The text is kept in the live entry with the version it was encoded from, and encoded
-    /// again only when the stored version is another one (a registration changed it): a
-    /// broker asks about the same version every 30 s, and encoding it was the larger part of
-    /// what the reply added to a heartbeat's work.
+    /// QUERY_DATA_VERSION in one lookup: `answer` gets the stored DataVersion and its encoded
+    /// text (re-encoded only when it changed; `None`: not live); on `Ok`, as a heartbeat.
     pub fn query_data_version<R, E>(
         &mut self,
         cluster: &str,
@@ -108,7 +87,6 @@ impl RouteTable {
         Ok(answered)
     }
 
-    /// Refreshes a live broker's timestamp (BROKER_HEARTBEAT). O(1).
     pub fn heartbeat(&mut self, cluster: &str, addr: &str, now_ms: u64) -> bool {
         match self.live_id(cluster, addr) {
             Some(id) => {
@@ -137,8 +115,7 @@ impl RouteTable {
         let live = &self.live[live_id];
         let deadline = live.last_update_ms.saturating_add(live.timeout_ms);
         let bucket = self.expiry.bucket_of(deadline);
-        // Heartbeats only push the deadline later: an entry already scheduled earlier
-        // re-checks itself when it fires. Only an earlier deadline needs a new entry.
+        // An entry scheduled earlier re-checks itself when it fires.
         let due_earlier = match live.expiry {
             Expiry::Scheduled(scheduled) => bucket < scheduled,
             Expiry::Unscheduled | Expiry::Reported => true,

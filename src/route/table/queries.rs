@@ -10,9 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 pub(super) const SYNC_BROKER_MEMBER_PREFIX: &str = "rmq_sys_SYNC_BROKER_MEMBER_";
 
 impl RouteTable {
-    /// Topic route body in `dialect`, from cache or built and cached. `order_topic_conf`
-    /// supplies the ORDER_TOPIC_CONFIG value when orderMessageEnable is on (asked only on a
-    /// cache miss). `None` = TOPIC_NOT_EXIST.
+    /// Topic route body in `dialect`, cached; `order_topic_conf` is asked on a miss only.
+    /// `None` = TOPIC_NOT_EXIST.
     pub fn route_body(
         &mut self,
         topic: &str,
@@ -34,8 +33,7 @@ impl RouteTable {
         Some(body)
     }
 
-    /// Java's pickupTopicRouteData (§5.7), without orderTopicConf. `None` when the topic is
-    /// unknown or none of its brokers is known (never an empty `brokerDatas`).
+    /// Java's pickupTopicRouteData (§5.7) without orderTopicConf; `None`, not empty `brokerDatas`.
     pub fn pickup_route(&self, topic: &str) -> Option<TopicRouteData> {
         let entry = self.topics.get(topic)?;
         let mut route = TopicRouteData {
@@ -79,12 +77,10 @@ impl RouteTable {
         Some(route)
     }
 
-    /// Every topic name (206).
     pub fn topic_names(&self) -> impl Iterator<Item = &str> {
         self.topics.keys().map(|k| k.as_ref())
     }
 
-    /// Topics having a queue entry for any broker of `cluster` (224).
     pub fn topics_of_cluster(&self, cluster: &str) -> BTreeSet<String> {
         let mut out = BTreeSet::new();
         if let Some(names) = self.clusters.get(cluster) {
@@ -120,7 +116,6 @@ impl RouteTable {
         (names.into_iter().collect(), addr)
     }
 
-    /// brokerAddrTable and clusterAddrTable (106).
     pub fn cluster_info(&self) -> super::super::model::ClusterInfo {
         super::super::model::ClusterInfo {
             broker_addr_table: self
@@ -136,7 +131,6 @@ impl RouteTable {
         }
     }
 
-    /// Broker group member addresses (901); empty when unknown.
     pub fn broker_member_group(&self, broker_name: &str) -> BTreeMap<i64, String> {
         self.brokers
             .get(broker_name)
@@ -145,8 +139,7 @@ impl RouteTable {
     }
 }
 
-/// §5.7 step 6 on a route copy: for groups with acting master on, no id 0 and a
-/// non-writeable queue entry, the lowest-id address is presented as the master.
+/// §5.7 step 6: a group acting without master presents its lowest id as the master.
 pub(super) fn apply_acting_master_rewrite(route: &mut TopicRouteData) {
     let needs = route
         .broker_datas

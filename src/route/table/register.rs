@@ -10,7 +10,6 @@ use super::{
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
-/// Identity of a registration body, compared to recognise an unchanged one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BodyFingerprint {
     pub len: usize,
@@ -18,7 +17,6 @@ pub struct BodyFingerprint {
     pub hash: u64,
 }
 
-/// Header fields of a REGISTER_BROKER request.
 #[derive(Debug, Clone)]
 pub struct RegisterRequest<'a> {
     pub cluster: &'a str,
@@ -35,7 +33,6 @@ pub struct RegisterRequest<'a> {
     pub fingerprint: BodyFingerprint,
 }
 
-/// The topic part of a registration.
 #[derive(Debug, Clone, Copy)]
 pub enum TopicsInput<'a> {
     /// The body is byte-identical to the last one applied for this broker.
@@ -53,65 +50,48 @@ pub struct MinIdNotification {
     pub ha_broker_addr: Option<String>,
 }
 
-/// What a registration produced.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RegisterResult {
     pub ha_server_addr: Option<String>,
     pub master_addr: Option<String>,
     pub notification: Option<MinIdNotification>,
-    /// First registration of this (cluster, addr): log at info.
     pub first: bool,
-    /// Topic queue entries added, changed or removed: log at info.
     pub topics_changed: usize,
     /// Refused by the state-version fence (§5.2 step 6): SUCCESS with an empty header.
     pub fenced: bool,
-    /// The address was another broker's, and was taken from it (step 0).
     pub taken_over: Option<Takeover>,
 }
 
-/// The topic configs of a registration still to be put (see
-/// [`RouteTable::register_broker_in_steps`]).
 #[derive(Debug, Clone)]
 pub struct TopicSteps {
     name: Arc<str>,
     broker: BrokerId,
     put: PutRule,
-    /// Topics the body no longer reports (`deleteTopicWithBrokerRegistration`): their queue
-    /// entry of this broker goes, before any topic config is put, as in a one-go apply.
+    /// Topics the body no longer reports: their queue entries of this broker go first.
     stale: Vec<Arc<str>>,
-    /// Index of the next stale topic.
     next_stale: usize,
-    /// Index of the next topic config of the body.
     next: usize,
-    /// Topic queue entries added, changed or removed so far.
     pub changed: usize,
-    /// The group's stamp after the last step: another value means someone else wrote the
-    /// group's entries in between.
+    /// The group's stamp after the last step (another: someone else wrote in between).
     stamp: u64,
-    /// The live entry (slab id, generation) that registered the body, told when the last
-    /// step is done that its body is wholly applied (`None`: nothing to tell).
+    /// The live entry (slab id, generation) marked wholly applied after the last step.
     live: Option<(usize, u64)>,
 }
 
 impl TopicSteps {
-    /// Queue entries still to remove and topic configs still to put.
     pub fn remaining(&self, body: &RegisterBody) -> usize {
         (self.stale.len() - self.next_stale) + body.topics.len().saturating_sub(self.next)
     }
 }
 
-/// Which of a registration's topic configs are put (§5.2 step 10 b).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct PutRule {
-    /// All of them (first registration of the group, or a new DataVersion); otherwise only
-    /// topics the broker does not serve yet.
+    /// All of them (a new group or DataVersion), or only topics the broker lacks.
     pub(super) all: bool,
     /// A prime slave standing in for its master: its topics are not writable.
     pub(super) clear_write: bool,
 }
 
-/// An address taken from the broker name that held it: that broker's entry for the address
-/// was unregistered (as UNREGISTER_BROKER would), with what that removed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Takeover {
     pub previous: UnregisterRequest,
@@ -119,11 +99,9 @@ pub struct Takeover {
 }
 
 impl RouteTable {
-    /// The fingerprint of the body last applied for this broker, while a byte-identical body
-    /// would count as unchanged: the broker is live at that address under that id, and no one
-    /// else has written its group's queue entries since (Java's per-topic "changed" rule puts
-    /// back a topic an admin delete removed, even under an unchanged dataVersion, and
-    /// `deleteTopicWithBrokerRegistration` removes what REGISTER_TOPIC_IN_NAMESRV added).
+    /// The fingerprint of the body last applied for this broker, while the same bytes count as
+    /// unchanged: live at that address under that id, and no other writer of the group's queue
+    /// entries since (Java puts back what an admin delete removed, even if nothing changed).
     pub fn unchanged_fingerprint(
         &self,
         cluster: &str,
@@ -139,16 +117,14 @@ impl RouteTable {
             .flatten()
     }
 
-    /// True if the registration's body is exactly the one last applied for this broker, and
-    /// nothing since then requires a full re-apply: the registration can skip parsing.
     pub fn is_unchanged_body(&self, req: &RegisterRequest<'_>) -> bool {
         let (cluster, addr) = (req.cluster, req.broker_addr);
         self.unchanged_fingerprint(cluster, addr, req.broker_name, req.broker_id)
             == Some(req.fingerprint)
     }
 
-    /// Java's registerBroker (§5.2): its numbered steps, in its order, minus the bugs listed in
-    /// the README. Side effects of earlier steps stay when a later one returns, as in Java.
+    /// Java's registerBroker (§5.2) step by step, without the bugs in
+    /// docs/compatibility.md#differences-from-java; earlier steps stay when a later one returns.
     pub fn register_broker(
         &mut self,
         req: &RegisterRequest<'_>,
@@ -157,10 +133,8 @@ impl RouteTable {
         self.register(req, topics_in, false).0
     }
 
-    /// [`RouteTable::register_broker`] for a body too large to apply at once: everything but
-    /// putting its topic configs is done now (removing unreported topics and static-topic
-    /// mappings included); the topic configs are then put by [`RouteTable::apply_topic_steps`],
-    /// a slice at a time. `None`: no topics to put (a slave's, a fenced registration).
+    /// [`RouteTable::register_broker`] but for the topic work, left to
+    /// [`RouteTable::apply_topic_steps`] (`None`: no topics to put).
     pub fn register_broker_in_steps(
         &mut self,
         req: &RegisterRequest<'_>,
@@ -169,11 +143,8 @@ impl RouteTable {
         self.register(req, TopicsInput::Body(body), true)
     }
 
-    /// Removes up to `max` more stale queue entries of a registration applied in steps, then
-    /// puts topic configs with what is left of `max`; returns whether it is done. Each topic's
-    /// entry changes in one step, so a route shows a topic as before the registration or as
-    /// after it. A broker group removed meanwhile gets no more topics: done (the server lets no
-    /// other change in until the last step; this is the table's own guard).
+    /// Removes up to `max` stale queue entries, then puts topic configs with what is left of
+    /// `max`; returns whether it is done. A group removed meanwhile gets no more topics.
     pub fn apply_topic_steps(
         &mut self,
         steps: &mut TopicSteps,
@@ -188,8 +159,7 @@ impl RouteTable {
             return true;
         }
         if self.slots_stamp(steps.broker) != steps.stamp {
-            // Someone else wrote the group's entries since the last step: this apply is not
-            // the body's whole effect (the next registration is parsed, whatever its bytes).
+            // Someone else wrote the group's entries: the next registration is parsed.
             steps.live = None;
         }
         let stale_end = steps.next_stale.saturating_add(max).min(steps.stale.len());
@@ -216,9 +186,6 @@ impl RouteTable {
         done
     }
 
-    /// Tells the live entry that registered a body applied in steps, once the last step is
-    /// done, that the body is wholly applied: the same bytes again are then unchanged (as
-    /// long as no one else writes the group's entries).
     fn mark_applied(&mut self, steps: &TopicSteps) {
         let Some((live_id, generation)) = steps.live else {
             return;
@@ -314,11 +281,8 @@ impl RouteTable {
         (result, steps)
     }
 
-    /// Step 0: when the live entry of (cluster, addr) belongs to another broker name, that
-    /// broker's entry for the address is unregistered first, as UNREGISTER_BROKER would do it
-    /// (its live entry, its address in its group, the group and its queue entries if that was
-    /// the last address). Java only re-points the live entry, so the old group keeps routing
-    /// to an address that serves another broker, and stays forever once that one leaves.
+    /// Step 0: another broker name's entry for (cluster, addr) is unregistered first (Java only
+    /// re-points the live entry, and the old group keeps routing to another broker's address).
     fn take_over_address(&mut self, req: &RegisterRequest<'_>) -> Option<Takeover> {
         let live = self.live_id(req.cluster, req.broker_addr)?;
         if &*self.live[live].broker_name == req.broker_name {
@@ -330,7 +294,6 @@ impl RouteTable {
         Some(Takeover { previous, outcome })
     }
 
-    /// §5.2 step 1.
     fn add_to_cluster(&mut self, cluster: &str, broker_name: &str) {
         if !self
             .clusters
@@ -344,7 +307,6 @@ impl RouteTable {
         }
     }
 
-    /// §5.2 step 2; returns whether the broker group is new (`registerFirst`).
     fn create_broker_if_absent(&mut self, req: &RegisterRequest<'_>) -> bool {
         if self.brokers.contains_key(req.broker_name) {
             return false;
@@ -370,8 +332,6 @@ impl RouteTable {
         true
     }
 
-    /// The DataVersion this registration carries: the body's, or for an unchanged body the
-    /// one stored when it was applied.
     fn incoming_version(
         &self,
         req: &RegisterRequest<'_>,
@@ -386,11 +346,8 @@ impl RouteTable {
         }
     }
 
-    /// §5.2 step 6: when another address, registered under this id, is live with a newer
-    /// stateVersion, this registration is refused and its live entry dropped. A live entry
-    /// whose connection has closed does not count: its removal is queued and applies before
-    /// anything that arrives after the close (Java queues the same removal; its batch thread
-    /// takes it at once, so a registration that follows a close finds it gone).
+    /// §5.2 step 6: refused, its live entry dropped, when another address under this id is live
+    /// with a newer stateVersion (not one whose connection closed: Java removes it at once).
     fn fence_older_incarnation(
         &mut self,
         req: &RegisterRequest<'_>,
@@ -412,7 +369,6 @@ impl RouteTable {
         newer
     }
 
-    /// §5.2 step 8; returns the address previously registered under the id.
     fn put_broker_addr(&mut self, req: &RegisterRequest<'_>) -> Option<String> {
         self.brokers.get_mut(req.broker_name).and_then(|b| {
             b.data
@@ -421,10 +377,8 @@ impl RouteTable {
         })
     }
 
-    /// §5.2 steps 9 and 10: topic configs (10 a/b) and static-topic mappings (10 c), taken
-    /// only from the master or the prime slave. Removes the topics the body no longer reports
-    /// (`deleteTopicWithBrokerRegistration`) and puts the mappings now; returns what is left:
-    /// putting the topic configs (`None`: this broker's topics are not taken).
+    /// §5.2 steps 9 and 10 (master or prime slave only): unreported topics and mappings now;
+    /// returns the topic configs still to put (`None`: this broker's topics are not taken).
     fn plan_topics(
         &mut self,
         req: &RegisterRequest<'_>,
@@ -467,9 +421,7 @@ impl RouteTable {
         })
     }
 
-    /// §5.2 step 10 a: the broker's topics its body no longer reports, taken off its topic
-    /// list now (one pass) and returned for their queue entries to go (see
-    /// [`RouteTable::drop_queue_entry`]).
+    /// §5.2 step 10 a: the broker's topics its body no longer reports, taken off its list.
     fn take_unreported_topics(&mut self, name: &Arc<str>, body: &RegisterBody) -> Vec<Arc<str>> {
         let Some(b) = self.brokers.get_mut(name) else {
             return Vec::new();
@@ -482,8 +434,7 @@ impl RouteTable {
         stale
     }
 
-    /// §5.2 step 10 b for one topic config: put when the rule says all, or when the broker
-    /// does not serve the topic yet. Returns whether anything changed.
+    /// §5.2 step 10 b for one topic config; returns whether anything changed.
     fn put_topic_config(&mut self, steps: &TopicSteps, tc: &TopicConfig) -> bool {
         let rule = steps.put;
         let mut perm = tc.perm;
@@ -500,7 +451,6 @@ impl RouteTable {
         self.put_queue(&tc.topic_name, slot, !rule.all)
     }
 
-    /// §5.2 step 10 c.
     fn put_queue_mappings(&mut self, body: &RegisterBody) {
         for (_, m) in &body.mappings {
             self.queue_mappings
@@ -511,8 +461,7 @@ impl RouteTable {
         }
     }
 
-    /// §5.2 step 11: creates or refreshes the live entry of (cluster, addr), binds it to the
-    /// registration's connection and (re)arms its expiry. Returns whether it is new.
+    /// §5.2 step 11: creates or refreshes the live entry and arms its expiry; true when new.
     fn refresh_live(
         &mut self,
         req: &RegisterRequest<'_>,
@@ -583,7 +532,6 @@ impl RouteTable {
         live_id
     }
 
-    /// §5.2 step 12: an empty list removes the broker's filter servers.
     fn store_filter_servers(&mut self, req: &RegisterRequest<'_>, list: &[String]) {
         let key = (req.cluster.to_string(), req.broker_addr.to_string());
         let changed = if list.is_empty() {
@@ -599,7 +547,6 @@ impl RouteTable {
         }
     }
 
-    /// §5.2 step 13: for a slave, its live master's (address, HA address).
     fn master_of_slave(&self, req: &RegisterRequest<'_>) -> Option<(String, String)> {
         if req.broker_id == 0 {
             return None;
@@ -617,8 +564,6 @@ impl RouteTable {
         ))
     }
 
-    /// §5.2 step 14: the NOTIFY_MIN_BROKER_ID_CHANGE for the group's other members (or, when
-    /// the registering broker is alone, for itself).
     fn min_id_notification(&self, req: &RegisterRequest<'_>) -> Option<MinIdNotification> {
         let addrs = &self.brokers.get(req.broker_name)?.data.broker_addrs;
         let targets = if addrs.len() == 1 {
@@ -640,7 +585,6 @@ impl RouteTable {
     }
 }
 
-/// §5.2 step 3; returns whether the broker data changed.
 pub(super) fn set_acting_master_and_zone(data: &mut BrokerData, req: &RegisterRequest<'_>) -> bool {
     // A 4.x broker (no flag at all) never acts as master.
     let acting = req.enable_acting_master == Some(true);
@@ -653,7 +597,6 @@ pub(super) fn set_acting_master_and_zone(data: &mut BrokerData, req: &RegisterRe
     changed
 }
 
-/// The lowest broker id of a group (the master's, 0, when it is registered).
 pub(super) fn min_broker_id(data: &BrokerData) -> Option<i64> {
     data.broker_addrs.keys().next().copied()
 }

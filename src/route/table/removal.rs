@@ -1,12 +1,10 @@
-//! Brokers leaving: the expiry scan (deadline buckets, O(brokers due)), closed connections,
-//! and unregistration batches (Java's unregisterBroker, docs/protocol.md §5.5), which drop
-//! emptied groups and their queue entries topic by topic.
+//! Brokers leaving: the expiry scan, closed connections, and unregistration batches (Java's
+//! unregisterBroker, docs/protocol.md §5.5).
 
 use super::register::min_broker_id;
 use super::{ConnId, Expiry, MinIdNotification, RouteTable};
 use std::sync::Arc;
 
-/// One broker to unregister (explicitly, by expiry, or because its connection closed).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct UnregisterRequest {
     pub cluster: Arc<str>,
@@ -15,7 +13,6 @@ pub struct UnregisterRequest {
     pub broker_id: i64,
 }
 
-/// Why a broker is being removed; carried with the request for the log line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RemovalReason {
     Unregister,
@@ -23,7 +20,6 @@ pub enum RemovalReason {
     ConnectionClosed,
 }
 
-/// A broker found silent by [`RouteTable::expire_silent_brokers`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExpiredBroker {
     pub request: UnregisterRequest,
@@ -31,7 +27,6 @@ pub struct ExpiredBroker {
     pub conn: Option<ConnId>,
 }
 
-/// What one unregistration batch did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BatchOutcome {
     pub brokers_removed: usize,
@@ -41,8 +36,7 @@ pub struct BatchOutcome {
 }
 
 impl RouteTable {
-    /// The unregistration request Java's onChannelDestroy would submit for a live entry:
-    /// brokerName and id are resolved through the broker table (§5.4).
+    /// The unregistration Java's onChannelDestroy would submit for a live entry (§5.4).
     pub(super) fn unregister_request_for(&self, live_id: usize) -> Option<UnregisterRequest> {
         let live = self.live.get(live_id)?;
         let b = self.brokers.get(live.broker_name.as_ref())?;
@@ -61,15 +55,13 @@ impl RouteTable {
             })
     }
 
-    /// Finds live brokers whose deadline has passed. Costs O(entries whose bucket fired).
-    /// The live entries stay until the unregistration batch is applied (as in Java); they
-    /// are not rescheduled, so each is reported once unless `rearm_after_failed_submit`.
+    /// Live brokers whose deadline has passed, each reported once (they stay until their
+    /// unregistration is applied, as in Java).
     pub fn expire_silent_brokers(&mut self, now_ms: u64) -> Vec<ExpiredBroker> {
         self.expire_silent_brokers_limited(now_ms, usize::MAX).0
     }
 
-    /// Like [`RouteTable::expire_silent_brokers`], looking at no more than `limit` bucket
-    /// entries; the flag says whether due entries remain for another call.
+    /// At most `limit` bucket entries of [`RouteTable::expire_silent_brokers`]; true: more due.
     pub fn expire_silent_brokers_limited(
         &mut self,
         now_ms: u64,
@@ -99,8 +91,7 @@ impl RouteTable {
                         conn,
                     }),
                     None => {
-                        // No broker data names this address any more: nothing routes to
-                        // it, so the stale live entry can simply go.
+                        // No broker data names this address: nothing routes to it.
                         self.remove_live(live_id);
                     }
                 }
@@ -112,8 +103,6 @@ impl RouteTable {
         (expired, more)
     }
 
-    /// Puts an expired broker back in the deadline buckets when its unregistration could not be queued,
-    /// so that the next scan tries again.
     pub fn rearm(&mut self, cluster: &str, addr: &str, now_ms: u64) {
         if let Some(id) = self.live_id(cluster, addr) {
             let generation = self.live[id].generation;
@@ -122,8 +111,7 @@ impl RouteTable {
         }
     }
 
-    /// Unregistration requests for every broker whose registering connection is `conn`
-    /// (Java's onChannelDestroy, for all of them rather than only the first).
+    /// Java's onChannelDestroy, for every broker registered over `conn` (not only the first).
     pub fn connection_closed(&mut self, conn: ConnId) -> Vec<UnregisterRequest> {
         let Some(ids) = self.live_by_conn.remove(&conn) else {
             return Vec::new();
@@ -135,8 +123,7 @@ impl RouteTable {
             };
             live.conn = None;
             live.connection_closed = true;
-            // An expired broker's unregistration is already on its way (the expiry closed
-            // this connection): asking again would only fill the worker's queue.
+            // An expired broker's unregistration is already on its way.
             if live.expiry == Expiry::Reported {
                 continue;
             }
@@ -147,10 +134,7 @@ impl RouteTable {
         requests
     }
 
-    /// Applies a de-duplicated batch of unregistrations in one pass (§5.5): steps 1-3 per
-    /// request, then the queue entries of the groups that are gone (only their topics are
-    /// visited), the write permission of groups that lost their master, and the
-    /// notifications.
+    /// Applies a de-duplicated batch of unregistrations (§5.5).
     pub fn unregister_batch(&mut self, batch: &[UnregisterRequest]) -> BatchOutcome {
         let mut outcome = BatchOutcome::default();
         let mut removed_names: Vec<Arc<str>> = Vec::new();
@@ -185,10 +169,7 @@ impl RouteTable {
         outcome
     }
 
-    /// §5.5 step 1; returns whether a live entry was removed. A live entry (and the filter
-    /// servers) of another broker name is left alone: the address was taken over since this
-    /// request was made (an expiry or a close queued before the takeover), and the new owner
-    /// must not lose its liveness to its predecessor's unregistration.
+    /// §5.5 step 1; true when removed (not another broker name's: it took the address since).
     fn remove_live_and_filter_servers(&mut self, req: &UnregisterRequest) -> bool {
         let live = self.live_id(&req.cluster, &req.broker_addr);
         if let Some(l) = live {
@@ -206,8 +187,7 @@ impl RouteTable {
         live.is_some()
     }
 
-    /// §5.5 step 2; returns whether the group is now empty. When the group's lowest id
-    /// leaves a group with acting master on, a notification for the rest is queued.
+    /// §5.5 step 2; returns whether the group is now empty.
     fn remove_broker_addr(
         &mut self,
         req: &UnregisterRequest,
@@ -240,7 +220,6 @@ impl RouteTable {
         false
     }
 
-    /// §5.5 step 3.
     fn remove_from_cluster(&mut self, cluster: &str, broker_name: &str) {
         if let Some(set) = self.clusters.get_mut(cluster) {
             set.remove(broker_name);
@@ -250,8 +229,6 @@ impl RouteTable {
         }
     }
 
-    /// Drops an emptied group and its queue entries, topic by topic (only the topics it
-    /// served, never a scan of the whole table); topics left without entries go too.
     fn remove_broker_group(&mut self, name: &str, outcome: &mut BatchOutcome) {
         let Some(b) = self.brokers.remove(name) else {
             return;
@@ -266,7 +243,6 @@ impl RouteTable {
         }
     }
 
-    /// With acting master on, a group whose master (id 0) is gone loses write permission.
     fn wipe_write_if_master_lost(&mut self, name: &str) {
         let Some(b) = self.brokers.get(name) else {
             return;

@@ -1,28 +1,8 @@
-//! The topic table's map (topic name -> entry), split into shards so that it never grows or
-//! shrinks by more than a shard at once.
-//!
-//! A `HashMap` grows by moving every entry into a table twice the size, all in one call: past
-//! 114,688 topics the next insert rehashes them all, 26 ms of loop time measured (each rehash
-//! reads the topic name behind its `Arc`: a cache miss per topic), and at a million topics
-//! about a quarter of a second. Registrations are applied in steps to keep every turn of the
-//! loop short, so the map must not undo that: here it is [`SHARDS`] maps, a topic's shard
-//! chosen by bits of its hash, and each grows (and, after mass removals, shrinks) on its own,
-//! so the most one insert rehashes is one shard: about 4,000 topics at `maxTopics` (one
-//! million), under a millisecond.
-//!
-//! The shard is picked by bits 40..48 of the name's hash, which a table's bucket index (its low
-//! bits, for tables of fewer than 2^40 buckets) and its control bytes (the top 7 bits) never
-//! read, so the topics of one shard spread over its table as well as over an unsharded one.
-//!
-//! One keyed hash per lookup: the name is hashed once, by the map's hasher (keyed per
-//! process, so peers who choose topic names cannot choose collisions), and that hash both
-//! picks the shard and is the shard table's hash. A lookup by `&str` goes through a borrowed view ([`Lookup`]) that hands the hash it already
-//! has to the shard's hasher ([`NameHash`]); a stored key ([`TopicKey`]) is the name alone, no
-//! hash kept (16 bytes, the `Arc<str>`), and hashes its name through the same hasher, with the
-//! map's keys, to the same value. A stored key is hashed only when its shard grows or shrinks:
-//! that reads and hashes the names of one shard (a cache miss and a few multiplies each,
-//! about 4,000 names at `maxTopics`: 0.3 ms measured for 3,600, against 0.03 to 0.15 ms when
-//! keys kept their hash), never the whole map.
+//! The topic table's map (topic name -> entry), split into [`SHARDS`] maps so that it never
+//! grows or shrinks by more than a shard at once: an unsharded `HashMap` past 114,688 topics
+//! rehashes them all in one insert (26 ms measured). One keyed hash per lookup: bits 40..48
+//! pick the shard (bits a table's bucket index and control bytes never read), and the whole
+//! is the shard table's hash, handed over by a borrowed view ([`Lookup`]).
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
@@ -33,23 +13,14 @@ use std::sync::Arc;
 /// Number of shards: at `maxTopics` (1,000,000) a shard holds about 4,000 topics.
 pub const SHARDS: usize = 256;
 
-/// Where the shard bits start in the hash (see the module comment).
 const SHARD_SHIFT: u32 = 40;
 
-/// A shard is shrunk once its entries fill less than 1/this of its capacity (as `HashMap`
-/// reports it: what it takes without growing, so an emptied shard, whatever its tombstones,
-/// is always freed).
-const SHRINK_BELOW_FRACTION: usize = 16;
-
-/// A stored topic name: no hash kept (a shard recomputes it when it grows; see the module
-/// comment).
 #[derive(Clone)]
 pub struct TopicKey {
     name: Arc<str>,
 }
 
-/// What a shard compares and hashes: a stored [`TopicKey`] or a name being looked up with its
-/// hash ([`Probe`]), without making a key (an `Arc`) for the lookup.
+/// What a shard compares and hashes: a stored [`TopicKey`] or a [`Probe`] (no `Arc` made).
 trait Lookup {
     fn name(&self) -> &str;
     /// The hash already computed, if any (a probe's); a stored key has none.
@@ -65,7 +36,6 @@ impl Lookup for TopicKey {
     }
 }
 
-/// A name being looked up, with its hash.
 struct Probe<'a> {
     hash: u64,
     name: &'a str,
@@ -86,8 +56,6 @@ impl<'a> Borrow<dyn Lookup + 'a> for TopicKey {
     }
 }
 
-/// Names compared: the shard table compares only entries whose 7 hash bits in its control
-/// bytes match, so few unequal names get here.
 impl PartialEq for dyn Lookup + '_ {
     fn eq(&self, other: &Self) -> bool {
         self.name() == other.name()
@@ -96,8 +64,7 @@ impl PartialEq for dyn Lookup + '_ {
 
 impl Eq for dyn Lookup + '_ {}
 
-/// A probe hands its hash on as one `u64` ([`NameHash`] takes it as the hash); a stored key
-/// writes its name as [`hash_name`] does, which the shard's hasher feeds to the map's.
+/// A probe hands its hash on as one `u64`; a stored key writes its name as [`hash_name`] does.
 impl Hash for dyn Lookup + '_ {
     fn hash<H: Hasher>(&self, state: &mut H) {
         match self.known_hash() {
@@ -122,16 +89,12 @@ impl Hash for TopicKey {
     }
 }
 
-/// How a name is written into a hasher, by a lookup and by a stored key alike (as `str`'s
-/// `Hash` writes it: the bytes, then a byte no UTF-8 text holds).
 #[inline]
 fn write_name<H: Hasher>(name: &str, state: &mut H) {
     state.write(name.as_bytes());
     state.write_u8(0xFF);
 }
 
-/// The map's hash of a name: the one a lookup computes, and the one a stored key hashes to in
-/// its shard.
 #[inline]
 fn hash_name<S: BuildHasher>(hasher: &S, name: &str) -> u64 {
     let mut state = hasher.build_hasher();
@@ -139,12 +102,10 @@ fn hash_name<S: BuildHasher>(hasher: &S, name: &str) -> u64 {
     state.finish()
 }
 
-/// The shards' hasher: a copy of the map's (same keys), so that a stored key's name hashes as
-/// the map hashes it; a probe's `u64` is taken as the hash, already keyed and mixed.
+/// The shards' hasher: a copy of the map's (same keys); a probe's `u64` is taken as the hash.
 #[derive(Debug, Clone, Default)]
 pub struct NameHash<S>(S);
 
-/// See [`NameHash`].
 pub struct NameHasher<H> {
     name: H,
     known: Option<u64>,
@@ -163,13 +124,11 @@ impl<S: BuildHasher> BuildHasher for NameHash<S> {
 }
 
 impl<H: Hasher> Hasher for NameHasher<H> {
-    /// Only a probe writes a `u64`: its hash.
     #[inline]
     fn write_u64(&mut self, hash: u64) {
         self.known = Some(hash);
     }
 
-    /// A stored key's name (see [`write_name`]), into the map's hasher.
     #[inline]
     fn write(&mut self, bytes: &[u8]) {
         self.name.write(bytes);
@@ -189,18 +148,14 @@ impl<H: Hasher> Hasher for NameHasher<H> {
     }
 }
 
-/// One shard's table.
 pub type Shard<V, S> = HashMap<TopicKey, V, NameHash<S>>;
 
-/// Topic name -> `V`, in [`SHARDS`] maps.
 pub struct TopicMap<V, S = std::collections::hash_map::RandomState> {
     hasher: S,
     shards: Box<[Shard<V, S>]>,
     len: usize,
 }
 
-/// Every shard hashes with a copy of the map's hasher: one set of keys per map, whatever
-/// `S::default()` returns on another call (std's `RandomState` draws new keys each time).
 impl<V, S: BuildHasher + Default + Clone> Default for TopicMap<V, S> {
     fn default() -> Self {
         let hasher = S::default();
@@ -278,7 +233,6 @@ impl<V, S: BuildHasher + Clone> TopicMap<V, S> {
         old
     }
 
-    /// Every topic, shard by shard (no particular order, as a `HashMap`'s).
     pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &V)> {
         self.shards
             .iter()
@@ -289,31 +243,40 @@ impl<V, S: BuildHasher + Clone> TopicMap<V, S> {
         self.iter().map(|(k, _)| k)
     }
 
-    /// Entries the shards hold room for, together.
     #[cfg(test)]
     pub fn capacity(&self) -> usize {
         self.shards.iter().map(HashMap::capacity).sum()
     }
 
-    /// Shrinks the shards a mass removal left mostly empty (each keeps room for twice what it
-    /// holds; each moves at most a sixteenth of its capacity). Returns their old tables, now
-    /// empty, for the caller to free (freeing many megabytes costs the kernel milliseconds);
-    /// with the sum of their capacities.
+    /// Shrinks the shards a mass removal left mostly empty; returns their old (empty) tables
+    /// and the sum of their capacities.
     pub fn shrink_if_sparse(&mut self) -> (Vec<Shard<V, S>>, usize) {
         let mut old_tables = Vec::new();
         let mut old_capacity = 0;
         for shard in self.shards.iter_mut() {
-            if shard.len() * SHRINK_BELOW_FRACTION >= shard.capacity() {
-                continue;
+            if let Some(old) = shrink_sparse(shard) {
+                old_capacity += old.capacity();
+                old_tables.push(old);
             }
-            let fresh = HashMap::with_capacity_and_hasher(shard.len() * 2, shard.hasher().clone());
-            let mut old = std::mem::replace(shard, fresh);
-            shard.extend(old.drain());
-            old_capacity += old.capacity();
-            old_tables.push(old);
         }
         (old_tables, old_capacity)
     }
+}
+
+const SHRINK_BELOW_FRACTION: usize = 16;
+
+/// Moves a map filled less than 1/[`SHRINK_BELOW_FRACTION`] into a table with room for twice
+/// its entries; returns the old (empty) table.
+pub(super) fn shrink_sparse<K: Hash + Eq, V, S: BuildHasher + Clone>(
+    map: &mut HashMap<K, V, S>,
+) -> Option<HashMap<K, V, S>> {
+    if map.len() * SHRINK_BELOW_FRACTION >= map.capacity() {
+        return None;
+    }
+    let fresh = HashMap::with_capacity_and_hasher(map.len() * 2, map.hasher().clone());
+    let mut old = std::mem::replace(map, fresh);
+    map.extend(old.drain());
+    Some(old)
 }
 
 #[cfg(test)]
@@ -372,9 +335,8 @@ mod tests {
         }
         for (at, shard) in m.shards.iter().enumerate() {
             for key in shard.keys() {
-                // A stored key hashes in its shard as the map's keyed hash of its name (what a
-                // plain map with the map's hasher would compute), and the shard is the one
-                // its bits pick.
+                // A stored key hashes as the map's keyed hash of its name, in the shard its
+                // bits pick.
                 assert_eq!(shard.hasher().hash_one(key), m.hasher.hash_one(&*key.name));
                 assert_eq!(m.shard_of(&key.name), at);
             }

@@ -1,7 +1,6 @@
-//! Topics and broker groups: a topic's queue entries (one per broker group, a small id rather
-//! than a name), the broker groups (Java's brokerAddrTable, plus the topics each serves), and
-//! the queue-entry writes every path goes through, which also keep each group's write stamp
-//! (see [`RouteTable::is_unchanged_body`]).
+//! Topics and broker groups: a topic's queue entries (one per group, by small id), the
+//! groups (Java's brokerAddrTable, plus the topics each serves), and the queue-entry writes
+//! every path goes through, which keep each group's write stamp.
 
 use super::super::model::{BrokerData, QueueData};
 use super::RouteTable;
@@ -13,8 +12,7 @@ use std::sync::Arc;
 /// Small id of a broker group (its slot in `RouteTable::broker_names`).
 pub(super) type BrokerId = u32;
 
-/// One broker group's queues in one topic: 20 bytes. The broker group is a small id rather
-/// than its name, since a registry holds a hundred thousand of these.
+/// One broker group's queues in one topic (20 bytes: the group is a small id, not a name).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct QueueSlot {
     pub(super) broker: BrokerId,
@@ -39,23 +37,17 @@ impl QueueSlot {
     }
 }
 
-/// Topics served by more broker groups than this get a name -> position index, so that
-/// inserting or removing one group stays O(1) even for the system topics every broker
-/// registers (TBW102, SELF_TEST_TOPIC, ...), which hold one entry per broker group.
+/// Topics served by more broker groups than this (system topics) get a group index: O(1).
 pub(super) const QUEUE_INDEX_THRESHOLD: usize = 16;
 
 #[derive(Debug, Default)]
 pub(super) struct TopicEntry {
-    /// One entry per broker group, in no particular order (Java's is hash order). Sized
-    /// exactly: most topics have one or two broker groups.
     pub(super) queues: Vec<QueueSlot>,
-    /// broker group -> position in `queues`, kept only for broad topics; boxed so that the
-    /// others (nearly all) pay 8 bytes for it rather than 48.
+    /// Group -> position in `queues`, for broad topics only (boxed: 8 bytes for the others).
     #[allow(clippy::box_collection)]
     pub(super) index: Option<Box<HashMap<BrokerId, usize, RandomState>>>,
 }
 
-/// What [`TopicEntry::put`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Put {
     Unchanged,
@@ -71,8 +63,7 @@ impl TopicEntry {
         }
     }
 
-    /// Inserts or replaces the entry of `slot`'s broker (only inserts it when `only_if_absent`);
-    /// says what happened.
+    /// Inserts or replaces (if not `only_if_absent`) the entry of `slot`'s broker.
     fn put(&mut self, slot: QueueSlot, only_if_absent: bool) -> Put {
         match self.position(slot.broker) {
             Some(_) if only_if_absent => Put::Unchanged,
@@ -102,7 +93,7 @@ impl TopicEntry {
         }
     }
 
-    /// Removes a broker's entry in O(1) (swap with the last); returns whether it existed.
+    /// Removes a broker's entry (swap with the last).
     fn remove(&mut self, broker: BrokerId) -> bool {
         let Some(i) = self.position(broker) else {
             return false;
@@ -124,23 +115,17 @@ impl TopicEntry {
 #[derive(Debug)]
 pub(super) struct BrokerEntry {
     pub(super) name: Arc<str>,
-    /// This group's id in queue entries.
     pub(super) id: BrokerId,
     pub(super) data: BrokerData,
-    /// Topics that hold a queue entry for this broker name.
-    /// A plain vector (no duplicates by construction): a hash set of a hundred names costs
-    /// twice the memory, and lookups by topic here are rare (admin deletes).
+    /// Topics that hold a queue entry for this group (a vector: half a set's memory).
     pub(super) topics: Vec<Arc<str>>,
 }
 
 impl RouteTable {
-    /// The stamp of group `id`'s queue entries (see `slot_stamps`).
     pub(super) fn slots_stamp(&self, id: BrokerId) -> u64 {
         self.slot_stamps.get(id as usize).copied().unwrap_or(0)
     }
 
-    /// Gives group `id`'s queue entries a fresh stamp: every change of them calls this, so
-    /// that a body applied before the change no longer counts as unchanged.
     pub(super) fn touch_slots(&mut self, id: BrokerId) {
         self.write_clock += 1;
         let i = id as usize;
@@ -150,8 +135,7 @@ impl RouteTable {
         self.slot_stamps[i] = self.write_clock;
     }
 
-    /// Puts a queue entry (only when the topic has none of its broker, if `only_if_absent`);
-    /// returns whether anything changed. One lookup of the topic when it exists.
+    /// Puts a queue entry (if `only_if_absent`, when none of its group); true on change.
     pub(super) fn put_queue(&mut self, topic: &str, slot: QueueSlot, only_if_absent: bool) -> bool {
         let broker = slot.broker;
         let key = match self.topics.get_mut(topic) {
@@ -176,7 +160,6 @@ impl RouteTable {
             }
         };
         self.touch_slots(broker);
-        // Index the topic under its new broker (shares the table's key allocation).
         let name = self.broker_names.get(broker as usize).cloned();
         if let (Some(key), Some(b)) = (key, name.and_then(|n| self.brokers.get_mut(n.as_ref()))) {
             b.topics.push(key);
@@ -184,8 +167,8 @@ impl RouteTable {
         true
     }
 
-    /// Removes group `id`'s queue entry from `topic`, dropping the topic once it has none;
-    /// the group's own topic list is the caller's. Returns (entry removed, topic dropped).
+    /// Removes group `id`'s entry from `topic` (not from the group's list); returns (entry
+    /// removed, topic dropped).
     pub(super) fn drop_queue_entry(&mut self, id: BrokerId, topic: &str) -> (bool, bool) {
         let Some(entry) = self.topics.get_mut(topic) else {
             return (false, false);
@@ -202,7 +185,6 @@ impl RouteTable {
         (true, now_empty)
     }
 
-    /// Removes a broker's queue entry from a topic (dropping the topic when empty).
     pub(super) fn remove_queue(&mut self, topic: &str, broker_name: &str) -> bool {
         let Some(id) = self.brokers.get(broker_name).map(|b| b.id) else {
             return false;
