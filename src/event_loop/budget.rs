@@ -149,9 +149,7 @@ impl<C> Ctx<C> {
             return;
         }
         if let Some(holder) = self.lane {
-            let reading = self
-                .get(holder)
-                .is_some_and(|c| !c.held && !c.read_paused && c.parked == Parked::No);
+            let reading = self.get(holder).is_some_and(|c| !c.blocked());
             if !reading {
                 self.lane = None;
             }

@@ -1,51 +1,34 @@
 //! The event loop as a small library, after Redis's `ae`: one thread, one `mio::Poll`, any
 //! number of listeners, a `slab` of connections with their read and write buffers, read
-//! scheduling and backpressure, idle closes, named timers, a before-sleep hook, and a clean
-//! stop. It knows sockets, buffers and time and nothing of RocketMQ: the application comes in
-//! through the [`Handler`] trait (generic, so the per-frame call is monomorphised) and cuts its
-//! own frames.
+//! scheduling and backpressure, idle and frame timeouts, named timers, a before-sleep hook and
+//! a clean stop. It knows sockets, buffers and time and nothing of RocketMQ: the application
+//! comes in through the [`Handler`] trait (generic, so the per-frame call is monomorphised)
+//! and cuts its own frames.
 //!
-//! One turn of the loop:
-//! 1. poll (without sleeping when work is pending, else until the next timer, at most 1 s);
-//! 2. accept (again, on a timer, after `accept` failed); flush writable connections; read
-//!    readable *interactive* connections at once and put readable *bulk* connections in a
-//!    first-come-first-served line;
-//! 3. read connections the loop comes back to (new, budget left over, released from
-//!    backpressure, from a hold or from the buffer budget);
-//! 4. read the bulk line from the front while [`Handler::may_read_bulk`] admits more;
-//! 5. fire due application timers ([`Handler::on_timer`]); close idle connections, frames
-//!    that took too long, and (over the buffer budget) peers that do not read their replies;
-//! 6. [`Handler::before_sleep`]: the application's paced work (its answer says whether more is
-//!    pending, so that the next poll does not sleep).
+//! One turn: poll (without sleeping when work is pending, else until the next timer, at most
+//! 1 s); accept; flush writable connections; read readable *interactive* connections at once
+//! and put readable *bulk* ones in a first-come-first-served line; read the connections the
+//! loop comes back to (new, read budget left over, released from backpressure, a hold or the
+//! buffer budget); read the bulk line while [`Handler::may_read_bulk`] admits more; fire due
+//! timers and close expired connections; call [`Handler::before_sleep`].
 //!
-//! Reading a connection means: read up to `Limits::read_budget` bytes (less when the buffer
-//! budget is nearly spent, see `budget`), cut whole frames with [`Handler::cut_frame`] and hand
-//! each to [`Handler::on_frame`], which appends its reply to the connection's write buffer
-//! ([`Ctx::write_buf`]), until the replies of this turn reach `Limits::read_budget` bytes too
-//! (many pipelined requests for large replies must not make everyone else wait); then flush. Above `Limits::write_high_water` unsent bytes the loop
-//! stops cutting and reading that peer's frames until it drains below half; above
-//! `Limits::write_hard_cap` it closes the peer.
+//! Reading a connection: read up to `Limits::read_budget` bytes, cut whole frames with
+//! [`Handler::cut_frame`] and hand each to [`Handler::on_frame`], which appends its reply to
+//! [`Ctx::write_buf`], until the replies of this turn reach `Limits::read_budget` bytes too;
+//! then flush. Above `Limits::write_high_water` unsent bytes a peer's frames are not read until
+//! it drains below half; above `Limits::write_hard_cap` it is closed. What peers can hold
+//! beyond that is bounded in `admission` (slots) and `budget` (buffered bytes).
 //!
-//! What peers can hold is bounded (see `admission` and `budget`): connection slots overall, per
-//! address and a reserve for clients that completed a request recently; buffered bytes of all
-//! connections together (`Limits::max_buffered`); the time a frame may take once begun
-//! (`Limits::frame_timeout_ms`); idle time, counted from the last whole frame. When `accept`
-//! fails for lack of descriptors the loop closes the waiting connections with a spare
-//! descriptor (so they are not left hanging in the kernel's queue) and tries again every
-//! `ACCEPT_RETRY_MS`: an edge-triggered listener would not report them again.
+//! When `accept` runs out of descriptors the loop closes the waiting connections with a spare
+//! descriptor (so they are not left hanging) and retries every `ACCEPT_RETRY_MS`: an
+//! edge-triggered listener would not report them again.
 //!
-//! Stopping ([`StopHandle::stop`]) closes the listeners, stops reading requests, keeps calling
-//! `before_sleep` while the application reports work in flight and flushes write buffers, for
-//! at most `Limits::drain_timeout` (a second stop gives up at once), then returns the handler.
-//!
-//! Beside the loop, for work that must not run on it, two kinds of threads that take plain
-//! messages: [`spawn_batcher`] (de-duplicated batches handed back through the waker) and
-//! [`oneway::spawn_sender`] (frames delivered to other servers without waiting for them).
-//!
-//! Outbound connections ([`Ctx::connect`]) enter the same slab, with the same [`ConnId`]s,
-//! buffers, limits and callbacks; the handler hears [`Handler::on_connected`] when one is
-//! established or failed. Until then the socket polls under a token with the `CONNECTING` bit,
-//! so that the turn tells its events apart by the token alone, as it does for listeners.
+//! [`StopHandle::stop`] closes the listeners, stops reading requests, and keeps calling
+//! `before_sleep` while the application reports work in flight and flushing replies, for at
+//! most `Limits::drain_timeout` (a second stop gives up at once); `run` then returns the
+//! handler. Outbound connections ([`Ctx::connect`]) live in the same slab, with the same
+//! buffers, limits and callbacks. Beside the loop, for work that must not run on it:
+//! [`spawn_batcher`] and [`oneway::spawn_sender`].
 
 mod admission;
 mod batcher;
@@ -63,8 +46,7 @@ pub use ctx::{Ctx, LoopStats};
 pub use descriptors::{descriptor_limit, raise_descriptor_limit, DescriptorLimit};
 
 use bytes::{Bytes, BytesMut};
-use connection::{Parked, ReadResult};
-use ctx::LogGate;
+use ctx::{LogGate, WARN_EVERY_MS};
 use log::{debug, info, warn};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -76,18 +58,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// `accept`'s "too many open files" (process) and "file table overflow" (system).
-const EMFILE: i32 = 24;
-const ENFILE: i32 = 23;
-
+/// The waker's token; listener `i` polls under `Token(FIRST_LISTENER - i)`, connections under
+/// their slab key.
 const WAKER: Token = Token(usize::MAX);
-/// Listener `i` polls under `Token(FIRST_LISTENER - i)`; connections under their slab key.
 const FIRST_LISTENER: usize = usize::MAX - 1;
 const MAX_LISTENERS: usize = 64;
-/// Set in the token of an outbound connection whose connect has not completed (the slab key
-/// in the low bits). The waker's and the listeners' tokens have this bit set too: the turn
-/// matches them first.
-const CONNECTING: usize = 1 << (usize::BITS - 2);
 
 /// How soon `accept` is tried again after it failed (out of descriptors, out of memory).
 const ACCEPT_RETRY_MS: u64 = 100;
@@ -95,15 +70,12 @@ const ACCEPT_RETRY_MS: u64 = 100;
 /// A frame at least this large, once cut, is not left pinned by the bytes read after it.
 const LARGE_FRAME: usize = 64 * 1024;
 
-/// `accept` failures logged at most this often (with a count of the ones in between).
-const ACCEPT_WARN_EVERY_MS: u64 = 10_000;
-
-/// A turn longer than this is counted in `LoopStats::long_turns`: the name server's goal is
-/// that no request holds the loop for more than about 2 ms.
+/// A turn longer than this is counted in `LoopStats::long_turns`: the goal is that no request
+/// holds the loop for more than about 2 ms.
 const LONG_TURN: Duration = Duration::from_millis(2);
 
-/// A turn longer than this is warned about (once per `ACCEPT_WARN_EVERY_MS` at most): far
-/// above what scheduling noise on a busy machine causes, so it names real stalls.
+/// A turn longer than this is warned about: far above what scheduling noise on a busy machine
+/// causes, so it names real stalls.
 const STALL_WARN: Duration = Duration::from_millis(20);
 
 /// A connection: its slab slot and the generation that tells it from later occupants of the
@@ -152,7 +124,6 @@ pub enum Next {
     /// Close the connection (replies already written go out if the socket takes them).
     Close,
 }
-
 /// Limits the loop enforces; the application sets them and may change them while running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -304,7 +275,7 @@ struct Listener {
 /// The loop: poll, listeners, and the [`Ctx`] its handler works with.
 pub struct EventLoop<H: Handler> {
     poll: Poll,
-    listeners: Vec<Option<Listener>>,
+    listeners: Vec<Listener>,
     ctx: Ctx<H::Conn>,
     stops: Arc<AtomicUsize>,
     /// A descriptor kept open to be given up when `accept` runs out of them: it lets the loop
@@ -325,8 +296,8 @@ impl<H: Handler> EventLoop<H> {
             ctx: Ctx::new(registry, limits, waker),
             stops: Arc::new(AtomicUsize::new(0)),
             spare_fd: open_spare(),
-            accept_log: LogGate::new(ACCEPT_WARN_EVERY_MS),
-            stall_log: LogGate::new(ACCEPT_WARN_EVERY_MS),
+            accept_log: LogGate::new(WARN_EVERY_MS),
+            stall_log: LogGate::new(WARN_EVERY_MS),
         })
     }
 
@@ -341,12 +312,12 @@ impl<H: Handler> EventLoop<H> {
         self.poll
             .registry()
             .register(&mut socket, token, Interest::READABLE)?;
-        self.listeners.push(Some(Listener {
+        self.listeners.push(Listener {
             socket,
             tag,
             addr: bound,
             retry_at_ms: None,
-        }));
+        });
         Ok(bound)
     }
 
@@ -370,12 +341,7 @@ impl<H: Handler> EventLoop<H> {
     /// application then joins).
     pub fn run(mut self, mut handler: H) -> io::Result<H> {
         let mut events = Events::with_capacity(1024);
-        let addrs: Vec<String> = self
-            .listeners
-            .iter()
-            .flatten()
-            .map(|l| l.addr.to_string())
-            .collect();
+        let addrs: Vec<String> = self.listeners.iter().map(|l| l.addr.to_string()).collect();
         info!("event loop running on {}", addrs.join(", "));
         let mut work_pending = false;
         while self.stops.load(Ordering::SeqCst) == 0 {
@@ -405,16 +371,19 @@ impl<H: Handler> EventLoop<H> {
                 Token(t) if t > FIRST_LISTENER - MAX_LISTENERS => {
                     self.accept_all(h, FIRST_LISTENER - t)
                 }
-                Token(t) if t & CONNECTING != 0 => {
-                    self.finish_connect(t & !CONNECTING);
-                    self.deliver_closes(h);
-                }
                 Token(key) => {
-                    if event.is_writable() {
-                        self.ctx.flush(key);
-                    }
-                    if event.is_readable() || event.is_read_closed() || event.is_error() {
-                        self.on_readable(h, key);
+                    let Some(conn) = self.ctx.conns.get(key) else {
+                        continue;
+                    };
+                    if conn.connect_deadline_ms.is_some() {
+                        self.finish_connect(key);
+                    } else {
+                        if event.is_writable() {
+                            self.ctx.flush(key);
+                        }
+                        if event.is_readable() || event.is_read_closed() || event.is_error() {
+                            self.on_readable(h, key);
+                        }
                     }
                     self.deliver_closes(h);
                 }
@@ -434,8 +403,7 @@ impl<H: Handler> EventLoop<H> {
     /// Counts a turn's length (`max_turn_micros`, `long_turns`); a stall is warned about.
     fn note_turn(&mut self, took: Duration) {
         let stats = &mut self.ctx.stats;
-        let micros = took.as_micros() as u64;
-        stats.max_turn_micros = stats.max_turn_micros.max(micros);
+        stats.max_turn_micros = stats.max_turn_micros.max(took.as_micros() as u64);
         if took <= LONG_TURN {
             return;
         }
@@ -459,11 +427,7 @@ impl<H: Handler> EventLoop<H> {
         {
             return Duration::ZERO;
         }
-        let retry = self
-            .listeners
-            .iter()
-            .flatten()
-            .filter_map(|l| l.retry_at_ms);
+        let retry = self.listeners.iter().filter_map(|l| l.retry_at_ms);
         let until_timer = match self.ctx.next_timer_ms().into_iter().chain(retry).min() {
             Some(at) => at.saturating_sub(self.ctx.update_clock()),
             None => 1000,
@@ -475,7 +439,7 @@ impl<H: Handler> EventLoop<H> {
         // Notices of closed connections go out before their slots can be reused.
         self.deliver_closes(h);
         loop {
-            let Some(Some(listener)) = self.listeners.get(index) else {
+            let Some(listener) = self.listeners.get(index) else {
                 return;
             };
             let tag = listener.tag;
@@ -489,9 +453,12 @@ impl<H: Handler> EventLoop<H> {
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 // The peer gave up while waiting: the next one may be fine.
-                Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
+                    ) => {}
                 Err(e) => {
                     self.accept_failed(index, e);
                     return;
@@ -500,24 +467,31 @@ impl<H: Handler> EventLoop<H> {
         }
     }
 
-    /// `accept` failed (EMFILE and friends). Connections waiting in the kernel's queue would
-    /// never be reported again by the edge-triggered listener, so the loop retries on a timer;
-    /// when out of descriptors it first closes the waiting ones (their peers see a close at
-    /// once instead of hanging) by giving up its spare descriptor for the time it takes.
+    /// `accept` failed (EMFILE and friends): the loop retries on a timer, and when out of
+    /// descriptors first closes the waiting connections (their peers see a close at once
+    /// instead of hanging) by giving up its spare descriptor for the time it takes.
     fn accept_failed(&mut self, index: usize, e: io::Error) {
         self.ctx.stats.accept_failures += 1;
-        let out_of_descriptors = matches!(e.raw_os_error(), Some(EMFILE) | Some(ENFILE));
-        let shed = if out_of_descriptors {
-            self.shed_waiting(index)
-        } else {
-            0
-        };
+        let out_of_descriptors = matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE));
         let now = self.ctx.now_ms();
         let open = self.ctx.conns.len();
-        let Some(Some(listener)) = self.listeners.get_mut(index) else {
+        let Some(listener) = self.listeners.get_mut(index) else {
             return;
         };
         listener.retry_at_ms = Some(now + ACCEPT_RETRY_MS);
+        let mut shed = 0;
+        if out_of_descriptors {
+            drop(self.spare_fd.take());
+            // Bounded, so that a connection storm cannot hold the loop here.
+            while shed < 1024 {
+                match listener.socket.accept() {
+                    Ok(_) => shed += 1,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+            self.spare_fd = open_spare();
+        }
         let Some(more) = self.accept_log.ready(now) else {
             return;
         };
@@ -526,33 +500,6 @@ impl<H: Handler> EventLoop<H> {
             "accept on {} failed: {e} ({open} connections open, open-file limit {limit}); {shed} waiting connection(s) closed, trying again every {ACCEPT_RETRY_MS} ms ({more} more failures since the last line)",
             listener.addr
         );
-    }
-
-    /// Closes the connections waiting on listener `index` with the spare descriptor's slot;
-    /// returns how many.
-    fn shed_waiting(&mut self, index: usize) -> usize {
-        let Some(Some(listener)) = self.listeners.get(index) else {
-            return 0;
-        };
-        let Some(spare) = self.spare_fd.take() else {
-            self.spare_fd = open_spare();
-            return 0;
-        };
-        drop(spare);
-        let mut shed = 0;
-        // Bounded, so that a connection storm cannot hold the loop here.
-        while shed < 1024 {
-            match listener.socket.accept() {
-                Ok((stream, _)) => {
-                    drop(stream);
-                    shed += 1;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => break,
-            }
-        }
-        self.spare_fd = open_spare();
-        shed
     }
 
     /// An event on an outbound connection still connecting: established, failed, or (a
@@ -564,13 +511,9 @@ impl<H: Handler> EventLoop<H> {
         let Some(conn) = self.ctx.get_mut(id) else {
             return;
         };
-        if conn.connect_deadline_ms.is_none() {
-            return;
-        }
-        let stream = conn.stream_mut();
-        let outcome = match stream.take_error() {
+        let outcome = match conn.stream.take_error() {
             Ok(Some(e)) | Err(e) => Err(e),
-            Ok(None) => match stream.peer_addr() {
+            Ok(None) => match conn.stream.peer_addr() {
                 Ok(_) => Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::NotConnected => return,
                 Err(e) => Err(e),
@@ -586,14 +529,9 @@ impl<H: Handler> EventLoop<H> {
     fn retry_accepts(&mut self, h: &mut H) {
         let now = self.ctx.now_ms();
         for index in 0..self.listeners.len() {
-            let due = match self.listeners.get_mut(index) {
-                Some(Some(l)) if l.retry_at_ms.is_some_and(|at| at <= now) => {
-                    l.retry_at_ms = None;
-                    true
-                }
-                _ => false,
-            };
-            if due {
+            let l = &mut self.listeners[index];
+            if l.retry_at_ms.is_some_and(|at| at <= now) {
+                l.retry_at_ms = None;
                 self.accept_all(h, index);
             }
         }
@@ -649,9 +587,8 @@ impl<H: Handler> EventLoop<H> {
         let Some(conn) = self.ctx.get_mut(id) else {
             return;
         };
-        // Backpressure, a hold or the buffer budget: further bytes stay in the kernel's socket
-        // buffer.
-        if conn.read_paused || conn.held || conn.parked != Parked::No {
+        // Further bytes stay in the kernel's socket buffer.
+        if conn.blocked() {
             return;
         }
         // No room for bulk work: the connection waits its turn, unless the line is full (then
@@ -668,43 +605,53 @@ impl<H: Handler> EventLoop<H> {
         let Some(conn) = self.ctx.get_mut(id) else {
             return;
         };
-        let outcome = match conn.read_available(allowance) {
-            ReadResult::WouldBlock(n) => Some((n, false)),
-            ReadResult::BudgetExhausted(n) => Some((n, true)),
-            ReadResult::Closed(n) => {
-                conn.peer_closed = true;
-                Some((n, false))
-            }
-            ReadResult::Error(e) => {
+        let (n, budget_spent) = match conn.read_available(allowance) {
+            Ok(read) => read,
+            Err(e) => {
                 debug!("read from {}: {e}", conn.peer);
-                None
+                self.ctx.remove(id.key, "read error");
+                self.deliver_closes(h);
+                return;
             }
-        };
-        let Some((n, budget_exhausted)) = outcome else {
-            self.ctx.remove(id.key, "read error");
-            self.deliver_closes(h);
-            return;
         };
         self.ctx.stats.bytes_in += n as u64;
         self.ctx.account(id.key);
-        if budget_exhausted {
+        if budget_spent {
             // Come back to it after the others had their turn.
             self.ctx.pending.push_back(id);
         }
         self.handle_frames(h, id);
     }
 
-    /// Cuts and handles every whole frame buffered on `id` (until a hold, backpressure, the
-    /// budget or a close), then flushes.
+    /// Cuts and handles every whole frame buffered on `id` (until a hold, backpressure, a
+    /// budget or a close), then releases or compacts the read buffer, tracks the partial frame
+    /// left (its deadline), gives up the budget's lane once it is done, and flushes.
     fn handle_frames(&mut self, h: &mut H, id: ConnId) {
         let Some(run) = self.cut_and_handle(h, id) else {
+            self.deliver_closes(h);
             return;
         };
         if run.replies_spent {
             // Its other frames wait until the others had their turn.
             self.ctx.pending.push_back(id);
         }
-        self.frames_done(id, run);
+        let now = self.ctx.now_ms();
+        let frame_timeout = self.ctx.limits.frame_timeout_ms;
+        self.ctx.release_read_buf(id, run.cut_large);
+        let Some(conn) = self.ctx.get_mut(id) else {
+            return;
+        };
+        if conn.read_buf.is_empty() || run.stopped_by_loop {
+            conn.frame_started_ms = None;
+        } else if run.cut_any || conn.frame_started_ms.is_none() {
+            // A frame began in the bytes just read.
+            conn.frame_started_ms = Some(now);
+            if frame_timeout > 0 {
+                self.ctx.arm_deadline(id, now + frame_timeout);
+            }
+        }
+        self.ctx.leave_lane_if_done(id);
+        self.ctx.account(id.key);
         self.ctx.flush(id.key);
         if self
             .ctx
@@ -725,13 +672,10 @@ impl<H: Handler> EventLoop<H> {
         let mut replied = 0;
         loop {
             let conn = self.ctx.get_mut(id)?;
-            if conn.read_paused || conn.held || conn.parked != Parked::No {
+            let blocked = conn.blocked();
+            if blocked || replied >= reply_budget {
                 run.stopped_by_loop = true;
-                return Some(run);
-            }
-            if replied >= reply_budget {
-                run.stopped_by_loop = true;
-                run.replies_spent = true;
+                run.replies_spent = !blocked;
                 return Some(run);
             }
             let unsent_before = conn.unsent();
@@ -742,16 +686,15 @@ impl<H: Handler> EventLoop<H> {
                     warn!("closing connection from {}: {e}", conn.peer);
                     // Replies to the frames before the bad one still go out, best effort.
                     self.ctx.close(id, "bad frame");
-                    self.deliver_closes(h);
                     return None;
                 }
             };
             run.cut_any = true;
             run.cut_large |= frame.len() >= LARGE_FRAME;
             conn.last_frame_ms = now;
+            // Admission counts the peers that connect to us, not the ones we dialed.
             if !conn.served {
                 conn.served = true;
-                // Admission counts the peers that connect to us, not the ones we dialed.
                 if conn.listener.is_some() {
                     let ip = conn.peer.ip();
                     self.ctx.peers.first_frame(ip);
@@ -770,7 +713,6 @@ impl<H: Handler> EventLoop<H> {
                 Next::Hold => conn.held = true,
                 Next::Close => {
                     self.ctx.close(id, "closed by the application");
-                    self.deliver_closes(h);
                     return None;
                 }
             }
@@ -778,34 +720,9 @@ impl<H: Handler> EventLoop<H> {
                 conn.read_paused = true;
             } else if self.ctx.park_if_unread(id) && self.ctx.get(id).is_none() {
                 // The flush there found the socket broken.
-                self.deliver_closes(h);
                 return None;
             }
         }
-    }
-
-    /// After a connection's frames were handled: release or compact the read buffer, track
-    /// the partial frame left (its deadline), give up the budget's lane once it is done.
-    fn frames_done(&mut self, id: ConnId, run: FrameRun) {
-        let now = self.ctx.now_ms();
-        let frame_timeout = self.ctx.limits.frame_timeout_ms;
-        self.ctx.release_read_buf(id, run.cut_large);
-        let Some(conn) = self.ctx.get_mut(id) else {
-            return;
-        };
-        let mut arm = None;
-        if conn.read_buf.is_empty() || run.stopped_by_loop {
-            conn.frame_started_ms = None;
-        } else if run.cut_any || conn.frame_started_ms.is_none() {
-            // A frame began in the bytes just read.
-            conn.frame_started_ms = Some(now);
-            arm = (frame_timeout > 0).then_some(now + frame_timeout);
-        }
-        if let Some(at) = arm {
-            self.ctx.arm_deadline(id, at);
-        }
-        self.ctx.leave_lane_if_done(id);
-        self.ctx.account(id.key);
     }
 
     fn fire_timers(&mut self, h: &mut H) {
@@ -832,13 +749,11 @@ impl<H: Handler> EventLoop<H> {
         loop {
             if let Some((id, result)) = self.ctx.connects.pop() {
                 h.on_connected(&mut self.ctx, id, result);
-                self.ctx.flush_dirty();
-                continue;
-            }
-            let Some((id, data)) = self.ctx.closed.pop() else {
+            } else if let Some((id, data)) = self.ctx.closed.pop() {
+                h.on_close(&mut self.ctx, id, data);
+            } else {
                 return;
-            };
-            h.on_close(&mut self.ctx, id, data);
+            }
             self.ctx.flush_dirty();
         }
     }
@@ -847,10 +762,8 @@ impl<H: Handler> EventLoop<H> {
     /// and replies are flushed, within `drain_timeout`.
     fn drain(&mut self, h: &mut H, events: &mut Events) -> io::Result<()> {
         self.ctx.stopping = true;
-        for listener in self.listeners.iter_mut() {
-            if let Some(mut l) = listener.take() {
-                let _ = self.poll.registry().deregister(&mut l.socket);
-            }
+        for mut l in self.listeners.drain(..) {
+            let _ = self.poll.registry().deregister(&mut l.socket);
         }
         info!(
             "event loop draining: listeners closed, {} connection(s) open",
