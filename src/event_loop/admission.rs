@@ -151,11 +151,6 @@ impl Peers {
                     .is_some_and(|at| now_ms.saturating_sub(at) <= window_ms)
         });
     }
-
-    pub fn clear(&mut self) {
-        self.by_addr.clear();
-        self.open_total = 0;
-    }
 }
 
 #[cfg(test)]

@@ -2,9 +2,8 @@
 //! write buffers may hold together, so that many peers each announcing a large frame, or each
 //! asking for large replies they never read, cannot take the memory of the machine.
 //!
-//! Accounting is a counter per connection (the capacity of its two buffers when last counted)
-//! and a global sum, adjusted where buffers grow or shrink: after a read, after a connection's
-//! frames were handled, after a flush, at a close. Nothing is scanned per request.
+//! Accounting is a counter per connection (its buffers' capacity when last counted) and a sum,
+//! adjusted after a read, after a connection's frames, after a flush and at a close.
 //!
 //! Past the budget the loop keeps serving small requests and stops the big consumers:
 //! * a partial frame of [`SMALL_READ`] bytes or more is no longer read: its connection is
@@ -33,11 +32,8 @@ pub(super) const SMALL_READ: usize = 16 * 1024;
 pub(super) const SMALL_UNSENT: usize = 64 * 1024;
 
 /// How long a peer holding unsent replies may take no bytes before, with the budget spent, it
-/// counts as stalled and may be closed.
+/// may be closed; and how often, at most, such peers are looked for (a scan of all connections).
 pub(super) const WRITE_STALL_MS: u64 = 1000;
-
-/// How often, at most, stalled writers are looked for while over the budget (a scan of all
-/// connections).
 const STALL_SCAN_EVERY_MS: u64 = 100;
 
 impl<C> Ctx<C> {
@@ -79,21 +75,13 @@ impl<C> Ctx<C> {
         if free > 0 {
             return free;
         }
-        let lane_free = match self.lane {
-            None => true,
-            Some(holder) => holder == id || self.get(holder).is_none(),
-        };
-        if lane_free {
+        let lane = self.lane;
+        if lane.map_or(true, |holder| holder == id || self.get(holder).is_none()) {
             self.lane = Some(id);
             return read_budget;
         }
-        self.park_read(id, partial);
-        0
-    }
-
-    fn park_read(&mut self, id: ConnId, partial: usize) {
         let Some(conn) = self.get_mut(id) else {
-            return;
+            return 0;
         };
         conn.parked = Parked::Read;
         let peer = conn.peer;
@@ -106,6 +94,7 @@ impl<C> Ctx<C> {
                 self.buffered, self.limits.max_buffered
             );
         }
+        0
     }
 
     /// With the budget spent, a connection holding many unsent reply bytes gets no further
@@ -148,11 +137,9 @@ impl<C> Ctx<C> {
         if self.parked.is_empty() {
             return;
         }
-        if let Some(holder) = self.lane {
-            let reading = self.get(holder).is_some_and(|c| !c.blocked());
-            if !reading {
-                self.lane = None;
-            }
+        let lane = self.lane;
+        if lane.is_some_and(|holder| !self.get(holder).is_some_and(|c| !c.blocked())) {
+            self.lane = None;
         }
         let mut resume = if self.budget_has_room() {
             self.parked.len()

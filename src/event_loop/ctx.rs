@@ -184,6 +184,7 @@ impl<C> Ctx<C> {
 
     pub fn stats(&self) -> LoopStats {
         LoopStats {
+            connections: self.conns.len(),
             buffered_bytes: self.buffered,
             ..self.stats
         }
@@ -407,7 +408,6 @@ impl<C> Ctx<C> {
             conn.write_interest = true;
         }
         entry.insert(conn);
-        self.stats.connections = self.conns.len();
         let id = ConnId { key, generation };
         self.arm_next_deadline(id);
         Ok(id)
@@ -431,7 +431,6 @@ impl<C> Ctx<C> {
         };
         let _ = self.registry.deregister(&mut conn.stream);
         debug!("connection {key} from {} closed: {why}", conn.peer);
-        self.stats.connections = self.conns.len();
         self.buffered -= conn.accounted;
         if conn.listener.is_some() {
             self.peers
@@ -447,22 +446,13 @@ impl<C> Ctx<C> {
         self.closed.push((id, conn.data));
     }
 
-    /// Before reading at most `max` bytes from `id`: a connection holding no bytes is lent
-    /// the read arena.
-    pub(super) fn lend_read_buf(&mut self, id: ConnId, max: usize) {
-        let conn = self.conns.get_mut(id.key);
-        if let Some(conn) = conn.filter(|c| c.generation == id.generation) {
-            conn.borrow_arena(&mut self.read_arena, max);
-        }
-    }
-
-    /// After `id`'s frames were handled: the arena comes back, or an emptied buffer is
-    /// released (see [`Connection::release_read_buffer`]).
-    pub(super) fn release_read_buf(&mut self, id: ConnId, cut_large: bool) {
-        let conn = self.conns.get_mut(id.key);
-        if let Some(conn) = conn.filter(|c| c.generation == id.generation) {
-            conn.release_read_buffer(&mut self.read_arena, cut_large);
-        }
+    /// A connection with the read arena (to lend it or give it back).
+    pub(super) fn with_arena(
+        &mut self,
+        id: ConnId,
+    ) -> Option<(&mut Connection<C>, &mut ReadArena)> {
+        let conn = self.conns.get_mut(id.key)?;
+        (conn.generation == id.generation).then_some((conn, &mut self.read_arena))
     }
 
     /// Writes what the socket takes, then applies the write-side rules: close on error or past
@@ -696,13 +686,29 @@ impl<C> Ctx<C> {
         self.remove(id.key, "connect failed");
     }
 
-    /// An outbound connection's connect completed: from now on it is an ordinary connection
-    /// (the flush drops WRITABLE interest unless bytes wait).
-    pub(super) fn connect_done(&mut self, id: ConnId) {
+    /// An event on an outbound connection still connecting: established (from now on an
+    /// ordinary connection; the flush drops WRITABLE interest unless bytes wait), failed, or
+    /// (a spurious wake-up) still in progress, as mio's `TcpStream::connect` documents.
+    pub(super) fn finish_connect(&mut self, key: usize) {
         let now = self.now_ms();
+        let Some(id) = self.conn_at(key) else {
+            return;
+        };
         let Some(conn) = self.get_mut(id) else {
             return;
         };
+        let failure = match conn.stream.take_error() {
+            Ok(Some(e)) | Err(e) => Some(e),
+            Ok(None) => match conn.stream.peer_addr() {
+                Ok(_) => None,
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => return,
+                Err(e) => Some(e),
+            },
+        };
+        if let Some(e) = failure {
+            self.connect_failed(id, e);
+            return;
+        }
         conn.connect_deadline_ms = None;
         conn.last_frame_ms = now;
         conn.last_write_ms = now;
@@ -717,22 +723,13 @@ impl<C> Ctx<C> {
         self.flush(id.key);
     }
 
-    /// Deregisters and drops every connection (the loop is returning; no notices). Input never
-    /// read is discarded first (up to a bound), so that those peers see a clean close.
+    /// Drops every connection (the loop is returning; no notices). Input never read is
+    /// discarded first (up to a bound), so that those peers see a clean close.
     pub(super) fn drop_all(&mut self) {
         let mut scratch = vec![0u8; 64 * 1024];
         for mut conn in self.conns.drain() {
-            let _ = self.registry.deregister(&mut conn.stream);
             conn.discard_input(&mut scratch, UNREAD_DISCARD_MAX);
         }
-        self.stats.connections = 0;
-        self.pending.clear();
-        self.bulk_line.clear();
-        self.closed.clear();
-        self.parked.clear();
-        self.lane = None;
-        self.buffered = 0;
-        self.peers.clear();
     }
 }
 

@@ -124,6 +124,7 @@ pub enum Next {
     /// Close the connection (replies already written go out if the socket takes them).
     Close,
 }
+
 /// Limits the loop enforces; the application sets them and may change them while running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -376,7 +377,7 @@ impl<H: Handler> EventLoop<H> {
                         continue;
                     };
                     if conn.connect_deadline_ms.is_some() {
-                        self.finish_connect(key);
+                        self.ctx.finish_connect(key);
                     } else {
                         if event.is_writable() {
                             self.ctx.flush(key);
@@ -502,29 +503,6 @@ impl<H: Handler> EventLoop<H> {
         );
     }
 
-    /// An event on an outbound connection still connecting: established, failed, or (a
-    /// spurious wake-up) still in progress, as mio's `TcpStream::connect` documents.
-    fn finish_connect(&mut self, key: usize) {
-        let Some(id) = self.ctx.conn_at(key) else {
-            return;
-        };
-        let Some(conn) = self.ctx.get_mut(id) else {
-            return;
-        };
-        let outcome = match conn.stream.take_error() {
-            Ok(Some(e)) | Err(e) => Err(e),
-            Ok(None) => match conn.stream.peer_addr() {
-                Ok(_) => Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::NotConnected => return,
-                Err(e) => Err(e),
-            },
-        };
-        match outcome {
-            Ok(()) => self.ctx.connect_done(id),
-            Err(e) => self.ctx.connect_failed(id, e),
-        }
-    }
-
     /// Listeners whose `accept` failed are tried again when their retry is due.
     fn retry_accepts(&mut self, h: &mut H) {
         let now = self.ctx.now_ms();
@@ -601,10 +579,10 @@ impl<H: Handler> EventLoop<H> {
         if allowance == 0 {
             return;
         }
-        self.ctx.lend_read_buf(id, allowance);
-        let Some(conn) = self.ctx.get_mut(id) else {
+        let Some((conn, arena)) = self.ctx.with_arena(id) else {
             return;
         };
+        conn.borrow_arena(arena, allowance);
         let (n, budget_spent) = match conn.read_available(allowance) {
             Ok(read) => read,
             Err(e) => {
@@ -637,10 +615,10 @@ impl<H: Handler> EventLoop<H> {
         }
         let now = self.ctx.now_ms();
         let frame_timeout = self.ctx.limits.frame_timeout_ms;
-        self.ctx.release_read_buf(id, run.cut_large);
-        let Some(conn) = self.ctx.get_mut(id) else {
+        let Some((conn, arena)) = self.ctx.with_arena(id) else {
             return;
         };
+        conn.release_read_buffer(arena, run.cut_large);
         if conn.read_buf.is_empty() || run.stopped_by_loop {
             conn.frame_started_ms = None;
         } else if run.cut_any || conn.frame_started_ms.is_none() {
