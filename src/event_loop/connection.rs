@@ -44,6 +44,9 @@ const MAX_ARENAS: usize = 32;
 /// of it, the rest is moved to the front (a slow reader must not pin all it was sent).
 const COMPACT_AFTER: usize = 64 * 1024;
 
+/// How long an outbound connection may take to be established.
+pub(super) const CONNECT_TIMEOUT_MS: u64 = 3_000;
+
 /// Why a connection is not read while the loop's buffer budget is spent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Parked {
@@ -59,7 +62,8 @@ pub(super) struct Connection<C> {
     pub peer: SocketAddr,
     /// `None` for a connection the application opened ([`super::Ctx::connect`]).
     pub listener: Option<ListenerTag>,
-    /// An outbound connection not yet established: when its connect attempt times out.
+    /// An outbound connection (`listener` is `None`) not yet established: when its connect
+    /// attempt times out. It polls WRITABLE until then.
     pub connect_deadline_ms: Option<u64>,
     /// Distinguishes this connection from a later one reusing its slab slot.
     pub generation: u64,
@@ -207,7 +211,7 @@ impl<C> Connection<C> {
             stream,
             peer,
             listener,
-            connect_deadline_ms: None,
+            connect_deadline_ms: listener.is_none().then_some(now_ms + CONNECT_TIMEOUT_MS),
             generation,
             read_buf: BytesMut::new(),
             read_buf_in_arena: false,
@@ -223,7 +227,7 @@ impl<C> Connection<C> {
             class: ReadClass::Interactive,
             read_paused: false,
             held: false,
-            write_interest: false,
+            write_interest: listener.is_none(),
             peer_closed: false,
             in_line: false,
             dirty: false,

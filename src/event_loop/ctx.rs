@@ -10,7 +10,7 @@
 //! connect, idle and frame deadlines; entries are re-checked when they fire, never moved per read.
 
 use super::admission::Peers;
-use super::connection::{Connection, ReadArena};
+use super::connection::{Connection, ReadArena, CONNECT_TIMEOUT_MS};
 use super::{ConnId, Limits, ListenerTag, LoopWaker, ReadClass, TimerId};
 use crate::timer::DeadlineBuckets;
 use log::{debug, info, warn};
@@ -29,9 +29,6 @@ const SPARE_WRITE_BUF_MAX: usize = 64 * 1024;
 
 /// Unread input discarded per connection at the final close (beyond it, the kernel resets).
 const UNREAD_DISCARD_MAX: usize = 4 << 20;
-
-/// How long an outbound connection may take to be established.
-pub(super) const CONNECT_TIMEOUT_MS: u64 = 3_000;
 
 /// How often, at most, one kind of warning about peers is logged: an attack must not flood
 /// the log.
@@ -378,7 +375,6 @@ impl<C> Ctx<C> {
                 return None;
             }
         };
-        self.peers.opened(peer.ip());
         debug!("connection {} from {peer}", id.key);
         // Data may already be waiting (edge-triggered readiness).
         self.pending.push_back(id);
@@ -402,12 +398,12 @@ impl<C> Ctx<C> {
             .register(&mut stream, Token(key), interest(outbound))?;
         self.next_generation += 1;
         let generation = self.next_generation;
-        let mut conn = Connection::new(stream, peer, listener, generation, now, data);
-        if outbound {
-            conn.connect_deadline_ms = Some(now + CONNECT_TIMEOUT_MS);
-            conn.write_interest = true;
+        entry.insert(Connection::new(
+            stream, peer, listener, generation, now, data,
+        ));
+        if !outbound {
+            self.peers.opened(peer.ip());
         }
-        entry.insert(conn);
         let id = ConnId { key, generation };
         self.arm_next_deadline(id);
         Ok(id)
@@ -516,9 +512,9 @@ impl<C> Ctx<C> {
                 warn!("reregister failed: {e}");
             }
         }
-        if conn.peer_closed && unsent == 0 && !conn.read_buf.is_empty() {
-            // The peer half-closed with a partial frame left: nothing more will come.
-            self.remove(key, "closed by peer mid-frame");
+        if conn.peer_closed && unsent == 0 {
+            // Nothing more will come, and nothing is owed.
+            self.remove(key, "closed by peer");
             return;
         }
         self.account(key);

@@ -244,11 +244,6 @@ struct FrameRun {
     replies_spent: bool,
 }
 
-/// The spare descriptor (see `EventLoop::spare_fd`); none if even that cannot be opened.
-fn open_spare() -> Option<File> {
-    File::open("/dev/null").ok()
-}
-
 /// Stops a running loop from another thread: the first call drains, a second gives up the
 /// drain at once.
 #[derive(Clone)]
@@ -296,7 +291,7 @@ impl<H: Handler> EventLoop<H> {
             listeners: Vec::new(),
             ctx: Ctx::new(registry, limits, waker),
             stops: Arc::new(AtomicUsize::new(0)),
-            spare_fd: open_spare(),
+            spare_fd: File::open("/dev/null").ok(),
             accept_log: LogGate::new(WARN_EVERY_MS),
             stall_log: LogGate::new(WARN_EVERY_MS),
         })
@@ -491,7 +486,7 @@ impl<H: Handler> EventLoop<H> {
                     Err(_) => break,
                 }
             }
-            self.spare_fd = open_spare();
+            self.spare_fd = File::open("/dev/null").ok();
         }
         let Some(more) = self.accept_log.ready(now) else {
             return;
@@ -631,13 +626,6 @@ impl<H: Handler> EventLoop<H> {
         self.ctx.leave_lane_if_done(id);
         self.ctx.account(id.key);
         self.ctx.flush(id.key);
-        if self
-            .ctx
-            .get(id)
-            .is_some_and(|c| c.peer_closed && c.unsent() == 0)
-        {
-            self.ctx.remove(id.key, "closed by peer");
-        }
         // Replies written to other connections (deferred answers) go out now too.
         self.after_callback(h);
     }
