@@ -87,18 +87,15 @@ impl Peers {
         let general = limits
             .max_connections
             .saturating_sub(limits.reserved_for_recent);
-        if self.open_total >= general && !self.is_recent(record, limits, now_ms) {
-            return Err(Refusal::Reserved);
-        }
-        Ok(())
-    }
-
-    fn is_recent(&self, record: Option<&AddrRecord>, limits: &Limits, now_ms: u64) -> bool {
-        record.is_some_and(|r| {
+        let recent = record.is_some_and(|r| {
             r.open_served > 0
                 || r.last_frame_ms
                     .is_some_and(|at| now_ms.saturating_sub(at) <= limits.recent_window_ms)
-        })
+        });
+        if self.open_total >= general && !recent {
+            return Err(Refusal::Reserved);
+        }
+        Ok(())
     }
 
     pub fn opened(&mut self, ip: IpAddr) {

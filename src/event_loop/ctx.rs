@@ -728,19 +728,3 @@ impl<C> Ctx<C> {
         }
     }
 }
-
-#[cfg(test)]
-impl<C> Ctx<C> {
-    pub fn is_outbound(&self, id: ConnId) -> bool {
-        self.get(id).is_some_and(|c| c.listener.is_none())
-    }
-
-    pub fn is_established(&self, id: ConnId) -> bool {
-        self.get(id)
-            .is_some_and(|c| c.connect_deadline_ms.is_none())
-    }
-
-    pub fn bulk_waiting(&self) -> usize {
-        self.bulk_line.len()
-    }
-}
