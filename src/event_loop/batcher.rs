@@ -41,15 +41,12 @@ fn run<K: Hash + Eq + Clone, V>(
     waker: LoopWaker,
 ) {
     while let Ok(first) = input.recv() {
-        let mut batch: Batch<K, V> = Vec::new();
-        let mut seen: HashSet<K> = HashSet::new();
-        for message in std::iter::once(first).chain(input.try_iter()) {
-            for (key, value) in message {
-                if seen.insert(key.clone()) {
-                    batch.push((key, value));
-                }
-            }
-        }
+        let mut seen = HashSet::new();
+        let batch: Batch<K, V> = std::iter::once(first)
+            .chain(input.try_iter())
+            .flatten()
+            .filter(|(key, _)| seen.insert(key.clone()))
+            .collect();
         if batch.is_empty() {
             continue;
         }

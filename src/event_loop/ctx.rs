@@ -604,10 +604,7 @@ impl<C> Ctx<C> {
         let waiting_frame = (self.limits.frame_timeout_ms > 0 && c.frame_started_ms.is_some())
             .then_some(self.clock_ms + self.limits.frame_timeout_ms);
         let frame = self.frame_deadline(c).or(waiting_frame);
-        match (self.idle_deadline(c), frame) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.idle_deadline(c).into_iter().chain(frame).min()
     }
 
     /// Fails connects not established in time, closes connections idle for longer than
