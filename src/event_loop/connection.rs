@@ -23,7 +23,9 @@
 
 use super::{ListenerTag, ReadClass};
 use bytes::BytesMut;
+use log::warn;
 use mio::net::TcpStream;
+use mio::{Interest, Registry, Token};
 use std::io::{self, Read, Write};
 use std::mem::MaybeUninit;
 use std::net::SocketAddr;
@@ -161,6 +163,14 @@ impl ReadArena {
     }
 }
 
+pub(super) fn interest(writable: bool) -> Interest {
+    if writable {
+        Interest::READABLE | Interest::WRITABLE
+    } else {
+        Interest::READABLE
+    }
+}
+
 /// Reads from `stream` into `buf`'s spare room, at most `max` bytes, which then count in
 /// `buf`'s length. Reading no byte (the peer closed) leaves `buf` as it was.
 fn read_into_spare(stream: &mut TcpStream, buf: &mut BytesMut, max: usize) -> io::Result<usize> {
@@ -248,6 +258,17 @@ impl<C> Connection<C> {
     /// Kept from reading and cutting frames by backpressure, a hold or the buffer budget.
     pub fn blocked(&self) -> bool {
         self.read_paused || self.held || self.parked != Parked::No
+    }
+
+    /// Keeps WRITABLE interest registered (under `key`) exactly while reply bytes wait.
+    pub fn update_interest(&mut self, registry: &Registry, key: usize) {
+        let writable = self.unsent() > 0;
+        if writable != self.write_interest {
+            self.write_interest = writable;
+            if let Err(e) = registry.reregister(&mut self.stream, Token(key), interest(writable)) {
+                warn!("reregister failed: {e}");
+            }
+        }
     }
 
     /// Lends `arena` to this connection for a read of at most `max` bytes, if it holds no

@@ -10,12 +10,12 @@
 //! connect, idle and frame deadlines; entries are re-checked when they fire, never moved per read.
 
 use super::admission::Peers;
-use super::connection::{Connection, ReadArena, CONNECT_TIMEOUT_MS};
+use super::connection::{interest, Connection, ReadArena, CONNECT_TIMEOUT_MS};
 use super::{ConnId, Limits, ListenerTag, LoopWaker, ReadClass, TimerId};
 use crate::timer::DeadlineBuckets;
 use log::{debug, info, warn};
 use mio::net::TcpStream;
-use mio::{Interest, Registry, Token};
+use mio::{Registry, Token};
 use slab::Slab;
 use std::collections::VecDeque;
 use std::io;
@@ -81,14 +81,6 @@ impl LogGate {
         }
         self.next_ms = now_ms + self.interval_ms;
         Some(std::mem::take(&mut self.held_back))
-    }
-}
-
-fn interest(writable: bool) -> Interest {
-    if writable {
-        Interest::READABLE | Interest::WRITABLE
-    } else {
-        Interest::READABLE
     }
 }
 
@@ -486,6 +478,11 @@ impl<C> Ctx<C> {
             self.remove(key, "write buffer hard cap");
             return;
         }
+        if conn.peer_closed && unsent == 0 {
+            // Nothing more will come, and nothing is owed.
+            self.remove(key, "closed by peer");
+            return;
+        }
         let id = ConnId {
             key,
             generation: conn.generation,
@@ -502,21 +499,7 @@ impl<C> Ctx<C> {
                 self.spare_write_bufs.push(buf);
             }
         }
-        if (unsent > 0) != conn.write_interest {
-            conn.write_interest = unsent > 0;
-            let interest = interest(conn.write_interest);
-            if let Err(e) = self
-                .registry
-                .reregister(&mut conn.stream, Token(key), interest)
-            {
-                warn!("reregister failed: {e}");
-            }
-        }
-        if conn.peer_closed && unsent == 0 {
-            // Nothing more will come, and nothing is owed.
-            self.remove(key, "closed by peer");
-            return;
-        }
+        conn.update_interest(&self.registry, key);
         self.account(key);
         self.unpark_drained(id);
     }
