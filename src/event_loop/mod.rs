@@ -19,10 +19,6 @@
 //! it drains below half; above `Limits::write_hard_cap` it is closed. What peers can hold
 //! beyond that is bounded in `admission` (slots) and `budget` (buffered bytes).
 //!
-//! When `accept` runs out of descriptors the loop closes the waiting connections with a spare
-//! descriptor (so they are not left hanging) and retries every `ACCEPT_RETRY_MS`: an
-//! edge-triggered listener would not report them again.
-//!
 //! [`StopHandle::stop`] closes the listeners, stops reading requests, and keeps calling
 //! `before_sleep` while the application reports work in flight and flushing replies, for at
 //! most `Limits::drain_timeout` (a second stop gives up at once); `run` then returns the
@@ -463,8 +459,9 @@ impl<H: Handler> EventLoop<H> {
         }
     }
 
-    /// `accept` failed (EMFILE and friends): the loop retries on a timer, and when out of
-    /// descriptors first closes the waiting connections (their peers see a close at once
+    /// `accept` failed (EMFILE and friends): the loop retries every `ACCEPT_RETRY_MS` (an
+    /// edge-triggered listener would not report the waiting connections again), and when out
+    /// of descriptors first closes the waiting connections (their peers see a close at once
     /// instead of hanging) by giving up its spare descriptor for the time it takes.
     fn accept_failed(&mut self, index: usize, e: io::Error) {
         self.ctx.stats.accept_failures += 1;
