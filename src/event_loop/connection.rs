@@ -8,18 +8,14 @@
 //! A read buffer is released once its frames were handled, so that idle connections do not
 //! keep the capacity of their last large request.
 //!
-//! Bytes are read straight into the memory frames are cut from. A connection holding no bytes
-//! is lent the loop's [`ReadArena`] (64 KiB, read into from its front) and gives back what is
-//! left of it once its frames were handled: the frames share the arena's allocation and the
-//! next connection reads on after them, so most reads cost no copy and no allocation. A partial
-//! frame left over is copied into a buffer of its own (so a slow peer never holds the arena)
-//! that grows by at most what it already holds (at least [`MIN_ROOM`]). Reading through a
-//! scratch array and copying instead costs a 21 KB registration one more copy: steady
-//! registrations fell from 0.80 to 0.61 of `rmq-bench canned` (re-measure with
-//! `benches/scripts/ab.sh OUT 5 "canned BUILD-A BUILD-B" steady`).
+//! Bytes are read straight into the memory frames are cut from: a connection holding no bytes
+//! is lent the loop's [`ReadArena`], whose allocation its frames share, so most reads cost no
+//! copy and no allocation; a partial frame left over is copied into a buffer of its own (a slow
+//! peer never holds the arena). A scratch array plus a copy cost steady registrations about a
+//! quarter of their rate (re-measure: `benches/scripts/ab.sh OUT 5 "canned ns-a ns-b" steady`).
 //!
 //! Both buffers grow with the bytes that actually arrive or are written, never with what a peer
-//! announces; their capacity is what the loop's buffer budget counts ([`Connection::footprint`]).
+//! announces.
 
 use super::{ListenerTag, ReadClass};
 use bytes::BytesMut;
@@ -30,32 +26,29 @@ use std::io::{self, Read, Write};
 use std::mem::MaybeUninit;
 use std::net::SocketAddr;
 
-/// Spare room of a read buffer below which it grows before a read (unless the read may take
-/// no more than that anyway), and the least it grows by.
+/// Spare room of a read buffer below which it grows before a read, and the least it grows by.
 pub(super) const MIN_ROOM: usize = 4 * 1024;
 
 /// Size of a fresh arena, and the room below which it is renewed before it is lent.
 const ARENA_SIZE: usize = 64 * 1024;
 const ARENA_RENEW_BELOW: usize = 32 * 1024;
 
-/// At most this many arena allocations are alive at a time (held by queued frames): 2 MiB.
-/// Past it, a connection reads into a buffer of its own until an arena is free again.
+/// Arena allocations alive at a time (held by queued frames), 2 MiB; past it, a connection
+/// reads into a buffer of its own.
 const MAX_ARENAS: usize = 32;
 
 /// Bytes already flushed from the front of a write buffer past which, when they make up half
 /// of it, the rest is moved to the front (a slow reader must not pin all it was sent).
 const COMPACT_AFTER: usize = 64 * 1024;
 
-/// How long an outbound connection may take to be established.
 pub(super) const CONNECT_TIMEOUT_MS: u64 = 3_000;
 
-/// Why a connection is not read while the loop's buffer budget is spent.
+/// Why a connection is not read while the buffer budget is spent (see `budget`): a large
+/// partial frame (`Read`) or many unsent replies (`Write`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Parked {
     No,
-    /// It holds a large partial frame: read again when the budget has room.
     Read,
-    /// It holds many unsent reply bytes: its next frames wait until it has read them.
     Write,
 }
 
@@ -64,21 +57,18 @@ pub(super) struct Connection<C> {
     pub peer: SocketAddr,
     /// `None` for a connection the application opened ([`super::Ctx::connect`]).
     pub listener: Option<ListenerTag>,
-    /// An outbound connection (`listener` is `None`) not yet established: when its connect
-    /// attempt times out. It polls WRITABLE until then.
+    /// An outbound connection not yet established: when its connect times out.
     pub connect_deadline_ms: Option<u64>,
-    /// Distinguishes this connection from a later one reusing its slab slot.
     pub generation: u64,
     pub read_buf: BytesMut,
-    /// `read_buf` is the loop's read arena, lent for this read.
+    /// `read_buf` is the loop's read arena, lent.
     read_buf_in_arena: bool,
     /// Replies not yet written: `write_buf[written..]`.
     pub write_buf: Vec<u8>,
     written: usize,
     /// Bytes of both buffers as last counted in the loop's budget.
     pub accounted: usize,
-    /// When the last whole frame was cut (or the connection opened): a peer trickling bytes of
-    /// a frame it never finishes is still idle.
+    /// When the last whole frame was cut (or the connection opened).
     pub last_frame_ms: u64,
     /// When the first byte of the partial frame in `read_buf` arrived, while it is being read.
     pub frame_started_ms: Option<u64>,
@@ -86,15 +76,13 @@ pub(super) struct Connection<C> {
     pub last_write_ms: u64,
     /// The deadline bucket of this connection's live entry in the loop's timeouts (0 = none).
     pub deadline_bucket: u64,
-    /// Whether a whole frame has been cut on this connection yet.
     pub served: bool,
     pub parked: Parked,
     pub class: ReadClass,
-    /// Backpressure: the peer is not reading its replies, so its requests are not read either.
+    /// Backpressure (`Limits::write_high_water`).
     pub read_paused: bool,
     /// The handler holds this connection's next frames until it releases it.
     pub held: bool,
-    /// Whether WRITABLE interest is registered.
     pub write_interest: bool,
     /// The peer sent EOF; close once everything owed to it is written.
     pub peer_closed: bool,
@@ -105,8 +93,7 @@ pub(super) struct Connection<C> {
     pub data: C,
 }
 
-/// The loop's memory for reads by connections that hold no bytes, lent to one connection at a
-/// time (see the module comment). Its length is always 0 while the loop holds it.
+/// Lent to one connection at a time (see the module doc); empty while the loop holds it.
 pub(super) struct ReadArena {
     buf: BytesMut,
     /// One empty handle at the end of each arena allocation alive: the only handle left once
@@ -156,7 +143,6 @@ impl ReadArena {
         self.buf = next;
     }
 
-    /// Bytes of the arena's allocation not yet read into.
     #[cfg(test)]
     fn room(&self) -> usize {
         self.buf.capacity()
@@ -171,8 +157,7 @@ pub(super) fn interest(writable: bool) -> Interest {
     }
 }
 
-/// Reads from `stream` into `buf`'s spare room, at most `max` bytes, which then count in
-/// `buf`'s length. Reading no byte (the peer closed) leaves `buf` as it was.
+/// Reads at most `max` bytes into `buf`'s spare room.
 fn read_into_spare(stream: &mut TcpStream, buf: &mut BytesMut, max: usize) -> io::Result<usize> {
     let spare = buf.spare_capacity_mut();
     let want = spare.len().min(max);
@@ -195,9 +180,8 @@ fn read_into_spare(stream: &mut TcpStream, buf: &mut BytesMut, max: usize) -> io
     Ok(n)
 }
 
-/// Gives `buf` (holding a partial frame) room to read at most `max` more bytes into: as much
-/// again as it holds, at least [`MIN_ROOM`], at most `max`; in place when it owns an allocation
-/// with that room, else in a new one of exactly that size (always for a view of the arena).
+/// Gives `buf` (a partial frame) room for at most `max` more bytes: as much again as it holds,
+/// at least [`MIN_ROOM`]; in place when its own allocation has room (never for the arena).
 fn grow(buf: &mut BytesMut, max: usize, in_arena: bool) {
     let additional = buf.len().max(MIN_ROOM).min(max);
     if !in_arena && buf.try_reclaim(additional) {
@@ -245,12 +229,11 @@ impl<C> Connection<C> {
         }
     }
 
-    /// Reply bytes not yet written to the socket.
     pub fn unsent(&self) -> usize {
         self.write_buf.len() - self.written
     }
 
-    /// Memory held by the buffers (their capacity), what the loop's budget counts.
+    /// What the loop's buffer budget counts.
     pub fn footprint(&self) -> usize {
         self.read_buf.capacity() + self.write_buf.capacity()
     }
@@ -271,8 +254,7 @@ impl<C> Connection<C> {
         }
     }
 
-    /// Lends `arena` to this connection for a read of at most `max` bytes, if it holds no
-    /// bytes of its own.
+    /// Lends `arena` for a read of at most `max` bytes, if the connection holds no bytes.
     pub fn borrow_arena(&mut self, arena: &mut ReadArena, max: usize) {
         if self.read_buf.is_empty() && !self.read_buf_in_arena {
             self.read_buf = arena.lend(max);
@@ -280,10 +262,9 @@ impl<C> Connection<C> {
         }
     }
 
-    /// Once every frame in the read buffer was handled: gives the arena back if it was lent (a
-    /// partial frame left in it copied out first), else releases an emptied buffer. After a
-    /// large frame was cut, a partial frame is copied out too, so that it does not pin the
-    /// large frame's allocation once the frame itself is dropped.
+    /// Once every frame was handled: gives the arena back (a partial frame copied out), or
+    /// releases an emptied buffer; after a large frame, a partial one is copied out so that it
+    /// does not pin the large frame's allocation.
     pub fn release_read_buffer(&mut self, arena: &mut ReadArena, cut_large_frame: bool) {
         if std::mem::take(&mut self.read_buf_in_arena) {
             let own = if self.read_buf.is_empty() {
@@ -325,8 +306,7 @@ impl<C> Connection<C> {
         Ok((total, true))
     }
 
-    /// One read of at most `max` bytes (at least 1), straight into the buffer the frames are
-    /// cut from, which grows first if it has too little room.
+    /// One read of at most `max` bytes (at least 1).
     fn read_once(&mut self, max: usize) -> io::Result<usize> {
         if self.read_buf.capacity() - self.read_buf.len() < max.min(MIN_ROOM) {
             grow(&mut self.read_buf, max, self.read_buf_in_arena);
@@ -350,7 +330,6 @@ impl<C> Connection<C> {
         }
     }
 
-    /// Writes as much of the write buffer as the socket takes; returns the bytes written.
     pub fn flush(&mut self) -> io::Result<usize> {
         let mut total = 0;
         while self.written < self.write_buf.len() {

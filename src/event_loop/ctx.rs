@@ -2,12 +2,8 @@
 //! class, hold, close, connect), named timers, limits, counters. [`super::EventLoop`] keeps the
 //! poll, the listeners and the handler, and drives the turn.
 //!
-//! A close frees the slot at once, but `on_close` is delivered only after the current callback
-//! returns and before the loop accepts again, so a slot is never reused while the application
-//! still knows its previous occupant.
-//!
 //! Each connection has at most one live entry in the deadline buckets, for the earliest of its
-//! connect, idle and frame deadlines; entries are re-checked when they fire, never moved per read.
+//! deadlines; entries are re-checked when they fire, never moved per read.
 
 use super::admission::Peers;
 use super::connection::{interest, Connection, ReadArena, CONNECT_TIMEOUT_MS};
@@ -30,8 +26,7 @@ const SPARE_WRITE_BUF_MAX: usize = 64 * 1024;
 /// Unread input discarded per connection at the final close (beyond it, the kernel resets).
 const UNREAD_DISCARD_MAX: usize = 4 << 20;
 
-/// How often, at most, one kind of warning about peers is logged: an attack must not flood
-/// the log.
+/// How often, at most, one kind of warning about peers is logged: an attack must not flood it.
 pub(super) const WARN_EVERY_MS: u64 = 10_000;
 
 /// What the loop counted, for the application's statistics.
@@ -45,14 +40,15 @@ pub struct LoopStats {
     /// Bytes all connections' read and write buffers hold now.
     pub buffered_bytes: usize,
     /// Times a large partial frame was left unread because the buffer budget was spent.
+    #[cfg(test)]
     pub parked_reads: u64,
     /// Peers closed for not reading their replies while the budget was spent.
     pub closed_over_budget: u64,
     pub frame_timeouts: u64,
     pub accept_failures: u64,
-    /// The longest turn so far (poll return to next poll), in microseconds.
+    /// The longest turn so far (poll return to next poll).
     pub max_turn_micros: u64,
-    /// Turns longer than `LONG_TURN` (2 ms).
+    /// Turns longer than `LONG_TURN`.
     pub long_turns: u64,
 }
 
@@ -84,7 +80,6 @@ impl LogGate {
     }
 }
 
-/// The loop's state that handlers reach through their callbacks.
 pub struct Ctx<C> {
     registry: Registry,
     pub(super) conns: Slab<Connection<C>>,
@@ -108,7 +103,6 @@ pub struct Ctx<C> {
     /// Connections to read again this turn: new ones, ones whose read budget ran out, ones
     /// released from backpressure, a hold or the budget.
     pub(super) pending: VecDeque<ConnId>,
-    /// Bulk connections waiting, first come first served, for the handler to admit reads.
     pub(super) bulk_line: VecDeque<ConnId>,
     /// Connections whose write buffer the handler touched outside their own frame handling.
     dirty: Vec<usize>,
@@ -157,11 +151,8 @@ impl<C> Ctx<C> {
         }
     }
 
-    // ------------------------------------------------------------------ for handlers
-
     /// Milliseconds since the loop was created (the clock of timers and deadlines), as read at
-    /// the start of the current step (after the poll, before each connection's frames, before
-    /// the timers and before `before_sleep`).
+    /// the start of the current step (poll, each connection's frames, timers, `before_sleep`).
     pub fn now_ms(&self) -> u64 {
         self.clock_ms
     }
@@ -199,7 +190,6 @@ impl<C> Ctx<C> {
         }
     }
 
-    /// A handle other threads use to wake the loop (it then runs `before_sleep`).
     pub fn waker(&self) -> LoopWaker {
         self.waker.clone()
     }
@@ -243,7 +233,6 @@ impl<C> Ctx<C> {
         self.get(id).map_or(0, |c| c.unsent())
     }
 
-    /// The application's state for a connection.
     pub fn data(&mut self, id: ConnId) -> Option<&mut C> {
         self.get_mut(id).map(|c| &mut c.data)
     }
@@ -273,8 +262,7 @@ impl<C> Ctx<C> {
         }
     }
 
-    /// Lets a connection held by `Next::Hold` have its next frames handled, in its turn (an
-    /// interactive connection this turn, a bulk one from the line).
+    /// Lets a connection held by `Next::Hold` have its next frames handled, in its turn.
     pub fn release(&mut self, id: ConnId) {
         let Some(conn) = self.get_mut(id) else {
             return;
@@ -319,11 +307,10 @@ impl<C> Ctx<C> {
         self.timers.retain(|(t, _)| *t != timer);
     }
 
-    /// Opens an outbound connection to `addr` (a non-blocking connect) with `data`. The
-    /// handler hears [`super::Handler::on_connected`] once it is established (then it is read,
-    /// written and limited like any other; bytes written before wait) or failed (refused,
-    /// unreachable, or not within `CONNECT_TIMEOUT_MS`; `on_close` follows). Outbound
-    /// connections do not count against the admission limits.
+    /// Opens an outbound connection (bytes written before it is established wait). The handler
+    /// hears [`super::Handler::on_connected`] when it is established or failed (also after
+    /// `CONNECT_TIMEOUT_MS`); it is then read, written and limited like any other, except that
+    /// admission does not count it.
     pub fn connect(&mut self, addr: SocketAddr, data: C) -> io::Result<ConnId> {
         if self.stopping {
             return Err(io::Error::other("the event loop is stopping"));
@@ -333,10 +320,7 @@ impl<C> Ctx<C> {
         Ok(id)
     }
 
-    // ------------------------------------------------------------------ for the loop
-
-    /// Takes an accepted connection into the slab, or refuses it (see `admission`): the socket
-    /// is then closed at once.
+    /// Takes an accepted connection into the slab, or refuses it (see `admission`).
     pub(super) fn admit(
         &mut self,
         stream: TcpStream,
@@ -347,7 +331,6 @@ impl<C> Ctx<C> {
         let now = self.now_ms();
         if let Err(refusal) = self.peers.check(peer.ip(), &self.limits, now) {
             self.stats.refused += 1;
-            // One line per second at most: a connection flood must not flood the log.
             if self.refusal_log.ready(now).is_some() {
                 warn!(
                     "refusing connection from {peer}: {} ({} refused so far)",
@@ -373,8 +356,6 @@ impl<C> Ctx<C> {
         Some(id)
     }
 
-    /// Registers a connection (an outbound one READABLE and WRITABLE until its connect
-    /// completes) and gives it a slot and its first deadline.
     fn insert(
         &mut self,
         mut stream: TcpStream,
@@ -443,9 +424,7 @@ impl<C> Ctx<C> {
         (conn.generation == id.generation).then_some((conn, &mut self.read_arena))
     }
 
-    /// Writes what the socket takes, then applies the write-side rules: close on error or past
-    /// the hard cap, resume reading below half the high-water mark, give a drained buffer to
-    /// the pool, keep WRITABLE interest only while bytes wait.
+    /// Writes what the socket takes, then applies the write-side limits (see [`Limits`]).
     pub(super) fn flush(&mut self, key: usize) {
         let now = self.now_ms();
         let Some(conn) = self.conns.get_mut(key) else {
@@ -504,7 +483,6 @@ impl<C> Ctx<C> {
         self.unpark_drained(id);
     }
 
-    /// Flushes the connections whose write buffers handlers touched.
     pub(super) fn flush_dirty(&mut self) {
         while let Some(key) = self.dirty.pop() {
             if self.conns.get(key).is_some_and(|c| c.dirty) {
@@ -513,8 +491,7 @@ impl<C> Ctx<C> {
         }
     }
 
-    /// Flushes every connection with bytes waiting (the drain at stop); returns how many
-    /// still have some.
+    /// Flushes every connection; returns how many still have bytes waiting.
     pub(super) fn flush_all(&mut self) -> usize {
         let waiting = |c: &Connection<C>| c.unsent() > 0 && c.connect_deadline_ms.is_none();
         let keys: Vec<usize> = self.conns.iter().map(|(key, _)| key).collect();
@@ -526,12 +503,10 @@ impl<C> Ctx<C> {
         self.conns.iter().filter(|(_, c)| waiting(c)).count()
     }
 
-    /// The earliest application timer deadline.
     pub(super) fn next_timer_ms(&self) -> Option<u64> {
         self.timers.iter().map(|(_, at)| *at).min()
     }
 
-    /// Removes and returns the earliest application timer due at `now_ms`.
     pub(super) fn pop_due_timer(&mut self, now_ms: u64) -> Option<TimerId> {
         let (i, _) = self
             .timers
@@ -560,10 +535,11 @@ impl<C> Ctx<C> {
         }
     }
 
-    /// When a connection's frame must be complete, if a frame is in progress and is being
-    /// read: not while held, paused by backpressure or in the bulk line (whose wait restarts
-    /// the clock). A peer parked by the budget is not exempt, or peers that never finish their
-    /// frames would keep the budget spent for good.
+    /// The slowloris limits: a connection is closed when its frame is not complete within
+    /// `frame_timeout_ms` of its first byte, or when it completes no frame for `idle_ms`
+    /// (trickled bytes do not count). The frame clock stops while the loop is not reading (a
+    /// hold, backpressure, the bulk line); a peer parked by the budget is not exempt, or peers
+    /// that never finish their frames would keep the budget spent for good.
     fn frame_deadline(&self, c: &Connection<C>) -> Option<u64> {
         let timeout = self.limits.frame_timeout_ms;
         let started = c.frame_started_ms?;
@@ -590,9 +566,7 @@ impl<C> Ctx<C> {
         self.idle_deadline(c).into_iter().chain(frame).min()
     }
 
-    /// Fails connects not established in time, closes connections idle for longer than
-    /// `idle_ms` (from their last whole frame) and those whose frame did not complete within
-    /// `frame_timeout_ms`; re-arms the others.
+    /// Fails late connects, closes idle and slow connections, re-arms the others.
     pub(super) fn close_expired(&mut self) {
         let now = self.now_ms();
         self.peers.prune(now, self.limits.recent_window_ms);
@@ -654,17 +628,14 @@ impl<C> Ctx<C> {
         self.remove(id.key, "frame timeout");
     }
 
-    /// An outbound connection could not be established: the handler hears `on_connected` with
-    /// the error, then `on_close`.
     pub(super) fn connect_failed(&mut self, id: ConnId, e: io::Error) {
         debug!("connection {} to {:?}: {e}", id.key, self.peer(id));
         self.connects.push((id, Err(e)));
         self.remove(id.key, "connect failed");
     }
 
-    /// An event on an outbound connection still connecting: established (from now on an
-    /// ordinary connection; the flush drops WRITABLE interest unless bytes wait), failed, or
-    /// (a spurious wake-up) still in progress, as mio's `TcpStream::connect` documents.
+    /// An event on an outbound connection still connecting: established, failed, or (a
+    /// spurious wake-up, as mio's `TcpStream::connect` documents) still in progress.
     pub(super) fn finish_connect(&mut self, key: usize) {
         let now = self.now_ms();
         let Some(id) = self.conn_at(key) else {
@@ -699,8 +670,7 @@ impl<C> Ctx<C> {
         self.flush(id.key);
     }
 
-    /// Drops every connection (the loop is returning; no notices). Input never read is
-    /// discarded first (up to a bound), so that those peers see a clean close.
+    /// Drops every connection (the loop is returning; no notices).
     pub(super) fn drop_all(&mut self) {
         let mut scratch = vec![0u8; 64 * 1024];
         for mut conn in self.conns.drain() {

@@ -11,7 +11,6 @@ pub struct DescriptorLimit {
     pub hard: u64,
 }
 
-/// The current limit, `None` when it cannot be read here.
 #[cfg(unix)]
 pub fn descriptor_limit() -> Option<DescriptorLimit> {
     let mut r = libc::rlimit {
@@ -37,8 +36,7 @@ pub fn set_descriptor_limit(limit: DescriptorLimit) -> io::Result<()> {
         rlim_cur: clamp(limit.soft),
         rlim_max: clamp(limit.hard),
     };
-    // SAFETY: setrlimit only reads the `struct rlimit` behind the valid pointer; it is a plain
-    // system call (async-signal-safe, so also usable between fork and exec).
+    // SAFETY: setrlimit only reads the `struct rlimit` behind the valid pointer.
     if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) } == 0 {
         Ok(())
     } else {

@@ -1,29 +1,18 @@
-//! The event loop as a small library, after Redis's `ae`: one thread, one `mio::Poll`, any
-//! number of listeners, a `slab` of connections with their read and write buffers, read
-//! scheduling and backpressure, idle and frame timeouts, named timers, a before-sleep hook and
-//! a clean stop. It knows sockets, buffers and time and nothing of RocketMQ: the application
-//! comes in through the [`Handler`] trait (generic, so the per-frame call is monomorphised)
-//! and cuts its own frames.
+//! The event loop as a small library, after Redis's `ae`: one thread, one `mio::Poll`,
+//! listeners, a `slab` of connections with their read and write buffers, read scheduling and
+//! backpressure, timeouts, named timers, a before-sleep hook and a clean stop. It knows
+//! sockets, buffers and time and nothing of RocketMQ: the application comes in through the
+//! [`Handler`] trait (generic, so the per-frame call is monomorphised) and cuts its own frames.
 //!
-//! One turn: poll (without sleeping when work is pending, else until the next timer, at most
-//! 1 s); accept; flush writable connections; read readable *interactive* connections at once
-//! and put readable *bulk* ones in a first-come-first-served line; read the connections the
-//! loop comes back to (new, read budget left over, released from backpressure, a hold or the
-//! buffer budget); read the bulk line while [`Handler::may_read_bulk`] admits more; fire due
-//! timers and close expired connections; call [`Handler::before_sleep`].
+//! One turn: poll (no sleep while work is pending, else until the next timer, at most 1 s);
+//! accept; flush; read interactive connections at once and line bulk ones up; read the
+//! connections the loop comes back to; read the bulk line while [`Handler::may_read_bulk`];
+//! fire timers and close expired connections; call [`Handler::before_sleep`].
 //!
-//! Reading a connection: read up to `Limits::read_budget` bytes, cut whole frames with
-//! [`Handler::cut_frame`] and hand each to [`Handler::on_frame`], which appends its reply to
-//! [`Ctx::write_buf`], until the replies of this turn reach `Limits::read_budget` bytes too;
-//! then flush. Above `Limits::write_high_water` unsent bytes a peer's frames are not read until
-//! it drains below half; above `Limits::write_hard_cap` it is closed. What peers can hold
-//! beyond that is bounded in `admission` (slots) and `budget` (buffered bytes).
-//!
-//! [`StopHandle::stop`] closes the listeners, stops reading requests, and keeps calling
-//! `before_sleep` while the application reports work in flight and flushing replies, for at
-//! most `Limits::drain_timeout` (a second stop gives up at once); `run` then returns the
-//! handler. Outbound connections ([`Ctx::connect`]) live in the same slab, with the same
-//! buffers, limits and callbacks. Beside the loop, for work that must not run on it:
+//! Each limit is explained where it is enforced: read budget and backpressure at [`Limits`],
+//! slots in `admission`, buffered bytes in `budget`, descriptors at `EventLoop::accept_failed`,
+//! idle and slow frames at `Ctx::frame_deadline`. Work that must not run on the loop goes to
+//! [`spawn_batcher`] and [`oneway::spawn_sender`].
 //! [`spawn_batcher`] and [`oneway::spawn_sender`].
 
 mod admission;
@@ -66,16 +55,13 @@ const ACCEPT_RETRY_MS: u64 = 100;
 /// A frame at least this large, once cut, is not left pinned by the bytes read after it.
 const LARGE_FRAME: usize = 64 * 1024;
 
-/// A turn longer than this is counted in `LoopStats::long_turns`: the goal is that no request
-/// holds the loop for more than about 2 ms.
+/// The goal: no request holds the loop longer than this (`LoopStats::long_turns` counts misses).
 const LONG_TURN: Duration = Duration::from_millis(2);
 
-/// A turn longer than this is warned about: far above what scheduling noise on a busy machine
-/// causes, so it names real stalls.
+/// Far above scheduling noise on a busy machine: a turn this long is a real stall, warned about.
 const STALL_WARN: Duration = Duration::from_millis(20);
 
-/// A connection: its slab slot and the generation that tells it from later occupants of the
-/// slot. Anything held by a `ConnId` after its connection closed simply finds nothing.
+/// A slab slot and a generation: a `ConnId` kept after its connection closed finds nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ConnId {
     key: usize,
@@ -90,29 +76,22 @@ impl ConnId {
     }
 }
 
-/// The application's name for a listener, given to [`EventLoop::listen`] and seen in
-/// [`Handler::on_accept`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ListenerTag(pub u32);
 
-/// The application's name for a timer ([`Ctx::set_timer`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TimerId(pub u32);
 
-/// How a connection's reads are scheduled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadClass {
     /// Read as soon as it is readable.
     Interactive,
-    /// Read after the interactive connections, in arrival order, while the handler admits
-    /// more bulk work ([`Handler::may_read_bulk`]).
+    /// Read after the interactive ones, in arrival order ([`Handler::may_read_bulk`]).
     Bulk,
 }
 
-/// What the loop does after a frame was handled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Next {
-    /// Cut the next frame.
     Continue,
     /// Leave this connection's further frames (and socket bytes) alone until
     /// [`Ctx::release`]: replies keep their order while the frame's answer is deferred.
@@ -124,7 +103,8 @@ pub enum Next {
 /// Limits the loop enforces; the application sets them and may change them while running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Bytes read from one connection per turn before the others get theirs.
+    /// Bytes read from one connection per turn, and reply bytes its frames may add, before
+    /// the others get their turn.
     pub read_budget: usize,
     /// Unsent bytes above which a peer's requests are no longer read (until half drained).
     pub write_high_water: usize,
@@ -132,22 +112,19 @@ pub struct Limits {
     pub write_hard_cap: usize,
     /// Time without a whole frame after which a connection is closed; 0 = never.
     pub idle_ms: u64,
-    /// Time a frame may take to arrive once its first byte is in; 0 = no limit. Checked with a
-    /// one-second granularity.
+    /// Time a frame may take once its first byte is in (one-second granularity); 0 = no limit.
     pub frame_timeout_ms: u64,
     /// Bytes all connections' read and write buffers may hold together; 0 = no budget.
     pub max_buffered: usize,
     pub max_connections: usize,
     /// Connections one peer address may hold; 0 = no limit.
     pub max_per_address: usize,
-    /// Of `max_connections`, the last slots, which only addresses that completed a frame
-    /// within `recent_window_ms` (or hold a connection that did) may take.
+    /// Of `max_connections`, the last slots, kept for recent clients (see `admission`).
     pub reserved_for_recent: usize,
     pub recent_window_ms: u64,
-    /// Bulk connections that may wait in line; beyond, bulk connections the loop comes back
-    /// to are read anyway ([`Ctx::bulk_line_full`]).
+    /// Bulk connections that may wait in line ([`Ctx::bulk_line_full`]).
     pub bulk_line_limit: usize,
-    /// How long a stop may take to finish work in flight and flush replies.
+    /// How long a stop may take to drain.
     pub drain_timeout: Duration,
 }
 
@@ -170,10 +147,9 @@ impl Default for Limits {
     }
 }
 
-/// The application on top of the loop. Every callback runs on the loop thread and gets the
-/// [`Ctx`] to act on connections and timers.
+/// The application on top of the loop; every callback runs on the loop thread.
 pub trait Handler {
-    /// The application's state for each connection (kept in the loop's slab entry).
+    /// The application's state for each connection.
     type Conn: Default;
     type FrameError: fmt::Display;
 
@@ -194,12 +170,11 @@ pub trait Handler {
     /// One frame; the reply goes to [`Ctx::write_buf`].
     fn on_frame(&mut self, ctx: &mut Ctx<Self::Conn>, conn: ConnId, frame: Bytes) -> Next;
 
-    /// An outbound connection ([`Ctx::connect`]) was established (`Ok`) or could not be
-    /// (`Err`: refused, unreachable, timed out; `on_close` follows with its data).
+    /// An outbound connection ([`Ctx::connect`]) was established, or not (`on_close` follows).
     fn on_connected(&mut self, _ctx: &mut Ctx<Self::Conn>, _conn: ConnId, _result: io::Result<()>) {
     }
 
-    /// A connection closed (by the peer, an error, a limit, or the handler itself).
+    /// A connection closed (by the peer, an error, a limit, or the handler).
     fn on_close(&mut self, _ctx: &mut Ctx<Self::Conn>, _conn: ConnId, _data: Self::Conn) {}
 
     /// A named timer came due (it is disarmed; set it again to repeat).
@@ -229,7 +204,6 @@ impl LoopWaker {
     }
 }
 
-/// What one pass over a connection's buffered frames did.
 #[derive(Debug, Default, Clone, Copy)]
 struct FrameRun {
     cut_any: bool,
@@ -240,8 +214,7 @@ struct FrameRun {
     replies_spent: bool,
 }
 
-/// Stops a running loop from another thread: the first call drains, a second gives up the
-/// drain at once.
+/// Stops the loop from another thread: the first call drains, a second gives up the drain.
 #[derive(Clone)]
 pub struct StopHandle {
     stops: Arc<AtomicUsize>,
@@ -259,8 +232,7 @@ struct Listener {
     socket: TcpListener,
     tag: ListenerTag,
     addr: SocketAddr,
-    /// `accept` failed: when to try again (readiness will not be reported for the connections
-    /// already waiting).
+    /// When to try `accept` again after it failed (see `accept_failed`).
     retry_at_ms: Option<u64>,
 }
 
@@ -270,8 +242,7 @@ pub struct EventLoop<H: Handler> {
     listeners: Vec<Listener>,
     ctx: Ctx<H::Conn>,
     stops: Arc<AtomicUsize>,
-    /// A descriptor kept open to be given up when `accept` runs out of them: it lets the loop
-    /// take waiting connections off the queue and close them.
+    /// Given up when out of descriptors (see `accept_failed`).
     spare_fd: Option<File>,
     accept_log: LogGate,
     stall_log: LogGate,
@@ -317,7 +288,6 @@ impl<H: Handler> EventLoop<H> {
         self.ctx.waker()
     }
 
-    /// The context, for setting up before `run` (timers, limits).
     pub fn ctx(&mut self) -> &mut Ctx<H::Conn> {
         &mut self.ctx
     }
@@ -329,8 +299,7 @@ impl<H: Handler> EventLoop<H> {
         }
     }
 
-    /// Runs until stopped, then drains and returns the handler (whose threads the
-    /// application then joins).
+    /// Runs until stopped, then drains and returns the handler.
     pub fn run(mut self, mut handler: H) -> io::Result<H> {
         let mut events = Events::with_capacity(1024);
         let addrs: Vec<String> = self.listeners.iter().map(|l| l.addr.to_string()).collect();
@@ -392,7 +361,6 @@ impl<H: Handler> EventLoop<H> {
         Ok(more)
     }
 
-    /// Counts a turn's length (`max_turn_micros`, `long_turns`); a stall is warned about.
     fn note_turn(&mut self, took: Duration) {
         let stats = &mut self.ctx.stats;
         stats.max_turn_micros = stats.max_turn_micros.max(took.as_micros() as u64);
@@ -428,7 +396,7 @@ impl<H: Handler> EventLoop<H> {
     }
 
     fn accept_all(&mut self, h: &mut H, index: usize) {
-        // Notices of closed connections go out before their slots can be reused.
+        // `on_close` before a slot is reused (see `ConnId::index`).
         self.deliver_closes(h);
         loop {
             let Some(listener) = self.listeners.get(index) else {
@@ -495,7 +463,6 @@ impl<H: Handler> EventLoop<H> {
         );
     }
 
-    /// Listeners whose `accept` failed are tried again when their retry is due.
     fn retry_accepts(&mut self, h: &mut H) {
         let now = self.ctx.now_ms();
         for index in 0..self.listeners.len() {
@@ -507,7 +474,6 @@ impl<H: Handler> EventLoop<H> {
         }
     }
 
-    /// A readiness event: interactive connections are read now, bulk ones join the line.
     fn on_readable(&mut self, h: &mut H, key: usize) {
         let Some(id) = self.ctx.conn_at(key) else {
             return;
@@ -529,7 +495,6 @@ impl<H: Handler> EventLoop<H> {
         }
     }
 
-    /// Reads waiting bulk connections, oldest first, while the handler has room.
     fn read_bulk_line(&mut self, h: &mut H) {
         let mut budget = self.ctx.bulk_line.len();
         let now = self.ctx.now_ms();
@@ -549,8 +514,6 @@ impl<H: Handler> EventLoop<H> {
         }
     }
 
-    /// Reads what the socket has (within the read and buffer budgets) and handles the whole
-    /// frames.
     fn read_and_handle(&mut self, h: &mut H, id: ConnId) {
         self.ctx.update_clock();
         let line_full = self.ctx.bulk_line_full();
@@ -561,8 +524,7 @@ impl<H: Handler> EventLoop<H> {
         if conn.blocked() {
             return;
         }
-        // No room for bulk work: the connection waits its turn, unless the line is full (then
-        // it is read, and the handler refuses its work instead of queueing it).
+        // No room for bulk work: wait in line, unless the line is full (see `bulk_line_full`).
         if conn.class == ReadClass::Bulk && !line_full && !h.may_read_bulk() {
             self.ctx.join_line(id);
             return;
@@ -593,16 +555,12 @@ impl<H: Handler> EventLoop<H> {
         self.handle_frames(h, id);
     }
 
-    /// Cuts and handles every whole frame buffered on `id` (until a hold, backpressure, a
-    /// budget or a close), then releases or compacts the read buffer, tracks the partial frame
-    /// left (its deadline), gives up the budget's lane once it is done, and flushes.
     fn handle_frames(&mut self, h: &mut H, id: ConnId) {
         let Some(run) = self.cut_and_handle(h, id) else {
             self.deliver_closes(h);
             return;
         };
         if run.replies_spent {
-            // Its other frames wait until the others had their turn.
             self.ctx.pending.push_back(id);
         }
         let now = self.ctx.now_ms();
@@ -627,7 +585,7 @@ impl<H: Handler> EventLoop<H> {
         self.after_callback(h);
     }
 
-    /// The frame loop of [`Self::handle_frames`]; `None` when the connection was closed.
+    /// `None` when the connection was closed.
     fn cut_and_handle(&mut self, h: &mut H, id: ConnId) -> Option<FrameRun> {
         let now = self.ctx.now_ms();
         let reply_budget = self.ctx.limits.read_budget;
@@ -699,15 +657,13 @@ impl<H: Handler> EventLoop<H> {
         self.deliver_closes(h);
     }
 
-    /// Sends what handlers wrote outside a connection's own frames, and tells the handler of
-    /// closes (which may themselves write or close more).
+    /// Sends what handlers wrote outside a connection's own frames; delivers the notices.
     fn after_callback(&mut self, h: &mut H) {
         self.ctx.flush_dirty();
         self.deliver_closes(h);
     }
 
-    /// Tells the handler of connects completed and connections closed (a failed connect's
-    /// notice before its close); the callbacks may themselves write, connect or close more.
+    /// Delivers the notices; the callbacks may themselves write, connect or close more.
     fn deliver_closes(&mut self, h: &mut H) {
         loop {
             if let Some((id, result)) = self.ctx.connects.pop() {
@@ -721,8 +677,8 @@ impl<H: Handler> EventLoop<H> {
         }
     }
 
-    /// The stop: no more accepting or reading; the application finishes what it has in flight
-    /// and replies are flushed, within `drain_timeout`.
+    /// The stop: listeners closed, no more reading; `before_sleep` runs while the application
+    /// reports work in flight and replies are flushed, within `drain_timeout`.
     fn drain(&mut self, h: &mut H, events: &mut Events) -> io::Result<()> {
         self.ctx.stopping = true;
         for mut l in self.listeners.drain(..) {
@@ -750,8 +706,7 @@ impl<H: Handler> EventLoop<H> {
                 );
                 return Ok(());
             }
-            // Work in flight may be another thread's (its waker ends the wait early): a short
-            // sleep between drain turns, not a spin.
+            // Work in flight may be another thread's (its waker ends the wait early): not a spin.
             let timeout = if more {
                 Duration::from_millis(1)
             } else {
