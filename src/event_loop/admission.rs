@@ -4,11 +4,9 @@
 //! use, so that a flood of new connections that never finish a request cannot lock out the
 //! clients that were working.
 //!
-//! The loop keeps one small record per peer address: its open connections, how many of them
-//! have completed a frame, and when the last closed one last did. Records change on accept, on
-//! a connection's *first* whole frame and on close — never per request — and records of
-//! addresses with nothing open are dropped once they are older than the recent window (or at
-//! once when there are too many of them).
+//! One small record per peer address, changed on accept, a connection's *first* whole frame
+//! and close (never per request); records of addresses with nothing open are dropped once
+//! older than the recent window.
 
 use super::Limits;
 use std::collections::HashMap;
@@ -18,7 +16,6 @@ use std::net::IpAddr;
 /// closed address is forgotten at once (it only loses its standing as a recent client).
 const CLOSED_RECORDS_MAX: usize = 65_536;
 
-/// How often stale records are swept.
 const PRUNE_EVERY_MS: u64 = 10_000;
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -33,11 +30,8 @@ struct AddrRecord {
 /// Why a new connection was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Refusal {
-    /// `max_connections` are open.
     Full,
-    /// The address already holds `max_per_address` connections.
     PerAddress,
-    /// Only the reserve is left, and the address has not completed a frame recently.
     Reserved,
 }
 
@@ -59,7 +53,6 @@ impl Refusal {
     }
 }
 
-/// The per-address records.
 #[derive(Debug, Default)]
 pub(super) struct Peers {
     by_addr: HashMap<IpAddr, AddrRecord>,
@@ -73,7 +66,6 @@ fn key(ip: IpAddr) -> IpAddr {
 }
 
 impl Peers {
-    /// Whether a connection from `ip` may be taken now.
     pub fn check(&self, ip: IpAddr, limits: &Limits, now_ms: u64) -> Result<(), Refusal> {
         if self.open_total >= limits.max_connections {
             return Err(Refusal::Full);
@@ -87,18 +79,15 @@ impl Peers {
         let general = limits
             .max_connections
             .saturating_sub(limits.reserved_for_recent);
-        if self.open_total >= general && !self.is_recent(record, limits, now_ms) {
-            return Err(Refusal::Reserved);
-        }
-        Ok(())
-    }
-
-    fn is_recent(&self, record: Option<&AddrRecord>, limits: &Limits, now_ms: u64) -> bool {
-        record.is_some_and(|r| {
+        let recent = record.is_some_and(|r| {
             r.open_served > 0
                 || r.last_frame_ms
                     .is_some_and(|at| now_ms.saturating_sub(at) <= limits.recent_window_ms)
-        })
+        });
+        if self.open_total >= general && !recent {
+            return Err(Refusal::Reserved);
+        }
+        Ok(())
     }
 
     pub fn opened(&mut self, ip: IpAddr) {
@@ -113,8 +102,7 @@ impl Peers {
         }
     }
 
-    /// A connection from `ip` closed; `last_frame_ms` is when it last completed a frame, if
-    /// it ever did.
+    /// `last_frame_ms`: when the closed connection last completed a frame, if it ever did.
     pub fn closed(&mut self, ip: IpAddr, last_frame_ms: Option<u64>) {
         self.open_total = self.open_total.saturating_sub(1);
         let many = self.by_addr.len() > self.open_total + CLOSED_RECORDS_MAX;
@@ -132,14 +120,12 @@ impl Peers {
         }
     }
 
-    /// Connections open from `ip`.
     #[cfg(test)]
     pub fn open_from(&self, ip: IpAddr) -> usize {
         self.by_addr.get(&key(ip)).map_or(0, |r| r.open as usize)
     }
 
-    /// Drops records of addresses with nothing open whose last frame is older than the window
-    /// (at most once per `PRUNE_EVERY_MS`).
+    /// Drops stale records of addresses with nothing open.
     pub fn prune(&mut self, now_ms: u64, window_ms: u64) {
         if now_ms < self.next_prune_ms {
             return;
@@ -150,11 +136,6 @@ impl Peers {
                 || r.last_frame_ms
                     .is_some_and(|at| now_ms.saturating_sub(at) <= window_ms)
         });
-    }
-
-    pub fn clear(&mut self) {
-        self.by_addr.clear();
-        self.open_total = 0;
     }
 }
 

@@ -14,9 +14,8 @@ use std::thread::JoinHandle;
 /// Items keyed by `K`; each key at most once per batch.
 pub type Batch<K, V> = Vec<(K, V)>;
 
-/// Starts the thread. Messages go in through the returned bounded sender (`capacity`
-/// messages; a full queue is the sender's to report), batches come out of the receiver.
-/// The thread ends when every sender is dropped or the receiver is gone.
+/// Starts the thread; a full queue (`capacity` messages) is the sender's to report. The
+/// thread ends when every sender is dropped or the receiver is gone.
 #[allow(clippy::type_complexity)]
 pub fn spawn_batcher<K, V>(
     name: &str,
@@ -41,15 +40,12 @@ fn run<K: Hash + Eq + Clone, V>(
     waker: LoopWaker,
 ) {
     while let Ok(first) = input.recv() {
-        let mut batch: Batch<K, V> = Vec::new();
-        let mut seen: HashSet<K> = HashSet::new();
-        for message in std::iter::once(first).chain(input.try_iter()) {
-            for (key, value) in message {
-                if seen.insert(key.clone()) {
-                    batch.push((key, value));
-                }
-            }
-        }
+        let mut seen = HashSet::new();
+        let batch: Batch<K, V> = std::iter::once(first)
+            .chain(input.try_iter())
+            .flatten()
+            .filter(|(key, _)| seen.insert(key.clone()))
+            .collect();
         if batch.is_empty() {
             continue;
         }

@@ -1,111 +1,88 @@
 //! One connection: its socket, its read buffer (bytes arrive at the back, frames are cut from
-//! the front) and its write buffer (replies appended by the handler, flushed as the socket
-//! takes them), plus the few flags the loop schedules it by. This module only moves bytes and
-//! reports what happened; the loop decides when to read, when to stop reading and when to close.
+//! the front), its write buffer (replies appended by the handler, flushed as the socket takes
+//! them) and the flags the loop schedules it by. This module moves bytes and reports what
+//! happened; the loop decides when to read, when to stop reading and when to close.
 //!
 //! The write buffer is a plain `Vec<u8>` with a flush position, so that a handler encodes its
-//! reply straight into it (no copy) and the loop lends a warm buffer from a small pool to a
-//! connection that has nothing pending (no allocation per reply, no memory held by idle peers).
+//! reply straight into it; the loop lends it a warm buffer from a small pool when it is empty.
+//! A read buffer is released once its frames were handled, so that idle connections do not
+//! keep the capacity of their last large request.
 //!
-//! A read buffer is released once its frames were handled: a thousand idle connections must
-//! not each keep the capacity of their last large request.
-//!
-//! Bytes are read from the socket straight into the memory the frames are cut from, never
-//! through a copy. A connection holding no bytes is lent the loop's [`ReadArena`] (64 KiB,
-//! read into from its front) and gives back what is left of it once its frames were handled:
-//! the frames cut from it share its allocation, and the next connection reads on after them,
-//! so a broker's 21 KB registration or a client's batch of requests costs no copy and, most of
-//! the time, no allocation; the arena starts again from its front (or, while frames cut from
-//! it are still held, in a fresh allocation) when less than 32 KiB is left. At most
-//! [`MAX_ARENAS`] allocations are alive at a time (held by queued frames); past that a read
-//! goes into a buffer of its own, as below, until one is free. While lent, the arena's room
-//! counts in the connection's footprint (below) like any buffer. A partial frame left
-//! when the arena is given back is copied into a buffer of its own (it is a few bytes, or a
-//! frame arriving in pieces), so that a slow peer never holds the arena. A partial frame that
-//! needs more room than its buffer has grows by at most what it already holds (at least
-//! [`MIN_ROOM`]), in a buffer of its own.
-//!
-//! Why not the simpler read through a scratch array and a copy into the connection's buffer
-//! (safe code, no arena): it costs heartbeat, QUERY_DATA_VERSION and route requests little
-//! (1-3 % more instructions), but a 21 KB registration is then copied once more, and steady
-//! registrations fell from 0.80 to 0.61 of `rmq-bench canned` in one interleaved run (server
-//! CPU 7.7-9.7 against 11.5-15.8 µs per registration). Re-measure with
-//! `benches/scripts/ab.sh OUT 5 "canned BUILD-A BUILD-B" steady`.
+//! Bytes are read straight into the memory frames are cut from: a connection holding no bytes
+//! is lent the loop's [`ReadArena`], whose allocation its frames share, so most reads cost no
+//! copy and no allocation; a partial frame left over is copied into a buffer of its own (a slow
+//! peer never holds the arena). A scratch array plus a copy cost steady registrations about a
+//! quarter of their rate (re-measure: `benches/scripts/ab.sh OUT 5 "canned ns-a ns-b" steady`).
 //!
 //! Both buffers grow with the bytes that actually arrive or are written, never with what a peer
-//! announces: a frame header claiming 16 MiB reserves nothing. What a connection holds (the
-//! capacity of both buffers) is what the loop's buffer budget counts ([`Connection::footprint`]).
+//! announces.
 
 use super::{ListenerTag, ReadClass};
 use bytes::BytesMut;
+use log::warn;
 use mio::net::TcpStream;
+use mio::{Interest, Registry, Token};
 use std::io::{self, Read, Write};
 use std::mem::MaybeUninit;
 use std::net::SocketAddr;
 
-/// Spare room of a read buffer below which it grows before a read (unless the read may take
-/// no more than that anyway), and the least it grows by.
+/// Spare room of a read buffer below which it grows before a read, and the least it grows by.
 pub(super) const MIN_ROOM: usize = 4 * 1024;
 
-/// Size of a fresh arena, and the room below which it is renewed before it is lent for a read
-/// that may take more (started again from its front when no frame cut from it is left, else
-/// replaced by a fresh allocation).
+/// Size of a fresh arena, and the room below which it is renewed before it is lent.
 const ARENA_SIZE: usize = 64 * 1024;
 const ARENA_RENEW_BELOW: usize = 32 * 1024;
 
+/// Arena allocations alive at a time (held by queued frames), 2 MiB; past it, a connection
+/// reads into a buffer of its own.
+const MAX_ARENAS: usize = 32;
+
 /// Bytes already flushed from the front of a write buffer past which, when they make up half
-/// of it, the rest is moved to the front (a peer reading slowly must not pin all it was sent).
+/// of it, the rest is moved to the front (a slow reader must not pin all it was sent).
 const COMPACT_AFTER: usize = 64 * 1024;
 
-/// Why a connection is not read while the loop's buffer budget is spent.
+pub(super) const CONNECT_TIMEOUT_MS: u64 = 3_000;
+
+/// Why a connection is not read while the buffer budget is spent (see `budget`): a large
+/// partial frame (`Read`) or many unsent replies (`Write`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Parked {
     No,
-    /// It holds a large partial frame: read again when the budget has room (it waits in the
-    /// loop's parked line).
     Read,
-    /// It holds many unsent reply bytes: its next frames wait until it has read them.
     Write,
 }
 
 pub(super) struct Connection<C> {
-    stream: TcpStream,
+    pub stream: TcpStream,
     pub peer: SocketAddr,
-    /// The listener it came in on; `None` for a connection the application opened
-    /// ([`super::Ctx::connect`]).
+    /// `None` for a connection the application opened ([`super::Ctx::connect`]).
     pub listener: Option<ListenerTag>,
-    /// An outbound connection not yet established: when its connect attempt times out.
+    /// An outbound connection not yet established: when its connect times out.
     pub connect_deadline_ms: Option<u64>,
-    /// Distinguishes this connection from a later one reusing its slab slot.
     pub generation: u64,
     pub read_buf: BytesMut,
-    /// `read_buf` is the loop's read arena, lent for this read (given back once its frames
-    /// were handled, never kept).
+    /// `read_buf` is the loop's read arena, lent.
     read_buf_in_arena: bool,
     /// Replies not yet written: `write_buf[written..]`.
     pub write_buf: Vec<u8>,
     written: usize,
     /// Bytes of both buffers as last counted in the loop's budget.
     pub accounted: usize,
-    /// When the last whole frame was cut (or the connection accepted): idle time counts from
-    /// here, so a peer trickling bytes of a frame it never finishes is still idle.
+    /// When the last whole frame was cut (or the connection opened).
     pub last_frame_ms: u64,
-    /// When the first byte of the partial frame in `read_buf` arrived, if one is in progress
-    /// and being read (not while held or paused by the loop).
+    /// When the first byte of the partial frame in `read_buf` arrived, while it is being read.
     pub frame_started_ms: Option<u64>,
     /// When the socket last took reply bytes, or had nothing left to take.
     pub last_write_ms: u64,
     /// The deadline bucket of this connection's live entry in the loop's timeouts (0 = none).
     pub deadline_bucket: u64,
-    /// Whether a whole frame has been cut on this connection yet.
     pub served: bool,
     pub parked: Parked,
     pub class: ReadClass,
-    /// Backpressure: the peer is not reading its replies, so its requests are not read either.
+    /// Backpressure (`Limits::write_high_water`).
     pub read_paused: bool,
     /// The handler holds this connection's next frames until it releases it.
     pub held: bool,
-    /// Whether WRITABLE interest is registered.
     pub write_interest: bool,
     /// The peer sent EOF; close once everything owed to it is written.
     pub peer_closed: bool,
@@ -113,22 +90,14 @@ pub(super) struct Connection<C> {
     pub in_line: bool,
     /// In the loop's list of connections to flush after the current callback.
     pub dirty: bool,
-    /// The application's own state for this connection.
     pub data: C,
 }
 
-/// At most this many arena allocations are alive at a time (the current one and those that
-/// frames still queued hold): 2 MiB. Past it, a connection holding no bytes reads into a
-/// buffer of its own, as a partial frame does, until an arena is free again.
-const MAX_ARENAS: usize = 32;
-
-/// The loop's memory for reads by connections that hold no bytes, lent to one connection at a
-/// time (see the module comment). Its length is always 0 while the loop holds it.
+/// Lent to one connection at a time (see the module doc); empty while the loop holds it.
 pub(super) struct ReadArena {
     buf: BytesMut,
-    /// One handle per arena allocation alive, at its end (empty, so it keeps the allocation
-    /// alive and nothing else): the only handle left once every frame cut from the allocation
-    /// and the arena itself are gone, which is how a free allocation is told from a held one.
+    /// One empty handle at the end of each arena allocation alive: the only handle left once
+    /// every frame cut from it and the arena itself are gone, which tells a free allocation.
     allocations: Vec<BytesMut>,
 }
 
@@ -140,8 +109,8 @@ impl ReadArena {
         }
     }
 
-    /// Takes the arena away to read at most `max` bytes into, with enough room for them or at
-    /// least [`ARENA_RENEW_BELOW`]; an empty buffer if no arena can be had.
+    /// Takes the arena away to read at most `max` bytes into, with room for them or at least
+    /// [`ARENA_RENEW_BELOW`]; an empty buffer if no arena can be had.
     fn lend(&mut self, max: usize) -> BytesMut {
         debug_assert!(self.buf.is_empty());
         if self.buf.capacity() < ARENA_RENEW_BELOW.min(max) {
@@ -174,15 +143,21 @@ impl ReadArena {
         self.buf = next;
     }
 
-    /// Bytes of the arena's allocation not yet read into.
     #[cfg(test)]
     fn room(&self) -> usize {
         self.buf.capacity()
     }
 }
 
-/// Reads from `stream` into `buf`'s spare room, at most `max` bytes, which then count in
-/// `buf`'s length. Reading no byte (the peer closed) leaves `buf` as it was.
+pub(super) fn interest(writable: bool) -> Interest {
+    if writable {
+        Interest::READABLE | Interest::WRITABLE
+    } else {
+        Interest::READABLE
+    }
+}
+
+/// Reads at most `max` bytes into `buf`'s spare room.
 fn read_into_spare(stream: &mut TcpStream, buf: &mut BytesMut, max: usize) -> io::Result<usize> {
     let spare = buf.spare_capacity_mut();
     let want = spare.len().min(max);
@@ -192,8 +167,7 @@ fn read_into_spare(stream: &mut TcpStream, buf: &mut BytesMut, max: usize) -> io
     // user is `TcpStream::read` (mio's, which is std's), which hands the pointer to recv(2):
     // the kernel only writes into it, nothing reads it (std's own `read_buf` for sockets
     // reads into uninitialised memory the same way). Safe Rust has no stable way to read a
-    // socket into spare capacity; the alternative, zeroing it, is a write of every byte per
-    // read, what this path exists to avoid.
+    // socket into spare capacity; zeroing it first is a write of every byte per read.
     let dst = unsafe { &mut *(spare as *mut [u8]) };
     let n = stream.read(dst)?;
     assert!(
@@ -206,11 +180,8 @@ fn read_into_spare(stream: &mut TcpStream, buf: &mut BytesMut, max: usize) -> io
     Ok(n)
 }
 
-/// Gives `buf` (holding a partial frame) room to read at most `max` more bytes into: as much
-/// again as it holds, at least [`MIN_ROOM`], at most `max`; in place when it owns its
-/// allocation and that has the room (the partial frame moved to its front), else in a new
-/// allocation of exactly that size, the partial frame copied into it. A view of the arena
-/// always moves to its own allocation (the arena's room is not the connection's to keep).
+/// Gives `buf` (a partial frame) room for at most `max` more bytes: as much again as it holds,
+/// at least [`MIN_ROOM`]; in place when its own allocation has room (never for the arena).
 fn grow(buf: &mut BytesMut, max: usize, in_arena: bool) {
     let additional = buf.len().max(MIN_ROOM).min(max);
     if !in_arena && buf.try_reclaim(additional) {
@@ -219,20 +190,6 @@ fn grow(buf: &mut BytesMut, max: usize, in_arena: bool) {
     let mut grown = BytesMut::with_capacity(buf.len() + additional);
     grown.extend_from_slice(buf);
     *buf = grown;
-}
-
-/// Outcome of draining the socket; the numbers are bytes read.
-pub(super) enum ReadResult {
-    WouldBlock(usize),
-    BudgetExhausted(usize),
-    Closed(usize),
-    Error(io::Error),
-}
-
-/// Outcome of writing the buffer; the numbers are bytes written.
-pub(super) enum FlushResult {
-    Written(usize),
-    Error(io::Error),
 }
 
 impl<C> Connection<C> {
@@ -248,7 +205,7 @@ impl<C> Connection<C> {
             stream,
             peer,
             listener,
-            connect_deadline_ms: None,
+            connect_deadline_ms: listener.is_none().then_some(now_ms + CONNECT_TIMEOUT_MS),
             generation,
             read_buf: BytesMut::new(),
             read_buf_in_arena: false,
@@ -264,7 +221,7 @@ impl<C> Connection<C> {
             class: ReadClass::Interactive,
             read_paused: false,
             held: false,
-            write_interest: false,
+            write_interest: listener.is_none(),
             peer_closed: false,
             in_line: false,
             dirty: false,
@@ -272,22 +229,32 @@ impl<C> Connection<C> {
         }
     }
 
-    pub fn stream_mut(&mut self) -> &mut TcpStream {
-        &mut self.stream
-    }
-
-    /// Reply bytes not yet written to the socket.
     pub fn unsent(&self) -> usize {
         self.write_buf.len() - self.written
     }
 
-    /// Memory held by the buffers (their capacity), what the loop's budget counts.
+    /// What the loop's buffer budget counts.
     pub fn footprint(&self) -> usize {
         self.read_buf.capacity() + self.write_buf.capacity()
     }
 
-    /// Lends `arena` to this connection for a read of at most `max` bytes, if it holds no
-    /// bytes of its own (a connection holding a partial frame reads on into its own buffer).
+    /// Kept from reading and cutting frames by backpressure, a hold or the buffer budget.
+    pub fn blocked(&self) -> bool {
+        self.read_paused || self.held || self.parked != Parked::No
+    }
+
+    /// Keeps WRITABLE interest registered (under `key`) exactly while reply bytes wait.
+    pub fn update_interest(&mut self, registry: &Registry, key: usize) {
+        let writable = self.unsent() > 0;
+        if writable != self.write_interest {
+            self.write_interest = writable;
+            if let Err(e) = registry.reregister(&mut self.stream, Token(key), interest(writable)) {
+                warn!("reregister failed: {e}");
+            }
+        }
+    }
+
+    /// Lends `arena` for a read of at most `max` bytes, if the connection holds no bytes.
     pub fn borrow_arena(&mut self, arena: &mut ReadArena, max: usize) {
         if self.read_buf.is_empty() && !self.read_buf_in_arena {
             self.read_buf = arena.lend(max);
@@ -295,11 +262,9 @@ impl<C> Connection<C> {
         }
     }
 
-    /// Once every frame in the read buffer was handled: gives the arena back if it was lent
-    /// (a partial frame left in it copied out first), else releases an emptied buffer. After a
-    /// large frame was cut, a partial frame is copied out too, so that it does not pin the
-    /// large frame's allocation (a view into it, whose capacity is all the budget counts)
-    /// once the frame itself is dropped.
+    /// Once every frame was handled: gives the arena back (a partial frame copied out), or
+    /// releases an emptied buffer; after a large frame, a partial one is copied out so that it
+    /// does not pin the large frame's allocation.
     pub fn release_read_buffer(&mut self, arena: &mut ReadArena, cut_large_frame: bool) {
         if std::mem::take(&mut self.read_buf_in_arena) {
             let own = if self.read_buf.is_empty() {
@@ -322,40 +287,37 @@ impl<C> Connection<C> {
         }
     }
 
-    /// Reads until the socket would block, the peer closes, or `budget` bytes were read (never
-    /// more: each read asks the socket for at most what is left of the budget).
-    pub fn read_available(&mut self, budget: usize) -> ReadResult {
+    /// Reads until the socket would block, the peer closes (`peer_closed` is set), or `budget`
+    /// bytes were read (never more); returns the bytes read and whether the budget ended it.
+    pub fn read_available(&mut self, budget: usize) -> io::Result<(usize, bool)> {
         let mut total = 0;
-        loop {
-            if total >= budget {
-                return ReadResult::BudgetExhausted(total);
-            }
+        while total < budget {
             match self.read_once(budget - total) {
-                Ok(0) => return ReadResult::Closed(total),
-                Ok(n) => total += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    return ReadResult::WouldBlock(total)
+                Ok(0) => {
+                    self.peer_closed = true;
+                    return Ok((total, false));
                 }
+                Ok(n) => total += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok((total, false)),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return ReadResult::Error(e),
+                Err(e) => return Err(e),
             }
         }
+        Ok((total, true))
     }
 
-    /// One read of at most `max` bytes (at least 1), straight into the buffer the frames are
-    /// cut from, which grows first if it has too little room (see the module comment).
+    /// One read of at most `max` bytes (at least 1).
     fn read_once(&mut self, max: usize) -> io::Result<usize> {
         if self.read_buf.capacity() - self.read_buf.len() < max.min(MIN_ROOM) {
             grow(&mut self.read_buf, max, self.read_buf_in_arena);
-            // The arena (a lent one grew out of it) stays with the frames cut from it.
+            // A lent arena that grew out of it stays with the frames cut from it.
             self.read_buf_in_arena = false;
         }
         read_into_spare(&mut self.stream, &mut self.read_buf, max)
     }
 
-    /// Reads and drops what the peer sent and was not read, up to `limit` bytes: a socket
-    /// closed with unread input makes the kernel send a reset, and a peer whose request was
-    /// never read (at the stop) should see a clean close instead.
+    /// Reads and drops unread input, up to `limit` bytes: a socket closed with unread input
+    /// makes the kernel send a reset, and a peer never read (at the stop) should see a close.
     pub fn discard_input(&mut self, scratch: &mut [u8], limit: usize) {
         let mut total = 0;
         while total < limit {
@@ -368,25 +330,18 @@ impl<C> Connection<C> {
         }
     }
 
-    /// Writes as much of the write buffer as the socket takes. When everything was written
-    /// the buffer is left empty (its allocation is the caller's to keep or pool).
-    pub fn flush(&mut self) -> FlushResult {
+    pub fn flush(&mut self) -> io::Result<usize> {
         let mut total = 0;
         while self.written < self.write_buf.len() {
             match self.stream.write(&self.write_buf[self.written..]) {
-                Ok(0) => {
-                    return FlushResult::Error(io::Error::new(
-                        io::ErrorKind::WriteZero,
-                        "socket accepted no bytes",
-                    ))
-                }
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     self.written += n;
                     total += n;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return FlushResult::Error(e),
+                Err(e) => return Err(e),
             }
         }
         if self.written == self.write_buf.len() {
@@ -400,13 +355,7 @@ impl<C> Connection<C> {
                 self.write_buf.shrink_to(2 * self.write_buf.len());
             }
         }
-        FlushResult::Written(total)
-    }
-
-    /// Takes the (empty) write buffer's allocation away, for the loop's pool.
-    pub fn take_empty_write_buf(&mut self) -> Vec<u8> {
-        debug_assert!(self.write_buf.is_empty());
-        std::mem::take(&mut self.write_buf)
+        Ok(total)
     }
 }
 
@@ -435,10 +384,9 @@ mod tests {
         while std::time::Instant::now() < give_up {
             conn.borrow_arena(arena, budget);
             match conn.read_available(budget) {
-                ReadResult::WouldBlock(0) => std::thread::yield_now(),
-                ReadResult::WouldBlock(n) | ReadResult::Closed(n) => return (n, false),
-                ReadResult::BudgetExhausted(n) => return (n, true),
-                ReadResult::Error(e) => panic!("read: {e}"),
+                Ok((0, false)) if !conn.peer_closed => std::thread::yield_now(),
+                Ok(read) => return read,
+                Err(e) => panic!("read: {e}"),
             }
         }
         panic!("the peer's bytes never arrived");
@@ -474,8 +422,8 @@ mod tests {
         drop(peer);
         loop {
             match conn.read_available(1 << 20) {
-                ReadResult::Closed(0) => break,
-                ReadResult::WouldBlock(0) => std::thread::yield_now(),
+                Ok((0, false)) if conn.peer_closed => break,
+                Ok((0, false)) => std::thread::yield_now(),
                 _ => panic!("no more bytes were sent"),
             }
         }

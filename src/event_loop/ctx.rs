@@ -1,23 +1,17 @@
-//! [`Ctx`]: the part of the loop a handler may touch from its callbacks: connections (their
-//! write buffers, read class, hold, close), named timers, limits, counters. The loop itself
-//! ([`super::EventLoop`]) keeps the poll, the listeners and the handler, and drives the turn.
+//! [`Ctx`]: what a handler may touch from its callbacks: connections (write buffers, read
+//! class, hold, close, connect), named timers, limits, counters. [`super::EventLoop`] keeps the
+//! poll, the listeners and the handler, and drives the turn.
 //!
-//! Closing is immediate (the socket is deregistered and the slot freed at once), but the
-//! handler hears of it through `on_close` only when its current callback has returned; the
-//! loop delivers those notices before it accepts again, so a slot is never reused before the
-//! application has forgotten the connection that held it.
-//!
-//! Each connection has at most one live entry in the deadline buckets, for the earlier of its
-//! idle deadline (from its last whole frame) and its frame deadline (from the first byte of a
-//! frame still incomplete). Entries are re-checked when they fire, never moved per read.
+//! Each connection has at most one live entry in the deadline buckets, for the earliest of its
+//! deadlines; entries are re-checked when they fire, never moved per read.
 
 use super::admission::Peers;
-use super::connection::{Connection, FlushResult, ReadArena};
-use super::{ConnId, Limits, ListenerTag, LoopWaker, ReadClass, TimerId, CONNECTING};
+use super::connection::{interest, Connection, ReadArena, CONNECT_TIMEOUT_MS};
+use super::{ConnId, Limits, ListenerTag, LoopWaker, ReadClass, TimerId};
 use crate::timer::DeadlineBuckets;
 use log::{debug, info, warn};
 use mio::net::TcpStream;
-use mio::{Interest, Registry, Token};
+use mio::{Registry, Token};
 use slab::Slab;
 use std::collections::VecDeque;
 use std::io;
@@ -32,12 +26,8 @@ const SPARE_WRITE_BUF_MAX: usize = 64 * 1024;
 /// Unread input discarded per connection at the final close (beyond it, the kernel resets).
 const UNREAD_DISCARD_MAX: usize = 4 << 20;
 
-/// How long an outbound connection may take to be established before it counts as failed.
-pub(super) const CONNECT_TIMEOUT_MS: u64 = 3_000;
-
-/// How often, at most, one kind of warning about peers is logged (with a count of the ones in
-/// between): an attack must not flood the log.
-const WARN_EVERY_MS: u64 = 10_000;
+/// How often, at most, one kind of warning about peers is logged: an attack must not flood it.
+pub(super) const WARN_EVERY_MS: u64 = 10_000;
 
 /// What the loop counted, for the application's statistics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -45,23 +35,20 @@ pub struct LoopStats {
     pub connections: usize,
     pub bytes_in: u64,
     pub bytes_out: u64,
-    /// Connections refused: `max_connections` open, the per-address limit, or only the
-    /// reserve left for recent clients.
+    /// Connections refused by the admission limits.
     pub refused: u64,
     /// Bytes all connections' read and write buffers hold now.
     pub buffered_bytes: usize,
     /// Times a large partial frame was left unread because the buffer budget was spent.
+    #[cfg(test)]
     pub parked_reads: u64,
     /// Peers closed for not reading their replies while the budget was spent.
     pub closed_over_budget: u64,
-    /// Connections closed because a frame did not complete in time.
     pub frame_timeouts: u64,
-    /// `accept` failures (out of descriptors and the like).
     pub accept_failures: u64,
-    /// The longest turn so far (from the poll's return to the next poll), in microseconds:
-    /// how long the loop kept everyone else waiting at worst.
+    /// The longest turn so far (poll return to next poll).
     pub max_turn_micros: u64,
-    /// Turns longer than `LONG_TURN` (2 ms).
+    /// Turns longer than `LONG_TURN`.
     pub long_turns: u64,
 }
 
@@ -93,7 +80,6 @@ impl LogGate {
     }
 }
 
-/// The loop's state that handlers reach through their callbacks.
 pub struct Ctx<C> {
     registry: Registry,
     pub(super) conns: Slab<Connection<C>>,
@@ -108,30 +94,26 @@ pub struct Ctx<C> {
     timeout_log: LogGate,
     /// Bytes counted in all connections' buffers (see `budget`).
     pub(super) buffered: usize,
-    /// Connections parked by the budget, waiting for room, in the order they were parked.
+    /// Connections parked by the budget, in the order they were parked.
     pub(super) parked: VecDeque<ConnId>,
     /// The one connection whose large frame is read while the budget is spent.
     pub(super) lane: Option<ConnId>,
     pub(super) next_stall_scan_ms: u64,
     pub(super) budget_log: LogGate,
     /// Connections to read again this turn: new ones, ones whose read budget ran out, ones
-    /// released from backpressure.
+    /// released from backpressure, a hold or the budget.
     pub(super) pending: VecDeque<ConnId>,
-    /// Bulk connections waiting, first come first served, for the handler to admit reads.
     pub(super) bulk_line: VecDeque<ConnId>,
     /// Connections whose write buffer the handler touched outside their own frame handling.
     dirty: Vec<usize>,
-    /// Connections closed since the handler last heard, with the application's state.
+    /// Notices not yet delivered: closes (with the application's state) and outbound
+    /// connects (a failed one is in `closed` too, heard of after this notice).
     pub(super) closed: Vec<(ConnId, C)>,
-    /// Outbound connections established or failed since the handler last heard (a failed one
-    /// is in `closed` too, and heard of there after this notice).
     pub(super) connects: Vec<(ConnId, io::Result<()>)>,
-    /// Named application timers (a handful: a sorted structure would cost more than a scan).
+    /// Named application timers (a handful: a scan costs less than a sorted structure).
     timers: Vec<(TimerId, u64)>,
-    /// Idle and frame deadlines, one live entry per connection (see the module doc).
     deadlines: DeadlineBuckets<ConnId>,
     spare_write_bufs: Vec<Vec<u8>>,
-    /// Lent to the connection being read when it holds no bytes (see `connection`).
     read_arena: ReadArena,
     pub(super) stopping: bool,
     waker: LoopWaker,
@@ -169,11 +151,8 @@ impl<C> Ctx<C> {
         }
     }
 
-    // ------------------------------------------------------------------ for handlers
-
-    /// Milliseconds since the loop was created (the clock of timers and idle deadlines), as
-    /// read at the start of the current step: after the poll, before each connection's
-    /// frames, before the timers and before `before_sleep`.
+    /// Milliseconds since the loop was created (the clock of timers and deadlines), as read at
+    /// the start of the current step (poll, each connection's frames, timers, `before_sleep`).
     pub fn now_ms(&self) -> u64 {
         self.clock_ms
     }
@@ -185,6 +164,7 @@ impl<C> Ctx<C> {
 
     pub fn stats(&self) -> LoopStats {
         LoopStats {
+            connections: self.conns.len(),
             buffered_bytes: self.buffered,
             ..self.stats
         }
@@ -194,30 +174,22 @@ impl<C> Ctx<C> {
         &self.limits
     }
 
-    /// New limits, effective from the next event. Changed timeouts are applied to the open
-    /// connections at once (a shorter one is armed now; a longer one when the entry fires).
+    /// New limits, effective from the next event; changed timeouts apply to open connections
+    /// at once (a shorter one is armed now, a longer one when the entry fires).
     pub fn set_limits(&mut self, limits: Limits) {
         let timeouts_changed = (limits.idle_ms, limits.frame_timeout_ms)
             != (self.limits.idle_ms, self.limits.frame_timeout_ms);
         self.limits = limits;
         if timeouts_changed {
-            let ids: Vec<ConnId> = self
-                .conns
-                .iter()
-                .map(|(key, c)| ConnId {
-                    key,
-                    generation: c.generation,
-                })
-                .collect();
-            for id in ids {
-                if let Some(at) = self.get(id).and_then(|c| self.next_deadline(c)) {
-                    self.arm_deadline(id, at);
+            let keys: Vec<usize> = self.conns.iter().map(|(key, _)| key).collect();
+            for key in keys {
+                if let Some(id) = self.conn_at(key) {
+                    self.arm_next_deadline(id);
                 }
             }
         }
     }
 
-    /// A handle other threads use to wake the loop (it then runs `before_sleep`).
     pub fn waker(&self) -> LoopWaker {
         self.waker.clone()
     }
@@ -256,31 +228,17 @@ impl<C> Ctx<C> {
         self.get(id).and_then(|c| c.listener)
     }
 
-    /// Whether the connection was opened by [`Ctx::connect`] (false once closed).
-    pub fn is_outbound(&self, id: ConnId) -> bool {
-        self.get(id).is_some_and(|c| c.listener.is_none())
-    }
-
-    /// Whether the connection is open and established (an outbound one once its connect
-    /// completed; an accepted one always).
-    pub fn is_established(&self, id: ConnId) -> bool {
-        self.get(id)
-            .is_some_and(|c| c.connect_deadline_ms.is_none())
-    }
-
     /// Reply bytes the connection has not yet sent (0 once closed).
     pub fn unsent(&self, id: ConnId) -> usize {
         self.get(id).map_or(0, |c| c.unsent())
     }
 
-    /// The application's state for a connection.
     pub fn data(&mut self, id: ConnId) -> Option<&mut C> {
         self.get_mut(id).map(|c| &mut c.data)
     }
 
     /// The connection's write buffer, to append reply bytes to; `None` once it is closed.
-    /// Bytes written here outside the connection's own `on_frame` go out when the current
-    /// callback returns.
+    /// Bytes written outside the connection's own `on_frame` go out when the callback returns.
     pub fn write_buf(&mut self, id: ConnId) -> Option<&mut Vec<u8>> {
         let conn = self
             .conns
@@ -298,15 +256,13 @@ impl<C> Ctx<C> {
         Some(&mut conn.write_buf)
     }
 
-    /// Sets how the connection is scheduled from now on.
     pub fn set_read_class(&mut self, id: ConnId, class: ReadClass) {
         if let Some(c) = self.get_mut(id) {
             c.class = class;
         }
     }
 
-    /// Lets a connection held by `Next::Hold` have its next frames handled: it is read again
-    /// in its turn (an interactive connection this turn, a bulk one from the line).
+    /// Lets a connection held by `Next::Hold` have its next frames handled, in its turn.
     pub fn release(&mut self, id: ConnId) {
         let Some(conn) = self.get_mut(id) else {
             return;
@@ -318,11 +274,6 @@ impl<C> Ctx<C> {
         }
     }
 
-    /// Bulk connections waiting in line to be read.
-    pub fn bulk_waiting(&self) -> usize {
-        self.bulk_line.len()
-    }
-
     /// As many bulk connections wait as `Limits::bulk_line_limit` allows: a bulk connection
     /// the loop comes back to now is read anyway, and the handler should refuse the costly
     /// work it brings rather than queue it.
@@ -330,17 +281,15 @@ impl<C> Ctx<C> {
         self.bulk_line.len() >= self.limits.bulk_line_limit
     }
 
-    /// Closes a connection: what is already in its write buffer is sent if the socket takes it
-    /// at once; `on_close` follows when the current callback has returned.
+    /// Closes a connection: what its write buffer holds is sent if the socket takes it at
+    /// once; `on_close` follows when the current callback has returned.
     pub fn close(&mut self, id: ConnId, why: &str) {
-        if self.get(id).is_none() {
+        let Some(conn) = self.get_mut(id) else {
             return;
-        }
-        if let Some(conn) = self.conns.get_mut(id.key) {
-            if conn.unsent() > 0 && conn.connect_deadline_ms.is_none() {
-                if let FlushResult::Written(n) = conn.flush() {
-                    self.stats.bytes_out += n as u64;
-                }
+        };
+        if conn.unsent() > 0 && conn.connect_deadline_ms.is_none() {
+            if let Ok(n) = conn.flush() {
+                self.stats.bytes_out += n as u64;
             }
         }
         self.remove(id.key, why);
@@ -358,47 +307,23 @@ impl<C> Ctx<C> {
         self.timers.retain(|(t, _)| *t != timer);
     }
 
-    /// Opens an outbound connection to `addr` (a non-blocking connect): it enters the slab as
-    /// an ordinary connection with `data`, and the handler hears [`super::Handler::on_connected`]
-    /// once it is established (then it is read, written and limited like any other) or failed
-    /// (refused, unreachable, or not established within `CONNECT_TIMEOUT_MS`; `on_close`
-    /// follows). Bytes written before then wait in its write buffer. Outbound connections do
-    /// not count against the admission limits, which are for peers that connect to us.
+    /// Opens an outbound connection (bytes written before it is established wait). The handler
+    /// hears [`super::Handler::on_connected`] when it is established or failed (also after
+    /// `CONNECT_TIMEOUT_MS`); it is then read, written and limited like any other, except that
+    /// admission does not count it.
     pub fn connect(&mut self, addr: SocketAddr, data: C) -> io::Result<ConnId> {
         if self.stopping {
             return Err(io::Error::other("the event loop is stopping"));
         }
-        let mut stream = TcpStream::connect(addr)?;
-        let now = self.now_ms();
-        let entry = self.conns.vacant_entry();
-        let key = entry.key();
-        // Until it is established the socket polls under a token of its own (see `CONNECTING`),
-        // so that telling its events apart costs ordinary connections nothing.
-        self.registry.register(
-            &mut stream,
-            Token(key | CONNECTING),
-            Interest::READABLE | Interest::WRITABLE,
-        )?;
-        self.next_generation += 1;
-        let generation = self.next_generation;
-        let mut conn = Connection::new(stream, addr, None, generation, now, data);
-        conn.connect_deadline_ms = Some(now + CONNECT_TIMEOUT_MS);
-        conn.write_interest = true;
-        entry.insert(conn);
-        self.stats.connections = self.conns.len();
-        let id = ConnId { key, generation };
-        self.arm_deadline(id, now + CONNECT_TIMEOUT_MS);
-        debug!("connection {key} to {addr}: connecting");
+        let id = self.insert(TcpStream::connect(addr)?, addr, None, data)?;
+        debug!("connection {} to {addr}: connecting", id.key);
         Ok(id)
     }
 
-    // ------------------------------------------------------------------ for the loop
-
-    /// Takes a new connection into the slab, or refuses it (see `admission`): the socket is
-    /// then closed at once.
+    /// Takes an accepted connection into the slab, or refuses it (see `admission`).
     pub(super) fn admit(
         &mut self,
-        mut stream: TcpStream,
+        stream: TcpStream,
         peer: SocketAddr,
         listener: ListenerTag,
         data: C,
@@ -406,7 +331,6 @@ impl<C> Ctx<C> {
         let now = self.now_ms();
         if let Err(refusal) = self.peers.check(peer.ip(), &self.limits, now) {
             self.stats.refused += 1;
-            // One line per second at most: a connection flood must not flood the log.
             if self.refusal_log.ready(now).is_some() {
                 warn!(
                     "refusing connection from {peer}: {} ({} refused so far)",
@@ -419,35 +343,43 @@ impl<C> Ctx<C> {
         if let Err(e) = stream.set_nodelay(true) {
             debug!("TCP_NODELAY on {peer}: {e}");
         }
-        let entry = self.conns.vacant_entry();
-        let key = entry.key();
-        if let Err(e) = self
-            .registry
-            .register(&mut stream, Token(key), Interest::READABLE)
-        {
-            warn!("could not register connection from {peer}: {e}");
-            return None;
-        }
-        self.next_generation += 1;
-        let generation = self.next_generation;
-        entry.insert(Connection::new(
-            stream,
-            peer,
-            Some(listener),
-            generation,
-            now,
-            data,
-        ));
-        self.stats.connections = self.conns.len();
-        self.peers.opened(peer.ip());
-        let id = ConnId { key, generation };
-        if self.limits.idle_ms > 0 {
-            self.arm_deadline(id, now + self.limits.idle_ms);
-        }
-        debug!("connection {key} from {peer}");
+        let id = match self.insert(stream, peer, Some(listener), data) {
+            Ok(id) => id,
+            Err(e) => {
+                warn!("could not register connection from {peer}: {e}");
+                return None;
+            }
+        };
+        debug!("connection {} from {peer}", id.key);
         // Data may already be waiting (edge-triggered readiness).
         self.pending.push_back(id);
         Some(id)
+    }
+
+    fn insert(
+        &mut self,
+        mut stream: TcpStream,
+        peer: SocketAddr,
+        listener: Option<ListenerTag>,
+        data: C,
+    ) -> io::Result<ConnId> {
+        let now = self.now_ms();
+        let entry = self.conns.vacant_entry();
+        let key = entry.key();
+        let outbound = listener.is_none();
+        self.registry
+            .register(&mut stream, Token(key), interest(outbound))?;
+        self.next_generation += 1;
+        let generation = self.next_generation;
+        entry.insert(Connection::new(
+            stream, peer, listener, generation, now, data,
+        ));
+        if !outbound {
+            self.peers.opened(peer.ip());
+        }
+        let id = ConnId { key, generation };
+        self.arm_next_deadline(id);
+        Ok(id)
     }
 
     /// Puts a bulk connection in line to be read, once: readiness is reported again and again
@@ -463,128 +395,94 @@ impl<C> Ctx<C> {
 
     /// Removes a connection (no flush) and queues the notice for the handler.
     pub(super) fn remove(&mut self, key: usize, why: &str) {
-        if let Some(mut conn) = self.conns.try_remove(key) {
-            let _ = self.registry.deregister(conn.stream_mut());
-            debug!("connection {key} from {} closed: {why}", conn.peer);
-            self.stats.connections = self.conns.len();
-            self.buffered -= conn.accounted;
-            if conn.listener.is_some() {
-                self.peers
-                    .closed(conn.peer.ip(), conn.served.then_some(conn.last_frame_ms));
-            }
-            let id = ConnId {
-                key,
-                generation: conn.generation,
-            };
-            if self.lane == Some(id) {
-                self.lane = None;
-            }
-            self.closed.push((id, conn.data));
+        let Some(mut conn) = self.conns.try_remove(key) else {
+            return;
+        };
+        let _ = self.registry.deregister(&mut conn.stream);
+        debug!("connection {key} from {} closed: {why}", conn.peer);
+        self.buffered -= conn.accounted;
+        if conn.listener.is_some() {
+            self.peers
+                .closed(conn.peer.ip(), conn.served.then_some(conn.last_frame_ms));
         }
+        let id = ConnId {
+            key,
+            generation: conn.generation,
+        };
+        if self.lane == Some(id) {
+            self.lane = None;
+        }
+        self.closed.push((id, conn.data));
     }
 
-    /// Before reading at most `max` bytes from `id`: a connection holding no bytes is lent
-    /// the read arena.
-    pub(super) fn lend_read_buf(&mut self, id: ConnId, max: usize) {
-        let conn = self.conns.get_mut(id.key);
-        if let Some(conn) = conn.filter(|c| c.generation == id.generation) {
-            conn.borrow_arena(&mut self.read_arena, max);
-        }
+    /// A connection with the read arena (to lend it or give it back).
+    pub(super) fn with_arena(
+        &mut self,
+        id: ConnId,
+    ) -> Option<(&mut Connection<C>, &mut ReadArena)> {
+        let conn = self.conns.get_mut(id.key)?;
+        (conn.generation == id.generation).then_some((conn, &mut self.read_arena))
     }
 
-    /// After `id`'s frames were handled: the arena comes back, or an emptied buffer is
-    /// released (see [`Connection::release_read_buffer`]).
-    pub(super) fn release_read_buf(&mut self, id: ConnId, cut_large: bool) {
-        let conn = self.conns.get_mut(id.key);
-        if let Some(conn) = conn.filter(|c| c.generation == id.generation) {
-            conn.release_read_buffer(&mut self.read_arena, cut_large);
-        }
-    }
-
-    /// Writes what the socket takes, then applies the write-side rules: close on error or
-    /// past the hard cap, resume reading below half the high-water mark, keep WRITABLE
-    /// interest only while bytes wait, give a drained buffer back to the pool.
+    /// Writes what the socket takes, then applies the write-side limits (see [`Limits`]).
     pub(super) fn flush(&mut self, key: usize) {
         let now = self.now_ms();
-        let Limits {
-            write_high_water,
-            write_hard_cap,
-            ..
-        } = self.limits;
         let Some(conn) = self.conns.get_mut(key) else {
             return;
         };
         conn.dirty = false;
         if conn.connect_deadline_ms.is_some() {
-            // Not established yet: its bytes wait for the connect to complete.
             return;
         }
         match conn.flush() {
-            FlushResult::Written(n) => {
+            Ok(n) => {
                 self.stats.bytes_out += n as u64;
                 if n > 0 || conn.unsent() == 0 {
                     conn.last_write_ms = now;
                 }
             }
-            FlushResult::Error(e) => {
+            Err(e) => {
                 debug!("write to {}: {e}", conn.peer);
                 self.remove(key, "write error");
                 return;
             }
         }
         let unsent = conn.unsent();
-        if unsent > write_hard_cap {
+        let hard_cap = self.limits.write_hard_cap;
+        if unsent > hard_cap {
             warn!(
-                "closing connection from {}: {unsent} bytes unread by the peer exceed the write hard cap {write_hard_cap}",
+                "closing connection from {}: {unsent} bytes unread by the peer exceed the write hard cap {hard_cap}",
                 conn.peer
             );
             self.remove(key, "write buffer hard cap");
+            return;
+        }
+        if conn.peer_closed && unsent == 0 {
+            // Nothing more will come, and nothing is owed.
+            self.remove(key, "closed by peer");
             return;
         }
         let id = ConnId {
             key,
             generation: conn.generation,
         };
-        if conn.read_paused && unsent <= write_high_water / 2 {
-            // Drained below the low-water mark: handle what is buffered, then read on.
+        if conn.read_paused && unsent <= self.limits.write_high_water / 2 {
             conn.read_paused = false;
             self.pending.push_back(id);
         }
         if unsent == 0 && conn.write_buf.capacity() > 0 {
-            let buf = conn.take_empty_write_buf();
+            let buf = std::mem::take(&mut conn.write_buf);
             if buf.capacity() <= SPARE_WRITE_BUF_MAX
                 && self.spare_write_bufs.len() < SPARE_WRITE_BUFS
             {
                 self.spare_write_bufs.push(buf);
             }
         }
+        conn.update_interest(&self.registry, key);
         self.account(key);
         self.unpark_drained(id);
-        let Some(conn) = self.conns.get_mut(key) else {
-            return;
-        };
-        let want_write = unsent > 0;
-        if want_write != conn.write_interest {
-            conn.write_interest = want_write;
-            let interest = if want_write {
-                Interest::READABLE | Interest::WRITABLE
-            } else {
-                Interest::READABLE
-            };
-            if let Err(e) = self
-                .registry
-                .reregister(conn.stream_mut(), Token(key), interest)
-            {
-                warn!("reregister failed: {e}");
-            }
-        }
-        if conn.peer_closed && unsent == 0 && !conn.read_buf.is_empty() {
-            // The peer half-closed with a partial frame left: nothing more will come.
-            self.remove(key, "closed by peer mid-frame");
-        }
     }
 
-    /// Flushes the connections whose write buffers handlers touched.
     pub(super) fn flush_dirty(&mut self) {
         while let Some(key) = self.dirty.pop() {
             if self.conns.get(key).is_some_and(|c| c.dirty) {
@@ -593,29 +491,22 @@ impl<C> Ctx<C> {
         }
     }
 
-    /// Flushes every connection with bytes waiting (the drain at stop).
+    /// Flushes every connection; returns how many still have bytes waiting.
     pub(super) fn flush_all(&mut self) -> usize {
-        let waiting: Vec<usize> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.unsent() > 0 && c.connect_deadline_ms.is_none())
-            .map(|(k, _)| k)
-            .collect();
-        for key in waiting {
-            self.flush(key);
+        let waiting = |c: &Connection<C>| c.unsent() > 0 && c.connect_deadline_ms.is_none();
+        let keys: Vec<usize> = self.conns.iter().map(|(key, _)| key).collect();
+        for key in keys {
+            if self.conns.get(key).is_some_and(waiting) {
+                self.flush(key);
+            }
         }
-        self.conns
-            .iter()
-            .filter(|(_, c)| c.unsent() > 0 && c.connect_deadline_ms.is_none())
-            .count()
+        self.conns.iter().filter(|(_, c)| waiting(c)).count()
     }
 
-    /// The earliest application timer deadline.
     pub(super) fn next_timer_ms(&self) -> Option<u64> {
         self.timers.iter().map(|(_, at)| *at).min()
     }
 
-    /// Removes and returns the earliest application timer due at `now_ms`.
     pub(super) fn pop_due_timer(&mut self, now_ms: u64) -> Option<TimerId> {
         let (i, _) = self
             .timers
@@ -638,9 +529,16 @@ impl<C> Ctx<C> {
         }
     }
 
-    /// When a connection's frame must be complete, if a frame is in progress and is being
-    /// read. Not while the loop keeps it from being read: a hold, backpressure, or a bulk line
-    /// (whose wait restarts the clock); a peer parked by the budget is not exempt, or peers
+    fn arm_next_deadline(&mut self, id: ConnId) {
+        if let Some(at) = self.get(id).and_then(|c| self.next_deadline(c)) {
+            self.arm_deadline(id, at);
+        }
+    }
+
+    /// The slowloris limits: a connection is closed when its frame is not complete within
+    /// `frame_timeout_ms` of its first byte, or when it completes no frame for `idle_ms`
+    /// (trickled bytes do not count). The frame clock stops while the loop is not reading (a
+    /// hold, backpressure, the bulk line); a peer parked by the budget is not exempt, or peers
     /// that never finish their frames would keep the budget spent for good.
     fn frame_deadline(&self, c: &Connection<C>) -> Option<u64> {
         let timeout = self.limits.frame_timeout_ms;
@@ -656,20 +554,19 @@ impl<C> Ctx<C> {
         (idle_ms > 0).then_some(c.last_frame_ms + idle_ms)
     }
 
-    /// The earlier of a connection's deadlines (a held or in-line frame is looked at again a
+    /// The earliest of a connection's deadlines (a held or in-line frame is looked at again a
     /// frame timeout from now).
     fn next_deadline(&self, c: &Connection<C>) -> Option<u64> {
+        if c.connect_deadline_ms.is_some() {
+            return c.connect_deadline_ms;
+        }
         let waiting_frame = (self.limits.frame_timeout_ms > 0 && c.frame_started_ms.is_some())
             .then_some(self.clock_ms + self.limits.frame_timeout_ms);
         let frame = self.frame_deadline(c).or(waiting_frame);
-        match (self.idle_deadline(c), frame) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.idle_deadline(c).into_iter().chain(frame).min()
     }
 
-    /// Closes connections idle for longer than `idle_ms` (counted from their last whole frame)
-    /// and those whose frame did not complete within `frame_timeout_ms`; re-arms the others.
+    /// Fails late connects, closes idle and slow connections, re-arms the others.
     pub(super) fn close_expired(&mut self) {
         let now = self.now_ms();
         self.peers.prune(now, self.limits.recent_window_ms);
@@ -680,109 +577,49 @@ impl<C> Ctx<C> {
         self.deadlines
             .pop_due(now, usize::MAX, |bucket, id| fired.push((bucket, id)));
         for (bucket, id) in fired {
-            let Some(c) = self.get_mut(id) else {
-                continue;
-            };
-            if c.deadline_bucket != bucket {
-                continue;
-            }
-            c.deadline_bucket = 0;
-            if let Some(at) = c.connect_deadline_ms {
-                self.connect_timed_out(id, at, now);
-                continue;
+            match self.get_mut(id) {
+                Some(c) if c.deadline_bucket == bucket => c.deadline_bucket = 0,
+                _ => continue,
             }
             let Some(c) = self.get(id) else {
                 continue;
             };
-            let (peer, since_frame) = (c.peer, now.saturating_sub(c.last_frame_ms));
             // Both may have passed by the time the bucket fires: the earlier one is the reason.
             let idle_at = self.idle_deadline(c).filter(|at| *at <= now);
             let frame_at = self.frame_deadline(c).filter(|at| *at <= now);
-            match (idle_at, frame_at, c.frame_started_ms) {
-                (Some(idle), frame, _) if frame.map_or(true, |f| idle <= f) => {
-                    info!(
-                        "closing connection from {peer}: no whole request for {since_frame} ms (idle limit {} ms)",
-                        self.limits.idle_ms
-                    );
-                    self.remove(id.key, "idle");
-                }
-                (_, Some(_), Some(started)) => {
-                    self.frame_timed_out(id, peer, now.saturating_sub(started));
-                }
-                _ => {
-                    if let Some(at) = self.next_deadline(c) {
-                        self.arm_deadline(id, at);
-                    }
-                }
+            if c.connect_deadline_ms.is_some_and(|at| at <= now) {
+                let e = io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("not established within {CONNECT_TIMEOUT_MS} ms"),
+                );
+                self.connect_failed(id, e);
+            } else if c.connect_deadline_ms.is_some() {
+                self.arm_next_deadline(id);
+            } else if idle_at.is_some_and(|idle| frame_at.map_or(true, |f| idle <= f)) {
+                info!(
+                    "closing connection from {}: no whole request for {} ms (idle limit {} ms)",
+                    c.peer,
+                    now.saturating_sub(c.last_frame_ms),
+                    self.limits.idle_ms
+                );
+                self.remove(id.key, "idle");
+            } else if frame_at.is_some() {
+                self.frame_timed_out(id);
+            } else {
+                self.arm_next_deadline(id);
             }
         }
     }
 
-    /// An outbound connection's deadline entry fired: it fails if still not established.
-    fn connect_timed_out(&mut self, id: ConnId, at: u64, now: u64) {
-        if at > now {
-            self.arm_deadline(id, at);
-            return;
-        }
-        let e = io::Error::new(
-            io::ErrorKind::TimedOut,
-            format!("not established within {CONNECT_TIMEOUT_MS} ms"),
-        );
-        self.connect_failed(id, e);
-    }
-
-    /// An outbound connection could not be established: the handler hears `on_connected` with
-    /// the error, then `on_close`.
-    pub(super) fn connect_failed(&mut self, id: ConnId, e: io::Error) {
-        debug!("connection {} to {:?}: {e}", id.key, self.peer(id));
-        self.connects.push((id, Err(e)));
-        self.remove(id.key, "connect failed");
-    }
-
-    /// An outbound connection's connect completed: from now on it is an ordinary connection
-    /// (its own token, READABLE, and WRITABLE while bytes wait).
-    pub(super) fn connect_done(&mut self, id: ConnId) {
+    fn frame_timed_out(&mut self, id: ConnId) {
         let now = self.now_ms();
-        let Some(conn) = self
-            .conns
-            .get_mut(id.key)
-            .filter(|c| c.generation == id.generation)
-        else {
+        let Some(c) = self.get(id) else {
             return;
         };
-        conn.connect_deadline_ms = None;
-        conn.last_frame_ms = now;
-        conn.last_write_ms = now;
-        conn.write_interest = conn.unsent() > 0;
-        let interest = if conn.write_interest {
-            Interest::READABLE | Interest::WRITABLE
-        } else {
-            Interest::READABLE
-        };
-        let peer = conn.peer;
-        if let Err(e) = conn.stream_mut().set_nodelay(true) {
-            debug!("TCP_NODELAY on {peer}: {e}");
-        }
-        if let Err(e) = self
-            .registry
-            .reregister(conn.stream_mut(), Token(id.key), interest)
-        {
-            self.connect_failed(id, e);
-            return;
-        }
-        debug!("connection {} to {peer}: established", id.key);
-        self.connects.push((id, Ok(())));
-        if self.limits.idle_ms > 0 {
-            self.arm_deadline(id, now + self.limits.idle_ms);
-        }
-        self.pending.push_back(id);
-        self.flush(id.key);
-    }
-
-    fn frame_timed_out(&mut self, id: ConnId, peer: SocketAddr, elapsed_ms: u64) {
+        let (peer, buffered) = (c.peer, c.read_buf.len());
+        let elapsed_ms = now.saturating_sub(c.frame_started_ms.unwrap_or(now));
         self.stats.frame_timeouts += 1;
-        let buffered = self.get(id).map_or(0, |c| c.read_buf.len());
-        if let Some(more) = self.timeout_log.ready(self.now_ms()) {
+        if let Some(more) = self.timeout_log.ready(now) {
             warn!(
                 "closing connection from {peer}: a frame begun {elapsed_ms} ms ago is still incomplete ({buffered} bytes so far; frame timeout {} ms; {more} more since the last line)",
                 self.limits.frame_timeout_ms
@@ -791,21 +628,53 @@ impl<C> Ctx<C> {
         self.remove(id.key, "frame timeout");
     }
 
-    /// Deregisters and drops every connection (the loop is returning; no notices). Input never
-    /// read is discarded first (up to a bound), so that those peers see a clean close.
+    pub(super) fn connect_failed(&mut self, id: ConnId, e: io::Error) {
+        debug!("connection {} to {:?}: {e}", id.key, self.peer(id));
+        self.connects.push((id, Err(e)));
+        self.remove(id.key, "connect failed");
+    }
+
+    /// An event on an outbound connection still connecting: established, failed, or (a
+    /// spurious wake-up, as mio's `TcpStream::connect` documents) still in progress.
+    pub(super) fn finish_connect(&mut self, key: usize) {
+        let now = self.now_ms();
+        let Some(id) = self.conn_at(key) else {
+            return;
+        };
+        let Some(conn) = self.get_mut(id) else {
+            return;
+        };
+        let failure = match conn.stream.take_error() {
+            Ok(Some(e)) | Err(e) => Some(e),
+            Ok(None) => match conn.stream.peer_addr() {
+                Ok(_) => None,
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => return,
+                Err(e) => Some(e),
+            },
+        };
+        if let Some(e) = failure {
+            self.connect_failed(id, e);
+            return;
+        }
+        conn.connect_deadline_ms = None;
+        conn.last_frame_ms = now;
+        conn.last_write_ms = now;
+        let peer = conn.peer;
+        if let Err(e) = conn.stream.set_nodelay(true) {
+            debug!("TCP_NODELAY on {peer}: {e}");
+        }
+        debug!("connection {} to {peer}: established", id.key);
+        self.connects.push((id, Ok(())));
+        self.arm_next_deadline(id);
+        self.pending.push_back(id);
+        self.flush(id.key);
+    }
+
+    /// Drops every connection (the loop is returning; no notices).
     pub(super) fn drop_all(&mut self) {
         let mut scratch = vec![0u8; 64 * 1024];
         for mut conn in self.conns.drain() {
-            let _ = self.registry.deregister(conn.stream_mut());
             conn.discard_input(&mut scratch, UNREAD_DISCARD_MAX);
         }
-        self.stats.connections = 0;
-        self.pending.clear();
-        self.bulk_line.clear();
-        self.closed.clear();
-        self.parked.clear();
-        self.lane = None;
-        self.buffered = 0;
-        self.peers.clear();
     }
 }

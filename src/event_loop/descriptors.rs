@@ -1,8 +1,6 @@
 //! The process's open-file limit (`RLIMIT_NOFILE`): every connection is a descriptor, so the
 //! application reads this limit at start to keep its connection cap below it, and may raise
 //! the soft limit up to the hard one (as the JVM does by default) when its cap needs more.
-//!
-//! Read and set through `libc`'s `getrlimit`/`setrlimit`.
 
 use std::io;
 
@@ -14,67 +12,46 @@ pub struct DescriptorLimit {
 }
 
 #[cfg(unix)]
-mod sys {
-    use super::DescriptorLimit;
-    use std::io;
-
-    pub fn get() -> Option<DescriptorLimit> {
-        let mut r = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit writes one `struct rlimit` into the valid, exclusively borrowed `r`.
-        let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) };
-        // `rlim_t` is 32 bits on some targets: the casts are needed there.
-        #[allow(clippy::unnecessary_cast)]
-        (rc == 0).then_some(DescriptorLimit {
-            soft: r.rlim_cur as u64,
-            hard: r.rlim_max as u64,
-        })
-    }
-
-    pub fn set(limit: DescriptorLimit) -> io::Result<()> {
-        let clamp = |v: u64| libc::rlim_t::try_from(v).unwrap_or(libc::RLIM_INFINITY);
-        let r = libc::rlimit {
-            rlim_cur: clamp(limit.soft),
-            rlim_max: clamp(limit.hard),
-        };
-        // SAFETY: setrlimit only reads the `struct rlimit` behind the valid pointer; it is a
-        // plain system call (async-signal-safe, so also usable between fork and exec).
-        let rc = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
-    }
-}
-
-#[cfg(not(unix))]
-mod sys {
-    use super::DescriptorLimit;
-    use std::io;
-
-    pub fn get() -> Option<DescriptorLimit> {
-        None
-    }
-
-    pub fn set(_: DescriptorLimit) -> io::Result<()> {
-        Err(io::Error::other(
-            "the open-file limit cannot be set on this platform",
-        ))
-    }
-}
-
-/// The current limit, `None` when it cannot be read here.
 pub fn descriptor_limit() -> Option<DescriptorLimit> {
-    sys::get()
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one `struct rlimit` into the valid, exclusively borrowed `r`.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) };
+    // `rlim_t` is 32 bits on some targets: the casts are needed there.
+    #[allow(clippy::unnecessary_cast)]
+    (rc == 0).then_some(DescriptorLimit {
+        soft: r.rlim_cur as u64,
+        hard: r.rlim_max as u64,
+    })
 }
 
 /// Sets both limits (lowering is always allowed; raising the hard one needs privileges).
 /// Async-signal-safe: may be called in a child between fork and exec.
+#[cfg(unix)]
 pub fn set_descriptor_limit(limit: DescriptorLimit) -> io::Result<()> {
-    sys::set(limit)
+    let clamp = |v: u64| libc::rlim_t::try_from(v).unwrap_or(libc::RLIM_INFINITY);
+    let r = libc::rlimit {
+        rlim_cur: clamp(limit.soft),
+        rlim_max: clamp(limit.hard),
+    };
+    // SAFETY: setrlimit only reads the `struct rlimit` behind the valid pointer.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(not(unix))]
+pub fn descriptor_limit() -> Option<DescriptorLimit> {
+    None
+}
+
+#[cfg(not(unix))]
+pub fn set_descriptor_limit(_: DescriptorLimit) -> io::Result<()> {
+    Err(io::ErrorKind::Unsupported.into())
 }
 
 /// Raises the soft limit to `wanted` descriptors, or as near as the hard limit allows, when it

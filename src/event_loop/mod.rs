@@ -1,51 +1,19 @@
-//! The event loop as a small library, after Redis's `ae`: one thread, one `mio::Poll`, any
-//! number of listeners, a `slab` of connections with their read and write buffers, read
-//! scheduling and backpressure, idle closes, named timers, a before-sleep hook, and a clean
-//! stop. It knows sockets, buffers and time and nothing of RocketMQ: the application comes in
-//! through the [`Handler`] trait (generic, so the per-frame call is monomorphised) and cuts its
-//! own frames.
+//! The event loop as a small library, after Redis's `ae`: one thread, one `mio::Poll`,
+//! listeners, a `slab` of connections with their read and write buffers, read scheduling and
+//! backpressure, timeouts, named timers, a before-sleep hook and a clean stop. It knows
+//! sockets, buffers and time and nothing of RocketMQ: the application comes in through the
+//! [`Handler`] trait (generic, so the per-frame call is monomorphised) and cuts its own frames.
 //!
-//! One turn of the loop:
-//! 1. poll (without sleeping when work is pending, else until the next timer, at most 1 s);
-//! 2. accept (again, on a timer, after `accept` failed); flush writable connections; read
-//!    readable *interactive* connections at once and put readable *bulk* connections in a
-//!    first-come-first-served line;
-//! 3. read connections the loop comes back to (new, budget left over, released from
-//!    backpressure, from a hold or from the buffer budget);
-//! 4. read the bulk line from the front while [`Handler::may_read_bulk`] admits more;
-//! 5. fire due application timers ([`Handler::on_timer`]); close idle connections, frames
-//!    that took too long, and (over the buffer budget) peers that do not read their replies;
-//! 6. [`Handler::before_sleep`]: the application's paced work (its answer says whether more is
-//!    pending, so that the next poll does not sleep).
+//! One turn: poll (no sleep while work is pending, else until the next timer, at most 1 s);
+//! accept; flush; read interactive connections at once and line bulk ones up; read the
+//! connections the loop comes back to; read the bulk line while [`Handler::may_read_bulk`];
+//! fire timers and close expired connections; call [`Handler::before_sleep`].
 //!
-//! Reading a connection means: read up to `Limits::read_budget` bytes (less when the buffer
-//! budget is nearly spent, see `budget`), cut whole frames with [`Handler::cut_frame`] and hand
-//! each to [`Handler::on_frame`], which appends its reply to the connection's write buffer
-//! ([`Ctx::write_buf`]), until the replies of this turn reach `Limits::read_budget` bytes too
-//! (many pipelined requests for large replies must not make everyone else wait); then flush. Above `Limits::write_high_water` unsent bytes the loop
-//! stops cutting and reading that peer's frames until it drains below half; above
-//! `Limits::write_hard_cap` it closes the peer.
-//!
-//! What peers can hold is bounded (see `admission` and `budget`): connection slots overall, per
-//! address and a reserve for clients that completed a request recently; buffered bytes of all
-//! connections together (`Limits::max_buffered`); the time a frame may take once begun
-//! (`Limits::frame_timeout_ms`); idle time, counted from the last whole frame. When `accept`
-//! fails for lack of descriptors the loop closes the waiting connections with a spare
-//! descriptor (so they are not left hanging in the kernel's queue) and tries again every
-//! `ACCEPT_RETRY_MS`: an edge-triggered listener would not report them again.
-//!
-//! Stopping ([`StopHandle::stop`]) closes the listeners, stops reading requests, keeps calling
-//! `before_sleep` while the application reports work in flight and flushes write buffers, for
-//! at most `Limits::drain_timeout` (a second stop gives up at once), then returns the handler.
-//!
-//! Beside the loop, for work that must not run on it, two kinds of threads that take plain
-//! messages: [`spawn_batcher`] (de-duplicated batches handed back through the waker) and
-//! [`oneway::spawn_sender`] (frames delivered to other servers without waiting for them).
-//!
-//! Outbound connections ([`Ctx::connect`]) enter the same slab, with the same [`ConnId`]s,
-//! buffers, limits and callbacks; the handler hears [`Handler::on_connected`] when one is
-//! established or failed. Until then the socket polls under a token with the `CONNECTING` bit,
-//! so that the turn tells its events apart by the token alone, as it does for listeners.
+//! Each limit is explained where it is enforced: read budget and backpressure at [`Limits`],
+//! slots in `admission`, buffered bytes in `budget`, descriptors at `EventLoop::accept_failed`,
+//! idle and slow frames at `Ctx::frame_deadline`. Work that must not run on the loop goes to
+//! [`spawn_batcher`] and [`oneway::spawn_sender`].
+//! [`spawn_batcher`] and [`oneway::spawn_sender`].
 
 mod admission;
 mod batcher;
@@ -63,8 +31,7 @@ pub use ctx::{Ctx, LoopStats};
 pub use descriptors::{descriptor_limit, raise_descriptor_limit, DescriptorLimit};
 
 use bytes::{Bytes, BytesMut};
-use connection::{Parked, ReadResult};
-use ctx::LogGate;
+use ctx::{LogGate, WARN_EVERY_MS};
 use log::{debug, info, warn};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -76,18 +43,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// `accept`'s "too many open files" (process) and "file table overflow" (system).
-const EMFILE: i32 = 24;
-const ENFILE: i32 = 23;
-
+/// The waker's token; listener `i` polls under `Token(FIRST_LISTENER - i)`, connections under
+/// their slab key.
 const WAKER: Token = Token(usize::MAX);
-/// Listener `i` polls under `Token(FIRST_LISTENER - i)`; connections under their slab key.
 const FIRST_LISTENER: usize = usize::MAX - 1;
 const MAX_LISTENERS: usize = 64;
-/// Set in the token of an outbound connection whose connect has not completed (the slab key
-/// in the low bits). The waker's and the listeners' tokens have this bit set too: the turn
-/// matches them first.
-const CONNECTING: usize = 1 << (usize::BITS - 2);
 
 /// How soon `accept` is tried again after it failed (out of descriptors, out of memory).
 const ACCEPT_RETRY_MS: u64 = 100;
@@ -95,19 +55,13 @@ const ACCEPT_RETRY_MS: u64 = 100;
 /// A frame at least this large, once cut, is not left pinned by the bytes read after it.
 const LARGE_FRAME: usize = 64 * 1024;
 
-/// `accept` failures logged at most this often (with a count of the ones in between).
-const ACCEPT_WARN_EVERY_MS: u64 = 10_000;
-
-/// A turn longer than this is counted in `LoopStats::long_turns`: the name server's goal is
-/// that no request holds the loop for more than about 2 ms.
+/// The goal: no request holds the loop longer than this (`LoopStats::long_turns` counts misses).
 const LONG_TURN: Duration = Duration::from_millis(2);
 
-/// A turn longer than this is warned about (once per `ACCEPT_WARN_EVERY_MS` at most): far
-/// above what scheduling noise on a busy machine causes, so it names real stalls.
+/// Far above scheduling noise on a busy machine: a turn this long is a real stall, warned about.
 const STALL_WARN: Duration = Duration::from_millis(20);
 
-/// A connection: its slab slot and the generation that tells it from later occupants of the
-/// slot. Anything held by a `ConnId` after its connection closed simply finds nothing.
+/// A slab slot and a generation: a `ConnId` kept after its connection closed finds nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ConnId {
     key: usize,
@@ -122,29 +76,22 @@ impl ConnId {
     }
 }
 
-/// The application's name for a listener, given to [`EventLoop::listen`] and seen in
-/// [`Handler::on_accept`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ListenerTag(pub u32);
 
-/// The application's name for a timer ([`Ctx::set_timer`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TimerId(pub u32);
 
-/// How a connection's reads are scheduled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadClass {
     /// Read as soon as it is readable.
     Interactive,
-    /// Read after the interactive connections, in arrival order, while the handler admits
-    /// more bulk work ([`Handler::may_read_bulk`]).
+    /// Read after the interactive ones, in arrival order ([`Handler::may_read_bulk`]).
     Bulk,
 }
 
-/// What the loop does after a frame was handled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Next {
-    /// Cut the next frame.
     Continue,
     /// Leave this connection's further frames (and socket bytes) alone until
     /// [`Ctx::release`]: replies keep their order while the frame's answer is deferred.
@@ -156,7 +103,8 @@ pub enum Next {
 /// Limits the loop enforces; the application sets them and may change them while running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Bytes read from one connection per turn before the others get theirs.
+    /// Bytes read from one connection per turn, and reply bytes its frames may add, before
+    /// the others get their turn.
     pub read_budget: usize,
     /// Unsent bytes above which a peer's requests are no longer read (until half drained).
     pub write_high_water: usize,
@@ -164,22 +112,19 @@ pub struct Limits {
     pub write_hard_cap: usize,
     /// Time without a whole frame after which a connection is closed; 0 = never.
     pub idle_ms: u64,
-    /// Time a frame may take to arrive once its first byte is in; 0 = no limit. Checked with a
-    /// one-second granularity.
+    /// Time a frame may take once its first byte is in (one-second granularity); 0 = no limit.
     pub frame_timeout_ms: u64,
     /// Bytes all connections' read and write buffers may hold together; 0 = no budget.
     pub max_buffered: usize,
     pub max_connections: usize,
     /// Connections one peer address may hold; 0 = no limit.
     pub max_per_address: usize,
-    /// Of `max_connections`, the last slots, which only addresses that completed a frame
-    /// within `recent_window_ms` (or hold a connection that did) may take.
+    /// Of `max_connections`, the last slots, kept for recent clients (see `admission`).
     pub reserved_for_recent: usize,
     pub recent_window_ms: u64,
-    /// Bulk connections that may wait in line; beyond, bulk connections the loop comes back
-    /// to are read anyway ([`Ctx::bulk_line_full`]).
+    /// Bulk connections that may wait in line ([`Ctx::bulk_line_full`]).
     pub bulk_line_limit: usize,
-    /// How long a stop may take to finish work in flight and flush replies.
+    /// How long a stop may take to drain.
     pub drain_timeout: Duration,
 }
 
@@ -202,10 +147,9 @@ impl Default for Limits {
     }
 }
 
-/// The application on top of the loop. Every callback runs on the loop thread and gets the
-/// [`Ctx`] to act on connections and timers.
+/// The application on top of the loop; every callback runs on the loop thread.
 pub trait Handler {
-    /// The application's state for each connection (kept in the loop's slab entry).
+    /// The application's state for each connection.
     type Conn: Default;
     type FrameError: fmt::Display;
 
@@ -226,12 +170,11 @@ pub trait Handler {
     /// One frame; the reply goes to [`Ctx::write_buf`].
     fn on_frame(&mut self, ctx: &mut Ctx<Self::Conn>, conn: ConnId, frame: Bytes) -> Next;
 
-    /// An outbound connection ([`Ctx::connect`]) was established (`Ok`) or could not be
-    /// (`Err`: refused, unreachable, timed out; `on_close` follows with its data).
+    /// An outbound connection ([`Ctx::connect`]) was established, or not (`on_close` follows).
     fn on_connected(&mut self, _ctx: &mut Ctx<Self::Conn>, _conn: ConnId, _result: io::Result<()>) {
     }
 
-    /// A connection closed (by the peer, an error, a limit, or the handler itself).
+    /// A connection closed (by the peer, an error, a limit, or the handler).
     fn on_close(&mut self, _ctx: &mut Ctx<Self::Conn>, _conn: ConnId, _data: Self::Conn) {}
 
     /// A named timer came due (it is disarmed; set it again to repeat).
@@ -261,7 +204,6 @@ impl LoopWaker {
     }
 }
 
-/// What one pass over a connection's buffered frames did.
 #[derive(Debug, Default, Clone, Copy)]
 struct FrameRun {
     cut_any: bool,
@@ -272,13 +214,7 @@ struct FrameRun {
     replies_spent: bool,
 }
 
-/// The spare descriptor (see `EventLoop::spare_fd`); none if even that cannot be opened.
-fn open_spare() -> Option<File> {
-    File::open("/dev/null").ok()
-}
-
-/// Stops a running loop from another thread: the first call drains, a second gives up the
-/// drain at once.
+/// Stops the loop from another thread: the first call drains, a second gives up the drain.
 #[derive(Clone)]
 pub struct StopHandle {
     stops: Arc<AtomicUsize>,
@@ -296,19 +232,17 @@ struct Listener {
     socket: TcpListener,
     tag: ListenerTag,
     addr: SocketAddr,
-    /// `accept` failed: when to try again (readiness will not be reported for the connections
-    /// already waiting).
+    /// When to try `accept` again after it failed (see `accept_failed`).
     retry_at_ms: Option<u64>,
 }
 
 /// The loop: poll, listeners, and the [`Ctx`] its handler works with.
 pub struct EventLoop<H: Handler> {
     poll: Poll,
-    listeners: Vec<Option<Listener>>,
+    listeners: Vec<Listener>,
     ctx: Ctx<H::Conn>,
     stops: Arc<AtomicUsize>,
-    /// A descriptor kept open to be given up when `accept` runs out of them: it lets the loop
-    /// take waiting connections off the queue and close them.
+    /// Given up when out of descriptors (see `accept_failed`).
     spare_fd: Option<File>,
     accept_log: LogGate,
     stall_log: LogGate,
@@ -324,9 +258,9 @@ impl<H: Handler> EventLoop<H> {
             listeners: Vec::new(),
             ctx: Ctx::new(registry, limits, waker),
             stops: Arc::new(AtomicUsize::new(0)),
-            spare_fd: open_spare(),
-            accept_log: LogGate::new(ACCEPT_WARN_EVERY_MS),
-            stall_log: LogGate::new(ACCEPT_WARN_EVERY_MS),
+            spare_fd: File::open("/dev/null").ok(),
+            accept_log: LogGate::new(WARN_EVERY_MS),
+            stall_log: LogGate::new(WARN_EVERY_MS),
         })
     }
 
@@ -341,12 +275,12 @@ impl<H: Handler> EventLoop<H> {
         self.poll
             .registry()
             .register(&mut socket, token, Interest::READABLE)?;
-        self.listeners.push(Some(Listener {
+        self.listeners.push(Listener {
             socket,
             tag,
             addr: bound,
             retry_at_ms: None,
-        }));
+        });
         Ok(bound)
     }
 
@@ -354,7 +288,6 @@ impl<H: Handler> EventLoop<H> {
         self.ctx.waker()
     }
 
-    /// The context, for setting up before `run` (timers, limits).
     pub fn ctx(&mut self) -> &mut Ctx<H::Conn> {
         &mut self.ctx
     }
@@ -366,16 +299,10 @@ impl<H: Handler> EventLoop<H> {
         }
     }
 
-    /// Runs until stopped, then drains and returns the handler (whose threads the
-    /// application then joins).
+    /// Runs until stopped, then drains and returns the handler.
     pub fn run(mut self, mut handler: H) -> io::Result<H> {
         let mut events = Events::with_capacity(1024);
-        let addrs: Vec<String> = self
-            .listeners
-            .iter()
-            .flatten()
-            .map(|l| l.addr.to_string())
-            .collect();
+        let addrs: Vec<String> = self.listeners.iter().map(|l| l.addr.to_string()).collect();
         info!("event loop running on {}", addrs.join(", "));
         let mut work_pending = false;
         while self.stops.load(Ordering::SeqCst) == 0 {
@@ -405,16 +332,19 @@ impl<H: Handler> EventLoop<H> {
                 Token(t) if t > FIRST_LISTENER - MAX_LISTENERS => {
                     self.accept_all(h, FIRST_LISTENER - t)
                 }
-                Token(t) if t & CONNECTING != 0 => {
-                    self.finish_connect(t & !CONNECTING);
-                    self.deliver_closes(h);
-                }
                 Token(key) => {
-                    if event.is_writable() {
-                        self.ctx.flush(key);
-                    }
-                    if event.is_readable() || event.is_read_closed() || event.is_error() {
-                        self.on_readable(h, key);
+                    let Some(conn) = self.ctx.conns.get(key) else {
+                        continue;
+                    };
+                    if conn.connect_deadline_ms.is_some() {
+                        self.ctx.finish_connect(key);
+                    } else {
+                        if event.is_writable() {
+                            self.ctx.flush(key);
+                        }
+                        if event.is_readable() || event.is_read_closed() || event.is_error() {
+                            self.on_readable(h, key);
+                        }
                     }
                     self.deliver_closes(h);
                 }
@@ -431,11 +361,9 @@ impl<H: Handler> EventLoop<H> {
         Ok(more)
     }
 
-    /// Counts a turn's length (`max_turn_micros`, `long_turns`); a stall is warned about.
     fn note_turn(&mut self, took: Duration) {
         let stats = &mut self.ctx.stats;
-        let micros = took.as_micros() as u64;
-        stats.max_turn_micros = stats.max_turn_micros.max(micros);
+        stats.max_turn_micros = stats.max_turn_micros.max(took.as_micros() as u64);
         if took <= LONG_TURN {
             return;
         }
@@ -459,11 +387,7 @@ impl<H: Handler> EventLoop<H> {
         {
             return Duration::ZERO;
         }
-        let retry = self
-            .listeners
-            .iter()
-            .flatten()
-            .filter_map(|l| l.retry_at_ms);
+        let retry = self.listeners.iter().filter_map(|l| l.retry_at_ms);
         let until_timer = match self.ctx.next_timer_ms().into_iter().chain(retry).min() {
             Some(at) => at.saturating_sub(self.ctx.update_clock()),
             None => 1000,
@@ -472,10 +396,10 @@ impl<H: Handler> EventLoop<H> {
     }
 
     fn accept_all(&mut self, h: &mut H, index: usize) {
-        // Notices of closed connections go out before their slots can be reused.
+        // `on_close` before a slot is reused (see `ConnId::index`).
         self.deliver_closes(h);
         loop {
-            let Some(Some(listener)) = self.listeners.get(index) else {
+            let Some(listener) = self.listeners.get(index) else {
                 return;
             };
             let tag = listener.tag;
@@ -489,9 +413,12 @@ impl<H: Handler> EventLoop<H> {
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 // The peer gave up while waiting: the next one may be fine.
-                Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
+                    ) => {}
                 Err(e) => {
                     self.accept_failed(index, e);
                     return;
@@ -500,24 +427,32 @@ impl<H: Handler> EventLoop<H> {
         }
     }
 
-    /// `accept` failed (EMFILE and friends). Connections waiting in the kernel's queue would
-    /// never be reported again by the edge-triggered listener, so the loop retries on a timer;
-    /// when out of descriptors it first closes the waiting ones (their peers see a close at
-    /// once instead of hanging) by giving up its spare descriptor for the time it takes.
+    /// `accept` failed (EMFILE and friends): the loop retries every `ACCEPT_RETRY_MS` (an
+    /// edge-triggered listener would not report the waiting connections again), and when out
+    /// of descriptors first closes the waiting connections (their peers see a close at once
+    /// instead of hanging) by giving up its spare descriptor for the time it takes.
     fn accept_failed(&mut self, index: usize, e: io::Error) {
         self.ctx.stats.accept_failures += 1;
-        let out_of_descriptors = matches!(e.raw_os_error(), Some(EMFILE) | Some(ENFILE));
-        let shed = if out_of_descriptors {
-            self.shed_waiting(index)
-        } else {
-            0
-        };
+        let out_of_descriptors = matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE));
         let now = self.ctx.now_ms();
         let open = self.ctx.conns.len();
-        let Some(Some(listener)) = self.listeners.get_mut(index) else {
+        let Some(listener) = self.listeners.get_mut(index) else {
             return;
         };
         listener.retry_at_ms = Some(now + ACCEPT_RETRY_MS);
+        let mut shed = 0;
+        if out_of_descriptors {
+            drop(self.spare_fd.take());
+            // Bounded, so that a connection storm cannot hold the loop here.
+            while shed < 1024 {
+                match listener.socket.accept() {
+                    Ok(_) => shed += 1,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+            self.spare_fd = File::open("/dev/null").ok();
+        }
         let Some(more) = self.accept_log.ready(now) else {
             return;
         };
@@ -528,78 +463,17 @@ impl<H: Handler> EventLoop<H> {
         );
     }
 
-    /// Closes the connections waiting on listener `index` with the spare descriptor's slot;
-    /// returns how many.
-    fn shed_waiting(&mut self, index: usize) -> usize {
-        let Some(Some(listener)) = self.listeners.get(index) else {
-            return 0;
-        };
-        let Some(spare) = self.spare_fd.take() else {
-            self.spare_fd = open_spare();
-            return 0;
-        };
-        drop(spare);
-        let mut shed = 0;
-        // Bounded, so that a connection storm cannot hold the loop here.
-        while shed < 1024 {
-            match listener.socket.accept() {
-                Ok((stream, _)) => {
-                    drop(stream);
-                    shed += 1;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => break,
-            }
-        }
-        self.spare_fd = open_spare();
-        shed
-    }
-
-    /// An event on an outbound connection still connecting: established, failed, or (a
-    /// spurious wake-up) still in progress, as mio's `TcpStream::connect` documents.
-    fn finish_connect(&mut self, key: usize) {
-        let Some(id) = self.ctx.conn_at(key) else {
-            return;
-        };
-        let Some(conn) = self.ctx.get_mut(id) else {
-            return;
-        };
-        if conn.connect_deadline_ms.is_none() {
-            return;
-        }
-        let stream = conn.stream_mut();
-        let outcome = match stream.take_error() {
-            Ok(Some(e)) | Err(e) => Err(e),
-            Ok(None) => match stream.peer_addr() {
-                Ok(_) => Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::NotConnected => return,
-                Err(e) => Err(e),
-            },
-        };
-        match outcome {
-            Ok(()) => self.ctx.connect_done(id),
-            Err(e) => self.ctx.connect_failed(id, e),
-        }
-    }
-
-    /// Listeners whose `accept` failed are tried again when their retry is due.
     fn retry_accepts(&mut self, h: &mut H) {
         let now = self.ctx.now_ms();
         for index in 0..self.listeners.len() {
-            let due = match self.listeners.get_mut(index) {
-                Some(Some(l)) if l.retry_at_ms.is_some_and(|at| at <= now) => {
-                    l.retry_at_ms = None;
-                    true
-                }
-                _ => false,
-            };
-            if due {
+            let l = &mut self.listeners[index];
+            if l.retry_at_ms.is_some_and(|at| at <= now) {
+                l.retry_at_ms = None;
                 self.accept_all(h, index);
             }
         }
     }
 
-    /// A readiness event: interactive connections are read now, bulk ones join the line.
     fn on_readable(&mut self, h: &mut H, key: usize) {
         let Some(id) = self.ctx.conn_at(key) else {
             return;
@@ -621,7 +495,6 @@ impl<H: Handler> EventLoop<H> {
         }
     }
 
-    /// Reads waiting bulk connections, oldest first, while the handler has room.
     fn read_bulk_line(&mut self, h: &mut H) {
         let mut budget = self.ctx.bulk_line.len();
         let now = self.ctx.now_ms();
@@ -641,21 +514,17 @@ impl<H: Handler> EventLoop<H> {
         }
     }
 
-    /// Reads what the socket has (within the read and buffer budgets) and handles the whole
-    /// frames.
     fn read_and_handle(&mut self, h: &mut H, id: ConnId) {
         self.ctx.update_clock();
         let line_full = self.ctx.bulk_line_full();
         let Some(conn) = self.ctx.get_mut(id) else {
             return;
         };
-        // Backpressure, a hold or the buffer budget: further bytes stay in the kernel's socket
-        // buffer.
-        if conn.read_paused || conn.held || conn.parked != Parked::No {
+        // Further bytes stay in the kernel's socket buffer.
+        if conn.blocked() {
             return;
         }
-        // No room for bulk work: the connection waits its turn, unless the line is full (then
-        // it is read, and the handler refuses its work instead of queueing it).
+        // No room for bulk work: wait in line, unless the line is full (see `bulk_line_full`).
         if conn.class == ReadClass::Bulk && !line_full && !h.may_read_bulk() {
             self.ctx.join_line(id);
             return;
@@ -664,60 +533,59 @@ impl<H: Handler> EventLoop<H> {
         if allowance == 0 {
             return;
         }
-        self.ctx.lend_read_buf(id, allowance);
-        let Some(conn) = self.ctx.get_mut(id) else {
+        let Some((conn, arena)) = self.ctx.with_arena(id) else {
             return;
         };
-        let outcome = match conn.read_available(allowance) {
-            ReadResult::WouldBlock(n) => Some((n, false)),
-            ReadResult::BudgetExhausted(n) => Some((n, true)),
-            ReadResult::Closed(n) => {
-                conn.peer_closed = true;
-                Some((n, false))
-            }
-            ReadResult::Error(e) => {
+        conn.borrow_arena(arena, allowance);
+        let (n, budget_spent) = match conn.read_available(allowance) {
+            Ok(read) => read,
+            Err(e) => {
                 debug!("read from {}: {e}", conn.peer);
-                None
+                self.ctx.remove(id.key, "read error");
+                self.deliver_closes(h);
+                return;
             }
-        };
-        let Some((n, budget_exhausted)) = outcome else {
-            self.ctx.remove(id.key, "read error");
-            self.deliver_closes(h);
-            return;
         };
         self.ctx.stats.bytes_in += n as u64;
         self.ctx.account(id.key);
-        if budget_exhausted {
+        if budget_spent {
             // Come back to it after the others had their turn.
             self.ctx.pending.push_back(id);
         }
         self.handle_frames(h, id);
     }
 
-    /// Cuts and handles every whole frame buffered on `id` (until a hold, backpressure, the
-    /// budget or a close), then flushes.
     fn handle_frames(&mut self, h: &mut H, id: ConnId) {
         let Some(run) = self.cut_and_handle(h, id) else {
+            self.deliver_closes(h);
             return;
         };
         if run.replies_spent {
-            // Its other frames wait until the others had their turn.
             self.ctx.pending.push_back(id);
         }
-        self.frames_done(id, run);
-        self.ctx.flush(id.key);
-        if self
-            .ctx
-            .get(id)
-            .is_some_and(|c| c.peer_closed && c.unsent() == 0)
-        {
-            self.ctx.remove(id.key, "closed by peer");
+        let now = self.ctx.now_ms();
+        let frame_timeout = self.ctx.limits.frame_timeout_ms;
+        let Some((conn, arena)) = self.ctx.with_arena(id) else {
+            return;
+        };
+        conn.release_read_buffer(arena, run.cut_large);
+        if conn.read_buf.is_empty() || run.stopped_by_loop {
+            conn.frame_started_ms = None;
+        } else if run.cut_any || conn.frame_started_ms.is_none() {
+            // A frame began in the bytes just read.
+            conn.frame_started_ms = Some(now);
+            if frame_timeout > 0 {
+                self.ctx.arm_deadline(id, now + frame_timeout);
+            }
         }
+        self.ctx.leave_lane_if_done(id);
+        self.ctx.account(id.key);
+        self.ctx.flush(id.key);
         // Replies written to other connections (deferred answers) go out now too.
         self.after_callback(h);
     }
 
-    /// The frame loop of [`Self::handle_frames`]; `None` when the connection was closed.
+    /// `None` when the connection was closed.
     fn cut_and_handle(&mut self, h: &mut H, id: ConnId) -> Option<FrameRun> {
         let now = self.ctx.now_ms();
         let reply_budget = self.ctx.limits.read_budget;
@@ -725,13 +593,10 @@ impl<H: Handler> EventLoop<H> {
         let mut replied = 0;
         loop {
             let conn = self.ctx.get_mut(id)?;
-            if conn.read_paused || conn.held || conn.parked != Parked::No {
+            let blocked = conn.blocked();
+            if blocked || replied >= reply_budget {
                 run.stopped_by_loop = true;
-                return Some(run);
-            }
-            if replied >= reply_budget {
-                run.stopped_by_loop = true;
-                run.replies_spent = true;
+                run.replies_spent = !blocked;
                 return Some(run);
             }
             let unsent_before = conn.unsent();
@@ -742,16 +607,15 @@ impl<H: Handler> EventLoop<H> {
                     warn!("closing connection from {}: {e}", conn.peer);
                     // Replies to the frames before the bad one still go out, best effort.
                     self.ctx.close(id, "bad frame");
-                    self.deliver_closes(h);
                     return None;
                 }
             };
             run.cut_any = true;
             run.cut_large |= frame.len() >= LARGE_FRAME;
             conn.last_frame_ms = now;
+            // Admission counts the peers that connect to us, not the ones we dialed.
             if !conn.served {
                 conn.served = true;
-                // Admission counts the peers that connect to us, not the ones we dialed.
                 if conn.listener.is_some() {
                     let ip = conn.peer.ip();
                     self.ctx.peers.first_frame(ip);
@@ -770,7 +634,6 @@ impl<H: Handler> EventLoop<H> {
                 Next::Hold => conn.held = true,
                 Next::Close => {
                     self.ctx.close(id, "closed by the application");
-                    self.deliver_closes(h);
                     return None;
                 }
             }
@@ -778,34 +641,9 @@ impl<H: Handler> EventLoop<H> {
                 conn.read_paused = true;
             } else if self.ctx.park_if_unread(id) && self.ctx.get(id).is_none() {
                 // The flush there found the socket broken.
-                self.deliver_closes(h);
                 return None;
             }
         }
-    }
-
-    /// After a connection's frames were handled: release or compact the read buffer, track
-    /// the partial frame left (its deadline), give up the budget's lane once it is done.
-    fn frames_done(&mut self, id: ConnId, run: FrameRun) {
-        let now = self.ctx.now_ms();
-        let frame_timeout = self.ctx.limits.frame_timeout_ms;
-        self.ctx.release_read_buf(id, run.cut_large);
-        let Some(conn) = self.ctx.get_mut(id) else {
-            return;
-        };
-        let mut arm = None;
-        if conn.read_buf.is_empty() || run.stopped_by_loop {
-            conn.frame_started_ms = None;
-        } else if run.cut_any || conn.frame_started_ms.is_none() {
-            // A frame began in the bytes just read.
-            conn.frame_started_ms = Some(now);
-            arm = (frame_timeout > 0).then_some(now + frame_timeout);
-        }
-        if let Some(at) = arm {
-            self.ctx.arm_deadline(id, at);
-        }
-        self.ctx.leave_lane_if_done(id);
-        self.ctx.account(id.key);
     }
 
     fn fire_timers(&mut self, h: &mut H) {
@@ -819,38 +657,32 @@ impl<H: Handler> EventLoop<H> {
         self.deliver_closes(h);
     }
 
-    /// Sends what handlers wrote outside a connection's own frames, and tells the handler of
-    /// closes (which may themselves write or close more).
+    /// Sends what handlers wrote outside a connection's own frames; delivers the notices.
     fn after_callback(&mut self, h: &mut H) {
         self.ctx.flush_dirty();
         self.deliver_closes(h);
     }
 
-    /// Tells the handler of connects completed and connections closed (a failed connect's
-    /// notice before its close); the callbacks may themselves write, connect or close more.
+    /// Delivers the notices; the callbacks may themselves write, connect or close more.
     fn deliver_closes(&mut self, h: &mut H) {
         loop {
             if let Some((id, result)) = self.ctx.connects.pop() {
                 h.on_connected(&mut self.ctx, id, result);
-                self.ctx.flush_dirty();
-                continue;
-            }
-            let Some((id, data)) = self.ctx.closed.pop() else {
+            } else if let Some((id, data)) = self.ctx.closed.pop() {
+                h.on_close(&mut self.ctx, id, data);
+            } else {
                 return;
-            };
-            h.on_close(&mut self.ctx, id, data);
+            }
             self.ctx.flush_dirty();
         }
     }
 
-    /// The stop: no more accepting or reading; the application finishes what it has in flight
-    /// and replies are flushed, within `drain_timeout`.
+    /// The stop: listeners closed, no more reading; `before_sleep` runs while the application
+    /// reports work in flight and replies are flushed, within `drain_timeout`.
     fn drain(&mut self, h: &mut H, events: &mut Events) -> io::Result<()> {
         self.ctx.stopping = true;
-        for listener in self.listeners.iter_mut() {
-            if let Some(mut l) = listener.take() {
-                let _ = self.poll.registry().deregister(&mut l.socket);
-            }
+        for mut l in self.listeners.drain(..) {
+            let _ = self.poll.registry().deregister(&mut l.socket);
         }
         info!(
             "event loop draining: listeners closed, {} connection(s) open",
@@ -874,8 +706,7 @@ impl<H: Handler> EventLoop<H> {
                 );
                 return Ok(());
             }
-            // Work in flight may be another thread's (its waker ends the wait early): a short
-            // sleep between drain turns, not a spin.
+            // Work in flight may be another thread's (its waker ends the wait early): not a spin.
             let timeout = if more {
                 Duration::from_millis(1)
             } else {

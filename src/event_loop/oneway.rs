@@ -20,8 +20,8 @@ pub struct Oneway {
     pub frame: Vec<u8>,
 }
 
-/// Starts the sender thread; it ends when every sender is dropped. The queue holds
-/// `capacity` messages; a full queue is the sender's to report.
+/// Starts the sender thread; it ends when every sender is dropped. A full queue (`capacity`
+/// messages) is the sender's to report.
 pub fn spawn_sender(
     name: &str,
     capacity: usize,

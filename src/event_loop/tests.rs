@@ -107,7 +107,7 @@ impl Handler for Echo {
     }
 
     fn on_frame(&mut self, ctx: &mut Ctx<()>, conn: ConnId, frame: Bytes) -> Next {
-        if ctx.is_outbound(conn) {
+        if ctx.get(conn).is_some_and(|c| c.listener.is_none()) {
             self.probe
                 .outbound_frames
                 .lock()
@@ -144,7 +144,9 @@ impl Handler for Echo {
         assert_eq!(Some(conn), self.outbound);
         match result {
             Ok(()) => {
-                assert!(ctx.is_established(conn));
+                assert!(ctx
+                    .get(conn)
+                    .is_some_and(|c| c.connect_deadline_ms.is_none()));
                 self.probe.connected_ok.fetch_add(1, Ordering::SeqCst)
             }
             Err(_) => self.probe.connect_errors.fetch_add(1, Ordering::SeqCst),
@@ -174,7 +176,7 @@ impl Handler for Echo {
     fn before_sleep(&mut self, ctx: &mut Ctx<()>) -> bool {
         self.outbound_requests(ctx);
         let p = &self.probe;
-        p.bulk_waiting.store(ctx.bulk_waiting(), Ordering::SeqCst);
+        p.bulk_waiting.store(ctx.bulk_line.len(), Ordering::SeqCst);
         let stats = ctx.stats();
         p.refused.store(stats.refused as usize, Ordering::SeqCst);
         p.buffered.store(stats.buffered_bytes, Ordering::SeqCst);
