@@ -25,7 +25,7 @@ use std::path::PathBuf;
 
 /// What changing a key does here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Effect {
+enum Effect {
     /// Read at each use; UPDATE_CONTROLLER_CONFIG changes behaviour at once.
     Live,
     /// Read once at start; an update is refused.
@@ -356,18 +356,6 @@ impl ControllerConfig {
             .get(key)
             .map(String::as_str)
             .filter(|v| !v.is_empty())
-    }
-
-    /// Every controller key, sorted.
-    pub fn keys() -> Vec<&'static str> {
-        let mut keys: Vec<&'static str> = ROWS.iter().map(|r| r.key).collect();
-        keys.sort_unstable();
-        keys
-    }
-
-    /// What changing `key` does (None for keys that are not controller keys).
-    pub fn effect(key: &str) -> Option<Effect> {
-        find_row(key).map(|r| r.effect)
     }
 
     pub fn peers(&self) -> &[Peer] {

@@ -210,24 +210,6 @@ impl Liveness {
         self.len -= gone.len();
         gone
     }
-
-    /// Rough bytes held, for the memory report.
-    pub fn approximate_bytes(&self) -> usize {
-        self.by_name
-            .iter()
-            .map(|(name, lives)| {
-                48 + name.len()
-                    + lives
-                        .iter()
-                        .map(|l| {
-                            std::mem::size_of::<BrokerLive>()
-                                + l.cluster_name.as_ref().map_or(0, String::len)
-                                + l.broker_addr.as_ref().map_or(0, String::len)
-                        })
-                        .sum::<usize>()
-            })
-            .sum()
-    }
 }
 
 fn inactive(name: &str, l: &BrokerLive) -> InactiveBroker {

@@ -11,7 +11,7 @@
 use super::body;
 use super::codes::request::NOTIFY_BROKER_ROLE_CHANGED;
 use super::liveness::Liveness;
-use super::replicas::Elected;
+use super::replicas::{master_fields, Elected};
 use super::response::encode_oneway_request;
 use std::collections::{BTreeSet, HashMap};
 
@@ -31,12 +31,13 @@ impl RoleChangeNotification {
     /// `SyncStateSet` body holding the new master only (what Java sends after an election).
     pub fn encode(&self, opaque: i32, out: &mut Vec<u8>) {
         let mut fields = Vec::with_capacity(4);
-        if let Some(addr) = &self.master_address {
-            fields.push(("masterAddress", addr.clone()));
-        }
-        fields.push(("masterBrokerId", self.master_broker_id.to_string()));
-        fields.push(("masterEpoch", self.master_epoch.to_string()));
-        fields.push(("syncStateSetEpoch", self.sync_state_set_epoch.to_string()));
+        master_fields(
+            &mut fields,
+            self.master_address.as_deref(),
+            self.master_broker_id,
+            self.master_epoch,
+            self.sync_state_set_epoch,
+        );
         let set: BTreeSet<i64> = [self.master_broker_id].into_iter().collect();
         let body = body::sync_state_set(&set, self.sync_state_set_epoch);
         encode_oneway_request(NOTIFY_BROKER_ROLE_CHANGED, opaque, &fields, &body, out);

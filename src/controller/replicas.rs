@@ -95,6 +95,20 @@ fn opt_field(fields: &mut Vec<(&'static str, String)>, key: &'static str, value:
     }
 }
 
+/// The master's header fields (1002, 1003 and 1008 answers), after the set's name fields.
+pub(super) fn master_fields(
+    fields: &mut Vec<(&'static str, String)>,
+    address: Option<&str>,
+    master: i64,
+    master_epoch: i32,
+    set_epoch: i32,
+) {
+    opt_field(fields, "masterAddress", address);
+    fields.push(("masterBrokerId", master.to_string()));
+    fields.push(("masterEpoch", master_epoch.to_string()));
+    fields.push(("syncStateSetEpoch", set_epoch.to_string()));
+}
+
 /// Java's `Long.toString` of a nullable Long in `%s`.
 fn show(id: Option<i64>) -> String {
     id.map_or_else(|| "null".to_owned(), |id| id.to_string())
@@ -277,10 +291,13 @@ fn elect_master(r: &ElectMaster, view: &View<'_>) -> Outcome {
     match new_master {
         Some(master) if Some(master) == old_master => {
             let mut fields = Vec::with_capacity(4);
-            opt_field(&mut fields, "masterAddress", replica.address(master));
-            fields.push(("masterBrokerId", master.to_string()));
-            fields.push(("masterEpoch", sync.master_epoch().to_string()));
-            fields.push(("syncStateSetEpoch", sync.sync_state_set_epoch().to_string()));
+            master_fields(
+                &mut fields,
+                replica.address(master),
+                master,
+                sync.master_epoch(),
+                sync.sync_state_set_epoch(),
+            );
             Outcome::reply(
                 Response::with_header(rc::CONTROLLER_MASTER_STILL_EXIST, fields)
                     .remark(format!(
@@ -319,10 +336,13 @@ fn elected(r: &ElectMaster, view: &View<'_>, master: i64) -> Outcome {
     let set_epoch = sync.sync_state_set_epoch().wrapping_add(1);
     let address = replica.address(master).map(str::to_owned);
     let mut fields = Vec::with_capacity(4);
-    opt_field(&mut fields, "masterAddress", address.as_deref());
-    fields.push(("masterBrokerId", master.to_string()));
-    fields.push(("masterEpoch", master_epoch.to_string()));
-    fields.push(("syncStateSetEpoch", set_epoch.to_string()));
+    master_fields(
+        &mut fields,
+        address.as_deref(),
+        master,
+        master_epoch,
+        set_epoch,
+    );
     let new_set: BTreeSet<i64> = [master].into_iter().collect();
     Outcome {
         response: Response::with_header(SUCCESS, fields)
@@ -379,10 +399,13 @@ fn register_broker(r: &RegisterBroker, view: &View<'_>) -> Outcome {
     if let Some(master) = sync.master_broker_id() {
         // Only a master that is alive (checked under the request's cluster) is announced.
         if view.alive(r.cluster_name.as_deref(), name, master) {
-            opt_field(&mut fields, "masterAddress", replica.address(master));
-            fields.push(("masterBrokerId", master.to_string()));
-            fields.push(("masterEpoch", sync.master_epoch().to_string()));
-            fields.push(("syncStateSetEpoch", sync.sync_state_set_epoch().to_string()));
+            master_fields(
+                &mut fields,
+                replica.address(master),
+                master,
+                sync.master_epoch(),
+                sync.sync_state_set_epoch(),
+            );
         }
     }
     let response = Response::with_header(SUCCESS, fields).body(body::sync_state_set(

@@ -411,27 +411,6 @@ impl ControllerState {
             self.sync_table.remove(broker_name);
         }
     }
-
-    /// Rough bytes held, for the memory report.
-    pub fn approximate_bytes(&self) -> usize {
-        let replica: usize = self
-            .replica_table
-            .values()
-            .map(|r| {
-                96 + r.broker_name.len() * 2
-                    + r.brokers
-                        .values()
-                        .map(|b| 64 + b.address.len() + b.register_check_code.len())
-                        .sum::<usize>()
-            })
-            .sum();
-        let sync: usize = self
-            .sync_table
-            .values()
-            .map(|s| 96 + s.broker_name.len() * 2 + s.sync_state_set.len() * 24)
-            .sum();
-        replica + sync
-    }
 }
 
 #[cfg(test)]

@@ -249,11 +249,6 @@ impl<T> Controller<T> {
         self.pipeline.next_deadline_ms()
     }
 
-    /// Rough bytes held by the tables (for memory reports).
-    pub fn approximate_bytes(&self) -> usize {
-        self.state.approximate_bytes() + self.liveness.approximate_bytes()
-    }
-
     /// One request from the controller port. Replies (this one's, if it can be answered
     /// now, and any others it released) are appended to `out`.
     pub fn handle(
@@ -344,16 +339,17 @@ impl<T> Controller<T> {
     /// member of several names the leader it knows (none during an election) so brokers find
     /// it, plus its own role and term (extra header fields Java's clients ignore).
     fn metadata(&self) -> Response {
-        if self.group.is_alone() {
-            return self.single_node_metadata();
-        }
+        let alone = self.group.is_alone();
         let status = self.group_status();
         let ids = raft::raft_ids(self.config.peers());
-        let leader = ids
-            .iter()
-            .zip(self.config.peers())
-            .find(|(id, _)| **id == status.leader_id && status.leader_id != 0)
-            .map(|(_, p)| p);
+        let leader = match alone {
+            true => Some(self.config.self_peer()),
+            false => ids
+                .iter()
+                .zip(self.config.peers())
+                .find(|(id, _)| **id == status.leader_id && status.leader_id != 0)
+                .map(|(_, p)| p),
+        };
         let mut fields = Vec::new();
         if let Some(leader) = leader {
             fields.push(("controllerLeaderAddress", leader.address.clone()));
@@ -362,34 +358,18 @@ impl<T> Controller<T> {
         if let Some(group) = self.config.group() {
             fields.push(("group", group.to_owned()));
         }
-        fields.push(("isLeader", (status.role == "LEADER").to_string()));
-        fields.push(("peers", self.peers_text()));
-        fields.push(("raftApplied", status.applied.to_string()));
-        fields.push(("raftRole", status.role.to_owned()));
-        fields.push(("raftServing", status.serving.to_string()));
-        fields.push(("raftTerm", status.term.to_string()));
-        Response::with_header(SUCCESS, fields)
-    }
-
-    fn peers_text(&self) -> String {
-        self.config
-            .peers()
-            .iter()
-            .map(|p| format!("{}:{};", p.id, p.address))
-            .collect()
-    }
-
-    fn single_node_metadata(&self) -> Response {
-        let me = self.config.self_peer();
-        let mut fields = vec![
-            ("controllerLeaderAddress", me.address.clone()),
-            ("controllerLeaderId", me.id.clone()),
-        ];
-        if let Some(group) = self.config.group() {
-            fields.push(("group", group.to_owned()));
+        fields.push(("isLeader", (alone || status.role == "LEADER").to_string()));
+        let peers = self.config.peers().iter();
+        fields.push((
+            "peers",
+            peers.map(|p| format!("{}:{};", p.id, p.address)).collect(),
+        ));
+        if !alone {
+            fields.push(("raftApplied", status.applied.to_string()));
+            fields.push(("raftRole", status.role.to_owned()));
+            fields.push(("raftServing", status.serving.to_string()));
+            fields.push(("raftTerm", status.term.to_string()));
         }
-        fields.push(("isLeader", "true".to_owned()));
-        fields.push(("peers", self.peers_text()));
         Response::with_header(SUCCESS, fields)
     }
 
