@@ -79,6 +79,17 @@ pub struct Completed<T> {
     pub elected: Option<Elected>,
 }
 
+impl<T> Completed<T> {
+    /// An answer that elected nobody.
+    pub fn answer(origin: Origin<T>, response: Response) -> Self {
+        Completed {
+            origin,
+            response,
+            elected: None,
+        }
+    }
+}
+
 /// What the head request is computed with besides the state.
 #[derive(Debug, Clone, Copy)]
 pub struct Inputs<'a> {
@@ -172,14 +183,11 @@ impl<T> Pipeline<T> {
         out: &mut Vec<Completed<T>>,
     ) {
         if self.queue.len() >= QUEUE_LIMIT {
-            out.push(Completed {
+            let busy = "[OVERLOAD]system busy, start flow control for a while";
+            out.push(Completed::answer(
                 origin,
-                response: Response::error(
-                    SYSTEM_BUSY,
-                    "[OVERLOAD]system busy, start flow control for a while",
-                ),
-                elected: None,
-            });
+                Response::error(SYSTEM_BUSY, busy),
+            ));
             return;
         }
         self.queue.push_back(Waiting {
@@ -203,11 +211,7 @@ impl<T> Pipeline<T> {
                 return;
             };
             if let Err(not_serving) = durability.serving() {
-                out.push(Completed {
-                    origin: head.origin,
-                    response: not_serving.response(),
-                    elected: None,
-                });
+                out.push(Completed::answer(head.origin, not_serving.response()));
                 continue;
             }
             let view = View {
@@ -242,11 +246,9 @@ impl<T> Pipeline<T> {
                         deadline_ms: head.deadline_ms,
                     })
                 }
-                Err(not_serving) => out.push(Completed {
-                    origin: head.origin,
-                    response: not_serving.response(),
-                    elected: None,
-                }),
+                Err(not_serving) => {
+                    out.push(Completed::answer(head.origin, not_serving.response()))
+                }
             }
         }
     }
@@ -292,21 +294,13 @@ impl<T> Pipeline<T> {
         if let Some(flight) = &mut self.in_flight {
             if flight.deadline_ms <= now_ms {
                 if let Some(origin) = flight.origin.take() {
-                    out.push(Completed {
-                        origin,
-                        response: timeout(),
-                        elected: None,
-                    });
+                    out.push(Completed::answer(origin, timeout()));
                 }
             }
         }
         while self.queue.front().is_some_and(|w| w.deadline_ms <= now_ms) {
             if let Some(w) = self.queue.pop_front() {
-                out.push(Completed {
-                    origin: w.origin,
-                    response: timeout(),
-                    elected: None,
-                });
+                out.push(Completed::answer(w.origin, timeout()));
             }
         }
     }
@@ -320,11 +314,7 @@ impl<T> Pipeline<T> {
         out: &mut Vec<Completed<T>>,
     ) {
         if let Some(origin) = self.in_flight.take().and_then(|f| f.origin) {
-            out.push(Completed {
-                origin,
-                response: in_flight.clone(),
-                elected: None,
-            });
+            out.push(Completed::answer(origin, in_flight.clone()));
         }
         self.fail_all(queued, out);
     }
@@ -333,18 +323,10 @@ impl<T> Pipeline<T> {
     /// The write in flight is forgotten: under Raft another leader decides its fate.
     pub fn fail_all(&mut self, response: &Response, out: &mut Vec<Completed<T>>) {
         if let Some(origin) = self.in_flight.take().and_then(|f| f.origin) {
-            out.push(Completed {
-                origin,
-                response: response.clone(),
-                elected: None,
-            });
+            out.push(Completed::answer(origin, response.clone()));
         }
         for w in self.queue.drain(..) {
-            out.push(Completed {
-                origin: w.origin,
-                response: response.clone(),
-                elected: None,
-            });
+            out.push(Completed::answer(w.origin, response.clone()));
         }
     }
 }

@@ -442,11 +442,7 @@ impl<T> Controller<T> {
     ) {
         let mut done = Vec::new();
         if let Err(not_serving) = self.group.serving() {
-            done.push(Completed {
-                origin,
-                response: not_serving.response(),
-                elected: None,
-            });
+            done.push(Completed::answer(origin, not_serving.response()));
         } else {
             self.pipeline.submit(origin, request, now_ms, &mut done);
             self.advance(now_ms, &mut done);
