@@ -246,10 +246,10 @@ impl Storage for RaftStore {
                 raft::StorageError::SnapshotTemporarilyUnavailable,
             ));
         }
-        let mut snap = Snapshot::default();
-        snap.set_metadata(self.snapshot_meta.clone());
-        snap.data = snapshot::encode(self.snapshot_meta.index, &self.snapshot_state).into();
-        Ok(snap)
+        Ok(snapshot_of(
+            self.snapshot_meta.clone(),
+            &self.snapshot_state,
+        ))
     }
 }
 
@@ -480,10 +480,11 @@ impl Writer {
                         }
                     }
                     for e in &entries {
-                        self.push(KIND_ENTRY, &e.write_to_bytes().unwrap_or_default());
+                        self.next_seq = push_item(self.next_seq, KIND_ENTRY, e, &mut self.buf);
                     }
                     if let Some(hs) = &hard_state {
-                        self.push(KIND_HARD_STATE, &hs.write_to_bytes().unwrap_or_default());
+                        self.next_seq =
+                            push_item(self.next_seq, KIND_HARD_STATE, hs, &mut self.buf);
                     }
                     self.needs_sync |= sync;
                     self.written = Some(number);
@@ -495,10 +496,8 @@ impl Writer {
                     hard_state,
                 } => {
                     self.flush();
-                    let mut snap = Snapshot::default();
-                    snap.data = snapshot::encode(meta.index, &state).into();
                     let index = meta.index;
-                    snap.set_metadata(meta);
+                    let snap = snapshot_of(meta, &state);
                     let result = match &self.broken {
                         Some(why) => Err(why.clone()),
                         None => self
@@ -529,14 +528,6 @@ impl Writer {
             );
             self.broken = Some(why);
         }
-    }
-
-    fn push(&mut self, kind: u8, body: &[u8]) {
-        let mut item = Vec::with_capacity(1 + body.len());
-        item.push(kind);
-        item.extend_from_slice(body);
-        records::encode_record(self.next_seq, &item, &mut self.buf);
-        self.next_seq += 1;
     }
 
     /// Writes what is buffered (fsync if a job asked for it) and reports it.
@@ -585,19 +576,10 @@ impl Writer {
         let path = log_path(&self.dir);
         let mut out = records::MAGIC.to_vec();
         let mut seq = 1;
-        let mut push = |kind: u8, body: Vec<u8>| {
-            let mut item = vec![kind];
-            item.extend_from_slice(&body);
-            records::encode_record(seq, &item, &mut out);
-            seq += 1;
-        };
         for e in keep {
-            push(KIND_ENTRY, e.write_to_bytes().unwrap_or_default());
+            seq = push_item(seq, KIND_ENTRY, e, &mut out);
         }
-        push(
-            KIND_HARD_STATE,
-            hard_state.write_to_bytes().unwrap_or_default(),
-        );
+        seq = push_item(seq, KIND_HARD_STATE, hard_state, &mut out);
         let tmp = crate::durable_file::sibling(&path, ".tmp");
         let write = || -> std::io::Result<File> {
             let mut f = File::create(&tmp)?;
@@ -611,6 +593,21 @@ impl Writer {
         self.next_seq = seq;
         Ok(())
     }
+}
+
+/// Appends record `seq` holding `kind` and `msg`; returns the next sequence number.
+fn push_item(seq: u64, kind: u8, msg: &impl protobuf::Message, out: &mut Vec<u8>) -> u64 {
+    let mut item = vec![kind];
+    item.extend(msg.write_to_bytes().unwrap_or_default());
+    records::encode_record(seq, &item, out);
+    seq + 1
+}
+
+fn snapshot_of(meta: SnapshotMetadata, state: &ControllerState) -> Snapshot {
+    let mut snap = Snapshot::default();
+    snap.data = snapshot::encode(meta.index, state).into();
+    snap.set_metadata(meta);
+    snap
 }
 
 /// Where the writer runs.
