@@ -41,8 +41,8 @@ struct Authority {
 fn authority_of(state: &ControllerState, name: &str) -> Option<Authority> {
     let sync = state.sync_state(name)?;
     Some(Authority {
-        broker_id: sync.master_broker_id()?,
-        master_epoch: sync.master_epoch(),
+        broker_id: sync.master_broker_id?,
+        master_epoch: sync.master_epoch,
     })
 }
 

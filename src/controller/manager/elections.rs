@@ -74,7 +74,7 @@ impl<T> Controller<T> {
             let is_master = self
                 .state
                 .sync_state(&broker.broker_name)
-                .is_some_and(|s| s.master_broker_id() == Some(broker.broker_id));
+                .is_some_and(|s| s.master_broker_id == Some(broker.broker_id));
             if !is_master {
                 continue;
             }
@@ -110,12 +110,12 @@ impl<T> Controller<T> {
         let Some(sync) = self.state.sync_state(name) else {
             return;
         };
-        let Some(master) = sync.master_broker_id() else {
+        let Some(master) = sync.master_broker_id else {
             return;
         };
         let dead = DeadMaster {
             master,
-            master_epoch: sync.master_epoch(),
+            master_epoch: sync.master_epoch,
             seen_ms: now_ms,
         };
         let known = self.inactive_masters.get(name).is_some_and(|d| {
@@ -152,8 +152,8 @@ impl<T> Controller<T> {
             let Some(sync) = self.state.sync_state(&name) else {
                 continue;
             };
-            let unchanged = sync.master_broker_id() == Some(dead.master)
-                && sync.master_epoch() == dead.master_epoch;
+            let unchanged = sync.master_broker_id == Some(dead.master)
+                && sync.master_epoch == dead.master_epoch;
             let silent = !self
                 .liveness
                 .is_active(sync.cluster_name(), &name, dead.master, now_ms);

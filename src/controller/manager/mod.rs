@@ -654,7 +654,7 @@ fn reply<T>(out: &mut Vec<Reply<T>>, ticket: T, wants_reply: bool, response: Res
 /// life, never one per request).
 fn log_change(event: &Event, state: &ControllerState) {
     let name = event.broker_name();
-    let master_epoch = state.sync_state(name).map_or(0, |s| s.master_epoch());
+    let master_epoch = state.sync_state(name).map_or(0, |s| s.master_epoch);
     match event {
         Event::ApplyBrokerId {
             new_broker_id,

@@ -139,7 +139,7 @@ impl<T> Controller<T> {
         let wall_now = (self.wall)();
         self.lease.observe_all(&self.state, now_ms);
         for sync in self.state.sync_states() {
-            let Some(stamp) = sync.master_stamp().filter(|s| s.node == self_id) else {
+            let Some(stamp) = sync.master_stamp.filter(|s| s.node == self_id) else {
                 continue;
             };
             // A clock set back since then counts as no time passed.
