@@ -73,21 +73,13 @@ impl WriteLeaseGate {
             self.known.remove(name);
             return;
         };
-        match self.known.get_mut(name) {
-            Some(k) if k.authority == authority => {}
-            Some(k) => {
-                k.authority = authority;
-                k.since_ms = clock(since_ms);
-            }
-            None => {
-                self.known.insert(
-                    name.to_owned(),
-                    Known {
-                        authority,
-                        since_ms: clock(since_ms),
-                    },
-                );
-            }
+        if self.known.get(name).map(|k| k.authority) != Some(authority) {
+            let since_ms = clock(since_ms);
+            let known = Known {
+                authority,
+                since_ms,
+            };
+            self.known.insert(name.to_owned(), known);
         }
     }
 

@@ -16,7 +16,6 @@
 use super::{Controller, Reply};
 use crate::controller::liveness::{ConnRef, InactiveBroker, DEFAULT_HEARTBEAT_TIMEOUT_MS};
 use crate::controller::pipeline::{Durability, Origin};
-use crate::controller::raft;
 use crate::controller::replicas;
 use crate::controller::request::{ElectMaster, LeaderRequest};
 
@@ -125,13 +124,7 @@ impl<T> Controller<T> {
         if known {
             return;
         }
-        let status = self.group.status();
-        let leader = raft::raft_ids(self.config.peers())
-            .into_iter()
-            .zip(self.config.peers())
-            .find(|(id, _)| *id == status.leader_id && status.leader_id != 0)
-            .map(|(_, p)| p.id.clone());
-        match leader {
+        match self.leader_peer().map(|p| &p.id) {
             Some(leader) => log::info!(
                 "controller: master of broker set {name} (id {master}) is inactive; not the leader: leaving the election to {leader}"
             ),

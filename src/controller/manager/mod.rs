@@ -26,7 +26,7 @@ mod elections;
 mod start;
 
 use super::codes::response as rc;
-use super::config::{ConfigError, ControllerConfig, PlannedUpdate};
+use super::config::{ConfigError, ControllerConfig, Peer, PlannedUpdate};
 use super::event::Event;
 use super::lease::WriteLeaseGate;
 use super::liveness::{ConnRef, Liveness};
@@ -341,16 +341,11 @@ impl<T> Controller<T> {
     fn metadata(&self) -> Response {
         let alone = self.group.is_alone();
         let status = self.group_status();
-        let ids = raft::raft_ids(self.config.peers());
+        let mut fields = Vec::new();
         let leader = match alone {
             true => Some(self.config.self_peer()),
-            false => ids
-                .iter()
-                .zip(self.config.peers())
-                .find(|(id, _)| **id == status.leader_id && status.leader_id != 0)
-                .map(|(_, p)| p),
+            false => self.leader_peer(),
         };
-        let mut fields = Vec::new();
         if let Some(leader) = leader {
             fields.push(("controllerLeaderAddress", leader.address.clone()));
             fields.push(("controllerLeaderId", leader.id.clone()));
@@ -371,6 +366,16 @@ impl<T> Controller<T> {
             fields.push(("raftTerm", status.term.to_string()));
         }
         Response::with_header(SUCCESS, fields)
+    }
+
+    /// The leader's entry of `controllerDLegerPeers`, if one is known.
+    fn leader_peer(&self) -> Option<&Peer> {
+        let leader = self.group.status().leader_id;
+        let ids = raft::raft_ids(self.config.peers());
+        let mut peers = ids.into_iter().zip(self.config.peers());
+        peers
+            .find(|(id, _)| *id == leader && leader != 0)
+            .map(|(_, p)| p)
     }
 
     /// 1009, one at a time: checks the front request against the current config, and has
