@@ -1,27 +1,20 @@
-//! The link between the controller nodes of a Raft group (issue 16): it carries opaque
-//! payloads from this node to the others and back, and knows nothing of Raft. The controller
-//! hands it `(to, payload)`; it hands the controller `(from, payload)`.
+//! The link between the controller nodes of a Raft group: it carries opaque payloads,
+//! `(to, payload)` out and `(from, payload)` in, and knows nothing of Raft.
 //!
-//! Shape, and why:
-//! * Members are static, from `controllerDLegerPeers` (node `nK` is Raft id K+1, see
-//!   [`raft_ids`]), this node from `controllerDLegerSelfId`, the group's name from
-//!   `controllerDLegerGroup`.
-//! * Peers talk on the controller's port with one private request code ([`PEER_CODE`]), so the
-//!   links are ordinary connections of the loop (framing, budgets, idle closes, write path).
-//! * One connection per pair, dialed by the lower id: no duplicate to resolve, and a node that
-//!   restarts is redialed (it has the higher id) or redials (the lower). The higher id only
-//!   accepts; a newer connection from a peer replaces an older one (the peer restarted).
-//! * Trust comes before any payload: the dialer's first frame is a handshake naming the group,
-//!   its id and its address, accepted only from an IP the configured host of that id resolves
-//!   to, for this group, from another member; the answer names the acceptor. A payload on a
-//!   connection without a handshake closes it, so no Raft message is ever decoded from an
-//!   unauthenticated connection (protobuf 2 has an advisory for hostile input).
-//! * Host names are resolved on a small thread, never on the loop: before each dial (so a
-//!   moved peer is found on reconnect), and for accepting, at start and again when a handshake
-//!   comes from an address that does not match (at most every `RESOLVE_AGAIN_MS`).
-//! * Messages are dropped, not kept, when a peer cannot take them: Raft retransmits. A short
-//!   bounded queue covers a connection being set up; an established link is bounded by its
-//!   unsent bytes (`MAX_UNSENT`).
+//! * Members are static: `controllerDLegerPeers` (node `nK` is Raft id K+1, see
+//!   [`raft_ids`]), `controllerDLegerSelfId`, `controllerDLegerGroup`.
+//! * Peers talk on the controller port with one private code ([`PEER_CODE`]): the links are
+//!   ordinary connections of the loop (framing, budgets, idle closes, write path).
+//! * One connection per pair, dialed by the lower id; a newer connection from a peer replaces
+//!   an older one (the peer restarted).
+//! * Trust before any payload: the dialer's first frame is a handshake (group, id, address),
+//!   accepted only from an IP the configured host of that id resolves to. A payload before a
+//!   handshake closes the connection: no Raft message is decoded from an unauthenticated
+//!   connection (protobuf 2 has an advisory for hostile input).
+//! * Host names are resolved on a small thread, never on the loop: before each dial, and
+//!   after a mismatching handshake (at most every `RESOLVE_AGAIN_MS`).
+//! * Messages a peer cannot take are dropped (Raft retransmits): a short queue covers a
+//!   connection being set up, `MAX_UNSENT` bounds an established link.
 
 use crate::controller::raft::raft_ids;
 use crate::controller::ControllerConfig;
@@ -31,7 +24,9 @@ use crate::remoting::command::{encode_frame, Header, RemotingCommand, SerializeT
 use bytes::Bytes;
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use log::{debug, info, warn};
+use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasher;
 use std::io;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::thread::JoinHandle;
@@ -198,7 +193,6 @@ pub struct PeerLinks {
     next_oversize_warn_ms: u64,
     next_refusal_warn_ms: u64,
     refusals_held: u64,
-    rng: u64,
 }
 
 impl PeerLinks {
@@ -228,9 +222,6 @@ impl PeerLinks {
         } else {
             None
         };
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
         Ok(PeerLinks {
             status: PeerStatus {
                 configured: peers.len(),
@@ -245,7 +236,6 @@ impl PeerLinks {
             next_oversize_warn_ms: 0,
             next_refusal_warn_ms: 0,
             refusals_held: 0,
-            rng: seed | 1,
         })
     }
 
@@ -426,7 +416,8 @@ impl PeerLinks {
             Err(why) => {
                 self.refuse(ctx, conn, &why);
                 if let Some(out) = ctx.write_buf(conn) {
-                    encode_answer(out, cmd.opaque, SYSTEM_ERROR, Some(&why), &[]);
+                    let answer = (FLAG_RESPONSE, SYSTEM_ERROR, cmd.opaque);
+                    encode_peer_frame(out, answer, Some(&why), Some(&[]), &[]);
                 }
                 return PeerFrame::Close;
             }
@@ -442,7 +433,8 @@ impl PeerLinks {
         if let Some(out) = ctx.write_buf(conn) {
             let id = self.self_id.to_string();
             let ext = [("group", self.group.as_str()), ("nodeId", id.as_str())];
-            encode_answer(out, cmd.opaque, SUCCESS, None, &ext);
+            let answer = (FLAG_RESPONSE, SUCCESS, cmd.opaque);
+            encode_peer_frame(out, answer, None, Some(&ext), &[]);
         }
         self.conns.insert(
             conn,
@@ -784,7 +776,8 @@ impl PeerLinks {
 
     /// Down until the next attempt (a peer that dials us: until it does).
     fn schedule_retry(&mut self, i: usize, now: u64) {
-        let jitter = self.next_random();
+        // The std hasher's random keys: jitter, nothing more is needed.
+        let jitter = RandomState::new().hash_one(now);
         let p = &mut self.peers[i];
         p.queue.clear();
         p.queued_bytes = 0;
@@ -793,16 +786,6 @@ impl PeerLinks {
             retry_at_ms: now + wait,
         };
         p.backoff_ms = (p.backoff_ms * 2).min(BACKOFF_MAX_MS);
-    }
-
-    fn next_random(&mut self) -> u64 {
-        // xorshift64: jitter only, no need for more.
-        let mut x = self.rng;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.rng = x;
-        x
     }
 
     fn index_of(&self, id: u64) -> Option<usize> {
@@ -865,15 +848,25 @@ fn spawn_resolver() -> io::Result<Resolver> {
     })
 }
 
-fn header(flag: i32, code: i32, opaque: i32, remark: Option<&str>) -> Header<'_> {
-    Header {
+/// One peer frame: a handshake (flag 0), its answer ([`FLAG_RESPONSE`]) or a payload
+/// ([`FLAG_ONEWAY`], no header fields).
+fn encode_peer_frame(
+    out: &mut Vec<u8>,
+    (flag, code, opaque): (i32, i32, i32),
+    remark: Option<&str>,
+    ext: Option<&[(&str, &str)]>,
+    body: &[u8],
+) {
+    let header = Header {
         code,
         language: LANGUAGE,
         version: 0,
         opaque,
         flag,
         remark,
-    }
+    };
+    let ext = ext.map(|fields| fields.iter().copied());
+    encode_frame(out, SerializeType::Json, &header, ext, body);
 }
 
 /// The dialer's first frame.
@@ -885,29 +878,9 @@ pub fn encode_handshake(out: &mut Vec<u8>, group: &str, self_id: u64, self_addr:
         ("nodeId", id.as_str()),
         ("addr", self_addr),
     ];
-    let h = header(0, PEER_CODE, 1, None);
-    encode_frame(out, SerializeType::Json, &h, Some(ext), &[]);
+    encode_peer_frame(out, (0, PEER_CODE, 1), None, Some(&ext), &[]);
 }
 
-fn encode_answer(
-    out: &mut Vec<u8>,
-    opaque: i32,
-    code: i32,
-    remark: Option<&str>,
-    ext: &[(&str, &str)],
-) {
-    let h = header(FLAG_RESPONSE, code, opaque, remark);
-    encode_frame(out, SerializeType::Json, &h, Some(ext.iter().copied()), &[]);
-}
-
-/// One payload frame (oneway, no header fields).
 pub fn encode_payload(out: &mut Vec<u8>, payload: &[u8]) {
-    let h = header(FLAG_ONEWAY, PEER_CODE, 0, None);
-    encode_frame(
-        out,
-        SerializeType::Json,
-        &h,
-        None::<[(&str, &str); 0]>,
-        payload,
-    );
+    encode_peer_frame(out, (FLAG_ONEWAY, PEER_CODE, 0), None, None, payload);
 }
