@@ -1,27 +1,19 @@
 //! The embedded Controller's port (`enableControllerInNamesrv=true`, feature `controller`): a
 //! second listener on the name server's loop, on this node's port from
-//! `controllerDLegerPeers`, where brokers' `controllerAddr` points. Frames there go to the
-//! [`Controller`]; the name-server port never sees them (it answers controller codes with 3).
-//!
-//! What this module adds around the controller, which knows no sockets:
-//! * replies addressed by a [`Ticket`] (connection, opaque, serialization) written to the
-//!   connection's write buffer, whenever the controller releases them (at once for reads,
-//!   after the fsync for writes);
-//! * the log writer's news: its waker raises a flag and wakes the loop; `before_sleep` picks
-//!   up the completions only when the flag is up, so the name server's turns pay nothing;
-//! * three timers: request deadlines (5 s), the heartbeat-expiry scan (first after 2 s, then
-//!   every `scanNotActiveBrokerInterval`) and the inactive-master scan (every
-//!   `scanInactiveMasterInterval`);
-//! * closed connections (their brokers are inactive at once) and connections of expired
-//!   brokers (closed, as Java does);
-//! * role-change notifications (1008) sent oneway from a thread of their own ([`notifier`]),
-//!   on connections kept open a while as Java's client keeps them;
-//! * the links to the other controller nodes ([`peers`]): frames with the peers' private code,
-//!   and every frame on a connection the link owns, go to it; payloads it accepts go to the
-//!   controller, the controller's outgoing messages to it;
+//! `controllerDLegerPeers`. Frames there go to the [`Controller`], which knows no sockets;
+//! this module adds:
+//! * replies addressed by a [`Ticket`] (connection, opaque, serialization), written whenever
+//!   the controller releases them (at once for reads, after the fsync for writes);
+//! * the log writer's news: its waker raises a flag, and `before_sleep` picks up completions
+//!   only when it is up, so the name server's turns pay nothing;
+//! * timers: request deadlines (5 s), the heartbeat-expiry scan (first after 2 s) and the
+//!   inactive-master scan, Raft's tick;
+//! * closed connections (their brokers are inactive at once); expired brokers' connections
+//!   are closed, as Java does;
+//! * role-change notifications (1008) sent oneway from a thread of their own ([`notifier`]);
+//! * the links to the other controller nodes ([`peers`]);
 //! * the stop: the drain waits for a single node's writes in flight (a group member answers
-//!   its own at once: their commit needs peers the drain no longer reads), then the writer
-//!   is joined.
+//!   its own at once: their commit needs peers the drain no longer reads).
 
 use super::{os_message, StartError};
 use crate::config::NamesrvConfig;
@@ -265,25 +257,20 @@ impl ControllerPort {
         Next::Continue
     }
 
-    /// A frame for the peer link (see [`peers`]).
+    /// A frame for the peer link (see [`peers`]); a payload goes to the controller's Raft
+    /// node.
     fn on_peer_frame<C>(&mut self, ctx: &mut Ctx<C>, conn: ConnId, cmd: &RemotingCommand) -> Next {
         match self.links.on_frame(ctx, conn, cmd) {
             PeerFrame::Payload { from, payload } => {
-                self.on_peer_payload(ctx, from, &payload);
+                let now = ctx.now_ms();
+                self.controller
+                    .on_peer_message(from, &payload, now, &mut self.replies);
+                self.deliver(ctx);
                 Next::Continue
             }
             PeerFrame::Handled => Next::Continue,
             PeerFrame::Close => Next::Close,
         }
-    }
-
-    /// A payload from an authenticated peer: the controller's Raft node takes it (what it
-    /// releases, answers and messages, goes out in `deliver`).
-    fn on_peer_payload<C>(&mut self, ctx: &mut Ctx<C>, from: u64, payload: &[u8]) {
-        let now = ctx.now_ms();
-        self.controller
-            .on_peer_message(from, payload, now, &mut self.replies);
-        self.deliver(ctx);
     }
 
     /// An outbound connection (the peer link's) was established or failed.
@@ -385,7 +372,10 @@ impl ControllerPort {
             }
         }
         self.send_notifications();
-        self.send_peer_messages(ctx);
+        self.controller.take_peer_messages(&mut self.peer_outbox);
+        for (to, payload) in self.peer_outbox.drain(..) {
+            self.links.send(ctx, to, &payload);
+        }
         let next = self.controller.next_deadline_ms();
         if next != self.deadline_armed {
             match next {
@@ -393,14 +383,6 @@ impl ControllerPort {
                 None => ctx.cancel_timer(DEADLINE_TIMER),
             }
             self.deadline_armed = next;
-        }
-    }
-
-    /// What the controller's Raft node has for its peers goes out on the links.
-    fn send_peer_messages<C>(&mut self, ctx: &mut Ctx<C>) {
-        self.controller.take_peer_messages(&mut self.peer_outbox);
-        if !self.peer_outbox.is_empty() {
-            self.links.send_all(ctx, &mut self.peer_outbox);
         }
     }
 

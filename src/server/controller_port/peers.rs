@@ -335,13 +335,6 @@ impl PeerLinks {
         }
     }
 
-    /// Sends every `(to, payload)` of `out`, which is left empty (its allocation kept).
-    pub fn send_all<C>(&mut self, ctx: &mut Ctx<C>, out: &mut Vec<(u64, Vec<u8>)>) {
-        for (to, payload) in out.drain(..) {
-            self.send(ctx, to, &payload);
-        }
-    }
-
     /// A frame with [`PEER_CODE`], or any frame on a connection the link owns.
     pub fn on_frame<C>(
         &mut self,
