@@ -164,14 +164,7 @@ impl std::error::Error for ConfigError {}
 pub enum UpdateError {
     BlackListed(String),
     Parse(String),
-    Refused {
-        key: String,
-        reason: String,
-    },
-    Persist {
-        path: PathBuf,
-        error: std::io::Error,
-    },
+    Refused { key: String, reason: String },
 }
 
 impl UpdateError {
@@ -186,10 +179,6 @@ impl UpdateError {
             UpdateError::Refused { key, reason } => {
                 (response::SYSTEM_ERROR, format!("{key}: {reason}"))
             }
-            UpdateError::Persist { path, error } => (
-                response::SYSTEM_ERROR,
-                format!("cannot write {}: {error}", path.display()),
-            ),
         }
     }
 }
@@ -200,9 +189,6 @@ impl fmt::Display for UpdateError {
             UpdateError::BlackListed(key) => write!(f, "{key} is in the config black list"),
             UpdateError::Parse(reason) => write!(f, "string2Properties error: {reason}"),
             UpdateError::Refused { key, reason } => write!(f, "{key}: {reason}"),
-            UpdateError::Persist { path, error } => {
-                write!(f, "cannot write {}: {error}", path.display())
-            }
         }
     }
 }
@@ -483,18 +469,6 @@ impl ControllerConfig {
         Ok(PlannedUpdate { next, keys })
     }
 
-    /// UPDATE_CONTROLLER_CONFIG: checks, persists (fsync), then applies. Returns the keys set.
-    pub fn update(&mut self, body: &[u8]) -> Result<Vec<String>, UpdateError> {
-        let plan = self.plan_update(body)?;
-        if plan.keys.is_empty() {
-            return Ok(Vec::new());
-        }
-        plan.persist()?;
-        let keys = plan.keys.clone();
-        *self = plan.next;
-        Ok(keys)
-    }
-
     /// Applies the updates kept in [`config_store_path`](Self::config_store_path) by earlier
     /// runs over the values read at start. Returns the keys applied; a file that cannot be
     /// read or holds a key an update could not have set is an error naming the file.
@@ -541,7 +515,8 @@ fn settings_of(values: &BTreeMap<&'static str, String>) -> Settings {
     }
 }
 
-/// A checked update, not yet applied: [`persist`](Self::persist) (any thread), then adopt `next`.
+/// A checked update, not yet applied: the log writer writes [`file_content`](Self::file_content)
+/// to [`path`](Self::path), then `next` is adopted.
 #[derive(Debug, Clone)]
 pub struct PlannedUpdate {
     pub next: ControllerConfig,
@@ -563,14 +538,6 @@ impl PlannedUpdate {
         text.push_str(&crate::config::sorted_lines(self.next.updated.clone()));
         text.into_bytes()
     }
-
-    /// Writes [`file_content`](Self::file_content) to [`path`](Self::path) here and now
-    /// (temp file, fsync, rename); the controller does it on its log writer's thread instead.
-    pub fn persist(&self) -> Result<(), UpdateError> {
-        let path = self.path();
-        crate::durable_file::replace_file(&path, &self.file_content())
-            .map_err(|error| UpdateError::Persist { path, error })
-    }
 }
 
 #[cfg(test)]
@@ -585,6 +552,18 @@ mod tests {
             ("controllerDLegerSelfId", "n0".into()),
             ("controllerStorePath", dir.to_string_lossy().into_owned()),
         ]
+    }
+
+    impl ControllerConfig {
+        /// What the controller does with an update, here and now: checks, persists, applies.
+        fn update(&mut self, body: &[u8]) -> Result<Vec<String>, UpdateError> {
+            let plan = self.plan_update(body)?;
+            if !plan.keys.is_empty() {
+                crate::durable_file::replace_file(&plan.path(), &plan.file_content()).unwrap();
+                *self = plan.next;
+            }
+            Ok(plan.keys)
+        }
     }
 
     fn config(dir: &Path, extra: &[(&'static str, &str)]) -> Result<ControllerConfig, ConfigError> {
