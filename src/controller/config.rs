@@ -1,22 +1,17 @@
-//! `ControllerConfig`: the Java controller keys, read from the same `-c` file as the name
-//! server's (through a key lookup, so this module does not care how that file is parsed),
-//! checked, and changed at runtime by UPDATE_CONTROLLER_CONFIG (1009) / shown by
-//! GET_CONTROLLER_CONFIG (1010).
+//! `ControllerConfig`: the Java controller keys, read from the name server's `-c` file
+//! (through a key lookup), checked, updated at runtime by UPDATE_CONTROLLER_CONFIG (1009)
+//! and shown by GET_CONTROLLER_CONFIG (1010).
 //!
-//! One table row per key: its Java name, default, how its value is checked, and what a
-//! change does here. `Live` keys are read at each use and can be updated at runtime;
-//! `StartOnly` keys are read once at start (an update naming one is refused, saying so);
-//! `ReportOnly` keys are Java settings that mean nothing to this implementation (thread
-//! pools, metrics exporters, JRaft tuning): accepted and reported, as Java does, and
-//! otherwise ignored. Settings that would promise something not done are refused outright:
-//! `controllerType=jRaft`, a metrics exporter other than DISABLE. Several peers make this
-//! node a member of a Raft group (module `raft`).
+//! One table row per key: Java name, default, check and `Effect`. `Live` keys are read at
+//! each use; `StartOnly` keys once at start (an update naming one is refused); `ReportOnly`
+//! keys are Java settings meaningless here (thread pools, metrics, JRaft tuning), accepted
+//! and reported as Java does. Settings that would promise what is not done are refused:
+//! `controllerType=jRaft`, a metrics exporter other than DISABLE.
 //!
-//! Updates are all or nothing, like the name server's: every key and value of the request
-//! is checked first, and any black-listed key (16), unknown key, start-only key or invalid
-//! value (1, naming the key) refuses the whole request. Accepted changes are written to
-//! `<store dir>/controller.properties` (only the keys ever updated, so the `-c` file stays
-//! the source of everything else) and read back over the `-c` values at the next start.
+//! Updates are all or nothing: a black-listed key (16), an unknown or start-only key or an
+//! invalid value (1, naming the key) refuses the whole request. Accepted changes are kept in
+//! `<store dir>/controller.properties` (only the keys ever updated) and read back over the
+//! `-c` values at the next start.
 
 use crate::remoting::codes::response;
 use std::collections::BTreeMap;

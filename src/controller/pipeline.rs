@@ -1,17 +1,11 @@
 //! The leader's request pipeline: one FIFO of leader-only requests, one write in flight.
 //!
-//! The request at the head is computed on the *applied* state. A read (or a write that
-//! produced no event) is answered at once; a write's events are handed to the durable step
-//! as one entry and the request parks until that entry is committed; then its events are
-//! applied and its answer released, and only then is the next request computed. So every
-//! answer reflects every change acknowledged before it (Java computes the next request while
-//! the previous one may still be unapplied). Requests waiting longer than 5 s are answered
-//! with SYSTEM_ERROR, as Java's processor does when its wait times out.
-//!
-//! The durable step is the [`Durability`] trait: the Raft group's "propose and wait for
-//! commit" (module `raft`; a single node is a group of one). The pipeline sees two calls,
-//! `propose` and [`Pipeline::on_committed`], and every committed entry (its own or another
-//! leader's) is applied through the same decode + [`ControllerState::apply`].
+//! The head request is computed on the *applied* state. A read (or a write without events)
+//! is answered at once; a write's events go to the durable step ([`Durability`]: the Raft
+//! group) as one entry, and the request parks until it is committed and applied, before the
+//! next request is computed. So every answer reflects every change acknowledged before it
+//! (Java may compute the next request before the previous one is applied). Requests waiting
+//! longer than 5 s get SYSTEM_ERROR, as Java's processor's timeout.
 
 use super::codes::response as rc;
 use super::event::{decode_entry, encode_entry, Event, EventError};

@@ -1,19 +1,14 @@
-//! Typed controller requests, parsed once from a `RemotingCommand`.
+//! Typed controller requests, parsed once from a `RemotingCommand`, and written by the
+//! senders (`rmq-admin`, `rmq-bench controller`) with [`ControllerRequest::encode`]; so this
+//! module (and [`field`]) is built without the `controller` feature too.
 //!
-//! Header fields are read the way Java's `decodeCommandCustomHeaderDirectly` reads them for
-//! the controller: leniently. A missing field, even one marked `@CFNotNull`, or a value that
-//! does not parse as the field's type, leaves the field at its default (null, or the header
-//! class's initial value such as `brokerId = -1` for 1002) and processing goes on; what a
-//! handler then does with the null is the handler's (often Java's NullPointerException,
-//! i.e. SYSTEM_ERROR, reproduced in `replicas`). Numbers parse as Java's `Long.parseLong` /
-//! `Integer.parseInt` (no spaces), booleans as `Boolean.parseBoolean`.
-//!
-//! Bodies are read before anything else, as Java's processor does: a 1001 or 1006 body that
-//! is not the JSON it should be is answered with SYSTEM_ERROR at once.
-//!
-//! Senders (`rmq-admin`'s controller commands, `rmq-bench controller`) build the same types
-//! and write them with [`ControllerRequest::encode`], so this module (and [`field`]) is built
-//! without the `controller` feature too.
+//! Header fields are read as Java's `decodeCommandCustomHeaderDirectly` reads them for the
+//! controller: leniently. A missing or unparsable field, even a `@CFNotNull` one, stays at
+//! its default (null, or the header's initial value such as `brokerId = -1` for 1002); what
+//! a handler does with the null is the handler's (often Java's NullPointerException, i.e.
+//! SYSTEM_ERROR, reproduced in `replicas`). Numbers parse as `Long.parseLong` /
+//! `Integer.parseInt`, booleans as `Boolean.parseBoolean`. Bodies are read first, as Java's
+//! processor does: a bad 1001 or 1006 body is answered SYSTEM_ERROR at once.
 
 use super::codes::request as code;
 use super::response::Response;

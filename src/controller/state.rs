@@ -1,18 +1,12 @@
-//! The replicated state: Java's `ReplicasInfoManager` tables as plain HashMaps, changed only
-//! by [`ControllerState::apply`] with an [`Event`] read from the log.
+//! The replicated state: Java's `ReplicasInfoManager` tables, changed only by
+//! [`ControllerState::apply`] with an [`Event`] read from the log.
 //!
-//! Two tables keyed by brokerName, as in Java, and deliberately not merged into one: Java
-//! can leave one without the other (cleaning ids can empty the SyncStateSet while broker ids
-//! remain), and the requests then behave differently (1012 reads only the first table, most
-//! others need both). Keeping both tables keeps that behaviour identical.
-//!
-//! `apply` is deterministic and total: it never fails, whatever the order of events (an
-//! event for a broker set that no longer exists is skipped, where Java would log or throw),
-//! so replaying a log always rebuilds the same state.
-//!
-//! Each broker set's entries sit behind an `Arc` (copy on write): cloning the whole state
-//! for a snapshot costs a table of pointer copies on the loop, and the snapshot is encoded
-//! on the log writer's thread while the loop goes on changing its own copy.
+//! Two tables keyed by brokerName, as in Java, not merged: Java can leave one without the
+//! other (cleaning ids can empty the SyncStateSet while broker ids remain), and requests then
+//! behave differently (1012 reads only the first). `apply` is deterministic and total (an
+//! event for a vanished broker set is skipped), so replaying a log rebuilds the same state.
+//! Each broker set sits behind an `Arc` (copy on write): a snapshot clones pointers on the
+//! loop and is encoded on the log writer's thread.
 
 use super::event::Event;
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -1,26 +1,14 @@
 //! The controller as one object the event loop drives: [`Controller`] owns the config, the
-//! replicated state, the liveness table, the request pipeline, the log and the pending
-//! notifications, and turns the loop's inputs into replies.
+//! replicated state, the liveness table, the request pipeline, the Raft group and the
+//! pending notifications, and turns the loop's inputs into replies.
 //!
-//! Inputs, all on the loop thread, time passed in: a frame from the controller port
-//! ([`Controller::handle`]), "the log writer has news" ([`Controller::on_log_completions`],
-//! after the waker given to [`Controller::open`] fired), timers
-//! ([`Controller::expire_requests`], [`Controller::scan_not_active_brokers`],
-//! [`Controller::scan_inactive_masters`]) and a closed connection
-//! ([`Controller::connection_closed`]); in a Raft group also Raft's tick
-//! ([`Controller::raft_tick`]) and peers' payloads ([`Controller::on_peer_message`]).
-//! Outputs: replies for the caller's tickets (`T`: the loop's connection + opaque +
-//! serialization), connections to close, role-change notifications to send off the loop
-//! ([`Controller::take_notifications`]) and payloads for peers
-//! ([`Controller::take_peer_messages`]).
-//!
-//! The durable step is the Raft group (module `raft`), of one node or several: every
-//! committed entry is applied by [`Controller`] the same way, and only the serving leader
-//! answers leader-only requests, elects and grants write leases.
-//!
-//! Inactive masters become elections (module `elections`); a successful election, from
-//! anywhere, notifies the set's active members when `notifyBrokerRoleChanged` is on. Opening
-//! (recovery, the silent replay, a group of one's first election) is module `start`.
+//! Inputs, on the loop thread with the time passed in: frames ([`Controller::handle`]), the
+//! log writer's news ([`Controller::on_log_completions`]), timers, closed connections, Raft's
+//! tick and peers' payloads. Outputs: replies for the caller's tickets, connections to close,
+//! role-change notifications ([`Controller::take_notifications`]) and payloads for peers
+//! ([`Controller::take_peer_messages`]). Every committed entry is applied the same way; only
+//! the serving leader answers leader-only requests, elects and grants write leases.
+//! Elections of inactive masters are module `elections`; opening is module `start`.
 
 mod elections;
 mod start;

@@ -1,7 +1,6 @@
 //! The controller's durable step: a Raft group (raft-rs) of the controllers that
-//! `controllerDLegerPeers` names, as Java's controllers form a DLedger group. Three (or more)
-//! controllers replicate the same event log; a single controller is a group of one, on the
-//! same storage, whose entries commit when its own disk has them.
+//! `controllerDLegerPeers` names, as Java's controllers form a DLedger group; a single
+//! controller is a group of one on the same storage, committing when its own disk has an entry.
 //!
 //! ```text
 //! loop timer --tick--> RawNode <--step-- peer payload (the link, authenticated)
@@ -12,20 +11,11 @@
 //!                                          \-----> committed entries --> GroupEvent::Committed
 //! ```
 //!
-//! raft-rs is a pure state machine: no threads, no clock, no I/O. [`RaftGroup`] owns the
-//! `RawNode`, its [`storage::RaftStore`] and the writer, and turns every input (a tick, a
-//! peer message, a proposal, a finished write) into [`GroupEvent`]s for the manager: entries
-//! to apply, a snapshot to install, leadership gained or lost. Leader gating follows Java's
-//! DLedger controller: a new leader serves leader-only requests only once an entry of its own
-//! term is applied (raft-rs appends the empty one itself), so its state includes everything
-//! the old leader acknowledged; every other node answers them 2007.
-//!
-//! A group of one campaigns as soon as it opens ([`RaftGroup::lead_alone`]): with no peer to
-//! wait for it wins at once, and serves after one fsync of its first entry.
-//!
-//! * [`logger`]: raft-rs's slog output forwarded to `log`.
-//! * [`records`]: the log file's record framing and the store's errors.
-//! * [`storage`]: raft-rs's `Storage` in memory, its files, the writer thread.
+//! raft-rs has no threads, clock or I/O: [`RaftGroup`] owns the `RawNode`, its store and the
+//! writer, and turns every input into [`GroupEvent`]s. As in Java's DLedger controller, a new
+//! leader serves leader-only requests only once an entry of its own term is applied (so its
+//! state holds everything the old leader acknowledged); other nodes answer them 2007. A
+//! group of one campaigns as soon as it opens ([`RaftGroup::lead_alone`]).
 
 pub mod logger;
 pub mod records;

@@ -3,17 +3,14 @@
 //!
 //! ```text
 //! file   = "RMQCLOG1" record*
-//! record = length:u32 crc:u32 seq:u64 item[length]     (big endian)
-//! crc    = CRC-32 of seq and item
+//! record = length:u32 crc:u32 seq:u64 item[length]     (big endian; crc of seq and item)
 //! ```
 //!
-//! Sequence numbers are consecutive. A crash can only damage the end of the file (appends
-//! only), so reading back distinguishes a *torn tail* (the last record runs past the end,
-//! fails its CRC while nothing but zeros follow, or the header itself is cut short): dropped,
-//! with a warning, and the file cut back to the last good record; from *corruption* (a bad
-//! record followed by more data, sequence numbers out of order, a wrong magic): an error
-//! naming the file and the byte offset, because silently dropping acknowledged changes is
-//! worse than refusing to start.
+//! Sequence numbers are consecutive. Appends only, so a crash can damage only the end: a
+//! *torn tail* (the last record cut short, or failing its CRC with only zeros after it) is
+//! dropped with a warning; anything else (a bad record followed by more, a sequence gap, a
+//! wrong magic) is *corruption*, an error naming file and offset, because silently dropping
+//! acknowledged changes is worse than refusing to start.
 
 use crate::checksum::crc32;
 use std::fmt;

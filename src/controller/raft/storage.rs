@@ -1,27 +1,20 @@
-//! The Raft group's storage: raft-rs's [`Storage`] trait over in-memory entries, and the
-//! files that make them durable, written by a thread of their own.
-//!
-//! Layout in the store directory (`<controllerStorePath>/rmq-controller-<selfId>/`):
+//! The Raft group's storage: raft-rs's [`Storage`] over in-memory entries, and the files that
+//! make them durable, written by a thread of their own.
 //!
 //! ```text
-//! raft.log       records (module `records`: magic, then length, CRC, sequence number), one
-//!                per item: kind:u8 protobuf   kind 1 = an Entry, kind 2 = the HardState
-//! raft.snapshot  "RMQCRSN1" crc:u32 protobuf(Snapshot)   data = the controller snapshot
-//!                (module `snapshot`)
+//! raft.log       records (module `records`), one per item: kind:u8 protobuf
+//!                (kind 1 = an Entry, kind 2 = the HardState)
+//! raft.snapshot  "RMQCRSN1" crc:u32 protobuf(Snapshot)   data = module `snapshot`
 //! ```
 //!
-//! The log is append-only. Reading it back replays its records in order: an entry at index
-//! `i` replaces every entry from `i` on (that is how a follower's conflicting tail is cut
-//! without rewriting the file), a hard state replaces the previous one. After each snapshot
-//! the log is rewritten (temp file, fsync, rename) to the entries after it plus the hard
-//! state, so it stays as small as the snapshot cadence.
+//! The log is append-only: on replay an entry at index `i` replaces every entry from `i` on
+//! (a follower's conflicting tail is cut without rewriting), a hard state replaces the
+//! previous one. After each snapshot the log is rewritten to the entries after it.
 //!
-//! The loop never touches the disk: [`RaftStore`] is what raft-rs reads (all in memory), and
-//! every change to it is also handed, in order, to the [`Writer`] as a [`Job`]. The writer
-//! batches what is waiting into one write and at most one fsync (only when some job needs it:
-//! raft-rs's `must_sync`), then reports each job's `Ready` number persisted; the loop tells
-//! raft-rs (`on_persist_ready`). In tests the same writer runs on the caller's thread
-//! ([`Persistence::Manual`]) so a simulation decides when disks finish.
+//! The loop never touches the disk: every change to [`RaftStore`] is also handed, in order,
+//! to the [`Writer`] as a [`Job`]; it batches them into one write and at most one fsync (when
+//! raft-rs's `must_sync` asks), then reports each `Ready` persisted. In tests the writer runs
+//! on the caller's thread ([`Persistence::Manual`]) so a simulation decides when disks finish.
 
 // protobuf 2 messages (with their unknown-field and size caches) are built field by field.
 #![allow(clippy::field_reassign_with_default)]
