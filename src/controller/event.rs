@@ -1,13 +1,11 @@
 //! The six state changes of the Controller (Java's `EventMessage` family) and their durable
-//! encoding: the only things ever written to the controller log, and the only input of
+//! encoding: the only things written to the controller log, and the only input of
 //! [`super::state::ControllerState::apply`].
 //!
-//! One event is encoded as Java's `EventSerializer` does it: a 2-byte big-endian type id
-//! followed by the event as fastjson JSON (getters in alphabetical order, nulls left out, the
-//! type name under `eventType`). The log is therefore readable by eye and by anyone who knows
-//! Java's format. One log *entry* is the events of one request (in practice zero or one):
-//! each as a 4-byte big-endian length and the event bytes. An empty entry carries no event
-//! (a read barrier). The entry is also what a Raft group will replicate, unchanged.
+//! An event is encoded as Java's `EventSerializer` does: a 2-byte big-endian type id, then
+//! fastjson JSON (getters alphabetical, nulls left out, the type name under `eventType`). A
+//! log *entry* is the events of one request (zero or one in practice), each with a 4-byte
+//! big-endian length; an empty entry is a read barrier.
 
 use crate::remoting::json::{self, ValueRef};
 use std::collections::BTreeSet;

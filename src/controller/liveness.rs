@@ -1,12 +1,8 @@
 //! Broker liveness as plain data: Java's `DefaultBrokerHeartbeatManager` table, local to this
-//! node (brokers heartbeat every controller they reach, so it is never replicated or logged).
-//!
-//! Time is an input (`now_ms`), never read here, and so is "this connection closed": the
-//! owner calls [`Liveness::scan_not_active`] on its timer and
-//! [`Liveness::connection_closed`] when a socket goes away, and turns the brokers these
-//! return into elections. Entries are grouped by brokerName, the key every lookup has at
-//! hand, so a heartbeat costs one hash lookup and a scan of its set's few members, with no
-//! allocation once the broker is known.
+//! node (brokers heartbeat every controller they reach; never replicated or logged). Time
+//! and closed connections are inputs; the owner turns the brokers [`Liveness::scan_not_active`]
+//! and [`Liveness::connection_closed`] return into elections. Entries are grouped by
+//! brokerName: a known broker's heartbeat costs one hash lookup and no allocation.
 
 use super::request::Heartbeat;
 use std::collections::HashMap;

@@ -1,12 +1,8 @@
-//! Role-change notifications (1008 NOTIFY_BROKER_ROLE_CHANGED) as data.
-//!
-//! After an election is durable, Java tells every *active* member of the broker set who the
-//! new master is, oneway, at the address the controller has on record for it. Sending needs
-//! outbound connections, so it happens off the loop (the wiring's thread); this module
-//! decides who gets what and encodes the frame. [`NotifyOutbox`] keeps at most one pending
-//! notification per broker address, the one with the highest master epoch: a broker acts only
-//! on epochs above its own, so an older pending one would be dropped by the broker anyway
-//! (Java cancels the older task when a newer one is queued).
+//! Role-change notifications (1008 NOTIFY_BROKER_ROLE_CHANGED) as data: after an election is
+//! durable, Java tells every *active* member of the set who the new master is, oneway, at
+//! its registered address. This module decides who gets what and encodes the frame; sending
+//! happens off the loop. [`NotifyOutbox`] keeps one pending notification per broker address,
+//! the highest master epoch (a broker ignores older epochs; Java cancels the older task).
 
 use super::body;
 use super::codes::request::NOTIFY_BROKER_ROLE_CHANGED;

@@ -1,15 +1,12 @@
 //! The whole-state snapshot: both tables as JSON, with the index of the last entry they
-//! include, so the log before it can be dropped (Java's DLedger controller never snapshots;
-//! its log grows forever). It is the data of a Raft snapshot (`raft.snapshot`, and what a
-//! leader sends a follower that fell too far behind).
+//! include, so the log before it can be dropped (Java's DLedger controller never snapshots).
+//! It is the data of a Raft snapshot (`raft.snapshot`, and what a leader sends a follower
+//! that fell too far behind), encoded on the log writer's thread.
 //!
 //! ```text
 //! data = "RMQCSNP1" index:u64 crc:u32 json        (big endian; crc = CRC-32 of index and json)
 //! json = {"replicaInfoTable":[...],"syncStateSetInfoTable":[...]}   (sorted by brokerName)
 //! ```
-//!
-//! It is encoded on the Raft log writer's thread from a copy-on-write clone of the state (a
-//! few hundred microseconds of JSON per thousand broker sets stay off the loop).
 
 use crate::checksum::crc32;
 use crate::controller::event::{Fields, ObjectWriter};
