@@ -17,7 +17,7 @@
 
 use super::{os_message, StartError};
 use crate::config::NamesrvConfig;
-use crate::controller::Wake;
+use crate::controller::{raft, Wake};
 use crate::controller::{ConnRef, Controller, ControllerConfig, Reply};
 use crate::event_loop::{ConnId, Ctx, EventLoop, Handler, ListenerTag, LoopWaker, Next, TimerId};
 use crate::remoting::command::{RemotingCommand, SerializeType};
@@ -218,7 +218,7 @@ impl ControllerPort {
             SCAN_INACTIVE_MASTER_TIMER,
             now + self.scan_inactive_master_ms,
         );
-        ctx.set_timer(RAFT_TICK_TIMER, now + self.controller.raft_tick_ms());
+        ctx.set_timer(RAFT_TICK_TIMER, now + raft::TICK_MS);
     }
 
     /// A request on the controller port. Its answer, and any others it released, go out
@@ -322,7 +322,7 @@ impl ControllerPort {
                 }
             }
             RAFT_TICK_TIMER => {
-                ctx.set_timer(RAFT_TICK_TIMER, now + self.controller.raft_tick_ms());
+                ctx.set_timer(RAFT_TICK_TIMER, now + raft::TICK_MS);
                 self.controller.raft_tick(now, &mut self.replies);
             }
             SCAN_INACTIVE_MASTER_TIMER => {

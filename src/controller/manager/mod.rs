@@ -93,11 +93,6 @@ struct ConfigUpdate<T> {
 }
 
 impl<T> Controller<T> {
-    /// Raft's tick period; the loop calls [`raft_tick`](Self::raft_tick) this often.
-    pub fn raft_tick_ms(&self) -> u64 {
-        super::raft::TICK_MS
-    }
-
     /// This node's role, term and leader.
     pub fn group_status(&self) -> GroupStatus {
         self.group.status()
