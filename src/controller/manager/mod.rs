@@ -577,7 +577,7 @@ impl<T> Controller<T> {
         log::error!(
             "controller: the log failed ({why}); leader-only requests are refused until restart"
         );
-        self.group.mark_failed(why);
+        self.group.fail(why, &mut Vec::new());
         if let Err(not_serving) = self.group.serving() {
             self.pipeline.fail_all(&not_serving.response(), done);
         }

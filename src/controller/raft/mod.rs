@@ -88,7 +88,6 @@ pub struct GroupStatus {
     /// 0 when no leader is known.
     pub leader_id: u64,
     pub serving: bool,
-    pub commit: u64,
     pub applied: u64,
 }
 
@@ -127,9 +126,6 @@ pub struct Opened {
     /// The state as of the snapshot; raft-rs replays the committed entries after it.
     pub state: ControllerState,
     pub snapshot_index: u64,
-    pub log_entries: usize,
-    /// Why a torn tail of the log was dropped, if one was.
-    pub torn_tail: Option<String>,
 }
 
 impl RaftGroup {
@@ -141,7 +137,7 @@ impl RaftGroup {
         persistence: Persistence,
         wall: WallClock,
     ) -> Result<Opened, StorageError> {
-        let (mut store, file, next_seq, recovery) = storage::recover(dir, voters)?;
+        let (mut store, file, next_seq, _) = storage::recover(dir, voters)?;
         let snapshot_index = store.snapshot_index();
         let state = if voters == [self_id] {
             store.take_snapshot_state()
@@ -187,8 +183,6 @@ impl RaftGroup {
             group,
             state,
             snapshot_index,
-            log_entries: recovery.entries,
-            torn_tail: recovery.torn_tail,
         })
     }
 
@@ -232,7 +226,6 @@ impl RaftGroup {
             term: raft.term,
             leader_id: raft.leader_id,
             serving: self.is_serving(),
-            commit: raft.raft_log.committed,
             applied: self.applied,
         }
     }
@@ -378,14 +371,6 @@ impl RaftGroup {
     pub fn run_disk(&mut self, out: &mut Vec<GroupEvent>) {
         self.disk.run_manual();
         self.on_disk(out);
-    }
-
-    /// Stops serving for good (an entry that cannot be applied): as a failed disk.
-    pub fn mark_failed(&mut self, why: String) {
-        if self.failed.is_none() {
-            log::error!("controller Raft: {why}; this node stops serving (restart it)");
-            self.failed = Some(why);
-        }
     }
 
     /// Has the writer replace `path` by `content`; a `GroupEvent::FileWritten` follows.
@@ -594,9 +579,10 @@ impl RaftGroup {
         }
     }
 
-    fn fail(&mut self, why: String, out: &mut Vec<GroupEvent>) {
-        log::error!("controller Raft: {why}; this node stops serving (restart it)");
+    /// Stops serving for good (a failed disk, an entry that cannot be applied).
+    pub fn fail(&mut self, why: String, out: &mut Vec<GroupEvent>) {
         if self.failed.is_none() {
+            log::error!("controller Raft: {why}; this node stops serving (restart it)");
             self.failed = Some(why.clone());
             out.push(GroupEvent::Failed(why));
         }
