@@ -214,12 +214,15 @@ impl<T> Controller<T> {
     /// only with its peers' acknowledgements, which a stopping loop no longer reads (its fate
     /// is the next leader's). A group of one keeps them: its own disk finishes them.
     pub fn stop_waiting_for_peers(&mut self, out: &mut Vec<Reply<T>>) {
-        if self.group.is_alone() {
-            return;
+        if !self.group.is_alone() {
+            self.fail_pipeline(&stopping(), out);
         }
-        let stopping = Response::error(SYSTEM_ERROR, "the controller is shutting down");
+    }
+
+    /// Answers every request of the pipeline with `response`.
+    fn fail_pipeline(&mut self, response: &Response, out: &mut Vec<Reply<T>>) {
         let mut done = Vec::new();
-        self.pipeline.fail_all(&stopping, &mut done);
+        self.pipeline.fail_all(response, &mut done);
         for c in done {
             if let Origin::Client((ticket, wants_reply)) = c.origin {
                 reply(out, ticket, wants_reply, c.response);
@@ -606,30 +609,24 @@ impl<T> Controller<T> {
     /// Stops: waits for the writer to finish what it was given, applies and answers what it
     /// made durable, and answers everything else SYSTEM_ERROR.
     pub fn shutdown(mut self) -> Vec<Reply<T>> {
-        let mut done = Vec::new();
         let mut out = Vec::new();
         for event in self.group.close() {
             if let GroupEvent::FileWritten { id, result } = event {
                 self.config_written(id, result, &mut out);
             }
         }
-        let stopping = Response::error(SYSTEM_ERROR, "the controller is shutting down");
-        self.pipeline.fail_all(&stopping, &mut done);
+        let stopping = stopping();
+        self.fail_pipeline(&stopping, &mut out);
         for update in self.config_updates.drain(..) {
-            reply(
-                &mut out,
-                update.ticket,
-                update.wants_reply,
-                stopping.clone(),
-            );
-        }
-        for c in done {
-            if let Origin::Client((ticket, wants_reply)) = c.origin {
-                reply(&mut out, ticket, wants_reply, c.response);
-            }
+            let response = stopping.clone();
+            reply(&mut out, update.ticket, update.wants_reply, response);
         }
         out
     }
+}
+
+fn stopping() -> Response {
+    Response::error(SYSTEM_ERROR, "the controller is shutting down")
 }
 
 fn reply<T>(out: &mut Vec<Reply<T>>, ticket: T, wants_reply: bool, response: Response) {
