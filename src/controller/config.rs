@@ -2,11 +2,8 @@
 //! (through a key lookup), checked, updated at runtime by UPDATE_CONTROLLER_CONFIG (1009)
 //! and shown by GET_CONTROLLER_CONFIG (1010).
 //!
-//! One table row per key: Java name, default, check and `Effect`. `Live` keys are read at
-//! each use; `StartOnly` keys once at start (an update naming one is refused); `ReportOnly`
-//! keys are Java settings meaningless here (thread pools, metrics, JRaft tuning), accepted
-//! and reported as Java does. Settings that would promise what is not done are refused:
-//! `controllerType=jRaft`, a metrics exporter other than DISABLE.
+//! One table row per key: Java name, default, check and `Effect`. Settings that would promise
+//! what is not done are refused: `controllerType=jRaft`, a metrics exporter other than DISABLE.
 //!
 //! Updates are all or nothing: a black-listed key (16), an unknown or start-only key or an
 //! invalid value (1, naming the key) refuses the whole request. Accepted changes are kept in
@@ -18,14 +15,14 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
-/// What changing a key does here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Effect {
     /// Read at each use; UPDATE_CONTROLLER_CONFIG changes behaviour at once.
     Live,
     /// Read once at start; an update is refused.
     StartOnly,
-    /// A Java setting with no meaning here: kept and reported only.
+    /// A Java setting with no meaning here (thread pools, metrics, JRaft tuning): kept and
+    /// reported only, as Java does.
     ReportOnly,
 }
 
@@ -119,7 +116,6 @@ pub struct Peer {
     pub port: u16,
 }
 
-/// The typed values the controller reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
     pub scan_not_active_broker_interval_ms: u64,
@@ -133,7 +129,6 @@ pub struct Settings {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ControllerConfig {
-    /// Every key of the table, checked.
     values: BTreeMap<&'static str, String>,
     /// Keys changed by UPDATE_CONTROLLER_CONFIG (what controller.properties holds).
     updated: BTreeMap<&'static str, String>,
@@ -405,7 +400,6 @@ impl ControllerConfig {
         self.store_dir().join("controller.properties")
     }
 
-    /// Keys no update may set.
     pub fn black_list(&self) -> Vec<String> {
         let configured = self.get("configBlackList").unwrap_or_default();
         crate::config::black_list(&ALWAYS_BLACK_LISTED, configured)
@@ -520,7 +514,6 @@ pub struct PlannedUpdate {
 }
 
 impl PlannedUpdate {
-    /// Where the update is kept.
     pub fn path(&self) -> PathBuf {
         self.next.config_store_path()
     }

@@ -16,7 +16,6 @@ use super::liveness::Liveness;
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
 
-/// What one election decides over.
 #[derive(Debug, Clone, Copy)]
 pub struct ElectInput<'a> {
     pub cluster_name: Option<&'a str>,

@@ -57,7 +57,6 @@ pub enum Event {
     },
 }
 
-/// A log entry or event that cannot be read back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventError(pub String);
 
@@ -168,7 +167,6 @@ impl Event {
         w.finish();
     }
 
-    /// Reads one event in Java's encoding.
     pub fn decode(bytes: &[u8]) -> Result<Event, EventError> {
         if bytes.len() < 2 {
             return Err(bad("event shorter than its 2-byte type id"));
@@ -243,7 +241,6 @@ fn type_name(type_id: u16) -> Option<&'static str> {
     })
 }
 
-/// Encodes the events of one request as one log entry.
 pub fn encode_entry(events: &[Event]) -> Vec<u8> {
     let mut out = Vec::with_capacity(events.len() * 160);
     for event in events {
@@ -314,7 +311,6 @@ impl<'a> ObjectWriter<'a> {
     }
 }
 
-/// `[1,2,3]`.
 pub(crate) fn write_ids<'i>(out: &mut Vec<u8>, ids: impl IntoIterator<Item = &'i i64>) {
     let mut array = json::Seq::array(out);
     for id in ids {

@@ -11,7 +11,6 @@ use super::replicas::{master_fields, Elected};
 use super::response::encode_oneway_request;
 use std::collections::{BTreeSet, HashMap};
 
-/// One 1008 to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RoleChangeNotification {
     /// Where to send it: the member's address as registered with the controller.
@@ -88,7 +87,6 @@ impl NotifyOutbox {
         self.pending.is_empty()
     }
 
-    /// Everything pending, for the sending thread.
     pub fn drain(&mut self) -> Vec<RoleChangeNotification> {
         self.pending.drain().map(|(_, n)| n).collect()
     }

@@ -4,8 +4,7 @@
 //! is answered at once; a write's events go to the durable step ([`Durability`]: the Raft
 //! group) as one entry, and the request parks until it is committed and applied, before the
 //! next request is computed. So every answer reflects every change acknowledged before it
-//! (Java may compute the next request before the previous one is applied). Requests waiting
-//! longer than 5 s get SYSTEM_ERROR, as Java's processor's timeout.
+//! (Java may compute the next request before the previous one is applied).
 
 use super::codes::response as rc;
 use super::event::{decode_entry, encode_entry, Event, EventError};
@@ -46,13 +45,11 @@ impl NotServing {
 
 /// Makes entries durable: the Raft group (tests may stand in for it).
 pub trait Durability {
-    /// Whether leader-only requests may be served now.
     fn serving(&self) -> Result<(), NotServing>;
     /// Starts making `entry` durable; returns the id its commit will be reported under.
     fn propose(&mut self, entry: Vec<u8>) -> Result<u64, NotServing>;
 }
 
-/// Who a request's answer goes to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin<T> {
     /// A peer's request; `T` is the caller's reply address (connection, opaque, ...).
@@ -64,7 +61,6 @@ pub enum Origin<T> {
     },
 }
 
-/// An answered request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Completed<T> {
     pub origin: Origin<T>,
@@ -130,7 +126,6 @@ impl<T> Pipeline<T> {
         Pipeline::default()
     }
 
-    /// Requests waiting, the one in flight included.
     pub fn len(&self) -> usize {
         self.queue.len() + usize::from(self.in_flight.is_some())
     }

@@ -1,14 +1,9 @@
 //! The leader-only requests as pure functions: request x applied state x liveness ->
 //! (response, events). Java's `ReplicasInfoManager` request methods, step by step.
 //!
-//! Nothing here changes the state: a write's events go to the log first and are applied
-//! only once durable (`pipeline`), so every answer is computed on state that includes every
-//! acknowledged change. Java's observable behaviour is kept, including its quirks (see
-//! docs/controller.md): the first election needs no liveness, a failed controller-triggered
-//! election still bumps `masterEpoch`, cleaning with `isCleanLivingBroker` ignores the id
-//! list, a failed 1001 still carries `newSyncStateSetEpoch: 0`, `nextAssignBrokerId` counts
-//! ids rather than taking max + 1. Where Java would throw a NullPointerException on a
-//! missing header field, the answer is SYSTEM_ERROR naming the field.
+//! Nothing here changes the state: a write's events are applied only once durable
+//! (`pipeline`). Java's observable behaviour is kept, quirks included (docs/controller.md
+//! lists them; each is noted where it is kept).
 
 use super::body::{self, ReplicaIdentity, ReplicasInfo};
 use super::codes::response as rc;
@@ -28,7 +23,6 @@ use std::collections::{BTreeMap, BTreeSet};
 pub const MAX_BROKER_SETS: usize = 100_000;
 pub const MAX_IDS_PER_BROKER_SET: usize = 1_024;
 
-/// What a handler reads besides the request.
 #[derive(Clone, Copy)]
 pub struct View<'a> {
     pub state: &'a ControllerState,
@@ -114,7 +108,6 @@ fn show(id: Option<i64>) -> String {
     id.map_or_else(|| "null".to_owned(), |id| id.to_string())
 }
 
-/// Handles one leader-only request against the applied state.
 pub fn handle(request: &LeaderRequest, view: &View<'_>) -> Outcome {
     match request {
         LeaderRequest::AlterSyncStateSet(r) => alter_sync_state_set(r, view),

@@ -1,14 +1,12 @@
-//! Typed controller requests, parsed once from a `RemotingCommand`, and written by the
-//! senders (`rmq-admin`, `rmq-bench controller`) with [`ControllerRequest::encode`]; so this
-//! module (and [`field`]) is built without the `controller` feature too.
+//! Typed controller requests, parsed once from a `RemotingCommand` and written by the
+//! senders (`rmq-admin`, `rmq-bench controller`) with [`ControllerRequest::encode`].
 //!
 //! Header fields are read as Java's `decodeCommandCustomHeaderDirectly` reads them for the
 //! controller: leniently. A missing or unparsable field, even a `@CFNotNull` one, stays at
 //! its default (null, or the header's initial value such as `brokerId = -1` for 1002); what
 //! a handler does with the null is the handler's (often Java's NullPointerException, i.e.
-//! SYSTEM_ERROR, reproduced in `replicas`). Numbers parse as `Long.parseLong` /
-//! `Integer.parseInt`, booleans as `Boolean.parseBoolean`. Bodies are read first, as Java's
-//! processor does: a bad 1001 or 1006 body is answered SYSTEM_ERROR at once.
+//! SYSTEM_ERROR, reproduced in `replicas`). Bodies are read first, as Java's processor does:
+//! a bad 1001 or 1006 body is answered SYSTEM_ERROR at once.
 
 use super::codes::request as code;
 use super::response::Response;
@@ -185,7 +183,6 @@ pub struct AlterSyncStateSet {
     pub body: Option<SyncStateSetBody>,
 }
 
-/// Who asked for an election.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ElectTrigger {
     /// A broker electing itself, or mqadmin electMaster (designateElect=true).
@@ -284,7 +281,6 @@ impl LeaderRequest {
     }
 }
 
-/// Everything the controller port serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ControllerRequest {
     Heartbeat(Heartbeat),
@@ -299,7 +295,6 @@ pub enum ControllerRequest {
 }
 
 impl ControllerRequest {
-    /// The request code it is sent as.
     pub fn code(&self) -> i32 {
         match self {
             ControllerRequest::Heartbeat(_) => code::BROKER_HEARTBEAT,

@@ -83,7 +83,6 @@ impl Response {
             .map(|(_, v)| v.as_str())
     }
 
-    /// Appends the whole response frame for request `opaque` to `out`.
     pub fn encode(&self, opaque: i32, serialize_type: SerializeType, out: &mut Vec<u8>) {
         let header = (self.code, opaque, FLAG_RESPONSE, self.remark.as_deref());
         let ext = self.ext.as_deref();

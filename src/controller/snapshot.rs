@@ -18,7 +18,6 @@ use crate::remoting::json::{self, Seq, ValueRef};
 pub const MAGIC: &[u8; 8] = b"RMQCSNP1";
 const HEADER_LEN: usize = 20;
 
-/// The snapshot data for `state` as of log index `index`.
 pub fn encode(index: u64, state: &ControllerState) -> Vec<u8> {
     let json = encode_state(state);
     let mut crc_input = Vec::with_capacity(8 + json.len());
@@ -107,7 +106,6 @@ pub fn decode(bytes: &[u8]) -> Result<(u64, ControllerState), String> {
     Ok((index, decode_state(json)?))
 }
 
-/// Reads the JSON written by [`encode_state`].
 fn decode_state(json_bytes: &[u8]) -> Result<ControllerState, String> {
     let limits = json::Limits {
         max_depth: 8,

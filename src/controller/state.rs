@@ -186,7 +186,6 @@ impl ControllerState {
         self.sync_table.get_mut(broker_name).map(Arc::make_mut)
     }
 
-    /// Every BrokerReplicaInfo, in no particular order.
     pub fn replica_infos(&self) -> impl ExactSizeIterator<Item = &BrokerReplicaInfo> {
         self.replica_table.values().map(Arc::as_ref)
     }
@@ -207,7 +206,6 @@ impl ControllerState {
         self.replica_table.contains_key(broker_name) && self.sync_table.contains_key(broker_name)
     }
 
-    /// Both halves of an existing broker set.
     pub fn broker_set(&self, broker_name: &str) -> Option<(&BrokerReplicaInfo, &SyncStateInfo)> {
         Some((
             self.replica_info(broker_name)?,

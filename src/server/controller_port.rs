@@ -1,19 +1,11 @@
 //! The embedded Controller's port (`enableControllerInNamesrv=true`, feature `controller`): a
-//! second listener on the name server's loop, on this node's port from
-//! `controllerDLegerPeers`. Frames there go to the [`Controller`], which knows no sockets;
-//! this module adds:
-//! * replies addressed by a [`Ticket`] (connection, opaque, serialization), written whenever
-//!   the controller releases them (at once for reads, after the fsync for writes);
-//! * the log writer's news: its waker raises a flag, and `before_sleep` picks up completions
-//!   only when it is up, so the name server's turns pay nothing;
-//! * timers: request deadlines (5 s), the heartbeat-expiry scan (first after 2 s) and the
-//!   inactive-master scan, Raft's tick;
-//! * closed connections (their brokers are inactive at once); expired brokers' connections
-//!   are closed, as Java does;
-//! * role-change notifications (1008) sent oneway from a thread of their own ([`notifier`]);
-//! * the links to the other controller nodes ([`peers`]);
-//! * the stop: the drain waits for a single node's writes in flight (a group member answers
-//!   its own at once: their commit needs peers the drain no longer reads).
+//! second listener on the name server's loop. Frames go to the socket-free [`Controller`]; this
+//! module adds replies addressed by a [`Ticket`] (written when the controller releases them: at
+//! once for reads, after the fsync for writes), the log writer's wake-up flag (so the name
+//! server's turns pay nothing), timers, closed connections (their brokers are inactive at once;
+//! expired brokers' connections are closed, as Java does), 1008 notifications ([`notifier`]),
+//! the peer links ([`peers`]), and the stop (the drain waits for a single node's writes only:
+//! a group member's commit needs peers the drain no longer reads).
 
 use super::{os_message, StartError};
 use crate::config::NamesrvConfig;
@@ -29,16 +21,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-/// The controller's listener on the shared loop.
 pub(super) const LISTENER: ListenerTag = ListenerTag(1);
 
 /// Request deadlines (the pipeline's 5 s wait).
 const DEADLINE_TIMER: TimerId = TimerId(11);
-/// The heartbeat-expiry scan.
 const SCAN_NOT_ACTIVE_TIMER: TimerId = TimerId(12);
-/// The inactive-master scan.
 const SCAN_INACTIVE_MASTER_TIMER: TimerId = TimerId(13);
-/// Raft's clock.
 const RAFT_TICK_TIMER: TimerId = TimerId(15);
 
 /// Java starts its heartbeat-expiry scan 2 s after start, then keeps its interval.
@@ -103,7 +91,6 @@ fn same_port(port: u16) -> String {
     )
 }
 
-/// Where a reply goes.
 #[derive(Debug, Clone, Copy)]
 struct Ticket {
     conn: ConnId,
@@ -124,7 +111,6 @@ impl Wake for LogNews {
     }
 }
 
-/// The controller hosted on the loop.
 pub(super) struct ControllerPort {
     controller: Controller<Ticket>,
     local_addr: SocketAddr,
@@ -257,8 +243,7 @@ impl ControllerPort {
         Next::Continue
     }
 
-    /// A frame for the peer link (see [`peers`]); a payload goes to the controller's Raft
-    /// node.
+    /// A frame for the peer link ([`peers`]); a payload goes to the controller's Raft node.
     fn on_peer_frame<C>(&mut self, ctx: &mut Ctx<C>, conn: ConnId, cmd: &RemotingCommand) -> Next {
         match self.links.on_frame(ctx, conn, cmd) {
             PeerFrame::Payload { from, payload } => {
@@ -283,9 +268,8 @@ impl ControllerPort {
         self.links.on_connected(ctx, conn, &result);
     }
 
-    /// A connection on the controller port closed: the brokers that heartbeated on it are
-    /// inactive now (an inactive master starts an election). A peer link's connection is the
-    /// link's alone.
+    /// A connection on the controller port closed: its brokers are inactive now (see
+    /// `elections`). A peer link's connection is the link's alone.
     pub(super) fn on_close<C>(&mut self, ctx: &mut Ctx<C>, conn: ConnId) {
         if self.links.on_closed(ctx, conn) {
             return;

@@ -1,14 +1,9 @@
 //! The controller as one object the event loop drives: [`Controller`] owns the config, the
 //! replicated state, the liveness table, the request pipeline, the Raft group and the
-//! pending notifications, and turns the loop's inputs into replies.
-//!
-//! Inputs, on the loop thread with the time passed in: frames ([`Controller::handle`]), the
-//! log writer's news ([`Controller::on_log_completions`]), timers, closed connections, Raft's
-//! tick and peers' payloads. Outputs: replies for the caller's tickets, connections to close,
-//! role-change notifications ([`Controller::take_notifications`]) and payloads for peers
-//! ([`Controller::take_peer_messages`]). Every committed entry is applied the same way; only
-//! the serving leader answers leader-only requests, elects and grants write leases.
-//! Elections of inactive masters are module `elections`; opening is module `start`.
+//! pending notifications, and turns the loop's inputs (on the loop thread, with the time passed
+//! in) into replies, connections to close, 1008 notifications and payloads for peers. Every
+//! committed entry is applied the same way; only the serving leader answers leader-only
+//! requests, elects and grants write leases.
 
 mod elections;
 mod start;
@@ -31,14 +26,12 @@ use crate::remoting::command::RemotingCommand;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
-/// An answer for one of the caller's requests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply<T> {
     pub ticket: T,
     pub response: Response,
 }
 
-/// Why the controller cannot start.
 #[derive(Debug)]
 pub enum StartError {
     Config(ConfigError),
@@ -93,12 +86,10 @@ struct ConfigUpdate<T> {
 }
 
 impl<T> Controller<T> {
-    /// This node's role, term and leader.
     pub fn group_status(&self) -> GroupStatus {
         self.group.status()
     }
 
-    /// Raft's clock.
     pub fn raft_tick(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
         self.drive_group(now_ms, out, |group, events| group.tick(events));
     }
@@ -198,7 +189,6 @@ impl<T> Controller<T> {
         &self.liveness
     }
 
-    /// The index of the last entry applied to the state.
     pub fn applied_index(&self) -> u64 {
         self.applied_index
     }
@@ -219,7 +209,6 @@ impl<T> Controller<T> {
         }
     }
 
-    /// Answers every request of the pipeline with `response`.
     fn fail_pipeline(&mut self, response: &Response, out: &mut Vec<Reply<T>>) {
         let mut done = Vec::new();
         self.pipeline.fail_all(response, &mut done);
@@ -354,7 +343,6 @@ impl<T> Controller<T> {
         Response::with_header(SUCCESS, fields)
     }
 
-    /// The leader's entry of `controllerDLegerPeers`, if one is known.
     fn leader_peer(&self) -> Option<&Peer> {
         let leader = self.group.status().leader_id;
         let ids = raft::raft_ids(self.config.peers());
@@ -455,7 +443,6 @@ impl<T> Controller<T> {
         if self.group.proposals() == proposed {
             return; // reads and refusals: nothing for Raft to do
         }
-        // A proposal becomes a Ready to persist and send.
         let mut events = Vec::new();
         self.group.process(&mut events);
         if !events.is_empty() {

@@ -48,7 +48,6 @@ pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
 /// The wall clock each proposal is stamped with (ms since the epoch); simulations pass theirs.
 pub type WallClock = Arc<dyn Fn() -> u64 + Send + Sync>;
 
-/// The system's wall clock.
 pub fn system_wall_clock() -> WallClock {
     Arc::new(|| {
         SystemTime::now()
@@ -57,7 +56,6 @@ pub fn system_wall_clock() -> WallClock {
     })
 }
 
-/// What the manager must act on after an input.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GroupEvent {
     /// A committed entry to apply; `proposal` is set when it is this node's proposal.
@@ -103,7 +101,6 @@ pub struct RaftGroup {
     self_id: u64,
     /// Follower messages that may leave only after their `Ready` is on disk.
     held: VecDeque<(u64, Vec<Message>)>,
-    /// Encoded messages for the link: (to, bytes).
     outbox: Vec<(u64, Vec<u8>)>,
     /// The last `Ready` handed to the writer, and the last it reported on disk.
     sent_number: u64,
@@ -120,7 +117,6 @@ pub struct RaftGroup {
     wall: WallClock,
 }
 
-/// What [`RaftGroup::open`] recovered.
 pub struct Opened {
     pub group: RaftGroup,
     /// The state as of the snapshot; raft-rs replays the committed entries after it.
@@ -206,7 +202,6 @@ impl RaftGroup {
         self.next_proposal
     }
 
-    /// Whether this node is the group's only voter.
     pub fn is_alone(&self) -> bool {
         self.alone
     }
@@ -240,7 +235,6 @@ impl RaftGroup {
         self.failed.as_deref()
     }
 
-    /// Raft's clock.
     pub fn tick(&mut self, out: &mut Vec<GroupEvent>) {
         if self.failed.is_some() {
             return; // a node whose disk failed takes no further part (as if stopped)
@@ -287,7 +281,6 @@ impl RaftGroup {
         self.process(out);
     }
 
-    /// Encoded messages to send now.
     pub fn take_messages(&mut self, out: &mut Vec<(u64, Vec<u8>)>) {
         out.append(&mut self.outbox);
     }
@@ -367,7 +360,6 @@ impl RaftGroup {
         }
     }
 
-    /// Manual persistence: the disk finishes everything it was given.
     pub fn run_disk(&mut self, out: &mut Vec<GroupEvent>) {
         self.disk.run_manual();
         self.on_disk(out);

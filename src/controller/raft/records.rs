@@ -93,7 +93,6 @@ pub const RECORD_HEADER_LEN: usize = 16;
 /// Items are a Raft entry or hard state, a few hundred bytes; anything this large is damage.
 pub const MAX_ENTRY_LEN: usize = 64 << 20;
 
-/// Appends one record to `out`.
 pub fn encode_record(seq: u64, item: &[u8], out: &mut Vec<u8>) {
     let mut crc_input = Vec::with_capacity(8 + item.len());
     crc_input.extend_from_slice(&seq.to_be_bytes());
@@ -104,14 +103,12 @@ pub fn encode_record(seq: u64, item: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(item);
 }
 
-/// One record read back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
     pub seq: u64,
     pub item: Vec<u8>,
 }
 
-/// What reading the file gave.
 #[derive(Debug, Default)]
 pub struct Scan {
     pub records: Vec<Record>,

@@ -37,12 +37,10 @@ pub const SNAPSHOT_FILE: &str = "raft.snapshot";
 const SNAPSHOT_MAGIC: &[u8; 8] = b"RMQCRSN1";
 const KIND_ENTRY: u8 = 1;
 const KIND_HARD_STATE: u8 = 2;
-/// Jobs taken per wake-up at most.
 const MAX_BATCH: usize = 1024;
 
 /// How the writer thread tells the loop it has completions to pick up: a `mio::Waker` of the
-/// caller's poll (tests), or the event loop's own waker (the server, which also notes that the
-/// news is the controller's).
+/// caller's poll (tests), or the event loop's own waker (the server).
 pub trait Wake: Send + Sync {
     fn wake(&self);
 }
@@ -246,10 +244,8 @@ impl Storage for RaftStore {
     }
 }
 
-/// What recovery found besides the store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recovery {
-    /// Entries read back after the snapshot.
     pub entries: usize,
     /// Why a torn tail was dropped, if one was.
     pub torn_tail: Option<String>,
@@ -271,7 +267,6 @@ fn corrupt(path: &Path, reason: String) -> StorageError {
     }
 }
 
-/// The snapshot file's bytes.
 pub fn encode_snapshot_file(snap: &Snapshot) -> Vec<u8> {
     let body = snap.write_to_bytes().unwrap_or_default();
     let mut out = Vec::with_capacity(12 + body.len());
@@ -281,7 +276,6 @@ pub fn encode_snapshot_file(snap: &Snapshot) -> Vec<u8> {
     out
 }
 
-/// Reads the snapshot file: its metadata and the controller state in it.
 fn read_snapshot(path: &Path) -> Result<Option<(SnapshotMetadata, ControllerState)>, StorageError> {
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
@@ -422,7 +416,6 @@ pub enum Job {
     },
 }
 
-/// What the writer reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Completion {
     /// Every `Ready` up to `number` is on disk.
@@ -438,7 +431,6 @@ pub enum Completion {
     FileWritten { id: u64, result: Result<(), String> },
 }
 
-/// The thread (or, in tests, the caller) that writes and fsyncs.
 pub struct Writer {
     dir: PathBuf,
     file: File,
@@ -603,7 +595,6 @@ fn snapshot_of(meta: SnapshotMetadata, state: &ControllerState) -> Snapshot {
     snap
 }
 
-/// Where the writer runs.
 pub enum Persistence {
     /// On a thread of its own that wakes the loop (the server).
     Thread(Option<Arc<dyn Wake>>),
@@ -611,7 +602,6 @@ pub enum Persistence {
     Manual,
 }
 
-/// The loop's end of the writer: jobs out, completions in.
 pub struct RaftDisk {
     jobs: Option<Sender<Job>>,
     completions: Receiver<Completion>,
@@ -620,7 +610,6 @@ pub struct RaftDisk {
 }
 
 impl RaftDisk {
-    /// Starts the writer for the log `file` recovered from `dir`.
     pub fn start(
         dir: &Path,
         file: File,
@@ -671,12 +660,10 @@ impl RaftDisk {
         self.completions.try_recv().ok()
     }
 
-    /// The next completion, waiting up to `timeout` for it.
     pub fn wait_completion(&self, timeout: std::time::Duration) -> Option<Completion> {
         self.completions.recv_timeout(timeout).ok()
     }
 
-    /// Whether the caller runs the writer ([`Persistence::Manual`]).
     pub fn is_manual(&self) -> bool {
         self.manual.is_some()
     }

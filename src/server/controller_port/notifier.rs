@@ -24,16 +24,13 @@ const TIMEOUT: Duration = Duration::from_secs(3);
 const LINGER: Duration = Duration::from_secs(30);
 /// Connections kept open at most, per thread (beyond, the oldest is closed).
 const MAX_OPEN: usize = 256;
-/// Sending threads.
 const THREADS: usize = 4;
 
-/// One frame for one broker.
 pub(in crate::server) struct Notice {
     pub target: String,
     pub frame: Vec<u8>,
 }
 
-/// The queues of the sending threads.
 pub(in crate::server) struct Notifier {
     queues: Vec<Sender<Notice>>,
 }

@@ -35,8 +35,7 @@ use std::thread::JoinHandle;
 mod tests;
 
 /// The peers' private request code: a handshake (a request answered by the acceptor), then
-/// payloads (oneway). RocketMQ uses no code in this range; nobody but the configured peers may
-/// use it (see the module doc).
+/// payloads (oneway). RocketMQ uses no code in this range; only the configured peers may.
 pub const PEER_CODE: i32 = 40_016;
 
 /// The largest payload carried. Raft's messages are small except snapshots, which travel in
@@ -45,14 +44,12 @@ pub const PEER_CODE: i32 = 40_016;
 /// well under the loop's buffer limits (`frameMaxLength` must stay above it).
 pub const MAX_PAYLOAD: usize = 4 << 20;
 
-/// The link's timer: connects due, handshakes overdue, resolutions done.
 pub const PEER_TIMER: TimerId = TimerId(14);
 const TICK_MS: u64 = 100;
 
 /// Reconnect backoff, doubled after each failure, with jitter (half to all of it).
 const BACKOFF_MIN_MS: u64 = 100;
 const BACKOFF_MAX_MS: u64 = 5_000;
-/// How long the acceptor's answer to a handshake may take.
 const HANDSHAKE_TIMEOUT_MS: u64 = 3_000;
 /// Messages (and their bytes) kept for a peer while its connection is being set up.
 const QUEUE_MESSAGES: usize = 256;
@@ -60,7 +57,6 @@ const QUEUE_BYTES: usize = 8 << 20;
 /// Unsent bytes on an established link beyond which messages to that peer are dropped (or half
 /// the loop's write hard cap, if lower: that would close the link).
 const MAX_UNSENT: usize = 16 << 20;
-/// Messages above the cap are reported at most this often.
 const OVERSIZE_WARN_EVERY_MS: u64 = 10_000;
 /// Refused connections are logged at most this often (with a count of the others).
 const REFUSAL_WARN_EVERY_MS: u64 = 1_000;
@@ -71,14 +67,12 @@ const LANGUAGE: &str = "RUST";
 const FLAG_RESPONSE: i32 = 1;
 const FLAG_ONEWAY: i32 = 2;
 
-/// Who this node is and who the others are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerSetup {
     pub group: String,
     pub self_id: u64,
     /// This node's address as the others have it in their `controllerDLegerPeers`.
     pub self_addr: String,
-    /// The other members: Raft id and `host:port`.
     pub peers: Vec<(u64, String)>,
 }
 
@@ -109,7 +103,6 @@ pub trait PeerConnData {
     fn peer_link() -> Self;
 }
 
-/// What a frame on a peer connection came to.
 #[derive(Debug, PartialEq, Eq)]
 pub enum PeerFrame {
     /// A payload from an authenticated peer: the controller's to handle.
@@ -120,7 +113,6 @@ pub enum PeerFrame {
     Close,
 }
 
-/// Counters for the controller's statistics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PeerStatus {
     pub configured: usize,
@@ -149,7 +141,6 @@ enum Link {
 
 struct Peer {
     id: u64,
-    /// `host:port` as configured.
     addr: String,
     /// Literal IPs are known at once; host names are resolved off the loop.
     literal: Option<SocketAddr>,
@@ -167,21 +158,18 @@ struct Peer {
     queued_bytes: usize,
 }
 
-/// A connection the link knows: the peer it is with, and whether it was dialed here.
 #[derive(Debug, Clone, Copy)]
 struct PeerConn {
     peer: u64,
     outbound: bool,
 }
 
-/// The host-name resolver thread.
 struct Resolver {
     requests: Option<Sender<(u64, String)>>,
     results: Receiver<(u64, io::Result<Vec<SocketAddr>>)>,
     thread: JoinHandle<()>,
 }
 
-/// The links of this node to the other members of its group.
 pub struct PeerLinks {
     group: String,
     self_id: u64,
@@ -308,7 +296,6 @@ impl PeerLinks {
             }
             return;
         }
-        // Below the loop's hard cap, which would close the link.
         let max_unsent = MAX_UNSENT.min(ctx.limits().write_hard_cap / 2);
         let Some(peer) = self.peers.iter_mut().find(|p| p.id == to) else {
             debug!("controller peers: dropping a message to unknown node {to}");
@@ -513,7 +500,6 @@ impl PeerLinks {
         );
     }
 
-    /// The acceptor's answer to this node's handshake.
     fn on_answer<C>(
         &mut self,
         ctx: &mut Ctx<C>,
@@ -557,7 +543,6 @@ impl PeerLinks {
             return PeerFrame::Close;
         }
         self.link_up(i, conn, self.peers[i].addr.clone());
-        // What waited for the link goes out now, in order.
         let p = &mut self.peers[i];
         p.queued_bytes = 0;
         if let Some(out) = ctx.write_buf(conn) {
@@ -862,7 +847,6 @@ fn encode_peer_frame(
     encode_frame(out, SerializeType::Json, &header, ext, body);
 }
 
-/// The dialer's first frame.
 pub fn encode_handshake(out: &mut Vec<u8>, group: &str, self_id: u64, self_addr: &str) {
     let id = self_id.to_string();
     let ext = [
