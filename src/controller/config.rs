@@ -137,7 +137,6 @@ pub struct ControllerConfig {
     self_index: usize,
 }
 
-/// A configuration the controller cannot start with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError(pub String);
 
@@ -338,13 +337,11 @@ impl ControllerConfig {
         &self.peers
     }
 
-    /// This node's entry of `controllerDLegerPeers`: its id, address and listen port.
     pub fn self_peer(&self) -> &Peer {
         &self.peers[self.self_index]
     }
 
-    /// Where this node's entry is in `controllerDLegerPeers` (so its Raft id is that entry of
-    /// `raft::raft_ids(peers())`).
+    /// Where this node's entry is in `controllerDLegerPeers` (and in `raft::raft_ids`).
     pub fn self_index(&self) -> usize {
         self.self_index
     }

@@ -98,7 +98,6 @@ impl Event {
         }
     }
 
-    /// Appends Java's encoding: type id (2 bytes, big endian) + fastjson JSON.
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.type_id().to_be_bytes());
         self.write_json(out);

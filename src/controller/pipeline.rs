@@ -242,9 +242,8 @@ impl<T> Pipeline<T> {
         }
     }
 
-    /// A committed entry: applies its events to `state` (every committed entry, whoever
-    /// proposed it) and, if it is the one in flight, releases its answer. Returns the events
-    /// applied. An entry that cannot be decoded is an error and not applied.
+    /// A committed entry (whoever proposed it): applies its events to `state`, releases its
+    /// answer if it is the one in flight, returns the events (Err: undecodable, not applied).
     pub fn on_committed(
         &mut self,
         proposal: Option<u64>,

@@ -266,7 +266,6 @@ pub enum LeaderRequest {
 }
 
 impl LeaderRequest {
-    /// The request code it came as (for logs).
     pub fn code(&self) -> i32 {
         match self {
             LeaderRequest::AlterSyncStateSet(_) => code::CONTROLLER_ALTER_SYNC_STATE_SET,
@@ -448,7 +447,7 @@ fn body_limits(body: &[u8]) -> json::Limits {
     }
 }
 
-/// 1001's body: absent or `null` -> None; otherwise `{"syncStateSet":[ids],"syncStateSetEpoch":n}`.
+/// 1001's body: absent or `null` -> None.
 fn parse_sync_state_set(body: &[u8]) -> Result<Option<SyncStateSetBody>, String> {
     if body.is_empty() {
         return Ok(None);

@@ -4,8 +4,7 @@
 //! once for reads, after the fsync for writes), the log writer's wake-up flag (so the name
 //! server's turns pay nothing), timers, closed connections (their brokers are inactive at once;
 //! expired brokers' connections are closed, as Java does), 1008 notifications ([`notifier`]),
-//! the peer links ([`peers`]), and the stop (the drain waits for a single node's writes only:
-//! a group member's commit needs peers the drain no longer reads).
+//! the peer links ([`peers`]), and the stop (`Controller::stop_waiting_for_peers`).
 
 use super::{os_message, StartError};
 use crate::config::NamesrvConfig;
@@ -332,8 +331,6 @@ impl ControllerPort {
             self.deliver(ctx);
         }
         if ctx.is_stopping() && !self.stopping {
-            // The drain reads no peer's acknowledgement: waiting for one would only run out
-            // the drain's time and end it with a warning.
             self.stopping = true;
             self.controller.stop_waiting_for_peers(&mut self.replies);
             self.deliver(ctx);

@@ -135,8 +135,7 @@ impl<T> Controller<T> {
         self.inactive_masters.insert(name.to_owned(), dead);
     }
 
-    /// This node has just begun to serve: the masters it saw die meanwhile are elected away
-    /// (if still masters and still silent here), then every set's master is checked.
+    /// This node has just begun to serve (see the module doc).
     pub(super) fn on_serving(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
         for (name, dead) in std::mem::take(&mut self.inactive_masters) {
             if now_ms.saturating_sub(dead.seen_ms) > SETTLE_MS {

@@ -113,13 +113,11 @@ impl<T> Controller<T> {
         self.group.take_messages(out);
     }
 
-    /// Simulations ([`open_simulated`](Self::open_simulated)): the disk finishes everything
-    /// it was given, and what that releases is processed.
+    /// Simulations: the disk finishes everything it was given, and what that releases is processed.
     pub fn run_disk(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
         self.drive_group(now_ms, out, |group, events| group.run_disk(events));
     }
 
-    /// Runs `input` on the Raft group, then processes the events it produced.
     fn drive_group(
         &mut self,
         now_ms: u64,
@@ -193,8 +191,7 @@ impl<T> Controller<T> {
         self.applied_index
     }
 
-    /// Requests waiting for an answer: in the pipeline (the one in flight included) and
-    /// config updates waiting for their file.
+    /// Requests waiting for an answer (the pipeline's, in flight included, and 1009s).
     pub fn pending_requests(&self) -> usize {
         self.pipeline.len() + self.config_updates.len()
     }
@@ -224,8 +221,7 @@ impl<T> Controller<T> {
         self.pipeline.next_deadline_ms()
     }
 
-    /// One request from the controller port. Replies (this one's, if it can be answered
-    /// now, and any others it released) are appended to `out`.
+    /// One request from the controller port; its reply and any others it released go to `out`.
     pub fn handle(
         &mut self,
         ticket: T,
@@ -581,7 +577,6 @@ impl<T> Controller<T> {
         self.group.snapshot(self.applied_index, &self.state);
     }
 
-    /// Answers requests that waited longer than 5 s.
     pub fn expire_requests(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
         let mut done = Vec::new();
         self.pipeline.expire(now_ms, &mut done);

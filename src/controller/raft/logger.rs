@@ -35,7 +35,6 @@ impl Drain for LogDrain {
     }
 }
 
-/// Collects a record's key-values as ` key=value` pairs.
 struct KeyValues(String);
 
 impl slog::Serializer for KeyValues {

@@ -125,7 +125,6 @@ pub struct Opened {
 }
 
 impl RaftGroup {
-    /// Opens the group's store in `dir` (node `self_id` of `voters`) and builds the node.
     pub fn open(
         dir: &Path,
         self_id: u64,
@@ -285,8 +284,7 @@ impl RaftGroup {
         out.append(&mut self.outbox);
     }
 
-    /// Asks for a local snapshot at the applied `index` (the state as of it): the entries it
-    /// covers go, the writer writes it and cuts the log.
+    /// A local snapshot at the applied `index`: the writer writes it and cuts the log.
     pub fn snapshot(&mut self, index: u64, state: &ControllerState) {
         let meta = match self.node.mut_store().compact(index, state) {
             Ok(meta) => meta,
@@ -307,8 +305,7 @@ impl RaftGroup {
         }
     }
 
-    /// Picks up what the writer finished (after the waker fired, or in tests after
-    /// [`run_disk`](Self::run_disk)).
+    /// Picks up what the writer finished (after the waker fired, or [`run_disk`](Self::run_disk)).
     pub fn on_disk(&mut self, out: &mut Vec<GroupEvent>) {
         while let Some(c) = self.disk.try_completion() {
             self.on_completion(c, out);
@@ -316,9 +313,8 @@ impl RaftGroup {
         self.process(out);
     }
 
-    /// As [`on_disk`](Self::on_disk), first waiting up to `timeout` for the writer to finish
-    /// something (the start of a group of one, which serves only once its disk has its first
-    /// entry). Manual persistence runs the disk instead.
+    /// As [`on_disk`](Self::on_disk), first waiting up to `timeout` for the writer (a group
+    /// of one's start); manual persistence runs the disk instead.
     pub fn wait_disk(&mut self, timeout: std::time::Duration, out: &mut Vec<GroupEvent>) {
         if self.disk.is_manual() {
             return self.run_disk(out);
@@ -617,8 +613,7 @@ impl Durability for RaftGroup {
 
 /// The Raft ids of `peers`, in order: `nK` is K+1 when every peer is named `n<number>` (the
 /// documented form, and the numbers are distinct); otherwise a peer's position + 1. Every node
-/// computes the same ids from the same `controllerDLegerPeers`; the peer link
-/// (`server::controller_port::peers`) addresses the members by these ids too.
+/// (and its peer link) computes the same ids from the same `controllerDLegerPeers`.
 pub fn raft_ids(peers: &[Peer]) -> Vec<u64> {
     let numbered: Option<Vec<u64>> = peers
         .iter()

@@ -126,7 +126,6 @@ fn corrupt(path: &Path, offset: usize, reason: String) -> StorageError {
     }
 }
 
-/// Reads the records of a whole log file's bytes.
 pub fn scan(path: &Path, bytes: &[u8]) -> Result<Scan, StorageError> {
     if bytes.len() < MAGIC.len() {
         if MAGIC.starts_with(bytes) {

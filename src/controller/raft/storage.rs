@@ -13,8 +13,7 @@
 //!
 //! The loop never touches the disk: every change to [`RaftStore`] is also handed, in order,
 //! to the [`Writer`] as a [`Job`]; it batches them into one write and at most one fsync (when
-//! raft-rs's `must_sync` asks), then reports each `Ready` persisted. In tests the writer runs
-//! on the caller's thread ([`Persistence::Manual`]) so a simulation decides when disks finish.
+//! raft-rs's `must_sync` asks), then reports each `Ready` persisted.
 
 // protobuf 2 messages (with their unknown-field and size caches) are built field by field.
 #![allow(clippy::field_reassign_with_default)]
@@ -149,9 +148,8 @@ impl RaftStore {
         Ok(meta)
     }
 
-    /// A group of one has no follower to send a snapshot to: the state as of the last one
-    /// (a copy the live state's changes would otherwise keep apart) is dropped, now and at
-    /// every later snapshot. Returns what was kept.
+    /// A group of one has no follower to send a snapshot to: the last snapshot's state (a
+    /// copy) is dropped, now and at every later snapshot. Returns what was kept.
     pub fn take_snapshot_state(&mut self) -> ControllerState {
         self.keeps_snapshot_state = false;
         std::mem::take(&mut self.snapshot_state)
@@ -444,7 +442,6 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// Runs a batch of jobs in order; every completion goes to the loop's channel.
     pub fn run_batch(&mut self, jobs: impl IntoIterator<Item = Job>) {
         for job in jobs {
             match job {

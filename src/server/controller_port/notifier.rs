@@ -45,8 +45,7 @@ impl Notifier {
     }
 }
 
-/// Starts the threads (`capacity` notices queued in all); they end when the `Notifier` is
-/// dropped.
+/// Starts the threads (`capacity` notices queued in all); they end with the `Notifier`.
 pub(in crate::server) fn spawn(capacity: usize) -> io::Result<(Notifier, Vec<JoinHandle<()>>)> {
     let mut queues = Vec::with_capacity(THREADS);
     let mut threads = Vec::with_capacity(THREADS);

@@ -152,7 +152,7 @@ struct Peer {
     dials: bool,
     link: Link,
     backoff_ms: u64,
-    /// Failed attempts since the link was last up (the first is a warning, the rest debug).
+    /// Failed attempts since the link was last up.
     failures: u32,
     queue: VecDeque<Vec<u8>>,
     queued_bytes: usize,
@@ -616,8 +616,7 @@ impl PeerLinks {
         true
     }
 
-    /// The link's timer: resolutions done, overdue handshakes, dials due. False for another
-    /// timer.
+    /// The link's timer: resolutions done, overdue handshakes, dials due (false: not its timer).
     pub fn on_timer<C: PeerConnData>(&mut self, ctx: &mut Ctx<C>, timer: TimerId) -> bool {
         if timer != PEER_TIMER {
             return false;
@@ -732,9 +731,8 @@ impl PeerLinks {
         }
     }
 
-    /// A connection attempt failed: the first of a streak is a warning, the rest debug (the
-    /// backoff keeps trying; a peer that is down is no news every few seconds). The next
-    /// attempt is scheduled.
+    /// A connection attempt failed: the next is scheduled; only the first of a streak is a
+    /// warning (a peer that is down is no news every few seconds).
     fn attempt_failed(&mut self, i: usize, why: &str, now: u64) {
         let p = &mut self.peers[i];
         p.failures += 1;
