@@ -1,15 +1,7 @@
 //! The embedded Controller (RocketMQ 5.x, `enableControllerInNamesrv=true`, cargo feature
 //! `controller`): allocates broker ids, knows each broker set's master, master epoch and
-//! SyncStateSet, and elects a new master when one dies.
-//!
-//! ```text
-//! frame --(request)--> typed request --(manager)--> 904/1005/1009/1010: answered at once
-//!                                             \--> leader-only: pipeline (one FIFO)
-//!     head computed on the applied state --(replicas, elect)--> response + events
-//!     events --(event: Java's encoding)--> log entry --(raft: propose, persisted by the
-//!     writer thread, committed)--> --(state::apply)--> state --> the answer is released
-//! liveness (heartbeats, closed connections, scans) --(manager)--> elections --> notify
-//! ```
+//! SyncStateSet, and elects a new master when one dies. The request flow and the module
+//! table are in docs/controller.md ("What runs", "Modules").
 //!
 //! [`codes`], [`request`] and [`response`] are built without the feature too: `rmq-admin`
 //! and `rmq-bench` speak to any controller (ours or Java's) with the types it parses.
