@@ -1,9 +1,6 @@
-//! The write lease rocketmq-rust brokers expect in a 904 answer (not part of Java's
-//! contract: Java brokers send 904 oneway and never read an answer).
-//!
-//! A rocketmq-rust 1.0 master fences its own writes unless a heartbeat answer carries
-//! `{"brokerId":..,"generation":..,"leaseDurationMillis":10000,"masterEpoch":..,"safetyMarginMillis":2000}`
-//! for its current authority (its broker id and master epoch), and its lease store refuses a
+//! The write lease rocketmq-rust brokers expect in a 904 answer (Java brokers send 904 oneway
+//! and never read one). A rocketmq-rust 1.0 master fences its own writes unless a heartbeat
+//! answer grants a lease for its current authority (broker id and master epoch), and refuses a
 //! grant whose generation is not above the last one it took. So:
 //!
 //! * **Generations grow across leaders and restarts**: `term × GRANTS_PER_TERM + n`, where

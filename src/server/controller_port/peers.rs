@@ -1,20 +1,11 @@
-//! The link between the controller nodes of a Raft group: it carries opaque payloads,
-//! `(to, payload)` out and `(from, payload)` in, and knows nothing of Raft.
-//!
-//! * Members are static: `controllerDLegerPeers` (node `nK` is Raft id K+1, see
-//!   [`raft_ids`]), `controllerDLegerSelfId`, `controllerDLegerGroup`.
-//! * Peers talk on the controller port with one private code ([`PEER_CODE`]): the links are
-//!   ordinary connections of the loop (framing, budgets, idle closes, write path).
-//! * One connection per pair, dialed by the lower id; a newer connection from a peer replaces
-//!   an older one (the peer restarted).
-//! * Trust before any payload: the dialer's first frame is a handshake (group, id, address),
-//!   accepted only from an IP the configured host of that id resolves to. A payload before a
-//!   handshake closes the connection: no Raft message is decoded from an unauthenticated
-//!   connection (protobuf 2 has an advisory for hostile input).
-//! * Host names are resolved on a small thread, never on the loop: before each dial, and
-//!   after a mismatching handshake (at most every `RESOLVE_AGAIN_MS`).
-//! * Messages a peer cannot take are dropped (Raft retransmits): a short queue covers a
-//!   connection being set up, `MAX_UNSENT` bounds an established link.
+//! The link between the controller nodes of a Raft group: opaque payloads, `(to, payload)`
+//! out and `(from, payload)` in, over ordinary connections of the loop on the controller port
+//! with one private code ([`PEER_CODE`]); it knows nothing of Raft. Its rules (members and
+//! [`raft_ids`], handshake, one connection per pair, resolution off the loop, dropping with
+//! bounds) are in docs/controller.md ("Peers"). The one that matters most: nothing is decoded
+//! from a connection before its handshake is accepted, and a handshake is accepted only from
+//! an IP the configured host of that id resolves to (protobuf 2 has an advisory for hostile
+//! input).
 
 use crate::controller::raft::raft_ids;
 use crate::controller::ControllerConfig;
