@@ -388,8 +388,8 @@ impl Sim {
             .iter()
             .flatten()
             .filter_map(|c| c.state().sync_state(set))
-            .filter(|s| s.master_broker_id() == Some(id))
-            .map(|s| s.master_epoch())
+            .filter(|s| s.master_broker_id == Some(id))
+            .map(|s| s.master_epoch)
             .max()
             .unwrap_or(0)
     }
@@ -450,7 +450,7 @@ impl Sim {
             .and_then(|c| {
                 c.state()
                     .replica_info(&set)
-                    .map(|r| r.next_assign_broker_id())
+                    .map(|r| r.next_assign_broker_id)
             })
             .unwrap_or(1);
         let (cmd, change) = if known <= MAX_IDS && (self.rng.chance(60) || known <= 1) {
@@ -551,7 +551,7 @@ impl Sim {
             Change::Master { set, epoch, .. } => c
                 .state()
                 .sync_state(set)
-                .is_some_and(|s| s.master_epoch() >= *epoch),
+                .is_some_and(|s| s.master_epoch >= *epoch),
         }
     }
 
@@ -565,8 +565,8 @@ impl Sim {
                 let Some(sync) = c.state().sync_state(&set) else {
                     continue;
                 };
-                let epoch = sync.master_epoch();
-                if let Some(master) = sync.master_broker_id() {
+                let epoch = sync.master_epoch;
+                if let Some(master) = sync.master_broker_id {
                     let seen = *self.masters.entry((set.clone(), epoch)).or_insert(master);
                     self.stats
                         .insert("masters (set, epoch)", self.masters.len() as u64);
@@ -945,7 +945,7 @@ fn a_master_death_seen_while_no_leader_serves_is_acted_on_at_once() {
     }
     let master = |sim: &Sim, i: usize| {
         let sync = sim.nodes[i].as_ref()?.state().sync_state(&set)?;
-        Some((sync.master_broker_id(), sync.master_epoch()))
+        Some((sync.master_broker_id, sync.master_epoch))
     };
     let followers: Vec<usize> = (0..NODES).filter(|&i| i != leader).collect();
     assert!(followers

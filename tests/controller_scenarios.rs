@@ -152,13 +152,13 @@ impl Tables {
     fn replicas(&self) -> (Option<i64>, i32, i32, Vec<i64>, Vec<i64>) {
         let (replica, sync) = self.state.broker_set(NAME).expect("the set");
         let (in_sync, other): (Vec<i64>, Vec<i64>) = replica
-            .brokers()
+            .brokers
             .keys()
-            .partition(|id| sync.sync_state_set().contains(id));
+            .partition(|id| sync.sync_state_set.contains(id));
         (
-            sync.master_broker_id(),
-            sync.master_epoch(),
-            sync.sync_state_set_epoch(),
+            sync.master_broker_id,
+            sync.master_epoch,
+            sync.sync_state_set_epoch,
             in_sync,
             other,
         )
@@ -432,9 +432,9 @@ fn master(node: &mut Node) -> (Option<i64>, i32, BTreeSet<i64>) {
         .expect("set")
         .clone();
     (
-        sync.master_broker_id(),
-        sync.master_epoch(),
-        sync.sync_state_set().clone(),
+        sync.master_broker_id,
+        sync.master_epoch,
+        sync.sync_state_set.clone(),
     )
 }
 

@@ -38,7 +38,7 @@ pub fn elect_master(group: Option<&BrokerReplicaInfo>, set: &BTreeSet<i64>) -> V
 fn member_group(out: &mut Vec<u8>, info: &BrokerReplicaInfo) {
     let mut w = ObjectWriter::new(out);
     let mut addrs = json::Seq::object(w.key("brokerAddrs"));
-    for (id, broker) in info.brokers() {
+    for (id, broker) in &info.brokers {
         let out = addrs.item();
         json::write_i64(out, *id);
         out.push(b':');

@@ -3,100 +3,72 @@
 //! Controller answers them on its own port only: the name-server port keeps answering them
 //! with REQUEST_CODE_NOT_SUPPORTED, as Java does.
 
-/// Request codes served on the controller port, plus the two that travel elsewhere.
-pub mod request {
+/// Declares a `mod` of code constants and the function naming them ("UNKNOWN" otherwise), so
+/// a code and its name are one line.
+macro_rules! named_codes {
+    ($(#[$mdoc:meta])* mod $module:ident, fn $name_fn:ident, extra [$($extra:literal => $extra_name:literal),*];
+     $($(#[$doc:meta])* $name:ident = $code:literal;)*) => {
+        $(#[$mdoc])*
+        pub mod $module {
+            $($(#[$doc])* pub const $name: i32 = $code;)*
+        }
+
+        pub fn $name_fn(code: i32) -> &'static str {
+            match code {
+                $($extra => $extra_name,)*
+                $($code => stringify!($name),)*
+                _ => "UNKNOWN",
+            }
+        }
+    };
+}
+
+named_codes! {
+    /// Request codes served on the controller port, plus the two that travel elsewhere.
+    mod request, fn request_name, extra [];
     /// Served by both servers; on the controller port it feeds the liveness table.
-    pub const BROKER_HEARTBEAT: i32 = 904;
-    pub const CONTROLLER_ALTER_SYNC_STATE_SET: i32 = 1001;
-    pub const CONTROLLER_ELECT_MASTER: i32 = 1002;
-    pub const CONTROLLER_REGISTER_BROKER: i32 = 1003;
-    pub const CONTROLLER_GET_REPLICA_INFO: i32 = 1004;
-    pub const CONTROLLER_GET_METADATA_INFO: i32 = 1005;
-    pub const CONTROLLER_GET_SYNC_STATE_DATA: i32 = 1006;
+    BROKER_HEARTBEAT = 904;
+    CONTROLLER_ALTER_SYNC_STATE_SET = 1001;
+    CONTROLLER_ELECT_MASTER = 1002;
+    CONTROLLER_REGISTER_BROKER = 1003;
+    CONTROLLER_GET_REPLICA_INFO = 1004;
+    CONTROLLER_GET_METADATA_INFO = 1005;
+    CONTROLLER_GET_SYNC_STATE_DATA = 1006;
     /// Answered by brokers, not by a controller (mqadmin getBrokerEpoch).
-    pub const GET_BROKER_EPOCH_CACHE: i32 = 1007;
+    GET_BROKER_EPOCH_CACHE = 1007;
     /// Sent by the controller to brokers (oneway), never served.
-    pub const NOTIFY_BROKER_ROLE_CHANGED: i32 = 1008;
-    pub const UPDATE_CONTROLLER_CONFIG: i32 = 1009;
-    pub const GET_CONTROLLER_CONFIG: i32 = 1010;
-    pub const CLEAN_BROKER_DATA: i32 = 1011;
-    pub const CONTROLLER_GET_NEXT_BROKER_ID: i32 = 1012;
-    pub const CONTROLLER_APPLY_BROKER_ID: i32 = 1013;
+    NOTIFY_BROKER_ROLE_CHANGED = 1008;
+    UPDATE_CONTROLLER_CONFIG = 1009;
+    GET_CONTROLLER_CONFIG = 1010;
+    CLEAN_BROKER_DATA = 1011;
+    CONTROLLER_GET_NEXT_BROKER_ID = 1012;
+    CONTROLLER_APPLY_BROKER_ID = 1013;
 }
 
-/// Response codes 2000-2016 (the generic ones, 0/1/2/3/16, are `remoting::codes::response`).
-pub mod response {
-    pub const CONTROLLER_FENCED_MASTER_EPOCH: i32 = 2000;
-    pub const CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH: i32 = 2001;
-    pub const CONTROLLER_INVALID_MASTER: i32 = 2002;
-    pub const CONTROLLER_INVALID_REPLICAS: i32 = 2003;
-    pub const CONTROLLER_MASTER_NOT_AVAILABLE: i32 = 2004;
-    pub const CONTROLLER_INVALID_REQUEST: i32 = 2005;
-    pub const CONTROLLER_BROKER_NOT_ALIVE: i32 = 2006;
-    pub const CONTROLLER_NOT_LEADER: i32 = 2007;
-    pub const CONTROLLER_BROKER_METADATA_NOT_EXIST: i32 = 2008;
-    pub const CONTROLLER_INVALID_CLEAN_BROKER_METADATA: i32 = 2009;
-    pub const CONTROLLER_BROKER_NEED_TO_BE_REGISTERED: i32 = 2010;
-    pub const CONTROLLER_MASTER_STILL_EXIST: i32 = 2011;
-    pub const CONTROLLER_ELECT_MASTER_FAILED: i32 = 2012;
-    pub const CONTROLLER_ALTER_SYNC_STATE_SET_FAILED: i32 = 2013;
-    pub const CONTROLLER_BROKER_ID_INVALID: i32 = 2014;
+named_codes! {
+    /// Response codes 2000-2016 (the generic ones, 0/1/2/3/16, are `remoting::codes::response`,
+    /// and named here too).
+    mod response, fn response_name, extra [0 => "SUCCESS", 1 => "SYSTEM_ERROR", 2 => "SYSTEM_BUSY",
+        3 => "REQUEST_CODE_NOT_SUPPORTED", 16 => "NO_PERMISSION"];
+    CONTROLLER_FENCED_MASTER_EPOCH = 2000;
+    CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH = 2001;
+    CONTROLLER_INVALID_MASTER = 2002;
+    CONTROLLER_INVALID_REPLICAS = 2003;
+    CONTROLLER_MASTER_NOT_AVAILABLE = 2004;
+    CONTROLLER_INVALID_REQUEST = 2005;
+    CONTROLLER_BROKER_NOT_ALIVE = 2006;
+    CONTROLLER_NOT_LEADER = 2007;
+    CONTROLLER_BROKER_METADATA_NOT_EXIST = 2008;
+    CONTROLLER_INVALID_CLEAN_BROKER_METADATA = 2009;
+    CONTROLLER_BROKER_NEED_TO_BE_REGISTERED = 2010;
+    CONTROLLER_MASTER_STILL_EXIST = 2011;
+    CONTROLLER_ELECT_MASTER_FAILED = 2012;
+    CONTROLLER_ALTER_SYNC_STATE_SET_FAILED = 2013;
+    CONTROLLER_BROKER_ID_INVALID = 2014;
     /// Java's JRaft flavour only; never produced here (controllerType=jRaft is refused).
-    pub const CONTROLLER_JRAFT_INTERNAL_ERROR: i32 = 2015;
+    CONTROLLER_JRAFT_INTERNAL_ERROR = 2015;
     /// Java's JRaft flavour only; never produced here.
-    pub const CONTROLLER_BROKER_LIVE_INFO_NOT_EXISTS: i32 = 2016;
-}
-
-/// Name of a controller request code, for logs ("UNKNOWN" for anything else).
-pub fn request_name(code: i32) -> &'static str {
-    use request::*;
-    match code {
-        BROKER_HEARTBEAT => "BROKER_HEARTBEAT",
-        CONTROLLER_ALTER_SYNC_STATE_SET => "CONTROLLER_ALTER_SYNC_STATE_SET",
-        CONTROLLER_ELECT_MASTER => "CONTROLLER_ELECT_MASTER",
-        CONTROLLER_REGISTER_BROKER => "CONTROLLER_REGISTER_BROKER",
-        CONTROLLER_GET_REPLICA_INFO => "CONTROLLER_GET_REPLICA_INFO",
-        CONTROLLER_GET_METADATA_INFO => "CONTROLLER_GET_METADATA_INFO",
-        CONTROLLER_GET_SYNC_STATE_DATA => "CONTROLLER_GET_SYNC_STATE_DATA",
-        GET_BROKER_EPOCH_CACHE => "GET_BROKER_EPOCH_CACHE",
-        NOTIFY_BROKER_ROLE_CHANGED => "NOTIFY_BROKER_ROLE_CHANGED",
-        UPDATE_CONTROLLER_CONFIG => "UPDATE_CONTROLLER_CONFIG",
-        GET_CONTROLLER_CONFIG => "GET_CONTROLLER_CONFIG",
-        CLEAN_BROKER_DATA => "CLEAN_BROKER_DATA",
-        CONTROLLER_GET_NEXT_BROKER_ID => "CONTROLLER_GET_NEXT_BROKER_ID",
-        CONTROLLER_APPLY_BROKER_ID => "CONTROLLER_APPLY_BROKER_ID",
-        _ => "UNKNOWN",
-    }
-}
-
-/// Name of a response code 2000-2016 (and the generic ones the controller uses).
-pub fn response_name(code: i32) -> &'static str {
-    use response::*;
-    match code {
-        0 => "SUCCESS",
-        1 => "SYSTEM_ERROR",
-        2 => "SYSTEM_BUSY",
-        3 => "REQUEST_CODE_NOT_SUPPORTED",
-        16 => "NO_PERMISSION",
-        CONTROLLER_FENCED_MASTER_EPOCH => "CONTROLLER_FENCED_MASTER_EPOCH",
-        CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH => "CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH",
-        CONTROLLER_INVALID_MASTER => "CONTROLLER_INVALID_MASTER",
-        CONTROLLER_INVALID_REPLICAS => "CONTROLLER_INVALID_REPLICAS",
-        CONTROLLER_MASTER_NOT_AVAILABLE => "CONTROLLER_MASTER_NOT_AVAILABLE",
-        CONTROLLER_INVALID_REQUEST => "CONTROLLER_INVALID_REQUEST",
-        CONTROLLER_BROKER_NOT_ALIVE => "CONTROLLER_BROKER_NOT_ALIVE",
-        CONTROLLER_NOT_LEADER => "CONTROLLER_NOT_LEADER",
-        CONTROLLER_BROKER_METADATA_NOT_EXIST => "CONTROLLER_BROKER_METADATA_NOT_EXIST",
-        CONTROLLER_INVALID_CLEAN_BROKER_METADATA => "CONTROLLER_INVALID_CLEAN_BROKER_METADATA",
-        CONTROLLER_BROKER_NEED_TO_BE_REGISTERED => "CONTROLLER_BROKER_NEED_TO_BE_REGISTERED",
-        CONTROLLER_MASTER_STILL_EXIST => "CONTROLLER_MASTER_STILL_EXIST",
-        CONTROLLER_ELECT_MASTER_FAILED => "CONTROLLER_ELECT_MASTER_FAILED",
-        CONTROLLER_ALTER_SYNC_STATE_SET_FAILED => "CONTROLLER_ALTER_SYNC_STATE_SET_FAILED",
-        CONTROLLER_BROKER_ID_INVALID => "CONTROLLER_BROKER_ID_INVALID",
-        CONTROLLER_JRAFT_INTERNAL_ERROR => "CONTROLLER_JRAFT_INTERNAL_ERROR",
-        CONTROLLER_BROKER_LIVE_INFO_NOT_EXISTS => "CONTROLLER_BROKER_LIVE_INFO_NOT_EXISTS",
-        _ => "UNKNOWN",
-    }
+    CONTROLLER_BROKER_LIVE_INFO_NOT_EXISTS = 2016;
 }
 
 #[cfg(test)]

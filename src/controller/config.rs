@@ -1,36 +1,28 @@
-//! `ControllerConfig`: the Java controller keys, read from the same `-c` file as the name
-//! server's (through a key lookup, so this module does not care how that file is parsed),
-//! checked, and changed at runtime by UPDATE_CONTROLLER_CONFIG (1009) / shown by
-//! GET_CONTROLLER_CONFIG (1010).
+//! `ControllerConfig`: the Java controller keys, read from the name server's `-c` file
+//! (through a key lookup), checked, updated at runtime by UPDATE_CONTROLLER_CONFIG (1009)
+//! and shown by GET_CONTROLLER_CONFIG (1010).
 //!
-//! One table row per key: its Java name, default, how its value is checked, and what a
-//! change does here. `Live` keys are read at each use and can be updated at runtime;
-//! `StartOnly` keys are read once at start (an update naming one is refused, saying so);
-//! `ReportOnly` keys are Java settings that mean nothing to this implementation (thread
-//! pools, metrics exporters, JRaft tuning): accepted and reported, as Java does, and
-//! otherwise ignored. Settings that would promise something not done are refused outright:
-//! `controllerType=jRaft`, a metrics exporter other than DISABLE. Several peers make this
-//! node a member of a Raft group (module `raft`).
+//! One table row per key: Java name, default, check and `Effect`. Settings that would promise
+//! what is not done are refused: `controllerType=jRaft`, a metrics exporter other than DISABLE.
 //!
-//! Updates are all or nothing, like the name server's: every key and value of the request
-//! is checked first, and any black-listed key (16), unknown key, start-only key or invalid
-//! value (1, naming the key) refuses the whole request. Accepted changes are written to
-//! `<store dir>/controller.properties` (only the keys ever updated, so the `-c` file stays
-//! the source of everything else) and read back over the `-c` values at the next start.
+//! Updates are all or nothing: a black-listed key (16), an unknown or start-only key or an
+//! invalid value (1, naming the key) refuses the whole request. Accepted changes are kept in
+//! `<store dir>/controller.properties` (only the keys ever updated) and read back over the
+//! `-c` values at the next start.
 
 use crate::remoting::codes::response;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
-/// What changing a key does here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Effect {
+enum Effect {
     /// Read at each use; UPDATE_CONTROLLER_CONFIG changes behaviour at once.
     Live,
     /// Read once at start; an update is refused.
     StartOnly,
-    /// A Java setting with no meaning here: kept and reported only.
+    /// A Java setting with no meaning here (thread pools, metrics, JRaft tuning): kept and
+    /// reported only, as Java does.
     ReportOnly,
 }
 
@@ -124,7 +116,6 @@ pub struct Peer {
     pub port: u16,
 }
 
-/// The typed values the controller reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
     pub scan_not_active_broker_interval_ms: u64,
@@ -138,7 +129,6 @@ pub struct Settings {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ControllerConfig {
-    /// Every key of the table, checked.
     values: BTreeMap<&'static str, String>,
     /// Keys changed by UPDATE_CONTROLLER_CONFIG (what controller.properties holds).
     updated: BTreeMap<&'static str, String>,
@@ -147,7 +137,6 @@ pub struct ControllerConfig {
     self_index: usize,
 }
 
-/// A configuration the controller cannot start with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError(pub String);
 
@@ -164,14 +153,7 @@ impl std::error::Error for ConfigError {}
 pub enum UpdateError {
     BlackListed(String),
     Parse(String),
-    Refused {
-        key: String,
-        reason: String,
-    },
-    Persist {
-        path: PathBuf,
-        error: std::io::Error,
-    },
+    Refused { key: String, reason: String },
 }
 
 impl UpdateError {
@@ -186,10 +168,6 @@ impl UpdateError {
             UpdateError::Refused { key, reason } => {
                 (response::SYSTEM_ERROR, format!("{key}: {reason}"))
             }
-            UpdateError::Persist { path, error } => (
-                response::SYSTEM_ERROR,
-                format!("cannot write {}: {error}", path.display()),
-            ),
         }
     }
 }
@@ -200,9 +178,6 @@ impl fmt::Display for UpdateError {
             UpdateError::BlackListed(key) => write!(f, "{key} is in the config black list"),
             UpdateError::Parse(reason) => write!(f, "string2Properties error: {reason}"),
             UpdateError::Refused { key, reason } => write!(f, "{key}: {reason}"),
-            UpdateError::Persist { path, error } => {
-                write!(f, "cannot write {}: {error}", path.display())
-            }
         }
     }
 }
@@ -358,29 +333,15 @@ impl ControllerConfig {
             .filter(|v| !v.is_empty())
     }
 
-    /// Every controller key, sorted.
-    pub fn keys() -> Vec<&'static str> {
-        let mut keys: Vec<&'static str> = ROWS.iter().map(|r| r.key).collect();
-        keys.sort_unstable();
-        keys
-    }
-
-    /// What changing `key` does (None for keys that are not controller keys).
-    pub fn effect(key: &str) -> Option<Effect> {
-        find_row(key).map(|r| r.effect)
-    }
-
     pub fn peers(&self) -> &[Peer] {
         &self.peers
     }
 
-    /// This node's entry of `controllerDLegerPeers`: its id, address and listen port.
     pub fn self_peer(&self) -> &Peer {
         &self.peers[self.self_index]
     }
 
-    /// Where this node's entry is in `controllerDLegerPeers` (so its Raft id is that entry of
-    /// `raft::raft_ids(peers())`).
+    /// Where this node's entry is in `controllerDLegerPeers` (and in `raft::raft_ids`).
     pub fn self_index(&self) -> usize {
         self.self_index
     }
@@ -436,7 +397,6 @@ impl ControllerConfig {
         self.store_dir().join("controller.properties")
     }
 
-    /// Keys no update may set.
     pub fn black_list(&self) -> Vec<String> {
         let configured = self.get("configBlackList").unwrap_or_default();
         crate::config::black_list(&ALWAYS_BLACK_LISTED, configured)
@@ -495,18 +455,6 @@ impl ControllerConfig {
         Ok(PlannedUpdate { next, keys })
     }
 
-    /// UPDATE_CONTROLLER_CONFIG: checks, persists (fsync), then applies. Returns the keys set.
-    pub fn update(&mut self, body: &[u8]) -> Result<Vec<String>, UpdateError> {
-        let plan = self.plan_update(body)?;
-        if plan.keys.is_empty() {
-            return Ok(Vec::new());
-        }
-        plan.persist()?;
-        let keys = plan.keys.clone();
-        *self = plan.next;
-        Ok(keys)
-    }
-
     /// Applies the updates kept in [`config_store_path`](Self::config_store_path) by earlier
     /// runs over the values read at start. Returns the keys applied; a file that cannot be
     /// read or holds a key an update could not have set is an error naming the file.
@@ -553,7 +501,8 @@ fn settings_of(values: &BTreeMap<&'static str, String>) -> Settings {
     }
 }
 
-/// A checked update, not yet applied: [`persist`](Self::persist) (any thread), then adopt `next`.
+/// A checked update, not yet applied: the log writer writes [`file_content`](Self::file_content)
+/// to [`path`](Self::path), then `next` is adopted.
 #[derive(Debug, Clone)]
 pub struct PlannedUpdate {
     pub next: ControllerConfig,
@@ -562,7 +511,6 @@ pub struct PlannedUpdate {
 }
 
 impl PlannedUpdate {
-    /// Where the update is kept.
     pub fn path(&self) -> PathBuf {
         self.next.config_store_path()
     }
@@ -574,14 +522,6 @@ impl PlannedUpdate {
         );
         text.push_str(&crate::config::sorted_lines(self.next.updated.clone()));
         text.into_bytes()
-    }
-
-    /// Writes [`file_content`](Self::file_content) to [`path`](Self::path) here and now
-    /// (temp file, fsync, rename); the controller does it on its log writer's thread instead.
-    pub fn persist(&self) -> Result<(), UpdateError> {
-        let path = self.path();
-        crate::durable_file::replace_file(&path, &self.file_content())
-            .map_err(|error| UpdateError::Persist { path, error })
     }
 }
 
@@ -597,6 +537,18 @@ mod tests {
             ("controllerDLegerSelfId", "n0".into()),
             ("controllerStorePath", dir.to_string_lossy().into_owned()),
         ]
+    }
+
+    impl ControllerConfig {
+        /// What the controller does with an update, here and now: checks, persists, applies.
+        fn update(&mut self, body: &[u8]) -> Result<Vec<String>, UpdateError> {
+            let plan = self.plan_update(body)?;
+            if !plan.keys.is_empty() {
+                crate::durable_file::replace_file(&plan.path(), &plan.file_content()).unwrap();
+                *self = plan.next;
+            }
+            Ok(plan.keys)
+        }
     }
 
     fn config(dir: &Path, extra: &[(&'static str, &str)]) -> Result<ControllerConfig, ConfigError> {

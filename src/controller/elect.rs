@@ -6,17 +6,14 @@
 //! designated id wins if active and nothing else is chosen otherwise; the rest are ranked by
 //! replication progress: higher epoch, then higher max offset, then lower election priority.
 //!
-//! Two Java accidents are fixed, neither visible on the wire in normal operation: Java
-//! compares offsets as `(int)(a - b)` (gaps of 2^31 bytes or more flip the order) and
-//! priorities by subtraction (which overflows near `Integer.MAX_VALUE`, the default), and it
-//! ranks through a `TreeSet`, so equal candidates collapse into whichever came first in hash
-//! order. Here the comparisons are exact and ties go to the lowest broker id.
+//! Unlike Java, offsets and priorities compare exactly (Java's `(int)(a - b)` and `Integer`
+//! subtraction overflow) and ties go to the lowest broker id (Java's `TreeSet` keeps one of
+//! equal candidates in hash order).
 
 use super::liveness::Liveness;
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
 
-/// What one election decides over.
 #[derive(Debug, Clone, Copy)]
 pub struct ElectInput<'a> {
     pub cluster_name: Option<&'a str>,

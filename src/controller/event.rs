@@ -1,13 +1,11 @@
 //! The six state changes of the Controller (Java's `EventMessage` family) and their durable
-//! encoding: the only things ever written to the controller log, and the only input of
+//! encoding: the only things written to the controller log, and the only input of
 //! [`super::state::ControllerState::apply`].
 //!
-//! One event is encoded as Java's `EventSerializer` does it: a 2-byte big-endian type id
-//! followed by the event as fastjson JSON (getters in alphabetical order, nulls left out, the
-//! type name under `eventType`). The log is therefore readable by eye and by anyone who knows
-//! Java's format. One log *entry* is the events of one request (in practice zero or one):
-//! each as a 4-byte big-endian length and the event bytes. An empty entry carries no event
-//! (a read barrier). The entry is also what a Raft group will replicate, unchanged.
+//! An event is encoded as Java's `EventSerializer` does: a 2-byte big-endian type id, then
+//! fastjson JSON (getters alphabetical, nulls left out, the type name under `eventType`). A
+//! log *entry* is the events of one request (zero or one in practice), each with a 4-byte
+//! big-endian length; an empty entry is a read barrier.
 
 use crate::remoting::json::{self, ValueRef};
 use std::collections::BTreeSet;
@@ -59,7 +57,6 @@ pub enum Event {
     },
 }
 
-/// A log entry or event that cannot be read back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventError(pub String);
 
@@ -101,7 +98,6 @@ impl Event {
         }
     }
 
-    /// Appends Java's encoding: type id (2 bytes, big endian) + fastjson JSON.
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.type_id().to_be_bytes());
         self.write_json(out);
@@ -170,7 +166,6 @@ impl Event {
         w.finish();
     }
 
-    /// Reads one event in Java's encoding.
     pub fn decode(bytes: &[u8]) -> Result<Event, EventError> {
         if bytes.len() < 2 {
             return Err(bad("event shorter than its 2-byte type id"));
@@ -245,7 +240,6 @@ fn type_name(type_id: u16) -> Option<&'static str> {
     })
 }
 
-/// Encodes the events of one request as one log entry.
 pub fn encode_entry(events: &[Event]) -> Vec<u8> {
     let mut out = Vec::with_capacity(events.len() * 160);
     for event in events {
@@ -316,7 +310,6 @@ impl<'a> ObjectWriter<'a> {
     }
 }
 
-/// `[1,2,3]`.
 pub(crate) fn write_ids<'i>(out: &mut Vec<u8>, ids: impl IntoIterator<Item = &'i i64>) {
     let mut array = json::Seq::array(out);
     for id in ids {

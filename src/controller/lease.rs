@@ -1,9 +1,6 @@
-//! The write lease rocketmq-rust brokers expect in a 904 answer (not part of Java's
-//! contract: Java brokers send 904 oneway and never read an answer).
-//!
-//! A rocketmq-rust 1.0 master fences its own writes unless a heartbeat answer carries
-//! `{"brokerId":..,"generation":..,"leaseDurationMillis":10000,"masterEpoch":..,"safetyMarginMillis":2000}`
-//! for its current authority (its broker id and master epoch), and its lease store refuses a
+//! The write lease rocketmq-rust brokers expect in a 904 answer (Java brokers send 904 oneway
+//! and never read one). A rocketmq-rust 1.0 master fences its own writes unless a heartbeat
+//! answer grants a lease for its current authority (broker id and master epoch), and refuses a
 //! grant whose generation is not above the last one it took. So:
 //!
 //! * **Generations grow across leaders and restarts**: `term × GRANTS_PER_TERM + n`, where
@@ -41,8 +38,8 @@ struct Authority {
 fn authority_of(state: &ControllerState, name: &str) -> Option<Authority> {
     let sync = state.sync_state(name)?;
     Some(Authority {
-        broker_id: sync.master_broker_id()?,
-        master_epoch: sync.master_epoch(),
+        broker_id: sync.master_broker_id?,
+        master_epoch: sync.master_epoch,
     })
 }
 
@@ -73,21 +70,13 @@ impl WriteLeaseGate {
             self.known.remove(name);
             return;
         };
-        match self.known.get_mut(name) {
-            Some(k) if k.authority == authority => {}
-            Some(k) => {
-                k.authority = authority;
-                k.since_ms = clock(since_ms);
-            }
-            None => {
-                self.known.insert(
-                    name.to_owned(),
-                    Known {
-                        authority,
-                        since_ms: clock(since_ms),
-                    },
-                );
-            }
+        if self.known.get(name).map(|k| k.authority) != Some(authority) {
+            let since_ms = clock(since_ms);
+            let known = Known {
+                authority,
+                since_ms,
+            };
+            self.known.insert(name.to_owned(), known);
         }
     }
 

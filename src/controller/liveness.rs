@@ -1,12 +1,8 @@
 //! Broker liveness as plain data: Java's `DefaultBrokerHeartbeatManager` table, local to this
-//! node (brokers heartbeat every controller they reach, so it is never replicated or logged).
-//!
-//! Time is an input (`now_ms`), never read here, and so is "this connection closed": the
-//! owner calls [`Liveness::scan_not_active`] on its timer and
-//! [`Liveness::connection_closed`] when a socket goes away, and turns the brokers these
-//! return into elections. Entries are grouped by brokerName, the key every lookup has at
-//! hand, so a heartbeat costs one hash lookup and a scan of its set's few members, with no
-//! allocation once the broker is known.
+//! node (brokers heartbeat every controller they reach; never replicated or logged). Time
+//! and closed connections are inputs; the owner turns the brokers [`Liveness::scan_not_active`]
+//! and [`Liveness::connection_closed`] return into elections. Entries are grouped by
+//! brokerName: a known broker's heartbeat costs one hash lookup and no allocation.
 
 use super::request::Heartbeat;
 use std::collections::HashMap;
@@ -92,29 +88,33 @@ impl Liveness {
         let (Some(broker_name), Some(broker_id)) = (hb.broker_name.as_deref(), hb.broker_id) else {
             return;
         };
-        let epoch = hb.epoch.unwrap_or(-1);
-        let max_offset = hb.max_offset.unwrap_or(-1);
-        let confirm_offset = hb.confirm_offset.unwrap_or(-1);
-        let timeout = hb
-            .heartbeat_timeout_millis
-            .unwrap_or(DEFAULT_HEARTBEAT_TIMEOUT_MS);
-        let priority = hb.election_priority.unwrap_or(i32::MAX);
+        let mut fresh = BrokerLive {
+            cluster_name: hb.cluster_name.clone(),
+            broker_id,
+            broker_addr: hb.broker_addr.clone(),
+            last_update_ms: now_ms,
+            heartbeat_timeout_ms: hb
+                .heartbeat_timeout_millis
+                .unwrap_or(DEFAULT_HEARTBEAT_TIMEOUT_MS),
+            conn,
+            epoch: hb.epoch.unwrap_or(-1),
+            max_offset: hb.max_offset.unwrap_or(-1),
+            confirm_offset: hb.confirm_offset.unwrap_or(-1),
+            election_priority: hb.election_priority.unwrap_or(i32::MAX),
+            store_ready: hb.store_ready.unwrap_or(false),
+        };
         let cluster = hb.cluster_name.as_deref();
         if let Some(live) = self.find_mut(cluster, broker_name, broker_id) {
-            live.last_update_ms = now_ms;
-            live.heartbeat_timeout_ms = timeout;
-            live.election_priority = priority;
-            live.store_ready = hb.store_ready.unwrap_or(false);
+            // Replication progress only moves forward (Java's rule).
+            let (epoch, offset) = (fresh.epoch, fresh.max_offset);
+            if epoch < live.epoch || (epoch == live.epoch && offset <= live.max_offset) {
+                fresh.epoch = live.epoch;
+                fresh.max_offset = live.max_offset;
+                fresh.confirm_offset = live.confirm_offset;
+            }
             // Java keeps the first connection and address of an entry; following the broker
             // to its current connection instead means closing that connection is noticed.
-            live.conn = conn;
-            live.broker_addr.clone_from(&hb.broker_addr);
-            // Replication progress only moves forward (Java's rule).
-            if epoch > live.epoch || (epoch == live.epoch && max_offset > live.max_offset) {
-                live.epoch = epoch;
-                live.max_offset = max_offset;
-                live.confirm_offset = confirm_offset;
-            }
+            *live = fresh;
             return;
         }
         if self.len >= MAX_LIVE_BROKERS {
@@ -132,22 +132,8 @@ impl Liveness {
             hb.broker_addr.as_deref().unwrap_or("?"),
             cluster.unwrap_or("?")
         );
-        self.by_name
-            .entry(broker_name.to_owned())
-            .or_default()
-            .push(BrokerLive {
-                cluster_name: hb.cluster_name.clone(),
-                broker_id,
-                broker_addr: hb.broker_addr.clone(),
-                last_update_ms: now_ms,
-                heartbeat_timeout_ms: timeout,
-                conn,
-                epoch,
-                max_offset,
-                confirm_offset,
-                election_priority: priority,
-                store_ready: hb.store_ready.unwrap_or(false),
-            });
+        let lives = self.by_name.entry(broker_name.to_owned()).or_default();
+        lives.push(fresh);
         self.len += 1;
     }
 
@@ -173,69 +159,39 @@ impl Liveness {
     }
 
     /// Java's `scanNotActiveBroker`: removes every entry silent for longer than its timeout
-    /// and returns them (with the connection Java closes).
+    /// (Java: now - last > timeout) and returns them (with the connection Java closes).
     pub fn scan_not_active(&mut self, now_ms: u64) -> Vec<InactiveBroker> {
-        let mut gone = Vec::new();
-        self.by_name.retain(|name, lives| {
-            lives.retain(|l| {
-                // Java: now - last > timeout.
-                let expired =
-                    i128::from(now_ms) > deadline(l.last_update_ms, l.heartbeat_timeout_ms);
-                if expired {
-                    gone.push(inactive(name, l));
-                }
-                !expired
-            });
-            !lives.is_empty()
-        });
-        self.len -= gone.len();
-        gone
+        self.remove_where(|l| {
+            i128::from(now_ms) > deadline(l.last_update_ms, l.heartbeat_timeout_ms)
+        })
     }
 
     /// A connection closed: every broker that heartbeats on it is inactive now. (Java drops
     /// only the first entry it finds for the channel; several brokers sharing a connection
     /// would then keep counting as alive until their timeout.)
     pub fn connection_closed(&mut self, conn: ConnRef) -> Vec<InactiveBroker> {
+        self.remove_where(|l| l.conn == Some(conn))
+    }
+
+    fn remove_where(&mut self, gone_if: impl Fn(&BrokerLive) -> bool) -> Vec<InactiveBroker> {
         let mut gone = Vec::new();
         self.by_name.retain(|name, lives| {
             lives.retain(|l| {
-                let on_it = l.conn == Some(conn);
-                if on_it {
-                    gone.push(inactive(name, l));
+                let goes = gone_if(l);
+                if goes {
+                    gone.push(InactiveBroker {
+                        cluster_name: l.cluster_name.clone(),
+                        broker_name: name.clone(),
+                        broker_id: l.broker_id,
+                        conn: l.conn,
+                    });
                 }
-                !on_it
+                !goes
             });
             !lives.is_empty()
         });
         self.len -= gone.len();
         gone
-    }
-
-    /// Rough bytes held, for the memory report.
-    pub fn approximate_bytes(&self) -> usize {
-        self.by_name
-            .iter()
-            .map(|(name, lives)| {
-                48 + name.len()
-                    + lives
-                        .iter()
-                        .map(|l| {
-                            std::mem::size_of::<BrokerLive>()
-                                + l.cluster_name.as_ref().map_or(0, String::len)
-                                + l.broker_addr.as_ref().map_or(0, String::len)
-                        })
-                        .sum::<usize>()
-            })
-            .sum()
-    }
-}
-
-fn inactive(name: &str, l: &BrokerLive) -> InactiveBroker {
-    InactiveBroker {
-        cluster_name: l.cluster_name.clone(),
-        broker_name: name.to_owned(),
-        broker_id: l.broker_id,
-        conn: l.conn,
     }
 }
 

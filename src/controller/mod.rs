@@ -1,32 +1,10 @@
-//! The embedded Controller (RocketMQ 5.x, `enableControllerInNamesrv=true`): allocates
-//! broker ids, knows each broker set's master, master epoch and SyncStateSet, and elects a
-//! new master when one dies. Built with the cargo feature `controller`.
+//! The embedded Controller (RocketMQ 5.x, `enableControllerInNamesrv=true`, cargo feature
+//! `controller`): allocates broker ids, knows each broker set's master, master epoch and
+//! SyncStateSet, and elects a new master when one dies. The request flow and the module
+//! table are in docs/controller.md ("What runs", "Modules").
 //!
-//! ```text
-//! frame --(request)--> typed request --(manager)--> 904/1005/1009/1010: answered at once
-//!                                             \--> leader-only: pipeline (one FIFO)
-//!     head computed on the applied state --(replicas, elect)--> response + events
-//!     events --(event: Java's encoding)--> log entry --(raft: propose, persisted by the
-//!     writer thread, committed)--> --(state::apply)--> state --> the answer is released
-//! liveness (heartbeats, closed connections, scans) --(manager)--> elections --> notify
-//! ```
-//!
-//! * [`codes`]: request codes 904/1001-1013 and response codes 2000-2016.
-//! * [`request`]: typed requests parsed leniently, as Java's controller does.
-//! * [`response`] / [`body`]: answers as data, their frames and fastjson bodies.
-//! * [`state`]: the two replicated tables and `apply(event)`; [`event`]: the six events and
-//!   their log encoding.
-//! * [`replicas`]: the leader-only requests as pure functions; [`elect`]: the elect policy.
-//! * [`liveness`]: the heartbeat table; [`notify`]: role-change notifications (1008);
-//!   [`lease`]: the write lease rocketmq-rust brokers read in 904 answers.
-//! * [`pipeline`]: one write in flight, answered once committed (the `Durability` trait);
-//!   [`raft`]: the Raft group (raft-rs) of one node or several, its log, recovery and
-//!   writer thread; [`snapshot`]: the whole-state snapshot it stores and sends.
-//! * [`config`]: the Java controller keys; [`manager`]: the object the loop drives.
-//!
-//! Only [`codes`], [`request`] and [`response`] are built without the feature: `rmq-admin` and
-//! `rmq-bench` speak to any controller (ours or Java's), write its requests with the types
-//! the controller parses, and name its answers in every build.
+//! [`codes`], [`request`] and [`response`] are built without the feature too: `rmq-admin`
+//! and `rmq-bench` speak to any controller (ours or Java's) with the types it parses.
 
 pub mod codes;
 

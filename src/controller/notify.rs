@@ -1,21 +1,16 @@
-//! Role-change notifications (1008 NOTIFY_BROKER_ROLE_CHANGED) as data.
-//!
-//! After an election is durable, Java tells every *active* member of the broker set who the
-//! new master is, oneway, at the address the controller has on record for it. Sending needs
-//! outbound connections, so it happens off the loop (the wiring's thread); this module
-//! decides who gets what and encodes the frame. [`NotifyOutbox`] keeps at most one pending
-//! notification per broker address, the one with the highest master epoch: a broker acts only
-//! on epochs above its own, so an older pending one would be dropped by the broker anyway
-//! (Java cancels the older task when a newer one is queued).
+//! Role-change notifications (1008 NOTIFY_BROKER_ROLE_CHANGED) as data: after an election is
+//! durable, Java tells every *active* member of the set who the new master is, oneway, at
+//! its registered address. This module decides who gets what and encodes the frame; sending
+//! happens off the loop. [`NotifyOutbox`] keeps one pending notification per broker address,
+//! the highest master epoch (a broker ignores older epochs; Java cancels the older task).
 
 use super::body;
 use super::codes::request::NOTIFY_BROKER_ROLE_CHANGED;
 use super::liveness::Liveness;
-use super::replicas::Elected;
+use super::replicas::{master_fields, Elected};
 use super::response::encode_oneway_request;
 use std::collections::{BTreeSet, HashMap};
 
-/// One 1008 to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RoleChangeNotification {
     /// Where to send it: the member's address as registered with the controller.
@@ -31,12 +26,13 @@ impl RoleChangeNotification {
     /// `SyncStateSet` body holding the new master only (what Java sends after an election).
     pub fn encode(&self, opaque: i32, out: &mut Vec<u8>) {
         let mut fields = Vec::with_capacity(4);
-        if let Some(addr) = &self.master_address {
-            fields.push(("masterAddress", addr.clone()));
-        }
-        fields.push(("masterBrokerId", self.master_broker_id.to_string()));
-        fields.push(("masterEpoch", self.master_epoch.to_string()));
-        fields.push(("syncStateSetEpoch", self.sync_state_set_epoch.to_string()));
+        master_fields(
+            &mut fields,
+            self.master_address.as_deref(),
+            self.master_broker_id,
+            self.master_epoch,
+            self.sync_state_set_epoch,
+        );
         let set: BTreeSet<i64> = [self.master_broker_id].into_iter().collect();
         let body = body::sync_state_set(&set, self.sync_state_set_epoch);
         encode_oneway_request(NOTIFY_BROKER_ROLE_CHANGED, opaque, &fields, &body, out);
@@ -91,7 +87,6 @@ impl NotifyOutbox {
         self.pending.is_empty()
     }
 
-    /// Everything pending, for the sending thread.
     pub fn drain(&mut self) -> Vec<RoleChangeNotification> {
         self.pending.drain().map(|(_, n)| n).collect()
     }

@@ -1,17 +1,10 @@
 //! The leader's request pipeline: one FIFO of leader-only requests, one write in flight.
 //!
-//! The request at the head is computed on the *applied* state. A read (or a write that
-//! produced no event) is answered at once; a write's events are handed to the durable step
-//! as one entry and the request parks until that entry is committed; then its events are
-//! applied and its answer released, and only then is the next request computed. So every
-//! answer reflects every change acknowledged before it (Java computes the next request while
-//! the previous one may still be unapplied). Requests waiting longer than 5 s are answered
-//! with SYSTEM_ERROR, as Java's processor does when its wait times out.
-//!
-//! The durable step is the [`Durability`] trait: the Raft group's "propose and wait for
-//! commit" (module `raft`; a single node is a group of one). The pipeline sees two calls,
-//! `propose` and [`Pipeline::on_committed`], and every committed entry (its own or another
-//! leader's) is applied through the same decode + [`ControllerState::apply`].
+//! The head request is computed on the *applied* state. A read (or a write without events)
+//! is answered at once; a write's events go to the durable step ([`Durability`]: the Raft
+//! group) as one entry, and the request parks until it is committed and applied, before the
+//! next request is computed. So every answer reflects every change acknowledged before it
+//! (Java may compute the next request before the previous one is applied).
 
 use super::codes::response as rc;
 use super::event::{decode_entry, encode_entry, Event, EventError};
@@ -52,13 +45,11 @@ impl NotServing {
 
 /// Makes entries durable: the Raft group (tests may stand in for it).
 pub trait Durability {
-    /// Whether leader-only requests may be served now.
     fn serving(&self) -> Result<(), NotServing>;
     /// Starts making `entry` durable; returns the id its commit will be reported under.
     fn propose(&mut self, entry: Vec<u8>) -> Result<u64, NotServing>;
 }
 
-/// Who a request's answer goes to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin<T> {
     /// A peer's request; `T` is the caller's reply address (connection, opaque, ...).
@@ -70,13 +61,23 @@ pub enum Origin<T> {
     },
 }
 
-/// An answered request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Completed<T> {
     pub origin: Origin<T>,
     pub response: Response,
     /// A successful election, now durable (for the role-change notifications).
     pub elected: Option<Elected>,
+}
+
+impl<T> Completed<T> {
+    /// An answer that elected nobody.
+    pub fn answer(origin: Origin<T>, response: Response) -> Self {
+        Completed {
+            origin,
+            response,
+            elected: None,
+        }
+    }
 }
 
 /// What the head request is computed with besides the state.
@@ -125,7 +126,6 @@ impl<T> Pipeline<T> {
         Pipeline::default()
     }
 
-    /// Requests waiting, the one in flight included.
     pub fn len(&self) -> usize {
         self.queue.len() + usize::from(self.in_flight.is_some())
     }
@@ -172,14 +172,11 @@ impl<T> Pipeline<T> {
         out: &mut Vec<Completed<T>>,
     ) {
         if self.queue.len() >= QUEUE_LIMIT {
-            out.push(Completed {
+            let busy = "[OVERLOAD]system busy, start flow control for a while";
+            out.push(Completed::answer(
                 origin,
-                response: Response::error(
-                    SYSTEM_BUSY,
-                    "[OVERLOAD]system busy, start flow control for a while",
-                ),
-                elected: None,
-            });
+                Response::error(SYSTEM_BUSY, busy),
+            ));
             return;
         }
         self.queue.push_back(Waiting {
@@ -203,11 +200,7 @@ impl<T> Pipeline<T> {
                 return;
             };
             if let Err(not_serving) = durability.serving() {
-                out.push(Completed {
-                    origin: head.origin,
-                    response: not_serving.response(),
-                    elected: None,
-                });
+                out.push(Completed::answer(head.origin, not_serving.response()));
                 continue;
             }
             let view = View {
@@ -242,18 +235,15 @@ impl<T> Pipeline<T> {
                         deadline_ms: head.deadline_ms,
                     })
                 }
-                Err(not_serving) => out.push(Completed {
-                    origin: head.origin,
-                    response: not_serving.response(),
-                    elected: None,
-                }),
+                Err(not_serving) => {
+                    out.push(Completed::answer(head.origin, not_serving.response()))
+                }
             }
         }
     }
 
-    /// A committed entry: applies its events to `state` (every committed entry, whoever
-    /// proposed it) and, if it is the one in flight, releases its answer. Returns the events
-    /// applied. An entry that cannot be decoded is an error and not applied.
+    /// A committed entry (whoever proposed it): applies its events to `state`, releases its
+    /// answer if it is the one in flight, returns the events (Err: undecodable, not applied).
     pub fn on_committed(
         &mut self,
         proposal: Option<u64>,
@@ -292,21 +282,13 @@ impl<T> Pipeline<T> {
         if let Some(flight) = &mut self.in_flight {
             if flight.deadline_ms <= now_ms {
                 if let Some(origin) = flight.origin.take() {
-                    out.push(Completed {
-                        origin,
-                        response: timeout(),
-                        elected: None,
-                    });
+                    out.push(Completed::answer(origin, timeout()));
                 }
             }
         }
         while self.queue.front().is_some_and(|w| w.deadline_ms <= now_ms) {
             if let Some(w) = self.queue.pop_front() {
-                out.push(Completed {
-                    origin: w.origin,
-                    response: timeout(),
-                    elected: None,
-                });
+                out.push(Completed::answer(w.origin, timeout()));
             }
         }
     }
@@ -320,11 +302,7 @@ impl<T> Pipeline<T> {
         out: &mut Vec<Completed<T>>,
     ) {
         if let Some(origin) = self.in_flight.take().and_then(|f| f.origin) {
-            out.push(Completed {
-                origin,
-                response: in_flight.clone(),
-                elected: None,
-            });
+            out.push(Completed::answer(origin, in_flight.clone()));
         }
         self.fail_all(queued, out);
     }
@@ -333,18 +311,10 @@ impl<T> Pipeline<T> {
     /// The write in flight is forgotten: under Raft another leader decides its fate.
     pub fn fail_all(&mut self, response: &Response, out: &mut Vec<Completed<T>>) {
         if let Some(origin) = self.in_flight.take().and_then(|f| f.origin) {
-            out.push(Completed {
-                origin,
-                response: response.clone(),
-                elected: None,
-            });
+            out.push(Completed::answer(origin, response.clone()));
         }
         for w in self.queue.drain(..) {
-            out.push(Completed {
-                origin: w.origin,
-                response: response.clone(),
-                elected: None,
-            });
+            out.push(Completed::answer(w.origin, response.clone()));
         }
     }
 }

@@ -1,14 +1,9 @@
 //! The leader-only requests as pure functions: request x applied state x liveness ->
 //! (response, events). Java's `ReplicasInfoManager` request methods, step by step.
 //!
-//! Nothing here changes the state: a write's events go to the log first and are applied
-//! only once durable (`pipeline`), so every answer is computed on state that includes every
-//! acknowledged change. Java's observable behaviour is kept, including its quirks (see
-//! docs/controller.md): the first election needs no liveness, a failed controller-triggered
-//! election still bumps `masterEpoch`, cleaning with `isCleanLivingBroker` ignores the id
-//! list, a failed 1001 still carries `newSyncStateSetEpoch: 0`, `nextAssignBrokerId` counts
-//! ids rather than taking max + 1. Where Java would throw a NullPointerException on a
-//! missing header field, the answer is SYSTEM_ERROR naming the field.
+//! Nothing here changes the state: a write's events are applied only once durable
+//! (`pipeline`). Java's observable behaviour is kept, quirks included (docs/controller.md
+//! lists them; each is noted where it is kept).
 
 use super::body::{self, ReplicaIdentity, ReplicasInfo};
 use super::codes::response as rc;
@@ -28,7 +23,6 @@ use std::collections::{BTreeMap, BTreeSet};
 pub const MAX_BROKER_SETS: usize = 100_000;
 pub const MAX_IDS_PER_BROKER_SET: usize = 1_024;
 
-/// What a handler reads besides the request.
 #[derive(Clone, Copy)]
 pub struct View<'a> {
     pub state: &'a ControllerState,
@@ -95,12 +89,25 @@ fn opt_field(fields: &mut Vec<(&'static str, String)>, key: &'static str, value:
     }
 }
 
+/// The master's header fields (1002, 1003 and 1008 answers), after the set's name fields.
+pub(super) fn master_fields(
+    fields: &mut Vec<(&'static str, String)>,
+    address: Option<&str>,
+    master: i64,
+    master_epoch: i32,
+    set_epoch: i32,
+) {
+    opt_field(fields, "masterAddress", address);
+    fields.push(("masterBrokerId", master.to_string()));
+    fields.push(("masterEpoch", master_epoch.to_string()));
+    fields.push(("syncStateSetEpoch", set_epoch.to_string()));
+}
+
 /// Java's `Long.toString` of a nullable Long in `%s`.
 fn show(id: Option<i64>) -> String {
     id.map_or_else(|| "null".to_owned(), |id| id.to_string())
 }
 
-/// Handles one leader-only request against the applied state.
 pub fn handle(request: &LeaderRequest, view: &View<'_>) -> Outcome {
     match request {
         LeaderRequest::AlterSyncStateSet(r) => alter_sync_state_set(r, view),
@@ -148,7 +155,7 @@ fn alter_sync_state_set(r: &AlterSyncStateSet, view: &View<'_>) -> Outcome {
         return missing("syncStateSet");
     };
     // 2. a change at all
-    if new_set == sync.sync_state_set() {
+    if *new_set == sync.sync_state_set {
         return alter_refused(
             rc::CONTROLLER_ALTER_SYNC_STATE_SET_FAILED,
             "The newSyncStateSet is equal with oldSyncStateSet, no needed to update syncStateSet"
@@ -156,12 +163,12 @@ fn alter_sync_state_set(r: &AlterSyncStateSet, view: &View<'_>) -> Outcome {
         );
     }
     // 3. the master
-    if sync.master_broker_id().is_none() || sync.master_broker_id() != r.master_broker_id {
+    if sync.master_broker_id.is_none() || sync.master_broker_id != r.master_broker_id {
         return alter_refused(
             rc::CONTROLLER_INVALID_MASTER,
             format!(
                 "{BECAUSE} the current leader is:{{{}}}, not {{{}}}",
-                show(sync.master_broker_id()),
+                show(sync.master_broker_id),
                 show(r.master_broker_id)
             ),
         );
@@ -170,30 +177,29 @@ fn alter_sync_state_set(r: &AlterSyncStateSet, view: &View<'_>) -> Outcome {
     let Some(master_epoch) = r.master_epoch else {
         return missing("masterEpoch");
     };
-    if master_epoch != sync.master_epoch() {
+    if master_epoch != sync.master_epoch {
         return alter_refused(
             rc::CONTROLLER_FENCED_MASTER_EPOCH,
             format!(
                 "{BECAUSE} the current master epoch is:{{{}}}, not {{{master_epoch}}}",
-                sync.master_epoch()
+                sync.master_epoch
             ),
         );
     }
     // 5. the set's epoch
-    if body.sync_state_set_epoch != sync.sync_state_set_epoch() {
+    if body.sync_state_set_epoch != sync.sync_state_set_epoch {
         return alter_refused(
             rc::CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH,
             format!(
                 "{BECAUSE} the current syncStateSet epoch is:{{{}}}, not {{{}}}",
-                sync.sync_state_set_epoch(),
-                body.sync_state_set_epoch
+                sync.sync_state_set_epoch, body.sync_state_set_epoch
             ),
         );
     }
     if let Some(refused) = check_new_members(new_set, replica, sync, view) {
         return refused;
     }
-    let epoch = sync.sync_state_set_epoch().wrapping_add(1);
+    let epoch = sync.sync_state_set_epoch.wrapping_add(1);
     let response =
         Response::with_header(SUCCESS, vec![("newSyncStateSetEpoch", epoch.to_string())])
             .body(body::sync_state_set(new_set, epoch));
@@ -227,15 +233,12 @@ fn check_new_members(
             ));
         }
     }
-    if !sync
-        .master_broker_id()
-        .is_some_and(|m| new_set.contains(&m))
-    {
+    if !sync.master_broker_id.is_some_and(|m| new_set.contains(&m)) {
         return Some(alter_refused(
             rc::CONTROLLER_ALTER_SYNC_STATE_SET_FAILED,
             format!(
                 "{BECAUSE} the newSyncStateSet don't contains origin leader {{{}}}",
-                show(sync.master_broker_id())
+                show(sync.master_broker_id)
             ),
         ));
     }
@@ -250,13 +253,13 @@ fn elect_master(r: &ElectMaster, view: &View<'_>) -> Outcome {
                 .remark("Broker hasn't been registered"),
         );
     };
-    let old_master = sync.master_broker_id();
+    let old_master = sync.master_broker_id;
     // The first master of a set is whoever asks first, alive or not (Java's behaviour).
     let mut new_master = sync.is_first_time_for_elect().then_some(r.broker_id);
     if new_master.map_or(true, |m| m == -1) {
         let all: BTreeSet<i64>;
         let all_replicas = if view.enable_elect_unclean_master {
-            all = replica.brokers().keys().copied().collect();
+            all = replica.brokers.keys().copied().collect();
             Some(&all)
         } else {
             None
@@ -265,7 +268,7 @@ fn elect_master(r: &ElectMaster, view: &View<'_>) -> Outcome {
             &ElectInput {
                 cluster_name: replica.cluster_name(),
                 broker_name: replica.broker_name(),
-                sync_state_set: sync.sync_state_set(),
+                sync_state_set: &sync.sync_state_set,
                 all_replicas,
                 old_master,
                 prefer: r.designate_elect.then_some(r.broker_id),
@@ -277,17 +280,20 @@ fn elect_master(r: &ElectMaster, view: &View<'_>) -> Outcome {
     match new_master {
         Some(master) if Some(master) == old_master => {
             let mut fields = Vec::with_capacity(4);
-            opt_field(&mut fields, "masterAddress", replica.address(master));
-            fields.push(("masterBrokerId", master.to_string()));
-            fields.push(("masterEpoch", sync.master_epoch().to_string()));
-            fields.push(("syncStateSetEpoch", sync.sync_state_set_epoch().to_string()));
+            master_fields(
+                &mut fields,
+                replica.address(master),
+                master,
+                sync.master_epoch,
+                sync.sync_state_set_epoch,
+            );
             Outcome::reply(
                 Response::with_header(rc::CONTROLLER_MASTER_STILL_EXIST, fields)
                     .remark(format!(
                         "The old master {master} is still alive, not need to elect new master for broker {}",
                         replica.broker_name()
                     ))
-                    .body(body::elect_master(None, sync.sync_state_set())),
+                    .body(body::elect_master(None, &sync.sync_state_set)),
             )
         }
         Some(master) => elected(r, view, master),
@@ -315,14 +321,17 @@ fn elected(r: &ElectMaster, view: &View<'_>, master: i64) -> Outcome {
     let Some((replica, sync)) = view.state.broker_set(&r.broker_name) else {
         return missing("brokerName");
     };
-    let master_epoch = sync.master_epoch().wrapping_add(1);
-    let set_epoch = sync.sync_state_set_epoch().wrapping_add(1);
+    let master_epoch = sync.master_epoch.wrapping_add(1);
+    let set_epoch = sync.sync_state_set_epoch.wrapping_add(1);
     let address = replica.address(master).map(str::to_owned);
     let mut fields = Vec::with_capacity(4);
-    opt_field(&mut fields, "masterAddress", address.as_deref());
-    fields.push(("masterBrokerId", master.to_string()));
-    fields.push(("masterEpoch", master_epoch.to_string()));
-    fields.push(("syncStateSetEpoch", set_epoch.to_string()));
+    master_fields(
+        &mut fields,
+        address.as_deref(),
+        master,
+        master_epoch,
+        set_epoch,
+    );
     let new_set: BTreeSet<i64> = [master].into_iter().collect();
     Outcome {
         response: Response::with_header(SUCCESS, fields)
@@ -340,7 +349,7 @@ fn elected(r: &ElectMaster, view: &View<'_>, master: i64) -> Outcome {
             master_epoch,
             sync_state_set_epoch: set_epoch,
             members: replica
-                .brokers()
+                .brokers
                 .iter()
                 .map(|(id, b)| (*id, b.address.clone()))
                 .collect(),
@@ -376,18 +385,21 @@ fn register_broker(r: &RegisterBroker, view: &View<'_>) -> Outcome {
     let Some(address) = r.broker_address.as_deref() else {
         return missing("brokerAddress");
     };
-    if let Some(master) = sync.master_broker_id() {
+    if let Some(master) = sync.master_broker_id {
         // Only a master that is alive (checked under the request's cluster) is announced.
         if view.alive(r.cluster_name.as_deref(), name, master) {
-            opt_field(&mut fields, "masterAddress", replica.address(master));
-            fields.push(("masterBrokerId", master.to_string()));
-            fields.push(("masterEpoch", sync.master_epoch().to_string()));
-            fields.push(("syncStateSetEpoch", sync.sync_state_set_epoch().to_string()));
+            master_fields(
+                &mut fields,
+                replica.address(master),
+                master,
+                sync.master_epoch,
+                sync.sync_state_set_epoch,
+            );
         }
     }
     let response = Response::with_header(SUCCESS, fields).body(body::sync_state_set(
-        sync.sync_state_set(),
-        sync.sync_state_set_epoch(),
+        &sync.sync_state_set,
+        sync.sync_state_set_epoch,
     ));
     if replica.address(id) == Some(address) {
         return Outcome::reply(response);
@@ -415,15 +427,15 @@ fn get_replica_info(broker_name: Option<&str>, view: &View<'_>) -> Outcome {
         );
     };
     let mut fields = Vec::with_capacity(3);
-    if let Some(master) = sync.master_broker_id() {
+    if let Some(master) = sync.master_broker_id {
         opt_field(&mut fields, "masterAddress", replica.address(master));
         fields.push(("masterBrokerId", master.to_string()));
     }
-    fields.push(("masterEpoch", sync.master_epoch().to_string()));
+    fields.push(("masterEpoch", sync.master_epoch.to_string()));
     Outcome::reply(
         Response::with_header(SUCCESS, fields).body(body::sync_state_set(
-            sync.sync_state_set(),
-            sync.sync_state_set_epoch(),
+            &sync.sync_state_set,
+            sync.sync_state_set_epoch,
         )),
     )
 }
@@ -437,21 +449,21 @@ fn get_sync_state_data(names: &[String], view: &View<'_>) -> Outcome {
         };
         let mut info = ReplicasInfo {
             broker_name: name,
-            master_broker_id: sync.master_broker_id(),
-            master_address: sync.master_broker_id().and_then(|m| replica.address(m)),
-            master_epoch: sync.master_epoch(),
-            sync_state_set_epoch: sync.sync_state_set_epoch(),
+            master_broker_id: sync.master_broker_id,
+            master_address: sync.master_broker_id.and_then(|m| replica.address(m)),
+            master_epoch: sync.master_epoch,
+            sync_state_set_epoch: sync.sync_state_set_epoch,
             in_sync: Vec::new(),
             not_in_sync: Vec::new(),
         };
-        for (id, broker) in replica.brokers() {
+        for (id, broker) in &replica.brokers {
             let identity = ReplicaIdentity {
                 broker_name: name,
                 broker_id: *id,
                 broker_address: &broker.address,
                 alive: view.alive(replica.cluster_name(), name, *id),
             };
-            if sync.sync_state_set().contains(id) {
+            if sync.sync_state_set.contains(id) {
                 info.in_sync.push(identity);
             } else {
                 info.not_in_sync.push(identity);
@@ -492,7 +504,7 @@ fn clean_broker_data(r: &CleanBrokerData, view: &View<'_>) -> Outcome {
         let has_master = view
             .state
             .sync_state(name)
-            .is_some_and(|s| s.master_broker_id().is_some());
+            .is_some_and(|s| s.master_broker_id.is_some());
         if list.is_none() && has_master {
             return invalid(format!("Broker {name} is still alive, clean up failure"));
         }
@@ -542,7 +554,7 @@ fn get_next_broker_id(cluster: Option<&str>, name: Option<&str>, view: &View<'_>
     let next = view
         .state
         .replica_info(name)
-        .map_or(FIRST_BROKER_CONTROLLER_ID, |r| r.next_assign_broker_id());
+        .map_or(FIRST_BROKER_CONTROLLER_ID, |r| r.next_assign_broker_id);
     let mut fields = Vec::with_capacity(3);
     opt_field(&mut fields, "brokerName", Some(name));
     opt_field(&mut fields, "clusterName", cluster);
@@ -594,7 +606,7 @@ fn apply_broker_id(r: &ApplyBrokerId, view: &View<'_>) -> Outcome {
         None if id == FIRST_BROKER_CONTROLLER_ID => {
             Outcome::with_event(Response::with_header(SUCCESS, fields), event)
         }
-        Some(replica) if !replica.contains(id) && replica.brokers().len() >= MAX_IDS_PER_BROKER_SET => {
+        Some(replica) if !replica.contains(id) && replica.brokers.len() >= MAX_IDS_PER_BROKER_SET => {
             refuse(format!(
                 "broker-set {name} already holds {MAX_IDS_PER_BROKER_SET} broker ids (the limit); clean unused ones first"
             ))
@@ -623,7 +635,7 @@ pub fn scan_need_reelect(
     let mut names: Vec<String> = state
         .sync_states()
         .filter(|sync| {
-            let Some(master) = sync.master_broker_id() else {
+            let Some(master) = sync.master_broker_id else {
                 return false;
             };
             let (cluster, name) = (sync.cluster_name(), sync.broker_name());
@@ -631,7 +643,7 @@ pub fn scan_need_reelect(
             (heard || unheard_is_inactive)
                 && !liveness.is_active(cluster, name, master, now_ms)
                 && state.replica_info(name).is_some_and(|r| {
-                    r.brokers()
+                    r.brokers
                         .keys()
                         .any(|id| liveness.is_active(cluster, name, *id, now_ms))
                 })

@@ -1,19 +1,12 @@
-//! Typed controller requests, parsed once from a `RemotingCommand`.
+//! Typed controller requests, parsed once from a `RemotingCommand` and written by the
+//! senders (`rmq-admin`, `rmq-bench controller`) with [`ControllerRequest::encode`].
 //!
-//! Header fields are read the way Java's `decodeCommandCustomHeaderDirectly` reads them for
-//! the controller: leniently. A missing field, even one marked `@CFNotNull`, or a value that
-//! does not parse as the field's type, leaves the field at its default (null, or the header
-//! class's initial value such as `brokerId = -1` for 1002) and processing goes on; what a
-//! handler then does with the null is the handler's (often Java's NullPointerException,
-//! i.e. SYSTEM_ERROR, reproduced in `replicas`). Numbers parse as Java's `Long.parseLong` /
-//! `Integer.parseInt` (no spaces), booleans as `Boolean.parseBoolean`.
-//!
-//! Bodies are read before anything else, as Java's processor does: a 1001 or 1006 body that
-//! is not the JSON it should be is answered with SYSTEM_ERROR at once.
-//!
-//! Senders (`rmq-admin`'s controller commands, `rmq-bench controller`) build the same types
-//! and write them with [`ControllerRequest::encode`], so this module (and [`field`]) is built
-//! without the `controller` feature too.
+//! Header fields are read as Java's `decodeCommandCustomHeaderDirectly` reads them for the
+//! controller: leniently. A missing or unparsable field, even a `@CFNotNull` one, stays at
+//! its default (null, or the header's initial value such as `brokerId = -1` for 1002); what
+//! a handler does with the null is the handler's (often Java's NullPointerException, i.e.
+//! SYSTEM_ERROR, reproduced in `replicas`). Bodies are read first, as Java's processor does:
+//! a bad 1001 or 1006 body is answered SYSTEM_ERROR at once.
 
 use super::codes::request as code;
 use super::response::Response;
@@ -63,20 +56,112 @@ pub mod field {
     pub const RAFT_TERM: &str = "raftTerm";
 }
 
-/// 904 BROKER_HEARTBEAT (`BrokerHeartbeatRequestHeader`, plus rocketmq-rust's `storeReady`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Heartbeat {
-    pub cluster_name: Option<String>,
-    pub broker_addr: Option<String>,
-    pub broker_name: Option<String>,
-    pub broker_id: Option<i64>,
-    pub epoch: Option<i32>,
-    pub max_offset: Option<i64>,
-    pub confirm_offset: Option<i64>,
-    /// Sent as `heartbeatTimeoutMills` (sic).
-    pub heartbeat_timeout_millis: Option<i64>,
-    pub election_priority: Option<i32>,
-    pub store_ready: Option<bool>,
+/// A header field as Java's lenient decoder reads it (see the module doc), and its text as
+/// senders write it (None: left out).
+trait HeaderField: Sized {
+    fn read(cmd: &RemotingCommand, key: &'static str) -> Self;
+    fn text(&self) -> Option<String>;
+
+    fn write(&self, e: &mut Encoded<'_>, key: &'static str) {
+        if let Some(text) = self.text() {
+            e.put_value(key, text);
+        }
+    }
+}
+
+impl HeaderField for Option<String> {
+    fn read(cmd: &RemotingCommand, key: &'static str) -> Self {
+        cmd.ext(key).map(str::to_owned)
+    }
+
+    fn text(&self) -> Option<String> {
+        self.clone()
+    }
+}
+
+impl HeaderField for Option<i64> {
+    fn read(cmd: &RemotingCommand, key: &'static str) -> Self {
+        let value = cmd.ext(key)?;
+        let parsed = java_parse_long(value);
+        if parsed.is_none() {
+            log::debug!("controller: header field {key}={value:?} is not a long; left null");
+        }
+        parsed
+    }
+
+    fn text(&self) -> Option<String> {
+        self.map(|v| v.to_string())
+    }
+}
+
+impl HeaderField for Option<i32> {
+    fn read(cmd: &RemotingCommand, key: &'static str) -> Self {
+        Option::<i64>::read(cmd, key).and_then(|v| i32::try_from(v).ok())
+    }
+
+    fn text(&self) -> Option<String> {
+        self.map(|v| v.to_string())
+    }
+}
+
+impl HeaderField for Option<bool> {
+    fn read(cmd: &RemotingCommand, key: &'static str) -> Self {
+        cmd.ext(key).map(java_bool)
+    }
+
+    fn text(&self) -> Option<String> {
+        self.map(|v| v.to_string())
+    }
+}
+
+/// A Java `boolean` field: false when absent, always written.
+impl HeaderField for bool {
+    fn read(cmd: &RemotingCommand, key: &'static str) -> Self {
+        cmd.ext(key).is_some_and(java_bool)
+    }
+
+    fn text(&self) -> Option<String> {
+        Some(self.to_string())
+    }
+}
+
+/// Declares a typed header: its fields (in the order senders write them), each with its wire
+/// name, and the parse and encode both sides use.
+macro_rules! header {
+    ($(#[$doc:meta])* $name:ident { $($(#[$fdoc:meta])* $field:ident: $ty:ty = $key:expr,)* }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Default, PartialEq, Eq)]
+        pub struct $name {
+            $($(#[$fdoc])* pub $field: $ty,)*
+        }
+
+        impl $name {
+            fn read(cmd: &RemotingCommand) -> Self {
+                $name { $($field: HeaderField::read(cmd, $key),)* }
+            }
+
+            fn write(&self, e: &mut Encoded<'_>) {
+                $(self.$field.write(e, $key);)*
+            }
+        }
+    };
+}
+
+header! {
+    /// 904 BROKER_HEARTBEAT (`BrokerHeartbeatRequestHeader`, plus rocketmq-rust's `storeReady`).
+    Heartbeat {
+        cluster_name: Option<String> = CLUSTER_NAME,
+        broker_addr: Option<String> = BROKER_ADDR,
+        broker_name: Option<String> = BROKER_NAME,
+        broker_id: Option<i64> = BROKER_ID,
+        epoch: Option<i32> = EPOCH,
+        max_offset: Option<i64> = MAX_OFFSET,
+        confirm_offset: Option<i64> = CONFIRM_OFFSET,
+        /// Sent as `heartbeatTimeoutMills` (sic).
+        heartbeat_timeout_millis: Option<i64> = HEARTBEAT_TIMEOUT_MILLS,
+        election_priority: Option<i32> = ELECTION_PRIORITY,
+        store_ready: Option<bool> = STORE_READY,
+    }
 }
 
 /// 1001's body (`SyncStateSet`).
@@ -98,7 +183,6 @@ pub struct AlterSyncStateSet {
     pub body: Option<SyncStateSetBody>,
 }
 
-/// Who asked for an election.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ElectTrigger {
     /// A broker electing itself, or mqadmin electMaster (designateElect=true).
@@ -130,32 +214,35 @@ impl ElectMaster {
     }
 }
 
-/// 1003 CONTROLLER_REGISTER_BROKER.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RegisterBroker {
-    pub cluster_name: Option<String>,
-    pub broker_name: Option<String>,
-    pub broker_id: Option<i64>,
-    pub broker_address: Option<String>,
+header! {
+    /// 1003 CONTROLLER_REGISTER_BROKER.
+    RegisterBroker {
+        cluster_name: Option<String> = CLUSTER_NAME,
+        broker_name: Option<String> = BROKER_NAME,
+        broker_id: Option<i64> = BROKER_ID,
+        broker_address: Option<String> = BROKER_ADDRESS,
+    }
 }
 
-/// 1011 CLEAN_BROKER_DATA.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CleanBrokerData {
-    pub cluster_name: Option<String>,
-    pub broker_name: Option<String>,
-    /// `"1;2;3"` as sent.
-    pub broker_controller_ids_to_clean: Option<String>,
-    pub is_clean_living_broker: bool,
+header! {
+    /// 1011 CLEAN_BROKER_DATA.
+    CleanBrokerData {
+        broker_name: Option<String> = BROKER_NAME,
+        is_clean_living_broker: bool = IS_CLEAN_LIVING_BROKER,
+        cluster_name: Option<String> = CLUSTER_NAME,
+        /// `"1;2;3"` as sent.
+        broker_controller_ids_to_clean: Option<String> = BROKER_CONTROLLER_IDS_TO_CLEAN,
+    }
 }
 
-/// 1013 CONTROLLER_APPLY_BROKER_ID.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApplyBrokerId {
-    pub cluster_name: Option<String>,
-    pub broker_name: Option<String>,
-    pub applied_broker_id: Option<i64>,
-    pub register_check_code: Option<String>,
+header! {
+    /// 1013 CONTROLLER_APPLY_BROKER_ID.
+    ApplyBrokerId {
+        cluster_name: Option<String> = CLUSTER_NAME,
+        broker_name: Option<String> = BROKER_NAME,
+        applied_broker_id: Option<i64> = APPLIED_BROKER_ID,
+        register_check_code: Option<String> = REGISTER_CHECK_CODE,
+    }
 }
 
 /// The requests only the leader serves, in one FIFO (see `pipeline`).
@@ -179,7 +266,6 @@ pub enum LeaderRequest {
 }
 
 impl LeaderRequest {
-    /// The request code it came as (for logs).
     pub fn code(&self) -> i32 {
         match self {
             LeaderRequest::AlterSyncStateSet(_) => code::CONTROLLER_ALTER_SYNC_STATE_SET,
@@ -194,7 +280,6 @@ impl LeaderRequest {
     }
 }
 
-/// Everything the controller port serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ControllerRequest {
     Heartbeat(Heartbeat),
@@ -209,7 +294,6 @@ pub enum ControllerRequest {
 }
 
 impl ControllerRequest {
-    /// The request code it is sent as.
     pub fn code(&self) -> i32 {
         match self {
             ControllerRequest::Heartbeat(_) => code::BROKER_HEARTBEAT,
@@ -227,7 +311,7 @@ impl ControllerRequest {
     pub fn encode(&self) -> Encoded<'_> {
         let mut e = Encoded::new(self.code());
         match self {
-            ControllerRequest::Heartbeat(h) => h.encode(&mut e),
+            ControllerRequest::Heartbeat(h) => h.write(&mut e),
             ControllerRequest::UpdateConfig { body } => {
                 e.body = body.as_deref().unwrap_or_default().into();
             }
@@ -237,33 +321,6 @@ impl ControllerRequest {
             | ControllerRequest::Unsupported(_) => {}
         }
         e
-    }
-}
-
-/// Writes an optional text field when present.
-fn put_text<'a>(e: &mut Encoded<'a>, field: &'static str, value: &'a Option<String>) {
-    e.put_opt(field, value.as_deref());
-}
-
-/// Writes an optional number field when present.
-fn put_number(e: &mut Encoded<'_>, field: &'static str, value: Option<impl std::fmt::Display>) {
-    if let Some(v) = value {
-        e.put_value(field, v);
-    }
-}
-
-impl Heartbeat {
-    fn encode<'a>(&'a self, e: &mut Encoded<'a>) {
-        put_text(e, CLUSTER_NAME, &self.cluster_name);
-        put_text(e, BROKER_ADDR, &self.broker_addr);
-        put_text(e, BROKER_NAME, &self.broker_name);
-        put_number(e, BROKER_ID, self.broker_id);
-        put_number(e, EPOCH, self.epoch);
-        put_number(e, MAX_OFFSET, self.max_offset);
-        put_number(e, CONFIRM_OFFSET, self.confirm_offset);
-        put_number(e, HEARTBEAT_TIMEOUT_MILLS, self.heartbeat_timeout_millis);
-        put_number(e, ELECTION_PRIORITY, self.election_priority);
-        put_number(e, STORE_READY, self.store_ready);
     }
 }
 
@@ -286,9 +343,9 @@ impl LeaderRequest {
     fn encode<'a>(&'a self, e: &mut Encoded<'a>) {
         match self {
             LeaderRequest::AlterSyncStateSet(a) => {
-                put_text(e, BROKER_NAME, &a.broker_name);
-                put_number(e, MASTER_BROKER_ID, a.master_broker_id);
-                put_number(e, MASTER_EPOCH, a.master_epoch);
+                a.broker_name.write(e, BROKER_NAME);
+                a.master_broker_id.write(e, MASTER_BROKER_ID);
+                a.master_epoch.write(e, MASTER_EPOCH);
                 if let Some(body) = &a.body {
                     let mut out = Vec::new();
                     body.encode(&mut out);
@@ -301,150 +358,72 @@ impl LeaderRequest {
                 e.put_value(BROKER_ID, m.broker_id);
                 e.put_value(DESIGNATE_ELECT, m.designate_elect);
             }
-            LeaderRequest::RegisterBroker(r) => {
-                put_text(e, CLUSTER_NAME, &r.cluster_name);
-                put_text(e, BROKER_NAME, &r.broker_name);
-                put_number(e, BROKER_ID, r.broker_id);
-                put_text(e, BROKER_ADDRESS, &r.broker_address);
-            }
-            LeaderRequest::GetReplicaInfo { broker_name } => put_text(e, BROKER_NAME, broker_name),
+            LeaderRequest::RegisterBroker(r) => r.write(e),
+            LeaderRequest::GetReplicaInfo { broker_name } => broker_name.write(e, BROKER_NAME),
             LeaderRequest::GetSyncStateData { broker_names } => {
                 let names = broker_names.iter().map(|n| json::Value::Str(n.clone()));
                 let mut out = Vec::new();
                 json::write_value(&mut out, &json::Value::Array(names.collect()));
                 e.body = out.into();
             }
-            LeaderRequest::CleanBrokerData(c) => {
-                put_text(e, BROKER_NAME, &c.broker_name);
-                e.put_value(IS_CLEAN_LIVING_BROKER, c.is_clean_living_broker);
-                put_text(e, CLUSTER_NAME, &c.cluster_name);
-                put_text(
-                    e,
-                    BROKER_CONTROLLER_IDS_TO_CLEAN,
-                    &c.broker_controller_ids_to_clean,
-                );
-            }
+            LeaderRequest::CleanBrokerData(c) => c.write(e),
             LeaderRequest::GetNextBrokerId {
                 cluster_name,
                 broker_name,
             } => {
-                put_text(e, CLUSTER_NAME, cluster_name);
-                put_text(e, BROKER_NAME, broker_name);
+                cluster_name.write(e, CLUSTER_NAME);
+                broker_name.write(e, BROKER_NAME);
             }
-            LeaderRequest::ApplyBrokerId(a) => {
-                put_text(e, CLUSTER_NAME, &a.cluster_name);
-                put_text(e, BROKER_NAME, &a.broker_name);
-                put_number(e, APPLIED_BROKER_ID, a.applied_broker_id);
-                put_text(e, REGISTER_CHECK_CODE, &a.register_check_code);
-            }
+            LeaderRequest::ApplyBrokerId(a) => a.write(e),
         }
     }
 }
 
 /// Parses one request. `Err` is an answer to send at once (a body Java could not read).
 pub fn parse(cmd: &RemotingCommand) -> Result<ControllerRequest, Response> {
-    let h = Ext(cmd);
-    Ok(match cmd.code {
-        code::BROKER_HEARTBEAT => ControllerRequest::Heartbeat(Heartbeat {
-            cluster_name: h.text(CLUSTER_NAME),
-            broker_addr: h.text(BROKER_ADDR),
-            broker_name: h.text(BROKER_NAME),
-            broker_id: h.long(BROKER_ID),
-            epoch: h.int(EPOCH),
-            max_offset: h.long(MAX_OFFSET),
-            confirm_offset: h.long(CONFIRM_OFFSET),
-            heartbeat_timeout_millis: h.long(HEARTBEAT_TIMEOUT_MILLS),
-            election_priority: h.int(ELECTION_PRIORITY),
-            store_ready: h.text(STORE_READY).map(|v| java_bool(&v)),
-        }),
-        code::CONTROLLER_GET_METADATA_INFO => ControllerRequest::GetMetadata,
-        code::UPDATE_CONTROLLER_CONFIG => ControllerRequest::UpdateConfig {
-            body: (!cmd.body.is_empty()).then(|| cmd.body.to_vec()),
-        },
-        code::GET_CONTROLLER_CONFIG => ControllerRequest::GetConfig,
+    let text = |key| Option::<String>::read(cmd, key);
+    let leader = match cmd.code {
+        code::BROKER_HEARTBEAT => return Ok(ControllerRequest::Heartbeat(Heartbeat::read(cmd))),
+        code::CONTROLLER_GET_METADATA_INFO => return Ok(ControllerRequest::GetMetadata),
+        code::UPDATE_CONTROLLER_CONFIG => {
+            let body = (!cmd.body.is_empty()).then(|| cmd.body.to_vec());
+            return Ok(ControllerRequest::UpdateConfig { body });
+        }
+        code::GET_CONTROLLER_CONFIG => return Ok(ControllerRequest::GetConfig),
         code::CONTROLLER_ALTER_SYNC_STATE_SET => {
             let body = parse_sync_state_set(&cmd.body).map_err(Response::system_error)?;
-            ControllerRequest::Leader(LeaderRequest::AlterSyncStateSet(AlterSyncStateSet {
-                broker_name: h.text(BROKER_NAME),
-                master_broker_id: h.long(MASTER_BROKER_ID),
-                master_epoch: h.int(MASTER_EPOCH),
+            LeaderRequest::AlterSyncStateSet(AlterSyncStateSet {
+                broker_name: text(BROKER_NAME),
+                master_broker_id: HeaderField::read(cmd, MASTER_BROKER_ID),
+                master_epoch: HeaderField::read(cmd, MASTER_EPOCH),
                 body,
-            }))
+            })
         }
-        code::CONTROLLER_ELECT_MASTER => {
-            ControllerRequest::Leader(LeaderRequest::ElectMaster(ElectMaster {
-                cluster_name: h.text(CLUSTER_NAME).unwrap_or_default(),
-                broker_name: h.text(BROKER_NAME).unwrap_or_default(),
-                broker_id: h.long(BROKER_ID).unwrap_or(-1),
-                designate_elect: h.text(DESIGNATE_ELECT).is_some_and(|v| java_bool(&v)),
-                trigger: ElectTrigger::Request,
-            }))
-        }
+        code::CONTROLLER_ELECT_MASTER => LeaderRequest::ElectMaster(ElectMaster {
+            cluster_name: text(CLUSTER_NAME).unwrap_or_default(),
+            broker_name: text(BROKER_NAME).unwrap_or_default(),
+            broker_id: Option::<i64>::read(cmd, BROKER_ID).unwrap_or(-1),
+            designate_elect: HeaderField::read(cmd, DESIGNATE_ELECT),
+            trigger: ElectTrigger::Request,
+        }),
         code::CONTROLLER_REGISTER_BROKER => {
-            ControllerRequest::Leader(LeaderRequest::RegisterBroker(RegisterBroker {
-                cluster_name: h.text(CLUSTER_NAME),
-                broker_name: h.text(BROKER_NAME),
-                broker_id: h.long(BROKER_ID),
-                broker_address: h.text(BROKER_ADDRESS),
-            }))
+            LeaderRequest::RegisterBroker(RegisterBroker::read(cmd))
         }
-        code::CONTROLLER_GET_REPLICA_INFO => {
-            ControllerRequest::Leader(LeaderRequest::GetReplicaInfo {
-                broker_name: h.text(BROKER_NAME),
-            })
-        }
-        code::CONTROLLER_GET_SYNC_STATE_DATA => {
-            let broker_names = parse_broker_names(&cmd.body)?;
-            ControllerRequest::Leader(LeaderRequest::GetSyncStateData { broker_names })
-        }
-        code::CLEAN_BROKER_DATA => {
-            ControllerRequest::Leader(LeaderRequest::CleanBrokerData(CleanBrokerData {
-                cluster_name: h.text(CLUSTER_NAME),
-                broker_name: h.text(BROKER_NAME),
-                broker_controller_ids_to_clean: h.text(BROKER_CONTROLLER_IDS_TO_CLEAN),
-                is_clean_living_broker: h
-                    .text(IS_CLEAN_LIVING_BROKER)
-                    .is_some_and(|v| java_bool(&v)),
-            }))
-        }
-        code::CONTROLLER_GET_NEXT_BROKER_ID => {
-            ControllerRequest::Leader(LeaderRequest::GetNextBrokerId {
-                cluster_name: h.text(CLUSTER_NAME),
-                broker_name: h.text(BROKER_NAME),
-            })
-        }
-        code::CONTROLLER_APPLY_BROKER_ID => {
-            ControllerRequest::Leader(LeaderRequest::ApplyBrokerId(ApplyBrokerId {
-                cluster_name: h.text(CLUSTER_NAME),
-                broker_name: h.text(BROKER_NAME),
-                applied_broker_id: h.long(APPLIED_BROKER_ID),
-                register_check_code: h.text(REGISTER_CHECK_CODE),
-            }))
-        }
-        other => ControllerRequest::Unsupported(other),
-    })
-}
-
-/// Lenient ext-field reader (see the module doc).
-struct Ext<'a>(&'a RemotingCommand);
-
-impl Ext<'_> {
-    fn text(&self, key: &str) -> Option<String> {
-        self.0.ext(key).map(str::to_owned)
-    }
-
-    fn long(&self, key: &str) -> Option<i64> {
-        let value = self.0.ext(key)?;
-        let parsed = java_parse_long(value);
-        if parsed.is_none() {
-            log::debug!("controller: header field {key}={value:?} is not a long; left null");
-        }
-        parsed
-    }
-
-    fn int(&self, key: &str) -> Option<i32> {
-        self.long(key).and_then(|v| i32::try_from(v).ok())
-    }
+        code::CONTROLLER_GET_REPLICA_INFO => LeaderRequest::GetReplicaInfo {
+            broker_name: text(BROKER_NAME),
+        },
+        code::CONTROLLER_GET_SYNC_STATE_DATA => LeaderRequest::GetSyncStateData {
+            broker_names: parse_broker_names(&cmd.body)?,
+        },
+        code::CLEAN_BROKER_DATA => LeaderRequest::CleanBrokerData(CleanBrokerData::read(cmd)),
+        code::CONTROLLER_GET_NEXT_BROKER_ID => LeaderRequest::GetNextBrokerId {
+            cluster_name: text(CLUSTER_NAME),
+            broker_name: text(BROKER_NAME),
+        },
+        code::CONTROLLER_APPLY_BROKER_ID => LeaderRequest::ApplyBrokerId(ApplyBrokerId::read(cmd)),
+        other => return Ok(ControllerRequest::Unsupported(other)),
+    };
+    Ok(ControllerRequest::Leader(leader))
 }
 
 /// Java's `Long.parseLong`: optional sign, ASCII digits, no spaces, within range.
@@ -468,7 +447,7 @@ fn body_limits(body: &[u8]) -> json::Limits {
     }
 }
 
-/// 1001's body: absent or `null` -> None; otherwise `{"syncStateSet":[ids],"syncStateSetEpoch":n}`.
+/// 1001's body: absent or `null` -> None.
 fn parse_sync_state_set(body: &[u8]) -> Result<Option<SyncStateSetBody>, String> {
     if body.is_empty() {
         return Ok(None);

@@ -76,34 +76,18 @@ impl Response {
 
     /// The value of one ext field, for tests and logs.
     pub fn ext_value(&self, key: &str) -> Option<&str> {
-        self.ext
-            .as_ref()?
+        let fields = self.ext.as_ref()?;
+        fields
             .iter()
             .find(|(k, _)| *k == key)
             .map(|(_, v)| v.as_str())
     }
 
-    /// Appends the whole response frame for request `opaque` to `out`.
     pub fn encode(&self, opaque: i32, serialize_type: SerializeType, out: &mut Vec<u8>) {
-        let header = Header {
-            code: self.code,
-            language: "JAVA",
-            version: version::CURRENT,
-            opaque,
-            flag: FLAG_RESPONSE,
-            remark: self.remark.as_deref(),
-        };
-        let ext = self
-            .ext
-            .as_ref()
-            .map(|fields| fields.iter().map(|(k, v)| (*k, v.as_str())));
-        encode_frame(
-            out,
-            serialize_type,
-            &header,
-            ext,
-            self.body.as_deref().unwrap_or(&[]),
-        );
+        let header = (self.code, opaque, FLAG_RESPONSE, self.remark.as_deref());
+        let ext = self.ext.as_deref();
+        let body = self.body.as_deref().unwrap_or(&[]);
+        encode(out, serialize_type, header, ext, body);
     }
 }
 
@@ -115,16 +99,32 @@ pub fn encode_oneway_request(
     body: &[u8],
     out: &mut Vec<u8>,
 ) {
+    encode(
+        out,
+        SerializeType::Json,
+        (code, opaque, FLAG_ONEWAY, None),
+        Some(fields),
+        body,
+    );
+}
+
+fn encode(
+    out: &mut Vec<u8>,
+    serialize_type: SerializeType,
+    (code, opaque, flag, remark): (i32, i32, i32, Option<&str>),
+    ext: Option<&[(&'static str, String)]>,
+    body: &[u8],
+) {
     let header = Header {
         code,
         language: "JAVA",
         version: version::CURRENT,
         opaque,
-        flag: FLAG_ONEWAY,
-        remark: None,
+        flag,
+        remark,
     };
-    let ext = fields.iter().map(|(k, v)| (*k, v.as_str()));
-    encode_frame(out, SerializeType::Json, &header, Some(ext), body);
+    let ext = ext.map(|fields| fields.iter().map(|(k, v)| (*k, v.as_str())));
+    encode_frame(out, serialize_type, &header, ext, body);
 }
 
 #[cfg(test)]

@@ -1,15 +1,12 @@
 //! The whole-state snapshot: both tables as JSON, with the index of the last entry they
-//! include, so the log before it can be dropped (Java's DLedger controller never snapshots;
-//! its log grows forever). It is the data of a Raft snapshot (`raft.snapshot`, and what a
-//! leader sends a follower that fell too far behind).
+//! include, so the log before it can be dropped (Java's DLedger controller never snapshots).
+//! It is the data of a Raft snapshot (`raft.snapshot`, and what a leader sends a follower
+//! that fell too far behind), encoded on the log writer's thread.
 //!
 //! ```text
 //! data = "RMQCSNP1" index:u64 crc:u32 json        (big endian; crc = CRC-32 of index and json)
 //! json = {"replicaInfoTable":[...],"syncStateSetInfoTable":[...]}   (sorted by brokerName)
 //! ```
-//!
-//! It is encoded on the Raft log writer's thread from a copy-on-write clone of the state (a
-//! few hundred microseconds of JSON per thousand broker sets stay off the loop).
 
 use crate::checksum::crc32;
 use crate::controller::event::{Fields, ObjectWriter};
@@ -21,7 +18,6 @@ use crate::remoting::json::{self, Seq, ValueRef};
 pub const MAGIC: &[u8; 8] = b"RMQCSNP1";
 const HEADER_LEN: usize = 20;
 
-/// The snapshot data for `state` as of log index `index`.
 pub fn encode(index: u64, state: &ControllerState) -> Vec<u8> {
     let json = encode_state(state);
     let mut crc_input = Vec::with_capacity(8 + json.len());
@@ -110,7 +106,6 @@ pub fn decode(bytes: &[u8]) -> Result<(u64, ControllerState), String> {
     Ok((index, decode_state(json)?))
 }
 
-/// Reads the JSON written by [`encode_state`].
 fn decode_state(json_bytes: &[u8]) -> Result<ControllerState, String> {
     let limits = json::Limits {
         max_depth: 8,

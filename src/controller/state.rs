@@ -1,18 +1,12 @@
-//! The replicated state: Java's `ReplicasInfoManager` tables as plain HashMaps, changed only
-//! by [`ControllerState::apply`] with an [`Event`] read from the log.
+//! The replicated state: Java's `ReplicasInfoManager` tables, changed only by
+//! [`ControllerState::apply`] with an [`Event`] read from the log.
 //!
-//! Two tables keyed by brokerName, as in Java, and deliberately not merged into one: Java
-//! can leave one without the other (cleaning ids can empty the SyncStateSet while broker ids
-//! remain), and the requests then behave differently (1012 reads only the first table, most
-//! others need both). Keeping both tables keeps that behaviour identical.
-//!
-//! `apply` is deterministic and total: it never fails, whatever the order of events (an
-//! event for a broker set that no longer exists is skipped, where Java would log or throw),
-//! so replaying a log always rebuilds the same state.
-//!
-//! Each broker set's entries sit behind an `Arc` (copy on write): cloning the whole state
-//! for a snapshot costs a table of pointer copies on the loop, and the snapshot is encoded
-//! on the log writer's thread while the loop goes on changing its own copy.
+//! Two tables keyed by brokerName, as in Java, not merged: Java can leave one without the
+//! other (cleaning ids can empty the SyncStateSet while broker ids remain), and requests then
+//! behave differently (1012 reads only the first). `apply` is deterministic and total (an
+//! event for a vanished broker set is skipped), so replaying a log rebuilds the same state.
+//! Each broker set sits behind an `Arc` (copy on write): a snapshot clones pointers on the
+//! loop and is encoded on the log writer's thread.
 
 use super::event::Event;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -33,15 +27,15 @@ pub struct BrokerIdInfo {
 /// Java's `BrokerReplicaInfo`: the ids of one broker set and who holds them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerReplicaInfo {
-    pub(crate) cluster_name: Option<String>,
-    pub(crate) broker_name: String,
+    pub cluster_name: Option<String>,
+    pub broker_name: String,
     /// 1 + the number of ids ever added: never decreases, not max(id) + 1.
-    pub(crate) next_assign_broker_id: i64,
-    pub(crate) brokers: BTreeMap<i64, BrokerIdInfo>,
+    pub next_assign_broker_id: i64,
+    pub brokers: BTreeMap<i64, BrokerIdInfo>,
 }
 
 impl BrokerReplicaInfo {
-    pub(crate) fn new(cluster_name: Option<String>, broker_name: String) -> Self {
+    pub fn new(cluster_name: Option<String>, broker_name: String) -> Self {
         BrokerReplicaInfo {
             cluster_name,
             broker_name,
@@ -56,15 +50,6 @@ impl BrokerReplicaInfo {
 
     pub fn broker_name(&self) -> &str {
         &self.broker_name
-    }
-
-    pub fn next_assign_broker_id(&self) -> i64 {
-        self.next_assign_broker_id
-    }
-
-    /// Registered ids, ascending, with their address and check code.
-    pub fn brokers(&self) -> &BTreeMap<i64, BrokerIdInfo> {
-        &self.brokers
     }
 
     pub fn contains(&self, broker_id: i64) -> bool {
@@ -96,15 +81,15 @@ impl BrokerReplicaInfo {
 /// Java's `SyncStateInfo`: the master, its epoch and the in-sync replicas of one broker set.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyncStateInfo {
-    pub(crate) cluster_name: Option<String>,
-    pub(crate) broker_name: String,
-    pub(crate) master_epoch: i32,
-    pub(crate) sync_state_set_epoch: i32,
-    pub(crate) sync_state_set: BTreeSet<i64>,
-    pub(crate) master_broker_id: Option<i64>,
+    pub cluster_name: Option<String>,
+    pub broker_name: String,
+    pub master_epoch: i32,
+    pub sync_state_set_epoch: i32,
+    pub sync_state_set: BTreeSet<i64>,
+    pub master_broker_id: Option<i64>,
     /// Who proposed the current master's election, and when by that node's clock (not
     /// Java's: the write lease's handover wait survives a restart of the node that took it).
-    pub(crate) master_stamp: Option<Stamp>,
+    pub master_stamp: Option<Stamp>,
 }
 
 /// The Raft node that proposed an entry and its wall clock then (ms since the epoch): every
@@ -136,7 +121,7 @@ impl Stamp {
 }
 
 impl SyncStateInfo {
-    pub(crate) fn new(cluster_name: Option<String>, broker_name: String) -> Self {
+    pub fn new(cluster_name: Option<String>, broker_name: String) -> Self {
         SyncStateInfo {
             cluster_name,
             broker_name,
@@ -154,27 +139,6 @@ impl SyncStateInfo {
 
     pub fn broker_name(&self) -> &str {
         &self.broker_name
-    }
-
-    pub fn master_epoch(&self) -> i32 {
-        self.master_epoch
-    }
-
-    pub fn sync_state_set_epoch(&self) -> i32 {
-        self.sync_state_set_epoch
-    }
-
-    pub fn sync_state_set(&self) -> &BTreeSet<i64> {
-        &self.sync_state_set
-    }
-
-    pub fn master_broker_id(&self) -> Option<i64> {
-        self.master_broker_id
-    }
-
-    /// Who elected the current master and when (see [`Stamp`]).
-    pub fn master_stamp(&self) -> Option<Stamp> {
-        self.master_stamp
     }
 
     /// No master was ever elected for this set (Java's `isFirstTimeForElect`).
@@ -222,18 +186,17 @@ impl ControllerState {
         self.sync_table.get_mut(broker_name).map(Arc::make_mut)
     }
 
-    /// Every BrokerReplicaInfo, in no particular order.
     pub fn replica_infos(&self) -> impl ExactSizeIterator<Item = &BrokerReplicaInfo> {
         self.replica_table.values().map(Arc::as_ref)
     }
 
     /// Puts one broker set's half back (snapshot loading).
-    pub(crate) fn insert_replica_info(&mut self, info: BrokerReplicaInfo) {
+    pub fn insert_replica_info(&mut self, info: BrokerReplicaInfo) {
         self.replica_table
             .insert(Arc::from(info.broker_name.as_str()), Arc::new(info));
     }
 
-    pub(crate) fn insert_sync_state(&mut self, info: SyncStateInfo) {
+    pub fn insert_sync_state(&mut self, info: SyncStateInfo) {
         self.sync_table
             .insert(Arc::from(info.broker_name.as_str()), Arc::new(info));
     }
@@ -243,7 +206,6 @@ impl ControllerState {
         self.replica_table.contains_key(broker_name) && self.sync_table.contains_key(broker_name)
     }
 
-    /// Both halves of an existing broker set.
     pub fn broker_set(&self, broker_name: &str) -> Option<(&BrokerReplicaInfo, &SyncStateInfo)> {
         Some((
             self.replica_info(broker_name)?,
@@ -411,27 +373,6 @@ impl ControllerState {
             self.sync_table.remove(broker_name);
         }
     }
-
-    /// Rough bytes held, for the memory report.
-    pub fn approximate_bytes(&self) -> usize {
-        let replica: usize = self
-            .replica_table
-            .values()
-            .map(|r| {
-                96 + r.broker_name.len() * 2
-                    + r.brokers
-                        .values()
-                        .map(|b| 64 + b.address.len() + b.register_check_code.len())
-                        .sum::<usize>()
-            })
-            .sum();
-        let sync: usize = self
-            .sync_table
-            .values()
-            .map(|s| 96 + s.broker_name.len() * 2 + s.sync_state_set.len() * 24)
-            .sum();
-        replica + sync
-    }
 }
 
 #[cfg(test)]
@@ -462,15 +403,15 @@ mod tests {
         apply_id(&mut state, "a", 1, "h:1");
         apply_id(&mut state, "a", 2, "h:2");
         apply_id(&mut state, "a", 2, "h:2"); // re-apply: no second add
-        assert_eq!(state.replica_info("a").unwrap().next_assign_broker_id(), 3);
+        assert_eq!(state.replica_info("a").unwrap().next_assign_broker_id, 3);
         apply_id(&mut state, "a", 7, "h:7");
-        assert_eq!(state.replica_info("a").unwrap().next_assign_broker_id(), 4);
+        assert_eq!(state.replica_info("a").unwrap().next_assign_broker_id, 4);
         elect(&mut state, "a", Some(1));
         state.apply(&Event::CleanBrokerData {
             broker_name: "a".into(),
             broker_id_set_to_clean: Some([7].into_iter().collect()),
         });
-        assert_eq!(state.replica_info("a").unwrap().next_assign_broker_id(), 4);
+        assert_eq!(state.replica_info("a").unwrap().next_assign_broker_id, 4);
         assert!(!state.replica_info("a").unwrap().contains(7));
     }
 
@@ -480,16 +421,16 @@ mod tests {
         apply_id(&mut state, "a", 1, "h:1");
         elect(&mut state, "a", Some(1));
         let s = state.sync_state("a").unwrap();
-        assert_eq!((s.master_epoch(), s.sync_state_set_epoch()), (1, 1));
+        assert_eq!((s.master_epoch, s.sync_state_set_epoch), (1, 1));
         assert_eq!(
-            s.sync_state_set().iter().copied().collect::<Vec<_>>(),
+            s.sync_state_set.iter().copied().collect::<Vec<_>>(),
             vec![1]
         );
         elect(&mut state, "a", None);
         let s = state.sync_state("a").unwrap();
-        assert_eq!((s.master_epoch(), s.sync_state_set_epoch()), (2, 1));
-        assert_eq!(s.master_broker_id(), None);
-        assert_eq!(s.sync_state_set().len(), 1, "the set is kept");
+        assert_eq!((s.master_epoch, s.sync_state_set_epoch), (2, 1));
+        assert_eq!(s.master_broker_id, None);
+        assert_eq!(s.sync_state_set.len(), 1, "the set is kept");
     }
 
     #[test]
@@ -508,8 +449,8 @@ mod tests {
         // The next applied id starts the set afresh, as in Java.
         apply_id(&mut state, "a", 3, "h:3");
         let info = state.replica_info("a").unwrap();
-        assert_eq!(info.brokers().keys().copied().collect::<Vec<_>>(), vec![3]);
-        assert_eq!(info.next_assign_broker_id(), 2);
+        assert_eq!(info.brokers.keys().copied().collect::<Vec<_>>(), vec![3]);
+        assert_eq!(info.next_assign_broker_id, 2);
     }
 
     #[test]
@@ -526,7 +467,7 @@ mod tests {
             broker_address: "h:9".into(),
             broker_id: 1,
         });
-        assert_eq!(snapshot.sync_state("a").unwrap().master_epoch(), 0);
+        assert_eq!(snapshot.sync_state("a").unwrap().master_epoch, 0);
         assert_eq!(snapshot.replica_info("a").unwrap().address(1), Some("h:1"));
         assert!(!snapshot.replica_info("b").unwrap().contains(2));
         assert_eq!(state.replica_info("a").unwrap().address(1), Some("h:9"));

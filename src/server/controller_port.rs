@@ -1,31 +1,14 @@
 //! The embedded Controller's port (`enableControllerInNamesrv=true`, feature `controller`): a
-//! second listener on the name server's loop, on this node's port from
-//! `controllerDLegerPeers`, where brokers' `controllerAddr` points. Frames there go to the
-//! [`Controller`]; the name-server port never sees them (it answers controller codes with 3).
-//!
-//! What this module adds around the controller, which knows no sockets:
-//! * replies addressed by a [`Ticket`] (connection, opaque, serialization) written to the
-//!   connection's write buffer, whenever the controller releases them (at once for reads,
-//!   after the fsync for writes);
-//! * the log writer's news: its waker raises a flag and wakes the loop; `before_sleep` picks
-//!   up the completions only when the flag is up, so the name server's turns pay nothing;
-//! * three timers: request deadlines (5 s), the heartbeat-expiry scan (first after 2 s, then
-//!   every `scanNotActiveBrokerInterval`) and the inactive-master scan (every
-//!   `scanInactiveMasterInterval`);
-//! * closed connections (their brokers are inactive at once) and connections of expired
-//!   brokers (closed, as Java does);
-//! * role-change notifications (1008) sent oneway from a thread of their own ([`notifier`]),
-//!   on connections kept open a while as Java's client keeps them;
-//! * the links to the other controller nodes ([`peers`]): frames with the peers' private code,
-//!   and every frame on a connection the link owns, go to it; payloads it accepts go to the
-//!   controller, the controller's outgoing messages to it;
-//! * the stop: the drain waits for a single node's writes in flight (a group member answers
-//!   its own at once: their commit needs peers the drain no longer reads), then the writer
-//!   is joined.
+//! second listener on the name server's loop. Frames go to the socket-free [`Controller`]; this
+//! module adds replies addressed by a [`Ticket`] (written when the controller releases them: at
+//! once for reads, after the fsync for writes), the log writer's wake-up flag (so the name
+//! server's turns pay nothing), timers, closed connections (their brokers are inactive at once;
+//! expired brokers' connections are closed, as Java does), 1008 notifications ([`notifier`]),
+//! the peer links ([`peers`]), and the stop (`Controller::stop_waiting_for_peers`).
 
 use super::{os_message, StartError};
 use crate::config::NamesrvConfig;
-use crate::controller::Wake;
+use crate::controller::{raft, Wake};
 use crate::controller::{ConnRef, Controller, ControllerConfig, Reply};
 use crate::event_loop::{ConnId, Ctx, EventLoop, Handler, ListenerTag, LoopWaker, Next, TimerId};
 use crate::remoting::command::{RemotingCommand, SerializeType};
@@ -37,16 +20,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-/// The controller's listener on the shared loop.
 pub(super) const LISTENER: ListenerTag = ListenerTag(1);
 
 /// Request deadlines (the pipeline's 5 s wait).
 const DEADLINE_TIMER: TimerId = TimerId(11);
-/// The heartbeat-expiry scan.
 const SCAN_NOT_ACTIVE_TIMER: TimerId = TimerId(12);
-/// The inactive-master scan.
 const SCAN_INACTIVE_MASTER_TIMER: TimerId = TimerId(13);
-/// Raft's clock.
 const RAFT_TICK_TIMER: TimerId = TimerId(15);
 
 /// Java starts its heartbeat-expiry scan 2 s after start, then keeps its interval.
@@ -111,7 +90,6 @@ fn same_port(port: u16) -> String {
     )
 }
 
-/// Where a reply goes.
 #[derive(Debug, Clone, Copy)]
 struct Ticket {
     conn: ConnId,
@@ -132,7 +110,6 @@ impl Wake for LogNews {
     }
 }
 
-/// The controller hosted on the loop.
 pub(super) struct ControllerPort {
     controller: Controller<Ticket>,
     local_addr: SocketAddr,
@@ -226,7 +203,7 @@ impl ControllerPort {
             SCAN_INACTIVE_MASTER_TIMER,
             now + self.scan_inactive_master_ms,
         );
-        ctx.set_timer(RAFT_TICK_TIMER, now + self.controller.raft_tick_ms());
+        ctx.set_timer(RAFT_TICK_TIMER, now + raft::TICK_MS);
     }
 
     /// A request on the controller port. Its answer, and any others it released, go out
@@ -265,25 +242,19 @@ impl ControllerPort {
         Next::Continue
     }
 
-    /// A frame for the peer link (see [`peers`]).
+    /// A frame for the peer link ([`peers`]); a payload goes to the controller's Raft node.
     fn on_peer_frame<C>(&mut self, ctx: &mut Ctx<C>, conn: ConnId, cmd: &RemotingCommand) -> Next {
         match self.links.on_frame(ctx, conn, cmd) {
             PeerFrame::Payload { from, payload } => {
-                self.on_peer_payload(ctx, from, &payload);
+                let now = ctx.now_ms();
+                self.controller
+                    .on_peer_message(from, &payload, now, &mut self.replies);
+                self.deliver(ctx);
                 Next::Continue
             }
             PeerFrame::Handled => Next::Continue,
             PeerFrame::Close => Next::Close,
         }
-    }
-
-    /// A payload from an authenticated peer: the controller's Raft node takes it (what it
-    /// releases, answers and messages, goes out in `deliver`).
-    fn on_peer_payload<C>(&mut self, ctx: &mut Ctx<C>, from: u64, payload: &[u8]) {
-        let now = ctx.now_ms();
-        self.controller
-            .on_peer_message(from, payload, now, &mut self.replies);
-        self.deliver(ctx);
     }
 
     /// An outbound connection (the peer link's) was established or failed.
@@ -296,9 +267,8 @@ impl ControllerPort {
         self.links.on_connected(ctx, conn, &result);
     }
 
-    /// A connection on the controller port closed: the brokers that heartbeated on it are
-    /// inactive now (an inactive master starts an election). A peer link's connection is the
-    /// link's alone.
+    /// A connection on the controller port closed: its brokers are inactive now (see
+    /// `elections`). A peer link's connection is the link's alone.
     pub(super) fn on_close<C>(&mut self, ctx: &mut Ctx<C>, conn: ConnId) {
         if self.links.on_closed(ctx, conn) {
             return;
@@ -335,7 +305,7 @@ impl ControllerPort {
                 }
             }
             RAFT_TICK_TIMER => {
-                ctx.set_timer(RAFT_TICK_TIMER, now + self.controller.raft_tick_ms());
+                ctx.set_timer(RAFT_TICK_TIMER, now + raft::TICK_MS);
                 self.controller.raft_tick(now, &mut self.replies);
             }
             SCAN_INACTIVE_MASTER_TIMER => {
@@ -361,8 +331,6 @@ impl ControllerPort {
             self.deliver(ctx);
         }
         if ctx.is_stopping() && !self.stopping {
-            // The drain reads no peer's acknowledgement: waiting for one would only run out
-            // the drain's time and end it with a warning.
             self.stopping = true;
             self.controller.stop_waiting_for_peers(&mut self.replies);
             self.deliver(ctx);
@@ -385,7 +353,10 @@ impl ControllerPort {
             }
         }
         self.send_notifications();
-        self.send_peer_messages(ctx);
+        self.controller.take_peer_messages(&mut self.peer_outbox);
+        for (to, payload) in self.peer_outbox.drain(..) {
+            self.links.send(ctx, to, &payload);
+        }
         let next = self.controller.next_deadline_ms();
         if next != self.deadline_armed {
             match next {
@@ -393,14 +364,6 @@ impl ControllerPort {
                 None => ctx.cancel_timer(DEADLINE_TIMER),
             }
             self.deadline_armed = next;
-        }
-    }
-
-    /// What the controller's Raft node has for its peers goes out on the links.
-    fn send_peer_messages<C>(&mut self, ctx: &mut Ctx<C>) {
-        self.controller.take_peer_messages(&mut self.peer_outbox);
-        if !self.peer_outbox.is_empty() {
-            self.links.send_all(ctx, &mut self.peer_outbox);
         }
     }
 

@@ -19,7 +19,6 @@ pub(super) trait PeerConnData {
     fn peer_link() -> Self;
 }
 
-/// What the start refusal says.
 const NOT_BUILT: &str = "enableControllerInNamesrv=true: this rmq-namesrv is built without the embedded Controller; build it with `cargo build --release --features controller`, or set enableControllerInNamesrv=false";
 
 /// No controller can be set up in this build (the type has no values).

@@ -16,7 +16,6 @@
 use super::{Controller, Reply};
 use crate::controller::liveness::{ConnRef, InactiveBroker, DEFAULT_HEARTBEAT_TIMEOUT_MS};
 use crate::controller::pipeline::{Durability, Origin};
-use crate::controller::raft;
 use crate::controller::replicas;
 use crate::controller::request::{ElectMaster, LeaderRequest};
 
@@ -74,7 +73,7 @@ impl<T> Controller<T> {
             let is_master = self
                 .state
                 .sync_state(&broker.broker_name)
-                .is_some_and(|s| s.master_broker_id() == Some(broker.broker_id));
+                .is_some_and(|s| s.master_broker_id == Some(broker.broker_id));
             if !is_master {
                 continue;
             }
@@ -110,12 +109,12 @@ impl<T> Controller<T> {
         let Some(sync) = self.state.sync_state(name) else {
             return;
         };
-        let Some(master) = sync.master_broker_id() else {
+        let Some(master) = sync.master_broker_id else {
             return;
         };
         let dead = DeadMaster {
             master,
-            master_epoch: sync.master_epoch(),
+            master_epoch: sync.master_epoch,
             seen_ms: now_ms,
         };
         let known = self.inactive_masters.get(name).is_some_and(|d| {
@@ -125,13 +124,7 @@ impl<T> Controller<T> {
         if known {
             return;
         }
-        let status = self.group.status();
-        let leader = raft::raft_ids(self.config.peers())
-            .into_iter()
-            .zip(self.config.peers())
-            .find(|(id, _)| *id == status.leader_id && status.leader_id != 0)
-            .map(|(_, p)| p.id.clone());
-        match leader {
+        match self.leader_peer().map(|p| &p.id) {
             Some(leader) => log::info!(
                 "controller: master of broker set {name} (id {master}) is inactive; not the leader: leaving the election to {leader}"
             ),
@@ -142,8 +135,7 @@ impl<T> Controller<T> {
         self.inactive_masters.insert(name.to_owned(), dead);
     }
 
-    /// This node has just begun to serve: the masters it saw die meanwhile are elected away
-    /// (if still masters and still silent here), then every set's master is checked.
+    /// This node has just begun to serve (see the module doc).
     pub(super) fn on_serving(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
         for (name, dead) in std::mem::take(&mut self.inactive_masters) {
             if now_ms.saturating_sub(dead.seen_ms) > SETTLE_MS {
@@ -152,8 +144,8 @@ impl<T> Controller<T> {
             let Some(sync) = self.state.sync_state(&name) else {
                 continue;
             };
-            let unchanged = sync.master_broker_id() == Some(dead.master)
-                && sync.master_epoch() == dead.master_epoch;
+            let unchanged = sync.master_broker_id == Some(dead.master)
+                && sync.master_epoch == dead.master_epoch;
             let silent = !self
                 .liveness
                 .is_active(sync.cluster_name(), &name, dead.master, now_ms);

@@ -1,32 +1,15 @@
 //! The controller as one object the event loop drives: [`Controller`] owns the config, the
-//! replicated state, the liveness table, the request pipeline, the log and the pending
-//! notifications, and turns the loop's inputs into replies.
-//!
-//! Inputs, all on the loop thread, time passed in: a frame from the controller port
-//! ([`Controller::handle`]), "the log writer has news" ([`Controller::on_log_completions`],
-//! after the waker given to [`Controller::open`] fired), timers
-//! ([`Controller::expire_requests`], [`Controller::scan_not_active_brokers`],
-//! [`Controller::scan_inactive_masters`]) and a closed connection
-//! ([`Controller::connection_closed`]); in a Raft group also Raft's tick
-//! ([`Controller::raft_tick`]) and peers' payloads ([`Controller::on_peer_message`]).
-//! Outputs: replies for the caller's tickets (`T`: the loop's connection + opaque +
-//! serialization), connections to close, role-change notifications to send off the loop
-//! ([`Controller::take_notifications`]) and payloads for peers
-//! ([`Controller::take_peer_messages`]).
-//!
-//! The durable step is the Raft group (module `raft`), of one node or several: every
-//! committed entry is applied by [`Controller`] the same way, and only the serving leader
-//! answers leader-only requests, elects and grants write leases.
-//!
-//! Inactive masters become elections (module `elections`); a successful election, from
-//! anywhere, notifies the set's active members when `notifyBrokerRoleChanged` is on. Opening
-//! (recovery, the silent replay, a group of one's first election) is module `start`.
+//! replicated state, the liveness table, the request pipeline, the Raft group and the
+//! pending notifications, and turns the loop's inputs (on the loop thread, with the time passed
+//! in) into replies, connections to close, 1008 notifications and payloads for peers. Every
+//! committed entry is applied the same way; only the serving leader answers leader-only
+//! requests, elects and grants write leases.
 
 mod elections;
 mod start;
 
 use super::codes::response as rc;
-use super::config::{ConfigError, ControllerConfig, PlannedUpdate};
+use super::config::{ConfigError, ControllerConfig, Peer, PlannedUpdate};
 use super::event::Event;
 use super::lease::WriteLeaseGate;
 use super::liveness::{ConnRef, Liveness};
@@ -43,14 +26,12 @@ use crate::remoting::command::RemotingCommand;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
-/// An answer for one of the caller's requests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply<T> {
     pub ticket: T,
     pub response: Response,
 }
 
-/// Why the controller cannot start.
 #[derive(Debug)]
 pub enum StartError {
     Config(ConfigError),
@@ -105,17 +86,10 @@ struct ConfigUpdate<T> {
 }
 
 impl<T> Controller<T> {
-    /// Raft's tick period; the loop calls [`raft_tick`](Self::raft_tick) this often.
-    pub fn raft_tick_ms(&self) -> u64 {
-        super::raft::TICK_MS
-    }
-
-    /// This node's role, term and leader.
     pub fn group_status(&self) -> GroupStatus {
         self.group.status()
     }
 
-    /// Raft's clock.
     pub fn raft_tick(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
         self.drive_group(now_ms, out, |group, events| group.tick(events));
     }
@@ -139,13 +113,11 @@ impl<T> Controller<T> {
         self.group.take_messages(out);
     }
 
-    /// Simulations ([`open_simulated`](Self::open_simulated)): the disk finishes everything
-    /// it was given, and what that releases is processed.
+    /// Simulations: the disk finishes everything it was given, and what that releases is processed.
     pub fn run_disk(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
         self.drive_group(now_ms, out, |group, events| group.run_disk(events));
     }
 
-    /// Runs `input` on the Raft group, then processes the events it produced.
     fn drive_group(
         &mut self,
         now_ms: u64,
@@ -215,13 +187,11 @@ impl<T> Controller<T> {
         &self.liveness
     }
 
-    /// The index of the last entry applied to the state.
     pub fn applied_index(&self) -> u64 {
         self.applied_index
     }
 
-    /// Requests waiting for an answer: in the pipeline (the one in flight included) and
-    /// config updates waiting for their file.
+    /// Requests waiting for an answer (the pipeline's, in flight included, and 1009s).
     pub fn pending_requests(&self) -> usize {
         self.pipeline.len() + self.config_updates.len()
     }
@@ -231,12 +201,14 @@ impl<T> Controller<T> {
     /// only with its peers' acknowledgements, which a stopping loop no longer reads (its fate
     /// is the next leader's). A group of one keeps them: its own disk finishes them.
     pub fn stop_waiting_for_peers(&mut self, out: &mut Vec<Reply<T>>) {
-        if self.group.is_alone() {
-            return;
+        if !self.group.is_alone() {
+            self.fail_pipeline(&stopping(), out);
         }
-        let stopping = Response::error(SYSTEM_ERROR, "the controller is shutting down");
+    }
+
+    fn fail_pipeline(&mut self, response: &Response, out: &mut Vec<Reply<T>>) {
         let mut done = Vec::new();
-        self.pipeline.fail_all(&stopping, &mut done);
+        self.pipeline.fail_all(response, &mut done);
         for c in done {
             if let Origin::Client((ticket, wants_reply)) = c.origin {
                 reply(out, ticket, wants_reply, c.response);
@@ -249,13 +221,7 @@ impl<T> Controller<T> {
         self.pipeline.next_deadline_ms()
     }
 
-    /// Rough bytes held by the tables (for memory reports).
-    pub fn approximate_bytes(&self) -> usize {
-        self.state.approximate_bytes() + self.liveness.approximate_bytes()
-    }
-
-    /// One request from the controller port. Replies (this one's, if it can be answered
-    /// now, and any others it released) are appended to `out`.
+    /// One request from the controller port; its reply and any others it released go to `out`.
     pub fn handle(
         &mut self,
         ticket: T,
@@ -344,17 +310,13 @@ impl<T> Controller<T> {
     /// member of several names the leader it knows (none during an election) so brokers find
     /// it, plus its own role and term (extra header fields Java's clients ignore).
     fn metadata(&self) -> Response {
-        if self.group.is_alone() {
-            return self.single_node_metadata();
-        }
+        let alone = self.group.is_alone();
         let status = self.group_status();
-        let ids = raft::raft_ids(self.config.peers());
-        let leader = ids
-            .iter()
-            .zip(self.config.peers())
-            .find(|(id, _)| **id == status.leader_id && status.leader_id != 0)
-            .map(|(_, p)| p);
         let mut fields = Vec::new();
+        let leader = match alone {
+            true => Some(self.config.self_peer()),
+            false => self.leader_peer(),
+        };
         if let Some(leader) = leader {
             fields.push(("controllerLeaderAddress", leader.address.clone()));
             fields.push(("controllerLeaderId", leader.id.clone()));
@@ -362,35 +324,28 @@ impl<T> Controller<T> {
         if let Some(group) = self.config.group() {
             fields.push(("group", group.to_owned()));
         }
-        fields.push(("isLeader", (status.role == "LEADER").to_string()));
-        fields.push(("peers", self.peers_text()));
-        fields.push(("raftApplied", status.applied.to_string()));
-        fields.push(("raftRole", status.role.to_owned()));
-        fields.push(("raftServing", status.serving.to_string()));
-        fields.push(("raftTerm", status.term.to_string()));
-        Response::with_header(SUCCESS, fields)
-    }
-
-    fn peers_text(&self) -> String {
-        self.config
-            .peers()
-            .iter()
-            .map(|p| format!("{}:{};", p.id, p.address))
-            .collect()
-    }
-
-    fn single_node_metadata(&self) -> Response {
-        let me = self.config.self_peer();
-        let mut fields = vec![
-            ("controllerLeaderAddress", me.address.clone()),
-            ("controllerLeaderId", me.id.clone()),
-        ];
-        if let Some(group) = self.config.group() {
-            fields.push(("group", group.to_owned()));
+        fields.push(("isLeader", (alone || status.role == "LEADER").to_string()));
+        let peers = self.config.peers().iter();
+        fields.push((
+            "peers",
+            peers.map(|p| format!("{}:{};", p.id, p.address)).collect(),
+        ));
+        if !alone {
+            fields.push(("raftApplied", status.applied.to_string()));
+            fields.push(("raftRole", status.role.to_owned()));
+            fields.push(("raftServing", status.serving.to_string()));
+            fields.push(("raftTerm", status.term.to_string()));
         }
-        fields.push(("isLeader", "true".to_owned()));
-        fields.push(("peers", self.peers_text()));
         Response::with_header(SUCCESS, fields)
+    }
+
+    fn leader_peer(&self) -> Option<&Peer> {
+        let leader = self.group.status().leader_id;
+        let ids = raft::raft_ids(self.config.peers());
+        let mut peers = ids.into_iter().zip(self.config.peers());
+        peers
+            .find(|(id, _)| *id == leader && leader != 0)
+            .map(|(_, p)| p)
     }
 
     /// 1009, one at a time: checks the front request against the current config, and has
@@ -462,11 +417,7 @@ impl<T> Controller<T> {
     ) {
         let mut done = Vec::new();
         if let Err(not_serving) = self.group.serving() {
-            done.push(Completed {
-                origin,
-                response: not_serving.response(),
-                elected: None,
-            });
+            done.push(Completed::answer(origin, not_serving.response()));
         } else {
             self.pipeline.submit(origin, request, now_ms, &mut done);
             self.advance(now_ms, &mut done);
@@ -488,7 +439,6 @@ impl<T> Controller<T> {
         if self.group.proposals() == proposed {
             return; // reads and refusals: nothing for Raft to do
         }
-        // A proposal becomes a Ready to persist and send.
         let mut events = Vec::new();
         self.group.process(&mut events);
         if !events.is_empty() {
@@ -613,7 +563,7 @@ impl<T> Controller<T> {
         log::error!(
             "controller: the log failed ({why}); leader-only requests are refused until restart"
         );
-        self.group.mark_failed(why);
+        self.group.fail(why, &mut Vec::new());
         if let Err(not_serving) = self.group.serving() {
             self.pipeline.fail_all(&not_serving.response(), done);
         }
@@ -627,7 +577,6 @@ impl<T> Controller<T> {
         self.group.snapshot(self.applied_index, &self.state);
     }
 
-    /// Answers requests that waited longer than 5 s.
     pub fn expire_requests(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
         let mut done = Vec::new();
         self.pipeline.expire(now_ms, &mut done);
@@ -642,30 +591,24 @@ impl<T> Controller<T> {
     /// Stops: waits for the writer to finish what it was given, applies and answers what it
     /// made durable, and answers everything else SYSTEM_ERROR.
     pub fn shutdown(mut self) -> Vec<Reply<T>> {
-        let mut done = Vec::new();
         let mut out = Vec::new();
         for event in self.group.close() {
             if let GroupEvent::FileWritten { id, result } = event {
                 self.config_written(id, result, &mut out);
             }
         }
-        let stopping = Response::error(SYSTEM_ERROR, "the controller is shutting down");
-        self.pipeline.fail_all(&stopping, &mut done);
+        let stopping = stopping();
+        self.fail_pipeline(&stopping, &mut out);
         for update in self.config_updates.drain(..) {
-            reply(
-                &mut out,
-                update.ticket,
-                update.wants_reply,
-                stopping.clone(),
-            );
-        }
-        for c in done {
-            if let Origin::Client((ticket, wants_reply)) = c.origin {
-                reply(&mut out, ticket, wants_reply, c.response);
-            }
+            let response = stopping.clone();
+            reply(&mut out, update.ticket, update.wants_reply, response);
         }
         out
     }
+}
+
+fn stopping() -> Response {
+    Response::error(SYSTEM_ERROR, "the controller is shutting down")
 }
 
 fn reply<T>(out: &mut Vec<Reply<T>>, ticket: T, wants_reply: bool, response: Response) {
@@ -678,7 +621,7 @@ fn reply<T>(out: &mut Vec<Reply<T>>, ticket: T, wants_reply: bool, response: Res
 /// life, never one per request).
 fn log_change(event: &Event, state: &ControllerState) {
     let name = event.broker_name();
-    let master_epoch = state.sync_state(name).map_or(0, |s| s.master_epoch());
+    let master_epoch = state.sync_state(name).map_or(0, |s| s.master_epoch);
     match event {
         Event::ApplyBrokerId {
             new_broker_id,

@@ -27,9 +27,7 @@ pub(super) struct Replay {
 
 impl<T> Controller<T> {
     /// Applies the kept runtime config updates, recovers the store and starts its writer.
-    /// Several peers in `controllerDLegerPeers` make this node a member of a Raft group; one
-    /// makes it a group of one, which serves when this returns. `now_ms` is the caller's
-    /// clock (the one it passes to every other call).
+    /// `now_ms` is the caller's clock (the one it passes to every other call).
     pub fn open(
         config: ControllerConfig,
         waker: Option<Arc<dyn Wake>>,
@@ -139,7 +137,7 @@ impl<T> Controller<T> {
         let wall_now = (self.wall)();
         self.lease.observe_all(&self.state, now_ms);
         for sync in self.state.sync_states() {
-            let Some(stamp) = sync.master_stamp().filter(|s| s.node == self_id) else {
+            let Some(stamp) = sync.master_stamp.filter(|s| s.node == self_id) else {
                 continue;
             };
             // A clock set back since then counts as no time passed.

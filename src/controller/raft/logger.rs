@@ -6,7 +6,6 @@
 use slog::{Drain, Level, OwnedKVList, Record, KV};
 use std::fmt::{self, Write};
 
-/// The target Raft's lines are logged under.
 pub const TARGET: &str = "raft";
 
 /// Forwards slog records to `log` (level for level; critical becomes error).
@@ -36,7 +35,6 @@ impl Drain for LogDrain {
     }
 }
 
-/// Collects a record's key-values as ` key=value` pairs.
 struct KeyValues(String);
 
 impl slog::Serializer for KeyValues {
@@ -46,7 +44,6 @@ impl slog::Serializer for KeyValues {
     }
 }
 
-/// The logger handed to `RawNode::new`.
 pub fn logger() -> slog::Logger {
     slog::Logger::root(LogDrain.fuse(), slog::o!())
 }

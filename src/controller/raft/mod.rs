@@ -1,7 +1,6 @@
 //! The controller's durable step: a Raft group (raft-rs) of the controllers that
-//! `controllerDLegerPeers` names, as Java's controllers form a DLedger group. Three (or more)
-//! controllers replicate the same event log; a single controller is a group of one, on the
-//! same storage, whose entries commit when its own disk has them.
+//! `controllerDLegerPeers` names, as Java's controllers form a DLedger group; a single
+//! controller is a group of one on the same storage, committing when its own disk has an entry.
 //!
 //! ```text
 //! loop timer --tick--> RawNode <--step-- peer payload (the link, authenticated)
@@ -12,20 +11,11 @@
 //!                                          \-----> committed entries --> GroupEvent::Committed
 //! ```
 //!
-//! raft-rs is a pure state machine: no threads, no clock, no I/O. [`RaftGroup`] owns the
-//! `RawNode`, its [`storage::RaftStore`] and the writer, and turns every input (a tick, a
-//! peer message, a proposal, a finished write) into [`GroupEvent`]s for the manager: entries
-//! to apply, a snapshot to install, leadership gained or lost. Leader gating follows Java's
-//! DLedger controller: a new leader serves leader-only requests only once an entry of its own
-//! term is applied (raft-rs appends the empty one itself), so its state includes everything
-//! the old leader acknowledged; every other node answers them 2007.
-//!
-//! A group of one campaigns as soon as it opens ([`RaftGroup::lead_alone`]): with no peer to
-//! wait for it wins at once, and serves after one fsync of its first entry.
-//!
-//! * [`logger`]: raft-rs's slog output forwarded to `log`.
-//! * [`records`]: the log file's record framing and the store's errors.
-//! * [`storage`]: raft-rs's `Storage` in memory, its files, the writer thread.
+//! raft-rs has no threads, clock or I/O: [`RaftGroup`] owns the `RawNode`, its store and the
+//! writer, and turns every input into [`GroupEvent`]s. As in Java's DLedger controller, a new
+//! leader serves leader-only requests only once an entry of its own term is applied (so its
+//! state holds everything the old leader acknowledged); other nodes answer them 2007. A
+//! group of one campaigns as soon as it opens ([`RaftGroup::lead_alone`]).
 
 pub mod logger;
 pub mod records;
@@ -58,7 +48,6 @@ pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
 /// The wall clock each proposal is stamped with (ms since the epoch); simulations pass theirs.
 pub type WallClock = Arc<dyn Fn() -> u64 + Send + Sync>;
 
-/// The system's wall clock.
 pub fn system_wall_clock() -> WallClock {
     Arc::new(|| {
         SystemTime::now()
@@ -67,7 +56,6 @@ pub fn system_wall_clock() -> WallClock {
     })
 }
 
-/// What the manager must act on after an input.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GroupEvent {
     /// A committed entry to apply; `proposal` is set when it is this node's proposal.
@@ -98,7 +86,6 @@ pub struct GroupStatus {
     /// 0 when no leader is known.
     pub leader_id: u64,
     pub serving: bool,
-    pub commit: u64,
     pub applied: u64,
 }
 
@@ -114,7 +101,6 @@ pub struct RaftGroup {
     self_id: u64,
     /// Follower messages that may leave only after their `Ready` is on disk.
     held: VecDeque<(u64, Vec<Message>)>,
-    /// Encoded messages for the link: (to, bytes).
     outbox: Vec<(u64, Vec<u8>)>,
     /// The last `Ready` handed to the writer, and the last it reported on disk.
     sent_number: u64,
@@ -131,19 +117,14 @@ pub struct RaftGroup {
     wall: WallClock,
 }
 
-/// What [`RaftGroup::open`] recovered.
 pub struct Opened {
     pub group: RaftGroup,
     /// The state as of the snapshot; raft-rs replays the committed entries after it.
     pub state: ControllerState,
     pub snapshot_index: u64,
-    pub log_entries: usize,
-    /// Why a torn tail of the log was dropped, if one was.
-    pub torn_tail: Option<String>,
 }
 
 impl RaftGroup {
-    /// Opens the group's store in `dir` (node `self_id` of `voters`) and builds the node.
     pub fn open(
         dir: &Path,
         self_id: u64,
@@ -151,7 +132,7 @@ impl RaftGroup {
         persistence: Persistence,
         wall: WallClock,
     ) -> Result<Opened, StorageError> {
-        let (mut store, file, next_seq, recovery) = storage::recover(dir, voters)?;
+        let (mut store, file, next_seq, _) = storage::recover(dir, voters)?;
         let snapshot_index = store.snapshot_index();
         let state = if voters == [self_id] {
             store.take_snapshot_state()
@@ -197,8 +178,6 @@ impl RaftGroup {
             group,
             state,
             snapshot_index,
-            log_entries: recovery.entries,
-            torn_tail: recovery.torn_tail,
         })
     }
 
@@ -222,7 +201,6 @@ impl RaftGroup {
         self.next_proposal
     }
 
-    /// Whether this node is the group's only voter.
     pub fn is_alone(&self) -> bool {
         self.alone
     }
@@ -242,7 +220,6 @@ impl RaftGroup {
             term: raft.term,
             leader_id: raft.leader_id,
             serving: self.is_serving(),
-            commit: raft.raft_log.committed,
             applied: self.applied,
         }
     }
@@ -257,7 +234,6 @@ impl RaftGroup {
         self.failed.as_deref()
     }
 
-    /// Raft's clock.
     pub fn tick(&mut self, out: &mut Vec<GroupEvent>) {
         if self.failed.is_some() {
             return; // a node whose disk failed takes no further part (as if stopped)
@@ -304,13 +280,11 @@ impl RaftGroup {
         self.process(out);
     }
 
-    /// Encoded messages to send now.
     pub fn take_messages(&mut self, out: &mut Vec<(u64, Vec<u8>)>) {
         out.append(&mut self.outbox);
     }
 
-    /// Asks for a local snapshot at the applied `index` (the state as of it): the entries it
-    /// covers go, the writer writes it and cuts the log.
+    /// A local snapshot at the applied `index`: the writer writes it and cuts the log.
     pub fn snapshot(&mut self, index: u64, state: &ControllerState) {
         let meta = match self.node.mut_store().compact(index, state) {
             Ok(meta) => meta,
@@ -331,8 +305,7 @@ impl RaftGroup {
         }
     }
 
-    /// Picks up what the writer finished (after the waker fired, or in tests after
-    /// [`run_disk`](Self::run_disk)).
+    /// Picks up what the writer finished (after the waker fired, or [`run_disk`](Self::run_disk)).
     pub fn on_disk(&mut self, out: &mut Vec<GroupEvent>) {
         while let Some(c) = self.disk.try_completion() {
             self.on_completion(c, out);
@@ -340,9 +313,8 @@ impl RaftGroup {
         self.process(out);
     }
 
-    /// As [`on_disk`](Self::on_disk), first waiting up to `timeout` for the writer to finish
-    /// something (the start of a group of one, which serves only once its disk has its first
-    /// entry). Manual persistence runs the disk instead.
+    /// As [`on_disk`](Self::on_disk), first waiting up to `timeout` for the writer (a group
+    /// of one's start); manual persistence runs the disk instead.
     pub fn wait_disk(&mut self, timeout: std::time::Duration, out: &mut Vec<GroupEvent>) {
         if self.disk.is_manual() {
             return self.run_disk(out);
@@ -384,18 +356,9 @@ impl RaftGroup {
         }
     }
 
-    /// Manual persistence: the disk finishes everything it was given.
     pub fn run_disk(&mut self, out: &mut Vec<GroupEvent>) {
         self.disk.run_manual();
         self.on_disk(out);
-    }
-
-    /// Stops serving for good (an entry that cannot be applied): as a failed disk.
-    pub fn mark_failed(&mut self, why: String) {
-        if self.failed.is_none() {
-            log::error!("controller Raft: {why}; this node stops serving (restart it)");
-            self.failed = Some(why);
-        }
     }
 
     /// Has the writer replace `path` by `content`; a `GroupEvent::FileWritten` follows.
@@ -604,9 +567,10 @@ impl RaftGroup {
         }
     }
 
-    fn fail(&mut self, why: String, out: &mut Vec<GroupEvent>) {
-        log::error!("controller Raft: {why}; this node stops serving (restart it)");
+    /// Stops serving for good (a failed disk, an entry that cannot be applied).
+    pub fn fail(&mut self, why: String, out: &mut Vec<GroupEvent>) {
         if self.failed.is_none() {
+            log::error!("controller Raft: {why}; this node stops serving (restart it)");
             self.failed = Some(why.clone());
             out.push(GroupEvent::Failed(why));
         }
@@ -649,8 +613,7 @@ impl Durability for RaftGroup {
 
 /// The Raft ids of `peers`, in order: `nK` is K+1 when every peer is named `n<number>` (the
 /// documented form, and the numbers are distinct); otherwise a peer's position + 1. Every node
-/// computes the same ids from the same `controllerDLegerPeers`; the peer link
-/// (`server::controller_port::peers`) addresses the members by these ids too.
+/// (and its peer link) computes the same ids from the same `controllerDLegerPeers`.
 pub fn raft_ids(peers: &[Peer]) -> Vec<u64> {
     let numbered: Option<Vec<u64>> = peers
         .iter()

@@ -3,17 +3,14 @@
 //!
 //! ```text
 //! file   = "RMQCLOG1" record*
-//! record = length:u32 crc:u32 seq:u64 item[length]     (big endian)
-//! crc    = CRC-32 of seq and item
+//! record = length:u32 crc:u32 seq:u64 item[length]     (big endian; crc of seq and item)
 //! ```
 //!
-//! Sequence numbers are consecutive. A crash can only damage the end of the file (appends
-//! only), so reading back distinguishes a *torn tail* (the last record runs past the end,
-//! fails its CRC while nothing but zeros follow, or the header itself is cut short): dropped,
-//! with a warning, and the file cut back to the last good record; from *corruption* (a bad
-//! record followed by more data, sequence numbers out of order, a wrong magic): an error
-//! naming the file and the byte offset, because silently dropping acknowledged changes is
-//! worse than refusing to start.
+//! Sequence numbers are consecutive. Appends only, so a crash can damage only the end: a
+//! *torn tail* (the last record cut short, or failing its CRC with only zeros after it) is
+//! dropped with a warning; anything else (a bad record followed by more, a sequence gap, a
+//! wrong magic) is *corruption*, an error naming file and offset, because silently dropping
+//! acknowledged changes is worse than refusing to start.
 
 use crate::checksum::crc32;
 use std::fmt;
@@ -96,7 +93,6 @@ pub const RECORD_HEADER_LEN: usize = 16;
 /// Items are a Raft entry or hard state, a few hundred bytes; anything this large is damage.
 pub const MAX_ENTRY_LEN: usize = 64 << 20;
 
-/// Appends one record to `out`.
 pub fn encode_record(seq: u64, item: &[u8], out: &mut Vec<u8>) {
     let mut crc_input = Vec::with_capacity(8 + item.len());
     crc_input.extend_from_slice(&seq.to_be_bytes());
@@ -107,14 +103,12 @@ pub fn encode_record(seq: u64, item: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(item);
 }
 
-/// One record read back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
     pub seq: u64,
     pub item: Vec<u8>,
 }
 
-/// What reading the file gave.
 #[derive(Debug, Default)]
 pub struct Scan {
     pub records: Vec<Record>,
@@ -132,7 +126,6 @@ fn corrupt(path: &Path, offset: usize, reason: String) -> StorageError {
     }
 }
 
-/// Reads the records of a whole log file's bytes.
 pub fn scan(path: &Path, bytes: &[u8]) -> Result<Scan, StorageError> {
     if bytes.len() < MAGIC.len() {
         if MAGIC.starts_with(bytes) {

@@ -1,27 +1,19 @@
-//! The Raft group's storage: raft-rs's [`Storage`] trait over in-memory entries, and the
-//! files that make them durable, written by a thread of their own.
-//!
-//! Layout in the store directory (`<controllerStorePath>/rmq-controller-<selfId>/`):
+//! The Raft group's storage: raft-rs's [`Storage`] over in-memory entries, and the files that
+//! make them durable, written by a thread of their own.
 //!
 //! ```text
-//! raft.log       records (module `records`: magic, then length, CRC, sequence number), one
-//!                per item: kind:u8 protobuf   kind 1 = an Entry, kind 2 = the HardState
-//! raft.snapshot  "RMQCRSN1" crc:u32 protobuf(Snapshot)   data = the controller snapshot
-//!                (module `snapshot`)
+//! raft.log       records (module `records`), one per item: kind:u8 protobuf
+//!                (kind 1 = an Entry, kind 2 = the HardState)
+//! raft.snapshot  "RMQCRSN1" crc:u32 protobuf(Snapshot)   data = module `snapshot`
 //! ```
 //!
-//! The log is append-only. Reading it back replays its records in order: an entry at index
-//! `i` replaces every entry from `i` on (that is how a follower's conflicting tail is cut
-//! without rewriting the file), a hard state replaces the previous one. After each snapshot
-//! the log is rewritten (temp file, fsync, rename) to the entries after it plus the hard
-//! state, so it stays as small as the snapshot cadence.
+//! The log is append-only: on replay an entry at index `i` replaces every entry from `i` on
+//! (a follower's conflicting tail is cut without rewriting), a hard state replaces the
+//! previous one. After each snapshot the log is rewritten to the entries after it.
 //!
-//! The loop never touches the disk: [`RaftStore`] is what raft-rs reads (all in memory), and
-//! every change to it is also handed, in order, to the [`Writer`] as a [`Job`]. The writer
-//! batches what is waiting into one write and at most one fsync (only when some job needs it:
-//! raft-rs's `must_sync`), then reports each job's `Ready` number persisted; the loop tells
-//! raft-rs (`on_persist_ready`). In tests the same writer runs on the caller's thread
-//! ([`Persistence::Manual`]) so a simulation decides when disks finish.
+//! The loop never touches the disk: every change to [`RaftStore`] is also handed, in order,
+//! to the [`Writer`] as a [`Job`]; it batches them into one write and at most one fsync (when
+//! raft-rs's `must_sync` asks), then reports each `Ready` persisted.
 
 // protobuf 2 messages (with their unknown-field and size caches) are built field by field.
 #![allow(clippy::field_reassign_with_default)]
@@ -44,12 +36,10 @@ pub const SNAPSHOT_FILE: &str = "raft.snapshot";
 const SNAPSHOT_MAGIC: &[u8; 8] = b"RMQCRSN1";
 const KIND_ENTRY: u8 = 1;
 const KIND_HARD_STATE: u8 = 2;
-/// Jobs taken per wake-up at most.
 const MAX_BATCH: usize = 1024;
 
 /// How the writer thread tells the loop it has completions to pick up: a `mio::Waker` of the
-/// caller's poll (tests), or the event loop's own waker (the server, which also notes that the
-/// news is the controller's).
+/// caller's poll (tests), or the event loop's own waker (the server).
 pub trait Wake: Send + Sync {
     fn wake(&self);
 }
@@ -158,9 +148,8 @@ impl RaftStore {
         Ok(meta)
     }
 
-    /// A group of one has no follower to send a snapshot to: the state as of the last one
-    /// (a copy the live state's changes would otherwise keep apart) is dropped, now and at
-    /// every later snapshot. Returns what was kept.
+    /// A group of one has no follower to send a snapshot to: the last snapshot's state (a
+    /// copy) is dropped, now and at every later snapshot. Returns what was kept.
     pub fn take_snapshot_state(&mut self) -> ControllerState {
         self.keeps_snapshot_state = false;
         std::mem::take(&mut self.snapshot_state)
@@ -246,17 +235,15 @@ impl Storage for RaftStore {
                 raft::StorageError::SnapshotTemporarilyUnavailable,
             ));
         }
-        let mut snap = Snapshot::default();
-        snap.set_metadata(self.snapshot_meta.clone());
-        snap.data = snapshot::encode(self.snapshot_meta.index, &self.snapshot_state).into();
-        Ok(snap)
+        Ok(snapshot_of(
+            self.snapshot_meta.clone(),
+            &self.snapshot_state,
+        ))
     }
 }
 
-/// What recovery found besides the store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recovery {
-    /// Entries read back after the snapshot.
     pub entries: usize,
     /// Why a torn tail was dropped, if one was.
     pub torn_tail: Option<String>,
@@ -278,7 +265,6 @@ fn corrupt(path: &Path, reason: String) -> StorageError {
     }
 }
 
-/// The snapshot file's bytes.
 pub fn encode_snapshot_file(snap: &Snapshot) -> Vec<u8> {
     let body = snap.write_to_bytes().unwrap_or_default();
     let mut out = Vec::with_capacity(12 + body.len());
@@ -288,7 +274,6 @@ pub fn encode_snapshot_file(snap: &Snapshot) -> Vec<u8> {
     out
 }
 
-/// Reads the snapshot file: its metadata and the controller state in it.
 fn read_snapshot(path: &Path) -> Result<Option<(SnapshotMetadata, ControllerState)>, StorageError> {
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
@@ -429,7 +414,6 @@ pub enum Job {
     },
 }
 
-/// What the writer reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Completion {
     /// Every `Ready` up to `number` is on disk.
@@ -445,7 +429,6 @@ pub enum Completion {
     FileWritten { id: u64, result: Result<(), String> },
 }
 
-/// The thread (or, in tests, the caller) that writes and fsyncs.
 pub struct Writer {
     dir: PathBuf,
     file: File,
@@ -459,7 +442,6 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// Runs a batch of jobs in order; every completion goes to the loop's channel.
     pub fn run_batch(&mut self, jobs: impl IntoIterator<Item = Job>) {
         for job in jobs {
             match job {
@@ -480,10 +462,11 @@ impl Writer {
                         }
                     }
                     for e in &entries {
-                        self.push(KIND_ENTRY, &e.write_to_bytes().unwrap_or_default());
+                        self.next_seq = push_item(self.next_seq, KIND_ENTRY, e, &mut self.buf);
                     }
                     if let Some(hs) = &hard_state {
-                        self.push(KIND_HARD_STATE, &hs.write_to_bytes().unwrap_or_default());
+                        self.next_seq =
+                            push_item(self.next_seq, KIND_HARD_STATE, hs, &mut self.buf);
                     }
                     self.needs_sync |= sync;
                     self.written = Some(number);
@@ -495,10 +478,8 @@ impl Writer {
                     hard_state,
                 } => {
                     self.flush();
-                    let mut snap = Snapshot::default();
-                    snap.data = snapshot::encode(meta.index, &state).into();
                     let index = meta.index;
-                    snap.set_metadata(meta);
+                    let snap = snapshot_of(meta, &state);
                     let result = match &self.broken {
                         Some(why) => Err(why.clone()),
                         None => self
@@ -529,14 +510,6 @@ impl Writer {
             );
             self.broken = Some(why);
         }
-    }
-
-    fn push(&mut self, kind: u8, body: &[u8]) {
-        let mut item = Vec::with_capacity(1 + body.len());
-        item.push(kind);
-        item.extend_from_slice(body);
-        records::encode_record(self.next_seq, &item, &mut self.buf);
-        self.next_seq += 1;
     }
 
     /// Writes what is buffered (fsync if a job asked for it) and reports it.
@@ -585,19 +558,10 @@ impl Writer {
         let path = log_path(&self.dir);
         let mut out = records::MAGIC.to_vec();
         let mut seq = 1;
-        let mut push = |kind: u8, body: Vec<u8>| {
-            let mut item = vec![kind];
-            item.extend_from_slice(&body);
-            records::encode_record(seq, &item, &mut out);
-            seq += 1;
-        };
         for e in keep {
-            push(KIND_ENTRY, e.write_to_bytes().unwrap_or_default());
+            seq = push_item(seq, KIND_ENTRY, e, &mut out);
         }
-        push(
-            KIND_HARD_STATE,
-            hard_state.write_to_bytes().unwrap_or_default(),
-        );
+        seq = push_item(seq, KIND_HARD_STATE, hard_state, &mut out);
         let tmp = crate::durable_file::sibling(&path, ".tmp");
         let write = || -> std::io::Result<File> {
             let mut f = File::create(&tmp)?;
@@ -613,7 +577,21 @@ impl Writer {
     }
 }
 
-/// Where the writer runs.
+/// Appends record `seq` holding `kind` and `msg`; returns the next sequence number.
+fn push_item(seq: u64, kind: u8, msg: &impl protobuf::Message, out: &mut Vec<u8>) -> u64 {
+    let mut item = vec![kind];
+    item.extend(msg.write_to_bytes().unwrap_or_default());
+    records::encode_record(seq, &item, out);
+    seq + 1
+}
+
+fn snapshot_of(meta: SnapshotMetadata, state: &ControllerState) -> Snapshot {
+    let mut snap = Snapshot::default();
+    snap.data = snapshot::encode(meta.index, state).into();
+    snap.set_metadata(meta);
+    snap
+}
+
 pub enum Persistence {
     /// On a thread of its own that wakes the loop (the server).
     Thread(Option<Arc<dyn Wake>>),
@@ -621,7 +599,6 @@ pub enum Persistence {
     Manual,
 }
 
-/// The loop's end of the writer: jobs out, completions in.
 pub struct RaftDisk {
     jobs: Option<Sender<Job>>,
     completions: Receiver<Completion>,
@@ -630,7 +607,6 @@ pub struct RaftDisk {
 }
 
 impl RaftDisk {
-    /// Starts the writer for the log `file` recovered from `dir`.
     pub fn start(
         dir: &Path,
         file: File,
@@ -681,12 +657,10 @@ impl RaftDisk {
         self.completions.try_recv().ok()
     }
 
-    /// The next completion, waiting up to `timeout` for it.
     pub fn wait_completion(&self, timeout: std::time::Duration) -> Option<Completion> {
         self.completions.recv_timeout(timeout).ok()
     }
 
-    /// Whether the caller runs the writer ([`Persistence::Manual`]).
     pub fn is_manual(&self) -> bool {
         self.manual.is_some()
     }

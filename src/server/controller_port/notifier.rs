@@ -1,18 +1,12 @@
-//! The thread that sends 1008 NOTIFY_BROKER_ROLE_CHANGED to brokers, off the loop (connecting
-//! may take as long as its timeout).
+//! The threads that send 1008 NOTIFY_BROKER_ROLE_CHANGED to brokers, off the loop.
 //!
-//! Unlike the fire-and-forget sender of 905 (`event_loop::oneway`), which closes each
-//! connection right after writing, this one keeps a connection per broker address open for a
-//! while and reuses it, as Java's remoting client keeps its channels: a broker may still be
-//! handling the oneway request when the connection closes, and rocketmq-rust 1.0 brokers
-//! abandon a request whose connection closed mid-way (a role change then waits for the
-//! broker's next metadata sync, seconds later). A cached connection is checked for a close by
-//! the broker before it is reused; a failed write is retried once on a new connection.
-//!
-//! A few threads share the work (Java uses a pool of three), each with its own queue and
-//! connections; a broker's notices always go to the same thread (by a hash of its address), so
-//! they keep their order and share its connection, and a broker that does not answer a connect
-//! for the whole timeout delays only the brokers hashed to the same thread.
+//! Unlike the sender of 905 (`event_loop::oneway`), which closes each connection after
+//! writing, a connection per broker address is kept open a while and reused, as Java's
+//! remoting client does: rocketmq-rust 1.0 brokers abandon a request whose connection closed
+//! mid-way. A cached connection is checked for a close before reuse; a failed write is
+//! retried once on a new connection. A broker's notices always go to the same thread (by a
+//! hash of its address; Java uses a pool of three), so they keep their order, and a broker
+//! that does not answer a connect delays only the brokers hashed to its thread.
 
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TrySendError};
 use log::{debug, warn};
@@ -30,16 +24,13 @@ const TIMEOUT: Duration = Duration::from_secs(3);
 const LINGER: Duration = Duration::from_secs(30);
 /// Connections kept open at most, per thread (beyond, the oldest is closed).
 const MAX_OPEN: usize = 256;
-/// Sending threads.
 const THREADS: usize = 4;
 
-/// One frame for one broker.
 pub(in crate::server) struct Notice {
     pub target: String,
     pub frame: Vec<u8>,
 }
 
-/// The queues of the sending threads.
 pub(in crate::server) struct Notifier {
     queues: Vec<Sender<Notice>>,
 }
@@ -54,8 +45,7 @@ impl Notifier {
     }
 }
 
-/// Starts the threads (`capacity` notices queued in all); they end when the `Notifier` is
-/// dropped.
+/// Starts the threads (`capacity` notices queued in all); they end with the `Notifier`.
 pub(in crate::server) fn spawn(capacity: usize) -> io::Result<(Notifier, Vec<JoinHandle<()>>)> {
     let mut queues = Vec::with_capacity(THREADS);
     let mut threads = Vec::with_capacity(THREADS);

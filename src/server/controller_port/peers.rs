@@ -1,27 +1,11 @@
-//! The link between the controller nodes of a Raft group (issue 16): it carries opaque
-//! payloads from this node to the others and back, and knows nothing of Raft. The controller
-//! hands it `(to, payload)`; it hands the controller `(from, payload)`.
-//!
-//! Shape, and why:
-//! * Members are static, from `controllerDLegerPeers` (node `nK` is Raft id K+1, see
-//!   [`raft_ids`]), this node from `controllerDLegerSelfId`, the group's name from
-//!   `controllerDLegerGroup`.
-//! * Peers talk on the controller's port with one private request code ([`PEER_CODE`]), so the
-//!   links are ordinary connections of the loop (framing, budgets, idle closes, write path).
-//! * One connection per pair, dialed by the lower id: no duplicate to resolve, and a node that
-//!   restarts is redialed (it has the higher id) or redials (the lower). The higher id only
-//!   accepts; a newer connection from a peer replaces an older one (the peer restarted).
-//! * Trust comes before any payload: the dialer's first frame is a handshake naming the group,
-//!   its id and its address, accepted only from an IP the configured host of that id resolves
-//!   to, for this group, from another member; the answer names the acceptor. A payload on a
-//!   connection without a handshake closes it, so no Raft message is ever decoded from an
-//!   unauthenticated connection (protobuf 2 has an advisory for hostile input).
-//! * Host names are resolved on a small thread, never on the loop: before each dial (so a
-//!   moved peer is found on reconnect), and for accepting, at start and again when a handshake
-//!   comes from an address that does not match (at most every `RESOLVE_AGAIN_MS`).
-//! * Messages are dropped, not kept, when a peer cannot take them: Raft retransmits. A short
-//!   bounded queue covers a connection being set up; an established link is bounded by its
-//!   unsent bytes (`MAX_UNSENT`).
+//! The link between the controller nodes of a Raft group: opaque payloads, `(to, payload)`
+//! out and `(from, payload)` in, over ordinary connections of the loop on the controller port
+//! with one private code ([`PEER_CODE`]); it knows nothing of Raft. Its rules (members and
+//! [`raft_ids`], handshake, one connection per pair, resolution off the loop, dropping with
+//! bounds) are in docs/controller.md ("Peers"). The one that matters most: nothing is decoded
+//! from a connection before its handshake is accepted, and a handshake is accepted only from
+//! an IP the configured host of that id resolves to (protobuf 2 has an advisory for hostile
+//! input).
 
 use crate::controller::raft::raft_ids;
 use crate::controller::ControllerConfig;
@@ -31,7 +15,9 @@ use crate::remoting::command::{encode_frame, Header, RemotingCommand, SerializeT
 use bytes::Bytes;
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use log::{debug, info, warn};
+use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasher;
 use std::io;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::thread::JoinHandle;
@@ -40,8 +26,7 @@ use std::thread::JoinHandle;
 mod tests;
 
 /// The peers' private request code: a handshake (a request answered by the acceptor), then
-/// payloads (oneway). RocketMQ uses no code in this range; nobody but the configured peers may
-/// use it (see the module doc).
+/// payloads (oneway). RocketMQ uses no code in this range; only the configured peers may.
 pub const PEER_CODE: i32 = 40_016;
 
 /// The largest payload carried. Raft's messages are small except snapshots, which travel in
@@ -50,14 +35,12 @@ pub const PEER_CODE: i32 = 40_016;
 /// well under the loop's buffer limits (`frameMaxLength` must stay above it).
 pub const MAX_PAYLOAD: usize = 4 << 20;
 
-/// The link's timer: connects due, handshakes overdue, resolutions done.
 pub const PEER_TIMER: TimerId = TimerId(14);
 const TICK_MS: u64 = 100;
 
 /// Reconnect backoff, doubled after each failure, with jitter (half to all of it).
 const BACKOFF_MIN_MS: u64 = 100;
 const BACKOFF_MAX_MS: u64 = 5_000;
-/// How long the acceptor's answer to a handshake may take.
 const HANDSHAKE_TIMEOUT_MS: u64 = 3_000;
 /// Messages (and their bytes) kept for a peer while its connection is being set up.
 const QUEUE_MESSAGES: usize = 256;
@@ -65,7 +48,6 @@ const QUEUE_BYTES: usize = 8 << 20;
 /// Unsent bytes on an established link beyond which messages to that peer are dropped (or half
 /// the loop's write hard cap, if lower: that would close the link).
 const MAX_UNSENT: usize = 16 << 20;
-/// Messages above the cap are reported at most this often.
 const OVERSIZE_WARN_EVERY_MS: u64 = 10_000;
 /// Refused connections are logged at most this often (with a count of the others).
 const REFUSAL_WARN_EVERY_MS: u64 = 1_000;
@@ -76,14 +58,12 @@ const LANGUAGE: &str = "RUST";
 const FLAG_RESPONSE: i32 = 1;
 const FLAG_ONEWAY: i32 = 2;
 
-/// Who this node is and who the others are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerSetup {
     pub group: String,
     pub self_id: u64,
     /// This node's address as the others have it in their `controllerDLegerPeers`.
     pub self_addr: String,
-    /// The other members: Raft id and `host:port`.
     pub peers: Vec<(u64, String)>,
 }
 
@@ -114,7 +94,6 @@ pub trait PeerConnData {
     fn peer_link() -> Self;
 }
 
-/// What a frame on a peer connection came to.
 #[derive(Debug, PartialEq, Eq)]
 pub enum PeerFrame {
     /// A payload from an authenticated peer: the controller's to handle.
@@ -125,7 +104,6 @@ pub enum PeerFrame {
     Close,
 }
 
-/// Counters for the controller's statistics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PeerStatus {
     pub configured: usize,
@@ -154,7 +132,6 @@ enum Link {
 
 struct Peer {
     id: u64,
-    /// `host:port` as configured.
     addr: String,
     /// Literal IPs are known at once; host names are resolved off the loop.
     literal: Option<SocketAddr>,
@@ -166,27 +143,24 @@ struct Peer {
     dials: bool,
     link: Link,
     backoff_ms: u64,
-    /// Failed attempts since the link was last up (the first is a warning, the rest debug).
+    /// Failed attempts since the link was last up.
     failures: u32,
     queue: VecDeque<Vec<u8>>,
     queued_bytes: usize,
 }
 
-/// A connection the link knows: the peer it is with, and whether it was dialed here.
 #[derive(Debug, Clone, Copy)]
 struct PeerConn {
     peer: u64,
     outbound: bool,
 }
 
-/// The host-name resolver thread.
 struct Resolver {
     requests: Option<Sender<(u64, String)>>,
     results: Receiver<(u64, io::Result<Vec<SocketAddr>>)>,
     thread: JoinHandle<()>,
 }
 
-/// The links of this node to the other members of its group.
 pub struct PeerLinks {
     group: String,
     self_id: u64,
@@ -198,7 +172,6 @@ pub struct PeerLinks {
     next_oversize_warn_ms: u64,
     next_refusal_warn_ms: u64,
     refusals_held: u64,
-    rng: u64,
 }
 
 impl PeerLinks {
@@ -228,9 +201,6 @@ impl PeerLinks {
         } else {
             None
         };
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
         Ok(PeerLinks {
             status: PeerStatus {
                 configured: peers.len(),
@@ -245,7 +215,6 @@ impl PeerLinks {
             next_oversize_warn_ms: 0,
             next_refusal_warn_ms: 0,
             refusals_held: 0,
-            rng: seed | 1,
         })
     }
 
@@ -318,7 +287,6 @@ impl PeerLinks {
             }
             return;
         }
-        // Below the loop's hard cap, which would close the link.
         let max_unsent = MAX_UNSENT.min(ctx.limits().write_hard_cap / 2);
         let Some(peer) = self.peers.iter_mut().find(|p| p.id == to) else {
             debug!("controller peers: dropping a message to unknown node {to}");
@@ -342,13 +310,6 @@ impl PeerLinks {
         };
         if !sent {
             self.status.dropped += 1;
-        }
-    }
-
-    /// Sends every `(to, payload)` of `out`, which is left empty (its allocation kept).
-    pub fn send_all<C>(&mut self, ctx: &mut Ctx<C>, out: &mut Vec<(u64, Vec<u8>)>) {
-        for (to, payload) in out.drain(..) {
-            self.send(ctx, to, &payload);
         }
     }
 
@@ -426,7 +387,8 @@ impl PeerLinks {
             Err(why) => {
                 self.refuse(ctx, conn, &why);
                 if let Some(out) = ctx.write_buf(conn) {
-                    encode_answer(out, cmd.opaque, SYSTEM_ERROR, Some(&why), &[]);
+                    let answer = (FLAG_RESPONSE, SYSTEM_ERROR, cmd.opaque);
+                    encode_peer_frame(out, answer, Some(&why), Some(&[]), &[]);
                 }
                 return PeerFrame::Close;
             }
@@ -442,7 +404,8 @@ impl PeerLinks {
         if let Some(out) = ctx.write_buf(conn) {
             let id = self.self_id.to_string();
             let ext = [("group", self.group.as_str()), ("nodeId", id.as_str())];
-            encode_answer(out, cmd.opaque, SUCCESS, None, &ext);
+            let answer = (FLAG_RESPONSE, SUCCESS, cmd.opaque);
+            encode_peer_frame(out, answer, None, Some(&ext), &[]);
         }
         self.conns.insert(
             conn,
@@ -528,7 +491,6 @@ impl PeerLinks {
         );
     }
 
-    /// The acceptor's answer to this node's handshake.
     fn on_answer<C>(
         &mut self,
         ctx: &mut Ctx<C>,
@@ -572,7 +534,6 @@ impl PeerLinks {
             return PeerFrame::Close;
         }
         self.link_up(i, conn, self.peers[i].addr.clone());
-        // What waited for the link goes out now, in order.
         let p = &mut self.peers[i];
         p.queued_bytes = 0;
         if let Some(out) = ctx.write_buf(conn) {
@@ -646,8 +607,7 @@ impl PeerLinks {
         true
     }
 
-    /// The link's timer: resolutions done, overdue handshakes, dials due. False for another
-    /// timer.
+    /// The link's timer: resolutions done, overdue handshakes, dials due (false: not its timer).
     pub fn on_timer<C: PeerConnData>(&mut self, ctx: &mut Ctx<C>, timer: TimerId) -> bool {
         if timer != PEER_TIMER {
             return false;
@@ -762,9 +722,8 @@ impl PeerLinks {
         }
     }
 
-    /// A connection attempt failed: the first of a streak is a warning, the rest debug (the
-    /// backoff keeps trying; a peer that is down is no news every few seconds). The next
-    /// attempt is scheduled.
+    /// A connection attempt failed: the next is scheduled; only the first of a streak is a
+    /// warning (a peer that is down is no news every few seconds).
     fn attempt_failed(&mut self, i: usize, why: &str, now: u64) {
         let p = &mut self.peers[i];
         p.failures += 1;
@@ -784,7 +743,8 @@ impl PeerLinks {
 
     /// Down until the next attempt (a peer that dials us: until it does).
     fn schedule_retry(&mut self, i: usize, now: u64) {
-        let jitter = self.next_random();
+        // The std hasher's random keys: jitter, nothing more is needed.
+        let jitter = RandomState::new().hash_one(now);
         let p = &mut self.peers[i];
         p.queue.clear();
         p.queued_bytes = 0;
@@ -793,16 +753,6 @@ impl PeerLinks {
             retry_at_ms: now + wait,
         };
         p.backoff_ms = (p.backoff_ms * 2).min(BACKOFF_MAX_MS);
-    }
-
-    fn next_random(&mut self) -> u64 {
-        // xorshift64: jitter only, no need for more.
-        let mut x = self.rng;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.rng = x;
-        x
     }
 
     fn index_of(&self, id: u64) -> Option<usize> {
@@ -865,18 +815,27 @@ fn spawn_resolver() -> io::Result<Resolver> {
     })
 }
 
-fn header(flag: i32, code: i32, opaque: i32, remark: Option<&str>) -> Header<'_> {
-    Header {
+/// One peer frame: a handshake (flag 0), its answer ([`FLAG_RESPONSE`]) or a payload
+/// ([`FLAG_ONEWAY`], no header fields).
+fn encode_peer_frame(
+    out: &mut Vec<u8>,
+    (flag, code, opaque): (i32, i32, i32),
+    remark: Option<&str>,
+    ext: Option<&[(&str, &str)]>,
+    body: &[u8],
+) {
+    let header = Header {
         code,
         language: LANGUAGE,
         version: 0,
         opaque,
         flag,
         remark,
-    }
+    };
+    let ext = ext.map(|fields| fields.iter().copied());
+    encode_frame(out, SerializeType::Json, &header, ext, body);
 }
 
-/// The dialer's first frame.
 pub fn encode_handshake(out: &mut Vec<u8>, group: &str, self_id: u64, self_addr: &str) {
     let id = self_id.to_string();
     let ext = [
@@ -885,29 +844,9 @@ pub fn encode_handshake(out: &mut Vec<u8>, group: &str, self_id: u64, self_addr:
         ("nodeId", id.as_str()),
         ("addr", self_addr),
     ];
-    let h = header(0, PEER_CODE, 1, None);
-    encode_frame(out, SerializeType::Json, &h, Some(ext), &[]);
+    encode_peer_frame(out, (0, PEER_CODE, 1), None, Some(&ext), &[]);
 }
 
-fn encode_answer(
-    out: &mut Vec<u8>,
-    opaque: i32,
-    code: i32,
-    remark: Option<&str>,
-    ext: &[(&str, &str)],
-) {
-    let h = header(FLAG_RESPONSE, code, opaque, remark);
-    encode_frame(out, SerializeType::Json, &h, Some(ext.iter().copied()), &[]);
-}
-
-/// One payload frame (oneway, no header fields).
 pub fn encode_payload(out: &mut Vec<u8>, payload: &[u8]) {
-    let h = header(FLAG_ONEWAY, PEER_CODE, 0, None);
-    encode_frame(
-        out,
-        SerializeType::Json,
-        &h,
-        None::<[(&str, &str); 0]>,
-        payload,
-    );
+    encode_peer_frame(out, (FLAG_ONEWAY, PEER_CODE, 0), None, None, payload);
 }

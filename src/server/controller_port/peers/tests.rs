@@ -78,8 +78,10 @@ impl Handler for Node {
     }
 
     fn before_sleep(&mut self, ctx: &mut Ctx<NodeConn>) -> bool {
-        let mut out = std::mem::take(&mut *self.shared.outbox.lock().unwrap());
-        self.links.send_all(ctx, &mut out);
+        let out = std::mem::take(&mut *self.shared.outbox.lock().unwrap());
+        for (to, payload) in out {
+            self.links.send(ctx, to, &payload);
+        }
         *self.shared.status.lock().unwrap() = self.links.status();
         false
     }
