@@ -13,8 +13,8 @@
 //! file as it was; the caller answers its request with that error and the next write tries
 //! again, so writes work again once space returns.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// `<path>` with `suffix` appended to the file name (`kvConfig.json` -> `kvConfig.json.bak`).
@@ -35,8 +35,8 @@ fn parent_dir(path: &Path) -> PathBuf {
     }
 }
 
-/// Bytes gathered before a write: parts smaller than this are copied together, larger ones
-/// written as they are, so a file assembled from many pieces is never copied whole.
+/// Bytes gathered before a write, so that a file assembled from many pieces is written in few
+/// calls and never copied whole.
 const WRITE_CHUNK: usize = 1 << 20;
 
 /// Atomically replaces `path` with `content` and returns once it is on disk. On an error the
@@ -83,25 +83,14 @@ fn keep_backup(path: &Path, bak_tmp: &Path) -> io::Result<()> {
 }
 
 fn write_and_sync(path: &Path, parts: &[&[u8]]) -> io::Result<()> {
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)?;
-    let mut gathered = Vec::new();
+    // Small parts are gathered, parts of WRITE_CHUNK or more written as they are.
+    let mut out = BufWriter::with_capacity(WRITE_CHUNK, File::create(path)?);
     for part in parts {
-        if gathered.len() + part.len() > WRITE_CHUNK && !gathered.is_empty() {
-            f.write_all(&gathered)?;
-            gathered.clear();
-        }
-        if part.len() >= WRITE_CHUNK {
-            f.write_all(part)?;
-        } else {
-            gathered.extend_from_slice(part);
-        }
+        out.write_all(part)?;
     }
-    f.write_all(&gathered)?;
-    f.sync_all()
+    out.into_inner()
+        .map_err(io::IntoInnerError::into_error)?
+        .sync_all()
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {

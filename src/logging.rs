@@ -11,22 +11,20 @@
 //! so the unit does not store every line twice. stdout carries only what scripts read (the
 //! "listening on" line and `-p` output).
 //!
-//! The level is live: the macros are gated by `log::max_level()`, which [`set_level`] changes,
-//! and the sinks pass everything that gets through.
+//! The level is live: the macros are gated by `log::max_level()`, which [`set_level`] changes.
 //!
 //! The logger is this module's own (a general-purpose one cannot write Java's layout), and so
 //! is the [`RotatingFile`] writer: `namesrv.log` is renamed to `namesrv.log.1` (and `.1` to
-//! `.2`, …, the oldest dropped) before a line would push it past `max_size`. It rotates only
-//! between whole lines, so a line is never split across files. Logging must never take the server down: a failed rotation
-//! keeps writing to the current file, a failed write drops the line, and each failure streak
-//! is reported once on stderr.
+//! `.2`, …, the oldest dropped) before a line would push it past `max_size`, so a line is
+//! never split across files. Logging must never take the server down: a failed rotation keeps
+//! writing to the current file, a failed write drops the line, and each failure streak is
+//! reported once on stderr.
 
 use std::fmt::Write as _;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use log::{Level, LevelFilter, Log, Metadata, Record};
@@ -68,6 +66,7 @@ impl Console {
 /// True when `JOURNAL_STREAM` (`<device>:<inode>`, set by systemd) names stderr. Where stderr
 /// cannot be looked at, the variable alone decides.
 fn stderr_is_journal() -> bool {
+    use std::os::unix::fs::MetadataExt;
     let Ok(value) = std::env::var("JOURNAL_STREAM") else {
         return false;
     };
@@ -77,31 +76,18 @@ fn stderr_is_journal() -> bool {
     let (Ok(device), Ok(inode)) = (device.parse::<u64>(), inode.parse::<u64>()) else {
         return false;
     };
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        if let Ok(meta) = fs::metadata("/proc/self/fd/2") {
-            return meta.dev() == device && meta.ino() == inode;
-        }
-    }
-    let _ = (device, inode);
-    true
+    fs::metadata("/proc/self/fd/2").map_or(true, |m| m.dev() == device && m.ino() == inode)
 }
 
-/// Set once the global logger is ours; a second `init` is then a no-op.
-static INSTALLED: Mutex<bool> = Mutex::new(false);
-/// Whether log lines reach stderr (see [`console_enabled`]).
-static CONSOLE_ON: AtomicBool = AtomicBool::new(false);
+/// The installed logger; set once, by the first successful [`init`].
+static LOGGER: OnceLock<Logger> = OnceLock::new();
 
 /// Installs the global logger: stderr as [`Console::detect`] says, plus `settings.file` when
 /// given (its parent directories are created). Calling it again after a success does nothing
 /// and returns Ok. If the file cannot be opened nothing is installed and the error is
 /// returned, so the caller can retry with `file: None`.
 pub fn init(settings: &LogSettings) -> io::Result<()> {
-    let mut installed = INSTALLED
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if *installed {
+    if LOGGER.get().is_some() {
         return Ok(());
     }
     let file = match &settings.file {
@@ -113,23 +99,27 @@ pub fn init(settings: &LogSettings) -> io::Result<()> {
         None => None,
     };
     let console = Console::detect(file.is_some());
-    let logger = Box::leak(Box::new(Logger {
-        console,
-        state: Mutex::new(State {
-            file,
-            line: String::with_capacity(256),
-            clock: Clock::default(),
-        }),
-    }));
-    log::set_logger(logger).map_err(|e| {
-        io::Error::new(
-            io::ErrorKind::AlreadyExists,
-            format!("another logger is already installed: {e}"),
-        )
-    })?;
-    set_level(settings.level);
-    CONSOLE_ON.store(console != Console::Off, Ordering::Relaxed);
-    *installed = true;
+    let mut installed = false;
+    let logger = LOGGER.get_or_init(|| {
+        installed = true;
+        Logger {
+            console,
+            state: Mutex::new(State {
+                file,
+                line: String::with_capacity(256),
+                clock: Clock::default(),
+            }),
+        }
+    });
+    if installed {
+        log::set_logger(logger).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("another logger is already installed: {e}"),
+            )
+        })?;
+        set_level(settings.level);
+    }
     Ok(())
 }
 
@@ -141,7 +131,7 @@ pub fn set_level(level: LevelFilter) {
 /// Whether log lines reach stderr; false before [`init`] and under systemd with a log file.
 /// Startup warnings are printed on stderr directly when it is false.
 pub fn console_enabled() -> bool {
-    CONSOLE_ON.load(Ordering::Relaxed)
+    LOGGER.get().is_some_and(|l| l.console != Console::Off)
 }
 
 struct Logger {
@@ -218,106 +208,49 @@ impl Clock {
         let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or_default();
         let second = since_epoch.as_secs() as i64;
         if self.second != Some(second) {
-            let t = local_time::civil(second);
+            let t = local_time(second);
             self.text.clear();
             let _ = write!(
                 self.text,
                 "{:04}-{:02}-{:02} {:02}:{:02}:{:02},000",
-                t.year, t.month, t.day, t.hour, t.minute, t.second
+                i64::from(t.tm_year) + 1900,
+                t.tm_mon + 1,
+                t.tm_mday,
+                t.tm_hour,
+                t.tm_min,
+                t.tm_sec
             );
             self.second = Some(second);
         }
         let millis = since_epoch.subsec_millis();
-        let len = self.text.len();
-        self.text.truncate(len - 3);
+        self.text.truncate(self.text.len() - 3);
         let _ = write!(self.text, "{millis:03}");
         &self.text
     }
 }
 
-/// A calendar date and time of day.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Civil {
-    year: i64,
-    month: u32,
-    day: u32,
-    hour: u32,
-    minute: u32,
-    second: u32,
-}
-
-/// UTC calendar fields of a Unix time (days to civil date: H. Hinnant's algorithm).
-fn utc_civil(secs: i64) -> Civil {
-    let days = secs.div_euclid(86_400);
-    let of_day = secs.rem_euclid(86_400) as u32;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    Civil {
-        year,
-        month,
-        day,
-        hour: of_day / 3_600,
-        minute: of_day / 60 % 60,
-        second: of_day % 60,
-    }
-}
-
-/// Local time through the C library's `localtime_r` (no time crate in the daemon).
-#[cfg(unix)]
-mod local_time {
-    use super::{utc_civil, Civil};
-    use std::sync::Once;
-
-    /// A `struct tm` of zeros.
-    fn zeroed_tm() -> libc::tm {
-        // SAFETY: `struct tm` holds integers and (on some platforms) a raw pointer, for which
-        // zero is valid.
-        unsafe { std::mem::zeroed() }
-    }
-
-    pub(super) fn civil(secs: i64) -> Civil {
-        static TZSET: Once = Once::new();
-        // POSIX asks for tzset() before localtime_r; `libc` does not declare tzset, but mktime
-        // is specified to set the time zone as tzset does (its result is not needed).
-        // SAFETY: mktime reads and normalises the valid, exclusively borrowed `struct tm`.
-        TZSET.call_once(|| unsafe {
-            libc::mktime(&mut zeroed_tm());
-        });
-        // A time past a 32-bit `time_t` (where it is one) is shown in UTC.
-        let Some(time) = libc::time_t::try_from(secs).ok() else {
-            return utc_civil(secs);
-        };
-        let mut tm = zeroed_tm();
-        // SAFETY: both pointers are valid for the call; localtime_r is reentrant (it writes
-        // only into `tm`) and returns null on failure.
-        let result = unsafe { libc::localtime_r(&time, &mut tm) };
-        if result.is_null() {
-            return utc_civil(secs);
-        }
-        let field = |v: libc::c_int| u32::try_from(v).unwrap_or(0);
-        Civil {
-            year: i64::from(tm.tm_year) + 1900,
-            month: field(tm.tm_mon) + 1,
-            day: field(tm.tm_mday),
-            hour: field(tm.tm_hour),
-            minute: field(tm.tm_min),
-            second: field(tm.tm_sec),
+/// The local calendar time of a Unix second (`localtime_r`; UTC if that fails).
+fn local_time(secs: i64) -> libc::tm {
+    static TZSET: std::sync::Once = std::sync::Once::new();
+    // SAFETY: `struct tm` holds integers and (on some platforms) a raw pointer, for which
+    // zero is valid.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // POSIX asks for tzset() before localtime_r; `libc` does not declare tzset, but mktime
+    // is specified to set the time zone as tzset does (its result is not needed).
+    // SAFETY: mktime reads and normalises the valid, exclusively borrowed `struct tm`.
+    TZSET.call_once(|| unsafe {
+        let mut zero = tm;
+        libc::mktime(&mut zero);
+    });
+    let time = libc::time_t::try_from(secs).unwrap_or(libc::time_t::MAX);
+    // SAFETY: both pointers are valid for the calls; localtime_r and gmtime_r are reentrant
+    // (they write only into `tm`) and return null on failure.
+    unsafe {
+        if libc::localtime_r(&time, &mut tm).is_null() {
+            libc::gmtime_r(&time, &mut tm);
         }
     }
-}
-
-#[cfg(not(unix))]
-mod local_time {
-    pub(super) fn civil(secs: i64) -> super::Civil {
-        super::utc_civil(secs)
-    }
+    tm
 }
 
 /// A log file that rotates by size, only between the whole lines it is given, and never fails
@@ -464,48 +397,19 @@ mod tests {
         fs::read_to_string(path).unwrap_or_default()
     }
 
-    #[test]
-    fn utc_dates_from_unix_seconds() {
-        let at = |y, mo, d, h, mi, s| Civil {
-            year: y,
-            month: mo,
-            day: d,
-            hour: h,
-            minute: mi,
-            second: s,
-        };
-        assert_eq!(utc_civil(0), at(1970, 1, 1, 0, 0, 0));
-        assert_eq!(utc_civil(951_782_400), at(2000, 2, 29, 0, 0, 0));
-        assert_eq!(utc_civil(1_796_065_803), at(2026, 11, 30, 19, 10, 3));
-        assert_eq!(utc_civil(-1), at(1969, 12, 31, 23, 59, 59));
-        assert_eq!(utc_civil(4_102_444_800), at(2100, 1, 1, 0, 0, 0));
-    }
-
     /// Whatever the machine's time zone, local time is UTC moved by less than a day, with the
     /// same seconds (no zone offset has seconds since 1972), and is UTC itself under TZ=UTC.
     #[test]
     fn local_time_is_utc_shifted_by_the_zone() {
-        let days = |c: &Civil| {
-            let (y, m) = if c.month <= 2 {
-                (c.year - 1, c.month + 9)
-            } else {
-                (c.year, c.month - 3)
-            };
-            365 * y + y / 4 - y / 100 + y / 400 + i64::from((153 * m + 2) / 5 + c.day)
-        };
-        let seconds = |c: &Civil| {
-            days(c) * 86_400
-                + i64::from(c.hour) * 3_600
-                + i64::from(c.minute) * 60
-                + i64::from(c.second)
-        };
         for secs in [86_400 * 365 * 3, 951_782_400, 1_796_065_803] {
-            let (local, utc) = (local_time::civil(secs), utc_civil(secs));
-            assert_eq!(local.second, utc.second, "{secs}");
-            assert!((seconds(&local) - seconds(&utc)).abs() < 86_400, "{secs}");
-        }
-        if std::env::var("TZ").is_ok_and(|tz| tz == "UTC" || tz == "UTC0") {
-            assert_eq!(local_time::civil(1_796_065_803), utc_civil(1_796_065_803));
+            let mut local = local_time(secs);
+            // SAFETY: a valid, exclusively borrowed `struct tm`.
+            let as_if_utc = unsafe { libc::timegm(&mut local) };
+            assert_eq!(i64::from(local.tm_sec), secs % 60, "{secs}");
+            assert!((as_if_utc - secs).abs() < 86_400, "{secs}");
+            if std::env::var("TZ").is_ok_and(|tz| tz == "UTC" || tz == "UTC0") {
+                assert_eq!(as_if_utc, secs);
+            }
         }
     }
 

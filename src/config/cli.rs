@@ -184,42 +184,41 @@ fn choose_file(args: &Args, working_dir: &Path, default_store: &str) -> (String,
     (default_store.to_string(), FileOrigin::Default)
 }
 
-/// Applies the file's entries; Ok(false) when an optional file is absent.
-fn load_file(
-    config: &mut NamesrvConfig,
-    warnings: &mut Vec<String>,
-    given: &mut BTreeMap<String, String>,
-    path: &str,
-    required: bool,
-) -> Result<bool, CliError> {
-    let file = match PropertiesFile::read(Path::new(path)) {
-        Ok(file) => file,
-        Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => {
-            return Err(CliError::Config(format!(
-                "cannot read config file {path}: {e}"
-            )))
-        }
-    };
-    let found = entries(&file.text).map_err(|e| CliError::Config(format!("{path}: {e}")))?;
-    for entry in found {
-        given.insert(entry.key.clone(), entry.value.clone());
-        match config.set(&entry.key, &entry.value) {
+impl Startup {
+    /// Sets one key as given at `place` (for messages): an unknown key is a warning, an
+    /// invalid value the error returned.
+    fn set(&mut self, key: &str, value: &str, place: &str) -> Result<(), String> {
+        self.given.insert(key.to_string(), value.to_string());
+        match self.config.set(key, value) {
             SetOutcome::Applied => {}
-            SetOutcome::Unknown => warnings.push(format!(
-                "{path} line {}: {}",
-                entry.line,
-                unknown_key_message(&entry.key)
-            )),
-            SetOutcome::Invalid(reason) => {
+            SetOutcome::Unknown => {
+                (self.warnings).push(format!("{place}: {}", unknown_key_message(key)))
+            }
+            SetOutcome::Invalid(reason) => return Err(reason),
+        }
+        Ok(())
+    }
+
+    /// Applies the config file's entries; Ok(false) when an optional file is absent.
+    fn load_file(&mut self, required: bool) -> Result<bool, CliError> {
+        let path = self.file.path.clone();
+        let file = match PropertiesFile::read(Path::new(&path)) {
+            Ok(file) => file,
+            Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => {
                 return Err(CliError::Config(format!(
-                    "{path} line {}: {reason}",
-                    entry.line
+                    "cannot read config file {path}: {e}"
                 )))
             }
+        };
+        let found = entries(&file.text).map_err(|e| CliError::Config(format!("{path}: {e}")))?;
+        for entry in found {
+            let place = format!("{path} line {}", entry.line);
+            self.set(&entry.key, &entry.value, &place)
+                .map_err(|reason| CliError::Config(format!("{place}: {reason}")))?;
         }
+        Ok(true)
     }
-    Ok(true)
 }
 
 fn parse_in(args: &[String], working_dir: &Path, default_store: &str) -> Result<Cli, CliError> {
@@ -231,36 +230,24 @@ fn parse_in(args: &[String], working_dir: &Path, default_store: &str) -> Result<
         return Ok(Cli::Version);
     }
     let (path, origin) = choose_file(&args, working_dir, default_store);
-    let mut config = NamesrvConfig::default();
-    let mut warnings = Vec::new();
-    let mut given = BTreeMap::new();
-    let required = origin == FileOrigin::CommandLine;
-    let was_read = load_file(&mut config, &mut warnings, &mut given, &path, required)?;
-    // As mqnamesrv: the config file is where updates are written, whatever it says inside.
-    config.config_store_path = path.clone();
-    for (key, value) in &args.overrides {
-        given.insert(key.clone(), value.clone());
-        match config.set(key, value) {
-            SetOutcome::Applied => {}
-            SetOutcome::Unknown => warnings.push(format!(
-                "command line --{key}: {}",
-                unknown_key_message(key)
-            )),
-            SetOutcome::Invalid(reason) => {
-                return Err(CliError::Usage(format!("--{key}={value}: {reason}")))
-            }
-        }
-    }
-    let startup = Startup {
-        config,
-        warnings,
+    let mut startup = Startup {
+        config: NamesrvConfig::default(),
+        warnings: Vec::new(),
         file: ConfigFile {
-            path,
+            path: path.clone(),
             origin,
-            was_read,
+            was_read: false,
         },
-        given,
+        given: BTreeMap::new(),
     };
+    startup.file.was_read = startup.load_file(origin == FileOrigin::CommandLine)?;
+    // As mqnamesrv: the config file is where updates are written, whatever it says inside.
+    startup.config.config_store_path = path;
+    for (key, value) in &args.overrides {
+        startup
+            .set(key, value, &format!("command line --{key}"))
+            .map_err(|reason| CliError::Usage(format!("--{key}={value}: {reason}")))?;
+    }
     Ok(if args.print_config {
         Cli::PrintConfig(startup)
     } else {

@@ -79,31 +79,15 @@ fn is_blank(c: char) -> bool {
 /// Physical lines with their terminators (`\n`, `\r\n` or `\r`); the last may have none.
 fn physical_lines(text: &str) -> Vec<&str> {
     let mut lines = Vec::new();
-    let bytes = text.as_bytes();
-    let mut start = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\n' => {
-                lines.push(&text[start..=i]);
-                start = i + 1;
-            }
-            b'\r' => {
-                let end = if bytes.get(i + 1) == Some(&b'\n') {
-                    i + 1
-                } else {
-                    i
-                };
-                lines.push(&text[start..=end]);
-                start = end + 1;
-                i = end;
-            }
-            _ => {}
-        }
-        i += 1;
+    let mut rest = text;
+    while let Some(at) = rest.find(['\n', '\r']) {
+        let end = at + if rest[at..].starts_with("\r\n") { 2 } else { 1 };
+        let (line, after) = rest.split_at(end);
+        lines.push(line);
+        rest = after;
     }
-    if start < bytes.len() {
-        lines.push(&text[start..]);
+    if !rest.is_empty() {
+        lines.push(rest);
     }
     lines
 }

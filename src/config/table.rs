@@ -192,7 +192,7 @@ properties! {
     /// bytes (the header length field is 24 bits).
     "maxHeaderLength" => max_header_length: u32 = 262_144, Live, number(KIB..=16 * MIB);
     "maxExtFields" => max_ext_fields: u32 = 256, Live, number(1..=1_000_000);
-    /// Nesting levels; the JSON reader recurses, so keep well below stack limits.
+    /// JSON nesting levels (the reader is iterative: depth costs heap, never call stack).
     "maxJsonDepth" => max_json_depth: u32 = 64, Live, number(1..=1_024);
     "maxJsonStringLength" => max_json_string_length: u32 = 65_536, Live, number(1..=GIB);
     "maxTopicsPerRegistration" => max_topics_per_registration: u32 = 100_000, Live, number(COUNT);

@@ -7,11 +7,11 @@
 //! that one event loop does not use are accepted and reported, as Java does.
 //!
 //! An accepted change is written to the config file (`configStorePath`) before it is applied
-//! in memory, so memory and file never disagree. The server does it in three steps, so that
-//! the write happens on its writer thread: [`NamesrvConfig::plan_update`] checks (on the loop),
-//! [`ConfigPlan::persist`] writes (on the writer), then the plan's config is adopted. Only the lines of the keys whose value changed
-//! are rewritten (keys not yet in the file are appended); the operator's comments, order and
-//! blank lines stay, and nothing that came from the command line or a default is written.
+//! in memory, so memory and file never disagree: [`NamesrvConfig::plan_update`] checks (on the
+//! loop), [`ConfigPlan::persist`] writes (on the writer thread), then the caller adopts the
+//! plan's config. Only the lines of the keys whose value changed are rewritten (keys not yet in
+//! the file are appended); the operator's comments, order and blank lines stay, and nothing
+//! that came from the command line or a default is written.
 
 use std::path::Path;
 
@@ -106,25 +106,6 @@ fn check_one(
     Ok(())
 }
 
-/// Rewrites the lines of `changes` in the file at `path` (created if missing), atomically.
-fn persist(path: &str, changes: &[(&str, &str)]) -> Result<(), UpdateError> {
-    let failed = |reason: String| UpdateError::Persist {
-        path: path.to_string(),
-        reason,
-    };
-    let file = match PropertiesFile::read(Path::new(path)) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => PropertiesFile {
-            text: String::new(),
-            encoding: Encoding::Utf8,
-        },
-        Err(e) => return Err(failed(e.to_string())),
-    };
-    let edited = edit(&file, changes).map_err(failed)?;
-    crate::durable_file::replace_file(Path::new(path), &edited.to_bytes())
-        .map_err(|e| failed(e.to_string()))
-}
-
 /// A checked UPDATE_NAMESRV_CONFIG, not applied yet: its file write ([`ConfigPlan::persist`],
 /// on any thread) comes first, then the caller adopts [`ConfigPlan::next`].
 #[derive(Debug, Clone)]
@@ -145,32 +126,34 @@ impl ConfigPlan {
             .collect()
     }
 
-    /// Writes the changed keys to the config file (crash-safe, durable on return).
+    /// Writes the changed keys to the config file (crash-safe, durable on return): only their
+    /// lines are rewritten, and a missing file is created.
     pub fn persist(&self) -> Result<(), UpdateError> {
-        let lines: Vec<(&str, &str)> = self
+        let failed = |reason: String| UpdateError::Persist {
+            path: self.path.clone(),
+            reason,
+        };
+        let path = Path::new(&self.path);
+        let file = match PropertiesFile::read(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => PropertiesFile {
+                text: String::new(),
+                encoding: Encoding::Utf8,
+            },
+            Err(e) => return Err(failed(e.to_string())),
+        };
+        let changes: Vec<(&str, &str)> = self
             .changes
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        persist(&self.path, &lines)
+        let edited = edit(&file, &changes).map_err(failed)?;
+        crate::durable_file::replace_file(path, &edited.to_bytes())
+            .map_err(|e| failed(e.to_string()))
     }
 }
 
 impl NamesrvConfig {
-    /// UPDATE_NAMESRV_CONFIG with `body` (properties text): checks every key and value, then
-    /// writes the changed keys to `config_store_path` and applies them. Returns the keys whose
-    /// value changed, as `key=value` (empty when the request changes nothing: then nothing is
-    /// written). On any error nothing is applied or written.
-    pub fn update(&mut self, body: &str) -> Result<Vec<String>, UpdateError> {
-        let Some(plan) = self.plan_update(body)? else {
-            return Ok(Vec::new());
-        };
-        plan.persist()?;
-        let changed = plan.changed();
-        *self = plan.next;
-        Ok(changed)
-    }
-
     /// Checks an UPDATE_NAMESRV_CONFIG body against this config: the plan to write and apply,
     /// `None` when it changes nothing, or why it is refused. Nothing is written here.
     pub fn plan_update(&self, body: &str) -> Result<Option<ConfigPlan>, UpdateError> {
@@ -213,6 +196,20 @@ mod tests {
     use crate::test_support::TempDir;
     use std::fs;
     use std::path::PathBuf;
+
+    impl NamesrvConfig {
+        /// UPDATE_NAMESRV_CONFIG in one go, as the processor runs it in steps: plan, write,
+        /// adopt. Returns the changed keys as `key=value`.
+        fn update(&mut self, body: &str) -> Result<Vec<String>, UpdateError> {
+            let Some(plan) = self.plan_update(body)? else {
+                return Ok(Vec::new());
+            };
+            plan.persist()?;
+            let changed = plan.changed();
+            *self = plan.next;
+            Ok(changed)
+        }
+    }
 
     fn stored_at(path: &Path) -> NamesrvConfig {
         NamesrvConfig {
