@@ -5,11 +5,10 @@
 //! `{"table":{...}}`; the file is assembled from the inner part of those bodies, so a write
 //! re-encodes only the namespaces that changed and the loop answers 219 with the same bytes.
 
-use super::{Entries, Namespace, Text};
+use super::{Entries, Table};
 use crate::durable_file::sibling;
 use crate::remoting::json::{self, Value};
 use bytes::Bytes;
-use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -56,9 +55,6 @@ impl std::error::Error for KvError {
         }
     }
 }
-
-/// The namespaces as read from a file.
-pub(super) type Table = BTreeMap<Text, Namespace>;
 
 /// What reading one candidate file gave.
 enum Loaded {
@@ -127,24 +123,24 @@ fn decode_file(bytes: &[u8]) -> Result<Table, String> {
 
 /// Loads the store persisted at `path`. A missing file is an empty store. A corrupt file (or
 /// an empty one while a `.bak` exists) is replaced by `<path>.bak` if that parses; otherwise
-/// this fails, so the server refuses to start rather than lose data.
+/// this fails, so the server refuses to start rather than lose data. A missing file with a
+/// `.bak` loads the `.bak`: Java's string2File deletes the file before renaming the new one
+/// in, so a crash there leaves only the backup.
 pub(super) fn open(path: &Path) -> Result<Table, KvError> {
     let bak = sibling(path, ".bak");
-    let mut main_was_empty = false;
-    let reason = match load(path)? {
+    let (reason, missing, empty) = match load(path)? {
         Loaded::Table(table) => return Ok(table),
-        Loaded::Missing => return open_backup_of_missing(path, &bak),
-        Loaded::Empty => {
-            main_was_empty = true;
-            "the file is empty".to_string()
-        }
-        Loaded::Corrupt(reason) => reason,
+        Loaded::Missing => (String::from("the file is missing"), true, false),
+        Loaded::Empty => (String::from("the file is empty"), false, true),
+        Loaded::Corrupt(reason) => (reason, false, false),
     };
-    log::error!(
-        "KV config {} is unusable ({reason}); trying its backup {}",
-        path.display(),
-        bak.display()
-    );
+    if !missing {
+        log::error!(
+            "KV config {} is unusable ({reason}); trying its backup {}",
+            path.display(),
+            bak.display()
+        );
+    }
     let corrupt = |backup: String| KvError::Corrupt {
         path: path.to_path_buf(),
         reason: reason.clone(),
@@ -152,43 +148,28 @@ pub(super) fn open(path: &Path) -> Result<Table, KvError> {
     };
     match load(&bak) {
         Ok(Loaded::Table(table)) => {
+            let state = match missing {
+                true => "missing".to_string(),
+                false => format!("unusable ({reason})"),
+            };
             log::warn!(
-                "KV config {} is unusable ({reason}); loaded its backup {} instead",
+                "KV config {} is {state}; loaded its backup {} instead",
                 path.display(),
                 bak.display()
             );
             Ok(table)
         }
-        // An empty file with nothing behind it is what Java would load as an empty store.
-        Ok(Loaded::Missing) if main_was_empty => Ok(Table::new()),
+        // Nothing at all, or an empty file with nothing behind it: what Java loads as empty.
+        Ok(Loaded::Missing | Loaded::Empty) if missing => Ok(Table::new()),
+        Ok(Loaded::Missing) if empty => Ok(Table::new()),
         Ok(Loaded::Missing) => Err(corrupt(format!("there is no backup {}", bak.display()))),
         Ok(Loaded::Empty) => Err(corrupt(format!("its backup {} is empty", bak.display()))),
         Ok(Loaded::Corrupt(bak_reason)) => Err(corrupt(format!(
             "its backup {} is corrupt too ({bak_reason})",
             bak.display()
         ))),
+        Err(e) if missing => Err(e),
         Err(e) => Err(corrupt(format!("its backup could not be read: {e}"))),
-    }
-}
-
-/// The main file is missing: Java's string2File deletes the file before renaming the new one
-/// in, so a crash there leaves only the backup.
-fn open_backup_of_missing(path: &Path, bak: &Path) -> Result<Table, KvError> {
-    match load(bak)? {
-        Loaded::Table(table) => {
-            log::warn!(
-                "KV config {} is missing; loaded its backup {}",
-                path.display(),
-                bak.display()
-            );
-            Ok(table)
-        }
-        Loaded::Missing | Loaded::Empty => Ok(Table::new()),
-        Loaded::Corrupt(bak_reason) => Err(KvError::Corrupt {
-            path: path.to_path_buf(),
-            reason: "the file is missing".to_string(),
-            backup: format!("its backup {} is corrupt too ({bak_reason})", bak.display()),
-        }),
     }
 }
 
