@@ -43,24 +43,13 @@ pub struct LogSettings {
 
 /// How log lines are written to stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Console {
+enum Console {
     /// Not at all (systemd with a log file: the file is the one destination).
     Off,
     /// Whole lines, as in the file.
     Plain,
     /// `<N>LEVEL thread - message`: the journal adds the time and reads the priority.
     Journal,
-}
-
-impl Console {
-    /// The console for this process: see the module doc.
-    pub fn detect(has_file: bool) -> Console {
-        match (stderr_is_journal(), has_file) {
-            (true, true) => Console::Off,
-            (true, false) => Console::Journal,
-            (false, _) => Console::Plain,
-        }
-    }
 }
 
 /// True when `JOURNAL_STREAM` (`<device>:<inode>`, set by systemd) names stderr. Where stderr
@@ -82,10 +71,10 @@ fn stderr_is_journal() -> bool {
 /// The installed logger; set once, by the first successful [`init`].
 static LOGGER: OnceLock<Logger> = OnceLock::new();
 
-/// Installs the global logger: stderr as [`Console::detect`] says, plus `settings.file` when
-/// given (its parent directories are created). Calling it again after a success does nothing
-/// and returns Ok. If the file cannot be opened nothing is installed and the error is
-/// returned, so the caller can retry with `file: None`.
+/// Installs the global logger: stderr as the module doc says, plus `settings.file` when given
+/// (its parent directories are created). Calling it again after a success does nothing. If the
+/// file cannot be opened nothing is installed and the error is returned, so the caller can
+/// retry with `file: None`.
 pub fn init(settings: &LogSettings) -> io::Result<()> {
     if LOGGER.get().is_some() {
         return Ok(());
@@ -98,7 +87,11 @@ pub fn init(settings: &LogSettings) -> io::Result<()> {
         )?),
         None => None,
     };
-    let console = Console::detect(file.is_some());
+    let console = match (stderr_is_journal(), file.is_some()) {
+        (true, true) => Console::Off,
+        (true, false) => Console::Journal,
+        (false, _) => Console::Plain,
+    };
     let mut installed = false;
     let logger = LOGGER.get_or_init(|| {
         installed = true;
@@ -286,7 +279,13 @@ impl RotatingFile {
     /// Opens the live file again and counts its length.
     fn reopen(&mut self) -> io::Result<()> {
         self.file = None;
-        let file = open_append(&self.path)?;
+        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            fs::create_dir_all(dir)?;
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)?;
         self.size = file.metadata()?.len();
         self.file = Some(file);
         Ok(())
@@ -351,15 +350,15 @@ impl RotatingFile {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
         };
-        if self.max_files == 0 {
-            return absent_is_fine(fs::remove_file(&self.path));
+        let name = |n: u32| match n {
+            0 => self.path.clone(),
+            n => numbered(&self.path, n),
+        };
+        absent_is_fine(fs::remove_file(name(self.max_files)))?;
+        for n in (0..self.max_files).rev() {
+            absent_is_fine(fs::rename(name(n), name(n + 1)))?;
         }
-        absent_is_fine(fs::remove_file(numbered(&self.path, self.max_files)))?;
-        for n in (1..self.max_files).rev() {
-            let from = numbered(&self.path, n);
-            absent_is_fine(fs::rename(from, numbered(&self.path, n + 1)))?;
-        }
-        fs::rename(&self.path, numbered(&self.path, 1))
+        Ok(())
     }
 
     fn report_failure(&mut self, message: &str) {
@@ -370,18 +369,9 @@ impl RotatingFile {
     }
 }
 
-fn open_append(path: &Path) -> io::Result<File> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        fs::create_dir_all(dir)?;
-    }
-    OpenOptions::new().create(true).append(true).open(path)
-}
-
 /// `namesrv.log` -> `namesrv.log.<n>`.
 fn numbered(path: &Path, n: u32) -> PathBuf {
-    let mut name = path.as_os_str().to_os_string();
-    name.push(format!(".{n}"));
-    PathBuf::from(name)
+    crate::durable_file::sibling(path, &format!(".{n}"))
 }
 
 #[cfg(test)]

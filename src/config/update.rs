@@ -17,8 +17,7 @@ use std::path::Path;
 
 use super::properties::{edit, parse_properties, Encoding, PropertiesFile};
 use super::table::Applies;
-use super::NamesrvConfig;
-use super::{check_key, check_value, is_controller_key, property, unknown_key_message};
+use super::{is_controller_key, unknown_key_message, NamesrvConfig, SetOutcome};
 use crate::remoting::codes::response;
 
 /// Longest value an update may set: a path or an allow-list of a few hundred ranges fits;
@@ -80,30 +79,27 @@ fn check_one(
     key: &str,
     value: &str,
 ) -> Result<(), String> {
-    check_key(key).and_then(|()| check_value(value))?;
     if value.len() > MAX_UPDATE_VALUE_LENGTH {
         return Err(format!(
             "{key}: a value of {} bytes is longer than {MAX_UPDATE_VALUE_LENGTH}",
             value.len()
         ));
     }
-    let Some(p) = property(key) else {
-        let unchanged = current.extra.get(key).map(String::as_str) == Some(value.trim());
-        return match is_controller_key(key) {
-            true if unchanged => Ok(()),
-            true => Err(format!(
-                "{key} is a Controller key and takes effect at start only: edit the config file"
-            )),
-            false => Err(unknown_key_message(key)),
-        };
+    let at_start = match next.set(key, value) {
+        SetOutcome::Invalid(reason) => return Err(reason),
+        SetOutcome::Unknown => return Err(unknown_key_message(key)),
+        SetOutcome::Applied if is_controller_key(key) => "is a Controller key and takes effect",
+        SetOutcome::Applied if NamesrvConfig::applies(key) == Some(Applies::AtStart) => {
+            "takes effect"
+        }
+        SetOutcome::Applied => return Ok(()),
     };
-    (p.set)(next, value).map_err(|reason| format!("{key}: {reason}"))?;
-    if p.applies == Applies::AtStart && (p.get)(next) != (p.get)(current) {
-        return Err(format!(
-            "{key} takes effect at start only: edit the config file"
-        ));
+    if next.get(key) == current.get(key) {
+        return Ok(());
     }
-    Ok(())
+    Err(format!(
+        "{key} {at_start} at start only: edit the config file"
+    ))
 }
 
 /// A checked UPDATE_NAMESRV_CONFIG, not applied yet: its file write ([`ConfigPlan::persist`],
