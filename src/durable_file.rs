@@ -14,7 +14,7 @@
 //! again, so writes work again once space returns.
 
 use std::fs::{self, File};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 /// `<path>` with `suffix` appended to the file name (`kvConfig.json` -> `kvConfig.json.bak`).
@@ -35,24 +35,15 @@ fn parent_dir(path: &Path) -> PathBuf {
     }
 }
 
-/// Bytes gathered before a write, so that a file assembled from many pieces is written in few
-/// calls and never copied whole.
-const WRITE_CHUNK: usize = 1 << 20;
-
 /// Atomically replaces `path` with `content` and returns once it is on disk. On an error the
 /// file is as it was and no temporary file is left behind.
 pub fn replace_file(path: &Path, content: &[u8]) -> io::Result<()> {
-    replace_file_parts(path, &[content])
-}
-
-/// [`replace_file`] with the content given as consecutive parts.
-pub fn replace_file_parts(path: &Path, parts: &[&[u8]]) -> io::Result<()> {
     let dir = parent_dir(path);
     fs::create_dir_all(&dir)?;
     let bak_tmp = sibling(path, ".bak.tmp");
     let tmp = sibling(path, ".tmp");
     let result = keep_backup(path, &bak_tmp)
-        .and_then(|()| write_and_sync(&tmp, parts))
+        .and_then(|()| write_and_sync(&tmp, content))
         .and_then(|()| fs::rename(&tmp, path));
     if let Err(e) = result {
         let _ = fs::remove_file(&tmp);
@@ -76,21 +67,16 @@ fn keep_backup(path: &Path, bak_tmp: &Path) -> io::Result<()> {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
                 Err(e) => return Err(e),
             };
-            write_and_sync(bak_tmp, &[&previous])?;
+            write_and_sync(bak_tmp, &previous)?;
         }
     }
     fs::rename(bak_tmp, sibling(path, ".bak"))
 }
 
-fn write_and_sync(path: &Path, parts: &[&[u8]]) -> io::Result<()> {
-    // Small parts are gathered, parts of WRITE_CHUNK or more written as they are.
-    let mut out = BufWriter::with_capacity(WRITE_CHUNK, File::create(path)?);
-    for part in parts {
-        out.write_all(part)?;
-    }
-    out.into_inner()
-        .map_err(io::IntoInnerError::into_error)?
-        .sync_all()
+fn write_and_sync(path: &Path, content: &[u8]) -> io::Result<()> {
+    let mut file = File::create(path)?;
+    file.write_all(content)?;
+    file.sync_all()
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {

@@ -20,7 +20,6 @@
 //! writing to the current file, a failed write drops the line, and each failure streak is
 //! reported once on stderr.
 
-use std::fmt::Write as _;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -97,11 +96,7 @@ pub fn init(settings: &LogSettings) -> io::Result<()> {
         installed = true;
         Logger {
             console,
-            state: Mutex::new(State {
-                file,
-                line: String::with_capacity(256),
-                clock: Clock::default(),
-            }),
+            file: Mutex::new(file),
         }
     });
     if installed {
@@ -129,15 +124,7 @@ pub fn console_enabled() -> bool {
 
 struct Logger {
     console: Console,
-    state: Mutex<State>,
-}
-
-/// What the logger reuses from line to line.
-struct State {
-    file: Option<RotatingFile>,
-    /// The line being written, kept for its allocation.
-    line: String,
-    clock: Clock,
+    file: Mutex<Option<RotatingFile>>,
 }
 
 impl Log for Logger {
@@ -149,29 +136,22 @@ impl Log for Logger {
         if !self.enabled(record.metadata()) {
             return;
         }
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let State { file, line, clock } = &mut *state;
         let thread = std::thread::current();
         let thread = thread.name().unwrap_or("-");
-        line.clear();
-        if file.is_some() || self.console == Console::Plain {
-            line.push_str(clock.stamp(SystemTime::now()));
-            line.push(' ');
-        }
-        let body_at = line.len();
-        // Writing into a String cannot fail.
-        let _ = writeln!(line, "{} {thread} - {}", record.level(), record.args());
-        if let Some(file) = file {
+        let body = format!("{} {thread} - {}\n", record.level(), record.args());
+        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        let line = match file.is_some() || self.console == Console::Plain {
+            true => timestamp(SystemTime::now()) + " " + &body,
+            false => String::new(),
+        };
+        if let Some(file) = &mut *file {
             file.write_line(line.as_bytes());
         }
         let mut stderr = io::stderr().lock();
         let _ = match self.console {
             Console::Off => Ok(()),
             Console::Plain => stderr.write_all(line.as_bytes()),
-            Console::Journal => {
-                let priority = syslog_priority(record.level());
-                write!(stderr, "<{priority}>{}", &line[body_at..])
-            }
+            Console::Journal => write!(stderr, "<{}>{body}", syslog_priority(record.level())),
         };
     }
 
@@ -187,39 +167,20 @@ fn syslog_priority(level: Level) -> u8 {
     }
 }
 
-/// Formats `yyyy-MM-dd HH:mm:ss,SSS` in local time, converting the seconds once per second.
-#[derive(Default)]
-struct Clock {
-    /// Unix second the cached text is for.
-    second: Option<i64>,
-    /// `yyyy-MM-dd HH:mm:ss,SSS`; the milliseconds are rewritten per line.
-    text: String,
-}
-
-impl Clock {
-    fn stamp(&mut self, now: SystemTime) -> &str {
-        let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or_default();
-        let second = since_epoch.as_secs() as i64;
-        if self.second != Some(second) {
-            let t = local_time(second);
-            self.text.clear();
-            let _ = write!(
-                self.text,
-                "{:04}-{:02}-{:02} {:02}:{:02}:{:02},000",
-                i64::from(t.tm_year) + 1900,
-                t.tm_mon + 1,
-                t.tm_mday,
-                t.tm_hour,
-                t.tm_min,
-                t.tm_sec
-            );
-            self.second = Some(second);
-        }
-        let millis = since_epoch.subsec_millis();
-        self.text.truncate(self.text.len() - 3);
-        let _ = write!(self.text, "{millis:03}");
-        &self.text
-    }
+/// `yyyy-MM-dd HH:mm:ss,SSS` in local time.
+fn timestamp(now: SystemTime) -> String {
+    let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let t = local_time(since_epoch.as_secs() as i64);
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02},{:03}",
+        i64::from(t.tm_year) + 1900,
+        t.tm_mon + 1,
+        t.tm_mday,
+        t.tm_hour,
+        t.tm_min,
+        t.tm_sec,
+        since_epoch.subsec_millis()
+    )
 }
 
 /// The local calendar time of a Unix second (`localtime_r`; UTC if that fails).
@@ -404,10 +365,9 @@ mod tests {
     }
 
     #[test]
-    fn the_clock_writes_java_s_layout_with_milliseconds() {
-        let mut clock = Clock::default();
+    fn timestamps_have_java_s_layout_with_milliseconds() {
         let at = UNIX_EPOCH + std::time::Duration::from_millis(1_796_065_803_123);
-        let stamp = clock.stamp(at).to_string();
+        let stamp = timestamp(at);
         let bytes = stamp.as_bytes();
         assert_eq!(stamp.len(), 23, "{stamp}");
         assert_eq!(
@@ -416,13 +376,11 @@ mod tests {
             "{stamp}"
         );
         assert!(stamp.ends_with(":03,123"), "{stamp}");
-        // Same second, other milliseconds: only the milliseconds change.
         let later = at + std::time::Duration::from_millis(5);
-        assert_eq!(clock.stamp(later), format!("{},128", &stamp[..19]));
+        assert_eq!(timestamp(later), format!("{},128", &stamp[..19]));
         // Local time is UTC moved by whole minutes (every zone's offset is).
         let local: u32 = stamp[14..16].parse().unwrap();
         assert!(local < 60);
-        assert_eq!(&stamp[17..19], "03");
     }
 
     #[test]

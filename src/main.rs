@@ -20,6 +20,14 @@ use rmq_namesrv::logging::{self, LogSettings};
 use rmq_namesrv::server::{ControllerSetup, Server, StartError, StopHandle};
 use signal_hook::consts::{SIGINT, SIGTERM};
 
+/// `rmq-namesrv 0.1.0 (git abc1234)`.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (git ",
+    env!("RMQ_GIT_REV"),
+    ")"
+);
+
 fn main() -> ExitCode {
     let started = Instant::now();
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -31,22 +39,19 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Ok(Cli::Version) => {
-            println!("rmq-namesrv {}", version());
+            println!("rmq-namesrv {VERSION}");
             return ExitCode::SUCCESS;
         }
-        Err(e @ CliError::Usage(_)) => {
-            eprintln!("rmq-namesrv: {e}\nsee rmq-namesrv --help");
-            return ExitCode::from(2);
-        }
         Err(e) => {
-            eprintln!("rmq-namesrv: {e}");
+            let help = matches!(e, CliError::Usage(_)).then_some("\nsee rmq-namesrv --help");
+            eprintln!("rmq-namesrv: {e}{}", help.unwrap_or_default());
             return ExitCode::from(2);
         }
     };
     // The controller's keys as the file and the command line set them (not the name
     // server's defaults for the keys both have).
-    let controller = match ControllerSetup::from_config(&startup.config, &|key| startup.given(key))
-    {
+    let given = |key: &str| startup.given.get(key).cloned();
+    let controller = match ControllerSetup::from_config(&startup.config, &given) {
         Ok(controller) => controller,
         Err(e) => {
             eprintln!("rmq-namesrv: {e}");
@@ -62,14 +67,6 @@ fn main() -> ExitCode {
     }
     log::info!("{}", startup.config_file_note());
     run(startup.config, controller, started)
-}
-
-fn version() -> String {
-    format!(
-        "{} (git {})",
-        env!("CARGO_PKG_VERSION"),
-        env!("RMQ_GIT_REV")
-    )
 }
 
 /// `-p`: warnings on stderr, then the configuration on stdout, opened by a comment saying
@@ -134,21 +131,16 @@ fn run(config: NamesrvConfig, controller: Option<ControllerSetup>, started: Inst
     // (a supervisor, a test) is a clean stop, not the default action's kill.
     let signals = match catch_signals() {
         Ok(signals) => signals,
-        Err(e) => {
-            tell(Level::Error, &format!("cannot watch for signals: {e}"));
-            return ExitCode::FAILURE;
-        }
+        Err(e) => return fail(&format!("cannot watch for signals: {e}")),
     };
     let server = match Server::bind_with_controller(config, controller) {
         Ok(server) => server,
-        Err(e) => {
-            tell(Level::Error, &start_error_message(&e));
-            return ExitCode::FAILURE;
-        }
+        // A bind error names the address; the others say what failed.
+        Err(e @ StartError::Bind { .. }) => return fail(&e.to_string()),
+        Err(e) => return fail(&format!("cannot start: {e}")),
     };
     if let Err(e) = watch_signals(signals, server.stop_handle()) {
-        tell(Level::Error, &format!("cannot watch for signals: {e}"));
-        return ExitCode::FAILURE;
+        return fail(&format!("cannot watch for signals: {e}"));
     }
     // Tools and tests read these exact lines to find the ports.
     println!("rmq-namesrv listening on {}", server.local_addr());
@@ -156,8 +148,7 @@ fn run(config: NamesrvConfig, controller: Option<ControllerSetup>, started: Inst
         println!("rmq-namesrv controller listening on {addr}");
     }
     log::info!(
-        "rmq-namesrv {} listening on {}, started in {} us",
-        version(),
+        "rmq-namesrv {VERSION} listening on {}, started in {} us",
         server.local_addr(),
         started.elapsed().as_micros()
     );
@@ -174,19 +165,13 @@ fn run(config: NamesrvConfig, controller: Option<ControllerSetup>, started: Inst
             );
             ExitCode::SUCCESS
         }
-        Err(e) => {
-            tell(Level::Error, &format!("event loop failed: {e}"));
-            ExitCode::FAILURE
-        }
+        Err(e) => fail(&format!("event loop failed: {e}")),
     }
 }
 
-/// The start error in one line naming what failed (a bind error names the address).
-fn start_error_message(e: &StartError) -> String {
-    match e {
-        StartError::Bind { .. } => e.to_string(),
-        other => format!("cannot start: {other}"),
-    }
+fn fail(message: &str) -> ExitCode {
+    tell(Level::Error, message);
+    ExitCode::FAILURE
 }
 
 /// The first stop signal's name, for the final log line.

@@ -63,11 +63,6 @@ pub struct ConfigFile {
 }
 
 impl Startup {
-    /// A key's value as the file or the command line set it; None when neither did.
-    pub fn given(&self, key: &str) -> Option<String> {
-        self.given.get(key).cloned()
-    }
-
     /// One sentence for the startup log and `-p`: which file was read and where runtime
     /// updates are written.
     pub fn config_file_note(&self) -> String {
@@ -460,13 +455,18 @@ mod tests {
         fs::write(&file, "configBlackList=a\nscanInactiveMasterInterval=100\n").unwrap();
         let path = file.to_string_lossy().into_owned();
         let s = run(&dir, &["-c", &path, "--scanInactiveMasterInterval=200"]);
-        assert_eq!(s.given("configBlackList").as_deref(), Some("a"));
         assert_eq!(
-            s.given("scanInactiveMasterInterval").as_deref(),
+            s.given.get("configBlackList").map(String::as_str),
+            Some("a")
+        );
+        assert_eq!(
+            s.given
+                .get("scanInactiveMasterInterval")
+                .map(String::as_str),
             Some("200")
         );
         // A name-server default is not something anybody set.
-        assert_eq!(s.given("scanNotActiveBrokerInterval"), None);
+        assert_eq!(s.given.get("scanNotActiveBrokerInterval"), None);
         assert!(s.config.get("scanNotActiveBrokerInterval").is_some());
     }
 

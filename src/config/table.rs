@@ -1,18 +1,14 @@
-//! The property table: one row per key, holding everything about it in one place: its Java
-//! name, the struct field it fills, its default, how its text is parsed and range-checked,
-//! and when a change takes effect. The row macro writes the `NamesrvConfig` struct, its
-//! `Default` and the lookup table from the same rows, so a new property is one new row.
+//! The property table: one row per key, with its Java name, the struct field it fills, its
+//! default, its parser and range, and when a change takes effect. The row macro writes the
+//! `NamesrvConfig` struct, its `Default` and the lookup table from the same rows.
 //!
-//! "When a change takes effect" must be true of the server: `Live` keys are the ones the server
-//! re-reads after UPDATE_NAMESRV_CONFIG (the loop's settings refresh, the processor's
-//! `apply_config_change`, the logger's level, or a read on every request); `AtStart` keys are
-//! read once when the server starts; `ReportedOnly` keys are Java's thread-pool and Netty
-//! settings that one event loop has no use for: accepted and reported, as Java does, changing
-//! nothing.
+//! `Live` keys are re-read after UPDATE_NAMESRV_CONFIG (the loop's settings refresh, the
+//! processor's `apply_config_change`, the logger's level, or a read per request); `AtStart`
+//! keys are read once at start; `ReportedOnly` keys are Java's thread-pool and Netty settings
+//! that one event loop has no use for: accepted and reported, as Java does.
 //!
-//! The Controller's keys (Java's `ControllerConfig`, read from the same file when the
-//! Controller runs inside the name server) are not fields: they are kept as given, like any
-//! other key the table does not have, but they are known, so they are not warned about.
+//! The Controller's keys (Java's `ControllerConfig`, read from the same file) are not fields:
+//! they are kept as given, like unknown keys, but are known, so they are not warned about.
 
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
@@ -112,8 +108,7 @@ const KIB: i64 = 1024;
 const MIB: i64 = 1024 * KIB;
 const GIB: i64 = 1024 * MIB;
 const TIB: i64 = 1024 * GIB;
-/// Generous ceiling for thread counts of the Java-compatible keys (one event loop uses none of
-/// them, but nonsense is still refused).
+/// Ceiling for the thread counts of Java's keys (unused here, but nonsense is still refused).
 const THREADS: RangeInclusive<i64> = 1..=1024;
 /// Ceiling for queue capacities, semaphores and element counts.
 const COUNT: RangeInclusive<i64> = 1..=10_000_000;
@@ -176,8 +171,8 @@ properties! {
     "useEpollNativeSelector" => use_epoll_native_selector: bool = false, ReportedOnly, flag;
 
     // ---- rmq-namesrv's own
-    /// Limit on a frame's length field + 4 (Netty counts the field too), in bytes: below 1 KiB
-    /// no real request fits, above 1 GiB one peer could exhaust memory.
+    /// A frame's length field + 4 (Netty counts the field too): below 1 KiB no real request
+    /// fits, above 1 GiB one peer could exhaust memory.
     "frameMaxLength" => frame_max_length: u32 = 16_777_216, Live, number(KIB..=GIB);
     "serializeType" => serialize_type: SerializeTypeSetting = SerializeTypeSetting::Json, Live, with(parse_serialize_type);
     /// "" = no file log.
@@ -196,10 +191,9 @@ properties! {
     "maxJsonDepth" => max_json_depth: u32 = 64, Live, number(1..=1_024);
     "maxJsonStringLength" => max_json_string_length: u32 = 65_536, Live, number(1..=GIB);
     "maxTopicsPerRegistration" => max_topics_per_registration: u32 = 100_000, Live, number(COUNT);
-    /// Bytes a compressed registration body may inflate to: a 5.x broker's body inflates to
-    /// about 60 bytes per topic (a 1,000-topic broker: ~60 KB), so 16 MiB holds far more
-    /// than maxTopicsPerRegistration real topics, and as much as the largest JSON body
-    /// (frameMaxLength) could carry; a zip bomb stops there.
+    /// Bytes a compressed registration body may inflate to (a zip bomb stops there): a 5.x
+    /// broker's body inflates to ~60 bytes per topic, so 16 MiB holds far more than
+    /// maxTopicsPerRegistration topics, and as much as the largest JSON body could carry.
     "maxInflatedBodyLength" => max_inflated_body_length: u32 = 16_777_216, Live, number(KIB..=GIB);
     /// REGISTER_BROKER and REGISTER_TOPIC_IN_NAMESRV bodies up to this many bytes are hashed,
     /// decoded and applied on the loop; larger ones, and compressed ones that may inflate past
@@ -217,10 +211,9 @@ properties! {
     /// Largest readQueueNums / writeQueueNums accepted in a topic config: clients build one
     /// queue object per queue, so 2^31 would exhaust them. Real topics have 1 to a few hundred.
     "maxQueueNums" => max_queue_nums: u32 = 65_536, Live, number(1..=i32::MAX as i64);
-    /// Live brokers (registered cluster + address pairs): 10x a 1,000-broker cluster.
+    /// Live brokers (cluster + address pairs): 10x a 1,000-broker cluster.
     "maxBrokers" => max_brokers: u32 = 10_000, Live, number(COUNT);
-    /// Distinct topics in the registry: a 1,000-broker cluster whose brokers serve 1,000
-    /// topics each holds at most 1,000,000 even if no two brokers share a topic.
+    /// Distinct topics: 1,000 brokers with 1,000 topics each, none shared.
     "maxTopics" => max_topics: u32 = 1_000_000, Live, number(COUNT);
     /// Topics one broker group serves: as many as one registration may carry.
     "maxTopicsPerBroker" => max_topics_per_broker: u32 = 100_000, Live, number(COUNT);
@@ -228,8 +221,8 @@ properties! {
     "connWriteHighWater" => conn_write_high_water: u32 = 4_194_304, Live, number(KIB..=GIB);
     /// Disconnect a peer whose unsent output is above this.
     "connWriteHardCap" => conn_write_hard_cap: u32 = 67_108_864, Live, number(KIB..=u32::MAX as i64);
-    /// Bytes all connections' read and write buffers may hold together; past it large partial
-    /// frames wait and peers not reading their replies are closed. Sized for a small VM.
+    /// Bytes all connections' buffers may hold together; past it large partial frames wait
+    /// and peers not reading their replies are closed. Sized for a small VM.
     "maxBufferedBytes" => max_buffered_bytes: u64 = 67_108_864, Live, number(MIB..=TIB);
     /// ms a frame may take to arrive once its first byte is in (0 = no limit); above the
     /// brokers' own 24 s registration timeout.
@@ -244,16 +237,15 @@ properties! {
     "registrationBudgetPerIteration" => registration_budget_per_iteration: u32 = 64, Live, number(1..=1_000_000);
     /// Bytes of encoded routes kept in the route cache (0 = no cache).
     "routeCacheMaxBytes" => route_cache_max_bytes: u32 = 4_194_304, Live, number(0..=u32::MAX as i64);
-    /// KV config: longest namespace or key, in bytes (topic names are at most 127; 1 KiB
-    /// leaves room for any real key and keeps the table's keys small).
+    /// KV config: longest namespace or key, in bytes (topic names are at most 127).
     "kvMaxKeyLength" => kv_max_key_length: u32 = 1_024, Live, number(1..=65_536);
     /// KV config: longest value, in bytes (an ORDER_TOPIC_CONFIG value lists
     /// `brokerName:queues` per broker group, ~25 bytes each: 16 KiB is 600 groups).
     "kvMaxValueLength" => kv_max_value_length: u32 = 16_384, Live, number(1..=16 * MIB);
     /// KV config: keys plus namespaces (one ORDER_TOPIC_CONFIG entry per ordered topic).
     "kvMaxEntries" => kv_max_entries: u32 = 100_000, Live, number(1..=10_000_000);
-    /// KV config: bytes of all namespaces, keys and values; also the bound on changes
-    /// waiting for the disk. The whole file is rewritten per write, so this bounds that too.
+    /// KV config: bytes of all namespaces, keys and values; also bounds the changes waiting
+    /// for the disk, and each write (the whole file is rewritten).
     "kvMaxTotalBytes" => kv_max_total_bytes: u32 = 16_777_216, Live, number(KIB..=GIB);
     /// "" = off; else comma-separated CIDRs, e.g. "127.0.0.1/32,10.0.0.0/8,::1/128".
     "adminAllowList" => admin_allow_list: String = String::new(), Live, with(parse_allow_list);

@@ -196,31 +196,17 @@ fn table_part(body: &[u8]) -> &[u8] {
     }
 }
 
-/// Each namespace's `"ns":` (after a comma but for the first): what goes between the bodies.
-pub(super) fn namespace_keys(table: &Table) -> Vec<Vec<u8>> {
-    table
-        .keys()
-        .enumerate()
-        .map(|(i, namespace)| {
-            let mut key = Vec::with_capacity(namespace.len() + 4);
-            if i > 0 {
-                key.push(b',');
-            }
-            json::write_key(&mut key, namespace);
-            key
-        })
-        .collect()
-}
-
-/// The file content, `{"configTable":{"ns":{"k":"v"}}}`, as consecutive parts borrowed from
-/// the namespaces' bodies (written without copying the whole file into one buffer).
-pub(super) fn file_parts<'a>(table: &'a Table, keys: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
-    let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * table.len() + 2);
-    parts.push(b"{\"configTable\":{");
-    for (key, ns) in keys.iter().zip(table.values()) {
-        parts.push(key);
-        parts.push(table_part(&ns.body));
+/// The file content, `{"configTable":{"ns":{"k":"v"}}}`, copied from the namespaces' bodies
+/// (only the namespaces a write changed are encoded again).
+pub(super) fn encode_file(table: &Table) -> Vec<u8> {
+    let size: usize = table.iter().map(|(k, ns)| k.len() + ns.body.len()).sum();
+    let mut out = Vec::with_capacity(size + 32);
+    out.extend_from_slice(b"{\"configTable\":");
+    let mut namespaces = json::Seq::object(&mut out);
+    for (name, ns) in table {
+        namespaces.key(name).extend_from_slice(table_part(&ns.body));
     }
-    parts.push(b"}}");
-    parts
+    namespaces.end();
+    out.push(b'}');
+    out
 }

@@ -11,7 +11,7 @@
 //! group is reported failed, with the OS's reason.
 
 use super::{file, Change, Table, Text};
-use crate::durable_file::{remove_stale_temps, replace_file_parts};
+use crate::durable_file::{remove_stale_temps, replace_file};
 use bytes::Bytes;
 use crossbeam_channel::{unbounded, Receiver, Sender, TryRecvError};
 use std::io;
@@ -190,8 +190,7 @@ impl Writer {
                 new_bodies.push((namespace.clone(), ns.body.clone()));
             }
         }
-        let keys = file::namespace_keys(&self.mirror);
-        if let Err(e) = replace_file_parts(&self.path, &file::file_parts(&self.mirror, &keys)) {
+        if let Err(e) = replace_file(&self.path, &file::encode_file(&self.mirror)) {
             for (namespace, previous) in touched.into_iter().zip(before) {
                 match previous {
                     Some(ns) => self.mirror.insert(namespace, ns),
