@@ -1,17 +1,11 @@
-//! Crash-safe replacement of a small file: the only durable state this server keeps (the KV
-//! config and the properties file) is written through here, on the writer thread beside the
-//! loop, never on the loop itself.
+//! Crash-safe replacement of a small file (the KV config, the properties file, the
+//! Controller's files), always off the loop.
 //!
-//! [`replace_file`] follows an order that survives a crash at any point: the current file is
-//! kept as `<path>.bak` (a hard link, so the old content is not copied and costs no space; a
-//! copy where links are not supported), the new content is written to `<path>.tmp` and fsynced,
-//! renamed over `<path>`, and the directory is fsynced so the renames are durable too. A reader
-//! therefore finds either the old or the new file, never a torn one, and `.bak` holds the
-//! previous version. A failed write removes its temporary files.
-//!
-//! A write that fails (a full disk, a read-only directory) returns the OS error and leaves the
-//! file as it was; the caller answers its request with that error and the next write tries
-//! again, so writes work again once space returns.
+//! [`replace_file`] survives a crash at any point: the current file is kept as `<path>.bak`
+//! (a hard link; a copy where links are not supported), the new content is written to
+//! `<path>.tmp`, fsynced, renamed over `<path>`, and the directory is fsynced. A reader finds
+//! the old or the new file, never a torn one. A failed write (a full disk, a read-only
+//! directory) returns the OS error, removes its temporary files and leaves the file as it was.
 
 use std::fs::{self, File};
 use std::io::{self, Write};

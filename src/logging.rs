@@ -1,23 +1,15 @@
-//! Logging: one global `log` logger writing lines in the layout operators of the Java name
-//! server grep, to a size-rotated file and to stderr.
+//! Logging: one global `log` logger writing Java's name-server layout to a size-rotated file
+//! and to stderr: `2026-11-30 19:10:03,123 INFO main - message` (local time, level, thread,
+//! message: `%d{yyyy-MM-dd HH:mm:ss,SSS} %p %t - %m`). A general-purpose logger cannot write
+//! that layout, hence this module.
 //!
-//! A line is `2026-11-30 19:10:03,123 INFO main - message`: local time with milliseconds,
-//! level, thread name, ` - `, message (Java's `%d{yyyy-MM-dd HH:mm:ss,SSS} %p %t - %m`).
+//! Under systemd (`JOURNAL_STREAM` names stderr) the journal stamps lines itself: console
+//! lines carry a `<N>` priority instead of a time, and with a log file stderr gets no log
+//! lines at all, so nothing is stored twice. stdout carries only what scripts read.
 //!
-//! Where lines go: the file when `logPath` is set, and stderr, except under systemd. When
-//! stderr is the journal (`JOURNAL_STREAM` names stderr's device and inode) the journal stamps
-//! every line itself, so console lines carry no timestamp but a `<N>` syslog priority prefix
-//! the journal reads; and when a log file is configured too, stderr gets no log lines at all,
-//! so the unit does not store every line twice. stdout carries only what scripts read (the
-//! "listening on" line and `-p` output).
-//!
-//! The level is live: the macros are gated by `log::max_level()`, which [`set_level`] changes.
-//!
-//! The logger is this module's own (a general-purpose one cannot write Java's layout), and so
-//! is the [`RotatingFile`] writer: `namesrv.log` is renamed to `namesrv.log.1` (and `.1` to
-//! `.2`, …, the oldest dropped) before a line would push it past `max_size`, so a line is
-//! never split across files. Logging must never take the server down: a failed rotation keeps
-//! writing to the current file, a failed write drops the line, and each failure streak is
+//! [`RotatingFile`] renames `namesrv.log` to `.1` (`.1` to `.2`, …, the oldest dropped) before
+//! a line would push it past `max_size`. Logging never takes the server down: a failed
+//! rotation keeps the current file, a failed write drops the line, and each failure streak is
 //! reported once on stderr.
 
 use std::fs::{self, File, OpenOptions};

@@ -1,12 +1,9 @@
-//! Deadline buckets: deadlines rounded up to fixed-width buckets in a sorted map (`BTreeMap`),
-//! so that a tick pops only the buckets that are due and touches nothing else. Used by the
-//! event loop for idle connections and by the route table for broker expiry; it knows
-//! nothing about either.
+//! Deadline buckets: deadlines rounded up to fixed-width buckets in a `BTreeMap`, so a tick
+//! pops only the buckets that are due. Used for idle connections and broker expiry.
 //!
-//! Owners re-arm lazily: a heartbeat only moves a deadline stored in the owner's own entry;
-//! when the entry's bucket fires, the owner re-checks the real deadline and schedules the
-//! entry again if it is not due yet. A broker is therefore touched about once per timeout,
-//! never once per heartbeat, and a tick costs O(entries that fire).
+//! Owners re-arm lazily: a heartbeat only moves the deadline in the owner's own entry; when
+//! the bucket fires, the owner re-checks it and schedules the entry again if it is not due.
+//! A broker is touched about once per timeout, never once per heartbeat.
 
 use std::collections::BTreeMap;
 

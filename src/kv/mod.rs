@@ -1,25 +1,17 @@
-//! The KV config store: namespace -> (key -> value), all strings, persisted to `kvConfigPath`
-//! in Java's `KVConfigSerializeWrapper` format (docs/protocol.md §7). It backs PUT_KV_CONFIG
-//! (100), GET_KV_CONFIG (101), DELETE_KV_CONFIG (102) and GET_KVLIST_BY_NAMESPACE (219); the
-//! route code reads the `ORDER_TOPIC_CONFIG` namespace.
+//! The KV config store (namespace -> key -> value, all strings), persisted to `kvConfigPath`
+//! in Java's `KVConfigSerializeWrapper` format (docs/protocol.md §7): PUT_KV_CONFIG (100),
+//! GET_KV_CONFIG (101), DELETE_KV_CONFIG (102), GET_KVLIST_BY_NAMESPACE (219), and the route
+//! code's `ORDER_TOPIC_CONFIG` namespace.
 //!
-//! Shaped for one event loop that must never wait for a disk:
-//! * [`KvStore`] is what the loop holds: the table as it is **on disk** (reads answer from it),
-//!   each namespace with its encoded 219 body, and the accounting of changes in flight. A
-//!   change is checked against the limits ([`KvLimits`]) and becomes a [`Change`] for the
-//!   writer; it becomes visible only when the writer reports it durable ([`KvStore::apply`]),
-//!   so nothing a client reads can be lost by a crash, and a failed write has nothing to undo
-//!   here. (Java answers reads from memory before its write; a value it serves may be lost.)
-//! * [`writer`] is the thread that writes the file, several changes per write.
-//! * [`file`] is the format: loading (a corrupt file falls back to `.bak`, and if that fails
-//!   too the server refuses to start rather than start empty and make that permanent with the
-//!   next write) and encoding.
+//! Shaped for a loop that must never wait for a disk: [`KvStore`] holds the table as it is
+//! **on disk** (reads answer from it, each namespace with its encoded 219 body) and counts the
+//! changes in flight; a change the limits allow goes to the [`writer`] thread and becomes
+//! visible only when it is durable ([`KvStore::apply`]), so nothing a client reads can be lost
+//! by a crash and a failed write has nothing to undo here. [`file`] is the format.
 //!
-//! Limits count keys and namespaces as entries, and their lengths as bytes. Changes in flight
-//! count as if they succeed (a put as growth over the value on disk, a delete as nothing), so
-//! the table never passes a limit whatever the writer reports; the bytes waiting for the
-//! writer are bounded too, so a slow disk cannot make the loop hold unbounded memory.
-//! BTreeMaps keep namespaces and keys sorted, so the file and the 219 body are stable.
+//! Changes in flight count as if they succeed (a put as growth over the value on disk, a
+//! delete as nothing), so the table never passes a limit whatever the writer reports, and the
+//! bytes waiting for the writer are bounded, so a slow disk cannot grow the loop's memory.
 
 mod file;
 mod writer;
