@@ -70,35 +70,22 @@ pub fn init(settings: &LogSettings) -> io::Result<()> {
     if LOGGER.get().is_some() {
         return Ok(());
     }
-    let file = match &settings.file {
-        Some(path) => Some(RotatingFile::open(
-            path,
-            settings.max_size,
-            settings.max_files,
-        )?),
-        None => None,
-    };
+    let (max_size, max_files) = (settings.max_size, settings.max_files);
+    let file = (settings.file.as_deref())
+        .map(|path| RotatingFile::open(path, max_size, max_files))
+        .transpose()?;
     let console = match (stderr_is_journal(), file.is_some()) {
         (true, true) => Console::Off,
         (true, false) => Console::Journal,
         (false, _) => Console::Plain,
     };
-    let mut installed = false;
-    let logger = LOGGER.get_or_init(|| {
-        installed = true;
-        Logger {
-            console,
-            file: Mutex::new(file),
+    let file = Mutex::new(file);
+    if LOGGER.set(Logger { console, file }).is_ok() {
+        if let Some(logger) = LOGGER.get() {
+            log::set_logger(logger)
+                .map_err(|e| io::Error::other(format!("another logger is installed: {e}")))?;
+            set_level(settings.level);
         }
-    });
-    if installed {
-        log::set_logger(logger).map_err(|e| {
-            io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!("another logger is already installed: {e}"),
-            )
-        })?;
-        set_level(settings.level);
     }
     Ok(())
 }

@@ -1,15 +1,11 @@
-//! The command line, mqnamesrv-like: `-c FILE`, `-p`, `-h`, `-v` and `--key=value` overrides;
-//! and which file is "the config file", the one read at start and written by runtime updates.
+//! The command line, mqnamesrv-like: `-c FILE`, `-p`, `-h`, `-v`, `--key=value`; and which
+//! file is "the config file": the `-c` file; else `--configStorePath`; else `./namesrv.conf`
+//! when it exists (so `cargo run` in a checkout uses the repository's); else
+//! `configStorePath`'s default. It is read at start when it exists and UPDATE_NAMESRV_CONFIG
+//! writes to it, so a runtime change survives a restart (Java writes it and never reads it).
 //!
-//! The config file is, in order: the `-c` file; the `--configStorePath` given on the command
-//! line; `./namesrv.conf` when it exists (so `cargo run` in a checkout uses the repository's
-//! file); else `configStorePath`'s default, `~/namesrv/namesrv.properties`. Whichever it is,
-//! it is read at start when it exists and it is where UPDATE_NAMESRV_CONFIG writes, so a
-//! runtime change survives a restart. (Java writes `configStorePath` and never reads it.)
-//!
-//! Mistakes are told, not swallowed: an invalid value in the file is an error naming the file,
-//! line and key; an unknown key is a warning naming the closest known key, and the key is kept
-//! (Java keeps unknown keys and reports them).
+//! An invalid value in the file is an error naming the file, line and key; an unknown key is
+//! a warning naming the closest known key, and is kept (Java keeps and reports it).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -34,10 +30,8 @@ pub struct Startup {
     /// Unknown keys in the file or on the command line, each naming where it was.
     pub warnings: Vec<String>,
     pub file: ConfigFile,
-    /// Every key the file and the command line actually set, as given (the command line wins).
-    /// The embedded Controller reads its keys from here rather than from `config`, because
-    /// two of them (`scanNotActiveBrokerInterval`, `configBlackList`) are name-server keys
-    /// too, with other defaults: a key nobody set must take the Controller's own default.
+    /// Every key the file and the command line set, as given (the command line wins). The
+    /// Controller reads its keys here: two of them are name-server keys with other defaults.
     pub given: BTreeMap<String, String>,
 }
 
@@ -155,8 +149,8 @@ fn read_args(args: &[String]) -> Result<Args, CliError> {
     Ok(out)
 }
 
-/// Picks the config file (see the module doc); `working_dir` and `default_store` are
-/// parameters so tests do not depend on where they run.
+/// Picks the config file (see the module doc); the parameters keep tests independent of
+/// where they run.
 fn choose_file(args: &Args, working_dir: &Path, default_store: &str) -> (String, FileOrigin) {
     if let Some(path) = &args.config_file {
         return (path.clone(), FileOrigin::CommandLine);
@@ -250,8 +244,8 @@ fn parse_in(args: &[String], working_dir: &Path, default_store: &str) -> Result<
     })
 }
 
-/// Parses the arguments *without* the program name (see the module doc for the config file).
-/// Help and version win over everything else once the arguments are well-formed.
+/// Parses the arguments without the program name; help and version win once they are
+/// well-formed.
 pub fn parse_cli(args: &[String]) -> Result<Cli, CliError> {
     let working_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     parse_in(
@@ -261,8 +255,7 @@ pub fn parse_cli(args: &[String]) -> Result<Cli, CliError> {
     )
 }
 
-/// The help text printed by -h: the options, then every key with its default and when a
-/// change takes effect.
+/// The -h text: the options, then every key with its default and when a change applies.
 pub fn usage() -> String {
     let mut text = String::from(
         "usage: rmq-namesrv [-c FILE] [-p] [-h] [-v] [--key=value ...]\n\

@@ -162,7 +162,7 @@ impl NamesrvConfig {
 
     /// The default of `key` as text; None for keys that are not in the table.
     pub fn default_text(key: &str) -> Option<String> {
-        property(key).map(|p| (p.default)())
+        property(key).map(|p| (p.get)(&NamesrvConfig::default()))
     }
 
     /// Every key of the table (Java names), in sorted order.
@@ -209,23 +209,25 @@ impl NamesrvConfig {
     pub fn broker_allow_list_parsed(&self) -> Vec<Cidr> {
         parse_cidr_list(&self.broker_allow_list)
     }
-
-    /// Checks every field against the rules `set` applies; the first problem found.
-    pub fn validate(&self) -> Result<(), String> {
-        let mut probe = self.clone();
-        for key in Self::keys() {
-            let value = self.get(key).unwrap_or_default();
-            if let SetOutcome::Invalid(reason) = probe.set(key, &value) {
-                return Err(reason);
-            }
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl NamesrvConfig {
+        /// Checks every field against the rules `set` applies; the first problem found.
+        fn validate(&self) -> Result<(), String> {
+            let mut probe = self.clone();
+            for key in Self::keys() {
+                let value = self.get(key).unwrap_or_default();
+                if let SetOutcome::Invalid(reason) = probe.set(key, &value) {
+                    return Err(reason);
+                }
+            }
+            Ok(())
+        }
+    }
 
     #[test]
     fn defaults_equal_the_java_defaults() {

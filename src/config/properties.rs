@@ -1,15 +1,8 @@
-//! The `java.util.Properties` text format: a reader with Java's semantics and an editor that
-//! changes the lines of some keys in an existing file and leaves every other byte alone.
-//!
-//! Both work on physical lines, so every entry knows the lines it came from: the reader names
-//! the line of a bad value at startup, and the editor replaces exactly those lines when a
-//! runtime update is written back. An operator's comments, blank lines, order and line endings
-//! therefore survive any number of updates.
-//!
-//! Reading follows `Properties.load`: `key=value`, `key:value` or `key value`; `#`/`!` comment
-//! lines; leading blanks skipped; a line ending in an odd number of backslashes continues on
-//! the next one (whose leading blanks are skipped); backslash escapes (`\t \n \r \f \uXXXX`,
-//! any other `\x` is `x`); `\n`, `\r\n` and `\r` all end a line.
+//! The `java.util.Properties` text format: a reader with `Properties.load`'s semantics and an
+//! editor that rewrites the lines of some keys and leaves every other byte alone. Both work on
+//! physical lines, so an entry knows its lines: the reader names the line of a bad value, and
+//! the editor replaces exactly those lines, so an operator's comments, blank lines, order and
+//! line endings survive any number of runtime updates.
 
 use std::io;
 use std::path::Path;
@@ -108,10 +101,9 @@ struct Logical {
     last: usize,
 }
 
-/// Groups physical lines into logical lines as `Properties.LineReader` does: blank and comment
-/// lines are skipped (a comment never continues), a continued line's leading blanks are
-/// skipped, a blank continuation line ends the entry, and a line starting with `#` is not a
-/// comment when it continues another.
+/// Groups physical lines as `Properties.LineReader` does: blank and comment lines are skipped
+/// (a comment never continues), a line ending in an odd number of backslashes continues on the
+/// next, whose leading blanks are skipped (a blank one ends the entry; a `#` there is text).
 fn logical_lines(lines: &[&str]) -> Vec<Logical> {
     let mut out = Vec::new();
     let mut current: Option<Logical> = None;
@@ -173,8 +165,8 @@ fn split_key_value(line: &[char]) -> (&[char], &[char]) {
     (key, rest.get(skip..).unwrap_or(&[]))
 }
 
-/// Resolves backslash escapes. `\uXXXX` yields a UTF-16 unit, so surrogate pairs written as
-/// two escapes combine as in Java; an unpaired surrogate becomes U+FFFD.
+/// Resolves `\t \n \r \f \uXXXX` (any other `\x` is `x`). `\uXXXX` is a UTF-16 unit, so
+/// surrogate pairs combine as in Java; an unpaired surrogate becomes U+FFFD.
 fn unescape(chars: &[char]) -> Result<String, String> {
     let mut units: Vec<u16> = Vec::with_capacity(chars.len());
     let mut it = chars.iter().copied();

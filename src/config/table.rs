@@ -33,7 +33,6 @@ pub(super) struct Property {
     pub get: fn(&NamesrvConfig) -> String,
     /// Err = invalid (reason without the key); the field is then left untouched.
     pub set: fn(&mut NamesrvConfig, &str) -> Result<(), String>,
-    pub default: fn() -> String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,7 +97,6 @@ macro_rules! properties {
                     c.$field = parse_as!($kind $(($($arg)*))?, v)?;
                     Ok(())
                 },
-                default: || { let value: $ty = $default; value.to_string() },
             },
         )*];
     };

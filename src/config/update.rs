@@ -1,17 +1,11 @@
-//! UPDATE_NAMESRV_CONFIG: a runtime change of the config, all or nothing.
+//! UPDATE_NAMESRV_CONFIG: a runtime change of the config, all or nothing. Every key and value
+//! is checked first: a black-listed key is refused as Java refuses it (16, Java's remark); an
+//! unknown key, a bad value or a change of a start-only key is refused naming the key (1).
 //!
-//! An answer of success must mean the change was made, so every key and value of a request is
-//! checked before anything is applied: a black-listed key is refused as Java refuses it (code
-//! 16, Java's remark); an unknown key, a value that does not parse, or a change of a key that
-//! is read only at start is refused with a remark naming the key and why (code 1). Java's keys
-//! that one event loop does not use are accepted and reported, as Java does.
-//!
-//! An accepted change is written to the config file (`configStorePath`) before it is applied
-//! in memory, so memory and file never disagree: [`NamesrvConfig::plan_update`] checks (on the
-//! loop), [`ConfigPlan::persist`] writes (on the writer thread), then the caller adopts the
-//! plan's config. Only the lines of the keys whose value changed are rewritten (keys not yet in
-//! the file are appended); the operator's comments, order and blank lines stay, and nothing
-//! that came from the command line or a default is written.
+//! An accepted change is written to the config file before it is applied in memory, so the two
+//! never disagree: [`NamesrvConfig::plan_update`] checks (on the loop), [`ConfigPlan::persist`]
+//! writes (on the writer thread), then the caller adopts the plan's config. Only the lines of
+//! the changed keys are rewritten; nothing from the command line or a default is written.
 
 use std::path::Path;
 

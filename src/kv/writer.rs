@@ -84,7 +84,7 @@ impl DurableWriter {
 /// Starts the writer for the KV file at `path`, whose content is `table` (the store's, as
 /// loaded). `wake` is called after each result is ready (the loop's waker). The thread ends
 /// when the [`DurableWriter`] is dropped, after finishing the jobs already queued.
-pub fn spawn_writer(
+pub(super) fn spawn_writer(
     name: &str,
     path: &Path,
     table: Table,
@@ -93,8 +93,9 @@ pub fn spawn_writer(
     let (jobs_tx, jobs) = unbounded();
     let (done, done_rx) = unbounded();
     remove_stale_temps(path);
+    let path = path.to_path_buf();
     let writer = Writer {
-        path: path.to_path_buf(),
+        path,
         mirror: table,
         jobs,
         done,
@@ -103,13 +104,11 @@ pub fn spawn_writer(
     let thread = std::thread::Builder::new()
         .name(name.to_string())
         .spawn(move || writer.run())?;
-    Ok((
-        DurableWriter {
-            jobs: jobs_tx,
-            done: done_rx,
-        },
-        thread,
-    ))
+    let writer = DurableWriter {
+        jobs: jobs_tx,
+        done: done_rx,
+    };
+    Ok((writer, thread))
 }
 
 struct Writer {
