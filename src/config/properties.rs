@@ -288,25 +288,19 @@ pub fn edit(file: &PropertiesFile, changes: &[(&str, &str)]) -> Result<Propertie
         push_escaped(&mut line, value, false, ascii_only);
         line
     };
-    // Physical line index -> what replaces it (None: dropped, a continuation of a replaced entry).
-    let mut replaced: Vec<Option<Option<String>>> = vec![None; lines.len()];
+    // Entries are in line order: copy the lines up to a changed one, then its new line.
+    let mut text = String::with_capacity(file.text.len() + 64);
+    let mut copied = 0;
     for entry in &found {
         if let Some((key, value)) = changes.iter().find(|(k, _)| *k == entry.key) {
-            let terminator = &lines[entry.last][without_terminator(lines[entry.last]).len()..];
-            replaced[entry.first] = Some(Some(line_for(key, value) + terminator));
-            for slot in &mut replaced[entry.first + 1..=entry.last] {
-                *slot = Some(None);
-            }
+            text.extend(lines[copied..entry.first].iter().copied());
+            text.push_str(&line_for(key, value));
+            let last = lines[entry.last];
+            text.push_str(&last[without_terminator(last).len()..]);
+            copied = entry.last + 1;
         }
     }
-    let mut text = String::with_capacity(file.text.len() + 64);
-    for (line, replacement) in lines.iter().zip(&replaced) {
-        match replacement {
-            None => text.push_str(line),
-            Some(Some(new_line)) => text.push_str(new_line),
-            Some(None) => {}
-        }
-    }
+    text.extend(lines[copied..].iter().copied());
     for (key, value) in changes {
         if !found.iter().any(|e| e.key == *key) {
             if !text.is_empty() && !text.ends_with(['\n', '\r']) {

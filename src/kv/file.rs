@@ -11,50 +11,23 @@ use crate::remoting::json::{self, Value};
 use bytes::Bytes;
 use std::fmt;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 /// What every namespace body starts with; the rest but the closing brace is its table.
 const BODY_PREFIX: &[u8] = b"{\"table\":";
 
+/// Why the store cannot be loaded, in one line naming the file (and what its backup held).
 #[derive(Debug)]
-pub enum KvError {
-    /// The file exists but could not be read.
-    Io(PathBuf, io::Error),
-    /// The file does not hold a KV config and no usable backup replaced it.
-    Corrupt {
-        path: PathBuf,
-        reason: String,
-        /// What happened with `<path>.bak`.
-        backup: String,
-    },
-}
+pub struct KvError(String);
 
 impl fmt::Display for KvError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            KvError::Io(path, err) => write!(f, "cannot read KV config {}: {err}", path.display()),
-            KvError::Corrupt {
-                path,
-                reason,
-                backup,
-            } => write!(
-                f,
-                "KV config {} is corrupt ({reason}) and {backup}",
-                path.display()
-            ),
-        }
+        f.write_str(&self.0)
     }
 }
 
-impl std::error::Error for KvError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            KvError::Io(_, err) => Some(err),
-            KvError::Corrupt { .. } => None,
-        }
-    }
-}
+impl std::error::Error for KvError {}
 
 /// What reading one candidate file gave.
 enum Loaded {
@@ -69,7 +42,10 @@ fn load(path: &Path) -> Result<Loaded, KvError> {
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Loaded::Missing),
-        Err(e) => return Err(KvError::Io(path.to_path_buf(), e)),
+        Err(e) => {
+            let path = path.display();
+            return Err(KvError(format!("cannot read KV config {path}: {e}")));
+        }
     };
     if bytes.iter().all(|b| b.is_ascii_whitespace()) {
         return Ok(Loaded::Empty);
@@ -141,10 +117,11 @@ pub(super) fn open(path: &Path) -> Result<Table, KvError> {
             bak.display()
         );
     }
-    let corrupt = |backup: String| KvError::Corrupt {
-        path: path.to_path_buf(),
-        reason: reason.clone(),
-        backup,
+    let corrupt = |backup: String| {
+        let path = path.display();
+        KvError(format!(
+            "KV config {path} is corrupt ({reason}) and {backup}"
+        ))
     };
     match load(&bak) {
         Ok(Loaded::Table(table)) => {
