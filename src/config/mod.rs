@@ -22,14 +22,12 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 pub use cidr::Cidr;
-pub use cli::{parse_cli, usage, Cli, CliError, ConfigFile, FileOrigin, Startup};
-pub use properties::{
-    edit, entries, parse_properties, sorted_lines, Encoding, Entry, PropertiesFile,
-};
-pub use table::{under_home, Applies, NamesrvConfig, SerializeTypeSetting, CONTROLLER_KEYS};
+pub use cli::{parse_cli, Cli, CliError, ConfigFile, FileOrigin, Startup};
+pub use properties::{parse_properties, sorted_lines};
+pub use table::{under_home, Applies, NamesrvConfig, SerializeTypeSetting};
 pub use update::{ConfigPlan, UpdateError};
 
-use table::{Property, PROPERTIES};
+use table::{Property, CONTROLLER_KEYS, PROPERTIES};
 
 /// What [`NamesrvConfig::set`] did with a key.
 #[derive(Debug, Clone, PartialEq, Eq)]

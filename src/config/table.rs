@@ -239,7 +239,7 @@ properties! {
 
 /// Java's `ControllerConfig` and `JraftConfig` keys, read from the same file by the embedded
 /// Controller (`enableControllerInNamesrv`). Kept as given; `NamesrvConfig::get` reads them.
-pub const CONTROLLER_KEYS: &[&str] = &[
+pub(super) const CONTROLLER_KEYS: &[&str] = &[
     "controllerType",
     "controllerDLegerGroup",
     "controllerDLegerPeers",
