@@ -1,11 +1,6 @@
 //! `rmq-namesrv`: command line -> config -> logging -> event loop; SIGTERM/SIGINT -> a clean
-//! stop.
-//!
-//! Everything an operator can get wrong is told in one line naming what failed: a bad argument
-//! (plus a pointer to `--help`), a bad value in the config file (file, line, key), a log file
-//! that cannot be opened (its path), a port that is taken (the address), an embedded
-//! Controller that cannot run (the key and why; or a build without it). Unknown keys are
-//! warnings naming the closest known key.
+//! stop. Whatever an operator can get wrong is told in one line naming what failed (the
+//! argument, the file, line and key, the log file, the address, the Controller key).
 
 use std::io;
 use std::path::PathBuf;
@@ -69,11 +64,9 @@ fn main() -> ExitCode {
     run(startup.config, controller, started)
 }
 
-/// `-p`: warnings on stderr, then the configuration on stdout, opened by a comment saying
-/// which file was read and where runtime updates go (the output stays a properties file).
-/// With the embedded Controller enabled, its effective settings follow as comment lines
-/// (`#controller: key=value`): as properties they would collide with the name server's keys
-/// of the same name.
+/// `-p`: warnings on stderr; on stdout the configuration as a properties file, opened by a
+/// comment naming the config file. The Controller's settings follow as `#controller: k=v`
+/// comments: as properties they would collide with the name server's keys of the same name.
 fn print_config(startup: &Startup, controller: Option<&ControllerSetup>) -> ExitCode {
     for warning in &startup.warnings {
         eprintln!("rmq-namesrv: warning: {warning}");
@@ -180,13 +173,9 @@ static STOP_SIGNAL: OnceLock<&'static str> = OnceLock::new();
 /// Set by the first stop signal's handler; the handler that finds it set exits.
 static STOPPING: AtomicBool = AtomicBool::new(false);
 
-/// Catches SIGTERM and SIGINT. The first is logged and stops the server (which finishes what
-/// is in flight and returns from `run`); a second one exits at once, from signal-hook's
-/// handler itself, with 128 + the signal number as a shell reports a signal death.
-///
-/// One atomic swap decides which signal is first: two signals can run their handlers at the
-/// same moment on two threads (both pending when the process is scheduled), and a check
-/// followed by a set would let both pass as "first".
+/// Catches SIGTERM and SIGINT: the first stops the server (which finishes what is in flight);
+/// a second exits at once, from the handler, with 128 + the signal number as a shell reports.
+/// One atomic swap decides which is first: two handlers can run at once on two threads.
 fn catch_signals() -> io::Result<signal_hook::iterator::Signals> {
     for signal in [SIGTERM, SIGINT] {
         let status = 128 + signal;

@@ -56,41 +56,6 @@ pub struct ConfigFile {
     pub was_read: bool,
 }
 
-impl Startup {
-    /// One sentence for the startup log and `-p`: which file was read and where runtime
-    /// updates are written.
-    pub fn config_file_note(&self) -> String {
-        let ConfigFile {
-            path,
-            origin,
-            was_read,
-        } = &self.file;
-        let why = match origin {
-            FileOrigin::CommandLine => "-c",
-            FileOrigin::ConfigStorePath => "--configStorePath",
-            FileOrigin::WorkingDirectory => "./namesrv.conf, no -c given",
-            FileOrigin::Default => "configStorePath, no -c given and no ./namesrv.conf",
-        };
-        let store = &self.config.config_store_path;
-        if !*was_read {
-            let none = match origin {
-                FileOrigin::Default => "no -c given, no ./namesrv.conf, and ",
-                _ => "",
-            };
-            return format!(
-                "no config file: {none}{path} ({}) does not exist yet; runtime config updates \
-                 will be written to {store} and read at the next start",
-                why.split(',').next().unwrap_or(why)
-            );
-        }
-        if store == path {
-            format!("config file {path} ({why}); runtime config updates are written back to it")
-        } else {
-            format!("config file {path} ({why}); runtime config updates are written to {store}")
-        }
-    }
-}
-
 /// A command line that cannot start the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CliError {
@@ -174,6 +139,39 @@ fn choose_file(args: &Args, working_dir: &Path, default_store: &str) -> (String,
 }
 
 impl Startup {
+    /// One sentence for the startup log and `-p`: which file was read and where runtime
+    /// updates are written.
+    pub fn config_file_note(&self) -> String {
+        let ConfigFile {
+            path,
+            origin,
+            was_read,
+        } = &self.file;
+        let why = match origin {
+            FileOrigin::CommandLine => "-c",
+            FileOrigin::ConfigStorePath => "--configStorePath",
+            FileOrigin::WorkingDirectory => "./namesrv.conf, no -c given",
+            FileOrigin::Default => "configStorePath, no -c given and no ./namesrv.conf",
+        };
+        let store = &self.config.config_store_path;
+        if !*was_read {
+            let none = match origin {
+                FileOrigin::Default => "no -c given, no ./namesrv.conf, and ",
+                _ => "",
+            };
+            return format!(
+                "no config file: {none}{path} ({}) does not exist yet; runtime config updates \
+                 will be written to {store} and read at the next start",
+                why.split(',').next().unwrap_or(why)
+            );
+        }
+        if store == path {
+            format!("config file {path} ({why}); runtime config updates are written back to it")
+        } else {
+            format!("config file {path} ({why}); runtime config updates are written to {store}")
+        }
+    }
+
     /// Sets one key as given at `place` (for messages): an unknown key is a warning, an
     /// invalid value the error returned.
     fn set(&mut self, key: &str, value: &str, place: &str) -> Result<(), String> {
