@@ -1,14 +1,9 @@
 //! The durable writer: the thread beside the loop that makes KV changes durable, several at a
-//! time (group commit), and runs the other small file writes the server does (the config
-//! file's write-back) in the order they were submitted.
-//!
-//! It keeps its own copy of the KV table (the values are shared `Arc`s with the loop's, so the
-//! copy costs the maps, not the data). Every change queued when it wakes is applied to that
-//! copy; the namespaces they touched are re-encoded, the file is assembled from the
-//! namespaces' encoded bodies and written once (by [`crate::durable_file`]). Only then is the
-//! group reported durable, with the new bodies, for the loop to make visible and answer. If
-//! the write fails, the touched namespaces are put back as they were and every change of the
-//! group is reported failed, with the OS's reason.
+//! time (group commit), and runs the server's other small file writes (the config file's) in
+//! submission order. It keeps its own copy of the KV table (sharing the `Arc` strings), applies
+//! every change queued when it wakes, re-encodes the namespaces they touched and writes the
+//! file once; only then is the group reported durable, with the new bodies. If the write
+//! fails, the copy is put back and every change of the group is reported failed.
 
 use super::{file, Change, Table, Text};
 use crate::durable_file::{remove_stale_temps, replace_file};
