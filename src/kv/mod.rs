@@ -55,14 +55,21 @@ pub struct KvLimits {
     pub max_total_bytes: usize,
 }
 
+impl KvLimits {
+    /// The config's `kvMax*` rows.
+    pub fn from_config(config: &crate::config::NamesrvConfig) -> KvLimits {
+        KvLimits {
+            max_key_length: config.kv_max_key_length as usize,
+            max_value_length: config.kv_max_value_length as usize,
+            max_entries: config.kv_max_entries as usize,
+            max_total_bytes: config.kv_max_total_bytes as usize,
+        }
+    }
+}
+
 impl Default for KvLimits {
     fn default() -> Self {
-        KvLimits {
-            max_key_length: 1024,
-            max_value_length: 16 * 1024,
-            max_entries: 100_000,
-            max_total_bytes: 16 << 20,
-        }
+        KvLimits::from_config(&crate::config::NamesrvConfig::default())
     }
 }
 

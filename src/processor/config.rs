@@ -19,16 +19,6 @@ pub(super) fn route_settings(config: &NamesrvConfig) -> RouteSettings {
     }
 }
 
-/// The KV store's limits from the config's `kvMax*` rows.
-pub(super) fn kv_limits(config: &NamesrvConfig) -> KvLimits {
-    KvLimits {
-        max_key_length: config.kv_max_key_length as usize,
-        max_value_length: config.kv_max_value_length as usize,
-        max_entries: config.kv_max_entries as usize,
-        max_total_bytes: config.kv_max_total_bytes as usize,
-    }
-}
-
 /// UPDATE_NAMESRV_CONFIGs, and bytes of their bodies, that may wait behind the one being
 /// written; more are answered SYSTEM_BUSY (each waiting one holds a connection and its body).
 pub(super) const MAX_WAITING_CONFIG_UPDATES: usize = 64;
@@ -181,7 +171,7 @@ impl Processor {
             self.table.invalidate_all();
         }
         self.body_limits = body_limits(&self.config);
-        self.kv.set_limits(kv_limits(&self.config));
+        self.kv.set_limits(KvLimits::from_config(&self.config));
         self.admin_allow_list = self.config.admin_allow_list_parsed();
         self.broker_allow_list = self.config.broker_allow_list_parsed();
         self.bounds = route_bounds(&self.config);

@@ -337,7 +337,7 @@ fn allows(list: &[Cidr], peer: Option<SocketAddr>) -> bool {
 impl Processor {
     pub fn new(config: NamesrvConfig, mut kv: KvStore, outbox: Outbox) -> Self {
         let table = RouteTable::new(route_settings(&config), 1000);
-        kv.set_limits(kv_limits(&config));
+        kv.set_limits(crate::kv::KvLimits::from_config(&config));
         let (usage, limits) = (kv.usage(), kv.limits());
         if usage.entries > limits.max_entries || usage.bytes > limits.max_total_bytes {
             warn!(
@@ -613,7 +613,7 @@ impl Processor {
     }
 }
 
-use config::{body_limits, kv_limits, route_bounds, route_settings};
+use config::{body_limits, route_bounds, route_settings};
 use durable::Awaiting;
 pub use off_loop::{body_weight, decode_off_loop, BodyWork, DecodeJob, Decoded};
 use register::StepsJob;
