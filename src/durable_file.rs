@@ -29,8 +29,7 @@ fn parent_dir(path: &Path) -> PathBuf {
     }
 }
 
-/// Atomically replaces `path` with `content` and returns once it is on disk. On an error the
-/// file is as it was and no temporary file is left behind.
+/// Replaces `path` with `content` as the module doc says; returns once it is on disk.
 pub fn replace_file(path: &Path, content: &[u8]) -> io::Result<()> {
     let dir = parent_dir(path);
     fs::create_dir_all(&dir)?;

@@ -53,6 +53,16 @@ impl Cidr {
         })
     }
 
+    /// An allow list: comma-separated CIDRs (empty = access control off); entries that do not
+    /// parse are skipped (`NamesrvConfig::set` refuses them).
+    pub fn parse_list(text: &str) -> Vec<Cidr> {
+        text.split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .filter_map(|e| Cidr::parse(e).ok())
+            .collect()
+    }
+
     pub fn contains(&self, ip: IpAddr) -> bool {
         as_v6(ip) & mask(self.prefix_len, self.network) == as_v6(self.network)
     }

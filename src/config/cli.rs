@@ -14,7 +14,6 @@ use super::properties::{entries, PropertiesFile};
 use super::table::Applies;
 use super::{unknown_key_message, NamesrvConfig, SetOutcome};
 
-/// What the command line asks for.
 #[derive(Debug)]
 pub enum Cli {
     Run(Startup),
@@ -35,16 +34,13 @@ pub struct Startup {
     pub given: BTreeMap<String, String>,
 }
 
-/// Why a file is the config file.
+/// Why a file is the config file: `-c FILE`, `--configStorePath=FILE`, `./namesrv.conf` in
+/// the working directory, or configStorePath's default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileOrigin {
-    /// `-c FILE`.
     CommandLine,
-    /// `--configStorePath=FILE`.
     ConfigStorePath,
-    /// `./namesrv.conf`, found in the working directory.
     WorkingDirectory,
-    /// configStorePath's default.
     Default,
 }
 
@@ -75,7 +71,6 @@ impl std::fmt::Display for CliError {
 
 impl std::error::Error for CliError {}
 
-/// The arguments, sorted out.
 #[derive(Default)]
 struct Args {
     config_file: Option<String>,

@@ -112,15 +112,6 @@ pub fn unknown_key_message(key: &str) -> String {
     }
 }
 
-/// Comma-separated CIDRs; entries that do not parse are skipped (`set` refuses them).
-fn parse_cidr_list(text: &str) -> Vec<Cidr> {
-    text.split(',')
-        .map(str::trim)
-        .filter(|e| !e.is_empty())
-        .filter_map(|e| Cidr::parse(e).ok())
-        .collect()
-}
-
 impl NamesrvConfig {
     /// Applies one property by its Java key. A key the table does not have is kept in `extra`
     /// (`Unknown`, but `Applied` for a Controller key); a value that does not parse or is out
@@ -196,16 +187,6 @@ impl NamesrvConfig {
             "rocketmqHome",
         ];
         black_list(&always, &self.config_black_list)
-    }
-
-    /// Admin allow list parsed (empty = access control off; `set` refuses invalid entries).
-    pub fn admin_allow_list_parsed(&self) -> Vec<Cidr> {
-        parse_cidr_list(&self.admin_allow_list)
-    }
-
-    /// Broker allow list parsed, as [`Self::admin_allow_list_parsed`].
-    pub fn broker_allow_list_parsed(&self) -> Vec<Cidr> {
-        parse_cidr_list(&self.broker_allow_list)
     }
 }
 
@@ -305,7 +286,7 @@ mod tests {
         assert_eq!(c.admin_allow_list, "");
         assert!(c.extra.is_empty());
         assert!(c.validate().is_ok());
-        assert!(c.admin_allow_list_parsed().is_empty());
+        assert!(Cidr::parse_list(&c.admin_allow_list).is_empty());
     }
 
     fn snake_case(key: &str) -> String {
@@ -389,7 +370,7 @@ mod tests {
             SetOutcome::Applied
         );
         assert_eq!(c.admin_allow_list, "127.0.0.1/32,::1/128");
-        assert_eq!(c.admin_allow_list_parsed().len(), 2);
+        assert_eq!(Cidr::parse_list(&c.admin_allow_list).len(), 2);
         assert_eq!(
             c.set("serverChannelMaxIdleTimeSeconds", "0"),
             SetOutcome::Applied

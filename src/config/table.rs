@@ -3,12 +3,7 @@
 //! `NamesrvConfig` struct, its `Default` and the lookup table from the same rows.
 //!
 //! `Live` keys are re-read after UPDATE_NAMESRV_CONFIG (the loop's settings refresh, the
-//! processor's `apply_config_change`, the logger's level, or a read per request); `AtStart`
-//! keys are read once at start; `ReportedOnly` keys are Java's thread-pool and Netty settings
-//! that one event loop has no use for: accepted and reported, as Java does.
-//!
-//! The Controller's keys (Java's `ControllerConfig`, read from the same file) are not fields:
-//! they are kept as given, like unknown keys, but are known, so they are not warned about.
+//! processor's `apply_config_change`, the logger's level, or a read per request).
 
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
@@ -61,9 +56,7 @@ macro_rules! properties {
         #[derive(Debug, Clone, PartialEq)]
         pub struct NamesrvConfig {
             $( $(#[$doc])* pub $field: $ty, )*
-            /// Keys given in a file or on the command line that are not fields above (the
-            /// Controller's, and unknown ones, which are warned about): kept as given and
-            /// reported by GET_NAMESRV_CONFIG, as Java does.
+            /// Given keys that are not fields (the Controller's, unknown ones), as given.
             pub extra: BTreeMap<String, String>,
         }
 

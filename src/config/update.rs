@@ -21,18 +21,17 @@ const MAX_UPDATE_VALUE_LENGTH: usize = 4096;
 /// Why an update was refused; nothing of the request was applied.
 #[derive(Debug)]
 pub enum UpdateError {
-    /// A key in the config black list.
     BlackListed(String),
-    /// The body is not properties text.
     Parse(String),
     /// Unknown keys, invalid values and changes of start-only keys: one line each.
     Refused(Vec<String>),
-    /// The config file could not be written.
-    Persist { path: String, reason: String },
+    Persist {
+        path: String,
+        reason: String,
+    },
 }
 
 impl UpdateError {
-    /// The response code the request is answered with.
     pub fn response_code(&self) -> i32 {
         match self {
             UpdateError::BlackListed(_) => response::NO_PERMISSION,
@@ -108,7 +107,6 @@ pub struct ConfigPlan {
 }
 
 impl ConfigPlan {
-    /// The changed keys as `key=value`.
     pub fn changed(&self) -> Vec<String> {
         self.changes
             .iter()

@@ -29,7 +29,6 @@ impl fmt::Display for KvError {
 
 impl std::error::Error for KvError {}
 
-/// What reading one candidate file gave.
 enum Loaded {
     Missing,
     /// Present but 0 bytes (or only whitespace): Java's loader treats it as no content.

@@ -3,15 +3,11 @@
 //! GET_KV_CONFIG (101), DELETE_KV_CONFIG (102), GET_KVLIST_BY_NAMESPACE (219), and the route
 //! code's `ORDER_TOPIC_CONFIG` namespace.
 //!
-//! Shaped for a loop that must never wait for a disk: [`KvStore`] holds the table as it is
-//! **on disk** (reads answer from it, each namespace with its encoded 219 body) and counts the
-//! changes in flight; a change the limits allow goes to the [`writer`] thread and becomes
-//! visible only when it is durable ([`KvStore::apply`]), so nothing a client reads can be lost
-//! by a crash and a failed write has nothing to undo here. [`file`] is the format.
-//!
-//! Changes in flight count as if they succeed (a put as growth over the value on disk, a
-//! delete as nothing), so the table never passes a limit whatever the writer reports, and the
-//! bytes waiting for the writer are bounded, so a slow disk cannot grow the loop's memory.
+//! The loop never waits for a disk: [`KvStore`] holds the table as it is **on disk** (reads
+//! answer from it, each namespace with its encoded 219 body); a change goes to the [`writer`]
+//! thread and becomes visible only once durable ([`KvStore::apply`]), so a crash loses nothing
+//! a client has read and a failed write has nothing to undo. Changes in flight count against
+//! the limits as if they succeed, and the bytes waiting for the disk are bounded.
 
 mod file;
 mod writer;
@@ -28,7 +24,6 @@ use std::sync::Arc;
 /// Strings of the table, shared between the loop, the writer and the changes in flight.
 pub type Text = Arc<str>;
 
-/// One namespace's entries.
 pub type Entries = BTreeMap<Text, Text>;
 
 /// One namespace: its entries and its GET_KVLIST_BY_NAMESPACE body (whose inner part is the
@@ -39,7 +34,6 @@ pub struct Namespace {
     pub body: Bytes,
 }
 
-/// The namespaces, by name.
 type Table = BTreeMap<Text, Namespace>;
 
 /// What the store may hold (config rows `kvMax*`).
@@ -76,19 +70,24 @@ impl Default for KvLimits {
 /// Why a change was refused; nothing was changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KvRefusal {
-    /// A namespace, key or value longer than its limit.
     TooLong {
         what: &'static str,
         len: usize,
         limit: usize,
         setting: &'static str,
     },
-    /// The store holds `kvMaxEntries` entries.
-    TooManyEntries { limit: usize },
-    /// The store would pass `kvMaxTotalBytes`.
-    TooManyBytes { would_be: usize, limit: usize },
+    TooManyEntries {
+        limit: usize,
+    },
+    TooManyBytes {
+        would_be: usize,
+        limit: usize,
+    },
     /// `kvMaxTotalBytes` of changes already wait for the disk: a transient overload.
-    Busy { waiting: usize, limit: usize },
+    Busy {
+        waiting: usize,
+        limit: usize,
+    },
 }
 
 impl KvRefusal {
@@ -204,7 +203,6 @@ pub struct Usage {
 pub struct KvStore {
     path: PathBuf,
     namespaces: Table,
-    /// Of `namespaces`.
     usage: Usage,
     /// Sum of the charges of the changes in flight.
     in_flight: Charge,
@@ -252,7 +250,6 @@ impl KvStore {
         self.limits = limits;
     }
 
-    /// Entries and bytes on disk.
     pub fn usage(&self) -> Usage {
         self.usage
     }

@@ -49,7 +49,6 @@ pub enum Done {
     File { id: u64, result: Result<(), String> },
 }
 
-/// The writer thread has ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WriterGone;
 

@@ -3,7 +3,7 @@
 //! the settings each part of the processor derives from the config.
 
 use super::{Awaiting, DeferredReply, Effects, Processor, Refusal, Reply, Ticket};
-use crate::config::{ConfigPlan, NamesrvConfig};
+use crate::config::{Cidr, ConfigPlan, NamesrvConfig};
 use crate::kv::{Job, KvLimits};
 use crate::request::UpdateNamesrvConfig;
 use crate::route::model::BodyLimits;
@@ -172,8 +172,8 @@ impl Processor {
         }
         self.body_limits = body_limits(&self.config);
         self.kv.set_limits(KvLimits::from_config(&self.config));
-        self.admin_allow_list = self.config.admin_allow_list_parsed();
-        self.broker_allow_list = self.config.broker_allow_list_parsed();
+        self.admin_allow_list = Cidr::parse_list(&self.config.admin_allow_list);
+        self.broker_allow_list = Cidr::parse_list(&self.config.broker_allow_list);
         self.bounds = route_bounds(&self.config);
         if before.log_level != self.config.log_level {
             if let Ok(level) = self.config.log_level.parse() {
