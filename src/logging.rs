@@ -7,10 +7,8 @@
 //! lines carry a `<N>` priority instead of a time, and with a log file stderr gets no log
 //! lines at all, so nothing is stored twice. stdout carries only what scripts read.
 //!
-//! [`RotatingFile`] renames `namesrv.log` to `.1` (`.1` to `.2`, …, the oldest dropped) before
-//! a line would push it past `max_size`. Logging never takes the server down: a failed
-//! rotation keeps the current file, a failed write drops the line, and each failure streak is
-//! reported once on stderr.
+//! Logging never takes the server down: a failed rotation keeps the current file, a failed
+//! write drops the line, and each failure streak is reported once on stderr.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -84,15 +82,10 @@ pub fn init(settings: &LogSettings) -> io::Result<()> {
         if let Some(logger) = LOGGER.get() {
             log::set_logger(logger)
                 .map_err(|e| io::Error::other(format!("another logger is installed: {e}")))?;
-            set_level(settings.level);
+            log::set_max_level(settings.level);
         }
     }
     Ok(())
-}
-
-/// Changes the level at once (UPDATE_NAMESRV_CONFIG `logLevel`).
-pub fn set_level(level: LevelFilter) {
-    log::set_max_level(level);
 }
 
 /// Whether log lines reach stderr; false before [`init`] and under systemd with a log file.

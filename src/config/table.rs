@@ -153,7 +153,7 @@ properties! {
     "serializeType" => serialize_type: SerializeTypeSetting = SerializeTypeSetting::Json, Live, parse_serialize_type;
     /// "" = no file log.
     "logPath" => log_path: String = under_home("logs/rocketmqlogs/namesrv.log"), AtStart, parse_text;
-    /// Live through `logging::set_level`.
+    /// Live through `log::set_max_level`.
     "logLevel" => log_level: String = "info".into(), Live, parse_log_level;
     /// bytes before rotation.
     "logFileMaxSize" => log_file_max_size: u64 = 104_857_600, AtStart, in_range(KIB..=TIB);
@@ -278,13 +278,7 @@ pub fn under_home(rest: &str) -> String {
 /// than read as false, as Java's Boolean.parseBoolean would.
 fn parse_bool(value: &str) -> Result<bool, String> {
     let text = value.trim();
-    if text.eq_ignore_ascii_case("true") {
-        Ok(true)
-    } else if text.eq_ignore_ascii_case("false") {
-        Ok(false)
-    } else {
-        Err(format!("{text:?} is not true or false"))
-    }
+    (text.to_ascii_lowercase().parse()).map_err(|_| format!("{text:?} is not true or false"))
 }
 
 fn parse_text(value: &str) -> Result<String, String> {

@@ -177,7 +177,7 @@ impl Processor {
         self.bounds = route_bounds(&self.config);
         if before.log_level != self.config.log_level {
             if let Ok(level) = self.config.log_level.parse() {
-                crate::logging::set_level(level);
+                log::set_max_level(level);
             }
         }
     }
