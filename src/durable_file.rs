@@ -21,18 +21,13 @@ pub fn sibling(path: &Path, suffix: &str) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// The directory `path` is in ("." for a bare file name).
-fn parent_dir(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
 /// Replaces `path` with `content` as the module doc says; returns once it is on disk.
 pub fn replace_file(path: &Path, content: &[u8]) -> io::Result<()> {
-    let dir = parent_dir(path);
-    fs::create_dir_all(&dir)?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    fs::create_dir_all(dir)?;
     let bak_tmp = sibling(path, ".bak.tmp");
     let tmp = sibling(path, ".tmp");
     let result = keep_backup(path, &bak_tmp)
@@ -43,7 +38,7 @@ pub fn replace_file(path: &Path, content: &[u8]) -> io::Result<()> {
         let _ = fs::remove_file(&bak_tmp);
         return Err(e);
     }
-    sync_dir(&dir)
+    sync_dir(dir)
 }
 
 /// Makes `<path>.bak` the current content of `path` (nothing to do if there is none).
