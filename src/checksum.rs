@@ -1,20 +1,15 @@
-//! Checksums over request bodies: CRC-32 and a 64-bit fingerprint.
+//! Checksums over request bodies.
 //!
-//! * [`crc32`] is the IEEE CRC-32 of `java.util.zip.CRC32` (the `crc32fast` crate); brokers
-//!   send it, masked to 31 bits (`UtilAll.crc32`), as the `bodyCrc32` header of a
-//!   registration, and the name server checks it against the body. The callers apply the mask.
-//! * [`fingerprint`] is not part of the protocol: a 64-bit hash, keyed once per process, that
-//!   recognises a registration body identical to the broker's previous one, which then skips
-//!   both the CRC check and the parse. It is never stored or sent. What a collision could do:
-//!   a registration whose body differs from the one its broker sent last, with the same
-//!   length and `bodyCrc32`, is taken as unchanged and that broker keeps its previous topics:
-//!   a broker fooling itself (it could resend its previous body as well); no other peer's
-//!   state is compared with it. By chance that is 2^-64 per registration.
+//! * [`crc32`]: `java.util.zip.CRC32` (the `crc32fast` crate); brokers send it, masked to 31
+//!   bits, as a registration's `bodyCrc32` header. The callers apply the mask.
+//! * [`fingerprint`]: not part of the protocol, a 64-bit hash keyed once per process that
+//!   recognises a body identical to the broker's previous one, which then skips the CRC check
+//!   and the parse. A collision (2^-64 per registration) only lets a broker keep its previous
+//!   topics; no other peer's state is compared with it.
 //!
-//! The fingerprint is foldhash's (quality variant), not std's SipHash-1-3: it runs on every
-//! registration, the steady 30 s ones included, and SipHash over a 21 KB body costs about
-//! 53,000 instructions, foldhash about 9,000 (re-measure: `benches/scripts/cgdelta.sh` with
-//! `register`, or `cargo bench --bench register_body_parse -- fingerprint`).
+//! The fingerprint is foldhash's (quality variant), not std's SipHash: over a 21 KB body
+//! SipHash costs ~53,000 instructions, foldhash ~9,000 (re-measure:
+//! `cargo bench --bench register_body_parse -- fingerprint`).
 
 use foldhash::quality::RandomState;
 use std::hash::BuildHasher;

@@ -1,19 +1,13 @@
-//! Crash-safe replacement of a small file: the only durable state this server keeps (the KV
-//! config and the properties file) is written through here, on the writer thread beside the
-//! loop, never on the loop itself.
+//! Crash-safe replacement of a small file (the KV config, the properties file, the
+//! Controller's files), always off the loop.
 //!
-//! [`replace_file`] follows an order that survives a crash at any point: the current file is
-//! kept as `<path>.bak` (a hard link, so the old content is not copied and costs no space; a
-//! copy where links are not supported), the new content is written to `<path>.tmp` and fsynced,
-//! renamed over `<path>`, and the directory is fsynced so the renames are durable too. A reader
-//! therefore finds either the old or the new file, never a torn one, and `.bak` holds the
-//! previous version. A failed write removes its temporary files.
-//!
-//! A write that fails (a full disk, a read-only directory) returns the OS error and leaves the
-//! file as it was; the caller answers its request with that error and the next write tries
-//! again, so writes work again once space returns.
+//! [`replace_file`] survives a crash at any point: the current file is kept as `<path>.bak`
+//! (a hard link; a copy where links are not supported), the new content is written to
+//! `<path>.tmp`, fsynced, renamed over `<path>`, and the directory is fsynced. A reader finds
+//! the old or the new file, never a torn one. A failed write (a full disk, a read-only
+//! directory) returns the OS error, removes its temporary files and leaves the file as it was.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
@@ -27,39 +21,24 @@ pub fn sibling(path: &Path, suffix: &str) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// The directory `path` is in ("." for a bare file name).
-fn parent_dir(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
-/// Bytes gathered before a write: parts smaller than this are copied together, larger ones
-/// written as they are, so a file assembled from many pieces is never copied whole.
-const WRITE_CHUNK: usize = 1 << 20;
-
-/// Atomically replaces `path` with `content` and returns once it is on disk. On an error the
-/// file is as it was and no temporary file is left behind.
+/// Replaces `path` with `content` as the module doc says; returns once it is on disk.
 pub fn replace_file(path: &Path, content: &[u8]) -> io::Result<()> {
-    replace_file_parts(path, &[content])
-}
-
-/// [`replace_file`] with the content given as consecutive parts.
-pub fn replace_file_parts(path: &Path, parts: &[&[u8]]) -> io::Result<()> {
-    let dir = parent_dir(path);
-    fs::create_dir_all(&dir)?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    fs::create_dir_all(dir)?;
     let bak_tmp = sibling(path, ".bak.tmp");
     let tmp = sibling(path, ".tmp");
     let result = keep_backup(path, &bak_tmp)
-        .and_then(|()| write_and_sync(&tmp, parts))
+        .and_then(|()| write_and_sync(&tmp, content))
         .and_then(|()| fs::rename(&tmp, path));
     if let Err(e) = result {
         let _ = fs::remove_file(&tmp);
         let _ = fs::remove_file(&bak_tmp);
         return Err(e);
     }
-    sync_dir(&dir)
+    sync_dir(dir)
 }
 
 /// Makes `<path>.bak` the current content of `path` (nothing to do if there is none).
@@ -76,32 +55,16 @@ fn keep_backup(path: &Path, bak_tmp: &Path) -> io::Result<()> {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
                 Err(e) => return Err(e),
             };
-            write_and_sync(bak_tmp, &[&previous])?;
+            write_and_sync(bak_tmp, &previous)?;
         }
     }
     fs::rename(bak_tmp, sibling(path, ".bak"))
 }
 
-fn write_and_sync(path: &Path, parts: &[&[u8]]) -> io::Result<()> {
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)?;
-    let mut gathered = Vec::new();
-    for part in parts {
-        if gathered.len() + part.len() > WRITE_CHUNK && !gathered.is_empty() {
-            f.write_all(&gathered)?;
-            gathered.clear();
-        }
-        if part.len() >= WRITE_CHUNK {
-            f.write_all(part)?;
-        } else {
-            gathered.extend_from_slice(part);
-        }
-    }
-    f.write_all(&gathered)?;
-    f.sync_all()
+fn write_and_sync(path: &Path, content: &[u8]) -> io::Result<()> {
+    let mut file = File::create(path)?;
+    file.write_all(content)?;
+    file.sync_all()
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {

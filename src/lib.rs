@@ -30,7 +30,8 @@
 //! * [`processor`] runs one handler per typed request, and is the one place where errors
 //!   become response codes.
 //! * [`route`] owns the registry tables and the per-topic cache of encoded routes.
-//! * [`checksum`] owns CRC-32 (the `bodyCrc32` check) and the XXH64 body fingerprint.
+//! * [`checksum`] owns CRC-32 (the `bodyCrc32` check) and the keyed (foldhash) body
+//!   fingerprint.
 //! * [`kv`] owns the persisted KV config and the writer thread that makes changes durable;
 //!   [`config`] the server's own properties; [`durable_file`] crash-safe file replacement.
 //! * [`timer`] holds the deadline buckets used for idle connections and broker expiry.

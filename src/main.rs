@@ -1,11 +1,6 @@
 //! `rmq-namesrv`: command line -> config -> logging -> event loop; SIGTERM/SIGINT -> a clean
-//! stop.
-//!
-//! Everything an operator can get wrong is told in one line naming what failed: a bad argument
-//! (plus a pointer to `--help`), a bad value in the config file (file, line, key), a log file
-//! that cannot be opened (its path), a port that is taken (the address), an embedded
-//! Controller that cannot run (the key and why; or a build without it). Unknown keys are
-//! warnings naming the closest known key.
+//! stop. Whatever an operator can get wrong is told in one line naming what failed (the
+//! argument, the file, line and key, the log file, the address, the Controller key).
 
 use std::io;
 use std::path::PathBuf;
@@ -20,6 +15,14 @@ use rmq_namesrv::logging::{self, LogSettings};
 use rmq_namesrv::server::{ControllerSetup, Server, StartError, StopHandle};
 use signal_hook::consts::{SIGINT, SIGTERM};
 
+/// `rmq-namesrv 0.1.0 (git abc1234)`.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (git ",
+    env!("RMQ_GIT_REV"),
+    ")"
+);
+
 fn main() -> ExitCode {
     let started = Instant::now();
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -31,22 +34,19 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Ok(Cli::Version) => {
-            println!("rmq-namesrv {}", version());
+            println!("rmq-namesrv {VERSION}");
             return ExitCode::SUCCESS;
         }
-        Err(e @ CliError::Usage(_)) => {
-            eprintln!("rmq-namesrv: {e}\nsee rmq-namesrv --help");
-            return ExitCode::from(2);
-        }
         Err(e) => {
-            eprintln!("rmq-namesrv: {e}");
+            let help = matches!(e, CliError::Usage(_)).then_some("\nsee rmq-namesrv --help");
+            eprintln!("rmq-namesrv: {e}{}", help.unwrap_or_default());
             return ExitCode::from(2);
         }
     };
     // The controller's keys as the file and the command line set them (not the name
     // server's defaults for the keys both have).
-    let controller = match ControllerSetup::from_config(&startup.config, &|key| startup.given(key))
-    {
+    let given = |key: &str| startup.given.get(key).cloned();
+    let controller = match ControllerSetup::from_config(&startup.config, &given) {
         Ok(controller) => controller,
         Err(e) => {
             eprintln!("rmq-namesrv: {e}");
@@ -64,19 +64,9 @@ fn main() -> ExitCode {
     run(startup.config, controller, started)
 }
 
-fn version() -> String {
-    format!(
-        "{} (git {})",
-        env!("CARGO_PKG_VERSION"),
-        env!("RMQ_GIT_REV")
-    )
-}
-
-/// `-p`: warnings on stderr, then the configuration on stdout, opened by a comment saying
-/// which file was read and where runtime updates go (the output stays a properties file).
-/// With the embedded Controller enabled, its effective settings follow as comment lines
-/// (`#controller: key=value`): as properties they would collide with the name server's keys
-/// of the same name.
+/// `-p`: warnings on stderr; on stdout the configuration as a properties file, opened by a
+/// comment naming the config file. The Controller's settings follow as `#controller: k=v`
+/// comments: as properties they would collide with the name server's keys of the same name.
 fn print_config(startup: &Startup, controller: Option<&ControllerSetup>) -> ExitCode {
     for warning in &startup.warnings {
         eprintln!("rmq-namesrv: warning: {warning}");
@@ -134,21 +124,16 @@ fn run(config: NamesrvConfig, controller: Option<ControllerSetup>, started: Inst
     // (a supervisor, a test) is a clean stop, not the default action's kill.
     let signals = match catch_signals() {
         Ok(signals) => signals,
-        Err(e) => {
-            tell(Level::Error, &format!("cannot watch for signals: {e}"));
-            return ExitCode::FAILURE;
-        }
+        Err(e) => return fail(&format!("cannot watch for signals: {e}")),
     };
     let server = match Server::bind_with_controller(config, controller) {
         Ok(server) => server,
-        Err(e) => {
-            tell(Level::Error, &start_error_message(&e));
-            return ExitCode::FAILURE;
-        }
+        // A bind error names the address; the others say what failed.
+        Err(e @ StartError::Bind { .. }) => return fail(&e.to_string()),
+        Err(e) => return fail(&format!("cannot start: {e}")),
     };
     if let Err(e) = watch_signals(signals, server.stop_handle()) {
-        tell(Level::Error, &format!("cannot watch for signals: {e}"));
-        return ExitCode::FAILURE;
+        return fail(&format!("cannot watch for signals: {e}"));
     }
     // Tools and tests read these exact lines to find the ports.
     println!("rmq-namesrv listening on {}", server.local_addr());
@@ -156,8 +141,7 @@ fn run(config: NamesrvConfig, controller: Option<ControllerSetup>, started: Inst
         println!("rmq-namesrv controller listening on {addr}");
     }
     log::info!(
-        "rmq-namesrv {} listening on {}, started in {} us",
-        version(),
+        "rmq-namesrv {VERSION} listening on {}, started in {} us",
         server.local_addr(),
         started.elapsed().as_micros()
     );
@@ -174,19 +158,13 @@ fn run(config: NamesrvConfig, controller: Option<ControllerSetup>, started: Inst
             );
             ExitCode::SUCCESS
         }
-        Err(e) => {
-            tell(Level::Error, &format!("event loop failed: {e}"));
-            ExitCode::FAILURE
-        }
+        Err(e) => fail(&format!("event loop failed: {e}")),
     }
 }
 
-/// The start error in one line naming what failed (a bind error names the address).
-fn start_error_message(e: &StartError) -> String {
-    match e {
-        StartError::Bind { .. } => e.to_string(),
-        other => format!("cannot start: {other}"),
-    }
+fn fail(message: &str) -> ExitCode {
+    tell(Level::Error, message);
+    ExitCode::FAILURE
 }
 
 /// The first stop signal's name, for the final log line.
@@ -195,13 +173,9 @@ static STOP_SIGNAL: OnceLock<&'static str> = OnceLock::new();
 /// Set by the first stop signal's handler; the handler that finds it set exits.
 static STOPPING: AtomicBool = AtomicBool::new(false);
 
-/// Catches SIGTERM and SIGINT. The first is logged and stops the server (which finishes what
-/// is in flight and returns from `run`); a second one exits at once, from signal-hook's
-/// handler itself, with 128 + the signal number as a shell reports a signal death.
-///
-/// One atomic swap decides which signal is first: two signals can run their handlers at the
-/// same moment on two threads (both pending when the process is scheduled), and a check
-/// followed by a set would let both pass as "first".
+/// Catches SIGTERM and SIGINT: the first stops the server (which finishes what is in flight);
+/// a second exits at once, from the handler, with 128 + the signal number as a shell reports.
+/// One atomic swap decides which is first: two handlers can run at once on two threads.
 fn catch_signals() -> io::Result<signal_hook::iterator::Signals> {
     for signal in [SIGTERM, SIGINT] {
         let status = 128 + signal;

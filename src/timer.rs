@@ -1,12 +1,9 @@
-//! Deadline buckets: deadlines rounded up to fixed-width buckets in a sorted map (`BTreeMap`),
-//! so that a tick pops only the buckets that are due and touches nothing else. Used by the
-//! event loop for idle connections and by the route table for broker expiry; it knows
-//! nothing about either.
+//! Deadline buckets: deadlines rounded up to fixed-width buckets in a `BTreeMap`, so a tick
+//! pops only the buckets that are due. Used for idle connections and broker expiry.
 //!
-//! Owners re-arm lazily: a heartbeat only moves a deadline stored in the owner's own entry;
-//! when the entry's bucket fires, the owner re-checks the real deadline and schedules the
-//! entry again if it is not due yet. A broker is therefore touched about once per timeout,
-//! never once per heartbeat, and a tick costs O(entries that fire).
+//! Owners re-arm lazily: a heartbeat only moves the deadline in the owner's own entry; when
+//! the bucket fires, the owner re-checks it and schedules the entry again if it is not due.
+//! A broker is touched about once per timeout, never once per heartbeat.
 
 use std::collections::BTreeMap;
 
@@ -15,7 +12,6 @@ use std::collections::BTreeMap;
 pub struct DeadlineBuckets<K> {
     granularity_ms: u64,
     buckets: BTreeMap<u64, Vec<K>>,
-    len: usize,
 }
 
 impl<K> DeadlineBuckets<K> {
@@ -23,7 +19,6 @@ impl<K> DeadlineBuckets<K> {
         DeadlineBuckets {
             granularity_ms: granularity_ms.max(1),
             buckets: BTreeMap::new(),
-            len: 0,
         }
     }
 
@@ -36,7 +31,6 @@ impl<K> DeadlineBuckets<K> {
     pub fn schedule(&mut self, deadline_ms: u64, key: K) -> u64 {
         let bucket = self.bucket_of(deadline_ms);
         self.buckets.entry(bucket).or_default().push(key);
-        self.len += 1;
         bucket
     }
 
@@ -56,7 +50,6 @@ impl<K> DeadlineBuckets<K> {
                 let Some(key) = keys.pop() else {
                     break;
                 };
-                self.len -= 1;
                 taken += 1;
                 visit(bucket, key);
             }
@@ -69,13 +62,14 @@ impl<K> DeadlineBuckets<K> {
         false
     }
 
-    /// Scheduled entries (including stale ones that owners will ignore when they fire).
-    pub fn len(&self) -> usize {
-        self.len
+    pub fn is_empty(&self) -> bool {
+        self.buckets.is_empty()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
+    /// Scheduled entries (including stale ones that owners will ignore when they fire).
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.buckets.values().map(Vec::len).sum()
     }
 }
 

@@ -42,9 +42,10 @@ impl Cidr {
                 }
             }
         };
+        let bits = as_v6(addr) & mask(prefix_len, addr);
         let network = match addr {
-            IpAddr::V4(a) => IpAddr::V4(Ipv4Addr::from(u32::from(a) & mask32(prefix_len))),
-            IpAddr::V6(a) => IpAddr::V6(Ipv6Addr::from(u128::from(a) & mask128(prefix_len))),
+            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::from(bits as u32)),
+            IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::from(bits)),
         };
         Ok(Cidr {
             network,
@@ -52,24 +53,18 @@ impl Cidr {
         })
     }
 
+    /// An allow list: comma-separated CIDRs (empty = access control off); entries that do not
+    /// parse are skipped (`NamesrvConfig::set` refuses them).
+    pub fn parse_list(text: &str) -> Vec<Cidr> {
+        text.split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .filter_map(|e| Cidr::parse(e).ok())
+            .collect()
+    }
+
     pub fn contains(&self, ip: IpAddr) -> bool {
-        match (self.network, ip) {
-            (IpAddr::V4(net), IpAddr::V4(a)) => self.v4_match(net, a),
-            (IpAddr::V4(net), IpAddr::V6(a)) => match a.to_ipv4_mapped() {
-                Some(a4) => self.v4_match(net, a4),
-                None => false,
-            },
-            (IpAddr::V6(net), IpAddr::V6(a)) => self.v6_match(net, a),
-            (IpAddr::V6(net), IpAddr::V4(a)) => self.v6_match(net, a.to_ipv6_mapped()),
-        }
-    }
-
-    fn v4_match(&self, net: Ipv4Addr, a: Ipv4Addr) -> bool {
-        u32::from(a) & mask32(self.prefix_len) == u32::from(net)
-    }
-
-    fn v6_match(&self, net: Ipv6Addr, a: Ipv6Addr) -> bool {
-        u128::from(a) & mask128(self.prefix_len) == u128::from(net)
+        as_v6(ip) & mask(self.prefix_len, self.network) == as_v6(self.network)
     }
 }
 
@@ -79,16 +74,19 @@ impl std::fmt::Display for Cidr {
     }
 }
 
-fn mask32(prefix_len: u8) -> u32 {
-    u32::MAX
-        .checked_shl(32 - u32::from(prefix_len.min(32)))
-        .unwrap_or(0)
+/// Every address as IPv6, IPv4 ones mapped (`::ffff:a.b.c.d`), so that one comparison
+/// matches both families.
+fn as_v6(ip: IpAddr) -> u128 {
+    match ip {
+        IpAddr::V4(a) => u128::from(a.to_ipv6_mapped()),
+        IpAddr::V6(a) => u128::from(a),
+    }
 }
 
-fn mask128(prefix_len: u8) -> u128 {
-    u128::MAX
-        .checked_shl(128 - u32::from(prefix_len.min(128)))
-        .unwrap_or(0)
+/// The mask of a prefix of `network`'s family, over the IPv6 form.
+fn mask(prefix_len: u8, network: IpAddr) -> u128 {
+    let bits = u32::from(prefix_len) + if network.is_ipv4() { 96 } else { 0 };
+    u128::MAX.checked_shl(128 - bits.min(128)).unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -1,15 +1,11 @@
-//! The command line, mqnamesrv-like: `-c FILE`, `-p`, `-h`, `-v` and `--key=value` overrides;
-//! and which file is "the config file", the one read at start and written by runtime updates.
+//! The command line, mqnamesrv-like: `-c FILE`, `-p`, `-h`, `-v`, `--key=value`; and which
+//! file is "the config file": the `-c` file; else `--configStorePath`; else `./namesrv.conf`
+//! when it exists (so `cargo run` in a checkout uses the repository's); else
+//! `configStorePath`'s default. It is read at start when it exists and UPDATE_NAMESRV_CONFIG
+//! writes to it, so a runtime change survives a restart (Java writes it and never reads it).
 //!
-//! The config file is, in order: the `-c` file; the `--configStorePath` given on the command
-//! line; `./namesrv.conf` when it exists (so `cargo run` in a checkout uses the repository's
-//! file); else `configStorePath`'s default, `~/namesrv/namesrv.properties`. Whichever it is,
-//! it is read at start when it exists and it is where UPDATE_NAMESRV_CONFIG writes, so a
-//! runtime change survives a restart. (Java writes `configStorePath` and never reads it.)
-//!
-//! Mistakes are told, not swallowed: an invalid value in the file is an error naming the file,
-//! line and key; an unknown key is a warning naming the closest known key, and the key is kept
-//! (Java keeps unknown keys and reports them).
+//! An invalid value in the file is an error naming the file, line and key; an unknown key is
+//! a warning naming the closest known key, and is kept (Java keeps and reports it).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,7 +14,6 @@ use super::properties::{entries, PropertiesFile};
 use super::table::Applies;
 use super::{unknown_key_message, NamesrvConfig, SetOutcome};
 
-/// What the command line asks for.
 #[derive(Debug)]
 pub enum Cli {
     Run(Startup),
@@ -34,23 +29,18 @@ pub struct Startup {
     /// Unknown keys in the file or on the command line, each naming where it was.
     pub warnings: Vec<String>,
     pub file: ConfigFile,
-    /// Every key the file and the command line actually set, as given (the command line wins).
-    /// The embedded Controller reads its keys from here rather than from `config`, because
-    /// two of them (`scanNotActiveBrokerInterval`, `configBlackList`) are name-server keys
-    /// too, with other defaults: a key nobody set must take the Controller's own default.
+    /// Every key the file and the command line set, as given (the command line wins). The
+    /// Controller reads its keys here: two of them are name-server keys with other defaults.
     pub given: BTreeMap<String, String>,
 }
 
-/// Why a file is the config file.
+/// Why a file is the config file: `-c FILE`, `--configStorePath=FILE`, `./namesrv.conf` in
+/// the working directory, or configStorePath's default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileOrigin {
-    /// `-c FILE`.
     CommandLine,
-    /// `--configStorePath=FILE`.
     ConfigStorePath,
-    /// `./namesrv.conf`, found in the working directory.
     WorkingDirectory,
-    /// configStorePath's default.
     Default,
 }
 
@@ -60,46 +50,6 @@ pub struct ConfigFile {
     pub path: String,
     pub origin: FileOrigin,
     pub was_read: bool,
-}
-
-impl Startup {
-    /// A key's value as the file or the command line set it; None when neither did.
-    pub fn given(&self, key: &str) -> Option<String> {
-        self.given.get(key).cloned()
-    }
-
-    /// One sentence for the startup log and `-p`: which file was read and where runtime
-    /// updates are written.
-    pub fn config_file_note(&self) -> String {
-        let ConfigFile {
-            path,
-            origin,
-            was_read,
-        } = &self.file;
-        let why = match origin {
-            FileOrigin::CommandLine => "-c",
-            FileOrigin::ConfigStorePath => "--configStorePath",
-            FileOrigin::WorkingDirectory => "./namesrv.conf, no -c given",
-            FileOrigin::Default => "configStorePath, no -c given and no ./namesrv.conf",
-        };
-        let store = &self.config.config_store_path;
-        if !*was_read {
-            let none = match origin {
-                FileOrigin::Default => "no -c given, no ./namesrv.conf, and ",
-                _ => "",
-            };
-            return format!(
-                "no config file: {none}{path} ({}) does not exist yet; runtime config updates \
-                 will be written to {store} and read at the next start",
-                why.split(',').next().unwrap_or(why)
-            );
-        }
-        if store == path {
-            format!("config file {path} ({why}); runtime config updates are written back to it")
-        } else {
-            format!("config file {path} ({why}); runtime config updates are written to {store}")
-        }
-    }
 }
 
 /// A command line that cannot start the server.
@@ -121,7 +71,6 @@ impl std::fmt::Display for CliError {
 
 impl std::error::Error for CliError {}
 
-/// The arguments, sorted out.
 #[derive(Default)]
 struct Args {
     config_file: Option<String>,
@@ -160,8 +109,8 @@ fn read_args(args: &[String]) -> Result<Args, CliError> {
     Ok(out)
 }
 
-/// Picks the config file (see the module doc); `working_dir` and `default_store` are
-/// parameters so tests do not depend on where they run.
+/// Picks the config file (see the module doc); the parameters keep tests independent of
+/// where they run.
 fn choose_file(args: &Args, working_dir: &Path, default_store: &str) -> (String, FileOrigin) {
     if let Some(path) = &args.config_file {
         return (path.clone(), FileOrigin::CommandLine);
@@ -184,42 +133,74 @@ fn choose_file(args: &Args, working_dir: &Path, default_store: &str) -> (String,
     (default_store.to_string(), FileOrigin::Default)
 }
 
-/// Applies the file's entries; Ok(false) when an optional file is absent.
-fn load_file(
-    config: &mut NamesrvConfig,
-    warnings: &mut Vec<String>,
-    given: &mut BTreeMap<String, String>,
-    path: &str,
-    required: bool,
-) -> Result<bool, CliError> {
-    let file = match PropertiesFile::read(Path::new(path)) {
-        Ok(file) => file,
-        Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => {
-            return Err(CliError::Config(format!(
-                "cannot read config file {path}: {e}"
-            )))
+impl Startup {
+    /// One sentence for the startup log and `-p`: which file was read and where runtime
+    /// updates are written.
+    pub fn config_file_note(&self) -> String {
+        let ConfigFile {
+            path,
+            origin,
+            was_read,
+        } = &self.file;
+        let why = match origin {
+            FileOrigin::CommandLine => "-c",
+            FileOrigin::ConfigStorePath => "--configStorePath",
+            FileOrigin::WorkingDirectory => "./namesrv.conf, no -c given",
+            FileOrigin::Default => "configStorePath, no -c given and no ./namesrv.conf",
+        };
+        let store = &self.config.config_store_path;
+        if !*was_read {
+            let none = match origin {
+                FileOrigin::Default => "no -c given, no ./namesrv.conf, and ",
+                _ => "",
+            };
+            return format!(
+                "no config file: {none}{path} ({}) does not exist yet; runtime config updates \
+                 will be written to {store} and read at the next start",
+                why.split(',').next().unwrap_or(why)
+            );
         }
-    };
-    let found = entries(&file.text).map_err(|e| CliError::Config(format!("{path}: {e}")))?;
-    for entry in found {
-        given.insert(entry.key.clone(), entry.value.clone());
-        match config.set(&entry.key, &entry.value) {
-            SetOutcome::Applied => {}
-            SetOutcome::Unknown => warnings.push(format!(
-                "{path} line {}: {}",
-                entry.line,
-                unknown_key_message(&entry.key)
-            )),
-            SetOutcome::Invalid(reason) => {
-                return Err(CliError::Config(format!(
-                    "{path} line {}: {reason}",
-                    entry.line
-                )))
-            }
+        if store == path {
+            format!("config file {path} ({why}); runtime config updates are written back to it")
+        } else {
+            format!("config file {path} ({why}); runtime config updates are written to {store}")
         }
     }
-    Ok(true)
+
+    /// Sets one key as given at `place` (for messages): an unknown key is a warning, an
+    /// invalid value the error returned.
+    fn set(&mut self, key: &str, value: &str, place: &str) -> Result<(), String> {
+        self.given.insert(key.to_string(), value.to_string());
+        match self.config.set(key, value) {
+            SetOutcome::Applied => {}
+            SetOutcome::Unknown => {
+                (self.warnings).push(format!("{place}: {}", unknown_key_message(key)))
+            }
+            SetOutcome::Invalid(reason) => return Err(reason),
+        }
+        Ok(())
+    }
+
+    /// Applies the config file's entries; Ok(false) when an optional file is absent.
+    fn load_file(&mut self, required: bool) -> Result<bool, CliError> {
+        let path = self.file.path.clone();
+        let file = match PropertiesFile::read(Path::new(&path)) {
+            Ok(file) => file,
+            Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => {
+                return Err(CliError::Config(format!(
+                    "cannot read config file {path}: {e}"
+                )))
+            }
+        };
+        let found = entries(&file.text).map_err(|e| CliError::Config(format!("{path}: {e}")))?;
+        for entry in found {
+            let place = format!("{path} line {}", entry.line);
+            self.set(&entry.key, &entry.value, &place)
+                .map_err(|reason| CliError::Config(format!("{place}: {reason}")))?;
+        }
+        Ok(true)
+    }
 }
 
 fn parse_in(args: &[String], working_dir: &Path, default_store: &str) -> Result<Cli, CliError> {
@@ -231,36 +212,24 @@ fn parse_in(args: &[String], working_dir: &Path, default_store: &str) -> Result<
         return Ok(Cli::Version);
     }
     let (path, origin) = choose_file(&args, working_dir, default_store);
-    let mut config = NamesrvConfig::default();
-    let mut warnings = Vec::new();
-    let mut given = BTreeMap::new();
-    let required = origin == FileOrigin::CommandLine;
-    let was_read = load_file(&mut config, &mut warnings, &mut given, &path, required)?;
-    // As mqnamesrv: the config file is where updates are written, whatever it says inside.
-    config.config_store_path = path.clone();
-    for (key, value) in &args.overrides {
-        given.insert(key.clone(), value.clone());
-        match config.set(key, value) {
-            SetOutcome::Applied => {}
-            SetOutcome::Unknown => warnings.push(format!(
-                "command line --{key}: {}",
-                unknown_key_message(key)
-            )),
-            SetOutcome::Invalid(reason) => {
-                return Err(CliError::Usage(format!("--{key}={value}: {reason}")))
-            }
-        }
-    }
-    let startup = Startup {
-        config,
-        warnings,
+    let mut startup = Startup {
+        config: NamesrvConfig::default(),
+        warnings: Vec::new(),
         file: ConfigFile {
-            path,
+            path: path.clone(),
             origin,
-            was_read,
+            was_read: false,
         },
-        given,
+        given: BTreeMap::new(),
     };
+    startup.file.was_read = startup.load_file(origin == FileOrigin::CommandLine)?;
+    // As mqnamesrv: the config file is where updates are written, whatever it says inside.
+    startup.config.config_store_path = path;
+    for (key, value) in &args.overrides {
+        startup
+            .set(key, value, &format!("command line --{key}"))
+            .map_err(|reason| CliError::Usage(format!("--{key}={value}: {reason}")))?;
+    }
     Ok(if args.print_config {
         Cli::PrintConfig(startup)
     } else {
@@ -268,8 +237,8 @@ fn parse_in(args: &[String], working_dir: &Path, default_store: &str) -> Result<
     })
 }
 
-/// Parses the arguments *without* the program name (see the module doc for the config file).
-/// Help and version win over everything else once the arguments are well-formed.
+/// Parses the arguments without the program name; help and version win once they are
+/// well-formed.
 pub fn parse_cli(args: &[String]) -> Result<Cli, CliError> {
     let working_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     parse_in(
@@ -279,8 +248,7 @@ pub fn parse_cli(args: &[String]) -> Result<Cli, CliError> {
     )
 }
 
-/// The help text printed by -h: the options, then every key with its default and when a
-/// change takes effect.
+/// The -h text: the options, then every key with its default and when a change applies.
 pub fn usage() -> String {
     let mut text = String::from(
         "usage: rmq-namesrv [-c FILE] [-p] [-h] [-v] [--key=value ...]\n\
@@ -473,13 +441,18 @@ mod tests {
         fs::write(&file, "configBlackList=a\nscanInactiveMasterInterval=100\n").unwrap();
         let path = file.to_string_lossy().into_owned();
         let s = run(&dir, &["-c", &path, "--scanInactiveMasterInterval=200"]);
-        assert_eq!(s.given("configBlackList").as_deref(), Some("a"));
         assert_eq!(
-            s.given("scanInactiveMasterInterval").as_deref(),
+            s.given.get("configBlackList").map(String::as_str),
+            Some("a")
+        );
+        assert_eq!(
+            s.given
+                .get("scanInactiveMasterInterval")
+                .map(String::as_str),
             Some("200")
         );
         // A name-server default is not something anybody set.
-        assert_eq!(s.given("scanNotActiveBrokerInterval"), None);
+        assert_eq!(s.given.get("scanNotActiveBrokerInterval"), None);
         assert!(s.config.get("scanNotActiveBrokerInterval").is_some());
     }
 

@@ -1,21 +1,16 @@
 //! The server's own properties: `NamesrvConfig`, Java's keys with Java's defaults plus
-//! rmq-namesrv's own, and everything that reads or changes them.
+//! rmq-namesrv's own: `table` (one row per key), `properties` (the `java.util.Properties`
+//! format, read and edited in place), `cidr` (the allow lists), `cli` (the command line and
+//! the config file) and `update` (UPDATE_NAMESRV_CONFIG, all or nothing, written back).
 //!
-//! * `table` holds one row per key (name, field, default, parser, when a change applies) and
-//!   writes the struct from those rows;
-//! * `properties` reads the `java.util.Properties` format and edits a file in place;
-//! * `cidr` parses the `adminAllowList` ranges;
-//! * `cli` is the mqnamesrv-like command line and finds the config file;
-//! * `update` is UPDATE_NAMESRV_CONFIG: all or nothing, written back to the config file.
+//! Keys not in the table are kept verbatim in `extra`, because Java reports them in
+//! GET_NAMESRV_CONFIG; the Controller's keys are kept the same way and read with
+//! [`NamesrvConfig::get`].
 //!
-//! Keys that are not in the table are kept verbatim in `extra`, because Java remembers them and
-//! reports them in GET_NAMESRV_CONFIG; the Controller's keys are kept the same way and read by
-//! name with [`NamesrvConfig::get`].
-//!
-//! GET_NAMESRV_CONFIG's text is `key=value` lines with no escaping, as Java's. So that this
-//! text always reads back to the same config, `set` refuses keys and values that could not
-//! survive the trip (line breaks, backslashes, separator characters in keys); without that an
-//! update could smuggle a black-listed key into the file through an escaped newline.
+//! GET_NAMESRV_CONFIG's text is `key=value` lines with no escaping, as Java's, so `set`
+//! refuses keys and values that could not survive that trip (line breaks, backslashes,
+//! separators in keys): else an update could smuggle a black-listed key into the file through
+//! an escaped newline.
 
 mod cidr;
 mod cli;
@@ -27,14 +22,12 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 pub use cidr::Cidr;
-pub use cli::{parse_cli, usage, Cli, CliError, ConfigFile, FileOrigin, Startup};
-pub use properties::{
-    edit, entries, parse_properties, sorted_lines, Encoding, Entry, PropertiesFile,
-};
-pub use table::{under_home, Applies, NamesrvConfig, SerializeTypeSetting, CONTROLLER_KEYS};
+pub use cli::{parse_cli, Cli, CliError, ConfigFile, FileOrigin, Startup};
+pub use properties::{parse_properties, sorted_lines};
+pub use table::{under_home, Applies, NamesrvConfig, SerializeTypeSetting};
 pub use update::{ConfigPlan, UpdateError};
 
-use table::{Property, PROPERTIES};
+use table::{Property, CONTROLLER_KEYS, PROPERTIES};
 
 /// What [`NamesrvConfig::set`] did with a key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,21 +112,10 @@ pub fn unknown_key_message(key: &str) -> String {
     }
 }
 
-/// Comma-separated CIDRs; entries that do not parse are skipped (`set` refuses them).
-fn parse_cidr_list(text: &str) -> Vec<Cidr> {
-    text.split(',')
-        .map(str::trim)
-        .filter(|e| !e.is_empty())
-        .filter_map(|e| Cidr::parse(e).ok())
-        .collect()
-}
-
 impl NamesrvConfig {
-    /// Applies one property by its Java key (camelCase, e.g. "scanNotActiveBrokerInterval"),
-    /// as read from a file or the command line. A Controller key is kept in `extra`
-    /// (`Applied`); any other key the table does not have is kept too (`Unknown`: the caller
-    /// warns). A value that does not parse or is out of range leaves everything unchanged and
-    /// returns `Invalid(reason)`. Booleans are `true`/`false`; numbers and strings are trimmed.
+    /// Applies one property by its Java key. A key the table does not have is kept in `extra`
+    /// (`Unknown`, but `Applied` for a Controller key); a value that does not parse or is out
+    /// of range changes nothing (`Invalid`). Booleans are `true`/`false`; values are trimmed.
     pub fn set(&mut self, key: &str, value: &str) -> SetOutcome {
         if let Err(reason) = check_key(key).and_then(|()| check_value(value)) {
             return SetOutcome::Invalid(reason);
@@ -169,7 +151,7 @@ impl NamesrvConfig {
 
     /// The default of `key` as text; None for keys that are not in the table.
     pub fn default_text(key: &str) -> Option<String> {
-        property(key).map(|p| (p.default)())
+        property(key).map(|p| (p.get)(&NamesrvConfig::default()))
     }
 
     /// Every key of the table (Java names), in sorted order.
@@ -196,8 +178,7 @@ impl NamesrvConfig {
         properties::sorted_lines(all)
     }
 
-    /// configBlackList split on ';' (trimmed, empty dropped) plus the hard-coded
-    /// configBlackList, configStorePath, kvConfigPath, rocketmqHome.
+    /// The hard-coded keys no update may set, plus `configBlackList`'s.
     pub fn black_list(&self) -> Vec<String> {
         let always = [
             "configBlackList",
@@ -207,35 +188,25 @@ impl NamesrvConfig {
         ];
         black_list(&always, &self.config_black_list)
     }
-
-    /// Admin allow list parsed (empty vec = access control off). `set` refuses invalid
-    /// entries; any that got in by direct assignment are skipped here and reported by `validate`.
-    pub fn admin_allow_list_parsed(&self) -> Vec<Cidr> {
-        parse_cidr_list(&self.admin_allow_list)
-    }
-
-    /// Broker allow list parsed, as [`Self::admin_allow_list_parsed`].
-    pub fn broker_allow_list_parsed(&self) -> Vec<Cidr> {
-        parse_cidr_list(&self.broker_allow_list)
-    }
-
-    /// Checks every field against the rules `set` applies (useful after assigning fields
-    /// directly). Returns the first problem found.
-    pub fn validate(&self) -> Result<(), String> {
-        let mut probe = self.clone();
-        for key in Self::keys() {
-            let value = self.get(key).unwrap_or_default();
-            if let SetOutcome::Invalid(reason) = probe.set(key, &value) {
-                return Err(reason);
-            }
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl NamesrvConfig {
+        /// Checks every field against the rules `set` applies; the first problem found.
+        fn validate(&self) -> Result<(), String> {
+            let mut probe = self.clone();
+            for key in Self::keys() {
+                let value = self.get(key).unwrap_or_default();
+                if let SetOutcome::Invalid(reason) = probe.set(key, &value) {
+                    return Err(reason);
+                }
+            }
+            Ok(())
+        }
+    }
 
     #[test]
     fn defaults_equal_the_java_defaults() {
@@ -315,7 +286,7 @@ mod tests {
         assert_eq!(c.admin_allow_list, "");
         assert!(c.extra.is_empty());
         assert!(c.validate().is_ok());
-        assert!(c.admin_allow_list_parsed().is_empty());
+        assert!(Cidr::parse_list(&c.admin_allow_list).is_empty());
     }
 
     fn snake_case(key: &str) -> String {
@@ -399,7 +370,7 @@ mod tests {
             SetOutcome::Applied
         );
         assert_eq!(c.admin_allow_list, "127.0.0.1/32,::1/128");
-        assert_eq!(c.admin_allow_list_parsed().len(), 2);
+        assert_eq!(Cidr::parse_list(&c.admin_allow_list).len(), 2);
         assert_eq!(
             c.set("serverChannelMaxIdleTimeSeconds", "0"),
             SetOutcome::Applied

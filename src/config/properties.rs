@@ -1,15 +1,8 @@
-//! The `java.util.Properties` text format: a reader with Java's semantics and an editor that
-//! changes the lines of some keys in an existing file and leaves every other byte alone.
-//!
-//! Both work on physical lines, so every entry knows the lines it came from: the reader names
-//! the line of a bad value at startup, and the editor replaces exactly those lines when a
-//! runtime update is written back. An operator's comments, blank lines, order and line endings
-//! therefore survive any number of updates.
-//!
-//! Reading follows `Properties.load`: `key=value`, `key:value` or `key value`; `#`/`!` comment
-//! lines; leading blanks skipped; a line ending in an odd number of backslashes continues on
-//! the next one (whose leading blanks are skipped); backslash escapes (`\t \n \r \f \uXXXX`,
-//! any other `\x` is `x`); `\n`, `\r\n` and `\r` all end a line.
+//! The `java.util.Properties` text format: a reader with `Properties.load`'s semantics and an
+//! editor that rewrites the lines of some keys and leaves every other byte alone. Both work on
+//! physical lines, so an entry knows its lines: the reader names the line of a bad value, and
+//! the editor replaces exactly those lines, so an operator's comments, blank lines, order and
+//! line endings survive any number of runtime updates.
 
 use std::io;
 use std::path::Path;
@@ -79,31 +72,15 @@ fn is_blank(c: char) -> bool {
 /// Physical lines with their terminators (`\n`, `\r\n` or `\r`); the last may have none.
 fn physical_lines(text: &str) -> Vec<&str> {
     let mut lines = Vec::new();
-    let bytes = text.as_bytes();
-    let mut start = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\n' => {
-                lines.push(&text[start..=i]);
-                start = i + 1;
-            }
-            b'\r' => {
-                let end = if bytes.get(i + 1) == Some(&b'\n') {
-                    i + 1
-                } else {
-                    i
-                };
-                lines.push(&text[start..=end]);
-                start = end + 1;
-                i = end;
-            }
-            _ => {}
-        }
-        i += 1;
+    let mut rest = text;
+    while let Some(at) = rest.find(['\n', '\r']) {
+        let end = at + if rest[at..].starts_with("\r\n") { 2 } else { 1 };
+        let (line, after) = rest.split_at(end);
+        lines.push(line);
+        rest = after;
     }
-    if start < bytes.len() {
-        lines.push(&text[start..]);
+    if !rest.is_empty() {
+        lines.push(rest);
     }
     lines
 }
@@ -124,10 +101,9 @@ struct Logical {
     last: usize,
 }
 
-/// Groups physical lines into logical lines as `Properties.LineReader` does: blank and comment
-/// lines are skipped (a comment never continues), a continued line's leading blanks are
-/// skipped, a blank continuation line ends the entry, and a line starting with `#` is not a
-/// comment when it continues another.
+/// Groups physical lines as `Properties.LineReader` does: blank and comment lines are skipped
+/// (a comment never continues), a line ending in an odd number of backslashes continues on the
+/// next, whose leading blanks are skipped (a blank one ends the entry; a `#` there is text).
 fn logical_lines(lines: &[&str]) -> Vec<Logical> {
     let mut out = Vec::new();
     let mut current: Option<Logical> = None;
@@ -189,8 +165,8 @@ fn split_key_value(line: &[char]) -> (&[char], &[char]) {
     (key, rest.get(skip..).unwrap_or(&[]))
 }
 
-/// Resolves backslash escapes. `\uXXXX` yields a UTF-16 unit, so surrogate pairs written as
-/// two escapes combine as in Java; an unpaired surrogate becomes U+FFFD.
+/// Resolves `\t \n \r \f \uXXXX` (any other `\x` is `x`). `\uXXXX` is a UTF-16 unit, so
+/// surrogate pairs combine as in Java; an unpaired surrogate becomes U+FFFD.
 fn unescape(chars: &[char]) -> Result<String, String> {
     let mut units: Vec<u16> = Vec::with_capacity(chars.len());
     let mut it = chars.iter().copied();
@@ -312,25 +288,19 @@ pub fn edit(file: &PropertiesFile, changes: &[(&str, &str)]) -> Result<Propertie
         push_escaped(&mut line, value, false, ascii_only);
         line
     };
-    // Physical line index -> what replaces it (None: dropped, a continuation of a replaced entry).
-    let mut replaced: Vec<Option<Option<String>>> = vec![None; lines.len()];
+    // Entries are in line order: copy the lines up to a changed one, then its new line.
+    let mut text = String::with_capacity(file.text.len() + 64);
+    let mut copied = 0;
     for entry in &found {
         if let Some((key, value)) = changes.iter().find(|(k, _)| *k == entry.key) {
-            let terminator = &lines[entry.last][without_terminator(lines[entry.last]).len()..];
-            replaced[entry.first] = Some(Some(line_for(key, value) + terminator));
-            for slot in &mut replaced[entry.first + 1..=entry.last] {
-                *slot = Some(None);
-            }
+            text.extend(lines[copied..entry.first].iter().copied());
+            text.push_str(&line_for(key, value));
+            let last = lines[entry.last];
+            text.push_str(&last[without_terminator(last).len()..]);
+            copied = entry.last + 1;
         }
     }
-    let mut text = String::with_capacity(file.text.len() + 64);
-    for (line, replacement) in lines.iter().zip(&replaced) {
-        match replacement {
-            None => text.push_str(line),
-            Some(Some(new_line)) => text.push_str(new_line),
-            Some(None) => {}
-        }
-    }
+    text.extend(lines[copied..].iter().copied());
     for (key, value) in changes {
         if !found.iter().any(|e| e.key == *key) {
             if !text.is_empty() && !text.ends_with(['\n', '\r']) {

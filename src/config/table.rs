@@ -1,18 +1,9 @@
-//! The property table: one row per key, holding everything about it in one place: its Java
-//! name, the struct field it fills, its default, how its text is parsed and range-checked,
-//! and when a change takes effect. The row macro writes the `NamesrvConfig` struct, its
-//! `Default` and the lookup table from the same rows, so a new property is one new row.
+//! The property table: one row per key, with its Java name, the struct field it fills, its
+//! default, its parser and range, and when a change takes effect. The row macro writes the
+//! `NamesrvConfig` struct, its `Default` and the lookup table from the same rows.
 //!
-//! "When a change takes effect" must be true of the server: `Live` keys are the ones the server
-//! re-reads after UPDATE_NAMESRV_CONFIG (the loop's settings refresh, the processor's
-//! `apply_config_change`, the logger's level, or a read on every request); `AtStart` keys are
-//! read once when the server starts; `ReportedOnly` keys are Java's thread-pool and Netty
-//! settings that one event loop has no use for: accepted and reported, as Java does, changing
-//! nothing.
-//!
-//! The Controller's keys (Java's `ControllerConfig`, read from the same file when the
-//! Controller runs inside the name server) are not fields: they are kept as given, like any
-//! other key the table does not have, but they are known, so they are not warned about.
+//! `Live` keys are re-read after UPDATE_NAMESRV_CONFIG (the loop's settings refresh, the
+//! processor's `apply_config_change`, the logger's level, or a read per request).
 
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
@@ -37,7 +28,6 @@ pub(super) struct Property {
     pub get: fn(&NamesrvConfig) -> String,
     /// Err = invalid (reason without the key); the field is then left untouched.
     pub set: fn(&mut NamesrvConfig, &str) -> Result<(), String>,
-    pub default: fn() -> String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,35 +45,18 @@ impl std::fmt::Display for SerializeTypeSetting {
     }
 }
 
-/// How a row's text becomes its field's value.
-macro_rules! parse_as {
-    (text, $v:expr) => {
-        Ok::<String, String>($v.trim().to_string())
-    };
-    (flag, $v:expr) => {
-        parse_bool($v)
-    };
-    (number($range:expr), $v:expr) => {
-        parse_in_range($v, $range)
-    };
-    (with($parse:path), $v:expr) => {
-        $parse($v)
-    };
-}
-
-/// The rows: `"javaKey" => field: Type = default, Applies, parser;` (doc comments allowed).
+/// The rows: `"javaKey" => field: Type = default, Applies, parser;` (doc comments allowed);
+/// the parser turns the text into the field's value or says why it cannot.
 macro_rules! properties {
     ($(
         $(#[$doc:meta])*
-        $key:literal => $field:ident: $ty:ty = $default:expr, $applies:ident, $kind:ident $(($($arg:tt)*))?;
+        $key:literal => $field:ident: $ty:ty = $default:expr, $applies:ident, $parse:expr;
     )*) => {
         /// Every property, typed. Field names are the Java keys in snake_case.
         #[derive(Debug, Clone, PartialEq)]
         pub struct NamesrvConfig {
             $( $(#[$doc])* pub $field: $ty, )*
-            /// Keys given in a file or on the command line that are not fields above (the
-            /// Controller's, and unknown ones, which are warned about): kept as given and
-            /// reported by GET_NAMESRV_CONFIG, as Java does.
+            /// Given keys that are not fields (the Controller's, unknown ones), as given.
             pub extra: BTreeMap<String, String>,
         }
 
@@ -99,10 +72,9 @@ macro_rules! properties {
                 applies: Applies::$applies,
                 get: |c| c.$field.to_string(),
                 set: |c, v| {
-                    c.$field = parse_as!($kind $(($($arg)*))?, v)?;
+                    c.$field = ($parse)(v)?;
                     Ok(())
                 },
-                default: || { let value: $ty = $default; value.to_string() },
             },
         )*];
     };
@@ -112,8 +84,7 @@ const KIB: i64 = 1024;
 const MIB: i64 = 1024 * KIB;
 const GIB: i64 = 1024 * MIB;
 const TIB: i64 = 1024 * GIB;
-/// Generous ceiling for thread counts of the Java-compatible keys (one event loop uses none of
-/// them, but nonsense is still refused).
+/// Ceiling for the thread counts of Java's keys (unused here, but nonsense is still refused).
 const THREADS: RangeInclusive<i64> = 1..=1024;
 /// Ceiling for queue capacities, semaphores and element counts.
 const COUNT: RangeInclusive<i64> = 1..=10_000_000;
@@ -121,86 +92,85 @@ const COUNT: RangeInclusive<i64> = 1..=10_000_000;
 properties! {
     // ---- Java's NamesrvConfig
     /// Reported only; black-listed for updates.
-    "rocketmqHome" => rocketmq_home: String = std::env::var("ROCKETMQ_HOME").unwrap_or_default(), AtStart, text;
-    "kvConfigPath" => kv_config_path: String = under_home("namesrv/kvConfig.json"), AtStart, text;
+    "rocketmqHome" => rocketmq_home: String = std::env::var("ROCKETMQ_HOME").unwrap_or_default(), AtStart, parse_text;
+    "kvConfigPath" => kv_config_path: String = under_home("namesrv/kvConfig.json"), AtStart, parse_text;
     /// Where runtime updates are written back (the config file; see `cli`).
-    "configStorePath" => config_store_path: String = under_home("namesrv/namesrv.properties"), AtStart, text;
+    "configStorePath" => config_store_path: String = under_home("namesrv/namesrv.properties"), AtStart, parse_text;
     /// Used by Java's cluster-test mode only.
-    "productEnvName" => product_env_name: String = "center".into(), ReportedOnly, text;
-    "clusterTest" => cluster_test: bool = false, ReportedOnly, flag;
-    "orderMessageEnable" => order_message_enable: bool = false, Live, flag;
-    "returnOrderTopicConfigToBroker" => return_order_topic_config_to_broker: bool = true, Live, flag;
-    "clientRequestThreadPoolNums" => client_request_thread_pool_nums: i32 = 8, ReportedOnly, number(THREADS);
-    "clientRequestThreadPoolQueueCapacity" => client_request_thread_pool_queue_capacity: i32 = 50_000, ReportedOnly, number(COUNT);
-    "defaultThreadPoolNums" => default_thread_pool_nums: i32 = 16, ReportedOnly, number(THREADS);
-    "defaultThreadPoolQueueCapacity" => default_thread_pool_queue_capacity: i32 = 10_000, ReportedOnly, number(COUNT);
+    "productEnvName" => product_env_name: String = "center".into(), ReportedOnly, parse_text;
+    "clusterTest" => cluster_test: bool = false, ReportedOnly, parse_bool;
+    "orderMessageEnable" => order_message_enable: bool = false, Live, parse_bool;
+    "returnOrderTopicConfigToBroker" => return_order_topic_config_to_broker: bool = true, Live, parse_bool;
+    "clientRequestThreadPoolNums" => client_request_thread_pool_nums: i32 = 8, ReportedOnly, in_range(THREADS);
+    "clientRequestThreadPoolQueueCapacity" => client_request_thread_pool_queue_capacity: i32 = 50_000, ReportedOnly, in_range(COUNT);
+    "defaultThreadPoolNums" => default_thread_pool_nums: i32 = 16, ReportedOnly, in_range(THREADS);
+    "defaultThreadPoolQueueCapacity" => default_thread_pool_queue_capacity: i32 = 10_000, ReportedOnly, in_range(COUNT);
     /// ms; 0 would spin the expiry scan, more than an hour keeps dead brokers in routes too long.
-    "scanNotActiveBrokerInterval" => scan_not_active_broker_interval: i64 = 5_000, Live, number(1..=3_600_000);
+    "scanNotActiveBrokerInterval" => scan_not_active_broker_interval: i64 = 5_000, Live, in_range(1..=3_600_000);
     /// The unregistration queue is sized once, at start.
-    "unRegisterBrokerQueueCapacity" => un_register_broker_queue_capacity: i32 = 3_000, AtStart, number(COUNT);
-    "supportActingMaster" => support_acting_master: bool = false, Live, flag;
-    "enableAllTopicList" => enable_all_topic_list: bool = true, Live, flag;
-    "enableTopicList" => enable_topic_list: bool = true, Live, flag;
-    "notifyMinBrokerIdChanged" => notify_min_broker_id_changed: bool = false, Live, flag;
-    "enableControllerInNamesrv" => enable_controller_in_namesrv: bool = false, AtStart, flag;
-    "needWaitForService" => need_wait_for_service: bool = false, Live, flag;
+    "unRegisterBrokerQueueCapacity" => un_register_broker_queue_capacity: i32 = 3_000, AtStart, in_range(COUNT);
+    "supportActingMaster" => support_acting_master: bool = false, Live, parse_bool;
+    "enableAllTopicList" => enable_all_topic_list: bool = true, Live, parse_bool;
+    "enableTopicList" => enable_topic_list: bool = true, Live, parse_bool;
+    "notifyMinBrokerIdChanged" => notify_min_broker_id_changed: bool = false, Live, parse_bool;
+    "enableControllerInNamesrv" => enable_controller_in_namesrv: bool = false, AtStart, parse_bool;
+    "needWaitForService" => need_wait_for_service: bool = false, Live, parse_bool;
     /// seconds; at most a day.
-    "waitSecondsForService" => wait_seconds_for_service: i32 = 45, Live, number(0..=86_400);
-    "deleteTopicWithBrokerRegistration" => delete_topic_with_broker_registration: bool = false, Live, flag;
-    "configBlackList" => config_black_list: String = "configBlackList;configStorePath;kvConfigPath".into(), AtStart, text;
+    "waitSecondsForService" => wait_seconds_for_service: i32 = 45, Live, in_range(0..=86_400);
+    "deleteTopicWithBrokerRegistration" => delete_topic_with_broker_registration: bool = false, Live, parse_bool;
+    "configBlackList" => config_black_list: String = "configBlackList;configStorePath;kvConfigPath".into(), AtStart, parse_text;
 
     // ---- Java's NettyServerConfig
-    "bindAddress" => bind_address: String = "0.0.0.0".into(), AtStart, text;
+    "bindAddress" => bind_address: String = "0.0.0.0".into(), AtStart, parse_text;
     /// 0 = an ephemeral port chosen by the OS.
-    "listenPort" => listen_port: u16 = 9876, AtStart, number(0..=65_535);
-    "serverWorkerThreads" => server_worker_threads: i32 = 8, ReportedOnly, number(THREADS);
+    "listenPort" => listen_port: u16 = 9876, AtStart, in_range(0..=65_535);
+    "serverWorkerThreads" => server_worker_threads: i32 = 8, ReportedOnly, in_range(THREADS);
     /// 0 means "Java picks 4".
-    "serverCallbackExecutorThreads" => server_callback_executor_threads: i32 = 0, ReportedOnly, number(0..=1024);
-    "serverSelectorThreads" => server_selector_threads: i32 = 3, ReportedOnly, number(THREADS);
-    "serverOnewaySemaphoreValue" => server_oneway_semaphore_value: i32 = 256, ReportedOnly, number(COUNT);
-    "serverAsyncSemaphoreValue" => server_async_semaphore_value: i32 = 64, ReportedOnly, number(COUNT);
+    "serverCallbackExecutorThreads" => server_callback_executor_threads: i32 = 0, ReportedOnly, in_range(0..=1024);
+    "serverSelectorThreads" => server_selector_threads: i32 = 3, ReportedOnly, in_range(THREADS);
+    "serverOnewaySemaphoreValue" => server_oneway_semaphore_value: i32 = 256, ReportedOnly, in_range(COUNT);
+    "serverAsyncSemaphoreValue" => server_async_semaphore_value: i32 = 64, ReportedOnly, in_range(COUNT);
     /// seconds; 0 = never close idle connections.
-    "serverChannelMaxIdleTimeSeconds" => server_channel_max_idle_time_seconds: i32 = 120, Live, number(0..=i32::MAX as i64);
+    "serverChannelMaxIdleTimeSeconds" => server_channel_max_idle_time_seconds: i32 = 120, Live, in_range(0..=i32::MAX as i64);
     /// bytes; 0 = OS default (the sockets keep the OS default either way).
-    "serverSocketSndBufSize" => server_socket_snd_buf_size: i32 = 0, ReportedOnly, number(0..=GIB);
-    "serverSocketRcvBufSize" => server_socket_rcv_buf_size: i32 = 0, ReportedOnly, number(0..=GIB);
+    "serverSocketSndBufSize" => server_socket_snd_buf_size: i32 = 0, ReportedOnly, in_range(0..=GIB);
+    "serverSocketRcvBufSize" => server_socket_rcv_buf_size: i32 = 0, ReportedOnly, in_range(0..=GIB);
     /// Netty's; connWriteHighWater/connWriteHardCap are the ones used.
-    "writeBufferHighWaterMark" => write_buffer_high_water_mark: i32 = 0, ReportedOnly, number(0..=GIB);
-    "writeBufferLowWaterMark" => write_buffer_low_water_mark: i32 = 0, ReportedOnly, number(0..=GIB);
-    "serverSocketBacklog" => server_socket_backlog: i32 = 1024, ReportedOnly, number(1..=1_048_576);
-    "serverNettyWorkerGroupEnable" => server_netty_worker_group_enable: bool = true, ReportedOnly, flag;
-    "serverPooledByteBufAllocatorEnable" => server_pooled_byte_buf_allocator_enable: bool = true, ReportedOnly, flag;
-    "enableShutdownGracefully" => enable_shutdown_gracefully: bool = false, ReportedOnly, flag;
+    "writeBufferHighWaterMark" => write_buffer_high_water_mark: i32 = 0, ReportedOnly, in_range(0..=GIB);
+    "writeBufferLowWaterMark" => write_buffer_low_water_mark: i32 = 0, ReportedOnly, in_range(0..=GIB);
+    "serverSocketBacklog" => server_socket_backlog: i32 = 1024, ReportedOnly, in_range(1..=1_048_576);
+    "serverNettyWorkerGroupEnable" => server_netty_worker_group_enable: bool = true, ReportedOnly, parse_bool;
+    "serverPooledByteBufAllocatorEnable" => server_pooled_byte_buf_allocator_enable: bool = true, ReportedOnly, parse_bool;
+    "enableShutdownGracefully" => enable_shutdown_gracefully: bool = false, ReportedOnly, parse_bool;
     /// seconds; at most an hour.
-    "shutdownWaitTimeSeconds" => shutdown_wait_time_seconds: i32 = 30, ReportedOnly, number(0..=3_600);
-    "useEpollNativeSelector" => use_epoll_native_selector: bool = false, ReportedOnly, flag;
+    "shutdownWaitTimeSeconds" => shutdown_wait_time_seconds: i32 = 30, ReportedOnly, in_range(0..=3_600);
+    "useEpollNativeSelector" => use_epoll_native_selector: bool = false, ReportedOnly, parse_bool;
 
     // ---- rmq-namesrv's own
-    /// Limit on a frame's length field + 4 (Netty counts the field too), in bytes: below 1 KiB
-    /// no real request fits, above 1 GiB one peer could exhaust memory.
-    "frameMaxLength" => frame_max_length: u32 = 16_777_216, Live, number(KIB..=GIB);
-    "serializeType" => serialize_type: SerializeTypeSetting = SerializeTypeSetting::Json, Live, with(parse_serialize_type);
+    /// A frame's length field + 4 (Netty counts the field too): below 1 KiB no real request
+    /// fits, above 1 GiB one peer could exhaust memory.
+    "frameMaxLength" => frame_max_length: u32 = 16_777_216, Live, in_range(KIB..=GIB);
+    "serializeType" => serialize_type: SerializeTypeSetting = SerializeTypeSetting::Json, Live, parse_serialize_type;
     /// "" = no file log.
-    "logPath" => log_path: String = under_home("logs/rocketmqlogs/namesrv.log"), AtStart, text;
-    /// Live through `logging::set_level`.
-    "logLevel" => log_level: String = "info".into(), Live, with(parse_log_level);
+    "logPath" => log_path: String = under_home("logs/rocketmqlogs/namesrv.log"), AtStart, parse_text;
+    /// Live through `log::set_max_level`.
+    "logLevel" => log_level: String = "info".into(), Live, parse_log_level;
     /// bytes before rotation.
-    "logFileMaxSize" => log_file_max_size: u64 = 104_857_600, AtStart, number(KIB..=TIB);
+    "logFileMaxSize" => log_file_max_size: u64 = 104_857_600, AtStart, in_range(KIB..=TIB);
     /// rotated files kept.
-    "logFileCount" => log_file_count: u32 = 5, AtStart, number(1..=1_000);
-    "maxConnections" => max_connections: u32 = 65_536, Live, number(COUNT);
+    "logFileCount" => log_file_count: u32 = 5, AtStart, in_range(1..=1_000);
+    "maxConnections" => max_connections: u32 = 65_536, Live, in_range(COUNT);
     /// bytes (the header length field is 24 bits).
-    "maxHeaderLength" => max_header_length: u32 = 262_144, Live, number(KIB..=16 * MIB);
-    "maxExtFields" => max_ext_fields: u32 = 256, Live, number(1..=1_000_000);
-    /// Nesting levels; the JSON reader recurses, so keep well below stack limits.
-    "maxJsonDepth" => max_json_depth: u32 = 64, Live, number(1..=1_024);
-    "maxJsonStringLength" => max_json_string_length: u32 = 65_536, Live, number(1..=GIB);
-    "maxTopicsPerRegistration" => max_topics_per_registration: u32 = 100_000, Live, number(COUNT);
-    /// Bytes a compressed registration body may inflate to: a 5.x broker's body inflates to
-    /// about 60 bytes per topic (a 1,000-topic broker: ~60 KB), so 16 MiB holds far more
-    /// than maxTopicsPerRegistration real topics, and as much as the largest JSON body
-    /// (frameMaxLength) could carry; a zip bomb stops there.
-    "maxInflatedBodyLength" => max_inflated_body_length: u32 = 16_777_216, Live, number(KIB..=GIB);
+    "maxHeaderLength" => max_header_length: u32 = 262_144, Live, in_range(KIB..=16 * MIB);
+    "maxExtFields" => max_ext_fields: u32 = 256, Live, in_range(1..=1_000_000);
+    /// JSON nesting levels (the reader is iterative: depth costs heap, never call stack).
+    "maxJsonDepth" => max_json_depth: u32 = 64, Live, in_range(1..=1_024);
+    "maxJsonStringLength" => max_json_string_length: u32 = 65_536, Live, in_range(1..=GIB);
+    "maxTopicsPerRegistration" => max_topics_per_registration: u32 = 100_000, Live, in_range(COUNT);
+    /// Bytes a compressed registration body may inflate to (a zip bomb stops there): a 5.x
+    /// broker's body inflates to ~60 bytes per topic, so 16 MiB holds far more than
+    /// maxTopicsPerRegistration topics, and as much as the largest JSON body could carry.
+    "maxInflatedBodyLength" => max_inflated_body_length: u32 = 16_777_216, Live, in_range(KIB..=GIB);
     /// REGISTER_BROKER and REGISTER_TOPIC_IN_NAMESRV bodies up to this many bytes are hashed,
     /// decoded and applied on the loop; larger ones, and compressed ones that may inflate past
     /// it (weighed x1032), are hashed and decoded by the decode worker (0: every non-empty
@@ -209,62 +179,60 @@ properties! {
     /// ~0.6 ms, hash and CRC ~25 us: about 1 ms, half what a request may hold the loop.
     /// Re-measure: `cargo bench --bench register_body_parse` (a 1,000-topic body of ~172 KB)
     /// and `cargo bench --bench register_apply` (churn_100_topics: 100 configs put).
-    "decodeOnLoopMaxBytes" => decode_on_loop_max_bytes: u32 = 65_536, Live, number(0..=GIB);
+    "decodeOnLoopMaxBytes" => decode_on_loop_max_bytes: u32 = 65_536, Live, in_range(0..=GIB);
     /// Cluster and broker names.
-    "maxNameLength" => max_name_length: u32 = 255, Live, number(1..=65_535);
+    "maxNameLength" => max_name_length: u32 = 255, Live, in_range(1..=65_535);
     /// TopicValidator's limit.
-    "maxTopicNameLength" => max_topic_name_length: u32 = 127, Live, number(1..=65_535);
+    "maxTopicNameLength" => max_topic_name_length: u32 = 127, Live, in_range(1..=65_535);
     /// Largest readQueueNums / writeQueueNums accepted in a topic config: clients build one
     /// queue object per queue, so 2^31 would exhaust them. Real topics have 1 to a few hundred.
-    "maxQueueNums" => max_queue_nums: u32 = 65_536, Live, number(1..=i32::MAX as i64);
-    /// Live brokers (registered cluster + address pairs): 10x a 1,000-broker cluster.
-    "maxBrokers" => max_brokers: u32 = 10_000, Live, number(COUNT);
-    /// Distinct topics in the registry: a 1,000-broker cluster whose brokers serve 1,000
-    /// topics each holds at most 1,000,000 even if no two brokers share a topic.
-    "maxTopics" => max_topics: u32 = 1_000_000, Live, number(COUNT);
+    "maxQueueNums" => max_queue_nums: u32 = 65_536, Live, in_range(1..=i32::MAX as i64);
+    /// Live brokers (cluster + address pairs): 10x a 1,000-broker cluster.
+    "maxBrokers" => max_brokers: u32 = 10_000, Live, in_range(COUNT);
+    /// Distinct topics: 1,000 brokers with 1,000 topics each, none shared.
+    "maxTopics" => max_topics: u32 = 1_000_000, Live, in_range(COUNT);
     /// Topics one broker group serves: as many as one registration may carry.
-    "maxTopicsPerBroker" => max_topics_per_broker: u32 = 100_000, Live, number(COUNT);
+    "maxTopicsPerBroker" => max_topics_per_broker: u32 = 100_000, Live, in_range(COUNT);
     /// Stop reading a peer whose unsent output is above this.
-    "connWriteHighWater" => conn_write_high_water: u32 = 4_194_304, Live, number(KIB..=GIB);
+    "connWriteHighWater" => conn_write_high_water: u32 = 4_194_304, Live, in_range(KIB..=GIB);
     /// Disconnect a peer whose unsent output is above this.
-    "connWriteHardCap" => conn_write_hard_cap: u32 = 67_108_864, Live, number(KIB..=u32::MAX as i64);
-    /// Bytes all connections' read and write buffers may hold together; past it large partial
-    /// frames wait and peers not reading their replies are closed. Sized for a small VM.
-    "maxBufferedBytes" => max_buffered_bytes: u64 = 67_108_864, Live, number(MIB..=TIB);
+    "connWriteHardCap" => conn_write_hard_cap: u32 = 67_108_864, Live, in_range(KIB..=u32::MAX as i64);
+    /// Bytes all connections' buffers may hold together; past it large partial frames wait
+    /// and peers not reading their replies are closed. Sized for a small VM.
+    "maxBufferedBytes" => max_buffered_bytes: u64 = 67_108_864, Live, in_range(MIB..=TIB);
     /// ms a frame may take to arrive once its first byte is in (0 = no limit); above the
     /// brokers' own 24 s registration timeout.
-    "frameReadTimeoutMillis" => frame_read_timeout_millis: u64 = 30_000, Live, number(0..=3_600_000);
+    "frameReadTimeoutMillis" => frame_read_timeout_millis: u64 = 30_000, Live, in_range(0..=3_600_000);
     /// Connections one client address may hold (0 = no limit: NAT and pods share addresses).
-    "maxConnectionsPerAddress" => max_connections_per_address: u32 = 0, Live, number(0..=10_000_000);
+    "maxConnectionsPerAddress" => max_connections_per_address: u32 = 0, Live, in_range(0..=10_000_000);
     /// Share of maxConnections kept for addresses that completed a request in the last 10
     /// minutes, so that a flood of new connections cannot lock working clients out.
-    "reservedConnectionsPercent" => reserved_connections_percent: u32 = 5, Live, number(0..=50);
+    "reservedConnectionsPercent" => reserved_connections_percent: u32 = 5, Live, in_range(0..=50);
     /// Pending registrations before answering SYSTEM_BUSY.
-    "registrationBacklogLimit" => registration_backlog_limit: u32 = 10_000, Live, number(COUNT);
-    "registrationBudgetPerIteration" => registration_budget_per_iteration: u32 = 64, Live, number(1..=1_000_000);
+    "registrationBacklogLimit" => registration_backlog_limit: u32 = 10_000, Live, in_range(COUNT);
+    "registrationBudgetPerIteration" => registration_budget_per_iteration: u32 = 64, Live, in_range(1..=1_000_000);
     /// Bytes of encoded routes kept in the route cache (0 = no cache).
-    "routeCacheMaxBytes" => route_cache_max_bytes: u32 = 4_194_304, Live, number(0..=u32::MAX as i64);
-    /// KV config: longest namespace or key, in bytes (topic names are at most 127; 1 KiB
-    /// leaves room for any real key and keeps the table's keys small).
-    "kvMaxKeyLength" => kv_max_key_length: u32 = 1_024, Live, number(1..=65_536);
+    "routeCacheMaxBytes" => route_cache_max_bytes: u32 = 4_194_304, Live, in_range(0..=u32::MAX as i64);
+    /// KV config: longest namespace or key, in bytes (topic names are at most 127).
+    "kvMaxKeyLength" => kv_max_key_length: u32 = 1_024, Live, in_range(1..=65_536);
     /// KV config: longest value, in bytes (an ORDER_TOPIC_CONFIG value lists
     /// `brokerName:queues` per broker group, ~25 bytes each: 16 KiB is 600 groups).
-    "kvMaxValueLength" => kv_max_value_length: u32 = 16_384, Live, number(1..=16 * MIB);
+    "kvMaxValueLength" => kv_max_value_length: u32 = 16_384, Live, in_range(1..=16 * MIB);
     /// KV config: keys plus namespaces (one ORDER_TOPIC_CONFIG entry per ordered topic).
-    "kvMaxEntries" => kv_max_entries: u32 = 100_000, Live, number(1..=10_000_000);
-    /// KV config: bytes of all namespaces, keys and values; also the bound on changes
-    /// waiting for the disk. The whole file is rewritten per write, so this bounds that too.
-    "kvMaxTotalBytes" => kv_max_total_bytes: u32 = 16_777_216, Live, number(KIB..=GIB);
+    "kvMaxEntries" => kv_max_entries: u32 = 100_000, Live, in_range(1..=10_000_000);
+    /// KV config: bytes of all namespaces, keys and values; also bounds the changes waiting
+    /// for the disk, and each write (the whole file is rewritten).
+    "kvMaxTotalBytes" => kv_max_total_bytes: u32 = 16_777_216, Live, in_range(KIB..=GIB);
     /// "" = off; else comma-separated CIDRs, e.g. "127.0.0.1/32,10.0.0.0/8,::1/128".
-    "adminAllowList" => admin_allow_list: String = String::new(), Live, with(parse_allow_list);
+    "adminAllowList" => admin_allow_list: String = String::new(), Live, parse_allow_list;
     /// "" = off; else CIDRs (as adminAllowList) from which brokers may register, unregister,
     /// heartbeat and ask for their data version.
-    "brokerAllowList" => broker_allow_list: String = String::new(), Live, with(parse_allow_list);
+    "brokerAllowList" => broker_allow_list: String = String::new(), Live, parse_allow_list;
 }
 
 /// Java's `ControllerConfig` and `JraftConfig` keys, read from the same file by the embedded
 /// Controller (`enableControllerInNamesrv`). Kept as given; `NamesrvConfig::get` reads them.
-pub const CONTROLLER_KEYS: &[&str] = &[
+pub(super) const CONTROLLER_KEYS: &[&str] = &[
     "controllerType",
     "controllerDLegerGroup",
     "controllerDLegerPeers",
@@ -310,28 +278,26 @@ pub fn under_home(rest: &str) -> String {
 /// than read as false, as Java's Boolean.parseBoolean would.
 fn parse_bool(value: &str) -> Result<bool, String> {
     let text = value.trim();
-    if text.eq_ignore_ascii_case("true") {
-        Ok(true)
-    } else if text.eq_ignore_ascii_case("false") {
-        Ok(false)
-    } else {
-        Err(format!("{text:?} is not true or false"))
-    }
+    (text.to_ascii_lowercase().parse()).map_err(|_| format!("{text:?} is not true or false"))
 }
 
-fn parse_in_range<T: TryFrom<i64>>(value: &str, range: RangeInclusive<i64>) -> Result<T, String> {
-    let text = value.trim();
-    let n: i64 = text
-        .parse()
-        .map_err(|_| format!("{text:?} is not an integer"))?;
-    if !range.contains(&n) {
-        return Err(format!(
-            "{n} is outside {}..={}",
-            range.start(),
-            range.end()
-        ));
+fn parse_text(value: &str) -> Result<String, String> {
+    Ok(value.trim().to_string())
+}
+
+/// An integer in `range` (surrounding blanks ignored), as the field's type.
+fn in_range<T: TryFrom<i64>>(range: RangeInclusive<i64>) -> impl Fn(&str) -> Result<T, String> {
+    move |value| {
+        let text = value.trim();
+        let n: i64 = text
+            .parse()
+            .map_err(|_| format!("{text:?} is not an integer"))?;
+        let (low, high) = (range.start(), range.end());
+        if !range.contains(&n) {
+            return Err(format!("{n} is outside {low}..={high}"));
+        }
+        T::try_from(n).map_err(|_| format!("{n} does not fit"))
     }
-    T::try_from(n).map_err(|_| format!("{n} does not fit"))
 }
 
 fn parse_serialize_type(value: &str) -> Result<SerializeTypeSetting, String> {

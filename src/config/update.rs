@@ -1,24 +1,17 @@
-//! UPDATE_NAMESRV_CONFIG: a runtime change of the config, all or nothing.
+//! UPDATE_NAMESRV_CONFIG: a runtime change of the config, all or nothing. Every key and value
+//! is checked first: a black-listed key is refused as Java refuses it (16, Java's remark); an
+//! unknown key, a bad value or a change of a start-only key is refused naming the key (1).
 //!
-//! An answer of success must mean the change was made, so every key and value of a request is
-//! checked before anything is applied: a black-listed key is refused as Java refuses it (code
-//! 16, Java's remark); an unknown key, a value that does not parse, or a change of a key that
-//! is read only at start is refused with a remark naming the key and why (code 1). Java's keys
-//! that one event loop does not use are accepted and reported, as Java does.
-//!
-//! An accepted change is written to the config file (`configStorePath`) before it is applied
-//! in memory, so memory and file never disagree. The server does it in three steps, so that
-//! the write happens on its writer thread: [`NamesrvConfig::plan_update`] checks (on the loop),
-//! [`ConfigPlan::persist`] writes (on the writer), then the plan's config is adopted. Only the lines of the keys whose value changed
-//! are rewritten (keys not yet in the file are appended); the operator's comments, order and
-//! blank lines stay, and nothing that came from the command line or a default is written.
+//! An accepted change is written to the config file before it is applied in memory, so the two
+//! never disagree: [`NamesrvConfig::plan_update`] checks (on the loop), [`ConfigPlan::persist`]
+//! writes (on the writer thread), then the caller adopts the plan's config. Only the lines of
+//! the changed keys are rewritten; nothing from the command line or a default is written.
 
 use std::path::Path;
 
 use super::properties::{edit, parse_properties, Encoding, PropertiesFile};
 use super::table::Applies;
-use super::NamesrvConfig;
-use super::{check_key, check_value, is_controller_key, property, unknown_key_message};
+use super::{is_controller_key, unknown_key_message, NamesrvConfig, SetOutcome};
 use crate::remoting::codes::response;
 
 /// Longest value an update may set: a path or an allow-list of a few hundred ranges fits;
@@ -28,18 +21,17 @@ const MAX_UPDATE_VALUE_LENGTH: usize = 4096;
 /// Why an update was refused; nothing of the request was applied.
 #[derive(Debug)]
 pub enum UpdateError {
-    /// A key in the config black list.
     BlackListed(String),
-    /// The body is not properties text.
     Parse(String),
     /// Unknown keys, invalid values and changes of start-only keys: one line each.
     Refused(Vec<String>),
-    /// The config file could not be written.
-    Persist { path: String, reason: String },
+    Persist {
+        path: String,
+        reason: String,
+    },
 }
 
 impl UpdateError {
-    /// The response code the request is answered with.
     pub fn response_code(&self) -> i32 {
         match self {
             UpdateError::BlackListed(_) => response::NO_PERMISSION,
@@ -80,49 +72,27 @@ fn check_one(
     key: &str,
     value: &str,
 ) -> Result<(), String> {
-    check_key(key).and_then(|()| check_value(value))?;
     if value.len() > MAX_UPDATE_VALUE_LENGTH {
         return Err(format!(
             "{key}: a value of {} bytes is longer than {MAX_UPDATE_VALUE_LENGTH}",
             value.len()
         ));
     }
-    let Some(p) = property(key) else {
-        let unchanged = current.extra.get(key).map(String::as_str) == Some(value.trim());
-        return match is_controller_key(key) {
-            true if unchanged => Ok(()),
-            true => Err(format!(
-                "{key} is a Controller key and takes effect at start only: edit the config file"
-            )),
-            false => Err(unknown_key_message(key)),
-        };
+    let at_start = match next.set(key, value) {
+        SetOutcome::Invalid(reason) => return Err(reason),
+        SetOutcome::Unknown => return Err(unknown_key_message(key)),
+        SetOutcome::Applied if is_controller_key(key) => "is a Controller key and takes effect",
+        SetOutcome::Applied if NamesrvConfig::applies(key) == Some(Applies::AtStart) => {
+            "takes effect"
+        }
+        SetOutcome::Applied => return Ok(()),
     };
-    (p.set)(next, value).map_err(|reason| format!("{key}: {reason}"))?;
-    if p.applies == Applies::AtStart && (p.get)(next) != (p.get)(current) {
-        return Err(format!(
-            "{key} takes effect at start only: edit the config file"
-        ));
+    if next.get(key) == current.get(key) {
+        return Ok(());
     }
-    Ok(())
-}
-
-/// Rewrites the lines of `changes` in the file at `path` (created if missing), atomically.
-fn persist(path: &str, changes: &[(&str, &str)]) -> Result<(), UpdateError> {
-    let failed = |reason: String| UpdateError::Persist {
-        path: path.to_string(),
-        reason,
-    };
-    let file = match PropertiesFile::read(Path::new(path)) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => PropertiesFile {
-            text: String::new(),
-            encoding: Encoding::Utf8,
-        },
-        Err(e) => return Err(failed(e.to_string())),
-    };
-    let edited = edit(&file, changes).map_err(failed)?;
-    crate::durable_file::replace_file(Path::new(path), &edited.to_bytes())
-        .map_err(|e| failed(e.to_string()))
+    Err(format!(
+        "{key} {at_start} at start only: edit the config file"
+    ))
 }
 
 /// A checked UPDATE_NAMESRV_CONFIG, not applied yet: its file write ([`ConfigPlan::persist`],
@@ -137,7 +107,6 @@ pub struct ConfigPlan {
 }
 
 impl ConfigPlan {
-    /// The changed keys as `key=value`.
     pub fn changed(&self) -> Vec<String> {
         self.changes
             .iter()
@@ -145,32 +114,34 @@ impl ConfigPlan {
             .collect()
     }
 
-    /// Writes the changed keys to the config file (crash-safe, durable on return).
+    /// Writes the changed keys to the config file (crash-safe, durable on return): only their
+    /// lines are rewritten, and a missing file is created.
     pub fn persist(&self) -> Result<(), UpdateError> {
-        let lines: Vec<(&str, &str)> = self
+        let failed = |reason: String| UpdateError::Persist {
+            path: self.path.clone(),
+            reason,
+        };
+        let path = Path::new(&self.path);
+        let file = match PropertiesFile::read(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => PropertiesFile {
+                text: String::new(),
+                encoding: Encoding::Utf8,
+            },
+            Err(e) => return Err(failed(e.to_string())),
+        };
+        let changes: Vec<(&str, &str)> = self
             .changes
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        persist(&self.path, &lines)
+        let edited = edit(&file, &changes).map_err(failed)?;
+        crate::durable_file::replace_file(path, &edited.to_bytes())
+            .map_err(|e| failed(e.to_string()))
     }
 }
 
 impl NamesrvConfig {
-    /// UPDATE_NAMESRV_CONFIG with `body` (properties text): checks every key and value, then
-    /// writes the changed keys to `config_store_path` and applies them. Returns the keys whose
-    /// value changed, as `key=value` (empty when the request changes nothing: then nothing is
-    /// written). On any error nothing is applied or written.
-    pub fn update(&mut self, body: &str) -> Result<Vec<String>, UpdateError> {
-        let Some(plan) = self.plan_update(body)? else {
-            return Ok(Vec::new());
-        };
-        plan.persist()?;
-        let changed = plan.changed();
-        *self = plan.next;
-        Ok(changed)
-    }
-
     /// Checks an UPDATE_NAMESRV_CONFIG body against this config: the plan to write and apply,
     /// `None` when it changes nothing, or why it is refused. Nothing is written here.
     pub fn plan_update(&self, body: &str) -> Result<Option<ConfigPlan>, UpdateError> {
@@ -213,6 +184,20 @@ mod tests {
     use crate::test_support::TempDir;
     use std::fs;
     use std::path::PathBuf;
+
+    impl NamesrvConfig {
+        /// UPDATE_NAMESRV_CONFIG in one go, as the processor runs it in steps: plan, write,
+        /// adopt. Returns the changed keys as `key=value`.
+        fn update(&mut self, body: &str) -> Result<Vec<String>, UpdateError> {
+            let Some(plan) = self.plan_update(body)? else {
+                return Ok(Vec::new());
+            };
+            plan.persist()?;
+            let changed = plan.changed();
+            *self = plan.next;
+            Ok(changed)
+        }
+    }
 
     fn stored_at(path: &Path) -> NamesrvConfig {
         NamesrvConfig {

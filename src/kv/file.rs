@@ -5,62 +5,30 @@
 //! `{"table":{...}}`; the file is assembled from the inner part of those bodies, so a write
 //! re-encodes only the namespaces that changed and the loop answers 219 with the same bytes.
 
-use super::{Entries, Namespace, Text};
+use super::{Entries, Table};
 use crate::durable_file::sibling;
 use crate::remoting::json::{self, Value};
 use bytes::Bytes;
-use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 /// What every namespace body starts with; the rest but the closing brace is its table.
 const BODY_PREFIX: &[u8] = b"{\"table\":";
 
+/// Why the store cannot be loaded, in one line naming the file (and what its backup held).
 #[derive(Debug)]
-pub enum KvError {
-    /// The file exists but could not be read.
-    Io(PathBuf, io::Error),
-    /// The file does not hold a KV config and no usable backup replaced it.
-    Corrupt {
-        path: PathBuf,
-        reason: String,
-        /// What happened with `<path>.bak`.
-        backup: String,
-    },
-}
+pub struct KvError(String);
 
 impl fmt::Display for KvError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            KvError::Io(path, err) => write!(f, "cannot read KV config {}: {err}", path.display()),
-            KvError::Corrupt {
-                path,
-                reason,
-                backup,
-            } => write!(
-                f,
-                "KV config {} is corrupt ({reason}) and {backup}",
-                path.display()
-            ),
-        }
+        f.write_str(&self.0)
     }
 }
 
-impl std::error::Error for KvError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            KvError::Io(_, err) => Some(err),
-            KvError::Corrupt { .. } => None,
-        }
-    }
-}
+impl std::error::Error for KvError {}
 
-/// The namespaces as read from a file.
-pub(super) type Table = BTreeMap<Text, Namespace>;
-
-/// What reading one candidate file gave.
 enum Loaded {
     Missing,
     /// Present but 0 bytes (or only whitespace): Java's loader treats it as no content.
@@ -73,7 +41,10 @@ fn load(path: &Path) -> Result<Loaded, KvError> {
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Loaded::Missing),
-        Err(e) => return Err(KvError::Io(path.to_path_buf(), e)),
+        Err(e) => {
+            let path = path.display();
+            return Err(KvError(format!("cannot read KV config {path}: {e}")));
+        }
     };
     if bytes.iter().all(|b| b.is_ascii_whitespace()) {
         return Ok(Loaded::Empty);
@@ -127,68 +98,54 @@ fn decode_file(bytes: &[u8]) -> Result<Table, String> {
 
 /// Loads the store persisted at `path`. A missing file is an empty store. A corrupt file (or
 /// an empty one while a `.bak` exists) is replaced by `<path>.bak` if that parses; otherwise
-/// this fails, so the server refuses to start rather than lose data.
+/// this fails, so the server refuses to start rather than lose data. A missing file with a
+/// `.bak` loads the `.bak`: Java's string2File deletes the file before renaming the new one
+/// in, so a crash there leaves only the backup.
 pub(super) fn open(path: &Path) -> Result<Table, KvError> {
     let bak = sibling(path, ".bak");
-    let mut main_was_empty = false;
-    let reason = match load(path)? {
+    let (reason, missing, empty) = match load(path)? {
         Loaded::Table(table) => return Ok(table),
-        Loaded::Missing => return open_backup_of_missing(path, &bak),
-        Loaded::Empty => {
-            main_was_empty = true;
-            "the file is empty".to_string()
-        }
-        Loaded::Corrupt(reason) => reason,
+        Loaded::Missing => (String::from("the file is missing"), true, false),
+        Loaded::Empty => (String::from("the file is empty"), false, true),
+        Loaded::Corrupt(reason) => (reason, false, false),
     };
-    log::error!(
-        "KV config {} is unusable ({reason}); trying its backup {}",
-        path.display(),
-        bak.display()
-    );
-    let corrupt = |backup: String| KvError::Corrupt {
-        path: path.to_path_buf(),
-        reason: reason.clone(),
-        backup,
+    if !missing {
+        log::error!(
+            "KV config {} is unusable ({reason}); trying its backup {}",
+            path.display(),
+            bak.display()
+        );
+    }
+    let corrupt = |backup: String| {
+        let path = path.display();
+        KvError(format!(
+            "KV config {path} is corrupt ({reason}) and {backup}"
+        ))
     };
     match load(&bak) {
         Ok(Loaded::Table(table)) => {
+            let state = match missing {
+                true => "missing".to_string(),
+                false => format!("unusable ({reason})"),
+            };
             log::warn!(
-                "KV config {} is unusable ({reason}); loaded its backup {} instead",
+                "KV config {} is {state}; loaded its backup {} instead",
                 path.display(),
                 bak.display()
             );
             Ok(table)
         }
-        // An empty file with nothing behind it is what Java would load as an empty store.
-        Ok(Loaded::Missing) if main_was_empty => Ok(Table::new()),
+        // Nothing at all, or an empty file with nothing behind it: what Java loads as empty.
+        Ok(Loaded::Missing | Loaded::Empty) if missing => Ok(Table::new()),
+        Ok(Loaded::Missing) if empty => Ok(Table::new()),
         Ok(Loaded::Missing) => Err(corrupt(format!("there is no backup {}", bak.display()))),
         Ok(Loaded::Empty) => Err(corrupt(format!("its backup {} is empty", bak.display()))),
         Ok(Loaded::Corrupt(bak_reason)) => Err(corrupt(format!(
             "its backup {} is corrupt too ({bak_reason})",
             bak.display()
         ))),
+        Err(e) if missing => Err(e),
         Err(e) => Err(corrupt(format!("its backup could not be read: {e}"))),
-    }
-}
-
-/// The main file is missing: Java's string2File deletes the file before renaming the new one
-/// in, so a crash there leaves only the backup.
-fn open_backup_of_missing(path: &Path, bak: &Path) -> Result<Table, KvError> {
-    match load(bak)? {
-        Loaded::Table(table) => {
-            log::warn!(
-                "KV config {} is missing; loaded its backup {}",
-                path.display(),
-                bak.display()
-            );
-            Ok(table)
-        }
-        Loaded::Missing | Loaded::Empty => Ok(Table::new()),
-        Loaded::Corrupt(bak_reason) => Err(KvError::Corrupt {
-            path: path.to_path_buf(),
-            reason: "the file is missing".to_string(),
-            backup: format!("its backup {} is corrupt too ({bak_reason})", bak.display()),
-        }),
     }
 }
 
@@ -215,31 +172,17 @@ fn table_part(body: &[u8]) -> &[u8] {
     }
 }
 
-/// Each namespace's `"ns":` (after a comma but for the first): what goes between the bodies.
-pub(super) fn namespace_keys(table: &Table) -> Vec<Vec<u8>> {
-    table
-        .keys()
-        .enumerate()
-        .map(|(i, namespace)| {
-            let mut key = Vec::with_capacity(namespace.len() + 4);
-            if i > 0 {
-                key.push(b',');
-            }
-            json::write_key(&mut key, namespace);
-            key
-        })
-        .collect()
-}
-
-/// The file content, `{"configTable":{"ns":{"k":"v"}}}`, as consecutive parts borrowed from
-/// the namespaces' bodies (written without copying the whole file into one buffer).
-pub(super) fn file_parts<'a>(table: &'a Table, keys: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
-    let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * table.len() + 2);
-    parts.push(b"{\"configTable\":{");
-    for (key, ns) in keys.iter().zip(table.values()) {
-        parts.push(key);
-        parts.push(table_part(&ns.body));
+/// The file content, `{"configTable":{"ns":{"k":"v"}}}`, copied from the namespaces' bodies
+/// (only the namespaces a write changed are encoded again).
+pub(super) fn encode_file(table: &Table) -> Vec<u8> {
+    let size: usize = table.iter().map(|(k, ns)| k.len() + ns.body.len()).sum();
+    let mut out = Vec::with_capacity(size + 32);
+    out.extend_from_slice(b"{\"configTable\":");
+    let mut namespaces = json::Seq::object(&mut out);
+    for (name, ns) in table {
+        namespaces.key(name).extend_from_slice(table_part(&ns.body));
     }
-    parts.push(b"}}");
-    parts
+    namespaces.end();
+    out.push(b'}');
+    out
 }

@@ -1,31 +1,13 @@
-//! The KV config store: namespace -> (key -> value), all strings, persisted to `kvConfigPath`
-//! in Java's `KVConfigSerializeWrapper` format (docs/protocol.md §7).
+//! The KV config store (namespace -> key -> value, all strings), persisted to `kvConfigPath`
+//! in Java's `KVConfigSerializeWrapper` format (docs/protocol.md §7): PUT_KV_CONFIG (100),
+//! GET_KV_CONFIG (101), DELETE_KV_CONFIG (102), GET_KVLIST_BY_NAMESPACE (219), and the route
+//! code's `ORDER_TOPIC_CONFIG` namespace.
 //!
-//! It backs PUT_KV_CONFIG (100), GET_KV_CONFIG (101), DELETE_KV_CONFIG (102) and
-//! GET_KVLIST_BY_NAMESPACE (219); the route code reads the `ORDER_TOPIC_CONFIG` namespace.
-//!
-//! Shaped for one event loop that must never wait for a disk:
-//! * [`KvStore`] is what the loop holds: the table as it is **on disk** (reads answer from it),
-//!   each namespace with its encoded 219 body, and the accounting of changes in flight.
-//!   A change is checked against the limits ([`KvLimits`]) and becomes a [`Change`] for the
-//!   writer; it becomes visible only when the writer reports it durable ([`KvStore::apply`]),
-//!   so nothing a client reads can be lost by a crash, and a failed write has nothing to undo
-//!   here. A client whose put is in flight cannot read before its answer (its connection is
-//!   held); other clients read the previous value until then, which is a valid order for a
-//!   request that has not been answered yet. (Java answers reads from memory at once, before
-//!   its write; a value it serves may then be lost.)
-//! * [`writer`] is the thread that writes the file, several changes per write.
-//! * [`file`] is the format: loading (strict about damage: a corrupt file falls back to
-//!   `.bak`, and if that fails too the server refuses to start rather than start empty and
-//!   make that permanent with the next write) and encoding.
-//!
-//! Limits count keys and namespaces as entries, and key, value and namespace lengths as bytes.
-//! Changes in flight count as if they succeed (a put as growth over the value on disk, a
-//! delete as nothing), so the table never passes a limit whatever the writer reports; and the
-//! bytes waiting for the writer are bounded too, so a slow disk cannot make the loop hold
-//! unbounded memory.
-//!
-//! BTreeMaps keep namespaces and keys sorted, so the file and the 219 body are stable.
+//! The loop never waits for a disk: [`KvStore`] holds the table as it is **on disk** (reads
+//! answer from it, each namespace with its encoded 219 body); a change goes to the [`writer`]
+//! thread and becomes visible only once durable ([`KvStore::apply`]), so a crash loses nothing
+//! a client has read and a failed write has nothing to undo. Changes in flight count against
+//! the limits as if they succeed, and the bytes waiting for the disk are bounded.
 
 mod file;
 mod writer;
@@ -42,7 +24,6 @@ use std::sync::Arc;
 /// Strings of the table, shared between the loop, the writer and the changes in flight.
 pub type Text = Arc<str>;
 
-/// One namespace's entries.
 pub type Entries = BTreeMap<Text, Text>;
 
 /// One namespace: its entries and its GET_KVLIST_BY_NAMESPACE body (whose inner part is the
@@ -52,6 +33,8 @@ pub struct Namespace {
     pub entries: Entries,
     pub body: Bytes,
 }
+
+type Table = BTreeMap<Text, Namespace>;
 
 /// What the store may hold (config rows `kvMax*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,33 +49,45 @@ pub struct KvLimits {
     pub max_total_bytes: usize,
 }
 
+impl KvLimits {
+    /// The config's `kvMax*` rows.
+    pub fn from_config(config: &crate::config::NamesrvConfig) -> KvLimits {
+        KvLimits {
+            max_key_length: config.kv_max_key_length as usize,
+            max_value_length: config.kv_max_value_length as usize,
+            max_entries: config.kv_max_entries as usize,
+            max_total_bytes: config.kv_max_total_bytes as usize,
+        }
+    }
+}
+
 impl Default for KvLimits {
     fn default() -> Self {
-        KvLimits {
-            max_key_length: 1024,
-            max_value_length: 16 * 1024,
-            max_entries: 100_000,
-            max_total_bytes: 16 << 20,
-        }
+        KvLimits::from_config(&crate::config::NamesrvConfig::default())
     }
 }
 
 /// Why a change was refused; nothing was changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KvRefusal {
-    /// A namespace, key or value longer than its limit.
     TooLong {
         what: &'static str,
         len: usize,
         limit: usize,
         setting: &'static str,
     },
-    /// The store holds `kvMaxEntries` entries.
-    TooManyEntries { limit: usize },
-    /// The store would pass `kvMaxTotalBytes`.
-    TooManyBytes { would_be: usize, limit: usize },
+    TooManyEntries {
+        limit: usize,
+    },
+    TooManyBytes {
+        would_be: usize,
+        limit: usize,
+    },
     /// `kvMaxTotalBytes` of changes already wait for the disk: a transient overload.
-    Busy { waiting: usize, limit: usize },
+    Busy {
+        waiting: usize,
+        limit: usize,
+    },
 }
 
 impl KvRefusal {
@@ -149,10 +144,30 @@ pub enum Op {
     Delete,
 }
 
-/// A change's share of the in-flight accounting, given back when it is done.
+impl Change {
+    /// Applies the change to `table` with Java's semantics (a delete keeps an emptied
+    /// namespace and does not create a missing one). Returns the value it replaced and
+    /// whether it created the namespace.
+    fn apply_to(&self, table: &mut Table) -> (Option<Text>, bool) {
+        match &self.op {
+            Op::Put(value) => {
+                let created = !table.contains_key(&self.namespace);
+                let ns = table.entry(self.namespace.clone()).or_default();
+                (ns.entries.insert(self.key.clone(), value.clone()), created)
+            }
+            Op::Delete => {
+                let ns = table.get_mut(&self.namespace);
+                (ns.and_then(|ns| ns.entries.remove(&self.key)), false)
+            }
+        }
+    }
+}
+
+/// Changes' share of the in-flight accounting (one change's, or the sum of all in flight).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Charge {
-    /// Its size (namespace + key + value), for the bound on bytes waiting for the disk.
+    changes: usize,
+    /// Size (namespace + key + value), for the bound on bytes waiting for the disk.
     bytes: usize,
     /// What it adds to the store's bytes if it succeeds (0 for deletes and shrinking puts).
     growth: usize,
@@ -160,7 +175,23 @@ struct Charge {
     new_entries: usize,
 }
 
-/// Entries and bytes (of the table on disk, or of the changes in flight).
+impl Charge {
+    fn add(&mut self, other: Charge) {
+        self.changes += other.changes;
+        self.bytes += other.bytes;
+        self.growth += other.growth;
+        self.new_entries += other.new_entries;
+    }
+
+    fn remove(&mut self, other: Charge) {
+        self.changes -= other.changes;
+        self.bytes -= other.bytes;
+        self.growth -= other.growth;
+        self.new_entries -= other.new_entries;
+    }
+}
+
+/// Entries and bytes of the table on disk.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
     pub entries: usize,
@@ -171,39 +202,30 @@ pub struct Usage {
 #[derive(Debug)]
 pub struct KvStore {
     path: PathBuf,
-    namespaces: BTreeMap<Text, Namespace>,
-    /// Of `namespaces`.
+    namespaces: Table,
     usage: Usage,
-    /// Sums of the charges of the changes in flight.
+    /// Sum of the charges of the changes in flight.
     in_flight: Charge,
-    in_flight_changes: usize,
     limits: KvLimits,
 }
 
 impl KvStore {
     /// Loads the store persisted at `path` (see [`file`] for what a damaged file does).
     pub fn open(path: &Path) -> Result<KvStore, KvError> {
-        file::open(path).map(|table| KvStore::with_table(path, table))
-    }
-
-    fn with_table(path: &Path, namespaces: BTreeMap<Text, Namespace>) -> KvStore {
+        let namespaces = file::open(path)?;
         let mut usage = Usage::default();
         for (name, ns) in &namespaces {
             usage.entries += 1 + ns.entries.len();
-            usage.bytes += name.len()
-                + ns.entries
-                    .iter()
-                    .map(|(k, v)| k.len() + v.len())
-                    .sum::<usize>();
+            let entry_bytes: usize = ns.entries.iter().map(|(k, v)| k.len() + v.len()).sum();
+            usage.bytes += name.len() + entry_bytes;
         }
-        KvStore {
+        Ok(KvStore {
             path: path.to_path_buf(),
             namespaces,
             usage,
             in_flight: Charge::default(),
-            in_flight_changes: 0,
             limits: KvLimits::default(),
-        }
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -228,26 +250,13 @@ impl KvStore {
         self.limits = limits;
     }
 
-    /// Entries and bytes on disk.
     pub fn usage(&self) -> Usage {
         self.usage
     }
 
-    /// Changes handed to the writer and not reported yet.
-    pub fn in_flight(&self) -> usize {
-        self.in_flight_changes
-    }
-
     pub fn get(&self, namespace: &str, key: &str) -> Option<&str> {
-        self.namespaces
-            .get(namespace)?
-            .entries
-            .get(key)
-            .map(|v| &**v)
-    }
-
-    pub fn namespace(&self, namespace: &str) -> Option<&Entries> {
-        self.namespaces.get(namespace).map(|ns| &ns.entries)
+        let ns = self.namespaces.get(namespace)?;
+        ns.entries.get(key).map(|v| &**v)
     }
 
     /// The GET_KVLIST_BY_NAMESPACE body, `{"table":{"k":"v",...}}`; None if the namespace
@@ -265,30 +274,25 @@ impl KvStore {
         value: &str,
     ) -> Result<Option<Change>, KvRefusal> {
         let limits = self.limits;
-        check_len(
-            "namespace",
-            namespace,
-            limits.max_key_length,
-            "kvMaxKeyLength",
-        )?;
-        check_len("key", key, limits.max_key_length, "kvMaxKeyLength")?;
-        check_len("value", value, limits.max_value_length, "kvMaxValueLength")?;
+        let (key_limit, value_limit) = (limits.max_key_length, limits.max_value_length);
+        check_len("namespace", namespace, key_limit, "kvMaxKeyLength")?;
+        check_len("key", key, key_limit, "kvMaxKeyLength")?;
+        check_len("value", value, value_limit, "kvMaxValueLength")?;
         let existing = self.get(namespace, key);
-        if self.in_flight_changes == 0 && existing == Some(value) {
+        if self.in_flight.changes == 0 && existing == Some(value) {
             return Ok(None);
         }
         let new_namespace = !self.namespaces.contains_key(namespace);
         let entry_bytes = key.len() + value.len();
         let charge = Charge {
+            changes: 1,
             bytes: namespace.len() + entry_bytes,
             growth: entry_bytes.saturating_sub(existing.map_or(0, |v| key.len() + v.len()))
                 + if new_namespace { namespace.len() } else { 0 },
             new_entries: usize::from(existing.is_none()) + usize::from(new_namespace),
         };
-        if charge.new_entries > 0
-            && self.usage.entries + self.in_flight.new_entries + charge.new_entries
-                > limits.max_entries
-        {
+        let entries = self.usage.entries + self.in_flight.new_entries + charge.new_entries;
+        if charge.new_entries > 0 && entries > limits.max_entries {
             return Err(KvRefusal::TooManyEntries {
                 limit: limits.max_entries,
             });
@@ -300,8 +304,8 @@ impl KvStore {
                 limit: limits.max_total_bytes,
             });
         }
-        self.charge(namespace, key, Op::Put(Arc::from(value)), charge)
-            .map(Some)
+        let op = Op::Put(Arc::from(value));
+        self.charge(namespace, key, op, charge).map(Some)
     }
 
     /// Counts a delete in flight. `Ok(None)`: there is nothing to delete and nothing in
@@ -312,10 +316,11 @@ impl KvStore {
         namespace: &str,
         key: &str,
     ) -> Result<Option<Change>, KvRefusal> {
-        if self.in_flight_changes == 0 && self.get(namespace, key).is_none() {
+        if self.in_flight.changes == 0 && self.get(namespace, key).is_none() {
             return Ok(None);
         }
         let charge = Charge {
+            changes: 1,
             bytes: namespace.len() + key.len(),
             ..Charge::default()
         };
@@ -331,16 +336,13 @@ impl KvStore {
     ) -> Result<Change, KvRefusal> {
         let waiting = self.in_flight.bytes + charge.bytes;
         // One change may always wait, however large, so that progress never stops.
-        if self.in_flight_changes > 0 && waiting > self.limits.max_total_bytes {
+        if self.in_flight.changes > 0 && waiting > self.limits.max_total_bytes {
             return Err(KvRefusal::Busy {
                 waiting: self.in_flight.bytes,
                 limit: self.limits.max_total_bytes,
             });
         }
-        self.in_flight.bytes += charge.bytes;
-        self.in_flight.growth += charge.growth;
-        self.in_flight.new_entries += charge.new_entries;
-        self.in_flight_changes += 1;
+        self.in_flight.add(charge);
         Ok(Change {
             namespace: Arc::from(namespace),
             key: Arc::from(key),
@@ -351,16 +353,12 @@ impl KvStore {
 
     /// A change that never reached the writer: it no longer counts in flight.
     pub fn cancel(&mut self, change: &Change) {
-        self.in_flight.bytes -= change.charge.bytes;
-        self.in_flight.growth -= change.charge.growth;
-        self.in_flight.new_entries -= change.charge.new_entries;
-        self.in_flight_changes -= 1;
+        self.in_flight.remove(change.charge);
     }
 
     /// The writer is gone with changes unreported: they count in flight no more (they failed).
     pub fn forget_in_flight(&mut self) {
         self.in_flight = Charge::default();
-        self.in_flight_changes = 0;
     }
 
     /// The writer reported a group: its changes no longer count in flight, and if it was
@@ -374,7 +372,20 @@ impl KvStore {
             return Vec::new();
         };
         for (_, change) in &commit.changes {
-            self.apply_change(change);
+            let (previous, created) = change.apply_to(&mut self.namespaces);
+            let usage = &mut self.usage;
+            if created {
+                usage.entries += 1;
+                usage.bytes += change.namespace.len();
+            }
+            if let Some(old) = previous {
+                usage.entries -= 1;
+                usage.bytes -= change.key.len() + old.len();
+            }
+            if let Op::Put(value) = &change.op {
+                usage.entries += 1;
+                usage.bytes += change.key.len() + value.len();
+            }
         }
         let mut replaced = Vec::with_capacity(bodies.len());
         for (namespace, body) in bodies {
@@ -383,39 +394,6 @@ impl KvStore {
             }
         }
         replaced
-    }
-
-    fn apply_change(&mut self, change: &Change) {
-        let Change {
-            namespace, key, op, ..
-        } = change;
-        match op {
-            Op::Put(value) => {
-                if !self.namespaces.contains_key(namespace) {
-                    self.usage.entries += 1;
-                    self.usage.bytes += namespace.len();
-                }
-                let ns = self.namespaces.entry(namespace.clone()).or_default();
-                match ns.entries.insert(key.clone(), value.clone()) {
-                    Some(old) => self.usage.bytes -= old.len(),
-                    None => {
-                        self.usage.entries += 1;
-                        self.usage.bytes += key.len();
-                    }
-                }
-                self.usage.bytes += value.len();
-            }
-            Op::Delete => {
-                let removed = self
-                    .namespaces
-                    .get_mut(namespace)
-                    .and_then(|ns| ns.entries.remove(key));
-                if let Some(old) = removed {
-                    self.usage.entries -= 1;
-                    self.usage.bytes -= key.len() + old.len();
-                }
-            }
-        }
     }
 }
 
@@ -434,6 +412,18 @@ fn check_len(
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+impl KvStore {
+    /// Changes handed to the writer and not reported yet.
+    fn in_flight(&self) -> usize {
+        self.in_flight.changes
+    }
+
+    fn namespace(&self, namespace: &str) -> Option<&Entries> {
+        self.namespaces.get(namespace).map(|ns| &ns.entries)
+    }
 }
 
 #[cfg(test)]

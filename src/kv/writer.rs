@@ -1,18 +1,12 @@
 //! The durable writer: the thread beside the loop that makes KV changes durable, several at a
-//! time (group commit), and runs the other small file writes the server does (the config
-//! file's write-back) in the order they were submitted.
-//!
-//! It keeps its own copy of the KV table (the values are shared `Arc`s with the loop's, so the
-//! copy costs the maps, not the data). Every change queued when it wakes is applied to that
-//! copy; the namespaces they touched are re-encoded, the file is assembled from the
-//! namespaces' encoded bodies and written once (temp file, fsync, rename, directory fsync, by
-//! [`crate::durable_file`]). Only then is the group reported durable, with the new bodies, for
-//! the loop to make visible and answer. If the write fails, the copy is put back as it was and
-//! every change of the group is reported failed, with the OS's reason.
+//! time (group commit), and runs the server's other small file writes (the config file's) in
+//! submission order. It keeps its own copy of the KV table (sharing the `Arc` strings), applies
+//! every change queued when it wakes, re-encodes the namespaces they touched and writes the
+//! file once; only then is the group reported durable, with the new bodies. If the write
+//! fails, the copy is put back and every change of the group is reported failed.
 
-use super::file::{self, Table};
-use super::{Change, Op, Text};
-use crate::durable_file::{remove_stale_temps, replace_file_parts};
+use super::{file, Change, Table, Text};
+use crate::durable_file::{remove_stale_temps, replace_file};
 use bytes::Bytes;
 use crossbeam_channel::{unbounded, Receiver, Sender, TryRecvError};
 use std::io;
@@ -55,7 +49,6 @@ pub enum Done {
     File { id: u64, result: Result<(), String> },
 }
 
-/// The writer thread has ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WriterGone;
 
@@ -85,7 +78,7 @@ impl DurableWriter {
 /// Starts the writer for the KV file at `path`, whose content is `table` (the store's, as
 /// loaded). `wake` is called after each result is ready (the loop's waker). The thread ends
 /// when the [`DurableWriter`] is dropped, after finishing the jobs already queued.
-pub fn spawn_writer(
+pub(super) fn spawn_writer(
     name: &str,
     path: &Path,
     table: Table,
@@ -94,8 +87,9 @@ pub fn spawn_writer(
     let (jobs_tx, jobs) = unbounded();
     let (done, done_rx) = unbounded();
     remove_stale_temps(path);
+    let path = path.to_path_buf();
     let writer = Writer {
-        path: path.to_path_buf(),
+        path,
         mirror: table,
         jobs,
         done,
@@ -104,13 +98,11 @@ pub fn spawn_writer(
     let thread = std::thread::Builder::new()
         .name(name.to_string())
         .spawn(move || writer.run())?;
-    Ok((
-        DurableWriter {
-            jobs: jobs_tx,
-            done: done_rx,
-        },
-        thread,
-    ))
+    let writer = DurableWriter {
+        jobs: jobs_tx,
+        done: done_rx,
+    };
+    Ok((writer, thread))
 }
 
 struct Writer {
@@ -120,14 +112,6 @@ struct Writer {
     jobs: Receiver<Job>,
     done: Sender<Done>,
     wake: Box<dyn Fn() + Send>,
-}
-
-/// How to put one applied change back.
-struct Undo {
-    namespace: Text,
-    key: Text,
-    previous: Option<Text>,
-    created_namespace: bool,
 }
 
 impl Writer {
@@ -181,80 +165,33 @@ impl Writer {
 
     /// Applies the group to the copy, writes the file; on failure puts the copy back.
     fn write_group(&mut self, group: &[(u64, Change)]) -> io::Result<Vec<(Text, Bytes)>> {
-        let undo: Vec<Undo> = group
-            .iter()
-            .map(|(_, change)| apply(&mut self.mirror, change))
-            .collect();
         let mut touched: Vec<Text> = group.iter().map(|(_, c)| c.namespace.clone()).collect();
         touched.sort_unstable();
         touched.dedup();
-        let mut old_bodies = Vec::with_capacity(touched.len());
+        // Re-encoding a namespace costs as much as copying it, so a copy is the undo.
+        let before: Vec<_> = touched
+            .iter()
+            .map(|n| self.mirror.get(n).cloned())
+            .collect();
+        for (_, change) in group {
+            change.apply_to(&mut self.mirror);
+        }
         let mut new_bodies = Vec::with_capacity(touched.len());
-        for namespace in touched {
-            if let Some(ns) = self.mirror.get_mut(&namespace) {
-                let body = file::encode_body(&ns.entries);
-                old_bodies.push((
-                    namespace.clone(),
-                    std::mem::replace(&mut ns.body, body.clone()),
-                ));
-                new_bodies.push((namespace, body));
+        for namespace in &touched {
+            if let Some(ns) = self.mirror.get_mut(namespace) {
+                ns.body = file::encode_body(&ns.entries);
+                new_bodies.push((namespace.clone(), ns.body.clone()));
             }
         }
-        let keys = file::namespace_keys(&self.mirror);
-        let written = replace_file_parts(&self.path, &file::file_parts(&self.mirror, &keys));
-        if let Err(e) = written {
-            for (namespace, body) in old_bodies {
-                if let Some(ns) = self.mirror.get_mut(&namespace) {
-                    ns.body = body;
-                }
-            }
-            for u in undo.into_iter().rev() {
-                revert(&mut self.mirror, u);
+        if let Err(e) = replace_file(&self.path, &file::encode_file(&self.mirror)) {
+            for (namespace, previous) in touched.into_iter().zip(before) {
+                match previous {
+                    Some(ns) => self.mirror.insert(namespace, ns),
+                    None => self.mirror.remove(&namespace),
+                };
             }
             return Err(e);
         }
         Ok(new_bodies)
-    }
-}
-
-/// Applies one change to `table` (Java's semantics: a delete keeps an emptied namespace and
-/// does not create a missing one) and says how to undo it.
-fn apply(table: &mut Table, change: &Change) -> Undo {
-    let mut undo = Undo {
-        namespace: change.namespace.clone(),
-        key: change.key.clone(),
-        previous: None,
-        created_namespace: false,
-    };
-    match &change.op {
-        Op::Put(value) => {
-            undo.created_namespace = !table.contains_key(&change.namespace);
-            let ns = table.entry(change.namespace.clone()).or_default();
-            undo.previous = ns.entries.insert(change.key.clone(), value.clone());
-        }
-        Op::Delete => {
-            if let Some(ns) = table.get_mut(&change.namespace) {
-                undo.previous = ns.entries.remove(&change.key);
-            }
-        }
-    }
-    undo
-}
-
-fn revert(table: &mut Table, undo: Undo) {
-    if undo.created_namespace {
-        table.remove(&undo.namespace);
-        return;
-    }
-    let Some(ns) = table.get_mut(&undo.namespace) else {
-        return;
-    };
-    match undo.previous {
-        Some(previous) => {
-            ns.entries.insert(undo.key, previous);
-        }
-        None => {
-            ns.entries.remove(&undo.key);
-        }
     }
 }

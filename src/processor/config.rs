@@ -2,7 +2,7 @@
 //! applied once on disk), and the settings the processor derives from the config.
 
 use super::{Awaiting, DeferredReply, Effects, Processor, Refusal, Reply, Ticket};
-use crate::config::{ConfigPlan, NamesrvConfig};
+use crate::config::{Cidr, ConfigPlan, NamesrvConfig};
 use crate::kv::{Job, KvLimits};
 use crate::request::UpdateNamesrvConfig;
 use crate::route::model::BodyLimits;
@@ -131,7 +131,7 @@ impl Processor {
         }
         if before.log_level != self.config.log_level {
             if let Ok(level) = self.config.log_level.parse() {
-                crate::logging::set_level(level);
+                log::set_max_level(level);
             }
         }
     }
@@ -145,12 +145,7 @@ impl Processor {
             notify_min_broker_id_changed: c.notify_min_broker_id_changed,
             cache_max_bytes: c.route_cache_max_bytes as usize,
         };
-        self.kv.set_limits(KvLimits {
-            max_key_length: c.kv_max_key_length as usize,
-            max_value_length: c.kv_max_value_length as usize,
-            max_entries: c.kv_max_entries as usize,
-            max_total_bytes: c.kv_max_total_bytes as usize,
-        });
+        self.kv.set_limits(KvLimits::from_config(c));
         self.bounds = RouteBounds {
             max_brokers: c.max_brokers as usize,
             max_topics: c.max_topics as usize,
@@ -162,7 +157,7 @@ impl Processor {
         limits.max_topics = c.max_topics_per_registration as usize;
         limits.max_inflated_len = c.max_inflated_body_length as usize;
         self.body_limits = limits;
-        self.admin_allow_list = c.admin_allow_list_parsed();
-        self.broker_allow_list = c.broker_allow_list_parsed();
+        self.admin_allow_list = Cidr::parse_list(&c.admin_allow_list);
+        self.broker_allow_list = Cidr::parse_list(&c.broker_allow_list);
     }
 }

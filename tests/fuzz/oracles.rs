@@ -398,7 +398,6 @@ pub fn check_properties(data: &[u8]) {
             SetOutcome::Applied | SetOutcome::Unknown | SetOutcome::Invalid(_) => {}
         }
     }
-    let _ = config.validate();
     let written = config.to_properties_text();
     let reread = parse_properties(&written)
         .unwrap_or_else(|e| panic!("written config does not parse ({e}): {written:?}"));
