@@ -223,6 +223,7 @@ impl ExtFields {
 
     /// `HashMap::put` of a pair found in the shared header: `key` and `value` are byte ranges
     /// of it (a repeated key takes the new value in place).
+    #[inline]
     pub(crate) fn put_span(&mut self, key: (usize, usize), value: (usize, usize)) {
         let span = (
             [key.0 as u32, key.1 as u32],
