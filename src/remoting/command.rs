@@ -166,7 +166,7 @@ fn int_field(v: Item<'_>, name: &'static str) -> Result<i32, DecodeError> {
 
 /// Any header the JSON reader accepts, with fastjson's coercions, read member by member
 /// straight into the command. Ext fields written as plain strings stay in the frame's bytes
-/// (`ExtFields::sharing`): the header's few hundred bytes cost no copy.
+/// (`ExtFields::share`): the header's few hundred bytes cost no copy.
 fn decode_json_header(
     frame: &Bytes,
     at: std::ops::Range<usize>,
@@ -179,11 +179,12 @@ fn decode_json_header(
         return Err(DecodeError::Json("header is not an object".into()));
     }
     let mark = c.mark();
-    if let Some(cmd) = java_layout(&mut c, frame, &at, limits) {
+    let mut cmd = empty_command(SerializeType::Json);
+    if java_layout(&mut c, &mut cmd, frame, &at, limits).is_some() {
         return Ok(cmd);
     }
     c.rewind(mark);
-    let mut cmd = empty_command(SerializeType::Json);
+    cmd = empty_command(SerializeType::Json);
     c.members(|c, key| {
         match &*key {
             "code" => cmd.code = int_field(c.item()?, "code")?,
@@ -198,10 +199,8 @@ fn decode_json_header(
                 cmd.remark = (!empty).then(|| v.to_text());
             }
             "extFields" => {
-                let shared = c
-                    .text()
-                    .and_then(|t| ExtFields::sharing(frame.slice(at.clone()), t));
-                cmd.ext_fields = ext_fields(c, shared, limits.max_ext_fields)?;
+                let sharing = cmd.ext_fields.share(frame.slice(at.clone()), c.text());
+                ext_fields(c, &mut cmd.ext_fields, sharing, limits.max_ext_fields)?;
             }
             _ => c.skip()?,
         }
@@ -218,16 +217,18 @@ fn decode_json_header(
 /// instructions (`benches/scripts/cgdelta.sh NS heartbeat`).
 fn java_layout(
     c: &mut json::Cursor<'_>,
+    cmd: &mut RemotingCommand,
     frame: &Bytes,
     at: &std::ops::Range<usize>,
     limits: &DecodeLimits,
-) -> Option<RemotingCommand> {
-    let mut cmd = empty_command(SerializeType::Json);
+) -> Option<()> {
     (c.peek() == Some(b'{') && c.open(false).ok()? && c.literal(b"\"code\":")).then_some(())?;
     cmd.code = c.plain_int()?;
     if c.literal(b",\"extFields\":") {
-        let shared = ExtFields::sharing(frame.slice(at.clone()), c.text()?);
-        cmd.ext_fields = ext_fields(c, shared, limits.max_ext_fields).ok()?;
+        let sharing = cmd
+            .ext_fields
+            .share(frame.slice(at.clone()), Some(c.text()?));
+        ext_fields(c, &mut cmd.ext_fields, sharing, limits.max_ext_fields).ok()?;
     }
     c.literal(b",\"flag\":").then_some(())?;
     cmd.flag = c.plain_int()?;
@@ -242,7 +243,7 @@ fn java_layout(
     c.literal(b",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":")
         .then_some(())?;
     cmd.version = c.plain_int()?;
-    (!c.next(false).ok()? && c.finish().is_ok()).then_some(cmd)
+    (!c.next(false).ok()? && c.finish().is_ok()).then_some(())
 }
 
 /// A language name (255 when unknown or null), or fastjson's ordinal (out of range throws).
@@ -259,23 +260,21 @@ fn language(v: Item<'_>) -> Result<u8, DecodeError> {
 
 /// The `extFields` value. fastjson assigns a repeated member again, so the last `extFields`
 /// wins, and within it the last value of a repeated key (a HashMap put; null removes). Pairs
-/// of plain strings go into `shared` as spans while it is there; any other pair makes the
-/// fields owned copies.
+/// of plain strings go into `fields` (emptied by the caller) as spans while they are
+/// `sharing` the header; any other pair makes the fields owned copies.
 fn ext_fields(
     c: &mut json::Cursor<'_>,
-    shared: Option<ExtFields>,
+    fields: &mut ExtFields,
+    mut sharing: bool,
     max: usize,
-) -> Result<ExtFields, DecodeError> {
+) -> Result<(), DecodeError> {
     if c.peek() == Some(b'n') {
-        c.skip()?;
-        return Ok(ExtFields::default());
+        return Ok(c.skip()?);
     }
     if c.peek() != Some(b'{') {
         c.skip()?;
         return Err(DecodeError::Field("extFields"));
     }
-    let mut sharing = shared.is_some();
-    let mut fields = shared.unwrap_or_default();
     let mut pairs = 0;
     let mut more = c.open(false)?;
     while more {
@@ -309,7 +308,7 @@ fn ext_fields(
         }
         more = c.next(false)?;
     }
-    Ok(fields)
+    Ok(())
 }
 
 /// A bounds-checked reader over the binary header.

@@ -193,7 +193,16 @@ impl<'a> Cursor<'a> {
     pub(super) fn text_between(&self, start: usize, end: usize) -> Option<&'a str> {
         match self.text {
             Some(text) => text.get(start..end),
-            None => std::str::from_utf8(self.input.get(start..end)?).ok(),
+            None => {
+                let bytes = self.input.get(start..end)?;
+                if bytes.is_ascii() {
+                    // SAFETY: every byte is below 0x80, so each is a whole UTF-8 char. The
+                    // check is a word at a time; `from_utf8` of a short name (a body's
+                    // topics) goes byte by byte.
+                    return Some(unsafe { std::str::from_utf8_unchecked(bytes) });
+                }
+                std::str::from_utf8(bytes).ok()
+            }
         }
     }
 
@@ -263,7 +272,7 @@ impl<'a> Cursor<'a> {
     ) -> Result<(), E> {
         let mut more = self.open(false)?;
         while more {
-            let key = self.key()?;
+            let key = self.member_key()?;
             member(self, key)?;
             more = self.next(false)?;
         }
@@ -356,6 +365,20 @@ impl<'a> Cursor<'a> {
             .is_some_and(|w| w[0] == b'"' && w[n + 1] == b'"' && &w[1..=n] == s.as_bytes());
         self.pos += if hit { n + 2 } else { 0 };
         hit
+    }
+
+    /// A key as Java writes it, `"k":`, read without [`Cursor::key`]'s generality (one per
+    /// topic of a registration body); else whatever `key` reads.
+    #[inline(always)]
+    fn member_key(&mut self) -> Result<Cow<'a, str>, JsonError> {
+        let mark = self.pos;
+        match self.plain_str() {
+            Some(key) if self.literal(b":") => Ok(Cow::Borrowed(key)),
+            _ => {
+                self.pos = mark;
+                self.key()
+            }
+        }
     }
 
     /// A member key and the `:` after it. Keys may be double-quoted, single-quoted, or bare
