@@ -66,15 +66,15 @@ impl Default for ExtFields {
 }
 
 impl ExtFields {
-    /// Fields whose text is `header` as received; `text` is the same bytes as checked UTF-8
-    /// (the fast decoder's reader), which is the proof that they are text. `None` when `text`
-    /// is not `header`'s bytes. Pairs are added with [`ExtFields::put_span`].
-    pub(crate) fn sharing(header: Bytes, text: &str) -> Option<Self> {
-        let same = text.as_ptr() == header.as_ptr() && text.len() == header.len();
-        same.then(|| ExtFields {
-            shared: Some(header),
-            ..ExtFields::default()
-        })
+    /// Empties the fields and makes their text `header` as received, when `text` is the same
+    /// bytes as checked UTF-8 (the decoder's reader), which is the proof that they are text;
+    /// whether it is. In place: the fields live in the command being decoded, and moving
+    /// them in and out cost a copy per request. Pairs are added with [`ExtFields::put_span`].
+    pub(crate) fn share(&mut self, header: Bytes, text: Option<&str>) -> bool {
+        self.clear();
+        let same = text.is_some_and(|t| t.as_ptr() == header.as_ptr() && t.len() == header.len());
+        self.shared = same.then_some(header);
+        same
     }
 
     fn count(&self) -> usize {
@@ -111,7 +111,7 @@ impl ExtFields {
         match &self.shared {
             None => self.owned.get(start..end).unwrap_or_default(),
             Some(shared) => match shared.get(start..end) {
-                // SAFETY: `shared` was UTF-8 when it was shared (`sharing` saw a `&str` of
+                // SAFETY: `shared` was UTF-8 when it was shared (`share` saw a `&str` of
                 // exactly its bytes) and `Bytes` never change; `put_span` only records spans
                 // whose ends are char boundaries of it. So these bytes are whole UTF-8 chars.
                 Some(bytes) => unsafe { std::str::from_utf8_unchecked(bytes) },
@@ -223,6 +223,7 @@ impl ExtFields {
 
     /// `HashMap::put` of a pair found in the shared header: `key` and `value` are byte ranges
     /// of it (a repeated key takes the new value in place).
+    #[inline]
     pub(crate) fn put_span(&mut self, key: (usize, usize), value: (usize, usize)) {
         let span = (
             [key.0 as u32, key.1 as u32],
@@ -310,7 +311,8 @@ mod tests {
     fn shared(header: &str, pairs: &[(&str, &str)]) -> ExtFields {
         let bytes = Bytes::copy_from_slice(header.as_bytes());
         let text = std::str::from_utf8(&bytes).unwrap();
-        let mut f = ExtFields::sharing(bytes.clone(), text).unwrap();
+        let mut f = ExtFields::default();
+        assert!(f.share(bytes.clone(), Some(text)));
         for (k, v) in pairs {
             let k0 = header.find(&format!("\"{k}\"")).unwrap() + 1;
             let v0 = header[k0..].find(&format!("\"{v}\"")).unwrap() + k0 + 1;

@@ -6,5 +6,3 @@ pub mod command;
 mod ext_fields;
 pub mod frame;
 pub mod json;
-pub(crate) mod plain;
-mod plain_header;
