@@ -255,7 +255,7 @@ mod tests {
             .map(|r| r.code)
             .filter(|c| needs_admin_allow_list(*c))
             .collect();
-        // The list README's Security section names.
+        // The list docs/operations.md#security names.
         assert_eq!(gated, [100, 102, 205, 216, 217, 318, 327]);
     }
 
@@ -266,7 +266,7 @@ mod tests {
             .map(|r| r.code)
             .filter(|c| needs_broker_allow_list(*c))
             .collect();
-        // The list README's Security section names.
+        // The list docs/operations.md#security names.
         assert_eq!(gated, [103, 104, 322, 904]);
         assert!(!needs_broker_allow_list(request::REGISTER_TOPIC_IN_NAMESRV));
     }
