@@ -518,23 +518,6 @@ mod tests {
     use crate::remoting::command::SerializeType;
     use bytes::Bytes;
 
-    fn cmd(code: i32, ext: &[(&str, &str)], body: &[u8]) -> RemotingCommand {
-        RemotingCommand {
-            code,
-            language: 0,
-            version: 479,
-            opaque: 1,
-            flag: 0,
-            remark: None,
-            ext_fields: ext
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            body: Bytes::copy_from_slice(body),
-            serialize_type: SerializeType::Json,
-        }
-    }
-
     #[test]
     fn numbers_parse_like_java_and_bad_ones_stay_null() {
         assert_eq!(java_parse_long("+7"), Some(7));
@@ -544,7 +527,7 @@ mod tests {
         assert_eq!(java_parse_long(""), None);
         assert_eq!(java_parse_long("-"), None);
         assert_eq!(java_parse_long("9223372036854775808"), None);
-        let ControllerRequest::Heartbeat(hb) = parse(&cmd(
+        let ControllerRequest::Heartbeat(hb) = parse(&RemotingCommand::for_test(
             904,
             &[
                 ("brokerId", "x"),
@@ -564,7 +547,12 @@ mod tests {
 
     #[test]
     fn elect_master_keeps_the_java_initial_values_for_missing_or_bad_fields() {
-        let parsed = parse(&cmd(1002, &[("brokerId", "abc")], b"")).unwrap();
+        let parsed = parse(&RemotingCommand::for_test(
+            1002,
+            &[("brokerId", "abc")],
+            b"",
+        ))
+        .unwrap();
         assert_eq!(
             parsed,
             ControllerRequest::Leader(LeaderRequest::ElectMaster(ElectMaster {
@@ -575,7 +563,7 @@ mod tests {
                 trigger: ElectTrigger::Request,
             }))
         );
-        let parsed = parse(&cmd(
+        let parsed = parse(&RemotingCommand::for_test(
             1002,
             &[("designateElect", "TRUE"), ("brokerId", "3")],
             b"",
@@ -590,7 +578,7 @@ mod tests {
 
     #[test]
     fn sync_state_set_bodies() {
-        let parsed = parse(&cmd(
+        let parsed = parse(&RemotingCommand::for_test(
             1001,
             &[],
             b"{\"syncStateSet\":[2,1,\"3\"],\"syncStateSetEpoch\":4}",
@@ -606,13 +594,13 @@ mod tests {
         );
         assert_eq!(body.sync_state_set_epoch, 4);
         let ControllerRequest::Leader(LeaderRequest::AlterSyncStateSet(a)) =
-            parse(&cmd(1001, &[], b"")).unwrap()
+            parse(&RemotingCommand::for_test(1001, &[], b"")).unwrap()
         else {
             panic!()
         };
         assert_eq!(a.body, None);
         let ControllerRequest::Leader(LeaderRequest::AlterSyncStateSet(a)) =
-            parse(&cmd(1001, &[], b"{}")).unwrap()
+            parse(&RemotingCommand::for_test(1001, &[], b"{}")).unwrap()
         else {
             panic!()
         };
@@ -623,27 +611,33 @@ mod tests {
             b"{\"syncStateSet\":[null]}",
             b"{\"syncStateSet\":[\"x\"]}",
         ] {
-            assert_eq!(parse(&cmd(1001, &[], bad)).unwrap_err().code, 1, "{bad:?}");
+            assert_eq!(
+                parse(&RemotingCommand::for_test(1001, &[], bad))
+                    .unwrap_err()
+                    .code,
+                1,
+                "{bad:?}"
+            );
         }
     }
 
     #[test]
     fn broker_name_lists() {
         let ControllerRequest::Leader(LeaderRequest::GetSyncStateData { broker_names }) =
-            parse(&cmd(1006, &[], b"[\"a\",\"b\"]")).unwrap()
+            parse(&RemotingCommand::for_test(1006, &[], b"[\"a\",\"b\"]")).unwrap()
         else {
             panic!()
         };
         assert_eq!(broker_names, vec!["a", "b"]);
         for empty in [&b""[..], b"null", b"[]"] {
-            let r = parse(&cmd(1006, &[], empty)).unwrap_err();
+            let r = parse(&RemotingCommand::for_test(1006, &[], empty)).unwrap_err();
             assert_eq!(
                 (r.code, r.remark.as_deref()),
                 (1, Some("not set any response code"))
             );
         }
         for bad in [&b"x"[..], b"{}", b"[1]", b"[null]"] {
-            let r = parse(&cmd(1006, &[], bad)).unwrap_err();
+            let r = parse(&RemotingCommand::for_test(1006, &[], bad)).unwrap_err();
             assert_eq!(r.code, 1);
             assert_ne!(r.remark.as_deref(), Some("not set any response code"));
         }
@@ -786,15 +780,15 @@ mod tests {
     #[test]
     fn other_codes_are_unsupported() {
         assert_eq!(
-            parse(&cmd(105, &[], b"")).unwrap(),
+            parse(&RemotingCommand::for_test(105, &[], b"")).unwrap(),
             ControllerRequest::Unsupported(105)
         );
         assert_eq!(
-            parse(&cmd(1007, &[], b"")).unwrap(),
+            parse(&RemotingCommand::for_test(1007, &[], b"")).unwrap(),
             ControllerRequest::Unsupported(1007)
         );
         assert_eq!(
-            parse(&cmd(1008, &[], b"")).unwrap(),
+            parse(&RemotingCommand::for_test(1008, &[], b"")).unwrap(),
             ControllerRequest::Unsupported(1008)
         );
     }

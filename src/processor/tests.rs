@@ -67,23 +67,6 @@ fn harness_with(config: NamesrvConfig) -> Harness {
     }
 }
 
-fn command(code: i32, ext: &[(&str, &str)], body: &str) -> RemotingCommand {
-    RemotingCommand {
-        code,
-        language: 0,
-        version: 479,
-        opaque: 1,
-        flag: 0,
-        remark: None,
-        ext_fields: ext
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        body: bytes::Bytes::copy_from_slice(body.as_bytes()),
-        serialize_type: SerializeType::Json,
-    }
-}
-
 /// A registration body: dataVersion `counter`, topics (name, perm).
 fn register_body(counter: i64, topics: &[(&str, i32)]) -> String {
     let table: Vec<String> = topics
@@ -148,7 +131,7 @@ fn the_codes_whose_handlers_change_routes_are_the_rows_that_say_so() {
     for row in codes::REQUEST_CODES {
         let mut h = harness();
         let first = register_body(1, &[("T1", 6), ("T2", 4)]);
-        let register = command(codes::request::REGISTER_BROKER, FIELDS, &first);
+        let register = RemotingCommand::for_test(codes::request::REGISTER_BROKER, FIELDS, &first);
         h.processor
             .handle(&ctx, &counters, &register, &mut Vec::new());
         assert_eq!(h.processor.table.topic_count(), 2);
@@ -160,7 +143,7 @@ fn the_codes_whose_handlers_change_routes_are_the_rows_that_say_so() {
             _ => String::new(),
         };
         let before = routes_seen(&h.processor.table);
-        let cmd = command(row.code, FIELDS, &body);
+        let cmd = RemotingCommand::for_test(row.code, FIELDS, &body);
         h.processor.handle(&ctx, &counters, &cmd, &mut Vec::new());
         while let Ok(batch) = h.unregistrations.try_recv() {
             h.processor.apply_unregister_batch(&batch);
@@ -237,7 +220,7 @@ fn a_small_changed_body_is_decoded_and_applied_on_the_loop_in_one_go() {
     let mut h = small_loop();
     let body = body_of(1, &numbered("S", 5));
     assert!(body.len() <= 1024);
-    let cmd = command(codes::request::REGISTER_BROKER, FIELDS, &body);
+    let cmd = RemotingCommand::for_test(codes::request::REGISTER_BROKER, FIELDS, &body);
     let (out, trips) = handle_through_the_worker(&mut h, &cmd);
     assert_eq!(trips, 0);
     assert!(!out.is_empty(), "answered at once");
@@ -249,7 +232,7 @@ fn a_large_body_goes_to_the_worker_before_it_is_hashed_or_counted() {
     let mut h = small_loop();
     let body = body_of(1, &numbered("L", 50));
     assert!(body.len() > 1024);
-    let cmd = command(codes::request::REGISTER_BROKER, FIELDS, &body);
+    let cmd = RemotingCommand::for_test(codes::request::REGISTER_BROKER, FIELDS, &body);
     let counters = crate::event_loop::LoopStats::default();
     let mut out = Vec::new();
     let effects = h
@@ -281,7 +264,7 @@ fn a_large_body_goes_to_the_worker_before_it_is_hashed_or_counted() {
 fn the_worker_does_not_decode_the_body_a_broker_registered_last() {
     let mut h = small_loop();
     let body = body_of(1, &numbered("L", 50));
-    let cmd = command(codes::request::REGISTER_BROKER, FIELDS, &body);
+    let cmd = RemotingCommand::for_test(codes::request::REGISTER_BROKER, FIELDS, &body);
     assert_eq!(handle_through_the_worker(&mut h, &cmd).1, 1);
     let job = off_loop_job(&mut h, &cmd);
     assert!(job.unchanged.is_some());
@@ -295,12 +278,12 @@ fn the_worker_does_not_decode_the_body_a_broker_registered_last() {
 fn a_body_the_worker_skipped_goes_back_when_a_write_came_in_between() {
     let mut h = small_loop();
     let body = body_of(1, &numbered("L", 50));
-    let cmd = command(codes::request::REGISTER_BROKER, FIELDS, &body);
+    let cmd = RemotingCommand::for_test(codes::request::REGISTER_BROKER, FIELDS, &body);
     handle_through_the_worker(&mut h, &cmd);
     // The worker skips the body as unchanged; meanwhile an admin deletes one of its topics.
     let job = off_loop_job(&mut h, &cmd);
     let skipped = decode_off_loop(&cmd, &job, &mut Default::default());
-    let delete = command(
+    let delete = RemotingCommand::for_test(
         codes::request::DELETE_TOPIC_IN_NAMESRV,
         &[("topic", "L7")],
         "",
@@ -332,17 +315,17 @@ fn a_body_the_worker_skipped_goes_back_when_a_write_came_in_between() {
 #[test]
 fn a_large_topic_route_body_goes_to_the_worker_too() {
     let mut h = small_loop();
-    let register = command(
+    let register = RemotingCommand::for_test(
         codes::request::REGISTER_BROKER,
         FIELDS,
-        &register_body(1, &[]),
+        register_body(1, &[]),
     );
     handle_through_the_worker(&mut h, &register);
     let pad = "x".repeat(2048);
     let body = format!(
         r#"{{"pad":"{pad}","queueDatas":[{{"brokerName":"b","readQueueNums":1,"writeQueueNums":1,"perm":6,"topicSysFlag":0}}]}}"#
     );
-    let cmd = command(
+    let cmd = RemotingCommand::for_test(
         codes::request::REGISTER_TOPIC_IN_NAMESRV,
         &[("topic", "R")],
         &body,

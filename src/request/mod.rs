@@ -161,23 +161,6 @@ mod tests {
     use crate::route::model::{DataVersion, Dialect};
     use bytes::Bytes;
 
-    fn command(code: i32, ext: &[(&str, &str)], body: &[u8]) -> RemotingCommand {
-        RemotingCommand {
-            code,
-            language: 0,
-            version: 479,
-            opaque: 1,
-            flag: 0,
-            remark: None,
-            ext_fields: ext
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            body: Bytes::copy_from_slice(body),
-            serialize_type: SerializeType::Json,
-        }
-    }
-
     fn parse(cmd: &RemotingCommand) -> Result<Request<'_>, ParseError> {
         static LIMITS: NameLimits = NameLimits {
             max_name_length: 255,
@@ -208,7 +191,7 @@ mod tests {
     #[test]
     fn every_answered_code_of_the_table_parses_to_the_request_of_that_code() {
         for row in REQUEST_CODES {
-            let cmd = command(row.code, ALL_FIELDS, b"");
+            let cmd = RemotingCommand::for_test(row.code, ALL_FIELDS, b"");
             match (row.kind, parse(&cmd)) {
                 (Kind::Outgoing, Err(ParseError::NotSupported(c))) => assert_eq!(c, row.code),
                 (Kind::Outgoing, other) => panic!("{} is only sent: {other:?}", row.name),
@@ -470,18 +453,19 @@ mod tests {
             if REQUEST_CODES.iter().any(|r| r.code == code) {
                 continue;
             }
-            let cmd = command(code, ALL_FIELDS, b"");
+            let cmd = RemotingCommand::for_test(code, ALL_FIELDS, b"");
             assert_eq!(parse(&cmd), Err(ParseError::NotSupported(code)));
         }
         assert_eq!(
-            remark(&command(31, &[], b"")),
+            remark(&RemotingCommand::for_test(31, &[], b"")),
             " request type 31 not supported"
         );
     }
 
     #[test]
     fn a_missing_field_is_named_in_javas_order() {
-        let missing = |code, ext: &[(&str, &str)]| remark(&command(code, ext, b""));
+        let missing =
+            |code, ext: &[(&str, &str)]| remark(&RemotingCommand::for_test(code, ext, b""));
         assert_eq!(
             missing(code::REGISTER_BROKER, &[]),
             "the custom field <brokerName> is null"
@@ -520,7 +504,8 @@ mod tests {
 
     #[test]
     fn requests_borrow_their_strings_from_the_command() {
-        let cmd = command(code::GET_ROUTEINFO_BY_TOPIC, &[("topic", "TopicA")], b"");
+        let cmd =
+            RemotingCommand::for_test(code::GET_ROUTEINFO_BY_TOPIC, &[("topic", "TopicA")], b"");
         let Ok(Request::GetRouteInfo(r)) = parse(&cmd) else {
             panic!("a route request");
         };
@@ -531,7 +516,7 @@ mod tests {
     #[test]
     fn route_requests_pick_the_dialect_and_the_zone() {
         let route = |version, ext: &[(&str, &str)]| {
-            let mut cmd = command(code::GET_ROUTEINFO_BY_TOPIC, ext, b"");
+            let mut cmd = RemotingCommand::for_test(code::GET_ROUTEINFO_BY_TOPIC, ext, b"");
             cmd.version = version;
             match parse(&cmd) {
                 Ok(Request::GetRouteInfo(r)) => (r.dialect, r.zone.map(str::to_string)),
@@ -557,7 +542,11 @@ mod tests {
         ext: &[(&str, &str)],
         body: &[u8],
     ) -> Result<RegisterBroker<'static>, String> {
-        let cmd = Box::leak(Box::new(command(code::REGISTER_BROKER, ext, body)));
+        let cmd = Box::leak(Box::new(RemotingCommand::for_test(
+            code::REGISTER_BROKER,
+            ext,
+            body,
+        )));
         match parse(cmd) {
             Ok(Request::RegisterBroker(r)) => Ok(r),
             Ok(other) => panic!("{other:?}"),
@@ -638,7 +627,7 @@ mod tests {
             timestamp: 9,
         };
         v.encode(&mut body);
-        let cmd = command(code::QUERY_DATA_VERSION, ALL_FIELDS, &body);
+        let cmd = RemotingCommand::for_test(code::QUERY_DATA_VERSION, ALL_FIELDS, &body);
         match parse(&cmd) {
             Ok(Request::QueryDataVersion(q)) => {
                 assert_eq!(q.data_version(), Ok(Some(v)));
@@ -647,7 +636,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // The body is decoded by the handler, against the stored version (`changed`).
-        let cmd = command(code::QUERY_DATA_VERSION, ALL_FIELDS, b"[");
+        let cmd = RemotingCommand::for_test(code::QUERY_DATA_VERSION, ALL_FIELDS, b"[");
         match parse(&cmd) {
             Ok(Request::QueryDataVersion(q)) => {
                 let refused = q.changed(None).expect_err("refused");
@@ -657,26 +646,30 @@ mod tests {
         }
 
         let route = br#"{"queueDatas":[{"brokerName":"b","readQueueNums":2,"writeQueueNums":2,"perm":6,"topicSysFlag":0}]}"#;
-        let cmd = command(code::REGISTER_TOPIC_IN_NAMESRV, &[("topic", "T")], route);
+        let cmd =
+            RemotingCommand::for_test(code::REGISTER_TOPIC_IN_NAMESRV, &[("topic", "T")], route);
         match parse(&cmd) {
             Ok(Request::RegisterTopic(r)) => assert_eq!(r.queue_datas[0].broker_name, "b"),
             other => panic!("{other:?}"),
         }
-        let cmd = command(code::REGISTER_TOPIC_IN_NAMESRV, &[("topic", "T")], b"{");
+        let cmd =
+            RemotingCommand::for_test(code::REGISTER_TOPIC_IN_NAMESRV, &[("topic", "T")], b"{");
         assert!(remark(&cmd).starts_with("bad TopicRouteData body: "));
     }
 
     #[test]
     fn an_admin_topic_name_is_validated_before_its_body_is_read() {
-        let cmd = command(code::REGISTER_TOPIC_IN_NAMESRV, &[("topic", "a/b")], b"{");
+        let cmd =
+            RemotingCommand::for_test(code::REGISTER_TOPIC_IN_NAMESRV, &[("topic", "a/b")], b"{");
         assert_eq!(
             remark(&cmd),
             "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
         );
-        let cmd = command(code::DELETE_TOPIC_IN_NAMESRV, &[("topic", " ")], b"");
+        let cmd = RemotingCommand::for_test(code::DELETE_TOPIC_IN_NAMESRV, &[("topic", " ")], b"");
         assert_eq!(remark(&cmd), "The specified topic is blank.");
         let long = "t".repeat(128);
-        let cmd = command(code::DELETE_TOPIC_IN_NAMESRV, &[("topic", &long)], b"");
+        let cmd =
+            RemotingCommand::for_test(code::DELETE_TOPIC_IN_NAMESRV, &[("topic", &long)], b"");
         assert_eq!(
             remark(&cmd),
             "The specified topic is longer than topic max length."
@@ -685,7 +678,7 @@ mod tests {
 
     #[test]
     fn topics_by_cluster_reports_a_missing_cluster_only_when_asked() {
-        let cmd = command(code::GET_TOPICS_BY_CLUSTER, &[], b"");
+        let cmd = RemotingCommand::for_test(code::GET_TOPICS_BY_CLUSTER, &[], b"");
         let Ok(Request::GetTopicsByCluster(r)) = parse(&cmd) else {
             panic!("parses without the field");
         };
@@ -694,9 +687,9 @@ mod tests {
 
     #[test]
     fn config_updates_must_be_text() {
-        let cmd = command(code::UPDATE_NAMESRV_CONFIG, &[], &[0xff, 0xfe]);
+        let cmd = RemotingCommand::for_test(code::UPDATE_NAMESRV_CONFIG, &[], [0xff, 0xfe]);
         assert_eq!(remark(&cmd), "string2Properties error");
-        let cmd = command(code::UPDATE_NAMESRV_CONFIG, &[], b"");
+        let cmd = RemotingCommand::for_test(code::UPDATE_NAMESRV_CONFIG, &[], b"");
         assert_eq!(
             parse(&cmd),
             Ok(Request::UpdateNamesrvConfig(UpdateNamesrvConfig {
