@@ -8,126 +8,14 @@
 #[path = "common/child.rs"]
 mod child;
 mod common;
+#[path = "controller_net/group.rs"]
+mod group;
 
-use common::{wait_until, TempDir};
+use common::wait_until;
+use group::{ProcessGroup as Group, NODES};
 use rmq_namesrv::client::Client;
 use rmq_namesrv::remoting::command::RemotingCommand;
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
-
-const NODES: usize = 3;
-
-/// Loopback ports free right now (the daemons bind them a moment later).
-fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("a free port"))
-        .collect();
-    listeners
-        .iter()
-        .map(|l| l.local_addr().expect("addr").port())
-        .collect()
-}
-
-struct Node {
-    child: Option<Child>,
-    file: String,
-    addr: String,
-}
-
-impl Node {
-    fn start(&mut self) {
-        let (child, mut lines) = child::spawn_announcing(&["-c", &self.file], Stdio::null());
-        let announced = lines
-            .by_ref()
-            .map_while(Result::ok)
-            .find_map(|l| {
-                l.strip_prefix("rmq-namesrv controller listening on ")
-                    .map(str::to_owned)
-            })
-            .expect("the controller port announced");
-        assert_eq!(announced, self.addr);
-        // Keep draining stdout so the daemon never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        self.child = Some(child);
-    }
-
-    fn kill9(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill(); // SIGKILL
-            let _ = child.wait();
-        }
-    }
-
-    fn metadata(&self) -> Option<RemotingCommand> {
-        self.child.as_ref()?;
-        let mut c = Client::connect(&self.addr, Duration::from_secs(1)).ok()?;
-        c.request(1005, &[], b"").ok().filter(|r| r.code == 0)
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        self.kill9();
-    }
-}
-
-struct Group {
-    nodes: Vec<Node>,
-    _dir: TempDir,
-}
-
-impl Group {
-    fn start() -> Group {
-        let dir = TempDir::new("ctrl-raft");
-        let ports = free_ports(NODES);
-        let peers: Vec<String> = ports
-            .iter()
-            .enumerate()
-            .map(|(i, p)| format!("n{i}-127.0.0.1:{p}"))
-            .collect();
-        let mut nodes = Vec::new();
-        for (i, port) in ports.iter().enumerate() {
-            let path = dir.join(&format!("namesrv-{i}.conf"));
-            let text = format!(
-                "bindAddress=127.0.0.1\nlistenPort=0\nlogPath=\nkvConfigPath={}\n\
-                 enableControllerInNamesrv=true\ncontrollerDLegerGroup=g\n\
-                 controllerDLegerPeers={}\ncontrollerDLegerSelfId=n{i}\n\
-                 controllerStorePath={}\ncontrollerSnapshotEvents=25\n",
-                dir.join(&format!("kv-{i}.json")).display(),
-                peers.join(";"),
-                dir.join("store").display(),
-            );
-            std::fs::write(&path, text).expect("config");
-            nodes.push(Node {
-                child: None,
-                file: path.to_string_lossy().into_owned(),
-                addr: format!("127.0.0.1:{port}"),
-            });
-        }
-        for n in &mut nodes {
-            n.start();
-        }
-        Group { nodes, _dir: dir }
-    }
-
-    /// The node that leads and serves, if one does now.
-    fn serving_leader(&self) -> Option<usize> {
-        (0..NODES).find(|&i| {
-            self.nodes[i]
-                .metadata()
-                .is_some_and(|m| m.ext("raftServing") == Some("true"))
-        })
-    }
-
-    fn wait_for_leader(&self, timeout: Duration) -> Option<usize> {
-        let mut found = None;
-        wait_until(timeout, || {
-            found = self.serving_leader();
-            found.is_some()
-        });
-        found
-    }
-}
 
 /// One write, sent to whoever serves; Some(answer) once a node answered it (None: the
 /// group had no serving leader for 20 s).
@@ -139,7 +27,8 @@ fn write(group: &Group, code: i32, ext: &[(&str, &str)]) -> Option<RemotingComma
         else {
             break;
         };
-        let Ok(mut c) = Client::connect(&group.nodes[leader].addr, Duration::from_secs(6)) else {
+        let Ok(mut c) = Client::connect(&group.members[leader].controller, Duration::from_secs(6))
+        else {
             continue;
         };
         match c.request(code, ext, b"") {
@@ -183,18 +72,19 @@ fn elect(group: &Group, set: &str) -> Option<i32> {
 
 #[test]
 fn the_group_survives_sigkill_of_its_leader_with_every_acknowledged_change() {
-    let mut group = Group::start();
+    let mut group = Group::start("controllerSnapshotEvents=25");
     let first = group
         .wait_for_leader(Duration::from_secs(20))
         .expect("a leader within 20 s");
     // Followers: 2007 for leader-only codes, 1005 names the leader.
     let follower = (first + 1) % NODES;
-    let mut c = Client::connect(&group.nodes[follower].addr, Duration::from_secs(5)).unwrap();
+    let mut c =
+        Client::connect(&group.members[follower].controller, Duration::from_secs(5)).unwrap();
     let r = c
         .request(1012, &[("clusterName", "c"), ("brokerName", "x")], b"")
         .unwrap();
     assert_eq!(r.code, 2007);
-    let meta = group.nodes[follower].metadata().unwrap();
+    let meta = group.members[follower].metadata().unwrap();
     assert_eq!(
         meta.ext("controllerLeaderId"),
         Some(format!("n{first}").as_str())
@@ -215,7 +105,7 @@ fn the_group_survives_sigkill_of_its_leader_with_every_acknowledged_change() {
         if k == 40 {
             // kill -9 the leader in the middle of the stream.
             let leader = group.serving_leader().expect("a leader");
-            group.nodes[leader].kill9();
+            group.kill9(leader);
             killed_at = Some((leader, Instant::now()));
             let next = group
                 .wait_for_leader(Duration::from_secs(20))
@@ -226,14 +116,14 @@ fn the_group_survives_sigkill_of_its_leader_with_every_acknowledged_change() {
         }
         if k == 80 {
             let (old, _) = killed_at.unwrap();
-            group.nodes[old].start();
+            group.restart(old);
         }
     }
     assert!(acked_sets.len() > 100, "{} acknowledged", acked_sets.len());
     // Every acknowledged change is on the serving leader (a survivor or the restarted node,
     // which can lead only with every committed entry).
     let leader = group.wait_for_leader(Duration::from_secs(20)).unwrap();
-    let mut c = Client::connect(&group.nodes[leader].addr, Duration::from_secs(5)).unwrap();
+    let mut c = Client::connect(&group.members[leader].controller, Duration::from_secs(5)).unwrap();
     for set in &acked_sets {
         let r = c
             .request(1012, &[("clusterName", "c"), ("brokerName", set)], b"")
@@ -259,7 +149,7 @@ fn the_group_survives_sigkill_of_its_leader_with_every_acknowledged_change() {
     assert!(
         wait_until(Duration::from_secs(20), || {
             let applied: Vec<Option<String>> = group
-                .nodes
+                .members
                 .iter()
                 .map(|n| {
                     n.metadata()
