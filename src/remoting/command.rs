@@ -97,19 +97,23 @@ pub struct RemotingCommand {
 }
 
 #[cfg(test)]
-impl RemotingCommand {
-    /// A request as unit tests build it: JSON header, version 479, opaque 1, no remark.
-    pub(crate) fn for_test(code: i32, ext: &[(&str, &str)], body: impl AsRef<[u8]>) -> Self {
-        RemotingCommand {
-            code,
-            language: 0,
-            version: 479,
-            opaque: 1,
-            flag: 0,
-            remark: None,
-            ext_fields: ext.iter().copied().collect(),
-            body: Bytes::copy_from_slice(body.as_ref()),
-            serialize_type: SerializeType::Json,
+mod for_tests {
+    use super::*;
+
+    impl RemotingCommand {
+        /// A request as unit tests build it: JSON header, version 479, opaque 1, no remark.
+        pub(crate) fn for_test(code: i32, ext: &[(&str, &str)], body: impl AsRef<[u8]>) -> Self {
+            RemotingCommand {
+                code,
+                language: 0,
+                version: 479,
+                opaque: 1,
+                flag: 0,
+                remark: None,
+                ext_fields: ext.iter().copied().collect(),
+                body: Bytes::copy_from_slice(body.as_ref()),
+                serialize_type: SerializeType::Json,
+            }
         }
     }
 }
