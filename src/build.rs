@@ -1,10 +1,7 @@
-//! Stamps the build with the git revision: `RMQ_GIT_REV` = `git rev-parse --short HEAD`, or
-//! "unknown" when git or the repository is not there (a source tarball, a container without git).
-//!
-//! Cargo re-runs this script only when `HEAD`, the branch it names or `packed-refs` changes
-//! (git says where they are, in a worktree too; relative to the package root, where cargo runs
-//! this script), so a commit or a checkout refreshes the stamp without rebuilding on every
-//! edit. Only files that exist are watched: cargo treats a missing one as always changed.
+//! Stamps the build with `RMQ_GIT_REV` = `git rev-parse --short HEAD`, or "unknown" without
+//! git or a repository. Cargo re-runs this only when `HEAD`, the branch it names or
+//! `packed-refs` changes (where git says they are, in a worktree too), so a commit refreshes
+//! the stamp. Only files that exist are watched: cargo treats a missing one as always changed.
 
 use std::path::Path;
 use std::process::Command;
@@ -26,7 +23,7 @@ fn main() {
     println!("cargo:rustc-env=RMQ_GIT_REV={rev}");
 }
 
-/// What `git <args>` prints, trimmed; None when git fails or prints nothing.
+/// What `git <args>` prints, trimmed, if anything.
 fn git(args: &[&str]) -> Option<String> {
     let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR")?;
     let output = Command::new("git")

@@ -1,11 +1,7 @@
-//! Logging: one global `log` logger writing Java's name-server layout to a size-rotated file
-//! and to stderr: `2026-11-30 19:10:03,123 INFO main - message` (local time, level, thread,
-//! message: `%d{yyyy-MM-dd HH:mm:ss,SSS} %p %t - %m`). A general-purpose logger cannot write
-//! that layout, hence this module.
-//!
-//! Under systemd (`JOURNAL_STREAM` names stderr) the journal stamps lines itself: console
-//! lines carry a `<N>` priority instead of a time, and with a log file stderr gets no log
-//! lines at all, so nothing is stored twice. stdout carries only what scripts read.
+//! One global `log` logger writing Java's name-server layout (`%d{yyyy-MM-dd HH:mm:ss,SSS} %p
+//! %t - %m`, local time) to a size-rotated file and to stderr, as docs/operations.md#logs
+//! shows: a general-purpose logger cannot write that layout. Under systemd the journal stamps
+//! lines itself, so stderr lines carry a `<N>` priority instead, or none go there with a file.
 //!
 //! Logging never takes the server down: a failed rotation keeps the current file, a failed
 //! write drops the line, and each failure streak is reported once on stderr.
@@ -18,24 +14,21 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use log::{Level, LevelFilter, Log, Metadata, Record};
 
-/// What [`init`] installs: the level, the optional log file and its rotation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogSettings {
     pub level: LevelFilter,
     /// `None` logs to stderr only.
     pub file: Option<PathBuf>,
-    /// Bytes a file may hold before it is rotated; 0 never rotates.
+    /// 0 never rotates.
     pub max_size: u64,
-    /// Rotated files kept (`namesrv.log.1` … `namesrv.log.N`); 0 keeps none.
+    /// Rotated files kept (`namesrv.log.1` … `namesrv.log.N`).
     pub max_files: u32,
 }
 
-/// How log lines are written to stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Console {
-    /// Not at all (systemd with a log file: the file is the one destination).
+    /// systemd with a log file: the file is the one destination.
     Off,
-    /// Whole lines, as in the file.
     Plain,
     /// `<N>LEVEL thread - message`: the journal adds the time and reads the priority.
     Journal,
@@ -57,13 +50,10 @@ fn stderr_is_journal() -> bool {
     fs::metadata("/proc/self/fd/2").map_or(true, |m| m.dev() == device && m.ino() == inode)
 }
 
-/// The installed logger; set once, by the first successful [`init`].
 static LOGGER: OnceLock<Logger> = OnceLock::new();
 
-/// Installs the global logger: stderr as the module doc says, plus `settings.file` when given
-/// (its parent directories are created). Calling it again after a success does nothing. If the
-/// file cannot be opened nothing is installed and the error is returned, so the caller can
-/// retry with `file: None`.
+/// Installs the global logger (again: nothing). If the file cannot be opened nothing is
+/// installed, so the caller can retry with `file: None`.
 pub fn init(settings: &LogSettings) -> io::Result<()> {
     if LOGGER.get().is_some() {
         return Ok(());
@@ -88,8 +78,7 @@ pub fn init(settings: &LogSettings) -> io::Result<()> {
     Ok(())
 }
 
-/// Whether log lines reach stderr; false before [`init`] and under systemd with a log file.
-/// Startup warnings are printed on stderr directly when it is false.
+/// Whether log lines reach stderr (not before [`init`], nor under systemd with a log file).
 pub fn console_enabled() -> bool {
     LOGGER.get().is_some_and(|l| l.console != Console::Off)
 }
@@ -179,8 +168,7 @@ fn local_time(secs: i64) -> libc::tm {
     tm
 }
 
-/// A log file that rotates by size, only between the whole lines it is given, and never fails
-/// a write.
+/// A log file that rotates by size, only between whole lines, and never fails a write.
 #[derive(Debug)]
 pub struct RotatingFile {
     path: PathBuf,
@@ -188,14 +176,13 @@ pub struct RotatingFile {
     max_files: u32,
     /// `None` after the file could not be reopened; each line then retries the open.
     file: Option<File>,
-    /// Bytes in the live file, counted from its length at open.
     size: u64,
     /// A failure has been reported and no write has succeeded since.
     failure_reported: bool,
 }
 
 impl RotatingFile {
-    /// Opens (appending) or creates `path`, creating its parent directories.
+    /// Appends to `path`, creating it and its parent directories.
     pub fn open(path: &Path, max_size: u64, max_files: u32) -> io::Result<Self> {
         let mut log = RotatingFile {
             path: path.to_path_buf(),
@@ -209,7 +196,6 @@ impl RotatingFile {
         Ok(log)
     }
 
-    /// Opens the live file again and counts its length.
     fn reopen(&mut self) -> io::Result<()> {
         self.file = None;
         if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -224,8 +210,8 @@ impl RotatingFile {
         Ok(())
     }
 
-    /// Writes one whole line (failures are reported on stderr: the logger has no one to hand
-    /// them to), rotating first if the line would push a non-empty file past `max_size`.
+    /// Rotates first if the line would push a non-empty file past `max_size`; failures go to
+    /// stderr (the logger has no one else to hand them to).
     pub fn write_line(&mut self, line: &[u8]) {
         let line_len = line.len() as u64;
         if self.max_size > 0 && self.size > 0 && self.size.saturating_add(line_len) > self.max_size
@@ -261,8 +247,7 @@ impl RotatingFile {
         }
     }
 
-    /// Shifts `path.i` to `path.i+1` (dropping `path.max_files`), moves the live file to
-    /// `path.1` and starts a new one. On failure the current file is kept.
+    /// Shifts `path.i` to `path.i+1` (dropping `path.max_files`) and starts a new file.
     fn rotate(&mut self) {
         if let Err(e) = self.shift_old_files() {
             let path = self.path.display();

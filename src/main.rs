@@ -1,6 +1,5 @@
 //! `rmq-namesrv`: command line -> config -> logging -> event loop; SIGTERM/SIGINT -> a clean
-//! stop. Whatever an operator can get wrong is told in one line naming what failed (the
-//! argument, the file, line and key, the log file, the address, the Controller key).
+//! stop. Whatever an operator can get wrong is told in one line naming what failed.
 
 use std::io;
 use std::path::PathBuf;
@@ -15,7 +14,6 @@ use rmq_namesrv::logging::{self, LogSettings};
 use rmq_namesrv::server::{ControllerSetup, Server, StartError, StopHandle};
 use signal_hook::consts::{SIGINT, SIGTERM};
 
-/// `rmq-namesrv 0.1.0 (git abc1234)`.
 const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (git ",
@@ -43,8 +41,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // The controller's keys as the file and the command line set them (not the name
-    // server's defaults for the keys both have).
+    // Not the name server's defaults for the keys both have.
     let given = |key: &str| startup.given.get(key).cloned();
     let controller = match ControllerSetup::from_config(&startup.config, &given) {
         Ok(controller) => controller,
@@ -64,9 +61,8 @@ fn main() -> ExitCode {
     run(startup.config, controller, started)
 }
 
-/// `-p`: warnings on stderr; on stdout the configuration as a properties file, opened by a
-/// comment naming the config file. The Controller's settings follow as `#controller: k=v`
-/// comments: as properties they would collide with the name server's keys of the same name.
+/// `-p`: the configuration as a properties file. The Controller's settings follow as
+/// `#controller: k=v` comments: as properties they would collide with the name server's keys.
 fn print_config(startup: &Startup, controller: Option<&ControllerSetup>) -> ExitCode {
     for warning in &startup.warnings {
         eprintln!("rmq-namesrv: warning: {warning}");
@@ -91,8 +87,7 @@ fn print_config(startup: &Startup, controller: Option<&ControllerSetup>) -> Exit
     ExitCode::SUCCESS
 }
 
-/// Logs `message` and makes sure it reaches stderr too (directly when the log does not go
-/// there: under systemd with a log file, or below the level).
+/// Logs `message` and makes sure it reaches stderr too.
 fn tell(level: Level, message: &str) {
     log::log!(level, "{message}");
     if !logging::console_enabled() || level > log::max_level() {
@@ -167,10 +162,8 @@ fn fail(message: &str) -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// The first stop signal's name, for the final log line.
 static STOP_SIGNAL: OnceLock<&'static str> = OnceLock::new();
 
-/// Set by the first stop signal's handler; the handler that finds it set exits.
 static STOPPING: AtomicBool = AtomicBool::new(false);
 
 /// Catches SIGTERM and SIGINT: the first stops the server (which finishes what is in flight);
@@ -190,8 +183,7 @@ fn catch_signals() -> io::Result<signal_hook::iterator::Signals> {
     signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
 }
 
-/// Stops the server on the first signal [`catch_signals`] caught (also one caught before the
-/// server was bound).
+/// Stops the server on the first signal (also one caught before the server was bound).
 fn watch_signals(mut signals: signal_hook::iterator::Signals, stop: StopHandle) -> io::Result<()> {
     std::thread::Builder::new()
         .name("signals".into())

@@ -4,11 +4,9 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-/// A CIDR range (IPv4 or IPv6). `contains` tests an address; an IPv4-mapped IPv6 address
-/// matches IPv4 ranges (and an IPv4 address matches `::ffff:0:0/96`-style ranges).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cidr {
-    /// Network address with the host bits cleared.
+    /// Host bits cleared.
     network: IpAddr,
     prefix_len: u8,
 }
@@ -68,12 +66,6 @@ impl Cidr {
     }
 }
 
-impl std::fmt::Display for Cidr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.network, self.prefix_len)
-    }
-}
-
 /// Every address as IPv6, IPv4 ones mapped (`::ffff:a.b.c.d`), so that one comparison
 /// matches both families.
 fn as_v6(ip: IpAddr) -> u128 {
@@ -92,6 +84,12 @@ fn mask(prefix_len: u8, network: IpAddr) -> u128 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl std::fmt::Display for Cidr {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "{}/{}", self.network, self.prefix_len)
+        }
+    }
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()

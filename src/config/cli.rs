@@ -1,11 +1,7 @@
-//! The command line, mqnamesrv-like: `-c FILE`, `-p`, `-h`, `-v`, `--key=value`; and which
-//! file is "the config file": the `-c` file; else `--configStorePath`; else `./namesrv.conf`
-//! when it exists (so `cargo run` in a checkout uses the repository's); else
-//! `configStorePath`'s default. It is read at start when it exists and UPDATE_NAMESRV_CONFIG
-//! writes to it, so a runtime change survives a restart (Java writes it and never reads it).
-//!
-//! An invalid value in the file is an error naming the file, line and key; an unknown key is
-//! a warning naming the closest known key, and is kept (Java keeps and reports it).
+//! The command line, mqnamesrv-like (`-c FILE`, `-p`, `-h`, `-v`, `--key=value`), and which
+//! file is the config file: read at start, written by UPDATE_NAMESRV_CONFIG, so a runtime
+//! change survives a restart (Java writes it and never reads it). docs/configuration.md says
+//! which file is chosen and how mistakes are told.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,11 +18,10 @@ pub enum Cli {
     Version,
 }
 
-/// The configuration to start with, and what there is to tell about it.
 #[derive(Debug)]
 pub struct Startup {
     pub config: NamesrvConfig,
-    /// Unknown keys in the file or on the command line, each naming where it was.
+    /// Unknown keys, each naming where it was.
     pub warnings: Vec<String>,
     pub file: ConfigFile,
     /// Every key the file and the command line set, as given (the command line wins). The
@@ -34,8 +29,7 @@ pub struct Startup {
     pub given: BTreeMap<String, String>,
 }
 
-/// Why a file is the config file: `-c FILE`, `--configStorePath=FILE`, `./namesrv.conf` in
-/// the working directory, or configStorePath's default.
+/// Why a file is the config file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileOrigin {
     CommandLine,
@@ -44,7 +38,6 @@ pub enum FileOrigin {
     Default,
 }
 
-/// The config file: where it is, why, and whether it was there to be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigFile {
     pub path: String,
@@ -52,7 +45,6 @@ pub struct ConfigFile {
     pub was_read: bool,
 }
 
-/// A command line that cannot start the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CliError {
     /// A malformed argument (main adds a pointer to --help).
@@ -109,8 +101,8 @@ fn read_args(args: &[String]) -> Result<Args, CliError> {
     Ok(out)
 }
 
-/// Picks the config file (see the module doc); the parameters keep tests independent of
-/// where they run.
+/// The `-c` file; else `--configStorePath`; else `./namesrv.conf` when it exists (so `cargo
+/// run` in a checkout uses the repository's); else configStorePath's default.
 fn choose_file(args: &Args, working_dir: &Path, default_store: &str) -> (String, FileOrigin) {
     if let Some(path) = &args.config_file {
         return (path.clone(), FileOrigin::CommandLine);
@@ -134,8 +126,7 @@ fn choose_file(args: &Args, working_dir: &Path, default_store: &str) -> (String,
 }
 
 impl Startup {
-    /// One sentence for the startup log and `-p`: which file was read and where runtime
-    /// updates are written.
+    /// For the startup log and `-p`: which file was read and where updates are written.
     pub fn config_file_note(&self) -> String {
         let ConfigFile {
             path,
@@ -167,8 +158,7 @@ impl Startup {
         }
     }
 
-    /// Sets one key as given at `place` (for messages): an unknown key is a warning, an
-    /// invalid value the error returned.
+    /// Sets one key given at `place`: an unknown key is a warning, an invalid value an error.
     fn set(&mut self, key: &str, value: &str, place: &str) -> Result<(), String> {
         self.given.insert(key.to_string(), value.to_string());
         match self.config.set(key, value) {
@@ -237,8 +227,7 @@ fn parse_in(args: &[String], working_dir: &Path, default_store: &str) -> Result<
     })
 }
 
-/// Parses the arguments without the program name; help and version win once they are
-/// well-formed.
+/// Parses the arguments without the program name.
 pub fn parse_cli(args: &[String]) -> Result<Cli, CliError> {
     let working_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     parse_in(
@@ -248,7 +237,7 @@ pub fn parse_cli(args: &[String]) -> Result<Cli, CliError> {
     )
 }
 
-/// The -h text: the options, then every key with its default and when a change applies.
+/// The -h text: the options, then every key with when a change applies and its default.
 pub fn usage() -> String {
     let mut text = String::from(
         "usage: rmq-namesrv [-c FILE] [-p] [-h] [-v] [--key=value ...]\n\

@@ -1,16 +1,12 @@
-//! The server's own properties: `NamesrvConfig`, Java's keys with Java's defaults plus
-//! rmq-namesrv's own: `table` (one row per key), `properties` (the `java.util.Properties`
-//! format, read and edited in place), `cidr` (the allow lists), `cli` (the command line and
-//! the config file) and `update` (UPDATE_NAMESRV_CONFIG, all or nothing, written back).
+//! `NamesrvConfig`: Java's keys with Java's defaults plus rmq-namesrv's own. `table` (one row
+//! per key), `properties` (the `java.util.Properties` format, read and edited in place),
+//! `cidr` (the allow lists), `cli` (command line and config file), `update`
+//! (UPDATE_NAMESRV_CONFIG, all or nothing, written back).
 //!
-//! Keys not in the table are kept verbatim in `extra`, because Java reports them in
-//! GET_NAMESRV_CONFIG; the Controller's keys are kept the same way and read with
-//! [`NamesrvConfig::get`].
-//!
-//! GET_NAMESRV_CONFIG's text is `key=value` lines with no escaping, as Java's, so `set`
-//! refuses keys and values that could not survive that trip (line breaks, backslashes,
-//! separators in keys): else an update could smuggle a black-listed key into the file through
-//! an escaped newline.
+//! Keys not in the table (the Controller's, unknown ones) are kept verbatim in `extra`, as
+//! Java reports them in GET_NAMESRV_CONFIG. That text is `key=value` lines with no escaping,
+//! so `set` refuses keys and values that could not survive the trip: else an update could
+//! smuggle a black-listed key into the file through an escaped newline.
 
 mod cidr;
 mod cli;
@@ -29,14 +25,13 @@ pub use update::{ConfigPlan, UpdateError};
 
 use table::{Property, CONTROLLER_KEYS, PROPERTIES};
 
-/// What [`NamesrvConfig::set`] did with a key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SetOutcome {
     /// A field was set, or a Controller key was kept.
     Applied,
-    /// Not a key rmq-namesrv or its Controller knows: kept in `extra` (callers warn).
+    /// Kept in `extra`; callers warn.
     Unknown,
-    /// Refused with the reason; nothing changed.
+    /// Nothing changed.
     Invalid(String),
 }
 
@@ -113,9 +108,7 @@ pub fn unknown_key_message(key: &str) -> String {
 }
 
 impl NamesrvConfig {
-    /// Applies one property by its Java key. A key the table does not have is kept in `extra`
-    /// (`Unknown`, but `Applied` for a Controller key); a value that does not parse or is out
-    /// of range changes nothing (`Invalid`). Booleans are `true`/`false`; values are trimmed.
+    /// Applies one property by its Java key; values are trimmed.
     pub fn set(&mut self, key: &str, value: &str) -> SetOutcome {
         if let Err(reason) = check_key(key).and_then(|()| check_value(value)) {
             return SetOutcome::Invalid(reason);
@@ -136,7 +129,7 @@ impl NamesrvConfig {
         }
     }
 
-    /// The property's current value as text (None for a key neither in the table nor kept).
+    /// The property's current value as text.
     pub fn get(&self, key: &str) -> Option<String> {
         match property(key) {
             Some(p) => Some((p.get)(self)),
@@ -164,8 +157,8 @@ impl NamesrvConfig {
         })
     }
 
-    /// All properties (table + extra) as `key=value\n` lines sorted by key: the
-    /// GET_NAMESRV_CONFIG body. No escaping, as Java does.
+    /// The GET_NAMESRV_CONFIG body: every property as `key=value\n` lines sorted by key, not
+    /// escaped (as Java's).
     pub fn to_properties_text(&self) -> String {
         let mut all: BTreeMap<&str, String> = self
             .extra
@@ -178,7 +171,7 @@ impl NamesrvConfig {
         properties::sorted_lines(all)
     }
 
-    /// The hard-coded keys no update may set, plus `configBlackList`'s.
+    /// The keys no update may set: these four, plus `configBlackList`'s.
     pub fn black_list(&self) -> Vec<String> {
         let always = [
             "configBlackList",

@@ -1,25 +1,22 @@
 //! The `java.util.Properties` text format: a reader with `Properties.load`'s semantics and an
-//! editor that rewrites the lines of some keys and leaves every other byte alone. Both work on
-//! physical lines, so an entry knows its lines: the reader names the line of a bad value, and
-//! the editor replaces exactly those lines, so an operator's comments, blank lines, order and
-//! line endings survive any number of runtime updates.
+//! editor that rewrites the lines of some keys and leaves every other byte alone, so an
+//! operator's comments, blank lines, order and line endings survive runtime updates.
 
 use std::io;
 use std::path::Path;
 
-/// One `key=value` entry of a properties text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
     pub key: String,
     pub value: String,
-    /// 1-based number of the entry's first physical line.
+    /// 1-based, for messages.
     pub line: usize,
-    /// Physical lines (0-based) the entry spans: more than one with continuation lines.
+    /// 0-based physical lines the entry spans (several with continuation lines).
     first: usize,
     last: usize,
 }
 
-/// How a file's bytes became text, so that an edit writes untouched lines back byte for byte.
+/// How a file's bytes became text, so that an edit writes untouched lines back unchanged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Encoding {
     Utf8,
@@ -27,7 +24,6 @@ pub enum Encoding {
     Latin1,
 }
 
-/// A properties file read whole.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PropertiesFile {
     pub text: String,
@@ -35,8 +31,7 @@ pub struct PropertiesFile {
 }
 
 impl PropertiesFile {
-    /// Reads `path`: UTF-8 when the bytes are valid UTF-8 (non-ASCII paths work), else
-    /// ISO-8859-1 as Java reads it.
+    /// Reads `path`: UTF-8 when valid, else ISO-8859-1 as Java reads it.
     pub fn read(path: &Path) -> io::Result<PropertiesFile> {
         let bytes = std::fs::read(path)?;
         Ok(match String::from_utf8(bytes) {
@@ -51,8 +46,7 @@ impl PropertiesFile {
         })
     }
 
-    /// The text as bytes in the file's encoding (Latin-1 text holds only chars up to U+00FF:
-    /// those read from the file and the ASCII lines [`edit`] writes for it).
+    /// The text in the file's encoding ([`edit`] writes only ASCII into Latin-1 text).
     pub fn to_bytes(&self) -> Vec<u8> {
         match self.encoding {
             Encoding::Utf8 => self.text.as_bytes().to_vec(),
@@ -93,8 +87,7 @@ fn ends_in_odd_backslashes(s: &str) -> bool {
     s.chars().rev().take_while(|&c| c == '\\').count() % 2 == 1
 }
 
-/// A logical line: its text (continuations joined, the joining backslashes dropped) and the
-/// physical lines it spans.
+/// Continuation lines joined (without their backslashes), and the physical lines spanned.
 struct Logical {
     text: String,
     first: usize,
@@ -202,8 +195,7 @@ fn unescape(chars: &[char]) -> Result<String, String> {
     Ok(String::from_utf16_lossy(&units))
 }
 
-/// Every entry of `text` in file order (duplicates included: later ones win when applied in
-/// order). A malformed `\uXXXX` is an error naming the line.
+/// Every entry of `text` in file order, duplicates included (later ones win when applied).
 pub fn entries(text: &str) -> Result<Vec<Entry>, String> {
     let lines = physical_lines(text);
     let mut out = Vec::new();
@@ -239,8 +231,7 @@ pub fn parse_properties(text: &str) -> Result<Vec<(String, String)>, String> {
         .collect())
 }
 
-/// Writes `c` escaped so that the reader gives it back. `key` also escapes separators;
-/// `ascii_only` writes everything beyond ASCII as `\uXXXX` (for Latin-1 files).
+/// Writes `text` so that the reader gives it back; `ascii_only` for Latin-1 files.
 fn push_escaped(out: &mut String, text: &str, key: bool, ascii_only: bool) {
     for (i, c) in text.chars().enumerate() {
         match c {
@@ -269,9 +260,8 @@ fn push_escaped(out: &mut String, text: &str, key: bool, ascii_only: bool) {
     }
 }
 
-/// Returns `file` with the entries of `changes` set: every line (or group of continued lines)
-/// holding one of the keys is replaced by one `key=value` line, keys not in the file are
-/// appended at the end; comments, blank lines, order, other entries and line endings stay.
+/// `file` with the entries of `changes` set: the lines of each entry of those keys replaced
+/// by one `key=value` line, keys not in the file appended, every other line kept.
 pub fn edit(file: &PropertiesFile, changes: &[(&str, &str)]) -> Result<PropertiesFile, String> {
     let lines = physical_lines(&file.text);
     let found = entries(&file.text)?;
@@ -288,7 +278,6 @@ pub fn edit(file: &PropertiesFile, changes: &[(&str, &str)]) -> Result<Propertie
         push_escaped(&mut line, value, false, ascii_only);
         line
     };
-    // Entries are in line order: copy the lines up to a changed one, then its new line.
     let mut text = String::with_capacity(file.text.len() + 64);
     let mut copied = 0;
     for entry in &found {

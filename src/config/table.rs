@@ -1,19 +1,17 @@
-//! The property table: one row per key, with its Java name, the struct field it fills, its
-//! default, its parser and range, and when a change takes effect. The row macro writes the
-//! `NamesrvConfig` struct, its `Default` and the lookup table from the same rows.
-//!
-//! `Live` keys are re-read after UPDATE_NAMESRV_CONFIG (the loop's settings refresh, the
-//! processor's `apply_config_change`, the logger's level, or a read per request).
+//! The property table: one row per key (Java name, field, default, parser and range, when a
+//! change applies), from which the macro writes `NamesrvConfig`, its `Default` and the lookup
+//! table. What each key means is docs/configuration.md; comments here only say why a default
+//! or range is what it is.
 
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 
 use super::cidr::Cidr;
 
-/// When a changed value takes effect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Applies {
-    /// Re-read after every UPDATE_NAMESRV_CONFIG.
+    /// Re-read after every UPDATE_NAMESRV_CONFIG (the loop's settings refresh, the
+    /// processor's `apply_config_change`, the logger's level, or a read per request).
     Live,
     /// Read once at start: a runtime update of it is refused.
     AtStart,
@@ -21,7 +19,6 @@ pub enum Applies {
     ReportedOnly,
 }
 
-/// One property: its Java key, when it applies, how to print and how to parse it.
 pub(super) struct Property {
     pub key: &'static str,
     pub applies: Applies,
@@ -45,8 +42,7 @@ impl std::fmt::Display for SerializeTypeSetting {
     }
 }
 
-/// The rows: `"javaKey" => field: Type = default, Applies, parser;` (doc comments allowed);
-/// the parser turns the text into the field's value or says why it cannot.
+/// The rows: `"javaKey" => field: Type = default, Applies, parser;` (doc comments allowed).
 macro_rules! properties {
     ($(
         $(#[$doc:meta])*
@@ -84,19 +80,15 @@ const KIB: i64 = 1024;
 const MIB: i64 = 1024 * KIB;
 const GIB: i64 = 1024 * MIB;
 const TIB: i64 = 1024 * GIB;
-/// Ceiling for the thread counts of Java's keys (unused here, but nonsense is still refused).
+/// Java's thread counts (unused here, but nonsense is still refused).
 const THREADS: RangeInclusive<i64> = 1..=1024;
-/// Ceiling for queue capacities, semaphores and element counts.
 const COUNT: RangeInclusive<i64> = 1..=10_000_000;
 
 properties! {
     // ---- Java's NamesrvConfig
-    /// Reported only; black-listed for updates.
     "rocketmqHome" => rocketmq_home: String = std::env::var("ROCKETMQ_HOME").unwrap_or_default(), AtStart, parse_text;
     "kvConfigPath" => kv_config_path: String = under_home("namesrv/kvConfig.json"), AtStart, parse_text;
-    /// Where runtime updates are written back (the config file; see `cli`).
     "configStorePath" => config_store_path: String = under_home("namesrv/namesrv.properties"), AtStart, parse_text;
-    /// Used by Java's cluster-test mode only.
     "productEnvName" => product_env_name: String = "center".into(), ReportedOnly, parse_text;
     "clusterTest" => cluster_test: bool = false, ReportedOnly, parse_bool;
     "orderMessageEnable" => order_message_enable: bool = false, Live, parse_bool;
@@ -105,9 +97,8 @@ properties! {
     "clientRequestThreadPoolQueueCapacity" => client_request_thread_pool_queue_capacity: i32 = 50_000, ReportedOnly, in_range(COUNT);
     "defaultThreadPoolNums" => default_thread_pool_nums: i32 = 16, ReportedOnly, in_range(THREADS);
     "defaultThreadPoolQueueCapacity" => default_thread_pool_queue_capacity: i32 = 10_000, ReportedOnly, in_range(COUNT);
-    /// ms; 0 would spin the expiry scan, more than an hour keeps dead brokers in routes too long.
+    /// 0 would spin the expiry scan; over an hour keeps dead brokers in routes too long.
     "scanNotActiveBrokerInterval" => scan_not_active_broker_interval: i64 = 5_000, Live, in_range(1..=3_600_000);
-    /// The unregistration queue is sized once, at start.
     "unRegisterBrokerQueueCapacity" => un_register_broker_queue_capacity: i32 = 3_000, AtStart, in_range(COUNT);
     "supportActingMaster" => support_acting_master: bool = false, Live, parse_bool;
     "enableAllTopicList" => enable_all_topic_list: bool = true, Live, parse_bool;
@@ -115,118 +106,85 @@ properties! {
     "notifyMinBrokerIdChanged" => notify_min_broker_id_changed: bool = false, Live, parse_bool;
     "enableControllerInNamesrv" => enable_controller_in_namesrv: bool = false, AtStart, parse_bool;
     "needWaitForService" => need_wait_for_service: bool = false, Live, parse_bool;
-    /// seconds; at most a day.
     "waitSecondsForService" => wait_seconds_for_service: i32 = 45, Live, in_range(0..=86_400);
     "deleteTopicWithBrokerRegistration" => delete_topic_with_broker_registration: bool = false, Live, parse_bool;
     "configBlackList" => config_black_list: String = "configBlackList;configStorePath;kvConfigPath".into(), AtStart, parse_text;
 
     // ---- Java's NettyServerConfig
     "bindAddress" => bind_address: String = "0.0.0.0".into(), AtStart, parse_text;
-    /// 0 = an ephemeral port chosen by the OS.
     "listenPort" => listen_port: u16 = 9876, AtStart, in_range(0..=65_535);
     "serverWorkerThreads" => server_worker_threads: i32 = 8, ReportedOnly, in_range(THREADS);
-    /// 0 means "Java picks 4".
     "serverCallbackExecutorThreads" => server_callback_executor_threads: i32 = 0, ReportedOnly, in_range(0..=1024);
     "serverSelectorThreads" => server_selector_threads: i32 = 3, ReportedOnly, in_range(THREADS);
     "serverOnewaySemaphoreValue" => server_oneway_semaphore_value: i32 = 256, ReportedOnly, in_range(COUNT);
     "serverAsyncSemaphoreValue" => server_async_semaphore_value: i32 = 64, ReportedOnly, in_range(COUNT);
-    /// seconds; 0 = never close idle connections.
     "serverChannelMaxIdleTimeSeconds" => server_channel_max_idle_time_seconds: i32 = 120, Live, in_range(0..=i32::MAX as i64);
-    /// bytes; 0 = OS default (the sockets keep the OS default either way).
     "serverSocketSndBufSize" => server_socket_snd_buf_size: i32 = 0, ReportedOnly, in_range(0..=GIB);
     "serverSocketRcvBufSize" => server_socket_rcv_buf_size: i32 = 0, ReportedOnly, in_range(0..=GIB);
-    /// Netty's; connWriteHighWater/connWriteHardCap are the ones used.
     "writeBufferHighWaterMark" => write_buffer_high_water_mark: i32 = 0, ReportedOnly, in_range(0..=GIB);
     "writeBufferLowWaterMark" => write_buffer_low_water_mark: i32 = 0, ReportedOnly, in_range(0..=GIB);
     "serverSocketBacklog" => server_socket_backlog: i32 = 1024, ReportedOnly, in_range(1..=1_048_576);
     "serverNettyWorkerGroupEnable" => server_netty_worker_group_enable: bool = true, ReportedOnly, parse_bool;
     "serverPooledByteBufAllocatorEnable" => server_pooled_byte_buf_allocator_enable: bool = true, ReportedOnly, parse_bool;
     "enableShutdownGracefully" => enable_shutdown_gracefully: bool = false, ReportedOnly, parse_bool;
-    /// seconds; at most an hour.
     "shutdownWaitTimeSeconds" => shutdown_wait_time_seconds: i32 = 30, ReportedOnly, in_range(0..=3_600);
     "useEpollNativeSelector" => use_epoll_native_selector: bool = false, ReportedOnly, parse_bool;
 
     // ---- rmq-namesrv's own
-    /// A frame's length field + 4 (Netty counts the field too): below 1 KiB no real request
-    /// fits, above 1 GiB one peer could exhaust memory.
+    /// Below 1 KiB no real request fits; above 1 GiB one peer could exhaust memory.
     "frameMaxLength" => frame_max_length: u32 = 16_777_216, Live, in_range(KIB..=GIB);
     "serializeType" => serialize_type: SerializeTypeSetting = SerializeTypeSetting::Json, Live, parse_serialize_type;
-    /// "" = no file log.
     "logPath" => log_path: String = under_home("logs/rocketmqlogs/namesrv.log"), AtStart, parse_text;
-    /// Live through `log::set_max_level`.
     "logLevel" => log_level: String = "info".into(), Live, parse_log_level;
-    /// bytes before rotation.
     "logFileMaxSize" => log_file_max_size: u64 = 104_857_600, AtStart, in_range(KIB..=TIB);
-    /// rotated files kept.
     "logFileCount" => log_file_count: u32 = 5, AtStart, in_range(1..=1_000);
     "maxConnections" => max_connections: u32 = 65_536, Live, in_range(COUNT);
-    /// bytes (the header length field is 24 bits).
     "maxHeaderLength" => max_header_length: u32 = 262_144, Live, in_range(KIB..=16 * MIB);
     "maxExtFields" => max_ext_fields: u32 = 256, Live, in_range(1..=1_000_000);
-    /// JSON nesting levels (the reader is iterative: depth costs heap, never call stack).
+    /// The reader is iterative: depth costs heap, never call stack.
     "maxJsonDepth" => max_json_depth: u32 = 64, Live, in_range(1..=1_024);
     "maxJsonStringLength" => max_json_string_length: u32 = 65_536, Live, in_range(1..=GIB);
     "maxTopicsPerRegistration" => max_topics_per_registration: u32 = 100_000, Live, in_range(COUNT);
-    /// Bytes a compressed registration body may inflate to (a zip bomb stops there): a 5.x
-    /// broker's body inflates to ~60 bytes per topic, so 16 MiB holds far more than
-    /// maxTopicsPerRegistration topics, and as much as the largest JSON body could carry.
+    /// A 5.x broker's body inflates to ~60 bytes per topic: 16 MiB holds far more than
+    /// maxTopicsPerRegistration topics, as much as the largest JSON body could carry.
     "maxInflatedBodyLength" => max_inflated_body_length: u32 = 16_777_216, Live, in_range(KIB..=GIB);
-    /// REGISTER_BROKER and REGISTER_TOPIC_IN_NAMESRV bodies up to this many bytes are hashed,
-    /// decoded and applied on the loop; larger ones, and compressed ones that may inflate past
-    /// it (weighed x1032), are hashed and decoded by the decode worker (0: every non-empty
-    /// body is). 64 KiB is about 380 topics of a broker's JSON: decoding it takes ~0.13 ms on
+    /// 64 KiB is about 380 topics of a broker's JSON: decoding it takes ~0.13 ms on
     /// the body reader (~0.5 ms on the general JSON reader), putting its topic configs up to
     /// ~0.6 ms, hash and CRC ~25 us: about 1 ms, half what a request may hold the loop.
     /// Re-measure: `cargo bench --bench register_body_parse` (a 1,000-topic body of ~172 KB)
     /// and `cargo bench --bench register_apply` (churn_100_topics: 100 configs put).
     "decodeOnLoopMaxBytes" => decode_on_loop_max_bytes: u32 = 65_536, Live, in_range(0..=GIB);
-    /// Cluster and broker names.
     "maxNameLength" => max_name_length: u32 = 255, Live, in_range(1..=65_535);
-    /// TopicValidator's limit.
     "maxTopicNameLength" => max_topic_name_length: u32 = 127, Live, in_range(1..=65_535);
-    /// Largest readQueueNums / writeQueueNums accepted in a topic config: clients build one
-    /// queue object per queue, so 2^31 would exhaust them. Real topics have 1 to a few hundred.
+    /// Clients build one object per queue, so 2^31 would exhaust them; real topics have 1
+    /// to a few hundred.
     "maxQueueNums" => max_queue_nums: u32 = 65_536, Live, in_range(1..=i32::MAX as i64);
-    /// Live brokers (cluster + address pairs): 10x a 1,000-broker cluster.
+    /// 10x a 1,000-broker cluster.
     "maxBrokers" => max_brokers: u32 = 10_000, Live, in_range(COUNT);
-    /// Distinct topics: 1,000 brokers with 1,000 topics each, none shared.
+    /// 1,000 brokers with 1,000 topics each, none shared.
     "maxTopics" => max_topics: u32 = 1_000_000, Live, in_range(COUNT);
-    /// Topics one broker group serves: as many as one registration may carry.
     "maxTopicsPerBroker" => max_topics_per_broker: u32 = 100_000, Live, in_range(COUNT);
-    /// Stop reading a peer whose unsent output is above this.
     "connWriteHighWater" => conn_write_high_water: u32 = 4_194_304, Live, in_range(KIB..=GIB);
-    /// Disconnect a peer whose unsent output is above this.
     "connWriteHardCap" => conn_write_hard_cap: u32 = 67_108_864, Live, in_range(KIB..=u32::MAX as i64);
-    /// Bytes all connections' buffers may hold together; past it large partial frames wait
-    /// and peers not reading their replies are closed. Sized for a small VM.
+    /// Sized for a small VM.
     "maxBufferedBytes" => max_buffered_bytes: u64 = 67_108_864, Live, in_range(MIB..=TIB);
-    /// ms a frame may take to arrive once its first byte is in (0 = no limit); above the
-    /// brokers' own 24 s registration timeout.
+    /// Above the brokers' own 24 s registration timeout.
     "frameReadTimeoutMillis" => frame_read_timeout_millis: u64 = 30_000, Live, in_range(0..=3_600_000);
-    /// Connections one client address may hold (0 = no limit: NAT and pods share addresses).
     "maxConnectionsPerAddress" => max_connections_per_address: u32 = 0, Live, in_range(0..=10_000_000);
-    /// Share of maxConnections kept for addresses that completed a request in the last 10
-    /// minutes, so that a flood of new connections cannot lock working clients out.
+    /// So that a flood of new connections cannot lock working clients out.
     "reservedConnectionsPercent" => reserved_connections_percent: u32 = 5, Live, in_range(0..=50);
-    /// Pending registrations before answering SYSTEM_BUSY.
     "registrationBacklogLimit" => registration_backlog_limit: u32 = 10_000, Live, in_range(COUNT);
     "registrationBudgetPerIteration" => registration_budget_per_iteration: u32 = 64, Live, in_range(1..=1_000_000);
-    /// Bytes of encoded routes kept in the route cache (0 = no cache).
     "routeCacheMaxBytes" => route_cache_max_bytes: u32 = 4_194_304, Live, in_range(0..=u32::MAX as i64);
-    /// KV config: longest namespace or key, in bytes (topic names are at most 127).
+    /// Topic names are at most 127.
     "kvMaxKeyLength" => kv_max_key_length: u32 = 1_024, Live, in_range(1..=65_536);
-    /// KV config: longest value, in bytes (an ORDER_TOPIC_CONFIG value lists
-    /// `brokerName:queues` per broker group, ~25 bytes each: 16 KiB is 600 groups).
+    /// An ORDER_TOPIC_CONFIG value lists `brokerName:queues`, ~25 bytes per broker group:
+    /// 16 KiB is 600 groups.
     "kvMaxValueLength" => kv_max_value_length: u32 = 16_384, Live, in_range(1..=16 * MIB);
-    /// KV config: keys plus namespaces (one ORDER_TOPIC_CONFIG entry per ordered topic).
     "kvMaxEntries" => kv_max_entries: u32 = 100_000, Live, in_range(1..=10_000_000);
-    /// KV config: bytes of all namespaces, keys and values; also bounds the changes waiting
-    /// for the disk, and each write (the whole file is rewritten).
+    /// Also bounds the changes waiting for the disk, and each write (the whole file).
     "kvMaxTotalBytes" => kv_max_total_bytes: u32 = 16_777_216, Live, in_range(KIB..=GIB);
-    /// "" = off; else comma-separated CIDRs, e.g. "127.0.0.1/32,10.0.0.0/8,::1/128".
     "adminAllowList" => admin_allow_list: String = String::new(), Live, parse_allow_list;
-    /// "" = off; else CIDRs (as adminAllowList) from which brokers may register, unregister,
-    /// heartbeat and ask for their data version.
     "brokerAllowList" => broker_allow_list: String = String::new(), Live, parse_allow_list;
 }
 

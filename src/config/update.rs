@@ -1,11 +1,7 @@
-//! UPDATE_NAMESRV_CONFIG: a runtime change of the config, all or nothing. Every key and value
-//! is checked first: a black-listed key is refused as Java refuses it (16, Java's remark); an
-//! unknown key, a bad value or a change of a start-only key is refused naming the key (1).
-//!
-//! An accepted change is written to the config file before it is applied in memory, so the two
-//! never disagree: [`NamesrvConfig::plan_update`] checks (on the loop), [`ConfigPlan::persist`]
-//! writes (on the writer thread), then the caller adopts the plan's config. Only the lines of
-//! the changed keys are rewritten; nothing from the command line or a default is written.
+//! UPDATE_NAMESRV_CONFIG, all or nothing: every key and value is checked first. An accepted
+//! change is written to the config file before it is applied in memory, so the two never
+//! disagree: [`NamesrvConfig::plan_update`] checks (on the loop), [`ConfigPlan::persist`]
+//! writes the changed keys' lines (on the writer thread), then the caller adopts the plan.
 
 use std::path::Path;
 
@@ -18,7 +14,7 @@ use crate::remoting::codes::response;
 /// anything longer would only grow the file and every GET_NAMESRV_CONFIG answer.
 const MAX_UPDATE_VALUE_LENGTH: usize = 4096;
 
-/// Why an update was refused; nothing of the request was applied.
+/// Why an update was refused; nothing of it was applied.
 #[derive(Debug)]
 pub enum UpdateError {
     BlackListed(String),
@@ -39,7 +35,7 @@ impl UpdateError {
         }
     }
 
-    /// The response's remark (Java's words where Java has them).
+    /// Java's words where Java has them.
     pub fn remark(&self) -> String {
         match self {
             UpdateError::BlackListed(_) => "Can not update config in black list.".to_string(),
@@ -64,8 +60,8 @@ impl std::fmt::Display for UpdateError {
 
 impl std::error::Error for UpdateError {}
 
-/// The reason `key=value` cannot be applied to `next` (which it is applied to when it can);
-/// `current` is the running config, for start-only keys whose value must stay as it is.
+/// Applies `key=value` to `next`, or says why it cannot; a start-only key must keep its
+/// `current` value.
 fn check_one(
     current: &NamesrvConfig,
     next: &mut NamesrvConfig,
@@ -95,11 +91,9 @@ fn check_one(
     ))
 }
 
-/// A checked UPDATE_NAMESRV_CONFIG, not applied yet: its file write ([`ConfigPlan::persist`],
-/// on any thread) comes first, then the caller adopts [`ConfigPlan::next`].
+/// A checked UPDATE_NAMESRV_CONFIG: persist it, then adopt `next`.
 #[derive(Debug, Clone)]
 pub struct ConfigPlan {
-    /// The config once the update is applied.
     pub next: NamesrvConfig,
     /// The keys whose value changes, with their new value.
     changes: Vec<(String, String)>,
@@ -114,8 +108,7 @@ impl ConfigPlan {
             .collect()
     }
 
-    /// Writes the changed keys to the config file (crash-safe, durable on return): only their
-    /// lines are rewritten, and a missing file is created.
+    /// Rewrites the changed keys' lines (crash-safe, durable on return; creates the file).
     pub fn persist(&self) -> Result<(), UpdateError> {
         let failed = |reason: String| UpdateError::Persist {
             path: self.path.clone(),
@@ -142,8 +135,8 @@ impl ConfigPlan {
 }
 
 impl NamesrvConfig {
-    /// Checks an UPDATE_NAMESRV_CONFIG body against this config: the plan to write and apply,
-    /// `None` when it changes nothing, or why it is refused. Nothing is written here.
+    /// Checks an UPDATE_NAMESRV_CONFIG body: the plan, `None` when it changes nothing, or why
+    /// it is refused.
     pub fn plan_update(&self, body: &str) -> Result<Option<ConfigPlan>, UpdateError> {
         let pairs = parse_properties(body).map_err(UpdateError::Parse)?;
         let black_list = self.black_list();

@@ -17,7 +17,7 @@ use std::sync::Arc;
 /// What every namespace body starts with; the rest but the closing brace is its table.
 const BODY_PREFIX: &[u8] = b"{\"table\":";
 
-/// Why the store cannot be loaded, in one line naming the file (and what its backup held).
+/// One line naming the file (and what its backup held).
 #[derive(Debug)]
 pub struct KvError(String);
 
@@ -149,8 +149,7 @@ pub(super) fn open(path: &Path) -> Result<Table, KvError> {
     }
 }
 
-/// The GET_KVLIST_BY_NAMESPACE body of one namespace, `{"table":{"k":"v",...}}`, compact with
-/// fastjson's default escaping (non-ASCII raw).
+/// `{"table":{"k":"v",...}}`, compact with fastjson's default escaping (non-ASCII raw).
 pub(super) fn encode_body(entries: &Entries) -> Bytes {
     let size: usize = entries.iter().map(|(k, v)| k.len() + v.len() + 6).sum();
     let mut out = Vec::with_capacity(BODY_PREFIX.len() + size + 3);
@@ -172,8 +171,7 @@ fn table_part(body: &[u8]) -> &[u8] {
     }
 }
 
-/// The file content, `{"configTable":{"ns":{"k":"v"}}}`, copied from the namespaces' bodies
-/// (only the namespaces a write changed are encoded again).
+/// `{"configTable":{"ns":{"k":"v"}}}`, copied from the namespaces' bodies.
 pub(super) fn encode_file(table: &Table) -> Vec<u8> {
     let size: usize = table.iter().map(|(k, ns)| k.len() + ns.body.len()).sum();
     let mut out = Vec::with_capacity(size + 32);

@@ -1,7 +1,5 @@
 //! The KV config store (namespace -> key -> value, all strings), persisted to `kvConfigPath`
-//! in Java's `KVConfigSerializeWrapper` format (docs/protocol.md §7): PUT_KV_CONFIG (100),
-//! GET_KV_CONFIG (101), DELETE_KV_CONFIG (102), GET_KVLIST_BY_NAMESPACE (219), and the route
-//! code's `ORDER_TOPIC_CONFIG` namespace.
+//! in Java's `KVConfigSerializeWrapper` format (docs/protocol.md §7).
 //!
 //! The loop never waits for a disk: [`KvStore`] holds the table as it is **on disk** (reads
 //! answer from it, each namespace with its encoded 219 body); a change goes to the [`writer`]
@@ -26,8 +24,7 @@ pub type Text = Arc<str>;
 
 pub type Entries = BTreeMap<Text, Text>;
 
-/// One namespace: its entries and its GET_KVLIST_BY_NAMESPACE body (whose inner part is the
-/// namespace's piece of the file).
+/// Entries and their GET_KVLIST_BY_NAMESPACE body (whose inner part is the file's piece).
 #[derive(Debug, Clone, Default)]
 pub struct Namespace {
     pub entries: Entries,
@@ -36,21 +33,16 @@ pub struct Namespace {
 
 type Table = BTreeMap<Text, Namespace>;
 
-/// What the store may hold (config rows `kvMax*`).
+/// The config's `kvMax*` rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KvLimits {
-    /// Bytes of a namespace or a key.
     pub max_key_length: usize,
-    /// Bytes of a value.
     pub max_value_length: usize,
-    /// Keys plus namespaces.
     pub max_entries: usize,
-    /// Bytes of all namespaces, keys and values; also the bound on bytes waiting for the disk.
     pub max_total_bytes: usize,
 }
 
 impl KvLimits {
-    /// The config's `kvMax*` rows.
     pub fn from_config(config: &crate::config::NamesrvConfig) -> KvLimits {
         KvLimits {
             max_key_length: config.kv_max_key_length as usize,
@@ -67,7 +59,6 @@ impl Default for KvLimits {
     }
 }
 
-/// Why a change was refused; nothing was changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KvRefusal {
     TooLong {
@@ -91,7 +82,7 @@ pub enum KvRefusal {
 }
 
 impl KvRefusal {
-    /// Whether trying again later may succeed (answered SYSTEM_BUSY rather than an error).
+    /// Answered SYSTEM_BUSY rather than an error.
     pub fn is_busy(&self) -> bool {
         matches!(self, KvRefusal::Busy { .. })
     }
@@ -128,7 +119,6 @@ impl fmt::Display for KvRefusal {
     }
 }
 
-/// One change for the writer: a put or a delete of one key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
     pub namespace: Text,
@@ -145,9 +135,8 @@ pub enum Op {
 }
 
 impl Change {
-    /// Applies the change to `table` with Java's semantics (a delete keeps an emptied
-    /// namespace and does not create a missing one). Returns the value it replaced and
-    /// whether it created the namespace.
+    /// Java's semantics: a delete keeps an emptied namespace and creates no missing one.
+    /// Returns the value it replaced and whether it created the namespace.
     fn apply_to(&self, table: &mut Table) -> (Option<Text>, bool) {
         match &self.op {
             Op::Put(value) => {
@@ -163,15 +152,14 @@ impl Change {
     }
 }
 
-/// Changes' share of the in-flight accounting (one change's, or the sum of all in flight).
+/// One change's share of the in-flight accounting, or the sum of all in flight.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Charge {
     changes: usize,
-    /// Size (namespace + key + value), for the bound on bytes waiting for the disk.
+    /// Namespace + key + value, for the bound on bytes waiting for the disk.
     bytes: usize,
-    /// What it adds to the store's bytes if it succeeds (0 for deletes and shrinking puts).
+    /// What the store's bytes and entries grow by if it succeeds.
     growth: usize,
-    /// Keys and namespaces it creates if it succeeds.
     new_entries: usize,
 }
 
@@ -191,26 +179,23 @@ impl Charge {
     }
 }
 
-/// Entries and bytes of the table on disk.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
     pub entries: usize,
     pub bytes: usize,
 }
 
-/// The KV table the loop answers from, and the changes it has handed to the writer.
 #[derive(Debug)]
 pub struct KvStore {
     path: PathBuf,
     namespaces: Table,
     usage: Usage,
-    /// Sum of the charges of the changes in flight.
     in_flight: Charge,
     limits: KvLimits,
 }
 
 impl KvStore {
-    /// Loads the store persisted at `path` (see [`file`] for what a damaged file does).
+    /// See [`file`] for what a damaged file does.
     pub fn open(path: &Path) -> Result<KvStore, KvError> {
         let namespaces = file::open(path)?;
         let mut usage = Usage::default();
@@ -232,7 +217,6 @@ impl KvStore {
         &self.path
     }
 
-    /// Starts the writer thread for this store's file, with a copy of its table.
     pub fn spawn_writer(
         &self,
         name: &str,
@@ -259,8 +243,7 @@ impl KvStore {
         ns.entries.get(key).map(|v| &**v)
     }
 
-    /// The GET_KVLIST_BY_NAMESPACE body, `{"table":{"k":"v",...}}`; None if the namespace
-    /// does not exist (Java answers QUERY_NOT_FOUND then).
+    /// The GET_KVLIST_BY_NAMESPACE body, `{"table":{"k":"v",...}}`.
     pub fn namespace_body(&self, namespace: &str) -> Option<Bytes> {
         self.namespaces.get(namespace).map(|ns| ns.body.clone())
     }
@@ -356,14 +339,13 @@ impl KvStore {
         self.in_flight.remove(change.charge);
     }
 
-    /// The writer is gone with changes unreported: they count in flight no more (they failed).
+    /// The writer is gone with changes unreported: they failed.
     pub fn forget_in_flight(&mut self) {
         self.in_flight = Charge::default();
     }
 
-    /// The writer reported a group: its changes no longer count in flight, and if it was
-    /// written they become visible, with the new bodies of the namespaces they touched.
-    /// Returns the bodies they replace, for the writer to free ([`Job::Discard`]).
+    /// The writer reported a group: if it was written, its changes and new bodies become
+    /// visible. Returns the bodies replaced, for the writer to free ([`Job::Discard`]).
     pub fn apply(&mut self, commit: &Commit) -> Vec<Bytes> {
         for (_, change) in &commit.changes {
             self.cancel(change);
@@ -412,18 +394,6 @@ fn check_len(
         });
     }
     Ok(())
-}
-
-#[cfg(test)]
-impl KvStore {
-    /// Changes handed to the writer and not reported yet.
-    fn in_flight(&self) -> usize {
-        self.in_flight.changes
-    }
-
-    fn namespace(&self, namespace: &str) -> Option<&Entries> {
-        self.namespaces.get(namespace).map(|ns| &ns.entries)
-    }
 }
 
 #[cfg(test)]

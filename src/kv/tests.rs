@@ -5,6 +5,17 @@ use std::fs;
 use std::sync::mpsc;
 use std::time::Duration;
 
+impl KvStore {
+    /// Changes handed to the writer and not reported yet.
+    fn in_flight(&self) -> usize {
+        self.in_flight.changes
+    }
+
+    fn namespace(&self, namespace: &str) -> Option<&Entries> {
+        self.namespaces.get(namespace).map(|ns| &ns.entries)
+    }
+}
+
 /// A store with its writer thread, driven the way the processor drives it.
 struct Harness {
     /// Removed when the harness is dropped.

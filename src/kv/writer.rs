@@ -1,9 +1,8 @@
 //! The durable writer: the thread beside the loop that makes KV changes durable, several at a
 //! time (group commit), and runs the server's other small file writes (the config file's) in
-//! submission order. It keeps its own copy of the KV table (sharing the `Arc` strings), applies
-//! every change queued when it wakes, re-encodes the namespaces they touched and writes the
-//! file once; only then is the group reported durable, with the new bodies. If the write
-//! fails, the copy is put back and every change of the group is reported failed.
+//! submission order. It applies every change queued when it wakes to its own copy of the
+//! table, re-encodes the namespaces they touched and writes the file once; only then is the
+//! group reported durable. If the write fails, the copy is put back and the group failed.
 
 use super::{file, Change, Table, Text};
 use crate::durable_file::{remove_stale_temps, replace_file};
@@ -16,8 +15,7 @@ use std::thread::JoinHandle;
 /// Jobs taken per wake-up at most (bounds one group and one answer batch).
 const MAX_BATCH: usize = 1024;
 
-/// A small file write other than the KV file's, run on the writer thread; the error text
-/// names what failed.
+/// A small file write other than the KV file's; the error text names what failed.
 pub type FileWrite = Box<dyn FnOnce() -> Result<(), String> + Send>;
 
 /// What the loop asks of the writer; `id`s are the caller's, echoed in [`Done`].
@@ -35,11 +33,9 @@ pub enum Job {
     Discard(Vec<Bytes>),
 }
 
-/// A group of changes written together (or not).
 pub struct Commit {
     pub changes: Vec<(u64, Change)>,
-    /// The new bodies of the namespaces the group changed, or why it failed (the KV file and
-    /// the error).
+    /// The new bodies of the namespaces the group changed, or why it failed.
     pub result: Result<Vec<(Text, Bytes)>, String>,
 }
 
@@ -59,13 +55,12 @@ pub struct DurableWriter {
 }
 
 impl DurableWriter {
-    /// Queues a job (never blocks); gives it back if the thread has ended.
+    /// Never blocks; gives the job back if the thread has ended.
     pub fn submit(&self, job: Job) -> Result<(), Job> {
         self.jobs.send(job).map_err(|e| e.0)
     }
 
-    /// The next result, if one is ready; `Err` once the thread has ended with nothing left
-    /// to report (it only ends early by a bug: whatever it had not reported is lost).
+    /// `Err` once the thread has ended with nothing left to report (only a bug ends it early).
     pub fn try_done(&self) -> Result<Option<Done>, WriterGone> {
         match self.done.try_recv() {
             Ok(done) => Ok(Some(done)),
@@ -75,9 +70,8 @@ impl DurableWriter {
     }
 }
 
-/// Starts the writer for the KV file at `path`, whose content is `table` (the store's, as
-/// loaded). `wake` is called after each result is ready (the loop's waker). The thread ends
-/// when the [`DurableWriter`] is dropped, after finishing the jobs already queued.
+/// Starts the writer for the KV file at `path` holding `table`; `wake` (the loop's waker)
+/// follows each result. The thread ends, its queue done, when the [`DurableWriter`] drops.
 pub(super) fn spawn_writer(
     name: &str,
     path: &Path,
@@ -142,7 +136,6 @@ impl Writer {
         }
     }
 
-    /// Writes `group` as one file write and reports it.
     fn commit(&mut self, group: Vec<(u64, Change)>) {
         if group.is_empty() {
             return;
@@ -163,7 +156,6 @@ impl Writer {
         }
     }
 
-    /// Applies the group to the copy, writes the file; on failure puts the copy back.
     fn write_group(&mut self, group: &[(u64, Change)]) -> io::Result<Vec<(Text, Bytes)>> {
         let mut touched: Vec<Text> = group.iter().map(|(_, c)| c.namespace.clone()).collect();
         touched.sort_unstable();

@@ -1,7 +1,5 @@
-//! The command line: the table of commands, the usage texts, and a hand-written parser (the
-//! runtime dependencies are fixed) taking the forms `mqadmin`'s commons-cli takes (`-t T`,
-//! `-tT`, `--topic T`, `--topic=T`). Global options are recognised first, the rest once the
-//! command is known.
+//! The command line: the table of commands, the usage texts, and a parser taking the forms
+//! `mqadmin`'s commons-cli takes (`-t T`, `-tT`, `--topic T`, `--topic=T`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -12,8 +10,7 @@ use crate::{controller, reads, writes};
 
 const DEFAULT_TIMEOUT_MS: u64 = 3000;
 
-/// One option of a command. Short names are a letter, or two where `mqadmin` has them (`-bn`);
-/// some global options have none.
+/// Short names are a letter, or two where `mqadmin` has them (`-bn`), or none (some globals).
 pub struct Opt {
     pub short: &'static str,
     pub long: &'static str,
@@ -43,7 +40,6 @@ const fn flag(short: &'static str, long: &'static str, help: &'static str) -> Op
 }
 
 impl Opt {
-    /// How messages name the option: `-t`, or `--timeout` for one without a short name.
     fn name(&self) -> String {
         if self.short.is_empty() {
             format!("--{}", self.long)
@@ -53,7 +49,7 @@ impl Opt {
     }
 }
 
-/// What runs a command, against the servers of `-n` (or, for a controller command, `-a`).
+/// Runs a command against the servers of `-n` (or, for a controller command, `-a`).
 pub type Runner = fn(&Invocation, &mut Peers) -> Result<Outcome, Outcome>;
 
 pub struct Command {
@@ -64,7 +60,6 @@ pub struct Command {
 }
 
 impl Command {
-    /// The controller's commands are the ones that take `-a` (the controllers to ask).
     pub fn is_controller(&self) -> bool {
         self.opts.iter().any(|o| o.short == "a")
     }
@@ -88,17 +83,12 @@ const CONTROLLER_ADDRESS: &str =
     "controllers, ';'-separated (their controllerDLegerPeers ports, not the name server's)";
 const CONTROLLER_ADDRESSES: &str = "controllers, ';'-separated: every one is asked";
 
-/// `help` is answered by the parser, before any server is asked.
-fn no_run(_: &Invocation, _: &mut Peers) -> Result<Outcome, Outcome> {
-    Ok(Outcome::ok(general_usage()))
-}
-
 #[rustfmt::skip]
 pub const COMMANDS: &[Command] = &[
-    cmd("clusterList", "List clusters and their brokers (id, address, zone)", reads::cluster_list, &[
+    cmd("clusterList", "List clusters and their brokers (id, address, zone)", |i, p| reads::cluster_read(i, p, reads::cluster_table), &[
         opt("c", "clusterName", false, "only this cluster"),
     ]),
-    cmd("brokerList", "List broker groups: master, slaves, zone, acting-master flag", reads::broker_list, &[
+    cmd("brokerList", "List broker groups: master, slaves, zone, acting-master flag", |i, p| reads::cluster_read(i, p, reads::broker_table), &[
         opt("c", "clusterName", false, "only this cluster"),
     ]),
     cmd("topicRoute", "Show the route of a topic as JSON (as mqadmin does); -l for tables", reads::topic_route, &[
@@ -129,15 +119,15 @@ pub const COMMANDS: &[Command] = &[
         opt("m", "method", true, "get, put or delete"),
         opt("v", "orderConf", false, "for put: brokerName:queues;brokerName:queues"),
     ]),
-    cmd("getNamesrvConfig", "Show the configuration of every name server", reads::get_namesrv_config, &[]),
+    cmd("getNamesrvConfig", "Show the configuration of every name server", |i, p| reads::config_sections(i, p, |c| c.get_namesrv_config()), &[]),
     cmd("updateNamesrvConfig", "Change one configuration property on every name server", writes::update_namesrv_config, &[
         opt("k", "key", true, "property name"),
         opt("v", "value", true, "property value"),
     ]),
-    cmd("wipeWritePerm", "Wipe a broker's write permission on every name server", writes::wipe_write_perm, &[
+    cmd("wipeWritePerm", "Wipe a broker's write permission on every name server", |i, p| writes::write_perm(i, p, true), &[
         opt("b", "brokerName", true, "broker name"),
     ]),
-    cmd("addWritePerm", "Restore a broker's write permission on every name server", writes::add_write_perm, &[
+    cmd("addWritePerm", "Restore a broker's write permission on every name server", |i, p| writes::write_perm(i, p, false), &[
         opt("b", "brokerName", true, "broker name"),
     ]),
     cmd("deleteTopic", "Delete a topic's route on every name server (brokers are NOT touched)", writes::delete_topic, &[
@@ -174,14 +164,15 @@ pub const COMMANDS: &[Command] = &[
         opt("k", "key", true, "property name"),
         opt("v", "value", true, "property value"),
     ]),
-    cmd("help", "List the commands, or show one command's options", no_run, &[]),
+    // Answered by the parser, before any server is asked.
+    cmd("help", "List the commands, or show one command's options", |_, _| Ok(Outcome::ok(general_usage())), &[]),
 ];
 
 pub fn find_command(name: &str) -> Option<&'static Command> {
     COMMANDS.iter().find(|c| c.name.eq_ignore_ascii_case(name))
 }
 
-/// The options every command takes (described by [`GLOBAL_OPTIONS_HELP`]).
+/// Described by [`GLOBAL_OPTIONS_HELP`].
 const GLOBAL_OPTS: &[Opt] = &[
     opt("n", "namesrvAddr", false, ""),
     opt("", "strategy", false, ""),
@@ -195,22 +186,13 @@ pub const GLOBAL_OPTIONS_HELP: &str = "\
 Global options:
   -n, --namesrvAddr LIST  name servers, ';'-separated (default: $NAMESRV_ADDR);
                           controller commands take -a <controllers> instead
-  --strategy S            which server a read asks; writes always go to every server:
-                            random       a random one of the list, the next one when it
-                                         cannot be reached (the default: what Java's mqadmin
-                                         does, its client starts at a random name server)
-                            pinned:N     the N-th of the list (counted from 0), or
-                                         pinned:HOST:PORT; never another one
-                            round-robin  the first of the list, the next one when it cannot
-                                         be reached
-                            fewest       the one with the fewest client connections (asks
-                                         each server's stats, code 29001; servers without it
-                                         come after those that answer)
-                          with -a, the same for the controller a read asks
-  --all                   reads ask every name server and show the answers side by side:
-                          one row per server, '*' (JSON \"differs\": true) on rows that not
-                          every server has; exit 5 when the answers differ. Commands that
-                          already go to every server ignore it; controller commands refuse it
+  --strategy S            which server (or, with -a, controller) a read asks; writes go
+                          to every server. random (the default, what Java's mqadmin does:
+                          a random one, the next when it cannot be reached), pinned:N or
+                          pinned:HOST:PORT (that one only), round-robin, fewest (fewest
+                          client connections)
+  --all                   reads ask every name server and show the answers side by side,
+                          '*' on rows not every server has; exit 5 when they differ
   --json                  machine-readable output
   --timeout MS            connect and call timeout (default 3000)
 ";
@@ -265,9 +247,7 @@ pub struct Invocation {
     /// Option values by short name; flags map to "true".
     values: BTreeMap<&'static str, String>,
     pub namesrv: Option<String>,
-    /// Resolved against the address list by the caller.
     pub strategy: Option<String>,
-    /// `--all`: reads ask every server and compare.
     pub all: bool,
     pub json: bool,
     pub timeout: Duration,
@@ -278,7 +258,7 @@ impl Invocation {
         self.values.get(short).map(String::as_str)
     }
 
-    /// A value the parser already checked is present (required options).
+    /// A required option (the parser checked it is there).
     pub fn req(&self, short: &str) -> &str {
         self.get(short).unwrap_or_default()
     }
@@ -315,8 +295,8 @@ fn is_option(arg: &str) -> bool {
     arg.len() > 1 && arg.starts_with('-')
 }
 
-/// The option of `opts` that `arg` names, with its attached value (`--topic=T`, `-tT`). A
-/// two-letter short name (`-bn`) is matched whole before `-b` with a value `n`.
+/// The option `arg` names, with its attached value (`--topic=T`, `-tT`). A two-letter short
+/// name (`-bn`) is matched whole before `-b` with a value `n`.
 fn find_opt<'a>(opts: &'static [Opt], arg: &'a str) -> Option<(&'static Opt, Option<&'a str>)> {
     if let Some(long) = arg.strip_prefix("--").filter(|l| !l.is_empty()) {
         let (name, inline) = match long.split_once('=') {
@@ -337,7 +317,7 @@ fn find_opt<'a>(opts: &'static [Opt], arg: &'a str) -> Option<(&'static Opt, Opt
         .map(|o| (o, (!rest.is_empty()).then_some(rest)))
 }
 
-/// The value of option `o`, given as `arg`: attached (`inline`), else the argument at `*next`.
+/// The value of `o`: attached (`inline`), else the argument at `*next`.
 fn take_value(
     o: &Opt,
     arg: &str,

@@ -12,8 +12,8 @@ use rmq_namesrv::remoting::json::Value;
 
 pub struct Answer {
     pub sections: Vec<(&'static str, Table)>,
-    /// Whether the thing asked for exists there (a topic, a KV item): when no server has it,
-    /// the read fails as it does without `--all`.
+    /// Whether the thing asked for (a topic, a KV item) exists there: when no server has it,
+    /// the read fails as without `--all`.
     pub found: bool,
 }
 
@@ -26,14 +26,13 @@ impl Answer {
     }
 }
 
-/// A section merged over the servers, and whether they differ in it.
 struct Merged {
     name: &'static str,
     table: Table,
     differs: bool,
 }
 
-/// Merges section `k` of every server's answer (same command, so same sections and columns).
+/// Section `k` of every answer (same command, so same sections and columns).
 fn merge(answers: &[(String, Answer)], k: usize) -> Merged {
     let (name, first) = &answers[0].1.sections[k];
     let mut columns = vec![("DIFF", "differs"), ("NAMESRV", "namesrv")];

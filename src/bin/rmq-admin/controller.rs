@@ -72,10 +72,9 @@ fn on_leader<T>(
     Ok((leader, value))
 }
 
-/// `getControllerMetaData`: one row per peer of the group, the leader marked, and each peer's
-/// own view (asked with 1005 at its address): its Raft role and term and the leader it
-/// knows. A peer that does not answer shows `-`; a Java controller, which reports no Raft
-/// term, shows its role from `isLeader`.
+/// `getControllerMetaData`: one row per peer, the leader marked, and each peer's own view
+/// (1005 at its address). A Java controller, which reports no Raft term, shows its role from
+/// `isLeader`.
 pub fn metadata(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, Outcome> {
     let (_, meta) = read_metadata(controllers)?;
     let group = meta.ext(GROUP).map(str::to_string);
@@ -153,7 +152,7 @@ fn broker_names(inv: &Invocation) -> Result<Vec<String>, Outcome> {
     }
 }
 
-/// `getSyncStateSet`: one row per replica of each broker set (1006 to the leader).
+/// 1006 to the leader.
 pub fn sync_state_set(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, Outcome> {
     let names = broker_names(inv)?;
     let request = ControllerRequest::Leader(LeaderRequest::GetSyncStateData {
@@ -229,7 +228,7 @@ fn push_replicas(t: &mut Table, name: &str, info: &Value) {
     }
 }
 
-/// The admin's designated election (1002 with `designateElect=true`).
+/// 1002 with `designateElect=true`.
 pub fn elect_master(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, Outcome> {
     let (cluster, name, id) = (
         inv.req("c").trim(),

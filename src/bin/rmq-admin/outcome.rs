@@ -8,15 +8,11 @@ use rmq_namesrv::remoting::codes::{response, response_name};
 use std::io;
 
 pub const EXIT_OK: u8 = 0;
-/// A server answered with an error, the thing asked for does not exist, or the peer is not a
-/// name server.
+/// As [`EXIT_CODES_HELP`] says.
 pub const EXIT_FAILED: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
-/// No server could be reached (refused, timed out, reset) and none answered.
 pub const EXIT_UNREACHABLE: u8 = 3;
-/// A write (or a per-server read) succeeded on some name servers and failed on others.
 pub const EXIT_PARTIAL: u8 = 4;
-/// `--all`: the name servers that answered do not all answer the same.
 pub const EXIT_DISAGREE: u8 = 5;
 
 pub const EXIT_CODES_HELP: &str =
@@ -24,11 +20,11 @@ pub const EXIT_CODES_HELP: &str =
      controller); 2 usage error; 3 no server reachable; 4 partial: some servers failed;\n\
      5 --all: the name servers' answers differ (before 4 when both are true).\n";
 
-/// What kind of server a command talks to: it decides how failures are explained.
+/// What kind of server a command talks to decides how failures are explained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
     NameServer,
-    /// An embedded or standalone RocketMQ controller (`-a`).
+    /// Embedded or standalone (`-a`).
     Controller,
 }
 
@@ -73,7 +69,6 @@ impl Failure {
         }
     }
 
-    /// Explains a client error from the server at `addr`, which should be a `role`.
     pub fn from_client_as(role: Role, addr: &str, e: &ClientError) -> Failure {
         let (kind, message) = explain(role, e);
         Failure::new(addr, kind, message)
@@ -83,7 +78,7 @@ impl Failure {
         format!("{}: {}", self.addr, self.message)
     }
 
-    /// True when asking another server of the list makes sense (for reads).
+    /// Whether a read should ask the next server.
     pub fn try_next(&self) -> bool {
         self.kind != FailureKind::Refused
     }
@@ -98,9 +93,8 @@ fn http_hint(detail: &str) -> &'static str {
     }
 }
 
-/// What `e` from a peer that should be a `role` says about that peer. A controller's own
-/// response codes are named; a peer answering "not supported" is most likely a broker (for a
-/// name server) or the name server's port given instead of the controller's.
+/// What `e` says about a peer that should be a `role`: "not supported" is most likely a broker
+/// (for a name server) or the name server's port given instead of the controller's.
 fn explain(role: Role, e: &ClientError) -> (FailureKind, String) {
     let noun = role.noun();
     match e {
@@ -191,7 +185,6 @@ impl Outcome {
         }
     }
 
-    /// A command sent to every server: a line per failure, and the exit code of them all.
     pub fn of_all(stdout: String, succeeded: usize, failures: &[Failure]) -> Outcome {
         Outcome {
             stdout,

@@ -3,7 +3,7 @@
 
 use rmq_namesrv::remoting::json::{self, Value};
 
-/// A table cell; the type decides how it is written in JSON.
+/// The type decides how a cell is written in JSON.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cell {
     Str(String),
@@ -118,7 +118,6 @@ impl Table {
         Value::Array(self.rows.iter().map(object).collect())
     }
 
-    /// The table, or its JSON form with `--json`.
     pub fn emit(&self, json: bool) -> String {
         if json {
             json_text(&self.to_json())
@@ -149,7 +148,6 @@ pub fn json_text(v: &Value) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// JSON indented by two spaces per level, and a newline.
 pub fn pretty_json(v: &Value) -> String {
     let mut out = Vec::new();
     write_pretty(&mut out, v, 0);

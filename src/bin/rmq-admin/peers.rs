@@ -15,7 +15,6 @@ pub struct Peers {
 }
 
 impl Peers {
-    /// A strategy that does not fit the list is a usage error.
     pub fn of(inv: &Invocation, addrs: Vec<String>, role: Role) -> Result<Peers, Outcome> {
         let strategy = match &inv.strategy {
             Some(text) => Strategy::parse(text, &addrs).map_err(Outcome::usage)?,
@@ -73,7 +72,7 @@ impl Peers {
             .collect()
     }
 
-    /// Runs `f` on every server in list order: the answers by address, and the failures.
+    /// Every server in list order: the answers by address, and the failures.
     pub fn ask_all<T>(
         &mut self,
         f: impl FnMut(&mut Client) -> Result<T, ClientError>,

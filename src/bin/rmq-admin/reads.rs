@@ -1,6 +1,5 @@
 //! Commands that look: each is an `ask` (the client call), the tables its answer makes for
-//! `--all`, and its output without. `getNamesrvConfig` and `stats` always show every server,
-//! because each has its own.
+//! `--all`, and its output without.
 
 use crate::cli::Invocation;
 use crate::compare::{self, Answer};
@@ -16,11 +15,10 @@ use rmq_namesrv::route::model::{ClusterInfo, Dialect, TopicRouteData};
 /// The KV namespace of order confs (Java's `NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG`).
 pub const ORDER_TOPIC_CONFIG: &str = "ORDER_TOPIC_CONFIG";
 
-/// `Err` is the command's outcome, decided early (a failure, or the comparison of `--all`).
+/// `Err`: the outcome decided early (a failure, or the comparison of `--all`).
 type Ran = Result<Outcome, Outcome>;
 
-/// The answer of the server the strategy picks, and its address; with `--all`, the
-/// comparison as the outcome.
+/// The answer of the server the strategy picks, and its address.
 fn ask_one<T>(
     inv: &Invocation,
     peers: &mut Peers,
@@ -34,12 +32,11 @@ fn ask_one<T>(
     peers.read(ask)
 }
 
-/// Whether `info` knows cluster `only` (any cluster when `None`).
 fn knows_cluster(info: &ClusterInfo, only: Option<&str>) -> bool {
     only.map_or(true, |c| info.cluster_addr_table.contains_key(c))
 }
 
-fn cluster_read(
+pub fn cluster_read(
     inv: &Invocation,
     peers: &mut Peers,
     table: fn(&ClusterInfo, Option<&str>) -> Table,
@@ -62,7 +59,7 @@ fn cluster_read(
     Ok(Outcome::ok(table(&info, only).emit(inv.json)))
 }
 
-fn cluster_table(info: &ClusterInfo, only: Option<&str>) -> Table {
+pub fn cluster_table(info: &ClusterInfo, only: Option<&str>) -> Table {
     let mut t = Table::new(&[
         ("CLUSTER", "cluster"),
         ("BROKER", "brokerName"),
@@ -91,11 +88,7 @@ fn cluster_table(info: &ClusterInfo, only: Option<&str>) -> Table {
     t
 }
 
-pub fn cluster_list(inv: &Invocation, peers: &mut Peers) -> Ran {
-    cluster_read(inv, peers, cluster_table)
-}
-
-fn broker_table(info: &ClusterInfo, only: Option<&str>) -> Table {
+pub fn broker_table(info: &ClusterInfo, only: Option<&str>) -> Table {
     let mut t = Table::new(&[
         ("BROKER", "brokerName"),
         ("CLUSTER", "cluster"),
@@ -128,10 +121,6 @@ fn broker_table(info: &ClusterInfo, only: Option<&str>) -> Table {
         ]);
     }
     t
-}
-
-pub fn broker_list(inv: &Invocation, peers: &mut Peers) -> Ran {
-    cluster_read(inv, peers, broker_table)
 }
 
 fn perm_text(perm: i32) -> String {
@@ -256,7 +245,6 @@ fn route_tables(title: &str, route: &TopicRouteData) -> String {
     out
 }
 
-/// The clusters whose brokers serve the topic.
 fn route_clusters(route: &TopicRouteData) -> Vec<String> {
     let mut clusters: Vec<String> = route
         .broker_datas
@@ -268,7 +256,6 @@ fn route_clusters(route: &TopicRouteData) -> Vec<String> {
     clusters
 }
 
-/// One column of names: a line each, or a JSON array.
 fn names_out(inv: &Invocation, names: Vec<String>) -> Outcome {
     if inv.json {
         let list = names.into_iter().map(Value::Str).collect();
@@ -288,8 +275,7 @@ fn names_table<'a>(
     )
 }
 
-/// The clusters whose brokers serve the topic, one per line (`mqadmin topicClusterList`
-/// looks at the first broker only; this lists all).
+/// Every cluster serving the topic (`mqadmin topicClusterList` looks at the first broker).
 pub fn topic_cluster_list(inv: &Invocation, peers: &mut Peers) -> Ran {
     let route = route_read(inv, peers, None, |route| {
         vec![(
@@ -384,8 +370,7 @@ pub fn get_kv_config(inv: &Invocation, peers: &mut Peers) -> Ran {
     }
 }
 
-/// A read of every server's own state: one section per server, or with `--json` one JSON
-/// object keyed by address.
+/// A read of every server's own state: a section per server, or one JSON object by address.
 fn each_server<T>(
     inv: &Invocation,
     peers: &mut Peers,
@@ -405,10 +390,6 @@ fn each_server<T>(
         sections.join("\n")
     };
     Ok(Outcome::of_all(stdout, answers.len(), &failures))
-}
-
-pub fn get_namesrv_config(inv: &Invocation, peers: &mut Peers) -> Ran {
-    config_sections(inv, peers, |c| c.get_namesrv_config())
 }
 
 /// A configuration read from every server (`getNamesrvConfig`, `getControllerConfig`).

@@ -74,10 +74,9 @@ pub fn update_namesrv_config(inv: &Invocation, peers: &mut Peers) -> Written {
     })
 }
 
-/// Wipes (`wipe`) or restores a broker's write permission. A change that touched no topic
-/// where the server does not know the broker means the name was wrong (the server itself
-/// answers success and 0).
-fn write_perm(inv: &Invocation, peers: &mut Peers, wipe: bool) -> Written {
+/// Wipes or restores a broker's write permission. The server answers success and 0 for a
+/// broker it does not know: that is an error here.
+pub fn write_perm(inv: &Invocation, peers: &mut Peers, wipe: bool) -> Written {
     let broker = inv.req("b");
     let column = if wipe {
         ("TOPICS", "wipeTopicCount")
@@ -99,14 +98,6 @@ fn write_perm(inv: &Invocation, peers: &mut Peers, wipe: bool) -> Written {
     })
 }
 
-pub fn wipe_write_perm(inv: &Invocation, peers: &mut Peers) -> Written {
-    write_perm(inv, peers, true)
-}
-
-pub fn add_write_perm(inv: &Invocation, peers: &mut Peers) -> Written {
-    write_perm(inv, peers, false)
-}
-
 const DELETE_TOPIC_NOTE: &str = "note: only the name servers' route of the topic was deleted; the \
      brokers still have it and register it again with their next heartbeat unless it is deleted \
      on them too (mqadmin deleteTopic does both)";
@@ -118,8 +109,7 @@ pub fn delete_topic(inv: &Invocation, peers: &mut Peers) -> Written {
     Ok(written)
 }
 
-/// Checks `brokerName:queues;brokerName:queues`, the form producers parse (a malformed conf
-/// breaks every producer of the topic).
+/// `brokerName:queues;brokerName:queues`: a malformed conf breaks every producer of the topic.
 fn check_order_conf(conf: &str) -> Result<(), String> {
     for item in conf.split(';').filter(|i| !i.trim().is_empty()) {
         let queues = item.split_once(':').and_then(|(name, n)| {
