@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::outcome::{Outcome, EXIT_CODES_HELP};
+use crate::outcome::{Outcome, Ran, EXIT_CODES_HELP};
 use crate::peers::Peers;
 use crate::{controller, reads, writes};
 
@@ -50,7 +50,7 @@ impl Opt {
 }
 
 /// Runs a command against the servers of `-n` (or, for a controller command, `-a`).
-pub type Runner = fn(&Invocation, &mut Peers) -> Result<Outcome, Outcome>;
+pub type Runner = fn(&Invocation, &mut Peers) -> Ran;
 
 pub struct Command {
     pub name: &'static str,

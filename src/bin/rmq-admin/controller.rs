@@ -4,7 +4,7 @@
 //! controller has its own configuration.
 
 use crate::cli::Invocation;
-use crate::outcome::{Failure, Outcome, Role};
+use crate::outcome::{Failure, Outcome, Ran, Role};
 use crate::output::{s, Cell, Table};
 use crate::peers::Peers;
 use crate::writes::{done, write_all};
@@ -75,7 +75,7 @@ fn on_leader<T>(
 /// `getControllerMetaData`: one row per peer, the leader marked, and each peer's own view
 /// (1005 at its address). A Java controller, which reports no Raft term, shows its role from
 /// `isLeader`.
-pub fn metadata(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, Outcome> {
+pub fn metadata(inv: &Invocation, controllers: &mut Peers) -> Ran {
     let (_, meta) = read_metadata(controllers)?;
     let group = meta.ext(GROUP).map(str::to_string);
     let leader_id = meta.ext(CONTROLLER_LEADER_ID).unwrap_or_default();
@@ -153,7 +153,7 @@ fn broker_names(inv: &Invocation) -> Result<Vec<String>, Outcome> {
 }
 
 /// 1006 to the leader.
-pub fn sync_state_set(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, Outcome> {
+pub fn sync_state_set(inv: &Invocation, controllers: &mut Peers) -> Ran {
     let names = broker_names(inv)?;
     let request = ControllerRequest::Leader(LeaderRequest::GetSyncStateData {
         broker_names: names.clone(),
@@ -229,7 +229,7 @@ fn push_replicas(t: &mut Table, name: &str, info: &Value) {
 }
 
 /// 1002 with `designateElect=true`.
-pub fn elect_master(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, Outcome> {
+pub fn elect_master(inv: &Invocation, controllers: &mut Peers) -> Ran {
     let (cluster, name, id) = (
         inv.req("c").trim(),
         inv.req("bn").trim(),
@@ -273,10 +273,7 @@ pub fn elect_master(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome
     Ok(Outcome::ok(t.emit(inv.json)))
 }
 
-pub fn clean_broker_metadata(
-    inv: &Invocation,
-    controllers: &mut Peers,
-) -> Result<Outcome, Outcome> {
+pub fn clean_broker_metadata(inv: &Invocation, controllers: &mut Peers) -> Ran {
     let name = inv.req("bn").trim();
     let cluster = inv.get("c").map(str::trim).filter(|c| !c.is_empty());
     let living = inv.has("l");
@@ -306,14 +303,14 @@ pub fn clean_broker_metadata(
     Ok(Outcome::ok(t.emit(inv.json)))
 }
 
-pub fn get_config(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, Outcome> {
+pub fn get_config(inv: &Invocation, controllers: &mut Peers) -> Ran {
     crate::reads::config_sections(inv, controllers, |c| {
         let resp = ask(c, &ControllerRequest::GetConfig, false)?;
         Ok(parse_properties(&String::from_utf8_lossy(&resp.body)))
     })
 }
 
-pub fn update_config(inv: &Invocation, controllers: &mut Peers) -> Result<Outcome, Outcome> {
+pub fn update_config(inv: &Invocation, controllers: &mut Peers) -> Ran {
     let update = ControllerRequest::UpdateConfig {
         body: Some(format!("{}={}\n", inv.req("k").trim(), inv.req("v")).into_bytes()),
     };

@@ -155,6 +155,9 @@ fn explain(role: Role, e: &ClientError) -> (FailureKind, String) {
     }
 }
 
+/// `Err`: the outcome decided early (a failure, or the comparison of `--all`).
+pub type Ran = Result<Outcome, Outcome>;
+
 pub struct Outcome {
     pub stdout: String,
     pub stderr: Vec<String>,

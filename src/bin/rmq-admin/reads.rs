@@ -3,7 +3,7 @@
 
 use crate::cli::Invocation;
 use crate::compare::{self, Answer};
-use crate::outcome::Outcome;
+use crate::outcome::{Outcome, Ran};
 use crate::output::{json_text, opt_cell, pretty_json, s, Cell, Table};
 use crate::peers::Peers;
 use rmq_namesrv::client::api::NamesrvStats;
@@ -14,9 +14,6 @@ use rmq_namesrv::route::model::{ClusterInfo, Dialect, TopicRouteData};
 
 /// The KV namespace of order confs (Java's `NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG`).
 pub const ORDER_TOPIC_CONFIG: &str = "ORDER_TOPIC_CONFIG";
-
-/// `Err`: the outcome decided early (a failure, or the comparison of `--all`).
-type Ran = Result<Outcome, Outcome>;
 
 /// The answer of the server the strategy picks, and its address.
 fn ask_one<T>(

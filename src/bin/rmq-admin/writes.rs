@@ -2,7 +2,7 @@
 //! per server, OK or what went wrong there.
 
 use crate::cli::Invocation;
-use crate::outcome::{Failure, FailureKind, Outcome};
+use crate::outcome::{Failure, FailureKind, Outcome, Ran};
 use crate::output::{s, Cell, Table};
 use crate::peers::Peers;
 use crate::reads::{kv_item, ORDER_TOPIC_CONFIG};
@@ -15,14 +15,12 @@ pub enum Done {
     Refused(String),
 }
 
-type Written = Result<Outcome, Outcome>;
-
 pub fn write_all(
     inv: &Invocation,
     peers: &mut Peers,
     count_column: Option<(&'static str, &'static str)>,
     f: impl FnMut(&mut Client) -> Result<Done, ClientError>,
-) -> Written {
+) -> Ran {
     let mut columns = vec![peers.role.column(), ("RESULT", "result")];
     columns.extend(count_column);
     let mut t = Table::new(&columns);
@@ -57,17 +55,17 @@ pub fn done<T>(r: Result<T, ClientError>) -> Result<Done, ClientError> {
     r.map(|_| Done::Ok(None))
 }
 
-pub fn update_kv_config(inv: &Invocation, peers: &mut Peers) -> Written {
+pub fn update_kv_config(inv: &Invocation, peers: &mut Peers) -> Ran {
     let (ns, k, v) = (inv.req("s"), inv.req("k"), inv.req("v"));
     write_all(inv, peers, None, |c| done(c.put_kv_config(ns, k, v)))
 }
 
-pub fn delete_kv_config(inv: &Invocation, peers: &mut Peers) -> Written {
+pub fn delete_kv_config(inv: &Invocation, peers: &mut Peers) -> Ran {
     let (ns, k) = (inv.req("s"), inv.req("k"));
     write_all(inv, peers, None, |c| done(c.delete_kv_config(ns, k)))
 }
 
-pub fn update_namesrv_config(inv: &Invocation, peers: &mut Peers) -> Written {
+pub fn update_namesrv_config(inv: &Invocation, peers: &mut Peers) -> Ran {
     let (k, v) = (inv.req("k"), inv.req("v"));
     write_all(inv, peers, None, |c| {
         done(c.update_namesrv_config(&[(k, v)]))
@@ -76,7 +74,7 @@ pub fn update_namesrv_config(inv: &Invocation, peers: &mut Peers) -> Written {
 
 /// Wipes or restores a broker's write permission. The server answers success and 0 for a
 /// broker it does not know: that is an error here.
-pub fn write_perm(inv: &Invocation, peers: &mut Peers, wipe: bool) -> Written {
+pub fn write_perm(inv: &Invocation, peers: &mut Peers, wipe: bool) -> Ran {
     let broker = inv.req("b");
     let column = if wipe {
         ("TOPICS", "wipeTopicCount")
@@ -102,7 +100,7 @@ const DELETE_TOPIC_NOTE: &str = "note: only the name servers' route of the topic
      brokers still have it and register it again with their next heartbeat unless it is deleted \
      on them too (mqadmin deleteTopic does both)";
 
-pub fn delete_topic(inv: &Invocation, peers: &mut Peers) -> Written {
+pub fn delete_topic(inv: &Invocation, peers: &mut Peers) -> Ran {
     let (t, cluster) = (inv.req("t"), inv.get("c"));
     let mut written = write_all(inv, peers, None, |c| done(c.delete_topic(t, cluster)))?;
     written.stderr.push(DELETE_TOPIC_NOTE.into());
@@ -129,7 +127,7 @@ fn check_order_conf(conf: &str) -> Result<(), String> {
 }
 
 /// `mqadmin updateOrderConf`: the topic's entry of the ORDER_TOPIC_CONFIG KV namespace.
-pub fn update_order_conf(inv: &Invocation, peers: &mut Peers) -> Written {
+pub fn update_order_conf(inv: &Invocation, peers: &mut Peers) -> Ran {
     let topic = inv.req("t");
     match inv.req("m") {
         "get" => kv_item(inv, peers, ORDER_TOPIC_CONFIG, topic),
