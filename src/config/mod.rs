@@ -20,7 +20,7 @@ use std::sync::OnceLock;
 pub use cidr::Cidr;
 pub use cli::{parse_cli, Cli, CliError, ConfigFile, FileOrigin, Startup};
 pub use properties::{parse_properties, sorted_lines};
-pub use table::{under_home, Applies, NamesrvConfig, SerializeTypeSetting};
+pub use table::{under_home, Applies, NamesrvConfig};
 pub use update::{ConfigPlan, UpdateError};
 
 use table::{Property, CONTROLLER_KEYS, PROPERTIES};
@@ -186,6 +186,7 @@ impl NamesrvConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::remoting::command::SerializeType;
 
     impl NamesrvConfig {
         /// Checks every field against the rules `set` applies; the first problem found.
@@ -254,7 +255,7 @@ mod tests {
         assert_eq!(c.shutdown_wait_time_seconds, 30);
         assert!(!c.use_epoll_native_selector);
         assert_eq!(c.frame_max_length, 16_777_216);
-        assert_eq!(c.serialize_type, SerializeTypeSetting::Json);
+        assert_eq!(c.serialize_type, SerializeType::Json);
         assert_eq!(
             c.log_path,
             table::under_home("logs/rocketmqlogs/namesrv.log")
@@ -325,7 +326,7 @@ mod tests {
     fn every_key_survives_a_set_get_round_trip() {
         let mut c = NamesrvConfig {
             admin_allow_list: "10.0.0.0/8,::1".to_string(),
-            serialize_type: SerializeTypeSetting::RocketMq,
+            serialize_type: SerializeType::RocketMq,
             ..NamesrvConfig::default()
         };
         for key in NamesrvConfig::keys() {
@@ -352,7 +353,7 @@ mod tests {
         assert_eq!(c.set("orderMessageEnable", " False "), SetOutcome::Applied);
         assert!(!c.order_message_enable);
         assert_eq!(c.set("serializeType", "rocketmq"), SetOutcome::Applied);
-        assert_eq!(c.serialize_type, SerializeTypeSetting::RocketMq);
+        assert_eq!(c.serialize_type, SerializeType::RocketMq);
         assert_eq!(c.get("serializeType").unwrap(), "ROCKETMQ");
         assert_eq!(c.set("logLevel", "DEBUG"), SetOutcome::Applied);
         assert_eq!(c.log_level, "debug");

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 
 use super::cidr::Cidr;
+use crate::remoting::command::SerializeType;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Applies {
@@ -27,17 +28,11 @@ pub(super) struct Property {
     pub set: fn(&mut NamesrvConfig, &str) -> Result<(), String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SerializeTypeSetting {
-    Json,
-    RocketMq,
-}
-
-impl std::fmt::Display for SerializeTypeSetting {
+impl std::fmt::Display for SerializeType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            SerializeTypeSetting::Json => "JSON",
-            SerializeTypeSetting::RocketMq => "ROCKETMQ",
+            SerializeType::Json => "JSON",
+            SerializeType::RocketMq => "ROCKETMQ",
         })
     }
 }
@@ -133,7 +128,7 @@ properties! {
     // ---- rmq-namesrv's own
     /// Below 1 KiB no real request fits; above 1 GiB one peer could exhaust memory.
     "frameMaxLength" => frame_max_length: u32 = 16_777_216, Live, in_range(KIB..=GIB);
-    "serializeType" => serialize_type: SerializeTypeSetting = SerializeTypeSetting::Json, Live, parse_serialize_type;
+    "serializeType" => serialize_type: SerializeType = SerializeType::Json, Live, parse_serialize_type;
     "logPath" => log_path: String = under_home("logs/rocketmqlogs/namesrv.log"), AtStart, parse_text;
     "logLevel" => log_level: String = "info".into(), Live, parse_log_level;
     "logFileMaxSize" => log_file_max_size: u64 = 104_857_600, AtStart, in_range(KIB..=TIB);
@@ -258,10 +253,10 @@ fn in_range<T: TryFrom<i64>>(range: RangeInclusive<i64>) -> impl Fn(&str) -> Res
     }
 }
 
-fn parse_serialize_type(value: &str) -> Result<SerializeTypeSetting, String> {
+fn parse_serialize_type(value: &str) -> Result<SerializeType, String> {
     match value.trim().to_ascii_uppercase().as_str() {
-        "JSON" => Ok(SerializeTypeSetting::Json),
-        "ROCKETMQ" => Ok(SerializeTypeSetting::RocketMq),
+        "JSON" => Ok(SerializeType::Json),
+        "ROCKETMQ" => Ok(SerializeType::RocketMq),
         other => Err(format!("{other:?} is not JSON or ROCKETMQ")),
     }
 }

@@ -7,7 +7,7 @@
 //! request code needs a row in `remoting::codes`, a typed request and an arm in
 //! [`Processor::apply`] (an exhaustive match).
 
-use crate::config::{Cidr, NamesrvConfig, SerializeTypeSetting, UpdateError};
+use crate::config::{Cidr, NamesrvConfig, UpdateError};
 use crate::event_loop::oneway::Oneway;
 use crate::event_loop::LoopStats;
 use crate::kv::{DurableWriter, KvRefusal, KvStore};
@@ -288,10 +288,7 @@ impl Processor {
     }
 
     fn serialize_type(&self) -> SerializeType {
-        match self.config.serialize_type {
-            SerializeTypeSetting::Json => SerializeType::Json,
-            SerializeTypeSetting::RocketMq => SerializeType::RocketMq,
-        }
+        self.config.serialize_type
     }
 
     #[cfg(test)]
