@@ -53,12 +53,6 @@ impl KvLimits {
     }
 }
 
-impl Default for KvLimits {
-    fn default() -> Self {
-        KvLimits::from_config(&crate::config::NamesrvConfig::default())
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KvRefusal {
     TooLong {
@@ -209,7 +203,7 @@ impl KvStore {
             namespaces,
             usage,
             in_flight: Charge::default(),
-            limits: KvLimits::default(),
+            limits: KvLimits::from_config(&crate::config::NamesrvConfig::default()),
         })
     }
 
