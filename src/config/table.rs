@@ -109,6 +109,7 @@ properties! {
     "bindAddress" => bind_address: String = "0.0.0.0".into(), AtStart, parse_text;
     "listenPort" => listen_port: u16 = 9876, AtStart, in_range(0..=65_535);
     "serverWorkerThreads" => server_worker_threads: i32 = 8, ReportedOnly, in_range(THREADS);
+    /// 0: Java picks 4.
     "serverCallbackExecutorThreads" => server_callback_executor_threads: i32 = 0, ReportedOnly, in_range(0..=1024);
     "serverSelectorThreads" => server_selector_threads: i32 = 3, ReportedOnly, in_range(THREADS);
     "serverOnewaySemaphoreValue" => server_oneway_semaphore_value: i32 = 256, ReportedOnly, in_range(COUNT);
@@ -134,6 +135,7 @@ properties! {
     "logFileMaxSize" => log_file_max_size: u64 = 104_857_600, AtStart, in_range(KIB..=TIB);
     "logFileCount" => log_file_count: u32 = 5, AtStart, in_range(1..=1_000);
     "maxConnections" => max_connections: u32 = 65_536, Live, in_range(COUNT);
+    /// The header length field is 24 bits.
     "maxHeaderLength" => max_header_length: u32 = 262_144, Live, in_range(KIB..=16 * MIB);
     "maxExtFields" => max_ext_fields: u32 = 256, Live, in_range(1..=1_000_000);
     /// The reader is iterative: depth costs heap, never call stack.

@@ -152,7 +152,7 @@ struct Charge {
     changes: usize,
     /// Namespace + key + value, for the bound on bytes waiting for the disk.
     bytes: usize,
-    /// What the store's bytes and entries grow by if it succeeds.
+    /// What the store's bytes grow by if it succeeds (0 for deletes and shrinking puts).
     growth: usize,
     new_entries: usize,
 }
