@@ -66,8 +66,8 @@ fn on_leader<T>(
             &[Failure::from_client_as(Role::Controller, &leader, e)],
         )
     };
-    let mut client = Client::connect(&leader, controllers.timeout())
-        .map_err(|e| explain(&ClientError::Io(e)))?;
+    let mut client =
+        Client::connect(&leader, controllers.timeout).map_err(|e| explain(&ClientError::Io(e)))?;
     let value = f(&mut client).map_err(|e| explain(&e))?;
     Ok((leader, value))
 }
@@ -92,7 +92,7 @@ pub fn metadata(inv: &Invocation, controllers: &mut Peers) -> Ran {
         let Some((id, addr)) = peer.split_once(':') else {
             continue;
         };
-        let own = Client::connect(addr, controllers.timeout())
+        let own = Client::connect(addr, controllers.timeout)
             .map_err(ClientError::Io)
             .and_then(|mut c| ask(&mut c, &ControllerRequest::GetMetadata, false))
             .ok();

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 pub struct Peers {
     set: NameServerSet,
-    timeout: Duration,
+    pub timeout: Duration,
     pub role: Role,
 }
 
@@ -28,10 +28,6 @@ impl Peers {
             timeout: inv.timeout,
             role,
         })
-    }
-
-    pub fn timeout(&self) -> Duration {
-        self.timeout
     }
 
     fn explain(&self, i: usize, e: &ClientError) -> Failure {
