@@ -1,11 +1,7 @@
 //! `RemotingCommand`: the decoded form of one frame, both header codecs (JSON and the
-//! ROCKETMQ binary layout, docs/protocol.md §2) and the encoder for outgoing frames.
-//!
-//! Decoding produces owned, small values (ext fields as [`ExtFields`]: their text in one
-//! buffer and a short list of spans, so a request's handful of fields costs two allocations
-//! rather than two per field, and a linear scan beats hashing). The body stays a zero-copy slice of
-//! the frame. Encoding appends a whole frame to a caller's buffer; the JSON header is written
-//! in fastjson's order (alphabetical) so captures look like the Java server's.
+//! ROCKETMQ binary layout, docs/protocol.md §2) and the encoder for outgoing frames. The body
+//! stays a zero-copy slice of the frame; the JSON header is written in fastjson's
+//! (alphabetical) member order so captures look like the Java server's.
 
 use super::codes::{self, FLAG_ONEWAY, FLAG_RESPONSE};
 use super::frame::{check_type_word, FrameError};
@@ -187,8 +183,7 @@ fn int_field(v: Item<'_>, name: &'static str) -> Result<i32, DecodeError> {
 }
 
 /// Any header the JSON reader accepts, with fastjson's coercions, read member by member
-/// straight into the command. Ext fields written as plain strings stay in the frame's bytes
-/// (`ExtFields::share`): the header's few hundred bytes cost no copy.
+/// into the command; ext fields written as plain strings stay in the frame's bytes.
 fn decode_json_header(
     frame: &Bytes,
     at: std::ops::Range<usize>,
@@ -359,11 +354,6 @@ impl<'a> Cursor<'a> {
     fn i32(&mut self) -> Result<i32, DecodeError> {
         Ok(BigEndian::read_i32(self.take(4)?))
     }
-    fn string(&mut self, len: usize) -> Result<String, DecodeError> {
-        self.str(len).map(str::to_owned)
-    }
-
-    /// A string borrowed from the header (ext fields are copied into their own buffer).
     fn str(&mut self, len: usize) -> Result<&'a str, DecodeError> {
         let b = self.take(len)?;
         std::str::from_utf8(b).map_err(|_| DecodeError::Binary("string is not UTF-8"))
@@ -394,18 +384,14 @@ fn decode_binary_header(
         return Err(DecodeError::Binary("remark length"));
     }
     if remark_len > 0 {
-        cmd.remark = Some(c.string(remark_len as usize)?);
+        cmd.remark = Some(c.str(remark_len as usize)?.to_owned());
     }
     let ext_len = c.i32()?;
-    if ext_len < 0 || ext_len as usize > header.len() {
+    if ext_len < 0 || c.pos + ext_len as usize > header.len() {
         return Err(DecodeError::Binary("extFields length"));
     }
     let ext_end = c.pos + ext_len as usize;
-    // Each pair spends 6 bytes of the ext length on its two length prefixes.
-    cmd.ext_fields.reserve(0, ext_len as usize);
-    if ext_end > header.len() {
-        return Err(DecodeError::Binary("extFields length"));
-    }
+    cmd.ext_fields.reserve_text(ext_len as usize);
     // Pairs on the wire are counted, not distinct keys: repeats cost a scan each.
     let mut pairs = 0usize;
     while c.pos < ext_end {
