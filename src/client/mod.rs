@@ -75,7 +75,8 @@ impl Client {
         self.timeout = timeout;
     }
 
-    fn encode<'e>(
+    /// A request frame with the next opaque (returned with it).
+    pub fn encode<'e>(
         &mut self,
         code: i32,
         flag: i32,
@@ -121,31 +122,16 @@ impl Client {
         self.send_raw(&frame)
     }
 
+    /// Sends a request given by code and raw ext pairs and waits for its answer.
     pub fn request(
         &mut self,
         code: i32,
         ext: &[(&str, &str)],
         body: &[u8],
     ) -> io::Result<RemotingCommand> {
-        let opaque = self.send_request(code, ext, body)?;
-        self.read_response(opaque)
-    }
-
-    /// Returns the opaque to pass to [`read_response`](Self::read_response).
-    pub fn send_request(
-        &mut self,
-        code: i32,
-        ext: &[(&str, &str)],
-        body: &[u8],
-    ) -> io::Result<i32> {
         let (opaque, frame) = self.encode(code, 0, ext.iter().copied(), body);
         self.send_raw(&frame)?;
-        Ok(opaque)
-    }
-
-    pub fn oneway(&mut self, code: i32, ext: &[(&str, &str)], body: &[u8]) -> io::Result<()> {
-        let (_, frame) = self.encode(code, FLAG_ONEWAY, ext.iter().copied(), body);
-        self.send_raw(&frame)
+        self.read_response(opaque)
     }
 
     /// Writes raw bytes (tests use this for malformed frames).
@@ -204,17 +190,6 @@ impl Client {
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
-            }
-        }
-    }
-
-    /// True once the server has closed this connection (reads EOF, or a reset, within
-    /// `wait`; frames that arrive meanwhile are dropped).
-    pub fn is_closed_by_peer(&mut self, wait: Duration) -> bool {
-        let deadline = Instant::now() + wait;
-        loop {
-            if let Err(e) = self.read_frame_until(deadline) {
-                return e.kind() != io::ErrorKind::TimedOut;
             }
         }
     }
