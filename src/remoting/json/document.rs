@@ -163,7 +163,7 @@ impl<'d> ValueRef<'d> {
         })
     }
 
-    /// As [`Value::as_i64`].
+    /// As [`Scalar::as_i64`].
     pub fn as_i64(&self) -> Option<i64> {
         self.scalar()?.as_i64()
     }
@@ -172,7 +172,7 @@ impl<'d> ValueRef<'d> {
         self.as_i64().and_then(|v| i32::try_from(v).ok())
     }
 
-    /// As [`Value::as_bool`].
+    /// As [`Scalar::as_bool`].
     pub fn as_bool(&self) -> Option<bool> {
         self.scalar()?.as_bool()
     }
@@ -180,11 +180,11 @@ impl<'d> ValueRef<'d> {
     /// The members of an object, in input order (duplicates included); None otherwise.
     pub fn members(&self) -> Option<Members<'d>> {
         match self.slot() {
-            Slot::Object { len, .. } => Some(Members {
+            Slot::Object { len, .. } => Some(Members(Items {
                 doc: self.doc,
                 at: self.at + 1,
-                remaining: len as usize,
-            }),
+                remaining: 2 * len as usize,
+            })),
             _ => None,
         }
     }
@@ -308,34 +308,21 @@ fn next_sibling(slots: &[Slot], at: usize) -> usize {
     }
 }
 
-/// Iterator over an object's `(key, value)` pairs; see [`ValueRef::members`].
+/// Iterator over an object's `(key, value)` pairs: its slots taken two by two (a key's slot
+/// is a string's); see [`ValueRef::members`].
 #[derive(Clone)]
-pub struct Members<'d> {
-    doc: &'d Document<'d>,
-    at: usize,
-    remaining: usize,
-}
+pub struct Members<'d>(Items<'d>);
 
 impl<'d> Iterator for Members<'d> {
     type Item = (&'d str, ValueRef<'d>);
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.remaining == 0 {
-            return None;
-        }
-        self.remaining -= 1;
-        let doc: &'d Document<'d> = self.doc;
-        let key = doc.text_of(doc.slots.get(self.at).copied()?)?;
-        let value = ValueRef {
-            doc,
-            at: self.at + 1,
-        };
-        self.at = next_sibling(&doc.slots, self.at + 1);
-        Some((key, value))
+        let key = self.0.next()?.as_str()?;
+        Some((key, self.0.next()?))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.remaining, Some(self.remaining))
+        (self.0.remaining / 2, Some(self.0.remaining / 2))
     }
 }
 

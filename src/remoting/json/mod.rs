@@ -24,6 +24,7 @@ pub use document::{Document, Items, Members, ValueRef};
 pub use reader::{Cursor, Field, Item, Scalar};
 pub use writer::*;
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// A parsed JSON value of the fastjson dialect.
@@ -130,36 +131,6 @@ fn parse_i64(text: &[u8]) -> Option<i64> {
     }
 }
 
-/// Like Java's Long.parseLong: an optional single '+' or '-' sign, then digits.
-fn str_as_i64(s: &str) -> Option<i64> {
-    match s.strip_prefix('+') {
-        Some(rest) if rest.starts_with('-') => None,
-        Some(rest) => parse_i64(rest.as_bytes()),
-        None => parse_i64(s.as_bytes()),
-    }
-}
-
-/// A Float with no fraction. 2^63 is exactly representable; anything in [-2^63, 2^63)
-/// converts losslessly.
-fn float_as_i64(f: f64) -> Option<i64> {
-    if f.fract() == 0.0 && f >= i64::MIN as f64 && f < -(i64::MIN as f64) {
-        Some(f as i64)
-    } else {
-        None
-    }
-}
-
-/// `"true"`/`"false"` in any case.
-fn str_as_bool(s: &str) -> Option<bool> {
-    if s.eq_ignore_ascii_case("true") {
-        Some(true)
-    } else if s.eq_ignore_ascii_case("false") {
-        Some(false)
-    } else {
-        None
-    }
-}
-
 impl Value {
     /// Object member lookup (the last duplicate wins, as in a Java map); None for non-objects.
     pub fn get(&self, key: &str) -> Option<&Value> {
@@ -176,30 +147,30 @@ impl Value {
         }
     }
 
-    /// Int; a Str holding a decimal integer (`"4"`, as extFields carry numbers); a Float
-    /// with no fraction.
+    /// The value when it is not a container, to read with [`Scalar`]'s coercions.
+    fn scalar(&self) -> Option<Scalar<'_>> {
+        Some(match self {
+            Value::Null => Scalar::Null,
+            Value::Bool(b) => Scalar::Bool(*b),
+            Value::Int(v) => Scalar::Int(*v),
+            Value::Float(f) => Scalar::Float(*f),
+            Value::Str(s) => Scalar::Str(Cow::Borrowed(s)),
+            Value::Array(_) | Value::Object(_) => return None,
+        })
+    }
+
+    /// As [`Scalar::as_i64`].
     pub fn as_i64(&self) -> Option<i64> {
-        match self {
-            Value::Int(v) => Some(*v),
-            Value::Str(s) => str_as_i64(s),
-            Value::Float(f) => float_as_i64(*f),
-            _ => None,
-        }
+        self.scalar()?.as_i64()
     }
 
     pub fn as_i32(&self) -> Option<i32> {
         self.as_i64().and_then(|v| i32::try_from(v).ok())
     }
 
-    /// Bool; Str `"true"`/`"false"` in any case; Int 0 or 1.
+    /// As [`Scalar::as_bool`].
     pub fn as_bool(&self) -> Option<bool> {
-        match self {
-            Value::Bool(b) => Some(*b),
-            Value::Str(s) => str_as_bool(s),
-            Value::Int(0) => Some(false),
-            Value::Int(1) => Some(true),
-            _ => None,
-        }
+        self.scalar()?.as_bool()
     }
 
     pub fn as_array(&self) -> Option<&[Value]> {

@@ -9,7 +9,7 @@
 //! malformed, truncated or hostile input gives a [`JsonError`], never a panic.
 
 use super::document::{self, Document};
-use super::{float_as_i64, parse_i64, str_as_bool, str_as_i64, JsonError, Limits};
+use super::{parse_i64, JsonError, Limits};
 use std::borrow::Cow;
 
 /// A value that is not a container.
@@ -23,23 +23,34 @@ pub enum Scalar<'a> {
 }
 
 impl Scalar<'_> {
-    /// As [`super::Value::as_i64`].
+    /// Int; a Float with no fraction (2^63 is exact, so all of [-2^63, 2^63) converts); a Str
+    /// as Java's `Long.parseLong` reads it (one optional sign, then digits), as extFields
+    /// carry numbers.
     pub fn as_i64(&self) -> Option<i64> {
         match self {
             Scalar::Int(v) => Some(*v),
-            Scalar::Float(f) => float_as_i64(*f),
-            Scalar::Str(s) => str_as_i64(s),
+            Scalar::Float(f)
+                if f.fract() == 0.0 && *f >= i64::MIN as f64 && *f < -(i64::MIN as f64) =>
+            {
+                Some(*f as i64)
+            }
+            Scalar::Str(s) => match s.strip_prefix('+') {
+                Some(rest) if rest.starts_with('-') => None,
+                Some(rest) => parse_i64(rest.as_bytes()),
+                None => parse_i64(s.as_bytes()),
+            },
             _ => None,
         }
     }
 
-    /// As [`super::Value::as_bool`].
+    /// Bool; Int 0 or 1; Str `"true"`/`"false"` in any case.
     pub fn as_bool(&self) -> Option<bool> {
         match self {
             Scalar::Bool(b) => Some(*b),
             Scalar::Int(0) => Some(false),
             Scalar::Int(1) => Some(true),
-            Scalar::Str(s) => str_as_bool(s),
+            Scalar::Str(s) if s.eq_ignore_ascii_case("true") => Some(true),
+            Scalar::Str(s) if s.eq_ignore_ascii_case("false") => Some(false),
             _ => None,
         }
     }
