@@ -4,7 +4,7 @@
 //! (alphabetical) member order so captures look like the Java server's.
 
 use super::codes::{self, FLAG_ONEWAY, FLAG_RESPONSE};
-use super::frame::{check_type_word, FrameError};
+use super::frame::{check_type_word, FrameError, PREFIX_LEN};
 use super::json::{self, Field, Item, Scalar};
 use byteorder::{BigEndian, ByteOrder};
 use bytes::Bytes;
@@ -448,9 +448,13 @@ pub fn encode_frame<'e, I>(
     I: IntoIterator<Item = (&'e str, &'e str)>,
 {
     let start = out.len();
-    out.extend_from_slice(&[0u8; 8]);
+    out.extend_from_slice(&[0u8; PREFIX_LEN]);
     match serialize_type {
-        SerializeType::Json => encode_json_header(out, header, ext),
+        SerializeType::Json => {
+            json_header_head(out, header, ext);
+            json::write_i64(out, i64::from(header.opaque));
+            json_header_tail(out, header);
+        }
         SerializeType::RocketMq => encode_binary_header(out, header, ext),
     }
     let header_end = out.len();
@@ -480,10 +484,10 @@ fn write_length_words(
 #[derive(Debug, Clone)]
 pub struct FrameTemplate {
     serialize_type: SerializeType,
-    /// The frame up to the opaque (JSON: up to its digits; ROCKETMQ: the whole header, the
-    /// opaque at a fixed offset), encoded with opaque 0.
+    /// The frame up to the opaque's value (JSON), or with the whole header (ROCKETMQ: the
+    /// opaque is at a fixed offset).
     head: Vec<u8>,
-    /// JSON: the header after the opaque's digits.
+    /// JSON: the header after the opaque's value.
     tail: Vec<u8>,
 }
 
@@ -497,24 +501,15 @@ impl FrameTemplate {
     where
         I: IntoIterator<Item = (&'e str, &'e str)>,
     {
-        let mut head = Vec::new();
-        let zero = Header {
-            opaque: 0,
-            ..*header
-        };
-        encode_frame(&mut head, serialize_type, &zero, ext, &[]);
+        // The length words are written per reply.
+        let mut head = vec![0; PREFIX_LEN];
         let mut tail = Vec::new();
-        if serialize_type == SerializeType::Json {
-            // Members come in a fixed order and strings are escaped, so the header's own
-            // `,"opaque":0,` occurs once and nowhere inside a string.
-            let needle = b",\"opaque\":0,";
-            let digit = head
-                .windows(needle.len())
-                .position(|w| w == needle)
-                .map_or(head.len(), |at| at + needle.len() - 2);
-            tail = head.split_off(digit.min(head.len()));
-            // The digit "0" itself is written per reply.
-            tail.drain(..1.min(tail.len()));
+        match serialize_type {
+            SerializeType::Json => {
+                json_header_head(&mut head, header, ext);
+                json_header_tail(&mut tail, header);
+            }
+            SerializeType::RocketMq => encode_binary_header(&mut head, header, ext),
         }
         FrameTemplate {
             serialize_type,
@@ -545,31 +540,29 @@ impl FrameTemplate {
     }
 }
 
-fn encode_json_header<'e, I>(out: &mut Vec<u8>, h: &Header<'_>, ext: Option<I>)
+/// A JSON header up to the opaque's value; [`json_header_tail`] writes what follows it.
+fn json_header_head<'e, I>(out: &mut Vec<u8>, h: &Header<'_>, ext: Option<I>)
 where
     I: IntoIterator<Item = (&'e str, &'e str)>,
 {
     out.extend_from_slice(b"{\"code\":");
     json::write_i64(out, i64::from(h.code));
     if let Some(ext) = ext {
-        out.extend_from_slice(b",\"extFields\":{");
-        let mut first = true;
+        out.extend_from_slice(b",\"extFields\":");
+        let mut fields = json::Seq::object(out);
         for (k, v) in ext {
-            if !first {
-                out.push(b',');
-            }
-            first = false;
-            json::write_key(out, k);
-            json::write_str(out, v);
+            json::write_str(fields.key(k), v);
         }
-        out.push(b'}');
+        fields.end();
     }
     out.extend_from_slice(b",\"flag\":");
     json::write_i64(out, i64::from(h.flag));
     out.extend_from_slice(b",\"language\":");
     json::write_str(out, h.language);
     out.extend_from_slice(b",\"opaque\":");
-    json::write_i64(out, i64::from(h.opaque));
+}
+
+fn json_header_tail(out: &mut Vec<u8>, h: &Header<'_>) {
     if let Some(remark) = h.remark {
         out.extend_from_slice(b",\"remark\":");
         json::write_str(out, remark);
