@@ -227,30 +227,15 @@ impl<'d> ValueRef<'d> {
         }
     }
 
-    /// An owned copy of this value. Iterative (an explicit stack of the containers being
-    /// filled), so depth costs heap, never call stack; each container is allocated once, at
-    /// its final size.
+    /// An owned copy of this value. Iterative, so depth costs heap, never call stack: the
+    /// slots are read backwards, each container taking its (already built) items off a stack.
     pub fn to_value(&self) -> Value {
-        /// A container being filled: its members so far and how many it will have.
-        enum Filling {
-            Array(Vec<Value>, usize),
-            /// `key` names the member whose value comes next.
-            Object(Vec<(String, Value)>, usize, String),
-        }
         let doc = self.doc;
-        let owned_text = |at: usize| -> String {
-            doc.slots
-                .get(at)
-                .and_then(|&slot| doc.text_of(slot))
-                .unwrap_or_default()
-                .to_owned()
-        };
-        let mut stack: Vec<Filling> = Vec::new();
-        let mut at = self.at;
-        'value: loop {
-            let slot = doc.slots.get(at).copied().unwrap_or(Slot::Null);
-            at += 1;
-            let mut value = match slot {
+        let end = next_sibling(&doc.slots, self.at).min(doc.slots.len());
+        let mut stack: Vec<Value> = Vec::new();
+        for at in (self.at..end).rev() {
+            let slot = doc.slots[at];
+            let value = match slot {
                 Slot::Null => Value::Null,
                 Slot::Bool(b) => Value::Bool(b),
                 Slot::Int(v) => Value::Int(v),
@@ -258,45 +243,24 @@ impl<'d> ValueRef<'d> {
                 Slot::Str { .. } | Slot::Decoded { .. } => {
                     Value::Str(doc.text_of(slot).unwrap_or_default().to_owned())
                 }
-                Slot::Array { len: 0, .. } => Value::Array(Vec::new()),
-                Slot::Object { len: 0, .. } => Value::Object(Vec::new()),
+                // The first item is on top of the stack.
                 Slot::Array { len, .. } => {
-                    let len = len as usize;
-                    stack.push(Filling::Array(Vec::with_capacity(len), len));
-                    continue 'value;
+                    let from = stack.len().saturating_sub(len as usize);
+                    Value::Array(stack.drain(from..).rev().collect())
                 }
                 Slot::Object { len, .. } => {
-                    let len = len as usize;
-                    let key = owned_text(at);
-                    at += 1;
-                    stack.push(Filling::Object(Vec::with_capacity(len), len, key));
-                    continue 'value;
+                    let from = stack.len().saturating_sub(2 * len as usize);
+                    let mut slots = stack.drain(from..).rev();
+                    let mut members = Vec::with_capacity(len as usize);
+                    while let (Some(Value::Str(key)), Some(value)) = (slots.next(), slots.next()) {
+                        members.push((key, value));
+                    }
+                    Value::Object(members)
                 }
             };
-            // Hand the finished value to its container; close containers as they fill up.
-            loop {
-                match stack.last_mut() {
-                    None => return value,
-                    Some(Filling::Array(items, len)) => {
-                        items.push(value);
-                        if items.len() < *len {
-                            continue 'value;
-                        }
-                        value = Value::Array(std::mem::take(items));
-                    }
-                    Some(Filling::Object(members, len, key)) => {
-                        members.push((std::mem::take(key), value));
-                        if members.len() < *len {
-                            *key = owned_text(at);
-                            at += 1;
-                            continue 'value;
-                        }
-                        value = Value::Object(std::mem::take(members));
-                    }
-                }
-                stack.pop();
-            }
+            stack.push(value);
         }
+        stack.pop().unwrap_or(Value::Null)
     }
 }
 
