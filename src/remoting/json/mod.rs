@@ -1,20 +1,13 @@
-//! The fastjson dialect of JSON that RocketMQ peers speak: one reader, a document built with
-//! it, and append-only writers for the encoders elsewhere.
+//! The fastjson dialect of JSON that RocketMQ peers speak. Java peers serialize with fastjson
+//! 1.2.83, whose output is not always JSON (`Map<Long,..>` keys arrive as bare numbers,
+//! `{0:"a"}`), and whose parser tolerates unquoted and single-quoted keys, single-quoted
+//! strings and stray commas: what a Java NameServer accepts we accept too.
 //!
-//! Java peers serialize with fastjson 1.2.83, whose output is not always JSON (map keys of
-//! `Map<Long,..>` arrive as bare numbers, `{0:"a"}`), and whose parser tolerates unquoted and
-//! single-quoted keys, single-quoted strings and stray commas. Anything a Java NameServer
-//! accepts we must accept too, so the reader implements that dialect rather than strict JSON.
-//!
-//! - [`reader`]: the [`Cursor`], the only code that reads the dialect's bytes. The decoders of
-//!   hot shapes (request headers, the REGISTER_BROKER body, DataVersion) read with it straight
-//!   into their structs.
-//! - [`document`]: [`parse_borrowed`] reads a whole value with the cursor into a flat
-//!   [`Document`] that borrows from the input; [`parse`] turns it into an owned [`Value`].
-//! - [`writer`]: compact output in fastjson's two string escapings.
-//!
-//! The reader is iterative (it counts open containers; nothing recurses), so nesting costs
-//! no call stack, and `Limits::max_depth` bounds it.
+//! [`reader`]'s [`Cursor`] is the only code that reads the dialect's bytes (hot shapes such as
+//! request headers and the REGISTER_BROKER body are read with it straight into their structs);
+//! [`parse_borrowed`] reads a whole value into a flat [`Document`] that borrows from the input,
+//! [`parse`] into an owned [`Value`]; [`writer`] writes fastjson's two string escapings.
+//! Nothing recurses: nesting costs no call stack, and `Limits::max_depth` bounds it.
 
 pub mod document;
 pub mod reader;
@@ -81,7 +74,6 @@ pub fn parse(input: &[u8]) -> Result<Value, JsonError> {
 }
 
 /// Parses one fastjson-dialect value into an owned tree; only whitespace may follow it.
-/// This is [`parse_borrowed`] followed by [`ValueRef::to_value`]: one reader, two shapes.
 pub fn parse_with(input: &[u8], limits: &Limits) -> Result<Value, JsonError> {
     Ok(parse_borrowed(input, limits)?.root().to_value())
 }

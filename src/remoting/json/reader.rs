@@ -1,12 +1,8 @@
 //! The one reader of the dialect: a [`Cursor`] that steps through the input's tokens without
-//! building anything. The [`Document`] builder reads with it, and so do the decoders of the
-//! shapes peers send all the time (request headers, the REGISTER_BROKER body, DataVersion),
-//! which read straight into their own structs: same dialect, limits and errors either way.
-//!
-//! Strings without escapes come back as slices of the input (`Cow::Borrowed`), escaped ones
-//! decoded (`Cow::Owned`). The cursor counts open containers against `Limits::max_depth`;
-//! nothing in it recurses, so nesting never costs call stack. Every byte is bounds-checked:
-//! malformed, truncated or hostile input gives a [`JsonError`], never a panic.
+//! building anything, for the [`Document`] builder and the decoders of hot shapes alike (same
+//! dialect, limits and errors). Strings without escapes come back as slices of the input,
+//! escaped ones decoded. Every byte is bounds-checked: malformed, truncated or hostile input
+//! gives a [`JsonError`], never a panic.
 
 use super::document::{self, Document};
 use super::{parse_i64, JsonError, Limits};
@@ -307,11 +303,9 @@ impl<'a> Cursor<'a> {
         (self.pos, self.depth) = mark;
     }
 
-    /// Consumes `lit` if the input continues with exactly these bytes: how a decoder of a
-    /// shape Java writes byte for byte steps over its keys and fixed values without scanning
-    /// them (`lit` is an array, so the comparison compiles to a few word loads). The caller
-    /// keeps the nesting in step: a literal should not open or close a container it reads
-    /// with [`Cursor::open`]/[`Cursor::next`].
+    /// Consumes `lit` if the input continues with exactly these bytes (an array: the
+    /// comparison compiles to a few word loads), as decoders of shapes Java writes byte for
+    /// byte step over keys. A literal must not open or close a container.
     #[inline(always)]
     pub fn literal<const N: usize>(&mut self, lit: &[u8; N]) -> bool {
         let hit = self.input[self.pos..].first_chunk::<N>() == Some(lit);
