@@ -144,15 +144,6 @@ impl Client {
     pub fn read_response(&mut self, opaque: i32) -> io::Result<RemotingCommand> {
         let deadline = Instant::now() + self.timeout;
         loop {
-            let cmd = self.read_frame_until(deadline)?;
-            if cmd.opaque == opaque && cmd.is_response() {
-                return Ok(cmd);
-            }
-        }
-    }
-
-    fn read_frame_until(&mut self, deadline: Instant) -> io::Result<RemotingCommand> {
-        loop {
             match frame::next_frame(&mut self.read_buf, CLIENT_FRAME_MAX) {
                 Ok(Some(f)) => {
                     let limits = DecodeLimits {
@@ -160,8 +151,12 @@ impl Client {
                         max_ext_fields: 65536,
                         ..DecodeLimits::default()
                     };
-                    return RemotingCommand::decode(f, &limits)
-                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()));
+                    let cmd = RemotingCommand::decode(f, &limits)
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+                    if cmd.opaque == opaque && cmd.is_response() {
+                        return Ok(cmd);
+                    }
+                    continue;
                 }
                 Ok(None) => {}
                 Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string())),

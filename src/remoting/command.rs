@@ -14,8 +14,9 @@ use std::fmt;
 pub use super::ext_fields::ExtFields;
 
 /// Header serialization of a frame (top byte of the second word).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SerializeType {
+    #[default]
     Json = 0,
     RocketMq = 1,
 }
@@ -78,7 +79,7 @@ impl From<FrameError> for DecodeError {
 }
 
 /// One decoded request (or response, on the client side).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct RemotingCommand {
     pub code: i32,
     /// Binary `LanguageCode`; 255 when the peer sent a name we do not know.
@@ -155,20 +156,6 @@ impl RemotingCommand {
     }
 }
 
-pub(super) fn empty_command(serialize_type: SerializeType) -> RemotingCommand {
-    RemotingCommand {
-        code: 0,
-        language: 0,
-        version: 0,
-        opaque: 0,
-        flag: 0,
-        remark: None,
-        ext_fields: ExtFields::default(),
-        body: Bytes::new(),
-        serialize_type,
-    }
-}
-
 impl From<json::JsonError> for DecodeError {
     fn from(e: json::JsonError) -> Self {
         DecodeError::Json(e.to_string())
@@ -196,12 +183,12 @@ fn decode_json_header(
         return Err(DecodeError::Json("header is not an object".into()));
     }
     let mark = c.mark();
-    let mut cmd = empty_command(SerializeType::Json);
+    let mut cmd = RemotingCommand::default();
     if java_layout(&mut c, &mut cmd, frame, &at, limits).is_some() {
         return Ok(cmd);
     }
     c.rewind(mark);
-    cmd = empty_command(SerializeType::Json);
+    cmd = RemotingCommand::default();
     c.members(|c, key| {
         match &*key {
             "code" => cmd.code = int_field(c.item()?, "code")?,
@@ -368,7 +355,10 @@ fn decode_binary_header(
         data: header,
         pos: 0,
     };
-    let mut cmd = empty_command(SerializeType::RocketMq);
+    let mut cmd = RemotingCommand {
+        serialize_type: SerializeType::RocketMq,
+        ..RemotingCommand::default()
+    };
     cmd.code = i32::from(c.i16()?);
     let language = c.u8()?;
     cmd.language = if (language as usize) < codes::LANGUAGES.len() {

@@ -141,10 +141,6 @@ impl<'d> ValueRef<'d> {
         self.doc.slots.get(self.at).copied().unwrap_or(Slot::Null)
     }
 
-    pub fn is_null(&self) -> bool {
-        matches!(self.slot(), Slot::Null)
-    }
-
     /// The string, borrowed from the input when it had no escapes; None for non-strings.
     pub fn as_str(&self) -> Option<&'d str> {
         let doc: &'d Document<'d> = self.doc;
@@ -161,20 +157,6 @@ impl<'d> ValueRef<'d> {
             Slot::Str { .. } | Slot::Decoded { .. } => Scalar::Str(Cow::Borrowed(self.as_str()?)),
             Slot::Array { .. } | Slot::Object { .. } => return None,
         })
-    }
-
-    /// As [`Scalar::as_i64`].
-    pub fn as_i64(&self) -> Option<i64> {
-        self.scalar()?.as_i64()
-    }
-
-    pub fn as_i32(&self) -> Option<i32> {
-        self.as_i64().and_then(|v| i32::try_from(v).ok())
-    }
-
-    /// As [`Scalar::as_bool`].
-    pub fn as_bool(&self) -> Option<bool> {
-        self.scalar()?.as_bool()
     }
 
     /// The members of an object, in input order (duplicates included); None otherwise.
@@ -217,14 +199,6 @@ impl<'d> ValueRef<'d> {
             }
         }
         found
-    }
-
-    /// As [`Value::to_text`].
-    pub fn to_text(&self) -> String {
-        match self.as_str() {
-            Some(s) => s.to_owned(),
-            None => self.to_value().to_text(),
-        }
     }
 
     /// An owned copy of this value. Iterative, so depth costs heap, never call stack: the
@@ -394,17 +368,21 @@ fn container(is_array: bool, len: u32, end: u32) -> Slot {
     }
 }
 
+/// [`Scalar`]'s coercions; [`Value::to_text`] of a container.
 impl Field for ValueRef<'_> {
     fn is_null(&self) -> bool {
-        ValueRef::is_null(self)
+        matches!(self.slot(), Slot::Null)
     }
     fn as_i64(&self) -> Option<i64> {
-        ValueRef::as_i64(self)
+        self.scalar()?.as_i64()
     }
     fn as_bool(&self) -> Option<bool> {
-        ValueRef::as_bool(self)
+        self.scalar()?.as_bool()
     }
     fn to_text(&self) -> String {
-        ValueRef::to_text(self)
+        match self.as_str() {
+            Some(s) => s.to_owned(),
+            None => self.to_value().to_text(),
+        }
     }
 }
