@@ -105,15 +105,9 @@ impl Client {
 
     /// Sends an encoded request (to a name server or a controller) and waits for its answer.
     pub fn request_encoded(&mut self, request: &Encoded<'_>) -> io::Result<RemotingCommand> {
-        let opaque = self.send_encoded(request)?;
-        self.read_response(opaque)
-    }
-
-    /// Returns the opaque to pass to [`read_response`](Self::read_response).
-    pub fn send_encoded(&mut self, request: &Encoded<'_>) -> io::Result<i32> {
         let (opaque, frame) = self.encode(request.code, 0, request.pairs(), &request.body);
         self.send_raw(&frame)?;
-        Ok(opaque)
+        self.read_response(opaque)
     }
 
     /// Sends an encoded request oneway (no answer expected), as brokers send heartbeats.

@@ -144,7 +144,6 @@ impl RemotingCommand {
                 max: limits.max_header_len,
             });
         }
-        // Only a JSON header's ext fields take a reference to the frame (`frame.slice`).
         let header = 4..4 + header_len;
         let mut cmd = if serialize_type == 0 {
             decode_json_header(&frame, header, limits)?
@@ -467,10 +466,9 @@ fn write_length_words(
     BigEndian::write_u32(&mut out[start + 4..start + 8], word);
 }
 
-/// A reply frame encoded once, written again per request with that request's opaque: what
-/// differs between two answers to the same kind of request (a heartbeat's SUCCESS, a
-/// QUERY_DATA_VERSION's `changed`) is only the opaque and the body, so the header need not be
-/// encoded field by field every time. The bytes are those [`encode_frame`] writes.
+/// A frame encoded once and written per request with its opaque and body, the only parts
+/// that differ between two answers to the same kind of request (a heartbeat's SUCCESS, a
+/// QUERY_DATA_VERSION's `changed`). The bytes are those [`encode_frame`] writes.
 #[derive(Debug, Clone)]
 pub struct FrameTemplate {
     serialize_type: SerializeType,

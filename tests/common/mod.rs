@@ -360,7 +360,9 @@ pub trait ClientExt {
     ) -> std::io::Result<i32> {
         let c = self.client();
         let register = broker.registration(body, options, c.version);
-        c.send_encoded(&Request::RegisterBroker(register).encode(c.version))
+        let request = Request::RegisterBroker(register).encode(c.version);
+        let (opaque, frame) = c.encode(request.code, 0, request.pairs(), &request.body);
+        c.send_raw(&frame).map(|()| opaque)
     }
 
     /// 103 REGISTER_BROKER with a body already encoded; the answer whatever its code.
