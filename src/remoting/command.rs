@@ -7,7 +7,7 @@ use super::codes::{self, FLAG_ONEWAY, FLAG_RESPONSE};
 use super::frame::{check_type_word, FrameError, PREFIX_LEN};
 use super::json::{self, Field, Item, Scalar};
 use byteorder::{BigEndian, ByteOrder};
-use bytes::Bytes;
+use bytes::{Buf, Bytes, TryGetError};
 use std::borrow::Cow;
 use std::fmt;
 
@@ -314,93 +314,69 @@ fn ext_fields(
     Ok(())
 }
 
-/// A bounds-checked reader over the binary header.
-struct Cursor<'a> {
-    data: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|e| *e <= self.data.len())
-            .ok_or(DecodeError::Binary("truncated header"))?;
-        let s = &self.data[self.pos..end];
-        self.pos = end;
-        Ok(s)
-    }
-    fn u8(&mut self) -> Result<u8, DecodeError> {
-        Ok(self.take(1)?[0])
-    }
-    fn i16(&mut self) -> Result<i16, DecodeError> {
-        Ok(BigEndian::read_i16(self.take(2)?))
-    }
-    fn i32(&mut self) -> Result<i32, DecodeError> {
-        Ok(BigEndian::read_i32(self.take(4)?))
-    }
-    fn str(&mut self, len: usize) -> Result<&'a str, DecodeError> {
-        let b = self.take(len)?;
-        std::str::from_utf8(b).map_err(|_| DecodeError::Binary("string is not UTF-8"))
-    }
+/// `len` bytes off the front of `c`, as text.
+fn take_str<'a>(c: &mut &'a [u8], len: usize) -> Result<&'a str, DecodeError> {
+    let bytes = c
+        .get(..len)
+        .ok_or(DecodeError::Binary("truncated header"))?;
+    c.advance(len);
+    std::str::from_utf8(bytes).map_err(|_| DecodeError::Binary("string is not UTF-8"))
 }
 
 fn decode_binary_header(
     header: &[u8],
     limits: &DecodeLimits,
 ) -> Result<RemotingCommand, DecodeError> {
-    let mut c = Cursor {
-        data: header,
-        pos: 0,
-    };
+    let truncated = |_: TryGetError| DecodeError::Binary("truncated header");
+    let mut c = header;
     let mut cmd = RemotingCommand {
         serialize_type: SerializeType::RocketMq,
         ..RemotingCommand::default()
     };
-    cmd.code = i32::from(c.i16()?);
-    let language = c.u8()?;
+    cmd.code = i32::from(c.try_get_i16().map_err(truncated)?);
+    let language = c.try_get_u8().map_err(truncated)?;
     cmd.language = if (language as usize) < codes::LANGUAGES.len() {
         language
     } else {
         255
     };
-    cmd.version = i32::from(c.i16()?);
-    cmd.opaque = c.i32()?;
-    cmd.flag = c.i32()?;
-    let remark_len = c.i32()?;
+    cmd.version = i32::from(c.try_get_i16().map_err(truncated)?);
+    cmd.opaque = c.try_get_i32().map_err(truncated)?;
+    cmd.flag = c.try_get_i32().map_err(truncated)?;
+    let remark_len = c.try_get_i32().map_err(truncated)?;
     if remark_len < 0 || remark_len as usize > header.len() {
         return Err(DecodeError::Binary("remark length"));
     }
     if remark_len > 0 {
-        cmd.remark = Some(c.str(remark_len as usize)?.to_owned());
+        cmd.remark = Some(take_str(&mut c, remark_len as usize)?.to_owned());
     }
-    let ext_len = c.i32()?;
-    if ext_len < 0 || c.pos + ext_len as usize > header.len() {
+    let ext_len = c.try_get_i32().map_err(truncated)?;
+    if ext_len < 0 || ext_len as usize > c.len() {
         return Err(DecodeError::Binary("extFields length"));
     }
-    let ext_end = c.pos + ext_len as usize;
+    // The bytes after the ext fields (none in a well-formed header).
+    let after_ext = c.len() - ext_len as usize;
     cmd.ext_fields.reserve_text(ext_len as usize);
     // Pairs on the wire are counted, not distinct keys: repeats cost a scan each.
     let mut pairs = 0usize;
-    while c.pos < ext_end {
+    while c.len() > after_ext {
         if pairs >= limits.max_ext_fields {
             return Err(DecodeError::TooManyExtFields {
                 max: limits.max_ext_fields,
             });
         }
         pairs += 1;
-        let key_len = c.i16()?;
+        let key_len = c.try_get_i16().map_err(truncated)?;
         if key_len < 0 {
             return Err(DecodeError::Binary("negative key length"));
         }
-        let key = c.str(key_len as usize)?;
-        let value_len = c.i32()?;
+        let key = take_str(&mut c, key_len as usize)?;
+        let value_len = c.try_get_i32().map_err(truncated)?;
         if value_len < 0 {
             return Err(DecodeError::Binary("negative value length"));
         }
-        let value = c.str(value_len as usize)?;
-        if c.pos > ext_end {
+        let value = take_str(&mut c, value_len as usize)?;
+        if c.len() < after_ext {
             return Err(DecodeError::Binary("extFields overrun"));
         }
         // Java turns zero-length strings into null and puts the pair into a HashMap: an
