@@ -99,30 +99,6 @@ impl From<Scalar<'_>> for Value {
     }
 }
 
-/// Parses `-?[0-9]+` into i64; None on overflow.
-fn parse_i64(text: &[u8]) -> Option<i64> {
-    let (negative, digits) = match text.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, text),
-    };
-    if digits.is_empty() {
-        return None;
-    }
-    // Accumulate negatively so i64::MIN fits.
-    let mut v: i64 = 0;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_sub(i64::from(d - b'0'))?;
-    }
-    if negative {
-        Some(v)
-    } else {
-        v.checked_neg()
-    }
-}
-
 impl Value {
     /// Object member lookup (the last duplicate wins, as in a Java map); None for non-objects.
     pub fn get(&self, key: &str) -> Option<&Value> {

@@ -5,7 +5,7 @@
 //! gives a [`JsonError`], never a panic.
 
 use super::document::{self, Document};
-use super::{parse_i64, JsonError, Limits};
+use super::{JsonError, Limits};
 use std::borrow::Cow;
 
 /// A value that is not a container.
@@ -20,8 +20,8 @@ pub enum Scalar<'a> {
 
 impl Scalar<'_> {
     /// Int; a Float with no fraction (2^63 is exact, so all of [-2^63, 2^63) converts); a Str
-    /// as Java's `Long.parseLong` reads it (one optional sign, then digits), as extFields
-    /// carry numbers.
+    /// as Java's `Long.parseLong` (and `str::parse`) read it, one optional sign then digits,
+    /// as extFields carry numbers.
     pub fn as_i64(&self) -> Option<i64> {
         match self {
             Scalar::Int(v) => Some(*v),
@@ -30,11 +30,7 @@ impl Scalar<'_> {
             {
                 Some(*f as i64)
             }
-            Scalar::Str(s) => match s.strip_prefix('+') {
-                Some(rest) if rest.starts_with('-') => None,
-                Some(rest) => parse_i64(rest.as_bytes()),
-                None => parse_i64(s.as_bytes()),
-            },
+            Scalar::Str(s) => s.parse().ok(),
             _ => None,
         }
     }
@@ -521,21 +517,17 @@ impl<'a> Cursor<'a> {
                 return Err(self.error("expected digits in exponent"));
             }
         }
-        let text = &self.input[start..self.pos];
+        // Only ASCII digits, signs, '.' and 'e' were stepped over: valid UTF-8.
+        let text = std::str::from_utf8(&self.input[start..self.pos]).unwrap_or_default();
         if !is_float {
-            if let Some(v) = parse_i64(text) {
+            if let Ok(v) = text.parse() {
                 return Ok(Scalar::Int(v));
             }
         }
-        // The slice holds only ASCII digits, signs, '.', 'e', so it is valid UTF-8.
-        std::str::from_utf8(text)
-            .ok()
-            .and_then(|s| s.parse::<f64>().ok())
-            .map(Scalar::Float)
-            .ok_or(JsonError {
-                offset: start,
-                message: "invalid number",
-            })
+        text.parse().map(Scalar::Float).map_err(|_| JsonError {
+            offset: start,
+            message: "invalid number",
+        })
     }
 
     /// Digits stepped over.
