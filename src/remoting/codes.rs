@@ -177,11 +177,6 @@ pub fn language_by_name(name: &str) -> Option<u8> {
     LANGUAGES.iter().position(|l| *l == name).map(|p| p as u8)
 }
 
-/// Binary code of a language name; unknown names map to OTHER's code like a lenient peer would.
-pub fn language_code(name: &str) -> u8 {
-    language_by_name(name).unwrap_or(7)
-}
-
 /// Flag bits of `RemotingCommand.flag`.
 pub const FLAG_RESPONSE: i32 = 1;
 pub const FLAG_ONEWAY: i32 = 2;

@@ -541,7 +541,8 @@ where
     I: IntoIterator<Item = (&'e str, &'e str)>,
 {
     out.extend_from_slice(&(h.code as i16).to_be_bytes());
-    out.push(codes::language_code(h.language));
+    // An unknown name is sent as OTHER, as a lenient peer would.
+    out.push(codes::language_by_name(h.language).unwrap_or(7));
     out.extend_from_slice(&(h.version as i16).to_be_bytes());
     out.extend_from_slice(&h.opaque.to_be_bytes());
     out.extend_from_slice(&h.flag.to_be_bytes());
