@@ -241,7 +241,7 @@ fn success(resp: RemotingCommand) -> Result<RemotingCommand, ClientError> {
 impl Client {
     /// A typed request whose answer must be SUCCESS: any other code is a
     /// [`ClientError::Response`].
-    pub fn send_ok(&mut self, request: &Request<'_>) -> CallResult {
+    pub fn send_ok(&mut self, request: &Request<'_>) -> Result<RemotingCommand, ClientError> {
         success(self.send(request)?)
     }
 
@@ -267,7 +267,7 @@ impl Client {
     }
 
     /// An encoded request (a controller's, say) whose answer must be SUCCESS.
-    pub fn request_ok(&mut self, request: &Encoded<'_>) -> CallResult {
+    pub fn request_ok(&mut self, request: &Encoded<'_>) -> Result<RemotingCommand, ClientError> {
         success(self.request_encoded(request)?)
     }
 
@@ -414,5 +414,3 @@ impl Client {
         NamesrvStats::decode(&resp.body)
     }
 }
-
-type CallResult = Result<RemotingCommand, ClientError>;

@@ -84,14 +84,6 @@ impl ExtFields {
         (0..self.len()).map(|i| self.span(i))
     }
 
-    /// The text the spans point into.
-    fn text(&self) -> &[u8] {
-        match &self.shared {
-            Some(b) => b,
-            None => self.owned.as_bytes(),
-        }
-    }
-
     fn str(&self, range: [u32; 2]) -> &str {
         let (start, end) = (range[0] as usize, range[1] as usize);
         match &self.shared {
@@ -110,7 +102,10 @@ impl ExtFields {
         if self.key_lens & key_len_bit(key.len()) == 0 {
             return None;
         }
-        let text = self.text();
+        let text = match &self.shared {
+            Some(b) => &b[..],
+            None => self.owned.as_bytes(),
+        };
         self.spans().position(|s| {
             // Lengths first: most keys of a header differ in length.
             let (start, end) = (s.0[0] as usize, s.0[1] as usize);

@@ -87,18 +87,6 @@ pub fn parse_borrowed<'a>(input: &'a [u8], limits: &Limits) -> Result<Document<'
     Ok(doc)
 }
 
-impl From<Scalar<'_>> for Value {
-    fn from(s: Scalar<'_>) -> Value {
-        match s {
-            Scalar::Null => Value::Null,
-            Scalar::Bool(b) => Value::Bool(b),
-            Scalar::Int(v) => Value::Int(v),
-            Scalar::Float(f) => Value::Float(f),
-            Scalar::Str(s) => Value::Str(s.into_owned()),
-        }
-    }
-}
-
 impl Value {
     /// Object member lookup (the last duplicate wins, as in a Java map); None for non-objects.
     pub fn get(&self, key: &str) -> Option<&Value> {

@@ -51,7 +51,10 @@ impl Scalar<'_> {
     pub fn to_text(&self) -> String {
         match self {
             Scalar::Str(s) => s.as_ref().to_owned(),
-            other => super::Value::from(other.clone()).to_text(),
+            Scalar::Null => "null".to_owned(),
+            Scalar::Bool(b) => b.to_string(),
+            Scalar::Int(v) => v.to_string(),
+            Scalar::Float(f) => super::Value::Float(*f).to_text(),
         }
     }
 }
