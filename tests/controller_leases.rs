@@ -13,7 +13,7 @@ mod controller_net;
 #[path = "controller_net/group.rs"]
 mod group;
 
-use common::wait_until;
+use common::{wait_until, RawCalls};
 use controller_net::{BrokerOptions, ControllerServer, Endpoints, StandInBroker};
 use group::ProcessGroup;
 use rmq_namesrv::client::Client;

@@ -800,7 +800,9 @@ fn structured_mutation(rng: &mut Rng, seeds: &[Vec<u8>]) -> Vec<u8> {
     .expect("seed frames decode");
     let mut code = cmd.code;
     let mut version = cmd.version;
-    let mut ext = cmd.ext_fields.to_pairs();
+    let mut ext: Vec<(String, String)> = (cmd.ext_fields.iter())
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
     let mut body = cmd.body.to_vec();
     for _ in 0..1 + rng.below(3) {
         match rng.below(7) {

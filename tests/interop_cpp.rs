@@ -400,7 +400,9 @@ fn answer(
     name: &str,
     addr: &str,
 ) -> Option<Reply> {
-    let ext: BTreeMap<String, String> = cmd.ext_fields.to_pairs().into_iter().collect();
+    let ext: BTreeMap<String, String> = (cmd.ext_fields.iter())
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
     let mut st = state.lock().unwrap();
     st.received.push(Received {
         code: cmd.code,

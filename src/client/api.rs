@@ -227,18 +227,6 @@ impl NamesrvStats {
     }
 }
 
-/// Parses `key=value` lines (GET_NAMESRV_CONFIG's body: sorted, unescaped).
-pub fn parse_properties(text: &str) -> Vec<(String, String)> {
-    text.lines()
-        .map(str::trim_start)
-        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('!'))
-        .map(|l| match l.split_once('=') {
-            Some((k, v)) => (k.trim_end().to_string(), v.to_string()),
-            None => (l.trim_end().to_string(), String::new()),
-        })
-        .collect()
-}
-
 fn success(resp: RemotingCommand) -> Result<RemotingCommand, ClientError> {
     if resp.code == response::SUCCESS {
         Ok(resp)
@@ -253,7 +241,7 @@ fn success(resp: RemotingCommand) -> Result<RemotingCommand, ClientError> {
 impl Client {
     /// A typed request whose answer must be SUCCESS: any other code is a
     /// [`ClientError::Response`].
-    pub fn send_ok(&mut self, request: &Request<'_>) -> CallResult {
+    pub fn send_ok(&mut self, request: &Request<'_>) -> Result<RemotingCommand, ClientError> {
         success(self.send(request)?)
     }
 
@@ -279,7 +267,7 @@ impl Client {
     }
 
     /// An encoded request (a controller's, say) whose answer must be SUCCESS.
-    pub fn request_ok(&mut self, request: &Encoded<'_>) -> CallResult {
+    pub fn request_ok(&mut self, request: &Encoded<'_>) -> Result<RemotingCommand, ClientError> {
         success(self.request_encoded(request)?)
     }
 
@@ -406,12 +394,13 @@ impl Client {
             .map(drop)
     }
 
-    /// 319 GET_NAMESRV_CONFIG as (key, value) pairs in the server's order.
+    /// 319 GET_NAMESRV_CONFIG as (key, value) pairs in the server's order, read as Java's
+    /// tools read it (`Properties.load`).
     pub fn get_namesrv_config(&mut self) -> Result<Vec<(String, String)>, ClientError> {
         let resp = self.send_ok(&Request::GetNamesrvConfig)?;
         let text = std::str::from_utf8(&resp.body)
             .map_err(|_| ClientError::Decode("config body is not UTF-8".into()))?;
-        Ok(parse_properties(text))
+        crate::config::parse_properties(text).map_err(ClientError::Decode)
     }
 
     /// 327 ADD_WRITE_PERM_OF_BROKER; the number of topics whose permission was restored.
@@ -425,5 +414,3 @@ impl Client {
         NamesrvStats::decode(&resp.body)
     }
 }
-
-type CallResult = Result<RemotingCommand, ClientError>;

@@ -75,7 +75,8 @@ impl Client {
         self.timeout = timeout;
     }
 
-    fn encode<'e>(
+    /// A request frame with the next opaque (returned with it).
+    pub fn encode<'e>(
         &mut self,
         code: i32,
         flag: i32,
@@ -104,15 +105,9 @@ impl Client {
 
     /// Sends an encoded request (to a name server or a controller) and waits for its answer.
     pub fn request_encoded(&mut self, request: &Encoded<'_>) -> io::Result<RemotingCommand> {
-        let opaque = self.send_encoded(request)?;
-        self.read_response(opaque)
-    }
-
-    /// Returns the opaque to pass to [`read_response`](Self::read_response).
-    pub fn send_encoded(&mut self, request: &Encoded<'_>) -> io::Result<i32> {
         let (opaque, frame) = self.encode(request.code, 0, request.pairs(), &request.body);
         self.send_raw(&frame)?;
-        Ok(opaque)
+        self.read_response(opaque)
     }
 
     /// Sends an encoded request oneway (no answer expected), as brokers send heartbeats.
@@ -121,31 +116,16 @@ impl Client {
         self.send_raw(&frame)
     }
 
+    /// Sends a request given by code and raw ext pairs and waits for its answer.
     pub fn request(
         &mut self,
         code: i32,
         ext: &[(&str, &str)],
         body: &[u8],
     ) -> io::Result<RemotingCommand> {
-        let opaque = self.send_request(code, ext, body)?;
-        self.read_response(opaque)
-    }
-
-    /// Returns the opaque to pass to [`read_response`](Self::read_response).
-    pub fn send_request(
-        &mut self,
-        code: i32,
-        ext: &[(&str, &str)],
-        body: &[u8],
-    ) -> io::Result<i32> {
         let (opaque, frame) = self.encode(code, 0, ext.iter().copied(), body);
         self.send_raw(&frame)?;
-        Ok(opaque)
-    }
-
-    pub fn oneway(&mut self, code: i32, ext: &[(&str, &str)], body: &[u8]) -> io::Result<()> {
-        let (_, frame) = self.encode(code, FLAG_ONEWAY, ext.iter().copied(), body);
-        self.send_raw(&frame)
+        self.read_response(opaque)
     }
 
     /// Writes raw bytes (tests use this for malformed frames).
@@ -158,15 +138,6 @@ impl Client {
     pub fn read_response(&mut self, opaque: i32) -> io::Result<RemotingCommand> {
         let deadline = Instant::now() + self.timeout;
         loop {
-            let cmd = self.read_frame_until(deadline)?;
-            if cmd.opaque == opaque && cmd.is_response() {
-                return Ok(cmd);
-            }
-        }
-    }
-
-    fn read_frame_until(&mut self, deadline: Instant) -> io::Result<RemotingCommand> {
-        loop {
             match frame::next_frame(&mut self.read_buf, CLIENT_FRAME_MAX) {
                 Ok(Some(f)) => {
                     let limits = DecodeLimits {
@@ -174,8 +145,12 @@ impl Client {
                         max_ext_fields: 65536,
                         ..DecodeLimits::default()
                     };
-                    return RemotingCommand::decode(f, &limits)
-                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()));
+                    let cmd = RemotingCommand::decode(f, &limits)
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+                    if cmd.opaque == opaque && cmd.is_response() {
+                        return Ok(cmd);
+                    }
+                    continue;
                 }
                 Ok(None) => {}
                 Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string())),
@@ -204,17 +179,6 @@ impl Client {
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
-            }
-        }
-    }
-
-    /// True once the server has closed this connection (reads EOF, or a reset, within
-    /// `wait`; frames that arrive meanwhile are dropped).
-    pub fn is_closed_by_peer(&mut self, wait: Duration) -> bool {
-        let deadline = Instant::now() + wait;
-        loop {
-            if let Err(e) = self.read_frame_until(deadline) {
-                return e.kind() != io::ErrorKind::TimedOut;
             }
         }
     }

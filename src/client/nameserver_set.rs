@@ -26,8 +26,8 @@ pub enum Strategy {
     LeastLoaded { refresh: Duration },
 }
 
-/// The `--strategy` values `rmq-admin` and `rmq-bench` take, for their help texts.
-pub const STRATEGY_NAMES: &str = "random|pinned:N|pinned:HOST:PORT|round-robin|fewest";
+/// The `--strategy` values `rmq-admin` and `rmq-bench` take.
+const STRATEGY_NAMES: &str = "random|pinned:N|pinned:HOST:PORT|round-robin|fewest";
 
 impl Strategy {
     /// Reads `--strategy`: `pinned:N` counts from 0 into `addrs`, `pinned:HOST:PORT` names one

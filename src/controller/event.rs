@@ -7,7 +7,7 @@
 //! log *entry* is the events of one request (zero or one in practice), each with a 4-byte
 //! big-endian length; an empty entry is a read barrier.
 
-use crate::remoting::json::{self, ValueRef};
+use crate::remoting::json::{self, Field, ValueRef};
 use std::collections::BTreeSet;
 use std::fmt;
 

@@ -11,7 +11,7 @@
 use super::codes::request as code;
 use super::response::Response;
 use crate::remoting::command::RemotingCommand;
-use crate::remoting::json::{self, ValueRef};
+use crate::remoting::json::{self, Field, ValueRef};
 use crate::request::field::{BROKER_ADDR, BROKER_ID, BROKER_NAME, CLUSTER_NAME};
 use crate::request::Encoded;
 use field::*;

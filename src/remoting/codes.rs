@@ -1,12 +1,9 @@
 //! Request and response codes, language codes and version ordinals of the RocketMQ remoting
-//! protocol (docs/protocol.md §2.3, §3, §6.5): the numbers every other module speaks in.
-//!
-//! Each request code is one row of [`REQUEST_CODES`]: its number, its RocketMQ name, its
-//! [`Kind`] and whether it changes routes. The `request::*` constants, [`request_name`] (logs,
-//! stats), the two allow-lists ([`needs_admin_allow_list`], [`needs_broker_allow_list`]), the
-//! loop's scheduling ([`is_broker_request`]) and the server's ordering of route changes
-//! ([`writes_routes`]) are all read from that one list, so a new code is one line here (plus
-//! its typed request in `crate::request` and its handler in `crate::processor`).
+//! protocol (docs/protocol.md §2.3, §3, §6.5). Each request code is one row of
+//! [`REQUEST_CODES`] (number, RocketMQ name, [`Kind`], whether it changes routes): the
+//! `request::*` constants, names, allow-lists, the loop's scheduling and the ordering of route
+//! changes are all read from it, so a new code is one line here (plus its typed request in
+//! `crate::request` and its handler in `crate::processor`).
 
 /// Who sends a request and what it may change: decides which allow-list applies and how the
 /// loop schedules a connection.
@@ -15,36 +12,17 @@ pub enum Kind {
     /// A read (routes, topic lists, cluster info, KV and config reads, stats): open to every
     /// address, scheduled as client traffic.
     Read,
-    /// A broker reporting itself (registration, unregistration, heartbeat, data version): it
-    /// changes only that broker's entries. Open to every address unless `brokerAllowList` is
-    /// set (off by default, as Java has no such check). Scheduled as broker traffic.
+    /// A broker reporting itself (registration, unregistration, heartbeat, data version),
+    /// changing only its own entries. Gated only by `brokerAllowList` (Java has no such check).
     BrokerReport,
     /// An admin tool changing shared state (KV, topics, write permission, config): refused
     /// outside `adminAllowList`.
     AdminWrite,
-    /// REGISTER_TOPIC_IN_NAMESRV: brokers send it (`enableSingleTopicRegister`), so it is
-    /// scheduled as broker traffic, but it writes any topic's route, so it is gated like an
-    /// [`Kind::AdminWrite`].
+    /// REGISTER_TOPIC_IN_NAMESRV: brokers send it (`enableSingleTopicRegister`), but it writes
+    /// any topic's route, so it is gated like an [`Kind::AdminWrite`].
     BrokerTopicWrite,
     /// Sent by the name server (905); a peer sending it is answered REQUEST_CODE_NOT_SUPPORTED.
     Outgoing,
-}
-
-impl Kind {
-    /// Brokers send it: a connection that opens with it is scheduled as a broker's.
-    pub const fn from_brokers(self) -> bool {
-        matches!(self, Kind::BrokerReport | Kind::BrokerTopicWrite)
-    }
-
-    /// Refused from addresses outside `adminAllowList` (when one is set).
-    pub const fn needs_admin_allow_list(self) -> bool {
-        matches!(self, Kind::AdminWrite | Kind::BrokerTopicWrite)
-    }
-
-    /// Refused from addresses outside `brokerAllowList` (when one is set).
-    pub const fn needs_broker_allow_list(self) -> bool {
-        matches!(self, Kind::BrokerReport)
-    }
 }
 
 /// One request code: number, RocketMQ name, kind, and whether it changes routes.
@@ -53,15 +31,13 @@ pub struct CodeRow {
     pub code: i32,
     pub name: &'static str,
     pub kind: Kind,
-    /// Its handling changes the route table (queue entries, broker data, live brokers), at
-    /// once or through the unregistration batches: the server orders such requests behind a
-    /// registration being applied in steps, so that the tables end as if it had been applied
-    /// at once. Marked `routes` in [`REQUEST_CODES`].
+    /// Its handling changes the route table (at once or through the unregistration batches):
+    /// the server orders such requests behind a registration being applied in steps, so that
+    /// the tables end as if it had been applied at once. Marked `routes` below.
     pub writes_routes: bool,
 }
 
-/// Declares the request codes once: the `request` constants and the [`REQUEST_CODES`] rows
-/// both come from the same line.
+/// Declares the `request` constants and the [`REQUEST_CODES`] rows from the same lines.
 macro_rules! request_codes {
     ($($(#[$doc:meta])* $name:ident = $code:literal, $kind:ident $(, $routes:ident)?;)*) => {
         /// Request codes the name server answers, plus the one it sends (905) and our stats
@@ -115,24 +91,7 @@ request_codes! {
     RMQ_NAMESRV_STATS = 29_001, Read;
 }
 
-const fn ascending(rows: &[CodeRow]) -> bool {
-    let mut i = 1;
-    while i < rows.len() {
-        if rows[i - 1].code >= rows[i].code {
-            return false;
-        }
-        i += 1;
-    }
-    true
-}
-
-// `request_row` binary-searches the rows.
-const _: () = assert!(
-    ascending(REQUEST_CODES),
-    "REQUEST_CODES must ascend by code"
-);
-
-/// The row of a request code, if the name server knows it.
+/// The row of a request code, if the name server knows it (the rows ascend by code).
 pub fn request_row(code: i32) -> Option<&'static CodeRow> {
     REQUEST_CODES
         .binary_search_by_key(&code, |r| r.code)
@@ -148,7 +107,7 @@ pub fn request_name(code: i32) -> &'static str {
 /// True for codes brokers send (registration, heartbeats, data version, topic registration):
 /// the loop schedules a connection that opens with one as a broker's.
 pub fn is_broker_request(code: i32) -> bool {
-    request_row(code).is_some_and(|r| r.kind.from_brokers())
+    request_row(code).is_some_and(|r| matches!(r.kind, Kind::BrokerReport | Kind::BrokerTopicWrite))
 }
 
 /// True for codes whose handling changes the route table ([`CodeRow::writes_routes`]).
@@ -158,15 +117,15 @@ pub fn writes_routes(code: i32) -> bool {
 
 /// True for codes refused from addresses outside `adminAllowList`.
 pub fn needs_admin_allow_list(code: i32) -> bool {
-    request_row(code).is_some_and(|r| r.kind.needs_admin_allow_list())
+    request_row(code).is_some_and(|r| matches!(r.kind, Kind::AdminWrite | Kind::BrokerTopicWrite))
 }
 
 /// True for codes refused from addresses outside `brokerAllowList`.
 pub fn needs_broker_allow_list(code: i32) -> bool {
-    request_row(code).is_some_and(|r| r.kind.needs_broker_allow_list())
+    request_row(code).is_some_and(|r| r.kind == Kind::BrokerReport)
 }
 
-/// Declares the response codes once: the `response` constants and [`response_name`].
+/// Declares the `response` constants and [`response_name`] from the same lines.
 macro_rules! response_codes {
     ($($name:ident = $code:literal;)*) => {
         /// Response codes the name server uses (docs/protocol.md §3.2).
@@ -218,11 +177,6 @@ pub fn language_by_name(name: &str) -> Option<u8> {
     LANGUAGES.iter().position(|l| *l == name).map(|p| p as u8)
 }
 
-/// Binary code of a language name; unknown names map to OTHER's code like a lenient peer would.
-pub fn language_code(name: &str) -> u8 {
-    language_by_name(name).unwrap_or(7)
-}
-
 /// Flag bits of `RemotingCommand.flag`.
 pub const FLAG_RESPONSE: i32 = 1;
 pub const FLAG_ONEWAY: i32 = 2;
@@ -233,6 +187,8 @@ mod tests {
 
     #[test]
     fn every_row_is_found_by_its_code_and_nothing_else_is() {
+        // `request_row` binary-searches the rows.
+        assert!(REQUEST_CODES.windows(2).all(|w| w[0].code < w[1].code));
         for row in REQUEST_CODES {
             assert_eq!(request_row(row.code), Some(row));
             assert_eq!(request_name(row.code), row.name);

@@ -1,25 +1,22 @@
 //! `RemotingCommand`: the decoded form of one frame, both header codecs (JSON and the
-//! ROCKETMQ binary layout, docs/protocol.md §2) and the encoder for outgoing frames.
-//!
-//! Decoding produces owned, small values (ext fields as [`ExtFields`]: their text in one
-//! buffer and a short list of spans, so a request's handful of fields costs two allocations
-//! rather than two per field, and a linear scan beats hashing). The body stays a zero-copy slice of
-//! the frame. Encoding appends a whole frame to a caller's buffer; the JSON header is written
-//! in fastjson's order (alphabetical) so captures look like the Java server's.
+//! ROCKETMQ binary layout, docs/protocol.md §2) and the encoder for outgoing frames. The body
+//! stays a zero-copy slice of the frame; the JSON header is written in fastjson's
+//! (alphabetical) member order so captures look like the Java server's.
 
 use super::codes::{self, FLAG_ONEWAY, FLAG_RESPONSE};
-use super::frame::{check_type_word, FrameError};
+use super::frame::{check_type_word, FrameError, PREFIX_LEN};
 use super::json::{self, Field, Item, Scalar};
 use byteorder::{BigEndian, ByteOrder};
-use bytes::Bytes;
+use bytes::{Buf, Bytes, TryGetError};
 use std::borrow::Cow;
 use std::fmt;
 
 pub use super::ext_fields::ExtFields;
 
 /// Header serialization of a frame (top byte of the second word).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SerializeType {
+    #[default]
     Json = 0,
     RocketMq = 1,
 }
@@ -82,7 +79,7 @@ impl From<FrameError> for DecodeError {
 }
 
 /// One decoded request (or response, on the client side).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct RemotingCommand {
     pub code: i32,
     /// Binary `LanguageCode`; 255 when the peer sent a name we do not know.
@@ -147,7 +144,6 @@ impl RemotingCommand {
                 max: limits.max_header_len,
             });
         }
-        // Only a JSON header's ext fields take a reference to the frame (`frame.slice`).
         let header = 4..4 + header_len;
         let mut cmd = if serialize_type == 0 {
             decode_json_header(&frame, header, limits)?
@@ -156,20 +152,6 @@ impl RemotingCommand {
         };
         cmd.body = frame.slice(4 + header_len..);
         Ok(cmd)
-    }
-}
-
-pub(super) fn empty_command(serialize_type: SerializeType) -> RemotingCommand {
-    RemotingCommand {
-        code: 0,
-        language: 0,
-        version: 0,
-        opaque: 0,
-        flag: 0,
-        remark: None,
-        ext_fields: ExtFields::default(),
-        body: Bytes::new(),
-        serialize_type,
     }
 }
 
@@ -187,8 +169,7 @@ fn int_field(v: Item<'_>, name: &'static str) -> Result<i32, DecodeError> {
 }
 
 /// Any header the JSON reader accepts, with fastjson's coercions, read member by member
-/// straight into the command. Ext fields written as plain strings stay in the frame's bytes
-/// (`ExtFields::share`): the header's few hundred bytes cost no copy.
+/// into the command; ext fields written as plain strings stay in the frame's bytes.
 fn decode_json_header(
     frame: &Bytes,
     at: std::ops::Range<usize>,
@@ -201,12 +182,12 @@ fn decode_json_header(
         return Err(DecodeError::Json("header is not an object".into()));
     }
     let mark = c.mark();
-    let mut cmd = empty_command(SerializeType::Json);
+    let mut cmd = RemotingCommand::default();
     if java_layout(&mut c, &mut cmd, frame, &at, limits).is_some() {
         return Ok(cmd);
     }
     c.rewind(mark);
-    cmd = empty_command(SerializeType::Json);
+    cmd = RemotingCommand::default();
     c.members(|c, key| {
         match &*key {
             "code" => cmd.code = int_field(c.item()?, "code")?,
@@ -333,99 +314,69 @@ fn ext_fields(
     Ok(())
 }
 
-/// A bounds-checked reader over the binary header.
-struct Cursor<'a> {
-    data: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|e| *e <= self.data.len())
-            .ok_or(DecodeError::Binary("truncated header"))?;
-        let s = &self.data[self.pos..end];
-        self.pos = end;
-        Ok(s)
-    }
-    fn u8(&mut self) -> Result<u8, DecodeError> {
-        Ok(self.take(1)?[0])
-    }
-    fn i16(&mut self) -> Result<i16, DecodeError> {
-        Ok(BigEndian::read_i16(self.take(2)?))
-    }
-    fn i32(&mut self) -> Result<i32, DecodeError> {
-        Ok(BigEndian::read_i32(self.take(4)?))
-    }
-    fn string(&mut self, len: usize) -> Result<String, DecodeError> {
-        self.str(len).map(str::to_owned)
-    }
-
-    /// A string borrowed from the header (ext fields are copied into their own buffer).
-    fn str(&mut self, len: usize) -> Result<&'a str, DecodeError> {
-        let b = self.take(len)?;
-        std::str::from_utf8(b).map_err(|_| DecodeError::Binary("string is not UTF-8"))
-    }
+/// `len` bytes off the front of `c`, as text.
+fn take_str<'a>(c: &mut &'a [u8], len: usize) -> Result<&'a str, DecodeError> {
+    let bytes = c
+        .get(..len)
+        .ok_or(DecodeError::Binary("truncated header"))?;
+    c.advance(len);
+    std::str::from_utf8(bytes).map_err(|_| DecodeError::Binary("string is not UTF-8"))
 }
 
 fn decode_binary_header(
     header: &[u8],
     limits: &DecodeLimits,
 ) -> Result<RemotingCommand, DecodeError> {
-    let mut c = Cursor {
-        data: header,
-        pos: 0,
+    let truncated = |_: TryGetError| DecodeError::Binary("truncated header");
+    let mut c = header;
+    let mut cmd = RemotingCommand {
+        serialize_type: SerializeType::RocketMq,
+        ..RemotingCommand::default()
     };
-    let mut cmd = empty_command(SerializeType::RocketMq);
-    cmd.code = i32::from(c.i16()?);
-    let language = c.u8()?;
+    cmd.code = i32::from(c.try_get_i16().map_err(truncated)?);
+    let language = c.try_get_u8().map_err(truncated)?;
     cmd.language = if (language as usize) < codes::LANGUAGES.len() {
         language
     } else {
         255
     };
-    cmd.version = i32::from(c.i16()?);
-    cmd.opaque = c.i32()?;
-    cmd.flag = c.i32()?;
-    let remark_len = c.i32()?;
+    cmd.version = i32::from(c.try_get_i16().map_err(truncated)?);
+    cmd.opaque = c.try_get_i32().map_err(truncated)?;
+    cmd.flag = c.try_get_i32().map_err(truncated)?;
+    let remark_len = c.try_get_i32().map_err(truncated)?;
     if remark_len < 0 || remark_len as usize > header.len() {
         return Err(DecodeError::Binary("remark length"));
     }
     if remark_len > 0 {
-        cmd.remark = Some(c.string(remark_len as usize)?);
+        cmd.remark = Some(take_str(&mut c, remark_len as usize)?.to_owned());
     }
-    let ext_len = c.i32()?;
-    if ext_len < 0 || ext_len as usize > header.len() {
+    let ext_len = c.try_get_i32().map_err(truncated)?;
+    if ext_len < 0 || ext_len as usize > c.len() {
         return Err(DecodeError::Binary("extFields length"));
     }
-    let ext_end = c.pos + ext_len as usize;
-    // Each pair spends 6 bytes of the ext length on its two length prefixes.
-    cmd.ext_fields.reserve(0, ext_len as usize);
-    if ext_end > header.len() {
-        return Err(DecodeError::Binary("extFields length"));
-    }
+    // The bytes after the ext fields (none in a well-formed header).
+    let after_ext = c.len() - ext_len as usize;
+    cmd.ext_fields.reserve_text(ext_len as usize);
     // Pairs on the wire are counted, not distinct keys: repeats cost a scan each.
     let mut pairs = 0usize;
-    while c.pos < ext_end {
+    while c.len() > after_ext {
         if pairs >= limits.max_ext_fields {
             return Err(DecodeError::TooManyExtFields {
                 max: limits.max_ext_fields,
             });
         }
         pairs += 1;
-        let key_len = c.i16()?;
+        let key_len = c.try_get_i16().map_err(truncated)?;
         if key_len < 0 {
             return Err(DecodeError::Binary("negative key length"));
         }
-        let key = c.str(key_len as usize)?;
-        let value_len = c.i32()?;
+        let key = take_str(&mut c, key_len as usize)?;
+        let value_len = c.try_get_i32().map_err(truncated)?;
         if value_len < 0 {
             return Err(DecodeError::Binary("negative value length"));
         }
-        let value = c.str(value_len as usize)?;
-        if c.pos > ext_end {
+        let value = take_str(&mut c, value_len as usize)?;
+        if c.len() < after_ext {
             return Err(DecodeError::Binary("extFields overrun"));
         }
         // Java turns zero-length strings into null and puts the pair into a HashMap: an
@@ -462,9 +413,13 @@ pub fn encode_frame<'e, I>(
     I: IntoIterator<Item = (&'e str, &'e str)>,
 {
     let start = out.len();
-    out.extend_from_slice(&[0u8; 8]);
+    out.extend_from_slice(&[0u8; PREFIX_LEN]);
     match serialize_type {
-        SerializeType::Json => encode_json_header(out, header, ext),
+        SerializeType::Json => {
+            json_header_head(out, header, ext);
+            json::write_i64(out, i64::from(header.opaque));
+            json_header_tail(out, header);
+        }
         SerializeType::RocketMq => encode_binary_header(out, header, ext),
     }
     let header_end = out.len();
@@ -487,17 +442,16 @@ fn write_length_words(
     BigEndian::write_u32(&mut out[start + 4..start + 8], word);
 }
 
-/// A reply frame encoded once, written again per request with that request's opaque: what
-/// differs between two answers to the same kind of request (a heartbeat's SUCCESS, a
-/// QUERY_DATA_VERSION's `changed`) is only the opaque and the body, so the header need not be
-/// encoded field by field every time. The bytes are those [`encode_frame`] writes.
+/// A frame encoded once and written per request with its opaque and body, the only parts
+/// that differ between two answers to the same kind of request (a heartbeat's SUCCESS, a
+/// QUERY_DATA_VERSION's `changed`). The bytes are those [`encode_frame`] writes.
 #[derive(Debug, Clone)]
 pub struct FrameTemplate {
     serialize_type: SerializeType,
-    /// The frame up to the opaque (JSON: up to its digits; ROCKETMQ: the whole header, the
-    /// opaque at a fixed offset), encoded with opaque 0.
+    /// The frame up to the opaque's value (JSON), or with the whole header (ROCKETMQ: the
+    /// opaque is at a fixed offset).
     head: Vec<u8>,
-    /// JSON: the header after the opaque's digits.
+    /// JSON: the header after the opaque's value.
     tail: Vec<u8>,
 }
 
@@ -511,24 +465,15 @@ impl FrameTemplate {
     where
         I: IntoIterator<Item = (&'e str, &'e str)>,
     {
-        let mut head = Vec::new();
-        let zero = Header {
-            opaque: 0,
-            ..*header
-        };
-        encode_frame(&mut head, serialize_type, &zero, ext, &[]);
+        // The length words are written per reply.
+        let mut head = vec![0; PREFIX_LEN];
         let mut tail = Vec::new();
-        if serialize_type == SerializeType::Json {
-            // Members come in a fixed order and strings are escaped, so the header's own
-            // `,"opaque":0,` occurs once and nowhere inside a string.
-            let needle = b",\"opaque\":0,";
-            let digit = head
-                .windows(needle.len())
-                .position(|w| w == needle)
-                .map_or(head.len(), |at| at + needle.len() - 2);
-            tail = head.split_off(digit.min(head.len()));
-            // The digit "0" itself is written per reply.
-            tail.drain(..1.min(tail.len()));
+        match serialize_type {
+            SerializeType::Json => {
+                json_header_head(&mut head, header, ext);
+                json_header_tail(&mut tail, header);
+            }
+            SerializeType::RocketMq => encode_binary_header(&mut head, header, ext),
         }
         FrameTemplate {
             serialize_type,
@@ -559,31 +504,29 @@ impl FrameTemplate {
     }
 }
 
-fn encode_json_header<'e, I>(out: &mut Vec<u8>, h: &Header<'_>, ext: Option<I>)
+/// A JSON header up to the opaque's value; [`json_header_tail`] writes what follows it.
+fn json_header_head<'e, I>(out: &mut Vec<u8>, h: &Header<'_>, ext: Option<I>)
 where
     I: IntoIterator<Item = (&'e str, &'e str)>,
 {
     out.extend_from_slice(b"{\"code\":");
     json::write_i64(out, i64::from(h.code));
     if let Some(ext) = ext {
-        out.extend_from_slice(b",\"extFields\":{");
-        let mut first = true;
+        out.extend_from_slice(b",\"extFields\":");
+        let mut fields = json::Seq::object(out);
         for (k, v) in ext {
-            if !first {
-                out.push(b',');
-            }
-            first = false;
-            json::write_key(out, k);
-            json::write_str(out, v);
+            json::write_str(fields.key(k), v);
         }
-        out.push(b'}');
+        fields.end();
     }
     out.extend_from_slice(b",\"flag\":");
     json::write_i64(out, i64::from(h.flag));
     out.extend_from_slice(b",\"language\":");
     json::write_str(out, h.language);
     out.extend_from_slice(b",\"opaque\":");
-    json::write_i64(out, i64::from(h.opaque));
+}
+
+fn json_header_tail(out: &mut Vec<u8>, h: &Header<'_>) {
     if let Some(remark) = h.remark {
         out.extend_from_slice(b",\"remark\":");
         json::write_str(out, remark);
@@ -598,7 +541,8 @@ where
     I: IntoIterator<Item = (&'e str, &'e str)>,
 {
     out.extend_from_slice(&(h.code as i16).to_be_bytes());
-    out.push(codes::language_code(h.language));
+    // An unknown name is sent as OTHER, as a lenient peer would.
+    out.push(codes::language_by_name(h.language).unwrap_or(7));
     out.extend_from_slice(&(h.version as i16).to_be_bytes());
     out.extend_from_slice(&h.opaque.to_be_bytes());
     out.extend_from_slice(&h.flag.to_be_bytes());
@@ -624,341 +568,4 @@ where
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn hex(s: &str) -> Vec<u8> {
-        let s = s.trim();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
-
-    fn fixture(name: &str) -> Vec<u8> {
-        let bytes = crate::test_support::fixture(name);
-        hex(std::str::from_utf8(&bytes).expect("hex fixture is text"))
-    }
-
-    fn decode_whole(frame: &[u8]) -> RemotingCommand {
-        RemotingCommand::decode(
-            Bytes::copy_from_slice(&frame[4..]),
-            &DecodeLimits::default(),
-        )
-        .unwrap()
-    }
-
-    #[test]
-    fn golden_json_request_decodes_with_remark_ext_and_body() {
-        let cmd = decode_whole(&fixture("frame_golden_json_request_frame.hex"));
-        assert_eq!(cmd.code, 31);
-        assert_eq!(cmd.language, 0);
-        assert_eq!(cmd.version, 321);
-        assert_eq!(cmd.opaque, 16909060);
-        assert_eq!(cmd.flag, 0);
-        assert_eq!(cmd.remark.as_deref(), Some("json-request"));
-        assert_eq!(cmd.ext("queueId"), Some("7"));
-        assert_eq!(cmd.ext("topic"), Some("TopicA"));
-        assert_eq!(&cmd.body[..], b"JR");
-        assert_eq!(cmd.serialize_type, SerializeType::Json);
-    }
-
-    #[test]
-    fn golden_json_response_keeps_negative_opaque_and_null_remark() {
-        let cmd = decode_whole(&fixture("frame_golden_json_response_frame.hex"));
-        assert_eq!(cmd.opaque, -1234567);
-        assert!(cmd.is_response());
-        assert_eq!(cmd.remark, None);
-        assert_eq!(cmd.ext("hasMsg"), Some("true"));
-        assert_eq!(cmd.language, 12);
-    }
-
-    #[test]
-    fn golden_binary_frames_decode() {
-        let req = decode_whole(&fixture("frame_golden_rocketmq_request_frame.hex"));
-        assert_eq!(
-            (req.code, req.language, req.version, req.opaque, req.flag),
-            (31, 0, 323, 2147483647, 2)
-        );
-        assert!(req.is_oneway());
-        assert_eq!(req.remark.as_deref(), Some("binary-request"));
-        assert_eq!(req.ext("topic"), Some("TopicB"));
-        assert_eq!(&req.body[..], &[0x00, 0xff, 0x52]);
-        let resp = decode_whole(&fixture("frame_golden_rocketmq_response_frame.hex"));
-        assert_eq!(resp.opaque, i32::MIN);
-        assert_eq!(resp.remark, None);
-        assert_eq!(resp.ext("pollingFull"), Some("false"));
-        let v1 = decode_whole(&fixture("frame_rocketmq_binary_response_v1.hex"));
-        assert_eq!((v1.code, v1.version, v1.opaque), (105, 321, 0x01020304));
-        assert_eq!(v1.remark.as_deref(), Some("golden"));
-        assert_eq!(v1.ext("alpha"), Some("first"));
-        assert_eq!(v1.ext("zeta"), Some("last"));
-        assert_eq!(&v1.body[..], b"body");
-    }
-
-    #[test]
-    fn binary_encoding_round_trips_byte_for_byte() {
-        let original = fixture("frame_rocketmq_binary_response_v1.hex");
-        let cmd = decode_whole(&original);
-        let mut out = Vec::new();
-        let header = Header {
-            code: cmd.code,
-            language: "JAVA",
-            version: cmd.version,
-            opaque: cmd.opaque,
-            flag: cmd.flag,
-            remark: cmd.remark.as_deref(),
-        };
-        let ext = cmd.ext_fields.iter();
-        encode_frame(
-            &mut out,
-            SerializeType::RocketMq,
-            &header,
-            Some(ext),
-            &cmd.body,
-        );
-        assert_eq!(out, original);
-    }
-
-    #[test]
-    fn cpp_style_header_with_newline_and_numeric_ext_values_decodes() {
-        let header = b"{\"code\":105,\"extFields\":{\"AccessKey\":\"\",\"n\":7,\"b\":true,\"topic\":\"T\"},\"flag\":0,\"language\":\"CPP\",\"opaque\":1,\"remark\":\"\",\"version\":333}\n";
-        let mut frame = Vec::new();
-        frame.extend_from_slice(&(header.len() as u32).to_be_bytes());
-        frame.extend_from_slice(header);
-        let cmd = RemotingCommand::decode(Bytes::from(frame), &DecodeLimits::default()).unwrap();
-        assert_eq!(cmd.code, 105);
-        assert_eq!(cmd.language, 1);
-        assert_eq!(cmd.remark, None);
-        assert_eq!(cmd.ext("topic"), Some("T"));
-        assert_eq!(cmd.ext("n"), Some("7"));
-        assert_eq!(cmd.ext("b"), Some("true"));
-        assert_eq!(cmd.ext("AccessKey"), Some(""));
-    }
-
-    fn decode_header(header: &[u8]) -> Result<RemotingCommand, DecodeError> {
-        let mut frame = Vec::new();
-        frame.extend_from_slice(&(header.len() as u32).to_be_bytes());
-        frame.extend_from_slice(header);
-        RemotingCommand::decode(Bytes::from(frame), &DecodeLimits::default())
-    }
-
-    #[test]
-    fn go_style_header_with_escapes_nulls_and_an_ordinal_language_decodes() {
-        let header = br#"{code:105,'language':12,"version":317,"opaque":"9","flag":null,"remark":{"r":1},"extFields":{"topic":"T\u00e9\"x","nil":null,"n":-1.5,'q':'s'},"unknown":[1]}"#;
-        let cmd = decode_header(header).unwrap();
-        assert_eq!(
-            (cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag),
-            (105, 12, 317, 9, 0)
-        );
-        assert_eq!(cmd.remark.as_deref(), Some(r#"{"r":1}"#));
-        assert_eq!(
-            cmd.ext_fields.to_pairs(),
-            vec![
-                ("topic".to_owned(), "Té\"x".to_owned()),
-                ("n".to_owned(), "-1.5".to_owned()),
-                ("q".to_owned(), "s".to_owned()),
-            ]
-        );
-        let cmd = decode_header(br#"{"code":1,"language":"NOPE","extFields":null}"#).unwrap();
-        assert_eq!(cmd.language, 255);
-        assert!(cmd.ext_fields.is_empty());
-    }
-
-    #[test]
-    fn bad_json_headers_are_errors() {
-        assert!(decode_header(br#"{"code":1,"extFields":[1]}"#).is_err());
-        assert!(decode_header(br#"{"code":"x"}"#).is_err());
-        assert!(decode_header(br#"{"code":4294967296}"#).is_err());
-        assert!(decode_header(br#"{"language":14}"#).is_err());
-        assert!(decode_header(br#"[1]"#).is_err());
-        assert!(decode_header(br#"{"code":1"#).is_err());
-        let many: String = (0..257).map(|i| format!("\"k{i}\":\"v\",")).collect();
-        let header = format!("{{\"code\":1,\"extFields\":{{{many}}}}}");
-        assert_eq!(
-            decode_header(header.as_bytes()),
-            Err(DecodeError::TooManyExtFields { max: 256 })
-        );
-    }
-
-    #[test]
-    fn templates_write_the_bytes_encode_frame_writes() {
-        let exts: [Option<Vec<(&str, &str)>>; 4] = [
-            None,
-            Some(vec![]),
-            Some(vec![("changed", "false")]),
-            Some(vec![("opaque", "0"), ("q\"", ",\"opaque\":0,")]),
-        ];
-        let bodies: [&[u8]; 3] = [b"", b"{\"counter\":1}", &[0u8; 300]];
-        for serialize_type in [SerializeType::Json, SerializeType::RocketMq] {
-            for ext in &exts {
-                for remark in [None, Some("a \"remark\" with ,\"opaque\":0,")] {
-                    let header = |opaque| Header {
-                        code: 0,
-                        language: "JAVA",
-                        version: 479,
-                        opaque,
-                        flag: 1,
-                        remark,
-                    };
-                    let t = FrameTemplate::new(serialize_type, &header(99), ext.clone());
-                    for opaque in [0, 7, -3, 10, -10, 1_000_000_042, i32::MIN, i32::MAX] {
-                        for body in bodies {
-                            let mut want = vec![9u8];
-                            encode_frame(
-                                &mut want,
-                                serialize_type,
-                                &header(opaque),
-                                ext.clone(),
-                                body,
-                            );
-                            let mut got = vec![9u8];
-                            t.write_with_body(&mut got, opaque, |out| out.extend_from_slice(body));
-                            assert_eq!(got, want, "{serialize_type:?} {ext:?} {remark:?} {opaque}");
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn json_response_header_is_alphabetical_like_fastjson() {
-        let mut out = Vec::new();
-        let header = Header {
-            code: 0,
-            language: "JAVA",
-            version: 479,
-            opaque: 3,
-            flag: 1,
-            remark: None,
-        };
-        encode_frame(
-            &mut out,
-            SerializeType::Json,
-            &header,
-            Some([("wipeTopicCount", "3")]),
-            b"",
-        );
-        assert_eq!(
-            &out[8..],
-            &b"{\"code\":0,\"extFields\":{\"wipeTopicCount\":\"3\"},\"flag\":1,\"language\":\"JAVA\",\"opaque\":3,\"serializeTypeCurrentRPC\":\"JSON\",\"version\":479}"[..]
-        );
-        assert_eq!(
-            u32::from_be_bytes([out[0], out[1], out[2], out[3]]) as usize,
-            out.len() - 4
-        );
-    }
-
-    fn json_header_frame(header: &[u8]) -> Bytes {
-        let mut frame = Vec::new();
-        frame.extend_from_slice(&(header.len() as u32).to_be_bytes());
-        frame.extend_from_slice(header);
-        Bytes::from(frame)
-    }
-
-    /// Found by fuzzing (tests/fuzz, header_json): every repeated `extFields` member was
-    /// appended, so a header could carry any number of pairs past maxExtFields. fastjson
-    #[test]
-    fn ext_fields_put_replaces_in_place_removes_on_null_and_compares_by_pairs() {
-        let mut f = ExtFields::default();
-        f.put("a", Some("1"));
-        f.put("b", Some("2"));
-        f.put("c", Some("3"));
-        f.put("a", Some("one"));
-        f.put("b", None);
-        f.put("zz", None);
-        assert_eq!(f.iter().collect::<Vec<_>>(), [("a", "one"), ("c", "3")]);
-        assert_eq!((f.get("a"), f.get("b"), f.len()), (Some("one"), None, 2));
-        // Same pairs, built without the replaced text: equal.
-        let g: ExtFields = [("a", "one"), ("c", "3")].into_iter().collect();
-        assert_eq!(f, g);
-        f.put("", Some(""));
-        assert_ne!(f, g);
-        assert_eq!(f.get(""), Some(""));
-        f.clear();
-        assert!(f.is_empty() && f.get("a").is_none());
-    }
-
-    /// keeps the last assignment; so do we.
-    #[test]
-    fn repeated_ext_fields_member_keeps_the_last_and_stays_within_the_limit() {
-        let mut header = String::from("{\"code\":105");
-        for i in 0..300 {
-            header.push_str(&format!(",\"extFields\":{{\"a{i}\":\"x\",\"b\":\"{i}\"}}"));
-        }
-        header.push('}');
-        let limits = DecodeLimits::default();
-        let cmd = RemotingCommand::decode(json_header_frame(header.as_bytes()), &limits).unwrap();
-        assert_eq!(cmd.ext_fields.len(), 2);
-        assert_eq!(cmd.ext("a299"), Some("x"));
-        assert_eq!(cmd.ext("a0"), None);
-        assert_eq!(cmd.ext("b"), Some("299"));
-        let cleared = br#"{"code":105,"extFields":{"topic":"T"},"extFields":null}"#;
-        let cmd = RemotingCommand::decode(json_header_frame(cleared), &limits).unwrap();
-        assert!(cmd.ext_fields.is_empty());
-    }
-
-    #[test]
-    fn repeated_ext_key_takes_the_last_value_like_a_hash_map() {
-        let header = br#"{"code":105,"extFields":{"topic":"A","n":"1","topic":"B","n":null}}"#;
-        let cmd =
-            RemotingCommand::decode(json_header_frame(header), &DecodeLimits::default()).unwrap();
-        assert_eq!(
-            cmd.ext_fields.to_pairs(),
-            vec![("topic".to_string(), "B".to_string())]
-        );
-
-        let mut out = Vec::new();
-        let h = Header {
-            code: 105,
-            language: "JAVA",
-            version: 479,
-            opaque: 1,
-            flag: 0,
-            remark: None,
-        };
-        let ext = [("topic", "A"), ("n", "1"), ("topic", "B"), ("n", "")];
-        encode_frame(&mut out, SerializeType::RocketMq, &h, Some(ext), b"");
-        let cmd = RemotingCommand::decode(Bytes::copy_from_slice(&out[4..]), &Default::default())
-            .unwrap();
-        assert_eq!(
-            cmd.ext_fields.to_pairs(),
-            vec![("topic".to_string(), "B".to_string())]
-        );
-    }
-
-    #[test]
-    fn binary_header_counts_every_pair_against_max_ext_fields() {
-        let mut out = Vec::new();
-        let h = Header {
-            code: 105,
-            language: "JAVA",
-            version: 479,
-            opaque: 1,
-            flag: 0,
-            remark: None,
-        };
-        let ext: Vec<(&str, &str)> = (0..300).map(|_| ("k", "v")).collect();
-        encode_frame(&mut out, SerializeType::RocketMq, &h, Some(ext), b"");
-        assert_eq!(
-            RemotingCommand::decode(Bytes::copy_from_slice(&out[4..]), &Default::default()),
-            Err(DecodeError::TooManyExtFields { max: 256 })
-        );
-    }
-
-    #[test]
-    fn truncated_and_lying_binary_headers_are_errors_not_panics() {
-        let good = fixture("frame_rocketmq_binary_response_v1.hex");
-        let header_len = 57;
-        for cut in 0..header_len {
-            let mut frame = Vec::new();
-            frame.extend_from_slice(&((1u32 << 24) | cut as u32).to_be_bytes());
-            frame.extend_from_slice(&good[8..8 + cut]);
-            assert!(
-                RemotingCommand::decode(Bytes::from(frame), &DecodeLimits::default()).is_err(),
-                "cut at {cut}"
-            );
-        }
-    }
-}
+mod tests;

@@ -1,13 +1,10 @@
-//! [`ExtFields`]: a request's custom header (RocketMQ's `extFields`), with Java's `HashMap`
-//! semantics, built per request without allocating in the common case.
-//!
-//! A header in the shape Java writes (no escapes) already holds every key and value as it
-//! will be read, so the fast header decoder keeps a reference to the frame's header bytes
-//! (a `Bytes` slice: a reference count, no copy) and records where each pair is. Any other
-//! decoder, and any later change, copies the pairs into one owned buffer instead. The spans
-//! live inline for the usual handful of pairs (a Java broker's heartbeat carries nine); more
-//! spill to a vector. Heartbeats and route lookups are a few hundred bytes and almost no work,
-//! so the two allocations (and copies) per request this saves were a tenth of their cost.
+//! [`ExtFields`]: a request's custom header (RocketMQ's `extFields`) with Java's `HashMap`
+//! semantics, built per request without allocating in the common case. A header in the shape
+//! Java writes (no escapes) holds every key and value as it will be read, so the JSON decoder
+//! keeps a `Bytes` slice of the frame and records where each pair is; any other decoder, and
+//! any later change, copies the pairs into one owned buffer. Spans live inline for the usual
+//! handful of pairs (a Java heartbeat carries nine). The two allocations and copies per request
+//! this saves were a tenth of a heartbeat's or route lookup's cost.
 
 use bytes::Bytes;
 use std::fmt;
@@ -43,12 +40,10 @@ pub struct ExtFields {
     /// The first pairs while every offset fits 16 bits; `len` of them.
     inline: [Short; INLINE_PAIRS],
     len: u8,
-    /// Bit `n % 32` set for the length `n` of every key added since the last `clear`: a key
-    /// whose bit is clear is not here, known without a scan (the duplicate check of every
-    /// pair the header decoder adds, and absent optional fields). Removals leave their bit.
+    /// Bit `n % 32` set for the length `n` of every key added since the last `clear` (removals
+    /// leave it): a key whose bit is clear is absent, known without a scan.
     key_lens: u32,
-    /// All pairs, once there are more than fit inline or an offset does not (then `len` is
-    /// 0, and `spill` is what counts).
+    /// All pairs once they do not fit inline (then `len` is 0).
     spill: Vec<Span>,
 }
 
@@ -66,23 +61,14 @@ impl Default for ExtFields {
 }
 
 impl ExtFields {
-    /// Empties the fields and makes their text `header` as received, when `text` is the same
-    /// bytes as checked UTF-8 (the decoder's reader), which is the proof that they are text;
-    /// whether it is. In place: the fields live in the command being decoded, and moving
-    /// them in and out cost a copy per request. Pairs are added with [`ExtFields::put_span`].
+    /// Empties the fields and shares `header` as their text if `text` is those same bytes as
+    /// checked UTF-8 (the proof that they are text); returns whether it does. In place, as
+    /// moving the fields in and out cost a copy per request. Pairs come with `put_span`.
     pub(crate) fn share(&mut self, header: Bytes, text: Option<&str>) -> bool {
         self.clear();
         let same = text.is_some_and(|t| t.as_ptr() == header.as_ptr() && t.len() == header.len());
         self.shared = same.then_some(header);
         same
-    }
-
-    fn count(&self) -> usize {
-        if self.spill.is_empty() {
-            usize::from(self.len)
-        } else {
-            self.spill.len()
-        }
     }
 
     fn span(&self, i: usize) -> Span {
@@ -95,15 +81,7 @@ impl ExtFields {
     }
 
     fn spans(&self) -> impl Iterator<Item = Span> + '_ {
-        (0..self.count()).map(|i| self.span(i))
-    }
-
-    /// The text the spans point into.
-    fn text(&self) -> &[u8] {
-        match &self.shared {
-            Some(b) => b,
-            None => self.owned.as_bytes(),
-        }
+        (0..self.len()).map(|i| self.span(i))
     }
 
     fn str(&self, range: [u32; 2]) -> &str {
@@ -124,7 +102,10 @@ impl ExtFields {
         if self.key_lens & key_len_bit(key.len()) == 0 {
             return None;
         }
-        let text = self.text();
+        let text = match &self.shared {
+            Some(b) => &b[..],
+            None => self.owned.as_bytes(),
+        };
         self.spans().position(|s| {
             // Lengths first: most keys of a header differ in length.
             let (start, end) = (s.0[0] as usize, s.0[1] as usize);
@@ -142,7 +123,11 @@ impl ExtFields {
     }
 
     pub fn len(&self) -> usize {
-        self.count()
+        if self.spill.is_empty() {
+            usize::from(self.len)
+        } else {
+            self.spill.len()
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -157,12 +142,8 @@ impl ExtFields {
         self.spill.clear();
     }
 
-    /// Room for `pairs` more pairs of `text` bytes in all, allocated once: a decoder knows
-    /// roughly how much its header holds, and growing the buffer field by field would copy it.
-    pub fn reserve(&mut self, pairs: usize, text: usize) {
-        if self.count() + pairs > INLINE_PAIRS {
-            self.spill.reserve(self.count() + pairs);
-        }
+    /// Room for `text` more bytes of owned text, allocated once rather than grown field by field.
+    pub(crate) fn reserve_text(&mut self, text: usize) {
         self.owned().reserve(text);
     }
 
@@ -248,10 +229,8 @@ impl ExtFields {
         }
     }
 
-    /// `HashMap::put`: replaces a repeated key's value in place (in the order), and `None`
-    /// (Java's null) removes the key. Linear, as a header carries at most `max_ext_fields`
-    /// pairs. A replaced value's old text stays in the buffer, which so never holds more
-    /// than the header's own text.
+    /// `HashMap::put`: a repeated key's value is replaced in place (in the order), `None`
+    /// (Java's null) removes the key. Old text stays: never more than the header's own.
     pub fn put(&mut self, key: &str, value: Option<&str>) {
         let existing = self.position(key.as_bytes());
         let Some(v) = value else {
@@ -270,13 +249,6 @@ impl ExtFields {
             Some(i) => self.set(i, span),
             None => self.push(span),
         }
-    }
-
-    /// The pairs as owned strings (tests, tools).
-    pub fn to_pairs(&self) -> Vec<(String, String)> {
-        self.iter()
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect()
     }
 }
 
@@ -321,6 +293,12 @@ mod tests {
         f
     }
 
+    fn owned_pairs(f: &ExtFields) -> Vec<(String, String)> {
+        f.iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
+    }
+
     /// The key-length bits only ever skip keys that are absent: lengths that share a bit
     /// (1 and 33), removed and re-added keys, and a cleared set.
     #[test]
@@ -350,7 +328,7 @@ mod tests {
             .into_iter()
             .collect();
         assert_eq!(s, o);
-        assert_eq!(s.to_pairs(), o.to_pairs());
+        assert_eq!(owned_pairs(&s), owned_pairs(&o));
         assert_eq!(
             (s.get("a"), s.get("b"), s.get("c"), s.get("d")),
             (Some("3"), Some("two"), Some(""), None)
@@ -361,7 +339,7 @@ mod tests {
             f.put("d", Some("4"));
             f.put("a", Some("5"));
             assert_eq!(
-                f.to_pairs(),
+                owned_pairs(&f),
                 [("a", "5"), ("c", ""), ("d", "4")].map(|(k, v)| (k.to_string(), v.to_string()))
             );
             f.clear();
@@ -384,7 +362,7 @@ mod tests {
         }
         assert!(f.is_empty() && f.iter().next().is_none());
         f.put("d", Some("4"));
-        assert_eq!(f.to_pairs(), [("d".to_string(), "4".to_string())]);
+        assert_eq!(owned_pairs(&f), [("d".to_string(), "4".to_string())]);
         let header = format!("{{\"k\":\"{long}\",\"z\":\"1\"}}");
         let s = shared(&header, &[("k", &long), ("z", "1")]);
         assert_eq!((s.get("k"), s.get("z")), (Some(long.as_str()), Some("1")));
@@ -423,6 +401,6 @@ mod tests {
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
         let s = shared(&header, &refs);
-        assert_eq!(s.to_pairs(), pairs);
+        assert_eq!(owned_pairs(&s), pairs);
     }
 }

@@ -46,9 +46,8 @@ impl std::error::Error for FrameError {}
 pub const PREFIX_LEN: usize = 8;
 
 /// Takes the next whole frame off the front of `buf`, without its 4-byte length prefix, or
-/// returns `Ok(None)` when more bytes are needed. Sizes are validated as soon as the first
-/// eight bytes are there, so an oversized length is refused before anything is buffered, and
-/// nothing is reserved for the announced length.
+/// `Ok(None)` when more bytes are needed. Sizes are checked as soon as the first eight bytes
+/// are there, so an oversized length is refused before its body is buffered.
 pub fn next_frame(buf: &mut BytesMut, frame_max: u32) -> Result<Option<Bytes>, FrameError> {
     if buf.len() < 4 {
         return Ok(None);
@@ -75,15 +74,6 @@ pub fn next_frame(buf: &mut BytesMut, frame_max: u32) -> Result<Option<Bytes>, F
     }
     buf.advance(4);
     Ok(Some(buf.split_to(length as usize).freeze()))
-}
-
-/// The number of bytes the caller should try to have buffered: the whole current frame
-/// if its length is known, else the prefix.
-pub fn wanted_len(buf: &[u8]) -> usize {
-    if buf.len() < 4 {
-        return 4;
-    }
-    BigEndian::read_u32(&buf[..4]) as usize + 4
 }
 
 /// Splits the type/header-length word: (serialize type, header length), validated against the

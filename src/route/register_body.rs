@@ -9,7 +9,7 @@
 //! memory. The data types and field readers it builds on are [`super::model`]'s.
 
 use crate::remoting::codes::version::{V3_0_11, V5_0_0};
-use crate::remoting::json::{self, Cursor, Item, Scalar, Seq};
+use crate::remoting::json::{self, Cursor, Field, Item, Scalar, Seq};
 use std::borrow::Cow;
 
 use super::model::{

@@ -6,7 +6,7 @@ use rmq_namesrv::client::api::BrokerIdentity;
 use rmq_namesrv::client::nameserver_set::parse_addr_list;
 use rmq_namesrv::client::{Client, ClientError, NameServerSet, Strategy};
 use rmq_namesrv::config::NamesrvConfig;
-use rmq_namesrv::remoting::codes::{request, response};
+use rmq_namesrv::remoting::codes::{request, response, FLAG_ONEWAY};
 use rmq_namesrv::remoting::command::RemotingCommand;
 use rmq_namesrv::remoting::json;
 use rmq_namesrv::request::reply::DataVersionReply;
@@ -14,11 +14,44 @@ use rmq_namesrv::request::{GetBrokerMemberGroup, QueryDataVersion, RegisterTopic
 use rmq_namesrv::route::model::{self, DataVersion, QueueData, RegisterBody, TopicConfig};
 use rmq_namesrv::server::{self, ServerHandle};
 use std::collections::BTreeMap;
+use std::io;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 pub use rmq_namesrv::client::api::RegisterOptions;
 pub use rmq_namesrv::test_support::TempDir;
+
+/// Calls by code and raw ext pairs that only tests make.
+pub trait RawCalls {
+    /// Sends a request without waiting; the opaque is for `read_response`.
+    fn send_request(&mut self, code: i32, ext: &[(&str, &str)], body: &[u8]) -> io::Result<i32>;
+    fn oneway(&mut self, code: i32, ext: &[(&str, &str)], body: &[u8]) -> io::Result<()>;
+    /// True once the server has closed this connection (EOF or a reset within `wait`; frames
+    /// that arrive meanwhile are dropped). The client's timeout becomes `wait`.
+    fn is_closed_by_peer(&mut self, wait: Duration) -> bool;
+}
+
+impl RawCalls for Client {
+    fn send_request(&mut self, code: i32, ext: &[(&str, &str)], body: &[u8]) -> io::Result<i32> {
+        let (opaque, frame) = self.encode(code, 0, ext.iter().copied(), body);
+        self.send_raw(&frame)?;
+        Ok(opaque)
+    }
+
+    fn oneway(&mut self, code: i32, ext: &[(&str, &str)], body: &[u8]) -> io::Result<()> {
+        let (_, frame) = self.encode(code, FLAG_ONEWAY, ext.iter().copied(), body);
+        self.send_raw(&frame)
+    }
+
+    fn is_closed_by_peer(&mut self, wait: Duration) -> bool {
+        self.set_timeout(wait);
+        // No request carries this opaque: only EOF, a reset or the timeout ends the wait.
+        match self.read_response(i32::MIN) {
+            Ok(_) => false,
+            Err(e) => e.kind() != io::ErrorKind::TimedOut,
+        }
+    }
+}
 
 /// A config for a test server: loopback, ephemeral port, files in `dir`, no file log.
 pub fn test_config(dir: &Path) -> NamesrvConfig {
@@ -327,7 +360,9 @@ pub trait ClientExt {
     ) -> std::io::Result<i32> {
         let c = self.client();
         let register = broker.registration(body, options, c.version);
-        c.send_encoded(&Request::RegisterBroker(register).encode(c.version))
+        let request = Request::RegisterBroker(register).encode(c.version);
+        let (opaque, frame) = c.encode(request.code, 0, request.pairs(), &request.body);
+        c.send_raw(&frame).map(|()| opaque)
     }
 
     /// 103 REGISTER_BROKER with a body already encoded; the answer whatever its code.

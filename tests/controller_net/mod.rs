@@ -20,7 +20,7 @@
 //! Needs `mod common;` beside it in the test crate.
 #![allow(dead_code)]
 
-use crate::common::{init_test_log, test_config, wait_until, TempDir};
+use crate::common::{init_test_log, test_config, wait_until, RawCalls, TempDir};
 use bytes::BytesMut;
 use rmq_namesrv::client::api::{BrokerIdentity, RegisterOptions};
 use rmq_namesrv::client::Client;

@@ -8,8 +8,8 @@ use crate::outcome::{Failure, Outcome, Ran, Role};
 use crate::output::{s, Cell, Table};
 use crate::peers::Peers;
 use crate::writes::{done, write_all};
-use rmq_namesrv::client::api::parse_properties;
 use rmq_namesrv::client::{Client, ClientError};
+use rmq_namesrv::config::parse_properties;
 use rmq_namesrv::controller::request::field::{
     CONTROLLER_LEADER_ADDRESS, CONTROLLER_LEADER_ID, GROUP, INVOKE_TIME, IS_LEADER, MASTER_ADDRESS,
     MASTER_BROKER_ID, MASTER_EPOCH, PEERS, RAFT_ROLE, RAFT_TERM, SYNC_STATE_SET_EPOCH,
@@ -306,7 +306,7 @@ pub fn clean_broker_metadata(inv: &Invocation, controllers: &mut Peers) -> Ran {
 pub fn get_config(inv: &Invocation, controllers: &mut Peers) -> Ran {
     crate::reads::config_sections(inv, controllers, |c| {
         let resp = ask(c, &ControllerRequest::GetConfig, false)?;
-        Ok(parse_properties(&String::from_utf8_lossy(&resp.body)))
+        parse_properties(&String::from_utf8_lossy(&resp.body)).map_err(ClientError::Decode)
     })
 }
 

@@ -141,10 +141,6 @@ impl<'d> ValueRef<'d> {
         self.doc.slots.get(self.at).copied().unwrap_or(Slot::Null)
     }
 
-    pub fn is_null(&self) -> bool {
-        matches!(self.slot(), Slot::Null)
-    }
-
     /// The string, borrowed from the input when it had no escapes; None for non-strings.
     pub fn as_str(&self) -> Option<&'d str> {
         let doc: &'d Document<'d> = self.doc;
@@ -163,28 +159,14 @@ impl<'d> ValueRef<'d> {
         })
     }
 
-    /// As [`Value::as_i64`].
-    pub fn as_i64(&self) -> Option<i64> {
-        self.scalar()?.as_i64()
-    }
-
-    pub fn as_i32(&self) -> Option<i32> {
-        self.as_i64().and_then(|v| i32::try_from(v).ok())
-    }
-
-    /// As [`Value::as_bool`].
-    pub fn as_bool(&self) -> Option<bool> {
-        self.scalar()?.as_bool()
-    }
-
     /// The members of an object, in input order (duplicates included); None otherwise.
     pub fn members(&self) -> Option<Members<'d>> {
         match self.slot() {
-            Slot::Object { len, .. } => Some(Members {
+            Slot::Object { len, .. } => Some(Members(Items {
                 doc: self.doc,
                 at: self.at + 1,
-                remaining: len as usize,
-            }),
+                remaining: 2 * len as usize,
+            })),
             _ => None,
         }
     }
@@ -219,38 +201,15 @@ impl<'d> ValueRef<'d> {
         found
     }
 
-    /// As [`Value::to_text`].
-    pub fn to_text(&self) -> String {
-        match self.as_str() {
-            Some(s) => s.to_owned(),
-            None => self.to_value().to_text(),
-        }
-    }
-
-    /// An owned copy of this value. Iterative (an explicit stack of the containers being
-    /// filled), so depth costs heap, never call stack; each container is allocated once, at
-    /// its final size.
+    /// An owned copy of this value. Iterative, so depth costs heap, never call stack: the
+    /// slots are read backwards, each container taking its (already built) items off a stack.
     pub fn to_value(&self) -> Value {
-        /// A container being filled: its members so far and how many it will have.
-        enum Filling {
-            Array(Vec<Value>, usize),
-            /// `key` names the member whose value comes next.
-            Object(Vec<(String, Value)>, usize, String),
-        }
         let doc = self.doc;
-        let owned_text = |at: usize| -> String {
-            doc.slots
-                .get(at)
-                .and_then(|&slot| doc.text_of(slot))
-                .unwrap_or_default()
-                .to_owned()
-        };
-        let mut stack: Vec<Filling> = Vec::new();
-        let mut at = self.at;
-        'value: loop {
-            let slot = doc.slots.get(at).copied().unwrap_or(Slot::Null);
-            at += 1;
-            let mut value = match slot {
+        let end = next_sibling(&doc.slots, self.at).min(doc.slots.len());
+        let mut stack: Vec<Value> = Vec::new();
+        for at in (self.at..end).rev() {
+            let slot = doc.slots[at];
+            let value = match slot {
                 Slot::Null => Value::Null,
                 Slot::Bool(b) => Value::Bool(b),
                 Slot::Int(v) => Value::Int(v),
@@ -258,45 +217,24 @@ impl<'d> ValueRef<'d> {
                 Slot::Str { .. } | Slot::Decoded { .. } => {
                     Value::Str(doc.text_of(slot).unwrap_or_default().to_owned())
                 }
-                Slot::Array { len: 0, .. } => Value::Array(Vec::new()),
-                Slot::Object { len: 0, .. } => Value::Object(Vec::new()),
+                // The first item is on top of the stack.
                 Slot::Array { len, .. } => {
-                    let len = len as usize;
-                    stack.push(Filling::Array(Vec::with_capacity(len), len));
-                    continue 'value;
+                    let from = stack.len().saturating_sub(len as usize);
+                    Value::Array(stack.drain(from..).rev().collect())
                 }
                 Slot::Object { len, .. } => {
-                    let len = len as usize;
-                    let key = owned_text(at);
-                    at += 1;
-                    stack.push(Filling::Object(Vec::with_capacity(len), len, key));
-                    continue 'value;
+                    let from = stack.len().saturating_sub(2 * len as usize);
+                    let mut slots = stack.drain(from..).rev();
+                    let mut members = Vec::with_capacity(len as usize);
+                    while let (Some(Value::Str(key)), Some(value)) = (slots.next(), slots.next()) {
+                        members.push((key, value));
+                    }
+                    Value::Object(members)
                 }
             };
-            // Hand the finished value to its container; close containers as they fill up.
-            loop {
-                match stack.last_mut() {
-                    None => return value,
-                    Some(Filling::Array(items, len)) => {
-                        items.push(value);
-                        if items.len() < *len {
-                            continue 'value;
-                        }
-                        value = Value::Array(std::mem::take(items));
-                    }
-                    Some(Filling::Object(members, len, key)) => {
-                        members.push((std::mem::take(key), value));
-                        if members.len() < *len {
-                            *key = owned_text(at);
-                            at += 1;
-                            continue 'value;
-                        }
-                        value = Value::Object(std::mem::take(members));
-                    }
-                }
-                stack.pop();
-            }
+            stack.push(value);
         }
+        stack.pop().unwrap_or(Value::Null)
     }
 }
 
@@ -308,34 +246,21 @@ fn next_sibling(slots: &[Slot], at: usize) -> usize {
     }
 }
 
-/// Iterator over an object's `(key, value)` pairs; see [`ValueRef::members`].
+/// Iterator over an object's `(key, value)` pairs: its slots taken two by two (a key's slot
+/// is a string's); see [`ValueRef::members`].
 #[derive(Clone)]
-pub struct Members<'d> {
-    doc: &'d Document<'d>,
-    at: usize,
-    remaining: usize,
-}
+pub struct Members<'d>(Items<'d>);
 
 impl<'d> Iterator for Members<'d> {
     type Item = (&'d str, ValueRef<'d>);
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.remaining == 0 {
-            return None;
-        }
-        self.remaining -= 1;
-        let doc: &'d Document<'d> = self.doc;
-        let key = doc.text_of(doc.slots.get(self.at).copied()?)?;
-        let value = ValueRef {
-            doc,
-            at: self.at + 1,
-        };
-        self.at = next_sibling(&doc.slots, self.at + 1);
-        Some((key, value))
+        let key = self.0.next()?.as_str()?;
+        Some((key, self.0.next()?))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.remaining, Some(self.remaining))
+        (self.0.remaining / 2, Some(self.0.remaining / 2))
     }
 }
 
@@ -443,17 +368,21 @@ fn container(is_array: bool, len: u32, end: u32) -> Slot {
     }
 }
 
+/// [`Scalar`]'s coercions; [`Value::to_text`] of a container.
 impl Field for ValueRef<'_> {
     fn is_null(&self) -> bool {
-        ValueRef::is_null(self)
+        matches!(self.slot(), Slot::Null)
     }
     fn as_i64(&self) -> Option<i64> {
-        ValueRef::as_i64(self)
+        self.scalar()?.as_i64()
     }
     fn as_bool(&self) -> Option<bool> {
-        ValueRef::as_bool(self)
+        self.scalar()?.as_bool()
     }
     fn to_text(&self) -> String {
-        ValueRef::to_text(self)
+        match self.as_str() {
+            Some(s) => s.to_owned(),
+            None => self.to_value().to_text(),
+        }
     }
 }

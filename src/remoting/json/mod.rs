@@ -1,20 +1,13 @@
-//! The fastjson dialect of JSON that RocketMQ peers speak: one reader, a document built with
-//! it, and append-only writers for the encoders elsewhere.
+//! The fastjson dialect of JSON that RocketMQ peers speak. Java peers serialize with fastjson
+//! 1.2.83, whose output is not always JSON (`Map<Long,..>` keys arrive as bare numbers,
+//! `{0:"a"}`), and whose parser tolerates unquoted and single-quoted keys, single-quoted
+//! strings and stray commas: what a Java NameServer accepts we accept too.
 //!
-//! Java peers serialize with fastjson 1.2.83, whose output is not always JSON (map keys of
-//! `Map<Long,..>` arrive as bare numbers, `{0:"a"}`), and whose parser tolerates unquoted and
-//! single-quoted keys, single-quoted strings and stray commas. Anything a Java NameServer
-//! accepts we must accept too, so the reader implements that dialect rather than strict JSON.
-//!
-//! - [`reader`]: the [`Cursor`], the only code that reads the dialect's bytes. The decoders of
-//!   hot shapes (request headers, the REGISTER_BROKER body, DataVersion) read with it straight
-//!   into their structs.
-//! - [`document`]: [`parse_borrowed`] reads a whole value with the cursor into a flat
-//!   [`Document`] that borrows from the input; [`parse`] turns it into an owned [`Value`].
-//! - [`writer`]: compact output in fastjson's two string escapings.
-//!
-//! The reader is iterative (it counts open containers; nothing recurses), so nesting costs
-//! no call stack, and `Limits::max_depth` bounds it.
+//! [`reader`]'s [`Cursor`] is the only code that reads the dialect's bytes (hot shapes such as
+//! request headers and the REGISTER_BROKER body are read with it straight into their structs);
+//! [`parse_borrowed`] reads a whole value into a flat [`Document`] that borrows from the input,
+//! [`parse`] into an owned [`Value`]; [`writer`] writes fastjson's two string escapings.
+//! Nothing recurses: nesting costs no call stack, and `Limits::max_depth` bounds it.
 
 pub mod document;
 pub mod reader;
@@ -24,6 +17,7 @@ pub use document::{Document, Items, Members, ValueRef};
 pub use reader::{Cursor, Field, Item, Scalar};
 pub use writer::*;
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// A parsed JSON value of the fastjson dialect.
@@ -80,7 +74,6 @@ pub fn parse(input: &[u8]) -> Result<Value, JsonError> {
 }
 
 /// Parses one fastjson-dialect value into an owned tree; only whitespace may follow it.
-/// This is [`parse_borrowed`] followed by [`ValueRef::to_value`]: one reader, two shapes.
 pub fn parse_with(input: &[u8], limits: &Limits) -> Result<Value, JsonError> {
     Ok(parse_borrowed(input, limits)?.root().to_value())
 }
@@ -92,72 +85,6 @@ pub fn parse_borrowed<'a>(input: &'a [u8], limits: &Limits) -> Result<Document<'
     let doc = document::read(&mut c)?;
     c.finish()?;
     Ok(doc)
-}
-
-impl From<Scalar<'_>> for Value {
-    fn from(s: Scalar<'_>) -> Value {
-        match s {
-            Scalar::Null => Value::Null,
-            Scalar::Bool(b) => Value::Bool(b),
-            Scalar::Int(v) => Value::Int(v),
-            Scalar::Float(f) => Value::Float(f),
-            Scalar::Str(s) => Value::Str(s.into_owned()),
-        }
-    }
-}
-
-/// Parses `-?[0-9]+` into i64; None on overflow.
-fn parse_i64(text: &[u8]) -> Option<i64> {
-    let (negative, digits) = match text.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, text),
-    };
-    if digits.is_empty() {
-        return None;
-    }
-    // Accumulate negatively so i64::MIN fits.
-    let mut v: i64 = 0;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_sub(i64::from(d - b'0'))?;
-    }
-    if negative {
-        Some(v)
-    } else {
-        v.checked_neg()
-    }
-}
-
-/// Like Java's Long.parseLong: an optional single '+' or '-' sign, then digits.
-fn str_as_i64(s: &str) -> Option<i64> {
-    match s.strip_prefix('+') {
-        Some(rest) if rest.starts_with('-') => None,
-        Some(rest) => parse_i64(rest.as_bytes()),
-        None => parse_i64(s.as_bytes()),
-    }
-}
-
-/// A Float with no fraction. 2^63 is exactly representable; anything in [-2^63, 2^63)
-/// converts losslessly.
-fn float_as_i64(f: f64) -> Option<i64> {
-    if f.fract() == 0.0 && f >= i64::MIN as f64 && f < -(i64::MIN as f64) {
-        Some(f as i64)
-    } else {
-        None
-    }
-}
-
-/// `"true"`/`"false"` in any case.
-fn str_as_bool(s: &str) -> Option<bool> {
-    if s.eq_ignore_ascii_case("true") {
-        Some(true)
-    } else if s.eq_ignore_ascii_case("false") {
-        Some(false)
-    } else {
-        None
-    }
 }
 
 impl Value {
@@ -176,30 +103,30 @@ impl Value {
         }
     }
 
-    /// Int; a Str holding a decimal integer (`"4"`, as extFields carry numbers); a Float
-    /// with no fraction.
+    /// The value when it is not a container, to read with [`Scalar`]'s coercions.
+    fn scalar(&self) -> Option<Scalar<'_>> {
+        Some(match self {
+            Value::Null => Scalar::Null,
+            Value::Bool(b) => Scalar::Bool(*b),
+            Value::Int(v) => Scalar::Int(*v),
+            Value::Float(f) => Scalar::Float(*f),
+            Value::Str(s) => Scalar::Str(Cow::Borrowed(s)),
+            Value::Array(_) | Value::Object(_) => return None,
+        })
+    }
+
+    /// As [`Scalar::as_i64`].
     pub fn as_i64(&self) -> Option<i64> {
-        match self {
-            Value::Int(v) => Some(*v),
-            Value::Str(s) => str_as_i64(s),
-            Value::Float(f) => float_as_i64(*f),
-            _ => None,
-        }
+        self.scalar()?.as_i64()
     }
 
     pub fn as_i32(&self) -> Option<i32> {
         self.as_i64().and_then(|v| i32::try_from(v).ok())
     }
 
-    /// Bool; Str `"true"`/`"false"` in any case; Int 0 or 1.
+    /// As [`Scalar::as_bool`].
     pub fn as_bool(&self) -> Option<bool> {
-        match self {
-            Value::Bool(b) => Some(*b),
-            Value::Str(s) => str_as_bool(s),
-            Value::Int(0) => Some(false),
-            Value::Int(1) => Some(true),
-            _ => None,
-        }
+        self.scalar()?.as_bool()
     }
 
     pub fn as_array(&self) -> Option<&[Value]> {

@@ -1,15 +1,11 @@
 //! The one reader of the dialect: a [`Cursor`] that steps through the input's tokens without
-//! building anything. The [`Document`] builder reads with it, and so do the decoders of the
-//! shapes peers send all the time (request headers, the REGISTER_BROKER body, DataVersion),
-//! which read straight into their own structs: same dialect, limits and errors either way.
-//!
-//! Strings without escapes come back as slices of the input (`Cow::Borrowed`), escaped ones
-//! decoded (`Cow::Owned`). The cursor counts open containers against `Limits::max_depth`;
-//! nothing in it recurses, so nesting never costs call stack. Every byte is bounds-checked:
-//! malformed, truncated or hostile input gives a [`JsonError`], never a panic.
+//! building anything, for the [`Document`] builder and the decoders of hot shapes alike (same
+//! dialect, limits and errors). Strings without escapes come back as slices of the input,
+//! escaped ones decoded. Every byte is bounds-checked: malformed, truncated or hostile input
+//! gives a [`JsonError`], never a panic.
 
 use super::document::{self, Document};
-use super::{float_as_i64, parse_i64, str_as_bool, str_as_i64, JsonError, Limits};
+use super::{JsonError, Limits};
 use std::borrow::Cow;
 
 /// A value that is not a container.
@@ -23,23 +19,30 @@ pub enum Scalar<'a> {
 }
 
 impl Scalar<'_> {
-    /// As [`super::Value::as_i64`].
+    /// Int; a Float with no fraction (2^63 is exact, so all of [-2^63, 2^63) converts); a Str
+    /// as Java's `Long.parseLong` (and `str::parse`) read it, one optional sign then digits,
+    /// as extFields carry numbers.
     pub fn as_i64(&self) -> Option<i64> {
         match self {
             Scalar::Int(v) => Some(*v),
-            Scalar::Float(f) => float_as_i64(*f),
-            Scalar::Str(s) => str_as_i64(s),
+            Scalar::Float(f)
+                if f.fract() == 0.0 && *f >= i64::MIN as f64 && *f < -(i64::MIN as f64) =>
+            {
+                Some(*f as i64)
+            }
+            Scalar::Str(s) => s.parse().ok(),
             _ => None,
         }
     }
 
-    /// As [`super::Value::as_bool`].
+    /// Bool; Int 0 or 1; Str `"true"`/`"false"` in any case.
     pub fn as_bool(&self) -> Option<bool> {
         match self {
             Scalar::Bool(b) => Some(*b),
             Scalar::Int(0) => Some(false),
             Scalar::Int(1) => Some(true),
-            Scalar::Str(s) => str_as_bool(s),
+            Scalar::Str(s) if s.eq_ignore_ascii_case("true") => Some(true),
+            Scalar::Str(s) if s.eq_ignore_ascii_case("false") => Some(false),
             _ => None,
         }
     }
@@ -48,7 +51,10 @@ impl Scalar<'_> {
     pub fn to_text(&self) -> String {
         match self {
             Scalar::Str(s) => s.as_ref().to_owned(),
-            other => super::Value::from(other.clone()).to_text(),
+            Scalar::Null => "null".to_owned(),
+            Scalar::Bool(b) => b.to_string(),
+            Scalar::Int(v) => v.to_string(),
+            Scalar::Float(f) => super::Value::Float(*f).to_text(),
         }
     }
 }
@@ -296,11 +302,9 @@ impl<'a> Cursor<'a> {
         (self.pos, self.depth) = mark;
     }
 
-    /// Consumes `lit` if the input continues with exactly these bytes: how a decoder of a
-    /// shape Java writes byte for byte steps over its keys and fixed values without scanning
-    /// them (`lit` is an array, so the comparison compiles to a few word loads). The caller
-    /// keeps the nesting in step: a literal should not open or close a container it reads
-    /// with [`Cursor::open`]/[`Cursor::next`].
+    /// Consumes `lit` if the input continues with exactly these bytes (an array: the
+    /// comparison compiles to a few word loads), as decoders of shapes Java writes byte for
+    /// byte step over keys. A literal must not open or close a container.
     #[inline(always)]
     pub fn literal<const N: usize>(&mut self, lit: &[u8; N]) -> bool {
         let hit = self.input[self.pos..].first_chunk::<N>() == Some(lit);
@@ -516,21 +520,17 @@ impl<'a> Cursor<'a> {
                 return Err(self.error("expected digits in exponent"));
             }
         }
-        let text = &self.input[start..self.pos];
+        // Only ASCII digits, signs, '.' and 'e' were stepped over: valid UTF-8.
+        let text = std::str::from_utf8(&self.input[start..self.pos]).unwrap_or_default();
         if !is_float {
-            if let Some(v) = parse_i64(text) {
+            if let Ok(v) = text.parse() {
                 return Ok(Scalar::Int(v));
             }
         }
-        // The slice holds only ASCII digits, signs, '.', 'e', so it is valid UTF-8.
-        std::str::from_utf8(text)
-            .ok()
-            .and_then(|s| s.parse::<f64>().ok())
-            .map(Scalar::Float)
-            .ok_or(JsonError {
-                offset: start,
-                message: "invalid number",
-            })
+        text.parse().map(Scalar::Float).map_err(|_| JsonError {
+            offset: start,
+            message: "invalid number",
+        })
     }
 
     /// Digits stepped over.

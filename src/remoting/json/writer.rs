@@ -5,9 +5,9 @@
 
 use super::Value;
 
-/// Escape to use for ASCII byte `b` in fastjson's default escaping, or 0 for "write raw".
+/// Escape to use for byte `b` in fastjson's default escaping, or 0 for "write raw".
 /// `u` means `\u00XX`.
-const fn ascii_escape(b: u8) -> u8 {
+fn ascii_escape(b: u8) -> u8 {
     match b {
         b'"' => b'"',
         b'\\' => b'\\',
@@ -20,16 +20,6 @@ const fn ascii_escape(b: u8) -> u8 {
         _ => 0,
     }
 }
-
-const ESCAPES: [u8; 128] = {
-    let mut table = [0u8; 128];
-    let mut i = 0;
-    while i < 128 {
-        table[i] = ascii_escape(i as u8);
-        i += 1;
-    }
-    table
-};
 
 const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
 
@@ -60,7 +50,7 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
     let mut run_start = 0;
     for (i, &b) in bytes.iter().enumerate() {
-        let escape = if b < 0x80 { ESCAPES[usize::from(b)] } else { 0 };
+        let escape = ascii_escape(b);
         if escape != 0 {
             out.extend_from_slice(&bytes[run_start..i]);
             write_ascii_escape(out, b, escape);
@@ -83,11 +73,7 @@ pub fn write_str_browser(out: &mut Vec<u8>, s: &str) {
         let code = u32::from(c);
         if code < 0x7F {
             let b = code as u8;
-            let escape = if b == b'/' {
-                b'/'
-            } else {
-                ESCAPES[usize::from(b)]
-            };
+            let escape = if b == b'/' { b'/' } else { ascii_escape(b) };
             if escape != 0 {
                 out.extend_from_slice(&bytes[run_start..i]);
                 write_ascii_escape(out, b, escape);
