@@ -68,7 +68,10 @@ impl Processor {
         let job = |id| Job::File { id, write };
         let reply = self
             .submit_durable(job, ticket, Some(Box::new(plan)))
-            .map_err(|_| Refusal::ConfigWriterGone)?;
+            .map_err(|_| {
+                let gone = "cannot write the config file: the writer thread has ended; nothing was changed";
+                Refusal::Failed(gone.into())
+            })?;
         self.config_writing = true;
         Ok(reply)
     }
@@ -97,7 +100,7 @@ impl Processor {
             }
             Err(remark) => {
                 warn!("config update not applied: {remark}");
-                Refusal::ConfigNotWritten(remark).reply()
+                Refusal::Failed(remark).reply()
             }
         };
         replies.push(self.deferred_reply(ticket, &reply));

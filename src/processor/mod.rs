@@ -86,8 +86,6 @@ enum Refusal {
     /// Java answers SYSTEM_ERROR without a remark.
     UnregisterQueueFull,
     Overloaded,
-    NotReady,
-    ListDisabled,
     TopicNotExist(String),
     NoKvItem {
         namespace: String,
@@ -100,11 +98,8 @@ enum Refusal {
         waiting: usize,
     },
     NoConnection,
-    KvWriterGone,
-    ConfigWriterGone,
-    WriterGone,
-    KvNotPersisted(String),
-    ConfigNotWritten(String),
+    /// SYSTEM_ERROR with this remark.
+    Failed(String),
 }
 
 impl Refusal {
@@ -157,8 +152,6 @@ impl std::fmt::Display for Refusal {
             Refusal::CrcMismatch => f.write_str("crc32 not match"),
             Refusal::UnregisterQueueFull => f.write_str("the unregistration queue is full"),
             Refusal::Overloaded => f.write_str(OVERLOAD_REMARK),
-            Refusal::NotReady => f.write_str("name server not ready"),
-            Refusal::ListDisabled => f.write_str("disable"),
             Refusal::TopicNotExist(topic) => write!(
                 f,
                 "No topic route info in name server for the topic: {topic}\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
@@ -176,17 +169,7 @@ impl std::fmt::Display for Refusal {
                 "[OVERLOAD] {waiting} config updates are waiting for the disk; try again later"
             ),
             Refusal::NoConnection => f.write_str("no connection to answer"),
-            Refusal::KvWriterGone => {
-                f.write_str("persisting the KV config failed: its writer thread has ended")
-            }
-            Refusal::ConfigWriterGone => f.write_str(
-                "cannot write the config file: the writer thread has ended; nothing was changed",
-            ),
-            Refusal::WriterGone => {
-                f.write_str("persisting failed: the writer thread has ended; nothing was changed")
-            }
-            Refusal::KvNotPersisted(e) => write!(f, "persisting the KV config failed: {e}"),
-            Refusal::ConfigNotWritten(remark) => f.write_str(remark),
+            Refusal::Failed(remark) => f.write_str(remark),
         }
     }
 }

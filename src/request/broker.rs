@@ -8,10 +8,13 @@ use super::field::{
     ENABLE_ACTING_MASTER, HA_SERVER_ADDR, HEARTBEAT_TIMEOUT_MILLIS, ZONE_NAME,
 };
 use super::header::{Encoded, Fields, NameLimits, ParseError};
+use crate::remoting::codes::request::NOTIFY_MIN_BROKER_ID_CHANGE;
 use crate::route::model::{
     decode_register_body_reusing, BodyLimits, DataVersion, DecodeScratch, RegisterBody,
 };
-use crate::route::table::{BodyFingerprint, ConnId, RegisterRequest, UnregisterRequest};
+use crate::route::table::{
+    BodyFingerprint, ConnId, MinIdNotification, RegisterRequest, UnregisterRequest,
+};
 
 /// 103 REGISTER_BROKER (docs/protocol.md §4.4). The body is kept as sent: one identical to the
 /// broker's previous one ([`RegisterBroker::fingerprint`]) is applied without decoding it.
@@ -294,6 +297,18 @@ impl<'a> BrokerHeartbeat<'a> {
     pub fn encode_as_broker(&self, e: &mut Encoded<'a>, broker_id: i64) {
         self.encode(e);
         e.put_value(BROKER_ID, broker_id);
+    }
+}
+
+/// 905 NOTIFY_MIN_BROKER_ID_CHANGE, which the name server sends (docs/protocol.md §3.5).
+impl MinIdNotification {
+    pub fn encode(&self) -> Encoded<'_> {
+        let mut e = Encoded::new(NOTIFY_MIN_BROKER_ID_CHANGE);
+        e.put_value("minBrokerId", self.min_broker_id);
+        e.put("minBrokerAddr", &self.min_broker_addr);
+        e.put_opt("offlineBrokerAddr", self.offline_broker_addr.as_deref());
+        e.put_opt("haBrokerAddr", self.ha_broker_addr.as_deref());
+        e
     }
 }
 

@@ -2,7 +2,6 @@
 //! ([`Encoded`]), and [`ParseError`], whose text is the remark (Java's, where Java has one).
 //! Refusals are logged by the processor, rate-limited, so that bad requests cannot flood the log.
 
-use super::rules;
 use crate::remoting::command::{encode_frame, Header, RemotingCommand, SerializeType};
 use std::borrow::Cow;
 use std::fmt;
@@ -17,31 +16,8 @@ pub enum ParseError {
     MissingField(&'static str),
     /// A numeric header field does not parse.
     NotANumber { field: &'static str, value: String },
-    /// A cluster, broker name or address longer than `maxNameLength`.
-    NameTooLong { field: &'static str, max: usize },
-    /// A topic named by an admin call fails Java's TopicValidator (the remark).
-    InvalidTopic(&'static str),
-    /// A topic reported by a broker is empty or longer than `maxTopicNameLength`.
-    TopicNameLength { len: usize, max: usize },
-    /// A cluster or broker name that is empty.
-    EmptyName(&'static str),
-    /// A cluster or broker name with a character outside `rules::NAME_CHARS_TEXT`.
-    IllegalNameChar { field: &'static str, ch: char },
-    /// A broker or HA address that is not `host:port` (the reason says what is wrong).
-    BadAddress {
-        field: &'static str,
-        value: String,
-        reason: &'static str,
-    },
-    /// A topic config's queue count outside `0..=maxQueueNums`.
-    BadQueueNums {
-        topic: String,
-        field: &'static str,
-        value: i32,
-        max: i32,
-    },
-    /// A topic config's perm not made of the four permission bits.
-    BadPerm { topic: String, perm: i32 },
+    /// A name, address, topic or topic config that `rules` refuses (the remark).
+    Invalid(String),
     /// A body that does not decode as `what` (DataVersion, TopicRouteData).
     BadBody { what: &'static str, reason: String },
     /// A REGISTER_BROKER body that does not decode.
@@ -58,39 +34,7 @@ impl fmt::Display for ParseError {
             ParseError::NotANumber { field, value } => {
                 write!(f, "the custom field <{field}> is not a number: {value}")
             }
-            ParseError::NameTooLong { field, max } => {
-                write!(f, "{field} is longer than {max} bytes")
-            }
-            ParseError::InvalidTopic(remark) => f.write_str(remark),
-            ParseError::TopicNameLength { len, max } => write!(
-                f,
-                "topic name of {len} bytes is outside 1..={max} (maxTopicNameLength)"
-            ),
-            ParseError::EmptyName(field) => write!(f, "{field} is empty"),
-            ParseError::IllegalNameChar { field, ch } => write!(
-                f,
-                "{field} contains {ch:?}; allowed: {}",
-                rules::NAME_CHARS_TEXT
-            ),
-            ParseError::BadAddress {
-                field,
-                value,
-                reason,
-            } => write!(f, "{field} {value:?} is not host:port: {reason}"),
-            ParseError::BadQueueNums {
-                topic,
-                field,
-                value,
-                max,
-            } => write!(
-                f,
-                "topic {topic}: {field} {value} is outside 0..={max} (maxQueueNums)"
-            ),
-            ParseError::BadPerm { topic, perm } => write!(
-                f,
-                "topic {topic}: perm {perm} is not made of the permission bits inherit 1, write 2, \
-                 read 4, priority 8 (0..=15)"
-            ),
+            ParseError::Invalid(remark) => f.write_str(remark),
             ParseError::BadBody { what, reason } => write!(f, "bad {what} body: {reason}"),
             ParseError::BadRegisterBody(reason) => {
                 write!(f, "register broker failed: bad body: {reason}")

@@ -1,14 +1,9 @@
-//! Route data types and the body encodings of the lookup and admin requests (docs/protocol.md §6):
-//! TopicRouteData in both dialects, ClusterInfo, topic lists, KV tables, member groups. The
-//! REGISTER_BROKER body, the one large thing peers send, is in `register_body`, which shares
-//! the field readers and writers defined here.
-//!
-//! Pure data plus codecs: no tables, no I/O. The shapes mirror the Java beans field for field
-//! because peers compare bytes: fastjson writes bean fields alphabetically, omits nulls, writes
-//! compact text, and has two map-key dialects for routes ([`Dialect`]). Decoders are lenient the
-//! way fastjson is (missing keys take Java's defaults, unknown keys are ignored) but every length,
-//! count and number that a peer controls is checked: a bad body is an error value, never a panic
-//! or an allocation larger than the input justifies.
+//! Route data types and their body encodings (docs/protocol.md §6); the REGISTER_BROKER body
+//! is in `register_body`. Pure data plus codecs, shaped as the Java beans because peers compare
+//! bytes: fastjson writes bean fields alphabetically, omits nulls, and has two map-key dialects
+//! for routes ([`Dialect`]). Decoders are lenient as fastjson is (missing keys take Java's
+//! defaults, unknown keys are ignored, a null member is absent, the last duplicate wins) but
+//! check every length, count and number a peer controls: a bad body is an error, never a panic.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -16,7 +11,6 @@ use std::fmt;
 
 use crate::remoting::json::{self, Cursor, Field, Members, Seq, ValueRef};
 
-/// The REGISTER_BROKER body has its own module; its items keep their `model` paths.
 pub use super::register_body::{
     decode_register_body, decode_register_body_reusing, encode_register_body_compressed,
     encode_register_body_json, BodyLimits, DecodeScratch, RegisterBody, TopicConfig,
@@ -27,7 +21,7 @@ const JS_SAFE_LONG: i64 = 9_007_199_254_740_991;
 /// `MixAll.METADATA_SCOPE_GLOBAL`, TopicQueueMappingInfo's default scope.
 const GLOBAL_SCOPE: &str = "__global__";
 
-/// An error decoding a body; the text is suitable for a response remark.
+/// An error decoding a body; the text is the response remark.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelError(pub String);
 
@@ -48,10 +42,6 @@ impl From<json::JsonError> for ModelError {
 pub(super) fn err<T>(msg: impl Into<String>) -> Result<T, ModelError> {
     Err(ModelError(msg.into()))
 }
-
-// ---------------------------------------------------------------------------------------------
-// Types
-// ---------------------------------------------------------------------------------------------
 
 /// A broker's topic-config version; registrations with an unchanged one skip topic updates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -119,10 +109,6 @@ pub struct ClusterInfo {
     pub cluster_addr_table: BTreeMap<String, Vec<String>>,
 }
 
-// ---------------------------------------------------------------------------------------------
-// Writer helpers
-// ---------------------------------------------------------------------------------------------
-
 fn write_string(out: &mut Vec<u8>, s: &str, dialect: Dialect) {
     match dialect {
         Dialect::Standard => json::write_str_browser(out, s),
@@ -138,31 +124,25 @@ fn str_entry<'o>(map: &'o mut Seq<'_>, key: &str, dialect: Dialect) -> &'o mut V
     out
 }
 
-/// Starts a map entry whose key is a Long/Integer: quoted in the standard dialect, bare in the
-/// legacy one.
+fn write_number(out: &mut Vec<u8>, v: i64, quoted: bool) {
+    let quote: &[u8] = if quoted { b"\"" } else { b"" };
+    out.extend_from_slice(quote);
+    json::write_i64(out, v);
+    out.extend_from_slice(quote);
+}
+
+/// Starts a map entry whose key is a Long/Integer: quoted in the standard dialect only.
 fn num_entry<'o>(map: &'o mut Seq<'_>, key: i64, dialect: Dialect) -> &'o mut Vec<u8> {
     let out = map.item();
-    match dialect {
-        Dialect::Standard => {
-            out.push(b'"');
-            json::write_i64(out, key);
-            out.push(b'"');
-        }
-        Dialect::Legacy => json::write_i64(out, key),
-    }
+    write_number(out, key, dialect == Dialect::Standard);
     out.push(b':');
     out
 }
 
 /// A long bean field value: BrowserCompatible writes longs beyond 2^53 as strings.
 fn write_long(out: &mut Vec<u8>, v: i64, dialect: Dialect) {
-    if dialect == Dialect::Standard && !(-JS_SAFE_LONG..=JS_SAFE_LONG).contains(&v) {
-        out.push(b'"');
-        json::write_i64(out, v);
-        out.push(b'"');
-    } else {
-        json::write_i64(out, v);
-    }
+    let unsafe_in_js = !(-JS_SAFE_LONG..=JS_SAFE_LONG).contains(&v);
+    write_number(out, v, dialect == Dialect::Standard && unsafe_in_js);
 }
 
 pub(super) fn write_str_array<'a>(
@@ -176,14 +156,6 @@ pub(super) fn write_str_array<'a>(
     }
     array.end();
 }
-
-// ---------------------------------------------------------------------------------------------
-// Reader helpers (over json::ValueRef)
-// ---------------------------------------------------------------------------------------------
-//
-// Decoders read a borrowed `json::Document` (no per-string allocation) and pick a bean's
-// fields with `ValueRef::get_many` (one pass over its members; the last duplicate wins, as
-// in a Java map). A member that is present but null counts as absent.
 
 pub(super) fn as_object<'d>(v: ValueRef<'d>, what: &str) -> Result<Members<'d>, ModelError> {
     match v.members() {
@@ -284,10 +256,6 @@ pub(super) fn dedup_last_wins<T>(entries: Vec<(String, T)>) -> Vec<(String, T)> 
     unique
 }
 
-// ---------------------------------------------------------------------------------------------
-// DataVersion
-// ---------------------------------------------------------------------------------------------
-
 impl DataVersion {
     /// A QUERY_DATA_VERSION body (or the compressed registration's part):
     /// `{"counter":..,"stateVersion":..,"timestamp":..}`; missing fields = 0.
@@ -365,10 +333,6 @@ impl DataVersion {
         o.end();
     }
 }
-
-// ---------------------------------------------------------------------------------------------
-// MappingInfo
-// ---------------------------------------------------------------------------------------------
 
 impl MappingInfo {
     /// Fields alphabetical: bname, currIdMap, dirty, epoch, scope, topic, totalQueues.
@@ -458,10 +422,6 @@ pub(super) fn mappings_from_ref(
     }
     Ok(dedup_last_wins(mappings))
 }
-
-// ---------------------------------------------------------------------------------------------
-// TopicRouteData, BrokerData, QueueData
-// ---------------------------------------------------------------------------------------------
 
 /// BrokerData encoding shared by route, cluster info and member group:
 /// brokerAddrs, brokerName, cluster, enableActingMaster, zoneName?.
@@ -645,10 +605,6 @@ impl TopicRouteData {
         })
     }
 }
-
-// ---------------------------------------------------------------------------------------------
-// ClusterInfo, TopicList, KVTable, member group
-// ---------------------------------------------------------------------------------------------
 
 impl ClusterInfo {
     /// `{"brokerAddrTable":{name:BrokerData},"clusterAddrTable":{cluster:[names]}}`, legacy.
