@@ -38,7 +38,10 @@ pub fn brokers(layout: &Layout, variants: usize) -> Vec<SimBroker> {
             let bodies: Vec<Vec<u8>> = (0..=variants).map(|v| layout.register_body(b, v)).collect();
             let decoded = bodies
                 .iter()
-                .map(|body| decode_register_body(body, false, 479, &limits).expect("body decodes"))
+                .map(|body| {
+                    decode_register_body(body, false, 479, &limits, &mut Default::default())
+                        .expect("body decodes")
+                })
                 .collect();
             let fingerprints = bodies.iter().map(|b| fingerprint(b)).collect();
             SimBroker {

@@ -277,17 +277,6 @@ impl Processor {
         }
     }
 
-    #[cfg(test)]
-    pub fn handle(
-        &mut self,
-        ctx: &RequestContext,
-        counters: &LoopStats,
-        cmd: &RemotingCommand,
-        out: &mut Vec<u8>,
-    ) -> Effects {
-        self.handle_with(ctx, counters, cmd, BodyWork::OnLoop, out)
-    }
-
     /// Handles one request and appends its response frame (if any) to `out`.
     pub fn handle_with(
         &mut self,

@@ -10,7 +10,7 @@ use super::field::{
 use super::header::{Encoded, Fields, NameLimits, ParseError};
 use crate::remoting::codes::request::NOTIFY_MIN_BROKER_ID_CHANGE;
 use crate::route::model::{
-    decode_register_body_reusing, BodyLimits, DataVersion, DecodeScratch, RegisterBody,
+    decode_register_body, BodyLimits, DataVersion, DecodeScratch, RegisterBody,
 };
 use crate::route::table::{
     BodyFingerprint, ConnId, MinIdNotification, RegisterRequest, UnregisterRequest,
@@ -139,9 +139,8 @@ impl<'a> RegisterBroker<'a> {
         scratch: &mut DecodeScratch,
     ) -> Result<RegisterBody, ParseError> {
         let (body, compressed) = (self.body, self.compressed);
-        let body =
-            decode_register_body_reusing(body, compressed, self.version, body_limits, scratch)
-                .map_err(|e| ParseError::BadRegisterBody(e.to_string()))?;
+        let body = decode_register_body(body, compressed, self.version, body_limits, scratch)
+            .map_err(|e| ParseError::BadRegisterBody(e.to_string()))?;
         for (_, tc) in &body.topics {
             names.check_topic_name(&tc.topic_name)?;
             let values = [tc.read_queue_nums, tc.write_queue_nums, tc.perm];

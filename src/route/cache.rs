@@ -79,11 +79,6 @@ impl RouteCache {
         *self = RouteCache::default();
     }
 
-    #[cfg(test)]
-    pub fn bytes(&self) -> usize {
-        self.bytes
-    }
-
     fn remove(&mut self, topic: &str, dialect: Dialect) {
         let Some(bodies) = self.bodies.get_mut(topic) else {
             return;
@@ -102,6 +97,12 @@ impl RouteCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl RouteCache {
+        pub(crate) fn bytes(&self) -> usize {
+            self.bytes
+        }
+    }
 
     fn body(len: usize) -> Bytes {
         Bytes::from(vec![b'x'; len])

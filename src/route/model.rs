@@ -12,8 +12,8 @@ use std::fmt;
 use crate::remoting::json::{self, Cursor, Field, Members, Seq, ValueRef};
 
 pub use super::register_body::{
-    decode_register_body, decode_register_body_reusing, encode_register_body_compressed,
-    encode_register_body_json, BodyLimits, DecodeScratch, RegisterBody, TopicConfig,
+    decode_register_body, encode_register_body_compressed, encode_register_body_json, BodyLimits,
+    DecodeScratch, RegisterBody, TopicConfig,
 };
 
 /// Largest long that BrowserCompatible fastjson writes as a number (2^53 - 1).

@@ -63,35 +63,13 @@ impl Default for BodyLimits {
     }
 }
 
-/// Decodes a REGISTER_BROKER body exactly as docs/protocol.md §4.1/§4.2 describe:
-/// - empty body => RegisterBody::default() (empty topics, DataVersion 0,0,0, filter_servers None);
-/// - `compressed` true, OR the body starts with 0x78 (zlib header; 5.x brokers flag compressed
-///   bodies as uncompressed, PROTOCOL §4.2 TRAP) => zlib-inflate (bounded by max_inflated_len)
-///   then the binary layout of §4.2 (mapping section only when version >= 413); topicSysFlag = 0;
-/// - else JSON: version < 37 => bare TopicConfigSerializeWrapper (filter_servers None), else
-///   RegisterBrokerBody. Missing TopicConfig numbers take Java's defaults (16, 16, 6, 0); a missing
-///   topicName takes the map key.
-///
-/// A negative version is an error (Java's `value2Version` throws). More than max_topics topics
-/// (or mapping entries) is an error.
+/// Decodes a REGISTER_BROKER body as docs/protocol.md §4.1/§4.2 describe: empty is the default
+/// body; compressed, or starting with 0x78 (5.x brokers flag compressed bodies as uncompressed,
+/// §4.2 TRAP), is inflated (up to `max_inflated_len`) and read as §4.2's binary layout; else
+/// JSON, a bare TopicConfigSerializeWrapper before V3_0_11. A negative version (Java's
+/// `value2Version` throws) or more than `max_topics` topics or mappings is an error. Topic names
+/// go into strings `scratch` kept from bodies applied before ([`DecodeScratch::recycle`]).
 pub fn decode_register_body(
-    body: &[u8],
-    compressed: bool,
-    version: i32,
-    limits: &BodyLimits,
-) -> Result<RegisterBody, ModelError> {
-    decode_register_body_reusing(
-        body,
-        compressed,
-        version,
-        limits,
-        &mut DecodeScratch::default(),
-    )
-}
-
-/// [`decode_register_body`] writing the topic names into strings `scratch` kept from bodies
-/// applied before (hand the body back with [`DecodeScratch::recycle`] once applied).
-pub fn decode_register_body_reusing(
     body: &[u8],
     compressed: bool,
     version: i32,
@@ -546,6 +524,16 @@ pub fn encode_register_body_compressed(body: &RegisterBody, version: i32) -> Vec
 mod tests {
     use super::*;
 
+    /// Decoded with nothing kept from earlier bodies.
+    fn decode_register_body(
+        body: &[u8],
+        compressed: bool,
+        version: i32,
+        limits: &BodyLimits,
+    ) -> Result<RegisterBody, ModelError> {
+        super::decode_register_body(body, compressed, version, limits, &mut Default::default())
+    }
+
     use crate::checksum::crc32;
     use crate::route::model::tests::{static_mapping, text, topic};
     use crate::test_support::fixture;
@@ -582,14 +570,9 @@ mod tests {
         for round in 0..3 {
             for text in &bodies {
                 let fresh = decode_register_body(text.as_bytes(), false, 479, &limits).unwrap();
-                let reused = decode_register_body_reusing(
-                    text.as_bytes(),
-                    false,
-                    479,
-                    &limits,
-                    &mut scratch,
-                )
-                .unwrap();
+                let reused =
+                    super::decode_register_body(text.as_bytes(), false, 479, &limits, &mut scratch)
+                        .unwrap();
                 assert_eq!(reused, fresh, "round {round}: {text}");
                 scratch.recycle(reused);
             }

@@ -290,9 +290,13 @@ pub fn check_register_body(data: &[u8]) {
     } else {
         rest
     };
-    let Ok(decoded) =
-        model::decode_register_body(body, compressed || mode & 16 != 0, version, &limits)
-    else {
+    let Ok(decoded) = model::decode_register_body(
+        body,
+        compressed || mode & 16 != 0,
+        version,
+        &limits,
+        &mut Default::default(),
+    ) else {
         return;
     };
     assert!(version >= 0, "a negative version is refused");
@@ -301,12 +305,14 @@ pub fn check_register_body(data: &[u8]) {
     // What was decoded re-encodes (as a 5.x broker would send it) and decodes the same.
     let mut json_body = Vec::new();
     model::encode_register_body_json(&decoded, &mut json_body);
-    let again = model::decode_register_body(&json_body, false, 479, &limits).unwrap_or_else(|e| {
-        panic!(
-            "re-encoded JSON body does not decode ({e}): {}",
-            String::from_utf8_lossy(&json_body)
-        )
-    });
+    let again =
+        model::decode_register_body(&json_body, false, 479, &limits, &mut Default::default())
+            .unwrap_or_else(|e| {
+                panic!(
+                    "re-encoded JSON body does not decode ({e}): {}",
+                    String::from_utf8_lossy(&json_body)
+                )
+            });
     assert_eq!(again.data_version, decoded.data_version);
     assert_eq!(again.topics, decoded.topics);
     assert_eq!(again.mappings.len(), decoded.mappings.len());

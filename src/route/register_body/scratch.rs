@@ -74,16 +74,18 @@ impl DecodeScratch {
             self.kept = topics;
         }
     }
-
-    /// Topics (strings to overwrite) kept now.
-    pub fn pooled(&self) -> usize {
-        self.kept.len()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl DecodeScratch {
+        /// Topics (strings to overwrite) kept now.
+        pub(crate) fn pooled(&self) -> usize {
+            self.kept.len()
+        }
+    }
 
     fn config(name: &str, perm: i32) -> (String, TopicConfig) {
         let tc = TopicConfig {

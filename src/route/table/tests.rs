@@ -2,6 +2,17 @@ use super::*;
 use crate::route::model::{DataVersion, Dialect, TopicConfig};
 use bytes::Bytes;
 
+impl RouteTable {
+    fn expire_silent_brokers(&mut self, now_ms: u64) -> Vec<ExpiredBroker> {
+        self.expire_silent_brokers_limited(now_ms, usize::MAX).0
+    }
+
+    fn data_version(&self, cluster: &str, addr: &str) -> Option<DataVersion> {
+        self.live_id(cluster, addr)
+            .map(|id| self.live[id].data_version)
+    }
+}
+
 fn fp(hash: u64) -> BodyFingerprint {
     BodyFingerprint {
         len: 1,

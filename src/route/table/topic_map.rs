@@ -185,11 +185,6 @@ impl<V, S: BuildHasher + Clone> TopicMap<V, S> {
         (shard, Probe { hash, name: topic })
     }
 
-    #[cfg(test)]
-    fn shard_of(&self, topic: &str) -> usize {
-        self.probe(topic).0
-    }
-
     pub fn len(&self) -> usize {
         self.len
     }
@@ -243,11 +238,6 @@ impl<V, S: BuildHasher + Clone> TopicMap<V, S> {
         self.iter().map(|(k, _)| k)
     }
 
-    #[cfg(test)]
-    pub fn capacity(&self) -> usize {
-        self.shards.iter().map(HashMap::capacity).sum()
-    }
-
     /// Shrinks the shards a mass removal left mostly empty; returns their old (empty) tables
     /// and the sum of their capacities.
     pub fn shrink_if_sparse(&mut self) -> (Vec<Shard<V, S>>, usize) {
@@ -282,6 +272,16 @@ pub(super) fn shrink_sparse<K: Hash + Eq, V, S: BuildHasher + Clone>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl<V, S: BuildHasher + Clone> TopicMap<V, S> {
+        fn shard_of(&self, topic: &str) -> usize {
+            self.probe(topic).0
+        }
+
+        pub(crate) fn capacity(&self) -> usize {
+            self.shards.iter().map(HashMap::capacity).sum()
+        }
+    }
 
     #[test]
     fn behaves_as_one_map() {
