@@ -54,7 +54,7 @@ impl Processor {
     /// unregister its other brokers in a batch of their own).
     pub fn expire_silent_brokers(&mut self, now_ms: u64, limit: usize) -> (Vec<ConnId>, bool) {
         let (expired, more): (Vec<ExpiredBroker>, bool) =
-            self.table.expire_silent_brokers_limited(now_ms, limit);
+            self.table.expire_silent_brokers(now_ms, limit);
         log_grouped(
             log::Level::Warn,
             "broker expired",

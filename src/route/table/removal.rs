@@ -57,7 +57,7 @@ impl RouteTable {
 
     /// Live brokers whose deadline has passed, each reported once (they stay until their
     /// unregistration is applied, as in Java), from at most `limit` bucket entries; true: more.
-    pub fn expire_silent_brokers_limited(
+    pub fn expire_silent_brokers(
         &mut self,
         now_ms: u64,
         limit: usize,
