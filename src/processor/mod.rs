@@ -16,8 +16,8 @@ use crate::remoting::command::{RemotingCommand, SerializeType};
 use crate::request::{BodyDone, NameLimits, ParseError, Request};
 use crate::route::model::{BodyLimits, DecodeScratch, RegisterBody};
 use crate::route::table::{
-    BoundExceeded, ConnId, RemovalReason, RouteBounds, RouteSettings, RouteTable,
-    UnregisterRequest, FLAG_UNIT, FLAG_UNIT_SUB,
+    ConnId, RemovalReason, RouteBounds, RouteSettings, RouteTable, UnregisterRequest, FLAG_UNIT,
+    FLAG_UNIT_SUB,
 };
 use crossbeam_channel::Sender;
 use log::{debug, warn};
@@ -73,15 +73,8 @@ const OVERLOAD_REMARK: &str = "[OVERLOAD]system busy, start flow control for a w
 #[derive(Debug)]
 enum Refusal {
     Parse(ParseError),
-    NotAllowed {
-        code: i32,
-        list: &'static str,
-    },
-    /// An UNREGISTER_BROKER of `broker` (`name@addr (cluster)`) from the wrong sender.
-    UnregisterNotAllowed {
-        broker: String,
-    },
-    Bound(BoundExceeded),
+    /// NO_PERMISSION with this remark (an allow-list, or UNREGISTER_BROKER's sender).
+    NotAllowed(String),
     CrcMismatch,
     /// Java answers SYSTEM_ERROR without a remark.
     UnregisterQueueFull,
@@ -110,7 +103,7 @@ impl Refusal {
         };
         match self {
             Refusal::Parse(ParseError::NotSupported(_)) => REQUEST_CODE_NOT_SUPPORTED,
-            Refusal::NotAllowed { .. } | Refusal::UnregisterNotAllowed { .. } => NO_PERMISSION,
+            Refusal::NotAllowed(_) => NO_PERMISSION,
             Refusal::Overloaded | Refusal::ConfigBacklog { .. } => SYSTEM_BUSY,
             Refusal::Kv(refusal) if refusal.is_busy() => SYSTEM_BUSY,
             Refusal::TopicNotExist(_) => TOPIC_NOT_EXIST,
@@ -141,14 +134,7 @@ impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Refusal::Parse(e) => write!(f, "{e}"),
-            Refusal::NotAllowed { code, list } => {
-                write!(f, "request {code} is not allowed from this address ({list})")
-            }
-            Refusal::UnregisterNotAllowed { broker } => write!(
-                f,
-                "UNREGISTER_BROKER of {broker} refused: not sent over that broker's registration connection, nor from an address in adminAllowList"
-            ),
-            Refusal::Bound(e) => write!(f, "{e}"),
+            Refusal::NotAllowed(remark) | Refusal::Failed(remark) => f.write_str(remark),
             Refusal::CrcMismatch => f.write_str("crc32 not match"),
             Refusal::UnregisterQueueFull => f.write_str("the unregistration queue is full"),
             Refusal::Overloaded => f.write_str(OVERLOAD_REMARK),
@@ -169,7 +155,6 @@ impl std::fmt::Display for Refusal {
                 "[OVERLOAD] {waiting} config updates are waiting for the disk; try again later"
             ),
             Refusal::NoConnection => f.write_str("no connection to answer"),
-            Refusal::Failed(remark) => f.write_str(remark),
         }
     }
 }
@@ -408,7 +393,9 @@ impl Processor {
         if allows(list, ctx.peer) {
             return Ok(());
         }
-        let refusal = Refusal::NotAllowed { code, list: key };
+        let refusal = Refusal::NotAllowed(format!(
+            "request {code} is not allowed from this address ({key})"
+        ));
         self.warn_refused(ctx, code, &refusal);
         Err(refusal)
     }

@@ -226,7 +226,7 @@ impl Processor {
         if self.stats.bounds_reached.admit(ctx.now_ms) {
             warn!("refused {what} from {:?}: {e}", ctx.peer);
         }
-        Refusal::Bound(e)
+        Refusal::Failed(e.to_string())
     }
 
     /// A registration took its address from another broker name: warned (rate-limited).

@@ -84,7 +84,7 @@ fn topic_list<'a>(topics: impl Iterator<Item = &'a str>, broker_addr: Option<&st
 }
 
 /// ZoneRouteRPCHook (§5.8): keep brokers without a master or in the requested zone.
-pub fn filter_by_zone(route: &mut TopicRouteData, zone: &str) {
+fn filter_by_zone(route: &mut TopicRouteData, zone: &str) {
     let mut removed_addrs = Vec::new();
     let mut removed_names = Vec::new();
     route.broker_datas.retain(|b| {

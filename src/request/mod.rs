@@ -43,8 +43,7 @@ pub use admin::{
     DeleteTopic, GetKvList, KvKey, PutKvConfig, RegisterTopic, UpdateNamesrvConfig, WritePerm,
 };
 pub use broker::{
-    body_fingerprint, BrokerHeartbeat, BrokerRef, GetBrokerMemberGroup, QueryDataVersion,
-    RegisterBroker,
+    BrokerHeartbeat, BrokerRef, GetBrokerMemberGroup, QueryDataVersion, RegisterBroker,
 };
 pub use header::{BodyDone, Encoded, NameLimits, ParseError};
 pub use routes::{GetRouteInfo, GetTopicsByCluster};

@@ -169,11 +169,6 @@ pub(super) fn present<F: Field>(v: Option<F>) -> Option<F> {
     v.filter(|v| !v.is_null())
 }
 
-/// A member that is present and not null.
-fn member<'d>(obj: ValueRef<'d>, key: &str) -> Option<ValueRef<'d>> {
-    present(obj.get(key))
-}
-
 /// A long bean field (`key` of `what`) found as `v`.
 fn long_field(
     v: Option<impl Field>,
@@ -696,7 +691,7 @@ pub fn decode_kv_table(body: &[u8]) -> Result<Vec<(String, String)>, ModelError>
     let doc = json::parse_borrowed(body, &json::Limits::default())?;
     let v = doc.root();
     as_object(v, "KVTable")?;
-    let Some(table) = member(v, "table") else {
+    let Some(table) = present(v.get("table")) else {
         return Ok(Vec::new());
     };
     let entries = as_object(table, "table")?
