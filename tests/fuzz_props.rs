@@ -539,7 +539,7 @@ fn route_bodies_decode_and_round_trip() {
         seeds.push(out);
     }
     let mut kv = Vec::new();
-    model::encode_kv_table([("a", "1"), ("b", "\u{e9}")].into_iter(), &mut kv);
+    oracles::encode_kv_table([("a", "1"), ("b", "\u{e9}")].into_iter(), &mut kv);
     seeds.push(kv);
     let mut list = Vec::new();
     model::encode_topic_list(["T1", "T2"].into_iter(), Some("10.0.0.1:10911"), &mut list);

@@ -54,16 +54,6 @@ pub struct NameLimits {
     pub max_queue_nums: i32,
 }
 
-impl Default for NameLimits {
-    fn default() -> Self {
-        NameLimits {
-            max_name_length: 255,
-            max_topic_name_length: 127,
-            max_queue_nums: 65_536,
-        }
-    }
-}
-
 #[derive(Clone, Copy)]
 pub(super) struct Fields<'a> {
     pub cmd: &'a RemotingCommand,
@@ -189,6 +179,16 @@ fn parse_i64_field(text: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Default for NameLimits {
+        fn default() -> Self {
+            NameLimits {
+                max_name_length: 255,
+                max_topic_name_length: 127,
+                max_queue_nums: 65_536,
+            }
+        }
+    }
 
     /// The digits-only path reads what trimming and parsing reads.
     #[test]

@@ -369,7 +369,7 @@ pub fn check_models(data: &[u8]) {
     }
     if let Ok(table) = model::decode_kv_table(data) {
         let mut out = Vec::new();
-        model::encode_kv_table(
+        encode_kv_table(
             table.iter().map(|(k, v)| (k.as_str(), v.as_str())),
             &mut out,
         );
@@ -418,4 +418,15 @@ pub fn check_properties(data: &[u8]) {
         written,
         "config does not survive a write and re-read"
     );
+}
+
+/// KVTable `{"table":{k:v}}` as the server's KV store writes it.
+pub fn encode_kv_table<'a>(entries: impl Iterator<Item = (&'a str, &'a str)>, out: &mut Vec<u8>) {
+    let mut o = json::Seq::object(out);
+    let mut table = json::Seq::object(o.field("table"));
+    for (k, v) in entries {
+        json::write_str(table.key(k), v);
+    }
+    table.end();
+    o.end();
 }

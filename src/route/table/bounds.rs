@@ -9,21 +9,12 @@ use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `Default` is all zero: the processor sets them from the config.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RouteBounds {
     pub max_brokers: usize,
     pub max_topics: usize,
     pub max_topics_per_broker: usize,
-}
-
-impl Default for RouteBounds {
-    fn default() -> Self {
-        RouteBounds {
-            max_brokers: 10_000,
-            max_topics: 1_000_000,
-            max_topics_per_broker: 100_000,
-        }
-    }
 }
 
 /// A registration refused because the registry would outgrow a bound. `Display` is the remark.
