@@ -17,13 +17,8 @@ impl Processor {
             r.broker_name
         );
         let count = i32::try_from(count).unwrap_or(i32::MAX);
-        let header = if enable {
-            PermReply::Added(count)
-        } else {
-            PermReply::Wiped(count)
-        };
         Ok(Reply {
-            ext: ReplyExt::Pairs(header.encode()),
+            ext: ReplyExt::Pairs(PermReply::encode(enable, count)),
             ..Reply::ok()
         })
     }

@@ -4,7 +4,7 @@
 
 use super::Processor;
 use crate::event_loop::LoopStats;
-use crate::remoting::json::{write_i64, write_key};
+use crate::remoting::json::{write_i64, Seq};
 use log::{info, warn};
 use std::collections::HashMap;
 
@@ -233,22 +233,16 @@ impl Processor {
             ("longTurns", l.long_turns),
         ];
         let mut out = Vec::with_capacity(512);
-        out.push(b'{');
+        let mut o = Seq::object(&mut out);
         for (k, v) in fields {
-            write_key(&mut out, k);
-            write_i64(&mut out, v as i64);
-            out.push(b',');
+            write_i64(o.field(k), v as i64);
         }
-        write_key(&mut out, "requests");
-        out.push(b'{');
-        for (i, (code, n)) in s.requests_by_code.sorted().into_iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_key(&mut out, &code.to_string());
-            write_i64(&mut out, n as i64);
+        let mut requests = Seq::object(o.field("requests"));
+        for (code, n) in s.requests_by_code.sorted() {
+            write_i64(requests.key(&code.to_string()), n as i64);
         }
-        out.extend_from_slice(b"}}");
+        requests.end();
+        o.end();
         out
     }
 }
