@@ -508,6 +508,21 @@ fn queue_data_from_ref(v: ValueRef<'_>) -> Result<QueueData, ModelError> {
     })
 }
 
+/// The object `v`'s non-null members, each read by `item` (absent or null: empty).
+fn map_of<T>(
+    v: Option<ValueRef<'_>>,
+    what: &str,
+    item: impl Fn(ValueRef<'_>) -> Result<T, ModelError>,
+) -> Result<BTreeMap<String, T>, ModelError> {
+    let Some(v) = present(v) else {
+        return Ok(BTreeMap::new());
+    };
+    let members = as_object(v, what)?.filter(|(_, value)| !value.is_null());
+    members
+        .map(|(k, value)| Ok((k.to_owned(), item(value)?)))
+        .collect()
+}
+
 fn array_of<T>(
     v: Option<ValueRef<'_>>,
     what: &str,
@@ -575,18 +590,9 @@ impl TopicRouteData {
                 "queueDatas",
                 "brokerDatas",
             ]);
-        let mut filter_server_table = BTreeMap::new();
-        if let Some(table) = present(filter_table) {
-            for (addr, servers) in as_object(table, "filterServerTable")? {
-                if servers.is_null() {
-                    continue;
-                }
-                filter_server_table.insert(
-                    addr.to_owned(),
-                    string_list(servers, "filterServerTable value")?,
-                );
-            }
-        }
+        let filter_server_table = map_of(filter_table, "filterServerTable", |servers| {
+            string_list(servers, "filterServerTable value")
+        })?;
         let topic_queue_mapping_by_broker = match present(mapping_by_broker) {
             Some(map) => Some(mappings_from_ref(map, usize::MAX)?),
             None => None,
@@ -625,28 +631,12 @@ impl ClusterInfo {
         let v = doc.root();
         as_object(v, "ClusterInfo")?;
         let [broker_table, cluster_table] = v.get_many(["brokerAddrTable", "clusterAddrTable"]);
-        let mut info = ClusterInfo::default();
-        if let Some(table) = present(broker_table) {
-            for (name, broker) in as_object(table, "brokerAddrTable")? {
-                if broker.is_null() {
-                    continue;
-                }
-                info.broker_addr_table
-                    .insert(name.to_owned(), broker_data_from_ref(broker)?);
-            }
-        }
-        if let Some(table) = present(cluster_table) {
-            for (cluster, names) in as_object(table, "clusterAddrTable")? {
-                if names.is_null() {
-                    continue;
-                }
-                info.cluster_addr_table.insert(
-                    cluster.to_owned(),
-                    string_list(names, "clusterAddrTable value")?,
-                );
-            }
-        }
-        Ok(info)
+        Ok(ClusterInfo {
+            broker_addr_table: map_of(broker_table, "brokerAddrTable", broker_data_from_ref)?,
+            cluster_addr_table: map_of(cluster_table, "clusterAddrTable", |names| {
+                string_list(names, "clusterAddrTable value")
+            })?,
+        })
     }
 }
 

@@ -1,12 +1,7 @@
-//! The REGISTER_BROKER body (docs/protocol.md §4): decoding every shape a broker sends, and the
-//! encoders the tests and `rmq-bench` use to send them.
-//!
-//! A body is a RegisterBrokerBody in fastjson's JSON (5.x and 4.x brokers), a bare
-//! TopicConfigSerializeWrapper (brokers before V3_0_11), or the compressed binary layout
-//! (§4.2): zlib (RFC 1950, as `java.util.zip.Deflater`) around length-prefixed parts. It is the
-//! largest thing a peer sends, so every count and length in it is checked against what is
-//! left, and inflating stops at a hard output limit: a zip bomb fails instead of growing
-//! memory. The data types and field readers it builds on are [`super::model`]'s.
+//! The REGISTER_BROKER body (docs/protocol.md §4): decoding every shape a broker sends (fastjson
+//! JSON, or zlib around length-prefixed parts), and the encoders the client uses to send them.
+//! It is the largest thing a peer sends: every count and length is checked against what is
+//! left, and inflating stops at a hard output limit, so a zip bomb fails instead of growing.
 
 use crate::remoting::codes::version::{V3_0_11, V5_0_0};
 use crate::remoting::json::{self, Cursor, Item, Scalar, Seq};
@@ -34,7 +29,6 @@ pub struct TopicConfig {
     pub topic_sys_flag: i32,
 }
 
-/// RegisterBrokerBody as the NameServer uses it.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RegisterBody {
     pub data_version: DataVersion,
@@ -86,10 +80,8 @@ pub fn decode_register_body(
     }
 }
 
-/// A RegisterBrokerBody (or, before V3_0_11, a bare wrapper) in fastjson's JSON, read
-/// member by member with the JSON cursor straight into the body: no document of the whole
-/// body is built, and the topic names go into the strings `scratch` kept. Repeated members:
-/// the last wins, as in a Java map; a null member counts as absent.
+/// A RegisterBrokerBody (before V3_0_11 a bare wrapper), read member by member with the JSON
+/// cursor straight into the body: no document of the whole body is built.
 fn decode_json_body(
     body: &[u8],
     version: i32,
@@ -202,8 +194,7 @@ fn topic_table(
 }
 
 /// One TopicConfig, as entry `at` of `topics`: missing members take Java's defaults, a
-/// missing topicName the map `key`. Each member's last value counts (a Java map's view), so
-/// values are coerced once all are read.
+/// missing topicName the map `key`; values are coerced once all are read (the last counts).
 fn topic_config<'a>(
     c: &mut Cursor<'a>,
     key: &str,
@@ -247,13 +238,11 @@ fn topic_config<'a>(
     Ok(())
 }
 
-/// A TopicConfig exactly as a broker's fastjson writes it, members in alphabetical order:
-/// `{["attributes":{},]"order":false,"perm":6,"readQueueNums":8,"topicFilterType":"SINGLE_TAG",
-/// "topicName":"T","topicSysFlag":0,"writeQueueNums":8}` (`attributes` since 5.x, empty unless
-/// a topic has some). Keys and fixed values are compared as bytes, only the numbers and the
-/// name read (`None` when it is the map key, `plain_key`). Anything else is `None`, and
-/// [`topic_config`] reads the member loop from where this started. Without this, a changed registration of 100 topics cost 2.5 times the
-/// instructions (`benches/scripts/cgdelta.sh NS "register --churn"`).
+/// A TopicConfig exactly as a broker's fastjson writes it (alphabetical, `attributes` since 5.x):
+/// keys and fixed values compared as bytes, only the numbers and the name read (`None` when it
+/// is the map key, `plain_key`); anything else is `None`, for [`topic_config`]. Without this, a
+/// changed registration of 100 topics cost 2.5 times the instructions
+/// (`benches/scripts/cgdelta.sh NS "register --churn"`).
 fn broker_layout<'a>(
     c: &mut Cursor<'a>,
     plain_key: Option<&str>,
@@ -287,8 +276,7 @@ fn broker_layout<'a>(
     (!c.next(false).ok()?).then_some((name, tc))
 }
 
-/// Reads the int32-BE length-prefixed parts of an inflated body; every prefix is checked
-/// against what is left.
+/// Reads the int32-BE length-prefixed parts of an inflated body, each checked against the rest.
 struct PartReader<'a> {
     rest: &'a [u8],
 }
@@ -343,8 +331,7 @@ fn decode_compressed(
     version: i32,
     limits: &BodyLimits,
 ) -> Result<RegisterBody, ModelError> {
-    // The limited inflater grows its buffer step by step and stops at the limit, so memory is
-    // bounded by min(actual output, max_inflated_len) whatever the stream claims.
+    // Grows step by step up to the limit, whatever the stream claims.
     let inflated =
         miniz_oxide::inflate::decompress_to_vec_zlib_with_limit(body, limits.max_inflated_len)
             .map_err(|e| match e.status {
@@ -465,8 +452,7 @@ fn encode_topic_config(tc: &TopicConfig, out: &mut Vec<u8>) {
 }
 
 fn push_part(out: &mut Vec<u8>, part: &[u8]) {
-    // Parts are built by us from in-memory data; a part over 2 GiB cannot be represented and
-    // is clamped rather than wrapped (the receiver then reports truncation).
+    // A part over 2 GiB is clamped, not wrapped (the receiver then reports truncation).
     let len = i32::try_from(part.len()).unwrap_or(i32::MAX);
     out.extend_from_slice(&len.to_be_bytes());
     out.extend_from_slice(part);
