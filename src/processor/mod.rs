@@ -13,7 +13,7 @@ use crate::event_loop::LoopStats;
 use crate::kv::{DurableWriter, KvRefusal, KvStore};
 use crate::remoting::codes::{self, response};
 use crate::remoting::command::{RemotingCommand, SerializeType};
-use crate::request::{BodyDone, NameLimits, ParseError, Request};
+use crate::request::{NameLimits, ParseError, Request};
 use crate::route::model::{BodyLimits, DecodeScratch, RegisterBody};
 use crate::route::table::{
     ConnId, RemovalReason, RouteBounds, RouteSettings, RouteTable, UnregisterRequest, FLAG_UNIT,
@@ -365,11 +365,8 @@ impl Processor {
         }
         let limits = self.name_limits();
         // A body the worker has seen is never decoded on the loop.
-        let done = match &work {
-            BodyWork::OffLoop(_) => BodyDone::Decoded,
-            BodyWork::OnLoop => BodyDone::Nothing,
-        };
-        match Request::parse_after(cmd, &limits, done) {
+        let decoded = matches!(work, BodyWork::OffLoop(_));
+        match Request::parse_after(cmd, &limits, decoded) {
             Ok(request) => self.apply(ctx, counters, request, ticket, work),
             Err(e) => {
                 if !matches!(e, ParseError::NotSupported(_)) {

@@ -2,7 +2,7 @@
 //! write permission, properties). Topic names are validated here, before anything changes.
 
 use super::field::{BROKER_NAME, CLUSTER_NAME, KEY, NAMESPACE, TOPIC, VALUE};
-use super::header::{BodyDone, Encoded, Fields, ParseError};
+use super::header::{Encoded, Fields, ParseError};
 use crate::route::model::{Dialect, QueueData, TopicRouteData};
 
 text_request! {
@@ -61,7 +61,7 @@ impl<'a> RegisterTopic<'a> {
     pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
         let topic = h.required(TOPIC)?;
         h.limits.validate_topic(topic)?;
-        let queue_datas = if h.body().is_empty() || h.done == BodyDone::Decoded {
+        let queue_datas = if h.body().is_empty() || h.body_decoded {
             Vec::new()
         } else {
             TopicRouteData::decode(h.body())

@@ -312,7 +312,6 @@ text_request! {
 mod tests {
     use super::*;
     use crate::remoting::command::{RemotingCommand, SerializeType};
-    use crate::request::BodyDone;
 
     fn query(body: &[u8]) -> RemotingCommand {
         RemotingCommand {
@@ -392,7 +391,7 @@ mod tests {
             let h = Fields {
                 cmd: &cmd,
                 limits: &limits,
-                done: BodyDone::Nothing,
+                body_decoded: false,
             };
             let q = QueryDataVersion::parse(h).expect("header");
             for stored in versions.iter().map(Some).chain([None]) {

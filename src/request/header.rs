@@ -58,16 +58,9 @@ pub struct NameLimits {
 pub(super) struct Fields<'a> {
     pub cmd: &'a RemotingCommand,
     pub limits: &'a NameLimits,
-    pub done: BodyDone,
-}
-
-/// What the decode worker already did with a request's body, so that the loop does not redo it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BodyDone {
-    Nothing,
-    /// A REGISTER_TOPIC_IN_NAMESRV body was decoded and checked: the parse leaves
-    /// `queue_datas` empty for the caller to fill in.
-    Decoded,
+    /// The decode worker already decoded and checked the body: a REGISTER_TOPIC_IN_NAMESRV
+    /// parse leaves `queue_datas` empty for the caller to fill in.
+    pub body_decoded: bool,
 }
 
 impl<'a> Fields<'a> {

@@ -45,7 +45,7 @@ pub use admin::{
 pub use broker::{
     BrokerHeartbeat, BrokerRef, GetBrokerMemberGroup, QueryDataVersion, RegisterBroker,
 };
-pub use header::{BodyDone, Encoded, NameLimits, ParseError};
+pub use header::{Encoded, NameLimits, ParseError};
 pub use routes::{GetRouteInfo, GetTopicsByCluster};
 
 use crate::remoting::codes::request as code;
@@ -64,13 +64,13 @@ macro_rules! requests {
         }
 
         impl<'a> Request<'a> {
-            /// As [`Request::parse`], when the decode worker already did `done` with the body.
+            /// As [`Request::parse`]; `body_decoded`: the decode worker already decoded the body.
             pub fn parse_after(
                 cmd: &'a RemotingCommand,
                 limits: &'a NameLimits,
-                done: BodyDone,
+                body_decoded: bool,
             ) -> Result<Self, ParseError> {
-                let h = Fields { cmd, limits, done };
+                let h = Fields { cmd, limits, body_decoded };
                 Ok(match cmd.code {
                     $(code::$code => Request::$variant $(($typed::parse(h)?))?,)*
                     other => return Err(ParseError::NotSupported(other)),
@@ -133,7 +133,7 @@ impl<'a> Request<'a> {
     /// Parses `cmd` by its code. Codes the name server does not answer (unknown ones, and
     /// 905, which it only sends) are [`ParseError::NotSupported`].
     pub fn parse(cmd: &'a RemotingCommand, limits: &'a NameLimits) -> Result<Self, ParseError> {
-        Request::parse_after(cmd, limits, BodyDone::Nothing)
+        Request::parse_after(cmd, limits, false)
     }
 }
 
