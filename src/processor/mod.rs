@@ -1,11 +1,8 @@
 //! Typed request -> behaviour: one handler per [`Request`], and the one place where errors
 //! ([`ParseError`], [`Refusal`]) become Java's response codes and remarks (docs/protocol.md §3).
 //! The processor owns the state (route table, KV store, config, counters) and runs on the
-//! loop thread, never blocking on the network or the disk: unregistrations, 905 notifications
-//! and durable writes go to threads through the [`Outbox`]; an answer given once a change is
-//! on disk is in [`Effects::deferred`]. One file per area, mirroring `crate::request`; a new
-//! request code needs a row in `remoting::codes`, a typed request and an arm in
-//! [`Processor::apply`] (an exhaustive match).
+//! loop thread, never blocking: unregistrations, 905 notifications and durable writes go to
+//! threads through the [`Outbox`]. One file per area, mirroring `crate::request`.
 
 use crate::config::{Cidr, NamesrvConfig, SerializeTypeSetting, UpdateError};
 use crate::event_loop::oneway::Oneway;

@@ -75,8 +75,7 @@ impl<'a> RegisterBroker<'a> {
         })
     }
 
-    /// The header and body as a broker sends them (`version` is the command's, set by the
-    /// sender). `enableActingMaster` is left out for a 4.x broker.
+    /// As a broker sends it (`enableActingMaster` left out for a 4.x broker).
     pub fn encode(&self, e: &mut Encoded<'a>) {
         e.put(BROKER_NAME, self.broker_name);
         e.put(BROKER_ADDR, self.broker_addr);
@@ -126,8 +125,7 @@ impl<'a> RegisterBroker<'a> {
         }
     }
 
-    /// The body's actual CRC when the header names a different one (0 in the header: not
-    /// checked).
+    /// The body's actual CRC when the header names another (0 in the header: not checked).
     pub fn crc_mismatch(&self) -> Option<i64> {
         if self.body_crc32 == 0 {
             return None;
@@ -137,7 +135,7 @@ impl<'a> RegisterBroker<'a> {
     }
 
     /// Decodes the body and checks its topic configs (`rules`), so that a refused body changes
-    /// nothing. Topic names reuse strings `scratch` kept from applied bodies.
+    /// nothing.
     pub fn decode_body(
         &self,
         body_limits: &BodyLimits,
@@ -204,7 +202,6 @@ pub struct QueryDataVersion<'a> {
 pub const MAX_DATA_VERSION_BYTES: usize = 4096;
 
 impl<'a> QueryDataVersion<'a> {
-    /// `body` is the DataVersion as [`DataVersion::encode`] writes it, or empty.
     pub fn new(broker: BrokerRef<'a>, body: &'a [u8]) -> Self {
         QueryDataVersion { broker, body }
     }

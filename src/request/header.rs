@@ -1,6 +1,5 @@
 //! Reading a request's custom header (`extFields`) into typed values ([`Fields`]), writing one
 //! ([`Encoded`]), and [`ParseError`], whose text is the remark (Java's, where Java has one).
-//! Refusals are logged by the processor, rate-limited, so that bad requests cannot flood the log.
 
 use crate::remoting::command::{encode_frame, Header, RemotingCommand, SerializeType};
 use std::borrow::Cow;
@@ -91,8 +90,8 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// A request as a sender writes it: code, header fields in written order, body. Filled by the
-/// typed requests' `encode`; `version`, `language` and `opaque` are the sender's.
+/// A request as a sender writes it (code, header fields in order, body), filled by the typed
+/// requests' `encode`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Encoded<'a> {
     pub code: i32,

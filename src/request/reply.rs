@@ -55,7 +55,6 @@ impl KvValueReply {
 pub struct DataVersionReply;
 
 impl DataVersionReply {
-    /// The field's name and its two values (the server writes the answer from templates).
     pub const FIELD: &'static str = CHANGED;
 
     pub fn value(changed: bool) -> &'static str {

@@ -158,10 +158,8 @@ pub(super) fn write_str_array<'a>(
 }
 
 pub(super) fn as_object<'d>(v: ValueRef<'d>, what: &str) -> Result<Members<'d>, ModelError> {
-    match v.members() {
-        Some(members) => Ok(members),
-        None => err(format!("{what} is not a JSON object")),
-    }
+    v.members()
+        .ok_or_else(|| ModelError(format!("{what} is not a JSON object")))
 }
 
 /// A member value that is present and not null.
@@ -178,10 +176,9 @@ fn long_field(
 ) -> Result<i64, ModelError> {
     match present(v) {
         None => Ok(default),
-        Some(v) => match v.as_i64() {
-            Some(n) => Ok(n),
-            None => err(format!("{what}.{key} is not a long")),
-        },
+        Some(v) => v
+            .as_i64()
+            .ok_or_else(|| ModelError(format!("{what}.{key} is not a long"))),
     }
 }
 
@@ -193,20 +190,18 @@ pub(super) fn int_field(
 ) -> Result<i32, ModelError> {
     match present(v) {
         None => Ok(default),
-        Some(v) => match v.as_i32() {
-            Some(n) => Ok(n),
-            None => err(format!("{what}.{key} is not an int")),
-        },
+        Some(v) => v
+            .as_i32()
+            .ok_or_else(|| ModelError(format!("{what}.{key} is not an int"))),
     }
 }
 
 fn bool_field(v: Option<impl Field>, what: &str, key: &str) -> Result<bool, ModelError> {
     match present(v) {
         None => Ok(false),
-        Some(v) => match v.as_bool() {
-            Some(b) => Ok(b),
-            None => err(format!("{what}.{key} is not a boolean")),
-        },
+        Some(v) => v
+            .as_bool()
+            .ok_or_else(|| ModelError(format!("{what}.{key} is not a boolean"))),
     }
 }
 
@@ -216,10 +211,9 @@ pub(super) fn string_field(v: Option<impl Field>) -> Option<String> {
 }
 
 pub(super) fn string_list(v: ValueRef<'_>, what: &str) -> Result<Vec<String>, ModelError> {
-    match v.items() {
-        Some(items) => Ok(items.map(|item| item.to_text()).collect()),
-        None => err(format!("{what} is not a JSON array")),
-    }
+    let items = v.items();
+    let items = items.ok_or_else(|| ModelError(format!("{what} is not a JSON array")))?;
+    Ok(items.map(|item| item.to_text()).collect())
 }
 
 /// Keeps one entry per key: the last value at the first key's position (a Java map's `put`).
