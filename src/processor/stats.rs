@@ -2,7 +2,7 @@
 //! extension's body) and how it logs under load: refusals and other warnings a few lines per
 //! interval, then a count; route changes summarised once per interval.
 
-use super::Processor;
+use super::{Processor, Refusal, Reply};
 use crate::event_loop::LoopStats;
 use crate::remoting::json::{write_i64, Seq};
 use log::{info, warn};
@@ -205,7 +205,8 @@ impl Processor {
         }
     }
 
-    pub(super) fn stats_body(&self, l: &LoopStats) -> Vec<u8> {
+    /// The stats extension's answer.
+    pub(super) fn stats(&self, l: &LoopStats) -> Result<Reply, Refusal> {
         let (t, s) = (&self.table, &self.stats);
         let fields: [(&str, u64); 23] = [
             ("connections", l.connections as u64),
@@ -243,7 +244,7 @@ impl Processor {
         }
         requests.end();
         o.end();
-        out
+        Ok(Reply::with_body(out))
     }
 }
 

@@ -162,6 +162,15 @@ pub(super) fn as_object<'d>(v: ValueRef<'d>, what: &str) -> Result<Members<'d>, 
         .ok_or_else(|| ModelError(format!("{what} is not a JSON object")))
 }
 
+/// Fails unless the value at `c` is an object (a malformed value fails as bad JSON first).
+pub(super) fn expect_object(c: &mut Cursor<'_>, what: &str) -> Result<(), ModelError> {
+    if c.peek() == Some(b'{') {
+        return Ok(());
+    }
+    c.skip()?;
+    err(format!("{what} is not a JSON object"))
+}
+
 /// A member value that is present and not null.
 pub(super) fn present<F: Field>(v: Option<F>) -> Option<F> {
     v.filter(|v| !v.is_null())
@@ -271,10 +280,7 @@ impl DataVersion {
             return Ok(v);
         }
         c.rewind(mark);
-        if c.peek() != Some(b'{') {
-            c.skip()?;
-            return err(format!("{WHAT} is not a JSON object"));
-        }
+        expect_object(c, WHAT)?;
         let [mut counter, mut state_version, mut timestamp] = [None, None, None];
         c.members(|c, key| {
             let field = match &*key {

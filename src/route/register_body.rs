@@ -8,8 +8,8 @@ use crate::remoting::json::{self, Cursor, Item, Scalar, Seq};
 use std::borrow::Cow;
 
 use super::model::{
-    dedup_last_wins, err, int_field, mappings_from_ref, present, string_field, string_list,
-    write_str_array, DataVersion, Dialect, MappingInfo, ModelError,
+    dedup_last_wins, err, expect_object, int_field, mappings_from_ref, present, string_field,
+    string_list, write_str_array, DataVersion, Dialect, MappingInfo, ModelError,
 };
 
 mod scratch;
@@ -90,10 +90,7 @@ fn decode_json_body(
 ) -> Result<RegisterBody, ModelError> {
     let mut c = Cursor::checking_strings(body, &limits.json)?;
     let mut decoded = RegisterBody::default();
-    if c.peek() != Some(b'{') {
-        c.skip()?;
-        return err("RegisterBrokerBody is not a JSON object");
-    }
+    expect_object(&mut c, "RegisterBrokerBody")?;
     if version < V3_0_11 {
         wrapper(&mut c, &mut decoded, limits, scratch)?;
     } else {
@@ -129,10 +126,7 @@ fn wrapper(
     if c.null()? {
         return Ok(());
     }
-    if c.peek() != Some(b'{') {
-        c.skip()?;
-        return err("topicConfigSerializeWrapper is not a JSON object");
-    }
+    expect_object(c, "topicConfigSerializeWrapper")?;
     c.members(|c, key| {
         match &*key {
             "dataVersion" if c.null()? => out.data_version = DataVersion::default(),
@@ -160,10 +154,7 @@ fn topic_table(
     if c.null()? {
         return Ok(Vec::new());
     }
-    if c.peek() != Some(b'{') {
-        c.skip()?;
-        return err("topicConfigTable is not a JSON object");
-    }
+    expect_object(c, "topicConfigTable")?;
     // A broker writes about 180 bytes per TopicConfig: sized once instead of doubling seven
     // times for a hundred topics (the kept list of a body applied before, when there is one).
     let mut topics = scratch.topics((c.remaining() / 160).min(max_topics));
@@ -205,10 +196,7 @@ fn topic_config<'a>(
     if c.null()? {
         return err(format!("null TopicConfig for {key}"));
     }
-    if c.peek() != Some(b'{') {
-        c.skip()?;
-        return err(format!("{WHAT} is not a JSON object"));
-    }
+    expect_object(c, WHAT)?;
     let mut fields: [Option<Item<'a>>; 5] = Default::default();
     c.members(|c, member| {
         let i = match &*member {
