@@ -48,9 +48,8 @@ impl<'a> DeleteTopic<'a> {
     }
 }
 
-/// 217 REGISTER_TOPIC_IN_NAMESRV: the queues of the body's TopicRouteData (none when the
-/// body is empty; the rest of the route is ignored, as in Java). Queue counts and perm are
-/// checked as a registration's topic configs are.
+/// 217 REGISTER_TOPIC_IN_NAMESRV: the queues of the body's TopicRouteData (the rest is
+/// ignored, as in Java), checked as a registration's topic configs are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegisterTopic<'a> {
     pub topic: &'a str,
