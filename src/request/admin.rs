@@ -115,7 +115,10 @@ impl<'a> UpdateNamesrvConfig<'a> {
         let properties = if h.body().is_empty() {
             None
         } else {
-            Some(std::str::from_utf8(h.body()).map_err(|_| ParseError::NotProperties)?)
+            Some(
+                std::str::from_utf8(h.body())
+                    .map_err(|_| ParseError::Invalid("string2Properties error".into()))?,
+            )
         };
         Ok(UpdateNamesrvConfig { properties })
     }

@@ -144,7 +144,7 @@ impl<'a> RegisterBroker<'a> {
     ) -> Result<RegisterBody, ParseError> {
         let (body, compressed) = (self.body, self.compressed);
         let body = decode_register_body(body, compressed, self.version, body_limits, scratch)
-            .map_err(|e| ParseError::BadRegisterBody(e.to_string()))?;
+            .map_err(|e| ParseError::Invalid(format!("register broker failed: bad body: {e}")))?;
         for (_, tc) in &body.topics {
             names.check_topic_name(&tc.topic_name)?;
             let values = [tc.read_queue_nums, tc.write_queue_nums, tc.perm];

@@ -13,16 +13,10 @@ pub enum ParseError {
     NotSupported(i32),
     /// A required header field is absent (Java's `@CFNotNull`).
     MissingField(&'static str),
-    /// A numeric header field does not parse.
-    NotANumber { field: &'static str, value: String },
-    /// A name, address, topic or topic config that `rules` refuses (the remark).
-    Invalid(String),
     /// A body that does not decode as `what` (DataVersion, TopicRouteData).
     BadBody { what: &'static str, reason: String },
-    /// A REGISTER_BROKER body that does not decode.
-    BadRegisterBody(String),
-    /// UPDATE_NAMESRV_CONFIG's body is not properties text.
-    NotProperties,
+    /// Any other refusal: a field, name, address, topic or body that does not pass (the remark).
+    Invalid(String),
 }
 
 impl fmt::Display for ParseError {
@@ -30,15 +24,8 @@ impl fmt::Display for ParseError {
         match self {
             ParseError::NotSupported(code) => write!(f, " request type {code} not supported"),
             ParseError::MissingField(field) => write!(f, "the custom field <{field}> is null"),
-            ParseError::NotANumber { field, value } => {
-                write!(f, "the custom field <{field}> is not a number: {value}")
-            }
-            ParseError::Invalid(remark) => f.write_str(remark),
             ParseError::BadBody { what, reason } => write!(f, "bad {what} body: {reason}"),
-            ParseError::BadRegisterBody(reason) => {
-                write!(f, "register broker failed: bad body: {reason}")
-            }
-            ParseError::NotProperties => f.write_str("string2Properties error"),
+            ParseError::Invalid(remark) => f.write_str(remark),
         }
     }
 }
@@ -73,10 +60,8 @@ impl<'a> Fields<'a> {
 
     pub fn required_i64(&self, field: &'static str) -> Result<i64, ParseError> {
         let text = self.required(field)?;
-        parse_i64_field(text).ok_or_else(|| ParseError::NotANumber {
-            field,
-            value: text.to_string(),
-        })
+        let not_a_number = || format!("the custom field <{field}> is not a number: {text}");
+        parse_i64_field(text).ok_or_else(|| ParseError::Invalid(not_a_number()))
     }
 
     /// Java's Boolean parsing: "true" in any case is true, anything else false.
