@@ -105,24 +105,17 @@ impl NameLimits {
 
     /// Admin calls that create or delete a topic validate its name as Java's TopicValidator.
     pub(super) fn validate_topic(&self, topic: &str) -> Result<(), ParseError> {
-        let problem = if topic.trim().is_empty() {
-            Some("The specified topic is blank.")
-        } else if !topic
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
-        {
-            Some(
-                "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
-            )
+        let legal = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-');
+        let remark = if topic.trim().is_empty() {
+            "The specified topic is blank."
+        } else if !topic.bytes().all(legal) {
+            "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
         } else if topic.len() > self.max_topic_name_length {
-            Some("The specified topic is longer than topic max length.")
+            "The specified topic is longer than topic max length."
         } else {
-            None
+            return Ok(());
         };
-        match problem {
-            Some(remark) => invalid(remark.to_string()),
-            None => Ok(()),
-        }
+        invalid(remark.to_string())
     }
 }
 
