@@ -460,10 +460,8 @@ fn broker_data_from_ref(v: ValueRef<'_>) -> Result<BrokerData, ModelError> {
     let mut broker_addrs = BTreeMap::new();
     if let Some(addrs) = present(addrs) {
         for (key, addr) in as_object(addrs, "brokerAddrs")? {
-            let id: i64 = match key.trim().parse() {
-                Ok(id) => id,
-                Err(_) => return err(format!("brokerAddrs key {key:?} is not a long")),
-            };
+            let not_long = || ModelError(format!("brokerAddrs key {key:?} is not a long"));
+            let id: i64 = key.trim().parse().map_err(|_| not_long())?;
             if addr.is_null() {
                 continue;
             }
