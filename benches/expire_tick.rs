@@ -20,7 +20,7 @@ fn bench(c: &mut Criterion) {
         b.iter_batched(
             || support::populated(&layout, &sims, Some(10_000)),
             |mut table| {
-                let expired = table.expire_silent_brokers(1_000 + 60_000);
+                let expired = table.expire_silent_brokers(1_000 + 60_000, usize::MAX).0;
                 assert_eq!(expired.len(), 10_000);
                 (table, expired)
             },
@@ -31,7 +31,7 @@ fn bench(c: &mut Criterion) {
         b.iter_batched(
             || support::populated(&layout, &sims, Some(10_000)),
             |mut table| {
-                let expired = table.expire_silent_brokers(1_000 + 60_000);
+                let expired = table.expire_silent_brokers(1_000 + 60_000, usize::MAX).0;
                 let batch: Vec<_> = expired.into_iter().map(|e| e.request).collect();
                 let outcome = table.unregister_batch(&batch);
                 assert_eq!(outcome.brokers_removed, 10_000);

@@ -73,7 +73,16 @@ fn bench(c: &mut Criterion) {
     });
     group.bench_function("decode_register_body", |b| {
         let limits = BodyLimits::default();
-        b.iter(|| decode_register_body(black_box(&body), false, 475, &limits).map(drop))
+        b.iter(|| {
+            decode_register_body(
+                black_box(&body),
+                false,
+                475,
+                &limits,
+                &mut Default::default(),
+            )
+            .map(drop)
+        })
     });
     group.finish();
 

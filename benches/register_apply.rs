@@ -40,7 +40,7 @@ fn bench(c: &mut Criterion) {
             i += 1;
             let sim = &sims[n];
             let req = support::request(&layout.cluster, sim, n, 2_000, variant, None);
-            table.register_broker(&req, TopicsInput::Body(&sim.decoded[variant]))
+            support::register_now(&mut table, &req, &sim.decoded[variant])
         })
     });
     g.finish();

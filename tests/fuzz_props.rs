@@ -503,8 +503,14 @@ fn register_bodies_decode_without_panic() {
     }
     // The compressed layout, both as zlib bytes (mode 8: compressed flag) and inflated
     // (mode 16: the target deflates it), from the fixture body decoded once.
-    let decoded =
-        model::decode_register_body(&body, false, 401, &Default::default()).expect("fixture");
+    let decoded = model::decode_register_body(
+        &body,
+        false,
+        401,
+        &Default::default(),
+        &mut Default::default(),
+    )
+    .expect("fixture");
     for v in [version::V4_9_4, version::CURRENT] {
         let zlib = model::encode_register_body_compressed(&decoded, v);
         let inflated = miniz_oxide::inflate::decompress_to_vec_zlib(&zlib).expect("inflates");
@@ -533,7 +539,7 @@ fn route_bodies_decode_and_round_trip() {
         seeds.push(out);
     }
     let mut kv = Vec::new();
-    model::encode_kv_table([("a", "1"), ("b", "\u{e9}")].into_iter(), &mut kv);
+    oracles::encode_kv_table([("a", "1"), ("b", "\u{e9}")].into_iter(), &mut kv);
     seeds.push(kv);
     let mut list = Vec::new();
     model::encode_topic_list(["T1", "T2"].into_iter(), Some("10.0.0.1:10911"), &mut list);

@@ -38,7 +38,10 @@ pub fn brokers(layout: &Layout, variants: usize) -> Vec<SimBroker> {
             let bodies: Vec<Vec<u8>> = (0..=variants).map(|v| layout.register_body(b, v)).collect();
             let decoded = bodies
                 .iter()
-                .map(|body| decode_register_body(body, false, 479, &limits).expect("body decodes"))
+                .map(|body| {
+                    decode_register_body(body, false, 479, &limits, &mut Default::default())
+                        .expect("body decodes")
+                })
                 .collect();
             let fingerprints = bodies.iter().map(|b| fingerprint(b)).collect();
             SimBroker {
@@ -83,7 +86,15 @@ pub fn populated(
     let mut table = RouteTable::new(RouteSettings::default(), 1000);
     for (i, b) in sims.iter().enumerate() {
         let req = request(&layout.cluster, b, i, 1_000, 0, heartbeat_timeout_ms);
-        table.register_broker(&req, TopicsInput::Body(&b.decoded[0]));
+        register_now(&mut table, &req, &b.decoded[0]);
     }
     table
+}
+
+/// A registration with its topic configs all put at once.
+pub fn register_now(table: &mut RouteTable, req: &RegisterRequest<'_>, body: &RegisterBody) {
+    let (_, steps) = table.register_broker(req, TopicsInput::Body(body));
+    if let Some(mut steps) = steps {
+        table.apply_topic_steps(&mut steps, body, usize::MAX);
+    }
 }

@@ -1,8 +1,7 @@
 //! Admin writes to the registry (write permission, DELETE_TOPIC_IN_NAMESRV,
-//! REGISTER_TOPIC_IN_NAMESRV) and the stats extension's body.
+//! REGISTER_TOPIC_IN_NAMESRV).
 
 use super::{BodyWork, Decoded, Processor, Refusal, Reply, ReplyExt, RequestContext};
-use crate::event_loop::LoopStats;
 use crate::remoting::codes::request;
 use crate::request::reply::PermReply;
 use crate::request::{DeleteTopic, RegisterTopic, WritePerm};
@@ -17,13 +16,8 @@ impl Processor {
             r.broker_name
         );
         let count = i32::try_from(count).unwrap_or(i32::MAX);
-        let header = if enable {
-            PermReply::Added(count)
-        } else {
-            PermReply::Wiped(count)
-        };
         Ok(Reply {
-            ext: ReplyExt::Pairs(header.encode()),
+            ext: ReplyExt::Pairs(PermReply::encode(enable, count)),
             ..Reply::ok()
         })
     }
@@ -79,9 +73,5 @@ impl Processor {
             );
         }
         Ok(Reply::ok())
-    }
-
-    pub(super) fn stats(&mut self, counters: &LoopStats) -> Result<Reply, Refusal> {
-        Ok(Reply::with_body(self.stats_body(counters)))
     }
 }

@@ -39,9 +39,9 @@ impl Processor {
         {
             return Ok(());
         }
-        let refusal = Refusal::UnregisterNotAllowed {
-            broker: format!("{name}@{addr} ({cluster})"),
-        };
+        let refusal = Refusal::NotAllowed(format!(
+            "UNREGISTER_BROKER of {name}@{addr} ({cluster}) refused: not sent over that broker's registration connection, nor from an address in adminAllowList"
+        ));
         self.warn_refused(ctx, request::UNREGISTER_BROKER, &refusal);
         Err(refusal)
     }

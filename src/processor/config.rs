@@ -2,7 +2,7 @@
 //! applied once on disk), and the settings the processor derives from the config.
 
 use super::{Awaiting, DeferredReply, Effects, Processor, Refusal, Reply, Ticket};
-use crate::config::{Cidr, ConfigPlan, NamesrvConfig};
+use crate::config::{Cidr, ConfigPlan};
 use crate::kv::{Job, KvLimits};
 use crate::request::UpdateNamesrvConfig;
 use crate::route::model::BodyLimits;
@@ -68,7 +68,10 @@ impl Processor {
         let job = |id| Job::File { id, write };
         let reply = self
             .submit_durable(job, ticket, Some(Box::new(plan)))
-            .map_err(|_| Refusal::ConfigWriterGone)?;
+            .map_err(|_| {
+                let gone = "cannot write the config file: the writer thread has ended; nothing was changed";
+                Refusal::Failed(gone.into())
+            })?;
         self.config_writing = true;
         Ok(reply)
     }
@@ -97,7 +100,7 @@ impl Processor {
             }
             Err(remark) => {
                 warn!("config update not applied: {remark}");
-                Refusal::ConfigNotWritten(remark).reply()
+                Refusal::Failed(remark).reply()
             }
         };
         replies.push(self.deferred_reply(ticket, &reply));
@@ -117,11 +120,7 @@ impl Processor {
     fn adopt_config(&mut self, plan: ConfigPlan, effects: &mut Effects) {
         info!("config updated: {}", plan.changed().join(", "));
         let before = std::mem::replace(&mut self.config, plan.next);
-        self.apply_config_change(&before);
         effects.config_changed = true;
-    }
-
-    fn apply_config_change(&mut self, before: &NamesrvConfig) {
         let settings = self.table.settings;
         self.derive_settings();
         if settings != self.table.settings

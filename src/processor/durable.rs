@@ -48,7 +48,8 @@ impl Processor {
         );
         self.kv.forget_in_flight();
         self.config_writing = false;
-        let failed = Refusal::WriterGone.reply();
+        let gone = "persisting failed: the writer thread has ended; nothing was changed";
+        let failed = Refusal::Failed(gone.into()).reply();
         let tickets: Vec<Ticket> = std::mem::take(&mut self.awaiting)
             .into_iter()
             .map(|waiting| waiting.ticket)

@@ -50,7 +50,8 @@ impl Processor {
             if let Job::Change { change, .. } = job {
                 self.kv.cancel(&change);
             }
-            Refusal::KvWriterGone
+            let gone = "persisting the KV config failed: its writer thread has ended";
+            Refusal::Failed(gone.into())
         })
     }
 
@@ -103,7 +104,7 @@ impl Processor {
                 }
                 Reply::ok()
             }
-            Err(e) => Refusal::KvNotPersisted(e.to_string()).reply(),
+            Err(e) => Refusal::Failed(format!("persisting the KV config failed: {e}")).reply(),
         };
         for (id, _) in &commit.changes {
             if let Some(waiting) = self.take_awaiting(*id) {

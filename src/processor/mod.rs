@@ -1,11 +1,8 @@
 //! Typed request -> behaviour: one handler per [`Request`], and the one place where errors
 //! ([`ParseError`], [`Refusal`]) become Java's response codes and remarks (docs/protocol.md §3).
 //! The processor owns the state (route table, KV store, config, counters) and runs on the
-//! loop thread, never blocking on the network or the disk: unregistrations, 905 notifications
-//! and durable writes go to threads through the [`Outbox`]; an answer given once a change is
-//! on disk is in [`Effects::deferred`]. One file per area, mirroring `crate::request`; a new
-//! request code needs a row in `remoting::codes`, a typed request and an arm in
-//! [`Processor::apply`] (an exhaustive match).
+//! loop thread, never blocking: unregistrations, 905 notifications and durable writes go to
+//! threads through the [`Outbox`]. One file per area, mirroring `crate::request`.
 
 use crate::config::{Cidr, NamesrvConfig, UpdateError};
 use crate::event_loop::oneway::Oneway;
@@ -13,11 +10,11 @@ use crate::event_loop::LoopStats;
 use crate::kv::{DurableWriter, KvRefusal, KvStore};
 use crate::remoting::codes::{self, response};
 use crate::remoting::command::{RemotingCommand, SerializeType};
-use crate::request::{BodyDone, NameLimits, ParseError, Request};
+use crate::request::{NameLimits, ParseError, Request};
 use crate::route::model::{BodyLimits, DecodeScratch, RegisterBody};
 use crate::route::table::{
-    BoundExceeded, ConnId, RemovalReason, RouteBounds, RouteSettings, RouteTable,
-    UnregisterRequest, FLAG_UNIT, FLAG_UNIT_SUB,
+    ConnId, RemovalReason, RouteBounds, RouteSettings, RouteTable, UnregisterRequest, FLAG_UNIT,
+    FLAG_UNIT_SUB,
 };
 use crossbeam_channel::Sender;
 use log::{debug, warn};
@@ -73,21 +70,12 @@ const OVERLOAD_REMARK: &str = "[OVERLOAD]system busy, start flow control for a w
 #[derive(Debug)]
 enum Refusal {
     Parse(ParseError),
-    NotAllowed {
-        code: i32,
-        list: &'static str,
-    },
-    /// An UNREGISTER_BROKER of `broker` (`name@addr (cluster)`) from the wrong sender.
-    UnregisterNotAllowed {
-        broker: String,
-    },
-    Bound(BoundExceeded),
+    /// NO_PERMISSION with this remark (an allow-list, or UNREGISTER_BROKER's sender).
+    NotAllowed(String),
     CrcMismatch,
     /// Java answers SYSTEM_ERROR without a remark.
     UnregisterQueueFull,
     Overloaded,
-    NotReady,
-    ListDisabled,
     TopicNotExist(String),
     NoKvItem {
         namespace: String,
@@ -100,11 +88,8 @@ enum Refusal {
         waiting: usize,
     },
     NoConnection,
-    KvWriterGone,
-    ConfigWriterGone,
-    WriterGone,
-    KvNotPersisted(String),
-    ConfigNotWritten(String),
+    /// SYSTEM_ERROR with this remark.
+    Failed(String),
 }
 
 impl Refusal {
@@ -115,7 +100,7 @@ impl Refusal {
         };
         match self {
             Refusal::Parse(ParseError::NotSupported(_)) => REQUEST_CODE_NOT_SUPPORTED,
-            Refusal::NotAllowed { .. } | Refusal::UnregisterNotAllowed { .. } => NO_PERMISSION,
+            Refusal::NotAllowed(_) => NO_PERMISSION,
             Refusal::Overloaded | Refusal::ConfigBacklog { .. } => SYSTEM_BUSY,
             Refusal::Kv(refusal) if refusal.is_busy() => SYSTEM_BUSY,
             Refusal::TopicNotExist(_) => TOPIC_NOT_EXIST,
@@ -146,19 +131,10 @@ impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Refusal::Parse(e) => write!(f, "{e}"),
-            Refusal::NotAllowed { code, list } => {
-                write!(f, "request {code} is not allowed from this address ({list})")
-            }
-            Refusal::UnregisterNotAllowed { broker } => write!(
-                f,
-                "UNREGISTER_BROKER of {broker} refused: not sent over that broker's registration connection, nor from an address in adminAllowList"
-            ),
-            Refusal::Bound(e) => write!(f, "{e}"),
+            Refusal::NotAllowed(remark) | Refusal::Failed(remark) => f.write_str(remark),
             Refusal::CrcMismatch => f.write_str("crc32 not match"),
             Refusal::UnregisterQueueFull => f.write_str("the unregistration queue is full"),
             Refusal::Overloaded => f.write_str(OVERLOAD_REMARK),
-            Refusal::NotReady => f.write_str("name server not ready"),
-            Refusal::ListDisabled => f.write_str("disable"),
             Refusal::TopicNotExist(topic) => write!(
                 f,
                 "No topic route info in name server for the topic: {topic}\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
@@ -176,17 +152,6 @@ impl std::fmt::Display for Refusal {
                 "[OVERLOAD] {waiting} config updates are waiting for the disk; try again later"
             ),
             Refusal::NoConnection => f.write_str("no connection to answer"),
-            Refusal::KvWriterGone => {
-                f.write_str("persisting the KV config failed: its writer thread has ended")
-            }
-            Refusal::ConfigWriterGone => f.write_str(
-                "cannot write the config file: the writer thread has ended; nothing was changed",
-            ),
-            Refusal::WriterGone => {
-                f.write_str("persisting failed: the writer thread has ended; nothing was changed")
-            }
-            Refusal::KvNotPersisted(e) => write!(f, "persisting the KV config failed: {e}"),
-            Refusal::ConfigNotWritten(remark) => f.write_str(remark),
         }
     }
 }
@@ -289,17 +254,6 @@ impl Processor {
 
     fn serialize_type(&self) -> SerializeType {
         self.config.serialize_type
-    }
-
-    #[cfg(test)]
-    pub fn handle(
-        &mut self,
-        ctx: &RequestContext,
-        counters: &LoopStats,
-        cmd: &RemotingCommand,
-        out: &mut Vec<u8>,
-    ) -> Effects {
-        self.handle_with(ctx, counters, cmd, BodyWork::OnLoop, out)
     }
 
     /// Handles one request and appends its response frame (if any) to `out`.
@@ -405,11 +359,8 @@ impl Processor {
         }
         let limits = self.name_limits();
         // A body the worker has seen is never decoded on the loop.
-        let done = match &work {
-            BodyWork::OffLoop(_) => BodyDone::Decoded,
-            BodyWork::OnLoop => BodyDone::Nothing,
-        };
-        match Request::parse_after(cmd, &limits, done) {
+        let decoded = matches!(work, BodyWork::OffLoop(_));
+        match Request::parse_after(cmd, &limits, decoded) {
             Ok(request) => self.apply(ctx, counters, request, ticket, work),
             Err(e) => {
                 if !matches!(e, ParseError::NotSupported(_)) {
@@ -433,7 +384,9 @@ impl Processor {
         if allows(list, ctx.peer) {
             return Ok(());
         }
-        let refusal = Refusal::NotAllowed { code, list: key };
+        let refusal = Refusal::NotAllowed(format!(
+            "request {code} is not allowed from this address ({key})"
+        ));
         self.warn_refused(ctx, code, &refusal);
         Err(refusal)
     }

@@ -116,21 +116,16 @@ impl Processor {
         r: &RegisterBroker<'_>,
         refused: BodyRefused,
     ) -> Refusal {
-        match refused {
+        let registration = super::register::registration_of(r);
+        let (what, refusal) = match refused {
             BodyRefused::Crc { actual } => {
-                let what = format!(
-                    "{}: body crc32 {actual} != header bodyCrc32 {}",
-                    super::register::registration_of(r),
-                    r.body_crc32
-                );
-                self.warn_refused(ctx, request::REGISTER_BROKER, &what);
-                Refusal::CrcMismatch
+                let crc = r.body_crc32;
+                let what = format!("{registration}: body crc32 {actual} != header bodyCrc32 {crc}");
+                (what, Refusal::CrcMismatch)
             }
-            BodyRefused::Bad(e) => {
-                let what = format!("{}: {e}", super::register::registration_of(r));
-                self.warn_refused(ctx, request::REGISTER_BROKER, &what);
-                Refusal::Parse(e)
-            }
-        }
+            BodyRefused::Bad(e) => (format!("{registration}: {e}"), Refusal::Parse(e)),
+        };
+        self.warn_refused(ctx, request::REGISTER_BROKER, &what);
+        refusal
     }
 }

@@ -83,7 +83,7 @@ impl Processor {
             }
             self.stats.registrations += 1;
             self.stats.registrations_unchanged += 1;
-            self.table.register_broker(&req, TopicsInput::Unchanged)
+            self.table.register_broker(&req, TopicsInput::Unchanged).0
         } else {
             let (decoded, off_loop) = match body {
                 Body::Here => {
@@ -138,7 +138,7 @@ impl Processor {
         body: RegisterBody,
         decoded_off_loop: bool,
     ) -> RegisterResult {
-        let (mut result, steps) = self.table.register_broker_in_steps(req, &body);
+        let (mut result, steps) = self.table.register_broker(req, TopicsInput::Body(&body));
         match steps {
             Some(steps) if steps.remaining(&body) > STEPPED_APPLY_TOPICS => {
                 self.new_steps = Some(StepsJob {
@@ -226,7 +226,7 @@ impl Processor {
         if self.stats.bounds_reached.admit(ctx.now_ms) {
             warn!("refused {what} from {:?}: {e}", ctx.peer);
         }
-        Refusal::Bound(e)
+        Refusal::Failed(e.to_string())
     }
 
     /// A registration took its address from another broker name: warned (rate-limited).

@@ -3,8 +3,8 @@
 
 use super::{log_grouped, Processor, UnregisterBatch, Unregistration};
 use crate::event_loop::oneway::Oneway;
-use crate::remoting::codes::{request, version, FLAG_ONEWAY};
-use crate::remoting::command::{encode_frame, Header, SerializeType};
+use crate::remoting::codes::{version::CURRENT, FLAG_ONEWAY};
+use crate::remoting::command::SerializeType;
 use crate::route::table::{
     ConnId, ExpiredBroker, MinIdNotification, RemovalReason, UnregisterRequest,
 };
@@ -16,7 +16,9 @@ impl Processor {
     pub(super) fn send_notification(&mut self, n: MinIdNotification) {
         let message = Oneway {
             what: "NOTIFY_MIN_BROKER_ID_CHANGE",
-            frame: min_broker_id_change_frame(&n),
+            frame: n
+                .encode()
+                .frame(SerializeType::Json, "JAVA", CURRENT, 0, FLAG_ONEWAY),
             targets: n.targets,
         };
         if let Err(e) = self.outbox.notifications.try_send(message) {
@@ -52,7 +54,7 @@ impl Processor {
     /// unregister its other brokers in a batch of their own).
     pub fn expire_silent_brokers(&mut self, now_ms: u64, limit: usize) -> (Vec<ConnId>, bool) {
         let (expired, more): (Vec<ExpiredBroker>, bool) =
-            self.table.expire_silent_brokers_limited(now_ms, limit);
+            self.table.expire_silent_brokers(now_ms, limit);
         log_grouped(
             log::Level::Warn,
             "broker expired",
@@ -144,37 +146,4 @@ impl Processor {
             self.send_notification(n);
         }
     }
-}
-
-/// The oneway NOTIFY_MIN_BROKER_ID_CHANGE (905) request Java's name server sends each target
-/// broker (docs/protocol.md §3.5).
-pub(super) fn min_broker_id_change_frame(n: &MinIdNotification) -> Vec<u8> {
-    let min_id = n.min_broker_id.to_string();
-    let mut ext: Vec<(&str, &str)> = vec![
-        ("minBrokerId", min_id.as_str()),
-        ("minBrokerAddr", n.min_broker_addr.as_str()),
-    ];
-    if let Some(a) = &n.offline_broker_addr {
-        ext.push(("offlineBrokerAddr", a));
-    }
-    if let Some(a) = &n.ha_broker_addr {
-        ext.push(("haBrokerAddr", a));
-    }
-    let header = Header {
-        code: request::NOTIFY_MIN_BROKER_ID_CHANGE,
-        language: "JAVA",
-        version: version::CURRENT,
-        opaque: 0,
-        flag: FLAG_ONEWAY,
-        remark: None,
-    };
-    let mut frame = Vec::new();
-    encode_frame(
-        &mut frame,
-        SerializeType::Json,
-        &header,
-        Some(ext.iter().copied()),
-        &[],
-    );
-    frame
 }

@@ -15,7 +15,7 @@ impl Processor {
         if self.config.need_wait_for_service
             && self.started.elapsed().as_secs() < self.config.wait_seconds_for_service.max(0) as u64
         {
-            return Err(Refusal::NotReady);
+            return Err(Refusal::Failed("name server not ready".into()));
         }
         let topic = r.topic;
         let order_enabled = self.config.order_message_enable;
@@ -74,7 +74,9 @@ impl Processor {
 }
 
 fn list_enabled(enabled: bool) -> Result<(), Refusal> {
-    enabled.then_some(()).ok_or(Refusal::ListDisabled)
+    enabled
+        .then_some(())
+        .ok_or_else(|| Refusal::Failed("disable".into()))
 }
 
 fn topic_list<'a>(topics: impl Iterator<Item = &'a str>, broker_addr: Option<&str>) -> Reply {
@@ -82,7 +84,7 @@ fn topic_list<'a>(topics: impl Iterator<Item = &'a str>, broker_addr: Option<&st
 }
 
 /// ZoneRouteRPCHook (§5.8): keep brokers without a master or in the requested zone.
-pub fn filter_by_zone(route: &mut TopicRouteData, zone: &str) {
+fn filter_by_zone(route: &mut TopicRouteData, zone: &str) {
     let mut removed_addrs = Vec::new();
     let mut removed_names = Vec::new();
     route.broker_datas.retain(|b| {

@@ -2,9 +2,9 @@
 //! extension's body) and how it logs under load: refusals and other warnings a few lines per
 //! interval, then a count; route changes summarised once per interval.
 
-use super::Processor;
+use super::{Processor, Refusal, Reply};
 use crate::event_loop::LoopStats;
-use crate::remoting::json::{write_i64, write_key};
+use crate::remoting::json::{write_i64, Seq};
 use log::{info, warn};
 use std::collections::HashMap;
 
@@ -205,7 +205,8 @@ impl Processor {
         }
     }
 
-    pub(super) fn stats_body(&self, l: &LoopStats) -> Vec<u8> {
+    /// The stats extension's answer.
+    pub(super) fn stats(&self, l: &LoopStats) -> Result<Reply, Refusal> {
         let (t, s) = (&self.table, &self.stats);
         let fields: [(&str, u64); 23] = [
             ("connections", l.connections as u64),
@@ -233,23 +234,17 @@ impl Processor {
             ("longTurns", l.long_turns),
         ];
         let mut out = Vec::with_capacity(512);
-        out.push(b'{');
+        let mut o = Seq::object(&mut out);
         for (k, v) in fields {
-            write_key(&mut out, k);
-            write_i64(&mut out, v as i64);
-            out.push(b',');
+            write_i64(o.field(k), v as i64);
         }
-        write_key(&mut out, "requests");
-        out.push(b'{');
-        for (i, (code, n)) in s.requests_by_code.sorted().into_iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_key(&mut out, &code.to_string());
-            write_i64(&mut out, n as i64);
+        let mut requests = Seq::object(o.field("requests"));
+        for (code, n) in s.requests_by_code.sorted() {
+            write_i64(requests.key(&code.to_string()), n as i64);
         }
-        out.extend_from_slice(b"}}");
-        out
+        requests.end();
+        o.end();
+        Ok(Reply::with_body(out))
     }
 }
 

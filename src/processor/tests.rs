@@ -1,5 +1,17 @@
 use super::*;
 
+impl Processor {
+    pub fn handle(
+        &mut self,
+        ctx: &RequestContext,
+        counters: &LoopStats,
+        cmd: &RemotingCommand,
+        out: &mut Vec<u8>,
+    ) -> Effects {
+        self.handle_with(ctx, counters, cmd, BodyWork::OnLoop, out)
+    }
+}
+
 #[test]
 fn refusals_are_answered_with_javas_codes_and_shapes() {
     let unknown = Refusal::Parse(ParseError::NotSupported(31)).reply();

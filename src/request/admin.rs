@@ -2,7 +2,7 @@
 //! write permission, properties). Topic names are validated here, before anything changes.
 
 use super::field::{BROKER_NAME, CLUSTER_NAME, KEY, NAMESPACE, TOPIC, VALUE};
-use super::header::{BodyDone, Encoded, Fields, ParseError};
+use super::header::{Encoded, Fields, ParseError};
 use crate::route::model::{Dialect, QueueData, TopicRouteData};
 
 text_request! {
@@ -48,9 +48,8 @@ impl<'a> DeleteTopic<'a> {
     }
 }
 
-/// 217 REGISTER_TOPIC_IN_NAMESRV: the queues of the body's TopicRouteData (none when the
-/// body is empty; the rest of the route is ignored, as in Java). Queue counts and perm are
-/// checked as a registration's topic configs are.
+/// 217 REGISTER_TOPIC_IN_NAMESRV: the queues of the body's TopicRouteData (the rest is
+/// ignored, as in Java), checked as a registration's topic configs are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegisterTopic<'a> {
     pub topic: &'a str,
@@ -61,7 +60,7 @@ impl<'a> RegisterTopic<'a> {
     pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
         let topic = h.required(TOPIC)?;
         h.limits.validate_topic(topic)?;
-        let queue_datas = if h.body().is_empty() || h.done == BodyDone::Decoded {
+        let queue_datas = if h.body().is_empty() || h.body_decoded {
             Vec::new()
         } else {
             TopicRouteData::decode(h.body())
@@ -116,7 +115,10 @@ impl<'a> UpdateNamesrvConfig<'a> {
         let properties = if h.body().is_empty() {
             None
         } else {
-            Some(std::str::from_utf8(h.body()).map_err(|_| ParseError::NotProperties)?)
+            Some(
+                std::str::from_utf8(h.body())
+                    .map_err(|_| ParseError::Invalid("string2Properties error".into()))?,
+            )
         };
         Ok(UpdateNamesrvConfig { properties })
     }

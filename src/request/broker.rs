@@ -8,10 +8,13 @@ use super::field::{
     ENABLE_ACTING_MASTER, HA_SERVER_ADDR, HEARTBEAT_TIMEOUT_MILLIS, ZONE_NAME,
 };
 use super::header::{Encoded, Fields, NameLimits, ParseError};
+use crate::remoting::codes::request::NOTIFY_MIN_BROKER_ID_CHANGE;
 use crate::route::model::{
-    decode_register_body_reusing, BodyLimits, DataVersion, DecodeScratch, RegisterBody,
+    decode_register_body, BodyLimits, DataVersion, DecodeScratch, RegisterBody,
 };
-use crate::route::table::{BodyFingerprint, ConnId, RegisterRequest, UnregisterRequest};
+use crate::route::table::{
+    BodyFingerprint, ConnId, MinIdNotification, RegisterRequest, UnregisterRequest,
+};
 
 /// 103 REGISTER_BROKER (docs/protocol.md §4.4). The body is kept as sent: one identical to the
 /// broker's previous one ([`RegisterBroker::fingerprint`]) is applied without decoding it.
@@ -72,8 +75,7 @@ impl<'a> RegisterBroker<'a> {
         })
     }
 
-    /// The header and body as a broker sends them (`version` is the command's, set by the
-    /// sender). `enableActingMaster` is left out for a 4.x broker.
+    /// As a broker sends it (`enableActingMaster` left out for a 4.x broker).
     pub fn encode(&self, e: &mut Encoded<'a>) {
         e.put(BROKER_NAME, self.broker_name);
         e.put(BROKER_ADDR, self.broker_addr);
@@ -92,8 +94,14 @@ impl<'a> RegisterBroker<'a> {
         e.body = self.body.into();
     }
 
+    /// What recognises an unchanged body: its length, the header's `bodyCrc32` and its hash (the
+    /// costly part for a large body: the decode worker computes it for those).
     pub fn fingerprint(&self) -> BodyFingerprint {
-        body_fingerprint(self.body, self.body_crc32)
+        BodyFingerprint {
+            len: self.body.len(),
+            header_crc: self.body_crc32,
+            hash: crate::checksum::fingerprint(self.body),
+        }
     }
 
     pub fn table_request(
@@ -117,8 +125,7 @@ impl<'a> RegisterBroker<'a> {
         }
     }
 
-    /// The body's actual CRC when the header names a different one (0 in the header: not
-    /// checked).
+    /// The body's actual CRC when the header names another (0 in the header: not checked).
     pub fn crc_mismatch(&self) -> Option<i64> {
         if self.body_crc32 == 0 {
             return None;
@@ -128,7 +135,7 @@ impl<'a> RegisterBroker<'a> {
     }
 
     /// Decodes the body and checks its topic configs (`rules`), so that a refused body changes
-    /// nothing. Topic names reuse strings `scratch` kept from applied bodies.
+    /// nothing.
     pub fn decode_body(
         &self,
         body_limits: &BodyLimits,
@@ -136,25 +143,14 @@ impl<'a> RegisterBroker<'a> {
         scratch: &mut DecodeScratch,
     ) -> Result<RegisterBody, ParseError> {
         let (body, compressed) = (self.body, self.compressed);
-        let body =
-            decode_register_body_reusing(body, compressed, self.version, body_limits, scratch)
-                .map_err(|e| ParseError::BadRegisterBody(e.to_string()))?;
+        let body = decode_register_body(body, compressed, self.version, body_limits, scratch)
+            .map_err(|e| ParseError::Invalid(format!("register broker failed: bad body: {e}")))?;
         for (_, tc) in &body.topics {
             names.check_topic_name(&tc.topic_name)?;
             let values = [tc.read_queue_nums, tc.write_queue_nums, tc.perm];
             names.check_topic_values(&tc.topic_name, values)?;
         }
         Ok(body)
-    }
-}
-
-/// What recognises an unchanged registration body: its length, the header's `bodyCrc32` and
-/// its hash (the costly part for a large body: the decode worker computes it for those).
-pub fn body_fingerprint(body: &[u8], header_crc: i64) -> BodyFingerprint {
-    BodyFingerprint {
-        len: body.len(),
-        header_crc,
-        hash: crate::checksum::fingerprint(body),
     }
 }
 
@@ -206,7 +202,6 @@ pub struct QueryDataVersion<'a> {
 pub const MAX_DATA_VERSION_BYTES: usize = 4096;
 
 impl<'a> QueryDataVersion<'a> {
-    /// `body` is the DataVersion as [`DataVersion::encode`] writes it, or empty.
     pub fn new(broker: BrokerRef<'a>, body: &'a [u8]) -> Self {
         QueryDataVersion { broker, body }
     }
@@ -253,15 +248,11 @@ impl<'a> QueryDataVersion<'a> {
     pub fn changed(&self, stored: Option<(&DataVersion, &[u8])>) -> Result<bool, ParseError> {
         match stored {
             Some((_, text)) if self.body == text => Ok(false),
-            _ => self.changed_by_value(stored.map(|(version, _)| version)),
+            _ => Ok(match (stored, self.data_version()?) {
+                (Some((s, _)), Some(v)) => *s != v,
+                _ => true,
+            }),
         }
-    }
-
-    fn changed_by_value(&self, stored: Option<&DataVersion>) -> Result<bool, ParseError> {
-        Ok(match (stored, self.data_version()?) {
-            (Some(s), Some(v)) => *s != v,
-            _ => true,
-        })
     }
 }
 
@@ -297,6 +288,18 @@ impl<'a> BrokerHeartbeat<'a> {
     }
 }
 
+/// 905 NOTIFY_MIN_BROKER_ID_CHANGE, which the name server sends (docs/protocol.md §3.5).
+impl MinIdNotification {
+    pub fn encode(&self) -> Encoded<'_> {
+        let mut e = Encoded::new(NOTIFY_MIN_BROKER_ID_CHANGE);
+        e.put_value("minBrokerId", self.min_broker_id);
+        e.put("minBrokerAddr", &self.min_broker_addr);
+        e.put_opt("offlineBrokerAddr", self.offline_broker_addr.as_deref());
+        e.put_opt("haBrokerAddr", self.ha_broker_addr.as_deref());
+        e
+    }
+}
+
 text_request! {
     /// 901 GET_BROKER_MEMBER_GROUP.
     GetBrokerMemberGroup { cluster: CLUSTER_NAME, broker_name: BROKER_NAME }
@@ -306,7 +309,6 @@ text_request! {
 mod tests {
     use super::*;
     use crate::remoting::command::{RemotingCommand, SerializeType};
-    use crate::request::BodyDone;
 
     fn query(body: &[u8]) -> RemotingCommand {
         RemotingCommand {
@@ -386,7 +388,7 @@ mod tests {
             let h = Fields {
                 cmd: &cmd,
                 limits: &limits,
-                done: BodyDone::Nothing,
+                body_decoded: false,
             };
             let q = QueryDataVersion::parse(h).expect("header");
             for stored in versions.iter().map(Some).chain([None]) {
@@ -397,7 +399,11 @@ mod tests {
                 let answer = q.changed(stored.map(|s| (s, text.as_slice())));
                 assert_eq!(
                     answer,
-                    q.changed_by_value(stored),
+                    // Decoded and compared by value: what the text comparison must agree with.
+                    q.data_version().map(|sent| match (stored, sent) {
+                        (Some(s), Some(v)) => *s != v,
+                        _ => true,
+                    }),
                     "{stored:?} {:?}",
                     String::from_utf8_lossy(body)
                 );

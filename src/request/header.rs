@@ -1,8 +1,6 @@
 //! Reading a request's custom header (`extFields`) into typed values ([`Fields`]), writing one
 //! ([`Encoded`]), and [`ParseError`], whose text is the remark (Java's, where Java has one).
-//! Refusals are logged by the processor, rate-limited, so that bad requests cannot flood the log.
 
-use super::rules;
 use crate::remoting::command::{encode_frame, Header, RemotingCommand, SerializeType};
 use std::borrow::Cow;
 use std::fmt;
@@ -15,39 +13,10 @@ pub enum ParseError {
     NotSupported(i32),
     /// A required header field is absent (Java's `@CFNotNull`).
     MissingField(&'static str),
-    /// A numeric header field does not parse.
-    NotANumber { field: &'static str, value: String },
-    /// A cluster, broker name or address longer than `maxNameLength`.
-    NameTooLong { field: &'static str, max: usize },
-    /// A topic named by an admin call fails Java's TopicValidator (the remark).
-    InvalidTopic(&'static str),
-    /// A topic reported by a broker is empty or longer than `maxTopicNameLength`.
-    TopicNameLength { len: usize, max: usize },
-    /// A cluster or broker name that is empty.
-    EmptyName(&'static str),
-    /// A cluster or broker name with a character outside `rules::NAME_CHARS_TEXT`.
-    IllegalNameChar { field: &'static str, ch: char },
-    /// A broker or HA address that is not `host:port` (the reason says what is wrong).
-    BadAddress {
-        field: &'static str,
-        value: String,
-        reason: &'static str,
-    },
-    /// A topic config's queue count outside `0..=maxQueueNums`.
-    BadQueueNums {
-        topic: String,
-        field: &'static str,
-        value: i32,
-        max: i32,
-    },
-    /// A topic config's perm not made of the four permission bits.
-    BadPerm { topic: String, perm: i32 },
     /// A body that does not decode as `what` (DataVersion, TopicRouteData).
     BadBody { what: &'static str, reason: String },
-    /// A REGISTER_BROKER body that does not decode.
-    BadRegisterBody(String),
-    /// UPDATE_NAMESRV_CONFIG's body is not properties text.
-    NotProperties,
+    /// Any other refusal: a field, name, address, topic or body that does not pass (the remark).
+    Invalid(String),
 }
 
 impl fmt::Display for ParseError {
@@ -55,47 +24,8 @@ impl fmt::Display for ParseError {
         match self {
             ParseError::NotSupported(code) => write!(f, " request type {code} not supported"),
             ParseError::MissingField(field) => write!(f, "the custom field <{field}> is null"),
-            ParseError::NotANumber { field, value } => {
-                write!(f, "the custom field <{field}> is not a number: {value}")
-            }
-            ParseError::NameTooLong { field, max } => {
-                write!(f, "{field} is longer than {max} bytes")
-            }
-            ParseError::InvalidTopic(remark) => f.write_str(remark),
-            ParseError::TopicNameLength { len, max } => write!(
-                f,
-                "topic name of {len} bytes is outside 1..={max} (maxTopicNameLength)"
-            ),
-            ParseError::EmptyName(field) => write!(f, "{field} is empty"),
-            ParseError::IllegalNameChar { field, ch } => write!(
-                f,
-                "{field} contains {ch:?}; allowed: {}",
-                rules::NAME_CHARS_TEXT
-            ),
-            ParseError::BadAddress {
-                field,
-                value,
-                reason,
-            } => write!(f, "{field} {value:?} is not host:port: {reason}"),
-            ParseError::BadQueueNums {
-                topic,
-                field,
-                value,
-                max,
-            } => write!(
-                f,
-                "topic {topic}: {field} {value} is outside 0..={max} (maxQueueNums)"
-            ),
-            ParseError::BadPerm { topic, perm } => write!(
-                f,
-                "topic {topic}: perm {perm} is not made of the permission bits inherit 1, write 2, \
-                 read 4, priority 8 (0..=15)"
-            ),
             ParseError::BadBody { what, reason } => write!(f, "bad {what} body: {reason}"),
-            ParseError::BadRegisterBody(reason) => {
-                write!(f, "register broker failed: bad body: {reason}")
-            }
-            ParseError::NotProperties => f.write_str("string2Properties error"),
+            ParseError::Invalid(remark) => f.write_str(remark),
         }
     }
 }
@@ -110,30 +40,13 @@ pub struct NameLimits {
     pub max_queue_nums: i32,
 }
 
-impl Default for NameLimits {
-    fn default() -> Self {
-        NameLimits {
-            max_name_length: 255,
-            max_topic_name_length: 127,
-            max_queue_nums: 65_536,
-        }
-    }
-}
-
 #[derive(Clone, Copy)]
 pub(super) struct Fields<'a> {
     pub cmd: &'a RemotingCommand,
     pub limits: &'a NameLimits,
-    pub done: BodyDone,
-}
-
-/// What the decode worker already did with a request's body, so that the loop does not redo it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BodyDone {
-    Nothing,
-    /// A REGISTER_TOPIC_IN_NAMESRV body was decoded and checked: the parse leaves
-    /// `queue_datas` empty for the caller to fill in.
-    Decoded,
+    /// The decode worker already decoded and checked the body: a REGISTER_TOPIC_IN_NAMESRV
+    /// parse leaves `queue_datas` empty for the caller to fill in.
+    pub body_decoded: bool,
 }
 
 impl<'a> Fields<'a> {
@@ -147,10 +60,8 @@ impl<'a> Fields<'a> {
 
     pub fn required_i64(&self, field: &'static str) -> Result<i64, ParseError> {
         let text = self.required(field)?;
-        parse_i64_field(text).ok_or_else(|| ParseError::NotANumber {
-            field,
-            value: text.to_string(),
-        })
+        let not_a_number = || format!("the custom field <{field}> is not a number: {text}");
+        parse_i64_field(text).ok_or_else(|| ParseError::Invalid(not_a_number()))
     }
 
     /// Java's Boolean parsing: "true" in any case is true, anything else false.
@@ -164,8 +75,8 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// A request as a sender writes it: code, header fields in written order, body. Filled by the
-/// typed requests' `encode`; `version`, `language` and `opaque` are the sender's.
+/// A request as a sender writes it (code, header fields in order, body), filled by the typed
+/// requests' `encode`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Encoded<'a> {
     pub code: i32,
@@ -245,6 +156,16 @@ fn parse_i64_field(text: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Default for NameLimits {
+        fn default() -> Self {
+            NameLimits {
+                max_name_length: 255,
+                max_topic_name_length: 127,
+                max_queue_nums: 65_536,
+            }
+        }
+    }
 
     /// The digits-only path reads what trimming and parsing reads.
     #[test]

@@ -6,8 +6,8 @@
 //! tools write requests, so a field name ([`field`]) is written once.
 //!
 //! Adding a request code: its row in `remoting::codes`, its struct here (`text_request!` when
-//! the header is required text only), its row in `requests!` and its arm in
-//! [`Request::encode`], and its handler in the processor (the compiler asks for it).
+//! the header is required text only), its row in `requests!`, and its handler in the processor
+//! (the compiler asks for it).
 
 /// A request whose header is required text fields only: the struct, its `parse` and its
 /// `encode` from one list of (member, field name), read and written in the listed order.
@@ -43,20 +43,20 @@ pub use admin::{
     DeleteTopic, GetKvList, KvKey, PutKvConfig, RegisterTopic, UpdateNamesrvConfig, WritePerm,
 };
 pub use broker::{
-    body_fingerprint, BrokerHeartbeat, BrokerRef, GetBrokerMemberGroup, QueryDataVersion,
-    RegisterBroker,
+    BrokerHeartbeat, BrokerRef, GetBrokerMemberGroup, QueryDataVersion, RegisterBroker,
 };
-pub use header::{BodyDone, Encoded, NameLimits, ParseError};
+pub use header::{Encoded, NameLimits, ParseError};
 pub use routes::{GetRouteInfo, GetTopicsByCluster};
 
 use crate::remoting::codes::request as code;
 use crate::remoting::command::RemotingCommand;
 use header::Fields;
 
-/// One row per request (code, variant, typed request): writes the enum,
-/// [`Request::parse_after`] and [`Request::code`].
+/// One row per request (code, variant, typed request; `at_version`: its `encode` takes the
+/// sender's version): writes the enum, [`Request::parse_after`], [`Request::code`] and
+/// [`Request::encode`].
 macro_rules! requests {
-    ($($code:ident => $variant:ident $(($typed:ident))?,)*) => {
+    ($($code:ident => $variant:ident $(($typed:ident $($at:ident)?))?,)*) => {
         /// One request, by code.
         #[derive(Debug, Clone, PartialEq, Eq)]
         pub enum Request<'a> {
@@ -64,13 +64,13 @@ macro_rules! requests {
         }
 
         impl<'a> Request<'a> {
-            /// As [`Request::parse`], when the decode worker already did `done` with the body.
+            /// As [`Request::parse`]; `body_decoded`: the decode worker already decoded the body.
             pub fn parse_after(
                 cmd: &'a RemotingCommand,
                 limits: &'a NameLimits,
-                done: BodyDone,
+                body_decoded: bool,
             ) -> Result<Self, ParseError> {
-                let h = Fields { cmd, limits, done };
+                let h = Fields { cmd, limits, body_decoded };
                 Ok(match cmd.code {
                     $(code::$code => Request::$variant $(($typed::parse(h)?))?,)*
                     other => return Err(ParseError::NotSupported(other)),
@@ -82,9 +82,24 @@ macro_rules! requests {
                     $(Request::$variant $((requests!(@any $typed)))? => code::$code,)*
                 }
             }
+
+            /// The request as a sender writes it at `version` (the route dialect);
+            /// [`Request::parse`] gives it back.
+            pub fn encode(&self, version: i32) -> Encoded<'a> {
+                let mut e = Encoded::new(self.code());
+                match self {
+                    $($(Request::$variant(r) => requests!(@encode r e version $typed $($at)?),)?)*
+                    _ => {}
+                }
+                e
+            }
         }
     };
     (@any $typed:ident) => { _ };
+    (@encode $r:ident $e:ident $version:ident $typed:ident) => { $r.encode(&mut $e) };
+    (@encode $r:ident $e:ident $version:ident $typed:ident at_version) => {
+        $r.encode(&mut $e, $version)
+    };
 }
 
 requests! {
@@ -93,7 +108,7 @@ requests! {
     DELETE_KV_CONFIG => DeleteKvConfig(KvKey),
     REGISTER_BROKER => RegisterBroker(RegisterBroker),
     UNREGISTER_BROKER => UnregisterBroker(BrokerRef),
-    GET_ROUTEINFO_BY_TOPIC => GetRouteInfo(GetRouteInfo),
+    GET_ROUTEINFO_BY_TOPIC => GetRouteInfo(GetRouteInfo at_version),
     GET_BROKER_CLUSTER_INFO => GetBrokerClusterInfo,
     WIPE_WRITE_PERM_OF_BROKER => WipeWritePerm(WritePerm),
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER => GetAllTopicList,
@@ -118,38 +133,7 @@ impl<'a> Request<'a> {
     /// Parses `cmd` by its code. Codes the name server does not answer (unknown ones, and
     /// 905, which it only sends) are [`ParseError::NotSupported`].
     pub fn parse(cmd: &'a RemotingCommand, limits: &'a NameLimits) -> Result<Self, ParseError> {
-        Request::parse_after(cmd, limits, BodyDone::Nothing)
-    }
-
-    /// The request as a sender writes it at `version` (the route dialect); [`Request::parse`]
-    /// gives it back.
-    pub fn encode(&self, version: i32) -> Encoded<'a> {
-        let mut e = Encoded::new(self.code());
-        match self {
-            Request::PutKvConfig(r) => r.encode(&mut e),
-            Request::GetKvConfig(r) | Request::DeleteKvConfig(r) => r.encode(&mut e),
-            Request::RegisterBroker(r) => r.encode(&mut e),
-            Request::UnregisterBroker(r) => r.encode(&mut e),
-            Request::GetRouteInfo(r) => r.encode(&mut e, version),
-            Request::WipeWritePerm(r) | Request::AddWritePerm(r) => r.encode(&mut e),
-            Request::DeleteTopic(r) => r.encode(&mut e),
-            Request::RegisterTopic(r) => r.encode(&mut e),
-            Request::GetKvList(r) => r.encode(&mut e),
-            Request::GetTopicsByCluster(r) => r.encode(&mut e),
-            Request::UpdateNamesrvConfig(r) => r.encode(&mut e),
-            Request::QueryDataVersion(r) => r.encode(&mut e),
-            Request::GetBrokerMemberGroup(r) => r.encode(&mut e),
-            Request::BrokerHeartbeat(r) => r.encode(&mut e),
-            Request::GetBrokerClusterInfo
-            | Request::GetAllTopicList
-            | Request::GetSystemTopicList
-            | Request::GetUnitTopicList
-            | Request::GetHasUnitSubTopicList
-            | Request::GetHasUnitSubUnunitTopicList
-            | Request::GetNamesrvConfig
-            | Request::Stats => {}
-        }
-        e
+        Request::parse_after(cmd, limits, false)
     }
 }
 

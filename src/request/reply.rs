@@ -19,14 +19,14 @@ pub struct RegisterBrokerReply {
 
 impl RegisterBrokerReply {
     pub fn encode(&self) -> ReplyFields {
-        let mut fields = Vec::new();
-        if let Some(ha) = &self.ha_server_addr {
-            fields.push((HA_SERVER_ADDR, ha.clone()));
-        }
-        if let Some(master) = &self.master_addr {
-            fields.push((MASTER_ADDR, master.clone()));
-        }
+        let fields = [
+            (HA_SERVER_ADDR, &self.ha_server_addr),
+            (MASTER_ADDR, &self.master_addr),
+        ];
         fields
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v.clone()?)))
+            .collect()
     }
 
     pub fn parse(resp: &RemotingCommand) -> Self {
@@ -55,7 +55,6 @@ impl KvValueReply {
 pub struct DataVersionReply;
 
 impl DataVersionReply {
-    /// The field's name and its two values (the server writes the answer from templates).
     pub const FIELD: &'static str = CHANGED;
 
     pub fn value(changed: bool) -> &'static str {
@@ -71,12 +70,9 @@ impl DataVersionReply {
     }
 }
 
-/// 205's and 327's answer: how many topics had their write permission wiped or restored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PermReply {
-    Wiped(i32),
-    Added(i32),
-}
+/// 205's (`enable` false) and 327's answer: how many topics had their write permission wiped
+/// or restored.
+pub struct PermReply;
 
 impl PermReply {
     fn field(enable: bool) -> &'static str {
@@ -87,15 +83,10 @@ impl PermReply {
         }
     }
 
-    pub fn encode(&self) -> ReplyFields {
-        let (enable, count) = match *self {
-            PermReply::Wiped(n) => (false, n),
-            PermReply::Added(n) => (true, n),
-        };
+    pub fn encode(enable: bool, count: i32) -> ReplyFields {
         vec![(Self::field(enable), count.to_string())]
     }
 
-    /// The count of a wipe's (`enable` false) or an add's answer.
     pub fn parse(resp: &RemotingCommand, enable: bool) -> Option<i32> {
         resp.ext(Self::field(enable))
             .and_then(|v| v.trim().parse().ok())
@@ -141,11 +132,11 @@ mod tests {
             assert_eq!(DataVersionReply::parse(&answer(fields)), Some(changed));
         }
         assert_eq!(DataVersionReply::parse(&answer(Vec::new())), None);
-        let wiped = answer(PermReply::Wiped(3).encode());
+        let wiped = answer(PermReply::encode(false, 3));
         assert_eq!(PermReply::parse(&wiped, false), Some(3));
         assert_eq!(PermReply::parse(&wiped, true), None);
         assert_eq!(
-            PermReply::parse(&answer(PermReply::Added(2).encode()), true),
+            PermReply::parse(&answer(PermReply::encode(true, 2)), true),
             Some(2)
         );
     }
@@ -161,7 +152,7 @@ mod tests {
         assert_eq!(names, ["haServerAddr", "masterAddr"]);
         assert_eq!(KvValueReply::encode("v")[0].0, "value");
         assert_eq!(DataVersionReply::FIELD, "changed");
-        assert_eq!(PermReply::Wiped(0).encode()[0].0, "wipeTopicCount");
-        assert_eq!(PermReply::Added(0).encode()[0].0, "addTopicCount");
+        assert_eq!(PermReply::encode(false, 0)[0].0, "wipeTopicCount");
+        assert_eq!(PermReply::encode(true, 0)[0].0, "addTopicCount");
     }
 }

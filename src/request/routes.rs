@@ -13,8 +13,7 @@ pub struct GetRouteInfo<'a> {
     /// Standard JSON for 4.9.4+ peers and those that ask for it (`acceptStandardJsonOnly`),
     /// fastjson's legacy dialect otherwise (docs/protocol.md §6.1).
     pub dialect: Dialect,
-    /// The zone to filter the route by (ZoneRouteRPCHook, §5.8): set when `__ZONE_MODE` is
-    /// true and `__ZONE_NAME` is not blank.
+    /// The zone to filter the route by (ZoneRouteRPCHook, §5.8).
     pub zone: Option<&'a str>,
 }
 

@@ -11,7 +11,7 @@
 use super::header::{NameLimits, ParseError};
 
 /// The name characters, as remarks show them.
-pub const NAME_CHARS_TEXT: &str = "A-Z a-z 0-9 and . _ - % |";
+const NAME_CHARS_TEXT: &str = "A-Z a-z 0-9 and . _ - % |";
 
 /// `PermName`'s bits: inherit 1, write 2, read 4, priority 8.
 const PERM_BITS: i32 = 0b1111;
@@ -20,10 +20,8 @@ impl NameLimits {
     /// Cluster and broker names and addresses: Java takes any length; we bound it.
     fn check_length(&self, field: &'static str, value: &str) -> Result<(), ParseError> {
         if value.len() > self.max_name_length {
-            return Err(ParseError::NameTooLong {
-                field,
-                max: self.max_name_length,
-            });
+            let max = self.max_name_length;
+            return invalid(format!("{field} is longer than {max} bytes"));
         }
         Ok(())
     }
@@ -35,12 +33,14 @@ impl NameLimits {
     ) -> Result<(), ParseError> {
         self.check_length(field, value)?;
         if value.is_empty() {
-            return Err(ParseError::EmptyName(field));
+            return invalid(format!("{field} is empty"));
         }
         let is_name_char =
             |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '%' | '|');
         match value.chars().find(|c| !is_name_char(*c)) {
-            Some(ch) => Err(ParseError::IllegalNameChar { field, ch }),
+            Some(ch) => invalid(format!(
+                "{field} contains {ch:?}; allowed: {NAME_CHARS_TEXT}"
+            )),
             None => Ok(()),
         }
     }
@@ -48,26 +48,22 @@ impl NameLimits {
     /// A broker or HA address: bounded, and `host:port` as described in the module comment.
     pub(super) fn check_address(&self, field: &'static str, value: &str) -> Result<(), ParseError> {
         self.check_length(field, value)?;
-        let bad = |reason| ParseError::BadAddress {
-            field,
-            value: value.to_string(),
-            reason,
+        let bad = |reason| invalid(format!("{field} {value:?} is not host:port: {reason}"));
+        let Some((host, port)) = value.rsplit_once(':') else {
+            return bad("no port");
         };
-        let (host, port) = value.rsplit_once(':').ok_or_else(|| bad("no port"))?;
         let port_ok = !port.is_empty()
             && port.len() <= 5
             && port.bytes().all(|b| b.is_ascii_digit())
             && (1..=65_535).contains(&port.parse::<u32>().unwrap_or(0));
         if !port_ok {
-            return Err(bad("the port must be 1..=65535"));
+            return bad("the port must be 1..=65535");
         }
         if host.is_empty() {
-            return Err(bad("no host"));
+            return bad("no host");
         }
         if !valid_host(host) {
-            return Err(bad(
-                "the host must be a DNS name, an IPv4 address or an IPv6 literal",
-            ));
+            return bad("the host must be a DNS name, an IPv4 address or an IPv6 literal");
         }
         Ok(())
     }
@@ -75,10 +71,10 @@ impl NameLimits {
     /// Topics reported by brokers: Java takes them as they are; we only bound their length.
     pub(super) fn check_topic_name(&self, topic: &str) -> Result<(), ParseError> {
         if topic.is_empty() || topic.len() > self.max_topic_name_length {
-            return Err(ParseError::TopicNameLength {
-                len: topic.len(),
-                max: self.max_topic_name_length,
-            });
+            let (len, max) = (topic.len(), self.max_topic_name_length);
+            return invalid(format!(
+                "topic name of {len} bytes is outside 1..={max} (maxTopicNameLength)"
+            ));
         }
         Ok(())
     }
@@ -93,43 +89,38 @@ impl NameLimits {
         let max = self.max_queue_nums;
         for (field, value) in [("readQueueNums", read), ("writeQueueNums", write)] {
             if !(0..=max).contains(&value) {
-                let topic = topic.to_string();
-                return Err(ParseError::BadQueueNums {
-                    topic,
-                    field,
-                    value,
-                    max,
-                });
+                return invalid(format!(
+                    "topic {topic}: {field} {value} is outside 0..={max} (maxQueueNums)"
+                ));
             }
         }
         if perm & !PERM_BITS != 0 {
-            let topic = topic.to_string();
-            return Err(ParseError::BadPerm { topic, perm });
+            return invalid(format!(
+                "topic {topic}: perm {perm} is not made of the permission bits inherit 1, write 2, \
+                 read 4, priority 8 (0..=15)"
+            ));
         }
         Ok(())
     }
 
     /// Admin calls that create or delete a topic validate its name as Java's TopicValidator.
     pub(super) fn validate_topic(&self, topic: &str) -> Result<(), ParseError> {
-        let problem = if topic.trim().is_empty() {
-            Some("The specified topic is blank.")
-        } else if !topic
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
-        {
-            Some(
-                "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
-            )
+        let legal = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-');
+        let remark = if topic.trim().is_empty() {
+            "The specified topic is blank."
+        } else if !topic.bytes().all(legal) {
+            "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
         } else if topic.len() > self.max_topic_name_length {
-            Some("The specified topic is longer than topic max length.")
+            "The specified topic is longer than topic max length."
         } else {
-            None
+            return Ok(());
         };
-        match problem {
-            Some(remark) => Err(ParseError::InvalidTopic(remark)),
-            None => Ok(()),
-        }
+        invalid(remark.to_string())
     }
+}
+
+fn invalid<T>(remark: String) -> Result<T, ParseError> {
+    Err(ParseError::Invalid(remark))
 }
 
 fn valid_host(host: &str) -> bool {

@@ -1,8 +1,6 @@
-//! The cache of encoded GET_ROUTEINFO_BY_TOPIC bodies: per topic, one body per key-quoting
-//! dialect, within `routeCacheMaxBytes`. The route table invalidates a topic whenever
-//! something its route is built from changes; a hit is a reference-count increment.
-//! Past the budget, the oldest bodies go first: each body has a sequence number, and `order`
-//! maps the numbers of the cached bodies, oldest first, to their topics.
+//! The cache of encoded GET_ROUTEINFO_BY_TOPIC bodies: per topic, one body per dialect, within
+//! `routeCacheMaxBytes` (oldest first out, by sequence number). The route table invalidates a
+//! topic whenever something its route is built from changes; a hit is a reference count.
 
 use super::model::Dialect;
 use bytes::Bytes;
@@ -13,7 +11,6 @@ use std::sync::Arc;
 pub struct RouteCache {
     /// Per topic with a body cached (boxed: a denser table, hits 10 % faster).
     bodies: HashMap<Arc<str>, Box<TopicBodies>>,
-    /// Sum of the cached bodies' lengths.
     bytes: usize,
     /// The cached bodies by sequence number, oldest first.
     order: BTreeMap<u64, (Arc<str>, Dialect)>,
@@ -79,11 +76,6 @@ impl RouteCache {
         *self = RouteCache::default();
     }
 
-    #[cfg(test)]
-    pub fn bytes(&self) -> usize {
-        self.bytes
-    }
-
     fn remove(&mut self, topic: &str, dialect: Dialect) {
         let Some(bodies) = self.bodies.get_mut(topic) else {
             return;
@@ -102,6 +94,12 @@ impl RouteCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl RouteCache {
+        pub(crate) fn bytes(&self) -> usize {
+            self.bytes
+        }
+    }
 
     fn body(len: usize) -> Bytes {
         Bytes::from(vec![b'x'; len])

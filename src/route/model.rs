@@ -1,14 +1,9 @@
-//! Route data types and the body encodings of the lookup and admin requests (docs/protocol.md §6):
-//! TopicRouteData in both dialects, ClusterInfo, topic lists, KV tables, member groups. The
-//! REGISTER_BROKER body, the one large thing peers send, is in `register_body`, which shares
-//! the field readers and writers defined here.
-//!
-//! Pure data plus codecs: no tables, no I/O. The shapes mirror the Java beans field for field
-//! because peers compare bytes: fastjson writes bean fields alphabetically, omits nulls, writes
-//! compact text, and has two map-key dialects for routes ([`Dialect`]). Decoders are lenient the
-//! way fastjson is (missing keys take Java's defaults, unknown keys are ignored) but every length,
-//! count and number that a peer controls is checked: a bad body is an error value, never a panic
-//! or an allocation larger than the input justifies.
+//! Route data types and their body encodings (docs/protocol.md §6); the REGISTER_BROKER body
+//! is in `register_body`. Pure data plus codecs, shaped as the Java beans because peers compare
+//! bytes: fastjson writes bean fields alphabetically, omits nulls, and has two map-key dialects
+//! for routes ([`Dialect`]). Decoders are lenient as fastjson is (missing keys take Java's
+//! defaults, unknown keys are ignored, a null member is absent, the last duplicate wins) but
+//! check every length, count and number a peer controls: a bad body is an error, never a panic.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -16,10 +11,9 @@ use std::fmt;
 
 use crate::remoting::json::{self, Cursor, Field, Members, Seq, ValueRef};
 
-/// The REGISTER_BROKER body has its own module; its items keep their `model` paths.
 pub use super::register_body::{
-    decode_register_body, decode_register_body_reusing, encode_register_body_compressed,
-    encode_register_body_json, BodyLimits, DecodeScratch, RegisterBody, TopicConfig,
+    decode_register_body, encode_register_body_compressed, encode_register_body_json, BodyLimits,
+    DecodeScratch, RegisterBody, TopicConfig,
 };
 
 /// Largest long that BrowserCompatible fastjson writes as a number (2^53 - 1).
@@ -27,7 +21,7 @@ const JS_SAFE_LONG: i64 = 9_007_199_254_740_991;
 /// `MixAll.METADATA_SCOPE_GLOBAL`, TopicQueueMappingInfo's default scope.
 const GLOBAL_SCOPE: &str = "__global__";
 
-/// An error decoding a body; the text is suitable for a response remark.
+/// An error decoding a body; the text is the response remark.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelError(pub String);
 
@@ -48,10 +42,6 @@ impl From<json::JsonError> for ModelError {
 pub(super) fn err<T>(msg: impl Into<String>) -> Result<T, ModelError> {
     Err(ModelError(msg.into()))
 }
-
-// ---------------------------------------------------------------------------------------------
-// Types
-// ---------------------------------------------------------------------------------------------
 
 /// A broker's topic-config version; registrations with an unchanged one skip topic updates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -119,10 +109,6 @@ pub struct ClusterInfo {
     pub cluster_addr_table: BTreeMap<String, Vec<String>>,
 }
 
-// ---------------------------------------------------------------------------------------------
-// Writer helpers
-// ---------------------------------------------------------------------------------------------
-
 fn write_string(out: &mut Vec<u8>, s: &str, dialect: Dialect) {
     match dialect {
         Dialect::Standard => json::write_str_browser(out, s),
@@ -138,31 +124,25 @@ fn str_entry<'o>(map: &'o mut Seq<'_>, key: &str, dialect: Dialect) -> &'o mut V
     out
 }
 
-/// Starts a map entry whose key is a Long/Integer: quoted in the standard dialect, bare in the
-/// legacy one.
+fn write_number(out: &mut Vec<u8>, v: i64, quoted: bool) {
+    let quote: &[u8] = if quoted { b"\"" } else { b"" };
+    out.extend_from_slice(quote);
+    json::write_i64(out, v);
+    out.extend_from_slice(quote);
+}
+
+/// Starts a map entry whose key is a Long/Integer: quoted in the standard dialect only.
 fn num_entry<'o>(map: &'o mut Seq<'_>, key: i64, dialect: Dialect) -> &'o mut Vec<u8> {
     let out = map.item();
-    match dialect {
-        Dialect::Standard => {
-            out.push(b'"');
-            json::write_i64(out, key);
-            out.push(b'"');
-        }
-        Dialect::Legacy => json::write_i64(out, key),
-    }
+    write_number(out, key, dialect == Dialect::Standard);
     out.push(b':');
     out
 }
 
 /// A long bean field value: BrowserCompatible writes longs beyond 2^53 as strings.
 fn write_long(out: &mut Vec<u8>, v: i64, dialect: Dialect) {
-    if dialect == Dialect::Standard && !(-JS_SAFE_LONG..=JS_SAFE_LONG).contains(&v) {
-        out.push(b'"');
-        json::write_i64(out, v);
-        out.push(b'"');
-    } else {
-        json::write_i64(out, v);
-    }
+    let unsafe_in_js = !(-JS_SAFE_LONG..=JS_SAFE_LONG).contains(&v);
+    write_number(out, v, dialect == Dialect::Standard && unsafe_in_js);
 }
 
 pub(super) fn write_str_array<'a>(
@@ -177,29 +157,23 @@ pub(super) fn write_str_array<'a>(
     array.end();
 }
 
-// ---------------------------------------------------------------------------------------------
-// Reader helpers (over json::ValueRef)
-// ---------------------------------------------------------------------------------------------
-//
-// Decoders read a borrowed `json::Document` (no per-string allocation) and pick a bean's
-// fields with `ValueRef::get_many` (one pass over its members; the last duplicate wins, as
-// in a Java map). A member that is present but null counts as absent.
-
 pub(super) fn as_object<'d>(v: ValueRef<'d>, what: &str) -> Result<Members<'d>, ModelError> {
-    match v.members() {
-        Some(members) => Ok(members),
-        None => err(format!("{what} is not a JSON object")),
+    v.members()
+        .ok_or_else(|| ModelError(format!("{what} is not a JSON object")))
+}
+
+/// Fails unless the value at `c` is an object (a malformed value fails as bad JSON first).
+pub(super) fn expect_object(c: &mut Cursor<'_>, what: &str) -> Result<(), ModelError> {
+    if c.peek() == Some(b'{') {
+        return Ok(());
     }
+    c.skip()?;
+    err(format!("{what} is not a JSON object"))
 }
 
 /// A member value that is present and not null.
 pub(super) fn present<F: Field>(v: Option<F>) -> Option<F> {
     v.filter(|v| !v.is_null())
-}
-
-/// A member that is present and not null.
-fn member<'d>(obj: ValueRef<'d>, key: &str) -> Option<ValueRef<'d>> {
-    present(obj.get(key))
 }
 
 /// A long bean field (`key` of `what`) found as `v`.
@@ -211,10 +185,9 @@ fn long_field(
 ) -> Result<i64, ModelError> {
     match present(v) {
         None => Ok(default),
-        Some(v) => match v.as_i64() {
-            Some(n) => Ok(n),
-            None => err(format!("{what}.{key} is not a long")),
-        },
+        Some(v) => v
+            .as_i64()
+            .ok_or_else(|| ModelError(format!("{what}.{key} is not a long"))),
     }
 }
 
@@ -226,20 +199,18 @@ pub(super) fn int_field(
 ) -> Result<i32, ModelError> {
     match present(v) {
         None => Ok(default),
-        Some(v) => match v.as_i32() {
-            Some(n) => Ok(n),
-            None => err(format!("{what}.{key} is not an int")),
-        },
+        Some(v) => v
+            .as_i32()
+            .ok_or_else(|| ModelError(format!("{what}.{key} is not an int"))),
     }
 }
 
 fn bool_field(v: Option<impl Field>, what: &str, key: &str) -> Result<bool, ModelError> {
     match present(v) {
         None => Ok(false),
-        Some(v) => match v.as_bool() {
-            Some(b) => Ok(b),
-            None => err(format!("{what}.{key} is not a boolean")),
-        },
+        Some(v) => v
+            .as_bool()
+            .ok_or_else(|| ModelError(format!("{what}.{key} is not a boolean"))),
     }
 }
 
@@ -249,10 +220,9 @@ pub(super) fn string_field(v: Option<impl Field>) -> Option<String> {
 }
 
 pub(super) fn string_list(v: ValueRef<'_>, what: &str) -> Result<Vec<String>, ModelError> {
-    match v.items() {
-        Some(items) => Ok(items.map(|item| item.to_text()).collect()),
-        None => err(format!("{what} is not a JSON array")),
-    }
+    let items = v.items();
+    let items = items.ok_or_else(|| ModelError(format!("{what} is not a JSON array")))?;
+    Ok(items.map(|item| item.to_text()).collect())
 }
 
 /// Keeps one entry per key: the last value at the first key's position (a Java map's `put`).
@@ -284,10 +254,6 @@ pub(super) fn dedup_last_wins<T>(entries: Vec<(String, T)>) -> Vec<(String, T)> 
     unique
 }
 
-// ---------------------------------------------------------------------------------------------
-// DataVersion
-// ---------------------------------------------------------------------------------------------
-
 impl DataVersion {
     /// A QUERY_DATA_VERSION body (or the compressed registration's part):
     /// `{"counter":..,"stateVersion":..,"timestamp":..}`; missing fields = 0.
@@ -314,10 +280,7 @@ impl DataVersion {
             return Ok(v);
         }
         c.rewind(mark);
-        if c.peek() != Some(b'{') {
-            c.skip()?;
-            return err(format!("{WHAT} is not a JSON object"));
-        }
+        expect_object(c, WHAT)?;
         let [mut counter, mut state_version, mut timestamp] = [None, None, None];
         c.members(|c, key| {
             let field = match &*key {
@@ -336,11 +299,8 @@ impl DataVersion {
         })
     }
 
-    /// The object exactly as fastjson writes it (members in alphabetical order, plain
-    /// numbers): literals and three numbers, no key scanned. Anything else is `None`, and
-    /// [`DataVersion::read`] reads it member by member. Without this, QUERY_DATA_VERSION
-    /// cost about 20 % more instructions (`benches/scripts/cgdelta.sh NS "heartbeat --op
-    /// query"`).
+    /// The object exactly as fastjson writes it, no key scanned (else `None`). Without this,
+    /// QUERY_DATA_VERSION cost 20 % more instructions (`cgdelta.sh NS "heartbeat --op query"`).
     fn java_layout(c: &mut Cursor<'_>) -> Option<DataVersion> {
         (c.peek() == Some(b'{') && c.open(false).ok()?).then_some(())?;
         c.literal(b"\"counter\":").then_some(())?;
@@ -365,10 +325,6 @@ impl DataVersion {
         o.end();
     }
 }
-
-// ---------------------------------------------------------------------------------------------
-// MappingInfo
-// ---------------------------------------------------------------------------------------------
 
 impl MappingInfo {
     /// Fields alphabetical: bname, currIdMap, dirty, epoch, scope, topic, totalQueues.
@@ -459,10 +415,6 @@ pub(super) fn mappings_from_ref(
     Ok(dedup_last_wins(mappings))
 }
 
-// ---------------------------------------------------------------------------------------------
-// TopicRouteData, BrokerData, QueueData
-// ---------------------------------------------------------------------------------------------
-
 /// BrokerData encoding shared by route, cluster info and member group:
 /// brokerAddrs, brokerName, cluster, enableActingMaster, zoneName?.
 fn encode_broker_data(b: &BrokerData, dialect: Dialect, out: &mut Vec<u8>) {
@@ -508,10 +460,8 @@ fn broker_data_from_ref(v: ValueRef<'_>) -> Result<BrokerData, ModelError> {
     let mut broker_addrs = BTreeMap::new();
     if let Some(addrs) = present(addrs) {
         for (key, addr) in as_object(addrs, "brokerAddrs")? {
-            let id: i64 = match key.trim().parse() {
-                Ok(id) => id,
-                Err(_) => return err(format!("brokerAddrs key {key:?} is not a long")),
-            };
+            let not_long = || ModelError(format!("brokerAddrs key {key:?} is not a long"));
+            let id: i64 = key.trim().parse().map_err(|_| not_long())?;
             if addr.is_null() {
                 continue;
             }
@@ -553,6 +503,21 @@ fn queue_data_from_ref(v: ValueRef<'_>) -> Result<QueueData, ModelError> {
     })
 }
 
+/// The object `v`'s non-null members, each read by `item` (absent or null: empty).
+fn map_of<T>(
+    v: Option<ValueRef<'_>>,
+    what: &str,
+    item: impl Fn(ValueRef<'_>) -> Result<T, ModelError>,
+) -> Result<BTreeMap<String, T>, ModelError> {
+    let Some(v) = present(v) else {
+        return Ok(BTreeMap::new());
+    };
+    let members = as_object(v, what)?.filter(|(_, value)| !value.is_null());
+    members
+        .map(|(k, value)| Ok((k.to_owned(), item(value)?)))
+        .collect()
+}
+
 fn array_of<T>(
     v: Option<ValueRef<'_>>,
     what: &str,
@@ -568,10 +533,7 @@ fn array_of<T>(
 }
 
 impl TopicRouteData {
-    /// §6.2 exactly: compact, bean fields alphabetical (brokerDatas, filterServerTable,
-    /// orderTopicConf?, queueDatas, topicQueueMappingByBroker?), null fields omitted.
-    /// Standard: every map key quoted, maps sorted by key, strings with write_str_browser.
-    /// Legacy: numeric map keys bare (`{0:"a"}`), strings with write_str.
+    /// §6.2 exactly: compact, bean fields alphabetical, null fields omitted, in `dialect`.
     pub fn encode(&self, dialect: Dialect, out: &mut Vec<u8>) {
         let mut o = Seq::object(out);
         let mut brokers = Seq::array(o.field("brokerDatas"));
@@ -620,18 +582,9 @@ impl TopicRouteData {
                 "queueDatas",
                 "brokerDatas",
             ]);
-        let mut filter_server_table = BTreeMap::new();
-        if let Some(table) = present(filter_table) {
-            for (addr, servers) in as_object(table, "filterServerTable")? {
-                if servers.is_null() {
-                    continue;
-                }
-                filter_server_table.insert(
-                    addr.to_owned(),
-                    string_list(servers, "filterServerTable value")?,
-                );
-            }
-        }
+        let filter_server_table = map_of(filter_table, "filterServerTable", |servers| {
+            string_list(servers, "filterServerTable value")
+        })?;
         let topic_queue_mapping_by_broker = match present(mapping_by_broker) {
             Some(map) => Some(mappings_from_ref(map, usize::MAX)?),
             None => None,
@@ -645,10 +598,6 @@ impl TopicRouteData {
         })
     }
 }
-
-// ---------------------------------------------------------------------------------------------
-// ClusterInfo, TopicList, KVTable, member group
-// ---------------------------------------------------------------------------------------------
 
 impl ClusterInfo {
     /// `{"brokerAddrTable":{name:BrokerData},"clusterAddrTable":{cluster:[names]}}`, legacy.
@@ -674,28 +623,12 @@ impl ClusterInfo {
         let v = doc.root();
         as_object(v, "ClusterInfo")?;
         let [broker_table, cluster_table] = v.get_many(["brokerAddrTable", "clusterAddrTable"]);
-        let mut info = ClusterInfo::default();
-        if let Some(table) = present(broker_table) {
-            for (name, broker) in as_object(table, "brokerAddrTable")? {
-                if broker.is_null() {
-                    continue;
-                }
-                info.broker_addr_table
-                    .insert(name.to_owned(), broker_data_from_ref(broker)?);
-            }
-        }
-        if let Some(table) = present(cluster_table) {
-            for (cluster, names) in as_object(table, "clusterAddrTable")? {
-                if names.is_null() {
-                    continue;
-                }
-                info.cluster_addr_table.insert(
-                    cluster.to_owned(),
-                    string_list(names, "clusterAddrTable value")?,
-                );
-            }
-        }
-        Ok(info)
+        Ok(ClusterInfo {
+            broker_addr_table: map_of(broker_table, "brokerAddrTable", broker_data_from_ref)?,
+            cluster_addr_table: map_of(cluster_table, "clusterAddrTable", |names| {
+                string_list(names, "clusterAddrTable value")
+            })?,
+        })
     }
 }
 
@@ -725,22 +658,12 @@ pub fn decode_topic_list(body: &[u8]) -> Result<(Vec<String>, Option<String>), M
     Ok((topics, string_field(broker_addr)))
 }
 
-/// KVTable `{"table":{k:v}}` (§6.4).
-pub fn encode_kv_table<'a>(entries: impl Iterator<Item = (&'a str, &'a str)>, out: &mut Vec<u8>) {
-    let mut o = Seq::object(out);
-    let mut table = Seq::object(o.field("table"));
-    for (k, v) in entries {
-        json::write_str(table.key(k), v);
-    }
-    table.end();
-    o.end();
-}
-
+/// KVTable `{"table":{k:v}}` (§6.4; the server's are written by the KV store).
 pub fn decode_kv_table(body: &[u8]) -> Result<Vec<(String, String)>, ModelError> {
     let doc = json::parse_borrowed(body, &json::Limits::default())?;
     let v = doc.root();
     as_object(v, "KVTable")?;
-    let Some(table) = member(v, "table") else {
+    let Some(table) = present(v.get("table")) else {
         return Ok(Vec::new());
     };
     let entries = as_object(table, "table")?
@@ -1048,12 +971,7 @@ pub mod tests {
 
     #[test]
     fn kv_table_and_topic_list_shapes() {
-        let mut out = Vec::new();
-        encode_kv_table(
-            [("TopicA", "broker-a:4"), ("B\"", "x")].into_iter(),
-            &mut out,
-        );
-        assert_eq!(text(&out), r#"{"table":{"TopicA":"broker-a:4","B\"":"x"}}"#);
+        let mut out = r#"{"table":{"TopicA":"broker-a:4","B\"":"x"}}"#.as_bytes().to_vec();
         assert_eq!(
             decode_kv_table(&out).unwrap(),
             vec![

@@ -1,20 +1,15 @@
-//! The REGISTER_BROKER body (docs/protocol.md §4): decoding every shape a broker sends, and the
-//! encoders the tests and `rmq-bench` use to send them.
-//!
-//! A body is a RegisterBrokerBody in fastjson's JSON (5.x and 4.x brokers), a bare
-//! TopicConfigSerializeWrapper (brokers before V3_0_11), or the compressed binary layout
-//! (§4.2): zlib (RFC 1950, as `java.util.zip.Deflater`) around length-prefixed parts. It is the
-//! largest thing a peer sends, so every count and length in it is checked against what is
-//! left, and inflating stops at a hard output limit: a zip bomb fails instead of growing
-//! memory. The data types and field readers it builds on are [`super::model`]'s.
+//! The REGISTER_BROKER body (docs/protocol.md §4): decoding every shape a broker sends (fastjson
+//! JSON, or zlib around length-prefixed parts), and the encoders the client uses to send them.
+//! It is the largest thing a peer sends: every count and length is checked against what is
+//! left, and inflating stops at a hard output limit, so a zip bomb fails instead of growing.
 
 use crate::remoting::codes::version::{V3_0_11, V5_0_0};
 use crate::remoting::json::{self, Cursor, Field, Item, Scalar, Seq};
 use std::borrow::Cow;
 
 use super::model::{
-    dedup_last_wins, err, int_field, mappings_from_ref, present, string_field, string_list,
-    write_str_array, DataVersion, Dialect, MappingInfo, ModelError,
+    dedup_last_wins, err, expect_object, int_field, mappings_from_ref, present, string_field,
+    string_list, write_str_array, DataVersion, Dialect, MappingInfo, ModelError,
 };
 
 mod scratch;
@@ -34,7 +29,6 @@ pub struct TopicConfig {
     pub topic_sys_flag: i32,
 }
 
-/// RegisterBrokerBody as the NameServer uses it.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RegisterBody {
     pub data_version: DataVersion,
@@ -63,35 +57,13 @@ impl Default for BodyLimits {
     }
 }
 
-/// Decodes a REGISTER_BROKER body exactly as docs/protocol.md §4.1/§4.2 describe:
-/// - empty body => RegisterBody::default() (empty topics, DataVersion 0,0,0, filter_servers None);
-/// - `compressed` true, OR the body starts with 0x78 (zlib header; 5.x brokers flag compressed
-///   bodies as uncompressed, PROTOCOL §4.2 TRAP) => zlib-inflate (bounded by max_inflated_len)
-///   then the binary layout of §4.2 (mapping section only when version >= 413); topicSysFlag = 0;
-/// - else JSON: version < 37 => bare TopicConfigSerializeWrapper (filter_servers None), else
-///   RegisterBrokerBody. Missing TopicConfig numbers take Java's defaults (16, 16, 6, 0); a missing
-///   topicName takes the map key.
-///
-/// A negative version is an error (Java's `value2Version` throws). More than max_topics topics
-/// (or mapping entries) is an error.
+/// Decodes a REGISTER_BROKER body as docs/protocol.md §4.1/§4.2 describe: empty is the default
+/// body; compressed, or starting with 0x78 (5.x brokers flag compressed bodies as uncompressed,
+/// §4.2 TRAP), is inflated (up to `max_inflated_len`) and read as §4.2's binary layout; else
+/// JSON, a bare TopicConfigSerializeWrapper before V3_0_11. A negative version (Java's
+/// `value2Version` throws) or more than `max_topics` topics or mappings is an error. Topic names
+/// go into strings `scratch` kept from bodies applied before ([`DecodeScratch::recycle`]).
 pub fn decode_register_body(
-    body: &[u8],
-    compressed: bool,
-    version: i32,
-    limits: &BodyLimits,
-) -> Result<RegisterBody, ModelError> {
-    decode_register_body_reusing(
-        body,
-        compressed,
-        version,
-        limits,
-        &mut DecodeScratch::default(),
-    )
-}
-
-/// [`decode_register_body`] writing the topic names into strings `scratch` kept from bodies
-/// applied before (hand the body back with [`DecodeScratch::recycle`] once applied).
-pub fn decode_register_body_reusing(
     body: &[u8],
     compressed: bool,
     version: i32,
@@ -108,10 +80,8 @@ pub fn decode_register_body_reusing(
     }
 }
 
-/// A RegisterBrokerBody (or, before V3_0_11, a bare wrapper) in fastjson's JSON, read
-/// member by member with the JSON cursor straight into the body: no document of the whole
-/// body is built, and the topic names go into the strings `scratch` kept. Repeated members:
-/// the last wins, as in a Java map; a null member counts as absent.
+/// A RegisterBrokerBody (before V3_0_11 a bare wrapper), read member by member with the JSON
+/// cursor straight into the body: no document of the whole body is built.
 fn decode_json_body(
     body: &[u8],
     version: i32,
@@ -120,10 +90,7 @@ fn decode_json_body(
 ) -> Result<RegisterBody, ModelError> {
     let mut c = Cursor::checking_strings(body, &limits.json)?;
     let mut decoded = RegisterBody::default();
-    if c.peek() != Some(b'{') {
-        c.skip()?;
-        return err("RegisterBrokerBody is not a JSON object");
-    }
+    expect_object(&mut c, "RegisterBrokerBody")?;
     if version < V3_0_11 {
         wrapper(&mut c, &mut decoded, limits, scratch)?;
     } else {
@@ -159,10 +126,7 @@ fn wrapper(
     if c.null()? {
         return Ok(());
     }
-    if c.peek() != Some(b'{') {
-        c.skip()?;
-        return err("topicConfigSerializeWrapper is not a JSON object");
-    }
+    expect_object(c, "topicConfigSerializeWrapper")?;
     c.members(|c, key| {
         match &*key {
             "dataVersion" if c.null()? => out.data_version = DataVersion::default(),
@@ -190,10 +154,7 @@ fn topic_table(
     if c.null()? {
         return Ok(Vec::new());
     }
-    if c.peek() != Some(b'{') {
-        c.skip()?;
-        return err("topicConfigTable is not a JSON object");
-    }
+    expect_object(c, "topicConfigTable")?;
     // A broker writes about 180 bytes per TopicConfig: sized once instead of doubling seven
     // times for a hundred topics (the kept list of a body applied before, when there is one).
     let mut topics = scratch.topics((c.remaining() / 160).min(max_topics));
@@ -224,8 +185,7 @@ fn topic_table(
 }
 
 /// One TopicConfig, as entry `at` of `topics`: missing members take Java's defaults, a
-/// missing topicName the map `key`. Each member's last value counts (a Java map's view), so
-/// values are coerced once all are read.
+/// missing topicName the map `key`; values are coerced once all are read (the last counts).
 fn topic_config<'a>(
     c: &mut Cursor<'a>,
     key: &str,
@@ -236,10 +196,7 @@ fn topic_config<'a>(
     if c.null()? {
         return err(format!("null TopicConfig for {key}"));
     }
-    if c.peek() != Some(b'{') {
-        c.skip()?;
-        return err(format!("{WHAT} is not a JSON object"));
-    }
+    expect_object(c, WHAT)?;
     let mut fields: [Option<Item<'a>>; 5] = Default::default();
     c.members(|c, member| {
         let i = match &*member {
@@ -269,13 +226,11 @@ fn topic_config<'a>(
     Ok(())
 }
 
-/// A TopicConfig exactly as a broker's fastjson writes it, members in alphabetical order:
-/// `{["attributes":{},]"order":false,"perm":6,"readQueueNums":8,"topicFilterType":"SINGLE_TAG",
-/// "topicName":"T","topicSysFlag":0,"writeQueueNums":8}` (`attributes` since 5.x, empty unless
-/// a topic has some). Keys and fixed values are compared as bytes, only the numbers and the
-/// name read (`None` when it is the map key, `plain_key`). Anything else is `None`, and
-/// [`topic_config`] reads the member loop from where this started. Without this, a changed registration of 100 topics cost 2.5 times the
-/// instructions (`benches/scripts/cgdelta.sh NS "register --churn"`).
+/// A TopicConfig exactly as a broker's fastjson writes it (alphabetical, `attributes` since 5.x):
+/// keys and fixed values compared as bytes, only the numbers and the name read (`None` when it
+/// is the map key, `plain_key`); anything else is `None`, for [`topic_config`]. Without this, a
+/// changed registration of 100 topics cost 2.5 times the instructions
+/// (`benches/scripts/cgdelta.sh NS "register --churn"`).
 fn broker_layout<'a>(
     c: &mut Cursor<'a>,
     plain_key: Option<&str>,
@@ -309,8 +264,7 @@ fn broker_layout<'a>(
     (!c.next(false).ok()?).then_some((name, tc))
 }
 
-/// Reads the int32-BE length-prefixed parts of an inflated body; every prefix is checked
-/// against what is left.
+/// Reads the int32-BE length-prefixed parts of an inflated body, each checked against the rest.
 struct PartReader<'a> {
     rest: &'a [u8],
 }
@@ -365,8 +319,7 @@ fn decode_compressed(
     version: i32,
     limits: &BodyLimits,
 ) -> Result<RegisterBody, ModelError> {
-    // The limited inflater grows its buffer step by step and stops at the limit, so memory is
-    // bounded by min(actual output, max_inflated_len) whatever the stream claims.
+    // Grows step by step up to the limit, whatever the stream claims.
     let inflated =
         miniz_oxide::inflate::decompress_to_vec_zlib_with_limit(body, limits.max_inflated_len)
             .map_err(|e| match e.status {
@@ -487,8 +440,7 @@ fn encode_topic_config(tc: &TopicConfig, out: &mut Vec<u8>) {
 }
 
 fn push_part(out: &mut Vec<u8>, part: &[u8]) {
-    // Parts are built by us from in-memory data; a part over 2 GiB cannot be represented and
-    // is clamped rather than wrapped (the receiver then reports truncation).
+    // A part over 2 GiB is clamped, not wrapped (the receiver then reports truncation).
     let len = i32::try_from(part.len()).unwrap_or(i32::MAX);
     out.extend_from_slice(&len.to_be_bytes());
     out.extend_from_slice(part);
@@ -546,6 +498,16 @@ pub fn encode_register_body_compressed(body: &RegisterBody, version: i32) -> Vec
 mod tests {
     use super::*;
 
+    /// Decoded with nothing kept from earlier bodies.
+    fn decode_register_body(
+        body: &[u8],
+        compressed: bool,
+        version: i32,
+        limits: &BodyLimits,
+    ) -> Result<RegisterBody, ModelError> {
+        super::decode_register_body(body, compressed, version, limits, &mut Default::default())
+    }
+
     use crate::checksum::crc32;
     use crate::route::model::tests::{static_mapping, text, topic};
     use crate::test_support::fixture;
@@ -582,14 +544,9 @@ mod tests {
         for round in 0..3 {
             for text in &bodies {
                 let fresh = decode_register_body(text.as_bytes(), false, 479, &limits).unwrap();
-                let reused = decode_register_body_reusing(
-                    text.as_bytes(),
-                    false,
-                    479,
-                    &limits,
-                    &mut scratch,
-                )
-                .unwrap();
+                let reused =
+                    super::decode_register_body(text.as_bytes(), false, 479, &limits, &mut scratch)
+                        .unwrap();
                 assert_eq!(reused, fresh, "round {round}: {text}");
                 scratch.recycle(reused);
             }

@@ -1,9 +1,8 @@
-//! The route registry tables (Java's RouteInfoManager, docs/protocol.md §5), owned by the loop
-//! thread as plain `HashMap`s: no locks, no snapshots. Beside Java's six tables it keeps what
-//! makes the hot paths cheap: the route cache, per broker group its topics and the stamp of
-//! its queue entries' last change, per live broker its last body's fingerprint, the topic map
-//! in shards, deadline buckets and connection -> live brokers. Two rules Java lacks: an
-//! address belongs to one broker name per cluster, and the registry's size is bounded.
+//! The route registry tables (Java's RouteInfoManager, docs/protocol.md §5), plain `HashMap`s
+//! owned by the loop thread. Beside Java's tables it keeps what makes the hot paths cheap (the
+//! route cache, each group's topics and write stamp, each live broker's body fingerprint,
+//! deadline buckets). Two rules Java lacks: an address belongs to one broker name per cluster,
+//! and the registry's size is bounded.
 
 use super::cache::RouteCache;
 use super::model::{MappingInfo, QueueData, RegisterBody};

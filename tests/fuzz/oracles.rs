@@ -289,9 +289,13 @@ pub fn check_register_body(data: &[u8]) {
     } else {
         rest
     };
-    let Ok(decoded) =
-        model::decode_register_body(body, compressed || mode & 16 != 0, version, &limits)
-    else {
+    let Ok(decoded) = model::decode_register_body(
+        body,
+        compressed || mode & 16 != 0,
+        version,
+        &limits,
+        &mut Default::default(),
+    ) else {
         return;
     };
     assert!(version >= 0, "a negative version is refused");
@@ -300,12 +304,14 @@ pub fn check_register_body(data: &[u8]) {
     // What was decoded re-encodes (as a 5.x broker would send it) and decodes the same.
     let mut json_body = Vec::new();
     model::encode_register_body_json(&decoded, &mut json_body);
-    let again = model::decode_register_body(&json_body, false, 479, &limits).unwrap_or_else(|e| {
-        panic!(
-            "re-encoded JSON body does not decode ({e}): {}",
-            String::from_utf8_lossy(&json_body)
-        )
-    });
+    let again =
+        model::decode_register_body(&json_body, false, 479, &limits, &mut Default::default())
+            .unwrap_or_else(|e| {
+                panic!(
+                    "re-encoded JSON body does not decode ({e}): {}",
+                    String::from_utf8_lossy(&json_body)
+                )
+            });
     assert_eq!(again.data_version, decoded.data_version);
     assert_eq!(again.topics, decoded.topics);
     assert_eq!(again.mappings.len(), decoded.mappings.len());
@@ -362,7 +368,7 @@ pub fn check_models(data: &[u8]) {
     }
     if let Ok(table) = model::decode_kv_table(data) {
         let mut out = Vec::new();
-        model::encode_kv_table(
+        encode_kv_table(
             table.iter().map(|(k, v)| (k.as_str(), v.as_str())),
             &mut out,
         );
@@ -411,4 +417,15 @@ pub fn check_properties(data: &[u8]) {
         written,
         "config does not survive a write and re-read"
     );
+}
+
+/// KVTable `{"table":{k:v}}` as the server's KV store writes it.
+pub fn encode_kv_table<'a>(entries: impl Iterator<Item = (&'a str, &'a str)>, out: &mut Vec<u8>) {
+    let mut o = json::Seq::object(out);
+    let mut table = json::Seq::object(o.field("table"));
+    for (k, v) in entries {
+        json::write_str(table.key(k), v);
+    }
+    table.end();
+    o.end();
 }

@@ -300,8 +300,10 @@ mod tests {
         let churned = layout.register_body(1, 1);
         assert_ne!(steady, churned);
         let limits = BodyLimits::default();
-        let a = decode_register_body(&steady, false, 479, &limits).unwrap();
-        let b = decode_register_body(&churned, false, 479, &limits).unwrap();
+        let a =
+            decode_register_body(&steady, false, 479, &limits, &mut Default::default()).unwrap();
+        let b =
+            decode_register_body(&churned, false, 479, &limits, &mut Default::default()).unwrap();
         assert_eq!(a.topics.len(), 12 + 4 + 20);
         assert!(a.topics.iter().any(|(k, _)| k == "TBW102"));
         assert!(a.topics.iter().any(|(k, _)| k == "bench-broker-1"));

@@ -1,30 +1,20 @@
-//! What the decoder of changed registration bodies keeps from one body to the next: the topic
-//! list of the body applied last, whose strings the next body's names are written into.
-//!
-//! A changed body of a hundred topics owns about 270 strings (each TopicConfig's map key and
-//! its topicName); allocating them and freeing them after the apply was a fifth of a changed
-//! registration's instructions (callgrind, `rmq-bench register --churn`). The loop's
-//! processor hands the body it applied back here, and the next decode overwrites its entries
-//! in place: no allocation while the names fit the capacities already there. Bounded: a list
-//! of more than [`MAX_POOLED`] topics, or with a string of more than [`MAX_POOLED_CAPACITY`]
-//! bytes, is not kept.
+//! The topic list of the registration body applied last, whose strings the next body's names
+//! are written into: allocating and freeing a hundred topics' 270 strings was a fifth of a
+//! changed registration's instructions (callgrind, `rmq-bench register --churn`). Bounded by
+//! [`MAX_POOLED`] topics and [`MAX_POOLED_CAPACITY`] bytes per string.
 
 use super::{RegisterBody, TopicConfig};
 
 /// Largest topic list kept (a few thousand strings).
 pub const MAX_POOLED: usize = 2_048;
 
-/// A list with a longer string is freed rather than kept (topic names are at most 127 bytes
-/// by default).
+/// A list with a longer string is freed, not kept (topic names are at most 127 bytes by default).
 pub const MAX_POOLED_CAPACITY: usize = 256;
 
-/// One decoded topic: its map key and its config.
 type Topic = (String, TopicConfig);
 
-/// Reusable buffers of the body decoder (see the module comment). `Default` holds nothing.
 #[derive(Debug, Default)]
 pub struct DecodeScratch {
-    /// The topic list of the body applied last (its strings to be overwritten).
     kept: Vec<Topic>,
 }
 
@@ -61,8 +51,7 @@ impl DecodeScratch {
         }
     }
 
-    /// Takes the topic list of an applied body for the next decode (the rest of the body is
-    /// dropped here), unless it is past the bounds.
+    /// Keeps the topic list of an applied body for the next decode, unless past the bounds.
     pub fn recycle(&mut self, body: RegisterBody) {
         let topics = body.topics;
         let small = |s: &String| s.capacity() <= MAX_POOLED_CAPACITY;
@@ -74,16 +63,18 @@ impl DecodeScratch {
             self.kept = topics;
         }
     }
-
-    /// Topics (strings to overwrite) kept now.
-    pub fn pooled(&self) -> usize {
-        self.kept.len()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl DecodeScratch {
+        /// Topics (strings to overwrite) kept now.
+        pub(crate) fn pooled(&self) -> usize {
+            self.kept.len()
+        }
+    }
 
     fn config(name: &str, perm: i32) -> (String, TopicConfig) {
         let tc = TopicConfig {

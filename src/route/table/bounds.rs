@@ -1,7 +1,7 @@
-//! How big registrations may make the registry (`maxBrokers`, `maxTopics`,
-//! `maxTopicsPerBroker`), and handing the tables' memory back after a mass removal. A bound is
-//! checked before a registration changes anything, and only what it would add counts: a
-//! registry above a bound lowered at run time keeps serving; it only stops growing.
+//! How big registrations may make the registry (`maxBrokers`, `maxTopics`, `maxTopicsPerBroker`),
+//! and handing memory back after a mass removal. A bound is checked before a registration
+//! changes anything, and only what it would add counts: a registry above a lowered bound keeps
+//! serving; it only stops growing.
 
 use super::topic_map::shrink_sparse;
 use super::{QueueData, RegisterBody, RegisterRequest, RouteTable, TopicsInput};
@@ -9,21 +9,12 @@ use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `Default` is all zero: the processor sets them from the config.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RouteBounds {
     pub max_brokers: usize,
     pub max_topics: usize,
     pub max_topics_per_broker: usize,
-}
-
-impl Default for RouteBounds {
-    fn default() -> Self {
-        RouteBounds {
-            max_brokers: 10_000,
-            max_topics: 1_000_000,
-            max_topics_per_broker: 100_000,
-        }
-    }
 }
 
 /// A registration refused because the registry would outgrow a bound. `Display` is the remark.

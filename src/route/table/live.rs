@@ -52,12 +52,6 @@ impl RouteTable {
         })
     }
 
-    #[cfg(test)]
-    pub fn data_version(&self, cluster: &str, addr: &str) -> Option<DataVersion> {
-        self.live_id(cluster, addr)
-            .map(|id| self.live[id].data_version)
-    }
-
     /// QUERY_DATA_VERSION in one lookup: `answer` gets the stored DataVersion and its encoded
     /// text (re-encoded only when it changed; `None`: not live); on `Ok`, as a heartbeat.
     pub fn query_data_version<R, E>(

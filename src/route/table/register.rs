@@ -123,26 +123,6 @@ impl RouteTable {
             == Some(req.fingerprint)
     }
 
-    /// Java's registerBroker (§5.2) step by step, without the bugs in
-    /// docs/compatibility.md#differences-from-java; earlier steps stay when a later one returns.
-    pub fn register_broker(
-        &mut self,
-        req: &RegisterRequest<'_>,
-        topics_in: TopicsInput<'_>,
-    ) -> RegisterResult {
-        self.register(req, topics_in, false).0
-    }
-
-    /// [`RouteTable::register_broker`] but for the topic work, left to
-    /// [`RouteTable::apply_topic_steps`] (`None`: no topics to put).
-    pub fn register_broker_in_steps(
-        &mut self,
-        req: &RegisterRequest<'_>,
-        body: &RegisterBody,
-    ) -> (RegisterResult, Option<TopicSteps>) {
-        self.register(req, TopicsInput::Body(body), true)
-    }
-
     /// Removes up to `max` stale queue entries, then puts topic configs with what is left of
     /// `max`; returns whether it is done. A group removed meanwhile gets no more topics.
     pub fn apply_topic_steps(
@@ -200,11 +180,13 @@ impl RouteTable {
         }
     }
 
-    fn register(
+    /// Java's registerBroker (§5.2) step by step, without the bugs in
+    /// docs/compatibility.md#differences-from-java; earlier steps stay when a later one returns.
+    /// The topic configs are left to [`RouteTable::apply_topic_steps`] (`None`: none to put).
+    pub fn register_broker(
         &mut self,
         req: &RegisterRequest<'_>,
         topics_in: TopicsInput<'_>,
-        in_steps: bool,
     ) -> (RegisterResult, Option<TopicSteps>) {
         let mut steps = None;
         let mut result = RegisterResult::default();
@@ -244,15 +226,7 @@ impl RouteTable {
         }
         // 9./10. topic configs and static-topic mappings, from the master or the prime slave
         if let TopicsInput::Body(body) = topics_in {
-            let plan = self.plan_topics(req, body, register_first, incoming_version);
-            if let Some(mut plan) = plan {
-                if in_steps {
-                    steps = Some(plan);
-                } else {
-                    self.apply_topic_steps(&mut plan, body, usize::MAX);
-                    result.topics_changed = plan.changed;
-                }
-            }
+            steps = self.plan_topics(req, body, register_first, incoming_version);
         }
         // 11. live entry, bound to the connection the registration came on
         result.first = self.refresh_live(req, topics_in, incoming_version);

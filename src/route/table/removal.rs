@@ -56,13 +56,8 @@ impl RouteTable {
     }
 
     /// Live brokers whose deadline has passed, each reported once (they stay until their
-    /// unregistration is applied, as in Java).
-    pub fn expire_silent_brokers(&mut self, now_ms: u64) -> Vec<ExpiredBroker> {
-        self.expire_silent_brokers_limited(now_ms, usize::MAX).0
-    }
-
-    /// At most `limit` bucket entries of [`RouteTable::expire_silent_brokers`]; true: more due.
-    pub fn expire_silent_brokers_limited(
+    /// unregistration is applied, as in Java), from at most `limit` bucket entries; true: more.
+    pub fn expire_silent_brokers(
         &mut self,
         now_ms: u64,
         limit: usize,

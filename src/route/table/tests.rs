@@ -2,6 +2,31 @@ use super::*;
 use crate::route::model::{DataVersion, Dialect, TopicConfig};
 use bytes::Bytes;
 
+impl RouteTable {
+    /// A registration with its topic configs all put at once.
+    fn register_now(
+        &mut self,
+        req: &RegisterRequest<'_>,
+        topics: TopicsInput<'_>,
+    ) -> RegisterResult {
+        let (mut result, steps) = self.register_broker(req, topics);
+        if let (Some(mut steps), TopicsInput::Body(body)) = (steps, topics) {
+            self.apply_topic_steps(&mut steps, body, usize::MAX);
+            result.topics_changed = steps.changed;
+        }
+        result
+    }
+
+    fn expire_due(&mut self, now_ms: u64) -> Vec<ExpiredBroker> {
+        self.expire_silent_brokers(now_ms, usize::MAX).0
+    }
+
+    fn data_version(&self, cluster: &str, addr: &str) -> Option<DataVersion> {
+        self.live_id(cluster, addr)
+            .map(|id| self.live[id].data_version)
+    }
+}
+
 fn fp(hash: u64) -> BodyFingerprint {
     BodyFingerprint {
         len: 1,
@@ -75,7 +100,7 @@ fn unreg(cluster: &str, name: &str, addr: &str, id: i64) -> UnregisterRequest {
 #[test]
 fn first_registration_creates_cluster_broker_live_and_queue_entries() {
     let mut t = table();
-    let r = t.register_broker(
+    let r = t.register_now(
         &req("c", "b", "a:1", 0, 10),
         TopicsInput::Body(&body(1, &[("T", 6)])),
     );
@@ -101,13 +126,13 @@ fn first_registration_creates_cluster_broker_live_and_queue_entries() {
 #[test]
 fn slave_gets_master_addresses_and_its_topics_are_ignored() {
     let mut t = table();
-    t.register_broker(
+    t.register_now(
         &req("c", "b", "m:1", 0, 0),
         TopicsInput::Body(&body(1, &[("T", 6)])),
     );
     let mut slave = req("c", "b", "s:1", 1, 0);
     slave.enable_acting_master = None; // a 4.x slave
-    let r = t.register_broker(&slave, TopicsInput::Body(&body(1, &[("SlaveOnly", 6)])));
+    let r = t.register_now(&slave, TopicsInput::Body(&body(1, &[("SlaveOnly", 6)])));
     assert_eq!(r.master_addr.as_deref(), Some("m:1"));
     assert_eq!(r.ha_server_addr.as_deref(), Some("ha:1"));
     assert!(t.pickup_route("SlaveOnly").is_none());
@@ -116,11 +141,11 @@ fn slave_gets_master_addresses_and_its_topics_are_ignored() {
 #[test]
 fn same_address_under_a_new_id_replaces_the_old_id() {
     let mut t = table();
-    t.register_broker(
+    t.register_now(
         &req("c", "b", "x:1", 1, 0),
         TopicsInput::Body(&body(1, &[("T", 6)])),
     );
-    t.register_broker(
+    t.register_now(
         &req("c", "b", "x:1", 0, 0),
         TopicsInput::Body(&body(1, &[("T", 6)])),
     );
@@ -134,8 +159,8 @@ fn newer_state_version_fences_an_older_incarnation() {
     let mut t = table();
     let mut newer = body(1, &[("T", 6)]);
     newer.data_version.state_version = 5;
-    t.register_broker(&req("c", "b", "new:1", 0, 0), TopicsInput::Body(&newer));
-    let r = t.register_broker(
+    t.register_now(&req("c", "b", "new:1", 0, 0), TopicsInput::Body(&newer));
+    let r = t.register_now(
         &req("c", "b", "old:1", 0, 0),
         TopicsInput::Body(&body(1, &[("T", 6)])),
     );
@@ -149,17 +174,17 @@ fn newer_state_version_fences_an_older_incarnation() {
 #[test]
 fn topic_configs_apply_only_when_the_data_version_changes() {
     let mut t = table();
-    t.register_broker(
+    t.register_now(
         &req("c", "b", "a:1", 0, 0),
         TopicsInput::Body(&body(1, &[("T", 6)])),
     );
-    let r = t.register_broker(
+    let r = t.register_now(
         &req("c", "b", "a:1", 0, 1),
         TopicsInput::Body(&body(1, &[("T", 4)])),
     );
     assert_eq!(r.topics_changed, 0);
     assert_eq!(t.pickup_route("T").unwrap().queue_datas[0].perm, 6);
-    let r = t.register_broker(
+    let r = t.register_now(
         &req("c", "b", "a:1", 0, 2),
         TopicsInput::Body(&body(2, &[("T", 4)])),
     );
@@ -171,14 +196,14 @@ fn topic_configs_apply_only_when_the_data_version_changes() {
 fn route_cache_survives_steady_registrations_and_drops_on_change() {
     let mut t = table();
     let b = body(1, &[("T", 6)]);
-    t.register_broker(&req("c", "b", "a:1", 0, 0), TopicsInput::Body(&b));
+    t.register_now(&req("c", "b", "a:1", 0, 0), TopicsInput::Body(&b));
     let first = t.route_body("T", Dialect::Standard, || None).unwrap();
     assert!(t.is_unchanged_body(&req("c", "b", "a:1", 0, 0)));
-    t.register_broker(&req("c", "b", "a:1", 0, 0), TopicsInput::Unchanged);
+    t.register_now(&req("c", "b", "a:1", 0, 0), TopicsInput::Unchanged);
     let again = t.route_body("T", Dialect::Standard, || None).unwrap();
     assert_eq!(first.as_ptr(), again.as_ptr(), "served from the cache");
     // A new slave changes the broker data: the cached body is rebuilt.
-    t.register_broker(&req("c", "b", "s:1", 1, 0), TopicsInput::Body(&b));
+    t.register_now(&req("c", "b", "s:1", 1, 0), TopicsInput::Body(&b));
     let rebuilt = t.route_body("T", Dialect::Standard, || None).unwrap();
     assert_ne!(first, rebuilt);
     assert!(std::str::from_utf8(&rebuilt).unwrap().contains("s:1"));
@@ -226,7 +251,7 @@ fn churned_registrations_serve_the_same_route_bytes_as_a_fresh_table() {
     for round in 1..=5 {
         for b in 0..3 {
             let r = req("c", names[b], addrs[b], 0, round as u64);
-            churned.register_broker(&r, TopicsInput::Body(&churned_body(b, round)));
+            churned.register_now(&r, TopicsInput::Body(&churned_body(b, round)));
         }
         // Fill the cache between rounds, so that stale bodies would be served if the
         // next round failed to drop them.
@@ -239,7 +264,7 @@ fn churned_registrations_serve_the_same_route_bytes_as_a_fresh_table() {
     let mut fresh = table();
     for b in 0..3 {
         let r = req("c", names[b], addrs[b], 0, 5);
-        fresh.register_broker(&r, TopicsInput::Body(&churned_body(b, 5)));
+        fresh.register_now(&r, TopicsInput::Body(&churned_body(b, 5)));
     }
     for b in 0..3 {
         for (topic, _) in churned_body(b, 5).topics {
@@ -267,7 +292,7 @@ fn cache_stays_within_its_byte_budget() {
     );
     let names: Vec<String> = (0..100).map(|i| format!("T{i}")).collect();
     let topics: Vec<(&str, i32)> = names.iter().map(|n| (n.as_str(), 6)).collect();
-    t.register_broker(
+    t.register_now(
         &req("c", "b", "a:1", 0, 0),
         TopicsInput::Body(&body(1, &topics)),
     );
@@ -282,21 +307,21 @@ fn heartbeats_keep_brokers_and_silence_expires_them_once() {
     let mut t = table();
     let mut r = req("c", "b", "a:1", 0, 0);
     r.heartbeat_timeout_ms = Some(10_000);
-    t.register_broker(&r, TopicsInput::Body(&body(1, &[("T", 6)])));
+    t.register_now(&r, TopicsInput::Body(&body(1, &[("T", 6)])));
     assert!(t.heartbeat("c", "a:1", 9_000));
     assert!(!t.heartbeat("c", "nope:1", 9_000));
     assert!(
-        t.expire_silent_brokers(12_000).is_empty(),
+        t.expire_due(12_000).is_empty(),
         "heartbeat moved the deadline"
     );
-    let expired = t.expire_silent_brokers(20_000);
+    let expired = t.expire_due(20_000);
     assert_eq!(expired.len(), 1);
     assert_eq!(expired[0].request, unreg("c", "b", "a:1", 0));
     assert_eq!(expired[0].conn, Some(1));
-    assert!(t.expire_silent_brokers(40_000).is_empty(), "reported once");
+    assert!(t.expire_due(40_000).is_empty(), "reported once");
     t.rearm("c", "a:1", 40_000);
     assert_eq!(
-        t.expire_silent_brokers(41_000).len(),
+        t.expire_due(41_000).len(),
         1,
         "re-armed after a failed submit"
     );
@@ -323,7 +348,7 @@ fn query_data_version_gives_the_stored_version_and_its_current_text() {
         Bytes::from(out)
     };
     for counter in [1, 1, 2, 2] {
-        t.register_broker(&r, TopicsInput::Body(&body(counter, &[("T", 6)])));
+        t.register_now(&r, TopicsInput::Body(&body(counter, &[("T", 6)])));
         let v = body(counter, &[]).data_version;
         assert_eq!(seen(&mut t, "a:1", 0), Some((v, text(v))));
     }
@@ -333,18 +358,18 @@ fn query_data_version_gives_the_stored_version_and_its_current_text() {
         t.query_data_version("c", "a:1", 9_000, |_| Err::<(), _>(())),
         Err(())
     );
-    assert_eq!(t.expire_silent_brokers(12_000).len(), 1);
+    assert_eq!(t.expire_due(12_000).len(), 1);
     // The freed id now holds another broker, with its own version.
     t.unregister_batch(&[unreg("c", "b", "a:1", 0)]);
     let other = req("c", "d", "a:2", 0, 0);
-    t.register_broker(&other, TopicsInput::Body(&body(7, &[("T", 6)])));
+    t.register_now(&other, TopicsInput::Body(&body(7, &[("T", 6)])));
     let v = body(7, &[]).data_version;
     assert_eq!(seen(&mut t, "a:2", 0), Some((v, text(v))));
     // Answered: refreshed, as a heartbeat does.
     let mut t = table();
-    t.register_broker(&r, TopicsInput::Body(&body(1, &[("T", 6)])));
+    t.register_now(&r, TopicsInput::Body(&body(1, &[("T", 6)])));
     assert!(seen(&mut t, "a:1", 9_000).is_some());
-    assert!(t.expire_silent_brokers(12_000).is_empty());
+    assert!(t.expire_due(12_000).is_empty());
 }
 
 #[test]
@@ -355,9 +380,9 @@ fn expiry_costs_only_the_brokers_due() {
         let name = format!("b{i}");
         let mut r = req("c", &name, &addr, 0, 0);
         r.heartbeat_timeout_ms = Some(if i < 10 { 1_000 } else { 100_000 });
-        t.register_broker(&r, TopicsInput::Body(&body(1, &[("T", 6)])));
+        t.register_now(&r, TopicsInput::Body(&body(1, &[("T", 6)])));
     }
-    assert_eq!(t.expire_silent_brokers(2_000).len(), 10);
+    assert_eq!(t.expire_due(2_000).len(), 10);
     // Only the ten due entries left the buckets.
     assert_eq!(t.expiry.len(), 90);
 }
@@ -365,17 +390,17 @@ fn expiry_costs_only_the_brokers_due() {
 #[test]
 fn closing_a_connection_lists_every_broker_registered_on_it() {
     let mut t = table();
-    t.register_broker(
+    t.register_now(
         &req("c", "b1", "a:1", 0, 0),
         TopicsInput::Body(&body(1, &[("T", 6)])),
     );
-    t.register_broker(
+    t.register_now(
         &req("c", "b2", "a:2", 0, 0),
         TopicsInput::Body(&body(1, &[("T", 6)])),
     );
     let mut other = req("c", "b3", "a:3", 0, 0);
     other.conn = Some(2);
-    t.register_broker(&other, TopicsInput::Body(&body(1, &[("T", 6)])));
+    t.register_now(&other, TopicsInput::Body(&body(1, &[("T", 6)])));
     let mut requests = t.connection_closed(1);
     requests.sort_by(|a, b| a.broker_name.cmp(&b.broker_name));
     assert_eq!(
@@ -388,15 +413,15 @@ fn closing_a_connection_lists_every_broker_registered_on_it() {
 #[test]
 fn a_batch_removes_groups_topics_and_clusters_and_keeps_reduced_groups() {
     let mut t = table();
-    t.register_broker(
+    t.register_now(
         &req("c", "g1", "m1:1", 0, 0),
         TopicsInput::Body(&body(1, &[("A", 6), ("Both", 6)])),
     );
-    t.register_broker(
+    t.register_now(
         &req("c", "g1", "s1:1", 1, 0),
         TopicsInput::Body(&body(1, &[("A", 6)])),
     );
-    t.register_broker(
+    t.register_now(
         &req("d", "g2", "m2:1", 0, 0),
         TopicsInput::Body(&body(1, &[("Both", 6)])),
     );
@@ -427,8 +452,8 @@ fn master_loss_with_acting_master_wipes_write_and_rewrites_the_route() {
     m.enable_acting_master = Some(true);
     let mut s = req("c", "g", "s:1", 1, 0);
     s.enable_acting_master = Some(true);
-    t.register_broker(&m, TopicsInput::Body(&body(1, &[("T", 6)])));
-    t.register_broker(&s, TopicsInput::Body(&body(1, &[("T", 6)])));
+    t.register_now(&m, TopicsInput::Body(&body(1, &[("T", 6)])));
+    t.register_now(&s, TopicsInput::Body(&body(1, &[("T", 6)])));
     t.unregister_batch(&[unreg("c", "g", "m:1", 0)]);
     let route = t.pickup_route("T").unwrap();
     assert_eq!(route.queue_datas[0].perm, 4);
@@ -449,7 +474,7 @@ fn master_loss_with_acting_master_wipes_write_and_rewrites_the_route() {
 #[test]
 fn write_permission_wipe_and_add_count_topics() {
     let mut t = table();
-    t.register_broker(
+    t.register_now(
         &req("c", "g", "a:1", 0, 0),
         TopicsInput::Body(&body(1, &[("A", 7), ("B", 6)])),
     );
@@ -464,8 +489,8 @@ fn write_permission_wipe_and_add_count_topics() {
 fn delete_topic_whole_or_per_cluster_and_registration_brings_it_back() {
     let mut t = table();
     let b = body(1, &[("T", 6), ("U", 6)]);
-    t.register_broker(&req("c", "g", "a:1", 0, 0), TopicsInput::Body(&b));
-    t.register_broker(&req("d", "h", "b:1", 0, 0), TopicsInput::Body(&b));
+    t.register_now(&req("c", "g", "a:1", 0, 0), TopicsInput::Body(&b));
+    t.register_now(&req("d", "h", "b:1", 0, 0), TopicsInput::Body(&b));
     assert!(t.delete_topic("T", Some("c")));
     assert_eq!(t.pickup_route("T").unwrap().queue_datas.len(), 1);
     assert!(!t.delete_topic("T", Some("zz")));
@@ -473,14 +498,14 @@ fn delete_topic_whole_or_per_cluster_and_registration_brings_it_back() {
     assert!(t.pickup_route("U").is_none());
     // The deleting admin call makes the unchanged body need a full apply again.
     assert!(!t.is_unchanged_body(&req("c", "g", "a:1", 0, 0)));
-    t.register_broker(&req("c", "g", "a:1", 0, 0), TopicsInput::Body(&b));
+    t.register_now(&req("c", "g", "a:1", 0, 0), TopicsInput::Body(&b));
     assert!(t.pickup_route("U").is_some());
 }
 
 #[test]
 fn register_topic_checks_every_broker_of_a_new_topic() {
     let mut t = table();
-    t.register_broker(
+    t.register_now(
         &req("c", "g", "a:1", 0, 0),
         TopicsInput::Body(&body(1, &[("T", 6)])),
     );
@@ -505,7 +530,7 @@ fn topic_lists_by_cluster_flag_and_system() {
     let mut t = table();
     let mut b = body(1, &[("Plain", 6), ("Unit", 6)]);
     b.topics[1].1.topic_sys_flag = FLAG_UNIT;
-    t.register_broker(&req("c", "g", "a:1", 0, 0), TopicsInput::Body(&b));
+    t.register_now(&req("c", "g", "a:1", 0, 0), TopicsInput::Body(&b));
     assert_eq!(t.topics_of_cluster("c").len(), 2);
     assert!(t.topics_of_cluster("zz").is_empty());
     assert_eq!(t.topics_with_flag(|f| f & FLAG_UNIT != 0), vec!["Unit"]);
@@ -524,7 +549,7 @@ fn broad_topics_stay_consistent_through_inserts_and_removals() {
     let addrs: Vec<String> = (0..100).map(|i| format!("a:{i}")).collect();
     for i in 0..100 {
         let b = body(1, &[("TBW102", 6), (names[i].as_str(), 6)]);
-        t.register_broker(&req("c", &names[i], &addrs[i], 0, 0), TopicsInput::Body(&b));
+        t.register_now(&req("c", &names[i], &addrs[i], 0, 0), TopicsInput::Body(&b));
     }
     assert_eq!(t.pickup_route("TBW102").unwrap().queue_datas.len(), 100);
     // Remove every third group, one batch each, then check what is left, entry by entry.
@@ -565,13 +590,13 @@ fn broad_topics_stay_consistent_through_inserts_and_removals() {
 #[test]
 fn a_reused_broker_id_never_inherits_old_queue_entries() {
     let mut t = table();
-    t.register_broker(
+    t.register_now(
         &req("c", "old", "a:1", 0, 0),
         TopicsInput::Body(&body(1, &[("T", 6)])),
     );
     t.unregister_batch(&[unreg("c", "old", "a:1", 0)]);
     assert!(t.pickup_route("T").is_none());
-    t.register_broker(
+    t.register_now(
         &req("c", "new", "b:1", 0, 0),
         TopicsInput::Body(&body(1, &[("U", 6)])),
     );
@@ -590,11 +615,11 @@ fn min_broker_id_change_produces_a_notification_when_enabled() {
         },
         1000,
     );
-    t.register_broker(
+    t.register_now(
         &req("c", "g", "s:1", 1, 0),
         TopicsInput::Body(&body(1, &[("T", 6)])),
     );
-    let r = t.register_broker(
+    let r = t.register_now(
         &req("c", "g", "m:1", 0, 0),
         TopicsInput::Body(&body(1, &[("T", 6)])),
     );
@@ -609,15 +634,15 @@ fn min_broker_id_change_produces_a_notification_when_enabled() {
 #[test]
 fn a_registration_at_another_names_address_takes_it_over_and_leaves_no_orphan() {
     let mut t = table();
-    t.register_broker(
+    t.register_now(
         &req("c", "old", "a:1", 0, 0),
         TopicsInput::Body(&body(1, &[("OldOnly", 6), ("Shared", 6)])),
     );
-    t.register_broker(
+    t.register_now(
         &req("c", "peer", "p:1", 0, 0),
         TopicsInput::Body(&body(1, &[("Shared", 6)])),
     );
-    let r = t.register_broker(
+    let r = t.register_now(
         &req("c", "new", "a:1", 0, 5),
         TopicsInput::Body(&body(1, &[("NewOnly", 6)])),
     );
@@ -637,7 +662,7 @@ fn a_registration_at_another_names_address_takes_it_over_and_leaves_no_orphan() 
     assert!(!info.broker_addr_table.contains_key("old"));
     assert_eq!(t.live_broker_count(), 2);
     // When the new owner leaves, nothing is left at the address.
-    let expired = t.expire_silent_brokers(1_000_000);
+    let expired = t.expire_due(1_000_000);
     let requests: Vec<UnregisterRequest> = expired.into_iter().map(|e| e.request).collect();
     t.unregister_batch(&requests);
     assert_eq!(t.broker_group_count(), 0);
@@ -649,9 +674,9 @@ fn a_registration_at_another_names_address_takes_it_over_and_leaves_no_orphan() 
 fn a_taken_over_group_with_other_addresses_keeps_them_and_its_topics() {
     let mut t = table();
     let b = body(1, &[("T", 6)]);
-    t.register_broker(&req("c", "old", "m:1", 0, 0), TopicsInput::Body(&b));
-    t.register_broker(&req("c", "old", "s:1", 1, 0), TopicsInput::Body(&b));
-    let r = t.register_broker(&req("c", "new", "s:1", 0, 0), TopicsInput::Body(&b));
+    t.register_now(&req("c", "old", "m:1", 0, 0), TopicsInput::Body(&b));
+    t.register_now(&req("c", "old", "s:1", 1, 0), TopicsInput::Body(&b));
+    let r = t.register_now(&req("c", "new", "s:1", 0, 0), TopicsInput::Body(&b));
     let takeover = r.taken_over.unwrap();
     assert_eq!(takeover.previous, unreg("c", "old", "s:1", 1));
     assert_eq!(takeover.outcome.broker_groups_removed, 0);
@@ -674,10 +699,10 @@ fn an_unregistration_queued_before_a_takeover_leaves_the_new_owner_live() {
     let mut t = table();
     let mut old = req("c", "old", "a:1", 0, 0);
     old.heartbeat_timeout_ms = Some(1_000);
-    t.register_broker(&old, TopicsInput::Body(&body(1, &[("T", 6)])));
-    let expired = t.expire_silent_brokers(5_000);
+    t.register_now(&old, TopicsInput::Body(&body(1, &[("T", 6)])));
+    let expired = t.expire_due(5_000);
     assert_eq!(expired.len(), 1, "queued for the batching thread");
-    t.register_broker(
+    t.register_now(
         &req("c", "new", "a:1", 0, 5_000),
         TopicsInput::Body(&body(1, &[("U", 6)])),
     );
@@ -694,10 +719,10 @@ fn an_unregistration_queued_before_a_takeover_leaves_the_new_owner_live() {
 fn the_same_address_in_another_cluster_or_under_the_same_name_is_not_taken_over() {
     let mut t = table();
     let b = body(1, &[("T", 6)]);
-    t.register_broker(&req("c", "one", "a:1", 0, 0), TopicsInput::Body(&b));
-    let other_cluster = t.register_broker(&req("d", "two", "a:1", 0, 0), TopicsInput::Body(&b));
+    t.register_now(&req("c", "one", "a:1", 0, 0), TopicsInput::Body(&b));
+    let other_cluster = t.register_now(&req("d", "two", "a:1", 0, 0), TopicsInput::Body(&b));
     assert_eq!(other_cluster.taken_over, None);
-    let again = t.register_broker(&req("c", "one", "a:1", 0, 1), TopicsInput::Body(&b));
+    let again = t.register_now(&req("c", "one", "a:1", 0, 1), TopicsInput::Body(&b));
     assert_eq!(again.taken_over, None);
     assert_eq!(t.broker_group_count(), 2);
     assert_eq!(t.live_broker_count(), 2);
@@ -706,7 +731,7 @@ fn the_same_address_in_another_cluster_or_under_the_same_name_is_not_taken_over(
 #[test]
 fn registered_over_names_the_connection_and_broker_of_a_live_entry() {
     let mut t = table();
-    t.register_broker(
+    t.register_now(
         &req("c", "b", "a:1", 0, 0),
         TopicsInput::Body(&body(1, &[])),
     );
@@ -718,7 +743,7 @@ fn registered_over_names_the_connection_and_broker_of_a_live_entry() {
     // A reconnected broker registers over its new connection, which then is its own.
     let mut moved = req("c", "b", "a:1", 0, 1);
     moved.conn = Some(2);
-    t.register_broker(&moved, TopicsInput::Unchanged);
+    t.register_now(&moved, TopicsInput::Unchanged);
     assert!(t.registered_over("c", "a:1", "b", Some(2)));
     assert!(!t.registered_over("c", "a:1", "b", Some(1)));
 }
@@ -744,7 +769,7 @@ fn a_new_broker_address_past_max_brokers_is_refused_but_known_ones_are_not() {
             t.check_register_bounds(&r, TopicsInput::Body(&empty), &limit),
             Ok(())
         );
-        t.register_broker(&r, TopicsInput::Body(&empty));
+        t.register_now(&r, TopicsInput::Body(&empty));
     }
     let third = req("c", "b3", "a:3", 0, 0);
     let refused = t.check_register_bounds(&third, TopicsInput::Body(&empty), &limit);
@@ -770,7 +795,7 @@ fn only_topics_a_registration_adds_count_against_max_topics_and_per_broker() {
         t.check_register_bounds(&master, TopicsInput::Body(&two), &limit),
         Ok(())
     );
-    t.register_broker(&master, TopicsInput::Body(&two));
+    t.register_now(&master, TopicsInput::Body(&two));
     // Re-registering the same topics adds nothing, even at the bound.
     assert_eq!(
         t.check_register_bounds(
@@ -816,11 +841,11 @@ fn only_topics_a_registration_adds_count_against_max_topics_and_per_broker() {
 fn register_topic_counts_a_new_topic_and_each_group_taking_it_on() {
     let mut t = table();
     let limit = bounds(10, 2, 2);
-    t.register_broker(
+    t.register_now(
         &req("c", "g", "m:1", 0, 0),
         TopicsInput::Body(&body(1, &[("A", 6)])),
     );
-    t.register_broker(
+    t.register_now(
         &req("c", "h", "n:1", 0, 0),
         TopicsInput::Body(&body(1, &[("B", 6), ("C", 6)])),
     );
@@ -848,11 +873,11 @@ fn a_mass_removal_hands_the_topic_table_memory_back() {
     let mut t = table();
     let names: Vec<String> = (0..20_000).map(|i| format!("T{i}")).collect();
     let topics: Vec<(&str, i32)> = names.iter().map(|n| (n.as_str(), 6)).collect();
-    t.register_broker(
+    t.register_now(
         &req("c", "big", "a:1", 0, 0),
         TopicsInput::Body(&body(1, &topics)),
     );
-    t.register_broker(
+    t.register_now(
         &req("c", "small", "b:1", 0, 0),
         TopicsInput::Body(&body(1, &[("Kept", 6)])),
     );
@@ -892,13 +917,13 @@ fn shared_table() -> RouteTable {
         1000,
     );
     let shared: Vec<(&str, i32)> = vec![("Sh0", 6), ("Sh1", 6), ("Gone1", 6)];
-    t.register_broker(
+    t.register_now(
         &req("c", "o", "o:1", 0, 5),
         TopicsInput::Body(&body(1, &shared)),
     );
     let mut old: Vec<(&str, i32)> = vec![("Gone0", 6), ("Gone1", 6), ("Sh0", 6)];
     old.extend(STEP_NAMES.iter().map(|n| (*n, 6)));
-    t.register_broker(
+    t.register_now(
         &req("c", "b", "a:1", 0, 10),
         TopicsInput::Body(&body(1, &old)),
     );
@@ -916,11 +941,12 @@ fn a_registration_applied_in_steps_ends_byte_identical_to_one_at_once_and_no_top
     let mut names: Vec<String> = listed.iter().map(|(n, _)| n.to_string()).collect();
     names.extend(["Gone0".to_string(), "Gone1".to_string()]);
     let mut at_once = shared_table();
-    let once = at_once.register_broker(&req("c", "b", "a:1", 0, 20), TopicsInput::Body(&second));
+    let once = at_once.register_now(&req("c", "b", "a:1", 0, 20), TopicsInput::Body(&second));
     let after = route_bytes(&mut at_once, &names);
     let mut stepped = shared_table();
     let before = route_bytes(&mut stepped, &names);
-    let (result, steps) = stepped.register_broker_in_steps(&req("c", "b", "a:1", 0, 20), &second);
+    let (result, steps) =
+        stepped.register_broker(&req("c", "b", "a:1", 0, 20), TopicsInput::Body(&second));
     assert!(!result.first);
     let mut steps = steps.expect("the master's topics are put");
     let mut seen_mixed = false;
@@ -954,7 +980,7 @@ fn register_in_steps(
     b: &RegisterBody,
     between: impl FnOnce(&mut RouteTable),
 ) {
-    let (_, steps) = t.register_broker_in_steps(r, b);
+    let (_, steps) = t.register_broker(r, TopicsInput::Body(b));
     let mut steps = steps.expect("the topics are put");
     assert!(!t.apply_topic_steps(&mut steps, b, 2));
     between(t);
@@ -1011,19 +1037,19 @@ fn any_other_writer_of_the_groups_entries_makes_the_next_same_body_changed() {
         // Another address of the group (a restarted master) puts other configs.
         |t| {
             let other = body(7, &[("A", 4)]);
-            t.register_broker(&req("c", "b", "m:2", 0, 5), TopicsInput::Body(&other));
+            t.register_now(&req("c", "b", "m:2", 0, 5), TopicsInput::Body(&other));
         },
     ];
     for write in writes {
         let mut t = table();
         let r = req("c", "b", "m:1", 0, 1);
-        t.register_broker(&r, TopicsInput::Body(&b));
+        t.register_now(&r, TopicsInput::Body(&b));
         assert!(t.is_unchanged_body(&r));
         write(&mut t);
         assert!(!t.is_unchanged_body(&r));
         // Applied again (the same dataVersion: only absent topics are put), it is
         // unchanged again.
-        t.register_broker(&r, TopicsInput::Body(&b));
+        t.register_now(&r, TopicsInput::Body(&b));
         assert!(t.is_unchanged_body(&r));
     }
 }
@@ -1032,7 +1058,7 @@ fn any_other_writer_of_the_groups_entries_makes_the_next_same_body_changed() {
 fn steps_stop_when_the_broker_group_goes_meanwhile() {
     let mut t = table();
     let many = body(1, &[("G1", 6), ("G2", 6), ("G3", 6)]);
-    let (_, steps) = t.register_broker_in_steps(&req("c", "g", "a:2", 0, 10), &many);
+    let (_, steps) = t.register_broker(&req("c", "g", "a:2", 0, 10), TopicsInput::Body(&many));
     let mut steps = steps.expect("topics to put");
     assert!(!t.apply_topic_steps(&mut steps, &many, 1));
     t.unregister_batch(&[unreg("c", "g", "a:2", 0)]);
@@ -1052,12 +1078,12 @@ fn a_closed_connection_does_not_fence_the_next_master() {
     let mut t = table();
     let mut old = body(1, &[("T", 6)]);
     old.data_version.state_version = 2;
-    t.register_broker(&req("c", "b", "old:1", 0, 0), TopicsInput::Body(&old));
+    t.register_now(&req("c", "b", "old:1", 0, 0), TopicsInput::Body(&old));
     let removals = t.connection_closed(1);
     assert_eq!(removals.len(), 1);
     let mut new_master = req("c", "b", "new:1", 0, 0);
     new_master.conn = Some(2);
-    let r = t.register_broker(&new_master, TopicsInput::Body(&body(1, &[("T", 6)])));
+    let r = t.register_now(&new_master, TopicsInput::Body(&body(1, &[("T", 6)])));
     assert!(!r.fenced, "stateVersion 0 after a closed stateVersion 2");
     t.unregister_batch(&removals);
     assert_eq!(
@@ -1071,9 +1097,9 @@ fn a_closed_connection_does_not_fence_the_next_master() {
     newer.data_version.state_version = 3;
     let mut again = new_master.clone();
     again.now_ms = 1;
-    t.register_broker(&again, TopicsInput::Body(&newer));
+    t.register_now(&again, TopicsInput::Body(&newer));
     assert!(
-        t.register_broker(&stale, TopicsInput::Body(&body(1, &[("T", 6)])))
+        t.register_now(&stale, TopicsInput::Body(&body(1, &[("T", 6)])))
             .fenced
     );
 }

@@ -20,10 +20,10 @@ pub struct TopicKey {
     name: Arc<str>,
 }
 
-/// What a shard compares and hashes: a stored [`TopicKey`] or a [`Probe`] (no `Arc` made).
+/// What a shard compares and hashes: a stored [`TopicKey`] or a [`Probe`] (no `Arc` made,
+/// its hash already computed).
 trait Lookup {
     fn name(&self) -> &str;
-    /// The hash already computed, if any (a probe's); a stored key has none.
     fn known_hash(&self) -> Option<u64>;
 }
 
@@ -185,11 +185,6 @@ impl<V, S: BuildHasher + Clone> TopicMap<V, S> {
         (shard, Probe { hash, name: topic })
     }
 
-    #[cfg(test)]
-    fn shard_of(&self, topic: &str) -> usize {
-        self.probe(topic).0
-    }
-
     pub fn len(&self) -> usize {
         self.len
     }
@@ -243,13 +238,7 @@ impl<V, S: BuildHasher + Clone> TopicMap<V, S> {
         self.iter().map(|(k, _)| k)
     }
 
-    #[cfg(test)]
-    pub fn capacity(&self) -> usize {
-        self.shards.iter().map(HashMap::capacity).sum()
-    }
-
-    /// Shrinks the shards a mass removal left mostly empty; returns their old (empty) tables
-    /// and the sum of their capacities.
+    /// Shrinks sparse shards; returns their old (empty) tables and the sum of their capacities.
     pub fn shrink_if_sparse(&mut self) -> (Vec<Shard<V, S>>, usize) {
         let mut old_tables = Vec::new();
         let mut old_capacity = 0;
@@ -265,8 +254,8 @@ impl<V, S: BuildHasher + Clone> TopicMap<V, S> {
 
 const SHRINK_BELOW_FRACTION: usize = 16;
 
-/// Moves a map filled less than 1/[`SHRINK_BELOW_FRACTION`] into a table with room for twice
-/// its entries; returns the old (empty) table.
+/// Moves a map filled less than 1/[`SHRINK_BELOW_FRACTION`] into one with room for twice its
+/// entries; returns the old (empty) table.
 pub(super) fn shrink_sparse<K: Hash + Eq, V, S: BuildHasher + Clone>(
     map: &mut HashMap<K, V, S>,
 ) -> Option<HashMap<K, V, S>> {
@@ -282,6 +271,16 @@ pub(super) fn shrink_sparse<K: Hash + Eq, V, S: BuildHasher + Clone>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl<V, S: BuildHasher + Clone> TopicMap<V, S> {
+        fn shard_of(&self, topic: &str) -> usize {
+            self.probe(topic).0
+        }
+
+        pub(crate) fn capacity(&self) -> usize {
+            self.shards.iter().map(HashMap::capacity).sum()
+        }
+    }
 
     #[test]
     fn behaves_as_one_map() {
