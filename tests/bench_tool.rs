@@ -411,7 +411,7 @@ fn text_report_shows_min_and_p95_and_never_calls_the_server_other_load() {
         .lines()
         .find(|l| l.starts_with("machine:"))
         .expect("machine line");
-    assert!(machine.contains("server and other processes"), "{machine}");
+    assert!(machine.contains("server_and_other_cores"), "{machine}");
     assert!(!text.contains("other load"), "{text}");
     let v = bench(&args("route", &server, &["--clients", "2"]));
     let m = v.get("machine").expect("machine");

@@ -17,6 +17,7 @@
 //! or when the stop flag is raised (Ctrl-C); then sending stops and in-flight requests drain.
 
 use crate::hist::Histogram;
+use crate::report::sample_proc;
 use bytes::BytesMut;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
@@ -262,6 +263,8 @@ pub struct PhaseResult {
     pub classes: Vec<(String, ClassStats)>,
     /// The stop flag ended this phase before its time.
     pub interrupted: bool,
+    /// The server's CPU seconds over the phase (`--pid`).
+    pub server_cpu_s: Option<f64>,
 }
 
 pub struct Engine {
@@ -277,6 +280,8 @@ pub struct Engine {
     read_chunk: Vec<u8>,
     /// Raised from outside (a signal handler) to end the current phase early.
     stop: Arc<AtomicBool>,
+    /// `--pid`: the server whose CPU time each phase reports.
+    pub server_pid: Option<u32>,
 }
 
 /// Where a running phase is: its timing and whether it is draining.
@@ -300,6 +305,7 @@ impl Engine {
             dirty: Vec::new(),
             read_chunk: vec![0; 64 * 1024],
             stop,
+            server_pid: None,
         })
     }
 
@@ -762,6 +768,8 @@ impl Engine {
     pub fn run_phase(&mut self, spec: &PhaseSpec, watch: &mut dyn Watch) -> PhaseResult {
         let classes = spec.classes.clone();
         let once = matches!(spec.until, Until::PlanSent);
+        let server_cpu = |pid: Option<u32>| Some(sample_proc(&pid?.to_string())?.cpu_s);
+        let cpu_before = server_cpu(self.server_pid);
         let started = Instant::now();
         let all = self.begin_phase(&classes, once, watch);
         let mut clock = PhaseClock {
@@ -805,6 +813,9 @@ impl Engine {
                 .map(|&k| (self.classes[k].name.clone(), self.classes[k].stats.clone()))
                 .collect(),
             interrupted: self.stopped(),
+            server_cpu_s: cpu_before
+                .zip(server_cpu(self.server_pid))
+                .map(|(b, a)| a - b),
         }
     }
 }

@@ -42,7 +42,7 @@ fn stop_on_signals() -> Result<Arc<AtomicBool>, String> {
     Ok(stop)
 }
 
-/// Runs a load workload and prints its report.
+/// Runs a workload and prints its report.
 fn load(options: args::Options) -> ExitCode {
     let json = options.json;
     let result = stop_on_signals().and_then(|stop| workloads::run(options, stop));
@@ -77,22 +77,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let failed = |what: &str, e: String| {
-        eprintln!("rmq-bench {what}: {e}");
-        ExitCode::FAILURE
-    };
     match options.workload {
         Workload::Help => print!("{}", args::USAGE),
         Workload::Version => println!("rmq-bench {}", env!("CARGO_PKG_VERSION")),
         Workload::Canned => {
             if let Err(e) = canned::serve(&options.listen, options.body_bytes) {
-                return failed("canned", e.to_string());
-            }
-        }
-        Workload::Controller => {
-            match stop_on_signals().and_then(|stop| controller::run(&options, stop)) {
-                Ok(text) => println!("{}", text.trim_end()),
-                Err(e) => return failed("controller", e),
+                eprintln!("rmq-bench canned: {e}");
+                return ExitCode::FAILURE;
             }
         }
         _ => return load(options),

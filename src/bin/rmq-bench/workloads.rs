@@ -11,12 +11,14 @@
 //! After Ctrl-C no further phase starts and the report holds what was measured until then.
 
 use crate::args::{Options, Workload};
-use crate::engine::{Engine, NoWatch, PhaseResult, PhaseSpec, Template, Until, Watch};
+use crate::engine::{Engine, NoWatch, PhaseSpec, Template, Until, Watch};
 use crate::payload::BROKER_VERSION;
-use crate::report::{sample_machine, sample_proc, Param, ProcDelta, ProcSample, Report};
+use crate::report::{int, num, text, Mark, Report};
 use crate::servers::Picker;
 use rmq_namesrv::client::api::RegisterOptions;
+use rmq_namesrv::event_loop::descriptor_limit;
 use rmq_namesrv::remoting::command::{RemotingCommand, SerializeType};
+use rmq_namesrv::remoting::json::Value;
 use rmq_namesrv::request::{Encoded, GetRouteInfo, QueryDataVersion, Request};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::rc::Rc;
@@ -28,64 +30,14 @@ use std::time::{Duration, Instant};
 const SETUP_LIMIT: Duration = Duration::from_secs(600);
 const DRAIN: Duration = Duration::from_secs(10);
 
-/// The server's sample (with `--pid`), this process's, the machine's busy and total jiffies.
-type Mark = (ProcSample, ProcSample, (u64, u64));
-
-/// /proc samples at the start, at the beginning of the headline phase and at its end.
-struct Sampler {
-    pid: Option<u32>,
-    marks: [Mark; 3],
-    main_wall: Duration,
-}
-
-impl Sampler {
-    fn new(pid: Option<u32>) -> Sampler {
-        let mut s = Sampler {
-            pid,
-            marks: Default::default(),
-            main_wall: Duration::ZERO,
-        };
-        s.mark(0);
-        s
-    }
-
-    fn mark(&mut self, i: usize) {
-        let server = self.pid.and_then(|pid| sample_proc(&pid.to_string()));
-        let me = sample_proc("self").unwrap_or_default();
-        self.marks[i] = (
-            server.unwrap_or_default(),
-            me,
-            sample_machine().unwrap_or_default(),
-        );
-    }
-
-    fn finish(&self, report: &mut Report) {
-        let [start, begin, end] = self.marks;
-        let delta = |of: fn(&Mark) -> ProcSample| ProcDelta {
-            before: of(&start),
-            main_begin: of(&begin),
-            after: of(&end),
-            wall_s: self.main_wall.as_secs_f64(),
-        };
-        report.server = self.pid.map(|pid| (pid, delta(|m| m.0)));
-        report.generator = Some(delta(|m| m.1));
-        let busy = end.2 .0.saturating_sub(begin.2 .0);
-        let total = end.2 .1.saturating_sub(begin.2 .1);
-        if total > 0 {
-            report.machine_busy_pct = Some(100.0 * busy as f64 / total as f64);
-        }
-    }
-}
-
 struct Bench {
     o: Options,
     /// The name servers, in `-n` order.
     addrs: Vec<SocketAddr>,
     engine: Engine,
     st: SerializeType,
-    phases: Vec<PhaseResult>,
-    sampler: Sampler,
-    params: Vec<(String, Param)>,
+    /// The report so far: parameters, phases, /proc marks.
+    report: Report,
 }
 
 pub fn resolve(addr: &str) -> Result<SocketAddr, String> {
@@ -95,13 +47,6 @@ pub fn resolve(addr: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("no address for {addr}"))
 }
 
-/// Soft limit on open files, from /proc/self/limits.
-fn open_files_limit() -> Option<usize> {
-    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
-    let line = text.lines().find(|l| l.starts_with("Max open files"))?;
-    line.split_whitespace().nth(3)?.parse().ok()
-}
-
 impl Bench {
     fn new(o: Options, stop: Arc<AtomicBool>) -> Result<Bench, String> {
         let addrs = o
@@ -109,33 +54,38 @@ impl Bench {
             .iter()
             .map(|a| resolve(a))
             .collect::<Result<Vec<_>, _>>()?;
-        let engine = Engine::new(!o.quiet, stop).map_err(|e| format!("poll: {e}"))?;
+        let mut engine = Engine::new(!o.quiet, stop).map_err(|e| format!("poll: {e}"))?;
+        engine.server_pid = o.pid;
         let st = if o.binary_header {
             SerializeType::RocketMq
         } else {
             SerializeType::Json
         };
-        let sampler = Sampler::new(o.pid);
+        let mut report = Report {
+            workload: o.workload.name().into(),
+            target: o.namesrv.join(";"),
+            pid: o.pid,
+            ..Report::default()
+        };
+        report.marks[0] = Mark::now(o.pid);
         Ok(Bench {
             o,
             addrs,
             engine,
             st,
-            phases: Vec::new(),
-            sampler,
-            params: Vec::new(),
+            report,
         })
     }
 
-    fn param(&mut self, k: &str, v: impl Into<Param>) {
-        self.params.push((k.to_string(), v.into()));
+    fn param(&mut self, k: &str, v: Value) {
+        self.report.params.push((k.to_string(), v));
     }
 
     /// Checks the open-files limit for `broker_conns` connections per name server plus
     /// `clients` route clients, and records the cluster's parameters.
     fn begin(&mut self, broker_conns: usize, clients: usize) -> Result<(), String> {
         let conns = broker_conns * self.addrs.len() + clients;
-        if let Some(limit) = open_files_limit() {
+        if let Some(limit) = descriptor_limit().map(|l| l.soft as usize) {
             if conns + 32 > limit {
                 return Err(format!(
                     "{conns} connections need more open files than the limit of {limit}: raise it \
@@ -224,13 +174,13 @@ impl Bench {
         let expected = (self.o.layout.brokers * self.addrs.len()) as u64;
         let ok = result.classes.iter().all(|(_, s)| s.errors() == 0)
             && result.classes.iter().map(|(_, s)| s.ops).sum::<u64>() >= expected;
-        self.phases.push(result);
+        self.report.phases.push(result);
         // Cut short by Ctrl-C: not a failure, the report says it was interrupted.
         if !ok && !self.engine.stopped() {
             return Err(format!(
                 "setup registration of {} brokers failed:\n{}",
                 self.o.layout.brokers,
-                self.report().text()
+                self.report.text()
             ));
         }
         Ok(())
@@ -314,23 +264,19 @@ impl Bench {
         }
         if self.addrs.len() > 1 {
             let counts: Vec<String> = per_server.iter().map(usize::to_string).collect();
-            self.param("strategy", self.o.strategy.name());
-            self.param("clients_per_server", counts.join(","));
+            self.param("strategy", text(&self.o.strategy.name()));
+            self.param("clients_per_server", text(&counts.join(",")));
         }
         Ok((class, per_server))
     }
 
     fn timed(&mut self, name: &str, classes: Vec<usize>, main: bool) {
-        self.timed_watch(
-            name,
-            classes,
-            main,
-            &mut NoWatch,
-            Until::Elapsed(self.o.duration),
-        );
+        let until = Until::Elapsed(self.o.duration);
+        self.phase(name, classes, main, &mut NoWatch, until);
     }
 
-    fn timed_watch(
+    /// Runs a phase of `classes` until `until`, sampling the server's CPU around it.
+    fn phase(
         &mut self,
         name: &str,
         classes: Vec<usize>,
@@ -338,10 +284,6 @@ impl Bench {
         watch: &mut dyn Watch,
         until: Until,
     ) {
-        let limit = match until {
-            Until::Elapsed(d) => d + Duration::from_secs(1),
-            _ => self.o.max_wait,
-        };
         if self.engine.stopped() {
             return; // Ctrl-C: no new phase
         }
@@ -349,61 +291,54 @@ impl Bench {
             name: name.into(),
             classes,
             until,
-            limit,
+            limit: match until {
+                Until::Elapsed(d) => d + Duration::from_secs(1),
+                _ => self.o.max_wait,
+            },
             drain: DRAIN,
         };
         if main {
-            self.sampler.mark(1);
+            self.report.marks[1] = Mark::now(self.o.pid);
         }
         let result = self.engine.run_phase(&spec, watch);
         if main {
-            self.sampler.mark(2);
-            self.sampler.main_wall = result.elapsed;
+            self.report.marks[2] = Mark::now(self.o.pid);
+            self.report.main_wall = result.elapsed;
         }
-        self.phases.push(result);
+        self.report.phases.push(result);
     }
 
-    /// The report of the phases run so far.
-    fn report(&self) -> Report {
-        Report {
-            workload: self.o.workload.name().into(),
-            target: self.o.namesrv.join(";"),
-            params: self.params.clone(),
-            phases: self.phases.clone(),
-            main_phase: self.phases.len().saturating_sub(1),
-            interrupted: self.engine.stopped(),
-            ..Report::default()
-        }
-    }
-
-    /// The report of the whole run, with the /proc samples.
-    fn finish(&self) -> Report {
-        let mut report = self.report();
-        self.sampler.finish(&mut report);
-        report
+    /// The report of the whole run.
+    fn finish(mut self) -> Report {
+        self.report.main_phase = self.report.phases.len().saturating_sub(1);
+        self.report.interrupted = self.engine.stopped();
+        self.report
     }
 
     fn layout_params(&mut self) {
         if self.o.topic_list.is_empty() {
-            self.param("brokers", self.o.layout.brokers);
-            self.param("topics_per_broker", self.o.layout.topics);
-            self.param("topics_shared_by", self.o.layout.shared_by);
-            self.param("broker_conns", self.broker_conns());
+            self.param("brokers", int(self.o.layout.brokers));
+            self.param("topics_per_broker", int(self.o.layout.topics));
+            self.param("topics_shared_by", int(self.o.layout.shared_by));
+            self.param("broker_conns", int(self.broker_conns()));
             if !self.o.layout.run_tag.is_empty() {
-                self.param("tag", self.o.layout.run_tag.clone());
-                self.param("broker_addrs", self.o.layout.address_range());
+                self.param("tag", text(&self.o.layout.run_tag));
+                self.param("broker_addrs", text(&self.o.layout.address_range()));
             }
         } else {
-            self.param("topics", self.o.topic_list.len());
+            self.param("topics", int(self.o.topic_list.len()));
         }
         if self.addrs.len() > 1 {
-            self.param("name_servers", self.addrs.len());
+            self.param("name_servers", int(self.addrs.len()));
         }
     }
 }
 
 /// Runs the workload of `o`; raising `stop` ends it early with the results so far.
 pub fn run(o: Options, stop: Arc<AtomicBool>) -> Result<Report, String> {
+    if o.workload == Workload::Controller {
+        return crate::controller::run(&o, stop);
+    }
     let b = Bench::new(o, stop)?;
     match b.o.workload {
         Workload::Register => register(b),
@@ -418,16 +353,16 @@ pub fn run(o: Options, stop: Arc<AtomicBool>) -> Result<Report, String> {
 fn register(mut b: Bench) -> Result<Report, String> {
     b.begin(b.broker_conns(), 0)?;
     let depth = b.o.depth.unwrap_or(1);
-    b.param("mode", if b.o.churn { "churn" } else { "steady" });
-    b.param("depth", depth);
+    b.param("mode", text(if b.o.churn { "churn" } else { "steady" }));
+    b.param("depth", int(depth));
     if let Some(r) = b.o.rate {
-        b.param("rate_per_s", r);
+        b.param("rate_per_s", num(r, 3));
     }
     let body_bytes: usize = (0..b.o.layout.brokers)
         .map(|i| b.o.layout.register_body(i, 0).len())
         .sum::<usize>()
         / b.o.layout.brokers.max(1);
-    b.param("body_bytes", body_bytes);
+    b.param("body_bytes", int(body_bytes));
     let class = b.registered_brokers(b.o.rate, depth, b.o.churn, None)?;
     b.timed("main", vec![class], true);
     Ok(b.finish())
@@ -443,8 +378,8 @@ fn heartbeat(mut b: Bench) -> Result<Report, String> {
     } else {
         ("BROKER_HEARTBEAT", "heartbeat")
     };
-    b.param("op", op);
-    b.param("depth", depth);
+    b.param("op", text(op));
+    b.param("depth", int(depth));
     let class = b.registered_brokers(b.o.rate, depth, false, None)?;
     b.engine.classes[class].name = class_name.into();
     let mut beats = Vec::with_capacity(b.o.layout.brokers);
@@ -472,15 +407,15 @@ fn route(mut b: Bench) -> Result<Report, String> {
     let broker_conns = if with_brokers { b.broker_conns() } else { 0 };
     b.begin(broker_conns, b.o.clients)?;
     let depth = b.o.depth.unwrap_or(16);
-    b.param("clients", b.o.clients);
-    b.param("depth", depth);
-    b.param("version", b.o.version);
+    b.param("clients", int(b.o.clients));
+    b.param("depth", int(depth));
+    b.param("version", int(b.o.version));
     let dialect = if b.o.version >= 401 {
         "standard"
     } else {
         "legacy"
     };
-    b.param("dialect", dialect);
+    b.param("dialect", text(dialect));
     if with_brokers {
         b.registered_brokers(None, 1, false, None)?;
     }
@@ -493,12 +428,12 @@ fn route(mut b: Bench) -> Result<Report, String> {
 fn mixed(mut b: Bench) -> Result<Report, String> {
     b.begin(b.broker_conns(), b.o.clients)?;
     let depth = b.o.depth.unwrap_or(16);
-    b.param("clients", b.o.clients);
-    b.param("route_rate_per_s", b.o.route_rate);
-    b.param("version", b.o.version);
-    b.param("storm", if b.o.churn { "churn" } else { "steady" });
+    b.param("clients", int(b.o.clients));
+    b.param("route_rate_per_s", num(b.o.route_rate, 3));
+    b.param("version", int(b.o.version));
+    b.param("storm", text(if b.o.churn { "churn" } else { "steady" }));
     if let Some(r) = b.o.rate {
-        b.param("storm_rate_per_s", r);
+        b.param("storm_rate_per_s", num(r, 3));
     }
     let storm = b.registered_brokers(b.o.rate, 1, b.o.churn, None)?;
     let routes = b.route_templates();
@@ -548,16 +483,16 @@ fn expire(mut b: Bench) -> Result<Report, String> {
     b.o.topic_list.clear();
     b.begin(b.broker_conns(), b.o.clients)?;
     let depth = b.o.depth.unwrap_or(4);
-    b.param("heartbeat_timeout_ms", b.o.timeout_ms);
-    b.param("clients", b.o.clients);
-    b.param("route_rate_per_s", b.o.route_rate);
+    b.param("heartbeat_timeout_ms", int(b.o.timeout_ms));
+    b.param("clients", int(b.o.clients));
+    b.param("route_rate_per_s", num(b.o.route_rate, 3));
     let brokers = b.registered_brokers(None, 1, false, Some(b.o.timeout_ms))?;
     b.engine.classes[brokers].closes_expected = true;
     let stopped = b
+        .report
         .phases
         .last()
-        .map(|p| p.ended)
-        .unwrap_or_else(Instant::now);
+        .map_or_else(Instant::now, |p| p.ended);
     let routes = b.route_templates();
     let (probe, per_server) = b.open_clients("route", Some(b.o.route_rate), depth, &routes)?;
     b.engine.classes[probe].expected_codes = vec![17];
@@ -576,22 +511,23 @@ fn expire(mut b: Bench) -> Result<Report, String> {
         first_gone: None,
         all_gone: None,
     };
-    b.timed_watch("expire", vec![probe], true, &mut watch, Until::Watch);
+    b.phase("expire", vec![probe], true, &mut watch, Until::Watch);
     let secs = |t: Option<Instant>| t.map_or(-1.0, |t| (t - stopped).as_secs_f64());
-    let all_gone = secs(watch.all_gone);
-    let mut extra = vec![
-        ("routes_watched", Param::from(watched), "topics"),
-        ("routes_left", watch.remaining.into(), "topics"),
-        ("first_route_gone_after", secs(watch.first_gone).into(), "s"),
-        ("all_routes_gone_after", all_gone.into(), "s"),
-    ];
-    if watch.all_gone.is_some() {
-        let lag = all_gone - b.o.timeout_ms as f64 / 1000.0;
-        extra.push(("expiry_lag_beyond_timeout", lag.into(), "s"));
-    }
+    let timeout_s = b.o.timeout_ms as f64 / 1000.0;
     let left = watch.remaining;
     let mut report = b.finish();
-    report.extra = extra;
+    report.result("routes_watched", int(watched), "topics");
+    report.result("routes_left", int(left), "topics");
+    report.result(
+        "first_route_gone_after",
+        num(secs(watch.first_gone), 3),
+        "s",
+    );
+    report.result("all_routes_gone_after", num(secs(watch.all_gone), 3), "s");
+    if watch.all_gone.is_some() {
+        let lag = secs(watch.all_gone) - timeout_s;
+        report.result("expiry_lag_beyond_timeout", num(lag, 3), "s");
+    }
     if left > 0 && !report.interrupted {
         // Routes that never went away are the failure this workload exists to catch.
         report

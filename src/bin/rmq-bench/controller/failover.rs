@@ -9,7 +9,7 @@ use super::{
 };
 use crate::args::{Failover, Options};
 use crate::payload::{topic, PERM_RW};
-use crate::report::json_text;
+use crate::report::{int, num, text, Report};
 use crate::servers::Picker;
 use bytes::BytesMut;
 use rmq_namesrv::client::api::{BrokerIdentity, RegisterOptions};
@@ -22,7 +22,6 @@ use rmq_namesrv::controller::request::{
 };
 use rmq_namesrv::remoting::command::{DecodeLimits, RemotingCommand};
 use rmq_namesrv::remoting::frame;
-use rmq_namesrv::remoting::json::Value;
 use rmq_namesrv::route::model::{DataVersion, RegisterBody};
 use std::io::{ErrorKind, Read};
 use std::net::TcpListener;
@@ -36,14 +35,8 @@ fn failover_topic(set: &str) -> String {
 }
 
 /// A controller-mode broker reduced to what failover needs: its controller conversation, its
-/// name-server registrations, heartbeats, and a listener for 1008.
+/// name-server registrations, heartbeats (a thread), and a listener for 1008 (a thread).
 struct SimBroker {
-    b: Arc<Broker>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-}
-
-/// What a simulated broker's threads share.
-struct Broker {
     name: String,
     addr: String,
     id: i64,
@@ -62,7 +55,7 @@ struct Broker {
 }
 
 impl SimBroker {
-    fn start(o: &Options, controller: &str, name: &str) -> Result<SimBroker, String> {
+    fn start(o: &Options, controller: &str, name: &str) -> Result<Arc<SimBroker>, String> {
         let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("listen: {e}"))?;
         listener.set_nonblocking(true).map_err(|e| e.to_string())?;
         let addr = listener
@@ -80,7 +73,7 @@ impl SimBroker {
             let conn = Client::connect(ns, CALL_TIMEOUT);
             namesrv.push(conn.map_err(|e| format!("connect to {ns}: {e}"))?);
         }
-        let b = Arc::new(Broker {
+        let b = Arc::new(SimBroker {
             name: name.to_string(),
             addr,
             id,
@@ -100,21 +93,18 @@ impl SimBroker {
         }
         let (master, epoch, _) = b.role()?;
         b.register_all(if master == id { 0 } else { id }, epoch)?;
-        let beats = Arc::clone(&b);
-        let notices = Arc::clone(&b);
-        let threads = vec![
-            std::thread::spawn(move || beats.heartbeat_every_second()),
-            std::thread::spawn(move || notices.serve(listener)),
-        ];
-        Ok(SimBroker { b, threads })
+        let (beats, notices) = (Arc::clone(&b), Arc::clone(&b));
+        std::thread::spawn(move || beats.heartbeat_every_second());
+        std::thread::spawn(move || notices.serve(listener));
+        Ok(b)
     }
 
     /// As the master: 1001 to {1, 2}.
     fn widen(&self, other: i64) -> Result<(), String> {
-        let (master, epoch, set_epoch) = self.b.role()?;
+        let (master, epoch, set_epoch) = self.role()?;
         let alter =
             ControllerRequest::Leader(LeaderRequest::AlterSyncStateSet(AlterSyncStateSet {
-                broker_name: Some(self.b.name.clone()),
+                broker_name: Some(self.name.clone()),
                 master_broker_id: Some(master),
                 master_epoch: i32::try_from(epoch).ok(),
                 body: Some(SyncStateSetBody {
@@ -122,33 +112,22 @@ impl SimBroker {
                     sync_state_set_epoch: i32::try_from(set_epoch).unwrap_or(0),
                 }),
             }));
-        self.b.with_controller(|c| call_ok(c, &alter))?;
+        self.with_controller(|c| call_ok(c, &alter))?;
         Ok(())
     }
 
-    /// kill -9: every connection closes at once, nothing more is sent (the threads notice
-    /// the stop flag later; dropping the broker waits for them).
+    /// kill -9: every connection closes at once, nothing more is sent (its threads end when
+    /// they next look at the stop flag).
     fn kill(&self) {
-        self.b.stop.store(true, Ordering::SeqCst);
-        if let Ok(mut c) = self.b.controller.lock() {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Ok(mut c) = self.controller.lock() {
             c.take();
         }
-        if let Ok(mut ns) = self.b.namesrv.lock() {
+        if let Ok(mut ns) = self.namesrv.lock() {
             ns.clear();
         }
     }
-}
 
-impl Drop for SimBroker {
-    fn drop(&mut self) {
-        self.kill();
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Broker {
     fn role(&self) -> Result<(i64, i64, i64), String> {
         Ok(*self.role.lock().map_err(|_| "poisoned")?)
     }
@@ -292,33 +271,29 @@ fn routed_as_master(c: &mut Client, name: &str, addr: &str) -> bool {
     }
 }
 
-/// One round's times, from the master's death.
-struct Round {
-    notified: Duration,
-    routed: Duration,
-}
-
+/// One round: (until the slave was notified, until it was routed as master), from the
+/// master's death.
 fn failover_round(
     o: &Options,
     controller: &str,
     mode: Failover,
     round: usize,
-) -> Result<Round, String> {
+) -> Result<(Duration, Duration), String> {
     let name = format!("{}-failover-{round}", set_names(o)[0]);
     let master = SimBroker::start(o, controller, &name)?;
     let slave = SimBroker::start(o, controller, &name)?;
-    master.widen(slave.b.id)?;
+    master.widen(slave.id)?;
     // The name server whose route is watched, as --strategy picks a client's.
     let watched = &o.namesrv[Picker::new(&o.namesrv, o.strategy)?.next()?];
     let mut ns = Client::connect(watched, CALL_TIMEOUT).map_err(|e| e.to_string())?;
     let died = Instant::now();
     match mode {
         Failover::Crash => master.kill(),
-        Failover::Hang => master.b.heartbeating.store(false, Ordering::SeqCst),
+        Failover::Hang => master.heartbeating.store(false, Ordering::SeqCst),
     }
     let deadline = died + o.max_wait;
     let routed = loop {
-        if routed_as_master(&mut ns, &name, &slave.b.addr) {
+        if routed_as_master(&mut ns, &name, &slave.addr) {
             break died.elapsed();
         }
         if Instant::now() > deadline {
@@ -329,68 +304,44 @@ fn failover_round(
         }
         std::thread::sleep(Duration::from_millis(1));
     };
-    let notified = slave
-        .b
-        .promoted
-        .lock()
-        .ok()
-        .and_then(|p| *p)
-        .map_or(routed, |t| t - died);
-    drop(slave);
-    drop(master);
+    let promoted = slave.promoted.lock().ok().and_then(|p| *p);
+    let notified = promoted.map_or(routed, |t| t - died);
+    slave.kill();
+    master.kill();
     let mut c = Client::connect(controller, CALL_TIMEOUT).map_err(|e| e.to_string())?;
     let _ = call(&mut c, &clean_broker_data(&name));
-    Ok(Round { notified, routed })
+    Ok((notified, routed))
 }
 
+/// The rounds' times in the report's results: `round_N_notified` and `round_N_routed` (ms).
 pub fn run(
     o: &Options,
     controller: &str,
     mode: Failover,
     stop: &AtomicBool,
-) -> Result<String, String> {
-    let mut rounds = Vec::new();
-    for round in 0..o.rounds {
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-        rounds.push(failover_round(o, controller, mode, round)?);
-    }
+) -> Result<Report, String> {
     let mode_name = match mode {
         Failover::Crash => "crash (connections closed)",
         Failover::Hang => "hang (heartbeats stopped)",
     };
-    let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1000.0);
-    if o.json {
-        let list = rounds.iter().map(|r| {
-            let (notified, routed) = (Value::Str(ms(r.notified)), Value::Str(ms(r.routed)));
-            Value::Object(vec![
-                ("notified_ms".into(), notified),
-                ("routed_ms".into(), routed),
-            ])
-        });
-        let doc = Value::Object(vec![
-            ("workload".into(), Value::Str("controller-failover".into())),
-            ("mode".into(), Value::Str(mode_name.into())),
-            (
-                "heartbeat_timeout_ms".into(),
-                Value::Int(o.timeout_ms as i64),
-            ),
-            ("rounds".into(), Value::Array(list.collect())),
-        ]);
-        return Ok(json_text(&doc));
+    let mut report = Report {
+        workload: "controller-failover".into(),
+        target: format!("{controller} (name servers {})", o.namesrv.join(";")),
+        params: vec![
+            ("mode".into(), text(mode_name)),
+            ("heartbeat_timeout_ms".into(), int(o.timeout_ms)),
+        ],
+        ..Report::default()
+    };
+    let ms = |d: Duration| num(d.as_secs_f64() * 1000.0, 1);
+    for round in 0..o.rounds {
+        if stop.load(Ordering::Relaxed) {
+            report.interrupted = true;
+            break;
+        }
+        let (notified, routed) = failover_round(o, controller, mode, round)?;
+        report.result(format!("round_{round}_notified"), ms(notified), "ms");
+        report.result(format!("round_{round}_routed"), ms(routed), "ms");
     }
-    let mut out = format!(
-        "failover on controller {controller}, name servers {}: master {mode_name}, brokers' heartbeatTimeoutMills {} ms\n",
-        o.namesrv.join(";"),
-        o.timeout_ms
-    );
-    out += &format!(
-        "{:<6} {:>14} {:>22}\n",
-        "round", "notified (ms)", "routed as master (ms)"
-    );
-    for (i, r) in rounds.iter().enumerate() {
-        out += &format!("{:<6} {:>14} {:>22}\n", i, ms(r.notified), ms(r.routed));
-    }
-    Ok(out)
+    Ok(report)
 }

@@ -10,7 +10,7 @@ mod failover;
 mod throughput;
 
 use crate::args::Options;
-use crate::report::{sample_proc, ProcSample};
+use crate::report::Report;
 use rmq_namesrv::client::Client;
 use rmq_namesrv::controller::request::{
     ApplyBrokerId, CleanBrokerData, ControllerRequest, ElectMaster, ElectTrigger, Heartbeat,
@@ -136,12 +136,7 @@ fn set_names(o: &Options) -> Vec<String> {
         .collect()
 }
 
-/// The server's RSS and CPU time now (`--pid` only).
-fn server_sample(o: &Options) -> Option<ProcSample> {
-    o.pid.and_then(|p| sample_proc(&p.to_string()))
-}
-
-pub fn run(o: &Options, stop: Arc<AtomicBool>) -> Result<String, String> {
+pub fn run(o: &Options, stop: Arc<AtomicBool>) -> Result<Report, String> {
     let controller = o.controller.clone().unwrap_or_default();
     match o.failover {
         Some(mode) => failover::run(o, &controller, mode, &stop),

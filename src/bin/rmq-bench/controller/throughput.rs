@@ -5,16 +5,15 @@
 //! REGISTER_BROKER with an unchanged address (nothing to log) and 1001 ALTER_SYNC_STATE_SET
 //! alternating {1,2} and {1} (one logged event, one fsync each). A connection's requests in
 //! flight are for distinct sets, so 1001's epochs can be tracked per set. The sets are
-//! cleaned (1011) at the end. `--pid` samples the server's RSS before the setup, after it and
-//! at the end, and its CPU time per phase.
+//! cleaned (1011) at the end.
 
 use super::{
     apply_broker_id, call_ok, clean_broker_data, elect_master, expect_ok, ext_i64, frame_of,
-    heartbeat, millis, next_broker_id, register_broker, server_sample, set_names, CALL_TIMEOUT,
+    heartbeat, millis, next_broker_id, register_broker, set_names, CALL_TIMEOUT,
 };
 use crate::args::Options;
-use crate::engine::{ClassStats, Engine, NoWatch, PhaseSpec, Template, Until, Watch};
-use crate::report::{json_text, thousands, ProcSample};
+use crate::engine::{Engine, NoWatch, PhaseResult, PhaseSpec, Template, Until, Watch};
+use crate::report::{int, num, Mark, Report};
 use crate::workloads::resolve;
 use rmq_namesrv::client::Client;
 use rmq_namesrv::controller::request::field::{
@@ -25,7 +24,6 @@ use rmq_namesrv::controller::request::{
 };
 use rmq_namesrv::remoting::codes::version;
 use rmq_namesrv::remoting::command::{RemotingCommand, SerializeType};
-use rmq_namesrv::remoting::json::Value;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -152,19 +150,6 @@ impl Watch for Alter {
     }
 }
 
-struct PhaseResult {
-    name: &'static str,
-    wall: Duration,
-    stats: ClassStats,
-    server_cpu_s: Option<f64>,
-}
-
-impl PhaseResult {
-    fn ops_per_s(&self) -> f64 {
-        self.stats.ops as f64 / self.wall.as_secs_f64().max(1e-9)
-    }
-}
-
 /// The request of every set, encoded once (1012 and 1003 never change).
 fn templates(
     engine: &mut Engine,
@@ -207,24 +192,17 @@ fn phase(
         limit: o.duration + Duration::from_secs(1),
         drain: CALL_TIMEOUT,
     };
-    let cpu_before = server_sample(o);
-    let result = engine.run_phase(&spec, watch);
-    let cpu_after = server_sample(o);
-    PhaseResult {
-        name,
-        wall: result.elapsed,
-        stats: result
-            .classes
-            .into_iter()
-            .next()
-            .map(|(_, s)| s)
-            .unwrap_or_default(),
-        server_cpu_s: cpu_before.zip(cpu_after).map(|(b, a)| a.cpu_s - b.cpu_s),
-    }
+    engine.run_phase(&spec, watch)
 }
 
-pub fn run(o: &Options, addr: &str, stop: Arc<AtomicBool>) -> Result<String, String> {
-    let idle = server_sample(o);
+pub fn run(o: &Options, addr: &str, stop: Arc<AtomicBool>) -> Result<Report, String> {
+    let mut report = Report {
+        workload: "controller".into(),
+        target: addr.into(),
+        pid: o.pid,
+        ..Report::default()
+    };
+    report.marks[0] = Mark::now(o.pid);
     let mut c =
         Client::connect(addr, CALL_TIMEOUT).map_err(|e| format!("connect to {addr}: {e}"))?;
     let names = set_names(o);
@@ -236,9 +214,10 @@ pub fn run(o: &Options, addr: &str, stop: Arc<AtomicBool>) -> Result<String, Str
         }
         sets.push(set_up(&mut c, name, i).map_err(|e| format!("setting up {name}: {e}"))?);
     }
-    let setup = started.elapsed();
-    let loaded = server_sample(o);
+    let setup_s = started.elapsed().as_secs_f64();
+    let loaded = Mark::now(o.pid);
     let mut engine = Engine::new(!o.quiet, stop).map_err(|e| format!("poll: {e}"))?;
+    engine.server_pid = o.pid;
     let next_ids = templates(&mut engine, &sets, |_, s| next_broker_id(&s.name));
     let registers = templates(&mut engine, &sets, |i, s| {
         register_broker(&s.name, 2, &broker_addr(i, 2))
@@ -252,6 +231,14 @@ pub fn run(o: &Options, addr: &str, stop: Arc<AtomicBool>) -> Result<String, Str
             .connect(target, class, next_ids.clone(), 0, depth)
             .map_err(|e| format!("connect to {addr}: {e}"))?;
     }
+    let params = [
+        ("broker_sets", int(o.layout.brokers)),
+        ("connections", int(k)),
+        ("depth", int(depth)),
+        ("setup_s", num(setup_s, 3)),
+        ("setup_writes", int(o.layout.brokers * 5)),
+    ];
+    report.params = params.map(|(k, v)| (k.to_string(), v)).to_vec();
     let mut alter = Alter {
         first: next_ids.first().copied().unwrap_or(0),
         sets,
@@ -261,136 +248,25 @@ pub fn run(o: &Options, addr: &str, stop: Arc<AtomicBool>) -> Result<String, Str
         ("1003 REGISTER_BROKER", &registers, &mut NoWatch),
         ("1001 ALTER_SYNC_STATE_SET", &next_ids, &mut alter),
     ];
-    let phases = runs.map(|(name, plan, watch)| phase(o, &mut engine, class, name, plan, watch));
-    let end = server_sample(o);
-    let cleaned = clean_up(&mut c, &names);
-    Ok(report(
-        o,
-        addr,
-        setup,
-        &phases,
-        [idle, loaded, end],
-        cleaned,
-    ))
-}
-
-/// Removes the run's broker sets (1011, living brokers included).
-fn clean_up(c: &mut Client, names: &[String]) -> Result<(), String> {
-    for name in names {
-        call_ok(c, &clean_broker_data(name))?;
+    report.marks[1] = Mark::now(o.pid);
+    for (name, plan, watch) in runs {
+        let result = phase(o, &mut engine, class, name, plan, watch);
+        report.main_wall += result.elapsed;
+        report.phases.push(result);
     }
-    Ok(())
-}
-
-fn us(ns: u64) -> u64 {
-    ns / 1000
-}
-
-/// The text (or JSON) report: one row per phase (ops/s, latency, the server's CPU, errors
-/// by code), the server's RSS.
-fn report(
-    o: &Options,
-    addr: &str,
-    setup: Duration,
-    phases: &[PhaseResult],
-    rss: [Option<ProcSample>; 3],
-    cleaned: Result<(), String>,
-) -> String {
-    if o.json {
-        return report_json(o, addr, setup, phases, rss, cleaned);
+    report.marks[2] = Mark::now(o.pid);
+    report.interrupted = engine.stopped();
+    if o.pid.is_some() {
+        report.result("server_rss_with_sets", int(loaded.server.rss_kib), "KiB");
     }
-    let mut out = format!(
-        "controller {addr}: {} broker sets x 2 brokers, {} connections x depth {}, {:.1} s per phase\n",
-        o.layout.brokers,
-        connections(o),
-        o.depth.unwrap_or(16),
-        o.duration.as_secs_f64()
-    );
-    out += &format!(
-        "setup: {:.1} s ({} writes)\n\n",
-        setup.as_secs_f64(),
-        o.layout.brokers * 5
-    );
-    out += &format!(
-        "{:<28} {:>11} {:>10} {:>8} {:>8} {:>9} {:>11}  errors\n",
-        "request", "ops", "ops/s", "p50 us", "p99 us", "max us", "server cpu"
-    );
-    for p in phases {
-        let errors = p.stats.errors_by_code.iter();
-        let errors: Vec<String> = errors.map(|(c, n)| format!("{n} x code {c}")).collect();
-        let cpu = p.server_cpu_s.map_or("-".to_string(), |s| {
-            format!("{:.0}%", 100.0 * s / p.wall.as_secs_f64().max(1e-9))
-        });
-        out += &format!(
-            "{:<28} {:>11} {:>10} {:>8} {:>8} {:>9} {:>11}  {}\n",
-            p.name,
-            thousands(p.stats.ops),
-            thousands(p.ops_per_s() as u64),
-            us(p.stats.hist.percentile(50.0)),
-            us(p.stats.hist.percentile(99.0)),
-            us(p.stats.hist.max()),
-            cpu,
-            errors.join(", ")
-        );
-        for (what, _, n) in p.stats.failures() {
-            if n > 0 {
-                out += &format!("  {what}: {n}\n");
-            }
+    // Removes the run's broker sets (1011, living brokers included).
+    for name in &names {
+        if let Err(e) = call_ok(&mut c, &clean_broker_data(name)) {
+            report
+                .failures
+                .push(format!("cleaning the sets failed: {e}"));
+            break;
         }
     }
-    if let [Some(idle), Some(loaded), Some(end)] = rss {
-        out += &format!(
-            "\nserver RSS: {} KiB idle, {} KiB with the {} sets, {} KiB at the end (peak {} KiB)\n",
-            thousands(idle.rss_kib),
-            thousands(loaded.rss_kib),
-            o.layout.brokers,
-            thousands(end.rss_kib),
-            thousands(end.hwm_kib)
-        );
-    }
-    if let Err(e) = cleaned {
-        out += &format!("cleaning the sets failed: {e}\n");
-    }
-    out
-}
-
-fn report_json(
-    o: &Options,
-    addr: &str,
-    setup: Duration,
-    phases: &[PhaseResult],
-    rss: [Option<ProcSample>; 3],
-    cleaned: Result<(), String>,
-) -> String {
-    let int = |n: u64| Value::Int(n as i64);
-    let phase_values = phases.iter().map(|p| {
-        Value::Object(vec![
-            ("request".into(), Value::Str(p.name.into())),
-            ("ops".into(), int(p.stats.ops)),
-            ("ops_per_s".into(), int(p.ops_per_s() as u64)),
-            ("p50_us".into(), int(us(p.stats.hist.percentile(50.0)))),
-            ("p99_us".into(), int(us(p.stats.hist.percentile(99.0)))),
-            ("max_us".into(), int(us(p.stats.hist.max()))),
-            (
-                "server_cpu_s".into(),
-                p.server_cpu_s
-                    .map_or(Value::Null, |s| Value::Str(format!("{s:.2}"))),
-            ),
-            ("errors".into(), int(p.stats.errors() - p.stats.closed)),
-            ("failed_connections".into(), int(p.stats.closed)),
-        ])
-    });
-    let rss_kib = |s: Option<ProcSample>| s.map_or(Value::Null, |s| int(s.rss_kib));
-    let doc = Value::Object(vec![
-        ("workload".into(), Value::Str("controller".into())),
-        ("target".into(), Value::Str(addr.into())),
-        ("broker_sets".into(), int(o.layout.brokers as u64)),
-        ("setup_ms".into(), int(setup.as_millis() as u64)),
-        ("phases".into(), Value::Array(phase_values.collect())),
-        ("server_rss_kib_idle".into(), rss_kib(rss[0])),
-        ("server_rss_kib_loaded".into(), rss_kib(rss[1])),
-        ("server_rss_kib_end".into(), rss_kib(rss[2])),
-        ("cleaned".into(), Value::Bool(cleaned.is_ok())),
-    ]);
-    json_text(&doc)
+    Ok(report)
 }
