@@ -37,22 +37,17 @@ common options:
   --quiet                   no progress line on stderr
   --pid PID                 sample the server's RSS and CPU time from /proc
   --header json|rocketmq    request header codec (default json)
-  --language NAME           header language (default JAVA)
   --tag TEXT                names this fleet: its broker names and its own block of broker
                             addresses, so tagged fleets can share one server
 
 cluster layout (register, heartbeat, route, mixed, expire):
   --brokers N               simulated broker masters (default 100; route 10, expire 10000)
   --topics M                user topics per broker (default 100; expire 10)
-  --topics-shared-by S      broker groups serving each topic (default 2)
-  --groups G                consumer groups (%RETRY% topics) per broker (default 4)
-  --queues Q                queues per topic (default 8)
-  --cluster NAME            cluster name (default BenchCluster)
   --conns C                 broker connections (default: one per broker)
 
 register / heartbeat / mixed storm:
-  --churn                   change dataVersion and topics on every registration
-  --variants V              distinct bodies per broker cycled by --churn (default 4)
+  --churn                   change dataVersion and topics on every registration (4 bodies
+                            per broker, cycled)
   --rate R                  brokers' ops/s: 500 or 1000/30s (default: full speed)
   --depth D                 requests in flight per connection (default: registering 1,
                             heartbeat 8, route clients 16, expire 4)
@@ -138,13 +133,11 @@ pub struct Options {
     pub quiet: bool,
     pub pid: Option<u32>,
     pub binary_header: bool,
-    pub language: String,
     /// The simulated cluster (`--brokers`, `--topics`, ..., `--tag`); `controller` reads
     /// `brokers` (its broker sets) and `run_tag`.
     pub layout: Layout,
     pub conns: Option<usize>,
     pub churn: bool,
-    pub variants: usize,
     pub rate: Option<f64>,
     pub depth: Option<usize>,
     pub op_query: bool,
@@ -226,7 +219,6 @@ fn defaults(workload: Workload) -> Options {
         quiet: false,
         pid: None,
         binary_header: false,
-        language: "JAVA".into(),
         layout: Layout {
             brokers: match workload {
                 Workload::Route => 10,
@@ -239,7 +231,6 @@ fn defaults(workload: Workload) -> Options {
         },
         conns: None,
         churn: false,
-        variants: 4,
         rate: None,
         depth: None,
         op_query: false,
@@ -280,17 +271,11 @@ fn set(o: &mut Options, flag: &str, value: &mut ValueOf) -> Result<bool, String>
                 v => return Err(format!("--header: json or rocketmq, not {v:?}")),
             }
         }
-        "--language" => o.language = value()?,
         "--tag" => o.layout.run_tag = value()?,
         "--brokers" => o.layout.brokers = number(flag, &value()?)?,
         "--topics" => o.layout.topics = number(flag, &value()?)?,
-        "--topics-shared-by" => o.layout.shared_by = number(flag, &value()?)?,
-        "--groups" => o.layout.groups = number(flag, &value()?)?,
-        "--queues" => o.layout.queues = number(flag, &value()?)?,
-        "--cluster" => o.layout.cluster = value()?,
         "--conns" => o.conns = Some(number(flag, &value()?)?),
         "--churn" => o.churn = true,
-        "--variants" => o.variants = number(flag, &value()?)?,
         "--rate" => o.rate = Some(parse_rate(&value()?)?),
         "--depth" => o.depth = Some(number(flag, &value()?)?),
         "--op" => {
@@ -354,8 +339,8 @@ fn check(o: &Options) -> Result<(), String> {
     if o.layout.brokers == 0 && o.topic_list.is_empty() && needs_server {
         return Err("--brokers must be at least 1".into());
     }
-    if o.conns == Some(0) || o.depth == Some(0) || o.clients == 0 || o.variants == 0 {
-        return Err("--conns, --depth, --clients and --variants must be at least 1".into());
+    if o.conns == Some(0) || o.depth == Some(0) || o.clients == 0 {
+        return Err("--conns, --depth and --clients must be at least 1".into());
     }
     Ok(())
 }

@@ -1,21 +1,17 @@
-//! The load engine: one thread, one mio `Poll`, many non-blocking connections, each keeping
-//! up to `depth` requests in flight (pipelining). Frames come from the library's
-//! `FrameTemplate`s prepared before the timed loop, written with an opaque on the hot path;
-//! response headers are read by the library's decoder and matched to their request by opaque
-//! ([`InFlight`]), so a server that answers out of order (Java's thread pools do) is measured
-//! correctly.
+//! The load engine: one thread, one mio `Poll`, many non-blocking connections, each keeping up
+//! to `depth` requests in flight. Frames are prepared before the timed loop and written with an
+//! opaque; answers are matched to their request by opaque ([`InFlight`]), so a server that
+//! answers out of order (Java's thread pools do) is measured correctly.
 //!
-//! Connections belong to classes (e.g. "register", "route"); each class has its own
-//! histogram, counters and optional target rate. A rate-limited class is open-loop: request
-//! `i` is due at `start + i / rate`, and when no connection has a free slot at that moment
-//! (the server is behind) its latency is counted from when it first could not be sent, so a
-//! slow server cannot hide its queueing (coordinated omission). Unlimited classes refill a
-//! connection as soon as a response frees a slot.
-//!
-//! A run is a sequence of phases (setup, main, ...). Each phase resets the statistics and ends
-//! after a duration, when every connection has sent its plan once, when a [`Watch`] says so,
-//! or when the stop flag is raised (Ctrl-C); then sending stops and in-flight requests drain.
+//! Connections belong to classes, each with its own statistics and optional target rate. A
+//! rate-limited class is open-loop: request `i` is due at `start + i / rate`, and when no
+//! connection has a free slot then (the server is behind) its latency counts from when it was
+//! due, so a slow server cannot hide its queueing (coordinated omission). Unlimited classes
+//! refill a connection as soon as an answer frees a slot. A phase ends after a duration, when
+//! every connection has sent its plan once, when a [`Watch`] says so, or on Ctrl-C; then
+//! sending stops and in-flight requests drain.
 
+use crate::args::Options;
 use crate::hist::Histogram;
 use crate::report::sample_proc;
 use bytes::BytesMut;
@@ -100,10 +96,10 @@ pub struct Template {
 }
 
 impl Template {
-    pub fn new(st: SerializeType, request: &Encoded<'_>, version: i32, language: &str) -> Self {
+    pub fn new(st: SerializeType, request: &Encoded<'_>, version: i32) -> Self {
         let header = Header {
             code: request.code,
-            language,
+            language: "JAVA",
             version,
             opaque: 0,
             flag: 0,
@@ -258,7 +254,6 @@ impl Watch for NoWatch {}
 pub struct PhaseResult {
     pub name: String,
     pub elapsed: Duration,
-    pub ended: Instant,
     /// (class name, its statistics) for the classes that took part.
     pub classes: Vec<(String, ClassStats)>,
     /// The stop flag ended this phase before its time.
@@ -274,14 +269,14 @@ pub struct Engine {
     pub templates: Vec<Template>,
     pub classes: Vec<Class>,
     epoch: Instant,
-    pub progress: bool,
+    progress: bool,
     dirty: Vec<usize>,
     /// Every read lands here first, then in its connection's buffer.
     read_chunk: Vec<u8>,
     /// Raised from outside (a signal handler) to end the current phase early.
     stop: Arc<AtomicBool>,
     /// `--pid`: the server whose CPU time each phase reports.
-    pub server_pid: Option<u32>,
+    server_pid: Option<u32>,
 }
 
 /// Where a running phase is: its timing and whether it is draining.
@@ -293,7 +288,8 @@ struct PhaseClock {
 }
 
 impl Engine {
-    pub fn new(progress: bool, stop: Arc<AtomicBool>) -> io::Result<Engine> {
+    /// An engine printing progress unless `--quiet`, sampling the server of `--pid`.
+    pub fn new(o: &Options, stop: Arc<AtomicBool>) -> io::Result<Engine> {
         Ok(Engine {
             poll: Poll::new()?,
             events: Events::with_capacity(4096),
@@ -301,11 +297,11 @@ impl Engine {
             templates: Vec::new(),
             classes: Vec::new(),
             epoch: Instant::now(),
-            progress,
+            progress: !o.quiet,
             dirty: Vec::new(),
             read_chunk: vec![0; 64 * 1024],
             stop,
-            server_pid: None,
+            server_pid: o.pid,
         })
     }
 
@@ -606,37 +602,6 @@ impl Engine {
             .min()
     }
 
-    fn in_flight(&self, classes: &[usize]) -> usize {
-        classes
-            .iter()
-            .flat_map(|&k| self.classes[k].conns.iter())
-            .map(|&ci| self.conns[ci].in_flight.len())
-            .sum()
-    }
-
-    fn plan_done(&self, classes: &[usize]) -> bool {
-        classes
-            .iter()
-            .flat_map(|&k| self.classes[k].conns.iter())
-            .all(|&ci| {
-                let c = &self.conns[ci];
-                !c.open || c.sent_in_phase >= c.plan.len()
-            })
-    }
-
-    fn set_active(&mut self, classes: &[usize], active: bool) {
-        for &k in classes {
-            for i in 0..self.classes[k].conns.len() {
-                let ci = self.classes[k].conns[i];
-                let c = &mut self.conns[ci];
-                c.active = active;
-                if active {
-                    c.sent_in_phase = 0;
-                }
-            }
-        }
-    }
-
     /// One line per second: each class's throughput, p99 and errors over the last second.
     fn print_progress(&mut self, phase: &str, t: f64, classes: &[usize], watch: &dyn Watch) {
         let mut line = format!("[{phase} {t:6.1}s]");
@@ -658,32 +623,12 @@ impl Engine {
         eprintln!("{line}");
     }
 
-    /// Resets the classes' statistics, activates their connections and fills them.
-    fn begin_phase(&mut self, classes: &[usize], once: bool, watch: &mut dyn Watch) -> Vec<usize> {
-        let start_ns = self.now_ns();
-        for &k in classes {
-            let c = &mut self.classes[k];
-            c.stats = ClassStats::default();
-            c.next_due_ns = start_ns as f64;
-            c.blocked_since_ns = None;
-            c.last_tick = ClassStats::default();
-        }
-        self.set_active(classes, true);
-        let all: Vec<usize> = classes
-            .iter()
-            .flat_map(|&k| self.classes[k].conns.clone())
-            .collect();
-        for &ci in &all {
-            self.fill(ci, once, watch);
-        }
-        all
-    }
-
     /// True when the phase should stop sending now.
     fn phase_over(
         &self,
         spec: &PhaseSpec,
         clock: &PhaseClock,
+        all: &[usize],
         watch: &dyn Watch,
         now: Instant,
     ) -> bool {
@@ -691,7 +636,10 @@ impl Engine {
             || self.stopped()
             || match spec.until {
                 Until::Elapsed(d) => now >= clock.started + d,
-                Until::PlanSent => self.plan_done(&spec.classes),
+                Until::PlanSent => all.iter().all(|&ci| {
+                    let c = &self.conns[ci];
+                    !c.open || c.sent_in_phase >= c.plan.len()
+                }),
                 Until::Watch => watch.finished(),
             }
     }
@@ -756,22 +704,30 @@ impl Engine {
         true
     }
 
-    /// Whatever is still in flight after the drain was never answered.
-    fn count_unanswered(&mut self, all: &[usize]) {
-        for &ci in all {
-            let c = &mut self.conns[ci];
-            self.classes[c.class].stats.lost += c.in_flight.clear() as u64;
-        }
-    }
-
-    /// Runs one phase to its end and drains it.
+    /// Runs one phase to its end and drains it: the classes' statistics start from zero, their
+    /// connections send until the phase is over, and what is still in flight after the drain
+    /// counts as unanswered.
     pub fn run_phase(&mut self, spec: &PhaseSpec, watch: &mut dyn Watch) -> PhaseResult {
-        let classes = spec.classes.clone();
+        let classes = &spec.classes;
+        let all: Vec<usize> = classes
+            .iter()
+            .flat_map(|&k| self.classes[k].conns.iter().copied())
+            .collect();
         let once = matches!(spec.until, Until::PlanSent);
         let server_cpu = |pid: Option<u32>| Some(sample_proc(&pid?.to_string())?.cpu_s);
         let cpu_before = server_cpu(self.server_pid);
         let started = Instant::now();
-        let all = self.begin_phase(&classes, once, watch);
+        let start_ns = self.now_ns() as f64;
+        for &k in classes {
+            let c = &mut self.classes[k];
+            (c.stats, c.last_tick) = Default::default();
+            c.next_due_ns = start_ns;
+            c.blocked_since_ns = None;
+        }
+        for &ci in &all {
+            (self.conns[ci].active, self.conns[ci].sent_in_phase) = (true, 0);
+            self.fill(ci, once, watch);
+        }
         let mut clock = PhaseClock {
             started,
             hard_end: started + spec.limit,
@@ -780,20 +736,21 @@ impl Engine {
         };
         loop {
             let now = Instant::now();
-            if clock.draining.is_none() && self.phase_over(spec, &clock, &*watch, now) {
-                self.set_active(&classes, false);
+            if clock.draining.is_none() && self.phase_over(spec, &clock, &all, &*watch, now) {
+                all.iter().for_each(|&ci| self.conns[ci].active = false);
                 clock.draining = Some(now);
             }
             if let Some(d) = clock.draining {
-                if self.in_flight(&classes) == 0 || now >= d + spec.drain {
+                let in_flight = all.iter().map(|&ci| self.conns[ci].in_flight.len());
+                if in_flight.sum::<usize>() == 0 || now >= d + spec.drain {
                     break;
                 }
             }
-            self.send_due(&classes, once, clock.draining.is_none(), watch);
+            self.send_due(classes, once, clock.draining.is_none(), watch);
             if now >= clock.next_tick {
                 if self.progress {
                     let t = (now - started).as_secs_f64();
-                    self.print_progress(&spec.name, t, &classes, &*watch);
+                    self.print_progress(&spec.name, t, classes, &*watch);
                 }
                 clock.next_tick += Duration::from_secs(1);
             }
@@ -802,12 +759,13 @@ impl Engine {
                 break;
             }
         }
-        let ended = Instant::now();
-        self.count_unanswered(&all);
+        for &ci in &all {
+            let c = &mut self.conns[ci];
+            self.classes[c.class].stats.lost += c.in_flight.clear() as u64;
+        }
         PhaseResult {
             name: spec.name.clone(),
-            elapsed: ended - started,
-            ended,
+            elapsed: started.elapsed(),
             classes: classes
                 .iter()
                 .map(|&k| (self.classes[k].name.clone(), self.classes[k].stats.clone()))
@@ -839,7 +797,7 @@ mod tests {
         request.put(field::TOPIC, ",\"opaque\":0,");
         request.body = b",\"opaque\":0,".as_slice().into();
         for st in [SerializeType::Json, SerializeType::RocketMq] {
-            let t = Template::new(st, &request, 479, "JAVA");
+            let t = Template::new(st, &request, 479);
             for opaque in [0, 7, 123_456_789, i32::MAX] {
                 let mut out = vec![9u8; 3];
                 t.write_to(&mut out, opaque);
@@ -920,13 +878,13 @@ mod tests {
 
     #[test]
     fn a_server_answering_out_of_order_is_measured_without_errors() {
-        let mut engine = Engine::new(false, Arc::new(AtomicBool::new(false))).unwrap();
-        let t = engine.add_template(Template::new(
-            SerializeType::Json,
-            &Encoded::new(105),
-            479,
-            "JAVA",
-        ));
+        let o = crate::args::parse(
+            &["route".into(), "-n".into(), "h:1".into(), "-q".into()],
+            None,
+        );
+        let mut engine = Engine::new(&o.unwrap(), Arc::new(AtomicBool::new(false))).unwrap();
+        let request = Encoded::new(105);
+        let t = engine.add_template(Template::new(SerializeType::Json, &request, 479));
         let class = engine.add_class("route", None);
         engine
             .connect(reordering_server(40), class, vec![t; 40].into(), 0, 4)

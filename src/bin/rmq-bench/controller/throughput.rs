@@ -161,7 +161,6 @@ fn templates(
             SerializeType::Json,
             &request(i, s).encode(),
             version::CURRENT,
-            "JAVA",
         );
         engine.add_template(t)
     });
@@ -216,8 +215,7 @@ pub fn run(o: &Options, addr: &str, stop: Arc<AtomicBool>) -> Result<Report, Str
     }
     let setup_s = started.elapsed().as_secs_f64();
     let loaded = Mark::now(o.pid);
-    let mut engine = Engine::new(!o.quiet, stop).map_err(|e| format!("poll: {e}"))?;
-    engine.server_pid = o.pid;
+    let mut engine = Engine::new(o, stop).map_err(|e| format!("poll: {e}"))?;
     let next_ids = templates(&mut engine, &sets, |_, s| next_broker_id(&s.name));
     let registers = templates(&mut engine, &sets, |i, s| {
         register_broker(&s.name, 2, &broker_addr(i, 2))
