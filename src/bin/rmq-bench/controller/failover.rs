@@ -4,8 +4,8 @@
 //! the slave receives 1008 and until a name server routes it as id 0 is measured.
 
 use super::{
-    apply_broker_id, call, call_ok, clean_broker_data, elect_master, ext_i64, heartbeat, millis,
-    next_broker_id, register_broker, set_names, CALL_TIMEOUT, CLUSTER,
+    alter_sync_state_set, apply_broker_id, call, call_ok, clean_broker_data, elect_master, ext_i64,
+    heartbeat, millis, next_broker_id, register_broker, set_names, CALL_TIMEOUT, CLUSTER,
 };
 use crate::args::{Failover, Options};
 use crate::payload::{topic, PERM_RW};
@@ -16,9 +16,6 @@ use rmq_namesrv::client::api::{BrokerIdentity, RegisterOptions};
 use rmq_namesrv::client::Client;
 use rmq_namesrv::controller::request::field::{
     MASTER_BROKER_ID, MASTER_EPOCH, NEXT_BROKER_ID, SYNC_STATE_SET_EPOCH,
-};
-use rmq_namesrv::controller::request::{
-    AlterSyncStateSet, ControllerRequest, LeaderRequest, SyncStateSetBody,
 };
 use rmq_namesrv::remoting::command::{DecodeLimits, RemotingCommand};
 use rmq_namesrv::remoting::frame;
@@ -102,16 +99,7 @@ impl SimBroker {
     /// As the master: 1001 to {1, 2}.
     fn widen(&self, other: i64) -> Result<(), String> {
         let (master, epoch, set_epoch) = self.role()?;
-        let alter =
-            ControllerRequest::Leader(LeaderRequest::AlterSyncStateSet(AlterSyncStateSet {
-                broker_name: Some(self.name.clone()),
-                master_broker_id: Some(master),
-                master_epoch: i32::try_from(epoch).ok(),
-                body: Some(SyncStateSetBody {
-                    sync_state_set: Some([master, other].into_iter().collect()),
-                    sync_state_set_epoch: i32::try_from(set_epoch).unwrap_or(0),
-                }),
-            }));
+        let alter = alter_sync_state_set(&self.name, master, epoch, &[master, other], set_epoch);
         self.with_controller(|c| call_ok(c, &alter))?;
         Ok(())
     }

@@ -8,7 +8,7 @@
 //! cleaned (1011) at the end.
 
 use super::{
-    apply_broker_id, call_ok, clean_broker_data, elect_master, expect_ok, ext_i64, frame_of,
+    alter_sync_state_set, apply_broker_id, call_ok, clean_broker_data, elect_master, ext_i64,
     heartbeat, millis, next_broker_id, register_broker, set_names, CALL_TIMEOUT,
 };
 use crate::args::Options;
@@ -19,9 +19,7 @@ use rmq_namesrv::client::Client;
 use rmq_namesrv::controller::request::field::{
     INVOKE_TIME, MASTER_EPOCH, NEW_SYNC_STATE_SET_EPOCH, SYNC_STATE_SET_EPOCH,
 };
-use rmq_namesrv::controller::request::{
-    AlterSyncStateSet, ControllerRequest, LeaderRequest, SyncStateSetBody,
-};
+use rmq_namesrv::controller::request::ControllerRequest;
 use rmq_namesrv::remoting::codes::version;
 use rmq_namesrv::remoting::command::{RemotingCommand, SerializeType};
 use std::rc::Rc;
@@ -36,8 +34,8 @@ const LONG_TIMEOUT_MS: u64 = 3_600_000;
 #[derive(Clone)]
 struct Set {
     name: String,
-    master_epoch: i32,
-    sync_state_set_epoch: i32,
+    master_epoch: i64,
+    sync_state_set_epoch: i64,
     /// Whether the set is {1,2} now (else {1}).
     wide: bool,
 }
@@ -73,49 +71,38 @@ fn set_up(c: &mut Client, name: &str, index: usize) -> Result<Set, String> {
         c.oneway_encoded(&beat.encode())
             .map_err(|e| format!("904: {e}"))?;
     }
-    let epoch = |key| ext_i64(&elected, key).and_then(|e| i32::try_from(e).ok());
     let mut set = Set {
         name: name.to_string(),
-        master_epoch: epoch(MASTER_EPOCH).unwrap_or(0),
-        sync_state_set_epoch: epoch(SYNC_STATE_SET_EPOCH).unwrap_or(0),
+        master_epoch: ext_i64(&elected, MASTER_EPOCH).unwrap_or(0),
+        sync_state_set_epoch: ext_i64(&elected, SYNC_STATE_SET_EPOCH).unwrap_or(0),
         wide: false,
     };
-    let altered = expect_ok(alter(c, &set)?, "1001")?;
-    set.sync_state_set_epoch = new_epoch(&altered);
+    let altered = alter(c, &set)?;
+    set.sync_state_set_epoch = ext_i64(&altered, NEW_SYNC_STATE_SET_EPOCH).unwrap_or(0);
     set.wide = true;
     Ok(set)
 }
 
-/// The SyncStateSet epoch a 1001 answer announces.
-fn new_epoch(resp: &RemotingCommand) -> i32 {
-    ext_i64(resp, NEW_SYNC_STATE_SET_EPOCH)
-        .and_then(|e| i32::try_from(e).ok())
-        .unwrap_or(0)
-}
-
-/// 1001 from {1,2} to {1} or back, as the master (id 1) sends it, with `mqadmin`'s
-/// `invokeTime`.
+/// 1001 from {1,2} to {1} or back, as the master (id 1) sends it, with the `invokeTime` Java's
+/// header carries.
 fn alter_frame(set: &Set, opaque: i32) -> Vec<u8> {
-    let members = if set.wide { vec![1] } else { vec![1, 2] };
-    let alter = ControllerRequest::Leader(LeaderRequest::AlterSyncStateSet(AlterSyncStateSet {
-        broker_name: Some(set.name.clone()),
-        master_broker_id: Some(1),
-        master_epoch: Some(set.master_epoch),
-        body: Some(SyncStateSetBody {
-            sync_state_set: Some(members.into_iter().collect()),
-            sync_state_set_epoch: set.sync_state_set_epoch,
-        }),
-    }));
+    let members: &[i64] = if set.wide { &[1] } else { &[1, 2] };
+    let (epoch, set_epoch) = (set.master_epoch, set.sync_state_set_epoch);
+    let alter = alter_sync_state_set(&set.name, 1, epoch, members, set_epoch);
     let mut encoded = alter.encode();
     encoded.put_value(INVOKE_TIME, millis());
-    frame_of(&encoded, opaque)
+    encoded.frame(SerializeType::Json, "JAVA", version::CURRENT, opaque, 0)
 }
 
-/// One 1001 from {1} to {1,2} or back, blocking.
+/// One 1001, blocking.
 fn alter(c: &mut Client, set: &Set) -> Result<RemotingCommand, String> {
-    c.send_raw(&alter_frame(set, 7))
-        .map_err(|e| format!("1001: {e}"))?;
-    c.read_response(7).map_err(|e| format!("1001: {e}"))
+    let failed = |e| format!("1001: {e}");
+    c.send_raw(&alter_frame(set, 7)).map_err(failed)?;
+    let resp = c.read_response(7).map_err(failed)?;
+    match resp.code {
+        0 => Ok(resp),
+        code => Err(format!("1001: answered {code} {:?}", resp.remark)),
+    }
 }
 
 /// The 1001 phase: each set's request carries the epochs its last answer announced. Sets
@@ -144,7 +131,7 @@ impl Watch for Alter {
     fn on_response(&mut self, _: usize, template: u32, answer: &RemotingCommand, _: Instant) {
         if let (Some(i), 0) = (self.set(template), answer.code) {
             let s = &mut self.sets[i];
-            s.sync_state_set_epoch = new_epoch(answer);
+            s.sync_state_set_epoch = ext_i64(answer, NEW_SYNC_STATE_SET_EPOCH).unwrap_or(0);
             s.wide = !s.wide;
         }
     }
