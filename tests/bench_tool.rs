@@ -385,7 +385,7 @@ fn ctrl_c_during_a_timed_run_prints_the_summary_so_far() {
     assert!(text.contains("INTERRUPTED"), "{text}");
     assert!(text.contains("phase main ("), "{text}");
     assert!(text.contains("cut short"), "{text}");
-    assert!(text.contains("  route "), "{text}");
+    assert!(text.contains("  route: "), "{text}");
 }
 
 #[test]
@@ -399,10 +399,10 @@ fn text_report_shows_min_and_p95_and_never_calls_the_server_other_load() {
     let text = String::from_utf8_lossy(&out.stdout);
     let latency = text
         .lines()
-        .find(|l| l.trim_start().starts_with("latency us:"))
+        .find(|l| l.trim_start().starts_with("latency_us:"))
         .unwrap_or_else(|| panic!("no latency line:\n{text}"));
     let words: Vec<&str> = latency.split_whitespace().collect();
-    for key in ["min", "p50", "p90", "p95", "p99", "p99.9", "max"] {
+    for key in ["min", "p50", "p90", "p95", "p99", "p999", "max"] {
         assert!(words.contains(&key), "{key} missing: {latency}");
     }
     // Without --pid the server's CPU cannot be told from other processes': said so, and no

@@ -3,7 +3,6 @@
 //! generator itself (so a run shows whether the tool was the bottleneck) and of the machine.
 
 use crate::engine::{ClassStats, PhaseResult};
-use crate::hist::Histogram;
 use rmq_namesrv::remoting::json::Value;
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -235,7 +234,9 @@ impl Report {
             let secs = phase.elapsed.as_secs_f64();
             let _ = writeln!(s, "phase {} ({secs:.2} s{cpu}{cut}):", phase.name);
             for (name, st) in &phase.classes {
-                s.push_str(&class_text(name, st, phase));
+                if let Value::Object(fields) = class_json(name, st, phase) {
+                    fields_text(&mut s, 2, name, &fields[1..]);
+                }
             }
         }
         for (name, v, unit) in &self.extra {
@@ -245,15 +246,14 @@ impl Report {
             let _ = writeln!(s, "FAILED: {f}");
         }
         for (key, fields) in self.sections() {
-            let list: Vec<String> = fields
-                .iter()
-                .map(|(k, v)| format!("{k} {}", v.to_text()))
-                .collect();
-            let _ = writeln!(s, "{key}: {}", list.join(", "));
             let disturbed = |(k, v): &(&str, Value)| {
                 *k == "other_cores" && matches!(v, Value::Float(x) if *x > OTHER_LOAD_LIMIT)
             };
-            if fields.iter().any(disturbed) {
+            let other_load = fields.iter().any(disturbed);
+            if let Value::Object(fields) = obj(fields) {
+                fields_text(&mut s, 0, key, &fields);
+            }
+            if other_load {
                 s.push_str("  (other load: numbers are not representative)\n");
             }
         }
@@ -305,59 +305,25 @@ fn server_cpu_pct(p: &PhaseResult) -> Option<f64> {
     p.server_cpu_s.map(|cpu| 100.0 * cpu / secs)
 }
 
-fn us(ns: u64) -> f64 {
-    ns as f64 / 1000.0
-}
-
-/// A class's latency figures in microseconds: (text label, JSON key, value), mean last.
-fn latency_us(h: &Histogram) -> [(&'static str, &'static str, f64); 8] {
-    let p = |q: f64| us(h.percentile(q));
-    [
-        ("min", "min", us(h.min())),
-        ("p50", "p50", p(50.0)),
-        ("p90", "p90", p(90.0)),
-        ("p95", "p95", p(95.0)),
-        ("p99", "p99", p(99.0)),
-        ("p99.9", "p999", p(99.9)),
-        ("max", "max", us(h.max())),
-        ("mean", "mean", h.mean() / 1000.0),
-    ]
-}
-
-/// Three lines per class: throughput, latency, errors.
-fn class_text(name: &str, st: &ClassStats, phase: &PhaseResult) -> String {
-    let secs = phase.elapsed.as_secs_f64().max(1e-9);
-    let mut s = format!(
-        "  {:<9} {:>12} ops/s  ({} ops)  tx {:.1} MB/s  rx {:.1} MB/s\n  {:<9} latency us:",
-        name,
-        thousands(rate(st.ops, phase) as u64),
-        thousands(st.ops),
-        st.bytes_tx as f64 / 1e6 / secs,
-        st.bytes_rx as f64 / 1e6 / secs,
-        "",
-    );
-    for (label, _, v) in latency_us(&st.hist) {
-        match label {
-            "mean" => write!(s, "  ({label} {v:.0})"),
-            "min" => write!(s, " {label} {v:.0}"),
-            _ => write!(s, "  {label} {v:.0}"),
-        }
-        .ok();
-    }
-    let mut errs = format!("errors {}", st.errors());
-    for (code, n) in &st.errors_by_code {
-        let _ = write!(errs, ", code {code}: {n}");
-    }
-    for (what, _, n) in st.failures() {
-        if n > 0 {
-            let _ = write!(errs, ", {what}: {n}");
+/// The text of JSON fields: `head: key value, key value`, then each non-empty object field on
+/// its own line, indented.
+fn fields_text(out: &mut String, indent: usize, head: &str, fields: &[(String, Value)]) {
+    let (nested, flat): (Vec<_>, Vec<_>) = fields
+        .iter()
+        .partition(|(_, v)| matches!(v, Value::Object(_)));
+    let flat: Vec<String> = flat
+        .iter()
+        .map(|(k, v)| format!("{k} {}", v.to_text()))
+        .collect();
+    let _ = writeln!(out, "{:indent$}{head}: {}", "", flat.join(", "));
+    for (key, value) in nested {
+        match value {
+            Value::Object(fields) if !fields.is_empty() => {
+                fields_text(out, indent + 2, key, fields)
+            }
+            _ => {}
         }
     }
-    for (code, n) in &st.expected_by_code {
-        let _ = write!(errs, " (expected code {code}: {n})");
-    }
-    let _ = writeln!(s, "\n  {:<9} {errs}", "");
-    s
 }
 
 fn rate(ops: u64, p: &PhaseResult) -> f64 {
@@ -384,9 +350,21 @@ fn class_json(name: &str, st: &ClassStats, p: &PhaseResult) -> Value {
         ("errors_by_code", codes(&st.errors_by_code)),
         ("expected_by_code", codes(&st.expected_by_code)),
     ];
-    fields.extend(st.failures().map(|(_, key, n)| (key, int(n))));
-    let latency = latency_us(&st.hist).map(|(_, key, v)| (key, num(v, 1)));
-    fields.push(("latency_us", obj(latency.to_vec())));
+    fields.extend(st.failures().map(|(key, n)| (key, int(n))));
+    let h = &st.hist;
+    let us = |ns: u64| num(ns as f64 / 1000.0, 1);
+    let mut latency = vec![("min", us(h.min()))];
+    for (key, p) in [
+        ("p50", 50.0),
+        ("p90", 90.0),
+        ("p95", 95.0),
+        ("p99", 99.0),
+        ("p999", 99.9),
+    ] {
+        latency.push((key, us(h.percentile(p))));
+    }
+    latency.extend([("max", us(h.max())), ("mean", num(h.mean() / 1000.0, 1))]);
+    fields.push(("latency_us", obj(latency)));
     obj(fields)
 }
 

@@ -109,13 +109,6 @@ impl Bench {
             .clamp(1, self.o.layout.brokers.max(1))
     }
 
-    /// Brokers served by broker connection `c` (brokers are dealt out round robin).
-    fn brokers_of_conn(&self, c: usize) -> Vec<usize> {
-        (c..self.o.layout.brokers)
-            .step_by(self.broker_conns())
-            .collect()
-    }
-
     /// Registration templates of every broker: `[broker][variant]`, variant 0 = steady.
     fn register_templates(&mut self, variants: usize, timeout_ms: Option<u64>) -> Vec<Vec<u32>> {
         let options = RegisterOptions {
@@ -138,17 +131,14 @@ impl Bench {
         out
     }
 
-    /// Plan of broker connection `c`: its brokers' templates, interleaved so that each
-    /// broker's consecutive requests cycle through `variants`.
+    /// Plan of broker connection `c`: its brokers' templates (brokers are dealt out round
+    /// robin), interleaved so that each broker's consecutive requests cycle through `variants`.
     fn broker_plan(&self, c: usize, per_broker: &[Vec<u32>], variants: &[usize]) -> Rc<[u32]> {
-        let brokers = self.brokers_of_conn(c);
-        let mut plan = Vec::with_capacity(brokers.len() * variants.len());
-        for &v in variants {
-            for &b in &brokers {
-                plan.push(per_broker[b][v]);
-            }
-        }
-        plan.into()
+        let brokers = (c..self.o.layout.brokers).step_by(self.broker_conns());
+        let plan = variants
+            .iter()
+            .flat_map(|&v| brokers.clone().map(move |b| per_broker[b][v]));
+        plan.collect::<Vec<_>>().into()
     }
 
     /// Gives every broker connection the plan [`Self::broker_plan`] makes of `per_broker`.
@@ -162,20 +152,13 @@ impl Bench {
 
     /// Registers every broker once (phase `setup`); any failure aborts the run.
     fn setup(&mut self, class: usize) -> Result<(), String> {
-        let spec = PhaseSpec {
-            name: "setup".into(),
-            classes: vec![class],
-            until: Until::PlanSent,
-            limit: SETUP_LIMIT,
-            drain: DRAIN,
-        };
         let saved_rate = self.engine.classes[class].rate.take();
-        let result = self.engine.run_phase(&spec, &mut NoWatch);
+        self.phase("setup", vec![class], false, &mut NoWatch, Until::PlanSent);
         self.engine.classes[class].rate = saved_rate;
         let expected = (self.o.layout.brokers * self.addrs.len()) as u64;
-        let ok = result.classes.iter().all(|(_, s)| s.errors() == 0)
-            && result.classes.iter().map(|(_, s)| s.ops).sum::<u64>() >= expected;
-        self.report.phases.push(result);
+        let stats = self.report.phases.last().map_or(&[][..], |p| &p.classes);
+        let ok = stats.iter().all(|(_, s)| s.errors() == 0)
+            && stats.iter().map(|(_, s)| s.ops).sum::<u64>() >= expected;
         // Cut short by Ctrl-C: not a failure, the report says it was interrupted.
         if !ok && !self.engine.stopped() {
             return Err(format!(
@@ -214,18 +197,14 @@ impl Bench {
         Ok(class)
     }
 
-    fn lookup_topics(&self) -> Vec<String> {
-        if self.o.topic_list.is_empty() {
-            self.o.layout.all_user_topics()
-        } else {
-            self.o.topic_list.clone()
-        }
-    }
-
     /// Route templates in lookup order, one list per name server (equal bytes, distinct ids:
     /// a watch can tell which server answered). The ids are consecutive, server by server.
     fn route_templates(&mut self) -> Vec<Rc<[u32]>> {
-        let topics = self.lookup_topics();
+        let topics = if self.o.topic_list.is_empty() {
+            self.o.layout.all_user_topics()
+        } else {
+            self.o.topic_list.clone()
+        };
         let version = self.o.version;
         let mut per_server = Vec::with_capacity(self.addrs.len());
         for _ in 0..self.addrs.len() {
@@ -294,7 +273,8 @@ impl Bench {
             until,
             limit: match until {
                 Until::Elapsed(d) => d + Duration::from_secs(1),
-                _ => self.o.max_wait,
+                Until::PlanSent => SETUP_LIMIT,
+                Until::Watch => self.o.max_wait,
             },
             drain: DRAIN,
         };
