@@ -11,17 +11,19 @@ use crate::args::{Failover, Options};
 use crate::payload::{topic, PERM_RW};
 use crate::report::{int, num, text, Report};
 use crate::servers::Picker;
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use rmq_namesrv::client::api::{BrokerIdentity, RegisterOptions};
 use rmq_namesrv::client::Client;
 use rmq_namesrv::controller::request::field::{
     MASTER_BROKER_ID, MASTER_EPOCH, NEXT_BROKER_ID, SYNC_STATE_SET_EPOCH,
 };
+use rmq_namesrv::event_loop::{
+    ConnId, Ctx, EventLoop, Handler, Limits, ListenerTag, Next, StopHandle,
+};
 use rmq_namesrv::remoting::command::{DecodeLimits, RemotingCommand};
-use rmq_namesrv::remoting::frame;
+use rmq_namesrv::remoting::frame::{self, FrameError};
 use rmq_namesrv::route::model::{DataVersion, RegisterBody};
-use std::io::{ErrorKind, Read};
-use std::net::TcpListener;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -49,15 +51,37 @@ struct SimBroker {
     promoted: Mutex<Option<Instant>>,
     heartbeating: AtomicBool,
     stop: AtomicBool,
+    /// Stops the loop that takes the controller's 1008s.
+    notices: Mutex<Option<StopHandle>>,
+}
+
+/// The simulated broker's listener: every frame the controller sends goes to `on_notice`.
+struct Notices(Arc<SimBroker>);
+
+impl Handler for Notices {
+    type Conn = ();
+    type FrameError = FrameError;
+
+    fn cut_frame(&self, buf: &mut BytesMut) -> Result<Option<Bytes>, FrameError> {
+        frame::next_frame(buf, 1 << 20)
+    }
+
+    fn on_frame(&mut self, _: &mut Ctx<()>, _: ConnId, frame: Bytes) -> Next {
+        if let Ok(cmd) = RemotingCommand::decode(frame, &DecodeLimits::default()) {
+            self.0.on_notice(&cmd);
+        }
+        Next::Continue
+    }
 }
 
 impl SimBroker {
     fn start(o: &Options, controller: &str, name: &str) -> Result<Arc<SimBroker>, String> {
-        let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("listen: {e}"))?;
-        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| e.to_string())?
+        let listen = |e| format!("listen: {e}");
+        let mut notices = EventLoop::new(Limits::default()).map_err(listen)?;
+        let local = SocketAddr::from(([127, 0, 0, 1], 0));
+        let addr = notices
+            .listen(local, ListenerTag(0))
+            .map_err(listen)?
             .to_string();
         let mut c = Client::connect(controller, CALL_TIMEOUT)
             .map_err(|e| format!("connect to {controller}: {e}"))?;
@@ -81,6 +105,7 @@ impl SimBroker {
             promoted: Mutex::new(None),
             heartbeating: AtomicBool::new(true),
             stop: AtomicBool::new(false),
+            notices: Mutex::new(Some(notices.stop_handle())),
         });
         b.adopt(&registered);
         b.heartbeat();
@@ -90,9 +115,9 @@ impl SimBroker {
         }
         let (master, epoch, _) = b.role()?;
         b.register_all(if master == id { 0 } else { id }, epoch)?;
-        let (beats, notices) = (Arc::clone(&b), Arc::clone(&b));
+        let (beats, handler) = (Arc::clone(&b), Notices(Arc::clone(&b)));
         std::thread::spawn(move || beats.heartbeat_every_second());
-        std::thread::spawn(move || notices.serve(listener));
+        std::thread::spawn(move || notices.run(handler));
         Ok(b)
     }
 
@@ -104,10 +129,13 @@ impl SimBroker {
         Ok(())
     }
 
-    /// kill -9: every connection closes at once, nothing more is sent (its threads end when
-    /// they next look at the stop flag).
+    /// kill -9: every connection closes at once, nothing more is sent (the heartbeat thread
+    /// ends when it next looks at the stop flag).
     fn kill(&self) {
         self.stop.store(true, Ordering::SeqCst);
+        if let Some(notices) = self.notices.lock().ok().and_then(|mut n| n.take()) {
+            notices.stop();
+        }
         if let Ok(mut c) = self.controller.lock() {
             c.take();
         }
@@ -152,18 +180,6 @@ impl SimBroker {
             if self.heartbeating.load(Ordering::SeqCst) {
                 self.heartbeat();
             }
-        }
-    }
-
-    /// Takes the controller's connections (it keeps each open) and handles their frames.
-    fn serve(self: Arc<Self>, listener: TcpListener) {
-        while !self.stop.load(Ordering::SeqCst) {
-            let Ok((stream, _)) = listener.accept() else {
-                std::thread::sleep(Duration::from_millis(1));
-                continue;
-            };
-            let b = Arc::clone(&self);
-            std::thread::spawn(move || read_frames(stream, &b.stop, |cmd| b.on_notice(cmd)));
         }
     }
 
@@ -220,31 +236,6 @@ impl SimBroker {
                 .map_err(|e| format!("REGISTER_BROKER to {}: {e}", c.peer()))?;
         }
         Ok(())
-    }
-}
-
-/// Handles each frame of one connection as it arrives, until the connection closes or `stop`.
-fn read_frames(
-    mut stream: std::net::TcpStream,
-    stop: &AtomicBool,
-    mut handle: impl FnMut(&RemotingCommand),
-) {
-    let _ = stream.set_nonblocking(false);
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
-    let mut buf = BytesMut::new();
-    let mut chunk = [0u8; 4096];
-    while !stop.load(Ordering::SeqCst) {
-        match stream.read(&mut chunk) {
-            Ok(0) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
-            Err(_) => return,
-        }
-        while let Ok(Some(f)) = frame::next_frame(&mut buf, 1 << 20) {
-            if let Ok(cmd) = RemotingCommand::decode(f, &DecodeLimits::default()) {
-                handle(&cmd);
-            }
-        }
     }
 }
 
