@@ -1,9 +1,6 @@
-//! `rmq-bench canned`: a server that does no work. It answers every request frame with the
-//! same SUCCESS reply (only the opaque differs), in the request's header codec, on the name
-//! server's own event loop (`rmq_namesrv::event_loop`), so only the request handling is
-//! missing. Running a workload against it shows the ceiling of the load generator and the loop
-//! together on this machine: if `rmq-bench route` reaches far more ops/s here than against a
-//! name server, the name server's request handling, not the tool or the loop, set the number.
+//! `rmq-bench canned`: a server that does no work, on the name server's own event loop. It
+//! answers every request frame with the same SUCCESS reply, so a workload run against it shows
+//! the ceiling of the load generator and the loop together on this machine.
 
 use bytes::{Bytes, BytesMut};
 use rmq_namesrv::event_loop::{ConnId, Ctx, EventLoop, Handler, Limits, ListenerTag, Next};
@@ -14,8 +11,7 @@ use rmq_namesrv::remoting::frame::{self, FrameError};
 use std::io;
 use std::net::SocketAddr;
 
-/// The loop's handler: every request frame gets the SUCCESS reply, in its header codec (JSON,
-/// ROCKETMQ), with its opaque.
+/// Every request frame gets the SUCCESS reply in its header codec, with its opaque.
 struct Canned {
     templates: [FrameTemplate; 2],
     body: Vec<u8>,

@@ -72,6 +72,7 @@ fn bump(list: &mut Vec<(i32, u64)>, code: i32) {
 }
 
 /// A group of connections doing the same kind of request.
+#[derive(Default)]
 pub struct Class {
     pub name: String,
     /// Target ops/s for the whole class; `None` = as fast as the server answers.
@@ -319,14 +320,7 @@ impl Engine {
         self.classes.push(Class {
             name: name.to_string(),
             rate,
-            expected_codes: Vec::new(),
-            closes_expected: false,
-            conns: Vec::new(),
-            rr: 0,
-            next_due_ns: 0.0,
-            blocked_since_ns: None,
-            stats: ClassStats::default(),
-            last_tick: ClassStats::default(),
+            ..Class::default()
         });
         self.classes.len() - 1
     }
@@ -411,10 +405,7 @@ impl Engine {
 
     /// Fills an unlimited connection up to its depth and writes.
     fn fill(&mut self, ci: usize, once: bool, watch: &mut dyn Watch) {
-        if self.classes[self.conns[ci].class].rate.is_some() {
-            return;
-        }
-        if !self.can_send(ci, once) {
+        if self.classes[self.conns[ci].class].rate.is_some() || !self.can_send(ci, once) {
             return;
         }
         let now = self.now_ns();

@@ -1,15 +1,7 @@
-//! `rmq-bench`: heartbeat and route load generator for RocketMQ name servers (ours, the Java
-//! one, any other), speaking the real wire protocol.
-//!
-//! * [`args`] parses the command line by hand;
-//! * [`payload`] builds realistic 5.x registration bodies for a simulated cluster;
-//! * [`engine`] drives every connection from one mio thread with pipelining, its frames
-//!   encoded and decoded by the library;
-//! * [`hist`] is the latency histogram; [`report`] prints the summary, JSON and /proc samples;
-//! * [`servers`] picks each route client's name server (`--strategy`);
-//! * [`workloads`] composes them into register / heartbeat / route / mixed / expire;
-//! * [`canned`] is the no-work server that measures the generator's own ceiling;
-//! * [`controller`] loads a RocketMQ controller and times failovers (its own threads).
+//! `rmq-bench`: load generator for RocketMQ name servers (ours, the Java one, any other) and
+//! controllers, over the real wire protocol. [`workloads`] and [`controller`] prepare the runs
+//! (bodies from [`payload`], name servers picked by [`servers`]) that [`engine`] drives and
+//! [`report`] prints; [`canned`] is the no-work server that shows the generator's own ceiling.
 
 mod args;
 mod canned;

@@ -1,15 +1,12 @@
 //! Realistic registration payloads: a simulated cluster of broker groups, the topic layout
 //! they serve, and the REGISTER_BROKER bodies a 5.x broker sends for it (docs/protocol.md §4.1,
-//! with the system topics a default 5.x broker creates for itself and correct bodyCrc32).
+//! with the system topics a default 5.x broker creates for itself).
 //!
-//! Layout: broker `b` (a master, brokerId 0) is broker group `bench-broker-<b>` (with a run
-//! tag: `bench-broker-<tag>-<b>`). Broker addresses are fake (nothing connects to them) but
-//! are what a name server keys liveness on, so each fleet needs its own ([`Layout::broker`]).
-//! User topics are dealt out in blocks of `topics` per group, and `shared_by` consecutive
-//! groups serve the same block, so by default every topic has two broker groups in its route.
-//! Consumer groups' `%RETRY%` topics follow the same layout.
-//!
-//! The benches include this file too, so it depends only on the library.
+//! Broker `b` is the master of group `bench-broker-[<tag>-]<b>`. Its address is fake (nothing
+//! connects to it) but a name server keys liveness on it, so each fleet needs its own. User
+//! topics are dealt out in blocks of `topics` per group, and `shared_by` consecutive groups
+//! serve the same block (and the same `%RETRY%` topics). The benches include this file too,
+//! so it depends only on the library.
 
 use rmq_namesrv::client::api::BrokerIdentity;
 use rmq_namesrv::route::model::{

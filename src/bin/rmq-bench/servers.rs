@@ -1,10 +1,7 @@
 //! Which name server each route client uses (`--strategy`), chosen through the library's
-//! `NameServerSet`, as a fleet of clients would choose: round-robin deals them out in turn
-//! (client i on server i mod n, the default); random gives every client its own random start,
-//! as each Java client process picks one; pinned puts them all on one server; fewest ranks
-//! the servers by their connection count (the stats extension) before each client is opened,
-//! and waits until the chosen server counts the new connection so that the next choice sees
-//! it. Simulated brokers are not chosen: they register with every name server.
+//! `NameServerSet` as a fleet of clients would choose: random gives every client its own set
+//! (each Java client process picks its own start); `fewest` waits until the chosen server
+//! counts the new connection so that the next choice sees it.
 
 use rmq_namesrv::client::nameserver_set::Load;
 use rmq_namesrv::client::{NameServerSet, Strategy};

@@ -1,14 +1,10 @@
-//! The workloads: each prepares its frames and connections, runs its phases on the
-//! [`Engine`] and returns a [`Report`]. Everything a timed phase sends is encoded here, before
-//! the phase starts.
+//! The name-server workloads: each encodes its frames, opens its connections, runs its phases
+//! on the [`Engine`] and returns a [`Report`].
 //!
-//! Every workload that needs routes first registers its simulated brokers (phase `setup`) on
-//! connections that stay open for the whole run: a name server unregisters a broker whose
-//! connection closes, so closing them would empty the routes under the clients' feet.
-//!
-//! With several name servers (`-n 'a;b'`) every simulated broker registers with each of them,
-//! as real brokers do, and route clients are spread over them by `--strategy` ([`Picker`]).
-//! After Ctrl-C no further phase starts and the report holds what was measured until then.
+//! Simulated brokers register first (phase `setup`) on connections that stay open for the
+//! whole run (a name server unregisters a broker whose connection closes), with every name
+//! server of `-n`, as real brokers do; route clients are spread over them by `--strategy`
+//! ([`Picker`]). After Ctrl-C no further phase starts.
 
 use crate::args::{Options, Workload};
 use crate::engine::{Engine, NoWatch, PhaseSpec, Template, Until, Watch};
