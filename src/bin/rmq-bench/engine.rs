@@ -22,6 +22,7 @@ use rmq_namesrv::remoting::command::{
 };
 use rmq_namesrv::remoting::frame::next_frame;
 use rmq_namesrv::request::Encoded;
+use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -118,79 +119,51 @@ impl Template {
     }
 }
 
-#[derive(Clone, Copy, Default)]
-struct Slot {
-    opaque: i32,
-    live: bool,
-    template: u32,
-    start_ns: u64,
-}
-
-/// The requests in flight on one connection, found by their opaque: one slot per request
-/// the depth allows, the opaque carrying its slot's index in its low bits and a send count
-/// above them, so an answer finds its request whatever the order of answers, and a stray or
-/// repeated answer finds nothing.
+/// The requests in flight on one connection, by opaque: an answer finds its request whatever
+/// the order of answers, and a stray or repeated answer finds nothing.
 struct InFlight {
-    slots: Vec<Slot>,
-    free: Vec<u32>,
-    index_bits: u32,
-    sent: u32,
+    depth: usize,
+    last_opaque: i32,
+    /// Opaque -> (template, start in ns).
+    requests: HashMap<i32, (u32, u64), foldhash::fast::RandomState>,
 }
 
 impl InFlight {
     fn new(depth: usize) -> InFlight {
-        let depth = depth.max(1);
         InFlight {
-            slots: vec![Slot::default(); depth],
-            free: (0..depth as u32).rev().collect(),
-            index_bits: depth.next_power_of_two().trailing_zeros(),
-            sent: 0,
+            depth: depth.max(1),
+            last_opaque: 0,
+            requests: HashMap::with_capacity_and_hasher(depth, Default::default()),
         }
     }
 
     fn len(&self) -> usize {
-        self.slots.len() - self.free.len()
+        self.requests.len()
     }
 
     fn is_full(&self) -> bool {
-        self.free.is_empty()
+        self.requests.len() >= self.depth
     }
 
-    /// Takes a free slot for a request of `template`; returns the opaque to send it with.
+    /// Registers a request of `template` if the depth allows; returns its opaque.
     fn insert(&mut self, template: u32, start_ns: u64) -> Option<i32> {
-        let i = self.free.pop()?;
-        self.sent = self.sent.wrapping_add(1);
-        let opaque = ((self.sent << self.index_bits) | i) & i32::MAX as u32;
-        self.slots[i as usize] = Slot {
-            opaque: opaque as i32,
-            live: true,
-            template,
-            start_ns,
-        };
-        Some(opaque as i32)
-    }
-
-    /// The request `opaque` answers, if it is in flight.
-    fn take(&mut self, opaque: i32) -> Option<Slot> {
-        let i = opaque as u32 & ((1u32 << self.index_bits) - 1);
-        let slot = self.slots.get_mut(i as usize)?;
-        if !slot.live || slot.opaque != opaque {
+        if self.is_full() {
             return None;
         }
-        slot.live = false;
-        self.free.push(i);
-        Some(*slot)
+        self.last_opaque = self.last_opaque.wrapping_add(1) & i32::MAX;
+        self.requests.insert(self.last_opaque, (template, start_ns));
+        Some(self.last_opaque)
+    }
+
+    /// The request `opaque` answers, if it is in flight: (template, start in ns).
+    fn take(&mut self, opaque: i32) -> Option<(u32, u64)> {
+        self.requests.remove(&opaque)
     }
 
     /// Forgets every request in flight; returns how many there were.
     fn clear(&mut self) -> usize {
         let n = self.len();
-        for (i, slot) in self.slots.iter_mut().enumerate() {
-            if slot.live {
-                slot.live = false;
-                self.free.push(i as u32);
-            }
-        }
+        self.requests.clear();
         n
     }
 }
@@ -510,15 +483,12 @@ impl Engine {
             if !head.is_response() {
                 continue; // a request from the server (e.g. NOTIFY_MIN_BROKER_ID_CHANGE)
             }
-            let Some(slot) = c.in_flight.take(head.opaque) else {
+            let Some((template, start_ns)) = c.in_flight.take(head.opaque) else {
                 class.stats.bad_frames += 1;
                 continue;
             };
             class.stats.ops += 1;
-            class
-                .stats
-                .hist
-                .record(now_ns.saturating_sub(slot.start_ns));
+            class.stats.hist.record(now_ns.saturating_sub(start_ns));
             if head.code != 0 {
                 if class.expected_codes.contains(&head.code) {
                     bump(&mut class.stats.expected_by_code, head.code);
@@ -527,7 +497,7 @@ impl Engine {
                 }
             }
             let now = *now_instant.get_or_insert_with(Instant::now);
-            watch.on_response(c.class, slot.template, &head, now);
+            watch.on_response(c.class, template, &head, now);
         }
         if !c.in_flight.is_full() {
             self.dirty.push(ci);
@@ -807,13 +777,13 @@ mod tests {
         let b = f.insert(11, 2).unwrap();
         let c = f.insert(12, 3).unwrap();
         assert!(f.is_full() && f.insert(13, 4).is_none());
-        assert_eq!(f.take(c).map(|s| s.template), Some(12));
+        assert_eq!(f.take(c).map(|s| s.0), Some(12));
         assert!(f.take(c).is_none(), "an answer is taken once");
         let d = f.insert(13, 5).unwrap();
-        assert_ne!(d, c, "a reused slot gets a new opaque");
+        assert_ne!(d, c, "a new request gets a new opaque");
         assert!(f.take(c).is_none());
-        assert_eq!(f.take(a).map(|s| s.template), Some(10));
-        assert_eq!(f.take(d).map(|s| (s.template, s.start_ns)), Some((13, 5)));
+        assert_eq!(f.take(a).map(|s| s.0), Some(10));
+        assert_eq!(f.take(d), Some((13, 5)));
         assert_eq!(f.len(), 1);
         assert_eq!(f.clear(), 1);
         assert!(f.take(b).is_none());
