@@ -183,23 +183,23 @@ struct Conn {
     active: bool,
 }
 
+/// How long to wait for the requests in flight once a phase stops sending.
+const DRAIN: Duration = Duration::from_secs(10);
+
+/// When a phase stops sending; the duration bounds it in every case.
 #[derive(Clone, Copy, Debug)]
 pub enum Until {
     Elapsed(Duration),
     /// When every active connection has sent each request of its plan once.
-    PlanSent,
+    PlanSent(Duration),
     /// When the phase's [`Watch`] reports it is finished.
-    Watch,
+    Watch(Duration),
 }
 
 pub struct PhaseSpec {
     pub name: String,
     pub classes: Vec<usize>,
     pub until: Until,
-    /// Upper bound on the phase, whatever `until` says.
-    pub limit: Duration,
-    /// How long to wait for in-flight requests once sending stops.
-    pub drain: Duration,
 }
 
 /// Observes responses during a phase (the expire workload watches routes disappear).
@@ -253,9 +253,16 @@ pub struct Engine {
     server_pid: Option<u32>,
 }
 
+impl Until {
+    fn limit(self) -> Duration {
+        match self {
+            Until::Elapsed(d) | Until::PlanSent(d) | Until::Watch(d) => d,
+        }
+    }
+}
+
 /// Where a running phase is: its timing and whether it is draining.
 struct PhaseClock {
-    started: Instant,
     hard_end: Instant,
     next_tick: Instant,
     draining: Option<Instant>,
@@ -596,12 +603,12 @@ impl Engine {
         now >= clock.hard_end
             || self.stopped()
             || match spec.until {
-                Until::Elapsed(d) => now >= clock.started + d,
-                Until::PlanSent => all.iter().all(|&ci| {
+                Until::Elapsed(_) => false,
+                Until::PlanSent(_) => all.iter().all(|&ci| {
                     let c = &self.conns[ci];
                     !c.open || c.sent_in_phase >= c.plan.len()
                 }),
-                Until::Watch => watch.finished(),
+                Until::Watch(_) => watch.finished(),
             }
     }
 
@@ -621,18 +628,16 @@ impl Engine {
         self.dirty.clear();
     }
 
-    /// How long the next poll may wait: the next tick, pacing deadline or phase end.
+    /// How long the next poll may wait: the next tick, pacing deadline, phase or drain end.
     fn poll_timeout(&self, spec: &PhaseSpec, clock: &PhaseClock, now: Instant) -> Duration {
-        let mut timeout = clock.next_tick.saturating_duration_since(now);
-        if clock.draining.is_none() {
-            if let Some(d) = self.next_due_in(&spec.classes) {
-                timeout = timeout.min(d);
-            }
-            if let Until::Elapsed(d) = spec.until {
-                timeout = timeout.min((clock.started + d).saturating_duration_since(now));
-            }
+        let end = clock.draining.map_or(clock.hard_end, |d| d + DRAIN);
+        let timeout = clock.next_tick.min(end).saturating_duration_since(now);
+        match clock.draining {
+            None => self
+                .next_due_in(&spec.classes)
+                .map_or(timeout, |d| d.min(timeout)),
+            Some(_) => timeout,
         }
-        timeout.min(clock.hard_end.saturating_duration_since(now))
     }
 
     /// Waits for socket events and handles them; false when polling failed for good.
@@ -674,7 +679,7 @@ impl Engine {
             .iter()
             .flat_map(|&k| self.classes[k].conns.iter().copied())
             .collect();
-        let once = matches!(spec.until, Until::PlanSent);
+        let once = matches!(spec.until, Until::PlanSent(_));
         let server_cpu = |pid: Option<u32>| Some(sample_proc(&pid?.to_string())?.cpu_s);
         let cpu_before = server_cpu(self.server_pid);
         let started = Instant::now();
@@ -690,8 +695,7 @@ impl Engine {
             self.fill(ci, once, watch);
         }
         let mut clock = PhaseClock {
-            started,
-            hard_end: started + spec.limit,
+            hard_end: started + spec.until.limit(),
             next_tick: started + Duration::from_secs(1),
             draining: None,
         };
@@ -703,7 +707,7 @@ impl Engine {
             }
             if let Some(d) = clock.draining {
                 let in_flight = all.iter().map(|&ci| self.conns[ci].in_flight.len());
-                if in_flight.sum::<usize>() == 0 || now >= d + spec.drain {
+                if in_flight.sum::<usize>() == 0 || now >= d + DRAIN {
                     break;
                 }
             }
@@ -853,9 +857,7 @@ mod tests {
         let spec = PhaseSpec {
             name: "main".into(),
             classes: vec![class],
-            until: Until::PlanSent,
-            limit: Duration::from_secs(20),
-            drain: Duration::from_secs(5),
+            until: Until::PlanSent(Duration::from_secs(20)),
         };
         let result = engine.run_phase(&spec, &mut NoWatch);
         let stats = &result.classes[0].1;

@@ -22,9 +22,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Ample time for setup registrations and for draining.
+/// Ample time for setup registrations.
 const SETUP_LIMIT: Duration = Duration::from_secs(600);
-const DRAIN: Duration = Duration::from_secs(10);
 /// Distinct bodies per broker that `--churn` cycles through.
 const CHURN_VARIANTS: usize = 4;
 
@@ -149,7 +148,8 @@ impl Bench {
     /// Registers every broker once (phase `setup`); any failure aborts the run.
     fn setup(&mut self, class: usize) -> Result<(), String> {
         let saved_rate = self.engine.classes[class].rate.take();
-        self.phase("setup", vec![class], false, &mut NoWatch, Until::PlanSent);
+        let until = Until::PlanSent(SETUP_LIMIT);
+        self.phase("setup", vec![class], false, &mut NoWatch, until);
         self.engine.classes[class].rate = saved_rate;
         let expected = (self.o.layout.brokers * self.addrs.len()) as u64;
         let stats = self.report.phases.last().map_or(&[][..], |p| &p.classes);
@@ -267,12 +267,6 @@ impl Bench {
             name: name.into(),
             classes,
             until,
-            limit: match until {
-                Until::Elapsed(d) => d + Duration::from_secs(1),
-                Until::PlanSent => SETUP_LIMIT,
-                Until::Watch => self.o.max_wait,
-            },
-            drain: DRAIN,
         };
         if main {
             self.report.marks[1] = Mark::now(self.o.pid);
@@ -485,7 +479,13 @@ fn expire(mut b: Bench) -> Result<Report, String> {
         first_gone: None,
         all_gone: None,
     };
-    b.phase("expire", vec![probe], true, &mut watch, Until::Watch);
+    b.phase(
+        "expire",
+        vec![probe],
+        true,
+        &mut watch,
+        Until::Watch(b.o.max_wait),
+    );
     let secs = |t: Option<Instant>| t.map_or(-1.0, |t| (t - stopped).as_secs_f64());
     let timeout_s = b.o.timeout_ms as f64 / 1000.0;
     let left = watch.remaining;

@@ -25,7 +25,7 @@ use rmq_namesrv::remoting::command::{RemotingCommand, SerializeType};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Heartbeat timeout of the throughput sets' brokers: alive for the whole run.
 const LONG_TIMEOUT_MS: u64 = 3_600_000;
@@ -175,8 +175,6 @@ fn phase(
         name: name.into(),
         classes: vec![class],
         until: Until::Elapsed(o.duration),
-        limit: o.duration + Duration::from_secs(1),
-        drain: CALL_TIMEOUT,
     };
     engine.run_phase(&spec, watch)
 }
