@@ -580,11 +580,9 @@ impl Engine {
             let errors = now.errors() - then.errors();
             let p99_us = now.hist.percentile_since(&then.hist, 99.0) as f64 / 1000.0;
             c.last_tick.clone_from(&c.stats);
+            let name = &c.name;
             line.push_str(&format!(
-                "  {} {} ops/s, p99 {p99_us:.0} us, {} errors",
-                c.name,
-                crate::report::thousands(ops),
-                errors
+                "  {name} {ops} ops/s, p99 {p99_us:.0} us, {errors} errors"
             ));
         }
         line.push_str(&watch.progress());

@@ -14,19 +14,6 @@ const CLOCK_TICKS_PER_S: f64 = 100.0;
 /// flagged as disturbed.
 const OTHER_LOAD_LIMIT: f64 = 0.25;
 
-/// `12345678` -> `12,345,678`.
-pub fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
-}
-
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ProcSample {
     pub rss_kib: u64,
@@ -132,6 +119,18 @@ pub struct Report {
 }
 
 impl Report {
+    /// A report whose /proc readings start now (`--pid`: the server's too).
+    pub fn new(workload: &str, target: String, pid: Option<u32>) -> Report {
+        let mut report = Report {
+            workload: workload.into(),
+            target,
+            pid,
+            ..Report::default()
+        };
+        report.marks[0] = Mark::now(pid);
+        report
+    }
+
     pub fn total_errors(&self) -> u64 {
         self.phases
             .iter()
@@ -371,14 +370,6 @@ fn class_json(name: &str, st: &ClassStats, p: &PhaseResult) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn thousands_groups_digits() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1000), "1,000");
-        assert_eq!(thousands(12_345_678), "12,345,678");
-    }
 
     #[test]
     fn own_process_can_be_sampled() {

@@ -57,13 +57,7 @@ impl Bench {
         } else {
             SerializeType::Json
         };
-        let mut report = Report {
-            workload: o.workload.name().into(),
-            target: o.namesrv.join(";"),
-            pid: o.pid,
-            ..Report::default()
-        };
-        report.marks[0] = Mark::now(o.pid);
+        let report = Report::new(o.workload.name(), o.namesrv.join(";"), o.pid);
         Ok(Bench {
             o,
             addrs,
@@ -290,7 +284,6 @@ impl Bench {
         if self.o.topic_list.is_empty() {
             self.param("brokers", int(self.o.layout.brokers));
             self.param("topics_per_broker", int(self.o.layout.topics));
-            self.param("topics_shared_by", int(self.o.layout.shared_by));
             self.param("broker_conns", int(self.broker_conns()));
             if !self.o.layout.run_tag.is_empty() {
                 self.param("tag", text(&self.o.layout.run_tag));

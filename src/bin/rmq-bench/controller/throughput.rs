@@ -180,13 +180,7 @@ fn phase(
 }
 
 pub fn run(o: &Options, addr: &str, stop: Arc<AtomicBool>) -> Result<Report, String> {
-    let mut report = Report {
-        workload: "controller".into(),
-        target: addr.into(),
-        pid: o.pid,
-        ..Report::default()
-    };
-    report.marks[0] = Mark::now(o.pid);
+    let mut report = Report::new("controller", addr.into(), o.pid);
     let mut c =
         Client::connect(addr, CALL_TIMEOUT).map_err(|e| format!("connect to {addr}: {e}"))?;
     let names = set_names(o);
