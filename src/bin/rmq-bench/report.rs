@@ -152,10 +152,10 @@ impl Report {
         self.extra.push((name.into(), value, unit));
     }
 
-    /// `server` (with `--pid`), `machine` and `generator`: the CPU figures cover the measured
-    /// phases. Without `--pid` the server's share of the machine cannot be told from other
-    /// processes', so it is reported with them and never called other load.
-    fn sections(&self) -> Vec<(&'static str, Vec<(&'static str, Value)>)> {
+    /// `server` (with `--pid`) and `machine` (the generator's share included), their CPU
+    /// figures over the measured phases. Without `--pid` the server's share of the machine cannot
+    /// be told from other processes', so it is reported with them and never called other load.
+    fn sections(&self) -> Vec<(&'static str, Value)> {
         let [start, begin, end] = self.marks;
         let wall = self.main_wall.as_secs_f64();
         let cores = |cpu_s: f64| if wall > 0.0 { cpu_s / wall } else { 0.0 };
@@ -164,14 +164,14 @@ impl Report {
             let cpu = end.server.cpu_s - begin.server.cpu_s;
             out.push((
                 "server",
-                vec![
+                obj(vec![
                     ("pid", int(pid)),
                     ("rss_before_kib", int(start.server.rss_kib)),
                     ("rss_after_kib", int(end.server.rss_kib)),
                     ("rss_peak_kib", int(end.server.hwm_kib)),
                     ("cpu_s", num(cpu, 3)),
                     ("cpu_pct", num(100.0 * cores(cpu), 1)),
-                ],
+                ]),
             ));
             cpu
         });
@@ -196,17 +196,7 @@ impl Report {
                 }
                 None => fields.push(("server_and_other_cores", rest)),
             }
-            out.push(("machine", fields));
-        }
-        if wall > 0.0 {
-            out.push((
-                "generator",
-                vec![
-                    ("cpu_s", num(generator_cpu, 3)),
-                    ("cpu_pct", num(100.0 * cores(generator_cpu), 1)),
-                    ("wall_s", num(wall, 3)),
-                ],
-            ));
+            out.push(("machine", obj(fields)));
         }
         out
     }
@@ -244,15 +234,12 @@ impl Report {
         for f in &self.failures {
             let _ = writeln!(s, "FAILED: {f}");
         }
-        for (key, fields) in self.sections() {
-            let disturbed = |(k, v): &(&str, Value)| {
-                *k == "other_cores" && matches!(v, Value::Float(x) if *x > OTHER_LOAD_LIMIT)
-            };
-            let other_load = fields.iter().any(disturbed);
-            if let Value::Object(fields) = obj(fields) {
-                fields_text(&mut s, 0, key, &fields);
+        for (key, section) in self.sections() {
+            if let Value::Object(fields) = &section {
+                fields_text(&mut s, 0, key, fields);
             }
-            if other_load {
+            if matches!(section.get("other_cores"), Some(Value::Float(x)) if *x > OTHER_LOAD_LIMIT)
+            {
                 s.push_str("  (other load: numbers are not representative)\n");
             }
         }
@@ -294,7 +281,7 @@ impl Report {
             let list = self.failures.iter().map(|f| text(f));
             doc.push(("failures", Value::Array(list.collect())));
         }
-        doc.extend(self.sections().into_iter().map(|(k, f)| (k, obj(f))));
+        doc.extend(self.sections());
         obj(doc).to_text()
     }
 }
