@@ -78,8 +78,10 @@ canned:
   --body-bytes N            body size of every reply (default 0)
 ";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Workload {
+    #[default]
+    Help,
     Register,
     Heartbeat,
     Route,
@@ -87,7 +89,6 @@ pub enum Workload {
     Expire,
     Canned,
     Controller,
-    Help,
     Version,
 }
 
@@ -120,13 +121,14 @@ pub enum Failover {
     Hang,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Options {
     pub workload: Workload,
     /// The name servers of `-n` (or `$NAMESRV_ADDR`).
     pub namesrv: Vec<String>,
-    /// How route clients pick their name server (`--strategy`, checked against `namesrv`).
-    pub strategy: Strategy,
+    /// How route clients pick their name server (`--strategy`, checked against `namesrv`);
+    /// None: round-robin.
+    pub strategy: Option<Strategy>,
     strategy_text: Option<String>,
     pub duration: Duration,
     pub json: bool,
@@ -207,48 +209,28 @@ fn workload_of(name: &str) -> Result<Workload, String> {
 
 /// The options a workload starts from.
 fn defaults(workload: Workload) -> Options {
-    let expire = workload == Workload::Expire;
-    let controller = workload == Workload::Controller;
+    let (brokers, topics, clients, timeout_ms) = match workload {
+        Workload::Route => (10, 100, 16, 3_000),
+        Workload::Expire => (10_000, 10, 4, 3_000),
+        Workload::Controller => (1_000, 100, 8, 10_000),
+        _ => (100, 100, 16, 3_000),
+    };
     Options {
         workload,
-        namesrv: Vec::new(),
-        strategy: Strategy::RoundRobin,
-        strategy_text: None,
         duration: Duration::from_secs(10),
-        json: false,
-        quiet: false,
-        pid: None,
-        binary_header: false,
         layout: Layout {
-            brokers: match workload {
-                Workload::Route => 10,
-                Workload::Expire => 10_000,
-                Workload::Controller => 1_000,
-                _ => 100,
-            },
-            topics: if expire { 10 } else { 100 },
+            brokers,
+            topics,
             ..Layout::default()
         },
-        conns: None,
-        churn: false,
-        rate: None,
-        depth: None,
-        op_query: false,
-        clients: match workload {
-            Workload::Expire => 4,
-            Workload::Controller => 8,
-            _ => 16,
-        },
+        clients,
         version: 479,
         route_rate: 10_000.0,
-        topic_list: Vec::new(),
-        timeout_ms: if controller { 10_000 } else { 3_000 },
+        timeout_ms,
         max_wait: Duration::from_secs(120),
         listen: "127.0.0.1:0".into(),
-        body_bytes: 0,
-        controller: None,
-        failover: None,
         rounds: 3,
+        ..Options::default()
     }
 }
 
@@ -374,7 +356,8 @@ pub fn parse(args: &[String], env_namesrv: Option<&str>) -> Result<Options, Stri
         }
     }
     if let Some(text) = &o.strategy_text {
-        o.strategy = Strategy::parse(text, &o.namesrv).map_err(|e| format!("--strategy: {e}"))?;
+        let strategy = Strategy::parse(text, &o.namesrv).map_err(|e| format!("--strategy: {e}"))?;
+        o.strategy = Some(strategy);
     }
     check(&o)?;
     Ok(o)
@@ -437,11 +420,11 @@ mod tests {
     #[test]
     fn strategies_are_read_against_the_name_server_list() {
         let o = parse(&args("route -n a:1;b:2"), None).unwrap();
-        assert_eq!(o.strategy, Strategy::RoundRobin);
+        assert_eq!(o.strategy, None);
         let o = parse(&args("route -n a:1;b:2 --strategy pinned:b:2"), None).unwrap();
-        assert_eq!(o.strategy, Strategy::Pinned(1));
+        assert_eq!(o.strategy, Some(Strategy::Pinned(1)));
         let o = parse(&args("route --strategy=random -n a:1"), None).unwrap();
-        assert_eq!(o.strategy, Strategy::RandomStartRoundRobin);
+        assert_eq!(o.strategy, Some(Strategy::RandomStartRoundRobin));
         assert!(parse(&args("route -n a:1 --strategy pinned:1"), None).is_err());
         assert!(parse(&args("route -n a:1 --strategy nearest"), None).is_err());
     }

@@ -12,13 +12,15 @@ const COUNTED_WITHIN: Duration = Duration::from_secs(5);
 
 pub struct Picker {
     addrs: Vec<String>,
-    strategy: Strategy,
+    pub strategy: Strategy,
     /// One set for every client (all strategies but random, where each client has its own).
     shared: NameServerSet,
 }
 
 impl Picker {
-    pub fn new(addrs: &[String], strategy: Strategy) -> Result<Picker, String> {
+    /// A picker for `strategy` (None: round-robin).
+    pub fn new(addrs: &[String], strategy: Option<Strategy>) -> Result<Picker, String> {
+        let strategy = strategy.unwrap_or(Strategy::RoundRobin);
         let shared = NameServerSet::new(addrs.to_vec(), strategy).map_err(|e| e.to_string())?;
         Ok(Picker {
             addrs: addrs.to_vec(),
