@@ -7,6 +7,7 @@
 //! ([`Picker`]). After Ctrl-C no further phase starts.
 
 use crate::args::{Options, Workload};
+use crate::controller;
 use crate::engine::{Engine, NoWatch, PhaseSpec, Template, Until, Watch};
 use crate::payload::BROKER_VERSION;
 use crate::report::{int, num, text, Mark, Report};
@@ -27,14 +28,14 @@ const SETUP_LIMIT: Duration = Duration::from_secs(600);
 /// Distinct bodies per broker that `--churn` cycles through.
 const CHURN_VARIANTS: usize = 4;
 
-struct Bench {
-    o: Options,
+pub struct Bench {
+    pub o: Options,
     /// The name servers, in `-n` order.
     addrs: Vec<SocketAddr>,
-    engine: Engine,
+    pub engine: Engine,
     st: SerializeType,
     /// The report so far: parameters, phases, /proc marks.
-    report: Report,
+    pub report: Report,
 }
 
 pub fn resolve(addr: &str) -> Result<SocketAddr, String> {
@@ -67,7 +68,7 @@ impl Bench {
         })
     }
 
-    fn param(&mut self, k: &str, v: Value) {
+    pub fn param(&mut self, k: &str, v: Value) {
         self.report.params.push((k.to_string(), v));
     }
 
@@ -245,8 +246,9 @@ impl Bench {
         self.phase(name, classes, main, &mut NoWatch, until);
     }
 
-    /// Runs a phase of `classes` until `until`, sampling the server's CPU around it.
-    fn phase(
+    /// Runs a phase of `classes` until `until`. The main phases (the first of them is the
+    /// headline) are the measured span of the /proc readings.
+    pub fn phase(
         &mut self,
         name: &str,
         classes: Vec<usize>,
@@ -262,20 +264,20 @@ impl Bench {
             classes,
             until,
         };
-        if main {
+        if main && self.report.main_wall.is_zero() {
             self.report.marks[1] = Mark::now(self.o.pid);
+            self.report.main_phase = self.report.phases.len();
         }
         let result = self.engine.run_phase(&spec, watch);
         if main {
             self.report.marks[2] = Mark::now(self.o.pid);
-            self.report.main_wall = result.elapsed;
+            self.report.main_wall += result.elapsed;
         }
         self.report.phases.push(result);
     }
 
     /// The report of the whole run.
-    fn finish(mut self) -> Report {
-        self.report.main_phase = self.report.phases.len().saturating_sub(1);
+    pub fn finish(mut self) -> Report {
         self.report.interrupted = self.engine.stopped();
         self.report
     }
@@ -299,9 +301,12 @@ impl Bench {
 }
 
 /// Runs the workload of `o`; raising `stop` ends it early with the results so far.
-pub fn run(o: Options, stop: Arc<AtomicBool>) -> Result<Report, String> {
+pub fn run(mut o: Options, stop: Arc<AtomicBool>) -> Result<Report, String> {
     if o.workload == Workload::Controller {
-        return crate::controller::run(&o, stop);
+        if let Some(mode) = o.failover {
+            return controller::failover::run(&o, mode, &stop);
+        }
+        o.namesrv.clear(); // the throughput run needs no name server
     }
     let b = Bench::new(o, stop)?;
     match b.o.workload {
@@ -310,6 +315,7 @@ pub fn run(o: Options, stop: Arc<AtomicBool>) -> Result<Report, String> {
         Workload::Route => route(b),
         Workload::Mixed => mixed(b),
         Workload::Expire => expire(b),
+        Workload::Controller => controller::throughput::run(b),
         _ => Err("not a load workload of the engine".into()),
     }
 }

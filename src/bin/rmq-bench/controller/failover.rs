@@ -293,12 +293,8 @@ fn failover_round(
 }
 
 /// The rounds' times in the report's results: `round_N_notified` and `round_N_routed` (ms).
-pub fn run(
-    o: &Options,
-    controller: &str,
-    mode: Failover,
-    stop: &AtomicBool,
-) -> Result<Report, String> {
+pub fn run(o: &Options, mode: Failover, stop: &AtomicBool) -> Result<Report, String> {
+    let controller = o.controller.as_deref().unwrap_or_default();
     let mode_name = match mode {
         Failover::Crash => "crash (connections closed)",
         Failover::Hang => "hang (heartbeats stopped)",

@@ -3,19 +3,16 @@
 //! library's typed controller requests. The timed phases run on the [`crate::engine`]; set-up,
 //! clean-up and failover use blocking connections.
 
-mod failover;
-mod throughput;
+pub mod failover;
+pub mod throughput;
 
 use crate::args::Options;
-use crate::report::Report;
 use rmq_namesrv::client::Client;
 use rmq_namesrv::controller::request::{
     AlterSyncStateSet, ApplyBrokerId, CleanBrokerData, ControllerRequest, ElectMaster,
     ElectTrigger, Heartbeat, LeaderRequest, RegisterBroker, SyncStateSetBody,
 };
 use rmq_namesrv::remoting::command::RemotingCommand;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const CLUSTER: &str = "ControllerBench";
@@ -135,12 +132,4 @@ fn set_names(o: &Options) -> Vec<String> {
     (0..o.layout.brokers)
         .map(|i| format!("cb-{tag}-{i}"))
         .collect()
-}
-
-pub fn run(o: &Options, stop: Arc<AtomicBool>) -> Result<Report, String> {
-    let controller = o.controller.clone().unwrap_or_default();
-    match o.failover {
-        Some(mode) => failover::run(o, &controller, mode, &stop),
-        None => throughput::run(o, &controller, stop),
-    }
 }

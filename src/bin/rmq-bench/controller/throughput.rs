@@ -12,9 +12,9 @@ use super::{
     heartbeat, millis, next_broker_id, register_broker, set_names, CALL_TIMEOUT,
 };
 use crate::args::Options;
-use crate::engine::{Engine, NoWatch, PhaseResult, PhaseSpec, Template, Until, Watch};
+use crate::engine::{Engine, NoWatch, Template, Until, Watch};
 use crate::report::{int, num, Mark, Report};
-use crate::workloads::resolve;
+use crate::workloads::{resolve, Bench};
 use rmq_namesrv::client::Client;
 use rmq_namesrv::controller::request::field::{
     INVOKE_TIME, MASTER_EPOCH, NEW_SYNC_STATE_SET_EPOCH, SYNC_STATE_SET_EPOCH,
@@ -23,8 +23,6 @@ use rmq_namesrv::controller::request::ControllerRequest;
 use rmq_namesrv::remoting::codes::version;
 use rmq_namesrv::remoting::command::{RemotingCommand, SerializeType};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Instant;
 
 /// Heartbeat timeout of the throughput sets' brokers: alive for the whole run.
@@ -154,68 +152,40 @@ fn templates(
     ids.collect::<Vec<_>>().into()
 }
 
-/// Runs `plan` (one template per set) on every connection of `class` for the duration:
-/// connection `c` takes sets `c`, `c + k`, ... so that its requests in flight are for
-/// distinct sets.
-fn phase(
-    o: &Options,
-    engine: &mut Engine,
-    class: usize,
-    name: &'static str,
-    plan: &[u32],
-    watch: &mut dyn Watch,
-) -> PhaseResult {
-    let k = connections(o);
-    engine.replan(class, |c| {
-        let own: Vec<u32> = plan.iter().skip(c).step_by(k).copied().collect();
-        (own.into(), 0)
-    });
-    engine.classes[class].name = name.into();
-    let spec = PhaseSpec {
-        name: name.into(),
-        classes: vec![class],
-        until: Until::Elapsed(o.duration),
-    };
-    engine.run_phase(&spec, watch)
-}
-
-pub fn run(o: &Options, addr: &str, stop: Arc<AtomicBool>) -> Result<Report, String> {
-    let mut report = Report::new("controller", addr.into(), o.pid);
+pub fn run(mut b: Bench) -> Result<Report, String> {
+    let addr = b.o.controller.clone().unwrap_or_default();
+    b.report.target.clone_from(&addr);
     let mut c =
-        Client::connect(addr, CALL_TIMEOUT).map_err(|e| format!("connect to {addr}: {e}"))?;
-    let names = set_names(o);
+        Client::connect(&addr, CALL_TIMEOUT).map_err(|e| format!("connect to {addr}: {e}"))?;
+    let names = set_names(&b.o);
     let started = Instant::now();
     let mut sets = Vec::with_capacity(names.len());
     for (i, name) in names.iter().enumerate() {
-        if stop.load(Ordering::Relaxed) {
+        if b.engine.stopped() {
             return Err("interrupted during the setup".into());
         }
         sets.push(set_up(&mut c, name, i).map_err(|e| format!("setting up {name}: {e}"))?);
     }
     let setup_s = started.elapsed().as_secs_f64();
-    let loaded = Mark::now(o.pid);
-    let mut engine = Engine::new(o, stop).map_err(|e| format!("poll: {e}"))?;
-    let next_ids = templates(&mut engine, &sets, |_, s| next_broker_id(&s.name));
-    let registers = templates(&mut engine, &sets, |i, s| {
+    let loaded = Mark::now(b.o.pid);
+    let next_ids = templates(&mut b.engine, &sets, |_, s| next_broker_id(&s.name));
+    let registers = templates(&mut b.engine, &sets, |i, s| {
         register_broker(&s.name, 2, &broker_addr(i, 2))
     });
-    let class = engine.add_class("controller", None);
-    let k = connections(o);
-    let depth = o.depth.unwrap_or(16).min(o.layout.brokers.div_ceil(k));
-    let target = resolve(addr)?;
+    let class = b.engine.add_class("controller", None);
+    let k = connections(&b.o);
+    let depth = b.o.depth.unwrap_or(16).min(b.o.layout.brokers.div_ceil(k));
+    let target = resolve(&addr)?;
     for _ in 0..k {
-        engine
+        b.engine
             .connect(target, class, next_ids.clone(), 0, depth)
             .map_err(|e| format!("connect to {addr}: {e}"))?;
     }
-    let params = [
-        ("broker_sets", int(o.layout.brokers)),
-        ("connections", int(k)),
-        ("depth", int(depth)),
-        ("setup_s", num(setup_s, 3)),
-        ("setup_writes", int(o.layout.brokers * 5)),
-    ];
-    report.params = params.map(|(k, v)| (k.to_string(), v)).to_vec();
+    b.param("broker_sets", int(b.o.layout.brokers));
+    b.param("connections", int(k));
+    b.param("depth", int(depth));
+    b.param("setup_s", num(setup_s, 3));
+    b.param("setup_writes", int(b.o.layout.brokers * 5));
     let mut alter = Alter {
         first: next_ids.first().copied().unwrap_or(0),
         sets,
@@ -225,25 +195,29 @@ pub fn run(o: &Options, addr: &str, stop: Arc<AtomicBool>) -> Result<Report, Str
         ("1003 REGISTER_BROKER", &registers, &mut NoWatch),
         ("1001 ALTER_SYNC_STATE_SET", &next_ids, &mut alter),
     ];
-    report.marks[1] = Mark::now(o.pid);
     for (name, plan, watch) in runs {
-        let result = phase(o, &mut engine, class, name, plan, watch);
-        report.main_wall += result.elapsed;
-        report.phases.push(result);
+        // Connection `c` takes sets `c`, `c + k`, ...: its requests in flight are for
+        // distinct sets.
+        b.engine.replan(class, |c| {
+            let own: Vec<u32> = plan.iter().skip(c).step_by(k).copied().collect();
+            (own.into(), 0)
+        });
+        b.engine.classes[class].name = name.into();
+        let until = Until::Elapsed(b.o.duration);
+        b.phase(name, vec![class], true, watch, until);
     }
-    report.marks[2] = Mark::now(o.pid);
-    report.interrupted = engine.stopped();
-    if o.pid.is_some() {
-        report.result("server_rss_with_sets", int(loaded.server.rss_kib), "KiB");
+    if b.o.pid.is_some() {
+        b.report
+            .result("server_rss_with_sets", int(loaded.server.rss_kib), "KiB");
     }
     // Removes the run's broker sets (1011, living brokers included).
     for name in &names {
         if let Err(e) = call_ok(&mut c, &clean_broker_data(name)) {
-            report
+            b.report
                 .failures
                 .push(format!("cleaning the sets failed: {e}"));
             break;
         }
     }
-    Ok(report)
+    Ok(b.finish())
 }
