@@ -22,7 +22,7 @@ use rmq_namesrv::remoting::command::{
 };
 use rmq_namesrv::remoting::frame::next_frame;
 use rmq_namesrv::request::Encoded;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -35,9 +35,9 @@ pub struct ClassStats {
     pub ops: u64,
     pub hist: Histogram,
     /// Responses with a non-zero code, by code (expected codes excluded).
-    pub errors_by_code: Vec<(i32, u64)>,
+    pub errors_by_code: BTreeMap<i32, u64>,
     /// Responses with an expected non-success code (e.g. TOPIC_NOT_EXIST while expiring).
-    pub expected_by_code: Vec<(i32, u64)>,
+    pub expected_by_code: BTreeMap<i32, u64>,
     /// Connections the server closed while requests were outstanding or the class did not
     /// expect it.
     pub closed: u64,
@@ -52,7 +52,7 @@ pub struct ClassStats {
 impl ClassStats {
     pub fn errors(&self) -> u64 {
         let failures = self.failures().iter().map(|(_, n)| n).sum::<u64>();
-        self.errors_by_code.iter().map(|(_, n)| n).sum::<u64>() + failures
+        self.errors_by_code.values().sum::<u64>() + failures
     }
 
     /// The errors that are not answers, by their report name.
@@ -62,13 +62,6 @@ impl ClassStats {
             ("unanswered", self.lost),
             ("bad_frames", self.bad_frames),
         ]
-    }
-}
-
-fn bump(list: &mut Vec<(i32, u64)>, code: i32) {
-    match list.iter_mut().find(|(c, _)| *c == code) {
-        Some((_, n)) => *n += 1,
-        None => list.push((code, 1)),
     }
 }
 
@@ -196,12 +189,6 @@ pub enum Until {
     Watch(Duration),
 }
 
-pub struct PhaseSpec {
-    pub name: String,
-    pub classes: Vec<usize>,
-    pub until: Until,
-}
-
 /// Observes responses during a phase (the expire workload watches routes disappear).
 pub trait Watch {
     /// An answer to a request of (class, template), received at `now`.
@@ -263,6 +250,7 @@ impl Until {
 
 /// Where a running phase is: its timing and whether it is draining.
 struct PhaseClock {
+    until: Until,
     hard_end: Instant,
     next_tick: Instant,
     draining: Option<Instant>,
@@ -498,9 +486,9 @@ impl Engine {
             class.stats.hist.record(now_ns.saturating_sub(start_ns));
             if head.code != 0 {
                 if class.expected_codes.contains(&head.code) {
-                    bump(&mut class.stats.expected_by_code, head.code);
+                    *class.stats.expected_by_code.entry(head.code).or_default() += 1;
                 } else {
-                    bump(&mut class.stats.errors_by_code, head.code);
+                    *class.stats.errors_by_code.entry(head.code).or_default() += 1;
                 }
             }
             let now = *now_instant.get_or_insert_with(Instant::now);
@@ -592,7 +580,6 @@ impl Engine {
     /// True when the phase should stop sending now.
     fn phase_over(
         &self,
-        spec: &PhaseSpec,
         clock: &PhaseClock,
         all: &[usize],
         watch: &dyn Watch,
@@ -600,7 +587,7 @@ impl Engine {
     ) -> bool {
         now >= clock.hard_end
             || self.stopped()
-            || match spec.until {
+            || match clock.until {
                 Until::Elapsed(_) => false,
                 Until::PlanSent(_) => all.iter().all(|&ci| {
                     let c = &self.conns[ci];
@@ -627,12 +614,12 @@ impl Engine {
     }
 
     /// How long the next poll may wait: the next tick, pacing deadline, phase or drain end.
-    fn poll_timeout(&self, spec: &PhaseSpec, clock: &PhaseClock, now: Instant) -> Duration {
+    fn poll_timeout(&self, classes: &[usize], clock: &PhaseClock, now: Instant) -> Duration {
         let end = clock.draining.map_or(clock.hard_end, |d| d + DRAIN);
         let timeout = clock.next_tick.min(end).saturating_duration_since(now);
         match clock.draining {
             None => self
-                .next_due_in(&spec.classes)
+                .next_due_in(classes)
                 .map_or(timeout, |d| d.min(timeout)),
             Some(_) => timeout,
         }
@@ -671,13 +658,18 @@ impl Engine {
     /// Runs one phase to its end and drains it: the classes' statistics start from zero, their
     /// connections send until the phase is over, and what is still in flight after the drain
     /// counts as unanswered.
-    pub fn run_phase(&mut self, spec: &PhaseSpec, watch: &mut dyn Watch) -> PhaseResult {
-        let classes = &spec.classes;
+    pub fn run_phase(
+        &mut self,
+        name: &str,
+        classes: &[usize],
+        until: Until,
+        watch: &mut dyn Watch,
+    ) -> PhaseResult {
         let all: Vec<usize> = classes
             .iter()
             .flat_map(|&k| self.classes[k].conns.iter().copied())
             .collect();
-        let once = matches!(spec.until, Until::PlanSent(_));
+        let once = matches!(until, Until::PlanSent(_));
         let server_cpu = |pid: Option<u32>| Some(sample_proc(&pid?.to_string())?.cpu_s);
         let cpu_before = server_cpu(self.server_pid);
         let started = Instant::now();
@@ -693,13 +685,14 @@ impl Engine {
             self.fill(ci, once, watch);
         }
         let mut clock = PhaseClock {
-            hard_end: started + spec.until.limit(),
+            until,
+            hard_end: started + until.limit(),
             next_tick: started + Duration::from_secs(1),
             draining: None,
         };
         loop {
             let now = Instant::now();
-            if clock.draining.is_none() && self.phase_over(spec, &clock, &all, &*watch, now) {
+            if clock.draining.is_none() && self.phase_over(&clock, &all, &*watch, now) {
                 all.iter().for_each(|&ci| self.conns[ci].active = false);
                 clock.draining = Some(now);
             }
@@ -713,11 +706,11 @@ impl Engine {
             if now >= clock.next_tick {
                 if self.progress {
                     let t = (now - started).as_secs_f64();
-                    self.print_progress(&spec.name, t, classes, &*watch);
+                    self.print_progress(name, t, classes, &*watch);
                 }
                 clock.next_tick += Duration::from_secs(1);
             }
-            let timeout = self.poll_timeout(spec, &clock, now);
+            let timeout = self.poll_timeout(classes, &clock, now);
             if !self.poll_and_dispatch(timeout, watch) {
                 break;
             }
@@ -727,7 +720,7 @@ impl Engine {
             self.classes[c.class].stats.lost += c.in_flight.clear() as u64;
         }
         PhaseResult {
-            name: spec.name.clone(),
+            name: name.to_string(),
             elapsed: started.elapsed(),
             classes: classes
                 .iter()
@@ -852,12 +845,8 @@ mod tests {
         engine
             .connect(reordering_server(40), class, vec![t; 40].into(), 0, 4)
             .unwrap();
-        let spec = PhaseSpec {
-            name: "main".into(),
-            classes: vec![class],
-            until: Until::PlanSent(Duration::from_secs(20)),
-        };
-        let result = engine.run_phase(&spec, &mut NoWatch);
+        let until = Until::PlanSent(Duration::from_secs(20));
+        let result = engine.run_phase("main", &[class], until, &mut NoWatch);
         let stats = &result.classes[0].1;
         assert_eq!((stats.ops, stats.errors()), (40, 0));
     }

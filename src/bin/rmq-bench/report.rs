@@ -4,6 +4,7 @@
 
 use crate::engine::{ClassStats, PhaseResult};
 use rmq_namesrv::remoting::json::Value;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -323,7 +324,7 @@ fn rate(ops: u64, p: &PhaseResult) -> f64 {
 
 fn class_json(name: &str, st: &ClassStats, p: &PhaseResult) -> Value {
     let secs = p.elapsed.as_secs_f64().max(1e-9);
-    let codes = |list: &[(i32, u64)]| {
+    let codes = |list: &BTreeMap<i32, u64>| {
         Value::Object(list.iter().map(|(c, n)| (c.to_string(), int(*n))).collect())
     };
     let mut fields = vec![

@@ -8,7 +8,7 @@
 
 use crate::args::{Options, Workload};
 use crate::controller;
-use crate::engine::{Engine, NoWatch, PhaseSpec, Template, Until, Watch};
+use crate::engine::{Engine, NoWatch, Template, Until, Watch};
 use crate::payload::BROKER_VERSION;
 use crate::report::{int, num, text, Mark, Report};
 use crate::servers::Picker;
@@ -259,16 +259,11 @@ impl Bench {
         if self.engine.stopped() {
             return; // Ctrl-C: no new phase
         }
-        let spec = PhaseSpec {
-            name: name.into(),
-            classes,
-            until,
-        };
         if main && self.report.main_wall.is_zero() {
             self.report.marks[1] = Mark::now(self.o.pid);
             self.report.main_phase = self.report.phases.len();
         }
-        let result = self.engine.run_phase(&spec, watch);
+        let result = self.engine.run_phase(name, &classes, until, watch);
         if main {
             self.report.marks[2] = Mark::now(self.o.pid);
             self.report.main_wall += result.elapsed;
