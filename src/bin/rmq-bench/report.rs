@@ -142,11 +142,13 @@ impl Report {
     }
 
     /// Throughput of the headline class (first class of the main phase).
-    pub fn headline_ops_per_s(&self) -> f64 {
-        self.phases
-            .get(self.main_phase)
-            .and_then(|p| p.classes.first().map(|(_, s)| rate(s.ops, p)))
-            .unwrap_or(0.0)
+    fn headline_ops_per_s(&self) -> f64 {
+        let Some(p) = self.phases.get(self.main_phase) else {
+            return 0.0;
+        };
+        p.classes
+            .first()
+            .map_or(0.0, |(_, s)| s.ops as f64 / secs(p))
     }
 
     pub fn result(&mut self, name: impl Into<String>, value: Value, unit: &'static str) {
@@ -287,9 +289,13 @@ impl Report {
     }
 }
 
+/// A phase's length in seconds (never 0: a divisor).
+fn secs(p: &PhaseResult) -> f64 {
+    p.elapsed.as_secs_f64().max(1e-9)
+}
+
 fn server_cpu_pct(p: &PhaseResult) -> Option<f64> {
-    let secs = p.elapsed.as_secs_f64().max(1e-9);
-    p.server_cpu_s.map(|cpu| 100.0 * cpu / secs)
+    p.server_cpu_s.map(|cpu| 100.0 * cpu / secs(p))
 }
 
 /// The text of JSON fields: `head: key value, key value`, then each non-empty object field on
@@ -313,17 +319,8 @@ fn fields_text(out: &mut String, indent: usize, head: &str, fields: &[(String, V
     }
 }
 
-fn rate(ops: u64, p: &PhaseResult) -> f64 {
-    let secs = p.elapsed.as_secs_f64();
-    if secs > 0.0 {
-        ops as f64 / secs
-    } else {
-        0.0
-    }
-}
-
 fn class_json(name: &str, st: &ClassStats, p: &PhaseResult) -> Value {
-    let secs = p.elapsed.as_secs_f64().max(1e-9);
+    let secs = secs(p);
     let codes = |list: &BTreeMap<i32, u64>| {
         Value::Object(list.iter().map(|(c, n)| (c.to_string(), int(*n))).collect())
     };

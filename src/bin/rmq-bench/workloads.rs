@@ -473,27 +473,18 @@ fn expire(mut b: Bench) -> Result<Report, String> {
         first_gone: None,
         all_gone: None,
     };
-    b.phase(
-        "expire",
-        vec![probe],
-        true,
-        &mut watch,
-        Until::Watch(b.o.max_wait),
-    );
-    let secs = |t: Option<Instant>| t.map_or(-1.0, |t| (t - stopped).as_secs_f64());
+    let until = Until::Watch(b.o.max_wait);
+    b.phase("expire", vec![probe], true, &mut watch, until);
+    let secs = |t: Option<Instant>| num(t.map_or(-1.0, |t| (t - stopped).as_secs_f64()), 3);
     let timeout_s = b.o.timeout_ms as f64 / 1000.0;
     let left = watch.remaining;
     let mut report = b.finish();
     report.result("routes_watched", int(watched), "topics");
     report.result("routes_left", int(left), "topics");
-    report.result(
-        "first_route_gone_after",
-        num(secs(watch.first_gone), 3),
-        "s",
-    );
-    report.result("all_routes_gone_after", num(secs(watch.all_gone), 3), "s");
-    if watch.all_gone.is_some() {
-        let lag = secs(watch.all_gone) - timeout_s;
+    report.result("first_route_gone_after", secs(watch.first_gone), "s");
+    report.result("all_routes_gone_after", secs(watch.all_gone), "s");
+    if let Some(t) = watch.all_gone {
+        let lag = (t - stopped).as_secs_f64() - timeout_s;
         report.result("expiry_lag_beyond_timeout", num(lag, 3), "s");
     }
     if left > 0 && !report.interrupted {
