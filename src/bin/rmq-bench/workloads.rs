@@ -16,7 +16,7 @@ use rmq_namesrv::client::api::RegisterOptions;
 use rmq_namesrv::event_loop::descriptor_limit;
 use rmq_namesrv::remoting::command::{RemotingCommand, SerializeType};
 use rmq_namesrv::remoting::json::Value;
-use rmq_namesrv::request::{Encoded, GetRouteInfo, QueryDataVersion, Request};
+use rmq_namesrv::request::{GetRouteInfo, QueryDataVersion, Request};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
@@ -88,10 +88,6 @@ impl Bench {
         Ok(())
     }
 
-    fn template(&self, request: &Encoded<'_>, version: i32) -> Template {
-        Template::new(self.st, request, version)
-    }
-
     fn broker_conns(&self) -> usize {
         self.o
             .conns
@@ -113,7 +109,7 @@ impl Bench {
                 let id = self.o.layout.broker(b);
                 let register = id.registration(&body, &options, BROKER_VERSION);
                 let request = Request::RegisterBroker(register).encode(BROKER_VERSION);
-                let t = self.template(&request, BROKER_VERSION);
+                let t = Template::new(self.st, &request, BROKER_VERSION);
                 ids.push(self.engine.add_template(t));
             }
             out.push(ids);
@@ -201,7 +197,7 @@ impl Bench {
         for _ in 0..self.addrs.len() {
             let ids = topics.iter().map(|t| {
                 let lookup = Request::GetRouteInfo(GetRouteInfo::new(t, version));
-                let tmpl = self.template(&lookup.encode(version), version);
+                let tmpl = Template::new(self.st, &lookup.encode(version), version);
                 self.engine.add_template(tmpl)
             });
             per_server.push(ids.collect::<Vec<_>>().into());
@@ -359,7 +355,7 @@ fn heartbeat(mut b: Bench) -> Result<Report, String> {
         } else {
             id.heartbeat()
         };
-        let t = b.template(&request, BROKER_VERSION);
+        let t = Template::new(b.st, &request, BROKER_VERSION);
         beats.push(vec![b.engine.add_template(t)]);
     }
     b.replan_brokers(class, &beats, &[0]);
