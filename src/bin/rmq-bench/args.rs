@@ -1,7 +1,5 @@
 //! Command line: `rmq-bench <workload> -n host:port [options]`, parsed by hand into one
-//! `Options` value (every workload reads the fields it needs; defaults depend on the
-//! workload and are filled in by [`parse`]). `-n` takes a `;`-separated list, as every
-//! RocketMQ tool does, and defaults to `$NAMESRV_ADDR`.
+//! `Options` value whose defaults depend on the workload.
 
 use crate::payload::Layout;
 use rmq_namesrv::client::nameserver_set::parse_addr_list;
@@ -126,8 +124,7 @@ pub struct Options {
     pub workload: Workload,
     /// The name servers of `-n` (or `$NAMESRV_ADDR`).
     pub namesrv: Vec<String>,
-    /// How route clients pick their name server (`--strategy`, checked against `namesrv`);
-    /// None: round-robin.
+    /// `--strategy`, checked against `namesrv`; None: round-robin.
     pub strategy: Option<Strategy>,
     strategy_text: Option<String>,
     pub duration: Duration,
@@ -135,8 +132,7 @@ pub struct Options {
     pub quiet: bool,
     pub pid: Option<u32>,
     pub binary_header: bool,
-    /// The simulated cluster (`--brokers`, `--topics`, ..., `--tag`); `controller` reads
-    /// `brokers` (its broker sets) and `run_tag`.
+    /// `--brokers`, `--topics`, `--tag` (`controller`: its broker sets and their tag).
     pub layout: Layout,
     pub conns: Option<usize>,
     pub churn: bool,
@@ -151,7 +147,6 @@ pub struct Options {
     pub max_wait: Duration,
     pub listen: String,
     pub body_bytes: usize,
-    /// `controller`: the controller's address.
     pub controller: Option<String>,
     pub failover: Option<Failover>,
     pub rounds: usize,

@@ -1,6 +1,6 @@
-//! Results: one [`Report`] per run, printed as text or as the `--json` document from the same
-//! values (the same names in both), with `/proc` samples of the server (`--pid`), of the
-//! generator itself (so a run shows whether the tool was the bottleneck) and of the machine.
+//! Results: one [`Report`] per run, printed as text or as the `--json` document under the same
+//! names, with `/proc` samples of the server (`--pid`), the generator and the machine (so a
+//! run shows whether the tool or other load was the bottleneck).
 
 use crate::engine::{ClassStats, PhaseResult};
 use rmq_namesrv::remoting::json::Value;

@@ -46,8 +46,7 @@ struct SimBroker {
     namesrv: Mutex<Vec<Client>>,
     /// (master id, master epoch, sync-state-set epoch).
     role: Mutex<(i64, i64, i64)>,
-    /// When a 1008 making this broker master arrived (and its registration as master was
-    /// answered by every name server).
+    /// When a 1008 made this broker master (if every name server took its registration).
     promoted: Mutex<Option<Instant>>,
     heartbeating: AtomicBool,
     stop: AtomicBool,
@@ -250,8 +249,7 @@ fn routed_as_master(c: &mut Client, name: &str, addr: &str) -> bool {
     }
 }
 
-/// One round: (until the slave was notified, until it was routed as master), from the
-/// master's death.
+/// One round's times from the master's death: until the slave is notified, until it is routed.
 fn failover_round(
     o: &Options,
     controller: &str,

@@ -1,11 +1,8 @@
-//! The throughput run: N broker sets of two brokers are set up through the controller (ids
-//! applied, both registered, heartbeats with a long timeout so both stay alive, id 1 elected,
-//! both in the SyncStateSet), then three phases are timed one after the other on `--clients`
-//! connections with `--depth` requests in flight: 1012 GET_NEXT_BROKER_ID (a read), 1003
-//! REGISTER_BROKER with an unchanged address (nothing to log) and 1001 ALTER_SYNC_STATE_SET
-//! alternating {1,2} and {1} (one logged event, one fsync each). A connection's requests in
-//! flight are for distinct sets, so 1001's epochs can be tracked per set. The sets are
-//! cleaned (1011) at the end.
+//! The throughput run: N broker sets of two live brokers (id 1 master, both in the
+//! SyncStateSet) are set up through the controller, then three phases are timed: 1012
+//! GET_NEXT_BROKER_ID (a read), 1003 REGISTER_BROKER with an unchanged address (nothing to log)
+//! and 1001 ALTER_SYNC_STATE_SET alternating {1,2} and {1} (one logged event, one fsync each).
+//! The sets are cleaned (1011) at the end.
 
 use super::{
     alter_sync_state_set, apply_broker_id, call_ok, clean_broker_data, elect_master, ext_i64,
@@ -38,7 +35,8 @@ struct Set {
     wide: bool,
 }
 
-/// `--clients`, at most one per set.
+/// `--clients`, at most one per set (a connection's requests in flight are for distinct sets,
+/// so 1001's epochs can be tracked per set).
 fn connections(o: &Options) -> usize {
     o.clients.min(o.layout.brokers).max(1)
 }
@@ -196,8 +194,7 @@ pub fn run(mut b: Bench) -> Result<Report, String> {
         ("1001 ALTER_SYNC_STATE_SET", &next_ids, &mut alter),
     ];
     for (name, plan, watch) in runs {
-        // Connection `c` takes sets `c`, `c + k`, ...: its requests in flight are for
-        // distinct sets.
+        // Connection `c` takes sets `c`, `c + k`, ...
         b.engine.replan(class, |c| {
             let own: Vec<u32> = plan.iter().skip(c).step_by(k).copied().collect();
             (own.into(), 0)
