@@ -508,16 +508,11 @@ impl Engine {
             };
             let interval = 1e9 / rate.max(1e-9);
             while self.classes[k].next_due_ns <= now as f64 {
-                let n = self.classes[k].conns.len();
-                let mut found = None;
-                for i in 0..n {
-                    let rr = (self.classes[k].rr + i) % n;
-                    let ci = self.classes[k].conns[rr];
-                    if self.can_send(ci, once) {
-                        found = Some((rr, ci));
-                        break;
-                    }
-                }
+                let (conns, n) = (&self.classes[k].conns, self.classes[k].conns.len());
+                let next = (0..n).map(|i| (self.classes[k].rr + i) % n);
+                let found = next
+                    .map(|rr| (rr, conns[rr]))
+                    .find(|&(_, ci)| self.can_send(ci, once));
                 let Some((rr, ci)) = found else {
                     // Every connection is full: the server is behind. Requests owed from
                     // now on count their latency from when they were due (or from now,

@@ -32,12 +32,8 @@ fn call(c: &mut Client, request: &ControllerRequest) -> Result<RemotingCommand, 
 
 /// `request`, which must be answered SUCCESS.
 fn call_ok(c: &mut Client, request: &ControllerRequest) -> Result<RemotingCommand, String> {
-    let resp = call(c, request)?;
-    if resp.code != 0 {
-        let code = request.code();
-        return Err(format!("{code}: answered {} {:?}", resp.code, resp.remark));
-    }
-    Ok(resp)
+    c.request_ok(&request.encode())
+        .map_err(|e| format!("request {}: {e}", request.code()))
 }
 
 fn ext_i64(resp: &RemotingCommand, key: &str) -> Option<i64> {

@@ -17,8 +17,9 @@ use rmq_namesrv::controller::request::field::{
     INVOKE_TIME, MASTER_EPOCH, NEW_SYNC_STATE_SET_EPOCH, SYNC_STATE_SET_EPOCH,
 };
 use rmq_namesrv::controller::request::ControllerRequest;
-use rmq_namesrv::remoting::codes::version;
+use rmq_namesrv::remoting::codes::version::CURRENT;
 use rmq_namesrv::remoting::command::{RemotingCommand, SerializeType};
+use rmq_namesrv::request::Encoded;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -73,32 +74,21 @@ fn set_up(c: &mut Client, name: &str, index: usize) -> Result<Set, String> {
         sync_state_set_epoch: ext_i64(&elected, SYNC_STATE_SET_EPOCH).unwrap_or(0),
         wide: false,
     };
-    let altered = alter(c, &set)?;
+    let altered = with_alter(&set, |e| c.request_ok(e)).map_err(|e| format!("1001: {e}"))?;
     set.sync_state_set_epoch = ext_i64(&altered, NEW_SYNC_STATE_SET_EPOCH).unwrap_or(0);
     set.wide = true;
     Ok(set)
 }
 
-/// 1001 from {1,2} to {1} or back, as the master (id 1) sends it, with the `invokeTime` Java's
-/// header carries.
-fn alter_frame(set: &Set, opaque: i32) -> Vec<u8> {
+/// `send` with the 1001 from {1,2} to {1} or back, as the master (id 1) sends it, with the
+/// `invokeTime` Java's header carries.
+fn with_alter<T>(set: &Set, send: impl FnOnce(&Encoded<'_>) -> T) -> T {
     let members: &[i64] = if set.wide { &[1] } else { &[1, 2] };
     let (epoch, set_epoch) = (set.master_epoch, set.sync_state_set_epoch);
     let alter = alter_sync_state_set(&set.name, 1, epoch, members, set_epoch);
     let mut encoded = alter.encode();
     encoded.put_value(INVOKE_TIME, millis());
-    encoded.frame(SerializeType::Json, "JAVA", version::CURRENT, opaque, 0)
-}
-
-/// One 1001, blocking.
-fn alter(c: &mut Client, set: &Set) -> Result<RemotingCommand, String> {
-    let failed = |e| format!("1001: {e}");
-    c.send_raw(&alter_frame(set, 7)).map_err(failed)?;
-    let resp = c.read_response(7).map_err(failed)?;
-    match resp.code {
-        0 => Ok(resp),
-        code => Err(format!("1001: answered {code} {:?}", resp.remark)),
-    }
+    send(&encoded)
 }
 
 /// The 1001 phase: each set's request carries the epochs its last answer announced. Sets
@@ -120,7 +110,8 @@ impl Watch for Alter {
         let Some(i) = self.set(template) else {
             return false;
         };
-        out.extend(alter_frame(&self.sets[i], opaque));
+        let frame = |e: &Encoded<'_>| e.frame(SerializeType::Json, "JAVA", CURRENT, opaque, 0);
+        out.extend(with_alter(&self.sets[i], frame));
         true
     }
 
@@ -140,11 +131,7 @@ fn templates(
     request: impl Fn(usize, &Set) -> ControllerRequest,
 ) -> Rc<[u32]> {
     let ids = sets.iter().enumerate().map(|(i, s)| {
-        let t = Template::new(
-            SerializeType::Json,
-            &request(i, s).encode(),
-            version::CURRENT,
-        );
+        let t = Template::new(SerializeType::Json, &request(i, s).encode(), CURRENT);
         engine.add_template(t)
     });
     ids.collect::<Vec<_>>().into()
