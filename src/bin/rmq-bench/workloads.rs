@@ -231,7 +231,7 @@ impl Bench {
         }
         if self.addrs.len() > 1 {
             let counts: Vec<String> = per_server.iter().map(usize::to_string).collect();
-            self.param("strategy", text(&picker.strategy.name()));
+            self.param("strategy", text(&picker.strategy().name()));
             self.param("clients_per_server", text(&counts.join(",")));
         }
         Ok((class, per_server))
