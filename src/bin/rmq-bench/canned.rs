@@ -41,7 +41,11 @@ impl Canned {
     }
 }
 
-impl Handler for Canned {
+/// An event-loop handler that decodes every frame and hands the command to its closure; an
+/// undecodable frame closes the connection.
+pub struct OnCommand<F>(pub F);
+
+impl<F: FnMut(&mut Ctx<()>, ConnId, RemotingCommand)> Handler for OnCommand<F> {
     type Conn = ();
     type FrameError = FrameError;
 
@@ -50,14 +54,9 @@ impl Handler for Canned {
     }
 
     fn on_frame(&mut self, ctx: &mut Ctx<()>, conn: ConnId, frame: Bytes) -> Next {
-        let Ok(request) = RemotingCommand::decode(frame, &DecodeLimits::default()) else {
-            return Next::Close;
-        };
-        if !request.is_oneway() {
-            if let Some(out) = ctx.write_buf(conn) {
-                let st = request.serialize_type;
-                self.write(out, st, request.opaque);
-            }
+        match RemotingCommand::decode(frame, &DecodeLimits::default()) {
+            Ok(command) => (self.0)(ctx, conn, command),
+            Err(_) => return Next::Close,
         }
         Next::Continue
     }
@@ -77,7 +76,15 @@ pub fn serve(listen: &str, body_bytes: usize) -> io::Result<()> {
     let mut event_loop = EventLoop::new(limits)?;
     let bound = event_loop.listen(addr, ListenerTag(0))?;
     println!("canned listening on {bound}");
-    event_loop.run(Canned::new(body_bytes))?;
+    let canned = Canned::new(body_bytes);
+    let reply = |ctx: &mut Ctx<()>, conn, request: RemotingCommand| {
+        if !request.is_oneway() {
+            if let Some(out) = ctx.write_buf(conn) {
+                canned.write(out, request.serialize_type, request.opaque);
+            }
+        }
+    };
+    event_loop.run(OnCommand(reply))?;
     Ok(())
 }
 

@@ -8,20 +8,17 @@ use super::{
     heartbeat, millis, next_broker_id, register_broker, set_names, CALL_TIMEOUT, CLUSTER,
 };
 use crate::args::{Failover, Options};
+use crate::canned::OnCommand;
 use crate::payload::{topic, PERM_RW};
 use crate::report::{int, num, text, Report};
 use crate::servers::Picker;
-use bytes::{Bytes, BytesMut};
 use rmq_namesrv::client::api::{BrokerIdentity, RegisterOptions};
 use rmq_namesrv::client::Client;
 use rmq_namesrv::controller::request::field::{
     MASTER_BROKER_ID, MASTER_EPOCH, NEXT_BROKER_ID, SYNC_STATE_SET_EPOCH,
 };
-use rmq_namesrv::event_loop::{
-    ConnId, Ctx, EventLoop, Handler, Limits, ListenerTag, Next, StopHandle,
-};
-use rmq_namesrv::remoting::command::{DecodeLimits, RemotingCommand};
-use rmq_namesrv::remoting::frame::{self, FrameError};
+use rmq_namesrv::event_loop::{Ctx, EventLoop, Limits, ListenerTag, StopHandle};
+use rmq_namesrv::remoting::command::RemotingCommand;
 use rmq_namesrv::route::model::{DataVersion, RegisterBody};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -52,25 +49,6 @@ struct SimBroker {
     stop: AtomicBool,
     /// Stops the loop that takes the controller's 1008s.
     notices: Mutex<Option<StopHandle>>,
-}
-
-/// The simulated broker's listener: every frame the controller sends goes to `on_notice`.
-struct Notices(Arc<SimBroker>);
-
-impl Handler for Notices {
-    type Conn = ();
-    type FrameError = FrameError;
-
-    fn cut_frame(&self, buf: &mut BytesMut) -> Result<Option<Bytes>, FrameError> {
-        frame::next_frame(buf, 1 << 20)
-    }
-
-    fn on_frame(&mut self, _: &mut Ctx<()>, _: ConnId, frame: Bytes) -> Next {
-        if let Ok(cmd) = RemotingCommand::decode(frame, &DecodeLimits::default()) {
-            self.0.on_notice(&cmd);
-        }
-        Next::Continue
-    }
 }
 
 impl SimBroker {
@@ -114,8 +92,9 @@ impl SimBroker {
         }
         let (master, epoch, _) = b.role()?;
         b.register_all(if master == id { 0 } else { id }, epoch)?;
-        let (beats, handler) = (Arc::clone(&b), Notices(Arc::clone(&b)));
+        let (beats, listener) = (Arc::clone(&b), Arc::clone(&b));
         std::thread::spawn(move || beats.heartbeat_every_second());
+        let handler = OnCommand(move |_: &mut Ctx<()>, _, cmd| listener.on_notice(&cmd));
         std::thread::spawn(move || notices.run(handler));
         Ok(b)
     }
