@@ -46,9 +46,8 @@ struct SimBroker {
     /// When a 1008 made this broker master (if every name server took its registration).
     promoted: Mutex<Option<Instant>>,
     heartbeating: AtomicBool,
-    stop: AtomicBool,
     /// Stops the loop that takes the controller's 1008s.
-    notices: Mutex<Option<StopHandle>>,
+    notices: StopHandle,
 }
 
 impl SimBroker {
@@ -81,11 +80,10 @@ impl SimBroker {
             role: Mutex::new((0, 0, 0)),
             promoted: Mutex::new(None),
             heartbeating: AtomicBool::new(true),
-            stop: AtomicBool::new(false),
-            notices: Mutex::new(Some(notices.stop_handle())),
+            notices: notices.stop_handle(),
         });
         b.adopt(&registered);
-        b.heartbeat();
+        b.heartbeat()?;
         if b.role()?.0 == 0 {
             let elected = b.with_controller(|c| call(c, &elect_master(name, id)))?;
             b.adopt(&elected);
@@ -108,12 +106,9 @@ impl SimBroker {
     }
 
     /// kill -9: every connection closes at once, nothing more is sent (the heartbeat thread
-    /// ends when it next looks at the stop flag).
+    /// ends when it finds no controller connection).
     fn kill(&self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(notices) = self.notices.lock().ok().and_then(|mut n| n.take()) {
-            notices.stop();
-        }
+        self.notices.stop();
         if let Ok(mut c) = self.controller.lock() {
             c.take();
         }
@@ -144,20 +139,22 @@ impl SimBroker {
         }
     }
 
-    /// One oneway 904 on the controller connection.
-    fn heartbeat(&self) {
+    /// One oneway 904 on the controller connection (unless hung); an error once killed.
+    fn heartbeat(&self) -> Result<(), String> {
         let beat = heartbeat(&self.name, &self.addr, self.id, self.timeout_ms);
-        let _ =
-            self.with_controller(|c| c.oneway_encoded(&beat.encode()).map_err(|e| e.to_string()));
+        let beating = self.heartbeating.load(Ordering::SeqCst);
+        self.with_controller(|c| {
+            if !beating {
+                return Ok(());
+            }
+            c.oneway_encoded(&beat.encode()).map_err(|e| e.to_string())
+        })
     }
 
     /// Java brokers heartbeat every second (brokerHeartbeatInterval).
     fn heartbeat_every_second(&self) {
-        while !self.stop.load(Ordering::SeqCst) {
+        while self.heartbeat().is_ok() {
             std::thread::sleep(Duration::from_millis(1000));
-            if self.heartbeating.load(Ordering::SeqCst) {
-                self.heartbeat();
-            }
         }
     }
 
