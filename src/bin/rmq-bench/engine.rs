@@ -301,17 +301,21 @@ impl Engine {
         plan: Rc<[u32]>,
         start: usize,
         depth: usize,
-    ) -> io::Result<()> {
-        let std_stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
-        std_stream.set_nodelay(true)?;
-        std_stream.set_nonblocking(true)?;
-        let mut stream = TcpStream::from_std(std_stream);
+    ) -> Result<(), String> {
+        let open = || -> io::Result<TcpStream> {
+            let stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
+            stream.set_nodelay(true)?;
+            stream.set_nonblocking(true)?;
+            Ok(TcpStream::from_std(stream))
+        };
+        let failed = |e: io::Error| format!("connect to {addr}: {e}");
+        let mut stream = open().map_err(failed)?;
         let idx = self.conns.len();
-        self.poll.registry().register(
-            &mut stream,
-            Token(idx),
-            Interest::READABLE | Interest::WRITABLE,
-        )?;
+        let interest = Interest::READABLE | Interest::WRITABLE;
+        let registry = self.poll.registry();
+        registry
+            .register(&mut stream, Token(idx), interest)
+            .map_err(failed)?;
         let len = plan.len().max(1);
         self.conns.push(Conn {
             stream,
@@ -331,13 +335,9 @@ impl Engine {
     }
 
     /// Gives the `i`-th connection of `class` a new plan (e.g. churned bodies after setup).
-    pub fn replan(&mut self, class: usize, mut plan_of: impl FnMut(usize) -> (Rc<[u32]>, usize)) {
-        for i in 0..self.classes[class].conns.len() {
-            let ci = self.classes[class].conns[i];
-            let (plan, start) = plan_of(i);
-            let c = &mut self.conns[ci];
-            c.cursor = start % plan.len().max(1);
-            c.plan = plan;
+    pub fn replan(&mut self, class: usize, mut plan_of: impl FnMut(usize) -> Rc<[u32]>) {
+        for (i, &ci) in self.classes[class].conns.iter().enumerate() {
+            (self.conns[ci].plan, self.conns[ci].cursor) = (plan_of(i), 0);
         }
     }
 

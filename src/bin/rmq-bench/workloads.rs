@@ -133,7 +133,7 @@ impl Bench {
             .map(|c| self.broker_plan(c, per_broker, variants))
             .collect();
         self.engine
-            .replan(class, |i| (plans[i % plans.len()].clone(), 0));
+            .replan(class, |i| plans[i % plans.len()].clone());
     }
 
     /// Registers every broker once (phase `setup`); any failure aborts the run.
@@ -172,9 +172,7 @@ impl Bench {
         for addr in self.addrs.clone() {
             for c in 0..self.broker_conns() {
                 let plan = self.broker_plan(c, &regs, &[0]);
-                self.engine
-                    .connect(addr, class, plan, 0, depth)
-                    .map_err(|e| format!("connect to {addr}: {e}"))?;
+                self.engine.connect(addr, class, plan, 0, depth)?;
             }
         }
         self.setup(class)?;
@@ -224,8 +222,7 @@ impl Bench {
             let start = i * routes[s].len() / k;
             let addr = self.addrs[s];
             self.engine
-                .connect(addr, class, routes[s].clone(), start, depth)
-                .map_err(|e| format!("connect to {addr}: {e}"))?;
+                .connect(addr, class, routes[s].clone(), start, depth)?;
             picker.opened(s)?;
             per_server[s] += 1;
         }

@@ -163,8 +163,7 @@ pub fn run(mut b: Bench) -> Result<Report, String> {
     let target = resolve(&addr)?;
     for _ in 0..k {
         b.engine
-            .connect(target, class, next_ids.clone(), 0, depth)
-            .map_err(|e| format!("connect to {addr}: {e}"))?;
+            .connect(target, class, next_ids.clone(), 0, depth)?;
     }
     b.param("broker_sets", int(b.o.layout.brokers));
     b.param("connections", int(k));
@@ -184,7 +183,7 @@ pub fn run(mut b: Bench) -> Result<Report, String> {
         // Connection `c` takes sets `c`, `c + k`, ...
         b.engine.replan(class, |c| {
             let own: Vec<u32> = plan.iter().skip(c).step_by(k).copied().collect();
-            (own.into(), 0)
+            own.into()
         });
         b.engine.classes[class].name = name.into();
         let until = Until::Elapsed(b.o.duration);
