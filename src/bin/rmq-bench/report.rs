@@ -204,52 +204,29 @@ impl Report {
         out
     }
 
+    /// The text report: the JSON document's fields, one line per object (see [`fields_text`]).
     pub fn text(&self) -> String {
-        let params: Vec<String> = self
-            .params
-            .iter()
-            .map(|(k, v)| format!("{k}={}", v.to_text()))
-            .collect();
-        let mut s = format!(
-            "rmq-bench {} -> {}  ({})\n",
-            self.workload,
-            self.target,
-            params.join(", ")
-        );
+        let mut s = String::new();
         if self.interrupted {
             s.push_str("INTERRUPTED: the results below are those until Ctrl-C\n");
         }
-        for phase in &self.phases {
-            let cpu =
-                server_cpu_pct(phase).map_or(String::new(), |c| format!(", server cpu {c:.0}%"));
-            let cut = if phase.interrupted { ", cut short" } else { "" };
-            let secs = phase.elapsed.as_secs_f64();
-            let _ = writeln!(s, "phase {} ({secs:.2} s{cpu}{cut}):", phase.name);
-            for (name, st) in &phase.classes {
-                if let Value::Object(fields) = class_json(name, st, phase) {
-                    fields_text(&mut s, 2, name, &fields[1..]);
-                }
-            }
-        }
-        for (name, v, unit) in &self.extra {
-            let _ = writeln!(s, "{name}: {} {unit}", v.to_text());
-        }
-        for f in &self.failures {
-            let _ = writeln!(s, "FAILED: {f}");
-        }
-        for (key, section) in self.sections() {
-            if let Value::Object(fields) = &section {
-                fields_text(&mut s, 0, key, fields);
-            }
-            if matches!(section.get("other_cores"), Some(Value::Float(x)) if *x > OTHER_LOAD_LIMIT)
-            {
-                s.push_str("  (other load: numbers are not representative)\n");
+        let doc = self.document();
+        fields_text(&mut s, 0, "rmq-bench", &doc);
+        let machine = doc.iter().find(|(k, _)| k == "machine");
+        if let Some((_, Value::Object(m))) = machine {
+            let other = m.iter().find(|(k, _)| k == "other_cores");
+            if matches!(other, Some((_, Value::Float(x))) if *x > OTHER_LOAD_LIMIT) {
+                s.push_str("(other load: numbers are not representative)\n");
             }
         }
         s
     }
 
     pub fn json(&self) -> String {
+        Value::Object(self.document()).to_text()
+    }
+
+    fn document(&self) -> Vec<(String, Value)> {
         let params = self.params.iter().map(|(k, v)| (k.clone(), v.clone()));
         let phases = self.phases.iter().map(|p| {
             let classes = p.classes.iter().map(|(name, st)| class_json(name, st, p));
@@ -273,10 +250,8 @@ impl Report {
         ];
         if !self.extra.is_empty() {
             let results = self.extra.iter().map(|(k, v, unit)| {
-                (
-                    k.clone(),
-                    obj(vec![("value", v.clone()), ("unit", text(unit))]),
-                )
+                let result = obj(vec![("value", v.clone()), ("unit", text(unit))]);
+                (k.clone(), result)
             });
             doc.push(("results", Value::Object(results.collect())));
         }
@@ -285,7 +260,7 @@ impl Report {
             doc.push(("failures", Value::Array(list.collect())));
         }
         doc.extend(self.sections());
-        obj(doc).to_text()
+        doc.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
     }
 }
 
@@ -298,21 +273,30 @@ fn server_cpu_pct(p: &PhaseResult) -> Option<f64> {
     p.server_cpu_s.map(|cpu| 100.0 * cpu / secs(p))
 }
 
-/// The text of JSON fields: `head: key value, key value`, then each non-empty object field on
-/// its own line, indented.
+/// The text of JSON fields: `head: key value, key value` for the scalars, then each non-empty
+/// object below, indented, and each object of an array headed by its `name`.
 fn fields_text(out: &mut String, indent: usize, head: &str, fields: &[(String, Value)]) {
-    let (nested, flat): (Vec<_>, Vec<_>) = fields
-        .iter()
-        .partition(|(_, v)| matches!(v, Value::Object(_)));
-    let flat: Vec<String> = flat
-        .iter()
-        .map(|(k, v)| format!("{k} {}", v.to_text()))
-        .collect();
-    let _ = writeln!(out, "{:indent$}{head}: {}", "", flat.join(", "));
-    for (key, value) in nested {
+    let nested = |v: &Value| match v {
+        Value::Object(_) => true,
+        Value::Array(items) => matches!(items.first(), Some(Value::Object(_))),
+        _ => false,
+    };
+    let flat = fields.iter().filter(|(k, v)| !nested(v) && k != "name");
+    let flat: Vec<String> = flat.map(|(k, v)| format!("{k} {}", v.to_text())).collect();
+    let line = format!("{:indent$}{head}: {}", "", flat.join(", "));
+    let _ = writeln!(out, "{}", line.trim_end());
+    for (key, value) in fields {
         match value {
             Value::Object(fields) if !fields.is_empty() => {
                 fields_text(out, indent + 2, key, fields)
+            }
+            Value::Array(items) => {
+                for item in items {
+                    let name = item.get("name").map_or(key.clone(), Value::to_text);
+                    if let Value::Object(fields) = item {
+                        fields_text(out, indent + 2, &name, fields);
+                    }
+                }
             }
             _ => {}
         }
