@@ -95,17 +95,19 @@ impl Bench {
             .clamp(1, self.o.layout.brokers.max(1))
     }
 
-    /// Registration templates of every broker: `[broker][variant]`, variant 0 = steady.
+    /// Registration templates of every broker: `[broker][variant]`, variant 0 = steady (whose
+    /// mean size is the `body_bytes` parameter).
     fn register_templates(&mut self, variants: usize, timeout_ms: Option<u64>) -> Vec<Vec<u32>> {
         let options = RegisterOptions {
             heartbeat_timeout_millis: timeout_ms.and_then(|t| i64::try_from(t).ok()),
             ..RegisterOptions::default()
         };
-        let mut out = Vec::with_capacity(self.o.layout.brokers);
+        let (mut out, mut steady_bytes) = (Vec::with_capacity(self.o.layout.brokers), 0);
         for b in 0..self.o.layout.brokers {
             let mut ids = Vec::with_capacity(variants + 1);
             for v in 0..=variants {
                 let body = self.o.layout.register_body(b, v);
+                steady_bytes += if v == 0 { body.len() } else { 0 };
                 let id = self.o.layout.broker(b);
                 let register = id.registration(&body, &options, BROKER_VERSION);
                 let request = Request::RegisterBroker(register).encode(BROKER_VERSION);
@@ -114,6 +116,10 @@ impl Bench {
             }
             out.push(ids);
         }
+        self.param(
+            "body_bytes",
+            int(steady_bytes / self.o.layout.brokers.max(1)),
+        );
         out
     }
 
@@ -216,6 +222,7 @@ impl Bench {
         let mut picker = Picker::new(&self.o.namesrv, self.o.strategy)?;
         let mut per_server = vec![0; self.addrs.len()];
         let k = self.o.clients;
+        self.param("clients", int(k));
         for i in 0..k {
             let s = picker.next()?;
             // Spread the clients' starting points over the topic list.
@@ -316,11 +323,6 @@ fn register(mut b: Bench) -> Result<Report, String> {
     if let Some(r) = b.o.rate {
         b.param("rate_per_s", num(r, 3));
     }
-    let body_bytes: usize = (0..b.o.layout.brokers)
-        .map(|i| b.o.layout.register_body(i, 0).len())
-        .sum::<usize>()
-        / b.o.layout.brokers.max(1);
-    b.param("body_bytes", int(body_bytes));
     let class = b.registered_brokers(b.o.rate, depth, b.o.churn, None)?;
     b.timed("main", vec![class], true);
     Ok(b.finish())
@@ -365,15 +367,8 @@ fn route(mut b: Bench) -> Result<Report, String> {
     let broker_conns = if with_brokers { b.broker_conns() } else { 0 };
     b.begin(broker_conns, b.o.clients)?;
     let depth = b.o.depth.unwrap_or(16);
-    b.param("clients", int(b.o.clients));
     b.param("depth", int(depth));
     b.param("version", int(b.o.version));
-    let dialect = if b.o.version >= 401 {
-        "standard"
-    } else {
-        "legacy"
-    };
-    b.param("dialect", text(dialect));
     if with_brokers {
         b.registered_brokers(None, 1, false, None)?;
     }
@@ -386,7 +381,6 @@ fn route(mut b: Bench) -> Result<Report, String> {
 fn mixed(mut b: Bench) -> Result<Report, String> {
     b.begin(b.broker_conns(), b.o.clients)?;
     let depth = b.o.depth.unwrap_or(16);
-    b.param("clients", int(b.o.clients));
     b.param("route_rate_per_s", num(b.o.route_rate, 3));
     b.param("version", int(b.o.version));
     b.param("storm", text(if b.o.churn { "churn" } else { "steady" }));
@@ -442,7 +436,6 @@ fn expire(mut b: Bench) -> Result<Report, String> {
     b.begin(b.broker_conns(), b.o.clients)?;
     let depth = b.o.depth.unwrap_or(4);
     b.param("heartbeat_timeout_ms", int(b.o.timeout_ms));
-    b.param("clients", int(b.o.clients));
     b.param("route_rate_per_s", num(b.o.route_rate, 3));
     let brokers = b.registered_brokers(None, 1, false, Some(b.o.timeout_ms))?;
     b.engine.classes[brokers].closes_expected = true;
