@@ -331,7 +331,7 @@ fn class_json(name: &str, st: &ClassStats, p: &PhaseResult) -> Value {
     ] {
         latency.push((key, us(h.percentile(p))));
     }
-    latency.extend([("max", us(h.max())), ("mean", num(h.mean() / 1000.0, 1))]);
+    latency.push(("max", us(h.max())));
     fields.push(("latency_us", obj(latency)));
     obj(fields)
 }
