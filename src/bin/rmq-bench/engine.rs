@@ -191,8 +191,8 @@ pub enum Until {
 
 /// Observes responses during a phase (the expire workload watches routes disappear).
 pub trait Watch {
-    /// An answer to a request of (class, template), received at `now`.
-    fn on_response(&mut self, _: usize, _: u32, _answer: &RemotingCommand, _now: Instant) {}
+    /// An answer to a request of `template`.
+    fn on_response(&mut self, _template: u32, _answer: &RemotingCommand) {}
     fn finished(&self) -> bool {
         false
     }
@@ -459,7 +459,6 @@ impl Engine {
     /// Takes every whole response frame read on connection `ci` to its request.
     fn handle_frames(&mut self, ci: usize, watch: &mut dyn Watch) {
         let now_ns = self.now_ns();
-        let mut now_instant: Option<Instant> = None;
         let c = &mut self.conns[ci];
         let class = &mut self.classes[c.class];
         loop {
@@ -491,8 +490,7 @@ impl Engine {
                     *class.stats.errors_by_code.entry(head.code).or_default() += 1;
                 }
             }
-            let now = *now_instant.get_or_insert_with(Instant::now);
-            watch.on_response(c.class, template, &head, now);
+            watch.on_response(template, &head);
         }
         if !c.in_flight.is_full() {
             self.dirty.push(ci);

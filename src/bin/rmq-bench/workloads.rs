@@ -409,14 +409,12 @@ struct ExpiryWatch {
 }
 
 impl Watch for ExpiryWatch {
-    fn on_response(&mut self, _: usize, template: u32, answer: &RemotingCommand, now: Instant) {
-        let Some(i) = template.checked_sub(self.first_template) else {
-            return;
-        };
-        let i = i as usize;
-        if answer.code == 17 && i < self.alive.len() && self.alive[i] {
+    fn on_response(&mut self, template: u32, answer: &RemotingCommand) {
+        let i = template.wrapping_sub(self.first_template) as usize;
+        if answer.code == 17 && self.alive.get(i) == Some(&true) {
             self.alive[i] = false;
             self.remaining -= 1;
+            let now = Instant::now();
             self.first_gone.get_or_insert(now);
             if self.remaining == 0 {
                 self.all_gone = Some(now);

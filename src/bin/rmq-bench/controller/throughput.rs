@@ -115,7 +115,7 @@ impl Watch for Alter {
         true
     }
 
-    fn on_response(&mut self, _: usize, template: u32, answer: &RemotingCommand, _: Instant) {
+    fn on_response(&mut self, template: u32, answer: &RemotingCommand) {
         if let (Some(i), 0) = (self.set(template), answer.code) {
             let s = &mut self.sets[i];
             s.sync_state_set_epoch = ext_i64(answer, NEW_SYNC_STATE_SET_EPOCH).unwrap_or(0);
