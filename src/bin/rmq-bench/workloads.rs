@@ -142,29 +142,9 @@ impl Bench {
             .replan(class, |i| plans[i % plans.len()].clone());
     }
 
-    /// Registers every broker once (phase `setup`); any failure aborts the run.
-    fn setup(&mut self, class: usize) -> Result<(), String> {
-        let saved_rate = self.engine.classes[class].rate.take();
-        let until = Until::PlanSent(SETUP_LIMIT);
-        self.phase("setup", vec![class], false, &mut NoWatch, until);
-        self.engine.classes[class].rate = saved_rate;
-        let expected = (self.o.layout.brokers * self.addrs.len()) as u64;
-        let stats = self.report.phases.last().map_or(&[][..], |p| &p.classes);
-        let ok = stats.iter().all(|(_, s)| s.errors() == 0)
-            && stats.iter().map(|(_, s)| s.ops).sum::<u64>() >= expected;
-        // Cut short by Ctrl-C: not a failure, the report says it was interrupted.
-        if !ok && !self.engine.stopped() {
-            return Err(format!(
-                "setup registration of {} brokers failed:\n{}",
-                self.o.layout.brokers,
-                self.report.text()
-            ));
-        }
-        Ok(())
-    }
-
-    /// Opens the broker connections (class "register"), registers every broker once (phase
-    /// `setup`) and, with `churn`, switches them to the churned bodies (variants 1..=V).
+    /// Opens the broker connections (class "register"), registers every broker once at full
+    /// speed (phase `setup`; any failure aborts the run) and, with `churn`, switches them to the
+    /// churned bodies (variants 1..=V).
     fn registered_brokers(
         &mut self,
         rate: Option<f64>,
@@ -174,14 +154,28 @@ impl Bench {
     ) -> Result<usize, String> {
         let variants: Vec<usize> = (1..=CHURN_VARIANTS).filter(|_| churn).collect();
         let regs = self.register_templates(variants.len(), timeout_ms);
-        let class = self.engine.add_class("register", rate);
+        let class = self.engine.add_class("register", None);
         for addr in self.addrs.clone() {
             for c in 0..self.broker_conns() {
                 let plan = self.broker_plan(c, &regs, &[0]);
                 self.engine.connect(addr, class, plan, 0, depth)?;
             }
         }
-        self.setup(class)?;
+        let until = Until::PlanSent(SETUP_LIMIT);
+        self.phase("setup", &[class], false, &mut NoWatch, until);
+        self.engine.classes[class].rate = rate;
+        let expected = (self.o.layout.brokers * self.addrs.len()) as u64;
+        let stats = self.report.phases.last().map_or(&[][..], |p| &p.classes);
+        let ok = stats.iter().all(|(_, s)| s.errors() == 0)
+            && stats.iter().map(|(_, s)| s.ops).sum::<u64>() >= expected;
+        // Cut short by Ctrl-C: not a failure, the report says it was interrupted.
+        if !ok && !self.engine.stopped() {
+            let text = self.report.text();
+            let brokers = self.o.layout.brokers;
+            return Err(format!(
+                "setup registration of {brokers} brokers failed:\n{text}"
+            ));
+        }
         if churn {
             self.replan_brokers(class, &regs, &variants);
         }
@@ -241,7 +235,7 @@ impl Bench {
         Ok((class, per_server))
     }
 
-    fn timed(&mut self, name: &str, classes: Vec<usize>, main: bool) {
+    fn timed(&mut self, name: &str, classes: &[usize], main: bool) {
         let until = Until::Elapsed(self.o.duration);
         self.phase(name, classes, main, &mut NoWatch, until);
     }
@@ -251,7 +245,7 @@ impl Bench {
     pub fn phase(
         &mut self,
         name: &str,
-        classes: Vec<usize>,
+        classes: &[usize],
         main: bool,
         watch: &mut dyn Watch,
         until: Until,
@@ -263,7 +257,7 @@ impl Bench {
             self.report.marks[1] = Mark::now(self.o.pid);
             self.report.main_phase = self.report.phases.len();
         }
-        let result = self.engine.run_phase(name, &classes, until, watch);
+        let result = self.engine.run_phase(name, classes, until, watch);
         if main {
             self.report.marks[2] = Mark::now(self.o.pid);
             self.report.main_wall += result.elapsed;
@@ -324,7 +318,7 @@ fn register(mut b: Bench) -> Result<Report, String> {
         b.param("rate_per_s", num(r, 3));
     }
     let class = b.registered_brokers(b.o.rate, depth, b.o.churn, None)?;
-    b.timed("main", vec![class], true);
+    b.timed("main", &[class], true);
     Ok(b.finish())
 }
 
@@ -358,7 +352,7 @@ fn heartbeat(mut b: Bench) -> Result<Report, String> {
         beats.push(vec![b.engine.add_template(t)]);
     }
     b.replan_brokers(class, &beats, &[0]);
-    b.timed("main", vec![class], true);
+    b.timed("main", &[class], true);
     Ok(b.finish())
 }
 
@@ -374,7 +368,7 @@ fn route(mut b: Bench) -> Result<Report, String> {
     }
     let routes = b.route_templates();
     let (class, _) = b.open_clients("route", b.o.rate, depth, &routes)?;
-    b.timed("main", vec![class], true);
+    b.timed("main", &[class], true);
     Ok(b.finish())
 }
 
@@ -390,8 +384,8 @@ fn mixed(mut b: Bench) -> Result<Report, String> {
     let storm = b.registered_brokers(b.o.rate, 1, b.o.churn, None)?;
     let routes = b.route_templates();
     let (lookups, _) = b.open_clients("route", Some(b.o.route_rate), depth, &routes)?;
-    b.timed("quiet", vec![lookups], false);
-    b.timed("storm", vec![lookups, storm], true);
+    b.timed("quiet", &[lookups], false);
+    b.timed("storm", &[lookups, storm], true);
     Ok(b.finish())
 }
 
@@ -458,7 +452,7 @@ fn expire(mut b: Bench) -> Result<Report, String> {
         all_gone: None,
     };
     let until = Until::Watch(b.o.max_wait);
-    b.phase("expire", vec![probe], true, &mut watch, until);
+    b.phase("expire", &[probe], true, &mut watch, until);
     let secs = |t: Option<Instant>| num(t.map_or(-1.0, |t| (t - stopped).as_secs_f64()), 3);
     let timeout_s = b.o.timeout_ms as f64 / 1000.0;
     let left = watch.remaining;

@@ -187,7 +187,7 @@ pub fn run(mut b: Bench) -> Result<Report, String> {
         });
         b.engine.classes[class].name = name.into();
         let until = Until::Elapsed(b.o.duration);
-        b.phase(name, vec![class], true, watch, until);
+        b.phase(name, &[class], true, watch, until);
     }
     if b.o.pid.is_some() {
         b.report
