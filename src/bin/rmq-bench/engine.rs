@@ -84,7 +84,7 @@ pub struct Class {
     last_tick: ClassStats,
 }
 
-/// One request frame: the library's header template and the request's body.
+/// One frame: the library's header template and the body.
 pub struct Template {
     head: FrameTemplate,
     body: Vec<u8>,
@@ -92,21 +92,32 @@ pub struct Template {
 
 impl Template {
     pub fn new(st: SerializeType, request: &Encoded<'_>, version: i32) -> Self {
+        Template::with_flag(st, request, version, 0)
+    }
+
+    /// `canned`'s reply: SUCCESS with `body_bytes` of body.
+    pub fn success(st: SerializeType, body_bytes: usize) -> Self {
+        let mut reply = Encoded::new(0);
+        reply.body = vec![b'x'; body_bytes].into();
+        Template::with_flag(st, &reply, 479, 1)
+    }
+
+    fn with_flag(st: SerializeType, e: &Encoded<'_>, version: i32, flag: i32) -> Self {
         let header = Header {
-            code: request.code,
+            code: e.code,
             language: "JAVA",
             version,
             opaque: 0,
-            flag: 0,
+            flag,
             remark: None,
         };
         Template {
-            head: FrameTemplate::new(st, &header, Some(request.pairs())),
-            body: request.body.to_vec(),
+            head: FrameTemplate::new(st, &header, Some(e.pairs())),
+            body: e.body.to_vec(),
         }
     }
 
-    fn write_to(&self, out: &mut Vec<u8>, opaque: i32) {
+    pub fn write_to(&self, out: &mut Vec<u8>, opaque: i32) {
         self.head
             .write_with_body(out, opaque, |out| out.extend_from_slice(&self.body));
     }
