@@ -84,7 +84,20 @@ impl Bench {
                 ));
             }
         }
-        self.layout_params();
+        if self.o.topic_list.is_empty() {
+            self.param("brokers", int(self.o.layout.brokers));
+            self.param("topics_per_broker", int(self.o.layout.topics));
+            self.param("broker_conns", int(self.broker_conns()));
+            if !self.o.layout.run_tag.is_empty() {
+                self.param("tag", text(&self.o.layout.run_tag));
+                self.param("broker_addrs", text(&self.o.layout.address_range()));
+            }
+        } else {
+            self.param("topics", int(self.o.topic_list.len()));
+        }
+        if self.addrs.len() > 1 {
+            self.param("name_servers", int(self.addrs.len()));
+        }
         Ok(())
     }
 
@@ -270,23 +283,6 @@ impl Bench {
         self.report.interrupted = self.engine.stopped();
         self.report
     }
-
-    fn layout_params(&mut self) {
-        if self.o.topic_list.is_empty() {
-            self.param("brokers", int(self.o.layout.brokers));
-            self.param("topics_per_broker", int(self.o.layout.topics));
-            self.param("broker_conns", int(self.broker_conns()));
-            if !self.o.layout.run_tag.is_empty() {
-                self.param("tag", text(&self.o.layout.run_tag));
-                self.param("broker_addrs", text(&self.o.layout.address_range()));
-            }
-        } else {
-            self.param("topics", int(self.o.topic_list.len()));
-        }
-        if self.addrs.len() > 1 {
-            self.param("name_servers", int(self.addrs.len()));
-        }
-    }
 }
 
 /// Runs the workload of `o`; raising `stop` ends it early with the results so far.
@@ -391,6 +387,7 @@ fn mixed(mut b: Bench) -> Result<Report, String> {
 
 /// Watches user topics disappear from routes, on every name server: one entry per
 /// (name server, topic), indexed by route template id.
+#[derive(Default)]
 struct ExpiryWatch {
     /// Template id -> entry index, for the probe class's templates.
     first_template: u32,
@@ -448,8 +445,7 @@ fn expire(mut b: Bench) -> Result<Report, String> {
         alive,
         watched,
         remaining: watched,
-        first_gone: None,
-        all_gone: None,
+        ..ExpiryWatch::default()
     };
     let until = Until::Watch(b.o.max_wait);
     b.phase("expire", &[probe], true, &mut watch, until);
