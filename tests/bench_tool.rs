@@ -71,11 +71,22 @@ fn assert_clean(v: &Value, phase: &str, name: &str) {
 
 const SMALL: [&str; 6] = ["--brokers", "20", "--topics", "20", "-d", "1"];
 
+/// `workload` on `server` with the small layout, as a fleet of its own (see [`fresh_tag`]),
+/// then `extra`.
 fn args<'a>(workload: &'a str, server: &'a TestServer, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut v = vec![workload, "-n", server.addr.as_str()];
+    let mut v = vec![workload, "-n", server.addr.as_str(), "--tag", fresh_tag()];
     v.extend_from_slice(&SMALL);
     v.extend_from_slice(extra);
     v
+}
+
+/// A tag no other run of this process used: a server unregisters the last run's brokers when
+/// their connections close, which may come after the next run registered the same names and
+/// addresses.
+fn fresh_tag() -> &'static str {
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Box::leak(format!("run{n}").into_boxed_str())
 }
 
 #[test]
@@ -526,12 +537,21 @@ fn lookups(server: &TestServer) -> f64 {
     }
 }
 
-/// A route run with four clients over `list` and `extra` options.
+/// A route run with four clients over `list` and `extra` options. Each run is a fleet of its
+/// own (`--tag`): the servers unregister the last run's brokers when its connections close,
+/// which may come after the next run registered the same names and addresses.
 fn route_over(list: &str, extra: &[&str]) -> Value {
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let tag = format!(
+        "run{}",
+        RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
     let mut args = vec![
         "route",
         "-n",
         list,
+        "--tag",
+        &tag,
         "--brokers",
         "2",
         "--topics",
