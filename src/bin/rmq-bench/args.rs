@@ -25,8 +25,7 @@ workloads:
               1001 each for --duration; or, with --failover, time a master's failover
 
 common options:
-  -n, --namesrv LIST        name servers, ';'-separated (default: $NAMESRV_ADDR); brokers
-                            register with every one, route clients per --strategy
+  -n, --namesrv LIST        name servers, ';'-separated (default: $NAMESRV_ADDR)
   --strategy S              route clients' name server: round-robin (default), random,
                             pinned:N or pinned:HOST:PORT, fewest (stats extension)
   -d, --duration T          timed phase: 10, 10s, 500ms (default 10s); Ctrl-C ends the
@@ -35,8 +34,7 @@ common options:
   --quiet                   no progress line on stderr
   --pid PID                 sample the server's RSS and CPU time from /proc
   --header json|rocketmq    request header codec (default json)
-  --tag TEXT                names this fleet: its broker names and its own block of broker
-                            addresses, so tagged fleets can share one server
+  --tag TEXT                a fleet's own broker names and addresses (fleets share a server)
 
 cluster layout (register, heartbeat, route, mixed, expire):
   --brokers N               simulated broker masters (default 100; route 10, expire 10000)
@@ -44,8 +42,7 @@ cluster layout (register, heartbeat, route, mixed, expire):
   --conns C                 broker connections (default: one per broker)
 
 register / heartbeat / mixed storm:
-  --churn                   change dataVersion and topics on every registration (4 bodies
-                            per broker, cycled)
+  --churn                   change dataVersion and topics on every registration
   --rate R                  brokers' ops/s: 500 or 1000/30s (default: full speed)
   --depth D                 requests in flight per connection (default: registering 1,
                             heartbeat 8, route clients 16, expire 4)
@@ -53,8 +50,7 @@ register / heartbeat / mixed storm:
 
 route / mixed / expire:
   --clients K               route client connections (default 16; expire 4)
-  --version V               header version; >= 401 standard JSON routes, lower (317) the
-                            legacy dialect (default 479)
+  --version V               header version (default 479; below 401 the legacy route dialect)
   --route-rate R            route lookups per second in mixed/expire (default 10000)
   --topic T[,T...]          look up these existing topics instead of registering brokers
 
