@@ -159,7 +159,6 @@ impl InFlight {
         Some(self.last_opaque)
     }
 
-    /// The request `opaque` answers, if it is in flight: (template, start in ns).
     fn take(&mut self, opaque: i32) -> Option<(u32, u64)> {
         self.requests.remove(&opaque)
     }
@@ -226,7 +225,6 @@ impl Watch for NoWatch {}
 pub struct PhaseResult {
     pub name: String,
     pub elapsed: Duration,
-    /// (class name, its statistics) for the classes that took part.
     pub classes: Vec<(String, ClassStats)>,
     /// The stop flag ended this phase before its time.
     pub interrupted: bool,
@@ -259,7 +257,6 @@ impl Until {
     }
 }
 
-/// Where a running phase is: its timing and whether it is draining.
 struct PhaseClock {
     until: Until,
     hard_end: Instant,
@@ -433,7 +430,6 @@ impl Engine {
         class.stats.lost += lost;
     }
 
-    /// Reads everything available and handles whole response frames.
     fn on_readable(&mut self, ci: usize, watch: &mut dyn Watch) {
         loop {
             let c = &mut self.conns[ci];
@@ -467,7 +463,6 @@ impl Engine {
         }
     }
 
-    /// Takes every whole response frame read on connection `ci` to its request.
     fn handle_frames(&mut self, ci: usize, watch: &mut dyn Watch) {
         let now_ns = self.now_ns();
         let c = &mut self.conns[ci];
@@ -581,7 +576,6 @@ impl Engine {
         eprintln!("{line}");
     }
 
-    /// True when the phase should stop sending now.
     fn phase_over(
         &self,
         clock: &PhaseClock,
@@ -601,7 +595,6 @@ impl Engine {
             }
     }
 
-    /// Sends what is due and refills the connections that have room.
     fn send_due(&mut self, classes: &[usize], once: bool, sending: bool, watch: &mut dyn Watch) {
         if sending {
             self.pace(classes, once, watch);

@@ -34,7 +34,6 @@ pub struct Bench {
     addrs: Vec<SocketAddr>,
     pub engine: Engine,
     st: SerializeType,
-    /// The report so far: parameters, phases, /proc marks.
     pub report: Report,
 }
 
@@ -146,7 +145,6 @@ impl Bench {
         plan.collect::<Vec<_>>().into()
     }
 
-    /// Gives every broker connection the plan [`Self::broker_plan`] makes of `per_broker`.
     fn replan_brokers(&mut self, class: usize, per_broker: &[Vec<u32>], variants: &[usize]) {
         let plans: Vec<Rc<[u32]>> = (0..self.broker_conns())
             .map(|c| self.broker_plan(c, per_broker, variants))
@@ -278,7 +276,6 @@ impl Bench {
         self.report.phases.push(result);
     }
 
-    /// The report of the whole run.
     pub fn finish(mut self) -> Report {
         self.report.interrupted = self.engine.stopped();
         self.report
