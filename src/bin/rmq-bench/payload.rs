@@ -100,7 +100,6 @@ impl Layout {
         format!("{TOPIC_PREFIX}{t:06}")
     }
 
-    /// User topics served by broker `b`.
     pub fn user_topics(&self, b: usize) -> impl Iterator<Item = String> + '_ {
         let start = self.block_start(b);
         (start..start + self.topics).map(|t| self.topic_name(t))

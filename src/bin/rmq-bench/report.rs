@@ -236,7 +236,8 @@ impl Report {
                 ("interrupted", Value::Bool(p.interrupted)),
                 ("classes", Value::Array(classes.collect())),
             ];
-            fields.extend(server_cpu_pct(p).map(|c| ("server_cpu_pct", num(c, 1))));
+            let cpu_pct = p.server_cpu_s.map(|cpu| num(100.0 * cpu / secs(p), 1));
+            fields.extend(cpu_pct.map(|c| ("server_cpu_pct", c)));
             obj(fields)
         });
         let mut doc = vec![
@@ -267,10 +268,6 @@ impl Report {
 /// A phase's length in seconds (never 0: a divisor).
 fn secs(p: &PhaseResult) -> f64 {
     p.elapsed.as_secs_f64().max(1e-9)
-}
-
-fn server_cpu_pct(p: &PhaseResult) -> Option<f64> {
-    p.server_cpu_s.map(|cpu| 100.0 * cpu / secs(p))
 }
 
 /// The text of JSON fields: `head: key value, key value` for the scalars, then each non-empty
