@@ -320,15 +320,11 @@ fn heartbeat(mut b: Bench) -> Result<Report, String> {
     // Brokers send heartbeats oneway and never wait for an answer: pipelining is what
     // they do, and at depth 1 the syscall round trip bounds both sides equally.
     let depth = b.o.depth.unwrap_or(8);
-    let (op, class_name) = if b.o.op_query {
-        ("QUERY_DATA_VERSION", "query")
-    } else {
-        ("BROKER_HEARTBEAT", "heartbeat")
-    };
+    let op = if b.o.op_query { "query" } else { "heartbeat" };
     b.param("op", text(op));
     b.param("depth", int(depth));
     let class = b.registered_brokers(b.o.rate, depth, false, None)?;
-    b.engine.classes[class].name = class_name.into();
+    b.engine.classes[class].name = op.into();
     let mut beats = Vec::with_capacity(b.o.layout.brokers);
     for i in 0..b.o.layout.brokers {
         let id = b.o.layout.broker(i);
