@@ -630,25 +630,19 @@ impl Engine {
                 return false;
             }
         }
-        let ready: Vec<(usize, bool, bool)> = self
-            .events
-            .iter()
-            .map(|e| {
-                let readable = e.is_readable() || e.is_read_closed() || e.is_error();
-                (e.token().0, readable, e.is_writable())
-            })
-            .collect();
-        for (ci, readable, writable) in ready {
-            if ci >= self.conns.len() {
-                continue;
+        // Taken out for the walk (handling an event needs `self`); an empty `Events` does not
+        // allocate.
+        let events = std::mem::replace(&mut self.events, Events::with_capacity(0));
+        let n = self.conns.len();
+        for e in events.iter().filter(|e| e.token().0 < n) {
+            if e.is_writable() {
+                self.flush(e.token().0);
             }
-            if writable {
-                self.flush(ci);
-            }
-            if readable {
-                self.on_readable(ci, watch);
+            if e.is_readable() || e.is_read_closed() || e.is_error() {
+                self.on_readable(e.token().0, watch);
             }
         }
+        self.events = events;
         true
     }
 
