@@ -273,15 +273,12 @@ pub fn run(o: &Options, mode: Failover, stop: &AtomicBool) -> Result<Report, Str
         Failover::Crash => "crash (connections closed)",
         Failover::Hang => "hang (heartbeats stopped)",
     };
-    let mut report = Report {
-        workload: "controller-failover".into(),
-        target: format!("{controller} (name servers {})", o.namesrv.join(";")),
-        params: vec![
-            ("mode".into(), text(mode_name)),
-            ("heartbeat_timeout_ms".into(), int(o.timeout_ms)),
-        ],
-        ..Report::default()
-    };
+    let target = format!("{controller} (name servers {})", o.namesrv.join(";"));
+    let mut report = Report::new("controller-failover", target, None);
+    report.params.push(("mode".into(), text(mode_name)));
+    report
+        .params
+        .push(("heartbeat_timeout_ms".into(), int(o.timeout_ms)));
     let ms = |d: Duration| num(d.as_secs_f64() * 1000.0, 1);
     for round in 0..o.rounds {
         if stop.load(Ordering::Relaxed) {
