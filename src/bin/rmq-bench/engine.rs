@@ -358,10 +358,7 @@ impl Engine {
     fn send_one(&mut self, ci: usize, start_ns: u64, watch: &mut dyn Watch) {
         let c = &mut self.conns[ci];
         let tid = c.plan[c.cursor];
-        c.cursor += 1;
-        if c.cursor == c.plan.len() {
-            c.cursor = 0;
-        }
+        c.cursor = (c.cursor + 1) % c.plan.len();
         c.sent_in_phase += 1;
         if let Some(opaque) = c.in_flight.insert(tid, start_ns) {
             if !watch.write_request(tid, opaque, &mut c.out) {
