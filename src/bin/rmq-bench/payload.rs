@@ -84,13 +84,6 @@ impl Layout {
         }
     }
 
-    /// The first and last broker address of the fleet, for the report.
-    pub fn address_range(&self) -> String {
-        let first = self.broker(0).broker_addr;
-        let last = self.broker(self.brokers.saturating_sub(1)).broker_addr;
-        format!("{first}..{last}")
-    }
-
     /// Index of the first user topic of broker `b`'s block.
     fn block_start(&self, b: usize) -> usize {
         (b / SHARED_BY) * self.topics

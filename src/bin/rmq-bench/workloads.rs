@@ -89,7 +89,10 @@ impl Bench {
             self.param("broker_conns", int(self.broker_conns()));
             if !self.o.layout.run_tag.is_empty() {
                 self.param("tag", text(&self.o.layout.run_tag));
-                self.param("broker_addrs", text(&self.o.layout.address_range()));
+                let layout = &self.o.layout;
+                let last = layout.broker(layout.brokers.saturating_sub(1)).broker_addr;
+                let range = format!("{}..{last}", layout.broker(0).broker_addr);
+                self.param("broker_addrs", text(&range));
             }
         } else {
             self.param("topics", int(self.o.topic_list.len()));
