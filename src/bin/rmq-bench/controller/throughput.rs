@@ -8,7 +8,6 @@ use super::{
     alter_sync_state_set, apply_broker_id, call_ok, clean_broker_data, elect_master, ext_i64,
     heartbeat, millis, next_broker_id, register_broker, set_names, CALL_TIMEOUT,
 };
-use crate::args::Options;
 use crate::engine::{Engine, NoWatch, Template, Until, Watch};
 use crate::report::{int, num, Mark, Report};
 use crate::workloads::{resolve, Bench};
@@ -34,12 +33,6 @@ struct Set {
     sync_state_set_epoch: i64,
     /// Whether the set is {1,2} now (else {1}).
     wide: bool,
-}
-
-/// `--clients`, at most one per set (a connection's requests in flight are for distinct sets,
-/// so 1001's epochs can be tracked per set).
-fn connections(o: &Options) -> usize {
-    o.clients.min(o.layout.brokers).max(1)
 }
 
 /// A made-up address per broker (the controller only stores it; nobody connects).
@@ -158,7 +151,9 @@ pub fn run(mut b: Bench) -> Result<Report, String> {
         register_broker(&s.name, 2, &broker_addr(i, 2))
     });
     let class = b.engine.add_class("controller", None);
-    let k = connections(&b.o);
+    // `--clients`, at most one per set: a connection's requests in flight are for distinct
+    // sets, so 1001's epochs can be tracked per set.
+    let k = b.o.clients.min(b.o.layout.brokers).max(1);
     let depth = b.o.depth.unwrap_or(16).min(b.o.layout.brokers.div_ceil(k));
     let target = resolve(&addr)?;
     for _ in 0..k {
