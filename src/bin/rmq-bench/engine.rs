@@ -249,14 +249,6 @@ pub struct Engine {
     server_pid: Option<u32>,
 }
 
-impl Until {
-    fn limit(self) -> Duration {
-        match self {
-            Until::Elapsed(d) | Until::PlanSent(d) | Until::Watch(d) => d,
-        }
-    }
-}
-
 struct PhaseClock {
     until: Until,
     hard_end: Instant,
@@ -658,6 +650,7 @@ impl Engine {
             .flat_map(|&k| self.classes[k].conns.iter().copied())
             .collect();
         let once = matches!(until, Until::PlanSent(_));
+        let (Until::Elapsed(limit) | Until::PlanSent(limit) | Until::Watch(limit)) = until;
         let server_cpu = |pid: Option<u32>| Some(sample_proc(&pid?.to_string())?.cpu_s);
         let cpu_before = server_cpu(self.server_pid);
         let started = Instant::now();
@@ -674,7 +667,7 @@ impl Engine {
         }
         let mut clock = PhaseClock {
             until,
-            hard_end: started + until.limit(),
+            hard_end: started + limit,
             next_tick: started + Duration::from_secs(1),
             draining: None,
         };

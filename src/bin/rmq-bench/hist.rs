@@ -68,7 +68,6 @@ impl Default for Histogram {
 }
 
 impl Histogram {
-    /// O(1): one shift, one add.
     #[inline]
     pub fn record(&mut self, v: u64) {
         let v = v.min(MAX_TRACKABLE);
