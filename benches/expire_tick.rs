@@ -18,7 +18,7 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Elements(layout.brokers as u64));
     g.bench_function("scan_10000_silent_brokers", |b| {
         b.iter_batched(
-            || support::populated(&layout, &sims, Some(10_000)),
+            || support::populated(&sims, Some(10_000)),
             |mut table| {
                 let expired = table.expire_silent_brokers(1_000 + 60_000, usize::MAX).0;
                 assert_eq!(expired.len(), 10_000);
@@ -29,7 +29,7 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("scan_and_unregister_10000_brokers", |b| {
         b.iter_batched(
-            || support::populated(&layout, &sims, Some(10_000)),
+            || support::populated(&sims, Some(10_000)),
             |mut table| {
                 let expired = table.expire_silent_brokers(1_000 + 60_000, usize::MAX).0;
                 let batch: Vec<_> = expired.into_iter().map(|e| e.request).collect();

@@ -15,14 +15,14 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("register_apply");
     g.throughput(Throughput::Elements(1));
 
-    let mut table = support::populated(&layout, &sims, None);
+    let mut table = support::populated(&sims, None);
     let mut i = 0usize;
     g.bench_function("steady_100_topics", |b| {
         b.iter(|| {
             let n = i % sims.len();
             i += 1;
             let sim = &sims[n];
-            let mut req = support::request(&layout.cluster, sim, n, 2_000, 0, None);
+            let mut req = support::request(support::payload::CLUSTER, sim, n, 2_000, 0, None);
             // What the processor does per unchanged registration: hash the body, compare, refresh.
             req.fingerprint.hash = fingerprint(&sim.bodies[0]);
             let unchanged = table.is_unchanged_body(&req);
@@ -31,7 +31,7 @@ fn bench(c: &mut Criterion) {
         })
     });
 
-    let mut table = support::populated(&layout, &sims, None);
+    let mut table = support::populated(&sims, None);
     let mut i = 0usize;
     g.bench_function("churn_100_topics", |b| {
         b.iter(|| {
@@ -39,7 +39,7 @@ fn bench(c: &mut Criterion) {
             let variant = 1 + (i / sims.len()) % 4;
             i += 1;
             let sim = &sims[n];
-            let req = support::request(&layout.cluster, sim, n, 2_000, variant, None);
+            let req = support::request(support::payload::CLUSTER, sim, n, 2_000, variant, None);
             support::register_now(&mut table, &req, &sim.decoded[variant])
         })
     });

@@ -14,7 +14,7 @@ fn bench(c: &mut Criterion) {
         ..Layout::default()
     };
     let sims = support::brokers(&layout, 0);
-    let table = support::populated(&layout, &sims, None);
+    let table = support::populated(&sims, None);
     let topic = layout.topic_name(3);
     let route = table.pickup_route(&topic).expect("route exists");
     let mut g = c.benchmark_group("route_encode");

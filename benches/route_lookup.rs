@@ -10,7 +10,7 @@ use support::payload::Layout;
 fn bench(c: &mut Criterion) {
     let layout = Layout::default();
     let sims = support::brokers(&layout, 0);
-    let mut table = support::populated(&layout, &sims, None);
+    let mut table = support::populated(&sims, None);
     let topics = layout.all_user_topics();
     let mut g = c.benchmark_group("route_lookup");
     g.throughput(Throughput::Elements(1));

@@ -78,14 +78,10 @@ pub fn request<'a>(
 }
 
 /// A table with every broker registered once with its steady body.
-pub fn populated(
-    layout: &Layout,
-    sims: &[SimBroker],
-    heartbeat_timeout_ms: Option<u64>,
-) -> RouteTable {
+pub fn populated(sims: &[SimBroker], heartbeat_timeout_ms: Option<u64>) -> RouteTable {
     let mut table = RouteTable::new(RouteSettings::default(), 1000);
     for (i, b) in sims.iter().enumerate() {
-        let req = request(&layout.cluster, b, i, 1_000, 0, heartbeat_timeout_ms);
+        let req = request(payload::CLUSTER, b, i, 1_000, 0, heartbeat_timeout_ms);
         register_now(&mut table, &req, &b.decoded[0]);
     }
     table

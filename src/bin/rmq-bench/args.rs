@@ -1,7 +1,5 @@
 //! Command line: `rmq-bench <workload> -n host:port [options]`, parsed by hand into one
-//! `Options` value (every workload reads the fields it needs; defaults depend on the
-//! workload and are filled in by [`parse`]). `-n` takes a `;`-separated list, as every
-//! RocketMQ tool does, and defaults to `$NAMESRV_ADDR`.
+//! `Options` value whose defaults depend on the workload.
 
 use crate::payload::Layout;
 use rmq_namesrv::client::nameserver_set::parse_addr_list;
@@ -27,8 +25,7 @@ workloads:
               1001 each for --duration; or, with --failover, time a master's failover
 
 common options:
-  -n, --namesrv LIST        name servers, ';'-separated (default: $NAMESRV_ADDR); brokers
-                            register with every one, route clients per --strategy
+  -n, --namesrv LIST        name servers, ';'-separated (default: $NAMESRV_ADDR)
   --strategy S              route clients' name server: round-robin (default), random,
                             pinned:N or pinned:HOST:PORT, fewest (stats extension)
   -d, --duration T          timed phase: 10, 10s, 500ms (default 10s); Ctrl-C ends the
@@ -37,22 +34,15 @@ common options:
   --quiet                   no progress line on stderr
   --pid PID                 sample the server's RSS and CPU time from /proc
   --header json|rocketmq    request header codec (default json)
-  --language NAME           header language (default JAVA)
-  --tag TEXT                names this fleet: its broker names and its own block of broker
-                            addresses, so tagged fleets can share one server
+  --tag TEXT                a fleet's own broker names and addresses (fleets share a server)
 
 cluster layout (register, heartbeat, route, mixed, expire):
   --brokers N               simulated broker masters (default 100; route 10, expire 10000)
   --topics M                user topics per broker (default 100; expire 10)
-  --topics-shared-by S      broker groups serving each topic (default 2)
-  --groups G                consumer groups (%RETRY% topics) per broker (default 4)
-  --queues Q                queues per topic (default 8)
-  --cluster NAME            cluster name (default BenchCluster)
   --conns C                 broker connections (default: one per broker)
 
 register / heartbeat / mixed storm:
   --churn                   change dataVersion and topics on every registration
-  --variants V              distinct bodies per broker cycled by --churn (default 4)
   --rate R                  brokers' ops/s: 500 or 1000/30s (default: full speed)
   --depth D                 requests in flight per connection (default: registering 1,
                             heartbeat 8, route clients 16, expire 4)
@@ -60,8 +50,7 @@ register / heartbeat / mixed storm:
 
 route / mixed / expire:
   --clients K               route client connections (default 16; expire 4)
-  --version V               header version; >= 401 standard JSON routes, lower (317) the
-                            legacy dialect (default 479)
+  --version V               header version (default 479; below 401 the legacy route dialect)
   --route-rate R            route lookups per second in mixed/expire (default 10000)
   --topic T[,T...]          look up these existing topics instead of registering brokers
 
@@ -83,8 +72,10 @@ canned:
   --body-bytes N            body size of every reply (default 0)
 ";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Workload {
+    #[default]
+    Help,
     Register,
     Heartbeat,
     Route,
@@ -92,7 +83,6 @@ pub enum Workload {
     Expire,
     Canned,
     Controller,
-    Help,
     Version,
 }
 
@@ -125,26 +115,23 @@ pub enum Failover {
     Hang,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Options {
     pub workload: Workload,
     /// The name servers of `-n` (or `$NAMESRV_ADDR`).
     pub namesrv: Vec<String>,
-    /// How route clients pick their name server (`--strategy`, checked against `namesrv`).
-    pub strategy: Strategy,
+    /// `--strategy`, checked against `namesrv`; None: round-robin.
+    pub strategy: Option<Strategy>,
     strategy_text: Option<String>,
     pub duration: Duration,
     pub json: bool,
     pub quiet: bool,
     pub pid: Option<u32>,
     pub binary_header: bool,
-    pub language: String,
-    /// The simulated cluster (`--brokers`, `--topics`, ..., `--tag`); `controller` reads
-    /// `brokers` (its broker sets) and `run_tag`.
+    /// `--brokers`, `--topics`, `--tag` (`controller`: its broker sets and their tag).
     pub layout: Layout,
     pub conns: Option<usize>,
     pub churn: bool,
-    pub variants: usize,
     pub rate: Option<f64>,
     pub depth: Option<usize>,
     pub op_query: bool,
@@ -156,7 +143,6 @@ pub struct Options {
     pub max_wait: Duration,
     pub listen: String,
     pub body_bytes: usize,
-    /// `controller`: the controller's address.
     pub controller: Option<String>,
     pub failover: Option<Failover>,
     pub rounds: usize,
@@ -214,50 +200,28 @@ fn workload_of(name: &str) -> Result<Workload, String> {
 
 /// The options a workload starts from.
 fn defaults(workload: Workload) -> Options {
-    let expire = workload == Workload::Expire;
-    let controller = workload == Workload::Controller;
+    let (brokers, topics, clients, timeout_ms) = match workload {
+        Workload::Route => (10, 100, 16, 3_000),
+        Workload::Expire => (10_000, 10, 4, 3_000),
+        Workload::Controller => (1_000, 100, 8, 10_000),
+        _ => (100, 100, 16, 3_000),
+    };
     Options {
         workload,
-        namesrv: Vec::new(),
-        strategy: Strategy::RoundRobin,
-        strategy_text: None,
         duration: Duration::from_secs(10),
-        json: false,
-        quiet: false,
-        pid: None,
-        binary_header: false,
-        language: "JAVA".into(),
         layout: Layout {
-            brokers: match workload {
-                Workload::Route => 10,
-                Workload::Expire => 10_000,
-                Workload::Controller => 1_000,
-                _ => 100,
-            },
-            topics: if expire { 10 } else { 100 },
+            brokers,
+            topics,
             ..Layout::default()
         },
-        conns: None,
-        churn: false,
-        variants: 4,
-        rate: None,
-        depth: None,
-        op_query: false,
-        clients: match workload {
-            Workload::Expire => 4,
-            Workload::Controller => 8,
-            _ => 16,
-        },
+        clients,
         version: 479,
         route_rate: 10_000.0,
-        topic_list: Vec::new(),
-        timeout_ms: if controller { 10_000 } else { 3_000 },
+        timeout_ms,
         max_wait: Duration::from_secs(120),
         listen: "127.0.0.1:0".into(),
-        body_bytes: 0,
-        controller: None,
-        failover: None,
         rounds: 3,
+        ..Options::default()
     }
 }
 
@@ -280,17 +244,11 @@ fn set(o: &mut Options, flag: &str, value: &mut ValueOf) -> Result<bool, String>
                 v => return Err(format!("--header: json or rocketmq, not {v:?}")),
             }
         }
-        "--language" => o.language = value()?,
         "--tag" => o.layout.run_tag = value()?,
         "--brokers" => o.layout.brokers = number(flag, &value()?)?,
         "--topics" => o.layout.topics = number(flag, &value()?)?,
-        "--topics-shared-by" => o.layout.shared_by = number(flag, &value()?)?,
-        "--groups" => o.layout.groups = number(flag, &value()?)?,
-        "--queues" => o.layout.queues = number(flag, &value()?)?,
-        "--cluster" => o.layout.cluster = value()?,
         "--conns" => o.conns = Some(number(flag, &value()?)?),
         "--churn" => o.churn = true,
-        "--variants" => o.variants = number(flag, &value()?)?,
         "--rate" => o.rate = Some(parse_rate(&value()?)?),
         "--depth" => o.depth = Some(number(flag, &value()?)?),
         "--op" => {
@@ -354,8 +312,8 @@ fn check(o: &Options) -> Result<(), String> {
     if o.layout.brokers == 0 && o.topic_list.is_empty() && needs_server {
         return Err("--brokers must be at least 1".into());
     }
-    if o.conns == Some(0) || o.depth == Some(0) || o.clients == 0 || o.variants == 0 {
-        return Err("--conns, --depth, --clients and --variants must be at least 1".into());
+    if o.conns == Some(0) || o.depth == Some(0) || o.clients == 0 {
+        return Err("--conns, --depth and --clients must be at least 1".into());
     }
     Ok(())
 }
@@ -389,7 +347,8 @@ pub fn parse(args: &[String], env_namesrv: Option<&str>) -> Result<Options, Stri
         }
     }
     if let Some(text) = &o.strategy_text {
-        o.strategy = Strategy::parse(text, &o.namesrv).map_err(|e| format!("--strategy: {e}"))?;
+        let strategy = Strategy::parse(text, &o.namesrv).map_err(|e| format!("--strategy: {e}"))?;
+        o.strategy = Some(strategy);
     }
     check(&o)?;
     Ok(o)
@@ -452,11 +411,11 @@ mod tests {
     #[test]
     fn strategies_are_read_against_the_name_server_list() {
         let o = parse(&args("route -n a:1;b:2"), None).unwrap();
-        assert_eq!(o.strategy, Strategy::RoundRobin);
+        assert_eq!(o.strategy, None);
         let o = parse(&args("route -n a:1;b:2 --strategy pinned:b:2"), None).unwrap();
-        assert_eq!(o.strategy, Strategy::Pinned(1));
+        assert_eq!(o.strategy, Some(Strategy::Pinned(1)));
         let o = parse(&args("route --strategy=random -n a:1"), None).unwrap();
-        assert_eq!(o.strategy, Strategy::RandomStartRoundRobin);
+        assert_eq!(o.strategy, Some(Strategy::RandomStartRoundRobin));
         assert!(parse(&args("route -n a:1 --strategy pinned:1"), None).is_err());
         assert!(parse(&args("route -n a:1 --strategy nearest"), None).is_err());
     }

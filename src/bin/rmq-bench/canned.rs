@@ -1,51 +1,20 @@
-//! `rmq-bench canned`: a server that does no work. It answers every request frame with the
-//! same SUCCESS reply (only the opaque differs), in the request's header codec, on the name
-//! server's own event loop (`rmq_namesrv::event_loop`), so only the request handling is
-//! missing. Running a workload against it shows the ceiling of the load generator and the loop
-//! together on this machine: if `rmq-bench route` reaches far more ops/s here than against a
-//! name server, the name server's request handling, not the tool or the loop, set the number.
+//! `rmq-bench canned`: a server that does no work, on the name server's own event loop. It
+//! answers every request frame with the same SUCCESS reply, so a workload run against it shows
+//! the ceiling of the load generator and the loop together on this machine.
 
+use crate::engine::Template;
 use bytes::{Bytes, BytesMut};
 use rmq_namesrv::event_loop::{ConnId, Ctx, EventLoop, Handler, Limits, ListenerTag, Next};
-use rmq_namesrv::remoting::command::{
-    DecodeLimits, FrameTemplate, Header, RemotingCommand, SerializeType,
-};
+use rmq_namesrv::remoting::command::{DecodeLimits, RemotingCommand, SerializeType};
 use rmq_namesrv::remoting::frame::{self, FrameError};
 use std::io;
 use std::net::SocketAddr;
 
-/// The loop's handler: every request frame gets the SUCCESS reply, in its header codec (JSON,
-/// ROCKETMQ), with its opaque.
-struct Canned {
-    templates: [FrameTemplate; 2],
-    body: Vec<u8>,
-}
+/// An event-loop handler that decodes every frame and hands the command to its closure; an
+/// undecodable frame closes the connection.
+pub struct OnCommand<F>(pub F);
 
-impl Canned {
-    fn new(body_bytes: usize) -> Canned {
-        let header = Header {
-            code: 0,
-            language: "JAVA",
-            version: 479,
-            opaque: 0,
-            flag: 1,
-            remark: None,
-        };
-        let no_ext: [(&str, &str); 0] = [];
-        let types = [SerializeType::Json, SerializeType::RocketMq];
-        Canned {
-            templates: types.map(|t| FrameTemplate::new(t, &header, Some(no_ext))),
-            body: vec![b'x'; body_bytes],
-        }
-    }
-
-    fn write(&self, out: &mut Vec<u8>, st: SerializeType, opaque: i32) {
-        self.templates[st as usize]
-            .write_with_body(out, opaque, |out| out.extend_from_slice(&self.body));
-    }
-}
-
-impl Handler for Canned {
+impl<F: FnMut(&mut Ctx<()>, ConnId, RemotingCommand)> Handler for OnCommand<F> {
     type Conn = ();
     type FrameError = FrameError;
 
@@ -54,14 +23,9 @@ impl Handler for Canned {
     }
 
     fn on_frame(&mut self, ctx: &mut Ctx<()>, conn: ConnId, frame: Bytes) -> Next {
-        let Ok(request) = RemotingCommand::decode(frame, &DecodeLimits::default()) else {
-            return Next::Close;
-        };
-        if !request.is_oneway() {
-            if let Some(out) = ctx.write_buf(conn) {
-                let st = request.serialize_type;
-                self.write(out, st, request.opaque);
-            }
+        match RemotingCommand::decode(frame, &DecodeLimits::default()) {
+            Ok(command) => (self.0)(ctx, conn, command),
+            Err(_) => return Next::Close,
         }
         Next::Continue
     }
@@ -81,7 +45,17 @@ pub fn serve(listen: &str, body_bytes: usize) -> io::Result<()> {
     let mut event_loop = EventLoop::new(limits)?;
     let bound = event_loop.listen(addr, ListenerTag(0))?;
     println!("canned listening on {bound}");
-    event_loop.run(Canned::new(body_bytes))?;
+    // Every request gets the same SUCCESS reply in its header codec, with its opaque.
+    let replies =
+        [SerializeType::Json, SerializeType::RocketMq].map(|st| Template::success(st, body_bytes));
+    let reply = |ctx: &mut Ctx<()>, conn, request: RemotingCommand| {
+        if !request.is_oneway() {
+            if let Some(out) = ctx.write_buf(conn) {
+                replies[request.serialize_type as usize].write_to(out, request.opaque);
+            }
+        }
+    };
+    event_loop.run(OnCommand(reply))?;
     Ok(())
 }
 
@@ -91,11 +65,11 @@ mod tests {
 
     #[test]
     fn canned_replies_decode_with_the_request_opaque() {
-        let r = Canned::new(5);
         for st in [SerializeType::Json, SerializeType::RocketMq] {
+            let r = Template::success(st, 5);
             for opaque in [0, 7, -3, 1_000_000_042, i32::MIN, i32::MAX] {
                 let mut out = Vec::new();
-                r.write(&mut out, st, opaque);
+                r.write_to(&mut out, opaque);
                 let len = u32::from_be_bytes([out[0], out[1], out[2], out[3]]) as usize;
                 assert_eq!(len + 4, out.len());
                 let cmd = RemotingCommand::decode(

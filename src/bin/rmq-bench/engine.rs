@@ -1,22 +1,19 @@
-//! The load engine: one thread, one mio `Poll`, many non-blocking connections, each keeping
-//! up to `depth` requests in flight (pipelining). Frames come from the library's
-//! `FrameTemplate`s prepared before the timed loop, written with an opaque on the hot path;
-//! response headers are read by the library's decoder and matched to their request by opaque
-//! ([`InFlight`]), so a server that answers out of order (Java's thread pools do) is measured
-//! correctly.
+//! The load engine: one thread, one mio `Poll`, many non-blocking connections, each keeping up
+//! to `depth` requests in flight. Frames are prepared before the timed loop and written with an
+//! opaque; answers are matched to their request by opaque ([`InFlight`]), so a server that
+//! answers out of order (Java's thread pools do) is measured correctly.
 //!
-//! Connections belong to classes (e.g. "register", "route"); each class has its own
-//! histogram, counters and optional target rate. A rate-limited class is open-loop: request
-//! `i` is due at `start + i / rate`, and when no connection has a free slot at that moment
-//! (the server is behind) its latency is counted from when it first could not be sent, so a
-//! slow server cannot hide its queueing (coordinated omission). Unlimited classes refill a
-//! connection as soon as a response frees a slot.
-//!
-//! A run is a sequence of phases (setup, main, ...). Each phase resets the statistics and ends
-//! after a duration, when every connection has sent its plan once, when a [`Watch`] says so,
-//! or when the stop flag is raised (Ctrl-C); then sending stops and in-flight requests drain.
+//! Connections belong to classes, each with its own statistics and optional target rate. A
+//! rate-limited class is open-loop: request `i` is due at `start + i / rate`, and when no
+//! connection has a free slot then (the server is behind) its latency counts from when it was
+//! due, so a slow server cannot hide its queueing (coordinated omission). Unlimited classes
+//! refill a connection as soon as an answer frees a slot. A phase ends after a duration, when
+//! every connection has sent its plan once, when a [`Watch`] says so, or on Ctrl-C; then
+//! sending stops and in-flight requests drain.
 
+use crate::args::Options;
 use crate::hist::Histogram;
+use crate::report::sample_proc;
 use bytes::BytesMut;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
@@ -25,6 +22,7 @@ use rmq_namesrv::remoting::command::{
 };
 use rmq_namesrv::remoting::frame::next_frame;
 use rmq_namesrv::request::Encoded;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -37,9 +35,9 @@ pub struct ClassStats {
     pub ops: u64,
     pub hist: Histogram,
     /// Responses with a non-zero code, by code (expected codes excluded).
-    pub errors_by_code: Vec<(i32, u64)>,
+    pub errors_by_code: BTreeMap<i32, u64>,
     /// Responses with an expected non-success code (e.g. TOPIC_NOT_EXIST while expiring).
-    pub expected_by_code: Vec<(i32, u64)>,
+    pub expected_by_code: BTreeMap<i32, u64>,
     /// Connections the server closed while requests were outstanding or the class did not
     /// expect it.
     pub closed: u64,
@@ -53,28 +51,22 @@ pub struct ClassStats {
 
 impl ClassStats {
     pub fn errors(&self) -> u64 {
-        let failures = self.failures().iter().map(|(_, _, n)| n).sum::<u64>();
-        self.errors_by_code.iter().map(|(_, n)| n).sum::<u64>() + failures
+        let failures = self.failures().iter().map(|(_, n)| n).sum::<u64>();
+        self.errors_by_code.values().sum::<u64>() + failures
     }
 
-    /// The errors that are not answers: (text label, JSON key, count).
-    pub fn failures(&self) -> [(&'static str, &'static str, u64); 3] {
+    /// The errors that are not answers, by their report name.
+    pub fn failures(&self) -> [(&'static str, u64); 3] {
         [
-            ("connections closed", "connections_closed", self.closed),
-            ("unanswered", "unanswered", self.lost),
-            ("bad frames", "bad_frames", self.bad_frames),
+            ("connections_closed", self.closed),
+            ("unanswered", self.lost),
+            ("bad_frames", self.bad_frames),
         ]
     }
 }
 
-fn bump(list: &mut Vec<(i32, u64)>, code: i32) {
-    match list.iter_mut().find(|(c, _)| *c == code) {
-        Some((_, n)) => *n += 1,
-        None => list.push((code, 1)),
-    }
-}
-
 /// A group of connections doing the same kind of request.
+#[derive(Default)]
 pub struct Class {
     pub name: String,
     /// Target ops/s for the whole class; `None` = as fast as the server answers.
@@ -92,107 +84,89 @@ pub struct Class {
     last_tick: ClassStats,
 }
 
-/// One request frame: the library's header template and the request's body.
+/// One frame: the library's header template and the body.
 pub struct Template {
     head: FrameTemplate,
     body: Vec<u8>,
 }
 
 impl Template {
-    pub fn new(st: SerializeType, request: &Encoded<'_>, version: i32, language: &str) -> Self {
+    pub fn new(st: SerializeType, request: &Encoded<'_>, version: i32) -> Self {
+        Template::with_flag(st, request, version, 0)
+    }
+
+    /// `canned`'s reply: SUCCESS with `body_bytes` of body.
+    pub fn success(st: SerializeType, body_bytes: usize) -> Self {
+        let mut reply = Encoded::new(0);
+        reply.body = vec![b'x'; body_bytes].into();
+        Template::with_flag(st, &reply, 479, 1)
+    }
+
+    fn with_flag(st: SerializeType, e: &Encoded<'_>, version: i32, flag: i32) -> Self {
         let header = Header {
-            code: request.code,
-            language,
+            code: e.code,
+            language: "JAVA",
             version,
             opaque: 0,
-            flag: 0,
+            flag,
             remark: None,
         };
         Template {
-            head: FrameTemplate::new(st, &header, Some(request.pairs())),
-            body: request.body.to_vec(),
+            head: FrameTemplate::new(st, &header, Some(e.pairs())),
+            body: e.body.to_vec(),
         }
     }
 
-    fn write_to(&self, out: &mut Vec<u8>, opaque: i32) {
+    pub fn write_to(&self, out: &mut Vec<u8>, opaque: i32) {
         self.head
             .write_with_body(out, opaque, |out| out.extend_from_slice(&self.body));
     }
 }
 
-#[derive(Clone, Copy, Default)]
-struct Slot {
-    opaque: i32,
-    live: bool,
-    template: u32,
-    start_ns: u64,
-}
-
-/// The requests in flight on one connection, found by their opaque: one slot per request
-/// the depth allows, the opaque carrying its slot's index in its low bits and a send count
-/// above them, so an answer finds its request whatever the order of answers, and a stray or
-/// repeated answer finds nothing.
+/// The requests in flight on one connection, by opaque: an answer finds its request whatever
+/// the order of answers, and a stray or repeated answer finds nothing.
 struct InFlight {
-    slots: Vec<Slot>,
-    free: Vec<u32>,
-    index_bits: u32,
-    sent: u32,
+    depth: usize,
+    last_opaque: i32,
+    /// Opaque -> (template, start in ns).
+    requests: HashMap<i32, (u32, u64), foldhash::fast::RandomState>,
 }
 
 impl InFlight {
     fn new(depth: usize) -> InFlight {
-        let depth = depth.max(1);
         InFlight {
-            slots: vec![Slot::default(); depth],
-            free: (0..depth as u32).rev().collect(),
-            index_bits: depth.next_power_of_two().trailing_zeros(),
-            sent: 0,
+            depth: depth.max(1),
+            last_opaque: 0,
+            requests: HashMap::with_capacity_and_hasher(depth, Default::default()),
         }
     }
 
     fn len(&self) -> usize {
-        self.slots.len() - self.free.len()
+        self.requests.len()
     }
 
     fn is_full(&self) -> bool {
-        self.free.is_empty()
+        self.requests.len() >= self.depth
     }
 
-    /// Takes a free slot for a request of `template`; returns the opaque to send it with.
+    /// Registers a request of `template` if the depth allows; returns its opaque.
     fn insert(&mut self, template: u32, start_ns: u64) -> Option<i32> {
-        let i = self.free.pop()?;
-        self.sent = self.sent.wrapping_add(1);
-        let opaque = ((self.sent << self.index_bits) | i) & i32::MAX as u32;
-        self.slots[i as usize] = Slot {
-            opaque: opaque as i32,
-            live: true,
-            template,
-            start_ns,
-        };
-        Some(opaque as i32)
-    }
-
-    /// The request `opaque` answers, if it is in flight.
-    fn take(&mut self, opaque: i32) -> Option<Slot> {
-        let i = opaque as u32 & ((1u32 << self.index_bits) - 1);
-        let slot = self.slots.get_mut(i as usize)?;
-        if !slot.live || slot.opaque != opaque {
+        if self.is_full() {
             return None;
         }
-        slot.live = false;
-        self.free.push(i);
-        Some(*slot)
+        self.last_opaque = self.last_opaque.wrapping_add(1) & i32::MAX;
+        self.requests.insert(self.last_opaque, (template, start_ns));
+        Some(self.last_opaque)
+    }
+
+    fn take(&mut self, opaque: i32) -> Option<(u32, u64)> {
+        self.requests.remove(&opaque)
     }
 
     /// Forgets every request in flight; returns how many there were.
     fn clear(&mut self) -> usize {
         let n = self.len();
-        for (i, slot) in self.slots.iter_mut().enumerate() {
-            if slot.live {
-                slot.live = false;
-                self.free.push(i as u32);
-            }
-        }
+        self.requests.clear();
         n
     }
 }
@@ -212,29 +186,23 @@ struct Conn {
     active: bool,
 }
 
+/// How long to wait for the requests in flight once a phase stops sending.
+const DRAIN: Duration = Duration::from_secs(10);
+
+/// When a phase stops sending; the duration bounds it in every case.
 #[derive(Clone, Copy, Debug)]
 pub enum Until {
     Elapsed(Duration),
     /// When every active connection has sent each request of its plan once.
-    PlanSent,
+    PlanSent(Duration),
     /// When the phase's [`Watch`] reports it is finished.
-    Watch,
-}
-
-pub struct PhaseSpec {
-    pub name: String,
-    pub classes: Vec<usize>,
-    pub until: Until,
-    /// Upper bound on the phase, whatever `until` says.
-    pub limit: Duration,
-    /// How long to wait for in-flight requests once sending stops.
-    pub drain: Duration,
+    Watch(Duration),
 }
 
 /// Observes responses during a phase (the expire workload watches routes disappear).
 pub trait Watch {
-    /// An answer to a request of (class, template), received at `now`.
-    fn on_response(&mut self, _: usize, _: u32, _answer: &RemotingCommand, _now: Instant) {}
+    /// An answer to a request of `template`.
+    fn on_response(&mut self, _template: u32, _answer: &RemotingCommand) {}
     fn finished(&self) -> bool {
         false
     }
@@ -257,11 +225,11 @@ impl Watch for NoWatch {}
 pub struct PhaseResult {
     pub name: String,
     pub elapsed: Duration,
-    pub ended: Instant,
-    /// (class name, its statistics) for the classes that took part.
     pub classes: Vec<(String, ClassStats)>,
     /// The stop flag ended this phase before its time.
     pub interrupted: bool,
+    /// The server's CPU seconds over the phase (`--pid`).
+    pub server_cpu_s: Option<f64>,
 }
 
 pub struct Engine {
@@ -271,24 +239,26 @@ pub struct Engine {
     pub templates: Vec<Template>,
     pub classes: Vec<Class>,
     epoch: Instant,
-    pub progress: bool,
+    progress: bool,
     dirty: Vec<usize>,
     /// Every read lands here first, then in its connection's buffer.
     read_chunk: Vec<u8>,
     /// Raised from outside (a signal handler) to end the current phase early.
     stop: Arc<AtomicBool>,
+    /// `--pid`: the server whose CPU time each phase reports.
+    server_pid: Option<u32>,
 }
 
-/// Where a running phase is: its timing and whether it is draining.
 struct PhaseClock {
-    started: Instant,
+    until: Until,
     hard_end: Instant,
     next_tick: Instant,
     draining: Option<Instant>,
 }
 
 impl Engine {
-    pub fn new(progress: bool, stop: Arc<AtomicBool>) -> io::Result<Engine> {
+    /// An engine printing progress unless `--quiet`, sampling the server of `--pid`.
+    pub fn new(o: &Options, stop: Arc<AtomicBool>) -> io::Result<Engine> {
         Ok(Engine {
             poll: Poll::new()?,
             events: Events::with_capacity(4096),
@@ -296,10 +266,11 @@ impl Engine {
             templates: Vec::new(),
             classes: Vec::new(),
             epoch: Instant::now(),
-            progress,
+            progress: !o.quiet,
             dirty: Vec::new(),
             read_chunk: vec![0; 64 * 1024],
             stop,
+            server_pid: o.pid,
         })
     }
 
@@ -317,14 +288,7 @@ impl Engine {
         self.classes.push(Class {
             name: name.to_string(),
             rate,
-            expected_codes: Vec::new(),
-            closes_expected: false,
-            conns: Vec::new(),
-            rr: 0,
-            next_due_ns: 0.0,
-            blocked_since_ns: None,
-            stats: ClassStats::default(),
-            last_tick: ClassStats::default(),
+            ..Class::default()
         });
         self.classes.len() - 1
     }
@@ -337,17 +301,21 @@ impl Engine {
         plan: Rc<[u32]>,
         start: usize,
         depth: usize,
-    ) -> io::Result<()> {
-        let std_stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
-        std_stream.set_nodelay(true)?;
-        std_stream.set_nonblocking(true)?;
-        let mut stream = TcpStream::from_std(std_stream);
+    ) -> Result<(), String> {
+        let open = || -> io::Result<TcpStream> {
+            let stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
+            stream.set_nodelay(true)?;
+            stream.set_nonblocking(true)?;
+            Ok(TcpStream::from_std(stream))
+        };
+        let failed = |e: io::Error| format!("connect to {addr}: {e}");
+        let mut stream = open().map_err(failed)?;
         let idx = self.conns.len();
-        self.poll.registry().register(
-            &mut stream,
-            Token(idx),
-            Interest::READABLE | Interest::WRITABLE,
-        )?;
+        let interest = Interest::READABLE | Interest::WRITABLE;
+        let registry = self.poll.registry();
+        registry
+            .register(&mut stream, Token(idx), interest)
+            .map_err(failed)?;
         let len = plan.len().max(1);
         self.conns.push(Conn {
             stream,
@@ -367,13 +335,9 @@ impl Engine {
     }
 
     /// Gives the `i`-th connection of `class` a new plan (e.g. churned bodies after setup).
-    pub fn replan(&mut self, class: usize, mut plan_of: impl FnMut(usize) -> (Rc<[u32]>, usize)) {
-        for i in 0..self.classes[class].conns.len() {
-            let ci = self.classes[class].conns[i];
-            let (plan, start) = plan_of(i);
-            let c = &mut self.conns[ci];
-            c.cursor = start % plan.len().max(1);
-            c.plan = plan;
+    pub fn replan(&mut self, class: usize, mut plan_of: impl FnMut(usize) -> Rc<[u32]>) {
+        for (i, &ci) in self.classes[class].conns.iter().enumerate() {
+            (self.conns[ci].plan, self.conns[ci].cursor) = (plan_of(i), 0);
         }
     }
 
@@ -386,10 +350,7 @@ impl Engine {
     fn send_one(&mut self, ci: usize, start_ns: u64, watch: &mut dyn Watch) {
         let c = &mut self.conns[ci];
         let tid = c.plan[c.cursor];
-        c.cursor += 1;
-        if c.cursor == c.plan.len() {
-            c.cursor = 0;
-        }
+        c.cursor = (c.cursor + 1) % c.plan.len();
         c.sent_in_phase += 1;
         if let Some(opaque) = c.in_flight.insert(tid, start_ns) {
             if !watch.write_request(tid, opaque, &mut c.out) {
@@ -409,10 +370,7 @@ impl Engine {
 
     /// Fills an unlimited connection up to its depth and writes.
     fn fill(&mut self, ci: usize, once: bool, watch: &mut dyn Watch) {
-        if self.classes[self.conns[ci].class].rate.is_some() {
-            return;
-        }
-        if !self.can_send(ci, once) {
+        if self.classes[self.conns[ci].class].rate.is_some() || !self.can_send(ci, once) {
             return;
         }
         let now = self.now_ns();
@@ -461,7 +419,6 @@ impl Engine {
         class.stats.lost += lost;
     }
 
-    /// Reads everything available and handles whole response frames.
     fn on_readable(&mut self, ci: usize, watch: &mut dyn Watch) {
         loop {
             let c = &mut self.conns[ci];
@@ -495,10 +452,8 @@ impl Engine {
         }
     }
 
-    /// Takes every whole response frame read on connection `ci` to its request.
     fn handle_frames(&mut self, ci: usize, watch: &mut dyn Watch) {
         let now_ns = self.now_ns();
-        let mut now_instant: Option<Instant> = None;
         let c = &mut self.conns[ci];
         let class = &mut self.classes[c.class];
         loop {
@@ -517,24 +472,20 @@ impl Engine {
             if !head.is_response() {
                 continue; // a request from the server (e.g. NOTIFY_MIN_BROKER_ID_CHANGE)
             }
-            let Some(slot) = c.in_flight.take(head.opaque) else {
+            let Some((template, start_ns)) = c.in_flight.take(head.opaque) else {
                 class.stats.bad_frames += 1;
                 continue;
             };
             class.stats.ops += 1;
-            class
-                .stats
-                .hist
-                .record(now_ns.saturating_sub(slot.start_ns));
+            class.stats.hist.record(now_ns.saturating_sub(start_ns));
             if head.code != 0 {
                 if class.expected_codes.contains(&head.code) {
-                    bump(&mut class.stats.expected_by_code, head.code);
+                    *class.stats.expected_by_code.entry(head.code).or_default() += 1;
                 } else {
-                    bump(&mut class.stats.errors_by_code, head.code);
+                    *class.stats.errors_by_code.entry(head.code).or_default() += 1;
                 }
             }
-            let now = *now_instant.get_or_insert_with(Instant::now);
-            watch.on_response(c.class, slot.template, &head, now);
+            watch.on_response(template, &head);
         }
         if !c.in_flight.is_full() {
             self.dirty.push(ci);
@@ -550,16 +501,11 @@ impl Engine {
             };
             let interval = 1e9 / rate.max(1e-9);
             while self.classes[k].next_due_ns <= now as f64 {
-                let n = self.classes[k].conns.len();
-                let mut found = None;
-                for i in 0..n {
-                    let rr = (self.classes[k].rr + i) % n;
-                    let ci = self.classes[k].conns[rr];
-                    if self.can_send(ci, once) {
-                        found = Some((rr, ci));
-                        break;
-                    }
-                }
+                let (conns, n) = (&self.classes[k].conns, self.classes[k].conns.len());
+                let next = (0..n).map(|i| (self.classes[k].rr + i) % n);
+                let found = next
+                    .map(|rr| (rr, conns[rr]))
+                    .find(|&(_, ci)| self.can_send(ci, once));
                 let Some((rr, ci)) = found else {
                     // Every connection is full: the server is behind. Requests owed from
                     // now on count their latency from when they were due (or from now,
@@ -600,37 +546,6 @@ impl Engine {
             .min()
     }
 
-    fn in_flight(&self, classes: &[usize]) -> usize {
-        classes
-            .iter()
-            .flat_map(|&k| self.classes[k].conns.iter())
-            .map(|&ci| self.conns[ci].in_flight.len())
-            .sum()
-    }
-
-    fn plan_done(&self, classes: &[usize]) -> bool {
-        classes
-            .iter()
-            .flat_map(|&k| self.classes[k].conns.iter())
-            .all(|&ci| {
-                let c = &self.conns[ci];
-                !c.open || c.sent_in_phase >= c.plan.len()
-            })
-    }
-
-    fn set_active(&mut self, classes: &[usize], active: bool) {
-        for &k in classes {
-            for i in 0..self.classes[k].conns.len() {
-                let ci = self.classes[k].conns[i];
-                let c = &mut self.conns[ci];
-                c.active = active;
-                if active {
-                    c.sent_in_phase = 0;
-                }
-            }
-        }
-    }
-
     /// One line per second: each class's throughput, p99 and errors over the last second.
     fn print_progress(&mut self, phase: &str, t: f64, classes: &[usize], watch: &dyn Watch) {
         let mut line = format!("[{phase} {t:6.1}s]");
@@ -641,56 +556,34 @@ impl Engine {
             let errors = now.errors() - then.errors();
             let p99_us = now.hist.percentile_since(&then.hist, 99.0) as f64 / 1000.0;
             c.last_tick.clone_from(&c.stats);
+            let name = &c.name;
             line.push_str(&format!(
-                "  {} {} ops/s, p99 {p99_us:.0} us, {} errors",
-                c.name,
-                crate::report::thousands(ops),
-                errors
+                "  {name} {ops} ops/s, p99 {p99_us:.0} us, {errors} errors"
             ));
         }
         line.push_str(&watch.progress());
         eprintln!("{line}");
     }
 
-    /// Resets the classes' statistics, activates their connections and fills them.
-    fn begin_phase(&mut self, classes: &[usize], once: bool, watch: &mut dyn Watch) -> Vec<usize> {
-        let start_ns = self.now_ns();
-        for &k in classes {
-            let c = &mut self.classes[k];
-            c.stats = ClassStats::default();
-            c.next_due_ns = start_ns as f64;
-            c.blocked_since_ns = None;
-            c.last_tick = ClassStats::default();
-        }
-        self.set_active(classes, true);
-        let all: Vec<usize> = classes
-            .iter()
-            .flat_map(|&k| self.classes[k].conns.clone())
-            .collect();
-        for &ci in &all {
-            self.fill(ci, once, watch);
-        }
-        all
-    }
-
-    /// True when the phase should stop sending now.
     fn phase_over(
         &self,
-        spec: &PhaseSpec,
         clock: &PhaseClock,
+        all: &[usize],
         watch: &dyn Watch,
         now: Instant,
     ) -> bool {
         now >= clock.hard_end
             || self.stopped()
-            || match spec.until {
-                Until::Elapsed(d) => now >= clock.started + d,
-                Until::PlanSent => self.plan_done(&spec.classes),
-                Until::Watch => watch.finished(),
+            || match clock.until {
+                Until::Elapsed(_) => false,
+                Until::PlanSent(_) => all.iter().all(|&ci| {
+                    let c = &self.conns[ci];
+                    !c.open || c.sent_in_phase >= c.plan.len()
+                }),
+                Until::Watch(_) => watch.finished(),
             }
     }
 
-    /// Sends what is due and refills the connections that have room.
     fn send_due(&mut self, classes: &[usize], once: bool, sending: bool, watch: &mut dyn Watch) {
         if sending {
             self.pace(classes, once, watch);
@@ -706,18 +599,16 @@ impl Engine {
         self.dirty.clear();
     }
 
-    /// How long the next poll may wait: the next tick, pacing deadline or phase end.
-    fn poll_timeout(&self, spec: &PhaseSpec, clock: &PhaseClock, now: Instant) -> Duration {
-        let mut timeout = clock.next_tick.saturating_duration_since(now);
-        if clock.draining.is_none() {
-            if let Some(d) = self.next_due_in(&spec.classes) {
-                timeout = timeout.min(d);
-            }
-            if let Until::Elapsed(d) = spec.until {
-                timeout = timeout.min((clock.started + d).saturating_duration_since(now));
-            }
+    /// How long the next poll may wait: the next tick, pacing deadline, phase or drain end.
+    fn poll_timeout(&self, classes: &[usize], clock: &PhaseClock, now: Instant) -> Duration {
+        let end = clock.draining.map_or(clock.hard_end, |d| d + DRAIN);
+        let timeout = clock.next_tick.min(end).saturating_duration_since(now);
+        match clock.draining {
+            None => self
+                .next_due_in(classes)
+                .map_or(timeout, |d| d.min(timeout)),
+            Some(_) => timeout,
         }
-        timeout.min(clock.hard_end.saturating_duration_since(now))
     }
 
     /// Waits for socket events and handles them; false when polling failed for good.
@@ -728,83 +619,98 @@ impl Engine {
                 return false;
             }
         }
-        let ready: Vec<(usize, bool, bool)> = self
-            .events
-            .iter()
-            .map(|e| {
-                let readable = e.is_readable() || e.is_read_closed() || e.is_error();
-                (e.token().0, readable, e.is_writable())
-            })
-            .collect();
-        for (ci, readable, writable) in ready {
-            if ci >= self.conns.len() {
-                continue;
+        // Taken out for the walk (handling an event needs `self`); an empty `Events` does not
+        // allocate.
+        let events = std::mem::replace(&mut self.events, Events::with_capacity(0));
+        let n = self.conns.len();
+        for e in events.iter().filter(|e| e.token().0 < n) {
+            if e.is_writable() {
+                self.flush(e.token().0);
             }
-            if writable {
-                self.flush(ci);
-            }
-            if readable {
-                self.on_readable(ci, watch);
+            if e.is_readable() || e.is_read_closed() || e.is_error() {
+                self.on_readable(e.token().0, watch);
             }
         }
+        self.events = events;
         true
     }
 
-    /// Whatever is still in flight after the drain was never answered.
-    fn count_unanswered(&mut self, all: &[usize]) {
-        for &ci in all {
-            let c = &mut self.conns[ci];
-            self.classes[c.class].stats.lost += c.in_flight.clear() as u64;
-        }
-    }
-
-    /// Runs one phase to its end and drains it.
-    pub fn run_phase(&mut self, spec: &PhaseSpec, watch: &mut dyn Watch) -> PhaseResult {
-        let classes = spec.classes.clone();
-        let once = matches!(spec.until, Until::PlanSent);
+    /// Runs one phase to its end and drains it: the classes' statistics start from zero, their
+    /// connections send until the phase is over, and what is still in flight after the drain
+    /// counts as unanswered.
+    pub fn run_phase(
+        &mut self,
+        name: &str,
+        classes: &[usize],
+        until: Until,
+        watch: &mut dyn Watch,
+    ) -> PhaseResult {
+        let all: Vec<usize> = classes
+            .iter()
+            .flat_map(|&k| self.classes[k].conns.iter().copied())
+            .collect();
+        let once = matches!(until, Until::PlanSent(_));
+        let (Until::Elapsed(limit) | Until::PlanSent(limit) | Until::Watch(limit)) = until;
+        let server_cpu = |pid: Option<u32>| Some(sample_proc(&pid?.to_string())?.cpu_s);
+        let cpu_before = server_cpu(self.server_pid);
         let started = Instant::now();
-        let all = self.begin_phase(&classes, once, watch);
+        let start_ns = self.now_ns() as f64;
+        for &k in classes {
+            let c = &mut self.classes[k];
+            (c.stats, c.last_tick) = Default::default();
+            c.next_due_ns = start_ns;
+            c.blocked_since_ns = None;
+        }
+        for &ci in &all {
+            (self.conns[ci].active, self.conns[ci].sent_in_phase) = (true, 0);
+            self.fill(ci, once, watch);
+        }
         let mut clock = PhaseClock {
-            started,
-            hard_end: started + spec.limit,
+            until,
+            hard_end: started + limit,
             next_tick: started + Duration::from_secs(1),
             draining: None,
         };
         loop {
             let now = Instant::now();
-            if clock.draining.is_none() && self.phase_over(spec, &clock, &*watch, now) {
-                self.set_active(&classes, false);
+            if clock.draining.is_none() && self.phase_over(&clock, &all, &*watch, now) {
+                all.iter().for_each(|&ci| self.conns[ci].active = false);
                 clock.draining = Some(now);
             }
             if let Some(d) = clock.draining {
-                if self.in_flight(&classes) == 0 || now >= d + spec.drain {
+                let in_flight = all.iter().map(|&ci| self.conns[ci].in_flight.len());
+                if in_flight.sum::<usize>() == 0 || now >= d + DRAIN {
                     break;
                 }
             }
-            self.send_due(&classes, once, clock.draining.is_none(), watch);
+            self.send_due(classes, once, clock.draining.is_none(), watch);
             if now >= clock.next_tick {
                 if self.progress {
                     let t = (now - started).as_secs_f64();
-                    self.print_progress(&spec.name, t, &classes, &*watch);
+                    self.print_progress(name, t, classes, &*watch);
                 }
                 clock.next_tick += Duration::from_secs(1);
             }
-            let timeout = self.poll_timeout(spec, &clock, now);
+            let timeout = self.poll_timeout(classes, &clock, now);
             if !self.poll_and_dispatch(timeout, watch) {
                 break;
             }
         }
-        let ended = Instant::now();
-        self.count_unanswered(&all);
+        for &ci in &all {
+            let c = &mut self.conns[ci];
+            self.classes[c.class].stats.lost += c.in_flight.clear() as u64;
+        }
         PhaseResult {
-            name: spec.name.clone(),
-            elapsed: ended - started,
-            ended,
+            name: name.to_string(),
+            elapsed: started.elapsed(),
             classes: classes
                 .iter()
                 .map(|&k| (self.classes[k].name.clone(), self.classes[k].stats.clone()))
                 .collect(),
             interrupted: self.stopped(),
+            server_cpu_s: cpu_before
+                .zip(server_cpu(self.server_pid))
+                .map(|(b, a)| a - b),
         }
     }
 }
@@ -828,7 +734,7 @@ mod tests {
         request.put(field::TOPIC, ",\"opaque\":0,");
         request.body = b",\"opaque\":0,".as_slice().into();
         for st in [SerializeType::Json, SerializeType::RocketMq] {
-            let t = Template::new(st, &request, 479, "JAVA");
+            let t = Template::new(st, &request, 479);
             for opaque in [0, 7, 123_456_789, i32::MAX] {
                 let mut out = vec![9u8; 3];
                 t.write_to(&mut out, opaque);
@@ -847,13 +753,13 @@ mod tests {
         let b = f.insert(11, 2).unwrap();
         let c = f.insert(12, 3).unwrap();
         assert!(f.is_full() && f.insert(13, 4).is_none());
-        assert_eq!(f.take(c).map(|s| s.template), Some(12));
+        assert_eq!(f.take(c).map(|s| s.0), Some(12));
         assert!(f.take(c).is_none(), "an answer is taken once");
         let d = f.insert(13, 5).unwrap();
-        assert_ne!(d, c, "a reused slot gets a new opaque");
+        assert_ne!(d, c, "a new request gets a new opaque");
         assert!(f.take(c).is_none());
-        assert_eq!(f.take(a).map(|s| s.template), Some(10));
-        assert_eq!(f.take(d).map(|s| (s.template, s.start_ns)), Some((13, 5)));
+        assert_eq!(f.take(a).map(|s| s.0), Some(10));
+        assert_eq!(f.take(d), Some((13, 5)));
         assert_eq!(f.len(), 1);
         assert_eq!(f.clear(), 1);
         assert!(f.take(b).is_none());
@@ -909,25 +815,19 @@ mod tests {
 
     #[test]
     fn a_server_answering_out_of_order_is_measured_without_errors() {
-        let mut engine = Engine::new(false, Arc::new(AtomicBool::new(false))).unwrap();
-        let t = engine.add_template(Template::new(
-            SerializeType::Json,
-            &Encoded::new(105),
-            479,
-            "JAVA",
-        ));
+        let o = crate::args::parse(
+            &["route".into(), "-n".into(), "h:1".into(), "-q".into()],
+            None,
+        );
+        let mut engine = Engine::new(&o.unwrap(), Arc::new(AtomicBool::new(false))).unwrap();
+        let request = Encoded::new(105);
+        let t = engine.add_template(Template::new(SerializeType::Json, &request, 479));
         let class = engine.add_class("route", None);
         engine
             .connect(reordering_server(40), class, vec![t; 40].into(), 0, 4)
             .unwrap();
-        let spec = PhaseSpec {
-            name: "main".into(),
-            classes: vec![class],
-            until: Until::PlanSent,
-            limit: Duration::from_secs(20),
-            drain: Duration::from_secs(5),
-        };
-        let result = engine.run_phase(&spec, &mut NoWatch);
+        let until = Until::PlanSent(Duration::from_secs(20));
+        let result = engine.run_phase("main", &[class], until, &mut NoWatch);
         let stats = &result.classes[0].1;
         assert_eq!((stats.ops, stats.errors()), (40, 0));
     }

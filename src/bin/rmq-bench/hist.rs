@@ -54,7 +54,6 @@ pub struct Histogram {
     total: u64,
     min: u64,
     max: u64,
-    sum: u128,
 }
 
 impl Default for Histogram {
@@ -64,13 +63,11 @@ impl Default for Histogram {
             total: 0,
             min: u64::MAX,
             max: 0,
-            sum: 0,
         }
     }
 }
 
 impl Histogram {
-    /// O(1): one shift, one add.
     #[inline]
     pub fn record(&mut self, v: u64) {
         let v = v.min(MAX_TRACKABLE);
@@ -78,7 +75,6 @@ impl Histogram {
         self.total += 1;
         self.min = self.min.min(v);
         self.max = self.max.max(v);
-        self.sum += u128::from(v);
     }
 
     pub fn min(&self) -> u64 {
@@ -91,14 +87,6 @@ impl Histogram {
 
     pub fn max(&self) -> u64 {
         self.max
-    }
-
-    pub fn mean(&self) -> f64 {
-        if self.total == 0 {
-            0.0
-        } else {
-            self.sum as f64 / self.total as f64
-        }
     }
 
     /// The `p` percentile of the samples recorded since `earlier` was a copy of this
@@ -146,7 +134,6 @@ mod tests {
             self.total += other.total;
             self.min = self.min.min(other.min);
             self.max = self.max.max(other.max);
-            self.sum += other.sum;
         }
 
         fn count(&self) -> u64 {
@@ -196,7 +183,6 @@ mod tests {
         assert_eq!(h.percentile(99.9), 100);
         assert_eq!(h.percentile(100.0), 100);
         assert_eq!(h.percentile(0.0), 1);
-        assert!((h.mean() - 50.5).abs() < 1e-9);
     }
 
     #[test]
@@ -292,6 +278,5 @@ mod tests {
         assert_eq!(h.percentile(99.0), 0);
         assert_eq!(h.min(), 0);
         assert_eq!(h.max(), 0);
-        assert_eq!(h.mean(), 0.0);
     }
 }

@@ -1,15 +1,7 @@
-//! `rmq-bench`: heartbeat and route load generator for RocketMQ name servers (ours, the Java
-//! one, any other), speaking the real wire protocol.
-//!
-//! * [`args`] parses the command line by hand;
-//! * [`payload`] builds realistic 5.x registration bodies for a simulated cluster;
-//! * [`engine`] drives every connection from one mio thread with pipelining, its frames
-//!   encoded and decoded by the library;
-//! * [`hist`] is the latency histogram; [`report`] prints the summary, JSON and /proc samples;
-//! * [`servers`] picks each route client's name server (`--strategy`);
-//! * [`workloads`] composes them into register / heartbeat / route / mixed / expire;
-//! * [`canned`] is the no-work server that measures the generator's own ceiling;
-//! * [`controller`] loads a RocketMQ controller and times failovers (its own threads).
+//! `rmq-bench`: load generator for RocketMQ name servers (ours, the Java one, any other) and
+//! controllers, over the real wire protocol. [`workloads`] and [`controller`] prepare the runs
+//! (bodies from [`payload`], name servers picked by [`servers`]) that [`engine`] drives and
+//! [`report`] prints; [`canned`] is the no-work server that shows the generator's own ceiling.
 
 mod args;
 mod canned;
@@ -42,7 +34,7 @@ fn stop_on_signals() -> Result<Arc<AtomicBool>, String> {
     Ok(stop)
 }
 
-/// Runs a load workload and prints its report.
+/// Runs a workload and prints its report.
 fn load(options: args::Options) -> ExitCode {
     let json = options.json;
     let result = stop_on_signals().and_then(|stop| workloads::run(options, stop));
@@ -77,22 +69,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let failed = |what: &str, e: String| {
-        eprintln!("rmq-bench {what}: {e}");
-        ExitCode::FAILURE
-    };
     match options.workload {
         Workload::Help => print!("{}", args::USAGE),
         Workload::Version => println!("rmq-bench {}", env!("CARGO_PKG_VERSION")),
         Workload::Canned => {
             if let Err(e) = canned::serve(&options.listen, options.body_bytes) {
-                return failed("canned", e.to_string());
-            }
-        }
-        Workload::Controller => {
-            match stop_on_signals().and_then(|stop| controller::run(&options, stop)) {
-                Ok(text) => println!("{}", text.trim_end()),
-                Err(e) => return failed("controller", e),
+                eprintln!("rmq-bench canned: {e}");
+                return ExitCode::FAILURE;
             }
         }
         _ => return load(options),

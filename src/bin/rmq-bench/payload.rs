@@ -1,15 +1,12 @@
 //! Realistic registration payloads: a simulated cluster of broker groups, the topic layout
 //! they serve, and the REGISTER_BROKER bodies a 5.x broker sends for it (docs/protocol.md §4.1,
-//! with the system topics a default 5.x broker creates for itself and correct bodyCrc32).
+//! with the system topics a default 5.x broker creates for itself).
 //!
-//! Layout: broker `b` (a master, brokerId 0) is broker group `bench-broker-<b>` (with a run
-//! tag: `bench-broker-<tag>-<b>`). Broker addresses are fake (nothing connects to them) but
-//! are what a name server keys liveness on, so each fleet needs its own ([`Layout::broker`]).
-//! User topics are dealt out in blocks of `topics` per group, and `shared_by` consecutive
-//! groups serve the same block, so by default every topic has two broker groups in its route.
-//! Consumer groups' `%RETRY%` topics follow the same layout.
-//!
-//! The benches include this file too, so it depends only on the library.
+//! Broker `b` is the master of group `bench-broker-[<tag>-]<b>`. Its address is fake (nothing
+//! connects to it) but a name server keys liveness on it, so each fleet needs its own. User
+//! topics are dealt out in blocks of `topics` per group, and `SHARED_BY` consecutive groups
+//! serve the same block (and the same `%RETRY%` topics). The benches include this file too,
+//! so it depends only on the library.
 
 use rmq_namesrv::client::api::BrokerIdentity;
 use rmq_namesrv::route::model::{
@@ -19,7 +16,13 @@ use rmq_namesrv::route::model::{
 /// `version` brokers put in their request headers (a 5.3.3 broker).
 pub const BROKER_VERSION: i32 = 479;
 
+pub const CLUSTER: &str = "BenchCluster";
 const TOPIC_PREFIX: &str = "BenchTopic_";
+/// Broker groups serving each user topic.
+const SHARED_BY: usize = 2;
+/// Consumer groups (`%RETRY%` topics) per broker.
+const GROUPS: usize = 4;
+const QUEUES: i32 = 8;
 
 /// `PermName` bits.
 const PERM_INHERIT: i32 = 1;
@@ -28,15 +31,9 @@ const PERM_RWX: i32 = 7;
 
 #[derive(Debug, Clone)]
 pub struct Layout {
-    pub cluster: String,
     pub brokers: usize,
     /// User topics per broker.
     pub topics: usize,
-    /// Broker groups serving each user topic.
-    pub shared_by: usize,
-    /// Consumer groups (`%RETRY%` topics) per broker.
-    pub groups: usize,
-    pub queues: i32,
     /// Names a fleet: part of broker names, and it picks the fleet's block of addresses.
     pub run_tag: String,
 }
@@ -44,22 +41,14 @@ pub struct Layout {
 impl Default for Layout {
     fn default() -> Self {
         Layout {
-            cluster: "BenchCluster".into(),
             brokers: 100,
             topics: 100,
-            shared_by: 2,
-            groups: 4,
-            queues: 8,
             run_tag: String::new(),
         }
     }
 }
 
 impl Layout {
-    fn shared(&self) -> usize {
-        self.shared_by.max(1)
-    }
-
     /// Where this fleet's addresses start: (offset into 10.0.0.0/8, listen port).
     ///
     /// Without a tag, 10.0.0.0 upwards on port 10911, as always (results stay comparable).
@@ -87,7 +76,7 @@ impl Layout {
             format!("{}-", self.run_tag)
         };
         BrokerIdentity {
-            cluster: self.cluster.clone(),
+            cluster: CLUSTER.into(),
             broker_name: format!("bench-broker-{tag}{b}"),
             broker_addr: format!("10.{x}.{y}.{z}:{port}"),
             broker_id: 0,
@@ -95,23 +84,15 @@ impl Layout {
         }
     }
 
-    /// The first and last broker address of the fleet, for the report.
-    pub fn address_range(&self) -> String {
-        let first = self.broker(0).broker_addr;
-        let last = self.broker(self.brokers.saturating_sub(1)).broker_addr;
-        format!("{first}..{last}")
-    }
-
     /// Index of the first user topic of broker `b`'s block.
     fn block_start(&self, b: usize) -> usize {
-        (b / self.shared()) * self.topics
+        (b / SHARED_BY) * self.topics
     }
 
     pub fn topic_name(&self, t: usize) -> String {
         format!("{TOPIC_PREFIX}{t:06}")
     }
 
-    /// User topics served by broker `b`.
     pub fn user_topics(&self, b: usize) -> impl Iterator<Item = String> + '_ {
         let start = self.block_start(b);
         (start..start + self.topics).map(|t| self.topic_name(t))
@@ -119,7 +100,7 @@ impl Layout {
 
     /// Every distinct user topic of the cluster (for route lookups).
     pub fn all_user_topics(&self) -> Vec<String> {
-        let blocks = self.brokers.div_ceil(self.shared());
+        let blocks = self.brokers.div_ceil(SHARED_BY);
         (0..blocks * self.topics)
             .map(|t| self.topic_name(t))
             .collect()
@@ -129,10 +110,10 @@ impl Layout {
     /// a few user topics are replaced and queue counts differ.
     pub fn topic_table(&self, b: usize, variant: usize) -> Vec<TopicConfig> {
         let id = self.broker(b);
-        let mut out = system_topics(&self.cluster, &id.broker_name);
+        let mut out = system_topics(CLUSTER, &id.broker_name);
         let start = self.block_start(b);
-        for g in 0..self.groups {
-            let group = (start / self.topics.max(1)) * self.groups + g;
+        for g in 0..GROUPS {
+            let group = (start / self.topics.max(1)) * GROUPS + g;
             out.push(topic(&format!("%RETRY%bench_group_{group}"), 1, PERM_RW));
         }
         for (i, name) in self.user_topics(b).enumerate() {
@@ -141,15 +122,15 @@ impl Layout {
             if variant > 0 && i % 10 == variant % 10 {
                 out.push(topic(
                     &format!("{TOPIC_PREFIX}churn_{}_{i}_{variant}", id.broker_name),
-                    self.queues,
+                    QUEUES,
                     PERM_RW,
                 ));
                 continue;
             }
             let queues = if variant > 0 && i % 7 == variant % 7 {
-                self.queues + variant as i32
+                QUEUES + variant as i32
             } else {
-                self.queues
+                QUEUES
             };
             out.push(topic(&name, queues, PERM_RW));
         }
@@ -233,7 +214,6 @@ mod tests {
         let layout = Layout {
             brokers: 6,
             topics: 5,
-            shared_by: 2,
             ..Layout::default()
         };
         let mut servers = std::collections::HashMap::<String, usize>::new();

@@ -1,26 +1,19 @@
-//! Results: the human summary, the `--json` document, and the `/proc` samples of the server
-//! (`--pid`) and of the generator itself (so a run shows whether the tool was the bottleneck).
+//! Results: one [`Report`] per run, printed as text or as the `--json` document under the same
+//! names, with `/proc` samples of the server (`--pid`), the generator and the machine (so a
+//! run shows whether the tool or other load was the bottleneck).
 
 use crate::engine::{ClassStats, PhaseResult};
-use crate::hist::Histogram;
-use rmq_namesrv::remoting::json::{self, Value};
+use rmq_namesrv::remoting::json::Value;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::time::Duration;
 
 /// Linux USER_HZ, the unit of utime/stime in /proc/PID/stat on every mainstream architecture.
 const CLOCK_TICKS_PER_S: f64 = 100.0;
 
-/// `12345678` -> `12,345,678`.
-pub fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
-}
+/// Cores used by processes other than the server and the generator above which a run is
+/// flagged as disturbed.
+const OTHER_LOAD_LIMIT: f64 = 0.25;
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ProcSample {
@@ -54,7 +47,7 @@ pub fn sample_proc(pid: &str) -> Option<ProcSample> {
 }
 
 /// Busy and total jiffies of the whole machine (first line of /proc/stat).
-pub fn sample_machine() -> Option<(u64, u64)> {
+fn sample_machine() -> Option<(u64, u64)> {
     let text = std::fs::read_to_string("/proc/stat").ok()?;
     let line = text.lines().next()?;
     let v: Vec<u64> = line
@@ -67,112 +60,78 @@ pub fn sample_machine() -> Option<(u64, u64)> {
     Some((total - idle, total))
 }
 
-/// Before/after samples of one process over the measured phases.
-#[derive(Debug, Clone, Copy)]
-pub struct ProcDelta {
-    /// At the start of the run (before any connection): idle RSS.
-    pub before: ProcSample,
-    /// When the headline phase began: CPU time is counted from here.
-    pub main_begin: ProcSample,
-    pub after: ProcSample,
-    pub wall_s: f64,
+/// The /proc readings of one moment: the server (`--pid`), this process, the machine.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Mark {
+    pub server: ProcSample,
+    me: ProcSample,
+    machine: (u64, u64),
 }
 
-impl ProcDelta {
-    pub fn cpu_s(&self) -> f64 {
-        self.after.cpu_s - self.main_begin.cpu_s
-    }
-    pub fn cpu_pct(&self) -> f64 {
-        if self.wall_s > 0.0 {
-            100.0 * self.cpu_s() / self.wall_s
-        } else {
-            0.0
+impl Mark {
+    pub fn now(pid: Option<u32>) -> Mark {
+        Mark {
+            server: pid
+                .and_then(|p| sample_proc(&p.to_string()))
+                .unwrap_or_default(),
+            me: sample_proc("self").unwrap_or_default(),
+            machine: sample_machine().unwrap_or_default(),
         }
     }
 }
 
-/// A run parameter: numbers stay numbers in `--json`.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Param {
-    Int(i64),
-    Num(f64),
-    Text(String),
+/// A JSON (and text) integer.
+pub fn int(n: impl TryInto<i64>) -> Value {
+    Value::Int(n.try_into().unwrap_or(i64::MAX))
 }
 
-impl Param {
-    fn text(&self) -> String {
-        match self {
-            Param::Int(n) => n.to_string(),
-            Param::Num(x) => format!("{x:.2}"),
-            Param::Text(t) => t.clone(),
-        }
-    }
-
-    fn json(&self) -> Value {
-        match self {
-            Param::Int(n) => Value::Int(*n),
-            Param::Num(x) => num(*x, 3),
-            Param::Text(t) => Value::Str(t.clone()),
-        }
-    }
+/// `x` rounded to `places` decimals (the JSON writer prints the shortest form).
+pub fn num(x: f64, places: i32) -> Value {
+    let scale = 10f64.powi(places);
+    Value::Float((x * scale).round() / scale)
 }
 
-macro_rules! int_params {
-    ($($t:ty),*) => {$(
-        impl From<$t> for Param {
-            fn from(n: $t) -> Param {
-                Param::Int(i64::try_from(n).unwrap_or(i64::MAX))
-            }
-        }
-    )*};
-}
-int_params!(usize, u64, i32);
-
-impl From<f64> for Param {
-    fn from(x: f64) -> Param {
-        Param::Num(x)
-    }
+pub fn text(t: &str) -> Value {
+    Value::Str(t.to_string())
 }
 
-impl From<String> for Param {
-    fn from(t: String) -> Param {
-        Param::Text(t)
-    }
-}
-
-impl From<&str> for Param {
-    fn from(t: &str) -> Param {
-        Param::Text(t.to_string())
-    }
+fn obj(fields: Vec<(&str, Value)>) -> Value {
+    Value::Object(fields.into_iter().map(|(k, v)| (k.into(), v)).collect())
 }
 
 #[derive(Default)]
 pub struct Report {
     pub workload: String,
     pub target: String,
-    /// (key, value) lines describing the parameters, in order.
-    pub params: Vec<(String, Param)>,
+    pub params: Vec<(String, Value)>,
     pub phases: Vec<PhaseResult>,
     /// Index of the phase whose first class is the headline number.
     pub main_phase: usize,
-    pub server: Option<(u32, ProcDelta)>,
-    pub generator: Option<ProcDelta>,
+    pub pid: Option<u32>,
+    /// At the start of the run (idle RSS), when the measured phases began and when they ended.
+    pub marks: [Mark; 3],
+    pub main_wall: Duration,
     /// Workload-specific results (name, value, unit).
-    pub extra: Vec<(&'static str, Param, &'static str)>,
-    /// Whole-machine CPU use during the headline phase, in % of all cores (other load on
-    /// the machine shows here).
-    pub machine_busy_pct: Option<f64>,
+    pub extra: Vec<(String, Value, &'static str)>,
     /// Workload-level failures (counted as errors).
     pub failures: Vec<String>,
     /// Ctrl-C (or SIGTERM) ended the run early: the results are those so far.
     pub interrupted: bool,
 }
 
-fn us(ns: u64) -> f64 {
-    ns as f64 / 1000.0
-}
-
 impl Report {
+    /// A report whose /proc readings start now (`--pid`: the server's too).
+    pub fn new(workload: &str, target: String, pid: Option<u32>) -> Report {
+        let mut report = Report {
+            workload: workload.into(),
+            target,
+            pid,
+            ..Report::default()
+        };
+        report.marks[0] = Mark::now(pid);
+        report
+    }
+
     pub fn total_errors(&self) -> u64 {
         self.phases
             .iter()
@@ -183,103 +142,107 @@ impl Report {
     }
 
     /// Throughput of the headline class (first class of the main phase).
-    pub fn headline_ops_per_s(&self) -> f64 {
-        self.phases
-            .get(self.main_phase)
-            .and_then(|p| p.classes.first().map(|(_, s)| rate(s.ops, p)))
-            .unwrap_or(0.0)
+    fn headline_ops_per_s(&self) -> f64 {
+        let Some(p) = self.phases.get(self.main_phase) else {
+            return 0.0;
+        };
+        p.classes
+            .first()
+            .map_or(0.0, |(_, s)| s.ops as f64 / secs(p))
     }
 
+    pub fn result(&mut self, name: impl Into<String>, value: Value, unit: &'static str) {
+        self.extra.push((name.into(), value, unit));
+    }
+
+    /// `server` (with `--pid`) and `machine` (the generator's share included), their CPU
+    /// figures over the measured phases. Without `--pid` the server's share of the machine cannot
+    /// be told from other processes', so it is reported with them and never called other load.
+    fn sections(&self) -> Vec<(&'static str, Value)> {
+        let [start, begin, end] = self.marks;
+        let wall = self.main_wall.as_secs_f64();
+        let cores = |cpu_s: f64| if wall > 0.0 { cpu_s / wall } else { 0.0 };
+        let mut out = Vec::new();
+        let server_cpu = self.pid.map(|pid| {
+            let cpu = end.server.cpu_s - begin.server.cpu_s;
+            out.push((
+                "server",
+                obj(vec![
+                    ("pid", int(pid)),
+                    ("rss_before_kib", int(start.server.rss_kib)),
+                    ("rss_after_kib", int(end.server.rss_kib)),
+                    ("rss_peak_kib", int(end.server.hwm_kib)),
+                    ("cpu_s", num(cpu, 3)),
+                    ("cpu_pct", num(100.0 * cores(cpu), 1)),
+                ]),
+            ));
+            cpu
+        });
+        let generator_cpu = end.me.cpu_s - begin.me.cpu_s;
+        let busy = end.machine.0.saturating_sub(begin.machine.0);
+        let total = end.machine.1.saturating_sub(begin.machine.1);
+        if total > 0 {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let busy_pct = 100.0 * busy as f64 / total as f64;
+            let busy_cores = busy_pct / 100.0 * cpus as f64;
+            let known = cores(generator_cpu) + server_cpu.map_or(0.0, cores);
+            let rest = num((busy_cores - known).max(0.0), 3);
+            let mut fields = vec![
+                ("cpus", int(cpus)),
+                ("busy_pct", num(busy_pct, 1)),
+                ("busy_cores", num(busy_cores, 3)),
+                ("generator_cores", num(cores(generator_cpu), 3)),
+            ];
+            match server_cpu {
+                Some(cpu) => {
+                    fields.extend([("server_cores", num(cores(cpu), 3)), ("other_cores", rest)])
+                }
+                None => fields.push(("server_and_other_cores", rest)),
+            }
+            out.push(("machine", obj(fields)));
+        }
+        out
+    }
+
+    /// The text report: the JSON document's fields, one line per object (see [`fields_text`]).
     pub fn text(&self) -> String {
-        let params: Vec<String> = self
-            .params
-            .iter()
-            .map(|(k, v)| format!("{k}={}", v.text()))
-            .collect();
-        let mut s = format!(
-            "rmq-bench {} -> {}  ({})\n",
-            self.workload,
-            self.target,
-            params.join(", ")
-        );
+        let mut s = String::new();
         if self.interrupted {
             s.push_str("INTERRUPTED: the results below are those until Ctrl-C\n");
         }
-        for phase in &self.phases {
-            let cut = if phase.interrupted { ", cut short" } else { "" };
-            let _ = writeln!(
-                s,
-                "phase {} ({:.2} s{cut}):",
-                phase.name,
-                phase.elapsed.as_secs_f64()
-            );
-            for (name, st) in &phase.classes {
-                s.push_str(&class_text(name, st, phase));
+        let doc = self.document();
+        fields_text(&mut s, 0, "rmq-bench", &doc);
+        let machine = doc.iter().find(|(k, _)| k == "machine");
+        if let Some((_, Value::Object(m))) = machine {
+            let other = m.iter().find(|(k, _)| k == "other_cores");
+            if matches!(other, Some((_, Value::Float(x))) if *x > OTHER_LOAD_LIMIT) {
+                s.push_str("(other load: numbers are not representative)\n");
             }
-        }
-        for (name, v, unit) in &self.extra {
-            let v = match v {
-                Param::Num(x) => format!("{x:.3}"),
-                v => v.text(),
-            };
-            let _ = writeln!(s, "{name}: {v} {unit}");
-        }
-        for f in &self.failures {
-            let _ = writeln!(s, "FAILED: {f}");
-        }
-        if let Some((pid, d)) = &self.server {
-            let _ = writeln!(
-                s,
-                "server pid {pid}: rss {:.1} MiB at start -> {:.1} MiB after (peak {:.1} MiB); main phase cpu {:.2} s = {:.0}% of one core",
-                d.before.rss_kib as f64 / 1024.0,
-                d.after.rss_kib as f64 / 1024.0,
-                d.after.hwm_kib as f64 / 1024.0,
-                d.cpu_s(),
-                d.cpu_pct()
-            );
-        }
-        if let Some(m) = self.machine() {
-            s.push_str(&m.text());
-        }
-        if let Some(d) = &self.generator {
-            let _ = writeln!(
-                s,
-                "generator: main phase cpu {:.2} s = {:.0}% of one core over {:.2} s",
-                d.cpu_s(),
-                d.cpu_pct(),
-                d.wall_s
-            );
         }
         s
     }
 
-    /// How the machine's busy cores split between server, generator and the rest.
-    fn machine(&self) -> Option<MachineLoad> {
-        let busy_pct = self.machine_busy_pct?;
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        Some(MachineLoad {
-            cpus,
-            busy_pct,
-            busy_cores: busy_pct / 100.0 * cpus as f64,
-            server_cores: self.server.map(|(_, d)| d.cpu_pct() / 100.0),
-            generator_cores: self.generator.map_or(0.0, |d| d.cpu_pct() / 100.0),
-        })
+    pub fn json(&self) -> String {
+        Value::Object(self.document()).to_text()
     }
 
-    pub fn json(&self) -> String {
-        let params = self.params.iter().map(|(k, v)| (k.clone(), v.json()));
+    fn document(&self) -> Vec<(String, Value)> {
+        let params = self.params.iter().map(|(k, v)| (k.clone(), v.clone()));
         let phases = self.phases.iter().map(|p| {
             let classes = p.classes.iter().map(|(name, st)| class_json(name, st, p));
-            obj(vec![
-                ("name", Value::Str(p.name.clone())),
+            let mut fields = vec![
+                ("name", text(&p.name)),
                 ("seconds", num(p.elapsed.as_secs_f64(), 3)),
                 ("interrupted", Value::Bool(p.interrupted)),
                 ("classes", Value::Array(classes.collect())),
-            ])
+            ];
+            let cpu_pct = p.server_cpu_s.map(|cpu| num(100.0 * cpu / secs(p), 1));
+            fields.extend(cpu_pct.map(|c| ("server_cpu_pct", c)));
+            obj(fields)
         });
         let mut doc = vec![
-            ("workload", Value::Str(self.workload.clone())),
-            ("target", Value::Str(self.target.clone())),
+            ("workload", text(&self.workload)),
+            ("target", text(&self.target)),
             ("errors", int(self.total_errors())),
             ("ops_per_s", num(self.headline_ops_per_s(), 1)),
             ("interrupted", Value::Bool(self.interrupted)),
@@ -288,198 +251,62 @@ impl Report {
         ];
         if !self.extra.is_empty() {
             let results = self.extra.iter().map(|(k, v, unit)| {
-                let v = match v {
-                    Param::Num(x) => num(*x, 6),
-                    v => v.json(),
-                };
-                let unit = Value::Str(unit.to_string());
-                (k.to_string(), obj(vec![("value", v), ("unit", unit)]))
+                let result = obj(vec![("value", v.clone()), ("unit", text(unit))]);
+                (k.clone(), result)
             });
             doc.push(("results", Value::Object(results.collect())));
         }
         if !self.failures.is_empty() {
-            let list = self.failures.iter().map(|f| Value::Str(f.clone()));
+            let list = self.failures.iter().map(|f| text(f));
             doc.push(("failures", Value::Array(list.collect())));
         }
-        if let Some((pid, d)) = &self.server {
-            doc.push((
-                "server",
-                obj(vec![
-                    ("pid", int(u64::from(*pid))),
-                    ("rss_before_kib", int(d.before.rss_kib)),
-                    ("rss_after_kib", int(d.after.rss_kib)),
-                    ("rss_peak_kib", int(d.after.hwm_kib)),
-                    ("cpu_s", num(d.cpu_s(), 3)),
-                    ("cpu_pct", num(d.cpu_pct(), 1)),
-                ]),
-            ));
-        }
-        if let Some(m) = self.machine() {
-            doc.push(("machine", m.json()));
-        }
-        if let Some(d) = &self.generator {
-            doc.push((
-                "generator",
-                obj(vec![
-                    ("cpu_s", num(d.cpu_s(), 3)),
-                    ("cpu_pct", num(d.cpu_pct(), 1)),
-                    ("wall_s", num(d.wall_s, 3)),
-                ]),
-            ));
-        }
-        json_text(&obj(doc))
+        doc.extend(self.sections());
+        doc.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
     }
 }
 
-/// Whole-machine CPU during the headline phase, in cores. Without `--pid` the server's share
-/// is unknown, so it is reported together with other processes and never called "other load".
-struct MachineLoad {
-    cpus: usize,
-    busy_pct: f64,
-    busy_cores: f64,
-    server_cores: Option<f64>,
-    generator_cores: f64,
+/// A phase's length in seconds (never 0: a divisor).
+fn secs(p: &PhaseResult) -> f64 {
+    p.elapsed.as_secs_f64().max(1e-9)
 }
 
-/// Cores used by processes other than the server and the generator above which a run is
-/// flagged as disturbed.
-const OTHER_LOAD_LIMIT: f64 = 0.25;
-
-impl MachineLoad {
-    /// Cores left after the generator (and the server, when known).
-    fn rest(&self) -> f64 {
-        (self.busy_cores - self.generator_cores - self.server_cores.unwrap_or(0.0)).max(0.0)
-    }
-
-    fn text(&self) -> String {
-        let head = format!(
-            "machine: {} cpus, {:.0}% busy during the main phase = {:.2} cores: ",
-            self.cpus, self.busy_pct, self.busy_cores
-        );
-        match self.server_cores {
-            Some(server) => format!(
-                "{head}server {server:.2}, generator {:.2}, other processes {:.2}{}\n",
-                self.generator_cores,
-                self.rest(),
-                if self.rest() > OTHER_LOAD_LIMIT {
-                    "  (other load: numbers are not representative)"
-                } else {
-                    ""
+/// The text of JSON fields: `head: key value, key value` for the scalars, then each non-empty
+/// object below, indented, and each object of an array headed by its `name`.
+fn fields_text(out: &mut String, indent: usize, head: &str, fields: &[(String, Value)]) {
+    let nested = |v: &Value| match v {
+        Value::Object(_) => true,
+        Value::Array(items) => matches!(items.first(), Some(Value::Object(_))),
+        _ => false,
+    };
+    let flat = fields.iter().filter(|(k, v)| !nested(v) && k != "name");
+    let flat: Vec<String> = flat.map(|(k, v)| format!("{k} {}", v.to_text())).collect();
+    let line = format!("{:indent$}{head}: {}", "", flat.join(", "));
+    let _ = writeln!(out, "{}", line.trim_end());
+    for (key, value) in fields {
+        match value {
+            Value::Object(fields) if !fields.is_empty() => {
+                fields_text(out, indent + 2, key, fields)
+            }
+            Value::Array(items) => {
+                for item in items {
+                    let name = item.get("name").map_or(key.clone(), Value::to_text);
+                    if let Value::Object(fields) = item {
+                        fields_text(out, indent + 2, &name, fields);
+                    }
                 }
-            ),
-            None => format!(
-                "{head}generator {:.2}, server and other processes {:.2} (--pid tells them apart)\n",
-                self.generator_cores,
-                self.rest()
-            ),
+            }
+            _ => {}
         }
     }
-
-    fn json(&self) -> Value {
-        let mut fields = vec![
-            ("cpus", int(self.cpus as u64)),
-            ("busy_pct", num(self.busy_pct, 1)),
-            ("busy_cores", num(self.busy_cores, 3)),
-            ("generator_cores", num(self.generator_cores, 3)),
-        ];
-        match self.server_cores {
-            Some(server) => fields.extend([
-                ("server_cores", num(server, 3)),
-                ("other_cores", num(self.rest(), 3)),
-            ]),
-            None => fields.push(("server_and_other_cores", num(self.rest(), 3))),
-        }
-        obj(fields)
-    }
-}
-
-/// A class's latency figures in microseconds: (text label, JSON key, value), mean last.
-fn latency_us(h: &Histogram) -> [(&'static str, &'static str, f64); 8] {
-    let p = |q: f64| us(h.percentile(q));
-    [
-        ("min", "min", us(h.min())),
-        ("p50", "p50", p(50.0)),
-        ("p90", "p90", p(90.0)),
-        ("p95", "p95", p(95.0)),
-        ("p99", "p99", p(99.0)),
-        ("p99.9", "p999", p(99.9)),
-        ("max", "max", us(h.max())),
-        ("mean", "mean", h.mean() / 1000.0),
-    ]
-}
-
-/// Three lines per class: throughput, latency, errors.
-fn class_text(name: &str, st: &ClassStats, phase: &PhaseResult) -> String {
-    let secs = phase.elapsed.as_secs_f64().max(1e-9);
-    let mut s = format!(
-        "  {:<9} {:>12} ops/s  ({} ops)  tx {:.1} MB/s  rx {:.1} MB/s\n  {:<9} latency us:",
-        name,
-        thousands(rate(st.ops, phase) as u64),
-        thousands(st.ops),
-        st.bytes_tx as f64 / 1e6 / secs,
-        st.bytes_rx as f64 / 1e6 / secs,
-        "",
-    );
-    for (label, _, v) in latency_us(&st.hist) {
-        match label {
-            "mean" => write!(s, "  ({label} {v:.0})"),
-            "min" => write!(s, " {label} {v:.0}"),
-            _ => write!(s, "  {label} {v:.0}"),
-        }
-        .ok();
-    }
-    let mut errs = format!("errors {}", st.errors());
-    for (code, n) in &st.errors_by_code {
-        let _ = write!(errs, ", code {code}: {n}");
-    }
-    for (what, _, n) in st.failures() {
-        if n > 0 {
-            let _ = write!(errs, ", {what}: {n}");
-        }
-    }
-    for (code, n) in &st.expected_by_code {
-        let _ = write!(errs, " (expected code {code}: {n})");
-    }
-    let _ = writeln!(s, "\n  {:<9} {errs}", "");
-    s
-}
-
-fn rate(ops: u64, p: &PhaseResult) -> f64 {
-    let secs = p.elapsed.as_secs_f64();
-    if secs > 0.0 {
-        ops as f64 / secs
-    } else {
-        0.0
-    }
-}
-
-/// `x` rounded to `places` decimals (the JSON writer prints the shortest form).
-fn num(x: f64, places: i32) -> Value {
-    let scale = 10f64.powi(places);
-    Value::Float((x * scale).round() / scale)
-}
-
-fn int(n: u64) -> Value {
-    Value::Int(i64::try_from(n).unwrap_or(i64::MAX))
-}
-
-fn obj(fields: Vec<(&str, Value)>) -> Value {
-    Value::Object(fields.into_iter().map(|(k, v)| (k.into(), v)).collect())
-}
-
-pub fn json_text(v: &Value) -> String {
-    let mut out = Vec::new();
-    json::write_value(&mut out, v);
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn class_json(name: &str, st: &ClassStats, p: &PhaseResult) -> Value {
-    let secs = p.elapsed.as_secs_f64().max(1e-9);
-    let codes = |list: &[(i32, u64)]| {
+    let secs = secs(p);
+    let codes = |list: &BTreeMap<i32, u64>| {
         Value::Object(list.iter().map(|(c, n)| (c.to_string(), int(*n))).collect())
     };
     let mut fields = vec![
-        ("name", Value::Str(name.into())),
+        ("name", text(name)),
         ("ops", int(st.ops)),
         ("ops_per_s", num(st.ops as f64 / secs, 1)),
         ("tx_mb_per_s", num(st.bytes_tx as f64 / 1e6 / secs, 3)),
@@ -488,23 +315,27 @@ fn class_json(name: &str, st: &ClassStats, p: &PhaseResult) -> Value {
         ("errors_by_code", codes(&st.errors_by_code)),
         ("expected_by_code", codes(&st.expected_by_code)),
     ];
-    fields.extend(st.failures().map(|(_, key, n)| (key, int(n))));
-    let latency = latency_us(&st.hist).map(|(_, key, v)| (key, num(v, 1)));
-    fields.push(("latency_us", obj(latency.to_vec())));
+    fields.extend(st.failures().map(|(key, n)| (key, int(n))));
+    let h = &st.hist;
+    let us = |ns: u64| num(ns as f64 / 1000.0, 1);
+    let mut latency = vec![("min", us(h.min()))];
+    for (key, p) in [
+        ("p50", 50.0),
+        ("p90", 90.0),
+        ("p95", 95.0),
+        ("p99", 99.0),
+        ("p999", 99.9),
+    ] {
+        latency.push((key, us(h.percentile(p))));
+    }
+    latency.push(("max", us(h.max())));
+    fields.push(("latency_us", obj(latency)));
     obj(fields)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn thousands_groups_digits() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1000), "1,000");
-        assert_eq!(thousands(12_345_678), "12,345,678");
-    }
 
     #[test]
     fn own_process_can_be_sampled() {

@@ -1,10 +1,7 @@
 //! Which name server each route client uses (`--strategy`), chosen through the library's
-//! `NameServerSet`, as a fleet of clients would choose: round-robin deals them out in turn
-//! (client i on server i mod n, the default); random gives every client its own random start,
-//! as each Java client process picks one; pinned puts them all on one server; fewest ranks
-//! the servers by their connection count (the stats extension) before each client is opened,
-//! and waits until the chosen server counts the new connection so that the next choice sees
-//! it. Simulated brokers are not chosen: they register with every name server.
+//! `NameServerSet` as a fleet of clients would choose: random gives every client its own set
+//! (each Java client process picks its own start); `fewest` waits until the chosen server
+//! counts the new connection so that the next choice sees it.
 
 use rmq_namesrv::client::nameserver_set::Load;
 use rmq_namesrv::client::{NameServerSet, Strategy};
@@ -13,57 +10,47 @@ use std::time::{Duration, Instant};
 /// How long `fewest` waits for a server to count a connection just opened.
 const COUNTED_WITHIN: Duration = Duration::from_secs(5);
 
-pub struct Picker {
-    addrs: Vec<String>,
-    strategy: Strategy,
-    /// One set for every client (all strategies but random, where each client has its own).
-    shared: NameServerSet,
-}
+/// One set for every client (under random each client gets its own).
+pub struct Picker(NameServerSet);
 
 impl Picker {
-    pub fn new(addrs: &[String], strategy: Strategy) -> Result<Picker, String> {
-        let shared = NameServerSet::new(addrs.to_vec(), strategy).map_err(|e| e.to_string())?;
-        Ok(Picker {
-            addrs: addrs.to_vec(),
-            strategy,
-            shared,
-        })
+    /// A picker for `strategy` (None: round-robin).
+    pub fn new(addrs: &[String], strategy: Option<Strategy>) -> Result<Picker, String> {
+        let strategy = strategy.unwrap_or(Strategy::RoundRobin);
+        let set = NameServerSet::new(addrs.to_vec(), strategy).map_err(|e| e.to_string())?;
+        Ok(Picker(set))
+    }
+
+    pub fn strategy(&self) -> Strategy {
+        self.0.strategy()
     }
 
     /// The server (index into the list) of the next client.
     pub fn next(&mut self) -> Result<usize, String> {
-        if self.strategy == Strategy::RandomStartRoundRobin {
-            let mut own =
-                NameServerSet::new(self.addrs.clone(), self.strategy).map_err(|e| e.to_string())?;
-            return Ok(own.choose());
+        if self.strategy() == Strategy::RandomStartRoundRobin {
+            return Ok(Picker::new(self.0.addrs(), Some(self.strategy()))?
+                .0
+                .choose());
         }
-        Ok(self.shared.choose())
+        Ok(self.0.choose())
     }
 
     /// Called once a client's connection to server `s` is open: under `fewest`, waits until
     /// `s` counts it (a server without the stats extension is not waited for).
     pub fn opened(&mut self, s: usize) -> Result<(), String> {
-        if !matches!(self.strategy, Strategy::LeastLoaded { .. }) {
+        if !matches!(self.strategy(), Strategy::LeastLoaded { .. }) {
             return Ok(());
         }
-        let addr = &self.addrs[s];
-        let Some(before) = self
-            .shared
-            .ranking()
-            .iter()
-            .find_map(|(a, load)| match load {
-                Load::Connections(n) if *a == addr.as_str() => Some(*n),
-                _ => None,
-            })
-        else {
+        let addr = self.0.addrs()[s].clone();
+        let Some(before) = self.0.ranking().iter().find_map(|(a, load)| match load {
+            Load::Connections(n) if *a == addr.as_str() => Some(*n),
+            _ => None,
+        }) else {
             return Ok(());
         };
         let deadline = Instant::now() + COUNTED_WITHIN;
         loop {
-            let now = self
-                .shared
-                .call_at(s, |c| c.stats())
-                .map(|st| st.connections);
+            let now = self.0.call_at(s, |c| c.stats()).map(|st| st.connections);
             if now.as_ref().is_ok_and(|n| *n > before) {
                 return Ok(());
             }

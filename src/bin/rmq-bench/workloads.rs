@@ -1,91 +1,40 @@
-//! The workloads: each prepares its frames and connections, runs its phases on the
-//! [`Engine`] and returns a [`Report`]. Everything a timed phase sends is encoded here, before
-//! the phase starts.
+//! The name-server workloads: each encodes its frames, opens its connections, runs its phases
+//! on the [`Engine`] and returns a [`Report`].
 //!
-//! Every workload that needs routes first registers its simulated brokers (phase `setup`) on
-//! connections that stay open for the whole run: a name server unregisters a broker whose
-//! connection closes, so closing them would empty the routes under the clients' feet.
-//!
-//! With several name servers (`-n 'a;b'`) every simulated broker registers with each of them,
-//! as real brokers do, and route clients are spread over them by `--strategy` ([`Picker`]).
-//! After Ctrl-C no further phase starts and the report holds what was measured until then.
+//! Simulated brokers register first (phase `setup`) on connections that stay open for the
+//! whole run (a name server unregisters a broker whose connection closes), with every name
+//! server of `-n`, as real brokers do; route clients are spread over them by `--strategy`
+//! ([`Picker`]). After Ctrl-C no further phase starts.
 
 use crate::args::{Options, Workload};
-use crate::engine::{Engine, NoWatch, PhaseResult, PhaseSpec, Template, Until, Watch};
+use crate::controller;
+use crate::engine::{Engine, NoWatch, Template, Until, Watch};
 use crate::payload::BROKER_VERSION;
-use crate::report::{sample_machine, sample_proc, Param, ProcDelta, ProcSample, Report};
+use crate::report::{int, num, text, Mark, Report};
 use crate::servers::Picker;
 use rmq_namesrv::client::api::RegisterOptions;
+use rmq_namesrv::event_loop::descriptor_limit;
 use rmq_namesrv::remoting::command::{RemotingCommand, SerializeType};
-use rmq_namesrv::request::{Encoded, GetRouteInfo, QueryDataVersion, Request};
+use rmq_namesrv::remoting::json::Value;
+use rmq_namesrv::request::{GetRouteInfo, QueryDataVersion, Request};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Ample time for setup registrations and for draining.
+/// Ample time for setup registrations.
 const SETUP_LIMIT: Duration = Duration::from_secs(600);
-const DRAIN: Duration = Duration::from_secs(10);
+/// Distinct bodies per broker that `--churn` cycles through.
+const CHURN_VARIANTS: usize = 4;
 
-/// The server's sample (with `--pid`), this process's, the machine's busy and total jiffies.
-type Mark = (ProcSample, ProcSample, (u64, u64));
-
-/// /proc samples at the start, at the beginning of the headline phase and at its end.
-struct Sampler {
-    pid: Option<u32>,
-    marks: [Mark; 3],
-    main_wall: Duration,
-}
-
-impl Sampler {
-    fn new(pid: Option<u32>) -> Sampler {
-        let mut s = Sampler {
-            pid,
-            marks: Default::default(),
-            main_wall: Duration::ZERO,
-        };
-        s.mark(0);
-        s
-    }
-
-    fn mark(&mut self, i: usize) {
-        let server = self.pid.and_then(|pid| sample_proc(&pid.to_string()));
-        let me = sample_proc("self").unwrap_or_default();
-        self.marks[i] = (
-            server.unwrap_or_default(),
-            me,
-            sample_machine().unwrap_or_default(),
-        );
-    }
-
-    fn finish(&self, report: &mut Report) {
-        let [start, begin, end] = self.marks;
-        let delta = |of: fn(&Mark) -> ProcSample| ProcDelta {
-            before: of(&start),
-            main_begin: of(&begin),
-            after: of(&end),
-            wall_s: self.main_wall.as_secs_f64(),
-        };
-        report.server = self.pid.map(|pid| (pid, delta(|m| m.0)));
-        report.generator = Some(delta(|m| m.1));
-        let busy = end.2 .0.saturating_sub(begin.2 .0);
-        let total = end.2 .1.saturating_sub(begin.2 .1);
-        if total > 0 {
-            report.machine_busy_pct = Some(100.0 * busy as f64 / total as f64);
-        }
-    }
-}
-
-struct Bench {
-    o: Options,
+pub struct Bench {
+    pub o: Options,
     /// The name servers, in `-n` order.
     addrs: Vec<SocketAddr>,
-    engine: Engine,
+    pub engine: Engine,
     st: SerializeType,
-    phases: Vec<PhaseResult>,
-    sampler: Sampler,
-    params: Vec<(String, Param)>,
+    pub report: Report,
 }
 
 pub fn resolve(addr: &str) -> Result<SocketAddr, String> {
@@ -95,13 +44,6 @@ pub fn resolve(addr: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("no address for {addr}"))
 }
 
-/// Soft limit on open files, from /proc/self/limits.
-fn open_files_limit() -> Option<usize> {
-    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
-    let line = text.lines().find(|l| l.starts_with("Max open files"))?;
-    line.split_whitespace().nth(3)?.parse().ok()
-}
-
 impl Bench {
     fn new(o: Options, stop: Arc<AtomicBool>) -> Result<Bench, String> {
         let addrs = o
@@ -109,33 +51,31 @@ impl Bench {
             .iter()
             .map(|a| resolve(a))
             .collect::<Result<Vec<_>, _>>()?;
-        let engine = Engine::new(!o.quiet, stop).map_err(|e| format!("poll: {e}"))?;
+        let engine = Engine::new(&o, stop).map_err(|e| format!("poll: {e}"))?;
         let st = if o.binary_header {
             SerializeType::RocketMq
         } else {
             SerializeType::Json
         };
-        let sampler = Sampler::new(o.pid);
+        let report = Report::new(o.workload.name(), o.namesrv.join(";"), o.pid);
         Ok(Bench {
             o,
             addrs,
             engine,
             st,
-            phases: Vec::new(),
-            sampler,
-            params: Vec::new(),
+            report,
         })
     }
 
-    fn param(&mut self, k: &str, v: impl Into<Param>) {
-        self.params.push((k.to_string(), v.into()));
+    pub fn param(&mut self, k: &str, v: Value) {
+        self.report.params.push((k.to_string(), v));
     }
 
     /// Checks the open-files limit for `broker_conns` connections per name server plus
     /// `clients` route clients, and records the cluster's parameters.
     fn begin(&mut self, broker_conns: usize, clients: usize) -> Result<(), String> {
         let conns = broker_conns * self.addrs.len() + clients;
-        if let Some(limit) = open_files_limit() {
+        if let Some(limit) = descriptor_limit().map(|l| l.soft as usize) {
             if conns + 32 > limit {
                 return Err(format!(
                     "{conns} connections need more open files than the limit of {limit}: raise it \
@@ -143,12 +83,24 @@ impl Bench {
                 ));
             }
         }
-        self.layout_params();
+        if self.o.topic_list.is_empty() {
+            self.param("brokers", int(self.o.layout.brokers));
+            self.param("topics_per_broker", int(self.o.layout.topics));
+            self.param("broker_conns", int(self.broker_conns()));
+            if !self.o.layout.run_tag.is_empty() {
+                self.param("tag", text(&self.o.layout.run_tag));
+                let layout = &self.o.layout;
+                let last = layout.broker(layout.brokers.saturating_sub(1)).broker_addr;
+                let range = format!("{}..{last}", layout.broker(0).broker_addr);
+                self.param("broker_addrs", text(&range));
+            }
+        } else {
+            self.param("topics", int(self.o.topic_list.len()));
+        }
+        if self.addrs.len() > 1 {
+            self.param("name_servers", int(self.addrs.len()));
+        }
         Ok(())
-    }
-
-    fn template(&self, request: &Encoded<'_>, version: i32) -> Template {
-        Template::new(self.st, request, version, &self.o.language)
     }
 
     fn broker_conns(&self) -> usize {
@@ -158,86 +110,55 @@ impl Bench {
             .clamp(1, self.o.layout.brokers.max(1))
     }
 
-    /// Brokers served by broker connection `c` (brokers are dealt out round robin).
-    fn brokers_of_conn(&self, c: usize) -> Vec<usize> {
-        (c..self.o.layout.brokers)
-            .step_by(self.broker_conns())
-            .collect()
-    }
-
-    /// Registration templates of every broker: `[broker][variant]`, variant 0 = steady.
+    /// Registration templates of every broker: `[broker][variant]`, variant 0 = steady (whose
+    /// mean size is the `body_bytes` parameter).
     fn register_templates(&mut self, variants: usize, timeout_ms: Option<u64>) -> Vec<Vec<u32>> {
         let options = RegisterOptions {
             heartbeat_timeout_millis: timeout_ms.and_then(|t| i64::try_from(t).ok()),
             ..RegisterOptions::default()
         };
-        let mut out = Vec::with_capacity(self.o.layout.brokers);
+        let (mut out, mut steady_bytes) = (Vec::with_capacity(self.o.layout.brokers), 0);
         for b in 0..self.o.layout.brokers {
             let mut ids = Vec::with_capacity(variants + 1);
             for v in 0..=variants {
                 let body = self.o.layout.register_body(b, v);
+                steady_bytes += if v == 0 { body.len() } else { 0 };
                 let id = self.o.layout.broker(b);
                 let register = id.registration(&body, &options, BROKER_VERSION);
                 let request = Request::RegisterBroker(register).encode(BROKER_VERSION);
-                let t = self.template(&request, BROKER_VERSION);
+                let t = Template::new(self.st, &request, BROKER_VERSION);
                 ids.push(self.engine.add_template(t));
             }
             out.push(ids);
         }
+        self.param(
+            "body_bytes",
+            int(steady_bytes / self.o.layout.brokers.max(1)),
+        );
         out
     }
 
-    /// Plan of broker connection `c`: its brokers' templates, interleaved so that each
-    /// broker's consecutive requests cycle through `variants`.
+    /// Plan of broker connection `c`: its brokers' templates (brokers are dealt out round
+    /// robin), interleaved so that each broker's consecutive requests cycle through `variants`.
     fn broker_plan(&self, c: usize, per_broker: &[Vec<u32>], variants: &[usize]) -> Rc<[u32]> {
-        let brokers = self.brokers_of_conn(c);
-        let mut plan = Vec::with_capacity(brokers.len() * variants.len());
-        for &v in variants {
-            for &b in &brokers {
-                plan.push(per_broker[b][v]);
-            }
-        }
-        plan.into()
+        let brokers = (c..self.o.layout.brokers).step_by(self.broker_conns());
+        let plan = variants
+            .iter()
+            .flat_map(|&v| brokers.clone().map(move |b| per_broker[b][v]));
+        plan.collect::<Vec<_>>().into()
     }
 
-    /// Gives every broker connection the plan [`Self::broker_plan`] makes of `per_broker`.
     fn replan_brokers(&mut self, class: usize, per_broker: &[Vec<u32>], variants: &[usize]) {
         let plans: Vec<Rc<[u32]>> = (0..self.broker_conns())
             .map(|c| self.broker_plan(c, per_broker, variants))
             .collect();
         self.engine
-            .replan(class, |i| (plans[i % plans.len()].clone(), 0));
+            .replan(class, |i| plans[i % plans.len()].clone());
     }
 
-    /// Registers every broker once (phase `setup`); any failure aborts the run.
-    fn setup(&mut self, class: usize) -> Result<(), String> {
-        let spec = PhaseSpec {
-            name: "setup".into(),
-            classes: vec![class],
-            until: Until::PlanSent,
-            limit: SETUP_LIMIT,
-            drain: DRAIN,
-        };
-        let saved_rate = self.engine.classes[class].rate.take();
-        let result = self.engine.run_phase(&spec, &mut NoWatch);
-        self.engine.classes[class].rate = saved_rate;
-        let expected = (self.o.layout.brokers * self.addrs.len()) as u64;
-        let ok = result.classes.iter().all(|(_, s)| s.errors() == 0)
-            && result.classes.iter().map(|(_, s)| s.ops).sum::<u64>() >= expected;
-        self.phases.push(result);
-        // Cut short by Ctrl-C: not a failure, the report says it was interrupted.
-        if !ok && !self.engine.stopped() {
-            return Err(format!(
-                "setup registration of {} brokers failed:\n{}",
-                self.o.layout.brokers,
-                self.report().text()
-            ));
-        }
-        Ok(())
-    }
-
-    /// Opens the broker connections (class "register"), registers every broker once (phase
-    /// `setup`) and, with `churn`, switches them to the churned bodies (variants 1..=V).
+    /// Opens the broker connections (class "register"), registers every broker once at full
+    /// speed (phase `setup`; any failure aborts the run) and, with `churn`, switches them to the
+    /// churned bodies (variants 1..=V).
     fn registered_brokers(
         &mut self,
         rate: Option<f64>,
@@ -245,42 +166,50 @@ impl Bench {
         churn: bool,
         timeout_ms: Option<u64>,
     ) -> Result<usize, String> {
-        let variants: Vec<usize> = (1..=self.o.variants).filter(|_| churn).collect();
+        let variants: Vec<usize> = (1..=CHURN_VARIANTS).filter(|_| churn).collect();
         let regs = self.register_templates(variants.len(), timeout_ms);
-        let class = self.engine.add_class("register", rate);
+        let class = self.engine.add_class("register", None);
         for addr in self.addrs.clone() {
             for c in 0..self.broker_conns() {
                 let plan = self.broker_plan(c, &regs, &[0]);
-                self.engine
-                    .connect(addr, class, plan, 0, depth)
-                    .map_err(|e| format!("connect to {addr}: {e}"))?;
+                self.engine.connect(addr, class, plan, 0, depth)?;
             }
         }
-        self.setup(class)?;
+        let until = Until::PlanSent(SETUP_LIMIT);
+        self.phase("setup", &[class], false, &mut NoWatch, until);
+        self.engine.classes[class].rate = rate;
+        let expected = (self.o.layout.brokers * self.addrs.len()) as u64;
+        let stats = self.report.phases.last().map_or(&[][..], |p| &p.classes);
+        let ok = stats.iter().all(|(_, s)| s.errors() == 0)
+            && stats.iter().map(|(_, s)| s.ops).sum::<u64>() >= expected;
+        // Cut short by Ctrl-C: not a failure, the report says it was interrupted.
+        if !ok && !self.engine.stopped() {
+            let text = self.report.text();
+            let brokers = self.o.layout.brokers;
+            return Err(format!(
+                "setup registration of {brokers} brokers failed:\n{text}"
+            ));
+        }
         if churn {
             self.replan_brokers(class, &regs, &variants);
         }
         Ok(class)
     }
 
-    fn lookup_topics(&self) -> Vec<String> {
-        if self.o.topic_list.is_empty() {
-            self.o.layout.all_user_topics()
-        } else {
-            self.o.topic_list.clone()
-        }
-    }
-
     /// Route templates in lookup order, one list per name server (equal bytes, distinct ids:
     /// a watch can tell which server answered). The ids are consecutive, server by server.
     fn route_templates(&mut self) -> Vec<Rc<[u32]>> {
-        let topics = self.lookup_topics();
+        let topics = if self.o.topic_list.is_empty() {
+            self.o.layout.all_user_topics()
+        } else {
+            self.o.topic_list.clone()
+        };
         let version = self.o.version;
         let mut per_server = Vec::with_capacity(self.addrs.len());
         for _ in 0..self.addrs.len() {
             let ids = topics.iter().map(|t| {
                 let lookup = Request::GetRouteInfo(GetRouteInfo::new(t, version));
-                let tmpl = self.template(&lookup.encode(version), version);
+                let tmpl = Template::new(self.st, &lookup.encode(version), version);
                 self.engine.add_template(tmpl)
             });
             per_server.push(ids.collect::<Vec<_>>().into());
@@ -301,109 +230,69 @@ impl Bench {
         let mut picker = Picker::new(&self.o.namesrv, self.o.strategy)?;
         let mut per_server = vec![0; self.addrs.len()];
         let k = self.o.clients;
+        self.param("clients", int(k));
         for i in 0..k {
             let s = picker.next()?;
             // Spread the clients' starting points over the topic list.
             let start = i * routes[s].len() / k;
             let addr = self.addrs[s];
             self.engine
-                .connect(addr, class, routes[s].clone(), start, depth)
-                .map_err(|e| format!("connect to {addr}: {e}"))?;
+                .connect(addr, class, routes[s].clone(), start, depth)?;
             picker.opened(s)?;
             per_server[s] += 1;
         }
         if self.addrs.len() > 1 {
             let counts: Vec<String> = per_server.iter().map(usize::to_string).collect();
-            self.param("strategy", self.o.strategy.name());
-            self.param("clients_per_server", counts.join(","));
+            self.param("strategy", text(&picker.strategy().name()));
+            self.param("clients_per_server", text(&counts.join(",")));
         }
         Ok((class, per_server))
     }
 
-    fn timed(&mut self, name: &str, classes: Vec<usize>, main: bool) {
-        self.timed_watch(
-            name,
-            classes,
-            main,
-            &mut NoWatch,
-            Until::Elapsed(self.o.duration),
-        );
+    fn timed(&mut self, name: &str, classes: &[usize], main: bool) {
+        let until = Until::Elapsed(self.o.duration);
+        self.phase(name, classes, main, &mut NoWatch, until);
     }
 
-    fn timed_watch(
+    /// Runs a phase of `classes` until `until`. The main phases (the first of them is the
+    /// headline) are the measured span of the /proc readings.
+    pub fn phase(
         &mut self,
         name: &str,
-        classes: Vec<usize>,
+        classes: &[usize],
         main: bool,
         watch: &mut dyn Watch,
         until: Until,
     ) {
-        let limit = match until {
-            Until::Elapsed(d) => d + Duration::from_secs(1),
-            _ => self.o.max_wait,
-        };
         if self.engine.stopped() {
             return; // Ctrl-C: no new phase
         }
-        let spec = PhaseSpec {
-            name: name.into(),
-            classes,
-            until,
-            limit,
-            drain: DRAIN,
-        };
+        if main && self.report.main_wall.is_zero() {
+            self.report.marks[1] = Mark::now(self.o.pid);
+            self.report.main_phase = self.report.phases.len();
+        }
+        let result = self.engine.run_phase(name, classes, until, watch);
         if main {
-            self.sampler.mark(1);
+            self.report.marks[2] = Mark::now(self.o.pid);
+            self.report.main_wall += result.elapsed;
         }
-        let result = self.engine.run_phase(&spec, watch);
-        if main {
-            self.sampler.mark(2);
-            self.sampler.main_wall = result.elapsed;
-        }
-        self.phases.push(result);
+        self.report.phases.push(result);
     }
 
-    /// The report of the phases run so far.
-    fn report(&self) -> Report {
-        Report {
-            workload: self.o.workload.name().into(),
-            target: self.o.namesrv.join(";"),
-            params: self.params.clone(),
-            phases: self.phases.clone(),
-            main_phase: self.phases.len().saturating_sub(1),
-            interrupted: self.engine.stopped(),
-            ..Report::default()
-        }
-    }
-
-    /// The report of the whole run, with the /proc samples.
-    fn finish(&self) -> Report {
-        let mut report = self.report();
-        self.sampler.finish(&mut report);
-        report
-    }
-
-    fn layout_params(&mut self) {
-        if self.o.topic_list.is_empty() {
-            self.param("brokers", self.o.layout.brokers);
-            self.param("topics_per_broker", self.o.layout.topics);
-            self.param("topics_shared_by", self.o.layout.shared_by);
-            self.param("broker_conns", self.broker_conns());
-            if !self.o.layout.run_tag.is_empty() {
-                self.param("tag", self.o.layout.run_tag.clone());
-                self.param("broker_addrs", self.o.layout.address_range());
-            }
-        } else {
-            self.param("topics", self.o.topic_list.len());
-        }
-        if self.addrs.len() > 1 {
-            self.param("name_servers", self.addrs.len());
-        }
+    pub fn finish(mut self) -> Report {
+        self.report.interrupted = self.engine.stopped();
+        self.report
     }
 }
 
 /// Runs the workload of `o`; raising `stop` ends it early with the results so far.
-pub fn run(o: Options, stop: Arc<AtomicBool>) -> Result<Report, String> {
+pub fn run(mut o: Options, stop: Arc<AtomicBool>) -> Result<Report, String> {
+    if o.workload == Workload::Controller {
+        if let Some(mode) = o.failover {
+            return controller::failover::run(&o, mode, &stop);
+        }
+        o.namesrv.clear(); // the throughput run needs no name server
+    }
     let b = Bench::new(o, stop)?;
     match b.o.workload {
         Workload::Register => register(b),
@@ -411,6 +300,7 @@ pub fn run(o: Options, stop: Arc<AtomicBool>) -> Result<Report, String> {
         Workload::Route => route(b),
         Workload::Mixed => mixed(b),
         Workload::Expire => expire(b),
+        Workload::Controller => controller::throughput::run(b),
         _ => Err("not a load workload of the engine".into()),
     }
 }
@@ -418,18 +308,13 @@ pub fn run(o: Options, stop: Arc<AtomicBool>) -> Result<Report, String> {
 fn register(mut b: Bench) -> Result<Report, String> {
     b.begin(b.broker_conns(), 0)?;
     let depth = b.o.depth.unwrap_or(1);
-    b.param("mode", if b.o.churn { "churn" } else { "steady" });
-    b.param("depth", depth);
+    b.param("mode", text(if b.o.churn { "churn" } else { "steady" }));
+    b.param("depth", int(depth));
     if let Some(r) = b.o.rate {
-        b.param("rate_per_s", r);
+        b.param("rate_per_s", num(r, 3));
     }
-    let body_bytes: usize = (0..b.o.layout.brokers)
-        .map(|i| b.o.layout.register_body(i, 0).len())
-        .sum::<usize>()
-        / b.o.layout.brokers.max(1);
-    b.param("body_bytes", body_bytes);
     let class = b.registered_brokers(b.o.rate, depth, b.o.churn, None)?;
-    b.timed("main", vec![class], true);
+    b.timed("main", &[class], true);
     Ok(b.finish())
 }
 
@@ -438,15 +323,11 @@ fn heartbeat(mut b: Bench) -> Result<Report, String> {
     // Brokers send heartbeats oneway and never wait for an answer: pipelining is what
     // they do, and at depth 1 the syscall round trip bounds both sides equally.
     let depth = b.o.depth.unwrap_or(8);
-    let (op, class_name) = if b.o.op_query {
-        ("QUERY_DATA_VERSION", "query")
-    } else {
-        ("BROKER_HEARTBEAT", "heartbeat")
-    };
-    b.param("op", op);
-    b.param("depth", depth);
+    let op = if b.o.op_query { "query" } else { "heartbeat" };
+    b.param("op", text(op));
+    b.param("depth", int(depth));
     let class = b.registered_brokers(b.o.rate, depth, false, None)?;
-    b.engine.classes[class].name = class_name.into();
+    b.engine.classes[class].name = op.into();
     let mut beats = Vec::with_capacity(b.o.layout.brokers);
     for i in 0..b.o.layout.brokers {
         let id = b.o.layout.broker(i);
@@ -459,11 +340,11 @@ fn heartbeat(mut b: Bench) -> Result<Report, String> {
         } else {
             id.heartbeat()
         };
-        let t = b.template(&request, BROKER_VERSION);
+        let t = Template::new(b.st, &request, BROKER_VERSION);
         beats.push(vec![b.engine.add_template(t)]);
     }
     b.replan_brokers(class, &beats, &[0]);
-    b.timed("main", vec![class], true);
+    b.timed("main", &[class], true);
     Ok(b.finish())
 }
 
@@ -472,44 +353,37 @@ fn route(mut b: Bench) -> Result<Report, String> {
     let broker_conns = if with_brokers { b.broker_conns() } else { 0 };
     b.begin(broker_conns, b.o.clients)?;
     let depth = b.o.depth.unwrap_or(16);
-    b.param("clients", b.o.clients);
-    b.param("depth", depth);
-    b.param("version", b.o.version);
-    let dialect = if b.o.version >= 401 {
-        "standard"
-    } else {
-        "legacy"
-    };
-    b.param("dialect", dialect);
+    b.param("depth", int(depth));
+    b.param("version", int(b.o.version));
     if with_brokers {
         b.registered_brokers(None, 1, false, None)?;
     }
     let routes = b.route_templates();
     let (class, _) = b.open_clients("route", b.o.rate, depth, &routes)?;
-    b.timed("main", vec![class], true);
+    b.timed("main", &[class], true);
     Ok(b.finish())
 }
 
 fn mixed(mut b: Bench) -> Result<Report, String> {
     b.begin(b.broker_conns(), b.o.clients)?;
     let depth = b.o.depth.unwrap_or(16);
-    b.param("clients", b.o.clients);
-    b.param("route_rate_per_s", b.o.route_rate);
-    b.param("version", b.o.version);
-    b.param("storm", if b.o.churn { "churn" } else { "steady" });
+    b.param("route_rate_per_s", num(b.o.route_rate, 3));
+    b.param("version", int(b.o.version));
+    b.param("storm", text(if b.o.churn { "churn" } else { "steady" }));
     if let Some(r) = b.o.rate {
-        b.param("storm_rate_per_s", r);
+        b.param("storm_rate_per_s", num(r, 3));
     }
     let storm = b.registered_brokers(b.o.rate, 1, b.o.churn, None)?;
     let routes = b.route_templates();
     let (lookups, _) = b.open_clients("route", Some(b.o.route_rate), depth, &routes)?;
-    b.timed("quiet", vec![lookups], false);
-    b.timed("storm", vec![lookups, storm], true);
+    b.timed("quiet", &[lookups], false);
+    b.timed("storm", &[lookups, storm], true);
     Ok(b.finish())
 }
 
 /// Watches user topics disappear from routes, on every name server: one entry per
 /// (name server, topic), indexed by route template id.
+#[derive(Default)]
 struct ExpiryWatch {
     /// Template id -> entry index, for the probe class's templates.
     first_template: u32,
@@ -522,14 +396,12 @@ struct ExpiryWatch {
 }
 
 impl Watch for ExpiryWatch {
-    fn on_response(&mut self, _: usize, template: u32, answer: &RemotingCommand, now: Instant) {
-        let Some(i) = template.checked_sub(self.first_template) else {
-            return;
-        };
-        let i = i as usize;
-        if answer.code == 17 && i < self.alive.len() && self.alive[i] {
+    fn on_response(&mut self, template: u32, answer: &RemotingCommand) {
+        let i = template.wrapping_sub(self.first_template) as usize;
+        if answer.code == 17 && self.alive.get(i) == Some(&true) {
             self.alive[i] = false;
             self.remaining -= 1;
+            let now = Instant::now();
             self.first_gone.get_or_insert(now);
             if self.remaining == 0 {
                 self.all_gone = Some(now);
@@ -548,16 +420,12 @@ fn expire(mut b: Bench) -> Result<Report, String> {
     b.o.topic_list.clear();
     b.begin(b.broker_conns(), b.o.clients)?;
     let depth = b.o.depth.unwrap_or(4);
-    b.param("heartbeat_timeout_ms", b.o.timeout_ms);
-    b.param("clients", b.o.clients);
-    b.param("route_rate_per_s", b.o.route_rate);
+    b.param("heartbeat_timeout_ms", int(b.o.timeout_ms));
+    b.param("route_rate_per_s", num(b.o.route_rate, 3));
     let brokers = b.registered_brokers(None, 1, false, Some(b.o.timeout_ms))?;
     b.engine.classes[brokers].closes_expected = true;
-    let stopped = b
-        .phases
-        .last()
-        .map(|p| p.ended)
-        .unwrap_or_else(Instant::now);
+    // The brokers' last registrations were just answered: their timeout runs from here.
+    let stopped = Instant::now();
     let routes = b.route_templates();
     let (probe, per_server) = b.open_clients("route", Some(b.o.route_rate), depth, &routes)?;
     b.engine.classes[probe].expected_codes = vec![17];
@@ -573,25 +441,22 @@ fn expire(mut b: Bench) -> Result<Report, String> {
         alive,
         watched,
         remaining: watched,
-        first_gone: None,
-        all_gone: None,
+        ..ExpiryWatch::default()
     };
-    b.timed_watch("expire", vec![probe], true, &mut watch, Until::Watch);
-    let secs = |t: Option<Instant>| t.map_or(-1.0, |t| (t - stopped).as_secs_f64());
-    let all_gone = secs(watch.all_gone);
-    let mut extra = vec![
-        ("routes_watched", Param::from(watched), "topics"),
-        ("routes_left", watch.remaining.into(), "topics"),
-        ("first_route_gone_after", secs(watch.first_gone).into(), "s"),
-        ("all_routes_gone_after", all_gone.into(), "s"),
-    ];
-    if watch.all_gone.is_some() {
-        let lag = all_gone - b.o.timeout_ms as f64 / 1000.0;
-        extra.push(("expiry_lag_beyond_timeout", lag.into(), "s"));
-    }
+    let until = Until::Watch(b.o.max_wait);
+    b.phase("expire", &[probe], true, &mut watch, until);
+    let secs = |t: Option<Instant>| num(t.map_or(-1.0, |t| (t - stopped).as_secs_f64()), 3);
+    let timeout_s = b.o.timeout_ms as f64 / 1000.0;
     let left = watch.remaining;
     let mut report = b.finish();
-    report.extra = extra;
+    report.result("routes_watched", int(watched), "topics");
+    report.result("routes_left", int(left), "topics");
+    report.result("first_route_gone_after", secs(watch.first_gone), "s");
+    report.result("all_routes_gone_after", secs(watch.all_gone), "s");
+    if let Some(t) = watch.all_gone {
+        let lag = (t - stopped).as_secs_f64() - timeout_s;
+        report.result("expiry_lag_beyond_timeout", num(lag, 3), "s");
+    }
     if left > 0 && !report.interrupted {
         // Routes that never went away are the failure this workload exists to catch.
         report

@@ -4,28 +4,23 @@
 //! the slave receives 1008 and until a name server routes it as id 0 is measured.
 
 use super::{
-    apply_broker_id, call, call_ok, clean_broker_data, elect_master, ext_i64, heartbeat, millis,
-    next_broker_id, register_broker, set_names, CALL_TIMEOUT, CLUSTER,
+    alter_sync_state_set, apply_broker_id, call, call_ok, clean_broker_data, elect_master, ext_i64,
+    heartbeat, millis, next_broker_id, register_broker, set_names, CALL_TIMEOUT, CLUSTER,
 };
 use crate::args::{Failover, Options};
+use crate::canned::OnCommand;
 use crate::payload::{topic, PERM_RW};
-use crate::report::json_text;
+use crate::report::{int, num, text, Report};
 use crate::servers::Picker;
-use bytes::BytesMut;
 use rmq_namesrv::client::api::{BrokerIdentity, RegisterOptions};
 use rmq_namesrv::client::Client;
 use rmq_namesrv::controller::request::field::{
     MASTER_BROKER_ID, MASTER_EPOCH, NEXT_BROKER_ID, SYNC_STATE_SET_EPOCH,
 };
-use rmq_namesrv::controller::request::{
-    AlterSyncStateSet, ControllerRequest, LeaderRequest, SyncStateSetBody,
-};
-use rmq_namesrv::remoting::command::{DecodeLimits, RemotingCommand};
-use rmq_namesrv::remoting::frame;
-use rmq_namesrv::remoting::json::Value;
+use rmq_namesrv::event_loop::{Ctx, EventLoop, Limits, ListenerTag, StopHandle};
+use rmq_namesrv::remoting::command::RemotingCommand;
 use rmq_namesrv::route::model::{DataVersion, RegisterBody};
-use std::io::{ErrorKind, Read};
-use std::net::TcpListener;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -36,14 +31,8 @@ fn failover_topic(set: &str) -> String {
 }
 
 /// A controller-mode broker reduced to what failover needs: its controller conversation, its
-/// name-server registrations, heartbeats, and a listener for 1008.
+/// name-server registrations, heartbeats (a thread), and a listener for 1008 (a thread).
 struct SimBroker {
-    b: Arc<Broker>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-}
-
-/// What a simulated broker's threads share.
-struct Broker {
     name: String,
     addr: String,
     id: i64,
@@ -54,20 +43,21 @@ struct Broker {
     namesrv: Mutex<Vec<Client>>,
     /// (master id, master epoch, sync-state-set epoch).
     role: Mutex<(i64, i64, i64)>,
-    /// When a 1008 making this broker master arrived (and its registration as master was
-    /// answered by every name server).
+    /// When a 1008 made this broker master (if every name server took its registration).
     promoted: Mutex<Option<Instant>>,
     heartbeating: AtomicBool,
-    stop: AtomicBool,
+    /// Stops the loop that takes the controller's 1008s.
+    notices: StopHandle,
 }
 
 impl SimBroker {
-    fn start(o: &Options, controller: &str, name: &str) -> Result<SimBroker, String> {
-        let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("listen: {e}"))?;
-        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| e.to_string())?
+    fn start(o: &Options, controller: &str, name: &str) -> Result<Arc<SimBroker>, String> {
+        let listen = |e| format!("listen: {e}");
+        let mut notices = EventLoop::new(Limits::default()).map_err(listen)?;
+        let local = SocketAddr::from(([127, 0, 0, 1], 0));
+        let addr = notices
+            .listen(local, ListenerTag(0))
+            .map_err(listen)?
             .to_string();
         let mut c = Client::connect(controller, CALL_TIMEOUT)
             .map_err(|e| format!("connect to {controller}: {e}"))?;
@@ -80,7 +70,7 @@ impl SimBroker {
             let conn = Client::connect(ns, CALL_TIMEOUT);
             namesrv.push(conn.map_err(|e| format!("connect to {ns}: {e}"))?);
         }
-        let b = Arc::new(Broker {
+        let b = Arc::new(SimBroker {
             name: name.to_string(),
             addr,
             id,
@@ -90,65 +80,43 @@ impl SimBroker {
             role: Mutex::new((0, 0, 0)),
             promoted: Mutex::new(None),
             heartbeating: AtomicBool::new(true),
-            stop: AtomicBool::new(false),
+            notices: notices.stop_handle(),
         });
         b.adopt(&registered);
-        b.heartbeat();
+        b.heartbeat()?;
         if b.role()?.0 == 0 {
             let elected = b.with_controller(|c| call(c, &elect_master(name, id)))?;
             b.adopt(&elected);
         }
         let (master, epoch, _) = b.role()?;
         b.register_all(if master == id { 0 } else { id }, epoch)?;
-        let beats = Arc::clone(&b);
-        let notices = Arc::clone(&b);
-        let threads = vec![
-            std::thread::spawn(move || beats.heartbeat_every_second()),
-            std::thread::spawn(move || notices.serve(listener)),
-        ];
-        Ok(SimBroker { b, threads })
+        let (beats, listener) = (Arc::clone(&b), Arc::clone(&b));
+        std::thread::spawn(move || beats.heartbeat_every_second());
+        let handler = OnCommand(move |_: &mut Ctx<()>, _, cmd| listener.on_notice(&cmd));
+        std::thread::spawn(move || notices.run(handler));
+        Ok(b)
     }
 
     /// As the master: 1001 to {1, 2}.
     fn widen(&self, other: i64) -> Result<(), String> {
-        let (master, epoch, set_epoch) = self.b.role()?;
-        let alter =
-            ControllerRequest::Leader(LeaderRequest::AlterSyncStateSet(AlterSyncStateSet {
-                broker_name: Some(self.b.name.clone()),
-                master_broker_id: Some(master),
-                master_epoch: i32::try_from(epoch).ok(),
-                body: Some(SyncStateSetBody {
-                    sync_state_set: Some([master, other].into_iter().collect()),
-                    sync_state_set_epoch: i32::try_from(set_epoch).unwrap_or(0),
-                }),
-            }));
-        self.b.with_controller(|c| call_ok(c, &alter))?;
+        let (master, epoch, set_epoch) = self.role()?;
+        let alter = alter_sync_state_set(&self.name, master, epoch, &[master, other], set_epoch);
+        self.with_controller(|c| call_ok(c, &alter))?;
         Ok(())
     }
 
-    /// kill -9: every connection closes at once, nothing more is sent (the threads notice
-    /// the stop flag later; dropping the broker waits for them).
+    /// kill -9: every connection closes at once, nothing more is sent (the heartbeat thread
+    /// ends when it finds no controller connection).
     fn kill(&self) {
-        self.b.stop.store(true, Ordering::SeqCst);
-        if let Ok(mut c) = self.b.controller.lock() {
+        self.notices.stop();
+        if let Ok(mut c) = self.controller.lock() {
             c.take();
         }
-        if let Ok(mut ns) = self.b.namesrv.lock() {
+        if let Ok(mut ns) = self.namesrv.lock() {
             ns.clear();
         }
     }
-}
 
-impl Drop for SimBroker {
-    fn drop(&mut self) {
-        self.kill();
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Broker {
     fn role(&self) -> Result<(i64, i64, i64), String> {
         Ok(*self.role.lock().map_err(|_| "poisoned")?)
     }
@@ -171,32 +139,22 @@ impl Broker {
         }
     }
 
-    /// One oneway 904 on the controller connection.
-    fn heartbeat(&self) {
+    /// One oneway 904 on the controller connection (unless hung); an error once killed.
+    fn heartbeat(&self) -> Result<(), String> {
         let beat = heartbeat(&self.name, &self.addr, self.id, self.timeout_ms);
-        let _ =
-            self.with_controller(|c| c.oneway_encoded(&beat.encode()).map_err(|e| e.to_string()));
+        let beating = self.heartbeating.load(Ordering::SeqCst);
+        self.with_controller(|c| {
+            if !beating {
+                return Ok(());
+            }
+            c.oneway_encoded(&beat.encode()).map_err(|e| e.to_string())
+        })
     }
 
     /// Java brokers heartbeat every second (brokerHeartbeatInterval).
     fn heartbeat_every_second(&self) {
-        while !self.stop.load(Ordering::SeqCst) {
+        while self.heartbeat().is_ok() {
             std::thread::sleep(Duration::from_millis(1000));
-            if self.heartbeating.load(Ordering::SeqCst) {
-                self.heartbeat();
-            }
-        }
-    }
-
-    /// Takes the controller's connections (it keeps each open) and handles their frames.
-    fn serve(self: Arc<Self>, listener: TcpListener) {
-        while !self.stop.load(Ordering::SeqCst) {
-            let Ok((stream, _)) = listener.accept() else {
-                std::thread::sleep(Duration::from_millis(1));
-                continue;
-            };
-            let b = Arc::clone(&self);
-            std::thread::spawn(move || read_frames(stream, &b.stop, |cmd| b.on_notice(cmd)));
         }
     }
 
@@ -256,31 +214,6 @@ impl Broker {
     }
 }
 
-/// Handles each frame of one connection as it arrives, until the connection closes or `stop`.
-fn read_frames(
-    mut stream: std::net::TcpStream,
-    stop: &AtomicBool,
-    mut handle: impl FnMut(&RemotingCommand),
-) {
-    let _ = stream.set_nonblocking(false);
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
-    let mut buf = BytesMut::new();
-    let mut chunk = [0u8; 4096];
-    while !stop.load(Ordering::SeqCst) {
-        match stream.read(&mut chunk) {
-            Ok(0) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
-            Err(_) => return,
-        }
-        while let Ok(Some(f)) = frame::next_frame(&mut buf, 1 << 20) {
-            if let Ok(cmd) = RemotingCommand::decode(f, &DecodeLimits::default()) {
-                handle(&cmd);
-            }
-        }
-    }
-}
-
 /// Whether the name server of `c` routes `addr` as id 0 of `name`.
 fn routed_as_master(c: &mut Client, name: &str, addr: &str) -> bool {
     match c.get_route(&failover_topic(name)) {
@@ -292,33 +225,28 @@ fn routed_as_master(c: &mut Client, name: &str, addr: &str) -> bool {
     }
 }
 
-/// One round's times, from the master's death.
-struct Round {
-    notified: Duration,
-    routed: Duration,
-}
-
+/// One round's times from the master's death: until the slave is notified, until it is routed.
 fn failover_round(
     o: &Options,
     controller: &str,
     mode: Failover,
     round: usize,
-) -> Result<Round, String> {
+) -> Result<(Duration, Duration), String> {
     let name = format!("{}-failover-{round}", set_names(o)[0]);
     let master = SimBroker::start(o, controller, &name)?;
     let slave = SimBroker::start(o, controller, &name)?;
-    master.widen(slave.b.id)?;
+    master.widen(slave.id)?;
     // The name server whose route is watched, as --strategy picks a client's.
     let watched = &o.namesrv[Picker::new(&o.namesrv, o.strategy)?.next()?];
     let mut ns = Client::connect(watched, CALL_TIMEOUT).map_err(|e| e.to_string())?;
     let died = Instant::now();
     match mode {
         Failover::Crash => master.kill(),
-        Failover::Hang => master.b.heartbeating.store(false, Ordering::SeqCst),
+        Failover::Hang => master.heartbeating.store(false, Ordering::SeqCst),
     }
     let deadline = died + o.max_wait;
     let routed = loop {
-        if routed_as_master(&mut ns, &name, &slave.b.addr) {
+        if routed_as_master(&mut ns, &name, &slave.addr) {
             break died.elapsed();
         }
         if Instant::now() > deadline {
@@ -329,68 +257,37 @@ fn failover_round(
         }
         std::thread::sleep(Duration::from_millis(1));
     };
-    let notified = slave
-        .b
-        .promoted
-        .lock()
-        .ok()
-        .and_then(|p| *p)
-        .map_or(routed, |t| t - died);
-    drop(slave);
-    drop(master);
+    let promoted = slave.promoted.lock().ok().and_then(|p| *p);
+    let notified = promoted.map_or(routed, |t| t - died);
+    slave.kill();
+    master.kill();
     let mut c = Client::connect(controller, CALL_TIMEOUT).map_err(|e| e.to_string())?;
     let _ = call(&mut c, &clean_broker_data(&name));
-    Ok(Round { notified, routed })
+    Ok((notified, routed))
 }
 
-pub fn run(
-    o: &Options,
-    controller: &str,
-    mode: Failover,
-    stop: &AtomicBool,
-) -> Result<String, String> {
-    let mut rounds = Vec::new();
-    for round in 0..o.rounds {
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-        rounds.push(failover_round(o, controller, mode, round)?);
-    }
+/// The rounds' times in the report's results: `round_N_notified` and `round_N_routed` (ms).
+pub fn run(o: &Options, mode: Failover, stop: &AtomicBool) -> Result<Report, String> {
+    let controller = o.controller.as_deref().unwrap_or_default();
     let mode_name = match mode {
         Failover::Crash => "crash (connections closed)",
         Failover::Hang => "hang (heartbeats stopped)",
     };
-    let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1000.0);
-    if o.json {
-        let list = rounds.iter().map(|r| {
-            let (notified, routed) = (Value::Str(ms(r.notified)), Value::Str(ms(r.routed)));
-            Value::Object(vec![
-                ("notified_ms".into(), notified),
-                ("routed_ms".into(), routed),
-            ])
-        });
-        let doc = Value::Object(vec![
-            ("workload".into(), Value::Str("controller-failover".into())),
-            ("mode".into(), Value::Str(mode_name.into())),
-            (
-                "heartbeat_timeout_ms".into(),
-                Value::Int(o.timeout_ms as i64),
-            ),
-            ("rounds".into(), Value::Array(list.collect())),
-        ]);
-        return Ok(json_text(&doc));
+    let target = format!("{controller} (name servers {})", o.namesrv.join(";"));
+    let mut report = Report::new("controller-failover", target, None);
+    report.params.push(("mode".into(), text(mode_name)));
+    report
+        .params
+        .push(("heartbeat_timeout_ms".into(), int(o.timeout_ms)));
+    let ms = |d: Duration| num(d.as_secs_f64() * 1000.0, 1);
+    for round in 0..o.rounds {
+        if stop.load(Ordering::Relaxed) {
+            report.interrupted = true;
+            break;
+        }
+        let (notified, routed) = failover_round(o, controller, mode, round)?;
+        report.result(format!("round_{round}_notified"), ms(notified), "ms");
+        report.result(format!("round_{round}_routed"), ms(routed), "ms");
     }
-    let mut out = format!(
-        "failover on controller {controller}, name servers {}: master {mode_name}, brokers' heartbeatTimeoutMills {} ms\n",
-        o.namesrv.join(";"),
-        o.timeout_ms
-    );
-    out += &format!(
-        "{:<6} {:>14} {:>22}\n",
-        "round", "notified (ms)", "routed as master (ms)"
-    );
-    for (i, r) in rounds.iter().enumerate() {
-        out += &format!("{:<6} {:>14} {:>22}\n", i, ms(r.notified), ms(r.routed));
-    }
-    Ok(out)
+    Ok(report)
 }

@@ -1,26 +1,18 @@
 //! `rmq-bench controller`: load on a RocketMQ controller (rmq-namesrv's embedded one, or any
-//! other), over the real wire protocol ([`throughput`]), and the failover time seen by
-//! brokers ([`failover`]).
-//!
-//! Requests are the controller's own typed requests (`controller::request`), encoded by the
-//! library. The timed phases run on the [`crate::engine`]; the set-up, the clean-up and
-//! failover use blocking connections (failover needs listeners and role changes).
+//! other) ([`throughput`]), and the failover time seen by brokers ([`failover`]), with the
+//! library's typed controller requests. The timed phases run on the [`crate::engine`]; set-up,
+//! clean-up and failover use blocking connections.
 
-mod failover;
-mod throughput;
+pub mod failover;
+pub mod throughput;
 
 use crate::args::Options;
-use crate::report::{sample_proc, ProcSample};
 use rmq_namesrv::client::Client;
 use rmq_namesrv::controller::request::{
-    ApplyBrokerId, CleanBrokerData, ControllerRequest, ElectMaster, ElectTrigger, Heartbeat,
-    LeaderRequest, RegisterBroker,
+    AlterSyncStateSet, ApplyBrokerId, CleanBrokerData, ControllerRequest, ElectMaster,
+    ElectTrigger, Heartbeat, LeaderRequest, RegisterBroker, SyncStateSetBody,
 };
-use rmq_namesrv::remoting::codes::version;
-use rmq_namesrv::remoting::command::{RemotingCommand, SerializeType};
-use rmq_namesrv::request::Encoded;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use rmq_namesrv::remoting::command::RemotingCommand;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const CLUSTER: &str = "ControllerBench";
@@ -32,29 +24,16 @@ fn millis() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// One request frame with `opaque` (JSON header, as Java peers send).
-fn frame_of(request: &Encoded<'_>, opaque: i32) -> Vec<u8> {
-    request.frame(SerializeType::Json, "JAVA", version::CURRENT, opaque, 0)
-}
-
 /// Sends `request` and waits for the answer, whatever its code.
 fn call(c: &mut Client, request: &ControllerRequest) -> Result<RemotingCommand, String> {
     c.request_encoded(&request.encode())
         .map_err(|e| format!("request {}: {e}", request.code()))
 }
 
-/// SUCCESS, else the code and remark.
-fn expect_ok(resp: RemotingCommand, what: &str) -> Result<RemotingCommand, String> {
-    if resp.code == 0 {
-        Ok(resp)
-    } else {
-        Err(format!("{what}: answered {} {:?}", resp.code, resp.remark))
-    }
-}
-
 /// `request`, which must be answered SUCCESS.
 fn call_ok(c: &mut Client, request: &ControllerRequest) -> Result<RemotingCommand, String> {
-    expect_ok(call(c, request)?, &request.code().to_string())
+    c.request_ok(&request.encode())
+        .map_err(|e| format!("request {}: {e}", request.code()))
 }
 
 fn ext_i64(resp: &RemotingCommand, key: &str) -> Option<i64> {
@@ -63,7 +42,6 @@ fn ext_i64(resp: &RemotingCommand, key: &str) -> Option<i64> {
 
 // What a simulated broker of set `name` sends (cluster CLUSTER).
 
-/// 1012 GET_NEXT_BROKER_ID.
 fn next_broker_id(name: &str) -> ControllerRequest {
     ControllerRequest::Leader(LeaderRequest::GetNextBrokerId {
         cluster_name: Some(CLUSTER.into()),
@@ -71,7 +49,6 @@ fn next_broker_id(name: &str) -> ControllerRequest {
     })
 }
 
-/// 1013 APPLY_BROKER_ID for broker `id` at `addr`.
 fn apply_broker_id(name: &str, id: i64, addr: &str) -> ControllerRequest {
     ControllerRequest::Leader(LeaderRequest::ApplyBrokerId(ApplyBrokerId {
         cluster_name: Some(CLUSTER.into()),
@@ -81,7 +58,6 @@ fn apply_broker_id(name: &str, id: i64, addr: &str) -> ControllerRequest {
     }))
 }
 
-/// 1003 REGISTER_BROKER of broker `id` at `addr`.
 fn register_broker(name: &str, id: i64, addr: &str) -> ControllerRequest {
     ControllerRequest::Leader(LeaderRequest::RegisterBroker(RegisterBroker {
         cluster_name: Some(CLUSTER.into()),
@@ -91,7 +67,7 @@ fn register_broker(name: &str, id: i64, addr: &str) -> ControllerRequest {
     }))
 }
 
-/// 1002 ELECT_MASTER as a broker electing itself (not designated).
+/// As a broker electing itself (not designated).
 fn elect_master(name: &str, id: i64) -> ControllerRequest {
     ControllerRequest::Leader(LeaderRequest::ElectMaster(ElectMaster {
         cluster_name: CLUSTER.into(),
@@ -102,7 +78,6 @@ fn elect_master(name: &str, id: i64) -> ControllerRequest {
     }))
 }
 
-/// 904 BROKER_HEARTBEAT of broker `id` at `addr`.
 fn heartbeat(name: &str, addr: &str, id: i64, timeout_ms: u64) -> ControllerRequest {
     ControllerRequest::Heartbeat(Heartbeat {
         cluster_name: Some(CLUSTER.into()),
@@ -114,13 +89,32 @@ fn heartbeat(name: &str, addr: &str, id: i64, timeout_ms: u64) -> ControllerRequ
     })
 }
 
-/// 1011 CLEAN_BROKER_DATA of the whole set, living brokers included.
+/// The whole set, living brokers included.
 fn clean_broker_data(name: &str) -> ControllerRequest {
     ControllerRequest::Leader(LeaderRequest::CleanBrokerData(CleanBrokerData {
         cluster_name: None,
         broker_name: Some(name.into()),
         broker_controller_ids_to_clean: None,
         is_clean_living_broker: true,
+    }))
+}
+
+/// 1001 from the master of set `name`: `members` become the SyncStateSet.
+fn alter_sync_state_set(
+    name: &str,
+    master: i64,
+    master_epoch: i64,
+    members: &[i64],
+    set_epoch: i64,
+) -> ControllerRequest {
+    ControllerRequest::Leader(LeaderRequest::AlterSyncStateSet(AlterSyncStateSet {
+        broker_name: Some(name.into()),
+        master_broker_id: Some(master),
+        master_epoch: i32::try_from(master_epoch).ok(),
+        body: Some(SyncStateSetBody {
+            sync_state_set: Some(members.iter().copied().collect()),
+            sync_state_set_epoch: i32::try_from(set_epoch).unwrap_or(0),
+        }),
     }))
 }
 
@@ -134,17 +128,4 @@ fn set_names(o: &Options) -> Vec<String> {
     (0..o.layout.brokers)
         .map(|i| format!("cb-{tag}-{i}"))
         .collect()
-}
-
-/// The server's RSS and CPU time now (`--pid` only).
-fn server_sample(o: &Options) -> Option<ProcSample> {
-    o.pid.and_then(|p| sample_proc(&p.to_string()))
-}
-
-pub fn run(o: &Options, stop: Arc<AtomicBool>) -> Result<String, String> {
-    let controller = o.controller.clone().unwrap_or_default();
-    match o.failover {
-        Some(mode) => failover::run(o, &controller, mode, &stop),
-        None => throughput::run(o, &controller, stop),
-    }
 }
