@@ -52,6 +52,7 @@ pub mod remoting;
 pub mod request;
 pub mod route;
 pub mod server;
-#[doc(hidden)]
-pub mod test_support;
+#[cfg(test)]
+#[path = "../tests/support/mod.rs"]
+mod test_support;
 pub mod timer;

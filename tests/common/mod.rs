@@ -18,7 +18,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 pub use rmq_namesrv::client::api::RegisterOptions;
-pub use rmq_namesrv::test_support::TempDir;
+#[path = "../support/mod.rs"]
+mod support;
+#[allow(unused_imports)]
+pub use support::{fixture, fixture_path, TempDir};
 
 /// A config for a test server: loopback, ephemeral port, files in `dir`, no file log.
 pub fn test_config(dir: &Path) -> NamesrvConfig {
