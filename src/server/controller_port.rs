@@ -1,10 +1,8 @@
 //! The embedded Controller's port (`enableControllerInNamesrv=true`, feature `controller`): a
 //! second listener on the name server's loop. Frames go to the socket-free [`Controller`]; this
-//! module adds replies addressed by a [`Ticket`] (written when the controller releases them: at
-//! once for reads, after the fsync for writes), the log writer's wake-up flag (so the name
-//! server's turns pay nothing), timers, closed connections (their brokers are inactive at once;
-//! expired brokers' connections are closed, as Java does), 1008 notifications ([`notifier`]),
-//! the peer links ([`peers`]), and the stop (`Controller::stop_waiting_for_peers`).
+//! module adds replies addressed by a [`Ticket`] (written when the controller releases them),
+//! the log writer's wake-up flag (so the name server's turns pay nothing), timers, closed
+//! connections, 1008 notifications ([`notifier`]), the peer links ([`peers`]) and the stop.
 
 use super::{os_message, StartError};
 use crate::config::NamesrvConfig;
@@ -22,7 +20,6 @@ use std::thread::JoinHandle;
 
 pub(super) const LISTENER: ListenerTag = ListenerTag(1);
 
-/// Request deadlines (the pipeline's 5 s wait).
 const DEADLINE_TIMER: TimerId = TimerId(11);
 const SCAN_NOT_ACTIVE_TIMER: TimerId = TimerId(12);
 const SCAN_INACTIVE_MASTER_TIMER: TimerId = TimerId(13);
@@ -40,7 +37,7 @@ use peers::{PeerFrame, PeerLinks, PeerSetup};
 /// Notifications waiting for the sending thread (one per broker of an election).
 const NOTIFY_QUEUE: usize = 4_096;
 
-/// The controller's settings, read at start; what `Server::bind_with_controller` hosts.
+/// The controller's settings, read at start.
 #[derive(Debug, Clone)]
 pub struct ControllerSetup {
     config: ControllerConfig,
@@ -51,10 +48,8 @@ impl ControllerSetup {
         ControllerSetup { config }
     }
 
-    /// With `enableControllerInNamesrv=true` in `namesrv`, the controller's keys through
-    /// `lookup`: the keys the config file and the command line actually set, so that a key
-    /// both servers know takes the controller's default when nobody set it. Err = one line
-    /// naming the key and why.
+    /// `lookup` gives the keys the config file and the command line actually set, so that a
+    /// key both servers know takes the controller's default when nobody set it.
     pub fn from_config(
         namesrv: &NamesrvConfig,
         lookup: &dyn Fn(&str) -> Option<String>,
@@ -75,8 +70,7 @@ impl ControllerSetup {
         &self.config
     }
 
-    /// The effective settings as `key=value` lines (runtime updates kept in the store
-    /// applied), for `rmq-namesrv -p`.
+    /// The effective settings (runtime updates applied) for `rmq-namesrv -p`.
     pub fn describe(&self) -> Result<String, String> {
         let mut config = self.config.clone();
         config.load_updates().map_err(|e| e.to_string())?;
@@ -97,7 +91,6 @@ struct Ticket {
     serialize: SerializeType,
 }
 
-/// The log writer's wake-up: a flag saying the news is the controller's, then the loop.
 struct LogNews {
     pending: AtomicBool,
     waker: LoopWaker,
@@ -114,7 +107,6 @@ pub(super) struct ControllerPort {
     controller: Controller<Ticket>,
     local_addr: SocketAddr,
     news: Arc<LogNews>,
-    /// Replies released by the last call (kept to reuse its allocation).
     replies: Vec<Reply<Ticket>>,
     deadline_armed: Option<u64>,
     scan_not_active_ms: u64,
@@ -122,17 +114,13 @@ pub(super) struct ControllerPort {
     notifications: Option<notifier::Notifier>,
     next_notify_opaque: i32,
     senders: Vec<JoinHandle<()>>,
-    /// The links to the other controller nodes (none for a single node).
     links: PeerLinks,
-    /// Messages for peers, as the controller hands them over (kept to reuse its allocation).
     peer_outbox: Vec<(u64, Vec<u8>)>,
-    /// The loop has begun to stop (what waits for peers was answered).
     stopping: bool,
 }
 
 impl ControllerPort {
-    /// Binds the controller's port on `host` (the name server's bindAddress, as Java's clone
-    /// of its server config), recovers the store and starts the controller's threads.
+    /// On `host`, the name server's bindAddress (as Java's clone of its server config).
     pub(super) fn bind<H: Handler>(
         setup: ControllerSetup,
         event_loop: &mut EventLoop<H>,
@@ -187,14 +175,12 @@ impl ControllerPort {
         self.local_addr
     }
 
-    /// `enableControllerInNamesrv=true` reached `Server::bind_with_controller` without settings.
     pub(super) fn missing_setup() -> StartError {
         StartError::Controller(
             "enableControllerInNamesrv=true but no controller settings were given: start it with Server::bind_with_controller".into(),
         )
     }
 
-    /// The controller's timers, and the peer links' first dials.
     pub(super) fn arm_timers<C: PeerConnData>(&mut self, ctx: &mut Ctx<C>) {
         self.links.start(ctx);
         let now = ctx.now_ms();
@@ -206,8 +192,7 @@ impl ControllerPort {
         ctx.set_timer(RAFT_TICK_TIMER, now + raft::TICK_MS);
     }
 
-    /// A request on the controller port. Its answer, and any others it released, go out
-    /// when this callback returns; a panic (a bug) closes this connection only.
+    /// A panic (a bug) closes this connection only.
     pub(super) fn on_frame<C>(
         &mut self,
         ctx: &mut Ctx<C>,
@@ -242,7 +227,6 @@ impl ControllerPort {
         Next::Continue
     }
 
-    /// A frame for the peer link ([`peers`]); a payload goes to the controller's Raft node.
     fn on_peer_frame<C>(&mut self, ctx: &mut Ctx<C>, conn: ConnId, cmd: &RemotingCommand) -> Next {
         match self.links.on_frame(ctx, conn, cmd) {
             PeerFrame::Payload { from, payload } => {
@@ -257,7 +241,6 @@ impl ControllerPort {
         }
     }
 
-    /// An outbound connection (the peer link's) was established or failed.
     pub(super) fn on_connected<C>(
         &mut self,
         ctx: &mut Ctx<C>,
@@ -267,8 +250,7 @@ impl ControllerPort {
         self.links.on_connected(ctx, conn, &result);
     }
 
-    /// A connection on the controller port closed: its brokers are inactive now (see
-    /// `elections`). A peer link's connection is the link's alone.
+    /// Its brokers are inactive now (see `elections`).
     pub(super) fn on_close<C>(&mut self, ctx: &mut Ctx<C>, conn: ConnId) {
         if self.links.on_closed(ctx, conn) {
             return;
@@ -279,7 +261,7 @@ impl ControllerPort {
         self.deliver(ctx);
     }
 
-    /// Handles the controller's timers; false for a timer that is not one of them.
+    /// False for a timer that is not the controller's.
     pub(super) fn on_timer<C: PeerConnData>(&mut self, ctx: &mut Ctx<C>, timer: TimerId) -> bool {
         if self.links.on_timer(ctx, timer) {
             return true;
@@ -322,8 +304,7 @@ impl ControllerPort {
         true
     }
 
-    /// Picks up what the log writer finished, if it said so. While the loop drains for a stop,
-    /// reports work pending until every request in flight is answered.
+    /// While the loop drains, reports work pending until every request in flight is answered.
     pub(super) fn before_sleep<C>(&mut self, ctx: &mut Ctx<C>) -> bool {
         if self.news.pending.swap(false, Ordering::Acquire) {
             let now = ctx.now_ms();
@@ -338,8 +319,6 @@ impl ControllerPort {
         ctx.is_stopping() && self.controller.pending_requests() > 0
     }
 
-    /// Writes released replies, hands notifications to the sender and moves the deadline
-    /// timer to the pipeline's next deadline.
     fn deliver<C>(&mut self, ctx: &mut Ctx<C>) {
         for reply in self.replies.drain(..) {
             let Ticket {
@@ -392,8 +371,7 @@ impl ControllerPort {
         }
     }
 
-    /// After the loop returned: waits for the log writer (what it made durable is applied;
-    /// nobody is left to answer), then for the notifications already queued.
+    /// Waits for the log writer, then for the notifications already queued.
     pub(super) fn shutdown(self) {
         let ControllerPort {
             controller,

@@ -63,13 +63,9 @@ const NOTIFY_TIMEOUT: Duration = Duration::from_millis(300);
 
 #[derive(Debug)]
 pub enum StartError {
-    Bind {
-        addr: SocketAddr,
-        source: io::Error,
-    },
+    Bind { addr: SocketAddr, source: io::Error },
     Io(io::Error),
     Kv(crate::kv::KvError),
-    /// The embedded Controller cannot start: one line naming what failed.
     Controller(String),
 }
 
@@ -110,7 +106,6 @@ pub struct Server {
 }
 
 impl Server {
-    /// Loads the KV store, binds the listener(s) and starts the helper threads.
     pub fn bind_with_controller(
         mut config: NamesrvConfig,
         controller: Option<ControllerSetup>,
@@ -171,7 +166,7 @@ impl Server {
     }
 }
 
-/// `host:port` as a socket address (IPv6 hosts with or without brackets).
+/// IPv6 hosts with or without brackets.
 fn socket_address(host: &str, port: u16) -> Result<SocketAddr, StartError> {
     format!("{host}:{port}")
         .parse()
@@ -184,7 +179,7 @@ fn socket_address(host: &str, port: u16) -> Result<SocketAddr, StartError> {
         })
 }
 
-/// A server running on its own thread (tests, embedding).
+/// A server running on its own thread.
 pub struct ServerHandle {
     addr: SocketAddr,
     controller_addr: Option<SocketAddr>,
@@ -224,7 +219,7 @@ impl Drop for ServerHandle {
     }
 }
 
-/// Binds and runs a server on a new thread; returns once it is listening.
+/// Returns once it is listening.
 pub fn start(config: NamesrvConfig) -> Result<ServerHandle, StartError> {
     start_with_controller(config, None)
 }
@@ -250,7 +245,7 @@ pub fn start_with_controller(
 
 #[derive(Debug, Default)]
 struct PeerState {
-    /// Whether a request came yet (the first says whether the peer is a broker).
+    /// The first request says whether the peer is a broker.
     seen_request: bool,
     /// Accepted on the controller's listener, or opened by its peer link.
     controller_port: bool,
@@ -272,7 +267,6 @@ struct NameServer {
     unregister_batches: Receiver<UnregisterBatch>,
     unregistrations: VecDeque<Unregistration>,
     expiry: ExpiryPacer,
-    /// Bytes moved at the last heap trim, brokers removed since, when the next may run.
     trimmed_at_bytes: u64,
     removed_since_trim: bool,
     next_trim_ms: u64,
@@ -352,7 +346,6 @@ impl NameServer {
         self.processor.topic_steps_pending() && !cmd.is_response() && codes::writes_routes(cmd.code)
     }
 
-    /// Runs one request now and writes its reply (or holds it behind the steps in progress).
     fn handle_now(
         &mut self,
         ctx: &mut Ctx<PeerState>,
@@ -380,8 +373,7 @@ impl NameServer {
         Next::Continue
     }
 
-    /// Runs the processor on one request, its reply written to `conn`. `None`: the connection
-    /// is gone, or the handling panicked (logged; the caller closes the connection).
+    /// `None`: the connection is gone, or the handling panicked (the caller closes it).
     fn run_guarded(
         &mut self,
         ctx: &mut Ctx<PeerState>,
@@ -444,8 +436,7 @@ impl NameServer {
         }
     }
 
-    /// After a burst, once the queues are back to their usual size, hands freed heap back to the
-    /// OS (at most once a second).
+    /// Once the queues are back to their usual size (at most once a second).
     fn trim_heap_after_bursts(&mut self, ctx: &Ctx<PeerState>) {
         let stats = ctx.stats();
         let moved = stats.bytes_in + stats.bytes_out;
@@ -473,7 +464,7 @@ impl Handler for NameServer {
         frame::next_frame(buf, self.settings.frame_max)
     }
 
-    /// Connections are read as brokers' until their first request shows a client.
+    /// Read as brokers' until their first request shows a client.
     fn on_accept(&mut self, ctx: &mut Ctx<PeerState>, conn: ConnId, tag: ListenerTag) -> ReadClass {
         if tag == controller_port::LISTENER {
             if let Some(peer) = ctx.data(conn) {
@@ -548,7 +539,7 @@ impl Handler for NameServer {
         !self.registration_queue_full()
     }
 
-    /// The paced work of a turn. Writes in flight count only while stopping.
+    /// Writes in flight count only while stopping.
     fn before_sleep(&mut self, ctx: &mut Ctx<PeerState>) -> bool {
         self.answer_durable_writes(ctx);
         let controller_busy = match self.controller.as_mut() {

@@ -1,12 +1,9 @@
-//! The threads that send 1008 NOTIFY_BROKER_ROLE_CHANGED to brokers, off the loop.
-//!
-//! Unlike the sender of 905 (`event_loop::oneway`), which closes each connection after
-//! writing, a connection per broker address is kept open a while and reused, as Java's
-//! remoting client does: rocketmq-rust 1.0 brokers abandon a request whose connection closed
-//! mid-way. A cached connection is checked for a close before reuse; a failed write is
-//! retried once on a new connection. A broker's notices always go to the same thread (by a
-//! hash of its address; Java uses a pool of three), so they keep their order, and a broker
-//! that does not answer a connect delays only the brokers hashed to its thread.
+//! The threads that send 1008 NOTIFY_BROKER_ROLE_CHANGED to brokers, off the loop. Unlike
+//! the sender of 905 (`event_loop::oneway`), a connection per broker is kept open a while and
+//! reused, as Java's remoting client does: rocketmq-rust 1.0 brokers abandon a request whose
+//! connection closed mid-way. A broker's notices always go to the same thread (by a hash of its
+//! address), so they keep their order, and a broker that does not answer a connect delays only
+//! the brokers hashed to its thread.
 
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TrySendError};
 use log::{debug, warn};
@@ -36,7 +33,6 @@ pub(in crate::server) struct Notifier {
 }
 
 impl Notifier {
-    /// Queues `notice` on its broker's thread; gives it back when that queue is full.
     pub(in crate::server) fn try_send(&self, notice: Notice) -> Result<(), TrySendError<Notice>> {
         let mut hasher = DefaultHasher::new();
         notice.target.hash(&mut hasher);
@@ -45,7 +41,7 @@ impl Notifier {
     }
 }
 
-/// Starts the threads (`capacity` notices queued in all); they end with the `Notifier`.
+/// `capacity` notices queued in all; the threads end with the `Notifier`.
 pub(in crate::server) fn spawn(capacity: usize) -> io::Result<(Notifier, Vec<JoinHandle<()>>)> {
     let mut queues = Vec::with_capacity(THREADS);
     let mut threads = Vec::with_capacity(THREADS);

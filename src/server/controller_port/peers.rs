@@ -1,15 +1,13 @@
-//! The link between the controller nodes of a Raft group: opaque payloads, `(to, payload)`
-//! out and `(from, payload)` in, over ordinary connections of the loop on the controller port
-//! with one private code ([`PEER_CODE`]); it knows nothing of Raft. Its rules (members and
-//! [`raft_ids`], handshake, one connection per pair, resolution off the loop, dropping with
-//! bounds) are in docs/controller.md ("Peers"). The one that matters most: nothing is decoded
-//! from a connection before its handshake is accepted, and a handshake is accepted only from
-//! an IP the configured host of that id resolves to (protobuf 2 has an advisory for hostile
-//! input).
+//! The link between the controller nodes of a Raft group: opaque payloads out and in over
+//! ordinary connections of the loop on the controller port, with one private code
+//! ([`PEER_CODE`]); it knows nothing of Raft. Its rules are in docs/controller.md ("Peers").
+//! The one that matters most: nothing is decoded from a connection before its handshake is
+//! accepted, and only from an IP the configured host of that id resolves to (protobuf 2 has
+//! an advisory for hostile input).
 
 use crate::controller::raft::raft_ids;
 use crate::controller::ControllerConfig;
-use crate::event_loop::{ConnId, Ctx, TimerId};
+use crate::event_loop::{ConnId, Ctx, LogGate, TimerId};
 use crate::remoting::codes::response::{SUCCESS, SYSTEM_ERROR};
 use crate::remoting::command::{encode_frame, Header, RemotingCommand, SerializeType};
 use bytes::Bytes;
@@ -25,14 +23,13 @@ use std::thread::JoinHandle;
 #[cfg(test)]
 mod tests;
 
-/// The peers' private request code: a handshake (a request answered by the acceptor), then
-/// payloads (oneway). RocketMQ uses no code in this range; only the configured peers may.
+/// A handshake (a request answered by the acceptor), then payloads (oneway). RocketMQ uses no
+/// code in this range.
 pub const PEER_CODE: i32 = 40_016;
 
-/// The largest payload carried. Raft's messages are small except snapshots, which travel in
-/// one message: the controller's state (broker sets, replicas, ids) is a few hundred bytes per
-/// broker set, so 4 MiB is room for thousands of broker sets, and it keeps one peer's frame
-/// well under the loop's buffer limits (`frameMaxLength` must stay above it).
+/// Raft's messages are small except snapshots (a few hundred bytes per broker set): room for
+/// thousands of broker sets, well under the loop's buffer limits (`frameMaxLength` must stay
+/// above it).
 pub const MAX_PAYLOAD: usize = 4 << 20;
 
 pub const PEER_TIMER: TimerId = TimerId(14);
@@ -45,11 +42,10 @@ const HANDSHAKE_TIMEOUT_MS: u64 = 3_000;
 /// Messages (and their bytes) kept for a peer while its connection is being set up.
 const QUEUE_MESSAGES: usize = 256;
 const QUEUE_BYTES: usize = 8 << 20;
-/// Unsent bytes on an established link beyond which messages to that peer are dropped (or half
-/// the loop's write hard cap, if lower: that would close the link).
+/// Unsent bytes on a link beyond which its messages are dropped (or half the loop's write hard
+/// cap, if lower: that would close the link).
 const MAX_UNSENT: usize = 16 << 20;
 const OVERSIZE_WARN_EVERY_MS: u64 = 10_000;
-/// Refused connections are logged at most this often (with a count of the others).
 const REFUSAL_WARN_EVERY_MS: u64 = 1_000;
 /// An acceptor re-resolves a peer's host after a mismatching handshake at most this often.
 const RESOLVE_AGAIN_MS: u64 = 5_000;
@@ -68,7 +64,7 @@ pub struct PeerSetup {
 }
 
 impl PeerSetup {
-    /// From the controller's keys (ids by [`raft_ids`], the rule the Raft group numbers by).
+    /// Ids by [`raft_ids`], the rule the Raft group numbers by.
     pub fn from_config(config: &ControllerConfig) -> PeerSetup {
         let ids = raft_ids(config.peers());
         let me = config.self_index();
@@ -88,19 +84,19 @@ impl PeerSetup {
     }
 }
 
-/// What the application keeps for a connection the link opens (it routes that connection's
-/// frames and close back to the link).
+/// What the application keeps for a connection the link opens.
 pub trait PeerConnData {
     fn peer_link() -> Self;
 }
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum PeerFrame {
-    /// A payload from an authenticated peer: the controller's to handle.
-    Payload { from: u64, payload: Bytes },
-    /// A handshake or its answer, handled here.
+    Payload {
+        from: u64,
+        payload: Bytes,
+    },
     Handled,
-    /// Refused: the connection is to be closed (already logged).
+    /// Refused (already logged).
     Close,
 }
 
@@ -109,7 +105,6 @@ pub struct PeerStatus {
     pub configured: usize,
     /// Peers with an established, authenticated link (`peersConnected`).
     pub connected: usize,
-    /// Messages dropped: peer unreachable, queue full, too large.
     pub dropped: u64,
     /// Handshakes refused, and payloads before a handshake.
     pub refused: u64,
@@ -117,29 +112,22 @@ pub struct PeerStatus {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Link {
-    /// No connection; the dialer tries again at `retry_at_ms`.
-    Down {
-        retry_at_ms: u64,
-    },
+    Down { retry_at_ms: u64 },
     Resolving,
     Connecting(ConnId),
-    Handshaking {
-        conn: ConnId,
-        since_ms: u64,
-    },
+    Handshaking { conn: ConnId, since_ms: u64 },
     Up(ConnId),
 }
 
 struct Peer {
     id: u64,
     addr: String,
-    /// Literal IPs are known at once; host names are resolved off the loop.
     literal: Option<SocketAddr>,
     /// The IPs the configured host resolved to last (who may claim this id).
     resolved: Vec<IpAddr>,
     resolving: bool,
     last_resolve_ms: Option<u64>,
-    /// This node dials that peer (its id is lower).
+    /// This node's id is lower.
     dials: bool,
     link: Link,
     backoff_ms: u64,
@@ -169,14 +157,12 @@ pub struct PeerLinks {
     conns: HashMap<ConnId, PeerConn>,
     resolver: Option<Resolver>,
     status: PeerStatus,
-    next_oversize_warn_ms: u64,
-    next_refusal_warn_ms: u64,
-    refusals_held: u64,
+    oversize_log: LogGate,
+    refusal_log: LogGate,
 }
 
 impl PeerLinks {
-    /// The links of `setup` (nothing is dialed before [`PeerLinks::start`]); starts the
-    /// resolver thread when a peer is named by host name.
+    /// Starts the resolver thread when a peer is named by host name.
     pub fn new(setup: PeerSetup) -> io::Result<PeerLinks> {
         let peers: Vec<Peer> = setup
             .peers
@@ -212,13 +198,11 @@ impl PeerLinks {
             peers,
             conns: HashMap::new(),
             resolver,
-            next_oversize_warn_ms: 0,
-            next_refusal_warn_ms: 0,
-            refusals_held: 0,
+            oversize_log: LogGate::new(OVERSIZE_WARN_EVERY_MS),
+            refusal_log: LogGate::new(REFUSAL_WARN_EVERY_MS),
         })
     }
 
-    /// Resolves the peers' addresses and dials the ones this node dials; arms the timer.
     pub fn start<C: PeerConnData>(&mut self, ctx: &mut Ctx<C>) {
         if self.peers.is_empty() {
             return;
@@ -264,21 +248,17 @@ impl PeerLinks {
         }
     }
 
-    /// Whether `conn` is a connection of the link (its frames and close are the link's).
     pub fn owns(&self, conn: ConnId) -> bool {
         // A single node (or one with no link open) pays no hash per controller request.
         !self.conns.is_empty() && self.conns.contains_key(&conn)
     }
 
-    /// Sends `payload` to peer `to`, or drops it (peer unknown or unreachable, queue full,
-    /// larger than [`MAX_PAYLOAD`]): Raft sends again what was lost.
+    /// Or drops it: Raft sends again what was lost.
     pub fn send<C>(&mut self, ctx: &mut Ctx<C>, to: u64, payload: &[u8]) {
         if payload.len() > MAX_PAYLOAD {
             self.status.dropped += 1;
             // Raft sends it again and again: one line per interval.
-            let now = ctx.now_ms();
-            if now >= self.next_oversize_warn_ms {
-                self.next_oversize_warn_ms = now + OVERSIZE_WARN_EVERY_MS;
+            if self.oversize_log.ready(ctx.now_ms()).is_some() {
                 warn!(
                     "controller peers: dropping a message of {} bytes to node {to}: above the peer payload cap of {MAX_PAYLOAD} ({} messages dropped so far)",
                     payload.len(),
@@ -313,7 +293,6 @@ impl PeerLinks {
         }
     }
 
-    /// A frame with [`PEER_CODE`], or any frame on a connection the link owns.
     pub fn on_frame<C>(
         &mut self,
         ctx: &mut Ctx<C>,
@@ -374,7 +353,6 @@ impl PeerLinks {
         }
     }
 
-    /// The first frame of a connection from a peer: checked, answered, and the link is up.
     fn on_handshake<C>(
         &mut self,
         ctx: &mut Ctx<C>,
@@ -418,7 +396,6 @@ impl PeerLinks {
         PeerFrame::Handled
     }
 
-    /// Who the handshake says it is, if that is believable: Err says why not.
     fn check_handshake<C>(
         &mut self,
         ctx: &Ctx<C>,
@@ -474,17 +451,12 @@ impl PeerLinks {
         Ok(peer.id)
     }
 
-    /// Counts and logs a refusal: one line per second at most, so that a flood of hostile
-    /// handshakes cannot flood the log (the lines held back are counted in the next).
+    /// One line per second at most: hostile handshakes cannot flood the log.
     fn refuse<C>(&mut self, ctx: &Ctx<C>, conn: ConnId, why: &str) {
         self.status.refused += 1;
-        let now = ctx.now_ms();
-        if now < self.next_refusal_warn_ms {
-            self.refusals_held += 1;
+        let Some(held) = self.refusal_log.ready(ctx.now_ms()) else {
             return;
-        }
-        self.next_refusal_warn_ms = now + REFUSAL_WARN_EVERY_MS;
-        let held = std::mem::take(&mut self.refusals_held);
+        };
         warn!(
             "controller peers: refusing the connection from {}: {why} ({held} more refused since the last line)",
             peer_name(ctx, conn)
@@ -557,7 +529,6 @@ impl PeerLinks {
         );
     }
 
-    /// An outbound connection was established (the handshake goes out) or failed.
     pub fn on_connected<C>(&mut self, ctx: &mut Ctx<C>, conn: ConnId, result: &io::Result<()>) {
         let Some(PeerConn { peer, .. }) = self.conns.get(&conn).copied() else {
             return;
@@ -581,7 +552,7 @@ impl PeerLinks {
         }
     }
 
-    /// A connection closed; true when it was the link's.
+    /// True when it was the link's.
     pub fn on_closed<C>(&mut self, ctx: &mut Ctx<C>, conn: ConnId) -> bool {
         let Some(PeerConn { peer, .. }) = self.conns.remove(&conn) else {
             return false;
@@ -607,7 +578,7 @@ impl PeerLinks {
         true
     }
 
-    /// The link's timer: resolutions done, overdue handshakes, dials due (false: not its timer).
+    /// False: not its timer.
     pub fn on_timer<C: PeerConnData>(&mut self, ctx: &mut Ctx<C>, timer: TimerId) -> bool {
         if timer != PEER_TIMER {
             return false;
@@ -627,7 +598,6 @@ impl PeerLinks {
         true
     }
 
-    /// Peers this node dials whose retry is due: resolved (host names) or dialed at once.
     fn dial_due<C: PeerConnData>(&mut self, ctx: &mut Ctx<C>) {
         let now = ctx.now_ms();
         for i in 0..self.peers.len() {
@@ -666,7 +636,6 @@ impl PeerLinks {
         }
     }
 
-    /// Asks for peer `i`'s addresses (a literal IP is known at once).
     fn resolve(&mut self, i: usize, now: u64) {
         let p = &mut self.peers[i];
         p.last_resolve_ms = Some(now);
@@ -722,8 +691,7 @@ impl PeerLinks {
         }
     }
 
-    /// A connection attempt failed: the next is scheduled; only the first of a streak is a
-    /// warning (a peer that is down is no news every few seconds).
+    /// Only the first failure of a streak is a warning (a peer that is down is no news).
     fn attempt_failed(&mut self, i: usize, why: &str, now: u64) {
         let p = &mut self.peers[i];
         p.failures += 1;
@@ -741,7 +709,6 @@ impl PeerLinks {
         self.schedule_retry(i, now);
     }
 
-    /// Down until the next attempt (a peer that dials us: until it does).
     fn schedule_retry(&mut self, i: usize, now: u64) {
         // The std hasher's random keys: jitter, nothing more is needed.
         let jitter = RandomState::new().hash_one(now);
@@ -759,7 +726,7 @@ impl PeerLinks {
         self.peers.iter().position(|p| p.id == id)
     }
 
-    /// Ends the resolver thread (the loop has returned; its connections are gone).
+    /// Ends the resolver thread.
     pub fn shutdown(self) {
         if let Some(mut r) = self.resolver {
             r.requests = None;
@@ -771,7 +738,7 @@ impl PeerLinks {
 }
 
 impl Peer {
-    /// Keeps a message for a link being set up; false when the queue is full.
+    /// False when the queue is full.
     fn enqueue(&mut self, payload: &[u8]) -> bool {
         if self.queue.len() >= QUEUE_MESSAGES || self.queued_bytes + payload.len() > QUEUE_BYTES {
             return false;
