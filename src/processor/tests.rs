@@ -1,4 +1,6 @@
 use super::*;
+use crate::event_loop::oneway;
+use std::time::Duration;
 
 #[test]
 fn refusals_are_answered_with_javas_codes_and_shapes() {
@@ -54,7 +56,8 @@ fn harness_with(config: NamesrvConfig) -> Harness {
         .spawn_writer("kv-writer", Box::new(|| {}))
         .expect("writer");
     let (unregistrations_tx, unregistrations) = crossbeam_channel::bounded(16);
-    let (notifications, _) = crossbeam_channel::bounded(16);
+    let (notifications, _) =
+        oneway::spawn_sender("test-notify", 1, 16, Duration::from_millis(300)).expect("sender");
     let outbox = Outbox {
         unregistrations: unregistrations_tx,
         notifications,

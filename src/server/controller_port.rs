@@ -2,12 +2,14 @@
 //! second listener on the name server's loop. Frames go to the socket-free [`Controller`]; this
 //! module adds replies addressed by a [`Ticket`] (written when the controller releases them),
 //! the log writer's wake-up flag (so the name server's turns pay nothing), timers, closed
-//! connections, 1008 notifications ([`notifier`]), the peer links ([`peers`]) and the stop.
+//! connections, 1008 notifications (`event_loop::oneway`), the peer links ([`peers`]) and the
+//! stop.
 
 use super::{os_message, StartError};
 use crate::config::NamesrvConfig;
 use crate::controller::{raft, Wake};
 use crate::controller::{ConnRef, Controller, ControllerConfig, Reply};
+use crate::event_loop::oneway::{self, Oneway, OnewaySender};
 use crate::event_loop::{ConnId, Ctx, EventLoop, Handler, ListenerTag, LoopWaker, Next, TimerId};
 use crate::remoting::command::{RemotingCommand, SerializeType};
 use crossbeam_channel::TrySendError;
@@ -17,6 +19,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 pub(super) const LISTENER: ListenerTag = ListenerTag(1);
 
@@ -28,14 +31,16 @@ const RAFT_TICK_TIMER: TimerId = TimerId(15);
 /// Java starts its heartbeat-expiry scan 2 s after start, then keeps its interval.
 const FIRST_SCAN_DELAY_MS: u64 = 2_000;
 
-mod notifier;
 mod peers;
 
 pub(super) use peers::PeerConnData;
 use peers::{PeerFrame, PeerLinks, PeerSetup};
 
-/// Notifications waiting for the sending thread (one per broker of an election).
+/// Notifications waiting for the sending threads (one per broker of an election).
 const NOTIFY_QUEUE: usize = 4_096;
+const NOTIFY_THREADS: usize = 4;
+/// Java's `invokeOneway(brokerAddr, request, 3000)`: the connect and write timeout.
+const NOTIFY_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The controller's settings, read at start.
 #[derive(Debug, Clone)]
@@ -111,7 +116,7 @@ pub(super) struct ControllerPort {
     deadline_armed: Option<u64>,
     scan_not_active_ms: u64,
     scan_inactive_master_ms: u64,
-    notifications: Option<notifier::Notifier>,
+    notifications: Option<OnewaySender>,
     next_notify_opaque: i32,
     senders: Vec<JoinHandle<()>>,
     links: PeerLinks,
@@ -152,7 +157,12 @@ impl ControllerPort {
         let now = event_loop.ctx().now_ms();
         let controller = Controller::open(config, Some(wake), now)
             .map_err(|e| StartError::Controller(e.to_string()))?;
-        let (notifications, senders) = notifier::spawn(NOTIFY_QUEUE)?;
+        let (notifications, senders) = oneway::spawn_sender(
+            "controller-notify",
+            NOTIFY_THREADS,
+            NOTIFY_QUEUE,
+            NOTIFY_TIMEOUT,
+        )?;
         info!("controller listening on {local_addr}");
         Ok(ControllerPort {
             controller,
@@ -358,8 +368,9 @@ impl ControllerPort {
                 "controller: notifying {} of broker set master id {} (masterEpoch {})",
                 n.broker_addr, n.master_broker_id, n.master_epoch
             );
-            let message = notifier::Notice {
-                target: n.broker_addr,
+            let message = Oneway {
+                what: "NOTIFY_BROKER_ROLE_CHANGED",
+                targets: vec![n.broker_addr],
                 frame,
             };
             let why = match sender.try_send(message) {
