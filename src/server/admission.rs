@@ -130,14 +130,7 @@ impl NameServer {
             let Some((conn, cmd, work)) = self.after_steps.pop_front() else {
                 break;
             };
-            if ctx.peer(conn).is_none() {
-                continue;
-            }
-            match self.handle_now(ctx, conn, &cmd, work) {
-                Next::Continue => ctx.release(conn),
-                Next::Hold => {}
-                Next::Close => ctx.close(conn, "handling a held request failed"),
-            }
+            self.handle_held(ctx, conn, &cmd, work);
         }
         !self.processor.topic_steps_pending()
     }

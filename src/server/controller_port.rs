@@ -49,10 +49,6 @@ pub struct ControllerSetup {
 }
 
 impl ControllerSetup {
-    pub fn new(config: ControllerConfig) -> ControllerSetup {
-        ControllerSetup { config }
-    }
-
     /// `lookup` gives the keys the config file and the command line actually set, so that a
     /// key both servers know takes the controller's default when nobody set it.
     pub fn from_config(
@@ -69,10 +65,6 @@ impl ControllerSetup {
             return Err(same_port(port));
         }
         Ok(Some(ControllerSetup { config }))
-    }
-
-    pub fn config(&self) -> &ControllerConfig {
-        &self.config
     }
 
     /// The effective settings (runtime updates applied) for `rmq-namesrv -p`.

@@ -206,14 +206,7 @@ impl NameServer {
                 });
                 continue;
             }
-            if ctx.peer(done.conn).is_none() {
-                continue;
-            }
-            match self.handle_now(ctx, done.conn, &done.cmd, work) {
-                Next::Continue => ctx.release(done.conn),
-                Next::Hold => {}
-                Next::Close => ctx.close(done.conn, "handling a decoded request failed"),
-            }
+            self.handle_held(ctx, done.conn, &done.cmd, work);
             self.handled_off_loop.push(done.cmd);
         }
     }

@@ -373,6 +373,24 @@ impl NameServer {
         Next::Continue
     }
 
+    /// A request its connection was held for (nothing if the connection closed meanwhile).
+    fn handle_held(
+        &mut self,
+        ctx: &mut Ctx<PeerState>,
+        conn: ConnId,
+        cmd: &RemotingCommand,
+        work: BodyWork,
+    ) {
+        if ctx.peer(conn).is_none() {
+            return;
+        }
+        match self.handle_now(ctx, conn, cmd, work) {
+            Next::Continue => ctx.release(conn),
+            Next::Hold => {}
+            Next::Close => ctx.close(conn, "handling a held request failed"),
+        }
+    }
+
     /// `None`: the connection is gone, or the handling panicked (the caller closes it).
     fn run_guarded(
         &mut self,
