@@ -137,12 +137,6 @@ struct Peer {
     queued_bytes: usize,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct PeerConn {
-    peer: u64,
-    outbound: bool,
-}
-
 struct Resolver {
     requests: Option<Sender<(u64, String)>>,
     results: Receiver<(u64, io::Result<Vec<SocketAddr>>)>,
@@ -154,7 +148,9 @@ pub struct PeerLinks {
     self_id: u64,
     self_addr: String,
     peers: Vec<Peer>,
-    conns: HashMap<ConnId, PeerConn>,
+    /// The peer of each connection: outbound ones to the peers this node dials, inbound ones
+    /// (accepted handshakes) from the others.
+    conns: HashMap<ConnId, u64>,
     resolver: Option<Resolver>,
     status: PeerStatus,
     oversize_log: LogGate,
@@ -300,12 +296,11 @@ impl PeerLinks {
         cmd: &RemotingCommand,
     ) -> PeerFrame {
         match self.conns.get(&conn).copied() {
-            Some(PeerConn {
-                outbound: true,
-                peer,
-            }) if cmd.is_response() => self.on_answer(ctx, conn, peer, cmd),
-            Some(pc) if cmd.code == PEER_CODE && cmd.is_oneway() && self.is_up(pc.peer, conn) => {
-                self.on_payload(ctx, conn, pc.peer, cmd)
+            Some(peer) if cmd.is_response() && self.dials(peer) => {
+                self.on_answer(ctx, conn, peer, cmd)
+            }
+            Some(peer) if cmd.code == PEER_CODE && cmd.is_oneway() && self.is_up(peer, conn) => {
+                self.on_payload(ctx, conn, peer, cmd)
             }
             None if cmd.code == PEER_CODE && !cmd.is_oneway() && !cmd.is_response() => {
                 self.on_handshake(ctx, conn, cmd)
@@ -323,6 +318,10 @@ impl PeerLinks {
                 PeerFrame::Close
             }
         }
+    }
+
+    fn dials(&self, peer: u64) -> bool {
+        self.peers.iter().any(|p| p.id == peer && p.dials)
     }
 
     fn is_up(&self, peer: u64, conn: ConnId) -> bool {
@@ -385,13 +384,7 @@ impl PeerLinks {
             let answer = (FLAG_RESPONSE, SUCCESS, cmd.opaque);
             encode_peer_frame(out, answer, None, Some(&ext), &[]);
         }
-        self.conns.insert(
-            conn,
-            PeerConn {
-                peer: from,
-                outbound: false,
-            },
-        );
+        self.conns.insert(conn, from);
         self.link_up(i, conn, peer_name(ctx, conn));
         PeerFrame::Handled
     }
@@ -530,7 +523,7 @@ impl PeerLinks {
     }
 
     pub fn on_connected<C>(&mut self, ctx: &mut Ctx<C>, conn: ConnId, result: &io::Result<()>) {
-        let Some(PeerConn { peer, .. }) = self.conns.get(&conn).copied() else {
+        let Some(peer) = self.conns.get(&conn).copied() else {
             return;
         };
         let Some(i) = self.index_of(peer) else {
@@ -554,7 +547,7 @@ impl PeerLinks {
 
     /// True when it was the link's.
     pub fn on_closed<C>(&mut self, ctx: &mut Ctx<C>, conn: ConnId) -> bool {
-        let Some(PeerConn { peer, .. }) = self.conns.remove(&conn) else {
+        let Some(peer) = self.conns.remove(&conn) else {
             return false;
         };
         let Some(i) = self.index_of(peer) else {
@@ -621,13 +614,7 @@ impl PeerLinks {
             Ok(conn) => {
                 let peer = self.peers[i].id;
                 self.peers[i].link = Link::Connecting(conn);
-                self.conns.insert(
-                    conn,
-                    PeerConn {
-                        peer,
-                        outbound: true,
-                    },
-                );
+                self.conns.insert(conn, peer);
                 debug!("controller peers: dialing node {peer} at {addr}");
             }
             Err(e) => {
