@@ -256,9 +256,8 @@ impl<C> Ctx<C> {
         }
     }
 
-    /// As many bulk connections wait as `Limits::bulk_line_limit` allows: a bulk connection
-    /// the loop comes back to now is read anyway, and the handler should refuse the costly
-    /// work it brings rather than queue it.
+    /// A bulk connection the loop comes back to now is read anyway: the handler should refuse
+    /// the costly work it brings rather than queue it.
     pub fn bulk_line_full(&self) -> bool {
         self.bulk_line.len() >= self.limits.bulk_line_limit
     }
@@ -360,8 +359,7 @@ impl<C> Ctx<C> {
         Ok(id)
     }
 
-    /// Puts a bulk connection in line to be read, once: readiness is reported again and again
-    /// for a socket left unread, and duplicates would make the line grow without bound.
+    /// Once: readiness is reported again and again for a socket left unread.
     pub(super) fn join_line(&mut self, id: ConnId) {
         if let Some(c) = self.get_mut(id) {
             if !c.in_line {
@@ -401,7 +399,6 @@ impl<C> Ctx<C> {
         (conn.generation == id.generation).then_some((conn, &mut self.read_arena))
     }
 
-    /// Writes what the socket takes, then applies the write-side limits (see [`Limits`]).
     pub(super) fn flush(&mut self, key: usize) {
         let now = self.now_ms();
         let Some(conn) = self.conns.get_mut(key) else {
@@ -494,8 +491,7 @@ impl<C> Ctx<C> {
         Some(self.timers.swap_remove(i).0)
     }
 
-    /// Arms connection `id`'s deadline entry for `at_ms`, unless its live entry fires earlier
-    /// (an entry it replaces is ignored when it fires).
+    /// Unless its live entry fires earlier (an entry it replaces is ignored when it fires).
     pub(super) fn arm_deadline(&mut self, id: ConnId, at_ms: u64) {
         let bucket = self.deadlines.bucket_of(at_ms);
         if let Some(c) = self.get_mut(id) {
@@ -531,8 +527,7 @@ impl<C> Ctx<C> {
         (idle_ms > 0).then_some(c.last_frame_ms + idle_ms)
     }
 
-    /// The earliest of a connection's deadlines (a held or in-line frame is looked at again a
-    /// frame timeout from now).
+    /// A held or in-line frame is looked at again a frame timeout from now.
     fn next_deadline(&self, c: &Connection<C>) -> Option<u64> {
         if c.connect_deadline_ms.is_some() {
             return c.connect_deadline_ms;
@@ -610,8 +605,7 @@ impl<C> Ctx<C> {
         self.remove(id.key, "connect failed");
     }
 
-    /// An event on an outbound connection still connecting: established, failed, or (a
-    /// spurious wake-up, as mio's `TcpStream::connect` documents) still in progress.
+    /// Established, failed, or (a spurious wake-up, as mio documents) still in progress.
     pub(super) fn finish_connect(&mut self, key: usize) {
         let now = self.now_ms();
         let Some(id) = self.conn_at(key) else {

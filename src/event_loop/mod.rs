@@ -71,7 +71,6 @@ pub struct TimerId(pub u32);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadClass {
-    /// Read as soon as it is readable.
     Interactive,
     /// Read after the interactive ones, in arrival order ([`Handler::may_read_bulk`]).
     Bulk,
@@ -86,7 +85,6 @@ pub enum Next {
     Close,
 }
 
-/// Limits the loop enforces; the application sets them and may change them while running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Bytes read from one connection, and reply bytes its frames may add, per turn.
@@ -151,7 +149,6 @@ pub trait Handler {
         ReadClass::Interactive
     }
 
-    /// One frame; the reply goes to [`Ctx::write_buf`].
     fn on_frame(&mut self, ctx: &mut Ctx<Self::Conn>, conn: ConnId, frame: Bytes) -> Next;
 
     /// An outbound connection ([`Ctx::connect`]) was established, or not (`on_close` follows).
@@ -163,7 +160,6 @@ pub trait Handler {
     /// A named timer came due (it is disarmed; set it again to repeat).
     fn on_timer(&mut self, _ctx: &mut Ctx<Self::Conn>, _timer: TimerId) {}
 
-    /// Whether a bulk connection may be read now (the handler has room for its work).
     fn may_read_bulk(&self) -> bool {
         true
     }
@@ -278,7 +274,6 @@ impl<H: Handler> EventLoop<H> {
         }
     }
 
-    /// Runs until stopped, then drains and returns the handler.
     pub fn run(mut self, mut handler: H) -> io::Result<H> {
         let mut events = Events::with_capacity(1024);
         let addrs: Vec<String> = self.listeners.iter().map(|l| l.addr.to_string()).collect();

@@ -184,10 +184,7 @@ impl PeerLinks {
             None
         };
         Ok(PeerLinks {
-            status: PeerStatus {
-                configured: peers.len(),
-                ..PeerStatus::default()
-            },
+            status: PeerStatus::default(),
             group: setup.group,
             self_id: setup.self_id,
             self_addr: setup.self_addr,
@@ -235,6 +232,7 @@ impl PeerLinks {
 
     pub fn status(&self) -> PeerStatus {
         PeerStatus {
+            configured: self.peers.len(),
             connected: self
                 .peers
                 .iter()
