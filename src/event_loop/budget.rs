@@ -73,10 +73,6 @@ impl<C> Ctx<C> {
         conn.parked = Parked::Read;
         let peer = conn.peer;
         self.parked.push_back(id);
-        #[cfg(test)]
-        {
-            self.stats.parked_reads += 1;
-        }
         let now = self.now_ms();
         if let Some(more) = self.budget_log.ready(now) {
             warn!(

@@ -32,9 +32,6 @@ pub struct LoopStats {
     pub bytes_out: u64,
     pub refused: u64,
     pub buffered_bytes: usize,
-    /// Times a large partial frame was left unread because the buffer budget was spent.
-    #[cfg(test)]
-    pub parked_reads: u64,
     /// Peers closed for not reading their replies while the budget was spent.
     pub closed_over_budget: u64,
     pub frame_timeouts: u64,
