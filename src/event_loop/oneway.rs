@@ -3,11 +3,9 @@
 //! nothing of what the frames say; failures are logged, never queued again.
 //!
 //! A connection per target is kept open a while and reused, as Java's remoting client does:
-//! rocketmq-rust 1.0 brokers abandon a request whose connection closed mid-way. A cached
-//! connection is checked for a close before reuse (a failed write is retried once on a new
-//! connection). A target's frames always go to the same thread (by a hash of its address), so
-//! they keep their order, and a target that does not answer a connect delays only the targets
-//! hashed to its thread.
+//! rocketmq-rust 1.0 brokers abandon a request whose connection closed mid-way. A target's
+//! frames always go to the same thread (by a hash of its address), so they keep their order,
+//! and a target that does not answer a connect delays only the targets hashed to its thread.
 
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TrySendError};
 use log::{debug, warn};
