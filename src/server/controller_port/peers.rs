@@ -134,7 +134,6 @@ struct Peer {
     /// Failed attempts since the link was last up.
     failures: u32,
     queue: VecDeque<Vec<u8>>,
-    queued_bytes: usize,
 }
 
 struct Resolver {
@@ -174,7 +173,6 @@ impl PeerLinks {
                 backoff_ms: BACKOFF_MIN_MS,
                 failures: 0,
                 queue: VecDeque::new(),
-                queued_bytes: 0,
                 addr,
             })
             .collect();
@@ -268,15 +266,10 @@ impl PeerLinks {
             return;
         };
         let sent = match peer.link {
-            Link::Up(conn) if ctx.unsent(conn) + payload.len() <= max_unsent => {
-                match ctx.write_buf(conn) {
-                    Some(out) => {
-                        encode_payload(out, payload);
-                        true
-                    }
-                    None => false,
-                }
-            }
+            Link::Up(conn) if ctx.unsent(conn) + payload.len() <= max_unsent => ctx
+                .write_buf(conn)
+                .map(|out| encode_payload(out, payload))
+                .is_some(),
             Link::Resolving | Link::Connecting(_) | Link::Handshaking { .. } => {
                 peer.enqueue(payload)
             }
@@ -498,7 +491,6 @@ impl PeerLinks {
         }
         self.link_up(i, conn, self.peers[i].addr.clone());
         let p = &mut self.peers[i];
-        p.queued_bytes = 0;
         if let Some(out) = ctx.write_buf(conn) {
             for payload in p.queue.drain(..) {
                 encode_payload(out, &payload);
@@ -699,7 +691,6 @@ impl PeerLinks {
         let jitter = RandomState::new().hash_one(now);
         let p = &mut self.peers[i];
         p.queue.clear();
-        p.queued_bytes = 0;
         let wait = p.backoff_ms / 2 + jitter % (p.backoff_ms / 2 + 1);
         p.link = Link::Down {
             retry_at_ms: now + wait,
@@ -725,10 +716,10 @@ impl PeerLinks {
 impl Peer {
     /// False when the queue is full.
     fn enqueue(&mut self, payload: &[u8]) -> bool {
-        if self.queue.len() >= QUEUE_MESSAGES || self.queued_bytes + payload.len() > QUEUE_BYTES {
+        let queued: usize = self.queue.iter().map(Vec::len).sum();
+        if self.queue.len() >= QUEUE_MESSAGES || queued + payload.len() > QUEUE_BYTES {
             return false;
         }
-        self.queued_bytes += payload.len();
         self.queue.push_back(payload.to_vec());
         true
     }
