@@ -12,7 +12,8 @@
 //!        --(remoting::command encode)--> reply bytes in the connection's write buffer
 //!        --(event_loop: flush)--> socket
 //!
-//! off the loop:  processor --Outbox--> durable writer (KV file, config file)
+//! off the loop:  processor --Outbox--> unregistration batcher --batches + Waker--> server
+//!                processor --Outbox--> durable writer (KV file, config file)
 //!                                       --results + Waker--> server --deferred replies-->
 //!                processor --Outbox--> oneway sender (905 frames to brokers)
 //!                server --large bodies--> decode worker (hash, inflate, decode, check)

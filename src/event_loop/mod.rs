@@ -6,6 +6,7 @@
 //! `budget`, `EventLoop::accept_failed`, `Ctx::frame_deadline`.
 
 mod admission;
+mod batcher;
 mod budget;
 mod connection;
 mod ctx;
@@ -15,6 +16,7 @@ pub mod oneway;
 #[cfg(test)]
 pub(crate) mod tests;
 
+pub use batcher::{spawn_batcher, Batch};
 pub use ctx::{Ctx, LogGate, LoopStats};
 pub use descriptors::{descriptor_limit, raise_descriptor_limit, DescriptorLimit};
 

@@ -8,7 +8,7 @@
 use crate::config::NamesrvConfig;
 use crate::event_loop::oneway;
 use crate::event_loop::{
-    ConnId, Ctx, EventLoop, Handler, ListenerTag, LoopWaker, Next, ReadClass, TimerId,
+    self, ConnId, Ctx, EventLoop, Handler, ListenerTag, LoopWaker, Next, ReadClass, TimerId,
 };
 use crate::kv::KvStore;
 use crate::processor::{
@@ -219,12 +219,13 @@ impl NameServer {
     fn new(config: NamesrvConfig, kv: KvStore, waker: LoopWaker) -> io::Result<NameServer> {
         let capacity = config.un_register_broker_queue_capacity.max(1) as usize;
         let wake = waker.clone();
+        let waker_for_decode = waker.clone();
         let (durable, kv_writer) = kv.spawn_writer("kv-writer", Box::new(move || wake.wake()))?;
-        // Filled and drained on the loop (in `before_sleep`): a bound, not a hand-over.
-        let (unregistrations, unregister_batches) = crossbeam_channel::bounded(capacity);
+        let (unregistrations, unregister_batches, batcher) =
+            event_loop::spawn_batcher("unregister-worker", capacity, waker)?;
         let (notifications, senders) =
             oneway::spawn_sender("notify-sender", 1, capacity, NOTIFY_TIMEOUT)?;
-        let decode = DecodeWorker::spawn("decode-worker", waker)?;
+        let decode = DecodeWorker::spawn("decode-worker", waker_for_decode)?;
         let settings = Settings::from_config(&config);
         let outbox = Outbox {
             unregistrations,
@@ -242,7 +243,7 @@ impl NameServer {
             removed_since_trim: false,
             next_trim_ms: 0,
             descriptors: None,
-            threads: [kv_writer].into_iter().chain(senders).collect(),
+            threads: [batcher, kv_writer].into_iter().chain(senders).collect(),
             after_steps: VecDeque::new(),
             decode,
             handled_off_loop: Vec::new(),
@@ -511,7 +512,6 @@ impl Handler for NameServer {
             || self.processor.topic_steps_pending()
             || !self.after_steps.is_empty()
             || !self.unregistrations.is_empty()
-            || !self.unregister_batches.is_empty()
             || self.expiry.in_progress
             || self.expiry.scan_due
             || !self.expiry.conns_to_close.is_empty()

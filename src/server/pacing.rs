@@ -1,12 +1,10 @@
-//! Pacing of the work that removes brokers: unregistrations and the expiry scan (and its
-//! connection closes) a chunk per turn, so that a mass expiry never stalls the loop.
-//! Unregistrations queued since the last turn are taken as one batch without duplicates, as
-//! Java's BatchUnregistrationService does.
+//! Pacing of the work that removes brokers: unregistration batches and the expiry scan (and
+//! its connection closes) a chunk per turn, so that a mass expiry never stalls the loop.
 
 use super::{NameServer, PeerState, SCAN_TIMER, SLOW_WORK_BUDGET};
 use crate::event_loop::{ConnId, Ctx};
 use crate::processor::UnregisterBatch;
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::time::Instant;
 
 /// Unregistrations applied per step of a large batch.
@@ -29,10 +27,7 @@ impl NameServer {
     /// None while a registration is applied in steps (an unregistration of its broker would
     /// leave topics behind).
     pub(super) fn apply_unregistrations(&mut self, started: Instant) {
-        let mut batch: UnregisterBatch = self.unregister_batches.try_iter().flatten().collect();
-        if !batch.is_empty() {
-            let mut seen = HashSet::new();
-            batch.retain(|(request, _)| seen.insert(request.clone()));
+        while let Ok(batch) = self.unregister_batches.try_recv() {
             self.processor.record_unregister_batch(batch.len());
             self.removed_since_trim = true;
             self.unregistrations.extend(batch);
