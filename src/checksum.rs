@@ -15,21 +15,17 @@ use foldhash::quality::RandomState;
 use std::hash::BuildHasher;
 use std::sync::OnceLock;
 
-/// CRC-32 (IEEE, as java.util.zip.CRC32) of `data`; callers mask with 0x7FFFFFFF as Java's
-/// UtilAll.crc32 does.
 pub fn crc32(data: &[u8]) -> u32 {
     crc32fast::hash(data)
 }
 
-/// The process's fingerprint key, drawn once (foldhash seeds it from std's random source).
+/// Drawn once (foldhash seeds it from std's random source).
 fn process_key() -> &'static RandomState {
     static KEY: OnceLock<RandomState> = OnceLock::new();
     KEY.get_or_init(RandomState::default)
 }
 
-/// Keyed 64-bit fingerprint of a body (see the module comment), used to recognise an
-/// unchanged registration body without re-parsing or re-checking its CRC. Equal inputs give
-/// equal fingerprints within one process; nothing else is promised across processes.
+/// Equal inputs give equal fingerprints within one process; nothing is promised across them.
 pub fn fingerprint(data: &[u8]) -> u64 {
     process_key().hash_one(data)
 }

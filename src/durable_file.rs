@@ -21,7 +21,7 @@ pub fn sibling(path: &Path, suffix: &str) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// Replaces `path` with `content` as the module doc says; returns once it is on disk.
+/// Returns once the new content is on disk.
 pub fn replace_file(path: &Path, content: &[u8]) -> io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -41,7 +41,6 @@ pub fn replace_file(path: &Path, content: &[u8]) -> io::Result<()> {
     sync_dir(dir)
 }
 
-/// Makes `<path>.bak` the current content of `path` (nothing to do if there is none).
 fn keep_backup(path: &Path, bak_tmp: &Path) -> io::Result<()> {
     let _ = fs::remove_file(bak_tmp);
     match fs::hard_link(path, bak_tmp) {

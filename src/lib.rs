@@ -20,22 +20,9 @@
 //!                                          --decoded + Waker--> server --> processor
 //! ```
 //!
-//! * [`event_loop`] owns sockets, buffers, read scheduling, backpressure, timers and the clean
-//!   stop; it knows nothing of RocketMQ and calls the application through its `Handler`.
-//! * [`server`] is that handler for the name server: it decodes frames, admits registrations
-//!   and paces the slow work (registrations, unregistrations, expiry) within each turn.
-//! * [`remoting`] owns the wire: length framing, both header codecs, the table of request
-//!   codes (code, name, kind) and response codes, and the fastjson-dialect JSON reader/writer.
-//! * [`request`] parses each request once into a typed value (header fields, checks, body).
-//! * [`processor`] runs one handler per typed request, and is the one place where errors
-//!   become response codes.
-//! * [`route`] owns the registry tables and the per-topic cache of encoded routes.
-//! * [`checksum`] owns CRC-32 (the `bodyCrc32` check) and the keyed (foldhash) body
-//!   fingerprint.
-//! * [`kv`] owns the persisted KV config and the writer thread that makes changes durable;
-//!   [`config`] the server's own properties; [`durable_file`] crash-safe file replacement.
-//! * [`timer`] holds the deadline buckets used for idle connections and broker expiry.
-//! * [`client`] is a blocking client used by the tools and the tests.
+//! [`event_loop`] knows nothing of RocketMQ and calls the application through its `Handler`;
+//! [`server`] is that handler. [`processor`] is the one place where errors become response
+//! codes. [`client`] is a blocking client used by the tools and the tests.
 
 pub mod checksum;
 pub mod client;
@@ -52,6 +39,7 @@ pub mod remoting;
 pub mod request;
 pub mod route;
 pub mod server;
-#[doc(hidden)]
-pub mod test_support;
+#[cfg(test)]
+#[path = "../tests/support/mod.rs"]
+mod test_support;
 pub mod timer;

@@ -65,17 +65,18 @@ impl<K> DeadlineBuckets<K> {
     pub fn is_empty(&self) -> bool {
         self.buckets.is_empty()
     }
-
-    /// Scheduled entries (including stale ones that owners will ignore when they fire).
-    #[cfg(test)]
-    pub fn len(&self) -> usize {
-        self.buckets.values().map(Vec::len).sum()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl<K> DeadlineBuckets<K> {
+        /// Scheduled entries (including stale ones).
+        pub(crate) fn len(&self) -> usize {
+            self.buckets.values().map(Vec::len).sum()
+        }
+    }
 
     #[test]
     fn keys_fire_no_earlier_than_their_deadline_and_only_once() {

@@ -177,7 +177,7 @@ fn corrupt_kv_file_without_backup_refuses_to_start() {
     std::fs::write(&kv, "{not json").unwrap();
     let mut config = test_config(dir.path());
     config.kv_config_path = kv.to_string_lossy().into_owned();
-    assert!(rmq_namesrv::server::start(config).is_err());
+    assert!(start(config).is_err());
     let out = Command::new(env!("CARGO_BIN_EXE_rmq-namesrv"))
         .args([
             "--listenPort=0",

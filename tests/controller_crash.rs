@@ -11,7 +11,7 @@
 mod harness;
 
 use harness::Node;
-use rmq_namesrv::test_support::TempDir;
+use harness::TempDir;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -9,8 +9,8 @@
 #[path = "controller_harness/mod.rs"]
 mod harness;
 
+use harness::TempDir;
 use harness::{frame, request_header, Node};
-use rmq_namesrv::test_support::TempDir;
 
 const A1: &str = "127.0.0.1:30911";
 const A2: &str = "127.0.0.1:30912";

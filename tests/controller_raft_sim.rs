@@ -18,12 +18,12 @@
 #[path = "controller_harness/mod.rs"]
 mod harness;
 
+use harness::TempDir;
 use harness::{decode, frame, request_header};
 use rmq_namesrv::controller::raft::WallClock;
 use rmq_namesrv::controller::{ConnRef, Controller, ControllerConfig, Reply};
 use rmq_namesrv::remoting::command::RemotingCommand;
 use rmq_namesrv::remoting::json;
-use rmq_namesrv::test_support::TempDir;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -10,6 +10,7 @@
 mod harness;
 
 use harness::Node;
+use harness::TempDir;
 use rmq_namesrv::controller::event::Event;
 use rmq_namesrv::controller::liveness::Liveness;
 use rmq_namesrv::controller::replicas::{self, Outcome, View};
@@ -19,7 +20,6 @@ use rmq_namesrv::controller::request::{
 };
 use rmq_namesrv::controller::state::ControllerState;
 use rmq_namesrv::controller::ConnRef;
-use rmq_namesrv::test_support::TempDir;
 use std::collections::BTreeSet;
 
 // ---------------------------------------------------------------------------------------------

@@ -7,10 +7,10 @@
 mod harness;
 
 use harness::Node;
+use harness::TempDir;
 use rmq_namesrv::controller::raft::records::{self, StorageError};
 use rmq_namesrv::controller::raft::storage::{self, RaftStore, Recovery};
 use rmq_namesrv::controller::{Controller, StartError};
-use rmq_namesrv::test_support::TempDir;
 use std::path::{Path, PathBuf};
 
 /// Three sets with two ids each and a master: 9 logged events.

@@ -372,10 +372,10 @@ fn run_n(
 // ---------------------------------------------------------------------------------------------
 // Seeds from tests/fixtures.
 
-use rmq_namesrv::test_support::fixture;
+use common::fixture;
 
 fn fixtures_dir() -> std::path::PathBuf {
-    rmq_namesrv::test_support::fixture_path("")
+    common::fixture_path("")
 }
 
 fn unhex(text: &[u8]) -> Vec<u8> {

@@ -13,7 +13,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use rmq_namesrv::test_support::fixture;
+use common::fixture;
 
 fn hex_fixture(name: &str) -> Vec<u8> {
     let text = String::from_utf8(fixture(name)).expect("hex text");

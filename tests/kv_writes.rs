@@ -221,7 +221,7 @@ fn fill_disk(path: &Path) {
 
 #[test]
 fn on_a_full_disk_puts_are_refused_with_the_reason_and_succeed_once_space_returns() {
-    let dir = rmq_namesrv::test_support::TempDir::new("kv-full-disk");
+    let dir = TempDir::new("kv-full-disk");
     let (server, seen) = server_on_a_small_disk(dir.path());
     let mut c = server.client();
     assert_eq!(put_kv(&mut c, "NS", "a", "1").code, 0);

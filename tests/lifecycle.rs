@@ -7,7 +7,7 @@ use common::*;
 use rmq_namesrv::remoting::codes::{request, response};
 use rmq_namesrv::remoting::command::RemotingCommand;
 use rmq_namesrv::route::model;
-use rmq_namesrv::server::{self, StartError};
+use rmq_namesrv::server::StartError;
 use std::io::Read;
 use std::net::TcpStream;
 use std::time::Duration;
@@ -34,7 +34,7 @@ fn a_busy_port_is_a_bind_error_that_names_the_address() {
     let dir = TempDir::new("busy-port");
     let mut config = test_config(dir.path());
     config.listen_port = port;
-    match server::start(config) {
+    match start(config) {
         Err(e @ StartError::Bind { .. }) => assert_eq!(
             e.to_string(),
             format!("cannot listen on 127.0.0.1:{port}: Address already in use")

@@ -7,7 +7,6 @@ mod common;
 
 use common::*;
 use rmq_namesrv::client::Client;
-use rmq_namesrv::server;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -51,9 +50,9 @@ fn routable(addr: &str) -> bool {
 #[test]
 fn a_broker_stays_routable_from_the_others_while_one_server_restarts() {
     let dirs: Vec<TempDir> = (0..3).map(|_| TempDir::new("rolling")).collect();
-    let mut handles: Vec<Option<server::ServerHandle>> = dirs
+    let mut handles: Vec<Option<ServerHandle>> = dirs
         .iter()
-        .map(|d| Some(server::start(test_config(d.path())).expect("start")))
+        .map(|d| Some(start(test_config(d.path())).expect("start")))
         .collect();
     let addrs: Vec<String> = handles
         .iter()
@@ -77,7 +76,7 @@ fn a_broker_stays_routable_from_the_others_while_one_server_restarts() {
     let port: u16 = addrs[1].rsplit(':').next().unwrap().parse().unwrap();
     let mut config = test_config(dirs[1].path());
     config.listen_port = port;
-    handles[1] = Some(server::start(config).expect("restart on the same port"));
+    handles[1] = Some(start(config).expect("restart on the same port"));
     assert!(wait_until(Duration::from_secs(10), || routable(&addrs[1])));
     assert!(routable(&addrs[0]) && routable(&addrs[2]));
 

@@ -3,11 +3,11 @@
 
 mod common;
 
+use common::fixture;
 use common::*;
 use rmq_namesrv::remoting::codes::{request, response};
 use rmq_namesrv::remoting::json;
 use rmq_namesrv::route::model::{self, DataVersion, MappingInfo, TopicConfig};
-use rmq_namesrv::test_support::fixture;
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -1,12 +1,7 @@
-//! Who may take a connection slot: the overall cap (`Limits::max_connections`), an optional cap
-//! per peer address (`Limits::max_per_address`), and a reserve of slots
-//! (`Limits::reserved_for_recent`) that only addresses which completed a frame recently may
-//! use, so that a flood of new connections that never finish a request cannot lock out the
-//! clients that were working.
-//!
-//! One small record per peer address, changed on accept, a connection's *first* whole frame
-//! and close (never per request); records of addresses with nothing open are dropped once
-//! older than the recent window.
+//! Who may take a connection slot: the overall cap, an optional cap per peer address, and a
+//! reserve of slots that only addresses which completed a frame recently may use, so that a
+//! flood of connections that never finish a request cannot lock out the working clients.
+//! One record per address, changed on accept, first whole frame and close (never per request).
 
 use super::Limits;
 use std::collections::HashMap;
@@ -27,7 +22,6 @@ struct AddrRecord {
     last_frame_ms: Option<u64>,
 }
 
-/// Why a new connection was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Refusal {
     Full,
@@ -120,11 +114,6 @@ impl Peers {
         }
     }
 
-    #[cfg(test)]
-    pub fn open_from(&self, ip: IpAddr) -> usize {
-        self.by_addr.get(&key(ip)).map_or(0, |r| r.open as usize)
-    }
-
     /// Drops stale records of addresses with nothing open.
     pub fn prune(&mut self, now_ms: u64, window_ms: u64) {
         if now_ms < self.next_prune_ms {
@@ -150,6 +139,12 @@ mod tests {
             reserved_for_recent: reserved,
             recent_window_ms: 1000,
             ..Limits::default()
+        }
+    }
+
+    impl Peers {
+        fn open_from(&self, ip: IpAddr) -> usize {
+            self.by_addr.get(&key(ip)).map_or(0, |r| r.open as usize)
         }
     }
 

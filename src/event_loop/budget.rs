@@ -1,22 +1,18 @@
-//! The budget of buffered bytes (`Limits::max_buffered`): what all connections' read and
-//! write buffers may hold together, so that many peers each announcing a large frame, or each
-//! asking for large replies they never read, cannot take the memory of the machine.
-//!
-//! Buffers count by capacity, re-counted after a read, a connection's frames, a flush and a
-//! close. Past the budget the loop keeps serving small requests and stops the big consumers:
+//! The budget of buffered bytes (`Limits::max_buffered`): what all connections' buffers may
+//! hold together (by capacity), so that many peers announcing large frames, or not reading
+//! large replies, cannot take the machine's memory. Past the budget:
 //! * a partial frame of [`SMALL_READ`] bytes or more is no longer read: its connection is
-//!   *parked* (the peer's further bytes wait in the kernel, TCP holds the sender back) until
-//!   the budget has room again. One large frame at a time — the *lane* — keeps being read, so
-//!   that frames larger than what is left still complete one after another; a peer that never
-//!   finishes its frame loses the lane at the frame timeout;
-//! * a connection holding more than [`SMALL_UNSENT`] unsent reply bytes gets no further frames
+//!   *parked* (TCP holds the sender back) until the budget has room. One large frame at a
+//!   time, the *lane*, keeps being read, so that large frames still complete one after
+//!   another; a peer that never finishes its frame loses the lane at the frame timeout;
+//! * a connection with more than [`SMALL_UNSENT`] unsent reply bytes gets no further frames
 //!   handled until it has read most of them;
-//! * peers that have taken no reply bytes for [`WRITE_STALL_MS`] while holding the most unsent
-//!   bytes are closed, largest first, until the sum is back under the budget.
+//! * peers that have taken no reply bytes for [`WRITE_STALL_MS`] are closed, largest first,
+//!   until the sum is back under the budget.
 //!
 //! A partial frame smaller than [`SMALL_READ`] is always read up to that size, so a good
-//! client's request is never held back: the budget may be exceeded by that much per
-//! connection, and by the lane's frame (at most the application's frame limit).
+//! client's request is never held back (the budget may be exceeded by that much per
+//! connection, and by the lane's frame).
 
 use super::connection::Parked;
 use super::ctx::Ctx;
@@ -42,8 +38,7 @@ impl<C> Ctx<C> {
         self.limits.max_buffered > 0 && self.buffered > self.limits.max_buffered
     }
 
-    /// The budget has a clear margin again (an eighth), so that parked readers are not woken
-    /// for a few bytes only to be parked again.
+    /// A clear margin (an eighth), so that parked readers are not woken for a few bytes.
     fn budget_has_room(&self) -> bool {
         let max = self.limits.max_buffered;
         max == 0 || self.buffered <= max - max / 8
@@ -78,10 +73,6 @@ impl<C> Ctx<C> {
         conn.parked = Parked::Read;
         let peer = conn.peer;
         self.parked.push_back(id);
-        #[cfg(test)]
-        {
-            self.stats.parked_reads += 1;
-        }
         let now = self.now_ms();
         if let Some(more) = self.budget_log.ready(now) {
             warn!(
@@ -123,8 +114,7 @@ impl<C> Ctx<C> {
         !self.parked.is_empty() && (self.budget_has_room() || self.lane.is_none())
     }
 
-    /// Once per turn: all parked readers when the budget has room, else the first in line when
-    /// the lane is free (its holder finished, closed, or stopped reading).
+    /// All parked readers when the budget has room, else the first in line if the lane is free.
     pub(super) fn resume_parked(&mut self) {
         if self.parked.is_empty() {
             return;

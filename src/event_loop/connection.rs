@@ -1,21 +1,14 @@
-//! One connection: its socket, its read buffer (bytes arrive at the back, frames are cut from
-//! the front), its write buffer (replies appended by the handler, flushed as the socket takes
-//! them) and the flags the loop schedules it by. This module moves bytes and reports what
-//! happened; the loop decides when to read, when to stop reading and when to close.
+//! One connection: its socket, its read buffer (frames are cut from the front), its write
+//! buffer (a `Vec<u8>` with a flush position, so a handler encodes straight into it) and the
+//! flags the loop schedules it by. This module moves bytes; the loop decides when to read, stop
+//! reading and close. Buffers grow with the bytes that arrive, never with what a peer announces,
+//! and are released once empty, so idle connections do not keep a large request's capacity.
 //!
-//! The write buffer is a plain `Vec<u8>` with a flush position, so that a handler encodes its
-//! reply straight into it; the loop lends it a warm buffer from a small pool when it is empty.
-//! A read buffer is released once its frames were handled, so that idle connections do not
-//! keep the capacity of their last large request.
-//!
-//! Bytes are read straight into the memory frames are cut from: a connection holding no bytes
-//! is lent the loop's [`ReadArena`], whose allocation its frames share, so most reads cost no
-//! copy and no allocation; a partial frame left over is copied into a buffer of its own (a slow
-//! peer never holds the arena). A scratch array plus a copy cost steady registrations about a
-//! quarter of their rate (re-measure: `benches/scripts/ab.sh OUT 5 "canned ns-a ns-b" steady`).
-//!
-//! Both buffers grow with the bytes that actually arrive or are written, never with what a peer
-//! announces.
+//! A connection holding no bytes reads into the loop's [`ReadArena`], whose allocation its
+//! frames share: most reads cost no copy and no allocation; a partial frame left over is copied
+//! out (a slow peer never holds the arena). A scratch array plus a copy cost steady
+//! registrations a quarter of their rate (`benches/scripts/ab.sh OUT 5 "canned ns-a ns-b"
+//! steady`).
 
 use super::{ListenerTag, ReadClass};
 use bytes::BytesMut;
@@ -33,8 +26,7 @@ pub(super) const MIN_ROOM: usize = 4 * 1024;
 const ARENA_SIZE: usize = 64 * 1024;
 const ARENA_RENEW_BELOW: usize = 32 * 1024;
 
-/// Arena allocations alive at a time (held by queued frames), 2 MiB; past it, a connection
-/// reads into a buffer of its own.
+/// Arena allocations alive at a time (held by queued frames): 2 MiB.
 const MAX_ARENAS: usize = 32;
 
 /// Bytes already flushed from the front of a write buffer past which, when they make up half
@@ -43,8 +35,7 @@ const COMPACT_AFTER: usize = 64 * 1024;
 
 pub(super) const CONNECT_TIMEOUT_MS: u64 = 3_000;
 
-/// Why a connection is not read while the buffer budget is spent (see `budget`): a large
-/// partial frame (`Read`) or many unsent replies (`Write`).
+/// Why a connection is not read while the buffer budget is spent (see `budget`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Parked {
     No,
@@ -55,7 +46,7 @@ pub(super) enum Parked {
 pub(super) struct Connection<C> {
     pub stream: TcpStream,
     pub peer: SocketAddr,
-    /// `None` for a connection the application opened ([`super::Ctx::connect`]).
+    /// `None` for an outbound connection.
     pub listener: Option<ListenerTag>,
     /// An outbound connection not yet established: when its connect times out.
     pub connect_deadline_ms: Option<u64>,
@@ -66,34 +57,28 @@ pub(super) struct Connection<C> {
     /// Replies not yet written: `write_buf[written..]`.
     pub write_buf: Vec<u8>,
     written: usize,
-    /// Bytes of both buffers as last counted in the loop's budget.
     pub accounted: usize,
     /// When the last whole frame was cut (or the connection opened).
     pub last_frame_ms: u64,
     /// When the first byte of the partial frame in `read_buf` arrived, while it is being read.
     pub frame_started_ms: Option<u64>,
-    /// When the socket last took reply bytes, or had nothing left to take.
     pub last_write_ms: u64,
-    /// The deadline bucket of this connection's live entry in the loop's timeouts (0 = none).
+    /// The bucket of this connection's live deadline entry (0 = none).
     pub deadline_bucket: u64,
     pub served: bool,
     pub parked: Parked,
     pub class: ReadClass,
-    /// Backpressure (`Limits::write_high_water`).
     pub read_paused: bool,
-    /// The handler holds this connection's next frames until it releases it.
     pub held: bool,
     pub write_interest: bool,
     /// The peer sent EOF; close once everything owed to it is written.
     pub peer_closed: bool,
-    /// In the loop's line of bulk connections waiting to be read.
     pub in_line: bool,
-    /// In the loop's list of connections to flush after the current callback.
     pub dirty: bool,
     pub data: C,
 }
 
-/// Lent to one connection at a time (see the module doc); empty while the loop holds it.
+/// Lent to one connection at a time; empty while lent.
 pub(super) struct ReadArena {
     buf: BytesMut,
     /// One empty handle at the end of each arena allocation alive: the only handle left once
@@ -109,8 +94,7 @@ impl ReadArena {
         }
     }
 
-    /// Takes the arena away to read at most `max` bytes into, with room for them or at least
-    /// [`ARENA_RENEW_BELOW`]; an empty buffer if no arena can be had.
+    /// An empty buffer if no arena can be had.
     fn lend(&mut self, max: usize) -> BytesMut {
         debug_assert!(self.buf.is_empty());
         if self.buf.capacity() < ARENA_RENEW_BELOW.min(max) {
@@ -119,8 +103,8 @@ impl ReadArena {
         std::mem::take(&mut self.buf)
     }
 
-    /// Replaces the arena: by an allocation no frame holds any more (started again from its
-    /// front; other free ones are dropped), else by a fresh one unless [`MAX_ARENAS`] are held.
+    /// An allocation no frame holds any more (other free ones are dropped), else a fresh one
+    /// unless [`MAX_ARENAS`] are held.
     fn renew(&mut self) {
         self.buf = BytesMut::new();
         let mut free = None;
@@ -141,11 +125,6 @@ impl ReadArena {
         };
         self.allocations.push(next.split_off(next.capacity()));
         self.buf = next;
-    }
-
-    #[cfg(test)]
-    fn room(&self) -> usize {
-        self.buf.capacity()
     }
 }
 
@@ -233,17 +212,15 @@ impl<C> Connection<C> {
         self.write_buf.len() - self.written
     }
 
-    /// What the loop's buffer budget counts.
     pub fn footprint(&self) -> usize {
         self.read_buf.capacity() + self.write_buf.capacity()
     }
 
-    /// Kept from reading and cutting frames by backpressure, a hold or the buffer budget.
     pub fn blocked(&self) -> bool {
         self.read_paused || self.held || self.parked != Parked::No
     }
 
-    /// Keeps WRITABLE interest registered (under `key`) exactly while reply bytes wait.
+    /// WRITABLE interest exactly while reply bytes wait.
     pub fn update_interest(&mut self, registry: &Registry, key: usize) {
         let writable = self.unsent() > 0;
         if writable != self.write_interest {
@@ -254,7 +231,6 @@ impl<C> Connection<C> {
         }
     }
 
-    /// Lends `arena` for a read of at most `max` bytes, if the connection holds no bytes.
     pub fn borrow_arena(&mut self, arena: &mut ReadArena, max: usize) {
         if self.read_buf.is_empty() && !self.read_buf_in_arena {
             self.read_buf = arena.lend(max);
@@ -262,9 +238,8 @@ impl<C> Connection<C> {
         }
     }
 
-    /// Once every frame was handled: gives the arena back (a partial frame copied out), or
-    /// releases an emptied buffer; after a large frame, a partial one is copied out so that it
-    /// does not pin the large frame's allocation.
+    /// Once every frame was handled; after a large frame, a partial one is copied out so that
+    /// it does not pin the large frame's allocation.
     pub fn release_read_buffer(&mut self, arena: &mut ReadArena, cut_large_frame: bool) {
         if std::mem::take(&mut self.read_buf_in_arena) {
             let own = if self.read_buf.is_empty() {
@@ -287,8 +262,8 @@ impl<C> Connection<C> {
         }
     }
 
-    /// Reads until the socket would block, the peer closes (`peer_closed` is set), or `budget`
-    /// bytes were read (never more); returns the bytes read and whether the budget ended it.
+    /// Reads until the socket would block, the peer closes, or `budget` bytes were read;
+    /// returns the bytes read and whether the budget ended it.
     pub fn read_available(&mut self, budget: usize) -> io::Result<(usize, bool)> {
         let mut total = 0;
         while total < budget {
@@ -306,7 +281,6 @@ impl<C> Connection<C> {
         Ok((total, true))
     }
 
-    /// One read of at most `max` bytes (at least 1).
     fn read_once(&mut self, max: usize) -> io::Result<usize> {
         if self.read_buf.capacity() - self.read_buf.len() < max.min(MIN_ROOM) {
             grow(&mut self.read_buf, max, self.read_buf_in_arena);
@@ -316,8 +290,7 @@ impl<C> Connection<C> {
         read_into_spare(&mut self.stream, &mut self.read_buf, max)
     }
 
-    /// Reads and drops unread input, up to `limit` bytes: a socket closed with unread input
-    /// makes the kernel send a reset, and a peer never read (at the stop) should see a close.
+    /// Up to `limit` bytes: a socket closed with unread input makes the kernel send a reset.
     pub fn discard_input(&mut self, scratch: &mut [u8], limit: usize) {
         let mut total = 0;
         while total < limit {
@@ -364,6 +337,12 @@ mod tests {
     use super::*;
     use bytes::Bytes;
     use std::net::{TcpListener, TcpStream as StdStream};
+
+    impl ReadArena {
+        fn room(&self) -> usize {
+            self.buf.capacity()
+        }
+    }
 
     /// A connection over loopback (the server side, non-blocking) and the peer's socket.
     fn pair() -> (Connection<()>, StdStream) {

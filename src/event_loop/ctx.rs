@@ -1,9 +1,6 @@
-//! [`Ctx`]: what a handler may touch from its callbacks: connections (write buffers, read
-//! class, hold, close, connect), named timers, limits, counters. [`super::EventLoop`] keeps the
-//! poll, the listeners and the handler, and drives the turn.
-//!
-//! Each connection has at most one live entry in the deadline buckets, for the earliest of its
-//! deadlines; entries are re-checked when they fire, never moved per read.
+//! [`Ctx`]: what a handler may touch from its callbacks: connections, named timers, limits,
+//! counters. Each connection has at most one live entry in the deadline buckets, for the
+//! earliest of its deadlines; entries are re-checked when they fire, never moved per read.
 
 use super::admission::Peers;
 use super::connection::{interest, Connection, ReadArena, CONNECT_TIMEOUT_MS};
@@ -18,8 +15,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-/// Write buffers kept for reuse, and the largest capacity worth keeping: enough for a burst of
-/// ordinary replies, small enough that the pool never pins a large reply's allocation.
+/// Write buffers kept for reuse, and the largest worth keeping (never a large reply's).
 const SPARE_WRITE_BUFS: usize = 2;
 const SPARE_WRITE_BUF_MAX: usize = 64 * 1024;
 
@@ -29,24 +25,17 @@ const UNREAD_DISCARD_MAX: usize = 4 << 20;
 /// How often, at most, one kind of warning about peers is logged: an attack must not flood it.
 pub(super) const WARN_EVERY_MS: u64 = 10_000;
 
-/// What the loop counted, for the application's statistics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LoopStats {
     pub connections: usize,
     pub bytes_in: u64,
     pub bytes_out: u64,
-    /// Connections refused by the admission limits.
     pub refused: u64,
-    /// Bytes all connections' read and write buffers hold now.
     pub buffered_bytes: usize,
-    /// Times a large partial frame was left unread because the buffer budget was spent.
-    #[cfg(test)]
-    pub parked_reads: u64,
     /// Peers closed for not reading their replies while the budget was spent.
     pub closed_over_budget: u64,
     pub frame_timeouts: u64,
     pub accept_failures: u64,
-    /// The longest turn so far (poll return to next poll).
     pub max_turn_micros: u64,
     /// Turns longer than `LONG_TURN`.
     pub long_turns: u64,
@@ -54,7 +43,7 @@ pub struct LoopStats {
 
 /// Lets one kind of warning through at most once per interval and counts the others.
 #[derive(Debug)]
-pub(super) struct LogGate {
+pub struct LogGate {
     interval_ms: u64,
     next_ms: u64,
     held_back: u64,
@@ -92,22 +81,18 @@ pub struct Ctx<C> {
     pub(super) peers: Peers,
     refusal_log: LogGate,
     timeout_log: LogGate,
-    /// Bytes counted in all connections' buffers (see `budget`).
     pub(super) buffered: usize,
-    /// Connections parked by the budget, in the order they were parked.
     pub(super) parked: VecDeque<ConnId>,
     /// The one connection whose large frame is read while the budget is spent.
     pub(super) lane: Option<ConnId>,
     pub(super) next_stall_scan_ms: u64,
     pub(super) budget_log: LogGate,
-    /// Connections to read again this turn: new ones, ones whose read budget ran out, ones
-    /// released from backpressure, a hold or the budget.
+    /// Connections to read again this turn.
     pub(super) pending: VecDeque<ConnId>,
     pub(super) bulk_line: VecDeque<ConnId>,
     /// Connections whose write buffer the handler touched outside their own frame handling.
     dirty: Vec<usize>,
-    /// Notices not yet delivered: closes (with the application's state) and outbound
-    /// connects (a failed one is in `closed` too, heard of after this notice).
+    /// Notices not yet delivered (a failed connect is in `closed` too, delivered after).
     pub(super) closed: Vec<(ConnId, C)>,
     pub(super) connects: Vec<(ConnId, io::Result<()>)>,
     /// Named application timers (a handful: a scan costs less than a sorted structure).
@@ -151,8 +136,7 @@ impl<C> Ctx<C> {
         }
     }
 
-    /// Milliseconds since the loop was created (the clock of timers and deadlines), as read at
-    /// the start of the current step (poll, each connection's frames, timers, `before_sleep`).
+    /// Milliseconds since the loop was created, as read at the start of the current step.
     pub fn now_ms(&self) -> u64 {
         self.clock_ms
     }
@@ -174,8 +158,7 @@ impl<C> Ctx<C> {
         &self.limits
     }
 
-    /// New limits, effective from the next event; changed timeouts apply to open connections
-    /// at once (a shorter one is armed now, a longer one when the entry fires).
+    /// Changed timeouts apply to open connections at once.
     pub fn set_limits(&mut self, limits: Limits) {
         let timeouts_changed = (limits.idle_ms, limits.frame_timeout_ms)
             != (self.limits.idle_ms, self.limits.frame_timeout_ms);
@@ -194,7 +177,6 @@ impl<C> Ctx<C> {
         self.waker.clone()
     }
 
-    /// The loop is draining: listeners are closed, no request is read any more.
     pub fn is_stopping(&self) -> bool {
         self.stopping
     }
@@ -211,7 +193,6 @@ impl<C> Ctx<C> {
             .filter(|c| c.generation == id.generation)
     }
 
-    /// The connection now in slot `index` (see [`ConnId::index`]), if any.
     pub fn conn_at(&self, index: usize) -> Option<ConnId> {
         self.conns.get(index).map(|c| ConnId {
             key: index,
@@ -223,12 +204,11 @@ impl<C> Ctx<C> {
         self.get(id).map(|c| c.peer)
     }
 
-    /// The listener a connection came in on (`None` for an outbound one, or once closed).
+    /// `None` for an outbound connection, or once closed.
     pub fn listener(&self, id: ConnId) -> Option<ListenerTag> {
         self.get(id).and_then(|c| c.listener)
     }
 
-    /// Reply bytes the connection has not yet sent (0 once closed).
     pub fn unsent(&self, id: ConnId) -> usize {
         self.get(id).map_or(0, |c| c.unsent())
     }
@@ -237,8 +217,8 @@ impl<C> Ctx<C> {
         self.get_mut(id).map(|c| &mut c.data)
     }
 
-    /// The connection's write buffer, to append reply bytes to; `None` once it is closed.
-    /// Bytes written outside the connection's own `on_frame` go out when the callback returns.
+    /// Where replies are appended; bytes written outside the connection's own `on_frame` go
+    /// out when the callback returns.
     pub fn write_buf(&mut self, id: ConnId) -> Option<&mut Vec<u8>> {
         let conn = self
             .conns
@@ -262,7 +242,6 @@ impl<C> Ctx<C> {
         }
     }
 
-    /// Lets a connection held by `Next::Hold` have its next frames handled, in its turn.
     pub fn release(&mut self, id: ConnId) {
         let Some(conn) = self.get_mut(id) else {
             return;
@@ -274,15 +253,14 @@ impl<C> Ctx<C> {
         }
     }
 
-    /// As many bulk connections wait as `Limits::bulk_line_limit` allows: a bulk connection
-    /// the loop comes back to now is read anyway, and the handler should refuse the costly
-    /// work it brings rather than queue it.
+    /// A bulk connection the loop comes back to now is read anyway: the handler should refuse
+    /// the costly work it brings rather than queue it.
     pub fn bulk_line_full(&self) -> bool {
         self.bulk_line.len() >= self.limits.bulk_line_limit
     }
 
-    /// Closes a connection: what its write buffer holds is sent if the socket takes it at
-    /// once; `on_close` follows when the current callback has returned.
+    /// What the write buffer holds is sent if the socket takes it at once; `on_close` follows
+    /// when the current callback has returned.
     pub fn close(&mut self, id: ConnId, why: &str) {
         let Some(conn) = self.get_mut(id) else {
             return;
@@ -295,7 +273,6 @@ impl<C> Ctx<C> {
         self.remove(id.key, why);
     }
 
-    /// Arms (or moves) the named timer to fire at `at_ms` on the loop's clock.
     pub fn set_timer(&mut self, timer: TimerId, at_ms: u64) {
         match self.timers.iter_mut().find(|(t, _)| *t == timer) {
             Some(entry) => entry.1 = at_ms,
@@ -307,10 +284,8 @@ impl<C> Ctx<C> {
         self.timers.retain(|(t, _)| *t != timer);
     }
 
-    /// Opens an outbound connection (bytes written before it is established wait). The handler
-    /// hears [`super::Handler::on_connected`] when it is established or failed (also after
-    /// `CONNECT_TIMEOUT_MS`); it is then read, written and limited like any other, except that
-    /// admission does not count it.
+    /// An outbound connection: limited like any other but not counted by admission; bytes
+    /// written before [`super::Handler::on_connected`] wait.
     pub fn connect(&mut self, addr: SocketAddr, data: C) -> io::Result<ConnId> {
         if self.stopping {
             return Err(io::Error::other("the event loop is stopping"));
@@ -320,7 +295,6 @@ impl<C> Ctx<C> {
         Ok(id)
     }
 
-    /// Takes an accepted connection into the slab, or refuses it (see `admission`).
     pub(super) fn admit(
         &mut self,
         stream: TcpStream,
@@ -382,8 +356,7 @@ impl<C> Ctx<C> {
         Ok(id)
     }
 
-    /// Puts a bulk connection in line to be read, once: readiness is reported again and again
-    /// for a socket left unread, and duplicates would make the line grow without bound.
+    /// Once: readiness is reported again and again for a socket left unread.
     pub(super) fn join_line(&mut self, id: ConnId) {
         if let Some(c) = self.get_mut(id) {
             if !c.in_line {
@@ -393,7 +366,7 @@ impl<C> Ctx<C> {
         }
     }
 
-    /// Removes a connection (no flush) and queues the notice for the handler.
+    /// No flush; queues the notice for the handler.
     pub(super) fn remove(&mut self, key: usize, why: &str) {
         let Some(mut conn) = self.conns.try_remove(key) else {
             return;
@@ -415,7 +388,6 @@ impl<C> Ctx<C> {
         self.closed.push((id, conn.data));
     }
 
-    /// A connection with the read arena (to lend it or give it back).
     pub(super) fn with_arena(
         &mut self,
         id: ConnId,
@@ -424,7 +396,6 @@ impl<C> Ctx<C> {
         (conn.generation == id.generation).then_some((conn, &mut self.read_arena))
     }
 
-    /// Writes what the socket takes, then applies the write-side limits (see [`Limits`]).
     pub(super) fn flush(&mut self, key: usize) {
         let now = self.now_ms();
         let Some(conn) = self.conns.get_mut(key) else {
@@ -491,7 +462,7 @@ impl<C> Ctx<C> {
         }
     }
 
-    /// Flushes every connection; returns how many still have bytes waiting.
+    /// Returns how many connections still have bytes waiting.
     pub(super) fn flush_all(&mut self) -> usize {
         let waiting = |c: &Connection<C>| c.unsent() > 0 && c.connect_deadline_ms.is_none();
         let keys: Vec<usize> = self.conns.iter().map(|(key, _)| key).collect();
@@ -517,8 +488,7 @@ impl<C> Ctx<C> {
         Some(self.timers.swap_remove(i).0)
     }
 
-    /// Arms connection `id`'s deadline entry for `at_ms`, unless its live entry fires earlier
-    /// (an entry it replaces is ignored when it fires).
+    /// Unless its live entry fires earlier (an entry it replaces is ignored when it fires).
     pub(super) fn arm_deadline(&mut self, id: ConnId, at_ms: u64) {
         let bucket = self.deadlines.bucket_of(at_ms);
         if let Some(c) = self.get_mut(id) {
@@ -554,8 +524,7 @@ impl<C> Ctx<C> {
         (idle_ms > 0).then_some(c.last_frame_ms + idle_ms)
     }
 
-    /// The earliest of a connection's deadlines (a held or in-line frame is looked at again a
-    /// frame timeout from now).
+    /// A held or in-line frame is looked at again a frame timeout from now.
     fn next_deadline(&self, c: &Connection<C>) -> Option<u64> {
         if c.connect_deadline_ms.is_some() {
             return c.connect_deadline_ms;
@@ -566,7 +535,6 @@ impl<C> Ctx<C> {
         self.idle_deadline(c).into_iter().chain(frame).min()
     }
 
-    /// Fails late connects, closes idle and slow connections, re-arms the others.
     pub(super) fn close_expired(&mut self) {
         let now = self.now_ms();
         self.peers.prune(now, self.limits.recent_window_ms);
@@ -634,8 +602,7 @@ impl<C> Ctx<C> {
         self.remove(id.key, "connect failed");
     }
 
-    /// An event on an outbound connection still connecting: established, failed, or (a
-    /// spurious wake-up, as mio's `TcpStream::connect` documents) still in progress.
+    /// Established, failed, or (a spurious wake-up, as mio documents) still in progress.
     pub(super) fn finish_connect(&mut self, key: usize) {
         let now = self.now_ms();
         let Some(id) = self.conn_at(key) else {
@@ -670,7 +637,6 @@ impl<C> Ctx<C> {
         self.flush(id.key);
     }
 
-    /// Drops every connection (the loop is returning; no notices).
     pub(super) fn drop_all(&mut self) {
         let mut scratch = vec![0u8; 64 * 1024];
         for mut conn in self.conns.drain() {

@@ -11,7 +11,6 @@ pub struct DescriptorLimit {
     pub hard: u64,
 }
 
-#[cfg(unix)]
 pub fn descriptor_limit() -> Option<DescriptorLimit> {
     let mut r = libc::rlimit {
         rlim_cur: 0,
@@ -29,7 +28,6 @@ pub fn descriptor_limit() -> Option<DescriptorLimit> {
 
 /// Sets both limits (lowering is always allowed; raising the hard one needs privileges).
 /// Async-signal-safe: may be called in a child between fork and exec.
-#[cfg(unix)]
 pub fn set_descriptor_limit(limit: DescriptorLimit) -> io::Result<()> {
     let clamp = |v: u64| libc::rlim_t::try_from(v).unwrap_or(libc::RLIM_INFINITY);
     let r = libc::rlimit {
@@ -42,16 +40,6 @@ pub fn set_descriptor_limit(limit: DescriptorLimit) -> io::Result<()> {
     } else {
         Err(io::Error::last_os_error())
     }
-}
-
-#[cfg(not(unix))]
-pub fn descriptor_limit() -> Option<DescriptorLimit> {
-    None
-}
-
-#[cfg(not(unix))]
-pub fn set_descriptor_limit(_: DescriptorLimit) -> io::Result<()> {
-    Err(io::ErrorKind::Unsupported.into())
 }
 
 /// Raises the soft limit to `wanted` descriptors, or as near as the hard limit allows, when it

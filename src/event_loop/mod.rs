@@ -1,19 +1,9 @@
 //! The event loop as a small library, after Redis's `ae`: one thread, one `mio::Poll`,
-//! listeners, a `slab` of connections with their read and write buffers, read scheduling and
-//! backpressure, timeouts, named timers, a before-sleep hook and a clean stop. It knows
-//! sockets, buffers and time and nothing of RocketMQ: the application comes in through the
-//! [`Handler`] trait (generic, so the per-frame call is monomorphised) and cuts its own frames.
-//!
-//! One turn: poll (no sleep while work is pending, else until the next timer, at most 1 s);
-//! accept; flush; read interactive connections at once and line bulk ones up; read the
-//! connections the loop comes back to; read the bulk line while [`Handler::may_read_bulk`];
-//! fire timers and close expired connections; call [`Handler::before_sleep`].
-//!
-//! Each limit is explained where it is enforced: read budget and backpressure at [`Limits`],
-//! slots in `admission`, buffered bytes in `budget`, descriptors at `EventLoop::accept_failed`,
-//! idle and slow frames at `Ctx::frame_deadline`. Work that must not run on the loop goes to
-//! [`spawn_batcher`] and [`oneway::spawn_sender`].
-//! [`spawn_batcher`] and [`oneway::spawn_sender`].
+//! listeners, a `slab` of connections with their buffers, read scheduling, backpressure,
+//! timeouts, named timers, a before-sleep hook and a clean stop. It knows nothing of RocketMQ:
+//! the application comes in through the [`Handler`] trait (generic, so the per-frame call is
+//! monomorphised). Each limit is explained where it is enforced: [`Limits`], `admission`,
+//! `budget`, `EventLoop::accept_failed`, `Ctx::frame_deadline`.
 
 mod admission;
 mod batcher;
@@ -27,11 +17,11 @@ pub mod oneway;
 pub(crate) mod tests;
 
 pub use batcher::{spawn_batcher, Batch};
-pub use ctx::{Ctx, LoopStats};
+pub use ctx::{Ctx, LogGate, LoopStats};
 pub use descriptors::{descriptor_limit, raise_descriptor_limit, DescriptorLimit};
 
 use bytes::{Bytes, BytesMut};
-use ctx::{LogGate, WARN_EVERY_MS};
+use ctx::WARN_EVERY_MS;
 use log::{debug, info, warn};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -43,13 +33,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The waker's token; listener `i` polls under `Token(FIRST_LISTENER - i)`, connections under
-/// their slab key.
+/// Listener `i` polls under `Token(FIRST_LISTENER - i)`, connections under their slab key.
 const WAKER: Token = Token(usize::MAX);
 const FIRST_LISTENER: usize = usize::MAX - 1;
 const MAX_LISTENERS: usize = 64;
 
-/// How soon `accept` is tried again after it failed (out of descriptors, out of memory).
 const ACCEPT_RETRY_MS: u64 = 100;
 
 /// A frame at least this large, once cut, is not left pinned by the bytes read after it.
@@ -61,7 +49,7 @@ const LONG_TURN: Duration = Duration::from_millis(2);
 /// Far above scheduling noise on a busy machine: a turn this long is a real stall, warned about.
 const STALL_WARN: Duration = Duration::from_millis(20);
 
-/// A slab slot and a generation: a `ConnId` kept after its connection closed finds nothing.
+/// A slab slot and a generation: a `ConnId` kept after its close finds nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ConnId {
     key: usize,
@@ -69,8 +57,7 @@ pub struct ConnId {
 }
 
 impl ConnId {
-    /// The slab slot: unique among open connections, reused after a close (and only after the
-    /// handler's `on_close` for the previous occupant).
+    /// Unique among open connections, reused only after the previous occupant's `on_close`.
     pub fn index(&self) -> usize {
         self.key
     }
@@ -84,7 +71,6 @@ pub struct TimerId(pub u32);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadClass {
-    /// Read as soon as it is readable.
     Interactive,
     /// Read after the interactive ones, in arrival order ([`Handler::may_read_bulk`]).
     Bulk,
@@ -93,18 +79,15 @@ pub enum ReadClass {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Next {
     Continue,
-    /// Leave this connection's further frames (and socket bytes) alone until
-    /// [`Ctx::release`]: replies keep their order while the frame's answer is deferred.
+    /// Leave this connection's further frames alone until [`Ctx::release`] (replies keep
+    /// their order while an answer is deferred).
     Hold,
-    /// Close the connection (replies already written go out if the socket takes them).
     Close,
 }
 
-/// Limits the loop enforces; the application sets them and may change them while running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Bytes read from one connection per turn, and reply bytes its frames may add, before
-    /// the others get their turn.
+    /// Bytes read from one connection, and reply bytes its frames may add, per turn.
     pub read_budget: usize,
     /// Unsent bytes above which a peer's requests are no longer read (until half drained).
     pub write_high_water: usize,
@@ -121,6 +104,7 @@ pub struct Limits {
     pub max_per_address: usize,
     /// Of `max_connections`, the last slots, kept for recent clients (see `admission`).
     pub reserved_for_recent: usize,
+    /// Clients and brokers ask every 30 s; the default, ten minutes, covers a restart.
     pub recent_window_ms: u64,
     /// Bulk connections that may wait in line ([`Ctx::bulk_line_full`]).
     pub bulk_line_limit: usize,
@@ -149,15 +133,13 @@ impl Default for Limits {
 
 /// The application on top of the loop; every callback runs on the loop thread.
 pub trait Handler {
-    /// The application's state for each connection.
     type Conn: Default;
     type FrameError: fmt::Display;
 
-    /// Takes the next whole frame off the front of `buf`, `Ok(None)` when more bytes are
-    /// needed; an error closes the connection (after logging it).
+    /// The next whole frame off the front of `buf`, `Ok(None)` when more bytes are needed.
     fn cut_frame(&self, buf: &mut BytesMut) -> Result<Option<Bytes>, Self::FrameError>;
 
-    /// A new connection on `listener`: how it is read until the handler says otherwise.
+    /// How a new connection is read until the handler says otherwise.
     fn on_accept(
         &mut self,
         _ctx: &mut Ctx<Self::Conn>,
@@ -167,32 +149,28 @@ pub trait Handler {
         ReadClass::Interactive
     }
 
-    /// One frame; the reply goes to [`Ctx::write_buf`].
     fn on_frame(&mut self, ctx: &mut Ctx<Self::Conn>, conn: ConnId, frame: Bytes) -> Next;
 
     /// An outbound connection ([`Ctx::connect`]) was established, or not (`on_close` follows).
     fn on_connected(&mut self, _ctx: &mut Ctx<Self::Conn>, _conn: ConnId, _result: io::Result<()>) {
     }
 
-    /// A connection closed (by the peer, an error, a limit, or the handler).
     fn on_close(&mut self, _ctx: &mut Ctx<Self::Conn>, _conn: ConnId, _data: Self::Conn) {}
 
     /// A named timer came due (it is disarmed; set it again to repeat).
     fn on_timer(&mut self, _ctx: &mut Ctx<Self::Conn>, _timer: TimerId) {}
 
-    /// Whether a bulk connection may be read now (the handler has room for its work).
     fn may_read_bulk(&self) -> bool {
         true
     }
 
-    /// Once per turn, before the loop polls again (also while draining at stop); returns true
-    /// when work is pending, so that the poll does not sleep.
+    /// Once per turn (also while draining); true when work is pending (the poll won't sleep).
     fn before_sleep(&mut self, _ctx: &mut Ctx<Self::Conn>) -> bool {
         false
     }
 }
 
-/// Wakes the loop from another thread (its `before_sleep` then runs).
+/// Wakes the loop from another thread.
 #[derive(Clone)]
 pub struct LoopWaker(Arc<Waker>);
 
@@ -210,7 +188,6 @@ struct FrameRun {
     cut_large: bool,
     /// Stopped by a hold, backpressure or a budget rather than by a partial frame.
     stopped_by_loop: bool,
-    /// Its frames' replies took the turn's share (`Limits::read_budget` bytes).
     replies_spent: bool,
 }
 
@@ -232,11 +209,9 @@ struct Listener {
     socket: TcpListener,
     tag: ListenerTag,
     addr: SocketAddr,
-    /// When to try `accept` again after it failed (see `accept_failed`).
     retry_at_ms: Option<u64>,
 }
 
-/// The loop: poll, listeners, and the [`Ctx`] its handler works with.
 pub struct EventLoop<H: Handler> {
     poll: Poll,
     listeners: Vec<Listener>,
@@ -264,7 +239,7 @@ impl<H: Handler> EventLoop<H> {
         })
     }
 
-    /// Binds a listener; returns the address actually bound (port 0 resolved).
+    /// Returns the address actually bound (port 0 resolved).
     pub fn listen(&mut self, addr: SocketAddr, tag: ListenerTag) -> io::Result<SocketAddr> {
         if self.listeners.len() >= MAX_LISTENERS {
             return Err(io::Error::other("too many listeners"));
@@ -299,7 +274,6 @@ impl<H: Handler> EventLoop<H> {
         }
     }
 
-    /// Runs until stopped, then drains and returns the handler.
     pub fn run(mut self, mut handler: H) -> io::Result<H> {
         let mut events = Events::with_capacity(1024);
         let addrs: Vec<String> = self.listeners.iter().map(|l| l.addr.to_string()).collect();
@@ -314,7 +288,8 @@ impl<H: Handler> EventLoop<H> {
         Ok(handler)
     }
 
-    /// One turn (see the module doc); returns what `before_sleep` said.
+    /// Poll, accept, flush, read interactive connections and line up bulk ones, read the
+    /// pending and (while [`Handler::may_read_bulk`]) the bulk line, timers, `before_sleep`.
     fn turn(&mut self, h: &mut H, events: &mut Events, work_pending: bool) -> io::Result<bool> {
         let timeout = self.poll_timeout(h, work_pending);
         if let Err(e) = self.poll.poll(events, Some(timeout)) {
@@ -427,10 +402,9 @@ impl<H: Handler> EventLoop<H> {
         }
     }
 
-    /// `accept` failed (EMFILE and friends): the loop retries every `ACCEPT_RETRY_MS` (an
-    /// edge-triggered listener would not report the waiting connections again), and when out
-    /// of descriptors first closes the waiting connections (their peers see a close at once
-    /// instead of hanging) by giving up its spare descriptor for the time it takes.
+    /// Retried every `ACCEPT_RETRY_MS` (an edge-triggered listener would not report the
+    /// waiting connections again); out of descriptors, the spare one is given up to close the
+    /// waiting connections (their peers see a close instead of hanging).
     fn accept_failed(&mut self, index: usize, e: io::Error) {
         self.ctx.stats.accept_failures += 1;
         let out_of_descriptors = matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE));
@@ -485,7 +459,6 @@ impl<H: Handler> EventLoop<H> {
         }
     }
 
-    /// Connections the loop came back to (the list as it was when this step began).
     fn read_pending(&mut self, h: &mut H) {
         for _ in 0..self.ctx.pending.len() {
             let Some(id) = self.ctx.pending.pop_front() else {
@@ -520,7 +493,6 @@ impl<H: Handler> EventLoop<H> {
         let Some(conn) = self.ctx.get_mut(id) else {
             return;
         };
-        // Further bytes stay in the kernel's socket buffer.
         if conn.blocked() {
             return;
         }
@@ -657,13 +629,12 @@ impl<H: Handler> EventLoop<H> {
         self.deliver_closes(h);
     }
 
-    /// Sends what handlers wrote outside a connection's own frames; delivers the notices.
     fn after_callback(&mut self, h: &mut H) {
         self.ctx.flush_dirty();
         self.deliver_closes(h);
     }
 
-    /// Delivers the notices; the callbacks may themselves write, connect or close more.
+    /// The callbacks may themselves write, connect or close more.
     fn deliver_closes(&mut self, h: &mut H) {
         loop {
             if let Some((id, result)) = self.ctx.connects.pop() {
@@ -677,8 +648,7 @@ impl<H: Handler> EventLoop<H> {
         }
     }
 
-    /// The stop: listeners closed, no more reading; `before_sleep` runs while the application
-    /// reports work in flight and replies are flushed, within `drain_timeout`.
+    /// Listeners closed, no more reading; `before_sleep` and flushes until done or timed out.
     fn drain(&mut self, h: &mut H, events: &mut Events) -> io::Result<()> {
         self.ctx.stopping = true;
         for mut l in self.listeners.drain(..) {

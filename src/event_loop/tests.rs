@@ -22,6 +22,7 @@ struct Probe {
     refused: AtomicUsize,
     buffered: AtomicUsize,
     buffered_peak: AtomicUsize,
+    /// Whether a large partial frame was ever left unread because the buffer budget was spent.
     parked_reads: AtomicUsize,
     closed_over_budget: AtomicUsize,
     frame_timeouts: AtomicUsize,
@@ -182,8 +183,7 @@ impl Handler for Echo {
         p.buffered.store(stats.buffered_bytes, Ordering::SeqCst);
         p.buffered_peak
             .fetch_max(stats.buffered_bytes, Ordering::SeqCst);
-        p.parked_reads
-            .store(stats.parked_reads as usize, Ordering::SeqCst);
+        p.parked_reads.fetch_max(ctx.parked.len(), Ordering::SeqCst);
         p.closed_over_budget
             .store(stats.closed_over_budget as usize, Ordering::SeqCst);
         p.frame_timeouts

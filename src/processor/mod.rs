@@ -5,7 +5,7 @@
 //! threads through the [`Outbox`]. One file per area, mirroring `crate::request`.
 
 use crate::config::{Cidr, NamesrvConfig, UpdateError};
-use crate::event_loop::oneway::Oneway;
+use crate::event_loop::oneway::OnewaySender;
 use crate::event_loop::LoopStats;
 use crate::kv::{DurableWriter, KvRefusal, KvStore};
 use crate::remoting::codes::{self, response};
@@ -31,7 +31,7 @@ pub type UnregisterBatch = Vec<Unregistration>;
 /// Work that must not run on the loop: bounded channels (a full one is logged, never waited for).
 pub struct Outbox {
     pub unregistrations: Sender<UnregisterBatch>,
-    pub notifications: Sender<Oneway>,
+    pub notifications: OnewaySender,
     pub durable: DurableWriter,
 }
 

@@ -1,4 +1,6 @@
 use super::*;
+use crate::event_loop::oneway;
+use std::time::Duration;
 
 impl Processor {
     pub fn handle(
@@ -66,7 +68,8 @@ fn harness_with(config: NamesrvConfig) -> Harness {
         .spawn_writer("kv-writer", Box::new(|| {}))
         .expect("writer");
     let (unregistrations_tx, unregistrations) = crossbeam_channel::bounded(16);
-    let (notifications, _) = crossbeam_channel::bounded(16);
+    let (notifications, _) =
+        oneway::spawn_sender("test-notify", 1, 16, Duration::from_millis(300)).expect("sender");
     let outbox = Outbox {
         unregistrations: unregistrations_tx,
         notifications,

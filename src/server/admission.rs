@@ -30,14 +30,13 @@ pub(super) struct RegistrationQueue {
 }
 
 impl NameServer {
-    /// Enough registrations are queued for this turn: read no more broker traffic.
+    /// Read no more broker traffic this turn.
     pub(super) fn registration_queue_full(&self) -> bool {
         self.registrations.queue.len() + self.decode.in_flight()
             >= self.settings.registration_budget
             || self.registrations.bytes >= REGISTRATION_READ_AHEAD_BYTES
     }
 
-    /// A REGISTER_BROKER: queued (holding the connection's later frames), or SYSTEM_BUSY.
     pub(super) fn admit_registration(
         &mut self,
         ctx: &mut Ctx<PeerState>,
@@ -67,7 +66,7 @@ impl NameServer {
         Next::Hold
     }
 
-    /// Applies queued registrations: at least one, then until the turn's budget is spent.
+    /// At least one, then until the turn's budget is spent.
     pub(super) fn run_registrations(&mut self, ctx: &mut Ctx<PeerState>, started: Instant) {
         // One registration applied in steps at a time.
         if !self.run_topic_steps(ctx, started) {
@@ -117,8 +116,8 @@ impl NameServer {
         ctx.release(conn);
     }
 
-    /// Steps within the turn's budget; after the last, the requests that waited are handled
-    /// in order. Returns whether the table is free.
+    /// After the last step, the requests that waited are handled in order. Returns whether the
+    /// table is free.
     fn run_topic_steps(&mut self, ctx: &mut Ctx<PeerState>, started: Instant) -> bool {
         if self.processor.topic_steps_pending() {
             let now_ms = ctx.now_ms();
@@ -131,14 +130,7 @@ impl NameServer {
             let Some((conn, cmd, work)) = self.after_steps.pop_front() else {
                 break;
             };
-            if ctx.peer(conn).is_none() {
-                continue;
-            }
-            match self.handle_now(ctx, conn, &cmd, work) {
-                Next::Continue => ctx.release(conn),
-                Next::Hold => {}
-                Next::Close => ctx.close(conn, "handling a held request failed"),
-            }
+            self.handle_held(ctx, conn, &cmd, work);
         }
         !self.processor.topic_steps_pending()
     }

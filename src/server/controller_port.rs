@@ -1,15 +1,15 @@
 //! The embedded Controller's port (`enableControllerInNamesrv=true`, feature `controller`): a
 //! second listener on the name server's loop. Frames go to the socket-free [`Controller`]; this
-//! module adds replies addressed by a [`Ticket`] (written when the controller releases them: at
-//! once for reads, after the fsync for writes), the log writer's wake-up flag (so the name
-//! server's turns pay nothing), timers, closed connections (their brokers are inactive at once;
-//! expired brokers' connections are closed, as Java does), 1008 notifications ([`notifier`]),
-//! the peer links ([`peers`]), and the stop (`Controller::stop_waiting_for_peers`).
+//! module adds replies addressed by a [`Ticket`] (written when the controller releases them),
+//! the log writer's wake-up flag (so the name server's turns pay nothing), timers, closed
+//! connections, 1008 notifications (`event_loop::oneway`), the peer links ([`peers`]) and the
+//! stop.
 
 use super::{os_message, StartError};
 use crate::config::NamesrvConfig;
 use crate::controller::{raft, Wake};
 use crate::controller::{ConnRef, Controller, ControllerConfig, Reply};
+use crate::event_loop::oneway::{self, Oneway, OnewaySender};
 use crate::event_loop::{ConnId, Ctx, EventLoop, Handler, ListenerTag, LoopWaker, Next, TimerId};
 use crate::remoting::command::{RemotingCommand, SerializeType};
 use crossbeam_channel::TrySendError;
@@ -19,10 +19,10 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 pub(super) const LISTENER: ListenerTag = ListenerTag(1);
 
-/// Request deadlines (the pipeline's 5 s wait).
 const DEADLINE_TIMER: TimerId = TimerId(11);
 const SCAN_NOT_ACTIVE_TIMER: TimerId = TimerId(12);
 const SCAN_INACTIVE_MASTER_TIMER: TimerId = TimerId(13);
@@ -31,30 +31,26 @@ const RAFT_TICK_TIMER: TimerId = TimerId(15);
 /// Java starts its heartbeat-expiry scan 2 s after start, then keeps its interval.
 const FIRST_SCAN_DELAY_MS: u64 = 2_000;
 
-mod notifier;
 mod peers;
 
 pub(super) use peers::PeerConnData;
 use peers::{PeerFrame, PeerLinks, PeerSetup};
 
-/// Notifications waiting for the sending thread (one per broker of an election).
+/// Notifications waiting for the sending threads (one per broker of an election).
 const NOTIFY_QUEUE: usize = 4_096;
+const NOTIFY_THREADS: usize = 4;
+/// Java's `invokeOneway(brokerAddr, request, 3000)`: the connect and write timeout.
+const NOTIFY_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// The controller's settings, read at start; what `Server::bind_with_controller` hosts.
+/// The controller's settings, read at start.
 #[derive(Debug, Clone)]
 pub struct ControllerSetup {
     config: ControllerConfig,
 }
 
 impl ControllerSetup {
-    pub fn new(config: ControllerConfig) -> ControllerSetup {
-        ControllerSetup { config }
-    }
-
-    /// With `enableControllerInNamesrv=true` in `namesrv`, the controller's keys through
-    /// `lookup`: the keys the config file and the command line actually set, so that a key
-    /// both servers know takes the controller's default when nobody set it. Err = one line
-    /// naming the key and why.
+    /// `lookup` gives the keys the config file and the command line actually set, so that a
+    /// key both servers know takes the controller's default when nobody set it.
     pub fn from_config(
         namesrv: &NamesrvConfig,
         lookup: &dyn Fn(&str) -> Option<String>,
@@ -71,12 +67,7 @@ impl ControllerSetup {
         Ok(Some(ControllerSetup { config }))
     }
 
-    pub fn config(&self) -> &ControllerConfig {
-        &self.config
-    }
-
-    /// The effective settings as `key=value` lines (runtime updates kept in the store
-    /// applied), for `rmq-namesrv -p`.
+    /// The effective settings (runtime updates applied) for `rmq-namesrv -p`.
     pub fn describe(&self) -> Result<String, String> {
         let mut config = self.config.clone();
         config.load_updates().map_err(|e| e.to_string())?;
@@ -97,7 +88,6 @@ struct Ticket {
     serialize: SerializeType,
 }
 
-/// The log writer's wake-up: a flag saying the news is the controller's, then the loop.
 struct LogNews {
     pending: AtomicBool,
     waker: LoopWaker,
@@ -114,25 +104,20 @@ pub(super) struct ControllerPort {
     controller: Controller<Ticket>,
     local_addr: SocketAddr,
     news: Arc<LogNews>,
-    /// Replies released by the last call (kept to reuse its allocation).
     replies: Vec<Reply<Ticket>>,
     deadline_armed: Option<u64>,
     scan_not_active_ms: u64,
     scan_inactive_master_ms: u64,
-    notifications: Option<notifier::Notifier>,
+    notifications: Option<OnewaySender>,
     next_notify_opaque: i32,
     senders: Vec<JoinHandle<()>>,
-    /// The links to the other controller nodes (none for a single node).
     links: PeerLinks,
-    /// Messages for peers, as the controller hands them over (kept to reuse its allocation).
     peer_outbox: Vec<(u64, Vec<u8>)>,
-    /// The loop has begun to stop (what waits for peers was answered).
     stopping: bool,
 }
 
 impl ControllerPort {
-    /// Binds the controller's port on `host` (the name server's bindAddress, as Java's clone
-    /// of its server config), recovers the store and starts the controller's threads.
+    /// On `host`, the name server's bindAddress (as Java's clone of its server config).
     pub(super) fn bind<H: Handler>(
         setup: ControllerSetup,
         event_loop: &mut EventLoop<H>,
@@ -164,7 +149,12 @@ impl ControllerPort {
         let now = event_loop.ctx().now_ms();
         let controller = Controller::open(config, Some(wake), now)
             .map_err(|e| StartError::Controller(e.to_string()))?;
-        let (notifications, senders) = notifier::spawn(NOTIFY_QUEUE)?;
+        let (notifications, senders) = oneway::spawn_sender(
+            "controller-notify",
+            NOTIFY_THREADS,
+            NOTIFY_QUEUE,
+            NOTIFY_TIMEOUT,
+        )?;
         info!("controller listening on {local_addr}");
         Ok(ControllerPort {
             controller,
@@ -187,14 +177,12 @@ impl ControllerPort {
         self.local_addr
     }
 
-    /// `enableControllerInNamesrv=true` reached `Server::bind_with_controller` without settings.
     pub(super) fn missing_setup() -> StartError {
         StartError::Controller(
             "enableControllerInNamesrv=true but no controller settings were given: start it with Server::bind_with_controller".into(),
         )
     }
 
-    /// The controller's timers, and the peer links' first dials.
     pub(super) fn arm_timers<C: PeerConnData>(&mut self, ctx: &mut Ctx<C>) {
         self.links.start(ctx);
         let now = ctx.now_ms();
@@ -206,8 +194,7 @@ impl ControllerPort {
         ctx.set_timer(RAFT_TICK_TIMER, now + raft::TICK_MS);
     }
 
-    /// A request on the controller port. Its answer, and any others it released, go out
-    /// when this callback returns; a panic (a bug) closes this connection only.
+    /// A panic (a bug) closes this connection only.
     pub(super) fn on_frame<C>(
         &mut self,
         ctx: &mut Ctx<C>,
@@ -242,7 +229,6 @@ impl ControllerPort {
         Next::Continue
     }
 
-    /// A frame for the peer link ([`peers`]); a payload goes to the controller's Raft node.
     fn on_peer_frame<C>(&mut self, ctx: &mut Ctx<C>, conn: ConnId, cmd: &RemotingCommand) -> Next {
         match self.links.on_frame(ctx, conn, cmd) {
             PeerFrame::Payload { from, payload } => {
@@ -257,7 +243,6 @@ impl ControllerPort {
         }
     }
 
-    /// An outbound connection (the peer link's) was established or failed.
     pub(super) fn on_connected<C>(
         &mut self,
         ctx: &mut Ctx<C>,
@@ -267,8 +252,7 @@ impl ControllerPort {
         self.links.on_connected(ctx, conn, &result);
     }
 
-    /// A connection on the controller port closed: its brokers are inactive now (see
-    /// `elections`). A peer link's connection is the link's alone.
+    /// Its brokers are inactive now (see `elections`).
     pub(super) fn on_close<C>(&mut self, ctx: &mut Ctx<C>, conn: ConnId) {
         if self.links.on_closed(ctx, conn) {
             return;
@@ -279,7 +263,7 @@ impl ControllerPort {
         self.deliver(ctx);
     }
 
-    /// Handles the controller's timers; false for a timer that is not one of them.
+    /// False for a timer that is not the controller's.
     pub(super) fn on_timer<C: PeerConnData>(&mut self, ctx: &mut Ctx<C>, timer: TimerId) -> bool {
         if self.links.on_timer(ctx, timer) {
             return true;
@@ -322,8 +306,7 @@ impl ControllerPort {
         true
     }
 
-    /// Picks up what the log writer finished, if it said so. While the loop drains for a stop,
-    /// reports work pending until every request in flight is answered.
+    /// While the loop drains, reports work pending until every request in flight is answered.
     pub(super) fn before_sleep<C>(&mut self, ctx: &mut Ctx<C>) -> bool {
         if self.news.pending.swap(false, Ordering::Acquire) {
             let now = ctx.now_ms();
@@ -338,8 +321,6 @@ impl ControllerPort {
         ctx.is_stopping() && self.controller.pending_requests() > 0
     }
 
-    /// Writes released replies, hands notifications to the sender and moves the deadline
-    /// timer to the pipeline's next deadline.
     fn deliver<C>(&mut self, ctx: &mut Ctx<C>) {
         for reply in self.replies.drain(..) {
             let Ticket {
@@ -379,8 +360,9 @@ impl ControllerPort {
                 "controller: notifying {} of broker set master id {} (masterEpoch {})",
                 n.broker_addr, n.master_broker_id, n.master_epoch
             );
-            let message = notifier::Notice {
-                target: n.broker_addr,
+            let message = Oneway {
+                what: "NOTIFY_BROKER_ROLE_CHANGED",
+                targets: vec![n.broker_addr],
                 frame,
             };
             let why = match sender.try_send(message) {
@@ -392,8 +374,7 @@ impl ControllerPort {
         }
     }
 
-    /// After the loop returned: waits for the log writer (what it made durable is applied;
-    /// nobody is left to answer), then for the notifications already queued.
+    /// Waits for the log writer, then for the notifications already queued.
     pub(super) fn shutdown(self) {
         let ControllerPort {
             controller,

@@ -91,7 +91,6 @@ impl DecodeWorker {
         self.decoded_here.push_back(Finished { conn, cmd, decoded });
     }
 
-    /// Hands applied bodies and handled large requests over to be freed.
     pub fn free(&mut self, bodies: Vec<RegisterBody>, requests: Vec<RemotingCommand>) {
         if let Some(jobs) = self.jobs.as_ref() {
             let _ = jobs.send(Job::Free(Box::new((bodies, requests))));
@@ -165,8 +164,7 @@ fn decode_guarded(cmd: &RemotingCommand, job: &DecodeJob, scratch: &mut DecodeSc
 }
 
 impl NameServer {
-    /// A non-registration request whose body is too large for the loop: decoded by the worker
-    /// while the connection is held (SYSTEM_BUSY when too many bytes already wait there).
+    /// Held while decoded (SYSTEM_BUSY when too many bytes already wait there).
     pub(super) fn decode_off_loop(
         &mut self,
         ctx: &mut Ctx<PeerState>,
@@ -197,7 +195,6 @@ impl NameServer {
         }
     }
 
-    /// Registrations come back to the queue; other requests are handled now.
     pub(super) fn take_decoded(&mut self, ctx: &mut Ctx<PeerState>) {
         while let Some(done) = self.decode.try_take() {
             let work = BodyWork::OffLoop(Box::new(done.decoded));
@@ -209,14 +206,7 @@ impl NameServer {
                 });
                 continue;
             }
-            if ctx.peer(done.conn).is_none() {
-                continue;
-            }
-            match self.handle_now(ctx, done.conn, &done.cmd, work) {
-                Next::Continue => ctx.release(done.conn),
-                Next::Hold => {}
-                Next::Close => ctx.close(done.conn, "handling a decoded request failed"),
-            }
+            self.handle_held(ctx, done.conn, &done.cmd, work);
             self.handled_off_loop.push(done.cmd);
         }
     }

@@ -63,13 +63,9 @@ const NOTIFY_TIMEOUT: Duration = Duration::from_millis(300);
 
 #[derive(Debug)]
 pub enum StartError {
-    Bind {
-        addr: SocketAddr,
-        source: io::Error,
-    },
+    Bind { addr: SocketAddr, source: io::Error },
     Io(io::Error),
     Kv(crate::kv::KvError),
-    /// The embedded Controller cannot start: one line naming what failed.
     Controller(String),
 }
 
@@ -110,7 +106,6 @@ pub struct Server {
 }
 
 impl Server {
-    /// Loads the KV store, binds the listener(s) and starts the helper threads.
     pub fn bind_with_controller(
         mut config: NamesrvConfig,
         controller: Option<ControllerSetup>,
@@ -171,7 +166,7 @@ impl Server {
     }
 }
 
-/// `host:port` as a socket address (IPv6 hosts with or without brackets).
+/// IPv6 hosts with or without brackets.
 fn socket_address(host: &str, port: u16) -> Result<SocketAddr, StartError> {
     format!("{host}:{port}")
         .parse()
@@ -184,73 +179,9 @@ fn socket_address(host: &str, port: u16) -> Result<SocketAddr, StartError> {
         })
 }
 
-/// A server running on its own thread (tests, embedding).
-pub struct ServerHandle {
-    addr: SocketAddr,
-    controller_addr: Option<SocketAddr>,
-    stop: StopHandle,
-    thread: Option<JoinHandle<io::Result<()>>>,
-}
-
-impl ServerHandle {
-    pub fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    pub fn controller_addr(&self) -> Option<SocketAddr> {
-        self.controller_addr
-    }
-
-    pub fn stop(mut self) -> io::Result<()> {
-        self.stop_and_join()
-    }
-
-    fn stop_and_join(&mut self) -> io::Result<()> {
-        self.stop.stop();
-        match self.thread.take() {
-            Some(t) => t
-                .join()
-                .map_err(|_| io::Error::other("event loop thread panicked"))?,
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for ServerHandle {
-    fn drop(&mut self) {
-        if let Err(e) = self.stop_and_join() {
-            error!("event loop ended with an error: {e}");
-        }
-    }
-}
-
-/// Binds and runs a server on a new thread; returns once it is listening.
-pub fn start(config: NamesrvConfig) -> Result<ServerHandle, StartError> {
-    start_with_controller(config, None)
-}
-
-pub fn start_with_controller(
-    config: NamesrvConfig,
-    controller: Option<ControllerSetup>,
-) -> Result<ServerHandle, StartError> {
-    let server = Server::bind_with_controller(config, controller)?;
-    let addr = server.local_addr();
-    let controller_addr = server.controller_addr();
-    let stop = server.stop_handle();
-    let thread = std::thread::Builder::new()
-        .name("event-loop".into())
-        .spawn(move || server.run())?;
-    Ok(ServerHandle {
-        addr,
-        controller_addr,
-        stop,
-        thread: Some(thread),
-    })
-}
-
 #[derive(Debug, Default)]
 struct PeerState {
-    /// Whether a request came yet (the first says whether the peer is a broker).
+    /// The first request says whether the peer is a broker.
     seen_request: bool,
     /// Accepted on the controller's listener, or opened by its peer link.
     controller_port: bool,
@@ -272,7 +203,6 @@ struct NameServer {
     unregister_batches: Receiver<UnregisterBatch>,
     unregistrations: VecDeque<Unregistration>,
     expiry: ExpiryPacer,
-    /// Bytes moved at the last heap trim, brokers removed since, when the next may run.
     trimmed_at_bytes: u64,
     removed_since_trim: bool,
     next_trim_ms: u64,
@@ -293,8 +223,8 @@ impl NameServer {
         let (durable, kv_writer) = kv.spawn_writer("kv-writer", Box::new(move || wake.wake()))?;
         let (unregistrations, unregister_batches, batcher) =
             event_loop::spawn_batcher("unregister-worker", capacity, waker)?;
-        let (notifications, sender) =
-            oneway::spawn_sender("notify-sender", capacity, NOTIFY_TIMEOUT)?;
+        let (notifications, senders) =
+            oneway::spawn_sender("notify-sender", 1, capacity, NOTIFY_TIMEOUT)?;
         let decode = DecodeWorker::spawn("decode-worker", waker_for_decode)?;
         let settings = Settings::from_config(&config);
         let outbox = Outbox {
@@ -313,7 +243,7 @@ impl NameServer {
             removed_since_trim: false,
             next_trim_ms: 0,
             descriptors: None,
-            threads: vec![batcher, sender, kv_writer],
+            threads: [batcher, kv_writer].into_iter().chain(senders).collect(),
             after_steps: VecDeque::new(),
             decode,
             handled_off_loop: Vec::new(),
@@ -352,7 +282,6 @@ impl NameServer {
         self.processor.topic_steps_pending() && !cmd.is_response() && codes::writes_routes(cmd.code)
     }
 
-    /// Runs one request now and writes its reply (or holds it behind the steps in progress).
     fn handle_now(
         &mut self,
         ctx: &mut Ctx<PeerState>,
@@ -380,8 +309,25 @@ impl NameServer {
         Next::Continue
     }
 
-    /// Runs the processor on one request, its reply written to `conn`. `None`: the connection
-    /// is gone, or the handling panicked (logged; the caller closes the connection).
+    /// A request its connection was held for (nothing if the connection closed meanwhile).
+    fn handle_held(
+        &mut self,
+        ctx: &mut Ctx<PeerState>,
+        conn: ConnId,
+        cmd: &RemotingCommand,
+        work: BodyWork,
+    ) {
+        if ctx.peer(conn).is_none() {
+            return;
+        }
+        match self.handle_now(ctx, conn, cmd, work) {
+            Next::Continue => ctx.release(conn),
+            Next::Hold => {}
+            Next::Close => ctx.close(conn, "handling a held request failed"),
+        }
+    }
+
+    /// `None`: the connection is gone, or the handling panicked (the caller closes it).
     fn run_guarded(
         &mut self,
         ctx: &mut Ctx<PeerState>,
@@ -444,8 +390,7 @@ impl NameServer {
         }
     }
 
-    /// After a burst, once the queues are back to their usual size, hands freed heap back to the
-    /// OS (at most once a second).
+    /// Once the queues are back to their usual size (at most once a second).
     fn trim_heap_after_bursts(&mut self, ctx: &Ctx<PeerState>) {
         let stats = ctx.stats();
         let moved = stats.bytes_in + stats.bytes_out;
@@ -473,7 +418,7 @@ impl Handler for NameServer {
         frame::next_frame(buf, self.settings.frame_max)
     }
 
-    /// Connections are read as brokers' until their first request shows a client.
+    /// Read as brokers' until their first request shows a client.
     fn on_accept(&mut self, ctx: &mut Ctx<PeerState>, conn: ConnId, tag: ListenerTag) -> ReadClass {
         if tag == controller_port::LISTENER {
             if let Some(peer) = ctx.data(conn) {
@@ -548,7 +493,7 @@ impl Handler for NameServer {
         !self.registration_queue_full()
     }
 
-    /// The paced work of a turn. Writes in flight count only while stopping.
+    /// Writes in flight count only while stopping.
     fn before_sleep(&mut self, ctx: &mut Ctx<PeerState>) -> bool {
         self.answer_durable_writes(ctx);
         let controller_busy = match self.controller.as_mut() {

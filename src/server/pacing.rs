@@ -24,8 +24,8 @@ pub(super) struct ExpiryPacer {
 }
 
 impl NameServer {
-    /// Applies the batching thread's batches in chunks; none while a registration is applied
-    /// in steps (an unregistration of its broker would leave topics behind).
+    /// None while a registration is applied in steps (an unregistration of its broker would
+    /// leave topics behind).
     pub(super) fn apply_unregistrations(&mut self, started: Instant) {
         while let Ok(batch) = self.unregister_batches.try_recv() {
             self.processor.record_unregister_batch(batch.len());
@@ -42,7 +42,6 @@ impl NameServer {
         }
     }
 
-    /// A due scan runs a chunk of brokers per turn, then closes their connections likewise.
     pub(super) fn pace_expiry(&mut self, ctx: &mut Ctx<PeerState>) {
         let now = ctx.now_ms();
         let expiry = &mut self.expiry;

@@ -7,22 +7,10 @@ use crate::event_loop::Limits;
 use crate::remoting::command::DecodeLimits;
 use crate::remoting::json;
 use log::{info, warn};
-use std::time::Duration;
-
-/// Bytes read from one connection per turn before others get theirs.
-pub(super) const READ_BUDGET: usize = 256 * 1024;
-
-/// How long a stop may take to answer queued work and flush replies.
-pub(super) const DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// How recently an address must have completed a request to use the reserved connection
-/// slots: clients and brokers ask every 30 s; ten minutes covers a restart.
-pub(super) const RECENT_CLIENT_WINDOW_MS: u64 = 600_000;
 
 pub(super) fn loop_limits(c: &NamesrvConfig, descriptors: Option<u64>) -> Limits {
     let max_connections = connection_cap(c.max_connections, descriptors);
     Limits {
-        read_budget: READ_BUDGET,
         write_high_water: c.conn_write_high_water as usize,
         write_hard_cap: c.conn_write_hard_cap as usize,
         idle_ms: (c.server_channel_max_idle_time_seconds.max(0) as u64) * 1000,
@@ -31,13 +19,12 @@ pub(super) fn loop_limits(c: &NamesrvConfig, descriptors: Option<u64>) -> Limits
         max_connections,
         max_per_address: c.max_connections_per_address as usize,
         reserved_for_recent: max_connections * c.reserved_connections_percent as usize / 100,
-        recent_window_ms: RECENT_CLIENT_WINDOW_MS,
         bulk_line_limit: c.registration_backlog_limit as usize,
-        drain_timeout: DRAIN_TIMEOUT,
+        ..Limits::default()
     }
 }
 
-/// Descriptors kept free beside the connections (the loop's own, files, notifications).
+/// Descriptors kept free beside the connections.
 pub(super) fn descriptor_headroom(limit: u64) -> u64 {
     32 + limit / 32
 }
@@ -56,8 +43,8 @@ pub(super) fn descriptors_wanted(max_connections: u32) -> u64 {
     (u64::from(max_connections) + 32) * 32 / 31 + 1
 }
 
-/// Raises the soft open-file limit to what `maxConnections` needs (up to the hard limit, as
-/// the JVM does) and warns when still too low; returns the soft limit.
+/// Raised to what `maxConnections` needs (up to the hard limit, as the JVM does); warns when
+/// still too low.
 pub(super) fn prepare_descriptors(c: &NamesrvConfig) -> Option<u64> {
     let before = event_loop::descriptor_limit()?;
     let now = event_loop::raise_descriptor_limit(descriptors_wanted(c.max_connections))?;

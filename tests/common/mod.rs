@@ -12,14 +12,19 @@ use rmq_namesrv::remoting::json;
 use rmq_namesrv::request::reply::DataVersionReply;
 use rmq_namesrv::request::{GetBrokerMemberGroup, QueryDataVersion, RegisterTopic, Request};
 use rmq_namesrv::route::model::{self, DataVersion, QueueData, RegisterBody, TopicConfig};
-use rmq_namesrv::server::{self, ServerHandle};
 use std::collections::BTreeMap;
 use std::io;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 pub use rmq_namesrv::client::api::RegisterOptions;
-pub use rmq_namesrv::test_support::TempDir;
+mod server_thread;
+#[path = "../support/mod.rs"]
+mod support;
+#[allow(unused_imports)]
+pub use server_thread::{start, start_with_controller, ServerHandle};
+#[allow(unused_imports)]
+pub use support::{fixture, fixture_path, TempDir};
 
 /// Calls by code and raw ext pairs that only tests make.
 pub trait RawCalls {
@@ -99,7 +104,7 @@ impl TestServer {
         let dir = TempDir::new("srv");
         let mut config = test_config(dir.path());
         tweak(&mut config);
-        let handle = server::start(config).expect("server starts");
+        let handle = start(config).expect("server starts");
         let addr = handle.local_addr().to_string();
         TestServer { handle, dir, addr }
     }

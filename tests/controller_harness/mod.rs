@@ -7,10 +7,12 @@ use bytes::Bytes;
 use mio::{Events, Poll, Token, Waker};
 use rmq_namesrv::controller::{ConnRef, Controller, ControllerConfig, Reply};
 use rmq_namesrv::remoting::command::{DecodeLimits, RemotingCommand, SerializeType};
-use rmq_namesrv::test_support::TempDir;
+#[path = "../support/mod.rs"]
+mod support;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+pub use support::TempDir;
 
 /// A whole frame (length prefix, JSON header type word, header, body) from header text.
 pub fn frame(header: &str, body: &[u8]) -> Vec<u8> {

@@ -20,7 +20,9 @@
 //! Needs `mod common;` beside it in the test crate.
 #![allow(dead_code)]
 
-use crate::common::{init_test_log, test_config, wait_until, RawCalls, TempDir};
+use crate::common::{
+    init_test_log, start_with_controller, test_config, wait_until, RawCalls, ServerHandle, TempDir,
+};
 use bytes::BytesMut;
 use rmq_namesrv::client::api::{BrokerIdentity, RegisterOptions};
 use rmq_namesrv::client::Client;
@@ -28,7 +30,7 @@ use rmq_namesrv::remoting::command::{DecodeLimits, RemotingCommand};
 use rmq_namesrv::remoting::frame;
 use rmq_namesrv::remoting::json;
 use rmq_namesrv::route::model::{DataVersion, RegisterBody, TopicConfig};
-use rmq_namesrv::server::{self, ControllerSetup, ServerHandle};
+use rmq_namesrv::server::ControllerSetup;
 use std::io::{ErrorKind, Read};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -78,7 +80,7 @@ impl ControllerServer {
         let mut config = test_config(dir.path());
         config.enable_controller_in_namesrv = true;
         let setup = ControllerSetup::from_config(&config, &lookup).expect("controller settings");
-        let handle = server::start_with_controller(config, setup).expect("server starts");
+        let handle = start_with_controller(config, setup).expect("server starts");
         let namesrv = handle.local_addr().to_string();
         let controller = handle
             .controller_addr()

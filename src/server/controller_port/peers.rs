@@ -1,15 +1,13 @@
-//! The link between the controller nodes of a Raft group: opaque payloads, `(to, payload)`
-//! out and `(from, payload)` in, over ordinary connections of the loop on the controller port
-//! with one private code ([`PEER_CODE`]); it knows nothing of Raft. Its rules (members and
-//! [`raft_ids`], handshake, one connection per pair, resolution off the loop, dropping with
-//! bounds) are in docs/controller.md ("Peers"). The one that matters most: nothing is decoded
-//! from a connection before its handshake is accepted, and a handshake is accepted only from
-//! an IP the configured host of that id resolves to (protobuf 2 has an advisory for hostile
-//! input).
+//! The link between the controller nodes of a Raft group: opaque payloads out and in over
+//! ordinary connections of the loop on the controller port, with one private code
+//! ([`PEER_CODE`]); it knows nothing of Raft. Its rules are in docs/controller.md ("Peers").
+//! The one that matters most: nothing is decoded from a connection before its handshake is
+//! accepted, and only from an IP the configured host of that id resolves to (protobuf 2 has
+//! an advisory for hostile input).
 
 use crate::controller::raft::raft_ids;
 use crate::controller::ControllerConfig;
-use crate::event_loop::{ConnId, Ctx, TimerId};
+use crate::event_loop::{ConnId, Ctx, LogGate, TimerId};
 use crate::remoting::codes::response::{SUCCESS, SYSTEM_ERROR};
 use crate::remoting::command::{encode_frame, Header, RemotingCommand, SerializeType};
 use bytes::Bytes;
@@ -25,14 +23,13 @@ use std::thread::JoinHandle;
 #[cfg(test)]
 mod tests;
 
-/// The peers' private request code: a handshake (a request answered by the acceptor), then
-/// payloads (oneway). RocketMQ uses no code in this range; only the configured peers may.
+/// A handshake (a request answered by the acceptor), then payloads (oneway). RocketMQ uses no
+/// code in this range.
 pub const PEER_CODE: i32 = 40_016;
 
-/// The largest payload carried. Raft's messages are small except snapshots, which travel in
-/// one message: the controller's state (broker sets, replicas, ids) is a few hundred bytes per
-/// broker set, so 4 MiB is room for thousands of broker sets, and it keeps one peer's frame
-/// well under the loop's buffer limits (`frameMaxLength` must stay above it).
+/// Raft's messages are small except snapshots (a few hundred bytes per broker set): room for
+/// thousands of broker sets, well under the loop's buffer limits (`frameMaxLength` must stay
+/// above it).
 pub const MAX_PAYLOAD: usize = 4 << 20;
 
 pub const PEER_TIMER: TimerId = TimerId(14);
@@ -45,11 +42,10 @@ const HANDSHAKE_TIMEOUT_MS: u64 = 3_000;
 /// Messages (and their bytes) kept for a peer while its connection is being set up.
 const QUEUE_MESSAGES: usize = 256;
 const QUEUE_BYTES: usize = 8 << 20;
-/// Unsent bytes on an established link beyond which messages to that peer are dropped (or half
-/// the loop's write hard cap, if lower: that would close the link).
+/// Unsent bytes on a link beyond which its messages are dropped (or half the loop's write hard
+/// cap, if lower: that would close the link).
 const MAX_UNSENT: usize = 16 << 20;
 const OVERSIZE_WARN_EVERY_MS: u64 = 10_000;
-/// Refused connections are logged at most this often (with a count of the others).
 const REFUSAL_WARN_EVERY_MS: u64 = 1_000;
 /// An acceptor re-resolves a peer's host after a mismatching handshake at most this often.
 const RESOLVE_AGAIN_MS: u64 = 5_000;
@@ -68,7 +64,7 @@ pub struct PeerSetup {
 }
 
 impl PeerSetup {
-    /// From the controller's keys (ids by [`raft_ids`], the rule the Raft group numbers by).
+    /// Ids by [`raft_ids`], the rule the Raft group numbers by.
     pub fn from_config(config: &ControllerConfig) -> PeerSetup {
         let ids = raft_ids(config.peers());
         let me = config.self_index();
@@ -88,19 +84,19 @@ impl PeerSetup {
     }
 }
 
-/// What the application keeps for a connection the link opens (it routes that connection's
-/// frames and close back to the link).
+/// What the application keeps for a connection the link opens.
 pub trait PeerConnData {
     fn peer_link() -> Self;
 }
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum PeerFrame {
-    /// A payload from an authenticated peer: the controller's to handle.
-    Payload { from: u64, payload: Bytes },
-    /// A handshake or its answer, handled here.
+    Payload {
+        from: u64,
+        payload: Bytes,
+    },
     Handled,
-    /// Refused: the connection is to be closed (already logged).
+    /// Refused (already logged).
     Close,
 }
 
@@ -109,7 +105,6 @@ pub struct PeerStatus {
     pub configured: usize,
     /// Peers with an established, authenticated link (`peersConnected`).
     pub connected: usize,
-    /// Messages dropped: peer unreachable, queue full, too large.
     pub dropped: u64,
     /// Handshakes refused, and payloads before a handshake.
     pub refused: u64,
@@ -117,42 +112,28 @@ pub struct PeerStatus {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Link {
-    /// No connection; the dialer tries again at `retry_at_ms`.
-    Down {
-        retry_at_ms: u64,
-    },
+    Down { retry_at_ms: u64 },
     Resolving,
     Connecting(ConnId),
-    Handshaking {
-        conn: ConnId,
-        since_ms: u64,
-    },
+    Handshaking { conn: ConnId, since_ms: u64 },
     Up(ConnId),
 }
 
 struct Peer {
     id: u64,
     addr: String,
-    /// Literal IPs are known at once; host names are resolved off the loop.
     literal: Option<SocketAddr>,
     /// The IPs the configured host resolved to last (who may claim this id).
     resolved: Vec<IpAddr>,
     resolving: bool,
     last_resolve_ms: Option<u64>,
-    /// This node dials that peer (its id is lower).
+    /// This node's id is lower.
     dials: bool,
     link: Link,
     backoff_ms: u64,
     /// Failed attempts since the link was last up.
     failures: u32,
     queue: VecDeque<Vec<u8>>,
-    queued_bytes: usize,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct PeerConn {
-    peer: u64,
-    outbound: bool,
 }
 
 struct Resolver {
@@ -166,17 +147,17 @@ pub struct PeerLinks {
     self_id: u64,
     self_addr: String,
     peers: Vec<Peer>,
-    conns: HashMap<ConnId, PeerConn>,
+    /// The peer of each connection: outbound ones to the peers this node dials, inbound ones
+    /// (accepted handshakes) from the others.
+    conns: HashMap<ConnId, u64>,
     resolver: Option<Resolver>,
     status: PeerStatus,
-    next_oversize_warn_ms: u64,
-    next_refusal_warn_ms: u64,
-    refusals_held: u64,
+    oversize_log: LogGate,
+    refusal_log: LogGate,
 }
 
 impl PeerLinks {
-    /// The links of `setup` (nothing is dialed before [`PeerLinks::start`]); starts the
-    /// resolver thread when a peer is named by host name.
+    /// Starts the resolver thread when a peer is named by host name.
     pub fn new(setup: PeerSetup) -> io::Result<PeerLinks> {
         let peers: Vec<Peer> = setup
             .peers
@@ -192,7 +173,6 @@ impl PeerLinks {
                 backoff_ms: BACKOFF_MIN_MS,
                 failures: 0,
                 queue: VecDeque::new(),
-                queued_bytes: 0,
                 addr,
             })
             .collect();
@@ -202,23 +182,18 @@ impl PeerLinks {
             None
         };
         Ok(PeerLinks {
-            status: PeerStatus {
-                configured: peers.len(),
-                ..PeerStatus::default()
-            },
+            status: PeerStatus::default(),
             group: setup.group,
             self_id: setup.self_id,
             self_addr: setup.self_addr,
             peers,
             conns: HashMap::new(),
             resolver,
-            next_oversize_warn_ms: 0,
-            next_refusal_warn_ms: 0,
-            refusals_held: 0,
+            oversize_log: LogGate::new(OVERSIZE_WARN_EVERY_MS),
+            refusal_log: LogGate::new(REFUSAL_WARN_EVERY_MS),
         })
     }
 
-    /// Resolves the peers' addresses and dials the ones this node dials; arms the timer.
     pub fn start<C: PeerConnData>(&mut self, ctx: &mut Ctx<C>) {
         if self.peers.is_empty() {
             return;
@@ -255,6 +230,7 @@ impl PeerLinks {
 
     pub fn status(&self) -> PeerStatus {
         PeerStatus {
+            configured: self.peers.len(),
             connected: self
                 .peers
                 .iter()
@@ -264,21 +240,17 @@ impl PeerLinks {
         }
     }
 
-    /// Whether `conn` is a connection of the link (its frames and close are the link's).
     pub fn owns(&self, conn: ConnId) -> bool {
         // A single node (or one with no link open) pays no hash per controller request.
         !self.conns.is_empty() && self.conns.contains_key(&conn)
     }
 
-    /// Sends `payload` to peer `to`, or drops it (peer unknown or unreachable, queue full,
-    /// larger than [`MAX_PAYLOAD`]): Raft sends again what was lost.
+    /// Or drops it: Raft sends again what was lost.
     pub fn send<C>(&mut self, ctx: &mut Ctx<C>, to: u64, payload: &[u8]) {
         if payload.len() > MAX_PAYLOAD {
             self.status.dropped += 1;
             // Raft sends it again and again: one line per interval.
-            let now = ctx.now_ms();
-            if now >= self.next_oversize_warn_ms {
-                self.next_oversize_warn_ms = now + OVERSIZE_WARN_EVERY_MS;
+            if self.oversize_log.ready(ctx.now_ms()).is_some() {
                 warn!(
                     "controller peers: dropping a message of {} bytes to node {to}: above the peer payload cap of {MAX_PAYLOAD} ({} messages dropped so far)",
                     payload.len(),
@@ -294,15 +266,10 @@ impl PeerLinks {
             return;
         };
         let sent = match peer.link {
-            Link::Up(conn) if ctx.unsent(conn) + payload.len() <= max_unsent => {
-                match ctx.write_buf(conn) {
-                    Some(out) => {
-                        encode_payload(out, payload);
-                        true
-                    }
-                    None => false,
-                }
-            }
+            Link::Up(conn) if ctx.unsent(conn) + payload.len() <= max_unsent => ctx
+                .write_buf(conn)
+                .map(|out| encode_payload(out, payload))
+                .is_some(),
             Link::Resolving | Link::Connecting(_) | Link::Handshaking { .. } => {
                 peer.enqueue(payload)
             }
@@ -313,7 +280,6 @@ impl PeerLinks {
         }
     }
 
-    /// A frame with [`PEER_CODE`], or any frame on a connection the link owns.
     pub fn on_frame<C>(
         &mut self,
         ctx: &mut Ctx<C>,
@@ -321,12 +287,11 @@ impl PeerLinks {
         cmd: &RemotingCommand,
     ) -> PeerFrame {
         match self.conns.get(&conn).copied() {
-            Some(PeerConn {
-                outbound: true,
-                peer,
-            }) if cmd.is_response() => self.on_answer(ctx, conn, peer, cmd),
-            Some(pc) if cmd.code == PEER_CODE && cmd.is_oneway() && self.is_up(pc.peer, conn) => {
-                self.on_payload(ctx, conn, pc.peer, cmd)
+            Some(peer) if cmd.is_response() && self.dials(peer) => {
+                self.on_answer(ctx, conn, peer, cmd)
+            }
+            Some(peer) if cmd.code == PEER_CODE && cmd.is_oneway() && self.is_up(peer, conn) => {
+                self.on_payload(ctx, conn, peer, cmd)
             }
             None if cmd.code == PEER_CODE && !cmd.is_oneway() && !cmd.is_response() => {
                 self.on_handshake(ctx, conn, cmd)
@@ -344,6 +309,10 @@ impl PeerLinks {
                 PeerFrame::Close
             }
         }
+    }
+
+    fn dials(&self, peer: u64) -> bool {
+        self.peers.iter().any(|p| p.id == peer && p.dials)
     }
 
     fn is_up(&self, peer: u64, conn: ConnId) -> bool {
@@ -374,7 +343,6 @@ impl PeerLinks {
         }
     }
 
-    /// The first frame of a connection from a peer: checked, answered, and the link is up.
     fn on_handshake<C>(
         &mut self,
         ctx: &mut Ctx<C>,
@@ -407,18 +375,11 @@ impl PeerLinks {
             let answer = (FLAG_RESPONSE, SUCCESS, cmd.opaque);
             encode_peer_frame(out, answer, None, Some(&ext), &[]);
         }
-        self.conns.insert(
-            conn,
-            PeerConn {
-                peer: from,
-                outbound: false,
-            },
-        );
+        self.conns.insert(conn, from);
         self.link_up(i, conn, peer_name(ctx, conn));
         PeerFrame::Handled
     }
 
-    /// Who the handshake says it is, if that is believable: Err says why not.
     fn check_handshake<C>(
         &mut self,
         ctx: &Ctx<C>,
@@ -474,17 +435,12 @@ impl PeerLinks {
         Ok(peer.id)
     }
 
-    /// Counts and logs a refusal: one line per second at most, so that a flood of hostile
-    /// handshakes cannot flood the log (the lines held back are counted in the next).
+    /// One line per second at most: hostile handshakes cannot flood the log.
     fn refuse<C>(&mut self, ctx: &Ctx<C>, conn: ConnId, why: &str) {
         self.status.refused += 1;
-        let now = ctx.now_ms();
-        if now < self.next_refusal_warn_ms {
-            self.refusals_held += 1;
+        let Some(held) = self.refusal_log.ready(ctx.now_ms()) else {
             return;
-        }
-        self.next_refusal_warn_ms = now + REFUSAL_WARN_EVERY_MS;
-        let held = std::mem::take(&mut self.refusals_held);
+        };
         warn!(
             "controller peers: refusing the connection from {}: {why} ({held} more refused since the last line)",
             peer_name(ctx, conn)
@@ -535,7 +491,6 @@ impl PeerLinks {
         }
         self.link_up(i, conn, self.peers[i].addr.clone());
         let p = &mut self.peers[i];
-        p.queued_bytes = 0;
         if let Some(out) = ctx.write_buf(conn) {
             for payload in p.queue.drain(..) {
                 encode_payload(out, &payload);
@@ -557,9 +512,8 @@ impl PeerLinks {
         );
     }
 
-    /// An outbound connection was established (the handshake goes out) or failed.
     pub fn on_connected<C>(&mut self, ctx: &mut Ctx<C>, conn: ConnId, result: &io::Result<()>) {
-        let Some(PeerConn { peer, .. }) = self.conns.get(&conn).copied() else {
+        let Some(peer) = self.conns.get(&conn).copied() else {
             return;
         };
         let Some(i) = self.index_of(peer) else {
@@ -581,9 +535,9 @@ impl PeerLinks {
         }
     }
 
-    /// A connection closed; true when it was the link's.
+    /// True when it was the link's.
     pub fn on_closed<C>(&mut self, ctx: &mut Ctx<C>, conn: ConnId) -> bool {
-        let Some(PeerConn { peer, .. }) = self.conns.remove(&conn) else {
+        let Some(peer) = self.conns.remove(&conn) else {
             return false;
         };
         let Some(i) = self.index_of(peer) else {
@@ -607,7 +561,7 @@ impl PeerLinks {
         true
     }
 
-    /// The link's timer: resolutions done, overdue handshakes, dials due (false: not its timer).
+    /// False: not its timer.
     pub fn on_timer<C: PeerConnData>(&mut self, ctx: &mut Ctx<C>, timer: TimerId) -> bool {
         if timer != PEER_TIMER {
             return false;
@@ -627,7 +581,6 @@ impl PeerLinks {
         true
     }
 
-    /// Peers this node dials whose retry is due: resolved (host names) or dialed at once.
     fn dial_due<C: PeerConnData>(&mut self, ctx: &mut Ctx<C>) {
         let now = ctx.now_ms();
         for i in 0..self.peers.len() {
@@ -651,13 +604,7 @@ impl PeerLinks {
             Ok(conn) => {
                 let peer = self.peers[i].id;
                 self.peers[i].link = Link::Connecting(conn);
-                self.conns.insert(
-                    conn,
-                    PeerConn {
-                        peer,
-                        outbound: true,
-                    },
-                );
+                self.conns.insert(conn, peer);
                 debug!("controller peers: dialing node {peer} at {addr}");
             }
             Err(e) => {
@@ -666,7 +613,6 @@ impl PeerLinks {
         }
     }
 
-    /// Asks for peer `i`'s addresses (a literal IP is known at once).
     fn resolve(&mut self, i: usize, now: u64) {
         let p = &mut self.peers[i];
         p.last_resolve_ms = Some(now);
@@ -722,8 +668,7 @@ impl PeerLinks {
         }
     }
 
-    /// A connection attempt failed: the next is scheduled; only the first of a streak is a
-    /// warning (a peer that is down is no news every few seconds).
+    /// Only the first failure of a streak is a warning (a peer that is down is no news).
     fn attempt_failed(&mut self, i: usize, why: &str, now: u64) {
         let p = &mut self.peers[i];
         p.failures += 1;
@@ -741,13 +686,11 @@ impl PeerLinks {
         self.schedule_retry(i, now);
     }
 
-    /// Down until the next attempt (a peer that dials us: until it does).
     fn schedule_retry(&mut self, i: usize, now: u64) {
         // The std hasher's random keys: jitter, nothing more is needed.
         let jitter = RandomState::new().hash_one(now);
         let p = &mut self.peers[i];
         p.queue.clear();
-        p.queued_bytes = 0;
         let wait = p.backoff_ms / 2 + jitter % (p.backoff_ms / 2 + 1);
         p.link = Link::Down {
             retry_at_ms: now + wait,
@@ -759,7 +702,7 @@ impl PeerLinks {
         self.peers.iter().position(|p| p.id == id)
     }
 
-    /// Ends the resolver thread (the loop has returned; its connections are gone).
+    /// Ends the resolver thread.
     pub fn shutdown(self) {
         if let Some(mut r) = self.resolver {
             r.requests = None;
@@ -771,12 +714,12 @@ impl PeerLinks {
 }
 
 impl Peer {
-    /// Keeps a message for a link being set up; false when the queue is full.
+    /// False when the queue is full.
     fn enqueue(&mut self, payload: &[u8]) -> bool {
-        if self.queue.len() >= QUEUE_MESSAGES || self.queued_bytes + payload.len() > QUEUE_BYTES {
+        let queued: usize = self.queue.iter().map(Vec::len).sum();
+        if self.queue.len() >= QUEUE_MESSAGES || queued + payload.len() > QUEUE_BYTES {
             return false;
         }
-        self.queued_bytes += payload.len();
         self.queue.push_back(payload.to_vec());
         true
     }

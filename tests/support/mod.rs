@@ -1,6 +1,6 @@
-//! Helpers shared by the unit tests and the integration tests (`tests/`): a temporary
-//! directory that removes itself, and the path of a test fixture. Not part of the server;
-//! public only so that `tests/` can use the same ones.
+//! Helpers shared by the unit tests (`crate::test_support`) and the integration tests
+//! (`mod support;`): a temporary directory that removes itself, and test fixtures.
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
