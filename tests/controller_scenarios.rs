@@ -40,15 +40,15 @@ struct Tables {
 impl Tables {
     fn new() -> Tables {
         Tables {
-            state: ControllerState::new(),
-            liveness: Liveness::new(),
+            state: ControllerState::default(),
+            liveness: Liveness::default(),
             unclean: false,
         }
     }
 
     /// Exactly `ids` alive (Java's `(a, b, c) -> ...` predicates), with progress per id.
     fn alive(&mut self, beats: &[(i64, i32, i64, i32)]) {
-        self.liveness = Liveness::new();
+        self.liveness = Liveness::default();
         for &(id, epoch, offset, priority) in beats {
             self.liveness.on_heartbeat(
                 &rmq_namesrv::controller::request::Heartbeat {

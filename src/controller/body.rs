@@ -1,26 +1,14 @@
-//! Response bodies in fastjson's dialect: `SyncStateSet`, `ElectMasterResponseBody` (with its
-//! `BrokerMemberGroup`) and `BrokerReplicasInfo`.
+//! Response bodies in fastjson's dialect: `ElectMasterResponseBody` (with its
+//! `BrokerMemberGroup`) and `BrokerReplicasInfo` (`SyncStateSet` is `request`'s).
 //!
 //! fastjson writes getters alphabetically and leaves nulls out; a `Map<Long, String>` gets
-//! bare numeric keys (`{1:"127.0.0.1:30911"}`), which Java peers read back (and so does our
-//! JSON reader). Sets and maps keyed by broker id are written in ascending id order, which
-//! is also what Java's HashSet/HashMap give for small ids; broker sets in `BrokerReplicasInfo`
-//! are sorted by name.
+//! bare numeric keys (`{1:"127.0.0.1:30911"}`). Ids go in ascending order (what Java's
+//! HashSet/HashMap give for small ids), broker sets by name.
 
 use super::event::ObjectWriter;
 use super::state::BrokerReplicaInfo;
 use crate::remoting::json;
 use std::collections::BTreeSet;
-
-/// `{"syncStateSet":[1,2],"syncStateSetEpoch":3}`.
-pub fn sync_state_set(set: &BTreeSet<i64>, epoch: i32) -> Vec<u8> {
-    let mut out = Vec::with_capacity(48 + set.len() * 4);
-    let mut w = ObjectWriter::new(&mut out);
-    w.ids("syncStateSet", set);
-    w.int("syncStateSetEpoch", i64::from(epoch));
-    w.finish();
-    out
-}
 
 /// `ElectMasterResponseBody`: the member group (only on a successful election) and a set.
 pub fn elect_master(group: Option<&BrokerReplicaInfo>, set: &BTreeSet<i64>) -> Vec<u8> {
@@ -45,8 +33,8 @@ fn member_group(out: &mut Vec<u8>, info: &BrokerReplicaInfo) {
         json::write_str(out, &broker.address);
     }
     addrs.end();
-    w.str("brokerName", info.broker_name());
-    w.opt_str("cluster", info.cluster_name());
+    w.str("brokerName", &info.broker_name);
+    w.opt_str("cluster", info.cluster_name.as_deref());
     w.finish();
 }
 
@@ -119,11 +107,7 @@ mod tests {
     #[test]
     fn bodies_match_the_java_shapes() {
         let set: BTreeSet<i64> = [2, 1].into_iter().collect();
-        assert_eq!(
-            sync_state_set(&set, 3),
-            b"{\"syncStateSet\":[1,2],\"syncStateSetEpoch\":3}"
-        );
-        let mut state = ControllerState::new();
+        let mut state = ControllerState::default();
         for (id, addr) in [(1, "127.0.0.1:30911"), (2, "127.0.0.1:30921")] {
             state.apply(&Event::ApplyBrokerId {
                 cluster_name: Some("DefaultCluster".into()),

@@ -3,8 +3,7 @@
 //! Controller answers them on its own port only: the name-server port keeps answering them
 //! with REQUEST_CODE_NOT_SUPPORTED, as Java does.
 
-/// Declares a `mod` of code constants and the function naming them ("UNKNOWN" otherwise), so
-/// a code and its name are one line.
+/// Declares a `mod` of code constants and the function naming them ("UNKNOWN" otherwise).
 macro_rules! named_codes {
     ($(#[$mdoc:meta])* mod $module:ident, fn $name_fn:ident, extra [$($extra:literal => $extra_name:literal),*];
      $($(#[$doc:meta])* $name:ident = $code:literal;)*) => {
@@ -65,9 +64,8 @@ named_codes! {
     CONTROLLER_ELECT_MASTER_FAILED = 2012;
     CONTROLLER_ALTER_SYNC_STATE_SET_FAILED = 2013;
     CONTROLLER_BROKER_ID_INVALID = 2014;
-    /// Java's JRaft flavour only; never produced here (controllerType=jRaft is refused).
+    /// 2015 and 2016 are Java's JRaft flavour only; never produced here.
     CONTROLLER_JRAFT_INTERNAL_ERROR = 2015;
-    /// Java's JRaft flavour only; never produced here.
     CONTROLLER_BROKER_LIVE_INFO_NOT_EXISTS = 2016;
 }
 

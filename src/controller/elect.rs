@@ -249,7 +249,7 @@ mod tests {
             ),
         ];
         for (i, (beats, set, all, old, prefer, winner)) in rows.iter().enumerate() {
-            let mut t = Liveness::new();
+            let mut t = Liveness::default();
             for &(id, timeout, epoch, offset, priority) in beats.iter() {
                 beat(&mut t, id, timeout, epoch, offset, priority);
             }

@@ -4,10 +4,10 @@
 //! happens off the loop. [`NotifyOutbox`] keeps one pending notification per broker address,
 //! the highest master epoch (a broker ignores older epochs; Java cancels the older task).
 
-use super::body;
 use super::codes::request::NOTIFY_BROKER_ROLE_CHANGED;
 use super::liveness::Liveness;
 use super::replicas::{master_fields, Elected};
+use super::request::sync_state_set_json;
 use super::response::encode_oneway_request;
 use std::collections::{BTreeSet, HashMap};
 
@@ -34,7 +34,7 @@ impl RoleChangeNotification {
             self.sync_state_set_epoch,
         );
         let set: BTreeSet<i64> = [self.master_broker_id].into_iter().collect();
-        let body = body::sync_state_set(&set, self.sync_state_set_epoch);
+        let body = sync_state_set_json(Some(&set), self.sync_state_set_epoch);
         encode_oneway_request(NOTIFY_BROKER_ROLE_CHANGED, opaque, &fields, &body, out);
     }
 }
@@ -115,7 +115,7 @@ mod tests {
 
     #[test]
     fn only_active_members_are_notified() {
-        let mut liveness = Liveness::new();
+        let mut liveness = Liveness::default();
         for id in [2, 3] {
             liveness.on_heartbeat(
                 &Heartbeat {

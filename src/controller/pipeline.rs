@@ -1,14 +1,9 @@
 //! The leader's request pipeline: one FIFO of leader-only requests, one write in flight.
-//!
-//! The head request is computed on the *applied* state. A read (or a write without events)
-//! is answered at once; a write's events go to the durable step ([`Durability`]: the Raft
-//! group) as one entry, and the request parks until it is committed and applied, before the
-//! next request is computed. So every answer reflects every change acknowledged before it
-//! (Java may compute the next request before the previous one is applied).
+//! The head request is computed on the *applied* state, so every answer reflects every change
+//! acknowledged before it (docs/controller.md, "What runs").
 
 use super::codes::response as rc;
 use super::event::{decode_entry, encode_entry, Event, EventError};
-use super::liveness::Liveness;
 use super::replicas::{self, Elected, View};
 use super::request::LeaderRequest;
 use super::response::Response;
@@ -18,16 +13,15 @@ use std::collections::VecDeque;
 
 /// How long a request may wait for its answer (Java's `WAIT_TIMEOUT_OUT`).
 pub const REQUEST_TIMEOUT_MS: u64 = 5_000;
-/// Queued requests beyond which new ones are answered SYSTEM_BUSY (memory bound; Java parks
-/// callers on a 1,024-slot queue behind a 50,000-slot thread-pool queue).
+/// Queued requests beyond which new ones are answered SYSTEM_BUSY (a memory bound; Java parks
+/// callers instead).
 pub const QUEUE_LIMIT: usize = 10_000;
 
-/// Why a node may not serve leader-only requests now.
+/// Why a node may not serve leader-only requests now: not the leader (2007), or the log
+/// failed (SYSTEM_ERROR with why).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NotServing {
-    /// Not the leader (yet): Java's 2007.
     NotLeader,
-    /// The durable step broke (e.g. the log could not be fsynced): SYSTEM_ERROR with why.
     Failed(String),
 }
 
@@ -65,12 +59,10 @@ pub enum Origin<T> {
 pub struct Completed<T> {
     pub origin: Origin<T>,
     pub response: Response,
-    /// A successful election, now durable (for the role-change notifications).
     pub elected: Option<Elected>,
 }
 
 impl<T> Completed<T> {
-    /// An answer that elected nobody.
     pub fn answer(origin: Origin<T>, response: Response) -> Self {
         Completed {
             origin,
@@ -78,16 +70,6 @@ impl<T> Completed<T> {
             elected: None,
         }
     }
-}
-
-/// What the head request is computed with besides the state.
-#[derive(Debug, Clone, Copy)]
-pub struct Inputs<'a> {
-    pub liveness: &'a Liveness,
-    pub now_ms: u64,
-    pub enable_elect_unclean_master: bool,
-    /// Java's `processReadEvent`: reads (and writes without events) wait for an empty entry.
-    pub process_read_event: bool,
 }
 
 struct Waiting<T> {
@@ -122,10 +104,6 @@ impl<T> Default for Pipeline<T> {
 }
 
 impl<T> Pipeline<T> {
-    pub fn new() -> Self {
-        Pipeline::default()
-    }
-
     pub fn len(&self) -> usize {
         self.queue.len() + usize::from(self.in_flight.is_some())
     }
@@ -187,11 +165,12 @@ impl<T> Pipeline<T> {
     }
 
     /// Answers queued requests from the head until one needs the durable step (or none is
-    /// left). Call after `submit` and after `on_committed`.
+    /// left). Call after `submit` and after `on_committed`. With `process_read_event` (Java's),
+    /// reads and writes without events wait for an empty entry.
     pub fn advance(
         &mut self,
-        state: &ControllerState,
-        inputs: &Inputs<'_>,
+        view: &View<'_>,
+        process_read_event: bool,
         durability: &mut dyn Durability,
         out: &mut Vec<Completed<T>>,
     ) {
@@ -203,14 +182,8 @@ impl<T> Pipeline<T> {
                 out.push(Completed::answer(head.origin, not_serving.response()));
                 continue;
             }
-            let view = View {
-                state,
-                liveness: inputs.liveness,
-                now_ms: inputs.now_ms,
-                enable_elect_unclean_master: inputs.enable_elect_unclean_master,
-            };
-            let outcome = replicas::handle(&head.request, &view);
-            if outcome.events.is_empty() && !inputs.process_read_event {
+            let outcome = replicas::handle(&head.request, view);
+            if outcome.events.is_empty() && !process_read_event {
                 out.push(Completed {
                     origin: head.origin,
                     response: outcome.response,
@@ -322,6 +295,7 @@ impl<T> Pipeline<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::liveness::Liveness;
     use crate::controller::request::{ApplyBrokerId, ElectMaster, ElectTrigger};
 
     /// Records proposals; commits only when the test says so.
@@ -372,9 +346,9 @@ mod tests {
     impl Rig {
         fn new() -> Rig {
             Rig {
-                pipeline: Pipeline::new(),
-                state: ControllerState::new(),
-                liveness: Liveness::new(),
+                pipeline: Pipeline::default(),
+                state: ControllerState::default(),
+                liveness: Liveness::default(),
                 log: Manual::default(),
                 out: Vec::new(),
                 process_read_event: false,
@@ -386,14 +360,15 @@ mod tests {
             self.advance(now);
         }
         fn advance(&mut self, now: u64) {
-            let inputs = Inputs {
+            let view = View {
+                state: &self.state,
                 liveness: &self.liveness,
                 now_ms: now,
                 enable_elect_unclean_master: false,
-                process_read_event: self.process_read_event,
             };
+            let read_event = self.process_read_event;
             self.pipeline
-                .advance(&self.state, &inputs, &mut self.log, &mut self.out);
+                .advance(&view, read_event, &mut self.log, &mut self.out);
         }
         fn commit(&mut self, index: u64, now: u64) {
             let entry = self

@@ -11,7 +11,8 @@ use super::elect::{self, ElectInput};
 use super::event::Event;
 use super::liveness::Liveness;
 use super::request::{
-    AlterSyncStateSet, ApplyBrokerId, CleanBrokerData, ElectMaster, LeaderRequest, RegisterBroker,
+    sync_state_set_json, AlterSyncStateSet, ApplyBrokerId, CleanBrokerData, ElectMaster,
+    LeaderRequest, RegisterBroker,
 };
 use super::response::Response;
 use super::state::{BrokerReplicaInfo, ControllerState, SyncStateInfo, FIRST_BROKER_CONTROLLER_ID};
@@ -202,7 +203,7 @@ fn alter_sync_state_set(r: &AlterSyncStateSet, view: &View<'_>) -> Outcome {
     let epoch = sync.sync_state_set_epoch.wrapping_add(1);
     let response =
         Response::with_header(SUCCESS, vec![("newSyncStateSetEpoch", epoch.to_string())])
-            .body(body::sync_state_set(new_set, epoch));
+            .body(sync_state_set_json(Some(new_set), epoch));
     Outcome::with_event(
         response,
         Event::AlterSyncStateSet {
@@ -226,7 +227,7 @@ fn check_new_members(
                 format!("{BECAUSE} the replicas {{{id}}} don't exist"),
             ));
         }
-        if !view.alive(replica.cluster_name(), replica.broker_name(), id) {
+        if !view.alive(replica.cluster_name.as_deref(), &replica.broker_name, id) {
             return Some(alter_refused(
                 rc::CONTROLLER_BROKER_NOT_ALIVE,
                 format!("{BECAUSE} the replicas {{{id}}} don't alive"),
@@ -266,8 +267,8 @@ fn elect_master(r: &ElectMaster, view: &View<'_>) -> Outcome {
         };
         new_master = elect::elect(
             &ElectInput {
-                cluster_name: replica.cluster_name(),
-                broker_name: replica.broker_name(),
+                cluster_name: replica.cluster_name.as_deref(),
+                broker_name: &replica.broker_name,
                 sync_state_set: &sync.sync_state_set,
                 all_replicas,
                 old_master,
@@ -291,7 +292,7 @@ fn elect_master(r: &ElectMaster, view: &View<'_>) -> Outcome {
                 Response::with_header(rc::CONTROLLER_MASTER_STILL_EXIST, fields)
                     .remark(format!(
                         "The old master {master} is still alive, not need to elect new master for broker {}",
-                        replica.broker_name()
+                        replica.broker_name
                     ))
                     .body(body::elect_master(None, &sync.sync_state_set)),
             )
@@ -342,8 +343,8 @@ fn elected(r: &ElectMaster, view: &View<'_>, master: i64) -> Outcome {
             new_master_broker_id: Some(master),
         }],
         elected: Some(Elected {
-            cluster_name: replica.cluster_name().map(str::to_owned),
-            broker_name: replica.broker_name().to_owned(),
+            cluster_name: replica.cluster_name.clone(),
+            broker_name: replica.broker_name.clone(),
             master_broker_id: master,
             master_address: address,
             master_epoch,
@@ -397,8 +398,8 @@ fn register_broker(r: &RegisterBroker, view: &View<'_>) -> Outcome {
             );
         }
     }
-    let response = Response::with_header(SUCCESS, fields).body(body::sync_state_set(
-        &sync.sync_state_set,
+    let response = Response::with_header(SUCCESS, fields).body(sync_state_set_json(
+        Some(&sync.sync_state_set),
         sync.sync_state_set_epoch,
     ));
     if replica.address(id) == Some(address) {
@@ -433,8 +434,8 @@ fn get_replica_info(broker_name: Option<&str>, view: &View<'_>) -> Outcome {
     }
     fields.push(("masterEpoch", sync.master_epoch.to_string()));
     Outcome::reply(
-        Response::with_header(SUCCESS, fields).body(body::sync_state_set(
-            &sync.sync_state_set,
+        Response::with_header(SUCCESS, fields).body(sync_state_set_json(
+            Some(&sync.sync_state_set),
             sync.sync_state_set_epoch,
         )),
     )
@@ -461,7 +462,7 @@ fn get_sync_state_data(names: &[String], view: &View<'_>) -> Outcome {
                 broker_name: name,
                 broker_id: *id,
                 broker_address: &broker.address,
-                alive: view.alive(replica.cluster_name(), name, *id),
+                alive: view.alive(replica.cluster_name.as_deref(), name, *id),
             };
             if sync.sync_state_set.contains(id) {
                 info.in_sync.push(identity);
@@ -638,7 +639,7 @@ pub fn scan_need_reelect(
             let Some(master) = sync.master_broker_id else {
                 return false;
             };
-            let (cluster, name) = (sync.cluster_name(), sync.broker_name());
+            let (cluster, name) = (sync.cluster_name.as_deref(), &*sync.broker_name);
             let heard = liveness.get(cluster, name, master).is_some();
             (heard || unheard_is_inactive)
                 && !liveness.is_active(cluster, name, master, now_ms)
@@ -648,7 +649,7 @@ pub fn scan_need_reelect(
                         .any(|id| liveness.is_active(cluster, name, *id, now_ms))
                 })
         })
-        .map(|sync| sync.broker_name().to_owned())
+        .map(|sync| sync.broker_name.clone())
         .collect();
     names.sort();
     names
@@ -669,7 +670,7 @@ mod tests {
     }
 
     fn run(state: &mut ControllerState, request: &LeaderRequest) -> i32 {
-        let liveness = Liveness::new();
+        let liveness = Liveness::default();
         let outcome = handle(
             request,
             &View {
@@ -687,7 +688,7 @@ mod tests {
 
     #[test]
     fn peers_cannot_grow_the_tables_without_bound() {
-        let mut state = ControllerState::new();
+        let mut state = ControllerState::default();
         for id in 1..=MAX_IDS_PER_BROKER_SET as i64 {
             assert_eq!(run(&mut state, &apply("a", id)), SUCCESS);
         }

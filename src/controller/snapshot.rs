@@ -113,7 +113,7 @@ fn decode_state(json_bytes: &[u8]) -> Result<ControllerState, String> {
     };
     let doc = json::parse_borrowed(json_bytes, &limits).map_err(|e| e.to_string())?;
     let root = doc.root();
-    let mut state = ControllerState::new();
+    let mut state = ControllerState::default();
     for item in array(root, "replicaInfoTable")? {
         state.insert_replica_info(read_replica_info(item)?);
     }
@@ -180,7 +180,7 @@ mod tests {
     use crate::controller::event::Event;
 
     fn sample() -> ControllerState {
-        let mut state = ControllerState::new();
+        let mut state = ControllerState::default();
         for (name, id) in [("b", 1), ("a", 1), ("a", 2)] {
             state.apply(&Event::ApplyBrokerId {
                 cluster_name: (name == "a").then(|| "c\"1".to_owned()),
@@ -214,8 +214,8 @@ mod tests {
         assert_eq!(back, state);
         assert_eq!(encode(42, &back), bytes, "stable bytes");
         assert_eq!(
-            decode(&encode(0, &ControllerState::new())).unwrap().1,
-            ControllerState::new()
+            decode(&encode(0, &ControllerState::default())).unwrap().1,
+            ControllerState::default()
         );
     }
 

@@ -1,9 +1,7 @@
 //! The controller as one object the event loop drives: [`Controller`] owns the config, the
-//! replicated state, the liveness table, the request pipeline, the Raft group and the
-//! pending notifications, and turns the loop's inputs (on the loop thread, with the time passed
-//! in) into replies, connections to close, 1008 notifications and payloads for peers. Every
-//! committed entry is applied the same way; only the serving leader answers leader-only
-//! requests, elects and grants write leases.
+//! state, the liveness table, the pipeline, the Raft group and the pending notifications, and
+//! turns the loop's inputs (with the time passed in) into replies, connections to close, 1008
+//! notifications and payloads for peers.
 
 mod elections;
 mod start;
@@ -14,10 +12,10 @@ use super::event::Event;
 use super::lease::WriteLeaseGate;
 use super::liveness::{ConnRef, Liveness};
 use super::notify::{self, NotifyOutbox, RoleChangeNotification};
-use super::pipeline::{Completed, Durability, Inputs, Origin, Pipeline};
+use super::pipeline::{Completed, Durability, Origin, Pipeline};
 use super::raft::records::StorageError;
 use super::raft::{self, GroupEvent, GroupStatus, RaftGroup, WallClock};
-use super::replicas::Elected;
+use super::replicas::{Elected, View};
 use super::request::{self, ControllerRequest, ElectMaster, Heartbeat, LeaderRequest};
 use super::response::Response;
 use super::state::{ControllerState, Stamp};
@@ -94,8 +92,7 @@ impl<T> Controller<T> {
         self.drive_group(now_ms, out, |group, events| group.tick(events));
     }
 
-    /// A payload peer `from` sent (the link authenticated the peer); decode errors are
-    /// logged and the payload dropped.
+    /// A payload peer `from` sent (the link authenticated the peer).
     pub fn on_peer_message(
         &mut self,
         from: u64,
@@ -113,7 +110,7 @@ impl<T> Controller<T> {
         self.group.take_messages(out);
     }
 
-    /// Simulations: the disk finishes everything it was given, and what that releases is processed.
+    /// Simulations: the disk finishes everything it was given.
     pub fn run_disk(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
         self.drive_group(now_ms, out, |group, events| group.run_disk(events));
     }
@@ -197,9 +194,8 @@ impl<T> Controller<T> {
     }
 
     /// The name server is stopping: a member of a group of several answers its leader-only
-    /// requests now (`SYSTEM_ERROR`, as Java's timeout would), since a write in flight commits
-    /// only with its peers' acknowledgements, which a stopping loop no longer reads (its fate
-    /// is the next leader's). A group of one keeps them: its own disk finishes them.
+    /// requests now (`SYSTEM_ERROR`), since a stopping loop no longer reads the peers'
+    /// acknowledgements. A group of one keeps them: its own disk finishes them.
     pub fn stop_waiting_for_peers(&mut self, out: &mut Vec<Reply<T>>) {
         if !self.group.is_alone() {
             self.fail_pipeline(&stopping(), out);
@@ -306,9 +302,7 @@ impl<T> Controller<T> {
         }
     }
 
-    /// 1005: who leads. A single node answers as Java's does (it leads its group of one); a
-    /// member of several names the leader it knows (none during an election) so brokers find
-    /// it, plus its own role and term (extra header fields Java's clients ignore).
+    /// 1005: who leads (a single node: itself, as Java's), plus a member's own role and term.
     fn metadata(&self) -> Response {
         let alone = self.group.is_alone();
         let status = self.group_status();
@@ -348,9 +342,8 @@ impl<T> Controller<T> {
             .map(|(_, p)| p)
     }
 
-    /// 1009, one at a time: checks the front request against the current config, and has
-    /// the log writer persist it (the answer waits for that fsync). Refusals and requests
-    /// that change nothing are answered at once.
+    /// 1009, one at a time: checks the front request, and has the log writer persist it (the
+    /// answer waits for that fsync). Refusals and no-op requests are answered at once.
     fn next_config_update(&mut self, out: &mut Vec<Reply<T>>) {
         while let Some(mut update) = self.config_updates.pop_front() {
             if update.writing.is_some() {
@@ -427,15 +420,16 @@ impl<T> Controller<T> {
 
     fn advance(&mut self, now_ms: u64, done: &mut Vec<Completed<Ticket<T>>>) {
         let settings = self.config.settings();
-        let inputs = Inputs {
+        let view = View {
+            state: &self.state,
             liveness: &self.liveness,
             now_ms,
             enable_elect_unclean_master: settings.enable_elect_unclean_master,
-            process_read_event: settings.process_read_event,
         };
         let proposed = self.group.proposals();
+        let read_event = settings.process_read_event;
         self.pipeline
-            .advance(&self.state, &inputs, self.group.as_mut(), done);
+            .advance(&view, read_event, self.group.as_mut(), done);
         if self.group.proposals() == proposed {
             return; // reads and refusals: nothing for Raft to do
         }
@@ -511,19 +505,13 @@ impl<T> Controller<T> {
         }
     }
 
-    /// Picks up what the log writer finished: applies committed entries, releases their
-    /// answers, takes snapshots when due. Call when the waker given to `open` fired.
+    /// Picks up what the log writer finished. Call when the waker given to `open` fired.
     pub fn on_log_completions(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
-        let mut done = Vec::new();
-        let mut events = Vec::new();
-        self.group.on_disk(&mut events);
-        self.on_group_events(events, &mut done, out, now_ms);
-        self.advance(now_ms, &mut done);
-        self.finish(done, now_ms, out);
+        self.drive_group(now_ms, out, |group, events| group.on_disk(events));
     }
 
-    /// A committed entry: applied (with who proposed each election), its request answered if
-    /// it is this node's, the write leases told of new masters, a snapshot taken when due.
+    /// A committed entry: applied, its request answered if it is this node's, the write
+    /// leases told of new masters, a snapshot taken when due.
     fn on_durable(
         &mut self,
         index: u64,
@@ -588,8 +576,8 @@ impl<T> Controller<T> {
         self.outbox.drain()
     }
 
-    /// Stops: waits for the writer to finish what it was given, applies and answers what it
-    /// made durable, and answers everything else SYSTEM_ERROR.
+    /// Stops: waits for the writer to finish what it was given, answers everything else
+    /// SYSTEM_ERROR.
     pub fn shutdown(mut self) -> Vec<Reply<T>> {
         let mut out = Vec::new();
         for event in self.group.close() {
@@ -617,8 +605,7 @@ fn reply<T>(out: &mut Vec<Reply<T>>, ticket: T, wants_reply: bool, response: Res
     }
 }
 
-/// One info line per durable change of the replicated state (a handful per broker set's
-/// life, never one per request).
+/// One info line per durable change (a handful per broker set's life).
 fn log_change(event: &Event, state: &ControllerState) {
     let name = event.broker_name();
     let master_epoch = state.sync_state(name).map_or(0, |s| s.master_epoch);

@@ -76,13 +76,13 @@ impl<T> Controller<T> {
         let mut controller = Controller {
             config,
             state: opened.state,
-            liveness: Liveness::new(),
-            pipeline: Pipeline::new(),
+            liveness: Liveness::default(),
+            pipeline: Pipeline::default(),
             group: Box::new(opened.group),
             applied_index: opened.snapshot_index,
             events_since_snapshot: 0,
             outbox: NotifyOutbox::default(),
-            lease: WriteLeaseGate::new(),
+            lease: WriteLeaseGate::default(),
             config_updates: VecDeque::new(),
             next_file_job: 0,
             replay: Some(Replay::default()),
@@ -142,7 +142,7 @@ impl<T> Controller<T> {
             };
             // A clock set back since then counts as no time passed.
             let age = wall_now.saturating_sub(stamp.wall_ms);
-            self.lease.backdate(sync.broker_name(), now_ms, age);
+            self.lease.backdate(&sync.broker_name, now_ms, age);
         }
         log::info!(
             "controller {} (Raft node {self_id} of {:?}) on port {}: {} broker sets recovered from {} (snapshot at index {snapshot_index}, {} entries with {} events replayed) in {} ms",

@@ -1,21 +1,7 @@
 //! The controller's durable step: a Raft group (raft-rs) of the controllers that
-//! `controllerDLegerPeers` names, as Java's controllers form a DLedger group; a single
-//! controller is a group of one on the same storage, committing when its own disk has an entry.
-//!
-//! ```text
-//! loop timer --tick--> RawNode <--step-- peer payload (the link, authenticated)
-//! pipeline --propose(entry)--> RawNode --ready()--> messages --> peers (leader: at once)
-//!                                          \-----> entries + hard state --> writer thread
-//!                                                  (fsync) --waker--> on_persist_ready
-//!                                                  + follower messages released
-//!                                          \-----> committed entries --> GroupEvent::Committed
-//! ```
-//!
-//! raft-rs has no threads, clock or I/O: [`RaftGroup`] owns the `RawNode`, its store and the
-//! writer, and turns every input into [`GroupEvent`]s. As in Java's DLedger controller, a new
-//! leader serves leader-only requests only once an entry of its own term is applied (so its
-//! state holds everything the old leader acknowledged); other nodes answer them 2007. A
-//! group of one campaigns as soon as it opens ([`RaftGroup::lead_alone`]).
+//! `controllerDLegerPeers` names; a single controller is a group of one on the same storage.
+//! [`RaftGroup`] owns the `RawNode`, its store and the writer, and turns every input into
+//! [`GroupEvent`]s. The data flow, leader gating and timing: docs/controller.md, "Raft group".
 
 pub mod logger;
 pub mod records;
@@ -37,7 +23,6 @@ use storage::{Completion, Job, RaftDisk, RaftStore};
 
 pub use storage::{Persistence, Wake};
 
-/// Raft's tick (the loop's timer period).
 pub const TICK_MS: u64 = 100;
 /// Ticks without a leader before a follower campaigns (randomised up to twice this).
 pub const ELECTION_TICKS: usize = 10;
@@ -132,7 +117,7 @@ impl RaftGroup {
         persistence: Persistence,
         wall: WallClock,
     ) -> Result<Opened, StorageError> {
-        let (mut store, file, next_seq, _) = storage::recover(dir, voters)?;
+        let (mut store, file, next_seq) = storage::recover(dir, voters)?;
         let snapshot_index = store.snapshot_index();
         let state = if voters == [self_id] {
             store.take_snapshot_state()
@@ -181,8 +166,7 @@ impl RaftGroup {
         })
     }
 
-    /// A group of one (this node is its only voter) does not wait for an election timeout:
-    /// it campaigns now and wins at once; it serves once its first entry is on disk.
+    /// A group of one campaigns now (no election timeout) and wins at once.
     pub fn lead_alone(&mut self, out: &mut Vec<GroupEvent>) {
         if !self.alone || self.failed.is_some() || self.node.raft.state == StateRole::Leader {
             return;
@@ -314,7 +298,7 @@ impl RaftGroup {
     }
 
     /// As [`on_disk`](Self::on_disk), first waiting up to `timeout` for the writer (a group
-    /// of one's start); manual persistence runs the disk instead.
+    /// of one's start).
     pub fn wait_disk(&mut self, timeout: std::time::Duration, out: &mut Vec<GroupEvent>) {
         if self.disk.is_manual() {
             return self.run_disk(out);
@@ -611,9 +595,8 @@ impl Durability for RaftGroup {
     }
 }
 
-/// The Raft ids of `peers`, in order: `nK` is K+1 when every peer is named `n<number>` (the
-/// documented form, and the numbers are distinct); otherwise a peer's position + 1. Every node
-/// (and its peer link) computes the same ids from the same `controllerDLegerPeers`.
+/// The Raft ids of `peers`, in order: `nK` is K+1 when every peer is named `n<number>` (all
+/// distinct); otherwise a peer's position + 1. Every node and its peer link agree on them.
 pub fn raft_ids(peers: &[Peer]) -> Vec<u64> {
     let numbered: Option<Vec<u64>> = peers
         .iter()

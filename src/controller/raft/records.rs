@@ -1,15 +1,8 @@
-//! The record framing of the controller's Raft log file (`raft.log`), and the errors that
-//! name a store file.
+//! The record framing of the controller's Raft log file (`raft.log`, laid out in
+//! docs/controller.md, "Storage"), and the errors that name a store file.
 //!
-//! ```text
-//! file   = "RMQCLOG1" record*
-//! record = length:u32 crc:u32 seq:u64 item[length]     (big endian; crc of seq and item)
-//! ```
-//!
-//! Sequence numbers are consecutive. Appends only, so a crash can damage only the end: a
-//! *torn tail* (the last record cut short, or failing its CRC with only zeros after it) is
-//! dropped with a warning; anything else (a bad record followed by more, a sequence gap, a
-//! wrong magic) is *corruption*, an error naming file and offset, because silently dropping
+//! Appends only, so a crash can damage only the end: a torn tail is dropped with a warning;
+//! anything else is corruption, an error naming file and offset, because silently dropping
 //! acknowledged changes is worse than refusing to start.
 
 use crate::checksum::crc32;
@@ -67,26 +60,6 @@ impl fmt::Display for StorageError {
 }
 
 impl std::error::Error for StorageError {}
-
-/// fsync of the directory holding `path` (makes a create or rename durable).
-pub fn sync_dir(path: &Path) -> Result<(), StorageError> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    match File::open(dir) {
-        // Not every platform can fsync a directory; where it cannot, there is nothing to do.
-        Ok(d) => {
-            let _ = d.sync_all();
-            Ok(())
-        }
-        Err(error) => Err(StorageError::Io {
-            path: dir.to_path_buf(),
-            op: "open directory",
-            error,
-        }),
-    }
-}
 
 pub const MAGIC: &[u8; 8] = b"RMQCLOG1";
 pub const RECORD_HEADER_LEN: usize = 16;
@@ -235,7 +208,8 @@ pub fn open(path: &Path) -> Result<(File, Scan), StorageError> {
             .map_err(io(path, "create"))?;
         f.write_all(MAGIC).map_err(io(path, "write"))?;
         f.sync_all().map_err(io(path, "fsync"))?;
-        sync_dir(path)?;
+        let dir = crate::durable_file::parent_dir(path);
+        crate::durable_file::sync_dir(dir).map_err(io(dir, "fsync"))?;
     } else if scan.valid_len < bytes.len() as u64 {
         let f = OpenOptions::new()
             .write(true)

@@ -1,15 +1,5 @@
 //! The Raft group's storage: raft-rs's [`Storage`] over in-memory entries, and the files that
-//! make them durable, written by a thread of their own.
-//!
-//! ```text
-//! raft.log       records (module `records`), one per item: kind:u8 protobuf
-//!                (kind 1 = an Entry, kind 2 = the HardState)
-//! raft.snapshot  "RMQCRSN1" crc:u32 protobuf(Snapshot)   data = module `snapshot`
-//! ```
-//!
-//! The log is append-only: on replay an entry at index `i` replaces every entry from `i` on
-//! (a follower's conflicting tail is cut without rewriting), a hard state replaces the
-//! previous one. After each snapshot the log is rewritten to the entries after it.
+//! make them durable (`raft.log`, `raft.snapshot`: docs/controller.md, "Storage").
 //!
 //! The loop never touches the disk: every change to [`RaftStore`] is also handed, in order,
 //! to the [`Writer`] as a [`Job`]; it batches them into one write and at most one fsync (when
@@ -242,13 +232,6 @@ impl Storage for RaftStore {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Recovery {
-    pub entries: usize,
-    /// Why a torn tail was dropped, if one was.
-    pub torn_tail: Option<String>,
-}
-
 pub fn log_path(dir: &Path) -> PathBuf {
     dir.join(LOG_FILE)
 }
@@ -311,10 +294,7 @@ fn read_snapshot(path: &Path) -> Result<Option<(SnapshotMetadata, ControllerStat
 
 /// Opens (creating) the store in `dir` for a group of `voters`: reads the snapshot, replays
 /// the log over it, and returns the store and the log's append handle.
-pub fn recover(
-    dir: &Path,
-    voters: &[u64],
-) -> Result<(RaftStore, File, u64, Recovery), StorageError> {
+pub fn recover(dir: &Path, voters: &[u64]) -> Result<(RaftStore, File, u64), StorageError> {
     std::fs::create_dir_all(dir).map_err(|error| StorageError::Io {
         path: dir.to_path_buf(),
         op: "create directory",
@@ -330,7 +310,7 @@ pub fn recover(
         conf_state,
         snapshot_meta: SnapshotMetadata::default(),
         offset: (0, 0),
-        snapshot_state: ControllerState::new(),
+        snapshot_state: ControllerState::default(),
         keeps_snapshot_state: true,
         entries: Vec::new(),
     };
@@ -355,11 +335,7 @@ pub fn recover(
     // A commit index past the log (its entries were cut as a torn tail) would make raft-rs
     // panic; the leader tells this node the commit index again.
     store.hard_state.commit = store.hard_state.commit.min(store.last());
-    let recovery = Recovery {
-        entries: store.entries.len(),
-        torn_tail: scan.torn,
-    };
-    Ok((store, file, next_seq, recovery))
+    Ok((store, file, next_seq))
 }
 
 fn replay(
@@ -571,7 +547,8 @@ impl Writer {
             std::fs::OpenOptions::new().append(true).open(&path)
         };
         self.file = write().map_err(|e| format!("cannot rewrite {}: {e}", path.display()))?;
-        records::sync_dir(&path).map_err(|e| e.to_string())?;
+        crate::durable_file::sync_dir(&self.dir)
+            .map_err(|e| format!("fsync {}: {e}", self.dir.display()))?;
         self.next_seq = seq;
         Ok(())
     }
@@ -727,7 +704,7 @@ mod tests {
     }
 
     fn open(d: &Path) -> (RaftStore, RaftDisk) {
-        let (store, file, seq, _) = recover(d, &[1, 2, 3]).unwrap();
+        let (store, file, seq) = recover(d, &[1, 2, 3]).unwrap();
         (
             store,
             RaftDisk::start(d, file, seq, Persistence::Manual).unwrap(),
@@ -751,7 +728,7 @@ mod tests {
     }
 
     fn state_with(name: &str) -> ControllerState {
-        let mut s = ControllerState::new();
+        let mut s = ControllerState::default();
         s.apply(&Event::ApplyBrokerId {
             cluster_name: Some("c".into()),
             broker_name: name.into(),
