@@ -1,14 +1,6 @@
-//! `ControllerConfig`: the Java controller keys, read from the name server's `-c` file
-//! (through a key lookup), checked, updated at runtime by UPDATE_CONTROLLER_CONFIG (1009)
-//! and shown by GET_CONTROLLER_CONFIG (1010).
-//!
-//! One table row per key: Java name, default, check and `Effect`. Settings that would promise
-//! what is not done are refused: `controllerType=jRaft`, a metrics exporter other than DISABLE.
-//!
-//! Updates are all or nothing: a black-listed key (16), an unknown or start-only key or an
-//! invalid value (1, naming the key) refuses the whole request. Accepted changes are kept in
-//! `<store dir>/controller.properties` (only the keys ever updated) and read back over the
-//! `-c` values at the next start.
+//! `ControllerConfig`: the Java controller keys, read from the name server's `-c` file,
+//! checked, updated by UPDATE_CONTROLLER_CONFIG (1009) and shown by GET_CONTROLLER_CONFIG
+//! (1010); one table row per key. The rules: docs/controller.md, "Configuration".
 
 use crate::remoting::codes::response;
 use std::collections::BTreeMap;
@@ -111,7 +103,7 @@ const ALWAYS_BLACK_LISTED: [&str; 3] = ["configBlackList", "configStorePath", "r
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Peer {
     pub id: String,
-    /// As written (hostnames kept): what 1005 announces to brokers.
+    /// As written (hostnames kept).
     pub address: String,
     pub port: u16,
 }
@@ -137,17 +129,6 @@ pub struct ControllerConfig {
     self_index: usize,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError(pub String);
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
 /// Why an UPDATE_CONTROLLER_CONFIG was refused (nothing of it applied).
 #[derive(Debug)]
 pub enum UpdateError {
@@ -157,7 +138,6 @@ pub enum UpdateError {
 }
 
 impl UpdateError {
-    /// The response code and remark (16 for the black list, as Java; 1 otherwise).
     pub fn code_and_remark(&self) -> (i32, String) {
         match self {
             UpdateError::BlackListed(_) => (
@@ -259,16 +239,16 @@ pub fn parse_peers(text: &str) -> Result<Vec<Peer>, String> {
 }
 
 impl ControllerConfig {
-    /// Reads every controller key through `lookup` (e.g. the name server config's remembered
-    /// `-c` file keys) and checks the result. Keys `lookup` does not know keep their default.
+    /// Reads and checks every controller key through `lookup`; unknown keys keep their default.
     pub fn from_lookup(
         lookup: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<ControllerConfig, ConfigError> {
+    ) -> Result<ControllerConfig, String> {
         let mut values = BTreeMap::new();
         for row in ROWS {
             let value = match lookup(row.key) {
-                Some(given) => check(row, &given)
-                    .map_err(|reason| ConfigError(format!("{}={given}: {reason}", row.key)))?,
+                Some(given) => {
+                    check(row, &given).map_err(|reason| format!("{}={given}: {reason}", row.key))?
+                }
                 None => row.default.to_owned(),
             };
             values.insert(row.key, value);
@@ -276,8 +256,8 @@ impl ControllerConfig {
         ControllerConfig::from_values(values, BTreeMap::new())
     }
 
-    /// As [`from_lookup`](Self::from_lookup) over key/value pairs (the last of a repeated key wins).
-    pub fn from_pairs(pairs: &[(&str, &str)]) -> Result<ControllerConfig, ConfigError> {
+    /// As [`from_lookup`](Self::from_lookup) over pairs (the last of a repeated key wins).
+    pub fn from_pairs(pairs: &[(&str, &str)]) -> Result<ControllerConfig, String> {
         ControllerConfig::from_lookup(&|key| {
             pairs
                 .iter()
@@ -290,26 +270,22 @@ impl ControllerConfig {
     fn from_values(
         values: BTreeMap<&'static str, String>,
         updated: BTreeMap<&'static str, String>,
-    ) -> Result<ControllerConfig, ConfigError> {
+    ) -> Result<ControllerConfig, String> {
         let get = |key: &str| values.get(key).map(String::as_str).unwrap_or_default();
         let peers_text = get("controllerDLegerPeers");
         if peers_text.trim().is_empty() {
-            return Err(ConfigError(
-                "controllerDLegerPeers is empty: give this node's peer entry, e.g. controllerDLegerPeers=n0-127.0.0.1:9878".into(),
-            ));
+            return Err("controllerDLegerPeers is empty: give this node's peer entry, e.g. controllerDLegerPeers=n0-127.0.0.1:9878".into());
         }
         let peers = parse_peers(peers_text)
-            .map_err(|e| ConfigError(format!("controllerDLegerPeers={peers_text}: {e}")))?;
+            .map_err(|e| format!("controllerDLegerPeers={peers_text}: {e}"))?;
         let self_id = get("controllerDLegerSelfId");
         if self_id.is_empty() {
-            return Err(ConfigError(
-                "controllerDLegerSelfId is empty: name this node's entry of controllerDLegerPeers, e.g. n0".into(),
-            ));
+            return Err("controllerDLegerSelfId is empty: name this node's entry of controllerDLegerPeers, e.g. n0".into());
         }
         let self_index = peers.iter().position(|p| p.id == self_id).ok_or_else(|| {
-            ConfigError(format!(
+            format!(
                 "controllerDLegerSelfId={self_id} is not one of the ids in controllerDLegerPeers={peers_text}"
-            ))
+            )
         })?;
         let settings = settings_of(&values);
         Ok(ControllerConfig {
@@ -325,7 +301,7 @@ impl ControllerConfig {
         &self.settings
     }
 
-    /// A key's current value (None for keys that are not controller keys, or unset text keys).
+    /// A key's current value (None for unknown keys and unset text keys).
     pub fn get(&self, key: &str) -> Option<&str> {
         self.values
             .get(key)
@@ -341,18 +317,15 @@ impl ControllerConfig {
         &self.peers[self.self_index]
     }
 
-    /// Where this node's entry is in `controllerDLegerPeers` (and in `raft::raft_ids`).
     pub fn self_index(&self) -> usize {
         self.self_index
     }
 
-    /// The port the controller listens on (this node's peer entry, as Java).
     pub fn listen_port(&self) -> u16 {
         self.self_peer().port
     }
 
-    /// After binding: this node's entry names the port actually bound (a configured port 0
-    /// resolved), so that 1005 announces an address brokers can reach and 1010 reports it.
+    /// After binding: this node's entry names the port actually bound (port 0 resolved).
     pub fn set_bound_port(&mut self, port: u16) {
         let me = &mut self.peers[self.self_index];
         if me.port == port {
@@ -385,8 +358,7 @@ impl ControllerConfig {
         }
     }
 
-    /// Where this node keeps its log and snapshot: `<controllerStorePath>/rmq-controller-<selfId>`
-    /// (Java's DLedger uses `dledger-<selfId>` beside it; the formats differ).
+    /// `<controllerStorePath>/rmq-controller-<selfId>` (Java's is `dledger-<selfId>`).
     pub fn store_dir(&self) -> PathBuf {
         self.store_path()
             .join(format!("rmq-controller-{}", self.self_peer().id))
@@ -402,8 +374,8 @@ impl ControllerConfig {
         crate::config::black_list(&ALWAYS_BLACK_LISTED, configured)
     }
 
-    /// GET_CONTROLLER_CONFIG's body: `key=value` lines sorted by key (unset text keys left
-    /// out, as Java leaves out null fields), plus `configStorePath`.
+    /// GET_CONTROLLER_CONFIG's body: sorted `key=value` lines of the set keys, plus
+    /// `configStorePath`.
     pub fn to_properties_text(&self) -> String {
         let mut all: BTreeMap<&str, String> = self
             .values
@@ -450,24 +422,23 @@ impl ControllerConfig {
         let next =
             ControllerConfig::from_values(values, updated).map_err(|e| UpdateError::Refused {
                 key: keys.join(","),
-                reason: e.0,
+                reason: e,
             })?;
         Ok(PlannedUpdate { next, keys })
     }
 
     /// Applies the updates kept in [`config_store_path`](Self::config_store_path) by earlier
-    /// runs over the values read at start. Returns the keys applied; a file that cannot be
-    /// read or holds a key an update could not have set is an error naming the file.
-    pub fn load_updates(&mut self) -> Result<Vec<String>, ConfigError> {
+    /// runs over the values read at start; returns the keys applied.
+    pub fn load_updates(&mut self) -> Result<Vec<String>, String> {
         let path = self.config_store_path();
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(ConfigError(format!("cannot read {}: {e}", path.display()))),
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
         };
         let plan = self
             .plan_update(text.as_bytes())
-            .map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
+            .map_err(|e| format!("{}: {e}", path.display()))?;
         for key in &plan.keys {
             log::info!(
                 "controller: {key}={} from {} (set by UPDATE_CONTROLLER_CONFIG) overrides the config file",
@@ -506,7 +477,6 @@ fn settings_of(values: &BTreeMap<&'static str, String>) -> Settings {
 #[derive(Debug, Clone)]
 pub struct PlannedUpdate {
     pub next: ControllerConfig,
-    /// The keys the request set, in request order.
     pub keys: Vec<String>,
 }
 
@@ -515,7 +485,7 @@ impl PlannedUpdate {
         self.next.config_store_path()
     }
 
-    /// The file's new content: every key ever updated, with its current value.
+    /// Every key ever updated, with its current value.
     pub fn file_content(&self) -> Vec<u8> {
         let mut text = String::from(
             "# Written by UPDATE_CONTROLLER_CONFIG; applied over the -c config file at start.\n# Delete a line to go back to the config file's value.\n",
@@ -551,7 +521,7 @@ mod tests {
         }
     }
 
-    fn config(dir: &Path, extra: &[(&'static str, &str)]) -> Result<ControllerConfig, ConfigError> {
+    fn config(dir: &Path, extra: &[(&'static str, &str)]) -> Result<ControllerConfig, String> {
         let mut pairs: Vec<(&str, String)> = base(dir);
         pairs.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
         let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
@@ -610,7 +580,7 @@ mod tests {
     #[test]
     fn what_cannot_work_is_refused_at_start_with_the_key_named() {
         let dir = TempDir::new("ctrl-config");
-        let refused = |extra: &[(&'static str, &str)]| config(dir.path(), extra).unwrap_err().0;
+        let refused = |extra: &[(&'static str, &str)]| config(dir.path(), extra).unwrap_err();
         assert!(refused(&[("controllerType", "jRaft")]).contains("jRaft is not supported"));
         assert!(refused(&[("controllerType", "raft")]).contains("controllerType=raft"));
         assert!(

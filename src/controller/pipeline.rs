@@ -3,7 +3,7 @@
 //! acknowledged before it (docs/controller.md, "What runs").
 
 use super::codes::response as rc;
-use super::event::{decode_entry, encode_entry, Event, EventError};
+use super::event::{decode_entry, encode_entry, Event};
 use super::replicas::{self, Elected, View};
 use super::request::LeaderRequest;
 use super::response::Response;
@@ -223,7 +223,7 @@ impl<T> Pipeline<T> {
         entry: &[u8],
         state: &mut ControllerState,
         out: &mut Vec<Completed<T>>,
-    ) -> Result<Vec<Event>, EventError> {
+    ) -> Result<Vec<Event>, String> {
         let events = decode_entry(entry)?;
         for event in &events {
             state.apply(event);

@@ -1,9 +1,6 @@
 //! The leader-only requests as pure functions: request x applied state x liveness ->
-//! (response, events). Java's `ReplicasInfoManager` request methods, step by step.
-//!
-//! Nothing here changes the state: a write's events are applied only once durable
-//! (`pipeline`). Java's observable behaviour is kept, quirks included (docs/controller.md
-//! lists them; each is noted where it is kept).
+//! (response, events), Java's `ReplicasInfoManager` request methods step by step, quirks
+//! included (docs/controller.md lists them). A write's events are applied once durable.
 
 use super::body::{self, ReplicaIdentity, ReplicasInfo};
 use super::codes::response as rc;
@@ -20,7 +17,7 @@ use crate::remoting::codes::response::SUCCESS;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Bounds on what peers can make the tables hold (Java has none): far above any real
-/// deployment, low enough that a broken or hostile peer cannot exhaust memory with 1013s.
+/// deployment, low enough that a hostile peer cannot exhaust memory with 1013s.
 pub const MAX_BROKER_SETS: usize = 100_000;
 pub const MAX_IDS_PER_BROKER_SET: usize = 1_024;
 
@@ -47,7 +44,6 @@ pub struct Elected {
     pub master_address: Option<String>,
     pub master_epoch: i32,
     pub sync_state_set_epoch: i32,
-    /// Every registered id of the set and its address (the `brokerMemberGroup`).
     pub members: Vec<(i64, String)>,
 }
 
@@ -127,8 +123,7 @@ pub fn handle(request: &LeaderRequest, view: &View<'_>) -> Outcome {
     }
 }
 
-/// 1001's answer when it is refused: the failure code and remark, with the
-/// `newSyncStateSetEpoch: 0` every 1001 answer carries.
+/// A refused 1001 (every 1001 answer carries `newSyncStateSetEpoch`).
 fn alter_refused(code: i32, remark: String) -> Outcome {
     Outcome::reply(
         Response::with_header(code, vec![("newSyncStateSetEpoch", "0".into())]).remark(remark),
@@ -622,11 +617,9 @@ fn apply_broker_id(r: &ApplyBrokerId, view: &View<'_>) -> Outcome {
     }
 }
 
-/// Java's `scanNeedReelectBrokerSets`: the broker sets whose master is inactive while at
-/// least one of their ids is active (sorted by name). A set with no live member is left
-/// alone: electing would only record "no master" again. With `unheard_is_inactive` false, a
-/// master this node has no heartbeat of at all is not counted inactive (a new leader, before
-/// brokers that heartbeat only the leader found it).
+/// Java's `scanNeedReelectBrokerSets`: the sets whose master is inactive while one of their
+/// ids is active (sorted). With `unheard_is_inactive` false, a master this node never heard
+/// from is not counted inactive (a new leader, before brokers found it).
 pub fn scan_need_reelect(
     state: &ControllerState,
     liveness: &Liveness,

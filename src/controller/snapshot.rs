@@ -1,12 +1,6 @@
-//! The whole-state snapshot: both tables as JSON, with the index of the last entry they
-//! include, so the log before it can be dropped (Java's DLedger controller never snapshots).
-//! It is the data of a Raft snapshot (`raft.snapshot`, and what a leader sends a follower
-//! that fell too far behind), encoded on the log writer's thread.
-//!
-//! ```text
-//! data = "RMQCSNP1" index:u64 crc:u32 json        (big endian; crc = CRC-32 of index and json)
-//! json = {"replicaInfoTable":[...],"syncStateSetInfoTable":[...]}   (sorted by brokerName)
-//! ```
+//! The whole-state snapshot, the data of a Raft snapshot: `"RMQCSNP1" index:u64 crc:u32`
+//! (big endian; CRC-32 of index and JSON), then both tables as JSON sorted by brokerName
+//! (docs/controller.md, "Storage").
 
 use crate::checksum::crc32;
 use crate::controller::event::{Fields, ObjectWriter};
@@ -132,18 +126,15 @@ fn array<'d>(v: ValueRef<'d>, key: &str) -> Result<Vec<ValueRef<'d>>, String> {
 
 fn read_replica_info(v: ValueRef<'_>) -> Result<BrokerReplicaInfo, String> {
     let f = Fields(v);
-    let mut info = BrokerReplicaInfo::new(
-        f.opt_string("clusterName").map_err(|e| e.0)?,
-        f.string("brokerName").map_err(|e| e.0)?,
-    );
-    info.next_assign_broker_id = f.int("nextAssignBrokerId").map_err(|e| e.0)?;
+    let mut info = BrokerReplicaInfo::new(f.opt_string("clusterName")?, f.string("brokerName")?);
+    info.next_assign_broker_id = f.int("nextAssignBrokerId")?;
     for b in array(v, "brokers")? {
         let bf = Fields(b);
         info.brokers.insert(
-            bf.int("brokerId").map_err(|e| e.0)?,
+            bf.int("brokerId")?,
             BrokerIdInfo {
-                address: bf.string("brokerAddress").map_err(|e| e.0)?,
-                register_check_code: bf.string("registerCheckCode").map_err(|e| e.0)?,
+                address: bf.string("brokerAddress")?,
+                register_check_code: bf.string("registerCheckCode")?,
             },
         );
     }
@@ -152,25 +143,19 @@ fn read_replica_info(v: ValueRef<'_>) -> Result<BrokerReplicaInfo, String> {
 
 fn read_sync_state(v: ValueRef<'_>) -> Result<SyncStateInfo, String> {
     let f = Fields(v);
-    let mut info = SyncStateInfo::new(
-        f.opt_string("clusterName").map_err(|e| e.0)?,
-        f.string("brokerName").map_err(|e| e.0)?,
-    );
-    info.master_broker_id = f.opt_int("masterBrokerId").map_err(|e| e.0)?;
-    let by = f.opt_int("masterElectedBy").map_err(|e| e.0)?;
-    let at = f.opt_int("masterElectedMs").map_err(|e| e.0)?;
+    let mut info = SyncStateInfo::new(f.opt_string("clusterName")?, f.string("brokerName")?);
+    info.master_broker_id = f.opt_int("masterBrokerId")?;
+    let by = f.opt_int("masterElectedBy")?;
+    let at = f.opt_int("masterElectedMs")?;
     if let (Some(node), Some(wall_ms)) = (by, at) {
         info.master_stamp = Some(Stamp {
             node: node as u64,
             wall_ms: wall_ms as u64,
         });
     }
-    info.master_epoch = f.int32("masterEpoch").map_err(|e| e.0)?;
-    info.sync_state_set_epoch = f.int32("syncStateSetEpoch").map_err(|e| e.0)?;
-    info.sync_state_set = f
-        .ids("syncStateSet")
-        .map_err(|e| e.0)?
-        .ok_or("syncStateSet is missing")?;
+    info.master_epoch = f.int32("masterEpoch")?;
+    info.sync_state_set_epoch = f.int32("syncStateSetEpoch")?;
+    info.sync_state_set = f.ids("syncStateSet")?.ok_or("syncStateSet is missing")?;
     Ok(info)
 }
 

@@ -26,7 +26,7 @@ pub struct BrokerIdInfo {
 pub struct BrokerReplicaInfo {
     pub cluster_name: Option<String>,
     pub broker_name: String,
-    /// 1 + the number of ids ever added: never decreases, not max(id) + 1.
+    /// 1 + the number of ids ever added (not max(id) + 1).
     pub next_assign_broker_id: i64,
     pub brokers: BTreeMap<i64, BrokerIdInfo>,
 }
@@ -88,7 +88,7 @@ pub struct Stamp {
 }
 
 impl Stamp {
-    /// The Raft entry context: node and wall clock, 8 bytes each, big endian.
+    /// The Raft entry context: node and wall clock, u64 big endian each.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(16);
         out.extend_from_slice(&self.node.to_be_bytes());
@@ -191,7 +191,6 @@ impl ControllerState {
         self.sync_table.values().map(Arc::as_ref)
     }
 
-    /// Names of every broker set known to either table, sorted.
     pub fn broker_names(&self) -> BTreeSet<&str> {
         self.replica_table
             .keys()

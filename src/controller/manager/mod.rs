@@ -7,7 +7,7 @@ mod elections;
 mod start;
 
 use super::codes::response as rc;
-use super::config::{ConfigError, ControllerConfig, Peer, PlannedUpdate};
+use super::config::{ControllerConfig, Peer, PlannedUpdate};
 use super::event::Event;
 use super::lease::WriteLeaseGate;
 use super::liveness::{ConnRef, Liveness};
@@ -32,7 +32,7 @@ pub struct Reply<T> {
 
 #[derive(Debug)]
 pub enum StartError {
-    Config(ConfigError),
+    Config(String),
     Storage(StorageError),
 }
 

@@ -43,7 +43,7 @@ pub fn system_wall_clock() -> WallClock {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GroupEvent {
-    /// A committed entry to apply; `proposal` is set when it is this node's proposal.
+    /// A committed entry; `proposal` is set when it is this node's.
     Committed {
         index: u64,
         data: Vec<u8>,
@@ -51,19 +51,26 @@ pub enum GroupEvent {
         /// Who proposed it and when (None for raft-rs's own empty entries).
         stamp: Option<Stamp>,
     },
-    /// The leader's snapshot replaces the state (this node had fallen too far behind).
-    Snapshot { index: u64, state: ControllerState },
+    /// The leader's snapshot replaces the state.
+    Snapshot {
+        index: u64,
+        state: ControllerState,
+    },
     /// This node leads and has applied an entry of its term: it serves from now on.
-    Serving { term: u64 },
-    /// This node led and no longer does: what it had parked must be answered.
-    LeadershipLost { term: u64 },
-    /// The disk failed: the node stops (restart it).
+    Serving {
+        term: u64,
+    },
+    LeadershipLost {
+        term: u64,
+    },
     Failed(String),
     /// A file job (1009's properties file) finished.
-    FileWritten { id: u64, result: Result<(), String> },
+    FileWritten {
+        id: u64,
+        result: Result<(), String>,
+    },
 }
 
-/// The node's view for 1005 and the admin tool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupStatus {
     pub role: &'static str,
@@ -97,7 +104,6 @@ pub struct RaftGroup {
     led_term: u64,
     applied: u64,
     failed: Option<String>,
-    /// The group is this node alone: it campaigns by itself and commits what its disk has.
     alone: bool,
     wall: WallClock,
 }
@@ -180,7 +186,7 @@ impl RaftGroup {
         self.process(out);
     }
 
-    /// How many proposals this node made (a change says a `Ready` may be waiting).
+    /// How many proposals this node made (a change: a `Ready` may be waiting).
     pub fn proposals(&self) -> u64 {
         self.next_proposal
     }
@@ -226,7 +232,7 @@ impl RaftGroup {
         self.process(out);
     }
 
-    /// A payload from peer `from`. Undecodable or misaddressed payloads are dropped.
+    /// A payload from peer `from`; undecodable or misaddressed ones are dropped.
     pub fn step(&mut self, from: u64, payload: &[u8], out: &mut Vec<GroupEvent>) {
         if self.failed.is_some() {
             return;
@@ -345,7 +351,7 @@ impl RaftGroup {
         self.on_disk(out);
     }
 
-    /// Has the writer replace `path` by `content`; a `GroupEvent::FileWritten` follows.
+    /// Has the writer replace `path`; a `GroupEvent::FileWritten` follows.
     pub fn write_file(
         &mut self,
         id: u64,

@@ -28,8 +28,7 @@ const KIND_ENTRY: u8 = 1;
 const KIND_HARD_STATE: u8 = 2;
 const MAX_BATCH: usize = 1024;
 
-/// How the writer thread tells the loop it has completions to pick up: a `mio::Waker` of the
-/// caller's poll (tests), or the event loop's own waker (the server).
+/// How the writer thread tells the loop it has completions to pick up.
 pub trait Wake: Send + Sync {
     fn wake(&self);
 }
@@ -49,13 +48,11 @@ pub struct RaftStore {
     conf_state: ConfState,
     /// Index and term of the last snapshot (0, 0 before the first).
     snapshot_meta: SnapshotMetadata,
-    /// The state as of `snapshot_meta.index` (encoded only when a follower needs it; a
-    /// group of one keeps none).
+    /// The state as of `snapshot_meta.index` (a group of one keeps none).
     snapshot_state: ControllerState,
     keeps_snapshot_state: bool,
     /// Index and term of the entry before `entries[0]`: the snapshot's, or for a group of
-    /// one a later applied entry (nobody will ask for the applied ones again, and they are
-    /// in the file for a restart).
+    /// one a later applied entry.
     offset: (u64, u64),
     entries: Vec<Entry>,
 }
@@ -111,8 +108,7 @@ impl RaftStore {
         self.entries.clear();
     }
 
-    /// A local snapshot at `index` (applied, so persisted): the entries it covers are
-    /// dropped. Returns the snapshot's metadata.
+    /// A local snapshot at the applied `index`: the entries it covers are dropped.
     pub fn compact(
         &mut self,
         index: u64,
@@ -138,15 +134,13 @@ impl RaftStore {
         Ok(meta)
     }
 
-    /// A group of one has no follower to send a snapshot to: the last snapshot's state (a
-    /// copy) is dropped, now and at every later snapshot. Returns what was kept.
+    /// A group of one has no follower to send a snapshot to: it keeps no copy of the state.
     pub fn take_snapshot_state(&mut self) -> ControllerState {
         self.keeps_snapshot_state = false;
         std::mem::take(&mut self.snapshot_state)
     }
 
-    /// A group of one drops the entries it applied up to `index` from memory (the file
-    /// keeps them until the next snapshot): without followers, nothing reads them again.
+    /// A group of one drops the entries it applied from memory (the file keeps them).
     pub fn forget_applied(&mut self, index: u64) {
         if let Ok(term) = self.term(index) {
             self.forget_to(index, term);
@@ -160,7 +154,6 @@ impl RaftStore {
         }
     }
 
-    /// The entries kept after the snapshot (for the writer's rewrite of the log).
     pub fn entries_after_snapshot(&self) -> &[Entry] {
         &self.entries
     }
@@ -365,7 +358,6 @@ fn replay(
 
 /// A change to make durable, in the order the loop made it.
 pub enum Job {
-    /// A `Ready`'s entries and hard state (and a snapshot received from the leader).
     Persist {
         number: u64,
         entries: Vec<Entry>,
@@ -392,17 +384,23 @@ pub enum Job {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Completion {
-    /// Every `Ready` up to `number` is on disk.
-    Persisted { number: u64 },
-    /// The write failed; nothing more is persisted.
-    Failed { number: u64, error: String },
+    /// Every `Ready` up to `number` is on disk, or (failed) nothing more is.
+    Persisted {
+        number: u64,
+    },
+    Failed {
+        number: u64,
+        error: String,
+    },
     /// A local snapshot at `index` was written and the log cut to `kept` entries (or not).
     Compacted {
         index: u64,
         result: Result<usize, String>,
     },
-    /// The file job `id` is done or failed.
-    FileWritten { id: u64, result: Result<(), String> },
+    FileWritten {
+        id: u64,
+        result: Result<(), String>,
+    },
 }
 
 pub struct Writer {
@@ -488,7 +486,6 @@ impl Writer {
         }
     }
 
-    /// Writes what is buffered (fsync if a job asked for it) and reports it.
     fn flush(&mut self) {
         let Some(number) = self.written.take() else {
             return;
@@ -570,9 +567,8 @@ fn snapshot_of(meta: SnapshotMetadata, state: &ControllerState) -> Snapshot {
 }
 
 pub enum Persistence {
-    /// On a thread of its own that wakes the loop (the server).
     Thread(Option<Arc<dyn Wake>>),
-    /// On the caller's thread when it calls [`RaftDisk::run_manual`] (deterministic tests).
+    /// On the caller's thread in [`RaftDisk::run_manual`] (deterministic tests).
     Manual,
 }
 
