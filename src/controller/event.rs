@@ -2,7 +2,7 @@
 //! Java's `EventSerializer`'s (docs/controller.md, "Storage"): the only input of
 //! [`super::state::ControllerState::apply`]. An empty entry is a read barrier.
 
-use crate::remoting::json::{self, ValueRef};
+use crate::remoting::json::{self, Value, ValueRef};
 use std::collections::BTreeSet;
 
 /// Java `EventType` ids.
@@ -80,67 +80,62 @@ impl Event {
         self.write_json(out);
     }
 
+    /// fastjson's JSON of the event: members alphabetical, nulls left out.
     fn write_json(&self, out: &mut Vec<u8>) {
-        let mut w = ObjectWriter::new(out);
+        let text = |s: &str| Some(Value::Str(s.to_owned()));
+        let ids =
+            |ids: &BTreeSet<i64>| Value::Array(ids.iter().map(|id| Value::Int(*id)).collect());
+        let mut members = vec![
+            ("brokerName", text(self.broker_name())),
+            ("eventType", text(self.type_name())),
+        ];
         match self {
             Event::AlterSyncStateSet {
-                broker_name,
-                new_sync_state_set,
-            } => {
-                w.str("brokerName", broker_name);
-                w.str("eventType", self.type_name());
-                w.ids("newSyncStateSet", new_sync_state_set);
-            }
+                new_sync_state_set, ..
+            } => members.push(("newSyncStateSet", Some(ids(new_sync_state_set)))),
             Event::ApplyBrokerId {
                 cluster_name,
-                broker_name,
                 broker_address,
                 new_broker_id,
                 register_check_code,
-            } => {
-                w.str("brokerAddress", broker_address);
-                w.str("brokerName", broker_name);
-                w.opt_str("clusterName", cluster_name.as_deref());
-                w.str("eventType", self.type_name());
-                w.int("newBrokerId", *new_broker_id);
-                w.str("registerCheckCode", register_check_code);
-            }
+                ..
+            } => members.extend([
+                ("brokerAddress", text(broker_address)),
+                ("clusterName", cluster_name.as_deref().and_then(text)),
+                ("newBrokerId", Some(Value::Int(*new_broker_id))),
+                ("registerCheckCode", text(register_check_code)),
+            ]),
             Event::ElectMaster {
-                broker_name,
                 new_master_elected,
                 new_master_broker_id,
-            } => {
-                w.str("brokerName", broker_name);
-                w.str("eventType", self.type_name());
-                if let Some(id) = new_master_broker_id {
-                    w.int("newMasterBrokerId", *id);
-                }
-                w.bool("newMasterElected", *new_master_elected);
-            }
+                ..
+            } => members.extend([
+                ("newMasterBrokerId", new_master_broker_id.map(Value::Int)),
+                ("newMasterElected", Some(Value::Bool(*new_master_elected))),
+            ]),
             Event::CleanBrokerData {
-                broker_name,
                 broker_id_set_to_clean,
-            } => {
-                if let Some(ids) = broker_id_set_to_clean {
-                    w.ids("brokerIdSetToClean", ids);
-                }
-                w.str("brokerName", broker_name);
-                w.str("eventType", self.type_name());
-            }
+                ..
+            } => members.push((
+                "brokerIdSetToClean",
+                broker_id_set_to_clean.as_ref().map(ids),
+            )),
             Event::UpdateBrokerAddress {
                 cluster_name,
-                broker_name,
                 broker_address,
                 broker_id,
-            } => {
-                w.str("brokerAddress", broker_address);
-                w.int("brokerId", *broker_id);
-                w.str("brokerName", broker_name);
-                w.opt_str("clusterName", cluster_name.as_deref());
-                w.str("eventType", self.type_name());
-            }
+                ..
+            } => members.extend([
+                ("brokerAddress", text(broker_address)),
+                ("brokerId", Some(Value::Int(*broker_id))),
+                ("clusterName", cluster_name.as_deref().and_then(text)),
+            ]),
         }
-        w.finish();
+        members.sort_by_key(|(key, _)| *key);
+        let members = members
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.to_owned(), v?)));
+        json::write_value(out, &Value::Object(members.collect()));
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Event, String> {

@@ -2,7 +2,7 @@
 //! (response, events), Java's `ReplicasInfoManager` request methods step by step, quirks
 //! included (docs/controller.md lists them). A write's events are applied once durable.
 
-use super::body::{self, ReplicaIdentity, ReplicasInfo};
+use super::body;
 use super::codes::response as rc;
 use super::elect::{self, ElectInput};
 use super::event::Event;
@@ -438,37 +438,15 @@ fn get_replica_info(broker_name: Option<&str>, view: &View<'_>) -> Outcome {
 
 /// 1006: every known set among the names; unknown names are skipped.
 fn get_sync_state_data(names: &[String], view: &View<'_>) -> Outcome {
-    let mut sets = BTreeMap::new();
-    for name in names {
-        let Some((replica, sync)) = view.state.broker_set(name) else {
-            continue;
-        };
-        let mut info = ReplicasInfo {
-            broker_name: name,
-            master_broker_id: sync.master_broker_id,
-            master_address: sync.master_broker_id.and_then(|m| replica.address(m)),
-            master_epoch: sync.master_epoch,
-            sync_state_set_epoch: sync.sync_state_set_epoch,
-            in_sync: Vec::new(),
-            not_in_sync: Vec::new(),
-        };
-        for (id, broker) in &replica.brokers {
-            let identity = ReplicaIdentity {
-                broker_name: name,
-                broker_id: *id,
-                broker_address: &broker.address,
-                alive: view.alive(replica.cluster_name.as_deref(), name, *id),
-            };
-            if sync.sync_state_set.contains(id) {
-                info.in_sync.push(identity);
-            } else {
-                info.not_in_sync.push(identity);
-            }
-        }
-        sets.insert(name.as_str(), info);
-    }
-    let sets: Vec<ReplicasInfo<'_>> = sets.into_values().collect();
-    Outcome::reply(Response::new(SUCCESS, None).body(body::broker_replicas_info(&sets)))
+    let sets: BTreeMap<&str, _> = names
+        .iter()
+        .filter_map(|name| Some((name.as_str(), view.state.broker_set(name)?)))
+        .collect();
+    let sets: Vec<_> = sets.into_values().collect();
+    let alive =
+        |r: &BrokerReplicaInfo, id| view.alive(r.cluster_name.as_deref(), &r.broker_name, id);
+    let body = body::broker_replicas_info(&sets, alive);
+    Outcome::reply(Response::new(SUCCESS, None).body(body))
 }
 
 /// Java's `String.split(";")` of the id list: trailing empty pieces dropped.
