@@ -2,9 +2,8 @@
 //! checked, updated by UPDATE_CONTROLLER_CONFIG (1009) and shown by GET_CONTROLLER_CONFIG
 //! (1010); one table row per key. The rules: docs/controller.md, "Configuration".
 
-use crate::remoting::codes::response;
+use crate::config::UpdateError;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::PathBuf;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,41 +127,6 @@ pub struct ControllerConfig {
     peers: Vec<Peer>,
     self_index: usize,
 }
-
-/// Why an UPDATE_CONTROLLER_CONFIG was refused (nothing of it applied).
-#[derive(Debug)]
-pub enum UpdateError {
-    BlackListed(String),
-    Parse(String),
-    Refused { key: String, reason: String },
-}
-
-impl UpdateError {
-    pub fn code_and_remark(&self) -> (i32, String) {
-        match self {
-            UpdateError::BlackListed(_) => (
-                response::NO_PERMISSION,
-                "Can not update config in black list.".to_owned(),
-            ),
-            UpdateError::Parse(_) => (response::SYSTEM_ERROR, "string2Properties error".to_owned()),
-            UpdateError::Refused { key, reason } => {
-                (response::SYSTEM_ERROR, format!("{key}: {reason}"))
-            }
-        }
-    }
-}
-
-impl fmt::Display for UpdateError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            UpdateError::BlackListed(key) => write!(f, "{key} is in the config black list"),
-            UpdateError::Parse(reason) => write!(f, "string2Properties error: {reason}"),
-            UpdateError::Refused { key, reason } => write!(f, "{key}: {reason}"),
-        }
-    }
-}
-
-impl std::error::Error for UpdateError {}
 
 /// Checks one value against its row; Ok = the value as stored (trimmed).
 fn check(row: &Row, value: &str) -> Result<String, String> {
@@ -402,10 +366,7 @@ impl ControllerConfig {
         let mut updated = self.updated.clone();
         let mut keys = Vec::new();
         for (key, value) in &pairs {
-            let refuse = |reason: String| UpdateError::Refused {
-                key: key.clone(),
-                reason,
-            };
+            let refuse = |reason: String| UpdateError::Refused(vec![format!("{key}: {reason}")]);
             let row = find_row(key).ok_or_else(|| refuse("not a controller config key".into()))?;
             if row.effect == StartOnly {
                 return Err(refuse(
@@ -419,11 +380,8 @@ impl ControllerConfig {
                 keys.push(key.clone());
             }
         }
-        let next =
-            ControllerConfig::from_values(values, updated).map_err(|e| UpdateError::Refused {
-                key: keys.join(","),
-                reason: e,
-            })?;
+        let next = ControllerConfig::from_values(values, updated)
+            .map_err(|e| UpdateError::Refused(vec![format!("{}: {e}", keys.join(","))]))?;
         Ok(PlannedUpdate { next, keys })
     }
 
@@ -651,7 +609,7 @@ mod tests {
         ] {
             let err = c.update(black.as_bytes()).unwrap_err();
             assert_eq!(
-                err.code_and_remark(),
+                (err.response_code(), err.remark()),
                 (16, "Can not update config in black list.".into())
             );
         }
@@ -670,7 +628,8 @@ mod tests {
                 "enableElectUncleanMaster: \"maybe\" is not true or false",
             ),
         ] {
-            let (code, remark) = c.update(body.as_bytes()).unwrap_err().code_and_remark();
+            let err = c.update(body.as_bytes()).unwrap_err();
+            let (code, remark) = (err.response_code(), err.remark());
             assert_eq!(code, 1);
             assert!(remark.contains(needle), "{remark}");
             assert_eq!(c, before, "nothing of a refused update is applied");
@@ -704,8 +663,7 @@ mod tests {
             strict
                 .update(b"notifyBrokerRoleChanged=true")
                 .unwrap_err()
-                .code_and_remark()
-                .0,
+                .response_code(),
             16
         );
         assert!(strict.update(b"").unwrap().is_empty());

@@ -353,8 +353,7 @@ impl<T> Controller<T> {
             let response = match self.config.plan_update(&update.body) {
                 Err(e) => {
                     log::warn!("controller: UPDATE_CONTROLLER_CONFIG refused: {e}");
-                    let (code, remark) = e.code_and_remark();
-                    Response::error(code, remark)
+                    Response::error(e.response_code(), e.remark())
                 }
                 Ok(plan) if plan.keys.is_empty() => Response::new(SUCCESS, None),
                 Ok(plan) => {

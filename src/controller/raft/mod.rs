@@ -334,12 +334,6 @@ impl RaftGroup {
                     out.push(GroupEvent::Failed(error));
                 }
             }
-            Completion::Compacted { index, result } => match result {
-                Ok(kept) => log::info!(
-                    "controller Raft: snapshot at index {index} written; log cut to {kept} entries"
-                ),
-                Err(e) => log::error!("controller Raft: snapshot at index {index} failed: {e}"),
-            },
             Completion::FileWritten { id, result } => {
                 out.push(GroupEvent::FileWritten { id, result })
             }

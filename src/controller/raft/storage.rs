@@ -33,14 +33,6 @@ pub trait Wake: Send + Sync {
     fn wake(&self);
 }
 
-impl Wake for mio::Waker {
-    fn wake(&self) {
-        if let Err(e) = mio::Waker::wake(self) {
-            log::error!("controller log writer: cannot wake the event loop: {e}");
-        }
-    }
-}
-
 /// What raft-rs reads: the hard state, the membership, the last snapshot and the entries
 /// after it. Only the loop thread touches it.
 pub struct RaftStore {
@@ -392,11 +384,6 @@ pub enum Completion {
         number: u64,
         error: String,
     },
-    /// A local snapshot at `index` was written and the log cut to `kept` entries (or not).
-    Compacted {
-        index: u64,
-        result: Result<usize, String>,
-    },
     FileWritten {
         id: u64,
         result: Result<(), String>,
@@ -452,19 +439,15 @@ impl Writer {
                     hard_state,
                 } => {
                     self.flush();
-                    let index = meta.index;
-                    let snap = snapshot_of(meta, &state);
-                    let result = match &self.broken {
-                        Some(why) => Err(why.clone()),
-                        None => self
-                            .install_snapshot(&encode_snapshot_file(&snap), &keep, &hard_state)
-                            .map(|()| keep.len())
-                            .map_err(|e| e.to_string()),
-                    };
-                    if let Err(e) = &result {
-                        self.break_with(e.clone());
+                    if self.broken.is_some() {
+                        continue;
                     }
-                    let _ = self.done.send(Completion::Compacted { index, result });
+                    let index = meta.index;
+                    let file = encode_snapshot_file(&snapshot_of(meta, &state));
+                    match self.install_snapshot(&file, &keep, &hard_state) {
+                        Ok(()) => log::info!("controller Raft: snapshot at index {index} written; log cut to {} entries", keep.len()),
+                        Err(e) => self.break_with(format!("snapshot at index {index}: {e}")),
+                    }
                 }
                 Job::WriteFile { id, path, content } => {
                     let result = crate::durable_file::replace_file(&path, &content)
@@ -835,13 +818,7 @@ mod tests {
             })
             .unwrap();
             disk.run_manual();
-            assert_eq!(
-                disk.try_completion(),
-                Some(Completion::Compacted {
-                    index: 4,
-                    result: Ok(1)
-                })
-            );
+            assert_eq!(disk.try_completion(), None, "a snapshot reports nothing");
             let snap = store.snapshot(4, 2).unwrap();
             assert_eq!(snap.get_metadata().index, 4);
             assert_eq!(snapshot::decode(&snap.data).unwrap().1, state);
