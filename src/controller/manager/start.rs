@@ -9,7 +9,7 @@ use crate::controller::lease::WriteLeaseGate;
 use crate::controller::liveness::Liveness;
 use crate::controller::notify::NotifyOutbox;
 use crate::controller::pipeline::Pipeline;
-use crate::controller::raft::records::StorageError;
+use crate::controller::raft::records::corrupt;
 use crate::controller::raft::{self, Persistence, RaftGroup, Wake, WallClock};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -71,15 +71,16 @@ impl<T> Controller<T> {
         let dir = config.store_dir();
         let ids = raft::raft_ids(config.peers());
         let self_id = ids[config.self_index()];
-        let opened = RaftGroup::open(&dir, self_id, &ids, persistence, wall.clone())
+        let (group, state) = RaftGroup::open(&dir, self_id, &ids, persistence, wall.clone())
             .map_err(StartError::Storage)?;
+        let snapshot_index = group.status().applied;
         let mut controller = Controller {
             config,
-            state: opened.state,
+            state,
             liveness: Liveness::default(),
             pipeline: Pipeline::default(),
-            group: Box::new(opened.group),
-            applied_index: opened.snapshot_index,
+            group: Box::new(group),
+            applied_index: snapshot_index,
             events_since_snapshot: 0,
             outbox: NotifyOutbox::default(),
             lease: WriteLeaseGate::default(),
@@ -98,7 +99,7 @@ impl<T> Controller<T> {
             controller.serve_alone(started, now_ms)?;
         }
         debug_assert!(out.is_empty(), "nobody asked anything yet: {}", out.len());
-        controller.end_replay(opened.snapshot_index, started, now_ms);
+        controller.end_replay(snapshot_index, started, now_ms);
         Ok(controller)
     }
 
@@ -120,11 +121,8 @@ impl<T> Controller<T> {
                     continue;
                 }
             };
-            return Err(StartError::Storage(StorageError::Corrupt {
-                path: self.config.store_dir(),
-                offset: None,
-                reason: why,
-            }));
+            let dir = self.config.store_dir();
+            return Err(StartError::Storage(corrupt(&dir, None, why)));
         }
         Ok(())
     }

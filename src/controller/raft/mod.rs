@@ -108,21 +108,16 @@ pub struct RaftGroup {
     wall: WallClock,
 }
 
-pub struct Opened {
-    pub group: RaftGroup,
-    /// The state as of the snapshot; raft-rs replays the committed entries after it.
-    pub state: ControllerState,
-    pub snapshot_index: u64,
-}
-
 impl RaftGroup {
+    /// The group, and the state as of its snapshot (`status().applied`): raft-rs replays the
+    /// committed entries after it.
     pub fn open(
         dir: &Path,
         self_id: u64,
         voters: &[u64],
         persistence: Persistence,
         wall: WallClock,
-    ) -> Result<Opened, StorageError> {
+    ) -> Result<(RaftGroup, ControllerState), StorageError> {
         let (mut store, file, next_seq) = storage::recover(dir, voters)?;
         let snapshot_index = store.snapshot_index();
         let state = if voters == [self_id] {
@@ -143,10 +138,8 @@ impl RaftGroup {
             ..Config::default()
         };
         let logger = logger::logger().new(slog::o!("raft_id" => self_id));
-        let node = RawNode::new(&config, store, &logger).map_err(|e| StorageError::Corrupt {
-            path: dir.to_path_buf(),
-            offset: None,
-            reason: format!("the Raft state does not start: {e}"),
+        let node = RawNode::new(&config, store, &logger).map_err(|e| {
+            records::corrupt(dir, None, format!("the Raft state does not start: {e}"))
         })?;
         let group = RaftGroup {
             node,
@@ -165,11 +158,7 @@ impl RaftGroup {
             alone: voters == [self_id],
             wall,
         };
-        Ok(Opened {
-            group,
-            state,
-            snapshot_index,
-        })
+        Ok((group, state))
     }
 
     /// A group of one campaigns now (no election timeout) and wins at once.

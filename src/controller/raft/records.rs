@@ -40,17 +40,13 @@ impl fmt::Display for StorageError {
             }
             StorageError::Corrupt {
                 path,
-                offset: Some(offset),
+                offset,
                 reason,
-            } => write!(
-                f,
-                "controller store {} is damaged at byte {offset}: {reason}",
-                path.display()
-            ),
-            StorageError::Corrupt { path, reason, .. } => {
+            } => {
+                let at = offset.map(|o| format!(" at byte {o}")).unwrap_or_default();
                 write!(
                     f,
-                    "controller store {} is damaged: {reason}",
+                    "controller store {} is damaged{at}: {reason}",
                     path.display()
                 )
             }
@@ -91,32 +87,25 @@ pub struct Scan {
     pub torn: Option<String>,
 }
 
-fn corrupt(path: &Path, offset: usize, reason: String) -> StorageError {
+pub fn corrupt(path: &Path, offset: Option<usize>, reason: String) -> StorageError {
     StorageError::Corrupt {
         path: path.to_path_buf(),
-        offset: Some(offset as u64),
+        offset: offset.map(|o| o as u64),
         reason,
     }
 }
 
 pub fn scan(path: &Path, bytes: &[u8]) -> Result<Scan, StorageError> {
-    if bytes.len() < MAGIC.len() {
-        if MAGIC.starts_with(bytes) {
-            return Ok(Scan {
-                torn: (!bytes.is_empty()).then(|| "the file header was cut short".to_owned()),
-                ..Scan::default()
-            });
-        }
-        return Err(corrupt(
-            path,
-            0,
-            "not a controller Raft log (bad magic)".into(),
-        ));
+    if bytes.len() < MAGIC.len() && MAGIC.starts_with(bytes) {
+        return Ok(Scan {
+            torn: (!bytes.is_empty()).then(|| "the file header was cut short".to_owned()),
+            ..Scan::default()
+        });
     }
-    if &bytes[..MAGIC.len()] != MAGIC {
+    if !bytes.starts_with(MAGIC) {
         return Err(corrupt(
             path,
-            0,
+            Some(0),
             "not a controller Raft log (bad magic)".into(),
         ));
     }
@@ -155,7 +144,7 @@ pub fn scan(path: &Path, bytes: &[u8]) -> Result<Scan, StorageError> {
             }
             return Err(corrupt(
                 path,
-                pos,
+                Some(pos),
                 format!("record {seq} fails its checksum and more records follow"),
             ));
         }
@@ -163,7 +152,7 @@ pub fn scan(path: &Path, bytes: &[u8]) -> Result<Scan, StorageError> {
             if seq != prev.seq + 1 {
                 return Err(corrupt(
                     path,
-                    pos,
+                    Some(pos),
                     format!("record {seq} follows record {}", prev.seq),
                 ));
             }
@@ -178,7 +167,10 @@ pub fn scan(path: &Path, bytes: &[u8]) -> Result<Scan, StorageError> {
     Ok(scan)
 }
 
-fn io<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(std::io::Error) -> StorageError + 'a {
+pub fn io<'a>(
+    path: &'a Path,
+    op: &'static str,
+) -> impl FnOnce(std::io::Error) -> StorageError + 'a {
     move |error| StorageError::Io {
         path: path.to_path_buf(),
         op,

@@ -8,7 +8,7 @@
 // protobuf 2 messages (with their unknown-field and size caches) are built field by field.
 #![allow(clippy::field_reassign_with_default)]
 
-use super::records::{self, StorageError};
+use super::records::{self, corrupt, StorageError};
 use crate::controller::snapshot;
 use crate::controller::state::ControllerState;
 use crossbeam_channel::{Receiver, Sender};
@@ -225,14 +225,6 @@ pub fn snapshot_path(dir: &Path) -> PathBuf {
     dir.join(SNAPSHOT_FILE)
 }
 
-fn corrupt(path: &Path, reason: String) -> StorageError {
-    StorageError::Corrupt {
-        path: path.to_path_buf(),
-        offset: None,
-        reason,
-    }
-}
-
 pub fn encode_snapshot_file(snap: &Snapshot) -> Vec<u8> {
     let body = snap.write_to_bytes().unwrap_or_default();
     let mut out = Vec::with_capacity(12 + body.len());
@@ -246,28 +238,27 @@ fn read_snapshot(path: &Path) -> Result<Option<(SnapshotMetadata, ControllerStat
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => {
-            return Err(StorageError::Io {
-                path: path.to_path_buf(),
-                op: "read",
-                error,
-            })
-        }
+        Err(error) => return Err(records::io(path, "read")(error)),
     };
     if bytes.len() < 12 || &bytes[..8] != SNAPSHOT_MAGIC {
-        return Err(corrupt(path, "not a controller Raft snapshot".into()));
+        return Err(corrupt(path, None, "not a controller Raft snapshot".into()));
     }
     let crc = u32::from_be_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
     if crate::checksum::crc32(&bytes[12..]) != crc {
-        return Err(corrupt(path, "the snapshot fails its checksum".into()));
+        return Err(corrupt(
+            path,
+            None,
+            "the snapshot fails its checksum".into(),
+        ));
     }
     let snap = Snapshot::parse_from_bytes(&bytes[12..])
-        .map_err(|e| corrupt(path, format!("the snapshot does not decode: {e}")))?;
+        .map_err(|e| corrupt(path, None, format!("the snapshot does not decode: {e}")))?;
     let (index, state) = snapshot::decode(&snap.data)
-        .map_err(|e| corrupt(path, format!("the controller state in it: {e}")))?;
+        .map_err(|e| corrupt(path, None, format!("the controller state in it: {e}")))?;
     if index != snap.get_metadata().index {
         return Err(corrupt(
             path,
+            None,
             format!(
                 "the state is as of {index} but the snapshot says {}",
                 snap.get_metadata().index
@@ -280,11 +271,7 @@ fn read_snapshot(path: &Path) -> Result<Option<(SnapshotMetadata, ControllerStat
 /// Opens (creating) the store in `dir` for a group of `voters`: reads the snapshot, replays
 /// the log over it, and returns the store and the log's append handle.
 pub fn recover(dir: &Path, voters: &[u64]) -> Result<(RaftStore, File, u64), StorageError> {
-    std::fs::create_dir_all(dir).map_err(|error| StorageError::Io {
-        path: dir.to_path_buf(),
-        op: "create directory",
-        error,
-    })?;
+    std::fs::create_dir_all(dir).map_err(records::io(dir, "create directory"))?;
     let _ = std::fs::remove_file(crate::durable_file::sibling(&log_path(dir), ".tmp"));
     // Left by a crash during a replace; the real file is intact.
     crate::durable_file::remove_stale_temps(&snapshot_path(dir));
@@ -328,7 +315,7 @@ fn replay(
     path: &Path,
     record: &records::Record,
 ) -> Result<(), StorageError> {
-    let bad = |why: String| corrupt(path, format!("record {}: {why}", record.seq));
+    let bad = |why: String| corrupt(path, None, format!("record {}: {why}", record.seq));
     let Some((&kind, body)) = record.item.split_first() else {
         return Err(bad("empty".into()));
     };
@@ -593,11 +580,7 @@ impl RaftDisk {
                 let thread = std::thread::Builder::new()
                     .name("controller-raft-log".into())
                     .spawn(move || run_thread(writer, job_rx, waker))
-                    .map_err(|error| StorageError::Io {
-                        path: dir.to_path_buf(),
-                        op: "start the Raft log writer thread",
-                        error,
-                    })?;
+                    .map_err(records::io(dir, "start the Raft log writer thread"))?;
                 disk.thread = Some(thread);
             }
         }
