@@ -1,7 +1,5 @@
-//! The Controller's request and response codes (RocketMQ 5.x `RequestCode` / `ResponseCode`)
-//! and their names, kept apart from the name server's table in `remoting::codes` because the
-//! Controller answers them on its own port only: the name-server port keeps answering them
-//! with REQUEST_CODE_NOT_SUPPORTED, as Java does.
+//! The Controller's request and response codes and their names, apart from the name server's
+//! table in `remoting::codes`: the name-server port answers them REQUEST_CODE_NOT_SUPPORTED.
 
 /// Declares a `mod` of code constants and the function naming them ("UNKNOWN" otherwise).
 macro_rules! named_codes {
@@ -45,8 +43,7 @@ named_codes! {
 }
 
 named_codes! {
-    /// Response codes 2000-2016 (the generic ones, 0/1/2/3/16, are `remoting::codes::response`,
-    /// and named here too).
+    /// Response codes 2000-2016 (the generic ones are `remoting::codes::response`'s).
     mod response, fn response_name, extra [0 => "SUCCESS", 1 => "SYSTEM_ERROR", 2 => "SYSTEM_BUSY",
         3 => "REQUEST_CODE_NOT_SUPPORTED", 16 => "NO_PERMISSION"];
     CONTROLLER_FENCED_MASTER_EPOCH = 2000;

@@ -26,21 +26,8 @@ enum Kind {
     MetricsExporter,
 }
 
-struct Row {
-    key: &'static str,
-    default: &'static str,
-    kind: Kind,
-    effect: Effect,
-}
-
-const fn row(key: &'static str, default: &'static str, kind: Kind, effect: Effect) -> Row {
-    Row {
-        key,
-        default,
-        kind,
-        effect,
-    }
-}
+/// Key, default, check, effect.
+type Row = (&'static str, &'static str, Kind, Effect);
 
 use Effect::{Live, ReportOnly, StartOnly};
 use Kind::{Bool, ControllerType, Int, MetricsExporter, Text};
@@ -53,46 +40,46 @@ pub const SNAPSHOT_EVENTS_KEY: &str = "controllerSnapshotEvents";
 
 #[rustfmt::skip]
 static ROWS: &[Row] = &[
-    row("controllerType", "DLedger", ControllerType, StartOnly),
-    row("controllerDLegerGroup", "", Text, StartOnly),
-    row("controllerDLegerPeers", "", Text, StartOnly),
-    row("controllerDLegerSelfId", "", Text, StartOnly),
+    ("controllerType", "DLedger", ControllerType, StartOnly),
+    ("controllerDLegerGroup", "", Text, StartOnly),
+    ("controllerDLegerPeers", "", Text, StartOnly),
+    ("controllerDLegerSelfId", "", Text, StartOnly),
     // "" = ~/DLedgerController (Java's default for the DLedger kind).
-    row("controllerStorePath", "", Text, StartOnly),
+    ("controllerStorePath", "", Text, StartOnly),
     // ms; the timers are armed at start.
-    row("scanNotActiveBrokerInterval", "5000", Int(1, MS_HOUR), StartOnly),
-    row("scanInactiveMasterInterval", "5000", Int(1, MS_HOUR), StartOnly),
-    row("electMasterMaxRetryCount", "3", Int(0, 100), Live),
-    row("enableElectUncleanMaster", "false", Bool, Live),
-    row("processReadEvent", "false", Bool, Live),
-    row("notifyBrokerRoleChanged", "true", Bool, Live),
-    row("configBlackList", "configBlackList;configStorePath", Text, Live),
-    row(SNAPSHOT_EVENTS_KEY, "10000", Int(1, 100_000_000), Live),
+    ("scanNotActiveBrokerInterval", "5000", Int(1, MS_HOUR), StartOnly),
+    ("scanInactiveMasterInterval", "5000", Int(1, MS_HOUR), StartOnly),
+    ("electMasterMaxRetryCount", "3", Int(0, 100), Live),
+    ("enableElectUncleanMaster", "false", Bool, Live),
+    ("processReadEvent", "false", Bool, Live),
+    ("notifyBrokerRoleChanged", "true", Bool, Live),
+    ("configBlackList", "configBlackList;configStorePath", Text, Live),
+    (SNAPSHOT_EVENTS_KEY, "10000", Int(1, 100_000_000), Live),
     // Java's DLedger data file size: our log is not made of mapped files.
-    row("mappedFileSize", "1073741824", Int(1, I32_MAX), ReportOnly),
-    row("controllerThreadPoolNums", "16", Int(1, 1024), ReportOnly),
-    row("controllerRequestThreadPoolQueueCapacity", "50000", Int(1, 10_000_000), ReportOnly),
-    row("metricsExporterType", "DISABLE", MetricsExporter, ReportOnly),
-    row("metricsGrpcExporterTarget", "", Text, ReportOnly),
-    row("metricsGrpcExporterHeader", "", Text, ReportOnly),
-    row("metricGrpcExporterTimeOutInMills", "3000", Int(0, i64::MAX), ReportOnly),
-    row("metricGrpcExporterIntervalInMills", "60000", Int(0, i64::MAX), ReportOnly),
-    row("metricLoggingExporterIntervalInMills", "10000", Int(0, i64::MAX), ReportOnly),
-    row("metricsPromExporterPort", "5557", Int(0, 65_535), ReportOnly),
-    row("metricsPromExporterHost", "", Text, ReportOnly),
-    row("metricsLabel", "", Text, ReportOnly),
-    row("metricsInDelta", "false", Bool, ReportOnly),
-    row("jRaftElectionTimeoutMs", "1000", Int(0, I32_MAX), ReportOnly),
-    row("jRaftScanWaitTimeoutMs", "1000", Int(0, I32_MAX), ReportOnly),
-    row("jRaftSnapshotIntervalSecs", "3600", Int(0, I32_MAX), ReportOnly),
-    row("jRaftGroupId", "jRaft-Controller", Text, ReportOnly),
-    row("jRaftServerId", "localhost:9880", Text, ReportOnly),
-    row("jRaftInitConf", "localhost:9880,localhost:9881,localhost:9882", Text, ReportOnly),
-    row("jRaftControllerRPCAddr", "localhost:9770,localhost:9771,localhost:9772", Text, ReportOnly),
+    ("mappedFileSize", "1073741824", Int(1, I32_MAX), ReportOnly),
+    ("controllerThreadPoolNums", "16", Int(1, 1024), ReportOnly),
+    ("controllerRequestThreadPoolQueueCapacity", "50000", Int(1, 10_000_000), ReportOnly),
+    ("metricsExporterType", "DISABLE", MetricsExporter, ReportOnly),
+    ("metricsGrpcExporterTarget", "", Text, ReportOnly),
+    ("metricsGrpcExporterHeader", "", Text, ReportOnly),
+    ("metricGrpcExporterTimeOutInMills", "3000", Int(0, i64::MAX), ReportOnly),
+    ("metricGrpcExporterIntervalInMills", "60000", Int(0, i64::MAX), ReportOnly),
+    ("metricLoggingExporterIntervalInMills", "10000", Int(0, i64::MAX), ReportOnly),
+    ("metricsPromExporterPort", "5557", Int(0, 65_535), ReportOnly),
+    ("metricsPromExporterHost", "", Text, ReportOnly),
+    ("metricsLabel", "", Text, ReportOnly),
+    ("metricsInDelta", "false", Bool, ReportOnly),
+    ("jRaftElectionTimeoutMs", "1000", Int(0, I32_MAX), ReportOnly),
+    ("jRaftScanWaitTimeoutMs", "1000", Int(0, I32_MAX), ReportOnly),
+    ("jRaftSnapshotIntervalSecs", "3600", Int(0, I32_MAX), ReportOnly),
+    ("jRaftGroupId", "jRaft-Controller", Text, ReportOnly),
+    ("jRaftServerId", "localhost:9880", Text, ReportOnly),
+    ("jRaftInitConf", "localhost:9880,localhost:9881,localhost:9882", Text, ReportOnly),
+    ("jRaftControllerRPCAddr", "localhost:9770,localhost:9771,localhost:9772", Text, ReportOnly),
 ];
 
 fn find_row(key: &str) -> Option<&'static Row> {
-    ROWS.iter().find(|r| r.key == key)
+    ROWS.iter().find(|r| r.0 == key)
 }
 
 /// Keys no update may touch (Java's hard-coded three plus `configBlackList`'s entries).
@@ -129,47 +116,30 @@ pub struct ControllerConfig {
 }
 
 /// Checks one value against its row; Ok = the value as stored (trimmed).
-fn check(row: &Row, value: &str) -> Result<String, String> {
+fn check(kind: Kind, value: &str) -> Result<String, String> {
     let value = value.trim();
     if value.contains(['\r', '\n', '\\']) {
         return Err(format!("{value:?} contains a line break or backslash"));
     }
-    match row.kind {
-        Text => {}
-        Bool => {
-            if !value.eq_ignore_ascii_case("true") && !value.eq_ignore_ascii_case("false") {
-                return Err(format!("{value:?} is not true or false"));
-            }
-            return Ok(value.to_ascii_lowercase());
+    match kind {
+        Text => Ok(value.to_owned()),
+        Bool if value.eq_ignore_ascii_case("true") || value.eq_ignore_ascii_case("false") => {
+            Ok(value.to_ascii_lowercase())
         }
-        Int(min, max) => {
-            let n: i64 = value
-                .parse()
-                .map_err(|_| format!("{value:?} is not an integer"))?;
-            if n < min || n > max {
-                return Err(format!("{n} is outside {min}..={max}"));
-            }
-            return Ok(n.to_string());
-        }
-        ControllerType => {
-            if value.eq_ignore_ascii_case("jRaft") {
-                return Err("jRaft is not supported: this controller is the DLedger kind (a Raft group of the controllerDLegerPeers); use controllerType=DLedger".into());
-            }
-            if !value.eq_ignore_ascii_case("DLedger") {
-                return Err(format!("{value:?} is not a controller type (DLedger)"));
-            }
-            return Ok("DLedger".into());
-        }
-        MetricsExporter => {
-            if !value.eq_ignore_ascii_case("DISABLE") {
-                return Err(format!(
-                    "{value:?}: metrics export is not implemented here; only DISABLE"
-                ));
-            }
-            return Ok("DISABLE".into());
-        }
+        Bool => Err(format!("{value:?} is not true or false")),
+        Int(min, max) => match value.parse::<i64>() {
+            Ok(n) if (min..=max).contains(&n) => Ok(n.to_string()),
+            Ok(n) => Err(format!("{n} is outside {min}..={max}")),
+            Err(_) => Err(format!("{value:?} is not an integer")),
+        },
+        ControllerType if value.eq_ignore_ascii_case("jRaft") => Err("jRaft is not supported: this controller is the DLedger kind (a Raft group of the controllerDLegerPeers); use controllerType=DLedger".into()),
+        ControllerType if value.eq_ignore_ascii_case("DLedger") => Ok("DLedger".into()),
+        ControllerType => Err(format!("{value:?} is not a controller type (DLedger)")),
+        MetricsExporter if value.eq_ignore_ascii_case("DISABLE") => Ok("DISABLE".into()),
+        MetricsExporter => Err(format!(
+            "{value:?}: metrics export is not implemented here; only DISABLE"
+        )),
     }
-    Ok(value.to_owned())
 }
 
 /// `n0-host:port;n1-host:port` (DLedger's syntax: the id is the text before the first '-').
@@ -208,14 +178,14 @@ impl ControllerConfig {
         lookup: &dyn Fn(&str) -> Option<String>,
     ) -> Result<ControllerConfig, String> {
         let mut values = BTreeMap::new();
-        for row in ROWS {
-            let value = match lookup(row.key) {
+        for &(key, default, kind, _) in ROWS {
+            let value = match lookup(key) {
                 Some(given) => {
-                    check(row, &given).map_err(|reason| format!("{}={given}: {reason}", row.key))?
+                    check(kind, &given).map_err(|reason| format!("{key}={given}: {reason}"))?
                 }
-                None => row.default.to_owned(),
+                None => default.to_owned(),
             };
-            values.insert(row.key, value);
+            values.insert(key, value);
         }
         ControllerConfig::from_values(values, BTreeMap::new())
     }
@@ -367,15 +337,16 @@ impl ControllerConfig {
         let mut keys = Vec::new();
         for (key, value) in &pairs {
             let refuse = |reason: String| UpdateError::Refused(vec![format!("{key}: {reason}")]);
-            let row = find_row(key).ok_or_else(|| refuse("not a controller config key".into()))?;
-            if row.effect == StartOnly {
+            let &(row_key, _, kind, effect) =
+                find_row(key).ok_or_else(|| refuse("not a controller config key".into()))?;
+            if effect == StartOnly {
                 return Err(refuse(
                     "takes effect at start only: edit the config file".into(),
                 ));
             }
-            let value = check(row, value).map_err(refuse)?;
-            values.insert(row.key, value.clone());
-            updated.insert(row.key, value);
+            let value = check(kind, value).map_err(refuse)?;
+            values.insert(row_key, value.clone());
+            updated.insert(row_key, value);
             if !keys.contains(key) {
                 keys.push(key.clone());
             }
@@ -415,7 +386,7 @@ fn settings_of(values: &BTreeMap<&'static str, String>) -> Settings {
         values
             .get(key)
             .and_then(|v| v.parse().ok())
-            .or_else(|| find_row(key).and_then(|r| r.default.parse().ok()))
+            .or_else(|| find_row(key).and_then(|r| r.1.parse().ok()))
             .unwrap_or(0)
     };
     let flag = |key: &str| values.get(key).is_some_and(|v| v == "true");
@@ -491,13 +462,13 @@ mod tests {
     #[test]
     fn every_controller_key_is_known_to_the_name_servers_config() {
         let mut namesrv = crate::config::NamesrvConfig::default();
-        for row in ROWS {
-            let outcome = namesrv.set(row.key, row.default);
+        for &(key, default, ..) in ROWS {
+            let outcome = namesrv.set(key, default);
             assert_ne!(
                 outcome,
                 crate::config::SetOutcome::Unknown,
                 "{} is applied by the controller but unknown to the name server",
-                row.key
+                key
             );
         }
     }

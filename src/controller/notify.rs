@@ -1,8 +1,6 @@
-//! Role-change notifications (1008 NOTIFY_BROKER_ROLE_CHANGED) as data: after an election is
-//! durable, Java tells every *active* member of the set who the new master is, oneway, at
-//! its registered address. This module decides who gets what and encodes the frame; sending
-//! happens off the loop. [`NotifyOutbox`] keeps one pending notification per broker address,
-//! the highest master epoch (a broker ignores older epochs; Java cancels the older task).
+//! Role-change notifications (1008) as data: after an election is durable, Java tells every
+//! *active* member of the set who the new master is, oneway. [`NotifyOutbox`] keeps the
+//! highest master epoch per broker address (a broker ignores older epochs).
 
 use super::codes::request::NOTIFY_BROKER_ROLE_CHANGED;
 use super::liveness::Liveness;
@@ -13,7 +11,7 @@ use std::collections::{BTreeSet, HashMap};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RoleChangeNotification {
-    /// Where to send it: the member's address as registered with the controller.
+    /// Where to send it (the member's registered address).
     pub broker_addr: String,
     pub master_address: Option<String>,
     pub master_broker_id: i64,
@@ -22,8 +20,7 @@ pub struct RoleChangeNotification {
 }
 
 impl RoleChangeNotification {
-    /// Appends the oneway 1008 frame: `NotifyBrokerRoleChangedRequestHeader` and a
-    /// `SyncStateSet` body holding the new master only (what Java sends after an election).
+    /// Appends the oneway 1008 frame; its `SyncStateSet` holds the new master only (as Java's).
     pub fn encode(&self, opaque: i32, out: &mut Vec<u8>) {
         let mut fields = Vec::with_capacity(4);
         master_fields(
@@ -67,7 +64,6 @@ pub fn for_election(
         .collect()
 }
 
-/// Pending notifications, newest master epoch per broker address.
 #[derive(Debug, Default)]
 pub struct NotifyOutbox {
     pending: HashMap<String, RoleChangeNotification>,

@@ -60,22 +60,19 @@ pub struct Controller<T> {
     events_since_snapshot: u64,
     outbox: NotifyOutbox,
     lease: WriteLeaseGate,
-    /// UPDATE_CONTROLLER_CONFIG requests, one at a time: the front one may be waiting for
-    /// its file to be written by the log writer.
+    /// 1009s, one at a time: the front one may be waiting for its file write.
     config_updates: VecDeque<ConfigUpdate<T>>,
     next_file_job: u64,
-    /// Counts of the replay at start; None once it is over (changes are logged from then).
+    /// Counts of the replay at start; None once it is over.
     replay: Option<start::Replay>,
     wall: WallClock,
     /// Masters seen dying while this node did not serve (see `elections`).
     inactive_masters: BTreeMap<String, elections::DeadMaster>,
-    /// When this node last began to serve (None while it does not), and whether the checks
-    /// a new leader makes are done.
+    /// When this node began to serve, and whether a new leader's checks are done.
     serving_since: Option<u64>,
     serving_checked: bool,
 }
 
-/// A 1009 waiting its turn, or its file write.
 struct ConfigUpdate<T> {
     ticket: T,
     wants_reply: bool,
@@ -105,7 +102,7 @@ impl<T> Controller<T> {
         });
     }
 
-    /// Payloads to send now, (to, bytes); the link drops those for unreachable peers.
+    /// Payloads to send now, (to, bytes).
     pub fn take_peer_messages(&mut self, out: &mut Vec<(u64, Vec<u8>)>) {
         self.group.take_messages(out);
     }
@@ -188,7 +185,7 @@ impl<T> Controller<T> {
         self.applied_index
     }
 
-    /// Requests waiting for an answer (the pipeline's, in flight included, and 1009s).
+    /// Requests waiting for an answer.
     pub fn pending_requests(&self) -> usize {
         self.pipeline.len() + self.config_updates.len()
     }
@@ -217,7 +214,7 @@ impl<T> Controller<T> {
         self.pipeline.next_deadline_ms()
     }
 
-    /// One request from the controller port; its reply and any others it released go to `out`.
+    /// One request from the controller port; the replies it releases go to `out`.
     pub fn handle(
         &mut self,
         ticket: T,
@@ -443,8 +440,7 @@ impl<T> Controller<T> {
         }
     }
 
-    /// Routes completed requests: replies to callers, retries of the controller's own
-    /// elections, notifications for durable elections.
+    /// Routes completed requests: replies, retries of own elections, notifications.
     fn finish(
         &mut self,
         mut done: Vec<Completed<Ticket<T>>>,
@@ -494,7 +490,6 @@ impl<T> Controller<T> {
         }
     }
 
-    /// Queues 1008 for the active members of a set whose election is now durable.
     fn notify_elected(&mut self, elected: &Elected, now_ms: u64) {
         if !self.config.settings().notify_broker_role_changed {
             return;
@@ -570,7 +565,6 @@ impl<T> Controller<T> {
         self.finish(done, now_ms, out);
     }
 
-    /// Role-change notifications to send (newest per broker address).
     pub fn take_notifications(&mut self) -> Vec<RoleChangeNotification> {
         self.outbox.drain()
     }

@@ -1,7 +1,6 @@
-//! Opening a controller: the runtime config updates kept in the store, the Raft group's
-//! recovery, and the replay of the committed entries it holds, silent but for one summary
-//! line (a restart does not log every change of the store's history again). A group of one
-//! then campaigns and serves before `open` returns.
+//! Opening a controller: the kept runtime config updates, the Raft group's recovery, and the
+//! replay of its committed entries (silent but for one summary line). A group of one then
+//! campaigns and serves before `open` returns.
 
 use super::{Controller, StartError};
 use crate::controller::config::ControllerConfig;
@@ -18,7 +17,6 @@ use std::time::{Duration, Instant};
 /// How long a group of one may take to serve at start: its first entry's fsync.
 const START_SERVING_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// What the replay at start counts for its summary line.
 #[derive(Debug, Default)]
 pub(super) struct Replay {
     pub(super) entries: u64,
@@ -26,7 +24,6 @@ pub(super) struct Replay {
 }
 
 impl<T> Controller<T> {
-    /// Applies the kept runtime config updates, recovers the store and starts its writer.
     /// `now_ms` is the caller's clock (the one it passes to every other call).
     pub fn open(
         config: ControllerConfig,
@@ -41,8 +38,8 @@ impl<T> Controller<T> {
         )
     }
 
-    /// As [`open`](Self::open), with the disk run by the caller ([`run_disk`](Self::run_disk))
-    /// instead of a thread and the caller's wall clock: deterministic simulations.
+    /// As [`open`](Self::open), with the disk run by [`run_disk`](Self::run_disk) and the
+    /// caller's wall clock: deterministic simulations.
     pub fn open_simulated(
         config: ControllerConfig,
         now_ms: u64,
@@ -103,8 +100,7 @@ impl<T> Controller<T> {
         Ok(controller)
     }
 
-    /// A group of one: campaigns, and waits until its first entry is on disk and applied (so
-    /// the caller gets a controller that serves, as a node of a group gets one that follows).
+    /// A group of one: campaigns, and waits until its first entry is on disk and applied.
     fn serve_alone(&mut self, started: Instant, now_ms: u64) -> Result<(), StartError> {
         let mut out = Vec::new();
         self.drive_group(now_ms, &mut out, |group, events| group.lead_alone(events));
@@ -128,7 +124,7 @@ impl<T> Controller<T> {
     }
 
     /// The replay is over: one summary line, and the write leases' waits counted from when
-    /// this node itself proposed its masters' elections (its wall clock then), not from now.
+    /// this node itself proposed its masters' elections, not from now.
     fn end_replay(&mut self, snapshot_index: u64, started: Instant, now_ms: u64) {
         let replay = self.replay.take().unwrap_or_default();
         let self_id = self.group.self_id();
