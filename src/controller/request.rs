@@ -14,22 +14,11 @@ use std::collections::BTreeSet;
 
 /// The controller's own header field names (shared ones are `crate::request::field`'s).
 pub mod field {
-    // 904 (`BrokerHeartbeatRequestHeader`; `heartbeatTimeoutMills` is Java's spelling).
-    pub const EPOCH: &str = "epoch";
-    pub const MAX_OFFSET: &str = "maxOffset";
-    pub const CONFIRM_OFFSET: &str = "confirmOffset";
-    pub const HEARTBEAT_TIMEOUT_MILLS: &str = "heartbeatTimeoutMills";
-    pub const ELECTION_PRIORITY: &str = "electionPriority";
-    pub const STORE_READY: &str = "storeReady";
-    // 1001, 1002, 1003, 1011, 1013.
+    // Requests (the ones only one header reads are written there).
     pub const MASTER_BROKER_ID: &str = "masterBrokerId";
     pub const MASTER_EPOCH: &str = "masterEpoch";
     pub const DESIGNATE_ELECT: &str = "designateElect";
     pub const BROKER_ADDRESS: &str = "brokerAddress";
-    pub const BROKER_CONTROLLER_IDS_TO_CLEAN: &str = "brokerControllerIdsToClean";
-    pub const IS_CLEAN_LIVING_BROKER: &str = "isCleanLivingBroker";
-    pub const APPLIED_BROKER_ID: &str = "appliedBrokerId";
-    pub const REGISTER_CHECK_CODE: &str = "registerCheckCode";
     pub const INVOKE_TIME: &str = "invokeTime";
     // 1001's body (`SyncStateSet`).
     pub const SYNC_STATE_SET: &str = "syncStateSet";
@@ -144,12 +133,12 @@ header! {
         broker_addr: Option<String> = BROKER_ADDR,
         broker_name: Option<String> = BROKER_NAME,
         broker_id: Option<i64> = BROKER_ID,
-        epoch: Option<i32> = EPOCH,
-        max_offset: Option<i64> = MAX_OFFSET,
-        confirm_offset: Option<i64> = CONFIRM_OFFSET,
-        heartbeat_timeout_millis: Option<i64> = HEARTBEAT_TIMEOUT_MILLS,
-        election_priority: Option<i32> = ELECTION_PRIORITY,
-        store_ready: Option<bool> = STORE_READY,
+        epoch: Option<i32> = "epoch",
+        max_offset: Option<i64> = "maxOffset",
+        confirm_offset: Option<i64> = "confirmOffset",
+        heartbeat_timeout_millis: Option<i64> = "heartbeatTimeoutMills", // sic, Java's spelling
+        election_priority: Option<i32> = "electionPriority",
+        store_ready: Option<bool> = "storeReady",
     }
 }
 
@@ -217,9 +206,9 @@ header! {
     /// 1011 CLEAN_BROKER_DATA.
     CleanBrokerData {
         broker_name: Option<String> = BROKER_NAME,
-        is_clean_living_broker: bool = IS_CLEAN_LIVING_BROKER,
+        is_clean_living_broker: bool = "isCleanLivingBroker",
         cluster_name: Option<String> = CLUSTER_NAME,
-        broker_controller_ids_to_clean: Option<String> = BROKER_CONTROLLER_IDS_TO_CLEAN,
+        broker_controller_ids_to_clean: Option<String> = "brokerControllerIdsToClean",
     }
 }
 
@@ -228,8 +217,8 @@ header! {
     ApplyBrokerId {
         cluster_name: Option<String> = CLUSTER_NAME,
         broker_name: Option<String> = BROKER_NAME,
-        applied_broker_id: Option<i64> = APPLIED_BROKER_ID,
-        register_check_code: Option<String> = REGISTER_CHECK_CODE,
+        applied_broker_id: Option<i64> = "appliedBrokerId",
+        register_check_code: Option<String> = "registerCheckCode",
     }
 }
 

@@ -2,7 +2,6 @@
 //! (big endian; CRC-32 of index and JSON), then both tables as JSON sorted by brokerName
 //! (docs/controller.md, "Storage").
 
-use crate::checksum::crc32;
 use crate::controller::event::{Fields, ObjectWriter};
 use crate::controller::state::{
     BrokerIdInfo, BrokerReplicaInfo, ControllerState, Stamp, SyncStateInfo,
@@ -14,15 +13,20 @@ const HEADER_LEN: usize = 20;
 
 pub fn encode(index: u64, state: &ControllerState) -> Vec<u8> {
     let json = encode_state(state);
-    let mut crc_input = Vec::with_capacity(8 + json.len());
-    crc_input.extend_from_slice(&index.to_be_bytes());
-    crc_input.extend_from_slice(&json);
     let mut out = Vec::with_capacity(HEADER_LEN + json.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&index.to_be_bytes());
-    out.extend_from_slice(&crc32(&crc_input).to_be_bytes());
+    out.extend_from_slice(&crc(&index.to_be_bytes(), &json).to_be_bytes());
     out.extend_from_slice(&json);
     out
+}
+
+/// CRC-32 of the index and the JSON.
+fn crc(index: &[u8], json: &[u8]) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(index);
+    hasher.update(json);
+    hasher.finalize()
 }
 
 /// Both tables as JSON, sorted by brokerName (equal states give equal bytes).
@@ -83,20 +87,14 @@ fn write_sync_state(out: &mut Vec<u8>, info: &SyncStateInfo) {
 
 /// Reads snapshot data: the index it is as of, and the state.
 pub fn decode(bytes: &[u8]) -> Result<(u64, ControllerState), String> {
-    if bytes.len() < HEADER_LEN || &bytes[..MAGIC.len()] != MAGIC {
+    if bytes.len() < HEADER_LEN || !bytes.starts_with(MAGIC) {
         return Err("not a controller snapshot (bad magic or too short)".into());
     }
-    let mut index_bytes = [0u8; 8];
-    index_bytes.copy_from_slice(&bytes[8..16]);
-    let index = u64::from_be_bytes(index_bytes);
-    let crc = u32::from_be_bytes([bytes[16], bytes[17], bytes[18], bytes[19]]);
-    let json = &bytes[HEADER_LEN..];
-    let mut crc_input = Vec::with_capacity(8 + json.len());
-    crc_input.extend_from_slice(&index_bytes);
-    crc_input.extend_from_slice(json);
-    if crc32(&crc_input) != crc {
+    let (index, json) = (&bytes[8..16], &bytes[HEADER_LEN..]);
+    if crc(index, json).to_be_bytes() != bytes[16..HEADER_LEN] {
         return Err("checksum mismatch".into());
     }
+    let index = u64::from_be_bytes(index.try_into().unwrap_or_default());
     Ok((index, decode_state(json)?))
 }
 
