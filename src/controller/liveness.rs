@@ -17,22 +17,19 @@ pub const MAX_LIVE_BROKERS: usize = 100_000;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ConnRef(pub u64);
 
-/// Java's `BrokerLiveInfo`.
+/// Java's `BrokerLiveInfo`, the fields something reads (the lease reads `storeReady` from
+/// the heartbeat itself).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerLive {
     pub cluster_name: Option<String>,
     pub broker_id: i64,
-    pub broker_addr: Option<String>,
     pub last_update_ms: u64,
     /// Zero or negative when a broker says so: inactive at once, as in Java.
     pub heartbeat_timeout_ms: i64,
     pub conn: Option<ConnRef>,
     pub epoch: i32,
     pub max_offset: i64,
-    pub confirm_offset: i64,
     pub election_priority: i32,
-    /// rocketmq-rust brokers' "my store takes writes" (for write leases).
-    pub store_ready: bool,
 }
 
 impl BrokerLive {
@@ -83,7 +80,6 @@ impl Liveness {
         let mut fresh = BrokerLive {
             cluster_name: hb.cluster_name.clone(),
             broker_id,
-            broker_addr: hb.broker_addr.clone(),
             last_update_ms: now_ms,
             heartbeat_timeout_ms: hb
                 .heartbeat_timeout_millis
@@ -91,9 +87,7 @@ impl Liveness {
             conn,
             epoch: hb.epoch.unwrap_or(-1),
             max_offset: hb.max_offset.unwrap_or(-1),
-            confirm_offset: hb.confirm_offset.unwrap_or(-1),
             election_priority: hb.election_priority.unwrap_or(i32::MAX),
-            store_ready: hb.store_ready.unwrap_or(false),
         };
         let cluster = hb.cluster_name.as_deref();
         if let Some(live) = self.find_mut(cluster, broker_name, broker_id) {
@@ -102,7 +96,6 @@ impl Liveness {
             if epoch < live.epoch || (epoch == live.epoch && offset <= live.max_offset) {
                 fresh.epoch = live.epoch;
                 fresh.max_offset = live.max_offset;
-                fresh.confirm_offset = live.confirm_offset;
             }
             // Java keeps the first connection; following the broker to its current one means
             // closing that connection is noticed.
