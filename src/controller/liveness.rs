@@ -62,15 +62,6 @@ pub struct Liveness {
 }
 
 impl Liveness {
-    /// Entries (active or not yet expired by a scan).
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Records one 904. One without brokerName is not recorded: Java keys it under a null
     /// name no broker set can ever match.
     pub fn on_heartbeat(&mut self, hb: &Heartbeat, conn: Option<ConnRef>, now_ms: u64) {
@@ -182,6 +173,16 @@ impl Liveness {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Liveness {
+        fn len(&self) -> usize {
+            self.len
+        }
+
+        fn is_empty(&self) -> bool {
+            self.len == 0
+        }
+    }
 
     pub(crate) fn hb(
         name: &str,

@@ -79,10 +79,6 @@ impl NotifyOutbox {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.pending.is_empty()
-    }
-
     pub fn drain(&mut self) -> Vec<RoleChangeNotification> {
         self.pending.drain().map(|(_, n)| n).collect()
     }
@@ -146,7 +142,7 @@ mod tests {
         outbox.push(n(2));
         outbox.push(n(5));
         assert_eq!(outbox.drain(), vec![n(5)]);
-        assert!(outbox.is_empty());
+        assert!(outbox.drain().is_empty());
     }
 
     #[test]

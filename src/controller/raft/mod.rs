@@ -15,7 +15,7 @@ use protobuf::Message as _;
 use raft::eraftpb::{EntryType, Message, MessageType};
 use raft::{Config, RawNode, SnapshotStatus, StateRole};
 use records::StorageError;
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -596,15 +596,9 @@ pub fn raft_ids(peers: &[Peer]) -> Vec<u64> {
         })
         .collect();
     match numbered {
-        Some(ids) if distinct(&ids) => ids,
+        Some(ids) if ids.iter().collect::<BTreeSet<_>>().len() == ids.len() => ids,
         _ => (1..=peers.len() as u64).collect(),
     }
-}
-
-fn distinct(ids: &[u64]) -> bool {
-    let mut sorted = ids.to_vec();
-    sorted.sort_unstable();
-    sorted.windows(2).all(|w| w[0] != w[1])
 }
 
 #[cfg(test)]
