@@ -9,16 +9,14 @@ use std::collections::HashMap;
 /// Java's `DEFAULT_BROKER_CHANNEL_EXPIRED_TIME`, for a broker that sends no timeout of its own.
 pub const DEFAULT_HEARTBEAT_TIMEOUT_MS: i64 = 10_000;
 
-/// Brokers the table holds at most: heartbeats are unauthenticated, so without a bound a
-/// stream of invented names would grow the table for ever.
+/// Brokers the table holds at most (heartbeats are unauthenticated).
 pub const MAX_LIVE_BROKERS: usize = 100_000;
 
 /// The connection a heartbeat arrived on (opaque here).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ConnRef(pub u64);
 
-/// Java's `BrokerLiveInfo`, the fields something reads (the lease reads `storeReady` from
-/// the heartbeat itself).
+/// Java's `BrokerLiveInfo`, the fields something reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerLive {
     pub cluster_name: Option<String>,
@@ -62,8 +60,7 @@ pub struct Liveness {
 }
 
 impl Liveness {
-    /// Records one 904. One without brokerName is not recorded: Java keys it under a null
-    /// name no broker set can ever match.
+    /// Records one 904 (not one without brokerName: no broker set can match it).
     pub fn on_heartbeat(&mut self, hb: &Heartbeat, conn: Option<ConnRef>, now_ms: u64) {
         let (Some(broker_name), Some(broker_id)) = (hb.broker_name.as_deref(), hb.broker_id) else {
             return;
@@ -88,8 +85,7 @@ impl Liveness {
                 fresh.epoch = live.epoch;
                 fresh.max_offset = live.max_offset;
             }
-            // Java keeps the first connection; following the broker to its current one means
-            // closing that connection is noticed.
+            // Java keeps the first connection; following the broker notices its close.
             *live = fresh;
             return;
         }
@@ -134,16 +130,14 @@ impl Liveness {
             .is_some_and(|l| l.is_active(now_ms))
     }
 
-    /// Java's `scanNotActiveBroker`: removes and returns every entry silent for longer than
-    /// its timeout (now - last > timeout).
+    /// Java's `scanNotActiveBroker`: removes and returns the entries past their timeout.
     pub fn scan_not_active(&mut self, now_ms: u64) -> Vec<InactiveBroker> {
         self.remove_where(|l| {
             i128::from(now_ms) > deadline(l.last_update_ms, l.heartbeat_timeout_ms)
         })
     }
 
-    /// A connection closed: every broker that heartbeats on it is inactive now (Java: only
-    /// the first entry it finds for the channel).
+    /// A connection closed: every broker on it is inactive now (Java: only the first).
     pub fn connection_closed(&mut self, conn: ConnRef) -> Vec<InactiveBroker> {
         self.remove_where(|l| l.conn == Some(conn))
     }

@@ -13,8 +13,7 @@ use std::collections::VecDeque;
 
 /// How long a request may wait for its answer (Java's `WAIT_TIMEOUT_OUT`).
 pub const REQUEST_TIMEOUT_MS: u64 = 5_000;
-/// Queued requests beyond which new ones are answered SYSTEM_BUSY (a memory bound; Java parks
-/// callers instead).
+/// Queued requests beyond which new ones are answered SYSTEM_BUSY (a memory bound).
 pub const QUEUE_LIMIT: usize = 10_000;
 
 /// Why a node may not serve leader-only requests now: not the leader (2007), or the log
@@ -141,7 +140,7 @@ impl<T> Pipeline<T> {
         queued.into_iter().chain(flying).min()
     }
 
-    /// Queues a request; when the queue is full it is answered SYSTEM_BUSY in `out`.
+    /// Queues a request (SYSTEM_BUSY in `out` when the queue is full).
     pub fn submit(
         &mut self,
         origin: Origin<T>,
@@ -164,9 +163,8 @@ impl<T> Pipeline<T> {
         });
     }
 
-    /// Answers queued requests from the head until one needs the durable step (or none is
-    /// left). Call after `submit` and after `on_committed`. With `process_read_event` (Java's),
-    /// reads and writes without events wait for an empty entry.
+    /// Answers queued requests from the head until one needs the durable step. With
+    /// `process_read_event` (Java's), reads and writes without events wait for an empty entry.
     pub fn advance(
         &mut self,
         view: &View<'_>,
@@ -216,7 +214,7 @@ impl<T> Pipeline<T> {
     }
 
     /// A committed entry (whoever proposed it): applies its events to `state`, releases its
-    /// answer if it is the one in flight, returns the events (Err: undecodable, not applied).
+    /// answer if it is the one in flight, returns the events.
     pub fn on_committed(
         &mut self,
         proposal: Option<u64>,
@@ -243,8 +241,8 @@ impl<T> Pipeline<T> {
         Ok(events)
     }
 
-    /// Answers every request whose 5 s are up with Java's timeout error. A write in flight
-    /// keeps its place until its entry commits (the next request must see it applied).
+    /// Answers every request whose 5 s are up; a write in flight keeps its place until its
+    /// entry commits (the next request must see it applied).
     pub fn expire(&mut self, now_ms: u64, out: &mut Vec<Completed<T>>) {
         let timeout = || {
             Response::error(
@@ -266,8 +264,8 @@ impl<T> Pipeline<T> {
         }
     }
 
-    /// Leadership lost: the write in flight gets `in_flight` (its fate is the new leader's),
-    /// the requests never proposed get `queued` (2007: the caller retries at the leader).
+    /// Leadership lost: the write in flight gets `in_flight`, the requests never proposed get
+    /// `queued` (2007: the caller retries at the leader).
     pub fn lose_leadership(
         &mut self,
         in_flight: &Response,
@@ -280,8 +278,7 @@ impl<T> Pipeline<T> {
         self.fail_all(queued, out);
     }
 
-    /// Answers everything with `response` (leadership lost, the log failed, shutdown).
-    /// The write in flight is forgotten: under Raft another leader decides its fate.
+    /// Answers everything with `response`; the write in flight's fate is another leader's.
     pub fn fail_all(&mut self, response: &Response, out: &mut Vec<Completed<T>>) {
         if let Some(origin) = self.in_flight.take().and_then(|f| f.origin) {
             out.push(Completed::answer(origin, response.clone()));

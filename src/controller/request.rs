@@ -471,18 +471,13 @@ fn parse_broker_names(body: &[u8]) -> Result<Vec<String>, Response> {
     let items = root
         .items()
         .ok_or_else(|| Response::system_error("broker name list is not a JSON array"))?;
-    let mut names = Vec::with_capacity(items.len());
-    for item in items {
-        match item.as_str() {
-            Some(name) => names.push(name.to_owned()),
-            None => {
-                return Err(Response::system_error(format!(
-                    "broker name list holds a non-string: {}",
-                    item.to_text()
-                )))
-            }
-        }
-    }
+    let names = items
+        .map(|item| {
+            let non_string = || format!("broker name list holds a non-string: {}", item.to_text());
+            item.as_str().map(str::to_owned).ok_or_else(non_string)
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(Response::system_error)?;
     if names.is_empty() {
         return Err(Response::not_set());
     }

@@ -246,8 +246,7 @@ impl ControllerState {
                 broker_id,
                 ..
             } => {
-                // Java dereferences the set without a check (an NPE on its apply thread if
-                // it vanished); the change is meaningless then, so it is skipped.
+                // Java throws if the set vanished; the change is meaningless then: skipped.
                 let known = self
                     .replica_info(broker_name)
                     .is_some_and(|info| info.contains(*broker_id));
@@ -282,8 +281,7 @@ impl ControllerState {
             }
             return;
         }
-        // First id of this set, or one half of it was cleaned away: Java starts both halves
-        // afresh (which also restarts nextAssignBrokerId).
+        // First id of this set, or one half of it was cleaned away: both halves start afresh.
         let mut info = BrokerReplicaInfo::new(cluster_name.clone(), broker_name.to_owned());
         info.add_broker(broker_id, address, check_code);
         self.insert_replica_info(info);
@@ -330,8 +328,7 @@ impl ControllerState {
         }
         let mut sync_empty = false;
         if let Some(info) = self.sync_mut(broker_name) {
-            // Java removes the ids from the set without an epoch change, and keeps the
-            // master id even if it was one of them.
+            // Java: no epoch change, and the master id stays even if it was cleaned.
             for id in ids {
                 info.sync_state_set.remove(id);
             }

@@ -109,8 +109,7 @@ pub struct RaftGroup {
 }
 
 impl RaftGroup {
-    /// The group, and the state as of its snapshot (`status().applied`): raft-rs replays the
-    /// committed entries after it.
+    /// The group, and the state as of its snapshot (`status().applied`).
     pub fn open(
         dir: &Path,
         self_id: u64,
@@ -292,8 +291,7 @@ impl RaftGroup {
         self.process(out);
     }
 
-    /// As [`on_disk`](Self::on_disk), first waiting up to `timeout` for the writer (a group
-    /// of one's start).
+    /// As [`on_disk`](Self::on_disk), first waiting up to `timeout` for the writer.
     pub fn wait_disk(&mut self, timeout: std::time::Duration, out: &mut Vec<GroupEvent>) {
         if self.disk.is_manual() {
             return self.run_disk(out);
@@ -431,8 +429,7 @@ impl RaftGroup {
         }
     }
 
-    /// Tells raft-rs how far the state machine got. A snapshot from the leader counts only
-    /// once it is on disk (raft-rs's rule: applied <= persisted).
+    /// Tells raft-rs how far the state machine got (raft-rs's rule: applied <= persisted).
     fn advance_applied(&mut self) {
         let log = &self.node.raft.raft_log;
         let to = self.applied.min(log.committed).min(log.persisted);
@@ -511,8 +508,7 @@ impl RaftGroup {
                 );
                 out.push(GroupEvent::Serving { term: raft.term });
             }
-            // Empty entries too: a leader's own at election, and read barriers
-            // (processReadEvent) whose answer waits for them.
+            // Empty entries too: a new leader's, and read barriers (processReadEvent).
             let ours = self
                 .proposal
                 .as_ref()

@@ -33,8 +33,7 @@ pub trait Wake: Send + Sync {
     fn wake(&self);
 }
 
-/// What raft-rs reads: the hard state, the membership, the last snapshot and the entries
-/// after it. Only the loop thread touches it.
+/// What raft-rs reads; only the loop thread touches it.
 pub struct RaftStore {
     hard_state: HardState,
     conf_state: ConfState,
@@ -43,8 +42,7 @@ pub struct RaftStore {
     /// The state as of `snapshot_meta.index` (a group of one keeps none).
     snapshot_state: ControllerState,
     keeps_snapshot_state: bool,
-    /// Index and term of the entry before `entries[0]`: the snapshot's, or for a group of
-    /// one a later applied entry.
+    /// Index and term of the entry before `entries[0]`.
     offset: (u64, u64),
     entries: Vec<Entry>,
 }
@@ -268,8 +266,8 @@ fn read_snapshot(path: &Path) -> Result<Option<(SnapshotMetadata, ControllerStat
     Ok(Some((snap.get_metadata().clone(), state)))
 }
 
-/// Opens (creating) the store in `dir` for a group of `voters`: reads the snapshot, replays
-/// the log over it, and returns the store and the log's append handle.
+/// Opens (creating) the store in `dir`: the snapshot, the log replayed over it, the log's
+/// append handle and next sequence number.
 pub fn recover(dir: &Path, voters: &[u64]) -> Result<(RaftStore, File, u64), StorageError> {
     std::fs::create_dir_all(dir).map_err(records::io(dir, "create directory"))?;
     let _ = std::fs::remove_file(crate::durable_file::sibling(&log_path(dir), ".tmp"));
@@ -345,8 +343,7 @@ pub enum Job {
         snapshot: Option<Snapshot>,
         sync: bool,
     },
-    /// A local snapshot: the state is encoded here, written, and the log rewritten to
-    /// `keep` + `hard_state`.
+    /// A local snapshot: written, then the log rewritten to `keep` + `hard_state`.
     Compact {
         meta: SnapshotMetadata,
         state: ControllerState,
