@@ -32,34 +32,34 @@ impl<T> Controller<T> {
     ) -> Vec<ConnRef> {
         let gone = self.liveness.scan_not_active(now_ms);
         let conns = gone.iter().filter_map(|b| b.conn).collect();
-        for broker in &gone {
-            log::warn!(
-                "controller: broker {} id {} (cluster {}) stopped heartbeating",
-                broker.broker_name,
-                broker.broker_id,
-                broker.cluster_name.as_deref().unwrap_or("?")
-            );
-        }
-        self.brokers_inactive(&gone, now_ms, out);
+        let why = (log::Level::Warn, "stopped heartbeating");
+        self.brokers_inactive(&gone, why, now_ms, out);
         conns
     }
 
     /// A connection on the controller port closed: its brokers are inactive now.
     pub fn connection_closed(&mut self, conn: ConnRef, now_ms: u64, out: &mut Vec<Reply<T>>) {
         let gone = self.liveness.connection_closed(conn);
-        for broker in &gone {
-            log::info!(
-                "controller: broker {} id {} disconnected",
-                broker.broker_name,
-                broker.broker_id
-            );
-        }
-        self.brokers_inactive(&gone, now_ms, out);
+        let why = (log::Level::Info, "disconnected");
+        self.brokers_inactive(&gone, why, now_ms, out);
     }
 
     /// Java's `onBrokerInactive`: only the master's loss starts an election.
-    fn brokers_inactive(&mut self, gone: &[InactiveBroker], now_ms: u64, out: &mut Vec<Reply<T>>) {
+    fn brokers_inactive(
+        &mut self,
+        gone: &[InactiveBroker],
+        (level, why): (log::Level, &str),
+        now_ms: u64,
+        out: &mut Vec<Reply<T>>,
+    ) {
         for broker in gone {
+            log::log!(
+                level,
+                "controller: broker {} id {} (cluster {}) {why}",
+                broker.broker_name,
+                broker.broker_id,
+                broker.cluster_name.as_deref().unwrap_or("?")
+            );
             let is_master = self
                 .state
                 .sync_state(&broker.broker_name)

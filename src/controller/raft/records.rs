@@ -181,39 +181,27 @@ pub fn io<'a>(
 /// Opens (creating if needed) the log at `path`, reads it, cuts a torn tail off, and returns
 /// an append handle positioned at the end with what was read.
 pub fn open(path: &Path) -> Result<(File, Scan), StorageError> {
+    let mut f = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(io(path, "open"))?;
     let mut bytes = Vec::new();
-    match File::open(path) {
-        Ok(mut f) => {
-            f.read_to_end(&mut bytes).map_err(io(path, "read"))?;
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io(path, "open")(e)),
-    }
+    f.read_to_end(&mut bytes).map_err(io(path, "read"))?;
     let scan = scan(path, &bytes)?;
     if bytes.len() < MAGIC.len() {
         // New (or cut during creation): write the header and make the file itself durable.
-        let mut f = OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .open(path)
-            .map_err(io(path, "create"))?;
+        f.set_len(0).map_err(io(path, "truncate"))?;
         f.write_all(MAGIC).map_err(io(path, "write"))?;
         f.sync_all().map_err(io(path, "fsync"))?;
         let dir = crate::durable_file::parent_dir(path);
         crate::durable_file::sync_dir(dir).map_err(io(dir, "fsync"))?;
     } else if scan.valid_len < bytes.len() as u64 {
-        let f = OpenOptions::new()
-            .write(true)
-            .open(path)
-            .map_err(io(path, "open"))?;
+        // Appends go to the end, which is then the end of the last good record.
         f.set_len(scan.valid_len).map_err(io(path, "truncate"))?;
         f.sync_all().map_err(io(path, "fsync"))?;
     }
-    let f = OpenOptions::new()
-        .append(true)
-        .open(path)
-        .map_err(io(path, "open"))?;
     Ok((f, scan))
 }
 

@@ -612,22 +612,21 @@ impl RaftDisk {
     /// Stops the writer after the jobs it was given; returns their completions.
     pub fn close(&mut self) -> Vec<Completion> {
         self.run_manual();
-        self.jobs = None;
-        if let Some(thread) = self.thread.take() {
-            if thread.join().is_err() {
-                log::error!("controller Raft log writer thread panicked");
-            }
-        }
+        self.stop();
         self.completions.try_iter().collect()
+    }
+
+    fn stop(&mut self) {
+        self.jobs = None;
+        if self.thread.take().is_some_and(|t| t.join().is_err()) {
+            log::error!("controller Raft log writer thread panicked");
+        }
     }
 }
 
 impl Drop for RaftDisk {
     fn drop(&mut self) {
-        self.jobs = None;
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        self.stop();
     }
 }
 
