@@ -143,11 +143,7 @@ impl Event {
             return Err("event shorter than its 2-byte type id".to_owned());
         }
         let type_id = u16::from_be_bytes([bytes[0], bytes[1]]);
-        let limits = json::Limits {
-            max_depth: 8,
-            max_string_len: bytes.len(),
-        };
-        let doc = json::parse_borrowed(&bytes[2..], &limits)
+        let doc = json::parse_borrowed(&bytes[2..], &super::request::body_limits(bytes))
             .map_err(|e| format!("event type {type_id}: {e}"))?;
         let root = doc.root();
         if root.members().is_none() {

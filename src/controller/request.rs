@@ -417,7 +417,9 @@ pub fn java_bool(text: &str) -> bool {
     text.eq_ignore_ascii_case("true")
 }
 
-fn body_limits(body: &[u8]) -> json::Limits {
+/// Limits for the controller's own small JSON documents (bodies, events, snapshots): shallow,
+/// and no string longer than the document.
+pub(crate) fn body_limits(body: &[u8]) -> json::Limits {
     json::Limits {
         max_depth: 8,
         max_string_len: body.len().max(1),

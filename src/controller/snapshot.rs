@@ -99,10 +99,7 @@ pub fn decode(bytes: &[u8]) -> Result<(u64, ControllerState), String> {
 }
 
 fn decode_state(json_bytes: &[u8]) -> Result<ControllerState, String> {
-    let limits = json::Limits {
-        max_depth: 8,
-        max_string_len: json_bytes.len().max(1),
-    };
+    let limits = crate::controller::request::body_limits(json_bytes);
     let doc = json::parse_borrowed(json_bytes, &limits).map_err(|e| e.to_string())?;
     let root = doc.root();
     let mut state = ControllerState::default();
