@@ -250,8 +250,9 @@ fn elect_master(r: &ElectMaster, view: &View<'_>) -> Outcome {
         );
     };
     let old_master = sync.master_broker_id;
-    // The first master of a set is whoever asks first, alive or not (Java's behaviour).
-    let mut new_master = sync.is_first_time_for_elect().then_some(r.broker_id);
+    // The first master of a set (Java's `isFirstTimeForElect`: epoch 0) is whoever asks
+    // first, alive or not.
+    let mut new_master = (sync.master_epoch == 0).then_some(r.broker_id);
     if new_master.map_or(true, |m| m == -1) {
         let all: BTreeSet<i64>;
         let all_replicas = if view.enable_elect_unclean_master {
@@ -588,7 +589,7 @@ fn apply_broker_id(r: &ApplyBrokerId, view: &View<'_>) -> Outcome {
         None => refuse(format!(
             "Broker-set: {name} hasn't been registered in controller, but broker try to apply brokerId: {id}"
         )),
-        Some(replica) if !replica.contains(id) || replica.register_check_code(id) == Some(code) => {
+        Some(r) if r.brokers.get(&id).map_or(true, |b| b.register_check_code == code) => {
             Outcome::with_event(Response::with_header(SUCCESS, fields), event)
         }
         Some(_) => refuse(format!("Fail to apply brokerId: {id} in broker-set: {name}")),

@@ -49,12 +49,6 @@ impl BrokerReplicaInfo {
         self.brokers.get(&broker_id).map(|b| b.address.as_str())
     }
 
-    pub fn register_check_code(&self, broker_id: i64) -> Option<&str> {
-        self.brokers
-            .get(&broker_id)
-            .map(|b| b.register_check_code.as_str())
-    }
-
     fn add_broker(&mut self, broker_id: i64, address: &str, register_check_code: &str) {
         self.brokers.insert(
             broker_id,
@@ -118,11 +112,6 @@ impl SyncStateInfo {
             master_broker_id: None,
             master_stamp: None,
         }
-    }
-
-    /// No master was ever elected for this set (Java's `isFirstTimeForElect`).
-    pub fn is_first_time_for_elect(&self) -> bool {
-        self.master_epoch == 0
     }
 
     fn update_master(&mut self, master: Option<i64>) {
