@@ -70,16 +70,14 @@ impl WriteLeaseGate {
         }
     }
 
-    /// Moves `name`'s "known since" back by `age_ms` from `now_ms` (a restart: the change was
-    /// proposed that long ago, by this node's clock), never forward.
+    /// Moves `name`'s "known since" back to `now_ms - age_ms` (a restart), never forward.
     pub fn backdate(&mut self, name: &str, now_ms: u64, age_ms: u64) {
         if let Some(k) = self.known.get_mut(name) {
             k.since_ms = k.since_ms.min(clock(now_ms).saturating_sub(clock(age_ms)));
         }
     }
 
-    /// The grant body for this heartbeat, if it earns one (`electing`: an election of its set
-    /// is in flight).
+    /// The grant body for this heartbeat, if it earns one.
     pub fn grant(
         &mut self,
         hb: &Heartbeat,

@@ -295,8 +295,7 @@ fn elect_master(r: &ElectMaster, view: &View<'_>) -> Outcome {
         }
         Some(master) => elected(r, view, master),
         None if r.broker_id == -1 => {
-            // Controller-triggered (or a request that looks like one): record that the
-            // set has no master any more, which bumps masterEpoch.
+            // Controller-triggered (or looks like it): "no master" is recorded (masterEpoch + 1).
             Outcome::with_event(
                 Response::with_header(rc::CONTROLLER_MASTER_NOT_AVAILABLE, vec![])
                     .remark("Old master has down and failed to elect a new broker master"),

@@ -104,8 +104,7 @@ impl HeaderField for bool {
     }
 }
 
-/// Declares a typed header: its fields (in the order senders write them) with their wire
-/// names, and the parse and encode both sides use.
+/// Declares a typed header (fields in the order senders write them) and its parse and encode.
 macro_rules! header {
     ($(#[$doc:meta])* $name:ident { $($(#[$fdoc:meta])* $field:ident: $ty:ty = $key:expr,)* }) => {
         $(#[$doc])*
@@ -417,8 +416,7 @@ pub fn java_bool(text: &str) -> bool {
     text.eq_ignore_ascii_case("true")
 }
 
-/// Limits for the controller's own small JSON documents (bodies, events, snapshots): shallow,
-/// and no string longer than the document.
+/// Limits for the controller's small JSON documents (bodies, events, snapshots).
 pub(crate) fn body_limits(body: &[u8]) -> json::Limits {
     json::Limits {
         max_depth: 8,
