@@ -38,17 +38,9 @@ impl<T> Controller<T> {
         )
     }
 
-    /// As [`open`](Self::open), with the disk run by [`run_disk`](Self::run_disk) and the
-    /// caller's wall clock: deterministic simulations.
-    pub fn open_simulated(
-        config: ControllerConfig,
-        now_ms: u64,
-        wall: WallClock,
-    ) -> Result<Self, StartError> {
-        Self::open_with(config, Persistence::Manual, now_ms, wall)
-    }
-
-    fn open_with(
+    /// As [`open`](Self::open), with the caller's wall clock; with `Persistence::Manual` the
+    /// disk runs only in [`run_disk`](Self::run_disk) (deterministic simulations).
+    pub fn open_with(
         mut config: ControllerConfig,
         persistence: Persistence,
         now_ms: u64,
