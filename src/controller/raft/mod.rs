@@ -314,13 +314,7 @@ impl RaftGroup {
                     }
                 }
             }
-            Completion::Failed { number, error } => {
-                log::error!("controller Raft: Ready {number} not persisted: {error}");
-                if self.failed.is_none() {
-                    self.failed = Some(error.clone());
-                    out.push(GroupEvent::Failed(error));
-                }
-            }
+            Completion::Failed { error, .. } => self.fail(error, out),
             Completion::FileWritten { id, result } => {
                 out.push(GroupEvent::FileWritten { id, result })
             }

@@ -21,8 +21,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-pub const LOG_FILE: &str = "raft.log";
-pub const SNAPSHOT_FILE: &str = "raft.snapshot";
 const SNAPSHOT_MAGIC: &[u8; 8] = b"RMQCRSN1";
 const KIND_ENTRY: u8 = 1;
 const KIND_HARD_STATE: u8 = 2;
@@ -216,11 +214,11 @@ impl Storage for RaftStore {
 }
 
 pub fn log_path(dir: &Path) -> PathBuf {
-    dir.join(LOG_FILE)
+    dir.join("raft.log")
 }
 
 pub fn snapshot_path(dir: &Path) -> PathBuf {
-    dir.join(SNAPSHOT_FILE)
+    dir.join("raft.snapshot")
 }
 
 pub fn encode_snapshot_file(snap: &Snapshot) -> Vec<u8> {
@@ -604,8 +602,7 @@ impl RaftDisk {
     /// Manual mode: runs every job given so far (a disk that finished its work).
     pub fn run_manual(&mut self) {
         if let Some((writer, jobs)) = &mut self.manual {
-            let batch: Vec<Job> = jobs.try_iter().collect();
-            writer.run_batch(batch);
+            writer.run_batch(jobs.try_iter());
         }
     }
 
@@ -632,10 +629,7 @@ impl Drop for RaftDisk {
 
 fn run_thread(mut writer: Writer, jobs: Receiver<Job>, waker: Option<Arc<dyn Wake>>) {
     while let Ok(first) = jobs.recv() {
-        let batch: Vec<Job> = std::iter::once(first)
-            .chain(jobs.try_iter().take(MAX_BATCH - 1))
-            .collect();
-        writer.run_batch(batch);
+        writer.run_batch(std::iter::once(first).chain(jobs.try_iter().take(MAX_BATCH - 1)));
         if let Some(waker) = &waker {
             waker.wake();
         }
@@ -858,7 +852,7 @@ mod tests {
         std::fs::create_dir_all(&d).unwrap();
         std::fs::write(snapshot_path(&d), b"RMQCRSN1\0\0\0\0garbage").unwrap();
         let err = recover(&d, &[1, 2, 3]).err().unwrap().to_string();
-        assert!(err.contains(SNAPSHOT_FILE), "{err}");
+        assert!(err.contains("raft.snapshot"), "{err}");
         std::fs::remove_dir_all(&d).unwrap();
     }
 }
