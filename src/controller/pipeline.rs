@@ -293,7 +293,7 @@ impl<T> Pipeline<T> {
 mod tests {
     use super::*;
     use crate::controller::liveness::Liveness;
-    use crate::controller::request::{ApplyBrokerId, ElectMaster, ElectTrigger};
+    use crate::controller::request::{ApplyBrokerId, ElectMaster};
 
     /// Records proposals; commits only when the test says so.
     #[derive(Default)]
@@ -487,10 +487,7 @@ mod tests {
     fn controller_elections_are_tracked_per_broker_set() {
         let mut rig = Rig::new();
         rig.submit(1, apply_id("a", 1), 0);
-        let elect = LeaderRequest::ElectMaster(ElectMaster {
-            trigger: ElectTrigger::Controller,
-            ..ElectMaster::controller_trigger("a")
-        });
+        let elect = LeaderRequest::ElectMaster(ElectMaster::controller_trigger("a"));
         rig.pipeline.submit(
             Origin::Election {
                 broker_name: "a".into(),

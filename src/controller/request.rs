@@ -160,14 +160,6 @@ pub struct AlterSyncStateSet {
     pub body: Option<SyncStateSetBody>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ElectTrigger {
-    /// A broker electing itself, or mqadmin electMaster (designateElect=true).
-    Request,
-    /// The controller itself, after a master went inactive (never on the wire).
-    Controller,
-}
-
 /// 1002 CONTROLLER_ELECT_MASTER (`ElectMasterRequestHeader`, with its initial values).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ElectMaster {
@@ -175,7 +167,6 @@ pub struct ElectMaster {
     pub broker_name: String,
     pub broker_id: i64,
     pub designate_elect: bool,
-    pub trigger: ElectTrigger,
 }
 
 impl ElectMaster {
@@ -186,7 +177,6 @@ impl ElectMaster {
             broker_name: broker_name.to_owned(),
             broker_id: -1,
             designate_elect: false,
-            trigger: ElectTrigger::Controller,
         }
     }
 }
@@ -281,8 +271,7 @@ impl ControllerRequest {
         }
     }
 
-    /// The request as a broker or `mqadmin` writes it; [`parse`] gives it back (a
-    /// controller-triggered election as a requested one: the trigger is not on the wire).
+    /// The request as a broker or `mqadmin` writes it; [`parse`] gives it back.
     pub fn encode(&self) -> Encoded<'_> {
         let mut e = Encoded::new(self.code());
         match self {
@@ -380,7 +369,6 @@ pub fn parse(cmd: &RemotingCommand) -> Result<ControllerRequest, Response> {
             broker_name: text(BROKER_NAME).unwrap_or_default(),
             broker_id: Option::<i64>::read(cmd, BROKER_ID).unwrap_or(-1),
             designate_elect: HeaderField::read(cmd, DESIGNATE_ELECT),
-            trigger: ElectTrigger::Request,
         }),
         code::CONTROLLER_REGISTER_BROKER => {
             LeaderRequest::RegisterBroker(RegisterBroker::read(cmd))
@@ -532,7 +520,6 @@ mod tests {
                 broker_name: String::new(),
                 broker_id: -1,
                 designate_elect: false,
-                trigger: ElectTrigger::Request,
             }))
         );
         let parsed = parse(&RemotingCommand::for_test(
@@ -651,7 +638,6 @@ mod tests {
                 broker_name: "b".into(),
                 broker_id: 2,
                 designate_elect: true,
-                trigger: ElectTrigger::Request,
             })),
             leader(LeaderRequest::RegisterBroker(RegisterBroker {
                 cluster_name: text("c"),
@@ -734,7 +720,6 @@ mod tests {
             panic!("{:?}", back[3]);
         };
         assert_eq!((m.broker_name.as_str(), m.broker_id), ("b", -1));
-        assert_eq!(m.trigger, ElectTrigger::Request);
     }
 
     /// 1001's body as brokers and rmq-bench have always written it.

@@ -13,8 +13,8 @@ use crate::args::Options;
 use crate::report::{sample_proc, ProcSample};
 use rmq_namesrv::client::Client;
 use rmq_namesrv::controller::request::{
-    ApplyBrokerId, CleanBrokerData, ControllerRequest, ElectMaster, ElectTrigger, Heartbeat,
-    LeaderRequest, RegisterBroker,
+    ApplyBrokerId, CleanBrokerData, ControllerRequest, ElectMaster, Heartbeat, LeaderRequest,
+    RegisterBroker,
 };
 use rmq_namesrv::remoting::codes::version;
 use rmq_namesrv::remoting::command::{RemotingCommand, SerializeType};
@@ -98,7 +98,6 @@ fn elect_master(name: &str, id: i64) -> ControllerRequest {
         broker_name: name.into(),
         broker_id: id,
         designate_elect: false,
-        trigger: ElectTrigger::Request,
     }))
 }
 
