@@ -402,7 +402,7 @@ fn settings_of(values: &BTreeMap<&'static str, String>) -> Settings {
 }
 
 /// A checked update, not yet applied: the log writer writes [`file_content`](Self::file_content)
-/// to [`path`](Self::path), then `next` is adopted.
+/// to `next`'s `config_store_path`, then `next` is adopted.
 #[derive(Debug, Clone)]
 pub struct PlannedUpdate {
     pub next: ControllerConfig,
@@ -410,10 +410,6 @@ pub struct PlannedUpdate {
 }
 
 impl PlannedUpdate {
-    pub fn path(&self) -> PathBuf {
-        self.next.config_store_path()
-    }
-
     /// Every key ever updated, with its current value.
     pub fn file_content(&self) -> Vec<u8> {
         let mut text = String::from(
@@ -443,7 +439,11 @@ mod tests {
         fn update(&mut self, body: &[u8]) -> Result<Vec<String>, UpdateError> {
             let plan = self.plan_update(body)?;
             if !plan.keys.is_empty() {
-                crate::durable_file::replace_file(&plan.path(), &plan.file_content()).unwrap();
+                crate::durable_file::replace_file(
+                    &plan.next.config_store_path(),
+                    &plan.file_content(),
+                )
+                .unwrap();
                 *self = plan.next;
             }
             Ok(plan.keys)

@@ -356,7 +356,8 @@ impl<T> Controller<T> {
                 Ok(plan) => {
                     self.next_file_job += 1;
                     let id = self.next_file_job;
-                    match self.group.write_file(id, plan.path(), plan.file_content()) {
+                    let path = plan.next.config_store_path();
+                    match self.group.write_file(id, path, plan.file_content()) {
                         Ok(()) => {
                             update.writing = Some((id, plan));
                             self.config_updates.push_front(update);
