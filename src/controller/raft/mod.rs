@@ -382,8 +382,7 @@ impl RaftGroup {
                 self.fail(why, out);
                 return;
             }
-            let hard_state = rd.hs().cloned();
-            if let Some(hs) = &hard_state {
+            if let Some(hs) = rd.hs() {
                 self.node.mut_store().set_hard_state(hs.clone());
             }
             self.apply(rd.take_committed_entries(), out);

@@ -563,23 +563,22 @@ impl RaftDisk {
             broken: None,
             done: done_tx,
         };
-        let mut disk = RaftDisk {
-            jobs: Some(job_tx),
-            completions: done_rx,
-            thread: None,
-            manual: None,
-        };
-        match persistence {
-            Persistence::Manual => disk.manual = Some((writer, job_rx)),
+        let (thread, manual) = match persistence {
+            Persistence::Manual => (None, Some((writer, job_rx))),
             Persistence::Thread(waker) => {
                 let thread = std::thread::Builder::new()
                     .name("controller-raft-log".into())
                     .spawn(move || run_thread(writer, job_rx, waker))
                     .map_err(records::io(dir, "start the Raft log writer thread"))?;
-                disk.thread = Some(thread);
+                (Some(thread), None)
             }
-        }
-        Ok(disk)
+        };
+        Ok(RaftDisk {
+            jobs: Some(job_tx),
+            completions: done_rx,
+            thread,
+            manual,
+        })
     }
 
     pub fn send(&self, job: Job) -> Result<(), StorageError> {
