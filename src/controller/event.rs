@@ -75,13 +75,9 @@ impl Event {
         }
     }
 
+    /// The type id, then fastjson's JSON of the event (members alphabetical, nulls left out).
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.type_id().to_be_bytes());
-        self.write_json(out);
-    }
-
-    /// fastjson's JSON of the event: members alphabetical, nulls left out.
-    fn write_json(&self, out: &mut Vec<u8>) {
         let text = |s: &str| Some(Value::Str(s.to_owned()));
         let ids =
             |ids: &BTreeSet<i64>| Value::Array(ids.iter().map(|id| Value::Int(*id)).collect());
