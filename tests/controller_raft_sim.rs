@@ -18,7 +18,7 @@
 #[path = "controller_harness/mod.rs"]
 mod harness;
 
-use harness::{decode, frame, request_header};
+use harness::{decode, frame, request_header, ExtValue};
 use rmq_namesrv::controller::raft::{Persistence::Manual, WallClock};
 use rmq_namesrv::controller::{ConnRef, Controller, ControllerConfig, Reply};
 use rmq_namesrv::remoting::command::RemotingCommand;

@@ -9,7 +9,7 @@
 #[path = "controller_harness/mod.rs"]
 mod harness;
 
-use harness::Node;
+use harness::{ExtValue, Node};
 use rmq_namesrv::controller::event::Event;
 use rmq_namesrv::controller::liveness::Liveness;
 use rmq_namesrv::controller::replicas::{self, Outcome, View};

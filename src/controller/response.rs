@@ -64,15 +64,6 @@ impl Response {
         Response::error(code::SYSTEM_ERROR, "not set any response code")
     }
 
-    /// The value of one ext field, for tests and logs.
-    pub fn ext_value(&self, key: &str) -> Option<&str> {
-        let fields = self.ext.as_ref()?;
-        fields
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, v)| v.as_str())
-    }
-
     pub fn encode(&self, opaque: i32, serialize_type: SerializeType, out: &mut Vec<u8>) {
         let header = (self.code, opaque, FLAG_RESPONSE, self.remark.as_deref());
         let ext = self.ext.as_deref();
@@ -120,6 +111,17 @@ fn encode(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Response {
+        /// The value of one ext field (unit tests; integration tests have the harness's).
+        pub(crate) fn ext_value(&self, key: &str) -> Option<&str> {
+            let fields = self.ext.as_ref()?;
+            fields
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| v.as_str())
+        }
+    }
 
     #[test]
     fn a_header_object_with_no_fields_still_writes_ext_fields() {

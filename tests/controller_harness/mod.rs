@@ -5,7 +5,7 @@
 
 use bytes::Bytes;
 use mio::{Events, Poll, Token, Waker};
-use rmq_namesrv::controller::{ConnRef, Controller, ControllerConfig, Reply, Wake};
+use rmq_namesrv::controller::{ConnRef, Controller, ControllerConfig, Reply, Response, Wake};
 use rmq_namesrv::remoting::command::{DecodeLimits, RemotingCommand, SerializeType};
 use rmq_namesrv::test_support::TempDir;
 use std::path::{Path, PathBuf};
@@ -55,6 +55,21 @@ pub fn split(frame: &[u8]) -> (String, Vec<u8>) {
 }
 
 pub const WAKE: Token = Token(7);
+
+/// The value of one ext field of a controller answer.
+pub trait ExtValue {
+    fn ext_value(&self, key: &str) -> Option<&str>;
+}
+
+impl ExtValue for Response {
+    fn ext_value(&self, key: &str) -> Option<&str> {
+        let fields = self.ext.as_ref()?;
+        fields
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
 
 /// The controller's log writer wakes the test's poll.
 pub struct PollWaker(Waker);
