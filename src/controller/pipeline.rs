@@ -295,6 +295,17 @@ mod tests {
     use crate::controller::liveness::Liveness;
     use crate::controller::request::{ApplyBrokerId, ElectMaster};
 
+    impl Response {
+        /// The value of one ext field (integration tests have the harness's `ExtValue`).
+        fn ext_value(&self, key: &str) -> Option<&str> {
+            let fields = self.ext.as_ref()?;
+            fields
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| v.as_str())
+        }
+    }
+
     /// Records proposals; commits only when the test says so.
     #[derive(Default)]
     struct Manual {

@@ -112,17 +112,6 @@ fn encode(
 mod tests {
     use super::*;
 
-    impl Response {
-        /// The value of one ext field (unit tests; integration tests have the harness's).
-        pub(crate) fn ext_value(&self, key: &str) -> Option<&str> {
-            let fields = self.ext.as_ref()?;
-            fields
-                .iter()
-                .find(|(k, _)| *k == key)
-                .map(|(_, v)| v.as_str())
-        }
-    }
-
     #[test]
     fn a_header_object_with_no_fields_still_writes_ext_fields() {
         let mut out = Vec::new();
