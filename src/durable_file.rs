@@ -23,10 +23,7 @@ pub fn sibling(path: &Path, suffix: &str) -> PathBuf {
 
 /// Returns once the new content is on disk.
 pub fn replace_file(path: &Path, content: &[u8]) -> io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
+    let dir = parent_dir(path);
     fs::create_dir_all(dir)?;
     let bak_tmp = sibling(path, ".bak.tmp");
     let tmp = sibling(path, ".tmp");
@@ -66,7 +63,16 @@ fn write_and_sync(path: &Path, content: &[u8]) -> io::Result<()> {
     file.sync_all()
 }
 
-fn sync_dir(dir: &Path) -> io::Result<()> {
+/// The directory holding `path` ("." for a bare file name).
+pub fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// fsync of a directory (makes a create or rename in it durable).
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
     // Directories can be opened read-only and fsynced on Unix; elsewhere this is a no-op.
     match File::open(dir) {
         Ok(d) => d.sync_all().or(Ok(())),

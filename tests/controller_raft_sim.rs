@@ -18,9 +18,8 @@
 #[path = "controller_harness/mod.rs"]
 mod harness;
 
-use harness::TempDir;
-use harness::{decode, frame, request_header};
-use rmq_namesrv::controller::raft::WallClock;
+use harness::{decode, frame, request_header, ExtValue, TempDir};
+use rmq_namesrv::controller::raft::{Persistence::Manual, WallClock};
 use rmq_namesrv::controller::{ConnRef, Controller, ControllerConfig, Reply};
 use rmq_namesrv::remoting::command::RemotingCommand;
 use rmq_namesrv::remoting::json;
@@ -82,7 +81,7 @@ fn wall_clock(wall: &Arc<AtomicU64>) -> WallClock {
 }
 
 fn open(dir: &Path, me: usize, now: u64, wall: &Arc<AtomicU64>) -> Controller<u64> {
-    Controller::open_simulated(config(dir, me), now, wall_clock(wall)).expect("opens")
+    Controller::open_with(config(dir, me), Manual, now, wall_clock(wall)).expect("opens")
 }
 
 /// What a request changes once acknowledged.
@@ -750,7 +749,7 @@ fn measure_rss_and_log_size_after_100k_events() {
         // The default snapshot cadence (10,000 events), not the simulation's 7.
         .map(|i| {
             let wall = Arc::new(AtomicU64::new(WALL_EPOCH_MS));
-            Controller::open_simulated(config_with(&dir, i, "10000"), 0, wall_clock(&wall))
+            Controller::open_with(config_with(&dir, i, "10000"), Manual, 0, wall_clock(&wall))
                 .expect("opens")
         })
         .collect();

@@ -9,14 +9,13 @@
 #[path = "controller_harness/mod.rs"]
 mod harness;
 
-use harness::Node;
-use harness::TempDir;
+use harness::{ExtValue, Node, TempDir};
 use rmq_namesrv::controller::event::Event;
 use rmq_namesrv::controller::liveness::Liveness;
 use rmq_namesrv::controller::replicas::{self, Outcome, View};
 use rmq_namesrv::controller::request::{
-    AlterSyncStateSet, ApplyBrokerId, CleanBrokerData, ElectMaster, ElectTrigger, LeaderRequest,
-    RegisterBroker, SyncStateSetBody,
+    AlterSyncStateSet, ApplyBrokerId, CleanBrokerData, ElectMaster, LeaderRequest, RegisterBroker,
+    SyncStateSetBody,
 };
 use rmq_namesrv::controller::state::ControllerState;
 use rmq_namesrv::controller::ConnRef;
@@ -40,15 +39,15 @@ struct Tables {
 impl Tables {
     fn new() -> Tables {
         Tables {
-            state: ControllerState::new(),
-            liveness: Liveness::new(),
+            state: ControllerState::default(),
+            liveness: Liveness::default(),
             unclean: false,
         }
     }
 
     /// Exactly `ids` alive (Java's `(a, b, c) -> ...` predicates), with progress per id.
     fn alive(&mut self, beats: &[(i64, i32, i64, i32)]) {
-        self.liveness = Liveness::new();
+        self.liveness = Liveness::default();
         for &(id, epoch, offset, priority) in beats {
             self.liveness.on_heartbeat(
                 &rmq_namesrv::controller::request::Heartbeat {
@@ -120,13 +119,12 @@ impl Tables {
         );
     }
 
-    fn elect(&mut self, id: i64, trigger: ElectTrigger, designate: bool) -> Outcome {
+    fn elect(&mut self, id: i64, designate: bool) -> Outcome {
         self.run(LeaderRequest::ElectMaster(ElectMaster {
             cluster_name: CLUSTER.into(),
             broker_name: NAME.into(),
             broker_id: id,
             designate_elect: designate,
-            trigger,
         }))
     }
 
@@ -171,15 +169,9 @@ impl Tables {
         for (i, ip) in IPS.iter().enumerate() {
             self.register(ip, i as i64 + 1, None);
         }
-        assert_eq!(self.elect(1, ElectTrigger::Request, false).response.code, 0);
-        assert_eq!(
-            self.elect(2, ElectTrigger::Request, false).response.code,
-            2011
-        );
-        assert_eq!(
-            self.elect(3, ElectTrigger::Request, false).response.code,
-            2011
-        );
+        assert_eq!(self.elect(1, false).response.code, 0);
+        assert_eq!(self.elect(2, false).response.code, 2011);
+        assert_eq!(self.elect(3, false).response.code, 2011);
         assert_eq!(self.alter(1, 1, &[1, 2, 3], 1).response.code, 0);
     }
 }
@@ -198,10 +190,10 @@ fn register_with_master_exist_resp() {
     t.alive_ids(&[1, 2, 3]);
     t.register(IPS[0], 1, None);
     t.register(IPS[1], 2, None);
-    assert_eq!(t.elect(1, ElectTrigger::Request, false).response.code, 0);
-    assert_eq!(t.elect(2, ElectTrigger::Request, false).response.code, 2011);
+    assert_eq!(t.elect(1, false).response.code, 0);
+    assert_eq!(t.elect(2, false).response.code, 2011);
     t.register(IPS[2], 3, Some(1));
-    assert_eq!(t.elect(3, ElectTrigger::Request, false).response.code, 2011);
+    assert_eq!(t.elect(3, false).response.code, 2011);
     assert_eq!(t.replicas(), (Some(1), 1, 1, vec![1], vec![2, 3]));
 }
 
@@ -210,7 +202,7 @@ fn register_with_old_master_inactive() {
     let mut t = Tables::new();
     t.mock_meta_data();
     t.alive_ids(&[3]);
-    let outcome = t.elect(3, ElectTrigger::Request, false);
+    let outcome = t.elect(3, false);
     assert_eq!(outcome.response.code, 0);
     assert_eq!(outcome.response.ext_value("masterAddress"), Some(IPS[2]));
     assert_eq!(t.replicas(), (Some(3), 2, 3, vec![3], vec![1, 2]));
@@ -270,17 +262,14 @@ fn elect_master_by_controller_then_by_administrator() {
     assert_eq!(t.alter(master, 2, &[1, 2, 3], 3).response.code, 0);
     // The administrator designates 1, which is not alive.
     t.alive_ids(&[2, 3]);
-    assert_eq!(t.elect(1, ElectTrigger::Request, true).response.code, 2012);
+    assert_eq!(t.elect(1, true).response.code, 2012);
     // ... designates the current master, which is alive.
     t.alive_ids(&[1, 2, 3]);
-    assert_eq!(
-        t.elect(master, ElectTrigger::Request, true).response.code,
-        2011
-    );
+    assert_eq!(t.elect(master, true).response.code, 2011);
     // ... designates 1 while the current master is down.
     let others: Vec<i64> = [1, 2, 3].into_iter().filter(|id| *id != master).collect();
     t.alive_ids(&others);
-    let third = t.elect(1, ElectTrigger::Request, true);
+    let third = t.elect(1, true);
     assert_eq!(third.response.code, 0);
     assert_eq!(third.response.ext_value("masterBrokerId"), Some("1"));
     assert_eq!(third.response.ext_value("masterAddress"), Some(IPS[0]));
@@ -306,9 +295,9 @@ fn all_replicas_shutdown_and_restart() {
     let (master, master_epoch, _, in_sync, _) = t.replicas();
     assert_eq!((master, master_epoch, in_sync), (None, 2, vec![1]));
     // Broker 2 is not in the set: it cannot take over; with unclean elections it can.
-    assert_eq!(t.elect(2, ElectTrigger::Request, false).response.code, 2012);
+    assert_eq!(t.elect(2, false).response.code, 2012);
     t.unclean = true;
-    let unclean = t.elect(2, ElectTrigger::Request, false);
+    let unclean = t.elect(2, false);
     assert_eq!(unclean.response.code, 0);
     assert_eq!(t.replicas().0, Some(2));
 }

@@ -1,26 +1,14 @@
-//! Response bodies in fastjson's dialect: `SyncStateSet`, `ElectMasterResponseBody` (with its
-//! `BrokerMemberGroup`) and `BrokerReplicasInfo`.
+//! Response bodies in fastjson's dialect: `ElectMasterResponseBody` (with its
+//! `BrokerMemberGroup`) and `BrokerReplicasInfo` (`SyncStateSet` is `request`'s).
 //!
 //! fastjson writes getters alphabetically and leaves nulls out; a `Map<Long, String>` gets
-//! bare numeric keys (`{1:"127.0.0.1:30911"}`), which Java peers read back (and so does our
-//! JSON reader). Sets and maps keyed by broker id are written in ascending id order, which
-//! is also what Java's HashSet/HashMap give for small ids; broker sets in `BrokerReplicasInfo`
-//! are sorted by name.
+//! bare numeric keys (`{1:"127.0.0.1:30911"}`). Ids go in ascending order (what Java's
+//! HashSet/HashMap give for small ids), broker sets by name.
 
 use super::event::ObjectWriter;
-use super::state::BrokerReplicaInfo;
+use super::state::{BrokerReplicaInfo, SyncStateInfo};
 use crate::remoting::json;
 use std::collections::BTreeSet;
-
-/// `{"syncStateSet":[1,2],"syncStateSetEpoch":3}`.
-pub fn sync_state_set(set: &BTreeSet<i64>, epoch: i32) -> Vec<u8> {
-    let mut out = Vec::with_capacity(48 + set.len() * 4);
-    let mut w = ObjectWriter::new(&mut out);
-    w.ids("syncStateSet", set);
-    w.int("syncStateSetEpoch", i64::from(epoch));
-    w.finish();
-    out
-}
 
 /// `ElectMasterResponseBody`: the member group (only on a successful election) and a set.
 pub fn elect_master(group: Option<&BrokerReplicaInfo>, set: &BTreeSet<i64>) -> Vec<u8> {
@@ -45,66 +33,57 @@ fn member_group(out: &mut Vec<u8>, info: &BrokerReplicaInfo) {
         json::write_str(out, &broker.address);
     }
     addrs.end();
-    w.str("brokerName", info.broker_name());
-    w.opt_str("cluster", info.cluster_name());
+    w.str("brokerName", &info.broker_name);
+    w.opt_str("cluster", info.cluster_name.as_deref());
     w.finish();
 }
 
-/// One broker id in `BrokerReplicasInfo.ReplicaIdentity`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReplicaIdentity<'a> {
-    pub broker_name: &'a str,
-    pub broker_id: i64,
-    pub broker_address: &'a str,
-    pub alive: bool,
-}
-
-/// One broker set in `BrokerReplicasInfo.ReplicasInfo`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReplicasInfo<'a> {
-    pub broker_name: &'a str,
-    pub master_broker_id: Option<i64>,
-    pub master_address: Option<&'a str>,
-    pub master_epoch: i32,
-    pub sync_state_set_epoch: i32,
-    pub in_sync: Vec<ReplicaIdentity<'a>>,
-    pub not_in_sync: Vec<ReplicaIdentity<'a>>,
-}
-
-/// `{"replicasInfoTable":{name: ReplicasInfo, ...}}`; `sets` must be sorted by name, unique.
-pub fn broker_replicas_info(sets: &[ReplicasInfo<'_>]) -> Vec<u8> {
+/// `{"replicasInfoTable":{name: ReplicasInfo, ...}}` of `sets` (sorted by name, unique).
+pub fn broker_replicas_info(
+    sets: &[(&BrokerReplicaInfo, &SyncStateInfo)],
+    alive: impl Fn(&BrokerReplicaInfo, i64) -> bool,
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + sets.len() * 320);
     let mut w = ObjectWriter::new(&mut out);
     let mut table = json::Seq::object(w.key("replicasInfoTable"));
-    for set in sets {
-        replicas_info(table.key(set.broker_name), set);
+    for (replica, sync) in sets {
+        let mut w = ObjectWriter::new(table.key(&replica.broker_name));
+        let in_sync = |id: i64| sync.sync_state_set.contains(&id);
+        replica_list(w.key("inSyncReplicas"), replica, &in_sync, &alive);
+        let master = sync.master_broker_id;
+        w.opt_str("masterAddress", master.and_then(|m| replica.address(m)));
+        if let Some(id) = master {
+            w.int("masterBrokerId", id);
+        }
+        w.int("masterEpoch", i64::from(sync.master_epoch));
+        replica_list(
+            w.key("notInSyncReplicas"),
+            replica,
+            &|id| !in_sync(id),
+            &alive,
+        );
+        w.int("syncStateSetEpoch", i64::from(sync.sync_state_set_epoch));
+        w.finish();
     }
     table.end();
     w.finish();
     out
 }
 
-fn replicas_info(out: &mut Vec<u8>, set: &ReplicasInfo<'_>) {
-    let mut w = ObjectWriter::new(out);
-    replica_list(w.key("inSyncReplicas"), &set.in_sync);
-    w.opt_str("masterAddress", set.master_address);
-    if let Some(id) = set.master_broker_id {
-        w.int("masterBrokerId", id);
-    }
-    w.int("masterEpoch", i64::from(set.master_epoch));
-    replica_list(w.key("notInSyncReplicas"), &set.not_in_sync);
-    w.int("syncStateSetEpoch", i64::from(set.sync_state_set_epoch));
-    w.finish();
-}
-
-fn replica_list(out: &mut Vec<u8>, replicas: &[ReplicaIdentity<'_>]) {
+/// The `ReplicaIdentity` list of the ids of `replica` that `take` selects.
+fn replica_list(
+    out: &mut Vec<u8>,
+    replica: &BrokerReplicaInfo,
+    take: &dyn Fn(i64) -> bool,
+    alive: &impl Fn(&BrokerReplicaInfo, i64) -> bool,
+) {
     let mut list = json::Seq::array(out);
-    for r in replicas {
+    for (&id, broker) in replica.brokers.iter().filter(|(id, _)| take(**id)) {
         let mut w = ObjectWriter::new(list.item());
-        w.bool("alive", r.alive);
-        w.str("brokerAddress", r.broker_address);
-        w.int("brokerId", r.broker_id);
-        w.str("brokerName", r.broker_name);
+        w.bool("alive", alive(replica, id));
+        w.str("brokerAddress", &broker.address);
+        w.int("brokerId", id);
+        w.str("brokerName", &replica.broker_name);
         w.finish();
     }
     list.end();
@@ -119,11 +98,7 @@ mod tests {
     #[test]
     fn bodies_match_the_java_shapes() {
         let set: BTreeSet<i64> = [2, 1].into_iter().collect();
-        assert_eq!(
-            sync_state_set(&set, 3),
-            b"{\"syncStateSet\":[1,2],\"syncStateSetEpoch\":3}"
-        );
-        let mut state = ControllerState::new();
+        let mut state = ControllerState::default();
         for (id, addr) in [(1, "127.0.0.1:30911"), (2, "127.0.0.1:30921")] {
             state.apply(&Event::ApplyBrokerId {
                 cluster_name: Some("DefaultCluster".into()),
@@ -140,25 +115,13 @@ mod tests {
             "{\"brokerMemberGroup\":{\"brokerAddrs\":{1:\"127.0.0.1:30911\",2:\"127.0.0.1:30921\"},\"brokerName\":\"broker-a\",\"cluster\":\"DefaultCluster\"},\"syncStateSet\":[1]}"
         );
         assert_eq!(elect_master(None, &set), b"{\"syncStateSet\":[1,2]}");
-        let body = broker_replicas_info(&[ReplicasInfo {
-            broker_name: "broker-a",
-            master_broker_id: Some(1),
-            master_address: Some("127.0.0.1:30911"),
-            master_epoch: 1,
-            sync_state_set_epoch: 1,
-            in_sync: vec![ReplicaIdentity {
-                broker_name: "broker-a",
-                broker_id: 1,
-                broker_address: "127.0.0.1:30911",
-                alive: true,
-            }],
-            not_in_sync: vec![ReplicaIdentity {
-                broker_name: "broker-a",
-                broker_id: 2,
-                broker_address: "127.0.0.1:30921",
-                alive: false,
-            }],
-        }]);
+        state.apply(&Event::ElectMaster {
+            broker_name: "broker-a".into(),
+            new_master_elected: true,
+            new_master_broker_id: Some(1),
+        });
+        let set = state.broker_set("broker-a").unwrap();
+        let body = broker_replicas_info(&[set], |_, id| id == 1);
         assert_eq!(
             String::from_utf8(body).unwrap(),
             "{\"replicasInfoTable\":{\"broker-a\":{\"inSyncReplicas\":[{\"alive\":true,\"brokerAddress\":\"127.0.0.1:30911\",\"brokerId\":1,\"brokerName\":\"broker-a\"}],\"masterAddress\":\"127.0.0.1:30911\",\"masterBrokerId\":1,\"masterEpoch\":1,\"notInSyncReplicas\":[{\"alive\":false,\"brokerAddress\":\"127.0.0.1:30921\",\"brokerId\":2,\"brokerName\":\"broker-a\"}],\"syncStateSetEpoch\":1}}}"

@@ -1,10 +1,7 @@
-//! The Controller's request and response codes (RocketMQ 5.x `RequestCode` / `ResponseCode`)
-//! and their names, kept apart from the name server's table in `remoting::codes` because the
-//! Controller answers them on its own port only: the name-server port keeps answering them
-//! with REQUEST_CODE_NOT_SUPPORTED, as Java does.
+//! The Controller's request and response codes and their names, apart from the name server's
+//! table in `remoting::codes`: the name-server port answers them REQUEST_CODE_NOT_SUPPORTED.
 
-/// Declares a `mod` of code constants and the function naming them ("UNKNOWN" otherwise), so
-/// a code and its name are one line.
+/// Declares a `mod` of code constants and the function naming them ("UNKNOWN" otherwise).
 macro_rules! named_codes {
     ($(#[$mdoc:meta])* mod $module:ident, fn $name_fn:ident, extra [$($extra:literal => $extra_name:literal),*];
      $($(#[$doc:meta])* $name:ident = $code:literal;)*) => {
@@ -46,8 +43,7 @@ named_codes! {
 }
 
 named_codes! {
-    /// Response codes 2000-2016 (the generic ones, 0/1/2/3/16, are `remoting::codes::response`,
-    /// and named here too).
+    /// Response codes 2000-2016 (the generic ones are `remoting::codes::response`'s).
     mod response, fn response_name, extra [0 => "SUCCESS", 1 => "SYSTEM_ERROR", 2 => "SYSTEM_BUSY",
         3 => "REQUEST_CODE_NOT_SUPPORTED", 16 => "NO_PERMISSION"];
     CONTROLLER_FENCED_MASTER_EPOCH = 2000;
@@ -65,9 +61,8 @@ named_codes! {
     CONTROLLER_ELECT_MASTER_FAILED = 2012;
     CONTROLLER_ALTER_SYNC_STATE_SET_FAILED = 2013;
     CONTROLLER_BROKER_ID_INVALID = 2014;
-    /// Java's JRaft flavour only; never produced here (controllerType=jRaft is refused).
+    /// 2015 and 2016 are Java's JRaft flavour only; never produced here.
     CONTROLLER_JRAFT_INTERNAL_ERROR = 2015;
-    /// Java's JRaft flavour only; never produced here.
     CONTROLLER_BROKER_LIVE_INFO_NOT_EXISTS = 2016;
 }
 

@@ -1,18 +1,9 @@
-//! `ControllerConfig`: the Java controller keys, read from the name server's `-c` file
-//! (through a key lookup), checked, updated at runtime by UPDATE_CONTROLLER_CONFIG (1009)
-//! and shown by GET_CONTROLLER_CONFIG (1010).
-//!
-//! One table row per key: Java name, default, check and `Effect`. Settings that would promise
-//! what is not done are refused: `controllerType=jRaft`, a metrics exporter other than DISABLE.
-//!
-//! Updates are all or nothing: a black-listed key (16), an unknown or start-only key or an
-//! invalid value (1, naming the key) refuses the whole request. Accepted changes are kept in
-//! `<store dir>/controller.properties` (only the keys ever updated) and read back over the
-//! `-c` values at the next start.
+//! `ControllerConfig`: the Java controller keys, read from the name server's `-c` file,
+//! checked, updated by UPDATE_CONTROLLER_CONFIG (1009) and shown by GET_CONTROLLER_CONFIG
+//! (1010); one table row per key. The rules: docs/controller.md, "Configuration".
 
-use crate::remoting::codes::response;
+use crate::config::UpdateError;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::PathBuf;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,21 +26,8 @@ enum Kind {
     MetricsExporter,
 }
 
-struct Row {
-    key: &'static str,
-    default: &'static str,
-    kind: Kind,
-    effect: Effect,
-}
-
-const fn row(key: &'static str, default: &'static str, kind: Kind, effect: Effect) -> Row {
-    Row {
-        key,
-        default,
-        kind,
-        effect,
-    }
-}
+/// Key, default, check, effect.
+type Row = (&'static str, &'static str, Kind, Effect);
 
 use Effect::{Live, ReportOnly, StartOnly};
 use Kind::{Bool, ControllerType, Int, MetricsExporter, Text};
@@ -62,46 +40,46 @@ pub const SNAPSHOT_EVENTS_KEY: &str = "controllerSnapshotEvents";
 
 #[rustfmt::skip]
 static ROWS: &[Row] = &[
-    row("controllerType", "DLedger", ControllerType, StartOnly),
-    row("controllerDLegerGroup", "", Text, StartOnly),
-    row("controllerDLegerPeers", "", Text, StartOnly),
-    row("controllerDLegerSelfId", "", Text, StartOnly),
+    ("controllerType", "DLedger", ControllerType, StartOnly),
+    ("controllerDLegerGroup", "", Text, StartOnly),
+    ("controllerDLegerPeers", "", Text, StartOnly),
+    ("controllerDLegerSelfId", "", Text, StartOnly),
     // "" = ~/DLedgerController (Java's default for the DLedger kind).
-    row("controllerStorePath", "", Text, StartOnly),
+    ("controllerStorePath", "", Text, StartOnly),
     // ms; the timers are armed at start.
-    row("scanNotActiveBrokerInterval", "5000", Int(1, MS_HOUR), StartOnly),
-    row("scanInactiveMasterInterval", "5000", Int(1, MS_HOUR), StartOnly),
-    row("electMasterMaxRetryCount", "3", Int(0, 100), Live),
-    row("enableElectUncleanMaster", "false", Bool, Live),
-    row("processReadEvent", "false", Bool, Live),
-    row("notifyBrokerRoleChanged", "true", Bool, Live),
-    row("configBlackList", "configBlackList;configStorePath", Text, Live),
-    row(SNAPSHOT_EVENTS_KEY, "10000", Int(1, 100_000_000), Live),
+    ("scanNotActiveBrokerInterval", "5000", Int(1, MS_HOUR), StartOnly),
+    ("scanInactiveMasterInterval", "5000", Int(1, MS_HOUR), StartOnly),
+    ("electMasterMaxRetryCount", "3", Int(0, 100), Live),
+    ("enableElectUncleanMaster", "false", Bool, Live),
+    ("processReadEvent", "false", Bool, Live),
+    ("notifyBrokerRoleChanged", "true", Bool, Live),
+    ("configBlackList", "configBlackList;configStorePath", Text, Live),
+    (SNAPSHOT_EVENTS_KEY, "10000", Int(1, 100_000_000), Live),
     // Java's DLedger data file size: our log is not made of mapped files.
-    row("mappedFileSize", "1073741824", Int(1, I32_MAX), ReportOnly),
-    row("controllerThreadPoolNums", "16", Int(1, 1024), ReportOnly),
-    row("controllerRequestThreadPoolQueueCapacity", "50000", Int(1, 10_000_000), ReportOnly),
-    row("metricsExporterType", "DISABLE", MetricsExporter, ReportOnly),
-    row("metricsGrpcExporterTarget", "", Text, ReportOnly),
-    row("metricsGrpcExporterHeader", "", Text, ReportOnly),
-    row("metricGrpcExporterTimeOutInMills", "3000", Int(0, i64::MAX), ReportOnly),
-    row("metricGrpcExporterIntervalInMills", "60000", Int(0, i64::MAX), ReportOnly),
-    row("metricLoggingExporterIntervalInMills", "10000", Int(0, i64::MAX), ReportOnly),
-    row("metricsPromExporterPort", "5557", Int(0, 65_535), ReportOnly),
-    row("metricsPromExporterHost", "", Text, ReportOnly),
-    row("metricsLabel", "", Text, ReportOnly),
-    row("metricsInDelta", "false", Bool, ReportOnly),
-    row("jRaftElectionTimeoutMs", "1000", Int(0, I32_MAX), ReportOnly),
-    row("jRaftScanWaitTimeoutMs", "1000", Int(0, I32_MAX), ReportOnly),
-    row("jRaftSnapshotIntervalSecs", "3600", Int(0, I32_MAX), ReportOnly),
-    row("jRaftGroupId", "jRaft-Controller", Text, ReportOnly),
-    row("jRaftServerId", "localhost:9880", Text, ReportOnly),
-    row("jRaftInitConf", "localhost:9880,localhost:9881,localhost:9882", Text, ReportOnly),
-    row("jRaftControllerRPCAddr", "localhost:9770,localhost:9771,localhost:9772", Text, ReportOnly),
+    ("mappedFileSize", "1073741824", Int(1, I32_MAX), ReportOnly),
+    ("controllerThreadPoolNums", "16", Int(1, 1024), ReportOnly),
+    ("controllerRequestThreadPoolQueueCapacity", "50000", Int(1, 10_000_000), ReportOnly),
+    ("metricsExporterType", "DISABLE", MetricsExporter, ReportOnly),
+    ("metricsGrpcExporterTarget", "", Text, ReportOnly),
+    ("metricsGrpcExporterHeader", "", Text, ReportOnly),
+    ("metricGrpcExporterTimeOutInMills", "3000", Int(0, i64::MAX), ReportOnly),
+    ("metricGrpcExporterIntervalInMills", "60000", Int(0, i64::MAX), ReportOnly),
+    ("metricLoggingExporterIntervalInMills", "10000", Int(0, i64::MAX), ReportOnly),
+    ("metricsPromExporterPort", "5557", Int(0, 65_535), ReportOnly),
+    ("metricsPromExporterHost", "", Text, ReportOnly),
+    ("metricsLabel", "", Text, ReportOnly),
+    ("metricsInDelta", "false", Bool, ReportOnly),
+    ("jRaftElectionTimeoutMs", "1000", Int(0, I32_MAX), ReportOnly),
+    ("jRaftScanWaitTimeoutMs", "1000", Int(0, I32_MAX), ReportOnly),
+    ("jRaftSnapshotIntervalSecs", "3600", Int(0, I32_MAX), ReportOnly),
+    ("jRaftGroupId", "jRaft-Controller", Text, ReportOnly),
+    ("jRaftServerId", "localhost:9880", Text, ReportOnly),
+    ("jRaftInitConf", "localhost:9880,localhost:9881,localhost:9882", Text, ReportOnly),
+    ("jRaftControllerRPCAddr", "localhost:9770,localhost:9771,localhost:9772", Text, ReportOnly),
 ];
 
 fn find_row(key: &str) -> Option<&'static Row> {
-    ROWS.iter().find(|r| r.key == key)
+    ROWS.iter().find(|r| r.0 == key)
 }
 
 /// Keys no update may touch (Java's hard-coded three plus `configBlackList`'s entries).
@@ -111,7 +89,7 @@ const ALWAYS_BLACK_LISTED: [&str; 3] = ["configBlackList", "configStorePath", "r
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Peer {
     pub id: String,
-    /// As written (hostnames kept): what 1005 announces to brokers.
+    /// As written (hostnames kept).
     pub address: String,
     pub port: u16,
 }
@@ -137,95 +115,31 @@ pub struct ControllerConfig {
     self_index: usize,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError(pub String);
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
-/// Why an UPDATE_CONTROLLER_CONFIG was refused (nothing of it applied).
-#[derive(Debug)]
-pub enum UpdateError {
-    BlackListed(String),
-    Parse(String),
-    Refused { key: String, reason: String },
-}
-
-impl UpdateError {
-    /// The response code and remark (16 for the black list, as Java; 1 otherwise).
-    pub fn code_and_remark(&self) -> (i32, String) {
-        match self {
-            UpdateError::BlackListed(_) => (
-                response::NO_PERMISSION,
-                "Can not update config in black list.".to_owned(),
-            ),
-            UpdateError::Parse(_) => (response::SYSTEM_ERROR, "string2Properties error".to_owned()),
-            UpdateError::Refused { key, reason } => {
-                (response::SYSTEM_ERROR, format!("{key}: {reason}"))
-            }
-        }
-    }
-}
-
-impl fmt::Display for UpdateError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            UpdateError::BlackListed(key) => write!(f, "{key} is in the config black list"),
-            UpdateError::Parse(reason) => write!(f, "string2Properties error: {reason}"),
-            UpdateError::Refused { key, reason } => write!(f, "{key}: {reason}"),
-        }
-    }
-}
-
-impl std::error::Error for UpdateError {}
-
 /// Checks one value against its row; Ok = the value as stored (trimmed).
-fn check(row: &Row, value: &str) -> Result<String, String> {
+fn check(kind: Kind, value: &str) -> Result<String, String> {
     let value = value.trim();
     if value.contains(['\r', '\n', '\\']) {
         return Err(format!("{value:?} contains a line break or backslash"));
     }
-    match row.kind {
-        Text => {}
-        Bool => {
-            if !value.eq_ignore_ascii_case("true") && !value.eq_ignore_ascii_case("false") {
-                return Err(format!("{value:?} is not true or false"));
-            }
-            return Ok(value.to_ascii_lowercase());
+    match kind {
+        Text => Ok(value.to_owned()),
+        Bool if value.eq_ignore_ascii_case("true") || value.eq_ignore_ascii_case("false") => {
+            Ok(value.to_ascii_lowercase())
         }
-        Int(min, max) => {
-            let n: i64 = value
-                .parse()
-                .map_err(|_| format!("{value:?} is not an integer"))?;
-            if n < min || n > max {
-                return Err(format!("{n} is outside {min}..={max}"));
-            }
-            return Ok(n.to_string());
-        }
-        ControllerType => {
-            if value.eq_ignore_ascii_case("jRaft") {
-                return Err("jRaft is not supported: this controller is the DLedger kind (a Raft group of the controllerDLegerPeers); use controllerType=DLedger".into());
-            }
-            if !value.eq_ignore_ascii_case("DLedger") {
-                return Err(format!("{value:?} is not a controller type (DLedger)"));
-            }
-            return Ok("DLedger".into());
-        }
-        MetricsExporter => {
-            if !value.eq_ignore_ascii_case("DISABLE") {
-                return Err(format!(
-                    "{value:?}: metrics export is not implemented here; only DISABLE"
-                ));
-            }
-            return Ok("DISABLE".into());
-        }
+        Bool => Err(format!("{value:?} is not true or false")),
+        Int(min, max) => match value.parse::<i64>() {
+            Ok(n) if (min..=max).contains(&n) => Ok(n.to_string()),
+            Ok(n) => Err(format!("{n} is outside {min}..={max}")),
+            Err(_) => Err(format!("{value:?} is not an integer")),
+        },
+        ControllerType if value.eq_ignore_ascii_case("jRaft") => Err("jRaft is not supported: this controller is the DLedger kind (a Raft group of the controllerDLegerPeers); use controllerType=DLedger".into()),
+        ControllerType if value.eq_ignore_ascii_case("DLedger") => Ok("DLedger".into()),
+        ControllerType => Err(format!("{value:?} is not a controller type (DLedger)")),
+        MetricsExporter if value.eq_ignore_ascii_case("DISABLE") => Ok("DISABLE".into()),
+        MetricsExporter => Err(format!(
+            "{value:?}: metrics export is not implemented here; only DISABLE"
+        )),
     }
-    Ok(value.to_owned())
 }
 
 /// `n0-host:port;n1-host:port` (DLedger's syntax: the id is the text before the first '-').
@@ -259,25 +173,25 @@ pub fn parse_peers(text: &str) -> Result<Vec<Peer>, String> {
 }
 
 impl ControllerConfig {
-    /// Reads every controller key through `lookup` (e.g. the name server config's remembered
-    /// `-c` file keys) and checks the result. Keys `lookup` does not know keep their default.
+    /// Reads and checks every controller key through `lookup`; unknown keys keep their default.
     pub fn from_lookup(
         lookup: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<ControllerConfig, ConfigError> {
+    ) -> Result<ControllerConfig, String> {
         let mut values = BTreeMap::new();
-        for row in ROWS {
-            let value = match lookup(row.key) {
-                Some(given) => check(row, &given)
-                    .map_err(|reason| ConfigError(format!("{}={given}: {reason}", row.key)))?,
-                None => row.default.to_owned(),
+        for &(key, default, kind, _) in ROWS {
+            let value = match lookup(key) {
+                Some(given) => {
+                    check(kind, &given).map_err(|reason| format!("{key}={given}: {reason}"))?
+                }
+                None => default.to_owned(),
             };
-            values.insert(row.key, value);
+            values.insert(key, value);
         }
         ControllerConfig::from_values(values, BTreeMap::new())
     }
 
-    /// As [`from_lookup`](Self::from_lookup) over key/value pairs (the last of a repeated key wins).
-    pub fn from_pairs(pairs: &[(&str, &str)]) -> Result<ControllerConfig, ConfigError> {
+    /// As [`from_lookup`](Self::from_lookup) over pairs (the last of a repeated key wins).
+    pub fn from_pairs(pairs: &[(&str, &str)]) -> Result<ControllerConfig, String> {
         ControllerConfig::from_lookup(&|key| {
             pairs
                 .iter()
@@ -290,26 +204,22 @@ impl ControllerConfig {
     fn from_values(
         values: BTreeMap<&'static str, String>,
         updated: BTreeMap<&'static str, String>,
-    ) -> Result<ControllerConfig, ConfigError> {
+    ) -> Result<ControllerConfig, String> {
         let get = |key: &str| values.get(key).map(String::as_str).unwrap_or_default();
         let peers_text = get("controllerDLegerPeers");
         if peers_text.trim().is_empty() {
-            return Err(ConfigError(
-                "controllerDLegerPeers is empty: give this node's peer entry, e.g. controllerDLegerPeers=n0-127.0.0.1:9878".into(),
-            ));
+            return Err("controllerDLegerPeers is empty: give this node's peer entry, e.g. controllerDLegerPeers=n0-127.0.0.1:9878".into());
         }
         let peers = parse_peers(peers_text)
-            .map_err(|e| ConfigError(format!("controllerDLegerPeers={peers_text}: {e}")))?;
+            .map_err(|e| format!("controllerDLegerPeers={peers_text}: {e}"))?;
         let self_id = get("controllerDLegerSelfId");
         if self_id.is_empty() {
-            return Err(ConfigError(
-                "controllerDLegerSelfId is empty: name this node's entry of controllerDLegerPeers, e.g. n0".into(),
-            ));
+            return Err("controllerDLegerSelfId is empty: name this node's entry of controllerDLegerPeers, e.g. n0".into());
         }
         let self_index = peers.iter().position(|p| p.id == self_id).ok_or_else(|| {
-            ConfigError(format!(
+            format!(
                 "controllerDLegerSelfId={self_id} is not one of the ids in controllerDLegerPeers={peers_text}"
-            ))
+            )
         })?;
         let settings = settings_of(&values);
         Ok(ControllerConfig {
@@ -325,7 +235,7 @@ impl ControllerConfig {
         &self.settings
     }
 
-    /// A key's current value (None for keys that are not controller keys, or unset text keys).
+    /// A key's current value (None for unknown keys and unset text keys).
     pub fn get(&self, key: &str) -> Option<&str> {
         self.values
             .get(key)
@@ -341,18 +251,15 @@ impl ControllerConfig {
         &self.peers[self.self_index]
     }
 
-    /// Where this node's entry is in `controllerDLegerPeers` (and in `raft::raft_ids`).
     pub fn self_index(&self) -> usize {
         self.self_index
     }
 
-    /// The port the controller listens on (this node's peer entry, as Java).
     pub fn listen_port(&self) -> u16 {
         self.self_peer().port
     }
 
-    /// After binding: this node's entry names the port actually bound (a configured port 0
-    /// resolved), so that 1005 announces an address brokers can reach and 1010 reports it.
+    /// After binding: this node's entry names the port actually bound (port 0 resolved).
     pub fn set_bound_port(&mut self, port: u16) {
         let me = &mut self.peers[self.self_index];
         if me.port == port {
@@ -385,8 +292,7 @@ impl ControllerConfig {
         }
     }
 
-    /// Where this node keeps its log and snapshot: `<controllerStorePath>/rmq-controller-<selfId>`
-    /// (Java's DLedger uses `dledger-<selfId>` beside it; the formats differ).
+    /// `<controllerStorePath>/rmq-controller-<selfId>` (Java's is `dledger-<selfId>`).
     pub fn store_dir(&self) -> PathBuf {
         self.store_path()
             .join(format!("rmq-controller-{}", self.self_peer().id))
@@ -402,8 +308,8 @@ impl ControllerConfig {
         crate::config::black_list(&ALWAYS_BLACK_LISTED, configured)
     }
 
-    /// GET_CONTROLLER_CONFIG's body: `key=value` lines sorted by key (unset text keys left
-    /// out, as Java leaves out null fields), plus `configStorePath`.
+    /// GET_CONTROLLER_CONFIG's body: sorted `key=value` lines of the set keys, plus
+    /// `configStorePath`.
     pub fn to_properties_text(&self) -> String {
         let mut all: BTreeMap<&str, String> = self
             .values
@@ -430,44 +336,38 @@ impl ControllerConfig {
         let mut updated = self.updated.clone();
         let mut keys = Vec::new();
         for (key, value) in &pairs {
-            let refuse = |reason: String| UpdateError::Refused {
-                key: key.clone(),
-                reason,
-            };
-            let row = find_row(key).ok_or_else(|| refuse("not a controller config key".into()))?;
-            if row.effect == StartOnly {
+            let refuse = |reason: String| UpdateError::Refused(vec![format!("{key}: {reason}")]);
+            let &(row_key, _, kind, effect) =
+                find_row(key).ok_or_else(|| refuse("not a controller config key".into()))?;
+            if effect == StartOnly {
                 return Err(refuse(
                     "takes effect at start only: edit the config file".into(),
                 ));
             }
-            let value = check(row, value).map_err(refuse)?;
-            values.insert(row.key, value.clone());
-            updated.insert(row.key, value);
+            let value = check(kind, value).map_err(refuse)?;
+            values.insert(row_key, value.clone());
+            updated.insert(row_key, value);
             if !keys.contains(key) {
                 keys.push(key.clone());
             }
         }
-        let next =
-            ControllerConfig::from_values(values, updated).map_err(|e| UpdateError::Refused {
-                key: keys.join(","),
-                reason: e.0,
-            })?;
+        let next = ControllerConfig::from_values(values, updated)
+            .map_err(|e| UpdateError::Refused(vec![format!("{}: {e}", keys.join(","))]))?;
         Ok(PlannedUpdate { next, keys })
     }
 
     /// Applies the updates kept in [`config_store_path`](Self::config_store_path) by earlier
-    /// runs over the values read at start. Returns the keys applied; a file that cannot be
-    /// read or holds a key an update could not have set is an error naming the file.
-    pub fn load_updates(&mut self) -> Result<Vec<String>, ConfigError> {
+    /// runs over the values read at start; returns the keys applied.
+    pub fn load_updates(&mut self) -> Result<Vec<String>, String> {
         let path = self.config_store_path();
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(ConfigError(format!("cannot read {}: {e}", path.display()))),
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
         };
         let plan = self
             .plan_update(text.as_bytes())
-            .map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
+            .map_err(|e| format!("{}: {e}", path.display()))?;
         for key in &plan.keys {
             log::info!(
                 "controller: {key}={} from {} (set by UPDATE_CONTROLLER_CONFIG) overrides the config file",
@@ -486,7 +386,7 @@ fn settings_of(values: &BTreeMap<&'static str, String>) -> Settings {
         values
             .get(key)
             .and_then(|v| v.parse().ok())
-            .or_else(|| find_row(key).and_then(|r| r.default.parse().ok()))
+            .or_else(|| find_row(key).and_then(|r| r.1.parse().ok()))
             .unwrap_or(0)
     };
     let flag = |key: &str| values.get(key).is_some_and(|v| v == "true");
@@ -502,20 +402,15 @@ fn settings_of(values: &BTreeMap<&'static str, String>) -> Settings {
 }
 
 /// A checked update, not yet applied: the log writer writes [`file_content`](Self::file_content)
-/// to [`path`](Self::path), then `next` is adopted.
+/// to `next`'s `config_store_path`, then `next` is adopted.
 #[derive(Debug, Clone)]
 pub struct PlannedUpdate {
     pub next: ControllerConfig,
-    /// The keys the request set, in request order.
     pub keys: Vec<String>,
 }
 
 impl PlannedUpdate {
-    pub fn path(&self) -> PathBuf {
-        self.next.config_store_path()
-    }
-
-    /// The file's new content: every key ever updated, with its current value.
+    /// Every key ever updated, with its current value.
     pub fn file_content(&self) -> Vec<u8> {
         let mut text = String::from(
             "# Written by UPDATE_CONTROLLER_CONFIG; applied over the -c config file at start.\n# Delete a line to go back to the config file's value.\n",
@@ -544,14 +439,18 @@ mod tests {
         fn update(&mut self, body: &[u8]) -> Result<Vec<String>, UpdateError> {
             let plan = self.plan_update(body)?;
             if !plan.keys.is_empty() {
-                crate::durable_file::replace_file(&plan.path(), &plan.file_content()).unwrap();
+                crate::durable_file::replace_file(
+                    &plan.next.config_store_path(),
+                    &plan.file_content(),
+                )
+                .unwrap();
                 *self = plan.next;
             }
             Ok(plan.keys)
         }
     }
 
-    fn config(dir: &Path, extra: &[(&'static str, &str)]) -> Result<ControllerConfig, ConfigError> {
+    fn config(dir: &Path, extra: &[(&'static str, &str)]) -> Result<ControllerConfig, String> {
         let mut pairs: Vec<(&str, String)> = base(dir);
         pairs.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
         let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
@@ -563,13 +462,13 @@ mod tests {
     #[test]
     fn every_controller_key_is_known_to_the_name_servers_config() {
         let mut namesrv = crate::config::NamesrvConfig::default();
-        for row in ROWS {
-            let outcome = namesrv.set(row.key, row.default);
+        for &(key, default, ..) in ROWS {
+            let outcome = namesrv.set(key, default);
             assert_ne!(
                 outcome,
                 crate::config::SetOutcome::Unknown,
                 "{} is applied by the controller but unknown to the name server",
-                row.key
+                key
             );
         }
     }
@@ -610,7 +509,7 @@ mod tests {
     #[test]
     fn what_cannot_work_is_refused_at_start_with_the_key_named() {
         let dir = TempDir::new("ctrl-config");
-        let refused = |extra: &[(&'static str, &str)]| config(dir.path(), extra).unwrap_err().0;
+        let refused = |extra: &[(&'static str, &str)]| config(dir.path(), extra).unwrap_err();
         assert!(refused(&[("controllerType", "jRaft")]).contains("jRaft is not supported"));
         assert!(refused(&[("controllerType", "raft")]).contains("controllerType=raft"));
         assert!(
@@ -681,7 +580,7 @@ mod tests {
         ] {
             let err = c.update(black.as_bytes()).unwrap_err();
             assert_eq!(
-                err.code_and_remark(),
+                (err.response_code(), err.remark()),
                 (16, "Can not update config in black list.".into())
             );
         }
@@ -700,7 +599,8 @@ mod tests {
                 "enableElectUncleanMaster: \"maybe\" is not true or false",
             ),
         ] {
-            let (code, remark) = c.update(body.as_bytes()).unwrap_err().code_and_remark();
+            let err = c.update(body.as_bytes()).unwrap_err();
+            let (code, remark) = (err.response_code(), err.remark());
             assert_eq!(code, 1);
             assert!(remark.contains(needle), "{remark}");
             assert_eq!(c, before, "nothing of a refused update is applied");
@@ -734,8 +634,7 @@ mod tests {
             strict
                 .update(b"notifyBrokerRoleChanged=true")
                 .unwrap_err()
-                .code_and_remark()
-                .0,
+                .response_code(),
             16
         );
         assert!(strict.update(b"").unwrap().is_empty());

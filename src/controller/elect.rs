@@ -1,14 +1,6 @@
-//! The elect policy (Java's `DefaultElectPolicy`): who becomes master of a broker set.
-//!
-//! Candidates are tried in two rounds: the SyncStateSet, then (only with
-//! `enableElectUncleanMaster`) every registered id. Within a round, only active brokers
-//! count; the old master is kept while it is active (unless another id is designated); a
-//! designated id wins if active and nothing else is chosen otherwise; the rest are ranked by
-//! replication progress: higher epoch, then higher max offset, then lower election priority.
-//!
-//! Unlike Java, offsets and priorities compare exactly (Java's `(int)(a - b)` and `Integer`
-//! subtraction overflow) and ties go to the lowest broker id (Java's `TreeSet` keeps one of
-//! equal candidates in hash order).
+//! The elect policy (Java's `DefaultElectPolicy`): who becomes master of a broker set, in
+//! docs/controller.md ("Liveness and failover"). Unlike Java, offsets and priorities compare
+//! exactly (Java's subtractions overflow) and ties go to the lowest broker id.
 
 use super::liveness::Liveness;
 use std::cmp::Ordering;
@@ -22,11 +14,10 @@ pub struct ElectInput<'a> {
     /// Every registered id, when unclean elections are enabled; None otherwise.
     pub all_replicas: Option<&'a BTreeSet<i64>>,
     pub old_master: Option<i64>,
-    /// The id an administrator designated (designateElect=true).
+    /// designateElect=true's id.
     pub prefer: Option<i64>,
 }
 
-/// The new master, or None when no candidate qualifies.
 pub fn elect(input: &ElectInput<'_>, liveness: &Liveness, now_ms: u64) -> Option<i64> {
     try_elect(input, input.sync_state_set, liveness, now_ms).or_else(|| {
         input
@@ -249,7 +240,7 @@ mod tests {
             ),
         ];
         for (i, (beats, set, all, old, prefer, winner)) in rows.iter().enumerate() {
-            let mut t = Liveness::new();
+            let mut t = Liveness::default();
             for &(id, timeout, epoch, offset, priority) in beats.iter() {
                 beat(&mut t, id, timeout, epoch, offset, priority);
             }

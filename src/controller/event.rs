@@ -1,15 +1,9 @@
-//! The six state changes of the Controller (Java's `EventMessage` family) and their durable
-//! encoding: the only things written to the controller log, and the only input of
-//! [`super::state::ControllerState::apply`].
-//!
-//! An event is encoded as Java's `EventSerializer` does: a 2-byte big-endian type id, then
-//! fastjson JSON (getters alphabetical, nulls left out, the type name under `eventType`). A
-//! log *entry* is the events of one request (zero or one in practice), each with a 4-byte
-//! big-endian length; an empty entry is a read barrier.
+//! The state changes of the Controller (Java's `EventMessage` family) and their log encoding,
+//! Java's `EventSerializer`'s (docs/controller.md, "Storage"): the only input of
+//! [`super::state::ControllerState::apply`]. An empty entry is a read barrier.
 
-use crate::remoting::json::{self, Field, ValueRef};
+use crate::remoting::json::{self, Field, Value, ValueRef};
 use std::collections::BTreeSet;
-use std::fmt;
 
 /// Java `EventType` ids.
 pub mod event_type {
@@ -24,12 +18,11 @@ pub mod event_type {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
-    /// Replace the SyncStateSet (its epoch + 1).
     AlterSyncStateSet {
         broker_name: String,
         new_sync_state_set: BTreeSet<i64>,
     },
-    /// Record an allocated broker id (creating the broker set on its first id).
+    /// An allocated broker id (creating the broker set on its first id).
     ApplyBrokerId {
         cluster_name: Option<String>,
         broker_name: String,
@@ -48,28 +41,12 @@ pub enum Event {
         broker_name: String,
         broker_id_set_to_clean: Option<BTreeSet<i64>>,
     },
-    /// A registered broker id now answers at another address.
     UpdateBrokerAddress {
         cluster_name: Option<String>,
         broker_name: String,
         broker_address: String,
         broker_id: i64,
     },
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EventError(pub String);
-
-impl fmt::Display for EventError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for EventError {}
-
-fn bad(message: impl Into<String>) -> EventError {
-    EventError(message.into())
 }
 
 impl Event {
@@ -98,97 +75,83 @@ impl Event {
         }
     }
 
+    /// The type id, then fastjson's JSON of the event (members alphabetical, nulls left out).
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.type_id().to_be_bytes());
-        self.write_json(out);
-    }
-
-    fn write_json(&self, out: &mut Vec<u8>) {
-        let mut w = ObjectWriter::new(out);
+        let text = |s: &str| Some(Value::Str(s.to_owned()));
+        let ids =
+            |ids: &BTreeSet<i64>| Value::Array(ids.iter().map(|id| Value::Int(*id)).collect());
+        let mut members = vec![
+            ("brokerName", text(self.broker_name())),
+            ("eventType", text(self.type_name())),
+        ];
         match self {
             Event::AlterSyncStateSet {
-                broker_name,
-                new_sync_state_set,
-            } => {
-                w.str("brokerName", broker_name);
-                w.str("eventType", self.type_name());
-                w.ids("newSyncStateSet", new_sync_state_set);
-            }
+                new_sync_state_set, ..
+            } => members.push(("newSyncStateSet", Some(ids(new_sync_state_set)))),
             Event::ApplyBrokerId {
                 cluster_name,
-                broker_name,
                 broker_address,
                 new_broker_id,
                 register_check_code,
-            } => {
-                w.str("brokerAddress", broker_address);
-                w.str("brokerName", broker_name);
-                w.opt_str("clusterName", cluster_name.as_deref());
-                w.str("eventType", self.type_name());
-                w.int("newBrokerId", *new_broker_id);
-                w.str("registerCheckCode", register_check_code);
-            }
+                ..
+            } => members.extend([
+                ("brokerAddress", text(broker_address)),
+                ("clusterName", cluster_name.as_deref().and_then(text)),
+                ("newBrokerId", Some(Value::Int(*new_broker_id))),
+                ("registerCheckCode", text(register_check_code)),
+            ]),
             Event::ElectMaster {
-                broker_name,
                 new_master_elected,
                 new_master_broker_id,
-            } => {
-                w.str("brokerName", broker_name);
-                w.str("eventType", self.type_name());
-                if let Some(id) = new_master_broker_id {
-                    w.int("newMasterBrokerId", *id);
-                }
-                w.bool("newMasterElected", *new_master_elected);
-            }
+                ..
+            } => members.extend([
+                ("newMasterBrokerId", new_master_broker_id.map(Value::Int)),
+                ("newMasterElected", Some(Value::Bool(*new_master_elected))),
+            ]),
             Event::CleanBrokerData {
-                broker_name,
                 broker_id_set_to_clean,
-            } => {
-                if let Some(ids) = broker_id_set_to_clean {
-                    w.ids("brokerIdSetToClean", ids);
-                }
-                w.str("brokerName", broker_name);
-                w.str("eventType", self.type_name());
-            }
+                ..
+            } => members.push((
+                "brokerIdSetToClean",
+                broker_id_set_to_clean.as_ref().map(ids),
+            )),
             Event::UpdateBrokerAddress {
                 cluster_name,
-                broker_name,
                 broker_address,
                 broker_id,
-            } => {
-                w.str("brokerAddress", broker_address);
-                w.int("brokerId", *broker_id);
-                w.str("brokerName", broker_name);
-                w.opt_str("clusterName", cluster_name.as_deref());
-                w.str("eventType", self.type_name());
-            }
+                ..
+            } => members.extend([
+                ("brokerAddress", text(broker_address)),
+                ("brokerId", Some(Value::Int(*broker_id))),
+                ("clusterName", cluster_name.as_deref().and_then(text)),
+            ]),
         }
-        w.finish();
+        members.sort_by_key(|(key, _)| *key);
+        let members = members
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.to_owned(), v?)));
+        json::write_value(out, &Value::Object(members.collect()));
     }
 
-    pub fn decode(bytes: &[u8]) -> Result<Event, EventError> {
+    pub fn decode(bytes: &[u8]) -> Result<Event, String> {
         if bytes.len() < 2 {
-            return Err(bad("event shorter than its 2-byte type id"));
+            return Err("event shorter than its 2-byte type id".to_owned());
         }
         let type_id = u16::from_be_bytes([bytes[0], bytes[1]]);
-        let limits = json::Limits {
-            max_depth: 8,
-            max_string_len: bytes.len(),
-        };
-        let doc = json::parse_borrowed(&bytes[2..], &limits)
-            .map_err(|e| bad(format!("event type {type_id}: {e}")))?;
+        let doc = json::parse_borrowed(&bytes[2..], &super::request::body_limits(bytes))
+            .map_err(|e| format!("event type {type_id}: {e}"))?;
         let root = doc.root();
         if root.members().is_none() {
-            return Err(bad(format!("event type {type_id} is not a JSON object")));
+            return Err(format!("event type {type_id} is not a JSON object"));
         }
-        let name =
-            type_name(type_id).ok_or_else(|| bad(format!("unknown event type {type_id}")))?;
+        let name = type_name(type_id).ok_or_else(|| format!("unknown event type {type_id}"))?;
         match root.get("eventType").and_then(|v| v.as_str()) {
             Some(written) if written == name => {}
             other => {
-                return Err(bad(format!(
+                return Err(format!(
                     "event type {type_id} ({name}) carries eventType {other:?}"
-                )))
+                ))
             }
         }
         let f = Fields(root);
@@ -219,11 +182,7 @@ impl Event {
                 broker_address: f.string("brokerAddress")?,
                 broker_id: f.int("brokerId")?,
             },
-            _ => {
-                return Err(bad(format!(
-                    "event type {type_id} ({name}) is never logged"
-                )))
-            }
+            _ => return Err(format!("event type {type_id} ({name}) is never logged")),
         })
     }
 }
@@ -253,25 +212,24 @@ pub fn encode_entry(events: &[Event]) -> Vec<u8> {
 }
 
 /// Reads the events of one log entry (none for an empty entry).
-pub fn decode_entry(entry: &[u8]) -> Result<Vec<Event>, EventError> {
+pub fn decode_entry(entry: &[u8]) -> Result<Vec<Event>, String> {
     let mut events = Vec::new();
     let mut rest = entry;
     while !rest.is_empty() {
         if rest.len() < 4 {
-            return Err(bad("entry ends inside an event length"));
+            return Err("entry ends inside an event length".to_owned());
         }
         let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
         let body = rest
             .get(4..4 + len)
-            .ok_or_else(|| bad(format!("event of {len} bytes runs past the entry")))?;
+            .ok_or_else(|| format!("event of {len} bytes runs past the entry"))?;
         events.push(Event::decode(body)?);
         rest = &rest[4 + len..];
     }
     Ok(events)
 }
 
-/// Writes `{"a":..,"b":..}` one member at a time, in the order called (alphabetical): typed
-/// members over the library's [`json::Seq`].
+/// Writes `{"a":..,"b":..}` one typed member at a time, in the order called (alphabetical).
 pub(crate) struct ObjectWriter<'a>(json::Seq<'a>);
 
 impl<'a> ObjectWriter<'a> {
@@ -326,58 +284,56 @@ impl<'d> Fields<'d> {
         self.0.get(key).filter(|v| !v.is_null())
     }
 
-    pub(crate) fn opt_string(&self, key: &str) -> Result<Option<String>, EventError> {
+    pub(crate) fn opt_string(&self, key: &str) -> Result<Option<String>, String> {
         match self.present(key) {
             None => Ok(None),
             Some(v) => v
                 .as_str()
                 .map(|s| Some(s.to_owned()))
-                .ok_or_else(|| bad(format!("{key} is not a string"))),
+                .ok_or_else(|| format!("{key} is not a string")),
         }
     }
 
-    pub(crate) fn string(&self, key: &str) -> Result<String, EventError> {
+    pub(crate) fn string(&self, key: &str) -> Result<String, String> {
         self.opt_string(key)?
-            .ok_or_else(|| bad(format!("{key} is missing")))
+            .ok_or_else(|| format!("{key} is missing"))
     }
 
-    pub(crate) fn opt_int(&self, key: &str) -> Result<Option<i64>, EventError> {
+    pub(crate) fn opt_int(&self, key: &str) -> Result<Option<i64>, String> {
         match self.present(key) {
             None => Ok(None),
             Some(v) => v
                 .as_i64()
                 .map(Some)
-                .ok_or_else(|| bad(format!("{key} is not an integer"))),
+                .ok_or_else(|| format!("{key} is not an integer")),
         }
     }
 
-    pub(crate) fn int(&self, key: &str) -> Result<i64, EventError> {
+    pub(crate) fn int(&self, key: &str) -> Result<i64, String> {
         self.opt_int(key)?
-            .ok_or_else(|| bad(format!("{key} is missing")))
+            .ok_or_else(|| format!("{key} is missing"))
     }
 
-    pub(crate) fn int32(&self, key: &str) -> Result<i32, EventError> {
-        i32::try_from(self.int(key)?).map_err(|_| bad(format!("{key} is out of range")))
+    pub(crate) fn int32(&self, key: &str) -> Result<i32, String> {
+        i32::try_from(self.int(key)?).map_err(|_| format!("{key} is out of range"))
     }
 
-    pub(crate) fn bool(&self, key: &str) -> Result<bool, EventError> {
+    pub(crate) fn bool(&self, key: &str) -> Result<bool, String> {
         self.present(key)
             .and_then(|v| v.as_bool())
-            .ok_or_else(|| bad(format!("{key} is missing or not a boolean")))
+            .ok_or_else(|| format!("{key} is missing or not a boolean"))
     }
 
-    pub(crate) fn ids(&self, key: &str) -> Result<Option<BTreeSet<i64>>, EventError> {
+    pub(crate) fn ids(&self, key: &str) -> Result<Option<BTreeSet<i64>>, String> {
         let Some(v) = self.present(key) else {
             return Ok(None);
         };
-        let items = v
-            .items()
-            .ok_or_else(|| bad(format!("{key} is not an array")))?;
+        let items = v.items().ok_or_else(|| format!("{key} is not an array"))?;
         let mut ids = BTreeSet::new();
         for item in items {
             ids.insert(
                 item.as_i64()
-                    .ok_or_else(|| bad(format!("{key} holds a non-integer")))?,
+                    .ok_or_else(|| format!("{key} holds a non-integer"))?,
             );
         }
         Ok(Some(ids))

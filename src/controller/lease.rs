@@ -1,20 +1,7 @@
 //! The write lease rocketmq-rust brokers expect in a 904 answer (Java brokers send 904 oneway
-//! and never read one). A rocketmq-rust 1.0 master fences its own writes unless a heartbeat
-//! answer grants a lease for its current authority (broker id and master epoch), and refuses a
-//! grant whose generation is not above the last one it took. So:
-//!
-//! * **Generations grow across leaders and restarts**: `term × GRANTS_PER_TERM + n`, where
-//!   `n` counts this leader's grants to the set. A later leader, or this node after a
-//!   restart, leads in a higher Raft term (the term is on disk before the first grant in it).
-//! * **A grant waits out any other authority's lease**: only the committed master of its set
-//!   gets one (reporting `storeReady=true` and the master epoch as its epoch), and only once
-//!   this node has known that authority for lease + margin (12 s). Grants to the authority
-//!   before it stopped when its change was proposed (none are given while an election of the
-//!   set is in flight) or, on another leader, before this node applied the change, so they
-//!   have all run out by then. A node learns an authority when it applies the change, as a
-//!   follower too, so a new leader grants at once to a master that kept its role; after a
-//!   restart, a change this node proposed itself counts from its stamp (the entry's wall
-//!   clock), any other from the start.
+//! and never read one): an authority is a set's committed master and its master epoch. Why
+//! generations grow across leaders and why a first grant waits `HANDOVER_WAIT_MS`:
+//! docs/controller.md, "Liveness and failover".
 
 use super::event::ObjectWriter;
 use super::request::Heartbeat;
@@ -23,10 +10,8 @@ use std::collections::HashMap;
 
 pub const LEASE_DURATION_MS: u64 = 10_000;
 pub const SAFETY_MARGIN_MS: u64 = 2_000;
-/// How long this node must have known an authority before its first grant.
 pub const HANDOVER_WAIT_MS: u64 = LEASE_DURATION_MS + SAFETY_MARGIN_MS;
-/// Grants one leader gives one broker set within a term at most (31 years of one grant a
-/// second); the generation is `term × GRANTS_PER_TERM + n`.
+/// Grants per set and term at most (31 years of one a second): generation = term × this + n.
 pub const GRANTS_PER_TERM: u64 = 1_000_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,10 +45,6 @@ pub struct WriteLeaseGate {
 }
 
 impl WriteLeaseGate {
-    pub fn new() -> Self {
-        WriteLeaseGate::default()
-    }
-
     /// `name`'s authority in the applied state, learnt at `since_ms` if it changed.
     pub fn observe(&mut self, name: &str, state: &ControllerState, since_ms: u64) {
         let Some(authority) = authority_of(state, name) else {
@@ -80,26 +61,23 @@ impl WriteLeaseGate {
         }
     }
 
-    /// Every set's authority in `state` (a replaced state: recovery, a leader's snapshot);
-    /// sets gone from it are forgotten.
+    /// Every set's authority in a replaced `state` (recovery, a leader's snapshot).
     pub fn observe_all(&mut self, state: &ControllerState, since_ms: u64) {
         self.known
             .retain(|name, _| authority_of(state, name).is_some());
         for sync in state.sync_states() {
-            self.observe(sync.broker_name(), state, since_ms);
+            self.observe(&sync.broker_name, state, since_ms);
         }
     }
 
-    /// Moves `name`'s "known since" back by `age_ms` from `now_ms` (a restart: the change was
-    /// proposed that long ago, by this node's clock), never forward.
+    /// Moves `name`'s "known since" back to `now_ms - age_ms` (a restart), never forward.
     pub fn backdate(&mut self, name: &str, now_ms: u64, age_ms: u64) {
         if let Some(k) = self.known.get_mut(name) {
             k.since_ms = k.since_ms.min(clock(now_ms).saturating_sub(clock(age_ms)));
         }
     }
 
-    /// The grant body for this heartbeat, if it earns one. `term`: the Raft term this node
-    /// leads in; `electing`: an election of the heartbeat's set is in flight.
+    /// The grant body for this heartbeat, if it earns one.
     pub fn grant(
         &mut self,
         hb: &Heartbeat,
@@ -119,7 +97,7 @@ impl WriteLeaseGate {
             && hb.broker_id == Some(authority.broker_id)
             && hb.epoch == Some(authority.master_epoch)
             && authority.master_epoch > 0
-            && hb.cluster_name.as_deref() == replica.cluster_name()
+            && hb.cluster_name.as_deref() == replica.cluster_name.as_deref()
             && replica.contains(authority.broker_id);
         // Not yet observed (should not happen: every apply observes): learnt now.
         self.observe(name, state, now_ms);
@@ -157,7 +135,7 @@ mod tests {
     use crate::controller::event::Event;
 
     fn state_with_master(master: i64, elections: usize) -> ControllerState {
-        let mut state = ControllerState::new();
+        let mut state = ControllerState::default();
         for id in [1, 2] {
             state.apply(&Event::ApplyBrokerId {
                 cluster_name: Some("c".into()),
@@ -203,7 +181,7 @@ mod tests {
     #[test]
     fn only_the_committed_master_gets_a_lease_and_only_after_the_handover_wait() {
         let state = state_with_master(1, 1);
-        let mut gate = WriteLeaseGate::new();
+        let mut gate = WriteLeaseGate::default();
         gate.observe("b", &state, 0);
         assert_eq!(gate.grant(&hb(1, 1, true), &state, 1, 0, false), None);
         assert_eq!(
@@ -228,7 +206,7 @@ mod tests {
 
     #[test]
     fn a_new_master_waits_and_a_new_term_counts_above_the_old_one() {
-        let mut gate = WriteLeaseGate::new();
+        let mut gate = WriteLeaseGate::default();
         let first = state_with_master(1, 1);
         gate.observe("b", &first, 0);
         let g1 = generation(gate.grant(&hb(1, 1, true), &first, 7, 12_000, false));
@@ -249,7 +227,7 @@ mod tests {
     #[test]
     fn a_restart_counts_a_known_authority_from_its_stamp() {
         let state = state_with_master(1, 1);
-        let mut gate = WriteLeaseGate::new();
+        let mut gate = WriteLeaseGate::default();
         gate.observe("b", &state, 50_000);
         gate.backdate("b", 50_000, 20_000);
         assert!(gate
@@ -261,7 +239,7 @@ mod tests {
             .grant(&hb(1, 1, true), &state, 2, 42_001, false)
             .is_some());
         // A process whose clock starts at 0: learnt 30 s before it started.
-        let mut gate = WriteLeaseGate::new();
+        let mut gate = WriteLeaseGate::default();
         gate.observe("b", &state, 0);
         gate.backdate("b", 0, 30_000);
         assert!(gate.grant(&hb(1, 1, true), &state, 3, 100, false).is_some());

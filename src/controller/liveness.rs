@@ -1,41 +1,33 @@
 //! Broker liveness as plain data: Java's `DefaultBrokerHeartbeatManager` table, local to this
-//! node (brokers heartbeat every controller they reach; never replicated or logged). Time
-//! and closed connections are inputs; the owner turns the brokers [`Liveness::scan_not_active`]
-//! and [`Liveness::connection_closed`] return into elections. Entries are grouped by
-//! brokerName: a known broker's heartbeat costs one hash lookup and no allocation.
+//! node (never replicated or logged). Time and closed connections are inputs; the owner turns
+//! the brokers found inactive into elections. Entries are grouped by brokerName: a known
+//! broker's heartbeat costs one hash lookup and no allocation.
 
 use super::request::Heartbeat;
 use std::collections::HashMap;
 
-/// Java's `DEFAULT_BROKER_CHANNEL_EXPIRED_TIME`: a broker that sends no timeout of its own is
-/// inactive 10 s after its last heartbeat.
+/// Java's `DEFAULT_BROKER_CHANNEL_EXPIRED_TIME`, for a broker that sends no timeout of its own.
 pub const DEFAULT_HEARTBEAT_TIMEOUT_MS: i64 = 10_000;
 
-/// Brokers the table holds at most: heartbeats are unauthenticated and a peer picks its own
-/// timeout, so without a bound a stream of invented names would grow the table for ever.
+/// Brokers the table holds at most (heartbeats are unauthenticated).
 pub const MAX_LIVE_BROKERS: usize = 100_000;
 
-/// The connection a heartbeat arrived on, as the event loop names it (opaque here).
+/// The connection a heartbeat arrived on (opaque here).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ConnRef(pub u64);
 
-/// Java's `BrokerLiveInfo`.
+/// Java's `BrokerLiveInfo`, the fields something reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerLive {
     pub cluster_name: Option<String>,
     pub broker_id: i64,
-    pub broker_addr: Option<String>,
     pub last_update_ms: u64,
-    /// May be zero or negative when a broker says so (then it is inactive at once, as in Java).
+    /// Zero or negative when a broker says so: inactive at once, as in Java.
     pub heartbeat_timeout_ms: i64,
     pub conn: Option<ConnRef>,
-    /// Defaults -1 / -1 / -1 / `i32::MAX` when the broker leaves them out (Java's defaults).
     pub epoch: i32,
     pub max_offset: i64,
-    pub confirm_offset: i64,
     pub election_priority: i32,
-    /// rocketmq-rust brokers report whether their store can take writes (for write leases).
-    pub store_ready: bool,
 }
 
 impl BrokerLive {
@@ -68,22 +60,7 @@ pub struct Liveness {
 }
 
 impl Liveness {
-    pub fn new() -> Self {
-        Liveness::default()
-    }
-
-    /// Live entries (active or not yet expired by a scan).
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Records one 904. A heartbeat without brokerId is refused by the caller (2005); one
-    /// without brokerName is not recorded: Java keys it under a null name no broker set can
-    /// ever match, so it could only expire unseen.
+    /// Records one 904 (not one without brokerName: no broker set can match it).
     pub fn on_heartbeat(&mut self, hb: &Heartbeat, conn: Option<ConnRef>, now_ms: u64) {
         let (Some(broker_name), Some(broker_id)) = (hb.broker_name.as_deref(), hb.broker_id) else {
             return;
@@ -91,7 +68,6 @@ impl Liveness {
         let mut fresh = BrokerLive {
             cluster_name: hb.cluster_name.clone(),
             broker_id,
-            broker_addr: hb.broker_addr.clone(),
             last_update_ms: now_ms,
             heartbeat_timeout_ms: hb
                 .heartbeat_timeout_millis
@@ -99,9 +75,7 @@ impl Liveness {
             conn,
             epoch: hb.epoch.unwrap_or(-1),
             max_offset: hb.max_offset.unwrap_or(-1),
-            confirm_offset: hb.confirm_offset.unwrap_or(-1),
             election_priority: hb.election_priority.unwrap_or(i32::MAX),
-            store_ready: hb.store_ready.unwrap_or(false),
         };
         let cluster = hb.cluster_name.as_deref();
         if let Some(live) = self.find_mut(cluster, broker_name, broker_id) {
@@ -110,10 +84,8 @@ impl Liveness {
             if epoch < live.epoch || (epoch == live.epoch && offset <= live.max_offset) {
                 fresh.epoch = live.epoch;
                 fresh.max_offset = live.max_offset;
-                fresh.confirm_offset = live.confirm_offset;
             }
-            // Java keeps the first connection and address of an entry; following the broker
-            // to its current connection instead means closing that connection is noticed.
+            // Java keeps the first connection; following the broker notices its close.
             *live = fresh;
             return;
         }
@@ -158,17 +130,14 @@ impl Liveness {
             .is_some_and(|l| l.is_active(now_ms))
     }
 
-    /// Java's `scanNotActiveBroker`: removes every entry silent for longer than its timeout
-    /// (Java: now - last > timeout) and returns them (with the connection Java closes).
+    /// Java's `scanNotActiveBroker`: removes and returns the entries past their timeout.
     pub fn scan_not_active(&mut self, now_ms: u64) -> Vec<InactiveBroker> {
         self.remove_where(|l| {
             i128::from(now_ms) > deadline(l.last_update_ms, l.heartbeat_timeout_ms)
         })
     }
 
-    /// A connection closed: every broker that heartbeats on it is inactive now. (Java drops
-    /// only the first entry it finds for the channel; several brokers sharing a connection
-    /// would then keep counting as alive until their timeout.)
+    /// A connection closed: every broker on it is inactive now (Java: only the first).
     pub fn connection_closed(&mut self, conn: ConnRef) -> Vec<InactiveBroker> {
         self.remove_where(|l| l.conn == Some(conn))
     }
@@ -199,6 +168,16 @@ impl Liveness {
 mod tests {
     use super::*;
 
+    impl Liveness {
+        fn len(&self) -> usize {
+            self.len
+        }
+
+        fn is_empty(&self) -> bool {
+            self.len == 0
+        }
+    }
+
     pub(crate) fn hb(
         name: &str,
         id: i64,
@@ -224,7 +203,7 @@ mod tests {
     /// that stops heartbeating is reported inactive by the next scan after that.
     #[test]
     fn a_silent_broker_is_reported_by_the_scan_after_its_timeout() {
-        let mut table = Liveness::new();
+        let mut table = Liveness::default();
         table.on_heartbeat(&hb("broker1", 1, Some(3000), 1, 1), Some(ConnRef(9)), 1_000);
         assert!(table.is_active(Some("cluster1"), "broker1", 1, 4_000));
         assert!(
@@ -247,7 +226,7 @@ mod tests {
 
     #[test]
     fn absent_timeout_defaults_to_ten_seconds_and_a_negative_one_is_inactive_at_once() {
-        let mut table = Liveness::new();
+        let mut table = Liveness::default();
         table.on_heartbeat(&hb("b", 1, None, 0, 0), None, 0);
         table.on_heartbeat(&hb("b", 2, Some(-10_000), 0, 0), None, 0);
         assert!(table.is_active(Some("cluster1"), "b", 1, 10_000));
@@ -261,7 +240,7 @@ mod tests {
 
     #[test]
     fn progress_moves_forward_only_but_priority_and_timeout_follow_each_heartbeat() {
-        let mut table = Liveness::new();
+        let mut table = Liveness::default();
         table.on_heartbeat(&hb("b", 1, Some(5000), 2, 100), None, 0);
         let mut older = hb("b", 1, Some(7000), 1, 500);
         older.election_priority = Some(4);
@@ -279,7 +258,7 @@ mod tests {
 
     #[test]
     fn closing_a_connection_marks_every_broker_on_it_inactive() {
-        let mut table = Liveness::new();
+        let mut table = Liveness::default();
         table.on_heartbeat(&hb("a", 1, None, 0, 0), Some(ConnRef(1)), 0);
         table.on_heartbeat(&hb("b", 1, None, 0, 0), Some(ConnRef(1)), 0);
         table.on_heartbeat(&hb("c", 1, None, 0, 0), Some(ConnRef(2)), 0);
@@ -296,7 +275,7 @@ mod tests {
 
     #[test]
     fn a_broker_that_reconnected_is_tied_to_its_new_connection() {
-        let mut table = Liveness::new();
+        let mut table = Liveness::default();
         table.on_heartbeat(&hb("a", 1, None, 0, 0), Some(ConnRef(1)), 0);
         table.on_heartbeat(&hb("a", 1, None, 0, 0), Some(ConnRef(2)), 1);
         assert!(table.connection_closed(ConnRef(1)).is_empty());
@@ -305,7 +284,7 @@ mod tests {
 
     #[test]
     fn the_table_is_bounded_but_known_brokers_keep_heartbeating() {
-        let mut table = Liveness::new();
+        let mut table = Liveness::default();
         for i in 0..MAX_LIVE_BROKERS as i64 {
             table.on_heartbeat(&hb(&format!("b{}", i / 4), i % 4, None, 0, 0), None, 0);
         }
@@ -321,7 +300,7 @@ mod tests {
 
     #[test]
     fn heartbeats_without_a_broker_name_are_not_recorded() {
-        let mut table = Liveness::new();
+        let mut table = Liveness::default();
         let mut nameless = hb("a", 1, None, 0, 0);
         nameless.broker_name = None;
         table.on_heartbeat(&nameless, None, 0);

@@ -1,19 +1,17 @@
-//! Role-change notifications (1008 NOTIFY_BROKER_ROLE_CHANGED) as data: after an election is
-//! durable, Java tells every *active* member of the set who the new master is, oneway, at
-//! its registered address. This module decides who gets what and encodes the frame; sending
-//! happens off the loop. [`NotifyOutbox`] keeps one pending notification per broker address,
-//! the highest master epoch (a broker ignores older epochs; Java cancels the older task).
+//! Role-change notifications (1008) as data: after an election is durable, Java tells every
+//! *active* member of the set who the new master is, oneway. [`NotifyOutbox`] keeps the
+//! highest master epoch per broker address (a broker ignores older epochs).
 
-use super::body;
 use super::codes::request::NOTIFY_BROKER_ROLE_CHANGED;
 use super::liveness::Liveness;
 use super::replicas::{master_fields, Elected};
+use super::request::sync_state_set_json;
 use super::response::encode_oneway_request;
 use std::collections::{BTreeSet, HashMap};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RoleChangeNotification {
-    /// Where to send it: the member's address as registered with the controller.
+    /// Where to send it (the member's registered address).
     pub broker_addr: String,
     pub master_address: Option<String>,
     pub master_broker_id: i64,
@@ -22,8 +20,7 @@ pub struct RoleChangeNotification {
 }
 
 impl RoleChangeNotification {
-    /// Appends the oneway 1008 frame: `NotifyBrokerRoleChangedRequestHeader` and a
-    /// `SyncStateSet` body holding the new master only (what Java sends after an election).
+    /// Appends the oneway 1008 frame; its `SyncStateSet` holds the new master only (as Java's).
     pub fn encode(&self, opaque: i32, out: &mut Vec<u8>) {
         let mut fields = Vec::with_capacity(4);
         master_fields(
@@ -34,7 +31,7 @@ impl RoleChangeNotification {
             self.sync_state_set_epoch,
         );
         let set: BTreeSet<i64> = [self.master_broker_id].into_iter().collect();
-        let body = body::sync_state_set(&set, self.sync_state_set_epoch);
+        let body = sync_state_set_json(Some(&set), self.sync_state_set_epoch);
         encode_oneway_request(NOTIFY_BROKER_ROLE_CHANGED, opaque, &fields, &body, out);
     }
 }
@@ -67,7 +64,6 @@ pub fn for_election(
         .collect()
 }
 
-/// Pending notifications, newest master epoch per broker address.
 #[derive(Debug, Default)]
 pub struct NotifyOutbox {
     pending: HashMap<String, RoleChangeNotification>,
@@ -81,10 +77,6 @@ impl NotifyOutbox {
                 self.pending.insert(n.broker_addr.clone(), n);
             }
         }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.pending.is_empty()
     }
 
     pub fn drain(&mut self) -> Vec<RoleChangeNotification> {
@@ -115,7 +107,7 @@ mod tests {
 
     #[test]
     fn only_active_members_are_notified() {
-        let mut liveness = Liveness::new();
+        let mut liveness = Liveness::default();
         for id in [2, 3] {
             liveness.on_heartbeat(
                 &Heartbeat {
@@ -150,7 +142,7 @@ mod tests {
         outbox.push(n(2));
         outbox.push(n(5));
         assert_eq!(outbox.drain(), vec![n(5)]);
-        assert!(outbox.is_empty());
+        assert!(outbox.drain().is_empty());
     }
 
     #[test]

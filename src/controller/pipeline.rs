@@ -1,14 +1,9 @@
 //! The leader's request pipeline: one FIFO of leader-only requests, one write in flight.
-//!
-//! The head request is computed on the *applied* state. A read (or a write without events)
-//! is answered at once; a write's events go to the durable step ([`Durability`]: the Raft
-//! group) as one entry, and the request parks until it is committed and applied, before the
-//! next request is computed. So every answer reflects every change acknowledged before it
-//! (Java may compute the next request before the previous one is applied).
+//! The head request is computed on the *applied* state, so every answer reflects every change
+//! acknowledged before it (docs/controller.md, "What runs").
 
 use super::codes::response as rc;
-use super::event::{decode_entry, encode_entry, Event, EventError};
-use super::liveness::Liveness;
+use super::event::{decode_entry, encode_entry, Event};
 use super::replicas::{self, Elected, View};
 use super::request::LeaderRequest;
 use super::response::Response;
@@ -18,16 +13,14 @@ use std::collections::VecDeque;
 
 /// How long a request may wait for its answer (Java's `WAIT_TIMEOUT_OUT`).
 pub const REQUEST_TIMEOUT_MS: u64 = 5_000;
-/// Queued requests beyond which new ones are answered SYSTEM_BUSY (memory bound; Java parks
-/// callers on a 1,024-slot queue behind a 50,000-slot thread-pool queue).
+/// Queued requests beyond which new ones are answered SYSTEM_BUSY (a memory bound).
 pub const QUEUE_LIMIT: usize = 10_000;
 
-/// Why a node may not serve leader-only requests now.
+/// Why a node may not serve leader-only requests now: not the leader (2007), or the log
+/// failed (SYSTEM_ERROR with why).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NotServing {
-    /// Not the leader (yet): Java's 2007.
     NotLeader,
-    /// The durable step broke (e.g. the log could not be fsynced): SYSTEM_ERROR with why.
     Failed(String),
 }
 
@@ -65,12 +58,10 @@ pub enum Origin<T> {
 pub struct Completed<T> {
     pub origin: Origin<T>,
     pub response: Response,
-    /// A successful election, now durable (for the role-change notifications).
     pub elected: Option<Elected>,
 }
 
 impl<T> Completed<T> {
-    /// An answer that elected nobody.
     pub fn answer(origin: Origin<T>, response: Response) -> Self {
         Completed {
             origin,
@@ -78,16 +69,6 @@ impl<T> Completed<T> {
             elected: None,
         }
     }
-}
-
-/// What the head request is computed with besides the state.
-#[derive(Debug, Clone, Copy)]
-pub struct Inputs<'a> {
-    pub liveness: &'a Liveness,
-    pub now_ms: u64,
-    pub enable_elect_unclean_master: bool,
-    /// Java's `processReadEvent`: reads (and writes without events) wait for an empty entry.
-    pub process_read_event: bool,
 }
 
 struct Waiting<T> {
@@ -122,10 +103,6 @@ impl<T> Default for Pipeline<T> {
 }
 
 impl<T> Pipeline<T> {
-    pub fn new() -> Self {
-        Pipeline::default()
-    }
-
     pub fn len(&self) -> usize {
         self.queue.len() + usize::from(self.in_flight.is_some())
     }
@@ -163,7 +140,7 @@ impl<T> Pipeline<T> {
         queued.into_iter().chain(flying).min()
     }
 
-    /// Queues a request; when the queue is full it is answered SYSTEM_BUSY in `out`.
+    /// Queues a request (SYSTEM_BUSY in `out` when the queue is full).
     pub fn submit(
         &mut self,
         origin: Origin<T>,
@@ -186,12 +163,12 @@ impl<T> Pipeline<T> {
         });
     }
 
-    /// Answers queued requests from the head until one needs the durable step (or none is
-    /// left). Call after `submit` and after `on_committed`.
+    /// Answers queued requests from the head until one needs the durable step. With
+    /// `process_read_event` (Java's), reads and writes without events wait for an empty entry.
     pub fn advance(
         &mut self,
-        state: &ControllerState,
-        inputs: &Inputs<'_>,
+        view: &View<'_>,
+        process_read_event: bool,
         durability: &mut dyn Durability,
         out: &mut Vec<Completed<T>>,
     ) {
@@ -203,14 +180,8 @@ impl<T> Pipeline<T> {
                 out.push(Completed::answer(head.origin, not_serving.response()));
                 continue;
             }
-            let view = View {
-                state,
-                liveness: inputs.liveness,
-                now_ms: inputs.now_ms,
-                enable_elect_unclean_master: inputs.enable_elect_unclean_master,
-            };
-            let outcome = replicas::handle(&head.request, &view);
-            if outcome.events.is_empty() && !inputs.process_read_event {
+            let outcome = replicas::handle(&head.request, view);
+            if outcome.events.is_empty() && !process_read_event {
                 out.push(Completed {
                     origin: head.origin,
                     response: outcome.response,
@@ -243,14 +214,14 @@ impl<T> Pipeline<T> {
     }
 
     /// A committed entry (whoever proposed it): applies its events to `state`, releases its
-    /// answer if it is the one in flight, returns the events (Err: undecodable, not applied).
+    /// answer if it is the one in flight, returns the events.
     pub fn on_committed(
         &mut self,
         proposal: Option<u64>,
         entry: &[u8],
         state: &mut ControllerState,
         out: &mut Vec<Completed<T>>,
-    ) -> Result<Vec<Event>, EventError> {
+    ) -> Result<Vec<Event>, String> {
         let events = decode_entry(entry)?;
         for event in &events {
             state.apply(event);
@@ -270,8 +241,8 @@ impl<T> Pipeline<T> {
         Ok(events)
     }
 
-    /// Answers every request whose 5 s are up with Java's timeout error. A write in flight
-    /// keeps its place until its entry commits (the next request must see it applied).
+    /// Answers every request whose 5 s are up; a write in flight keeps its place until its
+    /// entry commits (the next request must see it applied).
     pub fn expire(&mut self, now_ms: u64, out: &mut Vec<Completed<T>>) {
         let timeout = || {
             Response::error(
@@ -293,8 +264,8 @@ impl<T> Pipeline<T> {
         }
     }
 
-    /// Leadership lost: the write in flight gets `in_flight` (its fate is the new leader's),
-    /// the requests never proposed get `queued` (2007: the caller retries at the leader).
+    /// Leadership lost: the write in flight gets `in_flight`, the requests never proposed get
+    /// `queued` (2007: the caller retries at the leader).
     pub fn lose_leadership(
         &mut self,
         in_flight: &Response,
@@ -307,8 +278,7 @@ impl<T> Pipeline<T> {
         self.fail_all(queued, out);
     }
 
-    /// Answers everything with `response` (leadership lost, the log failed, shutdown).
-    /// The write in flight is forgotten: under Raft another leader decides its fate.
+    /// Answers everything with `response`; the write in flight's fate is another leader's.
     pub fn fail_all(&mut self, response: &Response, out: &mut Vec<Completed<T>>) {
         if let Some(origin) = self.in_flight.take().and_then(|f| f.origin) {
             out.push(Completed::answer(origin, response.clone()));
@@ -322,7 +292,19 @@ impl<T> Pipeline<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::request::{ApplyBrokerId, ElectMaster, ElectTrigger};
+    use crate::controller::liveness::Liveness;
+    use crate::controller::request::{ApplyBrokerId, ElectMaster};
+
+    impl Response {
+        /// The value of one ext field (integration tests have the harness's `ExtValue`).
+        fn ext_value(&self, key: &str) -> Option<&str> {
+            let fields = self.ext.as_ref()?;
+            fields
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| v.as_str())
+        }
+    }
 
     /// Records proposals; commits only when the test says so.
     #[derive(Default)]
@@ -372,9 +354,9 @@ mod tests {
     impl Rig {
         fn new() -> Rig {
             Rig {
-                pipeline: Pipeline::new(),
-                state: ControllerState::new(),
-                liveness: Liveness::new(),
+                pipeline: Pipeline::default(),
+                state: ControllerState::default(),
+                liveness: Liveness::default(),
                 log: Manual::default(),
                 out: Vec::new(),
                 process_read_event: false,
@@ -386,14 +368,15 @@ mod tests {
             self.advance(now);
         }
         fn advance(&mut self, now: u64) {
-            let inputs = Inputs {
+            let view = View {
+                state: &self.state,
                 liveness: &self.liveness,
                 now_ms: now,
                 enable_elect_unclean_master: false,
-                process_read_event: self.process_read_event,
             };
+            let read_event = self.process_read_event;
             self.pipeline
-                .advance(&self.state, &inputs, &mut self.log, &mut self.out);
+                .advance(&view, read_event, &mut self.log, &mut self.out);
         }
         fn commit(&mut self, index: u64, now: u64) {
             let entry = self
@@ -515,10 +498,7 @@ mod tests {
     fn controller_elections_are_tracked_per_broker_set() {
         let mut rig = Rig::new();
         rig.submit(1, apply_id("a", 1), 0);
-        let elect = LeaderRequest::ElectMaster(ElectMaster {
-            trigger: ElectTrigger::Controller,
-            ..ElectMaster::controller_trigger("a")
-        });
+        let elect = LeaderRequest::ElectMaster(ElectMaster::controller_trigger("a"));
         rig.pipeline.submit(
             Origin::Election {
                 broker_name: "a".into(),

@@ -1,17 +1,15 @@
 //! The leader-only requests as pure functions: request x applied state x liveness ->
-//! (response, events). Java's `ReplicasInfoManager` request methods, step by step.
-//!
-//! Nothing here changes the state: a write's events are applied only once durable
-//! (`pipeline`). Java's observable behaviour is kept, quirks included (docs/controller.md
-//! lists them; each is noted where it is kept).
+//! (response, events), Java's `ReplicasInfoManager` request methods step by step, quirks
+//! included (docs/controller.md lists them). A write's events are applied once durable.
 
-use super::body::{self, ReplicaIdentity, ReplicasInfo};
+use super::body;
 use super::codes::response as rc;
 use super::elect::{self, ElectInput};
 use super::event::Event;
 use super::liveness::Liveness;
 use super::request::{
-    AlterSyncStateSet, ApplyBrokerId, CleanBrokerData, ElectMaster, LeaderRequest, RegisterBroker,
+    sync_state_set_json, AlterSyncStateSet, ApplyBrokerId, CleanBrokerData, ElectMaster,
+    LeaderRequest, RegisterBroker,
 };
 use super::response::Response;
 use super::state::{BrokerReplicaInfo, ControllerState, SyncStateInfo, FIRST_BROKER_CONTROLLER_ID};
@@ -19,7 +17,7 @@ use crate::remoting::codes::response::SUCCESS;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Bounds on what peers can make the tables hold (Java has none): far above any real
-/// deployment, low enough that a broken or hostile peer cannot exhaust memory with 1013s.
+/// deployment, low enough that a hostile peer cannot exhaust memory with 1013s.
 pub const MAX_BROKER_SETS: usize = 100_000;
 pub const MAX_IDS_PER_BROKER_SET: usize = 1_024;
 
@@ -46,7 +44,6 @@ pub struct Elected {
     pub master_address: Option<String>,
     pub master_epoch: i32,
     pub sync_state_set_epoch: i32,
-    /// Every registered id of the set and its address (the `brokerMemberGroup`).
     pub members: Vec<(i64, String)>,
 }
 
@@ -126,8 +123,7 @@ pub fn handle(request: &LeaderRequest, view: &View<'_>) -> Outcome {
     }
 }
 
-/// 1001's answer when it is refused: the failure code and remark, with the
-/// `newSyncStateSetEpoch: 0` every 1001 answer carries.
+/// A refused 1001 (every 1001 answer carries `newSyncStateSetEpoch`).
 fn alter_refused(code: i32, remark: String) -> Outcome {
     Outcome::reply(
         Response::with_header(code, vec![("newSyncStateSetEpoch", "0".into())]).remark(remark),
@@ -202,7 +198,7 @@ fn alter_sync_state_set(r: &AlterSyncStateSet, view: &View<'_>) -> Outcome {
     let epoch = sync.sync_state_set_epoch.wrapping_add(1);
     let response =
         Response::with_header(SUCCESS, vec![("newSyncStateSetEpoch", epoch.to_string())])
-            .body(body::sync_state_set(new_set, epoch));
+            .body(sync_state_set_json(Some(new_set), epoch));
     Outcome::with_event(
         response,
         Event::AlterSyncStateSet {
@@ -226,7 +222,7 @@ fn check_new_members(
                 format!("{BECAUSE} the replicas {{{id}}} don't exist"),
             ));
         }
-        if !view.alive(replica.cluster_name(), replica.broker_name(), id) {
+        if !view.alive(replica.cluster_name.as_deref(), &replica.broker_name, id) {
             return Some(alter_refused(
                 rc::CONTROLLER_BROKER_NOT_ALIVE,
                 format!("{BECAUSE} the replicas {{{id}}} don't alive"),
@@ -254,8 +250,9 @@ fn elect_master(r: &ElectMaster, view: &View<'_>) -> Outcome {
         );
     };
     let old_master = sync.master_broker_id;
-    // The first master of a set is whoever asks first, alive or not (Java's behaviour).
-    let mut new_master = sync.is_first_time_for_elect().then_some(r.broker_id);
+    // The first master of a set (Java's `isFirstTimeForElect`: epoch 0) is whoever asks
+    // first, alive or not.
+    let mut new_master = (sync.master_epoch == 0).then_some(r.broker_id);
     if new_master.map_or(true, |m| m == -1) {
         let all: BTreeSet<i64>;
         let all_replicas = if view.enable_elect_unclean_master {
@@ -266,8 +263,8 @@ fn elect_master(r: &ElectMaster, view: &View<'_>) -> Outcome {
         };
         new_master = elect::elect(
             &ElectInput {
-                cluster_name: replica.cluster_name(),
-                broker_name: replica.broker_name(),
+                cluster_name: replica.cluster_name.as_deref(),
+                broker_name: &replica.broker_name,
                 sync_state_set: &sync.sync_state_set,
                 all_replicas,
                 old_master,
@@ -291,15 +288,14 @@ fn elect_master(r: &ElectMaster, view: &View<'_>) -> Outcome {
                 Response::with_header(rc::CONTROLLER_MASTER_STILL_EXIST, fields)
                     .remark(format!(
                         "The old master {master} is still alive, not need to elect new master for broker {}",
-                        replica.broker_name()
+                        replica.broker_name
                     ))
                     .body(body::elect_master(None, &sync.sync_state_set)),
             )
         }
         Some(master) => elected(r, view, master),
         None if r.broker_id == -1 => {
-            // Controller-triggered (or a request that looks like one): record that the
-            // set has no master any more, which bumps masterEpoch.
+            // Controller-triggered (or looks like it): "no master" is recorded (masterEpoch + 1).
             Outcome::with_event(
                 Response::with_header(rc::CONTROLLER_MASTER_NOT_AVAILABLE, vec![])
                     .remark("Old master has down and failed to elect a new broker master"),
@@ -342,8 +338,8 @@ fn elected(r: &ElectMaster, view: &View<'_>, master: i64) -> Outcome {
             new_master_broker_id: Some(master),
         }],
         elected: Some(Elected {
-            cluster_name: replica.cluster_name().map(str::to_owned),
-            broker_name: replica.broker_name().to_owned(),
+            cluster_name: replica.cluster_name.clone(),
+            broker_name: replica.broker_name.clone(),
             master_broker_id: master,
             master_address: address,
             master_epoch,
@@ -397,8 +393,8 @@ fn register_broker(r: &RegisterBroker, view: &View<'_>) -> Outcome {
             );
         }
     }
-    let response = Response::with_header(SUCCESS, fields).body(body::sync_state_set(
-        &sync.sync_state_set,
+    let response = Response::with_header(SUCCESS, fields).body(sync_state_set_json(
+        Some(&sync.sync_state_set),
         sync.sync_state_set_epoch,
     ));
     if replica.address(id) == Some(address) {
@@ -433,8 +429,8 @@ fn get_replica_info(broker_name: Option<&str>, view: &View<'_>) -> Outcome {
     }
     fields.push(("masterEpoch", sync.master_epoch.to_string()));
     Outcome::reply(
-        Response::with_header(SUCCESS, fields).body(body::sync_state_set(
-            &sync.sync_state_set,
+        Response::with_header(SUCCESS, fields).body(sync_state_set_json(
+            Some(&sync.sync_state_set),
             sync.sync_state_set_epoch,
         )),
     )
@@ -442,37 +438,15 @@ fn get_replica_info(broker_name: Option<&str>, view: &View<'_>) -> Outcome {
 
 /// 1006: every known set among the names; unknown names are skipped.
 fn get_sync_state_data(names: &[String], view: &View<'_>) -> Outcome {
-    let mut sets = BTreeMap::new();
-    for name in names {
-        let Some((replica, sync)) = view.state.broker_set(name) else {
-            continue;
-        };
-        let mut info = ReplicasInfo {
-            broker_name: name,
-            master_broker_id: sync.master_broker_id,
-            master_address: sync.master_broker_id.and_then(|m| replica.address(m)),
-            master_epoch: sync.master_epoch,
-            sync_state_set_epoch: sync.sync_state_set_epoch,
-            in_sync: Vec::new(),
-            not_in_sync: Vec::new(),
-        };
-        for (id, broker) in &replica.brokers {
-            let identity = ReplicaIdentity {
-                broker_name: name,
-                broker_id: *id,
-                broker_address: &broker.address,
-                alive: view.alive(replica.cluster_name(), name, *id),
-            };
-            if sync.sync_state_set.contains(id) {
-                info.in_sync.push(identity);
-            } else {
-                info.not_in_sync.push(identity);
-            }
-        }
-        sets.insert(name.as_str(), info);
-    }
-    let sets: Vec<ReplicasInfo<'_>> = sets.into_values().collect();
-    Outcome::reply(Response::new(SUCCESS, None).body(body::broker_replicas_info(&sets)))
+    let sets: BTreeMap<&str, _> = names
+        .iter()
+        .filter_map(|name| Some((name.as_str(), view.state.broker_set(name)?)))
+        .collect();
+    let sets: Vec<_> = sets.into_values().collect();
+    let alive =
+        |r: &BrokerReplicaInfo, id| view.alive(r.cluster_name.as_deref(), &r.broker_name, id);
+    let body = body::broker_replicas_info(&sets, alive);
+    Outcome::reply(Response::new(SUCCESS, None).body(body))
 }
 
 /// Java's `String.split(";")` of the id list: trailing empty pieces dropped.
@@ -614,18 +588,16 @@ fn apply_broker_id(r: &ApplyBrokerId, view: &View<'_>) -> Outcome {
         None => refuse(format!(
             "Broker-set: {name} hasn't been registered in controller, but broker try to apply brokerId: {id}"
         )),
-        Some(replica) if !replica.contains(id) || replica.register_check_code(id) == Some(code) => {
+        Some(r) if r.brokers.get(&id).map_or(true, |b| b.register_check_code == code) => {
             Outcome::with_event(Response::with_header(SUCCESS, fields), event)
         }
         Some(_) => refuse(format!("Fail to apply brokerId: {id} in broker-set: {name}")),
     }
 }
 
-/// Java's `scanNeedReelectBrokerSets`: the broker sets whose master is inactive while at
-/// least one of their ids is active (sorted by name). A set with no live member is left
-/// alone: electing would only record "no master" again. With `unheard_is_inactive` false, a
-/// master this node has no heartbeat of at all is not counted inactive (a new leader, before
-/// brokers that heartbeat only the leader found it).
+/// Java's `scanNeedReelectBrokerSets`: the sets whose master is inactive while one of their
+/// ids is active (sorted). With `unheard_is_inactive` false, a master this node never heard
+/// from is not counted inactive (a new leader, before brokers found it).
 pub fn scan_need_reelect(
     state: &ControllerState,
     liveness: &Liveness,
@@ -638,7 +610,7 @@ pub fn scan_need_reelect(
             let Some(master) = sync.master_broker_id else {
                 return false;
             };
-            let (cluster, name) = (sync.cluster_name(), sync.broker_name());
+            let (cluster, name) = (sync.cluster_name.as_deref(), &*sync.broker_name);
             let heard = liveness.get(cluster, name, master).is_some();
             (heard || unheard_is_inactive)
                 && !liveness.is_active(cluster, name, master, now_ms)
@@ -648,7 +620,7 @@ pub fn scan_need_reelect(
                         .any(|id| liveness.is_active(cluster, name, *id, now_ms))
                 })
         })
-        .map(|sync| sync.broker_name().to_owned())
+        .map(|sync| sync.broker_name.clone())
         .collect();
     names.sort();
     names
@@ -669,7 +641,7 @@ mod tests {
     }
 
     fn run(state: &mut ControllerState, request: &LeaderRequest) -> i32 {
-        let liveness = Liveness::new();
+        let liveness = Liveness::default();
         let outcome = handle(
             request,
             &View {
@@ -687,7 +659,7 @@ mod tests {
 
     #[test]
     fn peers_cannot_grow_the_tables_without_bound() {
-        let mut state = ControllerState::new();
+        let mut state = ControllerState::default();
         for id in 1..=MAX_IDS_PER_BROKER_SET as i64 {
             assert_eq!(run(&mut state, &apply("a", id)), SUCCESS);
         }

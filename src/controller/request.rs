@@ -1,12 +1,7 @@
 //! Typed controller requests, parsed once from a `RemotingCommand` and written by the
 //! senders (`rmq-admin`, `rmq-bench controller`) with [`ControllerRequest::encode`].
-//!
-//! Header fields are read as Java's `decodeCommandCustomHeaderDirectly` reads them for the
-//! controller: leniently. A missing or unparsable field, even a `@CFNotNull` one, stays at
-//! its default (null, or the header's initial value such as `brokerId = -1` for 1002); what
-//! a handler does with the null is the handler's (often Java's NullPointerException, i.e.
-//! SYSTEM_ERROR, reproduced in `replicas`). Bodies are read first, as Java's processor does:
-//! a bad 1001 or 1006 body is answered SYSTEM_ERROR at once.
+//! Headers are read leniently, as Java's controller reads them (docs/controller.md,
+//! "Requests"): a missing or unparsable field stays at its default and `replicas` decides.
 
 use super::codes::request as code;
 use super::response::Response;
@@ -17,33 +12,18 @@ use crate::request::Encoded;
 use field::*;
 use std::collections::BTreeSet;
 
-/// The controller's own header field names (the ones it shares with the name server,
-/// `clusterName`, `brokerName`, `brokerAddr` and `brokerId`, are `crate::request::field`'s),
-/// in requests and in the answers the tools read.
+/// The controller's own header field names (shared ones are `crate::request::field`'s).
 pub mod field {
-    // 904 (`BrokerHeartbeatRequestHeader`; `heartbeatTimeoutMills` is Java's spelling).
-    pub const EPOCH: &str = "epoch";
-    pub const MAX_OFFSET: &str = "maxOffset";
-    pub const CONFIRM_OFFSET: &str = "confirmOffset";
-    pub const HEARTBEAT_TIMEOUT_MILLS: &str = "heartbeatTimeoutMills";
-    pub const ELECTION_PRIORITY: &str = "electionPriority";
-    pub const STORE_READY: &str = "storeReady";
-    // 1001, 1002, 1003, 1011, 1013.
+    // Requests (the ones only one header reads are written there).
     pub const MASTER_BROKER_ID: &str = "masterBrokerId";
     pub const MASTER_EPOCH: &str = "masterEpoch";
     pub const DESIGNATE_ELECT: &str = "designateElect";
     pub const BROKER_ADDRESS: &str = "brokerAddress";
-    pub const BROKER_CONTROLLER_IDS_TO_CLEAN: &str = "brokerControllerIdsToClean";
-    pub const IS_CLEAN_LIVING_BROKER: &str = "isCleanLivingBroker";
-    pub const APPLIED_BROKER_ID: &str = "appliedBrokerId";
-    pub const REGISTER_CHECK_CODE: &str = "registerCheckCode";
-    /// Sent by `mqadmin` with admin requests; no controller reads it.
     pub const INVOKE_TIME: &str = "invokeTime";
     // 1001's body (`SyncStateSet`).
     pub const SYNC_STATE_SET: &str = "syncStateSet";
     pub const SYNC_STATE_SET_EPOCH: &str = "syncStateSetEpoch";
-    // Answers: 1001, 1002/1003/1008 (masterBrokerId, masterEpoch, syncStateSetEpoch too),
-    // 1012, 1005 (the last three are rmq-namesrv's additions).
+    // Answers (1005's raft* fields are rmq-namesrv's additions).
     pub const NEW_SYNC_STATE_SET_EPOCH: &str = "newSyncStateSetEpoch";
     pub const MASTER_ADDRESS: &str = "masterAddress";
     pub const NEXT_BROKER_ID: &str = "nextBrokerId";
@@ -56,8 +36,7 @@ pub mod field {
     pub const RAFT_TERM: &str = "raftTerm";
 }
 
-/// A header field as Java's lenient decoder reads it (see the module doc), and its text as
-/// senders write it (None: left out).
+/// A header field as Java's lenient decoder reads it, and its text as senders write it.
 trait HeaderField: Sized {
     fn read(cmd: &RemotingCommand, key: &'static str) -> Self;
     fn text(&self) -> Option<String>;
@@ -125,8 +104,7 @@ impl HeaderField for bool {
     }
 }
 
-/// Declares a typed header: its fields (in the order senders write them), each with its wire
-/// name, and the parse and encode both sides use.
+/// Declares a typed header (fields in the order senders write them) and its parse and encode.
 macro_rules! header {
     ($(#[$doc:meta])* $name:ident { $($(#[$fdoc:meta])* $field:ident: $ty:ty = $key:expr,)* }) => {
         $(#[$doc])*
@@ -154,13 +132,12 @@ header! {
         broker_addr: Option<String> = BROKER_ADDR,
         broker_name: Option<String> = BROKER_NAME,
         broker_id: Option<i64> = BROKER_ID,
-        epoch: Option<i32> = EPOCH,
-        max_offset: Option<i64> = MAX_OFFSET,
-        confirm_offset: Option<i64> = CONFIRM_OFFSET,
-        /// Sent as `heartbeatTimeoutMills` (sic).
-        heartbeat_timeout_millis: Option<i64> = HEARTBEAT_TIMEOUT_MILLS,
-        election_priority: Option<i32> = ELECTION_PRIORITY,
-        store_ready: Option<bool> = STORE_READY,
+        epoch: Option<i32> = "epoch",
+        max_offset: Option<i64> = "maxOffset",
+        confirm_offset: Option<i64> = "confirmOffset",
+        heartbeat_timeout_millis: Option<i64> = "heartbeatTimeoutMills", // sic, Java's spelling
+        election_priority: Option<i32> = "electionPriority",
+        store_ready: Option<bool> = "storeReady",
     }
 }
 
@@ -183,14 +160,6 @@ pub struct AlterSyncStateSet {
     pub body: Option<SyncStateSetBody>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ElectTrigger {
-    /// A broker electing itself, or mqadmin electMaster (designateElect=true).
-    Request,
-    /// The controller itself, after a master went inactive (never on the wire).
-    Controller,
-}
-
 /// 1002 CONTROLLER_ELECT_MASTER (`ElectMasterRequestHeader`, with its initial values).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ElectMaster {
@@ -198,7 +167,6 @@ pub struct ElectMaster {
     pub broker_name: String,
     pub broker_id: i64,
     pub designate_elect: bool,
-    pub trigger: ElectTrigger,
 }
 
 impl ElectMaster {
@@ -209,7 +177,6 @@ impl ElectMaster {
             broker_name: broker_name.to_owned(),
             broker_id: -1,
             designate_elect: false,
-            trigger: ElectTrigger::Controller,
         }
     }
 }
@@ -228,10 +195,9 @@ header! {
     /// 1011 CLEAN_BROKER_DATA.
     CleanBrokerData {
         broker_name: Option<String> = BROKER_NAME,
-        is_clean_living_broker: bool = IS_CLEAN_LIVING_BROKER,
+        is_clean_living_broker: bool = "isCleanLivingBroker",
         cluster_name: Option<String> = CLUSTER_NAME,
-        /// `"1;2;3"` as sent.
-        broker_controller_ids_to_clean: Option<String> = BROKER_CONTROLLER_IDS_TO_CLEAN,
+        broker_controller_ids_to_clean: Option<String> = "brokerControllerIdsToClean",
     }
 }
 
@@ -240,8 +206,8 @@ header! {
     ApplyBrokerId {
         cluster_name: Option<String> = CLUSTER_NAME,
         broker_name: Option<String> = BROKER_NAME,
-        applied_broker_id: Option<i64> = APPLIED_BROKER_ID,
-        register_check_code: Option<String> = REGISTER_CHECK_CODE,
+        applied_broker_id: Option<i64> = "appliedBrokerId",
+        register_check_code: Option<String> = "registerCheckCode",
     }
 }
 
@@ -305,9 +271,7 @@ impl ControllerRequest {
         }
     }
 
-    /// The request as a broker or `mqadmin` writes it: absent fields are left out, so
-    /// [`parse`] of the result gives this request back (a controller-triggered election
-    /// comes back as a requested one: the trigger is not on the wire).
+    /// The request as a broker or `mqadmin` writes it; [`parse`] gives it back.
     pub fn encode(&self) -> Encoded<'_> {
         let mut e = Encoded::new(self.code());
         match self {
@@ -324,19 +288,21 @@ impl ControllerRequest {
     }
 }
 
-impl SyncStateSetBody {
-    /// `{"syncStateSet":[ids],"syncStateSetEpoch":n}`, as Java's fastjson writes it.
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        use json::Value;
-        let mut members = Vec::new();
-        if let Some(ids) = &self.sync_state_set {
-            let ids = ids.iter().map(|id| Value::Int(*id)).collect();
-            members.push((SYNC_STATE_SET.to_string(), Value::Array(ids)));
+/// A `SyncStateSet` (1001's body, and the body of 1001, 1003, 1004 and 1008 answers):
+/// `{"syncStateSet":[ids],"syncStateSetEpoch":n}`, as Java's fastjson writes it.
+pub fn sync_state_set_json(set: Option<&BTreeSet<i64>>, epoch: i32) -> Vec<u8> {
+    let mut out = Vec::with_capacity(48 + set.map_or(0, |s| s.len() * 4));
+    let mut object = json::Seq::object(&mut out);
+    if let Some(ids) = set {
+        let mut array = json::Seq::array(object.key(SYNC_STATE_SET));
+        for id in ids {
+            json::write_i64(array.item(), *id);
         }
-        let epoch = Value::Int(i64::from(self.sync_state_set_epoch));
-        members.push((SYNC_STATE_SET_EPOCH.to_string(), epoch));
-        json::write_value(out, &Value::Object(members));
+        array.end();
     }
+    json::write_i64(object.key(SYNC_STATE_SET_EPOCH), i64::from(epoch));
+    object.end();
+    out
 }
 
 impl LeaderRequest {
@@ -346,10 +312,9 @@ impl LeaderRequest {
                 a.broker_name.write(e, BROKER_NAME);
                 a.master_broker_id.write(e, MASTER_BROKER_ID);
                 a.master_epoch.write(e, MASTER_EPOCH);
-                if let Some(body) = &a.body {
-                    let mut out = Vec::new();
-                    body.encode(&mut out);
-                    e.body = out.into();
+                if let Some(b) = &a.body {
+                    e.body = sync_state_set_json(b.sync_state_set.as_ref(), b.sync_state_set_epoch)
+                        .into();
                 }
             }
             LeaderRequest::ElectMaster(m) => {
@@ -404,7 +369,6 @@ pub fn parse(cmd: &RemotingCommand) -> Result<ControllerRequest, Response> {
             broker_name: text(BROKER_NAME).unwrap_or_default(),
             broker_id: Option::<i64>::read(cmd, BROKER_ID).unwrap_or(-1),
             designate_elect: HeaderField::read(cmd, DESIGNATE_ELECT),
-            trigger: ElectTrigger::Request,
         }),
         code::CONTROLLER_REGISTER_BROKER => {
             LeaderRequest::RegisterBroker(RegisterBroker::read(cmd))
@@ -440,7 +404,8 @@ pub fn java_bool(text: &str) -> bool {
     text.eq_ignore_ascii_case("true")
 }
 
-fn body_limits(body: &[u8]) -> json::Limits {
+/// Limits for the controller's small JSON documents (bodies, events, snapshots).
+pub(crate) fn body_limits(body: &[u8]) -> json::Limits {
     json::Limits {
         max_depth: 8,
         max_string_len: body.len().max(1),
@@ -494,18 +459,13 @@ fn parse_broker_names(body: &[u8]) -> Result<Vec<String>, Response> {
     let items = root
         .items()
         .ok_or_else(|| Response::system_error("broker name list is not a JSON array"))?;
-    let mut names = Vec::with_capacity(items.len());
-    for item in items {
-        match item.as_str() {
-            Some(name) => names.push(name.to_owned()),
-            None => {
-                return Err(Response::system_error(format!(
-                    "broker name list holds a non-string: {}",
-                    item.to_text()
-                )))
-            }
-        }
-    }
+    let names = items
+        .map(|item| {
+            let non_string = || format!("broker name list holds a non-string: {}", item.to_text());
+            item.as_str().map(str::to_owned).ok_or_else(non_string)
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(Response::system_error)?;
     if names.is_empty() {
         return Err(Response::not_set());
     }
@@ -560,7 +520,6 @@ mod tests {
                 broker_name: String::new(),
                 broker_id: -1,
                 designate_elect: false,
-                trigger: ElectTrigger::Request,
             }))
         );
         let parsed = parse(&RemotingCommand::for_test(
@@ -679,7 +638,6 @@ mod tests {
                 broker_name: "b".into(),
                 broker_id: 2,
                 designate_elect: true,
-                trigger: ElectTrigger::Request,
             })),
             leader(LeaderRequest::RegisterBroker(RegisterBroker {
                 cluster_name: text("c"),
@@ -762,19 +720,14 @@ mod tests {
             panic!("{:?}", back[3]);
         };
         assert_eq!((m.broker_name.as_str(), m.broker_id), ("b", -1));
-        assert_eq!(m.trigger, ElectTrigger::Request);
     }
 
     /// 1001's body as brokers and rmq-bench have always written it.
     #[test]
     fn sync_state_set_bodies_are_written_as_fastjson_does() {
-        let mut out = Vec::new();
-        SyncStateSetBody {
-            sync_state_set: Some([2, 1].into_iter().collect()),
-            sync_state_set_epoch: 4,
-        }
-        .encode(&mut out);
+        let out = sync_state_set_json(Some(&[2, 1].into_iter().collect()), 4);
         assert_eq!(out, b"{\"syncStateSet\":[1,2],\"syncStateSetEpoch\":4}");
+        assert_eq!(sync_state_set_json(None, 0), b"{\"syncStateSetEpoch\":0}");
     }
 
     #[test]

@@ -1,12 +1,8 @@
 //! One controller answer as plain data (`Response`), and its frame encoding.
 //!
-//! Java builds controller answers with `createResponseCommandWithHeader(code, header)`: every
-//! non-null field of the response-header object becomes an ext field, so a handler with a
-//! header class always sends `extFields` (possibly `{}`), and one without (`Void` results,
-//! errors raised before the handler ran) sends none. `ext` keeps that distinction:
-//! `None` = no header object, `Some(vec![])` = a header whose fields are all null.
-//! Ext fields are kept in alphabetical order (Java's HashMap order is not something any
-//! peer reads), so frames are stable and easy to compare.
+//! Java makes every non-null field of a response-header object an ext field, so a handler
+//! with a header class always sends `extFields` (possibly `{}`), and one without sends none:
+//! `ext` is `None` for no header object. Ext fields are alphabetical, so frames are stable.
 
 use crate::remoting::codes::{response as code, version, FLAG_ONEWAY, FLAG_RESPONSE};
 use crate::remoting::command::{encode_frame, Header, SerializeType};
@@ -15,14 +11,11 @@ use crate::remoting::command::{encode_frame, Header, SerializeType};
 pub struct Response {
     pub code: i32,
     pub remark: Option<String>,
-    /// The response header's non-null fields, alphabetical; None = no header object.
     pub ext: Option<Vec<(&'static str, String)>>,
-    /// None = no body (Java's null body).
     pub body: Option<Vec<u8>>,
 }
 
 impl Response {
-    /// A bare answer: no header object, no body.
     pub fn new(code: i32, remark: Option<String>) -> Response {
         Response {
             code,
@@ -37,8 +30,7 @@ impl Response {
         Response::new(code, Some(remark.into()))
     }
 
-    /// An answer from a handler with a response-header class: `fields` are its non-null
-    /// fields (given in alphabetical order).
+    /// An answer from a handler with a response-header class: its non-null fields.
     pub fn with_header(code: i32, fields: Vec<(&'static str, String)>) -> Response {
         debug_assert!(
             fields.windows(2).all(|w| w[0].0 < w[1].0),
@@ -62,25 +54,14 @@ impl Response {
         self
     }
 
-    /// Java's SYSTEM_ERROR for an exception thrown while handling (a null the handler
-    /// dereferenced, a body fastjson could not read). The remark says what was wrong.
+    /// Java's SYSTEM_ERROR for an exception thrown while handling.
     pub fn system_error(remark: impl Into<String>) -> Response {
         Response::error(code::SYSTEM_ERROR, remark)
     }
 
-    /// Java's `createResponseCommand(null)`: what a handler that set nothing answers
-    /// (1006 without broker names).
+    /// Java's `createResponseCommand(null)` (1006 without broker names).
     pub fn not_set() -> Response {
         Response::error(code::SYSTEM_ERROR, "not set any response code")
-    }
-
-    /// The value of one ext field, for tests and logs.
-    pub fn ext_value(&self, key: &str) -> Option<&str> {
-        let fields = self.ext.as_ref()?;
-        fields
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, v)| v.as_str())
     }
 
     pub fn encode(&self, opaque: i32, serialize_type: SerializeType, out: &mut Vec<u8>) {

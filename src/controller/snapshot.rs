@@ -1,14 +1,7 @@
-//! The whole-state snapshot: both tables as JSON, with the index of the last entry they
-//! include, so the log before it can be dropped (Java's DLedger controller never snapshots).
-//! It is the data of a Raft snapshot (`raft.snapshot`, and what a leader sends a follower
-//! that fell too far behind), encoded on the log writer's thread.
-//!
-//! ```text
-//! data = "RMQCSNP1" index:u64 crc:u32 json        (big endian; crc = CRC-32 of index and json)
-//! json = {"replicaInfoTable":[...],"syncStateSetInfoTable":[...]}   (sorted by brokerName)
-//! ```
+//! The whole-state snapshot, the data of a Raft snapshot: `"RMQCSNP1" index:u64 crc:u32`
+//! (big endian; CRC-32 of index and JSON), then both tables as JSON sorted by brokerName
+//! (docs/controller.md, "Storage").
 
-use crate::checksum::crc32;
 use crate::controller::event::{Fields, ObjectWriter};
 use crate::controller::state::{
     BrokerIdInfo, BrokerReplicaInfo, ControllerState, Stamp, SyncStateInfo,
@@ -20,15 +13,20 @@ const HEADER_LEN: usize = 20;
 
 pub fn encode(index: u64, state: &ControllerState) -> Vec<u8> {
     let json = encode_state(state);
-    let mut crc_input = Vec::with_capacity(8 + json.len());
-    crc_input.extend_from_slice(&index.to_be_bytes());
-    crc_input.extend_from_slice(&json);
     let mut out = Vec::with_capacity(HEADER_LEN + json.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&index.to_be_bytes());
-    out.extend_from_slice(&crc32(&crc_input).to_be_bytes());
+    out.extend_from_slice(&crc(&index.to_be_bytes(), &json).to_be_bytes());
     out.extend_from_slice(&json);
     out
+}
+
+/// CRC-32 of the index and the JSON.
+fn crc(index: &[u8], json: &[u8]) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(index);
+    hasher.update(json);
+    hasher.finalize()
 }
 
 /// Both tables as JSON, sorted by brokerName (equal states give equal bytes).
@@ -89,31 +87,22 @@ fn write_sync_state(out: &mut Vec<u8>, info: &SyncStateInfo) {
 
 /// Reads snapshot data: the index it is as of, and the state.
 pub fn decode(bytes: &[u8]) -> Result<(u64, ControllerState), String> {
-    if bytes.len() < HEADER_LEN || &bytes[..MAGIC.len()] != MAGIC {
+    if bytes.len() < HEADER_LEN || !bytes.starts_with(MAGIC) {
         return Err("not a controller snapshot (bad magic or too short)".into());
     }
-    let mut index_bytes = [0u8; 8];
-    index_bytes.copy_from_slice(&bytes[8..16]);
-    let index = u64::from_be_bytes(index_bytes);
-    let crc = u32::from_be_bytes([bytes[16], bytes[17], bytes[18], bytes[19]]);
-    let json = &bytes[HEADER_LEN..];
-    let mut crc_input = Vec::with_capacity(8 + json.len());
-    crc_input.extend_from_slice(&index_bytes);
-    crc_input.extend_from_slice(json);
-    if crc32(&crc_input) != crc {
+    let (index, json) = (&bytes[8..16], &bytes[HEADER_LEN..]);
+    if crc(index, json).to_be_bytes() != bytes[16..HEADER_LEN] {
         return Err("checksum mismatch".into());
     }
+    let index = u64::from_be_bytes(index.try_into().unwrap_or_default());
     Ok((index, decode_state(json)?))
 }
 
 fn decode_state(json_bytes: &[u8]) -> Result<ControllerState, String> {
-    let limits = json::Limits {
-        max_depth: 8,
-        max_string_len: json_bytes.len().max(1),
-    };
+    let limits = crate::controller::request::body_limits(json_bytes);
     let doc = json::parse_borrowed(json_bytes, &limits).map_err(|e| e.to_string())?;
     let root = doc.root();
-    let mut state = ControllerState::new();
+    let mut state = ControllerState::default();
     for item in array(root, "replicaInfoTable")? {
         state.insert_replica_info(read_replica_info(item)?);
     }
@@ -132,18 +121,15 @@ fn array<'d>(v: ValueRef<'d>, key: &str) -> Result<Vec<ValueRef<'d>>, String> {
 
 fn read_replica_info(v: ValueRef<'_>) -> Result<BrokerReplicaInfo, String> {
     let f = Fields(v);
-    let mut info = BrokerReplicaInfo::new(
-        f.opt_string("clusterName").map_err(|e| e.0)?,
-        f.string("brokerName").map_err(|e| e.0)?,
-    );
-    info.next_assign_broker_id = f.int("nextAssignBrokerId").map_err(|e| e.0)?;
+    let mut info = BrokerReplicaInfo::new(f.opt_string("clusterName")?, f.string("brokerName")?);
+    info.next_assign_broker_id = f.int("nextAssignBrokerId")?;
     for b in array(v, "brokers")? {
         let bf = Fields(b);
         info.brokers.insert(
-            bf.int("brokerId").map_err(|e| e.0)?,
+            bf.int("brokerId")?,
             BrokerIdInfo {
-                address: bf.string("brokerAddress").map_err(|e| e.0)?,
-                register_check_code: bf.string("registerCheckCode").map_err(|e| e.0)?,
+                address: bf.string("brokerAddress")?,
+                register_check_code: bf.string("registerCheckCode")?,
             },
         );
     }
@@ -152,25 +138,19 @@ fn read_replica_info(v: ValueRef<'_>) -> Result<BrokerReplicaInfo, String> {
 
 fn read_sync_state(v: ValueRef<'_>) -> Result<SyncStateInfo, String> {
     let f = Fields(v);
-    let mut info = SyncStateInfo::new(
-        f.opt_string("clusterName").map_err(|e| e.0)?,
-        f.string("brokerName").map_err(|e| e.0)?,
-    );
-    info.master_broker_id = f.opt_int("masterBrokerId").map_err(|e| e.0)?;
-    let by = f.opt_int("masterElectedBy").map_err(|e| e.0)?;
-    let at = f.opt_int("masterElectedMs").map_err(|e| e.0)?;
+    let mut info = SyncStateInfo::new(f.opt_string("clusterName")?, f.string("brokerName")?);
+    info.master_broker_id = f.opt_int("masterBrokerId")?;
+    let by = f.opt_int("masterElectedBy")?;
+    let at = f.opt_int("masterElectedMs")?;
     if let (Some(node), Some(wall_ms)) = (by, at) {
         info.master_stamp = Some(Stamp {
             node: node as u64,
             wall_ms: wall_ms as u64,
         });
     }
-    info.master_epoch = f.int32("masterEpoch").map_err(|e| e.0)?;
-    info.sync_state_set_epoch = f.int32("syncStateSetEpoch").map_err(|e| e.0)?;
-    info.sync_state_set = f
-        .ids("syncStateSet")
-        .map_err(|e| e.0)?
-        .ok_or("syncStateSet is missing")?;
+    info.master_epoch = f.int32("masterEpoch")?;
+    info.sync_state_set_epoch = f.int32("syncStateSetEpoch")?;
+    info.sync_state_set = f.ids("syncStateSet")?.ok_or("syncStateSet is missing")?;
     Ok(info)
 }
 
@@ -180,7 +160,7 @@ mod tests {
     use crate::controller::event::Event;
 
     fn sample() -> ControllerState {
-        let mut state = ControllerState::new();
+        let mut state = ControllerState::default();
         for (name, id) in [("b", 1), ("a", 1), ("a", 2)] {
             state.apply(&Event::ApplyBrokerId {
                 cluster_name: (name == "a").then(|| "c\"1".to_owned()),
@@ -214,8 +194,8 @@ mod tests {
         assert_eq!(back, state);
         assert_eq!(encode(42, &back), bytes, "stable bytes");
         assert_eq!(
-            decode(&encode(0, &ControllerState::new())).unwrap().1,
-            ControllerState::new()
+            decode(&encode(0, &ControllerState::default())).unwrap().1,
+            ControllerState::default()
         );
     }
 

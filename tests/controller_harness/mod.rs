@@ -5,7 +5,7 @@
 
 use bytes::Bytes;
 use mio::{Events, Poll, Token, Waker};
-use rmq_namesrv::controller::{ConnRef, Controller, ControllerConfig, Reply};
+use rmq_namesrv::controller::{ConnRef, Controller, ControllerConfig, Reply, Response, Wake};
 use rmq_namesrv::remoting::command::{DecodeLimits, RemotingCommand, SerializeType};
 #[path = "../support/mod.rs"]
 mod support;
@@ -58,10 +58,34 @@ pub fn split(frame: &[u8]) -> (String, Vec<u8>) {
 
 pub const WAKE: Token = Token(7);
 
+/// The value of one ext field of a controller answer.
+pub trait ExtValue {
+    fn ext_value(&self, key: &str) -> Option<&str>;
+}
+
+impl ExtValue for Response {
+    fn ext_value(&self, key: &str) -> Option<&str> {
+        let fields = self.ext.as_ref()?;
+        fields
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The controller's log writer wakes the test's poll.
+pub struct PollWaker(Waker);
+
+impl Wake for PollWaker {
+    fn wake(&self) {
+        self.0.wake().expect("wake the poll");
+    }
+}
+
 /// One controller node over a store directory.
 pub struct Node {
     pub poll: Poll,
-    waker: Arc<Waker>,
+    waker: Arc<PollWaker>,
     pub controller: Option<Controller<i32>>,
     pub dir: PathBuf,
     pub settings: Vec<(String, String)>,
@@ -88,7 +112,7 @@ impl Node {
     /// As [`Node::open`] over a directory the caller keeps (a crash test's child process).
     pub fn open_at(dir: &Path, extra: &[(&str, &str)]) -> Node {
         let poll = Poll::new().expect("poll");
-        let waker = Arc::new(Waker::new(poll.registry(), WAKE).expect("waker"));
+        let waker = Arc::new(PollWaker(Waker::new(poll.registry(), WAKE).expect("waker")));
         let mut node = Node {
             poll,
             waker,

@@ -15,7 +15,7 @@ use rmq_namesrv::controller::request::field::{
     MASTER_BROKER_ID, MASTER_EPOCH, PEERS, RAFT_ROLE, RAFT_TERM, SYNC_STATE_SET_EPOCH,
 };
 use rmq_namesrv::controller::request::{
-    CleanBrokerData, ControllerRequest, ElectMaster, ElectTrigger, LeaderRequest,
+    CleanBrokerData, ControllerRequest, ElectMaster, LeaderRequest,
 };
 use rmq_namesrv::remoting::command::RemotingCommand;
 use rmq_namesrv::remoting::json::{self, Value};
@@ -245,7 +245,6 @@ pub fn elect_master(inv: &Invocation, controllers: &mut Peers) -> Ran {
         broker_name: name.to_string(),
         broker_id,
         designate_elect: true,
-        trigger: ElectTrigger::Request,
     }));
     let (_, resp) = on_leader(controllers, |c| ask(c, &elect, true))?;
     let field = |key: &str| resp.ext(key).map_or(Cell::None, s);

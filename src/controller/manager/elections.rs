@@ -1,17 +1,8 @@
 //! Inactive masters become elections, as in Java's `ControllerManager`: a master's closed
 //! connection or expired heartbeat, or the inactive-master scan finding one, starts a
-//! controller-triggered election (retried up to `electMasterMaxRetryCount` times) on the
-//! serving leader. Besides Java's:
-//!
-//! * **No election waits for a scan.** A master seen dying while this node does not serve
-//!   (during an election of the group, say) is remembered, and elected away as soon as this
-//!   node serves, if it is still the set's master and still silent here; a newly serving
-//!   leader also checks every set's master at once.
-//! * **A new leader does not take silence for death.** Brokers that heartbeat only the leader
-//!   (rocketmq-rust 1.0) have not found a new one yet when it starts to serve; for the first
-//!   heartbeat timeout after that, a master it has not heard from at all is not counted
-//!   inactive (one it heard from and that went silent is).
-//! * **Followers say what they do**: "not the leader: leaving the election to nX".
+//! controller-triggered election on the serving leader. What is done beyond Java's (no
+//! election waits for a scan, a new leader does not take silence for death) is in
+//! docs/controller.md, "Liveness and failover".
 
 use super::{Controller, Reply};
 use crate::controller::liveness::{ConnRef, InactiveBroker, DEFAULT_HEARTBEAT_TIMEOUT_MS};
@@ -19,9 +10,8 @@ use crate::controller::pipeline::{Durability, Origin};
 use crate::controller::replicas;
 use crate::controller::request::{ElectMaster, LeaderRequest};
 
-/// How long a master seen dying is remembered for a node that may come to serve, and how
-/// long a new leader gives brokers that heartbeat only the leader to find it: Java's default
-/// broker heartbeat timeout (a death older than that was the then-leader's to act on).
+/// How long a master seen dying is remembered, and a new leader's grace for brokers that
+/// heartbeat only the leader: Java's default broker heartbeat timeout.
 const SETTLE_MS: u64 = DEFAULT_HEARTBEAT_TIMEOUT_MS as u64;
 
 /// A master this node saw die while it did not serve.
@@ -42,34 +32,34 @@ impl<T> Controller<T> {
     ) -> Vec<ConnRef> {
         let gone = self.liveness.scan_not_active(now_ms);
         let conns = gone.iter().filter_map(|b| b.conn).collect();
-        for broker in &gone {
-            log::warn!(
-                "controller: broker {} id {} (cluster {}) stopped heartbeating",
-                broker.broker_name,
-                broker.broker_id,
-                broker.cluster_name.as_deref().unwrap_or("?")
-            );
-        }
-        self.brokers_inactive(&gone, now_ms, out);
+        let why = (log::Level::Warn, "stopped heartbeating");
+        self.brokers_inactive(&gone, why, now_ms, out);
         conns
     }
 
     /// A connection on the controller port closed: its brokers are inactive now.
     pub fn connection_closed(&mut self, conn: ConnRef, now_ms: u64, out: &mut Vec<Reply<T>>) {
         let gone = self.liveness.connection_closed(conn);
-        for broker in &gone {
-            log::info!(
-                "controller: broker {} id {} disconnected",
-                broker.broker_name,
-                broker.broker_id
-            );
-        }
-        self.brokers_inactive(&gone, now_ms, out);
+        let why = (log::Level::Info, "disconnected");
+        self.brokers_inactive(&gone, why, now_ms, out);
     }
 
     /// Java's `onBrokerInactive`: only the master's loss starts an election.
-    fn brokers_inactive(&mut self, gone: &[InactiveBroker], now_ms: u64, out: &mut Vec<Reply<T>>) {
+    fn brokers_inactive(
+        &mut self,
+        gone: &[InactiveBroker],
+        (level, why): (log::Level, &str),
+        now_ms: u64,
+        out: &mut Vec<Reply<T>>,
+    ) {
         for broker in gone {
+            log::log!(
+                level,
+                "controller: broker {} id {} (cluster {}) {why}",
+                broker.broker_name,
+                broker.broker_id,
+                broker.cluster_name.as_deref().unwrap_or("?")
+            );
             let is_master = self
                 .state
                 .sync_state(&broker.broker_name)
@@ -103,8 +93,7 @@ impl<T> Controller<T> {
         }
     }
 
-    /// A follower's (or candidate's) part in a master's death: remember it, and say once who
-    /// elects.
+    /// A follower's (or candidate's) part in a master's death: remember it, say who elects.
     fn remember_dead_master(&mut self, name: &str, now_ms: u64) {
         let Some(sync) = self.state.sync_state(name) else {
             return;
@@ -146,9 +135,10 @@ impl<T> Controller<T> {
             };
             let unchanged = sync.master_broker_id == Some(dead.master)
                 && sync.master_epoch == dead.master_epoch;
-            let silent = !self
-                .liveness
-                .is_active(sync.cluster_name(), &name, dead.master, now_ms);
+            let silent =
+                !self
+                    .liveness
+                    .is_active(sync.cluster_name.as_deref(), &name, dead.master, now_ms);
             if unchanged && silent {
                 log::info!(
                     "controller: master of broker set {name} (id {}) died while no leader served; electing another",

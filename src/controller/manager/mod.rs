@@ -1,23 +1,21 @@
 //! The controller as one object the event loop drives: [`Controller`] owns the config, the
-//! replicated state, the liveness table, the request pipeline, the Raft group and the
-//! pending notifications, and turns the loop's inputs (on the loop thread, with the time passed
-//! in) into replies, connections to close, 1008 notifications and payloads for peers. Every
-//! committed entry is applied the same way; only the serving leader answers leader-only
-//! requests, elects and grants write leases.
+//! state, the liveness table, the pipeline, the Raft group and the pending notifications, and
+//! turns the loop's inputs (with the time passed in) into replies, connections to close, 1008
+//! notifications and payloads for peers.
 
 mod elections;
 mod start;
 
 use super::codes::response as rc;
-use super::config::{ConfigError, ControllerConfig, Peer, PlannedUpdate};
+use super::config::{ControllerConfig, Peer, PlannedUpdate};
 use super::event::Event;
 use super::lease::WriteLeaseGate;
 use super::liveness::{ConnRef, Liveness};
 use super::notify::{self, NotifyOutbox, RoleChangeNotification};
-use super::pipeline::{Completed, Durability, Inputs, Origin, Pipeline};
+use super::pipeline::{Completed, Durability, Origin, Pipeline};
 use super::raft::records::StorageError;
 use super::raft::{self, GroupEvent, GroupStatus, RaftGroup, WallClock};
-use super::replicas::Elected;
+use super::replicas::{Elected, View};
 use super::request::{self, ControllerRequest, ElectMaster, Heartbeat, LeaderRequest};
 use super::response::Response;
 use super::state::{ControllerState, Stamp};
@@ -34,7 +32,7 @@ pub struct Reply<T> {
 
 #[derive(Debug)]
 pub enum StartError {
-    Config(ConfigError),
+    Config(String),
     Storage(StorageError),
 }
 
@@ -62,22 +60,19 @@ pub struct Controller<T> {
     events_since_snapshot: u64,
     outbox: NotifyOutbox,
     lease: WriteLeaseGate,
-    /// UPDATE_CONTROLLER_CONFIG requests, one at a time: the front one may be waiting for
-    /// its file to be written by the log writer.
+    /// 1009s, one at a time: the front one may be waiting for its file write.
     config_updates: VecDeque<ConfigUpdate<T>>,
     next_file_job: u64,
-    /// Counts of the replay at start; None once it is over (changes are logged from then).
+    /// Counts of the replay at start; None once it is over.
     replay: Option<start::Replay>,
     wall: WallClock,
     /// Masters seen dying while this node did not serve (see `elections`).
     inactive_masters: BTreeMap<String, elections::DeadMaster>,
-    /// When this node last began to serve (None while it does not), and whether the checks
-    /// a new leader makes are done.
+    /// When this node began to serve, and whether a new leader's checks are done.
     serving_since: Option<u64>,
     serving_checked: bool,
 }
 
-/// A 1009 waiting its turn, or its file write.
 struct ConfigUpdate<T> {
     ticket: T,
     wants_reply: bool,
@@ -94,8 +89,7 @@ impl<T> Controller<T> {
         self.drive_group(now_ms, out, |group, events| group.tick(events));
     }
 
-    /// A payload peer `from` sent (the link authenticated the peer); decode errors are
-    /// logged and the payload dropped.
+    /// A payload peer `from` sent (the link authenticated the peer).
     pub fn on_peer_message(
         &mut self,
         from: u64,
@@ -108,12 +102,12 @@ impl<T> Controller<T> {
         });
     }
 
-    /// Payloads to send now, (to, bytes); the link drops those for unreachable peers.
+    /// Payloads to send now, (to, bytes).
     pub fn take_peer_messages(&mut self, out: &mut Vec<(u64, Vec<u8>)>) {
         self.group.take_messages(out);
     }
 
-    /// Simulations: the disk finishes everything it was given, and what that releases is processed.
+    /// Simulations: the disk finishes everything it was given.
     pub fn run_disk(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
         self.drive_group(now_ms, out, |group, events| group.run_disk(events));
     }
@@ -191,15 +185,14 @@ impl<T> Controller<T> {
         self.applied_index
     }
 
-    /// Requests waiting for an answer (the pipeline's, in flight included, and 1009s).
+    /// Requests waiting for an answer.
     pub fn pending_requests(&self) -> usize {
         self.pipeline.len() + self.config_updates.len()
     }
 
     /// The name server is stopping: a member of a group of several answers its leader-only
-    /// requests now (`SYSTEM_ERROR`, as Java's timeout would), since a write in flight commits
-    /// only with its peers' acknowledgements, which a stopping loop no longer reads (its fate
-    /// is the next leader's). A group of one keeps them: its own disk finishes them.
+    /// requests now (`SYSTEM_ERROR`), since a stopping loop no longer reads the peers'
+    /// acknowledgements. A group of one keeps them: its own disk finishes them.
     pub fn stop_waiting_for_peers(&mut self, out: &mut Vec<Reply<T>>) {
         if !self.group.is_alone() {
             self.fail_pipeline(&stopping(), out);
@@ -221,7 +214,7 @@ impl<T> Controller<T> {
         self.pipeline.next_deadline_ms()
     }
 
-    /// One request from the controller port; its reply and any others it released go to `out`.
+    /// One request from the controller port; the replies it releases go to `out`.
     pub fn handle(
         &mut self,
         ticket: T,
@@ -306,9 +299,7 @@ impl<T> Controller<T> {
         }
     }
 
-    /// 1005: who leads. A single node answers as Java's does (it leads its group of one); a
-    /// member of several names the leader it knows (none during an election) so brokers find
-    /// it, plus its own role and term (extra header fields Java's clients ignore).
+    /// 1005: who leads (a single node: itself, as Java's), plus a member's own role and term.
     fn metadata(&self) -> Response {
         let alone = self.group.is_alone();
         let status = self.group_status();
@@ -348,9 +339,8 @@ impl<T> Controller<T> {
             .map(|(_, p)| p)
     }
 
-    /// 1009, one at a time: checks the front request against the current config, and has
-    /// the log writer persist it (the answer waits for that fsync). Refusals and requests
-    /// that change nothing are answered at once.
+    /// 1009, one at a time: checks the front request, and has the log writer persist it (the
+    /// answer waits for that fsync). Refusals and no-op requests are answered at once.
     fn next_config_update(&mut self, out: &mut Vec<Reply<T>>) {
         while let Some(mut update) = self.config_updates.pop_front() {
             if update.writing.is_some() {
@@ -360,14 +350,14 @@ impl<T> Controller<T> {
             let response = match self.config.plan_update(&update.body) {
                 Err(e) => {
                     log::warn!("controller: UPDATE_CONTROLLER_CONFIG refused: {e}");
-                    let (code, remark) = e.code_and_remark();
-                    Response::error(code, remark)
+                    Response::error(e.response_code(), e.remark())
                 }
                 Ok(plan) if plan.keys.is_empty() => Response::new(SUCCESS, None),
                 Ok(plan) => {
                     self.next_file_job += 1;
                     let id = self.next_file_job;
-                    match self.group.write_file(id, plan.path(), plan.file_content()) {
+                    let path = plan.next.config_store_path();
+                    match self.group.write_file(id, path, plan.file_content()) {
                         Ok(()) => {
                             update.writing = Some((id, plan));
                             self.config_updates.push_front(update);
@@ -427,15 +417,16 @@ impl<T> Controller<T> {
 
     fn advance(&mut self, now_ms: u64, done: &mut Vec<Completed<Ticket<T>>>) {
         let settings = self.config.settings();
-        let inputs = Inputs {
+        let view = View {
+            state: &self.state,
             liveness: &self.liveness,
             now_ms,
             enable_elect_unclean_master: settings.enable_elect_unclean_master,
-            process_read_event: settings.process_read_event,
         };
         let proposed = self.group.proposals();
+        let read_event = settings.process_read_event;
         self.pipeline
-            .advance(&self.state, &inputs, self.group.as_mut(), done);
+            .advance(&view, read_event, self.group.as_mut(), done);
         if self.group.proposals() == proposed {
             return; // reads and refusals: nothing for Raft to do
         }
@@ -450,8 +441,7 @@ impl<T> Controller<T> {
         }
     }
 
-    /// Routes completed requests: replies to callers, retries of the controller's own
-    /// elections, notifications for durable elections.
+    /// Routes completed requests: replies, retries of own elections, notifications.
     fn finish(
         &mut self,
         mut done: Vec<Completed<Ticket<T>>>,
@@ -501,7 +491,6 @@ impl<T> Controller<T> {
         }
     }
 
-    /// Queues 1008 for the active members of a set whose election is now durable.
     fn notify_elected(&mut self, elected: &Elected, now_ms: u64) {
         if !self.config.settings().notify_broker_role_changed {
             return;
@@ -511,19 +500,13 @@ impl<T> Controller<T> {
         }
     }
 
-    /// Picks up what the log writer finished: applies committed entries, releases their
-    /// answers, takes snapshots when due. Call when the waker given to `open` fired.
+    /// Picks up what the log writer finished. Call when the waker given to `open` fired.
     pub fn on_log_completions(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
-        let mut done = Vec::new();
-        let mut events = Vec::new();
-        self.group.on_disk(&mut events);
-        self.on_group_events(events, &mut done, out, now_ms);
-        self.advance(now_ms, &mut done);
-        self.finish(done, now_ms, out);
+        self.drive_group(now_ms, out, |group, events| group.on_disk(events));
     }
 
-    /// A committed entry: applied (with who proposed each election), its request answered if
-    /// it is this node's, the write leases told of new masters, a snapshot taken when due.
+    /// A committed entry: applied, its request answered if it is this node's, the write
+    /// leases told of new masters, a snapshot taken when due.
     fn on_durable(
         &mut self,
         index: u64,
@@ -583,13 +566,12 @@ impl<T> Controller<T> {
         self.finish(done, now_ms, out);
     }
 
-    /// Role-change notifications to send (newest per broker address).
     pub fn take_notifications(&mut self) -> Vec<RoleChangeNotification> {
         self.outbox.drain()
     }
 
-    /// Stops: waits for the writer to finish what it was given, applies and answers what it
-    /// made durable, and answers everything else SYSTEM_ERROR.
+    /// Stops: waits for the writer to finish what it was given, answers everything else
+    /// SYSTEM_ERROR.
     pub fn shutdown(mut self) -> Vec<Reply<T>> {
         let mut out = Vec::new();
         for event in self.group.close() {
@@ -617,8 +599,7 @@ fn reply<T>(out: &mut Vec<Reply<T>>, ticket: T, wants_reply: bool, response: Res
     }
 }
 
-/// One info line per durable change of the replicated state (a handful per broker set's
-/// life, never one per request).
+/// One info line per durable change (a handful per broker set's life).
 fn log_change(event: &Event, state: &ControllerState) {
     let name = event.broker_name();
     let master_epoch = state.sync_state(name).map_or(0, |s| s.master_epoch);

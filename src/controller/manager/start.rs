@@ -1,7 +1,6 @@
-//! Opening a controller: the runtime config updates kept in the store, the Raft group's
-//! recovery, and the replay of the committed entries it holds, silent but for one summary
-//! line (a restart does not log every change of the store's history again). A group of one
-//! then campaigns and serves before `open` returns.
+//! Opening a controller: the kept runtime config updates, the Raft group's recovery, and the
+//! replay of its committed entries (silent but for one summary line). A group of one then
+//! campaigns and serves before `open` returns.
 
 use super::{Controller, StartError};
 use crate::controller::config::ControllerConfig;
@@ -9,7 +8,7 @@ use crate::controller::lease::WriteLeaseGate;
 use crate::controller::liveness::Liveness;
 use crate::controller::notify::NotifyOutbox;
 use crate::controller::pipeline::Pipeline;
-use crate::controller::raft::records::StorageError;
+use crate::controller::raft::records::corrupt;
 use crate::controller::raft::{self, Persistence, RaftGroup, Wake, WallClock};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -18,7 +17,6 @@ use std::time::{Duration, Instant};
 /// How long a group of one may take to serve at start: its first entry's fsync.
 const START_SERVING_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// What the replay at start counts for its summary line.
 #[derive(Debug, Default)]
 pub(super) struct Replay {
     pub(super) entries: u64,
@@ -26,7 +24,6 @@ pub(super) struct Replay {
 }
 
 impl<T> Controller<T> {
-    /// Applies the kept runtime config updates, recovers the store and starts its writer.
     /// `now_ms` is the caller's clock (the one it passes to every other call).
     pub fn open(
         config: ControllerConfig,
@@ -41,17 +38,9 @@ impl<T> Controller<T> {
         )
     }
 
-    /// As [`open`](Self::open), with the disk run by the caller ([`run_disk`](Self::run_disk))
-    /// instead of a thread and the caller's wall clock: deterministic simulations.
-    pub fn open_simulated(
-        config: ControllerConfig,
-        now_ms: u64,
-        wall: WallClock,
-    ) -> Result<Self, StartError> {
-        Self::open_with(config, Persistence::Manual, now_ms, wall)
-    }
-
-    fn open_with(
+    /// As [`open`](Self::open), with the caller's wall clock; with `Persistence::Manual` the
+    /// disk runs only in [`run_disk`](Self::run_disk) (deterministic simulations).
+    pub fn open_with(
         mut config: ControllerConfig,
         persistence: Persistence,
         now_ms: u64,
@@ -71,18 +60,19 @@ impl<T> Controller<T> {
         let dir = config.store_dir();
         let ids = raft::raft_ids(config.peers());
         let self_id = ids[config.self_index()];
-        let opened = RaftGroup::open(&dir, self_id, &ids, persistence, wall.clone())
+        let (group, state) = RaftGroup::open(&dir, self_id, &ids, persistence, wall.clone())
             .map_err(StartError::Storage)?;
+        let snapshot_index = group.status().applied;
         let mut controller = Controller {
             config,
-            state: opened.state,
-            liveness: Liveness::new(),
-            pipeline: Pipeline::new(),
-            group: Box::new(opened.group),
-            applied_index: opened.snapshot_index,
+            state,
+            liveness: Liveness::default(),
+            pipeline: Pipeline::default(),
+            group: Box::new(group),
+            applied_index: snapshot_index,
             events_since_snapshot: 0,
             outbox: NotifyOutbox::default(),
-            lease: WriteLeaseGate::new(),
+            lease: WriteLeaseGate::default(),
             config_updates: VecDeque::new(),
             next_file_job: 0,
             replay: Some(Replay::default()),
@@ -98,12 +88,11 @@ impl<T> Controller<T> {
             controller.serve_alone(started, now_ms)?;
         }
         debug_assert!(out.is_empty(), "nobody asked anything yet: {}", out.len());
-        controller.end_replay(opened.snapshot_index, started, now_ms);
+        controller.end_replay(snapshot_index, started, now_ms);
         Ok(controller)
     }
 
-    /// A group of one: campaigns, and waits until its first entry is on disk and applied (so
-    /// the caller gets a controller that serves, as a node of a group gets one that follows).
+    /// A group of one: campaigns, and waits until its first entry is on disk and applied.
     fn serve_alone(&mut self, started: Instant, now_ms: u64) -> Result<(), StartError> {
         let mut out = Vec::new();
         self.drive_group(now_ms, &mut out, |group, events| group.lead_alone(events));
@@ -120,17 +109,14 @@ impl<T> Controller<T> {
                     continue;
                 }
             };
-            return Err(StartError::Storage(StorageError::Corrupt {
-                path: self.config.store_dir(),
-                offset: None,
-                reason: why,
-            }));
+            let dir = self.config.store_dir();
+            return Err(StartError::Storage(corrupt(&dir, None, why)));
         }
         Ok(())
     }
 
     /// The replay is over: one summary line, and the write leases' waits counted from when
-    /// this node itself proposed its masters' elections (its wall clock then), not from now.
+    /// this node itself proposed its masters' elections, not from now.
     fn end_replay(&mut self, snapshot_index: u64, started: Instant, now_ms: u64) {
         let replay = self.replay.take().unwrap_or_default();
         let self_id = self.group.self_id();
@@ -142,7 +128,7 @@ impl<T> Controller<T> {
             };
             // A clock set back since then counts as no time passed.
             let age = wall_now.saturating_sub(stamp.wall_ms);
-            self.lease.backdate(sync.broker_name(), now_ms, age);
+            self.lease.backdate(&sync.broker_name, now_ms, age);
         }
         log::info!(
             "controller {} (Raft node {self_id} of {:?}) on port {}: {} broker sets recovered from {} (snapshot at index {snapshot_index}, {} entries with {} events replayed) in {} ms",

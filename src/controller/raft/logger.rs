@@ -1,7 +1,5 @@
-//! raft-rs logs through `slog`; this drain forwards its records to the `log` facade the rest
-//! of the server uses, so Raft's lifecycle lines (elections, role changes) land in the same
-//! file in the same layout. raft-rs's own default logger (slog-term, slog-envlogger) is not
-//! built: the feature set is `protobuf-codec` only.
+//! raft-rs logs through `slog`; this drain forwards its records to the `log` facade, so
+//! Raft's lines land in the same file in the same layout.
 
 use slog::{Drain, Level, OwnedKVList, Record, KV};
 use std::fmt::{self, Write};

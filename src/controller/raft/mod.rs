@@ -1,21 +1,7 @@
 //! The controller's durable step: a Raft group (raft-rs) of the controllers that
-//! `controllerDLegerPeers` names, as Java's controllers form a DLedger group; a single
-//! controller is a group of one on the same storage, committing when its own disk has an entry.
-//!
-//! ```text
-//! loop timer --tick--> RawNode <--step-- peer payload (the link, authenticated)
-//! pipeline --propose(entry)--> RawNode --ready()--> messages --> peers (leader: at once)
-//!                                          \-----> entries + hard state --> writer thread
-//!                                                  (fsync) --waker--> on_persist_ready
-//!                                                  + follower messages released
-//!                                          \-----> committed entries --> GroupEvent::Committed
-//! ```
-//!
-//! raft-rs has no threads, clock or I/O: [`RaftGroup`] owns the `RawNode`, its store and the
-//! writer, and turns every input into [`GroupEvent`]s. As in Java's DLedger controller, a new
-//! leader serves leader-only requests only once an entry of its own term is applied (so its
-//! state holds everything the old leader acknowledged); other nodes answer them 2007. A
-//! group of one campaigns as soon as it opens ([`RaftGroup::lead_alone`]).
+//! `controllerDLegerPeers` names; a single controller is a group of one on the same storage.
+//! [`RaftGroup`] owns the `RawNode`, its store and the writer, and turns every input into
+//! [`GroupEvent`]s. The data flow, leader gating and timing: docs/controller.md, "Raft group".
 
 pub mod logger;
 pub mod records;
@@ -29,7 +15,7 @@ use protobuf::Message as _;
 use raft::eraftpb::{EntryType, Message, MessageType};
 use raft::{Config, RawNode, SnapshotStatus, StateRole};
 use records::StorageError;
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -37,7 +23,6 @@ use storage::{Completion, Job, RaftDisk, RaftStore};
 
 pub use storage::{Persistence, Wake};
 
-/// Raft's tick (the loop's timer period).
 pub const TICK_MS: u64 = 100;
 /// Ticks without a leader before a follower campaigns (randomised up to twice this).
 pub const ELECTION_TICKS: usize = 10;
@@ -58,7 +43,7 @@ pub fn system_wall_clock() -> WallClock {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GroupEvent {
-    /// A committed entry to apply; `proposal` is set when it is this node's proposal.
+    /// A committed entry; `proposal` is set when it is this node's.
     Committed {
         index: u64,
         data: Vec<u8>,
@@ -66,19 +51,26 @@ pub enum GroupEvent {
         /// Who proposed it and when (None for raft-rs's own empty entries).
         stamp: Option<Stamp>,
     },
-    /// The leader's snapshot replaces the state (this node had fallen too far behind).
-    Snapshot { index: u64, state: ControllerState },
+    /// The leader's snapshot replaces the state.
+    Snapshot {
+        index: u64,
+        state: ControllerState,
+    },
     /// This node leads and has applied an entry of its term: it serves from now on.
-    Serving { term: u64 },
-    /// This node led and no longer does: what it had parked must be answered.
-    LeadershipLost { term: u64 },
-    /// The disk failed: the node stops (restart it).
+    Serving {
+        term: u64,
+    },
+    LeadershipLost {
+        term: u64,
+    },
     Failed(String),
     /// A file job (1009's properties file) finished.
-    FileWritten { id: u64, result: Result<(), String> },
+    FileWritten {
+        id: u64,
+        result: Result<(), String>,
+    },
 }
 
-/// The node's view for 1005 and the admin tool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupStatus {
     pub role: &'static str,
@@ -112,27 +104,20 @@ pub struct RaftGroup {
     led_term: u64,
     applied: u64,
     failed: Option<String>,
-    /// The group is this node alone: it campaigns by itself and commits what its disk has.
     alone: bool,
     wall: WallClock,
 }
 
-pub struct Opened {
-    pub group: RaftGroup,
-    /// The state as of the snapshot; raft-rs replays the committed entries after it.
-    pub state: ControllerState,
-    pub snapshot_index: u64,
-}
-
 impl RaftGroup {
+    /// The group, and the state as of its snapshot (`status().applied`).
     pub fn open(
         dir: &Path,
         self_id: u64,
         voters: &[u64],
         persistence: Persistence,
         wall: WallClock,
-    ) -> Result<Opened, StorageError> {
-        let (mut store, file, next_seq, _) = storage::recover(dir, voters)?;
+    ) -> Result<(RaftGroup, ControllerState), StorageError> {
+        let (mut store, file, next_seq) = storage::recover(dir, voters)?;
         let snapshot_index = store.snapshot_index();
         let state = if voters == [self_id] {
             store.take_snapshot_state()
@@ -152,10 +137,8 @@ impl RaftGroup {
             ..Config::default()
         };
         let logger = logger::logger().new(slog::o!("raft_id" => self_id));
-        let node = RawNode::new(&config, store, &logger).map_err(|e| StorageError::Corrupt {
-            path: dir.to_path_buf(),
-            offset: None,
-            reason: format!("the Raft state does not start: {e}"),
+        let node = RawNode::new(&config, store, &logger).map_err(|e| {
+            records::corrupt(dir, None, format!("the Raft state does not start: {e}"))
         })?;
         let group = RaftGroup {
             node,
@@ -174,15 +157,10 @@ impl RaftGroup {
             alone: voters == [self_id],
             wall,
         };
-        Ok(Opened {
-            group,
-            state,
-            snapshot_index,
-        })
+        Ok((group, state))
     }
 
-    /// A group of one (this node is its only voter) does not wait for an election timeout:
-    /// it campaigns now and wins at once; it serves once its first entry is on disk.
+    /// A group of one campaigns now (no election timeout) and wins at once.
     pub fn lead_alone(&mut self, out: &mut Vec<GroupEvent>) {
         if !self.alone || self.failed.is_some() || self.node.raft.state == StateRole::Leader {
             return;
@@ -196,7 +174,7 @@ impl RaftGroup {
         self.process(out);
     }
 
-    /// How many proposals this node made (a change says a `Ready` may be waiting).
+    /// How many proposals this node made (a change: a `Ready` may be waiting).
     pub fn proposals(&self) -> u64 {
         self.next_proposal
     }
@@ -242,7 +220,7 @@ impl RaftGroup {
         self.process(out);
     }
 
-    /// A payload from peer `from`. Undecodable or misaddressed payloads are dropped.
+    /// A payload from peer `from`; undecodable or misaddressed ones are dropped.
     pub fn step(&mut self, from: u64, payload: &[u8], out: &mut Vec<GroupEvent>) {
         if self.failed.is_some() {
             return;
@@ -313,8 +291,7 @@ impl RaftGroup {
         self.process(out);
     }
 
-    /// As [`on_disk`](Self::on_disk), first waiting up to `timeout` for the writer (a group
-    /// of one's start); manual persistence runs the disk instead.
+    /// As [`on_disk`](Self::on_disk), first waiting up to `timeout` for the writer.
     pub fn wait_disk(&mut self, timeout: std::time::Duration, out: &mut Vec<GroupEvent>) {
         if self.disk.is_manual() {
             return self.run_disk(out);
@@ -337,19 +314,7 @@ impl RaftGroup {
                     }
                 }
             }
-            Completion::Failed { number, error } => {
-                log::error!("controller Raft: Ready {number} not persisted: {error}");
-                if self.failed.is_none() {
-                    self.failed = Some(error.clone());
-                    out.push(GroupEvent::Failed(error));
-                }
-            }
-            Completion::Compacted { index, result } => match result {
-                Ok(kept) => log::info!(
-                    "controller Raft: snapshot at index {index} written; log cut to {kept} entries"
-                ),
-                Err(e) => log::error!("controller Raft: snapshot at index {index} failed: {e}"),
-            },
+            Completion::Failed { error, .. } => self.fail(error, out),
             Completion::FileWritten { id, result } => {
                 out.push(GroupEvent::FileWritten { id, result })
             }
@@ -361,7 +326,7 @@ impl RaftGroup {
         self.on_disk(out);
     }
 
-    /// Has the writer replace `path` by `content`; a `GroupEvent::FileWritten` follows.
+    /// Has the writer replace `path`; a `GroupEvent::FileWritten` follows.
     pub fn write_file(
         &mut self,
         id: u64,
@@ -417,8 +382,7 @@ impl RaftGroup {
                 self.fail(why, out);
                 return;
             }
-            let hard_state = rd.hs().cloned();
-            if let Some(hs) = &hard_state {
+            if let Some(hs) = rd.hs() {
                 self.node.mut_store().set_hard_state(hs.clone());
             }
             self.apply(rd.take_committed_entries(), out);
@@ -458,8 +422,7 @@ impl RaftGroup {
         }
     }
 
-    /// Tells raft-rs how far the state machine got. A snapshot from the leader counts only
-    /// once it is on disk (raft-rs's rule: applied <= persisted).
+    /// Tells raft-rs how far the state machine got (raft-rs's rule: applied <= persisted).
     fn advance_applied(&mut self) {
         let log = &self.node.raft.raft_log;
         let to = self.applied.min(log.committed).min(log.persisted);
@@ -538,8 +501,7 @@ impl RaftGroup {
                 );
                 out.push(GroupEvent::Serving { term: raft.term });
             }
-            // Empty entries too: a leader's own at election, and read barriers
-            // (processReadEvent) whose answer waits for them.
+            // Empty entries too: a new leader's, and read barriers (processReadEvent).
             let ours = self
                 .proposal
                 .as_ref()
@@ -611,9 +573,8 @@ impl Durability for RaftGroup {
     }
 }
 
-/// The Raft ids of `peers`, in order: `nK` is K+1 when every peer is named `n<number>` (the
-/// documented form, and the numbers are distinct); otherwise a peer's position + 1. Every node
-/// (and its peer link) computes the same ids from the same `controllerDLegerPeers`.
+/// The Raft ids of `peers`, in order: `nK` is K+1 when every peer is named `n<number>` (all
+/// distinct); otherwise a peer's position + 1. Every node and its peer link agree on them.
 pub fn raft_ids(peers: &[Peer]) -> Vec<u64> {
     let numbered: Option<Vec<u64>> = peers
         .iter()
@@ -624,15 +585,9 @@ pub fn raft_ids(peers: &[Peer]) -> Vec<u64> {
         })
         .collect();
     match numbered {
-        Some(ids) if distinct(&ids) => ids,
+        Some(ids) if ids.iter().collect::<BTreeSet<_>>().len() == ids.len() => ids,
         _ => (1..=peers.len() as u64).collect(),
     }
-}
-
-fn distinct(ids: &[u64]) -> bool {
-    let mut sorted = ids.to_vec();
-    sorted.sort_unstable();
-    sorted.windows(2).all(|w| w[0] != w[1])
 }
 
 #[cfg(test)]

@@ -1,15 +1,8 @@
-//! The record framing of the controller's Raft log file (`raft.log`), and the errors that
-//! name a store file.
+//! The record framing of the controller's Raft log file (`raft.log`, laid out in
+//! docs/controller.md, "Storage"), and the errors that name a store file.
 //!
-//! ```text
-//! file   = "RMQCLOG1" record*
-//! record = length:u32 crc:u32 seq:u64 item[length]     (big endian; crc of seq and item)
-//! ```
-//!
-//! Sequence numbers are consecutive. Appends only, so a crash can damage only the end: a
-//! *torn tail* (the last record cut short, or failing its CRC with only zeros after it) is
-//! dropped with a warning; anything else (a bad record followed by more, a sequence gap, a
-//! wrong magic) is *corruption*, an error naming file and offset, because silently dropping
+//! Appends only, so a crash can damage only the end: a torn tail is dropped with a warning;
+//! anything else is corruption, an error naming file and offset, because silently dropping
 //! acknowledged changes is worse than refusing to start.
 
 use crate::checksum::crc32;
@@ -47,17 +40,13 @@ impl fmt::Display for StorageError {
             }
             StorageError::Corrupt {
                 path,
-                offset: Some(offset),
+                offset,
                 reason,
-            } => write!(
-                f,
-                "controller store {} is damaged at byte {offset}: {reason}",
-                path.display()
-            ),
-            StorageError::Corrupt { path, reason, .. } => {
+            } => {
+                let at = offset.map(|o| format!(" at byte {o}")).unwrap_or_default();
                 write!(
                     f,
-                    "controller store {} is damaged: {reason}",
+                    "controller store {} is damaged{at}: {reason}",
                     path.display()
                 )
             }
@@ -67,26 +56,6 @@ impl fmt::Display for StorageError {
 }
 
 impl std::error::Error for StorageError {}
-
-/// fsync of the directory holding `path` (makes a create or rename durable).
-pub fn sync_dir(path: &Path) -> Result<(), StorageError> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    match File::open(dir) {
-        // Not every platform can fsync a directory; where it cannot, there is nothing to do.
-        Ok(d) => {
-            let _ = d.sync_all();
-            Ok(())
-        }
-        Err(error) => Err(StorageError::Io {
-            path: dir.to_path_buf(),
-            op: "open directory",
-            error,
-        }),
-    }
-}
 
 pub const MAGIC: &[u8; 8] = b"RMQCLOG1";
 pub const RECORD_HEADER_LEN: usize = 16;
@@ -118,32 +87,25 @@ pub struct Scan {
     pub torn: Option<String>,
 }
 
-fn corrupt(path: &Path, offset: usize, reason: String) -> StorageError {
+pub fn corrupt(path: &Path, offset: Option<usize>, reason: String) -> StorageError {
     StorageError::Corrupt {
         path: path.to_path_buf(),
-        offset: Some(offset as u64),
+        offset: offset.map(|o| o as u64),
         reason,
     }
 }
 
 pub fn scan(path: &Path, bytes: &[u8]) -> Result<Scan, StorageError> {
-    if bytes.len() < MAGIC.len() {
-        if MAGIC.starts_with(bytes) {
-            return Ok(Scan {
-                torn: (!bytes.is_empty()).then(|| "the file header was cut short".to_owned()),
-                ..Scan::default()
-            });
-        }
-        return Err(corrupt(
-            path,
-            0,
-            "not a controller Raft log (bad magic)".into(),
-        ));
+    if bytes.len() < MAGIC.len() && MAGIC.starts_with(bytes) {
+        return Ok(Scan {
+            torn: (!bytes.is_empty()).then(|| "the file header was cut short".to_owned()),
+            ..Scan::default()
+        });
     }
-    if &bytes[..MAGIC.len()] != MAGIC {
+    if !bytes.starts_with(MAGIC) {
         return Err(corrupt(
             path,
-            0,
+            Some(0),
             "not a controller Raft log (bad magic)".into(),
         ));
     }
@@ -182,7 +144,7 @@ pub fn scan(path: &Path, bytes: &[u8]) -> Result<Scan, StorageError> {
             }
             return Err(corrupt(
                 path,
-                pos,
+                Some(pos),
                 format!("record {seq} fails its checksum and more records follow"),
             ));
         }
@@ -190,7 +152,7 @@ pub fn scan(path: &Path, bytes: &[u8]) -> Result<Scan, StorageError> {
             if seq != prev.seq + 1 {
                 return Err(corrupt(
                     path,
-                    pos,
+                    Some(pos),
                     format!("record {seq} follows record {}", prev.seq),
                 ));
             }
@@ -205,7 +167,10 @@ pub fn scan(path: &Path, bytes: &[u8]) -> Result<Scan, StorageError> {
     Ok(scan)
 }
 
-fn io<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(std::io::Error) -> StorageError + 'a {
+pub fn io<'a>(
+    path: &'a Path,
+    op: &'static str,
+) -> impl FnOnce(std::io::Error) -> StorageError + 'a {
     move |error| StorageError::Io {
         path: path.to_path_buf(),
         op,
@@ -216,38 +181,27 @@ fn io<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(std::io::Error) -> St
 /// Opens (creating if needed) the log at `path`, reads it, cuts a torn tail off, and returns
 /// an append handle positioned at the end with what was read.
 pub fn open(path: &Path) -> Result<(File, Scan), StorageError> {
+    let mut f = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(io(path, "open"))?;
     let mut bytes = Vec::new();
-    match File::open(path) {
-        Ok(mut f) => {
-            f.read_to_end(&mut bytes).map_err(io(path, "read"))?;
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io(path, "open")(e)),
-    }
+    f.read_to_end(&mut bytes).map_err(io(path, "read"))?;
     let scan = scan(path, &bytes)?;
     if bytes.len() < MAGIC.len() {
         // New (or cut during creation): write the header and make the file itself durable.
-        let mut f = OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .open(path)
-            .map_err(io(path, "create"))?;
+        f.set_len(0).map_err(io(path, "truncate"))?;
         f.write_all(MAGIC).map_err(io(path, "write"))?;
         f.sync_all().map_err(io(path, "fsync"))?;
-        sync_dir(path)?;
+        let dir = crate::durable_file::parent_dir(path);
+        crate::durable_file::sync_dir(dir).map_err(io(dir, "fsync"))?;
     } else if scan.valid_len < bytes.len() as u64 {
-        let f = OpenOptions::new()
-            .write(true)
-            .open(path)
-            .map_err(io(path, "open"))?;
+        // Appends go to the end, which is then the end of the last good record.
         f.set_len(scan.valid_len).map_err(io(path, "truncate"))?;
         f.sync_all().map_err(io(path, "fsync"))?;
     }
-    let f = OpenOptions::new()
-        .append(true)
-        .open(path)
-        .map_err(io(path, "open"))?;
     Ok((f, scan))
 }
 

@@ -1,15 +1,5 @@
 //! The Raft group's storage: raft-rs's [`Storage`] over in-memory entries, and the files that
-//! make them durable, written by a thread of their own.
-//!
-//! ```text
-//! raft.log       records (module `records`), one per item: kind:u8 protobuf
-//!                (kind 1 = an Entry, kind 2 = the HardState)
-//! raft.snapshot  "RMQCRSN1" crc:u32 protobuf(Snapshot)   data = module `snapshot`
-//! ```
-//!
-//! The log is append-only: on replay an entry at index `i` replaces every entry from `i` on
-//! (a follower's conflicting tail is cut without rewriting), a hard state replaces the
-//! previous one. After each snapshot the log is rewritten to the entries after it.
+//! make them durable (`raft.log`, `raft.snapshot`: docs/controller.md, "Storage").
 //!
 //! The loop never touches the disk: every change to [`RaftStore`] is also handed, in order,
 //! to the [`Writer`] as a [`Job`]; it batches them into one write and at most one fsync (when
@@ -18,7 +8,7 @@
 // protobuf 2 messages (with their unknown-field and size caches) are built field by field.
 #![allow(clippy::field_reassign_with_default)]
 
-use super::records::{self, StorageError};
+use super::records::{self, corrupt, StorageError};
 use crate::controller::snapshot;
 use crate::controller::state::ControllerState;
 use crossbeam_channel::{Receiver, Sender};
@@ -31,41 +21,26 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-pub const LOG_FILE: &str = "raft.log";
-pub const SNAPSHOT_FILE: &str = "raft.snapshot";
 const SNAPSHOT_MAGIC: &[u8; 8] = b"RMQCRSN1";
 const KIND_ENTRY: u8 = 1;
 const KIND_HARD_STATE: u8 = 2;
 const MAX_BATCH: usize = 1024;
 
-/// How the writer thread tells the loop it has completions to pick up: a `mio::Waker` of the
-/// caller's poll (tests), or the event loop's own waker (the server).
+/// How the writer thread tells the loop it has completions to pick up.
 pub trait Wake: Send + Sync {
     fn wake(&self);
 }
 
-impl Wake for mio::Waker {
-    fn wake(&self) {
-        if let Err(e) = mio::Waker::wake(self) {
-            log::error!("controller log writer: cannot wake the event loop: {e}");
-        }
-    }
-}
-
-/// What raft-rs reads: the hard state, the membership, the last snapshot and the entries
-/// after it. Only the loop thread touches it.
+/// What raft-rs reads; only the loop thread touches it.
 pub struct RaftStore {
     hard_state: HardState,
     conf_state: ConfState,
     /// Index and term of the last snapshot (0, 0 before the first).
     snapshot_meta: SnapshotMetadata,
-    /// The state as of `snapshot_meta.index` (encoded only when a follower needs it; a
-    /// group of one keeps none).
+    /// The state as of `snapshot_meta.index` (a group of one keeps none).
     snapshot_state: ControllerState,
     keeps_snapshot_state: bool,
-    /// Index and term of the entry before `entries[0]`: the snapshot's, or for a group of
-    /// one a later applied entry (nobody will ask for the applied ones again, and they are
-    /// in the file for a restart).
+    /// Index and term of the entry before `entries[0]`.
     offset: (u64, u64),
     entries: Vec<Entry>,
 }
@@ -121,8 +96,7 @@ impl RaftStore {
         self.entries.clear();
     }
 
-    /// A local snapshot at `index` (applied, so persisted): the entries it covers are
-    /// dropped. Returns the snapshot's metadata.
+    /// A local snapshot at the applied `index`: the entries it covers are dropped.
     pub fn compact(
         &mut self,
         index: u64,
@@ -148,15 +122,13 @@ impl RaftStore {
         Ok(meta)
     }
 
-    /// A group of one has no follower to send a snapshot to: the last snapshot's state (a
-    /// copy) is dropped, now and at every later snapshot. Returns what was kept.
+    /// A group of one has no follower to send a snapshot to: it keeps no copy of the state.
     pub fn take_snapshot_state(&mut self) -> ControllerState {
         self.keeps_snapshot_state = false;
         std::mem::take(&mut self.snapshot_state)
     }
 
-    /// A group of one drops the entries it applied up to `index` from memory (the file
-    /// keeps them until the next snapshot): without followers, nothing reads them again.
+    /// A group of one drops the entries it applied from memory (the file keeps them).
     pub fn forget_applied(&mut self, index: u64) {
         if let Ok(term) = self.term(index) {
             self.forget_to(index, term);
@@ -170,7 +142,6 @@ impl RaftStore {
         }
     }
 
-    /// The entries kept after the snapshot (for the writer's rewrite of the log).
     pub fn entries_after_snapshot(&self) -> &[Entry] {
         &self.entries
     }
@@ -242,27 +213,12 @@ impl Storage for RaftStore {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Recovery {
-    pub entries: usize,
-    /// Why a torn tail was dropped, if one was.
-    pub torn_tail: Option<String>,
-}
-
 pub fn log_path(dir: &Path) -> PathBuf {
-    dir.join(LOG_FILE)
+    dir.join("raft.log")
 }
 
 pub fn snapshot_path(dir: &Path) -> PathBuf {
-    dir.join(SNAPSHOT_FILE)
-}
-
-fn corrupt(path: &Path, reason: String) -> StorageError {
-    StorageError::Corrupt {
-        path: path.to_path_buf(),
-        offset: None,
-        reason,
-    }
+    dir.join("raft.snapshot")
 }
 
 pub fn encode_snapshot_file(snap: &Snapshot) -> Vec<u8> {
@@ -278,28 +234,27 @@ fn read_snapshot(path: &Path) -> Result<Option<(SnapshotMetadata, ControllerStat
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => {
-            return Err(StorageError::Io {
-                path: path.to_path_buf(),
-                op: "read",
-                error,
-            })
-        }
+        Err(error) => return Err(records::io(path, "read")(error)),
     };
     if bytes.len() < 12 || &bytes[..8] != SNAPSHOT_MAGIC {
-        return Err(corrupt(path, "not a controller Raft snapshot".into()));
+        return Err(corrupt(path, None, "not a controller Raft snapshot".into()));
     }
     let crc = u32::from_be_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
     if crate::checksum::crc32(&bytes[12..]) != crc {
-        return Err(corrupt(path, "the snapshot fails its checksum".into()));
+        return Err(corrupt(
+            path,
+            None,
+            "the snapshot fails its checksum".into(),
+        ));
     }
     let snap = Snapshot::parse_from_bytes(&bytes[12..])
-        .map_err(|e| corrupt(path, format!("the snapshot does not decode: {e}")))?;
+        .map_err(|e| corrupt(path, None, format!("the snapshot does not decode: {e}")))?;
     let (index, state) = snapshot::decode(&snap.data)
-        .map_err(|e| corrupt(path, format!("the controller state in it: {e}")))?;
+        .map_err(|e| corrupt(path, None, format!("the controller state in it: {e}")))?;
     if index != snap.get_metadata().index {
         return Err(corrupt(
             path,
+            None,
             format!(
                 "the state is as of {index} but the snapshot says {}",
                 snap.get_metadata().index
@@ -309,17 +264,10 @@ fn read_snapshot(path: &Path) -> Result<Option<(SnapshotMetadata, ControllerStat
     Ok(Some((snap.get_metadata().clone(), state)))
 }
 
-/// Opens (creating) the store in `dir` for a group of `voters`: reads the snapshot, replays
-/// the log over it, and returns the store and the log's append handle.
-pub fn recover(
-    dir: &Path,
-    voters: &[u64],
-) -> Result<(RaftStore, File, u64, Recovery), StorageError> {
-    std::fs::create_dir_all(dir).map_err(|error| StorageError::Io {
-        path: dir.to_path_buf(),
-        op: "create directory",
-        error,
-    })?;
+/// Opens (creating) the store in `dir`: the snapshot, the log replayed over it, the log's
+/// append handle and next sequence number.
+pub fn recover(dir: &Path, voters: &[u64]) -> Result<(RaftStore, File, u64), StorageError> {
+    std::fs::create_dir_all(dir).map_err(records::io(dir, "create directory"))?;
     let _ = std::fs::remove_file(crate::durable_file::sibling(&log_path(dir), ".tmp"));
     // Left by a crash during a replace; the real file is intact.
     crate::durable_file::remove_stale_temps(&snapshot_path(dir));
@@ -330,7 +278,7 @@ pub fn recover(
         conf_state,
         snapshot_meta: SnapshotMetadata::default(),
         offset: (0, 0),
-        snapshot_state: ControllerState::new(),
+        snapshot_state: ControllerState::default(),
         keeps_snapshot_state: true,
         entries: Vec::new(),
     };
@@ -355,11 +303,7 @@ pub fn recover(
     // A commit index past the log (its entries were cut as a torn tail) would make raft-rs
     // panic; the leader tells this node the commit index again.
     store.hard_state.commit = store.hard_state.commit.min(store.last());
-    let recovery = Recovery {
-        entries: store.entries.len(),
-        torn_tail: scan.torn,
-    };
-    Ok((store, file, next_seq, recovery))
+    Ok((store, file, next_seq))
 }
 
 fn replay(
@@ -367,7 +311,7 @@ fn replay(
     path: &Path,
     record: &records::Record,
 ) -> Result<(), StorageError> {
-    let bad = |why: String| corrupt(path, format!("record {}: {why}", record.seq));
+    let bad = |why: String| corrupt(path, None, format!("record {}: {why}", record.seq));
     let Some((&kind, body)) = record.item.split_first() else {
         return Err(bad("empty".into()));
     };
@@ -389,7 +333,6 @@ fn replay(
 
 /// A change to make durable, in the order the loop made it.
 pub enum Job {
-    /// A `Ready`'s entries and hard state (and a snapshot received from the leader).
     Persist {
         number: u64,
         entries: Vec<Entry>,
@@ -398,8 +341,7 @@ pub enum Job {
         snapshot: Option<Snapshot>,
         sync: bool,
     },
-    /// A local snapshot: the state is encoded here, written, and the log rewritten to
-    /// `keep` + `hard_state`.
+    /// A local snapshot: written, then the log rewritten to `keep` + `hard_state`.
     Compact {
         meta: SnapshotMetadata,
         state: ControllerState,
@@ -416,17 +358,18 @@ pub enum Job {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Completion {
-    /// Every `Ready` up to `number` is on disk.
-    Persisted { number: u64 },
-    /// The write failed; nothing more is persisted.
-    Failed { number: u64, error: String },
-    /// A local snapshot at `index` was written and the log cut to `kept` entries (or not).
-    Compacted {
-        index: u64,
-        result: Result<usize, String>,
+    /// Every `Ready` up to `number` is on disk, or (failed) nothing more is.
+    Persisted {
+        number: u64,
     },
-    /// The file job `id` is done or failed.
-    FileWritten { id: u64, result: Result<(), String> },
+    Failed {
+        number: u64,
+        error: String,
+    },
+    FileWritten {
+        id: u64,
+        result: Result<(), String>,
+    },
 }
 
 pub struct Writer {
@@ -478,19 +421,15 @@ impl Writer {
                     hard_state,
                 } => {
                     self.flush();
-                    let index = meta.index;
-                    let snap = snapshot_of(meta, &state);
-                    let result = match &self.broken {
-                        Some(why) => Err(why.clone()),
-                        None => self
-                            .install_snapshot(&encode_snapshot_file(&snap), &keep, &hard_state)
-                            .map(|()| keep.len())
-                            .map_err(|e| e.to_string()),
-                    };
-                    if let Err(e) = &result {
-                        self.break_with(e.clone());
+                    if self.broken.is_some() {
+                        continue;
                     }
-                    let _ = self.done.send(Completion::Compacted { index, result });
+                    let index = meta.index;
+                    let file = encode_snapshot_file(&snapshot_of(meta, &state));
+                    match self.install_snapshot(&file, &keep, &hard_state) {
+                        Ok(()) => log::info!("controller Raft: snapshot at index {index} written; log cut to {} entries", keep.len()),
+                        Err(e) => self.break_with(format!("snapshot at index {index}: {e}")),
+                    }
                 }
                 Job::WriteFile { id, path, content } => {
                     let result = crate::durable_file::replace_file(&path, &content)
@@ -512,7 +451,6 @@ impl Writer {
         }
     }
 
-    /// Writes what is buffered (fsync if a job asked for it) and reports it.
     fn flush(&mut self) {
         let Some(number) = self.written.take() else {
             return;
@@ -571,7 +509,8 @@ impl Writer {
             std::fs::OpenOptions::new().append(true).open(&path)
         };
         self.file = write().map_err(|e| format!("cannot rewrite {}: {e}", path.display()))?;
-        records::sync_dir(&path).map_err(|e| e.to_string())?;
+        crate::durable_file::sync_dir(&self.dir)
+            .map_err(|e| format!("fsync {}: {e}", self.dir.display()))?;
         self.next_seq = seq;
         Ok(())
     }
@@ -593,9 +532,8 @@ fn snapshot_of(meta: SnapshotMetadata, state: &ControllerState) -> Snapshot {
 }
 
 pub enum Persistence {
-    /// On a thread of its own that wakes the loop (the server).
     Thread(Option<Arc<dyn Wake>>),
-    /// On the caller's thread when it calls [`RaftDisk::run_manual`] (deterministic tests).
+    /// On the caller's thread in [`RaftDisk::run_manual`] (deterministic tests).
     Manual,
 }
 
@@ -625,27 +563,22 @@ impl RaftDisk {
             broken: None,
             done: done_tx,
         };
-        let mut disk = RaftDisk {
-            jobs: Some(job_tx),
-            completions: done_rx,
-            thread: None,
-            manual: None,
-        };
-        match persistence {
-            Persistence::Manual => disk.manual = Some((writer, job_rx)),
+        let (thread, manual) = match persistence {
+            Persistence::Manual => (None, Some((writer, job_rx))),
             Persistence::Thread(waker) => {
                 let thread = std::thread::Builder::new()
                     .name("controller-raft-log".into())
                     .spawn(move || run_thread(writer, job_rx, waker))
-                    .map_err(|error| StorageError::Io {
-                        path: dir.to_path_buf(),
-                        op: "start the Raft log writer thread",
-                        error,
-                    })?;
-                disk.thread = Some(thread);
+                    .map_err(records::io(dir, "start the Raft log writer thread"))?;
+                (Some(thread), None)
             }
-        }
-        Ok(disk)
+        };
+        Ok(RaftDisk {
+            jobs: Some(job_tx),
+            completions: done_rx,
+            thread,
+            manual,
+        })
     }
 
     pub fn send(&self, job: Job) -> Result<(), StorageError> {
@@ -668,39 +601,34 @@ impl RaftDisk {
     /// Manual mode: runs every job given so far (a disk that finished its work).
     pub fn run_manual(&mut self) {
         if let Some((writer, jobs)) = &mut self.manual {
-            let batch: Vec<Job> = jobs.try_iter().collect();
-            writer.run_batch(batch);
+            writer.run_batch(jobs.try_iter());
         }
     }
 
     /// Stops the writer after the jobs it was given; returns their completions.
     pub fn close(&mut self) -> Vec<Completion> {
         self.run_manual();
-        self.jobs = None;
-        if let Some(thread) = self.thread.take() {
-            if thread.join().is_err() {
-                log::error!("controller Raft log writer thread panicked");
-            }
-        }
+        self.stop();
         self.completions.try_iter().collect()
+    }
+
+    fn stop(&mut self) {
+        self.jobs = None;
+        if self.thread.take().is_some_and(|t| t.join().is_err()) {
+            log::error!("controller Raft log writer thread panicked");
+        }
     }
 }
 
 impl Drop for RaftDisk {
     fn drop(&mut self) {
-        self.jobs = None;
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        self.stop();
     }
 }
 
 fn run_thread(mut writer: Writer, jobs: Receiver<Job>, waker: Option<Arc<dyn Wake>>) {
     while let Ok(first) = jobs.recv() {
-        let batch: Vec<Job> = std::iter::once(first)
-            .chain(jobs.try_iter().take(MAX_BATCH - 1))
-            .collect();
-        writer.run_batch(batch);
+        writer.run_batch(std::iter::once(first).chain(jobs.try_iter().take(MAX_BATCH - 1)));
         if let Some(waker) = &waker {
             waker.wake();
         }
@@ -727,7 +655,7 @@ mod tests {
     }
 
     fn open(d: &Path) -> (RaftStore, RaftDisk) {
-        let (store, file, seq, _) = recover(d, &[1, 2, 3]).unwrap();
+        let (store, file, seq) = recover(d, &[1, 2, 3]).unwrap();
         (
             store,
             RaftDisk::start(d, file, seq, Persistence::Manual).unwrap(),
@@ -751,7 +679,7 @@ mod tests {
     }
 
     fn state_with(name: &str) -> ControllerState {
-        let mut s = ControllerState::new();
+        let mut s = ControllerState::default();
         s.apply(&Event::ApplyBrokerId {
             cluster_name: Some("c".into()),
             broker_name: name.into(),
@@ -862,13 +790,7 @@ mod tests {
             })
             .unwrap();
             disk.run_manual();
-            assert_eq!(
-                disk.try_completion(),
-                Some(Completion::Compacted {
-                    index: 4,
-                    result: Ok(1)
-                })
-            );
+            assert_eq!(disk.try_completion(), None, "a snapshot reports nothing");
             let snap = store.snapshot(4, 2).unwrap();
             assert_eq!(snap.get_metadata().index, 4);
             assert_eq!(snapshot::decode(&snap.data).unwrap().1, state);
@@ -929,7 +851,7 @@ mod tests {
         std::fs::create_dir_all(&d).unwrap();
         std::fs::write(snapshot_path(&d), b"RMQCRSN1\0\0\0\0garbage").unwrap();
         let err = recover(&d, &[1, 2, 3]).err().unwrap().to_string();
-        assert!(err.contains(SNAPSHOT_FILE), "{err}");
+        assert!(err.contains("raft.snapshot"), "{err}");
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -9,8 +9,8 @@ pub mod throughput;
 use crate::args::Options;
 use rmq_namesrv::client::Client;
 use rmq_namesrv::controller::request::{
-    AlterSyncStateSet, ApplyBrokerId, CleanBrokerData, ControllerRequest, ElectMaster,
-    ElectTrigger, Heartbeat, LeaderRequest, RegisterBroker, SyncStateSetBody,
+    AlterSyncStateSet, ApplyBrokerId, CleanBrokerData, ControllerRequest, ElectMaster, Heartbeat,
+    LeaderRequest, RegisterBroker, SyncStateSetBody,
 };
 use rmq_namesrv::remoting::command::RemotingCommand;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -74,7 +74,6 @@ fn elect_master(name: &str, id: i64) -> ControllerRequest {
         broker_name: name.into(),
         broker_id: id,
         designate_elect: false,
-        trigger: ElectTrigger::Request,
     }))
 }
 
