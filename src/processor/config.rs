@@ -23,7 +23,7 @@ impl Processor {
     pub(super) fn update_config(
         &mut self,
         r: UpdateNamesrvConfig<'_>,
-        ticket: Option<Ticket>,
+        ticket: Ticket,
     ) -> Result<Reply, Refusal> {
         let Some(text) = r.properties else {
             return Ok(Reply::ok());
@@ -31,9 +31,6 @@ impl Processor {
         if !self.config_writing {
             return self.start_config_update(text, ticket);
         }
-        let Some(ticket) = ticket else {
-            return Err(Refusal::NoConnection);
-        };
         let waiting_bytes: usize = self.config_queue.iter().map(|(_, t)| t.len()).sum();
         if self.config_queue.len() >= MAX_WAITING_CONFIG_UPDATES
             || waiting_bytes + text.len() > MAX_WAITING_CONFIG_BYTES
@@ -49,7 +46,7 @@ impl Processor {
     fn start_config_update(
         &mut self,
         text: &str,
-        ticket: Option<Ticket>,
+        ticket: Ticket,
     ) -> Result<Reply, Refusal> {
         let plan = match self.config.plan_update(text) {
             Ok(Some(plan)) => plan,
@@ -58,9 +55,6 @@ impl Processor {
                 warn!("refused config update: {e}");
                 return Err(Refusal::Config(e));
             }
-        };
-        let Some(ticket) = ticket else {
-            return Err(Refusal::NoConnection);
         };
         let persist = plan.clone();
         let write: crate::kv::FileWrite =
@@ -108,7 +102,7 @@ impl Processor {
             let Some((ticket, text)) = self.config_queue.pop_front() else {
                 break;
             };
-            let reply = match self.start_config_update(&text, Some(ticket)) {
+            let reply = match self.start_config_update(&text, ticket) {
                 Ok(reply) if reply.deferred => continue,
                 Ok(reply) => reply,
                 Err(r) => r.reply(),

@@ -37,11 +37,10 @@ pub struct Outbox {
 
 #[derive(Debug, Clone, Copy)]
 pub struct RequestContext {
-    pub conn: Option<ConnId>,
     pub peer: Option<SocketAddr>,
     pub now_ms: u64,
     /// Where an answer given later goes (a request whose change must be durable first).
-    pub reply_to: Option<LoopConnId>,
+    pub reply_to: LoopConnId,
 }
 
 /// Generation-checked: a deferred answer to a closed connection finds nothing.
@@ -87,7 +86,6 @@ enum Refusal {
     ConfigBacklog {
         waiting: usize,
     },
-    NoConnection,
     /// SYSTEM_ERROR with this remark.
     Failed(String),
 }
@@ -151,7 +149,6 @@ impl std::fmt::Display for Refusal {
                 f,
                 "[OVERLOAD] {waiting} config updates are waiting for the disk; try again later"
             ),
-            Refusal::NoConnection => f.write_str("no connection to answer"),
         }
     }
 }
@@ -176,7 +173,6 @@ pub struct Processor {
     /// UPDATE_NAMESRV_CONFIGs waiting for the one being written.
     config_queue: VecDeque<(Ticket, String)>,
     config_writing: bool,
-    kv_full_warned_ms: Option<u64>,
     broker_allow_list: Vec<Cidr>,
     bounds: RouteBounds,
     expired_this_scan: UnregisterBatch,
@@ -222,7 +218,6 @@ impl Processor {
             next_write_id: 0,
             config_queue: VecDeque::new(),
             config_writing: false,
-            kv_full_warned_ms: None,
             expired_this_scan: Vec::new(),
             expired_conns_this_scan: Vec::new(),
             spent_bodies: Vec::new(),
@@ -274,11 +269,11 @@ impl Processor {
         }
         let mut effects = Effects::default();
         self.new_steps = None;
-        let ticket = ctx.reply_to.map(|conn| Ticket {
-            conn,
+        let ticket = Ticket {
+            conn: ctx.reply_to,
             opaque: cmd.opaque,
             oneway: cmd.is_oneway(),
-        });
+        };
         let reply = match self.dispatch(ctx, counters, cmd, ticket, work) {
             Ok(r) => r,
             Err(refusal) => {
@@ -299,24 +294,11 @@ impl Processor {
         }
         self.stats.requests_by_code.count(cmd.code);
         if let Some(mut job) = self.new_steps.take() {
-            match ticket {
-                Some(ticket) => {
-                    // Answered when the last step is done: success means the change was made.
-                    job.reply = Some(self.deferred_reply(ticket, &reply));
-                    self.topic_steps.push_back(job);
-                    effects.deferred = true;
-                    return effects;
-                }
-                None => {
-                    // No connection to answer later (an in-process caller): applied now.
-                    while !self
-                        .table
-                        .apply_topic_steps(&mut job.steps, &job.body, usize::MAX)
-                    {
-                    }
-                    self.finish_steps(job, ctx.now_ms, &mut Vec::new());
-                }
-            }
+            // Answered when the last step is done: success means the change was made.
+            job.reply = Some(self.deferred_reply(ticket, &reply));
+            self.topic_steps.push_back(job);
+            effects.deferred = true;
+            return effects;
         }
         if reply.deferred {
             effects.deferred = true;
@@ -348,7 +330,7 @@ impl Processor {
         ctx: &RequestContext,
         counters: &LoopStats,
         cmd: &RemotingCommand,
-        ticket: Option<Ticket>,
+        ticket: Ticket,
         work: BodyWork,
     ) -> Result<Reply, Refusal> {
         self.check_allow_lists(ctx, cmd.code)?;
@@ -406,7 +388,7 @@ impl Processor {
         ctx: &RequestContext,
         counters: &LoopStats,
         request: Request<'_>,
-        ticket: Option<Ticket>,
+        ticket: Ticket,
         work: BodyWork,
     ) -> Result<Reply, Refusal> {
         match request {

@@ -76,7 +76,7 @@ impl Processor {
                 }
             },
         };
-        let req = r.table_request(ctx.conn, ctx.now_ms, fingerprint);
+        let req = r.table_request(Some(ctx.reply_to.index()), ctx.now_ms, fingerprint);
         let mut result = if self.table.is_unchanged_body(&req) {
             if let Body::Decoded(Ok(body)) = body {
                 self.spent_bodies.push(body);
