@@ -34,7 +34,9 @@ impl Processor {
             return Ok(());
         }
         let (cluster, addr, name) = (r.cluster, r.broker_addr, r.broker_name);
-        if self.table.registered_over(cluster, addr, name, Some(ctx.reply_to.index()))
+        if self
+            .table
+            .registered_over(cluster, addr, name, Some(ctx.reply_to.index()))
             || (!self.admin_allow_list.is_empty() && allows(&self.admin_allow_list, ctx.peer))
         {
             return Ok(());

@@ -43,11 +43,7 @@ impl Processor {
         Ok(Reply::later())
     }
 
-    fn start_config_update(
-        &mut self,
-        text: &str,
-        ticket: Ticket,
-    ) -> Result<Reply, Refusal> {
+    fn start_config_update(&mut self, text: &str, ticket: Ticket) -> Result<Reply, Refusal> {
         let plan = match self.config.plan_update(text) {
             Ok(Some(plan)) => plan,
             Ok(None) => return Ok(Reply::ok()),

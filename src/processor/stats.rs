@@ -197,9 +197,11 @@ impl Processor {
         }
         let s = &mut self.stats;
         s.refusals.log_due(now_ms, "refused request(s)");
-        s.bounds_reached.log_due(now_ms, "registration(s) refused by a bound");
+        s.bounds_reached
+            .log_due(now_ms, "registration(s) refused by a bound");
         s.takeovers.log_due(now_ms, "address takeover(s)");
-        s.kv_full.log_due(now_ms, "KV change(s) refused: the store is full");
+        s.kv_full
+            .log_due(now_ms, "KV change(s) refused: the store is full");
     }
 
     /// The stats extension's answer.

@@ -42,7 +42,7 @@ impl Default for DecodeLimits {
     }
 }
 
-/// Why a frame's header could not be decoded. The connection is closed (Java does the same).
+/// Why a frame's header could not be decoded (the connection is closed, as in Java).
 #[derive(Debug, Clone, PartialEq)]
 pub enum DecodeError {
     Frame(FrameError),

@@ -1,13 +1,7 @@
-//! The fastjson dialect of JSON that RocketMQ peers speak. Java peers serialize with fastjson
-//! 1.2.83, whose output is not always JSON (`Map<Long,..>` keys arrive as bare numbers,
-//! `{0:"a"}`), and whose parser tolerates unquoted and single-quoted keys, single-quoted
-//! strings and stray commas: what a Java NameServer accepts we accept too.
-//!
-//! [`reader`]'s [`Cursor`] is the only code that reads the dialect's bytes (hot shapes such as
-//! request headers and the REGISTER_BROKER body are read with it straight into their structs);
-//! [`parse_borrowed`] reads a whole value into a flat [`Document`] that borrows from the input,
-//! [`parse`] into an owned [`Value`]; [`writer`] writes fastjson's two string escapings.
-//! Nothing recurses: nesting costs no call stack, and `Limits::max_depth` bounds it.
+//! The fastjson 1.2.83 dialect of JSON that RocketMQ peers speak: bare numeric keys
+//! (`{0:"a"}`), unquoted and single-quoted keys and strings, stray commas. [`reader`]'s
+//! [`Cursor`] is the only code that reads its bytes; [`Document`] and [`Value`] are built
+//! from it. Nothing recurses: `Limits::max_depth` bounds nesting, which costs no call stack.
 
 pub mod document;
 pub mod reader;

@@ -53,7 +53,7 @@ impl RouteTable {
     }
 
     /// QUERY_DATA_VERSION in one lookup: `answer` gets the stored DataVersion and its encoded
-    /// text (re-encoded only when it changed; `None`: not live); on `Ok`, as a heartbeat.
+    /// text (`None`: not live); on `Ok`, a heartbeat.
     pub fn query_data_version<R, E>(
         &mut self,
         cluster: &str,

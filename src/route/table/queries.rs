@@ -10,8 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 pub(super) const SYNC_BROKER_MEMBER_PREFIX: &str = "rmq_sys_SYNC_BROKER_MEMBER_";
 
 impl RouteTable {
-    /// Topic route body in `dialect`, cached; `order_topic_conf` is asked on a miss only.
-    /// `None` = TOPIC_NOT_EXIST.
+    /// Topic route body in `dialect`, cached; `None` = TOPIC_NOT_EXIST.
     pub fn route_body(
         &mut self,
         topic: &str,

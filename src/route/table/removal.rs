@@ -55,8 +55,7 @@ impl RouteTable {
             })
     }
 
-    /// Live brokers whose deadline has passed, each reported once (they stay until their
-    /// unregistration is applied, as in Java), from at most `limit` bucket entries; true: more.
+    /// Live brokers past their deadline, each reported once, from `limit` bucket entries.
     pub fn expire_silent_brokers(
         &mut self,
         now_ms: u64,

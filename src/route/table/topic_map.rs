@@ -1,8 +1,6 @@
-//! The topic table's map (topic name -> entry), split into [`SHARDS`] maps so that it never
-//! grows or shrinks by more than a shard at once: an unsharded `HashMap` past 114,688 topics
-//! rehashes them all in one insert (26 ms measured). One keyed hash per lookup: bits 40..48
-//! pick the shard (bits a table's bucket index and control bytes never read), and the whole
-//! is the shard table's hash, handed over by a borrowed view ([`Lookup`]).
+//! The topic map, split into [`SHARDS`] maps so it never rehashes more than a shard at once
+//! (an unsharded `HashMap` past 114,688 topics rehashed all in one insert: 26 ms). One keyed
+//! hash per lookup: bits 40..48 pick the shard, the whole is the shard table's hash.
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
@@ -20,8 +18,7 @@ pub struct TopicKey {
     name: Arc<str>,
 }
 
-/// What a shard compares and hashes: a stored [`TopicKey`] or a [`Probe`] (no `Arc` made,
-/// its hash already computed).
+/// What a shard compares and hashes: a stored [`TopicKey`] or a [`Probe`] (hash computed).
 trait Lookup {
     fn name(&self) -> &str;
     fn known_hash(&self) -> Option<u64>;

@@ -167,8 +167,7 @@ impl RouteTable {
         true
     }
 
-    /// Removes group `id`'s entry from `topic` (not from the group's list); returns (entry
-    /// removed, topic dropped).
+    /// Removes group `id`'s entry from `topic`: (entry removed, topic dropped).
     pub(super) fn drop_queue_entry(&mut self, id: BrokerId, topic: &str) -> (bool, bool) {
         let Some(entry) = self.topics.get_mut(topic) else {
             return (false, false);
