@@ -1,7 +1,5 @@
-//! Typed calls over a [`Client`] for the requests the tools make, decoding bodies into the
-//! model types. [`ClientError`] has three kinds because callers treat them differently: I/O
-//! means "try another name server", a response means the server said no, a decode error means
-//! it answered something we cannot read.
+//! Typed calls over a [`Client`]. [`ClientError`]'s kinds are treated differently: I/O means
+//! "try another name server", a response that it said no, a decode error an unreadable answer.
 
 use super::Client;
 use crate::remoting::codes::response;
@@ -25,8 +23,7 @@ pub enum ClientError {
 }
 
 impl ClientError {
-    /// True for errors after which another name server should be tried: transport errors and
-    /// GO_AWAY (the server is shutting down).
+    /// Transport errors and GO_AWAY: another name server should be tried.
     pub fn is_failover(&self) -> bool {
         match self {
             ClientError::Io(_) => true,
@@ -117,8 +114,7 @@ impl BrokerIdentity {
         e
     }
 
-    /// Its registration with `body` (already encoded, and compressed if `options` says so);
-    /// `bodyCrc32` is the body's own unless `options` names another.
+    /// Its registration with `body` (encoded, compressed if `options` says so).
     pub fn registration<'a>(
         &'a self,
         body: &'a [u8],
@@ -157,8 +153,7 @@ pub struct RegisterOptions {
     pub enable_acting_master: bool,
     pub heartbeat_timeout_millis: Option<i64>,
     pub zone_name: Option<String>,
-    /// `bodyCrc32` to send instead of the body's own (0: the server does not check); for
-    /// testing the server's check.
+    /// `bodyCrc32` to send instead of the body's own (0: not checked).
     pub body_crc32: Option<i32>,
 }
 
@@ -178,8 +173,7 @@ pub struct TopicList {
     pub broker_addr: Option<String>,
 }
 
-/// The stats extension's answer: its counters by wire name (docs/admin.md lists them), so that
-/// a newer server's are kept too.
+/// The stats extension's answer: its counters by wire name (a newer server's are kept too).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NamesrvStats {
     /// Client connections (0 if absent): what the least-loaded strategy ranks by.
@@ -239,14 +233,12 @@ fn success(resp: RemotingCommand) -> Result<RemotingCommand, ClientError> {
 }
 
 impl Client {
-    /// A typed request whose answer must be SUCCESS: any other code is a
-    /// [`ClientError::Response`].
+    /// A typed request whose answer must be SUCCESS.
     pub fn send_ok(&mut self, request: &Request<'_>) -> Result<RemotingCommand, ClientError> {
         success(self.send(request)?)
     }
 
-    /// As [`send_ok`](Self::send_ok), with `None` when the server answers `absent` (the
-    /// code that says the thing asked for does not exist).
+    /// As [`send_ok`](Self::send_ok), with `None` when the server answers `absent`.
     fn send_found(
         &mut self,
         request: &Request<'_>,
@@ -271,8 +263,7 @@ impl Client {
         success(self.request_encoded(request)?)
     }
 
-    /// A request answered with a TopicList: 206, 224, 304 (whose answer also names a broker
-    /// address), 311, 312, 313.
+    /// A request answered with a TopicList: 206, 224, 304, 311, 312, 313.
     pub fn topic_list(&mut self, request: &Request<'_>) -> Result<TopicList, ClientError> {
         let resp = self.send_ok(request)?;
         let (topics, broker_addr) = model::decode_topic_list(&resp.body)?;
@@ -394,8 +385,7 @@ impl Client {
             .map(drop)
     }
 
-    /// 319 GET_NAMESRV_CONFIG as (key, value) pairs in the server's order, read as Java's
-    /// tools read it (`Properties.load`).
+    /// 319 GET_NAMESRV_CONFIG as (key, value) pairs, read as Java's `Properties.load`.
     pub fn get_namesrv_config(&mut self) -> Result<Vec<(String, String)>, ClientError> {
         let resp = self.send_ok(&Request::GetNamesrvConfig)?;
         let text = std::str::from_utf8(&resp.body)

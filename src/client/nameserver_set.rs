@@ -1,7 +1,6 @@
-//! `NameServerSet`: independent name servers (RocketMQ's `host:port;host:port` `namesrvAddr`),
-//! one cached [`Client`] per address, and a [`Strategy`] that orders them for a call.
-//! RocketMQ name servers never talk to each other, so spreading clients across them is the
-//! clients' job. Randomness comes from a seeded generator so that tests can predict the order.
+//! `NameServerSet`: independent name servers (`namesrvAddr`), one cached [`Client`] per
+//! address, and a [`Strategy`] that orders them for a call (a seeded generator, so tests can
+//! predict the order).
 
 use super::api::ClientError;
 use super::Client;
@@ -12,17 +11,14 @@ use std::time::{Duration, Instant};
 /// How a [`NameServerSet`] picks the server for a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Strategy {
-    /// What RocketMQ's Java clients do: start at a random index, stay on that server while it
-    /// answers, move to the next index (round robin) when it fails and stay there.
+    /// Java's clients: start at a random index, move to the next when one fails and stay there.
     RandomStartRoundRobin,
-    /// Always the server at this index; no failover (for inspecting one particular server).
+    /// Always the server at this index; no failover.
     Pinned(usize),
     /// Every call starts at the next index (call k at index k mod n), like the Go client.
     RoundRobin,
-    /// Ask every server for its connection count (the stats extension) and use the least
-    /// loaded one. Servers answering REQUEST_CODE_NOT_SUPPORTED (or any error) rank after those
-    /// that answered, unreachable servers last; ties are broken randomly. The ranking is
-    /// redone when a call had to fail over and when it is older than `refresh`.
+    /// The server with the fewest connections (the stats extension); those without stats rank
+    /// after, unreachable ones last, ties random. Re-ranked after a failover or `refresh`.
     LeastLoaded { refresh: Duration },
 }
 
@@ -30,8 +26,7 @@ pub enum Strategy {
 const STRATEGY_NAMES: &str = "random|pinned:N|pinned:HOST:PORT|round-robin|fewest";
 
 impl Strategy {
-    /// Reads `--strategy`: `pinned:N` counts from 0 into `addrs`, `pinned:HOST:PORT` names one
-    /// of them; `fewest` ranks afresh for every choice.
+    /// Reads `--strategy` (`pinned:N` counts from 0 into `addrs`; `fewest` ranks every time).
     pub fn parse(text: &str, addrs: &[String]) -> Result<Strategy, String> {
         let text = text.trim();
         Ok(match text {
@@ -206,8 +201,7 @@ impl NameServerSet {
             .collect()
     }
 
-    /// The indices the next call would try, in order. May rank (and so talk to the servers)
-    /// under LeastLoaded.
+    /// The indices the next call would try, in order (LeastLoaded may rank first).
     pub fn next_order(&mut self) -> Vec<usize> {
         self.order(false)
     }

@@ -1,7 +1,5 @@
-//! The property table: one row per key (Java name, field, default, parser and range, when a
-//! change applies), from which the macro writes `NamesrvConfig`, its `Default` and the lookup
-//! table. What each key means is docs/configuration.md; comments here only say why a default
-//! or range is what it is.
+//! The property table: one row per key, from which the macro writes `NamesrvConfig`, its
+//! `Default` and the lookup table. docs/configuration.md says what each key means.
 
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
@@ -11,8 +9,7 @@ use crate::remoting::command::SerializeType;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Applies {
-    /// Re-read after every UPDATE_NAMESRV_CONFIG (the loop's settings refresh, the
-    /// processor's `apply_config_change`, the logger's level, or a read per request).
+    /// Re-read after every UPDATE_NAMESRV_CONFIG.
     Live,
     /// Read once at start: a runtime update of it is refused.
     AtStart,
@@ -145,9 +142,8 @@ properties! {
     /// A 5.x broker's body inflates to ~60 bytes per topic: 16 MiB holds far more than
     /// maxTopicsPerRegistration topics, as much as the largest JSON body could carry.
     "maxInflatedBodyLength" => max_inflated_body_length: u32 = 16_777_216, Live, in_range(KIB..=GIB);
-    /// 64 KiB is about 380 topics of a broker's JSON: decoding it takes ~0.13 ms on
-    /// the body reader (~0.5 ms on the general JSON reader), putting its topic configs up to
-    /// ~0.6 ms, hash and CRC ~25 us: about 1 ms, half what a request may hold the loop.
+    /// 64 KiB is about 380 topics: decoding ~0.13 ms, putting the configs up to ~0.6 ms, hash
+    /// and CRC ~25 us: about 1 ms, half what a request may hold the loop.
     /// Re-measure: `cargo bench --bench register_body_parse` (a 1,000-topic body of ~172 KB)
     /// and `cargo bench --bench register_apply` (churn_100_topics: 100 configs put).
     "decodeOnLoopMaxBytes" => decode_on_loop_max_bytes: u32 = 65_536, Live, in_range(0..=GIB);
@@ -263,8 +259,7 @@ fn parse_serialize_type(value: &str) -> Result<SerializeType, String> {
     }
 }
 
-/// A level name `log` knows (`LevelFilter::from_str`: off, error, warn, info, debug, trace, in
-/// any case), kept in lower case.
+/// A level name `log` knows (any case), kept in lower case.
 fn parse_log_level(value: &str) -> Result<String, String> {
     let text = value.trim();
     text.parse::<log::LevelFilter>()

@@ -1,7 +1,5 @@
-//! UPDATE_NAMESRV_CONFIG, all or nothing: every key and value is checked first. An accepted
-//! change is written to the config file before it is applied in memory, so the two never
-//! disagree: [`NamesrvConfig::plan_update`] checks (on the loop), [`ConfigPlan::persist`]
-//! writes the changed keys' lines (on the writer thread), then the caller adopts the plan.
+//! UPDATE_NAMESRV_CONFIG, all or nothing: [`NamesrvConfig::plan_update`] checks it on the loop,
+//! [`ConfigPlan::persist`] writes the file on the writer thread, then the plan is adopted.
 
 use std::path::Path;
 
@@ -60,8 +58,7 @@ impl std::fmt::Display for UpdateError {
 
 impl std::error::Error for UpdateError {}
 
-/// Applies `key=value` to `next`, or says why it cannot; a start-only key must keep its
-/// `current` value.
+/// Applies `key=value` to `next`, or says why it cannot (a start-only key keeps its value).
 fn check_one(
     current: &NamesrvConfig,
     next: &mut NamesrvConfig,
@@ -135,8 +132,7 @@ impl ConfigPlan {
 }
 
 impl NamesrvConfig {
-    /// Checks an UPDATE_NAMESRV_CONFIG body: the plan, `None` when it changes nothing, or why
-    /// it is refused.
+    /// Checks an UPDATE_NAMESRV_CONFIG body: `None` when it changes nothing.
     pub fn plan_update(&self, body: &str) -> Result<Option<ConfigPlan>, UpdateError> {
         let pairs = parse_properties(body).map_err(UpdateError::Parse)?;
         let black_list = self.black_list();

@@ -33,8 +33,7 @@ impl Processor {
         Ok(Reply::ok())
     }
 
-    /// REGISTER_TOPIC_IN_NAMESRV: brokers with `enableSingleTopicRegister` send one per topic,
-    /// so each is logged at debug and counted into the periodic summary.
+    /// REGISTER_TOPIC_IN_NAMESRV: one per topic, so logged at debug and counted in the summary.
     pub(super) fn register_topic(
         &mut self,
         ctx: &RequestContext,

@@ -23,8 +23,8 @@ impl Processor {
         }
     }
 
-    /// With either allow-list set, only the broker's registration connection (a reconnected
-    /// broker registers again first) or an `adminAllowList` address may unregister it.
+    /// With either allow-list set, only the broker's registration connection or an
+    /// `adminAllowList` address may unregister it.
     fn check_unregister_sender(
         &mut self,
         ctx: &RequestContext,

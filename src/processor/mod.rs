@@ -1,8 +1,6 @@
 //! Typed request -> behaviour: one handler per [`Request`], and the one place where errors
-//! ([`ParseError`], [`Refusal`]) become Java's response codes and remarks (docs/protocol.md §3).
-//! The processor owns the state (route table, KV store, config, counters) and runs on the
-//! loop thread, never blocking: unregistrations, 905 notifications and durable writes go to
-//! threads through the [`Outbox`]. One file per area, mirroring `crate::request`.
+//! become Java's response codes and remarks (docs/protocol.md §3). It owns the state and runs
+//! on the loop thread, never blocking: slow work goes to threads through the [`Outbox`].
 
 use crate::config::{Cidr, NamesrvConfig, UpdateError};
 use crate::event_loop::oneway::Oneway;
@@ -46,7 +44,7 @@ pub struct RequestContext {
 /// Generation-checked: a deferred answer to a closed connection finds nothing.
 pub type LoopConnId = crate::event_loop::ConnId;
 
-/// An answer given later: the frame for the connection (empty for a oneway request).
+/// An answer given later (an empty frame for a oneway request).
 #[derive(Debug)]
 pub struct DeferredReply {
     pub conn: LoopConnId,
@@ -170,7 +168,6 @@ pub struct Processor {
     admin_allow_list: Vec<Cidr>,
     awaiting: VecDeque<Awaiting>,
     next_write_id: u64,
-    /// UPDATE_NAMESRV_CONFIGs waiting for the one being written.
     config_queue: VecDeque<(Ticket, String)>,
     config_writing: bool,
     broker_allow_list: Vec<Cidr>,
@@ -251,7 +248,6 @@ impl Processor {
         self.config.serialize_type
     }
 
-    /// Handles one request and appends its response frame (if any) to `out`.
     pub fn handle_with(
         &mut self,
         ctx: &RequestContext,

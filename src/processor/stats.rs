@@ -1,6 +1,5 @@
-//! What the processor counts (requests by code, registrations, removals: the stats
-//! extension's body) and how it logs under load: refusals and other warnings a few lines per
-//! interval, then a count; route changes summarised once per interval.
+//! What the processor counts (the stats extension's body) and how it logs under load: a few
+//! warnings of a kind per interval, then a count; route changes summarised per interval.
 
 use super::{Processor, Refusal, Reply};
 use crate::event_loop::LoopStats;
@@ -189,8 +188,8 @@ impl ChangeSummary {
 }
 
 impl Processor {
-    /// Logs the route-change summary and the counts of warnings held back, once their
-    /// interval is over (also from the scan tick, so a quiet spell does not hold them back).
+    /// Logs the route-change summary and the warnings held back once their interval is over
+    /// (also from the scan tick).
     pub fn log_change_summary(&mut self, now_ms: u64) {
         if let Some(line) = self.stats.changes.take_due(now_ms) {
             info!("{line}");
@@ -247,8 +246,8 @@ impl Processor {
     }
 }
 
-/// Logs one line per item, or lines of up to 100 items when there are many (a mass expiry
-/// of ten thousand brokers must not cost ten thousand synchronous log writes on the loop).
+/// Logs one line per item, or of up to 100 items when there are many (a mass expiry must
+/// not cost thousands of log writes on the loop).
 pub(super) fn log_grouped(
     level: log::Level,
     what: &str,

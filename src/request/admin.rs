@@ -48,8 +48,8 @@ impl<'a> DeleteTopic<'a> {
     }
 }
 
-/// 217 REGISTER_TOPIC_IN_NAMESRV: the queues of the body's TopicRouteData (the rest is
-/// ignored, as in Java), checked as a registration's topic configs are.
+/// 217 REGISTER_TOPIC_IN_NAMESRV: the queues of the body's TopicRouteData (as Java, the rest
+/// is ignored).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegisterTopic<'a> {
     pub topic: &'a str,
@@ -96,9 +96,8 @@ pub struct UpdateNamesrvConfig<'a> {
     pub properties: Option<&'a str>,
 }
 
-/// The longest UPDATE_NAMESRV_CONFIG body: room for every key there is and two values of the
-/// longest kind (4 KiB). Checking a body costs microseconds per line, so a megabyte of lines
-/// would hold the loop for hundreds of milliseconds.
+/// The longest UPDATE_NAMESRV_CONFIG body: every key with a long value fits, and checking it
+/// (microseconds per line) cannot hold the loop long.
 pub const MAX_CONFIG_UPDATE_BYTES: usize = 16 * 1024;
 
 impl<'a> UpdateNamesrvConfig<'a> {

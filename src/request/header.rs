@@ -5,8 +5,7 @@ use crate::remoting::command::{encode_frame, Header, RemotingCommand, SerializeT
 use std::borrow::Cow;
 use std::fmt;
 
-/// The processor answers [`ParseError::NotSupported`] with REQUEST_CODE_NOT_SUPPORTED and
-/// everything else with SYSTEM_ERROR; `Display` is the remark.
+/// `NotSupported` is answered REQUEST_CODE_NOT_SUPPORTED, the rest SYSTEM_ERROR with the text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ParseError {
     /// The name server does not answer this code.
@@ -75,8 +74,7 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// A request as a sender writes it (code, header fields in order, body), filled by the typed
-/// requests' `encode`.
+/// A request as a sender writes it (code, header fields in order, body).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Encoded<'a> {
     pub code: i32,

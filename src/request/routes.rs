@@ -51,8 +51,7 @@ impl<'a> GetRouteInfo<'a> {
         }
     }
 
-    /// For a command of `version`: an older version asks for the standard dialect with
-    /// `acceptStandardJsonOnly`; a 4.9.4+ one cannot ask for the legacy dialect.
+    /// An older `version` asks for the standard dialect with `acceptStandardJsonOnly`.
     pub fn encode(&self, e: &mut Encoded<'a>, version: i32) {
         e.put(TOPIC, self.topic);
         if self.dialect == Dialect::Standard && version < version::V4_9_4 {
@@ -65,8 +64,7 @@ impl<'a> GetRouteInfo<'a> {
     }
 }
 
-/// 224 GET_TOPICS_BY_CLUSTER. Java checks `enableTopicList` before it reads this header, so
-/// a missing `cluster` is only an error once the list is enabled: see [`Self::cluster`].
+/// 224 GET_TOPICS_BY_CLUSTER; a missing `cluster` is an error only with `enableTopicList`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetTopicsByCluster<'a> {
     cluster: Option<&'a str>,

@@ -72,8 +72,7 @@ pub fn update_namesrv_config(inv: &Invocation, peers: &mut Peers) -> Ran {
     })
 }
 
-/// Wipes or restores a broker's write permission. The server answers success and 0 for a
-/// broker it does not know: that is an error here.
+/// Wipes or restores a broker's write permission (0 topics for an unknown broker is an error).
 pub fn write_perm(inv: &Invocation, peers: &mut Peers, wipe: bool) -> Ran {
     let broker = inv.req("b");
     let column = if wipe {
