@@ -1,5 +1,4 @@
-//! `rmq-namesrv`: command line -> config -> logging -> event loop; SIGTERM/SIGINT -> a clean
-//! stop. Whatever an operator can get wrong is told in one line naming what failed.
+//! `rmq-namesrv`: command line -> config -> logging -> event loop; SIGTERM/SIGINT -> clean stop.
 
 use std::io;
 use std::path::PathBuf;

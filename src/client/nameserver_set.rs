@@ -1,6 +1,5 @@
-//! `NameServerSet`: independent name servers (`namesrvAddr`), one cached [`Client`] per
-//! address, and a [`Strategy`] that orders them for a call (a seeded generator, so tests can
-//! predict the order).
+//! `NameServerSet`: independent name servers, one cached [`Client`] each, ordered for a call by
+//! a [`Strategy`] (seeded, so tests can predict the order).
 
 use super::api::ClientError;
 use super::Client;
@@ -279,9 +278,8 @@ impl NameServerSet {
         self.ranked_at = Some(Instant::now());
     }
 
-    /// One attempt on server `i`: reuse or open its connection, run `f`. A reused connection
-    /// that fails with a transport error other than a timeout is reopened once, because a
-    /// server may have closed an idle connection while it is itself healthy.
+    /// One attempt on server `i`; a reused connection failing other than by timeout is reopened
+    /// once (a healthy server may have closed it as idle).
     fn attempt<T>(
         &mut self,
         i: usize,
@@ -313,9 +311,8 @@ impl NameServerSet {
         }
     }
 
-    /// Runs `f` on the strategy's server, moving on after the errors `try_next` accepts
-    /// (usually [`ClientError::is_failover`]). Fails with every error met, by server index, in
-    /// the order tried.
+    /// Runs `f` on the strategy's server, moving on after the errors `try_next` accepts; fails
+    /// with every error met, by server index.
     pub fn call_until<T>(
         &mut self,
         mut f: impl FnMut(&mut Client) -> Result<T, ClientError>,
@@ -371,8 +368,7 @@ impl NameServerSet {
             .collect()
     }
 
-    /// The server for the next call, counted as a call, for tools that open their own
-    /// connections (`rmq-bench`).
+    /// The server for the next call, for tools that open their own connections.
     pub fn choose(&mut self) -> usize {
         self.order(true).first().copied().unwrap_or(0)
     }

@@ -99,8 +99,7 @@ fn read_args(args: &[String]) -> Result<Args, CliError> {
     Ok(out)
 }
 
-/// The `-c` file; else `--configStorePath`; else `./namesrv.conf` when it exists; else
-/// configStorePath's default.
+/// `-c`; else `--configStorePath`; else `./namesrv.conf` if it exists; else the default.
 fn choose_file(args: &Args, working_dir: &Path, default_store: &str) -> (String, FileOrigin) {
     if let Some(path) = &args.config_file {
         return (path.clone(), FileOrigin::CommandLine);

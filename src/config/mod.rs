@@ -37,8 +37,7 @@ fn is_controller_key(key: &str) -> bool {
     CONTROLLER_KEYS.contains(&key)
 }
 
-/// The keys no runtime update may set: `always`, then the `;`-separated entries of a
-/// `configBlackList` value (trimmed, empty and repeated ones dropped).
+/// The keys no runtime update may set: `always`, then `configBlackList`'s entries.
 pub fn black_list(always: &[&str], configured: &str) -> Vec<String> {
     let mut list: Vec<String> = always.iter().map(|k| k.to_string()).collect();
     for entry in configured.split(';').map(str::trim) {

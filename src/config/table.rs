@@ -181,8 +181,7 @@ properties! {
     "brokerAllowList" => broker_allow_list: String = String::new(), Live, parse_allow_list;
 }
 
-/// Java's `ControllerConfig` and `JraftConfig` keys, read from the same file by the embedded
-/// Controller (`enableControllerInNamesrv`). Kept as given; `NamesrvConfig::get` reads them.
+/// Java's `ControllerConfig` and `JraftConfig` keys: kept as given, for the embedded Controller.
 pub(super) const CONTROLLER_KEYS: &[&str] = &[
     "controllerType",
     "controllerDLegerGroup",
@@ -225,8 +224,7 @@ pub fn under_home(rest: &str) -> String {
     }
 }
 
-/// `true` or `false` (any case, surrounding blanks ignored); anything else is refused rather
-/// than read as false, as Java's Boolean.parseBoolean would.
+/// `true` or `false` in any case; anything else is refused, not read as false as Java would.
 fn parse_bool(value: &str) -> Result<bool, String> {
     let text = value.trim();
     (text.to_ascii_lowercase().parse()).map_err(|_| format!("{text:?} is not true or false"))

@@ -8,8 +8,7 @@ use super::table::Applies;
 use super::{is_controller_key, unknown_key_message, NamesrvConfig, SetOutcome};
 use crate::remoting::codes::response;
 
-/// Longest value an update may set: a path or an allow-list of a few hundred ranges fits;
-/// anything longer would only grow the file and every GET_NAMESRV_CONFIG answer.
+/// Longest value an update may set: a path or an allow-list of a few hundred ranges fits.
 const MAX_UPDATE_VALUE_LENGTH: usize = 4096;
 
 /// Why an update was refused; nothing of it was applied.

@@ -125,8 +125,7 @@ pub enum Op {
 }
 
 impl Change {
-    /// Java's semantics: a delete keeps an emptied namespace and creates no missing one.
-    /// Returns the value it replaced and whether it created the namespace.
+    /// Java's semantics (a delete keeps an emptied namespace); (value replaced, namespace new).
     fn apply_to(&self, table: &mut Table) -> (Option<Text>, bool) {
         match &self.op {
             Op::Put(value) => {

@@ -1,5 +1,4 @@
-//! Admin writes to the registry (write permission, DELETE_TOPIC_IN_NAMESRV,
-//! REGISTER_TOPIC_IN_NAMESRV).
+//! Admin writes to the registry: write permission, topic delete, REGISTER_TOPIC_IN_NAMESRV.
 
 use super::{BodyWork, Decoded, Processor, Refusal, Reply, ReplyExt, RequestContext};
 use crate::remoting::codes::request;

@@ -1,5 +1,4 @@
-//! What brokers send about themselves, besides REGISTER_BROKER (`register`):
-//! BROKER_HEARTBEAT, QUERY_DATA_VERSION, UNREGISTER_BROKER and GET_BROKER_MEMBER_GROUP.
+//! What brokers send about themselves, besides REGISTER_BROKER (`register`).
 
 use super::{allows, Processor, Refusal, Reply, ReplyExt, RequestContext};
 use crate::remoting::codes::request;

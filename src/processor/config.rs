@@ -1,5 +1,4 @@
-//! GET_NAMESRV_CONFIG, UPDATE_NAMESRV_CONFIG (written by the durable writer one at a time,
-//! applied once on disk), and the settings the processor derives from the config.
+//! GET/UPDATE_NAMESRV_CONFIG (one write at a time, applied once on disk), derived settings.
 
 use super::{Awaiting, DeferredReply, Effects, Processor, Refusal, Reply, Ticket};
 use crate::config::{Cidr, ConfigPlan};

@@ -1,5 +1,5 @@
-//! Brokers leaving: unregistrations queued for the batching thread and applied when it hands
-//! them back, and the NOTIFY_MIN_BROKER_ID_CHANGE frames a removal or registration sends.
+//! Brokers leaving: unregistrations batched by their thread and applied when handed back, and
+//! the NOTIFY_MIN_BROKER_ID_CHANGE frames.
 
 use super::{log_grouped, Processor, UnregisterBatch, Unregistration};
 use crate::event_loop::oneway::Oneway;

@@ -1,5 +1,4 @@
-//! Reads of the registry: GET_ROUTEINFO_BY_TOPIC (cached bodies, zone filtering), the topic
-//! lists and cluster info.
+//! Reads of the registry: routes (cached bodies, zone filtering), topic lists, cluster info.
 
 use super::{Processor, Refusal, Reply, ORDER_TOPIC_CONFIG};
 use crate::request::{GetRouteInfo, GetTopicsByCluster};

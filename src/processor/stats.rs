@@ -71,8 +71,7 @@ pub(super) const CHANGE_SUMMARY_INTERVAL_MS: u64 = 10_000;
 /// Lines per interval a [`WarnLimiter`] lets through; the rest are counted.
 const WARN_LINES: u32 = 5;
 
-/// "new broker registered" lines per interval; the rest are counted (a cluster start
-/// registers thousands at once).
+/// "new broker registered" lines per interval (a cluster start registers thousands at once).
 pub(super) const NEW_BROKER_LINES: u32 = 10;
 
 #[derive(Debug, Default, PartialEq, Eq)]

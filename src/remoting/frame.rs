@@ -63,8 +63,7 @@ pub fn next_frame(buf: &mut BytesMut, frame_max: u32) -> Result<Option<Bytes>, F
     }
     let total = length as usize + 4;
     if buf.len() < total {
-        // Nothing is reserved for the announced length: the buffer grows with the bytes that
-        // actually arrive, so a peer announcing 16 MiB and sending 8 bytes holds 8 bytes.
+        // Nothing is reserved for the announced length: the buffer grows as bytes arrive.
         return Ok(None);
     }
     buf.advance(4);

@@ -1,5 +1,4 @@
-//! What admin tools send to change or read the name server's own state (KV config, topics,
-//! write permission, properties). Topic names are validated here, before anything changes.
+//! What admin tools send; topic names are validated here, before anything changes.
 
 use super::field::{BROKER_NAME, CLUSTER_NAME, KEY, NAMESPACE, TOPIC, VALUE};
 use super::header::{Encoded, Fields, ParseError};
@@ -48,8 +47,7 @@ impl<'a> DeleteTopic<'a> {
     }
 }
 
-/// 217 REGISTER_TOPIC_IN_NAMESRV: the queues of the body's TopicRouteData (as Java, the rest
-/// is ignored).
+/// 217 REGISTER_TOPIC_IN_NAMESRV: the queues of the body's TopicRouteData (as Java).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegisterTopic<'a> {
     pub topic: &'a str,

@@ -1,5 +1,4 @@
-//! Reading a request's custom header (`extFields`) into typed values ([`Fields`]), writing one
-//! ([`Encoded`]), and [`ParseError`], whose text is the remark (Java's, where Java has one).
+//! Reading `extFields` into typed values ([`Fields`]), writing them ([`Encoded`]), [`ParseError`].
 
 use crate::remoting::command::{encode_frame, Header, RemotingCommand, SerializeType};
 use std::borrow::Cow;
@@ -139,8 +138,7 @@ impl<'a> Encoded<'a> {
     }
 }
 
-/// Trimmed, then read as an i64. Plain digits short enough not to overflow (what Java writes)
-/// skip the general path's Unicode trim and sign handling; the value is the same.
+/// Trimmed, then read as an i64 (plain short digits, what Java writes, by a quicker path).
 fn parse_i64_field(text: &str) -> Option<i64> {
     if (1..=18).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_digit()) {
         return Some(

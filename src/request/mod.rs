@@ -3,8 +3,7 @@
 //! beside its `parse` is how the client and the tools write it, so a field name is written once.
 //! A new code: its row in `remoting::codes`, its struct and `requests!` row here, its handler.
 
-/// A request whose header is required text fields only: the struct, its `parse` and its
-/// `encode` from one list of (member, field name), read and written in the listed order.
+/// A request whose header is required text fields only: struct, `parse` and `encode`.
 macro_rules! text_request {
     ($(#[$doc:meta])* $name:ident { $($member:ident: $field:ident),+ $(,)? }) => {
         $(#[$doc])*

@@ -1,5 +1,4 @@
-//! The custom headers of the name server's answers, defined once for the server that writes
-//! them (`encode`) and the clients that read them (`parse`).
+//! The custom headers of answers: `encode` for the server, `parse` for the clients.
 
 use super::field::{
     ADD_TOPIC_COUNT, CHANGED, HA_SERVER_ADDR, MASTER_ADDR, VALUE, WIPE_TOPIC_COUNT,

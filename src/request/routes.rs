@@ -1,5 +1,4 @@
-//! GET_ROUTEINFO_BY_TOPIC (105, the hottest request) and GET_TOPICS_BY_CLUSTER (224); the other
-//! topic-list reads carry no header.
+//! GET_ROUTEINFO_BY_TOPIC (105) and GET_TOPICS_BY_CLUSTER (224).
 
 use super::field::{ACCEPT_STANDARD_JSON_ONLY, CLUSTER, TOPIC, ZONE_MODE, ZONE_NAME};
 use super::header::{Encoded, Fields, ParseError};
@@ -10,8 +9,7 @@ use crate::route::model::Dialect;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetRouteInfo<'a> {
     pub topic: &'a str,
-    /// Standard JSON for 4.9.4+ peers and those that ask for it (`acceptStandardJsonOnly`),
-    /// fastjson's legacy dialect otherwise (docs/protocol.md §6.1).
+    /// Standard for 4.9.4+ peers and those that ask (`acceptStandardJsonOnly`), else legacy.
     pub dialect: Dialect,
     /// The zone to filter the route by (ZoneRouteRPCHook, §5.8).
     pub zone: Option<&'a str>,

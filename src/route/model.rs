@@ -663,8 +663,7 @@ pub fn decode_kv_table(body: &[u8]) -> Result<Vec<(String, String)>, ModelError>
     Ok(dedup_last_wins(entries))
 }
 
-/// GetBrokerMemberGroupResponseBody (901), legacy:
-/// `{"brokerMemberGroup":{"brokerAddrs":{0:"a"},"brokerName":"..","cluster":".."}}`.
+/// GetBrokerMemberGroupResponseBody (901), legacy dialect.
 pub fn encode_member_group(
     cluster: &str,
     broker_name: &str,

@@ -1,6 +1,5 @@
-//! The REGISTER_BROKER body (docs/protocol.md §4), JSON or zlib around length-prefixed parts:
-//! decoders (every count and length checked against what is left, inflating bounded) and the
-//! client's encoders.
+//! The REGISTER_BROKER body (docs/protocol.md §4), JSON or zlib: decoders checking every count
+//! and length, and the client's encoders.
 
 use crate::remoting::codes::version::{V3_0_11, V5_0_0};
 use crate::remoting::json::{self, Cursor, Field, Item, Scalar, Seq};
@@ -353,8 +352,7 @@ fn decode_compressed(
     })
 }
 
-/// `TopicConfig.decode`: `<name> <read> <write> <perm> <filterType>[ <attributes json>]`, split
-/// as Java's `String.split(" ")` does.
+/// `TopicConfig.decode`: `<name> <read> <write> <perm> <filterType>[ <attributes json>]`.
 fn parse_topic_config_line(line: &str) -> Result<TopicConfig, ModelError> {
     let mut tokens: Vec<&str> = line.split(' ').collect();
     while tokens.last() == Some(&"") {

@@ -1,5 +1,4 @@
-//! The command line: the table of commands, the usage texts, and a parser taking the forms
-//! `mqadmin`'s commons-cli takes (`-t T`, `-tT`, `--topic T`, `--topic=T`).
+//! The table of commands, their usage, and a parser of commons-cli's forms (`-tT`, `--topic=T`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -1,5 +1,4 @@
-//! Exit codes, and errors explained per address (a peer that is not a name server is named
-//! with what it did wrong).
+//! Exit codes, and errors explained per address.
 
 use rmq_namesrv::client::ClientError;
 use rmq_namesrv::controller::codes as controller_codes;

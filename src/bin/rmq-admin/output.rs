@@ -1,5 +1,4 @@
-//! Output: aligned tables whose cells know their JSON type, and JSON text (compact for
-//! `--json`, indented where `mqadmin` prints indented JSON).
+//! Aligned tables whose cells know their JSON type, and JSON text (compact, or indented).
 
 use rmq_namesrv::remoting::json::{self, Value};
 

@@ -1,5 +1,4 @@
-//! Commands that look: each is an `ask` (the client call), the tables its answer makes for
-//! `--all`, and its output without.
+//! Commands that look: the client call, the tables its answer makes for `--all`, the output.
 
 use crate::cli::Invocation;
 use crate::compare::{self, Answer};

@@ -1,5 +1,4 @@
-//! Commands that change name servers: each goes to every server of `-n` and prints one row
-//! per server, OK or what went wrong there.
+//! Commands that change name servers: every server of `-n`, one row each, OK or what failed.
 
 use crate::cli::Invocation;
 use crate::outcome::{Failure, FailureKind, Outcome, Ran};

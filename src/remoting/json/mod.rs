@@ -72,8 +72,7 @@ pub fn parse_with(input: &[u8], limits: &Limits) -> Result<Value, JsonError> {
     Ok(parse_borrowed(input, limits)?.root().to_value())
 }
 
-/// Parses one fastjson-dialect value into a [`Document`] that borrows from `input`; only
-/// whitespace may follow the value.
+/// Parses one value into a [`Document`] borrowing from `input`; only whitespace may follow.
 pub fn parse_borrowed<'a>(input: &'a [u8], limits: &Limits) -> Result<Document<'a>, JsonError> {
     let mut c = Cursor::new(input, limits)?;
     let doc = document::read(&mut c)?;
@@ -141,9 +140,8 @@ impl Value {
         matches!(self, Value::Null)
     }
 
-    /// The text fastjson gives when a non-string is read into a String field:
-    /// Str itself, Int `"3"`, Bool `"true"`, Float its shortest form, Null `"null"`,
-    /// Array/Object compact JSON.
+    /// The text fastjson gives when a non-string is read into a String field (a container's
+    /// compact JSON).
     pub fn to_text(&self) -> String {
         match self {
             Value::Str(s) => s.clone(),

@@ -39,8 +39,7 @@ fn write_ascii_escape(out: &mut Vec<u8>, b: u8, escape: u8) {
     }
 }
 
-/// `"..."` with fastjson's default escaping: `"` and `\` escaped, \b \f \n \r \t as such,
-/// other chars < 0x20 as \u00XX; everything else (including non-ASCII UTF-8) written raw.
+/// `"..."` with fastjson's default escaping (control chars escaped, non-ASCII raw).
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
     out.reserve(bytes.len() + 2);
@@ -58,9 +57,8 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
 }
 
-/// `"..."` with fastjson's BrowserCompatible escaping (standard route dialect): like
-/// [`write_str`], plus `/` as `\/` and every char >= 0x7F as `\uXXXX` (UTF-16 units,
-/// surrogate pairs, uppercase hex).
+/// `"..."` with fastjson's BrowserCompatible escaping: also `/` as `\/` and every char >= 0x7F
+/// as `\uXXXX` (UTF-16 units, uppercase hex).
 pub fn write_str_browser(out: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
     out.reserve(bytes.len() + 2);

@@ -1,5 +1,4 @@
-//! Admin writes to the registry: write permission (WIPE/ADD_WRITE_PERM_OF_BROKER), topic
-//! delete and REGISTER_TOPIC_IN_NAMESRV.
+//! Admin writes to the registry: write permission, topic delete, REGISTER_TOPIC_IN_NAMESRV.
 
 use super::super::model::QueueData;
 use super::{QueueSlot, RouteTable, PERM_READ, PERM_WRITE};

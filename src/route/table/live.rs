@@ -1,6 +1,5 @@
 //! Live brokers (Java's brokerLiveTable): one entry per registered (cluster, address), with
-//! its DataVersion, deadline and connection; heartbeats and QUERY_DATA_VERSION refresh it in
-//! one lookup.
+//! its DataVersion, deadline and connection.
 
 use super::super::model::DataVersion;
 use super::{detach, BodyFingerprint, ConnId, RouteTable};

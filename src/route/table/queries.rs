@@ -1,5 +1,4 @@
-//! Reads of the registry: topic routes (Java's pickupTopicRouteData, docs/protocol.md §5.7,
-//! and the cached encoded bodies), topic lists, cluster info and broker member groups.
+//! Reads of the registry: topic routes (docs/protocol.md §5.7), lists, cluster info, groups.
 
 use super::super::model::{Dialect, TopicRouteData};
 use super::{RouteTable, PERM_WRITE};

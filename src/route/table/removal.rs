@@ -1,5 +1,4 @@
-//! Brokers leaving: the expiry scan, closed connections, and unregistration batches (Java's
-//! unregisterBroker, docs/protocol.md §5.5).
+//! Brokers leaving: the expiry scan, closed connections, unregistration batches (§5.5).
 
 use super::register::min_broker_id;
 use super::{ConnId, Expiry, MinIdNotification, RouteTable};

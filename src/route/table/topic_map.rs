@@ -251,8 +251,7 @@ impl<V, S: BuildHasher + Clone> TopicMap<V, S> {
 
 const SHRINK_BELOW_FRACTION: usize = 16;
 
-/// Moves a map filled less than 1/[`SHRINK_BELOW_FRACTION`] into one with room for twice its
-/// entries; returns the old (empty) table.
+/// Moves a map filled less than 1/[`SHRINK_BELOW_FRACTION`] into a smaller one; returns the old.
 pub(super) fn shrink_sparse<K: Hash + Eq, V, S: BuildHasher + Clone>(
     map: &mut HashMap<K, V, S>,
 ) -> Option<HashMap<K, V, S>> {

@@ -1,6 +1,5 @@
-//! Topics and broker groups: a topic's queue entries (one per group, by small id), the
-//! groups (Java's brokerAddrTable, plus the topics each serves), and the queue-entry writes
-//! every path goes through, which keep each group's write stamp.
+//! Topics' queue entries (one per group, by small id), the groups (Java's brokerAddrTable),
+//! and the queue-entry writes every path goes through, which keep each group's write stamp.
 
 use super::super::model::{BrokerData, QueueData};
 use super::RouteTable;
