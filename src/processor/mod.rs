@@ -7,7 +7,7 @@ use crate::event_loop::oneway::Oneway;
 use crate::event_loop::LoopStats;
 use crate::kv::{DurableWriter, KvRefusal, KvStore};
 use crate::remoting::codes::{self, response};
-use crate::remoting::command::{RemotingCommand, SerializeType};
+use crate::remoting::command::RemotingCommand;
 use crate::request::{NameLimits, ParseError, Request};
 use crate::route::model::{BodyLimits, DecodeScratch, RegisterBody};
 use crate::route::table::{
@@ -151,12 +151,6 @@ impl std::fmt::Display for Refusal {
     }
 }
 
-impl From<ParseError> for Refusal {
-    fn from(e: ParseError) -> Self {
-        Refusal::Parse(e)
-    }
-}
-
 pub struct Processor {
     pub table: RouteTable,
     kv: KvStore,
@@ -244,10 +238,6 @@ impl Processor {
         &self.config
     }
 
-    fn serialize_type(&self) -> SerializeType {
-        self.config.serialize_type
-    }
-
     pub fn handle_with(
         &mut self,
         ctx: &RequestContext,
@@ -314,7 +304,7 @@ impl Processor {
     }
 
     fn write_reply(&self, opaque: i32, reply: &Reply, out: &mut Vec<u8>) {
-        let serialize_type = self.serialize_type();
+        let serialize_type = self.config.serialize_type;
         if !self.templates.write(serialize_type, opaque, reply, out) {
             encode_reply(serialize_type, opaque, reply, out);
         }

@@ -51,7 +51,9 @@ impl Processor {
         r: GetTopicsByCluster<'_>,
     ) -> Result<Reply, Refusal> {
         list_enabled(self.config.enable_topic_list)?;
-        let topics = self.table.topics_of_cluster(r.cluster()?);
+        let topics = self
+            .table
+            .topics_of_cluster(r.cluster().map_err(Refusal::Parse)?);
         Ok(topic_list(topics.iter().map(String::as_str), None))
     }
 
