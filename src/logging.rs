@@ -1,6 +1,5 @@
-//! One global `log` logger writing Java's name-server layout (docs/operations.md#logs, which a
-//! general-purpose logger cannot write) to a size-rotated file and to stderr. Logging never
-//! takes the server down: a failed write drops the line, each failure streak reported once.
+//! One global logger writing Java's layout (docs/operations.md#logs) to a size-rotated file and
+//! stderr. A failed write drops the line; each failure streak is reported once.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -141,8 +140,7 @@ fn timestamp(now: SystemTime) -> String {
 /// The local calendar time of a Unix second (`localtime_r`; UTC if that fails).
 fn local_time(secs: i64) -> libc::tm {
     static TZSET: std::sync::Once = std::sync::Once::new();
-    // SAFETY: `struct tm` holds integers and (on some platforms) a raw pointer, for which
-    // zero is valid.
+    // SAFETY: `struct tm` holds integers and maybe a raw pointer, for which zero is valid.
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
     // POSIX asks for tzset() before localtime_r; `libc` does not declare tzset, but mktime
     // is specified to set the time zone as tzset does (its result is not needed).

@@ -1,5 +1,4 @@
-//! Typed calls over a [`Client`]. [`ClientError`]'s kinds are treated differently: I/O means
-//! "try another name server", a response that it said no, a decode error an unreadable answer.
+//! Typed calls over a [`Client`], and [`ClientError`] (I/O: try another name server).
 
 use super::Client;
 use crate::remoting::codes::response;

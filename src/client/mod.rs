@@ -1,5 +1,4 @@
-//! A blocking remoting client for the tools and the integration tests: one TCP connection,
-//! responses matched by opaque, a timeout on every call; [`api`] holds the typed calls.
+//! A blocking remoting client for the tools and tests: one connection, a timeout per call.
 
 pub mod api;
 pub mod nameserver_set;

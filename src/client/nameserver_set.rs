@@ -243,8 +243,7 @@ impl NameServerSet {
 
     fn rank(&mut self) {
         let n = self.addrs.len();
-        // A random permutation first, then a stable sort: equal loads are tried in random
-        // order so that clients starting together do not all pick the first address.
+        // Shuffled, then a stable sort: clients starting together do not all pick one server.
         let mut shuffled: Vec<usize> = (0..n).collect();
         for k in (1..n).rev() {
             let j = self.rng.below(k + 1);

@@ -1,5 +1,4 @@
-//! CIDR ranges of the allow lists, matching IPv4-mapped IPv6 peers too (a dual-stack listener
-//! reports IPv4 clients that way).
+//! CIDR ranges of the allow lists, matching IPv4-mapped IPv6 peers too.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 

@@ -1,5 +1,4 @@
-//! The command line, mqnamesrv-like, and which file is the config file: read at start and
-//! written by UPDATE_NAMESRV_CONFIG (Java never reads it back). See docs/configuration.md.
+//! The command line, mqnamesrv-like, and which file is the config file (docs/configuration.md).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

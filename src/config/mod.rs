@@ -1,6 +1,5 @@
-//! `NamesrvConfig`: Java's keys with Java's defaults plus rmq-namesrv's own. Keys not in the
-//! table are kept verbatim in `extra`, as Java reports them; GET_NAMESRV_CONFIG does not escape,
-//! so `set` refuses what could not survive the trip (an escaped newline smuggling a key).
+//! `NamesrvConfig`: Java's keys and defaults plus our own; other keys kept verbatim. As
+//! GET_NAMESRV_CONFIG does not escape, `set` refuses what could not survive the trip.
 
 mod cidr;
 mod cli;

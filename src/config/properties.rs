@@ -1,5 +1,4 @@
-//! The `java.util.Properties` format: `Properties.load`'s reader, and an editor that rewrites
-//! some keys' lines and leaves every other byte alone (comments survive runtime updates).
+//! `java.util.Properties`: `Properties.load`'s reader, and an editor that keeps other lines.
 
 use std::io;
 use std::path::Path;

@@ -149,8 +149,7 @@ properties! {
     "decodeOnLoopMaxBytes" => decode_on_loop_max_bytes: u32 = 65_536, Live, in_range(0..=GIB);
     "maxNameLength" => max_name_length: u32 = 255, Live, in_range(1..=65_535);
     "maxTopicNameLength" => max_topic_name_length: u32 = 127, Live, in_range(1..=65_535);
-    /// Clients build one object per queue, so 2^31 would exhaust them; real topics have 1
-    /// to a few hundred.
+    /// Clients build one object per queue; real topics have up to a few hundred.
     "maxQueueNums" => max_queue_nums: u32 = 65_536, Live, in_range(1..=i32::MAX as i64);
     /// 10x a 1,000-broker cluster.
     "maxBrokers" => max_brokers: u32 = 10_000, Live, in_range(COUNT);
@@ -171,8 +170,7 @@ properties! {
     "routeCacheMaxBytes" => route_cache_max_bytes: u32 = 4_194_304, Live, in_range(0..=u32::MAX as i64);
     /// Topic names are at most 127.
     "kvMaxKeyLength" => kv_max_key_length: u32 = 1_024, Live, in_range(1..=65_536);
-    /// An ORDER_TOPIC_CONFIG value lists `brokerName:queues`, ~25 bytes per broker group:
-    /// 16 KiB is 600 groups.
+    /// An ORDER_TOPIC_CONFIG value takes ~25 bytes per broker group: 16 KiB is 600 groups.
     "kvMaxValueLength" => kv_max_value_length: u32 = 16_384, Live, in_range(1..=16 * MIB);
     "kvMaxEntries" => kv_max_entries: u32 = 100_000, Live, in_range(1..=10_000_000);
     /// Also bounds the changes waiting for the disk, and each write (the whole file).

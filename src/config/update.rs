@@ -1,5 +1,4 @@
-//! UPDATE_NAMESRV_CONFIG, all or nothing: [`NamesrvConfig::plan_update`] checks it on the loop,
-//! [`ConfigPlan::persist`] writes the file on the writer thread, then the plan is adopted.
+//! UPDATE_NAMESRV_CONFIG, all or nothing: checked on the loop, written, then adopted.
 
 use std::path::Path;
 

@@ -1,7 +1,5 @@
-//! The KV config store (namespace -> key -> value), persisted to `kvConfigPath`. [`KvStore`]
-//! holds the table as it is **on disk**; a change goes to the [`writer`] thread and becomes
-//! visible once durable, so a crash loses nothing a client read and a failed write has nothing
-//! to undo. Changes in flight count against the limits as if they succeed.
+//! The KV config store. [`KvStore`] holds the table as it is **on disk**; a change goes to the
+//! [`writer`] thread and becomes visible once durable, so a crash loses nothing a client read.
 
 mod file;
 mod writer;

@@ -25,8 +25,7 @@ pub enum Job {
         id: u64,
         write: FileWrite,
     },
-    /// Namespace bodies the loop no longer needs, freed here: freeing a body of megabytes
-    /// hands its pages back to the OS, which can take the loop milliseconds.
+    /// Bodies the loop no longer needs, freed here (freeing megabytes can take milliseconds).
     Discard(Vec<Bytes>),
 }
 

@@ -1,6 +1,5 @@
-//! Typed request -> behaviour: one handler per [`Request`], and the one place where errors
-//! become Java's response codes and remarks (docs/protocol.md §3). It owns the state and runs
-//! on the loop thread, never blocking: slow work goes to threads through the [`Outbox`].
+//! One handler per [`Request`], and the one place errors become Java's response codes and
+//! remarks. It owns the state on the loop thread; slow work goes out through the [`Outbox`].
 
 use crate::config::{Cidr, NamesrvConfig, UpdateError};
 use crate::event_loop::oneway::Oneway;

@@ -1,5 +1,4 @@
-//! A body weighing more than `decodeOnLoopMaxBytes` goes to the decode worker
-//! ([`decode_off_loop`]); the request is then handled again with what came back.
+//! A body weighing more than `decodeOnLoopMaxBytes` is decoded by the worker, then handled.
 
 use super::{Processor, Refusal};
 use crate::remoting::codes::request;

@@ -1,7 +1,5 @@
-//! REGISTER_BROKER: 1. a body with the fingerprint of the broker's last one only refreshes it;
-//! 2. a changed body is checked and decoded, on the loop when small, else by the decode worker;
-//! 3. it is applied at once, or past [`STEPPED_APPLY_TOPICS`] in steps, answered after the last
-//! one (the server holds every route write meanwhile).
+//! REGISTER_BROKER: an unchanged body only refreshes the broker; a changed one is decoded (by
+//! the worker when large) and applied, past [`STEPPED_APPLY_TOPICS`] in steps.
 
 use super::off_loop::{body_weight, decode_checked, BodyRefused, BodyWork, Decoded};
 use super::ORDER_TOPIC_CONFIG;

@@ -1,5 +1,4 @@
-//! Brokers leaving: unregistrations batched by their thread and applied when handed back, and
-//! the NOTIFY_MIN_BROKER_ID_CHANGE frames.
+//! Brokers leaving: unregistration batches and the NOTIFY_MIN_BROKER_ID_CHANGE frames.
 
 use super::{log_grouped, Processor, UnregisterBatch, Unregistration};
 use crate::event_loop::oneway::Oneway;

@@ -1,5 +1,4 @@
-//! Answers ([`Reply`]) and how they become frames: field by field, or from a template for the
-//! replies sent most (heartbeats, QUERY_DATA_VERSION, routes).
+//! Answers ([`Reply`]) and their frames: field by field, or from templates for the commonest.
 
 use super::DecodeJob;
 use crate::remoting::codes::{response, version, FLAG_RESPONSE};

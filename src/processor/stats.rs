@@ -1,5 +1,4 @@
-//! What the processor counts (the stats extension's body) and how it logs under load: a few
-//! warnings of a kind per interval, then a count; route changes summarised per interval.
+//! What the processor counts (the stats extension's body) and how it logs under load.
 
 use super::{Processor, Refusal, Reply};
 use crate::event_loop::LoopStats;
@@ -187,8 +186,7 @@ impl ChangeSummary {
 }
 
 impl Processor {
-    /// Logs the route-change summary and the warnings held back once their interval is over
-    /// (also from the scan tick).
+    /// Logs the route-change summary and the warnings held back once their interval is over.
     pub fn log_change_summary(&mut self, now_ms: u64) {
         if let Some(line) = self.stats.changes.take_due(now_ms) {
             info!("{line}");

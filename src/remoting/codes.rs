@@ -1,6 +1,5 @@
-//! Request and response codes, language codes and version ordinals (docs/protocol.md §2.3, §3,
-//! §6.5). Each request code is one row of [`REQUEST_CODES`], which the constants, names,
-//! allow-lists, the loop's scheduling and the ordering of route changes all read.
+//! Request and response codes, language codes and version ordinals (docs/protocol.md). Each
+//! request code is one row of [`REQUEST_CODES`], which everything else reads.
 
 /// Who sends a request and what it may change: its allow-list and how the loop schedules it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,5 +1,4 @@
-//! What brokers send about themselves (103, 104, 322, 904, 901). Header fields are read in
-//! Java's order, so a request missing several names the same field Java would.
+//! What brokers send about themselves, read in Java's order (the same missing field is named).
 
 use super::field::{
     BODY_CRC32, BROKER_ADDR, BROKER_ID, BROKER_NAME, CLUSTER_NAME, COMPRESSED,

@@ -42,8 +42,7 @@ pub struct NameLimits {
 pub(super) struct Fields<'a> {
     pub cmd: &'a RemotingCommand,
     pub limits: &'a NameLimits,
-    /// The decode worker already decoded and checked the body: a REGISTER_TOPIC_IN_NAMESRV
-    /// parse leaves `queue_datas` empty for the caller to fill in.
+    /// The decode worker already decoded the body (REGISTER_TOPIC_IN_NAMESRV's queues empty).
     pub body_decoded: bool,
 }
 

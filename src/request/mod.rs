@@ -1,7 +1,5 @@
 //! Typed requests, parsed once from a [`RemotingCommand`] with every check that does not need
-//! the tables (`rules`; a failure is a [`ParseError`] whose text is the remark). Each `encode`
-//! beside its `parse` is how the client and the tools write it, so a field name is written once.
-//! A new code: its row in `remoting::codes`, its struct and `requests!` row here, its handler.
+//! the tables; each `encode` beside its `parse` is how the client and the tools write it.
 
 /// A request whose header is required text fields only: struct, `parse` and `encode`.
 macro_rules! text_request {

@@ -1,7 +1,5 @@
-//! What a valid cluster or broker name, broker address and topic config look like, checked at
-//! the wire so that no value a client cannot use ends up in a route (Java checks none; a quote
-//! in a name breaks the Go client's route parser). The rules and their reasons are in the
-//! validation table of docs/operations.md.
+//! Valid names, broker addresses and topic configs, checked at the wire so that no value a
+//! client cannot use ends up in a route (Java checks none); docs/operations.md lists the rules.
 
 use super::header::{NameLimits, ParseError};
 

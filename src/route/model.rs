@@ -319,7 +319,6 @@ impl DataVersion {
 }
 
 impl MappingInfo {
-    /// Fields alphabetical: bname, currIdMap, dirty, epoch, scope, topic, totalQueues.
     /// Standard sorts currIdMap by key; legacy keeps the stored order.
     pub fn encode(&self, out: &mut Vec<u8>, dialect: Dialect) {
         let mut o = Seq::object(out);

@@ -1,5 +1,4 @@
-//! The REGISTER_BROKER body (docs/protocol.md §4), JSON or zlib: decoders checking every count
-//! and length, and the client's encoders.
+//! The REGISTER_BROKER body (docs/protocol.md §4): decoders checking every count and length.
 
 use crate::remoting::codes::version::{V3_0_11, V5_0_0};
 use crate::remoting::json::{self, Cursor, Field, Item, Scalar, Seq};
@@ -54,9 +53,8 @@ impl Default for BodyLimits {
     }
 }
 
-/// Decodes a REGISTER_BROKER body (§4.1/§4.2): empty is the default body; compressed, or
-/// starting with 0x78 (5.x brokers mis-flag it, §4.2 TRAP), is inflated and read as the binary
-/// layout; else JSON. Topic names go into strings kept in `scratch`.
+/// Decodes a REGISTER_BROKER body: a compressed one, or one starting with 0x78 (5.x brokers
+/// mis-flag it, §4.2 TRAP), is inflated; topic names go into strings kept in `scratch`.
 pub fn decode_register_body(
     body: &[u8],
     compressed: bool,

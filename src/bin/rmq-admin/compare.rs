@@ -1,5 +1,4 @@
-//! `--all`: a read asked of every name server of `-n`, the answers side by side (docs/admin.md),
-//! so that a server that missed a write or a registration shows.
+//! `--all`: a read asked of every name server of `-n`, the answers side by side (docs/admin.md).
 
 use crate::cli::Invocation;
 use crate::outcome::{Outcome, EXIT_DISAGREE, EXIT_FAILED};

@@ -1,5 +1,4 @@
-//! `mqadmin`'s controller commands, for any RocketMQ controller: most go to the leader found
-//! with 1005; the config commands to every address of `-a` (each has its own configuration).
+//! `mqadmin`'s controller commands: most go to the leader; config commands to every one.
 
 use crate::cli::Invocation;
 use crate::outcome::{Failure, Outcome, Ran, Role};

@@ -1,5 +1,4 @@
-//! `rmq-admin`: look at and change name servers (and, with `-a`, a RocketMQ controller)
-//! without a JVM, with `mqadmin`'s command names and flags (docs/admin.md).
+//! `rmq-admin`: `mqadmin`'s commands for name servers and controllers (docs/admin.md).
 
 mod cli;
 mod compare;

@@ -1,5 +1,4 @@
-//! The servers of `-n` (or `-a`): reads go to one picked by `--strategy`, moving on past one
-//! that cannot be reached; writes go to every server, because name servers do not replicate.
+//! The servers of `-n` (or `-a`): a read asks one picked by `--strategy`, a write every one.
 
 use crate::cli::Invocation;
 use crate::outcome::{Failure, Outcome, Role};

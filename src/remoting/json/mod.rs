@@ -1,7 +1,5 @@
-//! The fastjson 1.2.83 dialect of JSON that RocketMQ peers speak: bare numeric keys
-//! (`{0:"a"}`), unquoted and single-quoted keys and strings, stray commas. [`reader`]'s
-//! [`Cursor`] is the only code that reads its bytes; [`Document`] and [`Value`] are built
-//! from it. Nothing recurses: `Limits::max_depth` bounds nesting, which costs no call stack.
+//! The fastjson 1.2.83 dialect of JSON that RocketMQ peers speak (bare numeric keys, quotes
+//! of either kind, stray commas), read only by [`reader`]'s [`Cursor`]. Nothing recurses.
 
 pub mod document;
 pub mod reader;

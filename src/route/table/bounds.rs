@@ -1,5 +1,4 @@
-//! How big registrations may make the registry, checked before a change and counting only what
-//! it adds (above a lowered bound it stops growing); and handing memory back after removals.
+//! How big registrations may make the registry, and handing memory back after removals.
 
 use super::topic_map::shrink_sparse;
 use super::{QueueData, RegisterBody, RegisterRequest, RouteTable, TopicsInput};

@@ -1,5 +1,4 @@
-//! Live brokers (Java's brokerLiveTable): one entry per registered (cluster, address), with
-//! its DataVersion, deadline and connection.
+//! Live brokers (Java's brokerLiveTable): one entry per registered (cluster, address).
 
 use super::super::model::DataVersion;
 use super::{detach, BodyFingerprint, ConnId, RouteTable};

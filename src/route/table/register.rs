@@ -1,5 +1,4 @@
-//! A registration's apply (Java's registerBroker, docs/protocol.md §5.2) in Java's numbered
-//! steps, and the unchanged check that lets a byte-identical body skip parsing.
+//! A registration in Java's numbered steps (docs/protocol.md §5.2), and the unchanged check.
 
 use super::super::model::{BrokerData, DataVersion, RegisterBody, TopicConfig};
 use super::{

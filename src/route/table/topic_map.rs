@@ -1,6 +1,5 @@
 //! The topic map, split into [`SHARDS`] maps so it never rehashes more than a shard at once
-//! (an unsharded `HashMap` past 114,688 topics rehashed all in one insert: 26 ms). One keyed
-//! hash per lookup: bits 40..48 pick the shard, the whole is the shard table's hash.
+//! (an unsharded `HashMap` past 114,688 topics rehashed all in one insert: 26 ms).
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
