@@ -732,10 +732,10 @@ fn zone_filtering_matches_the_java_vectors() {
         );
         let mut t = topic(
             "ZoneT",
-            q.get("readQueueNums").unwrap().as_i32().unwrap(),
-            q.get("perm").unwrap().as_i32().unwrap(),
+            q.get("readQueueNums").unwrap().as_i64().unwrap() as i32,
+            q.get("perm").unwrap().as_i64().unwrap() as i32,
         );
-        t.write_queue_nums = q.get("writeQueueNums").unwrap().as_i32().unwrap();
+        t.write_queue_nums = q.get("writeQueueNums").unwrap().as_i64().unwrap() as i32;
         let options = RegisterOptions {
             enable_acting_master: acting,
             zone_name: zone.map(str::to_string),

@@ -111,10 +111,6 @@ impl Value {
         self.scalar()?.as_i64()
     }
 
-    pub fn as_i32(&self) -> Option<i32> {
-        self.as_i64().and_then(|v| i32::try_from(v).ok())
-    }
-
     /// As [`Scalar::as_bool`].
     pub fn as_bool(&self) -> Option<bool> {
         self.scalar()?.as_bool()
