@@ -1,5 +1,6 @@
 //! Typed requests, parsed once from a [`RemotingCommand`] with every check that does not need
 //! the tables; each `encode` beside its `parse` is how the client and the tools write it.
+//! A new code: its row in `remoting::codes`, its struct and `requests!` row here, its handler.
 
 /// A request whose header is required text fields only: struct, `parse` and `encode`.
 macro_rules! text_request {
