@@ -250,9 +250,15 @@ impl Client {
         success(resp).map(Some)
     }
 
-    /// 205 and 327: the number of topics whose write permission was wiped or restored.
-    fn write_perm(&mut self, request: &Request<'_>, enable: bool) -> Result<i32, ClientError> {
-        let resp = self.send_ok(request)?;
+    /// 205 WIPE_WRITE_PERM_OF_BROKER (`enable` false) or 327 ADD_WRITE_PERM_OF_BROKER: the
+    /// number of topics whose write permission was wiped or restored.
+    pub fn write_perm(&mut self, broker_name: &str, enable: bool) -> Result<i32, ClientError> {
+        let perm = WritePerm { broker_name };
+        let request = match enable {
+            true => Request::AddWritePerm(perm),
+            false => Request::WipeWritePerm(perm),
+        };
+        let resp = self.send_ok(&request)?;
         PermReply::parse(&resp, enable)
             .ok_or_else(|| ClientError::Decode("response lacks a numeric topic count".into()))
     }
@@ -344,11 +350,6 @@ impl Client {
         Ok(ClusterInfo::decode(&resp.body)?)
     }
 
-    /// 205 WIPE_WRITE_PERM_OF_BROKER; the number of topics whose write permission was wiped.
-    pub fn wipe_write_perm(&mut self, broker_name: &str) -> Result<i32, ClientError> {
-        self.write_perm(&Request::WipeWritePerm(WritePerm { broker_name }), false)
-    }
-
     pub fn get_all_topic_list(&mut self) -> Result<Vec<String>, ClientError> {
         Ok(self.topic_list(&Request::GetAllTopicList)?.topics)
     }
@@ -390,11 +391,6 @@ impl Client {
         let text = std::str::from_utf8(&resp.body)
             .map_err(|_| ClientError::Decode("config body is not UTF-8".into()))?;
         crate::config::parse_properties(text).map_err(ClientError::Decode)
-    }
-
-    /// 327 ADD_WRITE_PERM_OF_BROKER; the number of topics whose permission was restored.
-    pub fn add_write_perm(&mut self, broker_name: &str) -> Result<i32, ClientError> {
-        self.write_perm(&Request::AddWritePerm(WritePerm { broker_name }), true)
     }
 
     /// The rmq-namesrv stats extension; other name servers answer REQUEST_CODE_NOT_SUPPORTED.

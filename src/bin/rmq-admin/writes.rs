@@ -80,11 +80,7 @@ pub fn write_perm(inv: &Invocation, peers: &mut Peers, wipe: bool) -> Ran {
         ("TOPICS", "addTopicCount")
     };
     write_all(inv, peers, Some(column), |c| {
-        let count = if wipe {
-            c.wipe_write_perm(broker)?
-        } else {
-            c.add_write_perm(broker)?
-        };
+        let count = c.write_perm(broker, !wipe)?;
         if count == 0 && !c.get_cluster_info()?.broker_addr_table.contains_key(broker) {
             return Ok(Done::Refused(format!(
                 "no broker named {broker} is registered here"
