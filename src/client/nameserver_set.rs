@@ -211,14 +211,7 @@ impl NameServerSet {
         match self.strategy {
             Strategy::Pinned(i) => vec![i],
             Strategy::RandomStartRoundRobin => {
-                let start = match self.sticky {
-                    Some(s) => s,
-                    None => {
-                        let s = self.rng.below(n);
-                        self.sticky = Some(s);
-                        s
-                    }
-                };
+                let start = *self.sticky.get_or_insert_with(|| self.rng.below(n));
                 self.rotated(start)
             }
             Strategy::RoundRobin => {
@@ -229,11 +222,7 @@ impl NameServerSet {
                 self.rotated(start)
             }
             Strategy::LeastLoaded { refresh } => {
-                let stale = match self.ranked_at {
-                    Some(at) => at.elapsed() >= refresh,
-                    None => true,
-                };
-                if stale {
+                if self.ranked_at.map_or(true, |at| at.elapsed() >= refresh) {
                     self.rank();
                 }
                 self.ranking.iter().map(|(i, _)| *i).collect()
