@@ -358,13 +358,11 @@ impl MappingInfo {
             let entries = as_object(map, "currIdMap")?;
             curr_id_map.reserve(entries.len());
             for (key, value) in entries {
-                let logic: i32 = match key.trim().parse() {
-                    Ok(n) => n,
-                    Err(_) => return err(format!("currIdMap key {key:?} is not an int")),
+                let Ok(logic) = key.trim().parse::<i32>() else {
+                    return err(format!("currIdMap key {key:?} is not an int"));
                 };
-                let physical = match value.as_i32() {
-                    Some(n) => n,
-                    None => return err("currIdMap value is not an int"),
+                let Some(physical) = value.as_i32() else {
+                    return err("currIdMap value is not an int");
                 };
                 // A repeated key replaces the earlier value (map semantics).
                 match curr_id_map.iter_mut().find(|(k, _)| *k == logic) {

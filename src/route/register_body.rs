@@ -266,9 +266,8 @@ impl<'a> PartReader<'a> {
     /// A count within `max` and the bytes left (each item has a 4-byte length prefix).
     fn read_count(&mut self, what: &str, max: usize) -> Result<usize, ModelError> {
         let n = self.read_i32(what)?;
-        let n = match usize::try_from(n) {
-            Ok(n) => n,
-            Err(_) => return err(format!("negative {what} in compressed body")),
+        let Ok(n) = usize::try_from(n) else {
+            return err(format!("negative {what} in compressed body"));
         };
         if n > max {
             return err(format!(
@@ -283,9 +282,8 @@ impl<'a> PartReader<'a> {
 
     fn read_part(&mut self, what: &str) -> Result<&'a [u8], ModelError> {
         let len = self.read_i32(what)?;
-        let len = match usize::try_from(len) {
-            Ok(len) => len,
-            Err(_) => return err(format!("negative {what} length in compressed body")),
+        let Ok(len) = usize::try_from(len) else {
+            return err(format!("negative {what} length in compressed body"));
         };
         if len > self.rest.len() {
             return err(format!("compressed body truncated in {what}"));

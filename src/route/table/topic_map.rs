@@ -137,10 +137,7 @@ impl<H: Hasher> Hasher for NameHasher<H> {
 
     #[inline]
     fn finish(&self) -> u64 {
-        match self.known {
-            Some(hash) => hash,
-            None => self.name.finish(),
-        }
+        self.known.unwrap_or_else(|| self.name.finish())
     }
 }
 
