@@ -1,10 +1,5 @@
-//! One global `log` logger writing Java's name-server layout (`%d{yyyy-MM-dd HH:mm:ss,SSS} %p
-//! %t - %m`, local time) to a size-rotated file and to stderr, as docs/operations.md#logs
-//! shows: a general-purpose logger cannot write that layout. Under systemd the journal stamps
-//! lines itself, so stderr lines carry a `<N>` priority instead, or none go there with a file.
-//!
-//! Logging never takes the server down: a failed rotation keeps the current file, a failed
-//! write drops the line, and each failure streak is reported once on stderr.
+//! One global logger writing Java's layout (docs/operations.md#logs) to a size-rotated file and
+//! stderr. A failed write drops the line; each failure streak is reported once.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -34,8 +29,7 @@ enum Console {
     Journal,
 }
 
-/// True when `JOURNAL_STREAM` (`<device>:<inode>`, set by systemd) names stderr. Where stderr
-/// cannot be looked at, the variable alone decides.
+/// True when systemd's `JOURNAL_STREAM` (`<device>:<inode>`) names stderr.
 fn stderr_is_journal() -> bool {
     use std::os::unix::fs::MetadataExt;
     let Ok(value) = std::env::var("JOURNAL_STREAM") else {
@@ -52,8 +46,7 @@ fn stderr_is_journal() -> bool {
 
 static LOGGER: OnceLock<Logger> = OnceLock::new();
 
-/// Installs the global logger (again: nothing). If the file cannot be opened nothing is
-/// installed, so the caller can retry with `file: None`.
+/// Installs the global logger once; if the file cannot be opened nothing is installed.
 pub fn init(settings: &LogSettings) -> io::Result<()> {
     if LOGGER.get().is_some() {
         return Ok(());
@@ -147,8 +140,7 @@ fn timestamp(now: SystemTime) -> String {
 /// The local calendar time of a Unix second (`localtime_r`; UTC if that fails).
 fn local_time(secs: i64) -> libc::tm {
     static TZSET: std::sync::Once = std::sync::Once::new();
-    // SAFETY: `struct tm` holds integers and (on some platforms) a raw pointer, for which
-    // zero is valid.
+    // SAFETY: `struct tm` holds integers and maybe a raw pointer, for which zero is valid.
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
     // POSIX asks for tzset() before localtime_r; `libc` does not declare tzset, but mktime
     // is specified to set the time zone as tzset does (its result is not needed).
@@ -210,8 +202,7 @@ impl RotatingFile {
         Ok(())
     }
 
-    /// Rotates first if the line would push a non-empty file past `max_size`; failures go to
-    /// stderr (the logger has no one else to hand them to).
+    /// Rotates first if the line would push a non-empty file past `max_size`.
     pub fn write_line(&mut self, line: &[u8]) {
         let line_len = line.len() as u64;
         if self.max_size > 0 && self.size > 0 && self.size.saturating_add(line_len) > self.max_size

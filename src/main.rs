@@ -1,5 +1,4 @@
-//! `rmq-namesrv`: command line -> config -> logging -> event loop; SIGTERM/SIGINT -> a clean
-//! stop. Whatever an operator can get wrong is told in one line naming what failed.
+//! `rmq-namesrv`: command line -> config -> logging -> event loop; SIGTERM/SIGINT -> clean stop.
 
 use std::io;
 use std::path::PathBuf;
@@ -61,8 +60,8 @@ fn main() -> ExitCode {
     run(startup.config, controller, started)
 }
 
-/// `-p`: the configuration as a properties file. The Controller's settings follow as
-/// `#controller: k=v` comments: as properties they would collide with the name server's keys.
+/// `-p`: the configuration as a properties file, the Controller's as `#controller: k=v`
+/// comments (as properties they would collide with the name server's keys).
 fn print_config(startup: &Startup, controller: Option<&ControllerSetup>) -> ExitCode {
     for warning in &startup.warnings {
         eprintln!("rmq-namesrv: warning: {warning}");
@@ -166,9 +165,8 @@ static STOP_SIGNAL: OnceLock<&'static str> = OnceLock::new();
 
 static STOPPING: AtomicBool = AtomicBool::new(false);
 
-/// Catches SIGTERM and SIGINT: the first stops the server (which finishes what is in flight);
-/// a second exits at once, from the handler, with 128 + the signal number as a shell reports.
-/// One atomic swap decides which is first: two handlers can run at once on two threads.
+/// Catches SIGTERM and SIGINT: the first stops the server; a second exits at once with 128 +
+/// the signal number (one atomic swap decides which is first).
 fn catch_signals() -> io::Result<signal_hook::iterator::Signals> {
     for signal in [SIGTERM, SIGINT] {
         let status = 128 + signal;

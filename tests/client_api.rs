@@ -234,8 +234,8 @@ fn wipe_and_add_write_perm(st: SerializeType) {
     let mut r = registered(st);
     r.c.register_topic("Registered", &[registered_queue()])
         .expect("register topic");
-    assert_eq!(r.c.wipe_write_perm("broker-a").expect("wipe"), 4);
-    assert_eq!(r.c.add_write_perm("broker-a").expect("add"), 4);
+    assert_eq!(r.c.write_perm("broker-a", false).expect("wipe"), 4);
+    assert_eq!(r.c.write_perm("broker-a", true).expect("add"), 4);
 }
 
 /// 216, everywhere and in another cluster only.

@@ -732,10 +732,10 @@ fn zone_filtering_matches_the_java_vectors() {
         );
         let mut t = topic(
             "ZoneT",
-            q.get("readQueueNums").unwrap().as_i32().unwrap(),
-            q.get("perm").unwrap().as_i32().unwrap(),
+            q.get("readQueueNums").unwrap().as_i64().unwrap() as i32,
+            q.get("perm").unwrap().as_i64().unwrap() as i32,
         );
-        t.write_queue_nums = q.get("writeQueueNums").unwrap().as_i32().unwrap();
+        t.write_queue_nums = q.get("writeQueueNums").unwrap().as_i64().unwrap() as i32;
         let options = RegisterOptions {
             enable_acting_master: acting,
             zone_name: zone.map(str::to_string),
@@ -872,7 +872,7 @@ fn a_changed_registration_after_admin_writes_puts_every_topic_config_again() {
             topic_sys_flag: 0,
         };
         let writes: [&dyn Fn(&mut rmq_namesrv::client::Client); 4] = [
-            &|c| assert_eq!(c.wipe_write_perm(&b.name).unwrap(), n as i32),
+            &|c| assert_eq!(c.write_perm(&b.name, false).unwrap(), n as i32),
             &|c| {
                 c.register_topic(&name(1), std::slice::from_ref(&q))
                     .unwrap()

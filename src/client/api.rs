@@ -1,7 +1,4 @@
-//! Typed calls over a [`Client`] for the requests the tools make, decoding bodies into the
-//! model types. [`ClientError`] has three kinds because callers treat them differently: I/O
-//! means "try another name server", a response means the server said no, a decode error means
-//! it answered something we cannot read.
+//! Typed calls over a [`Client`], and [`ClientError`] (I/O: try another name server).
 
 use super::Client;
 use crate::remoting::codes::response;
@@ -25,8 +22,7 @@ pub enum ClientError {
 }
 
 impl ClientError {
-    /// True for errors after which another name server should be tried: transport errors and
-    /// GO_AWAY (the server is shutting down).
+    /// Transport errors and GO_AWAY: another name server should be tried.
     pub fn is_failover(&self) -> bool {
         match self {
             ClientError::Io(_) => true,
@@ -117,8 +113,7 @@ impl BrokerIdentity {
         e
     }
 
-    /// Its registration with `body` (already encoded, and compressed if `options` says so);
-    /// `bodyCrc32` is the body's own unless `options` names another.
+    /// Its registration with `body` (encoded, compressed if `options` says so).
     pub fn registration<'a>(
         &'a self,
         body: &'a [u8],
@@ -157,8 +152,7 @@ pub struct RegisterOptions {
     pub enable_acting_master: bool,
     pub heartbeat_timeout_millis: Option<i64>,
     pub zone_name: Option<String>,
-    /// `bodyCrc32` to send instead of the body's own (0: the server does not check); for
-    /// testing the server's check.
+    /// `bodyCrc32` to send instead of the body's own (0: not checked).
     pub body_crc32: Option<i32>,
 }
 
@@ -178,8 +172,7 @@ pub struct TopicList {
     pub broker_addr: Option<String>,
 }
 
-/// The stats extension's answer: its counters by wire name (docs/admin.md lists them), so that
-/// a newer server's are kept too.
+/// The stats extension's answer: its counters by wire name (a newer server's are kept too).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NamesrvStats {
     /// Client connections (0 if absent): what the least-loaded strategy ranks by.
@@ -239,14 +232,12 @@ fn success(resp: RemotingCommand) -> Result<RemotingCommand, ClientError> {
 }
 
 impl Client {
-    /// A typed request whose answer must be SUCCESS: any other code is a
-    /// [`ClientError::Response`].
+    /// A typed request whose answer must be SUCCESS.
     pub fn send_ok(&mut self, request: &Request<'_>) -> Result<RemotingCommand, ClientError> {
         success(self.send(request)?)
     }
 
-    /// As [`send_ok`](Self::send_ok), with `None` when the server answers `absent` (the
-    /// code that says the thing asked for does not exist).
+    /// As [`send_ok`](Self::send_ok), with `None` when the server answers `absent`.
     fn send_found(
         &mut self,
         request: &Request<'_>,
@@ -259,9 +250,15 @@ impl Client {
         success(resp).map(Some)
     }
 
-    /// 205 and 327: the number of topics whose write permission was wiped or restored.
-    fn write_perm(&mut self, request: &Request<'_>, enable: bool) -> Result<i32, ClientError> {
-        let resp = self.send_ok(request)?;
+    /// 205 WIPE_WRITE_PERM_OF_BROKER (`enable` false) or 327 ADD_WRITE_PERM_OF_BROKER: the
+    /// number of topics whose write permission was wiped or restored.
+    pub fn write_perm(&mut self, broker_name: &str, enable: bool) -> Result<i32, ClientError> {
+        let perm = WritePerm { broker_name };
+        let request = match enable {
+            true => Request::AddWritePerm(perm),
+            false => Request::WipeWritePerm(perm),
+        };
+        let resp = self.send_ok(&request)?;
         PermReply::parse(&resp, enable)
             .ok_or_else(|| ClientError::Decode("response lacks a numeric topic count".into()))
     }
@@ -271,8 +268,7 @@ impl Client {
         success(self.request_encoded(request)?)
     }
 
-    /// A request answered with a TopicList: 206, 224, 304 (whose answer also names a broker
-    /// address), 311, 312, 313.
+    /// A request answered with a TopicList: 206, 224, 304, 311, 312, 313.
     pub fn topic_list(&mut self, request: &Request<'_>) -> Result<TopicList, ClientError> {
         let resp = self.send_ok(request)?;
         let (topics, broker_addr) = model::decode_topic_list(&resp.body)?;
@@ -354,11 +350,6 @@ impl Client {
         Ok(ClusterInfo::decode(&resp.body)?)
     }
 
-    /// 205 WIPE_WRITE_PERM_OF_BROKER; the number of topics whose write permission was wiped.
-    pub fn wipe_write_perm(&mut self, broker_name: &str) -> Result<i32, ClientError> {
-        self.write_perm(&Request::WipeWritePerm(WritePerm { broker_name }), false)
-    }
-
     pub fn get_all_topic_list(&mut self) -> Result<Vec<String>, ClientError> {
         Ok(self.topic_list(&Request::GetAllTopicList)?.topics)
     }
@@ -394,18 +385,12 @@ impl Client {
             .map(drop)
     }
 
-    /// 319 GET_NAMESRV_CONFIG as (key, value) pairs in the server's order, read as Java's
-    /// tools read it (`Properties.load`).
+    /// 319 GET_NAMESRV_CONFIG as (key, value) pairs, read as Java's `Properties.load`.
     pub fn get_namesrv_config(&mut self) -> Result<Vec<(String, String)>, ClientError> {
         let resp = self.send_ok(&Request::GetNamesrvConfig)?;
         let text = std::str::from_utf8(&resp.body)
             .map_err(|_| ClientError::Decode("config body is not UTF-8".into()))?;
         crate::config::parse_properties(text).map_err(ClientError::Decode)
-    }
-
-    /// 327 ADD_WRITE_PERM_OF_BROKER; the number of topics whose permission was restored.
-    pub fn add_write_perm(&mut self, broker_name: &str) -> Result<i32, ClientError> {
-        self.write_perm(&Request::AddWritePerm(WritePerm { broker_name }), true)
     }
 
     /// The rmq-namesrv stats extension; other name servers answer REQUEST_CODE_NOT_SUPPORTED.

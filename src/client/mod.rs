@@ -1,7 +1,4 @@
-//! A blocking RocketMQ remoting client for the tools and the integration tests: one TCP
-//! connection, responses matched by opaque, a timeout on every call. Requests are the server's
-//! own typed requests (`crate::request`), so a field name is written once. [`api`] holds the
-//! typed calls, [`nameserver_set`] the choice among several name servers.
+//! A blocking remoting client for the tools and tests: one connection, a timeout per call.
 
 pub mod api;
 pub mod nameserver_set;

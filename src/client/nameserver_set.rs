@@ -1,7 +1,5 @@
-//! `NameServerSet`: independent name servers (RocketMQ's `host:port;host:port` `namesrvAddr`),
-//! one cached [`Client`] per address, and a [`Strategy`] that orders them for a call.
-//! RocketMQ name servers never talk to each other, so spreading clients across them is the
-//! clients' job. Randomness comes from a seeded generator so that tests can predict the order.
+//! `NameServerSet`: independent name servers, one cached [`Client`] each, ordered for a call by
+//! a [`Strategy`] (seeded, so tests can predict the order).
 
 use super::api::ClientError;
 use super::Client;
@@ -12,17 +10,14 @@ use std::time::{Duration, Instant};
 /// How a [`NameServerSet`] picks the server for a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Strategy {
-    /// What RocketMQ's Java clients do: start at a random index, stay on that server while it
-    /// answers, move to the next index (round robin) when it fails and stay there.
+    /// Java's clients: start at a random index, move to the next when one fails and stay there.
     RandomStartRoundRobin,
-    /// Always the server at this index; no failover (for inspecting one particular server).
+    /// Always the server at this index; no failover.
     Pinned(usize),
     /// Every call starts at the next index (call k at index k mod n), like the Go client.
     RoundRobin,
-    /// Ask every server for its connection count (the stats extension) and use the least
-    /// loaded one. Servers answering REQUEST_CODE_NOT_SUPPORTED (or any error) rank after those
-    /// that answered, unreachable servers last; ties are broken randomly. The ranking is
-    /// redone when a call had to fail over and when it is older than `refresh`.
+    /// The server with the fewest connections (the stats extension); those without stats rank
+    /// after, unreachable ones last, ties random. Re-ranked after a failover or `refresh`.
     LeastLoaded { refresh: Duration },
 }
 
@@ -30,8 +25,7 @@ pub enum Strategy {
 const STRATEGY_NAMES: &str = "random|pinned:N|pinned:HOST:PORT|round-robin|fewest";
 
 impl Strategy {
-    /// Reads `--strategy`: `pinned:N` counts from 0 into `addrs`, `pinned:HOST:PORT` names one
-    /// of them; `fewest` ranks afresh for every choice.
+    /// Reads `--strategy` (`pinned:N` counts from 0 into `addrs`; `fewest` ranks every time).
     pub fn parse(text: &str, addrs: &[String]) -> Result<Strategy, String> {
         let text = text.trim();
         Ok(match text {
@@ -189,10 +183,6 @@ impl NameServerSet {
         &self.addrs
     }
 
-    pub fn strategy(&self) -> Strategy {
-        self.strategy
-    }
-
     /// Address of the server that answered the last successful call.
     pub fn last_addr(&self) -> Option<&str> {
         self.last_used.map(|i| self.addrs[i].as_str())
@@ -206,8 +196,7 @@ impl NameServerSet {
             .collect()
     }
 
-    /// The indices the next call would try, in order. May rank (and so talk to the servers)
-    /// under LeastLoaded.
+    /// The indices the next call would try, in order (LeastLoaded may rank first).
     pub fn next_order(&mut self) -> Vec<usize> {
         self.order(false)
     }
@@ -222,14 +211,7 @@ impl NameServerSet {
         match self.strategy {
             Strategy::Pinned(i) => vec![i],
             Strategy::RandomStartRoundRobin => {
-                let start = match self.sticky {
-                    Some(s) => s,
-                    None => {
-                        let s = self.rng.below(n);
-                        self.sticky = Some(s);
-                        s
-                    }
-                };
+                let start = *self.sticky.get_or_insert_with(|| self.rng.below(n));
                 self.rotated(start)
             }
             Strategy::RoundRobin => {
@@ -240,11 +222,7 @@ impl NameServerSet {
                 self.rotated(start)
             }
             Strategy::LeastLoaded { refresh } => {
-                let stale = match self.ranked_at {
-                    Some(at) => at.elapsed() >= refresh,
-                    None => true,
-                };
-                if stale {
+                if self.ranked_at.map_or(true, |at| at.elapsed() >= refresh) {
                     self.rank();
                 }
                 self.ranking.iter().map(|(i, _)| *i).collect()
@@ -254,8 +232,7 @@ impl NameServerSet {
 
     fn rank(&mut self) {
         let n = self.addrs.len();
-        // A random permutation first, then a stable sort: equal loads are tried in random
-        // order so that clients starting together do not all pick the first address.
+        // Shuffled, then a stable sort: clients starting together do not all pick one server.
         let mut shuffled: Vec<usize> = (0..n).collect();
         for k in (1..n).rev() {
             let j = self.rng.below(k + 1);
@@ -285,9 +262,8 @@ impl NameServerSet {
         self.ranked_at = Some(Instant::now());
     }
 
-    /// One attempt on server `i`: reuse or open its connection, run `f`. A reused connection
-    /// that fails with a transport error other than a timeout is reopened once, because a
-    /// server may have closed an idle connection while it is itself healthy.
+    /// One attempt on server `i`; a reused connection failing other than by timeout is reopened
+    /// once (a healthy server may have closed it as idle).
     fn attempt<T>(
         &mut self,
         i: usize,
@@ -319,9 +295,8 @@ impl NameServerSet {
         }
     }
 
-    /// Runs `f` on the strategy's server, moving on after the errors `try_next` accepts
-    /// (usually [`ClientError::is_failover`]). Fails with every error met, by server index, in
-    /// the order tried.
+    /// Runs `f` on the strategy's server, moving on after the errors `try_next` accepts; fails
+    /// with every error met, by server index.
     pub fn call_until<T>(
         &mut self,
         mut f: impl FnMut(&mut Client) -> Result<T, ClientError>,
@@ -377,8 +352,7 @@ impl NameServerSet {
             .collect()
     }
 
-    /// The server for the next call, counted as a call, for tools that open their own
-    /// connections (`rmq-bench`).
+    /// The server for the next call, for tools that open their own connections.
     pub fn choose(&mut self) -> usize {
         self.order(true).first().copied().unwrap_or(0)
     }

@@ -1,6 +1,4 @@
-//! CIDR ranges for `adminAllowList`: parsing (`10.0.0.0/8`, `::1/128`, a bare address) and
-//! matching a peer's address, IPv4-mapped IPv6 peers included (a dual-stack listener reports
-//! IPv4 clients that way).
+//! CIDR ranges of the allow lists, matching IPv4-mapped IPv6 peers too.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -12,8 +10,7 @@ pub struct Cidr {
 }
 
 impl Cidr {
-    /// `a.b.c.d/n` (n 0..=32), `v6/n` (n 0..=128), or a bare address (= /32 or /128).
-    /// Host bits set below the prefix are cleared (10.1.2.3/8 = 10.0.0.0/8).
+    /// `a.b.c.d/n`, `v6/n`, or a bare address; host bits are cleared (10.1.2.3/8 = 10.0.0.0/8).
     pub fn parse(s: &str) -> Result<Cidr, String> {
         let text = s.trim();
         let (addr_text, prefix_text) = match text.split_once('/') {
@@ -51,8 +48,7 @@ impl Cidr {
         })
     }
 
-    /// An allow list: comma-separated CIDRs (empty = access control off); entries that do not
-    /// parse are skipped (`NamesrvConfig::set` refuses them).
+    /// A comma-separated allow list (`NamesrvConfig::set` refused entries that do not parse).
     pub fn parse_list(text: &str) -> Vec<Cidr> {
         text.split(',')
             .map(str::trim)
@@ -66,8 +62,7 @@ impl Cidr {
     }
 }
 
-/// Every address as IPv6, IPv4 ones mapped (`::ffff:a.b.c.d`), so that one comparison
-/// matches both families.
+/// Every address as IPv6, IPv4 ones mapped, so one comparison matches both families.
 fn as_v6(ip: IpAddr) -> u128 {
     match ip {
         IpAddr::V4(a) => u128::from(a.to_ipv6_mapped()),

@@ -1,7 +1,4 @@
-//! The command line, mqnamesrv-like (`-c FILE`, `-p`, `-h`, `-v`, `--key=value`), and which
-//! file is the config file: read at start, written by UPDATE_NAMESRV_CONFIG, so a runtime
-//! change survives a restart (Java writes it and never reads it). docs/configuration.md says
-//! which file is chosen and how mistakes are told.
+//! The command line, mqnamesrv-like, and which file is the config file (docs/configuration.md).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -24,8 +21,8 @@ pub struct Startup {
     /// Unknown keys, each naming where it was.
     pub warnings: Vec<String>,
     pub file: ConfigFile,
-    /// Every key the file and the command line set, as given (the command line wins). The
-    /// Controller reads its keys here: two of them are name-server keys with other defaults.
+    /// Every key the file and the command line set, as given: the Controller reads its keys
+    /// here (two are name-server keys with other defaults).
     pub given: BTreeMap<String, String>,
 }
 
@@ -101,8 +98,7 @@ fn read_args(args: &[String]) -> Result<Args, CliError> {
     Ok(out)
 }
 
-/// The `-c` file; else `--configStorePath`; else `./namesrv.conf` when it exists (so `cargo
-/// run` in a checkout uses the repository's); else configStorePath's default.
+/// `-c`; else `--configStorePath`; else `./namesrv.conf` if it exists; else the default.
 fn choose_file(args: &Args, working_dir: &Path, default_store: &str) -> (String, FileOrigin) {
     if let Some(path) = &args.config_file {
         return (path.clone(), FileOrigin::CommandLine);

@@ -1,12 +1,5 @@
-//! `NamesrvConfig`: Java's keys with Java's defaults plus rmq-namesrv's own. `table` (one row
-//! per key), `properties` (the `java.util.Properties` format, read and edited in place),
-//! `cidr` (the allow lists), `cli` (command line and config file), `update`
-//! (UPDATE_NAMESRV_CONFIG, all or nothing, written back).
-//!
-//! Keys not in the table (the Controller's, unknown ones) are kept verbatim in `extra`, as
-//! Java reports them in GET_NAMESRV_CONFIG. That text is `key=value` lines with no escaping,
-//! so `set` refuses keys and values that could not survive the trip: else an update could
-//! smuggle a black-listed key into the file through an escaped newline.
+//! `NamesrvConfig`: Java's keys and defaults plus our own; other keys kept verbatim. As
+//! GET_NAMESRV_CONFIG does not escape, `set` refuses what could not survive the trip.
 
 mod cidr;
 mod cli;
@@ -43,8 +36,7 @@ fn is_controller_key(key: &str) -> bool {
     CONTROLLER_KEYS.contains(&key)
 }
 
-/// The keys no runtime update may set: `always`, then the `;`-separated entries of a
-/// `configBlackList` value (trimmed, empty and repeated ones dropped).
+/// The keys no runtime update may set: `always`, then `configBlackList`'s entries.
 pub fn black_list(always: &[&str], configured: &str) -> Vec<String> {
     let mut list: Vec<String> = always.iter().map(|k| k.to_string()).collect();
     for entry in configured.split(';').map(str::trim) {
@@ -90,8 +82,7 @@ fn distance(a: &str, b: &str) -> usize {
     previous[b.len()]
 }
 
-/// "unknown key X (did you mean Y?)": Y is the closest known key when it is close enough to
-/// be a typo (a few edits, relative to the length).
+/// "unknown key X (did you mean Y?)", Y the closest known key when it is a likely typo.
 pub fn unknown_key_message(key: &str) -> String {
     let closest = PROPERTIES
         .iter()
@@ -129,7 +120,6 @@ impl NamesrvConfig {
         }
     }
 
-    /// The property's current value as text.
     pub fn get(&self, key: &str) -> Option<String> {
         match property(key) {
             Some(p) => Some((p.get)(self)),
@@ -157,8 +147,7 @@ impl NamesrvConfig {
         })
     }
 
-    /// The GET_NAMESRV_CONFIG body: every property as `key=value\n` lines sorted by key, not
-    /// escaped (as Java's).
+    /// The GET_NAMESRV_CONFIG body: `key=value\n` lines sorted by key, not escaped (as Java's).
     pub fn to_properties_text(&self) -> String {
         let mut all: BTreeMap<&str, String> = self
             .extra

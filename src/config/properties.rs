@@ -1,6 +1,4 @@
-//! The `java.util.Properties` text format: a reader with `Properties.load`'s semantics and an
-//! editor that rewrites the lines of some keys and leaves every other byte alone, so an
-//! operator's comments, blank lines, order and line endings survive runtime updates.
+//! `java.util.Properties`: `Properties.load`'s reader, and an editor that keeps other lines.
 
 use std::io;
 use std::path::Path;
@@ -94,9 +92,8 @@ struct Logical {
     last: usize,
 }
 
-/// Groups physical lines as `Properties.LineReader` does: blank and comment lines are skipped
-/// (a comment never continues), a line ending in an odd number of backslashes continues on the
-/// next, whose leading blanks are skipped (a blank one ends the entry; a `#` there is text).
+/// Groups physical lines as `Properties.LineReader` does (comments never continue; an odd
+/// number of final backslashes continues on the next line, its leading blanks skipped).
 fn logical_lines(lines: &[&str]) -> Vec<Logical> {
     let mut out = Vec::new();
     let mut current: Option<Logical> = None;
@@ -158,8 +155,7 @@ fn split_key_value(line: &[char]) -> (&[char], &[char]) {
     (key, rest.get(skip..).unwrap_or(&[]))
 }
 
-/// Resolves `\t \n \r \f \uXXXX` (any other `\x` is `x`). `\uXXXX` is a UTF-16 unit, so
-/// surrogate pairs combine as in Java; an unpaired surrogate becomes U+FFFD.
+/// Resolves `\t \n \r \f \uXXXX` (UTF-16 units; any other `\x` is `x`).
 fn unescape(chars: &[char]) -> Result<String, String> {
     let mut units: Vec<u16> = Vec::with_capacity(chars.len());
     let mut it = chars.iter().copied();
@@ -260,8 +256,7 @@ fn push_escaped(out: &mut String, text: &str, key: bool, ascii_only: bool) {
     }
 }
 
-/// `file` with the entries of `changes` set: the lines of each entry of those keys replaced
-/// by one `key=value` line, keys not in the file appended, every other line kept.
+/// `file` with `changes` set: those keys' lines replaced by one line (or appended).
 pub fn edit(file: &PropertiesFile, changes: &[(&str, &str)]) -> Result<PropertiesFile, String> {
     let lines = physical_lines(&file.text);
     let found = entries(&file.text)?;

@@ -1,7 +1,5 @@
-//! The property table: one row per key (Java name, field, default, parser and range, when a
-//! change applies), from which the macro writes `NamesrvConfig`, its `Default` and the lookup
-//! table. What each key means is docs/configuration.md; comments here only say why a default
-//! or range is what it is.
+//! The property table: one row per key, from which the macro writes `NamesrvConfig`, its
+//! `Default` and the lookup table. docs/configuration.md says what each key means.
 
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
@@ -11,8 +9,7 @@ use crate::remoting::command::SerializeType;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Applies {
-    /// Re-read after every UPDATE_NAMESRV_CONFIG (the loop's settings refresh, the
-    /// processor's `apply_config_change`, the logger's level, or a read per request).
+    /// Re-read after every UPDATE_NAMESRV_CONFIG.
     Live,
     /// Read once at start: a runtime update of it is refused.
     AtStart,
@@ -145,16 +142,14 @@ properties! {
     /// A 5.x broker's body inflates to ~60 bytes per topic: 16 MiB holds far more than
     /// maxTopicsPerRegistration topics, as much as the largest JSON body could carry.
     "maxInflatedBodyLength" => max_inflated_body_length: u32 = 16_777_216, Live, in_range(KIB..=GIB);
-    /// 64 KiB is about 380 topics of a broker's JSON: decoding it takes ~0.13 ms on
-    /// the body reader (~0.5 ms on the general JSON reader), putting its topic configs up to
-    /// ~0.6 ms, hash and CRC ~25 us: about 1 ms, half what a request may hold the loop.
+    /// 64 KiB is about 380 topics: decoding ~0.13 ms, putting the configs up to ~0.6 ms, hash
+    /// and CRC ~25 us: about 1 ms, half what a request may hold the loop.
     /// Re-measure: `cargo bench --bench register_body_parse` (a 1,000-topic body of ~172 KB)
     /// and `cargo bench --bench register_apply` (churn_100_topics: 100 configs put).
     "decodeOnLoopMaxBytes" => decode_on_loop_max_bytes: u32 = 65_536, Live, in_range(0..=GIB);
     "maxNameLength" => max_name_length: u32 = 255, Live, in_range(1..=65_535);
     "maxTopicNameLength" => max_topic_name_length: u32 = 127, Live, in_range(1..=65_535);
-    /// Clients build one object per queue, so 2^31 would exhaust them; real topics have 1
-    /// to a few hundred.
+    /// Clients build one object per queue; real topics have up to a few hundred.
     "maxQueueNums" => max_queue_nums: u32 = 65_536, Live, in_range(1..=i32::MAX as i64);
     /// 10x a 1,000-broker cluster.
     "maxBrokers" => max_brokers: u32 = 10_000, Live, in_range(COUNT);
@@ -175,8 +170,7 @@ properties! {
     "routeCacheMaxBytes" => route_cache_max_bytes: u32 = 4_194_304, Live, in_range(0..=u32::MAX as i64);
     /// Topic names are at most 127.
     "kvMaxKeyLength" => kv_max_key_length: u32 = 1_024, Live, in_range(1..=65_536);
-    /// An ORDER_TOPIC_CONFIG value lists `brokerName:queues`, ~25 bytes per broker group:
-    /// 16 KiB is 600 groups.
+    /// An ORDER_TOPIC_CONFIG value takes ~25 bytes per broker group: 16 KiB is 600 groups.
     "kvMaxValueLength" => kv_max_value_length: u32 = 16_384, Live, in_range(1..=16 * MIB);
     "kvMaxEntries" => kv_max_entries: u32 = 100_000, Live, in_range(1..=10_000_000);
     /// Also bounds the changes waiting for the disk, and each write (the whole file).
@@ -185,8 +179,7 @@ properties! {
     "brokerAllowList" => broker_allow_list: String = String::new(), Live, parse_allow_list;
 }
 
-/// Java's `ControllerConfig` and `JraftConfig` keys, read from the same file by the embedded
-/// Controller (`enableControllerInNamesrv`). Kept as given; `NamesrvConfig::get` reads them.
+/// Java's `ControllerConfig` and `JraftConfig` keys: kept as given, for the embedded Controller.
 pub(super) const CONTROLLER_KEYS: &[&str] = &[
     "controllerType",
     "controllerDLegerGroup",
@@ -229,8 +222,7 @@ pub fn under_home(rest: &str) -> String {
     }
 }
 
-/// `true` or `false` (any case, surrounding blanks ignored); anything else is refused rather
-/// than read as false, as Java's Boolean.parseBoolean would.
+/// `true` or `false` in any case; anything else is refused, not read as false as Java would.
 fn parse_bool(value: &str) -> Result<bool, String> {
     let text = value.trim();
     (text.to_ascii_lowercase().parse()).map_err(|_| format!("{text:?} is not true or false"))
@@ -263,8 +255,7 @@ fn parse_serialize_type(value: &str) -> Result<SerializeType, String> {
     }
 }
 
-/// A level name `log` knows (`LevelFilter::from_str`: off, error, warn, info, debug, trace, in
-/// any case), kept in lower case.
+/// A level name `log` knows (any case), kept in lower case.
 fn parse_log_level(value: &str) -> Result<String, String> {
     let text = value.trim();
     text.parse::<log::LevelFilter>()

@@ -1,7 +1,4 @@
-//! UPDATE_NAMESRV_CONFIG, all or nothing: every key and value is checked first. An accepted
-//! change is written to the config file before it is applied in memory, so the two never
-//! disagree: [`NamesrvConfig::plan_update`] checks (on the loop), [`ConfigPlan::persist`]
-//! writes the changed keys' lines (on the writer thread), then the caller adopts the plan.
+//! UPDATE_NAMESRV_CONFIG, all or nothing: checked on the loop, written, then adopted.
 
 use std::path::Path;
 
@@ -10,8 +7,7 @@ use super::table::Applies;
 use super::{is_controller_key, unknown_key_message, NamesrvConfig, SetOutcome};
 use crate::remoting::codes::response;
 
-/// Longest value an update may set: a path or an allow-list of a few hundred ranges fits;
-/// anything longer would only grow the file and every GET_NAMESRV_CONFIG answer.
+/// Longest value an update may set: a path or an allow-list of a few hundred ranges fits.
 const MAX_UPDATE_VALUE_LENGTH: usize = 4096;
 
 /// Why an update was refused; nothing of it was applied.
@@ -60,8 +56,7 @@ impl std::fmt::Display for UpdateError {
 
 impl std::error::Error for UpdateError {}
 
-/// Applies `key=value` to `next`, or says why it cannot; a start-only key must keep its
-/// `current` value.
+/// Applies `key=value` to `next`, or says why it cannot (a start-only key keeps its value).
 fn check_one(
     current: &NamesrvConfig,
     next: &mut NamesrvConfig,
@@ -135,8 +130,7 @@ impl ConfigPlan {
 }
 
 impl NamesrvConfig {
-    /// Checks an UPDATE_NAMESRV_CONFIG body: the plan, `None` when it changes nothing, or why
-    /// it is refused.
+    /// Checks an UPDATE_NAMESRV_CONFIG body: `None` when it changes nothing.
     pub fn plan_update(&self, body: &str) -> Result<Option<ConfigPlan>, UpdateError> {
         let pairs = parse_properties(body).map_err(UpdateError::Parse)?;
         let black_list = self.black_list();

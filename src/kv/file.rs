@@ -1,9 +1,6 @@
-//! The KV file: Java's `KVConfigSerializeWrapper` shape, `{"configTable":{ns:{k:v}}}`
-//! (docs/protocol.md §7), read strictly at start and written compact, as Java's `toJson(false)`.
-//!
-//! Each namespace is encoded once per change, as the GET_KVLIST_BY_NAMESPACE body
-//! `{"table":{...}}`; the file is assembled from the inner part of those bodies, so a write
-//! re-encodes only the namespaces that changed and the loop answers 219 with the same bytes.
+//! The KV file, `{"configTable":{ns:{k:v}}}` (docs/protocol.md §7). Each namespace is encoded
+//! once per change as its 219 body `{"table":{...}}`; the file is assembled from those, so a
+//! write re-encodes only the namespaces that changed.
 
 use super::{Entries, Table};
 use crate::durable_file::sibling;
@@ -55,8 +52,7 @@ fn load(path: &Path) -> Result<Loaded, KvError> {
     })
 }
 
-/// Reads `{"configTable":{ns:{k:v}}}`. A missing or null `configTable` is an empty store;
-/// anything that is not that shape is corrupt.
+/// Reads the file; a missing or null `configTable` is an empty store, another shape corrupt.
 fn decode_file(bytes: &[u8]) -> Result<Table, String> {
     // The file is our own (or Java's) output, so strings may be as long as the file.
     let limits = json::Limits {
@@ -96,11 +92,9 @@ fn decode_file(bytes: &[u8]) -> Result<Table, String> {
     Ok(table)
 }
 
-/// Loads the store persisted at `path`. A missing file is an empty store. A corrupt file (or
-/// an empty one while a `.bak` exists) is replaced by `<path>.bak` if that parses; otherwise
-/// this fails, so the server refuses to start rather than lose data. A missing file with a
-/// `.bak` loads the `.bak`: Java's string2File deletes the file before renaming the new one
-/// in, so a crash there leaves only the backup.
+/// Loads the store at `path` (missing: empty). A corrupt or missing file with a `.bak` loads
+/// the `.bak` (Java's string2File deletes the file before renaming the new one in); else a
+/// corrupt file fails the start rather than lose data.
 pub(super) fn open(path: &Path) -> Result<Table, KvError> {
     let bak = sibling(path, ".bak");
     let (reason, missing, empty) = match load(path)? {

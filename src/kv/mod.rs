@@ -1,11 +1,5 @@
-//! The KV config store (namespace -> key -> value, all strings), persisted to `kvConfigPath`
-//! in Java's `KVConfigSerializeWrapper` format (docs/protocol.md §7).
-//!
-//! The loop never waits for a disk: [`KvStore`] holds the table as it is **on disk** (reads
-//! answer from it, each namespace with its encoded 219 body); a change goes to the [`writer`]
-//! thread and becomes visible only once durable ([`KvStore::apply`]), so a crash loses nothing
-//! a client has read and a failed write has nothing to undo. Changes in flight count against
-//! the limits as if they succeed, and the bytes waiting for the disk are bounded.
+//! The KV config store. [`KvStore`] holds the table as it is **on disk**; a change goes to the
+//! [`writer`] thread and becomes visible once durable, so a crash loses nothing a client read.
 
 mod file;
 mod writer;
@@ -129,8 +123,7 @@ pub enum Op {
 }
 
 impl Change {
-    /// Java's semantics: a delete keeps an emptied namespace and creates no missing one.
-    /// Returns the value it replaced and whether it created the namespace.
+    /// Java's semantics (a delete keeps an emptied namespace); (value replaced, namespace new).
     fn apply_to(&self, table: &mut Table) -> (Option<Text>, bool) {
         match &self.op {
             Op::Put(value) => {
@@ -242,8 +235,7 @@ impl KvStore {
         self.namespaces.get(namespace).map(|ns| ns.body.clone())
     }
 
-    /// Checks a put against the limits and counts it in flight. `Ok(None)`: nothing to write
-    /// (the value is already on disk and nothing is in flight), answer at once.
+    /// Checks a put against the limits and counts it in flight; `Ok(None)`: nothing to write.
     pub fn prepare_put(
         &mut self,
         namespace: &str,
@@ -285,8 +277,7 @@ impl KvStore {
         self.charge(namespace, key, op, charge).map(Some)
     }
 
-    /// Counts a delete in flight. `Ok(None)`: there is nothing to delete and nothing in
-    /// flight, answer at once (Java answers success then too). Never refused by the size
+    /// Counts a delete in flight (`Ok(None)`: nothing to delete). Never refused by the size
     /// limits: deleting is how a full store gets room again.
     pub fn prepare_delete(
         &mut self,
@@ -338,8 +329,7 @@ impl KvStore {
         self.in_flight = Charge::default();
     }
 
-    /// The writer reported a group: if it was written, its changes and new bodies become
-    /// visible. Returns the bodies replaced, for the writer to free ([`Job::Discard`]).
+    /// A group the writer wrote becomes visible; returns the bodies replaced, to free.
     pub fn apply(&mut self, commit: &Commit) -> Vec<Bytes> {
         for (_, change) in &commit.changes {
             self.cancel(change);

@@ -1,8 +1,5 @@
-//! The durable writer: the thread beside the loop that makes KV changes durable, several at a
-//! time (group commit), and runs the server's other small file writes (the config file's) in
-//! submission order. It applies every change queued when it wakes to its own copy of the
-//! table, re-encodes the namespaces they touched and writes the file once; only then is the
-//! group reported durable. If the write fails, the copy is put back and the group failed.
+//! The durable writer: the thread that makes KV changes durable, all those queued when it wakes
+//! in one write of the file (group commit), and runs the config file's writes in order.
 
 use super::{file, Change, Table, Text};
 use crate::durable_file::{remove_stale_temps, replace_file};
@@ -28,8 +25,7 @@ pub enum Job {
         id: u64,
         write: FileWrite,
     },
-    /// Namespace bodies the loop no longer needs, freed here: freeing a body of megabytes
-    /// hands its pages back to the OS, which can take the loop milliseconds.
+    /// Bodies the loop no longer needs, freed here (freeing megabytes can take milliseconds).
     Discard(Vec<Bytes>),
 }
 
@@ -70,8 +66,7 @@ impl DurableWriter {
     }
 }
 
-/// Starts the writer for the KV file at `path` holding `table`; `wake` (the loop's waker)
-/// follows each result. The thread ends, its queue done, when the [`DurableWriter`] drops.
+/// Starts the writer for the KV file at `path` holding `table`; `wake` follows each result.
 pub(super) fn spawn_writer(
     name: &str,
     path: &Path,

@@ -1,5 +1,4 @@
-//! Admin writes to the registry (write permission, DELETE_TOPIC_IN_NAMESRV,
-//! REGISTER_TOPIC_IN_NAMESRV).
+//! Admin writes to the registry: write permission, topic delete, REGISTER_TOPIC_IN_NAMESRV.
 
 use super::{BodyWork, Decoded, Processor, Refusal, Reply, ReplyExt, RequestContext};
 use crate::remoting::codes::request;
@@ -33,8 +32,7 @@ impl Processor {
         Ok(Reply::ok())
     }
 
-    /// REGISTER_TOPIC_IN_NAMESRV: brokers with `enableSingleTopicRegister` send one per topic,
-    /// so each is logged at debug and counted into the periodic summary.
+    /// REGISTER_TOPIC_IN_NAMESRV: one per topic, so logged at debug and counted in the summary.
     pub(super) fn register_topic(
         &mut self,
         ctx: &RequestContext,

@@ -1,5 +1,4 @@
-//! What brokers send about themselves, besides REGISTER_BROKER (`register`):
-//! BROKER_HEARTBEAT, QUERY_DATA_VERSION, UNREGISTER_BROKER and GET_BROKER_MEMBER_GROUP.
+//! What brokers send about themselves, besides REGISTER_BROKER (`register`).
 
 use super::{allows, Processor, Refusal, Reply, ReplyExt, RequestContext};
 use crate::remoting::codes::request;
@@ -23,8 +22,8 @@ impl Processor {
         }
     }
 
-    /// With either allow-list set, only the broker's registration connection (a reconnected
-    /// broker registers again first) or an `adminAllowList` address may unregister it.
+    /// With either allow-list set, only the broker's registration connection or an
+    /// `adminAllowList` address may unregister it.
     fn check_unregister_sender(
         &mut self,
         ctx: &RequestContext,
@@ -34,7 +33,9 @@ impl Processor {
             return Ok(());
         }
         let (cluster, addr, name) = (r.cluster, r.broker_addr, r.broker_name);
-        if self.table.registered_over(cluster, addr, name, ctx.conn)
+        if self
+            .table
+            .registered_over(cluster, addr, name, Some(ctx.reply_to.index()))
             || (!self.admin_allow_list.is_empty() && allows(&self.admin_allow_list, ctx.peer))
         {
             return Ok(());

@@ -1,5 +1,4 @@
-//! GET_NAMESRV_CONFIG, UPDATE_NAMESRV_CONFIG (written by the durable writer one at a time,
-//! applied once on disk), and the settings the processor derives from the config.
+//! GET/UPDATE_NAMESRV_CONFIG (one write at a time, applied once on disk), derived settings.
 
 use super::{Awaiting, DeferredReply, Effects, Processor, Refusal, Reply, Ticket};
 use crate::config::{Cidr, ConfigPlan};
@@ -23,7 +22,7 @@ impl Processor {
     pub(super) fn update_config(
         &mut self,
         r: UpdateNamesrvConfig<'_>,
-        ticket: Option<Ticket>,
+        ticket: Ticket,
     ) -> Result<Reply, Refusal> {
         let Some(text) = r.properties else {
             return Ok(Reply::ok());
@@ -31,9 +30,6 @@ impl Processor {
         if !self.config_writing {
             return self.start_config_update(text, ticket);
         }
-        let Some(ticket) = ticket else {
-            return Err(Refusal::NoConnection);
-        };
         let waiting_bytes: usize = self.config_queue.iter().map(|(_, t)| t.len()).sum();
         if self.config_queue.len() >= MAX_WAITING_CONFIG_UPDATES
             || waiting_bytes + text.len() > MAX_WAITING_CONFIG_BYTES
@@ -46,11 +42,7 @@ impl Processor {
         Ok(Reply::later())
     }
 
-    fn start_config_update(
-        &mut self,
-        text: &str,
-        ticket: Option<Ticket>,
-    ) -> Result<Reply, Refusal> {
+    fn start_config_update(&mut self, text: &str, ticket: Ticket) -> Result<Reply, Refusal> {
         let plan = match self.config.plan_update(text) {
             Ok(Some(plan)) => plan,
             Ok(None) => return Ok(Reply::ok()),
@@ -58,9 +50,6 @@ impl Processor {
                 warn!("refused config update: {e}");
                 return Err(Refusal::Config(e));
             }
-        };
-        let Some(ticket) = ticket else {
-            return Err(Refusal::NoConnection);
         };
         let persist = plan.clone();
         let write: crate::kv::FileWrite =
@@ -108,7 +97,7 @@ impl Processor {
             let Some((ticket, text)) = self.config_queue.pop_front() else {
                 break;
             };
-            let reply = match self.start_config_update(&text, Some(ticket)) {
+            let reply = match self.start_config_update(&text, ticket) {
                 Ok(reply) if reply.deferred => continue,
                 Ok(reply) => reply,
                 Err(r) => r.reply(),

@@ -1,5 +1,4 @@
-//! Requests answered once their change is on disk (KV changes, config updates): the durable
-//! writer's results are taken in order and turned into the waiting requests' answers.
+//! Requests answered once their change is on disk (KV changes, config updates).
 
 use super::{DeferredReply, Effects, Processor, Refusal, Reply, Ticket};
 use crate::config::ConfigPlan;

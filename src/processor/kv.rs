@@ -14,7 +14,7 @@ impl Processor {
         &mut self,
         ctx: &RequestContext,
         r: PutKvConfig<'_>,
-        ticket: Option<Ticket>,
+        ticket: Ticket,
     ) -> Result<Reply, Refusal> {
         let prepared = self.kv.prepare_put(r.namespace, r.key, r.value);
         self.submit_kv_change(prepared, ticket, ctx.now_ms)
@@ -24,7 +24,7 @@ impl Processor {
         &mut self,
         ctx: &RequestContext,
         r: KvKey<'_>,
-        ticket: Option<Ticket>,
+        ticket: Ticket,
     ) -> Result<Reply, Refusal> {
         let prepared = self.kv.prepare_delete(r.namespace, r.key);
         self.submit_kv_change(prepared, ticket, ctx.now_ms)
@@ -33,17 +33,13 @@ impl Processor {
     fn submit_kv_change(
         &mut self,
         prepared: Result<Option<Change>, KvRefusal>,
-        ticket: Option<Ticket>,
+        ticket: Ticket,
         now_ms: u64,
     ) -> Result<Reply, Refusal> {
         let change = match prepared {
             Ok(Some(change)) => change,
             Ok(None) => return Ok(Reply::ok()),
             Err(refusal) => return Err(self.kv_refused(refusal, now_ms)),
-        };
-        let Some(ticket) = ticket else {
-            self.kv.cancel(&change);
-            return Err(Refusal::NoConnection);
         };
         let submitted = self.submit_durable(|id| Job::Change { id, change }, ticket, None);
         submitted.map_err(|job| {
@@ -55,18 +51,13 @@ impl Processor {
         })
     }
 
-    /// A change the KV limits refuse; a full store is warned about every 10 s at most.
+    /// A change the KV limits refuse; a full store is warned about once per interval.
     fn kv_refused(&mut self, refusal: KvRefusal, now_ms: u64) -> Refusal {
         let full = matches!(
             refusal,
             KvRefusal::TooManyEntries { .. } | KvRefusal::TooManyBytes { .. }
         );
-        let due = match self.kv_full_warned_ms {
-            Some(at) => now_ms >= at + 10_000,
-            None => true,
-        };
-        if full && due {
-            self.kv_full_warned_ms = Some(now_ms);
+        if full && self.stats.kv_full.admit(now_ms) {
             let usage = self.kv.usage();
             warn!(
                 "KV config {} is full ({} entries, {} bytes): {refusal}",

@@ -1,15 +1,12 @@
-//! Typed request -> behaviour: one handler per [`Request`], and the one place where errors
-//! ([`ParseError`], [`Refusal`]) become Java's response codes and remarks (docs/protocol.md §3).
-//! The processor owns the state (route table, KV store, config, counters) and runs on the
-//! loop thread, never blocking: unregistrations, 905 notifications and durable writes go to
-//! threads through the [`Outbox`]. One file per area, mirroring `crate::request`.
+//! One handler per [`Request`], and the one place errors become Java's response codes and
+//! remarks. It owns the state on the loop thread; slow work goes out through the [`Outbox`].
 
 use crate::config::{Cidr, NamesrvConfig, UpdateError};
 use crate::event_loop::oneway::OnewaySender;
 use crate::event_loop::LoopStats;
 use crate::kv::{DurableWriter, KvRefusal, KvStore};
 use crate::remoting::codes::{self, response};
-use crate::remoting::command::{RemotingCommand, SerializeType};
+use crate::remoting::command::RemotingCommand;
 use crate::request::{NameLimits, ParseError, Request};
 use crate::route::model::{BodyLimits, DecodeScratch, RegisterBody};
 use crate::route::table::{
@@ -37,17 +34,16 @@ pub struct Outbox {
 
 #[derive(Debug, Clone, Copy)]
 pub struct RequestContext {
-    pub conn: Option<ConnId>,
     pub peer: Option<SocketAddr>,
     pub now_ms: u64,
     /// Where an answer given later goes (a request whose change must be durable first).
-    pub reply_to: Option<LoopConnId>,
+    pub reply_to: LoopConnId,
 }
 
 /// Generation-checked: a deferred answer to a closed connection finds nothing.
 pub type LoopConnId = crate::event_loop::ConnId;
 
-/// An answer given later: the frame for the connection (empty for a oneway request).
+/// An answer given later (an empty frame for a oneway request).
 #[derive(Debug)]
 pub struct DeferredReply {
     pub conn: LoopConnId,
@@ -87,7 +83,6 @@ enum Refusal {
     ConfigBacklog {
         waiting: usize,
     },
-    NoConnection,
     /// SYSTEM_ERROR with this remark.
     Failed(String),
 }
@@ -151,14 +146,7 @@ impl std::fmt::Display for Refusal {
                 f,
                 "[OVERLOAD] {waiting} config updates are waiting for the disk; try again later"
             ),
-            Refusal::NoConnection => f.write_str("no connection to answer"),
         }
-    }
-}
-
-impl From<ParseError> for Refusal {
-    fn from(e: ParseError) -> Self {
-        Refusal::Parse(e)
     }
 }
 
@@ -173,10 +161,8 @@ pub struct Processor {
     admin_allow_list: Vec<Cidr>,
     awaiting: VecDeque<Awaiting>,
     next_write_id: u64,
-    /// UPDATE_NAMESRV_CONFIGs waiting for the one being written.
     config_queue: VecDeque<(Ticket, String)>,
     config_writing: bool,
-    kv_full_warned_ms: Option<u64>,
     broker_allow_list: Vec<Cidr>,
     bounds: RouteBounds,
     expired_this_scan: UnregisterBatch,
@@ -222,7 +208,6 @@ impl Processor {
             next_write_id: 0,
             config_queue: VecDeque::new(),
             config_writing: false,
-            kv_full_warned_ms: None,
             expired_this_scan: Vec::new(),
             expired_conns_this_scan: Vec::new(),
             spent_bodies: Vec::new(),
@@ -252,11 +237,6 @@ impl Processor {
         &self.config
     }
 
-    fn serialize_type(&self) -> SerializeType {
-        self.config.serialize_type
-    }
-
-    /// Handles one request and appends its response frame (if any) to `out`.
     pub fn handle_with(
         &mut self,
         ctx: &RequestContext,
@@ -274,11 +254,11 @@ impl Processor {
         }
         let mut effects = Effects::default();
         self.new_steps = None;
-        let ticket = ctx.reply_to.map(|conn| Ticket {
-            conn,
+        let ticket = Ticket {
+            conn: ctx.reply_to,
             opaque: cmd.opaque,
             oneway: cmd.is_oneway(),
-        });
+        };
         let reply = match self.dispatch(ctx, counters, cmd, ticket, work) {
             Ok(r) => r,
             Err(refusal) => {
@@ -299,24 +279,11 @@ impl Processor {
         }
         self.stats.requests_by_code.count(cmd.code);
         if let Some(mut job) = self.new_steps.take() {
-            match ticket {
-                Some(ticket) => {
-                    // Answered when the last step is done: success means the change was made.
-                    job.reply = Some(self.deferred_reply(ticket, &reply));
-                    self.topic_steps.push_back(job);
-                    effects.deferred = true;
-                    return effects;
-                }
-                None => {
-                    // No connection to answer later (an in-process caller): applied now.
-                    while !self
-                        .table
-                        .apply_topic_steps(&mut job.steps, &job.body, usize::MAX)
-                    {
-                    }
-                    self.finish_steps(job, ctx.now_ms, &mut Vec::new());
-                }
-            }
+            // Answered when the last step is done: success means the change was made.
+            job.reply = Some(self.deferred_reply(ticket, &reply));
+            self.topic_steps.push_back(job);
+            effects.deferred = true;
+            return effects;
         }
         if reply.deferred {
             effects.deferred = true;
@@ -336,7 +303,7 @@ impl Processor {
     }
 
     fn write_reply(&self, opaque: i32, reply: &Reply, out: &mut Vec<u8>) {
-        let serialize_type = self.serialize_type();
+        let serialize_type = self.config.serialize_type;
         if !self.templates.write(serialize_type, opaque, reply, out) {
             encode_reply(serialize_type, opaque, reply, out);
         }
@@ -348,7 +315,7 @@ impl Processor {
         ctx: &RequestContext,
         counters: &LoopStats,
         cmd: &RemotingCommand,
-        ticket: Option<Ticket>,
+        ticket: Ticket,
         work: BodyWork,
     ) -> Result<Reply, Refusal> {
         self.check_allow_lists(ctx, cmd.code)?;
@@ -406,7 +373,7 @@ impl Processor {
         ctx: &RequestContext,
         counters: &LoopStats,
         request: Request<'_>,
-        ticket: Option<Ticket>,
+        ticket: Ticket,
         work: BodyWork,
     ) -> Result<Reply, Refusal> {
         match request {

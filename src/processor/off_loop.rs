@@ -1,6 +1,4 @@
-//! Large bodies leave the loop: a body whose weight ([`body_weight`]) passes
-//! `decodeOnLoopMaxBytes` goes undecoded to the decode worker, which runs [`decode_off_loop`];
-//! the request is then handled again with what came back ([`BodyWork::OffLoop`]).
+//! A body weighing more than `decodeOnLoopMaxBytes` is decoded by the worker, then handled.
 
 use super::{Processor, Refusal};
 use crate::remoting::codes::request;
@@ -39,8 +37,7 @@ pub enum BodyRefused {
     Bad(ParseError),
 }
 
-/// The limits in force when the job was made and, for a registration, the fingerprint of its
-/// broker's last body (not decoded again).
+/// The limits when the job was made and, for a registration, its broker's last fingerprint.
 #[derive(Debug, Clone, Copy)]
 pub struct DecodeJob {
     pub body: BodyLimits,

@@ -1,12 +1,5 @@
-//! REGISTER_BROKER, the one registration pipeline:
-//! 1. **Unchanged check.** The body's fingerprint (length, header `bodyCrc32`, the server's
-//!    own hash) equals the one the broker's last body was applied with, and no other writer
-//!    touched the group's queue entries since: the broker is refreshed without parsing.
-//! 2. **Decode.** A changed body is checked, decoded and bounded (a refused body changes
-//!    nothing): on the loop when small (`decodeOnLoopMaxBytes`), else by the decode worker.
-//! 3. **Apply.** At once, or past [`STEPPED_APPLY_TOPICS`] in steps
-//!    ([`Processor::run_topic_steps`]), answered after the last one; meanwhile the server holds
-//!    every route write (the code table's `writes_routes`).
+//! REGISTER_BROKER: an unchanged body only refreshes the broker; a changed one is decoded (by
+//! the worker when large) and applied, past [`STEPPED_APPLY_TOPICS`] in steps.
 
 use super::off_loop::{body_weight, decode_checked, BodyRefused, BodyWork, Decoded};
 use super::ORDER_TOPIC_CONFIG;
@@ -20,9 +13,9 @@ use crate::route::table::{
 use log::{debug, info, warn};
 use std::time::{Duration, Instant};
 
-/// Registrations with more topic work than this (configs to put, stale entries to remove) are
-/// applied in steps: a new topic config costs about 1.6 µs on a busy core, so 1,000 are about
-/// the 2 ms a request may hold the loop (`cargo bench --bench register_apply`, churn_100_topics).
+/// Registrations with more topic work than this are applied in steps: a new topic config costs
+/// about 1.6 µs on a busy core, so 1,000 are about the 2 ms a request may hold the loop
+/// (`cargo bench --bench register_apply`, churn_100_topics).
 pub const STEPPED_APPLY_TOPICS: usize = 1_000;
 
 /// Topic configs put per step (about 0.2 ms); steps run until the turn's budget is spent.
@@ -76,7 +69,7 @@ impl Processor {
                 }
             },
         };
-        let req = r.table_request(ctx.conn, ctx.now_ms, fingerprint);
+        let req = r.table_request(Some(ctx.reply_to.index()), ctx.now_ms, fingerprint);
         let mut result = if self.table.is_unchanged_body(&req) {
             if let Body::Decoded(Ok(body)) = body {
                 self.spent_bodies.push(body);

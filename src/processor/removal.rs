@@ -1,5 +1,4 @@
-//! Brokers leaving: unregistrations queued for the batching thread and applied when it hands
-//! them back, and the NOTIFY_MIN_BROKER_ID_CHANGE frames a removal or registration sends.
+//! Brokers leaving: unregistration batches and the NOTIFY_MIN_BROKER_ID_CHANGE frames.
 
 use super::{log_grouped, Processor, UnregisterBatch, Unregistration};
 use crate::event_loop::oneway::Oneway;
@@ -49,9 +48,8 @@ impl Processor {
         }
     }
 
-    /// A step of the expiry scan. When it ends, its unregistrations are queued as one batch and
-    /// the connections returned for closing (earlier, a shared connection's close would
-    /// unregister its other brokers in a batch of their own).
+    /// A step of the expiry scan; at its end the unregistrations are queued as one batch and
+    /// the connections returned for closing.
     pub fn expire_silent_brokers(&mut self, now_ms: u64, limit: usize) -> (Vec<ConnId>, bool) {
         let (expired, more): (Vec<ExpiredBroker>, bool) =
             self.table.expire_silent_brokers(now_ms, limit);

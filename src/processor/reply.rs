@@ -1,6 +1,4 @@
-//! Answers under construction ([`Reply`]) and how they become frames: field by field, or
-//! from a template for the replies sent most (heartbeats, QUERY_DATA_VERSION, routes). The
-//! header fields come from `request::reply`, shared with the clients that read them.
+//! Answers ([`Reply`]) and their frames: field by field, or from templates for the commonest.
 
 use super::DecodeJob;
 use crate::remoting::codes::{response, version, FLAG_RESPONSE};
@@ -58,8 +56,7 @@ pub(super) fn encode_reply(
     encode_frame(out, serialize_type, &header, ext, &reply.body);
 }
 
-/// The frames of the replies sent most, encoded once per header codec (index: the
-/// [`SerializeType`]): a reply is then a copy and the opaque's digits.
+/// The replies sent most, encoded once per [`SerializeType`]: then a copy and the opaque.
 pub(super) struct ReplyTemplates {
     /// SUCCESS without remark or ext fields (any body: route lookups, cluster info...).
     ok: [FrameTemplate; 2],

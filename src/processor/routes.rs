@@ -1,5 +1,4 @@
-//! Reads of the registry: GET_ROUTEINFO_BY_TOPIC (cached bodies, zone filtering), the topic
-//! lists and cluster info.
+//! Reads of the registry: routes (cached bodies, zone filtering), topic lists, cluster info.
 
 use super::{Processor, Refusal, Reply, ORDER_TOPIC_CONFIG};
 use crate::request::{GetRouteInfo, GetTopicsByCluster};
@@ -52,7 +51,9 @@ impl Processor {
         r: GetTopicsByCluster<'_>,
     ) -> Result<Reply, Refusal> {
         list_enabled(self.config.enable_topic_list)?;
-        let topics = self.table.topics_of_cluster(r.cluster()?);
+        let topics = self
+            .table
+            .topics_of_cluster(r.cluster().map_err(Refusal::Parse)?);
         Ok(topic_list(topics.iter().map(String::as_str), None))
     }
 

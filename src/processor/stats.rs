@@ -1,6 +1,4 @@
-//! What the processor counts (requests by code, registrations, removals: the stats
-//! extension's body) and how it logs under load: refusals and other warnings a few lines per
-//! interval, then a count; route changes summarised once per interval.
+//! What the processor counts (the stats extension's body) and how it logs under load.
 
 use super::{Processor, Refusal, Reply};
 use crate::event_loop::LoopStats;
@@ -62,6 +60,8 @@ pub(super) struct Stats {
     pub(super) refusals: WarnLimiter,
     pub(super) bounds_reached: WarnLimiter,
     pub(super) takeovers: WarnLimiter,
+    /// A full KV store is warned about once per interval.
+    pub(super) kv_full: WarnLimiter<1>,
 }
 
 /// How often route changes are summarised, and warnings of one kind counted, at most.
@@ -70,8 +70,7 @@ pub(super) const CHANGE_SUMMARY_INTERVAL_MS: u64 = 10_000;
 /// Lines per interval a [`WarnLimiter`] lets through; the rest are counted.
 const WARN_LINES: u32 = 5;
 
-/// "new broker registered" lines per interval; the rest are counted (a cluster start
-/// registers thousands at once).
+/// "new broker registered" lines per interval (a cluster start registers thousands at once).
 pub(super) const NEW_BROKER_LINES: u32 = 10;
 
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -89,28 +88,31 @@ impl Interval {
     }
 }
 
-/// Warnings of one kind, at most [`WARN_LINES`] per interval, then a count.
+/// Warnings of one kind, at most `LINES` per interval, then a count.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub(super) struct WarnLimiter {
+pub(super) struct WarnLimiter<const LINES: u32 = WARN_LINES> {
     interval: Interval,
     lines: u32,
     suppressed: u64,
 }
 
-impl WarnLimiter {
+impl<const LINES: u32> WarnLimiter<LINES> {
     pub(super) fn admit(&mut self, now_ms: u64) -> bool {
         self.interval.start(now_ms);
         self.lines = self.lines.saturating_add(1);
-        self.suppressed += u64::from(self.lines > WARN_LINES);
-        self.lines <= WARN_LINES
+        self.suppressed += u64::from(self.lines > LINES);
+        self.lines <= LINES
     }
 
-    fn take_due(&mut self, now_ms: u64) -> Option<u64> {
+    /// Once the interval is over: how many were held back, and a fresh interval.
+    fn log_due(&mut self, now_ms: u64, what: &str) {
         if !self.interval.over(now_ms) {
-            return None;
+            return;
         }
-        let done = std::mem::take(self);
-        (done.suppressed > 0).then_some(done.suppressed)
+        let n = std::mem::take(self).suppressed;
+        if n > 0 {
+            warn!("{n} more {what} in the last interval, not logged one by one");
+        }
     }
 }
 
@@ -184,25 +186,18 @@ impl ChangeSummary {
 }
 
 impl Processor {
-    /// Logs the route-change summary and the counts of warnings held back, once their
-    /// interval is over (also from the scan tick, so a quiet spell does not hold them back).
+    /// Logs the route-change summary and the warnings held back once their interval is over.
     pub fn log_change_summary(&mut self, now_ms: u64) {
         if let Some(line) = self.stats.changes.take_due(now_ms) {
             info!("{line}");
         }
-        let stats = &mut self.stats;
-        for (limiter, what) in [
-            (&mut stats.refusals, "refused request(s)"),
-            (
-                &mut stats.bounds_reached,
-                "registration(s) refused by a bound",
-            ),
-            (&mut stats.takeovers, "address takeover(s)"),
-        ] {
-            if let Some(n) = limiter.take_due(now_ms) {
-                warn!("{n} more {what} in the last interval, not logged one by one");
-            }
-        }
+        let s = &mut self.stats;
+        s.refusals.log_due(now_ms, "refused request(s)");
+        s.bounds_reached
+            .log_due(now_ms, "registration(s) refused by a bound");
+        s.takeovers.log_due(now_ms, "address takeover(s)");
+        s.kv_full
+            .log_due(now_ms, "KV change(s) refused: the store is full");
     }
 
     /// The stats extension's answer.
@@ -248,8 +243,8 @@ impl Processor {
     }
 }
 
-/// Logs one line per item, or lines of up to 100 items when there are many (a mass expiry
-/// of ten thousand brokers must not cost ten thousand synchronous log writes on the loop).
+/// Logs one line per item, or of up to 100 items when there are many (a mass expiry must
+/// not cost thousands of log writes on the loop).
 pub(super) fn log_grouped(
     level: log::Level,
     what: &str,

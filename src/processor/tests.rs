@@ -136,10 +136,9 @@ fn routes_seen(table: &RouteTable) -> Vec<u8> {
 #[test]
 fn the_codes_whose_handlers_change_routes_are_the_rows_that_say_so() {
     let ctx = RequestContext {
-        conn: Some(1),
         peer: None,
         now_ms: 1_000,
-        reply_to: None,
+        reply_to: crate::event_loop::ConnId::for_test(1),
     };
     let counters = crate::event_loop::LoopStats::default();
     let mut changed_routes = Vec::new();
@@ -177,10 +176,9 @@ fn the_codes_whose_handlers_change_routes_are_the_rows_that_say_so() {
 }
 
 const CTX: RequestContext = RequestContext {
-    conn: Some(1),
     peer: None,
     now_ms: 1_000,
-    reply_to: None,
+    reply_to: crate::event_loop::ConnId::for_test(1),
 };
 
 /// A processor whose bodies over 1 KiB are decoded off the loop.

@@ -1,22 +1,14 @@
-//! Request and response codes, language codes and version ordinals of the RocketMQ remoting
-//! protocol (docs/protocol.md §2.3, §3, §6.5). Each request code is one row of
-//! [`REQUEST_CODES`] (number, RocketMQ name, [`Kind`], whether it changes routes): the
-//! `request::*` constants, names, allow-lists, the loop's scheduling and the ordering of route
-//! changes are all read from it, so a new code is one line here (plus its typed request in
-//! `crate::request` and its handler in `crate::processor`).
+//! Request and response codes, language codes and version ordinals (docs/protocol.md). Each
+//! request code is one row of [`REQUEST_CODES`], which everything else reads.
 
-/// Who sends a request and what it may change: decides which allow-list applies and how the
-/// loop schedules a connection.
+/// Who sends a request and what it may change: its allow-list and how the loop schedules it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    /// A read (routes, topic lists, cluster info, KV and config reads, stats): open to every
-    /// address, scheduled as client traffic.
+    /// Open to every address, scheduled as client traffic.
     Read,
-    /// A broker reporting itself (registration, unregistration, heartbeat, data version),
-    /// changing only its own entries. Gated only by `brokerAllowList` (Java has no such check).
+    /// A broker reporting itself, changing only its own entries; gated by `brokerAllowList`.
     BrokerReport,
-    /// An admin tool changing shared state (KV, topics, write permission, config): refused
-    /// outside `adminAllowList`.
+    /// An admin tool changing shared state: refused outside `adminAllowList`.
     AdminWrite,
     /// REGISTER_TOPIC_IN_NAMESRV: brokers send it (`enableSingleTopicRegister`), but it writes
     /// any topic's route, so it is gated like an [`Kind::AdminWrite`].
@@ -25,23 +17,20 @@ pub enum Kind {
     Outgoing,
 }
 
-/// One request code: number, RocketMQ name, kind, and whether it changes routes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CodeRow {
     pub code: i32,
     pub name: &'static str,
     pub kind: Kind,
-    /// Its handling changes the route table (at once or through the unregistration batches):
-    /// the server orders such requests behind a registration being applied in steps, so that
-    /// the tables end as if it had been applied at once. Marked `routes` below.
+    /// Its handling changes the route table: the server orders it behind a registration being
+    /// applied in steps, so the tables end as if that had been applied at once.
     pub writes_routes: bool,
 }
 
 /// Declares the `request` constants and the [`REQUEST_CODES`] rows from the same lines.
 macro_rules! request_codes {
     ($($(#[$doc:meta])* $name:ident = $code:literal, $kind:ident $(, $routes:ident)?;)*) => {
-        /// Request codes the name server answers, plus the one it sends (905) and our stats
-        /// extension.
+        /// Request codes the name server answers or sends (905).
         pub mod request {
             $($(#[$doc])* pub const $name: i32 = $code;)*
         }
@@ -85,9 +74,7 @@ request_codes! {
     GET_BROKER_MEMBER_GROUP = 901, Read;
     BROKER_HEARTBEAT = 904, BrokerReport;
     NOTIFY_MIN_BROKER_ID_CHANGE = 905, Outgoing;
-    /// rmq-namesrv extension: server statistics as a KV-style JSON body. Chosen far outside
-    /// RocketMQ's ranges (which stay below 1000 plus the 2000-range of proxies); other name
-    /// servers answer it with REQUEST_CODE_NOT_SUPPORTED.
+    /// rmq-namesrv's stats extension, far outside RocketMQ's ranges (below 1000, proxies' 2000s).
     RMQ_NAMESRV_STATS = 29_001, Read;
 }
 
@@ -104,8 +91,7 @@ pub fn request_name(code: i32) -> &'static str {
     request_row(code).map_or("UNKNOWN", |r| r.name)
 }
 
-/// True for codes brokers send (registration, heartbeats, data version, topic registration):
-/// the loop schedules a connection that opens with one as a broker's.
+/// Codes brokers send: the loop schedules a connection that opens with one as a broker's.
 pub fn is_broker_request(code: i32) -> bool {
     request_row(code).is_some_and(|r| matches!(r.kind, Kind::BrokerReport | Kind::BrokerTopicWrite))
 }

@@ -1,7 +1,5 @@
-//! `RemotingCommand`: the decoded form of one frame, both header codecs (JSON and the
-//! ROCKETMQ binary layout, docs/protocol.md §2) and the encoder for outgoing frames. The body
-//! stays a zero-copy slice of the frame; the JSON header is written in fastjson's
-//! (alphabetical) member order so captures look like the Java server's.
+//! `RemotingCommand`: one decoded frame, both header codecs (docs/protocol.md §2) and the
+//! encoder, which writes the JSON header in fastjson's order so captures look like Java's.
 
 use super::codes::{self, FLAG_ONEWAY, FLAG_RESPONSE};
 use super::frame::{check_type_word, FrameError, PREFIX_LEN};
@@ -42,7 +40,7 @@ impl Default for DecodeLimits {
     }
 }
 
-/// Why a frame's header could not be decoded. The connection is closed (Java does the same).
+/// Why a frame's header could not be decoded (the connection is closed, as in Java).
 #[derive(Debug, Clone, PartialEq)]
 pub enum DecodeError {
     Frame(FrameError),

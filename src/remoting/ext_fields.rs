@@ -1,10 +1,7 @@
-//! [`ExtFields`]: a request's custom header (RocketMQ's `extFields`) with Java's `HashMap`
-//! semantics, built per request without allocating in the common case. A header in the shape
-//! Java writes (no escapes) holds every key and value as it will be read, so the JSON decoder
-//! keeps a `Bytes` slice of the frame and records where each pair is; any other decoder, and
-//! any later change, copies the pairs into one owned buffer. Spans live inline for the usual
-//! handful of pairs (a Java heartbeat carries nine). The two allocations and copies per request
-//! this saves were a tenth of a heartbeat's or route lookup's cost.
+//! [`ExtFields`]: a request's `extFields` with Java's `HashMap` semantics, built without
+//! allocating in the common case: a header without escapes is kept as a `Bytes` slice of the
+//! frame with each pair's span, inline for the usual handful (a Java heartbeat carries nine);
+//! anything else is copied into one owned buffer. This saved a tenth of a heartbeat's cost.
 
 use bytes::Bytes;
 use std::fmt;
@@ -15,8 +12,7 @@ const INLINE_PAIRS: usize = 10;
 /// One pair: key `[key.0, key.1)` and value `[value.0, value.1)` in the text.
 type Span = ([u32; 2], [u32; 2]);
 
-/// A span inline: the same four offsets in 16 bits (headers are a few hundred bytes), so the
-/// command that carries the fields stays small to move.
+/// A span inline, in 16 bits (headers are a few hundred bytes): the command stays small.
 type Short = [u16; 4];
 
 fn short(s: Span) -> Option<Short> {
@@ -32,8 +28,7 @@ fn key_len_bit(len: usize) -> u32 {
 /// A request's ext fields, in the order their keys first came.
 #[derive(Clone)]
 pub struct ExtFields {
-    /// The header's own bytes, as received, when the spans point there: UTF-8 (checked by
-    /// the decoder that shared it), every span between two ASCII quotes.
+    /// The header's own bytes when the spans point there: UTF-8, spans between ASCII quotes.
     shared: Option<Bytes>,
     /// Copies of the pairs otherwise (the general and binary decoders, changes, tools).
     owned: String,
@@ -61,9 +56,8 @@ impl Default for ExtFields {
 }
 
 impl ExtFields {
-    /// Empties the fields and shares `header` as their text if `text` is those same bytes as
-    /// checked UTF-8 (the proof that they are text); returns whether it does. In place, as
-    /// moving the fields in and out cost a copy per request. Pairs come with `put_span`.
+    /// Empties the fields and shares `header` as their text if `text` is those same bytes
+    /// (the proof they are UTF-8); returns whether it does. In place: a move cost a copy.
     pub(crate) fn share(&mut self, header: Bytes, text: Option<&str>) -> bool {
         self.clear();
         let same = text.is_some_and(|t| t.as_ptr() == header.as_ptr() && t.len() == header.len());
@@ -202,8 +196,7 @@ impl ExtFields {
         }
     }
 
-    /// `HashMap::put` of a pair found in the shared header: `key` and `value` are byte ranges
-    /// of it (a repeated key takes the new value in place).
+    /// `HashMap::put` of a pair whose `key` and `value` are byte ranges of the shared header.
     #[inline]
     pub(crate) fn put_span(&mut self, key: (usize, usize), value: (usize, usize)) {
         let span = (

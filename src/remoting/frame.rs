@@ -1,15 +1,11 @@
-//! Length framing (docs/protocol.md §1.1): cuts whole frames out of a connection's read buffer.
-//!
-//! A frame is `int32 length | int32 type<<24 | headerLength | header | body`, where `length`
-//! counts everything after itself. Only the sizes are checked here; the header is decoded by
-//! [`super::command`]. Any error means the peer is broken or hostile and its connection is
-//! closed, exactly as Java's NettyDecoder does.
+//! Length framing (docs/protocol.md §1.1): cuts whole frames out of a connection's read buffer,
+//! checking only sizes. Any error closes the connection, as Java's NettyDecoder does.
 
 use byteorder::{BigEndian, ByteOrder};
 use bytes::{Buf, Bytes, BytesMut};
 use std::fmt;
 
-/// Why a frame could not be cut. Each one closes the offending connection.
+/// Why a frame could not be cut.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FrameError {
     /// `length + 4` exceeds the configured `frameMaxLength`.
@@ -45,9 +41,8 @@ impl std::error::Error for FrameError {}
 /// Size of the frame prefix: the length word and the type/header-length word.
 pub const PREFIX_LEN: usize = 8;
 
-/// Takes the next whole frame off the front of `buf`, without its 4-byte length prefix, or
-/// `Ok(None)` when more bytes are needed. Sizes are checked as soon as the first eight bytes
-/// are there, so an oversized length is refused before its body is buffered.
+/// The next whole frame off `buf`, without its length prefix (`None`: more bytes needed). An
+/// oversized length is refused as soon as the first eight bytes are there.
 pub fn next_frame(buf: &mut BytesMut, frame_max: u32) -> Result<Option<Bytes>, FrameError> {
     if buf.len() < 4 {
         return Ok(None);
@@ -68,16 +63,14 @@ pub fn next_frame(buf: &mut BytesMut, frame_max: u32) -> Result<Option<Bytes>, F
     }
     let total = length as usize + 4;
     if buf.len() < total {
-        // Nothing is reserved for the announced length: the buffer grows with the bytes that
-        // actually arrive, so a peer announcing 16 MiB and sending 8 bytes holds 8 bytes.
+        // Nothing is reserved for the announced length: the buffer grows as bytes arrive.
         return Ok(None);
     }
     buf.advance(4);
     Ok(Some(buf.split_to(length as usize).freeze()))
 }
 
-/// Splits the type/header-length word: (serialize type, header length), validated against the
-/// frame length (which counts the word itself).
+/// (serialize type, header length) of the second word, checked against the frame length.
 pub fn check_type_word(word: u32, length: u32) -> Result<(u8, usize), FrameError> {
     let serialize_type = (word >> 24) as u8;
     let header = word & 0x00FF_FFFF;

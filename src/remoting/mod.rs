@@ -1,5 +1,4 @@
-//! The wire: length framing, the `RemotingCommand` header codecs, request/response codes
-//! and the fastjson-dialect JSON reader/writer. Nothing here knows about routes.
+//! The wire: framing, header codecs, codes and the fastjson-dialect JSON. Knows no routes.
 
 pub mod codes;
 pub mod command;

@@ -1,5 +1,4 @@
-//! What admin tools send to change or read the name server's own state (KV config, topics,
-//! write permission, properties). Topic names are validated here, before anything changes.
+//! What admin tools send; topic names are validated here, before anything changes.
 
 use super::field::{BROKER_NAME, CLUSTER_NAME, KEY, NAMESPACE, TOPIC, VALUE};
 use super::header::{Encoded, Fields, ParseError};
@@ -48,8 +47,7 @@ impl<'a> DeleteTopic<'a> {
     }
 }
 
-/// 217 REGISTER_TOPIC_IN_NAMESRV: the queues of the body's TopicRouteData (the rest is
-/// ignored, as in Java), checked as a registration's topic configs are.
+/// 217 REGISTER_TOPIC_IN_NAMESRV: the queues of the body's TopicRouteData (as Java).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegisterTopic<'a> {
     pub topic: &'a str,
@@ -96,9 +94,8 @@ pub struct UpdateNamesrvConfig<'a> {
     pub properties: Option<&'a str>,
 }
 
-/// The longest UPDATE_NAMESRV_CONFIG body: room for every key there is and two values of the
-/// longest kind (4 KiB). Checking a body costs microseconds per line, so a megabyte of lines
-/// would hold the loop for hundreds of milliseconds.
+/// The longest UPDATE_NAMESRV_CONFIG body: every key with a long value fits, and checking it
+/// (microseconds per line) cannot hold the loop long.
 pub const MAX_CONFIG_UPDATE_BYTES: usize = 16 * 1024;
 
 impl<'a> UpdateNamesrvConfig<'a> {

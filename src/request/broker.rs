@@ -1,7 +1,4 @@
-//! What brokers send about themselves: REGISTER_BROKER (103), UNREGISTER_BROKER (104),
-//! QUERY_DATA_VERSION (322), BROKER_HEARTBEAT (904), and GET_BROKER_MEMBER_GROUP (901).
-//! Header fields are read in Java's order, so a request missing several names the same
-//! field Java would.
+//! What brokers send about themselves, read in Java's order (the same missing field is named).
 
 use super::field::{
     BODY_CRC32, BROKER_ADDR, BROKER_ID, BROKER_NAME, CLUSTER_NAME, COMPRESSED,
@@ -16,8 +13,7 @@ use crate::route::table::{
     BodyFingerprint, ConnId, MinIdNotification, RegisterRequest, UnregisterRequest,
 };
 
-/// 103 REGISTER_BROKER (docs/protocol.md §4.4). The body is kept as sent: one identical to the
-/// broker's previous one ([`RegisterBroker::fingerprint`]) is applied without decoding it.
+/// 103 REGISTER_BROKER (docs/protocol.md §4.4), its body as sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegisterBroker<'a> {
     pub cluster: &'a str,
@@ -94,8 +90,7 @@ impl<'a> RegisterBroker<'a> {
         e.body = self.body.into();
     }
 
-    /// What recognises an unchanged body: its length, the header's `bodyCrc32` and its hash (the
-    /// costly part for a large body: the decode worker computes it for those).
+    /// What recognises an unchanged body: its length, `bodyCrc32` and hash.
     pub fn fingerprint(&self) -> BodyFingerprint {
         BodyFingerprint {
             len: self.body.len(),
@@ -134,8 +129,7 @@ impl<'a> RegisterBroker<'a> {
         (actual != self.body_crc32).then_some(actual)
     }
 
-    /// Decodes the body and checks its topic configs (`rules`), so that a refused body changes
-    /// nothing.
+    /// Decodes the body and checks its topic configs, so that a refused body changes nothing.
     pub fn decode_body(
         &self,
         body_limits: &BodyLimits,
@@ -241,10 +235,8 @@ impl<'a> QueryDataVersion<'a> {
             })
     }
 
-    /// Java's `changed`: false only when the broker is live (`stored`: its DataVersion and that
-    /// version's encoded text) and sent an equal DataVersion. A broker asking about the version
-    /// it registered sends the stored text, which is compared, not decoded (decoding it gives
-    /// the stored value back); any other body is decoded, and refused if it does not decode.
+    /// Java's `changed`: false only when the broker is live (`stored`: its DataVersion and its
+    /// text) and sent an equal DataVersion; the stored text is compared, not decoded.
     pub fn changed(&self, stored: Option<(&DataVersion, &[u8])>) -> Result<bool, ParseError> {
         match stored {
             Some((_, text)) if self.body == text => Ok(false),
@@ -280,8 +272,7 @@ impl<'a> BrokerHeartbeat<'a> {
         e.put(CLUSTER_NAME, self.cluster);
     }
 
-    /// As a broker sends it: [`encode`](Self::encode) and its `brokerId`, which the name
-    /// server does not read (reading it would cost every heartbeat a lookup).
+    /// As a broker sends it, with the `brokerId` the name server does not read.
     pub fn encode_as_broker(&self, e: &mut Encoded<'a>, broker_id: i64) {
         self.encode(e);
         e.put_value(BROKER_ID, broker_id);

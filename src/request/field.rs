@@ -1,6 +1,4 @@
-//! The header field names (`extFields` keys), each written once and reached by everyone else
-//! through the typed requests and replies. Names are Java's; a misspelt one would be a silent
-//! protocol break, which tests/golden.rs and the request round trips catch.
+//! The header field names (`extFields` keys), Java's, each written once.
 
 // Naming a broker (103, 104, 322, 904, 901, 205/327, 216).
 pub const BROKER_NAME: &str = "brokerName";

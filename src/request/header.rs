@@ -1,12 +1,10 @@
-//! Reading a request's custom header (`extFields`) into typed values ([`Fields`]), writing one
-//! ([`Encoded`]), and [`ParseError`], whose text is the remark (Java's, where Java has one).
+//! Reading `extFields` into typed values ([`Fields`]), writing them ([`Encoded`]), [`ParseError`].
 
 use crate::remoting::command::{encode_frame, Header, RemotingCommand, SerializeType};
 use std::borrow::Cow;
 use std::fmt;
 
-/// The processor answers [`ParseError::NotSupported`] with REQUEST_CODE_NOT_SUPPORTED and
-/// everything else with SYSTEM_ERROR; `Display` is the remark.
+/// `NotSupported` is answered REQUEST_CODE_NOT_SUPPORTED, the rest SYSTEM_ERROR with the text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ParseError {
     /// The name server does not answer this code.
@@ -44,8 +42,7 @@ pub struct NameLimits {
 pub(super) struct Fields<'a> {
     pub cmd: &'a RemotingCommand,
     pub limits: &'a NameLimits,
-    /// The decode worker already decoded and checked the body: a REGISTER_TOPIC_IN_NAMESRV
-    /// parse leaves `queue_datas` empty for the caller to fill in.
+    /// The decode worker already decoded the body (REGISTER_TOPIC_IN_NAMESRV's queues empty).
     pub body_decoded: bool,
 }
 
@@ -75,8 +72,7 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// A request as a sender writes it (code, header fields in order, body), filled by the typed
-/// requests' `encode`.
+/// A request as a sender writes it (code, header fields in order, body).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Encoded<'a> {
     pub code: i32,
@@ -141,8 +137,7 @@ impl<'a> Encoded<'a> {
     }
 }
 
-/// Trimmed, then read as an i64. Plain digits short enough not to overflow (what Java writes)
-/// skip the general path's Unicode trim and sign handling; the value is the same.
+/// Trimmed, then read as an i64 (plain short digits, what Java writes, by a quicker path).
 fn parse_i64_field(text: &str) -> Option<i64> {
     if (1..=18).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_digit()) {
         return Some(

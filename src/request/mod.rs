@@ -1,16 +1,8 @@
-//! Typed requests: every request the name server answers, parsed once from its
-//! [`RemotingCommand`] into a value borrowing the header's strings and the body, as mini-redis
-//! parses a frame into a `Get`. Parsing applies every check that does not need the tables
-//! (`rules`); a failure is a [`ParseError`] whose text is the remark, and the processor picks
-//! the code. Each type has an `encode` next to its `parse`, which is how the client and the
-//! tools write requests, so a field name ([`field`]) is written once.
-//!
-//! Adding a request code: its row in `remoting::codes`, its struct here (`text_request!` when
-//! the header is required text only), its row in `requests!`, and its handler in the processor
-//! (the compiler asks for it).
+//! Typed requests, parsed once from a [`RemotingCommand`] with every check that does not need
+//! the tables; each `encode` beside its `parse` is how the client and the tools write it.
+//! A new code: its row in `remoting::codes`, its struct and `requests!` row here, its handler.
 
-/// A request whose header is required text fields only: the struct, its `parse` and its
-/// `encode` from one list of (member, field name), read and written in the listed order.
+/// A request whose header is required text fields only: struct, `parse` and `encode`.
 macro_rules! text_request {
     ($(#[$doc:meta])* $name:ident { $($member:ident: $field:ident),+ $(,)? }) => {
         $(#[$doc])*
@@ -52,9 +44,8 @@ use crate::remoting::codes::request as code;
 use crate::remoting::command::RemotingCommand;
 use header::Fields;
 
-/// One row per request (code, variant, typed request; `at_version`: its `encode` takes the
-/// sender's version): writes the enum, [`Request::parse_after`], [`Request::code`] and
-/// [`Request::encode`].
+/// One row per request (`at_version`: its `encode` takes the sender's version): the enum and
+/// its `parse_after`, `code` and `encode`.
 macro_rules! requests {
     ($($code:ident => $variant:ident $(($typed:ident $($at:ident)?))?,)*) => {
         /// One request, by code.
@@ -83,8 +74,7 @@ macro_rules! requests {
                 }
             }
 
-            /// The request as a sender writes it at `version` (the route dialect);
-            /// [`Request::parse`] gives it back.
+            /// The request as a sender writes it at `version`.
             pub fn encode(&self, version: i32) -> Encoded<'a> {
                 let mut e = Encoded::new(self.code());
                 match self {
@@ -130,8 +120,7 @@ requests! {
 }
 
 impl<'a> Request<'a> {
-    /// Parses `cmd` by its code. Codes the name server does not answer (unknown ones, and
-    /// 905, which it only sends) are [`ParseError::NotSupported`].
+    /// Parses `cmd` by its code; one the name server does not answer is `NotSupported`.
     pub fn parse(cmd: &'a RemotingCommand, limits: &'a NameLimits) -> Result<Self, ParseError> {
         Request::parse_after(cmd, limits, false)
     }

@@ -1,5 +1,4 @@
-//! The custom headers of the name server's answers, defined once for the server that writes
-//! them (`encode`) and the clients that read them (`parse`).
+//! The custom headers of answers: `encode` for the server, `parse` for the clients.
 
 use super::field::{
     ADD_TOPIC_COUNT, CHANGED, HA_SERVER_ADDR, MASTER_ADDR, VALUE, WIPE_TOPIC_COUNT,
@@ -9,8 +8,7 @@ use crate::remoting::command::RemotingCommand;
 /// Header fields of an answer, as the processor's replies hold them.
 pub type ReplyFields = Vec<(&'static str, String)>;
 
-/// 103's answer (`RegisterBrokerResponseHeader`): the group's master and its HA address, when
-/// the registering broker is a slave and the master is known.
+/// 103's answer: a slave's master and HA addresses, when known.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RegisterBrokerReply {
     pub ha_server_addr: Option<String>,
@@ -70,8 +68,7 @@ impl DataVersionReply {
     }
 }
 
-/// 205's (`enable` false) and 327's answer: how many topics had their write permission wiped
-/// or restored.
+/// 205's and 327's answer: how many topics' write permission changed.
 pub struct PermReply;
 
 impl PermReply {

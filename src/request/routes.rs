@@ -1,5 +1,4 @@
-//! GET_ROUTEINFO_BY_TOPIC (105, the hottest request) and GET_TOPICS_BY_CLUSTER (224); the other
-//! topic-list reads carry no header.
+//! GET_ROUTEINFO_BY_TOPIC (105) and GET_TOPICS_BY_CLUSTER (224).
 
 use super::field::{ACCEPT_STANDARD_JSON_ONLY, CLUSTER, TOPIC, ZONE_MODE, ZONE_NAME};
 use super::header::{Encoded, Fields, ParseError};
@@ -10,8 +9,7 @@ use crate::route::model::Dialect;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetRouteInfo<'a> {
     pub topic: &'a str,
-    /// Standard JSON for 4.9.4+ peers and those that ask for it (`acceptStandardJsonOnly`),
-    /// fastjson's legacy dialect otherwise (docs/protocol.md §6.1).
+    /// Standard for 4.9.4+ peers and those that ask (`acceptStandardJsonOnly`), else legacy.
     pub dialect: Dialect,
     /// The zone to filter the route by (ZoneRouteRPCHook, §5.8).
     pub zone: Option<&'a str>,
@@ -51,8 +49,7 @@ impl<'a> GetRouteInfo<'a> {
         }
     }
 
-    /// For a command of `version`: an older version asks for the standard dialect with
-    /// `acceptStandardJsonOnly`; a 4.9.4+ one cannot ask for the legacy dialect.
+    /// An older `version` asks for the standard dialect with `acceptStandardJsonOnly`.
     pub fn encode(&self, e: &mut Encoded<'a>, version: i32) {
         e.put(TOPIC, self.topic);
         if self.dialect == Dialect::Standard && version < version::V4_9_4 {
@@ -65,8 +62,7 @@ impl<'a> GetRouteInfo<'a> {
     }
 }
 
-/// 224 GET_TOPICS_BY_CLUSTER. Java checks `enableTopicList` before it reads this header, so
-/// a missing `cluster` is only an error once the list is enabled: see [`Self::cluster`].
+/// 224 GET_TOPICS_BY_CLUSTER; a missing `cluster` is an error only with `enableTopicList`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetTopicsByCluster<'a> {
     cluster: Option<&'a str>,

@@ -1,12 +1,5 @@
-//! What a valid cluster or broker name, broker address and topic config look like, checked at
-//! the wire so that no value a client cannot use ends up in a route (Java checks none: a quote
-//! in a name or a comma in an address breaks the Go client's route parser). Drawn from what
-//! real peers send (docs/protocol.md §4.4):
-//! * names: Java's TopicValidator set (`%|a-zA-Z0-9_-`) plus `.`, because a Java broker without
-//!   a `brokerName` uses its host name (`ip-10-0-0-1.ec2`);
-//! * addresses: `host:port` (`brokerIP1 + ":" + listenPort`), the host a DNS name, IPv4, or an
-//!   IPv6 literal, bracketed or bare (Java clients split at the last `:`), the port 1..=65535;
-//! * topic configs: queue counts in `0..=maxQueueNums`, perm made of the four permission bits.
+//! Valid names, broker addresses and topic configs, checked at the wire so that no value a
+//! client cannot use ends up in a route (Java checks none); docs/operations.md lists the rules.
 
 use super::header::{NameLimits, ParseError};
 
@@ -45,7 +38,7 @@ impl NameLimits {
         }
     }
 
-    /// A broker or HA address: bounded, and `host:port` as described in the module comment.
+    /// A broker or HA address: bounded, and `host:port`.
     pub(super) fn check_address(&self, field: &'static str, value: &str) -> Result<(), ParseError> {
         self.check_length(field, value)?;
         let bad = |reason| invalid(format!("{field} {value:?} is not host:port: {reason}"));

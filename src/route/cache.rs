@@ -1,6 +1,5 @@
-//! The cache of encoded GET_ROUTEINFO_BY_TOPIC bodies: per topic, one body per dialect, within
-//! `routeCacheMaxBytes` (oldest first out, by sequence number). The route table invalidates a
-//! topic whenever something its route is built from changes; a hit is a reference count.
+//! Encoded GET_ROUTEINFO_BY_TOPIC bodies, per topic and dialect, within `routeCacheMaxBytes`
+//! (oldest out first); the route table invalidates a topic whenever its route changes.
 
 use super::model::Dialect;
 use bytes::Bytes;
@@ -36,8 +35,7 @@ impl RouteCache {
         self.bodies.get(topic)?.body[slot(dialect)].as_ref()
     }
 
-    /// Caches `body` (replacing any body of the same topic and dialect), then evicts the
-    /// oldest bodies until the cache holds at most `max_bytes`.
+    /// Caches `body`, then evicts the oldest bodies until the cache holds at most `max_bytes`.
     pub fn insert(&mut self, topic: Arc<str>, dialect: Dialect, body: Bytes, max_bytes: usize) {
         self.remove(&topic, dialect);
         let seq = self.next_seq;

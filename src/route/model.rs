@@ -1,9 +1,6 @@
-//! Route data types and their body encodings (docs/protocol.md §6); the REGISTER_BROKER body
-//! is in `register_body`. Pure data plus codecs, shaped as the Java beans because peers compare
-//! bytes: fastjson writes bean fields alphabetically, omits nulls, and has two map-key dialects
-//! for routes ([`Dialect`]). Decoders are lenient as fastjson is (missing keys take Java's
-//! defaults, unknown keys are ignored, a null member is absent, the last duplicate wins) but
-//! check every length, count and number a peer controls: a bad body is an error, never a panic.
+//! Route data types and their body encodings (docs/protocol.md §6), shaped as the Java beans
+//! because peers compare bytes (fields alphabetical, nulls omitted, two [`Dialect`]s). Decoders
+//! are as lenient as fastjson but check every length, count and number a peer controls.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -64,7 +61,6 @@ pub struct QueueData {
 pub struct BrokerData {
     pub cluster: String,
     pub broker_name: String,
-    /// brokerId -> "ip:port"
     pub broker_addrs: BTreeMap<i64, String>,
     pub zone_name: Option<String>,
     pub enable_acting_master: bool,
@@ -171,12 +167,10 @@ pub(super) fn expect_object(c: &mut Cursor<'_>, what: &str) -> Result<(), ModelE
     err(format!("{what} is not a JSON object"))
 }
 
-/// A member value that is present and not null.
 pub(super) fn present<F: Field>(v: Option<F>) -> Option<F> {
     v.filter(|v| !v.is_null())
 }
 
-/// A long bean field (`key` of `what`) found as `v`.
 fn long_field(
     v: Option<impl Field>,
     default: i64,
@@ -255,8 +249,7 @@ pub(super) fn dedup_last_wins<T>(entries: Vec<(String, T)>) -> Vec<(String, T)> 
 }
 
 impl DataVersion {
-    /// A QUERY_DATA_VERSION body (or the compressed registration's part):
-    /// `{"counter":..,"stateVersion":..,"timestamp":..}`; missing fields = 0.
+    /// A QUERY_DATA_VERSION body (or the compressed registration's part); missing fields = 0.
     pub fn decode(body: &[u8]) -> Result<DataVersion, ModelError> {
         DataVersion::decode_with(body, &json::Limits::default())
     }
@@ -271,8 +264,7 @@ impl DataVersion {
         Ok(v)
     }
 
-    /// The DataVersion object at `c`, read straight from the bytes (each field's last value
-    /// counts, as in a Java map).
+    /// The DataVersion object at `c` (each field's last value counts, as in a Java map).
     pub(super) fn read(c: &mut Cursor<'_>) -> Result<DataVersion, ModelError> {
         const WHAT: &str = "dataVersion";
         let mark = c.mark();
@@ -327,7 +319,6 @@ impl DataVersion {
 }
 
 impl MappingInfo {
-    /// Fields alphabetical: bname, currIdMap, dirty, epoch, scope, topic, totalQueues.
     /// Standard sorts currIdMap by key; legacy keeps the stored order.
     pub fn encode(&self, out: &mut Vec<u8>, dialect: Dialect) {
         let mut o = Seq::object(out);
@@ -367,13 +358,11 @@ impl MappingInfo {
             let entries = as_object(map, "currIdMap")?;
             curr_id_map.reserve(entries.len());
             for (key, value) in entries {
-                let logic: i32 = match key.trim().parse() {
-                    Ok(n) => n,
-                    Err(_) => return err(format!("currIdMap key {key:?} is not an int")),
+                let Ok(logic) = key.trim().parse::<i32>() else {
+                    return err(format!("currIdMap key {key:?} is not an int"));
                 };
-                let physical = match value.as_i32() {
-                    Some(n) => n,
-                    None => return err("currIdMap value is not an int"),
+                let Some(physical) = value.as_i32() else {
+                    return err("currIdMap value is not an int");
                 };
                 // A repeated key replaces the earlier value (map semantics).
                 match curr_id_map.iter_mut().find(|(k, _)| *k == logic) {
@@ -415,8 +404,7 @@ pub(super) fn mappings_from_ref(
     Ok(dedup_last_wins(mappings))
 }
 
-/// BrokerData encoding shared by route, cluster info and member group:
-/// brokerAddrs, brokerName, cluster, enableActingMaster, zoneName?.
+/// BrokerData as route, cluster info and member group write it.
 fn encode_broker_data(b: &BrokerData, dialect: Dialect, out: &mut Vec<u8>) {
     let mut o = Seq::object(out);
     write_broker_addrs(o.field("brokerAddrs"), &b.broker_addrs, dialect);
@@ -569,7 +557,6 @@ impl TopicRouteData {
         o.end();
     }
 
-    /// Parses either dialect. Tolerates missing keys, `topicSynFlag`, unknown fields.
     pub fn decode(body: &[u8]) -> Result<TopicRouteData, ModelError> {
         let doc = json::parse_borrowed(body, &json::Limits::default())?;
         let v = doc.root();
@@ -673,8 +660,7 @@ pub fn decode_kv_table(body: &[u8]) -> Result<Vec<(String, String)>, ModelError>
     Ok(dedup_last_wins(entries))
 }
 
-/// GetBrokerMemberGroupResponseBody (901), legacy:
-/// `{"brokerMemberGroup":{"brokerAddrs":{0:"a"},"brokerName":"..","cluster":".."}}`.
+/// GetBrokerMemberGroupResponseBody (901), legacy dialect.
 pub fn encode_member_group(
     cluster: &str,
     broker_name: &str,

@@ -1,15 +1,12 @@
-//! The REGISTER_BROKER body (docs/protocol.md §4): decoding every shape a broker sends (fastjson
-//! JSON, or zlib around length-prefixed parts), and the encoders the client uses to send them.
-//! It is the largest thing a peer sends: every count and length is checked against what is
-//! left, and inflating stops at a hard output limit, so a zip bomb fails instead of growing.
+//! The REGISTER_BROKER body (docs/protocol.md §4): decoders checking every count and length.
 
 use crate::remoting::codes::version::{V3_0_11, V5_0_0};
 use crate::remoting::json::{self, Cursor, Field, Item, Scalar, Seq};
 use std::borrow::Cow;
 
 use super::model::{
-    dedup_last_wins, err, expect_object, int_field, mappings_from_ref, present, string_field,
-    string_list, write_str_array, DataVersion, Dialect, MappingInfo, ModelError,
+    dedup_last_wins, err, expect_object, int_field, mappings_from_ref, string_field, string_list,
+    write_str_array, DataVersion, Dialect, MappingInfo, ModelError,
 };
 
 mod scratch;
@@ -32,11 +29,10 @@ pub struct TopicConfig {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RegisterBody {
     pub data_version: DataVersion,
-    /// (topicConfigTable map key, value); value.topic_name is the topic actually used.
+    /// (map key, config); the config's topic_name is the topic used.
     pub topics: Vec<(String, TopicConfig)>,
     /// None when absent / old-version body.
     pub filter_servers: Option<Vec<String>>,
-    /// (topic key, info)
     pub mappings: Vec<(String, MappingInfo)>,
 }
 
@@ -57,12 +53,8 @@ impl Default for BodyLimits {
     }
 }
 
-/// Decodes a REGISTER_BROKER body as docs/protocol.md §4.1/§4.2 describe: empty is the default
-/// body; compressed, or starting with 0x78 (5.x brokers flag compressed bodies as uncompressed,
-/// §4.2 TRAP), is inflated (up to `max_inflated_len`) and read as §4.2's binary layout; else
-/// JSON, a bare TopicConfigSerializeWrapper before V3_0_11. A negative version (Java's
-/// `value2Version` throws) or more than `max_topics` topics or mappings is an error. Topic names
-/// go into strings `scratch` kept from bodies applied before ([`DecodeScratch::recycle`]).
+/// Decodes a REGISTER_BROKER body: a compressed one, or one starting with 0x78 (5.x brokers
+/// mis-flag it, §4.2 TRAP), is inflated; topic names go into strings kept in `scratch`.
 pub fn decode_register_body(
     body: &[u8],
     compressed: bool,
@@ -80,8 +72,7 @@ pub fn decode_register_body(
     }
 }
 
-/// A RegisterBrokerBody (before V3_0_11 a bare wrapper), read member by member with the JSON
-/// cursor straight into the body: no document of the whole body is built.
+/// A RegisterBrokerBody (before V3_0_11 a bare wrapper), read by the cursor straight into it.
 fn decode_json_body(
     body: &[u8],
     version: i32,
@@ -96,12 +87,10 @@ fn decode_json_body(
     } else {
         c.members(|c, key| {
             match &*key {
+                "filterServerList" if c.null()? => decoded.filter_servers = None,
                 "filterServerList" => {
                     let list = c.document()?;
-                    decoded.filter_servers = match present(Some(list.root())) {
-                        Some(list) => Some(string_list(list, "filterServerList")?),
-                        None => None,
-                    };
+                    decoded.filter_servers = Some(string_list(list.root(), "filterServerList")?);
                 }
                 "topicConfigSerializeWrapper" => wrapper(c, &mut decoded, limits, scratch)?,
                 _ => c.skip()?,
@@ -132,12 +121,10 @@ fn wrapper(
             "dataVersion" if c.null()? => out.data_version = DataVersion::default(),
             "dataVersion" => out.data_version = DataVersion::read(c)?,
             "topicConfigTable" => out.topics = topic_table(c, limits.max_topics, scratch)?,
+            "topicQueueMappingInfoMap" if c.null()? => out.mappings = Vec::new(),
             "topicQueueMappingInfoMap" => {
                 let map = c.document()?;
-                out.mappings = match present(Some(map.root())) {
-                    Some(map) => mappings_from_ref(map, limits.max_topics)?,
-                    None => Vec::new(),
-                };
+                out.mappings = mappings_from_ref(map.root(), limits.max_topics)?;
             }
             _ => c.skip()?,
         }
@@ -155,8 +142,7 @@ fn topic_table(
         return Ok(Vec::new());
     }
     expect_object(c, "topicConfigTable")?;
-    // A broker writes about 180 bytes per TopicConfig: sized once instead of doubling seven
-    // times for a hundred topics (the kept list of a body applied before, when there is one).
+    // A broker writes about 180 bytes per TopicConfig: sized once instead of doubling.
     let mut topics = scratch.topics((c.remaining() / 160).min(max_topics));
     let mut n = 0;
     c.members(|c, key| {
@@ -184,8 +170,7 @@ fn topic_table(
     Ok(dedup_last_wins(topics))
 }
 
-/// One TopicConfig, as entry `at` of `topics`: missing members take Java's defaults, a
-/// missing topicName the map `key`; values are coerced once all are read (the last counts).
+/// One TopicConfig as entry `at` of `topics`: Java's defaults, the map `key` as topicName.
 fn topic_config<'a>(
     c: &mut Cursor<'a>,
     key: &str,
@@ -226,11 +211,9 @@ fn topic_config<'a>(
     Ok(())
 }
 
-/// A TopicConfig exactly as a broker's fastjson writes it (alphabetical, `attributes` since 5.x):
-/// keys and fixed values compared as bytes, only the numbers and the name read (`None` when it
-/// is the map key, `plain_key`); anything else is `None`, for [`topic_config`]. Without this, a
-/// changed registration of 100 topics cost 2.5 times the instructions
-/// (`benches/scripts/cgdelta.sh NS "register --churn"`).
+/// A TopicConfig exactly as a broker's fastjson writes it, keys compared as bytes; anything
+/// else is `None`, for [`topic_config`]. Without this, a changed registration of 100 topics
+/// cost 2.5 times the instructions (`benches/scripts/cgdelta.sh NS "register --churn"`).
 fn broker_layout<'a>(
     c: &mut Cursor<'a>,
     plain_key: Option<&str>,
@@ -280,13 +263,11 @@ impl<'a> PartReader<'a> {
         }
     }
 
-    /// A count that must be non-negative, within `max` and plausible for the bytes left
-    /// (each counted item needs at least its 4-byte length prefix).
+    /// A count within `max` and the bytes left (each item has a 4-byte length prefix).
     fn read_count(&mut self, what: &str, max: usize) -> Result<usize, ModelError> {
         let n = self.read_i32(what)?;
-        let n = match usize::try_from(n) {
-            Ok(n) => n,
-            Err(_) => return err(format!("negative {what} in compressed body")),
+        let Ok(n) = usize::try_from(n) else {
+            return err(format!("negative {what} in compressed body"));
         };
         if n > max {
             return err(format!(
@@ -301,9 +282,8 @@ impl<'a> PartReader<'a> {
 
     fn read_part(&mut self, what: &str) -> Result<&'a [u8], ModelError> {
         let len = self.read_i32(what)?;
-        let len = match usize::try_from(len) {
-            Ok(len) => len,
-            Err(_) => return err(format!("negative {what} length in compressed body")),
+        let Ok(len) = usize::try_from(len) else {
+            return err(format!("negative {what} length in compressed body"));
         };
         if len > self.rest.len() {
             return err(format!("compressed body truncated in {what}"));
@@ -369,7 +349,6 @@ fn decode_compressed(
 }
 
 /// `TopicConfig.decode`: `<name> <read> <write> <perm> <filterType>[ <attributes json>]`.
-/// Split on single spaces as Java's `String.split(" ")` does (trailing empty tokens dropped).
 fn parse_topic_config_line(line: &str) -> Result<TopicConfig, ModelError> {
     let mut tokens: Vec<&str> = line.split(' ').collect();
     while tokens.last() == Some(&"") {
@@ -450,8 +429,7 @@ fn push_count(out: &mut Vec<u8>, n: usize) {
     out.extend_from_slice(&i32::try_from(n).unwrap_or(i32::MAX).to_be_bytes());
 }
 
-/// The zlib-compressed binary shape (§4.2) a broker of `version` sends: mapping section only
-/// from 413 (V5_0_0), which is also when TopicConfig lines gain the attributes token.
+/// The zlib-compressed binary shape (§4.2) a broker of `version` sends.
 pub fn encode_register_body_compressed(body: &RegisterBody, version: i32) -> Vec<u8> {
     let mut plain = Vec::with_capacity(64 + body.topics.len() * 48);
     let mut part = Vec::with_capacity(128);

@@ -1,8 +1,5 @@
-//! The route registry tables (Java's RouteInfoManager, docs/protocol.md §5), plain `HashMap`s
-//! owned by the loop thread. Beside Java's tables it keeps what makes the hot paths cheap (the
-//! route cache, each group's topics and write stamp, each live broker's body fingerprint,
-//! deadline buckets). Two rules Java lacks: an address belongs to one broker name per cluster,
-//! and the registry's size is bounded.
+//! The route registry tables (Java's RouteInfoManager, docs/protocol.md §5), owned by the loop
+//! thread, plus what makes hot paths cheap (route cache, write stamps, body fingerprints).
 
 use super::cache::RouteCache;
 use super::model::{MappingInfo, QueueData, RegisterBody};

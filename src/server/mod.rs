@@ -336,10 +336,9 @@ impl NameServer {
         work: BodyWork,
     ) -> Option<Effects> {
         let rctx = RequestContext {
-            conn: Some(conn.index()),
             peer: ctx.peer(conn),
             now_ms: ctx.now_ms(),
-            reply_to: Some(conn),
+            reply_to: conn,
         };
         let counters = ctx.stats();
         let out = ctx.write_buf(conn)?;

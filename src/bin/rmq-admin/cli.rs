@@ -1,5 +1,4 @@
-//! The command line: the table of commands, the usage texts, and a parser taking the forms
-//! `mqadmin`'s commons-cli takes (`-t T`, `-tT`, `--topic T`, `--topic=T`).
+//! The table of commands, their usage, and a parser of commons-cli's forms (`-tT`, `--topic=T`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -295,8 +294,7 @@ fn is_option(arg: &str) -> bool {
     arg.len() > 1 && arg.starts_with('-')
 }
 
-/// The option `arg` names, with its attached value (`--topic=T`, `-tT`). A two-letter short
-/// name (`-bn`) is matched whole before `-b` with a value `n`.
+/// The option `arg` names, with its attached value (`--topic=T`, `-tT`; `-bn` before `-b`).
 fn find_opt<'a>(opts: &'static [Opt], arg: &'a str) -> Option<(&'static Opt, Option<&'a str>)> {
     if let Some(long) = arg.strip_prefix("--").filter(|l| !l.is_empty()) {
         let (name, inline) = match long.split_once('=') {

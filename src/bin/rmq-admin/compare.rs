@@ -1,7 +1,4 @@
-//! `--all`: a read asked of every name server of `-n`, the answers side by side, so that a
-//! server that missed a write or a registration shows. One row per server and answer row,
-//! equal rows next to each other, `*` in `DIFF` on rows not every server has, one row of `-`
-//! for a server with no rows; exit code 5 when the answers differ.
+//! `--all`: a read asked of every name server of `-n`, the answers side by side (docs/admin.md).
 
 use crate::cli::Invocation;
 use crate::outcome::{Outcome, EXIT_DISAGREE, EXIT_FAILED};
@@ -12,8 +9,7 @@ use rmq_namesrv::remoting::json::Value;
 
 pub struct Answer {
     pub sections: Vec<(&'static str, Table)>,
-    /// Whether the thing asked for (a topic, a KV item) exists there: when no server has it,
-    /// the read fails as without `--all`.
+    /// Whether the thing asked for exists there (when nowhere, the read fails).
     pub found: bool,
 }
 

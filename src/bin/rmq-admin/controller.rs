@@ -1,7 +1,4 @@
-//! The controller commands of `mqadmin`, for any RocketMQ controller (embedded or Java's);
-//! `-a` names the controllers (the port from `controllerDLegerPeers`). As in `mqadmin`, most
-//! go to the leader found with 1005; the config commands go to every address, because each
-//! controller has its own configuration.
+//! `mqadmin`'s controller commands: most go to the leader; config commands to every one.
 
 use crate::cli::Invocation;
 use crate::outcome::{Failure, Outcome, Ran, Role};
@@ -27,8 +24,7 @@ fn millis() -> u128 {
         .map_or(0, |d| d.as_millis())
 }
 
-/// `request`, whose answer must be SUCCESS; admin requests carry `mqadmin`'s `invokeTime`
-/// when `invoked` is set.
+/// `request`, whose answer must be SUCCESS (`invoked`: with `mqadmin`'s `invokeTime`).
 fn ask(
     c: &mut Client,
     request: &ControllerRequest,
@@ -72,9 +68,7 @@ fn on_leader<T>(
     Ok((leader, value))
 }
 
-/// `getControllerMetaData`: one row per peer, the leader marked, and each peer's own view
-/// (1005 at its address). A Java controller, which reports no Raft term, shows its role from
-/// `isLeader`.
+/// `getControllerMetaData`: one row per peer, the leader marked, and each peer's own view.
 pub fn metadata(inv: &Invocation, controllers: &mut Peers) -> Ran {
     let (_, meta) = read_metadata(controllers)?;
     let group = meta.ext(GROUP).map(str::to_string);

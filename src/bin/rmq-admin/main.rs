@@ -1,7 +1,4 @@
-//! `rmq-admin`: look at and change name servers (and, with `-a`, a RocketMQ controller)
-//! without a JVM. Command names and flags follow RocketMQ's `mqadmin` where it has them.
-//! Output is an aligned table, or JSON with `--json`; errors go to stderr, one line per
-//! failing server, each starting with its address.
+//! `rmq-admin`: `mqadmin`'s commands for name servers and controllers (docs/admin.md).
 
 mod cli;
 mod compare;

@@ -1,6 +1,4 @@
-//! Exit codes, and errors explained per address. A write that succeeded on some servers has
-//! its own exit code; a peer that is not a name server (an HTTP server, a broker, a wrong
-//! port) is named with what it did wrong.
+//! Exit codes, and errors explained per address.
 
 use rmq_namesrv::client::ClientError;
 use rmq_namesrv::controller::codes as controller_codes;
@@ -93,8 +91,7 @@ fn http_hint(detail: &str) -> &'static str {
     }
 }
 
-/// What `e` says about a peer that should be a `role`: "not supported" is most likely a broker
-/// (for a name server) or the name server's port given instead of the controller's.
+/// What `e` says about a peer that should be a `role` ("not supported": likely a wrong port).
 fn explain(role: Role, e: &ClientError) -> (FailureKind, String) {
     let noun = role.noun();
     match e {

@@ -1,7 +1,4 @@
-//! The name servers of `-n` (or the controllers of `-a`) and how a command reaches them.
-//! Reads go to one server picked by `--strategy`, moving on when one cannot be reached or is
-//! not a name server, so that one stale address does not break reads. Writes go to every
-//! server, because name servers do not replicate.
+//! The servers of `-n` (or `-a`): a read asks one picked by `--strategy`, a write every one.
 
 use crate::cli::Invocation;
 use crate::outcome::{Failure, Outcome, Role};
@@ -34,8 +31,7 @@ impl Peers {
         Failure::from_client_as(self.role, &self.set.addrs()[i], e)
     }
 
-    /// The address that answered, or the outcome explaining the failures (only the last when
-    /// a server refused: its answer is the one that counts).
+    /// The address that answered, or the outcome explaining the failures.
     pub fn read<T>(
         &mut self,
         f: impl FnMut(&mut Client) -> Result<T, ClientError>,

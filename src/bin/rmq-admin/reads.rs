@@ -1,5 +1,4 @@
-//! Commands that look: each is an `ask` (the client call), the tables its answer makes for
-//! `--all`, and its output without.
+//! Commands that look: the client call, the tables its answer makes for `--all`, the output.
 
 use crate::cli::Invocation;
 use crate::compare::{self, Answer};
@@ -146,8 +145,7 @@ fn route_read(
     }
 }
 
-/// `mqadmin topicRoute` prints the route as indented JSON; `-l` gives tables, `--json` the
-/// same JSON on one line. With `--all`: the tables of `-l`, per server.
+/// `mqadmin topicRoute`'s indented JSON; `-l` tables, `--json` one line, `--all` `-l`'s tables.
 pub fn topic_route(inv: &Invocation, peers: &mut Peers) -> Ran {
     let title = format!("Topic: {}", inv.req("t"));
     let route = route_read(inv, peers, Some(&title), route_sections)?;
@@ -164,8 +162,7 @@ pub fn topic_route(inv: &Invocation, peers: &mut Peers) -> Ran {
     }))
 }
 
-/// Filter servers and order conf only where the route has them, except with `--all` (every
-/// answer has the same sections).
+/// The route's tables (every section, so that `--all` answers have the same ones).
 fn route_sections(route: &TopicRouteData) -> Vec<(&'static str, Table)> {
     let mut brokers = Table::new(&[
         ("BROKER", "brokerName"),

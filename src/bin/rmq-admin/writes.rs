@@ -1,5 +1,4 @@
-//! Commands that change name servers: each goes to every server of `-n` and prints one row
-//! per server, OK or what went wrong there.
+//! Commands that change name servers: every server of `-n`, one row each, OK or what failed.
 
 use crate::cli::Invocation;
 use crate::outcome::{Failure, FailureKind, Outcome, Ran};
@@ -72,8 +71,7 @@ pub fn update_namesrv_config(inv: &Invocation, peers: &mut Peers) -> Ran {
     })
 }
 
-/// Wipes or restores a broker's write permission. The server answers success and 0 for a
-/// broker it does not know: that is an error here.
+/// Wipes or restores a broker's write permission (0 topics for an unknown broker is an error).
 pub fn write_perm(inv: &Invocation, peers: &mut Peers, wipe: bool) -> Ran {
     let broker = inv.req("b");
     let column = if wipe {
@@ -82,11 +80,7 @@ pub fn write_perm(inv: &Invocation, peers: &mut Peers, wipe: bool) -> Ran {
         ("TOPICS", "addTopicCount")
     };
     write_all(inv, peers, Some(column), |c| {
-        let count = if wipe {
-            c.wipe_write_perm(broker)?
-        } else {
-            c.add_write_perm(broker)?
-        };
+        let count = c.write_perm(broker, !wipe)?;
         if count == 0 && !c.get_cluster_info()?.broker_addr_table.contains_key(broker) {
             return Ok(Done::Refused(format!(
                 "no broker named {broker} is registered here"

@@ -1,8 +1,6 @@
-//! [`Document`]: a whole value read into one flat Vec of 16-byte slots in document order,
-//! strings and keys without escapes as slices of the input, escaped ones decoded into one
-//! shared String. A 1,000-member object costs no allocation per member, and the slot buffer
-//! is reused from the previous document on the same thread. [`ValueRef`] reads it with
-//! fastjson's coercions; [`ValueRef::to_value`] turns it into an owned [`Value`] tree.
+//! [`Document`]: a whole value read into one flat Vec of 16-byte slots in document order
+//! (unescaped strings are slices of the input), so a 1,000-member object costs no allocation
+//! per member; [`ValueRef`] reads it with fastjson's coercions.
 
 use super::reader::{Cursor, Field, Scalar};
 use super::{JsonError, Value};
@@ -11,9 +9,8 @@ use std::cell::Cell;
 use std::fmt;
 
 thread_local! {
-    /// The slot buffer of the last document dropped on this thread. The event loop reads
-    /// one document at a time, so each parse reuses the previous one's buffer instead of
-    /// allocating (and, for a big body, page-faulting) a new one.
+    /// The slot buffer of the last document dropped on this thread, reused by the next parse
+    /// (the loop reads one document at a time) instead of allocating and page-faulting.
     static SPARE_SLOTS: Cell<Vec<Slot>> = const { Cell::new(Vec::new()) };
 }
 
@@ -41,10 +38,8 @@ impl Drop for Document<'_> {
     }
 }
 
-/// One element of a parsed document, in document order (a "tape"): a container's slot is
-/// followed by its items, or by key and value slots in turn for an object, nested containers
-/// inline. `end` lets a reader step over a whole container at once. Offsets are u32 (inputs
-/// are limited to 4 GiB) so that a slot is 16 bytes.
+/// One element of a parsed document (a "tape"): a container's slot is followed by its items
+/// (an object's as key, value), and its `end` steps over it. u32 offsets keep a slot 16 bytes.
 #[derive(Debug, Clone, Copy)]
 enum Slot {
     Null,
@@ -73,8 +68,7 @@ enum Slot {
     },
 }
 
-/// A parsed document that borrows its unescaped strings from the input. Read it through
-/// [`Document::root`].
+/// A parsed document that borrows its unescaped strings from the input.
 #[derive(Debug, Clone)]
 pub struct Document<'a> {
     /// The value's text in the input (slot offsets count from its start).
@@ -122,8 +116,7 @@ impl<'a> Document<'a> {
     }
 }
 
-/// A value inside a [`Document`]: a cheap, copyable handle with the reading methods of
-/// [`Value`] (the same fastjson coercions), plus iterators over members and items.
+/// A value inside a [`Document`]: a copyable handle with [`Value`]'s reading methods.
 #[derive(Clone, Copy)]
 pub struct ValueRef<'d> {
     doc: &'d Document<'d>,
@@ -189,8 +182,7 @@ impl<'d> ValueRef<'d> {
         found
     }
 
-    /// `[get(keys[0]), get(keys[1]), ..]` in one pass over the members (what a bean decoder
-    /// wants): the last duplicate of each key wins; None for absent keys and non-objects.
+    /// `[get(keys[0]), get(keys[1]), ..]` in one pass over the members.
     pub fn get_many<const N: usize>(&self, keys: [&str; N]) -> [Option<ValueRef<'d>>; N] {
         let mut found = [None; N];
         for (key, value) in self.members().into_iter().flatten() {
@@ -201,8 +193,7 @@ impl<'d> ValueRef<'d> {
         found
     }
 
-    /// An owned copy of this value. Iterative, so depth costs heap, never call stack: the
-    /// slots are read backwards, each container taking its (already built) items off a stack.
+    /// An owned copy: the slots read backwards, each container taking its items off a stack.
     pub fn to_value(&self) -> Value {
         let doc = self.doc;
         let end = next_sibling(&doc.slots, self.at).min(doc.slots.len());
@@ -246,8 +237,7 @@ fn next_sibling(slots: &[Slot], at: usize) -> usize {
     }
 }
 
-/// Iterator over an object's `(key, value)` pairs: its slots taken two by two (a key's slot
-/// is a string's); see [`ValueRef::members`].
+/// Iterator over an object's `(key, value)` pairs: its slots two by two.
 #[derive(Clone)]
 pub struct Members<'d>(Items<'d>);
 
@@ -297,13 +287,11 @@ impl<'d> Iterator for Items<'d> {
 
 impl ExactSizeIterator for Items<'_> {}
 
-/// Reads the value at `c` into a document. Iterative: `open` holds the containers being
-/// read, innermost last (the cursor bounds their number by `Limits::max_depth`).
+/// Reads the value at `c` into a document; `open` holds the containers being read.
 pub(super) fn read<'a>(c: &mut Cursor<'a>) -> Result<Document<'a>, JsonError> {
     c.peek();
     let base = c.pos();
-    // About one slot per 10 input bytes in RocketMQ bodies and headers; a denser document
-    // grows the Vec as usual.
+    // About one slot per 10 input bytes in RocketMQ bodies and headers.
     let mut doc = Document {
         text: "",
         slots: spare_slots(c.remaining() / 10 + 4),
@@ -315,8 +303,7 @@ pub(super) fn read<'a>(c: &mut Cursor<'a>) -> Result<Document<'a>, JsonError> {
             Some(b @ (b'[' | b'{')) => {
                 let is_array = b == b'[';
                 let at = doc.slots.len();
-                // An empty container ends just past its own slot; others are rewritten on
-                // closing.
+                // An empty container ends just past its own slot; others are set on closing.
                 doc.slots.push(container(is_array, 0, at as u32 + 1));
                 let members = c.open(is_array)?;
                 if members {

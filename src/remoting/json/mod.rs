@@ -1,13 +1,5 @@
-//! The fastjson dialect of JSON that RocketMQ peers speak. Java peers serialize with fastjson
-//! 1.2.83, whose output is not always JSON (`Map<Long,..>` keys arrive as bare numbers,
-//! `{0:"a"}`), and whose parser tolerates unquoted and single-quoted keys, single-quoted
-//! strings and stray commas: what a Java NameServer accepts we accept too.
-//!
-//! [`reader`]'s [`Cursor`] is the only code that reads the dialect's bytes (hot shapes such as
-//! request headers and the REGISTER_BROKER body are read with it straight into their structs);
-//! [`parse_borrowed`] reads a whole value into a flat [`Document`] that borrows from the input,
-//! [`parse`] into an owned [`Value`]; [`writer`] writes fastjson's two string escapings.
-//! Nothing recurses: nesting costs no call stack, and `Limits::max_depth` bounds it.
+//! The fastjson 1.2.83 dialect of JSON that RocketMQ peers speak (bare numeric keys, quotes
+//! of either kind, stray commas), read only by [`reader`]'s [`Cursor`]. Nothing recurses.
 
 pub mod document;
 pub mod reader;
@@ -78,8 +70,7 @@ pub fn parse_with(input: &[u8], limits: &Limits) -> Result<Value, JsonError> {
     Ok(parse_borrowed(input, limits)?.root().to_value())
 }
 
-/// Parses one fastjson-dialect value into a [`Document`] that borrows from `input`; only
-/// whitespace may follow the value.
+/// Parses one value into a [`Document`] borrowing from `input`; only whitespace may follow.
 pub fn parse_borrowed<'a>(input: &'a [u8], limits: &Limits) -> Result<Document<'a>, JsonError> {
     let mut c = Cursor::new(input, limits)?;
     let doc = document::read(&mut c)?;
@@ -120,10 +111,6 @@ impl Value {
         self.scalar()?.as_i64()
     }
 
-    pub fn as_i32(&self) -> Option<i32> {
-        self.as_i64().and_then(|v| i32::try_from(v).ok())
-    }
-
     /// As [`Scalar::as_bool`].
     pub fn as_bool(&self) -> Option<bool> {
         self.scalar()?.as_bool()
@@ -147,9 +134,8 @@ impl Value {
         matches!(self, Value::Null)
     }
 
-    /// The text fastjson gives when a non-string is read into a String field:
-    /// Str itself, Int `"3"`, Bool `"true"`, Float its shortest form, Null `"null"`,
-    /// Array/Object compact JSON.
+    /// The text fastjson gives when a non-string is read into a String field (a container's
+    /// compact JSON).
     pub fn to_text(&self) -> String {
         match self {
             Value::Str(s) => s.clone(),

@@ -1,8 +1,6 @@
-//! The one reader of the dialect: a [`Cursor`] that steps through the input's tokens without
-//! building anything, for the [`Document`] builder and the decoders of hot shapes alike (same
-//! dialect, limits and errors). Strings without escapes come back as slices of the input,
-//! escaped ones decoded. Every byte is bounds-checked: malformed, truncated or hostile input
-//! gives a [`JsonError`], never a panic.
+//! The one reader of the dialect: a [`Cursor`] stepping through the input's tokens without
+//! building anything, for the [`Document`] builder and the hot-shape decoders alike. Hostile
+//! input gives a [`JsonError`], never a panic.
 
 use super::document::{self, Document};
 use super::{JsonError, Limits};
@@ -19,9 +17,7 @@ pub enum Scalar<'a> {
 }
 
 impl Scalar<'_> {
-    /// Int; a Float with no fraction (2^63 is exact, so all of [-2^63, 2^63) converts); a Str
-    /// as Java's `Long.parseLong` (and `str::parse`) read it, one optional sign then digits,
-    /// as extFields carry numbers.
+    /// Int; a Float with no fraction in [-2^63, 2^63); a Str as Java's `Long.parseLong` reads it.
     pub fn as_i64(&self) -> Option<i64> {
         match self {
             Scalar::Int(v) => Some(*v),
@@ -66,8 +62,7 @@ pub enum Item<'a> {
     Tree(Document<'a>),
 }
 
-/// What a bean decoder asks of a member's value, however it was read (an [`Item`] from the
-/// cursor or a [`super::ValueRef`] in a document): fastjson's coercions.
+/// fastjson's coercions of a member's value, an [`Item`] or a [`super::ValueRef`].
 pub trait Field {
     fn is_null(&self) -> bool;
     fn as_i64(&self) -> Option<i64>;
@@ -120,13 +115,11 @@ fn closing(is_array: bool) -> u8 {
     }
 }
 
-/// A position in one input. Containers are read as: [`Cursor::open`] at `[`/`{`, then for
-/// each member (a [`Cursor::key`] first in an object) its value, then [`Cursor::next`], until
-/// one of them says the container closed.
+/// A position in one input. A container is [`Cursor::open`], then per member ([`Cursor::key`]
+/// first in an object) its value and [`Cursor::next`], until one of them says it closed.
 pub struct Cursor<'a> {
     input: &'a [u8],
-    /// `input` as text, when it is valid UTF-8 as a whole: then no string needs a check of
-    /// its own (the common case); else each is checked as it is read.
+    /// `input` as text when it is UTF-8 as a whole (else each string is checked as read).
     text: Option<&'a str>,
     pos: usize,
     limits: Limits,
@@ -135,9 +128,8 @@ pub struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
-    /// A cursor that checks the strings it reads as UTF-8, not the whole input up front:
-    /// for a large body read once by a decoder that keeps few of its strings (whatever such
-    /// a cursor accepts is UTF-8 all the same: the rest is ASCII structure).
+    /// A cursor that checks only the strings it reads as UTF-8, for a large body whose
+    /// decoder keeps few of them (what it accepts is UTF-8 all the same).
     pub fn checking_strings(input: &'a [u8], limits: &Limits) -> Result<Self, JsonError> {
         Cursor::over(input, limits, None)
     }
@@ -202,9 +194,8 @@ impl<'a> Cursor<'a> {
             None => {
                 let bytes = self.input.get(start..end)?;
                 if bytes.is_ascii() {
-                    // SAFETY: every byte is below 0x80, so each is a whole UTF-8 char. The
-                    // check is a word at a time; `from_utf8` of a short name (a body's
-                    // topics) goes byte by byte.
+                    // SAFETY: every byte is below 0x80, so each is a whole UTF-8 char
+                    // (checked a word at a time; `from_utf8` goes byte by byte).
                     return Some(unsafe { std::str::from_utf8_unchecked(bytes) });
                 }
                 std::str::from_utf8(bytes).ok()
@@ -234,8 +225,7 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// Reads the `[` or `{` at the cursor. Whether members follow; if not, the container was
-    /// empty and is closed.
+    /// Reads the `[` or `{` at the cursor; whether members follow (if not, it is closed).
     pub fn open(&mut self, is_array: bool) -> Result<bool, JsonError> {
         if self.depth >= self.limits.max_depth {
             return Err(self.error("nesting deeper than the limit"));
@@ -302,9 +292,8 @@ impl<'a> Cursor<'a> {
         (self.pos, self.depth) = mark;
     }
 
-    /// Consumes `lit` if the input continues with exactly these bytes (an array: the
-    /// comparison compiles to a few word loads), as decoders of shapes Java writes byte for
-    /// byte step over keys. A literal must not open or close a container.
+    /// Consumes `lit` if the input continues with exactly these bytes (a few word loads), to
+    /// step over the keys of shapes Java writes byte for byte; it must not open or close one.
     #[inline(always)]
     pub fn literal<const N: usize>(&mut self, lit: &[u8; N]) -> bool {
         let hit = self.input[self.pos..].first_chunk::<N>() == Some(lit);
@@ -312,9 +301,8 @@ impl<'a> Cursor<'a> {
         hit
     }
 
-    /// A plain decimal number (`-?[0-9]+`, no leading zero, no fraction or exponent) that
-    /// fits `T`; `None` (the cursor unmoved) for anything else, which [`Cursor::scalar`]
-    /// then reads with the dialect's coercions.
+    /// A plain decimal (`-?[0-9]+`, no leading zero) that fits `T`; `None`, the cursor
+    /// unmoved, for anything else (for [`Cursor::scalar`]).
     #[inline(always)]
     pub fn plain_int<T: TryFrom<i64>>(&mut self) -> Option<T> {
         let rest = &self.input[self.pos..];
@@ -340,8 +328,7 @@ impl<'a> Cursor<'a> {
         Some(value)
     }
 
-    /// A double-quoted string without escapes, as a slice of the input; `None` (the cursor
-    /// unmoved) for anything else.
+    /// A double-quoted string without escapes; `None`, the cursor unmoved, for anything else.
     #[inline(always)]
     pub fn plain_str(&mut self) -> Option<&'a str> {
         let start = self.pos + 1;
@@ -358,8 +345,7 @@ impl<'a> Cursor<'a> {
         Some(text)
     }
 
-    /// Consumes `"s"` if it comes next, where `s` is a string this cursor returned borrowed
-    /// (so without quotes or escapes, within the limits): compared, not scanned.
+    /// Consumes `"s"` if it comes next (`s` a string this cursor returned borrowed).
     #[inline(always)]
     pub fn quoted(&mut self, s: &str) -> bool {
         let n = s.len();
@@ -371,8 +357,7 @@ impl<'a> Cursor<'a> {
         hit
     }
 
-    /// A key as Java writes it, `"k":`, read without [`Cursor::key`]'s generality (one per
-    /// topic of a registration body); else whatever `key` reads.
+    /// A key as Java writes it, `"k":`, read fast (one per topic of a body); else `key`.
     #[inline(always)]
     fn member_key(&mut self) -> Result<Cow<'a, str>, JsonError> {
         let mark = self.pos;
@@ -385,8 +370,7 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// A member key and the `:` after it. Keys may be double-quoted, single-quoted, or bare
-    /// (identifiers and numbers, as fastjson writes `Map<Long,..>` keys).
+    /// A member key, quoted either way or bare (fastjson's `Map<Long,..>` keys), and its `:`.
     pub fn key(&mut self) -> Result<Cow<'a, str>, JsonError> {
         let key = match self.input.get(self.pos) {
             Some(&q @ (b'"' | b'\'')) => self.string(q)?,
@@ -441,8 +425,7 @@ impl<'a> Cursor<'a> {
         Ok(null)
     }
 
-    /// Steps over the value at the cursor, building nothing (`open` holds whether each
-    /// container being read is an array).
+    /// Steps over the value at the cursor, building nothing.
     pub fn skip(&mut self) -> Result<(), JsonError> {
         let mut open: Vec<bool> = Vec::new();
         loop {
@@ -575,8 +558,7 @@ impl<'a> Cursor<'a> {
         self.pos + find_quote_or_backslash(rest, quote).unwrap_or(rest.len())
     }
 
-    /// Once an escape is seen: `start` is the first content byte, `run_end` the first
-    /// backslash.
+    /// From the first backslash (`run_end`); `start` is the first content byte.
     #[cold]
     #[inline(never)]
     fn escaped_string(
@@ -657,8 +639,7 @@ impl<'a> Cursor<'a> {
         Ok(())
     }
 
-    /// Completes a surrogate pair if `\uDC00`..`\uDFFF` follows; otherwise the high
-    /// surrogate is unpaired and becomes U+FFFD (the following text is left unread).
+    /// Completes a surrogate pair if `\uDC00`..`\uDFFF` follows; else U+FFFD.
     fn low_surrogate_after(&mut self, high: u32) -> char {
         let save = self.pos;
         if self.input.get(self.pos..self.pos + 2) == Some(b"\\u") {

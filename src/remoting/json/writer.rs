@@ -1,12 +1,9 @@
-//! The writers: append-only helpers over a caller-owned `Vec<u8>`, so the route encoders build
-//! a whole body in one buffer. Two string escapers exist because Java uses two: fastjson's
-//! default (non-ASCII raw) for almost everything, and `BrowserCompatible` for the standard
-//! route dialect.
+//! Append-only writers over a caller's `Vec<u8>`. Two string escapers because Java uses two:
+//! fastjson's default, and `BrowserCompatible` for the standard route dialect.
 
 use super::Value;
 
-/// Escape to use for byte `b` in fastjson's default escaping, or 0 for "write raw".
-/// `u` means `\u00XX`.
+/// The escape of byte `b` in fastjson's default escaping (`u`: `\u00XX`; 0: write raw).
 fn ascii_escape(b: u8) -> u8 {
     match b {
         b'"' => b'"',
@@ -42,8 +39,7 @@ fn write_ascii_escape(out: &mut Vec<u8>, b: u8, escape: u8) {
     }
 }
 
-/// `"..."` with fastjson's default escaping: `"` and `\` escaped, \b \f \n \r \t as such,
-/// other chars < 0x20 as \u00XX; everything else (including non-ASCII UTF-8) written raw.
+/// `"..."` with fastjson's default escaping (control chars escaped, non-ASCII raw).
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
     out.reserve(bytes.len() + 2);
@@ -61,9 +57,8 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
 }
 
-/// `"..."` with fastjson's BrowserCompatible escaping (standard route dialect): like
-/// [`write_str`], plus `/` as `\/` and every char >= 0x7F as `\uXXXX` (UTF-16 units,
-/// surrogate pairs, uppercase hex).
+/// `"..."` with fastjson's BrowserCompatible escaping: also `/` as `\/` and every char >= 0x7F
+/// as `\uXXXX` (UTF-16 units, uppercase hex).
 pub fn write_str_browser(out: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
     out.reserve(bytes.len() + 2);
@@ -106,8 +101,7 @@ const DIGIT_PAIRS: &[u8; 200] = b"\
 6061626364656667686970717273747576777879\
 8081828384858687888990919293949596979899";
 
-/// Decimal text of `v`, without allocating (two digits per division: numbers are most of a
-/// heartbeat's reply and of a DataVersion).
+/// Decimal text of `v`, two digits per division (numbers are most of a heartbeat's reply).
 pub fn write_i64(out: &mut Vec<u8>, v: i64) {
     // i64::MIN: 19 digits and the sign.
     let mut buf = [0u8; 20];
@@ -138,8 +132,7 @@ pub fn write_bool(out: &mut Vec<u8>, v: bool) {
     out.extend_from_slice(if v { b"true" } else { b"false" });
 }
 
-/// Compact standard JSON for a Value (quoted keys, default string escaping). A non-finite
-/// Float (only reachable from an overflowing literal such as `1e999`) is written as `null`.
+/// Compact JSON for a Value; a non-finite Float (from a literal such as `1e999`) as `null`.
 pub fn write_value(out: &mut Vec<u8>, v: &Value) {
     match v {
         Value::Null => out.extend_from_slice(b"null"),
@@ -170,10 +163,8 @@ pub fn write_value(out: &mut Vec<u8>, v: &Value) {
     }
 }
 
-/// One JSON array or object being written: it places the commas, so an encoder only says
-/// where each element starts. Open it with [`Seq::array`] or [`Seq::object`], start each
-/// element with [`Seq::item`] (or [`Seq::key`] / [`Seq::field`], which also write the member
-/// name), write the element into the buffer they return, and close with [`Seq::end`].
+/// One JSON array or object being written: it places the commas; each element is started
+/// with [`Seq::item`], [`Seq::key`] or [`Seq::field`] and written into the buffer returned.
 pub struct Seq<'a> {
     out: &'a mut Vec<u8>,
     close: u8,

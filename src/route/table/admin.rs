@@ -1,13 +1,11 @@
-//! Admin writes to the registry: write permission (WIPE/ADD_WRITE_PERM_OF_BROKER), topic
-//! delete and REGISTER_TOPIC_IN_NAMESRV.
+//! Admin writes to the registry: write permission, topic delete, REGISTER_TOPIC_IN_NAMESRV.
 
 use super::super::model::QueueData;
 use super::{QueueSlot, RouteTable, PERM_READ, PERM_WRITE};
 use std::sync::Arc;
 
 impl RouteTable {
-    /// WIPE (`enable` false: clear the write bit) or ADD (`enable` true: perm = READ|WRITE)
-    /// write permission on every topic of a broker group (§5.9). Returns entries touched.
+    /// WIPE (clear the write bit) or ADD (perm = READ|WRITE) a group's write permission (§5.9).
     pub fn set_write_perm(&mut self, broker_name: &str, enable: bool) -> usize {
         let Some(b) = self.brokers.get(broker_name) else {
             return 0;

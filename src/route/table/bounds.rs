@@ -1,7 +1,4 @@
-//! How big registrations may make the registry (`maxBrokers`, `maxTopics`, `maxTopicsPerBroker`),
-//! and handing memory back after a mass removal. A bound is checked before a registration
-//! changes anything, and only what it would add counts: a registry above a lowered bound keeps
-//! serving; it only stops growing.
+//! How big registrations may make the registry, and handing memory back after removals.
 
 use super::topic_map::shrink_sparse;
 use super::{QueueData, RegisterBody, RegisterRequest, RouteTable, TopicsInput};

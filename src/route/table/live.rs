@@ -1,6 +1,4 @@
-//! Live brokers (Java's brokerLiveTable): one entry per registered (cluster, address), with
-//! its DataVersion, deadline and connection; heartbeats and QUERY_DATA_VERSION refresh it in
-//! one lookup.
+//! Live brokers (Java's brokerLiveTable): one entry per registered (cluster, address).
 
 use super::super::model::DataVersion;
 use super::{detach, BodyFingerprint, ConnId, RouteTable};
@@ -53,7 +51,7 @@ impl RouteTable {
     }
 
     /// QUERY_DATA_VERSION in one lookup: `answer` gets the stored DataVersion and its encoded
-    /// text (re-encoded only when it changed; `None`: not live); on `Ok`, as a heartbeat.
+    /// text (`None`: not live); on `Ok`, a heartbeat.
     pub fn query_data_version<R, E>(
         &mut self,
         cluster: &str,

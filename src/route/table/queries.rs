@@ -1,5 +1,4 @@
-//! Reads of the registry: topic routes (Java's pickupTopicRouteData, docs/protocol.md §5.7,
-//! and the cached encoded bodies), topic lists, cluster info and broker member groups.
+//! Reads of the registry: topic routes (docs/protocol.md §5.7), lists, cluster info, groups.
 
 use super::super::model::{Dialect, TopicRouteData};
 use super::{RouteTable, PERM_WRITE};
@@ -10,8 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 pub(super) const SYNC_BROKER_MEMBER_PREFIX: &str = "rmq_sys_SYNC_BROKER_MEMBER_";
 
 impl RouteTable {
-    /// Topic route body in `dialect`, cached; `order_topic_conf` is asked on a miss only.
-    /// `None` = TOPIC_NOT_EXIST.
+    /// Topic route body in `dialect`, cached; `None` = TOPIC_NOT_EXIST.
     pub fn route_body(
         &mut self,
         topic: &str,

@@ -1,6 +1,4 @@
-//! A registration's apply (Java's registerBroker, docs/protocol.md §5.2), its numbered steps
-//! in Java's order: at once, or with its topic configs put in steps ([`TopicSteps`]); and the
-//! unchanged check that lets a byte-identical body skip parsing.
+//! A registration in Java's numbered steps (docs/protocol.md §5.2), and the unchanged check.
 
 use super::super::model::{BrokerData, DataVersion, RegisterBody, TopicConfig};
 use super::{
@@ -100,8 +98,7 @@ pub struct Takeover {
 
 impl RouteTable {
     /// The fingerprint of the body last applied for this broker, while the same bytes count as
-    /// unchanged: live at that address under that id, and no other writer of the group's queue
-    /// entries since (Java puts back what an admin delete removed, even if nothing changed).
+    /// unchanged (no other writer of the group's entries since: Java puts back a delete).
     pub fn unchanged_fingerprint(
         &self,
         cluster: &str,
@@ -123,8 +120,7 @@ impl RouteTable {
             == Some(req.fingerprint)
     }
 
-    /// Removes up to `max` stale queue entries, then puts topic configs with what is left of
-    /// `max`; returns whether it is done. A group removed meanwhile gets no more topics.
+    /// Removes stale queue entries, then puts topic configs, `max` in all; whether it is done.
     pub fn apply_topic_steps(
         &mut self,
         steps: &mut TopicSteps,
@@ -180,9 +176,8 @@ impl RouteTable {
         }
     }
 
-    /// Java's registerBroker (§5.2) step by step, without the bugs in
-    /// docs/compatibility.md#differences-from-java; earlier steps stay when a later one returns.
-    /// The topic configs are left to [`RouteTable::apply_topic_steps`] (`None`: none to put).
+    /// Java's registerBroker (§5.2) without the bugs docs/compatibility.md lists; the topic
+    /// configs are left to [`RouteTable::apply_topic_steps`] (`None`: none to put).
     pub fn register_broker(
         &mut self,
         req: &RegisterRequest<'_>,
@@ -255,8 +250,7 @@ impl RouteTable {
         (result, steps)
     }
 
-    /// Step 0: another broker name's entry for (cluster, addr) is unregistered first (Java only
-    /// re-points the live entry, and the old group keeps routing to another broker's address).
+    /// Step 0: another broker name's entry for (cluster, addr) is unregistered first.
     fn take_over_address(&mut self, req: &RegisterRequest<'_>) -> Option<Takeover> {
         let live = self.live_id(req.cluster, req.broker_addr)?;
         if &*self.live[live].broker_name == req.broker_name {
@@ -320,8 +314,8 @@ impl RouteTable {
         }
     }
 
-    /// §5.2 step 6: refused, its live entry dropped, when another address under this id is live
-    /// with a newer stateVersion (not one whose connection closed: Java removes it at once).
+    /// §5.2 step 6: refused when another address under this id is live with a newer
+    /// stateVersion (not one whose connection closed: Java removes it at once).
     fn fence_older_incarnation(
         &mut self,
         req: &RegisterRequest<'_>,
@@ -351,8 +345,7 @@ impl RouteTable {
         })
     }
 
-    /// §5.2 steps 9 and 10 (master or prime slave only): unreported topics and mappings now;
-    /// returns the topic configs still to put (`None`: this broker's topics are not taken).
+    /// §5.2 steps 9 and 10: unreported topics and mappings now; `None`: topics not taken.
     fn plan_topics(
         &mut self,
         req: &RegisterRequest<'_>,

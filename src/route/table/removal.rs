@@ -1,5 +1,4 @@
-//! Brokers leaving: the expiry scan, closed connections, and unregistration batches (Java's
-//! unregisterBroker, docs/protocol.md §5.5).
+//! Brokers leaving: the expiry scan, closed connections, unregistration batches (§5.5).
 
 use super::register::min_broker_id;
 use super::{ConnId, Expiry, MinIdNotification, RouteTable};
@@ -55,8 +54,7 @@ impl RouteTable {
             })
     }
 
-    /// Live brokers whose deadline has passed, each reported once (they stay until their
-    /// unregistration is applied, as in Java), from at most `limit` bucket entries; true: more.
+    /// Live brokers past their deadline, each reported once, from `limit` bucket entries.
     pub fn expire_silent_brokers(
         &mut self,
         now_ms: u64,

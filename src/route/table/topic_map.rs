@@ -1,8 +1,5 @@
-//! The topic table's map (topic name -> entry), split into [`SHARDS`] maps so that it never
-//! grows or shrinks by more than a shard at once: an unsharded `HashMap` past 114,688 topics
-//! rehashes them all in one insert (26 ms measured). One keyed hash per lookup: bits 40..48
-//! pick the shard (bits a table's bucket index and control bytes never read), and the whole
-//! is the shard table's hash, handed over by a borrowed view ([`Lookup`]).
+//! The topic map, split into [`SHARDS`] maps so it never rehashes more than a shard at once
+//! (an unsharded `HashMap` past 114,688 topics rehashed all in one insert: 26 ms).
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
@@ -20,8 +17,7 @@ pub struct TopicKey {
     name: Arc<str>,
 }
 
-/// What a shard compares and hashes: a stored [`TopicKey`] or a [`Probe`] (no `Arc` made,
-/// its hash already computed).
+/// What a shard compares and hashes: a stored [`TopicKey`] or a [`Probe`] (hash computed).
 trait Lookup {
     fn name(&self) -> &str;
     fn known_hash(&self) -> Option<u64>;
@@ -141,10 +137,7 @@ impl<H: Hasher> Hasher for NameHasher<H> {
 
     #[inline]
     fn finish(&self) -> u64 {
-        match self.known {
-            Some(hash) => hash,
-            None => self.name.finish(),
-        }
+        self.known.unwrap_or_else(|| self.name.finish())
     }
 }
 
@@ -254,8 +247,7 @@ impl<V, S: BuildHasher + Clone> TopicMap<V, S> {
 
 const SHRINK_BELOW_FRACTION: usize = 16;
 
-/// Moves a map filled less than 1/[`SHRINK_BELOW_FRACTION`] into one with room for twice its
-/// entries; returns the old (empty) table.
+/// Moves a map filled less than 1/[`SHRINK_BELOW_FRACTION`] into a smaller one; returns the old.
 pub(super) fn shrink_sparse<K: Hash + Eq, V, S: BuildHasher + Clone>(
     map: &mut HashMap<K, V, S>,
 ) -> Option<HashMap<K, V, S>> {

@@ -1,6 +1,5 @@
-//! Topics and broker groups: a topic's queue entries (one per group, by small id), the
-//! groups (Java's brokerAddrTable, plus the topics each serves), and the queue-entry writes
-//! every path goes through, which keep each group's write stamp.
+//! Topics' queue entries (one per group, by small id), the groups (Java's brokerAddrTable),
+//! and the queue-entry writes every path goes through, which keep each group's write stamp.
 
 use super::super::model::{BrokerData, QueueData};
 use super::RouteTable;
@@ -167,8 +166,7 @@ impl RouteTable {
         true
     }
 
-    /// Removes group `id`'s entry from `topic` (not from the group's list); returns (entry
-    /// removed, topic dropped).
+    /// Removes group `id`'s entry from `topic`: (entry removed, topic dropped).
     pub(super) fn drop_queue_entry(&mut self, id: BrokerId, topic: &str) -> (bool, bool) {
         let Some(entry) = self.topics.get_mut(topic) else {
             return (false, false);
