@@ -183,6 +183,10 @@ impl NameServerSet {
         &self.addrs
     }
 
+    pub fn strategy(&self) -> Strategy {
+        self.strategy
+    }
+
     /// Address of the server that answered the last successful call.
     pub fn last_addr(&self) -> Option<&str> {
         self.last_used.map(|i| self.addrs[i].as_str())
