@@ -257,16 +257,26 @@ mod tests {
         let before = c.clone();
         for (body, key) in [
             ("frameMaxLength=1024\n", "frameMaxLength"),
-            ("orderMessageEnable=true\nadminAllowList=192.0.2.1/32\n", "adminAllowList"),
+            (
+                "orderMessageEnable=true\nadminAllowList=192.0.2.1/32\n",
+                "adminAllowList",
+            ),
             ("maxBufferedBytes=1048576\n", "maxBufferedBytes"),
             ("maxConnections=1\n", "maxConnections"),
         ] {
             let err = c.update(body).unwrap_err();
             assert_eq!(err.response_code(), response::NO_PERMISSION, "{body}");
-            assert!(err.remark().contains(&format!("{key} is in configBlackList")), "{body}");
+            assert!(
+                err.remark()
+                    .contains(&format!("{key} is in configBlackList")),
+                "{body}"
+            );
             assert_eq!(c, before);
         }
-        assert!(!Path::new(&c.config_store_path).exists(), "nothing was written");
+        assert!(
+            !Path::new(&c.config_store_path).exists(),
+            "nothing was written"
+        );
         // Every protected key is a key of the table.
         for key in super::super::PROTECTED_KEYS.split(';') {
             assert!(NamesrvConfig::applies(key).is_some(), "{key}");
@@ -286,7 +296,10 @@ mod tests {
                 "maxJsonDepth: 2 is outside 16..=1024"
             ]
         );
-        assert_eq!(c.update("frameMaxLength=8388608").unwrap(), ["frameMaxLength=8388608"]);
+        assert_eq!(
+            c.update("frameMaxLength=8388608").unwrap(),
+            ["frameMaxLength=8388608"]
+        );
     }
 
     #[test]

@@ -582,7 +582,9 @@ mod tests {
         ] {
             let err = c.update(black.as_bytes()).unwrap_err();
             assert_eq!(err.response_code(), 16, "{black}");
-            assert!(err.remark().starts_with("Can not update config in black list"));
+            assert!(err
+                .remark()
+                .starts_with("Can not update config in black list"));
         }
         let before = c.clone();
         for (body, needle) in [
