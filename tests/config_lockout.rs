@@ -70,6 +70,13 @@ fn anonymous_update_cannot_lock_the_operator_out_before_or_after_a_restart() {
             "{remark}"
         );
     }
+    // Refusals are logged a few lines per interval, not one per request.
+    for _ in 0..200 {
+        assert_eq!(update(&mut attacker, "maxConnections=1").0, 16);
+    }
+    let log = std::fs::read_to_string(dir.path().join("ns.log")).unwrap();
+    let lines = log.matches("refused config update").count();
+    assert!((1..=5).contains(&lines), "{lines} lines");
     assert_eq!(std::fs::read_to_string(&conf).unwrap(), OPERATOR_FILE);
     operator_and_brokers_are_served(&server, 1);
     server.kill();
