@@ -692,8 +692,8 @@ fn update_answers_success_only_for_changes_it_made() {
             "listenPort takes effect at start only: edit the config file",
         ),
         (
-            "frameMaxLength=-1",
-            "frameMaxLength: -1 is outside 1024..=1073741824",
+            "scanNotActiveBrokerInterval=0",
+            "scanNotActiveBrokerInterval: 0 is outside 1..=3600000",
         ),
         (
             "orderMessageEnable=ture",

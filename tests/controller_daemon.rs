@@ -125,11 +125,16 @@ mod with_controller {
             "scanInactiveMasterInterval=1234",
             "controllerDLegerPeers=n0-127.0.0.1:0",
             // Not set anywhere: the controller's default, not the name server's.
-            "configBlackList=configBlackList;configStorePath",
+            "configBlackList=configBlackList;configStorePath;controllerSnapshotEvents",
         ] {
             assert!(controller.contains(&line), "{line} in {controller:?}");
         }
-        assert!(text.contains("\nconfigBlackList=configBlackList;configStorePath;kvConfigPath\n"));
+        let namesrv = format!(
+            "\nconfigBlackList={};{}\n",
+            rmq_namesrv::config::JAVA_CONFIG_BLACK_LIST,
+            rmq_namesrv::config::PROTECTED_KEYS
+        );
+        assert!(text.contains(&namesrv), "{text}");
     }
 
     /// A running binary with its two ports.

@@ -125,7 +125,7 @@ fn config_writer(addr: String, round: usize, acked: Arc<Mutex<Acked>>, count: Ar
         // Two harmless keys (a live one and a reported-only one), a new value every time.
         let value = 10 + round as u64 * 1_000 + i;
         let body = format!(
-            "waitSecondsForService={value}\n{}={value}\n",
+            "scanNotActiveBrokerInterval={value}\n{}={value}\n",
             "clientRequestThreadPoolQueueCapacity"
         );
         let Ok(resp) = c.request(request::UPDATE_NAMESRV_CONFIG, &[], body.as_bytes()) else {
@@ -221,7 +221,7 @@ fn check_acknowledged(server: &ServerProcess, acked: &Acked, files: &Files) {
         return;
     };
     for key in [
-        "waitSecondsForService",
+        "scanNotActiveBrokerInterval",
         "clientRequestThreadPoolQueueCapacity",
     ] {
         for (source, values) in [("server", &config), ("file", &on_disk)] {
@@ -243,7 +243,7 @@ fn acknowledged_changes_survive_sigkill_mid_stream() {
     };
     std::fs::write(
         &files.conf,
-        "# crash-safety test\nwaitSecondsForService=5\n",
+        "# crash-safety test\nscanNotActiveBrokerInterval=5\n",
     )
     .unwrap();
     let acked = Arc::new(Mutex::new(Acked::default()));

@@ -9,6 +9,7 @@ mod common;
 use common::*;
 use rmq_namesrv::client::api::RegisterOptions;
 use rmq_namesrv::client::Client;
+use rmq_namesrv::config::JAVA_CONFIG_BLACK_LIST;
 use rmq_namesrv::remoting::codes::{request, response};
 use rmq_namesrv::remoting::command::{DecodeLimits, RemotingCommand};
 use rmq_namesrv::route::model::{self, RegisterBody, TopicConfig};
@@ -91,7 +92,10 @@ fn bodies_decoded_off_the_loop_are_checked_and_applied_as_on_it() {
 fn an_unchanged_body_is_applied_without_being_parsed_on_the_loop_or_off_it() {
     // decodeOnLoopMaxBytes: 1 MiB keeps this body on the loop, 0 sends it to the worker.
     for on_loop_max in [1 << 20, 0] {
-        let server = TestServer::start_with(|c| c.decode_on_loop_max_bytes = on_loop_max);
+        let server = TestServer::start_with(|c| {
+            c.decode_on_loop_max_bytes = on_loop_max;
+            c.config_black_list = JAVA_CONFIG_BLACK_LIST.into();
+        });
         let mut c = server.client();
         let b = Broker::new("DW", "dw-same", "10.3.0.12:10911", 0);
         let three = [topic("U1", 8, 6), topic("U2", 8, 6), topic("U3", 8, 6)];
@@ -291,7 +295,7 @@ fn a_large_topic_route_body_is_decoded_off_the_loop_and_checked_as_on_it() {
 
 #[test]
 fn data_version_and_config_update_bodies_longer_than_any_real_one_are_refused() {
-    let server = TestServer::start();
+    let server = TestServer::start_with(|c| c.config_black_list = JAVA_CONFIG_BLACK_LIST.into());
     let mut c = server.client();
     let ext = [
         ("brokerName", "dw-q"),

@@ -12,6 +12,7 @@ mod common;
 
 use common::*;
 use rmq_namesrv::client::Client;
+use rmq_namesrv::config::JAVA_CONFIG_BLACK_LIST;
 use rmq_namesrv::remoting::codes::{request, response};
 use rmq_namesrv::remoting::command::RemotingCommand;
 use rmq_namesrv::route::model;
@@ -158,7 +159,7 @@ fn pipelined_changes_are_answered_in_order_and_read_their_own_writes() {
 
 #[test]
 fn limits_are_refused_with_their_setting_named_and_follow_config_updates() {
-    let server = TestServer::start();
+    let server = TestServer::start_with(|c| c.config_black_list = JAVA_CONFIG_BLACK_LIST.into());
     let mut c = server.client();
     let long = "v".repeat(16_385);
     let resp = put_kv(&mut c, "NS", "k", &long);
@@ -248,27 +249,33 @@ fn on_a_full_disk_puts_are_refused_with_the_reason_and_succeed_once_space_return
 fn config_updates_are_written_one_at_a_time_off_the_loop() {
     let server = TestServer::start();
     let (mut first, mut second, mut reader) = (server.client(), server.client(), server.client());
-    let before = config_value(&mut reader, "waitSecondsForService");
+    let before = config_value(&mut reader, "scanNotActiveBrokerInterval");
     let fifo = server.dir.path().join("namesrv.properties.tmp");
     stuck_disk_at(&fifo);
     let first_opaque = first
         .send_request(
             request::UPDATE_NAMESRV_CONFIG,
             &[],
-            b"waitSecondsForService=7",
+            b"scanNotActiveBrokerInterval=7000",
         )
         .unwrap();
     // The first update holds the writer; readers see the config in force, and a second
     // update waits its turn.
-    assert_eq!(config_value(&mut reader, "waitSecondsForService"), before);
+    assert_eq!(
+        config_value(&mut reader, "scanNotActiveBrokerInterval"),
+        before
+    );
     let second_opaque = second
         .send_request(
             request::UPDATE_NAMESRV_CONFIG,
             &[],
-            b"waitSecondsForService=8",
+            b"scanNotActiveBrokerInterval=8000",
         )
         .unwrap();
-    assert_eq!(config_value(&mut reader, "waitSecondsForService"), before);
+    assert_eq!(
+        config_value(&mut reader, "scanNotActiveBrokerInterval"),
+        before
+    );
     let drained = unstick(fifo);
     let resp = first.read_response(first_opaque).unwrap();
     drained.join().unwrap();
@@ -280,7 +287,10 @@ fn config_updates_are_written_one_at_a_time_off_the_loop() {
     );
     let resp = second.read_response(second_opaque).unwrap();
     assert_eq!(resp.code, response::SUCCESS, "{:?}", resp.remark);
-    assert_eq!(config_value(&mut reader, "waitSecondsForService"), "8");
+    assert_eq!(
+        config_value(&mut reader, "scanNotActiveBrokerInterval"),
+        "8000"
+    );
     let file = std::fs::read_to_string(server.dir.path().join("namesrv.properties")).unwrap();
-    assert_eq!(file, "waitSecondsForService=8\n");
+    assert_eq!(file, "scanNotActiveBrokerInterval=8000\n");
 }

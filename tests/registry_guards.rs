@@ -7,6 +7,7 @@ mod common;
 
 use common::*;
 use rmq_namesrv::client::Client;
+use rmq_namesrv::config::JAVA_CONFIG_BLACK_LIST;
 use rmq_namesrv::remoting::codes::{request, response};
 use rmq_namesrv::remoting::command::RemotingCommand;
 use rmq_namesrv::route::model;
@@ -63,7 +64,8 @@ fn register_topic(c: &mut Client, topic: &str, broker: &str, queues: i32, perm: 
 
 #[test]
 fn broker_allow_list_refuses_what_brokers_report_from_other_addresses() {
-    let server = TestServer::start();
+    // The allow list is changed at run time: the operator lifted its protection.
+    let server = TestServer::start_with(|c| c.config_black_list = JAVA_CONFIG_BLACK_LIST.into());
     let mut admin = server.client();
     let mut good = server.client();
     let b = Broker::new("c", "broker-a", "10.0.0.1:10911", 0);
@@ -276,6 +278,7 @@ fn bounds_refuse_growth_with_a_clear_error_and_leave_nothing_behind() {
         c.max_brokers = 2;
         c.max_topics = 5;
         c.max_topics_per_broker = 3;
+        c.config_black_list = JAVA_CONFIG_BLACK_LIST.into();
     });
     let mut admin = server.client();
     let mut conn1 = server.client();

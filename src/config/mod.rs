@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 pub use cidr::Cidr;
 pub use cli::{parse_cli, Cli, CliError, ConfigFile, FileOrigin, Startup};
 pub use properties::{parse_properties, sorted_lines};
-pub use table::{under_home, Applies, NamesrvConfig};
+pub use table::{under_home, Applies, NamesrvConfig, JAVA_CONFIG_BLACK_LIST, PROTECTED_KEYS};
 pub use update::{ConfigPlan, UpdateError};
 
 use table::{Property, CONTROLLER_KEYS, PROPERTIES};
@@ -221,10 +221,9 @@ mod tests {
         assert!(!c.need_wait_for_service);
         assert_eq!(c.wait_seconds_for_service, 45);
         assert!(!c.delete_topic_with_broker_registration);
-        assert_eq!(
-            c.config_black_list,
-            "configBlackList;configStorePath;kvConfigPath"
-        );
+        assert!(c
+            .config_black_list
+            .starts_with("configBlackList;configStorePath;kvConfigPath;"));
         assert_eq!(c.bind_address, "0.0.0.0");
         assert_eq!(c.listen_port, 9876);
         assert_eq!(c.server_worker_threads, 8);
@@ -370,7 +369,11 @@ mod tests {
             ("listenPort", "65536"),
             ("listenPort", "-1"),
             ("listenPort", ""),
-            ("frameMaxLength", "1023"),
+            ("frameMaxLength", "8388607"),
+            ("maxHeaderLength", "32767"),
+            ("maxExtFields", "31"),
+            ("maxJsonDepth", "15"),
+            ("maxJsonStringLength", "16383"),
             ("frameMaxLength", "1073741825"),
             ("serverChannelMaxIdleTimeSeconds", "-1"),
             ("serverWorkerThreads", "99999999999999999999"),
@@ -436,7 +439,7 @@ mod tests {
         ] {
             assert!(list.iter().any(|k| k == key), "{key}");
         }
-        assert_eq!(list.len(), 4);
+        assert_eq!(list.len(), 4 + PROTECTED_KEYS.split(';').count());
         c.config_black_list = " listenPort ;; enableTopicList;".to_string();
         let list = c.black_list();
         assert_eq!(list.len(), 6);

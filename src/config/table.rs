@@ -72,6 +72,26 @@ const KIB: i64 = 1024;
 const MIB: i64 = 1024 * KIB;
 const GIB: i64 = 1024 * MIB;
 const TIB: i64 = 1024 * GIB;
+/// Java's `configBlackList` default; refusals of these keys keep Java's exact answer.
+pub const JAVA_CONFIG_BLACK_LIST: &str = "configBlackList;configStorePath;kvConfigPath";
+
+/// Added to Java's default black list: the allow lists, the limits that bound what peers may
+/// make the server hold or spend, and the settings that would turn real peers away
+/// (`serializeType`: C++ clients read JSON only; the route-lookup wait after start). Why each:
+/// docs/configuration.md#the-black-list.
+pub const PROTECTED_KEYS: &str = concat!(
+    "adminAllowList;brokerAllowList;",
+    "frameMaxLength;maxHeaderLength;maxExtFields;maxJsonDepth;maxJsonStringLength;",
+    "maxInflatedBodyLength;decodeOnLoopMaxBytes;maxBufferedBytes;connWriteHighWater;",
+    "connWriteHardCap;routeCacheMaxBytes;",
+    "maxConnections;maxConnectionsPerAddress;reservedConnectionsPercent;",
+    "frameReadTimeoutMillis;serverChannelMaxIdleTimeSeconds;",
+    "maxTopicsPerRegistration;maxNameLength;maxTopicNameLength;maxQueueNums;maxBrokers;",
+    "maxTopics;maxTopicsPerBroker;registrationBacklogLimit;registrationBudgetPerIteration;",
+    "kvMaxKeyLength;kvMaxValueLength;kvMaxEntries;kvMaxTotalBytes;",
+    "serializeType;needWaitForService;waitSecondsForService",
+);
+
 /// Java's thread counts (unused here, but nonsense is still refused).
 const THREADS: RangeInclusive<i64> = 1..=1024;
 const COUNT: RangeInclusive<i64> = 1..=10_000_000;
@@ -100,7 +120,8 @@ properties! {
     "needWaitForService" => need_wait_for_service: bool = false, Live, parse_bool;
     "waitSecondsForService" => wait_seconds_for_service: i32 = 45, Live, in_range(0..=86_400);
     "deleteTopicWithBrokerRegistration" => delete_topic_with_broker_registration: bool = false, Live, parse_bool;
-    "configBlackList" => config_black_list: String = "configBlackList;configStorePath;kvConfigPath".into(), AtStart, parse_text;
+    /// Java's list plus [`PROTECTED_KEYS`]: a remote update cannot lock the operator out.
+    "configBlackList" => config_black_list: String = format!("{JAVA_CONFIG_BLACK_LIST};{PROTECTED_KEYS}"), AtStart, parse_text;
 
     // ---- Java's NettyServerConfig
     "bindAddress" => bind_address: String = "0.0.0.0".into(), AtStart, parse_text;
@@ -124,20 +145,25 @@ properties! {
     "useEpollNativeSelector" => use_epoll_native_selector: bool = false, ReportedOnly, parse_bool;
 
     // ---- rmq-namesrv's own
-    /// Below 1 KiB no real request fits; above 1 GiB one peer could exhaust memory.
-    "frameMaxLength" => frame_max_length: u32 = 16_777_216, Live, in_range(KIB..=GIB);
+    /// Floor 8 MiB: a JSON registration of ~38,000 topics (220 bytes each), and the
+    /// Controller's 4 MiB peer payloads; above 1 GiB one peer could exhaust memory.
+    "frameMaxLength" => frame_max_length: u32 = 16_777_216, Live, in_range(8 * MIB..=GIB);
     "serializeType" => serialize_type: SerializeType = SerializeType::Json, Live, parse_serialize_type;
     "logPath" => log_path: String = under_home("logs/rocketmqlogs/namesrv.log"), AtStart, parse_text;
     "logLevel" => log_level: String = "info".into(), Live, parse_log_level;
     "logFileMaxSize" => log_file_max_size: u64 = 104_857_600, AtStart, in_range(KIB..=TIB);
     "logFileCount" => log_file_count: u32 = 5, AtStart, in_range(1..=1_000);
     "maxConnections" => max_connections: u32 = 65_536, Live, in_range(COUNT);
+    /// Floor 32 KiB: a PUT_KV_CONFIG header carries a value of kvMaxValueLength (16 KiB).
     /// The header length field is 24 bits.
-    "maxHeaderLength" => max_header_length: u32 = 262_144, Live, in_range(KIB..=16 * MIB);
-    "maxExtFields" => max_ext_fields: u32 = 256, Live, in_range(1..=1_000_000);
+    "maxHeaderLength" => max_header_length: u32 = 262_144, Live, in_range(32 * KIB..=16 * MIB);
+    /// Floor 32: name server requests carry about 15 header fields at most.
+    "maxExtFields" => max_ext_fields: u32 = 256, Live, in_range(32..=1_000_000);
+    /// Floor 16: a 5.x registration body nests 5 deep (topic attributes).
     /// The reader is iterative: depth costs heap, never call stack.
-    "maxJsonDepth" => max_json_depth: u32 = 64, Live, in_range(1..=1_024);
-    "maxJsonStringLength" => max_json_string_length: u32 = 65_536, Live, in_range(1..=GIB);
+    "maxJsonDepth" => max_json_depth: u32 = 64, Live, in_range(16..=1_024);
+    /// Floor 16 KiB: a KV value of kvMaxValueLength in a JSON header.
+    "maxJsonStringLength" => max_json_string_length: u32 = 65_536, Live, in_range(16 * KIB..=GIB);
     "maxTopicsPerRegistration" => max_topics_per_registration: u32 = 100_000, Live, in_range(COUNT);
     /// A 5.x broker's body inflates to ~60 bytes per topic: 16 MiB holds far more than
     /// maxTopicsPerRegistration topics, as much as the largest JSON body could carry.

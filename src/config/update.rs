@@ -10,6 +10,14 @@ use crate::remoting::codes::response;
 /// Longest value an update may set: a path or an allow-list of a few hundred ranges fits.
 const MAX_UPDATE_VALUE_LENGTH: usize = 4096;
 
+/// The keys Java black-lists: refusing them keeps Java's exact answer.
+const JAVA_BLACK_LISTED: [&str; 4] = [
+    "configBlackList",
+    "configStorePath",
+    "kvConfigPath",
+    "rocketmqHome",
+];
+
 /// Why an update was refused; nothing of it was applied.
 #[derive(Debug)]
 pub enum UpdateError {
@@ -34,7 +42,13 @@ impl UpdateError {
     /// Java's words where Java has them.
     pub fn remark(&self) -> String {
         match self {
-            UpdateError::BlackListed(_) => "Can not update config in black list.".to_string(),
+            UpdateError::BlackListed(key) if JAVA_BLACK_LISTED.contains(&key.as_str()) => {
+                "Can not update config in black list.".to_string()
+            }
+            UpdateError::BlackListed(key) => format!(
+                "Can not update config in black list: {key} is in configBlackList (it protects \
+                 the server); set it in the config file and restart"
+            ),
             UpdateError::Parse(_) => "string2Properties error".to_string(),
             UpdateError::Refused(problems) => problems.join("; "),
             UpdateError::Persist { path, reason } => {
@@ -237,6 +251,58 @@ mod tests {
     }
 
     #[test]
+    fn protective_keys_are_black_listed_by_default_and_named_in_the_refusal() {
+        let dir = TempDir::new("protect");
+        let mut c = stored_at(&dir.join("namesrv.properties"));
+        let before = c.clone();
+        for (body, key) in [
+            ("frameMaxLength=1024\n", "frameMaxLength"),
+            (
+                "orderMessageEnable=true\nadminAllowList=192.0.2.1/32\n",
+                "adminAllowList",
+            ),
+            ("maxBufferedBytes=1048576\n", "maxBufferedBytes"),
+            ("maxConnections=1\n", "maxConnections"),
+        ] {
+            let err = c.update(body).unwrap_err();
+            assert_eq!(err.response_code(), response::NO_PERMISSION, "{body}");
+            assert!(
+                err.remark()
+                    .contains(&format!("{key} is in configBlackList")),
+                "{body}"
+            );
+            assert_eq!(c, before);
+        }
+        assert!(
+            !Path::new(&c.config_store_path).exists(),
+            "nothing was written"
+        );
+        // Every protected key is a key of the table.
+        for key in super::super::PROTECTED_KEYS.split(';') {
+            assert!(NamesrvConfig::applies(key).is_some(), "{key}");
+        }
+    }
+
+    #[test]
+    fn a_limit_below_its_floor_is_refused_even_when_not_black_listed() {
+        let dir = TempDir::new("floor");
+        let mut c = stored_at(&dir.join("namesrv.properties"));
+        c.config_black_list = super::super::JAVA_CONFIG_BLACK_LIST.to_string();
+        let problems = refused(&mut c, "frameMaxLength=1024\nmaxJsonDepth=2\n");
+        assert_eq!(
+            problems,
+            [
+                "frameMaxLength: 1024 is outside 8388608..=1073741824",
+                "maxJsonDepth: 2 is outside 16..=1024"
+            ]
+        );
+        assert_eq!(
+            c.update("frameMaxLength=8388608").unwrap(),
+            ["frameMaxLength=8388608"]
+        );
+    }
+
+    #[test]
     fn invalid_values_unknown_keys_and_start_only_keys_refuse_the_whole_request() {
         let dir = TempDir::new("refuse");
         let path = dir.join("namesrv.properties");
@@ -261,14 +327,14 @@ mod tests {
         );
         let problems = refused(
             &mut c,
-            "listenPort=9999\nlogPath=/tmp/x.log\nframeMaxLength=-1",
+            "listenPort=9999\nlogPath=/tmp/x.log\nreturnOrderTopicConfigToBroker=1",
         );
         assert_eq!(
             problems,
             [
                 "listenPort takes effect at start only: edit the config file",
                 "logPath takes effect at start only: edit the config file",
-                "frameMaxLength: -1 is outside 1024..=1073741824",
+                "returnOrderTopicConfigToBroker: \"1\" is not true or false",
             ]
         );
         let problems = refused(&mut c, "orderMessageEnable=yes");

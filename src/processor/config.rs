@@ -47,7 +47,12 @@ impl Processor {
             Ok(Some(plan)) => plan,
             Ok(None) => return Ok(Reply::ok()),
             Err(e) => {
-                warn!("refused config update: {e}");
+                // Rate-limited with the other refusals: anyone may send updates. The
+                // processor's clock starts with the loop's, close enough for the interval.
+                let now_ms = self.started.elapsed().as_millis() as u64;
+                if self.stats.refusals.admit(now_ms) {
+                    warn!("refused config update: {e}");
+                }
                 return Err(Refusal::Config(e));
             }
         };
