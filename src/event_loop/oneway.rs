@@ -30,7 +30,8 @@ const MAX_TARGETS: usize = 4_096;
 /// Frames waiting per target; beyond, the oldest not yet started is dropped (the newest
 /// notice is the one that counts).
 const TARGET_QUEUE: usize = 16;
-/// Connects in flight at once (one descriptor each); other targets wait their turn in order.
+/// Connects in flight at once (one descriptor each); other targets wait their turn in order,
+/// and targets whose last connect failed hold at most half of them.
 const MAX_CONNECTING: usize = 1_024;
 const WAKER: Token = Token(usize::MAX);
 
@@ -129,8 +130,10 @@ struct Target {
     reused: bool,
     /// When the connect in flight, or the write of the front frame, has failed.
     deadline: Option<Instant>,
-    /// In the line for a connect slot.
+    /// In a line for a connect slot.
     waiting: bool,
+    /// Its last connect failed or timed out: it waits in the suspects' line.
+    suspect: bool,
     last_used: Instant,
 }
 
@@ -140,8 +143,7 @@ struct Deliverer {
     timeout: Duration,
     targets: Slab<Target>,
     by_addr: HashMap<String, usize>,
-    connect_line: VecDeque<usize>,
-    connecting: usize,
+    slots: ConnectSlots,
     /// False once the `OnewaySender` is gone: the thread ends when its frames are out.
     open: bool,
     warned: (Instant, u32),
@@ -155,8 +157,10 @@ impl Deliverer {
             timeout,
             targets: Slab::new(),
             by_addr: HashMap::new(),
-            connect_line: VecDeque::new(),
-            connecting: 0,
+            slots: ConnectSlots {
+                max: MAX_CONNECTING,
+                ..ConnectSlots::default()
+            },
             open: true,
             warned: (Instant::now(), 0),
         }
@@ -246,6 +250,7 @@ impl Deliverer {
             reused: false,
             deadline: None,
             waiting: false,
+            suspect: false,
             last_used: Instant::now(),
         });
         self.by_addr.insert(addr.to_string(), key);
@@ -267,7 +272,7 @@ impl Deliverer {
             }
             let Some(stream) = t.stream.as_mut() else {
                 t.waiting = true;
-                return self.connect_line.push_back(key);
+                return self.slots.wait(key, t.suspect);
             };
             if t.written == 0 && t.reused && !still_open(stream) {
                 self.close(key);
@@ -316,10 +321,7 @@ impl Deliverer {
 
     /// Gives connect slots to waiting targets, in the order they asked.
     fn start_connects(&mut self) {
-        while self.connecting < MAX_CONNECTING {
-            let Some(key) = self.connect_line.pop_front() else {
-                return;
-            };
+        while let Some(key) = self.slots.next() {
             let Some(t) = self.targets.get_mut(key) else {
                 continue;
             };
@@ -347,7 +349,7 @@ impl Deliverer {
             let t = &mut self.targets[key];
             (t.stream, t.connected, t.reused) = (Some(stream), false, false);
             t.deadline = Some(Instant::now() + self.timeout);
-            self.connecting += 1;
+            self.slots.taken(t.suspect);
         }
     }
 
@@ -362,7 +364,8 @@ impl Deliverer {
                 Ok(()) if stream.peer_addr().is_err() => return, // not yet
                 Ok(()) => {
                     (t.connected, t.deadline) = (true, None);
-                    self.connecting -= 1;
+                    self.slots.freed(t.suspect);
+                    t.suspect = false;
                 }
             }
         } else if t.frames.is_empty() && !still_open(stream) {
@@ -405,6 +408,7 @@ impl Deliverer {
     fn drop_frames(&mut self, key: usize, why: &str) {
         self.close(key);
         let t = &mut self.targets[key];
+        t.suspect |= !t.connected;
         let frames: Vec<_> = t.frames.drain(..).collect();
         let addr = t.addr.clone();
         for (what, _) in frames {
@@ -417,7 +421,7 @@ impl Deliverer {
         if let Some(mut stream) = t.stream.take() {
             let _ = self.poll.registry().deregister(&mut stream);
             if !t.connected {
-                self.connecting -= 1;
+                self.slots.freed(t.suspect);
             }
         }
         (t.connected, t.written, t.deadline) = (false, 0, None);
@@ -440,6 +444,51 @@ impl Deliverer {
         if *lines <= WARN_LINES {
             warn!("{what} to {target} failed: {why}");
         }
+    }
+}
+
+/// Connect slots for the targets, in two lines: a target not known to fail takes any free
+/// slot, one whose last connect failed only one of the first half, so that unreachable
+/// addresses never keep a reachable broker waiting for theirs to time out.
+#[derive(Default)]
+struct ConnectSlots {
+    line: VecDeque<usize>,
+    suspects: VecDeque<usize>,
+    in_flight: usize,
+    suspects_in_flight: usize,
+    max: usize,
+}
+
+impl ConnectSlots {
+    fn wait(&mut self, key: usize, suspect: bool) {
+        match suspect {
+            true => self.suspects.push_back(key),
+            false => self.line.push_back(key),
+        }
+    }
+
+    /// The next target to connect, while a slot is free for it.
+    fn next(&mut self) -> Option<usize> {
+        if self.in_flight >= self.max {
+            return None;
+        }
+        if let Some(key) = self.line.pop_front() {
+            return Some(key);
+        }
+        if self.suspects_in_flight < (self.max / 2).max(1) {
+            return self.suspects.pop_front();
+        }
+        None
+    }
+
+    fn taken(&mut self, suspect: bool) {
+        self.in_flight += 1;
+        self.suspects_in_flight += usize::from(suspect);
+    }
+
+    fn freed(&mut self, suspect: bool) {
+        self.in_flight -= 1;
+        self.suspects_in_flight -= usize::from(suspect);
     }
 }
 
@@ -618,7 +667,7 @@ mod tests {
         let kept: Vec<u8> = t.frames.iter().map(|(_, f)| f[0]).collect();
         assert_eq!(kept, (5..TARGET_QUEUE as u8 + 5).collect::<Vec<_>>());
         assert_eq!(
-            deliverer.connecting, 1,
+            deliverer.slots.in_flight, 1,
             "one connect in flight for the target"
         );
         deliverer.expire(Instant::now() + Duration::from_secs(4));
@@ -627,7 +676,8 @@ mod tests {
             t.frames.is_empty() && t.stream.is_none(),
             "dropped at the deadline"
         );
-        assert_eq!(deliverer.connecting, 0);
+        assert_eq!(deliverer.slots.in_flight, 0);
+        assert!(deliverer.targets[deliverer.by_addr[&swallowing]].suspect);
     }
 
     #[test]
@@ -639,5 +689,39 @@ mod tests {
         let (mut s, _) = listener.accept().unwrap();
         assert_eq!(read_exactly(&mut s, 10), (0..10).collect::<Vec<u8>>());
         stop(tx, thread);
+    }
+
+    #[test]
+    fn targets_whose_connect_failed_hold_at_most_half_of_the_connect_slots() {
+        let swallowing: Vec<_> = (0..3).map(|_| swallowing_listener()).collect();
+        let live = TcpListener::bind("127.0.0.1:0").unwrap();
+        let live = live.local_addr().unwrap().to_string();
+        let (_tx, rx) = bounded(1);
+        let mut deliverer = Deliverer::new(Poll::new().unwrap(), rx, Duration::from_secs(3));
+        deliverer.slots.max = 4;
+        let frame = |target: &str| Delivery {
+            what: "test frame",
+            target: target.to_string(),
+            frame: b"x".to_vec().into(),
+        };
+        for (_, _, addr) in &swallowing {
+            deliverer.enqueue(frame(addr));
+        }
+        deliverer.start_connects();
+        assert_eq!(deliverer.slots.in_flight, 3);
+        deliverer.expire(Instant::now() + Duration::from_secs(4));
+        for (_, _, addr) in &swallowing {
+            deliverer.enqueue(frame(addr));
+        }
+        deliverer.start_connects();
+        assert_eq!(deliverer.slots.suspects_in_flight, 2, "the third waits");
+        deliverer.enqueue(frame(&live));
+        deliverer.start_connects();
+        let t = &deliverer.targets[deliverer.by_addr[&live]];
+        assert!(
+            t.stream.is_some(),
+            "a free slot is left for a target not known to fail"
+        );
+        assert_eq!(deliverer.slots.in_flight, 3);
     }
 }
