@@ -8,7 +8,7 @@
 //! target that swallows connection attempts delays only its own frames: another target's
 //! frame goes out at once. A target's frames keep their order. Everything is bounded: the
 //! targets known at once, the frames queued per target and the connects in flight.
-//! An address given as a host name (not an IP) is still resolved on this thread, blocking it.
+//! A host name (rather than an IP) is looked up on a resolver thread, started at the first.
 
 use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError, TrySendError};
 use log::{debug, warn};
@@ -34,6 +34,8 @@ const TARGET_QUEUE: usize = 16;
 /// and targets whose last connect failed hold at most half of them.
 const MAX_CONNECTING: usize = 1_024;
 const WAKER: Token = Token(usize::MAX);
+/// Host names waiting for the resolver thread; beyond, a new one's frames are dropped.
+const RESOLVE_QUEUE: usize = 64;
 
 /// One frame for several targets (`host:port`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,10 +99,9 @@ pub fn spawn_sender(
     capacity: usize,
     timeout: Duration,
 ) -> io::Result<(OnewaySender, JoinHandle<()>)> {
-    let poll = Poll::new()?;
-    let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
     let (tx, rx) = bounded(capacity.max(1));
-    let mut sender = Deliverer::new(poll, rx, timeout);
+    let mut sender = Deliverer::new(rx, timeout)?;
+    let waker = sender.waker.clone();
     let handle = std::thread::Builder::new()
         .name(name.to_string())
         .spawn(move || sender.run())?;
@@ -134,6 +135,9 @@ struct Target {
     waiting: bool,
     /// Its last connect failed or timed out: it waits in the suspects' line.
     suspect: bool,
+    /// The address, once known (an IP and port at once, a host name from the resolver).
+    resolved: Option<SocketAddr>,
+    resolving: bool,
     last_used: Instant,
 }
 
@@ -147,11 +151,21 @@ struct Deliverer {
     /// False once the `OnewaySender` is gone: the thread ends when its frames are out.
     open: bool,
     warned: (Instant, u32),
+    waker: Arc<Waker>,
+    /// Host names go to a thread of their own, so a slow lookup holds back only other names.
+    resolver: Option<Resolver>,
+}
+
+struct Resolver {
+    requests: Sender<(usize, String)>,
+    results: Receiver<(usize, String, io::Result<SocketAddr>)>,
 }
 
 impl Deliverer {
-    fn new(poll: Poll, deliveries: Receiver<Delivery>, timeout: Duration) -> Deliverer {
-        Deliverer {
+    fn new(deliveries: Receiver<Delivery>, timeout: Duration) -> io::Result<Deliverer> {
+        let poll = Poll::new()?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        Ok(Deliverer {
             poll,
             deliveries,
             timeout,
@@ -163,13 +177,16 @@ impl Deliverer {
             },
             open: true,
             warned: (Instant::now(), 0),
-        }
+            waker,
+            resolver: None,
+        })
     }
 
     fn run(&mut self) {
         let mut events = Events::with_capacity(256);
         loop {
             self.take_deliveries();
+            self.take_resolutions();
             if !self.open && self.targets.iter().all(|(_, t)| t.frames.is_empty()) {
                 return;
             }
@@ -251,6 +268,8 @@ impl Deliverer {
             deadline: None,
             waiting: false,
             suspect: false,
+            resolved: addr.parse().ok(),
+            resolving: false,
             last_used: Instant::now(),
         });
         self.by_addr.insert(addr.to_string(), key);
@@ -329,7 +348,11 @@ impl Deliverer {
             if t.frames.is_empty() || t.stream.is_some() {
                 continue;
             }
-            let mut stream = match resolve(&t.addr).and_then(TcpStream::connect) {
+            let Some(addr) = t.resolved else {
+                self.resolve(key);
+                continue;
+            };
+            let mut stream = match TcpStream::connect(addr) {
                 Ok(stream) => stream,
                 Err(e) => {
                     self.drop_frames(key, &e.to_string());
@@ -350,6 +373,52 @@ impl Deliverer {
             (t.stream, t.connected, t.reused) = (Some(stream), false, false);
             t.deadline = Some(Instant::now() + self.timeout);
             self.slots.taken(t.suspect);
+        }
+    }
+
+    /// Asks the resolver thread for the target's address; it comes back through
+    /// `take_resolutions`.
+    fn resolve(&mut self, key: usize) {
+        if self.targets[key].resolving {
+            return;
+        }
+        if self.resolver.is_none() {
+            match spawn_resolver(self.waker.clone()) {
+                Ok(resolver) => self.resolver = Some(resolver),
+                Err(e) => return self.drop_frames(key, &format!("no resolver thread: {e}")),
+            }
+        }
+        let t = &mut self.targets[key];
+        let asked = (self.resolver.as_ref()).is_some_and(|r| {
+            let request = (key, t.addr.clone());
+            r.requests.try_send(request).is_ok()
+        });
+        t.resolving = asked;
+        if !asked {
+            self.drop_frames(key, "too many host names wait for the resolver");
+        }
+    }
+
+    fn take_resolutions(&mut self) {
+        let Some(resolver) = &self.resolver else {
+            return;
+        };
+        let results: Vec<_> = resolver.results.try_iter().collect();
+        for (key, addr, result) in results {
+            let Some(t) = self.targets.get_mut(key) else {
+                continue;
+            };
+            if t.addr != addr || !t.resolving {
+                continue;
+            }
+            t.resolving = false;
+            match result {
+                Ok(resolved) => {
+                    t.resolved = Some(resolved);
+                    self.pump(key);
+                }
+                Err(e) => self.drop_frames(key, &e.to_string()),
+            }
         }
     }
 
@@ -492,14 +561,29 @@ impl ConnectSlots {
     }
 }
 
-fn resolve(target: &str) -> io::Result<SocketAddr> {
-    if let Ok(addr) = target.parse() {
-        return Ok(addr);
-    }
-    target
-        .to_socket_addrs()?
-        .next()
-        .ok_or_else(|| io::Error::other("unresolvable address"))
+/// The resolver thread, named after the sender's; it ends with the sender.
+fn spawn_resolver(waker: Arc<Waker>) -> io::Result<Resolver> {
+    let (requests, inbox) = bounded::<(usize, String)>(RESOLVE_QUEUE);
+    let (outbox, results) = crossbeam_channel::unbounded();
+    let name = std::thread::current()
+        .name()
+        .unwrap_or("oneway")
+        .to_string();
+    std::thread::Builder::new()
+        .name(format!("{name}-resolver"))
+        .spawn(move || {
+            for (key, addr) in inbox {
+                let result = (addr.to_socket_addrs()).and_then(|mut all| {
+                    all.next()
+                        .ok_or_else(|| io::Error::other("unresolvable address"))
+                });
+                if outbox.send((key, addr, result)).is_err() {
+                    return;
+                }
+                let _ = waker.wake();
+            }
+        })?;
+    Ok(Resolver { requests, results })
 }
 
 /// False when the peer closed the connection (or it failed); nothing comes back on a oneway
@@ -654,7 +738,7 @@ mod tests {
     fn frames_waiting_for_a_target_are_bounded_and_the_newest_kept() {
         let (_swallower, _filler, swallowing) = swallowing_listener();
         let (_tx, rx) = bounded(1);
-        let mut deliverer = Deliverer::new(Poll::new().unwrap(), rx, Duration::from_secs(3));
+        let mut deliverer = Deliverer::new(rx, Duration::from_secs(3)).unwrap();
         for i in 0..TARGET_QUEUE + 5 {
             deliverer.enqueue(Delivery {
                 what: "test frame",
@@ -697,7 +781,7 @@ mod tests {
         let live = TcpListener::bind("127.0.0.1:0").unwrap();
         let live = live.local_addr().unwrap().to_string();
         let (_tx, rx) = bounded(1);
-        let mut deliverer = Deliverer::new(Poll::new().unwrap(), rx, Duration::from_secs(3));
+        let mut deliverer = Deliverer::new(rx, Duration::from_secs(3)).unwrap();
         deliverer.slots.max = 4;
         let frame = |target: &str| Delivery {
             what: "test frame",
@@ -723,5 +807,17 @@ mod tests {
             "a free slot is left for a target not known to fail"
         );
         assert_eq!(deliverer.slots.in_flight, 3);
+    }
+
+    #[test]
+    fn a_target_named_by_host_name_is_resolved_and_reached() {
+        // Where `localhost` resolves first (127.0.0.1 or ::1), as the sender takes the first.
+        let listener = TcpListener::bind("localhost:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (tx, thread) = spawn_sender("test-oneway", 64, Duration::from_secs(3)).unwrap();
+        send(&tx, &[&format!("localhost:{port}")], b"named");
+        let (mut s, _) = listener.accept().unwrap();
+        assert_eq!(read_exactly(&mut s, 5), b"named");
+        stop(tx, thread);
     }
 }
