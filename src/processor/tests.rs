@@ -69,7 +69,7 @@ fn harness_with(config: NamesrvConfig) -> Harness {
         .expect("writer");
     let (unregistrations_tx, unregistrations) = crossbeam_channel::bounded(16);
     let (notifications, _) =
-        oneway::spawn_sender("test-notify", 1, 16, Duration::from_millis(300)).expect("sender");
+        oneway::spawn_sender("test-notify", 16, Duration::from_millis(300)).expect("sender");
     let outbox = Outbox {
         unregistrations: unregistrations_tx,
         notifications,

@@ -36,9 +36,8 @@ mod peers;
 pub(super) use peers::PeerConnData;
 use peers::{PeerFrame, PeerLinks, PeerSetup};
 
-/// Notifications waiting for the sending threads (one per broker of an election).
+/// Notifications waiting for the sending thread (one per broker of an election).
 const NOTIFY_QUEUE: usize = 4_096;
-const NOTIFY_THREADS: usize = 4;
 /// Java's `invokeOneway(brokerAddr, request, 3000)`: the connect and write timeout.
 const NOTIFY_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -110,7 +109,7 @@ pub(super) struct ControllerPort {
     scan_inactive_master_ms: u64,
     notifications: Option<OnewaySender>,
     next_notify_opaque: i32,
-    senders: Vec<JoinHandle<()>>,
+    sender: JoinHandle<()>,
     links: PeerLinks,
     peer_outbox: Vec<(u64, Vec<u8>)>,
     stopping: bool,
@@ -149,12 +148,8 @@ impl ControllerPort {
         let now = event_loop.ctx().now_ms();
         let controller = Controller::open(config, Some(wake), now)
             .map_err(|e| StartError::Controller(e.to_string()))?;
-        let (notifications, senders) = oneway::spawn_sender(
-            "controller-notify",
-            NOTIFY_THREADS,
-            NOTIFY_QUEUE,
-            NOTIFY_TIMEOUT,
-        )?;
+        let (notifications, sender) =
+            oneway::spawn_sender("controller-notify", NOTIFY_QUEUE, NOTIFY_TIMEOUT)?;
         info!("controller listening on {local_addr}");
         Ok(ControllerPort {
             controller,
@@ -166,7 +161,7 @@ impl ControllerPort {
             scan_inactive_master_ms: settings.scan_inactive_master_interval_ms.max(1),
             notifications: Some(notifications),
             next_notify_opaque: 0,
-            senders,
+            sender,
             links,
             peer_outbox: Vec::new(),
             stopping: false,
@@ -379,7 +374,7 @@ impl ControllerPort {
         let ControllerPort {
             controller,
             notifications,
-            senders,
+            sender,
             links,
             ..
         } = self;
@@ -389,10 +384,8 @@ impl ControllerPort {
             warn!("controller stopped with {unanswered} request(s) unanswered");
         }
         drop(notifications);
-        for sender in senders {
-            if sender.join().is_err() {
-                error!("a controller notification thread panicked");
-            }
+        if sender.join().is_err() {
+            error!("the controller notification thread panicked");
         }
     }
 }

@@ -223,8 +223,8 @@ impl NameServer {
         let (durable, kv_writer) = kv.spawn_writer("kv-writer", Box::new(move || wake.wake()))?;
         let (unregistrations, unregister_batches, batcher) =
             event_loop::spawn_batcher("unregister-worker", capacity, waker)?;
-        let (notifications, senders) =
-            oneway::spawn_sender("notify-sender", 1, capacity, NOTIFY_TIMEOUT)?;
+        let (notifications, sender) =
+            oneway::spawn_sender("notify-sender", capacity, NOTIFY_TIMEOUT)?;
         let decode = DecodeWorker::spawn("decode-worker", waker_for_decode)?;
         let settings = Settings::from_config(&config);
         let outbox = Outbox {
@@ -243,7 +243,7 @@ impl NameServer {
             removed_since_trim: false,
             next_trim_ms: 0,
             descriptors: None,
-            threads: [batcher, kv_writer].into_iter().chain(senders).collect(),
+            threads: vec![batcher, kv_writer, sender],
             after_steps: VecDeque::new(),
             decode,
             handled_off_loop: Vec::new(),
