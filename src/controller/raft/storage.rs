@@ -501,11 +501,11 @@ impl Writer {
                 Completion::Persisted { number }
             }
             Err(WriteError::Retry(error)) => {
-                if self.stalled.replace(error.clone()).is_some() {
-                    return; // still stalled: reported already
+                if self.stalled.replace(error.clone()).is_none() {
+                    log::error!("controller Raft log: {error}; retried every {RETRY_MS} ms, changes are refused meanwhile");
+                    let _ = self.done.send(Completion::Stalled { error });
                 }
-                log::error!("controller Raft log: {error}; retried every {RETRY_MS} ms, changes are refused meanwhile");
-                return self.report(Completion::Stalled { error });
+                return; // the bytes stay buffered for the retry
             }
             Err(WriteError::Fatal(error)) => {
                 self.break_with(error.clone());
@@ -514,10 +514,6 @@ impl Writer {
         };
         self.buf.clear();
         self.written = None;
-        self.report(completion);
-    }
-
-    fn report(&self, completion: Completion) {
         let _ = self.done.send(completion);
     }
 
@@ -716,19 +712,14 @@ impl Drop for RaftDisk {
 }
 
 fn run_thread(mut writer: Writer, jobs: Receiver<Job>, waker: Option<Arc<dyn Wake>>) {
-    let retry = std::time::Duration::from_millis(RETRY_MS);
+    use crossbeam_channel::RecvTimeoutError::{Disconnected, Timeout};
     loop {
-        let first = match writer.stalled {
-            None => jobs.recv().ok(),
-            Some(_) => match jobs.recv_timeout(retry) {
-                Ok(job) => Some(job),
-                Err(crossbeam_channel::RecvTimeoutError::Timeout) => None,
-                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return,
-            },
+        let first = match jobs.recv_timeout(std::time::Duration::from_millis(RETRY_MS)) {
+            Ok(job) => Some(job),
+            Err(Timeout) if writer.stalled.is_some() => None, // time to retry the append
+            Err(Timeout) => continue,
+            Err(Disconnected) => return,
         };
-        if first.is_none() && writer.stalled.is_none() {
-            return; // every sender is gone
-        }
         writer.run_batch(first.into_iter().chain(jobs.try_iter().take(MAX_BATCH - 1)));
         if let Some(waker) = &waker {
             waker.wake();
