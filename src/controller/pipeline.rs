@@ -16,12 +16,14 @@ pub const REQUEST_TIMEOUT_MS: u64 = 5_000;
 /// Queued requests beyond which new ones are answered SYSTEM_BUSY (a memory bound).
 pub const QUEUE_LIMIT: usize = 10_000;
 
-/// Why a node may not serve leader-only requests now: not the leader (2007), or the log
-/// failed (SYSTEM_ERROR with why).
+/// Why a node may not serve leader-only requests now: not the leader (2007), the log
+/// failed (SYSTEM_ERROR with why), or it cannot be appended to now (a full disk: requests
+/// that change something get SYSTEM_ERROR with why, the others are answered).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NotServing {
     NotLeader,
     Failed(String),
+    WritesFailing(String),
 }
 
 impl NotServing {
@@ -31,7 +33,9 @@ impl NotServing {
                 rc::CONTROLLER_NOT_LEADER,
                 "The controller is not in leader state",
             ),
-            NotServing::Failed(why) => Response::system_error(why.clone()),
+            NotServing::Failed(why) | NotServing::WritesFailing(why) => {
+                Response::system_error(why.clone())
+            }
         }
     }
 }
@@ -172,12 +176,28 @@ impl<T> Pipeline<T> {
         durability: &mut dyn Durability,
         out: &mut Vec<Completed<T>>,
     ) {
-        while self.in_flight.is_none() {
+        while !self.queue.is_empty() {
+            let serving = durability.serving();
+            let stalled = matches!(serving, Err(NotServing::WritesFailing(_)));
+            if self.in_flight.is_some() && !stalled {
+                return;
+            }
             let Some(head) = self.queue.pop_front() else {
                 return;
             };
-            if let Err(not_serving) = durability.serving() {
-                out.push(Completed::answer(head.origin, not_serving.response()));
+            if let Err(not_serving) = serving {
+                let response = match not_serving {
+                    // What the write in flight (answered already) changes is not acknowledged:
+                    // a read need not wait for it.
+                    NotServing::WritesFailing(_) => {
+                        let outcome = replicas::handle(&head.request, view);
+                        let reads = outcome.events.is_empty() && !process_read_event;
+                        reads.then_some(outcome.response)
+                    }
+                    _ => None,
+                };
+                let response = response.unwrap_or_else(|| not_serving.response());
+                out.push(Completed::answer(head.origin, response));
                 continue;
             }
             let outcome = replicas::handle(&head.request, view);
@@ -261,6 +281,14 @@ impl<T> Pipeline<T> {
             if let Some(w) = self.queue.pop_front() {
                 out.push(Completed::answer(w.origin, timeout()));
             }
+        }
+    }
+
+    /// The log stalled: the write in flight is answered `response` now but keeps its place
+    /// (its entry may still commit once the log is written again).
+    pub fn answer_in_flight(&mut self, response: &Response, out: &mut Vec<Completed<T>>) {
+        if let Some(origin) = self.in_flight.as_mut().and_then(|f| f.origin.take()) {
+            out.push(Completed::answer(origin, response.clone()));
         }
     }
 
@@ -473,6 +501,30 @@ mod tests {
         rig.log.down = Some(NotServing::Failed("log broken".into()));
         rig.submit(2, next_id("a"), 0);
         assert_eq!(rig.answered(), vec![(1, 2007, None), (2, 1, None)]);
+    }
+
+    #[test]
+    fn a_stalled_log_refuses_changes_and_serves_reads_even_behind_a_write() {
+        let mut rig = Rig::new();
+        rig.submit(1, apply_id("a", 1), 0);
+        let why = NotServing::WritesFailing("raft.log: write failed: No space left".into());
+        rig.log.down = Some(why.clone());
+        rig.pipeline.answer_in_flight(&why.response(), &mut rig.out);
+        rig.submit(2, next_id("a"), 0);
+        rig.submit(3, apply_id("b", 1), 0);
+        assert_eq!(
+            rig.answered(),
+            vec![(1, 1, None), (2, 0, Some("1".into())), (3, 1, None)]
+        );
+        assert_eq!(rig.log.proposed.len(), 1, "nothing proposed while stalled");
+        // Space returns: the first write commits after all, and changes are taken again.
+        rig.log.down = None;
+        rig.commit(1, 1);
+        rig.submit(4, apply_id("a", 2), 1);
+        assert_eq!(rig.log.proposed.len(), 2);
+        rig.commit(2, 1);
+        rig.submit(5, next_id("a"), 1);
+        assert_eq!(rig.answered(), vec![(4, 0, None), (5, 0, Some("3".into()))]);
     }
 
     #[test]

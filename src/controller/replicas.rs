@@ -511,6 +511,13 @@ fn clean_broker_data(r: &CleanBrokerData, view: &View<'_>) -> Outcome {
             "Broker {name} is not existed,clean broker data failure."
         ));
     }
+    if ids
+        .as_ref()
+        .is_some_and(|ids| clean_changes_nothing(view.state, name, ids))
+    {
+        // Java appends an event that removes nothing; the log grows only with changes.
+        return Outcome::reply(Response::new(SUCCESS, None));
+    }
     Outcome::with_event(
         Response::new(SUCCESS, None),
         Event::CleanBrokerData {
@@ -518,6 +525,19 @@ fn clean_broker_data(r: &CleanBrokerData, view: &View<'_>) -> Outcome {
             broker_id_set_to_clean: ids,
         },
     )
+}
+
+/// Whether cleaning `ids` (not empty) from a set leaves it as it is: none of them is known
+/// and no table entry becomes empty (the state's `apply_clean`).
+fn clean_changes_nothing(state: &ControllerState, name: &str, ids: &BTreeSet<i64>) -> bool {
+    let keeps = |len: usize, holds: &dyn Fn(&i64) -> bool| len > 0 && !ids.iter().any(holds);
+    !ids.is_empty()
+        && state
+            .replica_info(name)
+            .map_or(true, |r| keeps(r.brokers.len(), &|id| r.contains(*id)))
+        && state.sync_state(name).map_or(true, |s| {
+            keeps(s.sync_state_set.len(), &|id| s.sync_state_set.contains(id))
+        })
 }
 
 /// 1012: never fails; 1 for an unknown set.
@@ -536,7 +556,8 @@ fn get_next_broker_id(cluster: Option<&str>, name: Option<&str>, view: &View<'_>
     Outcome::reply(Response::with_header(SUCCESS, fields))
 }
 
-/// 1013: an id for a broker; re-applying with the same check code succeeds again.
+/// 1013: an id for a broker; re-applying with the same check code succeeds again (without
+/// an event: the id is already that broker's).
 fn apply_broker_id(r: &ApplyBrokerId, view: &View<'_>) -> Outcome {
     let Some(code) = r.register_check_code.as_deref() else {
         return missing("registerCheckCode");
@@ -588,10 +609,13 @@ fn apply_broker_id(r: &ApplyBrokerId, view: &View<'_>) -> Outcome {
         None => refuse(format!(
             "Broker-set: {name} hasn't been registered in controller, but broker try to apply brokerId: {id}"
         )),
-        Some(r) if r.brokers.get(&id).map_or(true, |b| b.register_check_code == code) => {
-            Outcome::with_event(Response::with_header(SUCCESS, fields), event)
-        }
-        Some(_) => refuse(format!("Fail to apply brokerId: {id} in broker-set: {name}")),
+        Some(r) => match r.brokers.get(&id) {
+            None => Outcome::with_event(Response::with_header(SUCCESS, fields), event),
+            Some(b) if b.register_check_code == code => {
+                Outcome::reply(Response::with_header(SUCCESS, fields))
+            }
+            Some(_) => refuse(format!("Fail to apply brokerId: {id} in broker-set: {name}")),
+        },
     }
 }
 
@@ -629,7 +653,6 @@ pub fn scan_need_reelect(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::request::ApplyBrokerId;
 
     fn apply(name: &str, id: i64) -> LeaderRequest {
         LeaderRequest::ApplyBrokerId(ApplyBrokerId {
@@ -655,6 +678,66 @@ mod tests {
             state.apply(event);
         }
         outcome.response.code
+    }
+
+    fn events_of(state: &ControllerState, request: &LeaderRequest) -> (i32, usize) {
+        let liveness = Liveness::default();
+        let view = View {
+            state,
+            liveness: &liveness,
+            now_ms: 0,
+            enable_elect_unclean_master: false,
+        };
+        let outcome = handle(request, &view);
+        (outcome.response.code, outcome.events.len())
+    }
+
+    fn clean(name: &str, ids: &str) -> LeaderRequest {
+        LeaderRequest::CleanBrokerData(CleanBrokerData {
+            cluster_name: Some("c".into()),
+            broker_name: Some(name.into()),
+            broker_controller_ids_to_clean: Some(ids.into()),
+            is_clean_living_broker: false,
+        })
+    }
+
+    #[test]
+    fn requests_that_change_nothing_answer_as_java_without_an_event() {
+        let mut state = ControllerState::default();
+        assert_eq!(run(&mut state, &apply("a", 1)), SUCCESS);
+        assert_eq!(run(&mut state, &apply("a", 2)), SUCCESS);
+        assert_eq!(
+            events_of(&state, &apply("a", 2)),
+            (SUCCESS, 0),
+            "same check code"
+        );
+        let mut other_code = apply("a", 2);
+        if let LeaderRequest::ApplyBrokerId(r) = &mut other_code {
+            r.register_check_code = Some("h:9;9".into());
+        }
+        assert_eq!(
+            events_of(&state, &other_code),
+            (rc::CONTROLLER_BROKER_ID_INVALID, 0)
+        );
+        // A set never elected has an empty SyncStateSet: a clean drops that entry.
+        assert_eq!(events_of(&state, &clean("a", "7")), (SUCCESS, 1));
+        state.apply(&Event::ElectMaster {
+            broker_name: "a".into(),
+            new_master_elected: true,
+            new_master_broker_id: Some(1),
+        });
+        assert_eq!(
+            events_of(&state, &clean("a", "7;8")),
+            (SUCCESS, 0),
+            "unknown ids"
+        );
+        assert_eq!(
+            events_of(&state, &clean("a", "2;7")),
+            (SUCCESS, 1),
+            "one known id"
+        );
+        assert_eq!(run(&mut state, &clean("a", "2")), SUCCESS);
+        assert!(!state.replica_info("a").unwrap().contains(2));
     }
 
     #[test]

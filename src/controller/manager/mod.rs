@@ -12,7 +12,7 @@ use super::event::Event;
 use super::lease::WriteLeaseGate;
 use super::liveness::{ConnRef, Liveness};
 use super::notify::{self, NotifyOutbox, RoleChangeNotification};
-use super::pipeline::{Completed, Durability, Origin, Pipeline};
+use super::pipeline::{Completed, Durability, NotServing, Origin, Pipeline};
 use super::raft::records::StorageError;
 use super::raft::{self, GroupEvent, GroupStatus, RaftGroup, WallClock};
 use super::replicas::{Elected, View};
@@ -160,10 +160,16 @@ impl<T> Controller<T> {
                         SYSTEM_ERROR,
                         format!("the controller lost its leadership (term {term}) before the change was committed"),
                     );
-                    let queued = super::pipeline::NotServing::NotLeader.response();
+                    let queued = NotServing::NotLeader.response();
                     self.pipeline.lose_leadership(&in_flight, &queued, done);
                 }
                 GroupEvent::Failed(why) => self.fail(why, done),
+                GroupEvent::Stalled(_) => {
+                    if let Err(not_serving) = self.group.serving() {
+                        self.pipeline
+                            .answer_in_flight(&not_serving.response(), done);
+                    }
+                }
                 GroupEvent::FileWritten { id, result } => self.config_written(id, result, out),
             }
         }
@@ -282,8 +288,13 @@ impl<T> Controller<T> {
         }
         self.liveness.on_heartbeat(hb, conn, now_ms);
         let response = Response::new(SUCCESS, Some("Heart beat success".into()));
-        // Only a peer that reads the answer can use a lease (rocketmq-rust brokers).
-        if !wants_reply || self.group.serving().is_err() {
+        // Only a peer that reads the answer can use a lease (rocketmq-rust brokers). A stalled
+        // log changes no master: leases go on.
+        let serving = match self.group.serving() {
+            Ok(()) | Err(NotServing::WritesFailing(_)) => true,
+            Err(_) => false,
+        };
+        if !wants_reply || !serving {
             return response;
         }
         let electing = hb
@@ -406,7 +417,8 @@ impl<T> Controller<T> {
         out: &mut Vec<Reply<T>>,
     ) {
         let mut done = Vec::new();
-        if let Err(not_serving) = self.group.serving() {
+        let serving = self.group.serving();
+        if let Err(not_serving @ (NotServing::NotLeader | NotServing::Failed(_))) = serving {
             done.push(Completed::answer(origin, not_serving.response()));
         } else {
             self.pipeline.submit(origin, request, now_ms, &mut done);

@@ -64,6 +64,8 @@ pub enum GroupEvent {
         term: u64,
     },
     Failed(String),
+    /// The log cannot be appended to now (a full disk): changes are refused until it can.
+    Stalled(String),
     /// A file job (1009's properties file) finished.
     FileWritten {
         id: u64,
@@ -104,6 +106,8 @@ pub struct RaftGroup {
     led_term: u64,
     applied: u64,
     failed: Option<String>,
+    /// Why the log writer cannot append now (it retries); cleared by its next success.
+    stalled: Option<String>,
     alone: bool,
     wall: WallClock,
 }
@@ -154,6 +158,7 @@ impl RaftGroup {
             led_term: 0,
             applied: snapshot_index,
             failed: None,
+            stalled: None,
             alone: voters == [self_id],
             wall,
         };
@@ -305,6 +310,9 @@ impl RaftGroup {
     fn on_completion(&mut self, c: Completion, out: &mut Vec<GroupEvent>) {
         match c {
             Completion::Persisted { number } => {
+                if self.stalled.take().is_some() {
+                    log::warn!("controller Raft: the log is written again; changes are accepted");
+                }
                 self.node.on_persist_ready(number);
                 self.persisted_number = number;
                 self.advance_applied();
@@ -315,6 +323,10 @@ impl RaftGroup {
                 }
             }
             Completion::Failed { error, .. } => self.fail(error, out),
+            Completion::Stalled { error } => {
+                self.stalled = Some(error.clone());
+                out.push(GroupEvent::Stalled(error));
+            }
             Completion::FileWritten { id, result } => {
                 out.push(GroupEvent::FileWritten { id, result })
             }
@@ -546,10 +558,14 @@ impl Durability for RaftGroup {
                 "the controller's Raft log failed ({why}); restart the name server"
             )));
         }
-        if self.is_serving() {
-            Ok(())
-        } else {
+        if !self.is_serving() {
             Err(NotServing::NotLeader)
+        } else if let Some(why) = &self.stalled {
+            Err(NotServing::WritesFailing(format!(
+                "the controller's log cannot be written ({why}); changes are refused until it can, reads are served"
+            )))
+        } else {
+            Ok(())
         }
     }
 

@@ -4,6 +4,11 @@
 //! The loop never touches the disk: every change to [`RaftStore`] is also handed, in order,
 //! to the [`Writer`] as a [`Job`]; it batches them into one write and at most one fsync (when
 //! raft-rs's `must_sync` asks), then reports each `Ready` persisted.
+//!
+//! A log append that fails (a full disk: ENOSPC, a file-size limit: EFBIG) is cut back to the
+//! last whole record and kept: the writer reports the log [stalled](Completion::Stalled) and
+//! tries again every [`RETRY_MS`] until the bytes fit. An fsync failure or a snapshot that
+//! cannot be written stops the writer for good.
 
 // protobuf 2 messages (with their unknown-field and size caches) are built field by field.
 #![allow(clippy::field_reassign_with_default)]
@@ -25,6 +30,8 @@ const SNAPSHOT_MAGIC: &[u8; 8] = b"RMQCRSN1";
 const KIND_ENTRY: u8 = 1;
 const KIND_HARD_STATE: u8 = 2;
 const MAX_BATCH: usize = 1024;
+/// How often a stalled writer tries its append again.
+pub const RETRY_MS: u64 = 500;
 
 /// How the writer thread tells the loop it has completions to pick up.
 pub trait Wake: Send + Sync {
@@ -366,6 +373,11 @@ pub enum Completion {
         number: u64,
         error: String,
     },
+    /// An append failed and was cut back: nothing more is persisted until a retry succeeds
+    /// (then `Persisted` follows). Reported once per stall.
+    Stalled {
+        error: String,
+    },
     FileWritten {
         id: u64,
         result: Result<(), String>,
@@ -375,13 +387,26 @@ pub enum Completion {
 pub struct Writer {
     dir: PathBuf,
     file: File,
+    /// The log's length up to its last whole record (where a failed append is cut back to).
+    len: u64,
     next_seq: u64,
     buf: Vec<u8>,
     needs_sync: bool,
     /// `Ready` numbers written but not yet reported.
     written: Option<u64>,
     broken: Option<String>,
+    /// Why the buffered append does not fit yet (it is retried).
+    stalled: Option<String>,
     done: Sender<Completion>,
+    /// Tests: the next appends fail with this OS error after writing half their bytes.
+    #[cfg(test)]
+    fail_appends: Option<i32>,
+}
+
+/// Why an append did not happen: worth a retry (it was cut back), or not.
+enum WriteError {
+    Retry(String),
+    Fatal(String),
 }
 
 impl Writer {
@@ -397,10 +422,14 @@ impl Writer {
                 } => {
                     if let Some(snap) = snapshot {
                         self.flush();
+                        // The snapshot replaces the log, what did not fit yet included.
+                        self.buf.clear();
                         let hs = hard_state.clone().unwrap_or_default();
-                        if let Err(e) =
-                            self.install_snapshot(&encode_snapshot_file(&snap), &[], &hs)
+                        let file = encode_snapshot_file(&snap);
+                        if let Err(WriteError::Retry(e) | WriteError::Fatal(e)) =
+                            self.install_snapshot(&file, &[], &hs)
                         {
+                            // The buffered entries follow the snapshot: no retry without it.
                             self.break_with(e);
                         }
                     }
@@ -421,14 +450,16 @@ impl Writer {
                     hard_state,
                 } => {
                     self.flush();
-                    if self.broken.is_some() {
+                    if self.broken.is_some() || self.stalled.is_some() {
+                        // The log on disk keeps every entry: a later snapshot cuts it.
                         continue;
                     }
                     let index = meta.index;
                     let file = encode_snapshot_file(&snapshot_of(meta, &state));
                     match self.install_snapshot(&file, &keep, &hard_state) {
                         Ok(()) => log::info!("controller Raft: snapshot at index {index} written; log cut to {} entries", keep.len()),
-                        Err(e) => self.break_with(format!("snapshot at index {index}: {e}")),
+                        Err(WriteError::Retry(e)) => log::warn!("controller Raft: snapshot at index {index} not written ({e}); the log keeps its entries until the next one"),
+                        Err(WriteError::Fatal(e)) => self.break_with(format!("snapshot at index {index}: {e}")),
                     }
                 }
                 Job::WriteFile { id, path, content } => {
@@ -452,47 +483,82 @@ impl Writer {
     }
 
     fn flush(&mut self) {
-        let Some(number) = self.written.take() else {
+        let Some(number) = self.written else {
             return;
         };
         let result = match &self.broken {
-            Some(why) => Err(why.clone()),
+            Some(why) => Err(WriteError::Fatal(why.clone())),
             None => self.write_buffered(),
         };
-        self.buf.clear();
         let completion = match result {
-            Ok(()) => Completion::Persisted { number },
-            Err(error) => {
+            Ok(()) => {
+                if let Some(why) = self.stalled.take() {
+                    log::warn!(
+                        "controller Raft log in {}: written again after failing ({why})",
+                        self.dir.display()
+                    );
+                }
+                Completion::Persisted { number }
+            }
+            Err(WriteError::Retry(error)) => {
+                if self.stalled.replace(error.clone()).is_none() {
+                    log::error!("controller Raft log: {error}; retried every {RETRY_MS} ms, changes are refused meanwhile");
+                    let _ = self.done.send(Completion::Stalled { error });
+                }
+                return; // the bytes stay buffered for the retry
+            }
+            Err(WriteError::Fatal(error)) => {
                 self.break_with(error.clone());
                 Completion::Failed { number, error }
             }
         };
+        self.buf.clear();
+        self.written = None;
         let _ = self.done.send(completion);
     }
 
-    fn write_buffered(&mut self) -> Result<(), String> {
+    /// Appends the buffer; a failed append is cut back to the last whole record.
+    fn write_buffered(&mut self) -> Result<(), WriteError> {
         let path = log_path(&self.dir);
-        self.file
-            .write_all(&self.buf)
-            .map_err(|e| format!("{}: write failed: {e}", path.display()))?;
+        if let Err(e) = self.append_buffer() {
+            let cut = self.file.set_len(self.len);
+            return Err(match cut {
+                Ok(()) => WriteError::Retry(format!("{}: write failed: {e}", path.display())),
+                Err(cut) => WriteError::Fatal(format!(
+                    "{}: write failed: {e}; cutting the partial record failed: {cut}",
+                    path.display()
+                )),
+            });
+        }
+        self.len += self.buf.len() as u64;
         if std::mem::take(&mut self.needs_sync) {
             self.file
                 .sync_data()
-                .map_err(|e| format!("{}: fsync failed: {e}", path.display()))?;
+                .map_err(|e| WriteError::Fatal(format!("{}: fsync failed: {e}", path.display())))?;
         }
         Ok(())
     }
 
-    /// Writes the snapshot file, then replaces the log by `keep` + `hard_state`.
+    fn append_buffer(&mut self) -> std::io::Result<()> {
+        #[cfg(test)]
+        if let Some(errno) = self.fail_appends {
+            self.file.write_all(&self.buf[..self.buf.len() / 2])?;
+            return Err(std::io::Error::from_raw_os_error(errno));
+        }
+        self.file.write_all(&self.buf)
+    }
+
+    /// Writes the snapshot file, then replaces the log by `keep` + `hard_state`. Until the
+    /// rename the old log stands (a failure is worth a retry); after it, it does not.
     fn install_snapshot(
         &mut self,
         snapshot_file: &[u8],
         keep: &[Entry],
         hard_state: &HardState,
-    ) -> Result<(), String> {
+    ) -> Result<(), WriteError> {
         let snap_path = snapshot_path(&self.dir);
         crate::durable_file::replace_file(&snap_path, snapshot_file)
-            .map_err(|e| format!("cannot write {}: {e}", snap_path.display()))?;
+            .map_err(|e| WriteError::Retry(format!("cannot write {}: {e}", snap_path.display())))?;
         let path = log_path(&self.dir);
         let mut out = records::MAGIC.to_vec();
         let mut seq = 1;
@@ -501,16 +567,27 @@ impl Writer {
         }
         seq = push_item(seq, KIND_HARD_STATE, hard_state, &mut out);
         let tmp = crate::durable_file::sibling(&path, ".tmp");
-        let write = || -> std::io::Result<File> {
+        let write = || -> std::io::Result<()> {
             let mut f = File::create(&tmp)?;
             f.write_all(&out)?;
-            f.sync_all()?;
+            f.sync_all()
+        };
+        if let Err(e) = write() {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(WriteError::Retry(format!(
+                "cannot write {}: {e}",
+                tmp.display()
+            )));
+        }
+        let swap = || -> std::io::Result<File> {
             std::fs::rename(&tmp, &path)?;
             std::fs::OpenOptions::new().append(true).open(&path)
         };
-        self.file = write().map_err(|e| format!("cannot rewrite {}: {e}", path.display()))?;
+        self.file = swap()
+            .map_err(|e| WriteError::Fatal(format!("cannot replace {}: {e}", path.display())))?;
+        self.len = out.len() as u64;
         crate::durable_file::sync_dir(&self.dir)
-            .map_err(|e| format!("fsync {}: {e}", self.dir.display()))?;
+            .map_err(|e| WriteError::Fatal(format!("fsync {}: {e}", self.dir.display())))?;
         self.next_seq = seq;
         Ok(())
     }
@@ -553,15 +630,23 @@ impl RaftDisk {
     ) -> Result<RaftDisk, StorageError> {
         let (job_tx, job_rx) = crossbeam_channel::unbounded();
         let (done_tx, done_rx) = crossbeam_channel::unbounded();
+        let len = file
+            .metadata()
+            .map_err(records::io(&log_path(dir), "stat"))?
+            .len();
         let writer = Writer {
             dir: dir.to_path_buf(),
             file,
+            len,
             next_seq,
             buf: Vec::new(),
             needs_sync: false,
             written: None,
             broken: None,
+            stalled: None,
             done: done_tx,
+            #[cfg(test)]
+            fail_appends: None,
         };
         let (thread, manual) = match persistence {
             Persistence::Manual => (None, Some((writer, job_rx))),
@@ -627,8 +712,15 @@ impl Drop for RaftDisk {
 }
 
 fn run_thread(mut writer: Writer, jobs: Receiver<Job>, waker: Option<Arc<dyn Wake>>) {
-    while let Ok(first) = jobs.recv() {
-        writer.run_batch(std::iter::once(first).chain(jobs.try_iter().take(MAX_BATCH - 1)));
+    use crossbeam_channel::RecvTimeoutError::{Disconnected, Timeout};
+    loop {
+        let first = match jobs.recv_timeout(std::time::Duration::from_millis(RETRY_MS)) {
+            Ok(job) => Some(job),
+            Err(Timeout) if writer.stalled.is_some() => None, // time to retry the append
+            Err(Timeout) => continue,
+            Err(Disconnected) => return,
+        };
+        writer.run_batch(first.into_iter().chain(jobs.try_iter().take(MAX_BATCH - 1)));
         if let Some(waker) = &waker {
             waker.wake();
         }
@@ -842,6 +934,54 @@ mod tests {
         assert_eq!(store.last_index().unwrap(), 11);
         assert_eq!(store.hard_state().commit, 10);
         assert_eq!(store.snapshot_state(), &state);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    fn fail_appends(disk: &mut RaftDisk, errno: Option<i32>) {
+        disk.manual.as_mut().unwrap().0.fail_appends = errno;
+    }
+
+    #[test]
+    fn a_full_disk_stalls_the_log_and_it_is_written_once_space_returns() {
+        let d = dir("full");
+        let (_, mut disk) = open(&d);
+        persist(&mut disk, 1, vec![entry(1, 1, b"a")], None);
+        let before = std::fs::metadata(log_path(&d)).unwrap().len();
+        fail_appends(&mut disk, Some(28)); // ENOSPC
+        for (number, index) in [(2, 2), (3, 3)] {
+            let data = vec![b'x'; 1_000];
+            disk.send(Job::Persist {
+                number,
+                entries: vec![entry(index, 1, &data)],
+                hard_state: None,
+                snapshot: None,
+                sync: true,
+            })
+            .unwrap();
+            disk.run_manual();
+        }
+        let Some(Completion::Stalled { error }) = disk.try_completion() else {
+            panic!("a stall is reported");
+        };
+        assert!(
+            error.contains("raft.log") && error.contains("os error 28"),
+            "{error}"
+        );
+        assert_eq!(disk.try_completion(), None, "reported once");
+        assert_eq!(
+            std::fs::metadata(log_path(&d)).unwrap().len(),
+            before,
+            "the half-written record was cut"
+        );
+        fail_appends(&mut disk, None);
+        disk.run_manual();
+        assert_eq!(
+            disk.try_completion(),
+            Some(Completion::Persisted { number: 3 })
+        );
+        disk.close();
+        let (store, _disk) = open(&d);
+        assert_eq!(store.last_index().unwrap(), 3, "every entry once, in order");
         std::fs::remove_dir_all(&d).unwrap();
     }
 
