@@ -20,6 +20,8 @@ use std::collections::{BTreeMap, BTreeSet};
 /// deployment, low enough that a hostile peer cannot exhaust memory with 1013s.
 pub const MAX_BROKER_SETS: usize = 100_000;
 pub const MAX_IDS_PER_BROKER_SET: usize = 1_024;
+/// The most broker ids one 1006 answer lists (~1.5 MB, ~2 ms to write): 2,700 sets of three.
+pub const MAX_SYNC_STATE_DATA_REPLICAS: usize = 8_192;
 
 #[derive(Clone, Copy)]
 pub struct View<'a> {
@@ -443,6 +445,13 @@ fn get_sync_state_data(names: &[String], view: &View<'_>) -> Outcome {
         .filter_map(|name| Some((name.as_str(), view.state.broker_set(name)?)))
         .collect();
     let sets: Vec<_> = sets.into_values().collect();
+    let replicas: usize = sets.iter().map(|(r, _)| r.brokers.len()).sum();
+    if replicas > MAX_SYNC_STATE_DATA_REPLICAS {
+        return Outcome::reply(Response::system_error(format!(
+            "the answer would list {replicas} broker ids of {} broker sets, more than {MAX_SYNC_STATE_DATA_REPLICAS}; ask for fewer broker sets at a time",
+            sets.len()
+        )));
+    }
     let alive =
         |r: &BrokerReplicaInfo, id| view.alive(r.cluster_name.as_deref(), &r.broker_name, id);
     let body = body::broker_replicas_info(&sets, alive);
@@ -772,6 +781,34 @@ mod tests {
             run(&mut state, &apply("set-7", 2)),
             SUCCESS,
             "known sets still take ids"
+        );
+    }
+
+    #[test]
+    fn one_sync_state_answer_lists_a_bounded_number_of_ids() {
+        let mut state = ControllerState::default();
+        let per_set = MAX_IDS_PER_BROKER_SET;
+        let sets = MAX_SYNC_STATE_DATA_REPLICAS / per_set;
+        for s in 0..=sets {
+            for id in 1..=per_set as i64 {
+                assert_eq!(run(&mut state, &apply(&format!("s{s}"), id)), SUCCESS);
+            }
+        }
+        let ask = |n: usize| LeaderRequest::GetSyncStateData {
+            broker_names: (0..n).map(|s| format!("s{s}")).collect(),
+        };
+        assert_eq!(run(&mut state, &ask(sets)), SUCCESS);
+        let liveness = Liveness::default();
+        let view = View {
+            state: &state,
+            liveness: &liveness,
+            now_ms: 0,
+            enable_elect_unclean_master: false,
+        };
+        let refused = handle(&ask(sets + 1), &view).response;
+        assert_eq!(
+            (refused.code, refused.remark.as_deref()),
+            (1, Some("the answer would list 9216 broker ids of 9 broker sets, more than 8192; ask for fewer broker sets at a time"))
         );
     }
 }

@@ -2,13 +2,15 @@
 //! senders (`rmq-admin`, `rmq-bench controller`) with [`ControllerRequest::encode`].
 //! Headers are read leniently, as Java's controller reads them (docs/controller.md,
 //! "Requests"): a missing or unparsable field stays at its default and `replicas` decides.
+//! What Java does not bound is bounded here, before anything is parsed: each code's body
+//! length, and every name and address by the name server's rules ([`check_names`]).
 
 use super::codes::request as code;
 use super::response::Response;
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::json::{self, Field, ValueRef};
 use crate::request::field::{BROKER_ADDR, BROKER_ID, BROKER_NAME, CLUSTER_NAME};
-use crate::request::Encoded;
+use crate::request::{Encoded, NameLimits, ParseError, MAX_CONFIG_UPDATE_BYTES};
 use field::*;
 use std::collections::BTreeSet;
 
@@ -20,6 +22,7 @@ pub mod field {
     pub const DESIGNATE_ELECT: &str = "designateElect";
     pub const BROKER_ADDRESS: &str = "brokerAddress";
     pub const INVOKE_TIME: &str = "invokeTime";
+    pub const REGISTER_CHECK_CODE: &str = "registerCheckCode";
     // 1001's body (`SyncStateSet`).
     pub const SYNC_STATE_SET: &str = "syncStateSet";
     pub const SYNC_STATE_SET_EPOCH: &str = "syncStateSetEpoch";
@@ -207,7 +210,7 @@ header! {
         cluster_name: Option<String> = CLUSTER_NAME,
         broker_name: Option<String> = BROKER_NAME,
         applied_broker_id: Option<i64> = "appliedBrokerId",
-        register_check_code: Option<String> = "registerCheckCode",
+        register_check_code: Option<String> = REGISTER_CHECK_CODE,
     }
 }
 
@@ -221,6 +224,7 @@ pub enum LeaderRequest {
         broker_name: Option<String>,
     },
     GetSyncStateData {
+        /// Distinct and sorted: a name repeated in the request is looked up once.
         broker_names: Vec<String>,
     },
     CleanBrokerData(CleanBrokerData),
@@ -344,8 +348,80 @@ impl LeaderRequest {
     }
 }
 
-/// Parses one request. `Err` is an answer to send at once (a body Java could not read).
-pub fn parse(cmd: &RemotingCommand) -> Result<ControllerRequest, Response> {
+/// The longest 1001 body: a set of `MAX_IDS_PER_BROKER_SET` ids of 20 digits fits 3 times.
+pub const MAX_SYNC_STATE_SET_BODY: usize = 64 * 1024;
+/// The longest 1006 body: thousands of broker-set names (`mqadmin getSyncStateSet -c` names a
+/// cluster's); reading the worst case, 32,768 distinct one-letter names, takes ~2 ms.
+pub const MAX_BROKER_NAME_LIST_BODY: usize = 128 * 1024;
+/// The longest body of the codes that read none (Java's send none).
+pub const MAX_UNREAD_BODY: usize = 64 * 1024;
+
+/// A served code's longest body and what the sender should do instead (None: not served).
+fn body_bound(request_code: i32) -> Option<(usize, &'static str)> {
+    Some(match request_code {
+        code::UPDATE_CONTROLLER_CONFIG => (MAX_CONFIG_UPDATE_BYTES, "send fewer keys at a time"),
+        code::CONTROLLER_ALTER_SYNC_STATE_SET => (MAX_SYNC_STATE_SET_BODY, "too many ids"),
+        code::CONTROLLER_GET_SYNC_STATE_DATA => (
+            MAX_BROKER_NAME_LIST_BODY,
+            "ask for fewer broker sets at a time",
+        ),
+        code::GET_BROKER_EPOCH_CACHE | code::NOTIFY_BROKER_ROLE_CHANGED => return None,
+        code::BROKER_HEARTBEAT
+        | code::CONTROLLER_ALTER_SYNC_STATE_SET..=code::CONTROLLER_APPLY_BROKER_ID => {
+            (MAX_UNREAD_BODY, "this request takes no body")
+        }
+        _ => return None,
+    })
+}
+
+/// Parses one request. `Err` is an answer to send at once: a body over its code's bound, a
+/// name or address the name server would refuse, or a body Java could not read.
+pub fn parse(cmd: &RemotingCommand, limits: &NameLimits) -> Result<ControllerRequest, Response> {
+    let Some((max_body, instead)) = body_bound(cmd.code) else {
+        return Ok(ControllerRequest::Unsupported(cmd.code));
+    };
+    if cmd.body.len() > max_body {
+        let (what, len) = (super::codes::request_name(cmd.code), cmd.body.len());
+        return Err(Response::system_error(format!(
+            "bad {what} body: {len} bytes, more than {max_body}; {instead}"
+        )));
+    }
+    check_names(cmd, limits)?;
+    parse_fields(cmd, limits)
+}
+
+/// Every cluster, broker-set and broker name and every address in a request's header, by the
+/// name server's rules and its `maxNameLength` (docs/operations.md, "Values checked at the
+/// wire"), so that none a broker could not have sent reaches the tables, the log or a reply.
+pub fn check_names(cmd: &RemotingCommand, limits: &NameLimits) -> Result<(), Response> {
+    let refuse = |e: ParseError| Response::system_error(e.to_string());
+    for field in [CLUSTER_NAME, BROKER_NAME] {
+        if let Some(name) = cmd.ext(field) {
+            limits.check_broker_name(field, name).map_err(refuse)?;
+        }
+    }
+    for field in [BROKER_ADDR, BROKER_ADDRESS] {
+        if let Some(address) = cmd.ext(field) {
+            limits.check_address(field, address).map_err(refuse)?;
+        }
+    }
+    // A broker writes `address;registerTimeMillis` (only separators: Java's own answer).
+    let check_code = cmd.ext(REGISTER_CHECK_CODE);
+    if let Some(check_code) = check_code.filter(|c| !c.bytes().all(|b| b == b';')) {
+        let (address, time) = check_code.split_once(';').unwrap_or((check_code, ""));
+        limits
+            .check_address(REGISTER_CHECK_CODE, address)
+            .map_err(refuse)?;
+        if time.len() > 32 {
+            return Err(Response::system_error(format!(
+                "{REGISTER_CHECK_CODE} is longer than its address and 32 more bytes"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn parse_fields(cmd: &RemotingCommand, limits: &NameLimits) -> Result<ControllerRequest, Response> {
     let text = |key| Option::<String>::read(cmd, key);
     let leader = match cmd.code {
         code::BROKER_HEARTBEAT => return Ok(ControllerRequest::Heartbeat(Heartbeat::read(cmd))),
@@ -377,7 +453,7 @@ pub fn parse(cmd: &RemotingCommand) -> Result<ControllerRequest, Response> {
             broker_name: text(BROKER_NAME),
         },
         code::CONTROLLER_GET_SYNC_STATE_DATA => LeaderRequest::GetSyncStateData {
-            broker_names: parse_broker_names(&cmd.body)?,
+            broker_names: parse_broker_names(&cmd.body, limits)?,
         },
         code::CLEAN_BROKER_DATA => LeaderRequest::CleanBrokerData(CleanBrokerData::read(cmd)),
         code::CONTROLLER_GET_NEXT_BROKER_ID => LeaderRequest::GetNextBrokerId {
@@ -444,9 +520,10 @@ fn read_ids(v: ValueRef<'_>) -> Option<BTreeSet<i64>> {
     v.items()?.map(|item| item.as_i64()).collect()
 }
 
-/// 1006's body: a JSON array of broker names. Absent, `null` or empty answers Java's
-/// "not set any response code"; anything else that is not a list of strings is an error.
-fn parse_broker_names(body: &[u8]) -> Result<Vec<String>, Response> {
+/// 1006's body: a JSON array of broker names, each distinct one kept once and checked as
+/// [`check_names`] checks a header's. Absent, `null` or empty answers Java's "not set any
+/// response code"; anything else that is not a list of strings is an error.
+fn parse_broker_names(body: &[u8], limits: &NameLimits) -> Result<Vec<String>, Response> {
     if body.is_empty() {
         return Err(Response::not_set());
     }
@@ -459,17 +536,23 @@ fn parse_broker_names(body: &[u8]) -> Result<Vec<String>, Response> {
     let items = root
         .items()
         .ok_or_else(|| Response::system_error("broker name list is not a JSON array"))?;
-    let names = items
-        .map(|item| {
-            let non_string = || format!("broker name list holds a non-string: {}", item.to_text());
-            item.as_str().map(str::to_owned).ok_or_else(non_string)
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(Response::system_error)?;
+    let mut names = BTreeSet::new();
+    for item in items {
+        let Some(name) = item.as_str() else {
+            let remark = format!("broker name list holds a non-string: {}", item.to_text());
+            return Err(Response::system_error(remark));
+        };
+        names.insert(name);
+    }
     if names.is_empty() {
         return Err(Response::not_set());
     }
-    Ok(names)
+    for name in &names {
+        limits
+            .check_broker_name("a broker name in the list", name)
+            .map_err(|e| Response::system_error(e.to_string()))?;
+    }
+    Ok(names.into_iter().map(str::to_owned).collect())
 }
 
 #[cfg(test)]
@@ -477,6 +560,96 @@ mod tests {
     use super::*;
     use crate::remoting::command::SerializeType;
     use bytes::Bytes;
+
+    fn parse(cmd: &RemotingCommand) -> Result<ControllerRequest, Response> {
+        let limits = NameLimits::from_config(&crate::config::NamesrvConfig::default());
+        super::parse(cmd, &limits)
+    }
+
+    fn refusal(code: i32, fields: &[(&str, &str)], body: &[u8]) -> String {
+        let r = parse(&RemotingCommand::for_test(code, fields, body)).unwrap_err();
+        assert_eq!(r.code, 1);
+        r.remark.unwrap_or_default()
+    }
+
+    #[test]
+    fn bodies_longer_than_their_code_takes_are_refused_with_the_bound() {
+        let config = format!("a={}\n", "x".repeat(MAX_CONFIG_UPDATE_BYTES));
+        assert_eq!(
+            refusal(1009, &[], config.as_bytes()),
+            "bad UPDATE_CONTROLLER_CONFIG body: 16387 bytes, more than 16384; send fewer keys at a time"
+        );
+        let names = format!("[{}\"a\"]", "\"a\",".repeat(MAX_BROKER_NAME_LIST_BODY / 4));
+        assert!(refusal(1006, &[], names.as_bytes()).starts_with(
+            "bad CONTROLLER_GET_SYNC_STATE_DATA body: 131077 bytes, more than 131072"
+        ));
+        let ids = vec![b' '; MAX_SYNC_STATE_SET_BODY + 1];
+        assert!(refusal(1001, &[], &ids).contains("more than 65536"));
+        let unread = vec![0; MAX_UNREAD_BODY + 1];
+        assert!(refusal(1013, &[], &unread).ends_with("this request takes no body"));
+        // At the bound: read as before.
+        let fits = format!("a={}\n", "x".repeat(MAX_CONFIG_UPDATE_BYTES - 3));
+        let request = parse(&RemotingCommand::for_test(1009, &[], fits.as_bytes()));
+        assert!(matches!(
+            request,
+            Ok(ControllerRequest::UpdateConfig { .. })
+        ));
+        // Codes not served stay "not supported", whatever they carry.
+        let big = RemotingCommand::for_test(1008, &[], &unread);
+        assert_eq!(parse(&big), Ok(ControllerRequest::Unsupported(1008)));
+    }
+
+    #[test]
+    fn names_and_addresses_obey_the_name_servers_rules_on_every_code() {
+        let long = "b".repeat(256);
+        for code in [904, 1001, 1002, 1003, 1004, 1011, 1012, 1013] {
+            assert_eq!(
+                refusal(code, &[("brokerName", &long)], b""),
+                "brokerName is longer than 255 bytes",
+                "{code}"
+            );
+            assert_eq!(
+                refusal(code, &[("clusterName", "a b")], b""),
+                "clusterName contains ' '; allowed: A-Z a-z 0-9 and . _ - % |"
+            );
+        }
+        assert_eq!(
+            refusal(904, &[("brokerAddr", "10.0.0.1")], b""),
+            "brokerAddr \"10.0.0.1\" is not host:port: no port"
+        );
+        assert!(
+            refusal(1003, &[("brokerAddress", &long)], b"").starts_with("brokerAddress is longer")
+        );
+        assert_eq!(
+            refusal(1013, &[("registerCheckCode", ";1700000000000")], b""),
+            "registerCheckCode \"\" is not host:port: no port"
+        );
+        let late = format!("10.0.0.1:30911;{}", "1".repeat(33));
+        assert!(refusal(1013, &[("registerCheckCode", &late)], b"").contains("32 more bytes"));
+        let broker = [
+            ("clusterName", "DefaultCluster"),
+            ("brokerName", "broker-a"),
+            ("brokerAddr", "[::1]:30911"),
+            ("registerCheckCode", "broker-a.svc:30911;1700000000000"),
+        ];
+        assert!(parse(&RemotingCommand::for_test(904, &broker, b"")).is_ok());
+        assert!(parse(&RemotingCommand::for_test(1013, &broker, b"")).is_ok());
+    }
+
+    #[test]
+    fn a_name_listed_many_times_is_read_once() {
+        let body = format!("[{}\"b\",\"a\"]", "\"b\",".repeat(20_000));
+        let ControllerRequest::Leader(LeaderRequest::GetSyncStateData { broker_names }) =
+            parse(&RemotingCommand::for_test(1006, &[], body.as_bytes())).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(broker_names, ["a", "b"]);
+        assert_eq!(
+            refusal(1006, &[], b"[\"a\",\"x\\\"y\"]"),
+            "a broker name in the list contains '\"'; allowed: A-Z a-z 0-9 and . _ - % |"
+        );
+    }
 
     #[test]
     fn numbers_parse_like_java_and_bad_ones_stay_null() {
@@ -649,7 +822,7 @@ mod tests {
                 broker_name: text("b"),
             }),
             leader(LeaderRequest::GetSyncStateData {
-                broker_names: vec!["a".into(), "b\"c".into()],
+                broker_names: vec!["a".into(), "b".into()],
             }),
             leader(LeaderRequest::CleanBrokerData(CleanBrokerData {
                 cluster_name: text("c"),
@@ -708,6 +881,7 @@ mod tests {
                 }),
             })),
             ControllerRequest::Leader(LeaderRequest::ElectMaster(ElectMaster {
+                cluster_name: "c".into(),
                 broker_id: -1,
                 ..ElectMaster::controller_trigger("b")
             })),

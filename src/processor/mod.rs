@@ -406,12 +406,8 @@ impl Processor {
         }
     }
 
-    fn name_limits(&self) -> NameLimits {
-        NameLimits {
-            max_name_length: self.config.max_name_length as usize,
-            max_topic_name_length: self.config.max_topic_name_length as usize,
-            max_queue_nums: self.config.max_queue_nums.min(i32::MAX as u32) as i32,
-        }
+    pub(crate) fn name_limits(&self) -> NameLimits {
+        NameLimits::from_config(&self.config)
     }
 
     fn deferred_reply(&self, ticket: Ticket, reply: &Reply) -> DeferredReply {

@@ -38,6 +38,17 @@ pub struct NameLimits {
     pub max_queue_nums: i32,
 }
 
+impl NameLimits {
+    /// The limits the config sets now (the name server's and its embedded controller's).
+    pub fn from_config(config: &crate::config::NamesrvConfig) -> Self {
+        NameLimits {
+            max_name_length: config.max_name_length as usize,
+            max_topic_name_length: config.max_topic_name_length as usize,
+            max_queue_nums: config.max_queue_nums.min(i32::MAX as u32) as i32,
+        }
+    }
+}
+
 #[derive(Clone, Copy)]
 pub(super) struct Fields<'a> {
     pub cmd: &'a RemotingCommand,

@@ -33,6 +33,7 @@ mod rules;
 
 pub use admin::{
     DeleteTopic, GetKvList, KvKey, PutKvConfig, RegisterTopic, UpdateNamesrvConfig, WritePerm,
+    MAX_CONFIG_UPDATE_BYTES,
 };
 pub use broker::{
     BrokerHeartbeat, BrokerRef, GetBrokerMemberGroup, QueryDataVersion, RegisterBroker,

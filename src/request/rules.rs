@@ -19,7 +19,7 @@ impl NameLimits {
         Ok(())
     }
 
-    pub(super) fn check_broker_name(
+    pub(crate) fn check_broker_name(
         &self,
         field: &'static str,
         value: &str,
@@ -39,7 +39,7 @@ impl NameLimits {
     }
 
     /// A broker or HA address: bounded, and `host:port`.
-    pub(super) fn check_address(&self, field: &'static str, value: &str) -> Result<(), ParseError> {
+    pub(crate) fn check_address(&self, field: &'static str, value: &str) -> Result<(), ParseError> {
         self.check_length(field, value)?;
         let bad = |reason| invalid(format!("{field} {value:?} is not host:port: {reason}"));
         let Some((host, port)) = value.rsplit_once(':') else {

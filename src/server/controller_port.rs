@@ -12,6 +12,7 @@ use crate::controller::{ConnRef, Controller, ControllerConfig, Reply};
 use crate::event_loop::oneway::{self, Oneway, OnewaySender};
 use crate::event_loop::{ConnId, Ctx, EventLoop, Handler, ListenerTag, LoopWaker, Next, TimerId};
 use crate::remoting::command::{RemotingCommand, SerializeType};
+use crate::request::NameLimits;
 use crossbeam_channel::TrySendError;
 use log::{error, info, warn};
 use std::io;
@@ -189,12 +190,13 @@ impl ControllerPort {
         ctx.set_timer(RAFT_TICK_TIMER, now + raft::TICK_MS);
     }
 
-    /// A panic (a bug) closes this connection only.
+    /// A panic (a bug) closes this connection only. `names`: the name server's limits now.
     pub(super) fn on_frame<C>(
         &mut self,
         ctx: &mut Ctx<C>,
         conn: ConnId,
         cmd: &RemotingCommand,
+        names: NameLimits,
     ) -> Next {
         if cmd.code == peers::PEER_CODE || self.links.owns(conn) {
             return self.on_peer_frame(ctx, conn, cmd);
@@ -206,6 +208,7 @@ impl ControllerPort {
         };
         let now = ctx.now_ms();
         let controller = &mut self.controller;
+        controller.set_name_limits(names);
         let replies = &mut self.replies;
         let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let from = Some(ConnRef(conn.index() as u64));

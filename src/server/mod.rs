@@ -439,7 +439,7 @@ impl Handler for NameServer {
         if let Some(port) = self.controller.as_mut() {
             // The controller's listener, and the connections its peer link opened.
             if ctx.listener(conn) != Some(NAMESRV_LISTENER) {
-                return port.on_frame(ctx, conn, &cmd);
+                return port.on_frame(ctx, conn, &cmd, self.processor.name_limits());
             }
         }
         if let Some(peer) = ctx.data(conn) {

@@ -7,6 +7,7 @@ use super::StartError;
 use crate::config::NamesrvConfig;
 use crate::event_loop::{ConnId, Ctx, EventLoop, Handler, ListenerTag, Next, TimerId};
 use crate::remoting::command::RemotingCommand;
+use crate::request::NameLimits;
 use std::io;
 use std::net::SocketAddr;
 
@@ -67,7 +68,13 @@ impl ControllerPort {
         match *self {}
     }
 
-    pub(super) fn on_frame<C>(&mut self, _: &mut Ctx<C>, _: ConnId, _: &RemotingCommand) -> Next {
+    pub(super) fn on_frame<C>(
+        &mut self,
+        _: &mut Ctx<C>,
+        _: ConnId,
+        _: &RemotingCommand,
+        _: NameLimits,
+    ) -> Next {
         match *self {}
     }
 

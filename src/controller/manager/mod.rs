@@ -19,8 +19,10 @@ use super::replicas::{Elected, View};
 use super::request::{self, ControllerRequest, ElectMaster, Heartbeat, LeaderRequest};
 use super::response::Response;
 use super::state::{ControllerState, Stamp};
+use crate::event_loop::LogGate;
 use crate::remoting::codes::response::{REQUEST_CODE_NOT_SUPPORTED, SUCCESS, SYSTEM_ERROR};
 use crate::remoting::command::RemotingCommand;
+use crate::request::NameLimits;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
@@ -71,6 +73,10 @@ pub struct Controller<T> {
     /// When this node began to serve, and whether a new leader's checks are done.
     serving_since: Option<u64>,
     serving_checked: bool,
+    /// The name server's `maxNameLength` and kin, as they are now (they are live settings).
+    name_limits: NameLimits,
+    /// Requests refused at the wire: one warning line per interval.
+    refused_log: LogGate,
 }
 
 struct ConfigUpdate<T> {
@@ -175,6 +181,11 @@ impl<T> Controller<T> {
         }
     }
 
+    /// The name server's limits for names and addresses, which the controller's requests obey.
+    pub fn set_name_limits(&mut self, limits: NameLimits) {
+        self.name_limits = limits;
+    }
+
     pub fn config(&self) -> &ControllerConfig {
         &self.config
     }
@@ -237,9 +248,18 @@ impl<T> Controller<T> {
             return;
         }
         let wants_reply = !cmd.is_oneway();
-        let request = match request::parse(cmd) {
+        let request = match request::parse(cmd, &self.name_limits) {
             Ok(request) => request,
-            Err(response) => return reply(out, ticket, wants_reply, response),
+            Err(response) => {
+                if let Some(more) = self.refused_log.ready(now_ms) {
+                    log::warn!(
+                        "controller: {} refused: {} ({more} more refused since the last line)",
+                        super::codes::request_name(cmd.code),
+                        response.remark.as_deref().unwrap_or_default()
+                    );
+                }
+                return reply(out, ticket, wants_reply, response);
+            }
         };
         let response = match request {
             ControllerRequest::Heartbeat(hb) => self.heartbeat(&hb, conn, wants_reply, now_ms),

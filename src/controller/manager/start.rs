@@ -3,6 +3,7 @@
 //! campaigns and serves before `open` returns.
 
 use super::{Controller, StartError};
+use crate::config::NamesrvConfig;
 use crate::controller::config::ControllerConfig;
 use crate::controller::lease::WriteLeaseGate;
 use crate::controller::liveness::Liveness;
@@ -10,12 +11,17 @@ use crate::controller::notify::NotifyOutbox;
 use crate::controller::pipeline::Pipeline;
 use crate::controller::raft::records::corrupt;
 use crate::controller::raft::{self, Persistence, RaftGroup, Wake, WallClock};
+use crate::event_loop::LogGate;
+use crate::request::NameLimits;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long a group of one may take to serve at start: its first entry's fsync.
 const START_SERVING_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// At most one line per this many milliseconds about requests refused at the wire.
+const REFUSED_LOG_INTERVAL_MS: u64 = 10_000;
 
 #[derive(Debug, Default)]
 pub(super) struct Replay {
@@ -80,6 +86,8 @@ impl<T> Controller<T> {
             inactive_masters: BTreeMap::new(),
             serving_since: None,
             serving_checked: true,
+            name_limits: NameLimits::from_config(&NamesrvConfig::default()),
+            refused_log: LogGate::new(REFUSED_LOG_INTERVAL_MS),
         };
         let mut out = Vec::new();
         // The committed entries the log holds (raft-rs hands them over on the first pass).
