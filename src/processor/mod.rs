@@ -290,7 +290,6 @@ impl Processor {
         } else if !cmd.is_oneway() {
             self.write_reply(cmd.opaque, &reply, out);
         }
-        self.log_change_summary(ctx.now_ms);
         effects
     }
 
