@@ -300,7 +300,7 @@ impl NameServer {
             self.refresh_settings(ctx);
         }
         if let Some(job) = effects.off_loop {
-            return self.decode_off_loop(ctx, conn, cmd.clone(), job);
+            return self.decode_off_loop(ctx, conn, cmd.clone(), *job);
         }
         if effects.deferred {
             // Answered by answer_durable_writes; later frames wait so replies keep their order.
