@@ -50,14 +50,14 @@ pub struct DeferredReply {
     pub frame: Vec<u8>,
 }
 
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Default)]
 pub struct Effects {
     /// UPDATE_NAMESRV_CONFIG applied: re-read timer and limit settings.
     pub config_changed: bool,
     /// Answered later: hold the connection's later frames until then.
     pub deferred: bool,
     /// A body too large for the loop: nothing was done; hand it to the decode worker.
-    pub off_loop: Option<DecodeJob>,
+    pub off_loop: Option<Box<DecodeJob>>,
 }
 
 const OVERLOAD_REMARK: &str = "[OVERLOAD]system busy, start flow control for a while";
@@ -290,7 +290,6 @@ impl Processor {
         } else if !cmd.is_oneway() {
             self.write_reply(cmd.opaque, &reply, out);
         }
-        self.log_change_summary(ctx.now_ms);
         effects
     }
 

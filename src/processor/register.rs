@@ -198,7 +198,6 @@ impl Processor {
         }
         answers.extend(job.reply);
         self.spent_bodies.push(job.body);
-        self.log_change_summary(now_ms);
     }
 
     pub fn topic_steps_pending(&self) -> bool {

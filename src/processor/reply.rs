@@ -12,7 +12,8 @@ pub(super) struct Reply {
     pub(super) ext: ReplyExt,
     pub(super) body: Bytes,
     pub(super) deferred: bool,
-    pub(super) off_loop: Option<DecodeJob>,
+    /// Boxed: rare, and the reply of every request is moved on the way out.
+    pub(super) off_loop: Option<Box<DecodeJob>>,
 }
 
 pub(super) enum ReplyExt {
@@ -118,7 +119,7 @@ impl Reply {
     }
     pub(super) fn off_loop(job: DecodeJob) -> Self {
         Reply {
-            off_loop: Some(job),
+            off_loop: Some(Box::new(job)),
             ..Reply::ok()
         }
     }

@@ -225,7 +225,7 @@ fn off_loop_job(h: &mut Harness, cmd: &RemotingCommand) -> DecodeJob {
     let effects = h
         .processor
         .handle_with(&CTX, &counters, cmd, BodyWork::OnLoop, &mut Vec::new());
-    effects.off_loop.expect("a large body")
+    *effects.off_loop.expect("a large body")
 }
 
 #[test]

@@ -102,8 +102,11 @@ impl NameServer {
         if let Some(job) = effects.off_loop {
             // Its bytes still count as queued until it comes back.
             self.registrations.bytes += cmd.body.len();
-            self.decode
-                .decode(decode_worker::Request { conn, cmd, job });
+            self.decode.decode(decode_worker::Request {
+                conn,
+                cmd,
+                job: *job,
+            });
             return;
         }
         if large {

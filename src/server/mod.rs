@@ -300,7 +300,7 @@ impl NameServer {
             self.refresh_settings(ctx);
         }
         if let Some(job) = effects.off_loop {
-            return self.decode_off_loop(ctx, conn, cmd.clone(), job);
+            return self.decode_off_loop(ctx, conn, cmd.clone(), *job);
         }
         if effects.deferred {
             // Answered by answer_durable_writes; later frames wait so replies keep their order.
@@ -483,8 +483,6 @@ impl Handler for NameServer {
         }
         if timer == SCAN_TIMER {
             self.expiry.scan_due = true;
-            // A quiet spell after a burst still gets its route-change summary line.
-            self.processor.log_change_summary(ctx.now_ms());
         }
     }
 
@@ -506,6 +504,8 @@ impl Handler for NameServer {
         self.apply_unregistrations(slow_work);
         self.pace_expiry(ctx);
         self.trim_heap_after_bursts(ctx);
+        // Once per turn, not per request; the scan timer wakes a quiet loop for it.
+        self.processor.log_change_summary(ctx.now_ms());
         controller_busy
             || !self.registrations.queue.is_empty()
             || self.processor.topic_steps_pending()
