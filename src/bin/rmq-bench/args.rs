@@ -314,8 +314,7 @@ fn check(o: &Options) -> Result<(), String> {
     Ok(())
 }
 
-/// Parses the arguments after the program name; `env_namesrv` is `$NAMESRV_ADDR`, used when
-/// `-n` is absent.
+/// Parses the arguments after the program name; `env_namesrv`: `$NAMESRV_ADDR`.
 pub fn parse(args: &[String], env_namesrv: Option<&str>) -> Result<Options, String> {
     let Some(first) = args.first() else {
         return Err("no workload given".into());

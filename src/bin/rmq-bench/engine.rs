@@ -36,8 +36,7 @@ pub struct ClassStats {
     pub errors_by_code: BTreeMap<i32, u64>,
     /// Responses with an expected non-success code (e.g. TOPIC_NOT_EXIST while expiring).
     pub expected_by_code: BTreeMap<i32, u64>,
-    /// Connections the server closed while requests were outstanding or the class did not
-    /// expect it.
+    /// Connections the server closed with requests outstanding, or unexpectedly.
     pub closed: u64,
     /// Requests lost with a closed connection or never answered.
     pub lost: u64,
@@ -200,9 +199,8 @@ pub trait Watch {
     fn progress(&self) -> String {
         String::new()
     }
-    /// Writes the request planned as `template` itself, for requests that depend on earlier
-    /// answers (the controller's 1001 carries the epoch the last one announced); false: the
-    /// template's frame is sent.
+    /// Writes the request planned as `template` itself when it depends on earlier answers (the
+    /// controller's 1001 carries the last announced epoch); false: the template is sent.
     fn write_request(&mut self, _template: u32, _opaque: i32, _out: &mut Vec<u8>) -> bool {
         false
     }
@@ -609,8 +607,7 @@ impl Engine {
                 return false;
             }
         }
-        // Taken out for the walk (handling an event needs `self`); an empty `Events` does not
-        // allocate.
+        // Taken out for the walk (handling an event needs `self`); an empty `Events` is free.
         let events = std::mem::replace(&mut self.events, Events::with_capacity(0));
         let n = self.conns.len();
         for e in events.iter().filter(|e| e.token().0 < n) {
@@ -625,9 +622,8 @@ impl Engine {
         true
     }
 
-    /// Runs one phase to its end and drains it: the classes' statistics start from zero, their
-    /// connections send until the phase is over, and what is still in flight after the drain
-    /// counts as unanswered.
+    /// Runs one phase from zeroed statistics to its end and drains it; what is still in flight
+    /// after the drain counts as unanswered.
     pub fn run_phase(
         &mut self,
         name: &str,
