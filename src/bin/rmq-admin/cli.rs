@@ -185,13 +185,11 @@ pub const GLOBAL_OPTIONS_HELP: &str = "\
 Global options:
   -n, --namesrvAddr LIST  name servers, ';'-separated (default: $NAMESRV_ADDR);
                           controller commands take -a <controllers> instead
-  --strategy S            which server (or, with -a, controller) a read asks; writes go
-                          to every server. random (the default, what Java's mqadmin does:
-                          a random one, the next when it cannot be reached), pinned:N or
-                          pinned:HOST:PORT (that one only), round-robin, fewest (fewest
-                          client connections)
-  --all                   reads ask every name server and show the answers side by side,
-                          '*' on rows not every server has; exit 5 when they differ
+  --strategy S            which server (or controller) a read asks; writes go to every one:
+                          random (default, what Java's mqadmin does), pinned:N|HOST:PORT,
+                          round-robin, fewest (see docs/admin.md)
+  --all                   reads ask every name server and compare the answers (exit 5 if
+                          they differ)
   --json                  machine-readable output
   --timeout MS            connect and call timeout (default 3000)
 ";

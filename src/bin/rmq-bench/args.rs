@@ -18,18 +18,14 @@ workloads:
   heartbeat   registered brokers loop BROKER_HEARTBEAT (904) or QUERY_DATA_VERSION (322)
   route       K clients loop GET_ROUTEINFO_BY_TOPIC over the registered topics
   mixed       route lookups at a fixed rate, first quiet, then during a registration storm
-  expire      register N brokers with a short heartbeat timeout, go silent, and time how
-              long until every route is gone (route latency measured meanwhile)
+  expire      N brokers with a short heartbeat timeout go silent: time until their routes are gone
   canned      a no-work server answering every frame with SUCCESS: the generator's ceiling
-  controller  load a RocketMQ controller (--controller) with N broker sets: 1012, 1003 and
-              1001 each for --duration; or, with --failover, time a master's failover
+  controller  1012, 1003 and 1001 for N broker sets on --controller; or time a --failover
 
 common options:
   -n, --namesrv LIST        name servers, ';'-separated (default: $NAMESRV_ADDR)
-  --strategy S              route clients' name server: round-robin (default), random,
-                            pinned:N or pinned:HOST:PORT, fewest (stats extension)
-  -d, --duration T          timed phase: 10, 10s, 500ms (default 10s); Ctrl-C ends the
-                            run and prints the results so far (exit 130)
+  --strategy S              route clients' server: round-robin (default), random, pinned:N|HOST:PORT, fewest
+  -d, --duration T          timed phase: 10, 10s, 500ms (default 10s); Ctrl-C: results so far
   --json                    print the result as one JSON object
   --quiet                   no progress line on stderr
   --pid PID                 sample the server's RSS and CPU time from /proc
@@ -44,8 +40,7 @@ cluster layout (register, heartbeat, route, mixed, expire):
 register / heartbeat / mixed storm:
   --churn                   change dataVersion and topics on every registration
   --rate R                  brokers' ops/s: 500 or 1000/30s (default: full speed)
-  --depth D                 requests in flight per connection (default: registering 1,
-                            heartbeat 8, route clients 16, expire 4)
+  --depth D                 requests in flight per connection (default 1; heartbeat 8, route 16, expire 4)
   --op heartbeat|query      heartbeat workload request: 904 or 322 (default heartbeat)
 
 route / mixed / expire:
@@ -62,14 +57,15 @@ controller:
   --controller HOST:PORT    the controller; required
   --brokers N               broker sets (default 1000)
   --clients K / --depth D   connections (default 8) and requests in flight (default 16)
-  --failover crash|hang     the master's connections close or its heartbeats stop;
-                            measures until the slave is notified (1008) and routed as id 0
+  --failover crash|hang     the master's connections close or its heartbeats stop
   --rounds R                failover rounds (default 3)
   --timeout-ms T            brokers' heartbeat timeout (default 10000)
 
 canned:
   -l, --listen HOST:PORT    address to listen on (default 127.0.0.1:0, printed)
   --body-bytes N            body size of every reply (default 0)
+
+docs/performance.md: what each workload measures, its output fields and defaults.
 ";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -318,8 +314,7 @@ fn check(o: &Options) -> Result<(), String> {
     Ok(())
 }
 
-/// Parses the arguments after the program name; `env_namesrv` is `$NAMESRV_ADDR`, used when
-/// `-n` is absent.
+/// Parses the arguments after the program name; `env_namesrv`: `$NAMESRV_ADDR`.
 pub fn parse(args: &[String], env_namesrv: Option<&str>) -> Result<Options, String> {
     let Some(first) = args.first() else {
         return Err("no workload given".into());

@@ -7,9 +7,7 @@
 //! rate-limited class is open-loop: request `i` is due at `start + i / rate`, and when no
 //! connection has a free slot then (the server is behind) its latency counts from when it was
 //! due, so a slow server cannot hide its queueing (coordinated omission). Unlimited classes
-//! refill a connection as soon as an answer frees a slot. A phase ends after a duration, when
-//! every connection has sent its plan once, when a [`Watch`] says so, or on Ctrl-C; then
-//! sending stops and in-flight requests drain.
+//! refill a connection as soon as an answer frees a slot. A phase ends as [`Until`] says.
 
 use crate::args::Options;
 use crate::hist::Histogram;
@@ -38,8 +36,7 @@ pub struct ClassStats {
     pub errors_by_code: BTreeMap<i32, u64>,
     /// Responses with an expected non-success code (e.g. TOPIC_NOT_EXIST while expiring).
     pub expected_by_code: BTreeMap<i32, u64>,
-    /// Connections the server closed while requests were outstanding or the class did not
-    /// expect it.
+    /// Connections the server closed with requests outstanding, or unexpectedly.
     pub closed: u64,
     /// Requests lost with a closed connection or never answered.
     pub lost: u64,
@@ -141,10 +138,6 @@ impl InFlight {
         }
     }
 
-    fn len(&self) -> usize {
-        self.requests.len()
-    }
-
     fn is_full(&self) -> bool {
         self.requests.len() >= self.depth
     }
@@ -159,13 +152,9 @@ impl InFlight {
         Some(self.last_opaque)
     }
 
-    fn take(&mut self, opaque: i32) -> Option<(u32, u64)> {
-        self.requests.remove(&opaque)
-    }
-
     /// Forgets every request in flight; returns how many there were.
     fn clear(&mut self) -> usize {
-        let n = self.len();
+        let n = self.requests.len();
         self.requests.clear();
         n
     }
@@ -210,9 +199,8 @@ pub trait Watch {
     fn progress(&self) -> String {
         String::new()
     }
-    /// Writes the request planned as `template` itself, for requests that depend on earlier
-    /// answers (the controller's 1001 carries the epoch the last one announced); false: the
-    /// template's frame is sent.
+    /// Writes the request planned as `template` itself when it depends on earlier answers (the
+    /// controller's 1001 carries the last announced epoch); false: the template is sent.
     fn write_request(&mut self, _template: u32, _opaque: i32, _out: &mut Vec<u8>) -> bool {
         false
     }
@@ -274,7 +262,7 @@ impl Engine {
         })
     }
 
-    /// True once the stop flag is raised: phases end at once, later ones do not start.
+    /// Ctrl-C: phases end at once, later ones do not start.
     pub fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
     }
@@ -472,7 +460,7 @@ impl Engine {
             if !head.is_response() {
                 continue; // a request from the server (e.g. NOTIFY_MIN_BROKER_ID_CHANGE)
             }
-            let Some((template, start_ns)) = c.in_flight.take(head.opaque) else {
+            let Some((template, start_ns)) = c.in_flight.requests.remove(&head.opaque) else {
                 class.stats.bad_frames += 1;
                 continue;
             };
@@ -619,8 +607,7 @@ impl Engine {
                 return false;
             }
         }
-        // Taken out for the walk (handling an event needs `self`); an empty `Events` does not
-        // allocate.
+        // Taken out for the walk (handling an event needs `self`); an empty `Events` is free.
         let events = std::mem::replace(&mut self.events, Events::with_capacity(0));
         let n = self.conns.len();
         for e in events.iter().filter(|e| e.token().0 < n) {
@@ -635,9 +622,8 @@ impl Engine {
         true
     }
 
-    /// Runs one phase to its end and drains it: the classes' statistics start from zero, their
-    /// connections send until the phase is over, and what is still in flight after the drain
-    /// counts as unanswered.
+    /// Runs one phase from zeroed statistics to its end and drains it; what is still in flight
+    /// after the drain counts as unanswered.
     pub fn run_phase(
         &mut self,
         name: &str,
@@ -678,7 +664,9 @@ impl Engine {
                 clock.draining = Some(now);
             }
             if let Some(d) = clock.draining {
-                let in_flight = all.iter().map(|&ci| self.conns[ci].in_flight.len());
+                let in_flight = all
+                    .iter()
+                    .map(|&ci| self.conns[ci].in_flight.requests.len());
                 if in_flight.sum::<usize>() == 0 || now >= d + DRAIN {
                     break;
                 }
@@ -753,17 +741,17 @@ mod tests {
         let b = f.insert(11, 2).unwrap();
         let c = f.insert(12, 3).unwrap();
         assert!(f.is_full() && f.insert(13, 4).is_none());
-        assert_eq!(f.take(c).map(|s| s.0), Some(12));
-        assert!(f.take(c).is_none(), "an answer is taken once");
+        assert_eq!(f.requests.remove(&c).map(|s| s.0), Some(12));
+        assert!(f.requests.remove(&c).is_none(), "an answer is taken once");
         let d = f.insert(13, 5).unwrap();
         assert_ne!(d, c, "a new request gets a new opaque");
-        assert!(f.take(c).is_none());
-        assert_eq!(f.take(a).map(|s| s.0), Some(10));
-        assert_eq!(f.take(d), Some((13, 5)));
-        assert_eq!(f.len(), 1);
+        assert!(f.requests.remove(&c).is_none());
+        assert_eq!(f.requests.remove(&a).map(|s| s.0), Some(10));
+        assert_eq!(f.requests.remove(&d), Some((13, 5)));
+        assert_eq!(f.requests.len(), 1);
         assert_eq!(f.clear(), 1);
-        assert!(f.take(b).is_none());
-        assert_eq!(f.len(), 0);
+        assert!(f.requests.remove(&b).is_none());
+        assert_eq!(f.requests.len(), 0);
     }
 
     fn answer(out: &mut Vec<u8>, request: &RemotingCommand) {

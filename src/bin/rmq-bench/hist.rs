@@ -89,24 +89,21 @@ impl Histogram {
         self.max
     }
 
-    /// The `p` percentile of the samples recorded since `earlier` was a copy of this
-    /// histogram (the progress line's "last second"), to bucket precision. 0 when none.
+    /// The `p` percentile since `earlier` was a copy of this histogram (the last second's).
     pub fn percentile_since(&self, earlier: &Histogram, p: f64) -> u64 {
         let n = self.total.saturating_sub(earlier.total);
         let new = self.counts.iter().zip(&earlier.counts);
         nearest(new.map(|(now, then)| now.saturating_sub(*then)), p, n).min(self.max)
     }
 
-    /// Nearest-rank percentile (`p` in 0..=100): the smallest recorded value such that at
-    /// least `p` % of the samples are at or below it, to bucket precision. 0 when empty.
+    /// Nearest-rank percentile (`p` in 0..=100), to bucket precision; 0 when empty.
     pub fn percentile(&self, p: f64) -> u64 {
         let v = nearest(self.counts.iter().copied(), p, self.total);
         v.min(self.max).max(self.min())
     }
 }
 
-/// The highest value of the bucket holding the nearest-rank `p` percentile of `n` samples
-/// counted by `counts`; 0 when `n` is 0.
+/// The highest value of the bucket holding the nearest-rank `p` percentile; 0 when `n` is 0.
 fn nearest(counts: impl Iterator<Item = u64>, p: f64, n: u64) -> u64 {
     if n == 0 {
         return 0;

@@ -5,8 +5,7 @@
 //! Broker `b` is the master of group `bench-broker-[<tag>-]<b>`. Its address is fake (nothing
 //! connects to it) but a name server keys liveness on it, so each fleet needs its own. User
 //! topics are dealt out in blocks of `topics` per group, and `SHARED_BY` consecutive groups
-//! serve the same block (and the same `%RETRY%` topics). The benches include this file too,
-//! so it depends only on the library.
+//! serve the same block. The benches include this file: it depends only on the library.
 
 use rmq_namesrv::client::api::BrokerIdentity;
 use rmq_namesrv::route::model::{
@@ -49,13 +48,9 @@ impl Default for Layout {
 }
 
 impl Layout {
-    /// Where this fleet's addresses start: (offset into 10.0.0.0/8, listen port).
-    ///
-    /// Without a tag, 10.0.0.0 upwards on port 10911, as always (results stay comparable).
-    /// With a tag, a block and an even port in 20000..=59998 (HA port + 1) both taken from
-    /// the tag's FNV-1a hash: the same tag gets the same addresses on every run, different
-    /// tags differ in the port unless two hashes meet in 1 of 20,000, and then still in
-    /// the block, and no tagged fleet can claim the untagged fleet's port.
+    /// Where this fleet's addresses start: (offset into 10.0.0.0/8, listen port). Untagged:
+    /// 10.0.0.0:10911 as always; tagged: a block and an even port in 20000..=59998 from the
+    /// tag's FNV-1a hash (the same on every run, apart from other tags', never 10911).
     fn fleet_base(&self) -> (u32, u16) {
         if self.run_tag.is_empty() {
             return (0, 10911);

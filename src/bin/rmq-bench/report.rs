@@ -11,8 +11,7 @@ use std::time::Duration;
 /// Linux USER_HZ, the unit of utime/stime in /proc/PID/stat on every mainstream architecture.
 const CLOCK_TICKS_PER_S: f64 = 100.0;
 
-/// Cores used by processes other than the server and the generator above which a run is
-/// flagged as disturbed.
+/// Cores used by other processes above which a run is flagged as disturbed.
 const OTHER_LOAD_LIMIT: f64 = 0.25;
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -155,9 +154,8 @@ impl Report {
         self.extra.push((name.into(), value, unit));
     }
 
-    /// `server` (with `--pid`) and `machine` (the generator's share included), their CPU
-    /// figures over the measured phases. Without `--pid` the server's share of the machine cannot
-    /// be told from other processes', so it is reported with them and never called other load.
+    /// `server` (`--pid`) and `machine`, CPU over the measured phases. Without `--pid` the
+    /// server cannot be told from other processes: their sum is never called other load.
     fn sections(&self) -> Vec<(&'static str, Value)> {
         let [start, begin, end] = self.marks;
         let wall = self.main_wall.as_secs_f64();

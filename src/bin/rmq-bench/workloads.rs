@@ -1,10 +1,9 @@
 //! The name-server workloads: each encodes its frames, opens its connections, runs its phases
 //! on the [`Engine`] and returns a [`Report`].
 //!
-//! Simulated brokers register first (phase `setup`) on connections that stay open for the
-//! whole run (a name server unregisters a broker whose connection closes), with every name
-//! server of `-n`, as real brokers do; route clients are spread over them by `--strategy`
-//! ([`Picker`]). After Ctrl-C no further phase starts.
+//! Simulated brokers register first (phase `setup`) with every name server of `-n`, on
+//! connections that stay open for the whole run (a name server unregisters a broker whose
+//! connection closes); route clients are spread over the servers by `--strategy`.
 
 use crate::args::{Options, Workload};
 use crate::controller;
@@ -71,8 +70,7 @@ impl Bench {
         self.report.params.push((k.to_string(), v));
     }
 
-    /// Checks the open-files limit for `broker_conns` connections per name server plus
-    /// `clients` route clients, and records the cluster's parameters.
+    /// Checks the open-files limit for the run's connections; records the cluster's parameters.
     fn begin(&mut self, broker_conns: usize, clients: usize) -> Result<(), String> {
         let conns = broker_conns * self.addrs.len() + clients;
         if let Some(limit) = descriptor_limit().map(|l| l.soft as usize) {
@@ -156,9 +154,8 @@ impl Bench {
             .replan(class, |i| plans[i % plans.len()].clone());
     }
 
-    /// Opens the broker connections (class "register"), registers every broker once at full
-    /// speed (phase `setup`; any failure aborts the run) and, with `churn`, switches them to the
-    /// churned bodies (variants 1..=V).
+    /// Opens the broker connections (class "register"), registers every broker once (phase
+    /// `setup`; any failure aborts the run) and, with `churn`, switches to the churned bodies.
     fn registered_brokers(
         &mut self,
         rate: Option<f64>,
@@ -217,8 +214,7 @@ impl Bench {
         per_server
     }
 
-    /// Opens `--clients` route clients on the name servers `--strategy` picks; returns the
-    /// class and the number of clients on each server.
+    /// Opens `--clients` route clients where `--strategy` says: the class, clients per server.
     fn open_clients(
         &mut self,
         name: &str,

@@ -105,8 +105,7 @@ impl SimBroker {
         Ok(())
     }
 
-    /// kill -9: every connection closes at once, nothing more is sent (the heartbeat thread
-    /// ends when it finds no controller connection).
+    /// kill -9: every connection closes at once (the heartbeat thread then ends).
     fn kill(&self) {
         self.notices.stop();
         if let Ok(mut c) = self.controller.lock() {

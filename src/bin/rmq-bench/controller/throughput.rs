@@ -46,9 +46,8 @@ fn broker_addr(set: usize, id: i64) -> String {
     )
 }
 
-/// 1013 + 1003 for ids 1 and 2, 1002 for id 1, heartbeats, 1001 to {1,2}. The heartbeats come
-/// after the election so that nobody is active then and no 1008 goes to the made-up
-/// addresses (as the controller notifies only active members).
+/// 1013 + 1003 for ids 1 and 2, 1002 for id 1, heartbeats, 1001 to {1,2}. Heartbeats after the
+/// election: nobody is active then, so no 1008 goes to the made-up addresses.
 fn set_up(c: &mut Client, name: &str, index: usize) -> Result<Set, String> {
     for id in [1i64, 2] {
         let addr = broker_addr(index, id);
@@ -73,8 +72,7 @@ fn set_up(c: &mut Client, name: &str, index: usize) -> Result<Set, String> {
     Ok(set)
 }
 
-/// `send` with the 1001 from {1,2} to {1} or back, as the master (id 1) sends it, with the
-/// `invokeTime` Java's header carries.
+/// `send` with the master's 1001 from {1,2} to {1} or back, with Java's `invokeTime`.
 fn with_alter<T>(set: &Set, send: impl FnOnce(&Encoded<'_>) -> T) -> T {
     let members: &[i64] = if set.wide { &[1] } else { &[1, 2] };
     let (epoch, set_epoch) = (set.master_epoch, set.sync_state_set_epoch);
