@@ -55,6 +55,8 @@ static ROWS: &[Row] = &[
     ("notifyBrokerRoleChanged", "true", Bool, Live),
     ("configBlackList", "configBlackList;configStorePath", Text, Live),
     (SNAPSHOT_EVENTS_KEY, "10000", Int(1, 100_000_000), Live),
+    // Our own key: a broker's 904/1003/1013 count only from its own address's IP (off for NAT).
+    ("checkBrokerSourceAddress", "true", Bool, Live),
     // Java's DLedger data file size: our log is not made of mapped files.
     ("mappedFileSize", "1073741824", Int(1, I32_MAX), ReportOnly),
     ("controllerThreadPoolNums", "16", Int(1, 1024), ReportOnly),
@@ -103,6 +105,7 @@ pub struct Settings {
     pub process_read_event: bool,
     pub notify_broker_role_changed: bool,
     pub snapshot_events: u64,
+    pub check_broker_source_address: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -397,6 +400,7 @@ fn settings_of(values: &BTreeMap<&'static str, String>) -> Settings {
         enable_elect_unclean_master: flag("enableElectUncleanMaster"),
         process_read_event: flag("processReadEvent"),
         notify_broker_role_changed: flag("notifyBrokerRoleChanged"),
+        check_broker_source_address: flag("checkBrokerSourceAddress"),
         snapshot_events: int(SNAPSHOT_EVENTS_KEY) as u64,
     }
 }
@@ -487,6 +491,7 @@ mod tests {
                 process_read_event: false,
                 notify_broker_role_changed: true,
                 snapshot_events: 10_000,
+                check_broker_source_address: true,
             }
         );
         assert_eq!(c.listen_port(), 9878);
