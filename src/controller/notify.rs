@@ -118,7 +118,8 @@ mod tests {
                 },
                 None,
                 0,
-            );
+            )
+            .unwrap();
         }
         let sent: Vec<String> = for_election(&elected(4), &liveness, 5_000)
             .into_iter()

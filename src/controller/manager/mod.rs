@@ -19,7 +19,9 @@ use super::replicas::{Elected, View};
 use super::request::{self, ControllerRequest, ElectMaster, Heartbeat, LeaderRequest};
 use super::response::Response;
 use super::state::{ControllerState, Stamp};
-use crate::remoting::codes::response::{REQUEST_CODE_NOT_SUPPORTED, SUCCESS, SYSTEM_ERROR};
+use crate::remoting::codes::response::{
+    REQUEST_CODE_NOT_SUPPORTED, SUCCESS, SYSTEM_BUSY, SYSTEM_ERROR,
+};
 use crate::remoting::command::RemotingCommand;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -280,7 +282,9 @@ impl<T> Controller<T> {
                 "Heart beat with empty brokerId",
             );
         }
-        self.liveness.on_heartbeat(hb, conn, now_ms);
+        if let Err(full) = self.liveness.on_heartbeat(hb, conn, now_ms) {
+            return Response::error(SYSTEM_BUSY, full.0);
+        }
         let response = Response::new(SUCCESS, Some("Heart beat success".into()));
         // Only a peer that reads the answer can use a lease (rocketmq-rust brokers).
         if !wants_reply || self.group.serving().is_err() {
