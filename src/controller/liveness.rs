@@ -152,7 +152,12 @@ impl Liveness {
 
     fn index(&mut self, conn: Option<ConnRef>, name: Arc<str>) {
         if let Some(conn) = conn {
-            *self.by_conn.entry(conn).or_default().entry(name).or_default() += 1;
+            *self
+                .by_conn
+                .entry(conn)
+                .or_default()
+                .entry(name)
+                .or_default() += 1;
         }
     }
 
@@ -222,7 +227,12 @@ impl Liveness {
     /// (Java: only the first), found through the index by connection.
     pub fn connection_closed(&mut self, conn: ConnRef) -> Vec<InactiveBroker> {
         let mut gone = Vec::new();
-        for name in self.by_conn.remove(&conn).into_iter().flat_map(|n| n.into_keys()) {
+        for name in self
+            .by_conn
+            .remove(&conn)
+            .into_iter()
+            .flat_map(|n| n.into_keys())
+        {
             self.remove_from(&name, &mut gone, |l| l.conn == Some(conn));
         }
         gone
@@ -325,7 +335,9 @@ mod tests {
     #[test]
     fn a_silent_broker_is_reported_by_the_scan_after_its_timeout() {
         let mut table = Liveness::default();
-        table.on_heartbeat(&hb("broker1", 1, Some(3000), 1, 1), Some(ConnRef(9)), 1_000).unwrap();
+        table
+            .on_heartbeat(&hb("broker1", 1, Some(3000), 1, 1), Some(ConnRef(9)), 1_000)
+            .unwrap();
         assert!(table.is_active(Some("cluster1"), "broker1", 1, 4_000));
         assert!(
             table.scan_not_active(4_000).is_empty(),
@@ -348,8 +360,12 @@ mod tests {
     #[test]
     fn absent_timeout_defaults_to_ten_seconds_and_a_negative_one_is_inactive_at_once() {
         let mut table = Liveness::default();
-        table.on_heartbeat(&hb("b", 1, None, 0, 0), None, 0).unwrap();
-        table.on_heartbeat(&hb("b", 2, Some(-10_000), 0, 0), None, 0).unwrap();
+        table
+            .on_heartbeat(&hb("b", 1, None, 0, 0), None, 0)
+            .unwrap();
+        table
+            .on_heartbeat(&hb("b", 2, Some(-10_000), 0, 0), None, 0)
+            .unwrap();
         assert!(table.is_active(Some("cluster1"), "b", 1, 10_000));
         assert!(!table.is_active(Some("cluster1"), "b", 1, 10_001));
         assert!(!table.is_active(Some("cluster1"), "b", 2, 0));
@@ -362,7 +378,9 @@ mod tests {
     #[test]
     fn progress_moves_forward_only_but_priority_and_timeout_follow_each_heartbeat() {
         let mut table = Liveness::default();
-        table.on_heartbeat(&hb("b", 1, Some(5000), 2, 100), None, 0).unwrap();
+        table
+            .on_heartbeat(&hb("b", 1, Some(5000), 2, 100), None, 0)
+            .unwrap();
         let mut older = hb("b", 1, Some(7000), 1, 500);
         older.election_priority = Some(4);
         table.on_heartbeat(&older, None, 10).unwrap();
@@ -373,16 +391,24 @@ mod tests {
             (7000, 4)
         );
         assert_eq!(live.last_update_ms, 10);
-        table.on_heartbeat(&hb("b", 1, Some(7000), 2, 150), None, 20).unwrap();
+        table
+            .on_heartbeat(&hb("b", 1, Some(7000), 2, 150), None, 20)
+            .unwrap();
         assert_eq!(table.get(Some("cluster1"), "b", 1).unwrap().max_offset, 150);
     }
 
     #[test]
     fn closing_a_connection_marks_every_broker_on_it_inactive() {
         let mut table = Liveness::default();
-        table.on_heartbeat(&hb("a", 1, None, 0, 0), Some(ConnRef(1)), 0).unwrap();
-        table.on_heartbeat(&hb("b", 1, None, 0, 0), Some(ConnRef(1)), 0).unwrap();
-        table.on_heartbeat(&hb("c", 1, None, 0, 0), Some(ConnRef(2)), 0).unwrap();
+        table
+            .on_heartbeat(&hb("a", 1, None, 0, 0), Some(ConnRef(1)), 0)
+            .unwrap();
+        table
+            .on_heartbeat(&hb("b", 1, None, 0, 0), Some(ConnRef(1)), 0)
+            .unwrap();
+        table
+            .on_heartbeat(&hb("c", 1, None, 0, 0), Some(ConnRef(2)), 0)
+            .unwrap();
         let mut gone: Vec<String> = table
             .connection_closed(ConnRef(1))
             .into_iter()
@@ -397,8 +423,12 @@ mod tests {
     #[test]
     fn a_broker_that_reconnected_is_tied_to_its_new_connection() {
         let mut table = Liveness::default();
-        table.on_heartbeat(&hb("a", 1, None, 0, 0), Some(ConnRef(1)), 0).unwrap();
-        table.on_heartbeat(&hb("a", 1, None, 0, 0), Some(ConnRef(2)), 1).unwrap();
+        table
+            .on_heartbeat(&hb("a", 1, None, 0, 0), Some(ConnRef(1)), 0)
+            .unwrap();
+        table
+            .on_heartbeat(&hb("a", 1, None, 0, 0), Some(ConnRef(2)), 1)
+            .unwrap();
         assert!(table.connection_closed(ConnRef(1)).is_empty());
         assert_eq!(table.connection_closed(ConnRef(2)).len(), 1);
     }
@@ -407,12 +437,18 @@ mod tests {
     fn the_table_is_bounded_but_known_brokers_keep_heartbeating() {
         let mut table = Liveness::default();
         for i in 0..MAX_LIVE_BROKERS as i64 {
-            table.on_heartbeat(&hb(&format!("b{}", i / 4), i % 4, None, 0, 0), None, 0).unwrap();
+            table
+                .on_heartbeat(&hb(&format!("b{}", i / 4), i % 4, None, 0, 0), None, 0)
+                .unwrap();
         }
         assert_eq!(table.len(), MAX_LIVE_BROKERS);
-        assert!(table.on_heartbeat(&hb("new", 1, None, 0, 0), None, 5).is_err());
+        assert!(table
+            .on_heartbeat(&hb("new", 1, None, 0, 0), None, 5)
+            .is_err());
         assert!(table.get(Some("cluster1"), "new", 1).is_none());
-        table.on_heartbeat(&hb("b0", 1, None, 0, 0), None, 5).unwrap();
+        table
+            .on_heartbeat(&hb("b0", 1, None, 0, 0), None, 5)
+            .unwrap();
         assert_eq!(
             table.get(Some("cluster1"), "b0", 1).unwrap().last_update_ms,
             5

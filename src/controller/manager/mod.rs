@@ -4,6 +4,7 @@
 //! notifications and payloads for peers.
 
 mod elections;
+mod senders;
 mod start;
 
 use super::codes::response as rc;
@@ -19,12 +20,14 @@ use super::replicas::{Elected, View};
 use super::request::{self, ControllerRequest, ElectMaster, Heartbeat, LeaderRequest};
 use super::response::Response;
 use super::state::{ControllerState, Stamp};
+use crate::config::Cidr;
 use crate::remoting::codes::response::{
     REQUEST_CODE_NOT_SUPPORTED, SUCCESS, SYSTEM_BUSY, SYSTEM_ERROR,
 };
 use crate::remoting::command::RemotingCommand;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
+use std::net::IpAddr;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply<T> {
@@ -73,6 +76,9 @@ pub struct Controller<T> {
     /// When this node began to serve, and whether a new leader's checks are done.
     serving_since: Option<u64>,
     serving_checked: bool,
+    /// The name server's `brokerAllowList` (see `senders`).
+    broker_allow_list: Vec<Cidr>,
+    refused_senders: u64,
 }
 
 struct ConfigUpdate<T> {
@@ -216,12 +222,26 @@ impl<T> Controller<T> {
         self.pipeline.next_deadline_ms()
     }
 
-    /// One request from the controller port; the replies it releases go to `out`.
+    /// One request from a caller without a socket (no sender check); see [`Self::handle_from`].
     pub fn handle(
         &mut self,
         ticket: T,
         cmd: &RemotingCommand,
         conn: Option<ConnRef>,
+        now_ms: u64,
+        out: &mut Vec<Reply<T>>,
+    ) {
+        self.handle_from(ticket, cmd, conn, None, now_ms, out);
+    }
+
+    /// One request from the controller port, sent over `conn` from `peer`; the replies it
+    /// releases go to `out`.
+    pub fn handle_from(
+        &mut self,
+        ticket: T,
+        cmd: &RemotingCommand,
+        conn: Option<ConnRef>,
+        peer: Option<IpAddr>,
         now_ms: u64,
         out: &mut Vec<Reply<T>>,
     ) {
@@ -237,6 +257,9 @@ impl<T> Controller<T> {
             Ok(request) => request,
             Err(response) => return reply(out, ticket, wants_reply, response),
         };
+        if let Some(refusal) = self.refuse_sender(&request, peer, now_ms) {
+            return reply(out, ticket, wants_reply, refusal);
+        }
         let response = match request {
             ControllerRequest::Heartbeat(hb) => self.heartbeat(&hb, conn, wants_reply, now_ms),
             ControllerRequest::GetMetadata => self.metadata(),

@@ -78,6 +78,8 @@ impl<T> Controller<T> {
             replay: Some(Replay::default()),
             wall,
             inactive_masters: BTreeMap::new(),
+            broker_allow_list: Vec::new(),
+            refused_senders: 0,
             serving_since: None,
             serving_checked: true,
         };
