@@ -188,7 +188,7 @@ fn start_with_broker_allow_list(list: &str) -> ControllerServer {
 }
 
 #[test]
-fn the_allow_list_and_the_nat_switch_decide_who_may_heartbeat() {
+fn the_allow_list_decides_who_may_heartbeat_and_no_remote_update_turns_the_check_off() {
     let server = start_with_broker_allow_list("127.0.0.2/32,127.0.0.3/32");
     let own = |source: [u8; 4], addr: &str| {
         let mut s = connect_from(source, &server.controller);
@@ -204,13 +204,22 @@ fn the_allow_list_and_the_nat_switch_decide_who_may_heartbeat() {
     // In the list, but not the broker's IP.
     assert_eq!(own(STRANGER, MASTER_ADDR).code, 16);
 
-    // Behind NAT a broker's address is not its source: the check can be turned off.
+    // A stranger cannot turn the check off from afar: it is read at start only.
     let mut ctrl = server.controller_client();
     let off = ctrl
         .request(1009, &[], b"checkBrokerSourceAddress=false\n")
         .expect("1009");
-    assert_eq!(off.code, 0, "{:?}", off.remark);
-    assert_eq!(own(STRANGER, MASTER_ADDR).code, 0);
+    assert_ne!(off.code, 0, "{:?}", off.remark);
+    assert_eq!(own(STRANGER, MASTER_ADDR).code, 16);
+}
+
+/// Behind NAT a broker's address is not its source: the operator turns the check off.
+#[test]
+fn behind_nat_the_source_check_is_turned_off_at_start() {
+    let server = ControllerServer::start(&[("checkBrokerSourceAddress", "false")]);
+    let mut nat = connect_from(STRANGER, &server.controller);
+    let resp = call(&mut nat, 904, &heartbeat("new", "1", MASTER_ADDR));
+    assert_eq!(resp.code, 0, "{:?}", resp.remark);
 }
 
 fn stat(v: &Value, key: &str) -> i64 {

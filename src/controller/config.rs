@@ -55,8 +55,9 @@ static ROWS: &[Row] = &[
     ("notifyBrokerRoleChanged", "true", Bool, Live),
     ("configBlackList", "configBlackList;configStorePath", Text, Live),
     (SNAPSHOT_EVENTS_KEY, "10000", Int(1, 100_000_000), Live),
-    // Our own key: a broker's 904/1003/1013 count only from its own address's IP (off for NAT).
-    ("checkBrokerSourceAddress", "true", Bool, Live),
+    // Our own key: a broker's 904/1003 count only from its own address's IP (off for NAT);
+    // start-only, so that no remote 1009 can turn it off.
+    ("checkBrokerSourceAddress", "true", Bool, StartOnly),
     // Java's DLedger data file size: our log is not made of mapped files.
     ("mappedFileSize", "1073741824", Int(1, I32_MAX), ReportOnly),
     ("controllerThreadPoolNums", "16", Int(1, 1024), ReportOnly),
