@@ -143,6 +143,13 @@ fn a_stranger_cannot_keep_or_kill_the_masters_liveness_nor_move_its_address() {
         ("brokerAddress", "127.0.0.3:10911"),
     ];
     assert_eq!(call(&mut stranger, 1003, &moved).code, 16);
+    // Nor to somebody else's address once the master is gone (below).
+    let elsewhere = [
+        ("clusterName", "c"),
+        ("brokerName", "b"),
+        ("brokerId", "1"),
+        ("brokerAddress", "127.0.0.9:10911"),
+    ];
     drop(stranger);
     // The stranger's close is not the master's death: no election follows.
     let changed = wait_until(Duration::from_millis(500), || {
@@ -155,6 +162,11 @@ fn a_stranger_cannot_keep_or_kill_the_masters_liveness_nor_move_its_address() {
     assert!(wait_until(Duration::from_secs(5), || {
         master_now(&mut ctrl).1 == "2"
     }));
+    // A broker restarted on another host moves its address to its new IP; nobody moves it to
+    // a third one.
+    let mut stranger = connect_from(STRANGER, &server.controller);
+    assert_eq!(call(&mut stranger, 1003, &elsewhere).code, 16);
+    assert_eq!(call(&mut stranger, 1003, &moved).code, 0);
 }
 
 /// A name server with the controller and `brokerAllowList` set at start.

@@ -60,10 +60,12 @@ impl<T> Controller<T> {
         if sent_from(addr, peer) {
             return None;
         }
-        // 1003 may move a broker's address, unless the broker still heartbeats from it.
+        // 1003 may move a broker's address to the sender's own IP (a broker restarted on
+        // another host), unless the broker still heartbeats from the old one.
         let cluster = replica.and_then(|r| r.cluster_name.as_deref());
         let holder_alive = id.is_some_and(|id| self.liveness.is_active(cluster, name, id, now_ms));
-        if !heartbeat && !holder_alive {
+        let to_sender = given.is_some_and(|a| sent_from(a, peer));
+        if !heartbeat && !holder_alive && to_sender {
             return None;
         }
         let why = format!(
