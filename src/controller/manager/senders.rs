@@ -79,7 +79,7 @@ impl<T> Controller<T> {
         self.refused_senders += 1;
         if self.refused_senders.is_power_of_two() {
             log::warn!(
-                "controller: refused {} ({} such refusals so far): {why}",
+                "controller: refused {} ({} such refusals so far): {why} (brokerAllowList; checkBrokerSourceAddress=false where brokers sit behind NAT)",
                 crate::controller::codes::request_name(code),
                 self.refused_senders
             );
