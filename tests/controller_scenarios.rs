@@ -49,22 +49,24 @@ impl Tables {
     fn alive(&mut self, beats: &[(i64, i32, i64, i32)]) {
         self.liveness = Liveness::default();
         for &(id, epoch, offset, priority) in beats {
-            self.liveness.on_heartbeat(
-                &rmq_namesrv::controller::request::Heartbeat {
-                    cluster_name: Some(CLUSTER.into()),
-                    broker_addr: Some(IPS[(id as usize - 1) % 3].into()),
-                    broker_name: Some(NAME.into()),
-                    broker_id: Some(id),
-                    epoch: Some(epoch),
-                    max_offset: Some(offset),
-                    confirm_offset: Some(-1),
-                    heartbeat_timeout_millis: Some(10_000_000_000),
-                    election_priority: Some(priority),
-                    store_ready: None,
-                },
-                None,
-                NOW,
-            );
+            self.liveness
+                .on_heartbeat(
+                    &rmq_namesrv::controller::request::Heartbeat {
+                        cluster_name: Some(CLUSTER.into()),
+                        broker_addr: Some(IPS[(id as usize - 1) % 3].into()),
+                        broker_name: Some(NAME.into()),
+                        broker_id: Some(id),
+                        epoch: Some(epoch),
+                        max_offset: Some(offset),
+                        confirm_offset: Some(-1),
+                        heartbeat_timeout_millis: Some(10_000_000_000),
+                        election_priority: Some(priority),
+                        store_ready: None,
+                    },
+                    None,
+                    NOW,
+                )
+                .expect("room in the table");
         }
     }
 

@@ -68,6 +68,11 @@ impl Client {
         self.peer
     }
 
+    /// This end of the connection (the address the server sees).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.stream.local_addr()
+    }
+
     pub fn set_timeout(&mut self, timeout: Duration) {
         self.timeout = timeout;
     }

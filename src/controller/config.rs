@@ -56,6 +56,9 @@ static ROWS: &[Row] = &[
     // Java's default plus the snapshot cadence, which bounds the log's and snapshots' disk.
     ("configBlackList", "configBlackList;configStorePath;controllerSnapshotEvents", Text, Live),
     (SNAPSHOT_EVENTS_KEY, "10000", Int(1, 100_000_000), Live),
+    // Our own key: a broker's 904/1003 count only from its own address's IP (off for NAT);
+    // start-only, so that no remote 1009 can turn it off.
+    ("checkBrokerSourceAddress", "true", Bool, StartOnly),
     // Java's DLedger data file size: our log is not made of mapped files.
     ("mappedFileSize", "1073741824", Int(1, I32_MAX), ReportOnly),
     ("controllerThreadPoolNums", "16", Int(1, 1024), ReportOnly),
@@ -104,6 +107,7 @@ pub struct Settings {
     pub process_read_event: bool,
     pub notify_broker_role_changed: bool,
     pub snapshot_events: u64,
+    pub check_broker_source_address: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -398,6 +402,7 @@ fn settings_of(values: &BTreeMap<&'static str, String>) -> Settings {
         enable_elect_unclean_master: flag("enableElectUncleanMaster"),
         process_read_event: flag("processReadEvent"),
         notify_broker_role_changed: flag("notifyBrokerRoleChanged"),
+        check_broker_source_address: flag("checkBrokerSourceAddress"),
         snapshot_events: int(SNAPSHOT_EVENTS_KEY) as u64,
     }
 }
@@ -488,6 +493,7 @@ mod tests {
                 process_read_event: false,
                 notify_broker_role_changed: true,
                 snapshot_events: 10_000,
+                check_broker_source_address: true,
             }
         );
         assert_eq!(c.listen_port(), 9878);

@@ -87,7 +87,8 @@ mod tests {
             },
             None,
             1_000,
-        );
+        )
+        .unwrap();
     }
 
     fn ids(v: &[i64]) -> BTreeSet<i64> {

@@ -1,16 +1,25 @@
 //! Broker liveness as plain data: Java's `DefaultBrokerHeartbeatManager` table, local to this
 //! node (never replicated or logged). Time and closed connections are inputs; the owner turns
 //! the brokers found inactive into elections. Entries are grouped by brokerName: a known
-//! broker's heartbeat costs one hash lookup and no allocation.
+//! broker's heartbeat costs one hash lookup and no allocation. An index by connection finds a
+//! closed connection's brokers without a scan; the table's bytes are budgeted, as its count.
 
 use super::request::Heartbeat;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Java's `DEFAULT_BROKER_CHANNEL_EXPIRED_TIME`, for a broker that sends no timeout of its own.
 pub const DEFAULT_HEARTBEAT_TIMEOUT_MS: i64 = 10_000;
 
 /// Brokers the table holds at most (heartbeats are unauthenticated).
 pub const MAX_LIVE_BROKERS: usize = 100_000;
+
+/// Bytes the table holds at most (names plus [`ENTRY_OVERHEAD`] per broker): 100,000 brokers
+/// with names of a hundred bytes fit; as many with names of the longest allowed do not.
+pub const MAX_LIVE_BYTES: usize = 48 << 20;
+
+/// What one entry costs besides its names: the entry, its map slots and its index slot.
+const ENTRY_OVERHEAD: usize = 160;
 
 /// The connection a heartbeat arrived on (opaque here).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -41,6 +50,10 @@ fn deadline(last_update_ms: u64, timeout_ms: i64) -> i128 {
     i128::from(last_update_ms) + i128::from(timeout_ms)
 }
 
+fn entry_bytes(name: &str, cluster: Option<&str>) -> usize {
+    ENTRY_OVERHEAD + name.len() + cluster.map_or(0, str::len)
+}
+
 /// A broker the table no longer counts as alive, and the connection to close (expiry only).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InactiveBroker {
@@ -50,20 +63,41 @@ pub struct InactiveBroker {
     pub conn: Option<ConnRef>,
 }
 
-/// The heartbeat table: brokerName -> live entries keyed by (clusterName, brokerId).
+/// A new broker's heartbeat the table has no room for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableFull(pub String);
+
+/// New brokers and refusals since the last summary line.
 #[derive(Debug, Default)]
-pub struct Liveness {
-    by_name: HashMap<String, Vec<BrokerLive>>,
-    len: usize,
-    /// Heartbeats of new brokers refused because the table was full.
+struct NewsSinceSummary {
+    new_brokers: u64,
+    /// The first new broker of the interval: name, id, address.
+    first_new: Option<(String, i64, String)>,
     refused: u64,
 }
 
+/// The heartbeat table: brokerName -> live entries keyed by (clusterName, brokerId).
+#[derive(Debug, Default)]
+pub struct Liveness {
+    by_name: HashMap<Arc<str>, Vec<BrokerLive>>,
+    /// Connection -> the names of its entries, with how many entries of each name are on it.
+    by_conn: HashMap<ConnRef, HashMap<Arc<str>, u32>>,
+    len: usize,
+    bytes: usize,
+    news: NewsSinceSummary,
+}
+
 impl Liveness {
-    /// Records one 904 (not one without brokerName: no broker set can match it).
-    pub fn on_heartbeat(&mut self, hb: &Heartbeat, conn: Option<ConnRef>, now_ms: u64) {
+    /// Records one 904 (not one without brokerName or brokerId: no broker set can match it).
+    /// Err: a new broker the table has no room for (its count or bytes), with the reason.
+    pub fn on_heartbeat(
+        &mut self,
+        hb: &Heartbeat,
+        conn: Option<ConnRef>,
+        now_ms: u64,
+    ) -> Result<(), TableFull> {
         let (Some(broker_name), Some(broker_id)) = (hb.broker_name.as_deref(), hb.broker_id) else {
-            return;
+            return Ok(());
         };
         let mut fresh = BrokerLive {
             cluster_name: hb.cluster_name.clone(),
@@ -86,27 +120,72 @@ impl Liveness {
                 fresh.max_offset = live.max_offset;
             }
             // Java keeps the first connection; following the broker notices its close.
-            *live = fresh;
-            return;
-        }
-        if self.len >= MAX_LIVE_BROKERS {
-            self.refused += 1;
-            if self.refused.is_power_of_two() {
-                log::warn!(
-                    "controller: heartbeat table full ({MAX_LIVE_BROKERS} brokers): {} heartbeats of new brokers refused so far, latest {broker_name} id {broker_id}",
-                    self.refused
-                );
+            let old_conn = std::mem::replace(live, fresh).conn;
+            if old_conn != conn {
+                self.move_index(broker_name, old_conn, conn);
             }
-            return;
+            return Ok(());
         }
-        log::info!(
-            "controller: broker {broker_name} id {broker_id} ({}) heartbeats (cluster {})",
-            hb.broker_addr.as_deref().unwrap_or("?"),
-            cluster.unwrap_or("?")
-        );
-        let lives = self.by_name.entry(broker_name.to_owned()).or_default();
-        lives.push(fresh);
+        let bytes = entry_bytes(broker_name, cluster);
+        if self.len >= MAX_LIVE_BROKERS || self.bytes + bytes > MAX_LIVE_BYTES {
+            self.news.refused += 1;
+            return Err(TableFull(format!(
+                "the controller's heartbeat table is full ({} brokers, {} bytes; at most {MAX_LIVE_BROKERS} brokers, {MAX_LIVE_BYTES} bytes): broker {broker_name} id {broker_id} not recorded",
+                self.len, self.bytes
+            )));
+        }
+        if self.news.first_new.is_none() {
+            let addr = hb.broker_addr.clone().unwrap_or_else(|| "?".into());
+            self.news.first_new = Some((broker_name.to_owned(), broker_id, addr));
+        }
+        self.news.new_brokers += 1;
+        let key = match self.by_name.get_key_value(broker_name) {
+            Some((key, _)) => key.clone(),
+            None => Arc::from(broker_name),
+        };
+        self.index(conn, key.clone());
+        self.by_name.entry(key).or_default().push(fresh);
         self.len += 1;
+        self.bytes += bytes;
+        Ok(())
+    }
+
+    fn index(&mut self, conn: Option<ConnRef>, name: Arc<str>) {
+        if let Some(conn) = conn {
+            *self
+                .by_conn
+                .entry(conn)
+                .or_default()
+                .entry(name)
+                .or_default() += 1;
+        }
+    }
+
+    fn unindex(&mut self, conn: Option<ConnRef>, name: &str) {
+        let Some(conn) = conn else {
+            return;
+        };
+        let Some(names) = self.by_conn.get_mut(&conn) else {
+            return;
+        };
+        if let Some(count) = names.get_mut(name) {
+            *count -= 1;
+            if *count == 0 {
+                names.remove(name);
+            }
+        }
+        if names.is_empty() {
+            self.by_conn.remove(&conn);
+        }
+    }
+
+    /// A known broker's heartbeat came over another connection than its last one.
+    fn move_index(&mut self, name: &str, from: Option<ConnRef>, to: Option<ConnRef>) {
+        self.unindex(from, name);
+        if let Some((key, _)) = self.by_name.get_key_value(name) {
+            let key = key.clone();
+            self.index(to, key);
+        }
     }
 
     fn find_mut(&mut self, cluster: Option<&str>, name: &str, id: i64) -> Option<&mut BrokerLive> {
@@ -130,37 +209,89 @@ impl Liveness {
             .is_some_and(|l| l.is_active(now_ms))
     }
 
-    /// Java's `scanNotActiveBroker`: removes and returns the entries past their timeout.
+    /// Java's `scanNotActiveBroker`: removes and returns the entries past their timeout. Logs
+    /// the interval's new brokers and refusals in one line each.
     pub fn scan_not_active(&mut self, now_ms: u64) -> Vec<InactiveBroker> {
-        self.remove_where(|l| {
-            i128::from(now_ms) > deadline(l.last_update_ms, l.heartbeat_timeout_ms)
-        })
-    }
-
-    /// A connection closed: every broker on it is inactive now (Java: only the first).
-    pub fn connection_closed(&mut self, conn: ConnRef) -> Vec<InactiveBroker> {
-        self.remove_where(|l| l.conn == Some(conn))
-    }
-
-    fn remove_where(&mut self, gone_if: impl Fn(&BrokerLive) -> bool) -> Vec<InactiveBroker> {
+        self.log_news();
         let mut gone = Vec::new();
-        self.by_name.retain(|name, lives| {
-            lives.retain(|l| {
-                let goes = gone_if(l);
-                if goes {
-                    gone.push(InactiveBroker {
-                        cluster_name: l.cluster_name.clone(),
-                        broker_name: name.clone(),
-                        broker_id: l.broker_id,
-                        conn: l.conn,
-                    });
-                }
-                !goes
+        let names: Vec<Arc<str>> = self.by_name.keys().cloned().collect();
+        for name in names {
+            self.remove_from(&name, &mut gone, |l| {
+                i128::from(now_ms) > deadline(l.last_update_ms, l.heartbeat_timeout_ms)
             });
-            !lives.is_empty()
-        });
-        self.len -= gone.len();
+        }
         gone
+    }
+
+    /// A connection closed: every broker whose last heartbeat came over it is inactive now
+    /// (Java: only the first), found through the index by connection.
+    pub fn connection_closed(&mut self, conn: ConnRef) -> Vec<InactiveBroker> {
+        let mut gone = Vec::new();
+        for name in self
+            .by_conn
+            .remove(&conn)
+            .into_iter()
+            .flat_map(|n| n.into_keys())
+        {
+            self.remove_from(&name, &mut gone, |l| l.conn == Some(conn));
+        }
+        gone
+    }
+
+    /// Removes the entries of `name` that go, and their index slots.
+    fn remove_from(
+        &mut self,
+        name: &str,
+        gone: &mut Vec<InactiveBroker>,
+        goes: impl Fn(&BrokerLive) -> bool,
+    ) {
+        let Some(lives) = self.by_name.get_mut(name) else {
+            return;
+        };
+        let before = gone.len();
+        lives.retain(|l| {
+            if !goes(l) {
+                return true;
+            }
+            gone.push(InactiveBroker {
+                cluster_name: l.cluster_name.clone(),
+                broker_name: name.to_owned(),
+                broker_id: l.broker_id,
+                conn: l.conn,
+            });
+            false
+        });
+        if lives.is_empty() {
+            self.by_name.remove(name);
+        }
+        for broker in &gone[before..] {
+            self.len -= 1;
+            self.bytes -= entry_bytes(name, broker.cluster_name.as_deref());
+            self.unindex(broker.conn, name);
+        }
+    }
+
+    fn log_news(&mut self) {
+        let news = std::mem::take(&mut self.news);
+        if let Some((name, id, addr)) = news.first_new {
+            let others = news.new_brokers - 1;
+            log::info!(
+                "controller: {} new broker(s) heartbeat: {name} id {id} ({addr}){}",
+                news.new_brokers,
+                match others {
+                    0 => String::new(),
+                    n => format!(" and {n} more"),
+                }
+            );
+        }
+        if news.refused > 0 {
+            log::warn!(
+                "controller: {} heartbeat(s) of new brokers refused: the heartbeat table is full ({} brokers, {} bytes; at most {MAX_LIVE_BROKERS}, {MAX_LIVE_BYTES} bytes)",
+                news.refused,
+                self.len,
+                self.bytes
+            );
+        }
     }
 }
 
@@ -204,7 +335,9 @@ mod tests {
     #[test]
     fn a_silent_broker_is_reported_by_the_scan_after_its_timeout() {
         let mut table = Liveness::default();
-        table.on_heartbeat(&hb("broker1", 1, Some(3000), 1, 1), Some(ConnRef(9)), 1_000);
+        table
+            .on_heartbeat(&hb("broker1", 1, Some(3000), 1, 1), Some(ConnRef(9)), 1_000)
+            .unwrap();
         assert!(table.is_active(Some("cluster1"), "broker1", 1, 4_000));
         assert!(
             table.scan_not_active(4_000).is_empty(),
@@ -227,8 +360,12 @@ mod tests {
     #[test]
     fn absent_timeout_defaults_to_ten_seconds_and_a_negative_one_is_inactive_at_once() {
         let mut table = Liveness::default();
-        table.on_heartbeat(&hb("b", 1, None, 0, 0), None, 0);
-        table.on_heartbeat(&hb("b", 2, Some(-10_000), 0, 0), None, 0);
+        table
+            .on_heartbeat(&hb("b", 1, None, 0, 0), None, 0)
+            .unwrap();
+        table
+            .on_heartbeat(&hb("b", 2, Some(-10_000), 0, 0), None, 0)
+            .unwrap();
         assert!(table.is_active(Some("cluster1"), "b", 1, 10_000));
         assert!(!table.is_active(Some("cluster1"), "b", 1, 10_001));
         assert!(!table.is_active(Some("cluster1"), "b", 2, 0));
@@ -241,10 +378,12 @@ mod tests {
     #[test]
     fn progress_moves_forward_only_but_priority_and_timeout_follow_each_heartbeat() {
         let mut table = Liveness::default();
-        table.on_heartbeat(&hb("b", 1, Some(5000), 2, 100), None, 0);
+        table
+            .on_heartbeat(&hb("b", 1, Some(5000), 2, 100), None, 0)
+            .unwrap();
         let mut older = hb("b", 1, Some(7000), 1, 500);
         older.election_priority = Some(4);
-        table.on_heartbeat(&older, None, 10);
+        table.on_heartbeat(&older, None, 10).unwrap();
         let live = table.get(Some("cluster1"), "b", 1).unwrap();
         assert_eq!((live.epoch, live.max_offset), (2, 100));
         assert_eq!(
@@ -252,16 +391,24 @@ mod tests {
             (7000, 4)
         );
         assert_eq!(live.last_update_ms, 10);
-        table.on_heartbeat(&hb("b", 1, Some(7000), 2, 150), None, 20);
+        table
+            .on_heartbeat(&hb("b", 1, Some(7000), 2, 150), None, 20)
+            .unwrap();
         assert_eq!(table.get(Some("cluster1"), "b", 1).unwrap().max_offset, 150);
     }
 
     #[test]
     fn closing_a_connection_marks_every_broker_on_it_inactive() {
         let mut table = Liveness::default();
-        table.on_heartbeat(&hb("a", 1, None, 0, 0), Some(ConnRef(1)), 0);
-        table.on_heartbeat(&hb("b", 1, None, 0, 0), Some(ConnRef(1)), 0);
-        table.on_heartbeat(&hb("c", 1, None, 0, 0), Some(ConnRef(2)), 0);
+        table
+            .on_heartbeat(&hb("a", 1, None, 0, 0), Some(ConnRef(1)), 0)
+            .unwrap();
+        table
+            .on_heartbeat(&hb("b", 1, None, 0, 0), Some(ConnRef(1)), 0)
+            .unwrap();
+        table
+            .on_heartbeat(&hb("c", 1, None, 0, 0), Some(ConnRef(2)), 0)
+            .unwrap();
         let mut gone: Vec<String> = table
             .connection_closed(ConnRef(1))
             .into_iter()
@@ -276,8 +423,12 @@ mod tests {
     #[test]
     fn a_broker_that_reconnected_is_tied_to_its_new_connection() {
         let mut table = Liveness::default();
-        table.on_heartbeat(&hb("a", 1, None, 0, 0), Some(ConnRef(1)), 0);
-        table.on_heartbeat(&hb("a", 1, None, 0, 0), Some(ConnRef(2)), 1);
+        table
+            .on_heartbeat(&hb("a", 1, None, 0, 0), Some(ConnRef(1)), 0)
+            .unwrap();
+        table
+            .on_heartbeat(&hb("a", 1, None, 0, 0), Some(ConnRef(2)), 1)
+            .unwrap();
         assert!(table.connection_closed(ConnRef(1)).is_empty());
         assert_eq!(table.connection_closed(ConnRef(2)).len(), 1);
     }
@@ -286,16 +437,56 @@ mod tests {
     fn the_table_is_bounded_but_known_brokers_keep_heartbeating() {
         let mut table = Liveness::default();
         for i in 0..MAX_LIVE_BROKERS as i64 {
-            table.on_heartbeat(&hb(&format!("b{}", i / 4), i % 4, None, 0, 0), None, 0);
+            table
+                .on_heartbeat(&hb(&format!("b{}", i / 4), i % 4, None, 0, 0), None, 0)
+                .unwrap();
         }
         assert_eq!(table.len(), MAX_LIVE_BROKERS);
-        table.on_heartbeat(&hb("new", 1, None, 0, 0), None, 5);
+        assert!(table
+            .on_heartbeat(&hb("new", 1, None, 0, 0), None, 5)
+            .is_err());
         assert!(table.get(Some("cluster1"), "new", 1).is_none());
-        table.on_heartbeat(&hb("b0", 1, None, 0, 0), None, 5);
+        table
+            .on_heartbeat(&hb("b0", 1, None, 0, 0), None, 5)
+            .unwrap();
         assert_eq!(
             table.get(Some("cluster1"), "b0", 1).unwrap().last_update_ms,
             5
         );
+    }
+
+    fn table_size(added: u64) -> usize {
+        usize::try_from(added).unwrap_or(usize::MAX)
+    }
+
+    #[test]
+    fn the_tables_bytes_are_bounded_and_given_back_when_brokers_go() {
+        let mut table = Liveness::default();
+        let long = "n".repeat(255);
+        let mut added = 0;
+        let refusal = loop {
+            let mut beat = hb(&format!("{long}{added}"), 1, Some(10), 0, 0);
+            beat.cluster_name = Some(long.clone());
+            match table.on_heartbeat(&beat, Some(ConnRef(added % 7)), 0) {
+                Ok(()) => added += 1,
+                Err(TableFull(why)) => break why,
+            }
+        };
+        assert!(table.len() < MAX_LIVE_BROKERS, "the bytes bound first");
+        assert!(table.bytes <= MAX_LIVE_BYTES);
+        assert!(refusal.contains("bytes"), "{refusal}");
+        // Known brokers keep heartbeating; a close and the expiry give the bytes back.
+        let known = hb(&format!("{long}0"), 1, Some(10), 0, 0);
+        let known = Heartbeat {
+            cluster_name: Some(long.clone()),
+            ..known
+        };
+        assert!(table.on_heartbeat(&known, Some(ConnRef(0)), 5).is_ok());
+        let closed = table.connection_closed(ConnRef(3)).len();
+        assert_eq!(closed, (0..added).filter(|i| i % 7 == 3).count());
+        assert_eq!(table.scan_not_active(100).len() + closed, table_size(added));
+        assert_eq!((table.len(), table.bytes), (0, 0));
+        assert!(table.by_conn.is_empty());
     }
 
     #[test]
@@ -303,7 +494,7 @@ mod tests {
         let mut table = Liveness::default();
         let mut nameless = hb("a", 1, None, 0, 0);
         nameless.broker_name = None;
-        table.on_heartbeat(&nameless, None, 0);
+        table.on_heartbeat(&nameless, None, 0).unwrap();
         assert!(table.is_empty());
     }
 }

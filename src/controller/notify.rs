@@ -109,16 +109,18 @@ mod tests {
     fn only_active_members_are_notified() {
         let mut liveness = Liveness::default();
         for id in [2, 3] {
-            liveness.on_heartbeat(
-                &Heartbeat {
-                    cluster_name: Some("c".into()),
-                    broker_name: Some("b".into()),
-                    broker_id: Some(id),
-                    ..Heartbeat::default()
-                },
-                None,
-                0,
-            );
+            liveness
+                .on_heartbeat(
+                    &Heartbeat {
+                        cluster_name: Some("c".into()),
+                        broker_name: Some("b".into()),
+                        broker_id: Some(id),
+                        ..Heartbeat::default()
+                    },
+                    None,
+                    0,
+                )
+                .unwrap();
         }
         let sent: Vec<String> = for_election(&elected(4), &liveness, 5_000)
             .into_iter()

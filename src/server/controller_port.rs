@@ -173,6 +173,12 @@ impl ControllerPort {
         self.local_addr
     }
 
+    /// The name server's `brokerAllowList` (at start and after each change).
+    pub(super) fn set_broker_allow_list(&mut self, text: &str) {
+        self.controller
+            .set_broker_allow_list(crate::config::Cidr::parse_list(text));
+    }
+
     pub(super) fn missing_setup() -> StartError {
         StartError::Controller(
             "enableControllerInNamesrv=true but no controller settings were given: start it with Server::bind_with_controller".into(),
@@ -210,9 +216,10 @@ impl ControllerPort {
         let controller = &mut self.controller;
         controller.set_name_limits(names);
         let replies = &mut self.replies;
+        let peer = ctx.peer(conn).map(|addr| addr.ip());
         let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let from = Some(ConnRef(conn.index() as u64));
-            controller.handle(ticket, cmd, from, now, replies);
+            controller.handle_from(ticket, cmd, from, peer, now, replies);
         }));
         if handled.is_err() {
             error!(

@@ -138,6 +138,7 @@ impl Server {
         app.arm_scan_timer(event_loop.ctx());
         if let Some(mut port) = controller {
             port.arm_timers(event_loop.ctx());
+            port.set_broker_allow_list(&app.processor.config().broker_allow_list);
             app.controller = Some(port);
         }
         Ok(Server {
@@ -376,6 +377,9 @@ impl NameServer {
     fn refresh_settings(&mut self, ctx: &mut Ctx<PeerState>) {
         let config = self.processor.config();
         self.settings = Settings::from_config(config);
+        if let Some(port) = self.controller.as_mut() {
+            port.set_broker_allow_list(&config.broker_allow_list);
+        }
         if ctx.limits().max_connections != connection_cap(config.max_connections, self.descriptors)
         {
             self.descriptors = prepare_descriptors(config).or(self.descriptors);

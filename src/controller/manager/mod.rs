@@ -4,6 +4,7 @@
 //! notifications and payloads for peers.
 
 mod elections;
+mod senders;
 mod start;
 
 use super::codes::response as rc;
@@ -19,12 +20,16 @@ use super::replicas::{Elected, View};
 use super::request::{self, ControllerRequest, ElectMaster, Heartbeat, LeaderRequest};
 use super::response::Response;
 use super::state::{ControllerState, Stamp};
+use crate::config::Cidr;
 use crate::event_loop::LogGate;
-use crate::remoting::codes::response::{REQUEST_CODE_NOT_SUPPORTED, SUCCESS, SYSTEM_ERROR};
+use crate::remoting::codes::response::{
+    REQUEST_CODE_NOT_SUPPORTED, SUCCESS, SYSTEM_BUSY, SYSTEM_ERROR,
+};
 use crate::remoting::command::RemotingCommand;
 use crate::request::NameLimits;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
+use std::net::IpAddr;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply<T> {
@@ -77,6 +82,9 @@ pub struct Controller<T> {
     name_limits: NameLimits,
     /// Requests refused at the wire: one warning line per interval.
     refused_log: LogGate,
+    /// The name server's `brokerAllowList` (see `senders`).
+    broker_allow_list: Vec<Cidr>,
+    refused_senders: u64,
 }
 
 struct ConfigUpdate<T> {
@@ -231,12 +239,26 @@ impl<T> Controller<T> {
         self.pipeline.next_deadline_ms()
     }
 
-    /// One request from the controller port; the replies it releases go to `out`.
+    /// One request from a caller without a socket (no sender check); see [`Self::handle_from`].
     pub fn handle(
         &mut self,
         ticket: T,
         cmd: &RemotingCommand,
         conn: Option<ConnRef>,
+        now_ms: u64,
+        out: &mut Vec<Reply<T>>,
+    ) {
+        self.handle_from(ticket, cmd, conn, None, now_ms, out);
+    }
+
+    /// One request from the controller port, sent over `conn` from `peer`; the replies it
+    /// releases go to `out`.
+    pub fn handle_from(
+        &mut self,
+        ticket: T,
+        cmd: &RemotingCommand,
+        conn: Option<ConnRef>,
+        peer: Option<IpAddr>,
         now_ms: u64,
         out: &mut Vec<Reply<T>>,
     ) {
@@ -261,6 +283,9 @@ impl<T> Controller<T> {
                 return reply(out, ticket, wants_reply, response);
             }
         };
+        if let Some(refusal) = self.refuse_sender(&request, peer, now_ms) {
+            return reply(out, ticket, wants_reply, refusal);
+        }
         let response = match request {
             ControllerRequest::Heartbeat(hb) => self.heartbeat(&hb, conn, wants_reply, now_ms),
             ControllerRequest::GetMetadata => self.metadata(),
@@ -306,7 +331,9 @@ impl<T> Controller<T> {
                 "Heart beat with empty brokerId",
             );
         }
-        self.liveness.on_heartbeat(hb, conn, now_ms);
+        if let Err(full) = self.liveness.on_heartbeat(hb, conn, now_ms) {
+            return Response::error(SYSTEM_BUSY, full.0);
+        }
         let response = Response::new(SUCCESS, Some("Heart beat success".into()));
         // Only a peer that reads the answer can use a lease (rocketmq-rust brokers). A stalled
         // log changes no master: leases go on.

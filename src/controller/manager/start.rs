@@ -84,6 +84,8 @@ impl<T> Controller<T> {
             replay: Some(Replay::default()),
             wall,
             inactive_masters: BTreeMap::new(),
+            broker_allow_list: Vec::new(),
+            refused_senders: 0,
             serving_since: None,
             serving_checked: true,
             name_limits: NameLimits::from_config(&NamesrvConfig::default()),

@@ -19,6 +19,7 @@ use rmq_namesrv::controller::request::ControllerRequest;
 use rmq_namesrv::remoting::codes::version::CURRENT;
 use rmq_namesrv::remoting::command::{RemotingCommand, SerializeType};
 use rmq_namesrv::request::Encoded;
+use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -35,28 +36,25 @@ struct Set {
     wide: bool,
 }
 
-/// A made-up address per broker (the controller only stores it; nobody connects).
-fn broker_addr(set: usize, id: i64) -> String {
-    let port = 30901 + 10 * id;
-    format!(
-        "10.{}.{}.{}:{port}",
-        (set >> 16) & 255,
-        (set >> 8) & 255,
-        set & 255
-    )
+/// A made-up address per broker (the controller only stores it; nobody connects), on the
+/// IP the controller sees this tool at: it takes heartbeats and registrations naming a broker
+/// only from that broker's IP (`checkBrokerSourceAddress`).
+fn broker_addr(ip: IpAddr, set: usize, id: i64) -> String {
+    let port = 20_000 + (2 * set + id as usize) % 40_000;
+    SocketAddr::new(ip, port as u16).to_string()
 }
 
 /// 1013 + 1003 for ids 1 and 2, 1002 for id 1, heartbeats, 1001 to {1,2}. Heartbeats after the
 /// election: nobody is active then, so no 1008 goes to the made-up addresses.
-fn set_up(c: &mut Client, name: &str, index: usize) -> Result<Set, String> {
+fn set_up(c: &mut Client, name: &str, index: usize, ip: IpAddr) -> Result<Set, String> {
     for id in [1i64, 2] {
-        let addr = broker_addr(index, id);
+        let addr = broker_addr(ip, index, id);
         call_ok(c, &apply_broker_id(name, id, &addr))?;
         call_ok(c, &register_broker(name, id, &addr))?;
     }
     let elected = call_ok(c, &elect_master(name, 1))?;
     for id in [1i64, 2] {
-        let beat = heartbeat(name, &broker_addr(index, id), id, LONG_TIMEOUT_MS);
+        let beat = heartbeat(name, &broker_addr(ip, index, id), id, LONG_TIMEOUT_MS);
         c.oneway_encoded(&beat.encode())
             .map_err(|e| format!("904: {e}"))?;
     }
@@ -133,6 +131,10 @@ pub fn run(mut b: Bench) -> Result<Report, String> {
     b.report.target.clone_from(&addr);
     let mut c =
         Client::connect(&addr, CALL_TIMEOUT).map_err(|e| format!("connect to {addr}: {e}"))?;
+    let ip = c
+        .local_addr()
+        .map_err(|e| format!("connect to {addr}: {e}"))?
+        .ip();
     let names = set_names(&b.o);
     let started = Instant::now();
     let mut sets = Vec::with_capacity(names.len());
@@ -140,13 +142,13 @@ pub fn run(mut b: Bench) -> Result<Report, String> {
         if b.engine.stopped() {
             return Err("interrupted during the setup".into());
         }
-        sets.push(set_up(&mut c, name, i).map_err(|e| format!("setting up {name}: {e}"))?);
+        sets.push(set_up(&mut c, name, i, ip).map_err(|e| format!("setting up {name}: {e}"))?);
     }
     let setup_s = started.elapsed().as_secs_f64();
     let loaded = Mark::now(b.o.pid);
     let next_ids = templates(&mut b.engine, &sets, |_, s| next_broker_id(&s.name));
     let registers = templates(&mut b.engine, &sets, |i, s| {
-        register_broker(&s.name, 2, &broker_addr(i, 2))
+        register_broker(&s.name, 2, &broker_addr(ip, i, 2))
     });
     let class = b.engine.add_class("controller", None);
     // `--clients`, at most one per set: a connection's requests in flight are for distinct

@@ -1,0 +1,129 @@
+//! Who may speak for a broker (docs/controller.md, "Who may speak for a broker"): a heartbeat
+//! (904) or registration (1003) naming a broker counts only from an address `brokerAllowList`
+//! admits (when set) and, unless `checkBrokerSourceAddress=false`, from the IP of the broker's
+//! own address: the one the controller holds for its id, else (904) the one it gives. So a
+//! stranger can neither keep a broker alive, nor tie a live one to a connection it then
+//! closes, nor move a live broker's address.
+
+use super::Controller;
+use crate::config::Cidr;
+use crate::controller::request::{ControllerRequest, LeaderRequest};
+use crate::controller::response::Response;
+use crate::remoting::codes::response::NO_PERMISSION;
+use std::net::{IpAddr, UdpSocket};
+
+/// The broker a request speaks for: (name, id, the address it gives for it).
+fn speaks_for(request: &ControllerRequest) -> Option<(&str, Option<i64>, Option<&str>)> {
+    match request {
+        ControllerRequest::Heartbeat(hb) => Some((
+            hb.broker_name.as_deref()?,
+            hb.broker_id,
+            hb.broker_addr.as_deref(),
+        )),
+        ControllerRequest::Leader(LeaderRequest::RegisterBroker(r)) => Some((
+            r.broker_name.as_deref()?,
+            r.broker_id,
+            r.broker_address.as_deref(),
+        )),
+        _ => None,
+    }
+}
+
+impl<T> Controller<T> {
+    /// `brokerAllowList` as the name server has it now (parsed once per change).
+    pub fn set_broker_allow_list(&mut self, list: Vec<Cidr>) {
+        self.broker_allow_list = list;
+    }
+
+    /// None: `request` may be served from `peer` (None: a caller without a socket).
+    pub(super) fn refuse_sender(
+        &mut self,
+        request: &ControllerRequest,
+        peer: Option<IpAddr>,
+        now_ms: u64,
+    ) -> Option<Response> {
+        let peer = peer?;
+        let (name, id, given) = speaks_for(request)?;
+        let code = request.code();
+        if !self.broker_allow_list.is_empty()
+            && !self.broker_allow_list.iter().any(|c| c.contains(peer))
+        {
+            return Some(self.refused(code, "this address is not in brokerAllowList".into()));
+        }
+        if !self.config.settings().check_broker_source_address {
+            return None;
+        }
+        let heartbeat = matches!(request, ControllerRequest::Heartbeat(_));
+        let replica = self.state.replica_info(name);
+        let recorded = id.and_then(|id| replica?.address(id));
+        let addr = recorded.or(given.filter(|_| heartbeat))?;
+        if sent_from(addr, peer) {
+            return None;
+        }
+        // 1003 may move a broker's address to the sender's own IP (a broker restarted on
+        // another host), unless the broker still heartbeats from the old one.
+        let cluster = replica.and_then(|r| r.cluster_name.as_deref());
+        let holder_alive = id.is_some_and(|id| self.liveness.is_active(cluster, name, id, now_ms));
+        let to_sender = given.is_some_and(|a| sent_from(a, peer));
+        if !heartbeat && !holder_alive && to_sender {
+            return None;
+        }
+        let why = format!(
+            "broker {name} id {} is at {addr}, not at this sender's IP",
+            id.unwrap_or(-1)
+        );
+        Some(self.refused(code, why))
+    }
+
+    fn refused(&mut self, code: i32, why: String) -> Response {
+        self.refused_senders += 1;
+        if self.refused_senders.is_power_of_two() {
+            log::warn!(
+                "controller: refused {} ({} such refusals so far): {why} (brokerAllowList; checkBrokerSourceAddress=false where brokers sit behind NAT)",
+                crate::controller::codes::request_name(code),
+                self.refused_senders
+            );
+        }
+        Response::error(
+            NO_PERMISSION,
+            format!("request {code} refused: {why} (checkBrokerSourceAddress, brokerAllowList)"),
+        )
+    }
+}
+
+/// True when `addr` (`host:port`) is at `peer`'s IP, or names a host (not checked: no lookup on
+/// the loop). A broker on the controller's own host may also come over loopback.
+fn sent_from(addr: &str, peer: IpAddr) -> bool {
+    let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let Ok(ip) = host.parse::<IpAddr>() else {
+        return true;
+    };
+    let (ip, peer) = (ip.to_canonical(), peer.to_canonical());
+    ip == peer || (peer.is_loopback() && !ip.is_loopback() && is_local(ip))
+}
+
+/// One of this host's addresses (binding to it works only then).
+fn is_local(ip: IpAddr) -> bool {
+    UdpSocket::bind((ip, 0)).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_address_matches_its_own_ip_and_host_names_are_not_checked() {
+        let peer: IpAddr = "10.0.0.7".parse().unwrap();
+        assert!(sent_from("10.0.0.7:10911", peer));
+        assert!(!sent_from("10.0.0.8:10911", peer));
+        assert!(sent_from("broker-a.example:10911", peer));
+        let mapped: IpAddr = "::ffff:10.0.0.7".parse().unwrap();
+        assert!(sent_from("10.0.0.7:10911", mapped));
+        assert!(sent_from("[::1]:10911", "::1".parse().unwrap()));
+        // Loopback is no one's but its own: 127.0.0.2 is not 127.0.0.3.
+        assert!(!sent_from("127.0.0.2:10911", "127.0.0.3".parse().unwrap()));
+        // A non-local address never comes over loopback.
+        assert!(!sent_from("192.0.2.1:10911", "127.0.0.1".parse().unwrap()));
+    }
+}
