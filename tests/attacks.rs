@@ -13,7 +13,9 @@ mod common;
 
 use bytes::{Bytes, BytesMut};
 use child::ServerProcess;
-use common::{body_with, register, stat, topic, wait_until, Broker, TempDir, TestServer};
+use common::{
+    body_with, connect_from, register, stat, topic, wait_until, Broker, TempDir, TestServer,
+};
 use rmq_namesrv::client::Client;
 use rmq_namesrv::event_loop::{
     ConnId, Ctx, DescriptorLimit, EventLoop, Handler, Limits, ListenerTag, Next,
@@ -78,45 +80,6 @@ fn served(addr: &str) -> bool {
     };
     c.request(request::GET_BROKER_CLUSTER_INFO, &[], b"")
         .is_ok_and(|r| r.code == response::SUCCESS)
-}
-
-/// A client bound to a chosen loopback address (127.0.0.x): attackers and good clients are
-/// different peers as far as per-address rules go.
-fn connect_from(source: [u8; 4], addr: &str) -> std::io::Result<TcpStream> {
-    use std::os::fd::FromRawFd;
-    let Ok(SocketAddr::V4(v4)) = addr.parse::<SocketAddr>() else {
-        panic!("IPv4 address expected: {addr}");
-    };
-    let sockaddr = |ip: [u8; 4], port: u16| libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: port.to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from_ne_bytes(ip),
-        },
-        sin_zero: [0; 8],
-    };
-    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    // Close-on-exec, as std's sockets: children spawned by tests running alongside must not
-    // inherit (and keep open) these connections.
-    // SAFETY: plain socket calls on a descriptor this function owns (handed to TcpStream,
-    // which closes it), with sockaddr_in values that live across each call.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let stream = TcpStream::from_raw_fd(fd);
-        let local = sockaddr(source, 0);
-        if libc::bind(fd, &local as *const _ as *const libc::sockaddr, len) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let remote = sockaddr(v4.ip().octets(), v4.port());
-        if libc::connect(fd, &remote as *const _ as *const libc::sockaddr, len) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-        Ok(stream)
-    }
 }
 
 /// Whether the peer sees the connection closed (EOF or reset) rather than kept open.

@@ -8,53 +8,19 @@ mod common;
 mod controller_net;
 
 use bytes::Bytes;
-use common::{request_frame, stats, wait_until};
+use common::{connect_from, request_frame, stats, wait_until};
 use controller_net::ControllerServer;
 use rmq_namesrv::client::Client;
 use rmq_namesrv::remoting::command::{DecodeLimits, RemotingCommand};
 use rmq_namesrv::remoting::json::Value;
 use rmq_namesrv::server::ControllerSetup;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 const MASTER: [u8; 4] = [127, 0, 0, 2];
 const STRANGER: [u8; 4] = [127, 0, 0, 3];
 const MASTER_ADDR: &str = "127.0.0.2:10911";
-
-/// A connection bound to a chosen loopback source address.
-fn connect_from(source: [u8; 4], addr: &str) -> TcpStream {
-    use std::os::fd::FromRawFd;
-    let Ok(SocketAddr::V4(v4)) = addr.parse::<SocketAddr>() else {
-        panic!("IPv4 address expected: {addr}");
-    };
-    let sockaddr = |ip: [u8; 4], port: u16| libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: port.to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from_ne_bytes(ip),
-        },
-        sin_zero: [0; 8],
-    };
-    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    // SAFETY: plain socket calls on a descriptor this function owns (handed to TcpStream,
-    // which closes it), with sockaddr_in values that live across each call.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
-        let stream = TcpStream::from_raw_fd(fd);
-        let local = sockaddr(source, 0);
-        let bound = libc::bind(fd, &local as *const _ as *const libc::sockaddr, len);
-        assert_eq!(bound, 0, "bind: {}", std::io::Error::last_os_error());
-        let remote = sockaddr(v4.ip().octets(), v4.port());
-        let connected = libc::connect(fd, &remote as *const _ as *const libc::sockaddr, len);
-        assert_eq!(connected, 0, "connect: {}", std::io::Error::last_os_error());
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .expect("timeout");
-        stream
-    }
-}
 
 /// One request on a raw stream, and its answer.
 fn call(s: &mut TcpStream, code: i32, ext: &[(&str, &str)]) -> RemotingCommand {
@@ -79,7 +45,7 @@ fn heartbeat<'a>(name: &'a str, id: &'a str, addr: &'a str) -> Vec<(&'a str, &'a
 
 /// Set `b`'s only broker, id 1 at [`MASTER_ADDR`], registered and elected master (epoch 1).
 fn master_of_b(controller: &str) -> TcpStream {
-    let mut master = connect_from(MASTER, controller);
+    let mut master = connect_from(MASTER, controller).expect("connect");
     let check_code = format!("{MASTER_ADDR};1");
     let applied = call(
         &mut master,
@@ -129,7 +95,7 @@ fn a_stranger_cannot_keep_or_kill_the_masters_liveness_nor_move_its_address() {
     let elected = (Some("1".into()), "1".into(), Some(MASTER_ADDR.to_owned()));
     assert_eq!(master_now(&mut ctrl), elected);
 
-    let mut stranger = connect_from(STRANGER, &server.controller);
+    let mut stranger = connect_from(STRANGER, &server.controller).expect("connect");
     for addr in [MASTER_ADDR, "127.0.0.3:10911"] {
         let resp = call(&mut stranger, 904, &heartbeat("b", "1", addr));
         assert_eq!(resp.code, 16, "{addr}: {:?}", resp.remark);
@@ -164,7 +130,7 @@ fn a_stranger_cannot_keep_or_kill_the_masters_liveness_nor_move_its_address() {
     }));
     // A broker restarted on another host moves its address to its new IP; nobody moves it to
     // a third one.
-    let mut stranger = connect_from(STRANGER, &server.controller);
+    let mut stranger = connect_from(STRANGER, &server.controller).expect("connect");
     assert_eq!(call(&mut stranger, 1003, &elsewhere).code, 16);
     assert_eq!(call(&mut stranger, 1003, &moved).code, 0);
 }
@@ -203,7 +169,7 @@ fn start_with_broker_allow_list(list: &str) -> ControllerServer {
 fn the_allow_list_decides_who_may_heartbeat_and_no_remote_update_turns_the_check_off() {
     let server = start_with_broker_allow_list("127.0.0.2/32,127.0.0.3/32");
     let own = |source: [u8; 4], addr: &str| {
-        let mut s = connect_from(source, &server.controller);
+        let mut s = connect_from(source, &server.controller).expect("connect");
         call(&mut s, 904, &heartbeat("new", "1", addr))
     };
     let refused = own([127, 0, 0, 4], "127.0.0.4:10911");
@@ -229,7 +195,7 @@ fn the_allow_list_decides_who_may_heartbeat_and_no_remote_update_turns_the_check
 #[test]
 fn behind_nat_the_source_check_is_turned_off_at_start() {
     let server = ControllerServer::start(&[("checkBrokerSourceAddress", "false")]);
-    let mut nat = connect_from(STRANGER, &server.controller);
+    let mut nat = connect_from(STRANGER, &server.controller).expect("connect");
     let resp = call(&mut nat, 904, &heartbeat("new", "1", MASTER_ADDR));
     assert_eq!(resp.code, 0, "{:?}", resp.remark);
 }

@@ -465,38 +465,7 @@ fn a_second_stop_gives_up_the_drain() {
 /// A client bound to a chosen loopback address (127.0.0.x), so that tests can be several
 /// peers as far as per-address rules go (the controller's peer-link tests use it too).
 pub(crate) fn connect_from(source: [u8; 4], addr: SocketAddr) -> TcpStream {
-    use std::os::fd::FromRawFd;
-    let SocketAddr::V4(v4) = addr else {
-        panic!("IPv4 only");
-    };
-    let sockaddr = |ip: [u8; 4], port: u16| libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: port.to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from_ne_bytes(ip),
-        },
-        sin_zero: [0; 8],
-    };
-    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    // Close-on-exec, as std's sockets: children spawned by tests running alongside must not
-    // inherit (and keep open) these connections.
-    // SAFETY: plain socket calls on a descriptor this function owns, with sockaddr_in values
-    // that live across each call; the descriptor is handed to TcpStream, which closes it.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        assert!(fd >= 0, "socket: {}", io::Error::last_os_error());
-        let stream = TcpStream::from_raw_fd(fd);
-        let local = sockaddr(source, 0);
-        let rc = libc::bind(fd, &local as *const _ as *const libc::sockaddr, len);
-        assert_eq!(rc, 0, "bind: {}", io::Error::last_os_error());
-        let remote = sockaddr(v4.ip().octets(), v4.port());
-        let rc = libc::connect(fd, &remote as *const _ as *const libc::sockaddr, len);
-        assert_eq!(rc, 0, "connect: {}", io::Error::last_os_error());
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        stream
-    }
+    crate::test_support::connect_from(source, &addr.to_string()).expect("connect")
 }
 
 /// Whether the server closed the connection (EOF or reset) rather than answering.

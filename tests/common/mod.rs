@@ -24,7 +24,7 @@ mod support;
 #[allow(unused_imports)]
 pub use server_thread::{start, start_with_controller, ServerHandle};
 #[allow(unused_imports)]
-pub use support::{fixture, fixture_path, TempDir};
+pub use support::{connect_from, fixture, fixture_path, TempDir};
 
 /// Calls by code and raw ext pairs that only tests make.
 pub trait RawCalls {
