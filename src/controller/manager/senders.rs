@@ -10,6 +10,8 @@ use crate::config::Cidr;
 use crate::controller::request::{ControllerRequest, LeaderRequest};
 use crate::controller::response::Response;
 use crate::remoting::codes::response::NO_PERMISSION;
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::net::{IpAddr, UdpSocket};
 
 /// The broker a request speaks for: (name, id, the address it gives for it).
@@ -103,9 +105,24 @@ fn sent_from(addr: &str, peer: IpAddr) -> bool {
     ip == peer || (peer.is_loopback() && !ip.is_loopback() && is_local(ip))
 }
 
-/// One of this host's addresses (binding to it works only then).
+/// One of this host's addresses (binding to it works only then). Asked once per address, not
+/// per heartbeat: the answers are kept (at most 64; a stranger's variety only clears them).
 fn is_local(ip: IpAddr) -> bool {
-    UdpSocket::bind((ip, 0)).is_ok()
+    thread_local! {
+        static KNOWN: RefCell<HashMap<IpAddr, bool>> = RefCell::new(HashMap::new());
+    }
+    KNOWN.with(|known| {
+        let mut known = known.borrow_mut();
+        if let Some(&local) = known.get(&ip) {
+            return local;
+        }
+        if known.len() >= 64 {
+            known.clear();
+        }
+        let local = UdpSocket::bind((ip, 0)).is_ok();
+        known.insert(ip, local);
+        local
+    })
 }
 
 #[cfg(test)]
