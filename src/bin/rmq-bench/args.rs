@@ -129,7 +129,8 @@ pub struct Options {
     pub conns: Option<usize>,
     pub churn: bool,
     pub rate: Option<f64>,
-    pub depth: Option<usize>,
+    /// Requests in flight per connection (mixed: the route clients').
+    pub depth: usize,
     pub op_query: bool,
     pub clients: usize,
     pub version: i32,
@@ -196,11 +197,15 @@ fn workload_of(name: &str) -> Result<Workload, String> {
 
 /// The options a workload starts from.
 fn defaults(workload: Workload) -> Options {
-    let (brokers, topics, clients, timeout_ms) = match workload {
-        Workload::Route => (10, 100, 16, 3_000),
-        Workload::Expire => (10_000, 10, 4, 3_000),
-        Workload::Controller => (1_000, 100, 8, 10_000),
-        _ => (100, 100, 16, 3_000),
+    // Brokers send heartbeats oneway and never wait for an answer: pipelining is what they
+    // do, and at depth 1 the syscall round trip bounds both sides equally.
+    let (brokers, topics, clients, depth, timeout_ms) = match workload {
+        Workload::Heartbeat => (100, 100, 16, 8, 3_000),
+        Workload::Route => (10, 100, 16, 16, 3_000),
+        Workload::Mixed => (100, 100, 16, 16, 3_000),
+        Workload::Expire => (10_000, 10, 4, 4, 3_000),
+        Workload::Controller => (1_000, 100, 8, 16, 10_000),
+        _ => (100, 100, 16, 1, 3_000),
     };
     Options {
         workload,
@@ -211,6 +216,7 @@ fn defaults(workload: Workload) -> Options {
             ..Layout::default()
         },
         clients,
+        depth,
         version: 479,
         route_rate: 10_000.0,
         timeout_ms,
@@ -246,7 +252,7 @@ fn set(o: &mut Options, flag: &str, value: &mut ValueOf) -> Result<bool, String>
         "--conns" => o.conns = Some(number(flag, &value()?)?),
         "--churn" => o.churn = true,
         "--rate" => o.rate = Some(parse_rate(&value()?)?),
-        "--depth" => o.depth = Some(number(flag, &value()?)?),
+        "--depth" => o.depth = number(flag, &value()?)?,
         "--op" => {
             o.op_query = match value()?.as_str() {
                 "heartbeat" | "904" => false,
@@ -293,7 +299,7 @@ fn check(o: &Options) -> Result<(), String> {
                     .into(),
             );
         }
-        if o.layout.brokers == 0 || o.clients == 0 || o.depth == Some(0) || o.rounds == 0 {
+        if o.layout.brokers == 0 || o.clients == 0 || o.depth == 0 || o.rounds == 0 {
             return Err("--brokers, --clients, --depth and --rounds must be at least 1".into());
         }
         return Ok(());
@@ -308,7 +314,7 @@ fn check(o: &Options) -> Result<(), String> {
     if o.layout.brokers == 0 && o.topic_list.is_empty() && needs_server {
         return Err("--brokers must be at least 1".into());
     }
-    if o.conns == Some(0) || o.depth == Some(0) || o.clients == 0 {
+    if o.conns == Some(0) || o.depth == 0 || o.clients == 0 {
         return Err("--conns, --depth and --clients must be at least 1".into());
     }
     Ok(())
@@ -377,7 +383,7 @@ mod tests {
         .unwrap();
         assert_eq!(o.workload, Workload::Route);
         assert_eq!(o.layout.brokers, 10);
-        assert_eq!(o.depth, Some(4));
+        assert_eq!(o.depth, 4);
         assert_eq!(o.version, 317);
         assert_eq!(o.duration, Duration::from_secs(1));
         let o = parse(&args("expire -n h:1"), None).unwrap();

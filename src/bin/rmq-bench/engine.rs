@@ -7,7 +7,7 @@
 //! rate-limited class is open-loop: request `i` is due at `start + i / rate`, and when no
 //! connection has a free slot then (the server is behind) its latency counts from when it was
 //! due, so a slow server cannot hide its queueing (coordinated omission). Unlimited classes
-//! refill a connection as soon as an answer frees a slot. A phase ends as [`Until`] says.
+//! refill a connection as soon as an answer frees a slot.
 
 use crate::args::Options;
 use crate::hist::Histogram;
@@ -178,20 +178,11 @@ struct Conn {
 /// How long to wait for the requests in flight once a phase stops sending.
 const DRAIN: Duration = Duration::from_secs(10);
 
-/// When a phase stops sending; the duration bounds it in every case.
-#[derive(Clone, Copy, Debug)]
-pub enum Until {
-    Elapsed(Duration),
-    /// When every active connection has sent each request of its plan once.
-    PlanSent(Duration),
-    /// When the phase's [`Watch`] reports it is finished.
-    Watch(Duration),
-}
-
 /// Observes responses during a phase (the expire workload watches routes disappear).
 pub trait Watch {
     /// An answer to a request of `template`.
     fn on_response(&mut self, _template: u32, _answer: &RemotingCommand) {}
+    /// Ends the phase before its time.
     fn finished(&self) -> bool {
         false
     }
@@ -238,7 +229,8 @@ pub struct Engine {
 }
 
 struct PhaseClock {
-    until: Until,
+    /// The phase ends once every connection has sent each request of its plan once.
+    once: bool,
     hard_end: Instant,
     next_tick: Instant,
     draining: Option<Instant>,
@@ -290,26 +282,24 @@ impl Engine {
         start: usize,
         depth: usize,
     ) -> Result<(), String> {
+        let idx = self.conns.len();
         let open = || -> io::Result<TcpStream> {
             let stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
             stream.set_nodelay(true)?;
             stream.set_nonblocking(true)?;
-            Ok(TcpStream::from_std(stream))
+            let mut stream = TcpStream::from_std(stream);
+            let interest = Interest::READABLE | Interest::WRITABLE;
+            self.poll
+                .registry()
+                .register(&mut stream, Token(idx), interest)?;
+            Ok(stream)
         };
-        let failed = |e: io::Error| format!("connect to {addr}: {e}");
-        let mut stream = open().map_err(failed)?;
-        let idx = self.conns.len();
-        let interest = Interest::READABLE | Interest::WRITABLE;
-        let registry = self.poll.registry();
-        registry
-            .register(&mut stream, Token(idx), interest)
-            .map_err(failed)?;
-        let len = plan.len().max(1);
+        let stream = open().map_err(|e| format!("connect to {addr}: {e}"))?;
         self.conns.push(Conn {
             stream,
             class,
+            cursor: start % plan.len().max(1),
             plan,
-            cursor: start % len,
             sent_in_phase: 0,
             in_flight: InFlight::new(depth),
             out: Vec::with_capacity(64 * 1024),
@@ -562,14 +552,12 @@ impl Engine {
     ) -> bool {
         now >= clock.hard_end
             || self.stopped()
-            || match clock.until {
-                Until::Elapsed(_) => false,
-                Until::PlanSent(_) => all.iter().all(|&ci| {
+            || watch.finished()
+            || clock.once
+                && all.iter().all(|&ci| {
                     let c = &self.conns[ci];
                     !c.open || c.sent_in_phase >= c.plan.len()
-                }),
-                Until::Watch(_) => watch.finished(),
-            }
+                })
     }
 
     fn send_due(&mut self, classes: &[usize], once: bool, sending: bool, watch: &mut dyn Watch) {
@@ -622,21 +610,19 @@ impl Engine {
         true
     }
 
-    /// Runs one phase from zeroed statistics to its end and drains it; what is still in flight
-    /// after the drain counts as unanswered.
+    /// Runs one phase from zeroed statistics until `limit`, the watch, or (`once`) every plan
+    /// sent once ends it, and drains it; what is still in flight after the drain is unanswered.
     pub fn run_phase(
         &mut self,
         name: &str,
         classes: &[usize],
-        until: Until,
+        (limit, once): (Duration, bool),
         watch: &mut dyn Watch,
     ) -> PhaseResult {
         let all: Vec<usize> = classes
             .iter()
             .flat_map(|&k| self.classes[k].conns.iter().copied())
             .collect();
-        let once = matches!(until, Until::PlanSent(_));
-        let (Until::Elapsed(limit) | Until::PlanSent(limit) | Until::Watch(limit)) = until;
         let server_cpu = |pid: Option<u32>| Some(sample_proc(&pid?.to_string())?.cpu_s);
         let cpu_before = server_cpu(self.server_pid);
         let started = Instant::now();
@@ -652,7 +638,7 @@ impl Engine {
             self.fill(ci, once, watch);
         }
         let mut clock = PhaseClock {
-            until,
+            once,
             hard_end: started + limit,
             next_tick: started + Duration::from_secs(1),
             draining: None,
@@ -814,7 +800,7 @@ mod tests {
         engine
             .connect(reordering_server(40), class, vec![t; 40].into(), 0, 4)
             .unwrap();
-        let until = Until::PlanSent(Duration::from_secs(20));
+        let until = (Duration::from_secs(20), true);
         let result = engine.run_phase("main", &[class], until, &mut NoWatch);
         let stats = &result.classes[0].1;
         assert_eq!((stats.ops, stats.errors()), (40, 0));

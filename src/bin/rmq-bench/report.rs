@@ -316,16 +316,15 @@ fn class_json(name: &str, st: &ClassStats, p: &PhaseResult) -> Value {
     fields.extend(st.failures().map(|(key, n)| (key, int(n))));
     let h = &st.hist;
     let us = |ns: u64| num(ns as f64 / 1000.0, 1);
-    let mut latency = vec![("min", us(h.min()))];
-    for (key, p) in [
+    let percentiles = [
         ("p50", 50.0),
         ("p90", 90.0),
         ("p95", 95.0),
         ("p99", 99.0),
         ("p999", 99.9),
-    ] {
-        latency.push((key, us(h.percentile(p))));
-    }
+    ];
+    let mut latency = vec![("min", us(h.min()))];
+    latency.extend(percentiles.map(|(key, p)| (key, us(h.percentile(p)))));
     latency.push(("max", us(h.max())));
     fields.push(("latency_us", obj(latency)));
     obj(fields)

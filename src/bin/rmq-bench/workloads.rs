@@ -7,7 +7,7 @@
 
 use crate::args::{Options, Workload};
 use crate::controller;
-use crate::engine::{Engine, NoWatch, Template, Until, Watch};
+use crate::engine::{Engine, NoWatch, Template, Watch};
 use crate::payload::BROKER_VERSION;
 use crate::report::{int, num, text, Mark, Report};
 use crate::servers::Picker;
@@ -172,8 +172,7 @@ impl Bench {
                 self.engine.connect(addr, class, plan, 0, depth)?;
             }
         }
-        let until = Until::PlanSent(SETUP_LIMIT);
-        self.phase("setup", &[class], false, &mut NoWatch, until);
+        self.phase("setup", &[class], false, &mut NoWatch, (SETUP_LIMIT, true));
         self.engine.classes[class].rate = rate;
         let expected = (self.o.layout.brokers * self.addrs.len()) as u64;
         let stats = self.report.phases.last().map_or(&[][..], |p| &p.classes);
@@ -219,7 +218,6 @@ impl Bench {
         &mut self,
         name: &str,
         rate: Option<f64>,
-        depth: usize,
         routes: &[Rc<[u32]>],
     ) -> Result<(usize, Vec<usize>), String> {
         let class = self.engine.add_class(name, rate);
@@ -233,7 +231,7 @@ impl Bench {
             let start = i * routes[s].len() / k;
             let addr = self.addrs[s];
             self.engine
-                .connect(addr, class, routes[s].clone(), start, depth)?;
+                .connect(addr, class, routes[s].clone(), start, self.o.depth)?;
             picker.opened(s)?;
             per_server[s] += 1;
         }
@@ -246,11 +244,11 @@ impl Bench {
     }
 
     fn timed(&mut self, name: &str, classes: &[usize], main: bool) {
-        let until = Until::Elapsed(self.o.duration);
+        let until = (self.o.duration, false);
         self.phase(name, classes, main, &mut NoWatch, until);
     }
 
-    /// Runs a phase of `classes` until `until`. The main phases (the first of them is the
+    /// Runs a phase of `classes` until (`limit`, `once`): see [`Engine::run_phase`]. The main phases (the first of them is the
     /// headline) are the measured span of the /proc readings.
     pub fn phase(
         &mut self,
@@ -258,7 +256,7 @@ impl Bench {
         classes: &[usize],
         main: bool,
         watch: &mut dyn Watch,
-        until: Until,
+        until: (Duration, bool),
     ) {
         if self.engine.stopped() {
             return; // Ctrl-C: no new phase
@@ -303,26 +301,22 @@ pub fn run(mut o: Options, stop: Arc<AtomicBool>) -> Result<Report, String> {
 
 fn register(mut b: Bench) -> Result<Report, String> {
     b.begin(b.broker_conns(), 0)?;
-    let depth = b.o.depth.unwrap_or(1);
     b.param("mode", text(if b.o.churn { "churn" } else { "steady" }));
-    b.param("depth", int(depth));
+    b.param("depth", int(b.o.depth));
     if let Some(r) = b.o.rate {
         b.param("rate_per_s", num(r, 3));
     }
-    let class = b.registered_brokers(b.o.rate, depth, b.o.churn, None)?;
+    let class = b.registered_brokers(b.o.rate, b.o.depth, b.o.churn, None)?;
     b.timed("main", &[class], true);
     Ok(b.finish())
 }
 
 fn heartbeat(mut b: Bench) -> Result<Report, String> {
     b.begin(b.broker_conns(), 0)?;
-    // Brokers send heartbeats oneway and never wait for an answer: pipelining is what
-    // they do, and at depth 1 the syscall round trip bounds both sides equally.
-    let depth = b.o.depth.unwrap_or(8);
     let op = if b.o.op_query { "query" } else { "heartbeat" };
     b.param("op", text(op));
-    b.param("depth", int(depth));
-    let class = b.registered_brokers(b.o.rate, depth, false, None)?;
+    b.param("depth", int(b.o.depth));
+    let class = b.registered_brokers(b.o.rate, b.o.depth, false, None)?;
     b.engine.classes[class].name = op.into();
     let mut beats = Vec::with_capacity(b.o.layout.brokers);
     for i in 0..b.o.layout.brokers {
@@ -348,21 +342,19 @@ fn route(mut b: Bench) -> Result<Report, String> {
     let with_brokers = b.o.topic_list.is_empty();
     let broker_conns = if with_brokers { b.broker_conns() } else { 0 };
     b.begin(broker_conns, b.o.clients)?;
-    let depth = b.o.depth.unwrap_or(16);
-    b.param("depth", int(depth));
+    b.param("depth", int(b.o.depth));
     b.param("version", int(b.o.version));
     if with_brokers {
         b.registered_brokers(None, 1, false, None)?;
     }
     let routes = b.route_templates();
-    let (class, _) = b.open_clients("route", b.o.rate, depth, &routes)?;
+    let (class, _) = b.open_clients("route", b.o.rate, &routes)?;
     b.timed("main", &[class], true);
     Ok(b.finish())
 }
 
 fn mixed(mut b: Bench) -> Result<Report, String> {
     b.begin(b.broker_conns(), b.o.clients)?;
-    let depth = b.o.depth.unwrap_or(16);
     b.param("route_rate_per_s", num(b.o.route_rate, 3));
     b.param("version", int(b.o.version));
     b.param("storm", text(if b.o.churn { "churn" } else { "steady" }));
@@ -371,7 +363,7 @@ fn mixed(mut b: Bench) -> Result<Report, String> {
     }
     let storm = b.registered_brokers(b.o.rate, 1, b.o.churn, None)?;
     let routes = b.route_templates();
-    let (lookups, _) = b.open_clients("route", Some(b.o.route_rate), depth, &routes)?;
+    let (lookups, _) = b.open_clients("route", Some(b.o.route_rate), &routes)?;
     b.timed("quiet", &[lookups], false);
     b.timed("storm", &[lookups, storm], true);
     Ok(b.finish())
@@ -415,7 +407,6 @@ impl Watch for ExpiryWatch {
 fn expire(mut b: Bench) -> Result<Report, String> {
     b.o.topic_list.clear();
     b.begin(b.broker_conns(), b.o.clients)?;
-    let depth = b.o.depth.unwrap_or(4);
     b.param("heartbeat_timeout_ms", int(b.o.timeout_ms));
     b.param("route_rate_per_s", num(b.o.route_rate, 3));
     let brokers = b.registered_brokers(None, 1, false, Some(b.o.timeout_ms))?;
@@ -423,7 +414,7 @@ fn expire(mut b: Bench) -> Result<Report, String> {
     // The brokers' last registrations were just answered: their timeout runs from here.
     let stopped = Instant::now();
     let routes = b.route_templates();
-    let (probe, per_server) = b.open_clients("route", Some(b.o.route_rate), depth, &routes)?;
+    let (probe, per_server) = b.open_clients("route", Some(b.o.route_rate), &routes)?;
     b.engine.classes[probe].expected_codes = vec![17];
     // Only the routes of servers that have a probing client are watched.
     let alive: Vec<bool> = routes
@@ -439,8 +430,7 @@ fn expire(mut b: Bench) -> Result<Report, String> {
         remaining: watched,
         ..ExpiryWatch::default()
     };
-    let until = Until::Watch(b.o.max_wait);
-    b.phase("expire", &[probe], true, &mut watch, until);
+    b.phase("expire", &[probe], true, &mut watch, (b.o.max_wait, false));
     let secs = |t: Option<Instant>| num(t.map_or(-1.0, |t| (t - stopped).as_secs_f64()), 3);
     let timeout_s = b.o.timeout_ms as f64 / 1000.0;
     let left = watch.remaining;

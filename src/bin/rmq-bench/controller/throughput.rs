@@ -8,7 +8,7 @@ use super::{
     alter_sync_state_set, apply_broker_id, call_ok, clean_broker_data, elect_master, ext_i64,
     heartbeat, millis, next_broker_id, register_broker, set_names, CALL_TIMEOUT,
 };
-use crate::engine::{Engine, NoWatch, Template, Until, Watch};
+use crate::engine::{Engine, NoWatch, Template, Watch};
 use crate::report::{int, num, Mark, Report};
 use crate::workloads::{resolve, Bench};
 use rmq_namesrv::client::Client;
@@ -154,7 +154,7 @@ pub fn run(mut b: Bench) -> Result<Report, String> {
     // `--clients`, at most one per set: a connection's requests in flight are for distinct
     // sets, so 1001's epochs can be tracked per set.
     let k = b.o.clients.min(b.o.layout.brokers).max(1);
-    let depth = b.o.depth.unwrap_or(16).min(b.o.layout.brokers.div_ceil(k));
+    let depth = b.o.depth.min(b.o.layout.brokers.div_ceil(k));
     let target = resolve(&addr)?;
     for _ in 0..k {
         b.engine
@@ -181,8 +181,7 @@ pub fn run(mut b: Bench) -> Result<Report, String> {
             own.into()
         });
         b.engine.classes[class].name = name.into();
-        let until = Until::Elapsed(b.o.duration);
-        b.phase(name, &[class], true, watch, until);
+        b.phase(name, &[class], true, watch, (b.o.duration, false));
     }
     if b.o.pid.is_some() {
         b.report
