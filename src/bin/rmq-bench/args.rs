@@ -4,6 +4,7 @@
 use crate::payload::Layout;
 use rmq_namesrv::client::nameserver_set::parse_addr_list;
 use rmq_namesrv::client::Strategy;
+use rmq_namesrv::remoting::command::SerializeType;
 use std::time::Duration;
 
 pub const USAGE: &str = "\
@@ -123,7 +124,8 @@ pub struct Options {
     pub json: bool,
     pub quiet: bool,
     pub pid: Option<u32>,
-    pub binary_header: bool,
+    /// `--header`: the requests' header codec.
+    pub header: SerializeType,
     /// `--brokers`, `--topics`, `--tag` (`controller`: its broker sets and their tag).
     pub layout: Layout,
     pub conns: Option<usize>,
@@ -240,9 +242,9 @@ fn set(o: &mut Options, flag: &str, value: &mut ValueOf) -> Result<bool, String>
         "--quiet" | "-q" => o.quiet = true,
         "--pid" => o.pid = Some(number(flag, &value()?)?),
         "--header" => {
-            o.binary_header = match value()?.as_str() {
-                "json" | "JSON" => false,
-                "rocketmq" | "ROCKETMQ" | "binary" => true,
+            o.header = match value()?.as_str() {
+                "json" | "JSON" => SerializeType::Json,
+                "rocketmq" | "ROCKETMQ" | "binary" => SerializeType::RocketMq,
                 v => return Err(format!("--header: json or rocketmq, not {v:?}")),
             }
         }

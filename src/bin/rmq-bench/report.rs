@@ -150,6 +150,10 @@ impl Report {
             .map_or(0.0, |(_, s)| s.ops as f64 / secs(p))
     }
 
+    pub fn param(&mut self, name: &str, value: Value) {
+        self.params.push((name.into(), value));
+    }
+
     pub fn result(&mut self, name: impl Into<String>, value: Value, unit: &'static str) {
         self.extra.push((name.into(), value, unit));
     }

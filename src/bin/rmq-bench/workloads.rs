@@ -13,7 +13,7 @@ use crate::report::{int, num, text, Mark, Report};
 use crate::servers::Picker;
 use rmq_namesrv::client::api::RegisterOptions;
 use rmq_namesrv::event_loop::descriptor_limit;
-use rmq_namesrv::remoting::command::{RemotingCommand, SerializeType};
+use rmq_namesrv::remoting::command::RemotingCommand;
 use rmq_namesrv::remoting::json::Value;
 use rmq_namesrv::request::{GetRouteInfo, QueryDataVersion, Request};
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -32,7 +32,6 @@ pub struct Bench {
     /// The name servers, in `-n` order.
     addrs: Vec<SocketAddr>,
     pub engine: Engine,
-    st: SerializeType,
     pub report: Report,
 }
 
@@ -51,23 +50,17 @@ impl Bench {
             .map(|a| resolve(a))
             .collect::<Result<Vec<_>, _>>()?;
         let engine = Engine::new(&o, stop).map_err(|e| format!("poll: {e}"))?;
-        let st = if o.binary_header {
-            SerializeType::RocketMq
-        } else {
-            SerializeType::Json
-        };
         let report = Report::new(o.workload.name(), o.namesrv.join(";"), o.pid);
         Ok(Bench {
             o,
             addrs,
             engine,
-            st,
             report,
         })
     }
 
     pub fn param(&mut self, k: &str, v: Value) {
-        self.report.params.push((k.to_string(), v));
+        self.report.param(k, v);
     }
 
     /// Checks the open-files limit for the run's connections; records the cluster's parameters.
@@ -124,7 +117,7 @@ impl Bench {
                 let id = self.o.layout.broker(b);
                 let register = id.registration(&body, &options, BROKER_VERSION);
                 let request = Request::RegisterBroker(register).encode(BROKER_VERSION);
-                let t = Template::new(self.st, &request, BROKER_VERSION);
+                let t = Template::new(self.o.header, &request, BROKER_VERSION);
                 ids.push(self.engine.add_template(t));
             }
             out.push(ids);
@@ -205,7 +198,7 @@ impl Bench {
         for _ in 0..self.addrs.len() {
             let ids = topics.iter().map(|t| {
                 let lookup = Request::GetRouteInfo(GetRouteInfo::new(t, version));
-                let tmpl = Template::new(self.st, &lookup.encode(version), version);
+                let tmpl = Template::new(self.o.header, &lookup.encode(version), version);
                 self.engine.add_template(tmpl)
             });
             per_server.push(ids.collect::<Vec<_>>().into());
@@ -330,7 +323,7 @@ fn heartbeat(mut b: Bench) -> Result<Report, String> {
         } else {
             id.heartbeat()
         };
-        let t = Template::new(b.st, &request, BROKER_VERSION);
+        let t = Template::new(b.o.header, &request, BROKER_VERSION);
         beats.push(vec![b.engine.add_template(t)]);
     }
     b.replan_brokers(class, &beats, &[0]);

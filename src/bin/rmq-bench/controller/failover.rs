@@ -4,8 +4,8 @@
 //! the slave receives 1008 and until a name server routes it as id 0 is measured.
 
 use super::{
-    alter_sync_state_set, apply_broker_id, call, call_ok, clean_broker_data, elect_master, ext_i64,
-    heartbeat, millis, next_broker_id, register_broker, set_names, CALL_TIMEOUT, CLUSTER,
+    alter_sync_state_set, apply_broker_id, call, call_ok, clean_broker_data, connect, elect_master,
+    ext_i64, heartbeat, millis, next_broker_id, register_broker, set_names, CLUSTER,
 };
 use crate::args::{Failover, Options};
 use crate::canned::OnCommand;
@@ -52,31 +52,23 @@ struct SimBroker {
 
 impl SimBroker {
     fn start(o: &Options, controller: &str, name: &str) -> Result<Arc<SimBroker>, String> {
-        let listen = |e| format!("listen: {e}");
-        let mut notices = EventLoop::new(Limits::default()).map_err(listen)?;
         let local = SocketAddr::from(([127, 0, 0, 1], 0));
-        let addr = notices
-            .listen(local, ListenerTag(0))
-            .map_err(listen)?
-            .to_string();
-        let mut c = Client::connect(controller, CALL_TIMEOUT)
-            .map_err(|e| format!("connect to {controller}: {e}"))?;
+        let mut notices = EventLoop::new(Limits::default()).map_err(|e| format!("listen: {e}"))?;
+        let addr = notices.listen(local, ListenerTag(0));
+        let addr = addr.map_err(|e| format!("listen: {e}"))?.to_string();
+        let mut c = connect(controller)?;
         let next = call_ok(&mut c, &next_broker_id(name))?;
         let id = ext_i64(&next, NEXT_BROKER_ID).ok_or("1012 without nextBrokerId")?;
         call_ok(&mut c, &apply_broker_id(name, id, &addr))?;
         let registered = call_ok(&mut c, &register_broker(name, id, &addr))?;
-        let mut namesrv = Vec::new();
-        for ns in &o.namesrv {
-            let conn = Client::connect(ns, CALL_TIMEOUT);
-            namesrv.push(conn.map_err(|e| format!("connect to {ns}: {e}"))?);
-        }
+        let namesrv = o.namesrv.iter().map(|ns| connect(ns));
         let b = Arc::new(SimBroker {
             name: name.to_string(),
             addr,
             id,
             timeout_ms: o.timeout_ms,
             controller: Mutex::new(Some(c)),
-            namesrv: Mutex::new(namesrv),
+            namesrv: Mutex::new(namesrv.collect::<Result<_, _>>()?),
             role: Mutex::new((0, 0, 0)),
             promoted: Mutex::new(None),
             heartbeating: AtomicBool::new(true),
@@ -237,7 +229,7 @@ fn failover_round(
     master.widen(slave.id)?;
     // The name server whose route is watched, as --strategy picks a client's.
     let watched = &o.namesrv[Picker::new(&o.namesrv, o.strategy)?.next()?];
-    let mut ns = Client::connect(watched, CALL_TIMEOUT).map_err(|e| e.to_string())?;
+    let mut ns = connect(watched)?;
     let died = Instant::now();
     match mode {
         Failover::Crash => master.kill(),
@@ -260,8 +252,7 @@ fn failover_round(
     let notified = promoted.map_or(routed, |t| t - died);
     slave.kill();
     master.kill();
-    let mut c = Client::connect(controller, CALL_TIMEOUT).map_err(|e| e.to_string())?;
-    let _ = call(&mut c, &clean_broker_data(&name));
+    let _ = call(&mut connect(controller)?, &clean_broker_data(&name));
     Ok((notified, routed))
 }
 
@@ -274,10 +265,8 @@ pub fn run(o: &Options, mode: Failover, stop: &AtomicBool) -> Result<Report, Str
     };
     let target = format!("{controller} (name servers {})", o.namesrv.join(";"));
     let mut report = Report::new("controller-failover", target, None);
-    report.params.push(("mode".into(), text(mode_name)));
-    report
-        .params
-        .push(("heartbeat_timeout_ms".into(), int(o.timeout_ms)));
+    report.param("mode", text(mode_name));
+    report.param("heartbeat_timeout_ms", int(o.timeout_ms));
     let ms = |d: Duration| num(d.as_secs_f64() * 1000.0, 1);
     for round in 0..o.rounds {
         if stop.load(Ordering::Relaxed) {

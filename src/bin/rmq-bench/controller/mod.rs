@@ -24,6 +24,10 @@ fn millis() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+fn connect(addr: &str) -> Result<Client, String> {
+    Client::connect(addr, CALL_TIMEOUT).map_err(|e| format!("connect to {addr}: {e}"))
+}
+
 /// Sends `request` and waits for the answer, whatever its code.
 fn call(c: &mut Client, request: &ControllerRequest) -> Result<RemotingCommand, String> {
     c.request_encoded(&request.encode())

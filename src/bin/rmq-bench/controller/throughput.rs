@@ -5,8 +5,8 @@
 //! The sets are cleaned (1011) at the end.
 
 use super::{
-    alter_sync_state_set, apply_broker_id, call_ok, clean_broker_data, elect_master, ext_i64,
-    heartbeat, millis, next_broker_id, register_broker, set_names, CALL_TIMEOUT,
+    alter_sync_state_set, apply_broker_id, call_ok, clean_broker_data, connect, elect_master,
+    ext_i64, heartbeat, millis, next_broker_id, register_broker, set_names,
 };
 use crate::engine::{Engine, NoWatch, Template, Watch};
 use crate::report::{int, num, Mark, Report};
@@ -129,12 +129,9 @@ fn templates(
 pub fn run(mut b: Bench) -> Result<Report, String> {
     let addr = b.o.controller.clone().unwrap_or_default();
     b.report.target.clone_from(&addr);
-    let mut c =
-        Client::connect(&addr, CALL_TIMEOUT).map_err(|e| format!("connect to {addr}: {e}"))?;
-    let ip = c
-        .local_addr()
-        .map_err(|e| format!("connect to {addr}: {e}"))?
-        .ip();
+    let mut c = connect(&addr)?;
+    let ip = c.local_addr().map(|a| a.ip());
+    let ip = ip.map_err(|e| format!("connect to {addr}: {e}"))?;
     let names = set_names(&b.o);
     let started = Instant::now();
     let mut sets = Vec::with_capacity(names.len());
@@ -157,8 +154,7 @@ pub fn run(mut b: Bench) -> Result<Report, String> {
     let depth = b.o.depth.min(b.o.layout.brokers.div_ceil(k));
     let target = resolve(&addr)?;
     for _ in 0..k {
-        b.engine
-            .connect(target, class, next_ids.clone(), 0, depth)?;
+        b.engine.connect(target, class, Rc::default(), 0, depth)?; // planned per phase
     }
     b.param("broker_sets", int(b.o.layout.brokers));
     b.param("connections", int(k));
