@@ -228,7 +228,9 @@ pub struct Engine {
     server_pid: Option<u32>,
 }
 
-struct PhaseClock {
+/// The running phase: its connections and clock.
+struct Phase {
+    conns: Vec<usize>,
     /// The phase ends once every connection has sent each request of its plan once.
     once: bool,
     hard_end: Instant,
@@ -511,17 +513,11 @@ impl Engine {
 
     fn next_due_in(&self, classes: &[usize]) -> Option<Duration> {
         let now = self.now_ns() as f64;
-        classes
-            .iter()
-            .filter_map(|&k| {
-                let c = &self.classes[k];
-                c.rate?;
-                if c.blocked_since_ns.is_some() {
-                    return None; // waits for a response, not for the clock
-                }
-                Some(Duration::from_nanos((c.next_due_ns - now).max(0.0) as u64))
-            })
-            .min()
+        let paced = classes.iter().map(|&k| &self.classes[k]);
+        // A blocked class waits for a response, not for the clock.
+        let waiting = paced.filter(|c| c.rate.is_some() && c.blocked_since_ns.is_none());
+        let due = waiting.map(|c| Duration::from_nanos((c.next_due_ns - now).max(0.0) as u64));
+        due.min()
     }
 
     /// One line per second: each class's throughput, p99 and errors over the last second.
@@ -543,18 +539,12 @@ impl Engine {
         eprintln!("{line}");
     }
 
-    fn phase_over(
-        &self,
-        clock: &PhaseClock,
-        all: &[usize],
-        watch: &dyn Watch,
-        now: Instant,
-    ) -> bool {
-        now >= clock.hard_end
+    fn phase_over(&self, phase: &Phase, watch: &dyn Watch, now: Instant) -> bool {
+        now >= phase.hard_end
             || self.stopped()
             || watch.finished()
-            || clock.once
-                && all.iter().all(|&ci| {
+            || phase.once
+                && phase.conns.iter().all(|&ci| {
                     let c = &self.conns[ci];
                     !c.open || c.sent_in_phase >= c.plan.len()
                 })
@@ -576,15 +566,13 @@ impl Engine {
     }
 
     /// How long the next poll may wait: the next tick, pacing deadline, phase or drain end.
-    fn poll_timeout(&self, classes: &[usize], clock: &PhaseClock, now: Instant) -> Duration {
-        let end = clock.draining.map_or(clock.hard_end, |d| d + DRAIN);
-        let timeout = clock.next_tick.min(end).saturating_duration_since(now);
-        match clock.draining {
-            None => self
-                .next_due_in(classes)
-                .map_or(timeout, |d| d.min(timeout)),
-            Some(_) => timeout,
-        }
+    fn poll_timeout(&self, classes: &[usize], phase: &Phase, now: Instant) -> Duration {
+        let end = phase.draining.map_or(phase.hard_end, |d| d + DRAIN);
+        let timeout = phase.next_tick.min(end).saturating_duration_since(now);
+        let due = self
+            .next_due_in(classes)
+            .filter(|_| phase.draining.is_none());
+        due.map_or(timeout, |d| d.min(timeout))
     }
 
     /// Waits for socket events and handles them; false when polling failed for good.
@@ -619,10 +607,6 @@ impl Engine {
         (limit, once): (Duration, bool),
         watch: &mut dyn Watch,
     ) -> PhaseResult {
-        let all: Vec<usize> = classes
-            .iter()
-            .flat_map(|&k| self.classes[k].conns.iter().copied())
-            .collect();
         let server_cpu = |pid: Option<u32>| Some(sample_proc(&pid?.to_string())?.cpu_s);
         let cpu_before = server_cpu(self.server_pid);
         let started = Instant::now();
@@ -633,44 +617,50 @@ impl Engine {
             c.next_due_ns = start_ns;
             c.blocked_since_ns = None;
         }
-        for &ci in &all {
-            (self.conns[ci].active, self.conns[ci].sent_in_phase) = (true, 0);
-            self.fill(ci, once, watch);
-        }
-        let mut clock = PhaseClock {
+        let mut phase = Phase {
+            conns: classes
+                .iter()
+                .flat_map(|&k| self.classes[k].conns.clone())
+                .collect(),
             once,
             hard_end: started + limit,
             next_tick: started + Duration::from_secs(1),
             draining: None,
         };
+        for &ci in &phase.conns {
+            (self.conns[ci].active, self.conns[ci].sent_in_phase) = (true, 0);
+            self.fill(ci, once, watch);
+        }
         loop {
             let now = Instant::now();
-            if clock.draining.is_none() && self.phase_over(&clock, &all, &*watch, now) {
-                all.iter().for_each(|&ci| self.conns[ci].active = false);
-                clock.draining = Some(now);
-            }
-            if let Some(d) = clock.draining {
-                let in_flight = all
+            if phase.draining.is_none() && self.phase_over(&phase, &*watch, now) {
+                phase
+                    .conns
                     .iter()
-                    .map(|&ci| self.conns[ci].in_flight.requests.len());
+                    .for_each(|&ci| self.conns[ci].active = false);
+                phase.draining = Some(now);
+            }
+            if let Some(d) = phase.draining {
+                let conns = phase.conns.iter().map(|&ci| &self.conns[ci]);
+                let in_flight = conns.map(|c| c.in_flight.requests.len());
                 if in_flight.sum::<usize>() == 0 || now >= d + DRAIN {
                     break;
                 }
             }
-            self.send_due(classes, once, clock.draining.is_none(), watch);
-            if now >= clock.next_tick {
+            self.send_due(classes, once, phase.draining.is_none(), watch);
+            if now >= phase.next_tick {
                 if self.progress {
                     let t = (now - started).as_secs_f64();
                     self.print_progress(name, t, classes, &*watch);
                 }
-                clock.next_tick += Duration::from_secs(1);
+                phase.next_tick += Duration::from_secs(1);
             }
-            let timeout = self.poll_timeout(classes, &clock, now);
+            let timeout = self.poll_timeout(classes, &phase, now);
             if !self.poll_and_dispatch(timeout, watch) {
                 break;
             }
         }
-        for &ci in &all {
+        for &ci in &phase.conns {
             let c = &mut self.conns[ci];
             self.classes[c.class].stats.lost += c.in_flight.clear() as u64;
         }
