@@ -374,10 +374,7 @@ impl Engine {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => {
-                    self.close(ci);
-                    return;
-                }
+                Err(_) => return self.close(ci),
             }
         }
         c.out.clear();
@@ -424,10 +421,7 @@ impl Engine {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => {
-                    self.close(ci);
-                    return;
-                }
+                Err(_) => return self.close(ci),
             }
         }
     }

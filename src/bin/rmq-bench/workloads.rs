@@ -122,10 +122,8 @@ impl Bench {
             }
             out.push(ids);
         }
-        self.param(
-            "body_bytes",
-            int(steady_bytes / self.o.layout.brokers.max(1)),
-        );
+        let mean = steady_bytes / self.o.layout.brokers.max(1);
+        self.param("body_bytes", int(mean));
         out
     }
 
@@ -173,8 +171,7 @@ impl Bench {
             && stats.iter().map(|(_, s)| s.ops).sum::<u64>() >= expected;
         // Cut short by Ctrl-C: not a failure, the report says it was interrupted.
         if !ok && !self.engine.stopped() {
-            let text = self.report.text();
-            let brokers = self.o.layout.brokers;
+            let (brokers, text) = (self.o.layout.brokers, self.report.text());
             return Err(format!(
                 "setup registration of {brokers} brokers failed:\n{text}"
             ));
@@ -237,12 +234,11 @@ impl Bench {
     }
 
     fn timed(&mut self, name: &str, classes: &[usize], main: bool) {
-        let until = (self.o.duration, false);
-        self.phase(name, classes, main, &mut NoWatch, until);
+        self.phase(name, classes, main, &mut NoWatch, (self.o.duration, false));
     }
 
-    /// Runs a phase of `classes` until (`limit`, `once`): see [`Engine::run_phase`]. The main phases (the first of them is the
-    /// headline) are the measured span of the /proc readings.
+    /// Runs a phase of `classes` (see [`Engine::run_phase`]). The main phases (the first of
+    /// them is the headline) are the measured span of the /proc readings.
     pub fn phase(
         &mut self,
         name: &str,

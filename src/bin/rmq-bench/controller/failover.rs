@@ -121,12 +121,9 @@ impl SimBroker {
     }
 
     fn adopt(&self, resp: &RemotingCommand) {
+        let field = |key| ext_i64(resp, key).unwrap_or(0);
         if let (Some(master), Ok(mut role)) = (ext_i64(resp, MASTER_BROKER_ID), self.role.lock()) {
-            *role = (
-                master,
-                ext_i64(resp, MASTER_EPOCH).unwrap_or(0),
-                ext_i64(resp, SYNC_STATE_SET_EPOCH).unwrap_or(0),
-            );
+            *role = (master, field(MASTER_EPOCH), field(SYNC_STATE_SET_EPOCH));
         }
     }
 
@@ -151,12 +148,8 @@ impl SimBroker {
 
     /// A 1008: a higher master epoch naming this broker makes it master, registered as id 0.
     fn on_notice(&self, cmd: &RemotingCommand) {
-        let (Some(master), Some(epoch)) =
-            (ext_i64(cmd, MASTER_BROKER_ID), ext_i64(cmd, MASTER_EPOCH))
-        else {
-            return;
-        };
-        let Ok(mut r) = self.role.lock() else {
+        let (master, epoch) = (ext_i64(cmd, MASTER_BROKER_ID), ext_i64(cmd, MASTER_EPOCH));
+        let (Some(master), Some(epoch), Ok(mut r)) = (master, epoch, self.role.lock()) else {
             return;
         };
         if cmd.code != 1008 || epoch <= r.1 {
