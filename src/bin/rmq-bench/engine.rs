@@ -476,11 +476,8 @@ impl Engine {
             let interval = 1e9 / rate.max(1e-9);
             while self.classes[k].next_due_ns <= now as f64 {
                 let (conns, n) = (&self.classes[k].conns, self.classes[k].conns.len());
-                let next = (0..n).map(|i| (self.classes[k].rr + i) % n);
-                let found = next
-                    .map(|rr| (rr, conns[rr]))
-                    .find(|&(_, ci)| self.can_send(ci, once));
-                let Some((rr, ci)) = found else {
+                let mut ring = (0..n).map(|i| (self.classes[k].rr + i) % n);
+                let Some(rr) = ring.find(|&rr| self.can_send(conns[rr], once)) else {
                     // Every connection is full: the server is behind. Requests owed from
                     // now on count their latency from when they were due (or from now,
                     // whichever is later: our own timer slack is not the server's fault).
@@ -488,6 +485,7 @@ impl Engine {
                     class.blocked_since_ns.get_or_insert(now);
                     break;
                 };
+                let ci = conns[rr];
                 let class = &mut self.classes[k];
                 class.rr = (rr + 1) % n;
                 let start = match class.blocked_since_ns {
@@ -658,13 +656,12 @@ impl Engine {
             let c = &mut self.conns[ci];
             self.classes[c.class].stats.lost += c.in_flight.clear() as u64;
         }
+        let stats = classes.iter().map(|&k| &self.classes[k]);
+        let stats = stats.map(|c| (c.name.clone(), c.stats.clone())).collect();
         PhaseResult {
             name: name.to_string(),
             elapsed: started.elapsed(),
-            classes: classes
-                .iter()
-                .map(|&k| (self.classes[k].name.clone(), self.classes[k].stats.clone()))
-                .collect(),
+            classes: stats,
             interrupted: self.stopped(),
             server_cpu_s: cpu_before
                 .zip(server_cpu(self.server_pid))

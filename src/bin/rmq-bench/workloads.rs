@@ -44,16 +44,12 @@ pub fn resolve(addr: &str) -> Result<SocketAddr, String> {
 
 impl Bench {
     fn new(o: Options, stop: Arc<AtomicBool>) -> Result<Bench, String> {
-        let addrs = o
-            .namesrv
-            .iter()
-            .map(|a| resolve(a))
-            .collect::<Result<Vec<_>, _>>()?;
+        let addrs: Result<_, _> = o.namesrv.iter().map(|a| resolve(a)).collect();
         let engine = Engine::new(&o, stop).map_err(|e| format!("poll: {e}"))?;
         let report = Report::new(o.workload.name(), o.namesrv.join(";"), o.pid);
         Ok(Bench {
             o,
-            addrs,
+            addrs: addrs?,
             engine,
             report,
         })
