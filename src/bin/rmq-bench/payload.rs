@@ -115,11 +115,8 @@ impl Layout {
             // Churn: every variant swaps out a different few topics for private ones and
             // changes the queue count of some others.
             if variant > 0 && i % 10 == variant % 10 {
-                out.push(topic(
-                    &format!("{TOPIC_PREFIX}churn_{}_{i}_{variant}", id.broker_name),
-                    QUEUES,
-                    PERM_RW,
-                ));
+                let private = format!("{TOPIC_PREFIX}churn_{}_{i}_{variant}", id.broker_name);
+                out.push(topic(&private, QUEUES, PERM_RW));
                 continue;
             }
             let queues = if variant > 0 && i % 7 == variant % 7 {
@@ -143,13 +140,10 @@ impl Layout {
 
     /// The encoded body of broker `b`'s registration number `variant`.
     pub fn register_body(&self, b: usize, variant: usize) -> Vec<u8> {
-        let topics = self.topic_table(b, variant);
+        let topics = self.topic_table(b, variant).into_iter();
         let body = RegisterBody {
             data_version: self.data_version(b, variant),
-            topics: topics
-                .into_iter()
-                .map(|t| (t.topic_name.clone(), t))
-                .collect(),
+            topics: topics.map(|t| (t.topic_name.clone(), t)).collect(),
             filter_servers: Some(Vec::new()),
             mappings: Vec::new(),
         };
@@ -178,6 +172,7 @@ pub fn topic(name: &str, queues: i32, perm: i32) -> TopicConfig {
 
 /// The topics a default 5.x broker creates for itself and registers with every heartbeat.
 pub fn system_topics(cluster: &str, broker_name: &str) -> Vec<TopicConfig> {
+    let member = format!("rmq_sys_SYNC_BROKER_MEMBER_{broker_name}");
     vec![
         topic("SELF_TEST_TOPIC", 1, PERM_RW),
         topic("TBW102", 8, PERM_RWX),
@@ -190,11 +185,7 @@ pub fn system_topics(cluster: &str, broker_name: &str) -> Vec<TopicConfig> {
         topic("TRANS_CHECK_MAX_TIME_TOPIC", 1, PERM_RW),
         topic("rmq_sys_wheel_timer", 1, PERM_RW),
         topic(&format!("rmq_sys_REVIVE_LOG_{cluster}"), 8, PERM_RW),
-        topic(
-            &format!("rmq_sys_SYNC_BROKER_MEMBER_{broker_name}"),
-            1,
-            PERM_RW,
-        ),
+        topic(&member, 1, PERM_RW),
     ]
 }
 

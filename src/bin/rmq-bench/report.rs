@@ -49,11 +49,8 @@ pub fn sample_proc(pid: &str) -> Option<ProcSample> {
 fn sample_machine() -> Option<(u64, u64)> {
     let text = std::fs::read_to_string("/proc/stat").ok()?;
     let line = text.lines().next()?;
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok())
-        .collect();
+    let fields = line.split_whitespace().skip(1);
+    let v: Vec<u64> = fields.filter_map(|x| x.parse().ok()).collect();
     let total: u64 = v.iter().take(8).sum();
     let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
     Some((total - idle, total))
@@ -142,12 +139,9 @@ impl Report {
 
     /// Throughput of the headline class (first class of the main phase).
     fn headline_ops_per_s(&self) -> f64 {
-        let Some(p) = self.phases.get(self.main_phase) else {
-            return 0.0;
-        };
-        p.classes
-            .first()
-            .map_or(0.0, |(_, s)| s.ops as f64 / secs(p))
+        let p = self.phases.get(self.main_phase);
+        p.and_then(|p| Some(p.classes.first()?.1.ops as f64 / secs(p)))
+            .unwrap_or(0.0)
     }
 
     pub fn param(&mut self, name: &str, value: Value) {
@@ -215,11 +209,9 @@ impl Report {
         let doc = self.document();
         fields_text(&mut s, 0, "rmq-bench", &doc);
         let machine = doc.iter().find(|(k, _)| k == "machine");
-        if let Some((_, Value::Object(m))) = machine {
-            let other = m.iter().find(|(k, _)| k == "other_cores");
-            if matches!(other, Some((_, Value::Float(x))) if *x > OTHER_LOAD_LIMIT) {
-                s.push_str("(other load: numbers are not representative)\n");
-            }
+        let other = machine.and_then(|(_, m)| m.get("other_cores"));
+        if matches!(other, Some(Value::Float(x)) if *x > OTHER_LOAD_LIMIT) {
+            s.push_str("(other load: numbers are not representative)\n");
         }
         s
     }
