@@ -523,9 +523,7 @@ impl Engine {
             let p99_us = now.hist.percentile_since(&then.hist, 99.0) as f64 / 1000.0;
             c.last_tick.clone_from(&c.stats);
             let name = &c.name;
-            line.push_str(&format!(
-                "  {name} {ops} ops/s, p99 {p99_us:.0} us, {errors} errors"
-            ));
+            line += &format!("  {name} {ops} ops/s, p99 {p99_us:.0} us, {errors} errors");
         }
         line.push_str(&watch.progress());
         eprintln!("{line}");
