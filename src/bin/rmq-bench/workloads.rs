@@ -22,6 +22,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Route clients: their class, how many per name server, the route templates per server.
+type Clients = (usize, Vec<usize>, Vec<Rc<[u32]>>);
+
 /// Ample time for setup registrations.
 const SETUP_LIMIT: Duration = Duration::from_secs(600);
 /// Distinct bodies per broker that `--churn` cycles through.
@@ -199,14 +202,11 @@ impl Bench {
         per_server
     }
 
-    /// Opens `--clients` route clients where `--strategy` says: the class, clients per server.
-    fn open_clients(
-        &mut self,
-        name: &str,
-        rate: Option<f64>,
-        routes: &[Rc<[u32]>],
-    ) -> Result<(usize, Vec<usize>), String> {
-        let class = self.engine.add_class(name, rate);
+    /// Opens `--clients` route clients (class "route") where `--strategy` says, each cycling
+    /// through its server's [`Self::route_templates`].
+    fn open_clients(&mut self, rate: Option<f64>) -> Result<Clients, String> {
+        let routes = self.route_templates();
+        let class = self.engine.add_class("route", rate);
         let mut picker = Picker::new(&self.o.namesrv, self.o.strategy)?;
         let mut per_server = vec![0; self.addrs.len()];
         let k = self.o.clients;
@@ -226,7 +226,7 @@ impl Bench {
             self.param("strategy", text(&picker.strategy().name()));
             self.param("clients_per_server", text(&counts.join(",")));
         }
-        Ok((class, per_server))
+        Ok((class, per_server, routes))
     }
 
     fn timed(&mut self, name: &str, classes: &[usize], main: bool) {
@@ -332,8 +332,7 @@ fn route(mut b: Bench) -> Result<Report, String> {
     if with_brokers {
         b.registered_brokers(None, 1, false, None)?;
     }
-    let routes = b.route_templates();
-    let (class, _) = b.open_clients("route", b.o.rate, &routes)?;
+    let (class, ..) = b.open_clients(b.o.rate)?;
     b.timed("main", &[class], true);
     Ok(b.finish())
 }
@@ -347,8 +346,7 @@ fn mixed(mut b: Bench) -> Result<Report, String> {
         b.param("storm_rate_per_s", num(r, 3));
     }
     let storm = b.registered_brokers(b.o.rate, 1, b.o.churn, None)?;
-    let routes = b.route_templates();
-    let (lookups, _) = b.open_clients("route", Some(b.o.route_rate), &routes)?;
+    let (lookups, ..) = b.open_clients(Some(b.o.route_rate))?;
     b.timed("quiet", &[lookups], false);
     b.timed("storm", &[lookups, storm], true);
     Ok(b.finish())
@@ -398,8 +396,7 @@ fn expire(mut b: Bench) -> Result<Report, String> {
     b.engine.classes[brokers].closes_expected = true;
     // The brokers' last registrations were just answered: their timeout runs from here.
     let stopped = Instant::now();
-    let routes = b.route_templates();
-    let (probe, per_server) = b.open_clients("route", Some(b.o.route_rate), &routes)?;
+    let (probe, per_server, routes) = b.open_clients(Some(b.o.route_rate))?;
     b.engine.classes[probe].expected_codes = vec![17];
     // Only the routes of servers that have a probing client are watched.
     let alive: Vec<bool> = routes

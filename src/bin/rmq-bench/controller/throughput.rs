@@ -180,17 +180,14 @@ pub fn run(mut b: Bench) -> Result<Report, String> {
         b.phase(name, &[class], true, watch, (b.o.duration, false));
     }
     if b.o.pid.is_some() {
-        b.report
-            .result("server_rss_with_sets", int(loaded.server.rss_kib), "KiB");
+        let rss = int(loaded.server.rss_kib);
+        b.report.result("server_rss_with_sets", rss, "KiB");
     }
-    // Removes the run's broker sets (1011, living brokers included).
-    for name in &names {
-        if let Err(e) = call_ok(&mut c, &clean_broker_data(name)) {
-            b.report
-                .failures
-                .push(format!("cleaning the sets failed: {e}"));
-            break;
-        }
+    // Removes the run's broker sets (1011, living brokers included) up to the first failure.
+    let clean = |name: &String| call_ok(&mut c, &clean_broker_data(name)).map(drop);
+    if let Err(e) = names.iter().try_for_each(clean) {
+        let failure = format!("cleaning the sets failed: {e}");
+        b.report.failures.push(failure);
     }
     Ok(b.finish())
 }
