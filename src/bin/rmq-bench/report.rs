@@ -66,10 +66,9 @@ pub struct Mark {
 
 impl Mark {
     pub fn now(pid: Option<u32>) -> Mark {
+        let server = pid.and_then(|p| sample_proc(&p.to_string()));
         Mark {
-            server: pid
-                .and_then(|p| sample_proc(&p.to_string()))
-                .unwrap_or_default(),
+            server: server.unwrap_or_default(),
             me: sample_proc("self").unwrap_or_default(),
             machine: sample_machine().unwrap_or_default(),
         }

@@ -94,10 +94,8 @@ impl Bench {
     }
 
     fn broker_conns(&self) -> usize {
-        self.o
-            .conns
-            .unwrap_or(self.o.layout.brokers)
-            .clamp(1, self.o.layout.brokers.max(1))
+        let brokers = self.o.layout.brokers;
+        self.o.conns.unwrap_or(brokers).clamp(1, brokers.max(1))
     }
 
     /// Registration templates of every broker: `[broker][variant]`, variant 0 = steady (whose
@@ -399,11 +397,8 @@ fn expire(mut b: Bench) -> Result<Report, String> {
     let (probe, per_server, routes) = b.open_clients(Some(b.o.route_rate))?;
     b.engine.classes[probe].expected_codes = vec![17];
     // Only the routes of servers that have a probing client are watched.
-    let alive: Vec<bool> = routes
-        .iter()
-        .zip(&per_server)
-        .flat_map(|(r, clients)| std::iter::repeat(*clients > 0).take(r.len()))
-        .collect();
+    let servers = routes.iter().zip(&per_server);
+    let alive: Vec<bool> = servers.flat_map(|(r, k)| vec![*k > 0; r.len()]).collect();
     let watched = alive.iter().filter(|a| **a).count();
     let mut watch = ExpiryWatch {
         first_template: routes.first().and_then(|r| r.first()).copied().unwrap_or(0),
@@ -427,9 +422,8 @@ fn expire(mut b: Bench) -> Result<Report, String> {
     }
     if left > 0 && !report.interrupted {
         // Routes that never went away are the failure this workload exists to catch.
-        report
-            .failures
-            .push(format!("{left} routes still present when the wait ended"));
+        let failure = format!("{left} routes still present when the wait ended");
+        report.failures.push(failure);
     }
     Ok(report)
 }
