@@ -405,8 +405,7 @@ impl Engine {
             match c.stream.read(&mut self.read_chunk) {
                 Ok(0) => {
                     self.handle_frames(ci, watch);
-                    self.close(ci);
-                    return;
+                    return self.close(ci);
                 }
                 Ok(n) => {
                     c.inb.extend_from_slice(&self.read_chunk[..n]);
