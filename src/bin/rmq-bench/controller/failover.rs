@@ -200,22 +200,18 @@ impl SimBroker {
 
 /// Whether the name server of `c` routes `addr` as id 0 of `name`.
 fn routed_as_master(c: &mut Client, name: &str, addr: &str) -> bool {
-    match c.get_route(&failover_topic(name)) {
-        Ok(Some(route)) => route
-            .broker_datas
-            .iter()
-            .any(|b| b.broker_name == name && b.broker_addrs.get(&0).is_some_and(|a| a == addr)),
-        _ => false,
-    }
+    let route = c.get_route(&failover_topic(name)).ok().flatten();
+    let mut brokers = route.iter().flat_map(|r| &r.broker_datas);
+    brokers.any(|b| b.broker_name == name && b.broker_addrs.get(&0).is_some_and(|a| a == addr))
 }
 
 /// One round's times from the master's death: until the slave is notified, until it is routed.
 fn failover_round(
     o: &Options,
-    controller: &str,
     mode: Failover,
     round: usize,
 ) -> Result<(Duration, Duration), String> {
+    let controller = o.controller.as_deref().unwrap_or_default();
     let name = format!("{}-failover-{round}", set_names(o)[0]);
     let master = SimBroker::start(o, controller, &name)?;
     let slave = SimBroker::start(o, controller, &name)?;
@@ -266,7 +262,7 @@ pub fn run(o: &Options, mode: Failover, stop: &AtomicBool) -> Result<Report, Str
             report.interrupted = true;
             break;
         }
-        let (notified, routed) = failover_round(o, controller, mode, round)?;
+        let (notified, routed) = failover_round(o, mode, round)?;
         report.result(format!("round_{round}_notified"), ms(notified), "ms");
         report.result(format!("round_{round}_routed"), ms(routed), "ms");
     }
