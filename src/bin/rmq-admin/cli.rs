@@ -212,16 +212,12 @@ pub fn general_usage() -> String {
 pub fn command_usage(c: &Command) -> String {
     let mut s = format!("usage: rmq-admin {}", c.name);
     for o in c.opts {
-        let arg = if o.value {
-            format!("-{} <{}>", o.short, o.long)
-        } else {
-            format!("-{}", o.short)
-        };
-        if o.required {
-            s.push_str(&format!(" {arg}"));
-        } else {
-            s.push_str(&format!(" [{arg}]"));
-        }
+        let value = o
+            .value
+            .then(|| format!(" <{}>", o.long))
+            .unwrap_or_default();
+        let (open, close) = if o.required { ("", "") } else { ("[", "]") };
+        s.push_str(&format!(" {open}-{}{value}{close}", o.short));
     }
     s.push_str(&format!("\n\n{}\n", c.about));
     if !c.opts.is_empty() {

@@ -2,7 +2,7 @@
 
 use crate::cli::Invocation;
 use crate::outcome::{Failure, Outcome, Ran, Role};
-use crate::output::{s, Cell, Table};
+use crate::output::{opt_cell, opt_int, s, Cell, Table};
 use crate::peers::Peers;
 use crate::writes::{done, write_all};
 use rmq_namesrv::client::{Client, ClientError};
@@ -71,7 +71,7 @@ fn on_leader<T>(
 /// `getControllerMetaData`: one row per peer, the leader marked, and each peer's own view.
 pub fn metadata(inv: &Invocation, controllers: &mut Peers) -> Ran {
     let (_, meta) = read_metadata(controllers)?;
-    let group = meta.ext(GROUP).map(str::to_string);
+    let group = meta.ext(GROUP);
     let leader_id = meta.ext(CONTROLLER_LEADER_ID).unwrap_or_default();
     let mut t = Table::new(&[
         ("GROUP", "group"),
@@ -86,31 +86,20 @@ pub fn metadata(inv: &Invocation, controllers: &mut Peers) -> Ran {
         let Some((id, addr)) = peer.split_once(':') else {
             continue;
         };
-        let own = Client::connect(addr, controllers.timeout)
+        let own_meta = Client::connect(addr, controllers.timeout)
             .map_err(ClientError::Io)
             .and_then(|mut c| ask(&mut c, &ControllerRequest::GetMetadata, false))
             .ok();
-        let role = own.as_ref().and_then(|m| {
-            m.ext(RAFT_ROLE).map(str::to_string).or_else(|| {
-                m.ext(IS_LEADER)
-                    .map(|l| if l == "true" { "LEADER" } else { "FOLLOWER" }.to_string())
-            })
-        });
-        let term = own
-            .as_ref()
-            .and_then(|m| m.ext(RAFT_TERM))
-            .and_then(|t| t.parse::<i64>().ok());
-        let sees = own
-            .as_ref()
-            .and_then(|m| m.ext(CONTROLLER_LEADER_ID).map(str::to_string));
+        let own = |key: &str| own_meta.as_ref().and_then(|m| m.ext(key));
+        let leads = |l: &str| if l == "true" { "LEADER" } else { "FOLLOWER" };
         t.push(vec![
-            group.clone().map_or(Cell::None, s),
+            opt_cell(group),
             s(id),
             s(addr),
             Cell::Bool(id == leader_id),
-            role.map_or(Cell::None, Cell::Str),
-            term.map_or(Cell::None, Cell::Int),
-            sees.map_or(Cell::None, Cell::Str),
+            opt_cell(own(RAFT_ROLE).or_else(|| own(IS_LEADER).map(leads))),
+            opt_int(own(RAFT_TERM).and_then(|t| t.parse().ok())),
+            opt_cell(own(CONTROLLER_LEADER_ID)),
         ]);
     }
     Ok(Outcome::ok(t.emit(inv.json)))
@@ -200,23 +189,21 @@ fn push_replicas(t: &mut Table, name: &str, info: &Value) {
         let replicas = info.get(list).and_then(Value::as_array).unwrap_or(&[]);
         for r in replicas {
             let id = r.get("brokerId").and_then(Value::as_i64);
+            let role = if id.is_some() && id == master {
+                "master"
+            } else {
+                "slave"
+            };
+            let alive = r.get("alive").and_then(Value::as_bool);
             t.push(vec![
                 s(name),
-                id.map_or(Cell::None, Cell::Int),
-                r.get("brokerAddress")
-                    .and_then(Value::as_str)
-                    .map_or(Cell::None, s),
-                s(if id.is_some() && id == master {
-                    "master"
-                } else {
-                    "slave"
-                }),
+                opt_int(id),
+                opt_cell(r.get("brokerAddress").and_then(Value::as_str)),
+                s(role),
                 Cell::Bool(in_sync),
-                r.get("alive")
-                    .and_then(Value::as_bool)
-                    .map_or(Cell::None, Cell::Bool),
-                master_epoch.map_or(Cell::None, Cell::Int),
-                set_epoch.map_or(Cell::None, Cell::Int),
+                alive.map_or(Cell::None, Cell::Bool),
+                opt_int(master_epoch),
+                opt_int(set_epoch),
             ]);
         }
     }
@@ -241,28 +228,25 @@ pub fn elect_master(inv: &Invocation, controllers: &mut Peers) -> Ran {
         designate_elect: true,
     }));
     let (_, resp) = on_leader(controllers, |c| ask(c, &elect, true))?;
-    let field = |key: &str| resp.ext(key).map_or(Cell::None, s);
-    let mut t = Table::new(&[
-        ("CLUSTER", "clusterName"),
-        ("BROKER", "brokerName"),
-        ("MASTER_ID", "masterBrokerId"),
-        ("MASTER_ADDRESS", "masterAddress"),
-        ("MASTER_EPOCH", "masterEpoch"),
-        ("SYNC_STATE_SET_EPOCH", "syncStateSetEpoch"),
-    ]);
-    let int = |key: &str| {
-        resp.ext(key)
-            .and_then(|v| v.parse().ok())
-            .map_or(Cell::None, Cell::Int)
-    };
-    t.push(vec![
-        s(cluster),
-        s(name),
-        int(MASTER_BROKER_ID),
-        field(MASTER_ADDRESS),
-        int(MASTER_EPOCH),
-        int(SYNC_STATE_SET_EPOCH),
-    ]);
+    let int = |key| resp.ext(key).and_then(|v| v.parse().ok());
+    let t = Table::with_rows(
+        &[
+            ("CLUSTER", "clusterName"),
+            ("BROKER", "brokerName"),
+            ("MASTER_ID", "masterBrokerId"),
+            ("MASTER_ADDRESS", "masterAddress"),
+            ("MASTER_EPOCH", "masterEpoch"),
+            ("SYNC_STATE_SET_EPOCH", "syncStateSetEpoch"),
+        ],
+        [vec![
+            s(cluster),
+            s(name),
+            opt_int(int(MASTER_BROKER_ID)),
+            opt_cell(resp.ext(MASTER_ADDRESS)),
+            opt_int(int(MASTER_EPOCH)),
+            opt_int(int(SYNC_STATE_SET_EPOCH)),
+        ]],
+    );
     Ok(Outcome::ok(t.emit(inv.json)))
 }
 

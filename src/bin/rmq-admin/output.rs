@@ -39,8 +39,14 @@ pub fn s(v: impl Into<String>) -> Cell {
     Cell::Str(v.into())
 }
 
-pub fn opt_cell(v: Option<&String>) -> Cell {
-    v.map_or(Cell::None, |s| Cell::Str(s.clone()))
+/// A string, or [`Cell::None`].
+pub fn opt_cell(v: Option<impl Into<String>>) -> Cell {
+    v.map_or(Cell::None, s)
+}
+
+/// A number, or [`Cell::None`].
+pub fn opt_int(v: Option<i64>) -> Cell {
+    v.map_or(Cell::None, Cell::Int)
 }
 
 /// Columns: (table header, JSON key).

@@ -28,8 +28,23 @@ fn ask_one<T>(
     peers.read(ask)
 }
 
-fn knows_cluster(info: &ClusterInfo, only: Option<&str>) -> bool {
-    only.map_or(true, |c| info.cluster_addr_table.contains_key(c))
+/// As [`ask_one`]; an answer of `None` fails with `missing(address)`.
+fn ask_found<T>(
+    inv: &Invocation,
+    peers: &mut Peers,
+    (what, title): (&str, Option<&str>),
+    ask: impl FnMut(&mut Client) -> Result<Option<T>, ClientError>,
+    sections: impl Fn(Option<&T>) -> Vec<(&'static str, Table)>,
+    missing: impl FnOnce(&str) -> String,
+) -> Result<T, Outcome> {
+    let answer = |v: &Option<T>| Answer {
+        sections: sections(v.as_ref()),
+        found: v.is_some(),
+    };
+    match ask_one(inv, peers, (what, title), ask, answer)? {
+        (_, Some(v)) => Ok(v),
+        (addr, None) => Err(Outcome::failed(missing(&addr))),
+    }
 }
 
 pub fn cluster_read(
@@ -39,19 +54,20 @@ pub fn cluster_read(
 ) -> Ran {
     let only = inv.get("c");
     let what = format!("cluster {}", only.unwrap_or_default());
-    let (addr, info) = ask_one(
+    let known = |info: &ClusterInfo| only.map_or(true, |c| info.cluster_addr_table.contains_key(c));
+    let info = ask_found(
         inv,
         peers,
         (&what, None),
-        |c| c.get_cluster_info(),
-        |info| Answer {
-            found: knows_cluster(info, only),
-            ..Answer::table("clusters", table(info, only))
+        |c| Ok(Some(c.get_cluster_info()?).filter(known)),
+        |info| {
+            vec![(
+                "clusters",
+                table(info.unwrap_or(&ClusterInfo::default()), only),
+            )]
         },
+        |addr| format!("{what} not found on {addr}"),
     )?;
-    if !knows_cluster(&info, only) {
-        return Err(Outcome::failed(format!("{what} not found on {addr}")));
-    }
     Ok(Outcome::ok(table(&info, only).emit(inv.json)))
 }
 
@@ -133,16 +149,14 @@ fn route_read(
 ) -> Result<TopicRouteData, Outcome> {
     let topic = inv.req("t");
     let what = format!("topic {topic}");
-    let answer = |route: &Option<TopicRouteData>| Answer {
-        sections: tables(route.as_ref().unwrap_or(&TopicRouteData::default())),
-        found: route.is_some(),
-    };
-    match ask_one(inv, peers, (&what, title), |c| c.get_route(topic), answer)? {
-        (_, Some(route)) => Ok(route),
-        (addr, None) => Err(Outcome::failed(format!(
-            "{what} not found (no route on {addr})"
-        ))),
-    }
+    ask_found(
+        inv,
+        peers,
+        (&what, title),
+        |c| c.get_route(topic),
+        |route| tables(route.unwrap_or(&TopicRouteData::default())),
+        |addr| format!("{what} not found (no route on {addr})"),
+    )
 }
 
 /// `mqadmin topicRoute`'s indented JSON; `-l` tables, `--json` one line, `--all` `-l`'s tables.
@@ -225,13 +239,9 @@ fn route_tables(title: &str, route: &TopicRouteData) -> String {
     if let Some(conf) = &route.order_topic_conf {
         out.push_str(&format!("Order topic conf: {conf}\n"));
     }
+    // orderTopicConf is the line above; filterServers only when there are some.
     for (name, table) in route_sections(route) {
-        let shown = match name {
-            "brokers" | "queues" => true,
-            "filterServers" => !table.rows().is_empty(),
-            _ => false,
-        };
-        if shown {
+        if name != "orderTopicConf" && (name != "filterServers" || !table.rows().is_empty()) {
             out.push('\n');
             out.push_str(&table.render());
         }
@@ -314,25 +324,22 @@ pub fn topic_list(inv: &Invocation, peers: &mut Peers) -> Ran {
 
 pub fn kv_item(inv: &Invocation, peers: &mut Peers, namespace: &str, key: &str) -> Ran {
     let what = format!("KV config item {namespace}/{key}");
-    let answer = |value: &Option<String>| Answer {
-        found: value.is_some(),
-        ..Answer::table("value", names_table("VALUE", "value", value))
-    };
-    match ask_one(
+    let v = ask_found(
         inv,
         peers,
         (&what, None),
         |c| c.get_kv_config(namespace, key),
-        answer,
-    )? {
-        (_, Some(v)) if inv.json => Ok(Outcome::ok(json_text(&Value::Object(vec![
-            ("namespace".into(), Value::Str(namespace.into())),
-            ("key".into(), Value::Str(key.into())),
-            ("value".into(), Value::Str(v)),
-        ])))),
-        (_, Some(v)) => Ok(Outcome::ok(format!("{v}\n"))),
-        (addr, None) => Err(Outcome::failed(format!("no {what} on {addr}"))),
+        |v| vec![("value", names_table("VALUE", "value", v))],
+        |addr| format!("no {what} on {addr}"),
+    )?;
+    if !inv.json {
+        return Ok(Outcome::ok(format!("{v}\n")));
     }
+    Ok(Outcome::ok(json_text(&Value::Object(vec![
+        ("namespace".into(), Value::Str(namespace.into())),
+        ("key".into(), Value::Str(key.into())),
+        ("value".into(), Value::Str(v)),
+    ]))))
 }
 
 fn kv_table(entries: &[(String, String)]) -> Table {
@@ -348,20 +355,15 @@ pub fn get_kv_config(inv: &Invocation, peers: &mut Peers) -> Ran {
         return kv_item(inv, peers, namespace, key);
     }
     let what = format!("KV config namespace {namespace}");
-    let answer = |entries: &Option<Vec<_>>| Answer {
-        found: entries.is_some(),
-        ..Answer::table("kv", kv_table(entries.as_deref().unwrap_or_default()))
-    };
-    match ask_one(
+    let entries = ask_found(
         inv,
         peers,
         (&what, None),
         |c| c.get_kv_list(namespace),
-        answer,
-    )? {
-        (_, Some(entries)) => Ok(Outcome::ok(kv_table(&entries).emit(inv.json))),
-        (addr, None) => Err(Outcome::failed(format!("no {what} on {addr}"))),
-    }
+        |entries| vec![("kv", kv_table(entries.map_or(&[], Vec::as_slice)))],
+        |addr| format!("no {what} on {addr}"),
+    )?;
+    Ok(Outcome::ok(kv_table(&entries).emit(inv.json)))
 }
 
 /// A read of every server's own state: a section per server, or one JSON object by address.
