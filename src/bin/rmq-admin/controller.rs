@@ -18,12 +18,6 @@ use rmq_namesrv::remoting::command::RemotingCommand;
 use rmq_namesrv::remoting::json::{self, Value};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-fn millis() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis())
-}
-
 /// `request`, whose answer must be SUCCESS (`invoked`: with `mqadmin`'s `invokeTime`).
 fn ask(
     c: &mut Client,
@@ -32,7 +26,8 @@ fn ask(
 ) -> Result<RemotingCommand, ClientError> {
     let mut encoded = request.encode();
     if invoked {
-        encoded.put_value(INVOKE_TIME, millis());
+        let now = SystemTime::now().duration_since(UNIX_EPOCH);
+        encoded.put_value(INVOKE_TIME, now.map_or(0, |d| d.as_millis()));
     }
     c.request_ok(&encoded)
 }
@@ -47,24 +42,20 @@ fn on_leader<T>(
     f: impl FnOnce(&mut Client) -> Result<T, ClientError>,
 ) -> Result<(String, T), Outcome> {
     let (asked, meta) = read_metadata(controllers)?;
-    let Some(leader) = meta
+    let leader = meta
         .ext(CONTROLLER_LEADER_ADDRESS)
-        .filter(|a| !a.is_empty())
-    else {
-        return Err(Outcome::failed(format!(
-            "{asked}: the controller group has no leader now"
-        )));
-    };
-    let leader = leader.to_string();
-    let explain = |e: &ClientError| {
-        Outcome::from_failures(
-            Role::Controller,
-            &[Failure::from_client_as(Role::Controller, &leader, e)],
-        )
+        .filter(|a| !a.is_empty());
+    let leader = leader.ok_or_else(|| {
+        Outcome::failed(format!("{asked}: the controller group has no leader now"))
+    })?;
+    let explain = |e: ClientError| {
+        let failure = Failure::from_client_as(Role::Controller, leader, &e);
+        Outcome::from_failures(Role::Controller, &[failure])
     };
     let mut client =
-        Client::connect(&leader, controllers.timeout).map_err(|e| explain(&ClientError::Io(e)))?;
-    let value = f(&mut client).map_err(|e| explain(&e))?;
+        Client::connect(leader, controllers.timeout).map_err(|e| explain(ClientError::Io(e)))?;
+    let value = f(&mut client).map_err(explain)?;
+    let leader = leader.to_string();
     Ok((leader, value))
 }
 

@@ -34,7 +34,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            eprintln!("rmq-admin: {}\n\n{}", e.message, e.usage());
+            eprintln!("rmq-admin: {}\n\n{}", e.message, e.usage);
             return ExitCode::from(EXIT_USAGE);
         }
     };

@@ -162,41 +162,36 @@ pub fn pretty_json(v: &Value) -> String {
 
 fn indent(out: &mut Vec<u8>, level: usize) {
     out.push(b'\n');
-    for _ in 0..level {
-        out.extend_from_slice(b"  ");
-    }
+    out.extend_from_slice(&b"  ".repeat(level));
 }
 
+/// Arrays and objects one member a line, indented by two spaces a level; empty ones as `[]`, `{}`.
 fn write_pretty(out: &mut Vec<u8>, v: &Value, level: usize) {
-    match v {
+    let (open, close, members): (u8, u8, Vec<(Option<&str>, &Value)>) = match v {
         Value::Array(items) if !items.is_empty() => {
-            out.push(b'[');
-            for (k, item) in items.iter().enumerate() {
-                if k > 0 {
-                    out.push(b',');
-                }
-                indent(out, level + 1);
-                write_pretty(out, item, level + 1);
-            }
-            indent(out, level);
-            out.push(b']');
+            (b'[', b']', items.iter().map(|i| (None, i)).collect())
         }
-        Value::Object(members) if !members.is_empty() => {
-            out.push(b'{');
-            for (k, (key, member)) in members.iter().enumerate() {
-                if k > 0 {
-                    out.push(b',');
-                }
-                indent(out, level + 1);
-                json::write_str(out, key);
-                out.extend_from_slice(b": ");
-                write_pretty(out, member, level + 1);
-            }
-            indent(out, level);
-            out.push(b'}');
+        Value::Object(entries) if !entries.is_empty() => (
+            b'{',
+            b'}',
+            entries.iter().map(|(k, m)| (Some(k.as_str()), m)).collect(),
+        ),
+        scalar => return json::write_value(out, scalar),
+    };
+    out.push(open);
+    for (k, (key, member)) in members.into_iter().enumerate() {
+        if k > 0 {
+            out.push(b',');
         }
-        scalar => json::write_value(out, scalar),
+        indent(out, level + 1);
+        if let Some(key) = key {
+            json::write_str(out, key);
+            out.extend_from_slice(b": ");
+        }
+        write_pretty(out, member, level + 1);
     }
+    indent(out, level);
+    out.push(close);
 }
 
 #[cfg(test)]
