@@ -24,9 +24,8 @@ impl ClientError {
     /// Transport errors and GO_AWAY: another name server should be tried.
     pub fn is_failover(&self) -> bool {
         match self {
-            ClientError::Io(_) => true,
             ClientError::Response { code, .. } => *code == response::GO_AWAY,
-            ClientError::Decode(_) => false,
+            other => matches!(other, ClientError::Io(_)),
         }
     }
 }

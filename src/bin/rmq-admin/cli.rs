@@ -30,11 +30,8 @@ const fn opt(short: &'static str, long: &'static str, required: bool, help: &'st
 
 const fn flag(short: &'static str, long: &'static str, help: &'static str) -> Opt {
     Opt {
-        short,
-        long,
         value: false,
-        required: false,
-        help,
+        ..opt(short, long, false, help)
     }
 }
 
@@ -189,10 +186,7 @@ pub fn general_usage() -> String {
     for c in COMMANDS {
         s.push_str(&format!("  {:width$}  {}\n", c.name, c.about));
     }
-    s.push('\n');
-    s.push_str(EXIT_CODES_HELP);
-    s.push_str("'rmq-admin help <command>' shows a command's options.\n");
-    s
+    s + "\n" + EXIT_CODES_HELP + "'rmq-admin help <command>' shows a command's options.\n"
 }
 
 pub fn command_usage(c: &Command) -> String {

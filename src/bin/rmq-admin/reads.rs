@@ -281,12 +281,8 @@ fn names_table<'a>(
 
 /// Every cluster serving the topic (`mqadmin topicClusterList` looks at the first broker).
 pub fn topic_cluster_list(inv: &Invocation, peers: &mut Peers) -> Ran {
-    let route = route_read(inv, peers, None, |route| {
-        vec![(
-            "clusters",
-            names_table("CLUSTER", "cluster", &route_clusters(route)),
-        )]
-    })?;
+    let table = |route: &_| names_table("CLUSTER", "cluster", &route_clusters(route));
+    let route = route_read(inv, peers, None, |route| vec![("clusters", table(route))])?;
     Ok(names_out(inv, route_clusters(&route)))
 }
 
