@@ -58,10 +58,7 @@ pub struct Table {
 
 impl Table {
     pub fn new(columns: &[(&'static str, &'static str)]) -> Table {
-        Table {
-            columns: columns.to_vec(),
-            rows: Vec::new(),
-        }
+        Table::with_rows(columns, [])
     }
 
     pub fn with_rows(
@@ -88,26 +85,24 @@ impl Table {
 
     /// Left-aligned columns two spaces apart, no trailing spaces.
     pub fn render(&self) -> String {
-        let texts: Vec<Vec<String>> = self
-            .rows
-            .iter()
-            .map(|r| r.iter().map(Cell::text).collect())
-            .collect();
-        let mut widths: Vec<usize> = self
-            .columns
-            .iter()
-            .map(|(h, _)| h.chars().count())
-            .collect();
-        for row in &texts {
-            for (w, t) in widths.iter_mut().zip(row) {
+        let header = self.columns.iter().map(|(h, _)| h.to_string()).collect();
+        let cells = self.rows.iter().map(|r| r.iter().map(Cell::text).collect());
+        let lines: Vec<Vec<String>> = std::iter::once(header).chain(cells).collect();
+        let mut widths = vec![0; self.columns.len()];
+        for line in &lines {
+            for (w, t) in widths.iter_mut().zip(line) {
                 *w = (*w).max(t.chars().count());
             }
         }
-        let mut out = aligned_line(self.columns.iter().map(|(h, _)| *h), &widths);
-        for row in &texts {
-            out.push_str(&aligned_line(row.iter().map(String::as_str), &widths));
-        }
-        out
+        let aligned = |line: &Vec<String>| {
+            let padded: Vec<String> = line
+                .iter()
+                .zip(&widths)
+                .map(|(c, w)| format!("{c:w$}"))
+                .collect();
+            format!("{}\n", padded.join("  ").trim_end())
+        };
+        lines.iter().map(aligned).collect()
     }
 
     pub fn to_json(&self) -> Value {
@@ -130,20 +125,6 @@ impl Table {
             self.render()
         }
     }
-}
-
-fn aligned_line<'a>(cells: impl Iterator<Item = &'a str>, widths: &[usize]) -> String {
-    let mut out = String::new();
-    for (k, (c, w)) in cells.zip(widths).enumerate() {
-        if k > 0 {
-            out.push_str("  ");
-        }
-        out.push_str(c);
-        out.push_str(&" ".repeat(w.saturating_sub(c.chars().count())));
-    }
-    out.truncate(out.trim_end().len());
-    out.push('\n');
-    out
 }
 
 pub fn json_text(v: &Value) -> String {
