@@ -36,6 +36,14 @@ const fn flag(short: &'static str, long: &'static str, help: &'static str) -> Op
 }
 
 impl Opt {
+    /// `-t <topic>`, or `-l` for a flag.
+    fn arg(&self) -> String {
+        match self.value {
+            true => format!("-{} <{}>", self.short, self.long),
+            false => format!("-{}", self.short),
+        }
+    }
+
     fn name(&self) -> String {
         if self.short.is_empty() {
             format!("--{}", self.long)
@@ -192,12 +200,8 @@ pub fn general_usage() -> String {
 pub fn command_usage(c: &Command) -> String {
     let mut s = format!("usage: rmq-admin {}", c.name);
     for o in c.opts {
-        let value = o
-            .value
-            .then(|| format!(" <{}>", o.long))
-            .unwrap_or_default();
         let (open, close) = if o.required { ("", "") } else { ("[", "]") };
-        s.push_str(&format!(" {open}-{}{value}{close}", o.short));
+        s.push_str(&format!(" {open}{}{close}", o.arg()));
     }
     s.push_str(&format!("\n\n{}\n", c.about));
     if !c.opts.is_empty() {
@@ -377,7 +381,7 @@ fn invocation(
     }
     for o in c.opts.iter().filter(|o| o.required) {
         if !values.get(o.short).is_some_and(|v| !v.trim().is_empty()) {
-            return Err(format!("{} needs -{} <{}>", c.name, o.short, o.long));
+            return Err(format!("{} needs {}", c.name, o.arg()));
         }
     }
     let all = globals.contains_key("all");

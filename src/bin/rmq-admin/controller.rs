@@ -246,12 +246,11 @@ pub fn clean_broker_metadata(inv: &Invocation, controllers: &mut Peers) -> Ran {
     let cluster = inv.get("c").map(str::trim).filter(|c| !c.is_empty());
     let living = inv.has("l");
     let ids = inv.get("b").map(str::trim).filter(|i| !i.is_empty());
-    if let Some(ids) = ids {
-        if ids.split(';').any(|id| id.trim().parse::<i64>().is_err()) {
-            return Err(Outcome::usage(format!(
-                "cleanBrokerMetadata -b takes controller ids separated by ';' (1;2;3), not {ids:?}"
-            )));
-        }
+    let not_ids = |ids: &&str| ids.split(';').any(|id| id.trim().parse::<i64>().is_err());
+    if let Some(ids) = ids.filter(not_ids) {
+        return Err(Outcome::usage(format!(
+            "cleanBrokerMetadata -b takes controller ids separated by ';' (1;2;3), not {ids:?}"
+        )));
     }
     if !living && cluster.is_none() {
         return Err(Outcome::usage(
