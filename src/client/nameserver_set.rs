@@ -136,30 +136,26 @@ impl NameServerSet {
         strategy: Strategy,
         seed: u64,
     ) -> io::Result<NameServerSet> {
+        let n = addrs.len();
         let invalid = |m: String| Err(io::Error::new(io::ErrorKind::InvalidInput, m));
         match strategy {
-            _ if addrs.is_empty() => return invalid("empty name server list".into()),
-            Strategy::Pinned(i) if i >= addrs.len() => {
-                return invalid(format!(
-                    "pinned index {i} outside a list of {}",
-                    addrs.len()
-                ))
+            _ if n == 0 => invalid("empty name server list".into()),
+            Strategy::Pinned(i) if i >= n => {
+                invalid(format!("pinned index {i} outside a list of {n}"))
             }
-            _ => {}
+            _ => Ok(NameServerSet {
+                addrs,
+                strategy,
+                timeout: Duration::from_secs(3),
+                conns: (0..n).map(|_| None).collect(),
+                rng: Rng(seed),
+                sticky: None,
+                calls: 0,
+                ranking: Vec::new(),
+                ranked_at: None,
+                last_used: None,
+            }),
         }
-        let n = addrs.len();
-        Ok(NameServerSet {
-            addrs,
-            strategy,
-            timeout: Duration::from_secs(3),
-            conns: (0..n).map(|_| None).collect(),
-            rng: Rng(seed),
-            sticky: None,
-            calls: 0,
-            ranking: Vec::new(),
-            ranked_at: None,
-            last_used: None,
-        })
     }
 
     /// Connect and per-call timeout (default 3 s, RocketMQ's default for admin calls).

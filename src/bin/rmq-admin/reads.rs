@@ -54,18 +54,14 @@ pub fn cluster_read(
 ) -> Ran {
     let only = inv.get("c");
     let what = format!("cluster {}", only.unwrap_or_default());
+    let none = ClusterInfo::default();
     let known = |info: &ClusterInfo| only.map_or(true, |c| info.cluster_addr_table.contains_key(c));
     let info = ask_found(
         inv,
         peers,
         (&what, None),
         |c| Ok(Some(c.get_cluster_info()?).filter(known)),
-        |info| {
-            vec![(
-                "clusters",
-                table(info.unwrap_or(&ClusterInfo::default()), only),
-            )]
-        },
+        |info| vec![("clusters", table(info.unwrap_or(&none), only))],
         |addr| format!("{what} not found on {addr}"),
     )?;
     Ok(Outcome::ok(table(&info, only).emit(inv.json)))
@@ -123,11 +119,7 @@ pub fn broker_table(info: &ClusterInfo, only: Option<&str>) -> Table {
             s(name.as_str()),
             s(b.cluster.as_str()),
             opt_cell(b.broker_addrs.get(&0)),
-            if slaves.is_empty() {
-                Cell::None
-            } else {
-                s(slaves.join(","))
-            },
+            opt_cell((!slaves.is_empty()).then(|| slaves.join(","))),
             opt_cell(b.zone_name.as_ref()),
             Cell::Bool(b.enable_acting_master),
         ]);
@@ -169,11 +161,8 @@ pub fn topic_route(inv: &Invocation, peers: &mut Peers) -> Ran {
     let mut out = Vec::new();
     route.encode(Dialect::Standard, &mut out);
     let value = json::parse(&out).map_err(|e| Outcome::failed(format!("route JSON: {e}")))?;
-    Ok(Outcome::ok(if inv.json {
-        json_text(&value)
-    } else {
-        pretty_json(&value)
-    }))
+    let text: fn(&Value) -> String = if inv.json { json_text } else { pretty_json };
+    Ok(Outcome::ok(text(&value)))
 }
 
 /// The route's tables (every section, so that `--all` answers have the same ones).
