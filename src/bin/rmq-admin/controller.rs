@@ -139,7 +139,16 @@ pub fn sync_state_set(inv: &Invocation, controllers: &mut Peers) -> Ran {
         .get("replicasInfoTable")
         .and_then(Value::as_object)
         .unwrap_or(&[]);
-    let mut t = replicas_table();
+    let mut t = Table::new(&[
+        ("BROKER", "brokerName"),
+        ("BID", "brokerId"),
+        ("ADDRESS", "brokerAddress"),
+        ("ROLE", "role"),
+        ("IN_SYNC", "inSync"),
+        ("ALIVE", "alive"),
+        ("MASTER_EPOCH", "masterEpoch"),
+        ("SYNC_STATE_SET_EPOCH", "syncStateSetEpoch"),
+    ]);
     let mut missing = Vec::new();
     for name in &names {
         match table.iter().find(|(k, _)| k == name) {
@@ -156,19 +165,6 @@ pub fn sync_state_set(inv: &Invocation, controllers: &mut Peers) -> Ran {
         outcome.code = crate::outcome::EXIT_FAILED;
     }
     Ok(outcome)
-}
-
-fn replicas_table() -> Table {
-    Table::new(&[
-        ("BROKER", "brokerName"),
-        ("BID", "brokerId"),
-        ("ADDRESS", "brokerAddress"),
-        ("ROLE", "role"),
-        ("IN_SYNC", "inSync"),
-        ("ALIVE", "alive"),
-        ("MASTER_EPOCH", "masterEpoch"),
-        ("SYNC_STATE_SET_EPOCH", "syncStateSetEpoch"),
-    ])
 }
 
 /// One broker set's `ReplicasInfo`: its in-sync replicas, then the others.

@@ -210,16 +210,15 @@ fn route_sections(route: &TopicRouteData) -> Vec<(&'static str, Table)> {
             filters.push(vec![s(addr.as_str()), s(servers.join(","))]);
         }
     }
-    let conf = names_table(
-        "ORDER_TOPIC_CONF",
-        "orderTopicConf",
-        &route.order_topic_conf,
-    );
+    let conf = &route.order_topic_conf;
     vec![
         ("brokers", brokers),
         ("queues", queues),
         ("filterServers", filters),
-        ("orderTopicConf", conf),
+        (
+            "orderTopicConf",
+            names_table(("ORDER_TOPIC_CONF", "orderTopicConf"), conf),
+        ),
     ]
 }
 
@@ -258,19 +257,15 @@ fn names_out(inv: &Invocation, names: Vec<String>) -> Outcome {
 }
 
 fn names_table<'a>(
-    header: &'static str,
-    key: &'static str,
+    column: (&'static str, &'static str),
     names: impl IntoIterator<Item = &'a String>,
 ) -> Table {
-    Table::with_rows(
-        &[(header, key)],
-        names.into_iter().map(|n| vec![s(n.as_str())]),
-    )
+    Table::with_rows(&[column], names.into_iter().map(|n| vec![s(n.as_str())]))
 }
 
 /// Every cluster serving the topic (`mqadmin topicClusterList` looks at the first broker).
 pub fn topic_cluster_list(inv: &Invocation, peers: &mut Peers) -> Ran {
-    let table = |route: &_| names_table("CLUSTER", "cluster", &route_clusters(route));
+    let table = |route: &_| names_table(("CLUSTER", "cluster"), &route_clusters(route));
     let route = route_read(inv, peers, None, |route| vec![("clusters", table(route))])?;
     Ok(names_out(inv, route_clusters(&route)))
 }
@@ -302,7 +297,7 @@ pub fn topic_list(inv: &Invocation, peers: &mut Peers) -> Ran {
         topics.sort();
         Ok(topics)
     };
-    let answer = |topics: &Vec<_>| Answer::table("topics", names_table("TOPIC", "topic", topics));
+    let answer = |topics: &Vec<_>| Answer::table("topics", names_table(("TOPIC", "topic"), topics));
     let (_, topics) = ask_one(inv, peers, ("", None), sorted, answer)?;
     Ok(names_out(inv, topics))
 }
@@ -314,7 +309,7 @@ pub fn kv_item(inv: &Invocation, peers: &mut Peers, namespace: &str, key: &str) 
         peers,
         (&what, None),
         |c| c.get_kv_config(namespace, key),
-        |v| vec![("value", names_table("VALUE", "value", v))],
+        |v| vec![("value", names_table(("VALUE", "value"), v))],
         |addr| format!("no {what} on {addr}"),
     )?;
     if !inv.json {
