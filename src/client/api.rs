@@ -1,8 +1,7 @@
 //! Typed calls over a [`Client`], and [`ClientError`] (I/O: try another name server).
 
 use super::Client;
-use crate::remoting::codes::response;
-pub use crate::remoting::codes::response_name;
+use crate::remoting::codes::{response, response_name};
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::json::{self, Value};
 use crate::request::reply::{KvValueReply, PermReply, RegisterBrokerReply};
@@ -25,16 +24,8 @@ impl ClientError {
     /// Transport errors and GO_AWAY: another name server should be tried.
     pub fn is_failover(&self) -> bool {
         match self {
-            ClientError::Io(_) => true,
             ClientError::Response { code, .. } => *code == response::GO_AWAY,
-            ClientError::Decode(_) => false,
-        }
-    }
-
-    pub fn response_code(&self) -> Option<i32> {
-        match self {
-            ClientError::Response { code, .. } => Some(*code),
-            _ => None,
+            other => matches!(other, ClientError::Io(_)),
         }
     }
 }
@@ -165,13 +156,6 @@ pub struct RegisterResult {
     pub order_topic_conf: Vec<(String, String)>,
 }
 
-/// A TopicList body (§6.4); `broker_addr` only for GET_SYSTEM_TOPIC_LIST_FROM_NS.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct TopicList {
-    pub topics: Vec<String>,
-    pub broker_addr: Option<String>,
-}
-
 /// The stats extension's answer: its counters by wire name (a newer server's are kept too).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NamesrvStats {
@@ -268,14 +252,10 @@ impl Client {
         success(self.request_encoded(request)?)
     }
 
-    /// A request answered with a TopicList: 206, 224, 304, 311, 312, 313.
-    pub fn topic_list(&mut self, request: &Request<'_>) -> Result<TopicList, ClientError> {
+    /// The topics of a request answered with a TopicList: 206, 224, 304, 311, 312, 313.
+    pub fn topic_list(&mut self, request: &Request<'_>) -> Result<Vec<String>, ClientError> {
         let resp = self.send_ok(request)?;
-        let (topics, broker_addr) = model::decode_topic_list(&resp.body)?;
-        Ok(TopicList {
-            topics,
-            broker_addr,
-        })
+        Ok(model::decode_topic_list(&resp.body)?.0)
     }
 
     pub fn put_kv_config(
@@ -351,7 +331,7 @@ impl Client {
     }
 
     pub fn get_all_topic_list(&mut self) -> Result<Vec<String>, ClientError> {
-        Ok(self.topic_list(&Request::GetAllTopicList)?.topics)
+        self.topic_list(&Request::GetAllTopicList)
     }
 
     /// 216 DELETE_TOPIC_IN_NAMESRV; with a cluster only that cluster's queues are removed.
@@ -372,7 +352,7 @@ impl Client {
 
     pub fn get_topics_by_cluster(&mut self, cluster: &str) -> Result<Vec<String>, ClientError> {
         let request = Request::GetTopicsByCluster(GetTopicsByCluster::new(cluster));
-        Ok(self.topic_list(&request)?.topics)
+        self.topic_list(&request)
     }
 
     /// 318 UPDATE_NAMESRV_CONFIG with `key=value` lines.

@@ -107,9 +107,7 @@ impl Client {
 
     /// Sends an encoded request (to a name server or a controller) and waits for its answer.
     pub fn request_encoded(&mut self, request: &Encoded<'_>) -> io::Result<RemotingCommand> {
-        let (opaque, frame) = self.encode(request.code, 0, request.pairs(), &request.body);
-        self.send_raw(&frame)?;
-        self.read_response(opaque)
+        self.call(request.code, request.pairs(), &request.body)
     }
 
     /// Sends an encoded request oneway (no answer expected), as brokers send heartbeats.
@@ -125,7 +123,16 @@ impl Client {
         ext: &[(&str, &str)],
         body: &[u8],
     ) -> io::Result<RemotingCommand> {
-        let (opaque, frame) = self.encode(code, 0, ext.iter().copied(), body);
+        self.call(code, ext.iter().copied(), body)
+    }
+
+    fn call<'e>(
+        &mut self,
+        code: i32,
+        ext: impl IntoIterator<Item = (&'e str, &'e str)>,
+        body: &[u8],
+    ) -> io::Result<RemotingCommand> {
+        let (opaque, frame) = self.encode(code, 0, ext, body);
         self.send_raw(&frame)?;
         self.read_response(opaque)
     }
@@ -138,24 +145,22 @@ impl Client {
 
     /// Reads frames until the one with `opaque` arrives (others are dropped).
     pub fn read_response(&mut self, opaque: i32) -> io::Result<RemotingCommand> {
+        let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidData, e);
+        let limits = DecodeLimits {
+            max_header_len: 16 << 20,
+            max_ext_fields: 65536,
+            ..DecodeLimits::default()
+        };
         let deadline = Instant::now() + self.timeout;
         loop {
-            match frame::next_frame(&mut self.read_buf, CLIENT_FRAME_MAX) {
-                Ok(Some(f)) => {
-                    let limits = DecodeLimits {
-                        max_header_len: 16 << 20,
-                        max_ext_fields: 65536,
-                        ..DecodeLimits::default()
-                    };
-                    let cmd = RemotingCommand::decode(f, &limits)
-                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
-                    if cmd.opaque == opaque && cmd.is_response() {
-                        return Ok(cmd);
-                    }
-                    continue;
+            let frame = frame::next_frame(&mut self.read_buf, CLIENT_FRAME_MAX);
+            if let Some(f) = frame.map_err(|e| invalid(e.to_string()))? {
+                let cmd =
+                    RemotingCommand::decode(f, &limits).map_err(|e| invalid(e.to_string()))?;
+                if cmd.opaque == opaque && cmd.is_response() {
+                    return Ok(cmd);
                 }
-                Ok(None) => {}
-                Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string())),
+                continue;
             }
             let now = Instant::now();
             if now >= deadline {
@@ -165,10 +170,8 @@ impl Client {
             let mut chunk = [0u8; 16 * 1024];
             match self.stream.read(&mut chunk) {
                 Ok(0) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "connection closed by the name server",
-                    ))
+                    let closed = "connection closed by the name server";
+                    return Err(io::Error::new(io::ErrorKind::UnexpectedEof, closed));
                 }
                 Ok(n) => self.read_buf.extend_from_slice(&chunk[..n]),
                 Err(e)

@@ -35,26 +35,20 @@ impl Strategy {
                 refresh: Duration::ZERO,
             },
             _ => {
-                let Some(which) = text.strip_prefix("pinned:") else {
+                let which = text.strip_prefix("pinned:").ok_or_else(|| {
+                    format!("unknown strategy {text:?}: use one of {STRATEGY_NAMES}")
+                })?;
+                let index = which.parse::<usize>().ok();
+                let index = index.or_else(|| addrs.iter().position(|a| a == which));
+                let Some(i) = index.filter(|i| *i < addrs.len()) else {
                     return Err(format!(
-                        "unknown strategy {text:?}: use one of {STRATEGY_NAMES}"
+                        "pinned:{which} names no server of the list ({}): give an index from 0 \
+                         to {} or one of its addresses",
+                        addrs.join(";"),
+                        addrs.len().saturating_sub(1)
                     ));
                 };
-                let index = match which.parse::<usize>() {
-                    Ok(i) => Some(i),
-                    Err(_) => addrs.iter().position(|a| a == which),
-                };
-                match index {
-                    Some(i) if i < addrs.len() => Strategy::Pinned(i),
-                    _ => {
-                        return Err(format!(
-                            "pinned:{which} names no server of the list ({}): give an index \
-                             from 0 to {} or one of its addresses",
-                            addrs.join(";"),
-                            addrs.len().saturating_sub(1)
-                        ))
-                    }
-                }
+                Strategy::Pinned(i)
             }
         })
     }
@@ -142,33 +136,26 @@ impl NameServerSet {
         strategy: Strategy,
         seed: u64,
     ) -> io::Result<NameServerSet> {
-        if addrs.is_empty() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "empty name server list",
-            ));
-        }
-        if let Strategy::Pinned(i) = strategy {
-            if i >= addrs.len() {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!("pinned index {i} outside a list of {}", addrs.len()),
-                ));
-            }
-        }
         let n = addrs.len();
-        Ok(NameServerSet {
-            addrs,
-            strategy,
-            timeout: Duration::from_secs(3),
-            conns: (0..n).map(|_| None).collect(),
-            rng: Rng(seed),
-            sticky: None,
-            calls: 0,
-            ranking: Vec::new(),
-            ranked_at: None,
-            last_used: None,
-        })
+        let invalid = |m: String| Err(io::Error::new(io::ErrorKind::InvalidInput, m));
+        match strategy {
+            _ if n == 0 => invalid("empty name server list".into()),
+            Strategy::Pinned(i) if i >= n => {
+                invalid(format!("pinned index {i} outside a list of {n}"))
+            }
+            _ => Ok(NameServerSet {
+                addrs,
+                strategy,
+                timeout: Duration::from_secs(3),
+                conns: (0..n).map(|_| None).collect(),
+                rng: Rng(seed),
+                sticky: None,
+                calls: 0,
+                ranking: Vec::new(),
+                ranked_at: None,
+                last_used: None,
+            }),
+        }
     }
 
     /// Connect and per-call timeout (default 3 s, RocketMQ's default for admin calls).
@@ -242,8 +229,8 @@ impl NameServerSet {
             let j = self.rng.below(k + 1);
             shuffled.swap(k, j);
         }
-        let mut scored: Vec<(u8, i64, usize, usize, Load)> = Vec::with_capacity(n);
-        for (pos, i) in shuffled.into_iter().enumerate() {
+        let mut ranking = Vec::with_capacity(n);
+        for i in shuffled {
             let load = match self.attempt(i, |c| c.stats()) {
                 Ok(s) => Load::Connections(s.connections),
                 Err(ClientError::Response { code, .. }) if code != response::GO_AWAY => {
@@ -251,18 +238,14 @@ impl NameServerSet {
                 }
                 Err(_) => Load::Unreachable,
             };
-            let (class, conns) = match load {
-                Load::Connections(c) => (0, c),
-                Load::NoStats(_) => (1, 0),
-                Load::Unreachable => (2, 0),
-            };
-            scored.push((class, conns, pos, i, load));
+            ranking.push((i, load));
         }
-        scored.sort_by_key(|(class, conns, pos, _, _)| (*class, *conns, *pos));
-        self.ranking = scored
-            .into_iter()
-            .map(|(_, _, _, i, load)| (i, load))
-            .collect();
+        ranking.sort_by_key(|(_, load)| match load {
+            Load::Connections(c) => (0, *c),
+            Load::NoStats(_) => (1, 0),
+            Load::Unreachable => (2, 0),
+        });
+        self.ranking = ranking;
         self.ranked_at = Some(Instant::now());
     }
 

@@ -30,15 +30,20 @@ const fn opt(short: &'static str, long: &'static str, required: bool, help: &'st
 
 const fn flag(short: &'static str, long: &'static str, help: &'static str) -> Opt {
     Opt {
-        short,
-        long,
         value: false,
-        required: false,
-        help,
+        ..opt(short, long, false, help)
     }
 }
 
 impl Opt {
+    /// `-t <topic>`, or `-l` for a flag.
+    fn arg(&self) -> String {
+        match self.value {
+            true => format!("-{} <{}>", self.short, self.long),
+            false => format!("-{}", self.short),
+        }
+    }
+
     fn name(&self) -> String {
         if self.short.is_empty() {
             format!("--{}", self.long)
@@ -78,91 +83,77 @@ const fn cmd(
     }
 }
 
-const CONTROLLER_ADDRESS: &str =
+// Options several commands share.
+const TOPIC: Opt = opt("t", "topic", true, "topic name");
+const ONLY_CLUSTER: Opt = opt("c", "clusterName", false, "only this cluster");
+const NAMESPACE: Opt = opt("s", "namespace", true, "namespace");
+const KEY: Opt = opt("k", "key", true, "key");
+const BROKER: Opt = opt("b", "brokerName", true, "broker name");
+const PROPERTY: Opt = opt("k", "key", true, "property name");
+const PROPERTY_VALUE: Opt = opt("v", "value", true, "property value");
+const CONTROLLER: Opt = opt("a", "controllerAddress", true, CONTROLLER_HELP);
+const CONTROLLERS: Opt = opt("a", "controllerAddress", true, CONTROLLERS_HELP);
+const CONTROLLER_HELP: &str =
     "controllers, ';'-separated (their controllerDLegerPeers ports, not the name server's)";
-const CONTROLLER_ADDRESSES: &str = "controllers, ';'-separated: every one is asked";
+const CONTROLLERS_HELP: &str = "controllers, ';'-separated: every one is asked";
 
 #[rustfmt::skip]
 pub const COMMANDS: &[Command] = &[
-    cmd("clusterList", "List clusters and their brokers (id, address, zone)", |i, p| reads::cluster_read(i, p, reads::cluster_table), &[
-        opt("c", "clusterName", false, "only this cluster"),
-    ]),
-    cmd("brokerList", "List broker groups: master, slaves, zone, acting-master flag", |i, p| reads::cluster_read(i, p, reads::broker_table), &[
-        opt("c", "clusterName", false, "only this cluster"),
-    ]),
+    cmd("clusterList", "List clusters and their brokers (id, address, zone)", |i, p| reads::cluster_read(i, p, reads::cluster_table), &[ONLY_CLUSTER]),
+    cmd("brokerList", "List broker groups: master, slaves, zone, acting-master flag", |i, p| reads::cluster_read(i, p, reads::broker_table), &[ONLY_CLUSTER]),
     cmd("topicRoute", "Show the route of a topic as JSON (as mqadmin does); -l for tables", reads::topic_route, &[
-        opt("t", "topic", true, "topic name"),
+        TOPIC,
         flag("l", "list", "brokers and queues as tables instead of JSON"),
     ]),
-    cmd("topicClusterList", "List the clusters that serve a topic", reads::topic_cluster_list, &[
-        opt("t", "topic", true, "topic name"),
-    ]),
+    cmd("topicClusterList", "List the clusters that serve a topic", reads::topic_cluster_list, &[TOPIC]),
     cmd("topicList", "List all topics; with -c, per cluster", reads::topic_list, &[
         flag("c", "clusterModel", "list topics per cluster"),
     ]),
     cmd("getKvConfig", "Show a KV config item, or a whole namespace without -k", reads::get_kv_config, &[
-        opt("s", "namespace", true, "namespace"),
+        NAMESPACE,
         opt("k", "key", false, "key"),
     ]),
     cmd("updateKvConfig", "Create or update a KV config item on every name server", writes::update_kv_config, &[
-        opt("s", "namespace", true, "namespace"),
-        opt("k", "key", true, "key"),
+        NAMESPACE,
+        KEY,
         opt("v", "value", true, "value"),
     ]),
-    cmd("deleteKvConfig", "Delete a KV config item on every name server", writes::delete_kv_config, &[
-        opt("s", "namespace", true, "namespace"),
-        opt("k", "key", true, "key"),
-    ]),
+    cmd("deleteKvConfig", "Delete a KV config item on every name server", writes::delete_kv_config, &[NAMESPACE, KEY]),
     cmd("updateOrderConf", "Get, put or delete a topic's order conf (KV namespace ORDER_TOPIC_CONFIG)", writes::update_order_conf, &[
-        opt("t", "topic", true, "topic name"),
+        TOPIC,
         opt("m", "method", true, "get, put or delete"),
         opt("v", "orderConf", false, "for put: brokerName:queues;brokerName:queues"),
     ]),
     cmd("getNamesrvConfig", "Show the configuration of every name server", |i, p| reads::config_sections(i, p, |c| c.get_namesrv_config()), &[]),
-    cmd("updateNamesrvConfig", "Change one configuration property on every name server", writes::update_namesrv_config, &[
-        opt("k", "key", true, "property name"),
-        opt("v", "value", true, "property value"),
-    ]),
-    cmd("wipeWritePerm", "Wipe a broker's write permission on every name server", |i, p| writes::write_perm(i, p, true), &[
-        opt("b", "brokerName", true, "broker name"),
-    ]),
-    cmd("addWritePerm", "Restore a broker's write permission on every name server", |i, p| writes::write_perm(i, p, false), &[
-        opt("b", "brokerName", true, "broker name"),
-    ]),
+    cmd("updateNamesrvConfig", "Change one configuration property on every name server", writes::update_namesrv_config, &[PROPERTY, PROPERTY_VALUE]),
+    cmd("wipeWritePerm", "Wipe a broker's write permission on every name server", |i, p| writes::write_perm(i, p, true), &[BROKER]),
+    cmd("addWritePerm", "Restore a broker's write permission on every name server", |i, p| writes::write_perm(i, p, false), &[BROKER]),
     cmd("deleteTopic", "Delete a topic's route on every name server (brokers are NOT touched)", writes::delete_topic, &[
-        opt("t", "topic", true, "topic name"),
+        TOPIC,
         opt("c", "clusterName", false, "only this cluster's queues"),
     ]),
     cmd("stats", "Show each name server's statistics (rmq-namesrv extension, code 29001)", reads::stats, &[]),
-    cmd("getControllerMetaData", "Show a controller group: its peers and which one leads (needs -a, not -n)", controller::metadata, &[
-        opt("a", "controllerAddress", true, CONTROLLER_ADDRESS),
-    ]),
+    cmd("getControllerMetaData", "Show a controller group: its peers and which one leads (needs -a, not -n)", controller::metadata, &[CONTROLLER]),
     cmd("getSyncStateSet", "Show broker sets' master, epochs and in-sync replicas, from the controller", controller::sync_state_set, &[
-        opt("a", "controllerAddress", true, CONTROLLER_ADDRESS),
+        CONTROLLER,
         opt("b", "brokerName", false, "this broker set"),
         opt("c", "clusterName", false, "every broker set of this cluster (asks -n for them)"),
     ]),
     cmd("electMaster", "Make a broker its set's master (the controller elects it if it is electable)", controller::elect_master, &[
-        opt("a", "controllerAddress", true, CONTROLLER_ADDRESS),
+        CONTROLLER,
         opt("c", "clusterName", true, "the broker's cluster"),
         opt("bn", "brokerName", true, "the broker set"),
         opt("b", "brokerId", true, "the controller id of the broker to make master"),
     ]),
     cmd("cleanBrokerMetadata", "Remove broker ids, or a whole broker set, from the controller", controller::clean_broker_metadata, &[
-        opt("a", "controllerAddress", true, CONTROLLER_ADDRESS),
+        CONTROLLER,
         opt("bn", "brokerName", true, "the broker set"),
         opt("c", "clusterName", false, "the set's cluster (needed unless -l)"),
         opt("b", "brokerControllerIdsToClean", false, "ids to remove, e.g. 1;2 (default: the whole set)"),
         flag("l", "cleanLivingBroker", "remove the whole set even while brokers are alive"),
     ]),
-    cmd("getControllerConfig", "Show the configuration of every controller of -a", controller::get_config, &[
-        opt("a", "controllerAddress", true, CONTROLLER_ADDRESSES),
-    ]),
-    cmd("updateControllerConfig", "Change one configuration property on every controller of -a", controller::update_config, &[
-        opt("a", "controllerAddress", true, CONTROLLER_ADDRESSES),
-        opt("k", "key", true, "property name"),
-        opt("v", "value", true, "property value"),
-    ]),
+    cmd("getControllerConfig", "Show the configuration of every controller of -a", controller::get_config, &[CONTROLLERS]),
+    cmd("updateControllerConfig", "Change one configuration property on every controller of -a", controller::update_config, &[CONTROLLERS, PROPERTY, PROPERTY_VALUE]),
     // Answered by the parser, before any server is asked.
     cmd("help", "List the commands, or show one command's options", |_, _| Ok(Outcome::ok(general_usage())), &[]),
 ];
@@ -203,25 +194,14 @@ pub fn general_usage() -> String {
     for c in COMMANDS {
         s.push_str(&format!("  {:width$}  {}\n", c.name, c.about));
     }
-    s.push('\n');
-    s.push_str(EXIT_CODES_HELP);
-    s.push_str("'rmq-admin help <command>' shows a command's options.\n");
-    s
+    s + "\n" + EXIT_CODES_HELP + "'rmq-admin help <command>' shows a command's options.\n"
 }
 
 pub fn command_usage(c: &Command) -> String {
     let mut s = format!("usage: rmq-admin {}", c.name);
     for o in c.opts {
-        let arg = if o.value {
-            format!("-{} <{}>", o.short, o.long)
-        } else {
-            format!("-{}", o.short)
-        };
-        if o.required {
-            s.push_str(&format!(" {arg}"));
-        } else {
-            s.push_str(&format!(" [{arg}]"));
-        }
+        let (open, close) = if o.required { ("", "") } else { ("[", "]") };
+        s.push_str(&format!(" {open}{}{close}", o.arg()));
     }
     s.push_str(&format!("\n\n{}\n", c.about));
     if !c.opts.is_empty() {
@@ -272,13 +252,8 @@ pub enum Parsed {
 
 pub struct UsageError {
     pub message: String,
-    pub command: Option<&'static Command>,
-}
-
-impl UsageError {
-    pub fn usage(&self) -> String {
-        usage_of(self.command)
-    }
+    /// The usage of the command given, else the general one.
+    pub usage: String,
 }
 
 fn usage_of(command: Option<&Command>) -> String {
@@ -295,19 +270,17 @@ fn is_option(arg: &str) -> bool {
 /// The option `arg` names, with its attached value (`--topic=T`, `-tT`; `-bn` before `-b`).
 fn find_opt<'a>(opts: &'static [Opt], arg: &'a str) -> Option<(&'static Opt, Option<&'a str>)> {
     if let Some(long) = arg.strip_prefix("--").filter(|l| !l.is_empty()) {
-        let (name, inline) = match long.split_once('=') {
-            Some((name, value)) => (name, Some(value)),
-            None => (long, None),
-        };
+        let (name, inline) = long
+            .split_once('=')
+            .map_or((long, None), |(n, v)| (n, Some(v)));
         return opts.iter().find(|o| o.long == name).map(|o| (o, inline));
     }
     let short = arg.strip_prefix('-')?;
     if let Some(o) = opts.iter().find(|o| o.short.len() > 1 && o.short == short) {
         return Some((o, None));
     }
-    let mut chars = short.chars();
-    let letter = chars.next()?;
-    let rest = chars.as_str();
+    let letter = short.chars().next()?;
+    let rest = &short[letter.len_utf8()..];
     opts.iter()
         .find(|o| o.short.len() == 1 && o.short.starts_with(letter))
         .map(|o| (o, (!rest.is_empty()).then_some(rest)))
@@ -326,55 +299,44 @@ fn take_value(
         (false, Some(_)) => Err(format!("{} takes no value: {arg}", o.name())),
         (true, Some(v)) => Ok(v.into()),
         (true, None) => {
-            let v = args
-                .get(*next)
-                .ok_or_else(|| format!("{} needs a value", o.name()))?;
             *next += 1;
-            Ok(v.to_string())
+            let v = args.get(*next - 1);
+            v.map(|v| v.to_string())
+                .ok_or_else(|| format!("{} needs a value", o.name()))
         }
     }
-}
-
-/// The values by short name, and the words that are no option's value.
-fn command_options<'a>(
-    c: &Command,
-    args: &[&'a str],
-) -> Result<(BTreeMap<&'static str, String>, Vec<&'a str>), String> {
-    let (mut values, mut words) = (BTreeMap::new(), Vec::new());
-    let mut k = 0;
-    while k < args.len() {
-        let arg = args[k];
-        k += 1;
-        match find_opt(c.opts, arg) {
-            Some((o, inline)) => {
-                values.insert(o.short, take_value(o, arg, inline, args, &mut k)?);
-            }
-            None if is_option(arg) => return Err(format!("unknown option {arg} for {}", c.name)),
-            None => words.push(arg),
-        }
-    }
-    Ok((values, words))
 }
 
 pub fn parse(args: &[String]) -> Result<Parsed, UsageError> {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (mut globals, mut command, mut rest) = (BTreeMap::new(), None, Vec::new());
+    let fail = |message, command| UsageError {
+        message,
+        usage: usage_of(command),
+    };
     let mut k = 0;
     while k < args.len() {
         let arg = args[k];
         k += 1;
-        let fail = move |message| UsageError { message, command };
         if let Some((o, inline)) = find_opt(GLOBAL_OPTS, arg) {
-            let value = take_value(o, arg, inline, &args, &mut k).map_err(fail)?;
-            globals.insert(o.long, value);
+            let value = take_value(o, arg, inline, &args, &mut k);
+            globals.insert(o.long, value.map_err(|m| fail(m, command))?);
         } else if command.is_none() && !is_option(arg) {
-            let found = find_command(arg).ok_or_else(|| format!("unknown command {arg:?}"));
-            command = Some(found.map_err(fail)?);
+            let found = find_command(arg);
+            command = Some(found.ok_or_else(|| fail(format!("unknown command {arg:?}"), None))?);
         } else {
             rest.push(arg);
         }
     }
-    let fail = |message: String| UsageError { message, command };
+    invocation(command, globals, &rest).map_err(|m| fail(m, command))
+}
+
+/// The command's options from `rest`, checked with the global ones.
+fn invocation(
+    command: Option<&'static Command>,
+    mut globals: BTreeMap<&str, String>,
+    rest: &[&str],
+) -> Result<Parsed, String> {
     let timeout = match globals.remove("timeout") {
         None => DEFAULT_TIMEOUT_MS,
         Some(v) => v
@@ -382,46 +344,55 @@ pub fn parse(args: &[String]) -> Result<Parsed, UsageError> {
             .parse()
             .ok()
             .filter(|ms| *ms > 0)
-            .ok_or_else(|| fail(format!("--timeout needs milliseconds > 0, got {v:?}")))?,
+            .ok_or_else(|| format!("--timeout needs milliseconds > 0, got {v:?}"))?,
     };
+    let help = globals.contains_key("help");
     let Some(c) = command else {
-        if globals.contains_key("help") {
-            return Ok(Parsed::Help(general_usage()));
-        }
-        return Err(fail("no command given".into()));
+        return match help {
+            true => Ok(Parsed::Help(general_usage())),
+            false => Err("no command given".into()),
+        };
     };
-    if globals.contains_key("help") {
+    if help {
         return Ok(Parsed::Help(usage_of(command)));
     }
-    let (values, words) = command_options(c, &rest).map_err(fail)?;
+    let (mut values, mut words) = (BTreeMap::new(), Vec::new());
+    let mut k = 0;
+    while k < rest.len() {
+        let arg = rest[k];
+        k += 1;
+        match find_opt(c.opts, arg) {
+            Some((o, inline)) => {
+                values.insert(o.short, take_value(o, arg, inline, rest, &mut k)?);
+            }
+            None if is_option(arg) => return Err(format!("unknown option {arg} for {}", c.name)),
+            None => words.push(arg),
+        }
+    }
     if c.name == "help" {
-        return match words.first() {
-            None => Ok(Parsed::Help(general_usage())),
-            Some(name) => match find_command(name) {
-                Some(c) => Ok(Parsed::Help(command_usage(c))),
-                None => Err(fail(format!("unknown command {name:?}"))),
-            },
+        let Some(name) = words.first() else {
+            return Ok(Parsed::Help(general_usage()));
         };
+        let c = find_command(name).ok_or_else(|| format!("unknown command {name:?}"))?;
+        return Ok(Parsed::Help(command_usage(c)));
     }
     if let Some(p) = words.first() {
-        return Err(fail(format!("unexpected argument {p:?} for {}", c.name)));
+        return Err(format!("unexpected argument {p:?} for {}", c.name));
     }
     for o in c.opts.iter().filter(|o| o.required) {
         if !values.get(o.short).is_some_and(|v| !v.trim().is_empty()) {
-            return Err(fail(format!("{} needs -{} <{}>", c.name, o.short, o.long)));
+            return Err(format!("{} needs {}", c.name, o.arg()));
         }
     }
     let all = globals.contains_key("all");
     if all && globals.contains_key("strategy") {
-        return Err(fail(
-            "--all asks every server; --strategy picks one: give one of them".into(),
-        ));
+        return Err("--all asks every server; --strategy picks one: give one of them".into());
     }
     if all && c.is_controller() {
-        return Err(fail(format!(
-            "--all is for name-server reads; {} asks the controllers of -a",
-            c.name
-        )));
+        let name = c.name;
+        return Err(format!(
+            "--all is for name-server reads; {name} asks the controllers of -a"
+        ));
     }
     Ok(Parsed::Run(Invocation {
         command: c,

@@ -22,14 +22,9 @@ impl Answer {
     }
 }
 
-struct Merged {
-    name: &'static str,
-    table: Table,
-    differs: bool,
-}
-
-/// Section `k` of every answer (same command, so same sections and columns).
-fn merge(answers: &[(String, Answer)], k: usize) -> Merged {
+/// Section `k` of every answer (same command, so same sections and columns): its name, the
+/// merged table, and whether some row is not on every server.
+fn merge(answers: &[(String, Answer)], k: usize) -> (&'static str, Table, bool) {
     let (name, first) = &answers[0].1.sections[k];
     let mut columns = vec![("DIFF", "differs"), ("NAMESRV", "namesrv")];
     columns.extend_from_slice(first.columns());
@@ -49,46 +44,37 @@ fn merge(answers: &[(String, Answer)], k: usize) -> Merged {
         let partial = holders.len() < answers.len();
         differs |= partial;
         for addr in holders {
-            let mut cells = vec![Cell::Mark(partial), s(*addr)];
-            cells.extend(row.iter().cloned());
-            table.push(cells);
+            let head = [Cell::Mark(partial), s(*addr)];
+            table.push(head.into_iter().chain(row.iter().cloned()).collect());
         }
     }
-    if !distinct.is_empty() {
-        for (addr, answer) in answers {
-            if answer.sections[k].1.rows().is_empty() {
-                let mut cells = vec![Cell::Mark(true), s(addr.as_str())];
-                cells.extend(first.columns().iter().map(|_| Cell::None));
-                table.push(cells);
-            }
+    for (addr, answer) in answers.iter().filter(|_| !distinct.is_empty()) {
+        if answer.sections[k].1.rows().is_empty() {
+            let none = first.columns().iter().map(|_| Cell::None);
+            table.push(
+                [Cell::Mark(true), s(addr.as_str())]
+                    .into_iter()
+                    .chain(none)
+                    .collect(),
+            );
         }
     }
-    Merged {
-        name,
-        table,
-        differs,
-    }
+    (name, table, differs)
 }
 
-fn render(inv: &Invocation, title: Option<&str>, merged: &[Merged]) -> String {
+fn render(inv: &Invocation, title: Option<&str>, merged: &[(&str, Table, bool)]) -> String {
     if inv.json {
         return match merged {
-            [one] => json_text(&one.table.to_json()),
+            [(_, one, _)] => json_text(&one.to_json()),
             many => json_text(&Value::Object(
                 many.iter()
-                    .map(|m| (m.name.to_string(), m.table.to_json()))
+                    .map(|(name, t, _)| (name.to_string(), t.to_json()))
                     .collect(),
             )),
         };
     }
-    let mut out = title.map(|t| format!("{t}\n\n")).unwrap_or_default();
-    for (k, m) in merged.iter().enumerate() {
-        if k > 0 {
-            out.push('\n');
-        }
-        out.push_str(&m.table.render());
-    }
-    out
+    let tables: Vec<String> = merged.iter().map(|(_, t, _)| t.render()).collect();
+    title.map(|t| format!("{t}\n\n")).unwrap_or_default() + &tables.join("\n")
 }
 
 /// `what` names the thing asked for ("topic T") when no server has it; `title` heads the text.
@@ -118,8 +104,8 @@ pub fn read_all<T>(
         return outcome;
     }
     let sections = answers[0].1.sections.len();
-    let merged: Vec<Merged> = (0..sections).map(|k| merge(&answers, k)).collect();
-    if answers.len() > 1 && merged.iter().any(|m| m.differs) {
+    let merged: Vec<_> = (0..sections).map(|k| merge(&answers, k)).collect();
+    if answers.len() > 1 && merged.iter().any(|(_, _, differs)| *differs) {
         outcome.stderr.push(format!(
             "the name servers disagree: rows marked * are not on all {} that answered",
             answers.len()

@@ -2,7 +2,7 @@
 
 use crate::cli::Invocation;
 use crate::outcome::{Failure, Outcome, Ran, Role};
-use crate::output::{s, Cell, Table};
+use crate::output::{opt_cell, opt_int, s, Cell, Table};
 use crate::peers::Peers;
 use crate::writes::{done, write_all};
 use rmq_namesrv::client::{Client, ClientError};
@@ -18,12 +18,6 @@ use rmq_namesrv::remoting::command::RemotingCommand;
 use rmq_namesrv::remoting::json::{self, Value};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-fn millis() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis())
-}
-
 /// `request`, whose answer must be SUCCESS (`invoked`: with `mqadmin`'s `invokeTime`).
 fn ask(
     c: &mut Client,
@@ -32,7 +26,8 @@ fn ask(
 ) -> Result<RemotingCommand, ClientError> {
     let mut encoded = request.encode();
     if invoked {
-        encoded.put_value(INVOKE_TIME, millis());
+        let now = SystemTime::now().duration_since(UNIX_EPOCH);
+        encoded.put_value(INVOKE_TIME, now.map_or(0, |d| d.as_millis()));
     }
     c.request_ok(&encoded)
 }
@@ -47,31 +42,27 @@ fn on_leader<T>(
     f: impl FnOnce(&mut Client) -> Result<T, ClientError>,
 ) -> Result<(String, T), Outcome> {
     let (asked, meta) = read_metadata(controllers)?;
-    let Some(leader) = meta
+    let leader = meta
         .ext(CONTROLLER_LEADER_ADDRESS)
-        .filter(|a| !a.is_empty())
-    else {
-        return Err(Outcome::failed(format!(
-            "{asked}: the controller group has no leader now"
-        )));
-    };
-    let leader = leader.to_string();
-    let explain = |e: &ClientError| {
-        Outcome::from_failures(
-            Role::Controller,
-            &[Failure::from_client_as(Role::Controller, &leader, e)],
-        )
+        .filter(|a| !a.is_empty());
+    let leader = leader.ok_or_else(|| {
+        Outcome::failed(format!("{asked}: the controller group has no leader now"))
+    })?;
+    let explain = |e: ClientError| {
+        let failure = Failure::from_client_as(Role::Controller, leader, &e);
+        Outcome::from_failures(Role::Controller, &[failure])
     };
     let mut client =
-        Client::connect(&leader, controllers.timeout).map_err(|e| explain(&ClientError::Io(e)))?;
-    let value = f(&mut client).map_err(|e| explain(&e))?;
+        Client::connect(leader, controllers.timeout).map_err(|e| explain(ClientError::Io(e)))?;
+    let value = f(&mut client).map_err(explain)?;
+    let leader = leader.to_string();
     Ok((leader, value))
 }
 
 /// `getControllerMetaData`: one row per peer, the leader marked, and each peer's own view.
 pub fn metadata(inv: &Invocation, controllers: &mut Peers) -> Ran {
     let (_, meta) = read_metadata(controllers)?;
-    let group = meta.ext(GROUP).map(str::to_string);
+    let group = meta.ext(GROUP);
     let leader_id = meta.ext(CONTROLLER_LEADER_ID).unwrap_or_default();
     let mut t = Table::new(&[
         ("GROUP", "group"),
@@ -86,31 +77,20 @@ pub fn metadata(inv: &Invocation, controllers: &mut Peers) -> Ran {
         let Some((id, addr)) = peer.split_once(':') else {
             continue;
         };
-        let own = Client::connect(addr, controllers.timeout)
+        let own_meta = Client::connect(addr, controllers.timeout)
             .map_err(ClientError::Io)
             .and_then(|mut c| ask(&mut c, &ControllerRequest::GetMetadata, false))
             .ok();
-        let role = own.as_ref().and_then(|m| {
-            m.ext(RAFT_ROLE).map(str::to_string).or_else(|| {
-                m.ext(IS_LEADER)
-                    .map(|l| if l == "true" { "LEADER" } else { "FOLLOWER" }.to_string())
-            })
-        });
-        let term = own
-            .as_ref()
-            .and_then(|m| m.ext(RAFT_TERM))
-            .and_then(|t| t.parse::<i64>().ok());
-        let sees = own
-            .as_ref()
-            .and_then(|m| m.ext(CONTROLLER_LEADER_ID).map(str::to_string));
+        let own = |key: &str| own_meta.as_ref().and_then(|m| m.ext(key));
+        let leads = |l: &str| if l == "true" { "LEADER" } else { "FOLLOWER" };
         t.push(vec![
-            group.clone().map_or(Cell::None, s),
+            opt_cell(group),
             s(id),
             s(addr),
             Cell::Bool(id == leader_id),
-            role.map_or(Cell::None, Cell::Str),
-            term.map_or(Cell::None, Cell::Int),
-            sees.map_or(Cell::None, Cell::Str),
+            opt_cell(own(RAFT_ROLE).or_else(|| own(IS_LEADER).map(leads))),
+            opt_int(own(RAFT_TERM).and_then(|t| t.parse().ok())),
+            opt_cell(own(CONTROLLER_LEADER_ID)),
         ]);
     }
     Ok(Outcome::ok(t.emit(inv.json)))
@@ -159,7 +139,16 @@ pub fn sync_state_set(inv: &Invocation, controllers: &mut Peers) -> Ran {
         .get("replicasInfoTable")
         .and_then(Value::as_object)
         .unwrap_or(&[]);
-    let mut t = replicas_table();
+    let mut t = Table::new(&[
+        ("BROKER", "brokerName"),
+        ("BID", "brokerId"),
+        ("ADDRESS", "brokerAddress"),
+        ("ROLE", "role"),
+        ("IN_SYNC", "inSync"),
+        ("ALIVE", "alive"),
+        ("MASTER_EPOCH", "masterEpoch"),
+        ("SYNC_STATE_SET_EPOCH", "syncStateSetEpoch"),
+    ]);
     let mut missing = Vec::new();
     for name in &names {
         match table.iter().find(|(k, _)| k == name) {
@@ -178,19 +167,6 @@ pub fn sync_state_set(inv: &Invocation, controllers: &mut Peers) -> Ran {
     Ok(outcome)
 }
 
-fn replicas_table() -> Table {
-    Table::new(&[
-        ("BROKER", "brokerName"),
-        ("BID", "brokerId"),
-        ("ADDRESS", "brokerAddress"),
-        ("ROLE", "role"),
-        ("IN_SYNC", "inSync"),
-        ("ALIVE", "alive"),
-        ("MASTER_EPOCH", "masterEpoch"),
-        ("SYNC_STATE_SET_EPOCH", "syncStateSetEpoch"),
-    ])
-}
-
 /// One broker set's `ReplicasInfo`: its in-sync replicas, then the others.
 fn push_replicas(t: &mut Table, name: &str, info: &Value) {
     let int = |key: &str| info.get(key).and_then(Value::as_i64);
@@ -200,23 +176,21 @@ fn push_replicas(t: &mut Table, name: &str, info: &Value) {
         let replicas = info.get(list).and_then(Value::as_array).unwrap_or(&[]);
         for r in replicas {
             let id = r.get("brokerId").and_then(Value::as_i64);
+            let role = if id.is_some() && id == master {
+                "master"
+            } else {
+                "slave"
+            };
+            let alive = r.get("alive").and_then(Value::as_bool);
             t.push(vec![
                 s(name),
-                id.map_or(Cell::None, Cell::Int),
-                r.get("brokerAddress")
-                    .and_then(Value::as_str)
-                    .map_or(Cell::None, s),
-                s(if id.is_some() && id == master {
-                    "master"
-                } else {
-                    "slave"
-                }),
+                opt_int(id),
+                opt_cell(r.get("brokerAddress").and_then(Value::as_str)),
+                s(role),
                 Cell::Bool(in_sync),
-                r.get("alive")
-                    .and_then(Value::as_bool)
-                    .map_or(Cell::None, Cell::Bool),
-                master_epoch.map_or(Cell::None, Cell::Int),
-                set_epoch.map_or(Cell::None, Cell::Int),
+                alive.map_or(Cell::None, Cell::Bool),
+                opt_int(master_epoch),
+                opt_int(set_epoch),
             ]);
         }
     }
@@ -241,28 +215,25 @@ pub fn elect_master(inv: &Invocation, controllers: &mut Peers) -> Ran {
         designate_elect: true,
     }));
     let (_, resp) = on_leader(controllers, |c| ask(c, &elect, true))?;
-    let field = |key: &str| resp.ext(key).map_or(Cell::None, s);
-    let mut t = Table::new(&[
-        ("CLUSTER", "clusterName"),
-        ("BROKER", "brokerName"),
-        ("MASTER_ID", "masterBrokerId"),
-        ("MASTER_ADDRESS", "masterAddress"),
-        ("MASTER_EPOCH", "masterEpoch"),
-        ("SYNC_STATE_SET_EPOCH", "syncStateSetEpoch"),
-    ]);
-    let int = |key: &str| {
-        resp.ext(key)
-            .and_then(|v| v.parse().ok())
-            .map_or(Cell::None, Cell::Int)
-    };
-    t.push(vec![
-        s(cluster),
-        s(name),
-        int(MASTER_BROKER_ID),
-        field(MASTER_ADDRESS),
-        int(MASTER_EPOCH),
-        int(SYNC_STATE_SET_EPOCH),
-    ]);
+    let int = |key| resp.ext(key).and_then(|v| v.parse().ok());
+    let t = Table::with_rows(
+        &[
+            ("CLUSTER", "clusterName"),
+            ("BROKER", "brokerName"),
+            ("MASTER_ID", "masterBrokerId"),
+            ("MASTER_ADDRESS", "masterAddress"),
+            ("MASTER_EPOCH", "masterEpoch"),
+            ("SYNC_STATE_SET_EPOCH", "syncStateSetEpoch"),
+        ],
+        [vec![
+            s(cluster),
+            s(name),
+            opt_int(int(MASTER_BROKER_ID)),
+            opt_cell(resp.ext(MASTER_ADDRESS)),
+            opt_int(int(MASTER_EPOCH)),
+            opt_int(int(SYNC_STATE_SET_EPOCH)),
+        ]],
+    );
     Ok(Outcome::ok(t.emit(inv.json)))
 }
 
@@ -271,12 +242,11 @@ pub fn clean_broker_metadata(inv: &Invocation, controllers: &mut Peers) -> Ran {
     let cluster = inv.get("c").map(str::trim).filter(|c| !c.is_empty());
     let living = inv.has("l");
     let ids = inv.get("b").map(str::trim).filter(|i| !i.is_empty());
-    if let Some(ids) = ids {
-        if ids.split(';').any(|id| id.trim().parse::<i64>().is_err()) {
-            return Err(Outcome::usage(format!(
-                "cleanBrokerMetadata -b takes controller ids separated by ';' (1;2;3), not {ids:?}"
-            )));
-        }
+    let not_ids = |ids: &&str| ids.split(';').any(|id| id.trim().parse::<i64>().is_err());
+    if let Some(ids) = ids.filter(not_ids) {
+        return Err(Outcome::usage(format!(
+            "cleanBrokerMetadata -b takes controller ids separated by ';' (1;2;3), not {ids:?}"
+        )));
     }
     if !living && cluster.is_none() {
         return Err(Outcome::usage(

@@ -34,7 +34,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            eprintln!("rmq-admin: {}\n\n{}", e.message, e.usage());
+            eprintln!("rmq-admin: {}\n\n{}", e.message, e.usage);
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -45,14 +45,12 @@ fn main() -> ExitCode {
         let needs = "no name server given: use -n 'host:port;host:port' or set NAMESRV_ADDR";
         (Role::NameServer, namesrv_addrs(&inv), needs.to_string())
     };
-    let outcome = if addrs.is_empty() {
-        Outcome::usage(missing)
-    } else {
-        match Peers::of(&inv, addrs, role) {
-            Ok(mut peers) => (inv.command.run)(&inv, &mut peers).unwrap_or_else(|failed| failed),
-            Err(usage) => usage,
-        }
+    let peers = match addrs.is_empty() {
+        true => Err(Outcome::usage(missing)),
+        false => Peers::of(&inv, addrs, role),
     };
+    let ran = peers.and_then(|mut peers| (inv.command.run)(&inv, &mut peers));
+    let outcome = ran.unwrap_or_else(|failed| failed);
     print!("{}", outcome.stdout);
     for line in &outcome.stderr {
         eprintln!("rmq-admin: {line}");

@@ -128,26 +128,22 @@ fn explain(role: Role, e: &ClientError) -> (FailureKind, String) {
             if let Some(r) = remark.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
                 text = format!("{text}: {r}");
             }
-            match (*code, role) {
+            let (kind, why) = match (*code, role) {
                 (response::REQUEST_CODE_NOT_SUPPORTED, Role::NameServer) => (
                     FailureKind::NotNameServer,
-                    format!(
-                        "{text}: not a name server (a broker answers so), or one without this \
-                         request"
-                    ),
+                    ": not a name server (a broker answers so), or one without this request",
                 ),
                 (response::REQUEST_CODE_NOT_SUPPORTED, Role::Controller) => (
                     FailureKind::NotNameServer,
-                    format!(
-                        "{text}: not a controller (a name server's port answers so: give the \
-                         controller's port, this node's entry of controllerDLegerPeers)"
-                    ),
+                    ": not a controller (a name server's port answers so: give the controller's \
+                     port, this node's entry of controllerDLegerPeers)",
                 ),
                 (response::GO_AWAY, Role::NameServer) => {
-                    (FailureKind::Unreachable, format!("{text} (shutting down)"))
+                    (FailureKind::Unreachable, " (shutting down)")
                 }
-                _ => (FailureKind::Refused, text),
-            }
+                _ => (FailureKind::Refused, ""),
+            };
+            (kind, format!("{text}{why}"))
         }
     }
 }

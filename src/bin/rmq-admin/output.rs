@@ -39,8 +39,14 @@ pub fn s(v: impl Into<String>) -> Cell {
     Cell::Str(v.into())
 }
 
-pub fn opt_cell(v: Option<&String>) -> Cell {
-    v.map_or(Cell::None, |s| Cell::Str(s.clone()))
+/// A string, or [`Cell::None`].
+pub fn opt_cell(v: Option<impl Into<String>>) -> Cell {
+    v.map_or(Cell::None, s)
+}
+
+/// A number, or [`Cell::None`].
+pub fn opt_int(v: Option<i64>) -> Cell {
+    v.map_or(Cell::None, Cell::Int)
 }
 
 /// Columns: (table header, JSON key).
@@ -52,10 +58,7 @@ pub struct Table {
 
 impl Table {
     pub fn new(columns: &[(&'static str, &'static str)]) -> Table {
-        Table {
-            columns: columns.to_vec(),
-            rows: Vec::new(),
-        }
+        Table::with_rows(columns, [])
     }
 
     pub fn with_rows(
@@ -82,26 +85,24 @@ impl Table {
 
     /// Left-aligned columns two spaces apart, no trailing spaces.
     pub fn render(&self) -> String {
-        let texts: Vec<Vec<String>> = self
-            .rows
-            .iter()
-            .map(|r| r.iter().map(Cell::text).collect())
-            .collect();
-        let mut widths: Vec<usize> = self
-            .columns
-            .iter()
-            .map(|(h, _)| h.chars().count())
-            .collect();
-        for row in &texts {
-            for (w, t) in widths.iter_mut().zip(row) {
+        let header = self.columns.iter().map(|(h, _)| h.to_string()).collect();
+        let cells = self.rows.iter().map(|r| r.iter().map(Cell::text).collect());
+        let lines: Vec<Vec<String>> = std::iter::once(header).chain(cells).collect();
+        let mut widths = vec![0; self.columns.len()];
+        for line in &lines {
+            for (w, t) in widths.iter_mut().zip(line) {
                 *w = (*w).max(t.chars().count());
             }
         }
-        let mut out = aligned_line(self.columns.iter().map(|(h, _)| *h), &widths);
-        for row in &texts {
-            out.push_str(&aligned_line(row.iter().map(String::as_str), &widths));
-        }
-        out
+        let aligned = |line: &Vec<String>| {
+            let padded: Vec<String> = line
+                .iter()
+                .zip(&widths)
+                .map(|(c, w)| format!("{c:w$}"))
+                .collect();
+            format!("{}\n", padded.join("  ").trim_end())
+        };
+        lines.iter().map(aligned).collect()
     }
 
     pub fn to_json(&self) -> Value {
@@ -126,20 +127,6 @@ impl Table {
     }
 }
 
-fn aligned_line<'a>(cells: impl Iterator<Item = &'a str>, widths: &[usize]) -> String {
-    let mut out = String::new();
-    for (k, (c, w)) in cells.zip(widths).enumerate() {
-        if k > 0 {
-            out.push_str("  ");
-        }
-        out.push_str(c);
-        out.push_str(&" ".repeat(w.saturating_sub(c.chars().count())));
-    }
-    out.truncate(out.trim_end().len());
-    out.push('\n');
-    out
-}
-
 pub fn json_text(v: &Value) -> String {
     let mut out = Vec::new();
     json::write_value(&mut out, v);
@@ -156,41 +143,36 @@ pub fn pretty_json(v: &Value) -> String {
 
 fn indent(out: &mut Vec<u8>, level: usize) {
     out.push(b'\n');
-    for _ in 0..level {
-        out.extend_from_slice(b"  ");
-    }
+    out.extend_from_slice(&b"  ".repeat(level));
 }
 
+/// Arrays and objects one member a line, indented by two spaces a level; empty ones as `[]`, `{}`.
 fn write_pretty(out: &mut Vec<u8>, v: &Value, level: usize) {
-    match v {
+    let (open, close, members): (u8, u8, Vec<(Option<&str>, &Value)>) = match v {
         Value::Array(items) if !items.is_empty() => {
-            out.push(b'[');
-            for (k, item) in items.iter().enumerate() {
-                if k > 0 {
-                    out.push(b',');
-                }
-                indent(out, level + 1);
-                write_pretty(out, item, level + 1);
-            }
-            indent(out, level);
-            out.push(b']');
+            (b'[', b']', items.iter().map(|i| (None, i)).collect())
         }
-        Value::Object(members) if !members.is_empty() => {
-            out.push(b'{');
-            for (k, (key, member)) in members.iter().enumerate() {
-                if k > 0 {
-                    out.push(b',');
-                }
-                indent(out, level + 1);
-                json::write_str(out, key);
-                out.extend_from_slice(b": ");
-                write_pretty(out, member, level + 1);
-            }
-            indent(out, level);
-            out.push(b'}');
+        Value::Object(entries) if !entries.is_empty() => (
+            b'{',
+            b'}',
+            entries.iter().map(|(k, m)| (Some(k.as_str()), m)).collect(),
+        ),
+        scalar => return json::write_value(out, scalar),
+    };
+    out.push(open);
+    for (k, (key, member)) in members.into_iter().enumerate() {
+        if k > 0 {
+            out.push(b',');
         }
-        scalar => json::write_value(out, scalar),
+        indent(out, level + 1);
+        if let Some(key) = key {
+            json::write_str(out, key);
+            out.extend_from_slice(b": ");
+        }
+        write_pretty(out, member, level + 1);
     }
+    indent(out, level);
+    out.push(close);
 }
 
 #[cfg(test)]

@@ -28,8 +28,23 @@ fn ask_one<T>(
     peers.read(ask)
 }
 
-fn knows_cluster(info: &ClusterInfo, only: Option<&str>) -> bool {
-    only.map_or(true, |c| info.cluster_addr_table.contains_key(c))
+/// As [`ask_one`]; an answer of `None` fails with `missing(address)`.
+fn ask_found<T>(
+    inv: &Invocation,
+    peers: &mut Peers,
+    (what, title): (&str, Option<&str>),
+    ask: impl FnMut(&mut Client) -> Result<Option<T>, ClientError>,
+    sections: impl Fn(Option<&T>) -> Vec<(&'static str, Table)>,
+    missing: impl FnOnce(&str) -> String,
+) -> Result<T, Outcome> {
+    let answer = |v: &Option<T>| Answer {
+        sections: sections(v.as_ref()),
+        found: v.is_some(),
+    };
+    match ask_one(inv, peers, (what, title), ask, answer)? {
+        (_, Some(v)) => Ok(v),
+        (addr, None) => Err(Outcome::failed(missing(&addr))),
+    }
 }
 
 pub fn cluster_read(
@@ -39,19 +54,16 @@ pub fn cluster_read(
 ) -> Ran {
     let only = inv.get("c");
     let what = format!("cluster {}", only.unwrap_or_default());
-    let (addr, info) = ask_one(
+    let none = ClusterInfo::default();
+    let known = |info: &ClusterInfo| only.map_or(true, |c| info.cluster_addr_table.contains_key(c));
+    let info = ask_found(
         inv,
         peers,
         (&what, None),
-        |c| c.get_cluster_info(),
-        |info| Answer {
-            found: knows_cluster(info, only),
-            ..Answer::table("clusters", table(info, only))
-        },
+        |c| Ok(Some(c.get_cluster_info()?).filter(known)),
+        |info| vec![("clusters", table(info.unwrap_or(&none), only))],
+        |addr| format!("{what} not found on {addr}"),
     )?;
-    if !knows_cluster(&info, only) {
-        return Err(Outcome::failed(format!("{what} not found on {addr}")));
-    }
     Ok(Outcome::ok(table(&info, only).emit(inv.json)))
 }
 
@@ -107,11 +119,7 @@ pub fn broker_table(info: &ClusterInfo, only: Option<&str>) -> Table {
             s(name.as_str()),
             s(b.cluster.as_str()),
             opt_cell(b.broker_addrs.get(&0)),
-            if slaves.is_empty() {
-                Cell::None
-            } else {
-                s(slaves.join(","))
-            },
+            opt_cell((!slaves.is_empty()).then(|| slaves.join(","))),
             opt_cell(b.zone_name.as_ref()),
             Cell::Bool(b.enable_acting_master),
         ]);
@@ -133,16 +141,14 @@ fn route_read(
 ) -> Result<TopicRouteData, Outcome> {
     let topic = inv.req("t");
     let what = format!("topic {topic}");
-    let answer = |route: &Option<TopicRouteData>| Answer {
-        sections: tables(route.as_ref().unwrap_or(&TopicRouteData::default())),
-        found: route.is_some(),
-    };
-    match ask_one(inv, peers, (&what, title), |c| c.get_route(topic), answer)? {
-        (_, Some(route)) => Ok(route),
-        (addr, None) => Err(Outcome::failed(format!(
-            "{what} not found (no route on {addr})"
-        ))),
-    }
+    ask_found(
+        inv,
+        peers,
+        (&what, title),
+        |c| c.get_route(topic),
+        |route| tables(route.unwrap_or(&TopicRouteData::default())),
+        |addr| format!("{what} not found (no route on {addr})"),
+    )
 }
 
 /// `mqadmin topicRoute`'s indented JSON; `-l` tables, `--json` one line, `--all` `-l`'s tables.
@@ -155,11 +161,8 @@ pub fn topic_route(inv: &Invocation, peers: &mut Peers) -> Ran {
     let mut out = Vec::new();
     route.encode(Dialect::Standard, &mut out);
     let value = json::parse(&out).map_err(|e| Outcome::failed(format!("route JSON: {e}")))?;
-    Ok(Outcome::ok(if inv.json {
-        json_text(&value)
-    } else {
-        pretty_json(&value)
-    }))
+    let text: fn(&Value) -> String = if inv.json { json_text } else { pretty_json };
+    Ok(Outcome::ok(text(&value)))
 }
 
 /// The route's tables (every section, so that `--all` answers have the same ones).
@@ -207,16 +210,15 @@ fn route_sections(route: &TopicRouteData) -> Vec<(&'static str, Table)> {
             filters.push(vec![s(addr.as_str()), s(servers.join(","))]);
         }
     }
-    let conf = names_table(
-        "ORDER_TOPIC_CONF",
-        "orderTopicConf",
-        &route.order_topic_conf,
-    );
+    let conf = &route.order_topic_conf;
     vec![
         ("brokers", brokers),
         ("queues", queues),
         ("filterServers", filters),
-        ("orderTopicConf", conf),
+        (
+            "orderTopicConf",
+            names_table(("ORDER_TOPIC_CONF", "orderTopicConf"), conf),
+        ),
     ]
 }
 
@@ -225,13 +227,9 @@ fn route_tables(title: &str, route: &TopicRouteData) -> String {
     if let Some(conf) = &route.order_topic_conf {
         out.push_str(&format!("Order topic conf: {conf}\n"));
     }
+    // orderTopicConf is the line above; filterServers only when there are some.
     for (name, table) in route_sections(route) {
-        let shown = match name {
-            "brokers" | "queues" => true,
-            "filterServers" => !table.rows().is_empty(),
-            _ => false,
-        };
-        if shown {
+        if name != "orderTopicConf" && (name != "filterServers" || !table.rows().is_empty()) {
             out.push('\n');
             out.push_str(&table.render());
         }
@@ -259,24 +257,16 @@ fn names_out(inv: &Invocation, names: Vec<String>) -> Outcome {
 }
 
 fn names_table<'a>(
-    header: &'static str,
-    key: &'static str,
+    column: (&'static str, &'static str),
     names: impl IntoIterator<Item = &'a String>,
 ) -> Table {
-    Table::with_rows(
-        &[(header, key)],
-        names.into_iter().map(|n| vec![s(n.as_str())]),
-    )
+    Table::with_rows(&[column], names.into_iter().map(|n| vec![s(n.as_str())]))
 }
 
 /// Every cluster serving the topic (`mqadmin topicClusterList` looks at the first broker).
 pub fn topic_cluster_list(inv: &Invocation, peers: &mut Peers) -> Ran {
-    let route = route_read(inv, peers, None, |route| {
-        vec![(
-            "clusters",
-            names_table("CLUSTER", "cluster", &route_clusters(route)),
-        )]
-    })?;
+    let table = |route: &_| names_table(("CLUSTER", "cluster"), &route_clusters(route));
+    let route = route_read(inv, peers, None, |route| vec![("clusters", table(route))])?;
     Ok(names_out(inv, route_clusters(&route)))
 }
 
@@ -307,32 +297,29 @@ pub fn topic_list(inv: &Invocation, peers: &mut Peers) -> Ran {
         topics.sort();
         Ok(topics)
     };
-    let answer = |topics: &Vec<_>| Answer::table("topics", names_table("TOPIC", "topic", topics));
+    let answer = |topics: &Vec<_>| Answer::table("topics", names_table(("TOPIC", "topic"), topics));
     let (_, topics) = ask_one(inv, peers, ("", None), sorted, answer)?;
     Ok(names_out(inv, topics))
 }
 
 pub fn kv_item(inv: &Invocation, peers: &mut Peers, namespace: &str, key: &str) -> Ran {
     let what = format!("KV config item {namespace}/{key}");
-    let answer = |value: &Option<String>| Answer {
-        found: value.is_some(),
-        ..Answer::table("value", names_table("VALUE", "value", value))
-    };
-    match ask_one(
+    let v = ask_found(
         inv,
         peers,
         (&what, None),
         |c| c.get_kv_config(namespace, key),
-        answer,
-    )? {
-        (_, Some(v)) if inv.json => Ok(Outcome::ok(json_text(&Value::Object(vec![
-            ("namespace".into(), Value::Str(namespace.into())),
-            ("key".into(), Value::Str(key.into())),
-            ("value".into(), Value::Str(v)),
-        ])))),
-        (_, Some(v)) => Ok(Outcome::ok(format!("{v}\n"))),
-        (addr, None) => Err(Outcome::failed(format!("no {what} on {addr}"))),
+        |v| vec![("value", names_table(("VALUE", "value"), v))],
+        |addr| format!("no {what} on {addr}"),
+    )?;
+    if !inv.json {
+        return Ok(Outcome::ok(format!("{v}\n")));
     }
+    Ok(Outcome::ok(json_text(&Value::Object(vec![
+        ("namespace".into(), Value::Str(namespace.into())),
+        ("key".into(), Value::Str(key.into())),
+        ("value".into(), Value::Str(v)),
+    ]))))
 }
 
 fn kv_table(entries: &[(String, String)]) -> Table {
@@ -348,20 +335,15 @@ pub fn get_kv_config(inv: &Invocation, peers: &mut Peers) -> Ran {
         return kv_item(inv, peers, namespace, key);
     }
     let what = format!("KV config namespace {namespace}");
-    let answer = |entries: &Option<Vec<_>>| Answer {
-        found: entries.is_some(),
-        ..Answer::table("kv", kv_table(entries.as_deref().unwrap_or_default()))
-    };
-    match ask_one(
+    let entries = ask_found(
         inv,
         peers,
         (&what, None),
         |c| c.get_kv_list(namespace),
-        answer,
-    )? {
-        (_, Some(entries)) => Ok(Outcome::ok(kv_table(&entries).emit(inv.json))),
-        (addr, None) => Err(Outcome::failed(format!("no {what} on {addr}"))),
-    }
+        |entries| vec![("kv", kv_table(entries.map_or(&[], Vec::as_slice)))],
+        |addr| format!("no {what} on {addr}"),
+    )?;
+    Ok(Outcome::ok(kv_table(&entries).emit(inv.json)))
 }
 
 /// A read of every server's own state: a section per server, or one JSON object by address.

@@ -41,11 +41,8 @@ pub fn write_all(
                 (text, Cell::None)
             }
         };
-        let mut row = vec![s(addr), result];
-        if count_column.is_some() {
-            row.push(count);
-        }
-        t.push(row);
+        let count = count_column.map(|_| count);
+        t.push([s(addr), result].into_iter().chain(count).collect());
     }
     Ok(Outcome::of_all(t.emit(inv.json), succeeded, &failures))
 }
@@ -74,12 +71,12 @@ pub fn update_namesrv_config(inv: &Invocation, peers: &mut Peers) -> Ran {
 /// Wipes or restores a broker's write permission (0 topics for an unknown broker is an error).
 pub fn write_perm(inv: &Invocation, peers: &mut Peers, wipe: bool) -> Ran {
     let broker = inv.req("b");
-    let column = if wipe {
-        ("TOPICS", "wipeTopicCount")
+    let key = if wipe {
+        "wipeTopicCount"
     } else {
-        ("TOPICS", "addTopicCount")
+        "addTopicCount"
     };
-    write_all(inv, peers, Some(column), |c| {
+    write_all(inv, peers, Some(("TOPICS", key)), |c| {
         let count = c.write_perm(broker, !wipe)?;
         if count == 0 && !c.get_cluster_info()?.broker_addr_table.contains_key(broker) {
             return Ok(Done::Refused(format!(
