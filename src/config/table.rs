@@ -224,7 +224,9 @@ fn parse_text(value: &str) -> Result<String, String> {
 }
 
 /// An integer in `range` (surrounding blanks ignored), as the field's type.
-pub(crate) fn in_range<T: TryFrom<i64>>(range: RangeInclusive<i64>) -> impl Fn(&str) -> Result<T, String> {
+pub(crate) fn in_range<T: TryFrom<i64>>(
+    range: RangeInclusive<i64>,
+) -> impl Fn(&str) -> Result<T, String> {
     move |value| {
         let text = value.trim();
         let n: i64 = text

@@ -5,16 +5,15 @@
 use crate::remoting::json::{self, Field, Value, ValueRef};
 use std::collections::BTreeSet;
 
-/// Java `EventType` ids.
-pub mod event_type {
-    pub const ALTER_SYNC_STATE_SET: u16 = 1;
-    pub const APPLY_BROKER_ID: u16 = 2;
-    pub const ELECT_MASTER: u16 = 3;
-    /// Declared by Java, never written.
-    pub const READ: u16 = 4;
-    pub const CLEAN_BROKER_DATA: u16 = 5;
-    pub const UPDATE_BROKER_ADDRESS: u16 = 6;
-}
+/// Java's `EventType` ids and names; 4 (`READ_EVENT`) is declared by Java, never written.
+const TYPES: [(u16, &str); 6] = [
+    (1, "ALTER_SYNC_STATE_SET_EVENT"),
+    (2, "APPLY_BROKER_ID_EVENT"),
+    (3, "ELECT_MASTER_EVENT"),
+    (4, "READ_EVENT"),
+    (5, "CLEAN_BROKER_DATA_EVENT"),
+    (6, "UPDATE_BROKER_ADDRESS"),
+];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
@@ -50,13 +49,14 @@ pub enum Event {
 }
 
 impl Event {
+    /// Its id in `TYPES`.
     pub fn type_id(&self) -> u16 {
         match self {
-            Event::AlterSyncStateSet { .. } => event_type::ALTER_SYNC_STATE_SET,
-            Event::ApplyBrokerId { .. } => event_type::APPLY_BROKER_ID,
-            Event::ElectMaster { .. } => event_type::ELECT_MASTER,
-            Event::CleanBrokerData { .. } => event_type::CLEAN_BROKER_DATA,
-            Event::UpdateBrokerAddress { .. } => event_type::UPDATE_BROKER_ADDRESS,
+            Event::AlterSyncStateSet { .. } => 1,
+            Event::ApplyBrokerId { .. } => 2,
+            Event::ElectMaster { .. } => 3,
+            Event::CleanBrokerData { .. } => 5,
+            Event::UpdateBrokerAddress { .. } => 6,
         }
     }
 
@@ -156,27 +156,28 @@ impl Event {
         }
         let f = Fields(root);
         Ok(match type_id {
-            event_type::ALTER_SYNC_STATE_SET => Event::AlterSyncStateSet {
+            // The ids of `TYPES`.
+            1 => Event::AlterSyncStateSet {
                 broker_name: f.string("brokerName")?,
                 new_sync_state_set: f.ids("newSyncStateSet")?.unwrap_or_default(),
             },
-            event_type::APPLY_BROKER_ID => Event::ApplyBrokerId {
+            2 => Event::ApplyBrokerId {
                 cluster_name: f.opt_string("clusterName")?,
                 broker_name: f.string("brokerName")?,
                 broker_address: f.string("brokerAddress")?,
                 new_broker_id: f.int("newBrokerId")?,
                 register_check_code: f.string("registerCheckCode")?,
             },
-            event_type::ELECT_MASTER => Event::ElectMaster {
+            3 => Event::ElectMaster {
                 broker_name: f.string("brokerName")?,
                 new_master_elected: f.bool("newMasterElected")?,
                 new_master_broker_id: f.opt_int("newMasterBrokerId")?,
             },
-            event_type::CLEAN_BROKER_DATA => Event::CleanBrokerData {
+            5 => Event::CleanBrokerData {
                 broker_name: f.string("brokerName")?,
                 broker_id_set_to_clean: f.ids("brokerIdSetToClean")?,
             },
-            event_type::UPDATE_BROKER_ADDRESS => Event::UpdateBrokerAddress {
+            6 => Event::UpdateBrokerAddress {
                 cluster_name: f.opt_string("clusterName")?,
                 broker_name: f.string("brokerName")?,
                 broker_address: f.string("brokerAddress")?,
@@ -188,15 +189,10 @@ impl Event {
 }
 
 fn type_name(type_id: u16) -> Option<&'static str> {
-    Some(match type_id {
-        event_type::ALTER_SYNC_STATE_SET => "ALTER_SYNC_STATE_SET_EVENT",
-        event_type::APPLY_BROKER_ID => "APPLY_BROKER_ID_EVENT",
-        event_type::ELECT_MASTER => "ELECT_MASTER_EVENT",
-        event_type::READ => "READ_EVENT",
-        event_type::CLEAN_BROKER_DATA => "CLEAN_BROKER_DATA_EVENT",
-        event_type::UPDATE_BROKER_ADDRESS => "UPDATE_BROKER_ADDRESS",
-        _ => return None,
-    })
+    TYPES
+        .iter()
+        .find(|(id, _)| *id == type_id)
+        .map(|(_, name)| *name)
 }
 
 pub fn encode_entry(events: &[Event]) -> Vec<u8> {
