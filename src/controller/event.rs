@@ -256,20 +256,16 @@ impl<'a> ObjectWriter<'a> {
     }
 
     pub(crate) fn ids<'i>(&mut self, key: &str, ids: impl IntoIterator<Item = &'i i64>) {
-        write_ids(self.key(key), ids);
+        let mut array = json::Seq::array(self.key(key));
+        for id in ids {
+            json::write_i64(array.item(), *id);
+        }
+        array.end();
     }
 
     pub(crate) fn finish(self) {
         self.0.end();
     }
-}
-
-pub(crate) fn write_ids<'i>(out: &mut Vec<u8>, ids: impl IntoIterator<Item = &'i i64>) {
-    let mut array = json::Seq::array(out);
-    for id in ids {
-        json::write_i64(array.item(), *id);
-    }
-    array.end();
 }
 
 /// Typed member access with errors that name the member.
@@ -280,14 +276,21 @@ impl<'d> Fields<'d> {
         self.0.get(key).filter(|v| !v.is_null())
     }
 
+    /// A member that is absent or null is None; one `get` cannot read is an error.
+    fn opt<T>(
+        &self,
+        key: &str,
+        what: &str,
+        get: fn(ValueRef<'d>) -> Option<T>,
+    ) -> Result<Option<T>, String> {
+        let value = self
+            .present(key)
+            .map(|v| get(v).ok_or_else(|| format!("{key} is not {what}")));
+        value.transpose()
+    }
+
     pub(crate) fn opt_string(&self, key: &str) -> Result<Option<String>, String> {
-        match self.present(key) {
-            None => Ok(None),
-            Some(v) => v
-                .as_str()
-                .map(|s| Some(s.to_owned()))
-                .ok_or_else(|| format!("{key} is not a string")),
-        }
+        self.opt(key, "a string", |v| v.as_str().map(str::to_owned))
     }
 
     pub(crate) fn string(&self, key: &str) -> Result<String, String> {
@@ -296,13 +299,7 @@ impl<'d> Fields<'d> {
     }
 
     pub(crate) fn opt_int(&self, key: &str) -> Result<Option<i64>, String> {
-        match self.present(key) {
-            None => Ok(None),
-            Some(v) => v
-                .as_i64()
-                .map(Some)
-                .ok_or_else(|| format!("{key} is not an integer")),
-        }
+        self.opt(key, "an integer", |v| v.as_i64())
     }
 
     pub(crate) fn int(&self, key: &str) -> Result<i64, String> {
@@ -325,14 +322,9 @@ impl<'d> Fields<'d> {
             return Ok(None);
         };
         let items = v.items().ok_or_else(|| format!("{key} is not an array"))?;
-        let mut ids = BTreeSet::new();
-        for item in items {
-            ids.insert(
-                item.as_i64()
-                    .ok_or_else(|| format!("{key} holds a non-integer"))?,
-            );
-        }
-        Ok(Some(ids))
+        let ids: Option<BTreeSet<i64>> = items.map(|item| item.as_i64()).collect();
+        ids.map(Some)
+            .ok_or_else(|| format!("{key} holds a non-integer"))
     }
 }
 
