@@ -13,10 +13,11 @@ use std::sync::OnceLock;
 pub use cidr::Cidr;
 pub use cli::{parse_cli, Cli, CliError, ConfigFile, FileOrigin, Startup};
 pub use properties::{parse_properties, sorted_lines};
+pub(crate) use table::{in_range, parse_bool};
 pub use table::{under_home, Applies, NamesrvConfig, JAVA_CONFIG_BLACK_LIST, PROTECTED_KEYS};
 pub use update::{ConfigPlan, UpdateError};
 
-use table::{Property, CONTROLLER_KEYS, PROPERTIES};
+use table::{Property, PROPERTIES};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SetOutcome {
@@ -32,8 +33,9 @@ fn property(key: &str) -> Option<&'static Property> {
     PROPERTIES.iter().find(|p| p.key == key)
 }
 
+/// A key only the embedded Controller reads (its table is built without the feature too).
 fn is_controller_key(key: &str) -> bool {
-    CONTROLLER_KEYS.contains(&key)
+    property(key).is_none() && crate::controller::config::keys().any(|k| k == key)
 }
 
 /// The keys no runtime update may set: `always`, then `configBlackList`'s entries.
@@ -87,7 +89,7 @@ pub fn unknown_key_message(key: &str) -> String {
     let closest = PROPERTIES
         .iter()
         .map(|p| p.key)
-        .chain(CONTROLLER_KEYS.iter().copied())
+        .chain(crate::controller::config::keys())
         .map(|known| (distance(key, known), known))
         .min();
     match closest {
@@ -162,13 +164,7 @@ impl NamesrvConfig {
 
     /// The keys no update may set: these four, plus `configBlackList`'s.
     pub fn black_list(&self) -> Vec<String> {
-        let always = [
-            "configBlackList",
-            "configStorePath",
-            "kvConfigPath",
-            "rocketmqHome",
-        ];
-        black_list(&always, &self.config_black_list)
+        black_list(&update::JAVA_BLACK_LISTED, &self.config_black_list)
     }
 }
 

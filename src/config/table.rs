@@ -205,42 +205,6 @@ properties! {
     "brokerAllowList" => broker_allow_list: String = String::new(), Live, parse_allow_list;
 }
 
-/// Java's `ControllerConfig` and `JraftConfig` keys: kept as given, for the embedded Controller.
-pub(super) const CONTROLLER_KEYS: &[&str] = &[
-    "controllerType",
-    "controllerDLegerGroup",
-    "controllerDLegerPeers",
-    "controllerDLegerSelfId",
-    "controllerStorePath",
-    "controllerThreadPoolNums",
-    "controllerRequestThreadPoolQueueCapacity",
-    "mappedFileSize",
-    "scanInactiveMasterInterval",
-    "electMasterMaxRetryCount",
-    "enableElectUncleanMaster",
-    "processReadEvent",
-    "notifyBrokerRoleChanged",
-    "controllerSnapshotEvents",
-    "checkBrokerSourceAddress",
-    "metricsExporterType",
-    "metricsGrpcExporterTarget",
-    "metricsGrpcExporterHeader",
-    "metricGrpcExporterTimeOutInMills",
-    "metricGrpcExporterIntervalInMills",
-    "metricLoggingExporterIntervalInMills",
-    "metricsPromExporterPort",
-    "metricsPromExporterHost",
-    "metricsLabel",
-    "metricsInDelta",
-    "jRaftGroupId",
-    "jRaftServerId",
-    "jRaftInitConf",
-    "jRaftControllerRPCAddr",
-    "jRaftElectionTimeoutMs",
-    "jRaftScanWaitTimeoutMs",
-    "jRaftSnapshotIntervalSecs",
-];
-
 /// `$HOME/<rest>`; "." stands for an unset `$HOME` so the defaults stay relative, not at `/`.
 pub fn under_home(rest: &str) -> String {
     match std::env::var("HOME") {
@@ -250,7 +214,7 @@ pub fn under_home(rest: &str) -> String {
 }
 
 /// `true` or `false` in any case; anything else is refused, not read as false as Java would.
-fn parse_bool(value: &str) -> Result<bool, String> {
+pub(crate) fn parse_bool(value: &str) -> Result<bool, String> {
     let text = value.trim();
     (text.to_ascii_lowercase().parse()).map_err(|_| format!("{text:?} is not true or false"))
 }
@@ -260,7 +224,9 @@ fn parse_text(value: &str) -> Result<String, String> {
 }
 
 /// An integer in `range` (surrounding blanks ignored), as the field's type.
-fn in_range<T: TryFrom<i64>>(range: RangeInclusive<i64>) -> impl Fn(&str) -> Result<T, String> {
+pub(crate) fn in_range<T: TryFrom<i64>>(
+    range: RangeInclusive<i64>,
+) -> impl Fn(&str) -> Result<T, String> {
     move |value| {
         let text = value.trim();
         let n: i64 = text

@@ -11,7 +11,7 @@ use crate::remoting::codes::response;
 const MAX_UPDATE_VALUE_LENGTH: usize = 4096;
 
 /// The keys Java black-lists: refusing them keeps Java's exact answer.
-const JAVA_BLACK_LISTED: [&str; 4] = [
+pub(super) const JAVA_BLACK_LISTED: [&str; 4] = [
     "configBlackList",
     "configStorePath",
     "kvConfigPath",

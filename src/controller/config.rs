@@ -2,7 +2,7 @@
 //! checked, updated by UPDATE_CONTROLLER_CONFIG (1009) and shown by GET_CONTROLLER_CONFIG
 //! (1010); one table row per key. The rules: docs/controller.md, "Configuration".
 
-use crate::config::UpdateError;
+use crate::config::{in_range, parse_bool, UpdateError};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -86,6 +86,12 @@ fn find_row(key: &str) -> Option<&'static Row> {
     ROWS.iter().find(|r| r.0 == key)
 }
 
+/// Every controller key (two, `scanNotActiveBrokerInterval` and `configBlackList`, are also
+/// the name server's).
+pub fn keys() -> impl Iterator<Item = &'static str> {
+    ROWS.iter().map(|row| row.0)
+}
+
 /// Keys no update may touch (Java's hard-coded three plus `configBlackList`'s entries).
 const ALWAYS_BLACK_LISTED: [&str; 3] = ["configBlackList", "configStorePath", "rocketmqHome"];
 
@@ -128,15 +134,8 @@ fn check(kind: Kind, value: &str) -> Result<String, String> {
     }
     match kind {
         Text => Ok(value.to_owned()),
-        Bool if value.eq_ignore_ascii_case("true") || value.eq_ignore_ascii_case("false") => {
-            Ok(value.to_ascii_lowercase())
-        }
-        Bool => Err(format!("{value:?} is not true or false")),
-        Int(min, max) => match value.parse::<i64>() {
-            Ok(n) if (min..=max).contains(&n) => Ok(n.to_string()),
-            Ok(n) => Err(format!("{n} is outside {min}..={max}")),
-            Err(_) => Err(format!("{value:?} is not an integer")),
-        },
+        Bool => parse_bool(value).map(|b| b.to_string()),
+        Int(min, max) => in_range::<i64>(min..=max)(value).map(|n| n.to_string()),
         ControllerType if value.eq_ignore_ascii_case("jRaft") => Err("jRaft is not supported: this controller is the DLedger kind (a Raft group of the controllerDLegerPeers); use controllerType=DLedger".into()),
         ControllerType if value.eq_ignore_ascii_case("DLedger") => Ok("DLedger".into()),
         ControllerType => Err(format!("{value:?} is not a controller type (DLedger)")),

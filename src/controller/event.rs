@@ -5,16 +5,15 @@
 use crate::remoting::json::{self, Field, Value, ValueRef};
 use std::collections::BTreeSet;
 
-/// Java `EventType` ids.
-pub mod event_type {
-    pub const ALTER_SYNC_STATE_SET: u16 = 1;
-    pub const APPLY_BROKER_ID: u16 = 2;
-    pub const ELECT_MASTER: u16 = 3;
-    /// Declared by Java, never written.
-    pub const READ: u16 = 4;
-    pub const CLEAN_BROKER_DATA: u16 = 5;
-    pub const UPDATE_BROKER_ADDRESS: u16 = 6;
-}
+/// Java's `EventType` ids and names; 4 (`READ_EVENT`) is declared by Java, never written.
+const TYPES: [(u16, &str); 6] = [
+    (1, "ALTER_SYNC_STATE_SET_EVENT"),
+    (2, "APPLY_BROKER_ID_EVENT"),
+    (3, "ELECT_MASTER_EVENT"),
+    (4, "READ_EVENT"),
+    (5, "CLEAN_BROKER_DATA_EVENT"),
+    (6, "UPDATE_BROKER_ADDRESS"),
+];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
@@ -50,13 +49,14 @@ pub enum Event {
 }
 
 impl Event {
+    /// Its id in `TYPES`.
     pub fn type_id(&self) -> u16 {
         match self {
-            Event::AlterSyncStateSet { .. } => event_type::ALTER_SYNC_STATE_SET,
-            Event::ApplyBrokerId { .. } => event_type::APPLY_BROKER_ID,
-            Event::ElectMaster { .. } => event_type::ELECT_MASTER,
-            Event::CleanBrokerData { .. } => event_type::CLEAN_BROKER_DATA,
-            Event::UpdateBrokerAddress { .. } => event_type::UPDATE_BROKER_ADDRESS,
+            Event::AlterSyncStateSet { .. } => 1,
+            Event::ApplyBrokerId { .. } => 2,
+            Event::ElectMaster { .. } => 3,
+            Event::CleanBrokerData { .. } => 5,
+            Event::UpdateBrokerAddress { .. } => 6,
         }
     }
 
@@ -156,27 +156,28 @@ impl Event {
         }
         let f = Fields(root);
         Ok(match type_id {
-            event_type::ALTER_SYNC_STATE_SET => Event::AlterSyncStateSet {
+            // The ids of `TYPES`.
+            1 => Event::AlterSyncStateSet {
                 broker_name: f.string("brokerName")?,
                 new_sync_state_set: f.ids("newSyncStateSet")?.unwrap_or_default(),
             },
-            event_type::APPLY_BROKER_ID => Event::ApplyBrokerId {
+            2 => Event::ApplyBrokerId {
                 cluster_name: f.opt_string("clusterName")?,
                 broker_name: f.string("brokerName")?,
                 broker_address: f.string("brokerAddress")?,
                 new_broker_id: f.int("newBrokerId")?,
                 register_check_code: f.string("registerCheckCode")?,
             },
-            event_type::ELECT_MASTER => Event::ElectMaster {
+            3 => Event::ElectMaster {
                 broker_name: f.string("brokerName")?,
                 new_master_elected: f.bool("newMasterElected")?,
                 new_master_broker_id: f.opt_int("newMasterBrokerId")?,
             },
-            event_type::CLEAN_BROKER_DATA => Event::CleanBrokerData {
+            5 => Event::CleanBrokerData {
                 broker_name: f.string("brokerName")?,
                 broker_id_set_to_clean: f.ids("brokerIdSetToClean")?,
             },
-            event_type::UPDATE_BROKER_ADDRESS => Event::UpdateBrokerAddress {
+            6 => Event::UpdateBrokerAddress {
                 cluster_name: f.opt_string("clusterName")?,
                 broker_name: f.string("brokerName")?,
                 broker_address: f.string("brokerAddress")?,
@@ -188,15 +189,10 @@ impl Event {
 }
 
 fn type_name(type_id: u16) -> Option<&'static str> {
-    Some(match type_id {
-        event_type::ALTER_SYNC_STATE_SET => "ALTER_SYNC_STATE_SET_EVENT",
-        event_type::APPLY_BROKER_ID => "APPLY_BROKER_ID_EVENT",
-        event_type::ELECT_MASTER => "ELECT_MASTER_EVENT",
-        event_type::READ => "READ_EVENT",
-        event_type::CLEAN_BROKER_DATA => "CLEAN_BROKER_DATA_EVENT",
-        event_type::UPDATE_BROKER_ADDRESS => "UPDATE_BROKER_ADDRESS",
-        _ => return None,
-    })
+    TYPES
+        .iter()
+        .find(|(id, _)| *id == type_id)
+        .map(|(_, name)| *name)
 }
 
 pub fn encode_entry(events: &[Event]) -> Vec<u8> {
@@ -260,20 +256,16 @@ impl<'a> ObjectWriter<'a> {
     }
 
     pub(crate) fn ids<'i>(&mut self, key: &str, ids: impl IntoIterator<Item = &'i i64>) {
-        write_ids(self.key(key), ids);
+        let mut array = json::Seq::array(self.key(key));
+        for id in ids {
+            json::write_i64(array.item(), *id);
+        }
+        array.end();
     }
 
     pub(crate) fn finish(self) {
         self.0.end();
     }
-}
-
-pub(crate) fn write_ids<'i>(out: &mut Vec<u8>, ids: impl IntoIterator<Item = &'i i64>) {
-    let mut array = json::Seq::array(out);
-    for id in ids {
-        json::write_i64(array.item(), *id);
-    }
-    array.end();
 }
 
 /// Typed member access with errors that name the member.
@@ -284,14 +276,21 @@ impl<'d> Fields<'d> {
         self.0.get(key).filter(|v| !v.is_null())
     }
 
+    /// A member that is absent or null is None; one `get` cannot read is an error.
+    fn opt<T>(
+        &self,
+        key: &str,
+        what: &str,
+        get: fn(ValueRef<'d>) -> Option<T>,
+    ) -> Result<Option<T>, String> {
+        let value = self
+            .present(key)
+            .map(|v| get(v).ok_or_else(|| format!("{key} is not {what}")));
+        value.transpose()
+    }
+
     pub(crate) fn opt_string(&self, key: &str) -> Result<Option<String>, String> {
-        match self.present(key) {
-            None => Ok(None),
-            Some(v) => v
-                .as_str()
-                .map(|s| Some(s.to_owned()))
-                .ok_or_else(|| format!("{key} is not a string")),
-        }
+        self.opt(key, "a string", |v| v.as_str().map(str::to_owned))
     }
 
     pub(crate) fn string(&self, key: &str) -> Result<String, String> {
@@ -300,13 +299,7 @@ impl<'d> Fields<'d> {
     }
 
     pub(crate) fn opt_int(&self, key: &str) -> Result<Option<i64>, String> {
-        match self.present(key) {
-            None => Ok(None),
-            Some(v) => v
-                .as_i64()
-                .map(Some)
-                .ok_or_else(|| format!("{key} is not an integer")),
-        }
+        self.opt(key, "an integer", |v| v.as_i64())
     }
 
     pub(crate) fn int(&self, key: &str) -> Result<i64, String> {
@@ -329,14 +322,9 @@ impl<'d> Fields<'d> {
             return Ok(None);
         };
         let items = v.items().ok_or_else(|| format!("{key} is not an array"))?;
-        let mut ids = BTreeSet::new();
-        for item in items {
-            ids.insert(
-                item.as_i64()
-                    .ok_or_else(|| format!("{key} holds a non-integer"))?,
-            );
-        }
-        Ok(Some(ids))
+        let ids: Option<BTreeSet<i64>> = items.map(|item| item.as_i64()).collect();
+        ids.map(Some)
+            .ok_or_else(|| format!("{key} holds a non-integer"))
     }
 }
 

@@ -4,13 +4,13 @@
 //! table are in docs/controller.md ("What runs", "Modules").
 //!
 //! [`codes`], [`request`] and [`response`] are built without the feature too: `rmq-admin`
-//! and `rmq-bench` speak to any controller (ours or Java's) with the types it parses.
+//! and `rmq-bench` speak to any controller (ours or Java's) with the types it parses; so is
+//! [`config`], whose keys the name server's config accepts in every build.
 
 pub mod codes;
 
 #[cfg(feature = "controller")]
 pub mod body;
-#[cfg(feature = "controller")]
 pub mod config;
 #[cfg(feature = "controller")]
 pub mod elect;
