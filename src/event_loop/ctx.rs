@@ -130,7 +130,7 @@ impl<C> Ctx<C> {
             timers: Vec::new(),
             deadlines: DeadlineBuckets::new(1000),
             spare_write_bufs: Vec::new(),
-            read_arena: ReadArena::new(),
+            read_arena: ReadArena::default(),
             stopping: false,
             waker,
         }

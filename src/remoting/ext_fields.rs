@@ -26,7 +26,7 @@ fn key_len_bit(len: usize) -> u32 {
 }
 
 /// A request's ext fields, in the order their keys first came.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct ExtFields {
     /// The header's own bytes when the spans point there: UTF-8, spans between ASCII quotes.
     shared: Option<Bytes>,
@@ -40,19 +40,6 @@ pub struct ExtFields {
     key_lens: u32,
     /// All pairs once they do not fit inline (then `len` is 0).
     spill: Vec<Span>,
-}
-
-impl Default for ExtFields {
-    fn default() -> Self {
-        ExtFields {
-            shared: None,
-            owned: String::new(),
-            inline: [[0; 4]; INLINE_PAIRS],
-            len: 0,
-            key_lens: 0,
-            spill: Vec::new(),
-        }
-    }
 }
 
 impl ExtFields {
