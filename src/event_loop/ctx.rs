@@ -605,11 +605,12 @@ impl<C> Ctx<C> {
     /// Established, failed, or (a spurious wake-up, as mio documents) still in progress.
     pub(super) fn finish_connect(&mut self, key: usize) {
         let now = self.now_ms();
-        let Some(id) = self.conn_at(key) else {
+        let Some(conn) = self.conns.get_mut(key) else {
             return;
         };
-        let Some(conn) = self.get_mut(id) else {
-            return;
+        let id = ConnId {
+            key,
+            generation: conn.generation,
         };
         let failure = match conn.stream.take_error() {
             Ok(Some(e)) | Err(e) => Some(e),

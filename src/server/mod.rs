@@ -124,23 +124,12 @@ impl Server {
             .map_err(|source| StartError::Bind { addr, source })?;
         // As Java after binding port 0: GET_NAMESRV_CONFIG reports the port actually bound.
         config.listen_port = local_addr.port();
-        let controller = match controller {
-            Some(setup) => Some(ControllerPort::bind(
-                setup,
-                &mut event_loop,
-                &config.bind_address,
-                local_addr,
-            )?),
-            None => None,
-        };
+        let bind = |setup| ControllerPort::bind(setup, &mut event_loop, &config, local_addr);
+        let controller = controller.map(bind).transpose()?;
         let mut app = NameServer::new(config, kv, event_loop.waker())?;
         app.descriptors = descriptors;
+        app.controller = controller;
         app.arm_scan_timer(event_loop.ctx());
-        if let Some(mut port) = controller {
-            port.arm_timers(event_loop.ctx());
-            port.set_broker_allow_list(&app.processor.config().broker_allow_list);
-            app.controller = Some(port);
-        }
         Ok(Server {
             event_loop,
             app,
