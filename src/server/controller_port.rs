@@ -332,14 +332,10 @@ impl ControllerPort {
 
     fn deliver<C>(&mut self, ctx: &mut Ctx<C>) {
         for reply in self.replies.drain(..) {
-            let Ticket {
-                conn,
-                opaque,
-                serialize,
-            } = reply.ticket;
+            let ticket = reply.ticket;
             // None: the connection closed while its request waited.
-            if let Some(out) = ctx.write_buf(conn) {
-                reply.response.encode(opaque, serialize, out);
+            if let Some(out) = ctx.write_buf(ticket.conn) {
+                reply.response.encode(ticket.opaque, ticket.serialize, out);
             }
         }
         self.send_notifications();
@@ -385,20 +381,13 @@ impl ControllerPort {
 
     /// Waits for the log writer, then for the notifications already queued.
     pub(super) fn shutdown(self) {
-        let ControllerPort {
-            controller,
-            notifications,
-            sender,
-            links,
-            ..
-        } = self;
-        links.shutdown();
-        let unanswered = controller.shutdown().len();
+        self.links.shutdown();
+        let unanswered = self.controller.shutdown().len();
         if unanswered > 0 {
             warn!("controller stopped with {unanswered} request(s) unanswered");
         }
-        drop(notifications);
-        if sender.join().is_err() {
+        drop(self.notifications);
+        if self.sender.join().is_err() {
             error!("the controller notification thread panicked");
         }
     }

@@ -247,19 +247,12 @@ impl NameServer {
     }
 
     fn shutdown(self) {
-        let NameServer {
-            processor,
-            threads,
-            decode,
-            controller,
-            ..
-        } = self;
-        if let Some(port) = controller {
+        if let Some(port) = self.controller {
             port.shutdown();
         }
-        decode.shutdown();
-        drop(processor);
-        for t in threads {
+        self.decode.shutdown();
+        drop(self.processor);
+        for t in self.threads {
             if t.join().is_err() {
                 error!("a helper thread panicked");
             }
