@@ -236,14 +236,9 @@ impl<C> Connection<C> {
     /// it does not pin the large frame's allocation.
     pub fn release_read_buffer(&mut self, arena: &mut ReadArena, cut_large_frame: bool) {
         if std::mem::take(&mut self.read_buf_in_arena) {
-            let own = if self.read_buf.is_empty() {
-                BytesMut::new()
-            } else {
-                let own = BytesMut::from(&self.read_buf[..]);
-                // No frame holds those bytes: the arena may read over them.
-                self.read_buf.clear();
-                own
-            };
+            let own = BytesMut::from(&self.read_buf[..]);
+            // No frame holds those bytes: the arena may read over them.
+            self.read_buf.clear();
             arena.buf = std::mem::replace(&mut self.read_buf, own);
             return;
         }

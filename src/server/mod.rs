@@ -462,10 +462,8 @@ impl Handler for NameServer {
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx<PeerState>, timer: TimerId) {
-        if let Some(port) = self.controller.as_mut() {
-            if port.on_timer(ctx, timer) {
-                return;
-            }
+        if (self.controller.as_mut()).is_some_and(|port| port.on_timer(ctx, timer)) {
+            return;
         }
         if timer == SCAN_TIMER {
             self.expiry.scan_due = true;
@@ -479,10 +477,7 @@ impl Handler for NameServer {
     /// Writes in flight count only while stopping.
     fn before_sleep(&mut self, ctx: &mut Ctx<PeerState>) -> bool {
         self.answer_durable_writes(ctx);
-        let controller_busy = match self.controller.as_mut() {
-            Some(port) => port.before_sleep(ctx),
-            None => false,
-        };
+        let controller_busy = (self.controller.as_mut()).is_some_and(|port| port.before_sleep(ctx));
         self.take_decoded(ctx);
         let slow_work = Instant::now();
         self.run_registrations(ctx, slow_work);
