@@ -317,13 +317,9 @@ impl<C> Ctx<C> {
         if let Err(e) = stream.set_nodelay(true) {
             debug!("TCP_NODELAY on {peer}: {e}");
         }
-        let id = match self.insert(stream, peer, Some(listener), data) {
-            Ok(id) => id,
-            Err(e) => {
-                warn!("could not register connection from {peer}: {e}");
-                return None;
-            }
-        };
+        let id = (self.insert(stream, peer, Some(listener), data))
+            .inspect_err(|e| warn!("could not register connection from {peer}: {e}"))
+            .ok()?;
         debug!("connection {} from {peer}", id.key);
         // Data may already be waiting (edge-triggered readiness).
         self.pending.push_back(id);
