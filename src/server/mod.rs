@@ -209,13 +209,12 @@ impl NameServer {
     fn new(config: NamesrvConfig, kv: KvStore, waker: LoopWaker) -> io::Result<NameServer> {
         let capacity = config.un_register_broker_queue_capacity.max(1) as usize;
         let wake = waker.clone();
-        let waker_for_decode = waker.clone();
         let (durable, kv_writer) = kv.spawn_writer("kv-writer", Box::new(move || wake.wake()))?;
         let (unregistrations, unregister_batches, batcher) =
-            event_loop::spawn_batcher("unregister-worker", capacity, waker)?;
+            event_loop::spawn_batcher("unregister-worker", capacity, waker.clone())?;
         let (notifications, sender) =
             oneway::spawn_sender("notify-sender", capacity, NOTIFY_TIMEOUT)?;
-        let decode = DecodeWorker::spawn("decode-worker", waker_for_decode)?;
+        let decode = DecodeWorker::spawn("decode-worker", waker)?;
         let settings = Settings::from_config(&config);
         let outbox = Outbox {
             unregistrations,
