@@ -211,9 +211,7 @@ impl RotatingFile {
         }
         if self.file.is_none() {
             if let Err(e) = self.reopen() {
-                let path = self.path.display();
-                return self
-                    .report_failure(&format!("cannot open {path}: {e}; dropping log lines"));
+                return self.report_failure("open", &e, "dropping log lines");
             }
         }
         let Some(file) = self.file.as_mut() else {
@@ -232,8 +230,7 @@ impl RotatingFile {
                 if let Ok(meta) = file.metadata() {
                     self.size = meta.len();
                 }
-                let path = self.path.display();
-                self.report_failure(&format!("cannot write {path}: {e}; dropping log lines"));
+                self.report_failure("write", &e, "dropping log lines");
             }
         }
     }
@@ -241,16 +238,12 @@ impl RotatingFile {
     /// Shifts `path.i` to `path.i+1` (dropping `path.max_files`) and starts a new file.
     fn rotate(&mut self) {
         if let Err(e) = self.shift_old_files() {
-            let path = self.path.display();
-            return self.report_failure(&format!(
-                "cannot rotate {path}: {e}; continuing in the current file"
-            ));
+            return self.report_failure("rotate", &e, "continuing in the current file");
         }
         // On failure the file stays closed: the old handle now points at `path.1`, and writing
         // on into it would be undone by the next shift, so lines are dropped until an open works.
         if let Err(e) = self.reopen() {
-            let path = self.path.display();
-            self.report_failure(&format!("cannot reopen {path}: {e}; dropping log lines"));
+            self.report_failure("reopen", &e, "dropping log lines");
         }
     }
 
@@ -270,10 +263,12 @@ impl RotatingFile {
         Ok(())
     }
 
-    fn report_failure(&mut self, message: &str) {
+    /// `cannot {what} <path>: {e}; {then}`, once per failure streak.
+    fn report_failure(&mut self, what: &str, e: &io::Error, then: &str) {
         if !self.failure_reported {
             self.failure_reported = true;
-            eprintln!("rmq-namesrv: log file: {message}");
+            let path = self.path.display();
+            eprintln!("rmq-namesrv: log file: cannot {what} {path}: {e}; {then}");
         }
     }
 }

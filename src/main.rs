@@ -140,10 +140,9 @@ fn run(config: NamesrvConfig, controller: Option<ControllerSetup>, started: Inst
         started.elapsed().as_micros()
     );
     let result = server.run();
-    let why = match STOP_SIGNAL.get() {
-        Some(name) => format!(" (signal {name})"),
-        None => String::new(),
-    };
+    let why = STOP_SIGNAL
+        .get()
+        .map_or(String::new(), |name| format!(" (signal {name})"));
     match result {
         Ok(()) => {
             log::info!(

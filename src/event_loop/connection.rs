@@ -79,6 +79,7 @@ pub(super) struct Connection<C> {
 }
 
 /// Lent to one connection at a time; empty while lent.
+#[derive(Default)]
 pub(super) struct ReadArena {
     buf: BytesMut,
     /// One empty handle at the end of each arena allocation alive: the only handle left once
@@ -87,13 +88,6 @@ pub(super) struct ReadArena {
 }
 
 impl ReadArena {
-    pub fn new() -> Self {
-        ReadArena {
-            buf: BytesMut::new(),
-            allocations: Vec::new(),
-        }
-    }
-
     /// An empty buffer if no arena can be had.
     fn lend(&mut self, max: usize) -> BytesMut {
         debug_assert!(self.buf.is_empty());
@@ -242,14 +236,9 @@ impl<C> Connection<C> {
     /// it does not pin the large frame's allocation.
     pub fn release_read_buffer(&mut self, arena: &mut ReadArena, cut_large_frame: bool) {
         if std::mem::take(&mut self.read_buf_in_arena) {
-            let own = if self.read_buf.is_empty() {
-                BytesMut::new()
-            } else {
-                let own = BytesMut::from(&self.read_buf[..]);
-                // No frame holds those bytes: the arena may read over them.
-                self.read_buf.clear();
-                own
-            };
+            let own = BytesMut::from(&self.read_buf[..]);
+            // No frame holds those bytes: the arena may read over them.
+            self.read_buf.clear();
             arena.buf = std::mem::replace(&mut self.read_buf, own);
             return;
         }
@@ -388,7 +377,7 @@ mod tests {
     #[test]
     fn reads_never_take_more_than_the_budget_and_keep_every_byte_in_order() {
         let (mut conn, mut peer) = pair();
-        let mut arena = ReadArena::new();
+        let mut arena = ReadArena::default();
         let sent = bytes(100_000, 1);
         peer.write_all(&sent).unwrap();
         assert_eq!(read_some(&mut conn, &mut arena, 1), (1, true));
@@ -413,7 +402,7 @@ mod tests {
     fn frames_read_into_the_arena_share_it_and_the_next_connection_reads_on_after_them() {
         let (mut conn, mut peer) = pair();
         let (mut other, mut other_peer) = pair();
-        let mut arena = ReadArena::new();
+        let mut arena = ReadArena::default();
         peer.write_all(&bytes(3_000, 2)).unwrap();
         read_up_to(&mut conn, &mut arena, 3_000);
         let start = conn.read_buf.as_ptr();
@@ -437,7 +426,7 @@ mod tests {
     #[test]
     fn a_partial_frame_leaves_the_arena_and_grows_by_at_most_what_it_holds() {
         let (mut conn, mut peer) = pair();
-        let mut arena = ReadArena::new();
+        let mut arena = ReadArena::default();
         let sent = bytes(20_000, 4);
         peer.write_all(&sent[..9_000]).unwrap();
         read_up_to(&mut conn, &mut arena, 9_000);
@@ -474,7 +463,7 @@ mod tests {
     #[test]
     fn a_connection_that_grew_out_of_the_arena_does_not_give_it_back() {
         let (mut conn, mut peer) = pair();
-        let mut arena = ReadArena::new();
+        let mut arena = ReadArena::default();
         peer.write_all(&bytes(80_000, 5)).unwrap();
         read_up_to(&mut conn, &mut arena, 80_000);
         assert!(!conn.read_buf_in_arena);
@@ -507,7 +496,7 @@ mod tests {
     #[test]
     fn the_arena_starts_over_in_place_once_no_frame_cut_from_it_is_left() {
         let (mut conn, mut peer) = pair();
-        let mut arena = ReadArena::new();
+        let mut arena = ReadArena::default();
         let (frame, first) = read_frame(&mut conn, &mut peer, &mut arena, 40_000);
         // Its room is below the renewal mark; while a frame holds it, a new arena is taken.
         let (small, second) = read_frame(&mut conn, &mut peer, &mut arena, 100);
@@ -525,7 +514,7 @@ mod tests {
     #[test]
     fn arenas_held_by_frames_are_bounded_and_past_the_bound_reads_copy() {
         let (mut conn, mut peer) = pair();
-        let mut arena = ReadArena::new();
+        let mut arena = ReadArena::default();
         // Each frame leaves its arena below the renewal mark and holds it.
         let mut held: Vec<Bytes> = (0..MAX_ARENAS)
             .map(|_| read_frame(&mut conn, &mut peer, &mut arena, 40_000).0)

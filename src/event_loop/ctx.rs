@@ -130,7 +130,7 @@ impl<C> Ctx<C> {
             timers: Vec::new(),
             deadlines: DeadlineBuckets::new(1000),
             spare_write_bufs: Vec::new(),
-            read_arena: ReadArena::new(),
+            read_arena: ReadArena::default(),
             stopping: false,
             waker,
         }
@@ -317,13 +317,9 @@ impl<C> Ctx<C> {
         if let Err(e) = stream.set_nodelay(true) {
             debug!("TCP_NODELAY on {peer}: {e}");
         }
-        let id = match self.insert(stream, peer, Some(listener), data) {
-            Ok(id) => id,
-            Err(e) => {
-                warn!("could not register connection from {peer}: {e}");
-                return None;
-            }
-        };
+        let id = (self.insert(stream, peer, Some(listener), data))
+            .inspect_err(|e| warn!("could not register connection from {peer}: {e}"))
+            .ok()?;
         debug!("connection {} from {peer}", id.key);
         // Data may already be waiting (edge-triggered readiness).
         self.pending.push_back(id);
@@ -605,11 +601,12 @@ impl<C> Ctx<C> {
     /// Established, failed, or (a spurious wake-up, as mio documents) still in progress.
     pub(super) fn finish_connect(&mut self, key: usize) {
         let now = self.now_ms();
-        let Some(id) = self.conn_at(key) else {
+        let Some(conn) = self.conns.get_mut(key) else {
             return;
         };
-        let Some(conn) = self.get_mut(id) else {
-            return;
+        let id = ConnId {
+            key,
+            generation: conn.generation,
         };
         let failure = match conn.stream.take_error() {
             Ok(Some(e)) | Err(e) => Some(e),

@@ -61,11 +61,6 @@ impl ConnId {
     pub fn index(&self) -> usize {
         self.key
     }
-
-    #[cfg(test)]
-    pub(crate) const fn for_test(key: usize) -> ConnId {
-        ConnId { key, generation: 0 }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -445,31 +445,18 @@ impl Deliverer {
 
     /// Connects and writes past their deadline fail; connections unused for `LINGER` close.
     fn expire(&mut self, now: Instant) {
-        let late: Vec<usize> = self
-            .targets
-            .iter()
-            .filter(|(_, t)| t.deadline.is_some_and(|d| d <= now))
-            .map(|(key, _)| key)
-            .collect();
-        for key in late {
-            let connected = self.targets[key].connected;
-            self.drop_frames(
-                key,
-                if connected {
-                    "write timed out"
-                } else {
-                    "connect timed out"
-                },
-            );
-        }
-        let unused: Vec<usize> = self
-            .targets
-            .iter()
-            .filter(|(_, t)| t.frames.is_empty() && now - t.last_used >= LINGER)
-            .map(|(key, _)| key)
-            .collect();
-        for key in unused {
-            self.forget(key);
+        let keys: Vec<usize> = self.targets.iter().map(|(key, _)| key).collect();
+        for key in keys {
+            let t = &self.targets[key];
+            if t.deadline.is_some_and(|d| d <= now) {
+                let why = match t.connected {
+                    true => "write timed out",
+                    false => "connect timed out",
+                };
+                self.drop_frames(key, why);
+            } else if t.frames.is_empty() && now - t.last_used >= LINGER {
+                self.forget(key);
+            }
         }
     }
 

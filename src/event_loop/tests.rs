@@ -12,6 +12,13 @@ const INTERACTIVE: ListenerTag = ListenerTag(0);
 const BULK: ListenerTag = ListenerTag(1);
 const TICK: TimerId = TimerId(7);
 
+impl ConnId {
+    /// A connection id for unit tests of the handlers (slot `key`, first generation).
+    pub(crate) const fn for_test(key: usize) -> ConnId {
+        ConnId { key, generation: 0 }
+    }
+}
+
 /// What the handler saw, for the test thread to poll.
 #[derive(Default)]
 struct Probe {

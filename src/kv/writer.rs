@@ -76,9 +76,8 @@ pub(super) fn spawn_writer(
     let (jobs_tx, jobs) = unbounded();
     let (done, done_rx) = unbounded();
     remove_stale_temps(path);
-    let path = path.to_path_buf();
     let writer = Writer {
-        path,
+        path: path.to_path_buf(),
         mirror: table,
         jobs,
         done,
@@ -131,24 +130,19 @@ impl Writer {
         }
     }
 
-    fn commit(&mut self, group: Vec<(u64, Change)>) {
-        if group.is_empty() {
+    fn commit(&mut self, changes: Vec<(u64, Change)>) {
+        if changes.is_empty() {
             return;
         }
-        match self.write_group(&group) {
-            Ok(bodies) => self.send(Done::Changes(Commit {
-                changes: group,
-                result: Ok(bodies),
-            })),
-            Err(e) => {
-                let error = format!("cannot write {}: {e}", self.path.display());
-                log::error!("KV config not written ({} change(s)): {error}", group.len());
-                self.send(Done::Changes(Commit {
-                    changes: group,
-                    result: Err(error),
-                }));
-            }
-        }
+        let result = self.write_group(&changes).map_err(|e| {
+            let error = format!("cannot write {}: {e}", self.path.display());
+            log::error!(
+                "KV config not written ({} change(s)): {error}",
+                changes.len()
+            );
+            error
+        });
+        self.send(Done::Changes(Commit { changes, result }));
     }
 
     fn write_group(&mut self, group: &[(u64, Change)]) -> io::Result<Vec<(Text, Bytes)>> {

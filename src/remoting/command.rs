@@ -312,8 +312,9 @@ fn ext_fields(
     Ok(())
 }
 
-/// `len` bytes off the front of `c`, as text.
-fn take_str<'a>(c: &mut &'a [u8], len: usize) -> Result<&'a str, DecodeError> {
+/// `len` bytes off the front of `c`, as text; `bad` is the error for a negative `len`.
+fn take_str<'a>(c: &mut &'a [u8], len: i32, bad: &'static str) -> Result<&'a str, DecodeError> {
+    let len = usize::try_from(len).map_err(|_| DecodeError::Binary(bad))?;
     let bytes = c
         .get(..len)
         .ok_or(DecodeError::Binary("truncated header"))?;
@@ -346,7 +347,7 @@ fn decode_binary_header(
         return Err(DecodeError::Binary("remark length"));
     }
     if remark_len > 0 {
-        cmd.remark = Some(take_str(&mut c, remark_len as usize)?.to_owned());
+        cmd.remark = Some(take_str(&mut c, remark_len, "remark length")?.to_owned());
     }
     let ext_len = c.try_get_i32().map_err(truncated)?;
     if ext_len < 0 || ext_len as usize > c.len() {
@@ -365,15 +366,9 @@ fn decode_binary_header(
         }
         pairs += 1;
         let key_len = c.try_get_i16().map_err(truncated)?;
-        if key_len < 0 {
-            return Err(DecodeError::Binary("negative key length"));
-        }
-        let key = take_str(&mut c, key_len as usize)?;
+        let key = take_str(&mut c, key_len.into(), "negative key length")?;
         let value_len = c.try_get_i32().map_err(truncated)?;
-        if value_len < 0 {
-            return Err(DecodeError::Binary("negative value length"));
-        }
-        let value = take_str(&mut c, value_len as usize)?;
+        let value = take_str(&mut c, value_len, "negative value length")?;
         if c.len() < after_ext {
             return Err(DecodeError::Binary("extFields overrun"));
         }

@@ -26,7 +26,7 @@ fn key_len_bit(len: usize) -> u32 {
 }
 
 /// A request's ext fields, in the order their keys first came.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct ExtFields {
     /// The header's own bytes when the spans point there: UTF-8, spans between ASCII quotes.
     shared: Option<Bytes>,
@@ -40,19 +40,6 @@ pub struct ExtFields {
     key_lens: u32,
     /// All pairs once they do not fit inline (then `len` is 0).
     spill: Vec<Span>,
-}
-
-impl Default for ExtFields {
-    fn default() -> Self {
-        ExtFields {
-            shared: None,
-            owned: String::new(),
-            inline: [[0; 4]; INLINE_PAIRS],
-            len: 0,
-            key_lens: 0,
-            spill: Vec::new(),
-        }
-    }
 }
 
 impl ExtFields {
@@ -206,13 +193,11 @@ impl ExtFields {
         let Some(shared) = &self.shared else {
             return;
         };
-        // Not a continuation byte: where a char begins (or the end).
+        // Inside the header, each end where a char begins (not a continuation byte) or at the end.
         let boundary = |at: usize| shared.get(at).map_or(true, |b| b & 0xC0 != 0x80);
-        let fits = key.0 <= key.1
-            && value.0 <= value.1
-            && value.1 <= shared.len()
-            && key.1 <= shared.len();
-        if !(fits && boundary(key.0) && boundary(key.1) && boundary(value.0) && boundary(value.1)) {
+        let fits =
+            |(start, end)| shared.get(start..end).is_some() && boundary(start) && boundary(end);
+        if !(fits(key) && fits(value)) {
             return;
         }
         let key_bytes = &shared[key.0..key.1];

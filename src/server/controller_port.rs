@@ -117,11 +117,12 @@ pub(super) struct ControllerPort {
 }
 
 impl ControllerPort {
-    /// On `host`, the name server's bindAddress (as Java's clone of its server config).
-    pub(super) fn bind<H: Handler>(
+    /// On the name server's bindAddress (as Java's clone of its server config), its timers
+    /// armed and its `brokerAllowList` set.
+    pub(super) fn bind<H: Handler<Conn = C>, C: PeerConnData>(
         setup: ControllerSetup,
         event_loop: &mut EventLoop<H>,
-        host: &str,
+        namesrv: &NamesrvConfig,
         namesrv_addr: SocketAddr,
     ) -> Result<ControllerPort, StartError> {
         let mut config = setup.config;
@@ -129,7 +130,7 @@ impl ControllerPort {
         if port != 0 && port == namesrv_addr.port() {
             return Err(StartError::Controller(same_port(port)));
         }
-        let addr = super::socket_address(host, port)?;
+        let addr = super::socket_address(&namesrv.bind_address, port)?;
         let local_addr = event_loop.listen(addr, LISTENER).map_err(|e| {
             StartError::Controller(format!(
                 "cannot listen on {addr} (this node's entry of controllerDLegerPeers): {}",
@@ -152,7 +153,7 @@ impl ControllerPort {
         let (notifications, sender) =
             oneway::spawn_sender("controller-notify", NOTIFY_QUEUE, NOTIFY_TIMEOUT)?;
         info!("controller listening on {local_addr}");
-        Ok(ControllerPort {
+        let mut port = ControllerPort {
             controller,
             local_addr,
             news,
@@ -166,7 +167,10 @@ impl ControllerPort {
             links,
             peer_outbox: Vec::new(),
             stopping: false,
-        })
+        };
+        port.arm_timers(event_loop.ctx());
+        port.set_broker_allow_list(&namesrv.broker_allow_list);
+        Ok(port)
     }
 
     pub(super) fn local_addr(&self) -> SocketAddr {
@@ -185,7 +189,7 @@ impl ControllerPort {
         )
     }
 
-    pub(super) fn arm_timers<C: PeerConnData>(&mut self, ctx: &mut Ctx<C>) {
+    fn arm_timers<C: PeerConnData>(&mut self, ctx: &mut Ctx<C>) {
         self.links.start(ctx);
         let now = ctx.now_ms();
         ctx.set_timer(SCAN_NOT_ACTIVE_TIMER, now + FIRST_SCAN_DELAY_MS);
@@ -328,14 +332,10 @@ impl ControllerPort {
 
     fn deliver<C>(&mut self, ctx: &mut Ctx<C>) {
         for reply in self.replies.drain(..) {
-            let Ticket {
-                conn,
-                opaque,
-                serialize,
-            } = reply.ticket;
+            let ticket = reply.ticket;
             // None: the connection closed while its request waited.
-            if let Some(out) = ctx.write_buf(conn) {
-                reply.response.encode(opaque, serialize, out);
+            if let Some(out) = ctx.write_buf(ticket.conn) {
+                reply.response.encode(ticket.opaque, ticket.serialize, out);
             }
         }
         self.send_notifications();
@@ -381,20 +381,13 @@ impl ControllerPort {
 
     /// Waits for the log writer, then for the notifications already queued.
     pub(super) fn shutdown(self) {
-        let ControllerPort {
-            controller,
-            notifications,
-            sender,
-            links,
-            ..
-        } = self;
-        links.shutdown();
-        let unanswered = controller.shutdown().len();
+        self.links.shutdown();
+        let unanswered = self.controller.shutdown().len();
         if unanswered > 0 {
             warn!("controller stopped with {unanswered} request(s) unanswered");
         }
-        drop(notifications);
-        if sender.join().is_err() {
+        drop(self.notifications);
+        if self.sender.join().is_err() {
             error!("the controller notification thread panicked");
         }
     }

@@ -118,10 +118,8 @@ impl DecodeWorker {
 
     pub fn shutdown(mut self) {
         self.jobs = None;
-        if let Some(thread) = self.thread.take() {
-            if thread.join().is_err() {
-                error!("the decode worker panicked");
-            }
+        if self.thread.take().is_some_and(|t| t.join().is_err()) {
+            error!("the decode worker panicked");
         }
     }
 }

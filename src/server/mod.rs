@@ -124,23 +124,12 @@ impl Server {
             .map_err(|source| StartError::Bind { addr, source })?;
         // As Java after binding port 0: GET_NAMESRV_CONFIG reports the port actually bound.
         config.listen_port = local_addr.port();
-        let controller = match controller {
-            Some(setup) => Some(ControllerPort::bind(
-                setup,
-                &mut event_loop,
-                &config.bind_address,
-                local_addr,
-            )?),
-            None => None,
-        };
+        let bind = |setup| ControllerPort::bind(setup, &mut event_loop, &config, local_addr);
+        let controller = controller.map(bind).transpose()?;
         let mut app = NameServer::new(config, kv, event_loop.waker())?;
         app.descriptors = descriptors;
+        app.controller = controller;
         app.arm_scan_timer(event_loop.ctx());
-        if let Some(mut port) = controller {
-            port.arm_timers(event_loop.ctx());
-            port.set_broker_allow_list(&app.processor.config().broker_allow_list);
-            app.controller = Some(port);
-        }
         Ok(Server {
             event_loop,
             app,
@@ -220,13 +209,12 @@ impl NameServer {
     fn new(config: NamesrvConfig, kv: KvStore, waker: LoopWaker) -> io::Result<NameServer> {
         let capacity = config.un_register_broker_queue_capacity.max(1) as usize;
         let wake = waker.clone();
-        let waker_for_decode = waker.clone();
         let (durable, kv_writer) = kv.spawn_writer("kv-writer", Box::new(move || wake.wake()))?;
         let (unregistrations, unregister_batches, batcher) =
-            event_loop::spawn_batcher("unregister-worker", capacity, waker)?;
+            event_loop::spawn_batcher("unregister-worker", capacity, waker.clone())?;
         let (notifications, sender) =
             oneway::spawn_sender("notify-sender", capacity, NOTIFY_TIMEOUT)?;
-        let decode = DecodeWorker::spawn("decode-worker", waker_for_decode)?;
+        let decode = DecodeWorker::spawn("decode-worker", waker)?;
         let settings = Settings::from_config(&config);
         let outbox = Outbox {
             unregistrations,
@@ -258,19 +246,12 @@ impl NameServer {
     }
 
     fn shutdown(self) {
-        let NameServer {
-            processor,
-            threads,
-            decode,
-            controller,
-            ..
-        } = self;
-        if let Some(port) = controller {
+        if let Some(port) = self.controller {
             port.shutdown();
         }
-        decode.shutdown();
-        drop(processor);
-        for t in threads {
+        self.decode.shutdown();
+        drop(self.processor);
+        for t in self.threads {
             if t.join().is_err() {
                 error!("a helper thread panicked");
             }
@@ -480,10 +461,8 @@ impl Handler for NameServer {
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx<PeerState>, timer: TimerId) {
-        if let Some(port) = self.controller.as_mut() {
-            if port.on_timer(ctx, timer) {
-                return;
-            }
+        if (self.controller.as_mut()).is_some_and(|port| port.on_timer(ctx, timer)) {
+            return;
         }
         if timer == SCAN_TIMER {
             self.expiry.scan_due = true;
@@ -497,10 +476,7 @@ impl Handler for NameServer {
     /// Writes in flight count only while stopping.
     fn before_sleep(&mut self, ctx: &mut Ctx<PeerState>) -> bool {
         self.answer_durable_writes(ctx);
-        let controller_busy = match self.controller.as_mut() {
-            Some(port) => port.before_sleep(ctx),
-            None => false,
-        };
+        let controller_busy = (self.controller.as_mut()).is_some_and(|port| port.before_sleep(ctx));
         self.take_decoded(ctx);
         let slow_work = Instant::now();
         self.run_registrations(ctx, slow_work);

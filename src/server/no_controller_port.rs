@@ -54,7 +54,7 @@ impl ControllerPort {
     pub(super) fn bind<H: Handler>(
         setup: ControllerSetup,
         _: &mut EventLoop<H>,
-        _: &str,
+        _: &NamesrvConfig,
         _: SocketAddr,
     ) -> Result<ControllerPort, StartError> {
         match setup {}
@@ -65,10 +65,6 @@ impl ControllerPort {
     }
 
     pub(super) fn set_broker_allow_list(&mut self, _: &str) {
-        match *self {}
-    }
-
-    pub(super) fn arm_timers<C: PeerConnData>(&mut self, _: &mut Ctx<C>) {
         match *self {}
     }
 

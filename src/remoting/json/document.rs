@@ -81,23 +81,19 @@ pub struct Document<'a> {
 impl<'a> Document<'a> {
     /// The slot of a string the cursor read, for a document whose text starts at `base`.
     fn string_slot(&mut self, c: &Cursor<'a>, base: usize, s: Cow<'a, str>) -> Slot {
-        let (start, end) = match s {
+        let at = |offset: usize| offset as u32;
+        match s {
             Cow::Borrowed(s) => {
                 let (start, end) = c.span_of(s);
-                return Slot::Str {
-                    start: (start - base) as u32,
-                    end: (end - base) as u32,
-                };
+                let (start, end) = (at(start - base), at(end - base));
+                Slot::Str { start, end }
             }
             Cow::Owned(s) => {
-                let start = self.decoded.len();
+                let start = at(self.decoded.len());
                 self.decoded.push_str(&s);
-                (start, self.decoded.len())
+                let end = at(self.decoded.len());
+                Slot::Decoded { start, end }
             }
-        };
-        Slot::Decoded {
-            start: start as u32,
-            end: end as u32,
         }
     }
 

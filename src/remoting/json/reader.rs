@@ -78,16 +78,12 @@ impl Field for Item<'_> {
         matches!(self, Item::Scalar(Scalar::Null))
     }
     fn as_i64(&self) -> Option<i64> {
-        match self {
-            Item::Scalar(s) => s.as_i64(),
-            Item::Tree(_) => None,
-        }
+        let Item::Scalar(s) = self else { return None };
+        s.as_i64()
     }
     fn as_bool(&self) -> Option<bool> {
-        match self {
-            Item::Scalar(s) => s.as_bool(),
-            Item::Tree(_) => None,
-        }
+        let Item::Scalar(s) = self else { return None };
+        s.as_bool()
     }
     fn to_text(&self) -> String {
         match self {

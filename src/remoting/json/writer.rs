@@ -173,19 +173,18 @@ pub struct Seq<'a> {
 
 impl<'a> Seq<'a> {
     pub fn array(out: &'a mut Vec<u8>) -> Self {
-        out.push(b'[');
-        Seq {
-            out,
-            close: b']',
-            empty: true,
-        }
+        Seq::open(out, b'[', b']')
     }
 
     pub fn object(out: &'a mut Vec<u8>) -> Self {
-        out.push(b'{');
+        Seq::open(out, b'{', b'}')
+    }
+
+    fn open(out: &'a mut Vec<u8>, open: u8, close: u8) -> Self {
+        out.push(open);
         Seq {
             out,
-            close: b'}',
+            close,
             empty: true,
         }
     }
