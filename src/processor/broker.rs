@@ -73,10 +73,7 @@ impl Processor {
             Refusal::Parse(e)
         })?;
         // The stored version's text (none for a broker not live), shared with the table.
-        Ok(Reply {
-            ext: ReplyExt::Changed(changed),
-            ..Reply::shared(text)
-        })
+        Ok(Reply::shared(text).with_ext(ReplyExt::Changed(changed)))
     }
 
     pub(super) fn broker_member_group(

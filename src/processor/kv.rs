@@ -106,10 +106,7 @@ impl Processor {
 
     pub(super) fn get_kv_config(&mut self, r: KvKey<'_>) -> Result<Reply, Refusal> {
         match self.kv.get(r.namespace, r.key) {
-            Some(v) => Ok(Reply {
-                ext: ReplyExt::Pairs(KvValueReply::encode(v)),
-                ..Reply::ok()
-            }),
+            Some(v) => Ok(Reply::ok().with_ext(ReplyExt::Pairs(KvValueReply::encode(v)))),
             None => Err(Refusal::NoKvItem {
                 namespace: r.namespace.to_string(),
                 key: r.key.to_string(),

@@ -140,6 +140,9 @@ impl Reply {
             ..Reply::ok()
         }
     }
+    pub(super) fn with_ext(self, ext: ReplyExt) -> Self {
+        Reply { ext, ..self }
+    }
     pub(super) fn error(code: i32, remark: impl Into<String>) -> Self {
         Reply {
             code,

@@ -20,11 +20,8 @@ impl Processor {
         let order_enabled = self.config.order_message_enable;
         let kv = &self.kv;
         let order_conf = || {
-            if order_enabled {
-                kv.get(ORDER_TOPIC_CONFIG, topic).map(str::to_string)
-            } else {
-                None
-            }
+            let conf = order_enabled.then(|| kv.get(ORDER_TOPIC_CONFIG, topic));
+            conf.flatten().map(str::to_string)
         };
         if let Some(zone) = r.zone {
             // Zone-filtered answers are built per request and always legacy (§5.8).

@@ -139,13 +139,6 @@ impl RouteTable {
 
 /// §5.7 step 6: a group acting without master presents its lowest id as the master.
 pub(super) fn apply_acting_master_rewrite(route: &mut TopicRouteData) {
-    let needs = route
-        .broker_datas
-        .iter()
-        .any(|b| !b.broker_addrs.is_empty() && !b.broker_addrs.contains_key(&0));
-    if !needs {
-        return;
-    }
     for b in route.broker_datas.iter_mut() {
         if b.broker_addrs.is_empty() || b.broker_addrs.contains_key(&0) || !b.enable_acting_master {
             continue;
@@ -156,10 +149,8 @@ pub(super) fn apply_acting_master_rewrite(route: &mut TopicRouteData) {
             .find(|q| q.broker_name == b.broker_name)
             .map(|q| q.perm & PERM_WRITE != 0);
         if writeable == Some(false) {
-            if let Some((&min_id, _)) = b.broker_addrs.iter().next() {
-                if let Some(addr) = b.broker_addrs.remove(&min_id) {
-                    b.broker_addrs.insert(0, addr);
-                }
+            if let Some((_, addr)) = b.broker_addrs.pop_first() {
+                b.broker_addrs.insert(0, addr);
             }
         }
     }
