@@ -3,7 +3,7 @@
 //! are as lenient as fastjson but check every length, count and number a peer controls.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 use crate::remoting::json::{self, Cursor, Field, Members, Seq, ValueRef};
@@ -214,31 +214,25 @@ pub(super) fn string_list(v: ValueRef<'_>, what: &str) -> Result<Vec<String>, Mo
 
 /// Keeps one entry per key: the last value at the first key's position (a Java map's `put`).
 pub(super) fn dedup_last_wins<T>(entries: Vec<(String, T)>) -> Vec<(String, T)> {
-    let has_duplicates = {
-        // Keys are peer-chosen: keyed, and foldhash's hash as the route table's (see there).
-        let mut seen: HashSet<&str, foldhash::fast::RandomState> =
-            HashSet::with_capacity_and_hasher(entries.len(), Default::default());
-        entries.iter().any(|(k, _)| !seen.insert(k.as_str()))
-    };
-    if !has_duplicates {
+    // Keys are peer-chosen: keyed, and foldhash's hash as the route table's (see there).
+    let mut first: HashMap<&str, usize, foldhash::fast::RandomState> =
+        HashMap::with_capacity_and_hasher(entries.len(), Default::default());
+    let at: Vec<usize> = (entries.iter().enumerate())
+        .map(|(i, (key, _))| *first.entry(key.as_str()).or_insert(i))
+        .collect();
+    if first.len() == entries.len() {
         return entries;
     }
-    let mut position: HashMap<String, usize> = HashMap::with_capacity(entries.len());
-    let mut unique: Vec<(String, T)> = Vec::with_capacity(entries.len());
-    for (key, value) in entries {
-        match position.get(&key) {
-            Some(&i) => {
-                if let Some(slot) = unique.get_mut(i) {
-                    slot.1 = value;
-                }
-            }
-            None => {
-                position.insert(key.clone(), unique.len());
-                unique.push((key, value));
-            }
+    // Each entry goes to its key's first position; a later value replaces an earlier one.
+    let mut unique: Vec<Option<(String, T)>> = entries.iter().map(|_| None).collect();
+    for (entry, i) in entries.into_iter().zip(at) {
+        match unique.get_mut(i) {
+            Some(Some(kept)) => kept.1 = entry.1,
+            Some(slot) => *slot = Some(entry),
+            None => {}
         }
     }
-    unique
+    unique.into_iter().flatten().collect()
 }
 
 impl DataVersion {
