@@ -80,15 +80,11 @@ impl RouteTable {
     }
 
     pub fn topics_of_cluster(&self, cluster: &str) -> BTreeSet<String> {
-        let mut out = BTreeSet::new();
-        if let Some(names) = self.clusters.get(cluster) {
-            for name in names {
-                if let Some(b) = self.brokers.get(name.as_str()) {
-                    out.extend(b.topics.iter().map(|t| t.to_string()));
-                }
-            }
-        }
-        out
+        let names = self.clusters.get(cluster).into_iter().flatten();
+        let groups = names.filter_map(|name| self.brokers.get(name.as_str()));
+        groups
+            .flat_map(|b| b.topics.iter().map(|t| t.to_string()))
+            .collect()
     }
 
     /// Topics whose first queue entry's sysFlag passes `pred` (311/312/313, §5.13).
