@@ -116,7 +116,7 @@ impl Processor {
 
     pub(super) fn get_kv_list(&mut self, r: GetKvList<'_>) -> Result<Reply, Refusal> {
         match self.kv.namespace_body(r.namespace) {
-            Some(body) => Ok(Reply::shared(Some(body))),
+            Some(body) => Ok(Reply::with_body(body)),
             None => Err(Refusal::NoKvNamespace(r.namespace.to_string())),
         }
     }

@@ -123,9 +123,10 @@ impl Reply {
             ..Reply::ok()
         }
     }
-    pub(super) fn with_body(body: Vec<u8>) -> Self {
+    /// SUCCESS with `body` (a `Bytes` is shared, not copied).
+    pub(super) fn with_body(body: impl Into<Bytes>) -> Self {
         Reply {
-            body: Bytes::from(body),
+            body: body.into(),
             ..Reply::ok()
         }
     }
@@ -133,12 +134,6 @@ impl Reply {
         let mut body = Vec::with_capacity(256);
         encode(&mut body);
         Reply::with_body(body)
-    }
-    pub(super) fn shared(body: Option<Bytes>) -> Self {
-        Reply {
-            body: body.unwrap_or_default(),
-            ..Reply::ok()
-        }
     }
     pub(super) fn with_ext(self, ext: ReplyExt) -> Self {
         Reply { ext, ..self }

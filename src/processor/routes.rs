@@ -33,7 +33,7 @@ impl Processor {
             return Ok(Reply::encoded(|out| route.encode(Dialect::Legacy, out)));
         }
         match self.table.route_body(topic, r.dialect, order_conf) {
-            Some(bytes) => Ok(Reply::shared(Some(bytes))),
+            Some(bytes) => Ok(Reply::with_body(bytes)),
             None => Err(Refusal::TopicNotExist(topic.to_string())),
         }
     }
