@@ -190,11 +190,11 @@ fn long_field(v: Option<impl Field>, d: i64, what: &str, key: &str) -> Result<i6
 
 pub(super) fn int_field(
     v: Option<impl Field>,
-    d: i32,
+    default: i32,
     what: &str,
     key: &str,
 ) -> Result<i32, ModelError> {
-    typed_field(v, d, (what, key, "an int"), Field::as_i32)
+    typed_field(v, default, (what, key, "an int"), Field::as_i32)
 }
 
 fn bool_field(v: Option<impl Field>, what: &str, key: &str) -> Result<bool, ModelError> {
