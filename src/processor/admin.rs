@@ -15,10 +15,7 @@ impl Processor {
             r.broker_name
         );
         let count = i32::try_from(count).unwrap_or(i32::MAX);
-        Ok(Reply {
-            ext: ReplyExt::Pairs(PermReply::encode(enable, count)),
-            ..Reply::ok()
-        })
+        Ok(Reply::ok().with_ext(ReplyExt::Pairs(PermReply::encode(enable, count))))
     }
 
     pub(super) fn delete_topic(&mut self, r: DeleteTopic<'_>) -> Result<Reply, Refusal> {

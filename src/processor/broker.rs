@@ -73,10 +73,8 @@ impl Processor {
             Refusal::Parse(e)
         })?;
         // The stored version's text (none for a broker not live), shared with the table.
-        Ok(Reply {
-            ext: ReplyExt::Changed(changed),
-            ..Reply::shared(text)
-        })
+        let reply = Reply::with_body(text.unwrap_or_default());
+        Ok(reply.with_ext(ReplyExt::Changed(changed)))
     }
 
     pub(super) fn broker_member_group(

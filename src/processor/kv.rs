@@ -106,10 +106,7 @@ impl Processor {
 
     pub(super) fn get_kv_config(&mut self, r: KvKey<'_>) -> Result<Reply, Refusal> {
         match self.kv.get(r.namespace, r.key) {
-            Some(v) => Ok(Reply {
-                ext: ReplyExt::Pairs(KvValueReply::encode(v)),
-                ..Reply::ok()
-            }),
+            Some(v) => Ok(Reply::ok().with_ext(ReplyExt::Pairs(KvValueReply::encode(v)))),
             None => Err(Refusal::NoKvItem {
                 namespace: r.namespace.to_string(),
                 key: r.key.to_string(),
@@ -119,7 +116,7 @@ impl Processor {
 
     pub(super) fn get_kv_list(&mut self, r: GetKvList<'_>) -> Result<Reply, Refusal> {
         match self.kv.namespace_body(r.namespace) {
-            Some(body) => Ok(Reply::shared(Some(body))),
+            Some(body) => Ok(Reply::with_body(body)),
             None => Err(Refusal::NoKvNamespace(r.namespace.to_string())),
         }
     }

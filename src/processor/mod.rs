@@ -113,10 +113,9 @@ impl Refusal {
                 ..Reply::ok()
             },
             // Java built these with a response header: `"extFields":{}`.
-            Refusal::CrcMismatch | Refusal::NoKvItem { .. } => Reply {
-                ext: ReplyExt::Pairs(Vec::new()),
-                ..Reply::error(self.code(), self.to_string())
-            },
+            Refusal::CrcMismatch | Refusal::NoKvItem { .. } => {
+                Reply::error(self.code(), self.to_string()).with_ext(ReplyExt::Pairs(Vec::new()))
+            }
             _ => Reply::error(self.code(), self.to_string()),
         }
     }

@@ -118,10 +118,7 @@ impl Processor {
         let body = (self.config.return_order_topic_config_to_broker && !result.fenced)
             .then(|| self.kv.namespace_body(ORDER_TOPIC_CONFIG))
             .flatten();
-        Reply {
-            ext: ReplyExt::Pairs(header.encode()),
-            ..Reply::shared(body)
-        }
+        Reply::with_body(body.unwrap_or_default()).with_ext(ReplyExt::Pairs(header.encode()))
     }
 
     fn apply_changed_body(

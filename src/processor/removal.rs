@@ -4,9 +4,7 @@ use super::{log_grouped, Processor, UnregisterBatch, Unregistration};
 use crate::event_loop::oneway::Oneway;
 use crate::remoting::codes::{version::CURRENT, FLAG_ONEWAY};
 use crate::remoting::command::SerializeType;
-use crate::route::table::{
-    ConnId, ExpiredBroker, MinIdNotification, RemovalReason, UnregisterRequest,
-};
+use crate::route::table::{ConnId, MinIdNotification, RemovalReason, UnregisterRequest};
 use crossbeam_channel::TrySendError;
 use log::{info, warn};
 use std::sync::Arc;
@@ -51,8 +49,7 @@ impl Processor {
     /// A step of the expiry scan; at its end the unregistrations are queued as one batch and
     /// the connections returned for closing.
     pub fn expire_silent_brokers(&mut self, now_ms: u64, limit: usize) -> (Vec<ConnId>, bool) {
-        let (expired, more): (Vec<ExpiredBroker>, bool) =
-            self.table.expire_silent_brokers(now_ms, limit);
+        let (expired, more) = self.table.expire_silent_brokers(now_ms, limit);
         log_grouped(
             log::Level::Warn,
             "broker expired",

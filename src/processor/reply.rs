@@ -123,9 +123,10 @@ impl Reply {
             ..Reply::ok()
         }
     }
-    pub(super) fn with_body(body: Vec<u8>) -> Self {
+    /// SUCCESS with `body` (a `Bytes` is shared, not copied).
+    pub(super) fn with_body(body: impl Into<Bytes>) -> Self {
         Reply {
-            body: Bytes::from(body),
+            body: body.into(),
             ..Reply::ok()
         }
     }
@@ -134,11 +135,8 @@ impl Reply {
         encode(&mut body);
         Reply::with_body(body)
     }
-    pub(super) fn shared(body: Option<Bytes>) -> Self {
-        Reply {
-            body: body.unwrap_or_default(),
-            ..Reply::ok()
-        }
+    pub(super) fn with_ext(self, ext: ReplyExt) -> Self {
+        Reply { ext, ..self }
     }
     pub(super) fn error(code: i32, remark: impl Into<String>) -> Self {
         Reply {

@@ -20,11 +20,8 @@ impl Processor {
         let order_enabled = self.config.order_message_enable;
         let kv = &self.kv;
         let order_conf = || {
-            if order_enabled {
-                kv.get(ORDER_TOPIC_CONFIG, topic).map(str::to_string)
-            } else {
-                None
-            }
+            let conf = order_enabled.then(|| kv.get(ORDER_TOPIC_CONFIG, topic));
+            conf.flatten().map(str::to_string)
         };
         if let Some(zone) = r.zone {
             // Zone-filtered answers are built per request and always legacy (§5.8).
@@ -36,7 +33,7 @@ impl Processor {
             return Ok(Reply::encoded(|out| route.encode(Dialect::Legacy, out)));
         }
         match self.table.route_body(topic, r.dialect, order_conf) {
-            Some(bytes) => Ok(Reply::shared(Some(bytes))),
+            Some(bytes) => Ok(Reply::with_body(bytes)),
             None => Err(Refusal::TopicNotExist(topic.to_string())),
         }
     }
@@ -59,18 +56,13 @@ impl Processor {
 
     pub(super) fn system_topic_list(&mut self) -> Result<Reply, Refusal> {
         let (topics, addr) = self.table.system_topics();
-        Ok(topic_list(
-            topics.iter().map(String::as_str),
-            addr.as_deref(),
-        ))
+        let topics = topics.iter().map(String::as_str);
+        Ok(topic_list(topics, addr.as_deref()))
     }
 
     pub(super) fn unit_topics(&mut self, pred: impl Fn(i32) -> bool) -> Result<Reply, Refusal> {
         list_enabled(self.config.enable_topic_list)?;
-        Ok(topic_list(
-            self.table.topics_with_flag(pred).into_iter(),
-            None,
-        ))
+        Ok(topic_list(self.table.topics_with_flag(pred), None))
     }
 }
 
@@ -80,8 +72,8 @@ fn list_enabled(enabled: bool) -> Result<(), Refusal> {
         .ok_or_else(|| Refusal::Failed("disable".into()))
 }
 
-fn topic_list<'a>(topics: impl Iterator<Item = &'a str>, broker_addr: Option<&str>) -> Reply {
-    Reply::encoded(|out| model::encode_topic_list(topics, broker_addr, out))
+fn topic_list<'a>(topics: impl IntoIterator<Item = &'a str>, addr: Option<&str>) -> Reply {
+    Reply::encoded(|out| model::encode_topic_list(topics.into_iter(), addr, out))
 }
 
 /// ZoneRouteRPCHook (§5.8): keep brokers without a master or in the requested zone.

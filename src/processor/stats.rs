@@ -133,11 +133,8 @@ impl ChangeSummary {
     pub(super) fn new_broker(&mut self, now_ms: u64) -> bool {
         self.interval.start(now_ms);
         let own_line = self.new_brokers_logged < NEW_BROKER_LINES;
-        if own_line {
-            self.new_brokers_logged += 1;
-        } else {
-            self.new_brokers_unlogged += 1;
-        }
+        self.new_brokers_logged += u32::from(own_line);
+        self.new_brokers_unlogged += u64::from(!own_line);
         own_line
     }
 

@@ -109,14 +109,9 @@ impl<'a> UpdateNamesrvConfig<'a> {
                 ),
             });
         }
-        let properties = if h.body().is_empty() {
-            None
-        } else {
-            Some(
-                std::str::from_utf8(h.body())
-                    .map_err(|_| ParseError::Invalid("string2Properties error".into()))?,
-            )
-        };
+        let text = std::str::from_utf8(h.body())
+            .map_err(|_| ParseError::Invalid("string2Properties error".into()))?;
+        let properties = (!text.is_empty()).then_some(text);
         Ok(UpdateNamesrvConfig { properties })
     }
 

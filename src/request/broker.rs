@@ -54,7 +54,6 @@ impl<'a> RegisterBroker<'a> {
             .and_then(|v| v.trim().parse::<i64>().ok())
             .filter(|v| *v > 0)
             .map(|v| v as u64);
-        let body = h.body();
         Ok(RegisterBroker {
             cluster,
             broker_addr,
@@ -67,7 +66,7 @@ impl<'a> RegisterBroker<'a> {
             body_crc32,
             compressed: h.optional_bool(COMPRESSED).unwrap_or(false),
             version: h.cmd.version,
-            body,
+            body: h.body(),
         })
     }
 

@@ -56,6 +56,11 @@ macro_rules! requests {
         }
 
         impl<'a> Request<'a> {
+            /// Parses `cmd` by its code; one the name server does not answer is `NotSupported`.
+            pub fn parse(cmd: &'a RemotingCommand, limits: &'a NameLimits) -> Result<Self, ParseError> {
+                Request::parse_after(cmd, limits, false)
+            }
+
             /// As [`Request::parse`]; `body_decoded`: the decode worker already decoded the body.
             pub fn parse_after(
                 cmd: &'a RemotingCommand,
@@ -118,13 +123,6 @@ requests! {
     GET_BROKER_MEMBER_GROUP => GetBrokerMemberGroup(GetBrokerMemberGroup),
     BROKER_HEARTBEAT => BrokerHeartbeat(BrokerHeartbeat),
     RMQ_NAMESRV_STATS => Stats,
-}
-
-impl<'a> Request<'a> {
-    /// Parses `cmd` by its code; one the name server does not answer is `NotSupported`.
-    pub fn parse(cmd: &'a RemotingCommand, limits: &'a NameLimits) -> Result<Self, ParseError> {
-        Request::parse_after(cmd, limits, false)
-    }
 }
 
 #[cfg(test)]

@@ -17,23 +17,14 @@ pub struct GetRouteInfo<'a> {
 
 impl<'a> GetRouteInfo<'a> {
     pub(super) fn parse(h: Fields<'a>) -> Result<Self, ParseError> {
-        let topic = h.required(TOPIC)?;
-        let standard = h.cmd.version >= version::V4_9_4
-            || h.optional_bool(ACCEPT_STANDARD_JSON_ONLY).unwrap_or(false);
-        let zone = if h.optional_bool(ZONE_MODE).unwrap_or(false) {
-            h.optional(ZONE_NAME).filter(|z| !z.trim().is_empty())
-        } else {
-            None
-        };
-        Ok(GetRouteInfo {
-            topic,
-            dialect: if standard {
-                Dialect::Standard
-            } else {
-                Dialect::Legacy
-            },
-            zone,
-        })
+        let mut lookup = GetRouteInfo::new(h.required(TOPIC)?, h.cmd.version);
+        if h.optional_bool(ACCEPT_STANDARD_JSON_ONLY).unwrap_or(false) {
+            lookup.dialect = Dialect::Standard;
+        }
+        if h.optional_bool(ZONE_MODE).unwrap_or(false) {
+            lookup.zone = h.optional(ZONE_NAME).filter(|z| !z.trim().is_empty());
+        }
+        Ok(lookup)
     }
 
     /// A lookup of `topic` in the dialect a peer of `version` gets without asking.

@@ -3,7 +3,7 @@
 //! are as lenient as fastjson but check every length, count and number a peer controls.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 use crate::remoting::json::{self, Cursor, Field, Members, Seq, ValueRef};
@@ -171,18 +171,21 @@ pub(super) fn present<F: Field>(v: Option<F>) -> Option<F> {
     v.filter(|v| !v.is_null())
 }
 
-fn long_field(
-    v: Option<impl Field>,
-    default: i64,
-    what: &str,
-    key: &str,
-) -> Result<i64, ModelError> {
+/// A bean field read by `get` (absent or null: `default`); `kind` names the type in the error.
+fn typed_field<F: Field, T>(
+    v: Option<F>,
+    default: T,
+    (what, key, kind): (&str, &str, &str),
+    get: impl FnOnce(&F) -> Option<T>,
+) -> Result<T, ModelError> {
     match present(v) {
         None => Ok(default),
-        Some(v) => v
-            .as_i64()
-            .ok_or_else(|| ModelError(format!("{what}.{key} is not a long"))),
+        Some(v) => get(&v).ok_or_else(|| ModelError(format!("{what}.{key} is not {kind}"))),
     }
+}
+
+fn long_field(v: Option<impl Field>, d: i64, what: &str, key: &str) -> Result<i64, ModelError> {
+    typed_field(v, d, (what, key, "a long"), Field::as_i64)
 }
 
 pub(super) fn int_field(
@@ -191,21 +194,11 @@ pub(super) fn int_field(
     what: &str,
     key: &str,
 ) -> Result<i32, ModelError> {
-    match present(v) {
-        None => Ok(default),
-        Some(v) => v
-            .as_i32()
-            .ok_or_else(|| ModelError(format!("{what}.{key} is not an int"))),
-    }
+    typed_field(v, default, (what, key, "an int"), Field::as_i32)
 }
 
 fn bool_field(v: Option<impl Field>, what: &str, key: &str) -> Result<bool, ModelError> {
-    match present(v) {
-        None => Ok(false),
-        Some(v) => v
-            .as_bool()
-            .ok_or_else(|| ModelError(format!("{what}.{key} is not a boolean"))),
-    }
+    typed_field(v, false, (what, key, "a boolean"), Field::as_bool)
 }
 
 /// A String bean field: fastjson turns a non-string scalar into its text.
@@ -221,31 +214,25 @@ pub(super) fn string_list(v: ValueRef<'_>, what: &str) -> Result<Vec<String>, Mo
 
 /// Keeps one entry per key: the last value at the first key's position (a Java map's `put`).
 pub(super) fn dedup_last_wins<T>(entries: Vec<(String, T)>) -> Vec<(String, T)> {
-    let has_duplicates = {
-        // Keys are peer-chosen: keyed, and foldhash's hash as the route table's (see there).
-        let mut seen: HashSet<&str, foldhash::fast::RandomState> =
-            HashSet::with_capacity_and_hasher(entries.len(), Default::default());
-        entries.iter().any(|(k, _)| !seen.insert(k.as_str()))
-    };
-    if !has_duplicates {
+    // Keys are peer-chosen: keyed, and foldhash's hash as the route table's (see there).
+    let mut first: HashMap<&str, usize, foldhash::fast::RandomState> =
+        HashMap::with_capacity_and_hasher(entries.len(), Default::default());
+    let at: Vec<usize> = (entries.iter().enumerate())
+        .map(|(i, (key, _))| *first.entry(key.as_str()).or_insert(i))
+        .collect();
+    if first.len() == entries.len() {
         return entries;
     }
-    let mut position: HashMap<String, usize> = HashMap::with_capacity(entries.len());
-    let mut unique: Vec<(String, T)> = Vec::with_capacity(entries.len());
-    for (key, value) in entries {
-        match position.get(&key) {
-            Some(&i) => {
-                if let Some(slot) = unique.get_mut(i) {
-                    slot.1 = value;
-                }
-            }
-            None => {
-                position.insert(key.clone(), unique.len());
-                unique.push((key, value));
-            }
+    // Each entry goes to its key's first position; a later value replaces an earlier one.
+    let mut unique: Vec<Option<(String, T)>> = entries.iter().map(|_| None).collect();
+    for (entry, i) in entries.into_iter().zip(at) {
+        match unique.get_mut(i) {
+            Some(Some(kept)) => kept.1 = entry.1,
+            Some(slot) => *slot = Some(entry),
+            None => {}
         }
     }
-    unique
+    unique.into_iter().flatten().collect()
 }
 
 impl DataVersion {
@@ -291,8 +278,7 @@ impl DataVersion {
         })
     }
 
-    /// The object exactly as fastjson writes it, no key scanned (else `None`). Without this,
-    /// QUERY_DATA_VERSION cost 20 % more instructions (`cgdelta.sh NS "heartbeat --op query"`).
+    /// The object exactly as fastjson writes it, no key scanned (else `None`), for speed.
     fn java_layout(c: &mut Cursor<'_>) -> Option<DataVersion> {
         (c.peek() == Some(b'{') && c.open(false).ok()?).then_some(())?;
         c.literal(b"\"counter\":").then_some(())?;
@@ -453,8 +439,7 @@ fn broker_data_from_ref(v: ValueRef<'_>) -> Result<BrokerData, ModelError> {
             if addr.is_null() {
                 continue;
             }
-            let addr = addr.to_text();
-            broker_addrs.insert(id, addr);
+            broker_addrs.insert(id, addr.to_text());
         }
     }
     Ok(BrokerData {
@@ -572,10 +557,9 @@ impl TopicRouteData {
         let filter_server_table = map_of(filter_table, "filterServerTable", |servers| {
             string_list(servers, "filterServerTable value")
         })?;
-        let topic_queue_mapping_by_broker = match present(mapping_by_broker) {
-            Some(map) => Some(mappings_from_ref(map, usize::MAX)?),
-            None => None,
-        };
+        let topic_queue_mapping_by_broker = present(mapping_by_broker)
+            .map(|map| mappings_from_ref(map, usize::MAX))
+            .transpose()?;
         Ok(TopicRouteData {
             order_topic_conf: string_field(order_topic_conf),
             queue_datas: array_of(queue_datas, "queueDatas", queue_data_from_ref)?,
@@ -638,11 +622,11 @@ pub fn decode_topic_list(body: &[u8]) -> Result<(Vec<String>, Option<String>), M
     let v = doc.root();
     as_object(v, "TopicList")?;
     let [topic_list, broker_addr] = v.get_many(["topicList", "brokerAddr"]);
-    let topics = match present(topic_list) {
-        Some(list) => string_list(list, "topicList")?,
-        None => Vec::new(),
-    };
-    Ok((topics, string_field(broker_addr)))
+    let topics = present(topic_list).map(|list| string_list(list, "topicList"));
+    Ok((
+        topics.transpose()?.unwrap_or_default(),
+        string_field(broker_addr),
+    ))
 }
 
 /// KVTable `{"table":{k:v}}` (§6.4; the server's are written by the KV store).

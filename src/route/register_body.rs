@@ -211,9 +211,8 @@ fn topic_config<'a>(
     Ok(())
 }
 
-/// A TopicConfig exactly as a broker's fastjson writes it, keys compared as bytes; anything
-/// else is `None`, for [`topic_config`]. Without this, a changed registration of 100 topics
-/// cost 2.5 times the instructions (`benches/scripts/cgdelta.sh NS "register --churn"`).
+/// A TopicConfig exactly as a broker's fastjson writes it, keys compared as bytes (a changed
+/// registration's hot path); anything else is `None`, for [`topic_config`].
 fn broker_layout<'a>(
     c: &mut Cursor<'a>,
     plain_key: Option<&str>,
@@ -263,12 +262,15 @@ impl<'a> PartReader<'a> {
         }
     }
 
+    /// A length or count at `what` (`kind`: how a negative one is named).
+    fn read_len(&mut self, what: &str, kind: &str) -> Result<usize, ModelError> {
+        let n = self.read_i32(what)?;
+        usize::try_from(n).or_else(|_| err(format!("negative {what}{kind} in compressed body")))
+    }
+
     /// A count within `max` and the bytes left (each item has a 4-byte length prefix).
     fn read_count(&mut self, what: &str, max: usize) -> Result<usize, ModelError> {
-        let n = self.read_i32(what)?;
-        let Ok(n) = usize::try_from(n) else {
-            return err(format!("negative {what} in compressed body"));
-        };
+        let n = self.read_len(what, "")?;
         if n > max {
             return err(format!(
                 "too many entries in compressed body ({what} {n} > {max})"
@@ -281,10 +283,7 @@ impl<'a> PartReader<'a> {
     }
 
     fn read_part(&mut self, what: &str) -> Result<&'a [u8], ModelError> {
-        let len = self.read_i32(what)?;
-        let Ok(len) = usize::try_from(len) else {
-            return err(format!("negative {what} length in compressed body"));
-        };
+        let len = self.read_len(what, " length")?;
         if len > self.rest.len() {
             return err(format!("compressed body truncated in {what}"));
         }
@@ -419,12 +418,11 @@ fn encode_topic_config(tc: &TopicConfig, out: &mut Vec<u8>) {
 }
 
 fn push_part(out: &mut Vec<u8>, part: &[u8]) {
-    // A part over 2 GiB is clamped, not wrapped (the receiver then reports truncation).
-    let len = i32::try_from(part.len()).unwrap_or(i32::MAX);
-    out.extend_from_slice(&len.to_be_bytes());
+    push_count(out, part.len());
     out.extend_from_slice(part);
 }
 
+/// A count or length over 2 GiB is clamped, not wrapped (the receiver then reports truncation).
 fn push_count(out: &mut Vec<u8>, n: usize) {
     out.extend_from_slice(&i32::try_from(n).unwrap_or(i32::MAX).to_be_bytes());
 }

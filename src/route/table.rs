@@ -62,8 +62,7 @@ impl Default for RouteSettings {
 
 #[derive(Debug)]
 pub struct RouteTable {
-    /// Peer-chosen names: foldhash keyed per map (std's SipHash took 47 % more instructions
-    /// per changed registration; re-measure: `benches/scripts/cgdelta.sh BUILD "register --churn"`).
+    /// Peer-chosen names: foldhash keyed per map (cheaper than std's SipHash on registrations).
     topics: TopicMap<TopicEntry, RandomState>,
     brokers: HashMap<Arc<str>, BrokerEntry, RandomState>,
     /// Broker group id -> name (ids are reused once a group and its queue entries are gone).

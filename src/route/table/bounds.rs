@@ -118,10 +118,7 @@ impl RouteTable {
                 .map(|(id, _)| *id)
                 .min()
         });
-        match lowest_other {
-            None => true,
-            Some(lowest) => req.broker_id <= lowest,
-        }
+        lowest_other.map_or(true, |lowest| req.broker_id <= lowest)
     }
 
     fn check_new_topics(

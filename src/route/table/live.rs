@@ -80,13 +80,11 @@ impl RouteTable {
     }
 
     pub fn heartbeat(&mut self, cluster: &str, addr: &str, now_ms: u64) -> bool {
-        match self.live_id(cluster, addr) {
-            Some(id) => {
-                self.live[id].last_update_ms = now_ms;
-                true
-            }
-            None => false,
-        }
+        let Some(id) = self.live_id(cluster, addr) else {
+            return false;
+        };
+        self.live[id].last_update_ms = now_ms;
+        true
     }
 
     pub(super) fn bind_connection(&mut self, live_id: usize, conn: Option<ConnId>) {

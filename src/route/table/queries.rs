@@ -80,15 +80,11 @@ impl RouteTable {
     }
 
     pub fn topics_of_cluster(&self, cluster: &str) -> BTreeSet<String> {
-        let mut out = BTreeSet::new();
-        if let Some(names) = self.clusters.get(cluster) {
-            for name in names {
-                if let Some(b) = self.brokers.get(name.as_str()) {
-                    out.extend(b.topics.iter().map(|t| t.to_string()));
-                }
-            }
-        }
-        out
+        let names = self.clusters.get(cluster).into_iter().flatten();
+        let groups = names.filter_map(|name| self.brokers.get(name.as_str()));
+        groups
+            .flat_map(|b| b.topics.iter().map(|t| t.to_string()))
+            .collect()
     }
 
     /// Topics whose first queue entry's sysFlag passes `pred` (311/312/313, §5.13).
@@ -139,13 +135,6 @@ impl RouteTable {
 
 /// §5.7 step 6: a group acting without master presents its lowest id as the master.
 pub(super) fn apply_acting_master_rewrite(route: &mut TopicRouteData) {
-    let needs = route
-        .broker_datas
-        .iter()
-        .any(|b| !b.broker_addrs.is_empty() && !b.broker_addrs.contains_key(&0));
-    if !needs {
-        return;
-    }
     for b in route.broker_datas.iter_mut() {
         if b.broker_addrs.is_empty() || b.broker_addrs.contains_key(&0) || !b.enable_acting_master {
             continue;
@@ -156,10 +145,8 @@ pub(super) fn apply_acting_master_rewrite(route: &mut TopicRouteData) {
             .find(|q| q.broker_name == b.broker_name)
             .map(|q| q.perm & PERM_WRITE != 0);
         if writeable == Some(false) {
-            if let Some((&min_id, _)) = b.broker_addrs.iter().next() {
-                if let Some(addr) = b.broker_addrs.remove(&min_id) {
-                    b.broker_addrs.insert(0, addr);
-                }
+            if let Some((_, addr)) = b.broker_addrs.pop_first() {
+                b.broker_addrs.insert(0, addr);
             }
         }
     }

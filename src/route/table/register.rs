@@ -452,9 +452,7 @@ impl RouteTable {
             .heartbeat_timeout_ms
             .unwrap_or(DEFAULT_HEARTBEAT_TIMEOUT_MS);
         live.data_version = incoming;
-        if live.broker_name != name_key {
-            live.broker_name = name_key;
-        }
+        live.broker_name = name_key;
         if live.ha_server_addr != req.ha_server_addr {
             live.ha_server_addr = req.ha_server_addr.to_string();
         }
@@ -533,15 +531,12 @@ impl RouteTable {
 
     fn min_id_notification(&self, req: &RegisterRequest<'_>) -> Option<MinIdNotification> {
         let addrs = &self.brokers.get(req.broker_name)?.data.broker_addrs;
-        let targets = if addrs.len() == 1 {
-            addrs.values().cloned().collect()
-        } else {
-            addrs
-                .iter()
-                .filter(|(k, _)| **k != req.broker_id)
-                .map(|(_, v)| v.clone())
-                .collect()
-        };
+        // The others in the group (itself when alone).
+        let targets = addrs
+            .iter()
+            .filter(|(k, _)| addrs.len() == 1 || **k != req.broker_id)
+            .map(|(_, v)| v.clone())
+            .collect();
         Some(MinIdNotification {
             targets,
             min_broker_id: req.broker_id,
