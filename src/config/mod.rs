@@ -32,6 +32,9 @@ fn property(key: &str) -> Option<&'static Property> {
     PROPERTIES.iter().find(|p| p.key == key)
 }
 
+/// The controller group's secret: never shown, never updated remotely.
+const SECRET_KEY: &str = "controllerPeerSecret";
+
 fn is_controller_key(key: &str) -> bool {
     CONTROLLER_KEYS.contains(&key)
 }
@@ -152,6 +155,7 @@ impl NamesrvConfig {
         let mut all: BTreeMap<&str, String> = self
             .extra
             .iter()
+            .filter(|(k, _)| *k != SECRET_KEY)
             .map(|(k, v)| (k.as_str(), v.clone()))
             .collect();
         for p in PROPERTIES {
@@ -160,13 +164,14 @@ impl NamesrvConfig {
         properties::sorted_lines(all)
     }
 
-    /// The keys no update may set: these four, plus `configBlackList`'s.
+    /// The keys no update may set: these five, plus `configBlackList`'s.
     pub fn black_list(&self) -> Vec<String> {
         let always = [
             "configBlackList",
             "configStorePath",
             "kvConfigPath",
             "rocketmqHome",
+            SECRET_KEY,
         ];
         black_list(&always, &self.config_black_list)
     }
@@ -439,10 +444,10 @@ mod tests {
         ] {
             assert!(list.iter().any(|k| k == key), "{key}");
         }
-        assert_eq!(list.len(), 4 + PROTECTED_KEYS.split(';').count());
+        assert_eq!(list.len(), 5 + PROTECTED_KEYS.split(';').count());
         c.config_black_list = " listenPort ;; enableTopicList;".to_string();
         let list = c.black_list();
-        assert_eq!(list.len(), 6);
+        assert_eq!(list.len(), 7);
         assert!(list.iter().any(|k| k == "listenPort"));
         assert!(list.iter().any(|k| k == "enableTopicList"));
     }

@@ -221,6 +221,7 @@ pub(super) const CONTROLLER_KEYS: &[&str] = &[
     "processReadEvent",
     "notifyBrokerRoleChanged",
     "controllerSnapshotEvents",
+    "controllerPeerSecret",
     "checkBrokerSourceAddress",
     "metricsExporterType",
     "metricsGrpcExporterTarget",

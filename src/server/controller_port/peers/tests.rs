@@ -80,10 +80,10 @@ impl Handler for Node {
     fn before_sleep(&mut self, ctx: &mut Ctx<NodeConn>) -> bool {
         let out = std::mem::take(&mut *self.shared.outbox.lock().unwrap());
         for (to, payload) in out {
-            self.links.send(ctx, to, &payload);
+            self.links.send(ctx, to, payload);
         }
         *self.shared.status.lock().unwrap() = self.links.status();
-        false
+        self.links.pump(ctx)
     }
 }
 
@@ -95,12 +95,12 @@ struct Running {
 }
 
 impl Running {
-    fn send(&self, to: u64, payload: &[u8]) {
+    fn send(&self, to: u64, payload: impl Into<Vec<u8>>) {
         self.shared
             .outbox
             .lock()
             .unwrap()
-            .push((to, payload.to_vec()));
+            .push((to, payload.into()));
         self.waker.wake();
     }
 
@@ -135,6 +135,7 @@ fn setup(self_id: u64, addrs: &[SocketAddr]) -> PeerSetup {
             .filter(|id| *id != self_id)
             .map(|id| (id, addrs[id as usize - 1].to_string()))
             .collect(),
+        secret: String::new(),
     }
 }
 
@@ -212,17 +213,19 @@ fn large_payloads_pass_up_to_the_cap_and_beyond_it_are_dropped() {
         .map(|(i, (lp, _))| run(lp, setup(i as u64 + 1, &addrs)))
         .collect();
     wait_until("linked", || nodes[0].status().connected == 1);
-    let largest: Vec<u8> = (0..MAX_PAYLOAD).map(|i| (i % 251) as u8).collect();
-    let too_large = vec![7u8; MAX_PAYLOAD + 1];
-    nodes[1].send(1, &largest);
-    nodes[1].send(1, &too_large);
+    // Chunks: 5 of them, the last one short.
+    let large: Vec<u8> = (0..4 * CHUNK + 3).map(|i| (i % 251) as u8).collect();
+    let too_large = vec![0u8; MAX_PAYLOAD + 1];
+    nodes[1].send(1, large.clone());
+    nodes[1].send(1, too_large);
     nodes[1].send(1, b"after");
-    wait_until("the small payload after them", || {
-        has(&nodes[0], 2, b"after")
-    });
-    let received = nodes[0].received();
-    assert_eq!(received.len(), 2, "the one above the cap was dropped");
-    assert_eq!(received[0], (2, largest));
+    wait_until("the large payload", || has(&nodes[0], 2, &large));
+    wait_until("the small one", || has(&nodes[0], 2, b"after"));
+    assert_eq!(
+        nodes[0].received().len(),
+        2,
+        "the one above the cap was dropped"
+    );
     assert_eq!(nodes[1].status().dropped, 1);
     let second = nodes.pop().unwrap();
     second.stop();
@@ -271,6 +274,7 @@ fn peers_named_by_host_name_are_resolved_off_the_loop_and_linked() {
             self_id,
             self_addr: names[self_id as usize - 1].clone(),
             peers: vec![(3 - self_id, names[2 - self_id as usize].clone())],
+            secret: String::new(),
         }
     };
     let n1 = run(lp1, setup_of(1));
@@ -324,7 +328,7 @@ fn acceptor() -> (Running, SocketAddr, [SocketAddr; 3]) {
 
 fn write_handshake(s: &mut TcpStream, group: &str, id: u64, addr: &str) {
     let mut out = Vec::new();
-    encode_handshake(&mut out, group, id, addr);
+    encode_handshake(&mut out, group, (id, addr), None);
     s.write_all(&out).unwrap();
 }
 
