@@ -152,8 +152,8 @@ struct Peer {
 struct Proving {
     conn: ConnId,
     since_ms: u64,
-    dialer_nonce: Nonce,
-    acceptor_nonce: Nonce,
+    /// The dialer's, this node's.
+    nonces: (Nonce, Nonce),
 }
 
 struct Resolver {
@@ -440,12 +440,11 @@ impl PeerLinks {
         let Some(v) = self.peers[i].proving.take() else {
             return PeerFrame::Close;
         };
+        let (group, ids) = (&self.group, (from, self.self_id));
         let transcript = Transcript {
-            group: &self.group,
-            dialer: from,
-            acceptor: self.self_id,
-            dialer_nonce: &v.dialer_nonce,
-            acceptor_nonce: &v.acceptor_nonce,
+            group,
+            ids,
+            nonces: &v.nonces,
         };
         if !transcript.verify(&self.secret, DIALER, cmd.ext("proof")) {
             let why = format!("node {from} did not prove it knows controllerPeerSecret");
@@ -488,23 +487,20 @@ impl PeerLinks {
             return PeerFrame::Handled;
         }
         // The link is up only once the dialer answers this node's nonce with its proof.
-        let acceptor_nonce = auth::nonce();
-        let transcript = Transcript {
-            group: &self.group,
-            dialer: from,
-            acceptor: self.self_id,
-            dialer_nonce: &auth::nonce_from_hex(cmd.ext("nonce")).unwrap_or_default(),
-            acceptor_nonce: &acceptor_nonce,
-        };
-        let (nonce, proof) = (
-            auth::to_hex(&acceptor_nonce),
-            transcript.prove(&self.secret, ACCEPTOR),
-        );
+        let dialer_nonce = auth::nonce_from_hex(cmd.ext("nonce")).unwrap_or_default();
+        let nonces = (dialer_nonce, auth::nonce());
+        let (group, ids) = (&self.group, (from, self.self_id));
+        let proof = Transcript {
+            group,
+            ids,
+            nonces: &nonces,
+        }
+        .prove(&self.secret, ACCEPTOR);
+        let nonce = auth::to_hex(&nonces.1);
         let v = Proving {
             conn,
             since_ms: now,
-            dialer_nonce: *transcript.dialer_nonce,
-            acceptor_nonce,
+            nonces,
         };
         ext.extend([("nonce", nonce.as_str()), ("proof", proof.as_str())]);
         if let Some(out) = ctx.write_buf(conn) {
@@ -619,13 +615,13 @@ impl PeerLinks {
             return PeerFrame::Close;
         }
         let expected = peer.to_string();
-        let transcript = Transcript {
-            group: &self.group,
-            dialer: self.self_id,
-            acceptor: peer,
-            dialer_nonce: &self.peers[i].nonce,
-            acceptor_nonce: &auth::nonce_from_hex(cmd.ext("nonce")).unwrap_or_default(),
-        };
+        let theirs = auth::nonce_from_hex(cmd.ext("nonce")).unwrap_or_default();
+        let (group, ids, nonces) = (
+            &self.group,
+            (self.self_id, peer),
+            &(self.peers[i].nonce, theirs),
+        );
+        let transcript = Transcript { group, ids, nonces };
         let proven =
             self.secret.is_empty() || transcript.verify(&self.secret, ACCEPTOR, cmd.ext("proof"));
         let refusal = if cmd.code != SUCCESS {

@@ -24,10 +24,9 @@ pub fn nonce() -> Nonce {
 /// What one side signs: its role, the group, both ids and both nonces (the dialer's first).
 pub struct Transcript<'a> {
     pub group: &'a str,
-    pub dialer: u64,
-    pub acceptor: u64,
-    pub dialer_nonce: &'a Nonce,
-    pub acceptor_nonce: &'a Nonce,
+    /// Dialer, acceptor.
+    pub ids: (u64, u64),
+    pub nonces: &'a (Nonce, Nonce),
 }
 
 impl Transcript<'_> {
@@ -37,10 +36,10 @@ impl Transcript<'_> {
         for part in [role.as_bytes(), b"\0", self.group.as_bytes(), b"\0"] {
             mac.update(part);
         }
-        mac.update(&self.dialer.to_be_bytes());
-        mac.update(&self.acceptor.to_be_bytes());
-        mac.update(self.dialer_nonce);
-        mac.update(self.acceptor_nonce);
+        mac.update(&self.ids.0.to_be_bytes());
+        mac.update(&self.ids.1.to_be_bytes());
+        mac.update(&self.nonces.0);
+        mac.update(&self.nonces.1);
         mac
     }
 

@@ -312,6 +312,55 @@ fn a_peer_that_never_answers_the_handshake_is_dropped_and_dialed_again() {
     node.stop();
 }
 
+/// Two nodes with these secrets: linked with the same one, payloads and a chunked payload
+/// pass; otherwise both keep refusing (and no payload passes).
+fn two_with_secrets(secrets: [&str; 2]) {
+    let bound: Vec<_> = (0..2).map(|_| bind("127.0.0.1:0")).collect();
+    let addrs: Vec<SocketAddr> = bound.iter().map(|(_, a)| *a).collect();
+    let nodes: Vec<Running> = bound
+        .into_iter()
+        .zip(secrets)
+        .enumerate()
+        .map(|(i, ((lp, _), secret))| {
+            let setup = PeerSetup {
+                secret: secret.into(),
+                ..setup(i as u64 + 1, &addrs)
+            };
+            run(lp, setup)
+        })
+        .collect();
+    if secrets[0] == secrets[1] {
+        wait_until("linked", || nodes.iter().all(|n| n.status().connected == 1));
+        let large = vec![5u8; CHUNK + 1];
+        nodes[0].send(2, large.clone());
+        nodes[1].send(1, b"back".to_vec());
+        wait_until("both ways", || {
+            has(&nodes[1], 1, &large) && has(&nodes[0], 2, b"back")
+        });
+    } else {
+        wait_until("refused twice", || {
+            nodes.iter().map(|n| n.status().refused).sum::<u64>() >= 4
+        });
+        nodes[0].send(2, b"never".to_vec());
+        // (An acceptor without a secret links until the dialer finds no proof and closes.)
+        for (node, secret) in nodes.iter().zip(secrets) {
+            assert!(secret.is_empty() || node.status().connected == 0);
+            assert!(node.received().is_empty());
+        }
+    }
+    for node in nodes {
+        node.stop();
+    }
+}
+
+#[test]
+fn only_peers_proving_the_same_secret_link() {
+    two_with_secrets(["s3cret", "s3cret"]);
+    two_with_secrets(["s3cret", "other"]);
+    two_with_secrets(["s3cret", ""]);
+    two_with_secrets(["", "s3cret"]);
+}
+
 // ------------------------------------------------------------------ refusals
 
 /// Node 3 of a group whose node 1 is at 127.0.0.1 and node 2 at 127.0.0.2 (ports never used:
