@@ -53,12 +53,15 @@ fn seed(store: &std::path::Path) -> usize {
         sync.sync_state_set.insert(1);
         state.insert_sync_state(sync);
     }
-    let mut meta = SnapshotMetadata::default();
-    meta.index = 3;
-    meta.term = 1;
-    let mut conf = ConfState::default();
-    conf.voters = vec![1, 2, 3];
-    meta.set_conf_state(conf);
+    let mut meta = SnapshotMetadata {
+        index: 3,
+        term: 1,
+        ..Default::default()
+    };
+    meta.set_conf_state(ConfState {
+        voters: vec![1, 2, 3],
+        ..Default::default()
+    });
     let mut snap = Snapshot::default();
     snap.set_metadata(meta);
     let data = snapshot::encode(3, &state);
