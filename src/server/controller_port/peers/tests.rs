@@ -482,3 +482,43 @@ fn a_single_node_has_no_peers_whatever_its_id() {
     assert_eq!(links.status().configured, 0);
     links.shutdown();
 }
+
+#[test]
+fn chunks_out_of_order_or_above_the_cap_close_the_link() {
+    let (node, a3, addrs) = acceptor();
+    let chunk = |offset: usize, total: usize, body: &[u8]| {
+        let (offset, total) = (offset.to_string(), total.to_string());
+        let ext = [("offset", offset.as_str()), ("total", total.as_str())];
+        let mut out = Vec::new();
+        encode_peer_frame(
+            &mut out,
+            (FLAG_ONEWAY, PEER_CODE, 0),
+            None,
+            Some(&ext),
+            body,
+        );
+        out
+    };
+    let cases = [
+        chunk(0, MAX_PAYLOAD + 1, b"x"),
+        [chunk(0, 6, b"abc"), chunk(4, 6, b"def")].concat(),
+        chunk(0, 2, b"abc"),
+    ];
+    for (k, frames) in cases.iter().enumerate() {
+        let mut s = connect_from([127, 0, 0, 1], a3);
+        write_handshake(&mut s, GROUP, 1, &addrs[0].to_string());
+        assert_eq!(read_cmd(&mut s).map(|a| a.code), Some(SUCCESS));
+        s.write_all(frames).unwrap();
+        assert!(read_cmd(&mut s).is_none(), "case {k}: closed");
+        wait_until("counted", || node.status().refused == k as u64 + 1);
+    }
+    // In order, a whole payload is delivered once.
+    let mut s = connect_from([127, 0, 0, 1], a3);
+    write_handshake(&mut s, GROUP, 1, &addrs[0].to_string());
+    assert_eq!(read_cmd(&mut s).map(|a| a.code), Some(SUCCESS));
+    s.write_all(&[chunk(0, 6, b"abc"), chunk(3, 6, b"def")].concat())
+        .unwrap();
+    wait_until("reassembled", || has(&node, 1, b"abcdef"));
+    assert_eq!(node.received().len(), 1);
+    node.stop();
+}
