@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 pub use crate::controller::raft::MAX_MESSAGE_BYTES as MAX_PAYLOAD;
 
-/// A frame's share of a large payload: about a millisecond of copying, at most, per turn.
+/// A frame's share of a large payload: one such copy per link and loop turn.
 pub const CHUNK: usize = 1 << 20;
 
 /// A large payload going out: the bytes and how many of them are sent.
