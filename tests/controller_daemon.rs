@@ -125,7 +125,7 @@ mod with_controller {
             "scanInactiveMasterInterval=1234",
             "controllerDLegerPeers=n0-127.0.0.1:0",
             // Not set anywhere: the controller's default, not the name server's.
-            "configBlackList=configBlackList;configStorePath;controllerSnapshotEvents",
+            "configBlackList=configBlackList;configStorePath;controllerSnapshotEvents;controllerPeerSecret",
         ] {
             assert!(controller.contains(&line), "{line} in {controller:?}");
         }

@@ -33,6 +33,9 @@ fn property(key: &str) -> Option<&'static Property> {
     PROPERTIES.iter().find(|p| p.key == key)
 }
 
+/// The controller group's secret: never shown, never updated remotely.
+const SECRET_KEY: &str = crate::controller::config::PEER_SECRET_KEY;
+
 /// A key only the embedded Controller reads (its table is built without the feature too).
 fn is_controller_key(key: &str) -> bool {
     property(key).is_none() && crate::controller::config::keys().any(|k| k == key)
@@ -154,6 +157,7 @@ impl NamesrvConfig {
         let mut all: BTreeMap<&str, String> = self
             .extra
             .iter()
+            .filter(|(k, _)| *k != SECRET_KEY)
             .map(|(k, v)| (k.as_str(), v.clone()))
             .collect();
         for p in PROPERTIES {
@@ -162,9 +166,10 @@ impl NamesrvConfig {
         properties::sorted_lines(all)
     }
 
-    /// The keys no update may set: these four, plus `configBlackList`'s.
+    /// The keys no update may set: these five, plus `configBlackList`'s.
     pub fn black_list(&self) -> Vec<String> {
-        black_list(&update::JAVA_BLACK_LISTED, &self.config_black_list)
+        let always = [&update::JAVA_BLACK_LISTED[..], &[SECRET_KEY]].concat();
+        black_list(&always, &self.config_black_list)
     }
 }
 
@@ -435,10 +440,10 @@ mod tests {
         ] {
             assert!(list.iter().any(|k| k == key), "{key}");
         }
-        assert_eq!(list.len(), 4 + PROTECTED_KEYS.split(';').count());
+        assert_eq!(list.len(), 5 + PROTECTED_KEYS.split(';').count());
         c.config_black_list = " listenPort ;; enableTopicList;".to_string();
         let list = c.black_list();
-        assert_eq!(list.len(), 6);
+        assert_eq!(list.len(), 7);
         assert!(list.iter().any(|k| k == "listenPort"));
         assert!(list.iter().any(|k| k == "enableTopicList"));
     }

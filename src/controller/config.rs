@@ -37,6 +37,8 @@ const I32_MAX: i64 = i32::MAX as i64;
 
 /// Our own key: a whole-state snapshot after this many logged events (then the log is cut).
 pub const SNAPSHOT_EVENTS_KEY: &str = "controllerSnapshotEvents";
+/// Our own key: the group's shared secret on the peer link; never shown by 1010.
+pub const PEER_SECRET_KEY: &str = "controllerPeerSecret";
 
 #[rustfmt::skip]
 static ROWS: &[Row] = &[
@@ -46,6 +48,7 @@ static ROWS: &[Row] = &[
     ("controllerDLegerSelfId", "", Text, StartOnly),
     // "" = ~/DLedgerController (Java's default for the DLedger kind).
     ("controllerStorePath", "", Text, StartOnly),
+    (PEER_SECRET_KEY, "", Text, StartOnly),
     // ms; the timers are armed at start.
     ("scanNotActiveBrokerInterval", "5000", Int(1, MS_HOUR), StartOnly),
     ("scanInactiveMasterInterval", "5000", Int(1, MS_HOUR), StartOnly),
@@ -54,7 +57,7 @@ static ROWS: &[Row] = &[
     ("processReadEvent", "false", Bool, Live),
     ("notifyBrokerRoleChanged", "true", Bool, Live),
     // Java's default plus the snapshot cadence, which bounds the log's and snapshots' disk.
-    ("configBlackList", "configBlackList;configStorePath;controllerSnapshotEvents", Text, Live),
+    ("configBlackList", "configBlackList;configStorePath;controllerSnapshotEvents;controllerPeerSecret", Text, Live),
     (SNAPSHOT_EVENTS_KEY, "10000", Int(1, 100_000_000), Live),
     // Our own key: a broker's 904/1003 count only from its own address's IP (off for NAT);
     // start-only, so that no remote 1009 can turn it off.
@@ -318,7 +321,7 @@ impl ControllerConfig {
         let mut all: BTreeMap<&str, String> = self
             .values
             .iter()
-            .filter(|(_, v)| !v.is_empty())
+            .filter(|(k, v)| !v.is_empty() && **k != PEER_SECRET_KEY)
             .map(|(k, v)| (*k, v.clone()))
             .collect();
         all.insert(

@@ -327,7 +327,8 @@ impl ControllerPort {
             self.controller.stop_waiting_for_peers(&mut self.replies);
             self.deliver(ctx);
         }
-        ctx.is_stopping() && self.controller.pending_requests() > 0
+        let chunks = self.links.pump(ctx);
+        chunks || ctx.is_stopping() && self.controller.pending_requests() > 0
     }
 
     fn deliver<C>(&mut self, ctx: &mut Ctx<C>) {
@@ -341,7 +342,7 @@ impl ControllerPort {
         self.send_notifications();
         self.controller.take_peer_messages(&mut self.peer_outbox);
         for (to, payload) in self.peer_outbox.drain(..) {
-            self.links.send(ctx, to, &payload);
+            self.links.send(ctx, to, payload);
         }
         let next = self.controller.next_deadline_ms();
         if next != self.deadline_armed {

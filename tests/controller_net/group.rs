@@ -108,6 +108,12 @@ pub struct ProcessGroup {
 impl ProcessGroup {
     /// Three members; `extra` lines go into each one's config file.
     pub fn start(extra: &str) -> ProcessGroup {
+        Self::start_with(extra, |_| {})
+    }
+
+    /// As [`start`](Self::start), `seed` given the store path (members' stores below it)
+    /// before any member starts.
+    pub fn start_with(extra: &str, seed: impl FnOnce(&std::path::Path)) -> ProcessGroup {
         let dir = TempDir::new("ctrl-group");
         let ports = free_ports(NODES);
         let peers: Vec<String> = ports
@@ -136,6 +142,7 @@ impl ProcessGroup {
                 namesrv: String::new(),
             });
         }
+        seed(&dir.join("store"));
         for m in &mut members {
             m.start();
         }
@@ -162,6 +169,11 @@ impl ProcessGroup {
             found.is_some()
         });
         found
+    }
+
+    /// Member `i`'s store (`rmq-controller-n<i>`).
+    pub fn store(&self, i: usize) -> std::path::PathBuf {
+        self._dir.join(&format!("store/rmq-controller-n{i}"))
     }
 
     pub fn kill9(&mut self, i: usize) {

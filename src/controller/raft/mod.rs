@@ -27,8 +27,9 @@ pub const TICK_MS: u64 = 100;
 /// Ticks without a leader before a follower campaigns (randomised up to twice this).
 pub const ELECTION_TICKS: usize = 10;
 pub const HEARTBEAT_TICKS: usize = 2;
-/// A peer payload larger than this is refused before decoding.
-pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
+/// A peer payload larger than this is refused before decoding; the peer link's cap too (a
+/// snapshot of 100,000 broker sets is well under it).
+pub const MAX_MESSAGE_BYTES: usize = 128 << 20;
 
 /// The wall clock each proposal is stamped with (ms since the epoch); simulations pass theirs.
 pub type WallClock = Arc<dyn Fn() -> u64 + Send + Sync>;
@@ -237,7 +238,7 @@ impl RaftGroup {
             );
             return;
         }
-        let msg = match Message::parse_from_bytes(payload) {
+        let mut msg = match Message::parse_from_bytes(payload) {
             Ok(msg) => msg,
             Err(e) => {
                 log::warn!("controller Raft: undecodable message from node {from} dropped: {e}");
@@ -257,10 +258,38 @@ impl RaftGroup {
             );
             return;
         }
+        self.on_lost_log(&mut msg);
         if let Err(e) = self.node.step(msg) {
             log::debug!("controller Raft: message from node {from} not taken: {e}");
         }
         self.process(out);
+    }
+
+    /// A member restored from an empty store: a heartbeat's commit index is cut to its log
+    /// (raft-rs would panic), and its leader, told commit 0 by a member it believed to hold
+    /// entries, probes it from the start (then sends it the snapshot).
+    fn on_lost_log(&mut self, msg: &mut Message) {
+        let raft = &mut self.node.raft;
+        match msg.get_msg_type() {
+            MessageType::MsgHeartbeat => msg.commit = msg.commit.min(raft.raft_log.last_index()),
+            MessageType::MsgHeartbeatResponse
+                if msg.commit == 0 && raft.state == StateRole::Leader =>
+            {
+                let Some(pr) = raft.mut_prs().get_mut(msg.from) else {
+                    return;
+                };
+                if pr.matched > 0 {
+                    log::warn!(
+                        "controller Raft: node {} has lost its log (it had {}): probing it from the start",
+                        msg.from,
+                        pr.matched
+                    );
+                    pr.matched = 0;
+                    pr.become_probe();
+                }
+            }
+            _ => {}
+        }
     }
 
     pub fn take_messages(&mut self, out: &mut Vec<(u64, Vec<u8>)>) {

@@ -16,10 +16,12 @@
 use super::records::{self, corrupt, StorageError};
 use crate::controller::snapshot;
 use crate::controller::state::ControllerState;
+use bytes::Bytes;
 use crossbeam_channel::{Receiver, Sender};
 use protobuf::Message as _;
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
 use raft::{GetEntriesContext, RaftState, Storage};
+use std::cell::RefCell;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -47,6 +49,8 @@ pub struct RaftStore {
     /// The state as of `snapshot_meta.index` (a group of one keeps none).
     snapshot_state: ControllerState,
     keeps_snapshot_state: bool,
+    /// The snapshot as sent to a follower, encoded at its first request.
+    encoded: RefCell<Option<Bytes>>,
     /// Index and term of the entry before `entries[0]`.
     offset: (u64, u64),
     entries: Vec<Entry>,
@@ -100,6 +104,7 @@ impl RaftStore {
         self.offset = (meta.index, meta.term);
         self.snapshot_meta = meta;
         self.snapshot_state = state;
+        self.encoded = RefCell::default();
         self.entries.clear();
     }
 
@@ -123,6 +128,7 @@ impl RaftStore {
         meta.set_conf_state(self.conf_state.clone());
         self.forget_to(index, term);
         self.snapshot_meta = meta.clone();
+        self.encoded = RefCell::default();
         if self.keeps_snapshot_state {
             self.snapshot_state = state.clone();
         }
@@ -213,10 +219,13 @@ impl Storage for RaftStore {
                 raft::StorageError::SnapshotTemporarilyUnavailable,
             ));
         }
-        Ok(snapshot_of(
-            self.snapshot_meta.clone(),
-            &self.snapshot_state,
-        ))
+        let meta = &self.snapshot_meta;
+        let mut snap = Snapshot::default();
+        snap.data = (self.encoded.borrow_mut())
+            .get_or_insert_with(|| snapshot::encode(meta.index, &self.snapshot_state).into())
+            .clone();
+        snap.set_metadata(meta.clone());
+        Ok(snap)
     }
 }
 
@@ -287,6 +296,7 @@ pub fn recover(dir: &Path, voters: &[u64]) -> Result<(RaftStore, File, u64), Sto
         offset: (0, 0),
         snapshot_state: ControllerState::default(),
         keeps_snapshot_state: true,
+        encoded: RefCell::default(),
         entries: Vec::new(),
     };
     if let Some((meta, state)) = read_snapshot(&snapshot_path(dir))? {

@@ -3,8 +3,10 @@
 //! ([`PEER_CODE`]); it knows nothing of Raft. Its rules are in docs/controller.md ("Peers").
 //! The one that matters most: nothing is decoded from a connection before its handshake is
 //! accepted, and only from an IP the configured host of that id resolves to (protobuf 2 has
-//! an advisory for hostile input).
+//! an advisory for hostile input), and with `controllerPeerSecret` set, only from a peer that
+//! proved it knows it ([`auth`]). Large payloads travel in chunks ([`chunks`]).
 
+use crate::controller::config::PEER_SECRET_KEY;
 use crate::controller::raft::raft_ids;
 use crate::controller::ControllerConfig;
 use crate::event_loop::{ConnId, Ctx, LogGate, TimerId};
@@ -20,17 +22,18 @@ use std::io;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::thread::JoinHandle;
 
+mod auth;
+mod chunks;
 #[cfg(test)]
 mod tests;
+
+use auth::{Nonce, Transcript, ACCEPTOR, DIALER};
+pub use chunks::MAX_PAYLOAD;
+use chunks::{Incoming, Outgoing, CHUNK};
 
 /// A handshake (a request answered by the acceptor), then payloads (oneway). RocketMQ uses no
 /// code in this range.
 pub const PEER_CODE: i32 = 40_016;
-
-/// Raft's messages are small except snapshots (a few hundred bytes per broker set): room for
-/// thousands of broker sets, well under the loop's buffer limits (`frameMaxLength` must stay
-/// above it).
-pub const MAX_PAYLOAD: usize = 4 << 20;
 
 pub const PEER_TIMER: TimerId = TimerId(14);
 const TICK_MS: u64 = 100;
@@ -61,6 +64,8 @@ pub struct PeerSetup {
     /// This node's address as the others have it in their `controllerDLegerPeers`.
     pub self_addr: String,
     pub peers: Vec<(u64, String)>,
+    /// `controllerPeerSecret` ("": none).
+    pub secret: String,
 }
 
 impl PeerSetup {
@@ -80,6 +85,7 @@ impl PeerSetup {
             self_id: ids[me],
             self_addr: config.self_peer().address.clone(),
             peers,
+            secret: config.get(PEER_SECRET_KEY).unwrap_or("").to_owned(),
         }
     }
 }
@@ -134,6 +140,20 @@ struct Peer {
     /// Failed attempts since the link was last up.
     failures: u32,
     queue: VecDeque<Vec<u8>>,
+    /// The dialer's nonce of its current handshake.
+    nonce: Nonce,
+    /// An accepted handshake waiting for the dialer's proof of the secret.
+    proving: Option<Proving>,
+    sending: Option<Outgoing>,
+    receiving: Incoming,
+}
+
+#[derive(Clone, Copy)]
+struct Proving {
+    conn: ConnId,
+    since_ms: u64,
+    /// The dialer's, this node's.
+    nonces: (Nonce, Nonce),
 }
 
 struct Resolver {
@@ -146,6 +166,7 @@ pub struct PeerLinks {
     group: String,
     self_id: u64,
     self_addr: String,
+    secret: String,
     peers: Vec<Peer>,
     /// The peer of each connection: outbound ones to the peers this node dials, inbound ones
     /// (accepted handshakes) from the others.
@@ -173,6 +194,10 @@ impl PeerLinks {
                 backoff_ms: BACKOFF_MIN_MS,
                 failures: 0,
                 queue: VecDeque::new(),
+                nonce: Nonce::default(),
+                proving: None,
+                sending: None,
+                receiving: Incoming::default(),
                 addr,
             })
             .collect();
@@ -186,6 +211,7 @@ impl PeerLinks {
             group: setup.group,
             self_id: setup.self_id,
             self_addr: setup.self_addr,
+            secret: setup.secret,
             peers,
             conns: HashMap::new(),
             resolver,
@@ -210,6 +236,9 @@ impl PeerLinks {
             self.describe(true),
             self.describe(false)
         );
+        if self.secret.is_empty() {
+            warn!("controller peers: no controllerPeerSecret: the group trusts its members' addresses only");
+        }
         self.dial_due(ctx);
         ctx.set_timer(PEER_TIMER, now + TICK_MS);
     }
@@ -245,8 +274,9 @@ impl PeerLinks {
         !self.conns.is_empty() && self.conns.contains_key(&conn)
     }
 
-    /// Or drops it: Raft sends again what was lost.
-    pub fn send<C>(&mut self, ctx: &mut Ctx<C>, to: u64, payload: &[u8]) {
+    /// Or drops it: Raft sends again what was lost. One payload above [`CHUNK`] at a time goes
+    /// to each peer, in chunks ([`pump`](Self::pump)).
+    pub fn send<C>(&mut self, ctx: &mut Ctx<C>, to: u64, payload: Vec<u8>) {
         if payload.len() > MAX_PAYLOAD {
             self.status.dropped += 1;
             // Raft sends it again and again: one line per interval.
@@ -266,18 +296,48 @@ impl PeerLinks {
             return;
         };
         let sent = match peer.link {
+            _ if payload.len() > CHUNK => {
+                let free = peer.sending.is_none() && matches!(peer.link, Link::Up(_));
+                if free {
+                    peer.sending = Some(Outgoing::new(payload));
+                }
+                free
+            }
             Link::Up(conn) if ctx.unsent(conn) + payload.len() <= max_unsent => ctx
                 .write_buf(conn)
-                .map(|out| encode_payload(out, payload))
+                .map(|out| encode_payload(out, &payload))
                 .is_some(),
             Link::Resolving | Link::Connecting(_) | Link::Handshaking { .. } => {
-                peer.enqueue(payload)
+                peer.enqueue(&payload)
             }
             _ => false,
         };
         if !sent {
             self.status.dropped += 1;
         }
+    }
+
+    /// The next chunk of each large payload, to links with less than a chunk unsent; true while
+    /// one was written and more follow (the loop turns again at once).
+    pub fn pump<C>(&mut self, ctx: &mut Ctx<C>) -> bool {
+        let mut more = false;
+        for p in self.peers.iter_mut() {
+            let (Some(sending), Link::Up(conn)) = (&mut p.sending, p.link) else {
+                continue;
+            };
+            if ctx.unsent(conn) >= CHUNK {
+                continue;
+            }
+            let Some(out) = ctx.write_buf(conn) else {
+                continue;
+            };
+            if sending.write_next(out) {
+                p.sending = None;
+            } else {
+                more = true;
+            }
+        }
+        more
     }
 
     pub fn on_frame<C>(
@@ -292,6 +352,11 @@ impl PeerLinks {
             }
             Some(peer) if cmd.code == PEER_CODE && cmd.is_oneway() && self.is_up(peer, conn) => {
                 self.on_payload(ctx, conn, peer, cmd)
+            }
+            Some(peer)
+                if cmd.code == PEER_CODE && cmd.is_oneway() && self.is_proving(peer, conn) =>
+            {
+                self.on_proof(ctx, conn, peer, cmd)
             }
             None if cmd.code == PEER_CODE && !cmd.is_oneway() && !cmd.is_response() => {
                 self.on_handshake(ctx, conn, cmd)
@@ -321,6 +386,12 @@ impl PeerLinks {
             .any(|p| p.id == peer && p.link == Link::Up(conn))
     }
 
+    fn is_proving(&self, peer: u64, conn: ConnId) -> bool {
+        self.peers
+            .iter()
+            .any(|p| p.id == peer && p.proving.is_some_and(|v| v.conn == conn))
+    }
+
     fn on_payload<C>(
         &mut self,
         ctx: &mut Ctx<C>,
@@ -328,19 +399,60 @@ impl PeerLinks {
         from: u64,
         cmd: &RemotingCommand,
     ) -> PeerFrame {
-        if cmd.body.len() > MAX_PAYLOAD {
-            self.status.refused += 1;
-            warn!(
-                "controller peers: closing the link with node {from} ({}): a payload of {} bytes is above the cap of {MAX_PAYLOAD}",
-                peer_name(ctx, conn),
+        let Some(i) = self.index_of(from) else {
+            return PeerFrame::Close;
+        };
+        let taken = if cmd.ext("total").is_some() {
+            self.peers[i].receiving.take(cmd)
+        } else if cmd.body.len() > CHUNK {
+            Err(format!(
+                "a payload of {} bytes is above one chunk ({CHUNK})",
                 cmd.body.len()
-            );
+            ))
+        } else {
+            Ok(Some(cmd.body.clone()))
+        };
+        match taken {
+            Ok(Some(payload)) => PeerFrame::Payload { from, payload },
+            Ok(None) => PeerFrame::Handled,
+            Err(why) => {
+                self.status.refused += 1;
+                warn!(
+                    "controller peers: closing the link with node {from} ({}): {why}",
+                    peer_name(ctx, conn)
+                );
+                PeerFrame::Close
+            }
+        }
+    }
+
+    /// The dialer's proof that it knows the secret: the link is up, or the connection closes.
+    fn on_proof<C>(
+        &mut self,
+        ctx: &mut Ctx<C>,
+        conn: ConnId,
+        from: u64,
+        cmd: &RemotingCommand,
+    ) -> PeerFrame {
+        let Some(i) = self.index_of(from) else {
+            return PeerFrame::Close;
+        };
+        let Some(v) = self.peers[i].proving.take() else {
+            return PeerFrame::Close;
+        };
+        let (group, ids) = (&self.group, (from, self.self_id));
+        let transcript = Transcript {
+            group,
+            ids,
+            nonces: &v.nonces,
+        };
+        if !transcript.verify(&self.secret, DIALER, cmd.ext("proof")) {
+            let why = format!("node {from} did not prove it knows controllerPeerSecret");
+            self.refuse(ctx, conn, &why);
             return PeerFrame::Close;
         }
-        PeerFrame::Payload {
-            from,
-            payload: cmd.body.clone(),
-        }
+        self.accept_link(ctx, i, conn);
+        PeerFrame::Handled
     }
 
     fn on_handshake<C>(
@@ -364,20 +476,52 @@ impl PeerLinks {
         let Some(i) = self.index_of(from) else {
             return PeerFrame::Close;
         };
+        let id = self.self_id.to_string();
+        let mut ext = vec![("group", self.group.as_str()), ("nodeId", id.as_str())];
+        let answer = (FLAG_RESPONSE, SUCCESS, cmd.opaque);
+        if self.secret.is_empty() {
+            if let Some(out) = ctx.write_buf(conn) {
+                encode_peer_frame(out, answer, None, Some(&ext), &[]);
+            }
+            self.accept_link(ctx, i, conn);
+            return PeerFrame::Handled;
+        }
+        // The link is up only once the dialer answers this node's nonce with its proof.
+        let dialer_nonce = auth::nonce_from_hex(cmd.ext("nonce")).unwrap_or_default();
+        let nonces = (dialer_nonce, auth::nonce());
+        let (group, ids) = (&self.group, (from, self.self_id));
+        let proof = Transcript {
+            group,
+            ids,
+            nonces: &nonces,
+        }
+        .prove(&self.secret, ACCEPTOR);
+        let nonce = auth::to_hex(&nonces.1);
+        let v = Proving {
+            conn,
+            since_ms: now,
+            nonces,
+        };
+        ext.extend([("nonce", nonce.as_str()), ("proof", proof.as_str())]);
+        if let Some(out) = ctx.write_buf(conn) {
+            encode_peer_frame(out, answer, None, Some(&ext), &[]);
+        }
+        if let Some(old) = self.peers[i].proving.replace(v) {
+            self.conns.remove(&old.conn);
+            ctx.close(old.conn, "controller peer: replaced by a newer handshake");
+        }
+        self.conns.insert(conn, from);
+        PeerFrame::Handled
+    }
+
+    fn accept_link<C>(&mut self, ctx: &mut Ctx<C>, i: usize, conn: ConnId) {
         if let Link::Up(old) = self.peers[i].link {
             // The peer restarted (or its old connection is half dead): the new one wins.
             self.conns.remove(&old);
             ctx.close(old, "controller peer: replaced by a newer connection");
         }
-        if let Some(out) = ctx.write_buf(conn) {
-            let id = self.self_id.to_string();
-            let ext = [("group", self.group.as_str()), ("nodeId", id.as_str())];
-            let answer = (FLAG_RESPONSE, SUCCESS, cmd.opaque);
-            encode_peer_frame(out, answer, None, Some(&ext), &[]);
-        }
-        self.conns.insert(conn, from);
+        self.conns.insert(conn, self.peers[i].id);
         self.link_up(i, conn, peer_name(ctx, conn));
-        PeerFrame::Handled
     }
 
     fn check_handshake<C>(
@@ -432,6 +576,12 @@ impl PeerLinks {
             }
             return Err(why);
         }
+        if !self.secret.is_empty() && auth::nonce_from_hex(cmd.ext("nonce")).is_none() {
+            return Err(format!(
+                "node {} has no controllerPeerSecret (this node has one)",
+                peer.id
+            ));
+        }
         Ok(peer.id)
     }
 
@@ -465,6 +615,15 @@ impl PeerLinks {
             return PeerFrame::Close;
         }
         let expected = peer.to_string();
+        let theirs = auth::nonce_from_hex(cmd.ext("nonce")).unwrap_or_default();
+        let (group, ids, nonces) = (
+            &self.group,
+            (self.self_id, peer),
+            &(self.peers[i].nonce, theirs),
+        );
+        let transcript = Transcript { group, ids, nonces };
+        let proven =
+            self.secret.is_empty() || transcript.verify(&self.secret, ACCEPTOR, cmd.ext("proof"));
         let refusal = if cmd.code != SUCCESS {
             Some(format!(
                 "it refused the handshake: {}",
@@ -478,9 +637,12 @@ impl PeerLinks {
                 cmd.ext("nodeId").unwrap_or(""),
                 cmd.ext("group").unwrap_or("")
             ))
+        } else if !proven {
+            Some("it did not prove it knows controllerPeerSecret".into())
         } else {
             None
         };
+        let proof = (!self.secret.is_empty()).then(|| transcript.prove(&self.secret, DIALER));
         if let Some(why) = refusal {
             self.status.refused += 1;
             warn!(
@@ -492,6 +654,10 @@ impl PeerLinks {
         self.link_up(i, conn, self.peers[i].addr.clone());
         let p = &mut self.peers[i];
         if let Some(out) = ctx.write_buf(conn) {
+            if let Some(proof) = &proof {
+                let ext = [("proof", proof.as_str())];
+                encode_peer_frame(out, (FLAG_ONEWAY, PEER_CODE, 0), None, Some(&ext), &[]);
+            }
             for payload in p.queue.drain(..) {
                 encode_payload(out, &payload);
             }
@@ -504,6 +670,8 @@ impl PeerLinks {
         p.link = Link::Up(conn);
         p.backoff_ms = BACKOFF_MIN_MS;
         p.failures = 0;
+        p.sending = None;
+        p.receiving = Incoming::default();
         let id = p.id;
         info!(
             "controller peers: linked with node {id} ({name}), {} of {} peers connected",
@@ -526,8 +694,13 @@ impl PeerLinks {
                     conn,
                     since_ms: now,
                 };
+                let nonce = (!self.secret.is_empty()).then(|| {
+                    self.peers[i].nonce = auth::nonce();
+                    auth::to_hex(&self.peers[i].nonce)
+                });
                 if let Some(out) = ctx.write_buf(conn) {
-                    encode_handshake(out, &self.group, self.self_id, &self.self_addr);
+                    let me = (self.self_id, self.self_addr.as_str());
+                    encode_handshake(out, &self.group, me, nonce.as_deref());
                 }
             }
             // The close follows and finds the link already down.
@@ -544,7 +717,11 @@ impl PeerLinks {
             return true;
         };
         let now = ctx.now_ms();
-        let link = self.peers[i].link;
+        let p = &mut self.peers[i];
+        if p.proving.is_some_and(|v| v.conn == conn) {
+            p.proving = None;
+        }
+        let link = p.link;
         match link {
             Link::Up(c) if c == conn => {
                 info!(
@@ -575,6 +752,12 @@ impl PeerLinks {
                     // on_closed schedules the next attempt.
                     ctx.close(conn, "controller peer: no answer to the handshake");
                 }
+            }
+            if let Some(v) = p
+                .proving
+                .filter(|v| now >= v.since_ms + HANDSHAKE_TIMEOUT_MS)
+            {
+                ctx.close(v.conn, "controller peer: no proof of the secret");
             }
         }
         self.dial_due(ctx);
@@ -691,6 +874,8 @@ impl PeerLinks {
         let jitter = RandomState::new().hash_one(now);
         let p = &mut self.peers[i];
         p.queue.clear();
+        p.sending = None;
+        p.receiving = Incoming::default();
         let wait = p.backoff_ms / 2 + jitter % (p.backoff_ms / 2 + 1);
         p.link = Link::Down {
             retry_at_ms: now + wait,
@@ -779,14 +964,16 @@ fn encode_peer_frame(
     encode_frame(out, SerializeType::Json, &header, ext, body);
 }
 
-pub fn encode_handshake(out: &mut Vec<u8>, group: &str, self_id: u64, self_addr: &str) {
-    let id = self_id.to_string();
-    let ext = [
+/// `nonce`: with `controllerPeerSecret` set.
+pub fn encode_handshake(out: &mut Vec<u8>, group: &str, me: (u64, &str), nonce: Option<&str>) {
+    let id = me.0.to_string();
+    let mut ext = vec![
         ("kind", "handshake"),
         ("group", group),
         ("nodeId", id.as_str()),
-        ("addr", self_addr),
+        ("addr", me.1),
     ];
+    ext.extend(nonce.map(|n| ("nonce", n)));
     encode_peer_frame(out, (0, PEER_CODE, 1), None, Some(&ext), &[]);
 }
 

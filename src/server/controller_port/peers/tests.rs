@@ -80,10 +80,10 @@ impl Handler for Node {
     fn before_sleep(&mut self, ctx: &mut Ctx<NodeConn>) -> bool {
         let out = std::mem::take(&mut *self.shared.outbox.lock().unwrap());
         for (to, payload) in out {
-            self.links.send(ctx, to, &payload);
+            self.links.send(ctx, to, payload);
         }
         *self.shared.status.lock().unwrap() = self.links.status();
-        false
+        self.links.pump(ctx)
     }
 }
 
@@ -95,12 +95,12 @@ struct Running {
 }
 
 impl Running {
-    fn send(&self, to: u64, payload: &[u8]) {
+    fn send(&self, to: u64, payload: impl Into<Vec<u8>>) {
         self.shared
             .outbox
             .lock()
             .unwrap()
-            .push((to, payload.to_vec()));
+            .push((to, payload.into()));
         self.waker.wake();
     }
 
@@ -135,6 +135,7 @@ fn setup(self_id: u64, addrs: &[SocketAddr]) -> PeerSetup {
             .filter(|id| *id != self_id)
             .map(|id| (id, addrs[id as usize - 1].to_string()))
             .collect(),
+        secret: String::new(),
     }
 }
 
@@ -212,17 +213,19 @@ fn large_payloads_pass_up_to_the_cap_and_beyond_it_are_dropped() {
         .map(|(i, (lp, _))| run(lp, setup(i as u64 + 1, &addrs)))
         .collect();
     wait_until("linked", || nodes[0].status().connected == 1);
-    let largest: Vec<u8> = (0..MAX_PAYLOAD).map(|i| (i % 251) as u8).collect();
-    let too_large = vec![7u8; MAX_PAYLOAD + 1];
-    nodes[1].send(1, &largest);
-    nodes[1].send(1, &too_large);
+    // Chunks: 5 of them, the last one short.
+    let large: Vec<u8> = (0..4 * CHUNK + 3).map(|i| (i % 251) as u8).collect();
+    let too_large = vec![0u8; MAX_PAYLOAD + 1];
+    nodes[1].send(1, large.clone());
+    nodes[1].send(1, too_large);
     nodes[1].send(1, b"after");
-    wait_until("the small payload after them", || {
-        has(&nodes[0], 2, b"after")
-    });
-    let received = nodes[0].received();
-    assert_eq!(received.len(), 2, "the one above the cap was dropped");
-    assert_eq!(received[0], (2, largest));
+    wait_until("the large payload", || has(&nodes[0], 2, &large));
+    wait_until("the small one", || has(&nodes[0], 2, b"after"));
+    assert_eq!(
+        nodes[0].received().len(),
+        2,
+        "the one above the cap was dropped"
+    );
     assert_eq!(nodes[1].status().dropped, 1);
     let second = nodes.pop().unwrap();
     second.stop();
@@ -271,6 +274,7 @@ fn peers_named_by_host_name_are_resolved_off_the_loop_and_linked() {
             self_id,
             self_addr: names[self_id as usize - 1].clone(),
             peers: vec![(3 - self_id, names[2 - self_id as usize].clone())],
+            secret: String::new(),
         }
     };
     let n1 = run(lp1, setup_of(1));
@@ -308,6 +312,55 @@ fn a_peer_that_never_answers_the_handshake_is_dropped_and_dialed_again() {
     node.stop();
 }
 
+/// Two nodes with these secrets: linked with the same one, payloads and a chunked payload
+/// pass; otherwise both keep refusing (and no payload passes).
+fn two_with_secrets(secrets: [&str; 2]) {
+    let bound: Vec<_> = (0..2).map(|_| bind("127.0.0.1:0")).collect();
+    let addrs: Vec<SocketAddr> = bound.iter().map(|(_, a)| *a).collect();
+    let nodes: Vec<Running> = bound
+        .into_iter()
+        .zip(secrets)
+        .enumerate()
+        .map(|(i, ((lp, _), secret))| {
+            let setup = PeerSetup {
+                secret: secret.into(),
+                ..setup(i as u64 + 1, &addrs)
+            };
+            run(lp, setup)
+        })
+        .collect();
+    if secrets[0] == secrets[1] {
+        wait_until("linked", || nodes.iter().all(|n| n.status().connected == 1));
+        let large = vec![5u8; CHUNK + 1];
+        nodes[0].send(2, large.clone());
+        nodes[1].send(1, b"back".to_vec());
+        wait_until("both ways", || {
+            has(&nodes[1], 1, &large) && has(&nodes[0], 2, b"back")
+        });
+    } else {
+        wait_until("refused twice", || {
+            nodes.iter().map(|n| n.status().refused).sum::<u64>() >= 4
+        });
+        nodes[0].send(2, b"never".to_vec());
+        // (An acceptor without a secret links until the dialer finds no proof and closes.)
+        for (node, secret) in nodes.iter().zip(secrets) {
+            assert!(secret.is_empty() || node.status().connected == 0);
+            assert!(node.received().is_empty());
+        }
+    }
+    for node in nodes {
+        node.stop();
+    }
+}
+
+#[test]
+fn only_peers_proving_the_same_secret_link() {
+    two_with_secrets(["s3cret", "s3cret"]);
+    two_with_secrets(["s3cret", "other"]);
+    two_with_secrets(["s3cret", ""]);
+    two_with_secrets(["", "s3cret"]);
+}
+
 // ------------------------------------------------------------------ refusals
 
 /// Node 3 of a group whose node 1 is at 127.0.0.1 and node 2 at 127.0.0.2 (ports never used:
@@ -324,7 +377,7 @@ fn acceptor() -> (Running, SocketAddr, [SocketAddr; 3]) {
 
 fn write_handshake(s: &mut TcpStream, group: &str, id: u64, addr: &str) {
     let mut out = Vec::new();
-    encode_handshake(&mut out, group, id, addr);
+    encode_handshake(&mut out, group, (id, addr), None);
     s.write_all(&out).unwrap();
 }
 
@@ -428,4 +481,44 @@ fn a_single_node_has_no_peers_whatever_its_id() {
     let links = PeerLinks::new(setup).unwrap();
     assert_eq!(links.status().configured, 0);
     links.shutdown();
+}
+
+#[test]
+fn chunks_out_of_order_or_above_the_cap_close_the_link() {
+    let (node, a3, addrs) = acceptor();
+    let chunk = |offset: usize, total: usize, body: &[u8]| {
+        let (offset, total) = (offset.to_string(), total.to_string());
+        let ext = [("offset", offset.as_str()), ("total", total.as_str())];
+        let mut out = Vec::new();
+        encode_peer_frame(
+            &mut out,
+            (FLAG_ONEWAY, PEER_CODE, 0),
+            None,
+            Some(&ext),
+            body,
+        );
+        out
+    };
+    let cases = [
+        chunk(0, MAX_PAYLOAD + 1, b"x"),
+        [chunk(0, 6, b"abc"), chunk(4, 6, b"def")].concat(),
+        chunk(0, 2, b"abc"),
+    ];
+    for (k, frames) in cases.iter().enumerate() {
+        let mut s = connect_from([127, 0, 0, 1], a3);
+        write_handshake(&mut s, GROUP, 1, &addrs[0].to_string());
+        assert_eq!(read_cmd(&mut s).map(|a| a.code), Some(SUCCESS));
+        s.write_all(frames).unwrap();
+        assert!(read_cmd(&mut s).is_none(), "case {k}: closed");
+        wait_until("counted", || node.status().refused == k as u64 + 1);
+    }
+    // In order, a whole payload is delivered once.
+    let mut s = connect_from([127, 0, 0, 1], a3);
+    write_handshake(&mut s, GROUP, 1, &addrs[0].to_string());
+    assert_eq!(read_cmd(&mut s).map(|a| a.code), Some(SUCCESS));
+    s.write_all(&[chunk(0, 6, b"abc"), chunk(3, 6, b"def")].concat())
+        .unwrap();
+    wait_until("reassembled", || has(&node, 1, b"abcdef"));
+    assert_eq!(node.received().len(), 1);
+    node.stop();
 }
