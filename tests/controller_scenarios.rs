@@ -709,7 +709,7 @@ fn config_updates_are_answered_in_order_once_their_file_is_fsynced() {
         ));
         let now = node.now;
         node.c()
-            .handle(ticket as i32, &cmd, Some(ConnRef(1)), now, &mut out);
+            .handle_from(ticket as i32, &cmd, Some(ConnRef(1)), None, now, &mut out);
     }
     assert!(
         out.is_empty(),

@@ -47,9 +47,11 @@ impl Processor {
     ) -> Result<Reply, Refusal> {
         let (fingerprint, body) = match work {
             BodyWork::OnLoop if self.too_large_for_the_loop(body_weight(r.body, r.compressed)) => {
-                let (cluster, addr, name, id) =
-                    (r.cluster, r.broker_addr, r.broker_name, r.broker_id);
-                let unchanged = self.table.unchanged_fingerprint(cluster, addr, name, id);
+                let b = &r.broker;
+                let (cluster, addr) = (b.cluster, b.broker_addr);
+                let unchanged =
+                    self.table
+                        .unchanged_fingerprint(cluster, addr, b.broker_name, b.broker_id);
                 return Ok(Reply::off_loop(self.decode_job(unchanged)));
             }
             BodyWork::OnLoop => (r.fingerprint(), Body::Here),
@@ -69,7 +71,12 @@ impl Processor {
                 }
             },
         };
-        let req = r.table_request(Some(ctx.reply_to.index()), ctx.now_ms, fingerprint);
+        let req = RegisterRequest {
+            broker: r.broker,
+            conn: Some(ctx.reply_to.index()),
+            now_ms: ctx.now_ms,
+            fingerprint,
+        };
         let mut result = if self.table.is_unchanged_body(&req) {
             if let Body::Decoded(Ok(body)) = body {
                 self.spent_bodies.push(body);
@@ -136,7 +143,7 @@ impl Processor {
                     steps,
                     body,
                     reply: None,
-                    who: format!("{}@{}", r.broker_name, r.broker_addr),
+                    who: format!("{}@{}", r.broker.broker_name, r.broker.broker_addr),
                 });
                 return result;
             }
@@ -224,7 +231,7 @@ impl Processor {
         if self.stats.takeovers.admit(now_ms) {
             warn!(
                 "address {} ({}) taken over by broker {} id {}: it was broker {} id {}'s, now unregistered there ({} group(s), {} topic(s) removed)",
-                r.broker_addr, r.cluster, r.broker_name, r.broker_id, old.broker_name,
+                r.broker.broker_addr, r.broker.cluster, r.broker.broker_name, r.broker.broker_id, old.broker_name,
                 old.broker_id, t.outcome.broker_groups_removed, t.outcome.topics_removed
             );
         }
@@ -235,7 +242,12 @@ impl Processor {
 
     /// New brokers and fencing at info/warn; topic changes counted into the periodic summary.
     fn log_registration(&mut self, r: &RegisterBroker<'_>, result: &RegisterResult, now_ms: u64) {
-        let (name, addr, id, cluster) = (r.broker_name, r.broker_addr, r.broker_id, r.cluster);
+        let (name, addr, id, cluster) = (
+            r.broker.broker_name,
+            r.broker.broker_addr,
+            r.broker.broker_id,
+            r.broker.cluster,
+        );
         if result.fenced {
             warn!(
                 "registration of {name}@{addr} id {id} ({cluster}) fenced: a newer stateVersion holds that id"
@@ -244,7 +256,7 @@ impl Processor {
             if self.stats.changes.new_broker(now_ms) {
                 info!(
                     "new broker registered: {name}@{addr} id {id} cluster {cluster} ha {}",
-                    r.ha_server_addr
+                    r.broker.ha_server_addr
                 );
             } else {
                 debug!("new broker registered: {name}@{addr} id {id} cluster {cluster}");
@@ -266,6 +278,6 @@ impl Processor {
 pub(super) fn registration_of(r: &RegisterBroker<'_>) -> String {
     format!(
         "registration of {}@{} ({})",
-        r.broker_name, r.broker_addr, r.cluster
+        r.broker.broker_name, r.broker.broker_addr, r.broker.cluster
     )
 }

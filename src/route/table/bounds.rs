@@ -86,7 +86,9 @@ impl RouteTable {
         topics_in: TopicsInput<'_>,
         bounds: &RouteBounds,
     ) -> Result<(), BoundExceeded> {
-        if self.live_id(req.cluster, req.broker_addr).is_none()
+        if self
+            .live_id(req.broker.cluster, req.broker.broker_addr)
+            .is_none()
             && self.live.len() >= bounds.max_brokers
         {
             return Err(BoundExceeded::Brokers {
@@ -95,7 +97,7 @@ impl RouteTable {
         }
         match topics_in {
             TopicsInput::Body(body) if self.would_apply_topics(req) => {
-                self.check_new_topics(req.broker_name, body, bounds)
+                self.check_new_topics(req.broker.broker_name, body, bounds)
             }
             _ => Ok(()),
         }
@@ -103,22 +105,22 @@ impl RouteTable {
 
     /// §5.2 step 9 ahead of time: the master's and the prime slave's topics are applied.
     fn would_apply_topics(&self, req: &RegisterRequest<'_>) -> bool {
-        if req.broker_id == 0 {
+        if req.broker.broker_id == 0 {
             return true;
         }
-        if req.enable_acting_master.is_none() {
+        if req.broker.enable_acting_master.is_none() {
             return false; // a 4.x slave
         }
         // The lowest id once this registration is in (its address under other ids goes).
-        let lowest_other = self.brokers.get(req.broker_name).and_then(|b| {
+        let lowest_other = self.brokers.get(req.broker.broker_name).and_then(|b| {
             b.data
                 .broker_addrs
                 .iter()
-                .filter(|(_, a)| a.as_str() != req.broker_addr)
+                .filter(|(_, a)| a.as_str() != req.broker.broker_addr)
                 .map(|(id, _)| *id)
                 .min()
         });
-        lowest_other.map_or(true, |lowest| req.broker_id <= lowest)
+        lowest_other.map_or(true, |lowest| req.broker.broker_id <= lowest)
     }
 
     fn check_new_topics(

@@ -15,8 +15,9 @@ pub struct BodyFingerprint {
     pub hash: u64,
 }
 
-#[derive(Debug, Clone)]
-pub struct RegisterRequest<'a> {
+/// The REGISTER_BROKER header fields the registry keeps (docs/protocol.md §4.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegisteringBroker<'a> {
     pub cluster: &'a str,
     pub broker_addr: &'a str,
     pub broker_name: &'a str,
@@ -26,6 +27,11 @@ pub struct RegisterRequest<'a> {
     pub heartbeat_timeout_ms: Option<u64>,
     /// `None` marks a 4.x broker.
     pub enable_acting_master: Option<bool>,
+}
+
+#[derive(Debug, Clone)]
+pub struct RegisterRequest<'a> {
+    pub broker: RegisteringBroker<'a>,
     pub conn: Option<ConnId>,
     pub now_ms: u64,
     pub fingerprint: BodyFingerprint,
@@ -115,8 +121,8 @@ impl RouteTable {
     }
 
     pub fn is_unchanged_body(&self, req: &RegisterRequest<'_>) -> bool {
-        let (cluster, addr) = (req.cluster, req.broker_addr);
-        self.unchanged_fingerprint(cluster, addr, req.broker_name, req.broker_id)
+        let (cluster, addr) = (req.broker.cluster, req.broker.broker_addr);
+        self.unchanged_fingerprint(cluster, addr, req.broker.broker_name, req.broker.broker_id)
             == Some(req.fingerprint)
     }
 
@@ -185,11 +191,15 @@ impl RouteTable {
     ) -> (RegisterResult, Option<TopicSteps>) {
         let mut steps = None;
         let mut result = RegisterResult::default();
-        let (name, addr, id) = (req.broker_name, req.broker_addr, req.broker_id);
+        let (name, addr, id) = (
+            req.broker.broker_name,
+            req.broker.broker_addr,
+            req.broker.broker_id,
+        );
         // 0. (not Java's) an address belongs to one broker name per cluster
         result.taken_over = self.take_over_address(req);
         // 1. cluster -> broker names
-        self.add_to_cluster(req.cluster, name);
+        self.add_to_cluster(req.broker.cluster, name);
         // 2. broker data, created on the group's first registration
         let mut register_first = self.create_broker_if_absent(req);
         let Some(b) = self.brokers.get_mut(name) else {
@@ -227,7 +237,7 @@ impl RouteTable {
         result.first = self.refresh_live(req, topics_in, incoming_version);
         if let Some(steps) = steps.as_mut() {
             // The steps still to come tell it when the body is wholly applied.
-            let live = self.live_id(req.cluster, req.broker_addr);
+            let live = self.live_id(req.broker.cluster, req.broker.broker_addr);
             steps.live = live.map(|l| (l, self.live[l].generation));
         }
         // 12. filter servers
@@ -252,8 +262,8 @@ impl RouteTable {
 
     /// Step 0: another broker name's entry for (cluster, addr) is unregistered first.
     fn take_over_address(&mut self, req: &RegisterRequest<'_>) -> Option<Takeover> {
-        let live = self.live_id(req.cluster, req.broker_addr)?;
-        if &*self.live[live].broker_name == req.broker_name {
+        let live = self.live_id(req.broker.cluster, req.broker.broker_addr)?;
+        if &*self.live[live].broker_name == req.broker.broker_name {
             return None;
         }
         // None: no group lists the address any more; the live entry is refreshed in step 11.
@@ -276,16 +286,16 @@ impl RouteTable {
     }
 
     fn create_broker_if_absent(&mut self, req: &RegisterRequest<'_>) -> bool {
-        if self.brokers.contains_key(req.broker_name) {
+        if self.brokers.contains_key(req.broker.broker_name) {
             return false;
         }
-        let key: Arc<str> = Arc::from(req.broker_name);
+        let key: Arc<str> = Arc::from(req.broker.broker_name);
         let id = self.broker_names.insert(key.clone()) as BrokerId;
         // A fresh stamp: no record made for an earlier group under this id matches it.
         self.touch_slots(id);
         let data = BrokerData {
-            cluster: req.cluster.to_string(),
-            broker_name: req.broker_name.to_string(),
+            cluster: req.broker.cluster.to_string(),
+            broker_name: req.broker.broker_name.to_string(),
             broker_addrs: BTreeMap::new(),
             zone_name: None,
             enable_acting_master: false,
@@ -308,7 +318,7 @@ impl RouteTable {
         match topics_in {
             TopicsInput::Body(body) => body.data_version,
             TopicsInput::Unchanged => self
-                .live_id(req.cluster, req.broker_addr)
+                .live_id(req.broker.cluster, req.broker.broker_addr)
                 .map(|l| self.live[l].data_version)
                 .unwrap_or_default(),
         }
@@ -322,15 +332,15 @@ impl RouteTable {
         addr_of_id: Option<&str>,
         incoming: DataVersion,
     ) -> bool {
-        let Some(other) = addr_of_id.filter(|a| *a != req.broker_addr) else {
+        let Some(other) = addr_of_id.filter(|a| *a != req.broker.broker_addr) else {
             return false;
         };
-        let newer = self.live_id(req.cluster, other).is_some_and(|l| {
+        let newer = self.live_id(req.broker.cluster, other).is_some_and(|l| {
             !self.live[l].connection_closed
                 && self.live[l].data_version.state_version > incoming.state_version
         });
         if newer {
-            if let Some(l) = self.live_id(req.cluster, req.broker_addr) {
+            if let Some(l) = self.live_id(req.broker.cluster, req.broker.broker_addr) {
                 self.remove_live(l);
             }
         }
@@ -338,10 +348,10 @@ impl RouteTable {
     }
 
     fn put_broker_addr(&mut self, req: &RegisterRequest<'_>) -> Option<String> {
-        self.brokers.get_mut(req.broker_name).and_then(|b| {
+        self.brokers.get_mut(req.broker.broker_name).and_then(|b| {
             b.data
                 .broker_addrs
-                .insert(req.broker_id, req.broker_addr.to_string())
+                .insert(req.broker.broker_id, req.broker.broker_addr.to_string())
         })
     }
 
@@ -353,16 +363,17 @@ impl RouteTable {
         register_first: bool,
         incoming: DataVersion,
     ) -> Option<TopicSteps> {
-        let b = self.brokers.get(req.broker_name)?;
-        let is_old = req.enable_acting_master.is_none();
-        let is_master = req.broker_id == 0;
-        let is_prime_slave = !is_old && !is_master && Some(req.broker_id) == min_broker_id(&b.data);
+        let b = self.brokers.get(req.broker.broker_name)?;
+        let is_old = req.broker.enable_acting_master.is_none();
+        let is_master = req.broker.broker_id == 0;
+        let is_prime_slave =
+            !is_old && !is_master && Some(req.broker.broker_id) == min_broker_id(&b.data);
         if !(is_master || is_prime_slave) {
             return None;
         }
         let (name, broker) = (b.name.clone(), b.id);
         let clear_write = is_prime_slave && b.data.enable_acting_master;
-        let live = self.live_id(req.cluster, req.broker_addr);
+        let live = self.live_id(req.broker.cluster, req.broker.broker_addr);
         let stored = live.map(|l| self.live[l].data_version);
         let version_changed = stored != Some(incoming);
         let all = register_first || version_changed;
@@ -435,11 +446,11 @@ impl RouteTable {
         topics_in: TopicsInput<'_>,
         incoming: DataVersion,
     ) -> bool {
-        let Some(b) = self.brokers.get(req.broker_name) else {
+        let Some(b) = self.brokers.get(req.broker.broker_name) else {
             return false;
         };
         let (seen_stamp, name_key) = (self.slots_stamp(b.id), b.name.clone());
-        let (live_id, first) = match self.live_id(req.cluster, req.broker_addr) {
+        let (live_id, first) = match self.live_id(req.broker.cluster, req.broker.broker_addr) {
             Some(l) => (l, false),
             None => {
                 let l = self.insert_live(req, name_key.clone(), incoming, seen_stamp);
@@ -449,12 +460,13 @@ impl RouteTable {
         let live = &mut self.live[live_id];
         live.last_update_ms = req.now_ms;
         live.timeout_ms = req
+            .broker
             .heartbeat_timeout_ms
             .unwrap_or(DEFAULT_HEARTBEAT_TIMEOUT_MS);
         live.data_version = incoming;
         live.broker_name = name_key;
-        if live.ha_server_addr != req.ha_server_addr {
-            live.ha_server_addr = req.ha_server_addr.to_string();
+        if live.ha_server_addr != req.broker.ha_server_addr {
+            live.ha_server_addr = req.broker.ha_server_addr.to_string();
         }
         if let TopicsInput::Body(_) = topics_in {
             live.fingerprint = Some(req.fingerprint);
@@ -475,8 +487,8 @@ impl RouteTable {
     ) -> usize {
         self.next_generation += 1;
         let live_id = self.live.insert(LiveBroker {
-            cluster: Arc::from(req.cluster),
-            addr: Arc::from(req.broker_addr),
+            cluster: Arc::from(req.broker.cluster),
+            addr: Arc::from(req.broker.broker_addr),
             broker_name,
             last_update_ms: req.now_ms,
             timeout_ms: DEFAULT_HEARTBEAT_TIMEOUT_MS,
@@ -491,14 +503,17 @@ impl RouteTable {
             generation: self.next_generation,
         });
         self.live_by_addr
-            .entry(req.broker_addr.to_string())
+            .entry(req.broker.broker_addr.to_string())
             .or_default()
             .push(live_id);
         live_id
     }
 
     fn store_filter_servers(&mut self, req: &RegisterRequest<'_>, list: &[String]) {
-        let key = (req.cluster.to_string(), req.broker_addr.to_string());
+        let key = (
+            req.broker.cluster.to_string(),
+            req.broker.broker_addr.to_string(),
+        );
         let changed = if list.is_empty() {
             self.filter_servers.remove(&key).is_some()
         } else if self.filter_servers.get(&key).map(Vec::as_slice) != Some(list) {
@@ -508,21 +523,21 @@ impl RouteTable {
             false
         };
         if changed {
-            self.invalidate_broker_topics(req.broker_name);
+            self.invalidate_broker_topics(req.broker.broker_name);
         }
     }
 
     fn master_of_slave(&self, req: &RegisterRequest<'_>) -> Option<(String, String)> {
-        if req.broker_id == 0 {
+        if req.broker.broker_id == 0 {
             return None;
         }
         let master_addr = self
             .brokers
-            .get(req.broker_name)?
+            .get(req.broker.broker_name)?
             .data
             .broker_addrs
             .get(&0)?;
-        let master = self.live_id(req.cluster, master_addr)?;
+        let master = self.live_id(req.broker.cluster, master_addr)?;
         Some((
             master_addr.clone(),
             self.live[master].ha_server_addr.clone(),
@@ -530,27 +545,27 @@ impl RouteTable {
     }
 
     fn min_id_notification(&self, req: &RegisterRequest<'_>) -> Option<MinIdNotification> {
-        let addrs = &self.brokers.get(req.broker_name)?.data.broker_addrs;
+        let addrs = &self.brokers.get(req.broker.broker_name)?.data.broker_addrs;
         // The others in the group (itself when alone).
         let targets = addrs
             .iter()
-            .filter(|(k, _)| addrs.len() == 1 || **k != req.broker_id)
+            .filter(|(k, _)| addrs.len() == 1 || **k != req.broker.broker_id)
             .map(|(_, v)| v.clone())
             .collect();
         Some(MinIdNotification {
             targets,
-            min_broker_id: req.broker_id,
-            min_broker_addr: req.broker_addr.to_string(),
+            min_broker_id: req.broker.broker_id,
+            min_broker_addr: req.broker.broker_addr.to_string(),
             offline_broker_addr: None,
-            ha_broker_addr: Some(req.ha_server_addr.to_string()),
+            ha_broker_addr: Some(req.broker.ha_server_addr.to_string()),
         })
     }
 }
 
 pub(super) fn set_acting_master_and_zone(data: &mut BrokerData, req: &RegisterRequest<'_>) -> bool {
     // A 4.x broker (no flag at all) never acts as master.
-    let acting = req.enable_acting_master == Some(true);
-    let zone = req.zone_name;
+    let acting = req.broker.enable_acting_master == Some(true);
+    let zone = req.broker.zone_name;
     let changed = data.enable_acting_master != acting || data.zone_name.as_deref() != zone;
     data.enable_acting_master = acting;
     if data.zone_name.as_deref() != zone {
