@@ -47,11 +47,7 @@ impl Processor {
     ) -> Result<Reply, Refusal> {
         let (fingerprint, body) = match work {
             BodyWork::OnLoop if self.too_large_for_the_loop(body_weight(r.body, r.compressed)) => {
-                let b = &r.broker;
-                let (cluster, addr) = (b.cluster, b.broker_addr);
-                let unchanged =
-                    self.table
-                        .unchanged_fingerprint(cluster, addr, b.broker_name, b.broker_id);
+                let unchanged = self.table.unchanged_fingerprint(&r.broker);
                 return Ok(Reply::off_loop(self.decode_job(unchanged)));
             }
             BodyWork::OnLoop => (r.fingerprint(), Body::Here),
@@ -227,11 +223,11 @@ impl Processor {
 
     /// A registration took its address from another broker name: warned (rate-limited).
     fn took_over(&mut self, r: &RegisterBroker<'_>, t: Takeover, now_ms: u64) {
-        let old = &t.previous;
+        let (old, b) = (&t.previous, &r.broker);
         if self.stats.takeovers.admit(now_ms) {
             warn!(
                 "address {} ({}) taken over by broker {} id {}: it was broker {} id {}'s, now unregistered there ({} group(s), {} topic(s) removed)",
-                r.broker.broker_addr, r.broker.cluster, r.broker.broker_name, r.broker.broker_id, old.broker_name,
+                b.broker_addr, b.cluster, b.broker_name, b.broker_id, old.broker_name,
                 old.broker_id, t.outcome.broker_groups_removed, t.outcome.topics_removed
             );
         }
@@ -242,12 +238,8 @@ impl Processor {
 
     /// New brokers and fencing at info/warn; topic changes counted into the periodic summary.
     fn log_registration(&mut self, r: &RegisterBroker<'_>, result: &RegisterResult, now_ms: u64) {
-        let (name, addr, id, cluster) = (
-            r.broker.broker_name,
-            r.broker.broker_addr,
-            r.broker.broker_id,
-            r.broker.cluster,
-        );
+        let b = &r.broker;
+        let (name, addr, id, cluster) = (b.broker_name, b.broker_addr, b.broker_id, b.cluster);
         if result.fenced {
             warn!(
                 "registration of {name}@{addr} id {id} ({cluster}) fenced: a newer stateVersion holds that id"
@@ -256,7 +248,7 @@ impl Processor {
             if self.stats.changes.new_broker(now_ms) {
                 info!(
                     "new broker registered: {name}@{addr} id {id} cluster {cluster} ha {}",
-                    r.broker.ha_server_addr
+                    b.ha_server_addr
                 );
             } else {
                 debug!("new broker registered: {name}@{addr} id {id} cluster {cluster}");

@@ -105,25 +105,17 @@ pub struct Takeover {
 impl RouteTable {
     /// The fingerprint of the body last applied for this broker, while the same bytes count as
     /// unchanged (no other writer of the group's entries since: Java puts back a delete).
-    pub fn unchanged_fingerprint(
-        &self,
-        cluster: &str,
-        addr: &str,
-        broker_name: &str,
-        broker_id: i64,
-    ) -> Option<BodyFingerprint> {
-        let live = &self.live[self.live_id(cluster, addr)?];
-        let b = self.brokers.get(broker_name)?;
-        let same_broker = b.data.broker_addrs.get(&broker_id).map(String::as_str) == Some(addr);
-        (same_broker && self.slots_stamp(b.id) == live.seen_stamp)
+    pub fn unchanged_fingerprint(&self, r: &RegisteringBroker<'_>) -> Option<BodyFingerprint> {
+        let live = &self.live[self.live_id(r.cluster, r.broker_addr)?];
+        let b = self.brokers.get(r.broker_name)?;
+        let addr = b.data.broker_addrs.get(&r.broker_id).map(String::as_str);
+        (addr == Some(r.broker_addr) && self.slots_stamp(b.id) == live.seen_stamp)
             .then_some(live.fingerprint)
             .flatten()
     }
 
     pub fn is_unchanged_body(&self, req: &RegisterRequest<'_>) -> bool {
-        let (cluster, addr) = (req.broker.cluster, req.broker.broker_addr);
-        self.unchanged_fingerprint(cluster, addr, req.broker.broker_name, req.broker.broker_id)
-            == Some(req.fingerprint)
+        self.unchanged_fingerprint(&req.broker) == Some(req.fingerprint)
     }
 
     /// Removes stale queue entries, then puts topic configs, `max` in all; whether it is done.
@@ -510,10 +502,8 @@ impl RouteTable {
     }
 
     fn store_filter_servers(&mut self, req: &RegisterRequest<'_>, list: &[String]) {
-        let key = (
-            req.broker.cluster.to_string(),
-            req.broker.broker_addr.to_string(),
-        );
+        let (cluster, addr) = (req.broker.cluster, req.broker.broker_addr);
+        let key = (cluster.to_string(), addr.to_string());
         let changed = if list.is_empty() {
             self.filter_servers.remove(&key).is_some()
         } else if self.filter_servers.get(&key).map(Vec::as_slice) != Some(list) {

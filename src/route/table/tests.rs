@@ -999,11 +999,23 @@ fn the_same_bytes_are_unchanged_once_their_last_step_is_applied() {
         assert!(!t.is_unchanged_body(&req("c", "b", "m:1", 0, 1)));
     });
     assert!(t.is_unchanged_body(&r));
-    assert_eq!(t.unchanged_fingerprint("c", "m:1", "b", 0), Some(fp(1)));
+    assert_eq!(
+        t.unchanged_fingerprint(&req("c", "b", "m:1", 0, 1).broker),
+        Some(fp(1))
+    );
     // Another id at that address, another name, another address: not this broker's body.
-    assert_eq!(t.unchanged_fingerprint("c", "m:1", "b", 1), None);
-    assert_eq!(t.unchanged_fingerprint("c", "m:1", "x", 0), None);
-    assert_eq!(t.unchanged_fingerprint("c", "m:2", "b", 0), None);
+    assert_eq!(
+        t.unchanged_fingerprint(&req("c", "b", "m:1", 1, 1).broker),
+        None
+    );
+    assert_eq!(
+        t.unchanged_fingerprint(&req("c", "x", "m:1", 0, 1).broker),
+        None
+    );
+    assert_eq!(
+        t.unchanged_fingerprint(&req("c", "b", "m:2", 0, 1).broker),
+        None
+    );
 }
 
 #[test]
