@@ -99,7 +99,7 @@ impl Processor {
             {
                 return Err(self.bound_reached(ctx, &registration_of(r), e));
             }
-            self.apply_changed_body(r, &req, body, off_loop)
+            self.apply_changed_body(&req, body, off_loop)
         };
         if let Some(takeover) = result.taken_over.take() {
             self.took_over(r, takeover, ctx.now_ms);
@@ -126,7 +126,6 @@ impl Processor {
 
     fn apply_changed_body(
         &mut self,
-        r: &RegisterBroker<'_>,
         req: &RegisterRequest<'_>,
         body: RegisterBody,
         decoded_off_loop: bool,
@@ -139,7 +138,7 @@ impl Processor {
                     steps,
                     body,
                     reply: None,
-                    who: format!("{}@{}", r.broker.broker_name, r.broker.broker_addr),
+                    who: format!("{}@{}", req.broker.broker_name, req.broker.broker_addr),
                 });
                 return result;
             }

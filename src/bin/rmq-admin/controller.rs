@@ -187,11 +187,7 @@ fn push_replicas(t: &mut Table, name: &str, info: &Value) {
 
 /// 1002 with `designateElect=true`.
 pub fn elect_master(inv: &Invocation, controllers: &mut Peers) -> Ran {
-    let (cluster, name, id) = (
-        inv.req("c").trim(),
-        inv.req("bn").trim(),
-        inv.req("b").trim(),
-    );
+    let [cluster, name, id] = ["c", "bn", "b"].map(|short| inv.req(short).trim());
     let Ok(broker_id) = id.parse::<i64>() else {
         return Err(Outcome::usage(format!(
             "electMaster -b takes the broker's controller id (a number), not {id:?}"
