@@ -27,8 +27,8 @@
 pub mod checksum;
 pub mod client;
 pub mod config;
-/// The embedded Controller: its code table in every build (the admin tool names its
-/// answers), everything else with the `controller` feature.
+/// The embedded Controller: codes, config, requests and responses in every build (the admin
+/// tool and rmq-bench speak them), the controller itself with the `controller` feature.
 pub mod controller;
 pub mod durable_file;
 pub mod event_loop;

@@ -72,7 +72,7 @@ fn config_with(dir: &Path, me: usize, snapshot_events: &str) -> ControllerConfig
         // Any live replica may take over: elections then happen whenever a master dies.
         ("enableElectUncleanMaster", "true"),
     ];
-    ControllerConfig::from_pairs(&pairs).expect("sim config")
+    harness::config_from_pairs(&pairs).expect("sim config")
 }
 
 fn wall_clock(wall: &Arc<AtomicU64>) -> WallClock {
@@ -355,7 +355,7 @@ impl Sim {
                 for c in self.nodes.iter_mut().flatten() {
                     let term = c.group_status().term;
                     let mut out = Vec::new();
-                    c.handle(0, &cmd, Some(conn), now, &mut out);
+                    c.handle_from(0, &cmd, Some(conn), None, now, &mut out);
                     grants.extend(
                         out.into_iter()
                             .filter_map(|r| Some((term, r.response.body?))),
@@ -507,7 +507,7 @@ impl Sim {
         let mut out = Vec::new();
         let now = self.now;
         if let Some(c) = self.nodes[node].as_mut() {
-            c.handle(ticket, cmd, None, now, &mut out);
+            c.handle_from(ticket, cmd, None, None, now, &mut out);
             self.count("requests");
         }
         self.answers(out);
@@ -715,7 +715,7 @@ fn a_quiet_group_elects_one_leader_and_followers_answer_2007() {
     sim.nodes[follower]
         .as_mut()
         .unwrap()
-        .handle(7, &cmd, None, now, &mut out);
+        .handle_from(7, &cmd, None, None, now, &mut out);
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].response.code, 2007);
     // 1005 on the follower names the leader.
@@ -725,7 +725,7 @@ fn a_quiet_group_elects_one_leader_and_followers_answer_2007() {
     sim.nodes[follower]
         .as_mut()
         .unwrap()
-        .handle(8, &cmd, None, now, &mut out);
+        .handle_from(8, &cmd, None, None, now, &mut out);
     let r = &out[0].response;
     assert_eq!(r.ext_value("isLeader"), Some("false"));
     assert_eq!(
@@ -800,7 +800,7 @@ fn measure_rss_and_log_size_after_100k_events() {
             );
             let cmd = decode(&frame(&header, b""));
             out.clear();
-            nodes[leader].handle(1, &cmd, None, now, &mut out);
+            nodes[leader].handle_from(1, &cmd, None, None, now, &mut out);
             pump(&mut nodes, now, &mut out);
             assert_eq!(out.len(), 1, "{out:?}");
             assert_eq!(out[0].response.code, SUCCESS, "{:?}", out[0].response);

@@ -14,8 +14,8 @@ use rmq_namesrv::controller::event::Event;
 use rmq_namesrv::controller::liveness::Liveness;
 use rmq_namesrv::controller::replicas::{self, Outcome, View};
 use rmq_namesrv::controller::request::{
-    AlterSyncStateSet, ApplyBrokerId, CleanBrokerData, ElectMaster, LeaderRequest, RegisterBroker,
-    SyncStateSetBody,
+    AlterSyncStateSet, ApplyBrokerId, CleanBrokerData, ElectMaster, GetNextBrokerId, LeaderRequest,
+    RegisterBroker, SyncStateSetBody,
 };
 use rmq_namesrv::controller::state::ControllerState;
 use rmq_namesrv::controller::ConnRef;
@@ -93,10 +93,10 @@ impl Tables {
     }
 
     fn register(&mut self, ip: &str, expect_id: i64, expect_master: Option<i64>) {
-        let next = self.run(LeaderRequest::GetNextBrokerId {
+        let next = self.run(LeaderRequest::GetNextBrokerId(GetNextBrokerId {
             cluster_name: Some(CLUSTER.into()),
             broker_name: Some(NAME.into()),
-        });
+        }));
         assert_eq!(
             next.response.ext_value("nextBrokerId"),
             Some(expect_id.to_string().as_str())
@@ -709,7 +709,7 @@ fn config_updates_are_answered_in_order_once_their_file_is_fsynced() {
         ));
         let now = node.now;
         node.c()
-            .handle(ticket as i32, &cmd, Some(ConnRef(1)), now, &mut out);
+            .handle_from(ticket as i32, &cmd, Some(ConnRef(1)), None, now, &mut out);
     }
     assert!(
         out.is_empty(),

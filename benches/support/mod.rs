@@ -10,7 +10,7 @@ use rmq_namesrv::checksum;
 use rmq_namesrv::client::api::BrokerIdentity;
 use rmq_namesrv::route::model::{decode_register_body, BodyLimits, RegisterBody};
 use rmq_namesrv::route::table::{
-    BodyFingerprint, RegisterRequest, RouteSettings, RouteTable, TopicsInput,
+    BodyFingerprint, RegisterRequest, RegisteringBroker, RouteSettings, RouteTable, TopicsInput,
 };
 
 /// One simulated broker with its encoded and decoded bodies (`[0]` steady, then churn
@@ -63,14 +63,16 @@ pub fn request<'a>(
     heartbeat_timeout_ms: Option<u64>,
 ) -> RegisterRequest<'a> {
     RegisterRequest {
-        cluster,
-        broker_addr: &broker.id.broker_addr,
-        broker_name: &broker.id.broker_name,
-        broker_id: 0,
-        ha_server_addr: &broker.id.ha_server_addr,
-        zone_name: None,
-        heartbeat_timeout_ms,
-        enable_acting_master: Some(false),
+        broker: RegisteringBroker {
+            cluster,
+            broker_addr: &broker.id.broker_addr,
+            broker_name: &broker.id.broker_name,
+            broker_id: 0,
+            ha_server_addr: &broker.id.ha_server_addr,
+            zone_name: None,
+            heartbeat_timeout_ms,
+            enable_acting_master: Some(false),
+        },
         conn: Some(conn),
         now_ms,
         fingerprint: broker.fingerprints[variant],

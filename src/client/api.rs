@@ -10,6 +10,7 @@ use crate::request::{
     KvKey, PutKvConfig, RegisterBroker, Request, UpdateNamesrvConfig, WritePerm,
 };
 use crate::route::model::{self, ClusterInfo, RegisterBody, TopicRouteData};
+use crate::route::table::RegisteringBroker;
 use std::fmt;
 use std::io;
 
@@ -115,7 +116,7 @@ impl BrokerIdentity {
             || i64::from(crate::checksum::crc32(body) & 0x7FFF_FFFF),
             i64::from,
         );
-        RegisterBroker {
+        let broker = RegisteringBroker {
             cluster: &self.cluster,
             broker_addr: &self.broker_addr,
             broker_name: &self.broker_name,
@@ -127,6 +128,9 @@ impl BrokerIdentity {
                 .heartbeat_timeout_millis
                 .and_then(|t| u64::try_from(t).ok()),
             enable_acting_master: Some(options.enable_acting_master),
+        };
+        RegisterBroker {
+            broker,
             body_crc32: crc,
             compressed: options.compressed,
             version,

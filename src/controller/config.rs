@@ -197,17 +197,6 @@ impl ControllerConfig {
         ControllerConfig::from_values(values, BTreeMap::new())
     }
 
-    /// As [`from_lookup`](Self::from_lookup) over pairs (the last of a repeated key wins).
-    pub fn from_pairs(pairs: &[(&str, &str)]) -> Result<ControllerConfig, String> {
-        ControllerConfig::from_lookup(&|key| {
-            pairs
-                .iter()
-                .rev()
-                .find(|(k, _)| *k == key)
-                .map(|(_, v)| (*v).to_owned())
-        })
-    }
-
     fn from_values(
         values: BTreeMap<&'static str, String>,
         updated: BTreeMap<&'static str, String>,
@@ -462,7 +451,10 @@ mod tests {
         let mut pairs: Vec<(&str, String)> = base(dir);
         pairs.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
         let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        ControllerConfig::from_pairs(&borrowed)
+        ControllerConfig::from_lookup(&|key| {
+            let last = borrowed.iter().rev().find(|(k, _)| *k == key);
+            last.map(|(_, v)| (*v).to_owned())
+        })
     }
 
     /// The name server's config reads the same file: a key the controller applies must not be

@@ -321,7 +321,7 @@ impl<T> Pipeline<T> {
 mod tests {
     use super::*;
     use crate::controller::liveness::Liveness;
-    use crate::controller::request::{ApplyBrokerId, ElectMaster};
+    use crate::controller::request::{ApplyBrokerId, ElectMaster, GetNextBrokerId};
 
     impl Response {
         /// The value of one ext field (integration tests have the harness's `ExtValue`).
@@ -364,10 +364,10 @@ mod tests {
     }
 
     fn next_id(name: &str) -> LeaderRequest {
-        LeaderRequest::GetNextBrokerId {
+        LeaderRequest::GetNextBrokerId(GetNextBrokerId {
             cluster_name: Some("c".into()),
             broker_name: Some(name.into()),
-        }
+        })
     }
 
     struct Rig {

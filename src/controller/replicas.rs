@@ -9,7 +9,7 @@ use super::event::Event;
 use super::liveness::Liveness;
 use super::request::{
     sync_state_set_json, AlterSyncStateSet, ApplyBrokerId, CleanBrokerData, ElectMaster,
-    LeaderRequest, RegisterBroker,
+    GetNextBrokerId, LeaderRequest, RegisterBroker,
 };
 use super::response::Response;
 use super::state::{BrokerReplicaInfo, ControllerState, SyncStateInfo, FIRST_BROKER_CONTROLLER_ID};
@@ -117,10 +117,7 @@ pub fn handle(request: &LeaderRequest, view: &View<'_>) -> Outcome {
         }
         LeaderRequest::GetSyncStateData { broker_names } => get_sync_state_data(broker_names, view),
         LeaderRequest::CleanBrokerData(r) => clean_broker_data(r, view),
-        LeaderRequest::GetNextBrokerId {
-            cluster_name,
-            broker_name,
-        } => get_next_broker_id(cluster_name.as_deref(), broker_name.as_deref(), view),
+        LeaderRequest::GetNextBrokerId(r) => get_next_broker_id(r, view),
         LeaderRequest::ApplyBrokerId(r) => apply_broker_id(r, view),
     }
 }
@@ -550,8 +547,8 @@ fn clean_changes_nothing(state: &ControllerState, name: &str, ids: &BTreeSet<i64
 }
 
 /// 1012: never fails; 1 for an unknown set.
-fn get_next_broker_id(cluster: Option<&str>, name: Option<&str>, view: &View<'_>) -> Outcome {
-    let Some(name) = name else {
+fn get_next_broker_id(r: &GetNextBrokerId, view: &View<'_>) -> Outcome {
+    let Some(name) = r.broker_name.as_deref() else {
         return missing("brokerName");
     };
     let next = view
@@ -560,7 +557,7 @@ fn get_next_broker_id(cluster: Option<&str>, name: Option<&str>, view: &View<'_>
         .map_or(FIRST_BROKER_CONTROLLER_ID, |r| r.next_assign_broker_id);
     let mut fields = Vec::with_capacity(3);
     opt_field(&mut fields, "brokerName", Some(name));
-    opt_field(&mut fields, "clusterName", cluster);
+    opt_field(&mut fields, "clusterName", r.cluster_name.as_deref());
     fields.push(("nextBrokerId", next.to_string()));
     Outcome::reply(Response::with_header(SUCCESS, fields))
 }

@@ -205,6 +205,14 @@ header! {
 }
 
 header! {
+    /// 1012 CONTROLLER_GET_NEXT_BROKER_ID.
+    GetNextBrokerId {
+        cluster_name: Option<String> = CLUSTER_NAME,
+        broker_name: Option<String> = BROKER_NAME,
+    }
+}
+
+header! {
     /// 1013 CONTROLLER_APPLY_BROKER_ID.
     ApplyBrokerId {
         cluster_name: Option<String> = CLUSTER_NAME,
@@ -228,10 +236,7 @@ pub enum LeaderRequest {
         broker_names: Vec<String>,
     },
     CleanBrokerData(CleanBrokerData),
-    GetNextBrokerId {
-        cluster_name: Option<String>,
-        broker_name: Option<String>,
-    },
+    GetNextBrokerId(GetNextBrokerId),
     ApplyBrokerId(ApplyBrokerId),
 }
 
@@ -244,7 +249,7 @@ impl LeaderRequest {
             LeaderRequest::GetReplicaInfo { .. } => code::CONTROLLER_GET_REPLICA_INFO,
             LeaderRequest::GetSyncStateData { .. } => code::CONTROLLER_GET_SYNC_STATE_DATA,
             LeaderRequest::CleanBrokerData(_) => code::CLEAN_BROKER_DATA,
-            LeaderRequest::GetNextBrokerId { .. } => code::CONTROLLER_GET_NEXT_BROKER_ID,
+            LeaderRequest::GetNextBrokerId(_) => code::CONTROLLER_GET_NEXT_BROKER_ID,
             LeaderRequest::ApplyBrokerId(_) => code::CONTROLLER_APPLY_BROKER_ID,
         }
     }
@@ -336,13 +341,7 @@ impl LeaderRequest {
                 e.body = out.into();
             }
             LeaderRequest::CleanBrokerData(c) => c.write(e),
-            LeaderRequest::GetNextBrokerId {
-                cluster_name,
-                broker_name,
-            } => {
-                cluster_name.write(e, CLUSTER_NAME);
-                broker_name.write(e, BROKER_NAME);
-            }
+            LeaderRequest::GetNextBrokerId(n) => n.write(e),
             LeaderRequest::ApplyBrokerId(a) => a.write(e),
         }
     }
@@ -456,10 +455,9 @@ fn parse_fields(cmd: &RemotingCommand, limits: &NameLimits) -> Result<Controller
             broker_names: parse_broker_names(&cmd.body, limits)?,
         },
         code::CLEAN_BROKER_DATA => LeaderRequest::CleanBrokerData(CleanBrokerData::read(cmd)),
-        code::CONTROLLER_GET_NEXT_BROKER_ID => LeaderRequest::GetNextBrokerId {
-            cluster_name: text(CLUSTER_NAME),
-            broker_name: text(BROKER_NAME),
-        },
+        code::CONTROLLER_GET_NEXT_BROKER_ID => {
+            LeaderRequest::GetNextBrokerId(GetNextBrokerId::read(cmd))
+        }
         code::CONTROLLER_APPLY_BROKER_ID => LeaderRequest::ApplyBrokerId(ApplyBrokerId::read(cmd)),
         other => return Ok(ControllerRequest::Unsupported(other)),
     };
@@ -830,10 +828,10 @@ mod tests {
                 broker_controller_ids_to_clean: text("1;2"),
                 is_clean_living_broker: true,
             })),
-            leader(LeaderRequest::GetNextBrokerId {
+            leader(LeaderRequest::GetNextBrokerId(GetNextBrokerId {
                 cluster_name: text("c"),
                 broker_name: text("b"),
-            }),
+            })),
             leader(LeaderRequest::ApplyBrokerId(ApplyBrokerId {
                 cluster_name: text("c"),
                 broker_name: text("b"),

@@ -47,9 +47,7 @@ impl Processor {
     ) -> Result<Reply, Refusal> {
         let (fingerprint, body) = match work {
             BodyWork::OnLoop if self.too_large_for_the_loop(body_weight(r.body, r.compressed)) => {
-                let (cluster, addr, name, id) =
-                    (r.cluster, r.broker_addr, r.broker_name, r.broker_id);
-                let unchanged = self.table.unchanged_fingerprint(cluster, addr, name, id);
+                let unchanged = self.table.unchanged_fingerprint(&r.broker);
                 return Ok(Reply::off_loop(self.decode_job(unchanged)));
             }
             BodyWork::OnLoop => (r.fingerprint(), Body::Here),
@@ -69,7 +67,12 @@ impl Processor {
                 }
             },
         };
-        let req = r.table_request(Some(ctx.reply_to.index()), ctx.now_ms, fingerprint);
+        let req = RegisterRequest {
+            broker: r.broker,
+            conn: Some(ctx.reply_to.index()),
+            now_ms: ctx.now_ms,
+            fingerprint,
+        };
         let mut result = if self.table.is_unchanged_body(&req) {
             if let Body::Decoded(Ok(body)) = body {
                 self.spent_bodies.push(body);
@@ -96,7 +99,7 @@ impl Processor {
             {
                 return Err(self.bound_reached(ctx, &registration_of(r), e));
             }
-            self.apply_changed_body(r, &req, body, off_loop)
+            self.apply_changed_body(&req, body, off_loop)
         };
         if let Some(takeover) = result.taken_over.take() {
             self.took_over(r, takeover, ctx.now_ms);
@@ -123,7 +126,6 @@ impl Processor {
 
     fn apply_changed_body(
         &mut self,
-        r: &RegisterBroker<'_>,
         req: &RegisterRequest<'_>,
         body: RegisterBody,
         decoded_off_loop: bool,
@@ -136,7 +138,7 @@ impl Processor {
                     steps,
                     body,
                     reply: None,
-                    who: format!("{}@{}", r.broker_name, r.broker_addr),
+                    who: format!("{}@{}", req.broker.broker_name, req.broker.broker_addr),
                 });
                 return result;
             }
@@ -220,11 +222,11 @@ impl Processor {
 
     /// A registration took its address from another broker name: warned (rate-limited).
     fn took_over(&mut self, r: &RegisterBroker<'_>, t: Takeover, now_ms: u64) {
-        let old = &t.previous;
+        let (old, b) = (&t.previous, &r.broker);
         if self.stats.takeovers.admit(now_ms) {
             warn!(
                 "address {} ({}) taken over by broker {} id {}: it was broker {} id {}'s, now unregistered there ({} group(s), {} topic(s) removed)",
-                r.broker_addr, r.cluster, r.broker_name, r.broker_id, old.broker_name,
+                b.broker_addr, b.cluster, b.broker_name, b.broker_id, old.broker_name,
                 old.broker_id, t.outcome.broker_groups_removed, t.outcome.topics_removed
             );
         }
@@ -235,7 +237,8 @@ impl Processor {
 
     /// New brokers and fencing at info/warn; topic changes counted into the periodic summary.
     fn log_registration(&mut self, r: &RegisterBroker<'_>, result: &RegisterResult, now_ms: u64) {
-        let (name, addr, id, cluster) = (r.broker_name, r.broker_addr, r.broker_id, r.cluster);
+        let b = &r.broker;
+        let (name, addr, id, cluster) = (b.broker_name, b.broker_addr, b.broker_id, b.cluster);
         if result.fenced {
             warn!(
                 "registration of {name}@{addr} id {id} ({cluster}) fenced: a newer stateVersion holds that id"
@@ -244,7 +247,7 @@ impl Processor {
             if self.stats.changes.new_broker(now_ms) {
                 info!(
                     "new broker registered: {name}@{addr} id {id} cluster {cluster} ha {}",
-                    r.ha_server_addr
+                    b.ha_server_addr
                 );
             } else {
                 debug!("new broker registered: {name}@{addr} id {id} cluster {cluster}");
@@ -266,6 +269,6 @@ impl Processor {
 pub(super) fn registration_of(r: &RegisterBroker<'_>) -> String {
     format!(
         "registration of {}@{} ({})",
-        r.broker_name, r.broker_addr, r.cluster
+        r.broker.broker_name, r.broker.broker_addr, r.broker.cluster
     )
 }

@@ -10,21 +10,13 @@ use crate::route::model::{
     decode_register_body, BodyLimits, DataVersion, DecodeScratch, RegisterBody,
 };
 use crate::route::table::{
-    BodyFingerprint, ConnId, MinIdNotification, RegisterRequest, UnregisterRequest,
+    BodyFingerprint, MinIdNotification, RegisteringBroker, UnregisterRequest,
 };
 
 /// 103 REGISTER_BROKER (docs/protocol.md §4.4), its body as sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegisterBroker<'a> {
-    pub cluster: &'a str,
-    pub broker_addr: &'a str,
-    pub broker_name: &'a str,
-    pub broker_id: i64,
-    pub ha_server_addr: &'a str,
-    pub zone_name: Option<&'a str>,
-    pub heartbeat_timeout_ms: Option<u64>,
-    /// `None` marks a 4.x broker.
-    pub enable_acting_master: Option<bool>,
+    pub broker: RegisteringBroker<'a>,
     /// `bodyCrc32` (0: not checked).
     pub body_crc32: i64,
     pub compressed: bool,
@@ -54,7 +46,7 @@ impl<'a> RegisterBroker<'a> {
             .and_then(|v| v.trim().parse::<i64>().ok())
             .filter(|v| *v > 0)
             .map(|v| v as u64);
-        Ok(RegisterBroker {
+        let broker = RegisteringBroker {
             cluster,
             broker_addr,
             broker_name,
@@ -63,6 +55,9 @@ impl<'a> RegisterBroker<'a> {
             zone_name: h.optional(ZONE_NAME),
             heartbeat_timeout_ms,
             enable_acting_master: h.optional_bool(ENABLE_ACTING_MASTER),
+        };
+        Ok(RegisterBroker {
+            broker,
             body_crc32,
             compressed: h.optional_bool(COMPRESSED).unwrap_or(false),
             version: h.cmd.version,
@@ -72,20 +67,21 @@ impl<'a> RegisterBroker<'a> {
 
     /// As a broker sends it (`enableActingMaster` left out for a 4.x broker).
     pub fn encode(&self, e: &mut Encoded<'a>) {
-        e.put(BROKER_NAME, self.broker_name);
-        e.put(BROKER_ADDR, self.broker_addr);
-        e.put(CLUSTER_NAME, self.cluster);
-        e.put(HA_SERVER_ADDR, self.ha_server_addr);
-        e.put_value(BROKER_ID, self.broker_id);
-        if let Some(acting) = self.enable_acting_master {
+        let b = &self.broker;
+        e.put(BROKER_NAME, b.broker_name);
+        e.put(BROKER_ADDR, b.broker_addr);
+        e.put(CLUSTER_NAME, b.cluster);
+        e.put(HA_SERVER_ADDR, b.ha_server_addr);
+        e.put_value(BROKER_ID, b.broker_id);
+        if let Some(acting) = b.enable_acting_master {
             e.put_value(ENABLE_ACTING_MASTER, acting);
         }
         e.put_value(COMPRESSED, self.compressed);
         e.put_value(BODY_CRC32, self.body_crc32);
-        if let Some(t) = self.heartbeat_timeout_ms {
+        if let Some(t) = b.heartbeat_timeout_ms {
             e.put_value(HEARTBEAT_TIMEOUT_MILLIS, t);
         }
-        e.put_opt(ZONE_NAME, self.zone_name);
+        e.put_opt(ZONE_NAME, b.zone_name);
         e.body = self.body.into();
     }
 
@@ -95,27 +91,6 @@ impl<'a> RegisterBroker<'a> {
             len: self.body.len(),
             header_crc: self.body_crc32,
             hash: crate::checksum::fingerprint(self.body),
-        }
-    }
-
-    pub fn table_request(
-        &self,
-        conn: Option<ConnId>,
-        now_ms: u64,
-        fingerprint: BodyFingerprint,
-    ) -> RegisterRequest<'a> {
-        RegisterRequest {
-            cluster: self.cluster,
-            broker_addr: self.broker_addr,
-            broker_name: self.broker_name,
-            broker_id: self.broker_id,
-            ha_server_addr: self.ha_server_addr,
-            zone_name: self.zone_name,
-            heartbeat_timeout_ms: self.heartbeat_timeout_ms,
-            enable_acting_master: self.enable_acting_master,
-            conn,
-            now_ms,
-            fingerprint,
         }
     }
 

@@ -131,6 +131,7 @@ mod tests {
     use crate::remoting::codes::{Kind, REQUEST_CODES};
     use crate::remoting::command::SerializeType;
     use crate::route::model::{DataVersion, Dialect};
+    use crate::route::table::RegisteringBroker;
     use bytes::Bytes;
 
     fn parse(cmd: &RemotingCommand) -> Result<Request<'_>, ParseError> {
@@ -186,14 +187,16 @@ mod tests {
             key: "k",
         };
         let register = RegisterBroker {
-            cluster: "c",
-            broker_addr: "10.0.0.1:10911",
-            broker_name: "broker-a",
-            broker_id: 1,
-            ha_server_addr: "10.0.0.1:10912",
-            zone_name: Some("z1"),
-            heartbeat_timeout_ms: Some(30_000),
-            enable_acting_master: Some(true),
+            broker: RegisteringBroker {
+                cluster: "c",
+                broker_addr: "10.0.0.1:10911",
+                broker_name: "broker-a",
+                broker_id: 1,
+                ha_server_addr: "10.0.0.1:10912",
+                zone_name: Some("z1"),
+                heartbeat_timeout_ms: Some(30_000),
+                enable_acting_master: Some(true),
+            },
             body_crc32: 12345,
             compressed: true,
             version: 479,
@@ -309,14 +312,16 @@ mod tests {
     fn optional_fields_left_out_parse_back_as_absent() {
         let sparse = [
             Request::RegisterBroker(RegisterBroker {
-                cluster: "c",
-                broker_addr: "10.0.0.1:10911",
-                broker_name: "broker-a",
-                broker_id: 0,
-                ha_server_addr: "10.0.0.1:10912",
-                zone_name: None,
-                heartbeat_timeout_ms: None,
-                enable_acting_master: None,
+                broker: RegisteringBroker {
+                    cluster: "c",
+                    broker_addr: "10.0.0.1:10911",
+                    broker_name: "broker-a",
+                    broker_id: 0,
+                    ha_server_addr: "10.0.0.1:10912",
+                    zone_name: None,
+                    heartbeat_timeout_ms: None,
+                    enable_acting_master: None,
+                },
                 body_crc32: 0,
                 compressed: false,
                 version: 317,
@@ -537,20 +542,20 @@ mod tests {
             ("__ZONE_NAME", "z"),
         ]);
         let r = register_broker(&ext, b"{}").unwrap();
-        assert_eq!((r.body_crc32, r.heartbeat_timeout_ms), (0, None));
-        assert_eq!((r.enable_acting_master, r.compressed), (Some(true), false));
-        assert_eq!(r.crc_mismatch(), None);
-        let req = r.table_request(Some(7), 1234, r.fingerprint());
+        assert_eq!((r.body_crc32, r.broker.heartbeat_timeout_ms), (0, None));
         assert_eq!(
-            (req.cluster, req.broker_name, req.broker_id),
+            (r.broker.enable_acting_master, r.compressed),
+            (Some(true), false)
+        );
+        assert_eq!(r.crc_mismatch(), None);
+        let b = r.broker;
+        assert_eq!(
+            (b.cluster, b.broker_name, b.broker_id),
             ("c", "broker-a", 0)
         );
-        assert_eq!(
-            (req.conn, req.now_ms, req.zone_name),
-            (Some(7), 1234, Some("z"))
-        );
-        assert_eq!(req.fingerprint.len, 2);
-        assert_eq!(req.fingerprint.hash, crate::checksum::fingerprint(b"{}"));
+        assert_eq!(b.zone_name, Some("z"));
+        assert_eq!(r.fingerprint().len, 2);
+        assert_eq!(r.fingerprint().hash, crate::checksum::fingerprint(b"{}"));
 
         let long = "x".repeat(256);
         let mut ext = ALL_FIELDS[3..8].to_vec();

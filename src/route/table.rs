@@ -21,8 +21,8 @@ mod topics;
 pub use bounds::{BoundExceeded, RouteBounds};
 use live::{Expiry, LiveBroker};
 pub use register::{
-    BodyFingerprint, MinIdNotification, RegisterRequest, RegisterResult, Takeover, TopicSteps,
-    TopicsInput,
+    BodyFingerprint, MinIdNotification, RegisterRequest, RegisterResult, RegisteringBroker,
+    Takeover, TopicSteps, TopicsInput,
 };
 pub use removal::{BatchOutcome, ExpiredBroker, RemovalReason, UnregisterRequest};
 use topic_map::TopicMap;

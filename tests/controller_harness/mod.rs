@@ -101,7 +101,15 @@ pub fn config(dir: &Path, extra: &[(String, String)]) -> ControllerConfig {
     ];
     pairs.extend(extra.iter().map(|(k, v)| (k.as_str(), v.clone())));
     let borrowed: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    ControllerConfig::from_pairs(&borrowed).expect("test config")
+    config_from_pairs(&borrowed).expect("test config")
+}
+
+/// A config from `pairs` (the last of a repeated key wins), other keys at their defaults.
+pub fn config_from_pairs(pairs: &[(&str, &str)]) -> Result<ControllerConfig, String> {
+    ControllerConfig::from_lookup(&|key| {
+        let last = pairs.iter().rev().find(|(k, _)| *k == key);
+        last.map(|(_, v)| (*v).to_owned())
+    })
 }
 
 impl Node {
@@ -176,7 +184,7 @@ impl Node {
         let mut out = Vec::new();
         let now = self.now;
         self.c()
-            .handle(cmd.opaque, &cmd, Some(ConnRef(1)), now, &mut out);
+            .handle_from(cmd.opaque, &cmd, Some(ConnRef(1)), None, now, &mut out);
         if !cmd.is_oneway() {
             self.drive_until(&mut out, |out, pending| !out.is_empty() || pending == 0);
         } else {
@@ -235,7 +243,8 @@ impl Node {
         let cmd = decode(&frame(&header, b""));
         let mut out = Vec::new();
         let now = self.now;
-        self.c().handle(1, &cmd, Some(ConnRef(conn)), now, &mut out);
+        self.c()
+            .handle_from(1, &cmd, Some(ConnRef(conn)), None, now, &mut out);
         assert!(out.is_empty());
     }
 

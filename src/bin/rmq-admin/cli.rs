@@ -113,19 +113,19 @@ pub const COMMANDS: &[Command] = &[
         NAMESPACE,
         opt("k", "key", false, "key"),
     ]),
-    cmd("updateKvConfig", "Create or update a KV config item on every name server", writes::update_kv_config, &[
+    cmd("updateKvConfig", "Create or update a KV config item on every name server", |i, p| writes::write_all(i, p, None, |c| writes::done(c.put_kv_config(i.req("s"), i.req("k"), i.req("v")))), &[
         NAMESPACE,
         KEY,
         opt("v", "value", true, "value"),
     ]),
-    cmd("deleteKvConfig", "Delete a KV config item on every name server", writes::delete_kv_config, &[NAMESPACE, KEY]),
+    cmd("deleteKvConfig", "Delete a KV config item on every name server", |i, p| writes::write_all(i, p, None, |c| writes::done(c.delete_kv_config(i.req("s"), i.req("k")))), &[NAMESPACE, KEY]),
     cmd("updateOrderConf", "Get, put or delete a topic's order conf (KV namespace ORDER_TOPIC_CONFIG)", writes::update_order_conf, &[
         TOPIC,
         opt("m", "method", true, "get, put or delete"),
         opt("v", "orderConf", false, "for put: brokerName:queues;brokerName:queues"),
     ]),
     cmd("getNamesrvConfig", "Show the configuration of every name server", |i, p| reads::config_sections(i, p, |c| c.get_namesrv_config()), &[]),
-    cmd("updateNamesrvConfig", "Change one configuration property on every name server", writes::update_namesrv_config, &[PROPERTY, PROPERTY_VALUE]),
+    cmd("updateNamesrvConfig", "Change one configuration property on every name server", |i, p| writes::write_all(i, p, None, |c| writes::done(c.update_namesrv_config(&[(i.req("k"), i.req("v"))]))), &[PROPERTY, PROPERTY_VALUE]),
     cmd("wipeWritePerm", "Wipe a broker's write permission on every name server", |i, p| writes::write_perm(i, p, true), &[BROKER]),
     cmd("addWritePerm", "Restore a broker's write permission on every name server", |i, p| writes::write_perm(i, p, false), &[BROKER]),
     cmd("deleteTopic", "Delete a topic's route on every name server (brokers are NOT touched)", writes::delete_topic, &[

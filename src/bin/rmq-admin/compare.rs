@@ -51,12 +51,8 @@ fn merge(answers: &[(String, Answer)], k: usize) -> (&'static str, Table, bool) 
     for (addr, answer) in answers.iter().filter(|_| !distinct.is_empty()) {
         if answer.sections[k].1.rows().is_empty() {
             let none = first.columns().iter().map(|_| Cell::None);
-            table.push(
-                [Cell::Mark(true), s(addr.as_str())]
-                    .into_iter()
-                    .chain(none)
-                    .collect(),
-            );
+            let head = [Cell::Mark(true), s(addr.as_str())];
+            table.push(head.into_iter().chain(none).collect());
         }
     }
     (name, table, differs)

@@ -2,7 +2,7 @@
 
 use crate::cli::Invocation;
 use crate::outcome::{Failure, Outcome, Ran, Role};
-use crate::output::{opt_cell, opt_int, s, Cell, Table};
+use crate::output::{columns, opt_cell, opt_int, s, Cell, Table};
 use crate::peers::Peers;
 use crate::writes::{done, write_all};
 use rmq_namesrv::client::{Client, ClientError};
@@ -64,15 +64,10 @@ pub fn metadata(inv: &Invocation, controllers: &mut Peers) -> Ran {
     let (_, meta) = read_metadata(controllers)?;
     let group = meta.ext(GROUP);
     let leader_id = meta.ext(CONTROLLER_LEADER_ID).unwrap_or_default();
-    let mut t = Table::new(&[
-        ("GROUP", "group"),
-        ("PEER", "peerId"),
-        ("ADDRESS", "address"),
-        ("LEADER", "leader"),
-        ("ROLE", "role"),
-        ("TERM", "term"),
-        ("SEES_LEADER", "seesLeader"),
-    ]);
+    let mut t = Table::new(&columns(
+        "GROUP:group PEER:peerId ADDRESS:address LEADER:leader ROLE:role TERM:term \
+         SEES_LEADER:seesLeader",
+    ));
     for peer in meta.ext(PEERS).unwrap_or_default().split(';') {
         let Some((id, addr)) = peer.split_once(':') else {
             continue;
@@ -139,16 +134,10 @@ pub fn sync_state_set(inv: &Invocation, controllers: &mut Peers) -> Ran {
         .get("replicasInfoTable")
         .and_then(Value::as_object)
         .unwrap_or(&[]);
-    let mut t = Table::new(&[
-        ("BROKER", "brokerName"),
-        ("BID", "brokerId"),
-        ("ADDRESS", "brokerAddress"),
-        ("ROLE", "role"),
-        ("IN_SYNC", "inSync"),
-        ("ALIVE", "alive"),
-        ("MASTER_EPOCH", "masterEpoch"),
-        ("SYNC_STATE_SET_EPOCH", "syncStateSetEpoch"),
-    ]);
+    let mut t = Table::new(&columns(
+        "BROKER:brokerName BID:brokerId ADDRESS:brokerAddress ROLE:role IN_SYNC:inSync \
+         ALIVE:alive MASTER_EPOCH:masterEpoch SYNC_STATE_SET_EPOCH:syncStateSetEpoch",
+    ));
     let mut missing = Vec::new();
     for name in &names {
         match table.iter().find(|(k, _)| k == name) {
@@ -198,11 +187,7 @@ fn push_replicas(t: &mut Table, name: &str, info: &Value) {
 
 /// 1002 with `designateElect=true`.
 pub fn elect_master(inv: &Invocation, controllers: &mut Peers) -> Ran {
-    let (cluster, name, id) = (
-        inv.req("c").trim(),
-        inv.req("bn").trim(),
-        inv.req("b").trim(),
-    );
+    let [cluster, name, id] = ["c", "bn", "b"].map(|short| inv.req(short).trim());
     let Ok(broker_id) = id.parse::<i64>() else {
         return Err(Outcome::usage(format!(
             "electMaster -b takes the broker's controller id (a number), not {id:?}"
@@ -217,14 +202,11 @@ pub fn elect_master(inv: &Invocation, controllers: &mut Peers) -> Ran {
     let (_, resp) = on_leader(controllers, |c| ask(c, &elect, true))?;
     let int = |key| resp.ext(key).and_then(|v| v.parse().ok());
     let t = Table::with_rows(
-        &[
-            ("CLUSTER", "clusterName"),
-            ("BROKER", "brokerName"),
-            ("MASTER_ID", "masterBrokerId"),
-            ("MASTER_ADDRESS", "masterAddress"),
-            ("MASTER_EPOCH", "masterEpoch"),
-            ("SYNC_STATE_SET_EPOCH", "syncStateSetEpoch"),
-        ],
+        &columns(
+            "CLUSTER:clusterName BROKER:brokerName MASTER_ID:masterBrokerId \
+             MASTER_ADDRESS:masterAddress MASTER_EPOCH:masterEpoch \
+             SYNC_STATE_SET_EPOCH:syncStateSetEpoch",
+        ),
         [vec![
             s(cluster),
             s(name),

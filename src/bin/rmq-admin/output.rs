@@ -49,6 +49,12 @@ pub fn opt_int(v: Option<i64>) -> Cell {
     v.map_or(Cell::None, Cell::Int)
 }
 
+/// Columns from `HEADER:jsonKey` words, e.g. `"CLUSTER:cluster BID:brokerId"`.
+pub fn columns(spec: &'static str) -> Vec<(&'static str, &'static str)> {
+    let column = |c: &'static str| c.split_once(':').unwrap_or((c, ""));
+    spec.split_whitespace().map(column).collect()
+}
+
 /// Columns: (table header, JSON key).
 #[derive(Debug, Clone)]
 pub struct Table {

@@ -3,7 +3,7 @@
 use crate::cli::Invocation;
 use crate::compare::{self, Answer};
 use crate::outcome::{Outcome, Ran};
-use crate::output::{json_text, opt_cell, pretty_json, s, Cell, Table};
+use crate::output::{columns, json_text, opt_cell, pretty_json, s, Cell, Table};
 use crate::peers::Peers;
 use rmq_namesrv::client::api::NamesrvStats;
 use rmq_namesrv::client::{Client, ClientError};
@@ -68,13 +68,9 @@ pub fn cluster_read(
 }
 
 pub fn cluster_table(info: &ClusterInfo, only: Option<&str>) -> Table {
-    let mut t = Table::new(&[
-        ("CLUSTER", "cluster"),
-        ("BROKER", "brokerName"),
-        ("BID", "brokerId"),
-        ("ADDRESS", "brokerAddr"),
-        ("ZONE", "zoneName"),
-    ]);
+    let mut t = Table::new(&columns(
+        "CLUSTER:cluster BROKER:brokerName BID:brokerId ADDRESS:brokerAddr ZONE:zoneName",
+    ));
     for (cluster, names) in &info.cluster_addr_table {
         if only.is_some_and(|c| c != cluster) {
             continue;
@@ -97,14 +93,10 @@ pub fn cluster_table(info: &ClusterInfo, only: Option<&str>) -> Table {
 }
 
 pub fn broker_table(info: &ClusterInfo, only: Option<&str>) -> Table {
-    let mut t = Table::new(&[
-        ("BROKER", "brokerName"),
-        ("CLUSTER", "cluster"),
-        ("MASTER", "masterAddr"),
-        ("SLAVES", "slaveAddrs"),
-        ("ZONE", "zoneName"),
-        ("ACTING_MASTER", "enableActingMaster"),
-    ]);
+    let mut t = Table::new(&columns(
+        "BROKER:brokerName CLUSTER:cluster MASTER:masterAddr SLAVES:slaveAddrs ZONE:zoneName \
+         ACTING_MASTER:enableActingMaster",
+    ));
     for (name, b) in &info.broker_addr_table {
         if only.is_some_and(|c| c != b.cluster) {
             continue;
@@ -167,13 +159,9 @@ pub fn topic_route(inv: &Invocation, peers: &mut Peers) -> Ran {
 
 /// The route's tables (every section, so that `--all` answers have the same ones).
 fn route_sections(route: &TopicRouteData) -> Vec<(&'static str, Table)> {
-    let mut brokers = Table::new(&[
-        ("BROKER", "brokerName"),
-        ("CLUSTER", "cluster"),
-        ("BID", "brokerId"),
-        ("ADDRESS", "brokerAddr"),
-        ("ZONE", "zoneName"),
-    ]);
+    let mut brokers = Table::new(&columns(
+        "BROKER:brokerName CLUSTER:cluster BID:brokerId ADDRESS:brokerAddr ZONE:zoneName",
+    ));
     for b in &route.broker_datas {
         for (id, addr) in &b.broker_addrs {
             brokers.push(vec![
@@ -185,13 +173,10 @@ fn route_sections(route: &TopicRouteData) -> Vec<(&'static str, Table)> {
             ]);
         }
     }
-    let mut queues = Table::new(&[
-        ("BROKER", "brokerName"),
-        ("READ_QUEUES", "readQueueNums"),
-        ("WRITE_QUEUES", "writeQueueNums"),
-        ("PERM", "perm"),
-        ("SYS_FLAG", "topicSysFlag"),
-    ]);
+    let mut queues = Table::new(&columns(
+        "BROKER:brokerName READ_QUEUES:readQueueNums WRITE_QUEUES:writeQueueNums PERM:perm \
+         SYS_FLAG:topicSysFlag",
+    ));
     for q in &route.queue_datas {
         queues.push(vec![
             s(q.broker_name.as_str()),
@@ -201,10 +186,9 @@ fn route_sections(route: &TopicRouteData) -> Vec<(&'static str, Table)> {
             Cell::Int(q.topic_sys_flag.into()),
         ]);
     }
-    let mut filters = Table::new(&[
-        ("BROKER_ADDRESS", "brokerAddr"),
-        ("FILTER_SERVERS", "filterServers"),
-    ]);
+    let mut filters = Table::new(&columns(
+        "BROKER_ADDRESS:brokerAddr FILTER_SERVERS:filterServers",
+    ));
     for (addr, servers) in &route.filter_server_table {
         if !servers.is_empty() {
             filters.push(vec![s(addr.as_str()), s(servers.join(","))]);

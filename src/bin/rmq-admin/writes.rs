@@ -51,23 +51,6 @@ pub fn done<T>(r: Result<T, ClientError>) -> Result<Done, ClientError> {
     r.map(|_| Done::Ok(None))
 }
 
-pub fn update_kv_config(inv: &Invocation, peers: &mut Peers) -> Ran {
-    let (ns, k, v) = (inv.req("s"), inv.req("k"), inv.req("v"));
-    write_all(inv, peers, None, |c| done(c.put_kv_config(ns, k, v)))
-}
-
-pub fn delete_kv_config(inv: &Invocation, peers: &mut Peers) -> Ran {
-    let (ns, k) = (inv.req("s"), inv.req("k"));
-    write_all(inv, peers, None, |c| done(c.delete_kv_config(ns, k)))
-}
-
-pub fn update_namesrv_config(inv: &Invocation, peers: &mut Peers) -> Ran {
-    let (k, v) = (inv.req("k"), inv.req("v"));
-    write_all(inv, peers, None, |c| {
-        done(c.update_namesrv_config(&[(k, v)]))
-    })
-}
-
 /// Wipes or restores a broker's write permission (0 topics for an unknown broker is an error).
 pub fn write_perm(inv: &Invocation, peers: &mut Peers, wipe: bool) -> Ran {
     let broker = inv.req("b");

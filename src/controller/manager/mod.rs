@@ -239,18 +239,6 @@ impl<T> Controller<T> {
         self.pipeline.next_deadline_ms()
     }
 
-    /// One request from a caller without a socket (no sender check); see [`Self::handle_from`].
-    pub fn handle(
-        &mut self,
-        ticket: T,
-        cmd: &RemotingCommand,
-        conn: Option<ConnRef>,
-        now_ms: u64,
-        out: &mut Vec<Reply<T>>,
-    ) {
-        self.handle_from(ticket, cmd, conn, None, now_ms, out);
-    }
-
     /// One request from the controller port, sent over `conn` from `peer`; the replies it
     /// releases go to `out`.
     pub fn handle_from(

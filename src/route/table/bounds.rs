@@ -1,7 +1,7 @@
 //! How big registrations may make the registry, and handing memory back after removals.
 
 use super::topic_map::shrink_sparse;
-use super::{QueueData, RegisterBody, RegisterRequest, RouteTable, TopicsInput};
+use super::{QueueData, RegisterBody, RegisterRequest, RegisteringBroker, RouteTable, TopicsInput};
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
@@ -86,39 +86,39 @@ impl RouteTable {
         topics_in: TopicsInput<'_>,
         bounds: &RouteBounds,
     ) -> Result<(), BoundExceeded> {
-        if self.live_id(req.cluster, req.broker_addr).is_none()
-            && self.live.len() >= bounds.max_brokers
+        let r = &req.broker;
+        if self.live_id(r.cluster, r.broker_addr).is_none() && self.live.len() >= bounds.max_brokers
         {
             return Err(BoundExceeded::Brokers {
                 max: bounds.max_brokers,
             });
         }
         match topics_in {
-            TopicsInput::Body(body) if self.would_apply_topics(req) => {
-                self.check_new_topics(req.broker_name, body, bounds)
+            TopicsInput::Body(body) if self.would_apply_topics(r) => {
+                self.check_new_topics(r.broker_name, body, bounds)
             }
             _ => Ok(()),
         }
     }
 
     /// §5.2 step 9 ahead of time: the master's and the prime slave's topics are applied.
-    fn would_apply_topics(&self, req: &RegisterRequest<'_>) -> bool {
-        if req.broker_id == 0 {
+    fn would_apply_topics(&self, r: &RegisteringBroker<'_>) -> bool {
+        if r.broker_id == 0 {
             return true;
         }
-        if req.enable_acting_master.is_none() {
+        if r.enable_acting_master.is_none() {
             return false; // a 4.x slave
         }
         // The lowest id once this registration is in (its address under other ids goes).
-        let lowest_other = self.brokers.get(req.broker_name).and_then(|b| {
+        let lowest_other = self.brokers.get(r.broker_name).and_then(|b| {
             b.data
                 .broker_addrs
                 .iter()
-                .filter(|(_, a)| a.as_str() != req.broker_addr)
+                .filter(|(_, a)| a.as_str() != r.broker_addr)
                 .map(|(id, _)| *id)
                 .min()
         });
-        lowest_other.map_or(true, |lowest| req.broker_id <= lowest)
+        lowest_other.map_or(true, |lowest| r.broker_id <= lowest)
     }
 
     fn check_new_topics(

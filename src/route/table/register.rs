@@ -15,8 +15,9 @@ pub struct BodyFingerprint {
     pub hash: u64,
 }
 
-#[derive(Debug, Clone)]
-pub struct RegisterRequest<'a> {
+/// The REGISTER_BROKER header fields the registry keeps (docs/protocol.md §4.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegisteringBroker<'a> {
     pub cluster: &'a str,
     pub broker_addr: &'a str,
     pub broker_name: &'a str,
@@ -26,6 +27,11 @@ pub struct RegisterRequest<'a> {
     pub heartbeat_timeout_ms: Option<u64>,
     /// `None` marks a 4.x broker.
     pub enable_acting_master: Option<bool>,
+}
+
+#[derive(Debug, Clone)]
+pub struct RegisterRequest<'a> {
+    pub broker: RegisteringBroker<'a>,
     pub conn: Option<ConnId>,
     pub now_ms: u64,
     pub fingerprint: BodyFingerprint,
@@ -99,25 +105,17 @@ pub struct Takeover {
 impl RouteTable {
     /// The fingerprint of the body last applied for this broker, while the same bytes count as
     /// unchanged (no other writer of the group's entries since: Java puts back a delete).
-    pub fn unchanged_fingerprint(
-        &self,
-        cluster: &str,
-        addr: &str,
-        broker_name: &str,
-        broker_id: i64,
-    ) -> Option<BodyFingerprint> {
-        let live = &self.live[self.live_id(cluster, addr)?];
-        let b = self.brokers.get(broker_name)?;
-        let same_broker = b.data.broker_addrs.get(&broker_id).map(String::as_str) == Some(addr);
-        (same_broker && self.slots_stamp(b.id) == live.seen_stamp)
+    pub fn unchanged_fingerprint(&self, r: &RegisteringBroker<'_>) -> Option<BodyFingerprint> {
+        let live = &self.live[self.live_id(r.cluster, r.broker_addr)?];
+        let b = self.brokers.get(r.broker_name)?;
+        let addr = b.data.broker_addrs.get(&r.broker_id).map(String::as_str);
+        (addr == Some(r.broker_addr) && self.slots_stamp(b.id) == live.seen_stamp)
             .then_some(live.fingerprint)
             .flatten()
     }
 
     pub fn is_unchanged_body(&self, req: &RegisterRequest<'_>) -> bool {
-        let (cluster, addr) = (req.cluster, req.broker_addr);
-        self.unchanged_fingerprint(cluster, addr, req.broker_name, req.broker_id)
-            == Some(req.fingerprint)
+        self.unchanged_fingerprint(&req.broker) == Some(req.fingerprint)
     }
 
     /// Removes stale queue entries, then puts topic configs, `max` in all; whether it is done.
@@ -185,26 +183,27 @@ impl RouteTable {
     ) -> (RegisterResult, Option<TopicSteps>) {
         let mut steps = None;
         let mut result = RegisterResult::default();
-        let (name, addr, id) = (req.broker_name, req.broker_addr, req.broker_id);
+        let r = &req.broker;
+        let (name, addr, id) = (r.broker_name, r.broker_addr, r.broker_id);
         // 0. (not Java's) an address belongs to one broker name per cluster
-        result.taken_over = self.take_over_address(req);
+        result.taken_over = self.take_over_address(r);
         // 1. cluster -> broker names
-        self.add_to_cluster(req.cluster, name);
+        self.add_to_cluster(r.cluster, name);
         // 2. broker data, created on the group's first registration
-        let mut register_first = self.create_broker_if_absent(req);
+        let mut register_first = self.create_broker_if_absent(r);
         let Some(b) = self.brokers.get_mut(name) else {
             return (result, None);
         };
         // 3. acting-master flag and zone
-        let mut broker_changed = set_acting_master_and_zone(&mut b.data, req);
+        let mut broker_changed = set_acting_master_and_zone(&mut b.data, r);
         // 4. minimum id before this registration
         let is_min_broker_id_changed = id < min_broker_id(&b.data).unwrap_or(0);
         // 5. slave <-> master switch: an address lives under one id only
         broker_changed |= drop_addr_under_other_ids(&mut b.data, addr, id);
         // 6. state-version fence: an older incarnation may not replace a newer one
         let addr_of_id = b.data.broker_addrs.get(&id).cloned();
-        let incoming_version = self.incoming_version(req, topics_in);
-        if self.fence_older_incarnation(req, addr_of_id.as_deref(), incoming_version) {
+        let incoming_version = self.incoming_version(r, topics_in);
+        if self.fence_older_incarnation(r, addr_of_id.as_deref(), incoming_version) {
             if broker_changed {
                 self.invalidate_broker_topics(name);
             }
@@ -213,7 +212,7 @@ impl RouteTable {
         }
         // 7. (Java refuses a first registration carrying exactly one topic; we do not.)
         // 8. id -> addr
-        let old_addr = self.put_broker_addr(req);
+        let old_addr = self.put_broker_addr(r);
         broker_changed |= old_addr.as_deref() != Some(addr);
         register_first |= old_addr.is_none();
         if broker_changed {
@@ -221,13 +220,13 @@ impl RouteTable {
         }
         // 9./10. topic configs and static-topic mappings, from the master or the prime slave
         if let TopicsInput::Body(body) = topics_in {
-            steps = self.plan_topics(req, body, register_first, incoming_version);
+            steps = self.plan_topics(r, body, register_first, incoming_version);
         }
         // 11. live entry, bound to the connection the registration came on
         result.first = self.refresh_live(req, topics_in, incoming_version);
         if let Some(steps) = steps.as_mut() {
             // The steps still to come tell it when the body is wholly applied.
-            let live = self.live_id(req.cluster, req.broker_addr);
+            let live = self.live_id(r.cluster, r.broker_addr);
             steps.live = live.map(|l| (l, self.live[l].generation));
         }
         // 12. filter servers
@@ -236,24 +235,24 @@ impl RouteTable {
             ..
         }) = topics_in
         {
-            self.store_filter_servers(req, list);
+            self.store_filter_servers(r, list);
         }
         // 13. a slave learns its master's addresses
-        if let Some((master_addr, ha_server_addr)) = self.master_of_slave(req) {
+        if let Some((master_addr, ha_server_addr)) = self.master_of_slave(r) {
             result.master_addr = Some(master_addr);
             result.ha_server_addr = Some(ha_server_addr);
         }
         // 14. min broker id notification (sent off the loop by the caller)
         if is_min_broker_id_changed && self.settings.notify_min_broker_id_changed {
-            result.notification = self.min_id_notification(req);
+            result.notification = self.min_id_notification(r);
         }
         (result, steps)
     }
 
     /// Step 0: another broker name's entry for (cluster, addr) is unregistered first.
-    fn take_over_address(&mut self, req: &RegisterRequest<'_>) -> Option<Takeover> {
-        let live = self.live_id(req.cluster, req.broker_addr)?;
-        if &*self.live[live].broker_name == req.broker_name {
+    fn take_over_address(&mut self, r: &RegisteringBroker<'_>) -> Option<Takeover> {
+        let live = self.live_id(r.cluster, r.broker_addr)?;
+        if &*self.live[live].broker_name == r.broker_name {
             return None;
         }
         // None: no group lists the address any more; the live entry is refreshed in step 11.
@@ -275,17 +274,17 @@ impl RouteTable {
         }
     }
 
-    fn create_broker_if_absent(&mut self, req: &RegisterRequest<'_>) -> bool {
-        if self.brokers.contains_key(req.broker_name) {
+    fn create_broker_if_absent(&mut self, r: &RegisteringBroker<'_>) -> bool {
+        if self.brokers.contains_key(r.broker_name) {
             return false;
         }
-        let key: Arc<str> = Arc::from(req.broker_name);
+        let key: Arc<str> = Arc::from(r.broker_name);
         let id = self.broker_names.insert(key.clone()) as BrokerId;
         // A fresh stamp: no record made for an earlier group under this id matches it.
         self.touch_slots(id);
         let data = BrokerData {
-            cluster: req.cluster.to_string(),
-            broker_name: req.broker_name.to_string(),
+            cluster: r.cluster.to_string(),
+            broker_name: r.broker_name.to_string(),
             broker_addrs: BTreeMap::new(),
             zone_name: None,
             enable_acting_master: false,
@@ -302,13 +301,13 @@ impl RouteTable {
 
     fn incoming_version(
         &self,
-        req: &RegisterRequest<'_>,
+        r: &RegisteringBroker<'_>,
         topics_in: TopicsInput<'_>,
     ) -> DataVersion {
         match topics_in {
             TopicsInput::Body(body) => body.data_version,
             TopicsInput::Unchanged => self
-                .live_id(req.cluster, req.broker_addr)
+                .live_id(r.cluster, r.broker_addr)
                 .map(|l| self.live[l].data_version)
                 .unwrap_or_default(),
         }
@@ -318,51 +317,51 @@ impl RouteTable {
     /// stateVersion (not one whose connection closed: Java removes it at once).
     fn fence_older_incarnation(
         &mut self,
-        req: &RegisterRequest<'_>,
+        r: &RegisteringBroker<'_>,
         addr_of_id: Option<&str>,
         incoming: DataVersion,
     ) -> bool {
-        let Some(other) = addr_of_id.filter(|a| *a != req.broker_addr) else {
+        let Some(other) = addr_of_id.filter(|a| *a != r.broker_addr) else {
             return false;
         };
-        let newer = self.live_id(req.cluster, other).is_some_and(|l| {
+        let newer = self.live_id(r.cluster, other).is_some_and(|l| {
             !self.live[l].connection_closed
                 && self.live[l].data_version.state_version > incoming.state_version
         });
         if newer {
-            if let Some(l) = self.live_id(req.cluster, req.broker_addr) {
+            if let Some(l) = self.live_id(r.cluster, r.broker_addr) {
                 self.remove_live(l);
             }
         }
         newer
     }
 
-    fn put_broker_addr(&mut self, req: &RegisterRequest<'_>) -> Option<String> {
-        self.brokers.get_mut(req.broker_name).and_then(|b| {
+    fn put_broker_addr(&mut self, r: &RegisteringBroker<'_>) -> Option<String> {
+        self.brokers.get_mut(r.broker_name).and_then(|b| {
             b.data
                 .broker_addrs
-                .insert(req.broker_id, req.broker_addr.to_string())
+                .insert(r.broker_id, r.broker_addr.to_string())
         })
     }
 
     /// §5.2 steps 9 and 10: unreported topics and mappings now; `None`: topics not taken.
     fn plan_topics(
         &mut self,
-        req: &RegisterRequest<'_>,
+        r: &RegisteringBroker<'_>,
         body: &RegisterBody,
         register_first: bool,
         incoming: DataVersion,
     ) -> Option<TopicSteps> {
-        let b = self.brokers.get(req.broker_name)?;
-        let is_old = req.enable_acting_master.is_none();
-        let is_master = req.broker_id == 0;
-        let is_prime_slave = !is_old && !is_master && Some(req.broker_id) == min_broker_id(&b.data);
+        let b = self.brokers.get(r.broker_name)?;
+        let is_old = r.enable_acting_master.is_none();
+        let is_master = r.broker_id == 0;
+        let is_prime_slave = !is_old && !is_master && Some(r.broker_id) == min_broker_id(&b.data);
         if !(is_master || is_prime_slave) {
             return None;
         }
         let (name, broker) = (b.name.clone(), b.id);
         let clear_write = is_prime_slave && b.data.enable_acting_master;
-        let live = self.live_id(req.cluster, req.broker_addr);
+        let live = self.live_id(r.cluster, r.broker_addr);
         let stored = live.map(|l| self.live[l].data_version);
         let version_changed = stored != Some(incoming);
         let all = register_first || version_changed;
@@ -435,11 +434,12 @@ impl RouteTable {
         topics_in: TopicsInput<'_>,
         incoming: DataVersion,
     ) -> bool {
-        let Some(b) = self.brokers.get(req.broker_name) else {
+        let r = &req.broker;
+        let Some(b) = self.brokers.get(r.broker_name) else {
             return false;
         };
         let (seen_stamp, name_key) = (self.slots_stamp(b.id), b.name.clone());
-        let (live_id, first) = match self.live_id(req.cluster, req.broker_addr) {
+        let (live_id, first) = match self.live_id(r.cluster, r.broker_addr) {
             Some(l) => (l, false),
             None => {
                 let l = self.insert_live(req, name_key.clone(), incoming, seen_stamp);
@@ -448,13 +448,13 @@ impl RouteTable {
         };
         let live = &mut self.live[live_id];
         live.last_update_ms = req.now_ms;
-        live.timeout_ms = req
+        live.timeout_ms = r
             .heartbeat_timeout_ms
             .unwrap_or(DEFAULT_HEARTBEAT_TIMEOUT_MS);
         live.data_version = incoming;
         live.broker_name = name_key;
-        if live.ha_server_addr != req.ha_server_addr {
-            live.ha_server_addr = req.ha_server_addr.to_string();
+        if live.ha_server_addr != r.ha_server_addr {
+            live.ha_server_addr = r.ha_server_addr.to_string();
         }
         if let TopicsInput::Body(_) = topics_in {
             live.fingerprint = Some(req.fingerprint);
@@ -475,8 +475,8 @@ impl RouteTable {
     ) -> usize {
         self.next_generation += 1;
         let live_id = self.live.insert(LiveBroker {
-            cluster: Arc::from(req.cluster),
-            addr: Arc::from(req.broker_addr),
+            cluster: Arc::from(req.broker.cluster),
+            addr: Arc::from(req.broker.broker_addr),
             broker_name,
             last_update_ms: req.now_ms,
             timeout_ms: DEFAULT_HEARTBEAT_TIMEOUT_MS,
@@ -491,14 +491,15 @@ impl RouteTable {
             generation: self.next_generation,
         });
         self.live_by_addr
-            .entry(req.broker_addr.to_string())
+            .entry(req.broker.broker_addr.to_string())
             .or_default()
             .push(live_id);
         live_id
     }
 
-    fn store_filter_servers(&mut self, req: &RegisterRequest<'_>, list: &[String]) {
-        let key = (req.cluster.to_string(), req.broker_addr.to_string());
+    fn store_filter_servers(&mut self, r: &RegisteringBroker<'_>, list: &[String]) {
+        let (cluster, addr) = (r.cluster, r.broker_addr);
+        let key = (cluster.to_string(), addr.to_string());
         let changed = if list.is_empty() {
             self.filter_servers.remove(&key).is_some()
         } else if self.filter_servers.get(&key).map(Vec::as_slice) != Some(list) {
@@ -508,49 +509,44 @@ impl RouteTable {
             false
         };
         if changed {
-            self.invalidate_broker_topics(req.broker_name);
+            self.invalidate_broker_topics(r.broker_name);
         }
     }
 
-    fn master_of_slave(&self, req: &RegisterRequest<'_>) -> Option<(String, String)> {
-        if req.broker_id == 0 {
+    fn master_of_slave(&self, r: &RegisteringBroker<'_>) -> Option<(String, String)> {
+        if r.broker_id == 0 {
             return None;
         }
-        let master_addr = self
-            .brokers
-            .get(req.broker_name)?
-            .data
-            .broker_addrs
-            .get(&0)?;
-        let master = self.live_id(req.cluster, master_addr)?;
+        let master_addr = self.brokers.get(r.broker_name)?.data.broker_addrs.get(&0)?;
+        let master = self.live_id(r.cluster, master_addr)?;
         Some((
             master_addr.clone(),
             self.live[master].ha_server_addr.clone(),
         ))
     }
 
-    fn min_id_notification(&self, req: &RegisterRequest<'_>) -> Option<MinIdNotification> {
-        let addrs = &self.brokers.get(req.broker_name)?.data.broker_addrs;
+    fn min_id_notification(&self, r: &RegisteringBroker<'_>) -> Option<MinIdNotification> {
+        let addrs = &self.brokers.get(r.broker_name)?.data.broker_addrs;
         // The others in the group (itself when alone).
         let targets = addrs
             .iter()
-            .filter(|(k, _)| addrs.len() == 1 || **k != req.broker_id)
+            .filter(|(k, _)| addrs.len() == 1 || **k != r.broker_id)
             .map(|(_, v)| v.clone())
             .collect();
         Some(MinIdNotification {
             targets,
-            min_broker_id: req.broker_id,
-            min_broker_addr: req.broker_addr.to_string(),
+            min_broker_id: r.broker_id,
+            min_broker_addr: r.broker_addr.to_string(),
             offline_broker_addr: None,
-            ha_broker_addr: Some(req.ha_server_addr.to_string()),
+            ha_broker_addr: Some(r.ha_server_addr.to_string()),
         })
     }
 }
 
-pub(super) fn set_acting_master_and_zone(data: &mut BrokerData, req: &RegisterRequest<'_>) -> bool {
+pub(super) fn set_acting_master_and_zone(data: &mut BrokerData, r: &RegisteringBroker<'_>) -> bool {
     // A 4.x broker (no flag at all) never acts as master.
-    let acting = req.enable_acting_master == Some(true);
-    let zone = req.zone_name;
+    let acting = r.enable_acting_master == Some(true);
+    let zone = r.zone_name;
     let changed = data.enable_acting_master != acting || data.zone_name.as_deref() != zone;
     data.enable_acting_master = acting;
     if data.zone_name.as_deref() != zone {

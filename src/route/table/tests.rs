@@ -43,14 +43,16 @@ fn req<'a>(
     now_ms: u64,
 ) -> RegisterRequest<'a> {
     RegisterRequest {
-        cluster,
-        broker_addr: addr,
-        broker_name: name,
-        broker_id: id,
-        ha_server_addr: "ha:1",
-        zone_name: None,
-        heartbeat_timeout_ms: None,
-        enable_acting_master: Some(false),
+        broker: RegisteringBroker {
+            cluster,
+            broker_addr: addr,
+            broker_name: name,
+            broker_id: id,
+            ha_server_addr: "ha:1",
+            zone_name: None,
+            heartbeat_timeout_ms: None,
+            enable_acting_master: Some(false),
+        },
         conn: Some(1),
         now_ms,
         fingerprint: fp(now_ms),
@@ -131,7 +133,7 @@ fn slave_gets_master_addresses_and_its_topics_are_ignored() {
         TopicsInput::Body(&body(1, &[("T", 6)])),
     );
     let mut slave = req("c", "b", "s:1", 1, 0);
-    slave.enable_acting_master = None; // a 4.x slave
+    slave.broker.enable_acting_master = None; // a 4.x slave
     let r = t.register_now(&slave, TopicsInput::Body(&body(1, &[("SlaveOnly", 6)])));
     assert_eq!(r.master_addr.as_deref(), Some("m:1"));
     assert_eq!(r.ha_server_addr.as_deref(), Some("ha:1"));
@@ -306,7 +308,7 @@ fn cache_stays_within_its_byte_budget() {
 fn heartbeats_keep_brokers_and_silence_expires_them_once() {
     let mut t = table();
     let mut r = req("c", "b", "a:1", 0, 0);
-    r.heartbeat_timeout_ms = Some(10_000);
+    r.broker.heartbeat_timeout_ms = Some(10_000);
     t.register_now(&r, TopicsInput::Body(&body(1, &[("T", 6)])));
     assert!(t.heartbeat("c", "a:1", 9_000));
     assert!(!t.heartbeat("c", "nope:1", 9_000));
@@ -335,7 +337,7 @@ fn heartbeats_keep_brokers_and_silence_expires_them_once() {
 fn query_data_version_gives_the_stored_version_and_its_current_text() {
     let mut t = table();
     let mut r = req("c", "b", "a:1", 0, 0);
-    r.heartbeat_timeout_ms = Some(10_000);
+    r.broker.heartbeat_timeout_ms = Some(10_000);
     let seen = |t: &mut RouteTable, addr: &str, now_ms| {
         let answered = t.query_data_version("c", addr, now_ms, |stored| {
             Ok::<_, ()>(stored.map(|(v, text)| (*v, text.clone())))
@@ -379,7 +381,7 @@ fn expiry_costs_only_the_brokers_due() {
         let addr = format!("a:{i}");
         let name = format!("b{i}");
         let mut r = req("c", &name, &addr, 0, 0);
-        r.heartbeat_timeout_ms = Some(if i < 10 { 1_000 } else { 100_000 });
+        r.broker.heartbeat_timeout_ms = Some(if i < 10 { 1_000 } else { 100_000 });
         t.register_now(&r, TopicsInput::Body(&body(1, &[("T", 6)])));
     }
     assert_eq!(t.expire_due(2_000).len(), 10);
@@ -449,9 +451,9 @@ fn master_loss_with_acting_master_wipes_write_and_rewrites_the_route() {
         1000,
     );
     let mut m = req("c", "g", "m:1", 0, 0);
-    m.enable_acting_master = Some(true);
+    m.broker.enable_acting_master = Some(true);
     let mut s = req("c", "g", "s:1", 1, 0);
-    s.enable_acting_master = Some(true);
+    s.broker.enable_acting_master = Some(true);
     t.register_now(&m, TopicsInput::Body(&body(1, &[("T", 6)])));
     t.register_now(&s, TopicsInput::Body(&body(1, &[("T", 6)])));
     t.unregister_batch(&[unreg("c", "g", "m:1", 0)]);
@@ -698,7 +700,7 @@ fn a_taken_over_group_with_other_addresses_keeps_them_and_its_topics() {
 fn an_unregistration_queued_before_a_takeover_leaves_the_new_owner_live() {
     let mut t = table();
     let mut old = req("c", "old", "a:1", 0, 0);
-    old.heartbeat_timeout_ms = Some(1_000);
+    old.broker.heartbeat_timeout_ms = Some(1_000);
     t.register_now(&old, TopicsInput::Body(&body(1, &[("T", 6)])));
     let expired = t.expire_due(5_000);
     assert_eq!(expired.len(), 1, "queued for the batching thread");
@@ -997,11 +999,23 @@ fn the_same_bytes_are_unchanged_once_their_last_step_is_applied() {
         assert!(!t.is_unchanged_body(&req("c", "b", "m:1", 0, 1)));
     });
     assert!(t.is_unchanged_body(&r));
-    assert_eq!(t.unchanged_fingerprint("c", "m:1", "b", 0), Some(fp(1)));
+    assert_eq!(
+        t.unchanged_fingerprint(&req("c", "b", "m:1", 0, 1).broker),
+        Some(fp(1))
+    );
     // Another id at that address, another name, another address: not this broker's body.
-    assert_eq!(t.unchanged_fingerprint("c", "m:1", "b", 1), None);
-    assert_eq!(t.unchanged_fingerprint("c", "m:1", "x", 0), None);
-    assert_eq!(t.unchanged_fingerprint("c", "m:2", "b", 0), None);
+    assert_eq!(
+        t.unchanged_fingerprint(&req("c", "b", "m:1", 1, 1).broker),
+        None
+    );
+    assert_eq!(
+        t.unchanged_fingerprint(&req("c", "x", "m:1", 0, 1).broker),
+        None
+    );
+    assert_eq!(
+        t.unchanged_fingerprint(&req("c", "b", "m:2", 0, 1).broker),
+        None
+    );
 }
 
 #[test]

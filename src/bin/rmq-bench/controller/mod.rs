@@ -9,8 +9,8 @@ pub mod throughput;
 use crate::args::Options;
 use rmq_namesrv::client::Client;
 use rmq_namesrv::controller::request::{
-    AlterSyncStateSet, ApplyBrokerId, CleanBrokerData, ControllerRequest, ElectMaster, Heartbeat,
-    LeaderRequest, RegisterBroker, SyncStateSetBody,
+    AlterSyncStateSet, ApplyBrokerId, CleanBrokerData, ControllerRequest, ElectMaster,
+    GetNextBrokerId, Heartbeat, LeaderRequest, RegisterBroker, SyncStateSetBody,
 };
 use rmq_namesrv::remoting::command::RemotingCommand;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -47,10 +47,10 @@ fn ext_i64(resp: &RemotingCommand, key: &str) -> Option<i64> {
 // What a simulated broker of set `name` sends (cluster CLUSTER).
 
 fn next_broker_id(name: &str) -> ControllerRequest {
-    ControllerRequest::Leader(LeaderRequest::GetNextBrokerId {
+    ControllerRequest::Leader(LeaderRequest::GetNextBrokerId(GetNextBrokerId {
         cluster_name: Some(CLUSTER.into()),
         broker_name: Some(name.into()),
-    })
+    }))
 }
 
 fn apply_broker_id(name: &str, id: i64, addr: &str) -> ControllerRequest {
