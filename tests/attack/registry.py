@@ -4,7 +4,7 @@
 Starts a name server binary, runs one attack against it over loopback, and measures from the
 outside: the server's RSS (/proc), what the attack's requests were answered, what the routes
 and cluster info show afterwards, and a good client in a separate process asking for a route
-100 times a second over its own connection (p99, max, errors). Prints one JSON object. Not part
+100 times a second over its own connection (p50, p99, max, errors). Prints one JSON object. Not part
 of `cargo test` (tests/registry_guards.rs holds the bounded versions); run it to compare two
 binaries, one after the other, on the same machine:
 
@@ -228,8 +228,9 @@ def good_client(host, port, seconds):
         latencies.append((time.perf_counter() - start) * 1000)
         time.sleep(max(0.0, 0.01 - (time.perf_counter() - start)))
     latencies.sort()
+    p50 = latencies[len(latencies) // 2] if latencies else None
     p99 = latencies[int(len(latencies) * 0.99) - 1] if latencies else None
-    print(json.dumps({"requests": len(latencies), "errors": errors,
+    print(json.dumps({"requests": len(latencies), "errors": errors, "p50_ms": round(p50, 2),
                       "p99_ms": round(p99, 2), "max_ms": round(latencies[-1], 2)}))
 
 
