@@ -11,7 +11,9 @@ store's bytes, the log file's bytes and the server's CPU seconds. Not part of `c
 bounded versions are tests/controller_attack_*.rs); run it to compare two binaries, one after
 the other, on the same machine:
 
-    tests/attack/controller.py BIN names1006|longhb|closedeath|reapply|closes|newsets|config1009 [key=value ...]
+    tests/attack/controller.py BIN MODE [key=value ...]
+
+MODE is one of:
 
 * names1006: one set of 1,024 ids (1012/1013/1003 per id, as a broker), then 3 x
   GET_SYNC_STATE_DATA naming that set 20,000 times (a 100 KB body);
@@ -25,7 +27,10 @@ the other, on the same machine:
 * closes: 100,000 heartbeat entries (oneway, one connection kept open), then 3,000 bare
   connect-and-close in batches of 100, each batch followed by a 1005 on the controller port;
 * newsets: 300 x 1013 creating new sets with 120 KB names;
-* config1009: UPDATE_CONTROLLER_CONFIG with 8 MiB and 15 MiB bodies, then a one-line one.
+* config1009: UPDATE_CONTROLLER_CONFIG with 8 MiB and 15 MiB bodies, then a one-line one;
+* notify: a set of 256 ids registered at listeners whose accept queue is full (a connect there
+  waits for its whole timeout) is elected again by an admin (enableElectUncleanMaster=true),
+  then the master of a good set of two closes: how long until its slave gets its 1008?
 
 Controller requests use RocketMQ's binary header (no JSON string limit stops a long name before
 the controller sees it). Extra key=value arguments are passed to the server as --key=value.
@@ -280,12 +285,80 @@ def attack_reapply(server, r, repeats=209):
                         "store_growth_over_repeats": dir_bytes(server.store) - stored}
 
 
+def register_id(ctl, name, broker_id, addr, cluster="c"):
+    """1013, 1003 and a heartbeat, as a broker; the codes."""
+    codes = [ctl.call(1013, apply_id(name, broker_id, f"{addr};1", cluster))[0]["code"],
+             ctl.call(1003, {"clusterName": cluster, "brokerName": name,
+                             "brokerId": str(broker_id), "brokerAddress": addr})[0]["code"]]
+    ctl.oneway([(904, hb(name, broker_id, addr, cluster))])
+    return codes
+
+
+def notices(listener, seen):
+    """A broker's port: (time, masterBrokerId) of each 1008 it is sent."""
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return
+        def read(c=conn):
+            with contextlib.suppress(OSError, ConnectionError, ValueError):
+                while True:
+                    h, _ = read_any(c)
+                    seen.append((time.time(), h.get("extFields", {}).get("masterBrokerId")))
+        threading.Thread(target=read, daemon=True).start()
+
+
+def attack_notify(server, r, hostile=256):
+    """A set of 256 ids at addresses that swallow connects is elected again (its 1008s go
+    nowhere), then a good set's master closes: when does the new master hear of it?"""
+    a_ip, b_ip = "127.0.0.6", "127.0.0.7"
+    listeners, seen = [], []
+    for ip in (a_ip, b_ip):
+        listeners.append(socket.create_server((ip, 0)))
+        threading.Thread(target=notices, args=(listeners[-1], seen), daemon=True).start()
+    addr_a, addr_b = (f"{ip}:{l.getsockname()[1]}" for ip, l in zip((a_ip, b_ip), listeners))
+    a, b = Ctl(server.ctl, a_ip), Ctl(server.ctl, b_ip)
+    setup = register_id(a, "good", 1, addr_a)
+    h, _ = a.call(1002, {"clusterName": "c", "brokerName": "good", "brokerId": "1"})
+    setup += [h["code"]] + register_id(b, "good", 2, addr_b)
+    sync = json.dumps({"syncStateSet": [1, 2], "syncStateSetEpoch": int(
+        h["extFields"].get("syncStateSetEpoch", 1))}).encode()
+    setup.append(a.call(1001, {"brokerName": "good", "masterBrokerId": "1", "masterEpoch":
+                               h["extFields"].get("masterEpoch", "1"),
+                               "invokeTime": str(int(time.time() * 1000))}, sync)[0]["code"])
+    swallowers = []
+    for _ in range(hostile):
+        sw = socket.socket()
+        sw.bind((ATTACKER_IP, 0))
+        sw.listen(0)
+        swallowers.append((sw, socket.create_connection(sw.getsockname())))
+    ctl = Ctl(server.ctl)
+    for i, (sw, _) in enumerate(swallowers):
+        setup += register_id(ctl, "swallow", i + 1, f"{ATTACKER_IP}:{sw.getsockname()[1]}")
+    elect = {"clusterName": "c", "brokerName": "swallow", "brokerId": "1"}
+    setup.append(ctl.call(1002, elect)[0]["code"])
+    r["setup_codes"] = {str(c): setup.count(c) for c in sorted(set(setup))}
+    with measured(server, r):
+        r["answers"] = [ctl.timed(1002, dict(elect, brokerId="2", designateElect="true"))]
+        closed = time.time()
+        a.close()
+        registry.wait_until(lambda: any(m == "2" for _, m in seen), timeout=90)
+        heard = [t for t, m in seen if m == "2"]
+        r["new_master_notified_after_s"] = round(heard[0] - closed, 2) if heard else None
+    for sw, filler in swallowers:
+        sw.close()
+        filler.close()
+
+
 def attack_closes(server, r, entries=100_000, closes=3000):
     filler = Ctl(server.ctl)
-    for start in range(0, entries, 5000):
+    # In steps of 1,000, each waited for (a 1005 is answered after the oneway heartbeats
+    # before it): the setup's own turns stay short, below what the closes may cost.
+    for start in range(0, entries, 1000):
         filler.oneway([(904, hb(f"s{i // 4}", i % 4 + 1, "127.0.0.1:10911"))
-                       for i in range(start, min(entries, start + 5000))])
-    r["sync_1005"] = filler.call(1005)[0]["code"]  # after every heartbeat before it
+                       for i in range(start, min(entries, start + 1000))])
+        r["sync_1005"] = filler.call(1005)[0]["code"]
     good = Ctl(server.ctl, registry.ADMIN_IP)
     slowest = 0.0
     with measured(server, r):
@@ -317,11 +390,13 @@ def attack_config1009(server, r):
 
 ATTACKS = {"names1006": attack_names1006, "longhb": attack_longhb,
            "closedeath": attack_closedeath, "reapply": attack_reapply, "closes": attack_closes,
-           "newsets": attack_newsets, "config1009": attack_config1009}
+           "newsets": attack_newsets, "config1009": attack_config1009, "notify": attack_notify}
 
 
 def main():
     binary, name, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
+    if name == "notify":  # the admin may designate any active id of the hostile set
+        extra = ["enableElectUncleanMaster=true"] + extra
     server = Server(binary, extra)
     result = {"attack": name, "binary": binary, "extra": extra,
               "loadavg_start": open("/proc/loadavg").read().split()[:3]}
