@@ -30,7 +30,8 @@ MODE is one of:
 * config1009: UPDATE_CONTROLLER_CONFIG with 8 MiB and 15 MiB bodies, then a one-line one;
 * notify: a set of 256 ids registered at listeners whose accept queue is full (a connect there
   waits for its whole timeout) is elected again by an admin (enableElectUncleanMaster=true),
-  then the master of a good set of two closes: how long until its slave gets its 1008?
+  then the master of a good set of two closes: how long until its slave gets its 1008? The
+  hostile set's size is $RMQ_ATTACK_HOSTILE (256; 0 is the control).
 
 Controller requests use RocketMQ's binary header (no JSON string limit stops a long name before
 the controller sees it). Extra key=value arguments are passed to the server as --key=value.
