@@ -8,7 +8,7 @@ and cluster info show afterwards, and a good client in a separate process asking
 of `cargo test` (tests/registry_guards.rs holds the bounded versions); run it to compare two
 binaries, one after the other, on the same machine:
 
-    tests/attack/registry.py BIN owner|flood|topics217|values|fleets [key=value ...]
+    tests/attack/registry.py BIN owner|flood|topics217|values|fleets|topiclist [key=value ...]
 
 Extra key=value arguments are passed to the server as --key=value (e.g. brokerAllowList=...).
 Peers use three loopback source addresses: the good broker 127.0.0.3, an admin 127.0.0.2,
@@ -44,13 +44,14 @@ def frame(code, ext=None, body=b"", opaque=1):
 
 def read_frame(sock):
     def exact(n):
-        buf = b""
-        while len(buf) < n:
-            chunk = sock.recv(n - len(buf))
-            if not chunk:
+        buf = bytearray(n)
+        view, got = memoryview(buf), 0
+        while got < n:
+            k = sock.recv_into(view[got:])
+            if not k:
                 raise ConnectionError("closed")
-            buf += chunk
-        return buf
+            got += k
+        return bytes(buf)
 
     length, word = struct.unpack(">II", exact(8))
     rest = exact(length - 4)
@@ -228,8 +229,9 @@ def good_client(host, port, seconds):
         latencies.append((time.perf_counter() - start) * 1000)
         time.sleep(max(0.0, 0.01 - (time.perf_counter() - start)))
     latencies.sort()
+    p50 = latencies[len(latencies) // 2] if latencies else None
     p99 = latencies[int(len(latencies) * 0.99) - 1] if latencies else None
-    print(json.dumps({"requests": len(latencies), "errors": errors,
+    print(json.dumps({"requests": len(latencies), "errors": errors, "p50_ms": round(p50, 2),
                       "p99_ms": round(p99, 2), "max_ms": round(latencies[-1], 2)}))
 
 
@@ -403,7 +405,53 @@ def attack_fleets(server, addresses=100, generations=20):
     return result
 
 
-ATTACKS = {"owner": attack_owner, "flood": attack_flood, "topics217": attack_topics217,
+def list_phase(addr, code, seconds, connections=4):
+    """`connections` peers asking `code` back to back for `seconds`, a good client measured
+    meanwhile in its own process."""
+    client = GoodClient(addr, seconds)
+    answers, sizes = [], []
+
+    def ask():
+        c = Conn(addr, ATTACKER_IP)
+        end, n = time.time() + seconds, 0
+        while time.time() < end:
+            h, body = c.call(code)
+            n += 1
+            sizes.append(len(body))
+        answers.append(n)
+        c.close()
+
+    threads = [threading.Thread(target=ask) for _ in range(connections)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {"answers": sum(answers), "body_bytes": max(sizes, default=0),
+            "good_client": client.result()}
+
+
+def attack_topiclist(server, seconds=20):
+    """999,000 topics in ten compressed registrations, then GET_ALL_TOPIC_LIST (206) and
+    GET_UNIT_TOPIC_LIST (311) from 4 connections each, the good client measured per phase."""
+    addr = server.addr
+    start = time.time()
+    conns, codes = register_fleet(addr, 10, 99_900, "tl")
+    wait_until(lambda: stats(addr).get("topics", 0) >= 999_000, timeout=600)
+    result = {"register_seconds": round(time.time() - start, 1),
+              "register_codes": {str(c): codes.count(c) for c in set(codes)},
+              "topics": stats(addr).get("topics"), "rss_full_mib": server.rss_mib()}
+    result["idle"] = list_phase(addr, 105, 5, connections=0)
+    result["206"] = list_phase(addr, 206, seconds)
+    result["311"] = list_phase(addr, 311, seconds)
+    s = stats(addr)
+    result.update({k: s.get(k) for k in ["maxTurnMicros", "longTurns", "topicListShardsEncoded",
+                                         "topicListBytes"]})
+    for c in conns:
+        c.close()
+    return result
+
+
+ATTACKS = {"topiclist": attack_topiclist, "owner": attack_owner, "flood": attack_flood, "topics217": attack_topics217,
            "values": attack_values, "fleets": attack_fleets}
 
 
