@@ -145,10 +145,9 @@ impl TopicListCache {
         body
     }
 
-    /// Bytes held: the body, or (while parts changed since) the parts too.
+    /// About the bytes held: the parts are slices of the body, or encoded since.
     pub fn bytes(&self) -> usize {
-        let parts = self.parts.iter().map(|(_, p)| p.len()).sum::<usize>();
-        parts.max(self.body.as_ref().map_or(0, |(_, b)| b.len()))
+        self.parts.iter().map(|(_, p)| p.len()).sum()
     }
 }
 

@@ -285,7 +285,8 @@ impl NameServer {
             return self.decode_off_loop(ctx, conn, cmd.clone(), *job);
         }
         if effects.deferred {
-            // Answered by answer_durable_writes; later frames wait so replies keep their order.
+            // Answered by answer_durable_writes or run_topic_lists; later frames wait so replies
+            // keep their order.
             return Next::Hold;
         }
         Next::Continue

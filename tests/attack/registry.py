@@ -284,13 +284,14 @@ def attack_owner(server):
     return result
 
 
-def register_fleet(addr, count, per_broker, tag):
+def register_fleet(addr, count, per_broker, tag, timeout_ms=None):
     conns, codes = [], []
     for i in range(count):
         c = Conn(addr, ATTACKER_IP)
         names = [f"{tag}{i}-{j:06d}" for j in range(per_broker)]
         body = compressed_body(names)
-        ext = broker_ext(f"{tag}-b{i}", f"10.66.{i // 250}.{i % 250}:10911", compressed=True)
+        ext = broker_ext(f"{tag}-b{i}", f"10.66.{i // 250}.{i % 250}:10911", compressed=True,
+                         timeout_ms=timeout_ms)
         codes.append(c.call(103, ext, body)[0]["code"])
         conns.append(c)
     return conns, codes
@@ -408,6 +409,7 @@ def attack_fleets(server, addresses=100, generations=20):
 def list_phase(addr, code, seconds, connections=4):
     """`connections` peers asking `code` back to back for `seconds`, a good client measured
     meanwhile in its own process."""
+    long_turns = stats(addr).get("longTurns")
     client = GoodClient(addr, seconds)
     answers, sizes = [], []
 
@@ -426,8 +428,10 @@ def list_phase(addr, code, seconds, connections=4):
         t.start()
     for t in threads:
         t.join()
+    good = client.result()
+    long_turns = (stats(addr).get("longTurns") or 0) - (long_turns or 0)
     return {"answers": sum(answers), "body_bytes": max(sizes, default=0),
-            "good_client": client.result()}
+            "good_client": good, "long_turns": long_turns}
 
 
 def attack_topiclist(server, seconds=20):
@@ -435,7 +439,8 @@ def attack_topiclist(server, seconds=20):
     GET_UNIT_TOPIC_LIST (311) from 4 connections each, the good client measured per phase."""
     addr = server.addr
     start = time.time()
-    conns, codes = register_fleet(addr, 10, 99_900, "tl")
+    # They never re-register: no expiry during the measurement.
+    conns, codes = register_fleet(addr, 10, 99_900, "tl", timeout_ms=3_600_000)
     wait_until(lambda: stats(addr).get("topics", 0) >= 999_000, timeout=600)
     result = {"register_seconds": round(time.time() - start, 1),
               "register_codes": {str(c): codes.count(c) for c in set(codes)},
@@ -462,6 +467,9 @@ def main():
     binary, name, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
     if name == "fleets":
         extra = ["scanNotActiveBrokerInterval=500"] + extra
+    if name == "topiclist":
+        # The fake brokers' connections stay idle: they must not be closed (and unregistered).
+        extra = ["serverChannelMaxIdleTimeSeconds=3600"] + extra
     server = Server(binary, extra)
     try:
         good = GoodBroker(server.addr)
