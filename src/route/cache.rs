@@ -115,12 +115,9 @@ impl TopicListCache {
         (*at == version).then(|| body.clone())
     }
 
-    pub fn is_current(&self, shard: usize, stamp: u64) -> bool {
-        self.parts[shard].0 == stamp
-    }
-
-    pub fn set_part(&mut self, shard: usize, stamp: u64, part: Vec<u8>) {
-        self.parts[shard] = (stamp, part.into());
+    /// Shard `at`'s part unless it was encoded at `stamp`: then the caller encodes it again.
+    pub fn stale_part(&mut self, at: usize, stamp: u64) -> Option<&mut (u64, Bytes)> {
+        Some(&mut self.parts[at]).filter(|(s, _)| *s != stamp)
     }
 
     /// Joins the parts into `{"topicList":[...]}`; they become slices of it (held once).

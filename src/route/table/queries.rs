@@ -101,20 +101,20 @@ impl RouteTable {
         let mut encoded = false;
         for at in 0..SHARDS {
             let (stamp, entries) = self.topics.shard(at);
-            if list.is_current(at, stamp) {
+            let Some(slot) = list.stale_part(at, stamp) else {
                 continue;
-            }
+            };
             if encoded && Instant::now() >= deadline {
                 return None;
             }
             let mut part = Vec::new();
-            for (name, _) in entries.filter(|(_, e)| kind.admits(e.first_flag())) {
+            for (name, _) in entries.filter(|(_, e)| kind.admits(e.first_flag().unwrap_or(0))) {
                 if !part.is_empty() {
                     part.push(b',');
                 }
                 json::write_str(&mut part, name);
             }
-            list.set_part(at, stamp, part);
+            *slot = (stamp, part.into());
             self.list_parts_encoded += 1;
             encoded = true;
         }
@@ -168,29 +168,25 @@ impl RouteTable {
     }
 }
 
-/// Which topics a TopicList holds: all (206), or by the first queue entry's sysFlag (§5.13).
+/// Which topics a TopicList holds: all (206), or by the first queue entry's sysFlag (§5.13):
+/// 311 UNIT, 312 UNIT_SUB, 313 UNIT_SUB without UNIT.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ListKind {
     All,
-    /// 311
     Unit,
-    /// 312
     UnitSub,
-    /// 313
     UnitSubNotUnit,
 }
 
 impl ListKind {
-    fn admits(self, flag: Option<i32>) -> bool {
-        let (unit, sub) = flag.map_or((false, false), |f| {
-            (f & FLAG_UNIT != 0, f & FLAG_UNIT_SUB != 0)
-        });
-        match self {
-            ListKind::All => true,
-            ListKind::Unit => unit,
-            ListKind::UnitSub => sub,
-            ListKind::UnitSubNotUnit => sub && !unit,
-        }
+    fn admits(self, flag: i32) -> bool {
+        let (with, without) = match self {
+            ListKind::All => (0, 0),
+            ListKind::Unit => (FLAG_UNIT, 0),
+            ListKind::UnitSub => (FLAG_UNIT_SUB, 0),
+            ListKind::UnitSubNotUnit => (FLAG_UNIT_SUB, FLAG_UNIT),
+        };
+        flag & with == with && flag & without == 0
     }
 }
 
