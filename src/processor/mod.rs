@@ -10,8 +10,7 @@ use crate::remoting::command::RemotingCommand;
 use crate::request::{NameLimits, ParseError, Request};
 use crate::route::model::{BodyLimits, DecodeScratch, RegisterBody};
 use crate::route::table::{
-    ConnId, RemovalReason, RouteBounds, RouteSettings, RouteTable, UnregisterRequest, FLAG_UNIT,
-    FLAG_UNIT_SUB,
+    ConnId, ListKind, RemovalReason, RouteBounds, RouteSettings, RouteTable, UnregisterRequest,
 };
 use crossbeam_channel::Sender;
 use log::{debug, warn};
@@ -172,6 +171,8 @@ pub struct Processor {
     /// Registrations applied in steps, oldest first; and the one started by this request.
     topic_steps: VecDeque<StepsJob>,
     new_steps: Option<StepsJob>,
+    /// Topic list requests waiting for their list's encoding, oldest first.
+    lists_waiting: VecDeque<(ListKind, Ticket)>,
     templates: ReplyTemplates,
 }
 
@@ -213,6 +214,7 @@ impl Processor {
             scratch: DecodeScratch::default(),
             topic_steps: VecDeque::new(),
             new_steps: None,
+            lists_waiting: VecDeque::new(),
             templates: ReplyTemplates::new(),
         };
         processor.derive_settings();
@@ -388,15 +390,15 @@ impl Processor {
             Request::GetBrokerClusterInfo => self.cluster_info(),
             Request::WipeWritePerm(r) => self.write_perm(r, false),
             Request::AddWritePerm(r) => self.write_perm(r, true),
-            Request::GetAllTopicList => self.all_topic_list(),
+            Request::GetAllTopicList => self.topic_list(ListKind::All, ticket),
             Request::DeleteTopic(r) => self.delete_topic(r),
             Request::RegisterTopic(r) => self.register_topic(ctx, r, work),
             Request::GetTopicsByCluster(r) => self.topics_by_cluster(r),
             Request::GetSystemTopicList => self.system_topic_list(),
-            Request::GetUnitTopicList => self.unit_topics(|f| f & FLAG_UNIT != 0),
-            Request::GetHasUnitSubTopicList => self.unit_topics(|f| f & FLAG_UNIT_SUB != 0),
+            Request::GetUnitTopicList => self.topic_list(ListKind::Unit, ticket),
+            Request::GetHasUnitSubTopicList => self.topic_list(ListKind::UnitSub, ticket),
             Request::GetHasUnitSubUnunitTopicList => {
-                self.unit_topics(|f| f & FLAG_UNIT_SUB != 0 && f & FLAG_UNIT == 0)
+                self.topic_list(ListKind::UnitSubNotUnit, ticket)
             }
             Request::GetNamesrvConfig => self.get_config(),
             Request::UpdateNamesrvConfig(r) => self.update_config(r, ticket),

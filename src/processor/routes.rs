@@ -1,9 +1,19 @@
-//! Reads of the registry: routes (cached bodies, zone filtering), topic lists, cluster info.
+//! Reads of the registry: routes (cached bodies, zone filtering), topic lists (cached, built
+//! in steps while their requests wait), cluster info.
 
-use super::{Processor, Refusal, Reply, ORDER_TOPIC_CONFIG};
+use super::{LoopConnId, Processor, Refusal, Reply, Ticket, ORDER_TOPIC_CONFIG};
 use crate::request::{GetRouteInfo, GetTopicsByCluster};
 use crate::route::model;
 use crate::route::model::{Dialect, TopicRouteData};
+use crate::route::table::ListKind;
+use std::time::{Duration, Instant};
+
+/// What encoding a topic list may take of a turn (at 1,000,000 topics a shard holds 4,000).
+const TOPIC_LIST_STEP: Duration = Duration::from_micros(300);
+
+/// Larger lists are answered by [`Processor::run_topic_lists`], one a turn: each answer is a
+/// copy into the peer's write buffer.
+const INLINE_LIST_BYTES: usize = 256 << 10;
 
 impl Processor {
     pub(super) fn cluster_info(&mut self) -> Result<Reply, Refusal> {
@@ -38,9 +48,50 @@ impl Processor {
         }
     }
 
-    pub(super) fn all_topic_list(&mut self) -> Result<Reply, Refusal> {
-        list_enabled(self.config.enable_all_topic_list)?;
-        Ok(topic_list(self.table.topic_names(), None))
+    /// 206 and 311-313: the cached body, or (stale or large) answered by `run_topic_lists`.
+    pub(super) fn topic_list(&mut self, kind: ListKind, t: Ticket) -> Result<Reply, Refusal> {
+        let c = &self.config;
+        list_enabled(if kind == ListKind::All {
+            c.enable_all_topic_list
+        } else {
+            c.enable_topic_list
+        })?;
+        if self.lists_waiting.is_empty() {
+            let deadline = Instant::now() + TOPIC_LIST_STEP;
+            let body = self.table.topic_list(kind, deadline);
+            if let Some(body) = body.filter(|b| b.len() <= INLINE_LIST_BYTES) {
+                return Ok(Reply::with_body(body));
+            }
+        }
+        self.lists_waiting.push_back((kind, t));
+        Ok(Reply::later())
+    }
+
+    /// One step of the oldest waiting list; once current, its answer (one a turn: it may be
+    /// megabytes) goes to `write`, which is false for a closed connection. Returns the
+    /// connections to release.
+    pub fn run_topic_lists(
+        &mut self,
+        mut write: impl FnMut(LoopConnId, &mut dyn FnMut(&mut Vec<u8>)) -> bool,
+    ) -> Vec<LoopConnId> {
+        let mut answered = Vec::new();
+        let deadline = Instant::now() + TOPIC_LIST_STEP;
+        while let Some(&(kind, t)) = self.lists_waiting.front() {
+            let Some(body) = self.table.topic_list(kind, deadline) else {
+                break;
+            };
+            self.lists_waiting.pop_front();
+            answered.push(t.conn);
+            let reply = Reply::with_body(body);
+            if !t.oneway && write(t.conn, &mut |out| self.write_reply(t.opaque, &reply, out)) {
+                break;
+            }
+        }
+        answered
+    }
+
+    pub fn topic_lists_waiting(&self) -> bool {
+        !self.lists_waiting.is_empty()
     }
 
     pub(super) fn topics_by_cluster(
@@ -58,11 +109,6 @@ impl Processor {
         let (topics, addr) = self.table.system_topics();
         let topics = topics.iter().map(String::as_str);
         Ok(topic_list(topics, addr.as_deref()))
-    }
-
-    pub(super) fn unit_topics(&mut self, pred: impl Fn(i32) -> bool) -> Result<Reply, Refusal> {
-        list_enabled(self.config.enable_topic_list)?;
-        Ok(topic_list(self.table.topics_with_flag(pred), None))
     }
 }
 

@@ -200,7 +200,8 @@ impl Processor {
     /// The stats extension's answer.
     pub(super) fn stats(&self, l: &LoopStats) -> Result<Reply, Refusal> {
         let (t, s) = (&self.table, &self.stats);
-        let fields: [(&str, u64); 23] = [
+        let (list_shards, list_bytes) = t.topic_list_stats();
+        let fields: [(&str, u64); 25] = [
             ("connections", l.connections as u64),
             ("brokers", t.live_broker_count() as u64),
             ("brokerGroups", t.broker_group_count() as u64),
@@ -224,6 +225,8 @@ impl Processor {
             ("acceptFailures", l.accept_failures),
             ("maxTurnMicros", l.max_turn_micros),
             ("longTurns", l.long_turns),
+            ("topicListShardsEncoded", list_shards),
+            ("topicListBytes", list_bytes as u64),
         ];
         let mut out = Vec::with_capacity(512);
         let mut o = Seq::object(&mut out);

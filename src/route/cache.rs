@@ -1,5 +1,6 @@
 //! Encoded GET_ROUTEINFO_BY_TOPIC bodies, per topic and dialect, within `routeCacheMaxBytes`
-//! (oldest out first); the route table invalidates a topic whenever its route changes.
+//! (oldest out first); the route table invalidates a topic whenever its route changes. And
+//! encoded topic lists, kept per shard of the topic map ([`TopicListCache`]).
 
 use super::model::Dialect;
 use bytes::Bytes;
@@ -88,6 +89,62 @@ impl RouteCache {
         if bodies.body.iter().all(Option::is_none) {
             self.bodies.remove(topic);
         }
+    }
+}
+
+/// A TopicList body (206, 311-313) and the parts it joins, one per topic map shard (the
+/// shard's names, quoted, comma-separated), each with the shard's stamp when encoded.
+#[derive(Debug)]
+pub struct TopicListCache {
+    parts: Vec<(u64, Bytes)>,
+    body: Option<(u64, Bytes)>,
+}
+
+impl TopicListCache {
+    /// Stamp 0: a shard never changed, empty.
+    pub fn new(shards: usize) -> Self {
+        TopicListCache {
+            parts: vec![(0, Bytes::new()); shards],
+            body: None,
+        }
+    }
+
+    /// The body, if assembled at the topic map's `version`.
+    pub fn body(&self, version: u64) -> Option<Bytes> {
+        let (at, body) = self.body.as_ref()?;
+        (*at == version).then(|| body.clone())
+    }
+
+    /// Shard `at`'s part unless it was encoded at `stamp`: then the caller encodes it again.
+    pub fn stale_part(&mut self, at: usize, stamp: u64) -> Option<&mut (u64, Bytes)> {
+        Some(&mut self.parts[at]).filter(|(s, _)| *s != stamp)
+    }
+
+    /// Joins the parts into `{"topicList":[...]}`; they become slices of it (held once).
+    pub fn assemble(&mut self, version: u64) -> Bytes {
+        let len = self.parts.iter().map(|(_, p)| p.len() + 1).sum::<usize>();
+        let mut out = Vec::with_capacity(len + 16);
+        out.extend_from_slice(b"{\"topicList\":[");
+        let mut ranges = Vec::with_capacity(self.parts.len());
+        for (_, part) in &self.parts {
+            if !part.is_empty() && out.last() != Some(&b'[') {
+                out.push(b',');
+            }
+            ranges.push(out.len()..out.len() + part.len());
+            out.extend_from_slice(part);
+        }
+        out.extend_from_slice(b"]}");
+        let body = Bytes::from(out);
+        for ((_, part), range) in self.parts.iter_mut().zip(ranges) {
+            *part = body.slice(range);
+        }
+        self.body = Some((version, body.clone()));
+        body
+    }
+
+    /// About the bytes held: the parts are slices of the body, or encoded since.
+    pub fn bytes(&self) -> usize {
+        self.parts.iter().map(|(_, p)| p.len()).sum()
     }
 }
 

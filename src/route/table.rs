@@ -1,7 +1,7 @@
 //! The route registry tables (Java's RouteInfoManager, docs/protocol.md §5), owned by the loop
 //! thread, plus what makes hot paths cheap (route cache, write stamps, body fingerprints).
 
-use super::cache::RouteCache;
+use super::cache::{RouteCache, TopicListCache};
 use super::model::{MappingInfo, QueueData, RegisterBody};
 use crate::timer::DeadlineBuckets;
 use foldhash::fast::RandomState;
@@ -20,6 +20,7 @@ mod topics;
 
 pub use bounds::{BoundExceeded, RouteBounds};
 use live::{Expiry, LiveBroker};
+pub use queries::ListKind;
 pub use register::{
     BodyFingerprint, MinIdNotification, RegisterRequest, RegisterResult, RegisteringBroker,
     Takeover, TopicSteps, TopicsInput,
@@ -80,6 +81,9 @@ pub struct RouteTable {
     slot_stamps: Vec<u64>,
     write_clock: u64,
     cache: RouteCache,
+    /// Per [`ListKind`]; checked against the topic map's shard stamps, never invalidated.
+    lists: [TopicListCache; 4],
+    list_parts_encoded: u64,
     pub settings: RouteSettings,
 }
 
@@ -100,6 +104,8 @@ impl RouteTable {
             slot_stamps: Vec::new(),
             write_clock: 0,
             cache: RouteCache::default(),
+            lists: std::array::from_fn(|_| TopicListCache::new(topic_map::SHARDS)),
+            list_parts_encoded: 0,
             settings,
         }
     }

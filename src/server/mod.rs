@@ -285,7 +285,8 @@ impl NameServer {
             return self.decode_off_loop(ctx, conn, cmd.clone(), *job);
         }
         if effects.deferred {
-            // Answered by answer_durable_writes; later frames wait so replies keep their order.
+            // Answered by answer_durable_writes or run_topic_lists; later frames wait so replies
+            // keep their order.
             return Next::Hold;
         }
         Next::Continue
@@ -483,6 +484,12 @@ impl Handler for NameServer {
         self.free_off_loop();
         self.apply_unregistrations(slow_work);
         self.pace_expiry(ctx);
+        let answered = self
+            .processor
+            .run_topic_lists(|c, write| ctx.write_buf(c).map(write).is_some());
+        for conn in answered {
+            ctx.release(conn);
+        }
         self.trim_heap_after_bursts(ctx);
         // Once per turn, not per request; the scan timer wakes a quiet loop for it.
         self.processor.log_change_summary(ctx.now_ms());
@@ -490,6 +497,7 @@ impl Handler for NameServer {
             || !self.registrations.queue.is_empty()
             || self.processor.topic_steps_pending()
             || !self.after_steps.is_empty()
+            || self.processor.topic_lists_waiting()
             || !self.unregistrations.is_empty()
             || self.expiry.in_progress
             || self.expiry.scan_due

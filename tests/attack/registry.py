@@ -8,7 +8,7 @@ and cluster info show afterwards, and a good client in a separate process asking
 of `cargo test` (tests/registry_guards.rs holds the bounded versions); run it to compare two
 binaries, one after the other, on the same machine:
 
-    tests/attack/registry.py BIN owner|flood|topics217|values|fleets [key=value ...]
+    tests/attack/registry.py BIN owner|flood|topics217|values|fleets|topiclist [key=value ...]
 
 Extra key=value arguments are passed to the server as --key=value (e.g. brokerAllowList=...).
 Peers use three loopback source addresses: the good broker 127.0.0.3, an admin 127.0.0.2,
@@ -44,13 +44,14 @@ def frame(code, ext=None, body=b"", opaque=1):
 
 def read_frame(sock):
     def exact(n):
-        buf = b""
-        while len(buf) < n:
-            chunk = sock.recv(n - len(buf))
-            if not chunk:
+        buf = bytearray(n)
+        view, got = memoryview(buf), 0
+        while got < n:
+            k = sock.recv_into(view[got:])
+            if not k:
                 raise ConnectionError("closed")
-            buf += chunk
-        return buf
+            got += k
+        return bytes(buf)
 
     length, word = struct.unpack(">II", exact(8))
     rest = exact(length - 4)
@@ -283,13 +284,14 @@ def attack_owner(server):
     return result
 
 
-def register_fleet(addr, count, per_broker, tag):
+def register_fleet(addr, count, per_broker, tag, timeout_ms=None):
     conns, codes = [], []
     for i in range(count):
         c = Conn(addr, ATTACKER_IP)
         names = [f"{tag}{i}-{j:06d}" for j in range(per_broker)]
         body = compressed_body(names)
-        ext = broker_ext(f"{tag}-b{i}", f"10.66.{i // 250}.{i % 250}:10911", compressed=True)
+        ext = broker_ext(f"{tag}-b{i}", f"10.66.{i // 250}.{i % 250}:10911", compressed=True,
+                         timeout_ms=timeout_ms)
         codes.append(c.call(103, ext, body)[0]["code"])
         conns.append(c)
     return conns, codes
@@ -404,7 +406,57 @@ def attack_fleets(server, addresses=100, generations=20):
     return result
 
 
-ATTACKS = {"owner": attack_owner, "flood": attack_flood, "topics217": attack_topics217,
+def list_phase(addr, code, seconds, connections=4):
+    """`connections` peers asking `code` back to back for `seconds`, a good client measured
+    meanwhile in its own process."""
+    long_turns = stats(addr).get("longTurns")
+    client = GoodClient(addr, seconds)
+    answers, sizes = [], []
+
+    def ask():
+        c = Conn(addr, ATTACKER_IP)
+        end, n = time.time() + seconds, 0
+        while time.time() < end:
+            h, body = c.call(code)
+            n += 1
+            sizes.append(len(body))
+        answers.append(n)
+        c.close()
+
+    threads = [threading.Thread(target=ask) for _ in range(connections)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    good = client.result()
+    long_turns = (stats(addr).get("longTurns") or 0) - (long_turns or 0)
+    return {"answers": sum(answers), "body_bytes": max(sizes, default=0),
+            "good_client": good, "long_turns": long_turns}
+
+
+def attack_topiclist(server, seconds=20):
+    """999,000 topics in ten compressed registrations, then GET_ALL_TOPIC_LIST (206) and
+    GET_UNIT_TOPIC_LIST (311) from 4 connections each, the good client measured per phase."""
+    addr = server.addr
+    start = time.time()
+    # They never re-register: no expiry during the measurement.
+    conns, codes = register_fleet(addr, 10, 99_900, "tl", timeout_ms=3_600_000)
+    wait_until(lambda: stats(addr).get("topics", 0) >= 999_000, timeout=600)
+    result = {"register_seconds": round(time.time() - start, 1),
+              "register_codes": {str(c): codes.count(c) for c in set(codes)},
+              "topics": stats(addr).get("topics"), "rss_full_mib": server.rss_mib()}
+    result["idle"] = list_phase(addr, 105, 5, connections=0)
+    result["206"] = list_phase(addr, 206, seconds)
+    result["311"] = list_phase(addr, 311, seconds)
+    s = stats(addr)
+    result.update({k: s.get(k) for k in ["maxTurnMicros", "longTurns", "topicListShardsEncoded",
+                                         "topicListBytes"]})
+    for c in conns:
+        c.close()
+    return result
+
+
+ATTACKS = {"topiclist": attack_topiclist, "owner": attack_owner, "flood": attack_flood, "topics217": attack_topics217,
            "values": attack_values, "fleets": attack_fleets}
 
 
@@ -415,6 +467,9 @@ def main():
     binary, name, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
     if name == "fleets":
         extra = ["scanNotActiveBrokerInterval=500"] + extra
+    if name == "topiclist":
+        # The fake brokers' connections stay idle: they must not be closed (and unregistered).
+        extra = ["serverChannelMaxIdleTimeSeconds=3600"] + extra
     server = Server(binary, extra)
     try:
         good = GoodBroker(server.addr)

@@ -1,9 +1,12 @@
 //! Reads of the registry: topic routes (docs/protocol.md §5.7), lists, cluster info, groups.
 
 use super::super::model::{Dialect, TopicRouteData};
-use super::{RouteTable, PERM_WRITE};
+use super::topic_map::SHARDS;
+use super::{RouteTable, FLAG_UNIT, FLAG_UNIT_SUB, PERM_WRITE};
+use crate::remoting::json;
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
 
 /// Topic prefix excluded from the acting-master rewrite (docs/protocol.md §5.7 step 6).
 pub(super) const SYNC_BROKER_MEMBER_PREFIX: &str = "rmq_sys_SYNC_BROKER_MEMBER_";
@@ -87,13 +90,45 @@ impl RouteTable {
             .collect()
     }
 
-    /// Topics whose first queue entry's sysFlag passes `pred` (311/312/313, §5.13).
-    pub fn topics_with_flag(&self, pred: impl Fn(i32) -> bool) -> Vec<&str> {
-        self.topics
-            .iter()
-            .filter(|(_, e)| e.queues.first().is_some_and(|q| pred(q.topic_sys_flag)))
-            .map(|(k, _)| k.as_ref())
-            .collect()
+    /// The TopicList body of `kind`, cached: shards changed since are encoded first, until
+    /// `deadline` (one at least); `None` while some remain (ask again).
+    pub fn topic_list(&mut self, kind: ListKind, deadline: Instant) -> Option<Bytes> {
+        let version = self.topics.version();
+        let list = &mut self.lists[kind as usize];
+        if let Some(body) = list.body(version) {
+            return Some(body);
+        }
+        let mut encoded = false;
+        for at in 0..SHARDS {
+            let (stamp, entries) = self.topics.shard(at);
+            let Some(slot) = list.stale_part(at, stamp) else {
+                continue;
+            };
+            if encoded && Instant::now() >= deadline {
+                return None;
+            }
+            let mut part = Vec::new();
+            for (name, _) in entries.filter(|(_, e)| kind.admits(e.first_flag().unwrap_or(0))) {
+                if !part.is_empty() {
+                    part.push(b',');
+                }
+                json::write_str(&mut part, name);
+            }
+            *slot = (stamp, part.into());
+            self.list_parts_encoded += 1;
+            encoded = true;
+        }
+        // The join is a copy of the whole body: a step of its own.
+        if encoded && Instant::now() >= deadline {
+            return None;
+        }
+        Some(list.assemble(version))
+    }
+
+    /// Shards encoded for topic lists so far, and the bytes the lists hold.
+    pub fn topic_list_stats(&self) -> (u64, usize) {
+        let bytes = self.lists.iter().map(|l| l.bytes()).sum();
+        (self.list_parts_encoded, bytes)
     }
 
     /// System topic list (304): every cluster and broker name, and some broker address.
@@ -130,6 +165,28 @@ impl RouteTable {
             .get(broker_name)
             .map(|b| b.data.broker_addrs.clone())
             .unwrap_or_default()
+    }
+}
+
+/// Which topics a TopicList holds: all (206), or by the first queue entry's sysFlag (§5.13):
+/// 311 UNIT, 312 UNIT_SUB, 313 UNIT_SUB without UNIT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListKind {
+    All,
+    Unit,
+    UnitSub,
+    UnitSubNotUnit,
+}
+
+impl ListKind {
+    fn admits(self, flag: i32) -> bool {
+        let (with, without) = match self {
+            ListKind::All => (0, 0),
+            ListKind::Unit => (FLAG_UNIT, 0),
+            ListKind::UnitSub => (FLAG_UNIT_SUB, 0),
+            ListKind::UnitSubNotUnit => (FLAG_UNIT_SUB, FLAG_UNIT),
+        };
+        flag & with == with && flag & without == 0
     }
 }
 

@@ -535,7 +535,10 @@ fn topic_lists_by_cluster_flag_and_system() {
     t.register_now(&req("c", "g", "a:1", 0, 0), TopicsInput::Body(&b));
     assert_eq!(t.topics_of_cluster("c").len(), 2);
     assert!(t.topics_of_cluster("zz").is_empty());
-    assert_eq!(t.topics_with_flag(|f| f & FLAG_UNIT != 0), vec!["Unit"]);
+    assert_eq!(
+        list(&mut t, ListKind::Unit),
+        &b"{\"topicList\":[\"Unit\"]}"[..]
+    );
     let (names, addr) = t.system_topics();
     assert_eq!(names, vec!["c".to_string(), "g".to_string()]);
     assert_eq!(addr.as_deref(), Some("a:1"));
@@ -1116,4 +1119,145 @@ fn a_closed_connection_does_not_fence_the_next_master() {
         t.register_now(&stale, TopicsInput::Body(&body(1, &[("T", 6)])))
             .fenced
     );
+}
+
+/// A topic list, its steps all run now.
+fn list(t: &mut RouteTable, kind: ListKind) -> Bytes {
+    let far = std::time::Instant::now() + std::time::Duration::from_secs(3600);
+    t.topic_list(kind, far).unwrap()
+}
+
+fn list_names(body: &[u8]) -> BTreeSet<String> {
+    let (names, _) = crate::route::model::decode_topic_list(body).unwrap();
+    names.into_iter().collect()
+}
+
+fn names(list: &[&str]) -> BTreeSet<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn the_cached_topic_list_changes_exactly_when_the_topics_do() {
+    let mut t = table();
+    let mut r = req("c", "g", "a:1", 0, 0);
+    r.heartbeat_timeout_ms = Some(10_000);
+    t.register_now(&r, TopicsInput::Body(&body(1, &[("A", 6), ("B", 6)])));
+    let first = list(&mut t, ListKind::All);
+    let mut fresh = Vec::new();
+    crate::route::model::encode_topic_list(t.topic_names(), None, &mut fresh);
+    assert_eq!(first, fresh, "the bytes an encoding at once writes");
+    let encoded = t.topic_list_stats().0;
+    // No topic in or out: the same body (shared, not encoded again).
+    t.register_now(&r, TopicsInput::Body(&body(2, &[("A", 6), ("B", 2)])));
+    t.set_write_perm("g", false);
+    t.register_now(&r, TopicsInput::Unchanged);
+    assert_eq!(list(&mut t, ListKind::All).as_ptr(), first.as_ptr());
+    assert_eq!(t.topic_list_stats().0, encoded);
+    // A new topic: its shard only is encoded again.
+    t.register_now(
+        &r,
+        TopicsInput::Body(&body(3, &[("A", 6), ("B", 6), ("C", 6)])),
+    );
+    assert_eq!(
+        list_names(&list(&mut t, ListKind::All)),
+        names(&["A", "B", "C"])
+    );
+    assert_eq!(t.topic_list_stats().0, encoded + 1);
+    // DELETE_TOPIC_IN_NAMESRV, unregistration by a second group, expiry.
+    assert!(t.delete_topic("C", None));
+    assert_eq!(list_names(&list(&mut t, ListKind::All)), names(&["A", "B"]));
+    let other = req("c", "h", "a:2", 0, 0);
+    t.register_now(&other, TopicsInput::Body(&body(1, &[("B", 6), ("D", 6)])));
+    assert_eq!(
+        list_names(&list(&mut t, ListKind::All)),
+        names(&["A", "B", "D"])
+    );
+    t.unregister_batch(&[unreg("c", "h", "a:2", 0)]);
+    assert_eq!(list_names(&list(&mut t, ListKind::All)), names(&["A", "B"]));
+    let expired: Vec<_> = t
+        .expire_due(20_000)
+        .into_iter()
+        .map(|e| e.request)
+        .collect();
+    t.unregister_batch(&expired);
+    assert_eq!(list(&mut t, ListKind::All), &b"{\"topicList\":[]}"[..]);
+}
+
+#[test]
+fn unit_lists_follow_the_first_queue_entrys_flag() {
+    let mut t = table();
+    let flagged = |counter, flags: &[(&str, i32)]| {
+        let mut b = body(
+            counter,
+            &flags.iter().map(|(n, _)| (*n, 6)).collect::<Vec<_>>(),
+        );
+        for (i, (_, f)) in flags.iter().enumerate() {
+            b.topics[i].1.topic_sys_flag = *f;
+        }
+        b
+    };
+    let g = req("c", "g", "a:1", 0, 0);
+    let b = flagged(1, &[("Plain", 0), ("Unit", 1), ("Sub", 2), ("Both", 3)]);
+    t.register_now(&g, TopicsInput::Body(&b));
+    let unit = list(&mut t, ListKind::Unit);
+    assert_eq!(list_names(&unit), names(&["Unit", "Both"]));
+    assert_eq!(
+        list_names(&list(&mut t, ListKind::UnitSub)),
+        names(&["Sub", "Both"])
+    );
+    assert_eq!(
+        list_names(&list(&mut t, ListKind::UnitSubNotUnit)),
+        names(&["Sub"])
+    );
+    // A second group's flag on Plain: not its first queue entry, the list stays.
+    let h = req("c", "h", "a:2", 0, 0);
+    t.register_now(&h, TopicsInput::Body(&flagged(1, &[("Plain", 1)])));
+    assert_eq!(list(&mut t, ListKind::Unit), unit);
+    // Its first entry gone, Plain goes by the second group's flag.
+    t.unregister_batch(&[unreg("c", "g", "a:1", 0)]);
+    assert_eq!(list_names(&list(&mut t, ListKind::Unit)), names(&["Plain"]));
+    // The first entry's flag replaced.
+    t.register_now(&h, TopicsInput::Body(&flagged(2, &[("Plain", 2)])));
+    assert_eq!(list(&mut t, ListKind::Unit), &b"{\"topicList\":[]}"[..]);
+    assert_eq!(
+        list_names(&list(&mut t, ListKind::UnitSub)),
+        names(&["Plain"])
+    );
+}
+
+#[test]
+fn a_topic_list_is_built_a_shard_a_step_and_sees_changes_made_between() {
+    let mut t = table();
+    let topics: Vec<String> = (0..3_000).map(|i| format!("T{i}")).collect();
+    let all: Vec<(&str, i32)> = topics.iter().map(|n| (n.as_str(), 6)).collect();
+    let g = req("c", "g", "a:1", 0, 0);
+    t.register_now(&g, TopicsInput::Body(&body(1, &all)));
+    let past = std::time::Instant::now();
+    let mut steps = 0;
+    let built = loop {
+        steps += 1;
+        if steps == 10 {
+            // Between steps: a topic in a shard already encoded, and one out.
+            assert!(t.delete_topic("T0", None));
+            let q = QueueData {
+                broker_name: "g".into(),
+                read_queue_nums: 1,
+                write_queue_nums: 1,
+                perm: 6,
+                topic_sys_flag: 0,
+            };
+            assert!(t.register_topic("Late", &[q]));
+        }
+        if let Some(body) = t.topic_list(ListKind::All, past) {
+            break body;
+        }
+    };
+    // One shard a step (all 256 hold topics), the join, and those changed at step 10.
+    assert!(steps > 200, "{steps} steps");
+    let mut expected = names(&["Late"]);
+    expected.extend(topics[1..].iter().cloned());
+    assert_eq!(list_names(&built), expected);
+    let mut fresh = Vec::new();
+    crate::route::model::encode_topic_list(t.topic_names(), None, &mut fresh);
+    assert_eq!(built, fresh);
 }

@@ -147,6 +147,10 @@ pub struct TopicMap<V, S = std::collections::hash_map::RandomState> {
     hasher: S,
     shards: Box<[Shard<V, S>]>,
     len: usize,
+    /// Per shard, the [`TopicMap::version`] of its last change (a name in or out, a reorder,
+    /// a [`TopicMap::touch`]): what encoded topic lists are checked against.
+    stamps: Box<[u64]>,
+    version: u64,
 }
 
 impl<V, S: BuildHasher + Default + Clone> Default for TopicMap<V, S> {
@@ -159,6 +163,8 @@ impl<V, S: BuildHasher + Default + Clone> Default for TopicMap<V, S> {
             hasher,
             shards,
             len: 0,
+            stamps: vec![0; SHARDS].into(),
+            version: 0,
         }
     }
 }
@@ -208,6 +214,7 @@ impl<V, S: BuildHasher + Clone> TopicMap<V, S> {
         let old = self.shards[at].insert(TopicKey { name: topic }, value);
         if old.is_none() {
             self.len += 1;
+            self.stamp(at);
         }
         old
     }
@@ -217,8 +224,31 @@ impl<V, S: BuildHasher + Clone> TopicMap<V, S> {
         let old = self.shards[at].remove(&probe as &dyn Lookup);
         if old.is_some() {
             self.len -= 1;
+            self.stamp(at);
         }
         old
+    }
+
+    /// Marks `topic`'s shard changed (something a list filters on changed).
+    pub fn touch(&mut self, topic: &str) {
+        let (at, _) = self.probe(topic);
+        self.stamp(at);
+    }
+
+    fn stamp(&mut self, at: usize) {
+        self.version += 1;
+        self.stamps[at] = self.version;
+    }
+
+    /// Bumped by every change of any shard.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Shard `at`'s stamp and entries, in the order [`TopicMap::iter`] visits them.
+    pub fn shard(&self, at: usize) -> (u64, impl Iterator<Item = (&Arc<str>, &V)>) {
+        let entries = self.shards[at].iter().map(|(k, v)| (&k.name, v));
+        (self.stamps[at], entries)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &V)> {
@@ -235,8 +265,10 @@ impl<V, S: BuildHasher + Clone> TopicMap<V, S> {
     pub fn shrink_if_sparse(&mut self) -> (Vec<Shard<V, S>>, usize) {
         let mut old_tables = Vec::new();
         let mut old_capacity = 0;
-        for shard in self.shards.iter_mut() {
-            if let Some(old) = shrink_sparse(shard) {
+        for at in 0..SHARDS {
+            if let Some(old) = shrink_sparse(&mut self.shards[at]) {
+                // Moved into a new table: iterated in another order.
+                self.stamp(at);
                 old_capacity += old.capacity();
                 old_tables.push(old);
             }

@@ -55,6 +55,11 @@ pub(super) enum Put {
 }
 
 impl TopicEntry {
+    /// The sysFlag unit lists go by: the first queue entry's (§5.13).
+    pub(super) fn first_flag(&self) -> Option<i32> {
+        self.queues.first().map(|q| q.topic_sys_flag)
+    }
+
     pub(super) fn position(&self, broker: BrokerId) -> Option<usize> {
         match &self.index {
             Some(index) => index.get(&broker).copied(),
@@ -138,14 +143,17 @@ impl RouteTable {
     pub(super) fn put_queue(&mut self, topic: &str, slot: QueueSlot, only_if_absent: bool) -> bool {
         let broker = slot.broker;
         let key = match self.topics.get_mut(topic) {
-            Some(entry) => match entry.put(slot, only_if_absent) {
-                Put::Unchanged => return false,
-                Put::Replaced => {
+            Some(entry) => match (entry.first_flag(), entry.put(slot, only_if_absent)) {
+                (_, Put::Unchanged) => return false,
+                (flag, Put::Replaced) => {
+                    if entry.first_flag() != flag {
+                        self.topics.touch(topic);
+                    }
                     self.cache.invalidate(topic);
                     self.touch_slots(broker);
                     return true;
                 }
-                Put::Added => {
+                (_, Put::Added) => {
                     self.cache.invalidate(topic);
                     self.topics.get_key_value(topic).map(|(k, _)| k.clone())
                 }
@@ -171,14 +179,18 @@ impl RouteTable {
         let Some(entry) = self.topics.get_mut(topic) else {
             return (false, false);
         };
+        let flag = entry.first_flag();
         if !entry.remove(id) {
             return (false, false);
         }
         let now_empty = entry.queues.is_empty();
+        let flag_moved = entry.first_flag() != flag;
         self.touch_slots(id);
         self.cache.invalidate(topic);
         if now_empty {
             self.topics.remove(topic);
+        } else if flag_moved {
+            self.topics.touch(topic);
         }
         (true, now_empty)
     }

@@ -1,0 +1,121 @@
+//! Topic lists of a large registry over real TCP: GET_ALL_TOPIC_LIST (206) and the unit lists
+//! (311-313) are encoded once per change, a shard a step, and then answered from the cache
+//! while other clients' routes go on (`topicListShardsEncoded` counts the encoding work).
+
+mod common;
+
+use common::*;
+use rmq_namesrv::client::Client;
+use rmq_namesrv::remoting::codes::request;
+use rmq_namesrv::route::model;
+use std::collections::BTreeSet;
+use std::thread;
+
+/// Topics of the large broker: every one of the 256 shards holds about 120, and the list
+/// (300 KB) is over the size answered inline.
+const TOPICS: usize = 30_000;
+
+fn topic_list(c: &mut Client, code: i32) -> Vec<u8> {
+    let resp = c.request(code, &[], b"").expect("topic list answer");
+    assert_eq!(resp.code, 0, "{code}: {:?}", resp.remark);
+    resp.body.to_vec()
+}
+
+fn names(body: &[u8]) -> BTreeSet<String> {
+    model::decode_topic_list(body)
+        .expect("TopicList")
+        .0
+        .into_iter()
+        .collect()
+}
+
+fn shards_encoded(c: &mut Client) -> i64 {
+    stat(c, "topicListShardsEncoded")
+}
+
+#[test]
+fn topic_lists_are_encoded_once_per_change_and_served_from_the_cache() {
+    let server = TestServer::start();
+    let mut admin = server.client();
+    let large: Vec<_> = (0..TOPICS)
+        .map(|i| topic(&format!("T{i:06}"), 8, 6))
+        .collect();
+    let big = Broker::new("c", "broker-big", "10.0.0.1:10911", 0);
+    let options = RegisterOptions {
+        compressed: true,
+        ..RegisterOptions::default()
+    };
+    let resp = register_with(&mut admin, &big, &body_with(1, &large), &options);
+    assert_eq!(resp.code, 0, "{:?}", resp.remark);
+    let mut unit = topic("GOOD", 4, 6);
+    unit.topic_sys_flag = 1;
+    let good = Broker::new("c", "broker-good", "10.0.0.2:10911", 0);
+    assert_eq!(register(&mut admin, &good, &body_with(1, &[unit])).code, 0);
+    let before = shards_encoded(&mut admin);
+    assert!(before >= 0, "no topicListShardsEncoded stat");
+
+    // Four connections ask for the list at once while a good client reads routes.
+    let askers: Vec<_> = (0..4)
+        .map(|_| {
+            let mut c = server.client();
+            thread::spawn(move || {
+                let lists: Vec<Vec<u8>> = (0..3)
+                    .map(|_| topic_list(&mut c, request::GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
+                    .collect();
+                lists
+            })
+        })
+        .collect();
+    let mut reader = server.client();
+    for _ in 0..50 {
+        assert!(route_data(&mut reader, "GOOD").is_some());
+    }
+    let lists: Vec<Vec<u8>> = askers.into_iter().flat_map(|a| a.join().unwrap()).collect();
+    assert!(lists.iter().all(|l| *l == lists[0]), "one body for all");
+    let mut expected: BTreeSet<String> = large.iter().map(|t| t.topic_name.clone()).collect();
+    expected.insert("GOOD".into());
+    assert_eq!(names(&lists[0]), expected);
+    // Twelve answers, the shards encoded once (every shard holds topics).
+    let all_built = shards_encoded(&mut admin);
+    assert!(
+        (200..=256).contains(&(all_built - before)),
+        "{} shards encoded for twelve answers",
+        all_built - before
+    );
+
+    // The unit lists: each encoded once, then cached; a 16-byte answer for 313.
+    let unit_codes = [
+        request::GET_UNIT_TOPIC_LIST,
+        request::GET_HAS_UNIT_SUB_TOPIC_LIST,
+        request::GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST,
+    ];
+    for _ in 0..3 {
+        assert_eq!(
+            names(&topic_list(&mut admin, unit_codes[0])),
+            ["GOOD".into()].into()
+        );
+        assert!(names(&topic_list(&mut admin, unit_codes[1])).is_empty());
+        assert_eq!(topic_list(&mut admin, unit_codes[2]), b"{\"topicList\":[]}");
+    }
+    let units_built = shards_encoded(&mut admin);
+    assert!(
+        units_built - all_built <= 3 * 256,
+        "{}",
+        units_built - all_built
+    );
+
+    // One new topic: its shard alone is encoded again, and the answer has it.
+    let queue = r#"{"queueDatas":[{"brokerName":"broker-good","perm":6,"readQueueNums":1,"topicSysFlag":0,"writeQueueNums":1}]}"#;
+    let resp = admin
+        .request(
+            request::REGISTER_TOPIC_IN_NAMESRV,
+            &[("topic", "Late")],
+            queue.as_bytes(),
+        )
+        .unwrap();
+    assert_eq!(resp.code, 0);
+    let list = topic_list(&mut admin, request::GET_ALL_TOPIC_LIST_FROM_NAMESERVER);
+    expected.insert("Late".into());
+    assert_eq!(names(&list), expected);
+    assert_eq!(shards_encoded(&mut admin) - units_built, 1);
+}
