@@ -139,6 +139,12 @@ pub trait Handler {
     /// The next whole frame off the front of `buf`, `Ok(None)` when more bytes are needed.
     fn cut_frame(&self, buf: &mut BytesMut) -> Result<Option<Bytes>, Self::FrameError>;
 
+    /// The whole length of the frame `buf` begins, after `cut_frame` found it partial, once its
+    /// header tells: the read buffer then takes that size once rather than growing by copies.
+    fn frame_len(&self, _buf: &[u8]) -> Option<usize> {
+        None
+    }
+
     /// How a new connection is read until the handler says otherwise.
     fn on_accept(
         &mut self,
@@ -541,6 +547,7 @@ impl<H: Handler> EventLoop<H> {
             return;
         };
         conn.release_read_buffer(arena, run.cut_large);
+        conn.frame_len = h.frame_len(&conn.read_buf).unwrap_or(0);
         if conn.read_buf.is_empty() || run.stopped_by_loop {
             conn.frame_started_ms = None;
         } else if run.cut_any || conn.frame_started_ms.is_none() {
