@@ -43,6 +43,10 @@ const ACCEPT_RETRY_MS: u64 = 100;
 /// A frame at least this large, once cut, is not left pinned by the bytes read after it.
 const LARGE_FRAME: usize = 64 * 1024;
 
+/// Read budgets (`Limits::read_budget`) one turn reads from all connections together: 200
+/// peers each sending a large frame must not make one turn read (and fault in) 50 MiB.
+const READ_BUDGETS_PER_TURN: usize = 4;
+
 /// The goal: no request holds the loop longer than this (`LoopStats::long_turns` counts misses).
 const LONG_TURN: Duration = Duration::from_millis(2);
 
@@ -227,6 +231,8 @@ pub struct EventLoop<H: Handler> {
     spare_fd: Option<File>,
     accept_log: LogGate,
     stall_log: LogGate,
+    /// Bytes this turn may still read.
+    turn_reads_left: usize,
 }
 
 impl<H: Handler> EventLoop<H> {
@@ -242,6 +248,7 @@ impl<H: Handler> EventLoop<H> {
             spare_fd: File::open("/dev/null").ok(),
             accept_log: LogGate::new(WARN_EVERY_MS),
             stall_log: LogGate::new(WARN_EVERY_MS),
+            turn_reads_left: 0,
         })
     }
 
@@ -305,6 +312,7 @@ impl<H: Handler> EventLoop<H> {
             return Err(e);
         }
         let began = Instant::now();
+        self.turn_reads_left = READ_BUDGETS_PER_TURN * self.ctx.limits.read_budget;
         self.ctx.update_clock();
         self.retry_accepts(h);
         for event in events.iter() {
@@ -507,7 +515,12 @@ impl<H: Handler> EventLoop<H> {
             self.ctx.join_line(id);
             return;
         }
-        let allowance = self.ctx.read_allowance(id);
+        if self.turn_reads_left == 0 {
+            // Next turn (the poll does not wait while connections are pending).
+            self.ctx.pending.push_back(id);
+            return;
+        }
+        let allowance = self.ctx.read_allowance(id).min(self.turn_reads_left);
         if allowance == 0 {
             return;
         }
@@ -525,6 +538,7 @@ impl<H: Handler> EventLoop<H> {
             }
         };
         self.ctx.stats.bytes_in += n as u64;
+        self.turn_reads_left -= n;
         self.ctx.account(id.key);
         if budget_spent {
             // Come back to it after the others had their turn.
