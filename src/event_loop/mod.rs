@@ -43,8 +43,8 @@ const ACCEPT_RETRY_MS: u64 = 100;
 /// A frame at least this large, once cut, is not left pinned by the bytes read after it.
 const LARGE_FRAME: usize = 64 * 1024;
 
-/// Read budgets (`Limits::read_budget`) one turn reads from all connections together: 200
-/// peers each sending a large frame must not make one turn read (and fault in) 50 MiB.
+/// Read budgets (`Limits::read_budget`) one turn reads from all connections together, past
+/// small requests: 200 peers each sending a large frame must not make one turn read 50 MiB.
 const READ_BUDGETS_PER_TURN: usize = 4;
 
 /// The goal: no request holds the loop longer than this (`LoopStats::long_turns` counts misses).
@@ -515,12 +515,16 @@ impl<H: Handler> EventLoop<H> {
             self.ctx.join_line(id);
             return;
         }
-        if self.turn_reads_left == 0 {
+        // A small request is read whatever the turn read already (as in `budget`).
+        let turn_left = self
+            .turn_reads_left
+            .max(budget::SMALL_READ.saturating_sub(conn.read_buf.len()));
+        if turn_left == 0 {
             // Next turn (the poll does not wait while connections are pending).
             self.ctx.pending.push_back(id);
             return;
         }
-        let allowance = self.ctx.read_allowance(id).min(self.turn_reads_left);
+        let allowance = self.ctx.read_allowance(id).min(turn_left);
         if allowance == 0 {
             return;
         }
@@ -538,7 +542,7 @@ impl<H: Handler> EventLoop<H> {
             }
         };
         self.ctx.stats.bytes_in += n as u64;
-        self.turn_reads_left -= n;
+        self.turn_reads_left = self.turn_reads_left.saturating_sub(n);
         self.ctx.account(id.key);
         if budget_spent {
             // Come back to it after the others had their turn.
