@@ -1,8 +1,10 @@
 //! One connection: its socket, its read buffer (frames are cut from the front), its write
 //! buffer (a `Vec<u8>` with a flush position, so a handler encodes straight into it) and the
 //! flags the loop schedules it by. This module moves bytes; the loop decides when to read, stop
-//! reading and close. Buffers grow with the bytes that arrive, never with what a peer announces,
-//! and are released once empty, so idle connections do not keep a large request's capacity.
+//! reading and close. Buffers grow with the bytes that arrive, and are released once empty, so
+//! idle connections do not keep a large request's capacity. Once a sixteenth of a frame's
+//! announced length is in, the buffer takes the whole length at once: a large frame is copied
+//! at most once (a small prefix), never in steps that each copy all of it.
 //!
 //! A connection holding no bytes reads into the loop's [`ReadArena`], whose allocation its
 //! frames share: most reads cost no copy and no allocation; a partial frame left over is copied
@@ -52,6 +54,8 @@ pub(super) struct Connection<C> {
     pub connect_deadline_ms: Option<u64>,
     pub generation: u64,
     pub read_buf: BytesMut,
+    /// The whole length of the frame `read_buf` begins, once its header told (else 0).
+    pub frame_len: usize,
     /// `read_buf` is the loop's read arena, lent.
     read_buf_in_arena: bool,
     /// Replies not yet written: `write_buf[written..]`.
@@ -153,10 +157,16 @@ fn read_into_spare(stream: &mut TcpStream, buf: &mut BytesMut, max: usize) -> io
     Ok(n)
 }
 
-/// Gives `buf` (a partial frame) room for at most `max` more bytes: as much again as it holds,
-/// at least [`MIN_ROOM`]; in place when its own allocation has room (never for the arena).
-fn grow(buf: &mut BytesMut, max: usize, in_arena: bool) {
-    let additional = buf.len().max(MIN_ROOM).min(max);
+/// Gives `buf` (a partial frame of `frame_len` bytes, 0 if unknown) room for at most `max`
+/// more bytes: as much again as it holds, at least [`MIN_ROOM`], or all the frame lacks once it
+/// holds a sixteenth of it; in place when its own allocation has room (never for the arena).
+fn grow(buf: &mut BytesMut, max: usize, in_arena: bool, frame_len: usize) {
+    let missing = frame_len.saturating_sub(buf.len());
+    let additional = if missing > 0 && buf.len() >= frame_len / 16 {
+        missing
+    } else {
+        buf.len().max(MIN_ROOM).min(max)
+    };
     if !in_arena && buf.try_reclaim(additional) {
         return;
     }
@@ -181,6 +191,7 @@ impl<C> Connection<C> {
             connect_deadline_ms: listener.is_none().then_some(now_ms + CONNECT_TIMEOUT_MS),
             generation,
             read_buf: BytesMut::new(),
+            frame_len: 0,
             read_buf_in_arena: false,
             write_buf: Vec::new(),
             written: 0,
@@ -251,17 +262,19 @@ impl<C> Connection<C> {
         }
     }
 
-    /// Reads until the socket would block, the peer closes, or `budget` bytes were read;
-    /// returns the bytes read and whether the budget ended it.
+    /// Reads until the socket would block, the peer closes, `budget` bytes were read or a whole
+    /// frame fills the buffer (it is cut before more is read); returns the bytes read and
+    /// whether it stopped before the socket was drained.
     pub fn read_available(&mut self, budget: usize) -> io::Result<(usize, bool)> {
         let mut total = 0;
         while total < budget {
             match self.read_once(budget - total) {
-                Ok(0) => {
+                Ok(None) => break,
+                Ok(Some(0)) => {
                     self.peer_closed = true;
                     return Ok((total, false));
                 }
-                Ok(n) => total += n,
+                Ok(Some(n)) => total += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok((total, false)),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
@@ -270,13 +283,25 @@ impl<C> Connection<C> {
         Ok((total, true))
     }
 
-    fn read_once(&mut self, max: usize) -> io::Result<usize> {
-        if self.read_buf.capacity() - self.read_buf.len() < max.min(MIN_ROOM) {
-            grow(&mut self.read_buf, max, self.read_buf_in_arena);
+    /// `None`: a whole frame is in and there is no room left for more without a copy.
+    fn read_once(&mut self, max: usize) -> io::Result<Option<usize>> {
+        let len = self.read_buf.len();
+        let missing = self.frame_len.saturating_sub(len);
+        let want = if missing > 0 { missing } else { MIN_ROOM };
+        if self.read_buf.capacity() - len < want.min(max).min(MIN_ROOM) {
+            if self.frame_len > 0 && missing == 0 {
+                return Ok(None);
+            }
+            grow(
+                &mut self.read_buf,
+                max,
+                self.read_buf_in_arena,
+                self.frame_len,
+            );
             // A lent arena that grew out of it stays with the frames cut from it.
             self.read_buf_in_arena = false;
         }
-        read_into_spare(&mut self.stream, &mut self.read_buf, max)
+        read_into_spare(&mut self.stream, &mut self.read_buf, max).map(Some)
     }
 
     /// Up to `limit` bytes: a socket closed with unread input makes the kernel send a reset.
@@ -455,9 +480,25 @@ mod tests {
         );
         // A budget smaller than the doubling caps the growth.
         let mut own = BytesMut::from(&sent[..10_000]);
-        grow(&mut own, 100, false);
+        grow(&mut own, 100, false, 0);
         assert_eq!(own.capacity(), 10_100);
         assert_eq!(&own[..], &sent[..10_000]);
+    }
+
+    #[test]
+    fn a_large_frame_takes_its_whole_length_once_a_sixteenth_is_in_and_is_cut_before_more() {
+        let (mut conn, mut peer) = pair();
+        let mut arena = ReadArena::default();
+        let sent = bytes(1 << 20, 7);
+        peer.write_all(&sent[..100_000]).unwrap();
+        read_up_to(&mut conn, &mut arena, 100_000);
+        conn.frame_len = 1_000_000;
+        peer.write_all(&sent[100_000..]).unwrap();
+        read_up_to(&mut conn, &mut arena, 1_000_000);
+        assert_eq!(conn.read_buf.capacity(), 1_000_000, "sized once, exactly");
+        // The frame is whole: nothing more is read (it would need a copy) until it is cut.
+        assert_eq!(conn.read_available(1 << 20).unwrap(), (0, true));
+        assert_eq!(&conn.read_buf[..], &sent[..1_000_000]);
     }
 
     #[test]

@@ -43,6 +43,10 @@ const ACCEPT_RETRY_MS: u64 = 100;
 /// A frame at least this large, once cut, is not left pinned by the bytes read after it.
 const LARGE_FRAME: usize = 64 * 1024;
 
+/// Read budgets (`Limits::read_budget`) one turn reads from all connections together, past
+/// small requests: 200 peers each sending a large frame must not make one turn read 50 MiB.
+const READ_BUDGETS_PER_TURN: usize = 4;
+
 /// The goal: no request holds the loop longer than this (`LoopStats::long_turns` counts misses).
 const LONG_TURN: Duration = Duration::from_millis(2);
 
@@ -139,6 +143,12 @@ pub trait Handler {
     /// The next whole frame off the front of `buf`, `Ok(None)` when more bytes are needed.
     fn cut_frame(&self, buf: &mut BytesMut) -> Result<Option<Bytes>, Self::FrameError>;
 
+    /// The whole length of the frame `buf` begins, after `cut_frame` found it partial, once its
+    /// header tells: the read buffer then takes that size once rather than growing by copies.
+    fn frame_len(&self, _buf: &[u8]) -> Option<usize> {
+        None
+    }
+
     /// How a new connection is read until the handler says otherwise.
     fn on_accept(
         &mut self,
@@ -221,6 +231,8 @@ pub struct EventLoop<H: Handler> {
     spare_fd: Option<File>,
     accept_log: LogGate,
     stall_log: LogGate,
+    /// Bytes this turn may still read.
+    turn_reads_left: usize,
 }
 
 impl<H: Handler> EventLoop<H> {
@@ -236,6 +248,7 @@ impl<H: Handler> EventLoop<H> {
             spare_fd: File::open("/dev/null").ok(),
             accept_log: LogGate::new(WARN_EVERY_MS),
             stall_log: LogGate::new(WARN_EVERY_MS),
+            turn_reads_left: 0,
         })
     }
 
@@ -299,6 +312,7 @@ impl<H: Handler> EventLoop<H> {
             return Err(e);
         }
         let began = Instant::now();
+        self.turn_reads_left = READ_BUDGETS_PER_TURN * self.ctx.limits.read_budget;
         self.ctx.update_clock();
         self.retry_accepts(h);
         for event in events.iter() {
@@ -501,7 +515,16 @@ impl<H: Handler> EventLoop<H> {
             self.ctx.join_line(id);
             return;
         }
-        let allowance = self.ctx.read_allowance(id);
+        // A small request is read whatever the turn read already (as in `budget`).
+        let turn_left = self
+            .turn_reads_left
+            .max(budget::SMALL_READ.saturating_sub(conn.read_buf.len()));
+        if turn_left == 0 {
+            // Next turn (the poll does not wait while connections are pending).
+            self.ctx.pending.push_back(id);
+            return;
+        }
+        let allowance = self.ctx.read_allowance(id).min(turn_left);
         if allowance == 0 {
             return;
         }
@@ -519,6 +542,7 @@ impl<H: Handler> EventLoop<H> {
             }
         };
         self.ctx.stats.bytes_in += n as u64;
+        self.turn_reads_left = self.turn_reads_left.saturating_sub(n);
         self.ctx.account(id.key);
         if budget_spent {
             // Come back to it after the others had their turn.
@@ -541,6 +565,7 @@ impl<H: Handler> EventLoop<H> {
             return;
         };
         conn.release_read_buffer(arena, run.cut_large);
+        conn.frame_len = h.frame_len(&conn.read_buf).unwrap_or(0);
         if conn.read_buf.is_empty() || run.stopped_by_loop {
             conn.frame_started_ms = None;
         } else if run.cut_any || conn.frame_started_ms.is_none() {

@@ -34,6 +34,9 @@ struct Probe {
     closed_over_budget: AtomicUsize,
     frame_timeouts: AtomicUsize,
     accept_failures: AtomicUsize,
+    bytes_in: AtomicUsize,
+    /// The most bytes read in one turn (from one `before_sleep` to the next).
+    max_turn_read: AtomicUsize,
     /// Payloads of the frames handled, in order.
     order: std::sync::Mutex<Vec<Vec<u8>>>,
     stopping: AtomicBool,
@@ -188,6 +191,9 @@ impl Handler for Echo {
         let stats = ctx.stats();
         p.refused.store(stats.refused as usize, Ordering::SeqCst);
         p.buffered.store(stats.buffered_bytes, Ordering::SeqCst);
+        let read =
+            stats.bytes_in as usize - p.bytes_in.swap(stats.bytes_in as usize, Ordering::SeqCst);
+        p.max_turn_read.fetch_max(read, Ordering::SeqCst);
         p.buffered_peak
             .fetch_max(stats.buffered_bytes, Ordering::SeqCst);
         p.parked_reads.fetch_max(ctx.parked.len(), Ordering::SeqCst);
@@ -759,4 +765,42 @@ fn a_refused_connect_is_reported_then_closed_once() {
     assert_eq!(lp.probe.connected_ok.load(Ordering::SeqCst), 0);
     assert_eq!(lp.probe.outbound_closes.load(Ordering::SeqCst), 1);
     assert!(lp.probe.outbound_frames.lock().unwrap().is_empty());
+}
+
+#[test]
+fn one_turn_reads_at_most_four_read_budgets_from_all_connections_together() {
+    let lp = start(Limits::default());
+    lp.probe.admit_bulk.store(false, Ordering::SeqCst);
+    // 32 peers each send what their socket takes of a 1 MiB frame, waiting in the bulk line.
+    let mut partial = (1u32 << 20).to_be_bytes().to_vec();
+    partial.resize(512 * 1024, 7);
+    let mut written = 0;
+    let peers: Vec<TcpStream> = (0..32)
+        .map(|i| {
+            let mut s = connect(lp.bulk);
+            s.set_nonblocking(true).unwrap();
+            let mut at = 0;
+            while let Ok(n @ 1..) = s.write(&partial[at..]) {
+                at += n;
+            }
+            written += at;
+            wait_until(|| lp.probe.bulk_waiting.load(Ordering::SeqCst) == i + 1);
+            s
+        })
+        .collect();
+    let before = lp.probe.bytes_in.load(Ordering::SeqCst);
+    lp.probe.max_turn_read.store(0, Ordering::SeqCst);
+    // Let in at once: all 32 are read in the same turn.
+    lp.probe.admit_bulk.store(true, Ordering::SeqCst);
+    lp.waker.wake();
+    wait_until(|| lp.probe.bytes_in.load(Ordering::SeqCst) >= before + written);
+    let most = lp.probe.max_turn_read.load(Ordering::SeqCst);
+    // Four read budgets, and a small read's worth for each connection (see `budget`).
+    assert!(
+        most <= (1 << 20) + 32 * budget::SMALL_READ,
+        "{most} bytes in one turn"
+    );
+    drop(peers);
+    lp.stop.stop();
+    lp.thread.join().unwrap().unwrap();
 }

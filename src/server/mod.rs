@@ -403,6 +403,11 @@ impl Handler for NameServer {
         frame::next_frame(buf, self.settings.frame_max)
     }
 
+    fn frame_len(&self, buf: &[u8]) -> Option<usize> {
+        let length = u32::from_be_bytes(*buf.first_chunk()?);
+        (u64::from(length) + 4 <= u64::from(self.settings.frame_max)).then_some(length as usize + 4)
+    }
+
     /// Read as brokers' until their first request shows a client.
     fn on_accept(&mut self, ctx: &mut Ctx<PeerState>, conn: ConnId, tag: ListenerTag) -> ReadClass {
         if tag == controller_port::LISTENER {

@@ -9,7 +9,7 @@ and the server's `maxTurnMicros` / `longTurns` (absent in builds before they exi
 of `cargo test` (tests/decode_worker.rs holds the bounded version); run it to compare two
 binaries, one after the other, on the same machine:
 
-    tests/attack/bodies.py BIN bomb|json|register|topic217|grow|drop [key=value ...]
+    tests/attack/bodies.py BIN bomb|json|register|topic217|grow|drop|hostile [key=value ...]
 
 * bomb: a compressed registration of 64 MiB of zeros (a 65 KB zlib stream), 5 times;
 * json: a 15 MiB JSON registration refused after decoding (its last topic has perm 255), 5 times;
@@ -18,7 +18,9 @@ binaries, one after the other, on the same machine:
 * grow: valid 70,000-topic registrations of 4 brokers (280,000 topics), with `maxTurnMicros`
   after each (the topic table grows past 57,344, 114,688 and 229,376 topics on the way);
 * drop: with deleteTopicWithBrokerRegistration=true, a broker of 20,000 topics re-registers
-  with one (its 19,999 other topics' queue entries go).
+  with one (its 19,999 other topics' queue entries go);
+* hostile: 16 MiB bodies of shapes no broker sends (nesting 60 deep, long escaped strings, one
+  number of 16 M digits, millions of floats), each as a registration and as a 217 body.
 
 Extra key=value arguments are passed to the server as --key=value.
 """
@@ -106,8 +108,38 @@ def attack_drop(server):
     return out
 
 
+HOSTILE_MIB = 31 << 19  # under frameMaxLength with the header
+
+
+def hostile_values():
+    """(name, JSON value text of about 16 MiB) per shape."""
+    nest = "[" * 60 + "]" * 60
+    escaped = '"' + "\\u0041" * 10_000 + '"'
+    return [("nest", "[" + ",".join([nest] * (HOSTILE_MIB // 121)) + "]"),
+            ("escapes", "[" + ",".join([escaped] * (HOSTILE_MIB // 60_001)) + "]"),
+            ("digits", "1" * HOSTILE_MIB),
+            ("floats", "[" + ",".join(["1.25e-7"] * (HOSTILE_MIB // 8)) + "]")]
+
+
+def attack_hostile(server):
+    out = []
+    conn = Conn(server.addr, ATTACKER_IP)
+    for shape, value in hostile_values():
+        register = ('{"filterServerList":[],"x":' + value + "}").encode()
+        route217 = ('{"brokerDatas":[],"queueDatas":[],"x":' + value + "}").encode()
+        for code, ext, body in ((103, broker_ext("hostile", "10.6.6.8:10911"), register),
+                                (217, {"topic": "Hostile"}, route217)):
+            try:
+                out.append(dict(timed(conn, code, ext, body), shape=shape, request=code))
+            except OSError as e:
+                out.append({"shape": shape, "request": code, "error": str(e)})
+                conn = Conn(server.addr, ATTACKER_IP)
+    return out
+
+
 ATTACKS = {"bomb": attack_bomb, "json": attack_json, "register": attack_register,
-           "topic217": attack_topic217, "grow": attack_grow, "drop": attack_drop}
+           "topic217": attack_topic217, "grow": attack_grow, "drop": attack_drop,
+           "hostile": attack_hostile}
 
 
 def main():

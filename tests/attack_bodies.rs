@@ -1,0 +1,100 @@
+//! Large hostile bodies over TCP: a frame of many MiB is read into one buffer of its announced
+//! length once a sixteenth of it is in (not grown by copying all it holds again and again, each
+//! copy a stall of the loop), and its bodies are decoded by a worker below the loop's priority;
+//! a good client on its own connection is served meanwhile.
+
+mod common;
+
+use common::*;
+use rmq_namesrv::remoting::codes::{request, response};
+use rmq_namesrv::remoting::command::{DecodeLimits, RemotingCommand};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+fn read_command(s: &mut TcpStream) -> RemotingCommand {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).expect("frame length");
+    let mut frame = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut frame).expect("frame");
+    RemotingCommand::decode(frame.into(), &DecodeLimits::default()).expect("answer decodes")
+}
+
+#[test]
+fn a_large_frame_is_read_into_one_buffer_of_its_length_and_answered() {
+    let server = TestServer::start();
+    let mut admin = server.client();
+    let mut good = server.client();
+    let b = Broker::new("AB", "ab-good", "10.4.0.1:10911", 0);
+    assert_eq!(
+        register(&mut good, &b, &body_with(1, &[topic("Good", 8, 6)])).code,
+        0
+    );
+    // A TopicRouteData padded with 12 MiB of whitespace (a 217 body: decoded off the loop).
+    let mut body = br#"{"brokerDatas":[],"queueDatas":[]}"#.to_vec();
+    body.resize(12 << 20, b' ');
+    let frame = request_frame(
+        request::REGISTER_TOPIC_IN_NAMESRV,
+        7,
+        &[("topic", "Padded")],
+        &body,
+    );
+    let mut s = TcpStream::connect(&server.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let before = stat(&mut admin, "bytesIn");
+    let part = 3 << 20;
+    s.write_all(&frame[..part]).unwrap();
+    assert!(wait_until(Duration::from_secs(30), || {
+        stat(&mut admin, "bytesIn") - before >= part as i64
+    }));
+    // Grown in steps, the buffer would hold what came and at most one read budget more.
+    let buffered = stat(&mut admin, "bufferedBytes");
+    assert!(
+        buffered >= frame.len() as i64,
+        "{buffered} bytes buffered for a {}-byte frame",
+        frame.len()
+    );
+    assert_eq!(route(&mut good, "Good").code, response::SUCCESS);
+    s.write_all(&frame[part..]).unwrap();
+    let answer = read_command(&mut s);
+    assert_eq!((answer.code, answer.opaque), (response::SUCCESS, 7));
+    assert!(wait_until(Duration::from_secs(10), || {
+        stat(&mut admin, "bufferedBytes") < 1 << 20
+    }));
+}
+
+/// The nice value of each thread of this process named `name`, from /proc.
+#[cfg(target_os = "linux")]
+fn nice_of_threads(name: &str) -> Vec<i64> {
+    let mut nice = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // The fields after the parenthesised name: state is the 3rd field, nice the 19th.
+        let fields: Vec<&str> = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .collect();
+        if comm.trim() == name && fields.len() > 16 {
+            nice.push(fields[16].parse().unwrap());
+        }
+    }
+    nice
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn the_decode_worker_runs_below_the_loops_priority() {
+    let _server = TestServer::start();
+    // The worker lowers its own priority as it starts.
+    let mut seen = Vec::new();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            seen = nice_of_threads("decode-worker");
+            !seen.is_empty() && seen.iter().all(|&n| n >= 10)
+        }),
+        "decode workers' nice values: {seen:?}"
+    );
+}
