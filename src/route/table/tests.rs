@@ -1140,7 +1140,7 @@ fn names(list: &[&str]) -> BTreeSet<String> {
 fn the_cached_topic_list_changes_exactly_when_the_topics_do() {
     let mut t = table();
     let mut r = req("c", "g", "a:1", 0, 0);
-    r.heartbeat_timeout_ms = Some(10_000);
+    r.broker.heartbeat_timeout_ms = Some(10_000);
     t.register_now(&r, TopicsInput::Body(&body(1, &[("A", 6), ("B", 6)])));
     let first = list(&mut t, ListKind::All);
     let mut fresh = Vec::new();
