@@ -172,6 +172,8 @@ pub struct Processor {
     /// Registrations applied in steps, oldest first; and the one started by this request.
     topic_steps: VecDeque<StepsJob>,
     new_steps: Option<StepsJob>,
+    /// A group's topics are being dropped in steps before its last address goes.
+    removal_in_steps: bool,
     templates: ReplyTemplates,
 }
 
@@ -213,6 +215,7 @@ impl Processor {
             scratch: DecodeScratch::default(),
             topic_steps: VecDeque::new(),
             new_steps: None,
+            removal_in_steps: false,
             templates: ReplyTemplates::new(),
         };
         processor.derive_settings();
