@@ -163,8 +163,7 @@ impl Processor {
         if applied > 0 && (outcome.topics_removed > 0 || outcome.broker_groups_removed > 0) {
             info!(
                 "unregistration batch of {applied}: {} broker group(s) and {} topic(s) removed",
-                outcome.broker_groups_removed,
-                outcome.topics_removed
+                outcome.broker_groups_removed, outcome.topics_removed
             );
         }
         for n in std::mem::take(&mut outcome.notifications) {

@@ -161,7 +161,11 @@ impl RouteTable {
             return false;
         };
         if let Some(b) = self.brokers.get_mut(&*req.broker_name) {
-            let empties = b.data.broker_addrs.values().all(|a| **a == *req.broker_addr);
+            let empties = b
+                .data
+                .broker_addrs
+                .values()
+                .all(|a| **a == *req.broker_addr);
             if empties && b.topics.len() > fit {
                 let (id, keep) = (b.id, b.topics.len().saturating_sub(max_steps));
                 for topic in b.topics.split_off(keep) {
