@@ -1,4 +1,4 @@
-//! Pacing of the work that removes brokers: queued unregistrations, the expiry scan and the
+//! Pacing of the work that removes brokers: the expiry scan, queued unregistrations and the
 //! closing of expired brokers' connections share a budget of steps per turn, so that a mass
 //! expiry never stalls the loop.
 
@@ -28,34 +28,32 @@ pub(super) struct ExpiryPacer {
 }
 
 impl NameServer {
-    /// Queued unregistrations first, then a part of the expiry scan, then closes, while the
-    /// turn's steps last.
+    /// A part of the expiry scan first (finite work: unregistrations cannot starve it), then
+    /// queued unregistrations, then closes, while the turn's steps last.
     pub(super) fn pace_removals(&mut self, ctx: &mut Ctx<PeerState>) {
-        while let Ok(batch) = self.unregister_batches.try_recv() {
-            self.processor.record_unregister_batch(batch.len());
-            self.removed_since_trim = true;
-            self.unregistrations.extend(batch);
-        }
-        let budget = REMOVAL_STEPS_PER_TURN;
-        let mut steps = (self.processor).apply_unregistrations(&mut self.unregistrations, budget);
-        let now = ctx.now_ms();
+        let (budget, mut steps, now) = (REMOVAL_STEPS_PER_TURN, 0, ctx.now_ms());
         let expiry = &mut self.expiry;
-        if (expiry.scan_due || expiry.in_progress) && steps < budget {
+        if expiry.scan_due || expiry.in_progress {
             if !expiry.in_progress {
                 expiry.scan_due = false;
                 expiry.next_scan_ms = now + self.settings.scan_interval_ms;
                 ctx.set_timer(SCAN_TIMER, expiry.next_scan_ms);
             }
-            let (to_close, examined, more) =
-                (self.processor).expire_silent_brokers(now, budget - steps);
+            let (to_close, examined, more) = self.processor.expire_silent_brokers(now, budget);
             steps += examined;
             expiry.in_progress = more;
             expiry
                 .conns_to_close
                 .extend(to_close.into_iter().filter_map(|index| ctx.conn_at(index)));
         }
+        while let Ok(batch) = self.unregister_batches.try_recv() {
+            self.processor.record_unregister_batch(batch.len());
+            self.removed_since_trim = true;
+            self.unregistrations.extend(batch);
+        }
+        steps += (self.processor).apply_unregistrations(&mut self.unregistrations, budget - steps);
         while steps + CLOSE_STEPS <= budget {
-            let Some(conn) = expiry.conns_to_close.pop_front() else {
+            let Some(conn) = self.expiry.conns_to_close.pop_front() else {
                 break;
             };
             ctx.close(conn, "broker expired");
