@@ -9,13 +9,13 @@ use std::collections::VecDeque;
 /// Removal work per turn, in steps of about a microsecond of loop time: a topic queue entry
 /// dropped or an expiry entry scanned is one, a broker removed
 /// [`crate::route::table::BROKER_STEPS`], a connection closed [`CLOSE_STEPS`]. Thread CPU time
-/// of a release build during `rmq-bench expire` on a busy two-core host: 10,000 scan entries
-/// 0.85 µs each, 10,000 closes 7.9 µs each, 32 brokers removed 0.47 ms with 10 topics each and
-/// 0.78 ms with 100. So a turn's removal work stays near half a millisecond whatever the mix.
+/// of a release build during `rmq-bench expire` on a busy two-core host: a scan entry 0.85 µs,
+/// a close 8-20 µs (by run), 32 brokers removed 0.47 ms with 10 topics each and 0.78 ms with
+/// 100. So a turn's removal work stays near half a millisecond whatever the mix.
 pub(super) const REMOVAL_STEPS_PER_TURN: usize = 512;
 
 /// Steps a connection close counts (see [`REMOVAL_STEPS_PER_TURN`]).
-const CLOSE_STEPS: usize = 8;
+const CLOSE_STEPS: usize = 16;
 
 #[derive(Default)]
 pub(super) struct ExpiryPacer {
