@@ -173,6 +173,8 @@ pub struct Processor {
     new_steps: Option<StepsJob>,
     /// Topic list requests waiting for their list's encoding, oldest first.
     lists_waiting: VecDeque<(ListKind, Ticket)>,
+    /// A group's topics are being dropped in steps before its last address goes.
+    removal_in_steps: bool,
     templates: ReplyTemplates,
 }
 
@@ -215,6 +217,7 @@ impl Processor {
             topic_steps: VecDeque::new(),
             new_steps: None,
             lists_waiting: VecDeque::new(),
+            removal_in_steps: false,
             templates: ReplyTemplates::new(),
         };
         processor.derive_settings();

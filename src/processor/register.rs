@@ -199,8 +199,9 @@ impl Processor {
         self.spent_bodies.push(job.body);
     }
 
+    /// A registration, or a group's removal, applied in steps (route writers wait for it).
     pub fn topic_steps_pending(&self) -> bool {
-        !self.topic_steps.is_empty()
+        !self.topic_steps.is_empty() || self.removal_in_steps
     }
 
     pub fn take_spent_bodies(&mut self) -> Vec<RegisterBody> {

@@ -4,9 +4,10 @@ use super::{log_grouped, Processor, UnregisterBatch, Unregistration};
 use crate::event_loop::oneway::Oneway;
 use crate::remoting::codes::{version::CURRENT, FLAG_ONEWAY};
 use crate::remoting::command::SerializeType;
-use crate::route::table::{ConnId, MinIdNotification, RemovalReason, UnregisterRequest};
+use crate::route::table::{BatchOutcome, ConnId, MinIdNotification, RemovalReason};
 use crossbeam_channel::TrySendError;
 use log::{info, warn};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 impl Processor {
@@ -46,10 +47,14 @@ impl Processor {
         }
     }
 
-    /// A step of the expiry scan; at its end the unregistrations are queued as one batch and
-    /// the connections returned for closing.
-    pub fn expire_silent_brokers(&mut self, now_ms: u64, limit: usize) -> (Vec<ConnId>, bool) {
-        let (expired, more) = self.table.expire_silent_brokers(now_ms, limit);
+    /// A step of the expiry scan: the connections to close (at its end, when the
+    /// unregistrations are queued as one batch), the entries examined, whether it goes on.
+    pub fn expire_silent_brokers(
+        &mut self,
+        now_ms: u64,
+        limit: usize,
+    ) -> (Vec<ConnId>, usize, bool) {
+        let (expired, examined, more) = self.table.expire_silent_brokers(now_ms, limit);
         log_grouped(
             log::Level::Warn,
             "broker expired",
@@ -73,7 +78,7 @@ impl Processor {
         }
         self.stats.expiries += expired.len() as u64;
         if more {
-            return (Vec::new(), true);
+            return (Vec::new(), examined, true);
         }
         let mut conns = std::mem::take(&mut self.expired_conns_this_scan);
         if !self.expired_this_scan.is_empty() {
@@ -90,7 +95,7 @@ impl Processor {
         }
         conns.sort_unstable();
         conns.dedup();
-        (conns, more)
+        (conns, examined, more)
     }
 
     pub fn connection_closed(&mut self, conn: ConnId) {
@@ -110,10 +115,36 @@ impl Processor {
         self.stats.largest_batch = self.stats.largest_batch.max(len);
     }
 
-    pub fn apply_unregister_batch(&mut self, batch: &[Unregistration]) {
-        let requests: Vec<UnregisterRequest> = batch.iter().map(|(r, _)| r.clone()).collect();
-        let outcome = self.table.unregister_batch(&requests);
-        self.stats.unregistrations += requests.len() as u64;
+    /// Applies queued unregistrations in order within `max_steps` of work (as
+    /// [`RouteTable::unregister_step`] weighs it); returns the steps taken. None while a
+    /// registration is applied in steps; while a group's topics are dropped in steps, route
+    /// writers wait ([`Processor::topic_steps_pending`]).
+    pub fn apply_unregistrations(
+        &mut self,
+        queue: &mut VecDeque<Unregistration>,
+        max_steps: usize,
+    ) -> usize {
+        if !self.topic_steps.is_empty() {
+            return 0;
+        }
+        let mut outcome = BatchOutcome::default();
+        let mut applied = 0;
+        self.removal_in_steps = false;
+        for (req, _) in queue.iter() {
+            let before = outcome.steps;
+            let left = max_steps.saturating_sub(before);
+            if !self.table.unregister_step(req, left, &mut outcome) {
+                self.removal_in_steps = outcome.steps > before;
+                break;
+            }
+            applied += 1;
+        }
+        if outcome.steps == 0 {
+            return 0;
+        }
+        self.table.finish_unregistrations(&mut outcome);
+        let batch: Vec<Unregistration> = queue.drain(..applied).collect();
+        self.stats.unregistrations += applied as u64;
         log_grouped(
             log::Level::Info,
             "broker removed",
@@ -129,16 +160,20 @@ impl Processor {
                 )
             }),
         );
-        if outcome.topics_removed > 0 || outcome.broker_groups_removed > 0 {
+        if applied > 0 && (outcome.topics_removed > 0 || outcome.broker_groups_removed > 0) {
             info!(
-                "unregistration batch of {}: {} broker group(s) and {} topic(s) removed",
-                requests.len(),
-                outcome.broker_groups_removed,
-                outcome.topics_removed
+                "unregistration batch of {applied}: {} broker group(s) and {} topic(s) removed",
+                outcome.broker_groups_removed, outcome.topics_removed
             );
         }
-        for n in outcome.notifications {
+        for n in std::mem::take(&mut outcome.notifications) {
             self.send_notification(n);
         }
+        outcome.steps
+    }
+
+    /// The most removal work (see [`RouteTable::unregister_step`]) one loop turn did.
+    pub fn record_removal_turn(&mut self, steps: usize) {
+        self.stats.max_removal_steps = self.stats.max_removal_steps.max(steps);
     }
 }

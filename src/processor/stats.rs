@@ -54,6 +54,7 @@ pub(super) struct Stats {
     pub(super) unregistrations: u64,
     pub(super) unregister_batches: u64,
     pub(super) largest_batch: usize,
+    pub(super) max_removal_steps: usize,
     pub(super) unregister_queue_full: u64,
     pub(super) rejected_busy: u64,
     pub(super) changes: ChangeSummary,
@@ -201,7 +202,7 @@ impl Processor {
     pub(super) fn stats(&self, l: &LoopStats) -> Result<Reply, Refusal> {
         let (t, s) = (&self.table, &self.stats);
         let (list_shards, list_bytes) = t.topic_list_stats();
-        let fields: [(&str, u64); 25] = [
+        let fields: [(&str, u64); 26] = [
             ("connections", l.connections as u64),
             ("brokers", t.live_broker_count() as u64),
             ("brokerGroups", t.broker_group_count() as u64),
@@ -214,6 +215,7 @@ impl Processor {
             ("unregistrations", s.unregistrations),
             ("unregisterBatches", s.unregister_batches),
             ("largestUnregisterBatch", s.largest_batch as u64),
+            ("maxRemovalStepsPerTurn", s.max_removal_steps as u64),
             ("bytesIn", l.bytes_in),
             ("bytesOut", l.bytes_out),
             ("rejectedBusy", s.rejected_busy),

@@ -160,7 +160,8 @@ fn the_codes_whose_handlers_change_routes_are_the_rows_that_say_so() {
         let cmd = RemotingCommand::for_test(row.code, FIELDS, &body);
         h.processor.handle(&ctx, &counters, &cmd, &mut Vec::new());
         while let Ok(batch) = h.unregistrations.try_recv() {
-            h.processor.apply_unregister_batch(&batch);
+            h.processor
+                .apply_unregistrations(&mut batch.into(), usize::MAX);
         }
         if routes_seen(&h.processor.table) != before {
             changed_routes.push(row.code);
@@ -347,4 +348,44 @@ fn a_large_topic_route_body_goes_to_the_worker_too() {
     assert_eq!(trips, 1);
     assert!(!out.is_empty());
     assert!(h.processor.table.pickup_route("R").is_some());
+}
+
+/// A group of more topics than a turn's steps loses them over several calls before its last
+/// address goes; meanwhile route writers wait, as for a registration applied in steps.
+#[test]
+fn a_large_group_is_removed_in_steps_while_route_writers_wait() {
+    let mut h = harness();
+    let ctx = RequestContext {
+        peer: None,
+        now_ms: 1_000,
+        reply_to: crate::event_loop::ConnId::for_test(1),
+    };
+    let counters = crate::event_loop::LoopStats::default();
+    let register = body_of(1, &numbered("T", 1_000));
+    let cmd = RemotingCommand::for_test(codes::request::REGISTER_BROKER, FIELDS, &register);
+    handle_through_the_worker(&mut h, &cmd);
+    assert_eq!(h.processor.table.topic_count(), 1_000);
+    let unregister = RemotingCommand::for_test(codes::request::UNREGISTER_BROKER, FIELDS, "");
+    h.processor
+        .handle(&ctx, &counters, &unregister, &mut Vec::new());
+    let mut queue: VecDeque<Unregistration> = h.unregistrations.try_recv().unwrap().into();
+    let mut calls = 0;
+    while !queue.is_empty() {
+        assert_eq!(
+            h.processor.apply_unregistrations(&mut queue, 300),
+            300.min(1_016 - calls * 300)
+        );
+        calls += 1;
+        // Each topic's route is as before (the group with its address) or gone.
+        let left = h.processor.table.topic_count();
+        assert_eq!(left, 1_000usize.saturating_sub(calls * 300));
+        assert_eq!(h.processor.topic_steps_pending(), !queue.is_empty());
+        assert_eq!(
+            h.processor.table.broker_group_count(),
+            usize::from(!queue.is_empty())
+        );
+    }
+    assert_eq!(calls, 4);
+    assert_eq!(h.processor.table.live_broker_count(), 0);
+    assert_eq!(h.processor.apply_unregistrations(&mut queue, 300), 0);
 }

@@ -25,7 +25,7 @@ pub use register::{
     BodyFingerprint, MinIdNotification, RegisterRequest, RegisterResult, RegisteringBroker,
     Takeover, TopicSteps, TopicsInput,
 };
-pub use removal::{BatchOutcome, ExpiredBroker, RemovalReason, UnregisterRequest};
+pub use removal::{BatchOutcome, ExpiredBroker, RemovalReason, UnregisterRequest, BROKER_STEPS};
 use topic_map::TopicMap;
 use topics::{BrokerEntry, BrokerId, QueueSlot, TopicEntry};
 

@@ -383,6 +383,8 @@ impl NameServer {
         if (moved - self.trimmed_at_bytes < TRIM_AFTER_BYTES && !self.removed_since_trim)
             || self.registrations.bytes > REGISTRATION_READ_AHEAD_BYTES
             || !self.unregistrations.is_empty()
+            || self.expiry.in_progress
+            || !self.expiry.conns_to_close.is_empty()
             || self.decode.ready_here()
             || now_ms < self.next_trim_ms
         {
@@ -487,8 +489,7 @@ impl Handler for NameServer {
         let slow_work = Instant::now();
         self.run_registrations(ctx, slow_work);
         self.free_off_loop();
-        self.apply_unregistrations(slow_work);
-        self.pace_expiry(ctx);
+        self.pace_removals(ctx);
         let answered = self
             .processor
             .run_topic_lists(|c, write| ctx.write_buf(c).map(write).is_some());

@@ -1,7 +1,7 @@
 //! Brokers leaving: the expiry scan, closed connections, unregistration batches (§5.5).
 
 use super::register::min_broker_id;
-use super::{ConnId, Expiry, MinIdNotification, RouteTable};
+use super::{BrokerId, ConnId, Expiry, MinIdNotification, RouteTable};
 use std::sync::Arc;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -31,8 +31,17 @@ pub struct BatchOutcome {
     pub brokers_removed: usize,
     pub broker_groups_removed: usize,
     pub topics_removed: usize,
+    /// The work done, as [`RouteTable::unregister_step`] weighs it.
+    pub steps: usize,
     pub notifications: Vec<MinIdNotification>,
+    /// Groups that lost an address but not the last one.
+    reduced: Vec<Arc<str>>,
 }
+
+/// Steps an unregistration counts beside its topic queue entries: removing a broker costs the
+/// loop about as much as dropping 16 entries (release build, 32 brokers × 10 and × 100 topics:
+/// 13.5 µs a broker with its log text, 0.1-0.7 µs an entry).
+pub const BROKER_STEPS: usize = 16;
 
 impl RouteTable {
     /// The unregistration Java's onChannelDestroy would submit for a live entry (§5.4).
@@ -54,17 +63,18 @@ impl RouteTable {
             })
     }
 
-    /// Live brokers past their deadline, each reported once, from `limit` bucket entries.
+    /// Live brokers past their deadline, each reported once, from at most `limit` bucket
+    /// entries; with the entries examined, and whether due ones remain.
     pub fn expire_silent_brokers(
         &mut self,
         now_ms: u64,
         limit: usize,
-    ) -> (Vec<ExpiredBroker>, bool) {
+    ) -> (Vec<ExpiredBroker>, usize, bool) {
         let mut fired = Vec::new();
         let more = self
             .expiry
             .pop_due(now_ms, limit, |bucket, key| fired.push((bucket, key)));
-        let mut expired = Vec::new();
+        let (mut expired, examined) = (Vec::new(), fired.len());
         for (bucket, (live_id, generation)) in fired {
             let Some(live) = self.live.get(live_id) else {
                 continue;
@@ -93,7 +103,7 @@ impl RouteTable {
                 self.arm_expiry(live_id);
             }
         }
-        (expired, more)
+        (expired, examined, more)
     }
 
     pub fn rearm(&mut self, cluster: &str, addr: &str, now_ms: u64) {
@@ -127,39 +137,70 @@ impl RouteTable {
         requests
     }
 
-    /// Applies a de-duplicated batch of unregistrations (§5.5).
+    /// Applies a de-duplicated batch of unregistrations (§5.5) in one go.
     pub fn unregister_batch(&mut self, batch: &[UnregisterRequest]) -> BatchOutcome {
         let mut outcome = BatchOutcome::default();
-        let mut removed_names: Vec<Arc<str>> = Vec::new();
-        let mut reduced_names: Vec<Arc<str>> = Vec::new();
         for req in batch {
-            // 1. live entry and filter servers
-            if self.remove_live_and_filter_servers(req) {
-                outcome.brokers_removed += 1;
+            self.unregister_step(req, usize::MAX, &mut outcome);
+        }
+        self.finish_unregistrations(&mut outcome);
+        outcome
+    }
+
+    /// Applies `req` within `max_steps` ([`BROKER_STEPS`] for the request, one per topic queue
+    /// entry dropped); true when applied. A request that would empty a group with more topics
+    /// than that drops only what fits, each topic losing the group at once, and returns false:
+    /// the caller comes back with it, holding route writers meanwhile.
+    pub fn unregister_step(
+        &mut self,
+        req: &UnregisterRequest,
+        max_steps: usize,
+        outcome: &mut BatchOutcome,
+    ) -> bool {
+        let Some(fit) = max_steps.checked_sub(BROKER_STEPS) else {
+            return false;
+        };
+        if let Some(b) = self.brokers.get_mut(&*req.broker_name) {
+            let empties = b
+                .data
+                .broker_addrs
+                .values()
+                .all(|a| **a == *req.broker_addr);
+            if empties && b.topics.len() > fit {
+                let (id, keep) = (b.id, b.topics.len().saturating_sub(max_steps));
+                for topic in b.topics.split_off(keep) {
+                    self.drop_group_entry(id, &topic, outcome);
+                }
+                return false;
             }
-            // 2. the address leaves its broker group (by address, whatever its id)
-            let removed = self.remove_broker_addr(req, &mut outcome.notifications);
+        }
+        outcome.steps += BROKER_STEPS;
+        // 1. live entry and filter servers
+        if self.remove_live_and_filter_servers(req) {
+            outcome.brokers_removed += 1;
+        }
+        // 2. the address leaves its broker group (by address, whatever its id)
+        if self.remove_broker_addr(req, &mut outcome.notifications) {
             // 3. a group left empty leaves its cluster
-            if removed {
-                self.remove_from_cluster(&req.cluster, &req.broker_name);
-                removed_names.push(req.broker_name.clone());
-            } else {
-                reduced_names.push(req.broker_name.clone());
-            }
+            self.remove_from_cluster(&req.cluster, &req.broker_name);
+            self.remove_broker_group(&req.broker_name, outcome);
+        } else {
+            outcome.reduced.push(req.broker_name.clone());
         }
-        for name in &removed_names {
-            self.remove_broker_group(name, &mut outcome);
-        }
+        true
+    }
+
+    /// After the last request of a batch (or of a part of one).
+    pub fn finish_unregistrations(&mut self, outcome: &mut BatchOutcome) {
         if self.settings.support_acting_master {
-            for name in &reduced_names {
-                self.wipe_write_if_master_lost(name);
+            for name in std::mem::take(&mut outcome.reduced) {
+                self.wipe_write_if_master_lost(&name);
             }
         }
         if !self.settings.notify_min_broker_id_changed {
             outcome.notifications.clear();
         }
         self.shrink_if_sparse();
-        outcome
     }
 
     /// §5.5 step 1; true when removed (not another broker name's: it took the address since).
@@ -230,10 +271,13 @@ impl RouteTable {
         // Its queue entries all go below, so its id can be handed out again.
         self.broker_names.try_remove(b.id as usize);
         for topic in b.topics {
-            if self.drop_queue_entry(b.id, &topic).1 {
-                outcome.topics_removed += 1;
-            }
+            self.drop_group_entry(b.id, &topic, outcome);
         }
+    }
+
+    fn drop_group_entry(&mut self, id: BrokerId, topic: &str, outcome: &mut BatchOutcome) {
+        outcome.steps += 1;
+        outcome.topics_removed += usize::from(self.drop_queue_entry(id, topic).1);
     }
 
     fn wipe_write_if_master_lost(&mut self, name: &str) {

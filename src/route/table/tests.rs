@@ -1261,3 +1261,104 @@ fn a_topic_list_is_built_a_shard_a_step_and_sees_changes_made_between() {
     crate::route::model::encode_topic_list(t.topic_names(), None, &mut fresh);
     assert_eq!(built, fresh);
 }
+
+/// `n` topics named `T{i}` (perm 6), dataVersion `counter`.
+fn many_v(counter: i64, n: usize) -> RegisterBody {
+    let names: Vec<String> = (0..n).map(|i| format!("T{i}")).collect();
+    let topics: Vec<(&str, i32)> = names.iter().map(|n| (n.as_str(), 6)).collect();
+    body(counter, &topics)
+}
+
+fn many(n: usize) -> RegisterBody {
+    many_v(1, n)
+}
+
+#[test]
+fn a_group_loses_its_topics_in_steps_then_its_address() {
+    let mut t = table();
+    t.register_now(&req("c", "g", "a:1", 0, 0), TopicsInput::Body(&many(100)));
+    let u = unreg("c", "g", "a:1", 0);
+    let mut out = BatchOutcome::default();
+    assert!(
+        !t.unregister_step(&u, BROKER_STEPS - 1, &mut out),
+        "no room"
+    );
+    assert_eq!(out.steps, 0);
+    assert!(!t.unregister_step(&u, 40, &mut out));
+    // 40 topics are gone, the others still route to the group at its address.
+    assert_eq!((out.steps, t.topic_count()), (40, 60));
+    let kept = t.topic_names().next().unwrap().to_string();
+    assert_eq!(
+        t.pickup_route(&kept).unwrap().broker_datas[0].broker_addrs[&0],
+        "a:1"
+    );
+    assert_eq!((t.live_broker_count(), t.cluster_count()), (1, 1));
+    assert!(t.unregister_step(&u, BROKER_STEPS + 60, &mut out));
+    t.finish_unregistrations(&mut out);
+    assert_eq!(
+        (out.steps, out.brokers_removed, out.topics_removed),
+        (116, 1, 100)
+    );
+    assert_eq!(
+        (t.topic_count(), t.cluster_count(), t.live_broker_count()),
+        (0, 0, 0)
+    );
+}
+
+#[test]
+fn a_registration_between_steps_ends_as_if_the_removal_came_after_it() {
+    let (mut sliced, mut one_go) = (table(), table());
+    let (g, u) = (req("c", "g", "a:1", 0, 0), unreg("c", "g", "a:1", 0));
+    for t in [&mut sliced, &mut one_go] {
+        t.register_now(&g, TopicsInput::Body(&many(50)));
+        t.register_now(&req("c", "h", "b:1", 0, 0), TopicsInput::Body(&many(3)));
+    }
+    let mut out = BatchOutcome::default();
+    assert!(!sliced.unregister_step(&u, 30, &mut out));
+    for t in [&mut sliced, &mut one_go] {
+        t.register_now(
+            &req("c", "g", "a:1", 0, 5),
+            TopicsInput::Body(&many_v(2, 60)),
+        );
+        assert_eq!(t.topic_count(), 60);
+    }
+    while !sliced.unregister_step(&u, 30, &mut out) {}
+    sliced.finish_unregistrations(&mut out);
+    one_go.unregister_batch(&[u]);
+    for t in [&sliced, &one_go] {
+        assert_eq!((t.topic_count(), t.broker_group_count()), (3, 1));
+        assert_eq!(
+            t.pickup_route("T2").unwrap().broker_datas[0].broker_name,
+            "h"
+        );
+    }
+}
+
+#[test]
+fn a_queued_removal_still_removes_a_broker_that_registered_again_as_javas_batch_does() {
+    let mut t = table();
+    let r = req("c", "g", "a:1", 0, 0);
+    t.register_now(&r, TopicsInput::Body(&many(2)));
+    let expired = t.expire_due(200_000);
+    assert_eq!(expired.len(), 1);
+    t.register_now(
+        &req("c", "g", "a:1", 0, 200_001),
+        TopicsInput::Body(&many(2)),
+    );
+    let out = t.unregister_batch(&[expired[0].request.clone()]);
+    assert_eq!((out.brokers_removed, out.topics_removed), (1, 2));
+    assert_eq!(t.live_broker_count(), 0);
+}
+
+#[test]
+fn an_address_that_leaves_its_group_drops_no_topic() {
+    let mut t = table();
+    t.register_now(&req("c", "g", "m:1", 0, 0), TopicsInput::Body(&many(100)));
+    t.register_now(&req("c", "g", "s:1", 1, 0), TopicsInput::Body(&many(100)));
+    let mut out = BatchOutcome::default();
+    assert!(t.unregister_step(&unreg("c", "g", "s:1", 1), BROKER_STEPS, &mut out));
+    assert_eq!(
+        (out.steps, t.topic_count(), t.live_broker_count()),
+        (16, 100, 1)
+    );
+}
