@@ -585,28 +585,26 @@ impl TopicRouteData {
         let mut out = TopicRouteData::default();
         expect_object(&mut c, "TopicRouteData")?;
         c.members(|c, key| {
-            match (&*key, queues_only) {
-                ("queueDatas", _) => out.queue_datas = queue_datas(c)?,
-                ("brokerDatas", false) => {
-                    let doc = c.document()?;
-                    let v = Some(doc.root());
-                    out.broker_datas = array_of(v, "brokerDatas", broker_data_from_ref)?;
+            if key == "queueDatas" {
+                out.queue_datas = queue_datas(c)?;
+                return Ok(());
+            } else if queues_only {
+                return Ok(c.skip()?);
+            }
+            let doc = c.document()?;
+            let v = Some(doc.root());
+            match &*key {
+                "brokerDatas" => out.broker_datas = array_of(v, &key, broker_data_from_ref)?,
+                "filterServerTable" => {
+                    let servers = |s: ValueRef<'_>| string_list(s, "filterServerTable value");
+                    out.filter_server_table = map_of(v, &key, servers)?;
                 }
-                ("filterServerTable", false) => {
-                    let doc = c.document()?;
-                    let v = Some(doc.root());
-                    out.filter_server_table = map_of(v, "filterServerTable", |servers| {
-                        string_list(servers, "filterServerTable value")
-                    })?;
-                }
-                ("topicQueueMappingByBroker", false) => {
-                    let doc = c.document()?;
-                    let v = present(Some(doc.root()));
-                    let mappings = v.map(|map| mappings_from_ref(map, usize::MAX));
+                "topicQueueMappingByBroker" => {
+                    let mappings = present(v).map(|map| mappings_from_ref(map, usize::MAX));
                     out.topic_queue_mapping_by_broker = mappings.transpose()?;
                 }
-                ("orderTopicConf", false) => out.order_topic_conf = string_field(Some(c.item()?)),
-                _ => c.skip()?,
+                "orderTopicConf" => out.order_topic_conf = string_field(v),
+                _ => {}
             }
             Ok::<_, ModelError>(())
         })?;
