@@ -978,6 +978,7 @@ pub mod tests {
         assert_eq!(queues(body.as_bytes()).unwrap()[0].broker_name, "b");
         assert!(queues(br#"{"brokerDatas":[1,}"#).is_err());
         assert!(queues(br#"{"queueDatas":[]} x"#).is_err());
+        assert!(queues(b"{\"x\":\"\xff\",\"queueDatas\":[]}").is_err());
     }
 
     #[test]
