@@ -61,12 +61,12 @@ impl<'a> RegisterTopic<'a> {
         let queue_datas = if h.body().is_empty() || h.body_decoded {
             Vec::new()
         } else {
-            TopicRouteData::decode(h.body())
-                .map_err(|e| ParseError::BadBody {
+            TopicRouteData::decode_queues(h.body(), &h.limits.json).map_err(|e| {
+                ParseError::BadBody {
                     what: "TopicRouteData",
                     reason: e.to_string(),
-                })?
-                .queue_datas
+                }
+            })?
         };
         for q in &queue_datas {
             let values = [q.read_queue_nums, q.write_queue_nums, q.perm];

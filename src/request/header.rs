@@ -30,12 +30,14 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
-/// Settings `maxNameLength`, `maxTopicNameLength`, `maxQueueNums`, as `rules` reads them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Settings `maxNameLength`, `maxTopicNameLength`, `maxQueueNums`, as `rules` reads them, and
+/// `maxJsonDepth`, `maxJsonStringLength` for the bodies a parse decodes.
+#[derive(Debug, Clone, Copy)]
 pub struct NameLimits {
     pub max_name_length: usize,
     pub max_topic_name_length: usize,
     pub max_queue_nums: i32,
+    pub json: crate::remoting::json::Limits,
 }
 
 impl NameLimits {
@@ -45,6 +47,10 @@ impl NameLimits {
             max_name_length: config.max_name_length as usize,
             max_topic_name_length: config.max_topic_name_length as usize,
             max_queue_nums: config.max_queue_nums.min(i32::MAX as u32) as i32,
+            json: crate::remoting::json::Limits {
+                max_depth: config.max_json_depth as usize,
+                max_string_len: config.max_json_string_length as usize,
+            },
         }
     }
 }
@@ -169,6 +175,7 @@ mod tests {
                 max_name_length: 255,
                 max_topic_name_length: 127,
                 max_queue_nums: 65_536,
+                json: crate::remoting::json::Limits::default(),
             }
         }
     }

@@ -139,6 +139,10 @@ mod tests {
             max_name_length: 255,
             max_topic_name_length: 127,
             max_queue_nums: 1024,
+            json: crate::remoting::json::Limits {
+                max_depth: 64,
+                max_string_len: 1 << 20,
+            },
         };
         Request::parse(cmd, &LIMITS)
     }

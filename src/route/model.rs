@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
-use crate::remoting::json::{self, Cursor, Field, Members, Seq, ValueRef};
+use crate::remoting::json::{self, Cursor, Field, Item, Members, Seq, ValueRef};
 
 pub use super::register_body::{
     decode_register_body, encode_register_body_compressed, encode_register_body_json, BodyLimits,
@@ -451,20 +451,47 @@ fn broker_data_from_ref(v: ValueRef<'_>) -> Result<BrokerData, ModelError> {
     })
 }
 
-fn queue_data_from_ref(v: ValueRef<'_>) -> Result<QueueData, ModelError> {
+/// The queueDatas array at `c` (null: empty; null items skipped).
+fn queue_datas(c: &mut Cursor<'_>) -> Result<Vec<QueueData>, ModelError> {
+    let mut queues = Vec::new();
+    if c.null()? {
+        return Ok(queues);
+    }
+    if c.peek() != Some(b'[') {
+        c.skip()?;
+        return err("queueDatas is not a JSON array");
+    }
+    let mut more = c.open(true)?;
+    while more {
+        if !c.null()? {
+            queues.push(queue_data(c)?);
+        }
+        more = c.next(true)?;
+    }
+    Ok(queues)
+}
+
+fn queue_data(c: &mut Cursor<'_>) -> Result<QueueData, ModelError> {
     const WHAT: &str = "QueueData";
-    as_object(v, WHAT)?;
-    let [sys_flag, syn_flag, broker_name, read, write, perm] = v.get_many([
-        "topicSysFlag",
-        "topicSynFlag",
-        "brokerName",
-        "readQueueNums",
-        "writeQueueNums",
-        "perm",
-    ]);
+    expect_object(c, WHAT)?;
+    let mut fields: [Option<Item<'_>>; 6] = Default::default();
+    c.members(|c, key| {
+        let i = match &*key {
+            "topicSysFlag" => 0,
+            "topicSynFlag" => 1,
+            "brokerName" => 2,
+            "readQueueNums" => 3,
+            "writeQueueNums" => 4,
+            "perm" => 5,
+            _ => return c.skip(),
+        };
+        fields[i] = Some(c.item()?);
+        Ok(())
+    })?;
+    let [sys_flag, syn_flag, broker_name, read, write, perm] = fields;
     // Before 4.9.0 the flag was spelled topicSynFlag.
     let topic_sys_flag = match present(sys_flag) {
-        Some(_) => int_field(sys_flag, 0, WHAT, "topicSysFlag")?,
+        Some(flag) => int_field(Some(flag), 0, WHAT, "topicSysFlag")?,
         None => int_field(syn_flag, 0, WHAT, "topicSynFlag")?,
     };
     Ok(QueueData {
@@ -542,31 +569,47 @@ impl TopicRouteData {
         o.end();
     }
 
+    /// A route answer, every member read.
     pub fn decode(body: &[u8]) -> Result<TopicRouteData, ModelError> {
-        let doc = json::parse_borrowed(body, &json::Limits::default())?;
-        let v = doc.root();
-        as_object(v, "TopicRouteData")?;
-        let [filter_table, mapping_by_broker, order_topic_conf, queue_datas, broker_datas] = v
-            .get_many([
-                "filterServerTable",
-                "topicQueueMappingByBroker",
-                "orderTopicConf",
-                "queueDatas",
-                "brokerDatas",
-            ]);
-        let filter_server_table = map_of(filter_table, "filterServerTable", |servers| {
-            string_list(servers, "filterServerTable value")
+        TopicRouteData::read(body, &json::Limits::default(), false)
+    }
+
+    /// A REGISTER_TOPIC_IN_NAMESRV body: only its queueDatas, every other member skipped.
+    pub fn decode_queues(body: &[u8], limits: &json::Limits) -> Result<Vec<QueueData>, ModelError> {
+        Ok(TopicRouteData::read(body, limits, true)?.queue_datas)
+    }
+
+    /// Each member's last value counts, as in a Java map.
+    fn read(body: &[u8], limits: &json::Limits, queues_only: bool) -> Result<Self, ModelError> {
+        let mut c = Cursor::checking_strings(body, limits)?;
+        let mut out = TopicRouteData::default();
+        expect_object(&mut c, "TopicRouteData")?;
+        c.members(|c, key| {
+            if key == "queueDatas" {
+                out.queue_datas = queue_datas(c)?;
+                return Ok(());
+            } else if queues_only {
+                return Ok(c.skip()?);
+            }
+            let doc = c.document()?;
+            let v = Some(doc.root());
+            match &*key {
+                "brokerDatas" => out.broker_datas = array_of(v, &key, broker_data_from_ref)?,
+                "filterServerTable" => {
+                    let servers = |s: ValueRef<'_>| string_list(s, "filterServerTable value");
+                    out.filter_server_table = map_of(v, &key, servers)?;
+                }
+                "topicQueueMappingByBroker" => {
+                    let mappings = present(v).map(|map| mappings_from_ref(map, usize::MAX));
+                    out.topic_queue_mapping_by_broker = mappings.transpose()?;
+                }
+                "orderTopicConf" => out.order_topic_conf = string_field(v),
+                _ => {}
+            }
+            Ok::<_, ModelError>(())
         })?;
-        let topic_queue_mapping_by_broker = present(mapping_by_broker)
-            .map(|map| mappings_from_ref(map, usize::MAX))
-            .transpose()?;
-        Ok(TopicRouteData {
-            order_topic_conf: string_field(order_topic_conf),
-            queue_datas: array_of(queue_datas, "queueDatas", queue_data_from_ref)?,
-            broker_datas: array_of(broker_datas, "brokerDatas", broker_data_from_ref)?,
-            filter_server_table,
-            topic_queue_mapping_by_broker,
-        })
+        c.finish()?;
+        Ok(out)
     }
 }
 
@@ -887,6 +930,68 @@ pub mod tests {
         assert_eq!(route.queue_datas[0].topic_sys_flag, 3);
         assert!(route.broker_datas.is_empty());
         assert_eq!(route.topic_queue_mapping_by_broker, None);
+    }
+
+    /// A REGISTER_TOPIC_IN_NAMESRV body at the name server's default limits.
+    fn queues(body: &[u8]) -> Result<Vec<QueueData>, ModelError> {
+        let limits = json::Limits {
+            max_depth: 64,
+            max_string_len: 65_536,
+        };
+        TopicRouteData::decode_queues(body, &limits)
+    }
+
+    #[test]
+    fn a_registered_topics_queues_are_read_as_the_whole_route_reads_them() {
+        let fixture = fixture("topic_route_data_fastjson_legacy.json");
+        let whole = TopicRouteData::decode(&fixture).unwrap();
+        assert_eq!(queues(&fixture).unwrap(), whole.queue_datas);
+        let mut standard = Vec::new();
+        whole.encode(Dialect::Standard, &mut standard);
+        assert_eq!(queues(&standard).unwrap(), whole.queue_datas);
+        // fastjson's quirks: single quotes, bare keys, stray commas, numbers as strings.
+        let quirks = br#"{,queueDatas:[null,,{'brokerName':'b',perm:"6",topicSynFlag:1},]}"#;
+        let q = &queues(quirks).unwrap()[0];
+        assert_eq!(
+            (q.broker_name.as_str(), q.perm, q.topic_sys_flag),
+            ("b", 6, 1)
+        );
+        assert_eq!(queues(b"{}").unwrap(), vec![]);
+        assert_eq!(queues(br#"{"queueDatas":null}"#).unwrap(), vec![]);
+        for bad in [
+            &b"[]"[..],
+            br#"{"queueDatas":{}}"#,
+            br#"{"queueDatas":[1]}"#,
+        ] {
+            assert!(queues(bad).is_err(), "{}", text(bad));
+        }
+        let bad_perm = queues(br#"{"queueDatas":[{"perm":"x"}]}"#).unwrap_err();
+        assert_eq!(bad_perm.0, "QueueData.perm is not an int");
+    }
+
+    #[test]
+    fn a_registered_topics_other_members_are_skipped_but_must_be_json() {
+        let nested = format!("{}{}", "[".repeat(60), "]".repeat(60));
+        let body = format!(
+            r#"{{"brokerDatas":[{nested},{nested}],"x":{{"y":"z"}},"queueDatas":[{{"brokerName":"b","extra":[{nested}]}}],"orderTopicConf":7}}"#
+        );
+        assert_eq!(queues(body.as_bytes()).unwrap()[0].broker_name, "b");
+        assert!(queues(br#"{"brokerDatas":[1,}"#).is_err());
+        assert!(queues(br#"{"queueDatas":[]} x"#).is_err());
+        assert!(queues(b"{\"x\":\"\xff\",\"queueDatas\":[]}").is_err());
+    }
+
+    #[test]
+    fn a_registered_topic_nested_past_max_json_depth_is_refused_naming_it() {
+        let deep = format!(r#"{{"x":{}{}}}"#, "[".repeat(64), "]".repeat(64));
+        let e = queues(deep.as_bytes()).unwrap_err();
+        assert!(e.0.contains("nesting deeper than maxJsonDepth"), "{e}");
+        let shallow = json::Limits {
+            max_depth: 2,
+            max_string_len: 64,
+        };
+        let body = br#"{"queueDatas":[{"brokerName":"b"}]}"#;
+        assert!(TopicRouteData::decode_queues(body, &shallow).is_err());
     }
 
     fn sample_cluster_info() -> ClusterInfo {

@@ -159,6 +159,7 @@ def main():
         result["maxTurnMicros"] = s.get("maxTurnMicros")
         result["longTurns"] = s.get("longTurns")
         result["rss_end_mib"] = server.rss_mib()
+        result["rss_peak_mib"] = server.rss_mib("VmHWM")
     finally:
         server.stop()
     print(json.dumps(result))

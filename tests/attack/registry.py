@@ -139,10 +139,11 @@ class Server:
         host, port = line.rsplit(" ", 1)[1].rsplit(":", 1)
         self.addr = (host, int(port))
 
-    def rss_mib(self):
+    def rss_mib(self, field="VmRSS"):
+        """Resident MiB now, or at its peak with field="VmHWM"."""
         with open(f"/proc/{self.proc.pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return round(int(line.split()[1]) / 1024, 1)
         return None
 

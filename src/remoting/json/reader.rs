@@ -224,7 +224,7 @@ impl<'a> Cursor<'a> {
     /// Reads the `[` or `{` at the cursor; whether members follow (if not, it is closed).
     pub fn open(&mut self, is_array: bool) -> Result<bool, JsonError> {
         if self.depth >= self.limits.max_depth {
-            return Err(self.error("nesting deeper than the limit"));
+            return Err(self.error("nesting deeper than maxJsonDepth"));
         }
         self.depth += 1;
         self.pos += 1;
