@@ -6,6 +6,7 @@ use super::admission::Peers;
 use super::connection::{interest, Connection, ReadArena, CONNECT_TIMEOUT_MS};
 use super::{ConnId, Limits, ListenerTag, LoopWaker, ReadClass, TimerId};
 use crate::timer::DeadlineBuckets;
+use bytes::Bytes;
 use log::{debug, info, warn};
 use mio::net::TcpStream;
 use mio::{Registry, Token};
@@ -30,6 +31,8 @@ pub struct LoopStats {
     pub connections: usize,
     pub bytes_in: u64,
     pub bytes_out: u64,
+    /// Reply bodies queued shared rather than copied into a write buffer.
+    pub shared_bytes: u64,
     pub refused: u64,
     pub buffered_bytes: usize,
     /// Peers closed for not reading their replies while the budget was spent.
@@ -234,6 +237,23 @@ impl<C> Ctx<C> {
             self.dirty.push(id.key);
         }
         Some(&mut conn.write_buf)
+    }
+
+    /// `head` appended to the write buffer, then `body` queued after it, shared (not copied);
+    /// false once the connection is closed.
+    pub fn write_with_body(
+        &mut self,
+        id: ConnId,
+        head: impl FnOnce(&mut Vec<u8>),
+        body: Bytes,
+    ) -> bool {
+        let Some(out) = self.write_buf(id) else {
+            return false;
+        };
+        head(out);
+        self.stats.shared_bytes += body.len() as u64;
+        self.conns[id.key].queue_body(body);
+        true
     }
 
     pub fn set_read_class(&mut self, id: ConnId, class: ReadClass) {

@@ -201,7 +201,7 @@ impl Processor {
     pub(super) fn stats(&self, l: &LoopStats) -> Result<Reply, Refusal> {
         let (t, s) = (&self.table, &self.stats);
         let (list_shards, list_bytes) = t.topic_list_stats();
-        let fields: [(&str, u64); 25] = [
+        let fields: [(&str, u64); 26] = [
             ("connections", l.connections as u64),
             ("brokers", t.live_broker_count() as u64),
             ("brokerGroups", t.broker_group_count() as u64),
@@ -216,6 +216,7 @@ impl Processor {
             ("largestUnregisterBatch", s.largest_batch as u64),
             ("bytesIn", l.bytes_in),
             ("bytesOut", l.bytes_out),
+            ("sharedReplyBytes", l.shared_bytes),
             ("rejectedBusy", s.rejected_busy),
             ("unregisterQueueFull", s.unregister_queue_full),
             ("bufferedBytes", l.buffered_bytes as u64),
