@@ -219,8 +219,16 @@ impl<C> Connection<C> {
     }
 
     pub fn unsent(&self) -> usize {
-        let queued = self.queued.iter().map(|(b, at)| b.len() - at);
-        self.write_buf.len() - self.written + queued.sum::<usize>()
+        let buffered = self.write_buf.len() - self.written;
+        if self.queued.is_empty() {
+            return buffered;
+        }
+        buffered
+            + self
+                .queued
+                .iter()
+                .map(|(b, at)| b.len() - at)
+                .sum::<usize>()
     }
 
     /// A queued body counts whole for each connection holding it.
