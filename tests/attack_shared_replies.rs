@@ -19,7 +19,10 @@ fn peers_that_never_read_shared_topic_lists_are_closed_and_the_budget_returns() 
         .collect();
     let mut admin = server.client();
     let broker = Broker::new("c", "b", "10.0.0.1:10911", 0);
-    assert_eq!(register(&mut admin, &broker, &body_with(1, &topics)).code, 0);
+    assert_eq!(
+        register(&mut admin, &broker, &body_with(1, &topics)).code,
+        0
+    );
     let asks: Vec<u8> = (0..200)
         .flat_map(|i| request_frame(request::GET_ALL_TOPIC_LIST_FROM_NAMESERVER, i, &[], b""))
         .collect();
@@ -37,7 +40,10 @@ fn peers_that_never_read_shared_topic_lists_are_closed_and_the_budget_returns() 
     assert!(stat(&mut admin, "sharedReplyBytes") > 300_000);
     drop(peers);
     assert!(
-        wait_until(Duration::from_secs(10), || stat(&mut admin, "bufferedBytes") < 1 << 20),
+        wait_until(Duration::from_secs(10), || stat(
+            &mut admin,
+            "bufferedBytes"
+        ) < 1 << 20),
         "{} bytes still buffered",
         stat(&mut admin, "bufferedBytes")
     );
