@@ -69,6 +69,8 @@ pub(super) struct Connection<C> {
     pub write_buf: Vec<u8>,
     written: usize,
     queued: VecDeque<(Bytes, usize)>,
+    /// The whole length of the bodies queued.
+    queued_len: usize,
     pub accounted: usize,
     /// When the last whole frame was cut (or the connection opened).
     pub last_frame_ms: u64,
@@ -204,6 +206,7 @@ impl<C> Connection<C> {
             write_buf: Vec::new(),
             written: 0,
             queued: VecDeque::new(),
+            queued_len: 0,
             accounted: 0,
             last_frame_ms: now_ms,
             frame_started_ms: None,
@@ -237,8 +240,7 @@ impl<C> Connection<C> {
 
     /// A queued body counts whole for each connection holding it.
     pub fn footprint(&self) -> usize {
-        let queued = self.queued.iter().map(|(b, _)| b.len());
-        self.read_buf.capacity() + self.write_buf.capacity() + queued.sum::<usize>()
+        self.read_buf.capacity() + self.write_buf.capacity() + self.queued_len
     }
 
     /// `body` goes out after what the write buffer holds (copied out first: small replies),
@@ -246,11 +248,13 @@ impl<C> Connection<C> {
     pub fn queue_body(&mut self, body: Bytes) {
         if self.written < self.write_buf.len() {
             let before = Bytes::copy_from_slice(&self.write_buf[self.written..]);
+            self.queued_len += before.len();
             self.queued.push_back((before, 0));
         }
         self.write_buf.clear();
         self.written = 0;
         if !body.is_empty() {
+            self.queued_len += body.len();
             self.queued.push_back((body, 0));
         }
     }
@@ -368,7 +372,10 @@ impl<C> Connection<C> {
                 Ok(n) => {
                     total += n;
                     match self.queued.front_mut() {
-                        Some((body, at)) if *at + n == body.len() => drop(self.queued.pop_front()),
+                        Some((body, at)) if *at + n == body.len() => {
+                            self.queued_len -= body.len();
+                            self.queued.pop_front();
+                        }
                         Some((_, at)) => *at += n,
                         None => self.written += n,
                     }
