@@ -53,6 +53,7 @@ fn topic_lists_are_encoded_once_per_change_and_served_from_the_cache() {
     assert_eq!(register(&mut admin, &good, &body_with(1, &[unit])).code, 0);
     let before = shards_encoded(&mut admin);
     assert!(before >= 0, "no topicListShardsEncoded stat");
+    let shared_before = stat(&mut admin, "sharedReplyBytes");
 
     // Four connections ask for the list at once while a good client reads routes.
     let askers: Vec<_> = (0..4)
@@ -75,6 +76,9 @@ fn topic_lists_are_encoded_once_per_change_and_served_from_the_cache() {
     let mut expected: BTreeSet<String> = large.iter().map(|t| t.topic_name.clone()).collect();
     expected.insert("GOOD".into());
     assert_eq!(names(&lists[0]), expected);
+    // Every answer's body was queued shared, none copied into a write buffer.
+    let shared = stat(&mut admin, "sharedReplyBytes") - shared_before;
+    assert_eq!(shared, 12 * lists[0].len() as i64);
     // Twelve answers, the shards encoded once (every shard holds topics).
     let all_built = shards_encoded(&mut admin);
     assert!(

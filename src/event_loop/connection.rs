@@ -1,5 +1,6 @@
 //! One connection: its socket, its read buffer (frames are cut from the front), its write
-//! buffer (a `Vec<u8>` with a flush position, so a handler encodes straight into it) and the
+//! buffer (a `Vec<u8>` with a flush position, so a handler encodes straight into it), the
+//! shared bodies queued ahead of it (a large cached answer is sent, never copied) and the
 //! flags the loop schedules it by. This module moves bytes; the loop decides when to read, stop
 //! reading and close. Buffers grow with the bytes that arrive, and are released once empty, so
 //! idle connections do not keep a large request's capacity. Once a sixteenth of a frame's
@@ -13,10 +14,11 @@
 //! steady`).
 
 use super::{ListenerTag, ReadClass};
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use log::warn;
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
+use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::mem::MaybeUninit;
 use std::net::SocketAddr;
@@ -36,6 +38,10 @@ const MAX_ARENAS: usize = 32;
 const COMPACT_AFTER: usize = 64 * 1024;
 
 pub(super) const CONNECT_TIMEOUT_MS: u64 = 3_000;
+
+/// Bytes a flush writes at most: a write to a loopback socket can take megabytes at once, and
+/// a few peers reading large replies would hold a turn for milliseconds.
+pub(super) const FLUSH_MAX: usize = 1 << 20;
 
 /// Why a connection is not read while the buffer budget is spent (see `budget`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,9 +64,13 @@ pub(super) struct Connection<C> {
     pub frame_len: usize,
     /// `read_buf` is the loop's read arena, lent.
     read_buf_in_arena: bool,
-    /// Replies not yet written: `write_buf[written..]`.
+    /// Replies not yet written: the bodies queued (each from its offset), then
+    /// `write_buf[written..]`.
     pub write_buf: Vec<u8>,
     written: usize,
+    queued: VecDeque<(Bytes, usize)>,
+    /// The whole length of the bodies queued.
+    queued_len: usize,
     pub accounted: usize,
     /// When the last whole frame was cut (or the connection opened).
     pub last_frame_ms: u64,
@@ -195,6 +205,8 @@ impl<C> Connection<C> {
             read_buf_in_arena: false,
             write_buf: Vec::new(),
             written: 0,
+            queued: VecDeque::new(),
+            queued_len: 0,
             accounted: 0,
             last_frame_ms: now_ms,
             frame_started_ms: None,
@@ -214,11 +226,37 @@ impl<C> Connection<C> {
     }
 
     pub fn unsent(&self) -> usize {
-        self.write_buf.len() - self.written
+        let buffered = self.write_buf.len() - self.written;
+        if self.queued.is_empty() {
+            return buffered;
+        }
+        buffered
+            + self
+                .queued
+                .iter()
+                .map(|(b, at)| b.len() - at)
+                .sum::<usize>()
     }
 
+    /// A queued body counts whole for each connection holding it.
     pub fn footprint(&self) -> usize {
-        self.read_buf.capacity() + self.write_buf.capacity()
+        self.read_buf.capacity() + self.write_buf.capacity() + self.queued_len
+    }
+
+    /// `body` goes out after what the write buffer holds (copied out first: small replies),
+    /// shared, not copied.
+    pub fn queue_body(&mut self, body: Bytes) {
+        if self.written < self.write_buf.len() {
+            let before = Bytes::copy_from_slice(&self.write_buf[self.written..]);
+            self.queued_len += before.len();
+            self.queued.push_back((before, 0));
+        }
+        self.write_buf.clear();
+        self.written = 0;
+        if !body.is_empty() {
+            self.queued_len += body.len();
+            self.queued.push_back((body, 0));
+        }
     }
 
     pub fn blocked(&self) -> bool {
@@ -317,14 +355,30 @@ impl<C> Connection<C> {
         }
     }
 
+    /// Writes until the socket would block or [`FLUSH_MAX`] bytes went out.
     pub fn flush(&mut self) -> io::Result<usize> {
         let mut total = 0;
-        while self.written < self.write_buf.len() {
-            match self.stream.write(&self.write_buf[self.written..]) {
+        while total < FLUSH_MAX {
+            let bytes = match self.queued.front() {
+                Some((body, at)) => &body[*at..],
+                None if self.written < self.write_buf.len() => &self.write_buf[self.written..],
+                None => break,
+            };
+            match self
+                .stream
+                .write(&bytes[..bytes.len().min(FLUSH_MAX - total)])
+            {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
-                    self.written += n;
                     total += n;
+                    match self.queued.front_mut() {
+                        Some((body, at)) if *at + n == body.len() => {
+                            self.queued_len -= body.len();
+                            self.queued.pop_front();
+                        }
+                        Some((_, at)) => *at += n,
+                        None => self.written += n,
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -576,5 +630,61 @@ mod tests {
         let freed = held.swap_remove(5).as_ptr();
         let (_, at) = read_frame(&mut conn, &mut peer, &mut arena, 100);
         assert_eq!(at, freed);
+    }
+
+    /// Reads from the (blocking) peer until `len` bytes came.
+    fn receive(peer: &mut StdStream, len: usize) -> Vec<u8> {
+        let mut got = vec![0; len];
+        peer.read_exact(&mut got).unwrap();
+        got
+    }
+
+    #[test]
+    fn queued_bodies_go_out_in_order_between_small_replies_and_count_while_held() {
+        let (mut conn, mut peer) = pair();
+        let body = Bytes::from(bytes(8 << 20, 9));
+        conn.write_buf.extend_from_slice(b"head-1");
+        conn.queue_body(body.clone());
+        conn.write_buf.extend_from_slice(b"head-2");
+        conn.queue_body(body.clone());
+        conn.queue_body(Bytes::new());
+        conn.write_buf.extend_from_slice(b"tail");
+        let whole = 2 * body.len() + 16;
+        assert_eq!(conn.unsent(), whole);
+        assert!(conn.footprint() >= 2 * body.len(), "each hold counts whole");
+        // Written while the peer reads: partial writes resume where they stopped.
+        let reader = std::thread::spawn(move || receive(&mut peer, whole));
+        let mut sent = 0;
+        while conn.unsent() > 0 {
+            let before = conn.unsent();
+            let n = conn.flush().unwrap();
+            assert!(n <= FLUSH_MAX, "a flush wrote {n} bytes");
+            sent += n;
+            assert_eq!(conn.unsent(), whole - sent);
+            if conn.unsent() == before {
+                std::thread::yield_now();
+            }
+        }
+        let got = reader.join().unwrap();
+        let mut expected = b"head-1".to_vec();
+        expected.extend_from_slice(&body);
+        expected.extend_from_slice(b"head-2");
+        expected.extend_from_slice(&body);
+        expected.extend_from_slice(b"tail");
+        assert!(got == expected, "bytes out of order");
+        assert!(conn.queued.is_empty());
+        assert!(conn.footprint() < 1 << 20, "the bodies were let go");
+        assert_eq!(Bytes::clone(&body).len(), 8 << 20, "shared, never changed");
+    }
+
+    #[test]
+    fn a_body_queued_behind_a_half_written_buffer_keeps_the_unsent_part_first() {
+        let (mut conn, mut peer) = pair();
+        conn.write_buf.extend_from_slice(b"abcdef");
+        conn.written = 2;
+        conn.queue_body(Bytes::from_static(b"BODY"));
+        assert_eq!(conn.unsent(), 8);
+        conn.flush().unwrap();
+        assert_eq!(receive(&mut peer, 8), b"cdefBODY");
     }
 }

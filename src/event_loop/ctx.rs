@@ -3,9 +3,10 @@
 //! earliest of its deadlines; entries are re-checked when they fire, never moved per read.
 
 use super::admission::Peers;
-use super::connection::{interest, Connection, ReadArena, CONNECT_TIMEOUT_MS};
+use super::connection::{interest, Connection, ReadArena, CONNECT_TIMEOUT_MS, FLUSH_MAX};
 use super::{ConnId, Limits, ListenerTag, LoopWaker, ReadClass, TimerId};
 use crate::timer::DeadlineBuckets;
+use bytes::Bytes;
 use log::{debug, info, warn};
 use mio::net::TcpStream;
 use mio::{Registry, Token};
@@ -30,6 +31,8 @@ pub struct LoopStats {
     pub connections: usize,
     pub bytes_in: u64,
     pub bytes_out: u64,
+    /// Reply bodies queued shared rather than copied into a write buffer.
+    pub shared_bytes: u64,
     pub refused: u64,
     pub buffered_bytes: usize,
     /// Peers closed for not reading their replies while the budget was spent.
@@ -92,6 +95,8 @@ pub struct Ctx<C> {
     pub(super) bulk_line: VecDeque<ConnId>,
     /// Connections whose write buffer the handler touched outside their own frame handling.
     dirty: Vec<usize>,
+    /// Connections whose flush stopped at [`FLUSH_MAX`]: flushed again next turn.
+    pub(super) write_again: Vec<usize>,
     /// Notices not yet delivered (a failed connect is in `closed` too, delivered after).
     pub(super) closed: Vec<(ConnId, C)>,
     pub(super) connects: Vec<(ConnId, io::Result<()>)>,
@@ -125,6 +130,7 @@ impl<C> Ctx<C> {
             pending: VecDeque::new(),
             bulk_line: VecDeque::new(),
             dirty: Vec::new(),
+            write_again: Vec::new(),
             closed: Vec::new(),
             connects: Vec::new(),
             timers: Vec::new(),
@@ -234,6 +240,23 @@ impl<C> Ctx<C> {
             self.dirty.push(id.key);
         }
         Some(&mut conn.write_buf)
+    }
+
+    /// `head` appended to the write buffer, then `body` queued after it, shared (not copied);
+    /// false once the connection is closed.
+    pub fn write_with_body(
+        &mut self,
+        id: ConnId,
+        head: impl FnOnce(&mut Vec<u8>),
+        body: Bytes,
+    ) -> bool {
+        let Some(out) = self.write_buf(id) else {
+            return false;
+        };
+        head(out);
+        self.stats.shared_bytes += body.len() as u64;
+        self.conns[id.key].queue_body(body);
+        true
     }
 
     pub fn set_read_class(&mut self, id: ConnId, class: ReadClass) {
@@ -404,6 +427,9 @@ impl<C> Ctx<C> {
         match conn.flush() {
             Ok(n) => {
                 self.stats.bytes_out += n as u64;
+                if n >= FLUSH_MAX && conn.unsent() > 0 && !self.write_again.contains(&key) {
+                    self.write_again.push(key);
+                }
                 if n > 0 || conn.unsent() == 0 {
                     conn.last_write_ms = now;
                 }
@@ -455,6 +481,12 @@ impl<C> Ctx<C> {
             if self.conns.get(key).is_some_and(|c| c.dirty) {
                 self.flush(key);
             }
+        }
+    }
+
+    pub(super) fn flush_again(&mut self) {
+        for key in std::mem::take(&mut self.write_again) {
+            self.flush(key);
         }
     }
 

@@ -339,6 +339,7 @@ impl<H: Handler> EventLoop<H> {
                 }
             }
         }
+        self.ctx.flush_again();
         self.ctx.resume_parked();
         self.read_pending(h);
         self.read_bulk_line(h);
@@ -371,6 +372,7 @@ impl<H: Handler> EventLoop<H> {
     fn poll_timeout(&mut self, h: &H, work_pending: bool) -> Duration {
         if work_pending
             || !self.ctx.pending.is_empty()
+            || !self.ctx.write_again.is_empty()
             || (!self.ctx.bulk_line.is_empty() && h.may_read_bulk())
             || self.ctx.has_resumable()
         {
@@ -702,7 +704,7 @@ impl<H: Handler> EventLoop<H> {
                 return Ok(());
             }
             // Work in flight may be another thread's (its waker ends the wait early): not a spin.
-            let timeout = if more {
+            let timeout = if more || !self.ctx.write_again.is_empty() {
                 Duration::from_millis(1)
             } else {
                 (deadline - now).min(Duration::from_millis(100))

@@ -139,6 +139,13 @@ impl Handler for Echo {
                 reply(ctx, conn, &[b'B'; 200_000]);
                 Next::Continue
             }
+            // A 3 MB reply whose body is shared, queued behind its length word.
+            b"shared" => {
+                let body = Bytes::from(vec![b'S'; 3 << 20]);
+                let head = |out: &mut Vec<u8>| out.extend_from_slice(&(3u32 << 20).to_be_bytes());
+                ctx.write_with_body(conn, head, body);
+                Next::Continue
+            }
             b"timer" => {
                 self.ticking = Some(conn);
                 ctx.set_timer(TICK, ctx.now_ms());
@@ -724,6 +731,22 @@ fn a_peer_asking_for_many_large_replies_does_not_hold_the_turn() {
     let order = lp.probe.order.lock().unwrap().clone();
     let at = order.iter().position(|f| f == b"small").unwrap();
     assert!(at <= 2, "the small request came {}th", at + 1);
+    stop(lp);
+}
+
+#[test]
+fn shared_replies_go_out_whole_and_in_order_between_copied_ones() {
+    let lp = start(Limits::default());
+    let mut peer = connect(lp.interactive);
+    let asks: Vec<u8> = [&b"a"[..], b"shared", b"b", b"shared", b"c"]
+        .iter()
+        .flat_map(|f| frame(f))
+        .collect();
+    peer.write_all(&asks).unwrap();
+    let shared = vec![b'S'; 3 << 20];
+    for want in [&b"a"[..], &shared, b"b", &shared, b"c"] {
+        assert!(read_frame(&mut peer).is_some_and(|r| r == want));
+    }
     stop(lp);
 }
 

@@ -6,13 +6,15 @@ use crate::request::{GetRouteInfo, GetTopicsByCluster};
 use crate::route::model;
 use crate::route::model::{Dialect, TopicRouteData};
 use crate::route::table::ListKind;
+use byteorder::{BigEndian, ByteOrder};
+use bytes::Bytes;
 use std::time::{Duration, Instant};
 
 /// What encoding a topic list may take of a turn (at 1,000,000 topics a shard holds 4,000).
 const TOPIC_LIST_STEP: Duration = Duration::from_micros(300);
 
-/// Larger lists are answered by [`Processor::run_topic_lists`], one a turn: each answer is a
-/// copy into the peer's write buffer.
+/// Larger lists are answered by [`Processor::run_topic_lists`], one a turn: the body is queued
+/// shared, behind its frame's header.
 const INLINE_LIST_BYTES: usize = 256 << 10;
 
 impl Processor {
@@ -67,12 +69,12 @@ impl Processor {
         Ok(Reply::later())
     }
 
-    /// One step of the oldest waiting list; once current, its answer (one a turn: it may be
-    /// megabytes) goes to `write`, which is false for a closed connection. Returns the
-    /// connections to release.
+    /// One step of the oldest waiting list; once current, its answer (one a turn) goes to
+    /// `write` as the frame's header and its body, false for a closed connection. Returns
+    /// the connections to release.
     pub fn run_topic_lists(
         &mut self,
-        mut write: impl FnMut(LoopConnId, &mut dyn FnMut(&mut Vec<u8>)) -> bool,
+        mut write: impl FnMut(LoopConnId, &mut dyn FnMut(&mut Vec<u8>), Bytes) -> bool,
     ) -> Vec<LoopConnId> {
         let mut answered = Vec::new();
         let deadline = Instant::now() + TOPIC_LIST_STEP;
@@ -82,8 +84,14 @@ impl Processor {
             };
             self.lists_waiting.pop_front();
             answered.push(t.conn);
-            let reply = Reply::with_body(body);
-            if !t.oneway && write(t.conn, &mut |out| self.write_reply(t.opaque, &reply, out)) {
+            let mut head = |out: &mut Vec<u8>| {
+                // A SUCCESS frame without a body, its length word then counting the body.
+                let start = out.len();
+                self.write_reply(t.opaque, &Reply::ok(), out);
+                let len = BigEndian::read_u32(&out[start..]) + body.len() as u32;
+                BigEndian::write_u32(&mut out[start..], len);
+            };
+            if !t.oneway && write(t.conn, &mut head, body.clone()) {
                 break;
             }
         }

@@ -202,7 +202,7 @@ impl Processor {
     pub(super) fn stats(&self, l: &LoopStats) -> Result<Reply, Refusal> {
         let (t, s) = (&self.table, &self.stats);
         let (list_shards, list_bytes) = t.topic_list_stats();
-        let fields: [(&str, u64); 26] = [
+        let fields: [(&str, u64); 27] = [
             ("connections", l.connections as u64),
             ("brokers", t.live_broker_count() as u64),
             ("brokerGroups", t.broker_group_count() as u64),
@@ -218,6 +218,7 @@ impl Processor {
             ("maxRemovalStepsPerTurn", s.max_removal_steps as u64),
             ("bytesIn", l.bytes_in),
             ("bytesOut", l.bytes_out),
+            ("sharedReplyBytes", l.shared_bytes),
             ("rejectedBusy", s.rejected_busy),
             ("unregisterQueueFull", s.unregister_queue_full),
             ("bufferedBytes", l.buffered_bytes as u64),

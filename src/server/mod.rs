@@ -492,7 +492,7 @@ impl Handler for NameServer {
         self.pace_removals(ctx);
         let answered = self
             .processor
-            .run_topic_lists(|c, write| ctx.write_buf(c).map(write).is_some());
+            .run_topic_lists(|c, head, body| ctx.write_with_body(c, head, body));
         for conn in answered {
             ctx.release(conn);
         }
