@@ -67,42 +67,6 @@ fn a_large_frame_is_read_into_one_buffer_of_its_length_and_answered() {
     }));
 }
 
-/// The nice value of each thread of this process named `name`, from /proc.
-#[cfg(target_os = "linux")]
-fn nice_of_threads(name: &str) -> Vec<i64> {
-    let mut nice = Vec::new();
-    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-        // The fields after the parenthesised name: state is the 3rd field, nice the 19th.
-        let fields: Vec<&str> = stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .split_whitespace()
-            .collect();
-        if comm.trim() == name && fields.len() > 16 {
-            nice.push(fields[16].parse().unwrap());
-        }
-    }
-    nice
-}
-
-#[cfg(target_os = "linux")]
-#[test]
-fn the_decode_worker_runs_below_the_loops_priority() {
-    let _server = TestServer::start();
-    // The worker lowers its own priority as it starts.
-    let mut seen = Vec::new();
-    assert!(
-        wait_until(Duration::from_secs(10), || {
-            seen = nice_of_threads("decode-worker");
-            !seen.is_empty() && seen.iter().all(|&n| n >= 10)
-        }),
-        "decode workers' nice values: {seen:?}"
-    );
-}
-
 /// The peak resident size (VmHWM) of a running process, in KiB.
 fn peak_rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");

@@ -2,9 +2,9 @@
 //! past `decodeOnLoopMaxBytes`, so that no single request holds the loop (a 16 MiB JSON body
 //! takes 100+ ms to decode: `cargo bench --bench register_body_parse` gives the rates). It
 //! runs [`processor::decode_off_loop`], a pure function of the request and the limits handed
-//! over, and frees what the loop is done with. The connection stays held meanwhile. It runs 10
-//! nice levels below the loop, so a hostile body's decode never delays the loop's
-//! turns on a machine with few cores; an idle machine still gives it a whole core.
+//! over, and frees what the loop is done with. The connection stays held meanwhile. It runs at
+//! the loop's priority: at nice 10 the registrations it decodes waited behind a benchmark's
+//! generator, and the route lookups ordered after them with it (storm route p99 1 -> 3-5 ms).
 
 use super::admission::QueuedRegistration;
 use super::{NameServer, PeerState};
@@ -127,9 +127,6 @@ impl DecodeWorker {
 }
 
 fn run(jobs: Receiver<Job>, finished: Sender<Finished>, waker: LoopWaker) {
-    // SAFETY: a plain system call; on Linux it changes the calling thread's nice value alone
-    // (it can only fail at the lowest priority already).
-    unsafe { libc::nice(10) };
     // Its string pool stays empty: a pool of large bodies' strings would pin heap pages.
     let mut scratch = DecodeScratch::default();
     while let Ok(job) = jobs.recv() {
