@@ -11,18 +11,9 @@ mod common;
 use child::ServerProcess;
 use common::*;
 use rmq_namesrv::remoting::codes::{request, response};
-use rmq_namesrv::remoting::command::{DecodeLimits, RemotingCommand};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
-
-fn read_command(s: &mut TcpStream) -> RemotingCommand {
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).expect("frame length");
-    let mut frame = vec![0u8; u32::from_be_bytes(len) as usize];
-    s.read_exact(&mut frame).expect("frame");
-    RemotingCommand::decode(frame.into(), &DecodeLimits::default()).expect("answer decodes")
-}
 
 #[test]
 fn a_large_frame_is_read_into_one_buffer_of_its_length_and_answered() {

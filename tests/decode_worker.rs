@@ -11,9 +11,9 @@ use rmq_namesrv::client::api::RegisterOptions;
 use rmq_namesrv::client::Client;
 use rmq_namesrv::config::JAVA_CONFIG_BLACK_LIST;
 use rmq_namesrv::remoting::codes::{request, response};
-use rmq_namesrv::remoting::command::{DecodeLimits, RemotingCommand};
+use rmq_namesrv::remoting::command::RemotingCommand;
 use rmq_namesrv::route::model::{self, RegisterBody, TopicConfig};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
@@ -21,14 +21,6 @@ fn json_bytes(body: &RegisterBody) -> Vec<u8> {
     let mut bytes = Vec::new();
     model::encode_register_body_json(body, &mut bytes);
     bytes
-}
-
-fn read_command(s: &mut TcpStream) -> RemotingCommand {
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).expect("frame length");
-    let mut frame = vec![0u8; u32::from_be_bytes(len) as usize];
-    s.read_exact(&mut frame).expect("frame");
-    RemotingCommand::decode(frame.into(), &DecodeLimits::default()).expect("answer decodes")
 }
 
 fn register_ext(b: &Broker) -> Vec<(&str, &str)> {

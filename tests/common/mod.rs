@@ -136,6 +136,17 @@ pub fn request_frame(code: i32, opaque: i32, ext: &[(&str, &str)], body: &[u8]) 
     out
 }
 
+/// One whole answer frame read from `s`, decoded.
+pub fn read_command(s: &mut std::net::TcpStream) -> RemotingCommand {
+    use std::io::Read;
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).expect("frame length");
+    let mut frame = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut frame).expect("frame");
+    let limits = rmq_namesrv::remoting::command::DecodeLimits::default();
+    RemotingCommand::decode(frame.into(), &limits).expect("answer decodes")
+}
+
 /// 1013 APPLY_BROKER_ID for a new broker set `name` of cluster `c`, as a whole frame.
 pub fn apply_frame(opaque: i32, name: &str) -> Vec<u8> {
     request_frame(
