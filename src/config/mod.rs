@@ -104,6 +104,14 @@ pub fn unknown_key_message(key: &str) -> String {
 }
 
 impl NamesrvConfig {
+    /// `maxJsonDepth` and `maxJsonStringLength`, as every JSON body reader takes them.
+    pub fn json_limits(&self) -> crate::remoting::json::Limits {
+        crate::remoting::json::Limits {
+            max_depth: self.max_json_depth as usize,
+            max_string_len: self.max_json_string_length as usize,
+        }
+    }
+
     /// Applies one property by its Java key; values are trimmed.
     pub fn set(&mut self, key: &str, value: &str) -> SetOutcome {
         if let Err(reason) = check_key(key).and_then(|()| check_value(value)) {

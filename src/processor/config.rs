@@ -144,12 +144,11 @@ impl Processor {
             max_topics: c.max_topics as usize,
             max_topics_per_broker: c.max_topics_per_broker as usize,
         };
-        let mut limits = BodyLimits::default();
-        limits.json.max_depth = c.max_json_depth as usize;
-        limits.json.max_string_len = c.max_json_string_length as usize;
-        limits.max_topics = c.max_topics_per_registration as usize;
-        limits.max_inflated_len = c.max_inflated_body_length as usize;
-        self.body_limits = limits;
+        self.body_limits = BodyLimits {
+            json: c.json_limits(),
+            max_topics: c.max_topics_per_registration as usize,
+            max_inflated_len: c.max_inflated_body_length as usize,
+        };
         self.admin_allow_list = Cidr::parse_list(&c.admin_allow_list);
         self.broker_allow_list = Cidr::parse_list(&c.broker_allow_list);
     }

@@ -47,10 +47,7 @@ impl NameLimits {
             max_name_length: config.max_name_length as usize,
             max_topic_name_length: config.max_topic_name_length as usize,
             max_queue_nums: config.max_queue_nums.min(i32::MAX as u32) as i32,
-            json: crate::remoting::json::Limits {
-                max_depth: config.max_json_depth as usize,
-                max_string_len: config.max_json_string_length as usize,
-            },
+            json: config.json_limits(),
         }
     }
 }

@@ -5,7 +5,6 @@ use crate::config::NamesrvConfig;
 use crate::event_loop;
 use crate::event_loop::Limits;
 use crate::remoting::command::DecodeLimits;
-use crate::remoting::json;
 use log::{info, warn};
 
 pub(super) fn loop_limits(c: &NamesrvConfig, descriptors: Option<u64>) -> Limits {
@@ -82,10 +81,7 @@ impl Settings {
             decode: DecodeLimits {
                 max_header_len: c.max_header_length as usize,
                 max_ext_fields: c.max_ext_fields as usize,
-                json: json::Limits {
-                    max_depth: c.max_json_depth as usize,
-                    max_string_len: c.max_json_string_length as usize,
-                },
+                json: c.json_limits(),
             },
             scan_interval_ms: c.scan_not_active_broker_interval.max(1) as u64,
             registration_budget: c.registration_budget_per_iteration.max(1) as usize,
