@@ -43,3 +43,11 @@ pub mod server;
 #[path = "../tests/support/mod.rs"]
 mod test_support;
 pub mod timer;
+
+/// The version the binaries print: the crate's, with the commit it was built from.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (git ",
+    env!("RMQ_GIT_REV"),
+    ")"
+);

@@ -11,14 +11,8 @@ use log::{Level, LevelFilter};
 use rmq_namesrv::config::{self, Cli, CliError, NamesrvConfig, Startup};
 use rmq_namesrv::logging::{self, LogSettings};
 use rmq_namesrv::server::{ControllerSetup, Server, StartError, StopHandle};
+use rmq_namesrv::VERSION;
 use signal_hook::consts::{SIGINT, SIGTERM};
-
-const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (git ",
-    env!("RMQ_GIT_REV"),
-    ")"
-);
 
 fn main() -> ExitCode {
     let started = Instant::now();

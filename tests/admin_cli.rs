@@ -88,6 +88,31 @@ fn help_lists_every_command() {
 }
 
 #[test]
+fn every_binary_prints_its_name_version_and_commit() {
+    let binaries = [
+        ("rmq-namesrv", env!("CARGO_BIN_EXE_rmq-namesrv")),
+        ("rmq-admin", env!("CARGO_BIN_EXE_rmq-admin")),
+        ("rmq-bench", env!("CARGO_BIN_EXE_rmq-bench")),
+    ];
+    for (name, path) in binaries {
+        for flag in ["--version", "-V"] {
+            let out = std::process::Command::new(path).arg(flag).output().unwrap();
+            let stdout = String::from_utf8(out.stdout).unwrap();
+            assert!(out.status.success(), "{name} {flag}: {:?}", out.status);
+            let want = format!("{name} {} (git ", env!("CARGO_PKG_VERSION"));
+            assert!(
+                stdout.starts_with(&want) && stdout.ends_with(")\n"),
+                "{name} {flag}: {stdout:?}"
+            );
+            assert_eq!(stdout.lines().count(), 1, "{name} {flag}: {stdout:?}");
+        }
+    }
+    // Anywhere on rmq-admin's line, as its other global options.
+    let run = admin_env(&["topicRoute", "-t", "T", "-V"], None);
+    assert!(ok(&run).starts_with("rmq-admin "), "{}", run.stdout);
+}
+
+#[test]
 fn usage_errors_exit_2() {
     let srv = TestServer::start();
     for args in [

@@ -80,7 +80,7 @@ fn read_args(args: &[String]) -> Result<Args, CliError> {
             },
             "-p" | "--printConfigItem" => out.print_config = true,
             "-h" | "--help" => out.help = true,
-            "-v" | "--version" => out.version = true,
+            "-v" | "-V" | "--version" => out.version = true,
             other => match other.strip_prefix("--").map(|kv| kv.split_once('=')) {
                 Some(Some(("configFile", file))) => out.config_file = Some(file.to_string()),
                 Some(Some((key, value))) if !key.is_empty() => {
@@ -244,7 +244,7 @@ pub fn usage() -> String {
          \x20                          configStorePath's default (read if it exists)\n\
          \x20 -p, --printConfigItem    print the effective configuration and exit\n\
          \x20 -h, --help               print this help and exit\n\
-         \x20 -v, --version            print the version and exit\n\
+         \x20 -v, -V, --version        print the version and exit\n\
          \x20 --key=value              set any property (after the file, in order),\n\
          \x20                          e.g. --listenPort=9876 --logLevel=debug\n\
          \n\

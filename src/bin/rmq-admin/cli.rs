@@ -170,6 +170,7 @@ const GLOBAL_OPTS: &[Opt] = &[
     flag("", "json", ""),
     opt("", "timeout", false, ""),
     flag("h", "help", ""),
+    flag("V", "version", ""),
 ];
 
 pub const GLOBAL_OPTIONS_HELP: &str = "\
@@ -183,6 +184,7 @@ Global options:
                           they differ)
   --json                  machine-readable output
   --timeout MS            connect and call timeout (default 3000)
+  -V, --version           print the version and exit
 ";
 
 pub fn general_usage() -> String {
@@ -247,6 +249,7 @@ impl Invocation {
 
 pub enum Parsed {
     Run(Invocation),
+    /// Printed as it is, exit 0: a usage text or the version.
     Help(String),
 }
 
@@ -346,6 +349,12 @@ fn invocation(
             .filter(|ms| *ms > 0)
             .ok_or_else(|| format!("--timeout needs milliseconds > 0, got {v:?}"))?,
     };
+    if globals.contains_key("version") {
+        return Ok(Parsed::Help(format!(
+            "rmq-admin {}\n",
+            rmq_namesrv::VERSION
+        )));
+    }
     let help = globals.contains_key("help");
     let Some(c) = command else {
         return match help {

@@ -12,7 +12,7 @@ rmq-bench: load generator for RocketMQ name servers, over the real wire protocol
 
 usage: rmq-bench <workload> -n 'host:port[;host:port...]' [options]
        rmq-bench canned [-l host:port] [--body-bytes N]
-       rmq-bench help | --version
+       rmq-bench help | --version | -V
 
 workloads:
   register    N simulated brokers re-register (steady body, or --churn)

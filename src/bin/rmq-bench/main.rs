@@ -71,7 +71,7 @@ fn main() -> ExitCode {
     };
     match options.workload {
         Workload::Help => print!("{}", args::USAGE),
-        Workload::Version => println!("rmq-bench {}", env!("CARGO_PKG_VERSION")),
+        Workload::Version => println!("rmq-bench {}", rmq_namesrv::VERSION),
         Workload::Canned => {
             if let Err(e) = canned::serve(&options.listen, options.body_bytes) {
                 eprintln!("rmq-bench canned: {e}");
