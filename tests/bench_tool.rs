@@ -2,8 +2,11 @@
 //! zero errors and non-zero throughput in its `--json` result; fleets with different tags
 //! coexist on one server; name server lists; Ctrl-C; what the text and JSON reports say.
 
+#[path = "common/child.rs"]
+mod child;
 mod common;
 
+use child::ServerProcess;
 use common::{cluster_info, wait_until, TestServer};
 use rmq_namesrv::remoting::json::{self, Value};
 use std::collections::BTreeSet;
@@ -356,6 +359,21 @@ fn fleets_with_different_tags_register_distinct_addresses_side_by_side() {
     let _ = again.wait();
 }
 
+/// Reads `child`'s stderr until the first progress line of the main phase, which means the
+/// timed run is under way; the rest of stderr and that line.
+fn wait_for_main_phase(child: &mut Child) -> (BufReader<std::process::ChildStderr>, String) {
+    let mut progress = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    while !line.starts_with("[main") {
+        line.clear();
+        assert!(
+            progress.read_line(&mut line).expect("stderr") > 0,
+            "no progress line"
+        );
+    }
+    (progress, line)
+}
+
 #[test]
 fn ctrl_c_during_a_timed_run_prints_the_summary_so_far() {
     let server = TestServer::start();
@@ -374,17 +392,8 @@ fn ctrl_c_during_a_timed_run_prints_the_summary_so_far() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("rmq-bench starts");
-    // Progress lines (one a second) show the live p99; the first one of the main phase means
-    // the timed run is under way.
-    let mut progress = BufReader::new(child.stderr.take().expect("stderr"));
-    let mut line = String::new();
-    while !line.starts_with("[main") {
-        line.clear();
-        assert!(
-            progress.read_line(&mut line).expect("stderr") > 0,
-            "no progress line"
-        );
-    }
+    // Progress lines (one a second) show the live p99.
+    let (_progress, line) = wait_for_main_phase(&mut child);
     assert!(
         line.contains(" ops/s, p99 ") && line.contains(" us, 0 errors"),
         "{line}"
@@ -397,6 +406,61 @@ fn ctrl_c_during_a_timed_run_prints_the_summary_so_far() {
     assert!(text.contains("  main: seconds "), "{text}");
     assert!(text.contains("interrupted true"), "{text}");
     assert!(text.contains("  route: ops "), "{text}");
+}
+
+#[test]
+fn a_dead_server_ends_the_run_with_an_error_within_seconds() {
+    let dir = common::TempDir::new("bench-dead");
+    let mut server = ServerProcess::spawn(&[
+        "--listenPort=0".into(),
+        "--bindAddress=127.0.0.1".into(),
+        format!(
+            "--configStorePath={}",
+            dir.path().join("ns.properties").display()
+        ),
+        format!("--kvConfigPath={}", dir.path().join("kv.json").display()),
+        "--logPath=".into(),
+    ]);
+    let mut child = Command::new(BENCH)
+        .args([
+            "route",
+            "-n",
+            &server.addr,
+            "--brokers",
+            "4",
+            "--topics",
+            "4",
+        ])
+        .args(["--clients", "2", "-d", "600"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("rmq-bench starts");
+    let (mut progress, _) = wait_for_main_phase(&mut child);
+    server.kill();
+    let mut status = None;
+    let ended = wait_until(Duration::from_secs(10), || {
+        status = child.try_wait().expect("try_wait");
+        status.is_some()
+    });
+    if !ended {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().expect("rmq-bench ends");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut progress, &mut stderr).expect("stderr");
+    assert!(
+        ended,
+        "rmq-bench still running 10 s after the server died:\n{stderr}"
+    );
+    assert_eq!(status.and_then(|s| s.code()), Some(1), "{stderr}");
+    let gone = format!("rmq-bench: every connection to {} closed", server.addr);
+    assert!(stderr.contains(&gone), "{stderr}");
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        report.contains("failures [\"every connection to"),
+        "{report}"
+    );
 }
 
 #[test]

@@ -20,7 +20,7 @@ use rmq_namesrv::remoting::command::{
 };
 use rmq_namesrv::remoting::frame::next_frame;
 use rmq_namesrv::request::Encoded;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -162,6 +162,7 @@ impl InFlight {
 
 struct Conn {
     stream: TcpStream,
+    peer: SocketAddr,
     class: usize,
     /// Template ids this connection cycles through.
     plan: Rc<[u32]>,
@@ -209,6 +210,8 @@ pub struct PhaseResult {
     pub interrupted: bool,
     /// The server's CPU seconds over the phase (`--pid`).
     pub server_cpu_s: Option<f64>,
+    /// Every connection of the phase was closed, which ended it: the servers they went to.
+    pub all_closed: Option<String>,
 }
 
 pub struct Engine {
@@ -299,6 +302,7 @@ impl Engine {
         let stream = open().map_err(|e| format!("connect to {addr}: {e}"))?;
         self.conns.push(Conn {
             stream,
+            peer: addr,
             class,
             cursor: start % plan.len().max(1),
             plan,
@@ -528,10 +532,17 @@ impl Engine {
         eprintln!("{line}");
     }
 
+    /// True when the phase has connections and the servers closed all of them.
+    fn all_closed(&self, phase: &Phase) -> bool {
+        let mut conns = phase.conns.iter().map(|&ci| &self.conns[ci]);
+        !phase.conns.is_empty() && conns.all(|c| !c.open)
+    }
+
     fn phase_over(&self, phase: &Phase, watch: &dyn Watch, now: Instant) -> bool {
         now >= phase.hard_end
             || self.stopped()
             || watch.finished()
+            || self.all_closed(phase)
             || phase.once
                 && phase.conns.iter().all(|&ci| {
                     let c = &self.conns[ci];
@@ -653,6 +664,17 @@ impl Engine {
             let c = &mut self.conns[ci];
             self.classes[c.class].stats.lost += c.in_flight.clear() as u64;
         }
+        let all_closed = self.all_closed(&phase).then(|| {
+            let peers = phase
+                .conns
+                .iter()
+                .map(|&ci| self.conns[ci].peer.to_string());
+            peers
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect::<Vec<_>>()
+                .join(";")
+        });
         let stats = classes.iter().map(|&k| &self.classes[k]);
         let stats = stats.map(|c| (c.name.clone(), c.stats.clone())).collect();
         PhaseResult {
@@ -663,6 +685,7 @@ impl Engine {
             server_cpu_s: cpu_before
                 .zip(server_cpu(self.server_pid))
                 .map(|(b, a)| a - b),
+            all_closed,
         }
     }
 }

@@ -241,8 +241,9 @@ impl Bench {
         watch: &mut dyn Watch,
         until: (Duration, bool),
     ) {
-        if self.engine.stopped() {
-            return; // Ctrl-C: no new phase
+        let servers_gone = self.report.phases.iter().any(|p| p.all_closed.is_some());
+        if self.engine.stopped() || servers_gone {
+            return; // Ctrl-C, or nothing left to measure: no new phase
         }
         if main && self.report.main_wall.is_zero() {
             self.report.marks[1] = Mark::now(self.o.pid);
@@ -252,6 +253,11 @@ impl Bench {
         if main {
             self.report.marks[2] = Mark::now(self.o.pid);
             self.report.main_wall += result.elapsed;
+        }
+        if let Some(peers) = &result.all_closed {
+            let failure = format!("every connection to {peers} closed during phase {name}");
+            eprintln!("rmq-bench: {failure}: stopping");
+            self.report.failures.push(failure);
         }
         self.report.phases.push(result);
     }
