@@ -6,12 +6,17 @@
 mod child;
 mod common;
 
+use bytes::BytesMut;
 use child::ServerProcess;
 use common::{cluster_info, wait_until, TestServer};
+use rmq_namesrv::remoting::command::{encode_frame, DecodeLimits, Header, RemotingCommand};
+use rmq_namesrv::remoting::frame::next_frame;
 use rmq_namesrv::remoting::json::{self, Value};
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 const BENCH: &str = env!("CARGO_BIN_EXE_rmq-bench");
@@ -229,6 +234,80 @@ fn canned_server_answers_every_workload_frame() {
     assert_clean(&v, "main", "register");
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// A server for one connection that holds the requests it reads until `batch` are waiting (or
+/// no more came for 20 ms) and then answers them last first, SUCCESS with no body, as a thread
+/// pool may; its address and, once the client hung up, how many it answered.
+fn answering_backwards(batch: usize) -> (String, JoinHandle<u64>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("address").to_string();
+    let serve = move || {
+        let (mut conn, _) = listener.accept().expect("accept");
+        conn.set_read_timeout(Some(Duration::from_millis(20)))
+            .expect("timeout");
+        let (mut inb, mut chunk) = (BytesMut::new(), [0u8; 64 * 1024]);
+        let (mut held, mut answered) = (Vec::new(), 0);
+        loop {
+            let quiet = match conn.read(&mut chunk) {
+                Ok(0) => return answered,
+                Ok(n) => {
+                    inb.extend_from_slice(&chunk[..n]);
+                    false
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => true,
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => true,
+                Err(_) => return answered,
+            };
+            while let Some(frame) = next_frame(&mut inb, 1 << 24).expect("a frame") {
+                let request = RemotingCommand::decode(frame, &DecodeLimits::default());
+                held.push(request.expect("a request"));
+            }
+            if held.len() >= batch || quiet && !held.is_empty() {
+                let mut out = Vec::new();
+                for request in held.drain(..).rev() {
+                    let header = Header {
+                        code: 0,
+                        language: "JAVA",
+                        version: 479,
+                        opaque: request.opaque,
+                        flag: 1,
+                        remark: None,
+                    };
+                    let no_fields: Option<[(&str, &str); 0]> = None;
+                    encode_frame(&mut out, request.serialize_type, &header, no_fields, b"");
+                    answered += 1;
+                }
+                conn.write_all(&out).expect("answers written");
+            }
+        }
+    };
+    (addr, std::thread::spawn(serve))
+}
+
+#[test]
+fn answers_in_reverse_order_are_each_matched_to_their_request() {
+    let (addr, server) = answering_backwards(8);
+    let v = bench(&[
+        "route",
+        "-n",
+        &addr,
+        "--topic",
+        "A,B,C",
+        "--clients",
+        "1",
+        "--depth",
+        "8",
+        "-d",
+        "1",
+    ]);
+    let answered = server.join().expect("the server counted its answers");
+    assert_clean(&v, "main", "route");
+    let route = class(&v, "main", "route");
+    for key in ["bad_frames", "unanswered", "connections_closed"] {
+        assert_eq!(number(route, key), 0.0, "{key}: {}", v.to_text());
+    }
+    assert_eq!(number(route, "ops"), answered as f64, "{}", v.to_text());
 }
 
 #[test]

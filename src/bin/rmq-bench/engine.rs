@@ -131,10 +131,13 @@ struct InFlight {
 
 impl InFlight {
     fn new(depth: usize) -> InFlight {
+        let depth = depth.max(1);
         InFlight {
-            depth: depth.max(1),
+            depth,
             last_opaque: 0,
-            requests: HashMap::with_capacity_and_hasher(depth, Default::default()),
+            // Twice the depth: a table at most half full rehashes its tombstones in place, so
+            // inserting and removing never allocates once the run has started.
+            requests: HashMap::with_capacity_and_hasher(2 * depth, Default::default()),
         }
     }
 
