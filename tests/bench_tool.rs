@@ -193,6 +193,35 @@ fn expire_waits_until_every_route_is_gone() {
     );
     let probe = class(&v, "expire", "route");
     assert!(number(probe.get("expected_by_code").expect("codes"), "17") > 0.0);
+    // Counts are integers, in the JSON and in the text report.
+    for count in ["routes_watched", "routes_left"] {
+        let value = results.get(count).and_then(|r| r.get("value"));
+        assert!(matches!(value, Some(Value::Int(_))), "{count}: {value:?}");
+    }
+    let out = Command::new(BENCH)
+        .args([
+            "expire",
+            "-n",
+            &server.addr,
+            "--brokers",
+            "5",
+            "--topics",
+            "2",
+        ])
+        .args(["--timeout-ms", "300", "--tag", fresh_tag(), "--quiet"])
+        .output()
+        .expect("runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    for count in ["routes_watched", "routes_left"] {
+        let line = text.lines().map(str::trim).find(|l| l.starts_with(count));
+        let value = line.and_then(|l| l.strip_prefix(count)?.strip_prefix(": value "));
+        let value = value.and_then(|v| v.strip_suffix(", unit topics"));
+        assert!(
+            value.is_some_and(|v| v.parse::<u64>().is_ok()),
+            "{count}: {text}"
+        );
+    }
 }
 
 /// Starts `rmq-bench canned` and returns it with its address.
