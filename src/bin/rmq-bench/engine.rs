@@ -535,17 +535,28 @@ impl Engine {
         eprintln!("{line}");
     }
 
-    /// True when the phase has connections and the servers closed all of them.
-    fn all_closed(&self, phase: &Phase) -> bool {
+    /// When the phase has connections and the servers closed all of them: those servers.
+    fn all_closed(&self, phase: &Phase) -> Option<String> {
         let mut conns = phase.conns.iter().map(|&ci| &self.conns[ci]);
-        !phase.conns.is_empty() && conns.all(|c| !c.open)
+        let closed = !phase.conns.is_empty() && conns.all(|c| !c.open);
+        closed.then(|| {
+            let peers = phase
+                .conns
+                .iter()
+                .map(|&ci| self.conns[ci].peer.to_string());
+            peers
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect::<Vec<_>>()
+                .join(";")
+        })
     }
 
     fn phase_over(&self, phase: &Phase, watch: &dyn Watch, now: Instant) -> bool {
         now >= phase.hard_end
             || self.stopped()
             || watch.finished()
-            || self.all_closed(phase)
+            || self.all_closed(phase).is_some()
             || phase.once
                 && phase.conns.iter().all(|&ci| {
                     let c = &self.conns[ci];
@@ -667,17 +678,6 @@ impl Engine {
             let c = &mut self.conns[ci];
             self.classes[c.class].stats.lost += c.in_flight.clear() as u64;
         }
-        let all_closed = self.all_closed(&phase).then(|| {
-            let peers = phase
-                .conns
-                .iter()
-                .map(|&ci| self.conns[ci].peer.to_string());
-            peers
-                .collect::<BTreeSet<_>>()
-                .into_iter()
-                .collect::<Vec<_>>()
-                .join(";")
-        });
         let stats = classes.iter().map(|&k| &self.classes[k]);
         let stats = stats.map(|c| (c.name.clone(), c.stats.clone())).collect();
         PhaseResult {
@@ -688,7 +688,7 @@ impl Engine {
             server_cpu_s: cpu_before
                 .zip(server_cpu(self.server_pid))
                 .map(|(b, a)| a - b),
-            all_closed,
+            all_closed: self.all_closed(&phase),
         }
     }
 }
