@@ -609,6 +609,72 @@ fn text_report_shows_min_and_p95_and_never_calls_the_server_other_load() {
     assert!(number(m, "server_cores") > 0.0 && number(m, "other_cores") >= 0.0);
 }
 
+/// The rows (value, percentile, total count) and the footer's total count of an `--hgrm` file.
+fn hgrm_rows(path: &std::path::Path) -> (Vec<(f64, f64, u64)>, u64) {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    let mut lines = text.lines();
+    let head = lines.next().unwrap_or_default();
+    assert_eq!(
+        head,
+        "       Value   Percentile   TotalCount 1/(1-Percentile)"
+    );
+    assert_eq!(lines.next(), Some(""), "{text}");
+    let (rows, footer): (Vec<&str>, Vec<&str>) = lines.partition(|l| !l.starts_with("#["));
+    let rows = rows.iter().map(|l| {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        assert_eq!(w.len(), 4, "{l}");
+        (
+            w[0].parse().unwrap(),
+            w[1].parse().unwrap(),
+            w[2].parse().unwrap(),
+        )
+    });
+    assert_eq!(footer.len(), 3, "{text}");
+    assert!(footer[0].starts_with("#[Mean    = ") && footer[0].contains(", StdDeviation   = "));
+    assert!(footer[2].starts_with("#[Buckets = "), "{text}");
+    let total = footer[1]
+        .split("Total count    =")
+        .nth(1)
+        .expect("a total count");
+    let total = total
+        .trim()
+        .trim_end_matches(']')
+        .trim()
+        .parse()
+        .expect("count");
+    (rows.collect(), total)
+}
+
+#[test]
+fn hgrm_files_hold_each_phases_latency_distribution() {
+    let server = TestServer::start();
+    let dir = common::TempDir::new("hgrm");
+    let file = dir.path().join("lat.hgrm");
+    let file = file.to_str().expect("a UTF-8 path");
+    let v = bench(&args("route", &server, &["--clients", "2", "--hgrm", file]));
+    assert_clean(&v, "main", "route");
+    for (phase, class) in [("main", "route"), ("setup", "register")] {
+        let path = dir.path().join(format!("lat.{phase}-{class}.hgrm"));
+        let (rows, total) = hgrm_rows(&path);
+        let ops = number(self::class(&v, phase, class), "ops") as u64;
+        assert_eq!(total, ops, "{path:?}");
+        assert!(rows.len() > 2, "{rows:?}");
+        let increasing = rows
+            .windows(2)
+            .all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1);
+        assert!(
+            increasing && rows.windows(2).all(|w| w[0].2 <= w[1].2),
+            "{rows:?}"
+        );
+        assert_eq!(rows[0].1, 0.0);
+        assert_eq!(
+            rows.last().map(|r| (r.1, r.2)),
+            Some((1.0, ops)),
+            "{rows:?}"
+        );
+    }
+}
+
 #[test]
 fn json_numbers_are_numbers() {
     let server = TestServer::start();

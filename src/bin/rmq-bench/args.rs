@@ -30,6 +30,7 @@ common options:
   --json                    print the result as one JSON object
   --quiet                   no progress line on stderr
   --pid PID                 sample the server's RSS and CPU time from /proc
+  --hgrm FILE               latency distributions, HdrHistogram text: FILE.PHASE-CLASS per class
   --header json|rocketmq    request header codec (default json)
   --tag TEXT                a fleet's own broker names and addresses (fleets share a server)
 
@@ -124,6 +125,8 @@ pub struct Options {
     pub json: bool,
     pub quiet: bool,
     pub pid: Option<u32>,
+    /// `--hgrm FILE`: where the latency distributions go (see `Report::write_hgrm`).
+    pub hgrm: Option<String>,
     /// `--header`: the requests' header codec.
     pub header: SerializeType,
     /// `--brokers`, `--topics`, `--tag` (`controller`: its broker sets and their tag).
@@ -241,6 +244,7 @@ fn set(o: &mut Options, flag: &str, value: &mut ValueOf) -> Result<bool, String>
         "--json" => o.json = true,
         "--quiet" | "-q" => o.quiet = true,
         "--pid" => o.pid = Some(number(flag, &value()?)?),
+        "--hgrm" => o.hgrm = Some(value()?),
         "--header" => {
             o.header = match value()?.as_str() {
                 "json" | "JSON" => SerializeType::Json,

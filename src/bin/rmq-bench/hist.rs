@@ -7,11 +7,17 @@
 //! (< 0.1 %) above the true sample. A percentile is the "highest equivalent value" of the
 //! bucket holding the nearest-rank sample, clamped to the exact recorded maximum.
 
+use std::fmt::Write as _;
+
 /// Values at or above this are clamped (2^40 ns is about 18 minutes).
 const MAX_TRACKABLE: u64 = (1 << 40) - 1;
 const SUB_BITS: u32 = 10;
 const SUB_HALF: u64 = 1 << SUB_BITS; // 1024
 const LINEAR: u64 = 2 * SUB_HALF; // values below 2048 are exact
+
+/// Percentile steps per halving of the distance to 100 % in [`Histogram::percentile_distribution`]
+/// (HdrHistogram's and wrk2's default).
+const TICKS_PER_HALF_DISTANCE: f64 = 5.0;
 
 /// Exponents 11..=39 of the highest set bit each add SUB_HALF buckets.
 const BUCKETS: usize = (LINEAR + (40 - (SUB_BITS + 1)) as u64 * SUB_HALF) as usize;
@@ -101,6 +107,55 @@ impl Histogram {
         let v = nearest(self.counts.iter().copied(), p, self.total);
         v.min(self.max).max(self.min())
     }
+
+    /// The distribution in HdrHistogram's percentile text format as wrk2 prints it, which its
+    /// plotters read: milliseconds, a row per percentile step (finer as 100 % nears: each
+    /// halving of the distance gets as many rows) and the 100 % row, then a `#[...]` footer.
+    pub fn percentile_distribution(&self) -> String {
+        let ms = |ns: f64| ns / 1e6;
+        let mut out = String::from("       Value   Percentile   TotalCount 1/(1-Percentile)\n\n");
+        let mut row = |value: u64, level: f64, count: u64| {
+            let p = level / 100.0;
+            let (value, inverse) = (ms(value as f64), 1.0 / (1.0 - p));
+            let _ = writeln!(out, "{value:12.3} {p:12.6} {count:12} {inverse:12.2}");
+        };
+        let (mut level, mut seen, mut sum) = (0.0f64, 0u64, 0.0);
+        for (i, &count) in self.counts.iter().enumerate().filter(|(_, c)| **c > 0) {
+            seen += count;
+            sum += count as f64 * median_in(i);
+            let value = highest_in(i);
+            while 100.0 * seen as f64 / self.total as f64 >= level {
+                row(value, level, seen);
+                if seen == self.total {
+                    row(value, 100.0, seen);
+                    break;
+                }
+                let halvings = (100.0 / (100.0 - level)).log2() as i32 + 1;
+                level += 100.0 / (TICKS_PER_HALF_DISTANCE * 2f64.powi(halvings));
+            }
+        }
+        let mean = sum / self.total.max(1) as f64;
+        let squares = self.counts.iter().enumerate().filter(|(_, c)| **c > 0);
+        let squares = squares.map(|(i, &c)| c as f64 * (median_in(i) - mean).powi(2));
+        let deviation = (squares.sum::<f64>() / self.total.max(1) as f64).sqrt();
+        let (mean, deviation, max) = (ms(mean), ms(deviation), ms(self.max as f64));
+        let (total, buckets) = (self.total, BUCKETS as u64 / SUB_HALF - 1);
+        let _ = write!(
+            out,
+            "#[Mean    = {mean:12.3}, StdDeviation   = {deviation:12.3}]\n\
+             #[Max     = {max:12.3}, Total count    = {total:12}]\n\
+             #[Buckets = {buckets:12}, SubBuckets     = {LINEAR:12}]\n"
+        );
+        out
+    }
+}
+
+/// The middle of bucket `i` (its lowest value plus half its width), HdrHistogram's stand-in
+/// for the values in it when it computes a mean.
+fn median_in(i: usize) -> f64 {
+    let lowest = if i == 0 { 0 } else { highest_in(i - 1) + 1 };
+    let width = highest_in(i) - lowest + 1;
+    (lowest + width / 2) as f64
 }
 
 /// The highest value of the bucket holding the nearest-rank `p` percentile; 0 when `n` is 0.
@@ -267,6 +322,56 @@ mod tests {
         assert_eq!(h.percentile_since(&earlier, 99.0), 990);
         assert_eq!(h.percentile_since(&earlier, 100.0), 1000);
         assert!(h.percentile(99.0) >= 1_000_000);
+    }
+
+    #[test]
+    fn one_sample_prints_hdrhistograms_percentile_distribution() {
+        let mut h = Histogram::default();
+        h.record(1_000); // 1 us
+        assert_eq!(
+            h.percentile_distribution(),
+            "       Value   Percentile   TotalCount 1/(1-Percentile)\n\
+             \n       0.001     0.000000            1         1.00\n\
+             \x20      0.001     1.000000            1          inf\n\
+             #[Mean    =        0.001, StdDeviation   =        0.000]\n\
+             #[Max     =        0.001, Total count    =            1]\n\
+             #[Buckets =           30, SubBuckets     =         2048]\n"
+        );
+    }
+
+    #[test]
+    fn percentile_rows_step_finer_towards_100_percent() {
+        let mut h = Histogram::default();
+        for ms in 1..=1000u64 {
+            h.record(ms * 1_000_000);
+        }
+        let text = h.percentile_distribution();
+        let rows: Vec<Vec<f64>> = text
+            .lines()
+            .skip(2)
+            .take_while(|l| !l.starts_with('#'))
+            .map(|l| l.split_whitespace().map(|w| w.parse().unwrap()).collect())
+            .collect();
+        let levels: Vec<f64> = rows.iter().take(13).map(|r| r[1]).collect();
+        let steps = [
+            0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.775, 0.8,
+        ];
+        assert_eq!(levels, steps);
+        assert!(rows
+            .windows(2)
+            .all(|w| w[0][0] <= w[1][0] && w[0][1] <= w[1][1]));
+        let last = rows.last().unwrap();
+        // A row's value is the highest of its bucket: within 0.1 % above the sample.
+        assert!(last[0] >= 1000.0 && last[0] <= 1001.0, "{last:?}");
+        assert_eq!((last[1], last[2]), (1.0, 1000.0));
+        assert!(last[3].is_infinite());
+        let median = &rows[5];
+        assert_eq!((median[1], median[2]), (0.5, 500.0));
+        assert!(median[0] >= 500.0 && median[0] <= 500.5, "{median:?}");
+        assert!(text.contains("#[Max     =     1000.000, Total count    =         1000]"));
+        let mean = text.lines().find(|l| l.starts_with("#[Mean")).unwrap();
+        let mean: f64 = mean[12..24].trim().parse().unwrap();
+        assert!((mean - 500.5).abs() < 0.5, "{mean}");
     }
 
     #[test]

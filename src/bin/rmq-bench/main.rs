@@ -36,7 +36,7 @@ fn stop_on_signals() -> Result<Arc<AtomicBool>, String> {
 
 /// Runs a workload and prints its report.
 fn load(options: args::Options) -> ExitCode {
-    let json = options.json;
+    let (json, quiet, hgrm) = (options.json, options.quiet, options.hgrm.clone());
     let result = stop_on_signals().and_then(|stop| workloads::run(options, stop));
     let report = match result {
         Ok(report) => report,
@@ -49,6 +49,16 @@ fn load(options: args::Options) -> ExitCode {
         println!("{}", report.json());
     } else {
         print!("{}", report.text());
+    }
+    match hgrm.map(|file| report.write_hgrm(&file)).transpose() {
+        Err(e) => {
+            eprintln!("rmq-bench: {e}");
+            return ExitCode::FAILURE;
+        }
+        Ok(Some(files)) if !quiet && !files.is_empty() => {
+            eprintln!("rmq-bench: latency distributions in {}", files.join(", "))
+        }
+        Ok(_) => {}
     }
     if report.interrupted {
         ExitCode::from(EXIT_INTERRUPTED)

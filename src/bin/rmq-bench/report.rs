@@ -215,6 +215,29 @@ impl Report {
         s
     }
 
+    /// `--hgrm FILE`: the latency distribution of each class of each phase that got answers,
+    /// in HdrHistogram's percentile text format, in FILE with `.PHASE-CLASS` inserted before
+    /// its extension (`lat.hgrm` -> `lat.main-route.hgrm`); the files written.
+    pub fn write_hgrm(&self, file: &str) -> Result<Vec<String>, String> {
+        let path = std::path::Path::new(file);
+        let stem = path.file_stem().map_or("".into(), |s| s.to_string_lossy());
+        let ext = path
+            .extension()
+            .map_or(String::new(), |e| format!(".{}", e.to_string_lossy()));
+        let mut written = Vec::new();
+        for p in &self.phases {
+            for (class, st) in p.classes.iter().filter(|(_, st)| st.ops > 0) {
+                let tag = format!("{}-{class}", p.name)
+                    .replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "_");
+                let out = path.with_file_name(format!("{stem}.{tag}{ext}"));
+                std::fs::write(&out, st.hist.percentile_distribution())
+                    .map_err(|e| format!("--hgrm: cannot write {}: {e}", out.display()))?;
+                written.push(out.display().to_string());
+            }
+        }
+        Ok(written)
+    }
+
     pub fn json(&self) -> String {
         Value::Object(self.document()).to_text()
     }
