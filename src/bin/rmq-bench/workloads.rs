@@ -208,7 +208,8 @@ impl Bench {
     fn open_clients(&mut self, rate: Option<f64>) -> Result<Clients, String> {
         let routes = self.route_templates();
         let class = self.engine.add_class("route", rate);
-        let mut picker = Picker::new(&self.o.namesrv, self.o.strategy)?;
+        let tls = self.engine.tls.as_ref().map(|t| t.connector.clone());
+        let mut picker = Picker::new(&self.o.namesrv, self.o.strategy, tls)?;
         let mut per_server = vec![0; self.addrs.len()];
         let k = self.o.clients;
         self.param("clients", int(k));
