@@ -28,8 +28,10 @@ impl Peers {
             None => None,
             Some(options) => {
                 let connector = options.connector().map_err(Outcome::usage)?;
+                // Once per run: getSyncStateSet -c opens the name servers' set too.
+                static WARNED: std::sync::Once = std::sync::Once::new();
                 if options.trust.is_none() {
-                    eprintln!("rmq-admin: {NO_VERIFY_WARNING}");
+                    WARNED.call_once(|| eprintln!("rmq-admin: {NO_VERIFY_WARNING}"));
                 }
                 Some(connector)
             }
