@@ -1,10 +1,13 @@
-//! A blocking remoting client for the tools and tests: one connection, a timeout per call.
+//! A blocking remoting client for the tools and tests: one connection (plain or TLS), a
+//! timeout per call.
 
 pub mod api;
 pub mod nameserver_set;
+pub mod tls;
 
 pub use api::ClientError;
 pub use nameserver_set::{NameServerSet, Strategy};
+pub use tls::{TlsConnector, TlsOptions};
 
 use crate::remoting::codes::{version, FLAG_ONEWAY};
 use crate::remoting::command::{
@@ -16,12 +19,13 @@ use bytes::BytesMut;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
+use tls::Stream;
 
 /// Largest response frame the client accepts.
 const CLIENT_FRAME_MAX: u32 = 64 << 20;
 
 pub struct Client {
-    stream: TcpStream,
+    stream: Stream,
     peer: SocketAddr,
     timeout: Duration,
     next_opaque: i32,
@@ -39,14 +43,27 @@ fn timeout_error(what: &str) -> io::Error {
 impl Client {
     /// Connects to `addr` (`host:port`) within `timeout`; the same timeout bounds each call.
     pub fn connect(addr: &str, timeout: Duration) -> io::Result<Client> {
+        Client::connect_with(addr, timeout, None)
+    }
+
+    /// [`Client::connect`], over TLS when `tls` is given (the handshake within `timeout` too).
+    pub fn connect_with(
+        addr: &str,
+        timeout: Duration,
+        tls: Option<&TlsConnector>,
+    ) -> io::Result<Client> {
         let mut last_err = io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("no address for {addr}"),
         );
         for sa in addr.to_socket_addrs()? {
             match TcpStream::connect_timeout(&sa, timeout) {
-                Ok(stream) => {
-                    stream.set_nodelay(true)?;
+                Ok(tcp) => {
+                    tcp.set_nodelay(true)?;
+                    let stream = match tls {
+                        None => Stream::Plain(tcp),
+                        Some(tls) => tls.stream(addr, tcp, timeout)?,
+                    };
                     return Ok(Client {
                         stream,
                         peer: sa,
@@ -70,7 +87,7 @@ impl Client {
 
     /// This end of the connection (the address the server sees).
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.stream.local_addr()
+        self.stream.tcp().local_addr()
     }
 
     pub fn set_timeout(&mut self, timeout: Duration) {
@@ -139,7 +156,7 @@ impl Client {
 
     /// Writes raw bytes (tests use this for malformed frames).
     pub fn send_raw(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.stream.set_write_timeout(Some(self.timeout))?;
+        self.stream.tcp().set_write_timeout(Some(self.timeout))?;
         self.stream.write_all(bytes)
     }
 
@@ -166,7 +183,7 @@ impl Client {
             if now >= deadline {
                 return Err(timeout_error("waiting for a response"));
             }
-            self.stream.set_read_timeout(Some(deadline - now))?;
+            self.stream.tcp().set_read_timeout(Some(deadline - now))?;
             let mut chunk = [0u8; 16 * 1024];
             match self.stream.read(&mut chunk) {
                 Ok(0) => {

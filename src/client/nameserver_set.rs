@@ -2,7 +2,7 @@
 //! a [`Strategy`] (seeded, so tests can predict the order).
 
 use super::api::ClientError;
-use super::Client;
+use super::{Client, TlsConnector};
 use crate::remoting::codes::response;
 use std::io;
 use std::time::{Duration, Instant};
@@ -112,6 +112,8 @@ pub struct NameServerSet {
     addrs: Vec<String>,
     strategy: Strategy,
     timeout: Duration,
+    /// Connections are made over TLS when set.
+    tls: Option<TlsConnector>,
     conns: Vec<Option<Client>>,
     rng: Rng,
     /// RandomStartRoundRobin: index of the server in use (chosen on first use).
@@ -147,6 +149,7 @@ impl NameServerSet {
                 addrs,
                 strategy,
                 timeout: Duration::from_secs(3),
+                tls: None,
                 conns: (0..n).map(|_| None).collect(),
                 rng: Rng(seed),
                 sticky: None,
@@ -164,6 +167,11 @@ impl NameServerSet {
         for c in self.conns.iter_mut().flatten() {
             c.set_timeout(timeout);
         }
+    }
+
+    /// New connections use TLS (`Some`) or not; open ones are kept.
+    pub fn set_tls(&mut self, tls: Option<TlsConnector>) {
+        self.tls = tls;
     }
 
     pub fn addrs(&self) -> &[String] {
@@ -261,8 +269,9 @@ impl NameServerSet {
             let client = match &mut self.conns[i] {
                 Some(c) => c,
                 slot @ None => {
+                    let (addr, tls) = (&self.addrs[i], self.tls.as_ref());
                     let c =
-                        Client::connect(&self.addrs[i], self.timeout).map_err(ClientError::Io)?;
+                        Client::connect_with(addr, self.timeout, tls).map_err(ClientError::Io)?;
                     slot.insert(c)
                 }
             };

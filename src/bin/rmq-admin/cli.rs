@@ -1,5 +1,6 @@
 //! The table of commands, their usage, and a parser of commons-cli's forms (`-tT`, `--topic=T`).
 
+use rmq_namesrv::client::TlsOptions;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -169,6 +170,10 @@ const GLOBAL_OPTS: &[Opt] = &[
     flag("", "all", ""),
     flag("", "json", ""),
     opt("", "timeout", false, ""),
+    flag("", "tls", ""),
+    opt("", "tls-trust", false, ""),
+    opt("", "tls-cert", false, ""),
+    opt("", "tls-key", false, ""),
     flag("h", "help", ""),
     flag("V", "version", ""),
 ];
@@ -185,12 +190,19 @@ Global options:
   --json                  machine-readable output
   --timeout MS            connect and call timeout (default 3000)
   -V, --version           print the version and exit
+  --tls                   connect over TLS, as Java clients with tls.enable=true: the server's
+                          certificate is NOT verified unless --tls-trust is given
+  --tls-trust FILE        CA certificates (PEM) the server's certificate must lead to, its host
+                          name or IP checked (tls.client.authServer=true, tls.client.trustCertPath)
+  --tls-cert FILE         this client's certificate chain (PEM), for servers that require one
+                          (tls.client.certPath)
+  --tls-key FILE          its private key, PEM, unencrypted (tls.client.keyPath)
 ";
 
 pub fn general_usage() -> String {
     let mut s = format!(
         "usage: rmq-admin [-n 'host:port;host:port'] [--strategy S | --all] [--json] \
-         [--timeout MS] <command> [options]\n\n{GLOBAL_OPTIONS_HELP}\nCommands:\n"
+         [--timeout MS] [--tls ...] <command> [options]\n\n{GLOBAL_OPTIONS_HELP}\nCommands:\n"
     );
     let width = COMMANDS.iter().map(|c| c.name.len()).max().unwrap_or(0);
     for c in COMMANDS {
@@ -230,6 +242,8 @@ pub struct Invocation {
     pub all: bool,
     pub json: bool,
     pub timeout: Duration,
+    /// `--tls` and its files; None: plain TCP.
+    pub tls: Option<TlsOptions>,
 }
 
 impl Invocation {
@@ -403,6 +417,12 @@ fn invocation(
             "--all is for name-server reads; {name} asks the controllers of -a"
         ));
     }
+    let tls = TlsOptions::from_flags(
+        globals.contains_key("tls"),
+        globals.remove("tls-trust"),
+        globals.remove("tls-cert"),
+        globals.remove("tls-key"),
+    )?;
     Ok(Parsed::Run(Invocation {
         command: c,
         values,
@@ -411,6 +431,7 @@ fn invocation(
         all,
         json: globals.contains_key("json"),
         timeout: Duration::from_millis(timeout),
+        tls,
     }))
 }
 
@@ -483,6 +504,17 @@ mod tests {
         );
         assert!(error("--all --strategy random clusterList").contains("give one of them"));
         assert!(error("--all getControllerMetaData -a h:1").contains("controllers of -a"));
+    }
+
+    #[test]
+    fn tls_options_are_global() {
+        assert_eq!(run("clusterList").tls, None);
+        let inv = run("--tls clusterList --tls-trust=ca.pem --tls-cert c.pem --tls-key k.pem");
+        let tls = inv.tls.expect("--tls");
+        assert_eq!(tls.trust, Some("ca.pem".into()));
+        assert_eq!(tls.identity, Some(("c.pem".into(), "k.pem".into())));
+        assert!(error("clusterList --tls-trust ca.pem").contains("need --tls"));
+        assert!(error("--tls clusterList --tls-key k.pem").contains("go together"));
     }
 
     #[test]

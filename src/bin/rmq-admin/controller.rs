@@ -52,8 +52,9 @@ fn on_leader<T>(
         let failure = Failure::from_client_as(Role::Controller, leader, &e);
         Outcome::from_failures(Role::Controller, &[failure])
     };
-    let mut client =
-        Client::connect(leader, controllers.timeout).map_err(|e| explain(ClientError::Io(e)))?;
+    let mut client = controllers
+        .connect(leader)
+        .map_err(|e| explain(ClientError::Io(e)))?;
     let value = f(&mut client).map_err(explain)?;
     let leader = leader.to_string();
     Ok((leader, value))
@@ -72,7 +73,8 @@ pub fn metadata(inv: &Invocation, controllers: &mut Peers) -> Ran {
         let Some((id, addr)) = peer.split_once(':') else {
             continue;
         };
-        let own_meta = Client::connect(addr, controllers.timeout)
+        let own_meta = controllers
+            .connect(addr)
             .map_err(ClientError::Io)
             .and_then(|mut c| ask(&mut c, &ControllerRequest::GetMetadata, false))
             .ok();

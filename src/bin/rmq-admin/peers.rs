@@ -2,13 +2,17 @@
 
 use crate::cli::Invocation;
 use crate::outcome::{Failure, Outcome, Role};
-use rmq_namesrv::client::{Client, ClientError, NameServerSet, Strategy};
+use rmq_namesrv::client::tls::NO_VERIFY_WARNING;
+use rmq_namesrv::client::{Client, ClientError, NameServerSet, Strategy, TlsConnector};
+use std::io;
 use std::time::Duration;
 
 pub struct Peers {
     set: NameServerSet,
     pub timeout: Duration,
     pub role: Role,
+    /// `--tls`: every connection, the set's and [`Peers::connect`]'s, is TLS.
+    tls: Option<TlsConnector>,
 }
 
 impl Peers {
@@ -20,11 +24,30 @@ impl Peers {
         let mut set =
             NameServerSet::new(addrs, strategy).map_err(|e| Outcome::usage(e.to_string()))?;
         set.set_timeout(inv.timeout);
+        let tls = match &inv.tls {
+            None => None,
+            Some(options) => {
+                let connector = options.connector().map_err(Outcome::usage)?;
+                // Once per run: getSyncStateSet -c opens the name servers' set too.
+                static WARNED: std::sync::Once = std::sync::Once::new();
+                if options.trust.is_none() {
+                    WARNED.call_once(|| eprintln!("rmq-admin: {NO_VERIFY_WARNING}"));
+                }
+                Some(connector)
+            }
+        };
+        set.set_tls(tls.clone());
         Ok(Peers {
             set,
             timeout: inv.timeout,
             role,
+            tls,
         })
+    }
+
+    /// A connection of its own to `addr` (a controller the others named).
+    pub fn connect(&self, addr: &str) -> io::Result<Client> {
+        Client::connect_with(addr, self.timeout, self.tls.as_ref())
     }
 
     fn explain(&self, i: usize, e: &ClientError) -> Failure {

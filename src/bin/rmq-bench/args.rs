@@ -3,7 +3,7 @@
 
 use crate::payload::Layout;
 use rmq_namesrv::client::nameserver_set::parse_addr_list;
-use rmq_namesrv::client::Strategy;
+use rmq_namesrv::client::{Strategy, TlsOptions};
 use rmq_namesrv::remoting::command::SerializeType;
 use std::time::Duration;
 
@@ -33,6 +33,14 @@ common options:
   --hgrm FILE               latency distributions, HdrHistogram text: FILE.PHASE-CLASS per class
   --header json|rocketmq    request header codec (default json)
   --tag TEXT                a fleet's own broker names and addresses (fleets share a server)
+
+TLS (name-server workloads; a build with the tls feature):
+  --tls                     connect over TLS, as Java clients with tls.enable=true: the server's
+                            certificate is NOT verified unless --tls-trust is given
+  --tls-trust FILE          CA certificates (PEM) the server's certificate must lead to, its
+                            host or IP checked (tls.client.authServer=true, tls.client.trustCertPath)
+  --tls-cert FILE           client certificate chain, PEM (tls.client.certPath)
+  --tls-key FILE            its private key, PEM, unencrypted (tls.client.keyPath)
 
 cluster layout (register, heartbeat, route, mixed, expire):
   --brokers N               simulated broker masters (default 100; route 10, expire 10000)
@@ -148,6 +156,10 @@ pub struct Options {
     pub controller: Option<String>,
     pub failover: Option<Failover>,
     pub rounds: usize,
+    /// `--tls` and its files; None: plain TCP.
+    pub tls: Option<TlsOptions>,
+    /// `--tls`, `--tls-trust`, `--tls-cert`, `--tls-key` as given.
+    tls_flags: (bool, Option<String>, Option<String>, Option<String>),
 }
 
 /// `10`, `10s`, `500ms`, `2m`.
@@ -289,12 +301,19 @@ fn set(o: &mut Options, flag: &str, value: &mut ValueOf) -> Result<bool, String>
             })
         }
         "--rounds" => o.rounds = number(flag, &value()?)?,
+        "--tls" => o.tls_flags.0 = true,
+        "--tls-trust" => o.tls_flags.1 = Some(value()?),
+        "--tls-cert" => o.tls_flags.2 = Some(value()?),
+        "--tls-key" => o.tls_flags.3 = Some(value()?),
         _ => return Ok(false),
     }
     Ok(true)
 }
 
 fn check(o: &Options) -> Result<(), String> {
+    if o.tls.is_some() && matches!(o.workload, Workload::Controller | Workload::Canned) {
+        return Err("--tls is for the name-server workloads".into());
+    }
     if o.workload == Workload::Controller {
         if o.controller.is_none() {
             return Err("controller needs --controller host:port (the controller's port)".into());
@@ -357,6 +376,8 @@ pub fn parse(args: &[String], env_namesrv: Option<&str>) -> Result<Options, Stri
         let strategy = Strategy::parse(text, &o.namesrv).map_err(|e| format!("--strategy: {e}"))?;
         o.strategy = Some(strategy);
     }
+    let (tls, trust, cert, key) = std::mem::take(&mut o.tls_flags);
+    o.tls = TlsOptions::from_flags(tls, trust, cert, key)?;
     check(&o)?;
     Ok(o)
 }
@@ -425,6 +446,15 @@ mod tests {
         assert_eq!(o.strategy, Some(Strategy::RandomStartRoundRobin));
         assert!(parse(&args("route -n a:1 --strategy pinned:1"), None).is_err());
         assert!(parse(&args("route -n a:1 --strategy nearest"), None).is_err());
+    }
+
+    #[test]
+    fn tls_flags_make_tls_options_for_name_server_workloads() {
+        assert_eq!(parse(&args("route -n a:1"), None).unwrap().tls, None);
+        let o = parse(&args("heartbeat -n a:1 --tls --tls-trust=ca.pem"), None).unwrap();
+        assert_eq!(o.tls.unwrap().trust, Some("ca.pem".into()));
+        assert!(parse(&args("route -n a:1 --tls-trust ca.pem"), None).is_err());
+        assert!(parse(&args("controller --controller h:1 --tls"), None).is_err());
     }
 
     #[test]

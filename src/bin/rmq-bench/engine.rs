@@ -12,8 +12,8 @@
 use crate::args::Options;
 use crate::hist::Histogram;
 use crate::report::sample_proc;
+use crate::transport::{Tls, Transport};
 use bytes::BytesMut;
-use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 use rmq_namesrv::remoting::command::{
     DecodeLimits, FrameTemplate, Header, RemotingCommand, SerializeType,
@@ -164,7 +164,7 @@ impl InFlight {
 }
 
 struct Conn {
-    stream: TcpStream,
+    stream: Transport,
     peer: SocketAddr,
     class: usize,
     /// Template ids this connection cycles through.
@@ -232,6 +232,8 @@ pub struct Engine {
     stop: Arc<AtomicBool>,
     /// `--pid`: the server whose CPU time each phase reports.
     server_pid: Option<u32>,
+    /// `--tls`: connections are made over TLS.
+    pub tls: Option<Tls>,
 }
 
 /// The running phase: its connections and clock.
@@ -259,6 +261,7 @@ impl Engine {
             read_chunk: vec![0; 64 * 1024],
             stop,
             server_pid: o.pid,
+            tls: None,
         })
     }
 
@@ -291,11 +294,11 @@ impl Engine {
         depth: usize,
     ) -> Result<(), String> {
         let idx = self.conns.len();
-        let open = || -> io::Result<TcpStream> {
-            let stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
+        let open = || -> io::Result<Transport> {
+            let timeout = Duration::from_secs(10);
+            let stream = std::net::TcpStream::connect_timeout(&addr, timeout)?;
             stream.set_nodelay(true)?;
-            stream.set_nonblocking(true)?;
-            let mut stream = TcpStream::from_std(stream);
+            let mut stream = Transport::open(stream, addr, self.tls.as_ref(), timeout)?;
             let interest = Interest::READABLE | Interest::WRITABLE;
             self.poll
                 .registry()
@@ -386,6 +389,11 @@ impl Engine {
         }
         c.out.clear();
         c.out_pos = 0;
+        // TLS: ciphertext the socket did not take goes now (or on the next writable event).
+        match c.stream.flush() {
+            Err(e) if e.kind() != io::ErrorKind::WouldBlock => self.close(ci),
+            _ => {}
+        }
     }
 
     fn close(&mut self, ci: usize) {

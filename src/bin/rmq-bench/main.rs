@@ -11,6 +11,7 @@ mod hist;
 mod payload;
 mod report;
 mod servers;
+mod transport;
 mod workloads;
 
 use args::Workload;

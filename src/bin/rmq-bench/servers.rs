@@ -4,7 +4,7 @@
 //! counts the new connection so that the next choice sees it.
 
 use rmq_namesrv::client::nameserver_set::Load;
-use rmq_namesrv::client::{NameServerSet, Strategy};
+use rmq_namesrv::client::{NameServerSet, Strategy, TlsConnector};
 use std::time::{Duration, Instant};
 
 /// How long `fewest` waits for a server to count a connection just opened.
@@ -14,10 +14,15 @@ const COUNTED_WITHIN: Duration = Duration::from_secs(5);
 pub struct Picker(NameServerSet);
 
 impl Picker {
-    /// A picker for `strategy` (None: round-robin).
-    pub fn new(addrs: &[String], strategy: Option<Strategy>) -> Result<Picker, String> {
+    /// A picker for `strategy` (None: round-robin); `fewest` asks the servers over `tls`.
+    pub fn new(
+        addrs: &[String],
+        strategy: Option<Strategy>,
+        tls: Option<TlsConnector>,
+    ) -> Result<Picker, String> {
         let strategy = strategy.unwrap_or(Strategy::RoundRobin);
-        let set = NameServerSet::new(addrs.to_vec(), strategy).map_err(|e| e.to_string())?;
+        let mut set = NameServerSet::new(addrs.to_vec(), strategy).map_err(|e| e.to_string())?;
+        set.set_tls(tls);
         Ok(Picker(set))
     }
 
@@ -28,7 +33,8 @@ impl Picker {
     /// The server (index into the list) of the next client.
     pub fn next(&mut self) -> Result<usize, String> {
         if self.strategy() == Strategy::RandomStartRoundRobin {
-            return Ok(Picker::new(self.0.addrs(), Some(self.strategy()))?
+            // A random choice asks no server: no TLS needed.
+            return Ok(Picker::new(self.0.addrs(), Some(self.strategy()), None)?
                 .0
                 .choose());
         }

@@ -11,6 +11,7 @@ use crate::engine::{Engine, NoWatch, Template, Watch};
 use crate::payload::BROKER_VERSION;
 use crate::report::{int, num, text, Mark, Report};
 use crate::servers::Picker;
+use crate::transport;
 use rmq_namesrv::client::api::RegisterOptions;
 use rmq_namesrv::event_loop::descriptor_limit;
 use rmq_namesrv::remoting::command::RemotingCommand;
@@ -47,12 +48,14 @@ pub fn resolve(addr: &str) -> Result<SocketAddr, String> {
 
 impl Bench {
     fn new(o: Options, stop: Arc<AtomicBool>) -> Result<Bench, String> {
-        let addrs: Result<_, _> = o.namesrv.iter().map(|a| resolve(a)).collect();
-        let engine = Engine::new(&o, stop).map_err(|e| format!("poll: {e}"))?;
+        let addrs: Result<Vec<_>, _> = o.namesrv.iter().map(|a| resolve(a)).collect();
+        let addrs = addrs?;
+        let mut engine = Engine::new(&o, stop).map_err(|e| format!("poll: {e}"))?;
+        engine.tls = transport::tls(&o, &addrs)?;
         let report = Report::new(o.workload.name(), o.namesrv.join(";"), o.pid);
         Ok(Bench {
             o,
-            addrs: addrs?,
+            addrs,
             engine,
             report,
         })
@@ -205,7 +208,8 @@ impl Bench {
     fn open_clients(&mut self, rate: Option<f64>) -> Result<Clients, String> {
         let routes = self.route_templates();
         let class = self.engine.add_class("route", rate);
-        let mut picker = Picker::new(&self.o.namesrv, self.o.strategy)?;
+        let tls = self.engine.tls.as_ref().map(|t| t.connector.clone());
+        let mut picker = Picker::new(&self.o.namesrv, self.o.strategy, tls)?;
         let mut per_server = vec![0; self.addrs.len()];
         let k = self.o.clients;
         self.param("clients", int(k));

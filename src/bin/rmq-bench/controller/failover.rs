@@ -217,7 +217,7 @@ fn failover_round(
     let slave = SimBroker::start(o, controller, &name)?;
     master.widen(slave.id)?;
     // The name server whose route is watched, as --strategy picks a client's.
-    let watched = &o.namesrv[Picker::new(&o.namesrv, o.strategy)?.next()?];
+    let watched = &o.namesrv[Picker::new(&o.namesrv, o.strategy, None)?.next()?];
     let mut ns = connect(watched)?;
     let died = Instant::now();
     match mode {
