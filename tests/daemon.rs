@@ -739,6 +739,54 @@ fn a_log_file_that_cannot_be_opened_is_named_and_the_console_is_used() {
 }
 
 #[test]
+fn a_store_directory_that_cannot_be_written_stops_the_start_naming_it() {
+    // procfs takes no new files, even from root (permission bits would not stop root).
+    for key in ["kvConfigPath", "configStorePath"] {
+        let dir = TempDir::new("unwritable-store");
+        let path = "/proc/self/rmq-namesrv-store/file";
+        let mut args = local_args(&dir);
+        args.push(format!("--{key}={path}"));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, stdout, stderr) = run_daemon(&dir, dir.path(), &args);
+        assert_eq!(code, Some(1), "{key}: {stderr}");
+        assert_eq!(stdout, "", "{key}");
+        assert!(
+            stderr.contains(&format!(
+                "cannot start: {key}={path}: cannot write in /proc/self/rmq-namesrv-store: "
+            )),
+            "{key}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn an_update_keeps_the_config_file_s_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("file-mode");
+    let conf = dir.path().join("ns.conf");
+    std::fs::write(&conf, "orderMessageEnable=false\n").unwrap();
+    std::fs::set_permissions(&conf, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let mut args = local_args(&dir);
+    args.extend(["-c".to_string(), conf.to_string_lossy().into_owned()]);
+    let server = Daemon::start(&dir, dir.path(), &args, &[]);
+    let resp = server
+        .client()
+        .request(
+            request::UPDATE_NAMESRV_CONFIG,
+            &[],
+            b"orderMessageEnable=true",
+        )
+        .unwrap();
+    assert_eq!(resp.code, response::SUCCESS, "{:?}", resp.remark);
+    assert_eq!(
+        std::fs::read_to_string(&conf).unwrap(),
+        "orderMessageEnable=true\n"
+    );
+    let mode = std::fs::metadata(&conf).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o640, "{mode:o}");
+}
+
+#[test]
 fn a_busy_port_names_the_address() {
     let dir = TempDir::new("busy");
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -24,6 +24,7 @@ use log::{error, warn};
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -114,8 +115,9 @@ impl Server {
             return Err(ControllerPort::missing_setup());
         }
         config.enable_controller_in_namesrv = controller.is_some();
-        let kv =
-            KvStore::open(std::path::Path::new(&config.kv_config_path)).map_err(StartError::Kv)?;
+        check_store_dir("kvConfigPath", Path::new(&config.kv_config_path))?;
+        check_store_dir("configStorePath", Path::new(&config.config_store_path))?;
+        let kv = KvStore::open(Path::new(&config.kv_config_path)).map_err(StartError::Kv)?;
         let addr = socket_address(&config.bind_address, config.listen_port)?;
         let descriptors = prepare_descriptors(&config);
         let mut event_loop = EventLoop::new(loop_limits(&config, descriptors))?;
@@ -154,6 +156,27 @@ impl Server {
         app.shutdown();
         Ok(())
     }
+}
+
+/// Fails the start, naming `key` and the directory, when `file`'s directory cannot be created
+/// or written: better than a SYSTEM_ERROR answered at the first update or KV write.
+fn check_store_dir(key: &str, file: &Path) -> Result<(), StartError> {
+    let dir = crate::durable_file::parent_dir(file);
+    let probe = format!(
+        ".{}.start-check",
+        file.file_name().unwrap_or_default().to_string_lossy()
+    );
+    crate::durable_file::check_writable_dir(dir, &probe).map_err(|e| {
+        StartError::Io(io::Error::new(
+            e.kind(),
+            format!(
+                "{key}={}: cannot write in {}: {}",
+                file.display(),
+                dir.display(),
+                os_message(&e)
+            ),
+        ))
+    })
 }
 
 /// IPv6 hosts with or without brackets.
