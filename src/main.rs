@@ -1,9 +1,9 @@
-//! `rmq-namesrv`: command line -> config -> logging -> event loop; SIGTERM/SIGINT -> clean stop.
+//! `rmq-namesrv`: command line -> config -> logging -> event loop; SIGTERM/SIGINT -> clean stop;
+//! systemd's notifications (`READY=1`, `STOPPING=1`, the watchdog) when run as `Type=notify`.
 
 use std::io;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
 
@@ -11,6 +11,7 @@ use log::{Level, LevelFilter};
 use rmq_namesrv::config::{self, Cli, CliError, NamesrvConfig, Startup};
 use rmq_namesrv::logging::{self, LogSettings};
 use rmq_namesrv::server::{ControllerSetup, Server, StartError, StopHandle};
+use rmq_namesrv::systemd::{self, Notifier};
 use signal_hook::consts::{SIGINT, SIGTERM};
 
 const VERSION: &str = concat!(
@@ -120,13 +121,14 @@ fn run(config: NamesrvConfig, controller: Option<ControllerSetup>, started: Inst
         Ok(signals) => signals,
         Err(e) => return fail(&format!("cannot watch for signals: {e}")),
     };
-    let server = match Server::bind_with_controller(config, controller) {
+    let mut server = match Server::bind_with_controller(config, controller) {
         Ok(server) => server,
         // A bind error names the address; the others say what failed.
         Err(e @ StartError::Bind { .. }) => return fail(&e.to_string()),
         Err(e) => return fail(&format!("cannot start: {e}")),
     };
-    if let Err(e) = watch_signals(signals, server.stop_handle()) {
+    let notifier = systemd_notifier();
+    if let Err(e) = watch_signals(signals, server.stop_handle(), notifier.clone()) {
         return fail(&format!("cannot watch for signals: {e}"));
     }
     // Tools and tests read these exact lines to find the ports.
@@ -139,6 +141,13 @@ fn run(config: NamesrvConfig, controller: Option<ControllerSetup>, started: Inst
         server.local_addr(),
         started.elapsed().as_micros()
     );
+    if let Some(mut notifier) = notifier {
+        if let Some(interval) = systemd::watchdog_interval() {
+            server.watchdog(notifier.clone(), interval);
+        }
+        // Every listener is bound: connections queue in the backlog until the loop runs.
+        notifier.notify("READY=1");
+    }
     let result = server.run();
     let why = STOP_SIGNAL
         .get()
@@ -160,35 +169,49 @@ fn fail(message: &str) -> ExitCode {
     ExitCode::FAILURE
 }
 
+/// systemd's socket, if systemd gave one (an address it cannot be is logged, not fatal).
+fn systemd_notifier() -> Option<Notifier> {
+    match Notifier::from_env()? {
+        Ok(notifier) => Some(notifier),
+        Err(e) => {
+            log::warn!("NOTIFY_SOCKET is set but unusable ({e}): systemd will not be notified");
+            None
+        }
+    }
+}
+
 static STOP_SIGNAL: OnceLock<&'static str> = OnceLock::new();
 
-static STOPPING: AtomicBool = AtomicBool::new(false);
-
-/// Catches SIGTERM and SIGINT: the first stops the server; a second exits at once with 128 +
-/// the signal number (one atomic swap decides which is first).
+/// Catches SIGTERM and SIGINT from now on (the default action would kill the process).
 fn catch_signals() -> io::Result<signal_hook::iterator::Signals> {
-    for signal in [SIGTERM, SIGINT] {
-        let status = 128 + signal;
-        let action = move || {
-            if STOPPING.swap(true, Ordering::SeqCst) {
-                signal_hook::low_level::exit(status);
-            }
-        };
-        // SAFETY: the action only swaps an atomic and calls `_exit`, both async-signal-safe.
-        unsafe { signal_hook::low_level::register(signal, action) }?;
-    }
     signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
 }
 
-/// Stops the server on the first signal (also one caught before the server was bound).
-fn watch_signals(mut signals: signal_hook::iterator::Signals, stop: StopHandle) -> io::Result<()> {
+/// On a thread: the first SIGTERM or SIGINT (also one caught before the server was bound)
+/// stops the server; a second, while it stops, logs a line and exits at once with 128 + the
+/// signal number.
+fn watch_signals(
+    mut signals: signal_hook::iterator::Signals,
+    stop: StopHandle,
+    mut notifier: Option<Notifier>,
+) -> io::Result<()> {
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
-            if let Some(signal) = signals.forever().next() {
+            for signal in signals.forever() {
                 let name = if signal == SIGINT { "INT" } else { "TERM" };
+                if let Some(first) = STOP_SIGNAL.get() {
+                    log::warn!(
+                        "rmq-namesrv: signal {name} while stopping (signal {first}): exiting \
+                         now, without finishing in-flight replies and writes"
+                    );
+                    signal_hook::low_level::exit(128 + signal);
+                }
                 let _ = STOP_SIGNAL.set(name);
                 log::info!("rmq-namesrv shutting down (signal {name})");
+                if let Some(notifier) = notifier.as_mut() {
+                    notifier.notify("STOPPING=1");
+                }
                 stop.stop();
             }
         })?;

@@ -18,6 +18,7 @@ use crate::processor::{
 use crate::remoting::codes::{self, is_broker_request, request};
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::frame::{self, FrameError};
+use crate::systemd::Notifier;
 use bytes::{Bytes, BytesMut};
 use crossbeam_channel::Receiver;
 use log::{error, warn};
@@ -51,6 +52,8 @@ mod settings;
 const NAMESRV_LISTENER: ListenerTag = ListenerTag(0);
 
 const SCAN_TIMER: TimerId = TimerId(0);
+
+const WATCHDOG_TIMER: TimerId = TimerId(1);
 
 /// Time per turn for queued registrations and unregistrations together (at least one item).
 const SLOW_WORK_BUDGET: Duration = Duration::from_micros(300);
@@ -151,6 +154,15 @@ impl Server {
         self.event_loop.stop_handle()
     }
 
+    /// systemd's watchdog: `WATCHDOG=1` from the loop's own timer every half `interval`, so a
+    /// loop stuck for longer than `interval` misses it and systemd restarts the process.
+    pub fn watchdog(&mut self, notifier: Notifier, interval: Duration) {
+        let every_ms = (interval.as_millis() as u64 / 2).max(1);
+        log::info!("systemd watchdog: WATCHDOG=1 every {every_ms} ms");
+        self.app.watchdog = Some((notifier, every_ms));
+        self.app.ping_watchdog(self.event_loop.ctx());
+    }
+
     pub fn run(self) -> io::Result<()> {
         let app = self.event_loop.run(self.app)?;
         app.shutdown();
@@ -226,6 +238,8 @@ struct NameServer {
     decode: DecodeWorker,
     handled_off_loop: Vec<RemotingCommand>,
     controller: Option<ControllerPort>,
+    /// systemd's socket and the ping interval (ms), under `WatchdogSec=`.
+    watchdog: Option<(Notifier, u64)>,
 }
 
 impl NameServer {
@@ -260,12 +274,20 @@ impl NameServer {
             decode,
             handled_off_loop: Vec::new(),
             controller: None,
+            watchdog: None,
         })
     }
 
     fn arm_scan_timer(&mut self, ctx: &mut Ctx<PeerState>) {
         self.expiry.next_scan_ms = ctx.now_ms() + self.settings.scan_interval_ms;
         ctx.set_timer(SCAN_TIMER, self.expiry.next_scan_ms);
+    }
+
+    fn ping_watchdog(&mut self, ctx: &mut Ctx<PeerState>) {
+        if let Some((notifier, every_ms)) = self.watchdog.as_mut() {
+            notifier.notify("WATCHDOG=1");
+            ctx.set_timer(WATCHDOG_TIMER, ctx.now_ms() + *every_ms);
+        }
     }
 
     fn shutdown(self) {
@@ -472,6 +494,8 @@ impl Handler for NameServer {
         if cmd.code == request::REGISTER_BROKER && !cmd.is_response() {
             return self.admit_registration(ctx, conn, cmd);
         }
+        #[cfg(debug_assertions)]
+        debug_stall(&cmd);
         self.handle_now(ctx, conn, &cmd, BodyWork::OnLoop)
     }
 
@@ -495,8 +519,10 @@ impl Handler for NameServer {
         if (self.controller.as_mut()).is_some_and(|port| port.on_timer(ctx, timer)) {
             return;
         }
-        if timer == SCAN_TIMER {
-            self.expiry.scan_due = true;
+        match timer {
+            SCAN_TIMER => self.expiry.scan_due = true,
+            WATCHDOG_TIMER => self.ping_watchdog(ctx),
+            _ => {}
         }
     }
 
@@ -533,6 +559,20 @@ impl Handler for NameServer {
             || !self.expiry.conns_to_close.is_empty()
             || (ctx.is_stopping()
                 && (self.processor.writes_in_flight() > 0 || self.decode.in_flight() > 0))
+    }
+}
+
+/// Debug builds only, for tests of what a stuck loop does (the systemd watchdog stops,
+/// tests/systemd.rs): `RMQ_NAMESRV_DEBUG_STALL_MS=N` makes every GET_NAMESRV_CONFIG hold the
+/// loop N ms. The integration tests run the debug binary; a release build has no such hook.
+#[cfg(debug_assertions)]
+fn debug_stall(cmd: &RemotingCommand) {
+    if cmd.code != request::GET_NAMESRV_CONFIG || cmd.is_response() {
+        return;
+    }
+    let stall = std::env::var("RMQ_NAMESRV_DEBUG_STALL_MS").ok();
+    if let Some(ms) = stall.and_then(|ms| ms.parse().ok()) {
+        std::thread::sleep(Duration::from_millis(ms));
     }
 }
 
