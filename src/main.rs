@@ -1,4 +1,5 @@
 //! `rmq-namesrv`: command line -> config -> logging -> event loop; SIGTERM/SIGINT -> clean stop;
+//! SIGHUP -> log file reopened, config file read again and its live keys handed to the loop;
 //! systemd's notifications (`READY=1`, `STOPPING=1`, the watchdog) when run as `Type=notify`.
 
 use std::io;
@@ -10,9 +11,9 @@ use std::time::Instant;
 use log::{Level, LevelFilter};
 use rmq_namesrv::config::{self, Cli, CliError, NamesrvConfig, Startup};
 use rmq_namesrv::logging::{self, LogSettings};
-use rmq_namesrv::server::{ControllerSetup, Server, StartError, StopHandle};
+use rmq_namesrv::server::{ControllerSetup, ReloadHandle, Server, StartError, StopHandle};
 use rmq_namesrv::systemd::{self, Notifier};
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
@@ -36,8 +37,12 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            let help = matches!(e, CliError::Usage(_)).then_some("\nsee rmq-namesrv --help");
-            eprintln!("rmq-namesrv: {e}{}", help.unwrap_or_default());
+            for line in e.to_string().lines() {
+                eprintln!("rmq-namesrv: {line}");
+            }
+            if matches!(e, CliError::Usage(_)) {
+                eprintln!("see rmq-namesrv --help");
+            }
             return ExitCode::from(2);
         }
     };
@@ -58,7 +63,8 @@ fn main() -> ExitCode {
         tell(Level::Warn, warning);
     }
     log::info!("{}", startup.config_file_note());
-    run(startup.config, controller, started)
+    let loaded = startup.config.clone();
+    run(startup.config, controller, started, (args, loaded))
 }
 
 /// `-p`: the configuration as a properties file, the Controller's as `#controller: k=v`
@@ -114,7 +120,13 @@ fn start_logging(config: &NamesrvConfig) {
     }
 }
 
-fn run(config: NamesrvConfig, controller: Option<ControllerSetup>, started: Instant) -> ExitCode {
+/// `reread`: the arguments and the config they gave, for SIGHUP.
+fn run(
+    config: NamesrvConfig,
+    controller: Option<ControllerSetup>,
+    started: Instant,
+    reread: (Vec<String>, NamesrvConfig),
+) -> ExitCode {
     // Signals are caught before the port is bound: a stop sent as soon as the port answers
     // (a supervisor, a test) is a clean stop, not the default action's kill.
     let signals = match catch_signals() {
@@ -128,7 +140,14 @@ fn run(config: NamesrvConfig, controller: Option<ControllerSetup>, started: Inst
         Err(e) => return fail(&format!("cannot start: {e}")),
     };
     let notifier = systemd_notifier();
-    if let Err(e) = watch_signals(signals, server.stop_handle(), notifier.clone()) {
+    let targets = SignalTargets {
+        stop: server.stop_handle(),
+        notifier: notifier.clone(),
+        reload: server.reload_handle(),
+        args: reread.0,
+        loaded: reread.1,
+    };
+    if let Err(e) = watch_signals(signals, targets) {
         return fail(&format!("cannot watch for signals: {e}"));
     }
     // Tools and tests read these exact lines to find the ports.
@@ -182,23 +201,36 @@ fn systemd_notifier() -> Option<Notifier> {
 
 static STOP_SIGNAL: OnceLock<&'static str> = OnceLock::new();
 
-/// Catches SIGTERM and SIGINT from now on (the default action would kill the process).
+/// Catches SIGTERM, SIGINT and SIGHUP from now on (their default action kills the process).
 fn catch_signals() -> io::Result<signal_hook::iterator::Signals> {
-    signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
+    signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
 }
 
-/// On a thread: the first SIGTERM or SIGINT (also one caught before the server was bound)
-/// stops the server; a second, while it stops, logs a line and exits at once with 128 + the
-/// signal number.
+/// What the signal thread acts on.
+struct SignalTargets {
+    stop: StopHandle,
+    notifier: Option<Notifier>,
+    reload: ReloadHandle,
+    /// The command line, read again as at start on SIGHUP, and the config it gave then.
+    args: Vec<String>,
+    loaded: NamesrvConfig,
+}
+
+/// On a thread: SIGHUP reloads ([`SignalTargets::reload`]); the first SIGTERM or SIGINT (also
+/// one caught before the server was bound) stops the server; a second, while it stops, logs a
+/// line and exits at once with 128 + the signal number.
 fn watch_signals(
     mut signals: signal_hook::iterator::Signals,
-    stop: StopHandle,
-    mut notifier: Option<Notifier>,
+    mut targets: SignalTargets,
 ) -> io::Result<()> {
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
             for signal in signals.forever() {
+                if signal == SIGHUP {
+                    targets.reload();
+                    continue;
+                }
                 let name = if signal == SIGINT { "INT" } else { "TERM" };
                 if let Some(first) = STOP_SIGNAL.get() {
                     log::warn!(
@@ -209,11 +241,51 @@ fn watch_signals(
                 }
                 let _ = STOP_SIGNAL.set(name);
                 log::info!("rmq-namesrv shutting down (signal {name})");
-                if let Some(notifier) = notifier.as_mut() {
+                if let Some(notifier) = targets.notifier.as_mut() {
                     notifier.notify("STOPPING=1");
                 }
-                stop.stop();
+                targets.stop.stop();
             }
         })?;
     Ok(())
+}
+
+impl SignalTargets {
+    /// SIGHUP: reopens the log file, reads the config file (and command line) again as at
+    /// start, and hands the values of the live keys to the loop, which applies those that
+    /// changed, all or nothing. An invalid value applies nothing; changes of start-only keys
+    /// are named in one warning. Never stops the server.
+    fn reload(&mut self) {
+        if let Err(e) = logging::reopen_file() {
+            log::warn!("SIGHUP: cannot reopen the log file: {e}");
+        }
+        let startup = match config::parse_cli(&self.args) {
+            Ok(Cli::Run(startup)) => startup,
+            // The arguments that started the server ask for a run.
+            Ok(_) => return,
+            Err(e) => {
+                for problem in e.to_string().lines() {
+                    log::warn!("SIGHUP: config not reloaded, nothing applied: {problem}");
+                }
+                return;
+            }
+        };
+        let path = &startup.file.path;
+        log::info!("SIGHUP: log file reopened; config file {path} read again");
+        for warning in &startup.warnings {
+            log::warn!("SIGHUP: {warning}");
+        }
+        let reload = self.loaded.reload_from(&startup.config);
+        if !reload.at_start.is_empty() {
+            log::warn!(
+                "SIGHUP: {} changed in {path} but take effect at the next start only",
+                reload.at_start.join(", ")
+            );
+        }
+        if !self.reload.reload(reload.live) {
+            log::warn!(
+                "SIGHUP: earlier reloads still wait for the event loop; this one is dropped"
+            );
+        }
+    }
 }

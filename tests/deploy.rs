@@ -179,6 +179,7 @@ fn unit_file_parses_and_has_the_required_settings() {
     // READY=1 once the ports are bound, and the event loop's watchdog.
     assert_eq!(service("Type"), ["notify"]);
     assert_eq!(service("NotifyAccess"), ["main"]);
+    assert_eq!(service("ExecReload"), ["/bin/kill -HUP $MAINPID"]);
     let watchdog = service("WatchdogSec");
     assert!(
         watchdog.len() == 1 && watchdog[0].trim_end_matches('s').parse::<u32>().is_ok(),

@@ -278,3 +278,98 @@ fn a_second_signal_while_stopping_logs_a_line_and_exits_at_once() {
     );
     assert!(!log.contains("rmq-namesrv stopped"), "{log}");
 }
+
+/// A server reading `dir/ns.conf` (written with `text` first) with -c.
+fn start_with_file(dir: &TempDir, text: &str) -> (Service, PathBuf) {
+    let conf = dir.path().join("ns.conf");
+    std::fs::write(&conf, text).unwrap();
+    let args = ["-c".to_string(), conf.to_string_lossy().into_owned()];
+    (Service::start(dir, &args, &[]), conf)
+}
+
+#[test]
+fn sighup_applies_changed_live_keys_and_names_start_only_ones_in_one_warning() {
+    let dir = TempDir::new("hup-live");
+    let (service, conf) = start_with_file(&dir, "scanNotActiveBrokerInterval=5000\n");
+    assert!(service
+        .config()
+        .contains("scanNotActiveBrokerInterval=5000\n"));
+    std::fs::write(
+        &conf,
+        "scanNotActiveBrokerInterval=7000\nmaxConnections=500\nlogFileCount=3\n\
+         unRegisterBrokerQueueCapacity=100\n",
+    )
+    .unwrap();
+    service.signal("HUP");
+    let applied = wait_until(Duration::from_secs(20), || {
+        service
+            .config()
+            .contains("scanNotActiveBrokerInterval=7000\n")
+    });
+    assert!(applied, "{}", service.log_text());
+    let config = service.config();
+    // maxConnections is black-listed for remote updates, not for the operator's file.
+    assert!(config.contains("maxConnections=500\n"), "{config}");
+    assert!(config.contains("logFileCount=5\n"), "{config}");
+    assert!(
+        config.contains("unRegisterBrokerQueueCapacity=3000\n"),
+        "{config}"
+    );
+    service.wait_for_log(&format!(
+        "WARN signals - SIGHUP: logFileCount, unRegisterBrokerQueueCapacity changed in {} but \
+         take effect at the next start only",
+        conf.display()
+    ));
+    // The file is the source: nothing is written back.
+    assert!(!dir.path().join("ns.conf.bak").exists());
+}
+
+#[test]
+fn sighup_with_an_invalid_value_applies_nothing_and_keeps_serving() {
+    let dir = TempDir::new("hup-bad");
+    let (mut service, conf) = start_with_file(&dir, "scanNotActiveBrokerInterval=5000\n");
+    std::fs::write(
+        &conf,
+        "scanNotActiveBrokerInterval=9000\norderMessageEnable=yes\nmaxJsonDepth=2\n",
+    )
+    .unwrap();
+    service.signal("HUP");
+    let conf = conf.display();
+    service.wait_for_log(&format!(
+        "WARN signals - SIGHUP: config not reloaded, nothing applied: {conf} line 2: \
+         orderMessageEnable: \"yes\" is not true or false"
+    ));
+    service.wait_for_log(&format!(
+        "WARN signals - SIGHUP: config not reloaded, nothing applied: {conf} line 3: \
+         maxJsonDepth: 2 is outside 16..=1024"
+    ));
+    let config = service.config();
+    assert!(
+        config.contains("scanNotActiveBrokerInterval=5000\n"),
+        "{config}"
+    );
+    assert!(config.contains("orderMessageEnable=false\n"), "{config}");
+    assert_eq!(service.child.try_wait().unwrap(), None, "still running");
+    // A clean stop still works after it.
+    service.signal("TERM");
+    assert_eq!(service.exit_code(), Some(0));
+}
+
+#[test]
+fn sighup_reopens_a_log_file_moved_away() {
+    let dir = TempDir::new("hup-log");
+    let service = Service::start(&dir, &[], &[]);
+    service.wait_for_log("listening on");
+    let moved = dir.path().join("ns.log.moved");
+    std::fs::rename(&service.log, &moved).unwrap();
+    service.signal("HUP");
+    let reopened = wait_until(Duration::from_secs(20), || {
+        service.log_text().contains("SIGHUP: log file reopened")
+    });
+    assert!(reopened, "no new file at {}", service.log.display());
+    let old = std::fs::read_to_string(&moved).unwrap();
+    assert!(old.contains("listening on"), "{old}");
+    assert!(!old.contains("SIGHUP"), "{old}");
+    // Requests' lines go on in the new file too.
+    assert!(service.config().contains("listenPort="));
+}

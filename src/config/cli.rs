@@ -172,7 +172,8 @@ impl Startup {
         Ok(())
     }
 
-    /// Applies the config file's entries; Ok(false) when an optional file is absent.
+    /// Applies the config file's entries; Ok(false) when an optional file is absent. Every
+    /// invalid value is named, a line each.
     fn load_file(&mut self, required: bool) -> Result<bool, CliError> {
         let path = self.file.path.clone();
         let file = match PropertiesFile::read(Path::new(&path)) {
@@ -185,12 +186,17 @@ impl Startup {
             }
         };
         let found = entries(&file.text).map_err(|e| CliError::Config(format!("{path}: {e}")))?;
+        let mut problems = Vec::new();
         for entry in found {
             let place = format!("{path} line {}", entry.line);
-            self.set(&entry.key, &entry.value, &place)
-                .map_err(|reason| CliError::Config(format!("{place}: {reason}")))?;
+            if let Err(reason) = self.set(&entry.key, &entry.value, &place) {
+                problems.push(format!("{place}: {reason}"));
+            }
         }
-        Ok(true)
+        match problems.is_empty() {
+            true => Ok(true),
+            false => Err(CliError::Config(problems.join("\n"))),
+        }
     }
 }
 
@@ -472,11 +478,14 @@ mod tests {
                 "{path} line 3: orderMessageEnable: \"yes\" is not true or false"
             ))
         );
-        fs::write(&file, "scanNotActiveBrokerInterval=0\n").unwrap();
-        assert!(matches!(
-            parse(&dir, &["-c", &path]),
-            Err(CliError::Config(_))
-        ));
+        fs::write(&file, "scanNotActiveBrokerInterval=0\nlistenPort=x\n").unwrap();
+        assert_eq!(
+            parse(&dir, &["-c", &path]).unwrap_err(),
+            CliError::Config(format!(
+                "{path} line 1: scanNotActiveBrokerInterval: 0 is outside 1..=3600000\n\
+                 {path} line 2: listenPort: \"x\" is not an integer"
+            ))
+        );
     }
 
     #[test]

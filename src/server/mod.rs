@@ -20,7 +20,7 @@ use crate::remoting::command::RemotingCommand;
 use crate::remoting::frame::{self, FrameError};
 use crate::systemd::Notifier;
 use bytes::{Bytes, BytesMut};
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, Sender};
 use log::{error, warn};
 use std::collections::VecDeque;
 use std::io;
@@ -107,6 +107,29 @@ pub struct Server {
     event_loop: EventLoop<NameServer>,
     app: NameServer,
     local_addr: SocketAddr,
+    reloads: Sender<LiveValues>,
+}
+
+/// The config file's values of the keys that may change while running, as SIGHUP read them.
+type LiveValues = Vec<(String, String)>;
+
+/// Reloads read while the loop is busy that may wait for it; more are refused, not queued.
+const WAITING_RELOADS: usize = 4;
+
+/// Hands a reloaded config from the signal thread to the loop, which owns the config.
+#[derive(Clone)]
+pub struct ReloadHandle {
+    reloads: Sender<LiveValues>,
+    waker: LoopWaker,
+}
+
+impl ReloadHandle {
+    /// False when reloads are already waiting for a busy loop (nothing was handed over).
+    pub fn reload(&self, live: LiveValues) -> bool {
+        let handed = self.reloads.try_send(live).is_ok();
+        self.waker.wake();
+        handed
+    }
 }
 
 impl Server {
@@ -135,10 +158,13 @@ impl Server {
         app.descriptors = descriptors;
         app.controller = controller;
         app.arm_scan_timer(event_loop.ctx());
+        let (reloads, reloaded) = crossbeam_channel::bounded(WAITING_RELOADS);
+        app.reloaded = reloaded;
         Ok(Server {
             event_loop,
             app,
             local_addr,
+            reloads,
         })
     }
 
@@ -152,6 +178,13 @@ impl Server {
 
     pub fn stop_handle(&self) -> StopHandle {
         self.event_loop.stop_handle()
+    }
+
+    pub fn reload_handle(&self) -> ReloadHandle {
+        ReloadHandle {
+            reloads: self.reloads.clone(),
+            waker: self.event_loop.waker(),
+        }
     }
 
     /// systemd's watchdog: `WATCHDOG=1` from the loop's own timer every half `interval`, so a
@@ -240,6 +273,7 @@ struct NameServer {
     controller: Option<ControllerPort>,
     /// systemd's socket and the ping interval (ms), under `WatchdogSec=`.
     watchdog: Option<(Notifier, u64)>,
+    reloaded: Receiver<LiveValues>,
 }
 
 impl NameServer {
@@ -275,6 +309,7 @@ impl NameServer {
             handled_off_loop: Vec::new(),
             controller: None,
             watchdog: None,
+            reloaded: crossbeam_channel::never(),
         })
     }
 
@@ -398,6 +433,14 @@ impl NameServer {
         NameServer::deliver(ctx, replies);
         if effects.config_changed {
             self.refresh_settings(ctx);
+        }
+    }
+
+    fn apply_reloads(&mut self, ctx: &mut Ctx<PeerState>) {
+        while let Ok(live) = self.reloaded.try_recv() {
+            if self.processor.reload_config(&live).config_changed {
+                self.refresh_settings(ctx);
+            }
         }
     }
 
@@ -532,6 +575,7 @@ impl Handler for NameServer {
 
     /// Writes in flight count only while stopping.
     fn before_sleep(&mut self, ctx: &mut Ctx<PeerState>) -> bool {
+        self.apply_reloads(ctx);
         self.answer_durable_writes(ctx);
         let controller_busy = (self.controller.as_mut()).is_some_and(|port| port.before_sleep(ctx));
         self.take_decoded(ctx);
