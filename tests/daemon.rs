@@ -752,7 +752,7 @@ fn a_store_directory_that_cannot_be_written_stops_the_start_naming_it() {
         assert_eq!(stdout, "", "{key}");
         assert!(
             stderr.contains(&format!(
-                "cannot start: {key}={path}: cannot write in /proc/self/rmq-namesrv-store: "
+                "cannot start: {key}: cannot write in /proc/self/rmq-namesrv-store: "
             )),
             "{key}: {stderr}"
         );

@@ -215,8 +215,7 @@ fn check_store_dir(key: &str, file: &Path) -> Result<(), StartError> {
         StartError::Io(io::Error::new(
             e.kind(),
             format!(
-                "{key}={}: cannot write in {}: {}",
-                file.display(),
+                "{key}: cannot write in {}: {}",
                 dir.display(),
                 os_message(&e)
             ),
