@@ -152,6 +152,7 @@ elif [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then
     systemctl daemon-reload
     echo "done. Start it with: systemctl enable --now rmq-namesrv"
     echo "      after an upgrade: systemctl restart rmq-namesrv"
+    echo "      after editing namesrv.conf: systemctl reload rmq-namesrv ([live] keys)"
 else
     echo "done (systemd is not running here; run 'systemctl daemon-reload' on the target)"
 fi

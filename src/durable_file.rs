@@ -4,8 +4,10 @@
 //! [`replace_file`] survives a crash at any point: the current file is kept as `<path>.bak`
 //! (a hard link; a copy where links are not supported), the new content is written to
 //! `<path>.tmp`, fsynced, renamed over `<path>`, and the directory is fsynced. A reader finds
-//! the old or the new file, never a torn one. A failed write (a full disk, a read-only
-//! directory) returns the OS error, removes its temporary files and leaves the file as it was.
+//! the old or the new file, never a torn one. The new file keeps the old one's permission bits
+//! (an operator's 0660 stays 0660) and, when running as root, its owner and group. A failed
+//! write (a full disk, a read-only directory) returns the OS error, removes its temporary files
+//! and leaves the file as it was.
 
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -27,8 +29,9 @@ pub fn replace_file(path: &Path, content: &[u8]) -> io::Result<()> {
     fs::create_dir_all(dir)?;
     let bak_tmp = sibling(path, ".bak.tmp");
     let tmp = sibling(path, ".tmp");
+    let previous = fs::metadata(path).ok();
     let result = keep_backup(path, &bak_tmp)
-        .and_then(|()| write_and_sync(&tmp, content))
+        .and_then(|()| write_and_sync(&tmp, content, previous.as_ref()))
         .and_then(|()| fs::rename(&tmp, path));
     if let Err(e) = result {
         let _ = fs::remove_file(&tmp);
@@ -51,14 +54,24 @@ fn keep_backup(path: &Path, bak_tmp: &Path) -> io::Result<()> {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
                 Err(e) => return Err(e),
             };
-            write_and_sync(bak_tmp, &previous)?;
+            write_and_sync(bak_tmp, &previous, None)?;
         }
     }
     fs::rename(bak_tmp, sibling(path, ".bak"))
 }
 
-fn write_and_sync(path: &Path, content: &[u8]) -> io::Result<()> {
+/// Writes `content` to a new `path`, with `like`'s mode (and owner, as root) when given.
+fn write_and_sync(path: &Path, content: &[u8], like: Option<&fs::Metadata>) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
     let mut file = File::create(path)?;
+    if let Some(like) = like {
+        file.set_permissions(like.permissions())?;
+        // Only root may give a file away; anyone else keeps their own uid and primary group.
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::fchown(&file, Some(like.uid()), Some(like.gid()))?;
+        }
+    }
     file.write_all(content)?;
     file.sync_all()
 }
@@ -78,6 +91,19 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
         Ok(d) => d.sync_all().or(Ok(())),
         Err(_) => Ok(()),
     }
+}
+
+/// Creates `dir` if missing and proves it writable by creating and removing `<dir>/<probe>`
+/// (not `access(2)`: root passes that check on a read-only mount or in /proc, and fails later).
+pub fn check_writable_dir(dir: &Path, probe: &str) -> io::Result<()> {
+    fs::create_dir_all(dir)?;
+    let probe = dir.join(probe);
+    fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&probe)?;
+    fs::remove_file(&probe)
 }
 
 /// Removes temporary files a crash may have left next to `path`.
@@ -109,6 +135,20 @@ mod tests {
         assert_eq!(fs::read(sibling(&path, ".bak")).unwrap(), b"two");
         assert!(!sibling(&path, ".tmp").exists());
         assert!(!sibling(&path, ".bak.tmp").exists());
+    }
+
+    #[test]
+    fn replacing_keeps_the_file_s_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = TempDir::new("durable-mode");
+        let path = dir.join("f.conf");
+        replace_file(&path, b"one").unwrap();
+        for mode in [0o640, 0o600, 0o660] {
+            fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+            replace_file(&path, b"next").unwrap();
+            let kept = fs::metadata(&path).unwrap().permissions().mode() & 0o7777;
+            assert_eq!(kept, mode);
+        }
     }
 
     #[test]

@@ -18,6 +18,8 @@
 //!                processor --Outbox--> oneway sender (905 frames to brokers)
 //!                server --large bodies--> decode worker (hash, inflate, decode, check)
 //!                                          --decoded + Waker--> server --> processor
+//!                signals thread --stop, SIGHUP's config changes + Waker--> server
+//!                main, signals thread, server's watchdog timer --systemd--> NOTIFY_SOCKET
 //! ```
 //!
 //! [`event_loop`] knows nothing of RocketMQ and calls the application through its `Handler`;
@@ -39,6 +41,7 @@ pub mod remoting;
 pub mod request;
 pub mod route;
 pub mod server;
+pub mod systemd;
 #[cfg(test)]
 #[path = "../tests/support/mod.rs"]
 mod test_support;

@@ -71,6 +71,19 @@ pub fn init(settings: &LogSettings) -> io::Result<()> {
     Ok(())
 }
 
+/// Reopens the log file at its path (SIGHUP: after it was moved away, by logrotate or by
+/// hand, lines go to a new file there). Without a log file there is nothing to do.
+pub fn reopen_file() -> io::Result<()> {
+    let Some(logger) = LOGGER.get() else {
+        return Ok(());
+    };
+    let mut file = logger.file.lock().unwrap_or_else(|p| p.into_inner());
+    match file.as_mut() {
+        Some(file) => file.reopen(),
+        None => Ok(()),
+    }
+}
+
 /// Whether log lines reach stderr (not before [`init`], nor under systemd with a log file).
 pub fn console_enabled() -> bool {
     LOGGER.get().is_some_and(|l| l.console != Console::Off)
@@ -188,7 +201,8 @@ impl RotatingFile {
         Ok(log)
     }
 
-    fn reopen(&mut self) -> io::Result<()> {
+    /// Opens (again) `path` for appending; a file moved away is left to whoever moved it.
+    pub fn reopen(&mut self) -> io::Result<()> {
         self.file = None;
         if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
             fs::create_dir_all(dir)?;
@@ -433,6 +447,19 @@ mod tests {
         drop(log);
         assert_eq!(read(&path), "second\n");
         assert!(!numbered(&path, 1).exists());
+    }
+
+    #[test]
+    fn reopening_after_a_move_writes_a_new_file_at_the_path() {
+        let dir = TempDir::new("moved");
+        let path = dir.join("namesrv.log");
+        let mut log = RotatingFile::open(&path, 0, 1).expect("open");
+        put(&mut log, "before");
+        fs::rename(&path, dir.join("moved.log")).expect("move");
+        log.reopen().expect("reopen");
+        put(&mut log, "after");
+        assert_eq!(read(&dir.join("moved.log")), "before\n");
+        assert_eq!(read(&path), "after\n");
     }
 
     #[test]

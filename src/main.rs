@@ -1,18 +1,20 @@
-//! `rmq-namesrv`: command line -> config -> logging -> event loop; SIGTERM/SIGINT -> clean stop.
+//! `rmq-namesrv`: command line -> config -> logging -> event loop; SIGTERM/SIGINT -> clean stop;
+//! SIGHUP -> log file reopened, config file read again and its live keys handed to the loop;
+//! systemd's notifications (`READY=1`, `STOPPING=1`, the watchdog) when run as `Type=notify`.
 
 use std::io;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
 
 use log::{Level, LevelFilter};
 use rmq_namesrv::config::{self, Cli, CliError, NamesrvConfig, Startup};
 use rmq_namesrv::logging::{self, LogSettings};
-use rmq_namesrv::server::{ControllerSetup, Server, StartError, StopHandle};
+use rmq_namesrv::server::{ControllerSetup, ReloadHandle, Server, StartError, StopHandle};
+use rmq_namesrv::systemd::{self, Notifier};
 use rmq_namesrv::VERSION;
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 fn main() -> ExitCode {
     let started = Instant::now();
@@ -29,8 +31,12 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            let help = matches!(e, CliError::Usage(_)).then_some("\nsee rmq-namesrv --help");
-            eprintln!("rmq-namesrv: {e}{}", help.unwrap_or_default());
+            for line in e.to_string().lines() {
+                eprintln!("rmq-namesrv: {line}");
+            }
+            if matches!(e, CliError::Usage(_)) {
+                eprintln!("see rmq-namesrv --help");
+            }
             return ExitCode::from(2);
         }
     };
@@ -51,7 +57,8 @@ fn main() -> ExitCode {
         tell(Level::Warn, warning);
     }
     log::info!("{}", startup.config_file_note());
-    run(startup.config, controller, started)
+    let loaded = startup.config.clone();
+    run(startup.config, controller, started, (args, loaded))
 }
 
 /// `-p`: the configuration as a properties file, the Controller's as `#controller: k=v`
@@ -107,20 +114,34 @@ fn start_logging(config: &NamesrvConfig) {
     }
 }
 
-fn run(config: NamesrvConfig, controller: Option<ControllerSetup>, started: Instant) -> ExitCode {
+/// `reread`: the arguments and the config they gave, for SIGHUP.
+fn run(
+    config: NamesrvConfig,
+    controller: Option<ControllerSetup>,
+    started: Instant,
+    reread: (Vec<String>, NamesrvConfig),
+) -> ExitCode {
     // Signals are caught before the port is bound: a stop sent as soon as the port answers
     // (a supervisor, a test) is a clean stop, not the default action's kill.
     let signals = match catch_signals() {
         Ok(signals) => signals,
         Err(e) => return fail(&format!("cannot watch for signals: {e}")),
     };
-    let server = match Server::bind_with_controller(config, controller) {
+    let mut server = match Server::bind_with_controller(config, controller) {
         Ok(server) => server,
         // A bind error names the address; the others say what failed.
         Err(e @ StartError::Bind { .. }) => return fail(&e.to_string()),
         Err(e) => return fail(&format!("cannot start: {e}")),
     };
-    if let Err(e) = watch_signals(signals, server.stop_handle()) {
+    let notifier = systemd_notifier();
+    let targets = SignalTargets {
+        stop: server.stop_handle(),
+        notifier: notifier.clone(),
+        reload: server.reload_handle(),
+        args: reread.0,
+        loaded: reread.1,
+    };
+    if let Err(e) = watch_signals(signals, targets) {
         return fail(&format!("cannot watch for signals: {e}"));
     }
     // Tools and tests read these exact lines to find the ports.
@@ -133,6 +154,13 @@ fn run(config: NamesrvConfig, controller: Option<ControllerSetup>, started: Inst
         server.local_addr(),
         started.elapsed().as_micros()
     );
+    if let Some(mut notifier) = notifier {
+        if let Some(interval) = systemd::watchdog_interval() {
+            server.watchdog(notifier.clone(), interval);
+        }
+        // Every listener is bound: connections queue in the backlog until the loop runs.
+        notifier.notify("READY=1");
+    }
     let result = server.run();
     let why = STOP_SIGNAL
         .get()
@@ -154,37 +182,104 @@ fn fail(message: &str) -> ExitCode {
     ExitCode::FAILURE
 }
 
-static STOP_SIGNAL: OnceLock<&'static str> = OnceLock::new();
-
-static STOPPING: AtomicBool = AtomicBool::new(false);
-
-/// Catches SIGTERM and SIGINT: the first stops the server; a second exits at once with 128 +
-/// the signal number (one atomic swap decides which is first).
-fn catch_signals() -> io::Result<signal_hook::iterator::Signals> {
-    for signal in [SIGTERM, SIGINT] {
-        let status = 128 + signal;
-        let action = move || {
-            if STOPPING.swap(true, Ordering::SeqCst) {
-                signal_hook::low_level::exit(status);
-            }
-        };
-        // SAFETY: the action only swaps an atomic and calls `_exit`, both async-signal-safe.
-        unsafe { signal_hook::low_level::register(signal, action) }?;
+/// systemd's socket, if systemd gave one (an address it cannot be is logged, not fatal).
+fn systemd_notifier() -> Option<Notifier> {
+    match Notifier::from_env()? {
+        Ok(notifier) => Some(notifier),
+        Err(e) => {
+            log::warn!("NOTIFY_SOCKET is set but unusable ({e}): systemd will not be notified");
+            None
+        }
     }
-    signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
 }
 
-/// Stops the server on the first signal (also one caught before the server was bound).
-fn watch_signals(mut signals: signal_hook::iterator::Signals, stop: StopHandle) -> io::Result<()> {
+static STOP_SIGNAL: OnceLock<&'static str> = OnceLock::new();
+
+/// Catches SIGTERM, SIGINT and SIGHUP from now on (their default action kills the process).
+fn catch_signals() -> io::Result<signal_hook::iterator::Signals> {
+    signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
+}
+
+/// What the signal thread acts on.
+struct SignalTargets {
+    stop: StopHandle,
+    notifier: Option<Notifier>,
+    reload: ReloadHandle,
+    /// The command line, read again as at start on SIGHUP, and the config it gave then.
+    args: Vec<String>,
+    loaded: NamesrvConfig,
+}
+
+/// On a thread: SIGHUP reloads ([`SignalTargets::reload`]); the first SIGTERM or SIGINT (also
+/// one caught before the server was bound) stops the server; a second, while it stops, logs a
+/// line and exits at once with 128 + the signal number.
+fn watch_signals(
+    mut signals: signal_hook::iterator::Signals,
+    mut targets: SignalTargets,
+) -> io::Result<()> {
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
-            if let Some(signal) = signals.forever().next() {
+            for signal in signals.forever() {
+                if signal == SIGHUP {
+                    targets.reload();
+                    continue;
+                }
                 let name = if signal == SIGINT { "INT" } else { "TERM" };
+                if let Some(first) = STOP_SIGNAL.get() {
+                    log::warn!(
+                        "rmq-namesrv: signal {name} while stopping (signal {first}): exiting \
+                         now, without finishing in-flight replies and writes"
+                    );
+                    signal_hook::low_level::exit(128 + signal);
+                }
                 let _ = STOP_SIGNAL.set(name);
                 log::info!("rmq-namesrv shutting down (signal {name})");
-                stop.stop();
+                if let Some(notifier) = targets.notifier.as_mut() {
+                    notifier.notify("STOPPING=1");
+                }
+                targets.stop.stop();
             }
         })?;
     Ok(())
+}
+
+impl SignalTargets {
+    /// SIGHUP: reopens the log file, reads the config file (and command line) again as at
+    /// start, and hands the values of the live keys to the loop, which applies those that
+    /// changed, all or nothing. An invalid value applies nothing; changes of start-only keys
+    /// are named in one warning. Never stops the server.
+    fn reload(&mut self) {
+        if let Err(e) = logging::reopen_file() {
+            log::warn!("SIGHUP: cannot reopen the log file: {e}");
+        }
+        let startup = match config::parse_cli(&self.args) {
+            Ok(Cli::Run(startup)) => startup,
+            // The arguments that started the server ask for a run.
+            Ok(_) => return,
+            Err(e) => {
+                for problem in e.to_string().lines() {
+                    log::warn!("SIGHUP: config not reloaded, nothing applied: {problem}");
+                }
+                return;
+            }
+        };
+        let path = &startup.file.path;
+        log::info!("SIGHUP: log file reopened; config file {path} read again");
+        for warning in &startup.warnings {
+            log::warn!("SIGHUP: {warning}");
+        }
+        let reload = self.loaded.reload_from(&startup.config);
+        if !reload.at_start.is_empty() {
+            log::warn!(
+                "SIGHUP: {} changed in {path} but take effect at the next start only",
+                reload.at_start.join(", ")
+            );
+        }
+        if !self.reload.reload(reload.live) {
+            log::warn!(
+                "SIGHUP: earlier reloads still wait for the event loop; this one is dropped"
+            );
+        }
+    }
 }

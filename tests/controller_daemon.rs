@@ -77,6 +77,25 @@ mod with_controller {
     }
 
     #[test]
+    fn an_unwritable_controller_store_stops_the_start_naming_it() {
+        let dir = TempDir::new("ctrl-store");
+        // procfs takes no new directories, even from root.
+        let file = config_file(
+            &dir,
+            &format!("enableControllerInNamesrv=true\n{PEERS}controllerStorePath=/proc/self/rmq\n"),
+        );
+        let out = run(&["-c", &file]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = stderr(&out);
+        assert!(
+            err.contains(
+                "cannot start: controllerStorePath: cannot write in /proc/self/rmq/rmq-controller-n0: "
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn settings_the_controller_cannot_run_with_are_refused_naming_the_key() {
         let dir = TempDir::new("ctrl-daemon");
         let cases = [

@@ -545,31 +545,48 @@ fn without_c_the_repository_namesrv_conf_is_the_config_file_and_says_so() {
     let (code, stdout, _) = run_daemon(&dir, repo, &["-p"]);
     assert_eq!(code, Some(0));
     let conf = repo.join("namesrv.conf");
+    let store = dir.path().join("home/namesrv/namesrv.properties");
+    let note = |conf: &std::path::Path| {
+        format!(
+            "config file {} (./namesrv.conf, no -c given; never written); runtime config \
+             updates are written to {}, not read at start while ./namesrv.conf is found",
+            conf.display(),
+            store.display()
+        )
+    };
     assert_eq!(
         stdout.lines().next(),
-        Some(
-            format!(
-                "# config file {} (./namesrv.conf, no -c given); runtime config updates are \
-                 written back to it",
-                conf.display()
-            )
-            .as_str()
-        )
+        Some(format!("# {}", note(&conf)).as_str())
     );
     assert!(stdout.lines().any(|l| l == "listenPort=9876"));
     assert!(stdout
         .lines()
-        .any(|l| l == format!("configStorePath={}", conf.display())));
-    // Started for real (in a copy, so nothing can write to the repository), it logs the same.
+        .any(|l| l == format!("configStorePath={}", store.display())));
+    // Started for real in a copy, it logs the same.
     let cwd = dir.path().join("checkout");
     std::fs::create_dir_all(&cwd).unwrap();
-    std::fs::copy(&conf, cwd.join("namesrv.conf")).unwrap();
+    let local = cwd.join("namesrv.conf");
+    std::fs::copy(&conf, &local).unwrap();
+    let original = std::fs::read(&local).unwrap();
     let server = Daemon::start(&dir, &cwd, &local_args(&dir), &[]);
     assert!(server.addr.starts_with("127.0.0.1:"));
-    assert!(log_text(&dir).contains(&format!(
-        "INFO main - config file {} (./namesrv.conf, no -c given)",
-        cwd.join("namesrv.conf").display()
-    )));
+    assert!(log_text(&dir).contains(&format!("INFO main - {}", note(&local))));
+    // An update leaves the found file alone and goes to configStorePath.
+    let resp = server
+        .client()
+        .request(
+            request::UPDATE_NAMESRV_CONFIG,
+            &[],
+            b"scanNotActiveBrokerInterval=7000",
+        )
+        .unwrap();
+    assert_eq!(resp.code, response::SUCCESS, "{:?}", resp.remark);
+    assert_eq!(std::fs::read(&local).unwrap(), original);
+    assert!(!cwd.join("namesrv.conf.bak").exists());
+    assert_eq!(
+        std::fs::read_to_string(&store).unwrap(),
+        "scanNotActiveBrokerInterval=7000\n"
+    );
 }
 
 #[test]
@@ -719,6 +736,54 @@ fn a_log_file_that_cannot_be_opened_is_named_and_the_console_is_used() {
     );
     assert!(!stderr.contains("Some("), "{stderr}");
     assert!(stderr.contains("INFO main - rmq-namesrv"), "{stderr}");
+}
+
+#[test]
+fn a_store_directory_that_cannot_be_written_stops_the_start_naming_it() {
+    // procfs takes no new files, even from root (permission bits would not stop root).
+    for key in ["kvConfigPath", "configStorePath"] {
+        let dir = TempDir::new("unwritable-store");
+        let path = "/proc/self/rmq-namesrv-store/file";
+        let mut args = local_args(&dir);
+        args.push(format!("--{key}={path}"));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, stdout, stderr) = run_daemon(&dir, dir.path(), &args);
+        assert_eq!(code, Some(1), "{key}: {stderr}");
+        assert_eq!(stdout, "", "{key}");
+        assert!(
+            stderr.contains(&format!(
+                "cannot start: {key}: cannot write in /proc/self/rmq-namesrv-store: "
+            )),
+            "{key}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn an_update_keeps_the_config_file_s_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("file-mode");
+    let conf = dir.path().join("ns.conf");
+    std::fs::write(&conf, "orderMessageEnable=false\n").unwrap();
+    std::fs::set_permissions(&conf, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let mut args = local_args(&dir);
+    args.extend(["-c".to_string(), conf.to_string_lossy().into_owned()]);
+    let server = Daemon::start(&dir, dir.path(), &args, &[]);
+    let resp = server
+        .client()
+        .request(
+            request::UPDATE_NAMESRV_CONFIG,
+            &[],
+            b"orderMessageEnable=true",
+        )
+        .unwrap();
+    assert_eq!(resp.code, response::SUCCESS, "{:?}", resp.remark);
+    assert_eq!(
+        std::fs::read_to_string(&conf).unwrap(),
+        "orderMessageEnable=true\n"
+    );
+    let mode = std::fs::metadata(&conf).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o640, "{mode:o}");
 }
 
 #[test]

@@ -176,6 +176,15 @@ fn unit_file_parses_and_has_the_required_settings() {
         || service("DynamicUser").contains(&"yes");
     assert!(runs_unprivileged, "User= (not root) or DynamicUser=yes");
     assert_eq!(service("Restart"), ["on-failure"]);
+    // READY=1 once the ports are bound, and the event loop's watchdog.
+    assert_eq!(service("Type"), ["notify"]);
+    assert_eq!(service("NotifyAccess"), ["main"]);
+    assert_eq!(service("ExecReload"), ["/bin/kill -HUP $MAINPID"]);
+    let watchdog = service("WatchdogSec");
+    assert!(
+        watchdog.len() == 1 && watchdog[0].trim_end_matches('s').parse::<u32>().is_ok(),
+        "WatchdogSec = {watchdog:?}"
+    );
     assert_eq!(service("LimitNOFILE"), ["131072"]);
     assert_eq!(service("NoNewPrivileges"), ["yes"]);
     assert_eq!(service("ProtectSystem"), ["strict"]);

@@ -149,6 +149,11 @@ impl Startup {
         }
         if store == path {
             format!("config file {path} ({why}); runtime config updates are written back to it")
+        } else if *origin == FileOrigin::WorkingDirectory {
+            format!(
+                "config file {path} ({why}; never written); runtime config updates are written \
+                 to {store}, not read at start while ./namesrv.conf is found"
+            )
         } else {
             format!("config file {path} ({why}); runtime config updates are written to {store}")
         }
@@ -167,7 +172,8 @@ impl Startup {
         Ok(())
     }
 
-    /// Applies the config file's entries; Ok(false) when an optional file is absent.
+    /// Applies the config file's entries; Ok(false) when an optional file is absent. Every
+    /// invalid value is named, a line each.
     fn load_file(&mut self, required: bool) -> Result<bool, CliError> {
         let path = self.file.path.clone();
         let file = match PropertiesFile::read(Path::new(&path)) {
@@ -180,12 +186,17 @@ impl Startup {
             }
         };
         let found = entries(&file.text).map_err(|e| CliError::Config(format!("{path}: {e}")))?;
+        let mut problems = Vec::new();
         for entry in found {
             let place = format!("{path} line {}", entry.line);
-            self.set(&entry.key, &entry.value, &place)
-                .map_err(|reason| CliError::Config(format!("{place}: {reason}")))?;
+            if let Err(reason) = self.set(&entry.key, &entry.value, &place) {
+                problems.push(format!("{place}: {reason}"));
+            }
         }
-        Ok(true)
+        match problems.is_empty() {
+            true => Ok(true),
+            false => Err(CliError::Config(problems.join("\n"))),
+        }
     }
 }
 
@@ -208,9 +219,14 @@ fn parse_in(args: &[String], working_dir: &Path, default_store: &str) -> Result<
         },
         given: BTreeMap::new(),
     };
+    startup.config.config_store_path = default_store.to_string();
     startup.file.was_read = startup.load_file(origin == FileOrigin::CommandLine)?;
-    // As mqnamesrv: the config file is where updates are written, whatever it says inside.
-    startup.config.config_store_path = path;
+    // As mqnamesrv: a named config file is where updates are written, whatever it says inside.
+    // A file merely found in the working directory (a checkout's) is only read: updates go
+    // to configStorePath (its value in that file, else the default).
+    if origin != FileOrigin::WorkingDirectory {
+        startup.config.config_store_path = path;
+    }
     for (key, value) in &args.overrides {
         startup
             .set(key, value, &format!("command line --{key}"))
@@ -240,8 +256,9 @@ pub fn usage() -> String {
          \n\
          \x20 -c, --configFile FILE    read properties from FILE; runtime config updates are\n\
          \x20                          written back to it. Without -c: the --configStorePath\n\
-         \x20                          file, else ./namesrv.conf if it exists, else\n\
-         \x20                          configStorePath's default (read if it exists)\n\
+         \x20                          file, else ./namesrv.conf if it exists (only read:\n\
+         \x20                          updates go to configStorePath), else configStorePath's\n\
+         \x20                          default (read if it exists)\n\
          \x20 -p, --printConfigItem    print the effective configuration and exit\n\
          \x20 -h, --help               print this help and exit\n\
          \x20 -v, -V, --version        print the version and exit\n\
@@ -343,15 +360,23 @@ mod tests {
         let s = run(&dir, &["--logLevel=debug"]);
         assert_eq!(s.config.listen_port, 9001);
         assert_eq!(s.file.origin, FileOrigin::WorkingDirectory);
-        assert_eq!(s.config.config_store_path, local.to_string_lossy());
+        // Read, never written: updates go to configStorePath.
+        let store = dir.join("home-namesrv.properties");
+        assert_eq!(s.config.config_store_path, store.to_string_lossy());
         assert_eq!(
             s.config_file_note(),
             format!(
-                "config file {} (./namesrv.conf, no -c given); runtime config updates are \
-                 written back to it",
-                local.display()
+                "config file {} (./namesrv.conf, no -c given; never written); runtime config \
+                 updates are written to {}, not read at start while ./namesrv.conf is found",
+                local.display(),
+                store.display()
             )
         );
+        // Unless the file itself names where updates go.
+        let chosen = dir.join("chosen.properties");
+        fs::write(&local, format!("configStorePath={}\n", chosen.display())).unwrap();
+        let s = run(&dir, &[]);
+        assert_eq!(s.config.config_store_path, chosen.to_string_lossy());
         // An explicit configStorePath is the operator's choice of file.
         let other = dir.join("other.properties");
         let s = run(&dir, &[&format!("--configStorePath={}", other.display())]);
@@ -453,11 +478,14 @@ mod tests {
                 "{path} line 3: orderMessageEnable: \"yes\" is not true or false"
             ))
         );
-        fs::write(&file, "scanNotActiveBrokerInterval=0\n").unwrap();
-        assert!(matches!(
-            parse(&dir, &["-c", &path]),
-            Err(CliError::Config(_))
-        ));
+        fs::write(&file, "scanNotActiveBrokerInterval=0\nlistenPort=x\n").unwrap();
+        assert_eq!(
+            parse(&dir, &["-c", &path]).unwrap_err(),
+            CliError::Config(format!(
+                "{path} line 1: scanNotActiveBrokerInterval: 0 is outside 1..=3600000\n\
+                 {path} line 2: listenPort: \"x\" is not an integer"
+            ))
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub use cli::{parse_cli, Cli, CliError, ConfigFile, FileOrigin, Startup};
 pub use properties::{parse_properties, sorted_lines};
 pub(crate) use table::{in_range, parse_bool};
 pub use table::{under_home, Applies, NamesrvConfig, JAVA_CONFIG_BLACK_LIST, PROTECTED_KEYS};
-pub use update::{ConfigPlan, UpdateError};
+pub use update::{ConfigPlan, Reload, UpdateError};
 
 use table::{Property, PROPERTIES};
 

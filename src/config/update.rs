@@ -1,4 +1,5 @@
-//! UPDATE_NAMESRV_CONFIG, all or nothing: checked on the loop, written, then adopted.
+//! UPDATE_NAMESRV_CONFIG, all or nothing: checked on the loop, written, then adopted; and
+//! SIGHUP's reload of the config file, checked the same way and adopted without a write.
 
 use std::path::Path;
 
@@ -100,11 +101,10 @@ fn check_one(
     ))
 }
 
-/// A checked UPDATE_NAMESRV_CONFIG: persist it, then adopt `next`.
+/// A checked UPDATE_NAMESRV_CONFIG: persist it, then apply it.
 #[derive(Debug, Clone)]
 pub struct ConfigPlan {
-    pub next: NamesrvConfig,
-    /// The keys whose value changes, with their new value.
+    /// The keys whose value changes, with their new (checked) value.
     changes: Vec<(String, String)>,
     path: String,
 }
@@ -115,6 +115,14 @@ impl ConfigPlan {
             .iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect()
+    }
+
+    /// Sets the changed keys on `config`: an update planned before another change was adopted
+    /// (a reload while this one was written) keeps that change.
+    pub fn apply_to(&self, config: &mut NamesrvConfig) {
+        for (key, value) in &self.changes {
+            config.set(key, value);
+        }
     }
 
     /// Rewrites the changed keys' lines (crash-safe, durable on return; creates the file).
@@ -151,6 +159,19 @@ impl NamesrvConfig {
         if let Some((key, _)) = pairs.iter().find(|(k, _)| black_list.contains(k)) {
             return Err(UpdateError::BlackListed(key.clone()));
         }
+        self.plan(&pairs)
+    }
+
+    /// SIGHUP's values of the live keys ([`NamesrvConfig::reload_from`]): checked as an update
+    /// is, but the black list (it guards against remote peers) does not apply to the file.
+    pub fn plan_reload(
+        &self,
+        pairs: &[(String, String)],
+    ) -> Result<Option<ConfigPlan>, UpdateError> {
+        self.plan(pairs)
+    }
+
+    fn plan(&self, pairs: &[(String, String)]) -> Result<Option<ConfigPlan>, UpdateError> {
         let mut next = self.clone();
         let problems: Vec<String> = pairs
             .iter()
@@ -160,7 +181,7 @@ impl NamesrvConfig {
             return Err(UpdateError::Refused(problems));
         }
         let mut changes: Vec<(String, String)> = Vec::new();
-        for (key, _) in &pairs {
+        for (key, _) in pairs {
             let value = next.get(key).unwrap_or_default();
             if self.get(key).as_deref() != Some(value.as_str())
                 && !changes.iter().any(|(k, _)| k == key)
@@ -172,10 +193,37 @@ impl NamesrvConfig {
             return Ok(None);
         }
         Ok(Some(ConfigPlan {
-            next,
             changes,
             path: self.config_store_path.clone(),
         }))
+    }
+}
+
+/// What SIGHUP found in the config file.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Reload {
+    /// Every key that may change while running, with the file's (and command line's) value.
+    pub live: Vec<(String, String)>,
+    /// Keys whose value in the file differs from the one read at start, applied at restart.
+    pub at_start: Vec<String>,
+}
+
+impl NamesrvConfig {
+    /// Splits a freshly read config: `self` is the config read at start.
+    pub fn reload_from(&self, fresh: &NamesrvConfig) -> Reload {
+        let mut reload = Reload::default();
+        let controller_keys = crate::controller::config::keys();
+        for key in NamesrvConfig::keys().iter().copied().chain(controller_keys) {
+            let value = fresh.get(key);
+            let live =
+                !is_controller_key(key) && NamesrvConfig::applies(key) != Some(Applies::AtStart);
+            match value {
+                Some(value) if live => reload.live.push((key.to_string(), value)),
+                _ if !live && value != self.get(key) => reload.at_start.push(key.to_string()),
+                _ => {}
+            }
+        }
+        reload
     }
 }
 
@@ -195,7 +243,7 @@ mod tests {
             };
             plan.persist()?;
             let changed = plan.changed();
-            *self = plan.next;
+            plan.apply_to(self);
             Ok(changed)
         }
     }
@@ -415,6 +463,50 @@ mod tests {
         assert!(err.remark().contains("is-a-dir"), "{}", err.remark());
         assert_eq!(err.response_code(), response::SYSTEM_ERROR);
         assert_eq!(c, before);
+    }
+
+    #[test]
+    fn a_reload_applies_live_keys_even_black_listed_ones_and_names_start_only_changes() {
+        let at_start = NamesrvConfig::default();
+        let mut fresh = at_start.clone();
+        for (key, value) in [
+            ("scanNotActiveBrokerInterval", "7000"),
+            ("maxConnections", "100"),
+            ("listenPort", "9999"),
+            ("controllerDLegerSelfId", "n1"),
+        ] {
+            assert_eq!(fresh.set(key, value), SetOutcome::Applied, "{key}");
+        }
+        let reload = at_start.reload_from(&fresh);
+        assert_eq!(reload.at_start, ["listenPort", "controllerDLegerSelfId"]);
+        let live = |key: &str| reload.live.iter().find(|(k, _)| k == key).map(|(_, v)| v);
+        assert_eq!(
+            live("scanNotActiveBrokerInterval").map(String::as_str),
+            Some("7000")
+        );
+        assert_eq!(live("listenPort"), None);
+        let mut running = at_start.clone();
+        running.log_level = "debug".into();
+        let plan = running.plan_reload(&reload.live).unwrap().unwrap();
+        // Only what differs from the running config; maxConnections despite the black list.
+        assert_eq!(
+            plan.changed(),
+            [
+                "logLevel=info",
+                "maxConnections=100",
+                "scanNotActiveBrokerInterval=7000"
+            ]
+        );
+        plan.apply_to(&mut running);
+        assert_eq!(running.scan_not_active_broker_interval, 7000);
+        assert_eq!(running.listen_port, at_start.listen_port);
+        assert_eq!(
+            running
+                .plan_reload(&reload.live)
+                .unwrap()
+                .map(|p| p.changed()),
+            None
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! GET/UPDATE_NAMESRV_CONFIG (one write at a time, applied once on disk), derived settings.
 
 use super::{Awaiting, DeferredReply, Effects, Processor, Refusal, Reply, Ticket};
-use crate::config::{Cidr, ConfigPlan};
+use crate::config::{Cidr, ConfigPlan, UpdateError};
 use crate::kv::{Job, KvLimits};
 use crate::request::UpdateNamesrvConfig;
 use crate::route::model::BodyLimits;
@@ -89,7 +89,7 @@ impl Processor {
         self.config_writing = false;
         let reply = match result {
             Ok(()) => {
-                self.adopt_config(*plan, effects);
+                self.adopt_config(*plan, effects, "updated");
                 Reply::ok()
             }
             Err(remark) => {
@@ -111,9 +111,28 @@ impl Processor {
         }
     }
 
-    fn adopt_config(&mut self, plan: ConfigPlan, effects: &mut Effects) {
-        info!("config updated: {}", plan.changed().join(", "));
-        let before = std::mem::replace(&mut self.config, plan.next);
+    /// SIGHUP's values of the live keys (read from the config file off the loop): checked as
+    /// an update is, all or nothing, adopted without a write-back (the file is their source).
+    pub fn reload_config(&mut self, live: &[(String, String)]) -> Effects {
+        let mut effects = Effects::default();
+        match self.config.plan_reload(live) {
+            Ok(Some(plan)) => self.adopt_config(plan, &mut effects, "reloaded (SIGHUP)"),
+            Ok(None) => info!("config reloaded: no live key changed"),
+            Err(UpdateError::Refused(problems)) => {
+                for problem in problems {
+                    warn!("config reload refused, nothing applied: {problem}");
+                }
+            }
+            Err(e) => warn!("config reload refused, nothing applied: {e}"),
+        }
+        effects
+    }
+
+    /// `how`: "updated" (UPDATE_NAMESRV_CONFIG) or "reloaded (SIGHUP)", for the log line.
+    fn adopt_config(&mut self, plan: ConfigPlan, effects: &mut Effects, how: &str) {
+        info!("config {how}: {}", plan.changed().join(", "));
+        let before = self.config.clone();
+        plan.apply_to(&mut self.config);
         effects.config_changed = true;
         let settings = self.table.settings;
         self.derive_settings();

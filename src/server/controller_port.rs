@@ -147,6 +147,7 @@ impl ControllerPort {
             waker: event_loop.waker(),
         });
         let wake: Arc<dyn Wake> = news.clone();
+        super::check_store_dir("controllerStorePath", &config.config_store_path())?;
         let now = event_loop.ctx().now_ms();
         let controller = Controller::open(config, Some(wake), now)
             .map_err(|e| StartError::Controller(e.to_string()))?;

@@ -18,12 +18,14 @@ use crate::processor::{
 use crate::remoting::codes::{self, is_broker_request, request};
 use crate::remoting::command::RemotingCommand;
 use crate::remoting::frame::{self, FrameError};
+use crate::systemd::Notifier;
 use bytes::{Bytes, BytesMut};
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, Sender};
 use log::{error, warn};
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -50,6 +52,8 @@ mod settings;
 const NAMESRV_LISTENER: ListenerTag = ListenerTag(0);
 
 const SCAN_TIMER: TimerId = TimerId(0);
+
+const WATCHDOG_TIMER: TimerId = TimerId(1);
 
 /// Time per turn for queued registrations and unregistrations together (at least one item).
 const SLOW_WORK_BUDGET: Duration = Duration::from_micros(300);
@@ -103,6 +107,29 @@ pub struct Server {
     event_loop: EventLoop<NameServer>,
     app: NameServer,
     local_addr: SocketAddr,
+    reloads: Sender<LiveValues>,
+}
+
+/// The config file's values of the keys that may change while running, as SIGHUP read them.
+type LiveValues = Vec<(String, String)>;
+
+/// Reloads read while the loop is busy that may wait for it; more are refused, not queued.
+const WAITING_RELOADS: usize = 4;
+
+/// Hands a reloaded config from the signal thread to the loop, which owns the config.
+#[derive(Clone)]
+pub struct ReloadHandle {
+    reloads: Sender<LiveValues>,
+    waker: LoopWaker,
+}
+
+impl ReloadHandle {
+    /// False when reloads are already waiting for a busy loop (nothing was handed over).
+    pub fn reload(&self, live: LiveValues) -> bool {
+        let handed = self.reloads.try_send(live).is_ok();
+        self.waker.wake();
+        handed
+    }
 }
 
 impl Server {
@@ -114,8 +141,9 @@ impl Server {
             return Err(ControllerPort::missing_setup());
         }
         config.enable_controller_in_namesrv = controller.is_some();
-        let kv =
-            KvStore::open(std::path::Path::new(&config.kv_config_path)).map_err(StartError::Kv)?;
+        check_store_dir("kvConfigPath", Path::new(&config.kv_config_path))?;
+        check_store_dir("configStorePath", Path::new(&config.config_store_path))?;
+        let kv = KvStore::open(Path::new(&config.kv_config_path)).map_err(StartError::Kv)?;
         let addr = socket_address(&config.bind_address, config.listen_port)?;
         let descriptors = prepare_descriptors(&config);
         let mut event_loop = EventLoop::new(loop_limits(&config, descriptors))?;
@@ -130,10 +158,13 @@ impl Server {
         app.descriptors = descriptors;
         app.controller = controller;
         app.arm_scan_timer(event_loop.ctx());
+        let (reloads, reloaded) = crossbeam_channel::bounded(WAITING_RELOADS);
+        app.reloaded = reloaded;
         Ok(Server {
             event_loop,
             app,
             local_addr,
+            reloads,
         })
     }
 
@@ -149,11 +180,47 @@ impl Server {
         self.event_loop.stop_handle()
     }
 
+    pub fn reload_handle(&self) -> ReloadHandle {
+        ReloadHandle {
+            reloads: self.reloads.clone(),
+            waker: self.event_loop.waker(),
+        }
+    }
+
+    /// systemd's watchdog: `WATCHDOG=1` from the loop's own timer every half `interval`, so a
+    /// loop stuck for longer than `interval` misses it and systemd restarts the process.
+    pub fn watchdog(&mut self, notifier: Notifier, interval: Duration) {
+        let every_ms = (interval.as_millis() as u64 / 2).max(1);
+        log::info!("systemd watchdog: WATCHDOG=1 every {every_ms} ms");
+        self.app.watchdog = Some((notifier, every_ms));
+        self.app.ping_watchdog(self.event_loop.ctx());
+    }
+
     pub fn run(self) -> io::Result<()> {
         let app = self.event_loop.run(self.app)?;
         app.shutdown();
         Ok(())
     }
+}
+
+/// Fails the start, naming `key` and the directory, when `file`'s directory cannot be created
+/// or written: better than a SYSTEM_ERROR answered at the first update or KV write.
+fn check_store_dir(key: &str, file: &Path) -> Result<(), StartError> {
+    let dir = crate::durable_file::parent_dir(file);
+    let probe = format!(
+        ".{}.start-check",
+        file.file_name().unwrap_or_default().to_string_lossy()
+    );
+    crate::durable_file::check_writable_dir(dir, &probe).map_err(|e| {
+        StartError::Io(io::Error::new(
+            e.kind(),
+            format!(
+                "{key}: cannot write in {}: {}",
+                dir.display(),
+                os_message(&e)
+            ),
+        ))
+    })
 }
 
 /// IPv6 hosts with or without brackets.
@@ -203,6 +270,9 @@ struct NameServer {
     decode: DecodeWorker,
     handled_off_loop: Vec<RemotingCommand>,
     controller: Option<ControllerPort>,
+    /// systemd's socket and the ping interval (ms), under `WatchdogSec=`.
+    watchdog: Option<(Notifier, u64)>,
+    reloaded: Receiver<LiveValues>,
 }
 
 impl NameServer {
@@ -237,12 +307,21 @@ impl NameServer {
             decode,
             handled_off_loop: Vec::new(),
             controller: None,
+            watchdog: None,
+            reloaded: crossbeam_channel::never(),
         })
     }
 
     fn arm_scan_timer(&mut self, ctx: &mut Ctx<PeerState>) {
         self.expiry.next_scan_ms = ctx.now_ms() + self.settings.scan_interval_ms;
         ctx.set_timer(SCAN_TIMER, self.expiry.next_scan_ms);
+    }
+
+    fn ping_watchdog(&mut self, ctx: &mut Ctx<PeerState>) {
+        if let Some((notifier, every_ms)) = self.watchdog.as_mut() {
+            notifier.notify("WATCHDOG=1");
+            ctx.set_timer(WATCHDOG_TIMER, ctx.now_ms() + *every_ms);
+        }
     }
 
     fn shutdown(self) {
@@ -356,6 +435,14 @@ impl NameServer {
         }
     }
 
+    fn apply_reloads(&mut self, ctx: &mut Ctx<PeerState>) {
+        while let Ok(live) = self.reloaded.try_recv() {
+            if self.processor.reload_config(&live).config_changed {
+                self.refresh_settings(ctx);
+            }
+        }
+    }
+
     fn refresh_settings(&mut self, ctx: &mut Ctx<PeerState>) {
         let config = self.processor.config();
         self.settings = Settings::from_config(config);
@@ -449,6 +536,8 @@ impl Handler for NameServer {
         if cmd.code == request::REGISTER_BROKER && !cmd.is_response() {
             return self.admit_registration(ctx, conn, cmd);
         }
+        #[cfg(debug_assertions)]
+        debug_stall(&cmd);
         self.handle_now(ctx, conn, &cmd, BodyWork::OnLoop)
     }
 
@@ -472,8 +561,10 @@ impl Handler for NameServer {
         if (self.controller.as_mut()).is_some_and(|port| port.on_timer(ctx, timer)) {
             return;
         }
-        if timer == SCAN_TIMER {
-            self.expiry.scan_due = true;
+        match timer {
+            SCAN_TIMER => self.expiry.scan_due = true,
+            WATCHDOG_TIMER => self.ping_watchdog(ctx),
+            _ => {}
         }
     }
 
@@ -483,6 +574,7 @@ impl Handler for NameServer {
 
     /// Writes in flight count only while stopping.
     fn before_sleep(&mut self, ctx: &mut Ctx<PeerState>) -> bool {
+        self.apply_reloads(ctx);
         self.answer_durable_writes(ctx);
         let controller_busy = (self.controller.as_mut()).is_some_and(|port| port.before_sleep(ctx));
         self.take_decoded(ctx);
@@ -510,6 +602,20 @@ impl Handler for NameServer {
             || !self.expiry.conns_to_close.is_empty()
             || (ctx.is_stopping()
                 && (self.processor.writes_in_flight() > 0 || self.decode.in_flight() > 0))
+    }
+}
+
+/// Debug builds only, for tests of what a stuck loop does (the systemd watchdog stops,
+/// tests/systemd.rs): `RMQ_NAMESRV_DEBUG_STALL_MS=N` makes every GET_NAMESRV_CONFIG hold the
+/// loop N ms. The integration tests run the debug binary; a release build has no such hook.
+#[cfg(debug_assertions)]
+fn debug_stall(cmd: &RemotingCommand) {
+    if cmd.code != request::GET_NAMESRV_CONFIG || cmd.is_response() {
+        return;
+    }
+    let stall = std::env::var("RMQ_NAMESRV_DEBUG_STALL_MS").ok();
+    if let Some(ms) = stall.and_then(|ms| ms.parse().ok()) {
+        std::thread::sleep(Duration::from_millis(ms));
     }
 }
 
