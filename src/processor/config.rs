@@ -6,12 +6,14 @@ use crate::kv::{Job, KvLimits};
 use crate::request::UpdateNamesrvConfig;
 use crate::route::model::BodyLimits;
 use crate::route::table::{RouteBounds, RouteSettings};
-use log::{info, warn};
+use crate::audit;
 
 /// UPDATE_NAMESRV_CONFIGs, and their bytes, that may wait behind the one being written.
 pub(super) const MAX_WAITING_CONFIG_UPDATES: usize = 64;
 
 pub(super) const MAX_WAITING_CONFIG_BYTES: usize = 1 << 20;
+
+const NOTHING_TO_CHANGE: &str = "nothing to change";
 
 impl Processor {
     pub(super) fn get_config(&mut self) -> Result<Reply, Refusal> {
@@ -25,7 +27,7 @@ impl Processor {
         ticket: Ticket,
     ) -> Result<Reply, Refusal> {
         let Some(text) = r.properties else {
-            return Ok(Reply::ok());
+            return Ok(Reply::ok().audited(NOTHING_TO_CHANGE.into()));
         };
         if !self.config_writing {
             return self.start_config_update(text, ticket);
@@ -45,23 +47,21 @@ impl Processor {
     fn start_config_update(&mut self, text: &str, ticket: Ticket) -> Result<Reply, Refusal> {
         let plan = match self.config.plan_update(text) {
             Ok(Some(plan)) => plan,
-            Ok(None) => return Ok(Reply::ok()),
-            Err(e) => {
-                // Rate-limited with the other refusals: anyone may send updates. The
-                // processor's clock starts with the loop's, close enough for the interval.
-                let now_ms = self.started.elapsed().as_millis() as u64;
-                if self.stats.refusals.admit(now_ms) {
-                    warn!("refused config update: {e}");
-                }
-                return Err(Refusal::Config(e));
-            }
+            Ok(None) => return Ok(Reply::ok().audited(NOTHING_TO_CHANGE.into())),
+            // Its audit line gives the reason (rate-limited: anyone may send updates).
+            Err(e) => return Err(Refusal::Config(e)),
         };
+        let what = audit::changes(
+            plan.changes()
+                .iter()
+                .map(|(k, new)| (k.as_str(), self.config.get(k), Some(new.clone()))),
+        );
         let persist = plan.clone();
         let write: crate::kv::FileWrite =
             Box::new(move || persist.persist().map_err(|e| e.remark()));
         let job = |id| Job::File { id, write };
         let reply = self
-            .submit_durable(job, ticket, Some(Box::new(plan)))
+            .submit_durable(job, ticket, Some(Box::new(plan)), what)
             .map_err(|_| {
                 let gone = "cannot write the config file: the writer thread has ended; nothing was changed";
                 Refusal::Failed(gone.into())
@@ -81,6 +81,7 @@ impl Processor {
         let Some(Awaiting {
             ticket,
             plan: Some(plan),
+            what,
             ..
         }) = self.take_awaiting(id)
         else {
@@ -92,12 +93,9 @@ impl Processor {
                 self.adopt_config(*plan, effects);
                 Reply::ok()
             }
-            Err(remark) => {
-                warn!("config update not applied: {remark}");
-                Refusal::Failed(remark).reply()
-            }
+            Err(remark) => Refusal::Failed(remark).reply(),
         };
-        replies.push(self.deferred_reply(ticket, &reply));
+        replies.push(self.answer_later(ticket, &reply.audited(what)));
         while !self.config_writing {
             let Some((ticket, text)) = self.config_queue.pop_front() else {
                 break;
@@ -107,12 +105,11 @@ impl Processor {
                 Ok(reply) => reply,
                 Err(r) => r.reply(),
             };
-            replies.push(self.deferred_reply(ticket, &reply));
+            replies.push(self.answer_later(ticket, &reply));
         }
     }
 
     fn adopt_config(&mut self, plan: ConfigPlan, effects: &mut Effects) {
-        info!("config updated: {}", plan.changed().join(", "));
         let before = std::mem::replace(&mut self.config, plan.next);
         effects.config_changed = true;
         let settings = self.table.settings;
