@@ -55,7 +55,9 @@ pub fn log(
     if !admit() {
         return;
     }
-    let why = remark.filter(|r| !r.is_empty()).unwrap_or("no reason given");
+    let why = remark
+        .filter(|r| !r.is_empty())
+        .unwrap_or("no reason given");
     let name = match response_name(code) {
         "ERROR" => crate::controller::codes::response_name(code),
         name => name,
@@ -109,7 +111,11 @@ mod tests {
     fn config_changes_read_old_to_new() {
         let text = changes([
             ("logLevel", Some("debug".into()), Some("info".into())),
-            ("adminAllowList", Some(String::new()), Some("10.0.0.0/8".into())),
+            (
+                "adminAllowList",
+                Some(String::new()),
+                Some("10.0.0.0/8".into()),
+            ),
         ]);
         assert_eq!(
             text,

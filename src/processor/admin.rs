@@ -19,7 +19,9 @@ impl Processor {
         let what = format!(
             "topic {}{}{}",
             r.topic,
-            r.cluster.map(|c| format!(" in cluster {c}")).unwrap_or_default(),
+            r.cluster
+                .map(|c| format!(" in cluster {c}"))
+                .unwrap_or_default(),
             if deleted { "" } else { " (no such route)" }
         );
         Ok(Reply::ok().audited(what))
@@ -46,7 +48,11 @@ impl Processor {
                 Refusal::Parse(e)
             })?;
         }
-        let what = format!("topic {} with {} queue entries", r.topic, r.queue_datas.len());
+        let what = format!(
+            "topic {} with {} queue entries",
+            r.topic,
+            r.queue_datas.len()
+        );
         if let Err(e) = self
             .table
             .check_topic_bounds(r.topic, &r.queue_datas, &self.bounds)

@@ -1,12 +1,12 @@
 //! GET/UPDATE_NAMESRV_CONFIG (one write at a time, applied once on disk), derived settings.
 
 use super::{Awaiting, DeferredReply, Effects, Processor, Refusal, Reply, Ticket};
+use crate::audit;
 use crate::config::{Cidr, ConfigPlan};
 use crate::kv::{Job, KvLimits};
 use crate::request::UpdateNamesrvConfig;
 use crate::route::model::BodyLimits;
 use crate::route::table::{RouteBounds, RouteSettings};
-use crate::audit;
 
 /// UPDATE_NAMESRV_CONFIGs, and their bytes, that may wait behind the one being written.
 pub(super) const MAX_WAITING_CONFIG_UPDATES: usize = 64;

@@ -1,8 +1,7 @@
 //! KV config requests: changes are answered once on disk (`durable`), reads from the store.
 
 use super::{
-    DeferredReply, Processor, Refusal, Reply, ReplyExt, RequestContext, Ticket,
-    ORDER_TOPIC_CONFIG,
+    DeferredReply, Processor, Refusal, Reply, ReplyExt, RequestContext, Ticket, ORDER_TOPIC_CONFIG,
 };
 use crate::kv::{Change, Commit, Job, KvRefusal};
 use crate::request::reply::KvValueReply;
