@@ -6,11 +6,14 @@
 //! stop.
 
 use super::{os_message, StartError};
+use crate::audit;
 use crate::config::NamesrvConfig;
 use crate::controller::{raft, Wake};
 use crate::controller::{ConnRef, Controller, ControllerConfig, Reply};
 use crate::event_loop::oneway::{self, Oneway, OnewaySender};
-use crate::event_loop::{ConnId, Ctx, EventLoop, Handler, ListenerTag, LoopWaker, Next, TimerId};
+use crate::event_loop::{
+    ConnId, Ctx, EventLoop, Handler, ListenerTag, LogGate, LoopWaker, Next, TimerId,
+};
 use crate::remoting::command::{RemotingCommand, SerializeType};
 use crate::request::NameLimits;
 use crossbeam_channel::TrySendError;
@@ -28,6 +31,9 @@ const DEADLINE_TIMER: TimerId = TimerId(11);
 const SCAN_NOT_ACTIVE_TIMER: TimerId = TimerId(12);
 const SCAN_INACTIVE_MASTER_TIMER: TimerId = TimerId(13);
 const RAFT_TICK_TIMER: TimerId = TimerId(15);
+
+/// At most one warning line per refused audited request and interval (admins may repeat them).
+const REFUSED_AUDIT_INTERVAL_MS: u64 = 2_000;
 
 /// Java starts its heartbeat-expiry scan 2 s after start, then keeps its interval.
 const FIRST_SCAN_DELAY_MS: u64 = 2_000;
@@ -81,11 +87,14 @@ fn same_port(port: u16) -> String {
     )
 }
 
+/// Where an answer goes, and who asked what (for the audit line written with it).
 #[derive(Debug, Clone, Copy)]
 struct Ticket {
     conn: ConnId,
     opaque: i32,
     serialize: SerializeType,
+    code: i32,
+    peer: Option<SocketAddr>,
 }
 
 struct LogNews {
@@ -114,6 +123,8 @@ pub(super) struct ControllerPort {
     links: PeerLinks,
     peer_outbox: Vec<(u64, Vec<u8>)>,
     stopping: bool,
+    /// Refused audited requests: a few warning lines per interval.
+    refused_audits: LogGate,
 }
 
 impl ControllerPort {
@@ -167,6 +178,7 @@ impl ControllerPort {
             links,
             peer_outbox: Vec::new(),
             stopping: false,
+            refused_audits: LogGate::new(REFUSED_AUDIT_INTERVAL_MS),
         };
         port.arm_timers(event_loop.ctx());
         port.set_broker_allow_list(&namesrv.broker_allow_list);
@@ -211,16 +223,19 @@ impl ControllerPort {
         if cmd.code == peers::PEER_CODE || self.links.owns(conn) {
             return self.on_peer_frame(ctx, conn, cmd);
         }
+        let peer = ctx.peer(conn);
         let ticket = Ticket {
             conn,
             opaque: cmd.opaque,
             serialize: cmd.serialize_type,
+            code: cmd.code,
+            peer,
         };
         let now = ctx.now_ms();
         let controller = &mut self.controller;
         controller.set_name_limits(names);
         let replies = &mut self.replies;
-        let peer = ctx.peer(conn).map(|addr| addr.ip());
+        let peer = peer.map(|addr| addr.ip());
         let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let from = Some(ConnRef(conn.index() as u64));
             controller.handle_from(ticket, cmd, from, peer, now, replies);
@@ -332,8 +347,21 @@ impl ControllerPort {
     }
 
     fn deliver<C>(&mut self, ctx: &mut Ctx<C>) {
+        let now = ctx.now_ms();
         for reply in self.replies.drain(..) {
             let ticket = reply.ticket;
+            if let Some(label) = audit::controller_label(ticket.code) {
+                let (r, gate) = (&reply.response, &mut self.refused_audits);
+                let what = reply.audit.as_deref().unwrap_or_default();
+                audit::log(
+                    label,
+                    ticket.peer,
+                    what,
+                    r.code,
+                    r.remark.as_deref(),
+                    || gate.ready(now).is_some(),
+                );
+            }
             // None: the connection closed while its request waited.
             if let Some(out) = ctx.write_buf(ticket.conn) {
                 reply.response.encode(ticket.opaque, ticket.serialize, out);
