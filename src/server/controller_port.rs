@@ -64,8 +64,9 @@ impl ControllerSetup {
         if !namesrv.enable_controller_in_namesrv {
             return Ok(None);
         }
-        let config =
+        let mut config =
             ControllerConfig::from_lookup(lookup).map_err(|e| format!("controller config: {e}"))?;
+        config.inherit(namesrv);
         let port = config.listen_port();
         if port != 0 && port == namesrv.listen_port {
             return Err(same_port(port));
