@@ -46,7 +46,7 @@ pub fn log(
     remark: Option<&str>,
     admit: impl FnOnce() -> bool,
 ) {
-    let peer = Peer(peer);
+    let (peer, what) = (Peer(peer), one_line(what));
     let sep = if what.is_empty() { "" } else { ": " };
     if code == response::SUCCESS {
         log::info!("audit: {request} from {peer}{sep}{what}: OK");
@@ -55,14 +55,25 @@ pub fn log(
     if !admit() {
         return;
     }
-    let why = remark
-        .filter(|r| !r.is_empty())
-        .unwrap_or("no reason given");
+    let why = one_line(
+        remark
+            .filter(|r| !r.is_empty())
+            .unwrap_or("no reason given"),
+    );
     let name = match response_name(code) {
         "ERROR" => crate::controller::codes::response_name(code),
         name => name,
     };
     log::warn!("audit: {request} from {peer}{sep}{what}: refused ({name}): {why}");
+}
+
+/// `text` as one line: names and remarks come from peers, and a line break in them must not
+/// write a line of the trail that nobody sent.
+fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.contains(char::is_control) {
+        true => text.escape_debug().to_string().into(),
+        false => text.into(),
+    }
 }
 
 /// `ip:port`, or `in-process` for a request without a socket (tests, simulations).
@@ -105,6 +116,15 @@ mod tests {
                 needs_admin_allow_list(row.code) || row.code == request::UNREGISTER_BROKER;
             assert_eq!(audited, expected, "{}", row.name);
         }
+    }
+
+    #[test]
+    fn a_line_break_sent_by_a_peer_stays_on_its_line() {
+        assert_eq!(one_line("NS/k"), "NS/k");
+        assert_eq!(
+            one_line("k\n2026 INFO main - audit: x"),
+            "k\\n2026 INFO main - audit: x"
+        );
     }
 
     #[test]
