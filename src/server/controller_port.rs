@@ -82,6 +82,28 @@ impl ControllerSetup {
     }
 }
 
+/// The audit line of an answer to an audited request (`crate::audit`).
+fn audit_answer(reply: &Reply<Ticket>, gate: &mut LogGate, now_ms: u64) {
+    let Some(label) = audit::controller_label(reply.ticket.code) else {
+        return;
+    };
+    let (r, what) = (&reply.response, reply.audit.as_deref().unwrap_or_default());
+    audit::log(
+        label,
+        reply.ticket.peer,
+        what,
+        r.code,
+        r.remark.as_deref(),
+        || {
+            let held_back = gate.ready(now_ms);
+            if let Some(n @ 1..) = held_back {
+                warn!("{n} more refused audited request(s) were not logged one by one");
+            }
+            held_back.is_some()
+        },
+    );
+}
+
 fn same_port(port: u16) -> String {
     format!(
         "controller config: controllerDLegerPeers gives this node port {port}, the name server's listenPort: the controller needs a port of its own (Java's examples use 9878)"
@@ -350,19 +372,8 @@ impl ControllerPort {
     fn deliver<C>(&mut self, ctx: &mut Ctx<C>) {
         let now = ctx.now_ms();
         for reply in self.replies.drain(..) {
+            audit_answer(&reply, &mut self.refused_audits, now);
             let ticket = reply.ticket;
-            if let Some(label) = audit::controller_label(ticket.code) {
-                let (r, gate) = (&reply.response, &mut self.refused_audits);
-                let what = reply.audit.as_deref().unwrap_or_default();
-                audit::log(
-                    label,
-                    ticket.peer,
-                    what,
-                    r.code,
-                    r.remark.as_deref(),
-                    || gate.ready(now).is_some(),
-                );
-            }
             // None: the connection closed while its request waited.
             if let Some(out) = ctx.write_buf(ticket.conn) {
                 reply.response.encode(ticket.opaque, ticket.serialize, out);
