@@ -265,21 +265,18 @@ impl<T> Controller<T> {
             );
             return;
         }
-        let wants_reply = !cmd.is_oneway();
         let audited = crate::audit::controller_label(cmd.code).is_some();
+        let mut asked = Ticket {
+            ticket,
+            wants_reply: !cmd.is_oneway(),
+            audit: None,
+        };
         let request = match request::parse(cmd, &self.name_limits) {
             Ok(request) => request,
             Err(response) => {
-                let asked = Ticket {
-                    ticket,
-                    wants_reply,
-                    audit: None,
-                };
                 // An audited request's refusal is its audit line.
-                if audited {
-                    return reply(out, asked, response);
-                }
-                if let Some(more) = self.refused_log.ready(now_ms) {
+                let more = (!audited).then(|| self.refused_log.ready(now_ms)).flatten();
+                if let Some(more) = more {
                     log::warn!(
                         "controller: {} refused: {} ({more} more refused since the last line)",
                         super::codes::request_name(cmd.code),
@@ -289,16 +286,14 @@ impl<T> Controller<T> {
                 return reply(out, asked, response);
             }
         };
-        let asked = Ticket {
-            ticket,
-            wants_reply,
-            audit: audited.then(|| describe(&request)),
-        };
+        asked.audit = audited.then(|| describe(&request));
         if let Some(refusal) = self.refuse_sender(&request, peer, now_ms) {
             return reply(out, asked, refusal);
         }
         let response = match request {
-            ControllerRequest::Heartbeat(hb) => self.heartbeat(&hb, conn, wants_reply, now_ms),
+            ControllerRequest::Heartbeat(hb) => {
+                self.heartbeat(&hb, conn, asked.wants_reply, now_ms)
+            }
             ControllerRequest::GetMetadata => self.metadata(),
             ControllerRequest::UpdateConfig { body: Some(body) } => {
                 self.config_updates.push_back(ConfigUpdate {
