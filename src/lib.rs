@@ -26,6 +26,7 @@
 //! [`server`] is that handler. [`processor`] is the one place where errors become response
 //! codes. [`client`] is a blocking client used by the tools and the tests.
 
+pub mod audit;
 pub mod checksum;
 pub mod client;
 pub mod config;

@@ -757,7 +757,7 @@ fn update_and_get_controller_config_1009_1010() {
         "electMasterMaxRetryCount=2",
         "enableElectUncleanMaster=false",
         "notifyBrokerRoleChanged=true",
-        "processReadEvent=false",
+        "isProcessReadEvent=false",
         "scanInactiveMasterInterval=5000",
         "scanNotActiveBrokerInterval=5000",
     ] {

@@ -87,6 +87,107 @@ fn config_requests_on_the_controller_port() {
     assert!(text(&mut server.controller_client()).contains("\nelectMasterMaxRetryCount=2\n"));
 }
 
+/// Java's GET_CONTROLLER_CONFIG keys for a name server started with Java's quick-start file
+/// (`enableControllerInNamesrv` and the three DLedger keys): its `ControllerConfig` fields
+/// (28, `controllerDLegerGroup` because it is set), its `NettyServerConfig` fields (18) and
+/// the one key of the file that is neither.
+const JAVA_GET_CONTROLLER_CONFIG_KEYS: [&str; 47] = [
+    // ControllerConfig
+    "configBlackList",
+    "configStorePath",
+    "controllerDLegerGroup",
+    "controllerDLegerPeers",
+    "controllerDLegerSelfId",
+    "controllerRequestThreadPoolQueueCapacity",
+    "controllerStorePath",
+    "controllerThreadPoolNums",
+    "controllerType",
+    "electMasterMaxRetryCount",
+    "enableElectUncleanMaster",
+    "isProcessReadEvent",
+    "jraftConfig",
+    "mappedFileSize",
+    "metricGrpcExporterIntervalInMills",
+    "metricGrpcExporterTimeOutInMills",
+    "metricLoggingExporterIntervalInMills",
+    "metricsExporterType",
+    "metricsGrpcExporterHeader",
+    "metricsGrpcExporterTarget",
+    "metricsInDelta",
+    "metricsLabel",
+    "metricsPromExporterHost",
+    "metricsPromExporterPort",
+    "notifyBrokerRoleChanged",
+    "rocketmqHome",
+    "scanInactiveMasterInterval",
+    "scanNotActiveBrokerInterval",
+    // NettyServerConfig (the controller's copy of the name server's)
+    "bindAddress",
+    "enableShutdownGracefully",
+    "listenPort",
+    "serverAsyncSemaphoreValue",
+    "serverCallbackExecutorThreads",
+    "serverChannelMaxIdleTimeSeconds",
+    "serverNettyWorkerGroupEnable",
+    "serverOnewaySemaphoreValue",
+    "serverPooledByteBufAllocatorEnable",
+    "serverSelectorThreads",
+    "serverSocketBacklog",
+    "serverSocketRcvBufSize",
+    "serverSocketSndBufSize",
+    "serverWorkerThreads",
+    "shutdownWaitTimeSeconds",
+    "useEpollNativeSelector",
+    "writeBufferHighWaterMark",
+    "writeBufferLowWaterMark",
+    // The config file's
+    "enableControllerInNamesrv",
+];
+
+#[test]
+fn get_controller_config_answers_the_keys_java_answers() {
+    let server = ControllerServer::start(&[]);
+    let mut ctrl = server.controller_client();
+    let text = |c: &mut Client| {
+        let resp = c.request(1010, &[], b"").expect("1010");
+        assert_eq!(resp.code, 0);
+        String::from_utf8(resp.body.to_vec()).expect("text")
+    };
+    let before = text(&mut ctrl);
+    let keys: std::collections::BTreeSet<&str> = before
+        .lines()
+        .map(|l| l.split_once('=').map_or(l, |(k, _)| k))
+        .collect();
+    let java: std::collections::BTreeSet<&str> =
+        JAVA_GET_CONTROLLER_CONFIG_KEYS.into_iter().collect();
+    assert_eq!(keys, java, "{before}");
+    let port = server.controller.rsplit_once(':').unwrap().1;
+    for line in [
+        "isProcessReadEvent=false".to_string(),
+        format!("listenPort={port}"),
+        "metricsLabel=".into(),
+        "serverWorkerThreads=8".into(),
+        "enableControllerInNamesrv=true".into(),
+    ] {
+        assert!(before.lines().any(|l| l == line), "{line} in\n{before}");
+    }
+    // The key that sets it stays `processReadEvent`, as in Java.
+    let resp = ctrl
+        .request(1009, &[], b"processReadEvent=true\n")
+        .expect("1009");
+    assert_eq!(resp.code, 0, "{:?}", resp.remark);
+    assert!(text(&mut ctrl)
+        .lines()
+        .any(|l| l == "isProcessReadEvent=true"));
+    // rmq-namesrv's own keys are shown once set, as Java shows a key its config file sets.
+    let server = ControllerServer::start(&[("controllerSnapshotEvents", "500")]);
+    let after = text(&mut server.controller_client());
+    assert!(
+        after.lines().any(|l| l == "controllerSnapshotEvents=500"),
+        "{after}"
+    );
+}
+
 #[test]
 fn writes_in_flight_at_a_stop_are_answered_and_survive_the_restart() {
     const WRITES: i32 = 100;

@@ -110,6 +110,11 @@ pub struct ConfigPlan {
 }
 
 impl ConfigPlan {
+    /// The keys whose value changes, with their new value.
+    pub fn changes(&self) -> &[(String, String)] {
+        &self.changes
+    }
+
     pub fn changed(&self) -> Vec<String> {
         self.changes
             .iter()

@@ -95,6 +95,43 @@ pub fn keys() -> impl Iterator<Item = &'static str> {
     ROWS.iter().map(|row| row.0)
 }
 
+/// Java's `NettyServerConfig` fields: its 1010 answers them from the controller's copy of the
+/// name server's network settings (`listenPort` being the controller's port). Informational.
+const NETTY_SERVER_KEYS: [&str; 18] = [
+    "bindAddress",
+    "listenPort",
+    "serverWorkerThreads",
+    "serverCallbackExecutorThreads",
+    "serverSelectorThreads",
+    "serverOnewaySemaphoreValue",
+    "serverAsyncSemaphoreValue",
+    "serverChannelMaxIdleTimeSeconds",
+    "serverSocketSndBufSize",
+    "serverSocketRcvBufSize",
+    "writeBufferHighWaterMark",
+    "writeBufferLowWaterMark",
+    "serverSocketBacklog",
+    "serverNettyWorkerGroupEnable",
+    "serverPooledByteBufAllocatorEnable",
+    "enableShutdownGracefully",
+    "shutdownWaitTimeSeconds",
+    "useEpollNativeSelector",
+];
+
+/// Keys that are not fields of Java's `ControllerConfig` (ours, and `JraftConfig`'s): Java's
+/// 1010 shows them only when its config file sets them; 1010 here, when not at their default.
+const SHOWN_WHEN_SET: [&str; 9] = [
+    SNAPSHOT_EVENTS_KEY,
+    "checkBrokerSourceAddress",
+    "jRaftElectionTimeoutMs",
+    "jRaftScanWaitTimeoutMs",
+    "jRaftSnapshotIntervalSecs",
+    "jRaftGroupId",
+    "jRaftServerId",
+    "jRaftInitConf",
+    "jRaftControllerRPCAddr",
+];
+
 /// Keys no update may touch (Java's hard-coded three plus `configBlackList`'s entries).
 const ALWAYS_BLACK_LISTED: [&str; 3] = ["configBlackList", "configStorePath", "rocketmqHome"];
 
@@ -127,6 +164,9 @@ pub struct ControllerConfig {
     settings: Settings,
     peers: Vec<Peer>,
     self_index: usize,
+    /// What Java's 1010 also shows from the name server it runs in: `enableControllerInNamesrv`,
+    /// `rocketmqHome` and [`NETTY_SERVER_KEYS`] (see [`inherit`](ControllerConfig::inherit)).
+    inherited: Vec<(&'static str, String)>,
 }
 
 /// Checks one value against its row; Ok = the value as stored (trimmed).
@@ -224,7 +264,23 @@ impl ControllerConfig {
             settings,
             peers,
             self_index,
+            inherited: Vec::new(),
         })
+    }
+
+    /// The name server's settings Java's 1010 shows besides the controller's own (a Java
+    /// controller runs with a copy of its name server's network config): informational.
+    pub fn inherit(&mut self, namesrv: &crate::config::NamesrvConfig) {
+        let network = NETTY_SERVER_KEYS
+            .into_iter()
+            .filter_map(|k| Some((k, namesrv.get(k)?)));
+        self.inherited = [
+            ("enableControllerInNamesrv", "true".to_owned()),
+            ("rocketmqHome", namesrv.rocketmq_home.clone()),
+        ]
+        .into_iter()
+        .chain(network)
+        .collect();
     }
 
     pub fn settings(&self) -> &Settings {
@@ -304,19 +360,35 @@ impl ControllerConfig {
         crate::config::black_list(&ALWAYS_BLACK_LISTED, configured)
     }
 
-    /// GET_CONTROLLER_CONFIG's body: sorted `key=value` lines of the set keys, plus
-    /// `configStorePath`.
+    /// GET_CONTROLLER_CONFIG's body: sorted `key=value` lines under the names Java's 1010 uses
+    /// (its `ControllerConfig` and `NettyServerConfig` fields, and what it was started with).
     pub fn to_properties_text(&self) -> String {
-        let mut all: BTreeMap<&str, String> = self
-            .values
-            .iter()
-            .filter(|(k, v)| !v.is_empty() && **k != PEER_SECRET_KEY)
-            .map(|(k, v)| (*k, v.clone()))
-            .collect();
-        all.insert(
-            "configStorePath",
-            self.config_store_path().to_string_lossy().into_owned(),
-        );
+        let mut all: BTreeMap<&str, String> = BTreeMap::new();
+        for &(key, default, _, _) in ROWS {
+            let value = self.values.get(key).cloned().unwrap_or_default();
+            let shown = match key {
+                PEER_SECRET_KEY => false,
+                // Java's field is null until set.
+                "controllerDLegerGroup" => !value.is_empty(),
+                _ if SHOWN_WHEN_SET.contains(&key) => value != default,
+                _ => true,
+            };
+            // Java's field name; the key that sets it is `processReadEvent`.
+            let name = if key == "processReadEvent" {
+                "isProcessReadEvent"
+            } else {
+                key
+            };
+            if shown {
+                all.insert(name, value);
+            }
+        }
+        let path = |p: PathBuf| p.to_string_lossy().into_owned();
+        all.insert("controllerStorePath", path(self.store_path()));
+        all.insert("configStorePath", path(self.config_store_path()));
+        all.insert("jraftConfig", "unused (controllerType=DLedger)".into());
+        all.extend(self.inherited.iter().map(|(k, v)| (*k, v.clone())));
+        all.insert("listenPort", self.listen_port().to_string());
         crate::config::sorted_lines(all)
     }
 
@@ -347,8 +419,9 @@ impl ControllerConfig {
                 keys.push(key.clone());
             }
         }
-        let next = ControllerConfig::from_values(values, updated)
+        let mut next = ControllerConfig::from_values(values, updated)
             .map_err(|e| UpdateError::Refused(vec![format!("{}: {e}", keys.join(","))]))?;
+        next.inherited = self.inherited.clone();
         Ok(PlannedUpdate { next, keys })
     }
 

@@ -4,32 +4,30 @@ use super::{BodyWork, Decoded, Processor, Refusal, Reply, ReplyExt, RequestConte
 use crate::remoting::codes::request;
 use crate::request::reply::PermReply;
 use crate::request::{DeleteTopic, RegisterTopic, WritePerm};
-use log::{debug, info};
 
 impl Processor {
     pub(super) fn write_perm(&mut self, r: WritePerm<'_>, enable: bool) -> Result<Reply, Refusal> {
         let count = self.table.set_write_perm(r.broker_name, enable);
-        let verb = if enable { "added" } else { "wiped" };
-        info!(
-            "write permission {verb} for broker {}: {count} topic(s)",
-            r.broker_name
-        );
+        let what = format!("broker {}: {count} topic(s)", r.broker_name);
         let count = i32::try_from(count).unwrap_or(i32::MAX);
-        Ok(Reply::ok().with_ext(ReplyExt::Pairs(PermReply::encode(enable, count))))
+        let reply = Reply::ok().with_ext(ReplyExt::Pairs(PermReply::encode(enable, count)));
+        Ok(reply.audited(what))
     }
 
     pub(super) fn delete_topic(&mut self, r: DeleteTopic<'_>) -> Result<Reply, Refusal> {
-        if self.table.delete_topic(r.topic, r.cluster) {
-            info!(
-                "topic {} deleted (cluster {:?})",
-                r.topic,
-                r.cluster.unwrap_or("")
-            );
-        }
-        Ok(Reply::ok())
+        let deleted = self.table.delete_topic(r.topic, r.cluster);
+        let what = format!(
+            "topic {}{}{}",
+            r.topic,
+            r.cluster
+                .map(|c| format!(" in cluster {c}"))
+                .unwrap_or_default(),
+            if deleted { "" } else { " (no such route)" }
+        );
+        Ok(Reply::ok().audited(what))
     }
 
-    /// REGISTER_TOPIC_IN_NAMESRV: one per topic, so logged at debug and counted in the summary.
+    /// REGISTER_TOPIC_IN_NAMESRV: a topic created or updated through a broker.
     pub(super) fn register_topic(
         &mut self,
         ctx: &RequestContext,
@@ -50,23 +48,20 @@ impl Processor {
                 Refusal::Parse(e)
             })?;
         }
+        let what = format!(
+            "topic {} with {} queue entries",
+            r.topic,
+            r.queue_datas.len()
+        );
         if let Err(e) = self
             .table
             .check_topic_bounds(r.topic, &r.queue_datas, &self.bounds)
         {
-            let what = format!("REGISTER_TOPIC_IN_NAMESRV of {}", r.topic);
-            return Err(self.bound_reached(ctx, &what, e));
+            // Its audit line is the warning (rate-limited with the other refusals).
+            return Ok(Refusal::Failed(e.to_string()).reply().audited(what));
         }
-        if self.table.register_topic(r.topic, &r.queue_datas) {
-            self.stats
-                .changes
-                .topic_registered(r.queue_datas.len(), ctx.now_ms);
-            debug!(
-                "topic {} registered with {} queue entries",
-                r.topic,
-                r.queue_datas.len()
-            );
-        }
-        Ok(Reply::ok())
+        let changed = self.table.register_topic(r.topic, &r.queue_datas);
+        let unchanged = if changed { "" } else { ": unchanged" };
+        Ok(Reply::ok().audited(format!("{what}{unchanged}")))
     }
 }

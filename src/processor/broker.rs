@@ -14,37 +14,42 @@ impl Processor {
         ctx: &RequestContext,
         r: BrokerRef<'_>,
     ) -> Result<Reply, Refusal> {
-        self.check_unregister_sender(ctx, &r)?;
-        if self.submit_unregistrations(vec![(r.unregister_request(), RemovalReason::Unregister)]) {
-            Ok(Reply::ok())
-        } else {
-            Err(Refusal::UnregisterQueueFull)
+        let (cluster, addr, name) = (r.cluster, r.broker_addr, r.broker_name);
+        let by_itself = self
+            .table
+            .registered_over(cluster, addr, name, Some(ctx.reply_to.index()));
+        self.check_unregister_sender(ctx, &r, by_itself)?;
+        if !self.submit_unregistrations(vec![(r.unregister_request(), RemovalReason::Unregister)]) {
+            return Err(Refusal::UnregisterQueueFull);
         }
+        // A broker leaving is logged when it is removed; someone else removing it is audited.
+        Ok(match by_itself {
+            true => Reply::ok(),
+            false => Reply::ok().audited(format!(
+                "broker {name}@{addr} id {} cluster {cluster}",
+                r.broker_id
+            )),
+        })
     }
 
     /// With either allow-list set, only the broker's registration connection or an
-    /// `adminAllowList` address may unregister it.
+    /// `adminAllowList` address may unregister it (its audit line says who was refused).
     fn check_unregister_sender(
         &mut self,
         ctx: &RequestContext,
         r: &BrokerRef<'_>,
+        by_itself: bool,
     ) -> Result<(), Refusal> {
-        if self.admin_allow_list.is_empty() && self.broker_allow_list.is_empty() {
+        if by_itself || self.admin_allow_list.is_empty() && self.broker_allow_list.is_empty() {
+            return Ok(());
+        }
+        if !self.admin_allow_list.is_empty() && allows(&self.admin_allow_list, ctx.peer) {
             return Ok(());
         }
         let (cluster, addr, name) = (r.cluster, r.broker_addr, r.broker_name);
-        if self
-            .table
-            .registered_over(cluster, addr, name, Some(ctx.reply_to.index()))
-            || (!self.admin_allow_list.is_empty() && allows(&self.admin_allow_list, ctx.peer))
-        {
-            return Ok(());
-        }
-        let refusal = Refusal::NotAllowed(format!(
+        Err(Refusal::NotAllowed(format!(
             "UNREGISTER_BROKER of {name}@{addr} ({cluster}) refused: not sent over that broker's registration connection, nor from an address in adminAllowList"
-        ));
-        self.warn_refused(ctx, request::UNREGISTER_BROKER, &refusal);
-        Err(refusal)
+        )))
     }
 
     pub(super) fn broker_heartbeat(

@@ -1,6 +1,7 @@
 //! GET/UPDATE_NAMESRV_CONFIG (one write at a time, applied once on disk), derived settings.
 
 use super::{Awaiting, DeferredReply, Effects, Processor, Refusal, Reply, Ticket};
+use crate::audit;
 use crate::config::{Cidr, ConfigPlan, UpdateError};
 use crate::kv::{Job, KvLimits};
 use crate::request::UpdateNamesrvConfig;
@@ -12,6 +13,8 @@ use log::{info, warn};
 pub(super) const MAX_WAITING_CONFIG_UPDATES: usize = 64;
 
 pub(super) const MAX_WAITING_CONFIG_BYTES: usize = 1 << 20;
+
+const NOTHING_TO_CHANGE: &str = "nothing to change";
 
 impl Processor {
     pub(super) fn get_config(&mut self) -> Result<Reply, Refusal> {
@@ -25,7 +28,7 @@ impl Processor {
         ticket: Ticket,
     ) -> Result<Reply, Refusal> {
         let Some(text) = r.properties else {
-            return Ok(Reply::ok());
+            return Ok(Reply::ok().audited(NOTHING_TO_CHANGE.into()));
         };
         if !self.config_writing {
             return self.start_config_update(text, ticket);
@@ -45,23 +48,21 @@ impl Processor {
     fn start_config_update(&mut self, text: &str, ticket: Ticket) -> Result<Reply, Refusal> {
         let plan = match self.config.plan_update(text) {
             Ok(Some(plan)) => plan,
-            Ok(None) => return Ok(Reply::ok()),
-            Err(e) => {
-                // Rate-limited with the other refusals: anyone may send updates. The
-                // processor's clock starts with the loop's, close enough for the interval.
-                let now_ms = self.started.elapsed().as_millis() as u64;
-                if self.stats.refusals.admit(now_ms) {
-                    warn!("refused config update: {e}");
-                }
-                return Err(Refusal::Config(e));
-            }
+            Ok(None) => return Ok(Reply::ok().audited(NOTHING_TO_CHANGE.into())),
+            // Its audit line gives the reason (rate-limited: anyone may send updates).
+            Err(e) => return Err(Refusal::Config(e)),
         };
+        let what = audit::changes(
+            plan.changes()
+                .iter()
+                .map(|(k, new)| (k.as_str(), self.config.get(k), Some(new.clone()))),
+        );
         let persist = plan.clone();
         let write: crate::kv::FileWrite =
             Box::new(move || persist.persist().map_err(|e| e.remark()));
         let job = |id| Job::File { id, write };
         let reply = self
-            .submit_durable(job, ticket, Some(Box::new(plan)))
+            .submit_durable(job, ticket, Some(Box::new(plan)), what)
             .map_err(|_| {
                 let gone = "cannot write the config file: the writer thread has ended; nothing was changed";
                 Refusal::Failed(gone.into())
@@ -81,6 +82,7 @@ impl Processor {
         let Some(Awaiting {
             ticket,
             plan: Some(plan),
+            what,
             ..
         }) = self.take_awaiting(id)
         else {
@@ -89,15 +91,12 @@ impl Processor {
         self.config_writing = false;
         let reply = match result {
             Ok(()) => {
-                self.adopt_config(*plan, effects, "updated");
+                self.adopt_config(*plan, effects);
                 Reply::ok()
             }
-            Err(remark) => {
-                warn!("config update not applied: {remark}");
-                Refusal::Failed(remark).reply()
-            }
+            Err(remark) => Refusal::Failed(remark).reply(),
         };
-        replies.push(self.deferred_reply(ticket, &reply));
+        replies.push(self.answer_later(ticket, &reply.audited(what)));
         while !self.config_writing {
             let Some((ticket, text)) = self.config_queue.pop_front() else {
                 break;
@@ -107,7 +106,7 @@ impl Processor {
                 Ok(reply) => reply,
                 Err(r) => r.reply(),
             };
-            replies.push(self.deferred_reply(ticket, &reply));
+            replies.push(self.answer_later(ticket, &reply));
         }
     }
 
@@ -116,7 +115,10 @@ impl Processor {
     pub fn reload_config(&mut self, live: &[(String, String)]) -> Effects {
         let mut effects = Effects::default();
         match self.config.plan_reload(live) {
-            Ok(Some(plan)) => self.adopt_config(plan, &mut effects, "reloaded (SIGHUP)"),
+            Ok(Some(plan)) => {
+                info!("config reloaded (SIGHUP): {}", plan.changed().join(", "));
+                self.adopt_config(plan, &mut effects);
+            }
             Ok(None) => info!("config reloaded: no live key changed"),
             Err(UpdateError::Refused(problems)) => {
                 for problem in problems {
@@ -128,9 +130,8 @@ impl Processor {
         effects
     }
 
-    /// `how`: "updated" (UPDATE_NAMESRV_CONFIG) or "reloaded (SIGHUP)", for the log line.
-    fn adopt_config(&mut self, plan: ConfigPlan, effects: &mut Effects, how: &str) {
-        info!("config {how}: {}", plan.changed().join(", "));
+    /// Updates are audited where their answer goes out; reloads log their changes above.
+    fn adopt_config(&mut self, plan: ConfigPlan, effects: &mut Effects) {
         let before = self.config.clone();
         plan.apply_to(&mut self.config);
         effects.config_changed = true;

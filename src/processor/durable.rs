@@ -10,6 +10,8 @@ pub(super) struct Awaiting {
     pub(super) ticket: Ticket,
     /// For a config update: what to apply once the file is written.
     pub(super) plan: Option<Box<ConfigPlan>>,
+    /// The change, for its audit line.
+    pub(super) what: String,
 }
 
 impl Processor {
@@ -48,32 +50,39 @@ impl Processor {
         self.kv.forget_in_flight();
         self.config_writing = false;
         let gone = "persisting failed: the writer thread has ended; nothing was changed";
-        let failed = Refusal::Failed(gone.into()).reply();
-        let tickets: Vec<Ticket> = std::mem::take(&mut self.awaiting)
+        let failed = |what: String| Refusal::Failed(gone.into()).reply().audited(what);
+        let tickets: Vec<(Ticket, String)> = std::mem::take(&mut self.awaiting)
             .into_iter()
-            .map(|waiting| waiting.ticket)
+            .map(|waiting| (waiting.ticket, waiting.what))
             .chain(
                 std::mem::take(&mut self.config_queue)
                     .into_iter()
-                    .map(|(t, _)| t),
+                    .map(|(t, _)| (t, String::new())),
             )
             .collect();
-        for ticket in tickets {
-            replies.push(self.deferred_reply(ticket, &failed));
+        for (ticket, what) in tickets {
+            replies.push(self.answer_later(ticket, &failed(what)));
         }
     }
 
-    /// Hands the job made with a fresh id to the durable writer; `ticket` is answered when done.
+    /// Hands the job made with a fresh id to the durable writer; `ticket` is answered when done,
+    /// and the change (`what`) audited then.
     pub(super) fn submit_durable(
         &mut self,
         job: impl FnOnce(u64) -> Job,
         ticket: Ticket,
         plan: Option<Box<ConfigPlan>>,
+        what: String,
     ) -> Result<Reply, Job> {
         self.next_write_id += 1;
         let id = self.next_write_id;
         self.outbox.durable.submit(job(id))?;
-        self.awaiting.push_back(Awaiting { id, ticket, plan });
+        self.awaiting.push_back(Awaiting {
+            id,
+            ticket,
+            plan,
+            what,
+        });
         Ok(Reply::later())
     }
 

@@ -1,8 +1,7 @@
 //! KV config requests: changes are answered once on disk (`durable`), reads from the store.
 
 use super::{
-    log_grouped, DeferredReply, Processor, Refusal, Reply, ReplyExt, RequestContext, Ticket,
-    ORDER_TOPIC_CONFIG,
+    DeferredReply, Processor, Refusal, Reply, ReplyExt, RequestContext, Ticket, ORDER_TOPIC_CONFIG,
 };
 use crate::kv::{Change, Commit, Job, KvRefusal};
 use crate::request::reply::KvValueReply;
@@ -17,7 +16,9 @@ impl Processor {
         ticket: Ticket,
     ) -> Result<Reply, Refusal> {
         let prepared = self.kv.prepare_put(r.namespace, r.key, r.value);
-        self.submit_kv_change(prepared, ticket, ctx.now_ms)
+        // The value is not logged: it may be anything, of any length.
+        let what = format!("{}/{} ({} bytes)", r.namespace, r.key, r.value.len());
+        self.submit_kv_change(prepared, ticket, ctx.now_ms, what)
     }
 
     pub(super) fn delete_kv_config(
@@ -27,7 +28,8 @@ impl Processor {
         ticket: Ticket,
     ) -> Result<Reply, Refusal> {
         let prepared = self.kv.prepare_delete(r.namespace, r.key);
-        self.submit_kv_change(prepared, ticket, ctx.now_ms)
+        let what = format!("{}/{}", r.namespace, r.key);
+        self.submit_kv_change(prepared, ticket, ctx.now_ms, what)
     }
 
     fn submit_kv_change(
@@ -35,13 +37,15 @@ impl Processor {
         prepared: Result<Option<Change>, KvRefusal>,
         ticket: Ticket,
         now_ms: u64,
+        what: String,
     ) -> Result<Reply, Refusal> {
         let change = match prepared {
             Ok(Some(change)) => change,
-            Ok(None) => return Ok(Reply::ok()),
-            Err(refusal) => return Err(self.kv_refused(refusal, now_ms)),
+            Ok(None) => return Ok(Reply::ok().audited(format!("{what}: unchanged"))),
+            Err(refusal) => return Ok(self.kv_refused(refusal, now_ms).reply().audited(what)),
         };
-        let submitted = self.submit_durable(|id| Job::Change { id, change }, ticket, None);
+        let job = |id| Job::Change { id, change };
+        let submitted = self.submit_durable(job, ticket, None, what);
         submitted.map_err(|job| {
             if let Job::Change { change, .. } = job {
                 self.kv.cancel(&change);
@@ -74,20 +78,8 @@ impl Processor {
         if !replaced.is_empty() {
             let _ = self.outbox.durable.submit(Job::Discard(replaced));
         }
-        let reply = match &commit.result {
+        let mut reply = match &commit.result {
             Ok(_) => {
-                log_grouped(
-                    log::Level::Info,
-                    "KV config",
-                    commit.changes.iter().map(|(_, c)| {
-                        let verb = if c.op == crate::kv::Op::Delete {
-                            "delete"
-                        } else {
-                            "put"
-                        };
-                        format!("{verb} {}/{}", c.namespace, c.key)
-                    }),
-                );
                 for (_, change) in &commit.changes {
                     if &*change.namespace == ORDER_TOPIC_CONFIG {
                         self.table.invalidate_topic(&change.key);
@@ -99,7 +91,8 @@ impl Processor {
         };
         for (id, _) in &commit.changes {
             if let Some(waiting) = self.take_awaiting(*id) {
-                replies.push(self.deferred_reply(waiting.ticket, &reply));
+                reply.audit = Some(waiting.what);
+                replies.push(self.answer_later(waiting.ticket, &reply));
             }
         }
     }

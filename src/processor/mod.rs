@@ -1,6 +1,7 @@
 //! One handler per [`Request`], and the one place errors become Java's response codes and
 //! remarks. It owns the state on the loop thread; slow work goes out through the [`Outbox`].
 
+use crate::audit;
 use crate::config::{Cidr, NamesrvConfig, UpdateError};
 use crate::event_loop::oneway::OnewaySender;
 use crate::event_loop::LoopStats;
@@ -178,11 +179,14 @@ pub struct Processor {
     templates: ReplyTemplates,
 }
 
+/// Where an answer goes, and who asked what (for the audit line of an answer given later).
 #[derive(Debug, Clone, Copy)]
 struct Ticket {
     conn: LoopConnId,
     opaque: i32,
     oneway: bool,
+    code: i32,
+    peer: Option<SocketAddr>,
 }
 
 /// Whether `peer` is inside `list` (an empty list, or no peer: in-process, lets it in).
@@ -262,6 +266,8 @@ impl Processor {
             conn: ctx.reply_to,
             opaque: cmd.opaque,
             oneway: cmd.is_oneway(),
+            code: cmd.code,
+            peer: ctx.peer,
         };
         let reply = match self.dispatch(ctx, counters, cmd, ticket, work) {
             Ok(r) => r,
@@ -280,6 +286,9 @@ impl Processor {
         if reply.off_loop.is_some() {
             effects.off_loop = reply.off_loop;
             return effects;
+        }
+        if !reply.deferred {
+            self.audit(&ticket, &reply);
         }
         self.stats.requests_by_code.count(cmd.code);
         if let Some(mut job) = self.new_steps.take() {
@@ -361,8 +370,9 @@ impl Processor {
         Err(refusal)
     }
 
+    /// A refused request's warning; an audited one's is its audit line.
     fn warn_refused(&mut self, ctx: &RequestContext, code: i32, why: &dyn std::fmt::Display) {
-        if self.stats.refusals.admit(ctx.now_ms) {
+        if audit::namesrv_label(code).is_none() && self.stats.refusals.admit(ctx.now_ms) {
             warn!(
                 "refused {} from {:?}: {why}",
                 codes::request_name(code),
@@ -411,6 +421,30 @@ impl Processor {
 
     pub(crate) fn name_limits(&self) -> NameLimits {
         NameLimits::from_config(&self.config)
+    }
+
+    /// The audit line of an answer (given now or later): every refusal of an audited code,
+    /// and a change its handler described ([`Reply::audit`]).
+    fn audit(&mut self, ticket: &Ticket, reply: &Reply) {
+        let Some(label) = audit::namesrv_label(ticket.code) else {
+            return;
+        };
+        if reply.code == response::SUCCESS && reply.audit.is_none() {
+            return;
+        }
+        let what = reply.audit.as_deref().unwrap_or_default();
+        let now_ms = self.started.elapsed().as_millis() as u64;
+        let refusals = &mut self.stats.refusals;
+        let remark = reply.remark.as_deref();
+        audit::log(label, ticket.peer, what, reply.code, remark, || {
+            refusals.admit(now_ms)
+        });
+    }
+
+    /// The answer to a request that waited, its audit line written.
+    fn answer_later(&mut self, ticket: Ticket, reply: &Reply) -> DeferredReply {
+        self.audit(&ticket, reply);
+        self.deferred_reply(ticket, reply)
     }
 
     fn deferred_reply(&self, ticket: Ticket, reply: &Reply) -> DeferredReply {

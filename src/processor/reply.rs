@@ -14,6 +14,8 @@ pub(super) struct Reply {
     pub(super) deferred: bool,
     /// Boxed: rare, and the reply of every request is moved on the way out.
     pub(super) off_loop: Option<Box<DecodeJob>>,
+    /// What an audited request changed: its audit line is written with the answer.
+    pub(super) audit: Option<String>,
 }
 
 pub(super) enum ReplyExt {
@@ -109,6 +111,14 @@ impl Reply {
             body: Bytes::new(),
             deferred: false,
             off_loop: None,
+            audit: None,
+        }
+    }
+    /// This answer changed `what` (or did not change it: `what` says so).
+    pub(super) fn audited(self, what: String) -> Self {
+        Reply {
+            audit: Some(what),
+            ..self
         }
     }
     pub(super) fn later() -> Self {

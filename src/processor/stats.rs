@@ -117,7 +117,8 @@ impl<const LINES: u32> WarnLimiter<LINES> {
     }
 }
 
-/// Route changes by registrations and REGISTER_TOPIC_IN_NAMESRV, counted between info lines.
+/// Route changes by registrations, counted between info lines (REGISTER_TOPIC_IN_NAMESRV is
+/// audited one by one).
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct ChangeSummary {
     interval: Interval,
@@ -125,8 +126,6 @@ pub(super) struct ChangeSummary {
     new_brokers_unlogged: u64,
     brokers_changed: u64,
     queue_entries_changed: u64,
-    topics_registered: u64,
-    queue_entries_registered: u64,
 }
 
 impl ChangeSummary {
@@ -145,12 +144,6 @@ impl ChangeSummary {
         self.queue_entries_changed += queue_entries as u64;
     }
 
-    pub(super) fn topic_registered(&mut self, queue_entries: usize, now_ms: u64) {
-        self.interval.start(now_ms);
-        self.topics_registered += 1;
-        self.queue_entries_registered += queue_entries as u64;
-    }
-
     pub(super) fn take_due(&mut self, now_ms: u64) -> Option<String> {
         if !self.interval.over(now_ms) {
             return None;
@@ -161,12 +154,6 @@ impl ChangeSummary {
                 format!(
                     "{} registration(s) changed {} topic queue entries",
                     d.brokers_changed, d.queue_entries_changed
-                )
-            }),
-            (d.topics_registered > 0).then(|| {
-                format!(
-                    "{} topic(s) registered by REGISTER_TOPIC_IN_NAMESRV with {} queue entries",
-                    d.topics_registered, d.queue_entries_registered
                 )
             }),
             (d.new_brokers_unlogged > 0).then(|| {
@@ -280,11 +267,10 @@ mod tests {
         assert_eq!(s.take_due(1_000_000), None, "nothing happened");
         s.broker_changed(3, 1_000);
         s.broker_changed(2, 5_000);
-        s.topic_registered(4, 6_000);
         assert_eq!(s.take_due(10_999), None, "the interval is not over");
         assert_eq!(
             s.take_due(11_000).as_deref(),
-            Some("route changes: 2 registration(s) changed 5 topic queue entries; 1 topic(s) registered by REGISTER_TOPIC_IN_NAMESRV with 4 queue entries")
+            Some("route changes: 2 registration(s) changed 5 topic queue entries")
         );
         assert_eq!(s, ChangeSummary::default());
         assert_eq!(s.take_due(100_000), None);

@@ -6,11 +6,14 @@
 //! stop.
 
 use super::{os_message, StartError};
+use crate::audit;
 use crate::config::NamesrvConfig;
 use crate::controller::{raft, Wake};
 use crate::controller::{ConnRef, Controller, ControllerConfig, Reply};
 use crate::event_loop::oneway::{self, Oneway, OnewaySender};
-use crate::event_loop::{ConnId, Ctx, EventLoop, Handler, ListenerTag, LoopWaker, Next, TimerId};
+use crate::event_loop::{
+    ConnId, Ctx, EventLoop, Handler, ListenerTag, LogGate, LoopWaker, Next, TimerId,
+};
 use crate::remoting::command::{RemotingCommand, SerializeType};
 use crate::request::NameLimits;
 use crossbeam_channel::TrySendError;
@@ -28,6 +31,9 @@ const DEADLINE_TIMER: TimerId = TimerId(11);
 const SCAN_NOT_ACTIVE_TIMER: TimerId = TimerId(12);
 const SCAN_INACTIVE_MASTER_TIMER: TimerId = TimerId(13);
 const RAFT_TICK_TIMER: TimerId = TimerId(15);
+
+/// At most one warning line per refused audited request and interval (admins may repeat them).
+const REFUSED_AUDIT_INTERVAL_MS: u64 = 2_000;
 
 /// Java starts its heartbeat-expiry scan 2 s after start, then keeps its interval.
 const FIRST_SCAN_DELAY_MS: u64 = 2_000;
@@ -58,8 +64,9 @@ impl ControllerSetup {
         if !namesrv.enable_controller_in_namesrv {
             return Ok(None);
         }
-        let config =
+        let mut config =
             ControllerConfig::from_lookup(lookup).map_err(|e| format!("controller config: {e}"))?;
+        config.inherit(namesrv);
         let port = config.listen_port();
         if port != 0 && port == namesrv.listen_port {
             return Err(same_port(port));
@@ -75,17 +82,42 @@ impl ControllerSetup {
     }
 }
 
+/// The audit line of an answer to an audited request (`crate::audit`).
+fn audit_answer(reply: &Reply<Ticket>, gate: &mut LogGate, now_ms: u64) {
+    let Some(label) = audit::controller_label(reply.ticket.code) else {
+        return;
+    };
+    let (r, what) = (&reply.response, reply.audit.as_deref().unwrap_or_default());
+    audit::log(
+        label,
+        reply.ticket.peer,
+        what,
+        r.code,
+        r.remark.as_deref(),
+        || {
+            let held_back = gate.ready(now_ms);
+            if let Some(n @ 1..) = held_back {
+                warn!("{n} more refused audited request(s) were not logged one by one");
+            }
+            held_back.is_some()
+        },
+    );
+}
+
 fn same_port(port: u16) -> String {
     format!(
         "controller config: controllerDLegerPeers gives this node port {port}, the name server's listenPort: the controller needs a port of its own (Java's examples use 9878)"
     )
 }
 
+/// Where an answer goes, and who asked what (for the audit line written with it).
 #[derive(Debug, Clone, Copy)]
 struct Ticket {
     conn: ConnId,
     opaque: i32,
     serialize: SerializeType,
+    code: i32,
+    peer: Option<SocketAddr>,
 }
 
 struct LogNews {
@@ -114,6 +146,8 @@ pub(super) struct ControllerPort {
     links: PeerLinks,
     peer_outbox: Vec<(u64, Vec<u8>)>,
     stopping: bool,
+    /// Refused audited requests: a few warning lines per interval.
+    refused_audits: LogGate,
 }
 
 impl ControllerPort {
@@ -168,6 +202,7 @@ impl ControllerPort {
             links,
             peer_outbox: Vec::new(),
             stopping: false,
+            refused_audits: LogGate::new(REFUSED_AUDIT_INTERVAL_MS),
         };
         port.arm_timers(event_loop.ctx());
         port.set_broker_allow_list(&namesrv.broker_allow_list);
@@ -212,16 +247,19 @@ impl ControllerPort {
         if cmd.code == peers::PEER_CODE || self.links.owns(conn) {
             return self.on_peer_frame(ctx, conn, cmd);
         }
+        let peer = ctx.peer(conn);
         let ticket = Ticket {
             conn,
             opaque: cmd.opaque,
             serialize: cmd.serialize_type,
+            code: cmd.code,
+            peer,
         };
         let now = ctx.now_ms();
         let controller = &mut self.controller;
         controller.set_name_limits(names);
         let replies = &mut self.replies;
-        let peer = ctx.peer(conn).map(|addr| addr.ip());
+        let peer = peer.map(|addr| addr.ip());
         let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let from = Some(ConnRef(conn.index() as u64));
             controller.handle_from(ticket, cmd, from, peer, now, replies);
@@ -333,7 +371,9 @@ impl ControllerPort {
     }
 
     fn deliver<C>(&mut self, ctx: &mut Ctx<C>) {
+        let now = ctx.now_ms();
         for reply in self.replies.drain(..) {
+            audit_answer(&reply, &mut self.refused_audits, now);
             let ticket = reply.ticket;
             // None: the connection closed while its request waited.
             if let Some(out) = ctx.write_buf(ticket.conn) {

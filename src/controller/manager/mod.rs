@@ -35,6 +35,9 @@ use std::net::IpAddr;
 pub struct Reply<T> {
     pub ticket: T,
     pub response: Response,
+    /// What an audited request (election, clean, config update) asked to change: the caller
+    /// writes its audit line with the answer (`crate::audit`).
+    pub audit: Option<String>,
 }
 
 #[derive(Debug)]
@@ -54,8 +57,14 @@ impl fmt::Display for StartError {
 
 impl std::error::Error for StartError {}
 
-/// A request of the caller's: the ticket and whether an answer is expected.
-type Ticket<T> = (T, bool);
+/// A request of the caller's: the ticket, whether an answer is expected, and what an
+/// audited one asks to change ([`Reply::audit`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Ticket<T> {
+    ticket: T,
+    wants_reply: bool,
+    audit: Option<String>,
+}
 
 pub struct Controller<T> {
     config: ControllerConfig,
@@ -88,8 +97,7 @@ pub struct Controller<T> {
 }
 
 struct ConfigUpdate<T> {
-    ticket: T,
-    wants_reply: bool,
+    asked: Ticket<T>,
     body: Vec<u8>,
     writing: Option<(u64, PlannedUpdate)>,
 }
@@ -228,8 +236,8 @@ impl<T> Controller<T> {
         let mut done = Vec::new();
         self.pipeline.fail_all(response, &mut done);
         for c in done {
-            if let Origin::Client((ticket, wants_reply)) = c.origin {
-                reply(out, ticket, wants_reply, c.response);
+            if let Origin::Client(asked) = c.origin {
+                reply(out, asked, c.response);
             }
         }
     }
@@ -257,30 +265,39 @@ impl<T> Controller<T> {
             );
             return;
         }
-        let wants_reply = !cmd.is_oneway();
+        let audited = crate::audit::controller_label(cmd.code).is_some();
+        let mut asked = Ticket {
+            ticket,
+            wants_reply: !cmd.is_oneway(),
+            audit: None,
+        };
         let request = match request::parse(cmd, &self.name_limits) {
             Ok(request) => request,
             Err(response) => {
-                if let Some(more) = self.refused_log.ready(now_ms) {
+                // An audited request's refusal is its audit line.
+                let more = (!audited).then(|| self.refused_log.ready(now_ms)).flatten();
+                if let Some(more) = more {
                     log::warn!(
                         "controller: {} refused: {} ({more} more refused since the last line)",
                         super::codes::request_name(cmd.code),
                         response.remark.as_deref().unwrap_or_default()
                     );
                 }
-                return reply(out, ticket, wants_reply, response);
+                return reply(out, asked, response);
             }
         };
+        asked.audit = audited.then(|| describe(&request));
         if let Some(refusal) = self.refuse_sender(&request, peer, now_ms) {
-            return reply(out, ticket, wants_reply, refusal);
+            return reply(out, asked, refusal);
         }
         let response = match request {
-            ControllerRequest::Heartbeat(hb) => self.heartbeat(&hb, conn, wants_reply, now_ms),
+            ControllerRequest::Heartbeat(hb) => {
+                self.heartbeat(&hb, conn, asked.wants_reply, now_ms)
+            }
             ControllerRequest::GetMetadata => self.metadata(),
             ControllerRequest::UpdateConfig { body: Some(body) } => {
                 self.config_updates.push_back(ConfigUpdate {
-                    ticket,
-                    wants_reply,
+                    asked,
                     body,
                     writing: None,
                 });
@@ -300,10 +317,10 @@ impl<T> Controller<T> {
                     "controller: {} queued",
                     super::codes::request_name(request.code())
                 );
-                return self.submit(Origin::Client((ticket, wants_reply)), request, now_ms, out);
+                return self.submit(Origin::Client(asked), request, now_ms, out);
             }
         };
-        reply(out, ticket, wants_reply, response);
+        reply(out, asked, response);
     }
 
     fn heartbeat(
@@ -394,12 +411,17 @@ impl<T> Controller<T> {
                 return;
             }
             let response = match self.config.plan_update(&update.body) {
-                Err(e) => {
-                    log::warn!("controller: UPDATE_CONTROLLER_CONFIG refused: {e}");
-                    Response::error(e.response_code(), e.remark())
+                // Its audit line gives the reason.
+                Err(e) => Response::error(e.response_code(), e.remark()),
+                Ok(plan) if plan.keys.is_empty() => {
+                    update.asked.audit = Some(NOTHING_TO_CHANGE.into());
+                    Response::new(SUCCESS, None)
                 }
-                Ok(plan) if plan.keys.is_empty() => Response::new(SUCCESS, None),
                 Ok(plan) => {
+                    update.asked.audit = Some(crate::audit::changes(plan.keys.iter().map(|k| {
+                        let old = self.config.get(k).map(str::to_owned);
+                        (k.as_str(), old, plan.next.get(k).map(str::to_owned))
+                    })));
                     self.next_file_job += 1;
                     let id = self.next_file_job;
                     let path = plan.next.config_store_path();
@@ -413,7 +435,7 @@ impl<T> Controller<T> {
                     }
                 }
             };
-            reply(out, update.ticket, update.wants_reply, response);
+            reply(out, update.asked, response);
         }
     }
 
@@ -428,19 +450,12 @@ impl<T> Controller<T> {
         };
         let response = match result {
             Ok(()) => {
-                log::info!(
-                    "controller: UPDATE_CONTROLLER_CONFIG set {}",
-                    plan.keys.join(", ")
-                );
                 self.config = plan.next;
                 Response::new(SUCCESS, None)
             }
-            Err(e) => {
-                log::error!("controller: UPDATE_CONTROLLER_CONFIG not applied: {e}");
-                Response::system_error(e)
-            }
+            Err(e) => Response::system_error(e),
         };
-        reply(out, update.ticket, update.wants_reply, response);
+        reply(out, update.asked, response);
         self.next_config_update(out);
     }
 
@@ -506,9 +521,7 @@ impl<T> Controller<T> {
                     self.notify_elected(elected, now_ms);
                 }
                 match c.origin {
-                    Origin::Client((ticket, wants_reply)) => {
-                        reply(out, ticket, wants_reply, c.response)
-                    }
+                    Origin::Client(asked) => reply(out, asked, c.response),
                     Origin::Election {
                         broker_name,
                         attempts_left,
@@ -630,7 +643,7 @@ impl<T> Controller<T> {
         self.fail_pipeline(&stopping, &mut out);
         for update in self.config_updates.drain(..) {
             let response = stopping.clone();
-            reply(&mut out, update.ticket, update.wants_reply, response);
+            reply(&mut out, update.asked, response);
         }
         out
     }
@@ -640,11 +653,46 @@ fn stopping() -> Response {
     Response::error(SYSTEM_ERROR, "the controller is shutting down")
 }
 
-fn reply<T>(out: &mut Vec<Reply<T>>, ticket: T, wants_reply: bool, response: Response) {
-    if wants_reply {
-        out.push(Reply { ticket, response });
+fn reply<T>(out: &mut Vec<Reply<T>>, asked: Ticket<T>, response: Response) {
+    if asked.wants_reply {
+        out.push(Reply {
+            ticket: asked.ticket,
+            response,
+            audit: asked.audit,
+        });
     }
 }
+
+/// What an audited request asks to change, for its audit line (a config update's keys are
+/// described once checked, as `key old -> new`).
+fn describe(request: &ControllerRequest) -> String {
+    match request {
+        ControllerRequest::Leader(LeaderRequest::ElectMaster(e)) => match e.designate_elect {
+            true => format!(
+                "broker set {}, designated id {}",
+                e.broker_name, e.broker_id
+            ),
+            false => format!("broker set {}", e.broker_name),
+        },
+        ControllerRequest::Leader(LeaderRequest::CleanBrokerData(c)) => format!(
+            "broker set {}, ids {}{}",
+            c.broker_name.as_deref().unwrap_or_default(),
+            c.broker_controller_ids_to_clean
+                .as_deref()
+                .unwrap_or("(all)"),
+            if c.is_clean_living_broker {
+                ", living brokers too"
+            } else {
+                ""
+            }
+        ),
+        // Described once checked.
+        ControllerRequest::UpdateConfig { body: Some(_) } => String::new(),
+        _ => NOTHING_TO_CHANGE.into(),
+    }
+}
+
+const NOTHING_TO_CHANGE: &str = "nothing to change";
 
 /// One info line per durable change (a handful per broker set's life).
 fn log_change(event: &Event, state: &ControllerState) {
