@@ -5,6 +5,7 @@
 use std::io;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
 
@@ -162,6 +163,10 @@ fn run(
         notifier.notify("READY=1");
     }
     let result = server.run();
+    match SECOND_SIGNAL.load(Ordering::SeqCst) {
+        0 => {}
+        signal => exit_after_second_signal(signal),
+    }
     let why = STOP_SIGNAL
         .get()
         .map_or(String::new(), |name| format!(" (signal {name})"));
@@ -195,9 +200,42 @@ fn systemd_notifier() -> Option<Notifier> {
 
 static STOP_SIGNAL: OnceLock<&'static str> = OnceLock::new();
 
+/// The stop signals so far, counted in the handler itself, and the second one's number: a
+/// second signal that comes while the clean stop ends is seen whichever thread runs first.
+static STOP_SIGNALS: AtomicUsize = AtomicUsize::new(0);
+static SECOND_SIGNAL: AtomicI32 = AtomicI32::new(0);
+static EXITING: AtomicBool = AtomicBool::new(false);
+
 /// Catches SIGTERM, SIGINT and SIGHUP from now on (their default action kills the process).
 fn catch_signals() -> io::Result<signal_hook::iterator::Signals> {
+    for signal in [SIGTERM, SIGINT] {
+        let action = move || {
+            if STOP_SIGNALS.fetch_add(1, Ordering::SeqCst) >= 1 {
+                SECOND_SIGNAL.store(signal, Ordering::SeqCst);
+            }
+        };
+        // SAFETY: the action only touches atomics, which is async-signal-safe.
+        unsafe { signal_hook::low_level::register(signal, action) }?;
+    }
     signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])
+}
+
+/// A second stop signal: one line, then exit at once with 128 + its number (from the signal
+/// thread or from the end of `run`, whichever comes first; the other waits for the exit).
+fn exit_after_second_signal(signal: i32) -> ! {
+    if EXITING.swap(true, Ordering::SeqCst) {
+        loop {
+            std::thread::park();
+        }
+    }
+    let name = if signal == SIGINT { "INT" } else { "TERM" };
+    let first = STOP_SIGNAL.get().copied().unwrap_or(name);
+    log::warn!(
+        "rmq-namesrv: signal {name} while stopping (signal {first}): exiting now, without \
+         finishing in-flight replies and writes"
+    );
+    log::logger().flush();
+    signal_hook::low_level::exit(128 + signal)
 }
 
 /// What the signal thread acts on.
@@ -226,12 +264,8 @@ fn watch_signals(
                     continue;
                 }
                 let name = if signal == SIGINT { "INT" } else { "TERM" };
-                if let Some(first) = STOP_SIGNAL.get() {
-                    log::warn!(
-                        "rmq-namesrv: signal {name} while stopping (signal {first}): exiting \
-                         now, without finishing in-flight replies and writes"
-                    );
-                    signal_hook::low_level::exit(128 + signal);
+                if STOP_SIGNAL.get().is_some() {
+                    exit_after_second_signal(signal);
                 }
                 let _ = STOP_SIGNAL.set(name);
                 log::info!("rmq-namesrv shutting down (signal {name})");
