@@ -4,12 +4,14 @@ use super::{DeferredReply, Effects, Processor, Refusal, Reply, Ticket};
 use crate::config::ConfigPlan;
 use crate::kv::{Done, Job, WriterGone};
 use log::error;
+use std::time::Instant;
 
 pub(super) struct Awaiting {
     pub(super) id: u64,
     pub(super) ticket: Ticket,
     /// For a config update: what to apply once the file is written.
     pub(super) plan: Option<Box<ConfigPlan>>,
+    submitted: Instant,
 }
 
 impl Processor {
@@ -73,13 +75,20 @@ impl Processor {
         self.next_write_id += 1;
         let id = self.next_write_id;
         self.outbox.durable.submit(job(id))?;
-        self.awaiting.push_back(Awaiting { id, ticket, plan });
+        self.awaiting.push_back(Awaiting {
+            id,
+            ticket,
+            plan,
+            submitted: Instant::now(),
+        });
         Ok(Reply::later())
     }
 
     /// The waiting request of job `id` (normally the front: jobs finish in order).
     pub(super) fn take_awaiting(&mut self, id: u64) -> Option<Awaiting> {
         let at = self.awaiting.iter().position(|a| a.id == id)?;
-        self.awaiting.remove(at)
+        let done = self.awaiting.remove(at)?;
+        self.stats.durable_writes.observe(done.submitted.elapsed());
+        Some(done)
     }
 }

@@ -82,9 +82,16 @@ enum Refusal {
     ConfigBacklog {
         waiting: usize,
     },
+    /// A registry bound (`maxBrokers`, `maxTopics`...): SYSTEM_ERROR with this remark.
+    OverBound(String),
     /// SYSTEM_ERROR with this remark.
     Failed(String),
 }
+
+/// Indexes of [`stats::REFUSAL_REASONS`].
+const LIMITS: usize = 0;
+const ALLOW_LIST: usize = 1;
+const VALIDATION: usize = 2;
 
 impl Refusal {
     fn code(&self) -> i32 {
@@ -101,6 +108,25 @@ impl Refusal {
             Refusal::NoKvItem { .. } | Refusal::NoKvNamespace(_) => QUERY_NOT_FOUND,
             Refusal::Config(e) => e.response_code(),
             _ => SYSTEM_ERROR,
+        }
+    }
+
+    /// Which [`stats::REFUSAL_REASONS`] it counts under; none for answers such as "no route".
+    fn reason(&self) -> Option<usize> {
+        match self {
+            Refusal::Parse(ParseError::NotSupported(_)) => None,
+            Refusal::Parse(_) | Refusal::CrcMismatch | Refusal::Config(_) => Some(VALIDATION),
+            Refusal::Kv(KvRefusal::TooLong { .. }) => Some(VALIDATION),
+            Refusal::NotAllowed(_) => Some(ALLOW_LIST),
+            Refusal::UnregisterQueueFull
+            | Refusal::Overloaded
+            | Refusal::Kv(_)
+            | Refusal::ConfigBacklog { .. }
+            | Refusal::OverBound(_) => Some(LIMITS),
+            Refusal::TopicNotExist(_)
+            | Refusal::NoKvItem { .. }
+            | Refusal::NoKvNamespace(_)
+            | Refusal::Failed(_) => None,
         }
     }
 
@@ -124,7 +150,9 @@ impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Refusal::Parse(e) => write!(f, "{e}"),
-            Refusal::NotAllowed(remark) | Refusal::Failed(remark) => f.write_str(remark),
+            Refusal::NotAllowed(remark) | Refusal::OverBound(remark) | Refusal::Failed(remark) => {
+                f.write_str(remark)
+            }
             Refusal::CrcMismatch => f.write_str("crc32 not match"),
             Refusal::UnregisterQueueFull => f.write_str("the unregistration queue is full"),
             Refusal::Overloaded => f.write_str(OVERLOAD_REMARK),
@@ -256,6 +284,7 @@ impl Processor {
             );
             return Effects::default();
         }
+        let began = Instant::now();
         let mut effects = Effects::default();
         self.new_steps = None;
         let ticket = Ticket {
@@ -266,6 +295,9 @@ impl Processor {
         let reply = match self.dispatch(ctx, counters, cmd, ticket, work) {
             Ok(r) => r,
             Err(refusal) => {
+                if let Some(reason) = refusal.reason() {
+                    self.stats.refused[reason] += 1;
+                }
                 let reply = refusal.reply();
                 debug!(
                     "request {} from {:?} answered {}: {}",
@@ -281,7 +313,8 @@ impl Processor {
             effects.off_loop = reply.off_loop;
             return effects;
         }
-        self.stats.requests_by_code.count(cmd.code);
+        let took = began.elapsed();
+        (self.stats.requests_by_code).count(cmd.code, reply.code, Some(took));
         if let Some(mut job) = self.new_steps.take() {
             // Answered when the last step is done: success means the change was made.
             job.reply = Some(self.deferred_reply(ticket, &reply));
@@ -298,10 +331,12 @@ impl Processor {
     }
 
     pub fn reply_overloaded(&mut self, cmd: &RemotingCommand, out: &mut Vec<u8>) {
-        self.stats.requests_by_code.count(cmd.code);
+        let refusal = Refusal::Overloaded;
+        (self.stats.requests_by_code).count(cmd.code, refusal.code(), None);
+        self.stats.refused[LIMITS] += 1;
         self.stats.rejected_busy += 1;
         if !cmd.is_oneway() {
-            self.write_reply(cmd.opaque, &Refusal::Overloaded.reply(), out);
+            self.write_reply(cmd.opaque, &refusal.reply(), out);
         }
     }
 
@@ -437,6 +472,7 @@ mod broker;
 mod config;
 mod durable;
 mod kv;
+mod metrics;
 mod off_loop;
 mod register;
 mod removal;

@@ -2,41 +2,97 @@
 
 use super::{Processor, Refusal, Reply};
 use crate::event_loop::LoopStats;
+use crate::metrics::Histogram;
+use crate::remoting::codes::{self, request, response_name, REQUEST_CODES, RESPONSE_CODES};
 use crate::remoting::json::{write_i64, Seq};
 use log::{info, warn};
 use std::collections::HashMap;
+use std::time::Duration;
 
-/// Request counts by code: an array for RocketMQ's range, a map for anything else.
+/// Columns of [`RequestCounts`]: the response codes, then one for any other.
+const RESULTS: usize = RESPONSE_CODES.len() + 1;
+
+/// Latency classes, the `class` label of the request latency histogram.
+pub(super) const LATENCY_CLASSES: [&str; 4] = ["route", "heartbeat", "registration", "admin"];
+
+fn latency_class(code: i32) -> usize {
+    match code {
+        request::GET_ROUTEINFO_BY_TOPIC => 0,
+        request::BROKER_HEARTBEAT | request::QUERY_DATA_VERSION => 1,
+        request::REGISTER_BROKER
+        | request::UNREGISTER_BROKER
+        | request::REGISTER_TOPIC_IN_NAMESRV => 2,
+        _ => 3,
+    }
+}
+
+/// Requests by code row and result, and their time on the loop by class: arrays indexed by
+/// the row ([`codes::request_index`]), so counting neither allocates nor hashes.
 #[derive(Debug)]
 pub(super) struct RequestCounts {
-    low: Vec<u64>,
+    /// By row of [`REQUEST_CODES`] (then one row for other codes), by result.
+    by_row: Vec<[u64; RESULTS]>,
+    class_of_row: Vec<usize>,
+    pub(super) latency: [Histogram; LATENCY_CLASSES.len()],
+    /// Codes outside the table, by code, for the stats extension.
     other: HashMap<i32, u64>,
 }
 
 impl Default for RequestCounts {
     fn default() -> Self {
+        let rows = REQUEST_CODES.len() + 1;
+        let mut class_of_row: Vec<usize> = REQUEST_CODES
+            .iter()
+            .map(|r| latency_class(r.code))
+            .collect();
+        class_of_row.push(latency_class(-1));
         RequestCounts {
-            low: vec![0; 1024],
+            by_row: vec![[0; RESULTS]; rows],
+            class_of_row,
+            latency: Default::default(),
             other: HashMap::new(),
         }
     }
 }
 
 impl RequestCounts {
-    pub(super) fn count(&mut self, code: i32) {
-        match usize::try_from(code).ok().and_then(|c| self.low.get_mut(c)) {
-            Some(n) => *n += 1,
-            // Unknown codes from hostile peers must not grow this map without bound.
-            None if self.other.len() < 1024 || self.other.contains_key(&code) => {
-                *self.other.entry(code).or_insert(0) += 1
-            }
-            None => {}
+    /// One request answered `result`, `took` on the loop (none for a refusal before handling).
+    pub(super) fn count(&mut self, code: i32, result: i32, took: Option<Duration>) {
+        let row = codes::request_index(code).unwrap_or(REQUEST_CODES.len());
+        let column = RESPONSE_CODES
+            .iter()
+            .position(|&c| c == result)
+            .unwrap_or(RESPONSE_CODES.len());
+        self.by_row[row][column] += 1;
+        if let Some(took) = took {
+            self.latency[self.class_of_row[row]].observe(took);
+        }
+        // Unknown codes from hostile peers must not grow this map without bound.
+        if row == REQUEST_CODES.len() && (self.other.len() < 1024 || self.other.contains_key(&code))
+        {
+            *self.other.entry(code).or_insert(0) += 1;
         }
     }
 
+    /// (code name, result name, count) of every non-zero cell.
+    pub(super) fn by_name(&self) -> impl Iterator<Item = (&'static str, &'static str, u64)> + '_ {
+        let names = REQUEST_CODES.iter().map(|r| r.name).chain(["UNKNOWN"]);
+        names.zip(&self.by_row).flat_map(|(name, row)| {
+            let results = RESPONSE_CODES
+                .iter()
+                .map(|&c| response_name(c))
+                .chain(["ERROR"]);
+            results
+                .zip(row)
+                .filter(|(_, n)| **n > 0)
+                .map(move |(result, n)| (name, result, *n))
+        })
+    }
+
     fn sorted(&self) -> Vec<(i32, u64)> {
-        let low = self.low.iter().enumerate().map(|(c, n)| (c as i32, *n));
-        let mut v: Vec<(i32, u64)> = low
+        let known = REQUEST_CODES.iter().zip(&self.by_row);
+        let mut v: Vec<(i32, u64)> = known
+            .map(|(r, row)| (r.code, row.iter().sum()))
             .filter(|(_, n)| *n > 0)
             .chain(self.other.iter().map(|(c, n)| (*c, *n)))
             .collect();
@@ -45,9 +101,16 @@ impl RequestCounts {
     }
 }
 
+/// Why requests were refused: the `reason` label of the refusal counter.
+pub(super) const REFUSAL_REASONS: [&str; 3] = ["limits", "allow_list", "validation"];
+
 #[derive(Debug, Default)]
 pub(super) struct Stats {
     pub(super) requests_by_code: RequestCounts,
+    /// By [`REFUSAL_REASONS`].
+    pub(super) refused: [u64; REFUSAL_REASONS.len()],
+    /// From submission to the writer's answer.
+    pub(super) durable_writes: Histogram,
     pub(super) registrations: u64,
     pub(super) registrations_unchanged: u64,
     pub(super) expiries: u64,

@@ -177,6 +177,8 @@ impl ControllerPort {
         self.local_addr
     }
 
+    pub(super) fn write_metrics(&self, _e: &mut crate::metrics::Exposition<'_>) {}
+
     /// The name server's `brokerAllowList` (at start and after each change).
     pub(super) fn set_broker_allow_list(&mut self, text: &str) {
         self.controller
