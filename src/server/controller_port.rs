@@ -8,7 +8,7 @@
 use super::{os_message, StartError};
 use crate::config::NamesrvConfig;
 use crate::controller::{raft, Wake};
-use crate::controller::{ConnRef, Controller, ControllerConfig, Reply};
+use crate::controller::{ConnRef, Controller, ControllerConfig, Reply, Response};
 use crate::event_loop::oneway::{self, Oneway, OnewaySender};
 use crate::event_loop::{ConnId, Ctx, EventLoop, Handler, ListenerTag, LoopWaker, Next, TimerId};
 use crate::remoting::command::{RemotingCommand, SerializeType};
@@ -20,7 +20,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub(super) const LISTENER: ListenerTag = ListenerTag(1);
 
@@ -32,6 +32,7 @@ const RAFT_TICK_TIMER: TimerId = TimerId(15);
 /// Java starts its heartbeat-expiry scan 2 s after start, then keeps its interval.
 const FIRST_SCAN_DELAY_MS: u64 = 2_000;
 
+mod metrics;
 mod peers;
 
 pub(super) use peers::PeerConnData;
@@ -86,6 +87,9 @@ struct Ticket {
     conn: ConnId,
     opaque: i32,
     serialize: SerializeType,
+    /// For the request metrics: what was asked, and when it arrived.
+    code: i32,
+    arrived: Instant,
 }
 
 struct LogNews {
@@ -114,6 +118,7 @@ pub(super) struct ControllerPort {
     links: PeerLinks,
     peer_outbox: Vec<(u64, Vec<u8>)>,
     stopping: bool,
+    request_counts: metrics::RequestCounts,
 }
 
 impl ControllerPort {
@@ -167,6 +172,7 @@ impl ControllerPort {
             links,
             peer_outbox: Vec::new(),
             stopping: false,
+            request_counts: Default::default(),
         };
         port.arm_timers(event_loop.ctx());
         port.set_broker_allow_list(&namesrv.broker_allow_list);
@@ -176,8 +182,6 @@ impl ControllerPort {
     pub(super) fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
-
-    pub(super) fn write_metrics(&self, _e: &mut crate::metrics::Exposition<'_>) {}
 
     /// The name server's `brokerAllowList` (at start and after each change).
     pub(super) fn set_broker_allow_list(&mut self, text: &str) {
@@ -217,6 +221,8 @@ impl ControllerPort {
             conn,
             opaque: cmd.opaque,
             serialize: cmd.serialize_type,
+            code: cmd.code,
+            arrived: Instant::now(),
         };
         let now = ctx.now_ms();
         let controller = &mut self.controller;
@@ -235,6 +241,11 @@ impl ControllerPort {
             );
             self.replies.clear();
             return Next::Close;
+        }
+        if cmd.is_oneway() {
+            // No answer to count at delivery (a broker's heartbeat): counted as handled.
+            let handled = Response::new(crate::remoting::codes::response::SUCCESS, None);
+            (self.request_counts).count(cmd.code, &handled, ticket.arrived.elapsed());
         }
         self.deliver(ctx);
         Next::Continue
@@ -336,6 +347,8 @@ impl ControllerPort {
     fn deliver<C>(&mut self, ctx: &mut Ctx<C>) {
         for reply in self.replies.drain(..) {
             let ticket = reply.ticket;
+            let took = ticket.arrived.elapsed();
+            (self.request_counts).count(ticket.code, &reply.response, took);
             // None: the connection closed while its request waited.
             if let Some(out) = ctx.write_buf(ticket.conn) {
                 reply.response.encode(ticket.opaque, ticket.serialize, out);

@@ -92,7 +92,7 @@ impl NameServer {
         self.processor.write_metrics(&mut e);
         write_loop_metrics(&mut e, ctx, &self.conn_kinds);
         if let Some(port) = self.controller.as_ref() {
-            port.write_metrics(&mut e);
+            port.write_metrics(&mut e, ctx.now_ms());
         }
         let start_time = self.metrics.as_ref().and_then(|m| m.start_time);
         process::write(&mut e, start_time, self.descriptors);

@@ -68,7 +68,7 @@ impl ControllerPort {
         match *self {}
     }
 
-    pub(super) fn write_metrics(&self, _: &mut crate::metrics::Exposition<'_>) {
+    pub(super) fn write_metrics(&self, _: &mut crate::metrics::Exposition<'_>, _: u64) {
         match *self {}
     }
 
