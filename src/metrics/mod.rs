@@ -26,9 +26,8 @@ pub struct Histogram {
 impl Histogram {
     pub fn observe(&mut self, took: Duration) {
         let nanos = took.as_nanos().min(u128::from(u64::MAX)) as u64;
-        let micros = nanos / 1000;
-        // `le` is inclusive: 5 us falls in the 5 us bucket.
-        let bucket = LATENCY_BOUNDS_MICROS.partition_point(|&bound| bound < micros.max(1));
+        // `le` is inclusive: 5 us falls in the 5 us bucket, 5.001 us in the next.
+        let bucket = LATENCY_BOUNDS_MICROS.partition_point(|&bound| bound * 1000 < nanos);
         self.counts[bucket] += 1;
         self.sum_nanos = self.sum_nanos.saturating_add(nanos);
     }
@@ -141,7 +140,7 @@ mod tests {
         let mut h = Histogram::default();
         h.observe(Duration::from_nanos(300));
         h.observe(Duration::from_micros(5));
-        h.observe(Duration::from_micros(6));
+        h.observe(Duration::from_nanos(5_001));
         h.observe(Duration::from_secs(5));
         assert_eq!(h.counts[0], 2);
         assert_eq!(h.counts[1], 1);
