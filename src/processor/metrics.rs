@@ -21,7 +21,8 @@ impl Processor {
             e.sample(requests, &[("code", code), ("result", result)], n);
         }
         let latency = "rmq_namesrv_request_duration_seconds";
-        let help = "Time a request held the event loop, by class.";
+        let help =
+            "Time a request held the event loop, by class (route, heartbeat: 1 in 16 timed).";
         e.family(latency, Kind::Histogram, help);
         for (class, h) in LATENCY_CLASSES.iter().zip(&s.requests_by_code.latency) {
             e.histogram(latency, &[("class", class)], h, false);

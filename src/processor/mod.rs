@@ -284,7 +284,7 @@ impl Processor {
             );
             return Effects::default();
         }
-        let began = Instant::now();
+        let began = self.stats.requests_by_code.timer(cmd.code);
         let mut effects = Effects::default();
         self.new_steps = None;
         let ticket = Ticket {
@@ -313,8 +313,7 @@ impl Processor {
             effects.off_loop = reply.off_loop;
             return effects;
         }
-        let took = began.elapsed();
-        (self.stats.requests_by_code).count(cmd.code, reply.code, Some(took));
+        (self.stats.requests_by_code).count(cmd.code, reply.code, began);
         if let Some(mut job) = self.new_steps.take() {
             // Answered when the last step is done: success means the change was made.
             job.reply = Some(self.deferred_reply(ticket, &reply));
