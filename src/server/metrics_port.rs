@@ -8,7 +8,8 @@ use super::{NameServer, PeerKind, PeerState, StartError};
 use crate::config::NamesrvConfig;
 use crate::event_loop::{ConnId, Ctx, EventLoop, Handler, ListenerTag, Next};
 use crate::metrics::http::{self, Asked};
-use crate::metrics::{process, Exposition, Kind};
+use crate::metrics::process::{self, FdCounter};
+use crate::metrics::{Exposition, Kind};
 use log::{debug, info};
 use std::net::SocketAddr;
 
@@ -26,6 +27,7 @@ pub(super) struct MetricsPort {
     addr: SocketAddr,
     body: Vec<u8>,
     start_time: Option<f64>,
+    fds: FdCounter,
 }
 
 impl MetricsPort {
@@ -50,6 +52,7 @@ impl MetricsPort {
             addr: bound,
             body: Vec::new(),
             start_time: process::start_time_seconds(),
+            fds: FdCounter::spawn()?,
         }))
     }
 
@@ -94,8 +97,9 @@ impl NameServer {
         if let Some(port) = self.controller.as_ref() {
             port.write_metrics(&mut e, ctx.now_ms());
         }
-        let start_time = self.metrics.as_ref().and_then(|m| m.start_time);
-        process::write(&mut e, start_time, self.descriptors);
+        if let Some(m) = self.metrics.as_ref() {
+            process::write(&mut e, m.start_time, m.fds.open_fds(), self.descriptors);
+        }
     }
 }
 
