@@ -116,70 +116,27 @@ fn write_loop_metrics(e: &mut Exposition<'_>, ctx: &Ctx<PeerState>, kinds: &[usi
     }
     let controller = l.connections.saturating_sub(kinds.iter().sum());
     e.sample(connections, &[("kind", "controller")], controller);
-    e.single(
-        "rmq_namesrv_connections_limit",
-        Kind::Gauge,
-        "maxConnections (after the open-file limit).",
-        limits.max_connections,
-    );
-    e.single(
-        "rmq_namesrv_connections_refused_total",
-        Kind::Counter,
-        "Connections refused by maxConnections, per-address or reserved-slot admission.",
-        l.refused,
-    );
-    e.single(
-        "rmq_namesrv_buffered_bytes",
-        Kind::Gauge,
-        "Bytes held in all connections' read and write buffers.",
-        l.buffered_bytes,
-    );
-    e.single(
-        "rmq_namesrv_buffered_bytes_limit",
-        Kind::Gauge,
-        "maxBufferedBytes, the memory budget of those buffers.",
-        limits.max_buffered,
-    );
-    e.single(
-        "rmq_namesrv_received_bytes_total",
-        Kind::Counter,
-        "Bytes read from peers.",
-        l.bytes_in,
-    );
-    e.single(
-        "rmq_namesrv_sent_bytes_total",
-        Kind::Counter,
-        "Bytes written to peers.",
-        l.bytes_out,
-    );
-    e.single(
-        "rmq_namesrv_frame_timeouts_total",
-        Kind::Counter,
-        "Connections closed for a request not complete within frameReadTimeoutMillis.",
-        l.frame_timeouts,
-    );
-    e.single(
-        "rmq_namesrv_closed_over_budget_total",
-        Kind::Counter,
-        "Connections closed for not reading their replies while the memory budget was spent.",
-        l.closed_over_budget,
-    );
-    e.single(
-        "rmq_namesrv_accept_failures_total",
-        Kind::Counter,
-        "Failed accepts (out of descriptors).",
-        l.accept_failures,
-    );
+    use Kind::{Counter, Gauge};
+    #[rustfmt::skip]
+    let rows = [
+        ("rmq_namesrv_connections_limit", Gauge, "maxConnections (after the open-file limit).", limits.max_connections as u64),
+        ("rmq_namesrv_connections_refused_total", Counter, "Connections refused by maxConnections, per-address or reserved-slot admission.", l.refused),
+        ("rmq_namesrv_buffered_bytes", Gauge, "Bytes held in all connections' read and write buffers.", l.buffered_bytes as u64),
+        ("rmq_namesrv_buffered_bytes_limit", Gauge, "maxBufferedBytes, the memory budget of those buffers.", limits.max_buffered as u64),
+        ("rmq_namesrv_received_bytes_total", Counter, "Bytes read from peers.", l.bytes_in),
+        ("rmq_namesrv_sent_bytes_total", Counter, "Bytes written to peers.", l.bytes_out),
+        ("rmq_namesrv_frame_timeouts_total", Counter, "Connections closed for a request not whole within frameReadTimeoutMillis.", l.frame_timeouts),
+        ("rmq_namesrv_closed_over_budget_total", Counter, "Connections closed for not reading their replies while the memory budget was spent.", l.closed_over_budget),
+        ("rmq_namesrv_accept_failures_total", Counter, "Failed accepts (out of descriptors).", l.accept_failures),
+        ("rmq_namesrv_loop_long_turns_total", Counter, "Event loop turns longer than 2 ms.", l.long_turns),
+    ];
+    for (name, kind, help, value) in rows {
+        e.single(name, kind, help, value);
+    }
     e.single(
         "rmq_namesrv_loop_turn_max_seconds",
         Kind::Gauge,
         "The event loop's longest turn since start.",
         l.max_turn_micros as f64 / 1e6,
-    );
-    e.single(
-        "rmq_namesrv_loop_long_turns_total",
-        Kind::Counter,
-        "Event loop turns longer than 2 ms.",
-        l.long_turns,
     );
 }
