@@ -95,7 +95,7 @@ impl Processor {
             ),
             (
                 "rmq_namesrv_unregistrations_total",
-                "Brokers removed by UNREGISTER_BROKER or their connection's close.",
+                "Brokers removed: by UNREGISTER_BROKER, their connection's close or an expiry.",
                 s.unregistrations,
             ),
         ];
