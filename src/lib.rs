@@ -37,6 +37,7 @@ pub mod durable_file;
 pub mod event_loop;
 pub mod kv;
 pub mod logging;
+pub mod metrics;
 pub mod processor;
 pub mod remoting;
 pub mod request;

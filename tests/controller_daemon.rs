@@ -105,7 +105,6 @@ mod with_controller {
                 "electMasterMaxRetryCount=many\n",
                 "electMasterMaxRetryCount=many",
             ),
-            ("metricsExporterType=PROM\n", "metricsExporterType=PROM"),
         ];
         for (line, named) in cases {
             let file = controller_file(&dir, line);

@@ -89,6 +89,9 @@ const EXPECTED_KEYS: &[&str] = &[
     "kvMaxTotalBytes",
     "adminAllowList",
     "brokerAllowList",
+    "metricsExporterType",
+    "metricsPromExporterHost",
+    "metricsPromExporterPort",
 ];
 
 const UNIT_PATH: &str = "deploy/rmq-namesrv.service";

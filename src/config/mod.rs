@@ -527,6 +527,9 @@ mod tests {
                 "logFileCount",
                 "logFileMaxSize",
                 "logPath",
+                "metricsExporterType",
+                "metricsPromExporterHost",
+                "metricsPromExporterPort",
                 "rocketmqHome",
                 "unRegisterBrokerQueueCapacity",
             ]

@@ -203,6 +203,13 @@ properties! {
     "kvMaxTotalBytes" => kv_max_total_bytes: u32 = 16_777_216, Live, in_range(KIB..=GIB);
     "adminAllowList" => admin_allow_list: String = String::new(), Live, parse_allow_list;
     "brokerAllowList" => broker_allow_list: String = String::new(), Live, parse_allow_list;
+
+    // ---- Java's metrics keys (its Controller's and brokers')
+    /// `PROM`: the Prometheus endpoint, a third listener on the loop (docs/operations.md#metrics).
+    "metricsExporterType" => metrics_exporter_type: String = "DISABLE".into(), AtStart, parse_metrics_exporter;
+    /// "" = `bindAddress`.
+    "metricsPromExporterHost" => metrics_prom_exporter_host: String = String::new(), AtStart, parse_text;
+    "metricsPromExporterPort" => metrics_prom_exporter_port: u16 = 5557, AtStart, in_range(0..=65_535);
 }
 
 /// `$HOME/<rest>`; "." stands for an unset `$HOME` so the defaults stay relative, not at `/`.
@@ -245,6 +252,18 @@ fn parse_serialize_type(value: &str) -> Result<SerializeType, String> {
         "JSON" => Ok(SerializeType::Json),
         "ROCKETMQ" => Ok(SerializeType::RocketMq),
         other => Err(format!("{other:?} is not JSON or ROCKETMQ")),
+    }
+}
+
+/// Java's `MetricsExporterType` names; only `DISABLE` and `PROM` have an exporter here.
+fn parse_metrics_exporter(value: &str) -> Result<String, String> {
+    match value.trim().to_ascii_uppercase().as_str() {
+        known @ ("DISABLE" | "PROM") => Ok(known.to_string()),
+        "OTLP_GRPC" | "LOG" => Err(format!(
+            "{:?} is not implemented here; use PROM (a Prometheus endpoint) or DISABLE",
+            value.trim()
+        )),
+        _ => Err(format!("{:?} is not DISABLE or PROM", value.trim())),
     }
 }
 

@@ -5,7 +5,7 @@
 //! closed connection's brokers without a scan; the table's bytes are budgeted, as its count.
 
 use super::request::Heartbeat;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// Java's `DEFAULT_BROKER_CHANNEL_EXPIRED_TIME`, for a broker that sends no timeout of its own.
@@ -193,6 +193,18 @@ impl Liveness {
             .get_mut(name)?
             .iter_mut()
             .find(|l| l.broker_id == id && l.cluster_name.as_deref() == cluster)
+    }
+
+    /// Active brokers per (cluster, broker set), as Java's `getActiveBrokersNum`.
+    pub fn active_by_set(&self, now_ms: u64) -> BTreeMap<(&str, &str), usize> {
+        let mut counts = BTreeMap::new();
+        for (name, entries) in &self.by_name {
+            for live in entries.iter().filter(|l| l.is_active(now_ms)) {
+                let cluster = live.cluster_name.as_deref().unwrap_or("");
+                *counts.entry((cluster, &**name)).or_insert(0) += 1;
+            }
+        }
+        counts
     }
 
     /// The entry of one broker (Java's `getBrokerLiveInfo`), active or not.

@@ -42,7 +42,7 @@ pub use config::ControllerConfig;
 #[cfg(feature = "controller")]
 pub use liveness::ConnRef;
 #[cfg(feature = "controller")]
-pub use manager::{Controller, Reply, StartError};
+pub use manager::{Controller, Reply, StartError, ELECTION_RESULTS};
 #[cfg(feature = "controller")]
 pub use raft::Wake;
 #[cfg(feature = "controller")]

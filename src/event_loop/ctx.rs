@@ -276,6 +276,15 @@ impl<C> Ctx<C> {
         }
     }
 
+    /// No more frames are read from `id`; it is closed once its replies are written (an HTTP
+    /// answer with `Connection: close`). Return [`super::Next::Hold`] after it.
+    pub fn close_when_flushed(&mut self, id: ConnId) {
+        if let Some(conn) = self.get_mut(id) {
+            conn.held = true;
+            conn.peer_closed = true;
+        }
+    }
+
     /// A bulk connection the loop comes back to now is read anyway: the handler should refuse
     /// the costly work it brings rather than queue it.
     pub fn bulk_line_full(&self) -> bool {

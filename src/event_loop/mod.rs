@@ -11,6 +11,7 @@ mod budget;
 mod connection;
 mod ctx;
 pub mod descriptors;
+mod http;
 pub mod oneway;
 
 #[cfg(test)]
@@ -52,6 +53,10 @@ const LONG_TURN: Duration = Duration::from_millis(2);
 
 /// Far above scheduling noise on a busy machine: a turn this long is a real stall, warned about.
 const STALL_WARN: Duration = Duration::from_millis(20);
+
+fn is_http(http_listeners: &[ListenerTag], listener: Option<ListenerTag>) -> bool {
+    !http_listeners.is_empty() && listener.is_some_and(|tag| http_listeners.contains(&tag))
+}
 
 /// A slab slot and a generation: a `ConnId` kept after its close finds nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -233,6 +238,9 @@ pub struct EventLoop<H: Handler> {
     stall_log: LogGate,
     /// Bytes this turn may still read.
     turn_reads_left: usize,
+    /// Listeners whose connections send HTTP request heads (`http`), not the handler's frames.
+    http_listeners: Vec<ListenerTag>,
+    http_log: LogGate,
 }
 
 impl<H: Handler> EventLoop<H> {
@@ -249,6 +257,8 @@ impl<H: Handler> EventLoop<H> {
             accept_log: LogGate::new(WARN_EVERY_MS),
             stall_log: LogGate::new(WARN_EVERY_MS),
             turn_reads_left: 0,
+            http_listeners: Vec::new(),
+            http_log: LogGate::new(WARN_EVERY_MS),
         })
     }
 
@@ -269,6 +279,14 @@ impl<H: Handler> EventLoop<H> {
             addr: bound,
             retry_at_ms: None,
         });
+        Ok(bound)
+    }
+
+    /// A listener whose connections each deliver HTTP request heads as frames (see `http`);
+    /// admitted, budgeted and timed out like every other connection.
+    pub fn listen_http(&mut self, addr: SocketAddr, tag: ListenerTag) -> io::Result<SocketAddr> {
+        let bound = self.listen(addr, tag)?;
+        self.http_listeners.push(tag);
         Ok(bound)
     }
 
@@ -567,7 +585,9 @@ impl<H: Handler> EventLoop<H> {
             return;
         };
         conn.release_read_buffer(arena, run.cut_large);
-        conn.frame_len = h.frame_len(&conn.read_buf).unwrap_or(0);
+        if !is_http(&self.http_listeners, conn.listener) {
+            conn.frame_len = h.frame_len(&conn.read_buf).unwrap_or(0);
+        }
         if conn.read_buf.is_empty() || run.stopped_by_loop {
             conn.frame_started_ms = None;
         } else if run.cut_any || conn.frame_started_ms.is_none() {
@@ -599,13 +619,23 @@ impl<H: Handler> EventLoop<H> {
                 return Some(run);
             }
             let unsent_before = conn.unsent();
-            let frame = match h.cut_frame(&mut conn.read_buf) {
+            // `Err(None)`: an HTTP head over its bound.
+            let cut = if is_http(&self.http_listeners, conn.listener) {
+                http::cut_head(&mut conn.read_buf).map_err(|()| None)
+            } else {
+                h.cut_frame(&mut conn.read_buf).map_err(Some)
+            };
+            let frame = match cut {
                 Ok(Some(frame)) => frame,
                 Ok(None) => return Some(run),
-                Err(e) => {
+                Err(Some(e)) => {
                     warn!("closing connection from {}: {e}", conn.peer);
                     // Replies to the frames before the bad one still go out, best effort.
                     self.ctx.close(id, "bad frame");
+                    return None;
+                }
+                Err(None) => {
+                    self.refuse_http_head(id);
                     return None;
                 }
             };
@@ -643,6 +673,21 @@ impl<H: Handler> EventLoop<H> {
                 return None;
             }
         }
+    }
+
+    fn refuse_http_head(&mut self, id: ConnId) {
+        let now = self.ctx.now_ms();
+        if let Some(more) = self.http_log.ready(now) {
+            let peer = self.ctx.peer(id);
+            warn!(
+                "closing HTTP connection from {peer:?}: request head over {} bytes ({more} more since the last line)",
+                http::MAX_HEAD
+            );
+        }
+        if let Some(out) = self.ctx.write_buf(id) {
+            out.extend_from_slice(http::HEAD_TOO_LARGE);
+        }
+        self.ctx.close(id, "HTTP request head too large");
     }
 
     fn fire_timers(&mut self, h: &mut H) {

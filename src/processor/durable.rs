@@ -4,6 +4,7 @@ use super::{DeferredReply, Effects, Processor, Refusal, Reply, Ticket};
 use crate::config::ConfigPlan;
 use crate::kv::{Done, Job, WriterGone};
 use log::error;
+use std::time::Instant;
 
 pub(super) struct Awaiting {
     pub(super) id: u64,
@@ -12,6 +13,7 @@ pub(super) struct Awaiting {
     pub(super) plan: Option<Box<ConfigPlan>>,
     /// The change, for its audit line.
     pub(super) what: String,
+    submitted: Instant,
 }
 
 impl Processor {
@@ -82,6 +84,7 @@ impl Processor {
             ticket,
             plan,
             what,
+            submitted: Instant::now(),
         });
         Ok(Reply::later())
     }
@@ -89,6 +92,8 @@ impl Processor {
     /// The waiting request of job `id` (normally the front: jobs finish in order).
     pub(super) fn take_awaiting(&mut self, id: u64) -> Option<Awaiting> {
         let at = self.awaiting.iter().position(|a| a.id == id)?;
-        self.awaiting.remove(at)
+        let done = self.awaiting.remove(at)?;
+        self.stats.durable_writes.observe(done.submitted.elapsed());
+        Some(done)
     }
 }

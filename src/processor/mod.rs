@@ -83,9 +83,16 @@ enum Refusal {
     ConfigBacklog {
         waiting: usize,
     },
+    /// A registry bound (`maxBrokers`, `maxTopics`...): SYSTEM_ERROR with this remark.
+    OverBound(String),
     /// SYSTEM_ERROR with this remark.
     Failed(String),
 }
+
+/// Indexes of [`stats::REFUSAL_REASONS`].
+const LIMITS: usize = 0;
+const ALLOW_LIST: usize = 1;
+const VALIDATION: usize = 2;
 
 impl Refusal {
     fn code(&self) -> i32 {
@@ -102,6 +109,25 @@ impl Refusal {
             Refusal::NoKvItem { .. } | Refusal::NoKvNamespace(_) => QUERY_NOT_FOUND,
             Refusal::Config(e) => e.response_code(),
             _ => SYSTEM_ERROR,
+        }
+    }
+
+    /// Which [`stats::REFUSAL_REASONS`] it counts under; none for answers such as "no route".
+    fn reason(&self) -> Option<usize> {
+        match self {
+            Refusal::Parse(ParseError::NotSupported(_)) => None,
+            Refusal::Parse(_) | Refusal::CrcMismatch | Refusal::Config(_) => Some(VALIDATION),
+            Refusal::Kv(KvRefusal::TooLong { .. }) => Some(VALIDATION),
+            Refusal::NotAllowed(_) => Some(ALLOW_LIST),
+            Refusal::UnregisterQueueFull
+            | Refusal::Overloaded
+            | Refusal::Kv(_)
+            | Refusal::ConfigBacklog { .. }
+            | Refusal::OverBound(_) => Some(LIMITS),
+            Refusal::TopicNotExist(_)
+            | Refusal::NoKvItem { .. }
+            | Refusal::NoKvNamespace(_)
+            | Refusal::Failed(_) => None,
         }
     }
 
@@ -125,7 +151,9 @@ impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Refusal::Parse(e) => write!(f, "{e}"),
-            Refusal::NotAllowed(remark) | Refusal::Failed(remark) => f.write_str(remark),
+            Refusal::NotAllowed(remark) | Refusal::OverBound(remark) | Refusal::Failed(remark) => {
+                f.write_str(remark)
+            }
             Refusal::CrcMismatch => f.write_str("crc32 not match"),
             Refusal::UnregisterQueueFull => f.write_str("the unregistration queue is full"),
             Refusal::Overloaded => f.write_str(OVERLOAD_REMARK),
@@ -260,6 +288,7 @@ impl Processor {
             );
             return Effects::default();
         }
+        let began = self.stats.requests_by_code.timer(cmd.code);
         let mut effects = Effects::default();
         self.new_steps = None;
         let ticket = Ticket {
@@ -272,6 +301,9 @@ impl Processor {
         let reply = match self.dispatch(ctx, counters, cmd, ticket, work) {
             Ok(r) => r,
             Err(refusal) => {
+                if let Some(reason) = refusal.reason() {
+                    self.stats.refused[reason] += 1;
+                }
                 let reply = refusal.reply();
                 debug!(
                     "request {} from {:?} answered {}: {}",
@@ -290,7 +322,7 @@ impl Processor {
         if !reply.deferred {
             self.audit(&ticket, &reply);
         }
-        self.stats.requests_by_code.count(cmd.code);
+        (self.stats.requests_by_code).count(cmd.code, reply.code, began);
         if let Some(mut job) = self.new_steps.take() {
             // Answered when the last step is done: success means the change was made.
             job.reply = Some(self.deferred_reply(ticket, &reply));
@@ -307,10 +339,12 @@ impl Processor {
     }
 
     pub fn reply_overloaded(&mut self, cmd: &RemotingCommand, out: &mut Vec<u8>) {
-        self.stats.requests_by_code.count(cmd.code);
+        let refusal = Refusal::Overloaded;
+        (self.stats.requests_by_code).count(cmd.code, refusal.code(), None);
+        self.stats.refused[LIMITS] += 1;
         self.stats.rejected_busy += 1;
         if !cmd.is_oneway() {
-            self.write_reply(cmd.opaque, &Refusal::Overloaded.reply(), out);
+            self.write_reply(cmd.opaque, &refusal.reply(), out);
         }
     }
 
@@ -471,6 +505,7 @@ mod broker;
 mod config;
 mod durable;
 mod kv;
+mod metrics;
 mod off_loop;
 mod register;
 mod removal;

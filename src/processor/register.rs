@@ -218,7 +218,7 @@ impl Processor {
         if self.stats.bounds_reached.admit(ctx.now_ms) {
             warn!("refused {what} from {:?}: {e}", ctx.peer);
         }
-        Refusal::Failed(e.to_string())
+        Refusal::OverBound(e.to_string())
     }
 
     /// A registration took its address from another broker name: warned (rate-limited).

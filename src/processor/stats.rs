@@ -2,41 +2,139 @@
 
 use super::{Processor, Refusal, Reply};
 use crate::event_loop::LoopStats;
+use crate::metrics::Histogram;
+use crate::remoting::codes::{self, request, response_name, REQUEST_CODES, RESPONSE_CODES};
 use crate::remoting::json::{write_i64, Seq};
 use log::{info, warn};
 use std::collections::HashMap;
+use std::time::Instant;
 
-/// Request counts by code: an array for RocketMQ's range, a map for anything else.
+/// Columns of [`RequestCounts`]: the response codes, then one for any other.
+const RESULTS: usize = RESPONSE_CODES.len() + 1;
+
+/// Latency classes, the `class` label of the request latency histogram.
+pub(super) const LATENCY_CLASSES: [&str; 4] = ["route", "heartbeat", "registration", "admin"];
+
+fn latency_class(code: i32) -> usize {
+    match code {
+        request::GET_ROUTEINFO_BY_TOPIC => 0,
+        request::BROKER_HEARTBEAT | request::QUERY_DATA_VERSION => 1,
+        request::REGISTER_BROKER
+        | request::UNREGISTER_BROKER
+        | request::REGISTER_TOPIC_IN_NAMESRV => 2,
+        _ => 3,
+    }
+}
+
+/// Route lookups and heartbeats are timed one in this many (the other classes, all): two
+/// clock reads cost 50-110 ns on a 2 vCPU KVM guest, a tenth to a fifth of a route lookup's
+/// 0.5 us of CPU; one in 16 keeps it under 1.5 % and still gives a p99 at their rates.
+/// Re-measure: a loop of `Instant::now().elapsed()` in a `rustc -O` program.
+const SAMPLE_EVERY: u64 = 16;
+
+/// The classes before this one are sampled ([`SAMPLE_EVERY`]).
+const SAMPLED_CLASSES: usize = 2;
+
+/// Codes below this have their row in an array (RocketMQ's request codes are all below it).
+const DIRECT_CODES: usize = 1024;
+
+/// Requests by code row and result, and their time on the loop by class: arrays indexed by
+/// the row, so counting neither allocates nor hashes nor searches.
 #[derive(Debug)]
 pub(super) struct RequestCounts {
-    low: Vec<u64>,
+    /// By row of [`REQUEST_CODES`] (then one row for other codes), by result.
+    by_row: Vec<[u64; RESULTS]>,
+    /// The row of each code below [`DIRECT_CODES`] (`u8::MAX`: not in the table).
+    row_of_code: Vec<u8>,
+    class_of_row: Vec<usize>,
+    /// Requests seen by class, for [`SAMPLE_EVERY`].
+    seen: [u64; LATENCY_CLASSES.len()],
+    pub(super) latency: [Histogram; LATENCY_CLASSES.len()],
+    /// Codes outside the table, by code, for the stats extension.
     other: HashMap<i32, u64>,
 }
 
 impl Default for RequestCounts {
     fn default() -> Self {
+        let mut row_of_code = vec![u8::MAX; DIRECT_CODES];
+        for (row, r) in REQUEST_CODES.iter().enumerate() {
+            if let Some(slot) = usize::try_from(r.code)
+                .ok()
+                .and_then(|c| row_of_code.get_mut(c))
+            {
+                *slot = row as u8;
+            }
+        }
+        let classes = REQUEST_CODES.iter().map(|r| latency_class(r.code));
         RequestCounts {
-            low: vec![0; 1024],
+            by_row: vec![[0; RESULTS]; REQUEST_CODES.len() + 1],
+            row_of_code,
+            class_of_row: classes.chain([latency_class(-1)]).collect(),
+            seen: [0; LATENCY_CLASSES.len()],
+            latency: Default::default(),
             other: HashMap::new(),
         }
     }
 }
 
 impl RequestCounts {
-    pub(super) fn count(&mut self, code: i32) {
-        match usize::try_from(code).ok().and_then(|c| self.low.get_mut(c)) {
-            Some(n) => *n += 1,
-            // Unknown codes from hostile peers must not grow this map without bound.
-            None if self.other.len() < 1024 || self.other.contains_key(&code) => {
-                *self.other.entry(code).or_insert(0) += 1
-            }
-            None => {}
+    fn row(&self, code: i32) -> usize {
+        let unknown = REQUEST_CODES.len();
+        match usize::try_from(code)
+            .ok()
+            .and_then(|c| self.row_of_code.get(c))
+        {
+            Some(&row) if row != u8::MAX => usize::from(row),
+            Some(_) => unknown,
+            None => codes::request_index(code).unwrap_or(unknown),
         }
     }
 
+    /// When a request of `code` began, if it is one of those timed.
+    pub(super) fn timer(&mut self, code: i32) -> Option<Instant> {
+        let class = self.class_of_row[self.row(code)];
+        self.seen[class] += 1;
+        let timed = class >= SAMPLED_CLASSES || self.seen[class] % SAMPLE_EVERY == 1;
+        timed.then(Instant::now)
+    }
+
+    /// One request answered `result`; `began`: from [`RequestCounts::timer`].
+    pub(super) fn count(&mut self, code: i32, result: i32, began: Option<Instant>) {
+        let row = self.row(code);
+        let column = RESPONSE_CODES
+            .iter()
+            .position(|&c| c == result)
+            .unwrap_or(RESPONSE_CODES.len());
+        self.by_row[row][column] += 1;
+        if let Some(began) = began {
+            self.latency[self.class_of_row[row]].observe(began.elapsed());
+        }
+        // Unknown codes from hostile peers must not grow this map without bound.
+        if row == REQUEST_CODES.len() && (self.other.len() < 1024 || self.other.contains_key(&code))
+        {
+            *self.other.entry(code).or_insert(0) += 1;
+        }
+    }
+
+    /// (code name, result name, count) of every non-zero cell.
+    pub(super) fn by_name(&self) -> impl Iterator<Item = (&'static str, &'static str, u64)> + '_ {
+        let names = REQUEST_CODES.iter().map(|r| r.name).chain(["UNKNOWN"]);
+        names.zip(&self.by_row).flat_map(|(name, row)| {
+            let results = RESPONSE_CODES
+                .iter()
+                .map(|&c| response_name(c))
+                .chain(["ERROR"]);
+            results
+                .zip(row)
+                .filter(|(_, n)| **n > 0)
+                .map(move |(result, n)| (name, result, *n))
+        })
+    }
+
     fn sorted(&self) -> Vec<(i32, u64)> {
-        let low = self.low.iter().enumerate().map(|(c, n)| (c as i32, *n));
-        let mut v: Vec<(i32, u64)> = low
+        let known = REQUEST_CODES.iter().zip(&self.by_row);
+        let mut v: Vec<(i32, u64)> = known
+            .map(|(r, row)| (r.code, row.iter().sum()))
             .filter(|(_, n)| *n > 0)
             .chain(self.other.iter().map(|(c, n)| (*c, *n)))
             .collect();
@@ -45,9 +143,16 @@ impl RequestCounts {
     }
 }
 
+/// Why requests were refused: the `reason` label of the refusal counter.
+pub(super) const REFUSAL_REASONS: [&str; 3] = ["limits", "allow_list", "validation"];
+
 #[derive(Debug, Default)]
 pub(super) struct Stats {
     pub(super) requests_by_code: RequestCounts,
+    /// By [`REFUSAL_REASONS`].
+    pub(super) refused: [u64; REFUSAL_REASONS.len()],
+    /// From submission to the writer's answer.
+    pub(super) durable_writes: Histogram,
     pub(super) registrations: u64,
     pub(super) registrations_unchanged: u64,
     pub(super) expiries: u64,
@@ -260,6 +365,34 @@ pub(super) fn log_grouped(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn requests_are_counted_by_row_and_result_and_hot_classes_timed_one_in_sixteen() {
+        let mut c = RequestCounts::default();
+        let timed = (0..32)
+            .filter(|_| {
+                let began = c.timer(request::GET_ROUTEINFO_BY_TOPIC);
+                c.count(request::GET_ROUTEINFO_BY_TOPIC, 0, began);
+                began.is_some()
+            })
+            .count();
+        assert_eq!(timed, 2);
+        assert!(c.timer(request::REGISTER_BROKER).is_some());
+        assert!(c.timer(request::REGISTER_BROKER).is_some());
+        c.count(request::RMQ_NAMESRV_STATS, 1, None);
+        c.count(12_345, 3, None);
+        let cells: Vec<_> = c.by_name().collect();
+        assert_eq!(
+            cells,
+            [
+                ("GET_ROUTEINFO_BY_TOPIC", "SUCCESS", 32),
+                ("RMQ_NAMESRV_STATS", "SYSTEM_ERROR", 1),
+                ("UNKNOWN", "REQUEST_CODE_NOT_SUPPORTED", 1)
+            ]
+        );
+        assert_eq!(c.latency[0].count(), 2);
+        assert_eq!(c.sorted(), [(105, 32), (12_345, 1), (29_001, 1)]);
+    }
 
     #[test]
     fn route_changes_are_summarised_once_per_interval() {

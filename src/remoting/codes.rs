@@ -80,10 +80,12 @@ request_codes! {
 
 /// The row of a request code, if the name server knows it (the rows ascend by code).
 pub fn request_row(code: i32) -> Option<&'static CodeRow> {
-    REQUEST_CODES
-        .binary_search_by_key(&code, |r| r.code)
-        .ok()
-        .map(|i| &REQUEST_CODES[i])
+    request_index(code).map(|i| &REQUEST_CODES[i])
+}
+
+/// The position of a request code's row in [`REQUEST_CODES`] (counters are arrays by row).
+pub fn request_index(code: i32) -> Option<usize> {
+    REQUEST_CODES.binary_search_by_key(&code, |r| r.code).ok()
 }
 
 /// Human-readable name of a request code, for logs and the stats extension.
@@ -126,6 +128,9 @@ macro_rules! response_codes {
                 _ => "ERROR",
             }
         }
+
+        /// The response codes the name server uses, SUCCESS first.
+        pub const RESPONSE_CODES: &[i32] = &[$($code,)*];
     };
 }
 

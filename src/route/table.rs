@@ -134,6 +134,11 @@ impl RouteTable {
         self.brokers.len()
     }
 
+    /// (topic, broker group) pairs: one per group per topic it serves.
+    pub fn queue_entry_count(&self) -> usize {
+        self.brokers.values().map(|b| b.topics.len()).sum()
+    }
+
     pub fn invalidate_topic(&mut self, topic: &str) {
         self.cache.invalidate(topic);
     }

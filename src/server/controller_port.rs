@@ -9,7 +9,7 @@ use super::{os_message, StartError};
 use crate::audit;
 use crate::config::NamesrvConfig;
 use crate::controller::{raft, Wake};
-use crate::controller::{ConnRef, Controller, ControllerConfig, Reply};
+use crate::controller::{ConnRef, Controller, ControllerConfig, Reply, Response};
 use crate::event_loop::oneway::{self, Oneway, OnewaySender};
 use crate::event_loop::{
     ConnId, Ctx, EventLoop, Handler, ListenerTag, LogGate, LoopWaker, Next, TimerId,
@@ -23,7 +23,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub(super) const LISTENER: ListenerTag = ListenerTag(1);
 
@@ -38,6 +38,7 @@ const REFUSED_AUDIT_INTERVAL_MS: u64 = 2_000;
 /// Java starts its heartbeat-expiry scan 2 s after start, then keeps its interval.
 const FIRST_SCAN_DELAY_MS: u64 = 2_000;
 
+mod metrics;
 mod peers;
 
 pub(super) use peers::PeerConnData;
@@ -116,8 +117,10 @@ struct Ticket {
     conn: ConnId,
     opaque: i32,
     serialize: SerializeType,
+    /// For the audit line and the request metrics: what was asked, by whom, and when.
     code: i32,
     peer: Option<SocketAddr>,
+    arrived: Instant,
 }
 
 struct LogNews {
@@ -148,6 +151,7 @@ pub(super) struct ControllerPort {
     stopping: bool,
     /// Refused audited requests: a few warning lines per interval.
     refused_audits: LogGate,
+    request_counts: metrics::RequestCounts,
 }
 
 impl ControllerPort {
@@ -203,6 +207,7 @@ impl ControllerPort {
             peer_outbox: Vec::new(),
             stopping: false,
             refused_audits: LogGate::new(REFUSED_AUDIT_INTERVAL_MS),
+            request_counts: Default::default(),
         };
         port.arm_timers(event_loop.ctx());
         port.set_broker_allow_list(&namesrv.broker_allow_list);
@@ -254,6 +259,7 @@ impl ControllerPort {
             serialize: cmd.serialize_type,
             code: cmd.code,
             peer,
+            arrived: Instant::now(),
         };
         let now = ctx.now_ms();
         let controller = &mut self.controller;
@@ -272,6 +278,11 @@ impl ControllerPort {
             );
             self.replies.clear();
             return Next::Close;
+        }
+        if cmd.is_oneway() {
+            // No answer to count at delivery (a broker's heartbeat): counted as handled.
+            let handled = Response::new(crate::remoting::codes::response::SUCCESS, None);
+            (self.request_counts).count(cmd.code, &handled, ticket.arrived.elapsed());
         }
         self.deliver(ctx);
         Next::Continue
@@ -375,6 +386,8 @@ impl ControllerPort {
         for reply in self.replies.drain(..) {
             audit_answer(&reply, &mut self.refused_audits, now);
             let ticket = reply.ticket;
+            let took = ticket.arrived.elapsed();
+            (self.request_counts).count(ticket.code, &reply.response, took);
             // None: the connection closed while its request waited.
             if let Some(out) = ctx.write_buf(ticket.conn) {
                 reply.response.encode(ticket.opaque, ticket.serialize, out);

@@ -41,11 +41,13 @@ mod controller_port;
 use admission::{RegistrationQueue, REGISTRATION_READ_AHEAD_BYTES};
 use controller_port::{ControllerPort, PeerConnData};
 use decode_worker::DecodeWorker;
+use metrics_port::MetricsPort;
 use pacing::ExpiryPacer;
 use settings::{connection_cap, loop_limits, prepare_descriptors, Settings};
 
 mod admission;
 mod decode_worker;
+mod metrics_port;
 mod pacing;
 mod settings;
 
@@ -154,9 +156,11 @@ impl Server {
         config.listen_port = local_addr.port();
         let bind = |setup| ControllerPort::bind(setup, &mut event_loop, &config, local_addr);
         let controller = controller.map(bind).transpose()?;
+        let metrics = MetricsPort::bind(&config, &mut event_loop)?;
         let mut app = NameServer::new(config, kv, event_loop.waker())?;
         app.descriptors = descriptors;
         app.controller = controller;
+        app.metrics = metrics;
         app.arm_scan_timer(event_loop.ctx());
         let (reloads, reloaded) = crossbeam_channel::bounded(WAITING_RELOADS);
         app.reloaded = reloaded;
@@ -174,6 +178,11 @@ impl Server {
 
     pub fn controller_addr(&self) -> Option<SocketAddr> {
         self.app.controller.as_ref().map(ControllerPort::local_addr)
+    }
+
+    /// The metrics endpoint's address (`metricsExporterType=PROM`).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.app.metrics.as_ref().map(MetricsPort::local_addr)
     }
 
     pub fn stop_handle(&self) -> StopHandle {
@@ -236,19 +245,28 @@ fn socket_address(host: &str, port: u16) -> Result<SocketAddr, StartError> {
         })
 }
 
+/// What a connection is: how it is read, and the `kind` of the connections gauge.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum PeerKind {
+    /// On the name server's port, before its first request says whether it is a broker.
+    #[default]
+    New,
+    Broker,
+    Client,
+    /// Accepted on the controller's listener, or opened by its peer link.
+    Controller,
+    Metrics,
+}
+
 #[derive(Debug, Default)]
 struct PeerState {
-    /// The first request says whether the peer is a broker.
-    seen_request: bool,
-    /// Accepted on the controller's listener, or opened by its peer link.
-    controller_port: bool,
+    kind: PeerKind,
 }
 
 impl PeerConnData for PeerState {
     fn peer_link() -> PeerState {
         PeerState {
-            seen_request: false,
-            controller_port: true,
+            kind: PeerKind::Controller,
         }
     }
 }
@@ -273,6 +291,9 @@ struct NameServer {
     /// systemd's socket and the ping interval (ms), under `WatchdogSec=`.
     watchdog: Option<(Notifier, u64)>,
     reloaded: Receiver<LiveValues>,
+    metrics: Option<MetricsPort>,
+    /// Open connections by kind, as [`metrics_port::COUNTED_KINDS`].
+    conn_kinds: [usize; 4],
 }
 
 impl NameServer {
@@ -309,7 +330,18 @@ impl NameServer {
             controller: None,
             watchdog: None,
             reloaded: crossbeam_channel::never(),
+            metrics: None,
+            conn_kinds: [0; 4],
         })
+    }
+
+    /// Counts a connection becoming `kind` (`opened`) or leaving it.
+    fn count_kind(&mut self, kind: PeerKind, opened: bool) {
+        let mut counted = metrics_port::COUNTED_KINDS.iter();
+        if let Some(i) = counted.position(|(k, _)| *k == kind) {
+            let n = &mut self.conn_kinds[i];
+            *n = if opened { *n + 1 } else { n.saturating_sub(1) };
+        }
     }
 
     fn arm_scan_timer(&mut self, ctx: &mut Ctx<PeerState>) {
@@ -499,16 +531,25 @@ impl Handler for NameServer {
 
     /// Read as brokers' until their first request shows a client.
     fn on_accept(&mut self, ctx: &mut Ctx<PeerState>, conn: ConnId, tag: ListenerTag) -> ReadClass {
-        if tag == controller_port::LISTENER {
-            if let Some(peer) = ctx.data(conn) {
-                peer.controller_port = true;
-            }
-            return ReadClass::Interactive;
+        let kind = match tag {
+            controller_port::LISTENER => PeerKind::Controller,
+            metrics_port::LISTENER => PeerKind::Metrics,
+            _ => PeerKind::New,
+        };
+        self.count_kind(kind, true);
+        if let Some(peer) = ctx.data(conn) {
+            peer.kind = kind;
         }
-        ReadClass::Bulk
+        match kind {
+            PeerKind::New => ReadClass::Bulk,
+            _ => ReadClass::Interactive,
+        }
     }
 
     fn on_frame(&mut self, ctx: &mut Ctx<PeerState>, conn: ConnId, frame: Bytes) -> Next {
+        if self.metrics.is_some() && ctx.listener(conn) == Some(metrics_port::LISTENER) {
+            return self.answer_scrape(ctx, conn, &frame);
+        }
         let cmd = match RemotingCommand::decode(frame, &self.settings.decode) {
             Ok(c) => c,
             Err(e) => {
@@ -522,16 +563,21 @@ impl Handler for NameServer {
                 return port.on_frame(ctx, conn, &cmd, self.processor.name_limits());
             }
         }
-        if let Some(peer) = ctx.data(conn) {
-            if !peer.seen_request {
-                peer.seen_request = true;
-                let class = if is_broker_request(cmd.code) {
-                    ReadClass::Bulk
-                } else {
-                    ReadClass::Interactive
-                };
-                ctx.set_read_class(conn, class);
+        if ctx
+            .data(conn)
+            .is_some_and(|peer| peer.kind == PeerKind::New)
+        {
+            let (kind, class) = if is_broker_request(cmd.code) {
+                (PeerKind::Broker, ReadClass::Bulk)
+            } else {
+                (PeerKind::Client, ReadClass::Interactive)
+            };
+            if let Some(peer) = ctx.data(conn) {
+                peer.kind = kind;
             }
+            self.count_kind(PeerKind::New, false);
+            self.count_kind(kind, true);
+            ctx.set_read_class(conn, class);
         }
         if cmd.code == request::REGISTER_BROKER && !cmd.is_response() {
             return self.admit_registration(ctx, conn, cmd);
@@ -548,7 +594,8 @@ impl Handler for NameServer {
     }
 
     fn on_close(&mut self, ctx: &mut Ctx<PeerState>, conn: ConnId, peer: PeerState) {
-        if peer.controller_port {
+        self.count_kind(peer.kind, false);
+        if peer.kind == PeerKind::Controller {
             if let Some(port) = self.controller.as_mut() {
                 port.on_close(ctx, conn);
             }

@@ -68,6 +68,10 @@ impl ControllerPort {
         match *self {}
     }
 
+    pub(super) fn write_metrics(&self, _: &mut crate::metrics::Exposition<'_>, _: u64) {
+        match *self {}
+    }
+
     pub(super) fn on_frame<C>(
         &mut self,
         _: &mut Ctx<C>,

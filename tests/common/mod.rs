@@ -18,6 +18,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 pub use rmq_namesrv::client::api::RegisterOptions;
+pub mod prom;
 mod server_thread;
 #[path = "../support/mod.rs"]
 mod support;

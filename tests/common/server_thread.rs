@@ -9,6 +9,7 @@ use std::thread::JoinHandle;
 pub struct ServerHandle {
     addr: SocketAddr,
     controller_addr: Option<SocketAddr>,
+    metrics_addr: Option<SocketAddr>,
     stop: StopHandle,
     thread: Option<JoinHandle<io::Result<()>>>,
 }
@@ -20,6 +21,11 @@ impl ServerHandle {
 
     pub fn controller_addr(&self) -> Option<SocketAddr> {
         self.controller_addr
+    }
+
+    /// The Prometheus endpoint (`metricsExporterType=PROM`).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     pub fn stop(mut self) -> io::Result<()> {
@@ -57,6 +63,7 @@ pub fn start_with_controller(
     let server = Server::bind_with_controller(config, controller)?;
     let addr = server.local_addr();
     let controller_addr = server.controller_addr();
+    let metrics_addr = server.metrics_addr();
     let stop = server.stop_handle();
     let thread = std::thread::Builder::new()
         .name("event-loop".into())
@@ -64,6 +71,7 @@ pub fn start_with_controller(
     Ok(ServerHandle {
         addr,
         controller_addr,
+        metrics_addr,
         stop,
         thread: Some(thread),
     })

@@ -26,6 +26,7 @@ use crate::common::{
 use bytes::BytesMut;
 use rmq_namesrv::client::api::{BrokerIdentity, RegisterOptions};
 use rmq_namesrv::client::Client;
+use rmq_namesrv::config::NamesrvConfig;
 use rmq_namesrv::remoting::command::{DecodeLimits, RemotingCommand};
 use rmq_namesrv::remoting::frame;
 use rmq_namesrv::remoting::json;
@@ -61,6 +62,15 @@ impl ControllerServer {
 
     /// Starts over the store of an earlier server (same directory).
     pub fn start_in(dir: TempDir, extra: &[(&str, &str)]) -> ControllerServer {
+        ControllerServer::start_configured(dir, extra, |_| {})
+    }
+
+    /// As [`ControllerServer::start_in`], with name server settings changed by `tweak`.
+    pub fn start_configured(
+        dir: TempDir,
+        extra: &[(&str, &str)],
+        tweak: impl FnOnce(&mut NamesrvConfig),
+    ) -> ControllerServer {
         init_test_log();
         let store = dir.path().join("controller").to_string_lossy().into_owned();
         let mut pairs: Vec<(String, String)> = vec![
@@ -79,6 +89,7 @@ impl ControllerServer {
         };
         let mut config = test_config(dir.path());
         config.enable_controller_in_namesrv = true;
+        tweak(&mut config);
         let setup = ControllerSetup::from_config(&config, &lookup).expect("controller settings");
         let handle = start_with_controller(config, setup).expect("server starts");
         let namesrv = handle.local_addr().to_string();

@@ -94,7 +94,16 @@ pub struct Controller<T> {
     /// The name server's `brokerAllowList` (see `senders`).
     broker_allow_list: Vec<Cidr>,
     refused_senders: u64,
+    /// Master elections by [`ELECTION_RESULTS`].
+    elections: [u64; 3],
 }
+
+/// Java's `ElectionResult` names, the `election_result` label of its `election_total`.
+pub const ELECTION_RESULTS: [&str; 3] = [
+    "new_master_elected",
+    "keep_current_master",
+    "no_master_elected",
+];
 
 struct ConfigUpdate<T> {
     asked: Ticket<T>,
@@ -105,6 +114,22 @@ struct ConfigUpdate<T> {
 impl<T> Controller<T> {
     pub fn group_status(&self) -> GroupStatus {
         self.group.status()
+    }
+
+    /// Master elections so far, by [`ELECTION_RESULTS`].
+    pub fn elections(&self) -> [u64; 3] {
+        self.elections
+    }
+
+    /// An election's outcome, known by its answer (requested or the controller's own).
+    fn count_election(&mut self, c: &Completed<Ticket<T>>) {
+        let result = match c.response.code {
+            _ if c.elected.is_some() => 0,
+            rc::CONTROLLER_MASTER_STILL_EXIST => 1,
+            rc::CONTROLLER_MASTER_NOT_AVAILABLE | rc::CONTROLLER_ELECT_MASTER_FAILED => 2,
+            _ => return,
+        };
+        self.elections[result] += 1;
     }
 
     pub fn raft_tick(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
@@ -517,6 +542,7 @@ impl<T> Controller<T> {
         while !done.is_empty() {
             let mut more = Vec::new();
             for c in done {
+                self.count_election(&c);
                 if let Some(elected) = &c.elected {
                     self.notify_elected(elected, now_ms);
                 }

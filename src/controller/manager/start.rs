@@ -86,6 +86,7 @@ impl<T> Controller<T> {
             inactive_masters: BTreeMap::new(),
             broker_allow_list: Vec::new(),
             refused_senders: 0,
+            elections: [0; 3],
             serving_since: None,
             serving_checked: true,
             name_limits: NameLimits::from_config(&NamesrvConfig::default()),

@@ -82,6 +82,7 @@ pub struct GroupStatus {
     pub leader_id: u64,
     pub serving: bool,
     pub applied: u64,
+    pub committed: u64,
 }
 
 struct Proposal {
@@ -205,6 +206,7 @@ impl RaftGroup {
             leader_id: raft.leader_id,
             serving: self.is_serving(),
             applied: self.applied,
+            committed: raft.raft_log.committed,
         }
     }
 

@@ -269,6 +269,11 @@ impl PeerLinks {
         }
     }
 
+    /// Each peer's configured address, and whether its link is up.
+    pub fn links(&self) -> impl Iterator<Item = (&str, bool)> + '_ {
+        (self.peers.iter()).map(|p| (p.addr.as_str(), matches!(p.link, Link::Up(_))))
+    }
+
     pub fn owns(&self, conn: ConnId) -> bool {
         // A single node (or one with no link open) pays no hash per controller request.
         !self.conns.is_empty() && self.conns.contains_key(&conn)
