@@ -3,7 +3,8 @@
 //! registrations wait in a queue applied within a budget per turn (`admission`),
 //! unregistrations and the expiry scan go a chunk per turn (`pacing`), large bodies are
 //! decoded off the loop (`decode_worker`). The embedded Controller's listener (feature
-//! `controller`) shares the loop; its events go to `controller_port`.
+//! `controller`) shares the loop; its events go to `controller_port`. With `tls.server.mode`
+//! set (feature `tls`), both listeners speak TLS (`tls`).
 
 use crate::config::NamesrvConfig;
 use crate::event_loop::oneway;
@@ -36,11 +37,18 @@ mod controller_port;
 #[path = "no_controller_port.rs"]
 mod controller_port;
 
+#[cfg(feature = "tls")]
+mod tls;
+#[cfg(not(feature = "tls"))]
+#[path = "no_tls.rs"]
+mod tls;
+
 use admission::{RegistrationQueue, REGISTRATION_READ_AHEAD_BYTES};
 use controller_port::{ControllerPort, PeerConnData};
 use decode_worker::DecodeWorker;
 use pacing::ExpiryPacer;
 use settings::{connection_cap, loop_limits, prepare_descriptors, Settings};
+use tls::TlsPorts;
 
 mod admission;
 mod decode_worker;
@@ -67,6 +75,7 @@ pub enum StartError {
     Io(io::Error),
     Kv(crate::kv::KvError),
     Controller(String),
+    Tls(String),
 }
 
 impl std::fmt::Display for StartError {
@@ -77,7 +86,7 @@ impl std::fmt::Display for StartError {
             }
             StartError::Io(e) => write!(f, "{e}"),
             StartError::Kv(e) => write!(f, "{e}"),
-            StartError::Controller(e) => write!(f, "{e}"),
+            StartError::Controller(e) | StartError::Tls(e) => write!(f, "{e}"),
         }
     }
 }
@@ -114,6 +123,7 @@ impl Server {
             return Err(ControllerPort::missing_setup());
         }
         config.enable_controller_in_namesrv = controller.is_some();
+        let tls = TlsPorts::from_config(&config).map_err(StartError::Tls)?;
         let kv =
             KvStore::open(std::path::Path::new(&config.kv_config_path)).map_err(StartError::Kv)?;
         let addr = socket_address(&config.bind_address, config.listen_port)?;
@@ -129,6 +139,18 @@ impl Server {
         let mut app = NameServer::new(config, kv, event_loop.waker())?;
         app.descriptors = descriptors;
         app.controller = controller;
+        app.tls = tls;
+        if let Some(tls) = &mut app.tls {
+            let controller_port = app
+                .controller
+                .is_some()
+                .then_some(controller_port::LISTENER);
+            let listeners: Vec<ListenerTag> = [Some(NAMESRV_LISTENER), controller_port]
+                .into_iter()
+                .flatten()
+                .collect();
+            tls.start(event_loop.ctx(), &listeners);
+        }
         app.arm_scan_timer(event_loop.ctx());
         Ok(Server {
             event_loop,
@@ -203,6 +225,7 @@ struct NameServer {
     decode: DecodeWorker,
     handled_off_loop: Vec<RemotingCommand>,
     controller: Option<ControllerPort>,
+    tls: Option<TlsPorts>,
 }
 
 impl NameServer {
@@ -237,6 +260,7 @@ impl NameServer {
             decode,
             handled_off_loop: Vec::new(),
             controller: None,
+            tls: None,
         })
     }
 
@@ -474,6 +498,10 @@ impl Handler for NameServer {
         }
         if timer == SCAN_TIMER {
             self.expiry.scan_due = true;
+        } else if timer == tls::RELOAD_TIMER {
+            if let Some(tls) = &mut self.tls {
+                tls.on_timer(ctx);
+            }
         }
     }
 
