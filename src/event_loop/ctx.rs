@@ -688,11 +688,15 @@ impl<C> Ctx<C> {
             return;
         };
         let (peer, buffered) = (c.peer, c.read_buf.len());
+        let what = match buffered == 0 && c.tls.is_some() {
+            true => "a TLS handshake",
+            false => "a frame",
+        };
         let elapsed_ms = now.saturating_sub(c.frame_started_ms.unwrap_or(now));
         self.stats.frame_timeouts += 1;
         if let Some(more) = self.timeout_log.ready(now) {
             warn!(
-                "closing connection from {peer}: a frame begun {elapsed_ms} ms ago is still incomplete ({buffered} bytes so far; frame timeout {} ms; {more} more since the last line)",
+                "closing connection from {peer}: {what} begun {elapsed_ms} ms ago is still incomplete ({buffered} bytes so far; frame timeout {} ms; {more} more since the last line)",
                 self.limits.frame_timeout_ms
             );
         }
