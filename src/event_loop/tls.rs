@@ -29,16 +29,15 @@ pub struct TlsAcceptor {
     pub enforcing: bool,
 }
 
-/// A connection's TLS state (boxed: a connection without TLS pays one pointer).
-pub(super) struct Tls(Box<State>);
-
-enum State {
+/// A connection's TLS state (a session is boxed: a permissive listener's plain peers never
+/// allocate one).
+pub(super) enum Tls {
     /// No byte seen yet.
     Sniffing(TlsAcceptor),
-    Session(Session),
+    Session(Box<Session>),
 }
 
-struct Session {
+pub(super) struct Session {
     conn: ServerConnection,
     /// Encrypted bytes (handshake messages, alerts, records) not yet written; `sent` of them
     /// are out.
@@ -58,31 +57,31 @@ impl Tls {
         listener: ListenerTag,
     ) -> Option<Tls> {
         let (_, acceptor) = acceptors.iter().find(|(tag, _)| *tag == listener)?;
-        Some(Tls(Box::new(State::Sniffing(acceptor.clone()))))
+        Some(Tls::Sniffing(acceptor.clone()))
     }
 
     /// Past the handshake: reading it costs no more than decrypting.
     pub(super) fn established(&self) -> bool {
-        matches!(&*self.0, State::Session(s) if !s.conn.is_handshaking())
+        matches!(self, Tls::Session(s) if !s.conn.is_handshaking())
     }
 
     /// A handshake has begun and is not done: it runs on the frame clock (the slowloris limit).
     pub(super) fn mid_handshake(&self) -> bool {
-        matches!(&*self.0, State::Session(s) if s.conn.is_handshaking())
+        matches!(self, Tls::Session(s) if s.conn.is_handshaking())
     }
 
     /// Encrypted bytes waiting for the socket.
     pub(super) fn unsent(&self) -> usize {
-        match &*self.0 {
-            State::Session(s) => s.out.len() - s.sent,
-            State::Sniffing(_) => 0,
+        match self {
+            Tls::Session(s) => s.out.len() - s.sent,
+            Tls::Sniffing(_) => 0,
         }
     }
 
     pub(super) fn footprint(&self) -> usize {
-        match &*self.0 {
-            State::Session(s) => s.out.capacity(),
-            State::Sniffing(_) => 0,
+        match self {
+            Tls::Session(s) => s.out.capacity(),
+            Tls::Sniffing(_) => 0,
         }
     }
 
@@ -95,7 +94,7 @@ impl Tls {
         buf: &mut BytesMut,
         max: usize,
     ) -> io::Result<Option<usize>> {
-        if let State::Sniffing(acceptor) = &*self.0 {
+        if let Tls::Sniffing(acceptor) = self {
             let mut first = [0u8; 1];
             if stream.peek(&mut first)? == 0 {
                 return Ok(Some(0));
@@ -109,22 +108,22 @@ impl Tls {
                 return Ok(None);
             }
             let conn = ServerConnection::new(Arc::clone(&acceptor.config)).map_err(refused)?;
-            *self.0 = State::Session(Session {
+            *self = Tls::Session(Box::new(Session {
                 conn,
                 out: Vec::new(),
                 sent: 0,
-            });
+            }));
         }
-        match &mut *self.0 {
-            State::Session(session) => session.read(stream, buf, max).map(Some),
-            State::Sniffing(_) => Err(io::ErrorKind::WouldBlock.into()),
+        match self {
+            Tls::Session(session) => session.read(stream, buf, max).map(Some),
+            Tls::Sniffing(_) => Err(io::ErrorKind::WouldBlock.into()),
         }
     }
 
     /// Encrypts up to a record of `plain` once the records before it are out; the bytes of
     /// `plain` taken, as a socket write.
     pub(super) fn write(&mut self, stream: &mut TcpStream, plain: &[u8]) -> io::Result<usize> {
-        let State::Session(session) = &mut *self.0 else {
+        let Tls::Session(session) = self else {
             return Err(io::ErrorKind::WouldBlock.into());
         };
         session.send(stream)?;
@@ -141,9 +140,9 @@ impl Tls {
 
     /// Writes what waits in `out` (handshake messages when no reply does).
     pub(super) fn send(&mut self, stream: &mut TcpStream) -> io::Result<()> {
-        match &mut *self.0 {
-            State::Session(session) => session.send(stream),
-            State::Sniffing(_) => Ok(()),
+        match self {
+            Tls::Session(session) => session.send(stream),
+            Tls::Sniffing(_) => Ok(()),
         }
     }
 }
