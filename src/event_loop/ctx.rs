@@ -752,3 +752,29 @@ impl<C> Ctx<C> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_address_gate_lets_each_address_through_once_per_interval_and_stays_bounded() {
+        let mut gate = AddressGate::new(1_000);
+        let (a, b): (IpAddr, IpAddr) = ([10, 0, 0, 1].into(), [10, 0, 0, 2].into());
+        assert!(gate.ready(a, 0));
+        assert!(!gate.ready(a, 999));
+        assert!(gate.ready(b, 999), "another address is not held back");
+        assert!(gate.ready(a, 1_000));
+        let flood =
+            (0..2 * GATED_ADDRESSES as u32).filter(|i| gate.ready(i.to_be_bytes().into(), 2_000));
+        assert_eq!(
+            flood.count(),
+            GATED_ADDRESSES + 1,
+            "the rest share one line"
+        );
+        assert!(gate.next_ms.len() <= GATED_ADDRESSES);
+        let stranger: IpAddr = [192, 0, 2, 1].into();
+        assert!(!gate.ready(stranger, 2_500));
+        assert!(gate.ready(stranger, 3_000), "expired addresses make room");
+    }
+}

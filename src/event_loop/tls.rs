@@ -21,6 +21,11 @@ const HANDSHAKE_RECORD: u8 = 0x16;
 /// Plaintext handed to rustls at a time: one TLS record's worth.
 const RECORD: usize = 16 * 1024;
 
+/// Encrypted bytes one read takes in while no plaintext comes out: the largest handshake
+/// message rustls accepts (64 KiB) and a record. Past it the read stops as if the socket were
+/// drained: a peer sending records that carry no data waits for its next bytes.
+const RAW_PER_READ: usize = 80 * 1024;
+
 /// How a listener's connections speak TLS.
 #[derive(Clone)]
 pub struct TlsAcceptor {
@@ -43,6 +48,9 @@ pub(super) struct Session {
     /// are out.
     out: Vec<u8>,
     sent: usize,
+    /// Encrypted bytes read since plaintext last came out (or the handshake ended): what
+    /// rustls may hold of a handshake or a record in part, counted in the buffer budget.
+    held_in: usize,
 }
 
 /// A refusal the loop logs (rate limited per peer address) before it closes the connection.
@@ -80,7 +88,7 @@ impl Tls {
 
     pub(super) fn footprint(&self) -> usize {
         match self {
-            Tls::Session(s) => s.out.capacity(),
+            Tls::Session(s) => s.out.capacity() + s.held_in,
             Tls::Sniffing(_) => 0,
         }
     }
@@ -112,6 +120,7 @@ impl Tls {
                 conn,
                 out: Vec::new(),
                 sent: 0,
+                held_in: 0,
             }));
         }
         match self {
@@ -154,6 +163,7 @@ impl Session {
         buf: &mut BytesMut,
         max: usize,
     ) -> io::Result<usize> {
+        let mut raw = 0;
         loop {
             let mut reader = self.conn.reader();
             let taken = match reader.fill_buf() {
@@ -168,12 +178,23 @@ impl Session {
             };
             if let Some(n) = taken {
                 reader.consume(n);
+                self.held_in = 0;
                 return Ok(n);
             }
-            if self.conn.read_tls(stream)? == 0 {
+            if raw >= RAW_PER_READ {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let n = self.conn.read_tls(stream)?;
+            if n == 0 {
                 return Ok(0);
             }
+            raw += n;
+            self.held_in += n;
+            let handshaking = self.conn.is_handshaking();
             let processed = self.conn.process_new_packets().map(|_| ());
+            if handshaking && !self.conn.is_handshaking() {
+                self.held_in = 0;
+            }
             // Handshake messages, or the alert that tells the peer why.
             self.collect_output();
             if let Err(e) = processed {
