@@ -12,9 +12,10 @@ use rcgen::{
     BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair,
 };
-use rmq_namesrv::config::NamesrvConfig;
+use rmq_namesrv::config::{NamesrvConfig, SetOutcome};
 use rmq_namesrv::remoting::codes::request;
 use rmq_namesrv::remoting::command::{DecodeLimits, RemotingCommand};
+use rmq_namesrv::server::StartError;
 use rustls::crypto::ring;
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
@@ -163,6 +164,93 @@ fn a_permissive_port_serves_a_tls_client_and_a_plain_client_at_once() {
         ask_route(&mut tls, opaque).unwrap();
         ask_route(&mut plain, opaque).unwrap();
     }
+    assert_eq!(&served_certificate(&tls), served.cert.der());
+}
+
+/// The start error `config` gives.
+fn start_error(config: NamesrvConfig) -> String {
+    match start(config) {
+        Err(e @ StartError::Tls(_)) => e.to_string(),
+        Err(e) => panic!("expected a TLS start error, got {e}"),
+        Ok(_) => panic!("started with bad TLS material"),
+    }
+}
+
+#[test]
+fn bad_material_is_a_start_error_naming_the_key_and_the_file() {
+    let pki = Pki::new();
+    pki.write_server();
+    let dir = TempDir::new("tls-bad");
+    let missing = NamesrvConfig {
+        tls_server_cert_path: pki.path("nowhere.pem"),
+        ..pki.config(&dir, "enforcing", "none")
+    };
+    let e = start_error(missing);
+    assert!(
+        e.contains("tls.server.certPath") && e.contains("nowhere.pem"),
+        "{e}"
+    );
+    std::fs::write(
+        pki.path("enc.key"),
+        "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIBvTBXBgkqhkiG9w0BBQ0wSjApBgkqhkiG\n-----END ENCRYPTED PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    let encrypted = NamesrvConfig {
+        tls_server_key_path: pki.path("enc.key"),
+        ..pki.config(&dir, "permissive", "none")
+    };
+    let e = start_error(encrypted);
+    assert!(e.contains("enc.key") && e.contains("encrypted"), "{e}");
+    std::fs::write(
+        pki.path("other.key"),
+        KeyPair::generate().unwrap().serialize_pem(),
+    )
+    .unwrap();
+    let mismatched = NamesrvConfig {
+        tls_server_key_path: pki.path("other.key"),
+        ..pki.config(&dir, "enforcing", "none")
+    };
+    let e = start_error(mismatched);
+    assert!(e.contains("server.pem") && e.contains("other.key"), "{e}");
+    let no_trust = NamesrvConfig {
+        tls_server_trust_cert_path: String::new(),
+        ..pki.config(&dir, "enforcing", "require")
+    };
+    assert!(start_error(no_trust).contains("tls.server.trustCertPath"));
+    let mut config = NamesrvConfig::default();
+    match config.set("tls.server.keyPassword", "secret") {
+        SetOutcome::Invalid(why) => assert!(why.contains("unencrypted"), "{why}"),
+        other => panic!("a key password was taken: {other:?}"),
+    }
+}
+
+#[test]
+fn the_tls_config_file_fills_in_what_the_config_left_at_its_defaults() {
+    let pki = Pki::new();
+    let served = pki.write_server();
+    let dir = TempDir::new("tls-file");
+    let file = pki.path("tls.properties");
+    std::fs::write(
+        &file,
+        format!(
+            "tls.server.certPath={}\ntls.server.keyPath={}\ntls.server.need.client.auth=require\ntls.client.keyPath=/ignored\n",
+            pki.path("server.pem"),
+            pki.path("server.key")
+        ),
+    )
+    .unwrap();
+    let config = NamesrvConfig {
+        tls_server_cert_path: String::new(),
+        tls_server_key_path: String::new(),
+        tls_server_need_client_auth: "optional".into(),
+        tls_config_file: file,
+        ..pki.config(&dir, "enforcing", "none")
+    };
+    let server = start(config).expect("server starts");
+    let addr = server.local_addr().to_string();
+    // `optional` from the config stays: a client without a certificate is served.
+    let mut tls = connect_tls(&addr, &pki.client(None));
+    ask_route(&mut tls, 1).unwrap();
     assert_eq!(&served_certificate(&tls), served.cert.der());
 }
 

@@ -150,8 +150,8 @@ properties! {
     "tls.server.mode" => tls_server_mode: String = "disabled".into(), AtStart, one_of(&["disabled", "permissive", "enforcing"]);
     "tls.server.certPath" => tls_server_cert_path: String = String::new(), AtStart, parse_text;
     "tls.server.keyPath" => tls_server_key_path: String = String::new(), AtStart, parse_text;
-    /// Encrypted keys are refused at start, so a running server never holds a password here.
-    "tls.server.keyPassword" => tls_server_key_password: String = String::new(), AtStart, parse_text;
+    /// Only empty: keys are read unencrypted, and no password is ever held or reported.
+    "tls.server.keyPassword" => tls_server_key_password: String = String::new(), AtStart, parse_no_password;
     "tls.server.trustCertPath" => tls_server_trust_cert_path: String = String::new(), AtStart, parse_text;
     "tls.server.need.client.auth" => tls_server_need_client_auth: String = "none".into(), AtStart, one_of(&["none", "optional", "require"]);
     /// Read at start when TLS is on, if it exists: its tls.server.* keys fill in the ones the
@@ -251,6 +251,13 @@ pub(crate) fn in_range<T: TryFrom<i64>>(
             return Err(format!("{n} is outside {low}..={high}"));
         }
         T::try_from(n).map_err(|_| format!("{n} does not fit"))
+    }
+}
+
+fn parse_no_password(value: &str) -> Result<String, String> {
+    match value.trim() {
+        "" => Ok(String::new()),
+        _ => Err("rmq-namesrv reads unencrypted PEM keys only: decrypt the key once (`openssl pkcs8 -in enc.pem -out key.pem`), keep it readable by the server's user only, and leave this key empty".into()),
     }
 }
 

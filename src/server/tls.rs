@@ -56,9 +56,6 @@ impl TlsPorts {
             return Ok(None);
         }
         let config = with_tls_file(config)?;
-        if !config.tls_server_key_password.is_empty() {
-            return Err("tls.server.keyPassword is set: rmq-namesrv reads unencrypted PEM keys only; decrypt the key once (`openssl pkcs8 -in enc.pem -out key.pem`), keep it readable by the server's user only, and clear tls.server.keyPassword".into());
-        }
         if config.tls_server_cert_path.is_empty() || config.tls_server_key_path.is_empty() {
             return Err(format!("tls.server.mode={mode} needs tls.server.certPath and tls.server.keyPath (PEM files)"));
         }
