@@ -56,9 +56,8 @@ const READ_BUDGETS_PER_TURN: usize = 4;
 /// The goal: no request holds the loop longer than this (`LoopStats::long_turns` counts misses).
 const LONG_TURN: Duration = Duration::from_millis(2);
 
-/// TLS handshake work one turn does (at least one step): a storm of new TLS clients waits its
-/// turn rather than delaying the connected ones. An ECDSA P-256 handshake costs the server
-/// ~0.1 ms, an RSA-2048 one ~1.5 ms (its signature).
+/// TLS handshake work one turn does (at least one step, which an RSA-2048 signature alone can
+/// exceed): a storm of new TLS clients waits its turn rather than delaying the connected ones.
 const HANDSHAKE_TIME_PER_TURN: Duration = Duration::from_millis(1);
 
 /// Far above scheduling noise on a busy machine: a turn this long is a real stall, warned about.
