@@ -468,3 +468,46 @@ fn openssl_s_client_sends_a_remoting_frame_over_tls_and_reads_the_answer() {
     drop(stdin);
     assert_eq!(answer.expect("an answer in time").unwrap(), (7, 17));
 }
+
+/// With `--features controller,tls`: the Controller's port takes the same mode and material.
+#[cfg(feature = "controller")]
+#[test]
+fn the_controller_port_speaks_tls_too() {
+    use rmq_namesrv::server::ControllerSetup;
+    let pki = Pki::new();
+    let served = pki.write_server();
+    let dir = TempDir::new("tls-ctrl");
+    let store = dir.join("controller").to_string_lossy().into_owned();
+    let pairs = [
+        ("controllerDLegerGroup", "group1".to_string()),
+        ("controllerDLegerPeers", "n0-127.0.0.1:0".to_string()),
+        ("controllerDLegerSelfId", "n0".to_string()),
+        ("controllerStorePath", store),
+    ];
+    let lookup = |key: &str| {
+        pairs
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.clone())
+    };
+    let mut config = pki.config(&dir, "enforcing", "none");
+    config.enable_controller_in_namesrv = true;
+    let setup = ControllerSetup::from_config(&config, &lookup).expect("controller settings");
+    let server = common::start_with_controller(config, setup).expect("server starts");
+    let addr = server
+        .controller_addr()
+        .expect("controller port")
+        .to_string();
+    let mut tls = connect_tls(&addr, &pki.client(None));
+    // GET_CONTROLLER_METADATA_INFO (1005).
+    tls.write_all(&request_frame(1005, 3, &[], b"")).unwrap();
+    let answer = read_answer(&mut tls).unwrap();
+    assert_eq!((answer.opaque, answer.code), (3, 0));
+    assert_eq!(&served_certificate(&tls), served.cert.der());
+    let mut plain = TcpStream::connect(&addr).unwrap();
+    plain
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    plain.write_all(&request_frame(1005, 4, &[], b"")).unwrap();
+    assert!(read_answer(&mut plain).is_err(), "a plain client is served");
+}
