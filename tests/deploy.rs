@@ -89,6 +89,13 @@ const EXPECTED_KEYS: &[&str] = &[
     "kvMaxTotalBytes",
     "adminAllowList",
     "brokerAllowList",
+    "tls.server.mode",
+    "tls.server.certPath",
+    "tls.server.keyPath",
+    "tls.server.keyPassword",
+    "tls.server.trustCertPath",
+    "tls.server.need.client.auth",
+    "tls.config.file",
 ];
 
 const UNIT_PATH: &str = "deploy/rmq-namesrv.service";
