@@ -2,6 +2,7 @@
 # Installs rmq-namesrv as a systemd service, from a built checkout.
 #
 #   cargo build --release && sudo deploy/install.sh     # onto this machine (needs root)
+#   (with TLS on the server's ports: cargo build --release --features tls, then the same)
 #   deploy/install.sh DESTDIR=/tmp/rmq-stage            # stage every file under a directory:
 #                                                       # no root, nothing else touched
 #   sudo deploy/install.sh PREFIX=/opt/rmq              # binaries in /opt/rmq/bin

@@ -92,6 +92,13 @@ const EXPECTED_KEYS: &[&str] = &[
     "metricsExporterType",
     "metricsPromExporterHost",
     "metricsPromExporterPort",
+    "tls.server.mode",
+    "tls.server.certPath",
+    "tls.server.keyPath",
+    "tls.server.keyPassword",
+    "tls.server.trustCertPath",
+    "tls.server.need.client.auth",
+    "tls.config.file",
 ];
 
 const UNIT_PATH: &str = "deploy/rmq-namesrv.service";

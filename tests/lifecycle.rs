@@ -44,6 +44,26 @@ fn a_busy_port_is_a_bind_error_that_names_the_address() {
     }
 }
 
+#[cfg(not(feature = "tls"))]
+#[test]
+fn a_tls_mode_in_a_build_without_tls_is_a_start_error_naming_the_key_and_the_build() {
+    let dir = TempDir::new("no-tls");
+    let mut config = test_config(dir.path());
+    config.tls_server_mode = "enforcing".into();
+    match start(config) {
+        Err(e @ StartError::Tls(_)) => {
+            let text = e.to_string();
+            assert!(text.contains("tls.server.mode=enforcing"), "{text}");
+            assert!(
+                text.contains("cargo build --release --features tls"),
+                "{text}"
+            );
+        }
+        Err(e) => panic!("expected a TLS start error, got {e}"),
+        Ok(_) => panic!("started with TLS asked of a build without it"),
+    }
+}
+
 /// Everything a connection receives until the server closes it, cut into responses; panics on
 /// a partial frame (a reply cut short by the stop).
 fn responses_until_closed(s: &mut TcpStream) -> Vec<RemotingCommand> {

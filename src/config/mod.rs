@@ -280,10 +280,13 @@ mod tests {
         assert!(Cidr::parse_list(&c.admin_allow_list).is_empty());
     }
 
+    /// `tls.server.certPath` -> `tls_server_cert_path`.
     fn snake_case(key: &str) -> String {
         let mut out = String::new();
         for c in key.chars() {
-            if c.is_ascii_uppercase() {
+            if c == '.' {
+                out.push('_');
+            } else if c.is_ascii_uppercase() {
                 out.push('_');
                 out.push(c.to_ascii_lowercase());
             } else {
@@ -531,6 +534,13 @@ mod tests {
                 "metricsPromExporterHost",
                 "metricsPromExporterPort",
                 "rocketmqHome",
+                "tls.config.file",
+                "tls.server.certPath",
+                "tls.server.keyPassword",
+                "tls.server.keyPath",
+                "tls.server.mode",
+                "tls.server.need.client.auth",
+                "tls.server.trustCertPath",
                 "unRegisterBrokerQueueCapacity",
             ]
         );

@@ -144,6 +144,20 @@ properties! {
     "shutdownWaitTimeSeconds" => shutdown_wait_time_seconds: i32 = 30, ReportedOnly, in_range(0..=3_600);
     "useEpollNativeSelector" => use_epoll_native_selector: bool = false, ReportedOnly, parse_bool;
 
+    // ---- Java's TlsSystemConfig, the server's side (Java's mode defaults to permissive with a
+    // self-signed test certificate; here TLS is off until configured). Built with the `tls`
+    // feature; without it any mode but disabled is refused at start.
+    "tls.server.mode" => tls_server_mode: String = "disabled".into(), AtStart, one_of(&["disabled", "permissive", "enforcing"]);
+    "tls.server.certPath" => tls_server_cert_path: String = String::new(), AtStart, parse_text;
+    "tls.server.keyPath" => tls_server_key_path: String = String::new(), AtStart, parse_text;
+    /// Only empty: keys are read unencrypted, and no password is ever held or reported.
+    "tls.server.keyPassword" => tls_server_key_password: String = String::new(), AtStart, parse_no_password;
+    "tls.server.trustCertPath" => tls_server_trust_cert_path: String = String::new(), AtStart, parse_text;
+    "tls.server.need.client.auth" => tls_server_need_client_auth: String = "none".into(), AtStart, one_of(&["none", "optional", "require"]);
+    /// Read at start when TLS is on, if it exists: its tls.server.* keys fill in the ones the
+    /// config file and the command line left at their defaults.
+    "tls.config.file" => tls_config_file: String = "/etc/rocketmq/tls.properties".into(), AtStart, parse_text;
+
     // ---- rmq-namesrv's own
     /// Floor 8 MiB: a JSON registration of ~38,000 topics (220 bytes each), and the
     /// Controller's 4 MiB peer payloads; above 1 GiB one peer could exhaust memory.
@@ -244,6 +258,24 @@ pub(crate) fn in_range<T: TryFrom<i64>>(
             return Err(format!("{n} is outside {low}..={high}"));
         }
         T::try_from(n).map_err(|_| format!("{n} does not fit"))
+    }
+}
+
+fn parse_no_password(value: &str) -> Result<String, String> {
+    match value.trim() {
+        "" => Ok(String::new()),
+        _ => Err("rmq-namesrv reads unencrypted PEM keys only: decrypt the key once (`openssl pkcs8 -in enc.pem -out key.pem`), keep it readable by the server's user only, and leave this key empty".into()),
+    }
+}
+
+/// One of `words` (any case), kept in lower case.
+fn one_of(words: &'static [&'static str]) -> impl Fn(&str) -> Result<String, String> {
+    move |value| {
+        let text = value.trim().to_ascii_lowercase();
+        match words.contains(&text.as_str()) {
+            true => Ok(text),
+            false => Err(format!("{text:?} is not one of {}", words.join("|"))),
+        }
     }
 }
 

@@ -12,7 +12,11 @@
 //! out (a slow peer never holds the arena). A scratch array plus a copy cost steady
 //! registrations a quarter of their rate (`benches/scripts/ab.sh OUT 5 "canned ns-a ns-b"
 //! steady`).
+//!
+//! A connection on a TLS listener reads and writes through its [`Tls`] state; one without it
+//! pays a check for `None` per read and write call, never per byte.
 
+use super::tls::Tls;
 use super::{ListenerTag, ReadClass};
 use bytes::{Bytes, BytesMut};
 use log::warn;
@@ -89,6 +93,8 @@ pub(super) struct Connection<C> {
     pub peer_closed: bool,
     pub in_line: bool,
     pub dirty: bool,
+    /// `None` without TLS, and once a permissive listener's peer turned out to speak plain.
+    pub tls: Option<Tls>,
     pub data: C,
 }
 
@@ -167,6 +173,30 @@ fn read_into_spare(stream: &mut TcpStream, buf: &mut BytesMut, max: usize) -> io
     Ok(n)
 }
 
+/// Through the connection's TLS state if it has one; a plain peer found on a permissive
+/// listener is read as plain from then on.
+fn read_into(
+    stream: &mut TcpStream,
+    tls: &mut Option<Tls>,
+    buf: &mut BytesMut,
+    max: usize,
+) -> io::Result<usize> {
+    if let Some(state) = tls {
+        match state.read(stream, buf, max)? {
+            Some(n) => return Ok(n),
+            None => *tls = None,
+        }
+    }
+    read_into_spare(stream, buf, max)
+}
+
+fn write_from(stream: &mut TcpStream, tls: &mut Option<Tls>, bytes: &[u8]) -> io::Result<usize> {
+    match tls {
+        Some(state) => state.write(stream, bytes),
+        None => stream.write(bytes),
+    }
+}
+
 /// Gives `buf` (a partial frame of `frame_len` bytes, 0 if unknown) room for at most `max`
 /// more bytes: as much again as it holds, at least [`MIN_ROOM`], or all the frame lacks once it
 /// holds a sixteenth of it; in place when its own allocation has room (never for the arena).
@@ -221,12 +251,14 @@ impl<C> Connection<C> {
             peer_closed: false,
             in_line: false,
             dirty: false,
+            tls: None,
             data,
         }
     }
 
     pub fn unsent(&self) -> usize {
-        let buffered = self.write_buf.len() - self.written;
+        let buffered =
+            self.write_buf.len() - self.written + self.tls.as_ref().map_or(0, Tls::unsent);
         if self.queued.is_empty() {
             return buffered;
         }
@@ -240,7 +272,18 @@ impl<C> Connection<C> {
 
     /// A queued body counts whole for each connection holding it.
     pub fn footprint(&self) -> usize {
-        self.read_buf.capacity() + self.write_buf.capacity() + self.queued_len
+        let tls = self.tls.as_ref().map_or(0, Tls::footprint);
+        self.read_buf.capacity() + self.write_buf.capacity() + self.queued_len + tls
+    }
+
+    /// Reading it may run handshake steps (CPU work the loop bounds per turn).
+    pub fn handshaking(&self) -> bool {
+        self.tls.as_ref().is_some_and(|tls| !tls.established())
+    }
+
+    /// The slowloris limit runs while a frame, or a TLS handshake, is partly in.
+    pub fn mid_frame(&self) -> bool {
+        !self.read_buf.is_empty() || self.tls.as_ref().is_some_and(Tls::mid_handshake)
     }
 
     /// `body` goes out after what the write buffer holds (copied out first: small replies),
@@ -339,7 +382,7 @@ impl<C> Connection<C> {
             // A lent arena that grew out of it stays with the frames cut from it.
             self.read_buf_in_arena = false;
         }
-        read_into_spare(&mut self.stream, &mut self.read_buf, max).map(Some)
+        read_into(&mut self.stream, &mut self.tls, &mut self.read_buf, max).map(Some)
     }
 
     /// Up to `limit` bytes: a socket closed with unread input makes the kernel send a reset.
@@ -357,6 +400,12 @@ impl<C> Connection<C> {
 
     /// Writes until the socket would block or [`FLUSH_MAX`] bytes went out.
     pub fn flush(&mut self) -> io::Result<usize> {
+        if let Some(tls) = &mut self.tls {
+            match tls.send(&mut self.stream) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
+                result => result?,
+            }
+        }
         let mut total = 0;
         while total < FLUSH_MAX {
             let bytes = match self.queued.front() {
@@ -364,10 +413,8 @@ impl<C> Connection<C> {
                 None if self.written < self.write_buf.len() => &self.write_buf[self.written..],
                 None => break,
             };
-            match self
-                .stream
-                .write(&bytes[..bytes.len().min(FLUSH_MAX - total)])
-            {
+            let chunk = &bytes[..bytes.len().min(FLUSH_MAX - total)];
+            match write_from(&mut self.stream, &mut self.tls, chunk) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     total += n;

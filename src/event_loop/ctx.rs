@@ -4,6 +4,7 @@
 
 use super::admission::Peers;
 use super::connection::{interest, Connection, ReadArena, CONNECT_TIMEOUT_MS, FLUSH_MAX};
+use super::tls::{Tls, TlsAcceptor};
 use super::{ConnId, Limits, ListenerTag, LoopWaker, ReadClass, TimerId};
 use crate::timer::DeadlineBuckets;
 use bytes::Bytes;
@@ -11,9 +12,10 @@ use log::{debug, info, warn};
 use mio::net::TcpStream;
 use mio::{Registry, Token};
 use slab::Slab;
-use std::collections::VecDeque;
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, VecDeque};
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 /// Write buffers kept for reuse, and the largest worth keeping (never a large reply's).
@@ -25,6 +27,9 @@ const UNREAD_DISCARD_MAX: usize = 4 << 20;
 
 /// How often, at most, one kind of warning about peers is logged: an attack must not flood it.
 pub(super) const WARN_EVERY_MS: u64 = 10_000;
+
+/// Peer addresses an [`AddressGate`] remembers; past them, one line per interval for the rest.
+const GATED_ADDRESSES: usize = 1024;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LoopStats {
@@ -72,6 +77,45 @@ impl LogGate {
     }
 }
 
+/// Lets a warning about one peer address through at most once per interval (a refused peer
+/// that retries in a loop must not flood the log, nor hide the others).
+#[derive(Debug)]
+pub struct AddressGate {
+    interval_ms: u64,
+    next_ms: HashMap<IpAddr, u64>,
+    others: LogGate,
+}
+
+impl AddressGate {
+    pub fn new(interval_ms: u64) -> Self {
+        AddressGate {
+            interval_ms,
+            next_ms: HashMap::new(),
+            others: LogGate::new(interval_ms),
+        }
+    }
+
+    pub fn ready(&mut self, ip: IpAddr, now_ms: u64) -> bool {
+        if self.next_ms.len() >= GATED_ADDRESSES && !self.next_ms.contains_key(&ip) {
+            self.next_ms.retain(|_, next| *next > now_ms);
+        }
+        let full = self.next_ms.len() >= GATED_ADDRESSES;
+        let next = now_ms + self.interval_ms;
+        match self.next_ms.entry(ip) {
+            Entry::Occupied(at) if now_ms < *at.get() => false,
+            Entry::Occupied(mut at) => {
+                at.insert(next);
+                true
+            }
+            Entry::Vacant(entry) if !full => {
+                entry.insert(next);
+                true
+            }
+            Entry::Vacant(_) => self.others.ready(now_ms).is_some(),
+        }
+    }
+}
+
 pub struct Ctx<C> {
     registry: Registry,
     pub(super) conns: Slab<Connection<C>>,
@@ -84,6 +128,10 @@ pub struct Ctx<C> {
     pub(super) peers: Peers,
     refusal_log: LogGate,
     timeout_log: LogGate,
+    /// Connections refused for what they sent (a failed TLS handshake), per peer address.
+    refused_input_log: AddressGate,
+    /// The listeners whose connections speak TLS.
+    tls: Vec<(ListenerTag, TlsAcceptor)>,
     pub(super) buffered: usize,
     pub(super) parked: VecDeque<ConnId>,
     /// The one connection whose large frame is read while the budget is spent.
@@ -122,6 +170,8 @@ impl<C> Ctx<C> {
             peers: Peers::default(),
             refusal_log: LogGate::new(1000),
             timeout_log: LogGate::new(WARN_EVERY_MS),
+            refused_input_log: AddressGate::new(WARN_EVERY_MS),
+            tls: Vec::new(),
             buffered: 0,
             parked: VecDeque::new(),
             lane: None,
@@ -181,6 +231,14 @@ impl<C> Ctx<C> {
 
     pub fn waker(&self) -> LoopWaker {
         self.waker.clone()
+    }
+
+    /// How `listener`'s next connections speak TLS (`None`: plain); open ones keep theirs.
+    pub fn set_tls(&mut self, listener: ListenerTag, acceptor: Option<TlsAcceptor>) {
+        self.tls.retain(|(tag, _)| *tag != listener);
+        if let Some(acceptor) = acceptor {
+            self.tls.push((listener, acceptor));
+        }
     }
 
     pub fn is_stopping(&self) -> bool {
@@ -353,6 +411,7 @@ impl<C> Ctx<C> {
             .inspect_err(|e| warn!("could not register connection from {peer}: {e}"))
             .ok()?;
         debug!("connection {} from {peer}", id.key);
+        self.conns[id.key].tls = Tls::for_listener(&self.tls, listener);
         // Data may already be waiting (edge-triggered readiness).
         self.pending.push_back(id);
         Some(id)
@@ -382,6 +441,22 @@ impl<C> Ctx<C> {
         let id = ConnId { key, generation };
         self.arm_next_deadline(id);
         Ok(id)
+    }
+
+    /// Invalid input (a refused TLS handshake, plain bytes on a TLS-only port) is warned about,
+    /// once per peer address per interval; other errors are the peer's going.
+    pub(super) fn read_failed(&mut self, id: ConnId, e: &io::Error) {
+        let Some(peer) = self.peer(id) else {
+            return;
+        };
+        if e.kind() == io::ErrorKind::InvalidData {
+            if self.refused_input_log.ready(peer.ip(), self.now_ms()) {
+                warn!("closing connection from {peer}: {e}");
+            }
+        } else {
+            debug!("read from {peer}: {e}");
+        }
+        self.remove(id.key, "read error");
     }
 
     /// Once: readiness is reported again and again for a socket left unread.
@@ -622,11 +697,15 @@ impl<C> Ctx<C> {
             return;
         };
         let (peer, buffered) = (c.peer, c.read_buf.len());
+        let what = match buffered == 0 && c.tls.is_some() {
+            true => "a TLS handshake",
+            false => "a frame",
+        };
         let elapsed_ms = now.saturating_sub(c.frame_started_ms.unwrap_or(now));
         self.stats.frame_timeouts += 1;
         if let Some(more) = self.timeout_log.ready(now) {
             warn!(
-                "closing connection from {peer}: a frame begun {elapsed_ms} ms ago is still incomplete ({buffered} bytes so far; frame timeout {} ms; {more} more since the last line)",
+                "closing connection from {peer}: {what} begun {elapsed_ms} ms ago is still incomplete ({buffered} bytes so far; frame timeout {} ms; {more} more since the last line)",
                 self.limits.frame_timeout_ms
             );
         }
@@ -680,5 +759,31 @@ impl<C> Ctx<C> {
         for mut conn in self.conns.drain() {
             conn.discard_input(&mut scratch, UNREAD_DISCARD_MAX);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_address_gate_lets_each_address_through_once_per_interval_and_stays_bounded() {
+        let mut gate = AddressGate::new(1_000);
+        let (a, b): (IpAddr, IpAddr) = ([10, 0, 0, 1].into(), [10, 0, 0, 2].into());
+        assert!(gate.ready(a, 0));
+        assert!(!gate.ready(a, 999));
+        assert!(gate.ready(b, 999), "another address is not held back");
+        assert!(gate.ready(a, 1_000));
+        let flood =
+            (0..2 * GATED_ADDRESSES as u32).filter(|i| gate.ready(i.to_be_bytes().into(), 2_000));
+        assert_eq!(
+            flood.count(),
+            GATED_ADDRESSES + 1,
+            "the rest share one line"
+        );
+        assert!(gate.next_ms.len() <= GATED_ADDRESSES);
+        let stranger: IpAddr = [192, 0, 2, 1].into();
+        assert!(!gate.ready(stranger, 2_500));
+        assert!(gate.ready(stranger, 3_000), "expired addresses make room");
     }
 }

@@ -13,6 +13,11 @@ mod ctx;
 pub mod descriptors;
 mod http;
 pub mod oneway;
+#[cfg(feature = "tls")]
+mod tls;
+#[cfg(not(feature = "tls"))]
+#[path = "no_tls.rs"]
+mod tls;
 
 #[cfg(test)]
 pub(crate) mod tests;
@@ -20,10 +25,11 @@ pub(crate) mod tests;
 pub use batcher::{spawn_batcher, Batch};
 pub use ctx::{Ctx, LogGate, LoopStats};
 pub use descriptors::{descriptor_limit, raise_descriptor_limit, DescriptorLimit};
+pub use tls::TlsAcceptor;
 
 use bytes::{Bytes, BytesMut};
 use ctx::WARN_EVERY_MS;
-use log::{debug, info, warn};
+use log::{info, warn};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::fmt;
@@ -50,6 +56,10 @@ const READ_BUDGETS_PER_TURN: usize = 4;
 
 /// The goal: no request holds the loop longer than this (`LoopStats::long_turns` counts misses).
 const LONG_TURN: Duration = Duration::from_millis(2);
+
+/// TLS handshake work one turn does (at least one step, which an RSA-2048 signature alone can
+/// exceed): a storm of new TLS clients waits its turn rather than delaying the connected ones.
+const HANDSHAKE_TIME_PER_TURN: Duration = Duration::from_millis(1);
 
 /// Far above scheduling noise on a busy machine: a turn this long is a real stall, warned about.
 const STALL_WARN: Duration = Duration::from_millis(20);
@@ -241,6 +251,8 @@ pub struct EventLoop<H: Handler> {
     /// Listeners whose connections send HTTP request heads (`http`), not the handler's frames.
     http_listeners: Vec<ListenerTag>,
     http_log: LogGate,
+    /// TLS handshake work this turn did.
+    handshake_time: Duration,
 }
 
 impl<H: Handler> EventLoop<H> {
@@ -259,6 +271,7 @@ impl<H: Handler> EventLoop<H> {
             turn_reads_left: 0,
             http_listeners: Vec::new(),
             http_log: LogGate::new(WARN_EVERY_MS),
+            handshake_time: Duration::ZERO,
         })
     }
 
@@ -331,6 +344,7 @@ impl<H: Handler> EventLoop<H> {
         }
         let began = Instant::now();
         self.turn_reads_left = READ_BUDGETS_PER_TURN * self.ctx.limits.read_budget;
+        self.handshake_time = Duration::ZERO;
         self.ctx.update_clock();
         self.retry_accepts(h);
         for event in events.iter() {
@@ -544,6 +558,11 @@ impl<H: Handler> EventLoop<H> {
             self.ctx.pending.push_back(id);
             return;
         }
+        let handshake = conn.handshaking().then(Instant::now);
+        if handshake.is_some() && self.handshake_time >= HANDSHAKE_TIME_PER_TURN {
+            self.ctx.pending.push_back(id);
+            return;
+        }
         let allowance = self.ctx.read_allowance(id).min(turn_left);
         if allowance == 0 {
             return;
@@ -552,11 +571,14 @@ impl<H: Handler> EventLoop<H> {
             return;
         };
         conn.borrow_arena(arena, allowance);
-        let (n, budget_spent) = match conn.read_available(allowance) {
+        let read = conn.read_available(allowance);
+        if let Some(began) = handshake {
+            self.handshake_time += began.elapsed();
+        }
+        let (n, budget_spent) = match read {
             Ok(read) => read,
             Err(e) => {
-                debug!("read from {}: {e}", conn.peer);
-                self.ctx.remove(id.key, "read error");
+                self.ctx.read_failed(id, &e);
                 self.deliver_closes(h);
                 return;
             }
@@ -588,7 +610,7 @@ impl<H: Handler> EventLoop<H> {
         if !is_http(&self.http_listeners, conn.listener) {
             conn.frame_len = h.frame_len(&conn.read_buf).unwrap_or(0);
         }
-        if conn.read_buf.is_empty() || run.stopped_by_loop {
+        if !conn.mid_frame() || run.stopped_by_loop {
             conn.frame_started_ms = None;
         } else if run.cut_any || conn.frame_started_ms.is_none() {
             // A frame began in the bytes just read.

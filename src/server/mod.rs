@@ -3,7 +3,8 @@
 //! registrations wait in a queue applied within a budget per turn (`admission`),
 //! unregistrations and the expiry scan go a chunk per turn (`pacing`), large bodies are
 //! decoded off the loop (`decode_worker`). The embedded Controller's listener (feature
-//! `controller`) shares the loop; its events go to `controller_port`.
+//! `controller`) shares the loop; its events go to `controller_port`. With `tls.server.mode`
+//! set (feature `tls`), both listeners speak TLS (`tls`).
 
 use crate::config::NamesrvConfig;
 use crate::event_loop::oneway;
@@ -38,12 +39,19 @@ mod controller_port;
 #[path = "no_controller_port.rs"]
 mod controller_port;
 
+#[cfg(feature = "tls")]
+mod tls;
+#[cfg(not(feature = "tls"))]
+#[path = "no_tls.rs"]
+mod tls;
+
 use admission::{RegistrationQueue, REGISTRATION_READ_AHEAD_BYTES};
 use controller_port::{ControllerPort, PeerConnData};
 use decode_worker::DecodeWorker;
 use metrics_port::MetricsPort;
 use pacing::ExpiryPacer;
 use settings::{connection_cap, loop_limits, prepare_descriptors, Settings};
+use tls::TlsPorts;
 
 mod admission;
 mod decode_worker;
@@ -73,6 +81,7 @@ pub enum StartError {
     Io(io::Error),
     Kv(crate::kv::KvError),
     Controller(String),
+    Tls(String),
 }
 
 impl std::fmt::Display for StartError {
@@ -83,7 +92,7 @@ impl std::fmt::Display for StartError {
             }
             StartError::Io(e) => write!(f, "{e}"),
             StartError::Kv(e) => write!(f, "{e}"),
-            StartError::Controller(e) => write!(f, "{e}"),
+            StartError::Controller(e) | StartError::Tls(e) => write!(f, "{e}"),
         }
     }
 }
@@ -145,6 +154,7 @@ impl Server {
         config.enable_controller_in_namesrv = controller.is_some();
         check_store_dir("kvConfigPath", Path::new(&config.kv_config_path))?;
         check_store_dir("configStorePath", Path::new(&config.config_store_path))?;
+        let tls = TlsPorts::from_config(&config).map_err(StartError::Tls)?;
         let kv = KvStore::open(Path::new(&config.kv_config_path)).map_err(StartError::Kv)?;
         let addr = socket_address(&config.bind_address, config.listen_port)?;
         let descriptors = prepare_descriptors(&config);
@@ -161,6 +171,18 @@ impl Server {
         app.descriptors = descriptors;
         app.controller = controller;
         app.metrics = metrics;
+        app.tls = tls;
+        if let Some(tls) = &mut app.tls {
+            let controller_port = app
+                .controller
+                .is_some()
+                .then_some(controller_port::LISTENER);
+            let listeners: Vec<ListenerTag> = [Some(NAMESRV_LISTENER), controller_port]
+                .into_iter()
+                .flatten()
+                .collect();
+            tls.start(event_loop.ctx(), &listeners);
+        }
         app.arm_scan_timer(event_loop.ctx());
         let (reloads, reloaded) = crossbeam_channel::bounded(WAITING_RELOADS);
         app.reloaded = reloaded;
@@ -294,6 +316,7 @@ struct NameServer {
     metrics: Option<MetricsPort>,
     /// Open connections by kind, as [`metrics_port::COUNTED_KINDS`].
     conn_kinds: [usize; 4],
+    tls: Option<TlsPorts>,
 }
 
 impl NameServer {
@@ -332,6 +355,7 @@ impl NameServer {
             reloaded: crossbeam_channel::never(),
             metrics: None,
             conn_kinds: [0; 4],
+            tls: None,
         })
     }
 
@@ -611,6 +635,11 @@ impl Handler for NameServer {
         match timer {
             SCAN_TIMER => self.expiry.scan_due = true,
             WATCHDOG_TIMER => self.ping_watchdog(ctx),
+            tls::RELOAD_TIMER => {
+                if let Some(tls) = &mut self.tls {
+                    tls.on_timer(ctx);
+                }
+            }
             _ => {}
         }
     }
