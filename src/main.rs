@@ -150,6 +150,9 @@ fn run(
     if let Some(addr) = server.controller_addr() {
         println!("rmq-namesrv controller listening on {addr}");
     }
+    if let Some(addr) = server.metrics_addr() {
+        println!("rmq-namesrv metrics listening on {addr}");
+    }
     log::info!(
         "rmq-namesrv {VERSION} listening on {}, started in {} us",
         server.local_addr(),

@@ -4,11 +4,12 @@
 # every repetition so that a slow spell of the host does not land on one target.
 #
 # usage: ab.sh OUTDIR REPS "canned ns-a ns-b" WORKLOAD...
+#   a target NAME+prom runs build NAME with its Prometheus endpoint on, scraped every second
 #   workloads: churn steady hb query query73 route route317 mixed mixed20k
 #   D=SECONDS sets the run length (default 10). Summarise with summary.py OUTDIR.
 source "$(dirname "$0")/lib.sh"
 out=$1; reps=$2; targets=$3; shift 3
-[ -n "$out" ] && [ -n "$reps" ] && [ $# -gt 0 ] || { sed -n 2,9p "$0"; exit 2; }
+[ -n "$out" ] && [ -n "$reps" ] && [ $# -gt 0 ] || { sed -n 2,10p "$0"; exit 2; }
 mkdir -p "$out"
 D=${D:-10}
 args_for() {

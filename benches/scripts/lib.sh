@@ -10,19 +10,33 @@ WORK=${TMPDIR:-/tmp}/rmq-bench-runs
 mkdir -p "$WORK"
 
 # start_server NAME [CANNED_BODY_BYTES]: a fresh server on an ephemeral port, its own log
-# and KV files; prints "PID ADDR".
+# and KV files; prints "PID ADDR". NAME+prom: the build NAME with its Prometheus endpoint on,
+# scraped once a second while the server lives (the scrapes' sizes go to its run directory).
 start_server() {
-  local name=$1 dir addr
+  local name=$1 dir addr prom=
   dir=$(mktemp -d "$WORK/run.XXXX")
+  case $name in *+prom) name=${name%+prom}; prom="--metricsExporterType=PROM --metricsPromExporterPort=0" ;; esac
   if [ "$name" = canned ]; then
     "$B/rmq-bench" canned --body-bytes "${2:-0}" > "$dir/out.txt" 2>&1 &
   else
-    "$B/$name" --listenPort=0 --logPath="$dir/ns.log" --kvConfigPath="$dir/kv.json" \
+    "$B/$name" --listenPort=0 --logPath="$dir/ns.log" --kvConfigPath="$dir/kv.json" $prom \
       > "$dir/out.txt" 2>&1 &
   fi
   local pid=$!
   addr=$(listen_addr "$dir/out.txt") ||
     { echo "start_server: $name did not start (see $dir/out.txt)" >&2; return 1; }
+  if [ -n "$prom" ]; then
+    local metrics=
+    for _ in $(seq 40); do
+      metrics=$(grep -o 'metrics listening on [0-9.:]*' "$dir/out.txt" | awk '{print $4}')
+      [ -n "$metrics" ] && break
+      sleep 0.05
+    done
+    (while kill -0 "$pid" 2>/dev/null; do
+       curl -s -o /dev/null -w '%{size_download} %{time_total}\n' "http://${metrics/0.0.0.0/127.0.0.1}/metrics" >> "$dir/scrapes.txt"
+       sleep 1
+     done) > /dev/null 2>&1 &
+  fi
   echo "$pid $addr"
 }
 
