@@ -1,15 +1,18 @@
-//! Who may speak for a broker (docs/controller.md, "Who may speak for a broker"): a heartbeat
-//! (904) or registration (1003) naming a broker counts only from an address `brokerAllowList`
-//! admits (when set) and, unless `checkBrokerSourceAddress=false`, from the IP of the broker's
-//! own address: the one the controller holds for its id, else (904) the one it gives. So a
-//! stranger can neither keep a broker alive, nor tie a live one to a connection it then
-//! closes, nor move a live broker's address.
+//! Who may send what on the controller port. An admin's change (1009, 1011, mqadmin's 1002)
+//! comes only from an address the name server's `adminAllowList` admits, when it is set: the
+//! name server's own check and answer. A heartbeat (904) or registration (1003) naming a
+//! broker (docs/controller.md, "Who may speak for a broker") counts only from an address
+//! `brokerAllowList` admits (when set) and, unless `checkBrokerSourceAddress=false`, from the
+//! IP of the broker's own address: the one the controller holds for its id, else (904) the one
+//! it gives. So a stranger can neither keep a broker alive, nor tie a live one to a connection
+//! it then closes, nor move a live broker's address.
 
 use super::Controller;
-use crate::config::Cidr;
-use crate::controller::request::{ControllerRequest, LeaderRequest};
+use crate::config::{allows, check_allowed, Cidr};
+use crate::controller::request::{self, ControllerRequest, LeaderRequest};
 use crate::controller::response::Response;
 use crate::remoting::codes::response::NO_PERMISSION;
+use crate::remoting::command::RemotingCommand;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::{IpAddr, UdpSocket};
@@ -32,9 +35,25 @@ fn speaks_for(request: &ControllerRequest) -> Option<(&str, Option<i64>, Option<
 }
 
 impl<T> Controller<T> {
-    /// `brokerAllowList` as the name server has it now (parsed once per change).
-    pub fn set_broker_allow_list(&mut self, list: Vec<Cidr>) {
-        self.broker_allow_list = list;
+    /// `adminAllowList` and `brokerAllowList` as the name server has them now (parsed once
+    /// per change).
+    pub fn set_allow_lists(&mut self, admin: Vec<Cidr>, broker: Vec<Cidr>) {
+        self.admin_allow_list = admin;
+        self.broker_allow_list = broker;
+    }
+
+    /// An admin's change from outside `adminAllowList`: the name server's answer to one.
+    pub(super) fn refuse_admin(
+        &self,
+        cmd: &RemotingCommand,
+        peer: Option<IpAddr>,
+    ) -> Option<Response> {
+        let list = &self.admin_allow_list;
+        if list.is_empty() || !request::is_admin_write(cmd) {
+            return None;
+        }
+        let refused = check_allowed("adminAllowList", list, cmd.code, peer).err()?;
+        Some(Response::error(NO_PERMISSION, refused))
     }
 
     /// None: `request` may be served from `peer` (None: a caller without a socket).
@@ -47,9 +66,7 @@ impl<T> Controller<T> {
         let peer = peer?;
         let (name, id, given) = speaks_for(request)?;
         let code = request.code();
-        if !self.broker_allow_list.is_empty()
-            && !self.broker_allow_list.iter().any(|c| c.contains(peer))
-        {
+        if !allows(&self.broker_allow_list, Some(peer)) {
             return Some(self.refused(code, "this address is not in brokerAllowList".into()));
         }
         if !self.config.settings().check_broker_source_address {
