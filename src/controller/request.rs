@@ -688,6 +688,20 @@ mod tests {
     }
 
     #[test]
+    fn admin_writes_are_1009_1011_and_an_election_designating_a_master() {
+        let cmd = |code, ext: &[(&str, &str)]| RemotingCommand::for_test(code, ext, b"");
+        assert!(is_admin_write(&cmd(1009, &[])));
+        assert!(is_admin_write(&cmd(1011, &[])));
+        assert!(is_admin_write(&cmd(1002, &[("designateElect", "TRUE")])));
+        // A broker's own election, reads and brokers' requests.
+        assert!(!is_admin_write(&cmd(1002, &[("brokerId", "1")])));
+        assert!(!is_admin_write(&cmd(1002, &[("designateElect", "false")])));
+        for code in [904, 1001, 1003, 1004, 1005, 1006, 1010, 1012, 1013] {
+            assert!(!is_admin_write(&cmd(code, &[])), "{code}");
+        }
+    }
+
+    #[test]
     fn elect_master_keeps_the_java_initial_values_for_missing_or_bad_fields() {
         let parsed = parse(&RemotingCommand::for_test(
             1002,

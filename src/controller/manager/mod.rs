@@ -272,7 +272,6 @@ impl<T> Controller<T> {
             wants_reply: !cmd.is_oneway(),
             audit: None,
         };
-        // Checked first, as on the name server's port.
         if let Some(refusal) = self.refuse_admin(cmd, peer) {
             return reply(out, asked, refusal);
         }

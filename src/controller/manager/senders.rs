@@ -42,7 +42,8 @@ impl<T> Controller<T> {
         self.broker_allow_list = broker;
     }
 
-    /// An admin's change from outside `adminAllowList`: the name server's answer to one.
+    /// An admin's change from outside `adminAllowList`: the name server's answer to one, given
+    /// before anything else of the request is read (as on the name server's port).
     pub(super) fn refuse_admin(
         &self,
         cmd: &RemotingCommand,
