@@ -122,10 +122,15 @@ impl<T> Controller<T> {
         let recorded = id.and_then(|id| replica?.address(id));
         let id = id.unwrap_or(-1);
         let Some(addr) = recorded.or(given) else {
-            // An election of an id without an address (the controller's own form, id -1,
-            // among them) could leave a set never elected without a live master.
-            let why = format!("broker set {name} holds no id {id} to elect");
-            return (elects && replica.is_some()).then(|| self.refused(code, why));
+            // Nothing to check the sender against. An election of such an id (the controller's
+            // own form, id -1, among them) could leave a set never elected without a live
+            // master: refused.
+            if !elects || replica.is_none() {
+                return None;
+            }
+            return Some(
+                self.refused(code, format!("broker set {name} holds no id {id} to elect")),
+            );
         };
         if sent_from(addr, peer) {
             return None;
