@@ -152,7 +152,7 @@ fn names_longer_than_the_name_servers_limit_are_refused_and_nothing_is_stored() 
                     ("clusterName", "c"),
                     ("brokerName", name.as_str()),
                     ("appliedBrokerId", "1"),
-                    ("registerCheckCode", "10.0.0.1:30911;1"),
+                    ("registerCheckCode", "127.0.0.1:30911;1"),
                 ];
                 let resp = attacker.request(1013, &fields, b"").expect("1013");
                 refused(&resp, "brokerName is longer than 255 bytes");

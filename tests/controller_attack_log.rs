@@ -45,7 +45,7 @@ fn repeating_the_same_broker_id_application_appends_nothing() {
     let mut ctrl = server.controller_client();
     // As long as the name and check-code rules allow.
     let name = "b".repeat(255);
-    let code = format!("10.0.0.1:30911;{}", "7".repeat(32));
+    let code = format!("127.0.0.1:30911;{}", "7".repeat(32));
     let log = raft_log(&server);
     let before = log_bytes(&log);
     assert_eq!(apply_id(&mut ctrl, &name, "1", &code).0, 0);
@@ -178,7 +178,7 @@ fn a_full_disk_refuses_changes_serves_reads_and_heals_without_a_restart() {
     let started = next_line("CONTROLLER ");
     let (addr, log) = started.split_once(' ').expect("address and log path");
     let mut ctrl = Client::connect(addr, std::time::Duration::from_secs(10)).expect("connect");
-    let code = "10.0.0.1:30911;1";
+    let code = "127.0.0.1:30911;1";
     // Names as long as the name rule allows (255 bytes), so that the log fills in a few
     // hundred changes.
     let name = |i: usize| format!("set-{i:06}-{}", "n".repeat(244));

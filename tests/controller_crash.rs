@@ -39,7 +39,7 @@ fn crash_child() {
                 ("clusterName", "c"),
                 ("brokerName", &name),
                 ("appliedBrokerId", "1"),
-                ("registerCheckCode", "10.0.0.1:30911;1"),
+                ("registerCheckCode", "127.0.0.1:30911;1"),
             ],
             b"",
         );

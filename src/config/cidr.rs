@@ -1,4 +1,5 @@
-//! CIDR ranges of the allow lists, matching IPv4-mapped IPv6 peers too.
+//! CIDR ranges of the allow lists, matching IPv4-mapped IPv6 peers too, and the allow-list
+//! check both ports make (the name server's and the controller's).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -59,6 +60,30 @@ impl Cidr {
 
     pub fn contains(&self, ip: IpAddr) -> bool {
         as_v6(ip) & mask(self.prefix_len, self.network) == as_v6(self.network)
+    }
+}
+
+/// Whether `peer` is inside `list` (an empty list, or no peer: in-process, lets it in).
+pub fn allows(list: &[Cidr], peer: Option<IpAddr>) -> bool {
+    match peer {
+        Some(ip) => list.is_empty() || list.iter().any(|c| c.contains(ip)),
+        None => true,
+    }
+}
+
+/// Request `code` from `peer` past the allow list `key` (`list`): `Err` holds the remark both
+/// ports answer `NO_PERMISSION` with.
+pub fn check_allowed(
+    key: &str,
+    list: &[Cidr],
+    code: i32,
+    peer: Option<IpAddr>,
+) -> Result<(), String> {
+    match allows(list, peer) {
+        true => Ok(()),
+        false => Err(format!(
+            "request {code} is not allowed from this address ({key})"
+        )),
     }
 }
 

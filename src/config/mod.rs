@@ -10,7 +10,7 @@ mod update;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-pub use cidr::Cidr;
+pub use cidr::{allows, check_allowed, Cidr};
 pub use cli::{parse_cli, Cli, CliError, ConfigFile, FileOrigin, Startup};
 pub use properties::{parse_properties, sorted_lines};
 pub(crate) use table::{in_range, parse_bool};

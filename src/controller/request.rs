@@ -389,6 +389,17 @@ pub fn parse(cmd: &RemotingCommand, limits: &NameLimits) -> Result<ControllerReq
     parse_fields(cmd, limits)
 }
 
+/// An admin's change, which the name server's `adminAllowList` gates (read before anything
+/// else of the request): 1009, 1011 and mqadmin's 1002 (`electMaster`, `designateElect=true`).
+/// A broker's own 1002 and every other code are brokers' requests or reads.
+pub fn is_admin_write(cmd: &RemotingCommand) -> bool {
+    match cmd.code {
+        code::UPDATE_CONTROLLER_CONFIG | code::CLEAN_BROKER_DATA => true,
+        code::CONTROLLER_ELECT_MASTER => bool::read(cmd, DESIGNATE_ELECT),
+        _ => false,
+    }
+}
+
 /// Every cluster, broker-set and broker name and every address in a request's header, by the
 /// name server's rules and its `maxNameLength` (docs/operations.md, "Values checked at the
 /// wire"), so that none a broker could not have sent reaches the tables, the log or a reply.
@@ -674,6 +685,20 @@ mod tests {
             (hb.broker_id, hb.epoch, hb.max_offset),
             (None, None, Some(12))
         );
+    }
+
+    #[test]
+    fn admin_writes_are_1009_1011_and_an_election_designating_a_master() {
+        let cmd = |code, ext: &[(&str, &str)]| RemotingCommand::for_test(code, ext, b"");
+        assert!(is_admin_write(&cmd(1009, &[])));
+        assert!(is_admin_write(&cmd(1011, &[])));
+        assert!(is_admin_write(&cmd(1002, &[("designateElect", "TRUE")])));
+        // A broker's own election, reads and brokers' requests.
+        assert!(!is_admin_write(&cmd(1002, &[("brokerId", "1")])));
+        assert!(!is_admin_write(&cmd(1002, &[("designateElect", "false")])));
+        for code in [904, 1001, 1003, 1004, 1005, 1006, 1010, 1012, 1013] {
+            assert!(!is_admin_write(&cmd(code, &[])), "{code}");
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! What brokers send about themselves, besides REGISTER_BROKER (`register`).
 
-use super::{allows, Processor, Refusal, Reply, ReplyExt, RequestContext};
+use super::{Processor, Refusal, Reply, ReplyExt, RequestContext};
+use crate::config::allows;
 use crate::remoting::codes::request;
 use crate::request::{
     BrokerHeartbeat, BrokerRef, GetBrokerMemberGroup, ParseError, QueryDataVersion,
@@ -43,7 +44,9 @@ impl Processor {
         if by_itself || self.admin_allow_list.is_empty() && self.broker_allow_list.is_empty() {
             return Ok(());
         }
-        if !self.admin_allow_list.is_empty() && allows(&self.admin_allow_list, ctx.peer) {
+        if !self.admin_allow_list.is_empty()
+            && allows(&self.admin_allow_list, ctx.peer.map(|p| p.ip()))
+        {
             return Ok(());
         }
         let (cluster, addr, name) = (r.cluster, r.broker_addr, r.broker_name);

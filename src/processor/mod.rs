@@ -2,7 +2,7 @@
 //! remarks. It owns the state on the loop thread; slow work goes out through the [`Outbox`].
 
 use crate::audit;
-use crate::config::{Cidr, NamesrvConfig, UpdateError};
+use crate::config::{check_allowed, Cidr, NamesrvConfig, UpdateError};
 use crate::event_loop::oneway::OnewaySender;
 use crate::event_loop::LoopStats;
 use crate::kv::{DurableWriter, KvRefusal, KvStore};
@@ -217,14 +217,6 @@ struct Ticket {
     peer: Option<SocketAddr>,
 }
 
-/// Whether `peer` is inside `list` (an empty list, or no peer: in-process, lets it in).
-fn allows(list: &[Cidr], peer: Option<SocketAddr>) -> bool {
-    match peer {
-        Some(p) => list.is_empty() || list.iter().any(|c| c.contains(p.ip())),
-        None => true,
-    }
-}
-
 impl Processor {
     pub fn new(config: NamesrvConfig, kv: KvStore, outbox: Outbox) -> Self {
         let mut processor = Processor {
@@ -394,14 +386,12 @@ impl Processor {
             } else {
                 return Ok(());
             };
-        if allows(list, ctx.peer) {
-            return Ok(());
-        }
-        let refusal = Refusal::NotAllowed(format!(
-            "request {code} is not allowed from this address ({key})"
-        ));
-        self.warn_refused(ctx, code, &refusal);
-        Err(refusal)
+        let refused = check_allowed(key, list, code, ctx.peer.map(|p| p.ip()));
+        refused.map_err(|remark| {
+            let refusal = Refusal::NotAllowed(remark);
+            self.warn_refused(ctx, code, &refusal);
+            refusal
+        })
     }
 
     /// A refused request's warning; an audited one's is its audit line.

@@ -156,7 +156,7 @@ pub(super) struct ControllerPort {
 
 impl ControllerPort {
     /// On the name server's bindAddress (as Java's clone of its server config), its timers
-    /// armed and its `brokerAllowList` set.
+    /// armed and the name server's allow lists set.
     pub(super) fn bind<H: Handler<Conn = C>, C: PeerConnData>(
         setup: ControllerSetup,
         event_loop: &mut EventLoop<H>,
@@ -210,7 +210,7 @@ impl ControllerPort {
             request_counts: Default::default(),
         };
         port.arm_timers(event_loop.ctx());
-        port.set_broker_allow_list(&namesrv.broker_allow_list);
+        port.set_allow_lists(namesrv);
         Ok(port)
     }
 
@@ -218,10 +218,14 @@ impl ControllerPort {
         self.local_addr
     }
 
-    /// The name server's `brokerAllowList` (at start and after each change).
-    pub(super) fn set_broker_allow_list(&mut self, text: &str) {
-        self.controller
-            .set_broker_allow_list(crate::config::Cidr::parse_list(text));
+    /// The name server's `adminAllowList` and `brokerAllowList` (at start and after each
+    /// change).
+    pub(super) fn set_allow_lists(&mut self, namesrv: &NamesrvConfig) {
+        let parse = crate::config::Cidr::parse_list;
+        self.controller.set_allow_lists(
+            parse(&namesrv.admin_allow_list),
+            parse(&namesrv.broker_allow_list),
+        );
     }
 
     pub(super) fn missing_setup() -> StartError {

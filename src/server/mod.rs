@@ -503,7 +503,7 @@ impl NameServer {
         let config = self.processor.config();
         self.settings = Settings::from_config(config);
         if let Some(port) = self.controller.as_mut() {
-            port.set_broker_allow_list(&config.broker_allow_list);
+            port.set_allow_lists(config);
         }
         if ctx.limits().max_connections != connection_cap(config.max_connections, self.descriptors)
         {

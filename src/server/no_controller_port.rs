@@ -64,7 +64,7 @@ impl ControllerPort {
         match *self {}
     }
 
-    pub(super) fn set_broker_allow_list(&mut self, _: &str) {
+    pub(super) fn set_allow_lists(&mut self, _: &NamesrvConfig) {
         match *self {}
     }
 

@@ -275,7 +275,7 @@ def attack_closedeath(server, r):
 
 def attack_reapply(server, r, repeats=209):
     ctl = Ctl(server.ctl)
-    check = "10.0.0.1:30911;" + "7" * 32
+    check = f"{ATTACKER_IP}:30911;" + "7" * 32
     with measured(server, r):
         for label, length in (("name2000", 2000), ("name255", 255)):
             name = label[:5] + "r" * (length - 5)
@@ -387,7 +387,7 @@ def attack_newsets(server, r, count=300, size=120 * 1024):
     long = "b" * size
     with measured(server, r):
         r["answers"] = ctl.pipeline(
-            [(1013, apply_id(f"{i}{long}", 1, "10.0.0.1:30911;1")) for i in range(count)],
+            [(1013, apply_id(f"{i}{long}", 1, f"{ATTACKER_IP}:30911;1")) for i in range(count)],
             depth=1)
 
 

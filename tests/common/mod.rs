@@ -157,7 +157,7 @@ pub fn apply_frame(opaque: i32, name: &str) -> Vec<u8> {
             ("clusterName", "c"),
             ("brokerName", name),
             ("appliedBrokerId", "1"),
-            ("registerCheckCode", "10.0.0.1:30911;1"),
+            ("registerCheckCode", "127.0.0.1:30911;1"),
         ],
         b"",
     )

@@ -91,7 +91,8 @@ pub struct Controller<T> {
     name_limits: NameLimits,
     /// Requests refused at the wire: one warning line per interval.
     refused_log: LogGate,
-    /// The name server's `brokerAllowList` (see `senders`).
+    /// The name server's `adminAllowList` and `brokerAllowList` (see `senders`).
+    admin_allow_list: Vec<Cidr>,
     broker_allow_list: Vec<Cidr>,
     refused_senders: u64,
     /// Master elections by [`ELECTION_RESULTS`].
@@ -296,6 +297,9 @@ impl<T> Controller<T> {
             wants_reply: !cmd.is_oneway(),
             audit: None,
         };
+        if let Some(refusal) = self.refuse_admin(cmd, peer) {
+            return reply(out, asked, refusal);
+        }
         let request = match request::parse(cmd, &self.name_limits) {
             Ok(request) => request,
             Err(response) => {

@@ -1,40 +1,98 @@
-//! Who may speak for a broker (docs/controller.md, "Who may speak for a broker"): a heartbeat
-//! (904) or registration (1003) naming a broker counts only from an address `brokerAllowList`
-//! admits (when set) and, unless `checkBrokerSourceAddress=false`, from the IP of the broker's
-//! own address: the one the controller holds for its id, else (904) the one it gives. So a
-//! stranger can neither keep a broker alive, nor tie a live one to a connection it then
-//! closes, nor move a live broker's address.
+//! Who may send what on the controller port. An admin's change (1009, 1011, mqadmin's 1002)
+//! comes only from an address the name server's `adminAllowList` admits, when it is set: the
+//! name server's own check and answer. A broker's request naming a broker (docs/controller.md,
+//! "Who may speak for a broker": its heartbeat 904, registration 1003, id application 1013,
+//! its master's sync-state change 1001 and its own election 1002) counts only from an address
+//! `brokerAllowList` admits (when set) and, unless `checkBrokerSourceAddress=false`, from the
+//! IP of the broker's own address: the one the controller holds for its id, else (904, 1013)
+//! the one it gives. So a stranger can neither keep a broker alive, nor tie a live one to a
+//! connection it then closes, nor move a live broker's address, nor elect, nor take ids.
 
 use super::Controller;
-use crate::config::Cidr;
-use crate::controller::request::{ControllerRequest, LeaderRequest};
+use crate::config::{allows, check_allowed, Cidr};
+use crate::controller::request::{self, ControllerRequest, LeaderRequest};
 use crate::controller::response::Response;
 use crate::remoting::codes::response::NO_PERMISSION;
+use crate::remoting::command::RemotingCommand;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::{IpAddr, UdpSocket};
 
-/// The broker a request speaks for: (name, id, the address it gives for it).
-fn speaks_for(request: &ControllerRequest) -> Option<(&str, Option<i64>, Option<&str>)> {
-    match request {
-        ControllerRequest::Heartbeat(hb) => Some((
-            hb.broker_name.as_deref()?,
-            hb.broker_id,
-            hb.broker_addr.as_deref(),
-        )),
-        ControllerRequest::Leader(LeaderRequest::RegisterBroker(r)) => Some((
-            r.broker_name.as_deref()?,
-            r.broker_id,
-            r.broker_address.as_deref(),
-        )),
-        _ => None,
+/// The broker a request speaks for.
+struct Speaker<'a> {
+    name: Option<&'a str>,
+    id: Option<i64>,
+    /// The address the request gives for the broker, checked when the controller holds none
+    /// (904; 1013, which records it).
+    given: Option<&'a str>,
+    /// The address a 1003 moves the broker to.
+    moves_to: Option<&'a str>,
+    /// A broker's own election (1002): it must name an id its set holds.
+    elects: bool,
+}
+
+fn speaker<'a>(name: Option<&'a str>, id: Option<i64>, given: Option<&'a str>) -> Speaker<'a> {
+    Speaker {
+        name,
+        id,
+        given,
+        moves_to: None,
+        elects: false,
     }
 }
 
+fn speaks_for(request: &ControllerRequest) -> Option<Speaker<'_>> {
+    Some(match request {
+        ControllerRequest::Heartbeat(hb) => speaker(
+            hb.broker_name.as_deref(),
+            hb.broker_id,
+            hb.broker_addr.as_deref(),
+        ),
+        ControllerRequest::Leader(leader) => match leader {
+            LeaderRequest::RegisterBroker(r) => Speaker {
+                moves_to: r.broker_address.as_deref(),
+                ..speaker(r.broker_name.as_deref(), r.broker_id, None)
+            },
+            // Java records `registerCheckCode` up to its first ';' as the address.
+            LeaderRequest::ApplyBrokerId(a) => {
+                let given = a.register_check_code.as_deref();
+                let given = given.and_then(|code| code.split(';').next());
+                speaker(a.broker_name.as_deref(), a.applied_broker_id, given)
+            }
+            LeaderRequest::AlterSyncStateSet(a) => {
+                speaker(a.broker_name.as_deref(), a.master_broker_id, None)
+            }
+            LeaderRequest::ElectMaster(e) if !e.designate_elect => Speaker {
+                elects: true,
+                ..speaker(Some(&e.broker_name), Some(e.broker_id), None)
+            },
+            _ => return None,
+        },
+        _ => return None,
+    })
+}
+
 impl<T> Controller<T> {
-    /// `brokerAllowList` as the name server has it now (parsed once per change).
-    pub fn set_broker_allow_list(&mut self, list: Vec<Cidr>) {
-        self.broker_allow_list = list;
+    /// `adminAllowList` and `brokerAllowList` as the name server has them now (parsed once
+    /// per change).
+    pub fn set_allow_lists(&mut self, admin: Vec<Cidr>, broker: Vec<Cidr>) {
+        self.admin_allow_list = admin;
+        self.broker_allow_list = broker;
+    }
+
+    /// An admin's change from outside `adminAllowList`: the name server's answer to one, given
+    /// before anything else of the request is read (as on the name server's port).
+    pub(super) fn refuse_admin(
+        &self,
+        cmd: &RemotingCommand,
+        peer: Option<IpAddr>,
+    ) -> Option<Response> {
+        let list = &self.admin_allow_list;
+        if list.is_empty() || !request::is_admin_write(cmd) {
+            return None;
+        }
+        let refused = check_allowed("adminAllowList", list, cmd.code, peer).err()?;
+        Some(Response::error(NO_PERMISSION, refused))
     }
 
     /// None: `request` may be served from `peer` (None: a caller without a socket).
@@ -45,35 +103,46 @@ impl<T> Controller<T> {
         now_ms: u64,
     ) -> Option<Response> {
         let peer = peer?;
-        let (name, id, given) = speaks_for(request)?;
+        let Speaker {
+            name,
+            id,
+            given,
+            moves_to,
+            elects,
+        } = speaks_for(request)?;
         let code = request.code();
-        if !self.broker_allow_list.is_empty()
-            && !self.broker_allow_list.iter().any(|c| c.contains(peer))
-        {
+        if !allows(&self.broker_allow_list, Some(peer)) {
             return Some(self.refused(code, "this address is not in brokerAllowList".into()));
         }
         if !self.config.settings().check_broker_source_address {
             return None;
         }
-        let heartbeat = matches!(request, ControllerRequest::Heartbeat(_));
+        let name = name?;
         let replica = self.state.replica_info(name);
         let recorded = id.and_then(|id| replica?.address(id));
-        let addr = recorded.or(given.filter(|_| heartbeat))?;
+        let id = id.unwrap_or(-1);
+        let Some(addr) = recorded.or(given) else {
+            // Nothing to check the sender against. An election of such an id (the controller's
+            // own form, id -1, among them) could leave a set never elected without a live
+            // master: refused.
+            if !elects || replica.is_none() {
+                return None;
+            }
+            return Some(
+                self.refused(code, format!("broker set {name} holds no id {id} to elect")),
+            );
+        };
         if sent_from(addr, peer) {
             return None;
         }
         // 1003 may move a broker's address to the sender's own IP (a broker restarted on
         // another host), unless the broker still heartbeats from the old one.
         let cluster = replica.and_then(|r| r.cluster_name.as_deref());
-        let holder_alive = id.is_some_and(|id| self.liveness.is_active(cluster, name, id, now_ms));
-        let to_sender = given.is_some_and(|a| sent_from(a, peer));
-        if !heartbeat && !holder_alive && to_sender {
+        let holder_alive = self.liveness.is_active(cluster, name, id, now_ms);
+        if !holder_alive && moves_to.is_some_and(|a| sent_from(a, peer)) {
             return None;
         }
-        let why = format!(
-            "broker {name} id {} is at {addr}, not at this sender's IP",
-            id.unwrap_or(-1)
-        );
+        let why = format!("broker {name} id {id} is at {addr}, not at this sender's IP");
         Some(self.refused(code, why))
     }
 
