@@ -8,9 +8,9 @@
 
 use crate::controller::config::PEER_SECRET_KEY;
 use crate::controller::raft::raft_ids;
+use crate::controller::raft::wire::Payload;
 use crate::controller::ControllerConfig;
 use crate::event_loop::{ConnId, Ctx, LogGate, TimerId};
-use crate::remoting::codes::response::{SUCCESS, SYSTEM_ERROR};
 use crate::remoting::command::{encode_frame, Header, RemotingCommand, SerializeType};
 use bytes::Bytes;
 use crossbeam_channel::{unbounded, Receiver, Sender};
@@ -30,8 +30,8 @@ mod tests;
 
 use auth::Nonce;
 pub use chunks::MAX_PAYLOAD;
-pub use handshake::encode_handshake;
 use chunks::{Incoming, Outgoing, CHUNK};
+pub use handshake::encode_handshake;
 
 /// A handshake (a request answered by the acceptor), then payloads (oneway). RocketMQ uses no
 /// code in this range.
@@ -278,7 +278,7 @@ impl PeerLinks {
 
     /// Or drops it: Raft sends again what was lost. One payload above [`CHUNK`] at a time goes
     /// to each peer, in chunks ([`pump`](Self::pump)).
-    pub fn send<C>(&mut self, ctx: &mut Ctx<C>, to: u64, payload: Vec<u8>) {
+    pub fn send<C>(&mut self, ctx: &mut Ctx<C>, to: u64, payload: Payload) {
         if payload.len() > MAX_PAYLOAD {
             self.status.dropped += 1;
             // Raft sends it again and again: one line per interval.
@@ -307,10 +307,10 @@ impl PeerLinks {
             }
             Link::Up(conn) if ctx.unsent(conn) + payload.len() <= max_unsent => ctx
                 .write_buf(conn)
-                .map(|out| encode_payload(out, &payload))
+                .map(|out| encode_payload(out, &payload.to_bytes()))
                 .is_some(),
             Link::Resolving | Link::Connecting(_) | Link::Handshaking { .. } => {
-                peer.enqueue(&payload)
+                peer.enqueue(&payload.to_bytes())
             }
             _ => false,
         };

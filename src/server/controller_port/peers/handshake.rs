@@ -7,7 +7,7 @@ use super::auth::{self, Transcript, ACCEPTOR, DIALER};
 use super::chunks::Incoming;
 use super::{
     encode_payload, encode_peer_frame, peer_name, Link, PeerFrame, PeerLinks, Proving,
-    FLAG_ONEWAY, FLAG_RESPONSE, PEER_CODE, RESOLVE_AGAIN_MS,
+    BACKOFF_MIN_MS, FLAG_ONEWAY, FLAG_RESPONSE, PEER_CODE, RESOLVE_AGAIN_MS,
 };
 use crate::event_loop::{ConnId, Ctx};
 use crate::remoting::codes::response::{SUCCESS, SYSTEM_ERROR};

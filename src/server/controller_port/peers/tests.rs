@@ -80,7 +80,7 @@ impl Handler for Node {
     fn before_sleep(&mut self, ctx: &mut Ctx<NodeConn>) -> bool {
         let out = std::mem::take(&mut *self.shared.outbox.lock().unwrap());
         for (to, payload) in out {
-            self.links.send(ctx, to, payload);
+            self.links.send(ctx, to, payload.into());
         }
         *self.shared.status.lock().unwrap() = self.links.status();
         self.links.pump(ctx)
