@@ -5,6 +5,7 @@
 use super::*;
 use crate::event_loop::tests::connect_from;
 use crate::event_loop::{EventLoop, Handler, Limits, ListenerTag, LoopWaker, Next, StopHandle};
+use crate::remoting::codes::response::SUCCESS;
 use crate::remoting::command::DecodeLimits;
 use crate::remoting::frame::{self, FrameError};
 use bytes::BytesMut;
