@@ -89,8 +89,10 @@ mod tests {
         let mut msg = Message::default();
         msg.set_msg_type(MessageType::MsgSnapshot);
         (msg.to, msg.from, msg.term, msg.commit) = (2, 1, 7, 300);
-        let mut snapshot = Snapshot::default();
-        snapshot.data = Bytes::copy_from_slice(data);
+        let mut snapshot = Snapshot {
+            data: Bytes::copy_from_slice(data),
+            ..Default::default()
+        };
         snapshot.mut_metadata().index = 42;
         snapshot.mut_metadata().term = 6;
         snapshot.mut_metadata().mut_conf_state().voters = vec![1, 2, 3];
