@@ -70,9 +70,10 @@ impl WriteLeaseGate {
         }
     }
 
-    /// Forgets every set's authority (a leader's snapshot replaced the state).
-    pub fn forget_all(&mut self) {
-        self.known = HashMap::new();
+    /// Forgets every set's authority (a leader's snapshot replaced the state); returns the
+    /// records, to be freed off the loop.
+    pub fn forget_all(&mut self) -> impl Send + 'static {
+        std::mem::take(&mut self.known)
     }
 
     /// Moves `name`'s "known since" back to `now_ms - age_ms` (a restart), never forward.

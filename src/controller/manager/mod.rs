@@ -164,7 +164,7 @@ impl<T> Controller<T> {
                     self.events_since_snapshot = 0;
                     // Not a pass over 100,000 sets on the loop: each set's authority is learnt
                     // again at its next heartbeat, later than now (a first grant waits no less).
-                    self.lease.forget_all();
+                    self.group.discard(self.lease.forget_all());
                 }
                 GroupEvent::Serving { term } => {
                     log::info!("controller: leader in term {term}; serving leader-only requests");

@@ -299,16 +299,16 @@ impl RaftGroup {
                 self.decoded = Some(state);
                 self.step_message(decoded.from, decoded.msg, out);
                 if let Some(unused) = self.decoded.take() {
-                    self.decoder.discard(unused);
+                    self.discard(unused);
                 }
             }
             Err(why) => self.fail(format!("the leader's snapshot {why}"), out),
         }
     }
 
-    /// Frees a state the loop no longer needs off the loop.
-    pub fn discard(&self, state: ControllerState) {
-        self.decoder.discard(state);
+    /// Frees what the loop no longer needs (tables of 100,000 sets) off the loop.
+    pub fn discard(&self, garbage: impl Send + 'static) {
+        self.decoder.discard(Box::new(garbage));
     }
 
     /// A member restored from an empty store: a heartbeat's commit index is cut to its log
