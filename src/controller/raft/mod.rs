@@ -346,7 +346,10 @@ impl RaftGroup {
     /// data to send to followers), writes it and cuts the log.
     pub fn snapshot(&mut self, index: u64, state: &ControllerState) {
         let meta = match self.node.mut_store().compact(index) {
-            Ok(meta) => meta,
+            Ok((meta, replaced)) => {
+                self.discard(replaced);
+                meta
+            }
             Err(e) => {
                 log::warn!("controller Raft: snapshot not taken: {e}");
                 return;
@@ -559,9 +562,8 @@ impl RaftGroup {
         let state = (self.decoded.take())
             .ok_or_else(|| format!("the leader's snapshot at {index} was not read first"))?;
         log::info!("controller Raft: installing the leader's snapshot at index {index}");
-        self.node
-            .mut_store()
-            .apply_snapshot(meta, snap.data.clone());
+        let replaced = (self.node.mut_store()).apply_snapshot(meta, snap.data.clone());
+        self.discard(replaced);
         self.applied = index;
         self.proposal = None;
         out.push(GroupEvent::Snapshot { index, state });

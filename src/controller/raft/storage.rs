@@ -90,15 +90,17 @@ impl RaftStore {
         Ok(())
     }
 
-    /// Replaces everything by a snapshot received from the leader (or read at start).
-    pub fn apply_snapshot(&mut self, meta: SnapshotMetadata, data: Bytes) {
+    /// Replaces everything by a snapshot received from the leader (or read at start); returns
+    /// the previous snapshot's data (tens of MB, to be freed off the loop).
+    pub fn apply_snapshot(&mut self, meta: SnapshotMetadata, data: Bytes) -> Option<Bytes> {
         self.hard_state.commit = self.hard_state.commit.max(meta.index);
         self.hard_state.term = self.hard_state.term.max(meta.term);
         self.conf_state = meta.get_conf_state().clone();
         self.offset = (meta.index, meta.term);
         self.snapshot_meta = meta;
-        self.snapshot_data = self.shares_snapshots.then_some(data);
         self.entries.clear();
+        let data = self.shares_snapshots.then_some(data);
+        std::mem::replace(&mut self.snapshot_data, data)
     }
 
     /// The data of the snapshot at `index`, once the writer encoded it.
@@ -108,8 +110,9 @@ impl RaftStore {
         }
     }
 
-    /// A local snapshot at the applied `index`: the entries it covers are dropped.
-    pub fn compact(&mut self, index: u64) -> Result<SnapshotMetadata, String> {
+    /// A local snapshot at the applied `index`: the entries it covers are dropped. Returns its
+    /// metadata and the previous snapshot's data (to be freed off the loop).
+    pub fn compact(&mut self, index: u64) -> Result<(SnapshotMetadata, Option<Bytes>), String> {
         if index <= self.snapshot_meta.index || index > self.last() {
             return Err(format!(
                 "snapshot at {index} outside the log (snapshot {}, last {})",
@@ -124,8 +127,7 @@ impl RaftStore {
         meta.set_conf_state(self.conf_state.clone());
         self.forget_to(index, term);
         self.snapshot_meta = meta.clone();
-        self.snapshot_data = None;
-        Ok(meta)
+        Ok((meta, self.snapshot_data.take()))
     }
 
     /// A group of one drops the entries it applied from memory (the file keeps them).
@@ -844,7 +846,7 @@ mod tests {
             .is_err());
         assert_eq!(store.last_index().unwrap(), 5);
         // A snapshot at a later applied index still keeps what follows it.
-        let meta = store.compact(4).unwrap();
+        let (meta, _) = store.compact(4).unwrap();
         assert_eq!((meta.index, meta.term), (4, 2));
         assert_eq!(store.entries_after_snapshot().len(), 1);
         disk.close();
@@ -893,7 +895,7 @@ mod tests {
             hs.commit = 5;
             store.set_hard_state(hs.clone());
             persist(&mut disk, 1, ents, Some(hs.clone()));
-            let meta = store.compact(4).unwrap();
+            let (meta, _) = store.compact(4).unwrap();
             disk.send(Job::Compact {
                 meta,
                 state: state.clone(),
@@ -944,7 +946,7 @@ mod tests {
             let mut snap = Snapshot::default();
             snap.data = snapshot::encode(10, &state).into();
             snap.set_metadata(meta.clone());
-            store.apply_snapshot(meta, snap.data.clone());
+            assert_eq!(store.apply_snapshot(meta, snap.data.clone()), None);
             disk.send(Job::Persist {
                 number: 2,
                 entries: vec![entry(11, 3, b"new")],
