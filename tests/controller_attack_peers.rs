@@ -9,7 +9,7 @@ mod common;
 #[path = "controller_net/group.rs"]
 mod group;
 
-use common::wait_until;
+use common::{stat, wait_until};
 use group::{ProcessGroup as Group, NODES};
 use hmac::{Hmac, Mac};
 use protobuf::Message as _;
@@ -25,7 +25,10 @@ use rmq_namesrv::remoting::command::{
 };
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 const PEER_CODE: i32 = 40_016;
 const SETS: usize = 100_000;
@@ -80,10 +83,61 @@ fn status(group: &Group, i: usize, key: &str) -> Option<u64> {
     group.members[i].metadata()?.ext(key)?.parse().ok()
 }
 
+/// The longest loop turn (and route lookup) allowed while the snapshot moves. The goal is
+/// ~2 ms in a release build; a busy machine preempts the loop for tens of ms at times, and a
+/// debug build gets more room, still far below what encoding and reading the snapshot on the
+/// loop cost in one turn each (release: 0.2-0.6 s on the leader, 0.5-1.4 s on the follower).
+fn turn_bound() -> Duration {
+    Duration::from_millis(if cfg!(debug_assertions) { 250 } else { 50 })
+}
+
+/// Looks a route up on a name server port, over and over, until stopped.
+struct GoodClient {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<Vec<Duration>>,
+}
+
+impl GoodClient {
+    fn start(namesrv: &str) -> GoodClient {
+        let mut client = Client::connect(namesrv, Duration::from_secs(10)).expect("name server");
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut took = Vec::new();
+            while !stopped.load(Ordering::Relaxed) {
+                let started = Instant::now();
+                let resp = client.request(105, &[("topic", "GoodTopic")], b"");
+                assert_eq!(resp.expect("a route answer").code, 17);
+                took.push(started.elapsed());
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            took
+        });
+        GoodClient { stop, thread }
+    }
+
+    /// Stops it: its p99 and its slowest lookup.
+    fn finish(self) -> (Duration, Duration) {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut took = self.thread.join().expect("good client");
+        took.sort_unstable();
+        assert!(!took.is_empty(), "the good client made no lookup");
+        let p99 = took[(took.len() * 99 / 100).min(took.len() - 1)];
+        (p99, *took.last().unwrap_or(&p99))
+    }
+}
+
+fn max_turn(group: &Group, i: usize) -> Duration {
+    let mut ns = Client::connect(&group.members[i].namesrv, Duration::from_secs(10)).expect("ns");
+    Duration::from_micros(stat(&mut ns, "maxTurnMicros").max(0) as u64)
+}
+
 #[test]
 fn a_follower_restored_from_an_empty_store_catches_up_through_a_snapshot_of_100k_sets() {
     let mut size = 0;
-    let mut group = Group::start_with("", |store| size = seed(store));
+    // No inactive-master scans (each one a pass over the 100,000 sets) while turns are timed.
+    let config = "controllerSnapshotEvents=1\nscanInactiveMasterInterval=3600000";
+    let mut group = Group::start_with(config, |store| size = seed(store));
     assert!(size > 4 << 20, "the snapshot is {size} bytes");
     let leader = group
         .wait_for_leader(Duration::from_secs(60))
@@ -91,17 +145,53 @@ fn a_follower_restored_from_an_empty_store_catches_up_through_a_snapshot_of_100k
     let f = (leader + 1) % NODES;
     group.kill9(f);
     std::fs::remove_dir_all(group.store(f)).expect("the follower's store removed");
+    let leader_turn_before = max_turn(&group, leader);
+    let on_leader = GoodClient::start(&group.members[leader].namesrv);
+    let started = Instant::now();
     group.restart(f);
+    let on_follower = GoodClient::start(&group.members[f].namesrv);
     let caught_up = wait_until(Duration::from_secs(60), || {
         let applied = status(&group, f, "raftApplied");
         applied.is_some_and(|a| a >= 4) && applied == status(&group, leader, "raftApplied")
     });
+    let took = started.elapsed();
     let log = group.members[f].log();
     assert!(caught_up, "the restored follower caught up: {log}");
     assert!(
         log.contains("installing the leader's snapshot at index 3"),
         "{log}"
     );
+    let (leader_p99, leader_max) = on_leader.finish();
+    let (follower_p99, follower_max) = on_follower.finish();
+    let (leader_turn, follower_turn) = (max_turn(&group, leader), max_turn(&group, f));
+    eprintln!(
+        "{size}-byte snapshot: caught up in {took:?}; longest turn: leader {leader_turn:?} (before {leader_turn_before:?}), follower {follower_turn:?}; route lookups p99 / max: leader {leader_p99:?} / {leader_max:?}, follower {follower_p99:?} / {follower_max:?}"
+    );
+    // The leader's first scan when it began to serve may be its longest turn.
+    let leader_ok = |turn| turn <= turn_bound() || turn == leader_turn_before;
+    assert!(leader_ok(leader_turn), "the leader's longest turn");
+    assert!(follower_turn <= turn_bound(), "the follower's longest turn");
+    assert!(leader_max <= turn_bound() && follower_max <= turn_bound());
+
+    // A change: every node snapshots its 100,000 sets (controllerSnapshotEvents=1).
+    let mut controller =
+        Client::connect(&group.members[leader].controller, Duration::from_secs(10))
+            .expect("controller");
+    let ext = [
+        ("clusterName", "DefaultCluster"),
+        ("brokerName", "broker-set-with-a-rather-long-name-000000"),
+        ("appliedBrokerId", "2"),
+        ("registerCheckCode", "10.0.0.0:10912;1700000000000"),
+    ];
+    let resp = controller.request(1013, &ext, b"").expect("1013");
+    assert_eq!(resp.code, 0, "{:?}", resp.remark);
+    let written = wait_until(Duration::from_secs(60), || {
+        group.members[leader].log().contains("written; log cut")
+    });
+    assert!(written, "the leader wrote a snapshot");
+    let leader_turn = max_turn(&group, leader);
+    eprintln!("after a snapshot of the 100,000 sets, the leader's longest turn: {leader_turn:?}");
+    assert!(leader_ok(leader_turn), "the leader's longest turn");
 }
 
 fn frame(flag: i32, ext: &[(&str, &str)], body: &[u8]) -> Vec<u8> {

@@ -18,6 +18,7 @@
 #[path = "controller_harness/mod.rs"]
 mod harness;
 
+use bytes::Bytes;
 use harness::{decode, frame, request_header, ExtValue, TempDir};
 use rmq_namesrv::controller::raft::{Persistence::Manual, WallClock};
 use rmq_namesrv::controller::{ConnRef, Controller, ControllerConfig, Reply};
@@ -122,7 +123,7 @@ struct Held {
 struct Packet {
     from: usize,
     to: usize,
-    payload: Vec<u8>,
+    payload: Bytes,
     deliver_at: u64,
 }
 
@@ -283,7 +284,7 @@ impl Sim {
             let mut out = Vec::new();
             let now = self.now;
             if let Some(c) = self.nodes[p.to].as_mut() {
-                c.on_peer_message(p.from as u64 + 1, &p.payload, now, &mut out);
+                c.on_peer_message(p.from as u64 + 1, p.payload, now, &mut out);
             }
             self.answers(out);
             self.collect();
@@ -302,7 +303,7 @@ impl Sim {
                 self.net.push(Packet {
                     from,
                     to: (to - 1) as usize,
-                    payload,
+                    payload: payload.to_bytes(),
                     deliver_at: self.step + delay,
                 });
             }
@@ -762,7 +763,8 @@ fn measure_rss_and_log_size_after_100k_events() {
             nodes[i].take_peer_messages(&mut msgs);
             for (to, payload) in msgs {
                 moved = true;
-                nodes[(to - 1) as usize].on_peer_message(i as u64 + 1, &payload, now, out);
+                let payload = payload.to_bytes();
+                nodes[(to - 1) as usize].on_peer_message(i as u64 + 1, payload, now, out);
             }
         }
         if !moved {

@@ -61,13 +61,19 @@ impl WriteLeaseGate {
         }
     }
 
-    /// Every set's authority in a replaced `state` (recovery, a leader's snapshot).
+    /// Every set's authority in a recovered `state`.
     pub fn observe_all(&mut self, state: &ControllerState, since_ms: u64) {
         self.known
             .retain(|name, _| authority_of(state, name).is_some());
         for sync in state.sync_states() {
             self.observe(&sync.broker_name, state, since_ms);
         }
+    }
+
+    /// Forgets every set's authority (a leader's snapshot replaced the state); returns the
+    /// records, to be freed off the loop.
+    pub fn forget_all(&mut self) -> impl Send + 'static {
+        std::mem::take(&mut self.known)
     }
 
     /// Moves `name`'s "known since" back to `now_ms - age_ms` (a restart), never forward.

@@ -598,7 +598,7 @@ fn apply_broker_id(r: &ApplyBrokerId, view: &View<'_>) -> Outcome {
     };
     match view.state.replica_info(name) {
         None if id == FIRST_BROKER_CONTROLLER_ID
-            && view.state.replica_infos().len() >= MAX_BROKER_SETS =>
+            && view.state.replica_count() >= MAX_BROKER_SETS =>
         {
             refuse(format!(
                 "the controller already holds {MAX_BROKER_SETS} broker sets (its limit); broker-set {name} is not created"

@@ -31,7 +31,7 @@ fn crc(index: &[u8], json: &[u8]) -> u32 {
 
 /// Both tables as JSON, sorted by brokerName (equal states give equal bytes).
 fn encode_state(state: &ControllerState) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64 + state.replica_infos().count() * 256);
+    let mut out = Vec::with_capacity(64 + state.replica_count() * 256);
     let mut w = ObjectWriter::new(&mut out);
     let mut infos: Vec<&BrokerReplicaInfo> = state.replica_infos().collect();
     infos.sort_unstable_by(|a, b| a.broker_name.cmp(&b.broker_name));

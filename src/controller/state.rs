@@ -4,11 +4,18 @@
 //! Two tables keyed by brokerName, not merged: Java can leave one without the other, and
 //! requests then behave differently (1012 reads only the first). `apply` is deterministic and
 //! total, so replaying a log rebuilds the same state. Each broker set sits behind an `Arc`
-//! (copy on write): a snapshot clones pointers on the loop.
+//! and each table is split in [`SHARDS`] shards, each behind an `Arc` too (copy on write): a
+//! snapshot clones 2 x [`SHARDS`] pointers on the loop whatever the number of sets, and the
+//! first change to a shard after it copies that shard's pointers (1/[`SHARDS`] of the table).
 
 use super::event::Event;
+use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::BuildHasher;
 use std::sync::Arc;
+
+/// Shards per table: 100,000 broker sets make shards of ~400, a copy of ~10 us.
+pub const SHARDS: usize = 256;
 
 /// Java's `MixAll.FIRST_BROKER_CONTROLLER_ID`: the first id the controller hands out.
 pub const FIRST_BROKER_CONTROLLER_ID: i64 = 1;
@@ -126,42 +133,121 @@ impl SyncStateInfo {
     }
 }
 
+/// One table keyed by brokerName, in copy-on-write shards picked by a keyed hash of the name.
+#[derive(Debug, Clone)]
+struct Table<V> {
+    shards: Vec<Arc<HashMap<Arc<str>, Arc<V>>>>,
+    hasher: RandomState,
+}
+
+impl<V: Clone> Table<V> {
+    fn shard(&self, name: &str) -> usize {
+        self.hasher.hash_one(name) as usize % SHARDS
+    }
+
+    fn get(&self, name: &str) -> Option<&V> {
+        self.shards[self.shard(name)].get(name).map(Arc::as_ref)
+    }
+
+    fn contains_key(&self, name: &str) -> bool {
+        self.shards[self.shard(name)].contains_key(name)
+    }
+
+    fn get_mut(&mut self, name: &str) -> Option<&mut V> {
+        let i = self.shard(name);
+        // Copies the shard only if it exists and a snapshot shares it.
+        if !self.shards[i].contains_key(name) {
+            return None;
+        }
+        Arc::make_mut(&mut self.shards[i])
+            .get_mut(name)
+            .map(Arc::make_mut)
+    }
+
+    fn insert(&mut self, name: Arc<str>, value: V) {
+        let i = self.shard(&name);
+        Arc::make_mut(&mut self.shards[i]).insert(name, Arc::new(value));
+    }
+
+    fn remove(&mut self, name: &str) {
+        let i = self.shard(name);
+        if self.shards[i].contains_key(name) {
+            Arc::make_mut(&mut self.shards[i]).remove(name);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.len()).sum()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
+        (self.shards.iter()).flat_map(|s| s.iter().map(|(k, v)| (&**k, &**v)))
+    }
+
+    fn names(&self) -> impl Iterator<Item = &str> {
+        self.iter().map(|(k, _)| k)
+    }
+}
+
+impl<V> Default for Table<V> {
+    fn default() -> Self {
+        Table {
+            shards: (0..SHARDS).map(|_| Arc::default()).collect(),
+            hasher: RandomState::new(),
+        }
+    }
+}
+
+/// The same names and values, whatever the shards.
+impl<V: Clone + PartialEq> PartialEq for Table<V> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().all(|(k, v)| other.get(k) == Some(v))
+    }
+}
+
+impl<V: Clone + Eq> Eq for Table<V> {}
+
 /// Both tables. `PartialEq` compares whole states (recovery tests rely on it).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ControllerState {
-    replica_table: HashMap<Arc<str>, Arc<BrokerReplicaInfo>>,
-    sync_table: HashMap<Arc<str>, Arc<SyncStateInfo>>,
+    replica_table: Table<BrokerReplicaInfo>,
+    sync_table: Table<SyncStateInfo>,
 }
 
 impl ControllerState {
     pub fn replica_info(&self, broker_name: &str) -> Option<&BrokerReplicaInfo> {
-        self.replica_table.get(broker_name).map(Arc::as_ref)
+        self.replica_table.get(broker_name)
     }
 
     pub fn sync_state(&self, broker_name: &str) -> Option<&SyncStateInfo> {
-        self.sync_table.get(broker_name).map(Arc::as_ref)
+        self.sync_table.get(broker_name)
     }
 
     fn replica_mut(&mut self, broker_name: &str) -> Option<&mut BrokerReplicaInfo> {
-        self.replica_table.get_mut(broker_name).map(Arc::make_mut)
+        self.replica_table.get_mut(broker_name)
     }
 
     fn sync_mut(&mut self, broker_name: &str) -> Option<&mut SyncStateInfo> {
-        self.sync_table.get_mut(broker_name).map(Arc::make_mut)
+        self.sync_table.get_mut(broker_name)
     }
 
-    pub fn replica_infos(&self) -> impl ExactSizeIterator<Item = &BrokerReplicaInfo> {
-        self.replica_table.values().map(Arc::as_ref)
+    pub fn replica_infos(&self) -> impl Iterator<Item = &BrokerReplicaInfo> {
+        self.replica_table.iter().map(|(_, v)| v)
+    }
+
+    /// Broker sets in the first table.
+    pub fn replica_count(&self) -> usize {
+        self.replica_table.len()
     }
 
     pub fn insert_replica_info(&mut self, info: BrokerReplicaInfo) {
         self.replica_table
-            .insert(Arc::from(info.broker_name.as_str()), Arc::new(info));
+            .insert(Arc::from(info.broker_name.as_str()), info);
     }
 
     pub fn insert_sync_state(&mut self, info: SyncStateInfo) {
         self.sync_table
-            .insert(Arc::from(info.broker_name.as_str()), Arc::new(info));
+            .insert(Arc::from(info.broker_name.as_str()), info);
     }
 
     /// A broker set "exists" only when both tables know it (Java's `isContainsBroker`).
@@ -177,15 +263,12 @@ impl ControllerState {
     }
 
     pub fn sync_states(&self) -> impl Iterator<Item = &SyncStateInfo> {
-        self.sync_table.values().map(Arc::as_ref)
+        self.sync_table.iter().map(|(_, v)| v)
     }
 
     pub fn broker_names(&self) -> BTreeSet<&str> {
-        self.replica_table
-            .keys()
-            .chain(self.sync_table.keys())
-            .map(|k| &**k)
-            .collect()
+        let sync_names = self.sync_table.names();
+        self.replica_table.names().chain(sync_names).collect()
     }
 
     pub fn set_master_stamp(&mut self, broker_name: &str, stamp: Stamp) {
@@ -428,6 +511,27 @@ mod tests {
         assert_eq!(snapshot.replica_info("a").unwrap().address(1), Some("h:1"));
         assert!(!snapshot.replica_info("b").unwrap().contains(2));
         assert_eq!(state.replica_info("a").unwrap().address(1), Some("h:9"));
+    }
+
+    #[test]
+    fn a_clone_shares_every_shard_until_a_change_copies_one() {
+        let mut state = ControllerState::default();
+        for k in 0..1_000 {
+            apply_id(&mut state, &format!("set-{k}"), 1, "h:1");
+        }
+        let snapshot = state.clone();
+        let shared = |a: &ControllerState, b: &ControllerState| {
+            let pairs = a.replica_table.shards.iter().zip(&b.replica_table.shards);
+            pairs.filter(|(x, y)| Arc::ptr_eq(x, y)).count()
+        };
+        assert_eq!(shared(&state, &snapshot), SHARDS);
+        apply_id(&mut state, "set-7", 2, "h:2");
+        assert_eq!(shared(&state, &snapshot), SHARDS - 1);
+        assert!(!snapshot.replica_info("set-7").unwrap().contains(2));
+        assert_ne!(state, snapshot);
+        apply_id(&mut state, "set-new", 1, "h:1");
+        assert_eq!(state.replica_count(), 1_001);
+        assert_eq!(snapshot.replica_count(), 1_000);
     }
 
     #[test]

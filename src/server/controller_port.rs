@@ -8,7 +8,8 @@
 use super::{os_message, StartError};
 use crate::audit;
 use crate::config::NamesrvConfig;
-use crate::controller::{raft, Wake};
+use crate::controller::raft::{self, wire::Payload};
+use crate::controller::Wake;
 use crate::controller::{ConnRef, Controller, ControllerConfig, Reply, Response};
 use crate::event_loop::oneway::{self, Oneway, OnewaySender};
 use crate::event_loop::{
@@ -147,7 +148,7 @@ pub(super) struct ControllerPort {
     next_notify_opaque: i32,
     sender: JoinHandle<()>,
     links: PeerLinks,
-    peer_outbox: Vec<(u64, Vec<u8>)>,
+    peer_outbox: Vec<(u64, Payload)>,
     stopping: bool,
     /// Refused audited requests: a few warning lines per interval.
     refused_audits: LogGate,
@@ -297,7 +298,7 @@ impl ControllerPort {
             PeerFrame::Payload { from, payload } => {
                 let now = ctx.now_ms();
                 self.controller
-                    .on_peer_message(from, &payload, now, &mut self.replies);
+                    .on_peer_message(from, payload, now, &mut self.replies);
                 self.deliver(ctx);
                 Next::Continue
             }

@@ -15,6 +15,7 @@ use super::liveness::{ConnRef, Liveness};
 use super::notify::{self, NotifyOutbox, RoleChangeNotification};
 use super::pipeline::{Completed, Durability, NotServing, Origin, Pipeline};
 use super::raft::records::StorageError;
+use super::raft::wire::Payload;
 use super::raft::{self, GroupEvent, GroupStatus, RaftGroup, WallClock};
 use super::replicas::{Elected, View};
 use super::request::{self, ControllerRequest, ElectMaster, Heartbeat, LeaderRequest};
@@ -27,6 +28,7 @@ use crate::remoting::codes::response::{
 };
 use crate::remoting::command::RemotingCommand;
 use crate::request::NameLimits;
+use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::net::IpAddr;
@@ -141,7 +143,7 @@ impl<T> Controller<T> {
     pub fn on_peer_message(
         &mut self,
         from: u64,
-        payload: &[u8],
+        payload: Bytes,
         now_ms: u64,
         out: &mut Vec<Reply<T>>,
     ) {
@@ -151,7 +153,7 @@ impl<T> Controller<T> {
     }
 
     /// Payloads to send now, (to, bytes).
-    pub fn take_peer_messages(&mut self, out: &mut Vec<(u64, Vec<u8>)>) {
+    pub fn take_peer_messages(&mut self, out: &mut Vec<(u64, Payload)>) {
         self.group.take_messages(out);
     }
 
@@ -190,10 +192,13 @@ impl<T> Controller<T> {
                     stamp,
                 } => self.on_durable(index, proposal, stamp, &data, done, now_ms),
                 GroupEvent::Snapshot { index, state } => {
-                    self.state = state;
+                    let replaced = std::mem::replace(&mut self.state, state);
+                    self.group.discard(replaced);
                     self.applied_index = index;
                     self.events_since_snapshot = 0;
-                    self.lease.observe_all(&self.state, now_ms);
+                    // Not a pass over 100,000 sets on the loop: each set's authority is learnt
+                    // again at its next heartbeat, later than now (a first grant waits no less).
+                    self.group.discard(self.lease.forget_all());
                 }
                 GroupEvent::Serving { term } => {
                     log::info!("controller: leader in term {term}; serving leader-only requests");

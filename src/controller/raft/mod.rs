@@ -3,14 +3,17 @@
 //! [`RaftGroup`] owns the `RawNode`, its store and the writer, and turns every input into
 //! [`GroupEvent`]s. The data flow, leader gating and timing: docs/controller.md, "Raft group".
 
+mod decoder;
 pub mod logger;
 pub mod records;
 pub mod storage;
+pub mod wire;
 
 use super::config::Peer;
 use super::pipeline::{Durability, NotServing};
-use super::snapshot;
 use super::state::{ControllerState, Stamp};
+use bytes::Bytes;
+use decoder::{Decoded, SnapshotDecoder};
 use protobuf::Message as _;
 use raft::eraftpb::{EntryType, Message, MessageType};
 use raft::{Config, RawNode, SnapshotStatus, StateRole};
@@ -20,6 +23,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 use storage::{Completion, Job, RaftDisk, RaftStore};
+use wire::Payload;
 
 pub use storage::{Persistence, Wake};
 
@@ -97,7 +101,10 @@ pub struct RaftGroup {
     self_id: u64,
     /// Follower messages that may leave only after their `Ready` is on disk.
     held: VecDeque<(u64, Vec<Message>)>,
-    outbox: Vec<(u64, Vec<u8>)>,
+    outbox: Vec<(u64, Payload)>,
+    decoder: SnapshotDecoder,
+    /// The state of the snapshot message being stepped, read by the decoder.
+    decoded: Option<ControllerState>,
     /// The last `Ready` handed to the writer, and the last it reported on disk.
     sent_number: u64,
     persisted_number: u64,
@@ -123,13 +130,10 @@ impl RaftGroup {
         persistence: Persistence,
         wall: WallClock,
     ) -> Result<(RaftGroup, ControllerState), StorageError> {
-        let (mut store, file, next_seq) = storage::recover(dir, voters)?;
+        let (store, state, file, next_seq) = storage::recover(dir, voters)?;
         let snapshot_index = store.snapshot_index();
-        let state = if voters == [self_id] {
-            store.take_snapshot_state()
-        } else {
-            store.snapshot_state().clone()
-        };
+        let decoder = SnapshotDecoder::start(&persistence)
+            .map_err(records::io(dir, "start the snapshot decoder thread"))?;
         let disk = RaftDisk::start(dir, file, next_seq, persistence)?;
         let config = Config {
             id: self_id,
@@ -152,6 +156,8 @@ impl RaftGroup {
             self_id,
             held: VecDeque::new(),
             outbox: Vec::new(),
+            decoder,
+            decoded: None,
             sent_number: 0,
             persisted_number: 0,
             proposal: None,
@@ -228,8 +234,9 @@ impl RaftGroup {
         self.process(out);
     }
 
-    /// A payload from peer `from`; undecodable or misaddressed ones are dropped.
-    pub fn step(&mut self, from: u64, payload: &[u8], out: &mut Vec<GroupEvent>) {
+    /// A payload from peer `from`; undecodable or misaddressed ones are dropped. A snapshot to
+    /// install goes to the decoder first ([`on_decoded`](Self::on_decoded) steps it).
+    pub fn step(&mut self, from: u64, payload: Bytes, out: &mut Vec<GroupEvent>) {
         if self.failed.is_some() {
             return;
         }
@@ -240,7 +247,8 @@ impl RaftGroup {
             );
             return;
         }
-        let mut msg = match Message::parse_from_bytes(payload) {
+        // A snapshot's data stays a slice of the payload.
+        let mut msg = match Message::parse_from_carllerche_bytes(&payload) {
             Ok(msg) => msg,
             Err(e) => {
                 log::warn!("controller Raft: undecodable message from node {from} dropped: {e}");
@@ -260,11 +268,49 @@ impl RaftGroup {
             );
             return;
         }
+        let index = msg.get_snapshot().get_metadata().index;
+        if msg.get_msg_type() == MessageType::MsgSnapshot
+            && index > self.node.raft.raft_log.committed
+        {
+            if self.decoder.is_busy() {
+                log::debug!("controller Raft: snapshot at {index} from node {from} dropped: one is being read");
+            } else {
+                self.decoder.decode(from, msg);
+            }
+            return;
+        }
         self.on_lost_log(&mut msg);
+        self.step_message(from, msg, out);
+    }
+
+    fn step_message(&mut self, from: u64, msg: Message, out: &mut Vec<GroupEvent>) {
         if let Err(e) = self.node.step(msg) {
             log::debug!("controller Raft: message from node {from} not taken: {e}");
         }
         self.process(out);
+    }
+
+    /// A snapshot message whose state the decoder read: stepped now, and installed if Raft
+    /// still wants it. A state it does not take (a later one came first) is freed off the loop.
+    fn on_decoded(&mut self, decoded: Decoded, out: &mut Vec<GroupEvent>) {
+        if self.failed.is_some() {
+            return;
+        }
+        match decoded.state {
+            Ok(state) => {
+                self.decoded = Some(state);
+                self.step_message(decoded.from, decoded.msg, out);
+                if let Some(unused) = self.decoded.take() {
+                    self.discard(unused);
+                }
+            }
+            Err(why) => self.fail(format!("the leader's snapshot {why}"), out),
+        }
+    }
+
+    /// Frees what the loop no longer needs (tables of 100,000 sets) off the loop.
+    pub fn discard(&self, garbage: impl Send + 'static) {
+        self.decoder.discard(Box::new(garbage));
     }
 
     /// A member restored from an empty store: a heartbeat's commit index is cut to its log
@@ -294,14 +340,18 @@ impl RaftGroup {
         }
     }
 
-    pub fn take_messages(&mut self, out: &mut Vec<(u64, Vec<u8>)>) {
+    pub fn take_messages(&mut self, out: &mut Vec<(u64, Payload)>) {
         out.append(&mut self.outbox);
     }
 
-    /// A local snapshot at the applied `index`: the writer writes it and cuts the log.
+    /// A local snapshot at the applied `index`: the writer encodes it (the store gets the
+    /// data to send to followers), writes it and cuts the log.
     pub fn snapshot(&mut self, index: u64, state: &ControllerState) {
-        let meta = match self.node.mut_store().compact(index, state) {
-            Ok(meta) => meta,
+        let meta = match self.node.mut_store().compact(index) {
+            Ok((meta, replaced)) => {
+                self.discard(replaced);
+                meta
+            }
             Err(e) => {
                 log::warn!("controller Raft: snapshot not taken: {e}");
                 return;
@@ -323,6 +373,9 @@ impl RaftGroup {
     pub fn on_disk(&mut self, out: &mut Vec<GroupEvent>) {
         while let Some(c) = self.disk.try_completion() {
             self.on_completion(c, out);
+        }
+        while let Some(decoded) = self.decoder.try_result() {
+            self.on_decoded(decoded, out);
         }
         self.process(out);
     }
@@ -360,6 +413,9 @@ impl RaftGroup {
             }
             Completion::FileWritten { id, result } => {
                 out.push(GroupEvent::FileWritten { id, result })
+            }
+            Completion::SnapshotData { index, data } => {
+                self.node.mut_store().set_snapshot_data(index, data)
             }
         }
     }
@@ -504,16 +560,12 @@ impl RaftGroup {
         out: &mut Vec<GroupEvent>,
     ) -> Result<(), String> {
         let meta = snap.get_metadata().clone();
-        let (index, state) = snapshot::decode(&snap.data)
-            .map_err(|e| format!("the leader's snapshot does not decode: {e}"))?;
-        if index != meta.index {
-            return Err(format!(
-                "the leader's snapshot holds state as of {index} but says {}",
-                meta.index
-            ));
-        }
+        let index = meta.index;
+        let state = (self.decoded.take())
+            .ok_or_else(|| format!("the leader's snapshot at {index} was not read first"))?;
         log::info!("controller Raft: installing the leader's snapshot at index {index}");
-        self.node.mut_store().apply_snapshot(meta, state.clone());
+        let replaced = (self.node.mut_store()).apply_snapshot(meta, snap.data.clone());
+        self.discard(replaced);
         self.applied = index;
         self.proposal = None;
         out.push(GroupEvent::Snapshot { index, state });
@@ -565,9 +617,10 @@ impl RaftGroup {
 
     fn encode(&mut self, msgs: Vec<Message>) {
         for m in msgs {
-            match m.write_to_bytes() {
-                Ok(bytes) => self.outbox.push((m.to, bytes)),
-                Err(e) => log::error!("controller Raft: message to node {} not encoded: {e}", m.to),
+            let to = m.to;
+            match wire::encode(m) {
+                Ok(payload) => self.outbox.push((to, payload)),
+                Err(e) => log::error!("controller Raft: message to node {to} not encoded: {e}"),
             }
         }
     }

@@ -21,7 +21,6 @@ use crossbeam_channel::{Receiver, Sender};
 use protobuf::Message as _;
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
 use raft::{GetEntriesContext, RaftState, Storage};
-use std::cell::RefCell;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -46,11 +45,10 @@ pub struct RaftStore {
     conf_state: ConfState,
     /// Index and term of the last snapshot (0, 0 before the first).
     snapshot_meta: SnapshotMetadata,
-    /// The state as of `snapshot_meta.index` (a group of one keeps none).
-    snapshot_state: ControllerState,
-    keeps_snapshot_state: bool,
-    /// The snapshot as sent to a follower, encoded at its first request.
-    encoded: RefCell<Option<Bytes>>,
+    /// Its data, as sent to a follower: read from the file or the leader, or encoded by the
+    /// writer (None until it is; a group of one keeps none).
+    snapshot_data: Option<Bytes>,
+    shares_snapshots: bool,
     /// Index and term of the entry before `entries[0]`.
     offset: (u64, u64),
     entries: Vec<Entry>,
@@ -63,10 +61,6 @@ impl RaftStore {
 
     pub fn snapshot_index(&self) -> u64 {
         self.snapshot_meta.index
-    }
-
-    pub fn snapshot_state(&self) -> &ControllerState {
-        &self.snapshot_state
     }
 
     fn last(&self) -> u64 {
@@ -96,24 +90,29 @@ impl RaftStore {
         Ok(())
     }
 
-    /// Replaces everything by a snapshot received from the leader.
-    pub fn apply_snapshot(&mut self, meta: SnapshotMetadata, state: ControllerState) {
+    /// Replaces everything by a snapshot received from the leader (or read at start); returns
+    /// the previous snapshot's data (tens of MB, to be freed off the loop).
+    pub fn apply_snapshot(&mut self, meta: SnapshotMetadata, data: Bytes) -> Option<Bytes> {
         self.hard_state.commit = self.hard_state.commit.max(meta.index);
         self.hard_state.term = self.hard_state.term.max(meta.term);
         self.conf_state = meta.get_conf_state().clone();
         self.offset = (meta.index, meta.term);
         self.snapshot_meta = meta;
-        self.snapshot_state = state;
-        self.encoded = RefCell::default();
         self.entries.clear();
+        let data = self.shares_snapshots.then_some(data);
+        std::mem::replace(&mut self.snapshot_data, data)
     }
 
-    /// A local snapshot at the applied `index`: the entries it covers are dropped.
-    pub fn compact(
-        &mut self,
-        index: u64,
-        state: &ControllerState,
-    ) -> Result<SnapshotMetadata, String> {
+    /// The data of the snapshot at `index`, once the writer encoded it.
+    pub fn set_snapshot_data(&mut self, index: u64, data: Bytes) {
+        if self.shares_snapshots && index == self.snapshot_meta.index {
+            self.snapshot_data = Some(data);
+        }
+    }
+
+    /// A local snapshot at the applied `index`: the entries it covers are dropped. Returns its
+    /// metadata and the previous snapshot's data (to be freed off the loop).
+    pub fn compact(&mut self, index: u64) -> Result<(SnapshotMetadata, Option<Bytes>), String> {
         if index <= self.snapshot_meta.index || index > self.last() {
             return Err(format!(
                 "snapshot at {index} outside the log (snapshot {}, last {})",
@@ -128,17 +127,7 @@ impl RaftStore {
         meta.set_conf_state(self.conf_state.clone());
         self.forget_to(index, term);
         self.snapshot_meta = meta.clone();
-        self.encoded = RefCell::default();
-        if self.keeps_snapshot_state {
-            self.snapshot_state = state.clone();
-        }
-        Ok(meta)
-    }
-
-    /// A group of one has no follower to send a snapshot to: it keeps no copy of the state.
-    pub fn take_snapshot_state(&mut self) -> ControllerState {
-        self.keeps_snapshot_state = false;
-        std::mem::take(&mut self.snapshot_state)
+        Ok((meta, self.snapshot_data.take()))
     }
 
     /// A group of one drops the entries it applied from memory (the file keeps them).
@@ -219,12 +208,15 @@ impl Storage for RaftStore {
                 raft::StorageError::SnapshotTemporarilyUnavailable,
             ));
         }
-        let meta = &self.snapshot_meta;
+        // Raft asks again at the follower's next heartbeat answer.
+        let Some(data) = &self.snapshot_data else {
+            return Err(raft::Error::Store(
+                raft::StorageError::SnapshotTemporarilyUnavailable,
+            ));
+        };
         let mut snap = Snapshot::default();
-        snap.data = (self.encoded.borrow_mut())
-            .get_or_insert_with(|| snapshot::encode(meta.index, &self.snapshot_state).into())
-            .clone();
-        snap.set_metadata(meta.clone());
+        snap.data = data.clone();
+        snap.set_metadata(self.snapshot_meta.clone());
         Ok(snap)
     }
 }
@@ -246,7 +238,9 @@ pub fn encode_snapshot_file(snap: &Snapshot) -> Vec<u8> {
     out
 }
 
-fn read_snapshot(path: &Path) -> Result<Option<(SnapshotMetadata, ControllerState)>, StorageError> {
+type SnapshotRead = (SnapshotMetadata, Bytes, ControllerState);
+
+fn read_snapshot(path: &Path) -> Result<Option<SnapshotRead>, StorageError> {
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -263,7 +257,7 @@ fn read_snapshot(path: &Path) -> Result<Option<(SnapshotMetadata, ControllerStat
             "the snapshot fails its checksum".into(),
         ));
     }
-    let snap = Snapshot::parse_from_bytes(&bytes[12..])
+    let mut snap = Snapshot::parse_from_bytes(&bytes[12..])
         .map_err(|e| corrupt(path, None, format!("the snapshot does not decode: {e}")))?;
     let (index, state) = snapshot::decode(&snap.data)
         .map_err(|e| corrupt(path, None, format!("the controller state in it: {e}")))?;
@@ -277,12 +271,17 @@ fn read_snapshot(path: &Path) -> Result<Option<(SnapshotMetadata, ControllerStat
             ),
         ));
     }
-    Ok(Some((snap.get_metadata().clone(), state)))
+    let data = std::mem::take(&mut snap.data);
+    Ok(Some((snap.take_metadata(), data, state)))
 }
 
-/// Opens (creating) the store in `dir`: the snapshot, the log replayed over it, the log's
-/// append handle and next sequence number.
-pub fn recover(dir: &Path, voters: &[u64]) -> Result<(RaftStore, File, u64), StorageError> {
+/// Opens (creating) the store in `dir`: the snapshot, the log replayed over it, the state as
+/// of the snapshot, the log's append handle and next sequence number. A group of one keeps no
+/// snapshot data (it has no follower to send it to).
+pub fn recover(
+    dir: &Path,
+    voters: &[u64],
+) -> Result<(RaftStore, ControllerState, File, u64), StorageError> {
     std::fs::create_dir_all(dir).map_err(records::io(dir, "create directory"))?;
     let _ = std::fs::remove_file(crate::durable_file::sibling(&log_path(dir), ".tmp"));
     // Left by a crash during a replace; the real file is intact.
@@ -294,13 +293,14 @@ pub fn recover(dir: &Path, voters: &[u64]) -> Result<(RaftStore, File, u64), Sto
         conf_state,
         snapshot_meta: SnapshotMetadata::default(),
         offset: (0, 0),
-        snapshot_state: ControllerState::default(),
-        keeps_snapshot_state: true,
-        encoded: RefCell::default(),
+        snapshot_data: None,
+        shares_snapshots: voters.len() > 1,
         entries: Vec::new(),
     };
-    if let Some((meta, state)) = read_snapshot(&snapshot_path(dir))? {
-        store.apply_snapshot(meta, state);
+    let mut state = ControllerState::default();
+    if let Some((meta, data, read)) = read_snapshot(&snapshot_path(dir))? {
+        store.apply_snapshot(meta, data);
+        state = read;
     }
     let path = log_path(dir);
     let (file, scan) = records::open(&path)?;
@@ -320,7 +320,7 @@ pub fn recover(dir: &Path, voters: &[u64]) -> Result<(RaftStore, File, u64), Sto
     // A commit index past the log (its entries were cut as a torn tail) would make raft-rs
     // panic; the leader tells this node the commit index again.
     store.hard_state.commit = store.hard_state.commit.min(store.last());
-    Ok((store, file, next_seq))
+    Ok((store, state, file, next_seq))
 }
 
 fn replay(
@@ -392,6 +392,11 @@ pub enum Completion {
         id: u64,
         result: Result<(), String>,
     },
+    /// The data of the local snapshot at `index`, encoded (written or not).
+    SnapshotData {
+        index: u64,
+        data: Bytes,
+    },
 }
 
 pub struct Writer {
@@ -460,12 +465,15 @@ impl Writer {
                     hard_state,
                 } => {
                     self.flush();
+                    let index = meta.index;
+                    let snap = snapshot_of(meta, &state);
+                    let data = snap.data.clone();
+                    let _ = self.done.send(Completion::SnapshotData { index, data });
                     if self.broken.is_some() || self.stalled.is_some() {
                         // The log on disk keeps every entry: a later snapshot cuts it.
                         continue;
                     }
-                    let index = meta.index;
-                    let file = encode_snapshot_file(&snapshot_of(meta, &state));
+                    let file = encode_snapshot_file(&snap);
                     match self.install_snapshot(&file, &keep, &hard_state) {
                         Ok(()) => log::info!("controller Raft: snapshot at index {index} written; log cut to {} entries", keep.len()),
                         Err(WriteError::Retry(e)) => log::warn!("controller Raft: snapshot at index {index} not written ({e}); the log keeps its entries until the next one"),
@@ -757,11 +765,15 @@ mod tests {
     }
 
     fn open(d: &Path) -> (RaftStore, RaftDisk) {
-        let (store, file, seq) = recover(d, &[1, 2, 3]).unwrap();
+        let (store, _, file, seq) = recover(d, &[1, 2, 3]).unwrap();
         (
             store,
             RaftDisk::start(d, file, seq, Persistence::Manual).unwrap(),
         )
+    }
+
+    fn snapshot_state(d: &Path) -> ControllerState {
+        recover(d, &[1, 2, 3]).unwrap().1
     }
 
     fn persist(disk: &mut RaftDisk, number: u64, entries: Vec<Entry>, hs: Option<HardState>) {
@@ -834,7 +846,7 @@ mod tests {
             .is_err());
         assert_eq!(store.last_index().unwrap(), 5);
         // A snapshot at a later applied index still keeps what follows it.
-        let meta = store.compact(4, &state_with("broker-f")).unwrap();
+        let (meta, _) = store.compact(4).unwrap();
         assert_eq!((meta.index, meta.term), (4, 2));
         assert_eq!(store.entries_after_snapshot().len(), 1);
         disk.close();
@@ -883,7 +895,7 @@ mod tests {
             hs.commit = 5;
             store.set_hard_state(hs.clone());
             persist(&mut disk, 1, ents, Some(hs.clone()));
-            let meta = store.compact(4, &state).unwrap();
+            let (meta, _) = store.compact(4).unwrap();
             disk.send(Job::Compact {
                 meta,
                 state: state.clone(),
@@ -891,8 +903,13 @@ mod tests {
                 hard_state: hs,
             })
             .unwrap();
+            assert!(store.snapshot(4, 2).is_err(), "not encoded yet");
             disk.run_manual();
-            assert_eq!(disk.try_completion(), None, "a snapshot reports nothing");
+            let Some(Completion::SnapshotData { index: 4, data }) = disk.try_completion() else {
+                panic!("the writer reports the snapshot's data");
+            };
+            assert_eq!(disk.try_completion(), None);
+            store.set_snapshot_data(4, data);
             let snap = store.snapshot(4, 2).unwrap();
             assert_eq!(snap.get_metadata().index, 4);
             assert_eq!(snapshot::decode(&snap.data).unwrap().1, state);
@@ -901,7 +918,13 @@ mod tests {
         }
         let (store, _disk) = open(&d);
         assert_eq!(store.snapshot_index(), 4);
-        assert_eq!(store.snapshot_state(), &state);
+        assert_eq!(snapshot_state(&d), state);
+        let sent = store.snapshot(4, 2).unwrap();
+        assert_eq!(
+            snapshot::decode(&sent.data).unwrap(),
+            (4, state),
+            "the file's data"
+        );
         assert_eq!(store.first_index().unwrap(), 5);
         assert_eq!(store.last_index().unwrap(), 6);
         assert_eq!(store.term(4).unwrap(), 1);
@@ -923,7 +946,7 @@ mod tests {
             let mut snap = Snapshot::default();
             snap.data = snapshot::encode(10, &state).into();
             snap.set_metadata(meta.clone());
-            store.apply_snapshot(meta, state.clone());
+            assert_eq!(store.apply_snapshot(meta, snap.data.clone()), None);
             disk.send(Job::Persist {
                 number: 2,
                 entries: vec![entry(11, 3, b"new")],
@@ -943,7 +966,7 @@ mod tests {
         assert_eq!(store.snapshot_index(), 10);
         assert_eq!(store.last_index().unwrap(), 11);
         assert_eq!(store.hard_state().commit, 10);
-        assert_eq!(store.snapshot_state(), &state);
+        assert_eq!(snapshot_state(&d), state);
         std::fs::remove_dir_all(&d).unwrap();
     }
 

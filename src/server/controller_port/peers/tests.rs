@@ -5,6 +5,7 @@
 use super::*;
 use crate::event_loop::tests::connect_from;
 use crate::event_loop::{EventLoop, Handler, Limits, ListenerTag, LoopWaker, Next, StopHandle};
+use crate::remoting::codes::response::SUCCESS;
 use crate::remoting::command::DecodeLimits;
 use crate::remoting::frame::{self, FrameError};
 use bytes::BytesMut;
@@ -80,7 +81,7 @@ impl Handler for Node {
     fn before_sleep(&mut self, ctx: &mut Ctx<NodeConn>) -> bool {
         let out = std::mem::take(&mut *self.shared.outbox.lock().unwrap());
         for (to, payload) in out {
-            self.links.send(ctx, to, payload);
+            self.links.send(ctx, to, payload.into());
         }
         *self.shared.status.lock().unwrap() = self.links.status();
         self.links.pump(ctx)
