@@ -181,7 +181,7 @@ fn a_follower_restored_from_an_empty_store_catches_up_through_a_snapshot_of_100k
         ("clusterName", "DefaultCluster"),
         ("brokerName", "broker-set-with-a-rather-long-name-000000"),
         ("appliedBrokerId", "2"),
-        ("registerCheckCode", "10.0.0.0:10912;1700000000000"),
+        ("registerCheckCode", "127.0.0.1:10912;1700000000000"),
     ];
     let resp = controller.request(1013, &ext, b"").expect("1013");
     assert_eq!(resp.code, 0, "{:?}", resp.remark);
