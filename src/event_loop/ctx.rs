@@ -25,8 +25,9 @@ const SPARE_WRITE_BUF_MAX: usize = 64 * 1024;
 const UNREAD_DISCARD_MAX: usize = 4 << 20;
 
 /// Bytes the write line ([`Ctx::flush_line`]) writes per turn, to all connections together:
-/// one 1 MiB write to a loopback socket took about 2.7 ms (four peers each reading a 13 MB
-/// topic list made 11 ms turns); re-measure with `tests/attack/registry.py BIN topiclist`.
+/// with 1 MiB per connection, four peers reading 13 MB topic lists made turns write 4 MiB
+/// (up to 11 ms on a busy two-core host, each write waking a reader); the stats'
+/// `maxTurnBytesOut` shows the bound (`tests/attack/registry.py BIN topiclist`).
 const TURN_WRITE_MAX: usize = 256 * 1024;
 
 /// How often, at most, one kind of warning about peers is logged: an attack must not flood it.
