@@ -7,8 +7,9 @@
 //!   another; a peer that never finishes its frame loses the lane at the frame timeout;
 //! * a connection with more than [`SMALL_UNSENT`] unsent reply bytes gets no further frames
 //!   handled until it has read most of them;
-//! * peers that have taken no reply bytes for [`WRITE_STALL_MS`] are closed, largest first,
-//!   until the sum is back under the budget.
+//! * peers that have taken no reply bytes for [`WRITE_STALL_MS`] (owing more than
+//!   [`SMALL_UNSENT`], or parked for their replies) are closed, largest first, until the sum is
+//!   back under the budget.
 //!
 //! A partial frame smaller than [`SMALL_READ`] is always read up to that size, so a good
 //! client's request is never held back (the budget may be exceeded by that much per
@@ -162,7 +163,9 @@ impl<C> Ctx<C> {
             .conns
             .iter()
             .filter(|(_, c)| {
-                c.unsent() > SMALL_UNSENT && now.saturating_sub(c.last_write_ms) >= WRITE_STALL_MS
+                // Parked with less than that unsent, it would wait for the peer just the same.
+                (c.unsent() > SMALL_UNSENT || c.parked == Parked::Write)
+                    && now.saturating_sub(c.last_write_ms) >= WRITE_STALL_MS
             })
             .map(|(key, c)| (c.unsent(), key))
             .collect();

@@ -43,10 +43,6 @@ const COMPACT_AFTER: usize = 64 * 1024;
 
 pub(super) const CONNECT_TIMEOUT_MS: u64 = 3_000;
 
-/// Bytes a flush writes at most: a write to a loopback socket can take megabytes at once, and
-/// a few peers reading large replies would hold a turn for milliseconds.
-pub(super) const FLUSH_MAX: usize = 1 << 20;
-
 /// Why a connection is not read while the buffer budget is spent (see `budget`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Parked {
@@ -398,8 +394,8 @@ impl<C> Connection<C> {
         }
     }
 
-    /// Writes until the socket would block or [`FLUSH_MAX`] bytes went out.
-    pub fn flush(&mut self) -> io::Result<usize> {
+    /// Writes until the socket would block or `max` bytes went out.
+    pub fn flush(&mut self, max: usize) -> io::Result<usize> {
         if let Some(tls) = &mut self.tls {
             match tls.send(&mut self.stream) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
@@ -407,13 +403,13 @@ impl<C> Connection<C> {
             }
         }
         let mut total = 0;
-        while total < FLUSH_MAX {
+        while total < max {
             let bytes = match self.queued.front() {
                 Some((body, at)) => &body[*at..],
                 None if self.written < self.write_buf.len() => &self.write_buf[self.written..],
                 None => break,
             };
-            let chunk = &bytes[..bytes.len().min(FLUSH_MAX - total)];
+            let chunk = &bytes[..bytes.len().min(max - total)];
             match write_from(&mut self.stream, &mut self.tls, chunk) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
@@ -704,8 +700,8 @@ mod tests {
         let mut sent = 0;
         while conn.unsent() > 0 {
             let before = conn.unsent();
-            let n = conn.flush().unwrap();
-            assert!(n <= FLUSH_MAX, "a flush wrote {n} bytes");
+            let n = conn.flush(1 << 20).unwrap();
+            assert!(n <= 1 << 20, "a flush wrote {n} bytes");
             sent += n;
             assert_eq!(conn.unsent(), whole - sent);
             if conn.unsent() == before {
@@ -731,7 +727,7 @@ mod tests {
         conn.written = 2;
         conn.queue_body(Bytes::from_static(b"BODY"));
         assert_eq!(conn.unsent(), 8);
-        conn.flush().unwrap();
+        conn.flush(8).unwrap();
         assert_eq!(receive(&mut peer, 8), b"cdefBODY");
     }
 }

@@ -3,7 +3,8 @@
 //! earliest of its deadlines; entries are re-checked when they fire, never moved per read.
 
 use super::admission::Peers;
-use super::connection::{interest, Connection, ReadArena, CONNECT_TIMEOUT_MS, FLUSH_MAX};
+use super::budget::SMALL_UNSENT;
+use super::connection::{interest, Connection, ReadArena, CONNECT_TIMEOUT_MS};
 use super::tls::{Tls, TlsAcceptor};
 use super::{ConnId, Limits, ListenerTag, LoopWaker, ReadClass, TimerId};
 use crate::timer::DeadlineBuckets;
@@ -25,6 +26,12 @@ const SPARE_WRITE_BUF_MAX: usize = 64 * 1024;
 /// Unread input discarded per connection at the final close (beyond it, the kernel resets).
 const UNREAD_DISCARD_MAX: usize = 4 << 20;
 
+/// Bytes the write line ([`Ctx::flush_line`]) writes per turn, to all connections together:
+/// with 1 MiB per connection, four peers reading 13 MB topic lists made turns write 4 MiB
+/// (up to 11 ms on a busy two-core host, each write waking a reader); the stats'
+/// `maxTurnBytesOut` shows the bound (`tests/attack/registry.py BIN topiclist`).
+const TURN_WRITE_MAX: usize = 256 * 1024;
+
 /// How often, at most, one kind of warning about peers is logged: an attack must not flood it.
 pub(super) const WARN_EVERY_MS: u64 = 10_000;
 
@@ -45,6 +52,8 @@ pub struct LoopStats {
     pub frame_timeouts: u64,
     pub accept_failures: u64,
     pub max_turn_micros: u64,
+    /// The most reply bytes one turn wrote.
+    pub max_turn_bytes_out: u64,
     /// Turns longer than `LONG_TURN`.
     pub long_turns: u64,
 }
@@ -143,8 +152,8 @@ pub struct Ctx<C> {
     pub(super) bulk_line: VecDeque<ConnId>,
     /// Connections whose write buffer the handler touched outside their own frame handling.
     dirty: Vec<usize>,
-    /// Connections whose flush stopped at [`FLUSH_MAX`]: flushed again next turn.
-    pub(super) write_again: Vec<usize>,
+    /// Connections owing more than [`SMALL_UNSENT`]: written only by [`Ctx::flush_line`].
+    pub(super) write_line: VecDeque<usize>,
     /// Notices not yet delivered (a failed connect is in `closed` too, delivered after).
     pub(super) closed: Vec<(ConnId, C)>,
     pub(super) connects: Vec<(ConnId, io::Result<()>)>,
@@ -180,7 +189,7 @@ impl<C> Ctx<C> {
             pending: VecDeque::new(),
             bulk_line: VecDeque::new(),
             dirty: Vec::new(),
-            write_again: Vec::new(),
+            write_line: VecDeque::new(),
             closed: Vec::new(),
             connects: Vec::new(),
             timers: Vec::new(),
@@ -356,7 +365,7 @@ impl<C> Ctx<C> {
             return;
         };
         if conn.unsent() > 0 && conn.connect_deadline_ms.is_none() {
-            if let Ok(n) = conn.flush() {
+            if let Ok(n) = conn.flush(small_write(conn.unsent())) {
                 self.stats.bytes_out += n as u64;
             }
         }
@@ -499,31 +508,40 @@ impl<C> Ctx<C> {
         (conn.generation == id.generation).then_some((conn, &mut self.read_arena))
     }
 
+    /// Small replies go out at once; a connection owing more joins the write line.
     pub(super) fn flush(&mut self, key: usize) {
+        self.flush_up_to(key, 0);
+    }
+
+    /// Writes what `key` owes if that is small, else at most `large_max` bytes (the write
+    /// line's share), queueing it in the line when more is left; returns the bytes written.
+    fn flush_up_to(&mut self, key: usize, large_max: usize) -> usize {
         let now = self.now_ms();
         let Some(conn) = self.conns.get_mut(key) else {
-            return;
+            return 0;
         };
         conn.dirty = false;
         if conn.connect_deadline_ms.is_some() {
-            return;
+            return 0;
         }
-        match conn.flush() {
+        let max = small_write(conn.unsent()).max(large_max);
+        let written = match conn.flush(max) {
             Ok(n) => {
                 self.stats.bytes_out += n as u64;
-                if n >= FLUSH_MAX && conn.unsent() > 0 && !self.write_again.contains(&key) {
-                    self.write_again.push(key);
+                if n == max && conn.unsent() > 0 && !self.write_line.contains(&key) {
+                    self.write_line.push_back(key);
                 }
                 if n > 0 || conn.unsent() == 0 {
                     conn.last_write_ms = now;
                 }
+                n
             }
             Err(e) => {
                 debug!("write to {}: {e}", conn.peer);
                 self.remove(key, "write error");
-                return;
+                return 0;
             }
-        }
+        };
         let unsent = conn.unsent();
         let hard_cap = self.limits.write_hard_cap;
         if unsent > hard_cap {
@@ -532,12 +550,12 @@ impl<C> Ctx<C> {
                 conn.peer
             );
             self.remove(key, "write buffer hard cap");
-            return;
+            return written;
         }
         if conn.peer_closed && unsent == 0 {
             // Nothing more will come, and nothing is owed.
             self.remove(key, "closed by peer");
-            return;
+            return written;
         }
         let id = ConnId {
             key,
@@ -558,6 +576,7 @@ impl<C> Ctx<C> {
         conn.update_interest(&self.registry, key);
         self.account(key);
         self.unpark_drained(id);
+        written
     }
 
     pub(super) fn flush_dirty(&mut self) {
@@ -568,9 +587,19 @@ impl<C> Ctx<C> {
         }
     }
 
-    pub(super) fn flush_again(&mut self) {
-        for key in std::mem::take(&mut self.write_again) {
-            self.flush(key);
+    /// Once per turn: connections owing large replies, from the front of the line while
+    /// [`TURN_WRITE_MAX`] lasts; one that wrote its share and owes more goes to the back, so
+    /// each gets its turn. Small replies never wait here (see [`Ctx::flush`]).
+    pub(super) fn flush_line(&mut self) {
+        let mut left = TURN_WRITE_MAX;
+        for _ in 0..self.write_line.len() {
+            if left == 0 {
+                break;
+            }
+            let Some(key) = self.write_line.pop_front() else {
+                break;
+            };
+            left = left.saturating_sub(self.flush_up_to(key, left));
         }
     }
 
@@ -583,6 +612,7 @@ impl<C> Ctx<C> {
                 self.flush(key);
             }
         }
+        self.flush_line();
         self.conns.iter().filter(|(_, c)| waiting(c)).count()
     }
 
@@ -759,6 +789,16 @@ impl<C> Ctx<C> {
         for mut conn in self.conns.drain() {
             conn.discard_input(&mut scratch, UNREAD_DISCARD_MAX);
         }
+    }
+}
+
+/// What a flush outside the write line may write of `unsent` bytes: all of a small reply,
+/// nothing of a large one.
+fn small_write(unsent: usize) -> usize {
+    if unsent <= SMALL_UNSENT {
+        unsent
+    } else {
+        0
     }
 }
 

@@ -342,7 +342,7 @@ impl<H: Handler> EventLoop<H> {
             }
             return Err(e);
         }
-        let began = Instant::now();
+        let (began, bytes_out) = (Instant::now(), self.ctx.stats.bytes_out);
         self.turn_reads_left = READ_BUDGETS_PER_TURN * self.ctx.limits.read_budget;
         self.handshake_time = Duration::ZERO;
         self.ctx.update_clock();
@@ -371,7 +371,7 @@ impl<H: Handler> EventLoop<H> {
                 }
             }
         }
-        self.ctx.flush_again();
+        self.ctx.flush_line();
         self.ctx.resume_parked();
         self.read_pending(h);
         self.read_bulk_line(h);
@@ -379,13 +379,15 @@ impl<H: Handler> EventLoop<H> {
         self.ctx.update_clock();
         let more = h.before_sleep(&mut self.ctx);
         self.after_callback(h);
-        self.note_turn(began.elapsed());
+        self.note_turn(began.elapsed(), bytes_out);
         Ok(more)
     }
 
-    fn note_turn(&mut self, took: Duration) {
+    fn note_turn(&mut self, took: Duration, bytes_out_before: u64) {
         let stats = &mut self.ctx.stats;
         stats.max_turn_micros = stats.max_turn_micros.max(took.as_micros() as u64);
+        let written = stats.bytes_out - bytes_out_before;
+        stats.max_turn_bytes_out = stats.max_turn_bytes_out.max(written);
         if took <= LONG_TURN {
             return;
         }
@@ -404,7 +406,7 @@ impl<H: Handler> EventLoop<H> {
     fn poll_timeout(&mut self, h: &H, work_pending: bool) -> Duration {
         if work_pending
             || !self.ctx.pending.is_empty()
-            || !self.ctx.write_again.is_empty()
+            || !self.ctx.write_line.is_empty()
             || (!self.ctx.bulk_line.is_empty() && h.may_read_bulk())
             || self.ctx.has_resumable()
         {
@@ -771,7 +773,7 @@ impl<H: Handler> EventLoop<H> {
                 return Ok(());
             }
             // Work in flight may be another thread's (its waker ends the wait early): not a spin.
-            let timeout = if more || !self.ctx.write_again.is_empty() {
+            let timeout = if more || !self.ctx.write_line.is_empty() {
                 Duration::from_millis(1)
             } else {
                 (deadline - now).min(Duration::from_millis(100))

@@ -294,7 +294,7 @@ impl Processor {
     pub(super) fn stats(&self, l: &LoopStats) -> Result<Reply, Refusal> {
         let (t, s) = (&self.table, &self.stats);
         let (list_shards, list_bytes) = t.topic_list_stats();
-        let fields: [(&str, u64); 27] = [
+        let fields: [(&str, u64); 28] = [
             ("connections", l.connections as u64),
             ("brokers", t.live_broker_count() as u64),
             ("brokerGroups", t.broker_group_count() as u64),
@@ -320,6 +320,7 @@ impl Processor {
             ("acceptFailures", l.accept_failures),
             ("maxTurnMicros", l.max_turn_micros),
             ("longTurns", l.long_turns),
+            ("maxTurnBytesOut", l.max_turn_bytes_out),
             ("topicListShardsEncoded", list_shards),
             ("topicListBytes", list_bytes as u64),
         ];

@@ -1,8 +1,9 @@
 //! Pacing of the work that removes brokers: the expiry scan, queued unregistrations and the
 //! closing of expired brokers' connections share a budget of steps per turn, so that a mass
-//! expiry never stalls the loop.
+//! expiry never stalls the loop; the heap they free goes back to the OS every few turns of
+//! such work, a little at a time, rather than all at once after it.
 
-use super::{NameServer, PeerState, SCAN_TIMER};
+use super::{release_free_heap, NameServer, PeerState, SCAN_TIMER};
 use crate::event_loop::{ConnId, Ctx};
 use std::collections::VecDeque;
 
@@ -17,6 +18,13 @@ pub(super) const REMOVAL_STEPS_PER_TURN: usize = 512;
 /// Steps a connection close counts (see [`REMOVAL_STEPS_PER_TURN`]).
 const CLOSE_STEPS: usize = 16;
 
+/// Removal steps after which freed heap is handed back to the OS (`malloc_trim`, whose cost is
+/// mostly the pages it drops). Once after the removals, 10,000 expired brokers' 40 MB took
+/// 2.1-3.3 ms of one turn's CPU; every this many steps, at most 0.5-0.95 ms (about 260 trims,
+/// 22-27 ms in all, the same RSS after). Measured with `rmq-bench expire` against a build
+/// timing each trim (thread CPU time).
+const TRIM_EVERY_STEPS: usize = 4 * REMOVAL_STEPS_PER_TURN;
+
 #[derive(Default)]
 pub(super) struct ExpiryPacer {
     pub(super) next_scan_ms: u64,
@@ -25,6 +33,7 @@ pub(super) struct ExpiryPacer {
     /// A scan found more due brokers than one turn handles.
     pub(super) in_progress: bool,
     pub(super) conns_to_close: VecDeque<ConnId>,
+    steps_since_trim: usize,
 }
 
 impl NameServer {
@@ -60,5 +69,10 @@ impl NameServer {
             steps += CLOSE_STEPS;
         }
         self.processor.record_removal_turn(steps);
+        self.expiry.steps_since_trim += steps;
+        if self.expiry.steps_since_trim >= TRIM_EVERY_STEPS {
+            self.expiry.steps_since_trim = 0;
+            release_free_heap();
+        }
     }
 }
