@@ -125,6 +125,19 @@ mod with_controller {
         ]);
         assert_eq!(out.status.code(), Some(2));
         assert!(stderr(&out).contains("port 19876"), "{}", stderr(&out));
+        // A group's peer links are plain TCP: an enforcing TLS port would refuse them.
+        let out = run(&[
+            "-c",
+            &file,
+            "--tls.server.mode=enforcing",
+            "--controllerDLegerPeers=n0-127.0.0.1:0;n1-127.0.0.1:1;n2-127.0.0.1:2",
+        ]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = stderr(&out);
+        assert!(
+            err.contains("tls.server.mode=enforcing with a group of 3"),
+            "{err}"
+        );
     }
 
     #[test]

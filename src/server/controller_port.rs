@@ -73,6 +73,14 @@ impl ControllerSetup {
         if port != 0 && port == namesrv.listen_port {
             return Err(same_port(port));
         }
+        // The controllers dial each other in plain TCP: an enforcing port would refuse them.
+        if namesrv.tls_server_mode == "enforcing" && config.peers().len() > 1 {
+            return Err(format!(
+                "tls.server.mode=enforcing with a group of {} controllers: their peer links \
+                 are plain TCP and would be refused; use tls.server.mode=permissive",
+                config.peers().len()
+            ));
+        }
         Ok(Some(ControllerSetup { config }))
     }
 
