@@ -18,7 +18,7 @@ use rmq_namesrv::controller::request::{
     RegisterBroker, SyncStateSetBody,
 };
 use rmq_namesrv::controller::state::ControllerState;
-use rmq_namesrv::controller::ConnRef;
+use rmq_namesrv::controller::{ConnRef, Scan};
 use std::collections::BTreeSet;
 
 // ---------------------------------------------------------------------------------------------
@@ -472,7 +472,7 @@ fn a_master_that_stops_heartbeating_is_dropped_by_the_scan_honouring_its_own_tim
     node.now += 2_001;
     let now = node.now;
     let mut out = Vec::new();
-    let closed = node.c().scan_not_active_brokers(now, &mut out);
+    let closed = node.c().run_scan(Scan::NotActive, now, &mut out);
     assert_eq!(
         closed,
         vec![ConnRef(1)],
@@ -544,14 +544,16 @@ fn the_inactive_master_scan_elects_when_a_member_is_still_alive() {
     node.heartbeat(3, "broker-a", 3, 10_000, 1, 300);
     node.now += 1_001;
     let now = node.now;
-    node.c().scan_inactive_masters(now, &mut Vec::new());
+    node.c()
+        .run_scan(Scan::InactiveMaster, now, &mut Vec::new());
     settle(&mut node);
     assert_eq!(master(&mut node).0, Some(3));
     // With every member silent, the scan leaves the set alone.
     node.now += 20_000;
     let before = master(&mut node);
     let now = node.now;
-    node.c().scan_inactive_masters(now, &mut Vec::new());
+    node.c()
+        .run_scan(Scan::InactiveMaster, now, &mut Vec::new());
     settle(&mut node);
     assert_eq!(master(&mut node), before);
 }
@@ -627,7 +629,7 @@ fn one_election_per_broker_set_at_a_time() {
     let mut out = Vec::new();
     // The connection close and the scan both find the dead master before anything is durable.
     node.c().connection_closed(ConnRef(1), now, &mut out);
-    node.c().scan_inactive_masters(now, &mut out);
+    node.c().run_scan(Scan::InactiveMaster, now, &mut out);
     assert!(node.c().pending_requests() <= 1);
     settle(&mut node);
     assert_eq!(master(&mut node), (Some(3), 2, [3].into_iter().collect()));
@@ -684,7 +686,7 @@ fn some_api_the_silent_master_is_replaced_by_the_live_broker() {
         node.now += 1_000;
         node.heartbeat(2, "broker1", 2, 3_000, 0, 0);
         let now = node.now;
-        node.c().scan_not_active_brokers(now, &mut out);
+        node.c().run_scan(Scan::NotActive, now, &mut out);
         settle(&mut node);
     }
     let (header, _) = node.call(1004, &[("brokerName", "broker1")], b"");
