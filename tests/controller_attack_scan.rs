@@ -31,7 +31,7 @@ const SCAN_MS: &str = "300";
 /// a busy machine preempts the loop for tens of ms at times, and a debug build is ~10x
 /// slower. One unpaced scan of the 99,000 sets is far above either (see docs/perf-log.md).
 fn turn_bound() -> Duration {
-    Duration::from_millis(if cfg!(debug_assertions) { 100 } else { 20 })
+    Duration::from_millis(if cfg!(debug_assertions) { 100 } else { 50 })
 }
 
 fn set_name(k: usize) -> String {
@@ -116,7 +116,7 @@ fn heartbeat(name: &str, id: i64, timeout_ms: u64, opaque: Option<i32>, out: &mu
 }
 
 /// Connections the seeded masters heartbeat over (as brokers of a few hosts would).
-const CONNECTIONS: usize = 200;
+const CONNECTIONS: usize = 1_000;
 
 /// Heartbeats of every seeded master (alive for ten minutes), pipelined on [`CONNECTIONS`]
 /// connections one after the other (a flood on all at once would make long turns of its

@@ -482,6 +482,45 @@ fn a_master_that_stops_heartbeating_is_dropped_by_the_scan_honouring_its_own_tim
     assert_eq!(master(&mut node).0, Some(3));
 }
 
+/// A paced scan judges each set at its own step: a master that heartbeats after the scan
+/// started but before its shard is reached stays; one that stays silent is dropped.
+#[test]
+fn a_paced_scan_judges_each_broker_with_the_heartbeats_of_its_own_step() {
+    let dir = TempDir::new("ctrl-scenario");
+    let mut node = Node::open(&dir, &[]);
+    mock_meta_data(&mut node);
+    node.heartbeat(1, "broker-a", 1, 2_000, 1, 100);
+    node.now += 2_001;
+    let mut out = Vec::new();
+    node.c().start_scan(Scan::NotActive);
+    node.c().start_scan(Scan::InactiveMaster);
+    // The master was expired when the scans started; it heartbeats before their first step.
+    node.heartbeat(1, "broker-a", 1, 2_000, 1, 100);
+    let mut steps = 0;
+    while node.c().scanning() {
+        let now = node.now;
+        assert!(node.c().scan_step(now, 1, &mut out).is_empty());
+        steps += 1;
+    }
+    assert!(
+        steps > 1,
+        "a budget of one set goes a shard a step: {steps} steps"
+    );
+    settle(&mut node);
+    assert_eq!(master(&mut node).0, Some(1), "no election");
+    // Silent from now on: the next scan drops it, and the set elects another master.
+    node.now += 2_001;
+    node.c().start_scan(Scan::NotActive);
+    let mut closed = Vec::new();
+    while node.c().scanning() {
+        let now = node.now;
+        closed.extend(node.c().scan_step(now, 1, &mut out));
+    }
+    assert_eq!(closed, vec![ConnRef(1)]);
+    settle(&mut node);
+    assert_eq!(master(&mut node).0, Some(3));
+}
+
 #[test]
 fn no_electable_replica_means_three_failed_elections_and_masterepoch_plus_three() {
     let dir = TempDir::new("ctrl-scenario");
