@@ -149,6 +149,11 @@ fn max_turn(server: &ControllerServer) -> Duration {
     Duration::from_micros(stat(&mut ns, "maxTurnMicros").max(0) as u64)
 }
 
+/// Turns over 2 ms so far.
+fn long_turns(server: &ControllerServer) -> i64 {
+    stat(&mut server.namesrv_client(), "longTurns")
+}
+
 /// Whether the server closed `s` (EOF or reset), waiting up to `timeout`.
 fn closed_by_server(s: &mut TcpStream, timeout: Duration) -> bool {
     s.set_read_timeout(Some(timeout)).unwrap();
@@ -194,6 +199,7 @@ fn scans_of_99k_sets_keep_every_turn_short_and_still_replace_a_silent_master() {
     master.write_all(&frames).expect("heartbeat");
     assert_eq!(read_command(&mut master).code, 0);
     let before = max_turn(&server);
+    let long_before = long_turns(&server);
     let silent = Instant::now();
 
     let replaced = wait_until(Duration::from_secs(30), || {
@@ -206,8 +212,9 @@ fn scans_of_99k_sets_keep_every_turn_short_and_still_replace_a_silent_master() {
     // A few more rounds of both scans over the whole table.
     std::thread::sleep(Duration::from_millis(5 * 300));
     let after = max_turn(&server);
+    let long = long_turns(&server) - long_before;
     eprintln!(
-        "{SETS} sets: master replaced {took:?} after its last heartbeat; longest turn {after:?} (before the scans' rounds: {before:?})"
+        "{SETS} sets: master replaced {took:?} after its last heartbeat; longest turn {after:?} (before the scans' rounds: {before:?}); {long} turns over 2 ms in the scans' rounds"
     );
     assert!(
         took < Duration::from_secs(10),

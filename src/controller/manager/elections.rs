@@ -17,10 +17,11 @@ use crate::controller::replicas;
 use crate::controller::request::{ElectMaster, LeaderRequest};
 use crate::controller::state::SHARDS;
 
-/// Sets (or broker names) a turn's scan steps examine, about: at 100,000 sets (~400 a shard)
-/// two shards. An inactive-master scan of 100,000 sets took 4-46 ms in one turn (release,
-/// busy two-core host), so this is ~0.1-1 ms; re-measure with tests/controller_attack_scan.rs.
-pub const SCAN_STEPS_PER_TURN: usize = 512;
+/// Sets (or broker names) a turn's scan steps examine, about: whole shards, so at 100,000 sets
+/// (~400 a shard) one shard a turn. Thread CPU time of a release build in
+/// tests/controller_attack_scan.rs (99,000 sets, busy two-core host): two shards a step took
+/// 0.7-2.0 ms, so one shard is ~0.4-1 ms; a whole unpaced scan was one turn of 0.3-0.5 s.
+pub const SCAN_STEPS_PER_TURN: usize = 256;
 
 /// The timed scans over the tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
