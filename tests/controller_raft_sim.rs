@@ -21,7 +21,7 @@ mod harness;
 use bytes::Bytes;
 use harness::{decode, frame, request_header, ExtValue, TempDir};
 use rmq_namesrv::controller::raft::{Persistence::Manual, WallClock};
-use rmq_namesrv::controller::{ConnRef, Controller, ControllerConfig, Reply};
+use rmq_namesrv::controller::{ConnRef, Controller, ControllerConfig, Reply, Scan};
 use rmq_namesrv::remoting::command::RemotingCommand;
 use rmq_namesrv::remoting::json;
 use std::collections::{BTreeMap, HashMap};
@@ -374,8 +374,8 @@ impl Sim {
             let mut out = Vec::new();
             let now = self.now;
             if let Some(c) = self.nodes[i].as_mut() {
-                c.scan_not_active_brokers(now, &mut out);
-                c.scan_inactive_masters(now, &mut out);
+                c.run_scan(Scan::NotActive, now, &mut out);
+                c.run_scan(Scan::InactiveMaster, now, &mut out);
             }
             self.answers(out);
         }

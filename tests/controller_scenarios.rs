@@ -18,7 +18,7 @@ use rmq_namesrv::controller::request::{
     RegisterBroker, SyncStateSetBody,
 };
 use rmq_namesrv::controller::state::ControllerState;
-use rmq_namesrv::controller::ConnRef;
+use rmq_namesrv::controller::{ConnRef, Scan};
 use std::collections::BTreeSet;
 
 // ---------------------------------------------------------------------------------------------
@@ -472,12 +472,51 @@ fn a_master_that_stops_heartbeating_is_dropped_by_the_scan_honouring_its_own_tim
     node.now += 2_001;
     let now = node.now;
     let mut out = Vec::new();
-    let closed = node.c().scan_not_active_brokers(now, &mut out);
+    let closed = node.c().run_scan(Scan::NotActive, now, &mut out);
     assert_eq!(
         closed,
         vec![ConnRef(1)],
         "the expired broker's connection is closed"
     );
+    settle(&mut node);
+    assert_eq!(master(&mut node).0, Some(3));
+}
+
+/// A paced scan judges each set at its own step: a master that heartbeats after the scan
+/// started but before its shard is reached stays; one that stays silent is dropped.
+#[test]
+fn a_paced_scan_judges_each_broker_with_the_heartbeats_of_its_own_step() {
+    let dir = TempDir::new("ctrl-scenario");
+    let mut node = Node::open(&dir, &[]);
+    mock_meta_data(&mut node);
+    node.heartbeat(1, "broker-a", 1, 2_000, 1, 100);
+    node.now += 2_001;
+    let mut out = Vec::new();
+    node.c().start_scan(Scan::NotActive);
+    node.c().start_scan(Scan::InactiveMaster);
+    // The master was expired when the scans started; it heartbeats before their first step.
+    node.heartbeat(1, "broker-a", 1, 2_000, 1, 100);
+    let mut steps = 0;
+    while node.c().scanning() {
+        let now = node.now;
+        assert!(node.c().scan_step(now, 1, &mut out).is_empty());
+        steps += 1;
+    }
+    assert!(
+        steps > 1,
+        "a budget of one set goes a shard a step: {steps} steps"
+    );
+    settle(&mut node);
+    assert_eq!(master(&mut node).0, Some(1), "no election");
+    // Silent from now on: the next scan drops it, and the set elects another master.
+    node.now += 2_001;
+    node.c().start_scan(Scan::NotActive);
+    let mut closed = Vec::new();
+    while node.c().scanning() {
+        let now = node.now;
+        closed.extend(node.c().scan_step(now, 1, &mut out));
+    }
+    assert_eq!(closed, vec![ConnRef(1)]);
     settle(&mut node);
     assert_eq!(master(&mut node).0, Some(3));
 }
@@ -544,14 +583,16 @@ fn the_inactive_master_scan_elects_when_a_member_is_still_alive() {
     node.heartbeat(3, "broker-a", 3, 10_000, 1, 300);
     node.now += 1_001;
     let now = node.now;
-    node.c().scan_inactive_masters(now, &mut Vec::new());
+    node.c()
+        .run_scan(Scan::InactiveMaster, now, &mut Vec::new());
     settle(&mut node);
     assert_eq!(master(&mut node).0, Some(3));
     // With every member silent, the scan leaves the set alone.
     node.now += 20_000;
     let before = master(&mut node);
     let now = node.now;
-    node.c().scan_inactive_masters(now, &mut Vec::new());
+    node.c()
+        .run_scan(Scan::InactiveMaster, now, &mut Vec::new());
     settle(&mut node);
     assert_eq!(master(&mut node), before);
 }
@@ -627,7 +668,7 @@ fn one_election_per_broker_set_at_a_time() {
     let mut out = Vec::new();
     // The connection close and the scan both find the dead master before anything is durable.
     node.c().connection_closed(ConnRef(1), now, &mut out);
-    node.c().scan_inactive_masters(now, &mut out);
+    node.c().run_scan(Scan::InactiveMaster, now, &mut out);
     assert!(node.c().pending_requests() <= 1);
     settle(&mut node);
     assert_eq!(master(&mut node), (Some(3), 2, [3].into_iter().collect()));
@@ -684,7 +725,7 @@ fn some_api_the_silent_master_is_replaced_by_the_live_broker() {
         node.now += 1_000;
         node.heartbeat(2, "broker1", 2, 3_000, 0, 0);
         let now = node.now;
-        node.c().scan_not_active_brokers(now, &mut out);
+        node.c().run_scan(Scan::NotActive, now, &mut out);
         settle(&mut node);
     }
     let (header, _) = node.call(1004, &[("brokerName", "broker1")], b"");

@@ -3,9 +3,14 @@
 //! the brokers found inactive into elections. Entries are grouped by brokerName: a known
 //! broker's heartbeat costs one hash lookup and no allocation. An index by connection finds a
 //! closed connection's brokers without a scan; the table's bytes are budgeted, as its count.
+//! The names sit in [`SHARDS`] shards, so that the expiry scan goes a few shards per loop turn
+//! (`Controller::scan_step`).
 
 use super::request::Heartbeat;
+use super::state::SHARDS;
+use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 /// Java's `DEFAULT_BROKER_CHANNEL_EXPIRED_TIME`, for a broker that sends no timeout of its own.
@@ -76,10 +81,14 @@ struct NewsSinceSummary {
     refused: u64,
 }
 
+type Shard = HashMap<Arc<str>, Vec<BrokerLive>>;
+
 /// The heartbeat table: brokerName -> live entries keyed by (clusterName, brokerId).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Liveness {
-    by_name: HashMap<Arc<str>, Vec<BrokerLive>>,
+    /// In shards picked by a keyed hash of the name.
+    by_name: Vec<Shard>,
+    hasher: RandomState,
     /// Connection -> the names of its entries, with how many entries of each name are on it.
     by_conn: HashMap<ConnRef, HashMap<Arc<str>, u32>>,
     len: usize,
@@ -87,7 +96,33 @@ pub struct Liveness {
     news: NewsSinceSummary,
 }
 
+impl Default for Liveness {
+    fn default() -> Self {
+        Liveness {
+            by_name: (0..SHARDS).map(|_| Shard::default()).collect(),
+            hasher: RandomState::new(),
+            by_conn: HashMap::new(),
+            len: 0,
+            bytes: 0,
+            news: NewsSinceSummary::default(),
+        }
+    }
+}
+
 impl Liveness {
+    fn shard(&self, name: &str) -> usize {
+        self.hasher.hash_one(name) as usize % SHARDS
+    }
+
+    fn names(&self, name: &str) -> &Shard {
+        &self.by_name[self.shard(name)]
+    }
+
+    fn names_mut(&mut self, name: &str) -> &mut Shard {
+        let i = self.shard(name);
+        &mut self.by_name[i]
+    }
+
     /// Records one 904 (not one without brokerName or brokerId: no broker set can match it).
     /// Err: a new broker the table has no room for (its count or bytes), with the reason.
     pub fn on_heartbeat(
@@ -139,12 +174,15 @@ impl Liveness {
             self.news.first_new = Some((broker_name.to_owned(), broker_id, addr));
         }
         self.news.new_brokers += 1;
-        let key = match self.by_name.get_key_value(broker_name) {
+        let key = match self.names(broker_name).get_key_value(broker_name) {
             Some((key, _)) => key.clone(),
             None => Arc::from(broker_name),
         };
         self.index(conn, key.clone());
-        self.by_name.entry(key).or_default().push(fresh);
+        self.names_mut(broker_name)
+            .entry(key)
+            .or_default()
+            .push(fresh);
         self.len += 1;
         self.bytes += bytes;
         Ok(())
@@ -182,14 +220,14 @@ impl Liveness {
     /// A known broker's heartbeat came over another connection than its last one.
     fn move_index(&mut self, name: &str, from: Option<ConnRef>, to: Option<ConnRef>) {
         self.unindex(from, name);
-        if let Some((key, _)) = self.by_name.get_key_value(name) {
+        if let Some((key, _)) = self.names(name).get_key_value(name) {
             let key = key.clone();
             self.index(to, key);
         }
     }
 
     fn find_mut(&mut self, cluster: Option<&str>, name: &str, id: i64) -> Option<&mut BrokerLive> {
-        self.by_name
+        self.names_mut(name)
             .get_mut(name)?
             .iter_mut()
             .find(|l| l.broker_id == id && l.cluster_name.as_deref() == cluster)
@@ -198,7 +236,7 @@ impl Liveness {
     /// Active brokers per (cluster, broker set), as Java's `getActiveBrokersNum`.
     pub fn active_by_set(&self, now_ms: u64) -> BTreeMap<(&str, &str), usize> {
         let mut counts = BTreeMap::new();
-        for (name, entries) in &self.by_name {
+        for (name, entries) in self.by_name.iter().flatten() {
             for live in entries.iter().filter(|l| l.is_active(now_ms)) {
                 let cluster = live.cluster_name.as_deref().unwrap_or("");
                 *counts.entry((cluster, &**name)).or_insert(0) += 1;
@@ -209,7 +247,7 @@ impl Liveness {
 
     /// The entry of one broker (Java's `getBrokerLiveInfo`), active or not.
     pub fn get(&self, cluster: Option<&str>, name: &str, id: i64) -> Option<&BrokerLive> {
-        self.by_name
+        self.names(name)
             .get(name)?
             .iter()
             .find(|l| l.broker_id == id && l.cluster_name.as_deref() == cluster)
@@ -221,18 +259,28 @@ impl Liveness {
             .is_some_and(|l| l.is_active(now_ms))
     }
 
-    /// Java's `scanNotActiveBroker`: removes and returns the entries past their timeout. Logs
-    /// the interval's new brokers and refusals in one line each.
-    pub fn scan_not_active(&mut self, now_ms: u64) -> Vec<InactiveBroker> {
-        self.log_news();
+    /// Java's `scanNotActiveBroker`, one shard of it: removes and returns the entries of
+    /// shard `shard` past their timeout at `now_ms`, and how many names it examined.
+    pub fn scan_not_active(&mut self, shard: usize, now_ms: u64) -> (Vec<InactiveBroker>, usize) {
         let mut gone = Vec::new();
-        let names: Vec<Arc<str>> = self.by_name.keys().cloned().collect();
-        for name in names {
-            self.remove_from(&name, &mut gone, |l| {
-                i128::from(now_ms) > deadline(l.last_update_ms, l.heartbeat_timeout_ms)
+        let Some(names) = self.by_name.get_mut(shard) else {
+            return (gone, 0);
+        };
+        let examined = names.len();
+        names.retain(|name, lives| {
+            lives.retain(|l| {
+                let goes = i128::from(now_ms) > deadline(l.last_update_ms, l.heartbeat_timeout_ms);
+                if goes {
+                    gone.push(inactive(name, l));
+                }
+                !goes
             });
+            !lives.is_empty()
+        });
+        for broker in &gone {
+            self.forget(broker);
         }
-        gone
+        (gone, examined)
     }
 
     /// A connection closed: every broker whose last heartbeat came over it is inactive now
@@ -257,7 +305,8 @@ impl Liveness {
         gone: &mut Vec<InactiveBroker>,
         goes: impl Fn(&BrokerLive) -> bool,
     ) {
-        let Some(lives) = self.by_name.get_mut(name) else {
+        let names = self.names_mut(name);
+        let Some(lives) = names.get_mut(name) else {
             return;
         };
         let before = gone.len();
@@ -265,25 +314,27 @@ impl Liveness {
             if !goes(l) {
                 return true;
             }
-            gone.push(InactiveBroker {
-                cluster_name: l.cluster_name.clone(),
-                broker_name: name.to_owned(),
-                broker_id: l.broker_id,
-                conn: l.conn,
-            });
+            gone.push(inactive(name, l));
             false
         });
         if lives.is_empty() {
-            self.by_name.remove(name);
+            names.remove(name);
         }
         for broker in &gone[before..] {
-            self.len -= 1;
-            self.bytes -= entry_bytes(name, broker.cluster_name.as_deref());
-            self.unindex(broker.conn, name);
+            self.forget(broker);
         }
     }
 
-    fn log_news(&mut self) {
+    /// A removed entry's count, bytes and index slot.
+    fn forget(&mut self, broker: &InactiveBroker) {
+        let name = &broker.broker_name;
+        self.len -= 1;
+        self.bytes -= entry_bytes(name, broker.cluster_name.as_deref());
+        self.unindex(broker.conn, name);
+    }
+
+    /// Once per expiry scan: the new brokers and refusals since the last one, a line each.
+    pub fn log_news(&mut self) {
         let news = std::mem::take(&mut self.news);
         if let Some((name, id, addr)) = news.first_new {
             let others = news.new_brokers - 1;
@@ -307,11 +358,27 @@ impl Liveness {
     }
 }
 
+fn inactive(name: &str, l: &BrokerLive) -> InactiveBroker {
+    InactiveBroker {
+        cluster_name: l.cluster_name.clone(),
+        broker_name: name.to_owned(),
+        broker_id: l.broker_id,
+        conn: l.conn,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     impl Liveness {
+        /// The whole scan at once.
+        fn scan_all(&mut self, now_ms: u64) -> Vec<InactiveBroker> {
+            (0..SHARDS)
+                .flat_map(|i| self.scan_not_active(i, now_ms).0)
+                .collect()
+        }
+
         fn len(&self) -> usize {
             self.len
         }
@@ -352,10 +419,10 @@ mod tests {
             .unwrap();
         assert!(table.is_active(Some("cluster1"), "broker1", 1, 4_000));
         assert!(
-            table.scan_not_active(4_000).is_empty(),
+            table.scan_all(4_000).is_empty(),
             "last + timeout == now is alive"
         );
-        let gone = table.scan_not_active(4_001);
+        let gone = table.scan_all(4_001);
         assert_eq!(
             gone,
             vec![InactiveBroker {
@@ -496,7 +563,7 @@ mod tests {
         assert!(table.on_heartbeat(&known, Some(ConnRef(0)), 5).is_ok());
         let closed = table.connection_closed(ConnRef(3)).len();
         assert_eq!(closed, (0..added).filter(|i| i % 7 == 3).count());
-        assert_eq!(table.scan_not_active(100).len() + closed, table_size(added));
+        assert_eq!(table.scan_all(100).len() + closed, table_size(added));
         assert_eq!((table.len(), table.bytes), (0, 0));
         assert!(table.by_conn.is_empty());
     }

@@ -42,7 +42,7 @@ pub use config::ControllerConfig;
 #[cfg(feature = "controller")]
 pub use liveness::ConnRef;
 #[cfg(feature = "controller")]
-pub use manager::{Controller, Reply, StartError, ELECTION_RESULTS};
+pub use manager::{Controller, Reply, Scan, StartError, ELECTION_RESULTS, SCAN_STEPS_PER_TURN};
 #[cfg(feature = "controller")]
 pub use raft::Wake;
 #[cfg(feature = "controller")]

@@ -625,17 +625,21 @@ fn apply_broker_id(r: &ApplyBrokerId, view: &View<'_>) -> Outcome {
     }
 }
 
-/// Java's `scanNeedReelectBrokerSets`: the sets whose master is inactive while one of their
-/// ids is active (sorted). With `unheard_is_inactive` false, a master this node never heard
-/// from is not counted inactive (a new leader, before brokers found it).
+/// Java's `scanNeedReelectBrokerSets`, one of the state's shards of it: the sets whose master
+/// is inactive while one of their ids is active (sorted), and how many sets it examined. With
+/// `unheard_is_inactive` false, a master this node never heard from is not counted inactive
+/// (a new leader, before brokers found it).
 pub fn scan_need_reelect(
     state: &ControllerState,
     liveness: &Liveness,
+    shard: usize,
     now_ms: u64,
     unheard_is_inactive: bool,
-) -> Vec<String> {
+) -> (Vec<String>, usize) {
+    let mut examined = 0;
     let mut names: Vec<String> = state
-        .sync_states()
+        .sync_states_in(shard)
+        .inspect(|_| examined += 1)
         .filter(|sync| {
             let Some(master) = sync.master_broker_id else {
                 return false;
@@ -653,7 +657,7 @@ pub fn scan_need_reelect(
         .map(|sync| sync.broker_name.clone())
         .collect();
     names.sort();
-    names
+    (names, examined)
 }
 
 #[cfg(test)]

@@ -184,6 +184,11 @@ impl<V: Clone> Table<V> {
         (self.shards.iter()).flat_map(|s| s.iter().map(|(k, v)| (&**k, &**v)))
     }
 
+    /// Shard `i`'s values (none past the last shard).
+    fn shard_values(&self, i: usize) -> impl Iterator<Item = &V> {
+        (self.shards.get(i).into_iter()).flat_map(|s| s.values().map(Arc::as_ref))
+    }
+
     fn names(&self) -> impl Iterator<Item = &str> {
         self.iter().map(|(k, _)| k)
     }
@@ -264,6 +269,11 @@ impl ControllerState {
 
     pub fn sync_states(&self) -> impl Iterator<Item = &SyncStateInfo> {
         self.sync_table.iter().map(|(_, v)| v)
+    }
+
+    /// The sync states of one of the [`SHARDS`] shards (a paced scan's step).
+    pub fn sync_states_in(&self, shard: usize) -> impl Iterator<Item = &SyncStateInfo> {
+        self.sync_table.shard_values(shard)
     }
 
     pub fn broker_names(&self) -> BTreeSet<&str> {

@@ -10,7 +10,9 @@ use crate::audit;
 use crate::config::NamesrvConfig;
 use crate::controller::raft::{self, wire::Payload};
 use crate::controller::Wake;
-use crate::controller::{ConnRef, Controller, ControllerConfig, Reply, Response};
+use crate::controller::{
+    ConnRef, Controller, ControllerConfig, Reply, Response, Scan, SCAN_STEPS_PER_TURN,
+};
 use crate::event_loop::oneway::{self, Oneway, OnewaySender};
 use crate::event_loop::{
     ConnId, Ctx, EventLoop, Handler, ListenerTag, LogGate, LoopWaker, Next, TimerId,
@@ -348,17 +350,7 @@ impl ControllerPort {
             }
             SCAN_NOT_ACTIVE_TIMER => {
                 ctx.set_timer(SCAN_NOT_ACTIVE_TIMER, now + self.scan_not_active_ms);
-                let expired = self
-                    .controller
-                    .scan_not_active_brokers(now, &mut self.replies);
-                for ConnRef(index) in expired {
-                    let Some(conn) = ctx.conn_at(index as usize) else {
-                        continue;
-                    };
-                    if ctx.listener(conn) == Some(LISTENER) {
-                        ctx.close(conn, "controller: broker heartbeat expired");
-                    }
-                }
+                self.controller.start_scan(Scan::NotActive);
             }
             RAFT_TICK_TIMER => {
                 ctx.set_timer(RAFT_TICK_TIMER, now + raft::TICK_MS);
@@ -369,8 +361,7 @@ impl ControllerPort {
                     SCAN_INACTIVE_MASTER_TIMER,
                     now + self.scan_inactive_master_ms,
                 );
-                self.controller
-                    .scan_inactive_masters(now, &mut self.replies);
+                self.controller.start_scan(Scan::InactiveMaster);
             }
             _ => return false,
         }
@@ -378,8 +369,28 @@ impl ControllerPort {
         true
     }
 
-    /// While the loop drains, reports work pending until every request in flight is answered.
+    /// A part of the scans under way (see `controller::manager::elections`); the loop comes
+    /// back without sleeping while one is.
+    fn scan_step<C>(&mut self, ctx: &mut Ctx<C>) {
+        let now = ctx.now_ms();
+        let expired = (self.controller).scan_step(now, SCAN_STEPS_PER_TURN, &mut self.replies);
+        for ConnRef(index) in expired {
+            let Some(conn) = ctx.conn_at(index as usize) else {
+                continue;
+            };
+            if ctx.listener(conn) == Some(LISTENER) {
+                ctx.close(conn, "controller: broker heartbeat expired");
+            }
+        }
+        self.deliver(ctx);
+    }
+
+    /// While the loop drains, reports work pending until every request in flight is answered;
+    /// and while a scan is under way.
     pub(super) fn before_sleep<C>(&mut self, ctx: &mut Ctx<C>) -> bool {
+        if self.controller.scanning() {
+            self.scan_step(ctx);
+        }
         if self.news.pending.swap(false, Ordering::Acquire) {
             let now = ctx.now_ms();
             self.controller.on_log_completions(now, &mut self.replies);
@@ -391,7 +402,9 @@ impl ControllerPort {
             self.deliver(ctx);
         }
         let chunks = self.links.pump(ctx);
-        chunks || ctx.is_stopping() && self.controller.pending_requests() > 0
+        chunks
+            || self.controller.scanning()
+            || ctx.is_stopping() && self.controller.pending_requests() > 0
     }
 
     fn deliver<C>(&mut self, ctx: &mut Ctx<C>) {

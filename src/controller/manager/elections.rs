@@ -3,12 +3,41 @@
 //! controller-triggered election on the serving leader. What is done beyond Java's (no
 //! election waits for a scan, a new leader does not take silence for death) is in
 //! docs/controller.md, "Liveness and failover".
+//!
+//! Both scans are paced: a timer starts one, and each loop turn runs whole shards of it
+//! ([`SHARDS`]) until about [`SCAN_STEPS_PER_TURN`] sets were examined, resuming at the next
+//! shard. Each set is judged at its step with the table and the time of that turn, so a set
+//! added or removed meanwhile is simply met or not, and a heartbeat that arrived meanwhile
+//! counts.
 
 use super::{Controller, Reply};
 use crate::controller::liveness::{ConnRef, InactiveBroker, DEFAULT_HEARTBEAT_TIMEOUT_MS};
 use crate::controller::pipeline::{Durability, Origin};
 use crate::controller::replicas;
 use crate::controller::request::{ElectMaster, LeaderRequest};
+use crate::controller::state::SHARDS;
+
+/// Sets (or broker names) a turn's scan steps examine, about: whole shards, so at 100,000 sets
+/// (~400 a shard) one shard a turn. Thread CPU time of a release build in
+/// tests/controller_attack_scan.rs (99,000 sets, busy two-core host): two shards a step took
+/// 0.7-2.0 ms, so one shard is ~0.4-1 ms; a whole unpaced scan was one turn of 0.3-0.5 s.
+pub const SCAN_STEPS_PER_TURN: usize = 256;
+
+/// The timed scans over the tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scan {
+    /// Java's `scanNotActiveBroker`: silent brokers are dropped.
+    NotActive,
+    /// Java's `scanInactiveMasterAndTriggerReelect`.
+    InactiveMaster,
+}
+
+/// The next shard of each scan under way.
+#[derive(Debug, Default)]
+pub(in crate::controller) struct Scans {
+    not_active: Option<usize>,
+    inactive_master: Option<usize>,
+}
 
 /// How long a master seen dying is remembered, and a new leader's grace for brokers that
 /// heartbeat only the leader: Java's default broker heartbeat timeout.
@@ -23,17 +52,53 @@ pub(in crate::controller) struct DeadMaster {
 }
 
 impl<T> Controller<T> {
-    /// The heartbeat-expiry scan (every `scanNotActiveBrokerInterval`): silent brokers are
-    /// dropped, an inactive master is replaced. Returns the connections to close.
-    pub fn scan_not_active_brokers(
+    /// Starts a scan (a timer fired); one under way goes on where it is.
+    pub fn start_scan(&mut self, scan: Scan) {
+        let cursor = match scan {
+            Scan::NotActive => &mut self.scans.not_active,
+            Scan::InactiveMaster => &mut self.scans.inactive_master,
+        };
+        if cursor.is_none() {
+            *cursor = Some(0);
+            if scan == Scan::NotActive {
+                self.liveness.log_news();
+            }
+        }
+    }
+
+    /// Tests and simulations: the whole scan at once (and the rest of one under way).
+    pub fn run_scan(&mut self, scan: Scan, now_ms: u64, out: &mut Vec<Reply<T>>) -> Vec<ConnRef> {
+        self.start_scan(scan);
+        self.scan_step(now_ms, usize::MAX, out)
+    }
+
+    /// Whether a scan is under way (the loop runs [`scan_step`](Self::scan_step) next turn).
+    pub fn scanning(&self) -> bool {
+        self.scans.not_active.is_some() || self.scans.inactive_master.is_some()
+    }
+
+    /// One turn of the scans under way: whole shards while fewer than `budget` sets were
+    /// examined (one at least). Returns the connections of expired brokers, to close.
+    pub fn scan_step(
         &mut self,
         now_ms: u64,
+        budget: usize,
         out: &mut Vec<Reply<T>>,
     ) -> Vec<ConnRef> {
-        let gone = self.liveness.scan_not_active(now_ms);
-        let conns = gone.iter().filter_map(|b| b.conn).collect();
-        let why = (log::Level::Warn, "stopped heartbeating");
-        self.brokers_inactive(&gone, why, now_ms, out);
+        let mut examined = 0;
+        let mut conns = Vec::new();
+        while let Some(shard) = self.scans.not_active.filter(|_| examined < budget) {
+            let (gone, n) = self.liveness.scan_not_active(shard, now_ms);
+            examined += n + 1;
+            self.scans.not_active = Some(shard + 1).filter(|&next| next < SHARDS);
+            conns.extend(gone.iter().filter_map(|b| b.conn));
+            let why = (log::Level::Warn, "stopped heartbeating");
+            self.brokers_inactive(&gone, why, now_ms, out);
+        }
+        while let Some(shard) = self.scans.inactive_master.filter(|_| examined < budget) {
+            examined += self.scan_inactive_masters(shard, now_ms, out) + 1;
+            self.scans.inactive_master = Some(shard + 1).filter(|&next| next < SHARDS);
+        }
         conns
     }
 
@@ -75,13 +140,20 @@ impl<T> Controller<T> {
         }
     }
 
-    /// The inactive-master scan (every `scanInactiveMasterInterval`): a set whose master is
-    /// inactive while another member is alive gets an election.
-    pub fn scan_inactive_masters(&mut self, now_ms: u64, out: &mut Vec<Reply<T>>) {
+    /// One shard of the inactive-master scan (every `scanInactiveMasterInterval`): a set whose
+    /// master is inactive while another member is alive gets an election. Returns the sets
+    /// examined.
+    fn scan_inactive_masters(
+        &mut self,
+        shard: usize,
+        now_ms: u64,
+        out: &mut Vec<Reply<T>>,
+    ) -> usize {
         let settled = self
             .serving_since
             .is_some_and(|since| now_ms >= since.saturating_add(SETTLE_MS));
-        let names = replicas::scan_need_reelect(&self.state, &self.liveness, now_ms, settled);
+        let (names, examined) =
+            replicas::scan_need_reelect(&self.state, &self.liveness, shard, now_ms, settled);
         let serving = self.group.serving().is_ok();
         for name in names {
             if serving {
@@ -91,6 +163,7 @@ impl<T> Controller<T> {
                 self.remember_dead_master(&name, now_ms);
             }
         }
+        examined
     }
 
     /// A follower's (or candidate's) part in a master's death: remember it, say who elects.
@@ -147,7 +220,8 @@ impl<T> Controller<T> {
                 self.trigger_election(&name, now_ms, out);
             }
         }
-        self.scan_inactive_masters(now_ms, out);
+        // A new scan from the first shard (the loop paces it).
+        self.scans.inactive_master = Some(0);
     }
 
     pub(super) fn trigger_election(

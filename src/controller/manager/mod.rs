@@ -4,6 +4,7 @@
 //! notifications and payloads for peers.
 
 mod elections;
+pub use elections::{Scan, SCAN_STEPS_PER_TURN};
 mod senders;
 mod start;
 
@@ -86,6 +87,8 @@ pub struct Controller<T> {
     wall: WallClock,
     /// Masters seen dying while this node did not serve (see `elections`).
     inactive_masters: BTreeMap<String, elections::DeadMaster>,
+    /// Where the paced scans stand (see `elections`).
+    scans: elections::Scans,
     /// When this node began to serve, and whether a new leader's checks are done.
     serving_since: Option<u64>,
     serving_checked: bool,

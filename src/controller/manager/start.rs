@@ -84,6 +84,7 @@ impl<T> Controller<T> {
             replay: Some(Replay::default()),
             wall,
             inactive_masters: BTreeMap::new(),
+            scans: Default::default(),
             admin_allow_list: Vec::new(),
             broker_allow_list: Vec::new(),
             refused_senders: 0,
