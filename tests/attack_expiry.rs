@@ -2,10 +2,14 @@
 //! silent at once while a good client looks its route up on a connection of its own. The
 //! loop paces the removal work (unregistrations, the expiry scan, closing the expired brokers'
 //! connections) in steps per turn; the stats' `maxRemovalStepsPerTurn` is the most one turn
-//! did, which must stay within the budget whatever the machine's speed.
+//! did, which must stay within the budget whatever the machine's speed. The real binary's
+//! log names the first few expired brokers, then one line counts the others.
 
+#[path = "common/child.rs"]
+mod child;
 mod common;
 
+use child::ServerProcess;
 use common::*;
 use rmq_namesrv::client::Client;
 use rmq_namesrv::remoting::codes::{request, response};
@@ -113,4 +117,80 @@ fn a_mass_expiry_is_paced_in_steps_per_turn() {
     );
     assert!(route_data(&mut good_broker, "GoodTopic").is_some());
     drop(silent);
+}
+
+/// Expired brokers named one by one per interval (the server's `WARN_LINES`).
+const NAMED_EXPIRIES: usize = 5;
+const MASS: usize = 1_000;
+
+#[test]
+fn a_mass_expiry_logs_a_few_brokers_by_name_and_one_count_of_the_others() {
+    let dir = TempDir::new("expiry-log");
+    let conf = dir.path().join("namesrv.conf");
+    std::fs::write(&conf, "listenPort=0\n").unwrap();
+    let log = dir.path().join("ns.log");
+    let server = ServerProcess::spawn(&[
+        "-c".to_string(),
+        conf.to_string_lossy().into_owned(),
+        "--bindAddress=127.0.0.1".into(),
+        "--scanNotActiveBrokerInterval=100".into(),
+        format!("--logPath={}", log.display()),
+        format!("--kvConfigPath={}", dir.path().join("kv.json").display()),
+    ]);
+    // Brokers with a 1 s heartbeat timeout, registered over one connection kept open.
+    let mut conn = Client::connect(&server.addr, Duration::from_secs(5)).expect("connect");
+    let options = RegisterOptions {
+        heartbeat_timeout_millis: Some(1_000),
+        ..RegisterOptions::default()
+    };
+    for i in 0..MASS {
+        let broker = Broker::new(
+            "c",
+            &format!("m{i}"),
+            &format!("10.3.{}.{}:10911", i / 200, i % 200),
+            0,
+        );
+        let resp = register_with(
+            &mut conn,
+            &broker,
+            &body_with(1, &topics(&format!("m{i}"), 1)),
+            &options,
+        );
+        assert_eq!(resp.code, response::SUCCESS, "{:?}", resp.remark);
+    }
+    let mut ns = Client::connect(&server.addr, Duration::from_secs(5)).expect("connect");
+    let expired = wait_until(Duration::from_secs(60), || {
+        stat(&mut ns, "expiries") as usize == MASS
+    });
+    assert!(
+        expired,
+        "{} of {MASS} brokers expired",
+        stat(&mut ns, "expiries")
+    );
+    // The count's line comes once the interval (10 s) of the first expiry is over.
+    let text = |l: &&str| l.contains("WARN") && l.contains("expired");
+    let mut lines: Vec<String> = Vec::new();
+    let summarised = wait_until(Duration::from_secs(30), || {
+        let written = std::fs::read_to_string(&log).unwrap_or_default();
+        lines = written.lines().filter(text).map(str::to_string).collect();
+        lines.iter().any(|l| l.contains("more broker(s) expired"))
+    });
+    let all = lines.join("\n");
+    assert!(
+        summarised,
+        "no line counts the expired brokers not named:\n{all}"
+    );
+    let named = lines
+        .iter()
+        .filter(|l| l.contains("broker expired: m"))
+        .count();
+    assert_eq!(named, NAMED_EXPIRIES, "{all}");
+    assert_eq!(lines.len(), NAMED_EXPIRIES + 1, "{all}");
+    let count = format!("{} more broker(s) expired", MASS - NAMED_EXPIRIES);
+    let summary = lines.iter().find(|l| l.contains("more broker(s) expired"));
+    let summary = summary.map(String::as_str).unwrap_or_default();
+    assert!(summary.contains(&count), "{summary}");
+    // Some of those not named one by one are named there, a few.
+    assert!(summary.contains("among them m"), "{summary}");
+    assert!(summary.len() < 600, "{} bytes: {summary}", summary.len());
 }

@@ -20,7 +20,8 @@ impl Processor {
             .table
             .registered_over(cluster, addr, name, Some(ctx.reply_to.index()));
         self.check_unregister_sender(ctx, &r, by_itself)?;
-        if !self.submit_unregistrations(vec![(r.unregister_request(), RemovalReason::Unregister)]) {
+        let request = vec![(r.unregister_request(), RemovalReason::Unregister)];
+        if self.submit_unregistrations(request).is_err() {
             return Err(Refusal::UnregisterQueueFull);
         }
         // A broker leaving is logged when it is removed; someone else removing it is audited.

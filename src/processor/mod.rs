@@ -427,15 +427,15 @@ impl Processor {
             Request::GetBrokerClusterInfo => self.cluster_info(),
             Request::WipeWritePerm(r) => self.write_perm(r, false),
             Request::AddWritePerm(r) => self.write_perm(r, true),
-            Request::GetAllTopicList => self.topic_list(ListKind::All, ticket),
+            Request::GetAllTopicList => self.listed_topics(ListKind::All, ticket),
             Request::DeleteTopic(r) => self.delete_topic(r),
             Request::RegisterTopic(r) => self.register_topic(ctx, r, work),
-            Request::GetTopicsByCluster(r) => self.topics_by_cluster(r),
+            Request::GetTopicsByCluster(r) => self.topics_by_cluster(r, ticket),
             Request::GetSystemTopicList => self.system_topic_list(),
-            Request::GetUnitTopicList => self.topic_list(ListKind::Unit, ticket),
-            Request::GetHasUnitSubTopicList => self.topic_list(ListKind::UnitSub, ticket),
+            Request::GetUnitTopicList => self.listed_topics(ListKind::Unit, ticket),
+            Request::GetHasUnitSubTopicList => self.listed_topics(ListKind::UnitSub, ticket),
             Request::GetHasUnitSubUnunitTopicList => {
-                self.topic_list(ListKind::UnitSubNotUnit, ticket)
+                self.listed_topics(ListKind::UnitSubNotUnit, ticket)
             }
             Request::GetNamesrvConfig => self.get_config(),
             Request::UpdateNamesrvConfig(r) => self.update_config(r, ticket),

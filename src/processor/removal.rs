@@ -8,7 +8,6 @@ use crate::route::table::{BatchOutcome, ConnId, MinIdNotification, RemovalReason
 use crossbeam_channel::TrySendError;
 use log::{info, warn};
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 impl Processor {
     pub(super) fn send_notification(&mut self, n: MinIdNotification) {
@@ -24,13 +23,17 @@ impl Processor {
         }
     }
 
-    /// Queues unregistrations for the batching thread; false (logged) when its queue is full.
-    pub fn submit_unregistrations(&mut self, batch: UnregisterBatch) -> bool {
+    /// Queues unregistrations for the batching thread (a move, whatever their number); when
+    /// its queue is full (logged), hands them back.
+    pub fn submit_unregistrations(
+        &mut self,
+        batch: UnregisterBatch,
+    ) -> Result<(), UnregisterBatch> {
         if batch.is_empty() {
-            return true;
+            return Ok(());
         }
         match self.outbox.unregistrations.try_send(batch) {
-            Ok(()) => true,
+            Ok(()) => Ok(()),
             Err(TrySendError::Full(b)) => {
                 self.stats.unregister_queue_full += 1;
                 warn!(
@@ -38,59 +41,45 @@ impl Processor {
                     self.config.un_register_broker_queue_capacity,
                     b.len()
                 );
-                false
+                Err(b)
             }
-            Err(TrySendError::Disconnected(_)) => {
+            Err(TrySendError::Disconnected(b)) => {
                 warn!("unregistration worker unavailable: its thread has ended");
-                false
+                Err(b)
             }
         }
     }
 
     /// A step of the expiry scan: the connections to close (at its end, when the
     /// unregistrations are queued as one batch), the entries examined, whether it goes on.
+    /// The first few expiries of an interval are logged one by one, the others counted.
     pub fn expire_silent_brokers(
         &mut self,
         now_ms: u64,
         limit: usize,
     ) -> (Vec<ConnId>, usize, bool) {
         let (expired, examined, more) = self.table.expire_silent_brokers(now_ms, limit);
-        log_grouped(
-            log::Level::Warn,
-            "broker expired",
-            expired.iter().map(|e| {
-                format!(
-                    "{}@{} ({}) silent for {} ms",
-                    e.request.broker_name, e.request.broker_addr, e.request.cluster, e.silent_ms
-                )
-            }),
-        );
-        for e in &expired {
-            if let Some(c) = e.conn {
-                self.expired_conns_this_scan.push(c);
+        for e in expired {
+            let r = &e.request;
+            let name = || format!("{}@{} ({})", r.broker_name, r.broker_addr, r.cluster);
+            if self.stats.expired_brokers.admit_named(now_ms, name) {
+                warn!("broker expired: {} silent for {} ms", name(), e.silent_ms);
             }
-            self.expired_this_scan.push((
-                e.request.clone(),
-                RemovalReason::Expired {
-                    silent_ms: e.silent_ms,
-                },
-            ));
+            self.expired_conns_this_scan.extend(e.conn);
+            let reason = RemovalReason::Expired {
+                silent_ms: e.silent_ms,
+            };
+            self.expired_this_scan.push((e.request, reason));
+            self.stats.expiries += 1;
         }
-        self.stats.expiries += expired.len() as u64;
         if more {
             return (Vec::new(), examined, true);
         }
         let mut conns = std::mem::take(&mut self.expired_conns_this_scan);
-        if !self.expired_this_scan.is_empty() {
-            let batch = std::mem::take(&mut self.expired_this_scan);
-            let keys: Vec<(Arc<str>, Arc<str>)> = batch
-                .iter()
-                .map(|(r, _)| (r.cluster.clone(), r.broker_addr.clone()))
-                .collect();
-            if !self.submit_unregistrations(batch) {
-                for (cluster, addr) in keys {
-                    self.table.rearm(&cluster, &addr, now_ms);
-                }
+        let batch = std::mem::take(&mut self.expired_this_scan);
+        if let Err(batch) = self.submit_unregistrations(batch) {
+            for (r, _) in batch {
+                self.table.rearm(&r.cluster, &r.broker_addr, now_ms);
             }
         }
         conns.sort_unstable();
@@ -107,7 +96,8 @@ impl Processor {
             .into_iter()
             .map(|r| (r, RemovalReason::ConnectionClosed))
             .collect();
-        self.submit_unregistrations(batch);
+        // Not queued (logged): the brokers stay until they expire.
+        let _ = self.submit_unregistrations(batch);
     }
 
     pub fn record_unregister_batch(&mut self, len: usize) {

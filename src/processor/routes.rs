@@ -50,17 +50,12 @@ impl Processor {
         }
     }
 
-    /// 206 and 311-313: the cached body, or (stale or large) answered by `run_topic_lists`.
+    /// 206, 224 and 311-313: the cached body, or (stale or large) answered by
+    /// `run_topic_lists`.
     pub(super) fn topic_list(&mut self, kind: ListKind, t: Ticket) -> Result<Reply, Refusal> {
-        let c = &self.config;
-        list_enabled(if kind == ListKind::All {
-            c.enable_all_topic_list
-        } else {
-            c.enable_topic_list
-        })?;
         if self.lists_waiting.is_empty() {
             let deadline = Instant::now() + TOPIC_LIST_STEP;
-            let body = self.table.topic_list(kind, deadline);
+            let body = self.table.topic_list(&kind, deadline);
             if let Some(body) = body.filter(|b| b.len() <= INLINE_LIST_BYTES) {
                 return Ok(Reply::with_body(body));
             }
@@ -81,10 +76,11 @@ impl Processor {
             return answered; // every turn: no clock read when nothing waits
         }
         let deadline = Instant::now() + TOPIC_LIST_STEP;
-        while let Some(&(kind, t)) = self.lists_waiting.front() {
+        while let Some((kind, t)) = self.lists_waiting.front() {
             let Some(body) = self.table.topic_list(kind, deadline) else {
                 break;
             };
+            let t = *t;
             self.lists_waiting.pop_front();
             answered.push(t.conn);
             let mut head = |out: &mut Vec<u8>| {
@@ -105,15 +101,26 @@ impl Processor {
         !self.lists_waiting.is_empty()
     }
 
+    /// 206 and 311-313, gated by `enableAllTopicList` and `enableTopicList`.
+    pub(super) fn listed_topics(&mut self, kind: ListKind, t: Ticket) -> Result<Reply, Refusal> {
+        let c = &self.config;
+        list_enabled(if kind == ListKind::All {
+            c.enable_all_topic_list
+        } else {
+            c.enable_topic_list
+        })?;
+        self.topic_list(kind, t)
+    }
+
+    /// 224: `cluster` is required only with `enableTopicList` (checked first).
     pub(super) fn topics_by_cluster(
         &mut self,
         r: GetTopicsByCluster<'_>,
+        t: Ticket,
     ) -> Result<Reply, Refusal> {
         list_enabled(self.config.enable_topic_list)?;
-        let topics = self
-            .table
-            .topics_of_cluster(r.cluster().map_err(Refusal::Parse)?);
-        Ok(topic_list(topics.iter().map(String::as_str), None))
+        let cluster = r.cluster().map_err(Refusal::Parse)?;
+        self.topic_list(ListKind::Cluster(cluster.into()), t)
     }
 
     pub(super) fn system_topic_list(&mut self) -> Result<Reply, Refusal> {

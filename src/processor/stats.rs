@@ -166,6 +166,7 @@ pub(super) struct Stats {
     pub(super) refusals: WarnLimiter,
     pub(super) bounds_reached: WarnLimiter,
     pub(super) takeovers: WarnLimiter,
+    pub(super) expired_brokers: WarnLimiter,
     /// A full KV store is warned about once per interval.
     pub(super) kv_full: WarnLimiter<1>,
 }
@@ -194,12 +195,17 @@ impl Interval {
     }
 }
 
-/// Warnings of one kind, at most `LINES` per interval, then a count.
+/// Names of what a [`WarnLimiter`] held back that its count's line shows.
+const HELD_NAMES: usize = 5;
+
+/// Warnings of one kind, at most `LINES` per interval, then a count (with the first few
+/// names of what was held back, for those admitted by name).
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct WarnLimiter<const LINES: u32 = WARN_LINES> {
     interval: Interval,
     lines: u32,
     suppressed: u64,
+    held_names: Vec<String>,
 }
 
 impl<const LINES: u32> WarnLimiter<LINES> {
@@ -210,15 +216,32 @@ impl<const LINES: u32> WarnLimiter<LINES> {
         self.lines <= LINES
     }
 
+    /// As [`WarnLimiter::admit`]; the first few held back are named on the count's line.
+    pub(super) fn admit_named(&mut self, now_ms: u64, name: impl FnOnce() -> String) -> bool {
+        let admitted = self.admit(now_ms);
+        if !admitted && self.held_names.len() < HELD_NAMES {
+            self.held_names.push(name());
+        }
+        admitted
+    }
+
     /// Once the interval is over: how many were held back, and a fresh interval.
     fn log_due(&mut self, now_ms: u64, what: &str) {
         if !self.interval.over(now_ms) {
             return;
         }
-        let n = std::mem::take(self).suppressed;
-        if n > 0 {
-            warn!("{n} more {what} in the last interval, not logged one by one");
+        let held = std::mem::take(self);
+        let n = held.suppressed;
+        if n == 0 {
+            return;
         }
+        let names = held.held_names.join(", ");
+        let among = if names.is_empty() {
+            ""
+        } else {
+            ", among them "
+        };
+        warn!("{n} more {what} in the last interval, not logged one by one{among}{names}");
     }
 }
 
@@ -286,6 +309,7 @@ impl Processor {
         s.bounds_reached
             .log_due(now_ms, "registration(s) refused by a bound");
         s.takeovers.log_due(now_ms, "address takeover(s)");
+        s.expired_brokers.log_due(now_ms, "broker(s) expired");
         s.kv_full
             .log_due(now_ms, "KV change(s) refused: the store is full");
     }
@@ -393,6 +417,20 @@ mod tests {
         );
         assert_eq!(c.latency[0].count(), 2);
         assert_eq!(c.sorted(), [(105, 32), (12_345, 1), (29_001, 1)]);
+    }
+
+    #[test]
+    fn warnings_past_the_first_few_are_counted_and_a_few_of_them_named() {
+        let mut w: WarnLimiter = WarnLimiter::default();
+        let admitted = (0..1_000)
+            .filter(|i| w.admit_named(1_000, || format!("b{i}")))
+            .count();
+        assert_eq!(admitted, WARN_LINES as usize);
+        assert_eq!(w.suppressed, 1_000 - u64::from(WARN_LINES));
+        assert_eq!(w.held_names, ["b5", "b6", "b7", "b8", "b9"]);
+        w.log_due(1_000 + CHANGE_SUMMARY_INTERVAL_MS, "broker(s) expired");
+        assert_eq!(w, WarnLimiter::default(), "a fresh interval");
+        assert!(w.admit_named(20_000, || unreachable!("admitted lines name themselves")));
     }
 
     #[test]

@@ -81,8 +81,9 @@ pub struct RouteTable {
     slot_stamps: Vec<u64>,
     write_clock: u64,
     cache: RouteCache,
-    /// Per [`ListKind`]; checked against the topic map's shard stamps, never invalidated.
-    lists: [TopicListCache; 4],
+    /// Per [`ListKind`] asked for; checked against the topic map's shard stamps, and a
+    /// cluster's dropped when its groups change.
+    lists: HashMap<ListKind, TopicListCache>,
     list_parts_encoded: u64,
     pub settings: RouteSettings,
 }
@@ -104,7 +105,7 @@ impl RouteTable {
             slot_stamps: Vec::new(),
             write_clock: 0,
             cache: RouteCache::default(),
-            lists: std::array::from_fn(|_| TopicListCache::new(topic_map::SHARDS)),
+            lists: HashMap::new(),
             list_parts_encoded: 0,
             settings,
         }
@@ -145,6 +146,11 @@ impl RouteTable {
 
     pub fn invalidate_all(&mut self) {
         self.cache.clear();
+    }
+
+    /// `cluster` lists a group more or less: its topic list (224) is encoded anew when asked.
+    fn cluster_groups_changed(&mut self, cluster: &str) {
+        self.lists.remove(&ListKind::Cluster(cluster.into()));
     }
 
     fn invalidate_broker_topics(&mut self, broker_name: &str) {

@@ -58,7 +58,11 @@ impl NameServer {
         while let Ok(batch) = self.unregister_batches.try_recv() {
             self.processor.record_unregister_batch(batch.len());
             self.removed_since_trim = true;
-            self.unregistrations.extend(batch);
+            if self.unregistrations.is_empty() {
+                self.unregistrations = batch.into(); // no copy of a mass expiry's batch
+            } else {
+                self.unregistrations.extend(batch);
+            }
         }
         steps += (self.processor).apply_unregistrations(&mut self.unregistrations, budget - steps);
         while steps + CLOSE_STEPS <= budget {

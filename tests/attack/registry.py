@@ -8,7 +8,7 @@ and cluster info show afterwards, and a good client in a separate process asking
 of `cargo test` (tests/registry_guards.rs holds the bounded versions); run it to compare two
 binaries, one after the other, on the same machine:
 
-    tests/attack/registry.py BIN owner|flood|topics217|values|fleets|topiclist [key=value ...]
+    tests/attack/registry.py BIN owner|flood|topics217|values|fleets|topiclist|bycluster|bycluster1 [key=value ...]
 
 Extra key=value arguments are passed to the server as --key=value (e.g. brokerAllowList=...).
 Peers use three loopback source addresses: the good broker 127.0.0.3, an admin 127.0.0.2,
@@ -457,7 +457,33 @@ def attack_topiclist(server, seconds=20):
     return result
 
 
-ATTACKS = {"topiclist": attack_topiclist, "owner": attack_owner, "flood": attack_flood, "topics217": attack_topics217,
+def attack_bycluster(server, groups=10, per_group=99_900):
+    """`groups` compressed registrations of `per_group` topics in cluster C, then
+    GET_TOPICS_BY_CLUSTER (224) asked three times in a row, each timed, with the loop's
+    longest turn (`maxTurnMicros`) before and after the asks."""
+    addr = server.addr
+    conns, codes = register_fleet(addr, groups, per_group, "bc", timeout_ms=3_600_000)
+    total = groups * per_group
+    wait_until(lambda: stats(addr).get("topics", 0) >= total, timeout=600)
+    before = stats(addr)
+    asker, asks = Conn(addr, ATTACKER_IP), []
+    for _ in range(3):
+        start = time.time()
+        header, body = asker.call(224, {"cluster": "C"})
+        asks.append({"code": header["code"], "ms": round((time.time() - start) * 1000, 1),
+                     "body_bytes": len(body)})
+    after = stats(addr)
+    for c in conns + [asker]:
+        c.close()
+    return {"topics": after.get("topics"), "asks": asks,
+            "maxTurnMicros_before": before.get("maxTurnMicros"),
+            "maxTurnMicros_after": after.get("maxTurnMicros"),
+            "long_turns_in_asks": after.get("longTurns", 0) - before.get("longTurns", 0)}
+
+
+ATTACKS = {"topiclist": attack_topiclist,
+           "bycluster": attack_bycluster,
+           "bycluster1": lambda server: attack_bycluster(server, groups=1), "owner": attack_owner, "flood": attack_flood, "topics217": attack_topics217,
            "values": attack_values, "fleets": attack_fleets}
 
 
@@ -468,7 +494,7 @@ def main():
     binary, name, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
     if name == "fleets":
         extra = ["scanNotActiveBrokerInterval=500"] + extra
-    if name == "topiclist":
+    if name in ("topiclist", "bycluster", "bycluster1"):
         # The fake brokers' connections stay idle: they must not be closed (and unregistered).
         extra = ["serverChannelMaxIdleTimeSeconds=3600"] + extra
     server = Server(binary, extra)

@@ -1,11 +1,13 @@
 //! Reads of the registry: topic routes (docs/protocol.md §5.7), lists, cluster info, groups.
 
+use super::super::cache::TopicListCache;
 use super::super::model::{Dialect, TopicRouteData};
 use super::topic_map::SHARDS;
-use super::{RouteTable, FLAG_UNIT, FLAG_UNIT_SUB, PERM_WRITE};
+use super::{RouteTable, TopicEntry, FLAG_UNIT, FLAG_UNIT_SUB, PERM_WRITE};
 use crate::remoting::json;
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Topic prefix excluded from the acting-master rewrite (docs/protocol.md §5.7 step 6).
@@ -82,19 +84,21 @@ impl RouteTable {
         self.topics.keys().map(|k| k.as_ref())
     }
 
-    pub fn topics_of_cluster(&self, cluster: &str) -> BTreeSet<String> {
-        let names = self.clusters.get(cluster).into_iter().flatten();
-        let groups = names.filter_map(|name| self.brokers.get(name.as_str()));
-        groups
-            .flat_map(|b| b.topics.iter().map(|t| t.to_string()))
-            .collect()
-    }
-
     /// The TopicList body of `kind`, cached: shards changed since are encoded first, until
     /// `deadline` (one at least); `None` while some remain (ask again).
-    pub fn topic_list(&mut self, kind: ListKind, deadline: Instant) -> Option<Bytes> {
+    pub fn topic_list(&mut self, kind: &ListKind, deadline: Instant) -> Option<Bytes> {
         let version = self.topics.version();
-        let list = &mut self.lists[kind as usize];
+        let admits = match kind {
+            ListKind::All => Admits::Flags(0, 0),
+            ListKind::Unit => Admits::Flags(FLAG_UNIT, 0),
+            ListKind::UnitSub => Admits::Flags(FLAG_UNIT_SUB, 0),
+            ListKind::UnitSubNotUnit => Admits::Flags(FLAG_UNIT_SUB, FLAG_UNIT),
+            ListKind::Cluster(cluster) => match self.cluster_groups(cluster) {
+                Some(groups) => Admits::Groups(groups),
+                None => return Some(Bytes::from_static(EMPTY_LIST)),
+            },
+        };
+        let list = (self.lists.entry(kind.clone())).or_insert_with(|| TopicListCache::new(SHARDS));
         if let Some(body) = list.body(version) {
             return Some(body);
         }
@@ -108,7 +112,7 @@ impl RouteTable {
                 return None;
             }
             let mut part = Vec::new();
-            for (name, _) in entries.filter(|(_, e)| kind.admits(e.first_flag().unwrap_or(0))) {
+            for (name, _) in entries.filter(|(_, e)| admits.admits(e)) {
                 if !part.is_empty() {
                     part.push(b',');
                 }
@@ -125,9 +129,20 @@ impl RouteTable {
         Some(list.assemble(version))
     }
 
+    /// Per broker group id, whether `cluster` lists the group; `None` for an unknown cluster.
+    fn cluster_groups(&self, cluster: &str) -> Option<Vec<bool>> {
+        let mut groups = vec![false; self.broker_names.capacity()];
+        for name in self.clusters.get(cluster)? {
+            if let Some(b) = self.brokers.get(name.as_str()) {
+                groups[b.id as usize] = true;
+            }
+        }
+        Some(groups)
+    }
+
     /// Shards encoded for topic lists so far, and the bytes the lists hold.
     pub fn topic_list_stats(&self) -> (u64, usize) {
-        let bytes = self.lists.iter().map(|l| l.bytes()).sum();
+        let bytes = self.lists.values().map(TopicListCache::bytes).sum();
         (self.list_parts_encoded, bytes)
     }
 
@@ -168,25 +183,38 @@ impl RouteTable {
     }
 }
 
-/// Which topics a TopicList holds: all (206), or by the first queue entry's sysFlag (§5.13):
-/// 311 UNIT, 312 UNIT_SUB, 313 UNIT_SUB without UNIT.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which topics a TopicList holds: all (206); by the first queue entry's sysFlag (§5.13):
+/// 311 UNIT, 312 UNIT_SUB, 313 UNIT_SUB without UNIT; or those with a queue entry of a group
+/// the cluster lists (224).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ListKind {
     All,
     Unit,
     UnitSub,
     UnitSubNotUnit,
+    Cluster(Arc<str>),
 }
 
-impl ListKind {
-    fn admits(self, flag: i32) -> bool {
-        let (with, without) = match self {
-            ListKind::All => (0, 0),
-            ListKind::Unit => (FLAG_UNIT, 0),
-            ListKind::UnitSub => (FLAG_UNIT_SUB, 0),
-            ListKind::UnitSubNotUnit => (FLAG_UNIT_SUB, FLAG_UNIT),
-        };
-        flag & with == with && flag & without == 0
+/// An unknown cluster's list (224).
+const EMPTY_LIST: &[u8] = b"{\"topicList\":[]}";
+
+/// What a list's encoding admits of a topic: by the sysFlag bits its first queue entry has
+/// and has not, or by the groups of its queue entries (indexed by group id).
+enum Admits {
+    Flags(i32, i32),
+    Groups(Vec<bool>),
+}
+
+impl Admits {
+    fn admits(&self, entry: &TopicEntry) -> bool {
+        match self {
+            Admits::Flags(with, without) => {
+                let flag = entry.first_flag().unwrap_or(0);
+                flag & with == *with && flag & without == 0
+            }
+            Admits::Groups(groups) => (entry.queues.iter())
+                .any(|q| groups.get(q.broker as usize).copied().unwrap_or(false)),
+        }
     }
 }
 

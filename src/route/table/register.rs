@@ -271,6 +271,7 @@ impl RouteTable {
                 .entry(cluster.to_string())
                 .or_default()
                 .insert(broker_name.to_string());
+            self.cluster_groups_changed(cluster);
         }
     }
 

@@ -255,11 +255,14 @@ impl RouteTable {
     }
 
     fn remove_from_cluster(&mut self, cluster: &str, broker_name: &str) {
-        if let Some(set) = self.clusters.get_mut(cluster) {
-            set.remove(broker_name);
+        let Some(set) = self.clusters.get_mut(cluster) else {
+            return;
+        };
+        if set.remove(broker_name) {
             if set.is_empty() {
                 self.clusters.remove(cluster);
             }
+            self.cluster_groups_changed(cluster);
         }
     }
 

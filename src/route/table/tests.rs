@@ -533,8 +533,14 @@ fn topic_lists_by_cluster_flag_and_system() {
     let mut b = body(1, &[("Plain", 6), ("Unit", 6)]);
     b.topics[1].1.topic_sys_flag = FLAG_UNIT;
     t.register_now(&req("c", "g", "a:1", 0, 0), TopicsInput::Body(&b));
-    assert_eq!(t.topics_of_cluster("c").len(), 2);
-    assert!(t.topics_of_cluster("zz").is_empty());
+    assert_eq!(
+        list_names(&list(&mut t, ListKind::Cluster("c".into()))),
+        names(&["Plain", "Unit"])
+    );
+    assert_eq!(
+        list(&mut t, ListKind::Cluster("zz".into())),
+        &b"{\"topicList\":[]}"[..]
+    );
     assert_eq!(
         list(&mut t, ListKind::Unit),
         &b"{\"topicList\":[\"Unit\"]}"[..]
@@ -1124,7 +1130,7 @@ fn a_closed_connection_does_not_fence_the_next_master() {
 /// A topic list, its steps all run now.
 fn list(t: &mut RouteTable, kind: ListKind) -> Bytes {
     let far = std::time::Instant::now() + std::time::Duration::from_secs(3600);
-    t.topic_list(kind, far).unwrap()
+    t.topic_list(&kind, far).unwrap()
 }
 
 fn list_names(body: &[u8]) -> BTreeSet<String> {
@@ -1181,6 +1187,59 @@ fn the_cached_topic_list_changes_exactly_when_the_topics_do() {
         .collect();
     t.unregister_batch(&expired);
     assert_eq!(list(&mut t, ListKind::All), &b"{\"topicList\":[]}"[..]);
+}
+
+/// The cluster's list (224), checked against its groups' topics, which Java's answer holds.
+fn cluster_list(t: &mut RouteTable, cluster: &str) -> BTreeSet<String> {
+    let listed = list_names(&list(t, ListKind::Cluster(cluster.into())));
+    let info = t.cluster_info();
+    let groups = info.cluster_addr_table.get(cluster).into_iter().flatten();
+    let owned = groups.flat_map(|g| t.brokers[g.as_str()].topics.iter().map(|n| n.to_string()));
+    assert_eq!(listed, owned.collect(), "cluster {cluster}");
+    listed
+}
+
+#[test]
+fn a_cluster_list_follows_its_groups_and_their_topics() {
+    let mut t = table();
+    let g = req("c1", "g", "a:1", 0, 0);
+    t.register_now(&g, TopicsInput::Body(&body(1, &[("A", 6), ("B", 6)])));
+    let h = req("c2", "h", "a:2", 0, 0);
+    t.register_now(&h, TopicsInput::Body(&body(1, &[("B", 6), ("C", 6)])));
+    assert_eq!(cluster_list(&mut t, "c1"), names(&["A", "B"]));
+    assert_eq!(cluster_list(&mut t, "c2"), names(&["B", "C"]));
+    // Cached: the same body, nothing encoded again.
+    let encoded = t.topic_list_stats().0;
+    let c1 = list(&mut t, ListKind::Cluster("c1".into()));
+    assert_eq!(
+        list(&mut t, ListKind::Cluster("c1".into())).as_ptr(),
+        c1.as_ptr()
+    );
+    assert_eq!(t.topic_list_stats().0, encoded);
+    // A group joins an existing topic; a group of c1 gets a topic of c2's; a topic goes.
+    t.register_now(
+        &h,
+        TopicsInput::Body(&body(2, &[("A", 6), ("B", 6), ("C", 6)])),
+    );
+    assert_eq!(cluster_list(&mut t, "c2"), names(&["A", "B", "C"]));
+    let k = req("c1", "k", "a:3", 0, 0);
+    t.register_now(&k, TopicsInput::Body(&body(1, &[("C", 6)])));
+    assert_eq!(cluster_list(&mut t, "c1"), names(&["A", "B", "C"]));
+    assert!(t.delete_topic("A", None));
+    assert_eq!(cluster_list(&mut t, "c2"), names(&["B", "C"]));
+    // A group leaves its queue entries and its cluster.
+    t.unregister_batch(&[unreg("c1", "k", "a:3", 0)]);
+    assert_eq!(cluster_list(&mut t, "c1"), names(&["B"]));
+    t.unregister_batch(&[unreg("c2", "h", "a:2", 0)]);
+    assert_eq!(
+        list(&mut t, ListKind::Cluster("c2".into())),
+        &b"{\"topicList\":[]}"[..]
+    );
+    // One cluster owns every topic: its list is the 206 list, byte for byte.
+    assert_eq!(
+        list(&mut t, ListKind::Cluster("c1".into())),
+        list(&mut t, ListKind::All)
+    );
 }
 
 #[test]
@@ -1248,7 +1307,7 @@ fn a_topic_list_is_built_a_shard_a_step_and_sees_changes_made_between() {
             };
             assert!(t.register_topic("Late", &[q]));
         }
-        if let Some(body) = t.topic_list(ListKind::All, past) {
+        if let Some(body) = t.topic_list(&ListKind::All, past) {
             break body;
         }
     };

@@ -154,6 +154,8 @@ impl RouteTable {
                     return true;
                 }
                 (_, Put::Added) => {
+                    // A group more: the cluster lists (224) filter on the groups.
+                    self.topics.touch(topic);
                     self.cache.invalidate(topic);
                     self.topics.get_key_value(topic).map(|(k, _)| k.clone())
                 }
@@ -179,17 +181,16 @@ impl RouteTable {
         let Some(entry) = self.topics.get_mut(topic) else {
             return (false, false);
         };
-        let flag = entry.first_flag();
         if !entry.remove(id) {
             return (false, false);
         }
         let now_empty = entry.queues.is_empty();
-        let flag_moved = entry.first_flag() != flag;
         self.touch_slots(id);
         self.cache.invalidate(topic);
         if now_empty {
             self.topics.remove(topic);
-        } else if flag_moved {
+        } else {
+            // A group less (and maybe another first flag): what topic lists filter on.
             self.topics.touch(topic);
         }
         (true, now_empty)
