@@ -13,7 +13,7 @@ mod controller_net;
 #[path = "controller_net/group.rs"]
 mod group;
 
-use common::{wait_until, RawCalls};
+use common::{server_read_all, wait_until, RawCalls};
 use controller_net::{BrokerOptions, ControllerServer, Endpoints, StandInBroker};
 use group::ProcessGroup;
 use rmq_namesrv::client::Client;
@@ -162,6 +162,12 @@ fn a_group_member_stops_without_waiting_for_peers_it_cannot_hear() {
             b"",
         )
         .expect("send");
+    // The request must have reached the server (not only its socket) before the stop,
+    // else the stop's close resets the connection over the unread bytes.
+    assert!(
+        wait_until(Duration::from_secs(10), || server_read_all(&c)),
+        "the leader did not read the request"
+    );
     // ...then a stop: it is answered, and the stop does not wait out the drain's 3 s.
     let took = group.terminate(leader);
     let answer = c.read_response(opaque).expect("an answer before the stop");

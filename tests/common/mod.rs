@@ -177,6 +177,29 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
 }
 
+/// True once the server has read every byte `client` sent: the kernel's table of TCP sockets
+/// (`/proc/net/tcp`, IPv4) shows the server's end of the connection with an empty receive
+/// queue. For a test that must know a request reached the server (not only its socket)
+/// before it acts, e.g. stops the server.
+pub fn server_read_all(client: &Client) -> bool {
+    let Ok(local) = client.local_addr() else {
+        return false;
+    };
+    let server = client.peer();
+    let hex = |a: std::net::SocketAddr| match a.ip() {
+        std::net::IpAddr::V4(ip) => {
+            format!("{:08X}:{:04X}", u32::from_le_bytes(ip.octets()), a.port())
+        }
+        std::net::IpAddr::V6(_) => String::new(),
+    };
+    let (ours, theirs) = (hex(server), hex(local));
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    table.lines().any(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        f.len() > 4 && f[1] == ours && f[2] == theirs && f[4].ends_with(":00000000")
+    })
+}
+
 /// A topic config with the given queue numbers and perm.
 pub fn topic(name: &str, queues: i32, perm: i32) -> TopicConfig {
     TopicConfig {
