@@ -193,4 +193,28 @@ fn a_mass_expiry_logs_a_few_brokers_by_name_and_one_count_of_the_others() {
     // Some of those not named one by one are named there, a few.
     assert!(summary.contains("among them m"), "{summary}");
     assert!(summary.len() < 600, "{} bytes: {summary}", summary.len());
+    // Their removals likewise: ten lines an interval name a broker each, the route-change
+    // summary counts the rest.
+    let (mut named, mut counted) = (0, 0);
+    let accounted = wait_until(Duration::from_secs(30), || {
+        let written = std::fs::read_to_string(&log).unwrap_or_default();
+        named = written.matches("broker removed: m").count();
+        counted = written
+            .lines()
+            .filter_map(|l| l.split_once(" more broker(s) removed"))
+            .filter_map(|(head, _)| head.rsplit(' ').next()?.parse::<usize>().ok())
+            .sum::<usize>();
+        named + counted == MASS
+    });
+    assert!(
+        accounted,
+        "{named} removals named, {counted} counted, of {MASS}"
+    );
+    assert!(
+        named <= 2 * NAMED_REMOVALS,
+        "{named} removals named one by one"
+    );
 }
+
+/// Removals named one by one per interval (the server's `NEW_BROKER_LINES`).
+const NAMED_REMOVALS: usize = 10;

@@ -488,7 +488,7 @@ pub use off_loop::{body_weight, decode_off_loop, BodyWork, DecodeJob, Decoded};
 use register::StepsJob;
 pub use register::STEPPED_APPLY_TOPICS;
 use reply::{encode_reply, Reply, ReplyExt, ReplyTemplates};
-use stats::{log_grouped, Stats};
+use stats::Stats;
 
 mod admin;
 mod broker;

@@ -1,12 +1,12 @@
 //! Brokers leaving: unregistration batches and the NOTIFY_MIN_BROKER_ID_CHANGE frames.
 
-use super::{log_grouped, Processor, UnregisterBatch, Unregistration};
+use super::{Processor, UnregisterBatch, Unregistration};
 use crate::event_loop::oneway::Oneway;
 use crate::remoting::codes::{version::CURRENT, FLAG_ONEWAY};
 use crate::remoting::command::SerializeType;
 use crate::route::table::{BatchOutcome, ConnId, MinIdNotification, RemovalReason};
 use crossbeam_channel::TrySendError;
-use log::{info, warn};
+use log::{warn, Level};
 use std::collections::VecDeque;
 
 impl Processor {
@@ -113,6 +113,7 @@ impl Processor {
         &mut self,
         queue: &mut VecDeque<Unregistration>,
         max_steps: usize,
+        now_ms: u64,
     ) -> usize {
         if !self.topic_steps.is_empty() {
             return 0;
@@ -135,31 +136,48 @@ impl Processor {
         self.table.finish_unregistrations(&mut outcome);
         let batch: Vec<Unregistration> = queue.drain(..applied).collect();
         self.stats.unregistrations += applied as u64;
-        log_grouped(
-            log::Level::Info,
-            "broker removed",
-            batch.iter().map(|(r, reason)| {
-                let why = match reason {
-                    RemovalReason::Unregister => "unregistered".to_string(),
-                    RemovalReason::Expired { silent_ms } => format!("expired after {silent_ms} ms"),
-                    RemovalReason::ConnectionClosed => "connection closed".to_string(),
-                };
-                format!(
-                    "{}@{} id {} cluster {} ({why})",
-                    r.broker_name, r.broker_addr, r.broker_id, r.cluster
-                )
-            }),
-        );
+        let named = self.log_removals(&batch, now_ms);
         if applied > 0 && (outcome.topics_removed > 0 || outcome.broker_groups_removed > 0) {
-            info!(
+            let level = if named { Level::Info } else { Level::Debug };
+            log::log!(
+                level,
                 "unregistration batch of {applied}: {} broker group(s) and {} topic(s) removed",
-                outcome.broker_groups_removed, outcome.topics_removed
+                outcome.broker_groups_removed,
+                outcome.topics_removed
             );
         }
         for n in std::mem::take(&mut outcome.notifications) {
             self.send_notification(n);
         }
         outcome.steps
+    }
+
+    /// The first removals of an interval get a line at info each, the rest one at debug (the
+    /// route-change summary counts them): a mass expiry must not write thousands of lines on
+    /// the loop. True when one of these got its own line.
+    fn log_removals(&mut self, batch: &[Unregistration], now_ms: u64) -> bool {
+        let mut named = false;
+        for (r, reason) in batch {
+            let own_line = self.stats.changes.removed_broker(now_ms);
+            named |= own_line;
+            let level = if own_line { Level::Info } else { Level::Debug };
+            if log::log_enabled!(level) {
+                let why = match reason {
+                    RemovalReason::Unregister => "unregistered".to_string(),
+                    RemovalReason::Expired { silent_ms } => format!("expired after {silent_ms} ms"),
+                    RemovalReason::ConnectionClosed => "connection closed".to_string(),
+                };
+                log::log!(
+                    level,
+                    "broker removed: {}@{} id {} cluster {} ({why})",
+                    r.broker_name,
+                    r.broker_addr,
+                    r.broker_id,
+                    r.cluster
+                );
+            }
+        }
+        named
     }
 
     /// The most removal work (see [`RouteTable::unregister_step`]) one loop turn did.

@@ -177,7 +177,8 @@ pub(super) const CHANGE_SUMMARY_INTERVAL_MS: u64 = 10_000;
 /// Lines per interval a [`WarnLimiter`] lets through; the rest are counted.
 const WARN_LINES: u32 = 5;
 
-/// "new broker registered" lines per interval (a cluster start registers thousands at once).
+/// "new broker registered" lines per interval, and as many "broker removed" lines (a cluster
+/// start registers thousands at once, a mass expiry removes them).
 pub(super) const NEW_BROKER_LINES: u32 = 10;
 
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -252,18 +253,32 @@ pub(super) struct ChangeSummary {
     interval: Interval,
     new_brokers_logged: u32,
     new_brokers_unlogged: u64,
+    removals_logged: u32,
+    removals_unlogged: u64,
     brokers_changed: u64,
     queue_entries_changed: u64,
+}
+
+/// Counts one more line of a kind: true for the interval's first [`NEW_BROKER_LINES`].
+fn own_line(logged: &mut u32, unlogged: &mut u64) -> bool {
+    let own = *logged < NEW_BROKER_LINES;
+    *logged += u32::from(own);
+    *unlogged += u64::from(!own);
+    own
 }
 
 impl ChangeSummary {
     /// Counts a first registration; true while it should still get a line of its own.
     pub(super) fn new_broker(&mut self, now_ms: u64) -> bool {
         self.interval.start(now_ms);
-        let own_line = self.new_brokers_logged < NEW_BROKER_LINES;
-        self.new_brokers_logged += u32::from(own_line);
-        self.new_brokers_unlogged += u64::from(!own_line);
-        own_line
+        own_line(&mut self.new_brokers_logged, &mut self.new_brokers_unlogged)
+    }
+
+    /// Counts a broker removed (expired, unregistered, its connection closed); true while it
+    /// should still get a line of its own.
+    pub(super) fn removed_broker(&mut self, now_ms: u64) -> bool {
+        self.interval.start(now_ms);
+        own_line(&mut self.removals_logged, &mut self.removals_unlogged)
     }
 
     pub(super) fn broker_changed(&mut self, queue_entries: usize, now_ms: u64) {
@@ -288,6 +303,12 @@ impl ChangeSummary {
                 format!(
                     "{} more new broker(s) registered (listed at debug)",
                     d.new_brokers_unlogged
+                )
+            }),
+            (d.removals_unlogged > 0).then(|| {
+                format!(
+                    "{} more broker(s) removed (listed at debug)",
+                    d.removals_unlogged
                 )
             }),
         ]
@@ -363,30 +384,6 @@ impl Processor {
     }
 }
 
-/// Logs one line per item, or of up to 100 items when there are many (a mass expiry must
-/// not cost thousands of log writes on the loop).
-pub(super) fn log_grouped(
-    level: log::Level,
-    what: &str,
-    items: impl ExactSizeIterator<Item = String>,
-) {
-    if !log::log_enabled!(level) {
-        return;
-    }
-    let total = items.len();
-    if total <= 10 {
-        for item in items {
-            log::log!(level, "{what}: {item}");
-        }
-        return;
-    }
-    let items: Vec<String> = items.collect();
-    for (n, chunk) in items.chunks(100).enumerate() {
-        let shown = n * 100 + chunk.len();
-        log::log!(level, "{what} ({shown} of {total}): {}", chunk.join("; "));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -458,6 +455,15 @@ mod tests {
             Some("route changes: 15 more new broker(s) registered (listed at debug)")
         );
         assert!(s.new_broker(20_000), "a new interval logs again");
-        assert_eq!(s.take_due(30_000), None, "nothing left to summarise");
+        let named = (0..12).filter(|_| s.removed_broker(20_000)).count();
+        assert_eq!(
+            named, NEW_BROKER_LINES as usize,
+            "removals are counted apart"
+        );
+        assert_eq!(
+            s.take_due(30_000).as_deref(),
+            Some("route changes: 2 more broker(s) removed (listed at debug)")
+        );
+        assert_eq!(s.take_due(40_000), None, "nothing left to summarise");
     }
 }

@@ -161,7 +161,7 @@ fn the_codes_whose_handlers_change_routes_are_the_rows_that_say_so() {
         h.processor.handle(&ctx, &counters, &cmd, &mut Vec::new());
         while let Ok(batch) = h.unregistrations.try_recv() {
             h.processor
-                .apply_unregistrations(&mut batch.into(), usize::MAX);
+                .apply_unregistrations(&mut batch.into(), usize::MAX, 0);
         }
         if routes_seen(&h.processor.table) != before {
             changed_routes.push(row.code);
@@ -372,7 +372,7 @@ fn a_large_group_is_removed_in_steps_while_route_writers_wait() {
     let mut calls = 0;
     while !queue.is_empty() {
         assert_eq!(
-            h.processor.apply_unregistrations(&mut queue, 300),
+            h.processor.apply_unregistrations(&mut queue, 300, 0),
             300.min(1_016 - calls * 300)
         );
         calls += 1;
@@ -387,5 +387,5 @@ fn a_large_group_is_removed_in_steps_while_route_writers_wait() {
     }
     assert_eq!(calls, 4);
     assert_eq!(h.processor.table.live_broker_count(), 0);
-    assert_eq!(h.processor.apply_unregistrations(&mut queue, 300), 0);
+    assert_eq!(h.processor.apply_unregistrations(&mut queue, 300, 0), 0);
 }

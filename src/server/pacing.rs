@@ -64,7 +64,8 @@ impl NameServer {
                 self.unregistrations.extend(batch);
             }
         }
-        steps += (self.processor).apply_unregistrations(&mut self.unregistrations, budget - steps);
+        let left = budget - steps;
+        steps += (self.processor).apply_unregistrations(&mut self.unregistrations, left, now);
         while steps + CLOSE_STEPS <= budget {
             let Some(conn) = self.expiry.conns_to_close.pop_front() else {
                 break;
