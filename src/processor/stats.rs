@@ -246,8 +246,8 @@ impl<const LINES: u32> WarnLimiter<LINES> {
     }
 }
 
-/// Route changes by registrations, counted between info lines (REGISTER_TOPIC_IN_NAMESRV is
-/// audited one by one).
+/// Route changes by registrations and removals, counted between info lines
+/// (REGISTER_TOPIC_IN_NAMESRV is audited one by one).
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct ChangeSummary {
     interval: Interval,
