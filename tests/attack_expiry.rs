@@ -121,6 +121,8 @@ fn a_mass_expiry_is_paced_in_steps_per_turn() {
 
 /// Expired brokers named one by one per interval (the server's `WARN_LINES`).
 const NAMED_EXPIRIES: usize = 5;
+/// Removals named one by one per interval (the server's `NEW_BROKER_LINES`).
+const NAMED_REMOVALS: usize = 10;
 /// Brokers going silent together, each on a connection of its own: an expired broker's
 /// connection is closed (as Java does), which would remove the others registered over it
 /// as "connection closed", not as expired.
@@ -215,6 +217,3 @@ fn a_mass_expiry_logs_a_few_brokers_by_name_and_one_count_of_the_others() {
         "{named} removals named one by one"
     );
 }
-
-/// Removals named one by one per interval (the server's `NEW_BROKER_LINES`).
-const NAMED_REMOVALS: usize = 10;
