@@ -10,13 +10,15 @@ use std::collections::VecDeque;
 /// Removal work per turn, in steps of about a microsecond of loop time: a topic queue entry
 /// dropped or an expiry entry scanned is one, a broker removed
 /// [`crate::route::table::BROKER_STEPS`], a connection closed [`CLOSE_STEPS`]. Thread CPU time
-/// of a release build during `rmq-bench expire` on a busy two-core host: a scan entry 0.85 µs,
-/// a close 8-20 µs (by run), 32 brokers removed 0.47 ms with 10 topics each and 0.78 ms with
-/// 100. So a turn's removal work stays near half a millisecond whatever the mix.
+/// of a release build during `rmq-bench expire` on a two-core host: a scan entry 0.85-1.6 µs,
+/// a close 8-36 µs (by run; on loopback the close also runs the peer's side of the FIN), 32
+/// brokers removed 0.47 ms with 10 topics each and 0.78 ms with 100. So a turn's removal work
+/// stays within a millisecond whatever the mix.
 pub(super) const REMOVAL_STEPS_PER_TURN: usize = 512;
 
-/// Steps a connection close counts (see [`REMOVAL_STEPS_PER_TURN`]).
-const CLOSE_STEPS: usize = 16;
+/// Steps a connection close counts (see [`REMOVAL_STEPS_PER_TURN`]): 32 closes in one turn
+/// took 0.8-1.2 ms of the loop thread's CPU (2.5 ms of wall time) on 2026-12-03.
+const CLOSE_STEPS: usize = 32;
 
 /// Removal steps after which freed heap is handed back to the OS (`malloc_trim`, whose cost is
 /// mostly the pages it drops). Once after the removals, 10,000 expired brokers' 40 MB took
