@@ -534,6 +534,7 @@ mod tests {
                 "metricsPromExporterHost",
                 "metricsPromExporterPort",
                 "rocketmqHome",
+                "serverSocketBacklog",
                 "tls.config.file",
                 "tls.server.certPath",
                 "tls.server.keyPassword",

@@ -137,7 +137,7 @@ properties! {
     "serverSocketRcvBufSize" => server_socket_rcv_buf_size: i32 = 0, ReportedOnly, in_range(0..=GIB);
     "writeBufferHighWaterMark" => write_buffer_high_water_mark: i32 = 0, ReportedOnly, in_range(0..=GIB);
     "writeBufferLowWaterMark" => write_buffer_low_water_mark: i32 = 0, ReportedOnly, in_range(0..=GIB);
-    "serverSocketBacklog" => server_socket_backlog: i32 = 1024, ReportedOnly, in_range(1..=1_048_576);
+    "serverSocketBacklog" => server_socket_backlog: i32 = 1024, AtStart, in_range(1..=1_048_576);
     "serverNettyWorkerGroupEnable" => server_netty_worker_group_enable: bool = true, ReportedOnly, parse_bool;
     "serverPooledByteBufAllocatorEnable" => server_pooled_byte_buf_allocator_enable: bool = true, ReportedOnly, parse_bool;
     "enableShutdownGracefully" => enable_shutdown_gracefully: bool = false, ReportedOnly, parse_bool;

@@ -24,7 +24,10 @@ pub(crate) mod tests;
 
 pub use batcher::{spawn_batcher, Batch};
 pub use ctx::{Ctx, LogGate, LoopStats};
-pub use descriptors::{descriptor_limit, raise_descriptor_limit, DescriptorLimit};
+pub use descriptors::{
+    descriptor_limit, presize_descriptor_table, raise_descriptor_limit, DescriptorLimit,
+    PRESIZED_DESCRIPTORS_MAX,
+};
 pub use tls::TlsAcceptor;
 
 use bytes::{Bytes, BytesMut};
@@ -36,6 +39,7 @@ use std::fmt;
 use std::fs::File;
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -46,6 +50,11 @@ const FIRST_LISTENER: usize = usize::MAX - 1;
 const MAX_LISTENERS: usize = 64;
 
 const ACCEPT_RETRY_MS: u64 = 100;
+
+/// Connections one listener accepts per turn: 10,000 brokers reconnecting at once (a restart,
+/// a network blip) are taken a few dozen at a time between the connected clients' requests,
+/// not in one turn of tens of milliseconds.
+pub(crate) const ACCEPTS_PER_TURN: usize = 64;
 
 /// A frame at least this large, once cut, is not left pinned by the bytes read after it.
 const LARGE_FRAME: usize = 64 * 1024;
@@ -60,6 +69,10 @@ const LONG_TURN: Duration = Duration::from_millis(2);
 /// TLS handshake work one turn does (at least one step, which an RSA-2048 signature alone can
 /// exceed): a storm of new TLS clients waits its turn rather than delaying the connected ones.
 const HANDSHAKE_TIME_PER_TURN: Duration = Duration::from_millis(1);
+
+/// Reading and handling bulk connections' frames (registrations) one turn does (at least one
+/// connection's read): 1 MiB of 5 KB registrations arriving at once took 5 ms of one turn.
+const BULK_TIME_PER_TURN: Duration = Duration::from_millis(1);
 
 /// Far above scheduling noise on a busy machine: a turn this long is a real stall, warned about.
 const STALL_WARN: Duration = Duration::from_millis(20);
@@ -129,6 +142,10 @@ pub struct Limits {
     pub bulk_line_limit: usize,
     /// How long a stop may take to drain.
     pub drain_timeout: Duration,
+    /// Connections the kernel queues for each listener before it drops new SYNs (capped by
+    /// `net.core.somaxconn`); the standard library's 128 overflows when a cluster reconnects
+    /// at once, each dropped connect then waiting a 1 s SYN retry.
+    pub listen_backlog: i32,
 }
 
 impl Default for Limits {
@@ -146,6 +163,7 @@ impl Default for Limits {
             recent_window_ms: 600_000,
             bulk_line_limit: usize::MAX,
             drain_timeout: Duration::from_secs(3),
+            listen_backlog: 1024,
         }
     }
 }
@@ -235,6 +253,8 @@ struct Listener {
     tag: ListenerTag,
     addr: SocketAddr,
     retry_at_ms: Option<u64>,
+    /// Ready (reported readable, or more waiting than the last turn took): accept this turn.
+    ready: bool,
 }
 
 pub struct EventLoop<H: Handler> {
@@ -253,6 +273,8 @@ pub struct EventLoop<H: Handler> {
     http_log: LogGate,
     /// TLS handshake work this turn did.
     handshake_time: Duration,
+    /// Bulk connections' reads and frames this turn.
+    bulk_time: Duration,
 }
 
 impl<H: Handler> EventLoop<H> {
@@ -272,6 +294,7 @@ impl<H: Handler> EventLoop<H> {
             http_listeners: Vec::new(),
             http_log: LogGate::new(WARN_EVERY_MS),
             handshake_time: Duration::ZERO,
+            bulk_time: Duration::ZERO,
         })
     }
 
@@ -281,6 +304,10 @@ impl<H: Handler> EventLoop<H> {
             return Err(io::Error::other("too many listeners"));
         }
         let mut socket = TcpListener::bind(addr)?;
+        // SAFETY: listen(2) again on a listening socket this function owns: a longer queue.
+        if unsafe { libc::listen(socket.as_raw_fd(), self.ctx.limits.listen_backlog) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
         let bound = socket.local_addr()?;
         let token = Token(FIRST_LISTENER - self.listeners.len());
         self.poll
@@ -291,6 +318,7 @@ impl<H: Handler> EventLoop<H> {
             tag,
             addr: bound,
             retry_at_ms: None,
+            ready: false,
         });
         Ok(bound)
     }
@@ -345,13 +373,15 @@ impl<H: Handler> EventLoop<H> {
         let (began, bytes_out) = (Instant::now(), self.ctx.stats.bytes_out);
         self.turn_reads_left = READ_BUDGETS_PER_TURN * self.ctx.limits.read_budget;
         self.handshake_time = Duration::ZERO;
+        self.bulk_time = Duration::ZERO;
         self.ctx.update_clock();
-        self.retry_accepts(h);
         for event in events.iter() {
             match event.token() {
                 WAKER => {}
                 Token(t) if t > FIRST_LISTENER - MAX_LISTENERS => {
-                    self.accept_all(h, FIRST_LISTENER - t)
+                    if let Some(l) = self.listeners.get_mut(FIRST_LISTENER - t) {
+                        l.ready = true;
+                    }
                 }
                 Token(key) => {
                     let Some(conn) = self.ctx.conns.get(key) else {
@@ -371,6 +401,7 @@ impl<H: Handler> EventLoop<H> {
                 }
             }
         }
+        self.accept_ready(h);
         self.ctx.flush_line();
         self.ctx.resume_parked();
         self.read_pending(h);
@@ -409,6 +440,7 @@ impl<H: Handler> EventLoop<H> {
             || !self.ctx.write_line.is_empty()
             || (!self.ctx.bulk_line.is_empty() && h.may_read_bulk())
             || self.ctx.has_resumable()
+            || self.listeners.iter().any(|l| l.ready)
         {
             return Duration::ZERO;
         }
@@ -420,10 +452,26 @@ impl<H: Handler> EventLoop<H> {
         Duration::from_millis(until_timer.clamp(1, 1000))
     }
 
-    fn accept_all(&mut self, h: &mut H, index: usize) {
+    /// At most [`ACCEPTS_PER_TURN`] connections from each ready listener (or one whose retry is
+    /// due); a listener with more waiting stays ready (edge-triggered: no new event would come).
+    fn accept_ready(&mut self, h: &mut H) {
+        let now = self.ctx.now_ms();
+        for index in 0..self.listeners.len() {
+            let l = &mut self.listeners[index];
+            let retry_due = l.retry_at_ms.is_some_and(|at| at <= now);
+            if retry_due {
+                l.retry_at_ms = None;
+            }
+            if std::mem::take(&mut l.ready) || retry_due {
+                self.accept_some(h, index);
+            }
+        }
+    }
+
+    fn accept_some(&mut self, h: &mut H, index: usize) {
         // `on_close` before a slot is reused (see `ConnId::index`).
         self.deliver_closes(h);
-        loop {
+        for _ in 0..ACCEPTS_PER_TURN {
             let Some(listener) = self.listeners.get(index) else {
                 return;
             };
@@ -449,6 +497,9 @@ impl<H: Handler> EventLoop<H> {
                     return;
                 }
             }
+        }
+        if let Some(listener) = self.listeners.get_mut(index) {
+            listener.ready = true;
         }
     }
 
@@ -487,17 +538,6 @@ impl<H: Handler> EventLoop<H> {
         );
     }
 
-    fn retry_accepts(&mut self, h: &mut H) {
-        let now = self.ctx.now_ms();
-        for index in 0..self.listeners.len() {
-            let l = &mut self.listeners[index];
-            if l.retry_at_ms.is_some_and(|at| at <= now) {
-                l.retry_at_ms = None;
-                self.accept_all(h, index);
-            }
-        }
-    }
-
     fn on_readable(&mut self, h: &mut H, key: usize) {
         let Some(id) = self.ctx.conn_at(key) else {
             return;
@@ -521,7 +561,7 @@ impl<H: Handler> EventLoop<H> {
     fn read_bulk_line(&mut self, h: &mut H) {
         let mut budget = self.ctx.bulk_line.len();
         let now = self.ctx.now_ms();
-        while budget > 0 && h.may_read_bulk() {
+        while budget > 0 && h.may_read_bulk() && self.bulk_time < BULK_TIME_PER_TURN {
             budget -= 1;
             let Some(id) = self.ctx.bulk_line.pop_front() else {
                 break;
@@ -547,7 +587,8 @@ impl<H: Handler> EventLoop<H> {
             return;
         }
         // No room for bulk work: wait in line, unless the line is full (see `bulk_line_full`).
-        if conn.class == ReadClass::Bulk && !line_full && !h.may_read_bulk() {
+        let bulk = conn.class == ReadClass::Bulk;
+        if bulk && !line_full && (!h.may_read_bulk() || self.bulk_time >= BULK_TIME_PER_TURN) {
             self.ctx.join_line(id);
             return;
         }
@@ -572,6 +613,7 @@ impl<H: Handler> EventLoop<H> {
         let Some((conn, arena)) = self.ctx.with_arena(id) else {
             return;
         };
+        let bulk_began = bulk.then(Instant::now);
         conn.borrow_arena(arena, allowance);
         let read = conn.read_available(allowance);
         if let Some(began) = handshake {
@@ -593,6 +635,9 @@ impl<H: Handler> EventLoop<H> {
             self.ctx.pending.push_back(id);
         }
         self.handle_frames(h, id);
+        if let Some(began) = bulk_began {
+            self.bulk_time += began.elapsed();
+        }
     }
 
     fn handle_frames(&mut self, h: &mut H, id: ConnId) {

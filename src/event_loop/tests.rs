@@ -50,6 +50,16 @@ struct Probe {
     outbound_closes: AtomicUsize,
     /// Frames received on the outbound connection (not echoed).
     outbound_frames: std::sync::Mutex<Vec<Vec<u8>>>,
+    accepts: AtomicUsize,
+    turn_accepts: AtomicUsize,
+    /// The most connections accepted in one turn.
+    max_turn_accepts: AtomicUsize,
+    /// A "stall" frame holds the loop thread until the test sets `release_stall`.
+    stalled: AtomicBool,
+    release_stall: AtomicBool,
+    turn_work: AtomicUsize,
+    /// The most "work" frames (300 µs each) handled in one turn.
+    max_turn_work: AtomicUsize,
 }
 
 struct Echo {
@@ -110,6 +120,8 @@ impl Handler for Echo {
     }
 
     fn on_accept(&mut self, _: &mut Ctx<()>, _: ConnId, listener: ListenerTag) -> ReadClass {
+        self.probe.accepts.fetch_add(1, Ordering::SeqCst);
+        self.probe.turn_accepts.fetch_add(1, Ordering::SeqCst);
         if listener == BULK {
             ReadClass::Bulk
         } else {
@@ -144,6 +156,22 @@ impl Handler for Echo {
                 let body = Bytes::from(vec![b'S'; 3 << 20]);
                 let head = |out: &mut Vec<u8>| out.extend_from_slice(&(3u32 << 20).to_be_bytes());
                 ctx.write_with_body(conn, head, body);
+                Next::Continue
+            }
+            // The loop busy elsewhere (what a long turn looks like to the listeners).
+            b"stall" => {
+                self.probe.stalled.store(true, Ordering::SeqCst);
+                while !self.probe.release_stall.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                reply(ctx, conn, b"stall");
+                Next::Continue
+            }
+            // A frame whose handling costs 300 µs of the loop.
+            b"work" => {
+                std::thread::sleep(Duration::from_micros(300));
+                self.probe.turn_work.fetch_add(1, Ordering::SeqCst);
+                reply(ctx, conn, b"work");
                 Next::Continue
             }
             b"timer" => {
@@ -201,6 +229,10 @@ impl Handler for Echo {
         let read =
             stats.bytes_in as usize - p.bytes_in.swap(stats.bytes_in as usize, Ordering::SeqCst);
         p.max_turn_read.fetch_max(read, Ordering::SeqCst);
+        let accepted = p.turn_accepts.swap(0, Ordering::SeqCst);
+        p.max_turn_accepts.fetch_max(accepted, Ordering::SeqCst);
+        let worked = p.turn_work.swap(0, Ordering::SeqCst);
+        p.max_turn_work.fetch_max(worked, Ordering::SeqCst);
         p.buffered_peak
             .fetch_max(stats.buffered_bytes, Ordering::SeqCst);
         p.parked_reads.fetch_max(ctx.parked.len(), Ordering::SeqCst);
@@ -826,4 +858,57 @@ fn one_turn_reads_at_most_four_read_budgets_from_all_connections_together() {
     drop(peers);
     lp.stop.stop();
     lp.thread.join().unwrap().unwrap();
+}
+
+#[test]
+fn a_connection_storm_is_accepted_a_bounded_number_per_turn() {
+    let r = start(Limits::default());
+    let mut staller = connect(r.interactive);
+    staller.write_all(&frame(b"stall")).unwrap();
+    wait_until(|| r.probe.stalled.load(Ordering::SeqCst));
+    // All of them wait in the listener's queue while the loop is busy.
+    let storm = 5 * ACCEPTS_PER_TURN + 7;
+    let mut clients: Vec<TcpStream> = (0..storm).map(|_| connect(r.interactive)).collect();
+    r.probe.release_stall.store(true, Ordering::SeqCst);
+    assert_eq!(read_frame(&mut staller).as_deref(), Some(&b"stall"[..]));
+    wait_until(|| r.probe.accepts.load(Ordering::SeqCst) == storm + 1);
+    let most = r.probe.max_turn_accepts.load(Ordering::SeqCst);
+    assert!(
+        most <= ACCEPTS_PER_TURN,
+        "{most} connections accepted in one turn"
+    );
+    for (i, c) in clients.iter_mut().enumerate() {
+        let payload = format!("client {i}");
+        c.write_all(&frame(payload.as_bytes())).unwrap();
+        assert_eq!(read_frame(c).as_deref(), Some(payload.as_bytes()));
+    }
+    r.stop.stop();
+    r.thread.join().unwrap().unwrap();
+}
+
+#[test]
+fn bulk_frames_arriving_together_take_about_a_millisecond_of_each_turn() {
+    let r = start(Limits::default());
+    let mut staller = connect(r.interactive);
+    staller.write_all(&frame(b"stall")).unwrap();
+    wait_until(|| r.probe.stalled.load(Ordering::SeqCst));
+    let mut peers: Vec<TcpStream> = (0..20).map(|_| connect(r.bulk)).collect();
+    for p in &mut peers {
+        p.write_all(&frame(b"work")).unwrap();
+    }
+    r.probe.release_stall.store(true, Ordering::SeqCst);
+    assert_eq!(read_frame(&mut staller).as_deref(), Some(&b"stall"[..]));
+    for p in &mut peers {
+        assert_eq!(read_frame(p).as_deref(), Some(&b"work"[..]));
+    }
+    // The last turn's count is taken at its end.
+    wait_until(|| r.probe.turn_work.load(Ordering::SeqCst) == 0);
+    // 1 ms of bulk work per turn: the fourth 300 us frame is the last that can start.
+    let most = r.probe.max_turn_work.load(Ordering::SeqCst);
+    assert!(
+        (1..=4).contains(&most),
+        "{most} bulk frames handled in one turn"
+    );
+    r.stop.stop();
+    r.thread.join().unwrap().unwrap();
 }

@@ -5,7 +5,7 @@ use crate::config::NamesrvConfig;
 use crate::event_loop;
 use crate::event_loop::Limits;
 use crate::remoting::command::DecodeLimits;
-use log::{info, warn};
+use log::{debug, info, warn};
 
 pub(super) fn loop_limits(c: &NamesrvConfig, descriptors: Option<u64>) -> Limits {
     let max_connections = connection_cap(c.max_connections, descriptors);
@@ -19,6 +19,7 @@ pub(super) fn loop_limits(c: &NamesrvConfig, descriptors: Option<u64>) -> Limits
         max_per_address: c.max_connections_per_address as usize,
         reserved_for_recent: max_connections * c.reserved_connections_percent as usize / 100,
         bulk_line_limit: c.registration_backlog_limit as usize,
+        listen_backlog: c.server_socket_backlog,
         ..Limits::default()
     }
 }
@@ -52,6 +53,12 @@ pub(super) fn prepare_descriptors(c: &NamesrvConfig) -> Option<u64> {
             "open-file limit raised from {} to {} for maxConnections={}",
             before.soft, now.soft, c.max_connections
         );
+    }
+    let table = descriptors_wanted(c.max_connections)
+        .min(now.soft)
+        .min(event_loop::PRESIZED_DESCRIPTORS_MAX);
+    if let Err(e) = event_loop::presize_descriptor_table(table) {
+        debug!("descriptor table not grown to {table} at start: {e}");
     }
     let cap = connection_cap(c.max_connections, Some(now.soft));
     if cap < c.max_connections as usize {
@@ -119,8 +126,10 @@ mod tests {
             max_connections_per_address: 7,
             ..NamesrvConfig::default()
         };
+        c.server_socket_backlog = 4096;
         let l = loop_limits(&c, Some(1_000_000));
         assert_eq!(l.max_connections, 1000);
+        assert_eq!(l.listen_backlog, 4096);
         assert_eq!(l.reserved_for_recent, 50);
         assert_eq!((l.frame_timeout_ms, l.max_buffered), (1234, 8 << 20));
         assert_eq!(l.max_per_address, 7);
