@@ -58,7 +58,7 @@ pub(super) fn prepare_descriptors(c: &NamesrvConfig) -> Option<u64> {
         .min(now.soft)
         .min(event_loop::PRESIZED_DESCRIPTORS_MAX);
     if let Err(e) = event_loop::presize_descriptor_table(table) {
-        debug!("descriptor table not grown to {table} at start: {e}");
+        debug!("descriptor table not grown to {table} descriptors: {e}");
     }
     let cap = connection_cap(c.max_connections, Some(now.soft));
     if cap < c.max_connections as usize {
