@@ -860,17 +860,27 @@ fn one_turn_reads_at_most_four_read_budgets_from_all_connections_together() {
     lp.thread.join().unwrap().unwrap();
 }
 
-#[test]
-fn a_connection_storm_is_accepted_a_bounded_number_per_turn() {
-    let r = start(Limits::default());
+/// Holds the loop thread in a "stall" frame (until [`unstall`]); returns its connection.
+fn stall(r: &Running) -> TcpStream {
     let mut staller = connect(r.interactive);
     staller.write_all(&frame(b"stall")).unwrap();
     wait_until(|| r.probe.stalled.load(Ordering::SeqCst));
+    staller
+}
+
+fn unstall(r: &Running, staller: &mut TcpStream) {
+    r.probe.release_stall.store(true, Ordering::SeqCst);
+    assert_eq!(read_frame(staller).as_deref(), Some(&b"stall"[..]));
+}
+
+#[test]
+fn a_connection_storm_is_accepted_a_bounded_number_per_turn() {
+    let r = start(Limits::default());
+    let mut staller = stall(&r);
     // All of them wait in the listener's queue while the loop is busy.
     let storm = 5 * ACCEPTS_PER_TURN + 7;
     let mut clients: Vec<TcpStream> = (0..storm).map(|_| connect(r.interactive)).collect();
-    r.probe.release_stall.store(true, Ordering::SeqCst);
-    assert_eq!(read_frame(&mut staller).as_deref(), Some(&b"stall"[..]));
+    unstall(&r, &mut staller);
     wait_until(|| r.probe.accepts.load(Ordering::SeqCst) == storm + 1);
     let most = r.probe.max_turn_accepts.load(Ordering::SeqCst);
     assert!(
@@ -889,15 +899,12 @@ fn a_connection_storm_is_accepted_a_bounded_number_per_turn() {
 #[test]
 fn bulk_frames_arriving_together_take_about_a_millisecond_of_each_turn() {
     let r = start(Limits::default());
-    let mut staller = connect(r.interactive);
-    staller.write_all(&frame(b"stall")).unwrap();
-    wait_until(|| r.probe.stalled.load(Ordering::SeqCst));
+    let mut staller = stall(&r);
     let mut peers: Vec<TcpStream> = (0..20).map(|_| connect(r.bulk)).collect();
     for p in &mut peers {
         p.write_all(&frame(b"work")).unwrap();
     }
-    r.probe.release_stall.store(true, Ordering::SeqCst);
-    assert_eq!(read_frame(&mut staller).as_deref(), Some(&b"stall"[..]));
+    unstall(&r, &mut staller);
     for p in &mut peers {
         assert_eq!(read_frame(p).as_deref(), Some(&b"work"[..]));
     }
